@@ -1,0 +1,2 @@
+include bench/lb/local.mk
+include bench/proxy/local.mk

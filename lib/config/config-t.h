@@ -1,0 +1,115 @@
+/* The runtime form of the configuration: what the rest of maitred reads.
+ * Built from the protobuf message (protos/maitred/config/v1/config.proto) by
+ * lib/config/, with every default applied and every rule checked, so no
+ * consumer ever re-validates or guesses a default. Immutable once built;
+ * freed as a whole with mtd_cfg_free(). */
+#ifndef MTD_CONFIG_T_H
+#define MTD_CONFIG_T_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "lb/lb-t.h"
+
+#define MTD_CFG_FIELD_PATH_MAX 8
+
+struct mtd_cfg_addr {
+	char *text;                   /* as written: "127.0.0.1:50051" */
+	char *host;                   /* "127.0.0.1" / "::1" / "svc.local" */
+	uint16_t port;
+	struct sockaddr_storage sa;   /* resolved at load (first address) */
+	socklen_t salen;
+};
+
+enum mtd_cfg_hash_kind {
+	MTD_CFG_HASH_NONE = 0,
+	MTD_CFG_HASH_HEADER,          /* a request metadata value */
+	MTD_CFG_HASH_FIELD,           /* a field of the first request message */
+};
+
+struct mtd_cfg_hash_key {
+	enum mtd_cfg_hash_kind kind;
+	char *header;                 /* lower-cased metadata key (HEADER) */
+	uint32_t field_path[MTD_CFG_FIELD_PATH_MAX]; /* FIELD: "2.1" = {2, 1} */
+	size_t field_depth;
+	bool fail_on_missing;         /* INVALID_ARGUMENT instead of random */
+};
+
+struct mtd_cfg_endpoint {
+	struct mtd_cfg_addr addr;
+	int32_t weight;               /* default 100 */
+};
+
+struct mtd_cfg_tls {
+	char *ca_file;                /* required */
+	char *server_name;            /* NULL = endpoint host */
+	char *cert_file, *key_file;   /* both or neither */
+};
+
+struct mtd_cfg_upstream {
+	int64_t connect_timeout_ms;     /* 2000 */
+	int64_t idle_timeout_ms;        /* 300000 */
+	int64_t keepalive_interval_ms;  /* 30000 */
+	int64_t keepalive_timeout_ms;   /* 10000 */
+	uint32_t max_connections;       /* 4 */
+	uint32_t max_concurrent_streams;/* 100 */
+	uint32_t max_pending;           /* 1024 */
+};
+
+struct mtd_cfg_method {
+	char *name;                   /* "GetCart" */
+	struct mtd_lb_config lb;      /* the method's own, or a copy of the service's */
+	struct mtd_cfg_hash_key hash_key; /* the method's own, or the service's */
+};
+
+struct mtd_cfg_service {
+	char *name;                   /* "pkg.Service" or "*" */
+	struct mtd_lb_config lb;
+	struct mtd_cfg_hash_key hash_key;
+	struct mtd_cfg_tls *tls;      /* NULL = h2c upstream */
+	struct mtd_cfg_endpoint *endpoints;
+	size_t n_endpoints;           /* >= 1 */
+	struct mtd_cfg_method *methods;
+	size_t n_methods;
+	struct mtd_cfg_upstream upstream;
+};
+
+struct mtd_cfg_downstream {
+	uint32_t max_concurrent_streams; /* 1024 */
+	uint32_t initial_window_size;    /* 1 MiB */
+	uint32_t max_header_list_size;   /* 64 KiB */
+	uint32_t max_message_size;       /* 64 MiB */
+	uint32_t reset_burst;            /* 10000 */
+	uint32_t reset_rate;             /* 1000 */
+	int64_t idle_timeout_ms;         /* 600000 */
+};
+
+struct mtd_cfg {
+	char *source;                 /* file name, or "<embedded default>" */
+	struct mtd_cfg_addr listen;   /* default 127.0.0.1:15001 */
+	struct mtd_cfg_addr *admin;   /* NULL = disabled */
+	unsigned workers;             /* resolved: 0 in the file = CPU count */
+	struct mtd_cfg_downstream downstream;
+	int64_t drain_timeout_ms;     /* 15000 */
+	struct mtd_cfg_service *services;
+	size_t n_services;
+};
+
+/* Every problem found in one load, in file order. Each message reads
+ * "FILE:LINE:COL: field.path: what is wrong" (line/col omitted when the
+ * input has none, e.g. binary protobuf). */
+struct mtd_cfg_errors {
+	char **msgs;
+	size_t n;
+};
+
+enum mtd_cfg_format {
+	MTD_CFG_FORMAT_AUTO = 0,      /* by extension, else by content */
+	MTD_CFG_FORMAT_YAML,
+	MTD_CFG_FORMAT_JSON,
+	MTD_CFG_FORMAT_BINARY,        /* serialized maitred.config.v1.Config */
+};
+
+#endif

@@ -1,0 +1,134 @@
+/* Types of the balancer interface (lib/lb/). Pure data: no I/O anywhere in
+ * lib/lb/. Prototypes live in lb.h.
+ *
+ * The seeds' LoadBalancer.select(requestParams, instances) becomes:
+ *   picker = mtd_lb_picker_new(cfg, endpoints, n, prev)   once per endpoint-set
+ *   idx    = mtd_lb_pick(picker, &ctx)                    per call, any worker
+ *   mtd_lb_stats_begin()/_end() and mtd_lb_report()       around the call
+ */
+#ifndef MTD_LB_T_H
+#define MTD_LB_T_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Live figures of one endpoint, shared by every worker thread. Owned by the
+ * data plane's endpoint object, which outlives every picker pointing at it,
+ * and survives endpoint-set changes (an endpoint keeps its stats while it
+ * stays in the set). Written only through mtd_lb_stats_*(). */
+struct mtd_lb_stats {
+	_Atomic int64_t active;        /* calls in flight, all workers */
+	_Atomic uint64_t picks;        /* calls started */
+	_Atomic uint64_t successes;    /* calls ended OK (any gRPC status from the peer) */
+	_Atomic uint64_t failures;     /* connect/reset/timeout failures */
+	_Atomic uint64_t latency_sum_us;   /* successes only */
+	_Atomic uint64_t latency_count;
+	_Atomic uint64_t ewma_bits;    /* peak-EWMA latency (double, in us), as bits */
+	_Atomic int64_t ewma_stamp_ns; /* monotonic time of the last EWMA update */
+	_Atomic uint64_t window_sum_us;    /* SHORTEST_RESPONSE sliding window */
+	_Atomic uint64_t window_count;
+};
+
+/* One endpoint as a strategy sees it. The array handed to a picker is
+ * immutable for the picker's lifetime. */
+struct mtd_lb_endpoint {
+	const char *id;             /* stable identity ("host:port"), hashed by rings */
+	int32_t weight;             /* configured weight; <= 0 means "no traffic while
+	                               a positive-weight endpoint is eligible" */
+	int64_t start_ms;           /* wall-clock ms the instance started (registry
+	                               record) or was first seen; 0 = unknown/old */
+	struct mtd_lb_stats *stats; /* never NULL */
+	void *user;                 /* the data plane's endpoint object */
+};
+
+enum mtd_lb_warmup_curve {
+	MTD_LB_WARMUP_LINEAR = 0,     /* seed 003: Dubbo weight*uptime/warmup in [1,w] */
+	MTD_LB_WARMUP_SLOW_START = 1, /* Envoy slow start: aggression, min weight % */
+};
+
+struct mtd_lb_warmup {
+	int64_t duration_ms;        /* 0 = no warmup */
+	enum mtd_lb_warmup_curve curve;
+	double aggression;          /* SLOW_START, > 0, default 1.0 */
+	double min_weight_percent;  /* SLOW_START floor, default 10 */
+};
+
+/* Validated options of one `lb` block (service level, or a method override),
+ * with every default already applied by the config layer. */
+struct mtd_lb_config {
+	const struct mtd_lb_ops *ops;
+	uint32_t choice_count;        /* LEAST_REQUEST, >= 2 */
+	double active_request_bias;   /* LEAST_REQUEST */
+	uint32_t ring_points;         /* CONSISTENT_HASH points per endpoint */
+	uint32_t table_size;          /* MAGLEV, prime */
+	double bounded_load_factor;   /* 0 = unbounded, else > 1 */
+	int64_t decay_ms;             /* PEAK_EWMA / WEIGHTED_RESPONSE_TIME */
+	struct mtd_lb_warmup warmup;  /* from the service */
+	unsigned n_workers;           /* pick() callers pass worker < n_workers */
+};
+
+/* Everything one pick needs. Built on the caller's stack. */
+struct mtd_lb_pick_ctx {
+	const uint8_t *key;        /* hash key bytes; NULL = absent */
+	size_t key_len;
+	/* Endpoints that must not be picked (already tried by this call, ejected),
+	 * a bitmap over indices: bit i of excluded[i / 64]. NULL = none. */
+	const uint64_t *excluded;
+	int64_t now_ms;            /* wall clock, for warmup */
+	int64_t now_ns;            /* monotonic, for EWMA decay */
+	unsigned worker;           /* index of the calling worker thread */
+	uint64_t *rng;             /* the caller's PRNG state (mtd_lb_rand) */
+};
+
+/* What the data plane tells a strategy after a call to endpoint idx. */
+struct mtd_lb_result {
+	bool ok;                   /* false: connect failure, reset, timeout */
+	int64_t latency_us;
+};
+
+/* Capabilities: what config may ask of a strategy. Config validation rejects
+ * an option the chosen strategy would silently ignore. */
+enum {
+	MTD_LB_CAP_WEIGHTS = 1u << 0,  /* honours endpoint weights */
+	MTD_LB_CAP_HASH_KEY = 1u << 1, /* needs/uses ctx.key */
+	MTD_LB_CAP_WARMUP = 1u << 2,   /* applies warmup to weights */
+	MTD_LB_CAP_BOUNDED_LOAD = 1u << 3,
+	MTD_LB_CAP_CHOICE_COUNT = 1u << 4,
+	MTD_LB_CAP_DECAY = 1u << 5,
+};
+
+/* One strategy: one .c file filling one const table, listed once in
+ * lib/lb/registry.c (the C counterpart of Dubbo's SPI factory). */
+struct mtd_lb_ops {
+	const char *name;   /* the config enum name, e.g. "ROUND_ROBIN" */
+	unsigned caps;
+	/* Build the state for one immutable endpoint set (n >= 1). prev is the
+	 * previous state of the same strategy for the same service, or NULL, so
+	 * a strategy can carry history across a membership change; it must not
+	 * be modified. Returns 0 or -ENOMEM/-EINVAL. Control thread only. */
+	int (*init)(const struct mtd_lb_config *cfg,
+	            const struct mtd_lb_endpoint *eps, size_t n,
+	            const void *prev, void **state);
+	/* Pick an endpoint index in [0, n), or -1 when every endpoint is
+	 * excluded. Called concurrently from every worker: lock-free. */
+	int (*pick)(void *state, const struct mtd_lb_pick_ctx *ctx);
+	/* Optional: outcome of a call picked from this state. Any thread. */
+	void (*report)(void *state, size_t idx, const struct mtd_lb_result *res);
+	/* Optional: periodic background work (e.g. Ribbon's weight recompute),
+	 * control thread, about once per second. */
+	void (*tick)(void *state, int64_t now_ms, int64_t now_ns);
+	void (*destroy)(void *state);
+};
+
+/* An immutable picker: a strategy's state bound to one endpoint set. */
+struct mtd_lb_picker {
+	const struct mtd_lb_ops *ops;
+	void *state;
+	const struct mtd_lb_endpoint *eps; /* borrowed; outlives the picker */
+	size_t n;
+	struct mtd_lb_config cfg;
+};
+
+#endif

@@ -1,0 +1,2 @@
+include tests/unit/local.mk
+include tests/integration/local.mk
