@@ -1,0 +1,105 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "route/route.h"
+
+struct route_slot {
+	const char *name;   /* NULL = empty */
+	size_t len;
+	int index;
+};
+
+struct mtd_route_table {
+	struct route_slot *slots;
+	size_t mask;        /* capacity - 1, capacity a power of two >= 2n */
+	int catch_all;      /* index of "*", or -1 */
+};
+
+static uint64_t name_hash(const char *s, size_t len)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static int valid_part(const char *p, size_t len)
+{
+	if (len == 0)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (p[i] == '/' || p[i] == '?' || p[i] == '#')
+			return 0;
+	return 1;
+}
+
+int mtd_route_parse_path(const char *path, size_t len, struct mtd_route_path *out)
+{
+	if (len < 4 || path[0] != '/')
+		return -EINVAL;
+	const char *slash = memchr(path + 1, '/', len - 1);
+	if (!slash)
+		return -EINVAL;
+	size_t svc_len = (size_t)(slash - path - 1);
+	size_t method_len = len - svc_len - 2;
+	if (!valid_part(path + 1, svc_len) || !valid_part(slash + 1, method_len))
+		return -EINVAL;
+	out->service = path + 1;
+	out->service_len = svc_len;
+	out->method = slash + 1;
+	out->method_len = method_len;
+	return 0;
+}
+
+struct mtd_route_table *mtd_route_table_new(const char *const *names, size_t n)
+{
+	struct mtd_route_table *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	size_t cap = 8;
+	while (cap < 2 * n)
+		cap <<= 1;
+	t->slots = calloc(cap, sizeof(*t->slots));
+	if (!t->slots) {
+		free(t);
+		return NULL;
+	}
+	t->mask = cap - 1;
+	t->catch_all = -1;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(names[i]);
+		if (len == 1 && names[i][0] == '*') {
+			t->catch_all = (int)i;
+			continue;
+		}
+		size_t s = name_hash(names[i], len) & t->mask;
+		while (t->slots[s].name)
+			s = (s + 1) & t->mask;
+		t->slots[s] = (struct route_slot){ names[i], len, (int)i };
+	}
+	return t;
+}
+
+void mtd_route_table_free(struct mtd_route_table *t)
+{
+	if (!t)
+		return;
+	free(t->slots);
+	free(t);
+}
+
+int mtd_route_lookup(const struct mtd_route_table *t, const char *svc, size_t len)
+{
+	size_t s = name_hash(svc, len) & t->mask;
+	/* Load factor <= 1/2, so an empty slot ends every probe. */
+	for (; t->slots[s].name; s = (s + 1) & t->mask)
+		if (t->slots[s].len == len && memcmp(t->slots[s].name, svc, len) == 0)
+			return t->slots[s].index;
+	return t->catch_all;
+}
