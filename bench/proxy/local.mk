@@ -1,0 +1,6 @@
+# Proxy benchmark (bench/proxy/run.sh): the gRPC upstream it drives.
+# Not installed, not part of `make check`.
+noinst_PROGRAMS += bench/proxy/grpc_upstream
+bench_proxy_grpc_upstream_SOURCES = bench/proxy/grpc_upstream.c
+bench_proxy_grpc_upstream_CFLAGS = $(AM_CFLAGS)
+bench_proxy_grpc_upstream_LDADD = $(NGHTTP2_LIBS) $(LIBEVENT_LIBS) $(OPENSSL_LIBS)

@@ -1,0 +1,479 @@
+/*
+ * grpc_upstream: a minimal, single-threaded gRPC unary "echo" server for the
+ * proxy benchmark (bench/proxy/run.sh). Not part of maitred.
+ *
+ * It answers every request, once the request stream has ended, with
+ *
+ *   HEADERS  :status 200, content-type application/grpc
+ *   DATA     one length-prefixed gRPC message (a protobuf with field 1 =
+ *            bytes of -z length), END_STREAM not set
+ *   HEADERS  grpc-status 0 (trailers, END_STREAM)
+ *
+ * (gRPC PROTOCOL-HTTP2: Response -> Response-Headers *Length-Prefixed-Message
+ * Trailers). The request body is read and dropped. Its job is to be much
+ * cheaper per call than any proxy in front of it, so that the proxy is what
+ * the benchmark measures: one event loop, no bufferevents, nghttp2's
+ * mem_recv/mem_send straight on the socket (or on OpenSSL for TLS with ALPN
+ * h2), and responses coalesced into one write per loop iteration.
+ *
+ * SIGUSR1 prints one line of counters to stderr:
+ *   stats port=P calls=N accepted=A open=O peak_open=K
+ * run.sh reads it to count calls and upstream connections per endpoint.
+ * SIGTERM / SIGINT print the same line and exit 0.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#define UP_READ_CHUNK 16384
+/* Stop pulling frames from nghttp2 once this much is queued for one write. */
+#define UP_WRITE_HIGH 65536
+
+struct up_server {
+	struct event_base *base;
+	SSL_CTX *ssl_ctx;		/* NULL = h2c */
+	uint8_t *resp_body;		/* prefix + message, shared by all calls */
+	size_t resp_len;
+	uint32_t max_streams;		/* 0 = do not advertise a limit */
+	int port;
+	uint64_t calls;
+	uint64_t accepted;
+	uint64_t open;
+	uint64_t peak_open;
+};
+
+struct up_conn {
+	struct up_server *srv;
+	int fd;
+	SSL *ssl;			/* owned; NULL = h2c */
+	nghttp2_session *h2;		/* owned */
+	struct event *ev_read;		/* persistent */
+	struct event *ev_write;		/* added only while output is blocked */
+	uint8_t *out;			/* pending output, owned */
+	size_t out_cap, out_len, out_off;
+};
+
+static void up_conn_free(struct up_conn *c)
+{
+	if (c->ev_read)
+		event_free(c->ev_read);
+	if (c->ev_write)
+		event_free(c->ev_write);
+	if (c->h2)
+		nghttp2_session_del(c->h2);
+	if (c->ssl)
+		SSL_free(c->ssl);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->srv->open--;
+	free(c->out);
+	free(c);
+}
+
+/* The DATA source: the whole response message in one frame; the stream stays
+ * open for the trailers, submitted from here (nghttp2 allows it). */
+static ssize_t up_read_body(nghttp2_session *h2, int32_t stream_id,
+			    uint8_t *buf, size_t length, uint32_t *data_flags,
+			    nghttp2_data_source *source, void *user_data)
+{
+	struct up_conn *c = user_data;
+	size_t n = c->srv->resp_len;
+	static const nghttp2_nv trailers[] = {
+		{ (uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1,
+		  NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE },
+	};
+
+	if (n > length)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	memcpy(buf, c->srv->resp_body, n);
+	*data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+	if (nghttp2_submit_trailer(h2, stream_id, trailers, 1) != 0)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	return (ssize_t)n;
+}
+
+static int up_respond(struct up_conn *c, int32_t stream_id)
+{
+	static const nghttp2_nv hdrs[] = {
+		{ (uint8_t *)":status", (uint8_t *)"200", 7, 3,
+		  NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE },
+		{ (uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
+		  NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE },
+	};
+	nghttp2_data_provider prd = { .read_callback = up_read_body };
+
+	c->srv->calls++;
+	return nghttp2_submit_response(c->h2, stream_id, hdrs, 2, &prd);
+}
+
+static int up_on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
+			    void *user_data)
+{
+	struct up_conn *c = user_data;
+
+	/* A request is complete when its stream is half-closed by the client,
+	 * with HEADERS (no body) or with its last DATA frame. */
+	if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA)
+	    && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+	    && frame->hd.stream_id > 0)
+		return up_respond(c, frame->hd.stream_id) == 0
+			       ? 0
+			       : NGHTTP2_ERR_CALLBACK_FAILURE;
+	return 0;
+}
+
+static bool up_would_block(struct up_conn *c, int ret)
+{
+	if (c->ssl) {
+		int e = SSL_get_error(c->ssl, ret);
+
+		return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE;
+	}
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+/* Writes what nghttp2 has queued. Returns 0 (done or blocked, with ev_write
+ * armed when blocked) or -1 (connection must close). */
+static int up_flush(struct up_conn *c)
+{
+	for (;;) {
+		while (c->out_off < c->out_len) {
+			size_t left = c->out_len - c->out_off;
+			ssize_t n;
+
+			ERR_clear_error();
+			n = c->ssl ? SSL_write(c->ssl, c->out + c->out_off,
+					       (int)left)
+				   : send(c->fd, c->out + c->out_off, left,
+					  MSG_NOSIGNAL);
+			if (n <= 0) {
+				if (up_would_block(c, (int)n)) {
+					event_add(c->ev_write, NULL);
+					return 0;
+				}
+				return -1;
+			}
+			c->out_off += (size_t)n;
+		}
+		c->out_off = c->out_len = 0;
+
+		while (c->out_len < UP_WRITE_HIGH) {
+			const uint8_t *data;
+			ssize_t n = nghttp2_session_mem_send(c->h2, &data);
+
+			if (n < 0)
+				return -1;
+			if (n == 0)
+				break;
+			if (c->out_len + (size_t)n > c->out_cap) {
+				size_t cap = c->out_cap ? c->out_cap : 16384;
+				uint8_t *p;
+
+				while (cap < c->out_len + (size_t)n)
+					cap *= 2;
+				p = realloc(c->out, cap);
+				if (!p)
+					return -1;
+				c->out = p;
+				c->out_cap = cap;
+			}
+			memcpy(c->out + c->out_len, data, (size_t)n);
+			c->out_len += (size_t)n;
+		}
+		if (c->out_len == 0)
+			break;
+	}
+	event_del(c->ev_write);
+	return 0;
+}
+
+/* Reads until the socket (or TLS) has nothing more, then writes. */
+static void up_on_io(evutil_socket_t fd, short what, void *arg)
+{
+	struct up_conn *c = arg;
+	uint8_t buf[UP_READ_CHUNK];
+
+	for (;;) {
+		ssize_t n;
+
+		ERR_clear_error();
+		n = c->ssl ? SSL_read(c->ssl, buf, sizeof(buf))
+			   : recv(fd, buf, sizeof(buf), 0);
+		if (n <= 0) {
+			if (n < 0 && up_would_block(c, (int)n))
+				break;
+			goto close;	/* EOF, reset or TLS failure */
+		}
+		if (nghttp2_session_mem_recv(c->h2, buf, (size_t)n) < 0)
+			goto close;
+		if ((size_t)n < sizeof(buf) && !c->ssl)
+			break;		/* drained: skip the EAGAIN syscall */
+	}
+	if (up_flush(c) < 0)
+		goto close;
+	if (!nghttp2_session_want_read(c->h2)
+	    && !nghttp2_session_want_write(c->h2) && c->out_len == 0)
+		goto close;
+	return;
+close:
+	up_conn_free(c);
+}
+
+static void up_on_accept(struct evconnlistener *l, evutil_socket_t fd,
+			 struct sockaddr *sa, int salen, void *arg)
+{
+	struct up_server *srv = arg;
+	struct up_conn *c = calloc(1, sizeof(*c));
+	nghttp2_session_callbacks *cbs = NULL;
+	nghttp2_settings_entry iv[2];
+	size_t niv = 0;
+	int one = 1;
+
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->srv = srv;
+	c->fd = fd;
+	srv->accepted++;
+	if (++srv->open > srv->peak_open)
+		srv->peak_open = srv->open;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+	if (srv->ssl_ctx) {
+		c->ssl = SSL_new(srv->ssl_ctx);
+		if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1)
+			goto fail;
+		SSL_set_accept_state(c->ssl);
+	}
+	if (nghttp2_session_callbacks_new(&cbs) != 0)
+		goto fail;
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs,
+							     up_on_frame_recv);
+	if (nghttp2_session_server_new(&c->h2, cbs, c) != 0)
+		goto fail_cbs;
+	nghttp2_session_callbacks_del(cbs);
+	cbs = NULL;
+
+	if (srv->max_streams)
+		iv[niv++] = (nghttp2_settings_entry){
+			NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->max_streams
+		};
+	iv[niv++] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+					      1 << 20 };
+	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, niv) != 0
+	    || nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE,
+						     0, 1 << 24) != 0)
+		goto fail;
+
+	c->ev_read = event_new(srv->base, fd, EV_READ | EV_PERSIST, up_on_io, c);
+	c->ev_write = event_new(srv->base, fd, EV_WRITE, up_on_io, c);
+	if (!c->ev_read || !c->ev_write || event_add(c->ev_read, NULL) != 0)
+		goto fail;
+	if (up_flush(c) < 0)	/* our SETTINGS (h2c); TLS waits for the hello */
+		goto fail;
+	return;
+fail_cbs:
+	nghttp2_session_callbacks_del(cbs);
+fail:
+	up_conn_free(c);
+}
+
+static int up_alpn_select(SSL *ssl, const unsigned char **out,
+			  unsigned char *outlen, const unsigned char *in,
+			  unsigned int inlen, void *arg)
+{
+	unsigned char *sel;
+
+	if (nghttp2_select_next_protocol(&sel, outlen, in, inlen) != 1)
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	*out = sel;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+static SSL_CTX *up_tls_ctx(const char *cert, const char *key)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+	if (!ctx)
+		return NULL;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE
+				      | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER
+				      | SSL_MODE_RELEASE_BUFFERS);
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1
+	    || SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+		ERR_print_errors_fp(stderr);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	SSL_CTX_set_alpn_select_cb(ctx, up_alpn_select, NULL);
+	return ctx;
+}
+
+static void up_print_stats(const struct up_server *srv)
+{
+	fprintf(stderr,
+		"stats port=%d calls=%llu accepted=%llu open=%llu peak_open=%llu\n",
+		srv->port, (unsigned long long)srv->calls,
+		(unsigned long long)srv->accepted,
+		(unsigned long long)srv->open,
+		(unsigned long long)srv->peak_open);
+	fflush(stderr);
+}
+
+static void up_on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct up_server *srv = arg;
+
+	up_print_stats(srv);
+	if (sig != SIGUSR1)
+		event_base_loopbreak(srv->base);
+}
+
+/* Builds the response: 5-byte gRPC prefix (uncompressed, big-endian length)
+ * around a protobuf message { bytes field 1 = payload_len x 'x' }. */
+static int up_build_body(struct up_server *srv, size_t payload_len)
+{
+	size_t msg_len, vlen = 0, i;
+	uint8_t varint[10];
+	uint8_t *p;
+
+	for (size_t v = payload_len;; v >>= 7) {
+		varint[vlen++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		if (v <= 0x7f)
+			break;
+	}
+	msg_len = 1 + vlen + payload_len;
+	srv->resp_len = 5 + msg_len;
+	if (srv->resp_len > 16384)	/* one DATA frame, default max size */
+		return -1;
+	p = srv->resp_body = malloc(srv->resp_len);
+	if (!p)
+		return -1;
+	p[0] = 0;
+	p[1] = (uint8_t)(msg_len >> 24);
+	p[2] = (uint8_t)(msg_len >> 16);
+	p[3] = (uint8_t)(msg_len >> 8);
+	p[4] = (uint8_t)msg_len;
+	p[5] = 0x0a;			/* field 1, wire type 2 */
+	memcpy(p + 6, varint, vlen);
+	for (i = 0; i < payload_len; i++)
+		p[6 + vlen + i] = 'x';
+	return 0;
+}
+
+static void up_usage(FILE *f)
+{
+	fputs("usage: grpc_upstream [-a ADDR] -p PORT [-s MAX_STREAMS] "
+	      "[-z PAYLOAD_BYTES]\n"
+	      "                     [--cert FILE --key FILE]\n"
+	      "  -a  listen address (default 127.0.0.1)\n"
+	      "  -p  listen port\n"
+	      "  -s  SETTINGS_MAX_CONCURRENT_STREAMS to advertise "
+	      "(default: none, i.e. unlimited)\n"
+	      "  -z  response message payload bytes (default 16)\n"
+	      "  --cert/--key  serve TLS with ALPN h2 instead of h2c\n",
+	      f);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "cert", required_argument, NULL, 'C' },
+		{ "key", required_argument, NULL, 'K' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct up_server srv = { .port = 0 };
+	const char *addr = "127.0.0.1", *cert = NULL, *key = NULL;
+	size_t payload = 16;
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct evconnlistener *lst;
+	struct event *sigs[3];
+	int opt, i, rc = 1;
+
+	while ((opt = getopt_long(argc, argv, "a:p:s:z:h", longopts, NULL))
+	       != -1) {
+		switch (opt) {
+		case 'a': addr = optarg; break;
+		case 'p': srv.port = atoi(optarg); break;
+		case 's': srv.max_streams = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'z': payload = strtoul(optarg, NULL, 10); break;
+		case 'C': cert = optarg; break;
+		case 'K': key = optarg; break;
+		case 'h': up_usage(stdout); return 0;
+		default: up_usage(stderr); return 2;
+		}
+	}
+	if (srv.port <= 0 || srv.port > 65535 || !cert != !key
+	    || inet_pton(AF_INET, addr, &sin.sin_addr) != 1) {
+		up_usage(stderr);
+		return 2;
+	}
+	sin.sin_port = htons((uint16_t)srv.port);
+	if (up_build_body(&srv, payload) != 0) {
+		fprintf(stderr, "grpc_upstream: payload too large\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (cert && !(srv.ssl_ctx = up_tls_ctx(cert, key)))
+		goto out_body;
+
+	srv.base = event_base_new();
+	if (!srv.base)
+		goto out_tls;
+	lst = evconnlistener_new_bind(srv.base, up_on_accept, &srv,
+				      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE
+					      | LEV_OPT_CLOSE_ON_EXEC,
+				      1024, (struct sockaddr *)&sin, sizeof(sin));
+	if (!lst) {
+		fprintf(stderr, "grpc_upstream: cannot listen on %s:%d: %s\n",
+			addr, srv.port, strerror(errno));
+		goto out_base;
+	}
+	sigs[0] = evsignal_new(srv.base, SIGTERM, up_on_signal, &srv);
+	sigs[1] = evsignal_new(srv.base, SIGINT, up_on_signal, &srv);
+	sigs[2] = evsignal_new(srv.base, SIGUSR1, up_on_signal, &srv);
+	for (i = 0; i < 3; i++)
+		if (sigs[i])
+			event_add(sigs[i], NULL);
+	fprintf(stderr, "grpc_upstream: listening on %s:%d (%s)\n", addr,
+		srv.port, srv.ssl_ctx ? "tls" : "h2c");
+	fflush(stderr);
+
+	event_base_dispatch(srv.base);
+	rc = 0;
+	/* Connections still open at exit are left to the OS. */
+	for (i = 0; i < 3; i++)
+		if (sigs[i])
+			event_free(sigs[i]);
+	evconnlistener_free(lst);
+out_base:
+	event_base_free(srv.base);
+out_tls:
+	if (srv.ssl_ctx)
+		SSL_CTX_free(srv.ssl_ctx);
+out_body:
+	free(srv.resp_body);
+	return rc;
+}
