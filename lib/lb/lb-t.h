@@ -28,7 +28,8 @@ struct mtd_lb_stats {
 	_Atomic uint64_t ewma_bits;    /* peak-EWMA latency (double, in us), as bits */
 	_Atomic int64_t ewma_stamp_ns; /* monotonic time of the last EWMA update */
 	_Atomic uint64_t window_sum_us;    /* SHORTEST_RESPONSE sliding window */
-	_Atomic uint64_t window_count;
+	_Atomic uint64_t window_count;     /* (successes only; halved every */
+	_Atomic int64_t window_stamp_ns;   /*  MTD_LB_WINDOW_SLIDE_NS) */
 };
 
 /* One endpoint as a strategy sees it. The array handed to a picker is
@@ -97,7 +98,23 @@ enum {
 	MTD_LB_CAP_BOUNDED_LOAD = 1u << 3,
 	MTD_LB_CAP_CHOICE_COUNT = 1u << 4,
 	MTD_LB_CAP_DECAY = 1u << 5,
+	MTD_LB_CAP_RING_POINTS = 1u << 6, /* CONSISTENT_HASH ring_points */
+	MTD_LB_CAP_TABLE_SIZE = 1u << 7,  /* MAGLEV table_size */
+	/* CAP_CHOICE_COUNT also covers active_request_bias (LEAST_REQUEST). */
 };
+
+/* Defaults (mtd_lb_config_defaults) and hard limits (mtd_lb_config_check). */
+#define MTD_LB_DEFAULT_CHOICE_COUNT 2u      /* Envoy least_request */
+#define MTD_LB_DEFAULT_RING_POINTS 160u     /* seed 003: Dubbo hash.nodes */
+#define MTD_LB_DEFAULT_TABLE_SIZE 65537u    /* Envoy maglev */
+#define MTD_LB_DEFAULT_DECAY_MS 10000       /* linkerd peak-EWMA decay */
+#define MTD_LB_MAX_RING_POINTS 10000u       /* per endpoint at weight 100 */
+#define MTD_LB_MAX_TABLE_SIZE 5000011u      /* Envoy's cap on maglev tables */
+#define MTD_LB_MAX_ENDPOINTS 100000u
+#define MTD_LB_WINDOW_SLIDE_NS 30000000000LL /* Dubbo slidePeriod, 30 s */
+/* A failed call is fed to the latency estimate as at least this slow. */
+#define MTD_LB_FAILURE_PENALTY_US 1000000.0
+#define MTD_LB_FAILURE_PENALTY_FACTOR 4.0
 
 /* One strategy: one .c file filling one const table, listed once in
  * lib/lb/registry.c (the C counterpart of Dubbo's SPI factory). */

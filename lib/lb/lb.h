@@ -1,36 +1,83 @@
-/* The balancer interface. See lb-t.h for the types and the call sequence. */
+/* The balancer interface. See lb-t.h for the types and the call sequence.
+ *
+ * Threads: mtd_lb_picker_new/free, mtd_lb_tick and the config helpers run on
+ * the control thread; mtd_lb_pick, mtd_lb_call_begin/end and the stats
+ * functions run on any worker, concurrently, without locks.
+ */
 #ifndef MTD_LB_H
 #define MTD_LB_H
 
 #include "lb/lb-t.h"
 
-/* Strategy registry: NULL when no strategy has that name. */
+/* Strategy registry (the C counterpart of the seeds' SPI factory): the ops
+ * of the strategy whose name is exactly `name` (a LoadBalancing.Policy enum
+ * name such as "ROUND_ROBIN"), or NULL for NULL or an unknown name. */
 const struct mtd_lb_ops *mtd_lb_find(const char *name);
 
-/* Build a picker over eps[0..n) (n >= 1; eps must outlive the picker).
- * prev: the picker this one replaces (same service), or NULL. Returns NULL
- * on allocation failure or invalid options. Control thread. */
+/* Every registered strategy, in config enum order; *n receives the count.
+ * The array is static. */
+const struct mtd_lb_ops *const *mtd_lb_all(size_t *n);
+
+/* Fill *cfg with every default for strategy ops (which may be NULL):
+ * choice_count 2, bias 1.0, ring_points 160, table_size 65537, unbounded,
+ * decay 10 s, no warmup (linear, aggression 1, floor 10 %), 1 worker. */
+void mtd_lb_config_defaults(struct mtd_lb_config *cfg,
+                            const struct mtd_lb_ops *ops);
+
+/* Validate the options the chosen strategy uses (an option a strategy does
+ * not use is not looked at here: rejecting it is config's job, by caps).
+ * Returns 0, or -EINVAL with *field (if field != NULL) set to the proto
+ * field name at fault ("table_size", "warmup.aggression", ...). */
+int mtd_lb_config_check(const struct mtd_lb_config *cfg, const char **field);
+
+/* Build a picker over eps[0..n) (eps must outlive the picker; n == 0 gives a
+ * picker whose every pick returns -1). prev: the picker this one replaces
+ * (same service), or NULL; it is only read, and may be freed right after.
+ * Returns NULL on allocation failure or invalid options (see
+ * mtd_lb_config_check). Control thread. */
 struct mtd_lb_picker *mtd_lb_picker_new(const struct mtd_lb_config *cfg,
                                         const struct mtd_lb_endpoint *eps,
                                         size_t n,
                                         const struct mtd_lb_picker *prev);
+/* Free p and its strategy state; NULL is a no-op. No worker may still be
+ * inside mtd_lb_pick(p) (the snapshot's refcount guarantees it). */
 void mtd_lb_picker_free(struct mtd_lb_picker *p);
 
-/* Index of the chosen endpoint, or -1 if every endpoint is excluded.
- * Lock-free; any worker thread. */
+/* Index of the chosen endpoint, or -1 if every endpoint is excluded (or the
+ * set is empty). Never returns an index set in ctx->excluded. Lock-free,
+ * allocation-free; any worker thread. ctx->worker must be < cfg.n_workers
+ * (larger values are reduced modulo n_workers). ctx->rng may be NULL (a
+ * thread-local generator is used). Hashing strategies with ctx->key == NULL
+ * pick at random (the data plane applies HashKey.on_missing = FAIL itself,
+ * before picking). */
 int mtd_lb_pick(struct mtd_lb_picker *p, const struct mtd_lb_pick_ctx *ctx);
 
 /* Call accounting, any thread. begin: when the call is sent to eps[idx];
- * end: when it completes, with its outcome. Both update eps[idx].stats and
- * end also forwards the outcome to the strategy's report hook. */
+ * end: when it completes, with its outcome (now_ns: monotonic clock). Both
+ * update eps[idx].stats and end also forwards the outcome to the strategy's
+ * report hook. An idx >= p->n is ignored. Pair every begin with one end on
+ * the same picker, or use the stats functions below when the picker may
+ * have been replaced in between (stats outlive pickers; report hooks are
+ * only an optimisation). */
 void mtd_lb_call_begin(struct mtd_lb_picker *p, size_t idx);
 void mtd_lb_call_end(struct mtd_lb_picker *p, size_t idx,
                      const struct mtd_lb_result *res, int64_t now_ns);
 
-/* Background work for time-driven strategies; control thread. */
+/* The stats half of call_begin/end, for a call whose picker is gone.
+ * decay_ms: the service's lb decay (<= 0: the default). */
+void mtd_lb_stats_begin(struct mtd_lb_stats *st);
+void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res,
+                      int64_t now_ns, int64_t decay_ms);
+
+/* The peak-EWMA latency estimate of st in us, decayed to now_ns (0 when
+ * no call has completed yet). */
+double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns,
+                            int64_t decay_ms);
+
+/* Background work for time-driven strategies; control thread, ~1 Hz. */
 void mtd_lb_tick(struct mtd_lb_picker *p, int64_t now_ms, int64_t now_ns);
 
-/* A fast PRNG (xorshift/wyrand class) for picks; state is per worker. */
+/* wyrand: a fast PRNG for picks; *state is per worker (any seed works). */
 uint64_t mtd_lb_rand(uint64_t *state);
 
 #endif

@@ -1,0 +1,133 @@
+/* Private helpers shared by the strategies of lib/lb/. Not for callers
+ * outside lib/lb/ (they use lb.h). Everything here is pure and lock-free.
+ *
+ * Rules every strategy keeps (the contract in lb-t.h, restated):
+ *   - init() builds everything once per endpoint set; pick() allocates
+ *     nothing, takes no lock and never blocks.
+ *   - An excluded index is never returned; -1 only when all are excluded.
+ *   - Weight <= 0 means "last resort": such an endpoint is chosen only when
+ *     no eligible endpoint has a positive (warmed) weight, and then the
+ *     choice among the zero-weight ones is uniform.
+ */
+#ifndef MTD_LB_IMPL_H
+#define MTD_LB_IMPL_H
+
+#include "lb/lb-t.h"
+
+/* Per-worker slots are padded to this so workers never share a line. */
+#define MTD_LB_CACHELINE 64
+
+extern const struct mtd_lb_ops mtd_lb_ops_random;
+extern const struct mtd_lb_ops mtd_lb_ops_weighted_random;
+extern const struct mtd_lb_ops mtd_lb_ops_round_robin;
+extern const struct mtd_lb_ops mtd_lb_ops_weighted_round_robin;
+extern const struct mtd_lb_ops mtd_lb_ops_smooth_wrr;
+extern const struct mtd_lb_ops mtd_lb_ops_least_active;
+extern const struct mtd_lb_ops mtd_lb_ops_least_request;
+extern const struct mtd_lb_ops mtd_lb_ops_weighted_response_time;
+extern const struct mtd_lb_ops mtd_lb_ops_peak_ewma;
+extern const struct mtd_lb_ops mtd_lb_ops_shortest_response;
+extern const struct mtd_lb_ops mtd_lb_ops_consistent_hash;
+extern const struct mtd_lb_ops mtd_lb_ops_maglev;
+
+static inline bool mtd_lb__excluded(const struct mtd_lb_pick_ctx *ctx, size_t i)
+{
+	return ctx->excluded != NULL &&
+	       (ctx->excluded[i / 64] >> (i % 64) & 1u) != 0;
+}
+
+/* The caller's PRNG, or a thread-local one when ctx->rng is NULL. */
+uint64_t *mtd_lb__rng(const struct mtd_lb_pick_ctx *ctx);
+
+/* Uniform in [0, n), n >= 1 (Lemire's multiply-high; the bias is at most
+ * n / 2^64, far below anything a test or a fleet can see). */
+static inline uint64_t mtd_lb__below(uint64_t *rng, uint64_t n);
+
+/* Uniform in [0, 1). */
+static inline double mtd_lb__unit(uint64_t *rng);
+
+/* First index at or after start (cyclically) that is not excluded and has
+ * a positive configured weight when want_positive; -1 if none. O(n): used
+ * on slow paths (exclusions, all weights zero). */
+int mtd_lb__scan(const struct mtd_lb_endpoint *eps, size_t n,
+                 const struct mtd_lb_pick_ctx *ctx, size_t start,
+                 bool want_positive);
+
+/* The last-resort pick of the header comment: a uniformly random eligible
+ * endpoint among those with positive weight, else among all eligible ones;
+ * -1 when all are excluded. Expected O(1) when few are excluded. */
+int mtd_lb__any_eligible(const struct mtd_lb_endpoint *eps, size_t n,
+                         const struct mtd_lb_pick_ctx *ctx);
+
+/* Some bits of entropy for a strategy's starting point (round-robin start
+ * offset) so that a fleet of sidecars does not all begin at endpoint 0. */
+uint64_t mtd_lb__entropy(void);
+
+/* ---- warmup (warmup.c) ------------------------------------------------ */
+
+/* Effective weight of eps[i] at now_ms (seed 003: Dubbo warmup; Envoy slow
+ * start). weight <= 0 gives 0. Without warmup, or once warm, the configured
+ * weight. Never below 1 for a positive weight: warmup never makes an
+ * endpoint unreachable. */
+double mtd_lb__warm_weight(const struct mtd_lb_warmup *w,
+                           const struct mtd_lb_endpoint *ep, int64_t now_ms);
+
+/* What init() learns once about an endpoint set's warmup. */
+struct mtd_lb_warm_span {
+	/* Until this wall-clock ms some endpoint is still ramping; picks before
+	 * it must call mtd_lb__warm_weight, picks after it may use the
+	 * configured weights. INT64_MIN when warmup is off or nobody ramps. */
+	int64_t ramp_until_ms;
+	/* Warmup is inert while every endpoint is new (issue 3: "inert when
+	 * every endpoint is new"): ramping applies from this time on, when the
+	 * oldest endpoint has finished its own ramp. */
+	int64_t apply_from_ms;
+};
+
+void mtd_lb__warm_span(const struct mtd_lb_warmup *w,
+                       const struct mtd_lb_endpoint *eps, size_t n,
+                       struct mtd_lb_warm_span *span);
+
+/* True when picks at now_ms must use ramped weights. */
+static inline bool mtd_lb__warming(const struct mtd_lb_warm_span *s,
+                                   int64_t now_ms)
+{
+	return now_ms < s->ramp_until_ms && now_ms >= s->apply_from_ms;
+}
+
+/* Weight of ep for a pick at now_ms under span s: the ramped weight while
+ * warming, the configured one (clamped at 0) otherwise. */
+static inline double mtd_lb__weight_at(const struct mtd_lb_warmup *w,
+                                       const struct mtd_lb_warm_span *s,
+                                       const struct mtd_lb_endpoint *ep,
+                                       int64_t now_ms)
+{
+	if (ep->weight <= 0)
+		return 0.0;
+	if (mtd_lb__warming(s, now_ms))
+		return mtd_lb__warm_weight(w, ep, now_ms);
+	return (double)ep->weight;
+}
+
+/* ---- inline bodies ------------------------------------------------------ */
+
+static inline uint64_t mtd_lb__rand_inline(uint64_t *s)
+{
+	/* wyrand (Wang Yi, public domain): one multiply, passes BigCrush. */
+	*s += 0xa0761d6478bd642fULL;
+	unsigned __int128 m = (unsigned __int128)*s * (*s ^ 0xe7037ed1a0b428dbULL);
+	return (uint64_t)(m >> 64) ^ (uint64_t)m;
+}
+
+static inline uint64_t mtd_lb__below(uint64_t *rng, uint64_t n)
+{
+	unsigned __int128 m = (unsigned __int128)mtd_lb__rand_inline(rng) * n;
+	return (uint64_t)(m >> 64);
+}
+
+static inline double mtd_lb__unit(uint64_t *rng)
+{
+	return (double)(mtd_lb__rand_inline(rng) >> 11) * 0x1.0p-53;
+}
+
+#endif

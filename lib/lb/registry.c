@@ -1,0 +1,29 @@
+/* The strategy registry: one line per strategy, in the order of the
+ * LoadBalancing.Policy enum (protos/maitred/config/v1/config.proto). This is
+ * seed 000's SPI factory keyed by name, as a static table. */
+#include "config.h"
+
+#include <string.h>
+
+#include "lb/lb.h"
+#include "lb/lb-impl.h"
+
+static const struct mtd_lb_ops *const strategies[] = {
+	&mtd_lb_ops_round_robin,
+};
+
+const struct mtd_lb_ops *const *mtd_lb_all(size_t *n)
+{
+	*n = sizeof(strategies) / sizeof(strategies[0]);
+	return strategies;
+}
+
+const struct mtd_lb_ops *mtd_lb_find(const char *name)
+{
+	if (name == NULL)
+		return NULL;
+	for (size_t i = 0; i < sizeof(strategies) / sizeof(strategies[0]); i++)
+		if (strcmp(strategies[i]->name, name) == 0)
+			return strategies[i];
+	return NULL;
+}
