@@ -1,0 +1,8 @@
+lib_libmaitred_a_SOURCES += lib/core/log.h lib/core/log.c \
+	lib/core/bufq.h lib/core/bufq.c
+
+check_PROGRAMS += tests/unit/test_core
+TESTS += tests/unit/test_core
+tests_unit_test_core_SOURCES = tests/unit/core/test_core.c
+tests_unit_test_core_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_core_LDADD = $(TEST_UNIT_LIBS)

@@ -1,0 +1,81 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/bufq.h"
+
+int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n)
+{
+	struct mtd_bufq_chunk *t = q->tail;
+
+	if (n == 0)
+		return 0;
+	if (t && t->cap - t->end >= n) {
+		memcpy(t->data + t->end, p, n);
+		t->end += n;
+		q->len += n;
+		return 0;
+	}
+	/* Fill what is left of the tail, then one new chunk for the rest. */
+	if (t && t->cap > t->end) {
+		size_t k = t->cap - t->end;
+		memcpy(t->data + t->end, p, k);
+		t->end += k;
+		q->len += k;
+		p += k;
+		n -= k;
+	}
+	size_t cap = n > MTD_BUFQ_CHUNK ? n : MTD_BUFQ_CHUNK;
+	struct mtd_bufq_chunk *c = malloc(sizeof(*c) + cap);
+	if (!c)
+		return -ENOMEM;
+	c->next = NULL;
+	c->start = 0;
+	c->end = n;
+	c->cap = cap;
+	memcpy(c->data, p, n);
+	if (t)
+		t->next = c;
+	else
+		q->head = c;
+	q->tail = c;
+	q->len += n;
+	return 0;
+}
+
+size_t mtd_bufq_read(struct mtd_bufq *q, uint8_t *out, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n && q->head) {
+		struct mtd_bufq_chunk *c = q->head;
+		size_t k = c->end - c->start;
+		if (k > n - done)
+			k = n - done;
+		memcpy(out + done, c->data + c->start, k);
+		c->start += k;
+		done += k;
+		if (c->start == c->end) {
+			q->head = c->next;
+			if (!q->head)
+				q->tail = NULL;
+			free(c);
+		}
+	}
+	q->len -= done;
+	return done;
+}
+
+void mtd_bufq_clear(struct mtd_bufq *q)
+{
+	struct mtd_bufq_chunk *c = q->head;
+	while (c) {
+		struct mtd_bufq_chunk *next = c->next;
+		free(c);
+		c = next;
+	}
+	q->head = q->tail = NULL;
+	q->len = 0;
+}

@@ -1,0 +1,34 @@
+/* A byte queue of chained chunks: what one direction of a call holds between
+ * the HTTP/2 session that received the bytes and the one that sends them.
+ * Single-threaded (a call lives on one worker). */
+#ifndef MTD_BUFQ_H
+#define MTD_BUFQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct mtd_bufq_chunk {
+	struct mtd_bufq_chunk *next;
+	size_t start, end;      /* readable bytes are data[start, end) */
+	size_t cap;
+	uint8_t data[];
+};
+
+struct mtd_bufq {
+	struct mtd_bufq_chunk *head, *tail;
+	size_t len;             /* readable bytes in all chunks */
+};
+
+/* Chunk payload size used for appends (bigger appends get a bigger chunk). */
+#define MTD_BUFQ_CHUNK 16384
+
+/* Append a copy of p[0..n). Returns 0 or -ENOMEM (nothing appended). */
+int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n);
+
+/* Copy up to n bytes to out and drop them. Returns the count copied. */
+size_t mtd_bufq_read(struct mtd_bufq *q, uint8_t *out, size_t n);
+
+/* Drop everything. */
+void mtd_bufq_clear(struct mtd_bufq *q);
+
+#endif

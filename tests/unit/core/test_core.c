@@ -1,0 +1,84 @@
+/* Unit tests for lib/core: the chunked byte queue and log level parsing. */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/bufq.h"
+#include "core/log.h"
+
+START_TEST(bufq_fifo_across_chunks)
+{
+	struct mtd_bufq q = { 0 };
+	enum { TOTAL = 3 * MTD_BUFQ_CHUNK + 123 };
+	uint8_t *in = malloc(TOTAL), *out = malloc(TOTAL);
+	for (size_t i = 0; i < TOTAL; i++)
+		in[i] = (uint8_t)(i * 7 + 3);
+	/* Appends of odd sizes, reads of other odd sizes. */
+	size_t put = 0, got = 0;
+	while (put < TOTAL) {
+		size_t n = put % 5000 + 1;
+		if (n > TOTAL - put)
+			n = TOTAL - put;
+		ck_assert_int_eq(mtd_bufq_append(&q, in + put, n), 0);
+		put += n;
+		got += mtd_bufq_read(&q, out + got, 777);
+		ck_assert_uint_eq(q.len, put - got);
+	}
+	got += mtd_bufq_read(&q, out + got, TOTAL);
+	ck_assert_uint_eq(got, TOTAL);
+	ck_assert_uint_eq(q.len, 0);
+	ck_assert_ptr_null(q.head);
+	ck_assert(memcmp(in, out, TOTAL) == 0);
+	ck_assert_uint_eq(mtd_bufq_read(&q, out, 10), 0);
+	free(in);
+	free(out);
+}
+END_TEST
+
+START_TEST(bufq_big_append_and_clear)
+{
+	struct mtd_bufq q = { 0 };
+	size_t big = 5 * MTD_BUFQ_CHUNK;
+	uint8_t *p = calloc(1, big);
+	ck_assert_int_eq(mtd_bufq_append(&q, (const uint8_t *)"ab", 2), 0);
+	ck_assert_int_eq(mtd_bufq_append(&q, p, big), 0);
+	ck_assert_uint_eq(q.len, big + 2);
+	ck_assert_int_eq(mtd_bufq_append(&q, p, 0), 0);
+	ck_assert_uint_eq(q.len, big + 2);
+	mtd_bufq_clear(&q);
+	ck_assert_uint_eq(q.len, 0);
+	ck_assert_ptr_null(q.head);
+	ck_assert_ptr_null(q.tail);
+	free(p);
+}
+END_TEST
+
+START_TEST(log_levels)
+{
+	enum mtd_log_level l = MTD_LOG_ERROR;
+	ck_assert_int_eq(mtd_log_parse_level("debug", &l), 0);
+	ck_assert_int_eq(l, MTD_LOG_DEBUG);
+	ck_assert_int_eq(mtd_log_parse_level("warn", &l), 0);
+	ck_assert_int_eq(l, MTD_LOG_WARN);
+	ck_assert_int_eq(mtd_log_parse_level("verbose", &l), -EINVAL);
+	ck_assert_int_eq(l, MTD_LOG_WARN);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("core");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, bufq_fifo_across_chunks);
+	tcase_add_test(tc, bufq_big_append_and_clear);
+	tcase_add_test(tc, log_levels);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
