@@ -1,0 +1,569 @@
+#!/usr/bin/env bash
+# bench/proxy/run.sh: maitred against nginx, HAProxy and nghttpx, and against
+# the client talking to the upstream directly. See bench/proxy/README.md.
+#
+# Every process it starts is recorded by PID and stopped by PID; configs and
+# logs live in one temp dir (kept with -k). Needs: h2load and nghttp
+# (nghttp2-client), taskset, ss, python3, openssl; the peers are optional.
+set -u -o pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+
+DUR=5            # seconds per measured phase
+WARM=1           # h2load warm-up seconds in the saturation phase
+CLIENTS=4        # saturation: h2load -c
+STREAMS=32       # saturation: h2load -m
+RATE=2000        # fixed-rate phase: total calls/s
+RATE_CLIENTS=4   # fixed-rate phase: h2load -c (each --rps RATE/RATE_CLIENTS)
+INFLIGHT=512     # connection-count phase: one client connection, -m INFLIGHT
+IDLE_N=200       # idle client connections for the memory-per-connection figure
+MODE=h2c         # upstream transport: h2c | tls
+PROXIES="direct nghttpx haproxy nginx maitred"
+CPU_PROXY=1      # the proxy's core
+CPU_LOAD=0       # h2load's and the upstreams' core
+PORT_BASE=25000  # proxy PORT_BASE+1, upstreams PORT_BASE+51, PORT_BASE+52
+KEEP=0
+UPSTREAM_BIN=${UPSTREAM_BIN:-$top/bench/proxy/grpc_upstream}
+MAITRED_BIN=${MAITRED_BIN:-$top/sidecar/maitred}
+
+usage() {
+	cat <<EOF
+usage: $0 [options]
+  -d SECONDS     duration of each measured phase (default $DUR)
+  -c N           saturation: client connections (default $CLIENTS)
+  -m N           saturation: streams in flight per connection (default $STREAMS)
+  -r N           fixed-rate phase: total calls per second (default $RATE)
+  -i N           connection-count phase: calls in flight on one client
+                 connection (default $INFLIGHT; 0 skips the phase)
+  -n N           idle client connections for the memory figure (default
+                 $IDLE_N; 0 skips)
+  -t h2c|tls     upstream transport (default $MODE)
+  -p LIST        rows, comma/space separated, in order
+                 (default "$PROXIES")
+  -P PORT_BASE   proxy listens on PORT_BASE+1, upstreams on +51 and +52
+                 (default $PORT_BASE)
+  -C PROXY,LOAD  cores: proxy, and h2load + upstreams (default $CPU_PROXY,$CPU_LOAD)
+  -k             keep the temp dir (configs, logs, h2load output)
+Environment: UPSTREAM_BIN (default bench/proxy/grpc_upstream, built by
+\`make bench/proxy/grpc_upstream\`), MAITRED_BIN (default sidecar/maitred).
+EOF
+}
+
+while getopts "d:c:m:r:i:n:t:p:P:C:kh" opt; do
+	case $opt in
+	d) DUR=$OPTARG ;;
+	c) CLIENTS=$OPTARG ;;
+	m) STREAMS=$OPTARG ;;
+	r) RATE=$OPTARG ;;
+	i) INFLIGHT=$OPTARG ;;
+	n) IDLE_N=$OPTARG ;;
+	t) MODE=$OPTARG ;;
+	p) PROXIES=${OPTARG//,/ } ;;
+	P) PORT_BASE=$OPTARG ;;
+	C) CPU_PROXY=${OPTARG%,*}; CPU_LOAD=${OPTARG#*,} ;;
+	k) KEEP=1 ;;
+	h) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+case $MODE in h2c|tls) ;; *) echo "mode must be h2c or tls" >&2; exit 2 ;; esac
+
+PROXY_PORT=$((PORT_BASE + 1))
+UP1=$((PORT_BASE + 51))
+UP2=$((PORT_BASE + 52))
+TCK=$(getconf CLK_TCK)
+
+for tool in h2load nghttp taskset ss python3 openssl; do
+	command -v $tool >/dev/null || { echo "missing $tool (apt-get install nghttp2-client iproute2 util-linux python3 openssl)" >&2; exit 2; }
+done
+if [ ! -x "$UPSTREAM_BIN" ]; then
+	echo "missing $UPSTREAM_BIN: run 'make bench/proxy/grpc_upstream' first" >&2
+	exit 2
+fi
+
+T=$(mktemp -d /tmp/maitred-bench.XXXXXX)
+chmod 755 "$T"
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do stop_pid "$p"; done
+	if [ "$KEEP" = 1 ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { echo "# $*" >&2; }
+
+# ---- process helpers --------------------------------------------------------
+
+# stop_pid PID: SIGTERM, up to 5 s, then SIGKILL. Only PIDs we started.
+stop_pid() {
+	local p=$1 i
+	kill -0 "$p" 2>/dev/null || return 0
+	kill -TERM "$p" 2>/dev/null
+	for i in $(seq 50); do
+		kill -0 "$p" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+	return 0
+}
+
+# tree_pids PID: PID and all its descendants (nginx/nghttpx fork workers).
+tree_pids() {
+	local p=$1 c
+	[ -d /proc/$p ] || return 0
+	echo "$p"
+	for c in $(cat /proc/$p/task/*/children 2>/dev/null); do tree_pids "$c"; done
+}
+
+# cpu_ticks PID...: utime+stime summed over the given processes (all threads).
+cpu_ticks() {
+	local p s f sum=0
+	for p in "$@"; do
+		s=$(cat /proc/$p/stat 2>/dev/null) || continue
+		f=(${s##*) })	# skip "pid (comm) ": f[0] is field 3 (state)
+		sum=$((sum + f[11] + f[12]))	# fields 14, 15: utime, stime
+	done
+	echo $sum
+}
+
+# status_kb FIELD PID...: FIELD ("VmHWM", "VmRSS") of each process, one a line.
+status_kb() {
+	local f=$1 p; shift
+	for p in "$@"; do
+		awk -v f="$f:" '$1 == f { print $2 }' /proc/$p/status 2>/dev/null
+	done
+}
+
+wait_listen() {
+	local port=$1 i
+	for i in $(seq 100); do
+		ss -Hltn "sport = :$port" | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# ---- test material ------------------------------------------------------------
+
+# The request: 5-byte gRPC prefix + protobuf { string field 1 = "hello world" }.
+printf '\x00\x00\x00\x00\x0d\x0a\x0bhello world' >"$T/body.bin"
+HDRS=(-H 'content-type: application/grpc' -H 'te: trailers')
+PATH_URI=/bench.Echo/Call
+
+if [ "$MODE" = tls ]; then
+	(
+		cd "$T" &&
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+			-keyout ca.key -out ca.pem -days 2 -subj /CN=maitred-bench-ca &&
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+			-keyout up.key -out up.csr -subj /CN=upstream.test &&
+		printf 'subjectAltName=DNS:upstream.test\nextendedKeyUsage=serverAuth\n' >up.ext &&
+		openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+			-out up.pem -days 2 -extfile up.ext
+	) >"$T/openssl.log" 2>&1 || { cat "$T/openssl.log" >&2; exit 1; }
+	chmod 644 "$T"/*.pem "$T"/*.key
+	UP_TLS=(--cert "$T/up.pem" --key "$T/up.key")
+else
+	UP_TLS=()
+fi
+
+UP_PIDS=()
+start_upstreams() {
+	local port
+	UP_PIDS=()
+	for port in $UP1 $UP2; do
+		taskset -c "$CPU_LOAD" "$UPSTREAM_BIN" -p "$port" "${UP_TLS[@]}" \
+			2>"$T/up$port.log" &
+		UP_PIDS+=($!)
+		PIDS+=($!)
+	done
+	wait_listen $UP1 && wait_listen $UP2
+}
+stop_upstreams() {
+	local p
+	for p in "${UP_PIDS[@]}"; do stop_pid "$p"; done
+	UP_PIDS=()
+}
+# up_stat FIELD: FIELD (calls, accepted, peak_open) summed over both upstreams,
+# or "a/b" per upstream with a second argument.
+up_stat() {
+	local f=$1 per=${2:-} p port v n w out="" sum=0 i=0
+	for p in "${UP_PIDS[@]}"; do
+		port=$([ $i = 0 ] && echo $UP1 || echo $UP2)
+		i=$((i + 1))
+		n=$(grep -c '^stats' "$T/up$port.log")
+		kill -USR1 "$p" 2>/dev/null
+		for w in $(seq 100); do
+			[ "$(grep -c '^stats' "$T/up$port.log")" -gt "$n" ] && break
+			sleep 0.01
+		done
+		v=$(grep '^stats' "$T/up$port.log" | tail -1 | tr ' ' '\n' |
+			awk -F= -v f="$f" '$1 == f { print $2 }')
+		v=${v:-0}
+		sum=$((sum + v))
+		out="$out${out:+/}$v"
+	done
+	[ -n "$per" ] && echo "$out" || echo "$sum"
+}
+
+# ---- proxy configs --------------------------------------------------------------
+# One worker each; access logs off; frontend stream limit 1024 (maitred's
+# default) so that the 512-in-flight phase fits on one client connection.
+
+conf_nghttpx() {
+	local b1 b2
+	if [ "$MODE" = tls ]; then
+		b1="backend=127.0.0.1,$UP1;;proto=h2;tls;sni=upstream.test"
+		b2="backend=127.0.0.1,$UP2;;proto=h2;tls;sni=upstream.test"
+	else
+		b1="backend=127.0.0.1,$UP1;;proto=h2"
+		b2="backend=127.0.0.1,$UP2;;proto=h2"
+	fi
+	cat >"$T/nghttpx.conf" <<EOF
+frontend=127.0.0.1,$PROXY_PORT;no-tls
+$b1
+$b2
+workers=1
+frontend-http2-max-concurrent-streams=1024
+no-via=yes
+errorlog-file=$T/nghttpx.err
+pid-file=$T/nghttpx.pid
+EOF
+	[ "$MODE" = tls ] && echo "cacert=$T/ca.pem" >>"$T/nghttpx.conf"
+	PROXY_CMD=(nghttpx --conf="$T/nghttpx.conf")
+}
+
+conf_haproxy() {
+	local tls=""
+	[ "$MODE" = tls ] && tls=" ssl verify required ca-file $T/ca.pem sni str(upstream.test) verifyhost upstream.test alpn h2"
+	cat >"$T/haproxy.cfg" <<EOF
+global
+	nbthread 1
+	maxconn 8000
+	tune.h2.max-concurrent-streams 1024
+defaults
+	mode http
+	timeout connect 5s
+	timeout client 60s
+	timeout server 60s
+	# multiplex calls from any client connection over the h2 backends
+	http-reuse always
+frontend fe
+	bind 127.0.0.1:$PROXY_PORT proto h2
+	default_backend be
+backend be
+	balance roundrobin
+	server u1 127.0.0.1:$UP1 proto h2$tls
+	server u2 127.0.0.1:$UP2 proto h2$tls
+EOF
+	PROXY_CMD=(haproxy -db -f "$T/haproxy.cfg")
+}
+
+conf_nginx() {
+	local scheme=grpc tls=""
+	if [ "$MODE" = tls ]; then
+		scheme=grpcs
+		tls="grpc_ssl_trusted_certificate $T/ca.pem;
+			grpc_ssl_verify on;
+			grpc_ssl_name upstream.test;
+			grpc_ssl_server_name on;
+			grpc_ssl_session_reuse on;"
+	fi
+	mkdir -p "$T/nginx"
+	cat >"$T/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $T/nginx.pid;
+error_log $T/nginx.err warn;
+events { worker_connections 20000; }
+http {
+	access_log off;
+	# default 1000 calls per client connection, then GOAWAY (h2load does
+	# not reconnect)
+	keepalive_requests 100000000;
+	client_body_temp_path $T/nginx/body;
+	proxy_temp_path $T/nginx/proxy;
+	fastcgi_temp_path $T/nginx/fastcgi;
+	uwsgi_temp_path $T/nginx/uwsgi;
+	scgi_temp_path $T/nginx/scgi;
+	upstream ups {
+		server 127.0.0.1:$UP1;
+		server 127.0.0.1:$UP2;
+		# nginx runs one call per upstream connection: keep enough idle
+		# ones that calls in flight never force a connect per call.
+		keepalive 1024;
+		keepalive_requests 1000000;
+	}
+	server {
+		listen 127.0.0.1:$PROXY_PORT http2;
+		http2_max_concurrent_streams 1024;
+		location / {
+			grpc_pass $scheme://ups;
+			$tls
+		}
+	}
+}
+EOF
+	PROXY_CMD=(nginx -p "$T/nginx" -e "$T/nginx.err" -c "$T/nginx.conf")
+}
+
+conf_maitred() {
+	local tls=""
+	[ "$MODE" = tls ] && tls="    tls: { ca_file: \"$T/ca.pem\", server_name: \"upstream.test\" }"
+	cat >"$T/maitred.yaml" <<EOF
+listen: "127.0.0.1:$PROXY_PORT"
+workers: 1
+drain_timeout: "1s"
+services:
+  - name: "*"
+    lb: { policy: ROUND_ROBIN }
+$tls
+    endpoints: [ { address: "127.0.0.1:$UP1" }, { address: "127.0.0.1:$UP2" } ]
+EOF
+	PROXY_CMD=("$MAITRED_BIN" --config "$T/maitred.yaml")
+}
+
+# available ROW: empty if the row can run, else the reason to skip it.
+available() {
+	case $1 in
+	direct) ;;
+	nghttpx) command -v nghttpx >/dev/null || echo "nghttpx not installed (apt-get install nghttp2-proxy)" ;;
+	haproxy) command -v haproxy >/dev/null || echo "haproxy not installed (apt-get install haproxy)" ;;
+	nginx) command -v nginx >/dev/null || echo "nginx not installed (apt-get install nginx)" ;;
+	maitred)
+		if [ ! -x "$MAITRED_BIN" ]; then
+			echo "no $MAITRED_BIN"
+		elif ! timeout 5 "$MAITRED_BIN" --help 2>&1 | grep -q -- --config; then
+			echo "$MAITRED_BIN has no --config yet (data plane not built)"
+		fi ;;
+	*) echo "unknown row" ;;
+	esac
+}
+
+PROXY_PID=
+start_proxy() {
+	local row=$1
+	"conf_$row"
+	taskset -c "$CPU_PROXY" "${PROXY_CMD[@]}" >"$T/$row.out" 2>&1 &
+	PROXY_PID=$!
+	PIDS+=($PROXY_PID)
+	if ! wait_listen $PROXY_PORT; then
+		log "$row did not listen on $PROXY_PORT; its output:"
+		tail -5 "$T/$row.out" "$T/$row.err" 2>/dev/null >&2
+		return 1
+	fi
+	sleep 0.2	# let forked workers come up
+}
+stop_proxy() {
+	[ -n "$PROXY_PID" ] && stop_pid "$PROXY_PID"
+	PROXY_PID=
+	# nginx's master may leave before its worker: wait for the port.
+	local i
+	for i in $(seq 50); do
+		ss -Hltn "sport = :$PROXY_PORT" | grep -q . || return 0
+		sleep 0.1
+	done
+}
+
+# ---- phases -----------------------------------------------------------------------
+
+# h2load_run OUT ARGS...: runs h2load on the load core against the target.
+h2load_run() {
+	local out=$1; shift
+	taskset -c "$CPU_LOAD" h2load "$@" -d "$T/body.bin" "${HDRS[@]}" \
+		"$TARGET_URI" >"$out" 2>&1
+}
+h2load_rps() { awk '/^finished in/ { gsub(",", "", $4); print $4 }' "$1"; }
+h2load_bad() { awk '/^requests:/ { print $10 + $12 + $14 }' "$1"; }
+
+# check_call: one call through the target must come back with grpc-status 0.
+check_call() {
+	local scheme=http
+	timeout 10 nghttp -v -d "$T/body.bin" "${HDRS[@]}" "$TARGET_URI" \
+		>"$T/check.out" 2>&1
+	grep -aq 'grpc-status: 0' "$T/check.out"
+}
+
+# sample_conns PIDS...: every 100 ms, the most established connections from
+# the given processes to one upstream port; writes the maximum on exit.
+sample_conns() {
+	local max=0 n pids=" $* " 
+	trap 'echo $max; exit 0' TERM
+	while :; do
+		n=$(ss -Htnp state established "( dport = :$UP1 or dport = :$UP2 )" 2>/dev/null |
+			awk -v pids="$pids" '{
+				if (!match($0, /pid=[0-9]+/)) next
+				p = substr($0, RSTART + 4, RLENGTH - 4)
+				if (index(pids, " " p " ") == 0) next
+				n = split($4, a, ":"); c[a[n]]++
+			} END { m = 0; for (k in c) if (c[k] > m) m = c[k]; print m }')
+		[ "${n:-0}" -gt "$max" ] && max=$n
+		sleep 0.1 & wait $!
+	done
+}
+
+percentiles() {	# LOGFILE -> "p50_ms p99_ms calls"
+	awk '{ print $3 }' "$1" | sort -n | awk '
+		{ v[NR] = $1 }
+		END {
+			if (NR == 0) { print "- - 0"; exit }
+			i50 = int(NR * 0.50 + 0.999999); i99 = int(NR * 0.99 + 0.999999)
+			printf "%.3f %.3f %d\n", v[i50] / 1000, v[i99] / 1000, NR
+		}'
+}
+
+# ---- one row --------------------------------------------------------------------
+
+declare -A R	# R[row,field]
+
+run_row() {
+	local row=$1 pids t0 t1 c0 c1 u0 u1 n0 n1 w0 w1 hwm rss0 rss1 ok sampler
+
+	R[$row,note]=""
+	start_upstreams || { R[$row,note]="upstreams did not start"; return; }
+	if [ "$row" = direct ]; then
+		if [ "$MODE" = tls ]; then TARGET_URI="https://127.0.0.1:$UP1$PATH_URI"
+		else TARGET_URI="http://127.0.0.1:$UP1$PATH_URI"; fi
+	else
+		TARGET_URI="http://127.0.0.1:$PROXY_PORT$PATH_URI"
+	fi
+
+	# Idle client connections, on a fresh proxy (a loaded one reuses freed
+	# heap and hides the cost); one warm-up call first sets up the pools.
+	if [ "$row" != direct ] && [ "$IDLE_N" -gt 0 ]; then
+		start_proxy "$row" || { R[$row,note]="did not start"; stop_upstreams; return; }
+		if ! check_call; then
+			R[$row,note]="a call through it did not end with grpc-status 0 (see check.out)"
+			stop_proxy; stop_upstreams; return
+		fi
+		sleep 0.2
+		pids=$(tree_pids "$PROXY_PID")
+		rss0=$(status_kb VmRSS $pids | awk '{ s += $1 } END { print s }')
+		coproc IDLE { exec python3 "$here/idle_conns.py" 127.0.0.1 $PROXY_PORT "$IDLE_N" "$T/body.bin" 2>"$T/idle.err"; }
+		read -r -t 120 ok <&"${IDLE[0]}"
+		sleep 0.3
+		rss1=$(status_kb VmRSS $pids | awk '{ s += $1 } END { print s }')
+		eval "exec ${IDLE[1]}>&-"
+		wait "$IDLE_PID" 2>/dev/null
+		ok=${ok#ready ok=}; ok=${ok%% *}
+		if [ "${ok:-0}" -gt 0 ]; then
+			R[$row,idle]=$(awk -v a="$rss0" -v b="$rss1" -v n="$ok" 'BEGIN { printf "%.1f", (b - a) / n }')
+			[ "$ok" -lt "$IDLE_N" ] && R[$row,idle]="${R[$row,idle]} ($ok conns)"
+		else
+			R[$row,idle]="failed"
+		fi
+		stop_proxy
+	fi
+
+	if [ "$row" != direct ]; then
+		start_proxy "$row" || { R[$row,note]="did not start"; stop_upstreams; return; }
+		pids=$(tree_pids "$PROXY_PID")
+	else
+		pids=""
+	fi
+	if ! check_call; then
+		R[$row,note]="a call did not end with grpc-status 0 (see check.out)"
+		stop_proxy; stop_upstreams; return
+	fi
+
+	# Saturation: CPU per call over exactly the calls the upstreams served.
+	c0=$(cpu_ticks $pids); u0=$(cpu_ticks "${UP_PIDS[@]}"); n0=$(up_stat calls)
+	t0=$(date +%s.%N)
+	h2load_run "$T/$row.sat" -D "$DUR" --warm-up-time "$WARM" -c "$CLIENTS" -m "$STREAMS"
+	t1=$(date +%s.%N)
+	c1=$(cpu_ticks $pids); u1=$(cpu_ticks "${UP_PIDS[@]}"); n1=$(up_stat calls)
+	R[$row,sat]=$(h2load_rps "$T/$row.sat" | awk '{ printf "%.0f", $1 }')
+	[ "$(h2load_bad "$T/$row.sat")" = 0 ] || R[$row,note]="${R[$row,note]} saturation: $(h2load_bad "$T/$row.sat") failed calls;"
+	if [ -n "$pids" ]; then
+		R[$row,cpu]=$(awk -v c=$((c1 - c0)) -v n=$((n1 - n0)) -v t=$TCK 'BEGIN { if (n > 0) printf "%.1f", c / t / n * 1e6; else print "-" }')
+		R[$row,util]=$(awk -v c=$((c1 - c0)) -v t=$TCK -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", c / t / (b - a) * 100 }')
+	else
+		R[$row,cpu]="-"; R[$row,util]="-"
+	fi
+	R[$row,ucpu]=$(awk -v c=$((u1 - u0)) -v n=$((n1 - n0)) -v t=$TCK 'BEGIN { if (n > 0) printf "%.1f", c / t / n * 1e6; else print "-" }')
+
+	# Latency at a fixed moderate rate.
+	h2load_run "$T/$row.rate" -D "$DUR" -c "$RATE_CLIENTS" -m 64 \
+		--rps $((RATE / RATE_CLIENTS)) --log-file "$T/$row.rate.log"
+	set -- $(percentiles "$T/$row.rate.log")
+	R[$row,p50]=$1; R[$row,p99]=$2
+	R[$row,rate]=$(h2load_rps "$T/$row.rate")
+	[ "$(h2load_bad "$T/$row.rate")" = 0 ] || R[$row,note]="${R[$row,note]} rate: $(h2load_bad "$T/$row.rate") failed calls;"
+
+	# Upstream connections with INFLIGHT calls in flight on one connection.
+	if [ "$INFLIGHT" -gt 0 ] && [ -n "$pids" ]; then
+		sample_conns $pids >"$T/$row.conns" &
+		sampler=$!
+		h2load_run "$T/$row.512" -D "$DUR" -c 1 -m "$INFLIGHT"
+		kill -TERM $sampler; wait $sampler 2>/dev/null
+		R[$row,conns]=$(cat "$T/$row.conns")
+		R[$row,sat512]=$(h2load_rps "$T/$row.512" | awk '{ printf "%.0f", $1 }')
+		[ "$(h2load_bad "$T/$row.512")" = 0 ] || R[$row,note]="${R[$row,note]} $INFLIGHT in flight: $(h2load_bad "$T/$row.512") failed calls;"
+	else
+		R[$row,conns]="-"; R[$row,sat512]="-"
+	fi
+
+	if [ -n "$pids" ]; then
+		hwm=$(status_kb VmHWM $(tree_pids "$PROXY_PID") | sort -n | tail -1)
+		R[$row,rss]=$(awk -v k="${hwm:-0}" 'BEGIN { printf "%.1f", k / 1024 }')
+	else
+		R[$row,rss]="-"
+	fi
+	R[$row,opened]=$(up_stat accepted per)
+	R[$row,split]=$(up_stat calls per)
+	stop_proxy
+	stop_upstreams
+}
+
+# ---- main ---------------------------------------------------------------------------
+
+log "maitred proxy bench: mode=$MODE duration=${DUR}s saturation -c $CLIENTS -m $STREAMS," \
+	"rate $RATE/s over $RATE_CLIENTS conns, $INFLIGHT in flight, $IDLE_N idle conns;" \
+	"proxy on cpu$CPU_PROXY, h2load + upstreams on cpu$CPU_LOAD; temp $T"
+ROWS=()
+for row in $PROXIES; do
+	why=$(available "$row")
+	if [ -n "$why" ]; then
+		log "skip $row: $why"
+		R[$row,skip]=$why
+	else
+		log "run $row"
+		run_row "$row"
+	fi
+	ROWS+=("$row")
+done
+
+v() { echo "${R[$1,$2]:--}"; }
+echo
+echo "### maitred proxy bench — $(date -u +%Y-%m-%dT%H:%MZ), $MODE upstreams, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| row | sat calls/s | proxy CPU % | proxy µs CPU/call | upstream µs CPU/call | p50 ms @${RATE}/s | p99 ms @${RATE}/s | peak RSS MB | up conns/endpoint @$INFLIGHT | calls/s @$INFLIGHT | up conns opened | idle conn KiB | calls per upstream |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+for row in "${ROWS[@]}"; do
+	if [ -n "${R[$row,skip]:-}" ]; then
+		echo "| $row | skipped: ${R[$row,skip]} |||||||||||| |"
+		continue
+	fi
+	echo "| $row | $(v $row sat) | $(v $row util) | $(v $row cpu) | $(v $row ucpu) | $(v $row p50) | $(v $row p99) | $(v $row rss) | $(v $row conns) | $(v $row sat512) | $(v $row opened) | $(v $row idle) | $(v $row split) |"
+done
+for row in "${ROWS[@]}"; do
+	[ -n "${R[$row,note]:-}" ] && echo && echo "note, $row: ${R[$row,note]}"
+done
+
+ratio() {	# FIELD: maitred / nghttpx, when both are numbers
+	local a=${R[maitred,$1]:-} b=${R[nghttpx,$1]:-}
+	a=${a%% *}; b=${b%% *}
+	if [[ $a =~ ^[0-9.]+$ && $b =~ ^[0-9.]+$ ]] && [ "$b" != 0 ] && [ "$b" != 0.0 ]; then
+		awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }'
+	else
+		echo "n/a"
+	fi
+}
+echo
+echo "maitred / nghttpx: CPU per call $(ratio cpu) (target < 1), p99 $(ratio p99) (target <= 1)," \
+	"saturation $(ratio sat), peak RSS $(ratio rss); targets also: <= 2 up conns/endpoint @$INFLIGHT" \
+	"(maitred: $(v maitred conns)), RSS < 10 MB (maitred: $(v maitred rss)), idle conn < 32 KiB (maitred: $(v maitred idle))"
