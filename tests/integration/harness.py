@@ -1,0 +1,514 @@
+"""Helpers for maitred's integration tests: real processes on 127.0.0.1.
+
+Every process is started by this module and stopped by its PID (SIGTERM, then
+SIGKILL after a bounded wait); every wait is a bounded loop whose limit is a
+hang guard only, never what decides a test. A failing test prints the logs of
+every process it started.
+
+Environment (exported by `make check`, all optional here):
+  MAITRED_BIN       the maitred binary (default: BUILDDIR/sidecar/maitred)
+  MAITRED_SRCDIR    source tree (default: two levels above this file)
+  MAITRED_BUILDDIR  build tree (default: MAITRED_SRCDIR)
+  PYTHON            Python with grpcio (default: /usr/bin/python3)
+  MAITRED_TEST_DIRECT=1  harness self-check: no maitred, the client talks
+                    straight to the first upstream; maitred-only tests skip
+  MAITRED_TEST_LOG_LEVEL  maitred --log-level (default: info)
+  MAITRED_TEST_TMP  where per-test directories go (default: system temp)
+"""
+
+import atexit
+import errno
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import grpc  # noqa: E402
+
+import protogen  # noqa: E402
+
+pb, pb_grpc = protogen.load()
+
+SRCDIR = os.environ.get("MAITRED_SRCDIR") or os.path.dirname(os.path.dirname(HERE))
+BUILDDIR = os.environ.get("MAITRED_BUILDDIR") or SRCDIR
+MAITRED_BIN = os.environ.get("MAITRED_BIN") or os.path.join(BUILDDIR, "sidecar", "maitred")
+PYTHON = os.environ.get("PYTHON") or "/usr/bin/python3"
+DIRECT = os.environ.get("MAITRED_TEST_DIRECT", "") not in ("", "0")
+LOG_LEVEL = os.environ.get("MAITRED_TEST_LOG_LEVEL", "info")
+UPSTREAM_PY = os.path.join(HERE, "upstream.py")
+
+# Hang guards (seconds). Generous: ASan builds on a shared 2-core machine.
+START_LIMIT = 30.0
+STOP_LIMIT = 60.0
+CALL_LIMIT = 30.0
+
+MiB = 1 << 20
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", 256 * MiB),
+    ("grpc.max_receive_message_length", 256 * MiB),
+    # Observe maitred's answers exactly: no transparent retries.
+    ("grpc.enable_retries", 0),
+]
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                   "runtime error:", "SUMMARY: UndefinedBehaviorSanitizer",
+                   "ThreadSanitizer")
+
+ECHO = "/maitred.testing.v1.Echo/"
+
+
+def maitred_only(fn):
+    """Skip a test in MAITRED_TEST_DIRECT mode (it checks maitred itself)."""
+    return unittest.skipIf(DIRECT, "checks maitred itself (MAITRED_TEST_DIRECT=1)")(fn)
+
+
+def free_port():
+    """A loopback TCP port that was free a moment ago."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def port_accepts(port, timeout=1.0):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def port_in_use(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return False
+    except OSError:
+        return True
+    finally:
+        s.close()
+
+
+def wait_until(pred, limit, what, step=0.05):
+    """Poll pred() until true; raise AssertionError after `limit` seconds."""
+    end = time.monotonic() + limit
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= end:
+            raise AssertionError("timed out after %.0fs waiting for %s" % (limit, what))
+        time.sleep(step)
+
+
+# --- YAML ------------------------------------------------------------------
+
+def _scalar(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(str(v))  # a JSON string is a YAML double-quoted scalar
+
+
+def to_yaml(obj, indent=0):
+    """Block-style YAML for dicts, lists and scalars (what configs need)."""
+    pad = " " * indent
+    out = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, (dict, list)) and v:
+                out.append("%s%s:" % (pad, k))
+                out.append(to_yaml(v, indent + 2))
+            elif isinstance(v, dict):
+                out.append("%s%s: {}" % (pad, k))
+            elif isinstance(v, list):
+                out.append("%s%s: []" % (pad, k))
+            else:
+                out.append("%s%s: %s" % (pad, k, _scalar(v)))
+    elif isinstance(obj, list):
+        for v in obj:
+            if isinstance(v, (dict, list)) and v:
+                sub = to_yaml(v, indent + 2).split("\n")
+                out.append("%s- %s" % (pad, sub[0].lstrip()))
+                out.extend(sub[1:])
+            else:
+                out.append("%s- %s" % (pad, _scalar(v)))
+    else:
+        out.append(pad + _scalar(obj))
+    return "\n".join(out)
+
+
+# --- processes ---------------------------------------------------------------
+
+_live = {}  # pid -> Proc, for the exit handler
+
+
+def _kill_all():
+    for p in list(_live.values()):
+        p.kill()
+
+
+atexit.register(_kill_all)
+
+
+def _on_term(signum, frame):
+    _kill_all()
+    sys.exit(128 + signum)
+
+
+if threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGTERM, _on_term)
+
+_SETPRIV = shutil.which("setpriv")
+
+
+class Proc:
+    """A child process with its stdout+stderr in a log file."""
+
+    def __init__(self, name, argv, logdir, env=None):
+        self.name = name
+        self.argv = argv
+        self.logpath = os.path.join(logdir, name + ".log")
+        self.checked = False  # a test already judged how it exited
+        # setpriv --pdeathsig: the child dies with us even if we are killed
+        # hard; it execs, so the PID is the program's own.
+        full = ([_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []) + argv
+        self.log = open(self.logpath, "wb")
+        self.p = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=self.log,
+                                  stderr=subprocess.STDOUT, env=env)
+        self.pid = self.p.pid
+        _live[self.pid] = self
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def signal(self, sig):
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def wait(self, limit):
+        """Exit code, or None if still running after `limit` seconds."""
+        try:
+            return self.p.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, limit=STOP_LIMIT):
+        """SIGTERM, wait up to `limit`, then SIGKILL. Returns (rc, killed)."""
+        killed = False
+        if self.alive():
+            os.kill(self.pid, signal.SIGTERM)
+            if self.wait(limit) is None:
+                killed = True
+                self.kill()
+        rc = self.p.wait()
+        _live.pop(self.pid, None)
+        self.log.close()
+        return rc, killed
+
+    def kill(self):
+        if self.alive():
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.p.wait()
+        _live.pop(self.pid, None)
+
+    def output(self):
+        try:
+            with open(self.logpath, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def sanitizer_report(self):
+        out = self.output()
+        return [line for line in out.splitlines() if any(m in line for m in SANITIZER_MARKS)]
+
+
+class Upstream:
+    """A running upstream.py: Echo on .port, Control on .control_port."""
+
+    def __init__(self, proc, info, tls):
+        self.proc = proc
+        self.name = info["name"]
+        self.port = info["port"]
+        self.control_port = info["control_port"]
+        self.address = "127.0.0.1:%d" % self.port
+        self.tls = tls
+        self._ch = grpc.insecure_channel("127.0.0.1:%d" % self.control_port)
+        self.control = pb_grpc.ControlStub(self._ch)
+
+    def wait_call(self, call_id, until="STARTED", limit=CALL_LIMIT):
+        """The upstream's CallState once the call reached `until` (STARTED or
+        ENDED), or its state when the bounded wait ran out."""
+        return self.control.WaitCall(pb.WaitCallRequest(
+            call_id=call_id, until=pb.WaitCallRequest.Until.Value(until),
+            timeout_ms=int(limit * 1000)), timeout=limit + 10)
+
+    def release(self, call_id):
+        return self.control.Release(pb.ReleaseRequest(call_id=call_id), timeout=10)
+
+    def stats(self):
+        return self.control.Stats(pb.StatsRequest(), timeout=10)
+
+    def close(self):
+        self._ch.close()
+
+
+class Maitred:
+    def __init__(self, proc, port, config_path):
+        self.proc = proc
+        self.port = port
+        self.address = "127.0.0.1:%d" % port
+        self.config_path = config_path
+
+
+class Direct:
+    """MAITRED_TEST_DIRECT stand-in: the first endpoint itself."""
+
+    def __init__(self, address):
+        self.proc = None
+        self.address = address
+        self.port = int(address.rsplit(":", 1)[1])
+        self.config_path = None
+
+
+class TestCA:
+    """A test CA made with the openssl CLI: CA, a server certificate for
+    `server_name` with SANs DNS:server_name and IP:127.0.0.1, and a client
+    certificate (CN maitred-client) for mTLS. Paths are attributes."""
+
+    def __init__(self, directory, server_name="echo.test", ca_name="maitred test CA"):
+        self.dir = directory
+        self.server_name = server_name
+        os.makedirs(directory, exist_ok=True)
+        p = lambda n: os.path.join(directory, n)  # noqa: E731
+        self.ca_key, self.ca_file = p("ca.key"), p("ca.pem")
+        self.server_key, self.server_cert = p("server.key"), p("server.pem")
+        self.client_key, self.client_cert = p("client.key"), p("client.pem")
+        key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        self._ssl(["req", "-x509"] + key + ["-keyout", self.ca_key, "-out", self.ca_file,
+                   "-days", "3", "-subj", "/CN=" + ca_name,
+                   "-addext", "basicConstraints=critical,CA:TRUE",
+                   "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        self._leaf("server", "/CN=" + server_name, key,
+                   "subjectAltName=DNS:%s,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
+                   "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n" % server_name)
+        self._leaf("client", "/CN=maitred-client", key,
+                   "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n"
+                   "keyUsage=digitalSignature\n")
+
+    def _ssl(self, args):
+        res = subprocess.run(["openssl"] + args, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, timeout=60)
+        if res.returncode != 0:
+            raise RuntimeError("openssl %s failed:\n%s" % (" ".join(args), res.stdout.decode(errors="replace")))
+
+    def _leaf(self, name, subj, key, ext):
+        d = lambda n: os.path.join(self.dir, n)  # noqa: E731
+        with open(d(name + ".ext"), "w") as f:
+            f.write(ext)
+        self._ssl(["req"] + key + ["-keyout", d(name + ".key"), "-out", d(name + ".csr"), "-subj", subj])
+        self._ssl(["x509", "-req", "-in", d(name + ".csr"), "-CA", self.ca_file,
+                   "-CAkey", self.ca_key, "-CAcreateserial", "-out", d(name + ".pem"),
+                   "-days", "3", "-extfile", d(name + ".ext")])
+
+
+def call_id():
+    return uuid.uuid4().hex[:12]
+
+
+def code_of(err):
+    return err.code() if isinstance(err, grpc.RpcError) else None
+
+
+class MaitredTest(unittest.TestCase):
+    """Base class: per-test directory, processes stopped by PID at the end,
+    maitred checked to exit 0 on SIGTERM without sanitizer reports, logs
+    printed when the test fails."""
+
+    maxDiff = None
+
+    def setUp(self):
+        root = os.environ.get("MAITRED_TEST_TMP") or None
+        if root:
+            os.makedirs(root, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix=self.id().rsplit(".", 2)[-2] + "." + self._testMethodName + ".", dir=root)
+        self._procs = []          # (Proc, check_exit)
+        self._channels = []
+        self._upstreams = []
+        self._n = 0
+        self.addCleanup(self._cleanup)
+
+    # --- processes -----------------------------------------------------------
+    def start_upstream(self, name=None, tls=None, client_ca=None, port=0, grace=5.0):
+        """Start upstream.py; `tls` is a TestCA (server cert), `client_ca` a
+        TestCA whose clients are required (mTLS)."""
+        self._n += 1
+        name = name or "up%d" % self._n
+        ready = os.path.join(self.tmp, name + ".ready")
+        argv = [PYTHON, UPSTREAM_PY, "--name", name, "--port", str(port),
+                "--ready-file", ready, "--grace", str(grace)]
+        if tls:
+            argv += ["--tls-cert", tls.server_cert, "--tls-key", tls.server_key]
+        if client_ca:
+            argv += ["--client-ca", client_ca.ca_file]
+        proc = Proc(name, argv, self.tmp)
+        self._procs.append((proc, False))
+
+        def ready_or_dead():
+            if os.path.exists(ready):
+                return True
+            if not proc.alive():
+                raise AssertionError("upstream %s exited with %s:\n%s" % (name, proc.p.returncode, proc.output()))
+            return False
+        wait_until(ready_or_dead, START_LIMIT, "upstream %s to be ready" % name)
+        with open(ready) as f:
+            info = json.load(f)
+        up = Upstream(proc, info, tls)
+        self._upstreams.append(up)
+        return up
+
+    def write_config(self, cfg, name="maitred.yaml"):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(cfg if isinstance(cfg, str) else to_yaml(cfg) + "\n")
+        return path
+
+    def config(self, services, port=None, **top):
+        """A config dict: listen on a free port, 1 worker, 5s drain."""
+        cfg = {"listen": "127.0.0.1:%d" % (port or free_port()), "workers": 1,
+               "drain_timeout": "5s"}
+        cfg.update(top)
+        cfg["services"] = services
+        return cfg
+
+    @staticmethod
+    def service(name, upstreams, policy="ROUND_ROBIN", tls=None, **extra):
+        s = {"name": name, "lb": {"policy": policy}}
+        if tls is not None:
+            s["tls"] = tls
+        s["endpoints"] = [{"address": u if isinstance(u, str) else u.address} for u in upstreams]
+        s.update(extra)
+        return s
+
+    def start_maitred(self, cfg=None, upstreams=None, args=None, check_exit=True, wait=True):
+        """Start maitred on `cfg` (a dict, or None for one "*" service over
+        `upstreams`) and wait until its listener accepts connections."""
+        if cfg is None:
+            cfg = self.config([self.service("*", upstreams)])
+        if DIRECT:
+            return Direct(cfg["services"][0]["endpoints"][0]["address"])
+        if not os.access(MAITRED_BIN, os.X_OK):
+            self.fail("maitred binary not found at %s (set MAITRED_BIN)" % MAITRED_BIN)
+        path = self.write_config(cfg)
+        port = int(cfg["listen"].rsplit(":", 1)[1])
+        argv = [MAITRED_BIN, "--config", path, "--log-level", LOG_LEVEL] + (args or [])
+        self._n += 1
+        proc = Proc("maitred%d" % self._n, argv, self.tmp)
+        self._procs.append((proc, check_exit))
+        m = Maitred(proc, port, path)
+        if wait:
+            self.wait_listening(m)
+        return m
+
+    def wait_listening(self, m):
+        def up():
+            if not m.proc.alive():
+                raise AssertionError("maitred exited with %s before listening:\n%s" % (m.proc.p.returncode, m.proc.output()))
+            return port_accepts(m.port, 0.5)
+        wait_until(up, START_LIMIT, "maitred to listen on %s" % m.address)
+
+    def run_maitred(self, args, limit=START_LIMIT):
+        """Run maitred to completion; returns (rc, stdout, stderr)."""
+        res = subprocess.run([MAITRED_BIN] + args, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=limit)
+        return res.returncode, res.stdout.decode(errors="replace"), res.stderr.decode(errors="replace")
+
+    def stop_maitred(self, m, limit=STOP_LIMIT):
+        """SIGTERM; assert exit 0 within the hang guard and no sanitizer
+        report."""
+        m.proc.checked = True
+        rc, killed = m.proc.stop(limit)
+        self.assertFalse(killed, "maitred did not exit within %.0fs of SIGTERM" % limit)
+        self.assertEqual(rc, 0, "maitred exited %s on SIGTERM" % rc)
+        self.assertEqual(m.proc.sanitizer_report(), [], "sanitizer report in maitred's log")
+
+    # --- clients ---------------------------------------------------------------
+    def channel(self, target, options=(), compression=None):
+        addr = target if isinstance(target, str) else target.address
+        ch = grpc.insecure_channel(addr, options=CHANNEL_OPTIONS + list(options), compression=compression)
+        self._channels.append(ch)
+        return ch
+
+    def echo(self, target, **kw):
+        return pb_grpc.EchoStub(self.channel(target, **kw))
+
+    def raw_unary(self, target, method):
+        """A unary callable for any :path, bytes in and out."""
+        return self.channel(target).unary_unary(method)
+
+    # --- cleanup ---------------------------------------------------------------
+    def _cleanup(self):
+        for ch in self._channels:
+            ch.close()
+        for up in self._upstreams:
+            up.close()
+        problems = []
+        # maitred first (it may be draining calls to the upstreams).
+        for proc, check in sorted(self._procs, key=lambda pc: not pc[1]):
+            already = not proc.alive()
+            rc, killed = proc.stop()
+            if not check or proc.checked:
+                continue
+            if killed:
+                problems.append("%s did not exit within %.0fs of SIGTERM" % (proc.name, STOP_LIMIT))
+            elif rc != 0 and not already:
+                problems.append("%s exited %s on SIGTERM" % (proc.name, rc))
+            elif rc != 0 and already:
+                problems.append("%s had exited by itself with %s" % (proc.name, rc))
+            problems += ["%s: %s" % (proc.name, line) for line in proc.sanitizer_report()]
+        outcome = getattr(self, "_outcome", None)
+        failed = bool(problems) or (outcome is not None and not getattr(outcome, "success", True))
+        if failed:
+            self._dump_logs()
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        if problems:
+            self.fail("after the test:\n  " + "\n  ".join(problems))
+
+    def _dump_logs(self):
+        w = sys.stderr.write
+        w("\n===== logs of %s (kept in %s) =====\n" % (self.id(), self.tmp))
+        for proc, _ in self._procs:
+            out = proc.output()
+            lines = out.splitlines()
+            if len(lines) > 300:
+                lines = ["... (%d lines cut)" % (len(lines) - 300)] + lines[-300:]
+            w("----- %s (pid %d): %s\n" % (proc.name, proc.pid, " ".join(proc.argv)))
+            w("\n".join(lines) + "\n")
+        w("===== end of logs =====\n")
+        sys.stderr.flush()
+
+
+def errno_refused(exc):
+    return isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED

@@ -1,0 +1,61 @@
+"""Compile protos/maitred/testing/v1/echo.proto at run time and import it.
+
+The generated code goes to $MAITRED_TEST_GEN when set (run.sh compiles once
+per run), else to a fresh temporary directory removed at exit. Generated code
+is never committed.
+"""
+
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def srcdir():
+    return os.environ.get("MAITRED_SRCDIR") or os.path.dirname(os.path.dirname(HERE))
+
+
+def compile_into(outdir):
+    """Run grpc_tools.protoc on echo.proto into outdir; raise on failure."""
+    protos = os.path.join(srcdir(), "protos")
+    os.makedirs(outdir, exist_ok=True)
+    cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", protos,
+           "--python_out=" + outdir, "--grpc_python_out=" + outdir,
+           os.path.join(protos, "maitred", "testing", "v1", "echo.proto")]
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         timeout=120)
+    if res.returncode != 0:
+        raise RuntimeError("protoc failed: %s\n%s" % (" ".join(cmd), res.stdout.decode(errors="replace")))
+    # Make the output importable as maitred.testing.v1.echo_pb2.
+    for d in ("maitred", "maitred/testing", "maitred/testing/v1"):
+        open(os.path.join(outdir, d, "__init__.py"), "a").close()
+
+
+_loaded = None
+
+
+def load():
+    """Return (echo_pb2, echo_pb2_grpc), compiling first when needed."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    gen = os.environ.get("MAITRED_TEST_GEN")
+    if not gen or not os.path.exists(os.path.join(gen, "maitred", "testing", "v1", "echo_pb2.py")):
+        if not gen:
+            gen = tempfile.mkdtemp(prefix="maitred-gen-")
+            atexit.register(shutil.rmtree, gen, True)
+        compile_into(gen)
+    if gen not in sys.path:
+        sys.path.insert(0, gen)
+    from maitred.testing.v1 import echo_pb2, echo_pb2_grpc  # noqa: E402
+    _loaded = (echo_pb2, echo_pb2_grpc)
+    return _loaded
+
+
+if __name__ == "__main__":
+    # protogen.py OUTDIR: compile only (used by run.sh).
+    compile_into(sys.argv[1])

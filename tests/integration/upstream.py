@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""A real gRPC upstream for maitred's integration tests and demo.
+
+Serves maitred.testing.v1.Echo on 127.0.0.1:--port (h2c, or TLS with
+--tls-cert/--tls-key, mTLS with --client-ca) and maitred.testing.v1.Control on
+a second cleartext port, the side channel a test uses to ask what happened to
+a call ("did the upstream see call X cancelled?") without going through
+maitred. When ready it writes {"port", "control_port", "pid", "name"} as JSON
+to --ready-file. SIGTERM (or SIGINT) stops both servers gracefully (GOAWAY,
+in-flight calls get --grace seconds) and exits 0.
+
+Every Echo call: echoes request metadata whose key starts with "x-" (including
+-bin keys) as initial metadata and as trailers, adds "maitred-instance: NAME"
+to both, and does what the EchoRequest asks (see echo.proto).
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from concurrent import futures
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grpc  # noqa: E402
+
+import protogen  # noqa: E402
+
+pb, pb_grpc = protogen.load()
+
+CODES = {c.value[0]: c for c in grpc.StatusCode}
+HOLD_LIMIT_S = 120.0
+BARRIER_LIMIT_S = 60.0
+_PATTERN = bytes(range(256)) * 4096  # 1 MiB
+
+
+def pattern(n):
+    """n deterministic bytes (so a corrupted relay is noticed)."""
+    if n <= len(_PATTERN):
+        return _PATTERN[:n]
+    reps = n // len(_PATTERN) + 1
+    return (_PATTERN * reps)[:n]
+
+
+def log(msg):
+    sys.stderr.write("upstream[%s] %s\n" % (ARGS.name if ARGS else "?", msg))
+    sys.stderr.flush()
+
+
+ARGS = None
+
+
+class Call:
+    """One Echo call as the upstream sees it (tracked when it has a call_id)."""
+
+    def __init__(self, call_id):
+        self.call_id = call_id
+        self.method = ""
+        self.started = False
+        self.ended = False
+        self.cancelled = False
+        self.handler_done = False
+        self.sent = 0
+        self.received = 0
+        self.time_remaining = -1.0
+        self.end_event = threading.Event()
+        self.release = threading.Event()
+
+
+class Registry:
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.calls = {}
+        self.by_method = {}
+        self.total = 0
+        self.cancelled = 0
+
+    def get(self, call_id):
+        """The tracked call (created on first mention); caller holds cond."""
+        c = self.calls.get(call_id)
+        if c is None:
+            c = Call(call_id)
+            self.calls[call_id] = c
+        return c
+
+    def notify(self):
+        with self.cond:
+            self.cond.notify_all()
+
+
+REG = Registry()
+BARRIERS = {}
+BARRIER_COND = threading.Condition()
+
+
+class EchoServicer(pb_grpc.EchoServicer):
+    # --- call bookkeeping ------------------------------------------------
+    def _begin(self, context, call_id, method):
+        # The full :path when grpcio lets us see it (routing tests count
+        # calls per service), else the method name.
+        try:
+            path = context._rpc_event.call_details.method
+            method = path.decode() if isinstance(path, bytes) else path
+        except AttributeError:
+            pass
+        with REG.cond:
+            call = REG.get(call_id) if call_id else Call("")
+            call.method = method
+            call.started = True
+            tr = context.time_remaining()
+            call.time_remaining = -1.0 if tr is None or tr > 1e8 else tr
+            REG.total += 1
+            REG.by_method[method] = REG.by_method.get(method, 0) + 1
+            REG.cond.notify_all()
+
+        def on_end():
+            with REG.cond:
+                if not call.handler_done:
+                    call.cancelled = True
+                    REG.cancelled += 1
+                call.ended = True
+                call.end_event.set()
+                REG.cond.notify_all()
+            if call_id:
+                log("call %s %s ended%s" % (call_id, method, " (cancelled)" if call.cancelled else ""))
+
+        if not context.add_callback(on_end):
+            on_end()
+        if call_id:
+            log("call %s %s started (time remaining %.3f)" % (call_id, method, call.time_remaining))
+        return call
+
+    def _end(self, call):
+        with REG.cond:
+            call.handler_done = True
+            REG.cond.notify_all()
+
+    def _count(self, call, sent=0, received=0):
+        with REG.cond:
+            call.sent += sent
+            call.received += received
+            REG.cond.notify_all()
+
+    # --- pieces of behaviour ----------------------------------------------
+    def _echo_md(self, context):
+        md = [(k, v) for k, v in context.invocation_metadata() if k.startswith("x-")]
+        md.append(("maitred-instance", ARGS.name))
+        return md
+
+    def _prelude(self, call, req, context):
+        """Initial metadata, then barrier, hold, raise. Returns False when the
+        call ended meanwhile."""
+        if not req.trailers_only:
+            context.send_initial_metadata(self._echo_md(context))
+        if req.barrier:
+            with BARRIER_COND:
+                BARRIERS[req.barrier] = BARRIERS.get(req.barrier, 0) + 1
+                BARRIER_COND.notify_all()
+                ok = BARRIER_COND.wait_for(
+                    lambda: BARRIERS[req.barrier] >= req.barrier_count or call.ended,
+                    timeout=BARRIER_LIMIT_S)
+                n = BARRIERS[req.barrier]
+            if not ok:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              "barrier %s: only %d of %d calls arrived" % (req.barrier, n, req.barrier_count))
+        if req.hold:
+            self._hold(call, context)
+        if req.raise_error:
+            raise RuntimeError("raise_error requested")
+        if req.compress_response:
+            context.set_compression(grpc.Compression.Gzip)
+        return not call.ended
+
+    def _hold(self, call, context):
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while not call.release.is_set() and not call.ended:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, "hold: never released")
+            call.release.wait(min(left, 0.2))
+
+    def _trailers(self, req, context):
+        md = self._echo_md(context)
+        md.extend((t.key, t.value if t.key.endswith("-bin") else t.value.decode()) for t in req.status.trailers)
+        return md
+
+    def _response(self, call, req, context, index, received=0, nbytes=0):
+        payload = pattern(req.response_size) if req.response_size else req.payload
+        cn = b""
+        auth = context.auth_context() or {}
+        if auth.get("x509_common_name"):
+            cn = auth["x509_common_name"][0]
+        md = [pb.Metadatum(key=k, value=v if isinstance(v, bytes) else v.encode())
+              for k, v in context.invocation_metadata()]
+        return pb.EchoResponse(
+            payload=payload, instance=ARGS.name, index=index,
+            messages_received=received, bytes_received=nbytes, key=req.key,
+            call_id=call.call_id, time_remaining_s=call.time_remaining,
+            metadata=md, client_cn=cn.decode(errors="replace"),
+            request_payload_size=len(req.payload))
+
+    def _status(self, req, context):
+        """End the call with req.status (trailers set by the caller)."""
+        context.abort(CODES.get(req.status.code, grpc.StatusCode.UNKNOWN), req.status.message)
+
+    def _delay(self, call, req):
+        """Sleep delay_ms; False when the call ended meanwhile."""
+        if req.delay_ms:
+            return not call.end_event.wait(req.delay_ms / 1000.0)
+        return not call.ended
+
+    def _stream_responses(self, call, req, context, base_index=0, received=0, nbytes=0):
+        """Responses for one request of a streaming call; sets the status."""
+        n = req.response_count or 1
+        for i in range(n):
+            if req.status.code and i >= req.status_after:
+                break
+            if req.hold_after and i == req.hold_after:
+                self._hold(call, context)
+            if not self._delay(call, req):
+                return
+            yield self._response(call, req, context, base_index + i, received, nbytes)
+            self._count(call, sent=1)
+        if req.status.code:
+            self._status(req, context)
+
+    # --- the four call types ---------------------------------------------
+    def Unary(self, request, context):
+        call = self._begin(context, request.call_id, "Unary")
+        try:
+            context.set_trailing_metadata(self._trailers(request, context))
+            if not self._prelude(call, request, context):
+                return pb.EchoResponse()
+            if not self._delay(call, request):
+                return pb.EchoResponse()
+            if request.status.code:
+                self._status(request, context)
+            resp = self._response(call, request, context, 0, 1, len(request.payload))
+            self._count(call, sent=1, received=1)
+            return resp
+        finally:
+            self._end(call)
+
+    def ClientStream(self, request_iterator, context):
+        it = iter(request_iterator)
+        first = next(it, None)
+        if first is None:
+            first = pb.EchoRequest()
+        call = self._begin(context, first.call_id, "ClientStream")
+        try:
+            self._count(call, received=1)
+            count, nbytes = 1, len(first.payload)
+            context.set_trailing_metadata(self._trailers(first, context))
+            if not self._prelude(call, first, context):
+                return pb.EchoResponse()
+            if first.hold_before_read:
+                self._hold(call, context)
+            for req in it:
+                count += 1
+                nbytes += len(req.payload)
+                self._count(call, received=1)
+            if not self._delay(call, first):
+                return pb.EchoResponse()
+            if first.status.code:
+                self._status(first, context)
+            return self._response(call, first, context, 0, count, nbytes)
+        finally:
+            self._end(call)
+
+    def ServerStream(self, request, context):
+        call = self._begin(context, request.call_id, "ServerStream")
+        try:
+            context.set_trailing_metadata(self._trailers(request, context))
+            if not self._prelude(call, request, context):
+                return
+            if request.status.code and request.status_after == 0:
+                self._status(request, context)
+            yield from self._stream_responses(call, request, context, 0, 1, len(request.payload))
+        finally:
+            self._end(call)
+
+    def BidiStream(self, request_iterator, context):
+        it = iter(request_iterator)
+        first = next(it, None)
+        if first is None:
+            return
+        call = self._begin(context, first.call_id, "BidiStream")
+        try:
+            context.set_trailing_metadata(self._trailers(first, context))
+            if not self._prelude(call, first, context):
+                return
+            index, count, nbytes = 0, 0, 0
+            req = first
+            while req is not None:
+                count += 1
+                nbytes += len(req.payload)
+                self._count(call, received=1)
+                if req.status.code and req.status_after == 0:
+                    context.set_trailing_metadata(self._trailers(req, context))
+                    self._status(req, context)
+                for resp in self._stream_responses(call, req, context, index, count, nbytes):
+                    index += 1
+                    yield resp
+                if call.ended:
+                    return
+                req = next(it, None)
+        finally:
+            self._end(call)
+
+
+class AnyService(grpc.GenericRpcHandler):
+    """Echo's four methods under any service name (/pkg.Svc/Unary ...), so
+    routing tests can tell which upstream a service was sent to."""
+
+    def __init__(self, servicer):
+        kw = dict(request_deserializer=pb.EchoRequest.FromString,
+                  response_serializer=pb.EchoResponse.SerializeToString)
+        self.handlers = {
+            "Unary": grpc.unary_unary_rpc_method_handler(servicer.Unary, **kw),
+            "ClientStream": grpc.stream_unary_rpc_method_handler(servicer.ClientStream, **kw),
+            "ServerStream": grpc.unary_stream_rpc_method_handler(servicer.ServerStream, **kw),
+            "BidiStream": grpc.stream_stream_rpc_method_handler(servicer.BidiStream, **kw),
+        }
+
+    def service(self, handler_call_details):
+        return self.handlers.get(handler_call_details.method.rsplit("/", 1)[-1])
+
+
+class ControlServicer(pb_grpc.ControlServicer):
+    def _state(self, c):
+        return pb.CallState(call_id=c.call_id, started=c.started, ended=c.ended,
+                            cancelled=c.cancelled, messages_sent=c.sent,
+                            messages_received=c.received,
+                            time_remaining_s=c.time_remaining, method=c.method)
+
+    def WaitCall(self, request, context):
+        until = request.until or pb.WaitCallRequest.STARTED
+        with REG.cond:
+            c = REG.get(request.call_id)
+            if until == pb.WaitCallRequest.ENDED:
+                pred = lambda: c.ended  # noqa: E731
+            else:
+                pred = lambda: c.started  # noqa: E731
+            REG.cond.wait_for(pred, timeout=request.timeout_ms / 1000.0)
+            return self._state(c)
+
+    def Release(self, request, context):
+        with REG.cond:
+            c = REG.get(request.call_id)
+            c.release.set()
+            return self._state(c)
+
+    def Stats(self, request, context):
+        with REG.cond:
+            return pb.StatsResponse(instance=ARGS.name, calls=dict(REG.by_method),
+                                    total=REG.total, cancelled=REG.cancelled)
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--port", type=int, default=0, help="0 = any free port")
+    ap.add_argument("--control-port", type=int, default=0)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
+    ap.add_argument("--client-ca", help="require client certificates signed by this CA")
+    ap.add_argument("--ready-file")
+    ap.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on SIGTERM")
+    ap.add_argument("--max-workers", type=int, default=256)
+    ARGS = ap.parse_args()
+
+    opts = [("grpc.max_receive_message_length", 256 << 20),
+            ("grpc.max_send_message_length", 256 << 20),
+            ("grpc.so_reuseport", 0)]
+    echo = grpc.server(futures.ThreadPoolExecutor(max_workers=ARGS.max_workers), options=opts)
+    servicer = EchoServicer()
+    pb_grpc.add_EchoServicer_to_server(servicer, echo)
+    echo.add_generic_rpc_handlers((AnyService(servicer),))
+    addr = "%s:%d" % (ARGS.host, ARGS.port)
+    if ARGS.tls_cert:
+        with open(ARGS.tls_cert, "rb") as f:
+            cert = f.read()
+        with open(ARGS.tls_key, "rb") as f:
+            key = f.read()
+        ca = None
+        if ARGS.client_ca:
+            with open(ARGS.client_ca, "rb") as f:
+                ca = f.read()
+        creds = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
+                                            require_client_auth=ca is not None)
+        port = echo.add_secure_port(addr, creds)
+    else:
+        port = echo.add_insecure_port(addr)
+    if port == 0:
+        log("cannot listen on %s" % addr)
+        return 2
+
+    control = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.so_reuseport", 0)])
+    pb_grpc.add_ControlServicer_to_server(ControlServicer(), control)
+    cport = control.add_insecure_port("%s:%d" % (ARGS.host, ARGS.control_port))
+    if cport == 0:
+        log("cannot listen on control port %d" % ARGS.control_port)
+        return 2
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    echo.start()
+    control.start()
+    log("serving Echo on %s:%d (%s), Control on %s:%d" % (
+        ARGS.host, port, "tls" if ARGS.tls_cert else "h2c", ARGS.host, cport))
+    if ARGS.ready_file:
+        tmp = ARGS.ready_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"port": port, "control_port": cport, "pid": os.getpid(), "name": ARGS.name}, f)
+        os.rename(tmp, ARGS.ready_file)
+    while not stop.wait(0.5):
+        pass
+    log("stopping (grace %.1fs)" % ARGS.grace)
+    echo.stop(ARGS.grace).wait()
+    control.stop(0).wait()
+    log("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
