@@ -1,0 +1,328 @@
+# bench/proxy/common.sh: what run.sh and profile.sh share. Sourced after the
+# caller has set MODE, PORT_BASE, CPU_PROXY, CPU_LOAD, KEEP, UPSTREAM_BIN and
+# MAITRED_BIN. Creates the temp dir $T, writes the test material into it,
+# and stops every process it started (recorded in PIDS) on exit.
+
+case $MODE in h2c|tls) ;; *) echo "mode must be h2c or tls" >&2; exit 2 ;; esac
+
+PROXY_PORT=$((PORT_BASE + 1))
+UP1=$((PORT_BASE + 51))
+UP2=$((PORT_BASE + 52))
+TCK=$(getconf CLK_TCK)
+
+for tool in h2load nghttp taskset ss python3 openssl; do
+	command -v $tool >/dev/null || { echo "missing $tool (apt-get install nghttp2-client iproute2 util-linux python3 openssl)" >&2; exit 2; }
+done
+if [ ! -x "$UPSTREAM_BIN" ]; then
+	echo "missing $UPSTREAM_BIN: run 'make bench/proxy/grpc_upstream' first" >&2
+	exit 2
+fi
+
+T=$(mktemp -d /tmp/maitred-bench.XXXXXX)
+chmod 755 "$T"
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do stop_pid "$p"; done
+	if [ "$KEEP" = 1 ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { echo "# $*" >&2; }
+
+# ---- process helpers --------------------------------------------------------
+
+# stop_pid PID: SIGTERM, up to 5 s, then SIGKILL. Only PIDs we started.
+stop_pid() {
+	local p=$1 i
+	kill -0 "$p" 2>/dev/null || return 0
+	kill -TERM "$p" 2>/dev/null
+	for i in $(seq 50); do
+		kill -0 "$p" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+	return 0
+}
+
+# tree_pids PID: PID and all its descendants (nginx/nghttpx fork workers).
+tree_pids() {
+	local p=$1 c
+	[ -d /proc/$p ] || return 0
+	echo "$p"
+	for c in $(cat /proc/$p/task/*/children 2>/dev/null); do tree_pids "$c"; done
+}
+
+# cpu_ticks PID...: utime+stime summed over the given processes (all threads).
+cpu_ticks() {
+	local p s f sum=0
+	for p in "$@"; do
+		s=$(cat /proc/$p/stat 2>/dev/null) || continue
+		f=(${s##*) })	# skip "pid (comm) ": f[0] is field 3 (state)
+		sum=$((sum + f[11] + f[12]))	# fields 14, 15: utime, stime
+	done
+	echo $sum
+}
+
+# status_kb FIELD PID...: FIELD ("VmHWM", "VmRSS") of each process, one a line.
+status_kb() {
+	local f=$1 p; shift
+	for p in "$@"; do
+		awk -v f="$f:" '$1 == f { print $2 }' /proc/$p/status 2>/dev/null
+	done
+}
+
+wait_listen() {	# PORT [TRIES of 50 ms]
+	local port=$1 i
+	for i in $(seq ${2:-100}); do
+		ss -Hltn "sport = :$port" | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# ---- test material ------------------------------------------------------------
+
+# The request: 5-byte gRPC prefix + protobuf { string field 1 = "hello world" }.
+printf '\x00\x00\x00\x00\x0d\x0a\x0bhello world' >"$T/body.bin"
+HDRS=(-H 'content-type: application/grpc' -H 'te: trailers')
+PATH_URI=/bench.Echo/Call
+
+if [ "$MODE" = tls ]; then
+	(
+		cd "$T" &&
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+			-keyout ca.key -out ca.pem -days 2 -subj /CN=maitred-bench-ca &&
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+			-keyout up.key -out up.csr -subj /CN=upstream.test &&
+		printf 'subjectAltName=DNS:upstream.test\nextendedKeyUsage=serverAuth\n' >up.ext &&
+		openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+			-out up.pem -days 2 -extfile up.ext
+	) >"$T/openssl.log" 2>&1 || { cat "$T/openssl.log" >&2; exit 1; }
+	chmod 644 "$T"/*.pem "$T"/*.key
+	UP_TLS=(--cert "$T/up.pem" --key "$T/up.key")
+else
+	UP_TLS=()
+fi
+
+UP_PIDS=()
+start_upstreams() {
+	local port
+	UP_PIDS=()
+	for port in $UP1 $UP2; do
+		taskset -c "$CPU_LOAD" "$UPSTREAM_BIN" -p "$port" "${UP_TLS[@]}" \
+			2>"$T/up$port.log" &
+		UP_PIDS+=($!)
+		PIDS+=($!)
+	done
+	wait_listen $UP1 && wait_listen $UP2
+}
+stop_upstreams() {
+	local p
+	for p in "${UP_PIDS[@]}"; do stop_pid "$p"; done
+	UP_PIDS=()
+}
+# up_stat FIELD: FIELD (calls, accepted, peak_open) summed over both upstreams,
+# or "a/b" per upstream with a second argument.
+up_stat() {
+	local f=$1 per=${2:-} p port v n w out="" sum=0 i=0
+	for p in "${UP_PIDS[@]}"; do
+		port=$([ $i = 0 ] && echo $UP1 || echo $UP2)
+		i=$((i + 1))
+		n=$(grep -c '^stats' "$T/up$port.log")
+		kill -USR1 "$p" 2>/dev/null
+		for w in $(seq 100); do
+			[ "$(grep -c '^stats' "$T/up$port.log")" -gt "$n" ] && break
+			sleep 0.01
+		done
+		v=$(grep '^stats' "$T/up$port.log" | tail -1 | tr ' ' '\n' |
+			awk -F= -v f="$f" '$1 == f { print $2 }')
+		v=${v:-0}
+		sum=$((sum + v))
+		out="$out${out:+/}$v"
+	done
+	[ -n "$per" ] && echo "$out" || echo "$sum"
+}
+
+# ---- proxy configs --------------------------------------------------------------
+# One worker each; access logs off; frontend stream limit 1024 (maitred's
+# default) so that the 512-in-flight phase fits on one client connection.
+
+conf_nghttpx() {
+	local b1 b2
+	if [ "$MODE" = tls ]; then
+		b1="backend=127.0.0.1,$UP1;;proto=h2;tls;sni=upstream.test"
+		b2="backend=127.0.0.1,$UP2;;proto=h2;tls;sni=upstream.test"
+	else
+		b1="backend=127.0.0.1,$UP1;;proto=h2"
+		b2="backend=127.0.0.1,$UP2;;proto=h2"
+	fi
+	cat >"$T/nghttpx.conf" <<EOF
+frontend=127.0.0.1,$PROXY_PORT;no-tls
+$b1
+$b2
+workers=1
+frontend-http2-max-concurrent-streams=1024
+no-via=yes
+errorlog-file=$T/nghttpx.err
+pid-file=$T/nghttpx.pid
+EOF
+	[ "$MODE" = tls ] && echo "cacert=$T/ca.pem" >>"$T/nghttpx.conf"
+	PROXY_CMD=(nghttpx --conf="$T/nghttpx.conf")
+}
+
+conf_haproxy() {
+	local tls=""
+	[ "$MODE" = tls ] && tls=" ssl verify required ca-file $T/ca.pem sni str(upstream.test) verifyhost upstream.test alpn h2"
+	cat >"$T/haproxy.cfg" <<EOF
+global
+	nbthread 1
+	maxconn 8000
+	tune.h2.max-concurrent-streams 1024
+defaults
+	mode http
+	timeout connect 5s
+	timeout client 60s
+	timeout server 60s
+	# multiplex calls from any client connection over the h2 backends
+	http-reuse always
+frontend fe
+	bind 127.0.0.1:$PROXY_PORT proto h2
+	default_backend be
+backend be
+	balance roundrobin
+	server u1 127.0.0.1:$UP1 proto h2$tls
+	server u2 127.0.0.1:$UP2 proto h2$tls
+EOF
+	PROXY_CMD=(haproxy -db -f "$T/haproxy.cfg")
+}
+
+conf_nginx() {
+	local scheme=grpc tls=""
+	if [ "$MODE" = tls ]; then
+		scheme=grpcs
+		tls="grpc_ssl_trusted_certificate $T/ca.pem;
+			grpc_ssl_verify on;
+			grpc_ssl_name upstream.test;
+			grpc_ssl_server_name on;
+			grpc_ssl_session_reuse on;"
+	fi
+	mkdir -p "$T/nginx"
+	cat >"$T/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $T/nginx.pid;
+error_log $T/nginx.err warn;
+events { worker_connections 20000; }
+http {
+	access_log off;
+	# default 1000 calls per client connection, then GOAWAY (h2load does
+	# not reconnect)
+	keepalive_requests 100000000;
+	client_body_temp_path $T/nginx/body;
+	proxy_temp_path $T/nginx/proxy;
+	fastcgi_temp_path $T/nginx/fastcgi;
+	uwsgi_temp_path $T/nginx/uwsgi;
+	scgi_temp_path $T/nginx/scgi;
+	upstream ups {
+		server 127.0.0.1:$UP1;
+		server 127.0.0.1:$UP2;
+		# nginx runs one call per upstream connection: keep enough idle
+		# ones that calls in flight never force a connect per call.
+		keepalive 1024;
+		keepalive_requests 1000000;
+	}
+	server {
+		listen 127.0.0.1:$PROXY_PORT http2;
+		http2_max_concurrent_streams 1024;
+		location / {
+			grpc_pass $scheme://ups;
+			$tls
+		}
+	}
+}
+EOF
+	PROXY_CMD=(nginx -p "$T/nginx" -e "$T/nginx.err" -c "$T/nginx.conf")
+}
+
+conf_maitred() {
+	local tls=""
+	[ "$MODE" = tls ] && tls="    tls: { ca_file: \"$T/ca.pem\", server_name: \"upstream.test\" }"
+	cat >"$T/maitred.yaml" <<EOF
+listen: "127.0.0.1:$PROXY_PORT"
+workers: 1
+drain_timeout: "1s"
+services:
+  - name: "*"
+    lb: { policy: ROUND_ROBIN }
+$tls
+    endpoints: [ { address: "127.0.0.1:$UP1" }, { address: "127.0.0.1:$UP2" } ]
+EOF
+	PROXY_CMD=("$MAITRED_BIN" --config "$T/maitred.yaml")
+}
+
+# available ROW: empty if the row can run, else the reason to skip it.
+available() {
+	case $1 in
+	direct) ;;
+	nghttpx) command -v nghttpx >/dev/null || echo "nghttpx not installed (apt-get install nghttp2-proxy)" ;;
+	haproxy) command -v haproxy >/dev/null || echo "haproxy not installed (apt-get install haproxy)" ;;
+	nginx) command -v nginx >/dev/null || echo "nginx not installed (apt-get install nginx)" ;;
+	maitred)
+		if [ ! -x "$MAITRED_BIN" ]; then
+			echo "no $MAITRED_BIN"
+		elif ! timeout 5 "$MAITRED_BIN" --help 2>&1 | grep -q -- --config; then
+			echo "$MAITRED_BIN has no --config yet (data plane not built)"
+		fi ;;
+	*) echo "unknown row" ;;
+	esac
+}
+
+# start_proxy ROW: writes ROW's config and starts it on the proxy core, with
+# PROXY_WRAP (e.g. valgrind) in front when set.
+PROXY_PID=
+PROXY_WRAP=()
+start_proxy() {
+	local row=$1
+	"conf_$row"
+	taskset -c "$CPU_PROXY" ${PROXY_WRAP[@]+"${PROXY_WRAP[@]}"} "${PROXY_CMD[@]}" >"$T/$row.out" 2>&1 &
+	PROXY_PID=$!
+	PIDS+=($PROXY_PID)
+	if ! wait_listen $PROXY_PORT ${LISTEN_TRIES:-100}; then
+		log "$row did not listen on $PROXY_PORT; its output:"
+		tail -5 "$T/$row.out" "$T/$row.err" 2>/dev/null >&2
+		return 1
+	fi
+	sleep 0.2	# let forked workers come up
+}
+stop_proxy() {
+	[ -n "$PROXY_PID" ] && stop_pid "$PROXY_PID"
+	PROXY_PID=
+	# nginx's master may leave before its worker: wait for the port.
+	local i
+	for i in $(seq 50); do
+		ss -Hltn "sport = :$PROXY_PORT" | grep -q . || return 0
+		sleep 0.1
+	done
+}
+
+# ---- phases -----------------------------------------------------------------------
+
+# h2load_run OUT ARGS...: runs h2load on the load core against the target.
+h2load_run() {
+	local out=$1; shift
+	taskset -c "$CPU_LOAD" h2load "$@" -d "$T/body.bin" "${HDRS[@]}" \
+		"$TARGET_URI" >"$out" 2>&1
+}
+h2load_rps() { awk '/^finished in/ { gsub(",", "", $4); print $4 }' "$1"; }
+h2load_bad() { awk '/^requests:/ { print $10 + $12 + $14 }' "$1"; }
+
+# check_call: one call through the target must come back with grpc-status 0.
+check_call() {
+	timeout 10 nghttp -v -d "$T/body.bin" "${HDRS[@]}" "$TARGET_URI" \
+		>"$T/check.out" 2>&1
+	grep -aq 'grpc-status: 0' "$T/check.out"
+}
+

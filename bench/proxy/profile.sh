@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# bench/proxy/profile.sh: where a proxy's time per call goes. Runs a fixed
+# number of gRPC unary calls through one row (maitred by default; any row of
+# run.sh works, which is how to compare with nghttpx) and prints:
+#   perf       the top symbols (perf record attached to the proxy's processes)
+#   strace     syscalls per call, by syscall (strace -c -f attached)
+#   callgrind  instructions per call and the top functions (valgrind,
+#              started under it; slow: use fewer calls)
+# Each tool gets its own fresh proxy and upstreams. See README.md.
+set -u -o pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+
+ROW=maitred
+CALLS=200000
+CLIENTS=4
+STREAMS=32
+MODE=h2c
+TOOLS="perf strace"
+TOPN=30
+PORT_BASE=25100
+CPU_PROXY=1
+CPU_LOAD=0
+KEEP=0
+UPSTREAM_BIN=${UPSTREAM_BIN:-$top/bench/proxy/grpc_upstream}
+MAITRED_BIN=${MAITRED_BIN:-$top/sidecar/maitred}
+
+usage() {
+	cat <<EOF
+usage: $0 [options]
+  -p ROW         maitred | nghttpx | haproxy | nginx (default $ROW)
+  -n CALLS       calls per tool (default $CALLS; callgrind uses CALLS/10)
+  -c N, -m N     h2load connections and streams each (default $CLIENTS, $STREAMS)
+  -t h2c|tls     upstream transport (default $MODE)
+  -T LIST        tools among perf, strace, callgrind (default "$TOOLS")
+  -N N           how many symbols / functions to print (default $TOPN)
+  -P PORT_BASE   as in run.sh (default $PORT_BASE)
+  -C PROXY,LOAD  cores (default $CPU_PROXY,$CPU_LOAD)
+  -k             keep the temp dir (perf.data, callgrind.out, logs)
+EOF
+}
+
+while getopts "p:n:c:m:t:T:N:P:C:kh" opt; do
+	case $opt in
+	p) ROW=$OPTARG ;;
+	n) CALLS=$OPTARG ;;
+	c) CLIENTS=$OPTARG ;;
+	m) STREAMS=$OPTARG ;;
+	t) MODE=$OPTARG ;;
+	T) TOOLS=${OPTARG//,/ } ;;
+	N) TOPN=$OPTARG ;;
+	P) PORT_BASE=$OPTARG ;;
+	C) CPU_PROXY=${OPTARG%,*}; CPU_LOAD=${OPTARG#*,} ;;
+	k) KEEP=1 ;;
+	h) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+
+. "$here/common.sh"
+
+why=$(available "$ROW")
+[ -n "$why" ] && { echo "cannot profile $ROW: $why" >&2; exit 1; }
+[ "$ROW" = direct ] && { echo "profile a proxy, not the direct path" >&2; exit 2; }
+TARGET_URI="http://127.0.0.1:$PROXY_PORT/bench.Echo/Call"
+
+# drive N: N calls through the proxy; prints the calls the upstreams served.
+drive() {
+	local n0 n1
+	n0=$(up_stat calls)
+	h2load_run "$T/h2load.out" -n "$1" -c "$CLIENTS" -m "$STREAMS"
+	n1=$(up_stat calls)
+	echo $((n1 - n0))
+}
+
+# begin: fresh upstreams and proxy, one checked call (pools set up).
+begin() {
+	start_upstreams || { echo "upstreams did not start" >&2; exit 1; }
+	start_proxy "$ROW" || exit 1
+	check_call || { echo "a call through $ROW failed (see $T/check.out)" >&2; exit 1; }
+}
+end() {
+	stop_proxy
+	stop_upstreams
+}
+
+pid_list() { tree_pids "$PROXY_PID" | paste -sd, -; }
+
+run_perf() {
+	local perf_pid calls
+	command -v perf >/dev/null || { echo "perf: not installed (apt-get install linux-perf)"; return; }
+	begin
+	perf record -q -F 4999 -p "$(pid_list)" -o "$T/perf.data" >"$T/perf.log" 2>&1 &
+	perf_pid=$!
+	PIDS+=($perf_pid)
+	sleep 0.5
+	calls=$(drive "$CALLS")
+	kill -INT $perf_pid; wait $perf_pid 2>/dev/null
+	end
+	echo "## perf: $ROW, $calls calls, $MODE upstreams, top $TOPN symbols (self time)"
+	perf report -i "$T/perf.data" --stdio --no-children --sort dso,symbol \
+		2>/dev/null | grep -v '^#' | grep -v '^$' | sed 's/[ -]*$//' |
+		head -n "$TOPN"
+	echo
+}
+
+run_strace() {
+	local st_pid calls
+	command -v strace >/dev/null || { echo "strace: not installed (apt-get install strace)"; return; }
+	begin
+	# -c counts; attach to every thread of every process of the proxy.
+	strace -c -f -o "$T/strace.out" -p "$(pid_list)" >/dev/null 2>&1 &
+	st_pid=$!
+	PIDS+=($st_pid)
+	sleep 0.5
+	calls=$(drive "$CALLS")
+	kill -INT $st_pid; wait $st_pid 2>/dev/null
+	end
+	echo "## strace: $ROW, $calls calls, $MODE upstreams: syscalls per call"
+	awk -v n="$calls" '
+		$1 ~ /^[0-9.]+$/ && NF >= 5 {
+			name = $NF; count = $4
+			if (n > 0) printf "%-20s %10d  %8.3f per call\n", name, count, count / n
+		}
+	' "$T/strace.out" | sort -k2,2nr
+	echo "(strace slows the proxy a lot: read the counts, not the time)"
+	echo
+}
+
+run_callgrind() {
+	local calls n=$((CALLS / 10))
+	command -v valgrind >/dev/null || { echo "callgrind: not installed (apt-get install valgrind)"; return; }
+	if [ "$ROW" != maitred ]; then
+		echo "callgrind: only for maitred (the peers fork workers)"; return
+	fi
+	PROXY_WRAP=(valgrind --tool=callgrind --callgrind-out-file="$T/callgrind.out")
+	LISTEN_TRIES=600 begin
+	PROXY_WRAP=()
+	calls=$(drive "$n")
+	end
+	echo "## callgrind: $ROW, $calls calls (including start-up and one check call)"
+	callgrind_annotate "$T/callgrind.out" 2>/dev/null | awk -v n="$calls" -v top="$TOPN" '
+		/PROGRAM TOTALS/ { gsub(",", "", $1); if (n > 0) printf "instructions per call: %.0f\n\n", $1 / n }
+		/file:function/ { on = 1; next }
+		on && NF && shown < top { print; shown++ }'
+	echo
+}
+
+for tool in $TOOLS; do
+	case $tool in
+	perf) run_perf ;;
+	strace) run_strace ;;
+	callgrind) run_callgrind ;;
+	*) echo "unknown tool $tool" >&2 ;;
+	esac
+done
