@@ -109,6 +109,73 @@ static inline double mtd_lb__weight_at(const struct mtd_lb_warmup *w,
 	return (double)ep->weight;
 }
 
+/* ---- weighted choice (weights.c) ------------------------------------- */
+
+/* Weighted-random choice among the eligible endpoints by their weight at
+ * ctx->now_ms under cfg's warmup (span from init); if no eligible one has a
+ * positive weight, uniform among the eligible; -1 when all are excluded.
+ * O(n), two passes, one random draw: the slow path of every weighted
+ * strategy (warmup in progress, exclusions defeating the fast path). */
+int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w,
+                         const struct mtd_lb_warm_span *span,
+                         const struct mtd_lb_endpoint *eps, size_t n,
+                         const struct mtd_lb_pick_ctx *ctx);
+
+/* Uniform choice among list[0..m) minus the excluded; -1 if all are.
+ * A few random probes (O(1) when few are excluded), then an exact O(m)
+ * count-and-select so the result stays uniform whatever is excluded. */
+int mtd_lb__uniform_list(const uint32_t *list, size_t m,
+                         const struct mtd_lb_pick_ctx *ctx);
+
+/* Indices of eps with weight > 0, or of all of them when none has
+ * (lb-impl.h "last resort"). Allocated; *m receives the count. NULL on
+ * allocation failure. */
+uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n,
+                                size_t *m);
+
+/* The warmup span of an endpoint set with warmup switched off. */
+extern const struct mtd_lb_warm_span mtd_lb__no_span;
+extern const struct mtd_lb_warmup mtd_lb__no_warmup;
+
+/* The eligible positive-weight endpoint of least cost(i); ties broken at
+ * random in proportion to the warmed weights (seed 003: Dubbo
+ * LeastActiveLoadBalance / ShortestResponseLoadBalance). Falls back to
+ * uniform among drained endpoints; -1 when all are excluded. Two O(n)
+ * passes, one random draw; cost() is read again in the second pass, and a
+ * concurrent change between passes only narrows the tie set. */
+typedef uint64_t mtd_lb__cost_fn(const void *state, size_t i,
+                                 const struct mtd_lb_pick_ctx *ctx);
+int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *cost,
+                            const struct mtd_lb_warmup *w,
+                            const struct mtd_lb_warm_span *span,
+                            const struct mtd_lb_endpoint *eps, size_t n,
+                            const struct mtd_lb_pick_ctx *ctx);
+
+static inline int64_t mtd_lb__active(const struct mtd_lb_endpoint *ep)
+{
+	int64_t a = atomic_load_explicit(&ep->stats->active,
+	                                 memory_order_relaxed);
+
+	return a > 0 ? a : 0;
+}
+
+/* Walker/Vose alias table over fixed weights: O(n) build, O(1) draw with a
+ * single 64-bit random number. */
+struct mtd_lb_alias {
+	uint64_t *threshold; /* stay at i when the fraction < threshold[i] */
+	uint32_t *alias;
+	size_t n;
+};
+
+/* weights[i] >= 0 and their sum > 0. Returns 0 or -ENOMEM. */
+int mtd_lb__alias_build(struct mtd_lb_alias *a, const double *weights,
+                        size_t n);
+void mtd_lb__alias_free(struct mtd_lb_alias *a);
+
+static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a,
+                                        uint64_t *rng);
+
+
 /* ---- inline bodies ------------------------------------------------------ */
 
 static inline uint64_t mtd_lb__rand_inline(uint64_t *s)
@@ -128,6 +195,17 @@ static inline uint64_t mtd_lb__below(uint64_t *rng, uint64_t n)
 static inline double mtd_lb__unit(uint64_t *rng)
 {
 	return (double)(mtd_lb__rand_inline(rng) >> 11) * 0x1.0p-53;
+}
+
+static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a,
+                                        uint64_t *rng)
+{
+	/* The high half of r * n is the column, the low half a uniform
+	 * fraction that decides between the column and its alias. */
+	unsigned __int128 m = (unsigned __int128)mtd_lb__rand_inline(rng) * a->n;
+	size_t i = (size_t)(m >> 64);
+
+	return (uint64_t)m < a->threshold[i] ? i : a->alias[i];
 }
 
 #endif

@@ -77,6 +77,23 @@ double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns,
 /* Background work for time-driven strategies; control thread, ~1 Hz. */
 void mtd_lb_tick(struct mtd_lb_picker *p, int64_t now_ms, int64_t now_ns);
 
+/* ---- hashing (hash.c) -------------------------------------------------- */
+
+/* 64-bit non-cryptographic hash of data[0..len) (any len, data may be NULL
+ * when len == 0). Pure; any thread. What CONSISTENT_HASH and MAGLEV hash a
+ * ctx->key with (seed 0). */
+uint64_t mtd_lb_hash64(const void *data, size_t len, uint64_t seed);
+
+/* Ketama points of one endpoint: for r in [0, replicas), the MD5 of
+ * "<id>-<r>" gives out[4r .. 4r+3] (little-endian words of the digest).
+ * out holds 4 * replicas entries. Returns 0, -EINVAL (id too long),
+ * -ENOMEM or -EIO (OpenSSL failure). */
+int mtd_lb_ketama_points(const char *id, uint32_t replicas, uint32_t *out);
+
+/* Java's String.hashCode over len ASCII bytes (seed 000's ring hash), for
+ * the benchmark's comparison ring only. */
+int32_t mtd_lb_java_string_hash(const char *s, size_t len);
+
 /* wyrand: a fast PRNG for picks; *state is per worker (any seed works). */
 uint64_t mtd_lb_rand(uint64_t *state);
 

@@ -1,0 +1,193 @@
+/* CONSISTENT_HASH: a ketama ring (seed 000's hash ring with virtual nodes,
+ * seed 003: Dubbo ConsistentHashLoadBalance).
+ *
+ * Each endpoint gets ring_points x weight / 100 points (Dubbo's
+ * hash.nodes, 160 by default; at least one for a positive weight; none for
+ * weight <= 0 unless every weight is, then all count as 100). Points are
+ * MD5 words of "<id>-<r>" (mtd_lb_ketama_points), so an endpoint's points
+ * depend only on its stable id: adding or removing one endpoint moves only
+ * the keys of the arcs it gains or loses, about 1/N of them. Equal points
+ * are ordered by id, so the ring does not depend on endpoint order.
+ *
+ * A key is hashed with mtd_lb_hash64 (the top 32 bits place it on the
+ * ring) and served by the first point clockwise; an excluded endpoint, or
+ * one over its bounded-load share (bounded.h), passes the call to the next
+ * point. A call without a key goes to a random eligible endpoint (the data
+ * plane applies HashKey.on_missing = FAIL before picking). Built once per
+ * endpoint set in init(); a pick is a binary search, O(log points).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lb/bounded.h"
+#include "lb/lb.h"
+#include "lb/lb-impl.h"
+
+#define MAX_TOTAL_POINTS (1u << 24)
+
+struct ring_point {
+	uint32_t hash;
+	uint32_t idx;
+};
+
+struct ch_state {
+	const struct mtd_lb_endpoint *eps;
+	size_t n;
+	struct ring_point *ring;
+	size_t len;
+	double *w;             /* ring weight of each endpoint (0: no points) */
+	double factor;
+};
+
+static const struct mtd_lb_endpoint *sort_eps;
+
+static int point_cmp(const void *a, const void *b)
+{
+	const struct ring_point *x = a, *y = b;
+	int c;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	c = strcmp(sort_eps[x->idx].id, sort_eps[y->idx].id);
+	if (c != 0)
+		return c;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static void ch_destroy(void *state)
+{
+	struct ch_state *s = state;
+
+	if (s == NULL)
+		return;
+	free(s->ring);
+	free(s->w);
+	free(s);
+}
+
+static int ch_init(const struct mtd_lb_config *cfg,
+                   const struct mtd_lb_endpoint *eps, size_t n,
+                   const void *prev, void **out)
+{
+	struct ch_state *s;
+	uint32_t *pts = NULL, *points_of = NULL;
+	uint64_t total = 0;
+	double scale = 1.0;
+	bool any_positive = false;
+	int rc = -ENOMEM;
+
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		goto fail;
+	s->eps = eps;
+	s->n = n;
+	s->factor = cfg->bounded_load_factor;
+	s->w = calloc(n, sizeof(*s->w));
+	points_of = calloc(n, sizeof(*points_of));
+	if (s->w == NULL || points_of == NULL)
+		goto free_state;
+	for (size_t i = 0; i < n; i++)
+		any_positive |= eps[i].weight > 0;
+	for (size_t i = 0; i < n; i++) {
+		s->w[i] = any_positive ? (eps[i].weight > 0 ? eps[i].weight : 0)
+		                       : 100.0;
+		total += (uint64_t)((double)cfg->ring_points * s->w[i] / 100.0 + 0.5);
+	}
+	if (total > MAX_TOTAL_POINTS)
+		scale = (double)MAX_TOTAL_POINTS / (double)total;
+	total = 0;
+	for (size_t i = 0; i < n; i++) {
+		double p = (double)cfg->ring_points * s->w[i] / 100.0 * scale;
+
+		points_of[i] = s->w[i] > 0.0 ? (uint32_t)(p + 0.5) : 0;
+		if (s->w[i] > 0.0 && points_of[i] == 0)
+			points_of[i] = 1;
+		total += points_of[i];
+	}
+	s->ring = calloc(total, sizeof(*s->ring));
+	if (s->ring == NULL)
+		goto free_state;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t reps = (points_of[i] + 3) / 4;
+
+		if (points_of[i] == 0)
+			continue;
+		free(pts);
+		pts = calloc((size_t)reps * 4, sizeof(*pts));
+		if (pts == NULL)
+			goto free_state;
+		rc = mtd_lb_ketama_points(eps[i].id, reps, pts);
+		if (rc != 0)
+			goto free_state;
+		rc = -ENOMEM;
+		for (uint32_t k = 0; k < points_of[i]; k++)
+			s->ring[s->len++] = (struct ring_point){ pts[k], (uint32_t)i };
+	}
+	/* Control thread only, so the comparator's context can be static. */
+	sort_eps = eps;
+	qsort(s->ring, s->len, sizeof(*s->ring), point_cmp);
+	sort_eps = NULL;
+	free(pts);
+	free(points_of);
+	*out = s;
+	return 0;
+
+free_state:
+	free(pts);
+	free(points_of);
+	ch_destroy(s);
+fail:
+	return rc;
+}
+
+static size_t ring_find(const struct ch_state *s, uint32_t h)
+{
+	size_t lo = 0, hi = s->len;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->ring[mid].hash < h)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo == s->len ? 0 : lo; /* past the last point: wrap around */
+}
+
+static int ch_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
+{
+	struct ch_state *s = state;
+	struct mtd_lb__bound b = { .on = false };
+	size_t at;
+
+	if (ctx->key == NULL)
+		return mtd_lb__any_eligible(s->eps, s->n, ctx);
+	if (s->factor > 0.0 || ctx->excluded != NULL) {
+		mtd_lb__bound_prepare(&b, s->factor, s->w, s->eps, s->n, ctx);
+		if (b.eligible == 0) /* only drained endpoints left, or none */
+			return mtd_lb__any_eligible(s->eps, s->n, ctx);
+	}
+	at = ring_find(s, (uint32_t)(mtd_lb_hash64(ctx->key, ctx->key_len, 0) >> 32));
+	for (size_t k = 0; k < s->len; k++) {
+		const struct ring_point *p = &s->ring[(at + k) % s->len];
+
+		if (mtd_lb__excluded(ctx, p->idx))
+			continue;
+		if (mtd_lb__bound_has_room(&b, s->w[p->idx], &s->eps[p->idx]))
+			return (int)p->idx;
+	}
+	return mtd_lb__any_eligible(s->eps, s->n, ctx);
+}
+
+const struct mtd_lb_ops mtd_lb_ops_consistent_hash = {
+	.name = "CONSISTENT_HASH",
+	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY |
+	        MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_RING_POINTS,
+	.init = ch_init,
+	.pick = ch_pick,
+	.destroy = ch_destroy,
+};

@@ -1,0 +1,246 @@
+/* WEIGHTED_ROUND_ROBIN: each endpoint gets its weight's share of every
+ * cycle, interleaved rather than in bursts (seed 001's "simple weighted
+ * round robin" sends a run of `weight` calls to one endpoint in a row;
+ * this does not).
+ *
+ * init() lays out one cycle as a schedule by earliest deadline first: the
+ * k-th turn of endpoint i is due at (k + 1/2) / w_i, so turns of every
+ * endpoint are spread evenly over the cycle (ties go to the lower index,
+ * for a deterministic schedule). Weights are first divided by their gcd;
+ * a cycle longer than MAX_CYCLE is scaled down (every endpoint keeps at
+ * least one turn). A pick is then a shared atomic counter modulo the cycle:
+ * O(1), lock-free, exact across workers.
+ *
+ * While some endpoint warms up, weights change with time and the schedule
+ * cannot follow; picks then walk the cumulative warmed weights at the
+ * golden-ratio point of the counter (a low-discrepancy sequence: still
+ * interleaved and deterministic, O(n)) until the ramp ends.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "lb/lb-impl.h"
+
+#define MAX_CYCLE (1u << 20)
+
+struct wrr_state {
+	_Alignas(MTD_LB_CACHELINE) _Atomic uint64_t next;
+	_Alignas(MTD_LB_CACHELINE) const struct mtd_lb_endpoint *eps;
+	size_t n;
+	uint32_t *cycle;
+	size_t len;
+	struct mtd_lb_warmup warmup;
+	struct mtd_lb_warm_span span;
+};
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+	while (b != 0) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* Binary min-heap of endpoints by next deadline (2k + 1) / w. */
+struct edf {
+	uint32_t *heap;
+	uint64_t *turns, *w;
+	size_t len;
+};
+
+static bool edf_before(const struct edf *e, uint32_t a, uint32_t b)
+{
+	unsigned __int128 da = (unsigned __int128)(2 * e->turns[a] + 1) * e->w[b];
+	unsigned __int128 db = (unsigned __int128)(2 * e->turns[b] + 1) * e->w[a];
+
+	return da < db || (da == db && a < b);
+}
+
+static void edf_sift_down(struct edf *e, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+
+		if (l < e->len && edf_before(e, e->heap[l], e->heap[m]))
+			m = l;
+		if (r < e->len && edf_before(e, e->heap[r], e->heap[m]))
+			m = r;
+		if (m == i)
+			return;
+		uint32_t t = e->heap[i];
+		e->heap[i] = e->heap[m];
+		e->heap[m] = t;
+		i = m;
+	}
+}
+
+static int build_cycle(struct wrr_state *s)
+{
+	struct edf e = { 0 };
+	uint64_t g = 0, total = 0;
+	int rc = -ENOMEM;
+	bool any_positive = false;
+
+	e.turns = calloc(s->n, sizeof(*e.turns));
+	e.w = calloc(s->n, sizeof(*e.w));
+	e.heap = calloc(s->n, sizeof(*e.heap));
+	if (e.turns == NULL || e.w == NULL || e.heap == NULL)
+		goto free_edf;
+	for (size_t i = 0; i < s->n; i++)
+		any_positive |= s->eps[i].weight > 0;
+	for (size_t i = 0; i < s->n; i++) {
+		/* Drained endpoints have no turn unless everyone is drained,
+		 * then everyone has weight 1 (lb-impl.h "last resort"). */
+		e.w[i] = any_positive ? (s->eps[i].weight > 0
+		                                 ? (uint64_t)s->eps[i].weight
+		                                 : 0)
+		                      : 1;
+		if (e.w[i] > 0)
+			g = gcd64(g, e.w[i]);
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		e.w[i] /= g;
+		total += e.w[i];
+	}
+	if (total > MAX_CYCLE && total > s->n) {
+		uint64_t cap = MAX_CYCLE > s->n ? MAX_CYCLE : s->n;
+		uint64_t t2 = 0;
+
+		for (size_t i = 0; i < s->n; i++) {
+			if (e.w[i] == 0)
+				continue;
+			e.w[i] = (uint64_t)((double)e.w[i] * (double)cap /
+			                    (double)total);
+			if (e.w[i] == 0)
+				e.w[i] = 1;
+			t2 += e.w[i];
+		}
+		total = t2;
+	}
+	s->cycle = calloc(total, sizeof(*s->cycle));
+	if (s->cycle == NULL)
+		goto free_edf;
+	for (size_t i = 0; i < s->n; i++)
+		if (e.w[i] > 0)
+			e.heap[e.len++] = (uint32_t)i;
+	for (size_t i = e.len / 2; i-- > 0;)
+		edf_sift_down(&e, i);
+	for (uint64_t k = 0; k < total; k++) {
+		uint32_t top = e.heap[0];
+
+		s->cycle[k] = top;
+		e.turns[top]++;
+		edf_sift_down(&e, 0);
+	}
+	s->len = total;
+	rc = 0;
+
+free_edf:
+	free(e.heap);
+	free(e.w);
+	free(e.turns);
+	return rc;
+}
+
+static void wrr_destroy(void *state)
+{
+	struct wrr_state *s = state;
+
+	if (s == NULL)
+		return;
+	free(s->cycle);
+	free(s);
+}
+
+static int wrr_init(const struct mtd_lb_config *cfg,
+                    const struct mtd_lb_endpoint *eps, size_t n,
+                    const void *prev, void **out)
+{
+	const struct wrr_state *old = prev;
+	struct wrr_state *s;
+	int rc;
+
+	s = aligned_alloc(MTD_LB_CACHELINE,
+	                  (sizeof(*s) + MTD_LB_CACHELINE - 1) /
+	                          MTD_LB_CACHELINE * MTD_LB_CACHELINE);
+	if (s == NULL)
+		return -ENOMEM;
+	*s = (struct wrr_state){ .eps = eps, .n = n, .warmup = cfg->warmup };
+	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
+	rc = build_cycle(s);
+	if (rc != 0)
+		goto free_state;
+	atomic_init(&s->next, old != NULL ? atomic_load(&old->next)
+	                                  : mtd_lb__entropy());
+	*out = s;
+	return 0;
+
+free_state:
+	wrr_destroy(s);
+	return rc;
+}
+
+static int warming_pick(struct wrr_state *s, const struct mtd_lb_pick_ctx *ctx,
+                        uint64_t c)
+{
+	double total = 0.0, x;
+	int last = -1;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (!mtd_lb__excluded(ctx, i))
+			total += mtd_lb__weight_at(&s->warmup, &s->span,
+			                           &s->eps[i], ctx->now_ms);
+	if (!(total > 0.0))
+		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n,
+		                            ctx);
+	/* Weyl sequence c * (golden ratio - 1) mod 1, as 64-bit fixed point. */
+	x = (double)(c * 0x9e3779b97f4a7c15ULL >> 11) * 0x1.0p-53 * total;
+	for (size_t i = 0; i < s->n; i++) {
+		double w;
+
+		if (mtd_lb__excluded(ctx, i))
+			continue;
+		w = mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i],
+		                      ctx->now_ms);
+		if (w <= 0.0)
+			continue;
+		last = (int)i;
+		if (x < w)
+			return (int)i;
+		x -= w;
+	}
+	return last;
+}
+
+static int wrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
+{
+	struct wrr_state *s = state;
+	uint64_t c = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
+	size_t probes;
+
+	if (mtd_lb__warming(&s->span, ctx->now_ms))
+		return warming_pick(s, ctx, c);
+	/* An excluded turn passes to the next turns of the cycle. */
+	probes = s->len < 16 ? s->len : 16;
+	for (size_t k = 0; k < probes; k++) {
+		uint32_t i = s->cycle[(c + k) % s->len];
+
+		if (!mtd_lb__excluded(ctx, i))
+			return (int)i;
+	}
+	return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
+}
+
+const struct mtd_lb_ops mtd_lb_ops_weighted_round_robin = {
+	.name = "WEIGHTED_ROUND_ROBIN",
+	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
+	.init = wrr_init,
+	.pick = wrr_pick,
+	.destroy = wrr_destroy,
+};

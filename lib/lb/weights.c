@@ -1,0 +1,244 @@
+/* Weighted choice helpers shared by the weighted strategies. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "lb/lb-impl.h"
+
+int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w,
+                         const struct mtd_lb_warm_span *span,
+                         const struct mtd_lb_endpoint *eps, size_t n,
+                         const struct mtd_lb_pick_ctx *ctx)
+{
+	uint64_t *rng = mtd_lb__rng(ctx);
+	double total = 0.0, r;
+	size_t eligible = 0, k;
+	int last = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (mtd_lb__excluded(ctx, i))
+			continue;
+		eligible++;
+		total += mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
+	}
+	if (eligible == 0)
+		return -1;
+	if (total > 0.0) {
+		r = mtd_lb__unit(rng) * total;
+		for (size_t i = 0; i < n; i++) {
+			double wi;
+
+			if (mtd_lb__excluded(ctx, i))
+				continue;
+			wi = mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
+			if (wi <= 0.0)
+				continue;
+			last = (int)i;
+			if (r < wi)
+				return (int)i;
+			r -= wi;
+		}
+		return last; /* rounding left r a hair above the last weight */
+	}
+	/* Only drained endpoints are eligible: uniform among them. */
+	k = (size_t)mtd_lb__below(rng, eligible);
+	for (size_t i = 0; i < n; i++) {
+		if (mtd_lb__excluded(ctx, i))
+			continue;
+		if (k-- == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+const struct mtd_lb_warm_span mtd_lb__no_span = {
+	.ramp_until_ms = INT64_MIN,
+	.apply_from_ms = INT64_MAX,
+};
+const struct mtd_lb_warmup mtd_lb__no_warmup = { .duration_ms = 0 };
+
+int mtd_lb__uniform_list(const uint32_t *list, size_t m,
+                         const struct mtd_lb_pick_ctx *ctx)
+{
+	uint64_t *rng = mtd_lb__rng(ctx);
+	size_t eligible = 0, k;
+
+	if (m == 0)
+		return -1;
+	for (int probe = 0; probe < 8; probe++) {
+		uint32_t i = list[mtd_lb__below(rng, m)];
+
+		if (!mtd_lb__excluded(ctx, i))
+			return (int)i;
+		if (ctx->excluded == NULL)
+			break;
+	}
+	for (size_t j = 0; j < m; j++)
+		eligible += !mtd_lb__excluded(ctx, list[j]);
+	if (eligible == 0)
+		return -1;
+	k = (size_t)mtd_lb__below(rng, eligible);
+	for (size_t j = 0; j < m; j++) {
+		if (mtd_lb__excluded(ctx, list[j]))
+			continue;
+		if (k-- == 0)
+			return (int)list[j];
+	}
+	return -1;
+}
+
+uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n,
+                                size_t *m)
+{
+	uint32_t *list = calloc(n > 0 ? n : 1, sizeof(*list));
+	size_t k = 0;
+
+	if (list == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (eps[i].weight > 0)
+			list[k++] = (uint32_t)i;
+	if (k == 0)
+		for (size_t i = 0; i < n; i++)
+			list[k++] = (uint32_t)i;
+	*m = k;
+	return list;
+}
+
+int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *cost,
+                            const struct mtd_lb_warmup *w,
+                            const struct mtd_lb_warm_span *span,
+                            const struct mtd_lb_endpoint *eps, size_t n,
+                            const struct mtd_lb_pick_ctx *ctx)
+{
+	uint64_t least = UINT64_MAX;
+	double sum = 0.0, r;
+	size_t ties = 0;
+	int first = -1, last = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		double wi;
+		uint64_t c;
+
+		if (mtd_lb__excluded(ctx, i))
+			continue;
+		wi = mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
+		if (wi <= 0.0)
+			continue;
+		c = cost(state, i, ctx);
+		if (c < least) {
+			least = c;
+			ties = 1;
+			sum = wi;
+			first = (int)i;
+		} else if (c == least) {
+			ties++;
+			sum += wi;
+		}
+	}
+	if (first < 0)
+		return mtd_lb__wrandom_slow(w, span, eps, n, ctx);
+	if (ties == 1)
+		return first;
+	r = mtd_lb__unit(mtd_lb__rng(ctx)) * sum;
+	for (size_t i = (size_t)first; i < n; i++) {
+		double wi;
+
+		if (mtd_lb__excluded(ctx, i))
+			continue;
+		wi = mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
+		if (wi <= 0.0 || cost(state, i, ctx) != least)
+			continue;
+		last = (int)i;
+		if (r < wi)
+			return (int)i;
+		r -= wi;
+	}
+	return last >= 0 ? last : first;
+}
+
+int mtd_lb__alias_build(struct mtd_lb_alias *a, const double *weights,
+                        size_t n)
+{
+	double total = 0.0, *scaled;
+	uint32_t *small, *large;
+	size_t ns = 0, nl = 0, first_positive = SIZE_MAX;
+	int rc = -ENOMEM;
+
+	a->n = n;
+	a->threshold = calloc(n, sizeof(*a->threshold));
+	a->alias = calloc(n, sizeof(*a->alias));
+	scaled = calloc(n, sizeof(*scaled));
+	small = calloc(n, sizeof(*small));
+	large = calloc(n, sizeof(*large));
+	if (a->threshold == NULL || a->alias == NULL || scaled == NULL ||
+	    small == NULL || large == NULL)
+		goto free_scratch;
+
+	for (size_t i = 0; i < n; i++) {
+		if (weights[i] > 0.0 && first_positive == SIZE_MAX)
+			first_positive = i;
+		total += weights[i] > 0.0 ? weights[i] : 0.0;
+	}
+	if (!(total > 0.0)) {
+		rc = -EINVAL;
+		goto free_scratch;
+	}
+	/* Vose: scale to mean 1, pair each under-full column with an
+	 * over-full one that tops it up. */
+	for (size_t i = 0; i < n; i++) {
+		scaled[i] = (weights[i] > 0.0 ? weights[i] : 0.0) *
+		            (double)n / total;
+		a->alias[i] = (uint32_t)i;
+		if (scaled[i] < 1.0)
+			small[ns++] = (uint32_t)i;
+		else
+			large[nl++] = (uint32_t)i;
+	}
+	while (ns > 0 && nl > 0) {
+		uint32_t s = small[--ns], l = large[nl - 1];
+
+		a->threshold[s] = (uint64_t)(scaled[s] * 0x1.0p64);
+		a->alias[s] = l;
+		scaled[l] -= 1.0 - scaled[s];
+		if (scaled[l] < 1.0) {
+			nl--;
+			small[ns++] = l;
+		}
+	}
+	/* Leftovers are full columns (up to rounding). */
+	while (nl > 0)
+		a->threshold[large[--nl]] = UINT64_MAX;
+	while (ns > 0) {
+		uint32_t s = small[--ns];
+
+		if (weights[s] > 0.0) {
+			a->threshold[s] = UINT64_MAX;
+		} else {
+			/* A zero column left over by rounding: always defer to
+			 * a positive one, never return a weight-0 endpoint. */
+			a->threshold[s] = 0;
+			a->alias[s] = (uint32_t)first_positive;
+		}
+	}
+	rc = 0;
+
+free_scratch:
+	free(large);
+	free(small);
+	free(scaled);
+	if (rc != 0)
+		mtd_lb__alias_free(a);
+	return rc;
+}
+
+void mtd_lb__alias_free(struct mtd_lb_alias *a)
+{
+	free(a->threshold);
+	a->threshold = NULL;
+	free(a->alias);
+	a->alias = NULL;
+	a->n = 0;
+}
