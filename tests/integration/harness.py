@@ -58,6 +58,7 @@ CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * MiB),
     # Observe maitred's answers exactly: no transparent retries.
     ("grpc.enable_retries", 0),
+    ("grpc.max_metadata_size", 64 * 1024),
 ]
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",

@@ -10,6 +10,7 @@ Internal: runall.py --child NAME RESULTS_JSON runs one name in this process.
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,22 @@ class RecordingResult(unittest.TextTestResult):
     def addUnexpectedSuccess(self, test):
         super().addUnexpectedSuccess(test)
         self._rec(test, "failed", "unexpected success")
+
+
+def headline(detail):
+    """The line of a traceback that says what went wrong."""
+    lines = [ln for ln in detail.strip().splitlines() if ln.strip()]
+    head = ""
+    for ln in lines:
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Failure|Exit)\b", ln):
+            head = ln
+    if not head:
+        return lines[-1] if lines else ""
+    for ln in lines:
+        if ln.strip().startswith("details = "):
+            head += " " + ln.strip()
+            break
+    return head[:400]
 
 
 def child(name, out):
@@ -111,8 +128,7 @@ def main(argv):
     if failed:
         print("FAILED:")
         for r in failed:
-            last = [ln for ln in r["detail"].strip().splitlines() if ln.strip()]
-            print("  %s: %s" % (r["test"], last[-1] if last else ""))
+            print("  %s: %s" % (r["test"], headline(r["detail"])))
     print("integration: %d passed, %d failed, %d skipped" % (count("passed"), count("failed"), count("skipped")))
     return 1 if failed else 0
 

@@ -375,6 +375,7 @@ def main():
 
     opts = [("grpc.max_receive_message_length", 256 << 20),
             ("grpc.max_send_message_length", 256 << 20),
+            ("grpc.max_metadata_size", 64 * 1024),
             ("grpc.so_reuseport", 0)]
     echo = grpc.server(futures.ThreadPoolExecutor(max_workers=ARGS.max_workers), options=opts)
     servicer = EchoServicer()

@@ -1,0 +1,168 @@
+"""Deadlines (grpc-timeout) and cancellation in both directions."""
+
+import queue
+import unittest
+
+import grpc
+
+from harness import MaitredTest, pb, call_id, CALL_LIMIT
+from test_calls import queue_iter
+
+SHORT = 1.0  # a client deadline far shorter than the upstream's hold
+
+
+class Deadlines(MaitredTest):
+    def setUp(self):
+        super().setUp()
+        self.up = self.start_upstream("alpha")
+        self.m = self.start_maitred(upstreams=[self.up])
+        self.stub = self.echo(self.m)
+
+    def assert_cancelled_upstream(self, cid):
+        st = self.up.wait_call(cid, "ENDED")
+        self.assertTrue(st.started, "the upstream never saw call %s" % cid)
+        self.assertTrue(st.ended, "call %s still open at the upstream" % cid)
+        self.assertTrue(st.cancelled, "the upstream's call %s ended without being cancelled" % cid)
+        return st
+
+    def test_deadline_forwarded_as_time_remaining(self):
+        resp = self.stub.Unary(pb.EchoRequest(), timeout=20.0)
+        self.assertGreater(resp.time_remaining_s, 0.0)
+        self.assertLessEqual(resp.time_remaining_s, 20.0)
+
+    def test_unary_deadline_exceeded_and_upstream_cancelled(self):
+        cid = call_id()
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.stub.Unary(pb.EchoRequest(call_id=cid, hold=True), timeout=SHORT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        st = self.assert_cancelled_upstream(cid)
+        self.assertLessEqual(st.time_remaining_s, SHORT)
+
+    def test_server_stream_deadline_after_first_message(self):
+        cid = call_id()
+        st = self.stub.ServerStream(pb.EchoRequest(call_id=cid, response_count=2, hold_after=1), timeout=SHORT)
+        got = []
+        with self.assertRaises(grpc.RpcError):
+            for r in st:
+                got.append(r.index)
+        self.assertEqual(got, [0])
+        self.assertEqual(st.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assert_cancelled_upstream(cid)
+
+    def test_bidi_deadline(self):
+        cid = call_id()
+        q = queue.Queue()
+        st = self.stub.BidiStream(queue_iter(q), timeout=SHORT + 1)
+        q.put(pb.EchoRequest(call_id=cid))
+        self.assertEqual(next(st).index, 0)
+        # Send nothing more: the call sits idle until its deadline.
+        with self.assertRaises(grpc.RpcError):
+            next(st)
+        self.assertEqual(st.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        q.put(None)
+        self.assert_cancelled_upstream(cid)
+
+    def test_client_stream_deadline_while_upstream_not_reading(self):
+        cid = call_id()
+        msgs = [pb.EchoRequest(call_id=cid, hold_before_read=True)] + [pb.EchoRequest(payload=b"x" * 1000)] * 5
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.stub.ClientStream(iter(msgs), timeout=SHORT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assert_cancelled_upstream(cid)
+
+    def test_calls_after_deadlines_still_work(self):
+        for _ in range(5):
+            with self.assertRaises(grpc.RpcError):
+                self.stub.Unary(pb.EchoRequest(hold=True, call_id=call_id()), timeout=0.3)
+        self.assertEqual(self.stub.Unary(pb.EchoRequest(key="after"), timeout=CALL_LIMIT).key, "after")
+
+
+class Cancellation(MaitredTest):
+    def setUp(self):
+        super().setUp()
+        self.up = self.start_upstream("alpha")
+        self.m = self.start_maitred(upstreams=[self.up])
+        self.stub = self.echo(self.m)
+
+    def started(self, cid):
+        st = self.up.wait_call(cid, "STARTED")
+        self.assertTrue(st.started, "the upstream never saw call %s" % cid)
+
+    def assert_cancelled_upstream(self, cid):
+        st = self.up.wait_call(cid, "ENDED")
+        self.assertTrue(st.ended, "call %s still open at the upstream after the client cancelled" % cid)
+        self.assertTrue(st.cancelled, "the upstream's call %s ended without being cancelled" % cid)
+
+    def test_client_cancels_unary(self):
+        cid = call_id()
+        fut = self.stub.Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=CALL_LIMIT * 2)
+        self.started(cid)
+        self.assertTrue(fut.cancel())
+        self.assertEqual(fut.code(), grpc.StatusCode.CANCELLED)
+        self.assert_cancelled_upstream(cid)
+
+    def test_client_cancels_server_stream_midway(self):
+        cid = call_id()
+        st = self.stub.ServerStream(pb.EchoRequest(call_id=cid, response_count=3, hold_after=1),
+                                    timeout=CALL_LIMIT * 2)
+        self.assertEqual(next(st).index, 0)
+        st.cancel()
+        self.assert_cancelled_upstream(cid)
+
+    def test_client_cancels_bidi(self):
+        cid = call_id()
+        q = queue.Queue()
+        st = self.stub.BidiStream(queue_iter(q), timeout=CALL_LIMIT * 2)
+        q.put(pb.EchoRequest(call_id=cid))
+        next(st)
+        st.cancel()
+        q.put(None)
+        self.assert_cancelled_upstream(cid)
+
+    def test_client_cancels_client_stream(self):
+        cid = call_id()
+        msgs = [pb.EchoRequest(call_id=cid, hold_before_read=True)] + [pb.EchoRequest()] * 3
+        fut = self.stub.ClientStream.future(iter(msgs), timeout=CALL_LIMIT * 2)
+        self.started(cid)
+        fut.cancel()
+        self.assert_cancelled_upstream(cid)
+
+    def test_many_cancels_then_calls_work(self):
+        ids = [call_id() for _ in range(50)]
+        futs = [self.stub.Unary.future(pb.EchoRequest(call_id=c, hold=True), timeout=CALL_LIMIT * 2) for c in ids]
+        for c in ids:
+            self.started(c)
+        for f in futs:
+            f.cancel()
+        for c in ids:
+            self.assert_cancelled_upstream(c)
+        self.assertEqual(self.stub.Unary(pb.EchoRequest(key="k"), timeout=CALL_LIMIT).key, "k")
+
+    def test_upstream_aborts_mid_stream(self):
+        # The upstream ends the call with an error after two messages: the
+        # client gets both messages, then that status.
+        st = self.stub.ServerStream(pb.EchoRequest(response_count=10, status_after=2, status=pb.Status(
+            code=grpc.StatusCode.ABORTED.value[0], message="upstream gave up")), timeout=CALL_LIMIT)
+        got = []
+        with self.assertRaises(grpc.RpcError):
+            for r in st:
+                got.append(r.index)
+        self.assertEqual(got, [0, 1])
+        self.assertEqual(st.code(), grpc.StatusCode.ABORTED)
+        self.assertEqual(st.details(), "upstream gave up")
+
+    def test_upstream_aborts_bidi_while_client_sends(self):
+        q = queue.Queue()
+        st = self.stub.BidiStream(queue_iter(q), timeout=CALL_LIMIT)
+        q.put(pb.EchoRequest())
+        self.assertEqual(next(st).index, 0)
+        q.put(pb.EchoRequest(status=pb.Status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], message="quota")))
+        with self.assertRaises(grpc.RpcError):
+            next(st)
+        self.assertEqual(st.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertEqual(st.details(), "quota")
+        q.put(None)
+
+
+if __name__ == "__main__":
+    unittest.main()
