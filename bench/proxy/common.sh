@@ -273,8 +273,9 @@ available() {
 	maitred)
 		if [ ! -x "$MAITRED_BIN" ]; then
 			echo "no $MAITRED_BIN"
-		elif ! timeout 5 "$MAITRED_BIN" --help 2>&1 | grep -q -- --config; then
-			echo "$MAITRED_BIN has no --config yet (data plane not built)"
+		elif [ -z "$(timeout 5 "$MAITRED_BIN" --help 2>&1)" ]; then
+			# the build skeleton's stub prints nothing and exits 0
+			echo "$MAITRED_BIN is still the stub (data plane not built)"
 		fi ;;
 	*) echo "unknown row" ;;
 	esac
