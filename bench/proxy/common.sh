@@ -314,8 +314,9 @@ stop_proxy() {
 # h2load_run OUT ARGS...: runs h2load on the load core against the target.
 h2load_run() {
 	local out=$1; shift
-	taskset -c "$CPU_LOAD" h2load "$@" -d "$T/body.bin" "${HDRS[@]}" \
-		"$TARGET_URI" >"$out" 2>&1
+	# bounded: a proxy that stops answering must not hang the bench
+	timeout -k 5 $((DUR + WARM + 60)) taskset -c "$CPU_LOAD" h2load "$@" \
+		-d "$T/body.bin" "${HDRS[@]}" "$TARGET_URI" >"$out" 2>&1
 }
 h2load_rps() { awk '/^finished in/ { gsub(",", "", $4); print $4 }' "$1"; }
 h2load_bad() { awk '/^requests:/ { print $10 + $12 + $14 }' "$1"; }

@@ -125,7 +125,7 @@ run_row() {
 		sleep 0.2
 		pids=$(tree_pids "$PROXY_PID")
 		rss0=$(status_kb VmRSS $pids | awk '{ s += $1 } END { print s }')
-		coproc IDLE { exec python3 "$here/idle_conns.py" 127.0.0.1 $PROXY_PORT "$IDLE_N" "$T/body.bin" 2>"$T/idle.err"; }
+		coproc IDLE { exec taskset -c "$CPU_LOAD" python3 "$here/idle_conns.py" 127.0.0.1 $PROXY_PORT "$IDLE_N" "$T/body.bin" 2>"$T/idle.err"; }
 		read -r -t 120 ok <&"${IDLE[0]}"
 		sleep 0.3
 		rss1=$(status_kb VmRSS $pids | awk '{ s += $1 } END { print s }')
@@ -180,6 +180,7 @@ run_row() {
 	if [ "$INFLIGHT" -gt 0 ] && [ -n "$pids" ]; then
 		sample_conns $pids >"$T/$row.conns" &
 		sampler=$!
+		taskset -cp "$CPU_LOAD" $sampler >/dev/null
 		h2load_run "$T/$row.512" -D "$DUR" -c 1 -m "$INFLIGHT"
 		kill -TERM $sampler; wait $sampler 2>/dev/null
 		R[$row,conns]=$(cat "$T/$row.conns")
@@ -189,6 +190,9 @@ run_row() {
 		R[$row,conns]="-"; R[$row,sat512]="-"
 	fi
 
+	if [ -n "$pids" ] && ! kill -0 "$PROXY_PID" 2>/dev/null; then
+		R[$row,note]="${R[$row,note]} the proxy exited during the run (see $row.out, -k);"
+	fi
 	if [ -n "$pids" ]; then
 		hwm=$(status_kb VmHWM $(tree_pids "$PROXY_PID") | sort -n | tail -1)
 		R[$row,rss]=$(awk -v k="${hwm:-0}" 'BEGIN { printf "%.1f", k / 1024 }')
