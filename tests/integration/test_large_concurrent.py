@@ -1,0 +1,192 @@
+"""4 MiB+ messages both ways, 200 concurrent calls on one connection, the
+message size limit, and flow control backing up the other side."""
+
+import os
+import sys
+import threading
+import time
+import unittest
+
+import grpc
+
+from harness import MaitredTest, maitred_only, pb, call_id, CALL_LIMIT, MiB
+
+BIG = 4 * MiB + 12345
+
+# Flow-control tests: stream this many 1 MiB messages while the other side
+# does not read; with flow control the sender stalls long before the end.
+FLOW_MESSAGES = 160
+FLOW_BOUND = 80
+
+
+def settle(read, limit=60.0, quiet=1.5, done=None):
+    """Poll read() until it stays the same for `quiet` seconds, or done(v),
+    or `limit` runs out; returns the last value. Timing here can only make a
+    test pass that should fail when the machine stalls, never the reverse."""
+    end = time.monotonic() + limit
+    last, since = read(), time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(0.1)
+        v = read()
+        if done and done(v):
+            return v
+        if v != last:
+            last, since = v, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return v
+    return last
+
+
+class LargeMessages(MaitredTest):
+    def setUp(self):
+        super().setUp()
+        self.up = self.start_upstream("alpha")
+        self.m = self.start_maitred(upstreams=[self.up])
+        self.stub = self.echo(self.m)
+
+    def test_unary_big_both_ways(self):
+        data = os.urandom(BIG)
+        resp = self.stub.Unary(pb.EchoRequest(payload=data), timeout=CALL_LIMIT * 2)
+        self.assertEqual(len(resp.payload), len(data))
+        self.assertTrue(resp.payload == data, "payload corrupted on the way")
+
+    def test_unary_big_response_small_request(self):
+        resp = self.stub.Unary(pb.EchoRequest(response_size=9 * MiB), timeout=CALL_LIMIT * 2)
+        self.assertEqual(len(resp.payload), 9 * MiB)
+
+    def test_client_stream_big_messages(self):
+        msgs = [pb.EchoRequest(payload=os.urandom(BIG)) for _ in range(3)]
+        resp = self.stub.ClientStream(iter(msgs), timeout=CALL_LIMIT * 2)
+        self.assertEqual(resp.messages_received, 3)
+        self.assertEqual(resp.bytes_received, 3 * BIG)
+
+    def test_server_stream_big_messages(self):
+        got = list(self.stub.ServerStream(pb.EchoRequest(response_count=3, response_size=BIG),
+                                          timeout=CALL_LIMIT * 2))
+        self.assertEqual([len(r.payload) for r in got], [BIG] * 3)
+
+    def test_bidi_big_messages(self):
+        data = os.urandom(BIG)
+        got = list(self.stub.BidiStream(iter([pb.EchoRequest(payload=data)] * 2), timeout=CALL_LIMIT * 2))
+        self.assertEqual([r.payload == data for r in got], [True, True])
+
+
+class Concurrency(MaitredTest):
+    def test_200_concurrent_unary_on_one_channel(self):
+        up = self.start_upstream("alpha")
+        m = self.start_maitred(upstreams=[up])
+        stub = self.echo(m)
+        # The upstream answers none before all 200 are in flight at once.
+        bar = "b-" + call_id()
+        futs = [stub.Unary.future(pb.EchoRequest(key=str(i), barrier=bar, barrier_count=200),
+                                  timeout=CALL_LIMIT * 3) for i in range(200)]
+        keys = [f.result().key for f in futs]
+        self.assertEqual(keys, [str(i) for i in range(200)])
+
+    def test_200_concurrent_server_streams_on_one_channel(self):
+        up = self.start_upstream("alpha")
+        m = self.start_maitred(upstreams=[up])
+        stub = self.echo(m)
+        bar = "s-" + call_id()
+        streams = [stub.ServerStream(pb.EchoRequest(key=str(i), response_count=3, barrier=bar, barrier_count=200),
+                                     timeout=CALL_LIMIT * 3) for i in range(200)]
+        for i, st in enumerate(streams):
+            got = list(st)
+            self.assertEqual([(r.key, r.index) for r in got], [(str(i), 0), (str(i), 1), (str(i), 2)])
+
+    @maitred_only
+    def test_300_concurrent_over_three_upstreams_two_workers(self):
+        ups = [self.start_upstream(n) for n in ("a", "b", "c")]
+        m = self.start_maitred(self.config([self.service("*", ups)], workers=2))
+        stub = self.echo(m)
+        futs = [stub.Unary.future(pb.EchoRequest(payload=os.urandom(1000), delay_ms=200), timeout=CALL_LIMIT * 3)
+                for _ in range(300)]
+        names = [f.result().instance for f in futs]
+        self.assertEqual(sorted(set(names)), ["a", "b", "c"])
+
+
+class Limits(MaitredTest):
+    @maitred_only
+    def test_message_over_limit_is_resource_exhausted(self):
+        up = self.start_upstream("alpha")
+        cfg = self.config([self.service("*", [up])], downstream={"max_message_size": MiB})
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+        # Under the limit: fine.
+        self.assertEqual(len(stub.Unary(pb.EchoRequest(payload=b"a" * (MiB - 100)), timeout=CALL_LIMIT).payload),
+                         MiB - 100)
+        # Request over the limit.
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(payload=b"a" * (2 * MiB)), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, cm.exception.details())
+        # Response over the limit.
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(response_size=2 * MiB), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, cm.exception.details())
+        # And the connection still serves.
+        self.assertEqual(stub.Unary(pb.EchoRequest(key="ok"), timeout=CALL_LIMIT).key, "ok")
+
+    @maitred_only
+    def test_client_stream_message_over_limit(self):
+        up = self.start_upstream("alpha")
+        m = self.start_maitred(self.config([self.service("*", [up])], downstream={"max_message_size": MiB}))
+        stub = self.echo(m)
+        msgs = [pb.EchoRequest(payload=b"s")] * 2 + [pb.EchoRequest(payload=b"b" * (3 * MiB))]
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.ClientStream(iter(msgs), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, cm.exception.details())
+
+
+class FlowControl(MaitredTest):
+    def setUp(self):
+        super().setUp()
+        self.up = self.start_upstream("alpha")
+        self.m = self.start_maitred(upstreams=[self.up])
+        self.stub = self.echo(self.m)
+
+    def test_slow_client_reader_backs_up_upstream(self):
+        cid = call_id()
+        st = self.stub.ServerStream(pb.EchoRequest(call_id=cid, response_count=FLOW_MESSAGES, response_size=MiB),
+                                    timeout=CALL_LIMIT * 4)
+        self.assertEqual(next(st).index, 0)
+        # Stop reading. The upstream's sends must stall, not all complete.
+        sent = settle(lambda: self.up.wait_call(cid, "STARTED").messages_sent,
+                      done=lambda v: v >= FLOW_MESSAGES)
+        sys.stderr.write("[upstream stalled after %d of %d messages] " % (sent, FLOW_MESSAGES))
+        self.assertLess(sent, FLOW_BOUND, "upstream sent %d of %d 1 MiB messages to a client that "
+                        "stopped reading: nothing backs it up" % (sent, FLOW_MESSAGES))
+        # Reading again drains the rest, in order.
+        rest = [r.index for r in st]
+        self.assertEqual(rest, list(range(1, FLOW_MESSAGES)))
+        self.assertEqual(st.code(), grpc.StatusCode.OK)
+
+    def test_slow_upstream_reader_backs_up_client(self):
+        cid = call_id()
+        produced = [0]
+        lock = threading.Lock()
+
+        def gen():
+            yield pb.EchoRequest(call_id=cid, hold_before_read=True)
+            for _ in range(FLOW_MESSAGES):
+                with lock:
+                    produced[0] += 1
+                yield pb.EchoRequest(payload=b"p" * MiB)
+
+        fut = self.stub.ClientStream.future(gen(), timeout=CALL_LIMIT * 4)
+        self.assertTrue(self.up.wait_call(cid, "STARTED").started)
+
+        def count():
+            with lock:
+                return produced[0]
+        n = settle(count, done=lambda v: v >= FLOW_MESSAGES)
+        sys.stderr.write("[client stalled after %d of %d messages] " % (n, FLOW_MESSAGES))
+        self.assertLess(n, FLOW_BOUND, "client handed %d of %d 1 MiB messages to a connection whose "
+                        "upstream reads nothing: nothing backs it up" % (n, FLOW_MESSAGES))
+        self.up.release(cid)
+        resp = fut.result()
+        self.assertEqual(resp.messages_received, FLOW_MESSAGES + 1)
+        self.assertEqual(resp.bytes_received, FLOW_MESSAGES * MiB)
+
+
+if __name__ == "__main__":
+    unittest.main()
