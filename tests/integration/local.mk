@@ -1,0 +1,22 @@
+# Integration tests: real maitred, real grpcio upstreams and clients on
+# 127.0.0.1 (tests/integration/run.sh; skipped only without python3-grpcio).
+TESTS += tests/integration/run.sh
+EXTRA_DIST += \
+	tests/integration/run.sh \
+	tests/integration/runall.py \
+	tests/integration/harness.py \
+	tests/integration/protogen.py \
+	tests/integration/upstream.py \
+	tests/integration/democlient.py \
+	tests/integration/test_calls.py \
+	tests/integration/test_metadata.py \
+	tests/integration/test_errors.py \
+	tests/integration/test_deadline_cancel.py \
+	tests/integration/test_large_concurrent.py \
+	tests/integration/test_tls.py \
+	tests/integration/test_faults.py \
+	tests/integration/test_config_cli.py \
+	tests/integration/test_drain.py \
+	protos/maitred/testing/v1/echo.proto \
+	deploy/demo.sh \
+	deploy/run-tests.sh

@@ -1,0 +1,61 @@
+#!/bin/bash
+# maitred's full test suite, on a fresh Debian 12 machine (as root, or with
+# sudo): what the README's second command and CI run.
+#
+#   deploy/run-tests.sh
+#
+# Installs the Debian packages that are missing, builds with warnings as
+# errors and AddressSanitizer + UndefinedBehaviorSanitizer, and runs
+# `make -j2 check` (Check unit tests and the integration tests). On failure
+# it prints the log of every test that failed, and exits non-zero.
+set -eu
+
+cd "$(dirname "$0")/.."
+
+PACKAGES="build-essential autoconf automake libtool pkg-config libnghttp2-dev
+  libevent-dev libssl-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
+  protobuf-compiler libyaml-dev check python3-grpcio python3-grpc-tools
+  python3-protobuf python3-h2 openssl"
+
+say() { printf '\n==> %s\n' "$*"; }
+
+install_missing() {
+  local missing="" p sudo=""
+  for p in $PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+  done
+  [ -z "$missing" ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
+  say "installing:$missing"
+  $sudo apt-get update
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y $missing
+}
+
+install_missing
+
+say "configuring (--enable-werror --enable-asan --enable-ubsan)"
+if [ ! -x configure ] || [ configure.ac -nt configure ]; then autoreconf -fi; fi
+./configure --enable-werror --enable-asan --enable-ubsan PYTHON=/usr/bin/python3
+
+say "building"
+make -j2
+
+say "make -j2 check"
+if make -j2 check; then
+  say "all tests passed"
+  exit 0
+fi
+
+say "failed tests and their logs"
+find . -name '*.trs' -print | sort | while read -r trs; do
+  if grep -Eq '^:test-result: (FAIL|ERROR|XPASS)' "$trs"; then
+    log="${trs%.trs}.log"
+    printf '\n----- %s\n' "$log"
+    cat "$log" 2>/dev/null || echo "(no log)"
+  fi
+done
+if [ -f test-suite.log ]; then
+  printf '\n----- test-suite.log (summary)\n'
+  sed -n '1,20p' test-suite.log
+fi
+exit 1
