@@ -1,0 +1,239 @@
+/* Socket I/O shared by downstream and upstream connections: read into the
+ * HTTP/2 session, gather the session's output and write it once per turn.
+ *
+ * Output is gathered from nghttp2_session_mem_send() into c->out and written
+ * with one write per flush, so a turn that touched many streams costs one
+ * syscall per connection. While the socket is backed up we stop pulling
+ * frames out of the session and stop reading from the peer (HARDENING.md:
+ * CVE-2019-9517, ping/settings/reset floods), which pushes back on it. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "sidecar/sidecar.h"
+
+/* Stop gathering frames past this much unsent output; stop reading past
+ * twice that. */
+#define OUT_HIGH_WATER (64 * 1024)
+
+static void conn_io_cb(evutil_socket_t fd, short what, void *arg);
+
+void mtd_conn_want_flush(struct mtd_conn *c)
+{
+	if (c->in_dirty || c->state == MTD_CONN_CLOSED)
+		return;
+	c->in_dirty = true;
+	TAILQ_INSERT_TAIL(&c->w->dirty, c, dirty_link);
+	mtd_worker_schedule_flush(c->w);
+}
+
+int mtd_conn_start_io(struct mtd_conn *c)
+{
+	event_assign(&c->rev, c->w->base, c->fd, EV_READ | EV_PERSIST, conn_io_cb, c);
+	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, conn_io_cb, c);
+	return event_add(&c->rev, NULL) == 0 ? 0 : -EIO;
+}
+
+static void set_read_paused(struct mtd_conn *c, bool paused)
+{
+	if (c->read_paused == paused)
+		return;
+	c->read_paused = paused;
+	if (paused)
+		event_del(&c->rev);
+	else
+		event_add(&c->rev, NULL);
+}
+
+static int out_reserve(struct mtd_conn *c, size_t n)
+{
+	if (c->out_off > 0 && c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (c->out_cap - c->out_len >= n)
+		return 0;
+	if (c->out_off > 0) {
+		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+		if (c->out_cap - c->out_len >= n)
+			return 0;
+	}
+	size_t cap = c->out_cap ? c->out_cap : 16384;
+	while (cap - c->out_len < n)
+		cap *= 2;
+	uint8_t *p = realloc(c->out, cap);
+	if (!p)
+		return -ENOMEM;
+	c->out = p;
+	c->out_cap = cap;
+	return 0;
+}
+
+/* Write what is buffered. 0 when all written, MTD_IO_AGAIN, or -errno. */
+static int write_out(struct mtd_conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = mtd_xprt_write(c, c->out + c->out_off, c->out_len - c->out_off);
+		if (n > 0) {
+			c->out_off += (size_t)n;
+			continue;
+		}
+		if (n == MTD_IO_AGAIN || n == MTD_IO_WANT_WRITE)
+			return MTD_IO_AGAIN;
+		return n < 0 ? (int)n : -EPIPE;
+	}
+	c->out_off = c->out_len = 0;
+	return 0;
+}
+
+int mtd_conn_flush(struct mtd_conn *c)
+{
+	if (c->state == MTD_CONN_CLOSED)
+		return -EPIPE;
+	if (c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE)
+		return 0; /* nothing may go out before the transport is up */
+	for (;;) {
+		/* Gather frames up to the high-water mark, then write. */
+		while (c->ng && c->out_len - c->out_off < OUT_HIGH_WATER) {
+			const uint8_t *data;
+			ssize_t n = nghttp2_session_mem_send(c->ng, &data);
+			if (n < 0) {
+				MTD_WARN("%s %s: HTTP/2 send failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream",
+				         c->peer, nghttp2_strerror((int)n));
+				mtd_conn_close(c);
+				return -EPROTO;
+			}
+			if (n == 0)
+				break;
+			if (out_reserve(c, (size_t)n) < 0) {
+				mtd_conn_close(c);
+				return -ENOMEM;
+			}
+			memcpy(c->out + c->out_len, data, (size_t)n);
+			c->out_len += (size_t)n;
+		}
+		if (c->out_len == c->out_off)
+			break;
+		int rc = write_out(c);
+		if (rc == MTD_IO_AGAIN) {
+			event_add(&c->wev, NULL);
+			set_read_paused(c, c->out_len - c->out_off > 2 * OUT_HIGH_WATER);
+			return 0;
+		}
+		if (rc < 0) {
+			MTD_DEBUG("%s %s: write failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream",
+			          c->peer, strerror(-rc));
+			mtd_conn_close(c);
+			return rc;
+		}
+	}
+	set_read_paused(c, false);
+	/* Release a big output buffer once idle: an idle connection stays small. */
+	if (c->out_cap > 65536) {
+		free(c->out);
+		c->out = NULL;
+		c->out_cap = c->out_len = c->out_off = 0;
+	}
+	/* A session with nothing left to do on either side is finished. */
+	if (c->ng && !nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng)) {
+		mtd_conn_close(c);
+		return -EPIPE;
+	}
+	return 0;
+}
+
+bool mtd_conn_on_readable(struct mtd_conn *c)
+{
+	struct mtd_worker *w = c->w;
+	/* Bounded per turn so one busy peer cannot starve the others. */
+	for (int round = 0; round < 8; round++) {
+		ssize_t n = mtd_xprt_read(c, w->rbuf, w->rbuf_len);
+		if (n == MTD_IO_AGAIN)
+			break;
+		if (n == MTD_IO_WANT_WRITE) {
+			c->want_write_on_read = true;
+			event_add(&c->wev, NULL);
+			break;
+		}
+		if (n <= 0) {
+			MTD_DEBUG("%s %s: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
+			          n == 0 ? "closed by peer" : strerror((int)-n));
+			mtd_conn_close(c);
+			return false;
+		}
+		c->last_read_ns = mtd_now_ns();
+		ssize_t rv = nghttp2_session_mem_recv(c->ng, w->rbuf, (size_t)n);
+		if (rv < 0) {
+			/* Fatal for the connection (HARDENING.md): flood, too many
+			 * CONTINUATIONs, bad preface... Send what GOAWAY nghttp2 queued. */
+			MTD_WARN("%s %s: HTTP/2 error: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream",
+			         c->peer, nghttp2_strerror((int)rv));
+			if (rv != NGHTTP2_ERR_NOMEM && rv != NGHTTP2_ERR_CALLBACK_FAILURE)
+				nghttp2_session_terminate_session(c->ng, NGHTTP2_PROTOCOL_ERROR);
+			mtd_conn_flush(c);
+			mtd_conn_close(c);
+			return false;
+		}
+		if (c->state == MTD_CONN_CLOSED)
+			return false;
+		if ((size_t)n < w->rbuf_len)
+			break;
+	}
+	mtd_conn_want_flush(c);
+	return true;
+}
+
+static void conn_io_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_conn *c = arg;
+
+	if (c->state == MTD_CONN_CLOSED)
+		return;
+	if (what & EV_WRITE) {
+		if (c->want_write_on_read) {
+			c->want_write_on_read = false;
+			if (!mtd_conn_on_readable(c))
+				return;
+		}
+		mtd_conn_want_flush(c);
+	}
+	if (what & EV_READ)
+		mtd_conn_on_readable(c);
+}
+
+void mtd_conn_close(struct mtd_conn *c)
+{
+	if (c->state == MTD_CONN_CLOSED)
+		return;
+	c->state = MTD_CONN_CLOSED;
+	if (c->fd >= 0) {
+		event_del(&c->rev);
+		event_del(&c->wev);
+		event_del(&c->timer);
+		mtd_xprt_close(c);
+		close(c->fd);
+		c->fd = -1;
+	}
+	if (c->in_dirty) {
+		TAILQ_REMOVE(&c->w->dirty, c, dirty_link);
+		c->in_dirty = false;
+	}
+	/* Detach the calls: their other halves learn it from here. */
+	if (c->kind == MTD_CONN_DOWN)
+		mtd_down_on_close(c);
+	else
+		mtd_up_on_close(c);
+	mtd_worker_bury(c->w, c);
+}
+
+void mtd_conn_free(struct mtd_conn *c)
+{
+	if (c->ng)
+		nghttp2_session_del(c->ng);
+	free(c->out);
+	free(c);
+}

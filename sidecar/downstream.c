@@ -1,0 +1,257 @@
+/* Downstream: the local app's cleartext HTTP/2 connections (h2c with prior
+ * knowledge). One nghttp2 server session per connection, configured per
+ * HARDENING.md. The callbacks only route bytes to calls (call.c). */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/log.h"
+#include "sidecar/sidecar.h"
+
+static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
+{
+	return nghttp2_session_get_stream_user_data(ng, sid);
+}
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+	struct mtd_conn *c = ud;
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	struct mtd_call *call = calloc(1, sizeof(*call));
+	if (!call)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+	call->w = c->w;
+	call->down = c;
+	call->down_sid = frame->hd.stream_id;
+	call->ep_idx = -1;
+	call->start_ns = mtd_now_ns();
+	LIST_INSERT_HEAD(&c->calls, call, down_link);
+	c->n_streams++;
+	c->last_active_ns = call->start_ns;
+	c->w->n_calls++;
+	nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, call);
+	return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+{
+	struct mtd_conn *c = ud;
+	struct mtd_call *call = stream_call(ng, frame->hd.stream_id);
+	if (!call || frame->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0; /* request trailers: gRPC has none; not forwarded */
+	/* HARDENING.md: nghttp2 1.52 does not enforce our advertised
+	 * SETTINGS_MAX_HEADER_LIST_SIZE; RFC 9113 §6.5.2 counts name + value + 32. */
+	call->req_hdrs.budget_used += namelen + valuelen + 32;
+	if (call->req_hdrs.budget_used > c->w->rt->cfg->downstream.max_header_list_size) {
+		MTD_DEBUG("client %s: stream %d: header list too large", c->peer, frame->hd.stream_id);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	if (mtd_headers_add(&call->req_hdrs, name, namelen, value, valuelen) < 0)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	return 0;
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+	struct mtd_call *call;
+	switch (frame->hd.type) {
+	case NGHTTP2_HEADERS:
+		call = stream_call(ng, frame->hd.stream_id);
+		if (!call)
+			return 0;
+		if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+			mtd_headers_finish(&call->req_hdrs);
+			call->req_eof = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+			mtd_call_start(call);
+		} else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+			mtd_call_on_req_end(call);
+		}
+		break;
+	case NGHTTP2_DATA:
+		call = stream_call(ng, frame->hd.stream_id);
+		if (call && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+			mtd_call_on_req_end(call);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid,
+                              const uint8_t *data, size_t len, void *ud)
+{
+	struct mtd_call *call = stream_call(ng, sid);
+	if (!call || call->state == MTD_CALL_DONE) {
+		/* Nobody will read these bytes: give the window back now. */
+		nghttp2_session_consume(ng, sid, len);
+		return 0;
+	}
+	mtd_call_on_req_data(call, data, len);
+	return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
+{
+	struct mtd_conn *c = ud;
+	struct mtd_call *call = stream_call(ng, sid);
+	if (!call)
+		return 0;
+	nghttp2_session_set_stream_user_data(ng, sid, NULL);
+	if (call->req_unconsumed)
+		nghttp2_session_consume_connection(ng, call->req_unconsumed);
+	LIST_REMOVE(call, down_link);
+	c->n_streams--;
+	c->last_active_ns = mtd_now_ns();
+	call->down = NULL;
+	mtd_call_on_down_close(call, error_code);
+	return 0;
+}
+
+int mtd_down_setup(struct mtd_worker *w)
+{
+	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
+	if (nghttp2_session_callbacks_new(&w->down_cbs) != 0)
+		return -ENOMEM;
+	nghttp2_session_callbacks_set_on_begin_headers_callback(w->down_cbs, on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(w->down_cbs, on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(w->down_cbs, on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(w->down_cbs, on_data_chunk_recv);
+	nghttp2_session_callbacks_set_on_stream_close_callback(w->down_cbs, on_stream_close);
+	if (nghttp2_option_new(&w->down_opt) != 0) {
+		nghttp2_session_callbacks_del(w->down_cbs);
+		return -ENOMEM;
+	}
+	/* HARDENING.md, downstream server session. Window updates follow what
+	 * was forwarded upstream (CVE-2019-9517), not what was received. */
+	nghttp2_option_set_no_auto_window_update(w->down_opt, 1);
+	nghttp2_option_set_no_closed_streams(w->down_opt, 1);
+	nghttp2_option_set_max_settings(w->down_opt, 32);
+	nghttp2_option_set_max_outbound_ack(w->down_opt, 1000);
+	nghttp2_option_set_max_deflate_dynamic_table_size(w->down_opt, 4096);
+#ifdef HAVE_NGHTTP2_OPTION_SET_STREAM_RESET_RATE_LIMIT
+	/* gRPC cancels are normal traffic: the library default (1000 burst,
+	 * 33/s) would GOAWAY an app cancelling calls in a brownout. */
+	nghttp2_option_set_stream_reset_rate_limit(w->down_opt, d->reset_burst, d->reset_rate);
+#endif
+#ifdef HAVE_NGHTTP2_OPTION_SET_MAX_CONTINUATIONS
+	nghttp2_option_set_max_continuations(w->down_opt, 8);
+#endif
+	(void)d;
+	return 0;
+}
+
+void mtd_down_teardown(struct mtd_worker *w)
+{
+	nghttp2_option_del(w->down_opt);
+	nghttp2_session_callbacks_del(w->down_cbs);
+}
+
+static void down_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd; (void)what; (void)arg;
+}
+
+int mtd_down_accept(struct mtd_worker *w, int fd)
+{
+	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
+	struct mtd_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->kind = MTD_CONN_DOWN;
+	c->state = MTD_CONN_READY;
+	c->w = w;
+	c->fd = fd;
+	c->last_active_ns = c->last_read_ns = mtd_now_ns();
+	LIST_INIT(&c->calls);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	uint16_t port = 0;
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+			inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+			port = ntohs(s4->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+			inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+			port = ntohs(s6->sin6_port);
+		}
+	}
+	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+	evtimer_assign(&c->timer, w->base, down_timer_cb, c);
+	if (nghttp2_session_server_new2(&c->ng, w->down_cbs, c, w->down_opt) != 0) {
+		free(c);
+		return -ENOMEM;
+	}
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, d->max_concurrent_streams },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size },
+		{ NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096 },
+		{ NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
+	};
+	int rv = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
+	/* The connection window bounds what all of a client's calls may have
+	 * buffered here at once. */
+	if (rv == 0)
+		rv = nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0,
+		                                           (int32_t)(d->initial_window_size > (1u << 26) / 16
+		                                                     ? (1u << 26) : d->initial_window_size * 16));
+	if (rv != 0 || mtd_conn_start_io(c) < 0) {
+		nghttp2_session_del(c->ng);
+		free(c);
+		return -ENOMEM;
+	}
+	LIST_INSERT_HEAD(&w->downs, c, link);
+	w->n_downs++;
+	MTD_DEBUG("client %s: connected (worker %u)", c->peer, w->id);
+	mtd_conn_want_flush(c);
+	return 0;
+}
+
+void mtd_down_shutdown(struct mtd_conn *c)
+{
+	if (c->state == MTD_CONN_CLOSED)
+		return;
+	/* RFC 9113 §6.8: streams up to last_proc finish; the rest were not
+	 * processed and the client may retry them elsewhere. */
+	nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
+	                      nghttp2_session_get_last_proc_stream_id(c->ng), NGHTTP2_NO_ERROR, NULL, 0);
+	c->state = MTD_CONN_DRAINING;
+	mtd_conn_want_flush(c);
+}
+
+void mtd_down_resume(struct mtd_call *call)
+{
+	if (!call->down || !call->resp_deferred)
+		return;
+	call->resp_deferred = false;
+	nghttp2_session_resume_data(call->down->ng, call->down_sid);
+	mtd_conn_want_flush(call->down);
+}
+
+void mtd_down_on_close(struct mtd_conn *c)
+{
+	struct mtd_worker *w = c->w;
+	LIST_REMOVE(c, link);
+	w->n_downs--;
+	struct mtd_call *call;
+	while ((call = LIST_FIRST(&c->calls))) {
+		LIST_REMOVE(call, down_link);
+		c->n_streams--;
+		call->down = NULL;
+		/* The client is gone: its calls are cancelled. */
+		mtd_call_on_down_close(call, NGHTTP2_CANCEL);
+	}
+	MTD_DEBUG("client %s: closed", c->peer);
+}

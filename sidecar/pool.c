@@ -1,0 +1,153 @@
+/* A pool per endpoint per worker: calls multiplex over its connections; a
+ * new connection opens only when the open ones are full (peer's
+ * SETTINGS_MAX_CONCURRENT_STREAMS, capped by config) and the cap on
+ * connections allows; calls wait in a bounded FIFO meanwhile. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core/log.h"
+#include "sidecar/sidecar.h"
+
+struct mtd_pool *mtd_pool_get(struct mtd_worker *w, const struct mtd_rt_service *svc,
+                              struct mtd_rt_endpoint *ep)
+{
+	struct mtd_pool *p = w->pools[ep->slot];
+	if (p)
+		return p;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->w = w;
+	p->svc = svc;
+	p->ep = ep;
+	LIST_INIT(&p->conns);
+	TAILQ_INIT(&p->pending);
+	w->pools[ep->slot] = p;
+	return p;
+}
+
+void mtd_pool_free(struct mtd_pool *p)
+{
+	struct mtd_conn *c;
+	struct mtd_call *call;
+	p->failing = true; /* no reconnects while tearing down */
+	while ((call = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(call);
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "maitred is shutting down");
+	}
+	while ((c = LIST_FIRST(&p->conns)))
+		mtd_conn_close(c);
+	if (p->tls_session)
+		mtd_tls_session_free(p->tls_session);
+	p->w->pools[p->ep->slot] = NULL;
+	free(p);
+}
+
+void mtd_pool_enqueue(struct mtd_pool *p, struct mtd_call *call)
+{
+	if (p->n_pending >= p->svc->cfg->upstream.max_pending) {
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s: too many calls waiting for a connection (%u)",
+		              p->ep->cfg->addr.text, p->n_pending);
+		return;
+	}
+	call->pool = p;
+	call->state = MTD_CALL_PENDING;
+	TAILQ_INSERT_TAIL(&p->pending, call, pending_link);
+	p->n_pending++;
+	mtd_pool_dispatch(p);
+}
+
+void mtd_pool_dequeue(struct mtd_call *call)
+{
+	struct mtd_pool *p = call->pool;
+	if (!p || call->state != MTD_CALL_PENDING)
+		return;
+	TAILQ_REMOVE(&p->pending, call, pending_link);
+	p->n_pending--;
+	call->pool = NULL;
+}
+
+static struct mtd_conn *conn_with_room(struct mtd_pool *p)
+{
+	struct mtd_conn *c;
+	LIST_FOREACH(c, &p->conns, link)
+		if (c->state == MTD_CONN_READY && c->n_streams < c->max_streams)
+			return c;
+	return NULL;
+}
+
+void mtd_pool_dispatch(struct mtd_pool *p)
+{
+	struct mtd_call *call;
+	while ((call = TAILQ_FIRST(&p->pending))) {
+		struct mtd_conn *c = conn_with_room(p);
+		if (!c)
+			break;
+		TAILQ_REMOVE(&p->pending, call, pending_link);
+		p->n_pending--;
+		call->state = MTD_CALL_OPEN;
+		if (mtd_up_submit(c, call) < 0) {
+			/* The connection cannot take streams any more (it was
+			 * marked draining); put the call back and look again. */
+			call->state = MTD_CALL_PENDING;
+			TAILQ_INSERT_HEAD(&p->pending, call, pending_link);
+			p->n_pending++;
+			if (c->state == MTD_CONN_READY) /* out of memory; fail dequeues */
+				mtd_call_fail(call, MTD_GRPC_INTERNAL, "upstream %s: cannot open a stream", c->peer);
+		}
+	}
+	if (p->n_pending == 0 || p->failing)
+		return;
+	/* Calls still wait: count the room that connections on their way will
+	 * bring, and open more while the cap allows. */
+	uint32_t room = 0, usable = 0;
+	struct mtd_conn *c;
+	LIST_FOREACH(c, &p->conns, link) {
+		if (c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE) {
+			room += c->max_streams;
+			usable++;
+		} else if (c->state == MTD_CONN_READY) {
+			usable++;
+		}
+	}
+	const struct mtd_cfg_upstream *u = &p->svc->cfg->upstream;
+	while (room < p->n_pending && usable < u->max_connections && !p->failing) {
+		if (!mtd_up_connect(p))
+			return; /* failed at once; pending calls were failed */
+		room += u->max_concurrent_streams;
+		usable++;
+	}
+}
+
+void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
+{
+	const struct mtd_cfg_upstream *u = &p->svc->cfg->upstream;
+	struct mtd_conn *c, *next;
+	for (c = LIST_FIRST(&p->conns); c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (c->state != MTD_CONN_READY && c->state != MTD_CONN_DRAINING)
+			continue;
+		if (c->n_streams == 0 &&
+		    (c->state == MTD_CONN_DRAINING || now - c->last_active_ns > u->idle_timeout_ms * 1000000)) {
+			MTD_DEBUG("upstream %s: idle, closing", c->peer);
+			nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
+			mtd_conn_flush(c);
+			mtd_conn_close(c);
+			continue;
+		}
+		if (c->ping_sent_ns && now - c->ping_sent_ns > u->keepalive_timeout_ms * 1000000) {
+			MTD_WARN("upstream %s: no PING ack in %lld ms, closing", c->peer,
+			         (long long)u->keepalive_timeout_ms);
+			mtd_conn_close(c);
+			continue;
+		}
+		if (!c->ping_sent_ns && now - c->last_read_ns > u->keepalive_interval_ms * 1000000) {
+			if (nghttp2_submit_ping(c->ng, NGHTTP2_FLAG_NONE, NULL) == 0) {
+				c->ping_sent_ns = now;
+				mtd_conn_want_flush(c);
+			}
+		}
+	}
+}

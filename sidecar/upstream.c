@@ -1,0 +1,415 @@
+/* Upstream: one HTTP/2 client connection to an endpoint (h2c or TLS with
+ * ALPN h2), carrying many calls' streams. See the state diagram in
+ * sidecar.h (struct mtd_conn). */
+#include "config.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "sidecar/sidecar.h"
+
+static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
+{
+	return nghttp2_session_get_stream_user_data(ng, sid);
+}
+
+/* Fail the connection: the reason names the endpoint and reaches every call
+ * on it, and every call waiting for it if no other connection can serve. */
+static void up_fail(struct mtd_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static char fail_reason[256];
+
+static void up_fail(struct mtd_conn *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = snprintf(fail_reason, sizeof(fail_reason), "upstream %s: ", c->peer);
+	vsnprintf(fail_reason + n, sizeof(fail_reason) - (size_t)n, fmt, ap);
+	va_end(ap);
+	MTD_WARN("%s", fail_reason);
+	struct mtd_pool *p = c->pool;
+	bool never_ready = c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE;
+	/* While failing, the pool must not open a replacement for the calls
+	 * it is about to fail (that would loop on a dead endpoint). */
+	p->failing = true;
+	mtd_conn_close(c);
+	p->failing = false;
+	if (!never_ready)
+		return;
+	/* The connection never came up: the calls waiting for it cannot be
+	 * served by this endpoint unless another connection is usable. */
+	struct mtd_conn *o;
+	LIST_FOREACH(o, &p->conns, link)
+		if (o->state != MTD_CONN_CLOSED && o->state != MTD_CONN_DRAINING)
+			return;
+	struct mtd_call *call;
+	while ((call = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(call);
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "%s", fail_reason);
+	}
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+{
+	struct mtd_conn *c = ud;
+	struct mtd_call *call = stream_call(ng, frame->hd.stream_id);
+	if (!call || frame->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	struct mtd_headers *h = frame->headers.cat == NGHTTP2_HCAT_HEADERS && call->resp_headers_in
+	                              ? &call->resp_trailers : &call->resp_hdrs;
+	h->budget_used += namelen + valuelen + 32;
+	if (h->budget_used > c->w->rt->cfg->downstream.max_header_list_size) {
+		mtd_call_fail(call, MTD_GRPC_INTERNAL, "upstream %s: response header list too large", c->peer);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	if (mtd_headers_add(h, name, namelen, value, valuelen) < 0)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	return 0;
+}
+
+static void update_max_streams(struct mtd_conn *c)
+{
+	uint32_t peer = nghttp2_session_get_remote_settings(c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+	uint32_t cap = c->pool->svc->cfg->upstream.max_concurrent_streams;
+	c->max_streams = peer < cap ? peer : cap;
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+	struct mtd_conn *c = ud;
+	struct mtd_call *call;
+	switch (frame->hd.type) {
+	case NGHTTP2_HEADERS:
+		call = stream_call(ng, frame->hd.stream_id);
+		if (!call)
+			break;
+		if (!call->resp_headers_in) {
+			mtd_headers_finish(&call->resp_hdrs);
+			const nghttp2_nv *st = mtd_headers_find(&call->resp_hdrs, ":status");
+			/* RFC 9110 §15.2: 1xx are interim; the real response follows. */
+			if (st && st->valuelen == 3 && st->value[0] == '1') {
+				mtd_headers_clear(&call->resp_hdrs);
+				break;
+			}
+			mtd_call_on_resp_headers(call, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+		} else {
+			mtd_headers_finish(&call->resp_trailers);
+			mtd_call_on_resp_trailers(call);
+		}
+		break;
+	case NGHTTP2_DATA:
+		call = stream_call(ng, frame->hd.stream_id);
+		if (call && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+			mtd_call_on_resp_trailers(call); /* ended without trailers */
+		break;
+	case NGHTTP2_SETTINGS:
+		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+			update_max_streams(c);
+			mtd_pool_dispatch(c->pool);
+		}
+		break;
+	case NGHTTP2_GOAWAY:
+		/* RFC 9113 §6.8: no new streams here; nghttp2 closes the streams
+		 * above last_stream_id with REFUSED_STREAM. */
+		MTD_INFO("upstream %s: GOAWAY (%s), draining", c->peer,
+		         nghttp2_http2_strerror(frame->goaway.error_code));
+		if (c->state == MTD_CONN_READY)
+			c->state = MTD_CONN_DRAINING;
+		mtd_pool_dispatch(c->pool);
+		break;
+	case NGHTTP2_PING:
+		if (frame->hd.flags & NGHTTP2_FLAG_ACK)
+			c->ping_sent_ns = 0;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid,
+                              const uint8_t *data, size_t len, void *ud)
+{
+	struct mtd_call *call = stream_call(ng, sid);
+	if (!call || call->resp_done) {
+		nghttp2_session_consume(ng, sid, len);
+		return 0;
+	}
+	mtd_call_on_resp_data(call, data, len);
+	return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
+{
+	struct mtd_conn *c = ud;
+	struct mtd_call *call = stream_call(ng, sid);
+	if (!call)
+		return 0;
+	nghttp2_session_set_stream_user_data(ng, sid, NULL);
+	/* Bytes still queued for the client no longer hold this stream's
+	 * window, but they do hold the connection's: give it back. */
+	if (call->resp_unconsumed)
+		nghttp2_session_consume_connection(ng, call->resp_unconsumed);
+	LIST_REMOVE(call, up_link);
+	c->n_streams--;
+	c->last_active_ns = mtd_now_ns();
+	call->up = NULL;
+	mtd_call_on_up_close(call, error_code);
+	/* A slot is free: give it to a waiting call. */
+	mtd_pool_dispatch(c->pool);
+	return 0;
+}
+
+int mtd_up_setup(struct mtd_worker *w)
+{
+	if (nghttp2_session_callbacks_new(&w->up_cbs) != 0)
+		return -ENOMEM;
+	nghttp2_session_callbacks_set_on_header_callback(w->up_cbs, on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(w->up_cbs, on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(w->up_cbs, on_data_chunk_recv);
+	nghttp2_session_callbacks_set_on_stream_close_callback(w->up_cbs, on_stream_close);
+	if (nghttp2_option_new(&w->up_opt) != 0) {
+		nghttp2_session_callbacks_del(w->up_cbs);
+		return -ENOMEM;
+	}
+	nghttp2_option_set_no_auto_window_update(w->up_opt, 1);
+	/* HARDENING.md: until the peer's SETTINGS arrive assume 100 streams,
+	 * not "unlimited"; no server push. */
+	nghttp2_option_set_peer_max_concurrent_streams(w->up_opt, 100);
+	nghttp2_option_set_max_reserved_remote_streams(w->up_opt, 0);
+	nghttp2_option_set_max_deflate_dynamic_table_size(w->up_opt, 4096);
+	return 0;
+}
+
+void mtd_up_teardown(struct mtd_worker *w)
+{
+	nghttp2_option_del(w->up_opt);
+	nghttp2_session_callbacks_del(w->up_cbs);
+}
+
+static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_conn *c = arg;
+	up_fail(c, "connect timeout (%lld ms)", (long long)c->pool->svc->cfg->upstream.connect_timeout_ms);
+}
+
+/* Transport is up: start HTTP/2. */
+static void up_ready(struct mtd_conn *c)
+{
+	const struct mtd_cfg_downstream *d = &c->w->rt->cfg->downstream;
+	event_del(&c->timer);
+	event_del(&c->rev);
+	event_del(&c->wev);
+	if (nghttp2_session_client_new2(&c->ng, c->w->up_cbs, c, c->w->up_opt) != 0) {
+		up_fail(c, "out of memory");
+		return;
+	}
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size },
+		{ NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
+	};
+	int32_t conn_window = (int32_t)(d->initial_window_size > (1u << 26) / 16 ? (1u << 26)
+	                                                                          : d->initial_window_size * 16);
+	if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
+	    nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, conn_window) != 0 ||
+	    mtd_conn_start_io(c) < 0) {
+		up_fail(c, "cannot start HTTP/2");
+		return;
+	}
+	c->state = MTD_CONN_READY;
+	c->last_active_ns = c->last_read_ns = mtd_now_ns();
+	update_max_streams(c);
+	MTD_DEBUG("upstream %s: ready%s", c->peer, c->ssl ? " (TLS)" : "");
+	mtd_conn_want_flush(c);
+	mtd_pool_dispatch(c->pool);
+}
+
+static void handshake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_conn *c = arg;
+	char err[256];
+	int rc = mtd_tls_handshake(c, err, sizeof(err));
+	if (rc == 0) {
+		up_ready(c);
+	} else if (rc == MTD_IO_AGAIN) {
+		event_add(&c->rev, NULL);
+	} else if (rc == MTD_IO_WANT_WRITE) {
+		event_add(&c->wev, NULL);
+	} else {
+		up_fail(c, "%s", err);
+	}
+}
+
+static void connected_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_conn *c = arg;
+	int err = 0;
+	socklen_t len = sizeof(err);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err) {
+		up_fail(c, "connect: %s", strerror(err));
+		return;
+	}
+	if (!c->pool->svc->ssl_ctx) {
+		up_ready(c);
+		return;
+	}
+	const struct mtd_cfg_service *svc = c->pool->svc->cfg;
+	const char *sni = svc->tls->server_name ? svc->tls->server_name : c->pool->ep->cfg->addr.host;
+	if (mtd_tls_client_start(c, c->pool->svc->ssl_ctx, sni, c->pool->tls_session) < 0) {
+		up_fail(c, "TLS setup failed");
+		return;
+	}
+	c->state = MTD_CONN_HANDSHAKE;
+	event_assign(&c->rev, c->w->base, c->fd, EV_READ, handshake_cb, c);
+	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, handshake_cb, c);
+	handshake_cb(c->fd, EV_WRITE, c);
+}
+
+struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
+{
+	const struct mtd_cfg_addr *a = &p->ep->cfg->addr;
+	struct mtd_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->kind = MTD_CONN_UP;
+	c->state = MTD_CONN_CONNECTING;
+	c->w = p->w;
+	c->pool = p;
+	c->max_streams = p->svc->cfg->upstream.max_concurrent_streams;
+	LIST_INIT(&c->calls);
+	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
+	c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		free(c);
+		return NULL;
+	}
+	int one = 1;
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	LIST_INSERT_HEAD(&p->conns, c, link);
+	p->n_conns++;
+	evtimer_assign(&c->timer, c->w->base, connect_timeout_cb, c);
+	event_assign(&c->rev, c->w->base, c->fd, EV_READ, connected_cb, c);
+	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, connected_cb, c);
+	int64_t ms = p->svc->cfg->upstream.connect_timeout_ms;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	event_add(&c->timer, &tv);
+	MTD_DEBUG("upstream %s: connecting", c->peer);
+	if (connect(c->fd, (const struct sockaddr *)&a->sa, a->salen) < 0 && errno != EINPROGRESS) {
+		int e = errno;
+		up_fail(c, "connect: %s", strerror(e));
+		return NULL;
+	}
+	event_add(&c->wev, NULL);
+	return c;
+}
+
+/* Hop-by-hop fields never cross the proxy (RFC 9113 §8.2.2); grpc-timeout is
+ * replaced with the time left. */
+static bool skip_request_header(const nghttp2_nv *nv)
+{
+	switch (nv->namelen) {
+	case 2:
+		return memcmp(nv->name, "te", 2) == 0; /* re-added as "trailers" */
+	case 4:
+		return memcmp(nv->name, "host", 4) == 0;
+	case 7:
+		return memcmp(nv->name, ":scheme", 7) == 0 || memcmp(nv->name, "upgrade", 7) == 0;
+	case 10:
+		return memcmp(nv->name, "connection", 10) == 0 || memcmp(nv->name, "keep-alive", 10) == 0;
+	case 12:
+		return memcmp(nv->name, "grpc-timeout", 12) == 0;
+	case 16:
+		return memcmp(nv->name, "proxy-connection", 16) == 0;
+	case 17:
+		return memcmp(nv->name, "transfer-encoding", 17) == 0;
+	default:
+		return false;
+	}
+}
+
+#define NV_LIT(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, \
+	NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE }
+
+int mtd_up_submit(struct mtd_conn *c, struct mtd_call *call)
+{
+	const struct mtd_headers *h = &call->req_hdrs;
+	nghttp2_nv stack_nv[32];
+	nghttp2_nv *nva = h->n + 3 <= 32 ? stack_nv : malloc((h->n + 3) * sizeof(*nva));
+	if (!nva)
+		return -ENOMEM;
+	size_t n = 0;
+	nghttp2_nv scheme = NV_LIT(":scheme", "http");
+	if (c->ssl)
+		scheme = (nghttp2_nv)NV_LIT(":scheme", "https");
+	/* Pseudo-headers first (RFC 9113 §8.3). */
+	for (size_t i = 0; i < h->n; i++)
+		if (h->nv[i].name[0] == ':' && !skip_request_header(&h->nv[i]))
+			nva[n++] = h->nv[i];
+	nva[n++] = scheme;
+	for (size_t i = 0; i < h->n; i++)
+		if (h->nv[i].name[0] != ':' && !skip_request_header(&h->nv[i]))
+			nva[n++] = h->nv[i];
+	nva[n++] = (nghttp2_nv)NV_LIT("te", "trailers");
+	char tbuf[MTD_GRPC_TIMEOUT_BUFLEN];
+	if (call->deadline_ns) {
+		/* PROTOCOL-HTTP2: forward the time remaining, not the original. */
+		size_t tl = mtd_grpc_timeout_format(call->deadline_ns - mtd_now_ns(), tbuf);
+		nva[n++] = (nghttp2_nv){ (uint8_t *)"grpc-timeout", (uint8_t *)tbuf, 12, tl,
+		                         NGHTTP2_NV_FLAG_NO_COPY_NAME };
+	}
+	nghttp2_data_provider prd = { .source.ptr = call, .read_callback = mtd_call_read_req };
+	bool body = !call->req_eof || call->req.len > 0;
+	int32_t sid = nghttp2_submit_request(c->ng, NULL, nva, n, body ? &prd : NULL, call);
+	if (nva != stack_nv)
+		free(nva);
+	if (sid < 0) {
+		if (sid == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE && c->state == MTD_CONN_READY)
+			c->state = MTD_CONN_DRAINING; /* stream ids exhausted */
+		return sid == NGHTTP2_ERR_NOMEM ? -ENOMEM : -EAGAIN;
+	}
+	call->up = c;
+	call->up_sid = sid;
+	LIST_INSERT_HEAD(&c->calls, call, up_link);
+	c->n_streams++;
+	c->last_active_ns = mtd_now_ns();
+	mtd_conn_want_flush(c);
+	return 0;
+}
+
+void mtd_up_resume(struct mtd_call *call)
+{
+	if (!call->up || !call->req_deferred)
+		return;
+	call->req_deferred = false;
+	nghttp2_session_resume_data(call->up->ng, call->up_sid);
+	mtd_conn_want_flush(call->up);
+}
+
+void mtd_up_on_close(struct mtd_conn *c)
+{
+	struct mtd_pool *p = c->pool;
+	LIST_REMOVE(c, link);
+	p->n_conns--;
+	struct mtd_call *call;
+	while ((call = LIST_FIRST(&c->calls))) {
+		LIST_REMOVE(call, up_link);
+		c->n_streams--;
+		call->up = NULL;
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s: connection lost", c->peer);
+		mtd_call_on_up_close(call, NGHTTP2_CANCEL);
+	}
+	mtd_pool_dispatch(p);
+}

@@ -1,0 +1,237 @@
+/* A worker thread: one event base, one SO_REUSEPORT listener, its own
+ * downstream connections and upstream pools (DESIGN.md: share-nothing).
+ *
+ * A turn of the loop runs the ready I/O callbacks, which only feed bytes to
+ * nghttp2 sessions and mark connections dirty; then the flush event writes
+ * every dirty connection once; then closed connections are freed. Freeing
+ * at the end of the turn means no callback ever sees freed memory. */
+#include "config.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "sidecar/sidecar.h"
+
+#define READ_BUF_SIZE (64 * 1024)
+
+int64_t mtd_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t mtd_wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void mtd_worker_schedule_flush(struct mtd_worker *w)
+{
+	if (!event_pending(&w->flush_ev, EV_TIMEOUT, NULL))
+		event_active(&w->flush_ev, EV_TIMEOUT, 0);
+}
+
+void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c)
+{
+	TAILQ_INSERT_TAIL(&w->graveyard, c, dirty_link);
+	mtd_worker_schedule_flush(w);
+}
+
+static void maybe_finish_drain(struct mtd_worker *w)
+{
+	if (w->draining && w->n_downs == 0) {
+		MTD_INFO("worker %u: drained", w->id);
+		event_base_loopexit(w->base, NULL);
+	}
+}
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_worker *w = arg;
+	struct mtd_conn *c;
+
+	/* Flushing can dirty other connections (a stream closing upstream
+	 * makes a downstream trailer); loop until quiet. */
+	while ((c = TAILQ_FIRST(&w->dirty))) {
+		TAILQ_REMOVE(&w->dirty, c, dirty_link);
+		c->in_dirty = false;
+		mtd_conn_flush(c);
+	}
+	while ((c = TAILQ_FIRST(&w->graveyard))) {
+		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
+		mtd_conn_free(c);
+	}
+	maybe_finish_drain(w);
+}
+
+static void accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct mtd_worker *w = arg;
+	/* Bounded: let other work run between bursts of connections. */
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				MTD_WARN("worker %u: accept: %s", w->id, strerror(errno));
+			return;
+		}
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (mtd_down_accept(w, fd) < 0)
+			close(fd);
+	}
+}
+
+static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_worker *w = arg;
+	int64_t now = mtd_now_ns();
+	for (size_t i = 0; i < w->rt->n_slots; i++)
+		if (w->pools[i])
+			mtd_pool_housekeeping(w->pools[i], now);
+	int64_t idle_ns = w->rt->cfg->downstream.idle_timeout_ms * 1000000;
+	struct mtd_conn *c, *next;
+	for (c = LIST_FIRST(&w->downs); c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (c->n_streams == 0 && now - c->last_active_ns > idle_ns) {
+			MTD_DEBUG("client %s: idle, closing", c->peer);
+			mtd_down_shutdown(c);
+		}
+	}
+}
+
+static void drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_worker *w = arg;
+	if (w->draining)
+		return;
+	w->draining = true;
+	/* Stop accepting: the kernel spreads new connections over the
+	 * remaining listeners, or refuses them once all are closed. */
+	event_del(&w->listen_ev);
+	close(w->listen_fd);
+	w->listen_fd = -1;
+	struct mtd_conn *c, *next;
+	for (c = LIST_FIRST(&w->downs); c; c = next) {
+		next = LIST_NEXT(c, link);
+		mtd_down_shutdown(c);
+	}
+	maybe_finish_drain(w);
+}
+
+static void stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_worker *w = arg;
+	event_base_loopexit(w->base, NULL);
+}
+
+struct mtd_worker *mtd_worker_new(unsigned id, const struct mtd_runtime *rt, int listen_fd)
+{
+	struct mtd_worker *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->id = id;
+	w->rt = rt;
+	w->listen_fd = listen_fd;
+	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
+	TAILQ_INIT(&w->dirty);
+	TAILQ_INIT(&w->graveyard);
+	LIST_INIT(&w->downs);
+	w->base = event_base_new();
+	if (!w->base)
+		goto fail_base;
+	w->rbuf_len = READ_BUF_SIZE;
+	w->rbuf = malloc(w->rbuf_len);
+	w->pools = calloc(rt->n_slots ? rt->n_slots : 1, sizeof(*w->pools));
+	if (!w->rbuf || !w->pools)
+		goto fail_mem;
+	if (mtd_down_setup(w) < 0)
+		goto fail_mem;
+	if (mtd_up_setup(w) < 0)
+		goto fail_down;
+	event_assign(&w->listen_ev, w->base, listen_fd, EV_READ | EV_PERSIST, accept_cb, w);
+	event_assign(&w->flush_ev, w->base, -1, 0, flush_cb, w);
+	event_assign(&w->housekeeping_ev, w->base, -1, EV_PERSIST, housekeeping_cb, w);
+	event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w);
+	event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w);
+	struct timeval one_second = { 1, 0 };
+	if (event_add(&w->listen_ev, NULL) < 0 || event_add(&w->housekeeping_ev, &one_second) < 0)
+		goto fail_up;
+	return w;
+fail_up:
+	mtd_up_teardown(w);
+fail_down:
+	mtd_down_teardown(w);
+fail_mem:
+	free(w->pools);
+	free(w->rbuf);
+	event_base_free(w->base);
+fail_base:
+	free(w);
+	return NULL;
+}
+
+static void *worker_main(void *arg)
+{
+	struct mtd_worker *w = arg;
+	MTD_DEBUG("worker %u: running", w->id);
+	event_base_dispatch(w->base);
+	return NULL;
+}
+
+int mtd_worker_start(struct mtd_worker *w)
+{
+	int rc = pthread_create(&w->thread, NULL, worker_main, w);
+	return rc ? -rc : 0;
+}
+
+void mtd_worker_drain(struct mtd_worker *w)
+{
+	event_active(&w->drain_ev, EV_TIMEOUT, 0);
+}
+
+void mtd_worker_stop(struct mtd_worker *w)
+{
+	event_active(&w->stop_ev, EV_TIMEOUT, 0);
+}
+
+void mtd_worker_free(struct mtd_worker *w)
+{
+	/* The loop has stopped: close everything, which fails what is left. */
+	struct mtd_conn *c;
+	while ((c = LIST_FIRST(&w->downs)))
+		mtd_conn_close(c);
+	for (size_t i = 0; i < w->rt->n_slots; i++)
+		if (w->pools[i])
+			mtd_pool_free(w->pools[i]);
+	/* Closing may have queued output and burials; free the dead. */
+	while ((c = TAILQ_FIRST(&w->dirty))) {
+		TAILQ_REMOVE(&w->dirty, c, dirty_link);
+		c->in_dirty = false;
+	}
+	while ((c = TAILQ_FIRST(&w->graveyard))) {
+		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
+		mtd_conn_free(c);
+	}
+	if (w->listen_fd >= 0) {
+		event_del(&w->listen_ev);
+		close(w->listen_fd);
+	}
+	event_del(&w->housekeeping_ev);
+	mtd_up_teardown(w);
+	mtd_down_teardown(w);
+	free(w->pools);
+	free(w->rbuf);
+	event_base_free(w->base);
+	free(w);
+}
