@@ -1,0 +1,1071 @@
+/* Validation and the runtime form: maitred.config.v1.Config -> struct
+ * mtd_cfg, with every default documented in config.proto applied and every
+ * rule checked here, once, so no consumer re-validates.
+ *
+ * Errors point at where the offending value was written (the position table
+ * pbjson.c filled); binary input has none, so they carry only the path. */
+#include <config.h> /* autoconf (lib/config/config.h is the API) */
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "config/config-int.h"
+#include "lb/lb.h"
+
+typedef Maitred__Config__V1__Config PbConfig;
+typedef Maitred__Config__V1__Service PbService;
+typedef Maitred__Config__V1__LoadBalancing PbLb;
+typedef Maitred__Config__V1__Method PbMethod;
+typedef Maitred__Config__V1__HashKey PbHashKey;
+typedef Maitred__Config__V1__Warmup PbWarmup;
+typedef Maitred__Config__V1__Tls PbTls;
+typedef Maitred__Config__V1__Endpoint PbEndpoint;
+typedef Maitred__Config__V1__Upstream PbUpstream;
+typedef Maitred__Config__V1__Downstream PbDownstream;
+typedef Google__Protobuf__Duration PbDuration;
+
+#define DEFAULT_LISTEN "127.0.0.1:15001"
+#define WORKERS_MAX 1024
+#define FIELD_NUMBER_MAX 536870911u   /* 2^29 - 1, protobuf's largest tag */
+#define H2_WINDOW_MAX 2147483647u     /* RFC 9113 §6.9.1: 2^31 - 1 */
+
+struct builder {
+	struct mtd_cfg__diag *d;
+	const char *basedir;
+	unsigned workers;
+};
+
+/* What build_lb learnt about one lb block, for the service-wide checks. */
+struct lb_info {
+	const char *policy;     /* enum value name */
+	int policy_num;
+	unsigned caps;          /* all bits when the policy is unavailable, to
+	                           avoid a cascade of follow-up errors */
+};
+
+static struct mtd_cfg__mark at(struct builder *b, const void *msg,
+                               const char *field, const void *fallback)
+{
+	if (msg == NULL)
+		return mtd_cfg__pos_get(b->d, fallback, 0);
+	if (field == NULL)
+		return mtd_cfg__pos_get(b->d, msg, 0);
+	return mtd_cfg__pos_named(b->d, msg, field);
+}
+
+#define BERR(where, path, ...) mtd_cfg__error(b->d, where, path, __VA_ARGS__)
+
+/* path + "." + leaf into buf (truncated if it must be: paths are short). */
+static const char *sub(char *buf, size_t size, const char *path, const char *leaf)
+{
+	size_t n = strlen(path), k = strlen(leaf);
+
+	if (n + 1 + k >= size) {
+		n = n < size - 1 ? n : size - 1;
+		k = 0;
+	}
+	memmove(buf, path, n);
+	if (n != 0 && k != 0)
+		buf[n++] = '.';
+	memcpy(buf + n, leaf, k);
+	buf[n + k] = '\0';
+	return buf;
+}
+
+static char *dup_or_oom(struct builder *b, const char *s)
+{
+	char *p = mtd_cfg__strdup(s);
+
+	if (p == NULL)
+		b->d->oom = true;
+	return p;
+}
+
+/* ---- durations -------------------------------------------------------- */
+
+enum zero_rule {
+	ZERO_IS_ERROR,     /* must be at least 1ms */
+	ZERO_ALLOWED,      /* 0 means 0 */
+	ZERO_IS_DEFAULT,   /* documented: 0 is replaced by the default */
+};
+
+static int64_t dur_ms(struct builder *b, const PbDuration *dur, int64_t def,
+                      enum zero_rule zero, struct mtd_cfg__mark where,
+                      const char *path)
+{
+	int64_t ms;
+
+	if (dur == NULL)
+		return def;
+	if (dur->seconds < 0 || dur->nanos < 0) {
+		BERR(where, path, "must not be negative");
+		return def;
+	}
+	if (dur->nanos >= 1000000000 || dur->seconds > INT64_MAX / 1000 - 1) {
+		BERR(where, path, "duration out of range");
+		return def;
+	}
+	ms = dur->seconds * 1000 + dur->nanos / 1000000;
+	if (ms != 0)
+		return ms;
+	switch (zero) {
+	case ZERO_IS_ERROR:
+		BERR(where, path, "must be at least 1ms");
+		return def;
+	case ZERO_IS_DEFAULT:
+		return def;
+	case ZERO_ALLOWED:
+		break;
+	}
+	return 0;
+}
+
+/* ---- addresses ---------------------------------------------------------- */
+
+static bool host_name_ok(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (!isalnum(c) && c != '-' && c != '.' && c != '_')
+			return false;
+	}
+	return n > 0;
+}
+
+int mtd_cfg__split_hostport(const char *text, char **host, uint16_t *port,
+                            const char **why)
+{
+	const char *h, *colon, *p;
+	size_t hl;
+	unsigned long v = 0;
+	char v6[INET6_ADDRSTRLEN + 1];
+	struct in6_addr a6;
+
+	*host = NULL;
+	if (text[0] == '[') {
+		const char *rb = strchr(text, ']');
+
+		if (rb == NULL) {
+			*why = "missing ']' after the IPv6 address";
+			return -EINVAL;
+		}
+		h = text + 1;
+		hl = (size_t)(rb - h);
+		if (rb[1] != ':') {
+			*why = "expected \":PORT\" after ']'";
+			return -EINVAL;
+		}
+		colon = rb + 1;
+		if (hl == 0 || hl >= sizeof(v6)) {
+			*why = "not an IPv6 address inside [ ]";
+			return -EINVAL;
+		}
+		memcpy(v6, h, hl);
+		v6[hl] = '\0';
+		if (inet_pton(AF_INET6, v6, &a6) != 1) {
+			*why = "not an IPv6 address inside [ ]";
+			return -EINVAL;
+		}
+	} else {
+		colon = strrchr(text, ':');
+		if (colon == NULL) {
+			*why = "expected \"HOST:PORT\"";
+			return -EINVAL;
+		}
+		h = text;
+		hl = (size_t)(colon - text);
+		if (memchr(text, ':', hl) != NULL) {
+			*why = "an IPv6 address must be in brackets, e.g. \"[::1]:50051\"";
+			return -EINVAL;
+		}
+		if (hl == 0) {
+			*why = "missing host before ':'";
+			return -EINVAL;
+		}
+		if (!host_name_ok(h, hl)) {
+			*why = "invalid host name";
+			return -EINVAL;
+		}
+	}
+	p = colon + 1;
+	if (*p == '\0' || strlen(p) > 5 || p[strspn(p, "0123456789")] != '\0') {
+		*why = "port must be a number in 1..65535";
+		return -EINVAL;
+	}
+	v = strtoul(p, NULL, 10);
+	if (v < 1 || v > 65535) {
+		*why = "port must be a number in 1..65535";
+		return -EINVAL;
+	}
+	*host = mtd_cfg__strndup(h, hl);
+	if (*host == NULL)
+		return -ENOMEM;
+	*port = (uint16_t)v;
+	return 0;
+}
+
+/* Parse and resolve (getaddrinfo, first result) into a. 0 or -1 (error
+ * recorded; a's strings are owned by a either way). */
+static int build_addr(struct builder *b, const char *text,
+                      struct mtd_cfg__mark where, const char *path,
+                      struct mtd_cfg_addr *a)
+{
+	struct addrinfo hints, *res = NULL;
+	char port[8];
+	const char *why = NULL;
+	int rc;
+
+	a->text = dup_or_oom(b, text);
+	if (a->text == NULL)
+		return -1;
+	rc = mtd_cfg__split_hostport(text, &a->host, &a->port, &why);
+	if (rc == -ENOMEM) {
+		b->d->oom = true;
+		return -1;
+	}
+	if (rc != 0) {
+		BERR(where, path, "bad address \"%s\": %s", text, why);
+		return -1;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV;
+	snprintf(port, sizeof(port), "%u", (unsigned)a->port);
+	rc = getaddrinfo(a->host, port, &hints, &res);
+	if (rc == EAI_MEMORY) {
+		b->d->oom = true;
+		return -1;
+	}
+	if (rc != 0) {
+		BERR(where, path, "cannot resolve \"%s\": %s", a->host,
+		     rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+		return -1;
+	}
+	memcpy(&a->sa, res->ai_addr, res->ai_addrlen);
+	a->salen = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+static void addr_fini(struct mtd_cfg_addr *a)
+{
+	mtd_cfg__free(a->text);
+	a->text = NULL;
+	mtd_cfg__free(a->host);
+	a->host = NULL;
+}
+
+static bool same_endpoint(const struct mtd_cfg_addr *x, const struct mtd_cfg_addr *y)
+{
+	if (x->host == NULL || y->host == NULL || x->port != y->port)
+		return false;
+	if (strcasecmp(x->host, y->host) == 0)
+		return true;
+	/* "[::1]" and "[0::1]": the same literal address, written twice. */
+	return x->salen != 0 && x->salen == y->salen &&
+	       memcmp(&x->sa, &y->sa, x->salen) == 0 &&
+	       strspn(x->host, "0123456789.:abcdefABCDEF") == strlen(x->host) &&
+	       strspn(y->host, "0123456789.:abcdefABCDEF") == strlen(y->host);
+}
+
+/* ---- names -------------------------------------------------------------- */
+
+static bool ident_ok(const char *s, size_t n)
+{
+	if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
+			return false;
+	return true;
+}
+
+/* gRPC PROTOCOL-HTTP2: Service-Name = ?( {proto package name} "." ) {service
+ * name}; each segment a protobuf identifier. */
+static bool service_name_ok(const char *s)
+{
+	const char *dot;
+
+	for (;;) {
+		dot = strchr(s, '.');
+		if (!ident_ok(s, dot != NULL ? (size_t)(dot - s) : strlen(s)))
+			return false;
+		if (dot == NULL)
+			return true;
+		s = dot + 1;
+	}
+}
+
+/* RFC 9110 §5.6.2 token characters (already lower-cased). */
+static bool header_name_ok(const char *s)
+{
+	if (*s == '\0')
+		return false;
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (!(isdigit(c) || (c >= 'a' && c <= 'z') ||
+		      strchr("!#$%&'*+-.^_`|~", c) != NULL))
+			return false;
+	}
+	return true;
+}
+
+/* ---- hash key ----------------------------------------------------------- */
+
+static int parse_field_path(const char *s, struct mtd_cfg_hash_key *hk,
+                            const char **why)
+{
+	size_t depth = 0;
+
+	for (;;) {
+		size_t n = strspn(s, "0123456789");
+		unsigned long v;
+
+		if (n == 0 || (s[n] != '.' && s[n] != '\0')) {
+			*why = "expected field numbers separated by '.', e.g. \"2.1\"";
+			return -EINVAL;
+		}
+		if (n > 10) {
+			*why = "field number out of range 1..536870911";
+			return -EINVAL;
+		}
+		v = strtoul(s, NULL, 10);
+		if (v < 1 || v > FIELD_NUMBER_MAX) {
+			*why = "field number out of range 1..536870911";
+			return -EINVAL;
+		}
+		if (v >= 19000 && v <= 19999) {
+			*why = "field numbers 19000..19999 are reserved by protobuf";
+			return -EINVAL;
+		}
+		if (depth == MTD_CFG_FIELD_PATH_MAX) {
+			*why = "path deeper than " "8" " fields";
+			return -EINVAL;
+		}
+		hk->field_path[depth++] = (uint32_t)v;
+		if (s[n] == '\0')
+			break;
+		s += n + 1;
+	}
+	hk->field_depth = depth;
+	return 0;
+}
+
+static void build_hash_key(struct builder *b, const PbHashKey *m,
+                           const char *path, struct mtd_cfg_hash_key *out)
+{
+	bool has_h = m->header != NULL && m->header[0] != '\0';
+	bool has_f = m->field != NULL && m->field[0] != '\0';
+	char p[256];
+	const char *why;
+
+	out->fail_on_missing =
+		m->on_missing == MAITRED__CONFIG__V1__HASH_KEY__ON_MISSING__FAIL;
+	if (has_h == has_f) {
+		BERR(at(b, m, has_h ? "field" : NULL, NULL), path,
+		     has_h ? "set exactly one of header or field, not both"
+		           : "set one of header or field");
+		return;
+	}
+	if (has_h) {
+		sub(p, sizeof(p), path, "header");
+		out->header = dup_or_oom(b, m->header);
+		if (out->header == NULL)
+			return;
+		for (char *c = out->header; *c != '\0'; c++)
+			*c = (char)tolower((unsigned char)*c);
+		out->kind = MTD_CFG_HASH_HEADER;
+		if (out->header[0] == ':')
+			BERR(at(b, m, "header", NULL), p,
+			     "\"%s\" is a pseudo-header; use a metadata key", m->header);
+		else if (!header_name_ok(out->header))
+			BERR(at(b, m, "header", NULL), p,
+			     "\"%s\" is not a valid HTTP/2 field name (RFC 9110 §5.6.2)",
+			     m->header);
+		return;
+	}
+	sub(p, sizeof(p), path, "field");
+	out->kind = MTD_CFG_HASH_FIELD;
+	if (parse_field_path(m->field, out, &why) != 0)
+		BERR(at(b, m, "field", NULL), p, "bad field path \"%s\": %s", m->field,
+		     why);
+}
+
+static void hash_key_copy(struct builder *b, struct mtd_cfg_hash_key *dst,
+                          const struct mtd_cfg_hash_key *src)
+{
+	*dst = *src;
+	if (src->header != NULL)
+		dst->header = dup_or_oom(b, src->header);
+}
+
+/* ---- load balancing ----------------------------------------------------- */
+
+static bool is_prime(uint32_t n)
+{
+	if (n < 2)
+		return false;
+	if (n % 2 == 0)
+		return n == 2;
+	for (uint32_t i = 3; i <= n / i; i += 2)
+		if (n % i == 0)
+			return false;
+	return true;
+}
+
+/* Reject an option the chosen strategy would silently ignore (STYLE.md:
+ * strategies declare what they support). */
+static bool lb_opt_allowed(struct builder *b, const struct lb_info *info,
+                           bool allowed, const PbLb *m, const char *field,
+                           const char *path)
+{
+	char p[256];
+
+	if (allowed)
+		return true;
+	BERR(at(b, m, field, NULL), sub(p, sizeof(p), path, field),
+	     "policy %s does not use %s", info->policy, field);
+	return false;
+}
+
+static void build_lb(struct builder *b, const PbLb *m, const void *owner,
+                     const char *path, struct mtd_lb_config *out,
+                     struct lb_info *info)
+{
+	const ProtobufCEnumValue *ev;
+	int policy = m != NULL ? (int)m->policy : 0;
+	char p[256];
+	unsigned caps;
+
+	memset(out, 0, sizeof(*out));
+	out->choice_count = 2;
+	out->active_request_bias = 1.0;
+	out->ring_points = 160;
+	out->table_size = 65537;
+	out->bounded_load_factor = 0;
+	out->decay_ms = 10000;
+	out->n_workers = b->workers;
+
+	if (policy == MAITRED__CONFIG__V1__LOAD_BALANCING__POLICY__POLICY_UNSPECIFIED)
+		policy = MAITRED__CONFIG__V1__LOAD_BALANCING__POLICY__ROUND_ROBIN;
+	info->policy_num = policy;
+	info->caps = ~0u;
+	ev = protobuf_c_enum_descriptor_get_value(
+		&maitred__config__v1__load_balancing__policy__descriptor, policy);
+	info->policy = ev != NULL ? ev->name : "?";
+	sub(p, sizeof(p), path, "policy");
+	if (ev == NULL) {
+		BERR(at(b, m, "policy", owner), p, "unknown policy number %d", policy);
+		return;
+	}
+	out->ops = mtd_lb_find(ev->name);
+	if (out->ops == NULL) {
+		BERR(at(b, m, "policy", owner), p,
+		     "policy %s is not available in this build", ev->name);
+		return;
+	}
+	caps = info->caps = out->ops->caps;
+	if (m == NULL)
+		return;
+
+	if (m->choice_count != 0 &&
+	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_CHOICE_COUNT, m,
+	                   "choice_count", path)) {
+		if (m->choice_count < 2 || m->choice_count > 64)
+			BERR(at(b, m, "choice_count", NULL),
+			     sub(p, sizeof(p), path, "choice_count"),
+			     "must be in 2..64, got %u", (unsigned)m->choice_count);
+		else
+			out->choice_count = m->choice_count;
+	}
+	/* lb-t.h: CAP_CHOICE_COUNT also covers active_request_bias. */
+	if (m->active_request_bias != NULL &&
+	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_CHOICE_COUNT, m,
+	                   "active_request_bias", path)) {
+		double v = m->active_request_bias->value;
+
+		if (!(isfinite(v) && v >= 0))
+			BERR(at(b, m, "active_request_bias", NULL),
+			     sub(p, sizeof(p), path, "active_request_bias"),
+			     "must be a finite number >= 0");
+		else
+			out->active_request_bias = v;
+	}
+	if (m->ring_points != 0 &&
+	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_RING_POINTS, m,
+	                   "ring_points", path)) {
+		if (m->ring_points > 65536)
+			BERR(at(b, m, "ring_points", NULL),
+			     sub(p, sizeof(p), path, "ring_points"),
+			     "must be in 1..65536, got %u", (unsigned)m->ring_points);
+		else
+			out->ring_points = m->ring_points;
+	}
+	if (m->table_size != 0 &&
+	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_TABLE_SIZE, m,
+	                   "table_size", path)) {
+		if (m->table_size > 16777259u || !is_prime(m->table_size))
+			BERR(at(b, m, "table_size", NULL),
+			     sub(p, sizeof(p), path, "table_size"),
+			     "must be a prime of at most 16777259, got %u",
+			     (unsigned)m->table_size);
+		else
+			out->table_size = m->table_size;
+	}
+	if (m->bounded_load_factor != 0 &&
+	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_BOUNDED_LOAD, m,
+	                   "bounded_load_factor", path)) {
+		double v = m->bounded_load_factor;
+
+		if (!(isfinite(v) && v > 1))
+			BERR(at(b, m, "bounded_load_factor", NULL),
+			     sub(p, sizeof(p), path, "bounded_load_factor"),
+			     "must be 0 (unbounded) or greater than 1");
+		else
+			out->bounded_load_factor = v;
+	}
+	if (m->decay != NULL &&
+	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_DECAY, m, "decay", path))
+		out->decay_ms = dur_ms(b, m->decay, 10000, ZERO_IS_ERROR,
+		                       at(b, m, "decay", NULL),
+		                       sub(p, sizeof(p), path, "decay"));
+}
+
+static void build_warmup(struct builder *b, const PbWarmup *m, const char *path,
+                         struct mtd_lb_warmup *out)
+{
+	char p[256];
+	bool slow;
+
+	out->duration_ms = 0;
+	out->curve = MTD_LB_WARMUP_LINEAR;
+	out->aggression = 1.0;
+	out->min_weight_percent = 10;
+	if (m == NULL)
+		return;
+	out->duration_ms = dur_ms(b, m->duration, 0, ZERO_ALLOWED,
+	                          at(b, m, "duration", NULL),
+	                          sub(p, sizeof(p), path, "duration"));
+	slow = m->curve == MAITRED__CONFIG__V1__WARMUP__CURVE__SLOW_START;
+	if (slow)
+		out->curve = MTD_LB_WARMUP_SLOW_START;
+	if (m->aggression != NULL) {
+		sub(p, sizeof(p), path, "aggression");
+		if (!slow)
+			BERR(at(b, m, "aggression", NULL), p,
+			     "applies only to curve SLOW_START");
+		else if (!(isfinite(m->aggression->value) && m->aggression->value > 0))
+			BERR(at(b, m, "aggression", NULL), p, "must be greater than 0");
+		else
+			out->aggression = m->aggression->value;
+	}
+	if (m->min_weight_percent != NULL) {
+		double v = m->min_weight_percent->value;
+
+		sub(p, sizeof(p), path, "min_weight_percent");
+		if (!slow)
+			BERR(at(b, m, "min_weight_percent", NULL), p,
+			     "applies only to curve SLOW_START");
+		else if (!(v >= 0 && v <= 100))
+			BERR(at(b, m, "min_weight_percent", NULL), p, "must be in 0..100");
+		else
+			out->min_weight_percent = v;
+	}
+}
+
+/* ---- TLS ---------------------------------------------------------------- */
+
+/* basedir + name for a relative name; checks the file can be read. */
+static char *tls_file(struct builder *b, const PbTls *m, const char *field,
+                      const char *value, const char *path)
+{
+	char p[256], *full;
+	int fd;
+
+	if (value[0] == '/' || b->basedir[0] == '\0')
+		full = mtd_cfg__strdup(value);
+	else
+		full = mtd_cfg__asprintf("%s%s", b->basedir, value);
+	if (full == NULL) {
+		b->d->oom = true;
+		return NULL;
+	}
+	fd = open(full, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		BERR(at(b, m, field, NULL), sub(p, sizeof(p), path, field),
+		     "cannot read \"%s\": %s", full, strerror(errno));
+	else
+		close(fd);
+	return full;
+}
+
+static struct mtd_cfg_tls *build_tls(struct builder *b, const PbTls *m,
+                                     const char *path)
+{
+	struct mtd_cfg_tls *t = mtd_cfg__calloc(1, sizeof(*t));
+	bool has_cert = m->cert_file[0] != '\0', has_key = m->key_file[0] != '\0';
+	char p[256];
+
+	if (t == NULL) {
+		b->d->oom = true;
+		return NULL;
+	}
+	if (m->ca_file[0] == '\0')
+		BERR(at(b, m, "ca_file", NULL), sub(p, sizeof(p), path, "ca_file"),
+		     "is required when tls is set");
+	else
+		t->ca_file = tls_file(b, m, "ca_file", m->ca_file, path);
+	if (m->server_name[0] != '\0')
+		t->server_name = dup_or_oom(b, m->server_name);
+	if (has_cert != has_key) {
+		const char *f = has_cert ? "cert_file" : "key_file";
+
+		BERR(at(b, m, f, NULL), sub(p, sizeof(p), path, f),
+		     "cert_file and key_file must be set together (mTLS)");
+	} else if (has_cert) {
+		t->cert_file = tls_file(b, m, "cert_file", m->cert_file, path);
+		t->key_file = tls_file(b, m, "key_file", m->key_file, path);
+	}
+	return t;
+}
+
+/* ---- services ----------------------------------------------------------- */
+
+static uint32_t u32_limit(struct builder *b, uint32_t v, uint32_t def,
+                          uint32_t max, const void *m, const char *field,
+                          const char *path)
+{
+	char p[256];
+
+	if (v == 0)
+		return def;
+	if (v > max) {
+		BERR(at(b, m, field, NULL), sub(p, sizeof(p), path, field),
+		     "must be at most %u, got %u", (unsigned)max, (unsigned)v);
+		return def;
+	}
+	return v;
+}
+
+static void build_upstream(struct builder *b, const PbUpstream *m,
+                           const char *path, struct mtd_cfg_upstream *out)
+{
+	char p[256];
+
+	out->connect_timeout_ms = 2000;
+	out->idle_timeout_ms = 300000;
+	out->keepalive_interval_ms = 30000;
+	out->keepalive_timeout_ms = 10000;
+	out->max_connections = 4;
+	out->max_concurrent_streams = 100;
+	out->max_pending = 1024;
+	if (m == NULL)
+		return;
+#define UP_DUR(f, def, zero) \
+	out->f##_ms = dur_ms(b, m->f, def, zero, at(b, m, #f, NULL), \
+	                     sub(p, sizeof(p), path, #f))
+	UP_DUR(connect_timeout, 2000, ZERO_IS_ERROR);
+	UP_DUR(idle_timeout, 300000, ZERO_IS_ERROR);
+	UP_DUR(keepalive_interval, 30000, ZERO_IS_DEFAULT);
+	UP_DUR(keepalive_timeout, 10000, ZERO_IS_ERROR);
+#undef UP_DUR
+	out->max_connections = u32_limit(b, m->max_connections, 4, 1024, m,
+	                                 "max_connections", path);
+	out->max_concurrent_streams = u32_limit(b, m->max_concurrent_streams, 100,
+	                                        H2_WINDOW_MAX, m,
+	                                        "max_concurrent_streams", path);
+	out->max_pending = u32_limit(b, m->max_pending, 1024, 1u << 20, m,
+	                             "max_pending", path);
+}
+
+static int method_cmp(const void *a, const void *c)
+{
+	return strcmp(((const struct mtd_cfg_method *)a)->name,
+	              ((const struct mtd_cfg_method *)c)->name);
+}
+
+static void build_service(struct builder *b, const PbService *m, size_t si,
+                          struct mtd_cfg_service *out)
+{
+	char path[64], p[256];
+	struct lb_info svc_info, *minfo = NULL;
+	struct mtd_lb_warmup warmup;
+	const PbEndpoint *first_weighted = NULL;
+	size_t first_weighted_i = 0;
+	bool any_weights, any_warmup, svc_hash, svc_key_used, any_method_key = false;
+
+	snprintf(path, sizeof(path), "services[%zu]", si);
+	out->name = dup_or_oom(b, m->name);
+	if (m->name[0] == '\0')
+		BERR(at(b, m, "name", NULL), sub(p, sizeof(p), path, "name"),
+		     "is required (\"package.Service\" or \"*\")");
+	else if (strcmp(m->name, "*") != 0 && !service_name_ok(m->name))
+		BERR(at(b, m, "name", NULL), sub(p, sizeof(p), path, "name"),
+		     "\"%s\" is not a fully-qualified gRPC service name "
+		     "(\"package.Service\") or \"*\"", m->name);
+
+	build_lb(b, m->lb, m, sub(p, sizeof(p), path, "lb"), &out->lb, &svc_info);
+	build_warmup(b, m->warmup, sub(p, sizeof(p), path, "warmup"), &warmup);
+	out->lb.warmup = warmup;
+	if (m->hash_key != NULL)
+		build_hash_key(b, m->hash_key, sub(p, sizeof(p), path, "hash_key"),
+		               &out->hash_key);
+	if (m->tls != NULL)
+		out->tls = build_tls(b, m->tls, sub(p, sizeof(p), path, "tls"));
+	build_upstream(b, m->upstream, sub(p, sizeof(p), path, "upstream"),
+	               &out->upstream);
+
+	/* endpoints */
+	if (m->n_endpoints == 0)
+		BERR(at(b, m, "endpoints", NULL), sub(p, sizeof(p), path, "endpoints"),
+		     "a service needs at least one endpoint");
+	out->endpoints = mtd_cfg__calloc(m->n_endpoints, sizeof(*out->endpoints));
+	if (out->endpoints == NULL) {
+		b->d->oom = true;
+		return;
+	}
+	out->n_endpoints = m->n_endpoints;
+	for (size_t i = 0; i < m->n_endpoints; i++) {
+		const PbEndpoint *e = m->endpoints[i];
+		struct mtd_cfg_endpoint *oe = &out->endpoints[i];
+
+		snprintf(p, sizeof(p), "%s.endpoints[%zu].address", path, i);
+		oe->weight = 100;
+		if (e->address[0] == '\0')
+			BERR(at(b, e, "address", NULL), p, "is required (\"HOST:PORT\")");
+		else if (build_addr(b, e->address, at(b, e, "address", NULL), p,
+		                    &oe->addr) == 0) {
+			for (size_t j = 0; j < i; j++) {
+				if (same_endpoint(&out->endpoints[j].addr, &oe->addr)) {
+					BERR(at(b, e, "address", NULL), p,
+					     "duplicate endpoint \"%s\" (also endpoints[%zu])",
+					     e->address, j);
+					break;
+				}
+			}
+		}
+		if (e->weight != NULL) {
+			snprintf(p, sizeof(p), "%s.endpoints[%zu].weight", path, i);
+			if (e->weight->value > INT32_MAX)
+				BERR(at(b, e, "weight", NULL), p, "must be at most %d",
+				     INT32_MAX);
+			else
+				oe->weight = (int32_t)e->weight->value;
+			if (e->weight->value != 100 && first_weighted == NULL) {
+				first_weighted = e;
+				first_weighted_i = i;
+			}
+		}
+		if (b->d->oom)
+			return;
+	}
+
+	/* methods */
+	if (m->n_methods != 0) {
+		out->methods = mtd_cfg__calloc(m->n_methods, sizeof(*out->methods));
+		minfo = mtd_cfg__calloc(m->n_methods, sizeof(*minfo));
+		if (out->methods == NULL || minfo == NULL) {
+			mtd_cfg__free(minfo);
+			b->d->oom = true;
+			return;
+		}
+		out->n_methods = m->n_methods;
+	}
+	for (size_t i = 0; i < m->n_methods; i++) {
+		const PbMethod *mm = m->methods[i];
+		struct mtd_cfg_method *om = &out->methods[i];
+		char mpath[96];
+
+		snprintf(mpath, sizeof(mpath), "%s.methods[%zu]", path, i);
+		om->name = dup_or_oom(b, mm->name);
+		if (om->name == NULL)
+			break;
+		if (mm->name[0] == '\0') {
+			BERR(at(b, mm, "name", NULL), sub(p, sizeof(p), mpath, "name"),
+			     "is required (\"GetCart\")");
+		} else if (!ident_ok(mm->name, strlen(mm->name))) {
+			BERR(at(b, mm, "name", NULL), sub(p, sizeof(p), mpath, "name"),
+			     "\"%s\" is not a valid method name", mm->name);
+		} else {
+			for (size_t j = 0; j < i; j++) {
+				if (strcmp(m->methods[j]->name, mm->name) == 0) {
+					BERR(at(b, mm, "name", NULL),
+					     sub(p, sizeof(p), mpath, "name"),
+					     "duplicate method \"%s\" (also methods[%zu])",
+					     mm->name, j);
+					break;
+				}
+			}
+		}
+		if (mm->lb != NULL) {
+			build_lb(b, mm->lb, mm, sub(p, sizeof(p), mpath, "lb"), &om->lb,
+			         &minfo[i]);
+			om->lb.warmup = warmup;
+		} else {
+			om->lb = out->lb; /* the service's, whole */
+			minfo[i] = svc_info;
+		}
+		if (mm->hash_key != NULL) {
+			any_method_key = true;
+			build_hash_key(b, mm->hash_key, sub(p, sizeof(p), mpath, "hash_key"),
+			               &om->hash_key);
+		} else {
+			hash_key_copy(b, &om->hash_key, &out->hash_key);
+		}
+		if (b->d->oom)
+			break;
+	}
+	if (b->d->oom)
+		goto out;
+
+	/* Options only some policy in this service would use. */
+	any_weights = svc_info.caps & MTD_LB_CAP_WEIGHTS;
+	any_warmup = svc_info.caps & MTD_LB_CAP_WARMUP;
+	svc_hash = svc_info.caps & MTD_LB_CAP_HASH_KEY;
+	svc_key_used = svc_hash;
+	for (size_t i = 0; i < m->n_methods; i++) {
+		any_weights |= (minfo[i].caps & MTD_LB_CAP_WEIGHTS) != 0;
+		any_warmup |= (minfo[i].caps & MTD_LB_CAP_WARMUP) != 0;
+		if (m->methods[i]->hash_key == NULL &&
+		    (minfo[i].caps & MTD_LB_CAP_HASH_KEY))
+			svc_key_used = true;
+	}
+	if (first_weighted != NULL && !any_weights) {
+		snprintf(p, sizeof(p), "%s.endpoints[%zu].weight", path,
+		         first_weighted_i);
+		BERR(at(b, first_weighted, "weight", NULL), p,
+		     "policy %s ignores endpoint weights (use a weighted policy)",
+		     svc_info.policy);
+	}
+	if (warmup.duration_ms > 0 && !any_warmup)
+		BERR(at(b, m, "warmup", NULL), sub(p, sizeof(p), path, "warmup"),
+		     "policy %s does not apply warmup", svc_info.policy);
+	if (m->hash_key != NULL && !svc_key_used)
+		BERR(at(b, m, "hash_key", NULL), sub(p, sizeof(p), path, "hash_key"),
+		     "policy %s does not use a hash key", svc_info.policy);
+	if (svc_hash && m->hash_key == NULL && !any_method_key)
+		BERR(at(b, m->lb, "policy", m), sub(p, sizeof(p), path, "lb.policy"),
+		     "policy %s needs a hash_key (on the service or its methods)",
+		     svc_info.policy);
+	for (size_t i = 0; i < m->n_methods; i++) {
+		const PbMethod *mm = m->methods[i];
+		char mpath[96];
+		bool hashes = minfo[i].caps & MTD_LB_CAP_HASH_KEY;
+
+		snprintf(mpath, sizeof(mpath), "%s.methods[%zu]", path, i);
+		if (mm->hash_key != NULL && !hashes)
+			BERR(at(b, mm, "hash_key", NULL),
+			     sub(p, sizeof(p), mpath, "hash_key"),
+			     "policy %s does not use a hash key", minfo[i].policy);
+		if (mm->lb != NULL && hashes && mm->hash_key == NULL &&
+		    m->hash_key == NULL)
+			BERR(at(b, mm->lb, "policy", mm),
+			     sub(p, sizeof(p), mpath, "lb.policy"),
+			     "policy %s needs a hash_key (on the method or its service)",
+			     minfo[i].policy);
+	}
+out:
+	mtd_cfg__free(minfo);
+}
+
+static void build_downstream(struct builder *b, const PbDownstream *m,
+                             struct mtd_cfg_downstream *out)
+{
+	const char *path = "downstream";
+	const PbDownstream none = MAITRED__CONFIG__V1__DOWNSTREAM__INIT;
+
+	if (m == NULL)
+		m = &none;
+	out->max_concurrent_streams = u32_limit(b, m->max_concurrent_streams, 1024,
+	                                        H2_WINDOW_MAX, m,
+	                                        "max_concurrent_streams", path);
+	/* RFC 9113 §6.5.2 SETTINGS_INITIAL_WINDOW_SIZE: at most 2^31 - 1. */
+	out->initial_window_size = u32_limit(b, m->initial_window_size, 1u << 20,
+	                                     H2_WINDOW_MAX, m,
+	                                     "initial_window_size", path);
+	out->max_header_list_size = u32_limit(b, m->max_header_list_size, 65536,
+	                                      16u << 20, m,
+	                                      "max_header_list_size", path);
+	/* The gRPC length prefix is 32 bits, but implementations use int. */
+	out->max_message_size = u32_limit(b, m->max_message_size, 64u << 20,
+	                                  INT32_MAX, m, "max_message_size", path);
+	out->reset_burst = u32_limit(b, m->reset_burst, 10000, 1u << 24, m,
+	                             "reset_burst", path);
+	out->reset_rate = u32_limit(b, m->reset_rate, 1000, 1u << 24, m,
+	                            "reset_rate", path);
+	out->idle_timeout_ms = dur_ms(b, m->idle_timeout, 600000, ZERO_IS_ERROR,
+	                              at(b, m, "idle_timeout", NULL),
+	                              "downstream.idle_timeout");
+}
+
+static unsigned cpu_count(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > WORKERS_MAX ? WORKERS_MAX : (unsigned)n;
+}
+
+int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir,
+                   struct mtd_cfg__diag *d, struct mtd_cfg **out)
+{
+	struct builder bb = { .d = d, .basedir = basedir }, *b = &bb;
+	struct mtd_cfg *cfg;
+	size_t star = SIZE_MAX;
+
+	*out = NULL;
+	cfg = mtd_cfg__calloc(1, sizeof(*cfg));
+	if (cfg == NULL)
+		goto fail;
+	cfg->source = dup_or_oom(b, source);
+	if (cfg->source == NULL)
+		goto fail_cfg;
+
+	if (m->workers > WORKERS_MAX)
+		BERR(at(b, m, "workers", NULL), "workers",
+		     "must be at most %d (0 = one per CPU)", WORKERS_MAX);
+	b->workers = cfg->workers = m->workers == 0 || m->workers > WORKERS_MAX
+	                            ? cpu_count() : m->workers;
+
+	build_addr(b, m->listen[0] != '\0' ? m->listen : DEFAULT_LISTEN,
+	           at(b, m, "listen", NULL), "listen", &cfg->listen);
+	if (m->admin[0] != '\0') {
+		cfg->admin = mtd_cfg__calloc(1, sizeof(*cfg->admin));
+		if (cfg->admin == NULL)
+			goto fail_cfg;
+		build_addr(b, m->admin, at(b, m, "admin", NULL), "admin", cfg->admin);
+	}
+	build_downstream(b, m->downstream, &cfg->downstream);
+	cfg->drain_timeout_ms = dur_ms(b, m->drain_timeout, 15000, ZERO_ALLOWED,
+	                               at(b, m, "drain_timeout", NULL),
+	                               "drain_timeout");
+	if (d->oom)
+		goto fail_cfg;
+
+	if (m->n_services == 0)
+		BERR(at(b, m, "services", NULL), "services",
+		     "at least one service is required");
+	else {
+		cfg->services = mtd_cfg__calloc(m->n_services, sizeof(*cfg->services));
+		if (cfg->services == NULL)
+			goto fail_cfg;
+		cfg->n_services = m->n_services;
+	}
+	for (size_t i = 0; i < m->n_services; i++) {
+		const PbService *s = m->services[i];
+		char p[64];
+
+		build_service(b, s, i, &cfg->services[i]);
+		if (d->oom)
+			goto fail_cfg;
+		snprintf(p, sizeof(p), "services[%zu].name", i);
+		if (strcmp(s->name, "*") == 0) {
+			if (star != SIZE_MAX)
+				BERR(at(b, s, "name", NULL), p,
+				     "a second catch-all \"*\" (the first is services[%zu])",
+				     star);
+			else
+				star = i;
+			continue;
+		}
+		for (size_t j = 0; j < i && s->name[0] != '\0'; j++) {
+			if (strcmp(m->services[j]->name, s->name) == 0) {
+				BERR(at(b, s, "name", NULL), p,
+				     "duplicate service \"%s\" (also services[%zu])",
+				     s->name, j);
+				break;
+			}
+		}
+	}
+	if (d->oom)
+		goto fail_cfg;
+	if (d->n_errs != 0) {
+		mtd_cfg_free(cfg);
+		return 0;
+	}
+	/* Sorted so the per-call lookup is a binary search. */
+	for (size_t i = 0; i < cfg->n_services; i++)
+		if (cfg->services[i].n_methods > 1)
+			qsort(cfg->services[i].methods, cfg->services[i].n_methods,
+			      sizeof(struct mtd_cfg_method), method_cmp);
+	*out = cfg;
+	return 0;
+
+fail_cfg:
+	mtd_cfg_free(cfg);
+fail:
+	d->oom = true;
+	return -ENOMEM;
+}
+
+/* ---- runtime form: lookup and free ------------------------------------ */
+
+const struct mtd_cfg_method *mtd_cfg_service_method(const struct mtd_cfg_service *svc,
+                                                    const char *method, size_t len)
+{
+	size_t lo = 0, hi = svc->n_methods;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const char *name = svc->methods[mid].name;
+		size_t n = strlen(name);
+		int c = memcmp(name, method, n < len ? n : len);
+
+		if (c == 0)
+			c = n < len ? -1 : n > len;
+		if (c == 0)
+			return &svc->methods[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static void service_fini(struct mtd_cfg_service *s)
+{
+	mtd_cfg__free(s->name);
+	mtd_cfg__free(s->hash_key.header);
+	if (s->tls != NULL) {
+		mtd_cfg__free(s->tls->ca_file);
+		mtd_cfg__free(s->tls->server_name);
+		mtd_cfg__free(s->tls->cert_file);
+		mtd_cfg__free(s->tls->key_file);
+		mtd_cfg__free(s->tls);
+	}
+	for (size_t i = 0; i < s->n_endpoints; i++)
+		addr_fini(&s->endpoints[i].addr);
+	mtd_cfg__free(s->endpoints);
+	for (size_t i = 0; i < s->n_methods; i++) {
+		mtd_cfg__free(s->methods[i].name);
+		mtd_cfg__free(s->methods[i].hash_key.header);
+	}
+	mtd_cfg__free(s->methods);
+}
+
+void mtd_cfg_free(struct mtd_cfg *cfg)
+{
+	if (cfg == NULL)
+		return;
+	for (size_t i = 0; i < cfg->n_services; i++)
+		service_fini(&cfg->services[i]);
+	mtd_cfg__free(cfg->services);
+	addr_fini(&cfg->listen);
+	if (cfg->admin != NULL) {
+		addr_fini(cfg->admin);
+		mtd_cfg__free(cfg->admin);
+	}
+	mtd_cfg__free(cfg->source);
+	mtd_cfg__free(cfg);
+}

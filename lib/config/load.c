@@ -1,0 +1,224 @@
+/* mtd_cfg_load_file / mtd_cfg_load_buffer: read, detect the format, map
+ * onto maitred.config.v1.Config, build the runtime form. */
+#include <config.h> /* autoconf (lib/config/config.h is the API) */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "config/config-int.h"
+
+#define CFG_FILE_MAX (64u << 20) /* no config is 64 MiB; refuse to try */
+
+static bool has_suffix(const char *s, const char *suf)
+{
+	size_t n = strlen(s), k = strlen(suf);
+
+	return n >= k && strcasecmp(s + n - k, suf) == 0;
+}
+
+static enum mtd_cfg_format format_by_name(const char *path)
+{
+	if (has_suffix(path, ".yaml") || has_suffix(path, ".yml"))
+		return MTD_CFG_FORMAT_YAML;
+	if (has_suffix(path, ".json"))
+		return MTD_CFG_FORMAT_JSON;
+	if (has_suffix(path, ".pb") || has_suffix(path, ".bin") ||
+	    has_suffix(path, ".binpb"))
+		return MTD_CFG_FORMAT_BINARY;
+	return MTD_CFG_FORMAT_AUTO;
+}
+
+/* Text is valid UTF-8 without control characters other than tab, CR, LF.
+ * Serialized protobuf nearly always breaks that within its first bytes
+ * (tags and lengths are small numbers). */
+static bool looks_binary(const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+
+	if (n >= 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf)
+		i = 3; /* UTF-8 BOM */
+	while (i < n) {
+		unsigned c = p[i];
+		size_t extra;
+
+		if (c < 0x80) {
+			if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+				return true;
+			if (c == 0x7f)
+				return true;
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			extra = 1;
+		else if (c >= 0xe0 && c <= 0xef)
+			extra = 2;
+		else if (c >= 0xf0 && c <= 0xf4)
+			extra = 3;
+		else
+			return true;
+		for (size_t k = 1; k <= extra; k++)
+			if (i + k >= n || (p[i + k] & 0xc0) != 0x80)
+				return true;
+		i += extra + 1;
+	}
+	return false;
+}
+
+static enum mtd_cfg_format sniff(const char *data, size_t len)
+{
+	size_t i = 0;
+
+	if (looks_binary((const unsigned char *)data, len))
+		return MTD_CFG_FORMAT_BINARY;
+	while (i < len && strchr(" \t\r\n", data[i]) != NULL && data[i] != '\0')
+		i++;
+	return i < len && data[i] == '{' ? MTD_CFG_FORMAT_JSON : MTD_CFG_FORMAT_YAML;
+}
+
+static int load(const char *name, const char *basedir, const void *data,
+                size_t len, enum mtd_cfg_format fmt, struct mtd_cfg **out,
+                struct mtd_cfg_errors *errs)
+{
+	const ProtobufCMessageDescriptor *desc = &maitred__config__v1__config__descriptor;
+	struct mtd_cfg__diag d;
+	ProtobufCMessage *msg = NULL;
+	struct mtd_cfg *cfg = NULL;
+	int rc;
+
+	mtd_cfg__diag_init(&d, name);
+	if (fmt == MTD_CFG_FORMAT_AUTO)
+		fmt = sniff(data, len);
+	if (fmt == MTD_CFG_FORMAT_BINARY) {
+		bool failed_before = mtd_cfg__alloc_failed();
+
+		msg = protobuf_c_message_unpack(desc, &mtd_cfg__pb_allocator, len, data);
+		if (msg == NULL) {
+			/* protobuf-c says only "NULL": tell OOM from bad input. */
+			if (!failed_before && mtd_cfg__alloc_failed())
+				d.oom = true;
+			else
+				mtd_cfg__error(&d, (struct mtd_cfg__mark){ 0, 0 }, NULL,
+				               "not a valid serialized %s", desc->name);
+		} else {
+			mtd_cfg__pb_check(msg, &d);
+		}
+	} else {
+		if (mtd_cfg__pbjson_load(data, len, fmt == MTD_CFG_FORMAT_JSON, desc, &d,
+		                         &msg) != 0)
+			goto out;
+	}
+	/* Build even after mapping errors, so one run reports them all. */
+	if (msg != NULL && !d.oom)
+		mtd_cfg__build((const Maitred__Config__V1__Config *)msg, name, basedir,
+		               &d, &cfg);
+out:
+	if (msg != NULL)
+		protobuf_c_message_free_unpacked(msg, &mtd_cfg__pb_allocator);
+	if (d.oom) {
+		rc = -ENOMEM;
+	} else if (d.n_errs != 0) {
+		rc = mtd_cfg__diag_export(&d, errs) != 0 ? -ENOMEM : -EINVAL;
+	} else {
+		rc = 0;
+	}
+	if (rc != 0) {
+		mtd_cfg_free(cfg);
+		cfg = NULL;
+	}
+	*out = cfg;
+	mtd_cfg__diag_fini(&d);
+	return rc;
+}
+
+int mtd_cfg_load_buffer(const char *name, const void *data, size_t len,
+                        enum mtd_cfg_format fmt, struct mtd_cfg **out,
+                        struct mtd_cfg_errors *errs)
+{
+	return load(name != NULL ? name : "<buffer>", "", data, len, fmt, out, errs);
+}
+
+/* One error line for a file that cannot be read. */
+static int io_error(const char *path, int err, const char *what,
+                    struct mtd_cfg_errors *errs)
+{
+	struct mtd_cfg__diag d;
+	int rc = -err;
+
+	mtd_cfg__diag_init(&d, path);
+	mtd_cfg__error(&d, (struct mtd_cfg__mark){ 0, 0 }, NULL, "%s: %s", what,
+	               strerror(err));
+	if (d.oom || mtd_cfg__diag_export(&d, errs) != 0)
+		rc = -ENOMEM;
+	mtd_cfg__diag_fini(&d);
+	return rc;
+}
+
+int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt,
+                      struct mtd_cfg **out, struct mtd_cfg_errors *errs)
+{
+	struct stat st;
+	char *buf = NULL, *basedir = NULL;
+	const char *slash;
+	size_t len = 0;
+	int fd, rc;
+
+	*out = NULL;
+	if (path == NULL)
+		return load("<embedded default>", "", mtd_cfg_default_yaml,
+		            strlen(mtd_cfg_default_yaml), MTD_CFG_FORMAT_YAML, out, errs);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return io_error(path, errno, "cannot open", errs);
+	if (fstat(fd, &st) != 0) {
+		rc = io_error(path, errno, "cannot stat", errs);
+		goto out_fd;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > CFG_FILE_MAX) {
+		rc = io_error(path, S_ISREG(st.st_mode) ? EFBIG : EINVAL,
+		              "not a regular file of at most 64 MiB", errs);
+		goto out_fd;
+	}
+	buf = mtd_cfg__malloc((size_t)st.st_size + 1);
+	if (buf == NULL) {
+		rc = -ENOMEM;
+		goto out_fd;
+	}
+	while (len < (size_t)st.st_size) {
+		ssize_t k = read(fd, buf + len, (size_t)st.st_size - len);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			rc = io_error(path, errno, "cannot read", errs);
+			goto out_buf;
+		}
+		if (k == 0)
+			break;
+		len += (size_t)k;
+	}
+	buf[len] = '\0';
+	/* Relative file names inside the config (TLS files) are relative to
+	 * the directory of the config file, not to the working directory. */
+	slash = strrchr(path, '/');
+	basedir = slash != NULL ? mtd_cfg__strndup(path, (size_t)(slash - path) + 1)
+	                        : mtd_cfg__strdup("");
+	if (basedir == NULL) {
+		rc = -ENOMEM;
+		goto out_buf;
+	}
+	if (fmt == MTD_CFG_FORMAT_AUTO)
+		fmt = format_by_name(path);
+	rc = load(path, basedir, buf, len, fmt, out, errs);
+	mtd_cfg__free(basedir);
+out_buf:
+	mtd_cfg__free(buf);
+out_fd:
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,1146 @@
+/* Unit tests of lib/config/: the proto3-JSON loader, validation, defaults,
+ * the embedded default and deploy/maitred.example.yaml. Every error class
+ * is checked with its exact FILE:LINE:COL and field path. */
+#include <config.h> /* autoconf */
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "config/config-int.h"
+#include "lb/lb.h"
+
+#define EP "    endpoints: [{address: \"127.0.0.1:50051\"}]\n"
+
+static const char *srcdir(void)
+{
+	const char *s = getenv("MAITRED_SRCDIR");
+
+	return s != NULL ? s : ".";
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static struct mtd_cfg *load_ok(const char *yaml)
+{
+	struct mtd_cfg *cfg = NULL;
+	struct mtd_cfg_errors errs = { 0 };
+	int rc = mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml),
+	                             MTD_CFG_FORMAT_AUTO, &cfg, &errs);
+
+	for (size_t i = 0; i < errs.n; i++)
+		fprintf(stderr, "unexpected: %s\n", errs.msgs[i]);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_uint_eq(errs.n, 0);
+	mtd_cfg_errors_clear(&errs);
+	return cfg;
+}
+
+/* want: the exact message, or a prefix when it ends with '*'. */
+static bool matches(const char *msg, const char *want)
+{
+	size_t n = strlen(want);
+
+	if (n > 0 && want[n - 1] == '*')
+		return strncmp(msg, want, n - 1) == 0;
+	return strcmp(msg, want) == 0;
+}
+
+static void expect_errors_fmt(const char *name, const void *data, size_t len,
+                              enum mtd_cfg_format fmt, const char *const *want)
+{
+	struct mtd_cfg *cfg = (struct mtd_cfg *)1;
+	struct mtd_cfg_errors errs = { 0 };
+	int rc = mtd_cfg_load_buffer(name, data, len, fmt, &cfg, &errs);
+
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_ptr_null(cfg);
+	for (; *want != NULL; want++) {
+		bool found = false;
+
+		for (size_t i = 0; i < errs.n && !found; i++)
+			found = matches(errs.msgs[i], *want);
+		if (!found) {
+			for (size_t i = 0; i < errs.n; i++)
+				fprintf(stderr, "  got: %s\n", errs.msgs[i]);
+			ck_abort_msg("missing error: %s", *want);
+		}
+	}
+	mtd_cfg_errors_clear(&errs);
+	ck_assert_uint_eq(errs.n, 0);
+}
+
+static void expect_error(const char *yaml, const char *want)
+{
+	const char *const list[] = { want, NULL };
+
+	expect_errors_fmt("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML, list);
+}
+
+/* ---- error classes ----------------------------------------------------- */
+
+START_TEST(err_unknown_key)
+{
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    lb:\n"
+	             "      polcy: ROUND_ROBIN\n"
+	             EP,
+	             "t.yaml:4:7: services[0].lb.polcy: unknown field (expected one "
+	             "of policy, choice_count, active_request_bias, ring_points, "
+	             "table_size, bounded_load_factor, decay)");
+	expect_error("listn: \"127.0.0.1:1\"\n",
+	             "t.yaml:1:1: listn: unknown field (expected one of listen, "
+	             "admin, workers, services, downstream, drain_timeout)");
+}
+END_TEST
+
+START_TEST(err_duplicate_key)
+{
+	expect_error("workers: 1\nworkers: 2\n",
+	             "t.yaml:2:1: workers: duplicate key (first at line 1)");
+	/* snake_case and lowerCamel name the same field */
+	expect_error("drain_timeout: 1s\ndrainTimeout: 2s\n",
+	             "t.yaml:2:1: drain_timeout: duplicate key (first at line 1)");
+}
+END_TEST
+
+START_TEST(err_wrong_type)
+{
+	expect_error("workers: many\n",
+	             "t.yaml:1:10: workers: expected an integer (uint32), got \"many\"");
+	expect_error("listen: [a]\n", "t.yaml:1:9: listen: expected a scalar, got a list");
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    endpoints: {address: \"127.0.0.1:50051\"}\n",
+	             "t.yaml:3:16: services[0].endpoints: expected a list, got a mapping");
+	expect_error("services: [{name: \"*\", tls: yes-please}]\n",
+	             "t.yaml:1:29: services[0].tls: expected a mapping (Tls), got a scalar");
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    hash_key: {header: x, on_missing: FAIL}\n"
+	             "    lb: {policy: CONSISTENT_HASH, bounded_load_factor: high}\n"
+	             EP,
+	             "t.yaml:4:56: services[0].lb.bounded_load_factor: expected a "
+	             "number, got \"high\"");
+}
+END_TEST
+
+START_TEST(err_bad_enum)
+{
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    lb:\n"
+	             "      policy: ROUND_ROBBIN\n"
+	             EP,
+	             "t.yaml:4:15: services[0].lb.policy: unknown value \"ROUND_ROBBIN\" "
+	             "(expected one of POLICY_UNSPECIFIED, RANDOM, WEIGHTED_RANDOM, "
+	             "ROUND_ROBIN, *");
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    lb: {policy: 99}\n"
+	             EP,
+	             "t.yaml:3:18: services[0].lb.policy: unknown value \"99\" *");
+}
+END_TEST
+
+START_TEST(err_bad_duration)
+{
+	expect_error("drain_timeout: 10\n",
+	             "t.yaml:1:16: drain_timeout: bad duration \"10\": missing unit "
+	             "(e.g. \"10s\", \"250ms\")");
+	expect_error("drain_timeout: 10parsecs\n",
+	             "t.yaml:1:16: drain_timeout: bad duration \"10parsecs\": unknown "
+	             "unit (use h, m, s, ms, us or ns)");
+	expect_error("drain_timeout: -1s\n",
+	             "t.yaml:1:16: drain_timeout: must not be negative");
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    upstream:\n"
+	             "      connect_timeout: fast\n"
+	             EP,
+	             "t.yaml:4:24: services[0].upstream.connect_timeout: bad duration "
+	             "\"fast\": expected a number followed by a unit, e.g. \"10s\", "
+	             "\"250ms\"");
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    upstream: {connect_timeout: 0s}\n"
+	             EP,
+	             "t.yaml:3:33: services[0].upstream.connect_timeout: must be at "
+	             "least 1ms");
+}
+END_TEST
+
+START_TEST(err_out_of_range)
+{
+	expect_error("workers: 4294967296\n",
+	             "t.yaml:1:10: workers: value 4294967296 out of range for uint32 "
+	             "(0..4294967295)");
+	expect_error("workers: -1\n",
+	             "t.yaml:1:10: workers: negative value -1 for an unsigned field (uint32)");
+	expect_error("workers: 1.5\n",
+	             "t.yaml:1:10: workers: expected an integer (uint32), got \"1.5\"");
+	expect_error("workers: 2000\n",
+	             "t.yaml:1:10: workers: must be at most 1024 (0 = one per CPU)");
+	expect_error("downstream:\n"
+	             "  initial_window_size: 2147483648\n",
+	             "t.yaml:2:24: downstream.initial_window_size: must be at most "
+	             "2147483647, got 2147483648");
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    endpoints:\n"
+	             "      - address: \"127.0.0.1:50051\"\n"
+	             "        weight: 4294967295\n"
+	             "    lb: {policy: WEIGHTED_RANDOM}\n",
+	             "t.yaml:5:17: services[0].endpoints[0].weight: must be at most "
+	             "2147483647");
+}
+END_TEST
+
+START_TEST(err_bad_address)
+{
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    endpoints:\n"
+	             "      - address: \"127.0.0.1\"\n",
+	             "t.yaml:4:18: services[0].endpoints[0].address: bad address "
+	             "\"127.0.0.1\": expected \"HOST:PORT\"");
+	expect_error("listen: \"::1:50051\"\n",
+	             "t.yaml:1:9: listen: bad address \"::1:50051\": an IPv6 address "
+	             "must be in brackets, e.g. \"[::1]:50051\"");
+	expect_error("listen: \"127.0.0.1:0\"\n",
+	             "t.yaml:1:9: listen: bad address \"127.0.0.1:0\": port must be "
+	             "a number in 1..65535");
+	expect_error("listen: \"127.0.0.1:65536\"\n",
+	             "t.yaml:1:9: listen: bad address \"127.0.0.1:65536\": port must "
+	             "be a number in 1..65535");
+	expect_error("admin: \"[::1:80\"\n",
+	             "t.yaml:1:8: admin: bad address \"[::1:80\": missing ']' after "
+	             "the IPv6 address");
+	expect_error("admin: \"[nope]:80\"\n",
+	             "t.yaml:1:8: admin: bad address \"[nope]:80\": not an IPv6 "
+	             "address inside [ ]");
+}
+END_TEST
+
+START_TEST(err_unresolvable)
+{
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    endpoints:\n"
+	             "      - address: \"nosuch.invalid:50051\"\n",
+	             "t.yaml:4:18: services[0].endpoints[0].address: cannot resolve "
+	             "\"nosuch.invalid\": *");
+}
+END_TEST
+
+START_TEST(err_duplicate_service)
+{
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    endpoints: [{address: \"127.0.0.1:1\"}]\n"
+	             "  - name: a.B\n"
+	             "    endpoints: [{address: \"127.0.0.1:1\"}]\n",
+	             "t.yaml:4:11: services[1].name: duplicate service \"a.B\" "
+	             "(also services[0])");
+}
+END_TEST
+
+START_TEST(err_two_catch_all)
+{
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    endpoints: [{address: \"127.0.0.1:1\"}]\n"
+	             "  - name: \"*\"\n"
+	             "    endpoints: [{address: \"127.0.0.1:2\"}]\n",
+	             "t.yaml:4:11: services[1].name: a second catch-all \"*\" "
+	             "(the first is services[0])");
+}
+END_TEST
+
+START_TEST(err_bad_names)
+{
+	expect_error("services:\n"
+	             "  - name: \"pkg..Svc\"\n"
+	             EP,
+	             "t.yaml:2:11: services[0].name: \"pkg..Svc\" is not a "
+	             "fully-qualified gRPC service name (\"package.Service\") or \"*\"");
+	expect_error("services:\n"
+	             "  - name: \"/pkg.Svc/\"\n"
+	             EP,
+	             "t.yaml:2:11: services[0].name: \"/pkg.Svc/\" is not a *");
+	expect_error("services:\n"
+	             "  - endpoints: [{address: \"127.0.0.1:1\"}]\n",
+	             "t.yaml:2:5: services[0].name: is required (\"package.Service\" "
+	             "or \"*\")");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             EP
+	             "    methods: [{name: \"Get/Cart\"}]\n",
+	             "t.yaml:4:22: services[0].methods[0].name: \"Get/Cart\" is not a "
+	             "valid method name");
+}
+END_TEST
+
+START_TEST(err_missing_endpoints)
+{
+	expect_error("services:\n"
+	             "  - name: a.B\n",
+	             "t.yaml:2:5: services[0].endpoints: a service needs at least "
+	             "one endpoint");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    endpoints: []\n",
+	             "t.yaml:3:16: services[0].endpoints: a service needs at least "
+	             "one endpoint");
+	expect_error("listen: \"127.0.0.1:1\"\n",
+	             "t.yaml:1:1: services: at least one service is required");
+}
+END_TEST
+
+START_TEST(err_duplicate_endpoint)
+{
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    endpoints:\n"
+	             "      - address: \"[::1]:50051\"\n"
+	             "      - address: \"[0::1]:50051\"\n",
+	             "t.yaml:5:18: services[0].endpoints[1].address: duplicate "
+	             "endpoint \"[0::1]:50051\" (also endpoints[0])");
+}
+END_TEST
+
+START_TEST(err_tls)
+{
+	char yaml[1024];
+
+	snprintf(yaml, sizeof(yaml),
+	         "services:\n"
+	         "  - name: a.B\n"
+	         "    tls:\n"
+	         "      ca_file: %s/tests/unit/config/fixtures/certs/ca.pem\n"
+	         "      cert_file: %s/tests/unit/config/fixtures/certs/client.pem\n"
+	         EP, srcdir(), srcdir());
+	expect_error(yaml, "t.yaml:5:18: services[0].tls.cert_file: cert_file and "
+	                   "key_file must be set together (mTLS)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    tls:\n"
+	             "      ca_file: /nonexistent/ca.pem\n"
+	             EP,
+	             "t.yaml:4:16: services[0].tls.ca_file: cannot read "
+	             "\"/nonexistent/ca.pem\": No such file or directory");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    tls:\n"
+	             "      server_name: x\n"
+	             EP,
+	             "t.yaml:4:7: services[0].tls.ca_file: is required when tls is set");
+}
+END_TEST
+
+START_TEST(err_hash_key_on_round_robin)
+{
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    hash_key:\n"
+	             "      header: x-user\n"
+	             EP,
+	             "t.yaml:4:7: services[0].hash_key: policy ROUND_ROBIN does not "
+	             "use a hash key");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             EP
+	             "    methods:\n"
+	             "      - name: Get\n"
+	             "        hash_key: {field: \"1\"}\n",
+	             "t.yaml:6:19: services[0].methods[0].hash_key: policy ROUND_ROBIN "
+	             "does not use a hash key");
+}
+END_TEST
+
+START_TEST(err_hashing_without_key)
+{
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb:\n"
+	             "      policy: CONSISTENT_HASH\n"
+	             EP,
+	             "t.yaml:4:15: services[0].lb.policy: policy CONSISTENT_HASH needs "
+	             "a hash_key (on the service or its methods)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             EP
+	             "    methods:\n"
+	             "      - name: Get\n"
+	             "        lb: {policy: MAGLEV}\n",
+	             "t.yaml:6:22: services[0].methods[0].lb.policy: policy MAGLEV "
+	             "needs a hash_key (on the method or its service)");
+}
+END_TEST
+
+START_TEST(err_hash_key_shape)
+{
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CONSISTENT_HASH}\n"
+	             "    hash_key:\n"
+	             "      field: \"2..1\"\n"
+	             EP,
+	             "t.yaml:5:14: services[0].hash_key.field: bad field path \"2..1\": "
+	             "expected field numbers separated by '.', e.g. \"2.1\"");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CONSISTENT_HASH}\n"
+	             "    hash_key:\n"
+	             "      field: \"0\"\n"
+	             EP,
+	             "t.yaml:5:14: services[0].hash_key.field: bad field path \"0\": "
+	             "field number out of range 1..536870911");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CONSISTENT_HASH}\n"
+	             "    hash_key:\n"
+	             "      field: \"536870912\"\n"
+	             EP,
+	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
+	             "\"536870912\": field number out of range 1..536870911");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CONSISTENT_HASH}\n"
+	             "    hash_key:\n"
+	             "      field: \"1.2.3.4.5.6.7.8.9\"\n"
+	             EP,
+	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
+	             "\"1.2.3.4.5.6.7.8.9\": path deeper than 8 fields");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CONSISTENT_HASH}\n"
+	             "    hash_key:\n"
+	             "      header: \":authority\"\n"
+	             EP,
+	             "t.yaml:5:15: services[0].hash_key.header: \":authority\" is a "
+	             "pseudo-header; use a metadata key");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CONSISTENT_HASH}\n"
+	             "    hash_key:\n"
+	             "      header: \"x user\"\n"
+	             EP,
+	             "t.yaml:5:15: services[0].hash_key.header: \"x user\" is not a "
+	             "valid HTTP/2 field name (RFC 9110 §5.6.2)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CONSISTENT_HASH}\n"
+	             "    hash_key:\n"
+	             "      header: x\n"
+	             "      field: \"1\"\n"
+	             EP,
+	             "t.yaml:6:14: services[0].hash_key: set exactly one of header "
+	             "or field, not both");
+}
+END_TEST
+
+START_TEST(err_policy_options)
+{
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: ROUND_ROBIN, choice_count: 3}\n"
+	             EP,
+	             "t.yaml:3:45: services[0].lb.choice_count: policy ROUND_ROBIN "
+	             "does not use choice_count");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: RANDOM, decay: 5s}\n"
+	             EP,
+	             "t.yaml:3:33: services[0].lb.decay: policy RANDOM does not use decay");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: PEAK_EWMA, bounded_load_factor: 2}\n"
+	             EP,
+	             "t.yaml:3:50: services[0].lb.bounded_load_factor: policy "
+	             "PEAK_EWMA does not use bounded_load_factor");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    hash_key: {header: x}\n"
+	             "    lb: {policy: MAGLEV, table_size: 65536}\n"
+	             EP,
+	             "t.yaml:4:38: services[0].lb.table_size: must be a prime of at "
+	             "most 16777259, got 65536");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    hash_key: {header: x}\n"
+	             "    lb: {policy: MAGLEV, bounded_load_factor: 1.0}\n"
+	             EP,
+	             "t.yaml:4:47: services[0].lb.bounded_load_factor: must be 0 "
+	             "(unbounded) or greater than 1");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    warmup: {duration: 30s}\n"
+	             EP,
+	             "t.yaml:3:13: services[0].warmup: policy ROUND_ROBIN does not "
+	             "apply warmup");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    endpoints:\n"
+	             "      - address: \"127.0.0.1:1\"\n"
+	             "      - address: \"127.0.0.1:2\"\n"
+	             "        weight: 50\n",
+	             "t.yaml:6:17: services[0].endpoints[1].weight: policy ROUND_ROBIN "
+	             "ignores endpoint weights (use a weighted policy)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: WEIGHTED_RANDOM}\n"
+	             "    warmup: {duration: 30s, aggression: 2}\n"
+	             EP,
+	             "t.yaml:4:41: services[0].warmup.aggression: applies only to "
+	             "curve SLOW_START");
+}
+END_TEST
+
+START_TEST(err_duplicate_method)
+{
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             EP
+	             "    methods:\n"
+	             "      - name: Get\n"
+	             "      - name: Get\n",
+	             "t.yaml:6:15: services[0].methods[1].name: duplicate method "
+	             "\"Get\" (also methods[0])");
+}
+END_TEST
+
+START_TEST(err_all_collected_in_file_order)
+{
+	const char *yaml =
+		"listn: x\n"
+		"services:\n"
+		"  - name: a.B\n"
+		"    lb: {policy: NOPE}\n"
+		"    endpoints: [{address: \"127.0.0.1\"}]\n"
+		"  - name: a.B\n"
+		"    endpoints: [{address: \"127.0.0.1:1\"}]\n";
+	struct mtd_cfg *cfg;
+	struct mtd_cfg_errors errs = { 0 };
+
+	ck_assert_int_eq(mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml),
+	                                     MTD_CFG_FORMAT_YAML, &cfg, &errs),
+	                 -EINVAL);
+	ck_assert_uint_eq(errs.n, 4);
+	ck_assert(matches(errs.msgs[0], "t.yaml:1:1: listn: unknown field *"));
+	ck_assert(matches(errs.msgs[1], "t.yaml:4:18: services[0].lb.policy: unknown value \"NOPE\" *"));
+	ck_assert(matches(errs.msgs[2], "t.yaml:5:27: services[0].endpoints[0].address: bad address *"));
+	ck_assert(matches(errs.msgs[3], "t.yaml:6:11: services[1].name: duplicate service *"));
+	mtd_cfg_errors_clear(&errs);
+}
+END_TEST
+
+START_TEST(err_syntax)
+{
+	expect_error("services: [\n", "t.yaml:2:1: syntax error: *");
+	expect_error("a: 1\n---\nb: 2\n", "t.yaml:3:1: only one YAML document is allowed");
+}
+END_TEST
+
+START_TEST(err_binary)
+{
+	static const char *const garbage[] = {
+		"t.bin: not a valid serialized maitred.config.v1.Config", NULL
+	};
+	static const char *const no_eps[] = {
+		"t.pb: services[0].endpoints: a service needs at least one endpoint", NULL
+	};
+	Maitred__Config__V1__Config c = MAITRED__CONFIG__V1__CONFIG__INIT;
+	Maitred__Config__V1__Service s = MAITRED__CONFIG__V1__SERVICE__INIT;
+	Maitred__Config__V1__Service *ss[] = { &s };
+	uint8_t buf[256];
+	size_t n;
+
+	expect_errors_fmt("t.bin", "\xff\xff\xff\xff", 4, MTD_CFG_FORMAT_BINARY, garbage);
+	s.name = (char *)"a.B";
+	c.n_services = 1;
+	c.services = ss;
+	n = protobuf_c_message_pack(&c.base, buf);
+	expect_errors_fmt("t.pb", buf, n, MTD_CFG_FORMAT_BINARY, no_eps);
+}
+END_TEST
+
+START_TEST(err_file_missing)
+{
+	struct mtd_cfg *cfg;
+	struct mtd_cfg_errors errs = { 0 };
+
+	ck_assert_int_eq(mtd_cfg_load_file("/nonexistent/m.yaml", MTD_CFG_FORMAT_AUTO,
+	                                   &cfg, &errs),
+	                 -ENOENT);
+	ck_assert_ptr_null(cfg);
+	ck_assert_uint_eq(errs.n, 1);
+	ck_assert_str_eq(errs.msgs[0], "/nonexistent/m.yaml: cannot open: No such "
+	                               "file or directory");
+	mtd_cfg_errors_clear(&errs);
+}
+END_TEST
+
+/* ---- positive ------------------------------------------------------------ */
+
+START_TEST(ok_defaults)
+{
+	struct mtd_cfg *cfg = load_ok("services: [{name: \"*\", endpoints: "
+	                              "[{address: \"127.0.0.1:50051\"}]}]\n");
+	const struct mtd_cfg_service *s = &cfg->services[0];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	ck_assert_str_eq(cfg->source, "t.yaml");
+	ck_assert_str_eq(cfg->listen.text, "127.0.0.1:15001");
+	ck_assert_str_eq(cfg->listen.host, "127.0.0.1");
+	ck_assert_uint_eq(cfg->listen.port, 15001);
+	ck_assert_int_eq(cfg->listen.sa.ss_family, AF_INET);
+	ck_assert_ptr_null(cfg->admin);
+	ck_assert_uint_eq(cfg->workers, cpus < 1 ? 1 : (unsigned)cpus);
+	ck_assert_uint_eq(cfg->downstream.max_concurrent_streams, 1024);
+	ck_assert_uint_eq(cfg->downstream.initial_window_size, 1u << 20);
+	ck_assert_uint_eq(cfg->downstream.max_header_list_size, 65536);
+	ck_assert_uint_eq(cfg->downstream.max_message_size, 64u << 20);
+	ck_assert_uint_eq(cfg->downstream.reset_burst, 10000);
+	ck_assert_uint_eq(cfg->downstream.reset_rate, 1000);
+	ck_assert_int_eq(cfg->downstream.idle_timeout_ms, 600000);
+	ck_assert_int_eq(cfg->drain_timeout_ms, 15000);
+	ck_assert_uint_eq(cfg->n_services, 1);
+	ck_assert_str_eq(s->name, "*");
+	ck_assert_str_eq(s->lb.ops->name, "ROUND_ROBIN");
+	ck_assert_uint_eq(s->lb.choice_count, 2);
+	ck_assert(s->lb.active_request_bias == 1.0);
+	ck_assert_uint_eq(s->lb.ring_points, 160);
+	ck_assert_uint_eq(s->lb.table_size, 65537);
+	ck_assert(s->lb.bounded_load_factor == 0);
+	ck_assert_int_eq(s->lb.decay_ms, 10000);
+	ck_assert_int_eq(s->lb.warmup.duration_ms, 0);
+	ck_assert_int_eq(s->lb.warmup.curve, MTD_LB_WARMUP_LINEAR);
+	ck_assert(s->lb.warmup.aggression == 1.0);
+	ck_assert(s->lb.warmup.min_weight_percent == 10);
+	ck_assert_uint_eq(s->lb.n_workers, cfg->workers);
+	ck_assert_int_eq(s->hash_key.kind, MTD_CFG_HASH_NONE);
+	ck_assert_ptr_null(s->tls);
+	ck_assert_uint_eq(s->n_endpoints, 1);
+	ck_assert_int_eq(s->endpoints[0].weight, 100);
+	ck_assert_uint_eq(s->endpoints[0].addr.port, 50051);
+	ck_assert_uint_eq(s->n_methods, 0);
+	ck_assert_int_eq(s->upstream.connect_timeout_ms, 2000);
+	ck_assert_int_eq(s->upstream.idle_timeout_ms, 300000);
+	ck_assert_int_eq(s->upstream.keepalive_interval_ms, 30000);
+	ck_assert_int_eq(s->upstream.keepalive_timeout_ms, 10000);
+	ck_assert_uint_eq(s->upstream.max_connections, 4);
+	ck_assert_uint_eq(s->upstream.max_concurrent_streams, 100);
+	ck_assert_uint_eq(s->upstream.max_pending, 1024);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(ok_yaml_values2)
+{
+	struct mtd_cfg *cfg = load_ok(
+		"listen: \"[::1]:15001\"\n"
+		"admin: \"localhost:15000\"\n"
+		"workers: \"3\"\n"
+		"drain_timeout: 1m30s\n"
+		"downstream: {initial_window_size: 2147483647, idle_timeout: 250ms}\n"
+		"services:\n"
+		"  - name: grpc.testing.TestService\n"
+		"    lb: {policy: 10}\n"
+		"    endpoints: &eps\n"
+		"      - address: \"127.0.0.1:50051\"\n"
+		"        weight: 0\n"
+		"      - {address: \"127.0.0.1:50052\", weight: 300}\n"
+		"    upstream: {keepalive_interval: 0s, connect_timeout: 1.5s}\n"
+		"  - name: other.Svc\n"
+		"    endpoints: *eps\n"
+		"    lb: {policy: SMOOTH_WEIGHTED_ROUND_ROBIN}\n"
+		"    warmup: {duration: 2m, curve: SLOW_START, aggression: 0.5, "
+		"min_weight_percent: 25}\n");
+	const struct mtd_cfg_service *s0 = &cfg->services[0], *s1 = &cfg->services[1];
+
+	ck_assert_int_eq(cfg->listen.sa.ss_family, AF_INET6);
+	ck_assert_str_eq(cfg->listen.host, "::1");
+	ck_assert_ptr_nonnull(cfg->admin);
+	ck_assert_str_eq(cfg->admin->host, "localhost");
+	ck_assert_uint_eq(cfg->admin->port, 15000);
+	ck_assert_uint_eq(cfg->workers, 3);
+	ck_assert_int_eq(cfg->drain_timeout_ms, 90000);
+	ck_assert_uint_eq(cfg->downstream.initial_window_size, 2147483647u);
+	ck_assert_int_eq(cfg->downstream.idle_timeout_ms, 250);
+	ck_assert_str_eq(s0->lb.ops->name, "SHORTEST_RESPONSE");
+	ck_assert_uint_eq(s0->lb.n_workers, 3);
+	ck_assert_int_eq(s0->endpoints[0].weight, 0);
+	ck_assert_int_eq(s0->endpoints[1].weight, 300);
+	ck_assert_int_eq(s0->upstream.keepalive_interval_ms, 30000);
+	ck_assert_int_eq(s0->upstream.connect_timeout_ms, 1500);
+	ck_assert_uint_eq(s1->n_endpoints, 2);
+	ck_assert_int_eq(s1->endpoints[1].weight, 300);
+	ck_assert_int_eq(s1->lb.warmup.duration_ms, 120000);
+	ck_assert_int_eq(s1->lb.warmup.curve, MTD_LB_WARMUP_SLOW_START);
+	ck_assert(s1->lb.warmup.aggression == 0.5);
+	ck_assert(s1->lb.warmup.min_weight_percent == 25);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(ok_lower_camel)
+{
+	struct mtd_cfg *cfg = load_ok(
+		"drainTimeout: 2s\n"
+		"downstream: {maxConcurrentStreams: 7, initialWindowSize: 65535}\n"
+		"services:\n"
+		"  - name: a.B\n"
+		"    lb: {policy: LEAST_REQUEST, choiceCount: 5, activeRequestBias: 0.5}\n"
+		"    hashKey: {header: X-Tenant, onMissing: FAIL}\n"
+		"    endpoints: [{address: \"127.0.0.1:1\"}]\n"
+		"    methods:\n"
+		"      - name: Get\n"
+		"        lb: {policy: CONSISTENT_HASH, ringPoints: 10, boundedLoadFactor: 1.5}\n");
+	const struct mtd_cfg_service *s = &cfg->services[0];
+	const struct mtd_cfg_method *m = mtd_cfg_service_method(s, "Get", 3);
+
+	ck_assert_int_eq(cfg->drain_timeout_ms, 2000);
+	ck_assert_uint_eq(cfg->downstream.max_concurrent_streams, 7);
+	ck_assert_uint_eq(cfg->downstream.initial_window_size, 65535);
+	ck_assert_uint_eq(s->lb.choice_count, 5);
+	ck_assert(s->lb.active_request_bias == 0.5);
+	ck_assert_int_eq(s->hash_key.kind, MTD_CFG_HASH_HEADER);
+	ck_assert_str_eq(s->hash_key.header, "x-tenant");
+	ck_assert(s->hash_key.fail_on_missing);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(m->lb.ops->name, "CONSISTENT_HASH");
+	ck_assert_uint_eq(m->lb.ring_points, 10);
+	ck_assert(m->lb.bounded_load_factor == 1.5);
+	ck_assert_str_eq(m->hash_key.header, "x-tenant");
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(ok_method_inheritance)
+{
+	struct mtd_cfg *cfg = load_ok(
+		"services:\n"
+		"  - name: a.B\n"
+		"    lb: {policy: CONSISTENT_HASH, ring_points: 50}\n"
+		"    hash_key: {header: X-User}\n"
+		"    endpoints: [{address: \"127.0.0.1:1\", weight: 5}]\n"
+		"    methods:\n"
+		"      - name: M2\n"
+		"        hash_key: {field: \"2.1\", on_missing: FAIL}\n"
+		"      - name: M1\n"
+		"      - name: M3\n"
+		"        lb: {policy: ROUND_ROBIN}\n");
+	const struct mtd_cfg_service *s = &cfg->services[0];
+	const struct mtd_cfg_method *m1, *m2, *m3;
+
+	ck_assert_uint_eq(s->n_methods, 3);
+	/* sorted by name for the per-call binary search */
+	ck_assert_str_eq(s->methods[0].name, "M1");
+	ck_assert_str_eq(s->methods[2].name, "M3");
+	m1 = mtd_cfg_service_method(s, "M1xyz", 2); /* not NUL-terminated */
+	m2 = mtd_cfg_service_method(s, "M2", 2);
+	m3 = mtd_cfg_service_method(s, "M3", 2);
+	ck_assert_ptr_null(mtd_cfg_service_method(s, "M", 1));
+	ck_assert_ptr_null(mtd_cfg_service_method(s, "M4", 2));
+	ck_assert_ptr_nonnull(m1);
+	ck_assert_ptr_nonnull(m2);
+	ck_assert_ptr_nonnull(m3);
+	/* M1: the service's lb and hash key, whole */
+	ck_assert_ptr_eq(m1->lb.ops, s->lb.ops);
+	ck_assert_uint_eq(m1->lb.ring_points, 50);
+	ck_assert_int_eq(m1->hash_key.kind, MTD_CFG_HASH_HEADER);
+	ck_assert_str_eq(m1->hash_key.header, "x-user");
+	ck_assert_ptr_ne(m1->hash_key.header, s->hash_key.header); /* own copy */
+	/* M2: the service's lb, its own key */
+	ck_assert_uint_eq(m2->lb.ring_points, 50);
+	ck_assert_int_eq(m2->hash_key.kind, MTD_CFG_HASH_FIELD);
+	ck_assert_uint_eq(m2->hash_key.field_depth, 2);
+	ck_assert_uint_eq(m2->hash_key.field_path[0], 2);
+	ck_assert_uint_eq(m2->hash_key.field_path[1], 1);
+	ck_assert(m2->hash_key.fail_on_missing);
+	/* M3: its own lb, defaults applied */
+	ck_assert_str_eq(m3->lb.ops->name, "ROUND_ROBIN");
+	ck_assert_uint_eq(m3->lb.ring_points, 160);
+	ck_assert_uint_eq(m3->lb.n_workers, cfg->workers);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(ok_json)
+{
+	char path[PATH_MAX];
+	struct mtd_cfg *cfg;
+	struct mtd_cfg_errors errs = { 0 };
+	const char *json =
+		"{\"services\": [{\"name\": \"a.B\", \"endpoints\": [{\"address\":"
+		"\"127.0.0.1:1\"}], \"upstream\": {\"maxPending\": \"12\", "
+		"\"idleTimeout\": \"3.000000001s\"}}], \"workers\": 1e0}";
+
+	cfg = load_ok(json);
+	ck_assert_uint_eq(cfg->workers, 1);
+	ck_assert_uint_eq(cfg->services[0].upstream.max_pending, 12);
+	ck_assert_int_eq(cfg->services[0].upstream.idle_timeout_ms, 3000);
+	mtd_cfg_free(cfg);
+
+	snprintf(path, sizeof(path), "%s/tests/unit/config/fixtures/good.json", srcdir());
+	ck_assert_int_eq(mtd_cfg_load_file(path, MTD_CFG_FORMAT_AUTO, &cfg, &errs), 0);
+	ck_assert_uint_eq(cfg->workers, 3);
+	ck_assert_uint_eq(cfg->listen.port, 15002);
+	ck_assert_str_eq(cfg->services[0].lb.ops->name, "LEAST_REQUEST");
+	ck_assert_uint_eq(cfg->services[0].lb.choice_count, 3);
+	ck_assert_int_eq(cfg->services[0].endpoints[0].weight, 7);
+	/* a UTF-16 surrogate pair escape, which libyaml alone rejects */
+	ck_assert_str_eq(cfg->services[0].tls->server_name, "\xf0\x9f\x98\x80.example");
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(ok_file_relative_tls)
+{
+	char path[PATH_MAX], ca[PATH_MAX];
+	struct mtd_cfg *cfg;
+	struct mtd_cfg_errors errs = { 0 };
+
+	snprintf(path, sizeof(path), "%s/tests/unit/config/fixtures/good.yaml", srcdir());
+	snprintf(ca, sizeof(ca), "%s/tests/unit/config/fixtures/certs/ca.pem", srcdir());
+	ck_assert_int_eq(mtd_cfg_load_file(path, MTD_CFG_FORMAT_AUTO, &cfg, &errs), 0);
+	ck_assert_str_eq(cfg->source, path);
+	ck_assert_str_eq(cfg->services[0].tls->ca_file, ca);
+	ck_assert_ptr_null(cfg->services[0].tls->server_name);
+	ck_assert_int_eq(cfg->drain_timeout_ms, 1500);
+	ck_assert_int_eq(cfg->listen.sa.ss_family, AF_INET6);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+static uint8_t *pack_sample(size_t *n)
+{
+	Maitred__Config__V1__Config c = MAITRED__CONFIG__V1__CONFIG__INIT;
+	Maitred__Config__V1__Service s = MAITRED__CONFIG__V1__SERVICE__INIT;
+	Maitred__Config__V1__LoadBalancing lb = MAITRED__CONFIG__V1__LOAD_BALANCING__INIT;
+	Maitred__Config__V1__Endpoint e1 = MAITRED__CONFIG__V1__ENDPOINT__INIT;
+	Maitred__Config__V1__Endpoint e2 = MAITRED__CONFIG__V1__ENDPOINT__INIT;
+	Maitred__Config__V1__Method m = MAITRED__CONFIG__V1__METHOD__INIT;
+	Google__Protobuf__UInt32Value w = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
+	Google__Protobuf__Duration dt = GOOGLE__PROTOBUF__DURATION__INIT;
+	Maitred__Config__V1__Service *ss[] = { &s };
+	Maitred__Config__V1__Endpoint *eps[] = { &e1, &e2 };
+	Maitred__Config__V1__Method *ms[] = { &m };
+	uint8_t *buf;
+
+	c.listen = (char *)"127.0.0.1:15009";
+	c.workers = 2;
+	dt.seconds = 3;
+	dt.nanos = 500000000;
+	c.drain_timeout = &dt;
+	s.name = (char *)"pkg.Svc";
+	lb.policy = MAITRED__CONFIG__V1__LOAD_BALANCING__POLICY__WEIGHTED_RANDOM;
+	s.lb = &lb;
+	e1.address = (char *)"127.0.0.1:50051";
+	w.value = 5;
+	e1.weight = &w;
+	e2.address = (char *)"127.0.0.1:50052";
+	s.n_endpoints = 2;
+	s.endpoints = eps;
+	m.name = (char *)"Get";
+	s.n_methods = 1;
+	s.methods = ms;
+	c.n_services = 1;
+	c.services = ss;
+	*n = protobuf_c_message_get_packed_size(&c.base);
+	buf = malloc(*n);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(protobuf_c_message_pack(&c.base, buf), *n);
+	return buf;
+}
+
+START_TEST(ok_binary_round_trip)
+{
+	size_t n;
+	uint8_t *buf = pack_sample(&n);
+	struct mtd_cfg *cfg;
+	struct mtd_cfg_errors errs = { 0 };
+
+	/* AUTO: sniffed as binary */
+	ck_assert_int_eq(mtd_cfg_load_buffer("t.pb", buf, n, MTD_CFG_FORMAT_AUTO,
+	                                     &cfg, &errs), 0);
+	ck_assert_uint_eq(cfg->listen.port, 15009);
+	ck_assert_uint_eq(cfg->workers, 2);
+	ck_assert_int_eq(cfg->drain_timeout_ms, 3500);
+	ck_assert_str_eq(cfg->services[0].name, "pkg.Svc");
+	ck_assert_str_eq(cfg->services[0].lb.ops->name, "WEIGHTED_RANDOM");
+	ck_assert_int_eq(cfg->services[0].endpoints[0].weight, 5);
+	ck_assert_int_eq(cfg->services[0].endpoints[1].weight, 100);
+	ck_assert_str_eq(cfg->services[0].methods[0].lb.ops->name, "WEIGHTED_RANDOM");
+	mtd_cfg_free(cfg);
+	ck_assert_int_eq(mtd_cfg_load_buffer("t", buf, n, MTD_CFG_FORMAT_BINARY,
+	                                     &cfg, &errs), 0);
+	mtd_cfg_free(cfg);
+	free(buf);
+}
+END_TEST
+
+START_TEST(ok_embedded_default)
+{
+	struct mtd_cfg *cfg;
+	struct mtd_cfg_errors errs = { 0 };
+
+	ck_assert_int_eq(mtd_cfg_load_file(NULL, MTD_CFG_FORMAT_AUTO, &cfg, &errs), 0);
+	ck_assert_str_eq(cfg->source, "<embedded default>");
+	ck_assert_str_eq(cfg->listen.text, "127.0.0.1:15001");
+	ck_assert_uint_eq(cfg->workers, 1);
+	ck_assert_uint_eq(cfg->n_services, 1);
+	ck_assert_str_eq(cfg->services[0].name, "*");
+	ck_assert_str_eq(cfg->services[0].lb.ops->name, "ROUND_ROBIN");
+	ck_assert_uint_eq(cfg->services[0].n_endpoints, 3);
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert_str_eq(cfg->services[0].endpoints[i].addr.host, "127.0.0.1");
+		ck_assert_uint_eq(cfg->services[0].endpoints[i].addr.port, 50051 + i);
+	}
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+/* The example's TLS files are "certs/..." relative to the config; the
+ * fixtures directory has such files, so load it from there. */
+static char *example(size_t *len)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/deploy/maitred.example.yaml", srcdir());
+	return slurp(path, len);
+}
+
+START_TEST(ok_example_file)
+{
+	char dir[PATH_MAX];
+	size_t len;
+	char *text = example(&len);
+	struct mtd_cfg *cfg;
+	struct mtd_cfg_errors errs = { 0 };
+	const struct mtd_cfg_service *cart;
+	const struct mtd_cfg_method *m;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/tests/unit/config/fixtures", srcdir());
+	ck_assert_int_eq(chdir(dir), 0);
+	rc = mtd_cfg_load_buffer("maitred.example.yaml", text, len,
+	                         MTD_CFG_FORMAT_AUTO, &cfg, &errs);
+	for (size_t i = 0; i < errs.n; i++)
+		fprintf(stderr, "example: %s\n", errs.msgs[i]);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(cfg->n_services, 3);
+	ck_assert_ptr_nonnull(cfg->admin);
+	ck_assert_str_eq(cfg->services[0].tls->ca_file, "certs/ca.pem");
+	ck_assert_str_eq(cfg->services[0].tls->server_name, "svc.example");
+	ck_assert_str_eq(cfg->services[0].tls->key_file, "certs/client.key");
+	ck_assert_int_eq(cfg->services[0].endpoints[1].addr.sa.ss_family, AF_INET6);
+	cart = &cfg->services[1];
+	ck_assert_int_eq(cart->lb.warmup.duration_ms, 60000);
+	m = mtd_cfg_service_method(cart, "GetCart", 7);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(m->lb.ops->name, "CONSISTENT_HASH");
+	ck_assert_str_eq(m->hash_key.header, "x-user-id");
+	ck_assert_int_eq(m->lb.warmup.duration_ms, 60000);
+	m = mtd_cfg_service_method(cart, "Checkout", 8);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(m->hash_key.kind, MTD_CFG_HASH_FIELD);
+	ck_assert(m->hash_key.fail_on_missing);
+	ck_assert_str_eq(cfg->services[2].name, "*");
+	mtd_cfg_free(cfg);
+	free(text);
+}
+END_TEST
+
+START_TEST(ok_durations)
+{
+	static const struct {
+		const char *text;
+		int64_t s;
+		int32_t ns;
+	} ok[] = {
+		{ "1.5s", 1, 500000000 }, { "-1.5s", -1, -500000000 },
+		{ "250ms", 0, 250000000 }, { "100us", 0, 100000 },
+		{ "10ns", 0, 10 }, { "2m", 120, 0 }, { "1h", 3600, 0 },
+		{ "1m30s", 90, 0 }, { "0.000000001s", 0, 1 }, { "0s", 0, 0 },
+		{ "1.5m", 90, 0 }, { "3.0000000019s", 3, 1 },
+	};
+	static const char *const bad[] = { "", "s", "1", "1x", "1.s5", "--1s",
+		"1 s", "99999999999999999999h" };
+	int64_t s;
+	int32_t ns;
+	const char *why;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		ck_assert_msg(mtd_cfg__parse_duration(ok[i].text, &s, &ns, &why) == 0,
+		              "%s", ok[i].text);
+		ck_assert_int_eq(s, ok[i].s);
+		ck_assert_int_eq(ns, ok[i].ns);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(mtd_cfg__parse_duration(bad[i], &s, &ns, &why) == -EINVAL,
+		              "%s", bad[i]);
+}
+END_TEST
+
+/* ---- out of memory ----------------------------------------------------- */
+
+/* Fail allocation 1, 2, 3, ... until a load needs no more: each must end in
+ * -ENOMEM (never a crash, never a leak: ASan/LSan check the rest). */
+static void oom_loop(const void *data, size_t len, enum mtd_cfg_format fmt,
+                     int want_rc)
+{
+	unsigned long n;
+
+	for (n = 1; n < 100000; n++) {
+		struct mtd_cfg *cfg = (struct mtd_cfg *)1;
+		struct mtd_cfg_errors errs = { 0 };
+		int rc;
+
+		mtd_cfg__fail_alloc_after(n);
+		rc = mtd_cfg_load_buffer("oom.yaml", data, len, fmt, &cfg, &errs);
+		if (!mtd_cfg__alloc_failed()) {
+			mtd_cfg__fail_alloc_after(0);
+			ck_assert_int_eq(rc, want_rc);
+			mtd_cfg_free(cfg);
+			mtd_cfg_errors_clear(&errs);
+			break;
+		}
+		mtd_cfg__fail_alloc_after(0);
+		ck_assert_msg(rc == -ENOMEM, "allocation %lu: rc %d", n, rc);
+		ck_assert_ptr_null(cfg);
+		mtd_cfg_errors_clear(&errs);
+	}
+	ck_assert_uint_gt(n, 20);
+	ck_assert_uint_lt(n, 100000);
+}
+
+START_TEST(oom_example)
+{
+	char dir[PATH_MAX];
+	size_t len;
+	char *text = example(&len);
+
+	snprintf(dir, sizeof(dir), "%s/tests/unit/config/fixtures", srcdir());
+	ck_assert_int_eq(chdir(dir), 0);
+	oom_loop(text, len, MTD_CFG_FORMAT_YAML, 0);
+	free(text);
+}
+END_TEST
+
+START_TEST(oom_errors)
+{
+	const char *yaml = "listn: x\n"
+	                   "services:\n"
+	                   "  - name: a.B\n"
+	                   "    lb: {policy: NOPE, choiceCount: 3}\n"
+	                   "    endpoints: [{address: \"127.0.0.1\"}]\n"
+	                   "  - name: a.B\n"
+	                   "    endpoints: [{address: \"127.0.0.1:1\"}]\n";
+
+	oom_loop(yaml, strlen(yaml), MTD_CFG_FORMAT_YAML, -EINVAL);
+}
+END_TEST
+
+START_TEST(oom_json_and_binary)
+{
+	size_t n;
+	uint8_t *buf = pack_sample(&n);
+	const char *json = "{\"services\": [{\"name\": \"a.B\", \"tls\": {\"caFile\":"
+	                   "\"/nonexistent\", \"serverName\": \"\\ud83d\\ude00\"},"
+	                   "\"endpoints\": [{\"address\": \"127.0.0.1:1\"}]}]}";
+
+	oom_loop(buf, n, MTD_CFG_FORMAT_BINARY, 0);
+	oom_loop(json, strlen(json), MTD_CFG_FORMAT_JSON, -EINVAL);
+	free(buf);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *errors = tcase_create("errors");
+	TCase *ok = tcase_create("ok");
+	TCase *oom = tcase_create("oom");
+
+	tcase_add_test(errors, err_unknown_key);
+	tcase_add_test(errors, err_duplicate_key);
+	tcase_add_test(errors, err_wrong_type);
+	tcase_add_test(errors, err_bad_enum);
+	tcase_add_test(errors, err_bad_duration);
+	tcase_add_test(errors, err_out_of_range);
+	tcase_add_test(errors, err_bad_address);
+	tcase_add_test(errors, err_unresolvable);
+	tcase_add_test(errors, err_duplicate_service);
+	tcase_add_test(errors, err_two_catch_all);
+	tcase_add_test(errors, err_bad_names);
+	tcase_add_test(errors, err_missing_endpoints);
+	tcase_add_test(errors, err_duplicate_endpoint);
+	tcase_add_test(errors, err_tls);
+	tcase_add_test(errors, err_hash_key_on_round_robin);
+	tcase_add_test(errors, err_hashing_without_key);
+	tcase_add_test(errors, err_hash_key_shape);
+	tcase_add_test(errors, err_policy_options);
+	tcase_add_test(errors, err_duplicate_method);
+	tcase_add_test(errors, err_all_collected_in_file_order);
+	tcase_add_test(errors, err_syntax);
+	tcase_add_test(errors, err_binary);
+	tcase_add_test(errors, err_file_missing);
+	suite_add_tcase(s, errors);
+
+	tcase_add_test(ok, ok_defaults);
+	tcase_add_test(ok, ok_yaml_values2);
+	tcase_add_test(ok, ok_lower_camel);
+	tcase_add_test(ok, ok_method_inheritance);
+	tcase_add_test(ok, ok_json);
+	tcase_add_test(ok, ok_file_relative_tls);
+	tcase_add_test(ok, ok_binary_round_trip);
+	tcase_add_test(ok, ok_embedded_default);
+	tcase_add_test(ok, ok_example_file);
+	tcase_add_test(ok, ok_durations);
+	suite_add_tcase(s, ok);
+
+	tcase_set_timeout(oom, 300);
+	tcase_add_test(oom, oom_example);
+	tcase_add_test(oom, oom_errors);
+	tcase_add_test(oom, oom_json_and_binary);
+	suite_add_tcase(s, oom);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(config_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
