@@ -42,8 +42,9 @@ struct mtd_cfg_endpoint {
 	int32_t weight;               /* default 100 */
 };
 
+/* File names are resolved against the config file's directory. */
 struct mtd_cfg_tls {
-	char *ca_file;                /* required */
+	char *ca_file;                /* required, readable at load */
 	char *server_name;            /* NULL = endpoint host */
 	char *cert_file, *key_file;   /* both or neither */
 };
@@ -71,7 +72,7 @@ struct mtd_cfg_service {
 	struct mtd_cfg_tls *tls;      /* NULL = h2c upstream */
 	struct mtd_cfg_endpoint *endpoints;
 	size_t n_endpoints;           /* >= 1 */
-	struct mtd_cfg_method *methods;
+	struct mtd_cfg_method *methods; /* sorted by name (strcmp) */
 	size_t n_methods;
 	struct mtd_cfg_upstream upstream;
 };
