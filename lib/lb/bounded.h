@@ -48,7 +48,9 @@ static inline bool mtd_lb__bound_has_room(const struct mtd_lb__bound *b,
 {
 	if (!b->on)
 		return true;
-	return (double)mtd_lb__active(ep) < ceil(b->per_weight * w);
+	/* The epsilon keeps float noise from lifting an exact integer
+	 * share to the next one: the bound errs on the strict side. */
+	return (double)mtd_lb__active(ep) < ceil(b->per_weight * w - 1e-9);
 }
 
 #endif

@@ -127,6 +127,12 @@ int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w,
 int mtd_lb__uniform_list(const uint32_t *list, size_t m,
                          const struct mtd_lb_pick_ctx *ctx);
 
+/* The same over list minus the entry `avoid` (an index that appears
+ * exactly once in list, or -1): the second, distinct candidate of a power of
+ * two choices. Returns avoid itself only when it is the sole eligible. */
+int mtd_lb__uniform_list_other(const uint32_t *list, size_t m,
+                               const struct mtd_lb_pick_ctx *ctx, int avoid);
+
 /* Indices of eps with weight > 0, or of all of them when none has
  * (lb-impl.h "last resort"). Allocated; *m receives the count. NULL on
  * allocation failure. */

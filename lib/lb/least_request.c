@@ -1,5 +1,5 @@
 /* LEAST_REQUEST (Envoy least_request): sample choice_count eligible
- * endpoints uniformly (a repeat of the current best is redrawn) and keep the one with the highest
+ * endpoints uniformly (never the current best again) and keep the one with the highest
  *     score = weight / (active + 1) ^ active_request_bias
  * (weight warmed). With equal weights this is the power of d choices on
  * calls in flight; with weights it drives active_i / weight_i level across
@@ -81,13 +81,11 @@ static int lr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	int best = -1;
 
 	for (uint32_t k = 0; k < s->choices; k++) {
-		int i = mtd_lb__uniform_list(s->pos, s->m, ctx);
+		/* Never the best so far again: a repeat would make the
+		 * choice blind (half the time with two endpoints). */
+		int i = mtd_lb__uniform_list_other(s->pos, s->m, ctx, best);
 		double sc;
 
-		/* A repeat of the best so far is redrawn a few times, or the
-		 * choice would often be blind with few endpoints. */
-		for (int retry = 0; i == best && retry < 4; retry++)
-			i = mtd_lb__uniform_list(s->pos, s->m, ctx);
 		if (i < 0)
 			break;
 		sc = lr_score(s, (size_t)i, ctx->now_ms);

@@ -14,7 +14,14 @@ lib_libmaitred_a_SOURCES += \
 
 # One Check suite per strategy/module (tests/unit/lb/test_<name>.c).
 LB_UNIT_TESTS = \
-	tests/unit/test_lb_round_robin
+	tests/unit/test_lb_round_robin \
+	tests/unit/test_lb_random \
+	tests/unit/test_lb_weighted_round_robin \
+	tests/unit/test_lb_least \
+	tests/unit/test_lb_latency \
+	tests/unit/test_lb_hash \
+	tests/unit/test_lb_warmup \
+	tests/unit/test_lb_failmalloc
 
 check_PROGRAMS += $(LB_UNIT_TESTS)
 TESTS += $(LB_UNIT_TESTS)
@@ -22,3 +29,34 @@ TESTS += $(LB_UNIT_TESTS)
 tests_unit_test_lb_round_robin_SOURCES = tests/unit/lb/test_round_robin.c tests/unit/lb/lb-test.h
 tests_unit_test_lb_round_robin_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_lb_round_robin_LDADD = $(TEST_UNIT_LIBS)
+
+tests_unit_test_lb_random_SOURCES = tests/unit/lb/test_random.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_random_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_random_LDADD = $(TEST_UNIT_LIBS)
+
+tests_unit_test_lb_weighted_round_robin_SOURCES = tests/unit/lb/test_weighted_round_robin.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_weighted_round_robin_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_weighted_round_robin_LDADD = $(TEST_UNIT_LIBS)
+
+tests_unit_test_lb_least_SOURCES = tests/unit/lb/test_least.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_least_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_least_LDADD = $(TEST_UNIT_LIBS)
+
+tests_unit_test_lb_latency_SOURCES = tests/unit/lb/test_latency.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_latency_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_latency_LDADD = $(TEST_UNIT_LIBS)
+
+tests_unit_test_lb_hash_SOURCES = tests/unit/lb/test_hash.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_hash_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_hash_LDADD = $(TEST_UNIT_LIBS)
+
+tests_unit_test_lb_warmup_SOURCES = tests/unit/lb/test_warmup.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_warmup_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_warmup_LDADD = $(TEST_UNIT_LIBS)
+
+tests_unit_test_lb_failmalloc_SOURCES = tests/unit/lb/test_failmalloc.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_failmalloc_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_failmalloc_LDADD = $(TEST_UNIT_LIBS)
+# The fail-malloc suite interposes the allocator calls of lib/lb.
+tests_unit_test_lb_failmalloc_LDFLAGS = $(AM_LDFLAGS) \
+	-Wl,--wrap=malloc,--wrap=calloc,--wrap=aligned_alloc,--wrap=free

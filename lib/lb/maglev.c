@@ -36,6 +36,16 @@ struct mg_state {
 	double factor;
 };
 
+static const struct mtd_lb_endpoint *sort_eps; /* control thread only */
+
+static int member_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = strcmp(sort_eps[x].id, sort_eps[y].id);
+
+	return c != 0 ? c : (x > y) - (x < y);
+}
+
 static void mg_destroy(void *state)
 {
 	struct mg_state *s = state;
@@ -91,6 +101,11 @@ static int mg_init(const struct mtd_lb_config *cfg,
 		skip[i] = mtd_lb_hash64(eps[i].id, len, SEED_SKIP) %
 		                  (s->size - 1) + 1;
 	}
+	/* Fill in id order, so the table does not depend on the order of
+	 * the endpoint array. */
+	sort_eps = eps;
+	qsort(members, nm, sizeof(*members), member_cmp);
+	sort_eps = NULL;
 	if (nm > s->size) {
 		rc = -EINVAL;
 		goto free_all;

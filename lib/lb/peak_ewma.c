@@ -1,4 +1,4 @@
-/* PEAK_EWMA (linkerd / Finagle): power of two choices on
+/* PEAK_EWMA (linkerd / Finagle): power of two (distinct) choices on
  *     cost = rtt x (active + 1) / weight
  * where rtt is the endpoint's peak-EWMA latency (stats.c: a slower sample
  * replaces the estimate at once, faster ones blend in with decay `decay`),
@@ -86,11 +86,9 @@ static int pe_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	if (a < 0)
 		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n,
 		                            ctx);
-	/* Two distinct candidates when there are two: a repeat draw would
-	 * make the choice blind (half the time with two endpoints). */
-	b = mtd_lb__uniform_list(s->pos, s->m, ctx);
-	for (int retry = 0; b == a && retry < 4; retry++)
-		b = mtd_lb__uniform_list(s->pos, s->m, ctx);
+	/* Two distinct candidates: a repeat draw would make the choice
+	 * blind (half the time with two endpoints). */
+	b = mtd_lb__uniform_list_other(s->pos, s->m, ctx, a);
 	if (b < 0 || b == a)
 		return a;
 	return pe_cost(s, (size_t)b, ctx) < pe_cost(s, (size_t)a, ctx) ? b : a;

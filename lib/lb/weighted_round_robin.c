@@ -3,13 +3,14 @@
  * round robin" sends a run of `weight` calls to one endpoint in a row;
  * this does not).
  *
- * init() lays out one cycle as a schedule by earliest deadline first: the
- * k-th turn of endpoint i is due at (k + 1/2) / w_i, so turns of every
- * endpoint are spread evenly over the cycle (ties go to the lower index,
- * for a deterministic schedule). Weights are first divided by their gcd;
- * a cycle longer than MAX_CYCLE is scaled down (every endpoint keeps at
- * least one turn). A pick is then a shared atomic counter modulo the cycle:
- * O(1), lock-free, exact across workers.
+ * init() lays out one cycle (sum of weights / their gcd turns; a cycle
+ * longer than MAX_CYCLE is scaled down, every endpoint keeping at least
+ * one turn) as the nginx smooth sequence (see smooth_wrr.c): {5,1,1} gives
+ * a a b a c a a. That costs O(cycle x n) once; past SMOOTH_BUDGET steps it
+ * is laid out by earliest deadline first instead (turn k of endpoint i due
+ * at (k + 1/2) / w_i, O(cycle log n), nearly as even). A pick is then a
+ * shared atomic counter modulo the cycle: O(1), lock-free, exact across
+ * workers, no run of one endpoint longer than the weights force.
  *
  * While some endpoint warms up, weights change with time and the schedule
  * cannot follow; picks then walk the cumulative warmed weights at the
@@ -25,6 +26,7 @@
 #include "lb/lb-impl.h"
 
 #define MAX_CYCLE (1u << 20)
+#define SMOOTH_BUDGET (1u << 26)
 
 struct wrr_state {
 	_Alignas(MTD_LB_CACHELINE) _Atomic uint64_t next;
@@ -126,6 +128,26 @@ static int build_cycle(struct wrr_state *s)
 	s->cycle = calloc(total, sizeof(*s->cycle));
 	if (s->cycle == NULL)
 		goto free_edf;
+	if (total * s->n <= SMOOTH_BUDGET) {
+		int64_t *cur = (int64_t *)e.turns; /* reuse: same size */
+
+		for (uint64_t k = 0; k < total; k++) {
+			size_t best = SIZE_MAX;
+
+			for (size_t i = 0; i < s->n; i++) {
+				if (e.w[i] == 0)
+					continue;
+				cur[i] += (int64_t)e.w[i];
+				if (best == SIZE_MAX || cur[i] > cur[best])
+					best = i;
+			}
+			cur[best] -= (int64_t)total;
+			s->cycle[k] = (uint32_t)best;
+		}
+		s->len = total;
+		rc = 0;
+		goto free_edf;
+	}
 	for (size_t i = 0; i < s->n; i++)
 		if (e.w[i] > 0)
 			e.heap[e.len++] = (uint32_t)i;

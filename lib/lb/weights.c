@@ -59,34 +59,50 @@ const struct mtd_lb_warm_span mtd_lb__no_span = {
 };
 const struct mtd_lb_warmup mtd_lb__no_warmup = { .duration_ms = 0 };
 
-int mtd_lb__uniform_list(const uint32_t *list, size_t m,
-                         const struct mtd_lb_pick_ctx *ctx)
+int mtd_lb__uniform_list_other(const uint32_t *list, size_t m,
+                               const struct mtd_lb_pick_ctx *ctx, int avoid)
 {
 	uint64_t *rng = mtd_lb__rng(ctx);
-	size_t eligible = 0, k;
+	size_t eligible = 0, k, span = m;
+	bool avoid_listed = false;
 
 	if (m == 0)
 		return -1;
+	if (avoid >= 0 && m > 1) {
+		/* Draw over m - 1 slots; the avoided entry's slot stands for
+		 * the last entry. Exactly uniform over the others. */
+		span = m - 1;
+		avoid_listed = true;
+	}
 	for (int probe = 0; probe < 8; probe++) {
-		uint32_t i = list[mtd_lb__below(rng, m)];
+		size_t j = (size_t)mtd_lb__below(rng, span);
+		uint32_t i = list[j];
 
-		if (!mtd_lb__excluded(ctx, i))
+		if (avoid_listed && (int)i == avoid)
+			i = list[m - 1];
+		if (!mtd_lb__excluded(ctx, i) && (int)i != avoid)
 			return (int)i;
-		if (ctx->excluded == NULL)
+		if (ctx->excluded == NULL && (int)i != avoid)
 			break;
 	}
 	for (size_t j = 0; j < m; j++)
-		eligible += !mtd_lb__excluded(ctx, list[j]);
+		eligible += !mtd_lb__excluded(ctx, list[j]) && (int)list[j] != avoid;
 	if (eligible == 0)
-		return -1;
+		return avoid >= 0 && !mtd_lb__excluded(ctx, (size_t)avoid) ? avoid : -1;
 	k = (size_t)mtd_lb__below(rng, eligible);
 	for (size_t j = 0; j < m; j++) {
-		if (mtd_lb__excluded(ctx, list[j]))
+		if (mtd_lb__excluded(ctx, list[j]) || (int)list[j] == avoid)
 			continue;
 		if (k-- == 0)
 			return (int)list[j];
 	}
 	return -1;
+}
+
+int mtd_lb__uniform_list(const uint32_t *list, size_t m,
+                         const struct mtd_lb_pick_ctx *ctx)
+{
+	return mtd_lb__uniform_list_other(list, m, ctx, -1);
 }
 
 uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n,

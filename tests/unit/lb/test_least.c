@@ -1,0 +1,249 @@
+/* LEAST_ACTIVE, LEAST_REQUEST, SHORTEST_RESPONSE: the chosen endpoint is
+ * always a minimum of its cost; ties follow the weights (chi-square at
+ * p = 0.001); exclusions and drained endpoints. */
+#include "config.h"
+
+#include "lb-test.h"
+
+static Suite *least_suite(void);
+
+static void set_active(struct t_set *s, size_t i, int64_t a)
+{
+	atomic_store(&s->stats[i].active, a);
+}
+
+START_TEST(least_active_always_minimum)
+{
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+
+	t_set_init(&s, 20, NULL);
+	p = t_picker("LEAST_ACTIVE", &s, NULL);
+	ctx = t_ctx(&s);
+	for (int round = 0; round < 2000; round++) {
+		int64_t least = INT64_MAX;
+		int i;
+
+		for (size_t k = 0; k < s.n; k++)
+			set_active(&s, k, (int64_t)(mtd_lb_rand(&s.rng) % 6));
+		if (round % 3 == 0) {
+			memset(s.excluded, 0, sizeof(s.excluded));
+			t_exclude(&s, (size_t)(mtd_lb_rand(&s.rng) % s.n));
+		}
+		for (size_t k = 0; k < s.n; k++)
+			if (!(s.excluded[k / 64] >> (k % 64) & 1) &&
+			    s.stats[k].active < least)
+				least = s.stats[k].active;
+		i = mtd_lb_pick(p, &ctx);
+		ck_assert_int_ge(i, 0);
+		ck_assert_msg(!(s.excluded[i / 64] >> (i % 64) & 1), "excluded");
+		ck_assert_int_eq(s.stats[i].active, least);
+	}
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(least_active_ties_weighted)
+{
+	int32_t w[4] = { 100, 300, 600, 900 };
+	double share[4] = { 0.1, 0.3, 0.6, 0 };
+	struct t_set s;
+	struct mtd_lb_picker *p;
+
+	t_set_init(&s, 4, w);
+	set_active(&s, 3, 1); /* not a minimum: never picked */
+	p = t_picker("LEAST_ACTIVE", &s, NULL);
+	t_assert_shares(p, &s, share, 100000);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(least_active_drained_and_all_excluded)
+{
+	int32_t w[3] = { 0, 100, -1 };
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+
+	t_set_init(&s, 3, w);
+	set_active(&s, 1, 50); /* busy, but the only positive weight */
+	p = t_picker("LEAST_ACTIVE", &s, NULL);
+	ctx = t_ctx(&s);
+	ck_assert_int_eq(mtd_lb_pick(p, &ctx), 1);
+	t_exclude(&s, 1);
+	for (int k = 0; k < 50; k++) {
+		int i = mtd_lb_pick(p, &ctx);
+
+		ck_assert(i == 0 || i == 2);
+	}
+	t_exclude(&s, 0);
+	t_exclude(&s, 2);
+	ck_assert_int_eq(mtd_lb_pick(p, &ctx), -1);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(least_request_prefers_idle)
+{
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 2, NULL);
+	set_active(&s, 0, 10);
+	p = t_picker("LEAST_REQUEST", &s, NULL);
+	/* Two endpoints, two distinct choices: always the idle one. */
+	t_count(p, &s, counts, 10000);
+	ck_assert_uint_eq(counts[1], 10000);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(least_request_never_worst_of_choices)
+{
+	struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+	uint64_t counts[T_MAX_EPS];
+	double share[10];
+
+	t_set_init(&s, 10, NULL);
+	/* Endpoint k has k calls in flight. */
+	for (size_t k = 0; k < 10; k++)
+		set_active(&s, k, (int64_t)k);
+	mtd_lb_config_defaults(&cfg, mtd_lb_find("LEAST_REQUEST"));
+	cfg.choice_count = 10;
+	p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+	ck_assert_ptr_nonnull(p);
+	/* With 10 choices the most loaded is essentially never picked. */
+	t_count(p, &s, counts, 10000);
+	ck_assert_uint_lt(counts[9], 10);
+	ck_assert_uint_gt(counts[0], counts[5]);
+	mtd_lb_picker_free(p);
+
+	/* Equal load: uniform (chi-square). */
+	for (size_t k = 0; k < 10; k++) {
+		set_active(&s, k, 3);
+		share[k] = 0.1;
+	}
+	p = t_picker("LEAST_REQUEST", &s, NULL);
+	t_assert_shares(p, &s, share, 100000);
+	ctx = t_ctx(&s);
+	for (size_t k = 0; k < 10; k++)
+		t_exclude(&s, k);
+	ck_assert_int_eq(mtd_lb_pick(p, &ctx), -1);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(least_request_weights_under_load)
+{
+	int32_t w[2] = { 300, 100 };
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+
+	t_set_init(&s, 2, w);
+	p = t_picker("LEAST_REQUEST", &s, NULL);
+	ctx = t_ctx(&s);
+	/* Calls that never end: in-flight counts settle where
+	 * weight / (active + 1) levels, i.e. about 3:1. */
+	for (int k = 0; k < 4000; k++) {
+		int i = mtd_lb_pick(p, &ctx);
+
+		ck_assert_int_ge(i, 0);
+		mtd_lb_call_begin(p, (size_t)i);
+	}
+	ck_assert_int_ge(s.stats[0].active, 2990);
+	ck_assert_int_le(s.stats[0].active, 3010);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(shortest_response_minimum)
+{
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+	/* avg latency per endpoint, and in-flight */
+	static const uint64_t avg[4] = { 100, 40, 30, 500 };
+	static const int64_t act[4] = { 0, 1, 3, 0 };
+
+	t_set_init(&s, 4, NULL);
+	for (size_t k = 0; k < 4; k++) {
+		atomic_store(&s.stats[k].window_sum_us, avg[k] * 10);
+		atomic_store(&s.stats[k].window_count, 10);
+		set_active(&s, k, act[k]);
+	}
+	/* estimates: 100, 80, 120, 500 -> endpoint 1 */
+	p = t_picker("SHORTEST_RESPONSE", &s, NULL);
+	ctx = t_ctx(&s);
+	for (int k = 0; k < 100; k++)
+		ck_assert_int_eq(mtd_lb_pick(p, &ctx), 1);
+	t_exclude(&s, 1);
+	for (int k = 0; k < 100; k++)
+		ck_assert_int_eq(mtd_lb_pick(p, &ctx), 0);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(shortest_response_no_data_weighted)
+{
+	int32_t w[3] = { 100, 100, 200 };
+	double share[3] = { 0.25, 0.25, 0.5 };
+	struct t_set s;
+	struct mtd_lb_picker *p;
+
+	t_set_init(&s, 3, w);
+	p = t_picker("SHORTEST_RESPONSE", &s, NULL);
+	t_assert_shares(p, &s, share, 100000);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(shortest_response_window_from_calls)
+{
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+	struct mtd_lb_result fast = { .ok = true, .latency_us = 1000 };
+	struct mtd_lb_result slow = { .ok = true, .latency_us = 9000 };
+
+	t_set_init(&s, 2, NULL);
+	p = t_picker("SHORTEST_RESPONSE", &s, NULL);
+	for (int k = 0; k < 5; k++) {
+		mtd_lb_call_begin(p, 0);
+		mtd_lb_call_end(p, 0, &slow, 1000 + k);
+		mtd_lb_call_begin(p, 1);
+		mtd_lb_call_end(p, 1, &fast, 1000 + k);
+	}
+	ctx = t_ctx(&s);
+	ck_assert_int_eq(mtd_lb_pick(p, &ctx), 1);
+	/* 9 calls in flight on the fast one: 1000 x 10 > 9000 x 1. */
+	set_active(&s, 1, 9);
+	ck_assert_int_eq(mtd_lb_pick(p, &ctx), 0);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+static Suite *least_suite(void)
+{
+	Suite *s = suite_create("lb_least");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, least_active_always_minimum);
+	tcase_add_test(tc, least_active_ties_weighted);
+	tcase_add_test(tc, least_active_drained_and_all_excluded);
+	tcase_add_test(tc, least_request_prefers_idle);
+	tcase_add_test(tc, least_request_never_worst_of_choices);
+	tcase_add_test(tc, least_request_weights_under_load);
+	tcase_add_test(tc, shortest_response_minimum);
+	tcase_add_test(tc, shortest_response_no_data_weighted);
+	tcase_add_test(tc, shortest_response_window_from_calls);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+T_RUN(least_suite)

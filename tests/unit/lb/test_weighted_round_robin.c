@@ -1,0 +1,239 @@
+/* WEIGHTED_ROUND_ROBIN and SMOOTH_WEIGHTED_ROUND_ROBIN: exact shares per
+ * cycle, the nginx sequence, interleaving (no long runs), health cut and
+ * recovery, per-worker rows, exclusions, weights 0/negative. */
+#include "config.h"
+
+#include "lb-test.h"
+
+static Suite *wrr_suite(void);
+
+/* Longest run of one endpoint in picks[0..n) read cyclically. */
+static size_t longest_run(const int *picks, size_t n)
+{
+	size_t best = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t r = 1;
+
+		while (r < n && picks[(i + r) % n] == picks[i])
+			r++;
+		if (r > best)
+			best = r;
+	}
+	return best;
+}
+
+START_TEST(wrr_exact_cycle_and_interleaved)
+{
+	int32_t w[3] = { 500, 100, 100 }; /* gcd 100: cycle of 7 */
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+	int picks[7];
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 3, w);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	ctx = t_ctx(&s);
+	for (int k = 0; k < 7; k++)
+		picks[k] = mtd_lb_pick(p, &ctx);
+	/* Any 7 consecutive picks are one whole cycle: 5 a, 1 b, 1 c... */
+	memset(counts, 0, sizeof(counts));
+	for (int k = 0; k < 7; k++)
+		counts[picks[k]]++;
+	ck_assert_uint_eq(counts[0], 5);
+	ck_assert_uint_eq(counts[1], 1);
+	ck_assert_uint_eq(counts[2], 1);
+	/* ...and never more than 4 a in a row, across cycle boundaries
+	 * (a burst scheduler would send 5). */
+	ck_assert_uint_le(longest_run(picks, 7), 4);
+	t_count(p, &s, counts, 7000);
+	ck_assert_uint_eq(counts[0], 5000);
+	ck_assert_uint_eq(counts[1], 1000);
+	ck_assert_uint_eq(counts[2], 1000);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(wrr_many_weights)
+{
+	int32_t w[50];
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	uint64_t counts[T_MAX_EPS];
+	uint64_t total = 0;
+
+	for (int i = 0; i < 50; i++) {
+		w[i] = 1 + (i * 37) % 97;
+		total += (uint64_t)w[i];
+	}
+	t_set_init(&s, 50, w);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	t_count(p, &s, counts, total * 3);
+	for (int i = 0; i < 50; i++)
+		ck_assert_uint_eq(counts[i], 3 * (uint64_t)w[i]);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(wrr_zero_and_excluded)
+{
+	int32_t w[4] = { 200, 0, 100, -2 };
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 4, w);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	t_count(p, &s, counts, 3000);
+	ck_assert_uint_eq(counts[0], 2000);
+	ck_assert_uint_eq(counts[2], 1000);
+	ck_assert_uint_eq(counts[1] + counts[3], 0);
+	t_exclude(&s, 0);
+	t_count(p, &s, counts, 3000);
+	ck_assert_uint_eq(counts[2], 3000);
+	t_exclude(&s, 2);
+	t_count(p, &s, counts, 1000);
+	ck_assert_uint_eq(counts[1] + counts[3], 1000);
+	t_exclude(&s, 1);
+	t_exclude(&s, 3);
+	ctx = t_ctx(&s);
+	ck_assert_int_eq(mtd_lb_pick(p, &ctx), -1);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(swrr_nginx_sequence)
+{
+	int32_t w[3] = { 5, 1, 1 };
+	static const int want[14] = { 0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0 };
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+
+	t_set_init(&s, 3, w);
+	p = t_picker("SMOOTH_WEIGHTED_ROUND_ROBIN", &s, NULL);
+	ctx = t_ctx(&s);
+	/* a a b a c a a, twice */
+	for (int k = 0; k < 14; k++)
+		ck_assert_int_eq(mtd_lb_pick(p, &ctx), want[k]);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(swrr_workers_independent)
+{
+	int32_t w[3] = { 5, 1, 1 };
+	static const int want[7] = { 0, 0, 1, 0, 2, 0, 0 };
+	struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx c0, c1;
+
+	t_set_init(&s, 3, w);
+	mtd_lb_config_defaults(&cfg, mtd_lb_find("SMOOTH_WEIGHTED_ROUND_ROBIN"));
+	cfg.n_workers = 2;
+	p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+	ck_assert_ptr_nonnull(p);
+	c0 = t_ctx(&s);
+	c1 = t_ctx(&s);
+	c1.worker = 1;
+	/* Interleaved picks of two workers: each sees its own sequence. */
+	for (int k = 0; k < 7; k++) {
+		ck_assert_int_eq(mtd_lb_pick(p, &c0), want[k]);
+		ck_assert_int_eq(mtd_lb_pick(p, &c1), want[k]);
+	}
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(swrr_failure_cut_and_recovery)
+{
+	int32_t w[2] = { 100, 100 };
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	uint64_t counts[T_MAX_EPS];
+	struct mtd_lb_result fail = { .ok = false, .latency_us = 10 };
+
+	t_set_init(&s, 2, w);
+	p = t_picker("SMOOTH_WEIGHTED_ROUND_ROBIN", &s, NULL);
+	t_count(p, &s, counts, 1000);
+	ck_assert_uint_eq(counts[0], 500);
+	/* Two failures halve endpoint 1's effective weight: 2:1. */
+	mtd_lb_call_begin(p, 1);
+	mtd_lb_call_end(p, 1, &fail, 1);
+	mtd_lb_call_begin(p, 1);
+	mtd_lb_call_end(p, 1, &fail, 2);
+	t_count(p, &s, counts, 3000);
+	/* (smooth WRR: +-2 from carried current weights) */
+	ck_assert_uint_ge(counts[0], 1998);
+	ck_assert_uint_le(counts[0], 2002);
+	/* Four more: no traffic until it recovers. */
+	for (int k = 0; k < 4; k++) {
+		mtd_lb_call_begin(p, 1);
+		mtd_lb_call_end(p, 1, &fail, 3);
+	}
+	t_count(p, &s, counts, 100);
+	ck_assert_uint_eq(counts[1], 0);
+	/* Ten ticks (ten seconds) restore it fully. */
+	for (int k = 1; k <= 10; k++)
+		mtd_lb_tick(p, k * 1000, (int64_t)k * 1000000000);
+	t_count(p, &s, counts, 1000);
+	ck_assert_uint_ge(counts[1], 498);
+	ck_assert_uint_le(counts[1], 502);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+START_TEST(swrr_zero_excluded_single)
+{
+	int32_t w[4] = { 3, 0, 1, -1 };
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 4, w);
+	p = t_picker("SMOOTH_WEIGHTED_ROUND_ROBIN", &s, NULL);
+	t_count(p, &s, counts, 4000);
+	ck_assert_uint_eq(counts[0], 3000);
+	ck_assert_uint_eq(counts[2], 1000);
+	t_exclude(&s, 0);
+	t_count(p, &s, counts, 100);
+	ck_assert_uint_eq(counts[2], 100);
+	t_exclude(&s, 2);
+	t_count(p, &s, counts, 100);
+	ck_assert_uint_eq(counts[1] + counts[3], 100);
+	t_exclude(&s, 1);
+	t_exclude(&s, 3);
+	ctx = t_ctx(&s);
+	ck_assert_int_eq(mtd_lb_pick(p, &ctx), -1);
+	mtd_lb_picker_free(p);
+
+	t_set_init(&s, 1, NULL);
+	p = t_picker("SMOOTH_WEIGHTED_ROUND_ROBIN", &s, NULL);
+	ctx = t_ctx(&s);
+	ck_assert_int_eq(mtd_lb_pick(p, &ctx), 0);
+	ck_assert_int_eq(mtd_lb_pick(p, &ctx), 0);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+static Suite *wrr_suite(void)
+{
+	Suite *s = suite_create("lb_weighted_round_robin");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, wrr_exact_cycle_and_interleaved);
+	tcase_add_test(tc, wrr_many_weights);
+	tcase_add_test(tc, wrr_zero_and_excluded);
+	tcase_add_test(tc, swrr_nginx_sequence);
+	tcase_add_test(tc, swrr_workers_independent);
+	tcase_add_test(tc, swrr_failure_cut_and_recovery);
+	tcase_add_test(tc, swrr_zero_excluded_single);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+T_RUN(wrr_suite)
