@@ -121,6 +121,9 @@ void mtd_call_maybe_free(struct mtd_call *call)
 	mtd_headers_clear(&call->resp_hdrs);
 	mtd_headers_clear(&call->resp_trailers);
 	free(call->key_msg);
+	free(call->key_copy);
+	free(call->tried);
+	free(call->last_failure);
 	call->w->n_calls--;
 	free(call);
 }
@@ -215,11 +218,10 @@ void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const cha
 		if (synth_trailers(h, true, status, msg) < 0) {
 			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_INTERNAL_ERROR);
 		} else {
+			/* No RST_STREAM(NO_ERROR) after it even if the client is still
+			 * sending (RFC 9113 §8.1 allows one): gRPC C-core turns it into
+			 * INTERNAL, hiding our status. Its DATA is dropped instead. */
 			nghttp2_submit_response(call->down->ng, call->down_sid, h->nv, h->n, NULL);
-			/* RFC 9113 §8.1: a response that ends before the request
-			 * stops the client with RST_STREAM(NO_ERROR). */
-			if (!call->req_eof)
-				nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_NO_ERROR);
 		}
 		call->resp_headers_sent = true;
 		call->resp_done = true;
@@ -254,9 +256,17 @@ static void pick_and_enqueue(struct mtd_call *call, const uint8_t *key, size_t k
 		              call->hash_key->kind == MTD_CFG_HASH_HEADER ? call->hash_key->header : "field");
 		return;
 	}
+	if (svc->n_eps > 64 && !call->tried) {
+		call->tried = calloc((svc->n_eps + 63) / 64, sizeof(*call->tried));
+		if (!call->tried) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+	}
 	struct mtd_lb_pick_ctx ctx = {
 		.key = key,
 		.key_len = key_len,
+		.excluded = call->n_tried ? (call->tried ? call->tried : &call->tried_inline) : NULL,
 		.now_ms = mtd_wall_ms(),
 		.now_ns = mtd_now_ns(),
 		.worker = call->w->id,
@@ -264,8 +274,20 @@ static void pick_and_enqueue(struct mtd_call *call, const uint8_t *key, size_t k
 	};
 	int idx = mtd_lb_pick(call->picker, &ctx);
 	if (idx < 0) {
-		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s", svc->cfg->name);
+		if (call->n_tried)
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "%s (and no other endpoint of %s is left)",
+			              call->last_failure ? call->last_failure : "every endpoint failed", svc->cfg->name);
+		else
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s", svc->cfg->name);
 		return;
+	}
+	if (key && !call->key_copy && svc->n_eps > 1) {
+		/* A re-pick after a failed connect hashes the same key. */
+		call->key_copy = malloc(key_len ? key_len : 1);
+		if (call->key_copy) {
+			memcpy(call->key_copy, key, key_len);
+			call->key_copy_len = key_len;
+		}
 	}
 	call->ep_idx = idx;
 	call->ep = &svc->eps[idx];
@@ -276,6 +298,27 @@ static void pick_and_enqueue(struct mtd_call *call, const uint8_t *key, size_t k
 		return;
 	}
 	mtd_pool_enqueue(p, call);
+}
+
+void mtd_call_retry_elsewhere(struct mtd_call *call, const char *reason)
+{
+	if (call->resp_done || call->resp_eof || call->ep_idx < 0)
+		return;
+	/* gRPC transparent retry: the call never reached an upstream, so every
+	 * request byte is still queued here and another endpoint can take it
+	 * (the pick avoids the ones tried, STYLE.md: nginx `tried`). */
+	report_outcome(call, false);
+	call->outcome_reported = false;
+	uint64_t *bits = call->tried ? call->tried : &call->tried_inline;
+	bits[call->ep_idx / 64] |= 1ull << (call->ep_idx % 64);
+	call->n_tried++;
+	free(call->last_failure);
+	call->last_failure = strdup(reason);
+	MTD_DEBUG("call: %s; trying another endpoint", reason);
+	call->ep_idx = -1;
+	call->ep = NULL;
+	call->state = MTD_CALL_HEADERS;
+	pick_and_enqueue(call, call->key_copy, call->key_copy_len);
 }
 
 static void pick_with_field_key(struct mtd_call *call)
@@ -523,8 +566,6 @@ void mtd_call_on_resp_headers(struct mtd_call *call, bool end_stream)
 	}
 	nghttp2_submit_response(call->down->ng, call->down_sid, nva, n, end_stream ? NULL : &prd);
 	call->resp_headers_sent = true;
-	if (end_stream && !call->req_eof)
-		nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_NO_ERROR);
 	if (nva != stack_nv)
 		free(nva);
 	mtd_conn_want_flush(call->down);
@@ -602,8 +643,6 @@ ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t
 		}
 		call->resp_done = true;
 		call->state = MTD_CALL_DONE;
-		if (!call->req_eof)
-			nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, sid, NGHTTP2_NO_ERROR);
 		return (ssize_t)n;
 	}
 	if (n == 0) {

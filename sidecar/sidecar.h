@@ -245,6 +245,14 @@ struct mtd_call {
 	const struct mtd_cfg_hash_key *hash_key;
 	struct mtd_rt_endpoint *ep;
 	int ep_idx;
+	/* Endpoints this call already failed on (bitmap over the service's
+	 * endpoints): inline up to 64, else allocated. */
+	uint64_t tried_inline;
+	uint64_t *tried;
+	uint32_t n_tried;
+	char *last_failure;
+	uint8_t *key_copy;               /* the hash key, for re-picks */
+	size_t key_copy_len;
 	int64_t start_ns;
 	int64_t deadline_ns;             /* 0 = none */
 	struct event deadline_ev;
@@ -295,6 +303,9 @@ void mtd_call_on_up_close(struct mtd_call *call, uint32_t error_code);
  * opened): end it with status/message unless the response already ended. */
 void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status,
                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The call's endpoint could not be reached and nothing of the call was
+ * sent: pick another endpoint (never one already tried) or fail. */
+void mtd_call_retry_elsewhere(struct mtd_call *call, const char *reason);
 /* Free if neither stream references the call any more. */
 void mtd_call_maybe_free(struct mtd_call *call);
 

@@ -25,20 +25,19 @@ static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
  * on it, and every call waiting for it if no other connection can serve. */
 static void up_fail(struct mtd_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static char fail_reason[256];
-
 static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 {
+	char reason[256];
 	va_list ap;
 	va_start(ap, fmt);
-	int n = snprintf(fail_reason, sizeof(fail_reason), "upstream %s: ", c->peer);
-	vsnprintf(fail_reason + n, sizeof(fail_reason) - (size_t)n, fmt, ap);
+	int n = snprintf(reason, sizeof(reason), "upstream %s: ", c->peer);
+	vsnprintf(reason + n, sizeof(reason) - (size_t)n, fmt, ap);
 	va_end(ap);
-	MTD_WARN("%s", fail_reason);
+	MTD_WARN("%s", reason);
 	struct mtd_pool *p = c->pool;
 	bool never_ready = c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE;
 	/* While failing, the pool must not open a replacement for the calls
-	 * it is about to fail (that would loop on a dead endpoint). */
+	 * it is about to move (that would loop on a dead endpoint). */
 	p->failing = true;
 	mtd_conn_close(c);
 	p->failing = false;
@@ -53,7 +52,8 @@ static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 	struct mtd_call *call;
 	while ((call = TAILQ_FIRST(&p->pending))) {
 		mtd_pool_dequeue(call);
-		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "%s", fail_reason);
+		/* Nothing of these calls left maitred: try another endpoint. */
+		mtd_call_retry_elsewhere(call, reason);
 	}
 }
 
