@@ -513,3 +513,13 @@ class MaitredTest(unittest.TestCase):
 
 def errno_refused(exc):
     return isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED
+
+
+def needs_h2(fn):
+    """Skip a raw-HTTP/2 test when python3-h2 is missing."""
+    try:
+        import h2  # noqa: F401
+        have = True
+    except ImportError:
+        have = False
+    return unittest.skipUnless(have, "python3-h2 not installed (raw HTTP/2 peer)")(fn)

@@ -8,6 +8,7 @@ EXTRA_DIST += \
 	tests/integration/protogen.py \
 	tests/integration/upstream.py \
 	tests/integration/democlient.py \
+	tests/integration/h2raw.py \
 	tests/integration/test_calls.py \
 	tests/integration/test_metadata.py \
 	tests/integration/test_errors.py \

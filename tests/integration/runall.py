@@ -45,6 +45,12 @@ class RecordingResult(unittest.TextTestResult):
         super().addSkip(test, reason)
         self._rec(test, "skipped", reason)
 
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            # The test itself is then recorded neither as passed nor failed.
+            self._rec(subtest, "failed", self._exc_info_to_string(err, test))
+
     def addExpectedFailure(self, test, err):
         super().addExpectedFailure(test, err)
         self._rec(test, "passed")

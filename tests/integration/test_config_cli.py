@@ -11,6 +11,8 @@ from harness import (MaitredTest, maitred_only, free_port, port_in_use, pb, SRCD
                      CALL_LIMIT)
 
 ERR = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<path>[^:\s]+): (?P<msg>.+)$")
+# A syntax error has no field path: FILE:LINE:COL: message.
+SYNTAX_ERR = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<path>)(?P<msg>.+)$")
 
 GOOD = """\
 listen: "127.0.0.1:{port}"
@@ -121,7 +123,7 @@ class CheckConfig(MaitredTest):
     def test_json_and_lower_camel_accepted(self):
         cfg = {"listen": "127.0.0.1:%d" % free_port(), "drainTimeout": "1.5s",
                "downstream": {"maxMessageSize": 1048576},
-               "services": [{"name": "*", "lb": {"policy": "ROUND_ROBIN"},
+               "services": [{"name": "*", "lb": {"policy": "WEIGHTED_ROUND_ROBIN"},
                              "endpoints": [{"address": "127.0.0.1:50051", "weight": 5}]}]}
         path = os.path.join(self.tmp, "maitred.json")
         with open(path, "w") as f:
@@ -133,7 +135,7 @@ class CheckConfig(MaitredTest):
         path = self.write_config(text.format(port=free_port()), name="bad.yaml")
         rc, out, err = self.run_maitred(args_for(path))
         self.assertEqual(rc, 1, "exit %s; stderr:\n%s" % (rc, err))
-        lines = [ERR.match(ln) for ln in err.splitlines()]
+        lines = [(ERR if word else SYNTAX_ERR).match(ln) for ln in err.splitlines()]
         hits = [m for m in lines if m and m.group("file") == path]
         self.assertTrue(hits, "no FILE:LINE:COL: field: message line naming %s in stderr:\n%s" % (path, err))
         lo, hi = want_line if isinstance(want_line, tuple) else (want_line, want_line)

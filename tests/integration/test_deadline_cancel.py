@@ -5,7 +5,7 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, pb, call_id, CALL_LIMIT
+from harness import MaitredTest, maitred_only, needs_h2, pb, call_id, CALL_LIMIT
 from test_calls import queue_iter
 
 SHORT = 1.0  # a client deadline far shorter than the upstream's hold
@@ -162,6 +162,77 @@ class Cancellation(MaitredTest):
         self.assertEqual(st.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
         self.assertEqual(st.details(), "quota")
         q.put(None)
+
+
+class RawPeers(MaitredTest):
+    """With raw HTTP/2 peers that enforce nothing themselves, what maitred
+    does is all there is to see."""
+
+    def raw_upstream(self, script):
+        import h2raw
+        up = h2raw.H2Upstream(script)
+        self.addCleanup(up.close)
+        return up
+
+    @maitred_only
+    @needs_h2
+    def test_maitred_enforces_grpc_timeout_itself(self):
+        import h2raw
+        up = self.raw_upstream(lambda path, headers: ("hold",))
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        sid = c.call("/maitred.testing.v1.Echo/Unary", [h2raw.echo_request()], timeout_header="700m")
+        st = c.wait(sid)
+        sh = st.status_headers()
+        self.assertIsNotNone(sh, "no gRPC status from maitred when the deadline passed: %r" % st.events)
+        self.assertEqual(sh.get("grpc-status"), "4", sh)
+        rec = up.wait_request()
+        self.assertIsNotNone(rec, "the call never reached the upstream")
+        fwd = dict(rec["headers"]).get("grpc-timeout")
+        self.assertIsNotNone(fwd, "grpc-timeout not forwarded upstream")
+        units = {"H": 3600e6, "M": 60e6, "S": 1e6, "m": 1e3, "u": 1, "n": 1e-3}
+        self.assertLessEqual(int(fwd[:-1]) * units[fwd[-1]], 700e3, "forwarded %s for a 700m deadline" % fwd)
+        self.assertTrue(up.wait_reset(rec), "the upstream stream was not reset at the deadline")
+
+    @maitred_only
+    @needs_h2
+    def test_client_reset_resets_upstream(self):
+        import h2raw
+        up = self.raw_upstream(lambda path, headers: ("hold",))
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        sid = c.call("/maitred.testing.v1.Echo/BidiStream", [h2raw.echo_request()], end=False)
+        rec = up.wait_request()
+        self.assertIsNotNone(rec)
+        c.reset(sid)
+        self.assertEqual(up.wait_reset(rec), [8], "upstream resets after the client's RST_STREAM(CANCEL)")
+
+    @maitred_only
+    @needs_h2
+    def test_upstream_reset_maps_to_status(self):
+        # gRPC PROTOCOL-HTTP2, "Errors": RST_STREAM code -> status.
+        want = {7: grpc.StatusCode.UNAVAILABLE,        # REFUSED_STREAM
+                8: grpc.StatusCode.CANCELLED,          # CANCEL
+                2: grpc.StatusCode.INTERNAL,           # INTERNAL_ERROR
+                11: grpc.StatusCode.RESOURCE_EXHAUSTED,  # ENHANCE_YOUR_CALM
+                12: grpc.StatusCode.PERMISSION_DENIED}   # INADEQUATE_SECURITY
+
+        def script(path, headers):
+            code = int(path.rsplit("/", 1)[1][len("Reset"):])
+            if path.startswith("/after."):
+                return ("headers_then_reset", code)
+            return ("reset", code)
+        up = self.raw_upstream(script)
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        ch = self.channel(m)
+        for where in ("before", "after"):
+            for h2code, status in want.items():
+                with self.subTest(reset=h2code, headers=where):
+                    with self.assertRaises(grpc.RpcError) as cm:
+                        ch.unary_unary("/%s.Svc/Reset%d" % (where, h2code))(b"", timeout=CALL_LIMIT)
+                    self.assertEqual(cm.exception.code(), status, cm.exception.details())
 
 
 if __name__ == "__main__":

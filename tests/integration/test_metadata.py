@@ -5,7 +5,7 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, pb, CALL_LIMIT
+from harness import MaitredTest, needs_h2, pb, CALL_LIMIT
 
 BLOB = bytes(range(256)) + b"\x00\xff\x00"
 
@@ -112,6 +112,38 @@ class Metadata(MaitredTest):
         self.assertIn(("x-detail-bin", BLOB), trailers)
         self.assertIn(("x-in", b"1"), trailers)
         self.assertEqual(only_x(err.initial_metadata()), [])
+
+    @needs_h2
+    def test_trailers_only_framing(self):
+        # Seen raw: one HEADERS frame with END_STREAM carrying :status 200,
+        # content-type, grpc-status, grpc-message and the custom trailers.
+        import h2raw
+        c = h2raw.H2Client(self.m.port)
+        self.addCleanup(c.close)
+        req = h2raw.echo_request(trailers_only=True, status=pb.Status(
+            code=5, message="nope ✓", trailers=[pb.Metadatum(key="x-reason", value=b"gone")]))
+        st = c.wait(c.call("/maitred.testing.v1.Echo/Unary", [req]))
+        self.assertEqual([k for k in st.kinds()], ["headers", "end"], st.events)
+        self.assertTrue(st.events[0][2], "Trailers-Only HEADERS without END_STREAM")
+        h = dict(st.events[0][1])
+        self.assertEqual(h.get(":status"), "200")
+        self.assertTrue(h.get("content-type", "").startswith("application/grpc"), h)
+        self.assertEqual(h.get("grpc-status"), "5")
+        self.assertEqual(h.get("grpc-message"), "nope %E2%9C%93")
+        self.assertEqual(h.get("x-reason"), "gone")
+
+    @needs_h2
+    def test_response_has_no_hop_by_hop_headers(self):
+        import h2raw
+        c = h2raw.H2Client(self.m.port)
+        self.addCleanup(c.close)
+        st = c.wait(c.call("/maitred.testing.v1.Echo/Unary", [h2raw.echo_request()]))
+        self.assertEqual(st.kinds(), ["headers", "data", "trailers", "end"], st.events)
+        for block in (st.events[0][1], st.events[2][1]):
+            keys = {k for k, _ in block}
+            for hop in ("connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"):
+                self.assertNotIn(hop, keys)
+        self.assertEqual(dict(st.events[2][1]).get("grpc-status"), "0")
 
     def test_trailers_only_on_server_stream(self):
         req = pb.EchoRequest(trailers_only=True, status=pb.Status(

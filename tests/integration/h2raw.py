@@ -1,0 +1,291 @@
+"""Raw HTTP/2 peers (python3-h2) for what a gRPC library hides: the frames
+maitred sends, in order, and a client or upstream that does exactly what a
+test says (never enforce a deadline, reset a stream with a chosen code).
+
+H2Client: a blocking h2c client speaking gRPC framing by hand.
+H2Upstream: a threaded h2c server that records every request's headers and
+resets, and answers according to a per-path script.
+"""
+
+import socket
+import struct
+import threading
+import time
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+
+from harness import CALL_LIMIT, pb
+
+
+def grpc_frame(msg, compressed=False):
+    return struct.pack(">BI", 1 if compressed else 0, len(msg)) + msg
+
+
+def grpc_messages(data):
+    """Split a gRPC body into its messages."""
+    out = []
+    while len(data) >= 5:
+        flag, n = struct.unpack(">BI", data[:5])
+        out.append(data[5:5 + n])
+        data = data[5 + n:]
+    return out
+
+
+def _headers(hs):
+    return [(k.decode() if isinstance(k, bytes) else k, v.decode() if isinstance(v, bytes) else v) for k, v in hs]
+
+
+class Stream:
+    """What one stream received, as an ordered list of events:
+    ("headers", [(k, v)...], end_stream), ("data", bytes), ("trailers",
+    [(k, v)...]), ("end",), ("reset", code)."""
+
+    def __init__(self, sid):
+        self.sid = sid
+        self.events = []
+        self.body = b""
+
+    @property
+    def done(self):
+        return any(e[0] in ("end", "reset") for e in self.events)
+
+    def kinds(self):
+        return [e[0] for e in self.events]
+
+    def first_headers(self):
+        for e in self.events:
+            if e[0] in ("headers", "trailers"):
+                return dict(e[1])
+        return {}
+
+    def status_headers(self):
+        """The header block carrying grpc-status (trailers or Trailers-Only)."""
+        for e in self.events:
+            if e[0] in ("headers", "trailers") and any(k == "grpc-status" for k, _ in e[1]):
+                return dict(e[1])
+        return None
+
+    def reset_code(self):
+        for e in self.events:
+            if e[0] == "reset":
+                return e[1]
+        return None
+
+
+class H2Client:
+    def __init__(self, port, host="127.0.0.1"):
+        self.sock = socket.create_connection((host, port), timeout=5)
+        self.sock.settimeout(0.2)
+        cfg = h2.config.H2Configuration(client_side=True, header_encoding=None,
+                                        validate_inbound_headers=False)
+        self.conn = h2.connection.H2Connection(cfg)
+        self.conn.initiate_connection()
+        self.streams = {}
+        self.goaway = None
+        self.closed = False
+        self._flush()
+
+    def _flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def call(self, path, messages=(), headers=(), end=True, timeout_header=None):
+        """Start a gRPC call; returns the stream id."""
+        sid = self.conn.get_next_available_stream_id()
+        hs = [(":method", "POST"), (":scheme", "http"), (":path", path),
+              (":authority", "maitred.test"), ("content-type", "application/grpc"),
+              ("te", "trailers")]
+        if timeout_header:
+            hs.append(("grpc-timeout", timeout_header))
+        hs += list(headers)
+        body = b"".join(grpc_frame(m) for m in messages)
+        self.conn.send_headers(sid, hs, end_stream=end and not body)
+        self.streams[sid] = Stream(sid)
+        if body:
+            self.conn.send_data(sid, body, end_stream=end)
+        self._flush()
+        return sid
+
+    def send(self, sid, message, end=False):
+        self.conn.send_data(sid, grpc_frame(message), end_stream=end)
+        self._flush()
+
+    def end(self, sid):
+        self.conn.end_stream(sid)
+        self._flush()
+
+    def reset(self, sid, code=h2.errors.ErrorCodes.CANCEL):
+        self.conn.reset_stream(sid, code)
+        self._flush()
+
+    def pump(self, until, limit=CALL_LIMIT):
+        """Read and handle frames until until() is true; False on timeout."""
+        end = time.monotonic() + limit
+        while not until():
+            if time.monotonic() >= end or self.closed:
+                return until()
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                self.closed = True
+                continue
+            if not data:
+                self.closed = True
+                continue
+            try:
+                events = self.conn.receive_data(data)
+            except h2.exceptions.ProtocolError:
+                # python3-h2 treats a received GOAWAY as the end of the
+                # connection and refuses the frames that follow it.
+                self.closed = True
+                continue
+            for ev in events:
+                self._event(ev)
+            self._flush()
+        return True
+
+    def wait(self, sid, limit=CALL_LIMIT):
+        """Stream `sid` once it ended or was reset (or the wait ran out)."""
+        st = self.streams[sid]
+        self.pump(lambda: st.done, limit)
+        return st
+
+    def _event(self, ev):
+        st = self.streams.get(getattr(ev, "stream_id", None))
+        if isinstance(ev, h2.events.ResponseReceived):
+            st.events.append(("headers", _headers(ev.headers), ev.stream_ended is not None))
+        elif isinstance(ev, h2.events.TrailersReceived):
+            st.events.append(("trailers", _headers(ev.headers)))
+        elif isinstance(ev, h2.events.DataReceived):
+            st.events.append(("data", ev.data))
+            st.body += ev.data
+            self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, h2.events.StreamEnded):
+            st.events.append(("end",))
+        elif isinstance(ev, h2.events.StreamReset):
+            if st is not None:
+                st.events.append(("reset", int(ev.error_code)))
+        elif isinstance(ev, h2.events.ConnectionTerminated):
+            self.goaway = ev
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class H2Upstream:
+    """An h2c upstream on 127.0.0.1 that never enforces deadlines. For each
+    request it records the headers and any RST_STREAM it receives, then acts
+    on `script(path, headers)`, which returns one of:
+      ("hold",)                 answer nothing (until reset)
+      ("reset", code)           RST_STREAM with that HTTP/2 error code
+      ("respond", message)      200, one gRPC message, grpc-status 0
+      ("headers_then_reset", code)  response headers, then RST_STREAM
+    """
+
+    def __init__(self, script):
+        self.script = script
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.lsock.settimeout(0.2)
+        self.port = self.lsock.getsockname()[1]
+        self.address = "127.0.0.1:%d" % self.port
+        self.cond = threading.Condition()
+        self.requests = []   # dicts: headers, resets (list of codes)
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self):
+        while not self.stop.is_set():
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                continue
+            t = threading.Thread(target=self._serve, args=(c,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def _serve(self, sock):
+        sock.settimeout(0.2)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=False, header_encoding=None, validate_inbound_headers=False))
+        conn.initiate_connection()
+        by_sid = {}
+        try:
+            sock.sendall(conn.data_to_send())
+            while not self.stop.is_set():
+                try:
+                    data = sock.recv(65536)
+                except socket.timeout:
+                    continue
+                if not data:
+                    return
+                for ev in conn.receive_data(data):
+                    if isinstance(ev, h2.events.RequestReceived):
+                        rec = {"headers": _headers(ev.headers), "resets": [], "sid": ev.stream_id}
+                        by_sid[ev.stream_id] = rec
+                        with self.cond:
+                            self.requests.append(rec)
+                            self.cond.notify_all()
+                        self._act(conn, ev.stream_id, dict(rec["headers"]))
+                    elif isinstance(ev, h2.events.DataReceived):
+                        conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                    elif isinstance(ev, h2.events.StreamReset):
+                        rec = by_sid.get(ev.stream_id)
+                        if rec is not None:
+                            with self.cond:
+                                rec["resets"].append(int(ev.error_code))
+                                self.cond.notify_all()
+                out = conn.data_to_send()
+                if out:
+                    sock.sendall(out)
+        except (OSError, h2.exceptions.ProtocolError):
+            return
+        finally:
+            sock.close()
+
+    def _act(self, conn, sid, headers):
+        what = self.script(headers.get(":path", ""), headers)
+        if what[0] == "hold":
+            return
+        if what[0] == "reset":
+            conn.reset_stream(sid, what[1])
+        elif what[0] == "respond":
+            conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
+            conn.send_data(sid, grpc_frame(what[1]))
+            conn.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+        elif what[0] == "headers_then_reset":
+            conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
+            conn.reset_stream(sid, what[1])
+
+    def wait_request(self, n=1, limit=CALL_LIMIT):
+        with self.cond:
+            self.cond.wait_for(lambda: len(self.requests) >= n, timeout=limit)
+            return self.requests[n - 1] if len(self.requests) >= n else None
+
+    def wait_reset(self, rec, limit=CALL_LIMIT):
+        with self.cond:
+            self.cond.wait_for(lambda: rec["resets"], timeout=limit)
+            return list(rec["resets"])
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+        self.lsock.close()
+
+
+def echo_request(**kw):
+    return pb.EchoRequest(**kw).SerializeToString()
