@@ -260,6 +260,9 @@ services:
 $tls
     endpoints: [ { address: "127.0.0.1:$UP1" }, { address: "127.0.0.1:$UP2" } ]
 EOF
+	# MAITRED_UPSTREAM: an Upstream message to try pool settings, e.g.
+	# '{ max_concurrent_streams: 1000 }' (the table is made without it).
+	[ -n "${MAITRED_UPSTREAM:-}" ] && echo "    upstream: $MAITRED_UPSTREAM" >>"$T/maitred.yaml"
 	PROXY_CMD=("$MAITRED_BIN" --config "$T/maitred.yaml")
 }
 
