@@ -38,6 +38,13 @@ typedef Google__Protobuf__Duration PbDuration;
 #define FIELD_NUMBER_MAX 536870911u   /* 2^29 - 1, protobuf's largest tag */
 #define H2_WINDOW_MAX 2147483647u     /* RFC 9113 §6.9.1: 2^31 - 1 */
 
+static _Thread_local bool numeric_hosts_only;
+
+void mtd_cfg__numeric_hosts_only(bool on)
+{
+	numeric_hosts_only = on;
+}
+
 struct builder {
 	struct mtd_cfg__diag *d;
 	const char *basedir;
@@ -239,7 +246,7 @@ static int build_addr(struct builder *b, const char *text,
 	}
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV;
+	hints.ai_flags = AI_NUMERICSERV | (numeric_hosts_only ? AI_NUMERICHOST : 0);
 	snprintf(port, sizeof(port), "%u", (unsigned)a->port);
 	rc = getaddrinfo(a->host, port, &hints, &res);
 	if (rc == EAI_MEMORY) {
@@ -943,7 +950,11 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir,
 		cfg->admin = mtd_cfg__calloc(1, sizeof(*cfg->admin));
 		if (cfg->admin == NULL)
 			goto fail_cfg;
-		build_addr(b, m->admin, at(b, m, "admin", NULL), "admin", cfg->admin);
+		if (build_addr(b, m->admin, at(b, m, "admin", NULL), "admin",
+		               cfg->admin) == 0 &&
+		    same_endpoint(cfg->admin, &cfg->listen))
+			BERR(at(b, m, "admin", NULL), "admin",
+			     "\"%s\" is also the listen address", m->admin);
 	}
 	build_downstream(b, m->downstream, &cfg->downstream);
 	cfg->drain_timeout_ms = dur_ms(b, m->drain_timeout, 15000, ZERO_ALLOWED,

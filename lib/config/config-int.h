@@ -136,6 +136,10 @@ int mtd_cfg__build(const Maitred__Config__V1__Config *m, const char *source,
                    const char *basedir, struct mtd_cfg__diag *d,
                    struct mtd_cfg **out);
 
+/* Test/fuzz hook (per thread): resolve only numeric hosts, so no input can
+ * make the loader wait on DNS. */
+void mtd_cfg__numeric_hosts_only(bool on);
+
 /* Parse "host:port" / "[v6]:port" without resolving. 0 or -EINVAL with
  * *why set. host is a new string. */
 int mtd_cfg__split_hostport(const char *text, char **host, uint16_t *port,

@@ -39,6 +39,7 @@
  * walk is bounded in depth and in total nodes visited. */
 #define PBJSON_DEPTH_MAX 64
 #define PBJSON_VISITS_MAX 1000000
+#define PBJSON_KEYS_MAX 1024
 
 struct mapper {
 	yaml_document_t *doc;
@@ -794,6 +795,12 @@ static void map_message(struct mapper *m, yaml_node_t *n, ProtobufCMessage *msg)
 	mtd_cfg__pos_add(m->d, msg, 0, mark_of(n));
 	start = n->data.mapping.pairs.start;
 	top = n->data.mapping.pairs.top;
+	/* The duplicate check below is quadratic; no message has this many
+	 * fields, so such a mapping is garbage anyway. */
+	if (top - start > PBJSON_KEYS_MAX) {
+		ERR(m, n, "more than %d keys in one mapping", PBJSON_KEYS_MAX);
+		return;
+	}
 	for (yaml_node_pair_t *p = start; p < top; p++) {
 		yaml_node_t *k = node_at(m, p->key), *v = node_at(m, p->value);
 		const ProtobufCFieldDescriptor *fd;

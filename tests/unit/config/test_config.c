@@ -241,6 +241,8 @@ START_TEST(err_bad_address)
 	expect_error("admin: \"[::1:80\"\n",
 	             "t.yaml:1:8: admin: bad address \"[::1:80\": missing ']' after "
 	             "the IPv6 address");
+	expect_error("listen: \"127.0.0.1:9\"\nadmin: \"127.0.0.1:9\"\n",
+	             "t.yaml:2:8: admin: \"127.0.0.1:9\" is also the listen address");
 	expect_error("admin: \"[nope]:80\"\n",
 	             "t.yaml:1:8: admin: bad address \"[nope]:80\": not an IPv6 "
 	             "address inside [ ]");
