@@ -113,6 +113,15 @@ START_TEST(err_unknown_key)
 	             "t.yaml:4:7: services[0].lb.polcy: unknown field (expected one "
 	             "of policy, choice_count, active_request_bias, ring_points, "
 	             "table_size, bounded_load_factor, decay)");
+	{
+		static const char json[] = "{\n  \"workers\": 1,\n  \"listn\": \"x\"\n}";
+		static const char *const want[] = {
+			"t.json:3:3: listn: unknown field (expected one of listen, admin, "
+			"workers, services, downstream, drain_timeout)", NULL
+		};
+
+		expect_errors_fmt("t.json", json, strlen(json), MTD_CFG_FORMAT_AUTO, want);
+	}
 	expect_error("listn: \"127.0.0.1:1\"\n",
 	             "t.yaml:1:1: listn: unknown field (expected one of listen, "
 	             "admin, workers, services, downstream, drain_timeout)");
@@ -980,6 +989,45 @@ START_TEST(ok_example_file)
 }
 END_TEST
 
+/* Every field of every maitred message appears as a key in the example, so
+ * the example cannot fall behind the .proto. */
+static void assert_keys_in(const char *text, const ProtobufCMessageDescriptor *d,
+                           unsigned depth)
+{
+	char key[128];
+
+	ck_assert_uint_lt(depth, 16);
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *fd = &d->fields[i];
+		const ProtobufCMessageDescriptor *sub;
+
+		bool found;
+
+		/* a key at the start of a line or after indentation / "- " */
+		snprintf(key, sizeof(key), " %s:", fd->name);
+		found = strstr(text, key) != NULL;
+		key[0] = '\n';
+		found = found || strstr(text, key) != NULL;
+		ck_assert_msg(found, "deploy/maitred.example.yaml lacks %s.%s",
+		              d->name, fd->name);
+		if (fd->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		sub = fd->descriptor;
+		if (strcmp(sub->package_name, "maitred.config.v1") == 0)
+			assert_keys_in(text, sub, depth + 1);
+	}
+}
+
+START_TEST(ok_example_covers_schema)
+{
+	size_t len;
+	char *text = example(&len);
+
+	assert_keys_in(text, &maitred__config__v1__config__descriptor, 0);
+	free(text);
+}
+END_TEST
+
 START_TEST(ok_durations)
 {
 	static const struct {
@@ -1125,6 +1173,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, ok_binary_round_trip);
 	tcase_add_test(ok, ok_embedded_default);
 	tcase_add_test(ok, ok_example_file);
+	tcase_add_test(ok, ok_example_covers_schema);
 	tcase_add_test(ok, ok_durations);
 	suite_add_tcase(s, ok);
 
