@@ -24,15 +24,12 @@
 #include <string.h>
 
 #include "core/log.h"
-#if __has_include("pbwire/pbwire.h")
 #include "pbwire/pbwire.h"
-#define HAVE_PBWIRE 1
-#endif
 #include "sidecar/sidecar.h"
 
 /* How much of the first request message we read to find a hash-key field:
  * bounded look-ahead (the key is expected near the start of the message). */
-#define KEY_LOOKAHEAD (16 * 1024)
+#define KEY_LOOKAHEAD MTD_PBWIRE_DEFAULT_LOOKAHEAD
 
 /* ---- header storage ---------------------------------------------------- */
 
@@ -323,22 +320,31 @@ void mtd_call_retry_elsewhere(struct mtd_call *call, const char *reason)
 
 static void pick_with_field_key(struct mtd_call *call)
 {
-#ifdef HAVE_PBWIRE
-	struct mtd_pbwire_key key;
 	const struct mtd_cfg_hash_key *hk = call->hash_key;
-	if (call->key_msg &&
-	    mtd_pbwire_key(call->key_msg, call->key_msg_have, hk->field_path, hk->field_depth, &key) == 0) {
-		pick_and_enqueue(call, key.data, key.len);
+	struct mtd_pbwire_value v;
+	/* What was captured is the whole message or its look-ahead prefix; a
+	 * compressed message cannot be read: its key counts as absent. */
+	if (call->key_msg && !call->key_compressed &&
+	    mtd_pbwire_find(call->key_msg, call->key_msg_have, true, hk->field_path, hk->field_depth, &v) == 1) {
+		char num[MTD_PBWIRE_NUMBUF];
+		const uint8_t *key;
+		size_t len = mtd_pbwire_key_bytes(&v, num, &key);
+		pick_and_enqueue(call, key, len);
 		return;
 	}
-#endif
 	pick_and_enqueue(call, NULL, 0);
 }
 
 static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, const uint8_t *p, size_t n)
 {
 	struct mtd_call *call = arg;
-	uint32_t want = msg_len < KEY_LOOKAHEAD ? msg_len : KEY_LOOKAHEAD;
+	/* The look-ahead must fit in the stream window, which stays closed
+	 * until the pick is made (else the call would wait forever). */
+	uint32_t limit = call->w->rt->cfg->downstream.initial_window_size / 2;
+	if (limit > KEY_LOOKAHEAD)
+		limit = KEY_LOOKAHEAD;
+	uint32_t want = msg_len < limit ? msg_len : limit;
+	call->key_compressed = call->req_scan.hdr[0] == 1;
 	if (!call->key_msg && want > 0) {
 		call->key_msg = malloc(want);
 		if (!call->key_msg)
@@ -364,12 +370,10 @@ static struct mtd_lb_picker *route(struct mtd_call *call, const struct mtd_route
 		return NULL;
 	call->svc = &rt->services[si];
 	const struct mtd_cfg_service *sc = call->svc->cfg;
-	for (size_t i = 0; i < sc->n_methods; i++) {
-		const struct mtd_cfg_method *m = &sc->methods[i];
-		if (strlen(m->name) == rp->method_len && memcmp(m->name, rp->method, rp->method_len) == 0) {
-			call->hash_key = &m->hash_key;
-			return call->svc->methods[i].picker;
-		}
+	const struct mtd_cfg_method *m = mtd_cfg_service_method(sc, rp->method, rp->method_len);
+	if (m) {
+		call->hash_key = &m->hash_key;
+		return call->svc->methods[m - sc->methods].picker;
 	}
 	call->hash_key = &sc->hash_key;
 	return call->svc->picker;

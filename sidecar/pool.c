@@ -100,25 +100,23 @@ void mtd_pool_dispatch(struct mtd_pool *p)
 	}
 	if (p->n_pending == 0 || p->failing)
 		return;
-	/* Calls still wait: count the room that connections on their way will
-	 * bring, and open more while the cap allows. */
-	uint32_t room = 0, usable = 0;
+	/* Calls still wait and every ready connection is full. While a
+	 * connection is on its way, wait for it: its SETTINGS tell how many
+	 * streams it takes (usually far more than one burst needs), so a burst
+	 * does not open a connection per 100 calls (HTTP/2 is multiplexed; gRPC
+	 * clients hold one connection per endpoint too). Otherwise open one
+	 * more, while the cap allows. */
+	uint32_t usable = 0;
 	struct mtd_conn *c;
 	LIST_FOREACH(c, &p->conns, link) {
-		if (c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE) {
-			room += c->max_streams;
+		if (c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE ||
+		    (c->state == MTD_CONN_READY && !c->settings_seen))
+			return;
+		if (c->state == MTD_CONN_READY)
 			usable++;
-		} else if (c->state == MTD_CONN_READY) {
-			usable++;
-		}
 	}
-	const struct mtd_cfg_upstream *u = &p->svc->cfg->upstream;
-	while (room < p->n_pending && usable < u->max_connections && !p->failing) {
-		if (!mtd_up_connect(p))
-			return; /* failed at once; pending calls were failed */
-		room += u->max_concurrent_streams;
-		usable++;
-	}
+	if (usable < p->svc->cfg->upstream.max_connections)
+		mtd_up_connect(p); /* on an immediate failure the calls moved on */
 }
 
 void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)

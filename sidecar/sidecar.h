@@ -149,6 +149,7 @@ struct mtd_conn {
 	/* upstream only */
 	struct mtd_pool *pool;
 	uint32_t max_streams;           /* min(peer SETTINGS, config cap) */
+	bool settings_seen;             /* the peer's first SETTINGS arrived */
 	int64_t ping_sent_ns;           /* 0 = no keepalive PING outstanding */
 	int64_t last_read_ns;
 	char peer[64];                  /* "127.0.0.1:50051" for messages */
@@ -272,6 +273,7 @@ struct mtd_call {
 	/* First-message capture for a hash key on a message field. */
 	uint8_t *key_msg;
 	uint32_t key_msg_len, key_msg_have;
+	bool key_compressed;
 	/* Response. */
 	struct mtd_headers resp_hdrs;
 	struct mtd_headers resp_trailers;

@@ -113,6 +113,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		break;
 	case NGHTTP2_SETTINGS:
 		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+			c->settings_seen = true;
 			update_max_streams(c);
 			mtd_pool_dispatch(c->pool);
 		}

@@ -675,7 +675,7 @@ static void build_upstream(struct builder *b, const PbUpstream *m,
 	out->keepalive_interval_ms = 30000;
 	out->keepalive_timeout_ms = 10000;
 	out->max_connections = 4;
-	out->max_concurrent_streams = 100;
+	out->max_concurrent_streams = 1000;
 	out->max_pending = 1024;
 	if (m == NULL)
 		return;
@@ -689,7 +689,7 @@ static void build_upstream(struct builder *b, const PbUpstream *m,
 #undef UP_DUR
 	out->max_connections = u32_limit(b, m->max_connections, 4, 1024, m,
 	                                 "max_connections", path);
-	out->max_concurrent_streams = u32_limit(b, m->max_concurrent_streams, 100,
+	out->max_concurrent_streams = u32_limit(b, m->max_concurrent_streams, 1000,
 	                                        H2_WINDOW_MAX, m,
 	                                        "max_concurrent_streams", path);
 	out->max_pending = u32_limit(b, m->max_pending, 1024, 1u << 20, m,

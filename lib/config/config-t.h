@@ -55,7 +55,7 @@ struct mtd_cfg_upstream {
 	int64_t keepalive_interval_ms;  /* 30000 */
 	int64_t keepalive_timeout_ms;   /* 10000 */
 	uint32_t max_connections;       /* 4 */
-	uint32_t max_concurrent_streams;/* 100 */
+	uint32_t max_concurrent_streams;/* 1000 */
 	uint32_t max_pending;           /* 1024 */
 };
 

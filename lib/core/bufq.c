@@ -27,7 +27,13 @@ int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n)
 		p += k;
 		n -= k;
 	}
-	size_t cap = n > MTD_BUFQ_CHUNK ? n : MTD_BUFQ_CHUNK;
+	/* Start small (most gRPC messages are small, and a call holds a queue
+	 * per direction), then double up to MTD_BUFQ_CHUNK while it streams. */
+	size_t cap = t ? t->cap * 2 : MTD_BUFQ_FIRST_CHUNK;
+	if (cap > MTD_BUFQ_CHUNK)
+		cap = MTD_BUFQ_CHUNK;
+	if (cap < n)
+		cap = n;
 	struct mtd_bufq_chunk *c = malloc(sizeof(*c) + cap);
 	if (!c)
 		return -ENOMEM;

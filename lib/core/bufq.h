@@ -19,7 +19,10 @@ struct mtd_bufq {
 	size_t len;             /* readable bytes in all chunks */
 };
 
-/* Chunk payload size used for appends (bigger appends get a bigger chunk). */
+/* Chunk payload sizes: the first chunk of a queue holds MTD_BUFQ_FIRST_CHUNK,
+ * each next one twice its predecessor up to MTD_BUFQ_CHUNK; an append bigger
+ * than that gets a chunk of its own size. */
+#define MTD_BUFQ_FIRST_CHUNK 1024
 #define MTD_BUFQ_CHUNK 16384
 
 /* Append a copy of p[0..n). Returns 0 or -ENOMEM (nothing appended). */

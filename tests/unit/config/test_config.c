@@ -666,7 +666,7 @@ START_TEST(ok_defaults)
 	ck_assert_int_eq(s->upstream.keepalive_interval_ms, 30000);
 	ck_assert_int_eq(s->upstream.keepalive_timeout_ms, 10000);
 	ck_assert_uint_eq(s->upstream.max_connections, 4);
-	ck_assert_uint_eq(s->upstream.max_concurrent_streams, 100);
+	ck_assert_uint_eq(s->upstream.max_concurrent_streams, 1000);
 	ck_assert_uint_eq(s->upstream.max_pending, 1024);
 	mtd_cfg_free(cfg);
 }
