@@ -151,11 +151,10 @@ extern const struct mtd_lb_warmup mtd_lb__no_warmup;
  * concurrent change between passes only narrows the tie set. */
 typedef uint64_t mtd_lb__cost_fn(const void *state, size_t i,
                                  const struct mtd_lb_pick_ctx *ctx);
-int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *cost,
-                            const struct mtd_lb_warmup *w,
-                            const struct mtd_lb_warm_span *span,
-                            const struct mtd_lb_endpoint *eps, size_t n,
-                            const struct mtd_lb_pick_ctx *ctx);
+static inline int mtd_lb__argmin_weighted(
+	const void *state, mtd_lb__cost_fn *cost, const struct mtd_lb_warmup *w,
+	const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps,
+	size_t n, const struct mtd_lb_pick_ctx *ctx);
 
 static inline int64_t mtd_lb__active(const struct mtd_lb_endpoint *ep)
 {
@@ -212,6 +211,60 @@ static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a,
 	size_t i = (size_t)(m >> 64);
 
 	return (uint64_t)m < a->threshold[i] ? i : a->alias[i];
+}
+
+
+
+/* Inline so that each strategy's cost() is inlined into its own copy. */
+static inline int mtd_lb__argmin_weighted(
+	const void *state, mtd_lb__cost_fn *cost, const struct mtd_lb_warmup *w,
+	const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps,
+	size_t n, const struct mtd_lb_pick_ctx *ctx)
+{
+	uint64_t least = UINT64_MAX;
+	double sum = 0.0, r;
+	size_t ties = 0;
+	int first = -1, last = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		double wi;
+		uint64_t c;
+
+		if (mtd_lb__excluded(ctx, i))
+			continue;
+		wi = mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
+		if (wi <= 0.0)
+			continue;
+		c = cost(state, i, ctx);
+		if (c < least) {
+			least = c;
+			ties = 1;
+			sum = wi;
+			first = (int)i;
+		} else if (c == least) {
+			ties++;
+			sum += wi;
+		}
+	}
+	if (first < 0)
+		return mtd_lb__wrandom_slow(w, span, eps, n, ctx);
+	if (ties == 1)
+		return first;
+	r = mtd_lb__unit(mtd_lb__rng(ctx)) * sum;
+	for (size_t i = (size_t)first; i < n; i++) {
+		double wi;
+
+		if (mtd_lb__excluded(ctx, i))
+			continue;
+		wi = mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
+		if (wi <= 0.0 || cost(state, i, ctx) != least)
+			continue;
+		last = (int)i;
+		if (r < wi)
+			return (int)i;
+		r -= wi;
+	}
+	return last >= 0 ? last : first;
 }
 
 #endif

@@ -41,9 +41,17 @@ struct swrr_state {
 	size_t stride;           /* int64s per worker row, whole cache lines */
 	int64_t *current;        /* n_workers rows */
 	_Atomic int32_t *health; /* per endpoint, permille */
+	/* weight x SCALE x health, kept current by report()/tick() so that a
+	 * pick outside warmup is one load and one add per endpoint. */
+	_Atomic int64_t *eff;
 	struct mtd_lb_warmup warmup;
 	struct mtd_lb_warm_span span;
 };
+
+static int64_t eff_of(double weight, int32_t health)
+{
+	return (int64_t)llround(weight * SCALE * health / HEALTH_FULL);
+}
 
 static void swrr_destroy(void *state)
 {
@@ -53,6 +61,7 @@ static void swrr_destroy(void *state)
 		return;
 	free(s->current);
 	free(s->health);
+	free(s->eff);
 	free(s);
 }
 
@@ -79,7 +88,8 @@ static int swrr_init(const struct mtd_lb_config *cfg,
 		goto free_state;
 	memset(s->current, 0, s->stride * s->n_workers * sizeof(int64_t));
 	s->health = calloc(n, sizeof(*s->health));
-	if (s->health == NULL)
+	s->eff = calloc(n, sizeof(*s->eff));
+	if (s->health == NULL || s->eff == NULL)
 		goto free_state;
 	for (size_t i = 0; i < n; i++) {
 		int32_t h = HEALTH_FULL;
@@ -92,6 +102,7 @@ static int swrr_init(const struct mtd_lb_config *cfg,
 					break;
 				}
 		atomic_init(&s->health[i], h);
+		atomic_init(&s->eff[i], eff_of(eps[i].weight > 0 ? eps[i].weight : 0, h));
 	}
 	*out = s;
 	return 0;
@@ -109,20 +120,21 @@ static int swrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	int64_t total = 0;
 	int best = -1;
 
+	bool warming = mtd_lb__warming(&s->span, ctx->now_ms);
+
 	for (size_t i = 0; i < s->n; i++) {
-		double w;
 		int64_t eff;
 
 		if (mtd_lb__excluded(ctx, i))
 			continue;
-		w = mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i],
-		                      ctx->now_ms);
-		if (w <= 0.0)
-			continue;
-		eff = (int64_t)llround(w * SCALE *
-		                       atomic_load_explicit(&s->health[i],
-		                                            memory_order_relaxed) /
-		                       HEALTH_FULL);
+		if (warming)
+			eff = eff_of(mtd_lb__weight_at(&s->warmup, &s->span,
+			                               &s->eps[i], ctx->now_ms),
+			             atomic_load_explicit(&s->health[i],
+			                                  memory_order_relaxed));
+		else
+			eff = atomic_load_explicit(&s->eff[i],
+			                           memory_order_relaxed);
 		if (eff <= 0)
 			continue;
 		cur[i] += eff;
@@ -137,9 +149,11 @@ static int swrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	return best;
 }
 
-static void health_add(_Atomic int32_t *h, int32_t delta)
+static void health_add(struct swrr_state *s, size_t i, int32_t delta)
 {
+	_Atomic int32_t *h = &s->health[i];
 	int32_t old = atomic_load_explicit(h, memory_order_relaxed), next;
+	double w = s->eps[i].weight > 0 ? s->eps[i].weight : 0;
 
 	do {
 		next = old + delta;
@@ -151,6 +165,9 @@ static void health_add(_Atomic int32_t *h, int32_t delta)
 			return;
 	} while (!atomic_compare_exchange_weak_explicit(
 		h, &old, next, memory_order_relaxed, memory_order_relaxed));
+	/* Two racing writers may store their eff in either order; the next
+	 * health change or tick() puts it right. */
+	atomic_store_explicit(&s->eff[i], eff_of(w, next), memory_order_relaxed);
 }
 
 static void swrr_report(void *state, size_t idx, const struct mtd_lb_result *res)
@@ -159,15 +176,21 @@ static void swrr_report(void *state, size_t idx, const struct mtd_lb_result *res
 
 	if (idx >= s->n)
 		return;
-	health_add(&s->health[idx], res->ok ? HEALTH_OK_GAIN : -HEALTH_FAIL_CUT);
+	health_add(s, idx, res->ok ? HEALTH_OK_GAIN : -HEALTH_FAIL_CUT);
 }
 
 static void swrr_tick(void *state, int64_t now_ms, int64_t now_ns)
 {
 	struct swrr_state *s = state;
 
-	for (size_t i = 0; i < s->n; i++)
-		health_add(&s->health[i], HEALTH_TICK_GAIN);
+	for (size_t i = 0; i < s->n; i++) {
+		double w = s->eps[i].weight > 0 ? s->eps[i].weight : 0;
+
+		health_add(s, i, HEALTH_TICK_GAIN);
+		atomic_store_explicit(&s->eff[i],
+		                      eff_of(w, atomic_load(&s->health[i])),
+		                      memory_order_relaxed);
+	}
 }
 
 const struct mtd_lb_ops mtd_lb_ops_smooth_wrr = {

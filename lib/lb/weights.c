@@ -123,58 +123,6 @@ uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n,
 	return list;
 }
 
-int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *cost,
-                            const struct mtd_lb_warmup *w,
-                            const struct mtd_lb_warm_span *span,
-                            const struct mtd_lb_endpoint *eps, size_t n,
-                            const struct mtd_lb_pick_ctx *ctx)
-{
-	uint64_t least = UINT64_MAX;
-	double sum = 0.0, r;
-	size_t ties = 0;
-	int first = -1, last = -1;
-
-	for (size_t i = 0; i < n; i++) {
-		double wi;
-		uint64_t c;
-
-		if (mtd_lb__excluded(ctx, i))
-			continue;
-		wi = mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
-		if (wi <= 0.0)
-			continue;
-		c = cost(state, i, ctx);
-		if (c < least) {
-			least = c;
-			ties = 1;
-			sum = wi;
-			first = (int)i;
-		} else if (c == least) {
-			ties++;
-			sum += wi;
-		}
-	}
-	if (first < 0)
-		return mtd_lb__wrandom_slow(w, span, eps, n, ctx);
-	if (ties == 1)
-		return first;
-	r = mtd_lb__unit(mtd_lb__rng(ctx)) * sum;
-	for (size_t i = (size_t)first; i < n; i++) {
-		double wi;
-
-		if (mtd_lb__excluded(ctx, i))
-			continue;
-		wi = mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
-		if (wi <= 0.0 || cost(state, i, ctx) != least)
-			continue;
-		last = (int)i;
-		if (r < wi)
-			return (int)i;
-		r -= wi;
-	}
-	return last >= 0 ? last : first;
-}
-
 int mtd_lb__alias_build(struct mtd_lb_alias *a, const double *weights,
                         size_t n)
 {

@@ -1,0 +1,465 @@
+/* bench/lb: the balancers measured, with the real strategy code.
+ *
+ *   lb_bench [pick|sim|ring|all]
+ *
+ * pick  ns per mtd_lb_pick for every strategy at 3, 100 and 1,000
+ *       endpoints (one thread, weights 50..150, keys rotating).
+ * sim   a discrete-event simulation: 10 endpoints, each a FCFS server
+ *       with 4 slots and exponential service times (mean 1 ms; one
+ *       endpoint 10 ms), Poisson arrivals at 70 % of the fleet's capacity;
+ *       every call is picked, begun and ended through lib/lb exactly as the
+ *       data plane does, tick() once per simulated second. Reports each
+ *       strategy's p50/p99 latency and the share sent to the slow one.
+ * ring  spread (max/mean and min/mean of 10,000 keys over 10 endpoints)
+ *       and remap fraction when an endpoint leaves or joins, for the ketama
+ *       ring and maglev next to seed 000's ring (String.hashCode of
+ *       "host:port#i", 100 virtual nodes, TreeMap.ceilingEntry).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lb/lb.h"
+
+#define MAXN 1000
+
+static struct mtd_lb_endpoint eps[MAXN + 1];
+static struct mtd_lb_stats stats[MAXN + 1];
+static char ids[MAXN + 1][32];
+
+static void make_eps(size_t n, bool weighted)
+{
+	memset(stats, 0, sizeof(stats));
+	for (size_t i = 0; i < n; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "10.%zu.%zu.%zu:8080", i / 65536,
+		         i / 256 % 256, i % 256);
+		eps[i] = (struct mtd_lb_endpoint){
+			.id = ids[i],
+			.weight = weighted ? (int32_t)(50 + (i * 37) % 101) : 100,
+			.stats = &stats[i],
+		};
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static struct mtd_lb_picker *new_picker(const struct mtd_lb_ops *ops, size_t n,
+                                        double bounded)
+{
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+
+	mtd_lb_config_defaults(&cfg, ops);
+	cfg.bounded_load_factor = bounded;
+	p = mtd_lb_picker_new(&cfg, eps, n, NULL);
+	if (p == NULL) {
+		fprintf(stderr, "%s: picker_new failed\n", ops->name);
+		exit(1);
+	}
+	return p;
+}
+
+/* ---- pick ---------------------------------------------------------------- */
+
+static void bench_pick(void)
+{
+	static const size_t sizes[] = { 3, 100, 1000 };
+	static char keys[1024][16];
+	size_t nops;
+	const struct mtd_lb_ops *const *all = mtd_lb_all(&nops);
+
+	for (int k = 0; k < 1024; k++)
+		snprintf(keys[k], sizeof(keys[k]), "user-%d", k * 7919);
+	printf("| strategy | 3 eps | 100 eps | 1000 eps |\n");
+	printf("|---|---:|---:|---:|\n");
+	for (size_t s = 0; s < nops; s++) {
+		printf("| %s |", all[s]->name);
+		for (size_t z = 0; z < 3; z++) {
+			size_t n = sizes[z];
+			struct mtd_lb_picker *p;
+			struct mtd_lb_pick_ctx ctx = { .now_ms = 1000000,
+				                       .now_ns = 1000000000 };
+			uint64_t rng = 42, sink = 0;
+			long iters = n >= 1000 ? 200000 : 2000000;
+			double t0, t1;
+
+			make_eps(n, true);
+			p = new_picker(all[s], n, 0.0);
+			ctx.rng = &rng;
+			/* Some latency data so the latency strategies work. */
+			for (size_t i = 0; i < n; i++) {
+				struct mtd_lb_result r = { true, 1000 + (int64_t)(i % 7) * 100 };
+
+				mtd_lb_call_begin(p, i);
+				mtd_lb_call_end(p, i, &r, 1000000000);
+			}
+			mtd_lb_tick(p, 1000000, 1000000000);
+			t0 = now_s();
+			for (long it = 0; it < iters; it++) {
+				ctx.key = (const uint8_t *)keys[it & 1023];
+				ctx.key_len = strlen(keys[it & 1023]);
+				sink += (uint64_t)mtd_lb_pick(p, &ctx);
+			}
+			t1 = now_s();
+			printf(" %.0f |", (t1 - t0) * 1e9 / (double)iters);
+			if (sink == 1)
+				printf(" ");
+			mtd_lb_picker_free(p);
+		}
+		printf("\n");
+		fflush(stdout);
+	}
+}
+
+/* ---- sim ----------------------------------------------------------------- */
+
+#define SIM_N 10
+#define SIM_SLOTS 4
+#define SIM_CALLS 200000
+
+struct done {
+	double t;       /* completion time, s */
+	int ep;
+	double latency; /* s */
+};
+
+static struct done heap[SIM_CALLS];
+static size_t heap_len;
+
+static void heap_push(struct done d)
+{
+	size_t i = heap_len++;
+
+	while (i > 0 && heap[(i - 1) / 2].t > d.t) {
+		heap[i] = heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	heap[i] = d;
+}
+
+static struct done heap_pop(void)
+{
+	struct done top = heap[0], last = heap[--heap_len];
+	size_t i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= heap_len)
+			break;
+		if (c + 1 < heap_len && heap[c + 1].t < heap[c].t)
+			c++;
+		if (heap[c].t >= last.t)
+			break;
+		heap[i] = heap[c];
+		i = c;
+	}
+	heap[i] = last;
+	return top;
+}
+
+static double expo(uint64_t *rng, double mean)
+{
+	double u = (double)(mtd_lb_rand(rng) >> 11) * 0x1.0p-53;
+
+	return -mean * log1p(-u);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void sim_one(const struct mtd_lb_ops *ops, double bounded,
+                    const char *label)
+{
+	static double lat[SIM_CALLS];
+	double slot_free[SIM_N][SIM_SLOTS];
+	const double mean[SIM_N] = { 0.010, 0.001, 0.001, 0.001, 0.001,
+		                     0.001, 0.001, 0.001, 0.001, 0.001 };
+	double capacity = 0, lambda, t = 0, next_tick = 1.0;
+	uint64_t rng = 7, krng = 11;
+	size_t sent_slow = 0, nlat = 0;
+	struct mtd_lb_picker *p;
+
+	make_eps(SIM_N, false);
+	p = new_picker(ops, SIM_N, bounded);
+	memset(slot_free, 0, sizeof(slot_free));
+	heap_len = 0;
+	for (int i = 0; i < SIM_N; i++)
+		capacity += SIM_SLOTS / mean[i];
+	lambda = 0.7 * capacity;
+
+	for (size_t c = 0; c < SIM_CALLS; c++) {
+		struct mtd_lb_pick_ctx ctx = { 0 };
+		char key[24];
+		int e, best = 0;
+		double start, svc;
+
+		t += expo(&rng, 1.0 / lambda);
+		/* Complete everything due before this arrival. */
+		while (heap_len > 0 && heap[0].t <= t) {
+			struct done d = heap_pop();
+			struct mtd_lb_result r = {
+				.ok = true,
+				.latency_us = (int64_t)(d.latency * 1e6),
+			};
+
+			while (next_tick <= d.t) {
+				mtd_lb_tick(p, (int64_t)(next_tick * 1000) + 1000000,
+				            (int64_t)(next_tick * 1e9) + 1000000000);
+				next_tick += 1.0;
+			}
+			mtd_lb_call_end(p, (size_t)d.ep, &r,
+			                (int64_t)(d.t * 1e9) + 1000000000);
+			lat[nlat++] = d.latency;
+		}
+		ctx.now_ms = (int64_t)(t * 1000) + 1000000;
+		ctx.now_ns = (int64_t)(t * 1e9) + 1000000000;
+		ctx.rng = &rng;
+		snprintf(key, sizeof(key), "user-%llu",
+		         (unsigned long long)(mtd_lb_rand(&krng) % 10000));
+		ctx.key = (const uint8_t *)key;
+		ctx.key_len = strlen(key);
+		e = mtd_lb_pick(p, &ctx);
+		mtd_lb_call_begin(p, (size_t)e);
+		sent_slow += e == 0;
+		/* FCFS with SIM_SLOTS servers: the call takes the slot that
+		 * frees first. */
+		for (int s = 1; s < SIM_SLOTS; s++)
+			if (slot_free[e][s] < slot_free[e][best])
+				best = s;
+		start = fmax(t, slot_free[e][best]);
+		svc = expo(&rng, mean[e]);
+		slot_free[e][best] = start + svc;
+		heap_push((struct done){ start + svc, e, start + svc - t });
+	}
+	while (heap_len > 0) {
+		struct done d = heap_pop();
+		struct mtd_lb_result r = { true, (int64_t)(d.latency * 1e6) };
+
+		mtd_lb_call_end(p, (size_t)d.ep, &r, (int64_t)(d.t * 1e9) + 1000000000);
+		lat[nlat++] = d.latency;
+	}
+	qsort(lat, nlat, sizeof(lat[0]), cmp_double);
+	printf("| %s | %.2f | %.2f | %.1f %% |\n", label,
+	       lat[nlat / 2] * 1e3, lat[nlat * 99 / 100] * 1e3,
+	       100.0 * (double)sent_slow / SIM_CALLS);
+	fflush(stdout);
+	mtd_lb_picker_free(p);
+}
+
+static void bench_sim(void)
+{
+	size_t nops;
+	const struct mtd_lb_ops *const *all = mtd_lb_all(&nops);
+
+	printf("| strategy | p50 ms | p99 ms | share to the slow one |\n");
+	printf("|---|---:|---:|---:|\n");
+	for (size_t s = 0; s < nops; s++)
+		sim_one(all[s], 0.0, all[s]->name);
+	sim_one(mtd_lb_find("CONSISTENT_HASH"), 1.25, "CONSISTENT_HASH, bounded 1.25");
+	sim_one(mtd_lb_find("MAGLEV"), 1.25, "MAGLEV, bounded 1.25");
+}
+
+/* ---- ring ---------------------------------------------------------------- */
+
+#define RING_KEYS 10000
+
+/* Seed 000's ring: TreeMap<Integer, node> of String.hashCode("addr#i"). */
+struct jpoint {
+	int32_t h;
+	int node;
+};
+
+static struct jpoint jring[(MAXN + 1) * 100];
+static size_t jlen;
+
+static int jcmp(const void *a, const void *b)
+{
+	const struct jpoint *x = a, *y = b;
+
+	return (x->h > y->h) - (x->h < y->h);
+}
+
+static void jring_build(size_t n)
+{
+	jlen = 0;
+	for (size_t i = 0; i < n; i++)
+		for (int v = 0; v < 100; v++) {
+			char buf[48];
+			int len = snprintf(buf, sizeof(buf), "%s#%d", ids[i], v);
+
+			jring[jlen++] = (struct jpoint){
+				mtd_lb_java_string_hash(buf, (size_t)len), (int)i };
+		}
+	qsort(jring, jlen, sizeof(jring[0]), jcmp);
+	/* TreeMap.put: a later equal key replaces the earlier one. */
+	{
+		size_t w = 0;
+
+		for (size_t r = 0; r < jlen; r++) {
+			if (w > 0 && jring[w - 1].h == jring[r].h)
+				jring[w - 1] = jring[r];
+			else
+				jring[w++] = jring[r];
+		}
+		jlen = w;
+	}
+}
+
+static const char *jring_pick(const char *key)
+{
+	int32_t h = mtd_lb_java_string_hash(key, strlen(key));
+	size_t lo = 0, hi = jlen;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (jring[mid].h < h)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return ids[jring[lo == jlen ? 0 : lo].node];
+}
+
+typedef void map_fn(size_t n, const char **out, const struct mtd_lb_ops *ops);
+
+static char keys_txt[RING_KEYS][16];
+
+static void map_lb(size_t n, const char **out, const struct mtd_lb_ops *ops)
+{
+	struct mtd_lb_picker *p = new_picker(ops, n, 0.0);
+	uint64_t rng = 1;
+
+	for (int k = 0; k < RING_KEYS; k++) {
+		struct mtd_lb_pick_ctx ctx = { .rng = &rng };
+
+		ctx.key = (const uint8_t *)keys_txt[k];
+		ctx.key_len = strlen(keys_txt[k]);
+		out[k] = eps[mtd_lb_pick(p, &ctx)].id;
+	}
+	mtd_lb_picker_free(p);
+}
+
+static void map_java(size_t n, const char **out, const struct mtd_lb_ops *ops)
+{
+	jring_build(n);
+	for (int k = 0; k < RING_KEYS; k++)
+		out[k] = jring_pick(keys_txt[k]);
+}
+
+/* Endpoint ids are stable strings in ids[]; results are compared by
+ * content, so removing endpoint 3 is done by moving the last one into its
+ * place and shrinking n. */
+static void ring_row(const char *label, map_fn *map,
+                     const struct mtd_lb_ops *ops, int hexkeys)
+{
+	static const char *before[RING_KEYS], *after[RING_KEYS];
+	static char saved[RING_KEYS][32];
+	const size_t n = 10;
+	size_t load[11] = { 0 }, moved_rm = 0, moved_add = 0, max = 0,
+	       min = RING_KEYS;
+	char removed[32];
+
+	for (int k = 0; k < RING_KEYS; k++) {
+		if (hexkeys)
+			snprintf(keys_txt[k], sizeof(keys_txt[k]), "%08x",
+			         (unsigned)k * 2654435761u);
+		else
+			snprintf(keys_txt[k], sizeof(keys_txt[k]), "user-%d", k);
+	}
+	make_eps(n + 1, false);
+	map(n, before, ops);
+	for (int k = 0; k < RING_KEYS; k++) {
+		for (size_t i = 0; i < n; i++)
+			if (before[k] == ids[i])
+				load[i]++;
+		snprintf(saved[k], sizeof(saved[k]), "%s", before[k]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (load[i] > max)
+			max = load[i];
+		if (load[i] < min)
+			min = load[i];
+	}
+	/* Join: the 11th endpoint. */
+	map(n + 1, after, ops);
+	for (int k = 0; k < RING_KEYS; k++)
+		moved_add += strcmp(saved[k], after[k]) != 0;
+	/* Leave: endpoint 3 goes (the last takes its slot). */
+	snprintf(removed, sizeof(removed), "%s", ids[3]);
+	memcpy(ids[3], ids[n - 1], sizeof(ids[3]));
+	make_eps(0, false);
+	for (size_t i = 0; i < n - 1; i++)
+		eps[i] = (struct mtd_lb_endpoint){ .id = ids[i], .weight = 100,
+			                           .stats = &stats[i] };
+	map(n - 1, after, ops);
+	for (int k = 0; k < RING_KEYS; k++)
+		moved_rm += strcmp(saved[k], after[k]) != 0;
+	printf("| %s | %.3f | %.3f | %.4f | %.4f |\n", label,
+	       (double)max / (RING_KEYS / (double)n),
+	       (double)min / (RING_KEYS / (double)n),
+	       (double)moved_rm / RING_KEYS, (double)moved_add / RING_KEYS);
+	(void)removed;
+}
+
+static void bench_ring(void)
+{
+	static const char *const fmts[2] = { "user-<k>", "hex(k * 2654435761)" };
+
+	printf("10 endpoints, 10,000 keys; ideal: max/mean = min/mean = 1, "
+	       "remove = 0.1000, add = 0.0909\n\n");
+	printf("| ring | keys | max/mean | min/mean | remap, 1 of 10 leaves | "
+	       "remap, 11th joins |\n");
+	printf("|---|---|---:|---:|---:|---:|\n");
+	for (int f = 0; f < 2; f++) {
+		char label[96];
+
+		snprintf(label, sizeof(label), "seed 000 (String.hashCode, 100 "
+		         "points) | %s", fmts[f]);
+		ring_row(label, map_java, NULL, f);
+		snprintf(label, sizeof(label), "CONSISTENT_HASH (ketama MD5, 160 "
+		         "points) | %s", fmts[f]);
+		ring_row(label, map_lb, mtd_lb_find("CONSISTENT_HASH"), f);
+		snprintf(label, sizeof(label), "MAGLEV (65537 slots) | %s",
+		         fmts[f]);
+		ring_row(label, map_lb, mtd_lb_find("MAGLEV"), f);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : "all";
+	bool all = strcmp(what, "all") == 0;
+
+	if (all || strcmp(what, "pick") == 0) {
+		printf("## ns per pick (one thread)\n\n");
+		bench_pick();
+		printf("\n");
+	}
+	if (all || strcmp(what, "sim") == 0) {
+		printf("## simulation: 10 endpoints x 4 slots, mean 1 ms, one "
+		       "at 10 ms, 70 %% load, %d calls\n\n", SIM_CALLS);
+		bench_sim();
+		printf("\n");
+	}
+	if (all || strcmp(what, "ring") == 0) {
+		printf("## ring spread and remap\n\n");
+		bench_ring();
+	}
+	return 0;
+}
