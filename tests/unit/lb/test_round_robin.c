@@ -2,6 +2,8 @@
  * n == 1, empty set, and the registry. */
 #include "config.h"
 
+#include <pthread.h>
+
 #include "lb-test.h"
 
 static Suite *rr_suite(void);
@@ -162,6 +164,73 @@ START_TEST(carries_position)
 }
 END_TEST
 
+/* Concurrent picks from several workers: the shared counter keeps the
+ * global rotation exact (no lost or doubled turns). */
+#define THREADS 4
+#define PER_THREAD 60000
+
+struct worker_arg {
+	struct mtd_lb_picker *p;
+	struct t_set *s;
+	unsigned worker;
+	uint64_t counts[8];
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker_arg *w = arg;
+	uint64_t rng = w->worker + 1;
+	struct mtd_lb_pick_ctx ctx = { .worker = w->worker, .rng = &rng };
+
+	for (int k = 0; k < PER_THREAD; k++) {
+		int i = mtd_lb_pick(w->p, &ctx);
+
+		if (i >= 0 && i < 8)
+			w->counts[i]++;
+	}
+	return NULL;
+}
+
+START_TEST(concurrent_workers)
+{
+	static const char *const names[] = { "ROUND_ROBIN",
+		                             "WEIGHTED_ROUND_ROBIN",
+		                             "SMOOTH_WEIGHTED_ROUND_ROBIN" };
+	static struct t_set s;
+	struct worker_arg args[THREADS];
+	pthread_t th[THREADS];
+	struct mtd_lb_config cfg;
+
+	for (size_t k = 0; k < 3; k++) {
+		struct mtd_lb_picker *p;
+
+		t_set_init(&s, 6, NULL);
+		mtd_lb_config_defaults(&cfg, mtd_lb_find(names[k]));
+		cfg.n_workers = THREADS;
+		p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+		ck_assert_ptr_nonnull(p);
+		for (unsigned t = 0; t < THREADS; t++) {
+			args[t] = (struct worker_arg){ .p = p, .s = &s, .worker = t };
+			ck_assert_int_eq(pthread_create(&th[t], NULL, worker_main,
+			                                &args[t]), 0);
+		}
+		for (unsigned t = 0; t < THREADS; t++)
+			pthread_join(th[t], NULL);
+		/* 240,000 picks over 6 endpoints: exactly 40,000 each. */
+		for (size_t i = 0; i < 6; i++) {
+			uint64_t sum = 0;
+
+			for (unsigned t = 0; t < THREADS; t++)
+				sum += args[t].counts[i];
+			ck_assert_msg(sum == THREADS * PER_THREAD / 6,
+			              "%s: endpoint %zu got %llu", names[k], i,
+			              (unsigned long long)sum);
+		}
+		mtd_lb_picker_free(p);
+	}
+}
+END_TEST
+
 static Suite *rr_suite(void)
 {
 	Suite *s = suite_create("lb_round_robin");
@@ -173,6 +242,7 @@ static Suite *rr_suite(void)
 	tcase_add_test(tc, single_and_empty);
 	tcase_add_test(tc, config_check);
 	tcase_add_test(tc, carries_position);
+	tcase_add_test(tc, concurrent_workers);
 	suite_add_tcase(s, tc);
 	return s;
 }
