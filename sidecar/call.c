@@ -40,7 +40,7 @@ int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen,
 {
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 16;
-		nghttp2_nv *nv = realloc(h->nv, cap * sizeof(*nv));
+		nghttp2_nv *nv = mtd_slab_realloc(h->slab, h->nv, cap * sizeof(*nv));
 		if (!nv)
 			return -ENOMEM;
 		h->nv = nv;
@@ -51,7 +51,7 @@ int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen,
 		size_t cap = h->mem_cap ? h->mem_cap : 512;
 		while (cap - h->mem_len < need)
 			cap *= 2;
-		uint8_t *mem = realloc(h->mem, cap);
+		uint8_t *mem = mtd_slab_realloc(h->slab, h->mem, cap);
 		if (!mem)
 			return -ENOMEM;
 		h->mem = mem;
@@ -79,9 +79,11 @@ void mtd_headers_finish(struct mtd_headers *h)
 
 void mtd_headers_clear(struct mtd_headers *h)
 {
-	free(h->nv);
-	free(h->mem);
+	struct mtd_slab *slab = h->slab;
+	mtd_slab_free(slab, h->nv);
+	mtd_slab_free(slab, h->mem);
 	memset(h, 0, sizeof(*h));
+	h->slab = slab;
 }
 
 const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name)
@@ -122,7 +124,7 @@ void mtd_call_maybe_free(struct mtd_call *call)
 	free(call->tried);
 	free(call->last_failure);
 	call->w->n_calls--;
-	free(call);
+	mtd_slab_free(&call->w->slab, call);
 }
 
 /* ---- failures ---------------------------------------------------------- */

@@ -22,13 +22,14 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 	struct mtd_conn *c = ud;
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
-	struct mtd_call *call = calloc(1, sizeof(*call));
+	struct mtd_call *call = mtd_slab_calloc(&c->w->slab, 1, sizeof(*call));
 	if (!call)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
 	call->w = c->w;
 	call->down = c;
 	call->down_sid = frame->hd.stream_id;
 	call->ep_idx = -1;
+	call->req_hdrs.slab = call->resp_hdrs.slab = call->resp_trailers.slab = &c->w->slab;
 	call->start_ns = mtd_now_ns();
 	LIST_INSERT_HEAD(&c->calls, call, down_link);
 	c->n_streams++;
@@ -189,7 +190,7 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	}
 	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
 	evtimer_assign(&c->timer, w->base, down_timer_cb, c);
-	if (nghttp2_session_server_new2(&c->ng, w->down_cbs, c, w->down_opt) != 0) {
+	if (nghttp2_session_server_new3(&c->ng, w->down_cbs, c, w->down_opt, &w->ng_mem) != 0) {
 		free(c);
 		return -ENOMEM;
 	}

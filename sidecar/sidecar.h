@@ -27,6 +27,7 @@
 
 #include "config/config.h"
 #include "core/bufq.h"
+#include "core/slab.h"
 #include "grpc/grpc.h"
 #include "lb/lb.h"
 #include "route/route.h"
@@ -216,8 +217,10 @@ void mtd_up_on_close(struct mtd_conn *c);
 
 /* ---- calls (call.c) --------------------------------------------------- */
 
-/* Header storage of one HEADERS block: nv entries pointing into `mem`. */
+/* Header storage of one HEADERS block: nv entries pointing into `mem`.
+ * Memory comes from the owning worker's slab. */
 struct mtd_headers {
+	struct mtd_slab *slab;
 	nghttp2_nv *nv;
 	size_t n, cap;
 	uint8_t *mem;
@@ -343,6 +346,8 @@ struct mtd_worker {
 	struct mtd_pool **pools;         /* by endpoint slot, lazily created */
 	nghttp2_session_callbacks *down_cbs, *up_cbs;
 	nghttp2_option *down_opt, *up_opt;
+	struct mtd_slab slab;            /* recycled small blocks (calls, nghttp2) */
+	nghttp2_mem ng_mem;              /* nghttp2's allocations go to slab */
 	uint8_t *rbuf;                   /* shared read buffer */
 	size_t rbuf_len;
 	uint64_t rng;

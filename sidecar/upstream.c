@@ -210,7 +210,7 @@ static void up_ready(struct mtd_conn *c)
 	event_del(&c->timer);
 	event_del(&c->rev);
 	event_del(&c->wev);
-	if (nghttp2_session_client_new2(&c->ng, c->w->up_cbs, c, c->w->up_opt) != 0) {
+	if (nghttp2_session_client_new3(&c->ng, c->w->up_cbs, c, c->w->up_opt, &c->w->ng_mem) != 0) {
 		up_fail(c, "out of memory");
 		return;
 	}

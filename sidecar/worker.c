@@ -135,6 +135,11 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 	event_base_loopexit(w->base, NULL);
 }
 
+static void *ng_malloc(size_t size, void *ud) { return mtd_slab_malloc(ud, size); }
+static void ng_free(void *p, void *ud) { mtd_slab_free(ud, p); }
+static void *ng_calloc(size_t n, size_t size, void *ud) { return mtd_slab_calloc(ud, n, size); }
+static void *ng_realloc(void *p, size_t size, void *ud) { return mtd_slab_realloc(ud, p, size); }
+
 struct mtd_worker *mtd_worker_new(unsigned id, const struct mtd_runtime *rt, int listen_fd)
 {
 	struct mtd_worker *w = calloc(1, sizeof(*w));
@@ -144,6 +149,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, const struct mtd_runtime *rt, int
 	w->rt = rt;
 	w->listen_fd = listen_fd;
 	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
+	w->ng_mem = (nghttp2_mem){ &w->slab, ng_malloc, ng_free, ng_calloc, ng_realloc };
 	TAILQ_INIT(&w->dirty);
 	TAILQ_INIT(&w->graveyard);
 	LIST_INIT(&w->downs);
@@ -230,6 +236,7 @@ void mtd_worker_free(struct mtd_worker *w)
 	event_del(&w->housekeeping_ev);
 	mtd_up_teardown(w);
 	mtd_down_teardown(w);
+	mtd_slab_drain(&w->slab);
 	free(w->pools);
 	free(w->rbuf);
 	event_base_free(w->base);

@@ -1,5 +1,6 @@
 lib_libmaitred_a_SOURCES += lib/core/log.h lib/core/log.c \
-	lib/core/bufq.h lib/core/bufq.c
+	lib/core/bufq.h lib/core/bufq.c \
+	lib/core/slab.h lib/core/slab.c
 
 check_PROGRAMS += tests/unit/test_core
 TESTS += tests/unit/test_core
