@@ -111,6 +111,12 @@ UP_PIDS=()
 start_upstreams() {
 	local port
 	UP_PIDS=()
+	for port in $UP1 $UP2 $PROXY_PORT; do
+		if ss -Hltn "sport = :$port" | grep -q .; then
+			log "port $port is taken by another program: pick other ports with -P"
+			return 1
+		fi
+	done
 	for port in $UP1 $UP2; do
 		taskset -c "$CPU_LOAD" "$UPSTREAM_BIN" -p "$port" "${UP_TLS[@]}" \
 			2>"$T/up$port.log" &

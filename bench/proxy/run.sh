@@ -24,6 +24,7 @@ CPU_PROXY=1      # the proxy's core
 CPU_LOAD=0       # h2load's and the upstreams' core
 PORT_BASE=25000  # proxy PORT_BASE+1, upstreams PORT_BASE+51, PORT_BASE+52
 KEEP=0
+REPS=1           # repeats of every row (medians are reported)
 UPSTREAM_BIN=${UPSTREAM_BIN:-$top/bench/proxy/grpc_upstream}
 MAITRED_BIN=${MAITRED_BIN:-$top/sidecar/maitred}
 
@@ -44,13 +45,16 @@ usage: $0 [options]
   -P PORT_BASE   proxy listens on PORT_BASE+1, upstreams on +51 and +52
                  (default $PORT_BASE)
   -C PROXY,LOAD  cores: proxy, and h2load + upstreams (default $CPU_PROXY,$CPU_LOAD)
-  -k             keep the temp dir (configs, logs, h2load output)
+  -R N           repeat every row N times, rows interleaved; report medians
+                 (default $REPS)
+  -k             keep the temp dir (configs, logs, h2load output); kept
+                 anyway when a row has a note
 Environment: UPSTREAM_BIN (default bench/proxy/grpc_upstream, built by
 \`make bench/proxy/grpc_upstream\`), MAITRED_BIN (default sidecar/maitred).
 EOF
 }
 
-while getopts "d:c:m:r:i:n:t:p:P:C:kh" opt; do
+while getopts "d:c:m:r:i:n:t:p:P:C:R:kh" opt; do
 	case $opt in
 	d) DUR=$OPTARG ;;
 	c) CLIENTS=$OPTARG ;;
@@ -62,6 +66,7 @@ while getopts "d:c:m:r:i:n:t:p:P:C:kh" opt; do
 	p) PROXIES=${OPTARG//,/ } ;;
 	P) PORT_BASE=$OPTARG ;;
 	C) CPU_PROXY=${OPTARG%,*}; CPU_LOAD=${OPTARG#*,} ;;
+	R) REPS=$OPTARG ;;
 	k) KEEP=1 ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
@@ -103,7 +108,7 @@ percentiles() {	# LOGFILE -> "p50_ms p99_ms calls"
 declare -A R	# R[row,field]
 
 run_row() {
-	local row=$1 pids t0 t1 c0 c1 u0 u1 n0 n1 w0 w1 hwm rss0 rss1 ok sampler
+	local row=$1 pids t0 t1 c0 c1 u0 u1 n0 n1 hwm rss0 rss1 ok sampler p
 
 	R[$row,note]=""
 	start_upstreams || { R[$row,note]="upstreams did not start"; return; }
@@ -190,6 +195,12 @@ run_row() {
 		R[$row,conns]="-"; R[$row,sat512]="-"
 	fi
 
+	for p in "${UP_PIDS[@]}"; do
+		kill -0 "$p" 2>/dev/null ||
+			R[$row,note]="${R[$row,note]} an upstream exited during the run;"
+	done
+	[ "$(up_stat calls)" -gt 0 ] ||
+		R[$row,note]="${R[$row,note]} the upstreams report no calls (stats unread?);"
 	if [ -n "$pids" ] && ! kill -0 "$PROXY_PID" 2>/dev/null; then
 		R[$row,note]="${R[$row,note]} the proxy exited during the run (see $row.out, -k);"
 	fi
@@ -210,22 +221,59 @@ run_row() {
 log "maitred proxy bench: mode=$MODE duration=${DUR}s saturation -c $CLIENTS -m $STREAMS," \
 	"rate $RATE/s over $RATE_CLIENTS conns, $INFLIGHT in flight, $IDLE_N idle conns;" \
 	"proxy on cpu$CPU_PROXY, h2load + upstreams on cpu$CPU_LOAD; temp $T"
+FIELDS="sat util cpu ucpu p50 p99 rss conns sat512 opened idle split"
+declare -A ALL	# ALL[row,field]: the value of each repeat, space separated
+declare -A NOTES
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 ROWS=()
 for row in $PROXIES; do
 	why=$(available "$row")
 	if [ -n "$why" ]; then
 		log "skip $row: $why"
 		R[$row,skip]=$why
-	else
-		log "run $row"
-		run_row "$row"
 	fi
 	ROWS+=("$row")
+done
+# Repeats go round the rows, so a burst of other work on the machine lands on
+# one repeat of several rows rather than on every repeat of one row.
+for rep in $(seq "$REPS"); do
+	for row in "${ROWS[@]}"; do
+		[ -n "${R[$row,skip]:-}" ] && continue
+		log "run $row$([ "$REPS" -gt 1 ] && echo " (repeat $rep of $REPS)")"
+		run_row "$row"
+		for f in $FIELDS; do
+			v=${R[$row,$f]:--}
+			ALL[$row,$f]="${ALL[$row,$f]:-}${ALL[$row,$f]:+ }${v// /_}"
+		done
+		if [ -n "${R[$row,note]}" ]; then
+			NOTES[$row]="${NOTES[$row]:-}${NOTES[$row]:+ }$([ "$REPS" -gt 1 ] && echo "repeat $rep:")${R[$row,note]}"
+			KEEP=1	# something went wrong: keep the evidence
+		fi
+	done
+done
+# The median of the numbers a field got (the highest for connection counts);
+# a field with no number keeps its last value.
+for row in "${ROWS[@]}"; do
+	for f in $FIELDS; do
+		vals=${ALL[$row,$f]:-}
+		[ -z "$vals" ] && continue
+		nums=$(tr ' ' '\n' <<<"$vals" | grep -E '^[0-9]+(\.[0-9]+)?$' | sort -g)
+		if [ -z "$nums" ]; then
+			R[$row,$f]=${vals##* }; R[$row,$f]=${R[$row,$f]//_/ }
+		elif [ "$f" = conns ]; then
+			R[$row,$f]=$(tail -1 <<<"$nums")
+		else
+			R[$row,$f]=$(awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }' <<<"$nums")
+		fi
+	done
+	R[$row,note]=${NOTES[$row]:-}
 done
 
 v() { echo "${R[$1,$2]:--}"; }
 echo
-echo "### maitred proxy bench — $(date -u +%Y-%m-%dT%H:%MZ), $MODE upstreams, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "### maitred proxy bench — $(date -u +%Y-%m-%dT%H:%MZ), $MODE upstreams, $(nproc) CPUs, load $LOAD0 at start"
+echo
+echo "${DUR}s per phase; saturation -c $CLIENTS -m $STREAMS; $([ "$REPS" -gt 1 ] && echo "median of $REPS repeats (connections: the highest)" || echo "one run")."
 echo
 echo "| row | sat calls/s | proxy CPU % | proxy µs CPU/call | upstream µs CPU/call | p50 ms @${RATE}/s | p99 ms @${RATE}/s | peak RSS MB | up conns/endpoint @$INFLIGHT | calls/s @$INFLIGHT | up conns opened | idle conn KiB | calls per upstream |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
