@@ -16,6 +16,12 @@ struct block_hdr {
 	uint32_t pad[3];
 };
 
+static uint32_t keep_limit(unsigned cls)
+{
+	uint32_t n = (uint32_t)(MTD_SLAB_KEEP_BYTES >> (cls + MIN_SHIFT));
+	return n < MTD_SLAB_KEEP_MAX ? n : MTD_SLAB_KEEP_MAX;
+}
+
 static unsigned size_class(size_t size)
 {
 	unsigned cls = 0;
@@ -64,7 +70,7 @@ void mtd_slab_free(struct mtd_slab *s, void *p)
 		return;
 	struct block_hdr *h = (struct block_hdr *)((char *)p - HDR);
 	unsigned cls = h->cls;
-	if (cls == LARGE || s->n_free[cls] >= MTD_SLAB_KEEP) {
+	if (cls == LARGE || s->n_free[cls] >= keep_limit(cls)) {
 		free(h);
 		return;
 	}

@@ -14,13 +14,16 @@
 #include <stdint.h>
 
 #define MTD_SLAB_CLASSES 9          /* 32 B .. 8 KiB payload */
-/* Free blocks kept per class. Under AddressSanitizer nothing is kept, so
- * every block goes back to malloc and use-after-free stays detectable. */
+/* Bytes of free blocks kept per class (so at most 9 x 256 KiB per worker),
+ * and never more than 1024 blocks of one class. Under AddressSanitizer
+ * nothing is kept, so every block goes back to malloc and use-after-free
+ * stays detectable. */
 #if defined(__SANITIZE_ADDRESS__)
-#define MTD_SLAB_KEEP 0
+#define MTD_SLAB_KEEP_BYTES 0
 #else
-#define MTD_SLAB_KEEP 1024
+#define MTD_SLAB_KEEP_BYTES (256 * 1024)
 #endif
+#define MTD_SLAB_KEEP_MAX 1024
 
 struct mtd_slab {
 	void *free[MTD_SLAB_CLASSES];

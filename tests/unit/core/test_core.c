@@ -8,6 +8,7 @@
 
 #include "core/bufq.h"
 #include "core/log.h"
+#include "core/slab.h"
 
 START_TEST(bufq_fifo_across_chunks)
 {
@@ -68,6 +69,52 @@ START_TEST(log_levels)
 }
 END_TEST
 
+START_TEST(slab_classes_reuse_and_realloc)
+{
+	struct mtd_slab s = { 0 };
+	uint8_t *a = mtd_slab_malloc(&s, 20);
+	ck_assert_ptr_nonnull(a);
+	memset(a, 0xab, 20);
+	mtd_slab_free(&s, a);
+	uint8_t *b = mtd_slab_malloc(&s, 30); /* same 32-byte class */
+#if !defined(__SANITIZE_ADDRESS__)
+	ck_assert_ptr_eq(a, b);               /* recycled */
+	ck_assert_uint_eq(s.n_free[0], 0);
+#endif
+	/* Growing keeps the contents, across classes and into "large". */
+	for (int i = 0; i < 30; i++)
+		b[i] = (uint8_t)i;
+	b = mtd_slab_realloc(&s, b, 3000);
+	ck_assert_ptr_nonnull(b);
+	for (int i = 0; i < 30; i++)
+		ck_assert_uint_eq(b[i], (uint8_t)i);
+	b = mtd_slab_realloc(&s, b, 100000);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_uint_eq(b[29], 29);
+	b = mtd_slab_realloc(&s, b, 64);      /* large -> small keeps the head */
+	ck_assert_uint_eq(b[29], 29);
+	uint32_t *z = mtd_slab_calloc(&s, 10, sizeof(uint32_t));
+	for (int i = 0; i < 10; i++)
+		ck_assert_uint_eq(z[i], 0);
+	ck_assert_ptr_null(mtd_slab_calloc(&s, SIZE_MAX / 2, 4)); /* overflow */
+	mtd_slab_free(&s, z);
+	mtd_slab_free(&s, b);
+	mtd_slab_free(&s, NULL);
+	/* The cache is bounded: freeing many 8 KiB blocks keeps few. */
+	void *many[200];
+	for (int i = 0; i < 200; i++)
+		many[i] = mtd_slab_malloc(&s, 8000);
+	for (int i = 0; i < 200; i++)
+		mtd_slab_free(&s, many[i]);
+	ck_assert_uint_le(s.n_free[MTD_SLAB_CLASSES - 1], MTD_SLAB_KEEP_BYTES / 8192);
+	mtd_slab_drain(&s);
+	for (unsigned c = 0; c < MTD_SLAB_CLASSES; c++) {
+		ck_assert_ptr_null(s.free[c]);
+		ck_assert_uint_eq(s.n_free[c], 0);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("core");
@@ -75,6 +122,7 @@ int main(void)
 	tcase_add_test(tc, bufq_fifo_across_chunks);
 	tcase_add_test(tc, bufq_big_append_and_clear);
 	tcase_add_test(tc, log_levels);
+	tcase_add_test(tc, slab_classes_reuse_and_realloc);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
