@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "config/config-int.h"
 #include "lb/lb.h"
+#include "pbwire/pbwire.h"
 
 typedef Maitred__Config__V1__Config PbConfig;
 typedef Maitred__Config__V1__Service PbService;
@@ -35,7 +36,6 @@ typedef Google__Protobuf__Duration PbDuration;
 
 #define DEFAULT_LISTEN "127.0.0.1:15001"
 #define WORKERS_MAX 1024
-#define FIELD_NUMBER_MAX 536870911u   /* 2^29 - 1, protobuf's largest tag */
 #define H2_WINDOW_MAX 2147483647u     /* RFC 9113 §6.9.1: 2^31 - 1 */
 
 static _Thread_local bool numeric_hosts_only;
@@ -330,43 +330,45 @@ static bool header_name_ok(const char *s)
 
 /* ---- hash key ----------------------------------------------------------- */
 
-static int parse_field_path(const char *s, struct mtd_cfg_hash_key *hk,
-                            const char **why)
+/* The data plane hands hk->field_path to mtd_pbwire_find() as is. */
+_Static_assert(MTD_CFG_FIELD_PATH_MAX == MTD_PBWIRE_MAX_DEPTH,
+               "a config field path is a pbwire path");
+
+#define FIELD_RESERVED_LO 19000u /* protobuf: reserved for the implementation */
+#define FIELD_RESERVED_HI 19999u
+
+/* Why mtd_pbwire_path_parse() refused s, in words. It only explains: what
+ * is accepted is the pbwire parser's call, the extractor's own grammar. */
+static const char *field_path_why(const char *s, char *buf, size_t size)
 {
 	size_t depth = 0;
 
 	for (;;) {
 		size_t n = strspn(s, "0123456789");
-		unsigned long v;
 
-		if (n == 0 || (s[n] != '.' && s[n] != '\0')) {
-			*why = "expected field numbers separated by '.', e.g. \"2.1\"";
-			return -EINVAL;
+		if (n == 0 || (s[n] != '.' && s[n] != '\0'))
+			return "expected field numbers separated by '.', e.g. \"2.1\"";
+		if (n > 1 && s[0] == '0') {
+			snprintf(buf, size, "field number \"%.*s\" has a leading zero",
+			         (int)n, s);
+			return buf;
 		}
-		if (n > 10) {
-			*why = "field number out of range 1..536870911";
-			return -EINVAL;
+		if (n > 10 || strtoul(s, NULL, 10) < 1 ||
+		    strtoul(s, NULL, 10) > MTD_PBWIRE_MAX_FIELD) {
+			snprintf(buf, size, "field number out of range 1..%u",
+			         MTD_PBWIRE_MAX_FIELD);
+			return buf;
 		}
-		v = strtoul(s, NULL, 10);
-		if (v < 1 || v > FIELD_NUMBER_MAX) {
-			*why = "field number out of range 1..536870911";
-			return -EINVAL;
-		}
-		if (v >= 19000 && v <= 19999) {
-			*why = "field numbers 19000..19999 are reserved by protobuf";
-			return -EINVAL;
-		}
-		if (depth == MTD_CFG_FIELD_PATH_MAX) {
-			*why = "path deeper than " "8" " fields";
-			return -EINVAL;
-		}
-		hk->field_path[depth++] = (uint32_t)v;
+		depth++;
 		if (s[n] == '\0')
 			break;
 		s += n + 1;
 	}
-	hk->field_depth = depth;
-	return 0;
+	if (depth > MTD_PBWIRE_MAX_DEPTH) {
+		snprintf(buf, size, "path deeper than %d fields", MTD_PBWIRE_MAX_DEPTH);
+		return buf;
+	}
+	return "not a field path"; /* the two grammars disagree: a bug here */
 }
 
 static void build_hash_key(struct builder *b, const PbHashKey *m,
@@ -374,8 +376,7 @@ static void build_hash_key(struct builder *b, const PbHashKey *m,
 {
 	bool has_h = m->header != NULL && m->header[0] != '\0';
 	bool has_f = m->field != NULL && m->field[0] != '\0';
-	char p[256];
-	const char *why;
+	char p[256], why[64];
 
 	out->fail_on_missing =
 		m->on_missing == MAITRED__CONFIG__V1__HASH_KEY__ON_MISSING__FAIL;
@@ -404,9 +405,25 @@ static void build_hash_key(struct builder *b, const PbHashKey *m,
 	}
 	sub(p, sizeof(p), path, "field");
 	out->kind = MTD_CFG_HASH_FIELD;
-	if (parse_field_path(m->field, out, &why) != 0)
+	if (mtd_pbwire_path_parse(m->field, out->field_path,
+	                          &out->field_depth) != 0) {
+		out->field_depth = 0;
 		BERR(at(b, m, "field", NULL), p, "bad field path \"%s\": %s", m->field,
-		     why);
+		     field_path_why(m->field, why, sizeof(why)));
+		return;
+	}
+	/* Stricter than the extractor: no .proto can declare these numbers, so
+	 * such a path would never match a real message. */
+	for (size_t i = 0; i < out->field_depth; i++) {
+		if (out->field_path[i] >= FIELD_RESERVED_LO &&
+		    out->field_path[i] <= FIELD_RESERVED_HI) {
+			BERR(at(b, m, "field", NULL), p,
+			     "bad field path \"%s\": field numbers %u..%u are reserved "
+			     "by protobuf", m->field, FIELD_RESERVED_LO,
+			     FIELD_RESERVED_HI);
+			break;
+		}
+	}
 }
 
 static void hash_key_copy(struct builder *b, struct mtd_cfg_hash_key *dst,

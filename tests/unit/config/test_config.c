@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "config/config-int.h"
 #include "lb/lb.h"
+#include "pbwire/pbwire.h"
 
 #define EP "    endpoints: [{address: \"127.0.0.1:50051\"}]\n"
 
@@ -448,6 +449,33 @@ START_TEST(err_hash_key_shape)
 	             EP,
 	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
 	             "\"1.2.3.4.5.6.7.8.9\": path deeper than 8 fields");
+	/* The data plane's extractor (mtd_pbwire_path_parse) decides; config
+	 * only explains. It refuses leading zeros, as it always did. */
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CONSISTENT_HASH}\n"
+	             "    hash_key:\n"
+	             "      field: \"2.01\"\n"
+	             EP,
+	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
+	             "\"2.01\": field number \"01\" has a leading zero");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CONSISTENT_HASH}\n"
+	             "    hash_key:\n"
+	             "      field: \"2.\"\n"
+	             EP,
+	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
+	             "\"2.\": expected field numbers separated by '.', e.g. \"2.1\"");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CONSISTENT_HASH}\n"
+	             "    hash_key:\n"
+	             "      field: \"3.19500\"\n"
+	             EP,
+	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
+	             "\"3.19500\": field numbers 19000..19999 are reserved by "
+	             "protobuf");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    lb: {policy: CONSISTENT_HASH}\n"
@@ -800,6 +828,52 @@ START_TEST(ok_method_inheritance)
 	ck_assert_uint_eq(m3->lb.ring_points, 160);
 	ck_assert_uint_eq(m3->lb.n_workers, cfg->workers);
 	mtd_cfg_free(cfg);
+}
+END_TEST
+
+/* A hash_key.field is accepted exactly when the data plane's extractor
+ * parses it (bar protobuf's reserved numbers), into the same path. */
+START_TEST(ok_field_path_agrees_with_pbwire)
+{
+	static const char *const paths[] = {
+		"1", "2.1", "536870911", "536870912", "1.2.3.4.5.6.7.8",
+		"1.2.3.4.5.6.7.8.9", "0", "01", "10.0", "2..1", ".1", "1.", "+1",
+		" 1", "1 ", "1.-2", "99999999999", "18999.20000", "19000", "",
+	};
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		char yaml[512];
+		uint32_t want[MTD_PBWIRE_MAX_DEPTH];
+		size_t depth = 0;
+		bool ok = mtd_pbwire_path_parse(paths[i], want, &depth) == 0;
+		bool reserved = false;
+		struct mtd_cfg *cfg = NULL;
+		struct mtd_cfg_errors errs = { 0 };
+		int rc;
+
+		for (size_t k = 0; ok && k < depth; k++)
+			reserved |= want[k] >= 19000 && want[k] <= 19999;
+		snprintf(yaml, sizeof(yaml),
+		         "services:\n"
+		         "  - name: a.B\n"
+		         "    lb: {policy: MAGLEV}\n"
+		         "    hash_key: {field: \"%s\"}\n"
+		         EP, paths[i]);
+		rc = mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml),
+		                         MTD_CFG_FORMAT_YAML, &cfg, &errs);
+		ck_assert_msg((rc == 0) == (ok && !reserved && paths[i][0] != '\0'),
+		              "\"%s\": config rc %d, pbwire %d", paths[i], rc, ok);
+		if (rc == 0) {
+			const struct mtd_cfg_hash_key *hk = &cfg->services[0].hash_key;
+
+			ck_assert_int_eq(hk->kind, MTD_CFG_HASH_FIELD);
+			ck_assert_uint_eq(hk->field_depth, depth);
+			for (size_t k = 0; k < depth; k++)
+				ck_assert_uint_eq(hk->field_path[k], want[k]);
+		}
+		mtd_cfg_free(cfg);
+		mtd_cfg_errors_clear(&errs);
+	}
 }
 END_TEST
 
@@ -1168,6 +1242,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, ok_yaml_values2);
 	tcase_add_test(ok, ok_lower_camel);
 	tcase_add_test(ok, ok_method_inheritance);
+	tcase_add_test(ok, ok_field_path_agrees_with_pbwire);
 	tcase_add_test(ok, ok_json);
 	tcase_add_test(ok, ok_file_relative_tls);
 	tcase_add_test(ok, ok_binary_round_trip);
