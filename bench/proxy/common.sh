@@ -321,11 +321,20 @@ stop_proxy() {
 # ---- phases -----------------------------------------------------------------------
 
 # h2load_run OUT ARGS...: runs h2load on the load core against the target.
+# Also writes h2load's own CPU seconds (user + system, from a wrapper shell's
+# `times`) to OUT.cpu.
 h2load_run() {
 	local out=$1; shift
 	# bounded: a proxy that stops answering must not hang the bench
-	timeout -k 5 $((DUR + WARM + 60)) taskset -c "$CPU_LOAD" h2load "$@" \
-		-d "$T/body.bin" "${HDRS[@]}" "$TARGET_URI" >"$out" 2>&1
+	timeout -k 5 $((DUR + WARM + 60)) taskset -c "$CPU_LOAD" bash -c '
+		"$@"; rc=$?
+		times >&3	# not in a pipe: a subshell would report 0
+		exit $rc' h2load h2load "$@" -d "$T/body.bin" "${HDRS[@]}" "$TARGET_URI" \
+		>"$out" 2>&1 3>"$out.times"
+}
+# h2load_cpu OUT: h2load's CPU seconds in that run.
+h2load_cpu() {
+	awk 'NR == 2 { gsub(/[ms]/, " "); print $1 * 60 + $2 + $3 * 60 + $4 }' "$1.times" 2>/dev/null
 }
 h2load_rps() { awk '/^finished in/ { gsub(",", "", $4); print $4 }' "$1"; }
 h2load_bad() { awk '/^requests:/ { print $10 + $12 + $14 }' "$1"; }

@@ -171,6 +171,7 @@ run_row() {
 	else
 		R[$row,cpu]="-"; R[$row,util]="-"
 	fi
+	R[$row,ccpu]=$(awk -v c="$(h2load_cpu "$T/$row.sat")" -v n=$((n1 - n0)) 'BEGIN { if (n > 0 && c != "") printf "%.1f", c / n * 1e6; else print "-" }')
 	R[$row,ucpu]=$(awk -v c=$((u1 - u0)) -v n=$((n1 - n0)) -v t=$TCK 'BEGIN { if (n > 0) printf "%.1f", c / t / n * 1e6; else print "-" }')
 
 	# Latency at a fixed moderate rate.
@@ -221,7 +222,7 @@ run_row() {
 log "maitred proxy bench: mode=$MODE duration=${DUR}s saturation -c $CLIENTS -m $STREAMS," \
 	"rate $RATE/s over $RATE_CLIENTS conns, $INFLIGHT in flight, $IDLE_N idle conns;" \
 	"proxy on cpu$CPU_PROXY, h2load + upstreams on cpu$CPU_LOAD; temp $T"
-FIELDS="sat util cpu ucpu p50 p99 rss conns sat512 opened idle split"
+FIELDS="sat util cpu ucpu ccpu p50 p99 rss conns sat512 opened idle split"
 declare -A ALL	# ALL[row,field]: the value of each repeat, space separated
 declare -A NOTES
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -275,14 +276,14 @@ echo "### maitred proxy bench — $(date -u +%Y-%m-%dT%H:%MZ), $MODE upstreams, 
 echo
 echo "${DUR}s per phase; saturation -c $CLIENTS -m $STREAMS; $([ "$REPS" -gt 1 ] && echo "median of $REPS repeats (connections: the highest)" || echo "one run")."
 echo
-echo "| row | sat calls/s | proxy CPU % | proxy µs CPU/call | upstream µs CPU/call | p50 ms @${RATE}/s | p99 ms @${RATE}/s | peak RSS MB | up conns/endpoint @$INFLIGHT | calls/s @$INFLIGHT | up conns opened | idle conn KiB | calls per upstream |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+echo "| row | sat calls/s | proxy CPU % | proxy µs CPU/call | upstream µs CPU/call | client µs CPU/call | p50 ms @${RATE}/s | p99 ms @${RATE}/s | peak RSS MB | up conns/endpoint @$INFLIGHT | calls/s @$INFLIGHT | up conns opened | idle conn KiB | calls per upstream |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for row in "${ROWS[@]}"; do
 	if [ -n "${R[$row,skip]:-}" ]; then
-		echo "| $row | skipped: ${R[$row,skip]} |||||||||||| |"
+		echo "| $row | skipped: ${R[$row,skip]} ||||||||||||| |"
 		continue
 	fi
-	echo "| $row | $(v $row sat) | $(v $row util) | $(v $row cpu) | $(v $row ucpu) | $(v $row p50) | $(v $row p99) | $(v $row rss) | $(v $row conns) | $(v $row sat512) | $(v $row opened) | $(v $row idle) | $(v $row split) |"
+	echo "| $row | $(v $row sat) | $(v $row util) | $(v $row cpu) | $(v $row ucpu) | $(v $row ccpu) | $(v $row p50) | $(v $row p99) | $(v $row rss) | $(v $row conns) | $(v $row sat512) | $(v $row opened) | $(v $row idle) | $(v $row split) |"
 done
 for row in "${ROWS[@]}"; do
 	[ -n "${R[$row,note]:-}" ] && echo && echo "note, $row: ${R[$row,note]}"
