@@ -361,7 +361,7 @@ class MaitredTest(unittest.TestCase):
         self.addCleanup(self._cleanup)
 
     # --- processes -----------------------------------------------------------
-    def start_upstream(self, name=None, tls=None, client_ca=None, port=0, grace=5.0):
+    def start_upstream(self, name=None, tls=None, client_ca=None, port=0, grace=5.0, max_streams=0):
         """Start upstream.py; `tls` is a TestCA (server cert), `client_ca` a
         TestCA whose clients are required (mTLS)."""
         self._n += 1
@@ -373,6 +373,8 @@ class MaitredTest(unittest.TestCase):
             argv += ["--tls-cert", tls.server_cert, "--tls-key", tls.server_key]
         if client_ca:
             argv += ["--client-ca", client_ca.ca_file]
+        if max_streams:
+            argv += ["--max-concurrent-streams", str(max_streams)]
         proc = Proc(name, argv, self.tmp)
         self._procs.append((proc, False))
 

@@ -9,7 +9,7 @@ import unittest
 
 import grpc
 
-from harness import (MaitredTest, maitred_only, free_port, pb, call_id, wait_until,
+from harness import (MaitredTest, maitred_only, needs_h2, free_port, pb, call_id, wait_until,
                      CALL_LIMIT, START_LIMIT)
 
 PROTOCOL_ERROR_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL)
@@ -214,6 +214,52 @@ class BadClients(MaitredTest):
         self.assertEqual(stub.Unary(pb.EchoRequest(key="still"), timeout=CALL_LIMIT).key, "still")
         up.release(cid)
         self.assertEqual(fut.result().instance, "a")
+
+    @maitred_only
+    @needs_h2
+    def test_rapid_reset_is_stopped(self):
+        # CVE-2023-44487: open and reset streams as fast as possible. With a
+        # small reset budget maitred must end that connection (GOAWAY or
+        # close), keep running, and keep serving other clients.
+        import h2raw
+        up = self.start_upstream("a")
+        m = self.start_maitred(self.config([self.service("*", [up])],
+                                           downstream={"reset_burst": 50, "reset_rate": 10}))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        req = h2raw.echo_request(hold=True)
+        try:
+            for _ in range(2000):
+                sid = c.call("/maitred.testing.v1.Echo/Unary", [req])
+                c.reset(sid)
+                c.pump(lambda: True, 0)
+                if c.goaway is not None or c.closed:
+                    break
+        except OSError:
+            c.closed = True
+        c.pump(lambda: c.goaway is not None or c.closed, CALL_LIMIT)
+        self.assertTrue(c.goaway is not None or c.closed, "2000 stream resets in a row were all accepted")
+        self.assertTrue(m.proc.alive())
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(key="k"), timeout=CALL_LIMIT).key, "k")
+
+    @maitred_only
+    @needs_h2
+    def test_oversized_header_list_refused(self):
+        import h2raw
+        up = self.start_upstream("a")
+        m = self.start_maitred(self.config([self.service("*", [up])],
+                                           downstream={"max_header_list_size": 16384}))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        sid = c.call("/maitred.testing.v1.Echo/Unary", [h2raw.echo_request()],
+                     headers=[("x-huge", "h" * 40000)])
+        st = c.wait(sid)
+        sh = st.status_headers() or {}
+        self.assertTrue(st.reset_code() is not None or c.goaway is not None or c.closed
+                        or sh.get("grpc-status", "0") != "0",
+                        "a 40 KB header list was served: %r" % st.events)
+        self.assertEqual(up.stats().total, 0, "the oversized request reached the upstream")
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(key="k"), timeout=CALL_LIMIT).key, "k")
 
     @maitred_only
     def test_client_vanishes_mid_call_upstream_cancelled(self):

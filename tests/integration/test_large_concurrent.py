@@ -104,6 +104,18 @@ class Concurrency(MaitredTest):
         names = [f.result().instance for f in futs]
         self.assertEqual(sorted(set(names)), ["a", "b", "c"])
 
+    @maitred_only
+    def test_peer_stream_limit_opens_more_connections(self):
+        # The upstream allows 2 streams per connection; 8 calls must be in
+        # flight at once (barrier), so maitred needs 4 connections to it.
+        up = self.start_upstream("alpha", max_streams=2)
+        m = self.start_maitred(self.config([self.service("*", [up], upstream={"max_connections": 4})]))
+        stub = self.echo(m)
+        bar = "c-" + call_id()
+        futs = [stub.Unary.future(pb.EchoRequest(key=str(i), barrier=bar, barrier_count=8), timeout=CALL_LIMIT * 3)
+                for i in range(8)]
+        self.assertEqual([f.result().key for f in futs], [str(i) for i in range(8)])
+
 
 class Limits(MaitredTest):
     @maitred_only

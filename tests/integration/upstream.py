@@ -371,12 +371,16 @@ def main():
     ap.add_argument("--ready-file")
     ap.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on SIGTERM")
     ap.add_argument("--max-workers", type=int, default=256)
+    ap.add_argument("--max-concurrent-streams", type=int, default=0,
+                    help="SETTINGS_MAX_CONCURRENT_STREAMS to advertise (0 = grpcio's default)")
     ARGS = ap.parse_args()
 
     opts = [("grpc.max_receive_message_length", 256 << 20),
             ("grpc.max_send_message_length", 256 << 20),
             ("grpc.max_metadata_size", 64 * 1024),
             ("grpc.so_reuseport", 0)]
+    if ARGS.max_concurrent_streams:
+        opts.append(("grpc.max_concurrent_streams", ARGS.max_concurrent_streams))
     echo = grpc.server(futures.ThreadPoolExecutor(max_workers=ARGS.max_workers), options=opts)
     servicer = EchoServicer()
     pb_grpc.add_EchoServicer_to_server(servicer, echo)
