@@ -18,6 +18,7 @@ EXTRA_DIST += \
 	tests/integration/test_faults.py \
 	tests/integration/test_config_cli.py \
 	tests/integration/test_drain.py \
+	tests/integration/test_lb.py \
 	protos/maitred/testing/v1/echo.proto \
 	deploy/demo.sh \
 	deploy/run-tests.sh
