@@ -133,6 +133,7 @@ struct mtd_conn {
 	struct mtd_worker *w;
 	int fd;
 	struct ssl_st *ssl;             /* NULL = cleartext */
+	bool tls_up;                    /* handshake completed */
 	nghttp2_session *ng;
 	struct event rev, wev;          /* fd readable / writable */
 	struct event timer;             /* connect timeout (upstream) */

@@ -14,6 +14,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "core/log.h"
 #include "sidecar/sidecar.h"
 
 static int conn_ex_index = -1;
@@ -43,10 +44,16 @@ static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
 	struct mtd_conn *c = SSL_get_ex_data(ssl, conn_ex_index);
 	if (!c || !c->pool)
 		return 0;
+	/* Keep a copy: OpenSSL marks the connection's own session object
+	 * non-resumable when the peer later closes without close_notify, which
+	 * many servers do; the copy stays usable. */
+	SSL_SESSION *copy = SSL_SESSION_dup(sess);
+	if (!copy)
+		return 0;
 	if (c->pool->tls_session)
 		SSL_SESSION_free(c->pool->tls_session);
-	c->pool->tls_session = sess;
-	return 1; /* we keep the reference */
+	c->pool->tls_session = copy;
+	return 0; /* OpenSSL keeps its own reference to sess */
 }
 
 struct ssl_ctx_st *mtd_tls_client_ctx_new(const struct mtd_cfg_tls *tls, char *err, size_t errlen)
@@ -139,6 +146,9 @@ int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen)
 			snprintf(err, errlen, "TLS peer did not negotiate ALPN h2");
 			return -EPROTO;
 		}
+		c->tls_up = true;
+		MTD_DEBUG("upstream %s: %s, %s", c->peer, SSL_get_version(c->ssl),
+		          SSL_session_reused(c->ssl) ? "session resumed" : "full handshake");
 		return 0;
 	}
 	switch (SSL_get_error(c->ssl, rc)) {
@@ -211,8 +221,14 @@ void mtd_xprt_close(struct mtd_conn *c)
 {
 	if (!c->ssl)
 		return;
-	/* No close_notify round trip: the socket closes right after. */
+	/* No close_notify round trip: the socket closes right after. The quiet
+	 * SSL_shutdown() still marks the connection as properly shut down;
+	 * without it SSL_free() takes the session for a bad one and makes it
+	 * non-resumable (ssl_clear_bad_session), so no ticket would ever be
+	 * reused. */
 	SSL_set_quiet_shutdown(c->ssl, 1);
+	if (c->tls_up)
+		SSL_shutdown(c->ssl);
 	SSL_free(c->ssl);
 	c->ssl = NULL;
 }
