@@ -510,6 +510,14 @@ class Stickiness(LbTest):
         self.assertGreaterEqual(len(moved), 7)
         for u, inst in moved.items():
             self.assertIn(inst, left, "%s: user %s still sent to the stopped instance" % (policy, u))
+
+        # The instance comes back on the same address (a new process, named
+        # differently so its log is its own): the endpoint's identity is its
+        # address, so every user is back home, the others never moved.
+        back = self.start_upstream(gone.name + "-back", port=gone.port)
+        again = self.sticky_run(policy, hash_key, call, 200)
+        want = {u: (back.name if h == gone.name else h) for u, h in home.items()}
+        self.assertEqual(again, want, "%s: users not back home after %s restarted" % (policy, gone.name))
         self.stop_maitred(m)
 
     @staticmethod
@@ -602,6 +610,21 @@ class MissingKey(LbTest):
         self.assertEqual(r.key, "k")
         r = self.raw(m, "/lb.HeaderFail/Unary")(pb.EchoRequest(), metadata=((USER, "u"),), timeout=CALL_LIMIT)
         self.assertTrue(r.instance)
+
+        # The field is read from at most the first 64 KiB of the first
+        # message (README). Payload (field 1) precedes key (field 2) on the
+        # wire: after 16 KiB the key is found, after 200 KiB it is beyond the
+        # look-ahead and counts as absent. Either way the call never hangs.
+        fail = self.raw(m, "/lb.FieldFail/Unary")
+        home = fail(pb.EchoRequest(key="deep"), timeout=CALL_LIMIT).instance
+        r = fail(pb.EchoRequest(payload=b"p" * 16384, key="deep"), timeout=CALL_LIMIT)
+        self.assertEqual((r.instance, r.request_payload_size), (home, 16384))
+        with self.assertRaises(grpc.RpcError) as cm:
+            fail(pb.EchoRequest(payload=b"p" * 200000, key="deep"), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, cm.exception.details())
+        rnd = self.raw(m, "/lb.FieldRandom/Unary")
+        r = rnd(pb.EchoRequest(payload=b"p" * 200000, key="deep"), timeout=CALL_LIMIT)
+        self.assertEqual((r.key, r.request_payload_size), ("deep", 200000))
 
         # RANDOM: every keyless call succeeds, spread over the instances
         # (60 calls all on one instance: probability 3^-59).
