@@ -436,17 +436,7 @@ static void hash_key_copy(struct builder *b, struct mtd_cfg_hash_key *dst,
 
 /* ---- load balancing ----------------------------------------------------- */
 
-static bool is_prime(uint32_t n)
-{
-	if (n < 2)
-		return false;
-	if (n % 2 == 0)
-		return n == 2;
-	for (uint32_t i = 3; i <= n / i; i += 2)
-		if (n % i == 0)
-			return false;
-	return true;
-}
+#define CHOICE_COUNT_MAX 64u /* config's own cap; lib/lb only needs >= 2 */
 
 /* Reject an option the chosen strategy would silently ignore (STYLE.md:
  * strategies declare what they support). */
@@ -463,6 +453,9 @@ static bool lb_opt_allowed(struct builder *b, const struct lb_info *info,
 	return false;
 }
 
+/* The options as written, with lib/lb's defaults for the rest. The values
+ * the strategy range-checks itself are checked by lb_check(), with the
+ * strategy's own rule; choice_count keeps its stricter config cap here. */
 static void build_lb(struct builder *b, const PbLb *m, const void *owner,
                      const char *path, struct mtd_lb_config *out,
                      struct lb_info *info)
@@ -472,13 +465,7 @@ static void build_lb(struct builder *b, const PbLb *m, const void *owner,
 	char p[256];
 	unsigned caps;
 
-	memset(out, 0, sizeof(*out));
-	out->choice_count = 2;
-	out->active_request_bias = 1.0;
-	out->ring_points = 160;
-	out->table_size = 65537;
-	out->bounded_load_factor = 0;
-	out->decay_ms = 10000;
+	mtd_lb_config_defaults(out, NULL);
 	out->n_workers = b->workers;
 
 	if (policy == MAITRED__CONFIG__V1__LOAD_BALANCING__POLICY__POLICY_UNSPECIFIED)
@@ -506,66 +493,125 @@ static void build_lb(struct builder *b, const PbLb *m, const void *owner,
 	if (m->choice_count != 0 &&
 	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_CHOICE_COUNT, m,
 	                   "choice_count", path)) {
-		if (m->choice_count < 2 || m->choice_count > 64)
+		if (m->choice_count < 2 || m->choice_count > CHOICE_COUNT_MAX)
 			BERR(at(b, m, "choice_count", NULL),
 			     sub(p, sizeof(p), path, "choice_count"),
-			     "must be in 2..64, got %u", (unsigned)m->choice_count);
+			     "must be in 2..%u, got %u", CHOICE_COUNT_MAX,
+			     (unsigned)m->choice_count);
 		else
 			out->choice_count = m->choice_count;
 	}
 	/* lb-t.h: CAP_CHOICE_COUNT also covers active_request_bias. */
 	if (m->active_request_bias != NULL &&
 	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_CHOICE_COUNT, m,
-	                   "active_request_bias", path)) {
-		double v = m->active_request_bias->value;
-
-		if (!(isfinite(v) && v >= 0))
-			BERR(at(b, m, "active_request_bias", NULL),
-			     sub(p, sizeof(p), path, "active_request_bias"),
-			     "must be a finite number >= 0");
-		else
-			out->active_request_bias = v;
-	}
+	                   "active_request_bias", path))
+		out->active_request_bias = m->active_request_bias->value;
 	if (m->ring_points != 0 &&
 	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_RING_POINTS, m,
-	                   "ring_points", path)) {
-		if (m->ring_points > 65536)
-			BERR(at(b, m, "ring_points", NULL),
-			     sub(p, sizeof(p), path, "ring_points"),
-			     "must be in 1..65536, got %u", (unsigned)m->ring_points);
-		else
-			out->ring_points = m->ring_points;
-	}
+	                   "ring_points", path))
+		out->ring_points = m->ring_points;
 	if (m->table_size != 0 &&
 	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_TABLE_SIZE, m,
-	                   "table_size", path)) {
-		if (m->table_size > 16777259u || !is_prime(m->table_size))
-			BERR(at(b, m, "table_size", NULL),
-			     sub(p, sizeof(p), path, "table_size"),
-			     "must be a prime of at most 16777259, got %u",
-			     (unsigned)m->table_size);
-		else
-			out->table_size = m->table_size;
-	}
+	                   "table_size", path))
+		out->table_size = m->table_size;
 	if (m->bounded_load_factor != 0 &&
 	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_BOUNDED_LOAD, m,
-	                   "bounded_load_factor", path)) {
-		double v = m->bounded_load_factor;
-
-		if (!(isfinite(v) && v > 1))
-			BERR(at(b, m, "bounded_load_factor", NULL),
-			     sub(p, sizeof(p), path, "bounded_load_factor"),
-			     "must be 0 (unbounded) or greater than 1");
-		else
-			out->bounded_load_factor = v;
-	}
+	                   "bounded_load_factor", path))
+		out->bounded_load_factor = m->bounded_load_factor;
 	if (m->decay != NULL &&
 	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_DECAY, m, "decay", path))
-		out->decay_ms = dur_ms(b, m->decay, 10000, ZERO_IS_ERROR,
-		                       at(b, m, "decay", NULL),
+		out->decay_ms = dur_ms(b, m->decay, MTD_LB_DEFAULT_DECAY_MS,
+		                       ZERO_IS_ERROR, at(b, m, "decay", NULL),
 		                       sub(p, sizeof(p), path, "decay"));
 }
 
+/* The rule of lib/lb/picker.c's mtd_lb_config_check() that refused `field`,
+ * in words, into buf; then put the field back to its default so the check
+ * can go on to the next one. false for a field this list does not know. */
+static bool lb_rule(struct mtd_lb_config *lb, const char *field, char *buf,
+                    size_t size)
+{
+	struct mtd_lb_config def;
+
+	mtd_lb_config_defaults(&def, lb->ops);
+	if (strcmp(field, "choice_count") == 0) {
+		snprintf(buf, size, "must be in 2..%u, got %u", CHOICE_COUNT_MAX,
+		         (unsigned)lb->choice_count);
+		lb->choice_count = def.choice_count;
+	} else if (strcmp(field, "active_request_bias") == 0) {
+		snprintf(buf, size, "must be a finite number >= 0");
+		lb->active_request_bias = def.active_request_bias;
+	} else if (strcmp(field, "ring_points") == 0) {
+		snprintf(buf, size, "must be in 1..%u, got %u",
+		         MTD_LB_MAX_RING_POINTS, (unsigned)lb->ring_points);
+		lb->ring_points = def.ring_points;
+	} else if (strcmp(field, "table_size") == 0) {
+		snprintf(buf, size, "must be a prime of at most %u, got %u",
+		         MTD_LB_MAX_TABLE_SIZE, (unsigned)lb->table_size);
+		lb->table_size = def.table_size;
+	} else if (strcmp(field, "bounded_load_factor") == 0) {
+		snprintf(buf, size, "must be 0 (unbounded) or greater than 1");
+		lb->bounded_load_factor = def.bounded_load_factor;
+	} else if (strcmp(field, "decay") == 0) {
+		snprintf(buf, size, "must be at least 1ms");
+		lb->decay_ms = def.decay_ms;
+	} else if (strcmp(field, "warmup.duration") == 0) {
+		snprintf(buf, size, "must not be negative");
+		lb->warmup.duration_ms = 0;
+	} else if (strcmp(field, "warmup.curve") == 0) {
+		snprintf(buf, size, "unknown curve %d", (int)lb->warmup.curve);
+		lb->warmup.curve = def.warmup.curve;
+	} else if (strcmp(field, "warmup.aggression") == 0) {
+		snprintf(buf, size, "must be greater than 0");
+		lb->warmup.aggression = def.warmup.aggression;
+	} else if (strcmp(field, "warmup.min_weight_percent") == 0) {
+		snprintf(buf, size, "must be in 0..100");
+		lb->warmup.min_weight_percent = def.warmup.min_weight_percent;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* Whatever mtd_lb_config_check() refuses in a built lb block (warmup
+ * included) becomes a config error at the field it names, so a range the
+ * strategy enforces is never a startup surprise. m/owner/path: the lb
+ * block; svc/svc_path: its service, whose warmup the block carries. Every
+ * refused field is reported, each once: it is reset after its error. */
+static void lb_check(struct builder *b, const PbLb *m, const void *owner,
+                     const char *path, const PbService *svc,
+                     const char *svc_path, struct mtd_lb_config *lb)
+{
+	const char *field, *prev = "";
+	char p[256], why[96];
+
+	if (lb->ops == NULL)
+		return; /* build_lb() said why */
+	while (mtd_lb_config_check(lb, &field) != 0) {
+		struct mtd_cfg__mark where;
+
+		if (strncmp(field, "warmup.", 7) == 0) {
+			where = at(b, svc->warmup, field + 7, svc);
+			sub(p, sizeof(p), svc_path, field);
+		} else {
+			where = at(b, m, field, owner);
+			sub(p, sizeof(p), path, field);
+		}
+		if (strcmp(field, prev) == 0)
+			return; /* its default is refused too: said once is enough */
+		if (!lb_rule(lb, field, why, sizeof(why))) {
+			BERR(where, p, "refused by policy %s", lb->ops->name);
+			return;
+		}
+		BERR(where, p, "%s", why);
+		prev = field;
+	}
+}
+
+/* The ranges here are also lib/lb's (mtd_lb_config_check), which checks
+ * them only for a policy that warms up. Checked here once per service,
+ * whatever its policies, so lb_check() finds them valid and never repeats
+ * them for each lb block carrying this warmup. */
 static void build_warmup(struct builder *b, const PbWarmup *m, const char *path,
                          struct mtd_lb_warmup *out)
 {
@@ -726,7 +772,7 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 	struct lb_info svc_info, *minfo = NULL;
 	struct mtd_lb_warmup warmup;
 	const PbEndpoint *first_weighted = NULL;
-	size_t first_weighted_i = 0;
+	size_t first_weighted_i = 0, n_eps;
 	bool any_weights, any_warmup, svc_hash, svc_key_used, any_method_key = false;
 
 	snprintf(path, sizeof(path), "services[%zu]", si);
@@ -742,6 +788,7 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 	build_lb(b, m->lb, m, sub(p, sizeof(p), path, "lb"), &out->lb, &svc_info);
 	build_warmup(b, m->warmup, sub(p, sizeof(p), path, "warmup"), &warmup);
 	out->lb.warmup = warmup;
+	lb_check(b, m->lb, m, sub(p, sizeof(p), path, "lb"), m, path, &out->lb);
 	if (m->hash_key != NULL)
 		build_hash_key(b, m->hash_key, sub(p, sizeof(p), path, "hash_key"),
 		               &out->hash_key);
@@ -751,16 +798,18 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 	               &out->upstream);
 
 	/* endpoints */
-	if (m->n_endpoints == 0)
+	n_eps = m->n_endpoints;
+	if (n_eps == 0) {
 		BERR(at(b, m, "endpoints", NULL), sub(p, sizeof(p), path, "endpoints"),
 		     "a service needs at least one endpoint");
-	out->endpoints = mtd_cfg__calloc(m->n_endpoints, sizeof(*out->endpoints));
+	}
+	out->endpoints = mtd_cfg__calloc(n_eps, sizeof(*out->endpoints));
 	if (out->endpoints == NULL) {
 		b->d->oom = true;
 		return;
 	}
-	out->n_endpoints = m->n_endpoints;
-	for (size_t i = 0; i < m->n_endpoints; i++) {
+	out->n_endpoints = n_eps;
+	for (size_t i = 0; i < n_eps; i++) {
 		const PbEndpoint *e = m->endpoints[i];
 		struct mtd_cfg_endpoint *oe = &out->endpoints[i];
 
@@ -836,6 +885,8 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 			build_lb(b, mm->lb, mm, sub(p, sizeof(p), mpath, "lb"), &om->lb,
 			         &minfo[i]);
 			om->lb.warmup = warmup;
+			lb_check(b, mm->lb, mm, sub(p, sizeof(p), mpath, "lb"), m, path,
+			         &om->lb);
 		} else {
 			om->lb = out->lb; /* the service's, whole */
 			minfo[i] = svc_info;

@@ -102,6 +102,58 @@ static void expect_error(const char *yaml, const char *want)
 	expect_errors_fmt("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML, list);
 }
 
+/* Exactly one error, this one: a rule checked twice would say it twice. */
+static void expect_only(const char *yaml, const char *want)
+{
+	struct mtd_cfg *cfg = (struct mtd_cfg *)1;
+	struct mtd_cfg_errors errs = { 0 };
+	int rc = mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml),
+	                             MTD_CFG_FORMAT_YAML, &cfg, &errs);
+
+	for (size_t i = 0; i < errs.n; i++)
+		if (errs.n != 1 || !matches(errs.msgs[i], want))
+			fprintf(stderr, "  got: %s\n", errs.msgs[i]);
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_ptr_null(cfg);
+	ck_assert_uint_eq(errs.n, 1);
+	ck_assert_msg(matches(errs.msgs[0], want), "want: %s", want);
+	mtd_cfg_errors_clear(&errs);
+}
+
+/* What sidecar/runtime.c does with a loaded config: one picker per service
+ * and per method over the service's endpoints. A config that loads must
+ * never make that fail (only memory may). */
+static void assert_pickers_build(const struct mtd_cfg *cfg)
+{
+	for (size_t s = 0; s < cfg->n_services; s++) {
+		const struct mtd_cfg_service *svc = &cfg->services[s];
+		struct mtd_lb_endpoint *eps = calloc(svc->n_endpoints, sizeof(*eps));
+		struct mtd_lb_stats *st = calloc(svc->n_endpoints, sizeof(*st));
+		struct mtd_lb_picker *p;
+
+		ck_assert_ptr_nonnull(eps);
+		ck_assert_ptr_nonnull(st);
+		for (size_t i = 0; i < svc->n_endpoints; i++)
+			eps[i] = (struct mtd_lb_endpoint){
+				.id = svc->endpoints[i].addr.text,
+				.weight = svc->endpoints[i].weight,
+				.stats = &st[i],
+			};
+		p = mtd_lb_picker_new(&svc->lb, eps, svc->n_endpoints, NULL);
+		ck_assert_msg(p != NULL, "service %s: no picker", svc->name);
+		mtd_lb_picker_free(p);
+		for (size_t m = 0; m < svc->n_methods; m++) {
+			p = mtd_lb_picker_new(&svc->methods[m].lb, eps,
+			                      svc->n_endpoints, NULL);
+			ck_assert_msg(p != NULL, "method %s: no picker",
+			              svc->methods[m].name);
+			mtd_lb_picker_free(p);
+		}
+		free(st);
+		free(eps);
+	}
+}
+
 /* ---- error classes ----------------------------------------------------- */
 
 START_TEST(err_unknown_key)
@@ -529,7 +581,7 @@ START_TEST(err_policy_options)
 	             "    lb: {policy: MAGLEV, table_size: 65536}\n"
 	             EP,
 	             "t.yaml:4:38: services[0].lb.table_size: must be a prime of at "
-	             "most 16777259, got 65536");
+	             "most 5000011, got 65536");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    hash_key: {header: x}\n"
@@ -558,6 +610,80 @@ START_TEST(err_policy_options)
 	             EP,
 	             "t.yaml:4:41: services[0].warmup.aggression: applies only to "
 	             "curve SLOW_START");
+}
+END_TEST
+
+/* lib/lb's own ranges (mtd_lb_config_check) are config errors, said once,
+ * at the value, with lib/lb's limits: values the loader used to accept and
+ * the picker then refused at startup. */
+START_TEST(err_lb_strategy_rules)
+{
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    hash_key: {header: x}\n"
+	            "    lb: {policy: CONSISTENT_HASH, ring_points: 10001}\n"
+	            EP,
+	            "t.yaml:4:48: services[0].lb.ring_points: must be in 1..10000, "
+	            "got 10001");
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    hash_key: {header: x}\n"
+	            "    lb: {policy: MAGLEV, table_size: 16777259}\n"
+	            EP,
+	            "t.yaml:4:38: services[0].lb.table_size: must be a prime of at "
+	            "most 5000011, got 16777259");
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    lb: {policy: LEAST_REQUEST, active_request_bias: -0.5}\n"
+	            EP,
+	            "t.yaml:3:54: services[0].lb.active_request_bias: must be a "
+	            "finite number >= 0");
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    lb: {policy: LEAST_REQUEST, choice_count: 65}\n"
+	            EP,
+	            "t.yaml:3:47: services[0].lb.choice_count: must be in 2..64, "
+	            "got 65");
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    lb: {policy: LEAST_REQUEST, choice_count: 1}\n"
+	            EP,
+	            "t.yaml:3:47: services[0].lb.choice_count: must be in 2..64, "
+	            "got 1");
+	/* a method's own block */
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    hash_key: {header: x}\n"
+	            EP
+	            "    methods:\n"
+	            "      - name: Get\n"
+	            "        lb:\n"
+	            "          policy: CONSISTENT_HASH\n"
+	            "          ring_points: 65536\n",
+	            "t.yaml:9:24: services[0].methods[0].lb.ring_points: must be in "
+	            "1..10000, got 65536");
+	/* every refused field of one block, not only the first */
+	{
+		static const char yaml[] =
+			"services:\n"
+			"  - name: a.B\n"
+			"    hash_key: {header: x}\n"
+			"    lb:\n"
+			"      policy: CONSISTENT_HASH\n"
+			"      ring_points: 20000\n"
+			"      bounded_load_factor: 0.5\n"
+			EP;
+		static const char *const want[] = {
+			"t.yaml:6:20: services[0].lb.ring_points: must be in 1..10000, "
+			"got 20000",
+			"t.yaml:7:28: services[0].lb.bounded_load_factor: must be 0 "
+			"(unbounded) or greater than 1",
+			NULL
+		};
+
+		expect_errors_fmt("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML,
+		                  want);
+	}
 }
 END_TEST
 
@@ -877,6 +1003,36 @@ START_TEST(ok_field_path_agrees_with_pbwire)
 }
 END_TEST
 
+/* The largest values the loader accepts are ones lib/lb builds pickers
+ * with: the two agree on every boundary. */
+START_TEST(ok_lb_limits_build_pickers)
+{
+	struct mtd_cfg *cfg = load_ok(
+		"services:\n"
+		"  - name: a.B\n"
+		"    hash_key: {header: x}\n"
+		"    lb: {policy: MAGLEV, table_size: 3, bounded_load_factor: 1.0001}\n"
+		"    endpoints:\n"
+		"      - address: \"127.0.0.1:1\"\n"
+		"      - address: \"127.0.0.1:2\"\n"
+		"      - address: \"127.0.0.1:3\"\n"
+		"    methods:\n"
+		"      - name: Big\n"
+		"        lb: {policy: MAGLEV, table_size: 5000011}\n"
+		"      - name: Ring\n"
+		"        lb: {policy: CONSISTENT_HASH, ring_points: 10000}\n"
+		"      - name: Few\n"
+		"        lb: {policy: CONSISTENT_HASH, ring_points: 1}\n"
+		"      - name: Choice\n"
+		"        lb: {policy: LEAST_REQUEST, choice_count: 64, "
+		"active_request_bias: 0}\n");
+
+	ck_assert_uint_eq(cfg->services[0].lb.table_size, 3);
+	assert_pickers_build(cfg);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
 START_TEST(ok_json)
 {
 	char path[PATH_MAX];
@@ -1058,6 +1214,7 @@ START_TEST(ok_example_file)
 	ck_assert_int_eq(m->hash_key.kind, MTD_CFG_HASH_FIELD);
 	ck_assert(m->hash_key.fail_on_missing);
 	ck_assert_str_eq(cfg->services[2].name, "*");
+	assert_pickers_build(cfg);
 	mtd_cfg_free(cfg);
 	free(text);
 }
@@ -1231,6 +1388,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_hashing_without_key);
 	tcase_add_test(errors, err_hash_key_shape);
 	tcase_add_test(errors, err_policy_options);
+	tcase_add_test(errors, err_lb_strategy_rules);
 	tcase_add_test(errors, err_duplicate_method);
 	tcase_add_test(errors, err_all_collected_in_file_order);
 	tcase_add_test(errors, err_syntax);
@@ -1243,6 +1401,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, ok_lower_camel);
 	tcase_add_test(ok, ok_method_inheritance);
 	tcase_add_test(ok, ok_field_path_agrees_with_pbwire);
+	tcase_add_test(ok, ok_lb_limits_build_pickers);
 	tcase_add_test(ok, ok_json);
 	tcase_add_test(ok, ok_file_relative_tls);
 	tcase_add_test(ok, ok_binary_round_trip);
