@@ -19,6 +19,8 @@
 /* Stop gathering frames past this much unsent output; stop reading past
  * twice that. */
 #define OUT_HIGH_WATER (64 * 1024)
+/* Frames nghttp2 may hold queued for a peer before we stop reading it. */
+#define OUTBOUND_QUEUE_MAX 4096
 
 static void conn_io_cb(evutil_socket_t fd, short what, void *arg);
 
@@ -167,6 +169,13 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		}
 		c->last_read_ns = mtd_now_ns();
 		ssize_t rv = nghttp2_session_mem_recv(c->ng, w->rbuf, (size_t)n);
+		/* HARDENING.md: a peer that makes us queue frames (RST_STREAMs,
+		 * ACKs) while not reading its socket is read no further until
+		 * the queue has gone out (CVE-2019-9514 reset flood). */
+		if (rv >= 0 && nghttp2_session_get_outbound_queue_size(c->ng) > OUTBOUND_QUEUE_MAX) {
+			set_read_paused(c, true);
+			break;
+		}
 		if (rv < 0) {
 			/* Fatal for the connection (HARDENING.md): flood, too many
 			 * CONTINUATIONs, bad preface... Send what GOAWAY nghttp2 queued. */

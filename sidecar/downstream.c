@@ -60,15 +60,43 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 	return 0;
 }
 
+/* HARDENING.md: nghttp2 1.52 has no glitch limiter. Frames that cost us
+ * work but carry nothing (empty DATA without END_STREAM, CVE-2019-9518;
+ * PRIORITY churn, CVE-2019-9513; invalid frames) are counted per
+ * connection, with one credit back per real request; past the budget the
+ * connection ends with ENHANCE_YOUR_CALM. */
+#define GLITCH_BUDGET 1000
+
+static int glitch(nghttp2_session *ng, struct mtd_conn *c)
+{
+	if (++c->glitches <= GLITCH_BUDGET)
+		return 0;
+	MTD_WARN("client %s: too many empty or invalid frames, closing", c->peer);
+	nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+	return 0;
+}
+
+static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, int lib_error_code, void *ud)
+{
+	return glitch(ng, ud);
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
 {
+	struct mtd_conn *c = ud;
 	struct mtd_call *call;
+	if ((frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 &&
+	     !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) ||
+	    frame->hd.type == NGHTTP2_PRIORITY)
+		return glitch(ng, c);
 	switch (frame->hd.type) {
 	case NGHTTP2_HEADERS:
 		call = stream_call(ng, frame->hd.stream_id);
 		if (!call)
 			return 0;
 		if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+			if (c->glitches > 0)
+				c->glitches--;
 			mtd_headers_finish(&call->req_hdrs);
 			call->req_eof = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
 			mtd_call_start(call);
@@ -127,6 +155,7 @@ int mtd_down_setup(struct mtd_worker *w)
 	nghttp2_session_callbacks_set_on_frame_recv_callback(w->down_cbs, on_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(w->down_cbs, on_data_chunk_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(w->down_cbs, on_stream_close);
+	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(w->down_cbs, on_invalid_frame_recv);
 	if (nghttp2_option_new(&w->down_opt) != 0) {
 		nghttp2_session_callbacks_del(w->down_cbs);
 		return -ENOMEM;
@@ -138,6 +167,8 @@ int mtd_down_setup(struct mtd_worker *w)
 	nghttp2_option_set_max_settings(w->down_opt, 32);
 	nghttp2_option_set_max_outbound_ack(w->down_opt, 1000);
 	nghttp2_option_set_max_deflate_dynamic_table_size(w->down_opt, 4096);
+	/* As upstream (upstream.c): gRPC metadata may have edge spaces. */
+	nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(w->down_opt, 1);
 #ifdef HAVE_NGHTTP2_OPTION_SET_STREAM_RESET_RATE_LIMIT
 	/* gRPC cancels are normal traffic: the library default (1000 burst,
 	 * 33/s) would GOAWAY an app cancelling calls in a brownout. */

@@ -188,6 +188,12 @@ int mtd_up_setup(struct mtd_worker *w)
 	nghttp2_option_set_peer_max_concurrent_streams(w->up_opt, 100);
 	nghttp2_option_set_max_reserved_remote_streams(w->up_opt, 0);
 	nghttp2_option_set_max_deflate_dynamic_table_size(w->up_opt, 4096);
+	/* gRPC lets grpc-message and metadata values start or end with a
+	 * space (PROTOCOL-HTTP2: printable ASCII incl. 0x20), which RFC 9113
+	 * §8.2.1 forbids; grpc servers send them, so a strict check here would
+	 * turn an application status into PROTOCOL_ERROR. Values are still
+	 * checked for CR, LF and NUL. */
+	nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(w->up_opt, 1);
 	return 0;
 }
 

@@ -110,7 +110,8 @@ static void capture_first(void *arg, uint32_t msg_len, uint32_t off, const uint8
 {
 	struct first_capture *c = arg;
 	ck_assert_uint_eq(off, c->n);
-	memcpy(c->buf + c->n, p, n);
+	if (n > 0)
+		memcpy(c->buf + c->n, p, n);
 	c->n += n;
 	c->msg_len = msg_len;
 	c->calls++;
