@@ -37,6 +37,7 @@ typedef Google__Protobuf__Duration PbDuration;
 #define DEFAULT_LISTEN "127.0.0.1:15001"
 #define WORKERS_MAX 1024
 #define H2_WINDOW_MAX 2147483647u     /* RFC 9113 §6.9.1: 2^31 - 1 */
+#define HOST_NAME_TEXT_MAX 253        /* RFC 1035 §2.3.4, as dotted text */
 
 static _Thread_local bool numeric_hosts_only;
 
@@ -201,6 +202,13 @@ int mtd_cfg__split_hostport(const char *text, char **host, uint16_t *port,
 		}
 		if (!host_name_ok(h, hl)) {
 			*why = "invalid host name";
+			return -EINVAL;
+		}
+		/* Also keeps an endpoint id ("host:port", its text) far within
+		 * the 500 bytes mtd_lb_ketama_points() takes (lb.h). */
+		if (hl > HOST_NAME_TEXT_MAX) {
+			*why = "host name longer than 253 characters "
+			       "(RFC 1035 §2.3.4: 255 octets)";
 			return -EINVAL;
 		}
 	}
@@ -608,6 +616,42 @@ static void lb_check(struct builder *b, const PbLb *m, const void *owner,
 	}
 }
 
+/* What mtd_lb_picker_new() would refuse for this service's endpoints
+ * although every option is valid alone (checked after lb_check()):
+ * maglev.c gives each endpoint that takes traffic (weight > 0; all of
+ * them when none has) a slot of its own, so it needs as many slots. The
+ * other strategies take any endpoint count up to MTD_LB_MAX_ENDPOINTS,
+ * which build_service() enforces. */
+static void lb_fits_endpoints(struct builder *b, const PbLb *m,
+                              const void *owner, const char *path,
+                              const struct mtd_lb_config *lb,
+                              const struct mtd_cfg_service *svc)
+{
+	struct mtd_lb_config trial = *lb;
+	size_t members = 0;
+	char p[256];
+
+	if (lb->ops == NULL || !(lb->ops->caps & MTD_LB_CAP_TABLE_SIZE))
+		return;
+	for (size_t i = 0; i < svc->n_endpoints; i++)
+		members += svc->endpoints[i].weight > 0;
+	if (members == 0)
+		members = svc->n_endpoints;
+	if (members <= lb->table_size)
+		return;
+	/* The smallest table lib/lb accepts that is large enough (members <=
+	 * MTD_LB_MAX_ENDPOINTS, far below MTD_LB_MAX_TABLE_SIZE). */
+	trial.table_size = (uint32_t)members;
+	while (trial.table_size < MTD_LB_MAX_TABLE_SIZE &&
+	       mtd_lb_config_check(&trial, NULL) != 0)
+		trial.table_size++;
+	BERR(at(b, m, "table_size", owner), sub(p, sizeof(p), path, "table_size"),
+	     "%u is smaller than the %zu endpoints taking traffic (policy %s "
+	     "needs a slot for each); use a prime of at least %zu, e.g. %u",
+	     (unsigned)lb->table_size, members, lb->ops->name, members,
+	     (unsigned)trial.table_size);
+}
+
 /* The ranges here are also lib/lb's (mtd_lb_config_check), which checks
  * them only for a policy that warms up. Checked here once per service,
  * whatever its policies, so lb_check() finds them valid and never repeats
@@ -802,6 +846,12 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 	if (n_eps == 0) {
 		BERR(at(b, m, "endpoints", NULL), sub(p, sizeof(p), path, "endpoints"),
 		     "a service needs at least one endpoint");
+	} else if (n_eps > MTD_LB_MAX_ENDPOINTS) {
+		/* mtd_lb_picker_new() refuses more; none is built (nor resolved). */
+		BERR(at(b, m, "endpoints", NULL), sub(p, sizeof(p), path, "endpoints"),
+		     "at most %u endpoints per service, got %zu",
+		     MTD_LB_MAX_ENDPOINTS, n_eps);
+		n_eps = 0;
 	}
 	out->endpoints = mtd_cfg__calloc(n_eps, sizeof(*out->endpoints));
 	if (out->endpoints == NULL) {
@@ -903,6 +953,19 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 	}
 	if (b->d->oom)
 		goto out;
+
+	/* Options that fit the policy but not this endpoint set. */
+	lb_fits_endpoints(b, m->lb, m, sub(p, sizeof(p), path, "lb"), &out->lb,
+	                  out);
+	for (size_t i = 0; i < m->n_methods; i++) {
+		char mpath[128];
+
+		if (m->methods[i]->lb == NULL)
+			continue; /* the service's block, checked above */
+		snprintf(mpath, sizeof(mpath), "%s.methods[%zu].lb", path, i);
+		lb_fits_endpoints(b, m->methods[i]->lb, m->methods[i], mpath,
+		                  &out->methods[i].lb, out);
+	}
 
 	/* Options only some policy in this service would use. */
 	any_weights = svc_info.caps & MTD_LB_CAP_WEIGHTS;

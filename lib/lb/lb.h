@@ -34,7 +34,12 @@ int mtd_lb_config_check(const struct mtd_lb_config *cfg, const char **field);
  * picker whose every pick returns -1). prev: the picker this one replaces
  * (same service), or NULL; it is only read, and may be freed right after.
  * Returns NULL on allocation failure or invalid options (see
- * mtd_lb_config_check). Control thread. */
+ * mtd_lb_config_check), and also when n > MTD_LB_MAX_ENDPOINTS, when MAGLEV
+ * has fewer table_size slots than endpoints taking traffic (weight > 0, or
+ * all when none has), or when CONSISTENT_HASH cannot hash an id
+ * (mtd_lb_ketama_points). lib/config turns each of these into a config
+ * error, so a loaded config only fails here for lack of memory (or of MD5
+ * in OpenSSL). Control thread. */
 struct mtd_lb_picker *mtd_lb_picker_new(const struct mtd_lb_config *cfg,
                                         const struct mtd_lb_endpoint *eps,
                                         size_t n,
@@ -86,8 +91,10 @@ uint64_t mtd_lb_hash64(const void *data, size_t len, uint64_t seed);
 
 /* Ketama points of one endpoint: for r in [0, replicas), the MD5 of
  * "<id>-<r>" gives out[4r .. 4r+3] (little-endian words of the digest).
- * out holds 4 * replicas entries. Returns 0, -EINVAL (id too long),
- * -ENOMEM or -EIO (OpenSSL failure). */
+ * out holds 4 * replicas entries. Returns 0, -EINVAL (id too long: an id
+ * of up to 500 bytes always fits), -ENOMEM or -EIO (OpenSSL failure).
+ * CONSISTENT_HASH's init fails, and with it mtd_lb_picker_new(), on any of
+ * them; lib/config keeps endpoint ids (addresses) short enough. */
 int mtd_lb_ketama_points(const char *id, uint32_t replicas, uint32_t *out);
 
 /* Java's String.hashCode over len ASCII bytes (seed 000's ring hash), for

@@ -305,6 +305,26 @@ START_TEST(err_bad_address)
 	             "the IPv6 address");
 	expect_error("listen: \"127.0.0.1:9\"\nadmin: \"127.0.0.1:9\"\n",
 	             "t.yaml:2:8: admin: \"127.0.0.1:9\" is also the listen address");
+	{
+		/* RFC 1035: 253 characters as text; also bounds a ring's ids */
+		char yaml[400], host[260], want[400];
+
+		memset(host, 'a', 254);
+		host[254] = '\0';
+		snprintf(yaml, sizeof(yaml), "listen: \"%s:80\"\n"
+		         "services:\n  - name: a.B\n" EP, host);
+		snprintf(want, sizeof(want), "t.yaml:1:9: listen: bad address "
+		         "\"%s:80\": host name longer than 253 characters "
+		         "(RFC 1035 §2.3.4: 255 octets)", host);
+		expect_only(yaml, want);
+		/* the longest name passes the syntax (no DNS: numeric only) */
+		host[253] = '\0';
+		snprintf(yaml, sizeof(yaml), "listen: \"%s:80\"\n"
+		         "services:\n  - name: a.B\n" EP, host);
+		mtd_cfg__numeric_hosts_only(true);
+		expect_error(yaml, "t.yaml:1:9: listen: cannot resolve *");
+		mtd_cfg__numeric_hosts_only(false);
+	}
 	expect_error("admin: \"[nope]:80\"\n",
 	             "t.yaml:1:8: admin: bad address \"[nope]:80\": not an IPv6 "
 	             "address inside [ ]");
@@ -684,6 +704,101 @@ START_TEST(err_lb_strategy_rules)
 		expect_errors_fmt("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML,
 		                  want);
 	}
+}
+END_TEST
+
+/* maglev.c needs a table slot per endpoint taking traffic; fewer used to
+ * pass the loader and stop maitred with "out of memory". */
+START_TEST(err_maglev_table_too_small)
+{
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    hash_key: {header: x}\n"
+	            "    lb: {policy: MAGLEV, table_size: 2}\n"
+	            "    endpoints:\n"
+	            "      - address: \"127.0.0.1:1\"\n"
+	            "      - address: \"127.0.0.1:2\"\n"
+	            "      - address: \"127.0.0.1:3\"\n",
+	            "t.yaml:4:38: services[0].lb.table_size: 2 is smaller than the "
+	            "3 endpoints taking traffic (policy MAGLEV needs a slot for "
+	            "each); use a prime of at least 3, e.g. 3");
+	/* the hint is the next size lib/lb accepts: a prime */
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    hash_key: {header: x}\n"
+	            "    endpoints:\n"
+	            "      - {address: \"127.0.0.1:1\", weight: 1}\n"
+	            "      - {address: \"127.0.0.1:2\", weight: 1}\n"
+	            "      - {address: \"127.0.0.1:3\", weight: 1}\n"
+	            "      - {address: \"127.0.0.1:4\", weight: 1}\n"
+	            "    methods:\n"
+	            "      - name: Get\n"
+	            "        lb: {policy: MAGLEV, table_size: 3}\n",
+	            "t.yaml:11:42: services[0].methods[0].lb.table_size: 3 is "
+	            "smaller than the 4 endpoints taking traffic (policy MAGLEV "
+	            "needs a slot for each); use a prime of at least 4, e.g. 5");
+	/* weight 0 takes no slot (unless every weight is 0) */
+	{
+		struct mtd_cfg *cfg = load_ok(
+			"services:\n"
+			"  - name: a.B\n"
+			"    hash_key: {header: x}\n"
+			"    lb: {policy: MAGLEV, table_size: 2}\n"
+			"    endpoints:\n"
+			"      - {address: \"127.0.0.1:1\", weight: 0}\n"
+			"      - address: \"127.0.0.1:2\"\n"
+			"      - address: \"127.0.0.1:3\"\n");
+
+		assert_pickers_build(cfg);
+		mtd_cfg_free(cfg);
+	}
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    hash_key: {header: x}\n"
+	            "    lb: {policy: MAGLEV, table_size: 2}\n"
+	            "    endpoints:\n"
+	            "      - {address: \"127.0.0.1:1\", weight: 0}\n"
+	            "      - {address: \"127.0.0.1:2\", weight: 0}\n"
+	            "      - {address: \"127.0.0.1:3\", weight: 0}\n",
+	            "t.yaml:4:38: services[0].lb.table_size: 2 is smaller than the "
+	            "3 endpoints taking traffic (policy MAGLEV needs a slot for "
+	            "each); use a prime of at least 3, e.g. 3");
+	/* a method that inherits the service's block is not reported again */
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    hash_key: {header: x}\n"
+	            "    lb: {policy: MAGLEV, table_size: 2}\n"
+	            "    endpoints:\n"
+	            "      - address: \"127.0.0.1:1\"\n"
+	            "      - address: \"127.0.0.1:2\"\n"
+	            "      - address: \"127.0.0.1:3\"\n"
+	            "    methods:\n"
+	            "      - name: Get\n",
+	            "t.yaml:4:38: services[0].lb.table_size: *");
+}
+END_TEST
+
+/* mtd_lb_picker_new() takes at most MTD_LB_MAX_ENDPOINTS endpoints. */
+START_TEST(err_too_many_endpoints)
+{
+	static const char head[] = "services:\n  - name: a.B\n    endpoints: [";
+	size_t n = MTD_LB_MAX_ENDPOINTS + 1, len = 0;
+	char *yaml = malloc(sizeof(head) + 3 * n + 8);
+	char want[128];
+
+	ck_assert_ptr_nonnull(yaml);
+	memcpy(yaml, head, sizeof(head) - 1);
+	len = sizeof(head) - 1;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(yaml + len, "{},", 3);
+		len += 3;
+	}
+	memcpy(yaml + len - 1, "]\n", 3);
+	snprintf(want, sizeof(want),
+	         "t.yaml:3:16: services[0].endpoints: at most %u endpoints per "
+	         "service, got %zu", MTD_LB_MAX_ENDPOINTS, n);
+	expect_only(yaml, want);
+	free(yaml);
 }
 END_TEST
 
@@ -1389,6 +1504,8 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_hash_key_shape);
 	tcase_add_test(errors, err_policy_options);
 	tcase_add_test(errors, err_lb_strategy_rules);
+	tcase_add_test(errors, err_maglev_table_too_small);
+	tcase_add_test(errors, err_too_many_endpoints);
 	tcase_add_test(errors, err_duplicate_method);
 	tcase_add_test(errors, err_all_collected_in_file_order);
 	tcase_add_test(errors, err_syntax);
