@@ -249,6 +249,21 @@ class Spread(LbTest):
             self.assertEqual(len(set(seq[i:i + 3])), 3, "not a rotation at call %d: %r" % (i, seq[i:i + 6]))
 
     @maitred_only
+    def test_round_robin_exact_across_workers(self):
+        # One shared rotation for every worker thread: two workers, calls
+        # taking turns over six client connections (SO_REUSEPORT spreads
+        # them; all six on one worker has probability 1/32), still exact
+        # thirds.
+        m = self.start_maitred(self.config([self.svc(self.ups, "ROUND_ROBIN")], workers=2))
+        stubs = [self.echo(m, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(6)]
+        before = self.totals(self.ups)
+        counts = collections.Counter(stubs[i % 6].Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance
+                                     for i in range(300))
+        self.assertEqual(dict(counts), {"a": 100, "b": 100, "c": 100})
+        self.assert_upstreams_saw(self.ups, before, counts)
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_weighted_round_robin_1_2_3_exact_and_interleaved(self):
         seq, counts = self.run_policy("WEIGHTED_ROUND_ROBIN", 600, weights=[100, 200, 300])
         self.assertEqual(dict(counts), {"a": 100, "b": 200, "c": 300})
@@ -267,6 +282,17 @@ class Spread(LbTest):
         # nginx: {5,1,1} gives a a b a c a a, over and over (fresh picker,
         # one worker, every call a success so no effective-weight cut).
         self.assertEqual(seq, list("aabacaa") * 100, "first 14: %r" % seq[:14])
+
+    @maitred_only
+    def test_warmup_inert_when_every_endpoint_is_new(self):
+        # Static endpoints all start together: a warmup window changes
+        # nothing, the 1:2:3 schedule stays exact (issue 3: "inert when
+        # every endpoint is new", "never makes an endpoint unreachable").
+        m = self.maitred_for(self.svc(self.ups, "WEIGHTED_ROUND_ROBIN", [100, 200, 300],
+                                      warmup={"duration": "3600s", "curve": "SLOW_START"}))
+        counts = collections.Counter(self.unary_spread(self.echo(m), 600))
+        self.assertEqual(dict(counts), {"a": 100, "b": 200, "c": 300})
+        self.stop_maitred(m)
 
     def check_hash_spread(self, policy, hash_key, key_req, **lb):
         """150 keys, two calls each: every key on exactly one instance, and
