@@ -490,14 +490,25 @@ class MaitredTest(unittest.TestCase):
             elif rc != 0 and already:
                 problems.append("%s had exited by itself with %s" % (proc.name, rc))
             problems += ["%s: %s" % (proc.name, line) for line in proc.sanitizer_report()]
-        outcome = getattr(self, "_outcome", None)
-        failed = bool(problems) or (outcome is not None and not getattr(outcome, "success", True))
+        failed = bool(problems) or self._has_failed()
         if failed:
             self._dump_logs()
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
         if problems:
             self.fail("after the test:\n  " + "\n  ".join(problems))
+
+    def _has_failed(self):
+        """Whether this test (or one of its subtests) has failed so far.
+        (unittest resets _outcome.success around each cleanup, so ask the
+        result instead.)"""
+        result = getattr(getattr(self, "_outcome", None), "result", None)
+        if result is None:
+            return False
+        for t, _ in list(result.failures) + list(result.errors):
+            if t is self or getattr(t, "test_case", None) is self:
+                return True
+        return False
 
     def _dump_logs(self):
         w = sys.stderr.write
