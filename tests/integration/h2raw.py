@@ -190,6 +190,8 @@ class H2Upstream:
       ("reset", code)           RST_STREAM with that HTTP/2 error code
       ("respond", message)      200, one gRPC message, grpc-status 0
       ("headers_then_reset", code)  response headers, then RST_STREAM
+      ("partial", declared, n)  response headers, then the 5-byte prefix of
+                                a `declared`-byte message and n bytes of it
     """
 
     def __init__(self, script):
@@ -234,7 +236,8 @@ class H2Upstream:
                     return
                 for ev in conn.receive_data(data):
                     if isinstance(ev, h2.events.RequestReceived):
-                        rec = {"headers": _headers(ev.headers), "resets": [], "sid": ev.stream_id}
+                        rec = {"headers": _headers(ev.headers), "resets": [], "sid": ev.stream_id,
+                               "received": 0}
                         by_sid[ev.stream_id] = rec
                         with self.cond:
                             self.requests.append(rec)
@@ -242,6 +245,11 @@ class H2Upstream:
                         self._act(conn, ev.stream_id, dict(rec["headers"]))
                     elif isinstance(ev, h2.events.DataReceived):
                         conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                        rec = by_sid.get(ev.stream_id)
+                        if rec is not None:
+                            with self.cond:
+                                rec["received"] += len(ev.data)
+                                self.cond.notify_all()
                     elif isinstance(ev, h2.events.StreamReset):
                         rec = by_sid.get(ev.stream_id)
                         if rec is not None:
@@ -266,6 +274,10 @@ class H2Upstream:
             conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
             conn.send_data(sid, grpc_frame(what[1]))
             conn.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+        elif what[0] == "partial":
+            conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
+            n = min(what[2], conn.local_flow_control_window(sid) - 5, conn.max_outbound_frame_size - 5)
+            conn.send_data(sid, struct.pack(">BI", 0, what[1]) + b"p" * n)
         elif what[0] == "headers_then_reset":
             conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
             conn.reset_stream(sid, what[1])
@@ -274,6 +286,11 @@ class H2Upstream:
         with self.cond:
             self.cond.wait_for(lambda: len(self.requests) >= n, timeout=limit)
             return self.requests[n - 1] if len(self.requests) >= n else None
+
+    def wait_received(self, rec, nbytes, limit=CALL_LIMIT):
+        with self.cond:
+            self.cond.wait_for(lambda: rec["received"] >= nbytes, timeout=limit)
+            return rec["received"]
 
     def wait_reset(self, rec, limit=CALL_LIMIT):
         with self.cond:

@@ -9,7 +9,7 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, maitred_only, pb, call_id, CALL_LIMIT, MiB
+from harness import MaitredTest, maitred_only, needs_h2, pb, call_id, CALL_LIMIT, MiB
 
 BIG = 4 * MiB + 12345
 
@@ -198,6 +198,48 @@ class FlowControl(MaitredTest):
         resp = fut.result()
         self.assertEqual(resp.messages_received, FLOW_MESSAGES + 1)
         self.assertEqual(resp.bytes_received, FLOW_MESSAGES * MiB)
+
+
+class NoWholeMessageBuffering(MaitredTest):
+    """A message's first bytes go through before its last bytes exist."""
+
+    @maitred_only
+    @needs_h2
+    def test_request_message_relayed_before_complete(self):
+        import h2raw
+        up = h2raw.H2Upstream(lambda path, headers: ("hold",))
+        self.addCleanup(up.close)
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        sid = c.call("/maitred.testing.v1.Echo/ClientStream", [], end=False)
+        rec = up.wait_request()
+        self.assertIsNotNone(rec, "request headers never reached the upstream")
+        # The prefix announces 8 MiB; send only the first part of it.
+        c.pump(lambda: c.conn.local_flow_control_window(sid) > 16384, 5)
+        n = min(128 * 1024, c.conn.local_flow_control_window(sid) - 5, c.conn.max_outbound_frame_size - 5)
+        c.conn.send_data(sid, h2raw.struct.pack(">BI", 0, 8 * MiB) + b"q" * n)
+        c._flush()
+        got = up.wait_received(rec, 5 + n)
+        self.assertGreater(got, 5, "none of a partly sent %d-byte message reached the upstream "
+                           "(%d of %d bytes sent so far): maitred waits for whole messages" % (8 * MiB, 5 + n, 5 + n))
+        c.reset(sid)
+
+    @maitred_only
+    @needs_h2
+    def test_response_message_relayed_before_complete(self):
+        import h2raw
+        up = h2raw.H2Upstream(lambda path, headers: ("partial", 8 * MiB, 128 * 1024))
+        self.addCleanup(up.close)
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        sid = c.call("/maitred.testing.v1.Echo/ServerStream", [h2raw.echo_request()])
+        st = c.streams[sid]
+        c.pump(lambda: len(st.body) > 5 or st.done)
+        self.assertGreater(len(st.body), 5, "none of a partly sent 8 MiB response message reached the "
+                           "client: maitred waits for whole messages (%r)" % st.kinds())
+        c.reset(sid)
 
 
 if __name__ == "__main__":
