@@ -118,12 +118,18 @@ start_upstreams() {
 		fi
 	done
 	for port in $UP1 $UP2; do
-		taskset -c "$CPU_LOAD" "$UPSTREAM_BIN" -p "$port" "${UP_TLS[@]}" \
+		taskset -c "$CPU_LOAD" "$UPSTREAM_BIN" -p "$port" ${UP_TLS[@]+"${UP_TLS[@]}"} \
 			2>"$T/up$port.log" &
 		UP_PIDS+=($!)
 		PIDS+=($!)
 	done
-	wait_listen $UP1 && wait_listen $UP2
+	for port in $UP1 $UP2; do
+		if ! wait_listen $port 200; then
+			log "upstream on $port did not listen within 10 s: $(tail -1 "$T/up$port.log")"
+			stop_upstreams
+			return 1
+		fi
+	done
 }
 stop_upstreams() {
 	local p

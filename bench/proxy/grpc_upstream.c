@@ -141,14 +141,22 @@ static int up_on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
 	return 0;
 }
 
-static bool up_would_block(struct up_conn *c, int ret)
+enum up_block { UP_FAILED, UP_WANT_READ, UP_WANT_WRITE };
+
+/* Why a read or write returned ret <= 0: the socket (or TLS) would block
+ * until it is readable or writable again, or the connection failed. */
+static enum up_block up_would_block(struct up_conn *c, int ret, bool writing)
 {
 	if (c->ssl) {
-		int e = SSL_get_error(c->ssl, ret);
-
-		return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE;
+		switch (SSL_get_error(c->ssl, ret)) {
+		case SSL_ERROR_WANT_READ: return UP_WANT_READ;
+		case SSL_ERROR_WANT_WRITE: return UP_WANT_WRITE;
+		default: return UP_FAILED;
+		}
 	}
-	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return writing ? UP_WANT_WRITE : UP_WANT_READ;
+	return UP_FAILED;
 }
 
 /* Writes what nghttp2 has queued. Returns 0 (done or blocked, with ev_write
@@ -166,9 +174,18 @@ static int up_flush(struct up_conn *c)
 				   : send(c->fd, c->out + c->out_off, left,
 					  MSG_NOSIGNAL);
 			if (n <= 0) {
-				if (up_would_block(c, (int)n)) {
+				switch (up_would_block(c, (int)n, true)) {
+				case UP_WANT_WRITE:
 					event_add(c->ev_write, NULL);
 					return 0;
+				case UP_WANT_READ:
+					/* TLS handshake waiting for the client:
+					 * the read event retries (no busy loop
+					 * on an always-writable socket) */
+					event_del(c->ev_write);
+					return 0;
+				case UP_FAILED:
+					break;
 				}
 				return -1;
 			}
@@ -219,7 +236,13 @@ static void up_on_io(evutil_socket_t fd, short what, void *arg)
 		n = c->ssl ? SSL_read(c->ssl, buf, sizeof(buf))
 			   : recv(fd, buf, sizeof(buf), 0);
 		if (n <= 0) {
-			if (n < 0 && up_would_block(c, (int)n))
+			enum up_block b = n < 0 || c->ssl
+						  ? up_would_block(c, (int)n, false)
+						  : UP_FAILED;
+
+			if (b == UP_WANT_WRITE)	/* TLS: handshake output */
+				event_add(c->ev_write, NULL);
+			if (b != UP_FAILED)
 				break;
 			goto close;	/* EOF, reset or TLS failure */
 		}
