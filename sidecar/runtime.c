@@ -48,14 +48,22 @@ static int service_init(struct mtd_rt_service *s, const struct mtd_cfg_service *
 		};
 	}
 	(void)now_ms;
+	/* Config validation rejects every option set a picker would refuse;
+	 * what is left is memory (or an OpenSSL without MD5 for the ring). */
 	s->picker = mtd_lb_picker_new(&cfg->lb, s->lb_eps, s->n_eps, NULL);
-	if (!s->picker)
-		goto nomem;
+	if (!s->picker) {
+		snprintf(err, errlen, "service %s: cannot build the %s picker (out of memory?)", cfg->name,
+		         cfg->lb.ops->name);
+		return -1;
+	}
 	for (size_t i = 0; i < cfg->n_methods; i++) {
 		s->methods[i].cfg = &cfg->methods[i];
 		s->methods[i].picker = mtd_lb_picker_new(&cfg->methods[i].lb, s->lb_eps, s->n_eps, NULL);
-		if (!s->methods[i].picker)
-			goto nomem;
+		if (!s->methods[i].picker) {
+			snprintf(err, errlen, "service %s, method %s: cannot build the %s picker (out of memory?)",
+			         cfg->name, cfg->methods[i].name, cfg->methods[i].lb.ops->name);
+			return -1;
+		}
 	}
 	if (cfg->tls) {
 		char why[256];

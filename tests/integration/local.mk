@@ -19,6 +19,8 @@ EXTRA_DIST += \
 	tests/integration/test_config_cli.py \
 	tests/integration/test_drain.py \
 	tests/integration/test_lb.py \
+	tests/integration/test_tls_resume.py \
+	tests/integration/test_hardening.py \
 	protos/maitred/testing/v1/echo.proto \
 	deploy/demo.sh \
 	deploy/run-tests.sh
