@@ -347,11 +347,14 @@ static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, con
 		limit = KEY_LOOKAHEAD;
 	uint32_t want = msg_len < limit ? msg_len : limit;
 	call->key_compressed = call->req_scan.hdr[0] == 1;
+	if (call->key_ready)
+		return;
 	if (!call->key_msg && want > 0) {
 		call->key_msg = malloc(want);
-		if (!call->key_msg)
-			return; /* treated as a missing key */
-		call->key_msg_len = want;
+		if (!call->key_msg) {
+			call->key_ready = true; /* out of memory: the key is "absent" */
+			return;
+		}
 	}
 	if (off < want) {
 		size_t k = n < want - off ? n : want - off;
@@ -359,7 +362,7 @@ static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, con
 		call->key_msg_have = off + (uint32_t)k;
 	}
 	if (call->key_msg_have >= want)
-		call->key_msg_len = UINT32_MAX; /* marker: look-ahead complete */
+		call->key_ready = true; /* the message, or its look-ahead, is here */
 }
 
 /* ---- request ----------------------------------------------------------- */
@@ -463,8 +466,7 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 		return;
 	}
 	call->req_unconsumed += n;
-	if (waiting && (call->key_msg_len == UINT32_MAX || call->req_scan.messages > 1 ||
-	                (call->req_scan.messages == 1 && mtd_grpc_scan_complete(&call->req_scan))))
+	if (waiting && (call->key_ready || call->req_scan.messages > 1))
 		pick_with_field_key(call);
 	mtd_up_resume(call);
 }

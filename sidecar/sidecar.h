@@ -277,7 +277,8 @@ struct mtd_call {
 	size_t req_unconsumed;           /* received but not yet consumed */
 	/* First-message capture for a hash key on a message field. */
 	uint8_t *key_msg;
-	uint32_t key_msg_len, key_msg_have;
+	uint32_t key_msg_have;
+	bool key_ready;                  /* captured all we will read of it */
 	bool key_compressed;
 	/* Response. */
 	struct mtd_headers resp_hdrs;
