@@ -15,21 +15,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check(int rc, const struct mtd_pbwire_value *v,
-                  const uint8_t *msg, size_t len)
+static void check(int rc, const struct mtd_pbwire_value *v, const uint8_t *msg, size_t len)
 {
 	char num[MTD_PBWIRE_NUMBUF];
 	const uint8_t *key;
 	size_t n;
 
-	if (rc != 1 && rc != 0 && rc != -EAGAIN && rc != -EBADMSG &&
-	    rc != -ENOTSUP)
+	if (rc != 1 && rc != 0 && rc != -EAGAIN && rc != -EBADMSG && rc != -ENOTSUP)
 		abort();
 	if (rc != 1)
 		return;
-	if (v->type == MTD_PBWIRE_LEN &&
-	    (v->data < msg || v->len > len ||
-	     (size_t)(v->data - msg) > len - v->len))
+	if (v->type == MTD_PBWIRE_LEN && (v->data < msg || v->len > len || (size_t)(v->data - msg) > len - v->len))
 		abort();
 	n = mtd_pbwire_key_bytes(v, num, &key);
 	if (v->type != MTD_PBWIRE_LEN && (n == 0 || n >= sizeof(num)))

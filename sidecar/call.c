@@ -35,8 +35,7 @@
 
 /* Until mtd_headers_finish() the nv name/value fields hold offsets into
  * h->mem (which may move while growing); finish turns them into pointers. */
-int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen,
-                    const uint8_t *value, size_t vlen)
+int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
 {
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 16;
@@ -64,8 +63,8 @@ int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen,
 	memcpy(h->mem + voff, value, vlen);
 	h->mem[voff + vlen] = 0;
 	h->mem_len = voff + vlen + 1;
-	h->nv[h->n++] = (nghttp2_nv){ (uint8_t *)(uintptr_t)noff, (uint8_t *)(uintptr_t)voff, nlen, vlen,
-	                              NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE };
+	h->nv[h->n++] = (nghttp2_nv){(uint8_t *)(uintptr_t)noff, (uint8_t *)(uintptr_t)voff, nlen, vlen,
+	                             NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
 	return 0;
 }
 
@@ -103,7 +102,7 @@ static void report_outcome(struct mtd_call *call, bool ok)
 		return;
 	call->outcome_reported = true;
 	int64_t now = mtd_now_ns();
-	struct mtd_lb_result res = { .ok = ok, .latency_us = (now - call->start_ns) / 1000 };
+	struct mtd_lb_result res = {.ok = ok, .latency_us = (now - call->start_ns) / 1000};
 	mtd_lb_call_end(call->picker, (size_t)call->ep_idx, &res, now);
 }
 
@@ -129,12 +128,14 @@ void mtd_call_maybe_free(struct mtd_call *call)
 
 /* ---- failures ---------------------------------------------------------- */
 
-#define NV_LIT(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, \
-	NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE }
+#define NV_LIT(n, v)                                                                 \
+	{                                                                            \
+		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,        \
+		        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE \
+	}
 
 /* Replace resp_trailers with grpc-status/grpc-message of our own. */
-static int synth_trailers(struct mtd_headers *h, bool with_status_line,
-                          enum mtd_grpc_status status, const char *msg)
+static int synth_trailers(struct mtd_headers *h, bool with_status_line, enum mtd_grpc_status status, const char *msg)
 {
 	char code[8], enc[512];
 	int clen = snprintf(code, sizeof(code), "%d", (int)status);
@@ -143,8 +144,7 @@ static int synth_trailers(struct mtd_headers *h, bool with_status_line,
 	int rc = 0;
 	if (with_status_line) {
 		rc |= mtd_headers_add(h, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3);
-		rc |= mtd_headers_add(h, (const uint8_t *)"content-type", 12,
-		                      (const uint8_t *)"application/grpc", 16);
+		rc |= mtd_headers_add(h, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
 	}
 	rc |= mtd_headers_add(h, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
 	rc |= mtd_headers_add(h, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
@@ -215,7 +215,8 @@ void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const cha
 		/* PROTOCOL-HTTP2 Trailers-Only: one HEADERS frame, END_STREAM. */
 		struct mtd_headers *h = &call->resp_trailers;
 		if (synth_trailers(h, true, status, msg) < 0) {
-			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_INTERNAL_ERROR);
+			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
+			                          NGHTTP2_INTERNAL_ERROR);
 		} else {
 			/* No RST_STREAM(NO_ERROR) after it even if the client is still
 			 * sending (RFC 9113 §8.1 allows one): gRPC C-core turns it into
@@ -228,7 +229,8 @@ void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const cha
 		/* Headers went out already: end with trailers carrying the status
 		 * once the data provider runs dry (it is, we dropped the bytes). */
 		if (synth_trailers(&call->resp_trailers, false, status, msg) < 0) {
-			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_INTERNAL_ERROR);
+			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
+			                          NGHTTP2_INTERNAL_ERROR);
 			call->resp_done = true;
 		}
 		mtd_down_resume(call);
@@ -249,8 +251,7 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 static void pick_and_enqueue(struct mtd_call *call, const uint8_t *key, size_t key_len)
 {
 	const struct mtd_rt_service *svc = call->svc;
-	if (!key && call->hash_key && call->hash_key->kind != MTD_CFG_HASH_NONE &&
-	    call->hash_key->fail_on_missing) {
+	if (!key && call->hash_key && call->hash_key->kind != MTD_CFG_HASH_NONE && call->hash_key->fail_on_missing) {
 		mtd_call_fail(call, MTD_GRPC_INVALID_ARGUMENT, "hash key %s is missing from the call",
 		              call->hash_key->kind == MTD_CFG_HASH_HEADER ? call->hash_key->header : "field");
 		return;
@@ -263,21 +264,23 @@ static void pick_and_enqueue(struct mtd_call *call, const uint8_t *key, size_t k
 		}
 	}
 	struct mtd_lb_pick_ctx ctx = {
-		.key = key,
-		.key_len = key_len,
-		.excluded = call->n_tried ? (call->tried ? call->tried : &call->tried_inline) : NULL,
-		.now_ms = mtd_wall_ms(),
-		.now_ns = mtd_now_ns(),
-		.worker = call->w->id,
-		.rng = &call->w->rng,
+	        .key = key,
+	        .key_len = key_len,
+	        .excluded = call->n_tried ? (call->tried ? call->tried : &call->tried_inline) : NULL,
+	        .now_ms = mtd_wall_ms(),
+	        .now_ns = mtd_now_ns(),
+	        .worker = call->w->id,
+	        .rng = &call->w->rng,
 	};
 	int idx = mtd_lb_pick(call->picker, &ctx);
 	if (idx < 0) {
 		if (call->n_tried)
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "%s (and no other endpoint of %s is left)",
-			              call->last_failure ? call->last_failure : "every endpoint failed", svc->cfg->name);
+			              call->last_failure ? call->last_failure : "every endpoint failed",
+			              svc->cfg->name);
 		else
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s", svc->cfg->name);
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
+			              svc->cfg->name);
 		return;
 	}
 	if (key && !call->key_copy && svc->n_eps > 1) {
@@ -415,7 +418,7 @@ void mtd_call_start(struct mtd_call *call)
 		/* Far deadlines (beyond ~100 days) are as good as none. */
 		if (ns < (int64_t)100 * 86400 * 1000000000) {
 			call->deadline_ns = call->start_ns + ns;
-			struct timeval tv = { (time_t)(ns / 1000000000), (suseconds_t)(ns % 1000000000 / 1000) };
+			struct timeval tv = {(time_t)(ns / 1000000000), (suseconds_t)(ns % 1000000000 / 1000)};
 			evtimer_assign(&call->deadline_ev, call->w->base, deadline_cb, call);
 			evtimer_add(&call->deadline_ev, &tv);
 			call->deadline_armed = true;
@@ -446,7 +449,8 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 	int rc = mtd_grpc_scan(&call->req_scan, p, n, max, waiting ? capture_first_message : NULL, call);
 	if (rc == MTD_GRPC_SCAN_TOO_BIG) {
 		nghttp2_session_consume(down->ng, call->down_sid, n);
-		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "request message larger than the limit of %u bytes", max);
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "request message larger than the limit of %u bytes",
+		              max);
 		return;
 	}
 	if (rc < 0) {
@@ -479,8 +483,8 @@ void mtd_call_on_req_end(struct mtd_call *call)
 	mtd_up_resume(call);
 }
 
-ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len,
-                          uint32_t *flags, nghttp2_data_source *src, void *ud)
+ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                          nghttp2_data_source *src, void *ud)
 {
 	struct mtd_call *call = src->ptr;
 	size_t n = mtd_bufq_read(&call->req, buf, len);
@@ -564,7 +568,7 @@ void mtd_call_on_resp_headers(struct mtd_call *call, bool end_stream)
 		return;
 	}
 	size_t n = filter_response(&call->resp_hdrs, nva);
-	nghttp2_data_provider prd = { .source.ptr = call, .read_callback = mtd_call_read_resp };
+	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
 	if (end_stream) {
 		/* Trailers-Only from the upstream stays Trailers-Only. */
 		call->resp_eof = true;
@@ -627,8 +631,8 @@ void mtd_call_on_resp_trailers(struct mtd_call *call)
 	mtd_down_resume(call);
 }
 
-ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len,
-                           uint32_t *flags, nghttp2_data_source *src, void *ud)
+ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                           nghttp2_data_source *src, void *ud)
 {
 	struct mtd_call *call = src->ptr;
 	size_t n = mtd_bufq_read(&call->resp, buf, len);
@@ -673,10 +677,11 @@ void mtd_call_on_up_close(struct mtd_call *call, uint32_t error_code)
 		else if (error_code == NGHTTP2_REFUSED_STREAM)
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s refused the stream", peer);
 		else if (error_code == NGHTTP2_NO_ERROR)
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s closed the stream without a response", peer);
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s closed the stream without a response",
+			              peer);
 		else
-			mtd_call_fail(call, mtd_grpc_status_from_h2_error(error_code), "upstream %s reset the stream (%s)",
-			              peer, nghttp2_http2_strerror(error_code));
+			mtd_call_fail(call, mtd_grpc_status_from_h2_error(error_code),
+			              "upstream %s reset the stream (%s)", peer, nghttp2_http2_strerror(error_code));
 	}
 	/* Request bytes nobody will send any more. */
 	drop_request_bytes(call);

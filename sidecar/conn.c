@@ -104,8 +104,9 @@ int mtd_conn_flush(struct mtd_conn *c)
 			const uint8_t *data;
 			ssize_t n = nghttp2_session_mem_send(c->ng, &data);
 			if (n < 0) {
-				MTD_WARN("%s %s: HTTP/2 send failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream",
-				         c->peer, nghttp2_strerror((int)n));
+				MTD_WARN("%s %s: HTTP/2 send failed: %s",
+				         c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
+				         nghttp2_strerror((int)n));
 				mtd_conn_close(c);
 				return -EPROTO;
 			}
@@ -127,8 +128,8 @@ int mtd_conn_flush(struct mtd_conn *c)
 			return 0;
 		}
 		if (rc < 0) {
-			MTD_DEBUG("%s %s: write failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream",
-			          c->peer, strerror(-rc));
+			MTD_DEBUG("%s %s: write failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
+			          strerror(-rc));
 			mtd_conn_close(c);
 			return rc;
 		}
@@ -179,8 +180,8 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		if (rv < 0) {
 			/* Fatal for the connection (HARDENING.md): flood, too many
 			 * CONTINUATIONs, bad preface... Send what GOAWAY nghttp2 queued. */
-			MTD_WARN("%s %s: HTTP/2 error: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream",
-			         c->peer, nghttp2_strerror((int)rv));
+			MTD_WARN("%s %s: HTTP/2 error: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
+			         nghttp2_strerror((int)rv));
 			if (rv != NGHTTP2_ERR_NOMEM && rv != NGHTTP2_ERR_CALLBACK_FAILURE)
 				nghttp2_session_terminate_session(c->ng, NGHTTP2_PROTOCOL_ERROR);
 			mtd_conn_flush(c);

@@ -39,8 +39,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 	return 0;
 }
 
-static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	struct mtd_conn *c = ud;
 	struct mtd_call *call = stream_call(ng, frame->hd.stream_id);
@@ -85,8 +85,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 {
 	struct mtd_conn *c = ud;
 	struct mtd_call *call;
-	if ((frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 &&
-	     !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) ||
+	if ((frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) ||
 	    frame->hd.type == NGHTTP2_PRIORITY)
 		return glitch(ng, c);
 	switch (frame->hd.type) {
@@ -115,8 +114,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	return 0;
 }
 
-static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid,
-                              const uint8_t *data, size_t len, void *ud)
+static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data, size_t len,
+                              void *ud)
 {
 	struct mtd_call *call = stream_call(ng, sid);
 	if (!call || call->state == MTD_CALL_DONE) {
@@ -189,7 +188,9 @@ void mtd_down_teardown(struct mtd_worker *w)
 
 static void down_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
-	(void)fd; (void)what; (void)arg;
+	(void)fd;
+	(void)what;
+	(void)arg;
 }
 
 int mtd_down_accept(struct mtd_worker *w, int fd)
@@ -226,19 +227,19 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 		return -ENOMEM;
 	}
 	nghttp2_settings_entry iv[] = {
-		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, d->max_concurrent_streams },
-		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size },
-		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size },
-		{ NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096 },
-		{ NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
+	        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, d->max_concurrent_streams},
+	        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size},
+	        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size},
+	        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
+	        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
 	};
 	int rv = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
 	/* The connection window bounds what all of a client's calls may have
 	 * buffered here at once. */
 	if (rv == 0)
-		rv = nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0,
-		                                           (int32_t)(d->initial_window_size > (1u << 26) / 16
-		                                                     ? (1u << 26) : d->initial_window_size * 16));
+		rv = nghttp2_session_set_local_window_size(
+		        c->ng, NGHTTP2_FLAG_NONE, 0,
+		        (int32_t)(d->initial_window_size > (1u << 26) / 16 ? (1u << 26) : d->initial_window_size * 16));
 	if (rv != 0 || mtd_conn_start_io(c) < 0) {
 		nghttp2_session_del(c->ng);
 		free(c);
@@ -257,8 +258,8 @@ void mtd_down_shutdown(struct mtd_conn *c)
 		return;
 	/* RFC 9113 §6.8: streams up to last_proc finish; the rest were not
 	 * processed and the client may retry them elsewhere. */
-	nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
-	                      nghttp2_session_get_last_proc_stream_id(c->ng), NGHTTP2_NO_ERROR, NULL, 0);
+	nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->ng),
+	                      NGHTTP2_NO_ERROR, NULL, 0);
 	c->state = MTD_CONN_DRAINING;
 	mtd_conn_want_flush(c);
 }

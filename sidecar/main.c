@@ -22,22 +22,21 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-	        "Usage: maitred [--config FILE] [--log-level LEVEL]\n"
-	        "       maitred --check-config FILE\n"
-	        "\n"
-	        "A gRPC load-balancing sidecar: the local app sends its calls over h2c to\n"
-	        "maitred, which routes each by /package.Service/Method to a service's\n"
-	        "endpoints over pooled HTTP/2 (h2c or TLS).\n"
-	        "\n"
-	        "  -c, --config FILE       config file (YAML, JSON or binary protobuf of\n"
-	        "                          maitred.config.v1.Config); without it maitred\n"
-	        "                          runs its embedded default (listen 127.0.0.1:15001,\n"
-	        "                          every service round robin over 127.0.0.1:50051-50053)\n"
-	        "      --check-config FILE validate FILE, print every error, exit 0 or 1\n"
-	        "  -l, --log-level LEVEL   debug, info (default), warn or error\n"
-	        "  -V, --version           print the version and exit\n"
-	        "  -h, --help              print this help and exit\n");
+	fprintf(out, "Usage: maitred [--config FILE] [--log-level LEVEL]\n"
+	             "       maitred --check-config FILE\n"
+	             "\n"
+	             "A gRPC load-balancing sidecar: the local app sends its calls over h2c to\n"
+	             "maitred, which routes each by /package.Service/Method to a service's\n"
+	             "endpoints over pooled HTTP/2 (h2c or TLS).\n"
+	             "\n"
+	             "  -c, --config FILE       config file (YAML, JSON or binary protobuf of\n"
+	             "                          maitred.config.v1.Config); without it maitred\n"
+	             "                          runs its embedded default (listen 127.0.0.1:15001,\n"
+	             "                          every service round robin over 127.0.0.1:50051-50053)\n"
+	             "      --check-config FILE validate FILE, print every error, exit 0 or 1\n"
+	             "  -l, --log-level LEVEL   debug, info (default), warn or error\n"
+	             "  -V, --version           print the version and exit\n"
+	             "  -h, --help              print this help and exit\n");
 }
 
 static void print_errors(const struct mtd_cfg_errors *errs, const char *fallback)
@@ -52,7 +51,7 @@ static void print_errors(const struct mtd_cfg_errors *errs, const char *fallback
 
 static struct mtd_cfg *load_config(const char *path)
 {
-	struct mtd_cfg_errors errs = { 0 };
+	struct mtd_cfg_errors errs = {0};
 	struct mtd_cfg *cfg = NULL;
 	int rc = mtd_cfg_load_file(path, MTD_CFG_FORMAT_AUTO, &cfg, &errs);
 	if (rc < 0) {
@@ -116,7 +115,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	for (unsigned i = 0; i < ctl->n_workers; i++)
 		mtd_worker_drain(ctl->workers[i]);
 	int64_t ms = ctl->rt->cfg->drain_timeout_ms;
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 	evtimer_add(ctl->drain_timer, &tv);
 }
 
@@ -140,7 +139,7 @@ static void *join_all(void *arg)
 static int run(struct mtd_runtime *rt)
 {
 	const struct mtd_cfg *cfg = rt->cfg;
-	struct control ctl = { .rt = rt, .n_workers = cfg->workers };
+	struct control ctl = {.rt = rt, .n_workers = cfg->workers};
 	int rc = 1;
 
 	ctl.workers = calloc(cfg->workers, sizeof(*ctl.workers));
@@ -166,7 +165,7 @@ static int run(struct mtd_runtime *rt)
 	struct event *sigint = evsignal_new(ctl.base, SIGINT, signal_cb, &ctl);
 	struct event *tick = event_new(ctl.base, -1, EV_PERSIST, tick_cb, &ctl);
 	ctl.drain_timer = evtimer_new(ctl.base, drain_timeout_cb, &ctl);
-	struct timeval one_second = { 1, 0 };
+	struct timeval one_second = {1, 0};
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
 	event_add(tick, &one_second);
@@ -232,12 +231,12 @@ out:
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "check-config", required_argument, NULL, 'C' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	        {"config", required_argument, NULL, 'c'},
+	        {"check-config", required_argument, NULL, 'C'},
+	        {"log-level", required_argument, NULL, 'l'},
+	        {"version", no_argument, NULL, 'V'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	const char *config_path = NULL, *check_path = NULL;
 	int opt;
@@ -251,14 +250,14 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			if (mtd_log_parse_level(optarg, &mtd_log_threshold) < 0) {
-				fprintf(stderr, "maitred: unknown log level \"%s\" (debug, info, warn, error)\n", optarg);
+				fprintf(stderr, "maitred: unknown log level \"%s\" (debug, info, warn, error)\n",
+				        optarg);
 				return 2;
 			}
 			break;
 		case 'V':
 			printf("maitred %s (nghttp2 %s, %s, libevent %s)\n", PACKAGE_VERSION,
-			       nghttp2_version(0)->version_str, OpenSSL_version(OPENSSL_VERSION),
-			       event_get_version());
+			       nghttp2_version(0)->version_str, OpenSSL_version(OPENSSL_VERSION), event_get_version());
 			return 0;
 		case 'h':
 			usage(stdout);

@@ -10,8 +10,7 @@
 #include "core/log.h"
 #include "sidecar/sidecar.h"
 
-struct mtd_pool *mtd_pool_get(struct mtd_worker *w, const struct mtd_rt_service *svc,
-                              struct mtd_rt_endpoint *ep)
+struct mtd_pool *mtd_pool_get(struct mtd_worker *w, const struct mtd_rt_service *svc, struct mtd_rt_endpoint *ep)
 {
 	struct mtd_pool *p = w->pools[ep->slot];
 	if (p)
@@ -73,8 +72,8 @@ static struct mtd_conn *conn_with_room(struct mtd_pool *p)
 {
 	struct mtd_conn *c;
 	LIST_FOREACH(c, &p->conns, link)
-		if (c->state == MTD_CONN_READY && c->n_streams < c->max_streams)
-			return c;
+	if (c->state == MTD_CONN_READY && c->n_streams < c->max_streams)
+		return c;
 	return NULL;
 }
 
@@ -108,7 +107,8 @@ void mtd_pool_dispatch(struct mtd_pool *p)
 	 * more, while the cap allows. */
 	uint32_t usable = 0;
 	struct mtd_conn *c;
-	LIST_FOREACH(c, &p->conns, link) {
+	LIST_FOREACH(c, &p->conns, link)
+	{
 		if (c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE ||
 		    (c->state == MTD_CONN_READY && !c->settings_seen))
 			return;

@@ -24,8 +24,8 @@ static void service_free(struct mtd_rt_service *s)
 	free(s->eps);
 }
 
-static int service_init(struct mtd_rt_service *s, const struct mtd_cfg_service *cfg,
-                        size_t *next_slot, int64_t now_ms, char *err, size_t errlen)
+static int service_init(struct mtd_rt_service *s, const struct mtd_cfg_service *cfg, size_t *next_slot, int64_t now_ms,
+                        char *err, size_t errlen)
 {
 	s->cfg = cfg;
 	s->n_eps = cfg->n_endpoints;
@@ -38,13 +38,13 @@ static int service_init(struct mtd_rt_service *s, const struct mtd_cfg_service *
 		s->eps[i].cfg = &cfg->endpoints[i];
 		s->eps[i].slot = (*next_slot)++;
 		s->lb_eps[i] = (struct mtd_lb_endpoint){
-			.id = cfg->endpoints[i].addr.text,
-			.weight = cfg->endpoints[i].weight,
-			/* Static endpoints were not started by us: no warmup unless
+		        .id = cfg->endpoints[i].addr.text,
+		        .weight = cfg->endpoints[i].weight,
+		        /* Static endpoints were not started by us: no warmup unless
 			 * a registry says when they started. */
-			.start_ms = 0,
-			.stats = &s->eps[i].stats,
-			.user = &s->eps[i],
+		        .start_ms = 0,
+		        .stats = &s->eps[i].stats,
+		        .user = &s->eps[i],
 		};
 	}
 	(void)now_ms;

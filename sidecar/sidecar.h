@@ -44,8 +44,8 @@ struct ssl_session_st;
 
 struct mtd_rt_endpoint {
 	const struct mtd_cfg_endpoint *cfg;
-	struct mtd_lb_stats stats;       /* shared by every worker */
-	size_t slot;                     /* index of this endpoint's pool in a worker */
+	struct mtd_lb_stats stats; /* shared by every worker */
+	size_t slot;               /* index of this endpoint's pool in a worker */
 };
 
 struct mtd_rt_method {
@@ -56,15 +56,15 @@ struct mtd_rt_method {
 struct mtd_rt_service {
 	const struct mtd_cfg_service *cfg;
 	struct mtd_rt_endpoint *eps;
-	struct mtd_lb_endpoint *lb_eps;  /* parallel to eps, what pickers see */
+	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see */
 	size_t n_eps;
-	struct mtd_lb_picker *picker;    /* the service-level policy */
-	struct mtd_rt_method *methods;   /* parallel to cfg->methods */
-	struct ssl_ctx_st *ssl_ctx;      /* NULL = h2c */
+	struct mtd_lb_picker *picker;  /* the service-level policy */
+	struct mtd_rt_method *methods; /* parallel to cfg->methods */
+	struct ssl_ctx_st *ssl_ctx;    /* NULL = h2c */
 };
 
 struct mtd_runtime {
-	struct mtd_cfg *cfg;             /* owned */
+	struct mtd_cfg *cfg; /* owned */
 	struct mtd_route_table *routes;
 	struct mtd_rt_service *services; /* parallel to cfg->services */
 	size_t n_slots;                  /* endpoints over all services */
@@ -80,8 +80,8 @@ void mtd_runtime_tick(struct mtd_runtime *rt);
 /* ---- transport (transport.c: the only file that calls OpenSSL) ------- */
 
 enum {
-	MTD_IO_AGAIN = -11,          /* would block; wait for the fd */
-	MTD_IO_WANT_WRITE = -12,     /* TLS needs the fd writable to go on */
+	MTD_IO_AGAIN = -11,      /* would block; wait for the fd */
+	MTD_IO_WANT_WRITE = -12, /* TLS needs the fd writable to go on */
 };
 
 /* TLS client context for a service's upstreams (ALPN h2, verification
@@ -89,8 +89,8 @@ enum {
 struct ssl_ctx_st *mtd_tls_client_ctx_new(const struct mtd_cfg_tls *tls, char *err, size_t errlen);
 void mtd_tls_ctx_free(struct ssl_ctx_st *ctx);
 /* Start a client handshake on conn->fd; server_name for SNI and checks. */
-int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx,
-                         const char *server_name, struct ssl_session_st *resume);
+int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char *server_name,
+                         struct ssl_session_st *resume);
 /* Drive the handshake: 0 done, MTD_IO_AGAIN / MTD_IO_WANT_WRITE, or
  * -EPROTO with a reason in err. */
 int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen);
@@ -132,30 +132,30 @@ struct mtd_conn {
 	enum mtd_conn_state state;
 	struct mtd_worker *w;
 	int fd;
-	struct ssl_st *ssl;             /* NULL = cleartext */
-	bool tls_up;                    /* handshake completed */
+	struct ssl_st *ssl; /* NULL = cleartext */
+	bool tls_up;        /* handshake completed */
 	nghttp2_session *ng;
-	struct event rev, wev;          /* fd readable / writable */
-	struct event timer;             /* connect timeout (upstream) */
-	bool want_write_on_read;        /* TLS asked for writability to read */
-	bool read_paused;               /* output backed up: stop reading */
-	uint32_t glitches;              /* empty/invalid frames (downstream) */
+	struct event rev, wev;   /* fd readable / writable */
+	struct event timer;      /* connect timeout (upstream) */
+	bool want_write_on_read; /* TLS asked for writability to read */
+	bool read_paused;        /* output backed up: stop reading */
+	uint32_t glitches;       /* empty/invalid frames (downstream) */
 	bool in_dirty;
 	TAILQ_ENTRY(mtd_conn) dirty_link;
-	LIST_ENTRY(mtd_conn) link;      /* worker's downstream list or pool's list */
+	LIST_ENTRY(mtd_conn) link; /* worker's downstream list or pool's list */
 	/* Pending output: out[out_off, out_len). */
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
-	struct mtd_call_list calls;     /* calls with a stream on this conn */
-	uint32_t n_streams;             /* streams open (calls list length) */
-	int64_t last_active_ns;         /* last stream end or start, for idle */
+	struct mtd_call_list calls; /* calls with a stream on this conn */
+	uint32_t n_streams;         /* streams open (calls list length) */
+	int64_t last_active_ns;     /* last stream end or start, for idle */
 	/* upstream only */
 	struct mtd_pool *pool;
-	uint32_t max_streams;           /* min(peer SETTINGS, config cap) */
-	bool settings_seen;             /* the peer's first SETTINGS arrived */
-	int64_t ping_sent_ns;           /* 0 = no keepalive PING outstanding */
+	uint32_t max_streams; /* min(peer SETTINGS, config cap) */
+	bool settings_seen;   /* the peer's first SETTINGS arrived */
+	int64_t ping_sent_ns; /* 0 = no keepalive PING outstanding */
 	int64_t last_read_ns;
-	char peer[64];                  /* "127.0.0.1:50051" for messages */
+	char peer[64]; /* "127.0.0.1:50051" for messages */
 };
 
 /* Mark c as having output to flush at the end of this event-loop turn. */
@@ -185,19 +185,18 @@ void mtd_down_on_close(struct mtd_conn *c);
 
 struct mtd_pool {
 	struct mtd_worker *w;
-	const struct mtd_rt_service *svc;  /* for TLS ctx and upstream settings */
+	const struct mtd_rt_service *svc; /* for TLS ctx and upstream settings */
 	struct mtd_rt_endpoint *ep;
 	LIST_HEAD(, mtd_conn) conns;
 	uint32_t n_conns;
-	struct mtd_call_tailq pending;     /* waiting for a stream slot */
+	struct mtd_call_tailq pending; /* waiting for a stream slot */
 	uint32_t n_pending;
-	struct ssl_session_st *tls_session;/* to resume with */
-	bool failing;                      /* a connect failure is being handled */
+	struct ssl_session_st *tls_session; /* to resume with */
+	bool failing;                       /* a connect failure is being handled */
 };
 
 /* The pool of endpoint ep (service svc) on worker w, created on first use. */
-struct mtd_pool *mtd_pool_get(struct mtd_worker *w, const struct mtd_rt_service *svc,
-                              struct mtd_rt_endpoint *ep);
+struct mtd_pool *mtd_pool_get(struct mtd_worker *w, const struct mtd_rt_service *svc, struct mtd_rt_endpoint *ep);
 void mtd_pool_free(struct mtd_pool *p);
 /* Queue call for a stream on this pool; it is started when a connection
  * has room, or failed (UNAVAILABLE / RESOURCE_EXHAUSTED) if none can. */
@@ -227,22 +226,22 @@ struct mtd_headers {
 	size_t n, cap;
 	uint8_t *mem;
 	size_t mem_len, mem_cap;
-	size_t budget_used;              /* name + value + 32 per field */
+	size_t budget_used; /* name + value + 32 per field */
 };
 
 enum mtd_call_state {
-	MTD_CALL_HEADERS,    /* reading the request headers */
-	MTD_CALL_WAIT_KEY,   /* hashing a message field: waiting for message 1 */
-	MTD_CALL_PENDING,    /* picked, waiting in a pool for a stream */
-	MTD_CALL_OPEN,       /* upstream stream open, relaying */
-	MTD_CALL_DONE,       /* response finished or failed; draining streams */
+	MTD_CALL_HEADERS,  /* reading the request headers */
+	MTD_CALL_WAIT_KEY, /* hashing a message field: waiting for message 1 */
+	MTD_CALL_PENDING,  /* picked, waiting in a pool for a stream */
+	MTD_CALL_OPEN,     /* upstream stream open, relaying */
+	MTD_CALL_DONE,     /* response finished or failed; draining streams */
 };
 
 struct mtd_call {
 	struct mtd_worker *w;
 	enum mtd_call_state state;
 	/* Downstream side. */
-	struct mtd_conn *down;           /* NULL once the stream closed */
+	struct mtd_conn *down; /* NULL once the stream closed */
 	int32_t down_sid;
 	struct mtd_headers req_hdrs;
 	/* Routing. */
@@ -257,42 +256,42 @@ struct mtd_call {
 	uint64_t *tried;
 	uint32_t n_tried;
 	char *last_failure;
-	uint8_t *key_copy;               /* the hash key, for re-picks */
+	uint8_t *key_copy; /* the hash key, for re-picks */
 	size_t key_copy_len;
 	int64_t start_ns;
-	int64_t deadline_ns;             /* 0 = none */
+	int64_t deadline_ns; /* 0 = none */
 	struct event deadline_ev;
 	bool deadline_armed;
 	/* Upstream side. */
 	struct mtd_pool *pool;
-	struct mtd_conn *up;             /* NULL until open / once closed */
+	struct mtd_conn *up; /* NULL until open / once closed */
 	int32_t up_sid;
 	TAILQ_ENTRY(mtd_call) pending_link;
 	LIST_ENTRY(mtd_call) down_link, up_link;
 	/* Request bytes: downstream DATA -> upstream DATA. */
 	struct mtd_bufq req;
 	struct mtd_grpc_scanner req_scan;
-	bool req_eof;                    /* client sent END_STREAM */
-	bool req_deferred;               /* upstream data provider waiting */
-	size_t req_unconsumed;           /* received but not yet consumed */
+	bool req_eof;          /* client sent END_STREAM */
+	bool req_deferred;     /* upstream data provider waiting */
+	size_t req_unconsumed; /* received but not yet consumed */
 	/* First-message capture for a hash key on a message field. */
 	uint8_t *key_msg;
 	uint32_t key_msg_have;
-	bool key_ready;                  /* captured all we will read of it */
+	bool key_ready; /* captured all we will read of it */
 	bool key_compressed;
 	/* Response. */
 	struct mtd_headers resp_hdrs;
 	struct mtd_headers resp_trailers;
-	bool resp_headers_in;            /* upstream response headers complete */
-	bool resp_headers_sent;          /* we submitted headers downstream */
-	bool resp_eof;                   /* upstream finished (trailers or synth) */
+	bool resp_headers_in;   /* upstream response headers complete */
+	bool resp_headers_sent; /* we submitted headers downstream */
+	bool resp_eof;          /* upstream finished (trailers or synth) */
 	bool resp_deferred;
-	bool resp_done;                  /* trailers / END_STREAM submitted downstream */
+	bool resp_done; /* trailers / END_STREAM submitted downstream */
 	struct mtd_bufq resp;
 	struct mtd_grpc_scanner resp_scan;
 	size_t resp_unconsumed;
 	bool outcome_reported;
-	bool up_ok;                      /* upstream answered with trailers */
+	bool up_ok; /* upstream answered with trailers */
 };
 
 /* A stream's request headers are complete: route, pick, enqueue. */
@@ -309,8 +308,8 @@ void mtd_call_on_resp_trailers(struct mtd_call *call);
 void mtd_call_on_up_close(struct mtd_call *call, uint32_t error_code);
 /* The call could not get or keep an upstream stream (before or after it
  * opened): end it with status/message unless the response already ended. */
-void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status,
-                   const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 /* The call's endpoint could not be reached and nothing of the call was
  * sent: pick another endpoint (never one already tried) or fail. */
 void mtd_call_retry_elsewhere(struct mtd_call *call, const char *reason);
@@ -318,17 +317,16 @@ void mtd_call_retry_elsewhere(struct mtd_call *call, const char *reason);
 void mtd_call_maybe_free(struct mtd_call *call);
 
 /* Header helpers (call.c). 0 or -ENOMEM. */
-int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen,
-                    const uint8_t *value, size_t vlen);
+int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen);
 void mtd_headers_finish(struct mtd_headers *h); /* fix up nv pointers */
 void mtd_headers_clear(struct mtd_headers *h);
 const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name);
 
 /* Data-provider read callbacks (call.c). */
-ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len,
-                          uint32_t *flags, nghttp2_data_source *src, void *ud);
-ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len,
-                           uint32_t *flags, nghttp2_data_source *src, void *ud);
+ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                          nghttp2_data_source *src, void *ud);
+ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                           nghttp2_data_source *src, void *ud);
 
 /* ---- worker (worker.c) ------------------------------------------------ */
 
@@ -338,24 +336,24 @@ struct mtd_worker {
 	const struct mtd_runtime *rt;
 	int listen_fd;
 	struct event listen_ev;
-	struct event flush_ev;           /* runs the dirty list */
-	struct event housekeeping_ev;    /* 1 s timer */
-	struct event drain_ev;           /* activated by the main thread */
-	struct event stop_ev;            /* activated by the main thread */
+	struct event flush_ev;        /* runs the dirty list */
+	struct event housekeeping_ev; /* 1 s timer */
+	struct event drain_ev;        /* activated by the main thread */
+	struct event stop_ev;         /* activated by the main thread */
 	TAILQ_HEAD(, mtd_conn) dirty;
 	LIST_HEAD(, mtd_conn) downs;
 	uint32_t n_downs;
 	TAILQ_HEAD(, mtd_conn) graveyard;
-	struct mtd_pool **pools;         /* by endpoint slot, lazily created */
+	struct mtd_pool **pools; /* by endpoint slot, lazily created */
 	nghttp2_session_callbacks *down_cbs, *up_cbs;
 	nghttp2_option *down_opt, *up_opt;
-	struct mtd_slab slab;            /* recycled small blocks (calls, nghttp2) */
-	nghttp2_mem ng_mem;              /* nghttp2's allocations go to slab */
-	uint8_t *rbuf;                   /* shared read buffer */
+	struct mtd_slab slab; /* recycled small blocks (calls, nghttp2) */
+	nghttp2_mem ng_mem;   /* nghttp2's allocations go to slab */
+	uint8_t *rbuf;        /* shared read buffer */
 	size_t rbuf_len;
 	uint64_t rng;
 	bool draining;
-	uint64_t n_calls;                /* calls alive */
+	uint64_t n_calls; /* calls alive */
 	pthread_t thread;
 };
 

@@ -58,7 +58,7 @@ static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
 
 struct ssl_ctx_st *mtd_tls_client_ctx_new(const struct mtd_cfg_tls *tls, char *err, size_t errlen)
 {
-	static const unsigned char alpn[] = { 2, 'h', '2' };
+	static const unsigned char alpn[] = {2, 'h', '2'};
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	if (!ctx) {
 		last_error(err, errlen, "SSL_CTX_new");
@@ -67,7 +67,7 @@ struct ssl_ctx_st *mtd_tls_client_ctx_new(const struct mtd_cfg_tls *tls, char *e
 	/* RFC 9113 §9.2: TLS 1.2 or later for HTTP/2. */
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-	                      SSL_MODE_RELEASE_BUFFERS);
+	                              SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	if (SSL_CTX_load_verify_locations(ctx, tls->ca_file, NULL) != 1) {
 		last_error(err, errlen, tls->ca_file);
@@ -104,8 +104,8 @@ void mtd_tls_ctx_free(struct ssl_ctx_st *ctx)
 	SSL_CTX_free(ctx);
 }
 
-int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx,
-                         const char *server_name, struct ssl_session_st *resume)
+int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char *server_name,
+                         struct ssl_session_st *resume)
 {
 	SSL *ssl = SSL_new(ctx);
 	if (!ssl)

@@ -47,8 +47,8 @@ static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 	 * served by this endpoint unless another connection is usable. */
 	struct mtd_conn *o;
 	LIST_FOREACH(o, &p->conns, link)
-		if (o->state != MTD_CONN_CLOSED && o->state != MTD_CONN_DRAINING)
-			return;
+	if (o->state != MTD_CONN_CLOSED && o->state != MTD_CONN_DRAINING)
+		return;
 	struct mtd_call *call;
 	while ((call = TAILQ_FIRST(&p->pending))) {
 		mtd_pool_dequeue(call);
@@ -57,15 +57,16 @@ static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 	}
 }
 
-static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	struct mtd_conn *c = ud;
 	struct mtd_call *call = stream_call(ng, frame->hd.stream_id);
 	if (!call || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
 	struct mtd_headers *h = frame->headers.cat == NGHTTP2_HCAT_HEADERS && call->resp_headers_in
-	                              ? &call->resp_trailers : &call->resp_hdrs;
+	                                ? &call->resp_trailers
+	                                : &call->resp_hdrs;
 	h->budget_used += namelen + valuelen + 32;
 	if (h->budget_used > c->w->rt->cfg->downstream.max_header_list_size) {
 		mtd_call_fail(call, MTD_GRPC_INTERNAL, "upstream %s: response header list too large", c->peer);
@@ -137,8 +138,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	return 0;
 }
 
-static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid,
-                              const uint8_t *data, size_t len, void *ud)
+static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data, size_t len,
+                              void *ud)
 {
 	struct mtd_call *call = stream_call(ng, sid);
 	if (!call || call->resp_done) {
@@ -221,13 +222,13 @@ static void up_ready(struct mtd_conn *c)
 		return;
 	}
 	nghttp2_settings_entry iv[] = {
-		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
-		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size },
-		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size },
-		{ NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
+	        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+	        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size},
+	        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size},
+	        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
 	};
-	int32_t conn_window = (int32_t)(d->initial_window_size > (1u << 26) / 16 ? (1u << 26)
-	                                                                          : d->initial_window_size * 16);
+	int32_t conn_window =
+	        (int32_t)(d->initial_window_size > (1u << 26) / 16 ? (1u << 26) : d->initial_window_size * 16);
 	if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
 	    nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, conn_window) != 0 ||
 	    mtd_conn_start_io(c) < 0) {
@@ -311,7 +312,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	event_assign(&c->rev, c->w->base, c->fd, EV_READ, connected_cb, c);
 	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, connected_cb, c);
 	int64_t ms = p->svc->cfg->upstream.connect_timeout_ms;
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 	event_add(&c->timer, &tv);
 	MTD_DEBUG("upstream %s: connecting", c->peer);
 	if (connect(c->fd, (const struct sockaddr *)&a->sa, a->salen) < 0 && errno != EINPROGRESS) {
@@ -347,8 +348,11 @@ static bool skip_request_header(const nghttp2_nv *nv)
 	}
 }
 
-#define NV_LIT(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, \
-	NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE }
+#define NV_LIT(n, v)                                                                 \
+	{                                                                            \
+		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,        \
+		        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE \
+	}
 
 int mtd_up_submit(struct mtd_conn *c, struct mtd_call *call)
 {
@@ -374,10 +378,10 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_call *call)
 	if (call->deadline_ns) {
 		/* PROTOCOL-HTTP2: forward the time remaining, not the original. */
 		size_t tl = mtd_grpc_timeout_format(call->deadline_ns - mtd_now_ns(), tbuf);
-		nva[n++] = (nghttp2_nv){ (uint8_t *)"grpc-timeout", (uint8_t *)tbuf, 12, tl,
-		                         NGHTTP2_NV_FLAG_NO_COPY_NAME };
+		nva[n++] =
+		        (nghttp2_nv){(uint8_t *)"grpc-timeout", (uint8_t *)tbuf, 12, tl, NGHTTP2_NV_FLAG_NO_COPY_NAME};
 	}
-	nghttp2_data_provider prd = { .source.ptr = call, .read_callback = mtd_call_read_req };
+	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_req};
 	bool body = !call->req_eof || call->req.len > 0;
 	int32_t sid = nghttp2_submit_request(c->ng, NULL, nva, n, body ? &prd : NULL, call);
 	if (nva != stack_nv)

@@ -135,10 +135,22 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 	event_base_loopexit(w->base, NULL);
 }
 
-static void *ng_malloc(size_t size, void *ud) { return mtd_slab_malloc(ud, size); }
-static void ng_free(void *p, void *ud) { mtd_slab_free(ud, p); }
-static void *ng_calloc(size_t n, size_t size, void *ud) { return mtd_slab_calloc(ud, n, size); }
-static void *ng_realloc(void *p, size_t size, void *ud) { return mtd_slab_realloc(ud, p, size); }
+static void *ng_malloc(size_t size, void *ud)
+{
+	return mtd_slab_malloc(ud, size);
+}
+static void ng_free(void *p, void *ud)
+{
+	mtd_slab_free(ud, p);
+}
+static void *ng_calloc(size_t n, size_t size, void *ud)
+{
+	return mtd_slab_calloc(ud, n, size);
+}
+static void *ng_realloc(void *p, size_t size, void *ud)
+{
+	return mtd_slab_realloc(ud, p, size);
+}
 
 struct mtd_worker *mtd_worker_new(unsigned id, const struct mtd_runtime *rt, int listen_fd)
 {
@@ -149,7 +161,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, const struct mtd_runtime *rt, int
 	w->rt = rt;
 	w->listen_fd = listen_fd;
 	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
-	w->ng_mem = (nghttp2_mem){ &w->slab, ng_malloc, ng_free, ng_calloc, ng_realloc };
+	w->ng_mem = (nghttp2_mem){&w->slab, ng_malloc, ng_free, ng_calloc, ng_realloc};
 	TAILQ_INIT(&w->dirty);
 	TAILQ_INIT(&w->graveyard);
 	LIST_INIT(&w->downs);
@@ -170,7 +182,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, const struct mtd_runtime *rt, int
 	event_assign(&w->housekeeping_ev, w->base, -1, EV_PERSIST, housekeeping_cb, w);
 	event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w);
 	event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w);
-	struct timeval one_second = { 1, 0 };
+	struct timeval one_second = {1, 0};
 	if (event_add(&w->listen_ev, NULL) < 0 || event_add(&w->housekeeping_ev, &one_second) < 0)
 		goto fail_up;
 	return w;

@@ -35,12 +35,11 @@ static void make_eps(size_t n, bool weighted)
 {
 	memset(stats, 0, sizeof(stats));
 	for (size_t i = 0; i < n; i++) {
-		snprintf(ids[i], sizeof(ids[i]), "10.%zu.%zu.%zu:8080", i / 65536,
-		         i / 256 % 256, i % 256);
+		snprintf(ids[i], sizeof(ids[i]), "10.%zu.%zu.%zu:8080", i / 65536, i / 256 % 256, i % 256);
 		eps[i] = (struct mtd_lb_endpoint){
-			.id = ids[i],
-			.weight = weighted ? (int32_t)(50 + (i * 37) % 101) : 100,
-			.stats = &stats[i],
+		        .id = ids[i],
+		        .weight = weighted ? (int32_t)(50 + (i * 37) % 101) : 100,
+		        .stats = &stats[i],
 		};
 	}
 }
@@ -53,8 +52,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static struct mtd_lb_picker *new_picker(const struct mtd_lb_ops *ops, size_t n,
-                                        double bounded)
+static struct mtd_lb_picker *new_picker(const struct mtd_lb_ops *ops, size_t n, double bounded)
 {
 	struct mtd_lb_config cfg;
 	struct mtd_lb_picker *p;
@@ -73,7 +71,7 @@ static struct mtd_lb_picker *new_picker(const struct mtd_lb_ops *ops, size_t n,
 
 static void bench_pick(void)
 {
-	static const size_t sizes[] = { 3, 100, 1000 };
+	static const size_t sizes[] = {3, 100, 1000};
 	static char keys[1024][16];
 	size_t nops;
 	const struct mtd_lb_ops *const *all = mtd_lb_all(&nops);
@@ -87,8 +85,7 @@ static void bench_pick(void)
 		for (size_t z = 0; z < 3; z++) {
 			size_t n = sizes[z];
 			struct mtd_lb_picker *p;
-			struct mtd_lb_pick_ctx ctx = { .now_ms = 1000000,
-				                       .now_ns = 1000000000 };
+			struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000};
 			uint64_t rng = 42, sink = 0;
 			long iters = n >= 1000 ? 200000 : 2000000;
 			double t0, t1;
@@ -98,7 +95,7 @@ static void bench_pick(void)
 			ctx.rng = &rng;
 			/* Some latency data so the latency strategies work. */
 			for (size_t i = 0; i < n; i++) {
-				struct mtd_lb_result r = { true, 1000 + (int64_t)(i % 7) * 100 };
+				struct mtd_lb_result r = {true, 1000 + (int64_t)(i % 7) * 100};
 
 				mtd_lb_call_begin(p, i);
 				mtd_lb_call_end(p, i, &r, 1000000000);
@@ -123,12 +120,12 @@ static void bench_pick(void)
 
 /* ---- sim ----------------------------------------------------------------- */
 
-#define SIM_N 10
+#define SIM_N     10
 #define SIM_SLOTS 4
 #define SIM_CALLS 200000
 
 struct done {
-	double t;       /* completion time, s */
+	double t; /* completion time, s */
 	int ep;
 	double latency; /* s */
 };
@@ -182,13 +179,11 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void sim_one(const struct mtd_lb_ops *ops, double bounded,
-                    const char *label)
+static void sim_one(const struct mtd_lb_ops *ops, double bounded, const char *label)
 {
 	static double lat[SIM_CALLS];
 	double slot_free[SIM_N][SIM_SLOTS];
-	const double mean[SIM_N] = { 0.010, 0.001, 0.001, 0.001, 0.001,
-		                     0.001, 0.001, 0.001, 0.001, 0.001 };
+	const double mean[SIM_N] = {0.010, 0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.001};
 	double capacity = 0, lambda, t = 0, next_tick = 1.0;
 	uint64_t rng = 7, krng = 11;
 	size_t sent_slow = 0, nlat = 0;
@@ -203,7 +198,7 @@ static void sim_one(const struct mtd_lb_ops *ops, double bounded,
 	lambda = 0.7 * capacity;
 
 	for (size_t c = 0; c < SIM_CALLS; c++) {
-		struct mtd_lb_pick_ctx ctx = { 0 };
+		struct mtd_lb_pick_ctx ctx = {0};
 		char key[24];
 		int e, best = 0;
 		double start, svc;
@@ -213,8 +208,8 @@ static void sim_one(const struct mtd_lb_ops *ops, double bounded,
 		while (heap_len > 0 && heap[0].t <= t) {
 			struct done d = heap_pop();
 			struct mtd_lb_result r = {
-				.ok = true,
-				.latency_us = (int64_t)(d.latency * 1e6),
+			        .ok = true,
+			        .latency_us = (int64_t)(d.latency * 1e6),
 			};
 
 			while (next_tick <= d.t) {
@@ -222,15 +217,13 @@ static void sim_one(const struct mtd_lb_ops *ops, double bounded,
 				            (int64_t)(next_tick * 1e9) + 1000000000);
 				next_tick += 1.0;
 			}
-			mtd_lb_call_end(p, (size_t)d.ep, &r,
-			                (int64_t)(d.t * 1e9) + 1000000000);
+			mtd_lb_call_end(p, (size_t)d.ep, &r, (int64_t)(d.t * 1e9) + 1000000000);
 			lat[nlat++] = d.latency;
 		}
 		ctx.now_ms = (int64_t)(t * 1000) + 1000000;
 		ctx.now_ns = (int64_t)(t * 1e9) + 1000000000;
 		ctx.rng = &rng;
-		snprintf(key, sizeof(key), "user-%llu",
-		         (unsigned long long)(mtd_lb_rand(&krng) % 10000));
+		snprintf(key, sizeof(key), "user-%llu", (unsigned long long)(mtd_lb_rand(&krng) % 10000));
 		ctx.key = (const uint8_t *)key;
 		ctx.key_len = strlen(key);
 		e = mtd_lb_pick(p, &ctx);
@@ -244,18 +237,17 @@ static void sim_one(const struct mtd_lb_ops *ops, double bounded,
 		start = fmax(t, slot_free[e][best]);
 		svc = expo(&rng, mean[e]);
 		slot_free[e][best] = start + svc;
-		heap_push((struct done){ start + svc, e, start + svc - t });
+		heap_push((struct done){start + svc, e, start + svc - t});
 	}
 	while (heap_len > 0) {
 		struct done d = heap_pop();
-		struct mtd_lb_result r = { true, (int64_t)(d.latency * 1e6) };
+		struct mtd_lb_result r = {true, (int64_t)(d.latency * 1e6)};
 
 		mtd_lb_call_end(p, (size_t)d.ep, &r, (int64_t)(d.t * 1e9) + 1000000000);
 		lat[nlat++] = d.latency;
 	}
 	qsort(lat, nlat, sizeof(lat[0]), cmp_double);
-	printf("| %s | %.2f | %.2f | %.1f %% |\n", label,
-	       lat[nlat / 2] * 1e3, lat[nlat * 99 / 100] * 1e3,
+	printf("| %s | %.2f | %.2f | %.1f %% |\n", label, lat[nlat / 2] * 1e3, lat[nlat * 99 / 100] * 1e3,
 	       100.0 * (double)sent_slow / SIM_CALLS);
 	fflush(stdout);
 	mtd_lb_picker_free(p);
@@ -302,8 +294,7 @@ static void jring_build(size_t n)
 			char buf[48];
 			int len = snprintf(buf, sizeof(buf), "%s#%d", ids[i], v);
 
-			jring[jlen++] = (struct jpoint){
-				mtd_lb_java_string_hash(buf, (size_t)len), (int)i };
+			jring[jlen++] = (struct jpoint){mtd_lb_java_string_hash(buf, (size_t)len), (int)i};
 		}
 	qsort(jring, jlen, sizeof(jring[0]), jcmp);
 	/* TreeMap.put: a later equal key replaces the earlier one. */
@@ -346,7 +337,7 @@ static void map_lb(size_t n, const char **out, const struct mtd_lb_ops *ops)
 	uint64_t rng = 1;
 
 	for (int k = 0; k < RING_KEYS; k++) {
-		struct mtd_lb_pick_ctx ctx = { .rng = &rng };
+		struct mtd_lb_pick_ctx ctx = {.rng = &rng};
 
 		ctx.key = (const uint8_t *)keys_txt[k];
 		ctx.key_len = strlen(keys_txt[k]);
@@ -365,20 +356,17 @@ static void map_java(size_t n, const char **out, const struct mtd_lb_ops *ops)
 /* Endpoint ids are stable strings in ids[]; results are compared by
  * content, so removing endpoint 3 is done by moving the last one into its
  * place and shrinking n. */
-static void ring_row(const char *label, map_fn *map,
-                     const struct mtd_lb_ops *ops, int hexkeys)
+static void ring_row(const char *label, map_fn *map, const struct mtd_lb_ops *ops, int hexkeys)
 {
 	static const char *before[RING_KEYS], *after[RING_KEYS];
 	static char saved[RING_KEYS][32];
 	const size_t n = 10;
-	size_t load[11] = { 0 }, moved_rm = 0, moved_add = 0, max = 0,
-	       min = RING_KEYS;
+	size_t load[11] = {0}, moved_rm = 0, moved_add = 0, max = 0, min = RING_KEYS;
 	char removed[32];
 
 	for (int k = 0; k < RING_KEYS; k++) {
 		if (hexkeys)
-			snprintf(keys_txt[k], sizeof(keys_txt[k]), "%08x",
-			         (unsigned)k * 2654435761u);
+			snprintf(keys_txt[k], sizeof(keys_txt[k]), "%08x", (unsigned)k * 2654435761u);
 		else
 			snprintf(keys_txt[k], sizeof(keys_txt[k]), "user-%d", k);
 	}
@@ -405,21 +393,18 @@ static void ring_row(const char *label, map_fn *map,
 	memcpy(ids[3], ids[n - 1], sizeof(ids[3]));
 	make_eps(0, false);
 	for (size_t i = 0; i < n - 1; i++)
-		eps[i] = (struct mtd_lb_endpoint){ .id = ids[i], .weight = 100,
-			                           .stats = &stats[i] };
+		eps[i] = (struct mtd_lb_endpoint){.id = ids[i], .weight = 100, .stats = &stats[i]};
 	map(n - 1, after, ops);
 	for (int k = 0; k < RING_KEYS; k++)
 		moved_rm += strcmp(saved[k], after[k]) != 0;
-	printf("| %s | %.3f | %.3f | %.4f | %.4f |\n", label,
-	       (double)max / (RING_KEYS / (double)n),
-	       (double)min / (RING_KEYS / (double)n),
-	       (double)moved_rm / RING_KEYS, (double)moved_add / RING_KEYS);
+	printf("| %s | %.3f | %.3f | %.4f | %.4f |\n", label, (double)max / (RING_KEYS / (double)n),
+	       (double)min / (RING_KEYS / (double)n), (double)moved_rm / RING_KEYS, (double)moved_add / RING_KEYS);
 	(void)removed;
 }
 
 static void bench_ring(void)
 {
-	static const char *const fmts[2] = { "user-<k>", "hex(k * 2654435761)" };
+	static const char *const fmts[2] = {"user-<k>", "hex(k * 2654435761)"};
 
 	printf("10 endpoints, 10,000 keys; ideal: max/mean = min/mean = 1, "
 	       "remove = 0.1000, add = 0.0909\n\n");
@@ -429,14 +414,17 @@ static void bench_ring(void)
 	for (int f = 0; f < 2; f++) {
 		char label[96];
 
-		snprintf(label, sizeof(label), "seed 000 (String.hashCode, 100 "
-		         "points) | %s", fmts[f]);
-		ring_row(label, map_java, NULL, f);
-		snprintf(label, sizeof(label), "CONSISTENT_HASH (ketama MD5, 160 "
-		         "points) | %s", fmts[f]);
-		ring_row(label, map_lb, mtd_lb_find("CONSISTENT_HASH"), f);
-		snprintf(label, sizeof(label), "MAGLEV (65537 slots) | %s",
+		snprintf(label, sizeof(label),
+		         "seed 000 (String.hashCode, 100 "
+		         "points) | %s",
 		         fmts[f]);
+		ring_row(label, map_java, NULL, f);
+		snprintf(label, sizeof(label),
+		         "CONSISTENT_HASH (ketama MD5, 160 "
+		         "points) | %s",
+		         fmts[f]);
+		ring_row(label, map_lb, mtd_lb_find("CONSISTENT_HASH"), f);
+		snprintf(label, sizeof(label), "MAGLEV (65537 slots) | %s", fmts[f]);
 		ring_row(label, map_lb, mtd_lb_find("MAGLEV"), f);
 	}
 }
@@ -453,7 +441,8 @@ int main(int argc, char **argv)
 	}
 	if (all || strcmp(what, "sim") == 0) {
 		printf("## simulation: 10 endpoints x 4 slots, mean 1 ms, one "
-		       "at 10 ms, 70 %% load, %d calls\n\n", SIM_CALLS);
+		       "at 10 ms, 70 %% load, %d calls\n\n",
+		       SIM_CALLS);
 		bench_sim();
 		printf("\n");
 	}

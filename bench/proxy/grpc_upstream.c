@@ -50,10 +50,10 @@
 
 struct up_server {
 	struct event_base *base;
-	SSL_CTX *ssl_ctx;		/* NULL = h2c */
-	uint8_t *resp_body;		/* prefix + message, shared by all calls */
+	SSL_CTX *ssl_ctx;   /* NULL = h2c */
+	uint8_t *resp_body; /* prefix + message, shared by all calls */
 	size_t resp_len;
-	uint32_t max_streams;		/* 0 = do not advertise a limit */
+	uint32_t max_streams; /* 0 = do not advertise a limit */
 	int port;
 	uint64_t calls;
 	uint64_t accepted;
@@ -64,11 +64,11 @@ struct up_server {
 struct up_conn {
 	struct up_server *srv;
 	int fd;
-	SSL *ssl;			/* owned; NULL = h2c */
-	nghttp2_session *h2;		/* owned */
-	struct event *ev_read;		/* persistent */
-	struct event *ev_write;		/* added only while output is blocked */
-	uint8_t *out;			/* pending output, owned */
+	SSL *ssl;               /* owned; NULL = h2c */
+	nghttp2_session *h2;    /* owned */
+	struct event *ev_read;  /* persistent */
+	struct event *ev_write; /* added only while output is blocked */
+	uint8_t *out;           /* pending output, owned */
 	size_t out_cap, out_len, out_off;
 };
 
@@ -91,15 +91,14 @@ static void up_conn_free(struct up_conn *c)
 
 /* The DATA source: the whole response message in one frame; the stream stays
  * open for the trailers, submitted from here (nghttp2 allows it). */
-static ssize_t up_read_body(nghttp2_session *h2, int32_t stream_id,
-			    uint8_t *buf, size_t length, uint32_t *data_flags,
-			    nghttp2_data_source *source, void *user_data)
+static ssize_t up_read_body(nghttp2_session *h2, int32_t stream_id, uint8_t *buf, size_t length, uint32_t *data_flags,
+                            nghttp2_data_source *source, void *user_data)
 {
 	struct up_conn *c = user_data;
 	size_t n = c->srv->resp_len;
 	static const nghttp2_nv trailers[] = {
-		{ (uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1,
-		  NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE },
+	        {(uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1,
+	         NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
 	};
 
 	if (n > length)
@@ -114,30 +113,26 @@ static ssize_t up_read_body(nghttp2_session *h2, int32_t stream_id,
 static int up_respond(struct up_conn *c, int32_t stream_id)
 {
 	static const nghttp2_nv hdrs[] = {
-		{ (uint8_t *)":status", (uint8_t *)"200", 7, 3,
-		  NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE },
-		{ (uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
-		  NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE },
+	        {(uint8_t *)":status", (uint8_t *)"200", 7, 3,
+	         NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
+	        {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
+	         NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
 	};
-	nghttp2_data_provider prd = { .read_callback = up_read_body };
+	nghttp2_data_provider prd = {.read_callback = up_read_body};
 
 	c->srv->calls++;
 	return nghttp2_submit_response(c->h2, stream_id, hdrs, 2, &prd);
 }
 
-static int up_on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
-			    void *user_data)
+static int up_on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user_data)
 {
 	struct up_conn *c = user_data;
 
 	/* A request is complete when its stream is half-closed by the client,
 	 * with HEADERS (no body) or with its last DATA frame. */
-	if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA)
-	    && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
-	    && frame->hd.stream_id > 0)
-		return up_respond(c, frame->hd.stream_id) == 0
-			       ? 0
-			       : NGHTTP2_ERR_CALLBACK_FAILURE;
+	if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+	    (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && frame->hd.stream_id > 0)
+		return up_respond(c, frame->hd.stream_id) == 0 ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
 	return 0;
 }
 
@@ -149,9 +144,12 @@ static enum up_block up_would_block(struct up_conn *c, int ret, bool writing)
 {
 	if (c->ssl) {
 		switch (SSL_get_error(c->ssl, ret)) {
-		case SSL_ERROR_WANT_READ: return UP_WANT_READ;
-		case SSL_ERROR_WANT_WRITE: return UP_WANT_WRITE;
-		default: return UP_FAILED;
+		case SSL_ERROR_WANT_READ:
+			return UP_WANT_READ;
+		case SSL_ERROR_WANT_WRITE:
+			return UP_WANT_WRITE;
+		default:
+			return UP_FAILED;
 		}
 	}
 	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -169,10 +167,8 @@ static int up_flush(struct up_conn *c)
 			ssize_t n;
 
 			ERR_clear_error();
-			n = c->ssl ? SSL_write(c->ssl, c->out + c->out_off,
-					       (int)left)
-				   : send(c->fd, c->out + c->out_off, left,
-					  MSG_NOSIGNAL);
+			n = c->ssl ? SSL_write(c->ssl, c->out + c->out_off, (int)left)
+			           : send(c->fd, c->out + c->out_off, left, MSG_NOSIGNAL);
 			if (n <= 0) {
 				switch (up_would_block(c, (int)n, true)) {
 				case UP_WANT_WRITE:
@@ -233,36 +229,31 @@ static void up_on_io(evutil_socket_t fd, short what, void *arg)
 		ssize_t n;
 
 		ERR_clear_error();
-		n = c->ssl ? SSL_read(c->ssl, buf, sizeof(buf))
-			   : recv(fd, buf, sizeof(buf), 0);
+		n = c->ssl ? SSL_read(c->ssl, buf, sizeof(buf)) : recv(fd, buf, sizeof(buf), 0);
 		if (n <= 0) {
-			enum up_block b = n < 0 || c->ssl
-						  ? up_would_block(c, (int)n, false)
-						  : UP_FAILED;
+			enum up_block b = n < 0 || c->ssl ? up_would_block(c, (int)n, false) : UP_FAILED;
 
-			if (b == UP_WANT_WRITE)	/* TLS: handshake output */
+			if (b == UP_WANT_WRITE) /* TLS: handshake output */
 				event_add(c->ev_write, NULL);
 			if (b != UP_FAILED)
 				break;
-			goto close;	/* EOF, reset or TLS failure */
+			goto close; /* EOF, reset or TLS failure */
 		}
 		if (nghttp2_session_mem_recv(c->h2, buf, (size_t)n) < 0)
 			goto close;
 		if ((size_t)n < sizeof(buf) && !c->ssl)
-			break;		/* drained: skip the EAGAIN syscall */
+			break; /* drained: skip the EAGAIN syscall */
 	}
 	if (up_flush(c) < 0)
 		goto close;
-	if (!nghttp2_session_want_read(c->h2)
-	    && !nghttp2_session_want_write(c->h2) && c->out_len == 0)
+	if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && c->out_len == 0)
 		goto close;
 	return;
 close:
 	up_conn_free(c);
 }
 
-static void up_on_accept(struct evconnlistener *l, evutil_socket_t fd,
-			 struct sockaddr *sa, int salen, void *arg)
+static void up_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
 	struct up_server *srv = arg;
 	struct up_conn *c = calloc(1, sizeof(*c));
@@ -290,29 +281,24 @@ static void up_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 	}
 	if (nghttp2_session_callbacks_new(&cbs) != 0)
 		goto fail;
-	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs,
-							     up_on_frame_recv);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, up_on_frame_recv);
 	if (nghttp2_session_server_new(&c->h2, cbs, c) != 0)
 		goto fail_cbs;
 	nghttp2_session_callbacks_del(cbs);
 	cbs = NULL;
 
 	if (srv->max_streams)
-		iv[niv++] = (nghttp2_settings_entry){
-			NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->max_streams
-		};
-	iv[niv++] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
-					      1 << 20 };
-	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, niv) != 0
-	    || nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE,
-						     0, 1 << 24) != 0)
+		iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->max_streams};
+	iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
+	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, niv) != 0 ||
+	    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 1 << 24) != 0)
 		goto fail;
 
 	c->ev_read = event_new(srv->base, fd, EV_READ | EV_PERSIST, up_on_io, c);
 	c->ev_write = event_new(srv->base, fd, EV_WRITE, up_on_io, c);
 	if (!c->ev_read || !c->ev_write || event_add(c->ev_read, NULL) != 0)
 		goto fail;
-	if (up_flush(c) < 0)	/* our SETTINGS (h2c); TLS waits for the hello */
+	if (up_flush(c) < 0) /* our SETTINGS (h2c); TLS waits for the hello */
 		goto fail;
 	return;
 fail_cbs:
@@ -321,9 +307,8 @@ fail:
 	up_conn_free(c);
 }
 
-static int up_alpn_select(SSL *ssl, const unsigned char **out,
-			  unsigned char *outlen, const unsigned char *in,
-			  unsigned int inlen, void *arg)
+static int up_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                          unsigned int inlen, void *arg)
 {
 	unsigned char *sel;
 
@@ -340,11 +325,10 @@ static SSL_CTX *up_tls_ctx(const char *cert, const char *key)
 	if (!ctx)
 		return NULL;
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE
-				      | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER
-				      | SSL_MODE_RELEASE_BUFFERS);
-	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1
-	    || SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+	                              SSL_MODE_RELEASE_BUFFERS);
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
 		ERR_print_errors_fp(stderr);
 		SSL_CTX_free(ctx);
 		return NULL;
@@ -355,12 +339,9 @@ static SSL_CTX *up_tls_ctx(const char *cert, const char *key)
 
 static void up_print_stats(const struct up_server *srv)
 {
-	fprintf(stderr,
-		"stats port=%d calls=%llu accepted=%llu open=%llu peak_open=%llu\n",
-		srv->port, (unsigned long long)srv->calls,
-		(unsigned long long)srv->accepted,
-		(unsigned long long)srv->open,
-		(unsigned long long)srv->peak_open);
+	fprintf(stderr, "stats port=%d calls=%llu accepted=%llu open=%llu peak_open=%llu\n", srv->port,
+	        (unsigned long long)srv->calls, (unsigned long long)srv->accepted, (unsigned long long)srv->open,
+	        (unsigned long long)srv->peak_open);
 	fflush(stderr);
 }
 
@@ -388,7 +369,7 @@ static int up_build_body(struct up_server *srv, size_t payload_len)
 	}
 	msg_len = 1 + vlen + payload_len;
 	srv->resp_len = 5 + msg_len;
-	if (srv->resp_len > 16384)	/* one DATA frame, default max size */
+	if (srv->resp_len > 16384) /* one DATA frame, default max size */
 		return -1;
 	p = srv->resp_body = malloc(srv->resp_len);
 	if (!p)
@@ -398,7 +379,7 @@ static int up_build_body(struct up_server *srv, size_t payload_len)
 	p[2] = (uint8_t)(msg_len >> 16);
 	p[3] = (uint8_t)(msg_len >> 8);
 	p[4] = (uint8_t)msg_len;
-	p[5] = 0x0a;			/* field 1, wire type 2 */
+	p[5] = 0x0a; /* field 1, wire type 2 */
 	memcpy(p + 6, varint, vlen);
 	for (i = 0; i < payload_len; i++)
 		p[6 + vlen + i] = 'x';
@@ -422,34 +403,48 @@ static void up_usage(FILE *f)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "cert", required_argument, NULL, 'C' },
-		{ "key", required_argument, NULL, 'K' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	        {"cert", required_argument, NULL, 'C'},
+	        {"key", required_argument, NULL, 'K'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
-	struct up_server srv = { .port = 0 };
+	struct up_server srv = {.port = 0};
 	const char *addr = "127.0.0.1", *cert = NULL, *key = NULL;
 	size_t payload = 16;
-	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct sockaddr_in sin = {.sin_family = AF_INET};
 	struct evconnlistener *lst;
 	struct event *sigs[3];
 	int opt, i, rc = 1;
 
-	while ((opt = getopt_long(argc, argv, "a:p:s:z:h", longopts, NULL))
-	       != -1) {
+	while ((opt = getopt_long(argc, argv, "a:p:s:z:h", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'a': addr = optarg; break;
-		case 'p': srv.port = atoi(optarg); break;
-		case 's': srv.max_streams = (uint32_t)strtoul(optarg, NULL, 10); break;
-		case 'z': payload = strtoul(optarg, NULL, 10); break;
-		case 'C': cert = optarg; break;
-		case 'K': key = optarg; break;
-		case 'h': up_usage(stdout); return 0;
-		default: up_usage(stderr); return 2;
+		case 'a':
+			addr = optarg;
+			break;
+		case 'p':
+			srv.port = atoi(optarg);
+			break;
+		case 's':
+			srv.max_streams = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'z':
+			payload = strtoul(optarg, NULL, 10);
+			break;
+		case 'C':
+			cert = optarg;
+			break;
+		case 'K':
+			key = optarg;
+			break;
+		case 'h':
+			up_usage(stdout);
+			return 0;
+		default:
+			up_usage(stderr);
+			return 2;
 		}
 	}
-	if (srv.port <= 0 || srv.port > 65535 || !cert != !key
-	    || inet_pton(AF_INET, addr, &sin.sin_addr) != 1) {
+	if (srv.port <= 0 || srv.port > 65535 || !cert != !key || inet_pton(AF_INET, addr, &sin.sin_addr) != 1) {
 		up_usage(stderr);
 		return 2;
 	}
@@ -466,12 +461,10 @@ int main(int argc, char **argv)
 	if (!srv.base)
 		goto out_tls;
 	lst = evconnlistener_new_bind(srv.base, up_on_accept, &srv,
-				      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE
-					      | LEV_OPT_CLOSE_ON_EXEC,
-				      1024, (struct sockaddr *)&sin, sizeof(sin));
+	                              LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024,
+	                              (struct sockaddr *)&sin, sizeof(sin));
 	if (!lst) {
-		fprintf(stderr, "grpc_upstream: cannot listen on %s:%d: %s\n",
-			addr, srv.port, strerror(errno));
+		fprintf(stderr, "grpc_upstream: cannot listen on %s:%d: %s\n", addr, srv.port, strerror(errno));
 		goto out_base;
 	}
 	sigs[0] = evsignal_new(srv.base, SIGTERM, up_on_signal, &srv);
@@ -480,8 +473,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < 3; i++)
 		if (sigs[i])
 			event_add(sigs[i], NULL);
-	fprintf(stderr, "grpc_upstream: listening on %s:%d (%s)\n", addr,
-		srv.port, srv.ssl_ctx ? "tls" : "h2c");
+	fprintf(stderr, "grpc_upstream: listening on %s:%d (%s)\n", addr, srv.port, srv.ssl_ctx ? "tls" : "h2c");
 	fflush(stderr);
 
 	event_base_dispatch(srv.base);

@@ -34,10 +34,10 @@ typedef Maitred__Config__V1__Upstream PbUpstream;
 typedef Maitred__Config__V1__Downstream PbDownstream;
 typedef Google__Protobuf__Duration PbDuration;
 
-#define DEFAULT_LISTEN "127.0.0.1:15001"
-#define WORKERS_MAX 1024
-#define H2_WINDOW_MAX 2147483647u     /* RFC 9113 §6.9.1: 2^31 - 1 */
-#define HOST_NAME_TEXT_MAX 253        /* RFC 1035 §2.3.4, as dotted text */
+#define DEFAULT_LISTEN     "127.0.0.1:15001"
+#define WORKERS_MAX        1024
+#define H2_WINDOW_MAX      2147483647u /* RFC 9113 §6.9.1: 2^31 - 1 */
+#define HOST_NAME_TEXT_MAX 253         /* RFC 1035 §2.3.4, as dotted text */
 
 static _Thread_local bool numeric_hosts_only;
 
@@ -54,14 +54,13 @@ struct builder {
 
 /* What build_lb learnt about one lb block, for the service-wide checks. */
 struct lb_info {
-	const char *policy;     /* enum value name */
+	const char *policy; /* enum value name */
 	int policy_num;
-	unsigned caps;          /* all bits when the policy is unavailable, to
+	unsigned caps; /* all bits when the policy is unavailable, to
 	                           avoid a cascade of follow-up errors */
 };
 
-static struct mtd_cfg__mark at(struct builder *b, const void *msg,
-                               const char *field, const void *fallback)
+static struct mtd_cfg__mark at(struct builder *b, const void *msg, const char *field, const void *fallback)
 {
 	if (msg == NULL)
 		return mtd_cfg__pos_get(b->d, fallback, 0);
@@ -101,14 +100,13 @@ static char *dup_or_oom(struct builder *b, const char *s)
 /* ---- durations -------------------------------------------------------- */
 
 enum zero_rule {
-	ZERO_IS_ERROR,     /* must be at least 1ms */
-	ZERO_ALLOWED,      /* 0 means 0 */
-	ZERO_IS_DEFAULT,   /* documented: 0 is replaced by the default */
+	ZERO_IS_ERROR,   /* must be at least 1ms */
+	ZERO_ALLOWED,    /* 0 means 0 */
+	ZERO_IS_DEFAULT, /* documented: 0 is replaced by the default */
 };
 
-static int64_t dur_ms(struct builder *b, const PbDuration *dur, int64_t def,
-                      enum zero_rule zero, struct mtd_cfg__mark where,
-                      const char *path)
+static int64_t dur_ms(struct builder *b, const PbDuration *dur, int64_t def, enum zero_rule zero,
+                      struct mtd_cfg__mark where, const char *path)
 {
 	int64_t ms;
 
@@ -150,8 +148,7 @@ static bool host_name_ok(const char *s, size_t n)
 	return n > 0;
 }
 
-int mtd_cfg__split_hostport(const char *text, char **host, uint16_t *port,
-                            const char **why)
+int mtd_cfg__split_hostport(const char *text, char **host, uint16_t *port, const char **why)
 {
 	const char *h, *colon, *p;
 	size_t hl;
@@ -231,8 +228,7 @@ int mtd_cfg__split_hostport(const char *text, char **host, uint16_t *port,
 
 /* Parse and resolve (getaddrinfo, first result) into a. 0 or -1 (error
  * recorded; a's strings are owned by a either way). */
-static int build_addr(struct builder *b, const char *text,
-                      struct mtd_cfg__mark where, const char *path,
+static int build_addr(struct builder *b, const char *text, struct mtd_cfg__mark where, const char *path,
                       struct mtd_cfg_addr *a)
 {
 	struct addrinfo hints, *res = NULL;
@@ -287,8 +283,7 @@ static bool same_endpoint(const struct mtd_cfg_addr *x, const struct mtd_cfg_add
 	if (strcasecmp(x->host, y->host) == 0)
 		return true;
 	/* "[::1]" and "[0::1]": the same literal address, written twice. */
-	return x->salen != 0 && x->salen == y->salen &&
-	       memcmp(&x->sa, &y->sa, x->salen) == 0 &&
+	return x->salen != 0 && x->salen == y->salen && memcmp(&x->sa, &y->sa, x->salen) == 0 &&
 	       strspn(x->host, "0123456789.:abcdefABCDEF") == strlen(x->host) &&
 	       strspn(y->host, "0123456789.:abcdefABCDEF") == strlen(y->host);
 }
@@ -329,8 +324,7 @@ static bool header_name_ok(const char *s)
 	for (; *s != '\0'; s++) {
 		unsigned char c = (unsigned char)*s;
 
-		if (!(isdigit(c) || (c >= 'a' && c <= 'z') ||
-		      strchr("!#$%&'*+-.^_`|~", c) != NULL))
+		if (!(isdigit(c) || (c >= 'a' && c <= 'z') || strchr("!#$%&'*+-.^_`|~", c) != NULL))
 			return false;
 	}
 	return true;
@@ -339,8 +333,7 @@ static bool header_name_ok(const char *s)
 /* ---- hash key ----------------------------------------------------------- */
 
 /* The data plane hands hk->field_path to mtd_pbwire_find() as is. */
-_Static_assert(MTD_CFG_FIELD_PATH_MAX == MTD_PBWIRE_MAX_DEPTH,
-               "a config field path is a pbwire path");
+_Static_assert(MTD_CFG_FIELD_PATH_MAX == MTD_PBWIRE_MAX_DEPTH, "a config field path is a pbwire path");
 
 #define FIELD_RESERVED_LO 19000u /* protobuf: reserved for the implementation */
 #define FIELD_RESERVED_HI 19999u
@@ -357,14 +350,11 @@ static const char *field_path_why(const char *s, char *buf, size_t size)
 		if (n == 0 || (s[n] != '.' && s[n] != '\0'))
 			return "expected field numbers separated by '.', e.g. \"2.1\"";
 		if (n > 1 && s[0] == '0') {
-			snprintf(buf, size, "field number \"%.*s\" has a leading zero",
-			         (int)n, s);
+			snprintf(buf, size, "field number \"%.*s\" has a leading zero", (int)n, s);
 			return buf;
 		}
-		if (n > 10 || strtoul(s, NULL, 10) < 1 ||
-		    strtoul(s, NULL, 10) > MTD_PBWIRE_MAX_FIELD) {
-			snprintf(buf, size, "field number out of range 1..%u",
-			         MTD_PBWIRE_MAX_FIELD);
+		if (n > 10 || strtoul(s, NULL, 10) < 1 || strtoul(s, NULL, 10) > MTD_PBWIRE_MAX_FIELD) {
+			snprintf(buf, size, "field number out of range 1..%u", MTD_PBWIRE_MAX_FIELD);
 			return buf;
 		}
 		depth++;
@@ -379,19 +369,16 @@ static const char *field_path_why(const char *s, char *buf, size_t size)
 	return "not a field path"; /* the two grammars disagree: a bug here */
 }
 
-static void build_hash_key(struct builder *b, const PbHashKey *m,
-                           const char *path, struct mtd_cfg_hash_key *out)
+static void build_hash_key(struct builder *b, const PbHashKey *m, const char *path, struct mtd_cfg_hash_key *out)
 {
 	bool has_h = m->header != NULL && m->header[0] != '\0';
 	bool has_f = m->field != NULL && m->field[0] != '\0';
 	char p[256], why[64];
 
-	out->fail_on_missing =
-		m->on_missing == MAITRED__CONFIG__V1__HASH_KEY__ON_MISSING__FAIL;
+	out->fail_on_missing = m->on_missing == MAITRED__CONFIG__V1__HASH_KEY__ON_MISSING__FAIL;
 	if (has_h == has_f) {
 		BERR(at(b, m, has_h ? "field" : NULL, NULL), path,
-		     has_h ? "set exactly one of header or field, not both"
-		           : "set one of header or field");
+		     has_h ? "set exactly one of header or field, not both" : "set one of header or field");
 		return;
 	}
 	if (has_h) {
@@ -403,18 +390,15 @@ static void build_hash_key(struct builder *b, const PbHashKey *m,
 			*c = (char)tolower((unsigned char)*c);
 		out->kind = MTD_CFG_HASH_HEADER;
 		if (out->header[0] == ':')
-			BERR(at(b, m, "header", NULL), p,
-			     "\"%s\" is a pseudo-header; use a metadata key", m->header);
+			BERR(at(b, m, "header", NULL), p, "\"%s\" is a pseudo-header; use a metadata key", m->header);
 		else if (!header_name_ok(out->header))
-			BERR(at(b, m, "header", NULL), p,
-			     "\"%s\" is not a valid HTTP/2 field name (RFC 9110 §5.6.2)",
+			BERR(at(b, m, "header", NULL), p, "\"%s\" is not a valid HTTP/2 field name (RFC 9110 §5.6.2)",
 			     m->header);
 		return;
 	}
 	sub(p, sizeof(p), path, "field");
 	out->kind = MTD_CFG_HASH_FIELD;
-	if (mtd_pbwire_path_parse(m->field, out->field_path,
-	                          &out->field_depth) != 0) {
+	if (mtd_pbwire_path_parse(m->field, out->field_path, &out->field_depth) != 0) {
 		out->field_depth = 0;
 		BERR(at(b, m, "field", NULL), p, "bad field path \"%s\": %s", m->field,
 		     field_path_why(m->field, why, sizeof(why)));
@@ -423,19 +407,17 @@ static void build_hash_key(struct builder *b, const PbHashKey *m,
 	/* Stricter than the extractor: no .proto can declare these numbers, so
 	 * such a path would never match a real message. */
 	for (size_t i = 0; i < out->field_depth; i++) {
-		if (out->field_path[i] >= FIELD_RESERVED_LO &&
-		    out->field_path[i] <= FIELD_RESERVED_HI) {
+		if (out->field_path[i] >= FIELD_RESERVED_LO && out->field_path[i] <= FIELD_RESERVED_HI) {
 			BERR(at(b, m, "field", NULL), p,
 			     "bad field path \"%s\": field numbers %u..%u are reserved "
-			     "by protobuf", m->field, FIELD_RESERVED_LO,
-			     FIELD_RESERVED_HI);
+			     "by protobuf",
+			     m->field, FIELD_RESERVED_LO, FIELD_RESERVED_HI);
 			break;
 		}
 	}
 }
 
-static void hash_key_copy(struct builder *b, struct mtd_cfg_hash_key *dst,
-                          const struct mtd_cfg_hash_key *src)
+static void hash_key_copy(struct builder *b, struct mtd_cfg_hash_key *dst, const struct mtd_cfg_hash_key *src)
 {
 	*dst = *src;
 	if (src->header != NULL)
@@ -448,24 +430,21 @@ static void hash_key_copy(struct builder *b, struct mtd_cfg_hash_key *dst,
 
 /* Reject an option the chosen strategy would silently ignore (STYLE.md:
  * strategies declare what they support). */
-static bool lb_opt_allowed(struct builder *b, const struct lb_info *info,
-                           bool allowed, const PbLb *m, const char *field,
-                           const char *path)
+static bool lb_opt_allowed(struct builder *b, const struct lb_info *info, bool allowed, const PbLb *m,
+                           const char *field, const char *path)
 {
 	char p[256];
 
 	if (allowed)
 		return true;
-	BERR(at(b, m, field, NULL), sub(p, sizeof(p), path, field),
-	     "policy %s does not use %s", info->policy, field);
+	BERR(at(b, m, field, NULL), sub(p, sizeof(p), path, field), "policy %s does not use %s", info->policy, field);
 	return false;
 }
 
 /* The options as written, with lib/lb's defaults for the rest. The values
  * the strategy range-checks itself are checked by lb_check(), with the
  * strategy's own rule; choice_count keeps its stricter config cap here. */
-static void build_lb(struct builder *b, const PbLb *m, const void *owner,
-                     const char *path, struct mtd_lb_config *out,
+static void build_lb(struct builder *b, const PbLb *m, const void *owner, const char *path, struct mtd_lb_config *out,
                      struct lb_info *info)
 {
 	const ProtobufCEnumValue *ev;
@@ -480,8 +459,7 @@ static void build_lb(struct builder *b, const PbLb *m, const void *owner,
 		policy = MAITRED__CONFIG__V1__LOAD_BALANCING__POLICY__ROUND_ROBIN;
 	info->policy_num = policy;
 	info->caps = ~0u;
-	ev = protobuf_c_enum_descriptor_get_value(
-		&maitred__config__v1__load_balancing__policy__descriptor, policy);
+	ev = protobuf_c_enum_descriptor_get_value(&maitred__config__v1__load_balancing__policy__descriptor, policy);
 	info->policy = ev != NULL ? ev->name : "?";
 	sub(p, sizeof(p), path, "policy");
 	if (ev == NULL) {
@@ -490,72 +468,56 @@ static void build_lb(struct builder *b, const PbLb *m, const void *owner,
 	}
 	out->ops = mtd_lb_find(ev->name);
 	if (out->ops == NULL) {
-		BERR(at(b, m, "policy", owner), p,
-		     "policy %s is not available in this build", ev->name);
+		BERR(at(b, m, "policy", owner), p, "policy %s is not available in this build", ev->name);
 		return;
 	}
 	caps = info->caps = out->ops->caps;
 	if (m == NULL)
 		return;
 
-	if (m->choice_count != 0 &&
-	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_CHOICE_COUNT, m,
-	                   "choice_count", path)) {
+	if (m->choice_count != 0 && lb_opt_allowed(b, info, caps & MTD_LB_CAP_CHOICE_COUNT, m, "choice_count", path)) {
 		if (m->choice_count < 2 || m->choice_count > CHOICE_COUNT_MAX)
-			BERR(at(b, m, "choice_count", NULL),
-			     sub(p, sizeof(p), path, "choice_count"),
-			     "must be in 2..%u, got %u", CHOICE_COUNT_MAX,
-			     (unsigned)m->choice_count);
+			BERR(at(b, m, "choice_count", NULL), sub(p, sizeof(p), path, "choice_count"),
+			     "must be in 2..%u, got %u", CHOICE_COUNT_MAX, (unsigned)m->choice_count);
 		else
 			out->choice_count = m->choice_count;
 	}
 	/* lb-t.h: CAP_CHOICE_COUNT also covers active_request_bias. */
 	if (m->active_request_bias != NULL &&
-	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_CHOICE_COUNT, m,
-	                   "active_request_bias", path))
+	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_CHOICE_COUNT, m, "active_request_bias", path))
 		out->active_request_bias = m->active_request_bias->value;
-	if (m->ring_points != 0 &&
-	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_RING_POINTS, m,
-	                   "ring_points", path))
+	if (m->ring_points != 0 && lb_opt_allowed(b, info, caps & MTD_LB_CAP_RING_POINTS, m, "ring_points", path))
 		out->ring_points = m->ring_points;
-	if (m->table_size != 0 &&
-	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_TABLE_SIZE, m,
-	                   "table_size", path))
+	if (m->table_size != 0 && lb_opt_allowed(b, info, caps & MTD_LB_CAP_TABLE_SIZE, m, "table_size", path))
 		out->table_size = m->table_size;
 	if (m->bounded_load_factor != 0 &&
-	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_BOUNDED_LOAD, m,
-	                   "bounded_load_factor", path))
+	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_BOUNDED_LOAD, m, "bounded_load_factor", path))
 		out->bounded_load_factor = m->bounded_load_factor;
-	if (m->decay != NULL &&
-	    lb_opt_allowed(b, info, caps & MTD_LB_CAP_DECAY, m, "decay", path))
-		out->decay_ms = dur_ms(b, m->decay, MTD_LB_DEFAULT_DECAY_MS,
-		                       ZERO_IS_ERROR, at(b, m, "decay", NULL),
+	if (m->decay != NULL && lb_opt_allowed(b, info, caps & MTD_LB_CAP_DECAY, m, "decay", path))
+		out->decay_ms = dur_ms(b, m->decay, MTD_LB_DEFAULT_DECAY_MS, ZERO_IS_ERROR, at(b, m, "decay", NULL),
 		                       sub(p, sizeof(p), path, "decay"));
 }
 
 /* The rule of lib/lb/picker.c's mtd_lb_config_check() that refused `field`,
  * in words, into buf; then put the field back to its default so the check
  * can go on to the next one. false for a field this list does not know. */
-static bool lb_rule(struct mtd_lb_config *lb, const char *field, char *buf,
-                    size_t size)
+static bool lb_rule(struct mtd_lb_config *lb, const char *field, char *buf, size_t size)
 {
 	struct mtd_lb_config def;
 
 	mtd_lb_config_defaults(&def, lb->ops);
 	if (strcmp(field, "choice_count") == 0) {
-		snprintf(buf, size, "must be in 2..%u, got %u", CHOICE_COUNT_MAX,
-		         (unsigned)lb->choice_count);
+		snprintf(buf, size, "must be in 2..%u, got %u", CHOICE_COUNT_MAX, (unsigned)lb->choice_count);
 		lb->choice_count = def.choice_count;
 	} else if (strcmp(field, "active_request_bias") == 0) {
 		snprintf(buf, size, "must be a finite number >= 0");
 		lb->active_request_bias = def.active_request_bias;
 	} else if (strcmp(field, "ring_points") == 0) {
-		snprintf(buf, size, "must be in 1..%u, got %u",
-		         MTD_LB_MAX_RING_POINTS, (unsigned)lb->ring_points);
+		snprintf(buf, size, "must be in 1..%u, got %u", MTD_LB_MAX_RING_POINTS, (unsigned)lb->ring_points);
 		lb->ring_points = def.ring_points;
 	} else if (strcmp(field, "table_size") == 0) {
-		snprintf(buf, size, "must be a prime of at most %u, got %u",
-		         MTD_LB_MAX_TABLE_SIZE, (unsigned)lb->table_size);
+		snprintf(buf, size, "must be a prime of at most %u, got %u", MTD_LB_MAX_TABLE_SIZE,
+		         (unsigned)lb->table_size);
 		lb->table_size = def.table_size;
 	} else if (strcmp(field, "bounded_load_factor") == 0) {
 		snprintf(buf, size, "must be 0 (unbounded) or greater than 1");
@@ -586,8 +548,7 @@ static bool lb_rule(struct mtd_lb_config *lb, const char *field, char *buf,
  * strategy enforces is never a startup surprise. m/owner/path: the lb
  * block; svc/svc_path: its service, whose warmup the block carries. Every
  * refused field is reported, each once: it is reset after its error. */
-static void lb_check(struct builder *b, const PbLb *m, const void *owner,
-                     const char *path, const PbService *svc,
+static void lb_check(struct builder *b, const PbLb *m, const void *owner, const char *path, const PbService *svc,
                      const char *svc_path, struct mtd_lb_config *lb)
 {
 	const char *field, *prev = "";
@@ -622,10 +583,8 @@ static void lb_check(struct builder *b, const PbLb *m, const void *owner,
  * them when none has) a slot of its own, so it needs as many slots. The
  * other strategies take any endpoint count up to MTD_LB_MAX_ENDPOINTS,
  * which build_service() enforces. */
-static void lb_fits_endpoints(struct builder *b, const PbLb *m,
-                              const void *owner, const char *path,
-                              const struct mtd_lb_config *lb,
-                              const struct mtd_cfg_service *svc)
+static void lb_fits_endpoints(struct builder *b, const PbLb *m, const void *owner, const char *path,
+                              const struct mtd_lb_config *lb, const struct mtd_cfg_service *svc)
 {
 	struct mtd_lb_config trial = *lb;
 	size_t members = 0;
@@ -642,22 +601,19 @@ static void lb_fits_endpoints(struct builder *b, const PbLb *m,
 	/* The smallest table lib/lb accepts that is large enough (members <=
 	 * MTD_LB_MAX_ENDPOINTS, far below MTD_LB_MAX_TABLE_SIZE). */
 	trial.table_size = (uint32_t)members;
-	while (trial.table_size < MTD_LB_MAX_TABLE_SIZE &&
-	       mtd_lb_config_check(&trial, NULL) != 0)
+	while (trial.table_size < MTD_LB_MAX_TABLE_SIZE && mtd_lb_config_check(&trial, NULL) != 0)
 		trial.table_size++;
 	BERR(at(b, m, "table_size", owner), sub(p, sizeof(p), path, "table_size"),
 	     "%u is smaller than the %zu endpoints taking traffic (policy %s "
 	     "needs a slot for each); use a prime of at least %zu, e.g. %u",
-	     (unsigned)lb->table_size, members, lb->ops->name, members,
-	     (unsigned)trial.table_size);
+	     (unsigned)lb->table_size, members, lb->ops->name, members, (unsigned)trial.table_size);
 }
 
 /* The ranges here are also lib/lb's (mtd_lb_config_check), which checks
  * them only for a policy that warms up. Checked here once per service,
  * whatever its policies, so lb_check() finds them valid and never repeats
  * them for each lb block carrying this warmup. */
-static void build_warmup(struct builder *b, const PbWarmup *m, const char *path,
-                         struct mtd_lb_warmup *out)
+static void build_warmup(struct builder *b, const PbWarmup *m, const char *path, struct mtd_lb_warmup *out)
 {
 	char p[256];
 	bool slow;
@@ -668,8 +624,7 @@ static void build_warmup(struct builder *b, const PbWarmup *m, const char *path,
 	out->min_weight_percent = 10;
 	if (m == NULL)
 		return;
-	out->duration_ms = dur_ms(b, m->duration, 0, ZERO_ALLOWED,
-	                          at(b, m, "duration", NULL),
+	out->duration_ms = dur_ms(b, m->duration, 0, ZERO_ALLOWED, at(b, m, "duration", NULL),
 	                          sub(p, sizeof(p), path, "duration"));
 	slow = m->curve == MAITRED__CONFIG__V1__WARMUP__CURVE__SLOW_START;
 	if (slow)
@@ -677,8 +632,7 @@ static void build_warmup(struct builder *b, const PbWarmup *m, const char *path,
 	if (m->aggression != NULL) {
 		sub(p, sizeof(p), path, "aggression");
 		if (!slow)
-			BERR(at(b, m, "aggression", NULL), p,
-			     "applies only to curve SLOW_START");
+			BERR(at(b, m, "aggression", NULL), p, "applies only to curve SLOW_START");
 		else if (!(isfinite(m->aggression->value) && m->aggression->value > 0))
 			BERR(at(b, m, "aggression", NULL), p, "must be greater than 0");
 		else
@@ -689,8 +643,7 @@ static void build_warmup(struct builder *b, const PbWarmup *m, const char *path,
 
 		sub(p, sizeof(p), path, "min_weight_percent");
 		if (!slow)
-			BERR(at(b, m, "min_weight_percent", NULL), p,
-			     "applies only to curve SLOW_START");
+			BERR(at(b, m, "min_weight_percent", NULL), p, "applies only to curve SLOW_START");
 		else if (!(v >= 0 && v <= 100))
 			BERR(at(b, m, "min_weight_percent", NULL), p, "must be in 0..100");
 		else
@@ -701,8 +654,7 @@ static void build_warmup(struct builder *b, const PbWarmup *m, const char *path,
 /* ---- TLS ---------------------------------------------------------------- */
 
 /* basedir + name for a relative name; checks the file can be read. */
-static char *tls_file(struct builder *b, const PbTls *m, const char *field,
-                      const char *value, const char *path)
+static char *tls_file(struct builder *b, const PbTls *m, const char *field, const char *value, const char *path)
 {
 	char p[256], *full;
 	int fd;
@@ -717,15 +669,14 @@ static char *tls_file(struct builder *b, const PbTls *m, const char *field,
 	}
 	fd = open(full, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		BERR(at(b, m, field, NULL), sub(p, sizeof(p), path, field),
-		     "cannot read \"%s\": %s", full, strerror(errno));
+		BERR(at(b, m, field, NULL), sub(p, sizeof(p), path, field), "cannot read \"%s\": %s", full,
+		     strerror(errno));
 	else
 		close(fd);
 	return full;
 }
 
-static struct mtd_cfg_tls *build_tls(struct builder *b, const PbTls *m,
-                                     const char *path)
+static struct mtd_cfg_tls *build_tls(struct builder *b, const PbTls *m, const char *path)
 {
 	struct mtd_cfg_tls *t = mtd_cfg__calloc(1, sizeof(*t));
 	bool has_cert = m->cert_file[0] != '\0', has_key = m->key_file[0] != '\0';
@@ -736,8 +687,7 @@ static struct mtd_cfg_tls *build_tls(struct builder *b, const PbTls *m,
 		return NULL;
 	}
 	if (m->ca_file[0] == '\0')
-		BERR(at(b, m, "ca_file", NULL), sub(p, sizeof(p), path, "ca_file"),
-		     "is required when tls is set");
+		BERR(at(b, m, "ca_file", NULL), sub(p, sizeof(p), path, "ca_file"), "is required when tls is set");
 	else
 		t->ca_file = tls_file(b, m, "ca_file", m->ca_file, path);
 	if (m->server_name[0] != '\0')
@@ -756,8 +706,7 @@ static struct mtd_cfg_tls *build_tls(struct builder *b, const PbTls *m,
 
 /* ---- services ----------------------------------------------------------- */
 
-static uint32_t u32_limit(struct builder *b, uint32_t v, uint32_t def,
-                          uint32_t max, const void *m, const char *field,
+static uint32_t u32_limit(struct builder *b, uint32_t v, uint32_t def, uint32_t max, const void *m, const char *field,
                           const char *path)
 {
 	char p[256];
@@ -765,15 +714,14 @@ static uint32_t u32_limit(struct builder *b, uint32_t v, uint32_t def,
 	if (v == 0)
 		return def;
 	if (v > max) {
-		BERR(at(b, m, field, NULL), sub(p, sizeof(p), path, field),
-		     "must be at most %u, got %u", (unsigned)max, (unsigned)v);
+		BERR(at(b, m, field, NULL), sub(p, sizeof(p), path, field), "must be at most %u, got %u", (unsigned)max,
+		     (unsigned)v);
 		return def;
 	}
 	return v;
 }
 
-static void build_upstream(struct builder *b, const PbUpstream *m,
-                           const char *path, struct mtd_cfg_upstream *out)
+static void build_upstream(struct builder *b, const PbUpstream *m, const char *path, struct mtd_cfg_upstream *out)
 {
 	char p[256];
 
@@ -786,31 +734,24 @@ static void build_upstream(struct builder *b, const PbUpstream *m,
 	out->max_pending = 1024;
 	if (m == NULL)
 		return;
-#define UP_DUR(f, def, zero) \
-	out->f##_ms = dur_ms(b, m->f, def, zero, at(b, m, #f, NULL), \
-	                     sub(p, sizeof(p), path, #f))
+#define UP_DUR(f, def, zero) out->f##_ms = dur_ms(b, m->f, def, zero, at(b, m, #f, NULL), sub(p, sizeof(p), path, #f))
 	UP_DUR(connect_timeout, 2000, ZERO_IS_ERROR);
 	UP_DUR(idle_timeout, 300000, ZERO_IS_ERROR);
 	UP_DUR(keepalive_interval, 30000, ZERO_IS_DEFAULT);
 	UP_DUR(keepalive_timeout, 10000, ZERO_IS_ERROR);
 #undef UP_DUR
-	out->max_connections = u32_limit(b, m->max_connections, 4, 1024, m,
-	                                 "max_connections", path);
-	out->max_concurrent_streams = u32_limit(b, m->max_concurrent_streams, 1000,
-	                                        H2_WINDOW_MAX, m,
-	                                        "max_concurrent_streams", path);
-	out->max_pending = u32_limit(b, m->max_pending, 1024, 1u << 20, m,
-	                             "max_pending", path);
+	out->max_connections = u32_limit(b, m->max_connections, 4, 1024, m, "max_connections", path);
+	out->max_concurrent_streams =
+	        u32_limit(b, m->max_concurrent_streams, 1000, H2_WINDOW_MAX, m, "max_concurrent_streams", path);
+	out->max_pending = u32_limit(b, m->max_pending, 1024, 1u << 20, m, "max_pending", path);
 }
 
 static int method_cmp(const void *a, const void *c)
 {
-	return strcmp(((const struct mtd_cfg_method *)a)->name,
-	              ((const struct mtd_cfg_method *)c)->name);
+	return strcmp(((const struct mtd_cfg_method *)a)->name, ((const struct mtd_cfg_method *)c)->name);
 }
 
-static void build_service(struct builder *b, const PbService *m, size_t si,
-                          struct mtd_cfg_service *out)
+static void build_service(struct builder *b, const PbService *m, size_t si, struct mtd_cfg_service *out)
 {
 	char path[64], p[256];
 	struct lb_info svc_info, *minfo = NULL;
@@ -827,19 +768,18 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 	else if (strcmp(m->name, "*") != 0 && !service_name_ok(m->name))
 		BERR(at(b, m, "name", NULL), sub(p, sizeof(p), path, "name"),
 		     "\"%s\" is not a fully-qualified gRPC service name "
-		     "(\"package.Service\") or \"*\"", m->name);
+		     "(\"package.Service\") or \"*\"",
+		     m->name);
 
 	build_lb(b, m->lb, m, sub(p, sizeof(p), path, "lb"), &out->lb, &svc_info);
 	build_warmup(b, m->warmup, sub(p, sizeof(p), path, "warmup"), &warmup);
 	out->lb.warmup = warmup;
 	lb_check(b, m->lb, m, sub(p, sizeof(p), path, "lb"), m, path, &out->lb);
 	if (m->hash_key != NULL)
-		build_hash_key(b, m->hash_key, sub(p, sizeof(p), path, "hash_key"),
-		               &out->hash_key);
+		build_hash_key(b, m->hash_key, sub(p, sizeof(p), path, "hash_key"), &out->hash_key);
 	if (m->tls != NULL)
 		out->tls = build_tls(b, m->tls, sub(p, sizeof(p), path, "tls"));
-	build_upstream(b, m->upstream, sub(p, sizeof(p), path, "upstream"),
-	               &out->upstream);
+	build_upstream(b, m->upstream, sub(p, sizeof(p), path, "upstream"), &out->upstream);
 
 	/* endpoints */
 	n_eps = m->n_endpoints;
@@ -849,8 +789,7 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 	} else if (n_eps > MTD_LB_MAX_ENDPOINTS) {
 		/* mtd_lb_picker_new() refuses more; none is built (nor resolved). */
 		BERR(at(b, m, "endpoints", NULL), sub(p, sizeof(p), path, "endpoints"),
-		     "at most %u endpoints per service, got %zu",
-		     MTD_LB_MAX_ENDPOINTS, n_eps);
+		     "at most %u endpoints per service, got %zu", MTD_LB_MAX_ENDPOINTS, n_eps);
 		n_eps = 0;
 	}
 	out->endpoints = mtd_cfg__calloc(n_eps, sizeof(*out->endpoints));
@@ -867,13 +806,11 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 		oe->weight = 100;
 		if (e->address[0] == '\0')
 			BERR(at(b, e, "address", NULL), p, "is required (\"HOST:PORT\")");
-		else if (build_addr(b, e->address, at(b, e, "address", NULL), p,
-		                    &oe->addr) == 0) {
+		else if (build_addr(b, e->address, at(b, e, "address", NULL), p, &oe->addr) == 0) {
 			for (size_t j = 0; j < i; j++) {
 				if (same_endpoint(&out->endpoints[j].addr, &oe->addr)) {
 					BERR(at(b, e, "address", NULL), p,
-					     "duplicate endpoint \"%s\" (also endpoints[%zu])",
-					     e->address, j);
+					     "duplicate endpoint \"%s\" (also endpoints[%zu])", e->address, j);
 					break;
 				}
 			}
@@ -881,8 +818,7 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 		if (e->weight != NULL) {
 			snprintf(p, sizeof(p), "%s.endpoints[%zu].weight", path, i);
 			if (e->weight->value > INT32_MAX)
-				BERR(at(b, e, "weight", NULL), p, "must be at most %d",
-				     INT32_MAX);
+				BERR(at(b, e, "weight", NULL), p, "must be at most %d", INT32_MAX);
 			else
 				oe->weight = (int32_t)e->weight->value;
 			if (e->weight->value != 100 && first_weighted == NULL) {
@@ -915,36 +851,30 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 		if (om->name == NULL)
 			break;
 		if (mm->name[0] == '\0') {
-			BERR(at(b, mm, "name", NULL), sub(p, sizeof(p), mpath, "name"),
-			     "is required (\"GetCart\")");
+			BERR(at(b, mm, "name", NULL), sub(p, sizeof(p), mpath, "name"), "is required (\"GetCart\")");
 		} else if (!ident_ok(mm->name, strlen(mm->name))) {
 			BERR(at(b, mm, "name", NULL), sub(p, sizeof(p), mpath, "name"),
 			     "\"%s\" is not a valid method name", mm->name);
 		} else {
 			for (size_t j = 0; j < i; j++) {
 				if (strcmp(m->methods[j]->name, mm->name) == 0) {
-					BERR(at(b, mm, "name", NULL),
-					     sub(p, sizeof(p), mpath, "name"),
-					     "duplicate method \"%s\" (also methods[%zu])",
-					     mm->name, j);
+					BERR(at(b, mm, "name", NULL), sub(p, sizeof(p), mpath, "name"),
+					     "duplicate method \"%s\" (also methods[%zu])", mm->name, j);
 					break;
 				}
 			}
 		}
 		if (mm->lb != NULL) {
-			build_lb(b, mm->lb, mm, sub(p, sizeof(p), mpath, "lb"), &om->lb,
-			         &minfo[i]);
+			build_lb(b, mm->lb, mm, sub(p, sizeof(p), mpath, "lb"), &om->lb, &minfo[i]);
 			om->lb.warmup = warmup;
-			lb_check(b, mm->lb, mm, sub(p, sizeof(p), mpath, "lb"), m, path,
-			         &om->lb);
+			lb_check(b, mm->lb, mm, sub(p, sizeof(p), mpath, "lb"), m, path, &om->lb);
 		} else {
 			om->lb = out->lb; /* the service's, whole */
 			minfo[i] = svc_info;
 		}
 		if (mm->hash_key != NULL) {
 			any_method_key = true;
-			build_hash_key(b, mm->hash_key, sub(p, sizeof(p), mpath, "hash_key"),
-			               &om->hash_key);
+			build_hash_key(b, mm->hash_key, sub(p, sizeof(p), mpath, "hash_key"), &om->hash_key);
 		} else {
 			hash_key_copy(b, &om->hash_key, &out->hash_key);
 		}
@@ -955,16 +885,14 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 		goto out;
 
 	/* Options that fit the policy but not this endpoint set. */
-	lb_fits_endpoints(b, m->lb, m, sub(p, sizeof(p), path, "lb"), &out->lb,
-	                  out);
+	lb_fits_endpoints(b, m->lb, m, sub(p, sizeof(p), path, "lb"), &out->lb, out);
 	for (size_t i = 0; i < m->n_methods; i++) {
 		char mpath[128];
 
 		if (m->methods[i]->lb == NULL)
 			continue; /* the service's block, checked above */
 		snprintf(mpath, sizeof(mpath), "%s.methods[%zu].lb", path, i);
-		lb_fits_endpoints(b, m->methods[i]->lb, m->methods[i], mpath,
-		                  &out->methods[i].lb, out);
+		lb_fits_endpoints(b, m->methods[i]->lb, m->methods[i], mpath, &out->methods[i].lb, out);
 	}
 
 	/* Options only some policy in this service would use. */
@@ -975,27 +903,23 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 	for (size_t i = 0; i < m->n_methods; i++) {
 		any_weights |= (minfo[i].caps & MTD_LB_CAP_WEIGHTS) != 0;
 		any_warmup |= (minfo[i].caps & MTD_LB_CAP_WARMUP) != 0;
-		if (m->methods[i]->hash_key == NULL &&
-		    (minfo[i].caps & MTD_LB_CAP_HASH_KEY))
+		if (m->methods[i]->hash_key == NULL && (minfo[i].caps & MTD_LB_CAP_HASH_KEY))
 			svc_key_used = true;
 	}
 	if (first_weighted != NULL && !any_weights) {
-		snprintf(p, sizeof(p), "%s.endpoints[%zu].weight", path,
-		         first_weighted_i);
+		snprintf(p, sizeof(p), "%s.endpoints[%zu].weight", path, first_weighted_i);
 		BERR(at(b, first_weighted, "weight", NULL), p,
-		     "policy %s ignores endpoint weights (use a weighted policy)",
-		     svc_info.policy);
+		     "policy %s ignores endpoint weights (use a weighted policy)", svc_info.policy);
 	}
 	if (warmup.duration_ms > 0 && !any_warmup)
-		BERR(at(b, m, "warmup", NULL), sub(p, sizeof(p), path, "warmup"),
-		     "policy %s does not apply warmup", svc_info.policy);
+		BERR(at(b, m, "warmup", NULL), sub(p, sizeof(p), path, "warmup"), "policy %s does not apply warmup",
+		     svc_info.policy);
 	if (m->hash_key != NULL && !svc_key_used)
 		BERR(at(b, m, "hash_key", NULL), sub(p, sizeof(p), path, "hash_key"),
 		     "policy %s does not use a hash key", svc_info.policy);
 	if (svc_hash && m->hash_key == NULL && !any_method_key)
 		BERR(at(b, m->lb, "policy", m), sub(p, sizeof(p), path, "lb.policy"),
-		     "policy %s needs a hash_key (on the service or its methods)",
-		     svc_info.policy);
+		     "policy %s needs a hash_key (on the service or its methods)", svc_info.policy);
 	for (size_t i = 0; i < m->n_methods; i++) {
 		const PbMethod *mm = m->methods[i];
 		char mpath[96];
@@ -1003,47 +927,35 @@ static void build_service(struct builder *b, const PbService *m, size_t si,
 
 		snprintf(mpath, sizeof(mpath), "%s.methods[%zu]", path, i);
 		if (mm->hash_key != NULL && !hashes)
-			BERR(at(b, mm, "hash_key", NULL),
-			     sub(p, sizeof(p), mpath, "hash_key"),
+			BERR(at(b, mm, "hash_key", NULL), sub(p, sizeof(p), mpath, "hash_key"),
 			     "policy %s does not use a hash key", minfo[i].policy);
-		if (mm->lb != NULL && hashes && mm->hash_key == NULL &&
-		    m->hash_key == NULL)
-			BERR(at(b, mm->lb, "policy", mm),
-			     sub(p, sizeof(p), mpath, "lb.policy"),
-			     "policy %s needs a hash_key (on the method or its service)",
-			     minfo[i].policy);
+		if (mm->lb != NULL && hashes && mm->hash_key == NULL && m->hash_key == NULL)
+			BERR(at(b, mm->lb, "policy", mm), sub(p, sizeof(p), mpath, "lb.policy"),
+			     "policy %s needs a hash_key (on the method or its service)", minfo[i].policy);
 	}
 out:
 	mtd_cfg__free(minfo);
 }
 
-static void build_downstream(struct builder *b, const PbDownstream *m,
-                             struct mtd_cfg_downstream *out)
+static void build_downstream(struct builder *b, const PbDownstream *m, struct mtd_cfg_downstream *out)
 {
 	const char *path = "downstream";
 	const PbDownstream none = MAITRED__CONFIG__V1__DOWNSTREAM__INIT;
 
 	if (m == NULL)
 		m = &none;
-	out->max_concurrent_streams = u32_limit(b, m->max_concurrent_streams, 1024,
-	                                        H2_WINDOW_MAX, m,
-	                                        "max_concurrent_streams", path);
+	out->max_concurrent_streams =
+	        u32_limit(b, m->max_concurrent_streams, 1024, H2_WINDOW_MAX, m, "max_concurrent_streams", path);
 	/* RFC 9113 §6.5.2 SETTINGS_INITIAL_WINDOW_SIZE: at most 2^31 - 1. */
-	out->initial_window_size = u32_limit(b, m->initial_window_size, 1u << 20,
-	                                     H2_WINDOW_MAX, m,
-	                                     "initial_window_size", path);
-	out->max_header_list_size = u32_limit(b, m->max_header_list_size, 65536,
-	                                      16u << 20, m,
-	                                      "max_header_list_size", path);
+	out->initial_window_size =
+	        u32_limit(b, m->initial_window_size, 1u << 20, H2_WINDOW_MAX, m, "initial_window_size", path);
+	out->max_header_list_size =
+	        u32_limit(b, m->max_header_list_size, 65536, 16u << 20, m, "max_header_list_size", path);
 	/* The gRPC length prefix is 32 bits, but implementations use int. */
-	out->max_message_size = u32_limit(b, m->max_message_size, 64u << 20,
-	                                  INT32_MAX, m, "max_message_size", path);
-	out->reset_burst = u32_limit(b, m->reset_burst, 10000, 1u << 24, m,
-	                             "reset_burst", path);
-	out->reset_rate = u32_limit(b, m->reset_rate, 1000, 1u << 24, m,
-	                            "reset_rate", path);
-	out->idle_timeout_ms = dur_ms(b, m->idle_timeout, 600000, ZERO_IS_ERROR,
-	                              at(b, m, "idle_timeout", NULL),
+	out->max_message_size = u32_limit(b, m->max_message_size, 64u << 20, INT32_MAX, m, "max_message_size", path);
+	out->reset_burst = u32_limit(b, m->reset_burst, 10000, 1u << 24, m, "reset_burst", path);
+	out->reset_rate = u32_limit(b, m->reset_rate, 1000, 1u << 24, m, "reset_rate", path);
+	out->idle_timeout_ms = dur_ms(b, m->idle_timeout, 600000, ZERO_IS_ERROR, at(b, m, "idle_timeout", NULL),
 	                              "downstream.idle_timeout");
 }
 
@@ -1054,10 +966,10 @@ static unsigned cpu_count(void)
 	return n < 1 ? 1 : n > WORKERS_MAX ? WORKERS_MAX : (unsigned)n;
 }
 
-int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir,
-                   struct mtd_cfg__diag *d, struct mtd_cfg **out)
+int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, struct mtd_cfg__diag *d,
+                   struct mtd_cfg **out)
 {
-	struct builder bb = { .d = d, .basedir = basedir }, *b = &bb;
+	struct builder bb = {.d = d, .basedir = basedir}, *b = &bb;
 	struct mtd_cfg *cfg;
 	size_t star = SIZE_MAX;
 
@@ -1070,33 +982,27 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir,
 		goto fail_cfg;
 
 	if (m->workers > WORKERS_MAX)
-		BERR(at(b, m, "workers", NULL), "workers",
-		     "must be at most %d (0 = one per CPU)", WORKERS_MAX);
-	b->workers = cfg->workers = m->workers == 0 || m->workers > WORKERS_MAX
-	                            ? cpu_count() : m->workers;
+		BERR(at(b, m, "workers", NULL), "workers", "must be at most %d (0 = one per CPU)", WORKERS_MAX);
+	b->workers = cfg->workers = m->workers == 0 || m->workers > WORKERS_MAX ? cpu_count() : m->workers;
 
-	build_addr(b, m->listen[0] != '\0' ? m->listen : DEFAULT_LISTEN,
-	           at(b, m, "listen", NULL), "listen", &cfg->listen);
+	build_addr(b, m->listen[0] != '\0' ? m->listen : DEFAULT_LISTEN, at(b, m, "listen", NULL), "listen",
+	           &cfg->listen);
 	if (m->admin[0] != '\0') {
 		cfg->admin = mtd_cfg__calloc(1, sizeof(*cfg->admin));
 		if (cfg->admin == NULL)
 			goto fail_cfg;
-		if (build_addr(b, m->admin, at(b, m, "admin", NULL), "admin",
-		               cfg->admin) == 0 &&
+		if (build_addr(b, m->admin, at(b, m, "admin", NULL), "admin", cfg->admin) == 0 &&
 		    same_endpoint(cfg->admin, &cfg->listen))
-			BERR(at(b, m, "admin", NULL), "admin",
-			     "\"%s\" is also the listen address", m->admin);
+			BERR(at(b, m, "admin", NULL), "admin", "\"%s\" is also the listen address", m->admin);
 	}
 	build_downstream(b, m->downstream, &cfg->downstream);
-	cfg->drain_timeout_ms = dur_ms(b, m->drain_timeout, 15000, ZERO_ALLOWED,
-	                               at(b, m, "drain_timeout", NULL),
-	                               "drain_timeout");
+	cfg->drain_timeout_ms =
+	        dur_ms(b, m->drain_timeout, 15000, ZERO_ALLOWED, at(b, m, "drain_timeout", NULL), "drain_timeout");
 	if (d->oom)
 		goto fail_cfg;
 
 	if (m->n_services == 0)
-		BERR(at(b, m, "services", NULL), "services",
-		     "at least one service is required");
+		BERR(at(b, m, "services", NULL), "services", "at least one service is required");
 	else {
 		cfg->services = mtd_cfg__calloc(m->n_services, sizeof(*cfg->services));
 		if (cfg->services == NULL)
@@ -1113,8 +1019,7 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir,
 		snprintf(p, sizeof(p), "services[%zu].name", i);
 		if (strcmp(s->name, "*") == 0) {
 			if (star != SIZE_MAX)
-				BERR(at(b, s, "name", NULL), p,
-				     "a second catch-all \"*\" (the first is services[%zu])",
+				BERR(at(b, s, "name", NULL), p, "a second catch-all \"*\" (the first is services[%zu])",
 				     star);
 			else
 				star = i;
@@ -1122,8 +1027,7 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir,
 		}
 		for (size_t j = 0; j < i && s->name[0] != '\0'; j++) {
 			if (strcmp(m->services[j]->name, s->name) == 0) {
-				BERR(at(b, s, "name", NULL), p,
-				     "duplicate service \"%s\" (also services[%zu])",
+				BERR(at(b, s, "name", NULL), p, "duplicate service \"%s\" (also services[%zu])",
 				     s->name, j);
 				break;
 			}
@@ -1138,8 +1042,8 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir,
 	/* Sorted so the per-call lookup is a binary search. */
 	for (size_t i = 0; i < cfg->n_services; i++)
 		if (cfg->services[i].n_methods > 1)
-			qsort(cfg->services[i].methods, cfg->services[i].n_methods,
-			      sizeof(struct mtd_cfg_method), method_cmp);
+			qsort(cfg->services[i].methods, cfg->services[i].n_methods, sizeof(struct mtd_cfg_method),
+			      method_cmp);
 	*out = cfg;
 	return 0;
 
@@ -1152,8 +1056,7 @@ fail:
 
 /* ---- runtime form: lookup and free ------------------------------------ */
 
-const struct mtd_cfg_method *mtd_cfg_service_method(const struct mtd_cfg_service *svc,
-                                                    const char *method, size_t len)
+const struct mtd_cfg_method *mtd_cfg_service_method(const struct mtd_cfg_service *svc, const char *method, size_t len)
 {
 	size_t lo = 0, hi = svc->n_methods;
 

@@ -39,8 +39,7 @@ void *mtd_cfg__realloc(void *p, size_t size);
 char *mtd_cfg__strdup(const char *s);
 char *mtd_cfg__strndup(const char *s, size_t n);
 /* printf into a new string; NULL on allocation failure. */
-char *mtd_cfg__asprintf(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
+char *mtd_cfg__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mtd_cfg__free(void *p);
 extern ProtobufCAllocator mtd_cfg__pb_allocator;
 
@@ -61,8 +60,8 @@ struct mtd_cfg__mark {
 
 struct mtd_cfg__err {
 	struct mtd_cfg__mark at;
-	size_t seq;                   /* report order, ties broken by it */
-	char *text;                   /* the full "FILE:L:C: path: what" line */
+	size_t seq; /* report order, ties broken by it */
+	char *text; /* the full "FILE:L:C: path: what" line */
 };
 
 /* Where a message (field 0) or one of its fields (field = tag number) was
@@ -74,33 +73,28 @@ struct mtd_cfg__pos {
 };
 
 struct mtd_cfg__diag {
-	const char *source;           /* borrowed; used in every message */
+	const char *source; /* borrowed; used in every message */
 	struct mtd_cfg__err *errs;
 	size_t n_errs, cap_errs;
 	struct mtd_cfg__pos *pos;
 	size_t n_pos, cap_pos;
 	bool pos_sorted;
-	bool oom;                     /* an allocation failed: result is -ENOMEM */
+	bool oom; /* an allocation failed: result is -ENOMEM */
 };
 
 void mtd_cfg__diag_init(struct mtd_cfg__diag *d, const char *source);
 void mtd_cfg__diag_fini(struct mtd_cfg__diag *d);
 /* Record one error "SOURCE:LINE:COL: PATH: text". path may be NULL or "".
  * On allocation failure sets d->oom instead. */
-void mtd_cfg__error(struct mtd_cfg__diag *d, struct mtd_cfg__mark at,
-                    const char *path, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+void mtd_cfg__error(struct mtd_cfg__diag *d, struct mtd_cfg__mark at, const char *path, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
 /* Remember where (msg, field) was written; field 0 = the message itself. */
-void mtd_cfg__pos_add(struct mtd_cfg__diag *d, const void *msg,
-                      uint32_t field, struct mtd_cfg__mark at);
+void mtd_cfg__pos_add(struct mtd_cfg__diag *d, const void *msg, uint32_t field, struct mtd_cfg__mark at);
 /* Where (msg, field) was written; falls back to the message's own place,
  * then to {0, 0}. msg may be NULL. */
-struct mtd_cfg__mark mtd_cfg__pos_get(struct mtd_cfg__diag *d, const void *msg,
-                                      uint32_t field);
+struct mtd_cfg__mark mtd_cfg__pos_get(struct mtd_cfg__diag *d, const void *msg, uint32_t field);
 /* Same, naming the field by its .proto name (unknown name = the message). */
-struct mtd_cfg__mark mtd_cfg__pos_named(struct mtd_cfg__diag *d,
-                                        const ProtobufCMessage *msg,
-                                        const char *field);
+struct mtd_cfg__mark mtd_cfg__pos_named(struct mtd_cfg__diag *d, const ProtobufCMessage *msg, const char *field);
 /* Append every error, in file order, to errs. 0 or -ENOMEM. */
 int mtd_cfg__diag_export(struct mtd_cfg__diag *d, struct mtd_cfg_errors *errs);
 
@@ -113,8 +107,7 @@ int mtd_cfg__diag_export(struct mtd_cfg__diag *d, struct mtd_cfg_errors *errs);
  * &mtd_cfg__pb_allocator)) even when mapping errors were recorded in d, so
  * that later stages can keep reporting; *out is NULL after a syntax error.
  * Returns -ENOMEM (and *out NULL) when an allocation failed. */
-int mtd_cfg__pbjson_load(const char *data, size_t len, bool json,
-                         const ProtobufCMessageDescriptor *desc,
+int mtd_cfg__pbjson_load(const char *data, size_t len, bool json, const ProtobufCMessageDescriptor *desc,
                          struct mtd_cfg__diag *d, ProtobufCMessage **out);
 
 /* Checks binary input has what the text path would have rejected: unknown
@@ -124,17 +117,15 @@ void mtd_cfg__pb_check(const ProtobufCMessage *msg, struct mtd_cfg__diag *d);
 /* Parse a duration: proto3 JSON "1.5s", "-3s", plus friendly units "ns",
  * "us", "ms", "s", "m", "h", combined as in "1m30s". Range: what fits in
  * int64 nanoseconds (about 292 years). 0 or -EINVAL (*why set). */
-int mtd_cfg__parse_duration(const char *s, int64_t *seconds, int32_t *nanos,
-                            const char **why);
+int mtd_cfg__parse_duration(const char *s, int64_t *seconds, int32_t *nanos, const char **why);
 
 /* ---- validation and runtime form (build.c) ----------------------------- */
 
 /* Validate m and build the runtime config. basedir ("" or a directory with
  * a trailing '/') is prepended to relative file names (TLS files). Errors
  * go to d; *out is set only when none were found. 0 or -ENOMEM. */
-int mtd_cfg__build(const Maitred__Config__V1__Config *m, const char *source,
-                   const char *basedir, struct mtd_cfg__diag *d,
-                   struct mtd_cfg **out);
+int mtd_cfg__build(const Maitred__Config__V1__Config *m, const char *source, const char *basedir,
+                   struct mtd_cfg__diag *d, struct mtd_cfg **out);
 
 /* Test/fuzz hook (per thread): resolve only numeric hosts, so no input can
  * make the loader wait on DNS. */
@@ -142,7 +133,6 @@ void mtd_cfg__numeric_hosts_only(bool on);
 
 /* Parse "host:port" / "[v6]:port" without resolving. 0 or -EINVAL with
  * *why set. host is a new string. */
-int mtd_cfg__split_hostport(const char *text, char **host, uint16_t *port,
-                            const char **why);
+int mtd_cfg__split_hostport(const char *text, char **host, uint16_t *port, const char **why);
 
 #endif

@@ -16,62 +16,62 @@
 #define MTD_CFG_FIELD_PATH_MAX 8
 
 struct mtd_cfg_addr {
-	char *text;                   /* as written: "127.0.0.1:50051" */
-	char *host;                   /* "127.0.0.1" / "::1" / "svc.local" */
+	char *text; /* as written: "127.0.0.1:50051" */
+	char *host; /* "127.0.0.1" / "::1" / "svc.local" */
 	uint16_t port;
-	struct sockaddr_storage sa;   /* resolved at load (first address) */
+	struct sockaddr_storage sa; /* resolved at load (first address) */
 	socklen_t salen;
 };
 
 enum mtd_cfg_hash_kind {
 	MTD_CFG_HASH_NONE = 0,
-	MTD_CFG_HASH_HEADER,          /* a request metadata value */
-	MTD_CFG_HASH_FIELD,           /* a field of the first request message */
+	MTD_CFG_HASH_HEADER, /* a request metadata value */
+	MTD_CFG_HASH_FIELD,  /* a field of the first request message */
 };
 
 struct mtd_cfg_hash_key {
 	enum mtd_cfg_hash_kind kind;
-	char *header;                 /* lower-cased metadata key (HEADER) */
+	char *header;                                /* lower-cased metadata key (HEADER) */
 	uint32_t field_path[MTD_CFG_FIELD_PATH_MAX]; /* FIELD: "2.1" = {2, 1} */
 	size_t field_depth;
-	bool fail_on_missing;         /* INVALID_ARGUMENT instead of random */
+	bool fail_on_missing; /* INVALID_ARGUMENT instead of random */
 };
 
 struct mtd_cfg_endpoint {
 	struct mtd_cfg_addr addr;
-	int32_t weight;               /* default 100 */
+	int32_t weight; /* default 100 */
 };
 
 /* File names are resolved against the config file's directory. */
 struct mtd_cfg_tls {
-	char *ca_file;                /* required, readable at load */
-	char *server_name;            /* NULL = endpoint host */
-	char *cert_file, *key_file;   /* both or neither */
+	char *ca_file;              /* required, readable at load */
+	char *server_name;          /* NULL = endpoint host */
+	char *cert_file, *key_file; /* both or neither */
 };
 
 struct mtd_cfg_upstream {
-	int64_t connect_timeout_ms;     /* 2000 */
-	int64_t idle_timeout_ms;        /* 300000 */
-	int64_t keepalive_interval_ms;  /* 30000 */
-	int64_t keepalive_timeout_ms;   /* 10000 */
-	uint32_t max_connections;       /* 4 */
-	uint32_t max_concurrent_streams;/* 1000 */
-	uint32_t max_pending;           /* 1024 */
+	int64_t connect_timeout_ms;      /* 2000 */
+	int64_t idle_timeout_ms;         /* 300000 */
+	int64_t keepalive_interval_ms;   /* 30000 */
+	int64_t keepalive_timeout_ms;    /* 10000 */
+	uint32_t max_connections;        /* 4 */
+	uint32_t max_concurrent_streams; /* 1000 */
+	uint32_t max_pending;            /* 1024 */
 };
 
 struct mtd_cfg_method {
-	char *name;                   /* "GetCart" */
-	struct mtd_lb_config lb;      /* the method's own, or a copy of the service's */
+	char *name;                       /* "GetCart" */
+	struct mtd_lb_config lb;          /* the method's own, or a copy of the service's */
 	struct mtd_cfg_hash_key hash_key; /* the method's own, or the service's */
 };
 
 struct mtd_cfg_service {
-	char *name;                   /* "pkg.Service" or "*" */
+	char *name; /* "pkg.Service" or "*" */
 	struct mtd_lb_config lb;
 	struct mtd_cfg_hash_key hash_key;
-	struct mtd_cfg_tls *tls;      /* NULL = h2c upstream */
+	struct mtd_cfg_tls *tls; /* NULL = h2c upstream */
 	struct mtd_cfg_endpoint *endpoints;
-	size_t n_endpoints;           /* >= 1 */
+	size_t n_endpoints;             /* >= 1 */
 	struct mtd_cfg_method *methods; /* sorted by name (strcmp) */
 	size_t n_methods;
 	struct mtd_cfg_upstream upstream;
@@ -88,12 +88,12 @@ struct mtd_cfg_downstream {
 };
 
 struct mtd_cfg {
-	char *source;                 /* file name, or "<embedded default>" */
-	struct mtd_cfg_addr listen;   /* default 127.0.0.1:15001 */
-	struct mtd_cfg_addr *admin;   /* NULL = disabled */
-	unsigned workers;             /* resolved: 0 in the file = CPU count */
+	char *source;               /* file name, or "<embedded default>" */
+	struct mtd_cfg_addr listen; /* default 127.0.0.1:15001 */
+	struct mtd_cfg_addr *admin; /* NULL = disabled */
+	unsigned workers;           /* resolved: 0 in the file = CPU count */
 	struct mtd_cfg_downstream downstream;
-	int64_t drain_timeout_ms;     /* 15000 */
+	int64_t drain_timeout_ms; /* 15000 */
 	struct mtd_cfg_service *services;
 	size_t n_services;
 };
@@ -107,10 +107,10 @@ struct mtd_cfg_errors {
 };
 
 enum mtd_cfg_format {
-	MTD_CFG_FORMAT_AUTO = 0,      /* by extension, else by content */
+	MTD_CFG_FORMAT_AUTO = 0, /* by extension, else by content */
 	MTD_CFG_FORMAT_YAML,
 	MTD_CFG_FORMAT_JSON,
-	MTD_CFG_FORMAT_BINARY,        /* serialized maitred.config.v1.Config */
+	MTD_CFG_FORMAT_BINARY, /* serialized maitred.config.v1.Config */
 };
 
 #endif

@@ -18,11 +18,9 @@
  * file (against the working directory for mtd_cfg_load_buffer) and stored
  * resolved. Host names are resolved (getaddrinfo) during the load, so a
  * load can block on DNS. */
-int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt,
-                      struct mtd_cfg **out, struct mtd_cfg_errors *errs);
+int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt, struct mtd_cfg **out, struct mtd_cfg_errors *errs);
 /* Same from memory; name is used in messages in place of a file name. */
-int mtd_cfg_load_buffer(const char *name, const void *data, size_t len,
-                        enum mtd_cfg_format fmt, struct mtd_cfg **out,
+int mtd_cfg_load_buffer(const char *name, const void *data, size_t len, enum mtd_cfg_format fmt, struct mtd_cfg **out,
                         struct mtd_cfg_errors *errs);
 void mtd_cfg_free(struct mtd_cfg *cfg);
 void mtd_cfg_errors_clear(struct mtd_cfg_errors *errs);
@@ -30,8 +28,7 @@ void mtd_cfg_errors_clear(struct mtd_cfg_errors *errs);
 /* The method entry of svc named `method` (len bytes, need not be
  * NUL-terminated), or NULL (use the service's lb). O(log n_methods): the
  * methods are sorted by name. Any thread; the config is immutable. */
-const struct mtd_cfg_method *mtd_cfg_service_method(const struct mtd_cfg_service *svc,
-                                                    const char *method, size_t len);
+const struct mtd_cfg_method *mtd_cfg_service_method(const struct mtd_cfg_service *svc, const char *method, size_t len);
 
 /* The embedded default: listen 127.0.0.1:15001, service "*" round robin
  * over 127.0.0.1:50051, :50052, :50053 (what deploy/demo.sh starts). */

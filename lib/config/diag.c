@@ -129,9 +129,9 @@ static void pb_free(void *data, void *p)
 }
 
 ProtobufCAllocator mtd_cfg__pb_allocator = {
-	.alloc = pb_alloc,
-	.free = pb_free,
-	.allocator_data = NULL,
+        .alloc = pb_alloc,
+        .free = pb_free,
+        .allocator_data = NULL,
 };
 
 /* ---- diagnostics -------------------------------------------------------- */
@@ -173,8 +173,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-void mtd_cfg__error(struct mtd_cfg__diag *d, struct mtd_cfg__mark at,
-                    const char *path, const char *fmt, ...)
+void mtd_cfg__error(struct mtd_cfg__diag *d, struct mtd_cfg__mark at, const char *path, const char *fmt, ...)
 {
 	va_list ap;
 	char *what, *text;
@@ -186,8 +185,7 @@ void mtd_cfg__error(struct mtd_cfg__diag *d, struct mtd_cfg__mark at,
 	if (what == NULL)
 		goto fail;
 	if (at.line != 0)
-		snprintf(where, sizeof(where), ":%u:%u", (unsigned)at.line,
-		         (unsigned)at.col);
+		snprintf(where, sizeof(where), ":%u:%u", (unsigned)at.line, (unsigned)at.col);
 	else
 		where[0] = '\0';
 	if (path != NULL && path[0] != '\0')
@@ -197,8 +195,7 @@ void mtd_cfg__error(struct mtd_cfg__diag *d, struct mtd_cfg__mark at,
 	mtd_cfg__free(what);
 	if (text == NULL)
 		goto fail;
-	if (grow((void **)&d->errs, &d->cap_errs, d->n_errs + 1,
-	         sizeof(*d->errs)) != 0)
+	if (grow((void **)&d->errs, &d->cap_errs, d->n_errs + 1, sizeof(*d->errs)) != 0)
 		goto fail_text;
 	d->errs[d->n_errs].at = at;
 	d->errs[d->n_errs].seq = d->n_errs;
@@ -212,11 +209,9 @@ fail:
 	d->oom = true;
 }
 
-void mtd_cfg__pos_add(struct mtd_cfg__diag *d, const void *msg,
-                      uint32_t field, struct mtd_cfg__mark at)
+void mtd_cfg__pos_add(struct mtd_cfg__diag *d, const void *msg, uint32_t field, struct mtd_cfg__mark at)
 {
-	if (grow((void **)&d->pos, &d->cap_pos, d->n_pos + 1,
-	         sizeof(*d->pos)) != 0) {
+	if (grow((void **)&d->pos, &d->cap_pos, d->n_pos + 1, sizeof(*d->pos)) != 0) {
 		d->oom = true;
 		return;
 	}
@@ -238,12 +233,11 @@ static int pos_cmp(const void *a, const void *b)
 	return 0;
 }
 
-struct mtd_cfg__mark mtd_cfg__pos_get(struct mtd_cfg__diag *d, const void *msg,
-                                      uint32_t field)
+struct mtd_cfg__mark mtd_cfg__pos_get(struct mtd_cfg__diag *d, const void *msg, uint32_t field)
 {
-	struct mtd_cfg__pos key = { .msg = msg, .field = field };
+	struct mtd_cfg__pos key = {.msg = msg, .field = field};
 	const struct mtd_cfg__pos *hit;
-	struct mtd_cfg__mark none = { 0, 0 };
+	struct mtd_cfg__mark none = {0, 0};
 
 	if (msg == NULL || d->n_pos == 0)
 		return none;
@@ -259,16 +253,13 @@ struct mtd_cfg__mark mtd_cfg__pos_get(struct mtd_cfg__diag *d, const void *msg,
 	return none;
 }
 
-struct mtd_cfg__mark mtd_cfg__pos_named(struct mtd_cfg__diag *d,
-                                        const ProtobufCMessage *msg,
-                                        const char *field)
+struct mtd_cfg__mark mtd_cfg__pos_named(struct mtd_cfg__diag *d, const ProtobufCMessage *msg, const char *field)
 {
 	const ProtobufCFieldDescriptor *fd;
 
 	if (msg == NULL)
-		return (struct mtd_cfg__mark){ 0, 0 };
-	fd = protobuf_c_message_descriptor_get_field_by_name(msg->descriptor,
-	                                                     field);
+		return (struct mtd_cfg__mark){0, 0};
+	fd = protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, field);
 	return mtd_cfg__pos_get(d, msg, fd != NULL ? fd->id : 0);
 }
 

@@ -27,8 +27,7 @@ static enum mtd_cfg_format format_by_name(const char *path)
 		return MTD_CFG_FORMAT_YAML;
 	if (has_suffix(path, ".json"))
 		return MTD_CFG_FORMAT_JSON;
-	if (has_suffix(path, ".pb") || has_suffix(path, ".bin") ||
-	    has_suffix(path, ".binpb"))
+	if (has_suffix(path, ".pb") || has_suffix(path, ".bin") || has_suffix(path, ".binpb"))
 		return MTD_CFG_FORMAT_BINARY;
 	return MTD_CFG_FORMAT_AUTO;
 }
@@ -81,9 +80,8 @@ static enum mtd_cfg_format sniff(const char *data, size_t len)
 	return i < len && data[i] == '{' ? MTD_CFG_FORMAT_JSON : MTD_CFG_FORMAT_YAML;
 }
 
-static int load(const char *name, const char *basedir, const void *data,
-                size_t len, enum mtd_cfg_format fmt, struct mtd_cfg **out,
-                struct mtd_cfg_errors *errs)
+static int load(const char *name, const char *basedir, const void *data, size_t len, enum mtd_cfg_format fmt,
+                struct mtd_cfg **out, struct mtd_cfg_errors *errs)
 {
 	const ProtobufCMessageDescriptor *desc = &maitred__config__v1__config__descriptor;
 	struct mtd_cfg__diag d;
@@ -103,20 +101,18 @@ static int load(const char *name, const char *basedir, const void *data,
 			if (!failed_before && mtd_cfg__alloc_failed())
 				d.oom = true;
 			else
-				mtd_cfg__error(&d, (struct mtd_cfg__mark){ 0, 0 }, NULL,
-				               "not a valid serialized %s", desc->name);
+				mtd_cfg__error(&d, (struct mtd_cfg__mark){0, 0}, NULL, "not a valid serialized %s",
+				               desc->name);
 		} else {
 			mtd_cfg__pb_check(msg, &d);
 		}
 	} else {
-		if (mtd_cfg__pbjson_load(data, len, fmt == MTD_CFG_FORMAT_JSON, desc, &d,
-		                         &msg) != 0)
+		if (mtd_cfg__pbjson_load(data, len, fmt == MTD_CFG_FORMAT_JSON, desc, &d, &msg) != 0)
 			goto out;
 	}
 	/* Build even after mapping errors, so one run reports them all. */
 	if (msg != NULL && !d.oom)
-		mtd_cfg__build((const Maitred__Config__V1__Config *)msg, name, basedir,
-		               &d, &cfg);
+		mtd_cfg__build((const Maitred__Config__V1__Config *)msg, name, basedir, &d, &cfg);
 out:
 	if (msg != NULL)
 		protobuf_c_message_free_unpacked(msg, &mtd_cfg__pb_allocator);
@@ -136,31 +132,27 @@ out:
 	return rc;
 }
 
-int mtd_cfg_load_buffer(const char *name, const void *data, size_t len,
-                        enum mtd_cfg_format fmt, struct mtd_cfg **out,
+int mtd_cfg_load_buffer(const char *name, const void *data, size_t len, enum mtd_cfg_format fmt, struct mtd_cfg **out,
                         struct mtd_cfg_errors *errs)
 {
 	return load(name != NULL ? name : "<buffer>", "", data, len, fmt, out, errs);
 }
 
 /* One error line for a file that cannot be read. */
-static int io_error(const char *path, int err, const char *what,
-                    struct mtd_cfg_errors *errs)
+static int io_error(const char *path, int err, const char *what, struct mtd_cfg_errors *errs)
 {
 	struct mtd_cfg__diag d;
 	int rc = -err;
 
 	mtd_cfg__diag_init(&d, path);
-	mtd_cfg__error(&d, (struct mtd_cfg__mark){ 0, 0 }, NULL, "%s: %s", what,
-	               strerror(err));
+	mtd_cfg__error(&d, (struct mtd_cfg__mark){0, 0}, NULL, "%s: %s", what, strerror(err));
 	if (d.oom || mtd_cfg__diag_export(&d, errs) != 0)
 		rc = -ENOMEM;
 	mtd_cfg__diag_fini(&d);
 	return rc;
 }
 
-int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt,
-                      struct mtd_cfg **out, struct mtd_cfg_errors *errs)
+int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt, struct mtd_cfg **out, struct mtd_cfg_errors *errs)
 {
 	struct stat st;
 	char *buf = NULL, *basedir = NULL;
@@ -170,8 +162,8 @@ int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt,
 
 	*out = NULL;
 	if (path == NULL)
-		return load("<embedded default>", "", mtd_cfg_default_yaml,
-		            strlen(mtd_cfg_default_yaml), MTD_CFG_FORMAT_YAML, out, errs);
+		return load("<embedded default>", "", mtd_cfg_default_yaml, strlen(mtd_cfg_default_yaml),
+		            MTD_CFG_FORMAT_YAML, out, errs);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return io_error(path, errno, "cannot open", errs);
@@ -180,8 +172,7 @@ int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt,
 		goto out_fd;
 	}
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > CFG_FILE_MAX) {
-		rc = io_error(path, S_ISREG(st.st_mode) ? EFBIG : EINVAL,
-		              "not a regular file of at most 64 MiB", errs);
+		rc = io_error(path, S_ISREG(st.st_mode) ? EFBIG : EINVAL, "not a regular file of at most 64 MiB", errs);
 		goto out_fd;
 	}
 	buf = mtd_cfg__malloc((size_t)st.st_size + 1);
@@ -206,8 +197,7 @@ int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt,
 	/* Relative file names inside the config (TLS files) are relative to
 	 * the directory of the config file, not to the working directory. */
 	slash = strrchr(path, '/');
-	basedir = slash != NULL ? mtd_cfg__strndup(path, (size_t)(slash - path) + 1)
-	                        : mtd_cfg__strdup("");
+	basedir = slash != NULL ? mtd_cfg__strndup(path, (size_t)(slash - path) + 1) : mtd_cfg__strdup("");
 	if (basedir == NULL) {
 		rc = -ENOMEM;
 		goto out_buf;

@@ -37,9 +37,9 @@
 
 /* Aliases can make a document a graph (even a cycle: "&a [*a]"), so the
  * walk is bounded in depth and in total nodes visited. */
-#define PBJSON_DEPTH_MAX 64
+#define PBJSON_DEPTH_MAX  64
 #define PBJSON_VISITS_MAX 1000000
-#define PBJSON_KEYS_MAX 1024
+#define PBJSON_KEYS_MAX   1024
 
 struct mapper {
 	yaml_document_t *doc;
@@ -53,12 +53,10 @@ struct mapper {
 
 static struct mtd_cfg__mark mark_of(const yaml_node_t *n)
 {
-	return (struct mtd_cfg__mark){ (uint32_t)n->start_mark.line + 1,
-	                               (uint32_t)n->start_mark.column + 1 };
+	return (struct mtd_cfg__mark){(uint32_t)n->start_mark.line + 1, (uint32_t)n->start_mark.column + 1};
 }
 
-#define ERR(m, node, ...) \
-	mtd_cfg__error((m)->d, mark_of(node), (m)->path, __VA_ARGS__)
+#define ERR(m, node, ...) mtd_cfg__error((m)->d, mark_of(node), (m)->path, __VA_ARGS__)
 
 static void path_set_len(struct mapper *m, int k, size_t old)
 {
@@ -71,8 +69,7 @@ static void path_set_len(struct mapper *m, int k, size_t old)
 static size_t path_push_field(struct mapper *m, const char *name)
 {
 	size_t old = m->path_len;
-	int k = snprintf(m->path + old, sizeof(m->path) - old, "%s%s",
-	                 old != 0 ? "." : "", name);
+	int k = snprintf(m->path + old, sizeof(m->path) - old, "%s%s", old != 0 ? "." : "", name);
 
 	path_set_len(m, k, old);
 	return old;
@@ -117,8 +114,7 @@ static const char *sval(const yaml_node_t *n)
 
 static bool is_plain(const yaml_node_t *n)
 {
-	return n->type == YAML_SCALAR_NODE &&
-	       n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+	return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
 }
 
 /* proto3 JSON: null means "unset"; in YAML also "~" and an empty value. */
@@ -129,8 +125,8 @@ static bool is_null(const yaml_node_t *n)
 	if (!is_plain(n))
 		return false;
 	s = sval(n);
-	return s[0] == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
-	       strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
+	return s[0] == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
+	       strcmp(s, "NULL") == 0;
 }
 
 /* ---- descriptors --------------------------------------------------------- */
@@ -153,8 +149,7 @@ static bool camel_eq(const char *snake, const char *key)
 	return *key == '\0';
 }
 
-static const ProtobufCFieldDescriptor *
-find_field(const ProtobufCMessageDescriptor *desc, const char *key)
+static const ProtobufCFieldDescriptor *find_field(const ProtobufCMessageDescriptor *desc, const char *key)
 {
 	const ProtobufCFieldDescriptor *fd;
 
@@ -169,8 +164,7 @@ find_field(const ProtobufCMessageDescriptor *desc, const char *key)
 
 static bool is_wkt(const ProtobufCMessageDescriptor *desc, const char *name)
 {
-	return strcmp(desc->package_name, "google.protobuf") == 0 &&
-	       strcmp(desc->short_name, name) == 0;
+	return strcmp(desc->package_name, "google.protobuf") == 0 && strcmp(desc->short_name, name) == 0;
 }
 
 /* google.protobuf.{Double,Float,Int64,UInt64,Int32,UInt32,Bool,String,
@@ -180,8 +174,8 @@ static bool is_wrapper(const ProtobufCMessageDescriptor *desc)
 	size_t n = strlen(desc->short_name);
 
 	return strcmp(desc->package_name, "google.protobuf") == 0 && n > 5 &&
-	       strcmp(desc->short_name + n - 5, "Value") == 0 &&
-	       desc->n_fields == 1 && strcmp(desc->fields[0].name, "value") == 0;
+	       strcmp(desc->short_name + n - 5, "Value") == 0 && desc->n_fields == 1 &&
+	       strcmp(desc->fields[0].name, "value") == 0;
 }
 
 static size_t elem_size(ProtobufCType t)
@@ -264,10 +258,9 @@ static int parse_double(const char *s, double *out)
 		const char *word;
 		double v;
 	} words[] = {
-		{ "NaN", NAN }, { "Infinity", INFINITY }, { "-Infinity", -INFINITY },
-		{ ".nan", NAN }, { ".NaN", NAN }, { ".inf", INFINITY },
-		{ ".Inf", INFINITY }, { "+.inf", INFINITY }, { "-.inf", -INFINITY },
-		{ "-.Inf", -INFINITY },
+	        {"NaN", NAN},         {"Infinity", INFINITY}, {"-Infinity", -INFINITY}, {".nan", NAN},
+	        {".NaN", NAN},        {".inf", INFINITY},     {".Inf", INFINITY},       {"+.inf", INFINITY},
+	        {"-.inf", -INFINITY}, {"-.Inf", -INFINITY},
 	};
 	char *end;
 
@@ -334,16 +327,15 @@ static int b64_decode(const char *s, size_t n, ProtobufCBinaryData *out)
 	return 0;
 }
 
-int mtd_cfg__parse_duration(const char *s, int64_t *seconds, int32_t *nanos,
-                            const char **why)
+int mtd_cfg__parse_duration(const char *s, int64_t *seconds, int32_t *nanos, const char **why)
 {
 	static const struct {
 		const char *name;
 		int64_t ns;
 	} units[] = {
-		/* longest first: "ms" before "m" */
-		{ "ns", 1 }, { "us", 1000 }, { "\xc2\xb5s", 1000 }, { "ms", 1000000 },
-		{ "s", 1000000000 }, { "m", 60000000000 }, { "h", 3600000000000 },
+	        /* longest first: "ms" before "m" */
+	        {"ns", 1},         {"us", 1000},       {"\xc2\xb5s", 1000},  {"ms", 1000000},
+	        {"s", 1000000000}, {"m", 60000000000}, {"h", 3600000000000},
 	};
 	const char *p = s;
 	bool neg = false;
@@ -395,9 +387,8 @@ int mtd_cfg__parse_duration(const char *s, int64_t *seconds, int32_t *nanos,
 			}
 		}
 		if (mult == 0) {
-			*why = *p == '\0'
-			       ? "missing unit (e.g. \"10s\", \"250ms\")"
-			       : "unknown unit (use h, m, s, ms, us or ns)";
+			*why = *p == '\0' ? "missing unit (e.g. \"10s\", \"250ms\")"
+			                  : "unknown unit (use h, m, s, ms, us or ns)";
 			return -EINVAL;
 		}
 		while (fdig < 9) {
@@ -420,8 +411,7 @@ int mtd_cfg__parse_duration(const char *s, int64_t *seconds, int32_t *nanos,
 
 /* ---- the walk ------------------------------------------------------------ */
 
-static int map_value(struct mapper *m, const ProtobufCFieldDescriptor *fd,
-                     yaml_node_t *n, void *dst);
+static int map_value(struct mapper *m, const ProtobufCFieldDescriptor *fd, yaml_node_t *n, void *dst);
 static void map_message(struct mapper *m, yaml_node_t *n, ProtobufCMessage *msg);
 
 static bool visit(struct mapper *m, yaml_node_t *n)
@@ -430,8 +420,7 @@ static bool visit(struct mapper *m, yaml_node_t *n)
 		return true;
 	if (!m->too_big) {
 		m->too_big = true;
-		ERR(m, n, "document too large (more than %d nodes after alias expansion)",
-		    PBJSON_VISITS_MAX);
+		ERR(m, n, "document too large (more than %d nodes after alias expansion)", PBJSON_VISITS_MAX);
 	}
 	return false;
 }
@@ -442,16 +431,14 @@ static void enum_names(const ProtobufCEnumDescriptor *ed, char *buf, size_t size
 
 	buf[0] = '\0';
 	for (unsigned i = 0; i < ed->n_values && o < size; i++) {
-		int k = snprintf(buf + o, size - o, "%s%s", i != 0 ? ", " : "",
-		                 ed->values[i].name);
+		int k = snprintf(buf + o, size - o, "%s%s", i != 0 ? ", " : "", ed->values[i].name);
 		if (k < 0)
 			break;
 		o += (size_t)k;
 	}
 }
 
-static int map_enum(struct mapper *m, const ProtobufCEnumDescriptor *ed,
-                    yaml_node_t *n, int *dst)
+static int map_enum(struct mapper *m, const ProtobufCEnumDescriptor *ed, yaml_node_t *n, int *dst)
 {
 	const ProtobufCEnumValue *ev = NULL;
 	char names[1024];
@@ -459,13 +446,11 @@ static int map_enum(struct mapper *m, const ProtobufCEnumDescriptor *ed,
 	uint64_t mag;
 
 	if (n->type != YAML_SCALAR_NODE) {
-		ERR(m, n, "expected an enum value name (%s), got %s", ed->short_name,
-		    kind(n));
+		ERR(m, n, "expected an enum value name (%s), got %s", ed->short_name, kind(n));
 		return -1;
 	}
 	ev = protobuf_c_enum_descriptor_get_value_by_name(ed, sval(n));
-	if (ev == NULL && parse_integer(sval(n), &neg, &mag) == 0 &&
-	    mag <= INT32_MAX)
+	if (ev == NULL && parse_integer(sval(n), &neg, &mag) == 0 && mag <= INT32_MAX)
 		ev = protobuf_c_enum_descriptor_get_value(ed, neg ? -(int)mag : (int)mag);
 	if (ev == NULL) {
 		enum_names(ed, names, sizeof(names));
@@ -476,8 +461,7 @@ static int map_enum(struct mapper *m, const ProtobufCEnumDescriptor *ed,
 	return 0;
 }
 
-static int map_int(struct mapper *m, const ProtobufCFieldDescriptor *fd,
-                   yaml_node_t *n, void *dst)
+static int map_int(struct mapper *m, const ProtobufCFieldDescriptor *fd, yaml_node_t *n, void *dst)
 {
 	const char *tname;
 	int64_t min;
@@ -517,10 +501,9 @@ static int map_int(struct mapper *m, const ProtobufCFieldDescriptor *fd,
 		ERR(m, n, "negative value %s for an unsigned field (%s)", sval(n), tname);
 		return -1;
 	}
-	if (rc != 0 || (!neg && mag > max) ||
-	    (neg && mag > (uint64_t)(-(min + 1)) + 1)) {
-		ERR(m, n, "value %s out of range for %s (%lld..%llu)", sval(n), tname,
-		    (long long)min, (unsigned long long)max);
+	if (rc != 0 || (!neg && mag > max) || (neg && mag > (uint64_t)(-(min + 1)) + 1)) {
+		ERR(m, n, "value %s out of range for %s (%lld..%llu)", sval(n), tname, (long long)min,
+		    (unsigned long long)max);
 		return -1;
 	}
 	switch (elem_size(fd->type)) {
@@ -540,8 +523,8 @@ static int map_int(struct mapper *m, const ProtobufCFieldDescriptor *fd,
 	return 0;
 }
 
-static int map_duration(struct mapper *m, const ProtobufCMessageDescriptor *desc,
-                        yaml_node_t *n, ProtobufCMessage **slot)
+static int map_duration(struct mapper *m, const ProtobufCMessageDescriptor *desc, yaml_node_t *n,
+                        ProtobufCMessage **slot)
 {
 	int64_t seconds;
 	int32_t nanos;
@@ -549,8 +532,7 @@ static int map_duration(struct mapper *m, const ProtobufCMessageDescriptor *desc
 	Google__Protobuf__Duration *dur;
 
 	if (n->type != YAML_SCALAR_NODE) {
-		ERR(m, n, "expected a duration such as \"10s\" or \"250ms\", got %s",
-		    kind(n));
+		ERR(m, n, "expected a duration such as \"10s\" or \"250ms\", got %s", kind(n));
 		return -1;
 	}
 	if (mtd_cfg__parse_duration(sval(n), &seconds, &nanos, &why) != 0) {
@@ -569,8 +551,8 @@ static int map_duration(struct mapper *m, const ProtobufCMessageDescriptor *desc
 	return 0;
 }
 
-static int map_submessage(struct mapper *m, const ProtobufCMessageDescriptor *desc,
-                          yaml_node_t *n, ProtobufCMessage **slot)
+static int map_submessage(struct mapper *m, const ProtobufCMessageDescriptor *desc, yaml_node_t *n,
+                          ProtobufCMessage **slot)
 {
 	ProtobufCMessage *msg;
 
@@ -583,18 +565,15 @@ static int map_submessage(struct mapper *m, const ProtobufCMessageDescriptor *de
 			return -1;
 		}
 		desc->message_init(msg);
-		if (map_value(m, &desc->fields[0], n,
-		              (char *)msg + desc->fields[0].offset) != 0) {
+		if (map_value(m, &desc->fields[0], n, (char *)msg + desc->fields[0].offset) != 0) {
 			mtd_cfg__free(msg);
 			return -1;
 		}
 		*slot = msg;
 		return 0;
 	}
-	if (strcmp(desc->package_name, "google.protobuf") == 0 &&
-	    !is_wkt(desc, "Empty")) {
-		ERR(m, n, "well-known type %s is not supported in YAML/JSON config",
-		    desc->name);
+	if (strcmp(desc->package_name, "google.protobuf") == 0 && !is_wkt(desc, "Empty")) {
+		ERR(m, n, "well-known type %s is not supported in YAML/JSON config", desc->name);
 		return -1;
 	}
 	if (n->type != YAML_MAPPING_NODE) {
@@ -622,8 +601,7 @@ static int map_submessage(struct mapper *m, const ProtobufCMessageDescriptor *de
 
 /* Map one value of fd's type into dst. Returns 0 when dst was written
  * (ownership of anything allocated passes to the message), -1 when not. */
-static int map_value(struct mapper *m, const ProtobufCFieldDescriptor *fd,
-                     yaml_node_t *n, void *dst)
+static int map_value(struct mapper *m, const ProtobufCFieldDescriptor *fd, yaml_node_t *n, void *dst)
 {
 	const char *s;
 	double v;
@@ -662,13 +640,11 @@ static int map_value(struct mapper *m, const ProtobufCFieldDescriptor *fd,
 			ERR(m, n, "expected base64 bytes, got \"%s\"", s);
 		return rc != 0 ? -1 : 0;
 	case PROTOBUF_C_TYPE_BOOL:
-		if (is_plain(n) && (strcmp(s, "true") == 0 || strcmp(s, "True") == 0 ||
-		                    strcmp(s, "TRUE") == 0)) {
+		if (is_plain(n) && (strcmp(s, "true") == 0 || strcmp(s, "True") == 0 || strcmp(s, "TRUE") == 0)) {
 			*(protobuf_c_boolean *)dst = 1;
 			return 0;
 		}
-		if (is_plain(n) && (strcmp(s, "false") == 0 || strcmp(s, "False") == 0 ||
-		                    strcmp(s, "FALSE") == 0)) {
+		if (is_plain(n) && (strcmp(s, "false") == 0 || strcmp(s, "False") == 0 || strcmp(s, "FALSE") == 0)) {
 			*(protobuf_c_boolean *)dst = 0;
 			return 0;
 		}
@@ -697,8 +673,7 @@ static int map_value(struct mapper *m, const ProtobufCFieldDescriptor *fd,
 	}
 }
 
-static void map_repeated(struct mapper *m, const ProtobufCFieldDescriptor *fd,
-                         yaml_node_t *n, ProtobufCMessage *msg)
+static void map_repeated(struct mapper *m, const ProtobufCFieldDescriptor *fd, yaml_node_t *n, ProtobufCMessage *msg)
 {
 	size_t *count = (size_t *)((char *)msg + fd->quantifier_offset);
 	void **arrp = (void **)((char *)msg + fd->offset);
@@ -737,8 +712,7 @@ static void map_repeated(struct mapper *m, const ProtobufCFieldDescriptor *fd,
 	}
 }
 
-static void map_field(struct mapper *m, const ProtobufCFieldDescriptor *fd,
-                      yaml_node_t *v, ProtobufCMessage *msg)
+static void map_field(struct mapper *m, const ProtobufCFieldDescriptor *fd, yaml_node_t *v, ProtobufCMessage *msg)
 {
 	uint32_t *oneof_case = NULL;
 
@@ -761,21 +735,18 @@ static void map_field(struct mapper *m, const ProtobufCFieldDescriptor *fd,
 		return;
 	if (oneof_case != NULL)
 		*oneof_case = fd->id;
-	else if (fd->label == PROTOBUF_C_LABEL_OPTIONAL &&
-	         fd->type != PROTOBUF_C_TYPE_STRING &&
+	else if (fd->label == PROTOBUF_C_LABEL_OPTIONAL && fd->type != PROTOBUF_C_TYPE_STRING &&
 	         fd->type != PROTOBUF_C_TYPE_MESSAGE)
 		*(protobuf_c_boolean *)((char *)msg + fd->quantifier_offset) = 1;
 }
 
-static void field_names(const ProtobufCMessageDescriptor *desc, char *buf,
-                        size_t size)
+static void field_names(const ProtobufCMessageDescriptor *desc, char *buf, size_t size)
 {
 	size_t o = 0;
 
 	buf[0] = '\0';
 	for (unsigned i = 0; i < desc->n_fields && o < size; i++) {
-		int k = snprintf(buf + o, size - o, "%s%s", i != 0 ? ", " : "",
-		                 desc->fields[i].name);
+		int k = snprintf(buf + o, size - o, "%s%s", i != 0 ? ", " : "", desc->fields[i].name);
 		if (k < 0)
 			break;
 		o += (size_t)k;
@@ -821,13 +792,11 @@ static void map_message(struct mapper *m, yaml_node_t *n, ProtobufCMessage *msg)
 
 			if (kq == NULL || kq->type != YAML_SCALAR_NODE)
 				continue;
-			if (fd != NULL ? find_field(desc, sval(kq)) == fd
-			               : strcmp(sval(kq), sval(k)) == 0)
+			if (fd != NULL ? find_field(desc, sval(kq)) == fd : strcmp(sval(kq), sval(k)) == 0)
 				dup = q;
 		}
 		if (dup != NULL) {
-			ERR(m, k, "duplicate key (first at line %u)",
-			    (unsigned)mark_of(node_at(m, dup->key)).line);
+			ERR(m, k, "duplicate key (first at line %u)", (unsigned)mark_of(node_at(m, dup->key)).line);
 		} else if (fd == NULL) {
 			field_names(desc, names, sizeof(names));
 			ERR(m, k, "unknown field (expected one of %s)", names);
@@ -891,13 +860,11 @@ static char *json_fix_surrogates(const char *in, size_t *len)
 			out[o++] = c;
 			continue;
 		}
-		if (in[i + 1] == 'u' && i + 12 <= n && in[i + 6] == '\\' &&
-		    in[i + 7] == 'u') {
+		if (in[i + 1] == 'u' && i + 12 <= n && in[i + 6] == '\\' && in[i + 7] == 'u') {
 			int hi = hex4(in + i + 2), lo = hex4(in + i + 8);
 
 			if (hi >= 0xd800 && hi <= 0xdbff && lo >= 0xdc00 && lo <= 0xdfff) {
-				uint32_t cp = 0x10000 + (((uint32_t)hi - 0xd800) << 10) +
-				              ((uint32_t)lo - 0xdc00);
+				uint32_t cp = 0x10000 + (((uint32_t)hi - 0xd800) << 10) + ((uint32_t)lo - 0xdc00);
 
 				out[o++] = (char)(0xf0 | cp >> 18);
 				out[o++] = (char)(0x80 | (cp >> 12 & 0x3f));
@@ -920,21 +887,17 @@ static char *json_fix_surrogates(const char *in, size_t *len)
 
 static void syntax_error(struct mtd_cfg__diag *d, yaml_parser_t *p)
 {
-	struct mtd_cfg__mark at = { (uint32_t)p->problem_mark.line + 1,
-	                            (uint32_t)p->problem_mark.column + 1 };
+	struct mtd_cfg__mark at = {(uint32_t)p->problem_mark.line + 1, (uint32_t)p->problem_mark.column + 1};
 
 	if (p->error == YAML_MEMORY_ERROR) {
 		d->oom = true;
 		return;
 	}
-	mtd_cfg__error(d, at, NULL, "syntax error: %s%s%s",
-	               p->problem != NULL ? p->problem : "malformed input",
-	               p->context != NULL ? " " : "",
-	               p->context != NULL ? p->context : "");
+	mtd_cfg__error(d, at, NULL, "syntax error: %s%s%s", p->problem != NULL ? p->problem : "malformed input",
+	               p->context != NULL ? " " : "", p->context != NULL ? p->context : "");
 }
 
-int mtd_cfg__pbjson_load(const char *data, size_t len, bool json,
-                         const ProtobufCMessageDescriptor *desc,
+int mtd_cfg__pbjson_load(const char *data, size_t len, bool json, const ProtobufCMessageDescriptor *desc,
                          struct mtd_cfg__diag *d, ProtobufCMessage **out)
 {
 	yaml_parser_t parser;
@@ -966,8 +929,7 @@ int mtd_cfg__pbjson_load(const char *data, size_t len, bool json,
 		}
 		second = yaml_document_get_root_node(&extra);
 		if (second != NULL)
-			mtd_cfg__error(d, mark_of(second), NULL,
-			               "only one YAML document is allowed");
+			mtd_cfg__error(d, mark_of(second), NULL, "only one YAML document is allowed");
 		yaml_document_delete(&extra);
 	}
 	msg = mtd_cfg__calloc(1, desc->sizeof_message);
@@ -1011,23 +973,20 @@ fail_oom:
 static void check_msg(struct mapper *m, const ProtobufCMessage *msg)
 {
 	const ProtobufCMessageDescriptor *desc = msg->descriptor;
-	struct mtd_cfg__mark none = { 0, 0 };
+	struct mtd_cfg__mark none = {0, 0};
 
 	for (unsigned i = 0; i < msg->n_unknown_fields; i++)
-		mtd_cfg__error(m->d, none, m->path, "unknown field number %u",
-		               (unsigned)msg->unknown_fields[i].tag);
+		mtd_cfg__error(m->d, none, m->path, "unknown field number %u", (unsigned)msg->unknown_fields[i].tag);
 	for (unsigned f = 0; f < desc->n_fields; f++) {
 		const ProtobufCFieldDescriptor *fd = &desc->fields[f];
 		const char *member = (const char *)msg + fd->offset;
 		size_t n = 1, old;
 		bool rep = fd->label == PROTOBUF_C_LABEL_REPEATED;
 
-		if (fd->type != PROTOBUF_C_TYPE_MESSAGE &&
-		    fd->type != PROTOBUF_C_TYPE_ENUM)
+		if (fd->type != PROTOBUF_C_TYPE_MESSAGE && fd->type != PROTOBUF_C_TYPE_ENUM)
 			continue;
 		if ((fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
-		    *(const uint32_t *)((const char *)msg + fd->quantifier_offset) !=
-		    fd->id)
+		    *(const uint32_t *)((const char *)msg + fd->quantifier_offset) != fd->id)
 			continue;
 		if (rep) {
 			n = *(const size_t *)((const char *)msg + fd->quantifier_offset);
@@ -1041,11 +1000,9 @@ static void check_msg(struct mapper *m, const ProtobufCMessage *msg)
 				int v = ((const int *)member)[k];
 
 				if (protobuf_c_enum_descriptor_get_value(fd->descriptor, v) == NULL)
-					mtd_cfg__error(m->d, none, m->path,
-					               "unknown enum value %d", v);
+					mtd_cfg__error(m->d, none, m->path, "unknown enum value %d", v);
 			} else {
-				const ProtobufCMessage *sub =
-					((const ProtobufCMessage *const *)member)[k];
+				const ProtobufCMessage *sub = ((const ProtobufCMessage *const *)member)[k];
 
 				if (sub != NULL)
 					check_msg(m, sub);
@@ -1058,7 +1015,7 @@ static void check_msg(struct mapper *m, const ProtobufCMessage *msg)
 
 void mtd_cfg__pb_check(const ProtobufCMessage *msg, struct mtd_cfg__diag *d)
 {
-	struct mapper m = { .d = d };
+	struct mapper m = {.d = d};
 
 	check_msg(&m, msg);
 }

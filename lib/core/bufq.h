@@ -9,21 +9,21 @@
 
 struct mtd_bufq_chunk {
 	struct mtd_bufq_chunk *next;
-	size_t start, end;      /* readable bytes are data[start, end) */
+	size_t start, end; /* readable bytes are data[start, end) */
 	size_t cap;
 	uint8_t data[];
 };
 
 struct mtd_bufq {
 	struct mtd_bufq_chunk *head, *tail;
-	size_t len;             /* readable bytes in all chunks */
+	size_t len; /* readable bytes in all chunks */
 };
 
 /* Chunk payload sizes: the first chunk of a queue holds MTD_BUFQ_FIRST_CHUNK,
  * each next one twice its predecessor up to MTD_BUFQ_CHUNK; an append bigger
  * than that gets a chunk of its own size. */
 #define MTD_BUFQ_FIRST_CHUNK 1024
-#define MTD_BUFQ_CHUNK 16384
+#define MTD_BUFQ_CHUNK       16384
 
 /* Append a copy of p[0..n). Returns 0 or -ENOMEM (nothing appended). */
 int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n);

@@ -10,7 +10,7 @@
 
 enum mtd_log_level mtd_log_threshold = MTD_LOG_INFO;
 
-static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 int mtd_log_parse_level(const char *s, enum mtd_log_level *out)
 {
@@ -32,9 +32,9 @@ void mtd_log(enum mtd_log_level lvl, const char *fmt, ...)
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ",
-	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-	                 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level_names[lvl]);
+	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ", tm.tm_year + 1900,
+	                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+	                 level_names[lvl]);
 	va_list ap;
 	va_start(ap, fmt);
 	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);

@@ -14,13 +14,24 @@ extern enum mtd_log_level mtd_log_threshold;
 /* Parse "debug"/"info"/"warn"/"error"; -EINVAL otherwise. */
 int mtd_log_parse_level(const char *s, enum mtd_log_level *out);
 
-void mtd_log(enum mtd_log_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void mtd_log(enum mtd_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define mtd_log_enabled(lvl) ((lvl) >= mtd_log_threshold)
-#define MTD_DEBUG(...) do { if (mtd_log_enabled(MTD_LOG_DEBUG)) mtd_log(MTD_LOG_DEBUG, __VA_ARGS__); } while (0)
-#define MTD_INFO(...) do { if (mtd_log_enabled(MTD_LOG_INFO)) mtd_log(MTD_LOG_INFO, __VA_ARGS__); } while (0)
-#define MTD_WARN(...) do { if (mtd_log_enabled(MTD_LOG_WARN)) mtd_log(MTD_LOG_WARN, __VA_ARGS__); } while (0)
+#define MTD_DEBUG(...)                                       \
+	do {                                                 \
+		if (mtd_log_enabled(MTD_LOG_DEBUG))          \
+			mtd_log(MTD_LOG_DEBUG, __VA_ARGS__); \
+	} while (0)
+#define MTD_INFO(...)                                       \
+	do {                                                \
+		if (mtd_log_enabled(MTD_LOG_INFO))          \
+			mtd_log(MTD_LOG_INFO, __VA_ARGS__); \
+	} while (0)
+#define MTD_WARN(...)                                       \
+	do {                                                \
+		if (mtd_log_enabled(MTD_LOG_WARN))          \
+			mtd_log(MTD_LOG_WARN, __VA_ARGS__); \
+	} while (0)
 #define MTD_ERROR(...) mtd_log(MTD_LOG_ERROR, __VA_ARGS__)
 
 #endif

@@ -7,8 +7,8 @@
 
 /* Header in front of every block: the class, or LARGE for a plain malloc.
  * 16 bytes keep the payload aligned for any type. */
-#define HDR 16
-#define LARGE 0xffu
+#define HDR       16
+#define LARGE     0xffu
 #define MIN_SHIFT 5
 
 struct block_hdr {

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MTD_SLAB_CLASSES 9          /* 32 B .. 8 KiB payload */
+#define MTD_SLAB_CLASSES 9 /* 32 B .. 8 KiB payload */
 /* Bytes of free blocks kept per class (so at most 9 x 256 KiB per worker),
  * and never more than 1024 blocks of one class. Under AddressSanitizer
  * nothing is kept, so every block goes back to malloc and use-after-free

@@ -4,8 +4,8 @@
 
 #include "grpc/grpc.h"
 
-int mtd_grpc_scan(struct mtd_grpc_scanner *s, const uint8_t *data, size_t len,
-                  uint32_t max, mtd_grpc_first_msg_cb *first_msg, void *arg)
+int mtd_grpc_scan(struct mtd_grpc_scanner *s, const uint8_t *data, size_t len, uint32_t max,
+                  mtd_grpc_first_msg_cb *first_msg, void *arg)
 {
 	while (len > 0) {
 		if (s->remaining > 0) {
@@ -34,8 +34,8 @@ int mtd_grpc_scan(struct mtd_grpc_scanner *s, const uint8_t *data, size_t len,
 		/* PROTOCOL-HTTP2: Compressed-Flag is 0 or 1. */
 		if (s->hdr[0] > 1)
 			return MTD_GRPC_SCAN_BAD_FLAG;
-		uint32_t msg_len = (uint32_t)s->hdr[1] << 24 | (uint32_t)s->hdr[2] << 16 |
-		                   (uint32_t)s->hdr[3] << 8 | s->hdr[4];
+		uint32_t msg_len =
+		        (uint32_t)s->hdr[1] << 24 | (uint32_t)s->hdr[2] << 16 | (uint32_t)s->hdr[3] << 8 | s->hdr[4];
 		if (msg_len > max)
 			return MTD_GRPC_SCAN_TOO_BIG;
 		s->remaining = msg_len;

@@ -62,25 +62,24 @@ size_t mtd_grpc_timeout_format(int64_t ns, char *buf);
  * Message-Length(4, big endian) Message. */
 struct mtd_grpc_scanner {
 	uint8_t hdr[5];
-	uint8_t hdr_have;       /* prefix bytes seen of the current message */
-	uint32_t remaining;     /* payload bytes still to come */
-	uint64_t messages;      /* complete prefixes seen */
+	uint8_t hdr_have;   /* prefix bytes seen of the current message */
+	uint32_t remaining; /* payload bytes still to come */
+	uint64_t messages;  /* complete prefixes seen */
 };
 
 /* Scanner verdicts. */
 enum {
-	MTD_GRPC_SCAN_TOO_BIG = -1,   /* a prefix announced > max bytes */
-	MTD_GRPC_SCAN_BAD_FLAG = -2,  /* compressed flag neither 0 nor 1 */
+	MTD_GRPC_SCAN_TOO_BIG = -1,  /* a prefix announced > max bytes */
+	MTD_GRPC_SCAN_BAD_FLAG = -2, /* compressed flag neither 0 nor 1 */
 };
 
 /* Feed len bytes. Returns 0, or a MTD_GRPC_SCAN_* code (the stream is then
  * unusable). If first_msg is non-NULL it is called once for the first
  * message's payload chunks (offset within the message, bytes), which is how
  * a hash key is read from the first request message. */
-typedef void mtd_grpc_first_msg_cb(void *arg, uint32_t msg_len, uint32_t off,
-                                   const uint8_t *p, size_t n);
-int mtd_grpc_scan(struct mtd_grpc_scanner *s, const uint8_t *data, size_t len,
-                  uint32_t max, mtd_grpc_first_msg_cb *first_msg, void *arg);
+typedef void mtd_grpc_first_msg_cb(void *arg, uint32_t msg_len, uint32_t off, const uint8_t *p, size_t n);
+int mtd_grpc_scan(struct mtd_grpc_scanner *s, const uint8_t *data, size_t len, uint32_t max,
+                  mtd_grpc_first_msg_cb *first_msg, void *arg);
 
 /* True when the stream so far ends on a message boundary. */
 static inline bool mtd_grpc_scan_complete(const struct mtd_grpc_scanner *s)

@@ -5,10 +5,10 @@
 #include "grpc/grpc.h"
 
 static const char *const status_names[] = {
-	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+        "OK",        "CANCELLED",       "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+        "NOT_FOUND", "ALREADY_EXISTS",  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+        "ABORTED",   "OUT_OF_RANGE",    "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+        "DATA_LOSS", "UNAUTHENTICATED",
 };
 
 const char *mtd_grpc_status_name(int code)
@@ -48,15 +48,21 @@ enum mtd_grpc_status mtd_grpc_status_from_http(int http_status)
 {
 	/* gRPC http-grpc-status-mapping.md */
 	switch (http_status) {
-	case 400: return MTD_GRPC_INTERNAL;
-	case 401: return MTD_GRPC_UNAUTHENTICATED;
-	case 403: return MTD_GRPC_PERMISSION_DENIED;
-	case 404: return MTD_GRPC_UNIMPLEMENTED;
+	case 400:
+		return MTD_GRPC_INTERNAL;
+	case 401:
+		return MTD_GRPC_UNAUTHENTICATED;
+	case 403:
+		return MTD_GRPC_PERMISSION_DENIED;
+	case 404:
+		return MTD_GRPC_UNIMPLEMENTED;
 	case 429:
 	case 502:
 	case 503:
-	case 504: return MTD_GRPC_UNAVAILABLE;
-	default: return MTD_GRPC_UNKNOWN;
+	case 504:
+		return MTD_GRPC_UNAVAILABLE;
+	default:
+		return MTD_GRPC_UNKNOWN;
 	}
 }
 

@@ -18,13 +18,26 @@ int mtd_grpc_timeout_parse(const char *s, size_t len, int64_t *ns)
 	}
 	uint64_t mul;
 	switch (s[len - 1]) {
-	case 'H': mul = 3600ull * 1000000000ull; break;
-	case 'M': mul = 60ull * 1000000000ull; break;
-	case 'S': mul = 1000000000ull; break;
-	case 'm': mul = 1000000ull; break;
-	case 'u': mul = 1000ull; break;
-	case 'n': mul = 1; break;
-	default: return -EINVAL;
+	case 'H':
+		mul = 3600ull * 1000000000ull;
+		break;
+	case 'M':
+		mul = 60ull * 1000000000ull;
+		break;
+	case 'S':
+		mul = 1000000000ull;
+		break;
+	case 'm':
+		mul = 1000000ull;
+		break;
+	case 'u':
+		mul = 1000ull;
+		break;
+	case 'n':
+		mul = 1;
+		break;
+	default:
+		return -EINVAL;
 	}
 	/* 99999999 H overflows int64 nanoseconds: saturate. */
 	if (v > (uint64_t)INT64_MAX / mul)
@@ -36,9 +49,11 @@ int mtd_grpc_timeout_parse(const char *s, size_t len, int64_t *ns)
 
 size_t mtd_grpc_timeout_format(int64_t ns, char *buf)
 {
-	static const struct { char unit; int64_t ns; } units[] = {
-		{ 'n', 1 }, { 'u', 1000 }, { 'm', 1000000 }, { 'S', 1000000000 },
-		{ 'M', 60000000000 }, { 'H', 3600000000000 },
+	static const struct {
+		char unit;
+		int64_t ns;
+	} units[] = {
+	        {'n', 1}, {'u', 1000}, {'m', 1000000}, {'S', 1000000000}, {'M', 60000000000}, {'H', 3600000000000},
 	};
 	if (ns < 1)
 		ns = 1;

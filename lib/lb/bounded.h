@@ -21,11 +21,8 @@ struct mtd_lb__bound {
 };
 
 /* O(n): the in-flight total is the sum of the endpoints' counters. */
-static inline void mtd_lb__bound_prepare(struct mtd_lb__bound *b,
-                                         double factor, const double *w,
-                                         const struct mtd_lb_endpoint *eps,
-                                         size_t n,
-                                         const struct mtd_lb_pick_ctx *ctx)
+static inline void mtd_lb__bound_prepare(struct mtd_lb__bound *b, double factor, const double *w,
+                                         const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_pick_ctx *ctx)
 {
 	double wsum = 0.0;
 	int64_t m = 0;
@@ -42,9 +39,7 @@ static inline void mtd_lb__bound_prepare(struct mtd_lb__bound *b,
 	b->per_weight = b->on ? factor * (double)(m + 1) / wsum : 0.0;
 }
 
-static inline bool mtd_lb__bound_has_room(const struct mtd_lb__bound *b,
-                                          double w,
-                                          const struct mtd_lb_endpoint *ep)
+static inline bool mtd_lb__bound_has_room(const struct mtd_lb__bound *b, double w, const struct mtd_lb_endpoint *ep)
 {
 	if (!b->on)
 		return true;

@@ -38,7 +38,7 @@ struct ch_state {
 	size_t n;
 	struct ring_point *ring;
 	size_t len;
-	double *w;             /* ring weight of each endpoint (0: no points) */
+	double *w; /* ring weight of each endpoint (0: no points) */
 	double factor;
 };
 
@@ -68,9 +68,8 @@ static void ch_destroy(void *state)
 	free(s);
 }
 
-static int ch_init(const struct mtd_lb_config *cfg,
-                   const struct mtd_lb_endpoint *eps, size_t n,
-                   const void *prev, void **out)
+static int ch_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                   void **out)
 {
 	struct ch_state *s;
 	uint32_t *pts = NULL, *points_of = NULL;
@@ -92,8 +91,7 @@ static int ch_init(const struct mtd_lb_config *cfg,
 	for (size_t i = 0; i < n; i++)
 		any_positive |= eps[i].weight > 0;
 	for (size_t i = 0; i < n; i++) {
-		s->w[i] = any_positive ? (eps[i].weight > 0 ? eps[i].weight : 0)
-		                       : 100.0;
+		s->w[i] = any_positive ? (eps[i].weight > 0 ? eps[i].weight : 0) : 100.0;
 		total += (uint64_t)((double)cfg->ring_points * s->w[i] / 100.0 + 0.5);
 	}
 	if (total > MAX_TOTAL_POINTS)
@@ -124,7 +122,7 @@ static int ch_init(const struct mtd_lb_config *cfg,
 			goto free_state;
 		rc = -ENOMEM;
 		for (uint32_t k = 0; k < points_of[i]; k++)
-			s->ring[s->len++] = (struct ring_point){ pts[k], (uint32_t)i };
+			s->ring[s->len++] = (struct ring_point){pts[k], (uint32_t)i};
 	}
 	/* Control thread only, so the comparator's context can be static. */
 	sort_eps = eps;
@@ -161,7 +159,7 @@ static size_t ring_find(const struct ch_state *s, uint32_t h)
 static int ch_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct ch_state *s = state;
-	struct mtd_lb__bound b = { .on = false };
+	struct mtd_lb__bound b = {.on = false};
 	size_t at;
 
 	if (ctx->key == NULL)
@@ -184,10 +182,9 @@ static int ch_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 }
 
 const struct mtd_lb_ops mtd_lb_ops_consistent_hash = {
-	.name = "CONSISTENT_HASH",
-	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY |
-	        MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_RING_POINTS,
-	.init = ch_init,
-	.pick = ch_pick,
-	.destroy = ch_destroy,
+        .name = "CONSISTENT_HASH",
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY | MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_RING_POINTS,
+        .init = ch_init,
+        .pick = ch_pick,
+        .destroy = ch_destroy,
 };

@@ -98,18 +98,15 @@ int mtd_lb_ketama_points(const char *id, uint32_t replicas, uint32_t *out)
 			rc = -EINVAL;
 			goto free_md;
 		}
-		if (EVP_DigestInit_ex(md, EVP_md5(), NULL) != 1 ||
-		    EVP_DigestUpdate(md, buf, (size_t)len) != 1 ||
+		if (EVP_DigestInit_ex(md, EVP_md5(), NULL) != 1 || EVP_DigestUpdate(md, buf, (size_t)len) != 1 ||
 		    EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen < 16) {
 			rc = -EIO;
 			goto free_md;
 		}
 		for (int k = 0; k < 4; k++)
-			out[r * 4 + (uint32_t)k] =
-				(uint32_t)digest[k * 4 + 3] << 24 |
-				(uint32_t)digest[k * 4 + 2] << 16 |
-				(uint32_t)digest[k * 4 + 1] << 8 |
-				(uint32_t)digest[k * 4];
+			out[r * 4 + (uint32_t)k] = (uint32_t)digest[k * 4 + 3] << 24 |
+			                           (uint32_t)digest[k * 4 + 2] << 16 |
+			                           (uint32_t)digest[k * 4 + 1] << 8 | (uint32_t)digest[k * 4];
 	}
 	rc = 0;
 free_md:

@@ -32,8 +32,7 @@ extern const struct mtd_lb_ops mtd_lb_ops_maglev;
 
 static inline bool mtd_lb__excluded(const struct mtd_lb_pick_ctx *ctx, size_t i)
 {
-	return ctx->excluded != NULL &&
-	       (ctx->excluded[i / 64] >> (i % 64) & 1u) != 0;
+	return ctx->excluded != NULL && (ctx->excluded[i / 64] >> (i % 64) & 1u) != 0;
 }
 
 /* The caller's PRNG, or a thread-local one when ctx->rng is NULL. */
@@ -49,15 +48,13 @@ static inline double mtd_lb__unit(uint64_t *rng);
 /* First index at or after start (cyclically) that is not excluded and has
  * a positive configured weight when want_positive; -1 if none. O(n): used
  * on slow paths (exclusions, all weights zero). */
-int mtd_lb__scan(const struct mtd_lb_endpoint *eps, size_t n,
-                 const struct mtd_lb_pick_ctx *ctx, size_t start,
+int mtd_lb__scan(const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_pick_ctx *ctx, size_t start,
                  bool want_positive);
 
 /* The last-resort pick of the header comment: a uniformly random eligible
  * endpoint among those with positive weight, else among all eligible ones;
  * -1 when all are excluded. Expected O(1) when few are excluded. */
-int mtd_lb__any_eligible(const struct mtd_lb_endpoint *eps, size_t n,
-                         const struct mtd_lb_pick_ctx *ctx);
+int mtd_lb__any_eligible(const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_pick_ctx *ctx);
 
 /* Some bits of entropy for a strategy's starting point (round-robin start
  * offset) so that a fleet of sidecars does not all begin at endpoint 0. */
@@ -69,8 +66,7 @@ uint64_t mtd_lb__entropy(void);
  * start). weight <= 0 gives 0. Without warmup, or once warm, the configured
  * weight. Never below 1 for a positive weight: warmup never makes an
  * endpoint unreachable. */
-double mtd_lb__warm_weight(const struct mtd_lb_warmup *w,
-                           const struct mtd_lb_endpoint *ep, int64_t now_ms);
+double mtd_lb__warm_weight(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoint *ep, int64_t now_ms);
 
 /* What init() learns once about an endpoint set's warmup. */
 struct mtd_lb_warm_span {
@@ -84,23 +80,19 @@ struct mtd_lb_warm_span {
 	int64_t apply_from_ms;
 };
 
-void mtd_lb__warm_span(const struct mtd_lb_warmup *w,
-                       const struct mtd_lb_endpoint *eps, size_t n,
+void mtd_lb__warm_span(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoint *eps, size_t n,
                        struct mtd_lb_warm_span *span);
 
 /* True when picks at now_ms must use ramped weights. */
-static inline bool mtd_lb__warming(const struct mtd_lb_warm_span *s,
-                                   int64_t now_ms)
+static inline bool mtd_lb__warming(const struct mtd_lb_warm_span *s, int64_t now_ms)
 {
 	return now_ms < s->ramp_until_ms && now_ms >= s->apply_from_ms;
 }
 
 /* Weight of ep for a pick at now_ms under span s: the ramped weight while
  * warming, the configured one (clamped at 0) otherwise. */
-static inline double mtd_lb__weight_at(const struct mtd_lb_warmup *w,
-                                       const struct mtd_lb_warm_span *s,
-                                       const struct mtd_lb_endpoint *ep,
-                                       int64_t now_ms)
+static inline double mtd_lb__weight_at(const struct mtd_lb_warmup *w, const struct mtd_lb_warm_span *s,
+                                       const struct mtd_lb_endpoint *ep, int64_t now_ms)
 {
 	if (ep->weight <= 0)
 		return 0.0;
@@ -116,28 +108,23 @@ static inline double mtd_lb__weight_at(const struct mtd_lb_warmup *w,
  * positive weight, uniform among the eligible; -1 when all are excluded.
  * O(n), two passes, one random draw: the slow path of every weighted
  * strategy (warmup in progress, exclusions defeating the fast path). */
-int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w,
-                         const struct mtd_lb_warm_span *span,
-                         const struct mtd_lb_endpoint *eps, size_t n,
-                         const struct mtd_lb_pick_ctx *ctx);
+int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w, const struct mtd_lb_warm_span *span,
+                         const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_pick_ctx *ctx);
 
 /* Uniform choice among list[0..m) minus the excluded; -1 if all are.
  * A few random probes (O(1) when few are excluded), then an exact O(m)
  * count-and-select so the result stays uniform whatever is excluded. */
-int mtd_lb__uniform_list(const uint32_t *list, size_t m,
-                         const struct mtd_lb_pick_ctx *ctx);
+int mtd_lb__uniform_list(const uint32_t *list, size_t m, const struct mtd_lb_pick_ctx *ctx);
 
 /* The same over list minus the entry `avoid` (an index that appears
  * exactly once in list, or -1): the second, distinct candidate of a power of
  * two choices. Returns avoid itself only when it is the sole eligible. */
-int mtd_lb__uniform_list_other(const uint32_t *list, size_t m,
-                               const struct mtd_lb_pick_ctx *ctx, int avoid);
+int mtd_lb__uniform_list_other(const uint32_t *list, size_t m, const struct mtd_lb_pick_ctx *ctx, int avoid);
 
 /* Indices of eps with weight > 0, or of all of them when none has
  * (lb-impl.h "last resort"). Allocated; *m receives the count. NULL on
  * allocation failure. */
-uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n,
-                                size_t *m);
+uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n, size_t *m);
 
 /* The warmup span of an endpoint set with warmup switched off. */
 extern const struct mtd_lb_warm_span mtd_lb__no_span;
@@ -149,17 +136,14 @@ extern const struct mtd_lb_warmup mtd_lb__no_warmup;
  * uniform among drained endpoints; -1 when all are excluded. Two O(n)
  * passes, one random draw; cost() is read again in the second pass, and a
  * concurrent change between passes only narrows the tie set. */
-typedef uint64_t mtd_lb__cost_fn(const void *state, size_t i,
-                                 const struct mtd_lb_pick_ctx *ctx);
-static inline int mtd_lb__argmin_weighted(
-	const void *state, mtd_lb__cost_fn *cost, const struct mtd_lb_warmup *w,
-	const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps,
-	size_t n, const struct mtd_lb_pick_ctx *ctx);
+typedef uint64_t mtd_lb__cost_fn(const void *state, size_t i, const struct mtd_lb_pick_ctx *ctx);
+static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *cost, const struct mtd_lb_warmup *w,
+                                          const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps,
+                                          size_t n, const struct mtd_lb_pick_ctx *ctx);
 
 static inline int64_t mtd_lb__active(const struct mtd_lb_endpoint *ep)
 {
-	int64_t a = atomic_load_explicit(&ep->stats->active,
-	                                 memory_order_relaxed);
+	int64_t a = atomic_load_explicit(&ep->stats->active, memory_order_relaxed);
 
 	return a > 0 ? a : 0;
 }
@@ -173,13 +157,10 @@ struct mtd_lb_alias {
 };
 
 /* weights[i] >= 0 and their sum > 0. Returns 0 or -ENOMEM. */
-int mtd_lb__alias_build(struct mtd_lb_alias *a, const double *weights,
-                        size_t n);
+int mtd_lb__alias_build(struct mtd_lb_alias *a, const double *weights, size_t n);
 void mtd_lb__alias_free(struct mtd_lb_alias *a);
 
-static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a,
-                                        uint64_t *rng);
-
+static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a, uint64_t *rng);
 
 /* ---- inline bodies ------------------------------------------------------ */
 
@@ -202,8 +183,7 @@ static inline double mtd_lb__unit(uint64_t *rng)
 	return (double)(mtd_lb__rand_inline(rng) >> 11) * 0x1.0p-53;
 }
 
-static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a,
-                                        uint64_t *rng)
+static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a, uint64_t *rng)
 {
 	/* The high half of r * n is the column, the low half a uniform
 	 * fraction that decides between the column and its alias. */
@@ -213,13 +193,10 @@ static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a,
 	return (uint64_t)m < a->threshold[i] ? i : a->alias[i];
 }
 
-
-
 /* Inline so that each strategy's cost() is inlined into its own copy. */
-static inline int mtd_lb__argmin_weighted(
-	const void *state, mtd_lb__cost_fn *cost, const struct mtd_lb_warmup *w,
-	const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps,
-	size_t n, const struct mtd_lb_pick_ctx *ctx)
+static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *cost, const struct mtd_lb_warmup *w,
+                                          const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps,
+                                          size_t n, const struct mtd_lb_pick_ctx *ctx)
 {
 	uint64_t least = UINT64_MAX;
 	double sum = 0.0, r;

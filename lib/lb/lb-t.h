@@ -19,17 +19,17 @@
  * and survives endpoint-set changes (an endpoint keeps its stats while it
  * stays in the set). Written only through mtd_lb_stats_*(). */
 struct mtd_lb_stats {
-	_Atomic int64_t active;        /* calls in flight, all workers */
-	_Atomic uint64_t picks;        /* calls started */
-	_Atomic uint64_t successes;    /* calls ended OK (any gRPC status from the peer) */
-	_Atomic uint64_t failures;     /* connect/reset/timeout failures */
-	_Atomic uint64_t latency_sum_us;   /* successes only */
+	_Atomic int64_t active;          /* calls in flight, all workers */
+	_Atomic uint64_t picks;          /* calls started */
+	_Atomic uint64_t successes;      /* calls ended OK (any gRPC status from the peer) */
+	_Atomic uint64_t failures;       /* connect/reset/timeout failures */
+	_Atomic uint64_t latency_sum_us; /* successes only */
 	_Atomic uint64_t latency_count;
-	_Atomic uint64_t ewma_bits;    /* peak-EWMA latency (double, in us), as bits */
-	_Atomic int64_t ewma_stamp_ns; /* monotonic time of the last EWMA update */
-	_Atomic uint64_t window_sum_us;    /* SHORTEST_RESPONSE sliding window */
-	_Atomic uint64_t window_count;     /* (successes only; halved every */
-	_Atomic int64_t window_stamp_ns;   /*  MTD_LB_WINDOW_SLIDE_NS) */
+	_Atomic uint64_t ewma_bits;      /* peak-EWMA latency (double, in us), as bits */
+	_Atomic int64_t ewma_stamp_ns;   /* monotonic time of the last EWMA update */
+	_Atomic uint64_t window_sum_us;  /* SHORTEST_RESPONSE sliding window */
+	_Atomic uint64_t window_count;   /* (successes only; halved every */
+	_Atomic int64_t window_stamp_ns; /*  MTD_LB_WINDOW_SLIDE_NS) */
 };
 
 /* One endpoint as a strategy sees it. The array handed to a picker is
@@ -50,42 +50,42 @@ enum mtd_lb_warmup_curve {
 };
 
 struct mtd_lb_warmup {
-	int64_t duration_ms;        /* 0 = no warmup */
+	int64_t duration_ms; /* 0 = no warmup */
 	enum mtd_lb_warmup_curve curve;
-	double aggression;          /* SLOW_START, > 0, default 1.0 */
-	double min_weight_percent;  /* SLOW_START floor, default 10 */
+	double aggression;         /* SLOW_START, > 0, default 1.0 */
+	double min_weight_percent; /* SLOW_START floor, default 10 */
 };
 
 /* Validated options of one `lb` block (service level, or a method override),
  * with every default already applied by the config layer. */
 struct mtd_lb_config {
 	const struct mtd_lb_ops *ops;
-	uint32_t choice_count;        /* LEAST_REQUEST, >= 2 */
-	double active_request_bias;   /* LEAST_REQUEST */
-	uint32_t ring_points;         /* CONSISTENT_HASH points per endpoint */
-	uint32_t table_size;          /* MAGLEV, prime */
-	double bounded_load_factor;   /* 0 = unbounded, else > 1 */
-	int64_t decay_ms;             /* PEAK_EWMA / WEIGHTED_RESPONSE_TIME */
-	struct mtd_lb_warmup warmup;  /* from the service */
-	unsigned n_workers;           /* pick() callers pass worker < n_workers */
+	uint32_t choice_count;       /* LEAST_REQUEST, >= 2 */
+	double active_request_bias;  /* LEAST_REQUEST */
+	uint32_t ring_points;        /* CONSISTENT_HASH points per endpoint */
+	uint32_t table_size;         /* MAGLEV, prime */
+	double bounded_load_factor;  /* 0 = unbounded, else > 1 */
+	int64_t decay_ms;            /* PEAK_EWMA / WEIGHTED_RESPONSE_TIME */
+	struct mtd_lb_warmup warmup; /* from the service */
+	unsigned n_workers;          /* pick() callers pass worker < n_workers */
 };
 
 /* Everything one pick needs. Built on the caller's stack. */
 struct mtd_lb_pick_ctx {
-	const uint8_t *key;        /* hash key bytes; NULL = absent */
+	const uint8_t *key; /* hash key bytes; NULL = absent */
 	size_t key_len;
 	/* Endpoints that must not be picked (already tried by this call, ejected),
 	 * a bitmap over indices: bit i of excluded[i / 64]. NULL = none. */
 	const uint64_t *excluded;
-	int64_t now_ms;            /* wall clock, for warmup */
-	int64_t now_ns;            /* monotonic, for EWMA decay */
-	unsigned worker;           /* index of the calling worker thread */
-	uint64_t *rng;             /* the caller's PRNG state (mtd_lb_rand) */
+	int64_t now_ms;  /* wall clock, for warmup */
+	int64_t now_ns;  /* monotonic, for EWMA decay */
+	unsigned worker; /* index of the calling worker thread */
+	uint64_t *rng;   /* the caller's PRNG state (mtd_lb_rand) */
 };
 
 /* What the data plane tells a strategy after a call to endpoint idx. */
 struct mtd_lb_result {
-	bool ok;                   /* false: connect failure, reset, timeout */
+	bool ok; /* false: connect failure, reset, timeout */
 	int64_t latency_us;
 };
 
@@ -100,34 +100,33 @@ enum {
 	MTD_LB_CAP_DECAY = 1u << 5,
 	MTD_LB_CAP_RING_POINTS = 1u << 6, /* CONSISTENT_HASH ring_points */
 	MTD_LB_CAP_TABLE_SIZE = 1u << 7,  /* MAGLEV table_size */
-	/* CAP_CHOICE_COUNT also covers active_request_bias (LEAST_REQUEST). */
+	                                  /* CAP_CHOICE_COUNT also covers active_request_bias (LEAST_REQUEST). */
 };
 
 /* Defaults (mtd_lb_config_defaults) and hard limits (mtd_lb_config_check). */
-#define MTD_LB_DEFAULT_CHOICE_COUNT 2u      /* Envoy least_request */
-#define MTD_LB_DEFAULT_RING_POINTS 160u     /* seed 003: Dubbo hash.nodes */
-#define MTD_LB_DEFAULT_TABLE_SIZE 65537u    /* Envoy maglev */
-#define MTD_LB_DEFAULT_DECAY_MS 10000       /* linkerd peak-EWMA decay */
-#define MTD_LB_MAX_RING_POINTS 10000u       /* per endpoint at weight 100 */
-#define MTD_LB_MAX_TABLE_SIZE 5000011u      /* Envoy's cap on maglev tables */
-#define MTD_LB_MAX_ENDPOINTS 100000u
-#define MTD_LB_WINDOW_SLIDE_NS 30000000000LL /* Dubbo slidePeriod, 30 s */
+#define MTD_LB_DEFAULT_CHOICE_COUNT 2u       /* Envoy least_request */
+#define MTD_LB_DEFAULT_RING_POINTS  160u     /* seed 003: Dubbo hash.nodes */
+#define MTD_LB_DEFAULT_TABLE_SIZE   65537u   /* Envoy maglev */
+#define MTD_LB_DEFAULT_DECAY_MS     10000    /* linkerd peak-EWMA decay */
+#define MTD_LB_MAX_RING_POINTS      10000u   /* per endpoint at weight 100 */
+#define MTD_LB_MAX_TABLE_SIZE       5000011u /* Envoy's cap on maglev tables */
+#define MTD_LB_MAX_ENDPOINTS        100000u
+#define MTD_LB_WINDOW_SLIDE_NS      30000000000LL /* Dubbo slidePeriod, 30 s */
 /* A failed call is fed to the latency estimate as at least this slow. */
-#define MTD_LB_FAILURE_PENALTY_US 1000000.0
+#define MTD_LB_FAILURE_PENALTY_US     1000000.0
 #define MTD_LB_FAILURE_PENALTY_FACTOR 4.0
 
 /* One strategy: one .c file filling one const table, listed once in
  * lib/lb/registry.c (the C counterpart of Dubbo's SPI factory). */
 struct mtd_lb_ops {
-	const char *name;   /* the config enum name, e.g. "ROUND_ROBIN" */
+	const char *name; /* the config enum name, e.g. "ROUND_ROBIN" */
 	unsigned caps;
 	/* Build the state for one immutable endpoint set (n >= 1). prev is the
 	 * previous state of the same strategy for the same service, or NULL, so
 	 * a strategy can carry history across a membership change; it must not
 	 * be modified. Returns 0 or -ENOMEM/-EINVAL. Control thread only. */
-	int (*init)(const struct mtd_lb_config *cfg,
-	            const struct mtd_lb_endpoint *eps, size_t n,
-	            const void *prev, void **state);
+	int (*init)(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+	            void **state);
 	/* Pick an endpoint index in [0, n), or -1 when every endpoint is
 	 * excluded. Called concurrently from every worker: lock-free. */
 	int (*pick)(void *state, const struct mtd_lb_pick_ctx *ctx);

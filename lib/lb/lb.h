@@ -21,8 +21,7 @@ const struct mtd_lb_ops *const *mtd_lb_all(size_t *n);
 /* Fill *cfg with every default for strategy ops (which may be NULL):
  * choice_count 2, bias 1.0, ring_points 160, table_size 65537, unbounded,
  * decay 10 s, no warmup (linear, aggression 1, floor 10 %), 1 worker. */
-void mtd_lb_config_defaults(struct mtd_lb_config *cfg,
-                            const struct mtd_lb_ops *ops);
+void mtd_lb_config_defaults(struct mtd_lb_config *cfg, const struct mtd_lb_ops *ops);
 
 /* Validate the options the chosen strategy uses (an option a strategy does
  * not use is not looked at here: rejecting it is config's job, by caps).
@@ -40,9 +39,7 @@ int mtd_lb_config_check(const struct mtd_lb_config *cfg, const char **field);
  * (mtd_lb_ketama_points). lib/config turns each of these into a config
  * error, so a loaded config only fails here for lack of memory (or of MD5
  * in OpenSSL). Control thread. */
-struct mtd_lb_picker *mtd_lb_picker_new(const struct mtd_lb_config *cfg,
-                                        const struct mtd_lb_endpoint *eps,
-                                        size_t n,
+struct mtd_lb_picker *mtd_lb_picker_new(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n,
                                         const struct mtd_lb_picker *prev);
 /* Free p and its strategy state; NULL is a no-op. No worker may still be
  * inside mtd_lb_pick(p) (the snapshot's refcount guarantees it). */
@@ -65,19 +62,16 @@ int mtd_lb_pick(struct mtd_lb_picker *p, const struct mtd_lb_pick_ctx *ctx);
  * have been replaced in between (stats outlive pickers; report hooks are
  * only an optimisation). */
 void mtd_lb_call_begin(struct mtd_lb_picker *p, size_t idx);
-void mtd_lb_call_end(struct mtd_lb_picker *p, size_t idx,
-                     const struct mtd_lb_result *res, int64_t now_ns);
+void mtd_lb_call_end(struct mtd_lb_picker *p, size_t idx, const struct mtd_lb_result *res, int64_t now_ns);
 
 /* The stats half of call_begin/end, for a call whose picker is gone.
  * decay_ms: the service's lb decay (<= 0: the default). */
 void mtd_lb_stats_begin(struct mtd_lb_stats *st);
-void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res,
-                      int64_t now_ns, int64_t decay_ms);
+void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, int64_t now_ns, int64_t decay_ms);
 
 /* The peak-EWMA latency estimate of st in us, decayed to now_ns (0 when
  * no call has completed yet). */
-double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns,
-                            int64_t decay_ms);
+double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns, int64_t decay_ms);
 
 /* Background work for time-driven strategies; control thread, ~1 Hz. */
 void mtd_lb_tick(struct mtd_lb_picker *p, int64_t now_ms, int64_t now_ns);

@@ -16,9 +16,8 @@ struct la_state {
 	struct mtd_lb_warm_span span;
 };
 
-static int la_init(const struct mtd_lb_config *cfg,
-                   const struct mtd_lb_endpoint *eps, size_t n,
-                   const void *prev, void **out)
+static int la_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                   void **out)
 {
 	struct la_state *s = calloc(1, sizeof(*s));
 
@@ -32,8 +31,7 @@ static int la_init(const struct mtd_lb_config *cfg,
 	return 0;
 }
 
-static uint64_t la_cost(const void *state, size_t i,
-                        const struct mtd_lb_pick_ctx *ctx)
+static uint64_t la_cost(const void *state, size_t i, const struct mtd_lb_pick_ctx *ctx)
 {
 	const struct la_state *s = state;
 
@@ -44,8 +42,7 @@ static int la_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct la_state *s = state;
 
-	return mtd_lb__argmin_weighted(s, la_cost, &s->warmup, &s->span,
-	                               s->eps, s->n, ctx);
+	return mtd_lb__argmin_weighted(s, la_cost, &s->warmup, &s->span, s->eps, s->n, ctx);
 }
 
 static void la_destroy(void *state)
@@ -54,9 +51,9 @@ static void la_destroy(void *state)
 }
 
 const struct mtd_lb_ops mtd_lb_ops_least_active = {
-	.name = "LEAST_ACTIVE",
-	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
-	.init = la_init,
-	.pick = la_pick,
-	.destroy = la_destroy,
+        .name = "LEAST_ACTIVE",
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
+        .init = la_init,
+        .pick = la_pick,
+        .destroy = la_destroy,
 };

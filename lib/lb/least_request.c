@@ -34,9 +34,8 @@ static void lr_destroy(void *state)
 	free(s);
 }
 
-static int lr_init(const struct mtd_lb_config *cfg,
-                   const struct mtd_lb_endpoint *eps, size_t n,
-                   const void *prev, void **out)
+static int lr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                   void **out)
 {
 	struct lr_state *s = calloc(1, sizeof(*s));
 
@@ -100,9 +99,9 @@ static int lr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 }
 
 const struct mtd_lb_ops mtd_lb_ops_least_request = {
-	.name = "LEAST_REQUEST",
-	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP | MTD_LB_CAP_CHOICE_COUNT,
-	.init = lr_init,
-	.pick = lr_pick,
-	.destroy = lr_destroy,
+        .name = "LEAST_REQUEST",
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP | MTD_LB_CAP_CHOICE_COUNT,
+        .init = lr_init,
+        .pick = lr_pick,
+        .destroy = lr_destroy,
 };

@@ -25,7 +25,7 @@
 #include "lb/lb-impl.h"
 
 #define SEED_OFFSET 0x6d61676c65763031ULL /* "maglev01" */
-#define SEED_SKIP 0x6d61676c65763032ULL   /* "maglev02" */
+#define SEED_SKIP   0x6d61676c65763032ULL /* "maglev02" */
 
 struct mg_state {
 	const struct mtd_lb_endpoint *eps;
@@ -57,9 +57,8 @@ static void mg_destroy(void *state)
 	free(s);
 }
 
-static int mg_init(const struct mtd_lb_config *cfg,
-                   const struct mtd_lb_endpoint *eps, size_t n,
-                   const void *prev, void **out)
+static int mg_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                   void **out)
 {
 	struct mg_state *s;
 	uint64_t *pos = NULL, *skip = NULL, *count = NULL;
@@ -82,24 +81,21 @@ static int mg_init(const struct mtd_lb_config *cfg,
 	skip = calloc(n, sizeof(*skip));
 	count = calloc(n, sizeof(*count));
 	members = calloc(n, sizeof(*members));
-	if (s->w == NULL || s->table == NULL || pos == NULL || skip == NULL ||
-	    count == NULL || members == NULL)
+	if (s->w == NULL || s->table == NULL || pos == NULL || skip == NULL || count == NULL || members == NULL)
 		goto free_all;
 	for (size_t i = 0; i < n; i++)
 		any_positive |= eps[i].weight > 0;
 	for (size_t i = 0; i < n; i++) {
 		size_t len = strlen(eps[i].id);
 
-		s->w[i] = any_positive ? (eps[i].weight > 0 ? eps[i].weight : 0)
-		                       : 1.0;
+		s->w[i] = any_positive ? (eps[i].weight > 0 ? eps[i].weight : 0) : 1.0;
 		if (s->w[i] <= 0.0)
 			continue;
 		members[nm++] = (uint32_t)i;
 		if (s->w[i] > wmax)
 			wmax = s->w[i];
 		pos[i] = mtd_lb_hash64(eps[i].id, len, SEED_OFFSET) % s->size;
-		skip[i] = mtd_lb_hash64(eps[i].id, len, SEED_SKIP) %
-		                  (s->size - 1) + 1;
+		skip[i] = mtd_lb_hash64(eps[i].id, len, SEED_SKIP) % (s->size - 1) + 1;
 	}
 	/* Fill in id order, so the table does not depend on the order of
 	 * the endpoint array. */
@@ -145,7 +141,7 @@ fail:
 static int mg_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct mg_state *s = state;
-	struct mtd_lb__bound b = { .on = false };
+	struct mtd_lb__bound b = {.on = false};
 	uint64_t h;
 
 	if (ctx->key == NULL)
@@ -168,10 +164,9 @@ static int mg_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 }
 
 const struct mtd_lb_ops mtd_lb_ops_maglev = {
-	.name = "MAGLEV",
-	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY |
-	        MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_TABLE_SIZE,
-	.init = mg_init,
-	.pick = mg_pick,
-	.destroy = mg_destroy,
+        .name = "MAGLEV",
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY | MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_TABLE_SIZE,
+        .init = mg_init,
+        .pick = mg_pick,
+        .destroy = mg_destroy,
 };

@@ -37,9 +37,8 @@ static void pe_destroy(void *state)
 	free(s);
 }
 
-static int pe_init(const struct mtd_lb_config *cfg,
-                   const struct mtd_lb_endpoint *eps, size_t n,
-                   const void *prev, void **out)
+static int pe_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                   void **out)
 {
 	struct pe_state *s = calloc(1, sizeof(*s));
 
@@ -62,8 +61,7 @@ fail:
 	return -ENOMEM;
 }
 
-static double pe_cost(const struct pe_state *s, size_t i,
-                      const struct mtd_lb_pick_ctx *ctx)
+static double pe_cost(const struct pe_state *s, size_t i, const struct mtd_lb_pick_ctx *ctx)
 {
 	const struct mtd_lb_endpoint *ep = &s->eps[i];
 	double rtt = mtd_lb_stats_ewma_us(ep->stats, ctx->now_ns, s->decay_ms);
@@ -84,8 +82,7 @@ static int pe_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	int b;
 
 	if (a < 0)
-		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n,
-		                            ctx);
+		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
 	/* Two distinct candidates: a repeat draw would make the choice
 	 * blind (half the time with two endpoints). */
 	b = mtd_lb__uniform_list_other(s->pos, s->m, ctx, a);
@@ -95,9 +92,9 @@ static int pe_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 }
 
 const struct mtd_lb_ops mtd_lb_ops_peak_ewma = {
-	.name = "PEAK_EWMA",
-	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP | MTD_LB_CAP_DECAY,
-	.init = pe_init,
-	.pick = pe_pick,
-	.destroy = pe_destroy,
+        .name = "PEAK_EWMA",
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP | MTD_LB_CAP_DECAY,
+        .init = pe_init,
+        .pick = pe_pick,
+        .destroy = pe_destroy,
 };

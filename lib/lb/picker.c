@@ -18,24 +18,24 @@ static bool is_prime(uint32_t v)
 	return true;
 }
 
-void mtd_lb_config_defaults(struct mtd_lb_config *cfg,
-                            const struct mtd_lb_ops *ops)
+void mtd_lb_config_defaults(struct mtd_lb_config *cfg, const struct mtd_lb_ops *ops)
 {
 	*cfg = (struct mtd_lb_config){
-		.ops = ops,
-		.choice_count = MTD_LB_DEFAULT_CHOICE_COUNT,
-		.active_request_bias = 1.0,
-		.ring_points = MTD_LB_DEFAULT_RING_POINTS,
-		.table_size = MTD_LB_DEFAULT_TABLE_SIZE,
-		.bounded_load_factor = 0.0,
-		.decay_ms = MTD_LB_DEFAULT_DECAY_MS,
-		.warmup = {
-			.duration_ms = 0,
-			.curve = MTD_LB_WARMUP_LINEAR,
-			.aggression = 1.0,
-			.min_weight_percent = 10.0,
-		},
-		.n_workers = 1,
+	        .ops = ops,
+	        .choice_count = MTD_LB_DEFAULT_CHOICE_COUNT,
+	        .active_request_bias = 1.0,
+	        .ring_points = MTD_LB_DEFAULT_RING_POINTS,
+	        .table_size = MTD_LB_DEFAULT_TABLE_SIZE,
+	        .bounded_load_factor = 0.0,
+	        .decay_ms = MTD_LB_DEFAULT_DECAY_MS,
+	        .warmup =
+	                {
+	                        .duration_ms = 0,
+	                        .curve = MTD_LB_WARMUP_LINEAR,
+	                        .aggression = 1.0,
+	                        .min_weight_percent = 10.0,
+	                },
+	        .n_workers = 1,
 	};
 }
 
@@ -50,21 +50,16 @@ int mtd_lb_config_check(const struct mtd_lb_config *cfg, const char **field)
 	else if ((caps & MTD_LB_CAP_CHOICE_COUNT) && cfg->choice_count < 2)
 		bad = "choice_count";
 	else if ((caps & MTD_LB_CAP_CHOICE_COUNT) &&
-	         (!(cfg->active_request_bias >= 0.0) ||
-	          !isfinite(cfg->active_request_bias)))
+	         (!(cfg->active_request_bias >= 0.0) || !isfinite(cfg->active_request_bias)))
 		bad = "active_request_bias";
-	else if ((caps & MTD_LB_CAP_RING_POINTS) &&
-	         (cfg->ring_points < 1 ||
-	          cfg->ring_points > MTD_LB_MAX_RING_POINTS))
+	else if ((caps & MTD_LB_CAP_RING_POINTS) && (cfg->ring_points < 1 || cfg->ring_points > MTD_LB_MAX_RING_POINTS))
 		bad = "ring_points";
 	else if ((caps & MTD_LB_CAP_TABLE_SIZE) &&
-	         (cfg->table_size > MTD_LB_MAX_TABLE_SIZE ||
-	          !is_prime(cfg->table_size)))
+	         (cfg->table_size > MTD_LB_MAX_TABLE_SIZE || !is_prime(cfg->table_size)))
 		bad = "table_size";
 	else if ((caps & MTD_LB_CAP_BOUNDED_LOAD) &&
 	         (!isfinite(cfg->bounded_load_factor) ||
-	          (cfg->bounded_load_factor != 0.0 &&
-	           !(cfg->bounded_load_factor > 1.0))))
+	          (cfg->bounded_load_factor != 0.0 && !(cfg->bounded_load_factor > 1.0))))
 		bad = "bounded_load_factor";
 	else if ((caps & MTD_LB_CAP_DECAY) && cfg->decay_ms <= 0)
 		bad = "decay";
@@ -72,30 +67,24 @@ int mtd_lb_config_check(const struct mtd_lb_config *cfg, const char **field)
 		bad = NULL;
 	else if (cfg->warmup.duration_ms < 0)
 		bad = "warmup.duration";
-	else if (cfg->warmup.curve != MTD_LB_WARMUP_LINEAR &&
-	         cfg->warmup.curve != MTD_LB_WARMUP_SLOW_START)
+	else if (cfg->warmup.curve != MTD_LB_WARMUP_LINEAR && cfg->warmup.curve != MTD_LB_WARMUP_SLOW_START)
 		bad = "warmup.curve";
-	else if (!(cfg->warmup.aggression > 0.0) ||
-	         !isfinite(cfg->warmup.aggression))
+	else if (!(cfg->warmup.aggression > 0.0) || !isfinite(cfg->warmup.aggression))
 		bad = "warmup.aggression";
-	else if (!(cfg->warmup.min_weight_percent >= 0.0 &&
-	           cfg->warmup.min_weight_percent <= 100.0))
+	else if (!(cfg->warmup.min_weight_percent >= 0.0 && cfg->warmup.min_weight_percent <= 100.0))
 		bad = "warmup.min_weight_percent";
 	if (field != NULL)
 		*field = bad;
 	return bad != NULL ? -EINVAL : 0;
 }
 
-struct mtd_lb_picker *mtd_lb_picker_new(const struct mtd_lb_config *cfg,
-                                        const struct mtd_lb_endpoint *eps,
-                                        size_t n,
+struct mtd_lb_picker *mtd_lb_picker_new(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n,
                                         const struct mtd_lb_picker *prev)
 {
 	struct mtd_lb_picker *p;
 	const void *prev_state = NULL;
 
-	if (cfg == NULL || mtd_lb_config_check(cfg, NULL) != 0 ||
-	    (n > 0 && eps == NULL) || n > MTD_LB_MAX_ENDPOINTS)
+	if (cfg == NULL || mtd_lb_config_check(cfg, NULL) != 0 || (n > 0 && eps == NULL) || n > MTD_LB_MAX_ENDPOINTS)
 		return NULL;
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)

@@ -26,9 +26,8 @@ static void random_destroy(void *state)
 	free(s);
 }
 
-static int random_init(const struct mtd_lb_config *cfg,
-                       const struct mtd_lb_endpoint *eps, size_t n,
-                       const void *prev, void **out)
+static int random_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                       void **out)
 {
 	struct random_state *s = calloc(1, sizeof(*s));
 
@@ -56,14 +55,13 @@ static int random_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	if (i >= 0)
 		return i;
 	/* Every positive endpoint is excluded: uniform among the drained. */
-	return mtd_lb__wrandom_slow(&mtd_lb__no_warmup, &mtd_lb__no_span,
-	                            s->eps, s->n, ctx);
+	return mtd_lb__wrandom_slow(&mtd_lb__no_warmup, &mtd_lb__no_span, s->eps, s->n, ctx);
 }
 
 const struct mtd_lb_ops mtd_lb_ops_random = {
-	.name = "RANDOM",
-	.caps = 0,
-	.init = random_init,
-	.pick = random_pick,
-	.destroy = random_destroy,
+        .name = "RANDOM",
+        .caps = 0,
+        .init = random_init,
+        .pick = random_pick,
+        .destroy = random_destroy,
 };

@@ -9,18 +9,12 @@
 #include "lb/lb-impl.h"
 
 static const struct mtd_lb_ops *const strategies[] = {
-	&mtd_lb_ops_random,
-	&mtd_lb_ops_weighted_random,
-	&mtd_lb_ops_round_robin,
-	&mtd_lb_ops_weighted_round_robin,
-	&mtd_lb_ops_smooth_wrr,
-	&mtd_lb_ops_least_active,
-	&mtd_lb_ops_least_request,
-	&mtd_lb_ops_weighted_response_time,
-	&mtd_lb_ops_peak_ewma,
-	&mtd_lb_ops_shortest_response,
-	&mtd_lb_ops_consistent_hash,
-	&mtd_lb_ops_maglev,
+        &mtd_lb_ops_random,          &mtd_lb_ops_weighted_random,
+        &mtd_lb_ops_round_robin,     &mtd_lb_ops_weighted_round_robin,
+        &mtd_lb_ops_smooth_wrr,      &mtd_lb_ops_least_active,
+        &mtd_lb_ops_least_request,   &mtd_lb_ops_weighted_response_time,
+        &mtd_lb_ops_peak_ewma,       &mtd_lb_ops_shortest_response,
+        &mtd_lb_ops_consistent_hash, &mtd_lb_ops_maglev,
 };
 
 const struct mtd_lb_ops *const *mtd_lb_all(size_t *n)

@@ -18,22 +18,19 @@ struct rr_state {
 	_Alignas(MTD_LB_CACHELINE) _Atomic uint64_t next;
 	_Alignas(MTD_LB_CACHELINE) const struct mtd_lb_endpoint *eps;
 	size_t n;
-	size_t m;            /* entries in order[] */
-	uint32_t order[];    /* positive-weight indices, else all */
+	size_t m;         /* entries in order[] */
+	uint32_t order[]; /* positive-weight indices, else all */
 };
 
-static int rr_init(const struct mtd_lb_config *cfg,
-                   const struct mtd_lb_endpoint *eps, size_t n,
-                   const void *prev, void **out)
+static int rr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                   void **out)
 {
 	const struct rr_state *old = prev;
 	struct rr_state *s;
 	size_t m = 0;
 
-	s = aligned_alloc(MTD_LB_CACHELINE,
-	                  (sizeof(*s) + n * sizeof(s->order[0]) +
-	                   MTD_LB_CACHELINE - 1) / MTD_LB_CACHELINE *
-	                          MTD_LB_CACHELINE);
+	s = aligned_alloc(MTD_LB_CACHELINE, (sizeof(*s) + n * sizeof(s->order[0]) + MTD_LB_CACHELINE - 1) /
+	                                            MTD_LB_CACHELINE * MTD_LB_CACHELINE);
 	if (s == NULL)
 		return -ENOMEM;
 	s->eps = eps;
@@ -45,8 +42,7 @@ static int rr_init(const struct mtd_lb_config *cfg,
 		for (size_t i = 0; i < n; i++)
 			s->order[m++] = (uint32_t)i;
 	s->m = m;
-	atomic_init(&s->next, old != NULL ? atomic_load(&old->next)
-	                                  : mtd_lb__entropy());
+	atomic_init(&s->next, old != NULL ? atomic_load(&old->next) : mtd_lb__entropy());
 	*out = s;
 	return 0;
 }
@@ -73,9 +69,9 @@ static void rr_destroy(void *state)
 }
 
 const struct mtd_lb_ops mtd_lb_ops_round_robin = {
-	.name = "ROUND_ROBIN",
-	.caps = 0,
-	.init = rr_init,
-	.pick = rr_pick,
-	.destroy = rr_destroy,
+        .name = "ROUND_ROBIN",
+        .caps = 0,
+        .init = rr_init,
+        .pick = rr_pick,
+        .destroy = rr_destroy,
 };

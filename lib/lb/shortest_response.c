@@ -19,9 +19,8 @@ struct sr_state {
 	struct mtd_lb_warm_span span;
 };
 
-static int sr_init(const struct mtd_lb_config *cfg,
-                   const struct mtd_lb_endpoint *eps, size_t n,
-                   const void *prev, void **out)
+static int sr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                   void **out)
 {
 	struct sr_state *s = calloc(1, sizeof(*s));
 
@@ -35,15 +34,12 @@ static int sr_init(const struct mtd_lb_config *cfg,
 	return 0;
 }
 
-static uint64_t sr_cost(const void *state, size_t i,
-                        const struct mtd_lb_pick_ctx *ctx)
+static uint64_t sr_cost(const void *state, size_t i, const struct mtd_lb_pick_ctx *ctx)
 {
 	const struct sr_state *s = state;
 	const struct mtd_lb_stats *st = s->eps[i].stats;
-	uint64_t sum = atomic_load_explicit(&st->window_sum_us,
-	                                    memory_order_relaxed);
-	uint64_t cnt = atomic_load_explicit(&st->window_count,
-	                                    memory_order_relaxed);
+	uint64_t sum = atomic_load_explicit(&st->window_sum_us, memory_order_relaxed);
+	uint64_t cnt = atomic_load_explicit(&st->window_count, memory_order_relaxed);
 	uint64_t avg = cnt > 0 ? sum / cnt : 0;
 
 	return avg * (uint64_t)(mtd_lb__active(&s->eps[i]) + 1);
@@ -53,8 +49,7 @@ static int sr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct sr_state *s = state;
 
-	return mtd_lb__argmin_weighted(s, sr_cost, &s->warmup, &s->span,
-	                               s->eps, s->n, ctx);
+	return mtd_lb__argmin_weighted(s, sr_cost, &s->warmup, &s->span, s->eps, s->n, ctx);
 }
 
 static void sr_destroy(void *state)
@@ -63,9 +58,9 @@ static void sr_destroy(void *state)
 }
 
 const struct mtd_lb_ops mtd_lb_ops_shortest_response = {
-	.name = "SHORTEST_RESPONSE",
-	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
-	.init = sr_init,
-	.pick = sr_pick,
-	.destroy = sr_destroy,
+        .name = "SHORTEST_RESPONSE",
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
+        .init = sr_init,
+        .pick = sr_pick,
+        .destroy = sr_destroy,
 };

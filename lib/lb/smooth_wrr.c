@@ -28,11 +28,11 @@
 
 #include "lb/lb-impl.h"
 
-#define HEALTH_FULL 1000
-#define HEALTH_FAIL_CUT (HEALTH_FULL / 4)
-#define HEALTH_OK_GAIN (HEALTH_FULL / 16)
+#define HEALTH_FULL      1000
+#define HEALTH_FAIL_CUT  (HEALTH_FULL / 4)
+#define HEALTH_OK_GAIN   (HEALTH_FULL / 16)
 #define HEALTH_TICK_GAIN (HEALTH_FULL / 10)
-#define SCALE 1000.0 /* current weights in thousandths of a weight unit */
+#define SCALE            1000.0 /* current weights in thousandths of a weight unit */
 
 struct swrr_state {
 	const struct mtd_lb_endpoint *eps;
@@ -65,9 +65,8 @@ static void swrr_destroy(void *state)
 	free(s);
 }
 
-static int swrr_init(const struct mtd_lb_config *cfg,
-                     const struct mtd_lb_endpoint *eps, size_t n,
-                     const void *prev, void **out)
+static int swrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                     void **out)
 {
 	const struct swrr_state *old = prev;
 	struct swrr_state *s;
@@ -82,8 +81,7 @@ static int swrr_init(const struct mtd_lb_config *cfg,
 	s->warmup = cfg->warmup;
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	s->stride = (n + per_line - 1) / per_line * per_line;
-	s->current = aligned_alloc(MTD_LB_CACHELINE, s->stride * s->n_workers *
-	                                                     sizeof(int64_t));
+	s->current = aligned_alloc(MTD_LB_CACHELINE, s->stride * s->n_workers * sizeof(int64_t));
 	if (s->current == NULL)
 		goto free_state;
 	memset(s->current, 0, s->stride * s->n_workers * sizeof(int64_t));
@@ -128,13 +126,10 @@ static int swrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 		if (mtd_lb__excluded(ctx, i))
 			continue;
 		if (warming)
-			eff = eff_of(mtd_lb__weight_at(&s->warmup, &s->span,
-			                               &s->eps[i], ctx->now_ms),
-			             atomic_load_explicit(&s->health[i],
-			                                  memory_order_relaxed));
+			eff = eff_of(mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i], ctx->now_ms),
+			             atomic_load_explicit(&s->health[i], memory_order_relaxed));
 		else
-			eff = atomic_load_explicit(&s->eff[i],
-			                           memory_order_relaxed);
+			eff = atomic_load_explicit(&s->eff[i], memory_order_relaxed);
 		if (eff <= 0)
 			continue;
 		cur[i] += eff;
@@ -143,8 +138,7 @@ static int swrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 			best = (int)i;
 	}
 	if (best < 0) /* only drained or fully unhealthy endpoints left */
-		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n,
-		                            ctx);
+		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
 	cur[best] -= total;
 	return best;
 }
@@ -163,8 +157,7 @@ static void health_add(struct swrr_state *s, size_t i, int32_t delta)
 			next = 0;
 		if (next == old)
 			return;
-	} while (!atomic_compare_exchange_weak_explicit(
-		h, &old, next, memory_order_relaxed, memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(h, &old, next, memory_order_relaxed, memory_order_relaxed));
 	/* Two racing writers may store their eff in either order; the next
 	 * health change or tick() puts it right. */
 	atomic_store_explicit(&s->eff[i], eff_of(w, next), memory_order_relaxed);
@@ -187,18 +180,16 @@ static void swrr_tick(void *state, int64_t now_ms, int64_t now_ns)
 		double w = s->eps[i].weight > 0 ? s->eps[i].weight : 0;
 
 		health_add(s, i, HEALTH_TICK_GAIN);
-		atomic_store_explicit(&s->eff[i],
-		                      eff_of(w, atomic_load(&s->health[i])),
-		                      memory_order_relaxed);
+		atomic_store_explicit(&s->eff[i], eff_of(w, atomic_load(&s->health[i])), memory_order_relaxed);
 	}
 }
 
 const struct mtd_lb_ops mtd_lb_ops_smooth_wrr = {
-	.name = "SMOOTH_WEIGHTED_ROUND_ROBIN",
-	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
-	.init = swrr_init,
-	.pick = swrr_pick,
-	.report = swrr_report,
-	.tick = swrr_tick,
-	.destroy = swrr_destroy,
+        .name = "SMOOTH_WEIGHTED_ROUND_ROBIN",
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
+        .init = swrr_init,
+        .pick = swrr_pick,
+        .report = swrr_report,
+        .tick = swrr_tick,
+        .destroy = swrr_destroy,
 };

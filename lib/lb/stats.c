@@ -38,14 +38,12 @@ uint64_t mtd_lb__entropy(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	x = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	x ^= atomic_fetch_add_explicit(&seq, 0x9e3779b97f4a7c15ULL,
-	                               memory_order_relaxed);
+	x ^= atomic_fetch_add_explicit(&seq, 0x9e3779b97f4a7c15ULL, memory_order_relaxed);
 	x ^= (uint64_t)(uintptr_t)&ts;
 	return mtd_lb__rand_inline(&x);
 }
 
-int mtd_lb__scan(const struct mtd_lb_endpoint *eps, size_t n,
-                 const struct mtd_lb_pick_ctx *ctx, size_t start,
+int mtd_lb__scan(const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_pick_ctx *ctx, size_t start,
                  bool want_positive)
 {
 	for (size_t k = 0; k < n; k++) {
@@ -60,8 +58,7 @@ int mtd_lb__scan(const struct mtd_lb_endpoint *eps, size_t n,
 	return -1;
 }
 
-int mtd_lb__any_eligible(const struct mtd_lb_endpoint *eps, size_t n,
-                         const struct mtd_lb_pick_ctx *ctx)
+int mtd_lb__any_eligible(const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_pick_ctx *ctx)
 {
 	uint64_t *rng = mtd_lb__rng(ctx);
 	size_t start;
@@ -95,12 +92,10 @@ static double ewma_load(const struct mtd_lb_stats *st)
 	return v;
 }
 
-double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns,
-                            int64_t decay_ms)
+double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns, int64_t decay_ms)
 {
 	double cost = ewma_load(st);
-	int64_t stamp = atomic_load_explicit(&st->ewma_stamp_ns,
-	                                     memory_order_relaxed);
+	int64_t stamp = atomic_load_explicit(&st->ewma_stamp_ns, memory_order_relaxed);
 	double tau_ns = (double)(decay_ms > 0 ? decay_ms : MTD_LB_DEFAULT_DECAY_MS) * 1e6;
 	int64_t td = now_ns - stamp;
 
@@ -114,16 +109,13 @@ double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns,
 /* Peak EWMA (Finagle/linkerd): a sample above the estimate replaces it at
  * once (the peak); a lower one is blended in with weight 1 - e^(-dt/tau).
  * Concurrent writers race on a CAS; a lost race retries with fresh data. */
-static void ewma_observe(struct mtd_lb_stats *st, double rtt_us,
-                         int64_t now_ns, int64_t decay_ms)
+static void ewma_observe(struct mtd_lb_stats *st, double rtt_us, int64_t now_ns, int64_t decay_ms)
 {
 	double tau_ns = (double)(decay_ms > 0 ? decay_ms : MTD_LB_DEFAULT_DECAY_MS) * 1e6;
-	int64_t stamp = atomic_exchange_explicit(&st->ewma_stamp_ns, now_ns,
-	                                         memory_order_relaxed);
+	int64_t stamp = atomic_exchange_explicit(&st->ewma_stamp_ns, now_ns, memory_order_relaxed);
 	int64_t td = stamp > 0 && now_ns > stamp ? now_ns - stamp : 0;
 	double w = exp(-(double)td / tau_ns);
-	uint64_t old_bits = atomic_load_explicit(&st->ewma_bits,
-	                                         memory_order_relaxed);
+	uint64_t old_bits = atomic_load_explicit(&st->ewma_bits, memory_order_relaxed);
 	uint64_t new_bits;
 
 	do {
@@ -135,9 +127,8 @@ static void ewma_observe(struct mtd_lb_stats *st, double rtt_us,
 		else
 			next = cost * w + rtt_us * (1.0 - w);
 		memcpy(&new_bits, &next, sizeof(next));
-	} while (!atomic_compare_exchange_weak_explicit(
-		&st->ewma_bits, &old_bits, new_bits, memory_order_relaxed,
-		memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(&st->ewma_bits, &old_bits, new_bits, memory_order_relaxed,
+	                                                memory_order_relaxed));
 }
 
 /* Dubbo ShortestResponseLoadBalance keeps a sliding window (slidePeriod,
@@ -145,32 +136,23 @@ static void ewma_observe(struct mtd_lb_stats *st, double rtt_us,
  * count every period instead of zeroing them, so an estimate never drops
  * to "no data" at a boundary and old samples fade geometrically. Two
  * threads may both see a stale stamp; only the CAS winner halves. */
-static void window_observe(struct mtd_lb_stats *st, int64_t latency_us,
-                           int64_t now_ns)
+static void window_observe(struct mtd_lb_stats *st, int64_t latency_us, int64_t now_ns)
 {
-	int64_t stamp = atomic_load_explicit(&st->window_stamp_ns,
-	                                     memory_order_relaxed);
+	int64_t stamp = atomic_load_explicit(&st->window_stamp_ns, memory_order_relaxed);
 
 	if (stamp == 0) {
-		atomic_compare_exchange_strong_explicit(
-			&st->window_stamp_ns, &stamp, now_ns,
-			memory_order_relaxed, memory_order_relaxed);
+		atomic_compare_exchange_strong_explicit(&st->window_stamp_ns, &stamp, now_ns, memory_order_relaxed,
+		                                        memory_order_relaxed);
 	} else if (now_ns - stamp >= MTD_LB_WINDOW_SLIDE_NS &&
-	           atomic_compare_exchange_strong_explicit(
-			   &st->window_stamp_ns, &stamp, now_ns,
-			   memory_order_relaxed, memory_order_relaxed)) {
-		uint64_t s = atomic_load_explicit(&st->window_sum_us,
-		                                  memory_order_relaxed);
-		uint64_t c = atomic_load_explicit(&st->window_count,
-		                                  memory_order_relaxed);
+	           atomic_compare_exchange_strong_explicit(&st->window_stamp_ns, &stamp, now_ns, memory_order_relaxed,
+	                                                   memory_order_relaxed)) {
+		uint64_t s = atomic_load_explicit(&st->window_sum_us, memory_order_relaxed);
+		uint64_t c = atomic_load_explicit(&st->window_count, memory_order_relaxed);
 
-		atomic_fetch_sub_explicit(&st->window_sum_us, s / 2,
-		                          memory_order_relaxed);
-		atomic_fetch_sub_explicit(&st->window_count, c / 2,
-		                          memory_order_relaxed);
+		atomic_fetch_sub_explicit(&st->window_sum_us, s / 2, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&st->window_count, c / 2, memory_order_relaxed);
 	}
-	atomic_fetch_add_explicit(&st->window_sum_us, (uint64_t)latency_us,
-	                          memory_order_relaxed);
+	atomic_fetch_add_explicit(&st->window_sum_us, (uint64_t)latency_us, memory_order_relaxed);
 	atomic_fetch_add_explicit(&st->window_count, 1, memory_order_relaxed);
 }
 
@@ -180,27 +162,22 @@ void mtd_lb_stats_begin(struct mtd_lb_stats *st)
 	atomic_fetch_add_explicit(&st->picks, 1, memory_order_relaxed);
 }
 
-void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res,
-                      int64_t now_ns, int64_t decay_ms)
+void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, int64_t now_ns, int64_t decay_ms)
 {
 	int64_t lat = res->latency_us > 0 ? res->latency_us : 0;
 
 	atomic_fetch_sub_explicit(&st->active, 1, memory_order_relaxed);
 	if (res->ok) {
 		atomic_fetch_add_explicit(&st->successes, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&st->latency_sum_us, (uint64_t)lat,
-		                          memory_order_relaxed);
-		atomic_fetch_add_explicit(&st->latency_count, 1,
-		                          memory_order_relaxed);
+		atomic_fetch_add_explicit(&st->latency_sum_us, (uint64_t)lat, memory_order_relaxed);
+		atomic_fetch_add_explicit(&st->latency_count, 1, memory_order_relaxed);
 		window_observe(st, lat, now_ns);
 		ewma_observe(st, (double)lat, now_ns, decay_ms);
 	} else {
 		/* issue 3, PEAK_EWMA: failures count as slow, so an instance
 		 * that fails fast does not look fast and attract traffic. */
 		double cost = mtd_lb_stats_ewma_us(st, now_ns, decay_ms);
-		double pen = fmax((double)lat,
-		                  fmax(MTD_LB_FAILURE_PENALTY_US,
-		                       MTD_LB_FAILURE_PENALTY_FACTOR * cost));
+		double pen = fmax((double)lat, fmax(MTD_LB_FAILURE_PENALTY_US, MTD_LB_FAILURE_PENALTY_FACTOR * cost));
 
 		atomic_fetch_add_explicit(&st->failures, 1, memory_order_relaxed);
 		ewma_observe(st, pen, now_ns, decay_ms);
@@ -214,8 +191,7 @@ void mtd_lb_call_begin(struct mtd_lb_picker *p, size_t idx)
 	mtd_lb_stats_begin(p->eps[idx].stats);
 }
 
-void mtd_lb_call_end(struct mtd_lb_picker *p, size_t idx,
-                     const struct mtd_lb_result *res, int64_t now_ns)
+void mtd_lb_call_end(struct mtd_lb_picker *p, size_t idx, const struct mtd_lb_result *res, int64_t now_ns)
 {
 	if (idx >= p->n)
 		return;

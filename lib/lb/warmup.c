@@ -17,8 +17,7 @@
 
 #include "lb/lb-impl.h"
 
-double mtd_lb__warm_weight(const struct mtd_lb_warmup *w,
-                           const struct mtd_lb_endpoint *ep, int64_t now_ms)
+double mtd_lb__warm_weight(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoint *ep, int64_t now_ms)
 {
 	double weight = (double)ep->weight;
 	double f, out;
@@ -55,8 +54,7 @@ double mtd_lb__warm_weight(const struct mtd_lb_warmup *w,
 	return out;
 }
 
-void mtd_lb__warm_span(const struct mtd_lb_warmup *w,
-                       const struct mtd_lb_endpoint *eps, size_t n,
+void mtd_lb__warm_span(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoint *eps, size_t n,
                        struct mtd_lb_warm_span *span)
 {
 	int64_t until = INT64_MIN;
@@ -75,9 +73,7 @@ void mtd_lb__warm_span(const struct mtd_lb_warmup *w,
 			oldest_done = INT64_MIN; /* an old endpoint: warm now */
 			continue;
 		}
-		done = eps[i].start_ms > INT64_MAX - w->duration_ms
-			       ? INT64_MAX
-			       : eps[i].start_ms + w->duration_ms;
+		done = eps[i].start_ms > INT64_MAX - w->duration_ms ? INT64_MAX : eps[i].start_ms + w->duration_ms;
 		if (done > until)
 			until = done;
 		if (done < oldest_done)

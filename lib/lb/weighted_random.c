@@ -18,9 +18,9 @@
 struct wrandom_state {
 	const struct mtd_lb_endpoint *eps;
 	size_t n;
-	bool uniform;          /* every positive weight equal: no table */
+	bool uniform; /* every positive weight equal: no table */
 	size_t m;
-	uint32_t *pos;         /* positive-weight indices, else all */
+	uint32_t *pos; /* positive-weight indices, else all */
 	struct mtd_lb_alias alias;
 	struct mtd_lb_warmup warmup;
 	struct mtd_lb_warm_span span;
@@ -37,9 +37,8 @@ static void wrandom_destroy(void *state)
 	free(s);
 }
 
-static int wrandom_init(const struct mtd_lb_config *cfg,
-                        const struct mtd_lb_endpoint *eps, size_t n,
-                        const void *prev, void **out)
+static int wrandom_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                        void **out)
 {
 	struct wrandom_state *s;
 	double *w = NULL;
@@ -86,8 +85,7 @@ static int wrandom_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	uint64_t *rng = mtd_lb__rng(ctx);
 
 	if (mtd_lb__warming(&s->span, ctx->now_ms))
-		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n,
-		                            ctx);
+		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
 	if (s->uniform) {
 		int i = mtd_lb__uniform_list(s->pos, s->m, ctx);
 
@@ -107,9 +105,9 @@ static int wrandom_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 }
 
 const struct mtd_lb_ops mtd_lb_ops_weighted_random = {
-	.name = "WEIGHTED_RANDOM",
-	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
-	.init = wrandom_init,
-	.pick = wrandom_pick,
-	.destroy = wrandom_destroy,
+        .name = "WEIGHTED_RANDOM",
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
+        .init = wrandom_init,
+        .pick = wrandom_pick,
+        .destroy = wrandom_destroy,
 };

@@ -33,9 +33,9 @@ struct wrt_state {
 	size_t n;
 	size_t m;
 	uint32_t *pos;
-	_Atomic uint64_t *cum;   /* cumulative fixed-point weights */
+	_Atomic uint64_t *cum; /* cumulative fixed-point weights */
 	/* Control thread only (init, tick): */
-	double *avg_us;          /* 0 = no data */
+	double *avg_us; /* 0 = no data */
 	uint64_t *seen_sum, *seen_count, *seen_fail;
 	double *scratch;
 	int64_t last_tick_ms;
@@ -76,8 +76,7 @@ static void publish(struct wrt_state *s, int64_t now_ms)
 	}
 	mean_inv = sum_inv / (double)with_data;
 	for (size_t i = 0; i < s->n; i++) {
-		double w = mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i],
-		                             now_ms);
+		double w = mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i], now_ms);
 
 		if (w > 0.0)
 			w *= s->avg_us[i] > 0.0 ? 1.0 / s->avg_us[i] : mean_inv;
@@ -86,33 +85,25 @@ static void publish(struct wrt_state *s, int64_t now_ms)
 	}
 	for (size_t i = 0; i < s->n; i++) {
 		acc += s->scratch[i];
-		atomic_store_explicit(&s->cum[i],
-		                      (uint64_t)(acc / total * FIXED_TOTAL),
-		                      memory_order_relaxed);
+		atomic_store_explicit(&s->cum[i], (uint64_t)(acc / total * FIXED_TOTAL), memory_order_relaxed);
 	}
-	atomic_store_explicit(&s->total,
-	                      atomic_load_explicit(&s->cum[s->n - 1],
-	                                           memory_order_relaxed),
+	atomic_store_explicit(&s->total, atomic_load_explicit(&s->cum[s->n - 1], memory_order_relaxed),
 	                      memory_order_release);
 }
 
-static int wrt_init(const struct mtd_lb_config *cfg,
-                    const struct mtd_lb_endpoint *eps, size_t n,
-                    const void *prev, void **out)
+static int wrt_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                    void **out)
 {
 	struct wrt_state *s;
 
-	s = aligned_alloc(MTD_LB_CACHELINE,
-	                  (sizeof(*s) + MTD_LB_CACHELINE - 1) /
-	                          MTD_LB_CACHELINE * MTD_LB_CACHELINE);
+	s = aligned_alloc(MTD_LB_CACHELINE, (sizeof(*s) + MTD_LB_CACHELINE - 1) / MTD_LB_CACHELINE * MTD_LB_CACHELINE);
 	if (s == NULL)
 		goto fail;
 	*s = (struct wrt_state){
-		.eps = eps,
-		.n = n,
-		.decay_ms = cfg->decay_ms > 0 ? cfg->decay_ms
-		                              : MTD_LB_DEFAULT_DECAY_MS,
-		.warmup = cfg->warmup,
+	        .eps = eps,
+	        .n = n,
+	        .decay_ms = cfg->decay_ms > 0 ? cfg->decay_ms : MTD_LB_DEFAULT_DECAY_MS,
+	        .warmup = cfg->warmup,
 	};
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	s->pos = mtd_lb__positive_list(eps, n, &s->m);
@@ -122,8 +113,7 @@ static int wrt_init(const struct mtd_lb_config *cfg,
 	s->seen_count = calloc(n, sizeof(*s->seen_count));
 	s->seen_fail = calloc(n, sizeof(*s->seen_fail));
 	s->scratch = calloc(n, sizeof(*s->scratch));
-	if (s->pos == NULL || s->cum == NULL || s->avg_us == NULL ||
-	    s->seen_sum == NULL || s->seen_count == NULL ||
+	if (s->pos == NULL || s->cum == NULL || s->avg_us == NULL || s->seen_sum == NULL || s->seen_count == NULL ||
 	    s->seen_fail == NULL || s->scratch == NULL)
 		goto free_state;
 	for (size_t i = 0; i < n; i++) {
@@ -136,8 +126,7 @@ static int wrt_init(const struct mtd_lb_config *cfg,
 		s->seen_count[i] = cnt;
 		s->seen_fail[i] = fail;
 		if (cnt + fail > 0)
-			s->avg_us[i] = fmax(1.0, ((double)sum + (double)fail *
-			                          MTD_LB_FAILURE_PENALTY_US) /
+			s->avg_us[i] = fmax(1.0, ((double)sum + (double)fail * MTD_LB_FAILURE_PENALTY_US) /
 			                                 (double)(cnt + fail));
 	}
 	atomic_init(&s->rr, mtd_lb__entropy());
@@ -161,12 +150,9 @@ static void wrt_tick(void *state, int64_t now_ms, int64_t now_ns)
 	s->last_tick_ms = now_ms;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct mtd_lb_stats *st = s->eps[i].stats;
-		uint64_t sum = atomic_load_explicit(&st->latency_sum_us,
-		                                    memory_order_relaxed);
-		uint64_t cnt = atomic_load_explicit(&st->latency_count,
-		                                    memory_order_relaxed);
-		uint64_t fail = atomic_load_explicit(&st->failures,
-		                                     memory_order_relaxed);
+		uint64_t sum = atomic_load_explicit(&st->latency_sum_us, memory_order_relaxed);
+		uint64_t cnt = atomic_load_explicit(&st->latency_count, memory_order_relaxed);
+		uint64_t fail = atomic_load_explicit(&st->failures, memory_order_relaxed);
 		uint64_t ds = sum - s->seen_sum[i], dc = cnt - s->seen_count[i];
 		uint64_t df = fail - s->seen_fail[i];
 		double sample;
@@ -176,11 +162,8 @@ static void wrt_tick(void *state, int64_t now_ms, int64_t now_ns)
 		s->seen_fail[i] = fail;
 		if (dc + df == 0)
 			continue;
-		sample = fmax(1.0, ((double)ds + (double)df *
-		                    MTD_LB_FAILURE_PENALTY_US) / (double)(dc + df));
-		s->avg_us[i] = s->avg_us[i] > 0.0
-			               ? s->avg_us[i] + alpha * (sample - s->avg_us[i])
-			               : sample;
+		sample = fmax(1.0, ((double)ds + (double)df * MTD_LB_FAILURE_PENALTY_US) / (double)(dc + df));
+		s->avg_us[i] = s->avg_us[i] > 0.0 ? s->avg_us[i] + alpha * (sample - s->avg_us[i]) : sample;
 	}
 	publish(s, now_ms);
 }
@@ -193,8 +176,7 @@ static int wrt_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 
 	if (total == 0) {
 		/* Ribbon: round robin until the first weights exist. */
-		uint64_t c = atomic_fetch_add_explicit(&s->rr, 1,
-		                                       memory_order_relaxed);
+		uint64_t c = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed);
 
 		for (size_t k = 0; k < s->m; k++) {
 			uint32_t i = s->pos[(c + k) % s->m];
@@ -202,8 +184,7 @@ static int wrt_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 			if (!mtd_lb__excluded(ctx, i))
 				return (int)i;
 		}
-		return mtd_lb__wrandom_slow(&mtd_lb__no_warmup, &mtd_lb__no_span,
-		                            s->eps, s->n, ctx);
+		return mtd_lb__wrandom_slow(&mtd_lb__no_warmup, &mtd_lb__no_span, s->eps, s->n, ctx);
 	}
 	for (int probe = 0; probe < 8; probe++) {
 		uint64_t r = mtd_lb__below(rng, total);
@@ -212,8 +193,7 @@ static int wrt_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 		while (lo < hi) {
 			size_t mid = lo + (hi - lo) / 2;
 
-			if (atomic_load_explicit(&s->cum[mid],
-			                         memory_order_relaxed) > r)
+			if (atomic_load_explicit(&s->cum[mid], memory_order_relaxed) > r)
 				hi = mid;
 			else
 				lo = mid + 1;
@@ -228,10 +208,10 @@ static int wrt_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 }
 
 const struct mtd_lb_ops mtd_lb_ops_weighted_response_time = {
-	.name = "WEIGHTED_RESPONSE_TIME",
-	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP | MTD_LB_CAP_DECAY,
-	.init = wrt_init,
-	.pick = wrt_pick,
-	.tick = wrt_tick,
-	.destroy = wrt_destroy,
+        .name = "WEIGHTED_RESPONSE_TIME",
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP | MTD_LB_CAP_DECAY,
+        .init = wrt_init,
+        .pick = wrt_pick,
+        .tick = wrt_tick,
+        .destroy = wrt_destroy,
 };

@@ -25,7 +25,7 @@
 
 #include "lb/lb-impl.h"
 
-#define MAX_CYCLE (1u << 20)
+#define MAX_CYCLE     (1u << 20)
 #define SMOOTH_BUDGET (1u << 26)
 
 struct wrr_state {
@@ -84,7 +84,7 @@ static void edf_sift_down(struct edf *e, size_t i)
 
 static int build_cycle(struct wrr_state *s)
 {
-	struct edf e = { 0 };
+	struct edf e = {0};
 	uint64_t g = 0, total = 0;
 	int rc = -ENOMEM;
 	bool any_positive = false;
@@ -99,10 +99,7 @@ static int build_cycle(struct wrr_state *s)
 	for (size_t i = 0; i < s->n; i++) {
 		/* Drained endpoints have no turn unless everyone is drained,
 		 * then everyone has weight 1 (lb-impl.h "last resort"). */
-		e.w[i] = any_positive ? (s->eps[i].weight > 0
-		                                 ? (uint64_t)s->eps[i].weight
-		                                 : 0)
-		                      : 1;
+		e.w[i] = any_positive ? (s->eps[i].weight > 0 ? (uint64_t)s->eps[i].weight : 0) : 1;
 		if (e.w[i] > 0)
 			g = gcd64(g, e.w[i]);
 	}
@@ -117,8 +114,7 @@ static int build_cycle(struct wrr_state *s)
 		for (size_t i = 0; i < s->n; i++) {
 			if (e.w[i] == 0)
 				continue;
-			e.w[i] = (uint64_t)((double)e.w[i] * (double)cap /
-			                    (double)total);
+			e.w[i] = (uint64_t)((double)e.w[i] * (double)cap / (double)total);
 			if (e.w[i] == 0)
 				e.w[i] = 1;
 			t2 += e.w[i];
@@ -180,26 +176,22 @@ static void wrr_destroy(void *state)
 	free(s);
 }
 
-static int wrr_init(const struct mtd_lb_config *cfg,
-                    const struct mtd_lb_endpoint *eps, size_t n,
-                    const void *prev, void **out)
+static int wrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                    void **out)
 {
 	const struct wrr_state *old = prev;
 	struct wrr_state *s;
 	int rc;
 
-	s = aligned_alloc(MTD_LB_CACHELINE,
-	                  (sizeof(*s) + MTD_LB_CACHELINE - 1) /
-	                          MTD_LB_CACHELINE * MTD_LB_CACHELINE);
+	s = aligned_alloc(MTD_LB_CACHELINE, (sizeof(*s) + MTD_LB_CACHELINE - 1) / MTD_LB_CACHELINE * MTD_LB_CACHELINE);
 	if (s == NULL)
 		return -ENOMEM;
-	*s = (struct wrr_state){ .eps = eps, .n = n, .warmup = cfg->warmup };
+	*s = (struct wrr_state){.eps = eps, .n = n, .warmup = cfg->warmup};
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	rc = build_cycle(s);
 	if (rc != 0)
 		goto free_state;
-	atomic_init(&s->next, old != NULL ? atomic_load(&old->next)
-	                                  : mtd_lb__entropy());
+	atomic_init(&s->next, old != NULL ? atomic_load(&old->next) : mtd_lb__entropy());
 	*out = s;
 	return 0;
 
@@ -208,19 +200,16 @@ free_state:
 	return rc;
 }
 
-static int warming_pick(struct wrr_state *s, const struct mtd_lb_pick_ctx *ctx,
-                        uint64_t c)
+static int warming_pick(struct wrr_state *s, const struct mtd_lb_pick_ctx *ctx, uint64_t c)
 {
 	double total = 0.0, x;
 	int last = -1;
 
 	for (size_t i = 0; i < s->n; i++)
 		if (!mtd_lb__excluded(ctx, i))
-			total += mtd_lb__weight_at(&s->warmup, &s->span,
-			                           &s->eps[i], ctx->now_ms);
+			total += mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i], ctx->now_ms);
 	if (!(total > 0.0))
-		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n,
-		                            ctx);
+		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
 	/* Weyl sequence c * (golden ratio - 1) mod 1, as 64-bit fixed point. */
 	x = (double)(c * 0x9e3779b97f4a7c15ULL >> 11) * 0x1.0p-53 * total;
 	for (size_t i = 0; i < s->n; i++) {
@@ -228,8 +217,7 @@ static int warming_pick(struct wrr_state *s, const struct mtd_lb_pick_ctx *ctx,
 
 		if (mtd_lb__excluded(ctx, i))
 			continue;
-		w = mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i],
-		                      ctx->now_ms);
+		w = mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i], ctx->now_ms);
 		if (w <= 0.0)
 			continue;
 		last = (int)i;
@@ -260,9 +248,9 @@ static int wrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 }
 
 const struct mtd_lb_ops mtd_lb_ops_weighted_round_robin = {
-	.name = "WEIGHTED_ROUND_ROBIN",
-	.caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
-	.init = wrr_init,
-	.pick = wrr_pick,
-	.destroy = wrr_destroy,
+        .name = "WEIGHTED_ROUND_ROBIN",
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
+        .init = wrr_init,
+        .pick = wrr_pick,
+        .destroy = wrr_destroy,
 };

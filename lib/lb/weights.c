@@ -7,10 +7,8 @@
 
 #include "lb/lb-impl.h"
 
-int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w,
-                         const struct mtd_lb_warm_span *span,
-                         const struct mtd_lb_endpoint *eps, size_t n,
-                         const struct mtd_lb_pick_ctx *ctx)
+int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w, const struct mtd_lb_warm_span *span,
+                         const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_pick_ctx *ctx)
 {
 	uint64_t *rng = mtd_lb__rng(ctx);
 	double total = 0.0, r;
@@ -54,13 +52,12 @@ int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w,
 }
 
 const struct mtd_lb_warm_span mtd_lb__no_span = {
-	.ramp_until_ms = INT64_MIN,
-	.apply_from_ms = INT64_MAX,
+        .ramp_until_ms = INT64_MIN,
+        .apply_from_ms = INT64_MAX,
 };
-const struct mtd_lb_warmup mtd_lb__no_warmup = { .duration_ms = 0 };
+const struct mtd_lb_warmup mtd_lb__no_warmup = {.duration_ms = 0};
 
-int mtd_lb__uniform_list_other(const uint32_t *list, size_t m,
-                               const struct mtd_lb_pick_ctx *ctx, int avoid)
+int mtd_lb__uniform_list_other(const uint32_t *list, size_t m, const struct mtd_lb_pick_ctx *ctx, int avoid)
 {
 	uint64_t *rng = mtd_lb__rng(ctx);
 	size_t eligible = 0, k, span = m;
@@ -99,14 +96,12 @@ int mtd_lb__uniform_list_other(const uint32_t *list, size_t m,
 	return -1;
 }
 
-int mtd_lb__uniform_list(const uint32_t *list, size_t m,
-                         const struct mtd_lb_pick_ctx *ctx)
+int mtd_lb__uniform_list(const uint32_t *list, size_t m, const struct mtd_lb_pick_ctx *ctx)
 {
 	return mtd_lb__uniform_list_other(list, m, ctx, -1);
 }
 
-uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n,
-                                size_t *m)
+uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n, size_t *m)
 {
 	uint32_t *list = calloc(n > 0 ? n : 1, sizeof(*list));
 	size_t k = 0;
@@ -123,8 +118,7 @@ uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n,
 	return list;
 }
 
-int mtd_lb__alias_build(struct mtd_lb_alias *a, const double *weights,
-                        size_t n)
+int mtd_lb__alias_build(struct mtd_lb_alias *a, const double *weights, size_t n)
 {
 	double total = 0.0, *scaled;
 	uint32_t *small, *large;
@@ -137,8 +131,7 @@ int mtd_lb__alias_build(struct mtd_lb_alias *a, const double *weights,
 	scaled = calloc(n, sizeof(*scaled));
 	small = calloc(n, sizeof(*small));
 	large = calloc(n, sizeof(*large));
-	if (a->threshold == NULL || a->alias == NULL || scaled == NULL ||
-	    small == NULL || large == NULL)
+	if (a->threshold == NULL || a->alias == NULL || scaled == NULL || small == NULL || large == NULL)
 		goto free_scratch;
 
 	for (size_t i = 0; i < n; i++) {
@@ -153,8 +146,7 @@ int mtd_lb__alias_build(struct mtd_lb_alias *a, const double *weights,
 	/* Vose: scale to mean 1, pair each under-full column with an
 	 * over-full one that tops it up. */
 	for (size_t i = 0; i < n; i++) {
-		scaled[i] = (weights[i] > 0.0 ? weights[i] : 0.0) *
-		            (double)n / total;
+		scaled[i] = (weights[i] > 0.0 ? weights[i] : 0.0) * (double)n / total;
 		a->alias[i] = (uint32_t)i;
 		if (scaled[i] < 1.0)
 			small[ns++] = (uint32_t)i;

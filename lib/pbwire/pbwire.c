@@ -28,8 +28,7 @@ enum rd {
 
 /* Protobuf encoding spec "Base 128 Varints": at most 10 bytes, the 10th
  * may only carry the top bit of a 64-bit value. */
-static enum rd read_varint(const uint8_t *p, size_t *pos, size_t end,
-                           uint64_t *v)
+static enum rd read_varint(const uint8_t *p, size_t *pos, size_t end, uint64_t *v)
 {
 	uint64_t x = 0;
 
@@ -50,8 +49,7 @@ static enum rd read_varint(const uint8_t *p, size_t *pos, size_t end,
 	return RD_BAD; /* unreachable: the 10th byte returns above */
 }
 
-static enum rd read_tag(const uint8_t *p, size_t *pos, size_t end,
-                        uint32_t *field, unsigned *wt)
+static enum rd read_tag(const uint8_t *p, size_t *pos, size_t end, uint32_t *field, unsigned *wt)
 {
 	uint64_t tag;
 	enum rd r = read_varint(p, pos, end, &tag);
@@ -59,16 +57,14 @@ static enum rd read_tag(const uint8_t *p, size_t *pos, size_t end,
 	if (r != RD_OK)
 		return r;
 	/* Field numbers are 1..2^29-1; wire types 6 and 7 do not exist. */
-	if ((tag >> 3) == 0 || (tag >> 3) > MTD_PBWIRE_MAX_FIELD ||
-	    (tag & 7) > 5)
+	if ((tag >> 3) == 0 || (tag >> 3) > MTD_PBWIRE_MAX_FIELD || (tag & 7) > 5)
 		return RD_BAD;
 	*field = (uint32_t)(tag >> 3);
 	*wt = (unsigned)(tag & 7);
 	return RD_OK;
 }
 
-static enum rd read_fixed(const uint8_t *p, size_t *pos, size_t end,
-                          unsigned nbytes, uint64_t *v)
+static enum rd read_fixed(const uint8_t *p, size_t *pos, size_t end, unsigned nbytes, uint64_t *v)
 {
 	uint64_t x = 0;
 
@@ -83,8 +79,7 @@ static enum rd read_fixed(const uint8_t *p, size_t *pos, size_t end,
 
 /* Skip the value of a field of wire type wt whose tag was just read.
  * For SGROUP, skip to the matching EGROUP of the same field number. */
-static enum rd skip_value(const uint8_t *p, size_t *pos, size_t end,
-                          uint32_t field, unsigned wt)
+static enum rd skip_value(const uint8_t *p, size_t *pos, size_t end, uint32_t field, unsigned wt)
 {
 	uint64_t v;
 	uint32_t open[MAX_GROUP_NESTING];
@@ -133,8 +128,7 @@ static enum rd skip_value(const uint8_t *p, size_t *pos, size_t end,
 	}
 }
 
-int mtd_pbwire_find(const uint8_t *msg, size_t len, bool complete,
-                    const uint32_t *path, size_t depth,
+int mtd_pbwire_find(const uint8_t *msg, size_t len, bool complete, const uint32_t *path, size_t depth,
                     struct mtd_pbwire_value *out)
 {
 	size_t pos[MTD_PBWIRE_MAX_DEPTH], end[MTD_PBWIRE_MAX_DEPTH];
@@ -142,8 +136,7 @@ int mtd_pbwire_find(const uint8_t *msg, size_t len, bool complete,
 	bool cut[MTD_PBWIRE_MAX_DEPTH];
 	size_t d = 0;
 
-	if (depth == 0 || depth > MTD_PBWIRE_MAX_DEPTH || out == NULL ||
-	    (msg == NULL && len > 0))
+	if (depth == 0 || depth > MTD_PBWIRE_MAX_DEPTH || out == NULL || (msg == NULL && len > 0))
 		return -EINVAL;
 	for (size_t i = 0; i < depth; i++)
 		if (path[i] == 0 || path[i] > MTD_PBWIRE_MAX_FIELD)
@@ -240,8 +233,7 @@ int mtd_pbwire_find(const uint8_t *msg, size_t len, bool complete,
 	}
 }
 
-int mtd_pbwire_find_grpc(const uint8_t *frame, size_t len, size_t lookahead,
-                         const uint32_t *path, size_t depth,
+int mtd_pbwire_find_grpc(const uint8_t *frame, size_t len, size_t lookahead, const uint32_t *path, size_t depth,
                          struct mtd_pbwire_value *out)
 {
 	uint32_t mlen;
@@ -255,8 +247,7 @@ int mtd_pbwire_find_grpc(const uint8_t *frame, size_t len, size_t lookahead,
 	 * (4 bytes, big-endian), Message. */
 	if (frame[0] != 0)
 		return -ENOTSUP;
-	mlen = (uint32_t)frame[1] << 24 | (uint32_t)frame[2] << 16 |
-	       (uint32_t)frame[3] << 8 | (uint32_t)frame[4];
+	mlen = (uint32_t)frame[1] << 24 | (uint32_t)frame[2] << 16 | (uint32_t)frame[3] << 8 | (uint32_t)frame[4];
 	have = len - 5;
 	want = mlen < lookahead ? mlen : lookahead;
 	if (have < want)
@@ -267,8 +258,7 @@ int mtd_pbwire_find_grpc(const uint8_t *frame, size_t len, size_t lookahead,
 	return mtd_pbwire_find(frame + 5, want, true, path, depth, out);
 }
 
-size_t mtd_pbwire_key_bytes(const struct mtd_pbwire_value *v,
-                            char buf[MTD_PBWIRE_NUMBUF], const uint8_t **key)
+size_t mtd_pbwire_key_bytes(const struct mtd_pbwire_value *v, char buf[MTD_PBWIRE_NUMBUF], const uint8_t **key)
 {
 	int n;
 
@@ -277,20 +267,17 @@ size_t mtd_pbwire_key_bytes(const struct mtd_pbwire_value *v,
 		*key = v->data;
 		return v->len;
 	case MTD_PBWIRE_VARINT:
-		n = snprintf(buf, MTD_PBWIRE_NUMBUF, "%lld",
-		             (long long)(int64_t)v->num);
+		n = snprintf(buf, MTD_PBWIRE_NUMBUF, "%lld", (long long)(int64_t)v->num);
 		break;
 	default:
-		n = snprintf(buf, MTD_PBWIRE_NUMBUF, "%llu",
-		             (unsigned long long)v->num);
+		n = snprintf(buf, MTD_PBWIRE_NUMBUF, "%llu", (unsigned long long)v->num);
 		break;
 	}
 	*key = (const uint8_t *)buf;
 	return n > 0 ? (size_t)n : 0;
 }
 
-int mtd_pbwire_path_parse(const char *text, uint32_t path[MTD_PBWIRE_MAX_DEPTH],
-                          size_t *depth)
+int mtd_pbwire_path_parse(const char *text, uint32_t path[MTD_PBWIRE_MAX_DEPTH], size_t *depth)
 {
 	size_t d = 0;
 	const char *p = text;
@@ -307,8 +294,7 @@ int mtd_pbwire_path_parse(const char *text, uint32_t path[MTD_PBWIRE_MAX_DEPTH],
 				return -EINVAL;
 			p++;
 		}
-		if (p == start || v == 0 || (*start == '0') ||
-		    d == MTD_PBWIRE_MAX_DEPTH)
+		if (p == start || v == 0 || (*start == '0') || d == MTD_PBWIRE_MAX_DEPTH)
 			return -EINVAL;
 		path[d++] = (uint32_t)v;
 		if (*p == '\0')

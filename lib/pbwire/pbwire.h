@@ -53,8 +53,7 @@ struct mtd_pbwire_value {
  * decimal, no sign, no leading zero, no spaces, 1..MTD_PBWIRE_MAX_DEPTH
  * elements). Returns 0, or -EINVAL (text NULL or malformed). For config
  * validation too. */
-int mtd_pbwire_path_parse(const char *text, uint32_t path[MTD_PBWIRE_MAX_DEPTH],
-                          size_t *depth);
+int mtd_pbwire_path_parse(const char *text, uint32_t path[MTD_PBWIRE_MAX_DEPTH], size_t *depth);
 
 /* Find the first occurrence of path[0..depth) in the message msg[0..len).
  * complete: msg holds the whole message (false: only its first len bytes
@@ -71,8 +70,7 @@ int mtd_pbwire_path_parse(const char *text, uint32_t path[MTD_PBWIRE_MAX_DEPTH],
  *  -EINVAL   bad arguments (depth 0 or > MTD_PBWIRE_MAX_DEPTH, field 0)
  * A field found before a malformation later in the message is returned:
  * the scan stops at the first match. */
-int mtd_pbwire_find(const uint8_t *msg, size_t len, bool complete,
-                    const uint32_t *path, size_t depth,
+int mtd_pbwire_find(const uint8_t *msg, size_t len, bool complete, const uint32_t *path, size_t depth,
                     struct mtd_pbwire_value *out);
 
 /* The same on gRPC data as received: frame[0..len) starts with the first
@@ -83,8 +81,7 @@ int mtd_pbwire_find(const uint8_t *msg, size_t len, bool complete,
  * Extra returns: -EAGAIN also when fewer than 5 bytes are there, or fewer
  * than min(message length, lookahead); -ENOTSUP for a compressed message
  * (the key cannot be read: treat it as absent). */
-int mtd_pbwire_find_grpc(const uint8_t *frame, size_t len, size_t lookahead,
-                         const uint32_t *path, size_t depth,
+int mtd_pbwire_find_grpc(const uint8_t *frame, size_t len, size_t lookahead, const uint32_t *path, size_t depth,
                          struct mtd_pbwire_value *out);
 
 /* The bytes to hash for a found value, so that a field and a header with
@@ -97,7 +94,6 @@ int mtd_pbwire_find_grpc(const uint8_t *frame, size_t len, size_t lookahead,
  *   I32/I64 the decimal text of the unsigned little-endian value
  *           (fixed32/fixed64; a float/double prints its bit pattern)
  * Numbers are written to buf. Sets *key and returns the length. */
-size_t mtd_pbwire_key_bytes(const struct mtd_pbwire_value *v,
-                            char buf[MTD_PBWIRE_NUMBUF], const uint8_t **key);
+size_t mtd_pbwire_key_bytes(const struct mtd_pbwire_value *v, char buf[MTD_PBWIRE_NUMBUF], const uint8_t **key);
 
 #endif

@@ -8,15 +8,15 @@
 #include "route/route.h"
 
 struct route_slot {
-	const char *name;   /* NULL = empty */
+	const char *name; /* NULL = empty */
 	size_t len;
 	int index;
 };
 
 struct mtd_route_table {
 	struct route_slot *slots;
-	size_t mask;        /* capacity - 1, capacity a power of two >= 2n */
-	int catch_all;      /* index of "*", or -1 */
+	size_t mask;   /* capacity - 1, capacity a power of two >= 2n */
+	int catch_all; /* index of "*", or -1 */
 };
 
 static uint64_t name_hash(const char *s, size_t len)
@@ -81,7 +81,7 @@ struct mtd_route_table *mtd_route_table_new(const char *const *names, size_t n)
 		size_t s = name_hash(names[i], len) & t->mask;
 		while (t->slots[s].name)
 			s = (s + 1) & t->mask;
-		t->slots[s] = (struct route_slot){ names[i], len, (int)i };
+		t->slots[s] = (struct route_slot){names[i], len, (int)i};
 	}
 	return t;
 }

@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct mtd_cfg *cfg = NULL;
-	struct mtd_cfg_errors errs = { 0 };
+	struct mtd_cfg_errors errs = {0};
 
 	mtd_cfg__numeric_hosts_only(true);
 	mtd_cfg_load_buffer("fuzz", data, size, MTD_CFG_FORMAT_AUTO, &cfg, &errs);

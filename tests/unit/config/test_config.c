@@ -48,9 +48,8 @@ static char *slurp(const char *path, size_t *len)
 static struct mtd_cfg *load_ok(const char *yaml)
 {
 	struct mtd_cfg *cfg = NULL;
-	struct mtd_cfg_errors errs = { 0 };
-	int rc = mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml),
-	                             MTD_CFG_FORMAT_AUTO, &cfg, &errs);
+	struct mtd_cfg_errors errs = {0};
+	int rc = mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_AUTO, &cfg, &errs);
 
 	for (size_t i = 0; i < errs.n; i++)
 		fprintf(stderr, "unexpected: %s\n", errs.msgs[i]);
@@ -71,11 +70,11 @@ static bool matches(const char *msg, const char *want)
 	return strcmp(msg, want) == 0;
 }
 
-static void expect_errors_fmt(const char *name, const void *data, size_t len,
-                              enum mtd_cfg_format fmt, const char *const *want)
+static void expect_errors_fmt(const char *name, const void *data, size_t len, enum mtd_cfg_format fmt,
+                              const char *const *want)
 {
 	struct mtd_cfg *cfg = (struct mtd_cfg *)1;
-	struct mtd_cfg_errors errs = { 0 };
+	struct mtd_cfg_errors errs = {0};
 	int rc = mtd_cfg_load_buffer(name, data, len, fmt, &cfg, &errs);
 
 	ck_assert_int_eq(rc, -EINVAL);
@@ -97,7 +96,7 @@ static void expect_errors_fmt(const char *name, const void *data, size_t len,
 
 static void expect_error(const char *yaml, const char *want)
 {
-	const char *const list[] = { want, NULL };
+	const char *const list[] = {want, NULL};
 
 	expect_errors_fmt("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML, list);
 }
@@ -106,9 +105,8 @@ static void expect_error(const char *yaml, const char *want)
 static void expect_only(const char *yaml, const char *want)
 {
 	struct mtd_cfg *cfg = (struct mtd_cfg *)1;
-	struct mtd_cfg_errors errs = { 0 };
-	int rc = mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml),
-	                             MTD_CFG_FORMAT_YAML, &cfg, &errs);
+	struct mtd_cfg_errors errs = {0};
+	int rc = mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML, &cfg, &errs);
 
 	for (size_t i = 0; i < errs.n; i++)
 		if (errs.n != 1 || !matches(errs.msgs[i], want))
@@ -135,18 +133,16 @@ static void assert_pickers_build(const struct mtd_cfg *cfg)
 		ck_assert_ptr_nonnull(st);
 		for (size_t i = 0; i < svc->n_endpoints; i++)
 			eps[i] = (struct mtd_lb_endpoint){
-				.id = svc->endpoints[i].addr.text,
-				.weight = svc->endpoints[i].weight,
-				.stats = &st[i],
+			        .id = svc->endpoints[i].addr.text,
+			        .weight = svc->endpoints[i].weight,
+			        .stats = &st[i],
 			};
 		p = mtd_lb_picker_new(&svc->lb, eps, svc->n_endpoints, NULL);
 		ck_assert_msg(p != NULL, "service %s: no picker", svc->name);
 		mtd_lb_picker_free(p);
 		for (size_t m = 0; m < svc->n_methods; m++) {
-			p = mtd_lb_picker_new(&svc->methods[m].lb, eps,
-			                      svc->n_endpoints, NULL);
-			ck_assert_msg(p != NULL, "method %s: no picker",
-			              svc->methods[m].name);
+			p = mtd_lb_picker_new(&svc->methods[m].lb, eps, svc->n_endpoints, NULL);
+			ck_assert_msg(p != NULL, "method %s: no picker", svc->methods[m].name);
 			mtd_lb_picker_free(p);
 		}
 		free(st);
@@ -161,30 +157,26 @@ START_TEST(err_unknown_key)
 	expect_error("services:\n"
 	             "  - name: \"*\"\n"
 	             "    lb:\n"
-	             "      polcy: ROUND_ROBIN\n"
-	             EP,
+	             "      polcy: ROUND_ROBIN\n" EP,
 	             "t.yaml:4:7: services[0].lb.polcy: unknown field (expected one "
 	             "of policy, choice_count, active_request_bias, ring_points, "
 	             "table_size, bounded_load_factor, decay)");
 	{
 		static const char json[] = "{\n  \"workers\": 1,\n  \"listn\": \"x\"\n}";
-		static const char *const want[] = {
-			"t.json:3:3: listn: unknown field (expected one of listen, admin, "
-			"workers, services, downstream, drain_timeout)", NULL
-		};
+		static const char *const want[] = {"t.json:3:3: listn: unknown field (expected one of listen, admin, "
+		                                   "workers, services, downstream, drain_timeout)",
+		                                   NULL};
 
 		expect_errors_fmt("t.json", json, strlen(json), MTD_CFG_FORMAT_AUTO, want);
 	}
-	expect_error("listn: \"127.0.0.1:1\"\n",
-	             "t.yaml:1:1: listn: unknown field (expected one of listen, "
-	             "admin, workers, services, downstream, drain_timeout)");
+	expect_error("listn: \"127.0.0.1:1\"\n", "t.yaml:1:1: listn: unknown field (expected one of listen, "
+	                                         "admin, workers, services, downstream, drain_timeout)");
 }
 END_TEST
 
 START_TEST(err_duplicate_key)
 {
-	expect_error("workers: 1\nworkers: 2\n",
-	             "t.yaml:2:1: workers: duplicate key (first at line 1)");
+	expect_error("workers: 1\nworkers: 2\n", "t.yaml:2:1: workers: duplicate key (first at line 1)");
 	/* snake_case and lowerCamel name the same field */
 	expect_error("drain_timeout: 1s\ndrainTimeout: 2s\n",
 	             "t.yaml:2:1: drain_timeout: duplicate key (first at line 1)");
@@ -193,8 +185,7 @@ END_TEST
 
 START_TEST(err_wrong_type)
 {
-	expect_error("workers: many\n",
-	             "t.yaml:1:10: workers: expected an integer (uint32), got \"many\"");
+	expect_error("workers: many\n", "t.yaml:1:10: workers: expected an integer (uint32), got \"many\"");
 	expect_error("listen: [a]\n", "t.yaml:1:9: listen: expected a scalar, got a list");
 	expect_error("services:\n"
 	             "  - name: \"*\"\n"
@@ -205,8 +196,7 @@ START_TEST(err_wrong_type)
 	expect_error("services:\n"
 	             "  - name: \"*\"\n"
 	             "    hash_key: {header: x, on_missing: FAIL}\n"
-	             "    lb: {policy: CONSISTENT_HASH, bounded_load_factor: high}\n"
-	             EP,
+	             "    lb: {policy: CONSISTENT_HASH, bounded_load_factor: high}\n" EP,
 	             "t.yaml:4:56: services[0].lb.bounded_load_factor: expected a "
 	             "number, got \"high\"");
 }
@@ -217,41 +207,34 @@ START_TEST(err_bad_enum)
 	expect_error("services:\n"
 	             "  - name: \"*\"\n"
 	             "    lb:\n"
-	             "      policy: ROUND_ROBBIN\n"
-	             EP,
+	             "      policy: ROUND_ROBBIN\n" EP,
 	             "t.yaml:4:15: services[0].lb.policy: unknown value \"ROUND_ROBBIN\" "
 	             "(expected one of POLICY_UNSPECIFIED, RANDOM, WEIGHTED_RANDOM, "
 	             "ROUND_ROBIN, *");
 	expect_error("services:\n"
 	             "  - name: \"*\"\n"
-	             "    lb: {policy: 99}\n"
-	             EP,
+	             "    lb: {policy: 99}\n" EP,
 	             "t.yaml:3:18: services[0].lb.policy: unknown value \"99\" *");
 }
 END_TEST
 
 START_TEST(err_bad_duration)
 {
-	expect_error("drain_timeout: 10\n",
-	             "t.yaml:1:16: drain_timeout: bad duration \"10\": missing unit "
-	             "(e.g. \"10s\", \"250ms\")");
-	expect_error("drain_timeout: 10parsecs\n",
-	             "t.yaml:1:16: drain_timeout: bad duration \"10parsecs\": unknown "
-	             "unit (use h, m, s, ms, us or ns)");
-	expect_error("drain_timeout: -1s\n",
-	             "t.yaml:1:16: drain_timeout: must not be negative");
+	expect_error("drain_timeout: 10\n", "t.yaml:1:16: drain_timeout: bad duration \"10\": missing unit "
+	                                    "(e.g. \"10s\", \"250ms\")");
+	expect_error("drain_timeout: 10parsecs\n", "t.yaml:1:16: drain_timeout: bad duration \"10parsecs\": unknown "
+	                                           "unit (use h, m, s, ms, us or ns)");
+	expect_error("drain_timeout: -1s\n", "t.yaml:1:16: drain_timeout: must not be negative");
 	expect_error("services:\n"
 	             "  - name: \"*\"\n"
 	             "    upstream:\n"
-	             "      connect_timeout: fast\n"
-	             EP,
+	             "      connect_timeout: fast\n" EP,
 	             "t.yaml:4:24: services[0].upstream.connect_timeout: bad duration "
 	             "\"fast\": expected a number followed by a unit, e.g. \"10s\", "
 	             "\"250ms\"");
 	expect_error("services:\n"
 	             "  - name: \"*\"\n"
-	             "    upstream: {connect_timeout: 0s}\n"
-	             EP,
+	             "    upstream: {connect_timeout: 0s}\n" EP,
 	             "t.yaml:3:33: services[0].upstream.connect_timeout: must be at "
 	             "least 1ms");
 }
@@ -259,15 +242,11 @@ END_TEST
 
 START_TEST(err_out_of_range)
 {
-	expect_error("workers: 4294967296\n",
-	             "t.yaml:1:10: workers: value 4294967296 out of range for uint32 "
-	             "(0..4294967295)");
-	expect_error("workers: -1\n",
-	             "t.yaml:1:10: workers: negative value -1 for an unsigned field (uint32)");
-	expect_error("workers: 1.5\n",
-	             "t.yaml:1:10: workers: expected an integer (uint32), got \"1.5\"");
-	expect_error("workers: 2000\n",
-	             "t.yaml:1:10: workers: must be at most 1024 (0 = one per CPU)");
+	expect_error("workers: 4294967296\n", "t.yaml:1:10: workers: value 4294967296 out of range for uint32 "
+	                                      "(0..4294967295)");
+	expect_error("workers: -1\n", "t.yaml:1:10: workers: negative value -1 for an unsigned field (uint32)");
+	expect_error("workers: 1.5\n", "t.yaml:1:10: workers: expected an integer (uint32), got \"1.5\"");
+	expect_error("workers: 2000\n", "t.yaml:1:10: workers: must be at most 1024 (0 = one per CPU)");
 	expect_error("downstream:\n"
 	             "  initial_window_size: 2147483648\n",
 	             "t.yaml:2:24: downstream.initial_window_size: must be at most "
@@ -291,18 +270,14 @@ START_TEST(err_bad_address)
 	             "      - address: \"127.0.0.1\"\n",
 	             "t.yaml:4:18: services[0].endpoints[0].address: bad address "
 	             "\"127.0.0.1\": expected \"HOST:PORT\"");
-	expect_error("listen: \"::1:50051\"\n",
-	             "t.yaml:1:9: listen: bad address \"::1:50051\": an IPv6 address "
-	             "must be in brackets, e.g. \"[::1]:50051\"");
-	expect_error("listen: \"127.0.0.1:0\"\n",
-	             "t.yaml:1:9: listen: bad address \"127.0.0.1:0\": port must be "
-	             "a number in 1..65535");
-	expect_error("listen: \"127.0.0.1:65536\"\n",
-	             "t.yaml:1:9: listen: bad address \"127.0.0.1:65536\": port must "
-	             "be a number in 1..65535");
-	expect_error("admin: \"[::1:80\"\n",
-	             "t.yaml:1:8: admin: bad address \"[::1:80\": missing ']' after "
-	             "the IPv6 address");
+	expect_error("listen: \"::1:50051\"\n", "t.yaml:1:9: listen: bad address \"::1:50051\": an IPv6 address "
+	                                        "must be in brackets, e.g. \"[::1]:50051\"");
+	expect_error("listen: \"127.0.0.1:0\"\n", "t.yaml:1:9: listen: bad address \"127.0.0.1:0\": port must be "
+	                                          "a number in 1..65535");
+	expect_error("listen: \"127.0.0.1:65536\"\n", "t.yaml:1:9: listen: bad address \"127.0.0.1:65536\": port must "
+	                                              "be a number in 1..65535");
+	expect_error("admin: \"[::1:80\"\n", "t.yaml:1:8: admin: bad address \"[::1:80\": missing ']' after "
+	                                     "the IPv6 address");
 	expect_error("listen: \"127.0.0.1:9\"\nadmin: \"127.0.0.1:9\"\n",
 	             "t.yaml:2:8: admin: \"127.0.0.1:9\" is also the listen address");
 	{
@@ -311,23 +286,28 @@ START_TEST(err_bad_address)
 
 		memset(host, 'a', 254);
 		host[254] = '\0';
-		snprintf(yaml, sizeof(yaml), "listen: \"%s:80\"\n"
-		         "services:\n  - name: a.B\n" EP, host);
-		snprintf(want, sizeof(want), "t.yaml:1:9: listen: bad address "
+		snprintf(yaml, sizeof(yaml),
+		         "listen: \"%s:80\"\n"
+		         "services:\n  - name: a.B\n" EP,
+		         host);
+		snprintf(want, sizeof(want),
+		         "t.yaml:1:9: listen: bad address "
 		         "\"%s:80\": host name longer than 253 characters "
-		         "(RFC 1035 §2.3.4: 255 octets)", host);
+		         "(RFC 1035 §2.3.4: 255 octets)",
+		         host);
 		expect_only(yaml, want);
 		/* the longest name passes the syntax (no DNS: numeric only) */
 		host[253] = '\0';
-		snprintf(yaml, sizeof(yaml), "listen: \"%s:80\"\n"
-		         "services:\n  - name: a.B\n" EP, host);
+		snprintf(yaml, sizeof(yaml),
+		         "listen: \"%s:80\"\n"
+		         "services:\n  - name: a.B\n" EP,
+		         host);
 		mtd_cfg__numeric_hosts_only(true);
 		expect_error(yaml, "t.yaml:1:9: listen: cannot resolve *");
 		mtd_cfg__numeric_hosts_only(false);
 	}
-	expect_error("admin: \"[nope]:80\"\n",
-	             "t.yaml:1:8: admin: bad address \"[nope]:80\": not an IPv6 "
-	             "address inside [ ]");
+	expect_error("admin: \"[nope]:80\"\n", "t.yaml:1:8: admin: bad address \"[nope]:80\": not an IPv6 "
+	                                       "address inside [ ]");
 }
 END_TEST
 
@@ -369,22 +349,18 @@ END_TEST
 START_TEST(err_bad_names)
 {
 	expect_error("services:\n"
-	             "  - name: \"pkg..Svc\"\n"
-	             EP,
+	             "  - name: \"pkg..Svc\"\n" EP,
 	             "t.yaml:2:11: services[0].name: \"pkg..Svc\" is not a "
 	             "fully-qualified gRPC service name (\"package.Service\") or \"*\"");
 	expect_error("services:\n"
-	             "  - name: \"/pkg.Svc/\"\n"
-	             EP,
+	             "  - name: \"/pkg.Svc/\"\n" EP,
 	             "t.yaml:2:11: services[0].name: \"/pkg.Svc/\" is not a *");
 	expect_error("services:\n"
 	             "  - endpoints: [{address: \"127.0.0.1:1\"}]\n",
 	             "t.yaml:2:5: services[0].name: is required (\"package.Service\" "
 	             "or \"*\")");
 	expect_error("services:\n"
-	             "  - name: a.B\n"
-	             EP
-	             "    methods: [{name: \"Get/Cart\"}]\n",
+	             "  - name: a.B\n" EP "    methods: [{name: \"Get/Cart\"}]\n",
 	             "t.yaml:4:22: services[0].methods[0].name: \"Get/Cart\" is not a "
 	             "valid method name");
 }
@@ -401,8 +377,7 @@ START_TEST(err_missing_endpoints)
 	             "    endpoints: []\n",
 	             "t.yaml:3:16: services[0].endpoints: a service needs at least "
 	             "one endpoint");
-	expect_error("listen: \"127.0.0.1:1\"\n",
-	             "t.yaml:1:1: services: at least one service is required");
+	expect_error("listen: \"127.0.0.1:1\"\n", "t.yaml:1:1: services: at least one service is required");
 }
 END_TEST
 
@@ -427,22 +402,20 @@ START_TEST(err_tls)
 	         "  - name: a.B\n"
 	         "    tls:\n"
 	         "      ca_file: %s/tests/unit/config/fixtures/certs/ca.pem\n"
-	         "      cert_file: %s/tests/unit/config/fixtures/certs/client.pem\n"
-	         EP, srcdir(), srcdir());
+	         "      cert_file: %s/tests/unit/config/fixtures/certs/client.pem\n" EP,
+	         srcdir(), srcdir());
 	expect_error(yaml, "t.yaml:5:18: services[0].tls.cert_file: cert_file and "
 	                   "key_file must be set together (mTLS)");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    tls:\n"
-	             "      ca_file: /nonexistent/ca.pem\n"
-	             EP,
+	             "      ca_file: /nonexistent/ca.pem\n" EP,
 	             "t.yaml:4:16: services[0].tls.ca_file: cannot read "
 	             "\"/nonexistent/ca.pem\": No such file or directory");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    tls:\n"
-	             "      server_name: x\n"
-	             EP,
+	             "      server_name: x\n" EP,
 	             "t.yaml:4:7: services[0].tls.ca_file: is required when tls is set");
 }
 END_TEST
@@ -452,14 +425,11 @@ START_TEST(err_hash_key_on_round_robin)
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    hash_key:\n"
-	             "      header: x-user\n"
-	             EP,
+	             "      header: x-user\n" EP,
 	             "t.yaml:4:7: services[0].hash_key: policy ROUND_ROBIN does not "
 	             "use a hash key");
 	expect_error("services:\n"
-	             "  - name: a.B\n"
-	             EP
-	             "    methods:\n"
+	             "  - name: a.B\n" EP "    methods:\n"
 	             "      - name: Get\n"
 	             "        hash_key: {field: \"1\"}\n",
 	             "t.yaml:6:19: services[0].methods[0].hash_key: policy ROUND_ROBIN "
@@ -472,14 +442,11 @@ START_TEST(err_hashing_without_key)
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    lb:\n"
-	             "      policy: CONSISTENT_HASH\n"
-	             EP,
+	             "      policy: CONSISTENT_HASH\n" EP,
 	             "t.yaml:4:15: services[0].lb.policy: policy CONSISTENT_HASH needs "
 	             "a hash_key (on the service or its methods)");
 	expect_error("services:\n"
-	             "  - name: a.B\n"
-	             EP
-	             "    methods:\n"
+	             "  - name: a.B\n" EP "    methods:\n"
 	             "      - name: Get\n"
 	             "        lb: {policy: MAGLEV}\n",
 	             "t.yaml:6:22: services[0].methods[0].lb.policy: policy MAGLEV "
@@ -493,32 +460,28 @@ START_TEST(err_hash_key_shape)
 	             "  - name: a.B\n"
 	             "    lb: {policy: CONSISTENT_HASH}\n"
 	             "    hash_key:\n"
-	             "      field: \"2..1\"\n"
-	             EP,
+	             "      field: \"2..1\"\n" EP,
 	             "t.yaml:5:14: services[0].hash_key.field: bad field path \"2..1\": "
 	             "expected field numbers separated by '.', e.g. \"2.1\"");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    lb: {policy: CONSISTENT_HASH}\n"
 	             "    hash_key:\n"
-	             "      field: \"0\"\n"
-	             EP,
+	             "      field: \"0\"\n" EP,
 	             "t.yaml:5:14: services[0].hash_key.field: bad field path \"0\": "
 	             "field number out of range 1..536870911");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    lb: {policy: CONSISTENT_HASH}\n"
 	             "    hash_key:\n"
-	             "      field: \"536870912\"\n"
-	             EP,
+	             "      field: \"536870912\"\n" EP,
 	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
 	             "\"536870912\": field number out of range 1..536870911");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    lb: {policy: CONSISTENT_HASH}\n"
 	             "    hash_key:\n"
-	             "      field: \"1.2.3.4.5.6.7.8.9\"\n"
-	             EP,
+	             "      field: \"1.2.3.4.5.6.7.8.9\"\n" EP,
 	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
 	             "\"1.2.3.4.5.6.7.8.9\": path deeper than 8 fields");
 	/* The data plane's extractor (mtd_pbwire_path_parse) decides; config
@@ -527,24 +490,21 @@ START_TEST(err_hash_key_shape)
 	             "  - name: a.B\n"
 	             "    lb: {policy: CONSISTENT_HASH}\n"
 	             "    hash_key:\n"
-	             "      field: \"2.01\"\n"
-	             EP,
+	             "      field: \"2.01\"\n" EP,
 	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
 	             "\"2.01\": field number \"01\" has a leading zero");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    lb: {policy: CONSISTENT_HASH}\n"
 	             "    hash_key:\n"
-	             "      field: \"2.\"\n"
-	             EP,
+	             "      field: \"2.\"\n" EP,
 	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
 	             "\"2.\": expected field numbers separated by '.', e.g. \"2.1\"");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    lb: {policy: CONSISTENT_HASH}\n"
 	             "    hash_key:\n"
-	             "      field: \"3.19500\"\n"
-	             EP,
+	             "      field: \"3.19500\"\n" EP,
 	             "t.yaml:5:14: services[0].hash_key.field: bad field path "
 	             "\"3.19500\": field numbers 19000..19999 are reserved by "
 	             "protobuf");
@@ -552,16 +512,14 @@ START_TEST(err_hash_key_shape)
 	             "  - name: a.B\n"
 	             "    lb: {policy: CONSISTENT_HASH}\n"
 	             "    hash_key:\n"
-	             "      header: \":authority\"\n"
-	             EP,
+	             "      header: \":authority\"\n" EP,
 	             "t.yaml:5:15: services[0].hash_key.header: \":authority\" is a "
 	             "pseudo-header; use a metadata key");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    lb: {policy: CONSISTENT_HASH}\n"
 	             "    hash_key:\n"
-	             "      header: \"x user\"\n"
-	             EP,
+	             "      header: \"x user\"\n" EP,
 	             "t.yaml:5:15: services[0].hash_key.header: \"x user\" is not a "
 	             "valid HTTP/2 field name (RFC 9110 §5.6.2)");
 	expect_error("services:\n"
@@ -569,8 +527,7 @@ START_TEST(err_hash_key_shape)
 	             "    lb: {policy: CONSISTENT_HASH}\n"
 	             "    hash_key:\n"
 	             "      header: x\n"
-	             "      field: \"1\"\n"
-	             EP,
+	             "      field: \"1\"\n" EP,
 	             "t.yaml:6:14: services[0].hash_key: set exactly one of header "
 	             "or field, not both");
 }
@@ -580,39 +537,33 @@ START_TEST(err_policy_options)
 {
 	expect_error("services:\n"
 	             "  - name: a.B\n"
-	             "    lb: {policy: ROUND_ROBIN, choice_count: 3}\n"
-	             EP,
+	             "    lb: {policy: ROUND_ROBIN, choice_count: 3}\n" EP,
 	             "t.yaml:3:45: services[0].lb.choice_count: policy ROUND_ROBIN "
 	             "does not use choice_count");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
-	             "    lb: {policy: RANDOM, decay: 5s}\n"
-	             EP,
+	             "    lb: {policy: RANDOM, decay: 5s}\n" EP,
 	             "t.yaml:3:33: services[0].lb.decay: policy RANDOM does not use decay");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
-	             "    lb: {policy: PEAK_EWMA, bounded_load_factor: 2}\n"
-	             EP,
+	             "    lb: {policy: PEAK_EWMA, bounded_load_factor: 2}\n" EP,
 	             "t.yaml:3:50: services[0].lb.bounded_load_factor: policy "
 	             "PEAK_EWMA does not use bounded_load_factor");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    hash_key: {header: x}\n"
-	             "    lb: {policy: MAGLEV, table_size: 65536}\n"
-	             EP,
+	             "    lb: {policy: MAGLEV, table_size: 65536}\n" EP,
 	             "t.yaml:4:38: services[0].lb.table_size: must be a prime of at "
 	             "most 5000011, got 65536");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    hash_key: {header: x}\n"
-	             "    lb: {policy: MAGLEV, bounded_load_factor: 1.0}\n"
-	             EP,
+	             "    lb: {policy: MAGLEV, bounded_load_factor: 1.0}\n" EP,
 	             "t.yaml:4:47: services[0].lb.bounded_load_factor: must be 0 "
 	             "(unbounded) or greater than 1");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
-	             "    warmup: {duration: 30s}\n"
-	             EP,
+	             "    warmup: {duration: 30s}\n" EP,
 	             "t.yaml:3:13: services[0].warmup: policy ROUND_ROBIN does not "
 	             "apply warmup");
 	expect_error("services:\n"
@@ -626,8 +577,7 @@ START_TEST(err_policy_options)
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    lb: {policy: WEIGHTED_RANDOM}\n"
-	             "    warmup: {duration: 30s, aggression: 2}\n"
-	             EP,
+	             "    warmup: {duration: 30s, aggression: 2}\n" EP,
 	             "t.yaml:4:41: services[0].warmup.aggression: applies only to "
 	             "curve SLOW_START");
 }
@@ -641,41 +591,34 @@ START_TEST(err_lb_strategy_rules)
 	expect_only("services:\n"
 	            "  - name: a.B\n"
 	            "    hash_key: {header: x}\n"
-	            "    lb: {policy: CONSISTENT_HASH, ring_points: 10001}\n"
-	            EP,
+	            "    lb: {policy: CONSISTENT_HASH, ring_points: 10001}\n" EP,
 	            "t.yaml:4:48: services[0].lb.ring_points: must be in 1..10000, "
 	            "got 10001");
 	expect_only("services:\n"
 	            "  - name: a.B\n"
 	            "    hash_key: {header: x}\n"
-	            "    lb: {policy: MAGLEV, table_size: 16777259}\n"
-	            EP,
+	            "    lb: {policy: MAGLEV, table_size: 16777259}\n" EP,
 	            "t.yaml:4:38: services[0].lb.table_size: must be a prime of at "
 	            "most 5000011, got 16777259");
 	expect_only("services:\n"
 	            "  - name: a.B\n"
-	            "    lb: {policy: LEAST_REQUEST, active_request_bias: -0.5}\n"
-	            EP,
+	            "    lb: {policy: LEAST_REQUEST, active_request_bias: -0.5}\n" EP,
 	            "t.yaml:3:54: services[0].lb.active_request_bias: must be a "
 	            "finite number >= 0");
 	expect_only("services:\n"
 	            "  - name: a.B\n"
-	            "    lb: {policy: LEAST_REQUEST, choice_count: 65}\n"
-	            EP,
+	            "    lb: {policy: LEAST_REQUEST, choice_count: 65}\n" EP,
 	            "t.yaml:3:47: services[0].lb.choice_count: must be in 2..64, "
 	            "got 65");
 	expect_only("services:\n"
 	            "  - name: a.B\n"
-	            "    lb: {policy: LEAST_REQUEST, choice_count: 1}\n"
-	            EP,
+	            "    lb: {policy: LEAST_REQUEST, choice_count: 1}\n" EP,
 	            "t.yaml:3:47: services[0].lb.choice_count: must be in 2..64, "
 	            "got 1");
 	/* a method's own block */
 	expect_only("services:\n"
 	            "  - name: a.B\n"
-	            "    hash_key: {header: x}\n"
-	            EP
-	            "    methods:\n"
+	            "    hash_key: {header: x}\n" EP "    methods:\n"
 	            "      - name: Get\n"
 	            "        lb:\n"
 	            "          policy: CONSISTENT_HASH\n"
@@ -684,25 +627,20 @@ START_TEST(err_lb_strategy_rules)
 	            "1..10000, got 65536");
 	/* every refused field of one block, not only the first */
 	{
-		static const char yaml[] =
-			"services:\n"
-			"  - name: a.B\n"
-			"    hash_key: {header: x}\n"
-			"    lb:\n"
-			"      policy: CONSISTENT_HASH\n"
-			"      ring_points: 20000\n"
-			"      bounded_load_factor: 0.5\n"
-			EP;
-		static const char *const want[] = {
-			"t.yaml:6:20: services[0].lb.ring_points: must be in 1..10000, "
-			"got 20000",
-			"t.yaml:7:28: services[0].lb.bounded_load_factor: must be 0 "
-			"(unbounded) or greater than 1",
-			NULL
-		};
+		static const char yaml[] = "services:\n"
+		                           "  - name: a.B\n"
+		                           "    hash_key: {header: x}\n"
+		                           "    lb:\n"
+		                           "      policy: CONSISTENT_HASH\n"
+		                           "      ring_points: 20000\n"
+		                           "      bounded_load_factor: 0.5\n" EP;
+		static const char *const want[] = {"t.yaml:6:20: services[0].lb.ring_points: must be in 1..10000, "
+		                                   "got 20000",
+		                                   "t.yaml:7:28: services[0].lb.bounded_load_factor: must be 0 "
+		                                   "(unbounded) or greater than 1",
+		                                   NULL};
 
-		expect_errors_fmt("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML,
-		                  want);
+		expect_errors_fmt("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML, want);
 	}
 }
 END_TEST
@@ -739,15 +677,14 @@ START_TEST(err_maglev_table_too_small)
 	            "needs a slot for each); use a prime of at least 4, e.g. 5");
 	/* weight 0 takes no slot (unless every weight is 0) */
 	{
-		struct mtd_cfg *cfg = load_ok(
-			"services:\n"
-			"  - name: a.B\n"
-			"    hash_key: {header: x}\n"
-			"    lb: {policy: MAGLEV, table_size: 2}\n"
-			"    endpoints:\n"
-			"      - {address: \"127.0.0.1:1\", weight: 0}\n"
-			"      - address: \"127.0.0.1:2\"\n"
-			"      - address: \"127.0.0.1:3\"\n");
+		struct mtd_cfg *cfg = load_ok("services:\n"
+		                              "  - name: a.B\n"
+		                              "    hash_key: {header: x}\n"
+		                              "    lb: {policy: MAGLEV, table_size: 2}\n"
+		                              "    endpoints:\n"
+		                              "      - {address: \"127.0.0.1:1\", weight: 0}\n"
+		                              "      - address: \"127.0.0.1:2\"\n"
+		                              "      - address: \"127.0.0.1:3\"\n");
 
 		assert_pickers_build(cfg);
 		mtd_cfg_free(cfg);
@@ -796,7 +733,8 @@ START_TEST(err_too_many_endpoints)
 	memcpy(yaml + len - 1, "]\n", 3);
 	snprintf(want, sizeof(want),
 	         "t.yaml:3:16: services[0].endpoints: at most %u endpoints per "
-	         "service, got %zu", MTD_LB_MAX_ENDPOINTS, n);
+	         "service, got %zu",
+	         MTD_LB_MAX_ENDPOINTS, n);
 	expect_only(yaml, want);
 	free(yaml);
 }
@@ -805,9 +743,7 @@ END_TEST
 START_TEST(err_duplicate_method)
 {
 	expect_error("services:\n"
-	             "  - name: a.B\n"
-	             EP
-	             "    methods:\n"
+	             "  - name: a.B\n" EP "    methods:\n"
 	             "      - name: Get\n"
 	             "      - name: Get\n",
 	             "t.yaml:6:15: services[0].methods[1].name: duplicate method "
@@ -817,20 +753,17 @@ END_TEST
 
 START_TEST(err_all_collected_in_file_order)
 {
-	const char *yaml =
-		"listn: x\n"
-		"services:\n"
-		"  - name: a.B\n"
-		"    lb: {policy: NOPE}\n"
-		"    endpoints: [{address: \"127.0.0.1\"}]\n"
-		"  - name: a.B\n"
-		"    endpoints: [{address: \"127.0.0.1:1\"}]\n";
+	const char *yaml = "listn: x\n"
+	                   "services:\n"
+	                   "  - name: a.B\n"
+	                   "    lb: {policy: NOPE}\n"
+	                   "    endpoints: [{address: \"127.0.0.1\"}]\n"
+	                   "  - name: a.B\n"
+	                   "    endpoints: [{address: \"127.0.0.1:1\"}]\n";
 	struct mtd_cfg *cfg;
-	struct mtd_cfg_errors errs = { 0 };
+	struct mtd_cfg_errors errs = {0};
 
-	ck_assert_int_eq(mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml),
-	                                     MTD_CFG_FORMAT_YAML, &cfg, &errs),
-	                 -EINVAL);
+	ck_assert_int_eq(mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML, &cfg, &errs), -EINVAL);
 	ck_assert_uint_eq(errs.n, 4);
 	ck_assert(matches(errs.msgs[0], "t.yaml:1:1: listn: unknown field *"));
 	ck_assert(matches(errs.msgs[1], "t.yaml:4:18: services[0].lb.policy: unknown value \"NOPE\" *"));
@@ -849,15 +782,12 @@ END_TEST
 
 START_TEST(err_binary)
 {
-	static const char *const garbage[] = {
-		"t.bin: not a valid serialized maitred.config.v1.Config", NULL
-	};
-	static const char *const no_eps[] = {
-		"t.pb: services[0].endpoints: a service needs at least one endpoint", NULL
-	};
+	static const char *const garbage[] = {"t.bin: not a valid serialized maitred.config.v1.Config", NULL};
+	static const char *const no_eps[] = {"t.pb: services[0].endpoints: a service needs at least one endpoint",
+	                                     NULL};
 	Maitred__Config__V1__Config c = MAITRED__CONFIG__V1__CONFIG__INIT;
 	Maitred__Config__V1__Service s = MAITRED__CONFIG__V1__SERVICE__INIT;
-	Maitred__Config__V1__Service *ss[] = { &s };
+	Maitred__Config__V1__Service *ss[] = {&s};
 	uint8_t buf[256];
 	size_t n;
 
@@ -873,11 +803,9 @@ END_TEST
 START_TEST(err_file_missing)
 {
 	struct mtd_cfg *cfg;
-	struct mtd_cfg_errors errs = { 0 };
+	struct mtd_cfg_errors errs = {0};
 
-	ck_assert_int_eq(mtd_cfg_load_file("/nonexistent/m.yaml", MTD_CFG_FORMAT_AUTO,
-	                                   &cfg, &errs),
-	                 -ENOENT);
+	ck_assert_int_eq(mtd_cfg_load_file("/nonexistent/m.yaml", MTD_CFG_FORMAT_AUTO, &cfg, &errs), -ENOENT);
 	ck_assert_ptr_null(cfg);
 	ck_assert_uint_eq(errs.n, 1);
 	ck_assert_str_eq(errs.msgs[0], "/nonexistent/m.yaml: cannot open: No such "
@@ -943,25 +871,24 @@ END_TEST
 
 START_TEST(ok_yaml_values2)
 {
-	struct mtd_cfg *cfg = load_ok(
-		"listen: \"[::1]:15001\"\n"
-		"admin: \"localhost:15000\"\n"
-		"workers: \"3\"\n"
-		"drain_timeout: 1m30s\n"
-		"downstream: {initial_window_size: 2147483647, idle_timeout: 250ms}\n"
-		"services:\n"
-		"  - name: grpc.testing.TestService\n"
-		"    lb: {policy: 10}\n"
-		"    endpoints: &eps\n"
-		"      - address: \"127.0.0.1:50051\"\n"
-		"        weight: 0\n"
-		"      - {address: \"127.0.0.1:50052\", weight: 300}\n"
-		"    upstream: {keepalive_interval: 0s, connect_timeout: 1.5s}\n"
-		"  - name: other.Svc\n"
-		"    endpoints: *eps\n"
-		"    lb: {policy: SMOOTH_WEIGHTED_ROUND_ROBIN}\n"
-		"    warmup: {duration: 2m, curve: SLOW_START, aggression: 0.5, "
-		"min_weight_percent: 25}\n");
+	struct mtd_cfg *cfg = load_ok("listen: \"[::1]:15001\"\n"
+	                              "admin: \"localhost:15000\"\n"
+	                              "workers: \"3\"\n"
+	                              "drain_timeout: 1m30s\n"
+	                              "downstream: {initial_window_size: 2147483647, idle_timeout: 250ms}\n"
+	                              "services:\n"
+	                              "  - name: grpc.testing.TestService\n"
+	                              "    lb: {policy: 10}\n"
+	                              "    endpoints: &eps\n"
+	                              "      - address: \"127.0.0.1:50051\"\n"
+	                              "        weight: 0\n"
+	                              "      - {address: \"127.0.0.1:50052\", weight: 300}\n"
+	                              "    upstream: {keepalive_interval: 0s, connect_timeout: 1.5s}\n"
+	                              "  - name: other.Svc\n"
+	                              "    endpoints: *eps\n"
+	                              "    lb: {policy: SMOOTH_WEIGHTED_ROUND_ROBIN}\n"
+	                              "    warmup: {duration: 2m, curve: SLOW_START, aggression: 0.5, "
+	                              "min_weight_percent: 25}\n");
 	const struct mtd_cfg_service *s0 = &cfg->services[0], *s1 = &cfg->services[1];
 
 	ck_assert_int_eq(cfg->listen.sa.ss_family, AF_INET6);
@@ -991,17 +918,17 @@ END_TEST
 
 START_TEST(ok_lower_camel)
 {
-	struct mtd_cfg *cfg = load_ok(
-		"drainTimeout: 2s\n"
-		"downstream: {maxConcurrentStreams: 7, initialWindowSize: 65535}\n"
-		"services:\n"
-		"  - name: a.B\n"
-		"    lb: {policy: LEAST_REQUEST, choiceCount: 5, activeRequestBias: 0.5}\n"
-		"    hashKey: {header: X-Tenant, onMissing: FAIL}\n"
-		"    endpoints: [{address: \"127.0.0.1:1\"}]\n"
-		"    methods:\n"
-		"      - name: Get\n"
-		"        lb: {policy: CONSISTENT_HASH, ringPoints: 10, boundedLoadFactor: 1.5}\n");
+	struct mtd_cfg *cfg =
+	        load_ok("drainTimeout: 2s\n"
+	                "downstream: {maxConcurrentStreams: 7, initialWindowSize: 65535}\n"
+	                "services:\n"
+	                "  - name: a.B\n"
+	                "    lb: {policy: LEAST_REQUEST, choiceCount: 5, activeRequestBias: 0.5}\n"
+	                "    hashKey: {header: X-Tenant, onMissing: FAIL}\n"
+	                "    endpoints: [{address: \"127.0.0.1:1\"}]\n"
+	                "    methods:\n"
+	                "      - name: Get\n"
+	                "        lb: {policy: CONSISTENT_HASH, ringPoints: 10, boundedLoadFactor: 1.5}\n");
 	const struct mtd_cfg_service *s = &cfg->services[0];
 	const struct mtd_cfg_method *m = mtd_cfg_service_method(s, "Get", 3);
 
@@ -1024,18 +951,17 @@ END_TEST
 
 START_TEST(ok_method_inheritance)
 {
-	struct mtd_cfg *cfg = load_ok(
-		"services:\n"
-		"  - name: a.B\n"
-		"    lb: {policy: CONSISTENT_HASH, ring_points: 50}\n"
-		"    hash_key: {header: X-User}\n"
-		"    endpoints: [{address: \"127.0.0.1:1\", weight: 5}]\n"
-		"    methods:\n"
-		"      - name: M2\n"
-		"        hash_key: {field: \"2.1\", on_missing: FAIL}\n"
-		"      - name: M1\n"
-		"      - name: M3\n"
-		"        lb: {policy: ROUND_ROBIN}\n");
+	struct mtd_cfg *cfg = load_ok("services:\n"
+	                              "  - name: a.B\n"
+	                              "    lb: {policy: CONSISTENT_HASH, ring_points: 50}\n"
+	                              "    hash_key: {header: X-User}\n"
+	                              "    endpoints: [{address: \"127.0.0.1:1\", weight: 5}]\n"
+	                              "    methods:\n"
+	                              "      - name: M2\n"
+	                              "        hash_key: {field: \"2.1\", on_missing: FAIL}\n"
+	                              "      - name: M1\n"
+	                              "      - name: M3\n"
+	                              "        lb: {policy: ROUND_ROBIN}\n");
 	const struct mtd_cfg_service *s = &cfg->services[0];
 	const struct mtd_cfg_method *m1, *m2, *m3;
 
@@ -1077,9 +1003,26 @@ END_TEST
 START_TEST(ok_field_path_agrees_with_pbwire)
 {
 	static const char *const paths[] = {
-		"1", "2.1", "536870911", "536870912", "1.2.3.4.5.6.7.8",
-		"1.2.3.4.5.6.7.8.9", "0", "01", "10.0", "2..1", ".1", "1.", "+1",
-		" 1", "1 ", "1.-2", "99999999999", "18999.20000", "19000", "",
+	        "1",
+	        "2.1",
+	        "536870911",
+	        "536870912",
+	        "1.2.3.4.5.6.7.8",
+	        "1.2.3.4.5.6.7.8.9",
+	        "0",
+	        "01",
+	        "10.0",
+	        "2..1",
+	        ".1",
+	        "1.",
+	        "+1",
+	        " 1",
+	        "1 ",
+	        "1.-2",
+	        "99999999999",
+	        "18999.20000",
+	        "19000",
+	        "",
 	};
 
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
@@ -1089,7 +1032,7 @@ START_TEST(ok_field_path_agrees_with_pbwire)
 		bool ok = mtd_pbwire_path_parse(paths[i], want, &depth) == 0;
 		bool reserved = false;
 		struct mtd_cfg *cfg = NULL;
-		struct mtd_cfg_errors errs = { 0 };
+		struct mtd_cfg_errors errs = {0};
 		int rc;
 
 		for (size_t k = 0; ok && k < depth; k++)
@@ -1098,12 +1041,11 @@ START_TEST(ok_field_path_agrees_with_pbwire)
 		         "services:\n"
 		         "  - name: a.B\n"
 		         "    lb: {policy: MAGLEV}\n"
-		         "    hash_key: {field: \"%s\"}\n"
-		         EP, paths[i]);
-		rc = mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml),
-		                         MTD_CFG_FORMAT_YAML, &cfg, &errs);
-		ck_assert_msg((rc == 0) == (ok && !reserved && paths[i][0] != '\0'),
-		              "\"%s\": config rc %d, pbwire %d", paths[i], rc, ok);
+		         "    hash_key: {field: \"%s\"}\n" EP,
+		         paths[i]);
+		rc = mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML, &cfg, &errs);
+		ck_assert_msg((rc == 0) == (ok && !reserved && paths[i][0] != '\0'), "\"%s\": config rc %d, pbwire %d",
+		              paths[i], rc, ok);
 		if (rc == 0) {
 			const struct mtd_cfg_hash_key *hk = &cfg->services[0].hash_key;
 
@@ -1122,25 +1064,24 @@ END_TEST
  * with: the two agree on every boundary. */
 START_TEST(ok_lb_limits_build_pickers)
 {
-	struct mtd_cfg *cfg = load_ok(
-		"services:\n"
-		"  - name: a.B\n"
-		"    hash_key: {header: x}\n"
-		"    lb: {policy: MAGLEV, table_size: 3, bounded_load_factor: 1.0001}\n"
-		"    endpoints:\n"
-		"      - address: \"127.0.0.1:1\"\n"
-		"      - address: \"127.0.0.1:2\"\n"
-		"      - address: \"127.0.0.1:3\"\n"
-		"    methods:\n"
-		"      - name: Big\n"
-		"        lb: {policy: MAGLEV, table_size: 5000011}\n"
-		"      - name: Ring\n"
-		"        lb: {policy: CONSISTENT_HASH, ring_points: 10000}\n"
-		"      - name: Few\n"
-		"        lb: {policy: CONSISTENT_HASH, ring_points: 1}\n"
-		"      - name: Choice\n"
-		"        lb: {policy: LEAST_REQUEST, choice_count: 64, "
-		"active_request_bias: 0}\n");
+	struct mtd_cfg *cfg = load_ok("services:\n"
+	                              "  - name: a.B\n"
+	                              "    hash_key: {header: x}\n"
+	                              "    lb: {policy: MAGLEV, table_size: 3, bounded_load_factor: 1.0001}\n"
+	                              "    endpoints:\n"
+	                              "      - address: \"127.0.0.1:1\"\n"
+	                              "      - address: \"127.0.0.1:2\"\n"
+	                              "      - address: \"127.0.0.1:3\"\n"
+	                              "    methods:\n"
+	                              "      - name: Big\n"
+	                              "        lb: {policy: MAGLEV, table_size: 5000011}\n"
+	                              "      - name: Ring\n"
+	                              "        lb: {policy: CONSISTENT_HASH, ring_points: 10000}\n"
+	                              "      - name: Few\n"
+	                              "        lb: {policy: CONSISTENT_HASH, ring_points: 1}\n"
+	                              "      - name: Choice\n"
+	                              "        lb: {policy: LEAST_REQUEST, choice_count: 64, "
+	                              "active_request_bias: 0}\n");
 
 	ck_assert_uint_eq(cfg->services[0].lb.table_size, 3);
 	assert_pickers_build(cfg);
@@ -1152,11 +1093,10 @@ START_TEST(ok_json)
 {
 	char path[PATH_MAX];
 	struct mtd_cfg *cfg;
-	struct mtd_cfg_errors errs = { 0 };
-	const char *json =
-		"{\"services\": [{\"name\": \"a.B\", \"endpoints\": [{\"address\":"
-		"\"127.0.0.1:1\"}], \"upstream\": {\"maxPending\": \"12\", "
-		"\"idleTimeout\": \"3.000000001s\"}}], \"workers\": 1e0}";
+	struct mtd_cfg_errors errs = {0};
+	const char *json = "{\"services\": [{\"name\": \"a.B\", \"endpoints\": [{\"address\":"
+	                   "\"127.0.0.1:1\"}], \"upstream\": {\"maxPending\": \"12\", "
+	                   "\"idleTimeout\": \"3.000000001s\"}}], \"workers\": 1e0}";
 
 	cfg = load_ok(json);
 	ck_assert_uint_eq(cfg->workers, 1);
@@ -1181,7 +1121,7 @@ START_TEST(ok_file_relative_tls)
 {
 	char path[PATH_MAX], ca[PATH_MAX];
 	struct mtd_cfg *cfg;
-	struct mtd_cfg_errors errs = { 0 };
+	struct mtd_cfg_errors errs = {0};
 
 	snprintf(path, sizeof(path), "%s/tests/unit/config/fixtures/good.yaml", srcdir());
 	snprintf(ca, sizeof(ca), "%s/tests/unit/config/fixtures/certs/ca.pem", srcdir());
@@ -1205,9 +1145,9 @@ static uint8_t *pack_sample(size_t *n)
 	Maitred__Config__V1__Method m = MAITRED__CONFIG__V1__METHOD__INIT;
 	Google__Protobuf__UInt32Value w = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
 	Google__Protobuf__Duration dt = GOOGLE__PROTOBUF__DURATION__INIT;
-	Maitred__Config__V1__Service *ss[] = { &s };
-	Maitred__Config__V1__Endpoint *eps[] = { &e1, &e2 };
-	Maitred__Config__V1__Method *ms[] = { &m };
+	Maitred__Config__V1__Service *ss[] = {&s};
+	Maitred__Config__V1__Endpoint *eps[] = {&e1, &e2};
+	Maitred__Config__V1__Method *ms[] = {&m};
 	uint8_t *buf;
 
 	c.listen = (char *)"127.0.0.1:15009";
@@ -1241,11 +1181,10 @@ START_TEST(ok_binary_round_trip)
 	size_t n;
 	uint8_t *buf = pack_sample(&n);
 	struct mtd_cfg *cfg;
-	struct mtd_cfg_errors errs = { 0 };
+	struct mtd_cfg_errors errs = {0};
 
 	/* AUTO: sniffed as binary */
-	ck_assert_int_eq(mtd_cfg_load_buffer("t.pb", buf, n, MTD_CFG_FORMAT_AUTO,
-	                                     &cfg, &errs), 0);
+	ck_assert_int_eq(mtd_cfg_load_buffer("t.pb", buf, n, MTD_CFG_FORMAT_AUTO, &cfg, &errs), 0);
 	ck_assert_uint_eq(cfg->listen.port, 15009);
 	ck_assert_uint_eq(cfg->workers, 2);
 	ck_assert_int_eq(cfg->drain_timeout_ms, 3500);
@@ -1255,8 +1194,7 @@ START_TEST(ok_binary_round_trip)
 	ck_assert_int_eq(cfg->services[0].endpoints[1].weight, 100);
 	ck_assert_str_eq(cfg->services[0].methods[0].lb.ops->name, "WEIGHTED_RANDOM");
 	mtd_cfg_free(cfg);
-	ck_assert_int_eq(mtd_cfg_load_buffer("t", buf, n, MTD_CFG_FORMAT_BINARY,
-	                                     &cfg, &errs), 0);
+	ck_assert_int_eq(mtd_cfg_load_buffer("t", buf, n, MTD_CFG_FORMAT_BINARY, &cfg, &errs), 0);
 	mtd_cfg_free(cfg);
 	free(buf);
 }
@@ -1265,7 +1203,7 @@ END_TEST
 START_TEST(ok_embedded_default)
 {
 	struct mtd_cfg *cfg;
-	struct mtd_cfg_errors errs = { 0 };
+	struct mtd_cfg_errors errs = {0};
 
 	ck_assert_int_eq(mtd_cfg_load_file(NULL, MTD_CFG_FORMAT_AUTO, &cfg, &errs), 0);
 	ck_assert_str_eq(cfg->source, "<embedded default>");
@@ -1299,15 +1237,14 @@ START_TEST(ok_example_file)
 	size_t len;
 	char *text = example(&len);
 	struct mtd_cfg *cfg;
-	struct mtd_cfg_errors errs = { 0 };
+	struct mtd_cfg_errors errs = {0};
 	const struct mtd_cfg_service *cart;
 	const struct mtd_cfg_method *m;
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/tests/unit/config/fixtures", srcdir());
 	ck_assert_int_eq(chdir(dir), 0);
-	rc = mtd_cfg_load_buffer("maitred.example.yaml", text, len,
-	                         MTD_CFG_FORMAT_AUTO, &cfg, &errs);
+	rc = mtd_cfg_load_buffer("maitred.example.yaml", text, len, MTD_CFG_FORMAT_AUTO, &cfg, &errs);
 	for (size_t i = 0; i < errs.n; i++)
 		fprintf(stderr, "example: %s\n", errs.msgs[i]);
 	ck_assert_int_eq(rc, 0);
@@ -1337,8 +1274,7 @@ END_TEST
 
 /* Every field of every maitred message appears as a key in the example, so
  * the example cannot fall behind the .proto. */
-static void assert_keys_in(const char *text, const ProtobufCMessageDescriptor *d,
-                           unsigned depth)
+static void assert_keys_in(const char *text, const ProtobufCMessageDescriptor *d, unsigned depth)
 {
 	char key[128];
 
@@ -1354,8 +1290,7 @@ static void assert_keys_in(const char *text, const ProtobufCMessageDescriptor *d
 		found = strstr(text, key) != NULL;
 		key[0] = '\n';
 		found = found || strstr(text, key) != NULL;
-		ck_assert_msg(found, "deploy/maitred.example.yaml lacks %s.%s",
-		              d->name, fd->name);
+		ck_assert_msg(found, "deploy/maitred.example.yaml lacks %s.%s", d->name, fd->name);
 		if (fd->type != PROTOBUF_C_TYPE_MESSAGE)
 			continue;
 		sub = fd->descriptor;
@@ -1381,27 +1316,23 @@ START_TEST(ok_durations)
 		int64_t s;
 		int32_t ns;
 	} ok[] = {
-		{ "1.5s", 1, 500000000 }, { "-1.5s", -1, -500000000 },
-		{ "250ms", 0, 250000000 }, { "100us", 0, 100000 },
-		{ "10ns", 0, 10 }, { "2m", 120, 0 }, { "1h", 3600, 0 },
-		{ "1m30s", 90, 0 }, { "0.000000001s", 0, 1 }, { "0s", 0, 0 },
-		{ "1.5m", 90, 0 }, { "3.0000000019s", 3, 1 },
+	        {"1.5s", 1, 500000000}, {"-1.5s", -1, -500000000}, {"250ms", 0, 250000000},
+	        {"100us", 0, 100000},   {"10ns", 0, 10},           {"2m", 120, 0},
+	        {"1h", 3600, 0},        {"1m30s", 90, 0},          {"0.000000001s", 0, 1},
+	        {"0s", 0, 0},           {"1.5m", 90, 0},           {"3.0000000019s", 3, 1},
 	};
-	static const char *const bad[] = { "", "s", "1", "1x", "1.s5", "--1s",
-		"1 s", "99999999999999999999h" };
+	static const char *const bad[] = {"", "s", "1", "1x", "1.s5", "--1s", "1 s", "99999999999999999999h"};
 	int64_t s;
 	int32_t ns;
 	const char *why;
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		ck_assert_msg(mtd_cfg__parse_duration(ok[i].text, &s, &ns, &why) == 0,
-		              "%s", ok[i].text);
+		ck_assert_msg(mtd_cfg__parse_duration(ok[i].text, &s, &ns, &why) == 0, "%s", ok[i].text);
 		ck_assert_int_eq(s, ok[i].s);
 		ck_assert_int_eq(ns, ok[i].ns);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(mtd_cfg__parse_duration(bad[i], &s, &ns, &why) == -EINVAL,
-		              "%s", bad[i]);
+		ck_assert_msg(mtd_cfg__parse_duration(bad[i], &s, &ns, &why) == -EINVAL, "%s", bad[i]);
 }
 END_TEST
 
@@ -1409,14 +1340,13 @@ END_TEST
 
 /* Fail allocation 1, 2, 3, ... until a load needs no more: each must end in
  * -ENOMEM (never a crash, never a leak: ASan/LSan check the rest). */
-static void oom_loop(const void *data, size_t len, enum mtd_cfg_format fmt,
-                     int want_rc)
+static void oom_loop(const void *data, size_t len, enum mtd_cfg_format fmt, int want_rc)
 {
 	unsigned long n;
 
 	for (n = 1; n < 100000; n++) {
 		struct mtd_cfg *cfg = (struct mtd_cfg *)1;
-		struct mtd_cfg_errors errs = { 0 };
+		struct mtd_cfg_errors errs = {0};
 		int rc;
 
 		mtd_cfg__fail_alloc_after(n);

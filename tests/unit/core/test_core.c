@@ -12,7 +12,7 @@
 
 START_TEST(bufq_fifo_across_chunks)
 {
-	struct mtd_bufq q = { 0 };
+	struct mtd_bufq q = {0};
 	enum { TOTAL = 3 * MTD_BUFQ_CHUNK + 123 };
 	uint8_t *in = malloc(TOTAL), *out = malloc(TOTAL);
 	for (size_t i = 0; i < TOTAL; i++)
@@ -41,7 +41,7 @@ END_TEST
 
 START_TEST(bufq_big_append_and_clear)
 {
-	struct mtd_bufq q = { 0 };
+	struct mtd_bufq q = {0};
 	size_t big = 5 * MTD_BUFQ_CHUNK;
 	uint8_t *p = calloc(1, big);
 	ck_assert_int_eq(mtd_bufq_append(&q, (const uint8_t *)"ab", 2), 0);
@@ -71,14 +71,14 @@ END_TEST
 
 START_TEST(slab_classes_reuse_and_realloc)
 {
-	struct mtd_slab s = { 0 };
+	struct mtd_slab s = {0};
 	uint8_t *a = mtd_slab_malloc(&s, 20);
 	ck_assert_ptr_nonnull(a);
 	memset(a, 0xab, 20);
 	mtd_slab_free(&s, a);
 	uint8_t *b = mtd_slab_malloc(&s, 30); /* same 32-byte class */
 #if !defined(__SANITIZE_ADDRESS__)
-	ck_assert_ptr_eq(a, b);               /* recycled */
+	ck_assert_ptr_eq(a, b); /* recycled */
 	ck_assert_uint_eq(s.n_free[0], 0);
 #endif
 	/* Growing keeps the contents, across classes and into "large". */
@@ -91,7 +91,7 @@ START_TEST(slab_classes_reuse_and_realloc)
 	b = mtd_slab_realloc(&s, b, 100000);
 	ck_assert_ptr_nonnull(b);
 	ck_assert_uint_eq(b[29], 29);
-	b = mtd_slab_realloc(&s, b, 64);      /* large -> small keeps the head */
+	b = mtd_slab_realloc(&s, b, 64); /* large -> small keeps the head */
 	ck_assert_uint_eq(b[29], 29);
 	uint32_t *z = mtd_slab_calloc(&s, 10, sizeof(uint32_t));
 	for (int i = 0; i < 10; i++)

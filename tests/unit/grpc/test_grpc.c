@@ -13,10 +13,18 @@
 
 START_TEST(timeout_parse_units)
 {
-	static const struct { const char *s; int64_t ns; } ok[] = {
-		{ "1n", 1 }, { "250u", 250000 }, { "250m", 250000000 },
-		{ "10S", 10000000000 }, { "2M", 120000000000 }, { "1H", 3600000000000 },
-		{ "99999999n", 99999999 }, { "0m", 0 },
+	static const struct {
+		const char *s;
+		int64_t ns;
+	} ok[] = {
+	        {"1n", 1},
+	        {"250u", 250000},
+	        {"250m", 250000000},
+	        {"10S", 10000000000},
+	        {"2M", 120000000000},
+	        {"1H", 3600000000000},
+	        {"99999999n", 99999999},
+	        {"0m", 0},
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		int64_t ns = -1;
@@ -28,8 +36,7 @@ END_TEST
 
 START_TEST(timeout_parse_rejects)
 {
-	static const char *bad[] = { "", "S", "10", "10s", "123456789S", "-1S",
-	                             "1.5S", " 1S", "1 S", "1x" };
+	static const char *bad[] = {"", "S", "10", "10s", "123456789S", "-1S", "1.5S", " 1S", "1 S", "1x"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int64_t ns = 7;
 		ck_assert_int_eq(mtd_grpc_timeout_parse(bad[i], strlen(bad[i]), &ns), -EINVAL);
@@ -48,11 +55,18 @@ END_TEST
 
 START_TEST(timeout_format_round_trip)
 {
-	static const struct { int64_t ns; const char *s; } cases[] = {
-		{ 0, "1n" }, { 1, "1n" }, { 99999999, "99999999n" },
-		{ 100000000, "100000u" }, { 100000001, "100001u" },
-		{ 5000000000, "5000000u" }, { 3600000000000, "3600000m" },
-		{ INT64_MAX, "2562048H" },
+	static const struct {
+		int64_t ns;
+		const char *s;
+	} cases[] = {
+	        {0, "1n"},
+	        {1, "1n"},
+	        {99999999, "99999999n"},
+	        {100000000, "100000u"},
+	        {100000001, "100001u"},
+	        {5000000000, "5000000u"},
+	        {3600000000000, "3600000m"},
+	        {INT64_MAX, "2562048H"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char buf[MTD_GRPC_TIMEOUT_BUFLEN];
@@ -121,12 +135,10 @@ START_TEST(scanner_byte_by_byte)
 {
 	/* Two messages: "hello" and "" then a third of 3 bytes. */
 	static const uint8_t stream[] = {
-		0, 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o',
-		0, 0, 0, 0, 0,
-		1, 0, 0, 0, 3, 'a', 'b', 'c',
+	        0, 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o', 0, 0, 0, 0, 0, 1, 0, 0, 0, 3, 'a', 'b', 'c',
 	};
-	struct mtd_grpc_scanner s = { 0 };
-	struct first_capture c = { 0 };
+	struct mtd_grpc_scanner s = {0};
+	struct first_capture c = {0};
 	for (size_t i = 0; i < sizeof(stream); i++) {
 		ck_assert_int_eq(mtd_grpc_scan(&s, stream + i, 1, 16, capture_first, &c), 0);
 		if (i == 9 || i == 14 || i == sizeof(stream) - 1)
@@ -143,17 +155,17 @@ END_TEST
 
 START_TEST(scanner_limits)
 {
-	static const uint8_t big[] = { 0, 0, 0, 1, 0 }; /* 256 bytes announced */
-	struct mtd_grpc_scanner s = { 0 };
+	static const uint8_t big[] = {0, 0, 0, 1, 0}; /* 256 bytes announced */
+	struct mtd_grpc_scanner s = {0};
 	ck_assert_int_eq(mtd_grpc_scan(&s, big, sizeof(big), 255, NULL, NULL), MTD_GRPC_SCAN_TOO_BIG);
 	memset(&s, 0, sizeof(s));
 	ck_assert_int_eq(mtd_grpc_scan(&s, big, sizeof(big), 256, NULL, NULL), 0);
 	ck_assert(!mtd_grpc_scan_complete(&s));
-	static const uint8_t flag[] = { 2, 0, 0, 0, 0 };
+	static const uint8_t flag[] = {2, 0, 0, 0, 0};
 	memset(&s, 0, sizeof(s));
 	ck_assert_int_eq(mtd_grpc_scan(&s, flag, sizeof(flag), 256, NULL, NULL), MTD_GRPC_SCAN_BAD_FLAG);
 	/* 0xFFFFFFFF-byte prefix against the largest limit. */
-	static const uint8_t huge[] = { 0, 0xff, 0xff, 0xff, 0xff };
+	static const uint8_t huge[] = {0, 0xff, 0xff, 0xff, 0xff};
 	memset(&s, 0, sizeof(s));
 	ck_assert_int_eq(mtd_grpc_scan(&s, huge, sizeof(huge), UINT32_MAX - 1, NULL, NULL), MTD_GRPC_SCAN_TOO_BIG);
 }
@@ -161,9 +173,9 @@ END_TEST
 
 START_TEST(scanner_empty_first_message)
 {
-	static const uint8_t empty[] = { 0, 0, 0, 0, 0 };
-	struct mtd_grpc_scanner s = { 0 };
-	struct first_capture c = { 0 };
+	static const uint8_t empty[] = {0, 0, 0, 0, 0};
+	struct mtd_grpc_scanner s = {0};
+	struct first_capture c = {0};
 	ck_assert_int_eq(mtd_grpc_scan(&s, empty, sizeof(empty), 16, capture_first, &c), 0);
 	ck_assert_int_eq(c.calls, 1);
 	ck_assert_uint_eq(c.n, 0);

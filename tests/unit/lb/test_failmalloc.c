@@ -62,7 +62,7 @@ START_TEST(every_allocation_fails_cleanly)
 	size_t nops;
 	const struct mtd_lb_ops *const *all = mtd_lb_all(&nops);
 	const struct mtd_lb_ops *ops = all[_i];
-	int32_t w[6] = { 100, 200, 0, 100, 300, 100 };
+	int32_t w[6] = {100, 200, 0, 100, 300, 100};
 	struct t_set s;
 	struct mtd_lb_config cfg;
 	long k, before;
@@ -91,8 +91,10 @@ START_TEST(every_allocation_fails_cleanly)
 			ck_assert_int_eq(after, before);
 			break;
 		}
-		ck_assert_msg(live == before, "%s: %ld blocks leaked when "
-		              "allocation %ld failed", ops->name, live - before, k);
+		ck_assert_msg(live == before,
+		              "%s: %ld blocks leaked when "
+		              "allocation %ld failed",
+		              ops->name, live - before, k);
 	}
 	/* At least the picker itself was allocated and made to fail. */
 	ck_assert_int_ge(k, 1);

@@ -10,7 +10,7 @@ static Suite *hash_suite(void);
 
 #define NKEYS 10000
 
-static const char *const policies[] = { "CONSISTENT_HASH", "MAGLEV" };
+static const char *const policies[] = {"CONSISTENT_HASH", "MAGLEV"};
 
 static int pick_key(struct mtd_lb_picker *p, struct t_set *s, unsigned key)
 {
@@ -59,11 +59,11 @@ START_TEST(sticky_and_spread)
 	/* Stated bounds: max/mean load over 10,000 keys on 10 endpoints is
 	 * below 1.30 for the 160-point ring (ketama's own variance plus key
 	 * sampling noise) and below 1.12 for maglev (sampling noise only). */
-	static const double bound[2] = { 1.30, 1.12 };
+	static const double bound[2] = {1.30, 1.12};
 	const char *policy = policies[_i];
 	struct t_set s;
 	struct mtd_lb_picker *p;
-	uint64_t load[10] = { 0 };
+	uint64_t load[10] = {0};
 	uint64_t max = 0;
 	double ratio;
 
@@ -133,8 +133,7 @@ START_TEST(remap_on_remove_and_add)
 			to_new += strcmp(after[k], added) == 0;
 		}
 	f = (double)moved / NKEYS;
-	ck_assert_msg(f > 0.5 / (N + 1) && f < 1.5 / (N + 1), "%s add: %.4f",
-	              policy, f);
+	ck_assert_msg(f > 0.5 / (N + 1) && f < 1.5 / (N + 1), "%s add: %.4f", policy, f);
 	if (_i == 0)
 		ck_assert_uint_eq(to_new, moved); /* only to the newcomer */
 	else
@@ -164,9 +163,9 @@ START_TEST(bounded_load_never_exceeded)
 {
 	const char *policy = policies[_i];
 	struct t_set s;
-	struct mtd_lb_config cfg = { 0 };
+	struct mtd_lb_config cfg = {0};
 	struct mtd_lb_picker *p;
-	struct mtd_lb_result ok = { .ok = true, .latency_us = 1 };
+	struct mtd_lb_result ok = {.ok = true, .latency_us = 1};
 	const double factor = 1.25;
 	int inflight[4096];
 	size_t nin = 0, spilled = 0;
@@ -189,8 +188,7 @@ START_TEST(bounded_load_never_exceeded)
 		ck_assert_int_ge(i, 0);
 		cap = ceil(factor * (double)(m + 1) / (double)s.n);
 		/* no endpoint takes more than factor x the mean */
-		ck_assert_msg((double)(s.stats[i].active + 1) <= cap,
-		              "%s: active %lld + 1 > cap %.0f", policy,
+		ck_assert_msg((double)(s.stats[i].active + 1) <= cap, "%s: active %lld + 1 > cap %.0f", policy,
 		              (long long)s.stats[i].active, cap);
 		spilled += key == 7 && s.stats[i].active > 0;
 		mtd_lb_call_begin(p, (size_t)i);
@@ -211,11 +209,11 @@ END_TEST
 START_TEST(excluded_missing_key_weights)
 {
 	const char *policy = policies[_i];
-	int32_t w[4] = { 100, 100, 200, 0 };
+	int32_t w[4] = {100, 100, 200, 0};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
-	uint64_t load[4] = { 0 };
+	uint64_t load[4] = {0};
 	uint64_t counts[T_MAX_EPS];
 	int first;
 
@@ -225,8 +223,7 @@ START_TEST(excluded_missing_key_weights)
 		load[pick_key(p, &s, k)]++;
 	/* Weight 0: no keys. Weight 200: about twice weight 100's. */
 	ck_assert_uint_eq(load[3], 0);
-	ck_assert_msg(load[2] > 1.6 * load[0] && load[2] < 2.5 * load[0],
-	              "%s weights: %llu vs %llu", policy,
+	ck_assert_msg(load[2] > 1.6 * load[0] && load[2] < 2.5 * load[0], "%s weights: %llu vs %llu", policy,
 	              (unsigned long long)load[2], (unsigned long long)load[0]);
 	/* Exclude a key's endpoint: it moves, always to the same place. */
 	first = pick_key(p, &s, 42);

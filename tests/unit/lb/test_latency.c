@@ -9,10 +9,9 @@ static Suite *latency_suite(void);
 
 #define SEC 1000000000LL
 
-static void feed(struct mtd_lb_picker *p, size_t i, bool ok, int64_t lat_us,
-                 int64_t now_ns, int times)
+static void feed(struct mtd_lb_picker *p, size_t i, bool ok, int64_t lat_us, int64_t now_ns, int times)
 {
-	struct mtd_lb_result r = { .ok = ok, .latency_us = lat_us };
+	struct mtd_lb_result r = {.ok = ok, .latency_us = lat_us};
 
 	for (int k = 0; k < times; k++) {
 		mtd_lb_call_begin(p, i);
@@ -23,7 +22,7 @@ static void feed(struct mtd_lb_picker *p, size_t i, bool ok, int64_t lat_us,
 START_TEST(ewma_peak_and_decay)
 {
 	struct mtd_lb_stats st;
-	struct mtd_lb_result r = { .ok = true, .latency_us = 1000 };
+	struct mtd_lb_result r = {.ok = true, .latency_us = 1000};
 	double v;
 
 	memset(&st, 0, sizeof(st));
@@ -43,8 +42,7 @@ START_TEST(ewma_peak_and_decay)
 	v = mtd_lb_stats_ewma_us(&st, 11 * SEC + 1, 10000);
 	ck_assert_double_eq_tol(v, 5000 * exp(-1) + 1000 * (1 - exp(-1)), 1e-6);
 	/* Read 10 s later without samples: decayed by 1/e. */
-	ck_assert_double_eq_tol(mtd_lb_stats_ewma_us(&st, 21 * SEC + 1, 10000),
-	                        v * exp(-1), 1e-6);
+	ck_assert_double_eq_tol(mtd_lb_stats_ewma_us(&st, 21 * SEC + 1, 10000), v * exp(-1), 1e-6);
 	ck_assert_int_eq(st.active, 0);
 	ck_assert_uint_eq(st.successes, 3);
 	ck_assert_uint_eq(st.latency_count, 3);
@@ -55,16 +53,15 @@ END_TEST
 START_TEST(ewma_failure_is_slow)
 {
 	struct mtd_lb_stats st;
-	struct mtd_lb_result ok = { .ok = true, .latency_us = 200 };
-	struct mtd_lb_result fail = { .ok = false, .latency_us = 5 };
+	struct mtd_lb_result ok = {.ok = true, .latency_us = 200};
+	struct mtd_lb_result fail = {.ok = false, .latency_us = 5};
 
 	memset(&st, 0, sizeof(st));
 	mtd_lb_stats_begin(&st);
 	mtd_lb_stats_end(&st, &ok, SEC, 10000);
 	mtd_lb_stats_begin(&st);
 	mtd_lb_stats_end(&st, &fail, SEC + 1000, 10000);
-	ck_assert(mtd_lb_stats_ewma_us(&st, SEC + 1000, 10000) >=
-	          MTD_LB_FAILURE_PENALTY_US);
+	ck_assert(mtd_lb_stats_ewma_us(&st, SEC + 1000, 10000) >= MTD_LB_FAILURE_PENALTY_US);
 	ck_assert_uint_eq(st.failures, 1);
 	ck_assert_uint_eq(st.latency_count, 1); /* failures: no latency */
 }
@@ -73,7 +70,7 @@ END_TEST
 START_TEST(window_halves_each_slide)
 {
 	struct mtd_lb_stats st;
-	struct mtd_lb_result r = { .ok = true, .latency_us = 100 };
+	struct mtd_lb_result r = {.ok = true, .latency_us = 100};
 
 	memset(&st, 0, sizeof(st));
 	for (int k = 0; k < 8; k++) {
@@ -117,8 +114,8 @@ START_TEST(peak_ewma_fast_failure_not_attractive)
 
 	t_set_init(&s, 2, NULL);
 	p = t_picker("PEAK_EWMA", &s, NULL);
-	feed(p, 0, true, 20000, SEC, 5);   /* slow but working */
-	feed(p, 1, false, 10, SEC, 5);     /* fails in 10 us */
+	feed(p, 0, true, 20000, SEC, 5); /* slow but working */
+	feed(p, 1, false, 10, SEC, 5);   /* fails in 10 us */
 	t_count(p, &s, counts, 1000);
 	ck_assert_uint_eq(counts[0], 1000);
 	mtd_lb_picker_free(p);
@@ -155,7 +152,7 @@ START_TEST(wrt_round_robin_then_inverse_latency)
 	struct mtd_lb_picker *p;
 	uint64_t counts[T_MAX_EPS];
 	/* latencies 1, 2, 4 ms -> weights 4:2:1 */
-	double share[3] = { 4 / 7.0, 2 / 7.0, 1 / 7.0 };
+	double share[3] = {4 / 7.0, 2 / 7.0, 1 / 7.0};
 
 	t_set_init(&s, 3, NULL);
 	p = t_picker("WEIGHTED_RESPONSE_TIME", &s, NULL);
@@ -180,7 +177,7 @@ START_TEST(wrt_new_picker_keeps_weights_and_failures_count)
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	uint64_t counts[T_MAX_EPS];
-	double share[2] = { 0.5, 0.5 };
+	double share[2] = {0.5, 0.5};
 
 	t_set_init(&s, 2, NULL);
 	p = t_picker("WEIGHTED_RESPONSE_TIME", &s, NULL);

@@ -32,8 +32,7 @@ START_TEST(least_active_always_minimum)
 			t_exclude(&s, (size_t)(mtd_lb_rand(&s.rng) % s.n));
 		}
 		for (size_t k = 0; k < s.n; k++)
-			if (!(s.excluded[k / 64] >> (k % 64) & 1) &&
-			    s.stats[k].active < least)
+			if (!(s.excluded[k / 64] >> (k % 64) & 1) && s.stats[k].active < least)
 				least = s.stats[k].active;
 		i = mtd_lb_pick(p, &ctx);
 		ck_assert_int_ge(i, 0);
@@ -46,8 +45,8 @@ END_TEST
 
 START_TEST(least_active_ties_weighted)
 {
-	int32_t w[4] = { 100, 300, 600, 900 };
-	double share[4] = { 0.1, 0.3, 0.6, 0 };
+	int32_t w[4] = {100, 300, 600, 900};
+	double share[4] = {0.1, 0.3, 0.6, 0};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 
@@ -61,7 +60,7 @@ END_TEST
 
 START_TEST(least_active_drained_and_all_excluded)
 {
-	int32_t w[3] = { 0, 100, -1 };
+	int32_t w[3] = {0, 100, -1};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
@@ -140,7 +139,7 @@ END_TEST
 
 START_TEST(least_request_weights_under_load)
 {
-	int32_t w[2] = { 300, 100 };
+	int32_t w[2] = {300, 100};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
@@ -168,8 +167,8 @@ START_TEST(shortest_response_minimum)
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
 	/* avg latency per endpoint, and in-flight */
-	static const uint64_t avg[4] = { 100, 40, 30, 500 };
-	static const int64_t act[4] = { 0, 1, 3, 0 };
+	static const uint64_t avg[4] = {100, 40, 30, 500};
+	static const int64_t act[4] = {0, 1, 3, 0};
 
 	t_set_init(&s, 4, NULL);
 	for (size_t k = 0; k < 4; k++) {
@@ -191,8 +190,8 @@ END_TEST
 
 START_TEST(shortest_response_no_data_weighted)
 {
-	int32_t w[3] = { 100, 100, 200 };
-	double share[3] = { 0.25, 0.25, 0.5 };
+	int32_t w[3] = {100, 100, 200};
+	double share[3] = {0.25, 0.25, 0.5};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 
@@ -208,8 +207,8 @@ START_TEST(shortest_response_window_from_calls)
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
-	struct mtd_lb_result fast = { .ok = true, .latency_us = 1000 };
-	struct mtd_lb_result slow = { .ok = true, .latency_us = 9000 };
+	struct mtd_lb_result fast = {.ok = true, .latency_us = 1000};
+	struct mtd_lb_result slow = {.ok = true, .latency_us = 9000};
 
 	t_set_init(&s, 2, NULL);
 	p = t_picker("SHORTEST_RESPONSE", &s, NULL);

@@ -8,8 +8,8 @@ static Suite *random_suite(void);
 
 START_TEST(random_uniform_ignores_weights)
 {
-	int32_t w[4] = { 100, 300, 50, 1000 };
-	double share[4] = { 0.25, 0.25, 0.25, 0.25 };
+	int32_t w[4] = {100, 300, 50, 1000};
+	double share[4] = {0.25, 0.25, 0.25, 0.25};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 
@@ -22,8 +22,8 @@ END_TEST
 
 START_TEST(random_excluded_and_drained)
 {
-	int32_t w[5] = { 100, 0, 100, -1, 100 };
-	double share[5] = { 0.5, 0, 0, 0, 0.5 };
+	int32_t w[5] = {100, 0, 100, -1, 100};
+	double share[5] = {0.5, 0, 0, 0, 0.5};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
@@ -50,8 +50,8 @@ END_TEST
 
 START_TEST(weighted_shares)
 {
-	int32_t w[4] = { 100, 200, 300, 400 };
-	double share[4] = { 0.1, 0.2, 0.3, 0.4 };
+	int32_t w[4] = {100, 200, 300, 400};
+	double share[4] = {0.1, 0.2, 0.3, 0.4};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 
@@ -79,9 +79,9 @@ END_TEST
 
 START_TEST(weighted_zero_negative_and_excluded)
 {
-	int32_t w[5] = { 100, 0, 300, -7, 600 };
-	double share[5] = { 0.1, 0, 0.3, 0, 0.6 };
-	double share_ex[5] = { 0.25, 0, 0.75, 0, 0 };
+	int32_t w[5] = {100, 0, 300, -7, 600};
+	double share[5] = {0.1, 0, 0.3, 0, 0.6};
+	double share_ex[5] = {0.25, 0, 0.75, 0, 0};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
@@ -102,8 +102,8 @@ END_TEST
 
 START_TEST(weighted_all_zero_is_uniform)
 {
-	int32_t w[3] = { 0, 0, -3 };
-	double share[3] = { 1 / 3.0, 1 / 3.0, 1 / 3.0 };
+	int32_t w[3] = {0, 0, -3};
+	double share[3] = {1 / 3.0, 1 / 3.0, 1 / 3.0};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 
@@ -116,7 +116,7 @@ END_TEST
 
 START_TEST(single)
 {
-	static const char *const names[] = { "RANDOM", "WEIGHTED_RANDOM" };
+	static const char *const names[] = {"RANDOM", "WEIGHTED_RANDOM"};
 	struct t_set s;
 
 	for (size_t k = 0; k < 2; k++) {

@@ -11,10 +11,18 @@ static Suite *rr_suite(void);
 START_TEST(registry_names)
 {
 	static const char *names[] = {
-		"RANDOM", "WEIGHTED_RANDOM", "ROUND_ROBIN",
-		"WEIGHTED_ROUND_ROBIN", "SMOOTH_WEIGHTED_ROUND_ROBIN",
-		"LEAST_ACTIVE", "LEAST_REQUEST", "WEIGHTED_RESPONSE_TIME",
-		"PEAK_EWMA", "SHORTEST_RESPONSE", "CONSISTENT_HASH", "MAGLEV",
+	        "RANDOM",
+	        "WEIGHTED_RANDOM",
+	        "ROUND_ROBIN",
+	        "WEIGHTED_ROUND_ROBIN",
+	        "SMOOTH_WEIGHTED_ROUND_ROBIN",
+	        "LEAST_ACTIVE",
+	        "LEAST_REQUEST",
+	        "WEIGHTED_RESPONSE_TIME",
+	        "PEAK_EWMA",
+	        "SHORTEST_RESPONSE",
+	        "CONSISTENT_HASH",
+	        "MAGLEV",
 	};
 	size_t n;
 	const struct mtd_lb_ops *const *all = mtd_lb_all(&n);
@@ -69,7 +77,7 @@ END_TEST
 
 START_TEST(excluded_and_drained)
 {
-	int32_t w[5] = { 100, 0, 100, -5, 100 };
+	int32_t w[5] = {100, 0, 100, -5, 100};
 	struct t_set s;
 	uint64_t counts[T_MAX_EPS];
 	struct mtd_lb_picker *p;
@@ -166,7 +174,7 @@ END_TEST
 
 /* Concurrent picks from several workers: the shared counter keeps the
  * global rotation exact (no lost or doubled turns). */
-#define THREADS 4
+#define THREADS    4
 #define PER_THREAD 60000
 
 struct worker_arg {
@@ -180,7 +188,7 @@ static void *worker_main(void *arg)
 {
 	struct worker_arg *w = arg;
 	uint64_t rng = w->worker + 1;
-	struct mtd_lb_pick_ctx ctx = { .worker = w->worker, .rng = &rng };
+	struct mtd_lb_pick_ctx ctx = {.worker = w->worker, .rng = &rng};
 
 	for (int k = 0; k < PER_THREAD; k++) {
 		int i = mtd_lb_pick(w->p, &ctx);
@@ -193,9 +201,7 @@ static void *worker_main(void *arg)
 
 START_TEST(concurrent_workers)
 {
-	static const char *const names[] = { "ROUND_ROBIN",
-		                             "WEIGHTED_ROUND_ROBIN",
-		                             "SMOOTH_WEIGHTED_ROUND_ROBIN" };
+	static const char *const names[] = {"ROUND_ROBIN", "WEIGHTED_ROUND_ROBIN", "SMOOTH_WEIGHTED_ROUND_ROBIN"};
 	static struct t_set s;
 	struct worker_arg args[THREADS];
 	pthread_t th[THREADS];
@@ -210,9 +216,8 @@ START_TEST(concurrent_workers)
 		p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
 		ck_assert_ptr_nonnull(p);
 		for (unsigned t = 0; t < THREADS; t++) {
-			args[t] = (struct worker_arg){ .p = p, .s = &s, .worker = t };
-			ck_assert_int_eq(pthread_create(&th[t], NULL, worker_main,
-			                                &args[t]), 0);
+			args[t] = (struct worker_arg){.p = p, .s = &s, .worker = t};
+			ck_assert_int_eq(pthread_create(&th[t], NULL, worker_main, &args[t]), 0);
 		}
 		for (unsigned t = 0; t < THREADS; t++)
 			pthread_join(th[t], NULL);
@@ -222,8 +227,7 @@ START_TEST(concurrent_workers)
 
 			for (unsigned t = 0; t < THREADS; t++)
 				sum += args[t].counts[i];
-			ck_assert_msg(sum == THREADS * PER_THREAD / 6,
-			              "%s: endpoint %zu got %llu", names[k], i,
+			ck_assert_msg(sum == THREADS * PER_THREAD / 6, "%s: endpoint %zu got %llu", names[k], i,
 			              (unsigned long long)sum);
 		}
 		mtd_lb_picker_free(p);

@@ -8,21 +8,19 @@
 
 static Suite *warmup_suite(void);
 
-#define START 1000000
+#define START  1000000
 #define WINDOW 60000
 
 static double at(const struct mtd_lb_warmup *w, int32_t weight, double frac)
 {
-	struct mtd_lb_endpoint ep = { .id = "x", .weight = weight,
-		                      .start_ms = START };
+	struct mtd_lb_endpoint ep = {.id = "x", .weight = weight, .start_ms = START};
 
 	return mtd_lb__warm_weight(w, &ep, START + (int64_t)(frac * WINDOW));
 }
 
 START_TEST(linear_curve)
 {
-	struct mtd_lb_warmup w = { .duration_ms = WINDOW,
-		                   .curve = MTD_LB_WARMUP_LINEAR };
+	struct mtd_lb_warmup w = {.duration_ms = WINDOW, .curve = MTD_LB_WARMUP_LINEAR};
 
 	/* seed 003: Dubbo weight * uptime / warmup, clamped to [1, weight] */
 	ck_assert_double_eq_tol(at(&w, 100, 0.0), 1.0, 1e-9);
@@ -30,7 +28,7 @@ START_TEST(linear_curve)
 	ck_assert_double_eq_tol(at(&w, 100, 0.5), 50.0, 1e-9);
 	ck_assert_double_eq_tol(at(&w, 100, 1.0), 100.0, 1e-9);
 	ck_assert_double_eq_tol(at(&w, 100, 3.0), 100.0, 1e-9);
-	ck_assert_double_eq_tol(at(&w, 2, 0.25), 1.0, 1e-9); /* floor 1 */
+	ck_assert_double_eq_tol(at(&w, 2, 0.25), 1.0, 1e-9);   /* floor 1 */
 	ck_assert_double_eq_tol(at(&w, 100, -1.0), 1.0, 1e-9); /* skew */
 	ck_assert_double_eq_tol(at(&w, 0, 0.5), 0.0, 1e-9);
 }
@@ -38,10 +36,10 @@ END_TEST
 
 START_TEST(slow_start_curve)
 {
-	struct mtd_lb_warmup w = { .duration_ms = WINDOW,
-		                   .curve = MTD_LB_WARMUP_SLOW_START,
-		                   .aggression = 1.0,
-		                   .min_weight_percent = 10.0 };
+	struct mtd_lb_warmup w = {.duration_ms = WINDOW,
+	                          .curve = MTD_LB_WARMUP_SLOW_START,
+	                          .aggression = 1.0,
+	                          .min_weight_percent = 10.0};
 
 	/* Envoy: weight * max(min%, (t / window) ^ (1 / aggression)) */
 	ck_assert_double_eq_tol(at(&w, 100, 0.0), 10.0, 1e-9);
@@ -62,8 +60,8 @@ END_TEST
 
 START_TEST(unknown_start_is_warm)
 {
-	struct mtd_lb_warmup w = { .duration_ms = WINDOW };
-	struct mtd_lb_endpoint ep = { .id = "x", .weight = 100, .start_ms = 0 };
+	struct mtd_lb_warmup w = {.duration_ms = WINDOW};
+	struct mtd_lb_endpoint ep = {.id = "x", .weight = 100, .start_ms = 0};
 
 	ck_assert_double_eq_tol(mtd_lb__warm_weight(&w, &ep, 5), 100.0, 1e-9);
 }
@@ -81,11 +79,10 @@ static void two_eps(struct t_set *s, double frac, int64_t *now)
 START_TEST(strategies_apply_warmup)
 {
 	static const char *const names[] = {
-		"WEIGHTED_RANDOM", "WEIGHTED_ROUND_ROBIN",
-		"SMOOTH_WEIGHTED_ROUND_ROBIN", "LEAST_ACTIVE",
-		"SHORTEST_RESPONSE",
+	        "WEIGHTED_RANDOM", "WEIGHTED_ROUND_ROBIN", "SMOOTH_WEIGHTED_ROUND_ROBIN",
+	        "LEAST_ACTIVE",    "SHORTEST_RESPONSE",
 	};
-	static const double fracs[] = { 0.0, 0.25, 0.5, 1.0 };
+	static const double fracs[] = {0.0, 0.25, 0.5, 1.0};
 
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 		for (size_t f = 0; f < 4; f++) {
@@ -109,10 +106,8 @@ START_TEST(strategies_apply_warmup)
 				c1 += mtd_lb_pick(p, &ctx) == 1;
 			share = (double)c1 / 40000;
 			/* Stated tolerance: 10 % of the share, or 0.3 points. */
-			ck_assert_msg(fabs(share - expect) <
-			                      fmax(0.1 * expect, 0.003),
-			              "%s at %.2f: share %.4f, want %.4f",
-			              names[k], fracs[f], share, expect);
+			ck_assert_msg(fabs(share - expect) < fmax(0.1 * expect, 0.003),
+			              "%s at %.2f: share %.4f, want %.4f", names[k], fracs[f], share, expect);
 			mtd_lb_picker_free(p);
 		}
 }
@@ -124,7 +119,7 @@ START_TEST(inert_when_all_new)
 	struct mtd_lb_config cfg;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
-	uint64_t c[2] = { 0, 0 };
+	uint64_t c[2] = {0, 0};
 
 	/* Both started 10 % of the window ago: no ramp, plain 1:1. */
 	t_set_init(&s, 2, NULL);

@@ -25,7 +25,7 @@ static size_t longest_run(const int *picks, size_t n)
 
 START_TEST(wrr_exact_cycle_and_interleaved)
 {
-	int32_t w[3] = { 500, 100, 100 }; /* gcd 100: cycle of 7 */
+	int32_t w[3] = {500, 100, 100}; /* gcd 100: cycle of 7 */
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
@@ -78,7 +78,7 @@ END_TEST
 
 START_TEST(wrr_zero_and_excluded)
 {
-	int32_t w[4] = { 200, 0, 100, -2 };
+	int32_t w[4] = {200, 0, 100, -2};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
@@ -106,8 +106,8 @@ END_TEST
 
 START_TEST(swrr_nginx_sequence)
 {
-	int32_t w[3] = { 5, 1, 1 };
-	static const int want[14] = { 0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0 };
+	int32_t w[3] = {5, 1, 1};
+	static const int want[14] = {0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;
@@ -124,8 +124,8 @@ END_TEST
 
 START_TEST(swrr_workers_independent)
 {
-	int32_t w[3] = { 5, 1, 1 };
-	static const int want[7] = { 0, 0, 1, 0, 2, 0, 0 };
+	int32_t w[3] = {5, 1, 1};
+	static const int want[7] = {0, 0, 1, 0, 2, 0, 0};
 	struct t_set s;
 	struct mtd_lb_config cfg;
 	struct mtd_lb_picker *p;
@@ -150,11 +150,11 @@ END_TEST
 
 START_TEST(swrr_failure_cut_and_recovery)
 {
-	int32_t w[2] = { 100, 100 };
+	int32_t w[2] = {100, 100};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	uint64_t counts[T_MAX_EPS];
-	struct mtd_lb_result fail = { .ok = false, .latency_us = 10 };
+	struct mtd_lb_result fail = {.ok = false, .latency_us = 10};
 
 	t_set_init(&s, 2, w);
 	p = t_picker("SMOOTH_WEIGHTED_ROUND_ROBIN", &s, NULL);
@@ -188,7 +188,7 @@ END_TEST
 
 START_TEST(swrr_zero_excluded_single)
 {
-	int32_t w[4] = { 3, 0, 1, -1 };
+	int32_t w[4] = {3, 0, 1, -1};
 	struct t_set s;
 	struct mtd_lb_picker *p;
 	struct mtd_lb_pick_ctx ctx;

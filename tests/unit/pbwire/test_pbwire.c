@@ -57,8 +57,7 @@ static void put_uint(struct buf *m, uint32_t field, uint64_t v)
 	put_varint(m, v);
 }
 
-static int find(const struct buf *m, const char *path, bool complete,
-                struct mtd_pbwire_value *v)
+static int find(const struct buf *m, const char *path, bool complete, struct mtd_pbwire_value *v)
 {
 	uint32_t p[MTD_PBWIRE_MAX_DEPTH];
 	size_t d;
@@ -80,8 +79,21 @@ static void assert_key(const struct mtd_pbwire_value *v, const char *want)
 START_TEST(path_parse)
 {
 	static const char *const bad[] = {
-		"", ".", "1.", ".1", "0", "01", "1..2", "a", "-1", "+1", " 1",
-		"1 ", "536870912", "1.2.3.4.5.6.7.8.9", "99999999999999999999",
+	        "",
+	        ".",
+	        "1.",
+	        ".1",
+	        "0",
+	        "01",
+	        "1..2",
+	        "a",
+	        "-1",
+	        "+1",
+	        " 1",
+	        "1 ",
+	        "536870912",
+	        "1.2.3.4.5.6.7.8.9",
+	        "99999999999999999999",
 	};
 	uint32_t p[MTD_PBWIRE_MAX_DEPTH];
 	size_t d;
@@ -97,21 +109,23 @@ START_TEST(path_parse)
 	ck_assert_uint_eq(d, 8);
 	ck_assert_uint_eq(p[0], MTD_PBWIRE_MAX_FIELD);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(mtd_pbwire_path_parse(bad[i], p, &d) == -EINVAL,
-		              "accepted \"%s\"", bad[i]);
+		ck_assert_msg(mtd_pbwire_path_parse(bad[i], p, &d) == -EINVAL, "accepted \"%s\"", bad[i]);
 	ck_assert_int_eq(mtd_pbwire_path_parse(NULL, p, &d), -EINVAL);
 }
 END_TEST
 
 START_TEST(valid_scalars_and_strings)
 {
-	struct buf m = { .n = 0 };
+	struct buf m = {.n = 0};
 	struct mtd_pbwire_value v;
 
 	put_uint(&m, 3, 42);
 	put_str(&m, 1, "user-17");
 	put_tag(&m, 4, 5); /* fixed32 7 */
-	m.b[m.n++] = 7; m.b[m.n++] = 0; m.b[m.n++] = 0; m.b[m.n++] = 0;
+	m.b[m.n++] = 7;
+	m.b[m.n++] = 0;
+	m.b[m.n++] = 0;
+	m.b[m.n++] = 0;
 	put_tag(&m, 5, 1); /* fixed64 2^40 */
 	for (int i = 0; i < 8; i++)
 		m.b[m.n++] = i == 5 ? 1 : 0;
@@ -146,7 +160,7 @@ END_TEST
 
 START_TEST(nested_and_first_occurrence)
 {
-	struct buf m = { .n = 0 }, a = { .n = 0 }, b = { .n = 0 }, c = { .n = 0 };
+	struct buf m = {.n = 0}, a = {.n = 0}, b = {.n = 0}, c = {.n = 0};
 	struct mtd_pbwire_value v;
 
 	/* m = { 2: {3: 9}, 1: "first", 2: {1: "inner", 1: "later"},
@@ -184,7 +198,7 @@ END_TEST
 
 START_TEST(groups_are_skipped)
 {
-	struct buf m = { .n = 0 };
+	struct buf m = {.n = 0};
 	struct mtd_pbwire_value v;
 
 	/* group 4 { 1: "in group", group 5 { 1: 3 } } then 1: "top" */
@@ -219,7 +233,7 @@ END_TEST
 
 START_TEST(truncated)
 {
-	struct buf m = { .n = 0 }, sub = { .n = 0 };
+	struct buf m = {.n = 0}, sub = {.n = 0};
 	struct mtd_pbwire_value v;
 	struct buf cut;
 
@@ -262,9 +276,9 @@ END_TEST
 
 START_TEST(oversized_and_malformed)
 {
-	struct buf m = { .n = 0 };
+	struct buf m = {.n = 0};
 	struct mtd_pbwire_value v;
-	uint32_t path[1] = { 1 };
+	uint32_t path[1] = {1};
 
 	/* Declared length far beyond the buffer (2^63). */
 	put_tag(&m, 1, 2);
@@ -321,7 +335,7 @@ START_TEST(hostile_random_input)
 	/* 50,000 random and mutated buffers under every path shape: no
 	 * crash (ASan/UBSan builds check the reads), and every value found
 	 * lies inside the buffer. */
-	static const char *const paths[] = { "1", "2.1", "1.1.1", "3", "5.6.7" };
+	static const char *const paths[] = {"1", "2.1", "1.1.1", "3", "5.6.7"};
 	uint64_t rng = 0x1234567;
 	uint8_t b[64];
 	size_t found = 0;
@@ -332,10 +346,14 @@ START_TEST(hostile_random_input)
 		size_t d;
 		struct mtd_pbwire_value v;
 
-		rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
 		n = rng % sizeof(b);
 		for (size_t i = 0; i < n; i++) {
-			rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
 			/* Bias toward small tags/lengths, which parse. */
 			b[i] = (uint8_t)(rng % 4 == 0 ? rng >> 8 : (rng >> 8) % 24);
 		}
@@ -343,15 +361,13 @@ START_TEST(hostile_random_input)
 		for (int complete = 0; complete < 2; complete++) {
 			int rc = mtd_pbwire_find(b, n, complete, p, d, &v);
 
-			ck_assert(rc == 1 || rc == 0 || rc == -EAGAIN ||
-			          rc == -EBADMSG);
+			ck_assert(rc == 1 || rc == 0 || rc == -EAGAIN || rc == -EBADMSG);
 			if (!complete)
 				ck_assert_int_ne(rc, 0);
 			if (rc == 1) {
 				found++;
 				if (v.type == MTD_PBWIRE_LEN)
-					ck_assert(v.data >= b && v.len <= n &&
-					          (size_t)(v.data - b) <= n - v.len);
+					ck_assert(v.data >= b && v.len <= n && (size_t)(v.data - b) <= n - v.len);
 			}
 		}
 	}
@@ -361,14 +377,17 @@ END_TEST
 
 START_TEST(grpc_prefix)
 {
-	struct buf m = { .n = 0 }, f = { .n = 0 };
+	struct buf m = {.n = 0}, f = {.n = 0};
 	struct mtd_pbwire_value v;
-	uint32_t path[2] = { 1, 0 };
+	uint32_t path[2] = {1, 0};
 
 	put_uint(&m, 2, 5);
 	put_str(&m, 1, "k");
 	f.b[0] = 0;
-	f.b[1] = 0; f.b[2] = 0; f.b[3] = 0; f.b[4] = (uint8_t)m.n;
+	f.b[1] = 0;
+	f.b[2] = 0;
+	f.b[3] = 0;
+	f.b[4] = (uint8_t)m.n;
 	memcpy(f.b + 5, m.b, m.n);
 	f.n = 5 + m.n;
 	/* Bytes of a following message are ignored. */
@@ -377,13 +396,11 @@ START_TEST(grpc_prefix)
 	ck_assert_int_eq(mtd_pbwire_find_grpc(f.b, f.n, 65536, path, 1, &v), 1);
 	assert_key(&v, "k");
 	for (size_t n = 0; n < 5 + m.n; n++)
-		ck_assert_int_eq(mtd_pbwire_find_grpc(f.b, n, 65536, path, 1, &v),
-		                 -EAGAIN);
+		ck_assert_int_eq(mtd_pbwire_find_grpc(f.b, n, 65536, path, 1, &v), -EAGAIN);
 	/* Look-ahead of 2 bytes: field 1 lies beyond it, absent. */
 	ck_assert_int_eq(mtd_pbwire_find_grpc(f.b, 7, 2, path, 1, &v), 0);
 	f.b[0] = 1;
-	ck_assert_int_eq(mtd_pbwire_find_grpc(f.b, f.n, 65536, path, 1, &v),
-	                 -ENOTSUP);
+	ck_assert_int_eq(mtd_pbwire_find_grpc(f.b, f.n, 65536, path, 1, &v), -ENOTSUP);
 }
 END_TEST
 

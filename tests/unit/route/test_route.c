@@ -23,19 +23,18 @@ END_TEST
 
 START_TEST(parse_invalid)
 {
-	static const char *bad[] = { "", "/", "//", "/a/", "//m", "a/b/c", "/svc",
-	                             "/a/b/c", "/a/b?x=1", "/a#/b", "/a/b#" };
+	static const char *bad[] = {"",     "/",      "//",       "/a/",   "//m",  "a/b/c",
+	                            "/svc", "/a/b/c", "/a/b?x=1", "/a#/b", "/a/b#"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct mtd_route_path p;
-		ck_assert_msg(mtd_route_parse_path(bad[i], strlen(bad[i]), &p) == -EINVAL,
-		              "accepted %s", bad[i]);
+		ck_assert_msg(mtd_route_parse_path(bad[i], strlen(bad[i]), &p) == -EINVAL, "accepted %s", bad[i]);
 	}
 }
 END_TEST
 
 START_TEST(lookup_exact_and_catch_all)
 {
-	const char *names[] = { "a.Svc", "*", "b.Svc", "a.Svc2" };
+	const char *names[] = {"a.Svc", "*", "b.Svc", "a.Svc2"};
 	struct mtd_route_table *t = mtd_route_table_new(names, 4);
 	ck_assert_ptr_nonnull(t);
 	ck_assert_int_eq(mtd_route_lookup(t, "a.Svc", 5), 0);
