@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/proxy/common.sh: what run.sh and profile.sh share. Sourced after the
 # caller has set MODE, PORT_BASE, CPU_PROXY, CPU_LOAD, KEEP, UPSTREAM_BIN and
 # MAITRED_BIN. Creates the temp dir $T, writes the test material into it,
