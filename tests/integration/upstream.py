@@ -132,7 +132,12 @@ class EchoServicer(pb_grpc.EchoServicer):
             log("call %s %s started (time remaining %.3f)" % (call_id, method, call.time_remaining))
         return call
 
-    def _end(self, call):
+    def _end(self, call, context=None):
+        # A handler that returns because the RPC was cancelled (its request
+        # iterator just stops) did not finish: leave handler_done unset so
+        # the end callback records the cancellation, whichever runs first.
+        if context is not None and not context.is_active():
+            return
         with REG.cond:
             call.handler_done = True
             REG.cond.notify_all()
@@ -307,7 +312,7 @@ class EchoServicer(pb_grpc.EchoServicer):
                     return
                 req = next(it, None)
         finally:
-            self._end(call)
+            self._end(call, context)
 
 
 class AnyService(grpc.GenericRpcHandler):
