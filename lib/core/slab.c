@@ -24,14 +24,12 @@ static uint32_t keep_limit(unsigned cls)
 
 static unsigned size_class(size_t size)
 {
-	unsigned cls = 0;
-	size_t cap = (size_t)1 << MIN_SHIFT;
-	while (cap < size) {
-		cap <<= 1;
-		if (++cls >= MTD_SLAB_CLASSES)
-			return LARGE;
-	}
-	return cls;
+	if (size <= ((size_t)1 << MIN_SHIFT))
+		return 0;
+	if (size > ((size_t)1 << (MIN_SHIFT + MTD_SLAB_CLASSES - 1)))
+		return LARGE;
+	/* ceil(log2(size)) - MIN_SHIFT, without a loop. */
+	return (unsigned)(64 - __builtin_clzll((unsigned long long)size - 1)) - MIN_SHIFT;
 }
 
 void *mtd_slab_malloc(struct mtd_slab *s, size_t size)

@@ -81,6 +81,21 @@ START_TEST(slab_classes_reuse_and_realloc)
 	ck_assert_ptr_eq(a, b); /* recycled */
 	ck_assert_uint_eq(s.n_free[0], 0);
 #endif
+	/* Class boundaries: 32 and 1 share a class, 33 does not; 8192 is the
+	 * last class, 8193 is "large" (never cached). */
+	void *x = mtd_slab_malloc(&s, 32);
+	mtd_slab_free(&s, x);
+	void *y = mtd_slab_malloc(&s, 33);
+	ck_assert_uint_eq(s.n_free[0], MTD_SLAB_KEEP_BYTES ? 1 : 0);
+	ck_assert_uint_eq(s.n_free[1], 0);
+	mtd_slab_free(&s, y);
+	ck_assert_uint_eq(s.n_free[1], MTD_SLAB_KEEP_BYTES ? 1 : 0);
+	void *l = mtd_slab_malloc(&s, 8193);
+	mtd_slab_free(&s, l);
+	for (unsigned c = 0; c < MTD_SLAB_CLASSES - 1; c++)
+		if (c > 1)
+			ck_assert_uint_eq(s.n_free[c], 0);
+	ck_assert_uint_eq(s.n_free[MTD_SLAB_CLASSES - 1], 0);
 	/* Growing keeps the contents, across classes and into "large". */
 	for (int i = 0; i < 30; i++)
 		b[i] = (uint8_t)i;
