@@ -190,7 +190,10 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		}
 		if (c->state == MTD_CONN_CLOSED)
 			return false;
-		if ((size_t)n < w->rbuf_len)
+		/* A short read drained a plain socket. SSL_read() returns one TLS
+		 * record at a time, so a short TLS read says nothing: go on until
+		 * it wants more from the socket. */
+		if (!c->ssl && (size_t)n < w->rbuf_len)
 			break;
 	}
 	mtd_conn_want_flush(c);
