@@ -21,6 +21,7 @@ EXTRA_DIST += \
 	tests/integration/test_lb.py \
 	tests/integration/test_tls_resume.py \
 	tests/integration/test_hardening.py \
+	tests/integration/test_pool.py \
 	protos/maitred/testing/v1/echo.proto \
 	deploy/demo.sh \
 	deploy/run-tests.sh

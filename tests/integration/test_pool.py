@@ -1,0 +1,101 @@
+"""The upstream pool: the waiting-call bound, keepalive PINGs that catch a
+dead peer, idle connections closed."""
+
+import socket
+import threading
+import time
+
+import grpc
+
+from harness import MaitredTest, maitred_only, pb, call_id, CALL_LIMIT
+
+
+class BlackHole:
+    """Accepts TCP connections and never reads or writes: a peer that died
+    without closing its sockets (a frozen VM, a dropped network path)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.conns = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+class Pool(MaitredTest):
+    @maitred_only
+    def test_waiting_calls_are_bounded(self):
+        # One connection of one stream, one call may wait: the third call in
+        # flight is refused at once with UNAVAILABLE naming the bound.
+        up = self.start_upstream("alpha", max_streams=1)
+        svc = self.service("*", [up], upstream={"max_connections": 1, "max_pending": 1})
+        m = self.start_maitred(self.config([svc]))
+        stub = self.echo(m)
+        first = call_id()
+        f1 = stub.Unary.future(pb.EchoRequest(call_id=first, hold=True), timeout=CALL_LIMIT * 2)
+        up.wait_call(first, "STARTED")
+        # Two more calls: whichever reaches the pool first waits, the other
+        # finds the queue full and is refused at once.
+        f2 = stub.Unary.future(pb.EchoRequest(key="b"), timeout=CALL_LIMIT * 2)
+        f3 = stub.Unary.future(pb.EchoRequest(key="c"), timeout=CALL_LIMIT * 2)
+        # The refused one ends without the held call being released.
+        deadline = time.monotonic() + CALL_LIMIT
+        while not (f2.done() or f3.done()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        refused = f2 if f2.done() else f3
+        waiting = f3 if refused is f2 else f2
+        self.assertTrue(refused.done(), "neither extra call was refused while the pool was full")
+        err = refused.exception()
+        self.assertIsNotNone(err, "a call went through while one stream was held and one call waited")
+        self.assertEqual(err.code(), grpc.StatusCode.UNAVAILABLE, err.details())
+        self.assertIn("waiting", err.details())
+        self.assertFalse(waiting.done())
+        up.release(first)
+        self.assertEqual(f1.result().instance, "alpha")
+        self.assertIn(waiting.result().key, ("b", "c"))
+
+    @maitred_only
+    def test_keepalive_detects_a_silent_peer(self):
+        # The peer accepts and then says nothing, ever. Without keepalive the
+        # call would hang until its deadline (it has none); with a 1 s PING
+        # interval and a 1 s ack deadline it ends UNAVAILABLE.
+        hole = BlackHole()
+        self.addCleanup(hole.close)
+        svc = self.service("*", [hole.address],
+                           upstream={"keepalive_interval": "1s", "keepalive_timeout": "1s"})
+        m = self.start_maitred(self.config([svc]))
+        stub = self.echo(m)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
+        self.assertTrue(m.proc.alive())
+        self.assertIn("PING", m.proc.output())
+
+    @maitred_only
+    def test_idle_upstream_connection_is_closed(self):
+        up = self.start_upstream("alpha")
+        svc = self.service("*", [up], upstream={"idle_timeout": "1s"})
+        m = self.start_maitred(self.config([svc]), args=["--log-level", "debug"])
+        stub = self.echo(m)
+        self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "alpha")
+        deadline = time.monotonic() + CALL_LIMIT
+        while "idle, closing" not in m.proc.output() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertIn("upstream %s: idle, closing" % up.address, m.proc.output())
+        # The next call opens a fresh connection and works.
+        self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "alpha")
