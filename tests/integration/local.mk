@@ -22,6 +22,8 @@ EXTRA_DIST += \
 	tests/integration/test_tls_resume.py \
 	tests/integration/test_hardening.py \
 	tests/integration/test_pool.py \
+	tests/integration/test_interop_go.py \
+	tests/interop/goecho/main.go \
 	protos/maitred/testing/v1/echo.proto \
 	deploy/demo.sh \
 	deploy/run-tests.sh
