@@ -40,14 +40,15 @@ static int service_init(struct mtd_rt_service *s, const struct mtd_cfg_service *
 		s->lb_eps[i] = (struct mtd_lb_endpoint){
 		        .id = cfg->endpoints[i].addr.text,
 		        .weight = cfg->endpoints[i].weight,
-		        /* Static endpoints were not started by us: no warmup unless
-			 * a registry says when they started. */
-		        .start_ms = 0,
+		        /* Issue 3: a registry record's start time, else the moment
+		         * maitred first saw the endpoint. Static endpoints are all
+		         * seen at start-up, so warmup stays inert for them (every
+		         * endpoint is new) until discovery adds one later. */
+		        .start_ms = now_ms,
 		        .stats = &s->eps[i].stats,
 		        .user = &s->eps[i],
 		};
 	}
-	(void)now_ms;
 	/* Config validation rejects every option set a picker would refuse;
 	 * what is left is memory (or an OpenSSL without MD5 for the ring). */
 	s->picker = mtd_lb_picker_new(&cfg->lb, s->lb_eps, s->n_eps, NULL);
