@@ -66,6 +66,8 @@ void mtd_pool_dequeue(struct mtd_call *call)
 	TAILQ_REMOVE(&p->pending, call, pending_link);
 	p->n_pending--;
 	call->pool = NULL;
+	/* No longer held by a pool: whoever dequeued decides what is next. */
+	call->state = MTD_CALL_HEADERS;
 }
 
 static struct mtd_conn *conn_with_room(struct mtd_pool *p)
