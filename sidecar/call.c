@@ -263,16 +263,47 @@ static void pick_and_enqueue(struct mtd_call *call, const uint8_t *key, size_t k
 			return;
 		}
 	}
+	uint64_t *bits = call->tried ? call->tried : &call->tried_inline;
 	struct mtd_lb_pick_ctx ctx = {
 	        .key = key,
 	        .key_len = key_len,
-	        .excluded = call->n_tried ? (call->tried ? call->tried : &call->tried_inline) : NULL,
 	        .now_ms = mtd_wall_ms(),
 	        .now_ns = mtd_now_ns(),
 	        .worker = call->w->id,
 	        .rng = &call->w->rng,
 	};
-	int idx = mtd_lb_pick(call->picker, &ctx);
+	/* Endpoints whose pool is backing off after failed connects are
+	 * skipped while another is eligible; if none is, the first one skipped
+	 * is tried anyway (it may be back). */
+	int idx, skipped = -1;
+	struct mtd_pool *p;
+	for (;;) {
+		ctx.excluded = call->n_tried ? bits : NULL;
+		idx = mtd_lb_pick(call->picker, &ctx);
+		if (idx < 0 && skipped >= 0) {
+			idx = skipped;
+			bits[idx / 64] &= ~(1ull << (idx % 64));
+			call->n_tried--;
+		}
+		if (idx < 0)
+			break;
+		p = mtd_pool_get(call->w, svc, &svc->eps[idx]);
+		if (!p) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+		if (idx == skipped || !mtd_pool_backing_off(p, ctx.now_ns))
+			break;
+		if (skipped < 0)
+			skipped = idx;
+		bits[idx / 64] |= 1ull << (idx % 64);
+		call->n_tried++;
+	}
+	if (skipped >= 0 && idx != skipped) {
+		/* Not a failure of this call: forget the skip. */
+		bits[skipped / 64] &= ~(1ull << (skipped % 64));
+		call->n_tried--;
+	}
 	if (idx < 0) {
 		if (call->n_tried)
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "%s (and no other endpoint of %s is left)",
@@ -294,11 +325,6 @@ static void pick_and_enqueue(struct mtd_call *call, const uint8_t *key, size_t k
 	call->ep_idx = idx;
 	call->ep = &svc->eps[idx];
 	mtd_lb_call_begin(call->picker, (size_t)idx);
-	struct mtd_pool *p = mtd_pool_get(call->w, svc, call->ep);
-	if (!p) {
-		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
 	mtd_pool_enqueue(p, call);
 }
 

@@ -44,6 +44,42 @@ void mtd_pool_free(struct mtd_pool *p)
 	free(p);
 }
 
+#define BACKOFF_FIRST_NS (250 * 1000000LL)
+#define BACKOFF_MAX_NS (10 * 1000000000LL)
+
+bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns)
+{
+	if (p->retry_at_ns <= now_ns)
+		return false;
+	struct mtd_conn *c;
+	LIST_FOREACH(c, &p->conns, link)
+	if (c->state == MTD_CONN_READY)
+		return false;
+	return true;
+}
+
+void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason)
+{
+	/* One warning per outage; the attempts during it are debug lines. */
+	if (p->connect_failures++ == 0)
+		MTD_WARN("%s", reason);
+	else
+		MTD_DEBUG("%s (%u failures in a row)", reason, p->connect_failures);
+	p->backoff_ns = p->backoff_ns ? p->backoff_ns * 2 : BACKOFF_FIRST_NS;
+	if (p->backoff_ns > BACKOFF_MAX_NS)
+		p->backoff_ns = BACKOFF_MAX_NS;
+	p->retry_at_ns = mtd_now_ns() + p->backoff_ns;
+}
+
+void mtd_pool_connect_succeeded(struct mtd_pool *p)
+{
+	if (p->connect_failures > 1)
+		MTD_INFO("upstream %s: connected again after %u failed attempts", p->ep->cfg->addr.text,
+		         p->connect_failures);
+	p->connect_failures = 0;
+	p->backoff_ns = p->retry_at_ns = 0;
+}
+
 void mtd_pool_enqueue(struct mtd_pool *p, struct mtd_call *call)
 {
 	if (p->n_pending >= p->svc->cfg->upstream.max_pending) {

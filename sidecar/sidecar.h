@@ -193,11 +193,22 @@ struct mtd_pool {
 	uint32_t n_pending;
 	struct ssl_session_st *tls_session; /* to resume with */
 	bool failing;                       /* a connect failure is being handled */
+	/* Connect failures in a row, and until when new calls avoid this
+	 * endpoint (doubling from 250 ms to 10 s; reset by a connect). */
+	uint32_t connect_failures;
+	int64_t backoff_ns, retry_at_ns;
 };
 
 /* The pool of endpoint ep (service svc) on worker w, created on first use. */
 struct mtd_pool *mtd_pool_get(struct mtd_worker *w, const struct mtd_rt_service *svc, struct mtd_rt_endpoint *ep);
 void mtd_pool_free(struct mtd_pool *p);
+/* True while the pool's endpoint failed its last connect and no connection
+ * of it is usable: new calls should go elsewhere if they can. */
+bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns);
+/* Record a failed / successful connect (backoff, and logging once per
+ * outage instead of once per attempt). */
+void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason);
+void mtd_pool_connect_succeeded(struct mtd_pool *p);
 /* Queue call for a stream on this pool; it is started when a connection
  * has room, or failed (UNAVAILABLE / RESOURCE_EXHAUSTED) if none can. */
 void mtd_pool_enqueue(struct mtd_pool *p, struct mtd_call *call);

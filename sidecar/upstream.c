@@ -33,9 +33,12 @@ static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 	int n = snprintf(reason, sizeof(reason), "upstream %s: ", c->peer);
 	vsnprintf(reason + n, sizeof(reason) - (size_t)n, fmt, ap);
 	va_end(ap);
-	MTD_WARN("%s", reason);
 	struct mtd_pool *p = c->pool;
 	bool never_ready = c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE;
+	if (never_ready)
+		mtd_pool_connect_failed(p, reason);
+	else
+		MTD_WARN("%s", reason);
 	/* While failing, the pool must not open a replacement for the calls
 	 * it is about to move (that would loop on a dead endpoint). */
 	p->failing = true;
@@ -237,6 +240,7 @@ static void up_ready(struct mtd_conn *c)
 	}
 	c->state = MTD_CONN_READY;
 	c->last_active_ns = c->last_read_ns = mtd_now_ns();
+	mtd_pool_connect_succeeded(c->pool);
 	update_max_streams(c);
 	MTD_DEBUG("upstream %s: ready%s", c->peer, c->ssl ? " (TLS)" : "");
 	mtd_conn_want_flush(c);

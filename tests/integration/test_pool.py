@@ -99,3 +99,24 @@ class Pool(MaitredTest):
         self.assertIn("upstream %s: idle, closing" % up.address, m.proc.output())
         # The next call opens a fresh connection and works.
         self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "alpha")
+
+    @maitred_only
+    def test_dead_endpoint_is_avoided_and_logged_once(self):
+        # Kill one of three: every later call still succeeds (calls that
+        # meet the dead endpoint move on, and while its pool backs off new
+        # calls avoid it), and the outage is one warning, not one per call.
+        ups = [self.start_upstream(n) for n in ("a", "b", "c")]
+        m = self.start_maitred(upstreams=ups)
+        stub = self.echo(m)
+        for _ in range(6):
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        victim = ups[1]
+        victim.proc.kill()
+        victim.proc.wait(CALL_LIMIT)
+        seen = set()
+        for i in range(90):
+            seen.add(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance)
+        self.assertEqual(seen, {"a", "c"})
+        warnings = [l for l in m.proc.output().splitlines()
+                    if " warn " in l and ("upstream %s: connect" % victim.address) in l]
+        self.assertEqual(len(warnings), 1, "\n".join(warnings))
