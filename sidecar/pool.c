@@ -45,7 +45,7 @@ void mtd_pool_free(struct mtd_pool *p)
 }
 
 #define BACKOFF_FIRST_NS (250 * 1000000LL)
-#define BACKOFF_MAX_NS (10 * 1000000000LL)
+#define BACKOFF_MAX_NS   (10 * 1000000000LL)
 
 bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns)
 {
