@@ -53,8 +53,8 @@ bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns)
 		return false;
 	struct mtd_conn *c;
 	LIST_FOREACH(c, &p->conns, link)
-	if (c->state == MTD_CONN_READY)
-		return false;
+		if (c->state == MTD_CONN_READY)
+			return false;
 	return true;
 }
 
@@ -110,8 +110,8 @@ static struct mtd_conn *conn_with_room(struct mtd_pool *p)
 {
 	struct mtd_conn *c;
 	LIST_FOREACH(c, &p->conns, link)
-	if (c->state == MTD_CONN_READY && c->n_streams < c->max_streams)
-		return c;
+		if (c->state == MTD_CONN_READY && c->n_streams < c->max_streams)
+			return c;
 	return NULL;
 }
 
@@ -145,8 +145,7 @@ void mtd_pool_dispatch(struct mtd_pool *p)
 	 * more, while the cap allows. */
 	uint32_t usable = 0;
 	struct mtd_conn *c;
-	LIST_FOREACH(c, &p->conns, link)
-	{
+	LIST_FOREACH(c, &p->conns, link) {
 		if (c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE ||
 		    (c->state == MTD_CONN_READY && !c->settings_seen))
 			return;

@@ -50,8 +50,8 @@ static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 	 * served by this endpoint unless another connection is usable. */
 	struct mtd_conn *o;
 	LIST_FOREACH(o, &p->conns, link)
-	if (o->state != MTD_CONN_CLOSED && o->state != MTD_CONN_DRAINING)
-		return;
+		if (o->state != MTD_CONN_CLOSED && o->state != MTD_CONN_DRAINING)
+			return;
 	struct mtd_call *call;
 	while ((call = TAILQ_FIRST(&p->pending))) {
 		mtd_pool_dequeue(call);
