@@ -541,6 +541,13 @@ class Stickiness(LbTest):
         # differently so its log is its own): the endpoint's identity is its
         # address, so every user is back home, the others never moved.
         back = self.start_upstream(gone.name + "-back", port=gone.port)
+        # maitred avoids an endpoint for a while after its connects failed
+        # (a backoff of up to 10 s), so users come home once it retried:
+        # wait (bounded) until one displaced user is served by it again.
+        u0 = sorted(moved)[0]
+        deadline = time.monotonic() + 3 * CALL_LIMIT
+        while call(u0) != back.name and time.monotonic() < deadline:
+            time.sleep(0.1)
         again = self.sticky_run(policy, hash_key, call, 200)
         want = {u: (back.name if h == gone.name else h) for u, h in home.items()}
         self.assertEqual(again, want, "%s: users not back home after %s restarted" % (policy, gone.name))
