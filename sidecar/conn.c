@@ -143,6 +143,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 	}
 	/* A session with nothing left to do on either side is finished. */
 	if (c->ng && !nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng)) {
+		MTD_DEBUG("%s %s: HTTP/2 session finished", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer);
 		mtd_conn_close(c);
 		return -EPIPE;
 	}

@@ -28,6 +28,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 	call->w = c->w;
 	call->down = c;
 	call->down_sid = frame->hd.stream_id;
+	if (frame->hd.stream_id > c->max_sid)
+		c->max_sid = frame->hd.stream_id;
 	call->ep_idx = -1;
 	call->req_hdrs.slab = call->resp_hdrs.slab = call->resp_trailers.slab = &c->w->slab;
 	call->start_ns = mtd_now_ns();
@@ -256,10 +258,14 @@ void mtd_down_shutdown(struct mtd_conn *c)
 {
 	if (c->state == MTD_CONN_CLOSED)
 		return;
-	/* RFC 9113 §6.8: streams up to last_proc finish; the rest were not
-	 * processed and the client may retry them elsewhere. */
-	nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->ng),
-	                      NGHTTP2_NO_ERROR, NULL, 0);
+	/* RFC 9113 §6.8: streams up to last_stream_id finish; the rest were
+	 * not processed and the client may retry them elsewhere. The highest
+	 * stream we made a call for is counted too, so no call in flight can
+	 * fall above the line. */
+	int32_t last = nghttp2_session_get_last_proc_stream_id(c->ng);
+	if (c->max_sid > last)
+		last = c->max_sid;
+	nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, NULL, 0);
 	c->state = MTD_CONN_DRAINING;
 	mtd_conn_want_flush(c);
 }

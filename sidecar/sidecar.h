@@ -139,6 +139,7 @@ struct mtd_conn {
 	struct event timer;      /* connect timeout (upstream) */
 	bool want_write_on_read; /* TLS asked for writability to read */
 	bool read_paused;        /* output backed up: stop reading */
+	int32_t max_sid;         /* highest stream with a call (downstream) */
 	uint32_t glitches;       /* empty/invalid frames (downstream) */
 	bool in_dirty;
 	TAILQ_ENTRY(mtd_conn) dirty_link;
