@@ -65,6 +65,22 @@ static struct mtd_cfg *load_config(const char *path)
 	return cfg;
 }
 
+/* SO_REUSEPORT would let a second maitred (same user) bind the same port
+ * and silently take half of the app's connections. Bind once without it
+ * first: that fails with EADDRINUSE while anything listens there. */
+static int check_port_free(const struct mtd_cfg_addr *a)
+{
+	int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int one = 1, rc = 0;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)&a->sa, a->salen) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
 static int open_listener(const struct mtd_cfg_addr *a)
 {
 	int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -146,6 +162,11 @@ static int run(struct mtd_runtime *rt)
 	ctl.base = event_base_new();
 	if (!ctl.workers || !ctl.base) {
 		MTD_ERROR("out of memory");
+		goto out;
+	}
+	int free_rc = check_port_free(&cfg->listen);
+	if (free_rc < 0) {
+		MTD_ERROR("cannot listen on %s: %s", cfg->listen.text, strerror(-free_rc));
 		goto out;
 	}
 	for (unsigned i = 0; i < cfg->workers; i++) {

@@ -23,6 +23,7 @@ EXTRA_DIST += \
 	tests/integration/test_hardening.py \
 	tests/integration/test_pool.py \
 	tests/integration/test_interop_go.py \
+	tests/integration/test_listen.py \
 	tests/interop/goecho/main.go \
 	protos/maitred/testing/v1/echo.proto \
 	deploy/demo.sh \
