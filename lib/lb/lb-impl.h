@@ -68,8 +68,10 @@ uint64_t mtd_lb__entropy(void);
  * endpoint unreachable. */
 double mtd_lb__warm_weight(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoint *ep, int64_t now_ms);
 
-/* What init() learns once about an endpoint set's warmup. */
+/* What init() learns once about an endpoint set's warmup, with the warmup
+ * options themselves: everything a weighted pick needs to weigh. */
 struct mtd_lb_warm_span {
+	struct mtd_lb_warmup w;
 	/* Until this wall-clock ms some endpoint is still ramping; picks before
 	 * it must call mtd_lb__warm_weight, picks after it may use the
 	 * configured weights. INT64_MIN when warmup is off or nobody ramps. */
@@ -91,13 +93,13 @@ static inline bool mtd_lb__warming(const struct mtd_lb_warm_span *s, int64_t now
 
 /* Weight of ep for a pick at now_ms under span s: the ramped weight while
  * warming, the configured one (clamped at 0) otherwise. */
-static inline double mtd_lb__weight_at(const struct mtd_lb_warmup *w, const struct mtd_lb_warm_span *s,
-                                       const struct mtd_lb_endpoint *ep, int64_t now_ms)
+static inline double mtd_lb__weight_at(const struct mtd_lb_warm_span *s, const struct mtd_lb_endpoint *ep,
+                                       int64_t now_ms)
 {
 	if (ep->weight <= 0)
 		return 0.0;
 	if (mtd_lb__warming(s, now_ms))
-		return mtd_lb__warm_weight(w, ep, now_ms);
+		return mtd_lb__warm_weight(&s->w, ep, now_ms);
 	return (double)ep->weight;
 }
 
@@ -108,8 +110,8 @@ static inline double mtd_lb__weight_at(const struct mtd_lb_warmup *w, const stru
  * positive weight, uniform among the eligible; -1 when all are excluded.
  * O(n), two passes, one random draw: the slow path of every weighted
  * strategy (warmup in progress, exclusions defeating the fast path). */
-int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w, const struct mtd_lb_warm_span *span,
-                         const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_pick_ctx *ctx);
+int mtd_lb__wrandom_slow(const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps, size_t n,
+                         const struct mtd_lb_pick_ctx *ctx);
 
 /* Uniform choice among list[0..m) minus the excluded; -1 if all are.
  * A few random probes (O(1) when few are excluded), then an exact O(m)
@@ -128,7 +130,6 @@ uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n, siz
 
 /* The warmup span of an endpoint set with warmup switched off. */
 extern const struct mtd_lb_warm_span mtd_lb__no_span;
-extern const struct mtd_lb_warmup mtd_lb__no_warmup;
 
 /* The eligible positive-weight endpoint of least cost(i); ties broken at
  * random in proportion to the warmed weights (seed 003: Dubbo
@@ -137,9 +138,9 @@ extern const struct mtd_lb_warmup mtd_lb__no_warmup;
  * passes, one random draw; cost() is read again in the second pass, and a
  * concurrent change between passes only narrows the tie set. */
 typedef uint64_t mtd_lb__cost_fn(const void *state, size_t i, const struct mtd_lb_pick_ctx *ctx);
-static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *cost, const struct mtd_lb_warmup *w,
-                                          const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps,
-                                          size_t n, const struct mtd_lb_pick_ctx *ctx);
+static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *cost, const struct mtd_lb_warm_span *span,
+                                          const struct mtd_lb_endpoint *eps, size_t n,
+                                          const struct mtd_lb_pick_ctx *ctx);
 
 static inline int64_t mtd_lb__active(const struct mtd_lb_endpoint *ep)
 {
@@ -194,9 +195,9 @@ static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a, uint64_t *
 }
 
 /* Inline so that each strategy's cost() is inlined into its own copy. */
-static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *cost, const struct mtd_lb_warmup *w,
-                                          const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps,
-                                          size_t n, const struct mtd_lb_pick_ctx *ctx)
+static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *cost, const struct mtd_lb_warm_span *span,
+                                          const struct mtd_lb_endpoint *eps, size_t n,
+                                          const struct mtd_lb_pick_ctx *ctx)
 {
 	uint64_t least = UINT64_MAX;
 	double sum = 0.0, r;
@@ -209,7 +210,7 @@ static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *co
 
 		if (mtd_lb__excluded(ctx, i))
 			continue;
-		wi = mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
+		wi = mtd_lb__weight_at(span, &eps[i], ctx->now_ms);
 		if (wi <= 0.0)
 			continue;
 		c = cost(state, i, ctx);
@@ -224,7 +225,7 @@ static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *co
 		}
 	}
 	if (first < 0)
-		return mtd_lb__wrandom_slow(w, span, eps, n, ctx);
+		return mtd_lb__wrandom_slow(span, eps, n, ctx);
 	if (ties == 1)
 		return first;
 	r = mtd_lb__unit(mtd_lb__rng(ctx)) * sum;
@@ -233,7 +234,7 @@ static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *co
 
 		if (mtd_lb__excluded(ctx, i))
 			continue;
-		wi = mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
+		wi = mtd_lb__weight_at(span, &eps[i], ctx->now_ms);
 		if (wi <= 0.0 || cost(state, i, ctx) != least)
 			continue;
 		last = (int)i;

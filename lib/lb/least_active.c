@@ -12,7 +12,6 @@
 struct la_state {
 	const struct mtd_lb_endpoint *eps;
 	size_t n;
-	struct mtd_lb_warmup warmup;
 	struct mtd_lb_warm_span span;
 };
 
@@ -25,7 +24,6 @@ static int la_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 		return -ENOMEM;
 	s->eps = eps;
 	s->n = n;
-	s->warmup = cfg->warmup;
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	*out = s;
 	return 0;
@@ -42,7 +40,7 @@ static int la_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct la_state *s = state;
 
-	return mtd_lb__argmin_weighted(s, la_cost, &s->warmup, &s->span, s->eps, s->n, ctx);
+	return mtd_lb__argmin_weighted(s, la_cost, &s->span, s->eps, s->n, ctx);
 }
 
 static void la_destroy(void *state)

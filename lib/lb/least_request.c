@@ -20,7 +20,6 @@ struct lr_state {
 	uint32_t *pos; /* positive-weight indices, else all */
 	uint32_t choices;
 	double bias;
-	struct mtd_lb_warmup warmup;
 	struct mtd_lb_warm_span span;
 };
 
@@ -45,7 +44,6 @@ static int lr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	s->n = n;
 	s->choices = cfg->choice_count >= 2 ? cfg->choice_count : 2;
 	s->bias = cfg->active_request_bias;
-	s->warmup = cfg->warmup;
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	s->pos = mtd_lb__positive_list(eps, n, &s->m);
 	if (s->pos == NULL)
@@ -61,7 +59,7 @@ fail:
 
 static double lr_score(const struct lr_state *s, size_t i, int64_t now_ms)
 {
-	double w = mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i], now_ms);
+	double w = mtd_lb__weight_at(&s->span, &s->eps[i], now_ms);
 	double load = (double)(mtd_lb__active(&s->eps[i]) + 1);
 
 	if (w <= 0.0)
@@ -95,7 +93,7 @@ static int lr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	}
 	if (best >= 0)
 		return best;
-	return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
+	return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
 }
 
 const struct mtd_lb_ops mtd_lb_ops_least_request = {

@@ -23,7 +23,6 @@ struct pe_state {
 	size_t m;
 	uint32_t *pos;
 	int64_t decay_ms;
-	struct mtd_lb_warmup warmup;
 	struct mtd_lb_warm_span span;
 };
 
@@ -47,7 +46,6 @@ static int pe_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	s->eps = eps;
 	s->n = n;
 	s->decay_ms = cfg->decay_ms;
-	s->warmup = cfg->warmup;
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	s->pos = mtd_lb__positive_list(eps, n, &s->m);
 	if (s->pos == NULL)
@@ -66,7 +64,7 @@ static double pe_cost(const struct pe_state *s, size_t i, const struct mtd_lb_pi
 	const struct mtd_lb_endpoint *ep = &s->eps[i];
 	double rtt = mtd_lb_stats_ewma_us(ep->stats, ctx->now_ns, s->decay_ms);
 	int64_t active = mtd_lb__active(ep);
-	double w = mtd_lb__weight_at(&s->warmup, &s->span, ep, ctx->now_ms);
+	double w = mtd_lb__weight_at(&s->span, ep, ctx->now_ms);
 
 	if (rtt <= 0.0 && active > 0)
 		rtt = MTD_LB_FAILURE_PENALTY_US;
@@ -82,7 +80,7 @@ static int pe_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	int b;
 
 	if (a < 0)
-		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
+		return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
 	/* Two distinct candidates: a repeat draw would make the choice
 	 * blind (half the time with two endpoints). */
 	b = mtd_lb__uniform_list_other(s->pos, s->m, ctx, a);

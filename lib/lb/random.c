@@ -55,7 +55,7 @@ static int random_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	if (i >= 0)
 		return i;
 	/* Every positive endpoint is excluded: uniform among the drained. */
-	return mtd_lb__wrandom_slow(&mtd_lb__no_warmup, &mtd_lb__no_span, s->eps, s->n, ctx);
+	return mtd_lb__wrandom_slow(&mtd_lb__no_span, s->eps, s->n, ctx);
 }
 
 const struct mtd_lb_ops mtd_lb_ops_random = {

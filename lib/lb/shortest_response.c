@@ -15,7 +15,6 @@
 struct sr_state {
 	const struct mtd_lb_endpoint *eps;
 	size_t n;
-	struct mtd_lb_warmup warmup;
 	struct mtd_lb_warm_span span;
 };
 
@@ -28,7 +27,6 @@ static int sr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 		return -ENOMEM;
 	s->eps = eps;
 	s->n = n;
-	s->warmup = cfg->warmup;
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	*out = s;
 	return 0;
@@ -49,7 +47,7 @@ static int sr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct sr_state *s = state;
 
-	return mtd_lb__argmin_weighted(s, sr_cost, &s->warmup, &s->span, s->eps, s->n, ctx);
+	return mtd_lb__argmin_weighted(s, sr_cost, &s->span, s->eps, s->n, ctx);
 }
 
 static void sr_destroy(void *state)

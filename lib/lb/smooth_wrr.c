@@ -44,7 +44,6 @@ struct swrr_state {
 	/* weight x SCALE x health, kept current by report()/tick() so that a
 	 * pick outside warmup is one load and one add per endpoint. */
 	_Atomic int64_t *eff;
-	struct mtd_lb_warmup warmup;
 	struct mtd_lb_warm_span span;
 };
 
@@ -78,7 +77,6 @@ static int swrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoi
 	s->eps = eps;
 	s->n = n;
 	s->n_workers = cfg->n_workers > 0 ? cfg->n_workers : 1;
-	s->warmup = cfg->warmup;
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	s->stride = (n + per_line - 1) / per_line * per_line;
 	s->current = aligned_alloc(MTD_LB_CACHELINE, s->stride * s->n_workers * sizeof(int64_t));
@@ -126,7 +124,7 @@ static int swrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 		if (mtd_lb__excluded(ctx, i))
 			continue;
 		if (warming)
-			eff = eff_of(mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i], ctx->now_ms),
+			eff = eff_of(mtd_lb__weight_at(&s->span, &s->eps[i], ctx->now_ms),
 			             atomic_load_explicit(&s->health[i], memory_order_relaxed));
 		else
 			eff = atomic_load_explicit(&s->eff[i], memory_order_relaxed);
@@ -138,7 +136,7 @@ static int swrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 			best = (int)i;
 	}
 	if (best < 0) /* only drained or fully unhealthy endpoints left */
-		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
+		return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
 	cur[best] -= total;
 	return best;
 }

@@ -60,6 +60,7 @@ void mtd_lb__warm_span(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoi
 	int64_t until = INT64_MIN;
 	int64_t oldest_done = INT64_MAX;
 
+	span->w = *w;
 	span->ramp_until_ms = INT64_MIN;
 	span->apply_from_ms = INT64_MAX;
 	if (w->duration_ms <= 0)

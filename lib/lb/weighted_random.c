@@ -22,7 +22,6 @@ struct wrandom_state {
 	size_t m;
 	uint32_t *pos; /* positive-weight indices, else all */
 	struct mtd_lb_alias alias;
-	struct mtd_lb_warmup warmup;
 	struct mtd_lb_warm_span span;
 };
 
@@ -49,7 +48,6 @@ static int wrandom_init(const struct mtd_lb_config *cfg, const struct mtd_lb_end
 		goto fail;
 	s->eps = eps;
 	s->n = n;
-	s->warmup = cfg->warmup;
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	s->pos = mtd_lb__positive_list(eps, n, &s->m);
 	if (s->pos == NULL)
@@ -85,7 +83,7 @@ static int wrandom_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	uint64_t *rng = mtd_lb__rng(ctx);
 
 	if (mtd_lb__warming(&s->span, ctx->now_ms))
-		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
+		return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
 	if (s->uniform) {
 		int i = mtd_lb__uniform_list(s->pos, s->m, ctx);
 
@@ -101,7 +99,7 @@ static int wrandom_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 				break;
 		}
 	}
-	return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
+	return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
 }
 
 const struct mtd_lb_ops mtd_lb_ops_weighted_random = {

@@ -40,7 +40,6 @@ struct wrt_state {
 	double *scratch;
 	int64_t last_tick_ms;
 	int64_t decay_ms;
-	struct mtd_lb_warmup warmup;
 	struct mtd_lb_warm_span span;
 };
 
@@ -76,7 +75,7 @@ static void publish(struct wrt_state *s, int64_t now_ms)
 	}
 	mean_inv = sum_inv / (double)with_data;
 	for (size_t i = 0; i < s->n; i++) {
-		double w = mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i], now_ms);
+		double w = mtd_lb__weight_at(&s->span, &s->eps[i], now_ms);
 
 		if (w > 0.0)
 			w *= s->avg_us[i] > 0.0 ? 1.0 / s->avg_us[i] : mean_inv;
@@ -103,7 +102,6 @@ static int wrt_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoin
 	        .eps = eps,
 	        .n = n,
 	        .decay_ms = cfg->decay_ms > 0 ? cfg->decay_ms : MTD_LB_DEFAULT_DECAY_MS,
-	        .warmup = cfg->warmup,
 	};
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	s->pos = mtd_lb__positive_list(eps, n, &s->m);
@@ -184,7 +182,7 @@ static int wrt_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 			if (!mtd_lb__excluded(ctx, i))
 				return (int)i;
 		}
-		return mtd_lb__wrandom_slow(&mtd_lb__no_warmup, &mtd_lb__no_span, s->eps, s->n, ctx);
+		return mtd_lb__wrandom_slow(&mtd_lb__no_span, s->eps, s->n, ctx);
 	}
 	for (int probe = 0; probe < 8; probe++) {
 		uint64_t r = mtd_lb__below(rng, total);
@@ -204,7 +202,7 @@ static int wrt_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 			break;
 	}
 	/* Most are excluded: configured weights decide among the rest. */
-	return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
+	return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
 }
 
 const struct mtd_lb_ops mtd_lb_ops_weighted_response_time = {

@@ -34,7 +34,6 @@ struct wrr_state {
 	size_t n;
 	uint32_t *cycle;
 	size_t len;
-	struct mtd_lb_warmup warmup;
 	struct mtd_lb_warm_span span;
 };
 
@@ -186,7 +185,7 @@ static int wrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoin
 	s = aligned_alloc(MTD_LB_CACHELINE, (sizeof(*s) + MTD_LB_CACHELINE - 1) / MTD_LB_CACHELINE * MTD_LB_CACHELINE);
 	if (s == NULL)
 		return -ENOMEM;
-	*s = (struct wrr_state){.eps = eps, .n = n, .warmup = cfg->warmup};
+	*s = (struct wrr_state){.eps = eps, .n = n};
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	rc = build_cycle(s);
 	if (rc != 0)
@@ -207,9 +206,9 @@ static int warming_pick(struct wrr_state *s, const struct mtd_lb_pick_ctx *ctx, 
 
 	for (size_t i = 0; i < s->n; i++)
 		if (!mtd_lb__excluded(ctx, i))
-			total += mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i], ctx->now_ms);
+			total += mtd_lb__weight_at(&s->span, &s->eps[i], ctx->now_ms);
 	if (!(total > 0.0))
-		return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
+		return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
 	/* Weyl sequence c * (golden ratio - 1) mod 1, as 64-bit fixed point. */
 	x = (double)(c * 0x9e3779b97f4a7c15ULL >> 11) * 0x1.0p-53 * total;
 	for (size_t i = 0; i < s->n; i++) {
@@ -217,7 +216,7 @@ static int warming_pick(struct wrr_state *s, const struct mtd_lb_pick_ctx *ctx, 
 
 		if (mtd_lb__excluded(ctx, i))
 			continue;
-		w = mtd_lb__weight_at(&s->warmup, &s->span, &s->eps[i], ctx->now_ms);
+		w = mtd_lb__weight_at(&s->span, &s->eps[i], ctx->now_ms);
 		if (w <= 0.0)
 			continue;
 		last = (int)i;
@@ -244,7 +243,7 @@ static int wrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 		if (!mtd_lb__excluded(ctx, i))
 			return (int)i;
 	}
-	return mtd_lb__wrandom_slow(&s->warmup, &s->span, s->eps, s->n, ctx);
+	return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
 }
 
 const struct mtd_lb_ops mtd_lb_ops_weighted_round_robin = {

@@ -7,8 +7,8 @@
 
 #include "lb/lb-impl.h"
 
-int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w, const struct mtd_lb_warm_span *span,
-                         const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_pick_ctx *ctx)
+int mtd_lb__wrandom_slow(const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps, size_t n,
+                         const struct mtd_lb_pick_ctx *ctx)
 {
 	uint64_t *rng = mtd_lb__rng(ctx);
 	double total = 0.0, r;
@@ -19,7 +19,7 @@ int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w, const struct mtd_lb_warm
 		if (mtd_lb__excluded(ctx, i))
 			continue;
 		eligible++;
-		total += mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
+		total += mtd_lb__weight_at(span, &eps[i], ctx->now_ms);
 	}
 	if (eligible == 0)
 		return -1;
@@ -30,7 +30,7 @@ int mtd_lb__wrandom_slow(const struct mtd_lb_warmup *w, const struct mtd_lb_warm
 
 			if (mtd_lb__excluded(ctx, i))
 				continue;
-			wi = mtd_lb__weight_at(w, span, &eps[i], ctx->now_ms);
+			wi = mtd_lb__weight_at(span, &eps[i], ctx->now_ms);
 			if (wi <= 0.0)
 				continue;
 			last = (int)i;
@@ -55,7 +55,6 @@ const struct mtd_lb_warm_span mtd_lb__no_span = {
         .ramp_until_ms = INT64_MIN,
         .apply_from_ms = INT64_MAX,
 };
-const struct mtd_lb_warmup mtd_lb__no_warmup = {.duration_ms = 0};
 
 int mtd_lb__uniform_list_other(const uint32_t *list, size_t m, const struct mtd_lb_pick_ctx *ctx, int avoid)
 {
