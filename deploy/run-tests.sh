@@ -6,8 +6,10 @@
 #
 # Installs the Debian packages that are missing, builds with warnings as
 # errors and AddressSanitizer + UndefinedBehaviorSanitizer, and runs
-# `make -j2 check` (Check unit tests and the integration tests). On failure
-# it prints the log of every test that failed, and exits non-zero.
+# `make -j2 check` (Check unit tests and the integration tests), then every
+# libFuzzer target for FUZZ_TIME seconds (default 60; FUZZ_TIME=0 skips
+# fuzzing). On failure it prints the log of every test that failed, or the
+# fuzzer's crash report, and exits non-zero.
 set -eu
 
 cd "$(dirname "$0")/.."
@@ -15,7 +17,8 @@ cd "$(dirname "$0")/.."
 PACKAGES="build-essential autoconf automake libtool pkg-config libnghttp2-dev
   libevent-dev libssl-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
   protobuf-compiler libyaml-dev check python3-grpcio python3-grpc-tools
-  python3-protobuf python3-h2 openssl golang-go golang-google-grpc-dev"
+  python3-protobuf python3-h2 openssl golang-go golang-google-grpc-dev
+  clang libclang-rt-14-dev"
 
 say() { printf '\n==> %s\n' "$*"; }
 
@@ -42,6 +45,13 @@ make -j2
 
 say "make -j2 check"
 if make -j2 check; then
+  if [ "${FUZZ_TIME:-60}" != 0 ]; then
+    say "fuzzing: fuzz/build.sh (${FUZZ_TIME:-60} s per target)"
+    if ! fuzz/build.sh; then
+      say "a fuzzer found a crash (reproducer under fuzz/out/crash-*)"
+      exit 1
+    fi
+  fi
   say "all tests passed"
   exit 0
 fi

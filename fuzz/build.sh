@@ -1,28 +1,105 @@
 #!/bin/sh
-# Build the libFuzzer targets with clang (ASan + UBSan) and run each one
-# briefly. Not part of `make check`.
-#   fuzz/build.sh            build and fuzz for 60 s
-#   FUZZ_TIME=600 fuzz/build.sh
+# Build maitred's libFuzzer targets with clang (ASan + UBSan) and, unless
+# FUZZ_TIME=0, run each one for FUZZ_TIME seconds (default 60), failing on
+# the first crash, leak or sanitizer report.
+#
+#   fuzz/build.sh                       build + run every target 60 s
+#   FUZZ_TIME=600 fuzz/build.sh config  one target, longer
+#   FUZZ_TIME=0 fuzz/build.sh           build only
+#
+# Needs a configured and built tree (config.h and the generated gen/
+# protobuf-c sources): `./configure && make` first, as deploy/run-tests.sh
+# does. Objects and binaries go to $FUZZ_OUT (default fuzz/out); new corpus
+# entries go to $FUZZ_OUT/corpus-<target>, the committed seeds under
+# fuzz/corpus/<target> are only read.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${FUZZ_OUT:-$top/fuzz/out}
 time=${FUZZ_TIME:-60}
-mkdir -p "$out" "$out/corpus-pbwire"
+cc=${FUZZ_CC:-clang}
+targets=${*:-"pbwire grpc_scan grpc_timeout config downstream"}
 
-# Library sources include "config.h": use the configured one, else an
-# empty stand-in (pbwire needs nothing from it).
-inc="$top"
-if [ ! -f "$top/config.h" ]; then
-	: >"$out/config.h"
-	inc="$out"
+if [ ! -f "$top/config.h" ] || [ ! -d "$top/gen" ]; then
+	echo "fuzz/build.sh: configure and build the tree first (config.h, gen/)" >&2
+	exit 2
 fi
 
-clang -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=undefined \
-	-I"$inc" -I"$top/lib" \
-	"$top/fuzz/pbwire_fuzz.c" "$top/lib/pbwire/pbwire.c" \
-	-o "$out/pbwire_fuzz"
+pkgs="libnghttp2 libevent libevent_pthreads libevent_extra openssl libprotobuf-c yaml-0.1"
+# shellcheck disable=SC2086
+pkg_cflags=$(pkg-config --cflags $pkgs)
+# shellcheck disable=SC2086
+pkg_libs=$(pkg-config --libs $pkgs)
+san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+cflags="-g -O1 -Werror=implicit-function-declaration -std=gnu11 -pthread $san -fsanitize=fuzzer-no-link -I$top -I$top/lib -I$top/gen $pkg_cflags"
 
-# New inputs go to $out/corpus-pbwire; the committed seeds are read only.
-"$out/pbwire_fuzz" -max_total_time="$time" -max_len=4096 \
-	"$out/corpus-pbwire" "$top/fuzz/corpus/pbwire"
+mkdir -p "$out/obj"
+
+# Compile each source once (skipped when the object is newer); main.c's
+# main() is renamed so libFuzzer's can run.
+compile() { # src obj [extra flags]
+	src=$1 obj=$2
+	shift 2
+	if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$top/config.h" -nt "$obj" ]; then
+		mkdir -p "$(dirname "$obj")"
+		# shellcheck disable=SC2086
+		$cc $cflags "$@" -c "$src" -o "$obj"
+	fi
+}
+
+lib_objs=""
+for src in $(cd "$top" && find lib gen -name '*.c' | sort); do
+	obj="$out/obj/${src%.c}.o"
+	compile "$top/$src" "$obj"
+	lib_objs="$lib_objs $obj"
+done
+rm -f "$out/libmaitred-fuzz.a"
+# shellcheck disable=SC2086
+ar rcs "$out/libmaitred-fuzz.a" $lib_objs
+
+side_objs=""
+for src in $(cd "$top" && find sidecar -name '*.c' | sort); do
+	obj="$out/obj/${src%.c}.o"
+	case "$src" in
+	sidecar/main.c) compile "$top/$src" "$obj" -Dmain=mtd_fuzz_unused_main ;;
+	*) compile "$top/$src" "$obj" ;;
+	esac
+	side_objs="$side_objs $obj"
+done
+
+link() { # target [extra objects and flags]
+	t=$1
+	shift
+	compile "$top/fuzz/${t}_fuzz.c" "$out/obj/fuzz/${t}_fuzz.o"
+	# shellcheck disable=SC2086
+	$cc -g $san -fsanitize=fuzzer -pthread "$out/obj/fuzz/${t}_fuzz.o" "$@" \
+		"$out/libmaitred-fuzz.a" $pkg_libs -lm -o "$out/${t}_fuzz"
+}
+
+for t in $targets; do
+	case "$t" in
+	downstream)
+		# The upstream side is a socketpair the input scripts (see the
+		# target's header); connect() is wrapped to hand it over.
+		# shellcheck disable=SC2086
+		link downstream $side_objs -Wl,--wrap=connect ;;
+	config)
+		# Host names in fuzzed configs must not reach the network.
+		link config -Wl,--wrap=getaddrinfo ;;
+	*) link "$t" ;;
+	esac
+done
+
+[ "$time" = 0 ] && exit 0
+
+for t in $targets; do
+	mkdir -p "$out/corpus-$t"
+	seeds="$top/fuzz/corpus/$t"
+	[ -d "$seeds" ] || seeds=""
+	echo "==> fuzzing $t for ${time}s"
+	dict=""
+	[ -f "$top/fuzz/$t.dict" ] && dict="-dict=$top/fuzz/$t.dict"
+	# shellcheck disable=SC2086
+	"$out/${t}_fuzz" -max_total_time="$time" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+		-print_final_stats=1 -artifact_prefix="$out/crash-$t-" $dict \
+		"$out/corpus-$t" $seeds
+done
