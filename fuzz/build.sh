@@ -34,16 +34,15 @@ cflags="-g -O1 -Werror=implicit-function-declaration -std=gnu11 -pthread $san -f
 
 mkdir -p "$out/obj"
 
-# Compile each source once (skipped when the object is newer); main.c's
-# main() is renamed so libFuzzer's can run.
+# Every source is compiled afresh (no header dependency tracking here, and
+# a stale object would make false findings); main.c's main() is renamed so
+# libFuzzer's can run.
 compile() { # src obj [extra flags]
 	src=$1 obj=$2
 	shift 2
-	if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$top/config.h" -nt "$obj" ]; then
-		mkdir -p "$(dirname "$obj")"
-		# shellcheck disable=SC2086
-		$cc $cflags "$@" -c "$src" -o "$obj"
-	fi
+	mkdir -p "$(dirname "$obj")"
+	# shellcheck disable=SC2086
+	$cc $cflags "$@" -c "$src" -o "$obj"
 }
 
 lib_objs=""
