@@ -1,5 +1,7 @@
 /* Internals of lib/config/, shared by its files and by its unit tests.
- * Nothing outside lib/config/ and tests/unit/config/ includes this.
+ * Nothing outside lib/config/ and tests/unit/config/ includes this, except
+ * lib/discovery/record.c, which maps the registry record (proto3 JSON) with
+ * the same descriptor walk.
  *
  * Pipeline of one load (control thread only):
  *
@@ -118,6 +120,11 @@ void mtd_cfg__pb_check(const ProtobufCMessage *msg, struct mtd_cfg__diag *d);
  * "us", "ms", "s", "m", "h", combined as in "1m30s". Range: what fits in
  * int64 nanoseconds (about 292 years). 0 or -EINVAL (*why set). */
 int mtd_cfg__parse_duration(const char *s, int64_t *seconds, int32_t *nanos, const char **why);
+
+/* Parse an RFC 3339 time (proto3 JSON Timestamp): "2026-12-01T08:00:00Z",
+ * optional fraction (to nanoseconds) and "+HH:MM" offset; years 0001..9999.
+ * 0 or -EINVAL (*why set). */
+int mtd_cfg__parse_timestamp(const char *s, int64_t *seconds, int32_t *nanos, const char **why);
 
 /* ---- validation and runtime form (build.c) ----------------------------- */
 

@@ -18,7 +18,11 @@
  *   Duration    "1.5s", "-3s"; + "250ms", "100us", "10ns", "2m", "1h",
  *               "1m30s" (sum of terms); range: int64 nanoseconds
  *   *Value      google.protobuf wrappers as the plain wrapped value
- * Other well-known types (Timestamp, Struct, Any, FieldMask...) are
+ *   Timestamp   RFC 3339 "2026-12-01T08:00:00Z", "...:00.5+02:00"; years
+ *               0001..9999 (proto3 JSON)
+ *   map<K, V>   a mapping of key to value (the repeated *Entry messages
+ *               protoc generates); a key written twice is an error
+ * Other well-known types (Struct, Any, FieldMask...) are
  * reported as unsupported. Anything else is an error naming the file, line,
  * column and field path; mapping continues so every error is reported. */
 #include <config.h> /* autoconf (lib/config/config.h is the API) */
@@ -409,6 +413,104 @@ int mtd_cfg__parse_duration(const char *s, int64_t *seconds, int32_t *nanos, con
 	return 0;
 }
 
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+ * days_from_civil algorithm). */
+static int64_t days_from_civil(int64_t y, unsigned mo, unsigned d)
+{
+	y -= mo <= 2;
+	int64_t era = (y >= 0 ? y : y - 399) / 400;
+	unsigned yoe = (unsigned)(y - era * 400);
+	unsigned doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+static bool take_digits(const char **p, int n, unsigned *out)
+{
+	unsigned v = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)(*p)[i]))
+			return false;
+		v = v * 10 + (unsigned)((*p)[i] - '0');
+	}
+	*p += n;
+	*out = v;
+	return true;
+}
+
+int mtd_cfg__parse_timestamp(const char *s, int64_t *seconds, int32_t *nanos, const char **why)
+{
+	static const unsigned mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	const char *p = s;
+	unsigned y, mo, d, h, mi, sec, oh = 0, om = 0;
+	int64_t frac = 0, off = 0;
+	int fdig = 0;
+
+	/* RFC 3339 §5.6 date-time. */
+	bool ok = take_digits(&p, 4, &y) && *p++ == '-' && take_digits(&p, 2, &mo) && *p++ == '-' &&
+	          take_digits(&p, 2, &d) && (*p == 'T' || *p == 't');
+	if (ok)
+		p++;
+	ok = ok && take_digits(&p, 2, &h) && *p++ == ':' && take_digits(&p, 2, &mi) && *p++ == ':' &&
+	     take_digits(&p, 2, &sec);
+	if (!ok) {
+		*why = "expected an RFC 3339 time such as \"2026-12-01T08:00:00Z\"";
+		return -EINVAL;
+	}
+	if (*p == '.') {
+		p++;
+		if (!isdigit((unsigned char)*p)) {
+			*why = "expected digits after the decimal point";
+			return -EINVAL;
+		}
+		while (isdigit((unsigned char)*p)) {
+			if (fdig < 9) {
+				frac = frac * 10 + (*p - '0');
+				fdig++;
+			}
+			p++;
+		}
+		for (; fdig < 9; fdig++)
+			frac *= 10;
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		bool neg = *p++ == '-';
+
+		if (!take_digits(&p, 2, &oh) || *p++ != ':' || !take_digits(&p, 2, &om) || oh > 23 || om > 59) {
+			*why = "bad time zone offset (expected Z or +HH:MM)";
+			return -EINVAL;
+		}
+		off = (int64_t)(oh * 3600 + om * 60) * (neg ? -1 : 1);
+	} else {
+		*why = "missing time zone (Z or +HH:MM)";
+		return -EINVAL;
+	}
+	if (*p != '\0') {
+		*why = "trailing characters after the time";
+		return -EINVAL;
+	}
+	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+	if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || (mo == 2 && d == 29 && !leap) || h > 23 ||
+	    mi > 59 || sec > 60) {
+		*why = "no such date or time";
+		return -EINVAL;
+	}
+	if (sec == 60) /* a leap second: proto3 Timestamps smear it */
+		sec = 59;
+	*seconds = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
+	*nanos = (int32_t)frac;
+	/* google/protobuf/timestamp.proto: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z. */
+	if (*seconds < -62135596800 || *seconds > 253402300799) {
+		*why = "outside 0001-01-01 .. 9999-12-31";
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* ---- the walk ------------------------------------------------------------ */
 
 static int map_value(struct mapper *m, const ProtobufCFieldDescriptor *fd, yaml_node_t *n, void *dst);
@@ -551,6 +653,38 @@ static int map_duration(struct mapper *m, const ProtobufCMessageDescriptor *desc
 	return 0;
 }
 
+/* Timestamp by its descriptor (seconds = 1, nanos = 2), so no generated
+ * Timestamp code is needed here. */
+static int map_timestamp(struct mapper *m, const ProtobufCMessageDescriptor *desc, yaml_node_t *n,
+                         ProtobufCMessage **slot)
+{
+	const ProtobufCFieldDescriptor *fs = protobuf_c_message_descriptor_get_field(desc, 1),
+	                               *fn = protobuf_c_message_descriptor_get_field(desc, 2);
+	int64_t seconds;
+	int32_t nanos;
+	const char *why;
+	ProtobufCMessage *ts;
+
+	if (n->type != YAML_SCALAR_NODE) {
+		ERR(m, n, "expected a time such as \"2026-12-01T08:00:00Z\", got %s", kind(n));
+		return -1;
+	}
+	if (fs == NULL || fn == NULL || mtd_cfg__parse_timestamp(sval(n), &seconds, &nanos, &why) != 0) {
+		ERR(m, n, "bad time \"%s\": %s", sval(n), fs == NULL || fn == NULL ? "unexpected descriptor" : why);
+		return -1;
+	}
+	ts = mtd_cfg__calloc(1, desc->sizeof_message);
+	if (ts == NULL) {
+		m->d->oom = true;
+		return -1;
+	}
+	desc->message_init(ts);
+	*(int64_t *)((char *)ts + fs->offset) = seconds;
+	*(int32_t *)((char *)ts + fn->offset) = nanos;
+	*slot = ts;
+	return 0;
+}
+
 static int map_submessage(struct mapper *m, const ProtobufCMessageDescriptor *desc, yaml_node_t *n,
                           ProtobufCMessage **slot)
 {
@@ -558,6 +692,8 @@ static int map_submessage(struct mapper *m, const ProtobufCMessageDescriptor *de
 
 	if (is_wkt(desc, "Duration"))
 		return map_duration(m, desc, n, slot);
+	if (is_wkt(desc, "Timestamp"))
+		return map_timestamp(m, desc, n, slot);
 	if (is_wrapper(desc)) {
 		msg = mtd_cfg__calloc(1, desc->sizeof_message);
 		if (msg == NULL) {
@@ -712,6 +848,88 @@ static void map_repeated(struct mapper *m, const ProtobufCFieldDescriptor *fd, y
 	}
 }
 
+/* A map<K, V> field is, on the wire and in protobuf-c, a repeated message
+ * "<Field>Entry" with key = 1 and value = 2 (protobuf language guide,
+ * "Maps: backwards compatibility"). */
+static bool is_map_entry(const ProtobufCFieldDescriptor *fd)
+{
+	const ProtobufCMessageDescriptor *d = fd->descriptor;
+	size_t n;
+
+	if (fd->type != PROTOBUF_C_TYPE_MESSAGE || d == NULL || d->n_fields != 2)
+		return false;
+	n = strlen(d->short_name);
+	return n > 5 && strcmp(d->short_name + n - 5, "Entry") == 0 && d->fields[0].id == 1 &&
+	       strcmp(d->fields[0].name, "key") == 0 && d->fields[1].id == 2 && strcmp(d->fields[1].name, "value") == 0;
+}
+
+static void map_map(struct mapper *m, const ProtobufCFieldDescriptor *fd, yaml_node_t *n, ProtobufCMessage *msg)
+{
+	const ProtobufCMessageDescriptor *ed = fd->descriptor;
+	size_t *count = (size_t *)((char *)msg + fd->quantifier_offset);
+	ProtobufCMessage ***arrp = (ProtobufCMessage ***)((char *)msg + fd->offset);
+	yaml_node_pair_t *start, *top;
+	size_t cnt;
+
+	if (n->type != YAML_MAPPING_NODE) {
+		ERR(m, n, "expected a mapping (map of %s), got %s", ed->fields[1].name, kind(n));
+		return;
+	}
+	start = n->data.mapping.pairs.start;
+	top = n->data.mapping.pairs.top;
+	cnt = (size_t)(top - start);
+	if (cnt == 0)
+		return;
+	if (cnt > PBJSON_KEYS_MAX) {
+		ERR(m, n, "more than %d keys in one mapping", PBJSON_KEYS_MAX);
+		return;
+	}
+	*arrp = mtd_cfg__calloc(cnt, sizeof(**arrp));
+	if (*arrp == NULL) {
+		m->d->oom = true;
+		return;
+	}
+	*count = 0;
+	for (yaml_node_pair_t *p = start; p < top; p++) {
+		yaml_node_t *k = node_at(m, p->key), *v = node_at(m, p->value);
+		ProtobufCMessage *e;
+		size_t old;
+		bool dup = false;
+
+		if (k == NULL || v == NULL || !visit(m, k))
+			break;
+		if (k->type != YAML_SCALAR_NODE) {
+			ERR(m, k, "a key must be a scalar, got %s", kind(k));
+			continue;
+		}
+		old = path_push_field(m, sval(k));
+		for (yaml_node_pair_t *q = start; q < p && !dup; q++) {
+			yaml_node_t *kq = node_at(m, q->key);
+
+			dup = kq != NULL && kq->type == YAML_SCALAR_NODE && strcmp(sval(kq), sval(k)) == 0;
+		}
+		if (dup) {
+			ERR(m, k, "duplicate key");
+			path_pop(m, old);
+			continue;
+		}
+		e = mtd_cfg__calloc(1, ed->sizeof_message);
+		if (e == NULL) {
+			m->d->oom = true;
+			path_pop(m, old);
+			break;
+		}
+		ed->message_init(e);
+		/* Attached first, so the root's free reaches it on any path. */
+		(*arrp)[(*count)++] = e;
+		if (map_value(m, &ed->fields[0], k, (char *)e + ed->fields[0].offset) == 0 && !is_null(v))
+			map_value(m, &ed->fields[1], v, (char *)e + ed->fields[1].offset);
+		path_pop(m, old);
+		if (m->too_big || m->d->oom)
+			break;
+	}
+}
+
 static void map_field(struct mapper *m, const ProtobufCFieldDescriptor *fd, yaml_node_t *v, ProtobufCMessage *msg)
 {
 	uint32_t *oneof_case = NULL;
@@ -727,6 +945,10 @@ static void map_field(struct mapper *m, const ProtobufCFieldDescriptor *fd, yaml
 		}
 	}
 	mtd_cfg__pos_add(m->d, msg, fd->id, mark_of(v));
+	if (fd->label == PROTOBUF_C_LABEL_REPEATED && is_map_entry(fd)) {
+		map_map(m, fd, v, msg);
+		return;
+	}
 	if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
 		map_repeated(m, fd, v, msg);
 		return;
