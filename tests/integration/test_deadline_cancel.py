@@ -35,8 +35,11 @@ class Deadlines(MaitredTest):
         with self.assertRaises(grpc.RpcError) as cm:
             self.stub.Unary(pb.EchoRequest(call_id=cid, hold=True), timeout=SHORT)
         self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
-        st = self.assert_cancelled_upstream(cid)
-        self.assertLessEqual(st.time_remaining_s, SHORT)
+        self.assert_cancelled_upstream(cid)
+        # That the deadline forwarded upstream is the time left, never more,
+        # is judged on the header itself in
+        # test_maitred_enforces_grpc_timeout_itself: grpcio's time_remaining()
+        # reads a cached clock that can lag by milliseconds under load.
 
     def test_server_stream_deadline_after_first_message(self):
         cid = call_id()
