@@ -19,6 +19,7 @@
 
 #include "config/config.h"
 #include "config/config-int.h"
+#include "fault/fault.h"
 #include "lb/lb.h"
 #include "pbwire/pbwire.h"
 
@@ -32,6 +33,8 @@ typedef Maitred__Config__V1__Tls PbTls;
 typedef Maitred__Config__V1__Endpoint PbEndpoint;
 typedef Maitred__Config__V1__Upstream PbUpstream;
 typedef Maitred__Config__V1__Downstream PbDownstream;
+typedef Maitred__Config__V1__Fault PbFault;
+typedef Maitred__Config__V1__RetryBudget PbRetryBudget;
 typedef Google__Protobuf__Duration PbDuration;
 
 #define DEFAULT_LISTEN     "127.0.0.1:15001"
@@ -44,6 +47,13 @@ static _Thread_local bool numeric_hosts_only;
 void mtd_cfg__numeric_hosts_only(bool on)
 {
 	numeric_hosts_only = on;
+}
+
+static _Thread_local bool fault_preview;
+
+void mtd_cfg__fault_preview(bool on)
+{
+	fault_preview = on;
 }
 
 struct builder {
@@ -746,6 +756,207 @@ static void build_upstream(struct builder *b, const PbUpstream *m, const char *p
 	out->max_pending = u32_limit(b, m->max_pending, 1024, 1u << 20, m, "max_pending", path);
 }
 
+/* ---- fault policy ------------------------------------------------------- */
+
+#define REPLAY_BUFFER_MAX  (64u << 20)
+#define HEDGE_DELAY_MAX_MS 60000
+
+/* A fault option the chosen mode would silently ignore is refused
+ * (STYLE.md: no key parsed and then ignored). */
+static bool fault_opt_allowed(struct builder *b, const PbFault *m, const char *field, bool allowed, const char *mode,
+                              const char *path)
+{
+	char p[256];
+
+	if (allowed)
+		return true;
+	BERR(at(b, m, field, NULL), sub(p, sizeof(p), path, field), "mode %s does not use %s", mode, field);
+	return false;
+}
+
+static void build_fault(struct builder *b, const PbFault *m, const char *path, struct mtd_fault_policy *out)
+{
+	char p[256];
+	const char *mode;
+	bool failover, forking;
+
+	mtd_fault_policy_defaults(out);
+	if (m == NULL)
+		return;
+	switch (m->mode) {
+	case MAITRED__CONFIG__V1__FAULT__MODE__MODE_UNSPECIFIED:
+	case MAITRED__CONFIG__V1__FAULT__MODE__FAILFAST:
+		out->mode = MTD_FAULT_FAILFAST;
+		break;
+	case MAITRED__CONFIG__V1__FAULT__MODE__FAILOVER:
+		out->mode = MTD_FAULT_FAILOVER;
+		break;
+	case MAITRED__CONFIG__V1__FAULT__MODE__FAILSAFE:
+		out->mode = MTD_FAULT_FAILSAFE;
+		break;
+	case MAITRED__CONFIG__V1__FAULT__MODE__FAILBACK:
+		out->mode = MTD_FAULT_FAILBACK;
+		break;
+	case MAITRED__CONFIG__V1__FAULT__MODE__FORKING:
+		out->mode = MTD_FAULT_FORKING;
+		break;
+	case MAITRED__CONFIG__V1__FAULT__MODE__BROADCAST:
+		out->mode = MTD_FAULT_BROADCAST;
+		break;
+	default:
+		BERR(at(b, m, "mode", NULL), sub(p, sizeof(p), path, "mode"), "unknown mode number %d", (int)m->mode);
+		return;
+	}
+	mode = mtd_fault_mode_name(out->mode);
+	if (!fault_preview) {
+		/* The call path does one attempt and no more yet. */
+		BERR(at(b, m, NULL, NULL), path, "fault policies are not available in this build yet");
+		return;
+	}
+	if (out->mode == MTD_FAULT_FAILBACK || out->mode == MTD_FAULT_FORKING || out->mode == MTD_FAULT_BROADCAST)
+		BERR(at(b, m, "mode", NULL), sub(p, sizeof(p), path, "mode"),
+		     "mode %s is not available in this build (FAILOVER, FAILFAST and FAILSAFE are)", mode);
+	failover = out->mode == MTD_FAULT_FAILOVER;
+	forking = out->mode == MTD_FAULT_FORKING;
+
+	if (m->retries != NULL && fault_opt_allowed(b, m, "retries", failover, mode, path)) {
+		if (m->retries->value > MTD_FAULT_RETRIES_MAX)
+			BERR(at(b, m, "retries", NULL), sub(p, sizeof(p), path, "retries"), "must be in 0..%u, got %u",
+			     MTD_FAULT_RETRIES_MAX, (unsigned)m->retries->value);
+		else
+			out->retries = m->retries->value;
+	}
+	if (m->n_retry_on != 0) {
+		out->retry_on = 0;
+		for (size_t i = 0; i < m->n_retry_on; i++) {
+			int code = (int)m->retry_on[i];
+
+			snprintf(p, sizeof(p), "%s.retry_on[%zu]", path, i);
+			if (code == MAITRED__CONFIG__V1__GRPC_STATUS__OK)
+				BERR(at(b, m, "retry_on", NULL), p, "OK is not a failure");
+			else if (code < 0 || code > 16)
+				BERR(at(b, m, "retry_on", NULL), p, "unknown status number %d", code);
+			else
+				out->retry_on |= 1u << code;
+		}
+	}
+	if (m->per_try_timeout != NULL)
+		out->per_try_timeout_ms =
+		        dur_ms(b, m->per_try_timeout, 0, ZERO_IS_ERROR, at(b, m, "per_try_timeout", NULL),
+		               sub(p, sizeof(p), path, "per_try_timeout"));
+	if (m->backoff != NULL && fault_opt_allowed(b, m, "backoff", failover, mode, path)) {
+		const Maitred__Config__V1__Backoff *bo = m->backoff;
+		char bp[256];
+
+		sub(bp, sizeof(bp), path, "backoff");
+		out->backoff_base_ms =
+		        dur_ms(b, bo->base_, 25, ZERO_ALLOWED, at(b, bo, "base_", NULL), sub(p, sizeof(p), bp, "base"));
+		out->backoff_max_ms = dur_ms(b, bo->max, out->backoff_base_ms > 250 ? out->backoff_base_ms : 250,
+		                             ZERO_ALLOWED, at(b, bo, "max", NULL), sub(p, sizeof(p), bp, "max"));
+		if (out->backoff_max_ms < out->backoff_base_ms && bo->max != NULL)
+			BERR(at(b, bo, "max", NULL), sub(p, sizeof(p), bp, "max"), "must not be below base (%lld ms)",
+			     (long long)out->backoff_base_ms);
+	}
+	if (m->forks != 0 && fault_opt_allowed(b, m, "forks", forking, mode, path)) {
+		if (m->forks < 2 || m->forks > 16)
+			BERR(at(b, m, "forks", NULL), sub(p, sizeof(p), path, "forks"), "must be in 2..16, got %u",
+			     (unsigned)m->forks);
+		else
+			out->forks = m->forks;
+	}
+	if (m->hedge_delay[0] != '\0' && fault_opt_allowed(b, m, "hedge_delay", forking, mode, path)) {
+		int64_t sec;
+		int32_t ns;
+		const char *why = NULL;
+
+		sub(p, sizeof(p), path, "hedge_delay");
+		if (strcmp(m->hedge_delay, "AUTO") == 0)
+			out->hedge_delay_ms = MTD_FAULT_HEDGE_AUTO;
+		else if (mtd_cfg__parse_duration(m->hedge_delay, &sec, &ns, &why) != 0)
+			BERR(at(b, m, "hedge_delay", NULL), p, "bad hedge_delay \"%s\": %s (a duration or AUTO)",
+			     m->hedge_delay, why);
+		else if (sec < 0 || ns < 0)
+			BERR(at(b, m, "hedge_delay", NULL), p, "must not be negative");
+		else if (sec * 1000 + ns / 1000000 > HEDGE_DELAY_MAX_MS)
+			BERR(at(b, m, "hedge_delay", NULL), p, "must be at most %ds", HEDGE_DELAY_MAX_MS / 1000);
+		else
+			out->hedge_delay_ms = sec * 1000 + ns / 1000000;
+	}
+	if (m->replay_buffer != 0)
+		out->replay_buffer =
+		        u32_limit(b, m->replay_buffer, 256u << 10, REPLAY_BUFFER_MAX, m, "replay_buffer", path);
+	if (m->fallback != NULL) {
+		const Maitred__Config__V1__Fallback *fb = m->fallback;
+		char fp[256];
+
+		sub(fp, sizeof(fp), path, "fallback");
+		out->fallback.set = true;
+		out->fallback.status = (int)fb->status;
+		if (fb->status < 0 || fb->status > 16)
+			BERR(at(b, fb, "status", NULL), sub(p, sizeof(p), fp, "status"), "unknown status number %d",
+			     (int)fb->status);
+		if (fb->message[0] != '\0') {
+			out->fallback.message = dup_or_oom(b, fb->message);
+			if (fb->status == MAITRED__CONFIG__V1__GRPC_STATUS__OK)
+				BERR(at(b, fb, "message", NULL), sub(p, sizeof(p), fp, "message"),
+				     "a grpc-message goes with a non-OK status");
+		}
+		if (fb->response_base64.len != 0) {
+			if (fb->status != MAITRED__CONFIG__V1__GRPC_STATUS__OK)
+				BERR(at(b, fb, "response_base64", NULL), sub(p, sizeof(p), fp, "response_base64"),
+				     "a response message goes with status OK");
+			else if (fb->response_base64.len > REPLAY_BUFFER_MAX)
+				BERR(at(b, fb, "response_base64", NULL), sub(p, sizeof(p), fp, "response_base64"),
+				     "longer than %u bytes", REPLAY_BUFFER_MAX);
+			out->fallback.response = mtd_cfg__malloc(fb->response_base64.len);
+			if (out->fallback.response == NULL) {
+				b->d->oom = true;
+				return;
+			}
+			memcpy(out->fallback.response, fb->response_base64.data, fb->response_base64.len);
+			out->fallback.response_len = fb->response_base64.len;
+		}
+	}
+}
+
+static void fault_fini(struct mtd_fault_policy *f)
+{
+	mtd_cfg__free(f->fallback.message);
+	f->fallback.message = NULL;
+	mtd_cfg__free(f->fallback.response);
+	f->fallback.response = NULL;
+}
+
+static void build_retry_budget(struct builder *b, const PbRetryBudget *m, const char *path,
+                               struct mtd_fault_budget_cfg *out)
+{
+	char p[256];
+
+	*out = (struct mtd_fault_budget_cfg){.set = false};
+	if (m == NULL)
+		return;
+	if (!fault_preview) {
+		BERR(at(b, m, NULL, NULL), path, "retry budgets are not available in this build yet");
+		return;
+	}
+	out->set = true;
+	out->ratio = 0.2;
+	out->min_per_second = 10;
+	if (m->ratio != NULL) {
+		if (!(isfinite(m->ratio->value) && m->ratio->value >= 0 && m->ratio->value <= 1000))
+			BERR(at(b, m, "ratio", NULL), sub(p, sizeof(p), path, "ratio"), "must be in 0..1000");
+		else
+			out->ratio = m->ratio->value;
+	}
+	if (m->min_per_second != NULL) {
+		if (m->min_per_second->value > 1000000)
+			BERR(at(b, m, "min_per_second", NULL), sub(p, sizeof(p), path, "min_per_second"),
+			     "must be at most 1000000");
+		else
+			out->min_per_second = m->min_per_second->value;
+	}
+}
+
 static int method_cmp(const void *a, const void *c)
 {
 	return strcmp(((const struct mtd_cfg_method *)a)->name, ((const struct mtd_cfg_method *)c)->name);
@@ -780,6 +991,8 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 	if (m->tls != NULL)
 		out->tls = build_tls(b, m->tls, sub(p, sizeof(p), path, "tls"));
 	build_upstream(b, m->upstream, sub(p, sizeof(p), path, "upstream"), &out->upstream);
+	build_fault(b, m->fault, sub(p, sizeof(p), path, "fault"), &out->fault);
+	build_retry_budget(b, m->retry_budget, sub(p, sizeof(p), path, "retry_budget"), &out->retry_budget);
 
 	/* endpoints */
 	n_eps = m->n_endpoints;
@@ -871,6 +1084,12 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 		} else {
 			om->lb = out->lb; /* the service's, whole */
 			minfo[i] = svc_info;
+		}
+		if (mm->fault != NULL) {
+			build_fault(b, mm->fault, sub(p, sizeof(p), mpath, "fault"), &om->fault);
+			om->fault_own = true;
+		} else {
+			om->fault = out->fault; /* shares the service's fallback bytes */
 		}
 		if (mm->hash_key != NULL) {
 			any_method_key = true;
@@ -998,6 +1217,10 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 	build_downstream(b, m->downstream, &cfg->downstream);
 	cfg->drain_timeout_ms =
 	        dur_ms(b, m->drain_timeout, 15000, ZERO_ALLOWED, at(b, m, "drain_timeout", NULL), "drain_timeout");
+	cfg->replay_buffer_total = m->replay_buffer_total != 0 ? m->replay_buffer_total : 64u << 20;
+	if (m->replay_buffer_total != 0 && !fault_preview)
+		BERR(at(b, m, "replay_buffer_total", NULL), "replay_buffer_total",
+		     "is not available in this build yet");
 	if (d->oom)
 		goto fail_cfg;
 
@@ -1095,8 +1318,11 @@ static void service_fini(struct mtd_cfg_service *s)
 	for (size_t i = 0; i < s->n_methods; i++) {
 		mtd_cfg__free(s->methods[i].name);
 		mtd_cfg__free(s->methods[i].hash_key.header);
+		if (s->methods[i].fault_own)
+			fault_fini(&s->methods[i].fault);
 	}
 	mtd_cfg__free(s->methods);
+	fault_fini(&s->fault);
 }
 
 void mtd_cfg_free(struct mtd_cfg *cfg)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "fault/fault-t.h"
 #include "lb/lb-t.h"
 
 #define MTD_CFG_FIELD_PATH_MAX 8
@@ -63,6 +64,10 @@ struct mtd_cfg_method {
 	char *name;                       /* "GetCart" */
 	struct mtd_lb_config lb;          /* the method's own, or a copy of the service's */
 	struct mtd_cfg_hash_key hash_key; /* the method's own, or the service's */
+	struct mtd_fault_policy fault;    /* the method's own, or a copy of the service's
+	                                     (fallback strings then shared: owned by the
+	                                     service unless fault_own) */
+	bool fault_own;
 };
 
 struct mtd_cfg_service {
@@ -75,6 +80,8 @@ struct mtd_cfg_service {
 	struct mtd_cfg_method *methods; /* sorted by name (strcmp) */
 	size_t n_methods;
 	struct mtd_cfg_upstream upstream;
+	struct mtd_fault_policy fault; /* default FAILFAST */
+	struct mtd_fault_budget_cfg retry_budget;
 };
 
 struct mtd_cfg_downstream {
@@ -93,7 +100,8 @@ struct mtd_cfg {
 	struct mtd_cfg_addr *admin; /* NULL = disabled */
 	unsigned workers;           /* resolved: 0 in the file = CPU count */
 	struct mtd_cfg_downstream downstream;
-	int64_t drain_timeout_ms; /* 15000 */
+	int64_t drain_timeout_ms;     /* 15000 */
+	uint64_t replay_buffer_total; /* per worker, 64 MiB */
 	struct mtd_cfg_service *services;
 	size_t n_services;
 };

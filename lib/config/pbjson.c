@@ -136,10 +136,16 @@ static bool is_null(const yaml_node_t *n)
 /* ---- descriptors --------------------------------------------------------- */
 
 /* key == lowerCamel(snake): "choice_count" -> "choiceCount" (protoc's
- * json_name rule: drop '_' and upper-case the next character). */
+ * json_name rule: drop '_' and upper-case the next character; a trailing
+ * '_' is dropped, so "base_" -- protobuf-c reserves the C member `base` --
+ * is written "base"). */
 static bool camel_eq(const char *snake, const char *key)
 {
 	while (*snake != '\0') {
+		if (*snake == '_' && snake[1] == '\0') {
+			snake++;
+			continue;
+		}
 		if (*snake == '_' && snake[1] != '\0') {
 			snake++;
 			if (*key != toupper((unsigned char)*snake))
