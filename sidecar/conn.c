@@ -42,13 +42,16 @@ int mtd_conn_start_io(struct mtd_conn *c)
 
 static void set_read_paused(struct mtd_conn *c, bool paused)
 {
-	if (c->read_paused == paused)
-		return;
 	c->read_paused = paused;
-	if (paused)
-		event_del(&c->rev);
-	else
+	/* Reading stays on while the transport must read before it can write
+	 * (transport.h): the output cannot drain otherwise. */
+	bool on = !paused || c->want_read_on_write;
+	if (on == (event_pending(&c->rev, EV_READ, NULL) != 0))
+		return;
+	if (on)
 		event_add(&c->rev, NULL);
+	else
+		event_del(&c->rev);
 }
 
 static int out_reserve(struct mtd_conn *c, size_t n)
@@ -75,7 +78,8 @@ static int out_reserve(struct mtd_conn *c, size_t n)
 	return 0;
 }
 
-/* Write what is buffered. 0 when all written, MTD_IO_AGAIN, or -errno. */
+/* Write what is buffered. 0 when all written, MTD_IO_WANT_WRITE or
+ * MTD_IO_WANT_READ (transport.h), or -errno. */
 static int write_out(struct mtd_conn *c)
 {
 	while (c->out_off < c->out_len) {
@@ -84,8 +88,8 @@ static int write_out(struct mtd_conn *c)
 			c->out_off += (size_t)n;
 			continue;
 		}
-		if (n == MTD_IO_AGAIN || n == MTD_IO_WANT_WRITE)
-			return MTD_IO_AGAIN;
+		if (n == MTD_IO_WANT_WRITE || n == MTD_IO_WANT_READ)
+			return (int)n;
 		return n < 0 ? (int)n : -EPIPE;
 	}
 	c->out_off = c->out_len = 0;
@@ -122,8 +126,12 @@ int mtd_conn_flush(struct mtd_conn *c)
 		if (c->out_len == c->out_off)
 			break;
 		int rc = write_out(c);
-		if (rc == MTD_IO_AGAIN) {
-			event_add(&c->wev, NULL);
+		if (rc == MTD_IO_WANT_WRITE || rc == MTD_IO_WANT_READ) {
+			/* Wait for what the transport asked: a TLS write that must
+			 * read first would spin on writability. */
+			c->want_read_on_write = rc == MTD_IO_WANT_READ;
+			if (!c->want_read_on_write)
+				event_add(&c->wev, NULL);
 			set_read_paused(c, c->out_len - c->out_off > 2 * OUT_HIGH_WATER);
 			return 0;
 		}
@@ -134,6 +142,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 			return rc;
 		}
 	}
+	c->want_read_on_write = false;
 	set_read_paused(c, false);
 	/* Release a big output buffer once idle: an idle connection stays small. */
 	if (c->out_cap > 65536) {
@@ -156,7 +165,7 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 	/* Bounded per turn so one busy peer cannot starve the others. */
 	for (int round = 0; round < 8; round++) {
 		ssize_t n = mtd_xprt_read(c, w->rbuf, w->rbuf_len);
-		if (n == MTD_IO_AGAIN)
+		if (n == MTD_IO_WANT_READ)
 			break;
 		if (n == MTD_IO_WANT_WRITE) {
 			c->want_write_on_read = true;
@@ -191,9 +200,9 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		}
 		if (c->state == MTD_CONN_CLOSED)
 			return false;
-		/* A short read drained a plain socket. SSL_read() returns one TLS
-		 * record at a time, so a short TLS read says nothing: go on until
-		 * it wants more from the socket. */
+		/* A short read drained a plain socket. A short TLS read may have
+		 * stopped on what the next read reports (transport.c): go on
+		 * until it wants more from the socket. */
 		if (!c->ssl && (size_t)n < w->rbuf_len)
 			break;
 	}

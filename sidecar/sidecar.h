@@ -31,6 +31,7 @@
 #include "grpc/grpc.h"
 #include "lb/lb.h"
 #include "route/route.h"
+#include "sidecar/transport.h"
 
 struct mtd_worker;
 struct mtd_conn;
@@ -77,31 +78,6 @@ void mtd_runtime_free(struct mtd_runtime *rt);
 /* Background strategy work (Ribbon-style weight refresh); control thread. */
 void mtd_runtime_tick(struct mtd_runtime *rt);
 
-/* ---- transport (transport.c: the only file that calls OpenSSL) ------- */
-
-enum {
-	MTD_IO_AGAIN = -11,      /* would block; wait for the fd */
-	MTD_IO_WANT_WRITE = -12, /* TLS needs the fd writable to go on */
-};
-
-/* TLS client context for a service's upstreams (ALPN h2, verification
- * against ca_file, optional client certificate). NULL + err on failure. */
-struct ssl_ctx_st *mtd_tls_client_ctx_new(const struct mtd_cfg_tls *tls, char *err, size_t errlen);
-void mtd_tls_ctx_free(struct ssl_ctx_st *ctx);
-/* Start a client handshake on conn->fd; server_name for SNI and checks. */
-int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char *server_name,
-                         struct ssl_session_st *resume);
-/* Drive the handshake: 0 done, MTD_IO_AGAIN / MTD_IO_WANT_WRITE, or
- * -EPROTO with a reason in err. */
-int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen);
-/* >0 bytes, 0 EOF, or MTD_IO_AGAIN / MTD_IO_WANT_WRITE / -errno. */
-ssize_t mtd_xprt_read(struct mtd_conn *c, uint8_t *buf, size_t len);
-ssize_t mtd_xprt_write(struct mtd_conn *c, const uint8_t *buf, size_t len);
-void mtd_xprt_close(struct mtd_conn *c);
-void mtd_tls_session_free(struct ssl_session_st *s);
-/* Process-wide OpenSSL setup (ex_data index). */
-int mtd_tls_global_init(void);
-
 /* ---- connections (conn.c) -------------------------------------------- */
 
 enum mtd_conn_kind { MTD_CONN_DOWN, MTD_CONN_UP };
@@ -132,12 +108,15 @@ struct mtd_conn {
 	enum mtd_conn_state state;
 	struct mtd_worker *w;
 	int fd;
-	struct ssl_st *ssl; /* NULL = cleartext */
-	bool tls_up;        /* handshake completed */
+	const struct mtd_xprt_ops *xprt; /* NULL = plain TCP (transport.h) */
+	struct ssl_st *ssl;              /* TLS only */
+	bool tls_up;                     /* TLS handshake completed */
+	bool tls_drained;                /* the last SSL_read found the socket empty */
 	nghttp2_session *ng;
 	struct event rev, wev;   /* fd readable / writable */
 	struct event timer;      /* connect timeout (upstream) */
 	bool want_write_on_read; /* TLS asked for writability to read */
+	bool want_read_on_write; /* TLS asked for readability to write */
 	bool read_paused;        /* output backed up: stop reading */
 	int32_t max_sid;         /* highest stream with a call (downstream) */
 	uint32_t glitches;       /* empty/invalid frames (downstream) */

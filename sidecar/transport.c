@@ -1,6 +1,10 @@
-/* Transport: plain TCP or TLS over a non-blocking socket. The only file that
- * calls OpenSSL (STYLE.md: transport behind a small interface). OpenSSL reads
- * and writes the socket itself: no BIO pairs, no extra copy. */
+/* Transport: plain TCP or TLS over a non-blocking socket, two ops tables
+ * (transport.h). The only file that calls OpenSSL. OpenSSL reads and writes
+ * the socket itself: no BIO pairs, no extra copy.
+ *
+ * OpenSSL's per-thread error queue must be empty before SSL_read/SSL_write
+ * for SSL_get_error() to be right; every failed call here empties it
+ * afterwards instead of paying ERR_clear_error() before each call. */
 #include "config.h"
 
 #include <errno.h>
@@ -48,8 +52,10 @@ static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
 	 * non-resumable when the peer later closes without close_notify, which
 	 * many servers do; the copy stays usable. */
 	SSL_SESSION *copy = SSL_SESSION_dup(sess);
-	if (!copy)
+	if (!copy) {
+		ERR_clear_error();
 		return 0;
+	}
 	if (c->pool->tls_session)
 		SSL_SESSION_free(c->pool->tls_session);
 	c->pool->tls_session = copy;
@@ -66,6 +72,9 @@ struct ssl_ctx_st *mtd_tls_client_ctx_new(const struct mtd_cfg_tls *tls, char *e
 	}
 	/* RFC 9113 §9.2: TLS 1.2 or later for HTTP/2. */
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	/* RFC 9113 §9.2.1: HTTP/2 over TLS 1.2 MUST disable renegotiation. A
+	 * server's HelloRequest is answered with a no_renegotiation alert. */
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
 	                              SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
@@ -108,8 +117,10 @@ int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char 
                          struct ssl_session_st *resume)
 {
 	SSL *ssl = SSL_new(ctx);
-	if (!ssl)
+	if (!ssl) {
+		ERR_clear_error();
 		return -ENOMEM;
+	}
 	SSL_set_ex_data(ssl, conn_ex_index, c);
 	if (SSL_set_fd(ssl, c->fd) != 1)
 		goto fail;
@@ -127,15 +138,17 @@ int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char 
 		SSL_set_session(ssl, resume);
 	SSL_set_connect_state(ssl);
 	c->ssl = ssl;
+	c->tls_up = c->tls_drained = false;
+	c->xprt = &mtd_xprt_tls;
 	return 0;
 fail:
 	SSL_free(ssl);
+	ERR_clear_error();
 	return -ENOMEM;
 }
 
-int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen)
+static int tls_handshake(struct mtd_conn *c, char *err, size_t errlen)
 {
-	ERR_clear_error();
 	int rc = SSL_do_handshake(c->ssl);
 	if (rc == 1) {
 		const unsigned char *proto = NULL;
@@ -153,7 +166,7 @@ int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen)
 	}
 	switch (SSL_get_error(c->ssl, rc)) {
 	case SSL_ERROR_WANT_READ:
-		return MTD_IO_AGAIN;
+		return MTD_IO_WANT_READ;
 	case SSL_ERROR_WANT_WRITE:
 		return MTD_IO_WANT_WRITE;
 	default: {
@@ -163,64 +176,73 @@ int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen)
 			         X509_verify_cert_error_string(v));
 		else
 			last_error(err, errlen, "TLS handshake failed");
+		ERR_clear_error();
 		return -EPROTO;
 	}
 	}
 }
 
-ssize_t mtd_xprt_read(struct mtd_conn *c, uint8_t *buf, size_t len)
+/* What an SSL_read/SSL_write result that moved nothing means for the caller
+ * (transport.h). The error queue is left empty, as the next SSL_ call
+ * needs it (SSL_get_error(3)). */
+static ssize_t tls_result(struct mtd_conn *c, int rc, ssize_t dead)
 {
-	if (!c->ssl) {
-		ssize_t n = read(c->fd, buf, len);
-		if (n >= 0)
-			return n;
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return MTD_IO_AGAIN;
-		return -errno;
-	}
-	ERR_clear_error();
-	int n = SSL_read(c->ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
-	if (n > 0)
-		return n;
-	switch (SSL_get_error(c->ssl, n)) {
+	int e = SSL_get_error(c->ssl, rc);
+	switch (e) {
 	case SSL_ERROR_WANT_READ:
-		return MTD_IO_AGAIN;
+		return MTD_IO_WANT_READ;
 	case SSL_ERROR_WANT_WRITE:
 		return MTD_IO_WANT_WRITE;
 	case SSL_ERROR_ZERO_RETURN:
 		return 0;
 	default:
-		return -EPROTO;
+		if (e == SSL_ERROR_SSL)
+			MTD_DEBUG("upstream %s: TLS: %s", c->peer, ERR_reason_error_string(ERR_peek_error()));
+		ERR_clear_error();
+		return dead;
 	}
 }
 
-ssize_t mtd_xprt_write(struct mtd_conn *c, const uint8_t *buf, size_t len)
+static ssize_t tls_read(struct mtd_conn *c, uint8_t *buf, size_t len)
 {
-	if (!c->ssl) {
-		ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
-		if (n >= 0)
-			return n;
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return MTD_IO_AGAIN;
-		return -errno;
+	/* The previous call stopped on an empty socket: say so without another
+	 * read(2). Level-triggered readiness reports what arrived since. */
+	if (c->tls_drained) {
+		c->tls_drained = false;
+		return MTD_IO_WANT_READ;
 	}
-	ERR_clear_error();
+	size_t got = 0;
+	while (got < len) {
+		size_t want = len - got;
+		int n = SSL_read(c->ssl, buf + got, (int)(want > INT32_MAX ? INT32_MAX : want));
+		if (n > 0) {
+			got += (size_t)n;
+			continue;
+		}
+		ssize_t rc = tls_result(c, n, -EPROTO);
+		if (got == 0)
+			return rc;
+		/* Hand over what was decrypted; a condition other than an
+		 * empty socket shows again on the next call (OpenSSL keeps it). */
+		c->tls_drained = rc == MTD_IO_WANT_READ;
+		break;
+	}
+	return (ssize_t)got;
+}
+
+static ssize_t tls_write(struct mtd_conn *c, const uint8_t *buf, size_t len)
+{
 	int n = SSL_write(c->ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
 	if (n > 0)
 		return n;
-	switch (SSL_get_error(c->ssl, n)) {
-	case SSL_ERROR_WANT_READ:
-	case SSL_ERROR_WANT_WRITE:
-		return MTD_IO_AGAIN;
-	default:
-		return -EPIPE;
-	}
+	/* WANT_READ here is real (a handshake message must be read first):
+	 * waiting for writability instead would spin. */
+	ssize_t rc = tls_result(c, n, -EPIPE);
+	return rc == 0 ? -EPIPE : rc;
 }
 
-void mtd_xprt_close(struct mtd_conn *c)
+static void tls_close(struct mtd_conn *c)
 {
-	if (!c->ssl)
-		return;
 	/* No close_notify round trip: the socket closes right after. The quiet
 	 * SSL_shutdown() still marks the connection as properly shut down;
 	 * without it SSL_free() takes the session for a bad one and makes it
@@ -230,7 +252,77 @@ void mtd_xprt_close(struct mtd_conn *c)
 	if (c->tls_up)
 		SSL_shutdown(c->ssl);
 	SSL_free(c->ssl);
+	ERR_clear_error();
 	c->ssl = NULL;
+	c->tls_up = false;
+}
+
+const struct mtd_xprt_ops mtd_xprt_tls = {
+        .name = "tls",
+        .read = tls_read,
+        .write = tls_write,
+        .handshake = tls_handshake,
+        .close = tls_close,
+};
+
+static ssize_t tcp_result(ssize_t n, ssize_t again)
+{
+	if (n >= 0)
+		return n;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return again;
+	return -errno;
+}
+
+static ssize_t tcp_read(struct mtd_conn *c, uint8_t *buf, size_t len)
+{
+	return tcp_result(read(c->fd, buf, len), MTD_IO_WANT_READ);
+}
+
+static ssize_t tcp_write(struct mtd_conn *c, const uint8_t *buf, size_t len)
+{
+	return tcp_result(send(c->fd, buf, len, MSG_NOSIGNAL), MTD_IO_WANT_WRITE);
+}
+
+static int tcp_handshake(struct mtd_conn *c, char *err, size_t errlen)
+{
+	return 0;
+}
+
+static void tcp_close(struct mtd_conn *c) {}
+
+const struct mtd_xprt_ops mtd_xprt_tcp = {
+        .name = "tcp",
+        .read = tcp_read,
+        .write = tcp_write,
+        .handshake = tcp_handshake,
+        .close = tcp_close,
+};
+
+static const struct mtd_xprt_ops *ops(const struct mtd_conn *c)
+{
+	return c->xprt ? c->xprt : &mtd_xprt_tcp;
+}
+
+ssize_t mtd_xprt_read(struct mtd_conn *c, uint8_t *buf, size_t len)
+{
+	return ops(c)->read(c, buf, len);
+}
+
+ssize_t mtd_xprt_write(struct mtd_conn *c, const uint8_t *buf, size_t len)
+{
+	return ops(c)->write(c, buf, len);
+}
+
+int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen)
+{
+	return ops(c)->handshake(c, err, errlen);
+}
+
+void mtd_xprt_close(struct mtd_conn *c)
+{
+	ops(c)->close(c);
+	c->xprt = NULL;
 }
 
 void mtd_tls_session_free(struct ssl_session_st *s)

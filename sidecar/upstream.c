@@ -254,7 +254,7 @@ static void handshake_cb(evutil_socket_t fd, short what, void *arg)
 	int rc = mtd_tls_handshake(c, err, sizeof(err));
 	if (rc == 0) {
 		up_ready(c);
-	} else if (rc == MTD_IO_AGAIN) {
+	} else if (rc == MTD_IO_WANT_READ) {
 		event_add(&c->rev, NULL);
 	} else if (rc == MTD_IO_WANT_WRITE) {
 		event_add(&c->wev, NULL);

@@ -1,0 +1,353 @@
+/* Unit tests for sidecar/transport.c and the transport waits in
+ * sidecar/conn.c: a real OpenSSL client (maitred's context) against an
+ * OpenSSL server in this process, over a non-blocking socketpair, pumped by
+ * hand (no timing). Certificates are made in memory at start.
+ *
+ * conn.c is linked alone: the worker, downstream and upstream functions it
+ * calls are stubbed below. */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "sidecar/sidecar.h"
+
+/* ---- stubs for what conn.c calls outside itself ---------------------- */
+
+void mtd_worker_schedule_flush(struct mtd_worker *w) {}
+
+void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c) {}
+
+void mtd_down_on_close(struct mtd_conn *c) {}
+
+void mtd_up_on_close(struct mtd_conn *c) {}
+
+int64_t mtd_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- fixture ----------------------------------------------------------- */
+
+#define SERVER_NAME "upstream.test"
+
+static EVP_PKEY *key;
+static X509 *cert;
+static char ca_path[64];
+
+/* A self-signed certificate for SERVER_NAME, also the client's CA. */
+static void make_cert(void)
+{
+	key = EVP_EC_gen("P-256");
+	ck_assert_ptr_nonnull(key);
+	cert = X509_new();
+	X509_set_version(cert, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+	X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
+	X509_gmtime_adj(X509_getm_notAfter(cert), 86400);
+	X509_NAME *name = X509_get_subject_name(cert);
+	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)SERVER_NAME, -1, -1, 0);
+	X509_set_issuer_name(cert, name);
+	X509_set_pubkey(cert, key);
+	X509V3_CTX v3;
+	X509V3_set_ctx_nodb(&v3);
+	X509V3_set_ctx(&v3, cert, cert, NULL, NULL, 0);
+	const char *exts[][2] = {{"basicConstraints", "critical,CA:TRUE"},
+	                         {"keyUsage", "critical,keyCertSign,digitalSignature"},
+	                         {"subjectAltName", "DNS:" SERVER_NAME}};
+	for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+		X509_EXTENSION *ext = X509V3_EXT_conf(NULL, &v3, exts[i][0], exts[i][1]);
+		ck_assert_ptr_nonnull(ext);
+		X509_add_ext(cert, ext, -1);
+		X509_EXTENSION_free(ext);
+	}
+	ck_assert_int_gt(X509_sign(cert, key, EVP_sha256()), 0);
+	snprintf(ca_path, sizeof(ca_path), "/tmp/maitred-test-ca-%d.pem", (int)getpid());
+	FILE *f = fopen(ca_path, "w");
+	ck_assert_ptr_nonnull(f);
+	PEM_write_X509(f, cert);
+	fclose(f);
+}
+
+static void setup(void)
+{
+	ck_assert_int_eq(mtd_tls_global_init(), 0);
+	make_cert();
+}
+
+static void teardown(void)
+{
+	unlink(ca_path);
+	X509_free(cert);
+	EVP_PKEY_free(key);
+}
+
+static int alpn_h2(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                   unsigned int inlen, void *arg)
+{
+	static const unsigned char h2[] = {2, 'h', '2'};
+	unsigned char *sel;
+	if (SSL_select_next_proto(&sel, outlen, h2, sizeof(h2), in, inlen) != OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	*out = sel;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+static int handshakes_done;
+
+static void count_handshakes(const SSL *ssl, int where, int ret)
+{
+	if (where & SSL_CB_HANDSHAKE_DONE)
+		handshakes_done++;
+}
+
+struct pair {
+	struct event_base *base;
+	struct mtd_worker w;
+	struct mtd_conn c; /* maitred's side: the TLS client */
+	SSL_CTX *cctx, *sctx;
+	SSL *srv;
+	int sfd;
+};
+
+/* A TLS 1.2 connection (renegotiation exists only up to 1.2) between
+ * maitred's transport and a server, handshake done. */
+static void pair_open(struct pair *p)
+{
+	memset(p, 0, sizeof(*p));
+	handshakes_done = 0;
+	struct mtd_cfg_tls tls = {.ca_file = ca_path};
+	char err[256] = "";
+	p->cctx = mtd_tls_client_ctx_new(&tls, err, sizeof(err));
+	ck_assert_msg(p->cctx != NULL, "%s", err);
+	p->sctx = SSL_CTX_new(TLS_server_method());
+	ck_assert_ptr_nonnull(p->sctx);
+	SSL_CTX_set_max_proto_version(p->sctx, TLS1_2_VERSION);
+	ck_assert_int_eq(SSL_CTX_use_certificate(p->sctx, cert), 1);
+	ck_assert_int_eq(SSL_CTX_use_PrivateKey(p->sctx, key), 1);
+	SSL_CTX_set_alpn_select_cb(p->sctx, alpn_h2, NULL);
+
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	p->sfd = sv[1];
+	p->srv = SSL_new(p->sctx);
+	SSL_set_fd(p->srv, p->sfd);
+	SSL_set_accept_state(p->srv);
+
+	p->base = event_base_new();
+	p->w.base = p->base;
+	TAILQ_INIT(&p->w.dirty);
+	p->w.rbuf_len = 64 * 1024;
+	p->w.rbuf = malloc(p->w.rbuf_len);
+	p->c.kind = MTD_CONN_UP;
+	p->c.w = &p->w;
+	p->c.fd = sv[0];
+	snprintf(p->c.peer, sizeof(p->c.peer), "test");
+	LIST_INIT(&p->c.calls);
+	ck_assert_int_eq(mtd_tls_client_start(&p->c, p->cctx, SERVER_NAME, NULL), 0);
+	ck_assert_ptr_eq(p->c.xprt, &mtd_xprt_tls);
+	/* Handshakes the client completed (a server counts its HelloRequest too). */
+	SSL_set_info_callback(p->c.ssl, count_handshakes);
+
+	int crc = 1, src = -1;
+	for (int i = 0; i < 100 && (crc != 0 || src != 1); i++) {
+		if (crc != 0) {
+			crc = mtd_tls_handshake(&p->c, err, sizeof(err));
+			ck_assert_msg(crc == 0 || crc == MTD_IO_WANT_READ, "client handshake: %d %s", crc, err);
+		}
+		if (src != 1)
+			src = SSL_do_handshake(p->srv);
+	}
+	ck_assert_int_eq(crc, 0);
+	ck_assert_int_eq(src, 1);
+	ck_assert_int_eq(handshakes_done, 1);
+	ck_assert_str_eq(SSL_get_version(p->srv), "TLSv1.2");
+
+	nghttp2_session_callbacks *cbs;
+	ck_assert_int_eq(nghttp2_session_callbacks_new(&cbs), 0);
+	ck_assert_int_eq(nghttp2_session_client_new(&p->c.ng, cbs, &p->c), 0);
+	nghttp2_session_callbacks_del(cbs);
+	p->c.state = MTD_CONN_READY;
+	ck_assert_int_eq(mtd_conn_start_io(&p->c), 0);
+}
+
+static void pair_close(struct pair *p)
+{
+	event_del(&p->c.rev);
+	event_del(&p->c.wev);
+	mtd_xprt_close(&p->c);
+	close(p->c.fd);
+	nghttp2_session_del(p->c.ng);
+	free(p->c.out);
+	SSL_free(p->srv);
+	close(p->sfd);
+	SSL_CTX_free(p->sctx);
+	mtd_tls_ctx_free(p->cctx);
+	event_base_free(p->base);
+	free(p->w.rbuf);
+}
+
+/* What the server read, as application data, into buf. */
+static size_t server_drain(struct pair *p, uint8_t *buf, size_t cap)
+{
+	size_t got = 0;
+	for (;;) {
+		int n = SSL_read(p->srv, buf + got, (int)(cap - got > 65536 ? 65536 : cap - got));
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	ERR_clear_error();
+	return got;
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+/* RFC 9113 §9.2.1: HTTP/2 over TLS 1.2 must not renegotiate. The server's
+ * HelloRequest is refused, so no second handshake happens. */
+START_TEST(renegotiation_is_refused)
+{
+	struct pair p;
+	pair_open(&p);
+	ck_assert_int_eq(SSL_renegotiate(p.srv), 1);
+	SSL_do_handshake(p.srv); /* sends HelloRequest */
+	uint8_t buf[256];
+	unsigned long why = 0;
+	for (int i = 0; i < 20 && !why; i++) {
+		mtd_xprt_read(&p.c, buf, sizeof(buf));
+		if (SSL_read(p.srv, buf, sizeof(buf)) <= 0)
+			why = ERR_peek_error();
+		ERR_clear_error();
+	}
+	ck_assert_msg(ERR_GET_REASON(why) == SSL_R_NO_RENEGOTIATION, "server: %s",
+	              why ? ERR_reason_error_string(why) : "no error: renegotiated");
+	pair_close(&p);
+}
+END_TEST
+
+/* A write that TLS can only finish after reading (the server's handshake
+ * messages during a renegotiation) asks for readability, and the
+ * connection waits for readability, even while its reading is paused for
+ * output pressure. Waiting for writability instead spins (the socket is
+ * writable) and never reads what the write waits for. Renegotiation is
+ * turned back on for this connection: it is the one way OpenSSL's client
+ * makes SSL_write need a read. */
+START_TEST(write_that_must_read_waits_for_readability)
+{
+	struct pair p;
+	pair_open(&p);
+	SSL_clear_options(p.c.ssl, SSL_OP_NO_RENEGOTIATION);
+	ck_assert_int_eq(SSL_renegotiate(p.srv), 1);
+	SSL_do_handshake(p.srv); /* sends HelloRequest */
+	uint8_t buf[256];
+	/* The client reads the HelloRequest and sends its ClientHello. */
+	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), MTD_IO_WANT_READ);
+
+	/* More output than the read-pause mark (2 x 64 KiB). */
+	enum { OUT = 200 * 1024 };
+	p.c.out = malloc(OUT);
+	for (size_t i = 0; i < OUT; i++)
+		p.c.out[i] = (uint8_t)(i * 31 + 7);
+	p.c.out_len = p.c.out_cap = OUT;
+	ck_assert_int_eq(mtd_xprt_write(&p.c, p.c.out, 1), MTD_IO_WANT_READ);
+
+	ck_assert_int_eq(mtd_conn_flush(&p.c), 0);
+	ck_assert(p.c.read_paused);
+	ck_assert_msg(event_pending(&p.c.rev, EV_READ, NULL), "not waiting for readability");
+	ck_assert_msg(!event_pending(&p.c.wev, EV_WRITE, NULL), "waiting for writability");
+
+	/* The server answers; the connection's read event then lets the
+	 * write go on, and all of the output arrives. */
+	uint8_t *got = malloc(OUT);
+	size_t have = 0;
+	for (int i = 0; i < 10000 && have < OUT; i++) {
+		have += server_drain(&p, got + have, OUT - have);
+		event_base_loop(p.base, EVLOOP_NONBLOCK);
+		if (p.c.in_dirty) {
+			TAILQ_REMOVE(&p.w.dirty, &p.c, dirty_link);
+			p.c.in_dirty = false;
+			mtd_conn_flush(&p.c);
+		}
+	}
+	ck_assert_uint_eq(have, OUT);
+	for (size_t i = 0; i < OUT; i++)
+		if (got[i] != (uint8_t)(i * 31 + 7))
+			ck_abort_msg("byte %zu differs", i);
+	ck_assert_int_eq(SSL_renegotiate_pending(p.srv), 0);
+	free(got);
+	pair_close(&p);
+}
+END_TEST
+
+/* A write that needs writability says so, distinctly from needing
+ * readability (before, both came back as one "again"). */
+START_TEST(write_on_full_socket_wants_write)
+{
+	struct pair p;
+	pair_open(&p);
+	static uint8_t chunk[16384];
+	ssize_t n;
+	int i = 0;
+	while ((n = mtd_xprt_write(&p.c, chunk, sizeof(chunk))) > 0 && i++ < 10000)
+		;
+	ck_assert_int_eq(n, MTD_IO_WANT_WRITE);
+	pair_close(&p);
+}
+END_TEST
+
+/* Several records that arrived together come out of one read. */
+START_TEST(read_gathers_records)
+{
+	struct pair p;
+	pair_open(&p);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(SSL_write(p.srv, "0123456789", 10), 10);
+	uint8_t buf[256];
+	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), 50);
+	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), MTD_IO_WANT_READ);
+	ck_assert_int_eq(SSL_write(p.srv, "abc", 3), 3);
+	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), 3);
+	ck_assert(memcmp(buf, "abc", 3) == 0);
+	/* A clean close reads as 0. */
+	SSL_shutdown(p.srv);
+	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), MTD_IO_WANT_READ);
+	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), 0);
+	pair_close(&p);
+}
+END_TEST
+
+static Suite *transport_suite(void)
+{
+	Suite *s = suite_create("transport");
+	TCase *tc = tcase_create("tls");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, renegotiation_is_refused);
+	tcase_add_test(tc, write_that_must_read_waits_for_readability);
+	tcase_add_test(tc, write_on_full_socket_wants_write);
+	tcase_add_test(tc, read_gathers_records);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(transport_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
