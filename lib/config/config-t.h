@@ -50,6 +50,33 @@ struct mtd_cfg_tls {
 	char *cert_file, *key_file; /* both or neither */
 };
 
+/* Where a service's endpoints come from (issue 7): exactly one source. */
+enum mtd_cfg_source {
+	MTD_CFG_SOURCE_STATIC = 0, /* `endpoints` */
+	MTD_CFG_SOURCE_ETCD,       /* `discovery.etcd` */
+	MTD_CFG_SOURCE_DNS,        /* `discovery.dns` */
+};
+
+/* discovery.etcd. File names are resolved against the config file's
+ * directory. */
+struct mtd_cfg_etcd {
+	struct mtd_cfg_addr *endpoints; /* the cluster, >= 1, tried in order */
+	size_t n_endpoints;
+	char *prefix;            /* non-empty */
+	struct mtd_cfg_tls *tls; /* NULL = cleartext */
+	char *username;          /* NULL = no authentication */
+	char *password_file;     /* set iff username is, readable at load */
+};
+
+/* discovery.dns */
+struct mtd_cfg_dns {
+	char *name; /* the name resolved (A and AAAA), as written */
+	uint16_t port;
+	int64_t refresh_ms;             /* 5000 */
+	struct mtd_cfg_addr *resolvers; /* numeric "ip:port"; none = resolv.conf */
+	size_t n_resolvers;
+};
+
 struct mtd_cfg_upstream {
 	int64_t connect_timeout_ms;      /* 2000 */
 	int64_t idle_timeout_ms;         /* 300000 */
@@ -75,9 +102,12 @@ struct mtd_cfg_service {
 	struct mtd_lb_config lb;
 	struct mtd_cfg_hash_key hash_key;
 	struct mtd_cfg_tls *tls; /* NULL = h2c upstream */
-	struct mtd_cfg_endpoint *endpoints;
-	size_t n_endpoints;             /* >= 1 */
-	struct mtd_cfg_method *methods; /* sorted by name (strcmp) */
+	enum mtd_cfg_source source;
+	struct mtd_cfg_endpoint *endpoints; /* source STATIC */
+	size_t n_endpoints;                 /* >= 1 for STATIC, else 0 */
+	struct mtd_cfg_etcd *etcd;          /* source ETCD, else NULL */
+	struct mtd_cfg_dns *dns;            /* source DNS, else NULL */
+	struct mtd_cfg_method *methods;     /* sorted by name (strcmp) */
 	size_t n_methods;
 	struct mtd_cfg_upstream upstream;
 	struct mtd_fault_policy fault; /* default FAILFAST */

@@ -1,5 +1,7 @@
-# lib/discovery: endpoint sources' pure parts (the registry record).
-lib_libmaitred_a_SOURCES += lib/discovery/record.h lib/discovery/record.c
+# lib/discovery: endpoint sources' pure parts: the endpoint record sources
+# hand the runtime (issue 7), the registry record.
+lib_libmaitred_a_SOURCES += lib/discovery/discovery-t.h \
+	lib/discovery/record.h lib/discovery/record.c
 
 check_PROGRAMS += tests/unit/test_record
 TESTS += tests/unit/test_record

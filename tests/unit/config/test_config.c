@@ -371,14 +371,86 @@ START_TEST(err_missing_endpoints)
 {
 	expect_error("services:\n"
 	             "  - name: a.B\n",
-	             "t.yaml:2:5: services[0].endpoints: a service needs at least "
-	             "one endpoint");
+	             "t.yaml:2:5: services[0].endpoints: a service needs exactly one endpoint source: "
+	             "endpoints | discovery.etcd | discovery.dns");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    endpoints: []\n",
-	             "t.yaml:3:16: services[0].endpoints: a service needs at least "
-	             "one endpoint");
+	             "t.yaml:3:16: services[0].endpoints: a service needs exactly one endpoint source: "
+	             "endpoints | discovery.etcd | discovery.dns");
 	expect_error("listen: \"127.0.0.1:1\"\n", "t.yaml:1:1: services: at least one service is required");
+}
+END_TEST
+
+/* Issue 7 section 2: exactly one endpoint source, errors naming the field. */
+START_TEST(err_endpoint_sources)
+{
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    endpoints: [{address: \"127.0.0.1:1\"}]\n"
+	            "    discovery: {dns: {name: a.example, port: 1}}\n",
+	            "t.yaml:4:22: services[0].discovery.dns: a service has exactly one endpoint source: "
+	            "endpoints | discovery.etcd | discovery.dns (this one is the second)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery: {}\n",
+	             "t.yaml:3:16: services[0].discovery: needs etcd or dns");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery:\n"
+	             "      etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}\n"
+	             "      dns: {name: a.example, port: 1}\n",
+	             "t.yaml:5:12: services[0].discovery.dns: a service has exactly one endpoint source: *");
+	/* Refused, not parsed and ignored, until the etcd client exists. */
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    discovery:\n"
+	            "      etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}\n",
+	            "t.yaml:4:13: services[0].discovery.etcd: not supported yet by this build of maitred");
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    discovery: {dns: {name: a.example, port: 1}}\n",
+	            "t.yaml:3:22: services[0].discovery.dns: not supported yet by this build of maitred");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery:\n"
+	             "      etcd: {prefix: /p/, username: u}\n",
+	             "t.yaml:4:13: services[0].discovery.etcd.endpoints: is required *");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery:\n"
+	             "      etcd: {endpoints: [\"127.0.0.1:2379\"], username: u}\n",
+	             "t.yaml:4:55: services[0].discovery.etcd.password_file: username and password_file must be set "
+	             "together");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery:\n"
+	             "      etcd: {endpoints: [\"127.0.0.1:2379\"]}\n",
+	             "t.yaml:4:13: services[0].discovery.etcd.prefix: is required *");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery: {dns: {port: 80}}\n",
+	             "t.yaml:3:22: services[0].discovery.dns.name: is required *");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery: {dns: {name: \"a..b\", port: 80}}\n",
+	             "t.yaml:3:29: services[0].discovery.dns.name: \"a..b\" is not a host name");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery: {dns: {name: a.example}}\n",
+	             "t.yaml:3:22: services[0].discovery.dns.port: is required, 1..65535");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery: {dns: {name: a.example, port: 70000}}\n",
+	             "t.yaml:3:46: services[0].discovery.dns.port: is required, 1..65535 (out of range)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery: {dns: {name: a.example, port: 1, refresh: 0s}}\n",
+	             "t.yaml:3:58: services[0].discovery.dns.refresh: must be at least 1ms");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery: {dns: {name: a.example, port: 1, resolvers: [\"localhost:53\"]}}\n",
+	             "t.yaml:3:60: services[0].discovery.dns.resolvers[0]: \"localhost\" is not an IP address");
 }
 END_TEST
 
@@ -784,7 +856,8 @@ END_TEST
 START_TEST(err_binary)
 {
 	static const char *const garbage[] = {"t.bin: not a valid serialized maitred.config.v1.Config", NULL};
-	static const char *const no_eps[] = {"t.pb: services[0].endpoints: a service needs at least one endpoint",
+	static const char *const no_eps[] = {"t.pb: services[0].endpoints: a service needs exactly one endpoint "
+	                                     "source: endpoints | discovery.etcd | discovery.dns",
 	                                     NULL};
 	Maitred__Config__V1__Config c = MAITRED__CONFIG__V1__CONFIG__INIT;
 	Maitred__Config__V1__Service s = MAITRED__CONFIG__V1__SERVICE__INIT;
@@ -1546,6 +1619,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_bad_names);
 	tcase_add_test(errors, err_missing_endpoints);
 	tcase_add_test(errors, err_duplicate_endpoint);
+	tcase_add_test(errors, err_endpoint_sources);
 	tcase_add_test(errors, err_tls);
 	tcase_add_test(errors, err_hash_key_on_round_robin);
 	tcase_add_test(errors, err_hashing_without_key);

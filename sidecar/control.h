@@ -1,0 +1,62 @@
+/* The control thread's API for endpoint sources (issue 7): what the DNS
+ * resolver (dns.c), the etcd client and a config reload call to replace one
+ * service's endpoints. Everything here runs on the control thread (the main
+ * thread's event loop, main.c), never on a worker.
+ *
+ * A change builds a new service snapshot (endpoints + pickers, each picker
+ * built with the previous one as `prev`) and hands it to every worker; see
+ * HACKING.md "Snapshots" for how old ones are reclaimed. */
+#ifndef MTD_CONTROL_H
+#define MTD_CONTROL_H
+
+#include <stddef.h>
+
+#include "discovery/discovery-t.h"
+
+struct event_base;
+struct mtd_cfg_service;
+struct mtd_control; /* main.c: the control loop's state */
+
+/* The control loop's event base, for a source's sockets and timers. */
+struct event_base *mtd_control_base(struct mtd_control *ctl);
+
+/* Replace the endpoint set of service `service` (an index into the current
+ * config's services) with eps[0..n). Identities in both the old and the new
+ * set keep their stats, warmup start and connections; a removed endpoint's
+ * idle connections close, busy ones take no new stream and close when their
+ * calls end, calls waiting in its pools move to another endpoint. n == 0 is
+ * allowed: new calls to the service then fail UNAVAILABLE with the reason
+ * given to mtd_runtime_set_unavailable (or "no endpoints").
+ *
+ * eps are borrowed (copied before return). Duplicate identities in eps are
+ * an error. Returns 0 (the workers pick the new set up within their next
+ * turn), -EINVAL (service out of range, a duplicate identity, n >
+ * MTD_LB_MAX_ENDPOINTS, an address that does not parse) or -ENOMEM; on any
+ * error the old set stays in force and the reason is logged once.
+ * Setting a set identical to the current one is a no-op returning 0.
+ * Control thread only. */
+int mtd_runtime_set_endpoints(struct mtd_control *ctl, size_t service, const struct mtd_disc_endpoint *eps, size_t n);
+
+/* While service `service` has no endpoint, new calls to it fail
+ * UNAVAILABLE with "<reason>" (e.g. "etcd 127.0.0.1:2379 unreachable:
+ * connection refused"); NULL restores the default message. The text is
+ * copied. 0, -EINVAL or -ENOMEM. Control thread only. */
+int mtd_runtime_set_unavailable(struct mtd_control *ctl, size_t service, const char *reason);
+
+/* An endpoint source (DNS, etcd) bound to one service of the current
+ * config. The control loop starts one per service whose source is not
+ * STATIC, after the initial snapshot is in force, and on a reload stops
+ * every source of the old config before starting the new config's (a
+ * service keeps its previous endpoint set across a reload until its new
+ * source reports, when the service's name and source settings are
+ * unchanged). */
+struct mtd_disc_source_ops {
+	const char *name; /* "dns", "etcd": for logs */
+	/* Start feeding service `service` (cfg: its config, valid until stop).
+	 * 0 or -errno; a source that cannot start logs why. */
+	int (*start)(struct mtd_control *ctl, size_t service, const struct mtd_cfg_service *cfg, void **state);
+	/* Stop: no call to ctl after this returns. NULL state is a no-op. */
+	void (*stop)(void *state);
+};
+
+#endif
