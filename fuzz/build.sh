@@ -17,7 +17,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 out=${FUZZ_OUT:-$top/fuzz/out}
 time=${FUZZ_TIME:-60}
 cc=${FUZZ_CC:-clang}
-targets=${*:-"pbwire grpc_scan grpc_timeout config downstream"}
+targets=${*:-"pbwire grpc_scan grpc_timeout config record downstream"}
 
 if [ ! -f "$top/config.h" ] || [ ! -d "$top/gen" ]; then
 	echo "fuzz/build.sh: configure and build the tree first (config.h, gen/)" >&2

@@ -92,8 +92,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		mtd_log_threshold = MTD_LOG_ERROR + 1;
 	struct mtd_cfg *cfg = NULL;
 	struct mtd_cfg_errors errs = {0};
-	if (mtd_cfg_load_buffer("fuzz.yaml", fuzz_config, sizeof(fuzz_config) - 1, MTD_CFG_FORMAT_YAML, &cfg,
-	                        &errs) < 0)
+	if (mtd_cfg_load_buffer("fuzz.yaml", fuzz_config, sizeof(fuzz_config) - 1, MTD_CFG_FORMAT_YAML, &cfg, &errs) <
+	    0)
 		abort();
 	char err[256];
 	rt = mtd_runtime_new(cfg, err, sizeof(err));
@@ -191,8 +191,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		hung_up = true;
 		idle = 0;
 	}
-	MTD_DEBUG("fuzz: %zu of %zu client bytes read, %zu bytes back to the client, %zu upstream connections", down_off,
-	          down_len, drained, n_peers);
+	MTD_DEBUG("fuzz: %zu of %zu client bytes read, %zu bytes back to the client, %zu upstream connections",
+	          down_off, down_len, drained, n_peers);
 	drained = 0;
 	mtd_worker_free(w);
 	close(sp[1]);
