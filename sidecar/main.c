@@ -18,6 +18,7 @@
 #include <openssl/ssl.h>
 
 #include "core/log.h"
+#include "sidecar/etcd.h"
 #include "sidecar/sidecar.h"
 
 static void usage(FILE *out)
@@ -104,7 +105,9 @@ struct control {
 	struct mtd_worker **workers;
 	unsigned n_workers;
 	bool draining;
+	int drain_signal;
 	struct event *drain_timer;
+	struct mtd_register *reg; /* Config.register, NULL without */
 };
 
 static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -117,6 +120,18 @@ static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	event_base_loopexit(ctl->base, NULL);
 }
 
+static void start_drain(void *arg)
+{
+	struct control *ctl = arg;
+	MTD_INFO("%s: draining (GOAWAY to clients, up to %lld ms for calls in flight)",
+	         ctl->drain_signal == SIGTERM ? "SIGTERM" : "SIGINT", (long long)ctl->rt->cfg->drain_timeout_ms);
+	for (unsigned i = 0; i < ctl->n_workers; i++)
+		mtd_worker_drain(ctl->workers[i]);
+	int64_t ms = ctl->rt->cfg->drain_timeout_ms;
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+	evtimer_add(ctl->drain_timer, &tv);
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct control *ctl = arg;
@@ -126,13 +141,15 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	ctl->draining = true;
-	MTD_INFO("%s: draining (GOAWAY to clients, up to %lld ms for calls in flight)",
-	         sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)ctl->rt->cfg->drain_timeout_ms);
-	for (unsigned i = 0; i < ctl->n_workers; i++)
-		mtd_worker_drain(ctl->workers[i]);
-	int64_t ms = ctl->rt->cfg->drain_timeout_ms;
-	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-	evtimer_add(ctl->drain_timer, &tv);
+	ctl->drain_signal = (int)sig;
+	/* Issue 7 section 4: deregister first (revoke the leases, so no other
+	 * sidecar sends new calls here), then drain. Bounded (etcd.h). */
+	if (mtd_register_shutdown(ctl->reg, start_drain, ctl)) {
+		MTD_INFO("%s: revoking the etcd registration leases before draining",
+		         sig == SIGTERM ? "SIGTERM" : "SIGINT");
+		return;
+	}
+	start_drain(ctl);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -212,6 +229,11 @@ static int run(struct mtd_runtime *rt)
 		         cfg->n_services == 1 ? "" : "s");
 		rc = 0;
 	}
+	if (rc == 0 && cfg->n_registers != 0) {
+		ctl.reg = mtd_register_start(ctl.base, cfg);
+		if (!ctl.reg)
+			MTD_ERROR("register: cannot start (out of memory): this pod's apps are not registered");
+	}
 	pthread_t joiner;
 	bool joined = pthread_create(&joiner, NULL, join_all, &ctl) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -232,6 +254,8 @@ static int run(struct mtd_runtime *rt)
 		mtd_worker_free(ctl.workers[i]);
 		ctl.workers[i] = NULL;
 	}
+	mtd_register_free(ctl.reg);
+	ctl.reg = NULL;
 	event_free(sigterm);
 	event_free(sigint);
 	event_free(tick);

@@ -113,6 +113,23 @@ void mtd_tls_ctx_free(struct ssl_ctx_st *ctx)
 	SSL_CTX_free(ctx);
 }
 
+/* SNI and the name the certificate must carry (or, for an IP literal, its
+ * IP SAN). 0 or -ENOMEM. */
+static int set_peer_name(SSL *ssl, const char *server_name)
+{
+	unsigned char ip[16];
+	bool is_ip = inet_pton(AF_INET, server_name, ip) == 1 || inet_pton(AF_INET6, server_name, ip) == 1;
+	if (is_ip) {
+		/* RFC 6066 §3: no SNI for IP literals; check the IP SAN. */
+		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), server_name) != 1)
+			return -ENOMEM;
+	} else {
+		if (SSL_set_tlsext_host_name(ssl, server_name) != 1 || SSL_set1_host(ssl, server_name) != 1)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char *server_name,
                          struct ssl_session_st *resume)
 {
@@ -122,18 +139,8 @@ int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char 
 		return -ENOMEM;
 	}
 	SSL_set_ex_data(ssl, conn_ex_index, c);
-	if (SSL_set_fd(ssl, c->fd) != 1)
+	if (SSL_set_fd(ssl, c->fd) != 1 || set_peer_name(ssl, server_name) != 0)
 		goto fail;
-	unsigned char ip[16];
-	bool is_ip = inet_pton(AF_INET, server_name, ip) == 1 || inet_pton(AF_INET6, server_name, ip) == 1;
-	if (is_ip) {
-		/* RFC 6066 §3: no SNI for IP literals; check the IP SAN. */
-		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), server_name) != 1)
-			goto fail;
-	} else {
-		if (SSL_set_tlsext_host_name(ssl, server_name) != 1 || SSL_set1_host(ssl, server_name) != 1)
-			goto fail;
-	}
 	if (resume)
 		SSL_set_session(ssl, resume);
 	SSL_set_connect_state(ssl);
@@ -145,6 +152,29 @@ fail:
 	SSL_free(ssl);
 	ERR_clear_error();
 	return -ENOMEM;
+}
+
+struct ssl_st *mtd_tls_client_ssl_new(struct ssl_ctx_st *ctx, const char *server_name)
+{
+	SSL *ssl = SSL_new(ctx);
+	if (ssl && set_peer_name(ssl, server_name) != 0) {
+		SSL_free(ssl);
+		ssl = NULL;
+	}
+	return ssl;
+}
+
+void mtd_tls_ssl_free(struct ssl_st *ssl)
+{
+	SSL_free(ssl);
+}
+
+void mtd_tls_error_string(unsigned long e, char *buf, size_t len)
+{
+	if (e)
+		ERR_error_string_n(e, buf, len);
+	else
+		snprintf(buf, len, "%s", "TLS error");
 }
 
 static int tls_handshake(struct mtd_conn *c, char *err, size_t errlen)

@@ -28,6 +28,7 @@
 struct mtd_conn;
 struct ssl_ctx_st;
 struct ssl_session_st;
+struct ssl_st;
 
 enum {
 	MTD_IO_WANT_READ = -11,  /* wait until the fd is readable */
@@ -75,6 +76,13 @@ void mtd_tls_ctx_free(struct ssl_ctx_st *ctx);
 int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char *server_name,
                          struct ssl_session_st *resume);
 void mtd_tls_session_free(struct ssl_session_st *s);
+/* A client SSL for a control-thread connection (gclient.c: etcd over TLS):
+ * the same SNI and certificate check as an upstream's. NULL on out of
+ * memory. */
+struct ssl_st *mtd_tls_client_ssl_new(struct ssl_ctx_st *ctx, const char *server_name);
+void mtd_tls_ssl_free(struct ssl_st *ssl); /* NULL is a no-op */
+/* OpenSSL's text for error code e (bufferevent_get_openssl_error()). */
+void mtd_tls_error_string(unsigned long e, char *buf, size_t len);
 /* Process-wide OpenSSL setup (ex_data index), before any worker starts. */
 int mtd_tls_global_init(void);
 

@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "config/config-int.h"
 #include "fault/fault.h"
+#include "discovery/record.h"
 #include "lb/lb.h"
 #include "pbwire/pbwire.h"
 
@@ -37,6 +38,7 @@ typedef Maitred__Config__V1__Fault PbFault;
 typedef Maitred__Config__V1__RetryBudget PbRetryBudget;
 typedef Maitred__Config__V1__Discovery PbDiscovery;
 typedef Maitred__Config__V1__EtcdDiscovery PbEtcd;
+typedef Maitred__Config__V1__Register PbRegister;
 typedef Maitred__Config__V1__DnsDiscovery PbDns;
 typedef Google__Protobuf__Duration PbDuration;
 
@@ -1356,6 +1358,50 @@ static void build_downstream(struct builder *b, const PbDownstream *m, struct mt
 	                              "downstream.idle_timeout");
 }
 
+/* ---- register (issue 7 section 4) ------------------------------------------ */
+
+/* One entry of `register`: this pod's app, kept in etcd under a lease. */
+static void build_register(struct builder *b, const PbRegister *m, size_t i, struct mtd_cfg_register *out)
+{
+	char path[48], p[256];
+
+	snprintf(path, sizeof(path), "register[%zu]", i);
+	if (m->service[0] == '\0')
+		BERR(at(b, m, "service", m), sub(p, sizeof(p), path, "service"),
+		     "is required (the app's gRPC service, e.g. \"shop.Cart\")");
+	else if (strcmp(m->service, "*") == 0 || !service_name_ok(m->service))
+		BERR(at(b, m, "service", m), sub(p, sizeof(p), path, "service"), "\"%s\" is not a gRPC service name",
+		     m->service);
+	else
+		out->service = dup_or_oom(b, m->service);
+	/* The record holds a numeric address (lib/discovery/record.h): a name
+	 * would mean something else on every other pod. */
+	if (m->address[0] == '\0')
+		BERR(at(b, m, "address", m), sub(p, sizeof(p), path, "address"),
+		     "is required (where other pods reach the app, \"IP:PORT\")");
+	else
+		build_addr_as(b, m->address, at(b, m, "address", m), sub(p, sizeof(p), path, "address"), &out->address,
+		              true);
+	out->weight = MTD_RECORD_DEFAULT_WEIGHT;
+	if (m->weight != NULL) {
+		if (m->weight->value > MTD_RECORD_MAX_WEIGHT)
+			BERR(at(b, m, "weight", m), sub(p, sizeof(p), path, "weight"),
+			     "must be at most %d (what a registry record may carry)", MTD_RECORD_MAX_WEIGHT);
+		else
+			out->weight = (int32_t)m->weight->value;
+	}
+	out->ttl_ms = dur_ms(b, m->ttl, 10000, ZERO_IS_ERROR, at(b, m, "ttl", m), sub(p, sizeof(p), path, "ttl"));
+	/* etcd leases are granted in whole seconds. */
+	if (m->ttl != NULL && (out->ttl_ms < 2000 || out->ttl_ms > 3600000 || out->ttl_ms % 1000 != 0))
+		BERR(at(b, m, "ttl", m), sub(p, sizeof(p), path, "ttl"), "must be whole seconds in 2s..1h");
+	if (m->etcd == NULL)
+		BERR(at(b, m, "etcd", m), sub(p, sizeof(p), path, "etcd"),
+		     "is required ({endpoints: [\"HOST:PORT\"], prefix: \"/maitred/services/SERVICE/\"})");
+	else
+		out->etcd = build_etcd(b, m->etcd, sub(p, sizeof(p), path, "etcd"));
+	out->when_serving = m->when_serving;
+}
+
 static unsigned cpu_count(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1434,6 +1480,35 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 			}
 		}
 	}
+	if (m->n_register_ != 0) {
+		cfg->registers = mtd_cfg__calloc(m->n_register_, sizeof(*cfg->registers));
+		if (cfg->registers == NULL)
+			goto fail_cfg;
+		cfg->n_registers = m->n_register_;
+	}
+	for (size_t i = 0; i < m->n_register_; i++) {
+		const struct mtd_cfg_register *r = &cfg->registers[i];
+
+		build_register(b, m->register_[i], i, &cfg->registers[i]);
+		if (d->oom)
+			goto fail_cfg;
+		/* One key per app and prefix: a second would fight over it. */
+		for (size_t j = 0; j < i && r->etcd != NULL && r->etcd->prefix != NULL && r->address.text != NULL;
+		     j++) {
+			const struct mtd_cfg_register *o = &cfg->registers[j];
+			char p[64];
+
+			if (o->etcd != NULL && o->etcd->prefix != NULL && o->address.text != NULL &&
+			    strcmp(o->etcd->prefix, r->etcd->prefix) == 0 &&
+			    strcmp(o->address.text, r->address.text) == 0) {
+				snprintf(p, sizeof(p), "register[%zu].address", i);
+				BERR(at(b, m->register_[i], "address", m->register_[i]), p,
+				     "\"%s\" under prefix \"%s\" is also register[%zu]", r->address.text,
+				     r->etcd->prefix, j);
+				break;
+			}
+		}
+	}
 	if (d->oom)
 		goto fail_cfg;
 	if (d->n_errs != 0) {
@@ -1490,6 +1565,20 @@ static void tls_free(struct mtd_cfg_tls *t)
 	mtd_cfg__free(t);
 }
 
+static void etcd_free(struct mtd_cfg_etcd *e)
+{
+	if (e == NULL)
+		return;
+	for (size_t i = 0; i < e->n_endpoints; i++)
+		addr_fini(&e->endpoints[i]);
+	mtd_cfg__free(e->endpoints);
+	mtd_cfg__free(e->prefix);
+	tls_free(e->tls);
+	mtd_cfg__free(e->username);
+	mtd_cfg__free(e->password_file);
+	mtd_cfg__free(e);
+}
+
 static void service_fini(struct mtd_cfg_service *s)
 {
 	mtd_cfg__free(s->name);
@@ -1498,16 +1587,7 @@ static void service_fini(struct mtd_cfg_service *s)
 	for (size_t i = 0; i < s->n_endpoints; i++)
 		addr_fini(&s->endpoints[i].addr);
 	mtd_cfg__free(s->endpoints);
-	if (s->etcd != NULL) {
-		for (size_t i = 0; i < s->etcd->n_endpoints; i++)
-			addr_fini(&s->etcd->endpoints[i]);
-		mtd_cfg__free(s->etcd->endpoints);
-		mtd_cfg__free(s->etcd->prefix);
-		tls_free(s->etcd->tls);
-		mtd_cfg__free(s->etcd->username);
-		mtd_cfg__free(s->etcd->password_file);
-		mtd_cfg__free(s->etcd);
-	}
+	etcd_free(s->etcd);
 	if (s->dns != NULL) {
 		mtd_cfg__free(s->dns->name);
 		for (size_t i = 0; i < s->dns->n_resolvers; i++)
@@ -1532,6 +1612,12 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 	for (size_t i = 0; i < cfg->n_services; i++)
 		service_fini(&cfg->services[i]);
 	mtd_cfg__free(cfg->services);
+	for (size_t i = 0; i < cfg->n_registers; i++) {
+		mtd_cfg__free(cfg->registers[i].service);
+		addr_fini(&cfg->registers[i].address);
+		etcd_free(cfg->registers[i].etcd);
+	}
+	mtd_cfg__free(cfg->registers);
 	addr_fini(&cfg->listen);
 	if (cfg->admin != NULL) {
 		addr_fini(cfg->admin);

@@ -77,6 +77,16 @@ struct mtd_cfg_dns {
 	size_t n_resolvers;
 };
 
+/* register[] (issue 7 section 4): an app of this pod kept in etcd. */
+struct mtd_cfg_register {
+	char *service;               /* "shop.Cart", for logs */
+	struct mtd_cfg_addr address; /* numeric; also the instance id in the key */
+	int32_t weight;              /* 0..1000000, default 100 */
+	int64_t ttl_ms;              /* whole seconds, 2 s..1 h, default 10 s */
+	struct mtd_cfg_etcd *etcd;   /* cluster + prefix (+ TLS, auth) */
+	bool when_serving;           /* follow grpc.health.v1 Check */
+};
+
 struct mtd_cfg_upstream {
 	int64_t connect_timeout_ms;      /* 2000 */
 	int64_t idle_timeout_ms;         /* 300000 */
@@ -134,6 +144,8 @@ struct mtd_cfg {
 	uint64_t replay_buffer_total; /* per worker, 64 MiB */
 	struct mtd_cfg_service *services;
 	size_t n_services;
+	struct mtd_cfg_register *registers; /* `register` */
+	size_t n_registers;
 };
 
 /* Every problem found in one load, in file order. Each message reads

@@ -361,9 +361,11 @@ class MaitredTest(unittest.TestCase):
         self.addCleanup(self._cleanup)
 
     # --- processes -----------------------------------------------------------
-    def start_upstream(self, name=None, tls=None, client_ca=None, port=0, grace=5.0, max_streams=0):
+    def start_upstream(self, name=None, tls=None, client_ca=None, port=0, grace=5.0, max_streams=0,
+                       extra_args=()):
         """Start upstream.py; `tls` is a TestCA (server cert), `client_ca` a
-        TestCA whose clients are required (mTLS)."""
+        TestCA whose clients are required (mTLS); extra_args go to
+        upstream.py as they are (e.g. ["--health-file", PATH])."""
         self._n += 1
         name = name or "up%d" % self._n
         ready = os.path.join(self.tmp, name + ".ready")
@@ -375,6 +377,7 @@ class MaitredTest(unittest.TestCase):
             argv += ["--client-ca", client_ca.ca_file]
         if max_streams:
             argv += ["--max-concurrent-streams", str(max_streams)]
+        argv += list(extra_args)
         proc = Proc(name, argv, self.tmp)
         self._procs.append((proc, False))
 

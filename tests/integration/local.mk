@@ -22,6 +22,7 @@ EXTRA_DIST += \
 	tests/integration/test_tls_resume.py \
 	tests/integration/test_hardening.py \
 	tests/integration/test_pool.py \
+	tests/integration/test_etcd.py \
 	tests/integration/test_interop_go.py \
 	tests/integration/test_listen.py \
 	tests/interop/goecho/main.go \

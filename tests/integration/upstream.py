@@ -333,6 +333,29 @@ class AnyService(grpc.GenericRpcHandler):
         return self.handlers.get(handler_call_details.method.rsplit("/", 1)[-1])
 
 
+class HealthService(grpc.GenericRpcHandler):
+    """grpc.health.v1.Health/Check (gRPC doc/health-checking.md) answering
+    what --health-file says: SERVING when the file reads "SERVING", else
+    NOT_SERVING (a missing file too). The response is built by hand (field 1,
+    varint), so no generated health code is needed."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def _check(self, request, context):
+        try:
+            with open(self.path) as f:
+                serving = f.read().strip() == "SERVING"
+        except OSError:
+            serving = False
+        return b"\x08\x01" if serving else b"\x08\x02"
+
+    def service(self, handler_call_details):
+        if handler_call_details.method != "/grpc.health.v1.Health/Check":
+            return None
+        return grpc.unary_unary_rpc_method_handler(self._check)
+
+
 class ControlServicer(pb_grpc.ControlServicer):
     def _state(self, c):
         return pb.CallState(call_id=c.call_id, started=c.started, ended=c.ended,
@@ -378,6 +401,7 @@ def main():
     ap.add_argument("--max-workers", type=int, default=256)
     ap.add_argument("--max-concurrent-streams", type=int, default=0,
                     help="SETTINGS_MAX_CONCURRENT_STREAMS to advertise (0 = grpcio's default)")
+    ap.add_argument("--health-file", help="serve grpc.health.v1.Health/Check from this file's content")
     ARGS = ap.parse_args()
 
     opts = [("grpc.max_receive_message_length", 256 << 20),
@@ -389,6 +413,8 @@ def main():
     echo = grpc.server(futures.ThreadPoolExecutor(max_workers=ARGS.max_workers), options=opts)
     servicer = EchoServicer()
     pb_grpc.add_EchoServicer_to_server(servicer, echo)
+    if ARGS.health_file:
+        echo.add_generic_rpc_handlers((HealthService(ARGS.health_file),))
     echo.add_generic_rpc_handlers((AnyService(servicer),))
     addr = "%s:%d" % (ARGS.host, ARGS.port)
     if ARGS.tls_cert:

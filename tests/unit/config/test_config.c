@@ -454,6 +454,73 @@ START_TEST(err_endpoint_sources)
 }
 END_TEST
 
+/* Issue 7 section 4: Config.register. */
+START_TEST(register_ok)
+{
+	struct mtd_cfg *cfg =
+	        load_ok("services:\n"
+	                "  - name: a.B\n" EP "register:\n"
+	                "  - service: shop.Cart\n"
+	                "    address: \"10.1.2.3:8080\"\n"
+	                "    etcd: {endpoints: [\"127.0.0.1:2379\", \"127.0.0.1:22379\"], prefix: /m/shop.Cart/}\n"
+	                "  - service: shop.Pay\n"
+	                "    address: \"[::1]:9090\"\n"
+	                "    weight: 0\n"
+	                "    ttl: 30s\n"
+	                "    when_serving: true\n"
+	                "    etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /m/shop.Pay/}\n");
+
+	ck_assert_uint_eq(cfg->n_registers, 2);
+	ck_assert_str_eq(cfg->registers[0].service, "shop.Cart");
+	ck_assert_str_eq(cfg->registers[0].address.text, "10.1.2.3:8080");
+	ck_assert_uint_eq(cfg->registers[0].address.port, 8080);
+	ck_assert_int_eq(cfg->registers[0].weight, 100);
+	ck_assert_int_eq(cfg->registers[0].ttl_ms, 10000);
+	ck_assert(!cfg->registers[0].when_serving);
+	ck_assert_uint_eq(cfg->registers[0].etcd->n_endpoints, 2);
+	ck_assert_str_eq(cfg->registers[0].etcd->prefix, "/m/shop.Cart/");
+	ck_assert_int_eq(cfg->registers[1].weight, 0);
+	ck_assert_int_eq(cfg->registers[1].ttl_ms, 30000);
+	ck_assert(cfg->registers[1].when_serving);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(err_register)
+{
+	const char *svc = "services:\n  - name: a.B\n" EP "register:\n";
+	char y[1024];
+
+#define REG(body) (snprintf(y, sizeof(y), "%s%s", svc, body), y)
+	expect_error(REG("  - {address: \"10.0.0.1:1\", etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}}\n"),
+	             "t.yaml:5:5: register[0].service: is required *");
+	expect_error(REG("  - {service: \"*\", address: \"10.0.0.1:1\", etcd: {endpoints: [\"127.0.0.1:2379\"], "
+	                 "prefix: /p/}}\n"),
+	             "t.yaml:5:15: register[0].service: \"*\" is not a gRPC service name");
+	expect_error(REG("  - {service: a.B, etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}}\n"),
+	             "t.yaml:5:5: register[0].address: is required *");
+	expect_error(REG("  - {service: a.B, address: \"app.local:80\", etcd: {endpoints: [\"127.0.0.1:2379\"], "
+	                 "prefix: /p/}}\n"),
+	             "t.yaml:5:29: register[0].address: \"app.local\" is not an IP address");
+	expect_error(REG("  - {service: a.B, address: \"10.0.0.1:1\", weight: 1000001, etcd: {endpoints: "
+	                 "[\"127.0.0.1:2379\"], prefix: /p/}}\n"),
+	             "t.yaml:5:51: register[0].weight: must be at most 1000000 *");
+	expect_error(REG("  - {service: a.B, address: \"10.0.0.1:1\", ttl: 1500ms, etcd: {endpoints: "
+	                 "[\"127.0.0.1:2379\"], prefix: /p/}}\n"),
+	             "t.yaml:5:48: register[0].ttl: must be whole seconds in 2s..1h");
+	expect_error(REG("  - {service: a.B, address: \"10.0.0.1:1\"}\n"),
+	             "t.yaml:5:5: register[0].etcd: is required *");
+	expect_error(REG("  - {service: a.B, address: \"10.0.0.1:1\", etcd: {endpoints: [\"127.0.0.1:2379\"]}}\n"),
+	             "t.yaml:5:49: register[0].etcd.prefix: is required *");
+	expect_error(REG("  - {service: a.B, address: \"10.0.0.1:1\", etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: "
+	                 "/p/}}\n"
+	                 "  - {service: a.C, address: \"10.0.0.1:1\", etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: "
+	                 "/p/}}\n"),
+	             "t.yaml:6:29: register[1].address: \"10.0.0.1:1\" under prefix \"/p/\" is also register[0]");
+#undef REG
+}
+END_TEST
+
 START_TEST(err_duplicate_endpoint)
 {
 	expect_error("services:\n"
@@ -1620,6 +1687,8 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_missing_endpoints);
 	tcase_add_test(errors, err_duplicate_endpoint);
 	tcase_add_test(errors, err_endpoint_sources);
+	tcase_add_test(errors, register_ok);
+	tcase_add_test(errors, err_register);
 	tcase_add_test(errors, err_tls);
 	tcase_add_test(errors, err_hash_key_on_round_robin);
 	tcase_add_test(errors, err_hashing_without_key);

@@ -1,0 +1,82 @@
+/* A small gRPC client for the control thread: one h2c connection (nghttp2
+ * client session on a bufferevent of the control loop's event base) and the
+ * unary or streaming calls on it. What the etcd client and the register's
+ * health check speak; the data plane never uses it (its upstreams are
+ * pool.c / upstream.c).
+ *
+ * Threads: everything here runs on the thread that runs `base`.
+ *
+ * Lifetime: callbacks may free the connection (mtd_gcli_free) or cancel a
+ * call from inside any callback; the memory goes away once the outermost
+ * callback returned. After mtd_gcli_free() or mtd_gcli_call_cancel() no
+ * callback of that object runs again.
+ *
+ * Bounds: a response message larger than MTD_GCLI_MAX_MSG fails its call
+ * (RESOURCE_EXHAUSTED); compressed messages are refused (maitred sends no
+ * grpc-accept-encoding, so a server must not compress). */
+#ifndef MTD_GCLIENT_H
+#define MTD_GCLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#define MTD_GCLI_MAX_MSG (64u << 20)
+
+struct event_base;
+struct mtd_gcli;
+struct mtd_gcli_call;
+
+struct mtd_gcli_cbs {
+	/* The connection is usable (TCP up, preface sent). Optional. */
+	void (*on_up)(struct mtd_gcli *c, void *arg);
+	/* The connection is gone: connect refused or timed out, EOF, GOAWAY,
+	 * a keepalive PING unanswered, a protocol error. reason says which
+	 * ("connection refused"). Every call still open got its on_close
+	 * (UNAVAILABLE, reason) before this. The owner frees c (here or
+	 * later); nothing else happens on it. */
+	void (*on_down)(struct mtd_gcli *c, const char *reason, void *arg);
+};
+
+struct mtd_gcli_call_cbs {
+	/* One complete response message (borrowed for the callback). */
+	void (*on_msg)(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg);
+	/* The call ended: status is the gRPC status (0 = OK) from the trailers,
+	 * or one maitred decided (UNAVAILABLE when the connection went away),
+	 * message its grpc-message or maitred's reason ("" when none). The
+	 * call is freed when this returns. */
+	void (*on_close)(struct mtd_gcli_call *call, int status, const char *message, void *arg);
+};
+
+/* Connect to sa (numeric; authority is the :authority sent, e.g.
+ * "127.0.0.1:2379"). ssl, when not NULL (mtd_tls_client_ssl_new), makes it
+ * TLS (:scheme https); the connection owns it from here on, also on
+ * failure. connect_timeout_ms bounds the TCP connect and TLS handshake;
+ * keepalive_ms > 0 sends a PING that often and declares the connection
+ * down when one is not answered within keepalive_ms. Calls may be started
+ * at once (they are sent when the connection is up). NULL on out of memory
+ * or a socket error (errno set). */
+struct ssl_st;
+struct mtd_gcli *mtd_gcli_new(struct event_base *base, const struct sockaddr *sa, socklen_t salen,
+                              const char *authority, struct ssl_st *ssl, int64_t connect_timeout_ms,
+                              int64_t keepalive_ms, const struct mtd_gcli_cbs *cbs, void *arg);
+/* Close c now (RST of nothing: the socket just closes) and cancel its calls
+ * without calling them back. NULL is a no-op. */
+void mtd_gcli_free(struct mtd_gcli *c);
+
+/* Start a call on path ("/etcdserverpb.KV/Range"). token, when not NULL,
+ * is sent as the "token" metadata (etcd authentication). NULL when the
+ * connection is down or out of memory. */
+struct mtd_gcli_call *mtd_gcli_call_start(struct mtd_gcli *c, const char *path, const char *token,
+                                          const struct mtd_gcli_call_cbs *cbs, void *arg);
+/* Queue one request message; last = half-close after it (a unary call
+ * sends one message with last = true). 0, -ENOMEM, -EPIPE (already
+ * half-closed or ended). */
+int mtd_gcli_call_send(struct mtd_gcli_call *call, const ProtobufCMessage *msg, bool last);
+/* Cancel: RST_STREAM(CANCEL); no callback of call runs again. */
+void mtd_gcli_call_cancel(struct mtd_gcli_call *call);
+
+#endif

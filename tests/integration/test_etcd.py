@@ -1,0 +1,401 @@
+"""etcd and the real maitred against a real etcd (Debian's etcd-server) on
+127.0.0.1 (issue 7 section 4): self-registration put under a lease and kept
+alive, registered again after a lost lease or an etcd restart, revoked on
+SIGTERM before the drain, and with when_serving following the app's
+grpc.health.v1 status.
+
+The tests write to etcd through its JSON gateway (/v3/kv/...), so they need
+nothing but etcd itself. Every wait is bounded and only a hang guard: what
+is asserted is which instances calls reached, how many calls failed (none),
+what etcd holds and what maitred logged, never how long something took.
+"""
+
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import threading
+import time
+import unittest
+import urllib.request
+
+import grpc
+
+from harness import (MaitredTest, Proc, TestCA, maitred_only, pb, free_port, wait_until, CALL_LIMIT,
+                     START_LIMIT)
+
+SVC = "maitred.testing.v1.Echo"
+PREFIX = "/maitred/services/%s/" % SVC
+ETCD = shutil.which("etcd")
+WAIT = 30.0  # hang guard for a change to show up
+
+
+def b64(v):
+    return base64.b64encode(v if isinstance(v, bytes) else v.encode()).decode()
+
+
+class Etcd:
+    """One etcd member on 127.0.0.1 with its data in the test's directory,
+    stopped (and restartable) by PID."""
+
+    def __init__(self, test, name="etcd", port=None, tls=None):
+        """tls: a TestCA; etcd then serves TLS only and requires client
+        certificates signed by it (--client-cert-auth)."""
+        self.test = test
+        self.tls = tls
+        self.name = name
+        self.port = port or free_port()
+        self.peer_port = free_port()
+        self.address = "127.0.0.1:%d" % self.port
+        self.data = os.path.join(test.tmp, name + ".data")
+        self.proc = None
+        self.runs = 0
+        self.token = None  # set by enable_auth(): every request then carries it
+        self.start()
+
+    def start(self):
+        client = "%s://127.0.0.1:%d" % ("https" if self.tls else "http", self.port)
+        peer = "http://127.0.0.1:%d" % self.peer_port
+        self.runs += 1
+        argv = [ETCD, "--name", "default", "--data-dir", self.data,
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", "default=" + peer, "--logger", "zap", "--log-level", "warn"]
+        if self.tls:
+            # etcd's own JSON gateway dials etcd with the server certificate,
+            # so under --client-cert-auth that one must allow clientAuth too.
+            cert, key = os.path.join(self.tls.dir, "etcd.pem"), os.path.join(self.tls.dir, "etcd.key")
+            if not os.path.exists(cert):
+                self.tls._leaf("etcd", "/CN=etcd", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                                                    "-nodes"],
+                               "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n"
+                               "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n")
+            argv += ["--cert-file", cert, "--key-file", key, "--client-cert-auth", "--trusted-ca-file", self.tls.ca_file]
+        self.proc = Proc("%s.%d" % (self.name, self.runs), argv, self.test.tmp)
+        self.test._procs.append((self.proc, False))
+
+        def healthy():
+            if not self.proc.alive():
+                raise AssertionError("etcd exited:\n" + self.proc.output())
+            try:
+                return json.loads(self._http("GET", "/health")).get("health") == "true"
+            except OSError:
+                return False
+        wait_until(healthy, START_LIMIT, "etcd on %s" % self.address, step=0.1)
+
+    def stop(self):
+        self.proc.stop()
+
+    def _http(self, method, path, body=None):
+        ctx = None
+        if self.tls:
+            ctx = ssl.create_default_context(cafile=self.tls.ca_file)
+            ctx.load_cert_chain(self.tls.client_cert, self.tls.client_key)
+        req = urllib.request.Request("%s://%s%s" % ("https" if self.tls else "http", self.address, path),
+                                     method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+        if self.token:
+            req.add_header("Authorization", self.token)
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
+            return r.read().decode()
+
+    def api(self, path, body):
+        return json.loads(self._http("POST", "/v3/" + path, body))
+
+    def put(self, key, value):
+        return int(self.api("kv/put", {"key": b64(key), "value": b64(value)})["header"]["revision"])
+
+    def delete(self, key):
+        return int(self.api("kv/deleterange", {"key": b64(key)})["header"]["revision"])
+
+    def get_prefix(self, prefix):
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        r = self.api("kv/range", {"key": b64(prefix), "range_end": b64(end)})
+        return {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv.get("value", ""))
+                for kv in r.get("kvs", [])}
+
+    def revision(self):
+        return int(self.api("kv/range", {"key": b64("\0")})["header"]["revision"])
+
+    def enable_auth(self, user, password):
+        """etcd authentication on: user (with the root role) is the only one."""
+        self.api("auth/user/add", {"name": user, "password": password})
+        self.api("auth/role/add", {"name": "root"})
+        self.api("auth/user/grant", {"user": user, "role": "root"})
+        self.api("auth/enable", {})
+        self.token = self.api("auth/authenticate", {"name": user, "password": password})["token"]
+
+    def compact(self, rev):
+        self.api("kv/compaction", {"revision": rev, "physical": True})
+
+
+class CutProxy:
+    """A TCP relay 127.0.0.1:port -> target that a test can cut (every
+    connection closed, new ones refused) and restore on the same port: an
+    etcd outage as maitred sees it while etcd itself keeps running."""
+
+    def __init__(self, target_port):
+        self.target = target_port
+        self.port = free_port()
+        self.address = "127.0.0.1:%d" % self.port
+        self.lock = threading.Lock()
+        self.socks = []
+        self.lsock = None
+        self.restore()
+
+    def restore(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", self.port))
+        s.listen(16)
+        self.lsock = s
+        threading.Thread(target=self._accept, args=(s,), daemon=True).start()
+
+    def cut(self):
+        with self.lock:
+            ls, self.lsock = self.lsock, None
+            socks, self.socks = self.socks, []
+        ls.close()
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def _accept(self, ls):
+        while True:
+            try:
+                c, _ = ls.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                if self.lsock is not ls:
+                    c.close()
+                    u.close()
+                    return
+                self.socks += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        if self.lsock is not None:
+            self.cut()
+
+
+class Load:
+    """Unary calls one after another from a thread until stopped: the
+    instances they reached, in order, and every failure."""
+
+    def __init__(self, stub):
+        self.stub = stub
+        self.instances = []
+        self.errors = []
+        self.stop_ev = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while not self.stop_ev.is_set():
+            try:
+                self.instances.append(self.stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance)
+            except grpc.RpcError as e:
+                self.errors.append("%s: %s" % (e.code(), e.details()))
+
+    def count(self):
+        return len(self.instances)
+
+    def stop(self):
+        self.stop_ev.set()
+        self.t.join(CALL_LIMIT + 5)
+
+
+@unittest.skipUnless(ETCD, "etcd not installed (Debian: etcd-server)")
+class EtcdTest(MaitredTest):
+
+    def record(self, up, **kw):
+        r = {"address": up if isinstance(up, str) else up.address}
+        r.update(kw)
+        return json.dumps(r)
+
+    def etcd_service(self, endpoints, prefix=PREFIX, policy="ROUND_ROBIN", name=SVC):
+        eps = [e if isinstance(e, str) else e.address for e in endpoints]
+        return {"name": name, "lb": {"policy": policy},
+                "discovery": {"etcd": {"endpoints": eps, "prefix": prefix}}}
+
+    def spread(self, stub, n):
+        return [stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(n)]
+
+    def wait_set(self, stub, names, what):
+        """Until a window of calls reaches exactly the instances `names`."""
+        want = set(names)
+        n = 4 * max(len(want), 1)
+        wait_until(lambda: set(self.spread(stub, n)) == want, WAIT, what, step=0.1)
+
+    def log_lines(self, m, pattern):
+        return [line for line in m.proc.output().splitlines() if re.search(pattern, line)]
+
+    # --- self-registration -----------------------------------------------------
+
+    def register(self, up, etcd, prefix=PREFIX, **kw):
+        r = {"service": SVC, "address": up.address, "weight": 100, "ttl": "10s",
+             "etcd": {"endpoints": [etcd.address], "prefix": prefix}}
+        r.update(kw)
+        return r
+
+    def other(self):
+        """A static service: a config needs one; nothing calls it."""
+        return {"name": "other.Service", "endpoints": [{"address": "127.0.0.1:%d" % free_port()}]}
+
+    def lease_of(self, etcd, key):
+        r = etcd.api("kv/range", {"key": b64(key)})
+        kvs = r.get("kvs", [])
+        return int(kvs[0].get("lease", 0)) if kvs else None
+
+    @maitred_only
+    def test_registration_put_under_a_lease_and_revoked_on_sigterm(self):
+        etcd = Etcd(self)
+        up = self.start_upstream("app")
+        a = self.start_maitred(self.config([self.other()], register=[self.register(up, etcd, ttl="3s")]))
+        key = PREFIX + up.address
+        wait_until(lambda: key in etcd.get_prefix(PREFIX), WAIT, "the registration in etcd")
+        rec = json.loads(etcd.get_prefix(PREFIX)[key])
+        self.assertEqual(rec["address"], up.address)
+        self.assertEqual(rec["weight"], 100)
+        self.assertIn("start_time", rec)
+        lease = self.lease_of(etcd, key)
+        self.assertTrue(lease)
+        # Kept alive: still there, under the same lease, after several of its
+        # 3 s TTLs (etcd would have deleted it otherwise).
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            self.assertEqual(self.lease_of(etcd, key), lease, "the record expired or moved")
+            time.sleep(0.5)
+        self.stop_maitred(a)
+        # SIGTERM revoked the lease before maitred drained and exited: the
+        # record is gone now, not when its TTL runs out.
+        self.assertNotIn(key, etcd.get_prefix(PREFIX))
+        out = a.proc.output()
+        self.assertLess(out.index("revoked"), out.index("SIGTERM: draining"), "revoke comes before the drain")
+
+    @maitred_only
+    def test_etcd_restart_registers_again(self):
+        etcd = Etcd(self)
+        up = self.start_upstream("app")
+        a = self.start_maitred(self.config([self.other()], register=[self.register(up, etcd)]))
+        key = PREFIX + up.address
+        wait_until(lambda: key in etcd.get_prefix(PREFIX), WAIT, "the registration")
+        lease = self.lease_of(etcd, key)
+        etcd.stop()
+        etcd.start()
+        wait_until(lambda: self.lease_of(etcd, key) not in (None, lease), WAIT,
+                   "the registration again under a new lease after the restart")
+        self.assertEqual(len(self.log_lines(a, r"warn .*register %s" % re.escape(SVC))), 1,
+                         "one warning for the outage")
+        self.stop_maitred(a)
+        self.assertNotIn(key, etcd.get_prefix(PREFIX))
+
+    @maitred_only
+    def test_registration_with_etcd_authentication(self):
+        etcd = Etcd(self)
+        etcd.enable_auth("root", "s3cret")
+        good, bad = os.path.join(self.tmp, "good.pw"), os.path.join(self.tmp, "bad.pw")
+        with open(good, "w") as f:
+            f.write("s3cret\n")
+        with open(bad, "w") as f:
+            f.write("wrong\n")
+        app1, app2 = self.start_upstream("app1"), self.start_upstream("app2")
+        auth = lambda pw: {"endpoints": [etcd.address], "prefix": PREFIX,  # noqa: E731
+                           "username": "root", "password_file": pw}
+        a = self.start_maitred(self.config([self.other()], register=[
+            dict(self.register(app1, etcd), etcd=auth(good)), dict(self.register(app2, etcd), etcd=auth(bad))]))
+        wait_until(lambda: PREFIX + app1.address in etcd.get_prefix(PREFIX), WAIT, "the authenticated registration")
+        wait_until(lambda: self.log_lines(a, "register %s as %s.*authentication as \"root\" failed"
+                                          % (re.escape(SVC), re.escape(app2.address))),
+                   WAIT, "the failed authentication in the log")
+        self.assertNotIn(PREFIX + app2.address, etcd.get_prefix(PREFIX))
+        self.stop_maitred(a)
+        self.assertEqual(etcd.get_prefix(PREFIX), {})
+
+    @maitred_only
+    def test_registration_over_tls_with_a_client_certificate(self):
+        ca = TestCA(os.path.join(self.tmp, "ca"))
+        other_ca = TestCA(os.path.join(self.tmp, "other-ca"), ca_name="another CA")
+        etcd = Etcd(self, tls=ca)
+        app1, app2 = self.start_upstream("app1"), self.start_upstream("app2")
+        tls = lambda c: {"endpoints": [etcd.address], "prefix": PREFIX, "tls": {  # noqa: E731
+            "ca_file": c.ca_file, "cert_file": c.client_cert, "key_file": c.client_key}}
+        a = self.start_maitred(self.config([self.other()], register=[
+            dict(self.register(app1, etcd), etcd=tls(ca)), dict(self.register(app2, etcd), etcd=tls(other_ca))]))
+        wait_until(lambda: PREFIX + app1.address in etcd.get_prefix(PREFIX), WAIT, "the registration over TLS")
+        # A CA that did not sign etcd's certificate: refused, and said so.
+        wait_until(lambda: self.log_lines(a, "register %s as %s.*TLS" % (re.escape(SVC), re.escape(app2.address))),
+                   WAIT, "the TLS failure in the log")
+        self.assertNotIn(PREFIX + app2.address, etcd.get_prefix(PREFIX))
+        self.stop_maitred(a)
+        self.assertEqual(etcd.get_prefix(PREFIX), {})
+
+    @maitred_only
+    def test_lost_lease_registers_again(self):
+        etcd = Etcd(self)
+        up = self.start_upstream("app")
+        a = self.start_maitred(self.config([self.other()], register=[self.register(up, etcd)]))
+        key = PREFIX + up.address
+        wait_until(lambda: key in etcd.get_prefix(PREFIX), WAIT, "the registration")
+        # Someone revokes maitred's lease (its keepalive then reports TTL 0):
+        # maitred registers again under a new lease.
+        leases = etcd.api("lease/leases", {})["leases"]
+        self.assertEqual(len(leases), 1)
+        etcd.api("lease/revoke", {"ID": leases[0]["ID"]})
+        self.assertNotIn(key, etcd.get_prefix(PREFIX))
+        wait_until(lambda: key in etcd.get_prefix(PREFIX), WAIT, "the registration again")
+        self.assertTrue(self.log_lines(a, "lease .* lost"))
+        self.stop_maitred(a)
+
+    @maitred_only
+    def test_when_serving_follows_health(self):
+        etcd = Etcd(self)
+        health = os.path.join(self.tmp, "health")
+        with open(health, "w") as f:
+            f.write("NOT_SERVING")
+        up = self.start_upstream("app", extra_args=["--health-file", health])
+        a = self.start_maitred(self.config([self.other()], register=[self.register(up, etcd, when_serving=True)]))
+        key = PREFIX + up.address
+        wait_until(lambda: self.log_lines(a, "health check|not SERVING"), WAIT, "the first health check")
+        self.assertNotIn(key, etcd.get_prefix(PREFIX), "registered while the app is NOT_SERVING")
+        with open(health, "w") as f:
+            f.write("SERVING")
+        wait_until(lambda: key in etcd.get_prefix(PREFIX), WAIT, "the registration once SERVING")
+        with open(health, "w") as f:
+            f.write("NOT_SERVING")
+        wait_until(lambda: key not in etcd.get_prefix(PREFIX), WAIT, "the deregistration once NOT_SERVING")
+        self.stop_maitred(a)
+
+
+if __name__ == "__main__":
+    unittest.main()
