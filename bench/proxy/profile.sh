@@ -35,7 +35,8 @@ usage: $0 [options]
   -n CALLS       calls per tool (default $CALLS; callgrind uses CALLS/10)
   -c N, -m N     h2load connections and streams each (default $CLIENTS, $STREAMS)
   -t h2c|tls     upstream transport (default $MODE)
-  -T LIST        tools among perf, strace, callgrind (default "$TOOLS")
+  -T LIST        tools among perf, strace, callgrind, ssl (default "$TOOLS";
+                 ssl: libssl calls and record sizes per call, -t tls, root)
   -N N           how many symbols / functions to print (default $TOPN)
   -P PORT_BASE   as in run.sh (default $PORT_BASE)
   -C PROXY,LOAD  cores (default $CPU_PROXY,$CPU_LOAD)
@@ -149,8 +150,61 @@ run_callgrind() {
 	echo
 }
 
+# ssl: uprobes on libssl's SSL_write and SSL_read (their returns) in the
+# proxy and in the upstreams: how many calls and TLS records each call costs,
+# and how big the records are. SSL_write returns what it wrote (one record up
+# to 16 KiB per call with partial writes, as maitred and nghttpx use them);
+# SSL_read returns at most one record's plaintext. Needs root (perf probe);
+# the probes are removed afterwards.
+run_ssl() {
+	local lib calls rec_pid
+	[ "$MODE" = tls ] || { echo "ssl: needs -t tls"; return; }
+	command -v perf >/dev/null || { echo "perf: not installed (apt-get install linux-perf)"; return; }
+	lib=$(ldconfig -p | awk '/libssl\.so\.3 / { print $NF; exit }')
+	perf probe -d 'mtdbench:*' >/dev/null 2>&1
+	if ! perf probe -q -x "$lib" -a 'mtdbench:w=SSL_write%return ret=$retval:s32' \
+		-a 'mtdbench:r=SSL_read%return ret=$retval:s32' >"$T/probe.log" 2>&1; then
+		echo "ssl: perf probe failed (root needed?): $(tail -1 "$T/probe.log")"; return
+	fi
+	begin
+	perf record -q -e 'mtdbench:*' -p "$(pid_list),$(IFS=,; echo "${UP_PIDS[*]}")" \
+		-o "$T/ssl.data" >"$T/ssl.log" 2>&1 &
+	rec_pid=$!
+	PIDS+=($rec_pid)
+	sleep 0.5
+	calls=$(drive "$CALLS")
+	kill -INT $rec_pid; wait $rec_pid 2>/dev/null
+	local proxy_pids
+	proxy_pids=$(pid_list)
+	end
+	perf probe -d 'mtdbench:*' >/dev/null 2>&1
+	echo "## ssl: $ROW, $calls calls, TLS upstreams: libssl calls per call (proxy, and both upstreams together)"
+	perf script -i "$T/ssl.data" -F pid,event,trace 2>/dev/null | awk -v n="$calls" -v proxy="$proxy_pids" '
+		BEGIN { k = split(proxy, p, ","); for (i = 1; i <= k; i++) isp[p[i]] = 1 }
+		{
+			who = ($1 in isp) ? "proxy" : "upstream"
+			ev = ($2 ~ /:w/) ? "SSL_write" : "SSL_read"
+			v = $NF; sub(/.*=/, "", v); v += 0
+			calls_[who, ev]++
+			if (v > 0) { moved[who, ev]++; bytes[who, ev] += v }
+		}
+		END {
+			if (n <= 0) exit
+			printf "%-9s %-9s %9s %12s %13s\n", "side", "call", "per call", "records/call", "bytes/record"
+			for (w = 0; w < 2; w++) for (e = 0; e < 2; e++) {
+				who = w ? "upstream" : "proxy"; ev = e ? "SSL_read" : "SSL_write"
+				if (!calls_[who, ev]) continue
+				printf "%-9s %-9s %9.3f %12.3f %13.0f\n", who, ev, calls_[who, ev] / n,
+					moved[who, ev] / n, moved[who, ev] ? bytes[who, ev] / moved[who, ev] : 0
+			}
+		}'
+	echo "(records/call: calls that moved data; an SSL_read that returned <= 0 found nothing)"
+	echo
+}
+
 for tool in $TOOLS; do
 	case $tool in
+	ssl) run_ssl ;;
 	perf) run_perf ;;
 	strace) run_strace ;;
 	callgrind) run_callgrind ;;
