@@ -22,7 +22,7 @@ struct mtd_bufq {
 /* Chunk payload sizes: the first chunk of a queue holds MTD_BUFQ_FIRST_CHUNK,
  * each next one twice its predecessor up to MTD_BUFQ_CHUNK; an append bigger
  * than that gets a chunk of its own size. */
-#define MTD_BUFQ_FIRST_CHUNK 1024
+#define MTD_BUFQ_FIRST_CHUNK 256 /* a unary gRPC message is often < 100 bytes */
 #define MTD_BUFQ_CHUNK       16384
 
 /* Append a copy of p[0..n). Returns 0 or -ENOMEM (nothing appended). */
