@@ -24,8 +24,28 @@ static void service_free(struct mtd_rt_service *s)
 	free(s->eps);
 }
 
-static int service_init(struct mtd_rt_service *s, const struct mtd_cfg_service *cfg, size_t *next_slot, int64_t now_ms,
-                        char *err, size_t errlen)
+static bool same_file(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* A TLS context already built for an earlier service with the same files:
+ * contexts differ only by them (the server name is set per connection),
+ * and each costs its CA store (860 KiB for the system bundle). */
+static struct ssl_ctx_st *shared_ctx(const struct mtd_rt_service *built, size_t n, const struct mtd_cfg_tls *tls)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct mtd_cfg_tls *t = built[i].cfg->tls;
+		if (built[i].ssl_ctx && same_file(t->ca_file, tls->ca_file) &&
+		    same_file(t->cert_file, tls->cert_file) && same_file(t->key_file, tls->key_file))
+			return built[i].ssl_ctx;
+	}
+	return NULL;
+}
+
+/* Build s from cfg; `built` holds the n services built before it. */
+static int service_init(struct mtd_rt_service *s, const struct mtd_cfg_service *cfg, const struct mtd_rt_service *built,
+                        size_t n_built, size_t *next_slot, int64_t now_ms, char *err, size_t errlen)
 {
 	s->cfg = cfg;
 	s->n_eps = cfg->n_endpoints;
@@ -68,7 +88,8 @@ static int service_init(struct mtd_rt_service *s, const struct mtd_cfg_service *
 	}
 	if (cfg->tls) {
 		char why[256];
-		s->ssl_ctx = mtd_tls_client_ctx_new(cfg->tls, why, sizeof(why));
+		struct ssl_ctx_st *same = shared_ctx(built, n_built, cfg->tls);
+		s->ssl_ctx = same ? mtd_tls_ctx_ref(same) : mtd_tls_client_ctx_new(cfg->tls, why, sizeof(why));
 		if (!s->ssl_ctx) {
 			snprintf(err, errlen, "service %s: TLS: %s", cfg->name, why);
 			return -1;
@@ -93,7 +114,8 @@ struct mtd_runtime *mtd_runtime_new(struct mtd_cfg *cfg, char *err, size_t errle
 	int64_t now_ms = mtd_wall_ms();
 	for (size_t i = 0; i < cfg->n_services; i++) {
 		names[i] = cfg->services[i].name;
-		if (service_init(&rt->services[i], &cfg->services[i], &rt->n_slots, now_ms, err, errlen) < 0)
+		if (service_init(&rt->services[i], &cfg->services[i], rt->services, i, &rt->n_slots, now_ms, err,
+		                 errlen) < 0)
 			goto fail;
 	}
 	rt->routes = mtd_route_table_new(names, cfg->n_services);

@@ -108,6 +108,12 @@ fail:
 	return NULL;
 }
 
+struct ssl_ctx_st *mtd_tls_ctx_ref(struct ssl_ctx_st *ctx)
+{
+	SSL_CTX_up_ref(ctx);
+	return ctx;
+}
+
 void mtd_tls_ctx_free(struct ssl_ctx_st *ctx)
 {
 	SSL_CTX_free(ctx);

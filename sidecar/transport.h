@@ -66,9 +66,13 @@ void mtd_xprt_close(struct mtd_conn *c);
 /* TLS client context for a service's upstreams: TLS 1.2 or later, ALPN h2,
  * verification against ca_file, optional client certificate, no
  * renegotiation (RFC 9113 §9.2.1), session tickets kept per pool. NULL +
- * err on failure. One per service, shared by every worker (OpenSSL's
- * SSL_CTX is thread-safe for SSL_new). */
+ * err on failure. One per set of TLS files (runtime.c shares it between
+ * services), used by every worker (SSL_new on a shared SSL_CTX is
+ * thread-safe). */
 struct ssl_ctx_st *mtd_tls_client_ctx_new(const struct mtd_cfg_tls *tls, char *err, size_t errlen);
+/* Another reference to ctx (services with the same TLS files share one);
+ * each reference is dropped with mtd_tls_ctx_free(). Returns ctx. */
+struct ssl_ctx_st *mtd_tls_ctx_ref(struct ssl_ctx_st *ctx);
 void mtd_tls_ctx_free(struct ssl_ctx_st *ctx);
 /* Start a client handshake on c->fd and switch c to mtd_xprt_tls;
  * server_name for SNI and the certificate check, resume a session to

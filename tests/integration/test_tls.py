@@ -114,6 +114,26 @@ class Tls(MaitredTest):
         self.assertEqual(pb.EchoResponse.FromString(raw).instance, "plain")
 
     @maitred_only
+    def test_services_with_the_same_files_keep_their_server_names(self):
+        # Services with the same TLS files share one TLS context; the
+        # server name checked stays each service's own.
+        up = self.start_upstream("secure", tls=self.ca)
+        by_name = dict(self.tls(), server_name="echo.test")
+        by_ip = {"ca_file": self.ca.ca_file}  # the endpoint's address: IP SAN
+        wrong = self.tls(server_name="other.test")
+        m = self.start_maitred(self.config([
+            self.service("maitred.testing.v1.Echo", [up], tls=by_name),
+            self.service("by.Ip", [up], tls=by_ip),
+            self.service("*", [up], tls=wrong)]))
+        ch = self.channel(m)
+        self.assertEqual(pb_grpc.EchoStub(ch).Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "secure")
+        raw = ch.unary_unary("/by.Ip/Unary")(pb.EchoRequest().SerializeToString(), timeout=CALL_LIMIT)
+        self.assertEqual(pb.EchoResponse.FromString(raw).instance, "secure")
+        with self.assertRaises(grpc.RpcError) as cm:
+            ch.unary_unary("/other.Svc/Unary")(pb.EchoRequest().SerializeToString(), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
+
+    @maitred_only
     def test_sni_and_alpn(self):
         # A bare TLS listener records the SNI and ALPN maitred offers.
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
