@@ -1,20 +1,24 @@
-/* A call: one gRPC request relayed from a downstream stream to an upstream
- * stream, and its response back.
+/* A call: one gRPC request relayed from a downstream stream to one or more
+ * upstream attempts, and one answer back.
  *
- *   HEADERS --route+pick--> PENDING --stream slot--> OPEN --trailers--> DONE
- *      |  \--hash on a message field--> WAIT_KEY --first message--/ |
- *      +----------- any failure: a gRPC status to the client -------+
+ *   HEADERS --route--> RUNNING ------------- answer complete ------> DONE
+ *      |  \--hash on a message field--> WAIT_KEY --first message--/   ^
+ *      |                                                               |
+ *      +---------- any failure the policy ends: a gRPC status ---------+
  *
- * The call is referenced by its downstream stream (call->down) and its
- * upstream stream (call->up) and by the pool while PENDING. It is freed when
- * none of the three holds it (mtd_call_maybe_free), always from a stream
- * close or a failure path, never while nghttp2 still has its pointer.
+ * RUNNING: an attempt is going on (call->cur), or a retry waits for its
+ * backoff (retry_armed); each attempt follows lib/fault/attempt.c's
+ * machine and a failed one asks mtd_fault_decide() what happens next
+ * (attempt.c). The request is kept from its first byte until the call
+ * commits (an attempt's response headers were relayed, or the request
+ * outgrew fault.replay_buffer or the worker's replay_buffer_total), so a
+ * new attempt replays it from the start; the client's window reopens only
+ * for bytes an attempt took, so flow control stays end to end.
  *
- * Bytes flow without whole-message buffering: DATA received on one side is
- * queued (struct mtd_bufq) and the window on that side is only reopened
- * (nghttp2_session_consume) once the other side's session took the bytes.
- * So a slow reader on one side stops the writer on the other, and what a
- * call holds is bounded by the stream window in each direction. */
+ * The call is referenced by its downstream stream (call->down), by each
+ * attempt not yet freed (call->attempts) and by a retry timer. It is freed
+ * when none holds it (mtd_call_maybe_free), always from a stream close, a
+ * timer or a failure path, never while nghttp2 still has its pointer. */
 #include "config.h"
 
 #include <errno.h>
@@ -31,91 +35,21 @@
  * bounded look-ahead (the key is expected near the start of the message). */
 #define KEY_LOOKAHEAD MTD_PBWIRE_DEFAULT_LOOKAHEAD
 
-/* ---- header storage ---------------------------------------------------- */
-
-/* Until mtd_headers_finish() the nv name/value fields hold offsets into
- * h->mem (which may move while growing); finish turns them into pointers. */
-int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
-{
-	/* Start small: a gRPC response's headers and trailers are 2 or 3
-	 * fields, and a call holds three blocks for its whole life (issue 6:
-	 * 16 fields and 512 bytes each were 4.7 KiB per call in flight). */
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 6;
-		nghttp2_nv *nv = mtd_slab_realloc(h->slab, h->nv, cap * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		h->nv = nv;
-		h->cap = cap;
-	}
-	size_t need = nlen + vlen + 2;
-	if (h->mem_cap - h->mem_len < need) {
-		size_t cap = h->mem_cap ? h->mem_cap : 128;
-		while (cap - h->mem_len < need)
-			cap *= 2;
-		uint8_t *mem = mtd_slab_realloc(h->slab, h->mem, cap);
-		if (!mem)
-			return -ENOMEM;
-		h->mem = mem;
-		h->mem_cap = cap;
-	}
-	size_t noff = h->mem_len;
-	memcpy(h->mem + noff, name, nlen);
-	h->mem[noff + nlen] = 0;
-	size_t voff = noff + nlen + 1;
-	memcpy(h->mem + voff, value, vlen);
-	h->mem[voff + vlen] = 0;
-	h->mem_len = voff + vlen + 1;
-	h->nv[h->n++] = (nghttp2_nv){(uint8_t *)(uintptr_t)noff, (uint8_t *)(uintptr_t)voff, nlen, vlen,
-	                             NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
-	return 0;
-}
-
-void mtd_headers_finish(struct mtd_headers *h)
-{
-	for (size_t i = 0; i < h->n; i++) {
-		h->nv[i].name = h->mem + (uintptr_t)h->nv[i].name;
-		h->nv[i].value = h->mem + (uintptr_t)h->nv[i].value;
-	}
-}
-
-void mtd_headers_clear(struct mtd_headers *h)
-{
-	struct mtd_slab *slab = h->slab;
-	mtd_slab_free(slab, h->nv);
-	mtd_slab_free(slab, h->mem);
-	memset(h, 0, sizeof(*h));
-	h->slab = slab;
-}
-
-const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name)
-{
-	size_t len = strlen(name);
-	for (size_t i = 0; i < h->n; i++)
-		if (h->nv[i].namelen == len && memcmp(h->nv[i].name, name, len) == 0)
-			return &h->nv[i];
-	return NULL;
-}
-
 /* ---- lifetime ---------------------------------------------------------- */
 
-static void report_outcome(struct mtd_call *call, bool ok)
+static void release_retained(struct mtd_call *call)
 {
-	if (call->outcome_reported || call->ep_idx < 0)
-		return;
-	call->outcome_reported = true;
-	int64_t now = mtd_now_ns();
-	struct mtd_lb_result res = {.ok = ok, .latency_us = (now - call->start_ns) / 1000};
-	mtd_lb_call_end(call->picker, (size_t)call->ep_idx, &res, now);
+	call->w->replay_bytes -= call->req_retained;
+	call->req_retained = 0;
 }
 
 void mtd_call_maybe_free(struct mtd_call *call)
 {
-	if (call->down || call->up || call->state == MTD_CALL_PENDING)
+	if (call->down || !LIST_EMPTY(&call->attempts) || call->retry_armed || call->held)
 		return;
 	if (call->deadline_armed)
 		event_del(&call->deadline_ev);
-	report_outcome(call, call->up_ok);
+	release_retained(call);
 	mtd_bufq_clear(&call->req);
 	mtd_bufq_clear(&call->resp);
 	mtd_headers_clear(&call->req_hdrs);
@@ -123,41 +57,20 @@ void mtd_call_maybe_free(struct mtd_call *call)
 	mtd_headers_clear(&call->resp_trailers);
 	free(call->key_msg);
 	free(call->key_copy);
-	free(call->tried);
+	if (call->tried != &call->tried_inline)
+		free(call->tried);
 	free(call->last_failure);
 	call->w->n_calls--;
 	mtd_slab_free(&call->w->slab, call);
 }
 
-/* ---- failures ---------------------------------------------------------- */
+/* ---- request bytes ----------------------------------------------------- */
 
-#define NV_LIT(n, v)                                                                 \
-	{                                                                            \
-		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,        \
-		        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE \
-	}
-
-/* Replace resp_trailers with grpc-status/grpc-message of our own. */
-static int synth_trailers(struct mtd_headers *h, bool with_status_line, enum mtd_grpc_status status, const char *msg)
-{
-	char code[8], enc[512];
-	int clen = snprintf(code, sizeof(code), "%d", (int)status);
-	size_t elen = mtd_grpc_message_encode(msg, enc, sizeof(enc));
-	mtd_headers_clear(h);
-	int rc = 0;
-	if (with_status_line) {
-		rc |= mtd_headers_add(h, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3);
-		rc |= mtd_headers_add(h, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
-	}
-	rc |= mtd_headers_add(h, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
-	rc |= mtd_headers_add(h, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
-	mtd_headers_finish(h);
-	return rc ? -ENOMEM : 0;
-}
-
+/* Give the client's window back for request bytes nobody will send. */
 static void drop_request_bytes(struct mtd_call *call)
 {
 	mtd_bufq_clear(&call->req);
+	release_retained(call);
 	if (call->down && call->req_unconsumed) {
 		nghttp2_session_consume(call->down->ng, call->down_sid, call->req_unconsumed);
 		mtd_conn_want_flush(call->down);
@@ -165,23 +78,118 @@ static void drop_request_bytes(struct mtd_call *call)
 	call->req_unconsumed = 0;
 }
 
-static void drop_response_bytes(struct mtd_call *call)
+void mtd_call_commit(struct mtd_call *call)
 {
-	mtd_bufq_clear(&call->resp);
-	if (call->up && call->resp_unconsumed) {
-		nghttp2_session_consume(call->up->ng, call->up_sid, call->resp_unconsumed);
-		mtd_conn_want_flush(call->up);
-	}
-	call->resp_unconsumed = 0;
+	if (call->committed)
+		return;
+	call->committed = true;
+	/* Nothing will be replayed: keep only what the attempt still has to
+	 * send (an attempt that has not started sends nothing more). */
+	struct mtd_attempt *a = call->cur;
+	size_t keep_from = a ? a->req_off : call->req_base + call->req.len;
+	mtd_bufq_drop(&call->req, keep_from - call->req_base);
+	call->req_base = keep_from;
+	release_retained(call);
 }
 
-static void reset_upstream(struct mtd_call *call)
+ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                          nghttp2_data_source *src, void *ud)
 {
-	if (!call->up)
+	struct mtd_attempt *a = src->ptr;
+	struct mtd_call *call = a->call;
+	if (a != call->cur || a->req_off < call->req_base) {
+		/* Not the call's attempt any more (it is being cancelled). */
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	size_t n = mtd_bufq_copy_at(&call->req, a->req_off - call->req_base, buf, len);
+	a->req_off += n;
+	if (a->req_off > call->req_taken) {
+		/* Reopen the client's window only for what went upstream (the
+		 * first time: a replay re-sends bytes already counted). */
+		size_t fresh = a->req_off - call->req_taken;
+		call->req_taken = a->req_off;
+		if (call->down) {
+			nghttp2_session_consume(call->down->ng, call->down_sid, fresh);
+			mtd_conn_want_flush(call->down);
+		}
+		call->req_unconsumed -= fresh < call->req_unconsumed ? fresh : call->req_unconsumed;
+		if (!call->committed) {
+			uint64_t limit = call->w->rt->cfg->replay_buffer_total;
+			if (call->req_taken > call->fault->replay_buffer || call->w->replay_bytes + fresh > limit) {
+				/* The request outgrew what may be kept: no replay. */
+				mtd_call_commit(call);
+			} else {
+				call->req_retained += fresh;
+				call->w->replay_bytes += fresh;
+			}
+		}
+	}
+	if (call->committed && a->req_off > call->req_base) {
+		mtd_bufq_drop(&call->req, a->req_off - call->req_base);
+		call->req_base = a->req_off;
+	}
+	if (a->req_off == call->req_base + call->req.len && call->req_eof) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		return (ssize_t)n;
+	}
+	if (n == 0) {
+		a->req_deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	return (ssize_t)n;
+}
+
+void mtd_call_drop_request(struct mtd_call *call)
+{
+	call->req_sink = true;
+	drop_request_bytes(call);
+}
+
+static void resume_attempts(struct mtd_call *call)
+{
+	struct mtd_attempt *a;
+	LIST_FOREACH(a, &call->attempts, call_link)
+		mtd_up_resume(a);
+}
+
+/* ---- failures ---------------------------------------------------------- */
+
+static void cancel_attempts(struct mtd_call *call)
+{
+	struct mtd_attempt *a, *next;
+	for (a = LIST_FIRST(&call->attempts); a; a = next) {
+		next = LIST_NEXT(a, call_link);
+		if (mtd_fault_attempt_live(a->state))
+			mtd_attempt_cancel(a);
+	}
+	call->cur = NULL;
+	if (call->retry_armed) {
+		event_del(&call->retry_ev);
+		call->retry_armed = false;
+	}
+}
+
+void mtd_call_settle(struct mtd_call *call)
+{
+	if (call->deadline_armed) {
+		event_del(&call->deadline_ev);
+		call->deadline_armed = false;
+	}
+	call->state = MTD_CALL_DONE;
+	bool held = call->held;
+	call->held = true; /* attempts freed here must not free the call */
+	cancel_attempts(call);
+	call->held = held;
+}
+
+void mtd_call_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
+{
+	if (call->resp_done || call->resp_eof)
 		return;
-	/* Cancellation reaches the upstream (PROTOCOL-HTTP2: RST_STREAM CANCEL). */
-	nghttp2_submit_rst_stream(call->up->ng, NGHTTP2_FLAG_NONE, call->up_sid, NGHTTP2_CANCEL);
-	mtd_conn_want_flush(call->up);
+	mtd_call_settle(call);
+	drop_request_bytes(call);
+	mtd_relay_answer_ok(call, msg, len);
+	mtd_call_maybe_free(call);
 }
 
 void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const char *fmt, ...)
@@ -198,47 +206,13 @@ void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const cha
 		MTD_DEBUG("call %.*s: %s: %s", path ? (int)path->valuelen : 1, path ? (const char *)path->value : "?",
 		          mtd_grpc_status_name(status), msg);
 	}
-	mtd_pool_dequeue(call);
-	if (call->deadline_armed) {
-		event_del(&call->deadline_ev);
-		call->deadline_armed = false;
-	}
-	call->state = MTD_CALL_DONE;
-	report_outcome(call, false);
-	reset_upstream(call);
+	bool held = call->held;
+	call->held = true;
+	mtd_call_settle(call);
 	drop_request_bytes(call);
-	drop_response_bytes(call);
-	call->resp_eof = true;
-	if (!call->down) {
-		call->resp_done = true;
-		mtd_call_maybe_free(call);
-		return;
-	}
-	if (!call->resp_headers_sent) {
-		/* PROTOCOL-HTTP2 Trailers-Only: one HEADERS frame, END_STREAM. */
-		struct mtd_headers *h = &call->resp_trailers;
-		if (synth_trailers(h, true, status, msg) < 0) {
-			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
-			                          NGHTTP2_INTERNAL_ERROR);
-		} else {
-			/* No RST_STREAM(NO_ERROR) after it even if the client is still
-			 * sending (RFC 9113 §8.1 allows one): gRPC C-core turns it into
-			 * INTERNAL, hiding our status. Its DATA is dropped instead. */
-			nghttp2_submit_response(call->down->ng, call->down_sid, h->nv, h->n, NULL);
-		}
-		call->resp_headers_sent = true;
-		call->resp_done = true;
-	} else {
-		/* Headers went out already: end with trailers carrying the status
-		 * once the data provider runs dry (it is, we dropped the bytes). */
-		if (synth_trailers(&call->resp_trailers, false, status, msg) < 0) {
-			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
-			                          NGHTTP2_INTERNAL_ERROR);
-			call->resp_done = true;
-		}
-		mtd_down_resume(call);
-	}
-	mtd_conn_want_flush(call->down);
+	mtd_relay_status(call, status, msg);
+	call->held = held;
+	mtd_call_maybe_free(call);
 }
 
 static void deadline_cb(evutil_socket_t fd, short what, void *arg)
@@ -251,22 +225,18 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- picking ----------------------------------------------------------- */
 
-static void pick_and_enqueue(struct mtd_call *call, const uint8_t *key, size_t key_len)
+static void bit_set(uint64_t *bits, int i, bool on)
+{
+	if (on)
+		bits[i / 64] |= 1ull << (i % 64);
+	else
+		bits[i / 64] &= ~(1ull << (i % 64));
+}
+
+static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struct mtd_pool **pool)
 {
 	const struct mtd_rt_service *svc = call->svc;
-	if (!key && call->hash_key && call->hash_key->kind != MTD_CFG_HASH_NONE && call->hash_key->fail_on_missing) {
-		mtd_call_fail(call, MTD_GRPC_INVALID_ARGUMENT, "hash key %s is missing from the call",
-		              call->hash_key->kind == MTD_CFG_HASH_HEADER ? call->hash_key->header : "field");
-		return;
-	}
-	if (svc->n_eps > 64 && !call->tried) {
-		call->tried = calloc((svc->n_eps + 63) / 64, sizeof(*call->tried));
-		if (!call->tried) {
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-			return;
-		}
-	}
-	uint64_t *bits = call->tried ? call->tried : &call->tried_inline;
+	uint64_t *bits = call->tried;
 	struct mtd_lb_pick_ctx ctx = {
 	        .key = key,
 	        .key_len = key_len,
@@ -279,33 +249,63 @@ static void pick_and_enqueue(struct mtd_call *call, const uint8_t *key, size_t k
 	 * skipped while another is eligible; if none is, the first one skipped
 	 * is tried anyway (it may be back). */
 	int idx, skipped = -1;
-	struct mtd_pool *p;
+	struct mtd_pool *p = NULL;
 	for (;;) {
 		ctx.excluded = call->n_tried ? bits : NULL;
 		idx = mtd_lb_pick(call->picker, &ctx);
 		if (idx < 0 && skipped >= 0) {
 			idx = skipped;
-			bits[idx / 64] &= ~(1ull << (idx % 64));
+			bit_set(bits, idx, false);
 			call->n_tried--;
 		}
 		if (idx < 0)
 			break;
 		p = mtd_pool_get(call->w, svc, &svc->eps[idx]);
-		if (!p) {
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-			return;
-		}
+		if (!p)
+			return -ENOMEM;
 		if (idx == skipped || !mtd_pool_backing_off(p, ctx.now_ns))
 			break;
 		if (skipped < 0)
 			skipped = idx;
-		bits[idx / 64] |= 1ull << (idx % 64);
+		bit_set(bits, idx, true);
 		call->n_tried++;
 	}
 	if (skipped >= 0 && idx != skipped) {
 		/* Not a failure of this call: forget the skip. */
-		bits[skipped / 64] &= ~(1ull << (skipped % 64));
+		bit_set(bits, skipped, false);
 		call->n_tried--;
+	}
+	*pool = p;
+	return idx;
+}
+
+static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_len)
+{
+	const struct mtd_rt_service *svc = call->svc;
+	if (!key && call->hash_key && call->hash_key->kind != MTD_CFG_HASH_NONE && call->hash_key->fail_on_missing) {
+		mtd_call_fail(call, MTD_GRPC_INVALID_ARGUMENT, "hash key %s is missing from the call",
+		              call->hash_key->kind == MTD_CFG_HASH_HEADER ? call->hash_key->header : "field");
+		return;
+	}
+	if (!call->tried) {
+		size_t words = (svc->n_eps + 63) / 64;
+		if (words <= 1) {
+			call->tried = &call->tried_inline;
+			call->refused = &call->refused_inline;
+		} else {
+			call->tried = calloc(2 * words, sizeof(*call->tried));
+			if (!call->tried) {
+				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+				return;
+			}
+			call->refused = call->tried + words;
+		}
+	}
+	struct mtd_pool *p;
+	int idx = pick(call, key, key_len, &p);
+	if (idx == -ENOMEM) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
 	}
 	if (idx < 0) {
 		if (call->n_tried)
@@ -318,38 +318,43 @@ static void pick_and_enqueue(struct mtd_call *call, const uint8_t *key, size_t k
 		return;
 	}
 	if (key && !call->key_copy && svc->n_eps > 1) {
-		/* A re-pick after a failed connect hashes the same key. */
+		/* A re-pick for another attempt hashes the same key. */
 		call->key_copy = malloc(key_len ? key_len : 1);
 		if (call->key_copy) {
 			memcpy(call->key_copy, key, key_len);
 			call->key_copy_len = key_len;
 		}
 	}
-	call->ep_idx = idx;
-	call->ep = &svc->eps[idx];
+	struct mtd_attempt *a = mtd_attempt_new(call);
+	if (!a) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	a->ep_idx = idx;
+	a->ep = &svc->eps[idx];
+	a->start_ns = mtd_now_ns();
 	mtd_lb_call_begin(call->picker, (size_t)idx);
-	mtd_pool_enqueue(p, call);
+	a->lb_begun = true;
+	call->cur = a;
+	call->state = MTD_CALL_RUNNING;
+	mtd_attempt_step(a, MTD_AEV_START);
+	if (mtd_pool_enqueue(p, a) < 0) {
+		/* Not the endpoint's fault: the call fails, nobody is blamed. */
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s: too many calls waiting for a connection (%u)",
+		              p->ep->cfg->addr.text, p->n_pending);
+	}
 }
 
-void mtd_call_retry_elsewhere(struct mtd_call *call, const char *reason)
+void mtd_call_next_attempt(struct mtd_call *call)
 {
-	if (call->resp_done || call->resp_eof || call->ep_idx < 0)
+	if (call->state == MTD_CALL_DONE)
 		return;
-	/* gRPC transparent retry: the call never reached an upstream, so every
-	 * request byte is still queued here and another endpoint can take it
-	 * (the pick avoids the ones tried, STYLE.md: nginx `tried`). */
-	report_outcome(call, false);
-	call->outcome_reported = false;
-	uint64_t *bits = call->tried ? call->tried : &call->tried_inline;
-	bits[call->ep_idx / 64] |= 1ull << (call->ep_idx % 64);
-	call->n_tried++;
-	free(call->last_failure);
-	call->last_failure = strdup(reason);
-	MTD_DEBUG("call: %s; trying another endpoint", reason);
-	call->ep_idx = -1;
-	call->ep = NULL;
-	call->state = MTD_CALL_HEADERS;
-	pick_and_enqueue(call, call->key_copy, call->key_copy_len);
+	if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns) {
+		mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded (%lld ms)",
+		              (long long)((call->deadline_ns - call->start_ns) / 1000000));
+		return;
+	}
+	start_attempt(call, call->key_copy, call->key_copy_len);
 }
 
 static void pick_with_field_key(struct mtd_call *call)
@@ -363,10 +368,10 @@ static void pick_with_field_key(struct mtd_call *call)
 		char num[MTD_PBWIRE_NUMBUF];
 		const uint8_t *key;
 		size_t len = mtd_pbwire_key_bytes(&v, num, &key);
-		pick_and_enqueue(call, key, len);
+		start_attempt(call, key, len);
 		return;
 	}
-	pick_and_enqueue(call, NULL, 0);
+	start_attempt(call, NULL, 0);
 }
 
 static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, const uint8_t *p, size_t n)
@@ -410,9 +415,11 @@ static struct mtd_lb_picker *route(struct mtd_call *call, const struct mtd_route
 	const struct mtd_cfg_method *m = mtd_cfg_service_method(sc, rp->method, rp->method_len);
 	if (m) {
 		call->hash_key = &m->hash_key;
+		call->fault = &m->fault;
 		return call->svc->methods[m - sc->methods].picker;
 	}
 	call->hash_key = &sc->hash_key;
+	call->fault = &sc->fault;
 	return call->svc->picker;
 }
 
@@ -432,6 +439,8 @@ void mtd_call_start(struct mtd_call *call)
 		              (int)(rp.service_len > 200 ? 200 : rp.service_len), rp.service);
 		return;
 	}
+	if (call->svc->cfg->retry_budget.set)
+		mtd_fault_budget_call(call->svc->budget, call->start_ns / 1000000000);
 	const nghttp2_nv *tmo = mtd_headers_find(&call->req_hdrs, "grpc-timeout");
 	if (tmo) {
 		int64_t ns;
@@ -464,10 +473,10 @@ void mtd_call_start(struct mtd_call *call)
 	}
 	if (hk->kind == MTD_CFG_HASH_HEADER) {
 		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header);
-		pick_and_enqueue(call, v ? v->value : NULL, v ? v->valuelen : 0);
+		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0);
 		return;
 	}
-	pick_and_enqueue(call, NULL, 0);
+	start_attempt(call, NULL, 0);
 }
 
 void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
@@ -487,9 +496,9 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 		mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix in the request");
 		return;
 	}
-	if (call->state == MTD_CALL_OPEN && !call->up) {
-		/* The upstream already finished (it answered before reading the
-		 * whole request): nobody will read these bytes. */
+	if (call->req_sink) {
+		/* The answering upstream already finished (it answered before
+		 * reading the whole request): nobody will read these bytes. */
 		nghttp2_session_consume(down->ng, call->down_sid, n);
 		return;
 	}
@@ -501,7 +510,7 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 	call->req_unconsumed += n;
 	if (waiting && (call->key_ready || call->req_scan.messages > 1))
 		pick_with_field_key(call);
-	mtd_up_resume(call);
+	resume_attempts(call);
 }
 
 void mtd_call_on_req_end(struct mtd_call *call)
@@ -509,210 +518,31 @@ void mtd_call_on_req_end(struct mtd_call *call)
 	call->req_eof = true;
 	if (call->state == MTD_CALL_WAIT_KEY)
 		pick_with_field_key(call);
-	mtd_up_resume(call);
-}
-
-ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
-                          nghttp2_data_source *src, void *ud)
-{
-	struct mtd_call *call = src->ptr;
-	size_t n = mtd_bufq_read(&call->req, buf, len);
-	if (n > 0 && call->down) {
-		/* Reopen the client's window only for what went upstream. */
-		nghttp2_session_consume(call->down->ng, call->down_sid, n);
-		mtd_conn_want_flush(call->down);
-	}
-	call->req_unconsumed -= n < call->req_unconsumed ? n : call->req_unconsumed;
-	if (call->req.len == 0 && call->req_eof) {
-		*flags |= NGHTTP2_DATA_FLAG_EOF;
-		return (ssize_t)n;
-	}
-	if (n == 0) {
-		call->req_deferred = true;
-		return NGHTTP2_ERR_DEFERRED;
-	}
-	return (ssize_t)n;
+	resume_attempts(call);
 }
 
 void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
 {
 	if (call->req_unconsumed) {
 		/* The stream is gone; its connection window is not. */
-		mtd_bufq_clear(&call->req);
 		call->req_unconsumed = 0;
 	}
 	if (!call->resp_done) {
-		/* The client cancelled (RST_STREAM) or went away. */
+		/* The client cancelled (RST_STREAM) or went away: not the
+		 * endpoints' doing, so nobody is blamed. */
 		MTD_DEBUG("call: client ended the stream (%s)", nghttp2_http2_strerror(error_code));
-		mtd_pool_dequeue(call);
 		if (call->deadline_armed) {
 			event_del(&call->deadline_ev);
 			call->deadline_armed = false;
 		}
-		call->state = MTD_CALL_DONE;
 		call->resp_done = true;
-		reset_upstream(call);
-		drop_response_bytes(call);
+		bool held = call->held;
+		call->held = true;
+		mtd_call_settle(call);
+		call->held = held;
+		mtd_relay_drop(call);
 	}
-	mtd_call_maybe_free(call);
-}
-
-/* ---- response ---------------------------------------------------------- */
-
-/* Hop-by-hop fields are not forwarded (RFC 9113 §8.2.2). */
-static bool skip_response_header(const nghttp2_nv *nv)
-{
-	switch (nv->namelen) {
-	case 7:
-		return memcmp(nv->name, "upgrade", 7) == 0;
-	case 10:
-		return memcmp(nv->name, "connection", 10) == 0 || memcmp(nv->name, "keep-alive", 10) == 0;
-	case 16:
-		return memcmp(nv->name, "proxy-connection", 16) == 0;
-	case 17:
-		return memcmp(nv->name, "transfer-encoding", 17) == 0;
-	default:
-		return false;
-	}
-}
-
-static size_t filter_response(const struct mtd_headers *h, nghttp2_nv *out)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < h->n; i++)
-		if (!skip_response_header(&h->nv[i]))
-			out[n++] = h->nv[i];
-	return n;
-}
-
-void mtd_call_on_resp_headers(struct mtd_call *call, bool end_stream)
-{
-	call->resp_headers_in = true;
-	if (call->resp_done || call->resp_eof || !call->down)
-		return;
-	nghttp2_nv stack_nv[32];
-	nghttp2_nv *nva = call->resp_hdrs.n <= 32 ? stack_nv : malloc(call->resp_hdrs.n * sizeof(*nva));
-	if (!nva) {
-		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	size_t n = filter_response(&call->resp_hdrs, nva);
-	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
-	if (end_stream) {
-		/* Trailers-Only from the upstream stays Trailers-Only. */
-		call->resp_eof = true;
-		call->resp_done = true;
-		call->up_ok = mtd_headers_find(&call->resp_hdrs, "grpc-status") != NULL;
-		call->state = MTD_CALL_DONE;
-	}
-	nghttp2_submit_response(call->down->ng, call->down_sid, nva, n, end_stream ? NULL : &prd);
-	call->resp_headers_sent = true;
-	if (nva != stack_nv)
-		free(nva);
-	mtd_conn_want_flush(call->down);
-}
-
-void mtd_call_on_resp_data(struct mtd_call *call, const uint8_t *p, size_t n)
-{
-	struct mtd_conn *up = call->up;
-	uint32_t max = call->w->rt->cfg->downstream.max_message_size;
-	int rc = mtd_grpc_scan(&call->resp_scan, p, n, max, NULL, NULL);
-	if (rc < 0) {
-		nghttp2_session_consume(up->ng, call->up_sid, n);
-		if (rc == MTD_GRPC_SCAN_TOO_BIG)
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
-			              "response message from %s larger than the limit of %u bytes", up->peer, max);
-		else
-			mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix from %s", up->peer);
-		return;
-	}
-	if (!call->down || mtd_bufq_append(&call->resp, p, n) < 0) {
-		nghttp2_session_consume(up->ng, call->up_sid, n);
-		if (call->down)
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	call->resp_unconsumed += n;
-	mtd_down_resume(call);
-}
-
-void mtd_call_on_resp_trailers(struct mtd_call *call)
-{
-	if (call->resp_done || call->resp_eof)
-		return;
-	if (call->resp_trailers.n == 0 || !mtd_headers_find(&call->resp_trailers, "grpc-status")) {
-		/* PROTOCOL-HTTP2: a response ends with grpc-status. */
-		const char *peer = call->up ? call->up->peer : "upstream";
-		char msg[160];
-		snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status", peer);
-		if (synth_trailers(&call->resp_trailers, false, MTD_GRPC_INTERNAL, msg) < 0) {
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-			return;
-		}
-	} else {
-		call->up_ok = true;
-	}
-	call->resp_eof = true;
-	if (call->deadline_armed) {
-		event_del(&call->deadline_ev);
-		call->deadline_armed = false;
-	}
-	mtd_down_resume(call);
-}
-
-ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
-                           nghttp2_data_source *src, void *ud)
-{
-	struct mtd_call *call = src->ptr;
-	size_t n = mtd_bufq_read(&call->resp, buf, len);
-	if (n > 0 && call->up) {
-		nghttp2_session_consume(call->up->ng, call->up_sid, n);
-		mtd_conn_want_flush(call->up);
-	}
-	call->resp_unconsumed -= n < call->resp_unconsumed ? n : call->resp_unconsumed;
-	if (call->resp.len == 0 && call->resp_eof && !call->resp_done) {
-		*flags |= NGHTTP2_DATA_FLAG_EOF;
-		nghttp2_nv stack_nv[32];
-		const struct mtd_headers *t = &call->resp_trailers;
-		nghttp2_nv *nva = t->n <= 32 ? stack_nv : malloc(t->n * sizeof(*nva));
-		if (nva) {
-			size_t k = filter_response(t, nva);
-			if (nghttp2_submit_trailer(s, sid, nva, k) == 0)
-				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-			if (nva != stack_nv)
-				free(nva);
-		}
-		call->resp_done = true;
-		call->state = MTD_CALL_DONE;
-		return (ssize_t)n;
-	}
-	if (n == 0) {
-		if (call->resp_done)
-			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-		call->resp_deferred = true;
-		return NGHTTP2_ERR_DEFERRED;
-	}
-	return (ssize_t)n;
-}
-
-void mtd_call_on_up_close(struct mtd_call *call, uint32_t error_code)
-{
-	if (call->resp_unconsumed)
-		call->resp_unconsumed = 0; /* the session returned the window */
-	if (!call->resp_eof && !call->resp_done) {
-		const char *peer = call->ep ? call->ep->cfg->addr.text : "?";
-		if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns)
-			mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
-		else if (error_code == NGHTTP2_REFUSED_STREAM)
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s refused the stream", peer);
-		else if (error_code == NGHTTP2_NO_ERROR)
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s closed the stream without a response",
-			              peer);
-		else
-			mtd_call_fail(call, mtd_grpc_status_from_h2_error(error_code),
-			              "upstream %s reset the stream (%s)", peer, nghttp2_http2_strerror(error_code));
-	}
-	/* Request bytes nobody will send any more. */
-	drop_request_bytes(call);
+	mtd_bufq_clear(&call->req);
+	release_retained(call);
 	mtd_call_maybe_free(call);
 }

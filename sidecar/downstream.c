@@ -30,8 +30,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 	call->down_sid = frame->hd.stream_id;
 	if (frame->hd.stream_id > c->max_sid)
 		c->max_sid = frame->hd.stream_id;
-	call->ep_idx = -1;
 	call->req_hdrs.slab = call->resp_hdrs.slab = call->resp_trailers.slab = &c->w->slab;
+	LIST_INIT(&call->attempts);
 	call->start_ns = mtd_now_ns();
 	LIST_INSERT_HEAD(&c->calls, call, down_link);
 	c->n_streams++;

@@ -30,11 +30,11 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, const struct mtd_rt_service 
 void mtd_pool_free(struct mtd_pool *p)
 {
 	struct mtd_conn *c;
-	struct mtd_call *call;
+	struct mtd_attempt *a;
 	p->failing = true; /* no reconnects while tearing down */
-	while ((call = TAILQ_FIRST(&p->pending))) {
-		mtd_pool_dequeue(call);
-		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "maitred is shutting down");
+	while ((a = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(a);
+		mtd_call_fail(a->call, MTD_GRPC_UNAVAILABLE, "maitred is shutting down");
 	}
 	while ((c = LIST_FIRST(&p->conns)))
 		mtd_conn_close(c);
@@ -80,30 +80,26 @@ void mtd_pool_connect_succeeded(struct mtd_pool *p)
 	p->backoff_ns = p->retry_at_ns = 0;
 }
 
-void mtd_pool_enqueue(struct mtd_pool *p, struct mtd_call *call)
+int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a)
 {
-	if (p->n_pending >= p->svc->cfg->upstream.max_pending) {
-		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s: too many calls waiting for a connection (%u)",
-		              p->ep->cfg->addr.text, p->n_pending);
-		return;
-	}
-	call->pool = p;
-	call->state = MTD_CALL_PENDING;
-	TAILQ_INSERT_TAIL(&p->pending, call, pending_link);
+	if (p->n_pending >= p->svc->cfg->upstream.max_pending)
+		return -EAGAIN;
+	a->pool = p;
+	TAILQ_INSERT_TAIL(&p->pending, a, pending_link);
 	p->n_pending++;
 	mtd_pool_dispatch(p);
+	return 0;
 }
 
-void mtd_pool_dequeue(struct mtd_call *call)
+void mtd_pool_dequeue(struct mtd_attempt *a)
 {
-	struct mtd_pool *p = call->pool;
-	if (!p || call->state != MTD_CALL_PENDING)
+	struct mtd_pool *p = a->pool;
+	if (!p)
 		return;
-	TAILQ_REMOVE(&p->pending, call, pending_link);
+	TAILQ_REMOVE(&p->pending, a, pending_link);
 	p->n_pending--;
-	call->pool = NULL;
 	/* No longer held by a pool: whoever dequeued decides what is next. */
-	call->state = MTD_CALL_HEADERS;
+	a->pool = NULL;
 }
 
 static struct mtd_conn *conn_with_room(struct mtd_pool *p)
@@ -117,23 +113,25 @@ static struct mtd_conn *conn_with_room(struct mtd_pool *p)
 
 void mtd_pool_dispatch(struct mtd_pool *p)
 {
-	struct mtd_call *call;
-	while ((call = TAILQ_FIRST(&p->pending))) {
+	struct mtd_attempt *a;
+	while ((a = TAILQ_FIRST(&p->pending))) {
 		struct mtd_conn *c = conn_with_room(p);
 		if (!c)
 			break;
-		TAILQ_REMOVE(&p->pending, call, pending_link);
+		TAILQ_REMOVE(&p->pending, a, pending_link);
 		p->n_pending--;
-		call->state = MTD_CALL_OPEN;
-		if (mtd_up_submit(c, call) < 0) {
+		a->pool = NULL;
+		if (mtd_up_submit(c, a) < 0) {
 			/* The connection cannot take streams any more (it was
-			 * marked draining); put the call back and look again. */
-			call->state = MTD_CALL_PENDING;
-			TAILQ_INSERT_HEAD(&p->pending, call, pending_link);
+			 * marked draining); put the attempt back and look again. */
+			a->pool = p;
+			TAILQ_INSERT_HEAD(&p->pending, a, pending_link);
 			p->n_pending++;
-			if (c->state == MTD_CONN_READY) /* out of memory; fail dequeues */
-				mtd_call_fail(call, MTD_GRPC_INTERNAL, "upstream %s: cannot open a stream", c->peer);
+			if (c->state == MTD_CONN_READY) /* out of memory; the failure dequeues */
+				mtd_call_fail(a->call, MTD_GRPC_INTERNAL, "upstream %s: cannot open a stream", c->peer);
+			continue;
 		}
+		mtd_attempt_on_stream(a);
 	}
 	if (p->n_pending == 0 || p->failing)
 		return;

@@ -18,6 +18,7 @@ static void service_free(struct mtd_rt_service *s)
 		free(s->methods);
 	}
 	mtd_lb_picker_free(s->picker);
+	free(s->budget);
 	if (s->ssl_ctx)
 		mtd_tls_ctx_free(s->ssl_ctx);
 	free(s->lb_eps);
@@ -52,7 +53,8 @@ static int service_init(struct mtd_rt_service *s, const struct mtd_cfg_service *
 	s->eps = calloc(s->n_eps, sizeof(*s->eps));
 	s->lb_eps = calloc(s->n_eps, sizeof(*s->lb_eps));
 	s->methods = calloc(cfg->n_methods ? cfg->n_methods : 1, sizeof(*s->methods));
-	if (!s->eps || !s->lb_eps || !s->methods)
+	s->budget = calloc(1, sizeof(*s->budget));
+	if (!s->eps || !s->lb_eps || !s->methods || !s->budget)
 		goto nomem;
 	for (size_t i = 0; i < s->n_eps; i++) {
 		s->eps[i].cfg = &cfg->endpoints[i];

@@ -26,6 +26,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "config/config.h"
+#include "fault/fault.h"
 #include "core/bufq.h"
 #include "core/slab.h"
 #include "grpc/grpc.h"
@@ -36,6 +37,7 @@
 struct mtd_worker;
 struct mtd_conn;
 struct mtd_call;
+struct mtd_attempt;
 struct mtd_pool;
 struct ssl_ctx_st;
 struct ssl_st;
@@ -62,6 +64,8 @@ struct mtd_rt_service {
 	struct mtd_lb_picker *picker;  /* the service-level policy */
 	struct mtd_rt_method *methods; /* parallel to cfg->methods */
 	struct ssl_ctx_st *ssl_ctx;    /* NULL = h2c */
+	/* retry_budget's window: shared by every worker (atomics), owned. */
+	struct mtd_fault_budget *budget;
 };
 
 struct mtd_runtime {
@@ -101,7 +105,8 @@ enum mtd_conn_state {
 };
 
 LIST_HEAD(mtd_call_list, mtd_call);
-TAILQ_HEAD(mtd_call_tailq, mtd_call);
+LIST_HEAD(mtd_attempt_list, mtd_attempt);
+TAILQ_HEAD(mtd_attempt_tailq, mtd_attempt);
 
 struct mtd_conn {
 	enum mtd_conn_kind kind;
@@ -126,9 +131,10 @@ struct mtd_conn {
 	/* Pending output: out[out_off, out_len). */
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
-	struct mtd_call_list calls; /* calls with a stream on this conn */
-	uint32_t n_streams;         /* streams open (calls list length) */
-	int64_t last_active_ns;     /* last stream end or start, for idle */
+	struct mtd_call_list calls;       /* downstream: calls with a stream here */
+	struct mtd_attempt_list attempts; /* upstream: attempts with a stream here */
+	uint32_t n_streams;               /* streams open (length of that list) */
+	int64_t last_active_ns;           /* last stream end or start, for idle */
 	/* upstream only */
 	struct mtd_pool *pool;
 	uint32_t max_streams; /* min(peer SETTINGS, config cap) */
@@ -169,7 +175,7 @@ struct mtd_pool {
 	struct mtd_rt_endpoint *ep;
 	LIST_HEAD(, mtd_conn) conns;
 	uint32_t n_conns;
-	struct mtd_call_tailq pending; /* waiting for a stream slot */
+	struct mtd_attempt_tailq pending; /* waiting for a stream slot */
 	uint32_t n_pending;
 	struct ssl_session_st *tls_session; /* to resume with */
 	bool failing;                       /* a connect failure is being handled */
@@ -189,28 +195,29 @@ bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns);
  * outage instead of once per attempt). */
 void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason);
 void mtd_pool_connect_succeeded(struct mtd_pool *p);
-/* Queue call for a stream on this pool; it is started when a connection
- * has room, or failed (UNAVAILABLE / RESOURCE_EXHAUSTED) if none can. */
-void mtd_pool_enqueue(struct mtd_pool *p, struct mtd_call *call);
-/* Remove a call still waiting in the pool (cancelled, deadline). */
-void mtd_pool_dequeue(struct mtd_call *call);
+/* Queue attempt a (state PENDING) for a stream on this pool; its stream is
+ * opened when a connection has room. 0, or -EAGAIN when too many wait
+ * (nothing queued: the caller fails the attempt). */
+int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a);
+/* Remove an attempt still waiting in the pool (no-op otherwise). */
+void mtd_pool_dequeue(struct mtd_attempt *a);
 /* A connection gained room (ready, stream closed) or went away. */
 void mtd_pool_dispatch(struct mtd_pool *p);
 /* The worker's 1 s housekeeping for one pool: idle close, keepalive. */
 void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now_ns);
 
 struct mtd_conn *mtd_up_connect(struct mtd_pool *p);
-/* Open the call's stream on c. 0, or -errno (the conn cannot take it). */
-int mtd_up_submit(struct mtd_conn *c, struct mtd_call *call);
-/* Called when a call's upstream side may send more (request data). */
-void mtd_up_resume(struct mtd_call *call);
-/* c is closing: fail its calls, leave the pool, let the pool dispatch. */
+/* Open attempt a's stream on c. 0, or -errno (the conn cannot take it). */
+int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a);
+/* Called when an attempt's upstream side may send more (request data). */
+void mtd_up_resume(struct mtd_attempt *a);
+/* c is closing: fail its attempts, leave the pool, let the pool dispatch. */
 void mtd_up_on_close(struct mtd_conn *c);
 
-/* ---- calls (call.c) --------------------------------------------------- */
+/* ---- calls and attempts (call.c, attempt.c, relay.c, headers.c) ------ */
 
 /* Header storage of one HEADERS block: nv entries pointing into `mem`.
- * Memory comes from the owning worker's slab. */
+ * Memory comes from the owning worker's slab (headers.c). */
 struct mtd_headers {
 	struct mtd_slab *slab;
 	nghttp2_nv *nv;
@@ -220,11 +227,48 @@ struct mtd_headers {
 	size_t budget_used; /* name + value + 32 per field */
 };
 
+/* Header helpers (headers.c). 0 or -ENOMEM. */
+int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen);
+void mtd_headers_finish(struct mtd_headers *h); /* fix up nv pointers */
+void mtd_headers_clear(struct mtd_headers *h);
+const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name);
+/* Move src's fields into dst (dst cleared first); src is left empty. */
+void mtd_headers_move(struct mtd_headers *dst, struct mtd_headers *src);
+
+/* One upstream try of a call (the state machine is lib/fault/attempt.c's:
+ * BACKOFF -> PENDING -> OPEN -> ANSWERING -> DONE, or FAILED / CANCELLED).
+ * Held by its call's list; also by a pool while PENDING and by its
+ * upstream stream while `up` is set. Freed by mtd_attempt_maybe_free when
+ * it is neither live nor on a stream. */
+struct mtd_attempt {
+	struct mtd_call *call;
+	enum mtd_attempt_state state;
+	uint32_t index; /* 0 = first; grpc-previous-rpc-attempts (gRPC A6) */
+	struct mtd_rt_endpoint *ep;
+	int ep_idx;
+	struct mtd_pool *pool; /* PENDING */
+	TAILQ_ENTRY(mtd_attempt) pending_link;
+	struct mtd_conn *up; /* set while the upstream stream exists */
+	int32_t up_sid;
+	LIST_ENTRY(mtd_attempt) up_link;
+	LIST_ENTRY(mtd_attempt) call_link;
+	/* Request bytes (counted from the call's first) its stream took. */
+	size_t req_off;
+	bool req_deferred; /* its data provider waits for bytes */
+	/* Response headers / trailers until relayed (moved into the call). */
+	struct mtd_headers resp_hdrs, resp_trailers;
+	bool resp_headers_in;
+	int64_t start_ns;   /* picked */
+	int64_t first_ns;   /* first response message, or the answer's end (0 = none yet) */
+	struct event timer; /* per_try_timeout */
+	bool timer_armed;
+	bool lb_begun; /* counted in its endpoint's active calls */
+};
+
 enum mtd_call_state {
 	MTD_CALL_HEADERS,  /* reading the request headers */
 	MTD_CALL_WAIT_KEY, /* hashing a message field: waiting for message 1 */
-	MTD_CALL_PENDING,  /* picked, waiting in a pool for a stream */
-	MTD_CALL_OPEN,     /* upstream stream open, relaying */
+	MTD_CALL_RUNNING,  /* attempts going on (or a retry waiting), relaying */
 	MTD_CALL_DONE,     /* response finished or failed; draining streams */
 };
 
@@ -235,16 +279,17 @@ struct mtd_call {
 	struct mtd_conn *down; /* NULL once the stream closed */
 	int32_t down_sid;
 	struct mtd_headers req_hdrs;
-	/* Routing. */
+	LIST_ENTRY(mtd_call) down_link;
+	/* Routing and policy. */
 	const struct mtd_rt_service *svc;
 	struct mtd_lb_picker *picker;
 	const struct mtd_cfg_hash_key *hash_key;
-	struct mtd_rt_endpoint *ep;
-	int ep_idx;
-	/* Endpoints this call already failed on (bitmap over the service's
-	 * endpoints): inline up to 64, else allocated. */
-	uint64_t tried_inline;
-	uint64_t *tried;
+	const struct mtd_fault_policy *fault; /* the method's, else the service's */
+	/* Endpoints this call failed on, and those that refused it (gRPC
+	 * transparent retry: once per endpoint); bitmaps over the service's
+	 * endpoints: inline up to 64, else allocated (tried, then refused). */
+	uint64_t tried_inline, refused_inline;
+	uint64_t *tried, *refused;
 	uint32_t n_tried;
 	char *last_failure;
 	uint8_t *key_copy; /* the hash key, for re-picks */
@@ -253,69 +298,119 @@ struct mtd_call {
 	int64_t deadline_ns; /* 0 = none */
 	struct event deadline_ev;
 	bool deadline_armed;
-	/* Upstream side. */
-	struct mtd_pool *pool;
-	struct mtd_conn *up; /* NULL until open / once closed */
-	int32_t up_sid;
-	TAILQ_ENTRY(mtd_call) pending_link;
-	LIST_ENTRY(mtd_call) down_link, up_link;
-	/* Request bytes: downstream DATA -> upstream DATA. */
+	/* Attempts: every one not yet freed; cur = the one going on (NULL
+	 * between attempts); ans = the one the call committed to by relaying
+	 * its response headers. */
+	struct mtd_attempt_list attempts;
+	struct mtd_attempt *cur, *ans;
+	uint32_t n_attempts;   /* started, transparent ones included */
+	uint32_t retries_done; /* policy retries started */
+	struct event retry_ev; /* backoff before the next attempt */
+	bool retry_armed;
+	bool held; /* a call.c function is working on it: not freed meanwhile */
+	/* Request bytes: downstream DATA -> upstream DATA. Kept from the
+	 * first byte (req_base = 0) until the call commits, so a new attempt
+	 * can replay them; then dropped as they are sent. */
 	struct mtd_bufq req;
+	size_t req_base;     /* offset of req's first byte in the request */
+	size_t req_taken;    /* bytes consumed downstream (window reopened) */
+	size_t req_retained; /* taken bytes kept for replay (worker total) */
+	bool committed;      /* no replay any more (headers relayed / outgrown) */
+	bool req_sink;       /* nobody reads the request any more: drop it */
 	struct mtd_grpc_scanner req_scan;
 	bool req_eof;          /* client sent END_STREAM */
-	bool req_deferred;     /* upstream data provider waiting */
 	size_t req_unconsumed; /* received but not yet consumed */
 	/* First-message capture for a hash key on a message field. */
 	uint8_t *key_msg;
 	uint32_t key_msg_have;
 	bool key_ready; /* captured all we will read of it */
 	bool key_compressed;
-	/* Response. */
+	/* Response, as relayed to the client. */
 	struct mtd_headers resp_hdrs;
 	struct mtd_headers resp_trailers;
-	bool resp_headers_in;   /* upstream response headers complete */
 	bool resp_headers_sent; /* we submitted headers downstream */
-	bool resp_eof;          /* upstream finished (trailers or synth) */
+	bool resp_eof;          /* the answer is complete (trailers or synth) */
 	bool resp_deferred;
 	bool resp_done; /* trailers / END_STREAM submitted downstream */
 	struct mtd_bufq resp;
 	struct mtd_grpc_scanner resp_scan;
-	size_t resp_unconsumed;
-	bool outcome_reported;
-	bool up_ok; /* upstream answered with trailers */
+	size_t resp_unconsumed; /* on ans's upstream stream */
 };
 
-/* A stream's request headers are complete: route, pick, enqueue. */
+/* call.c: the call's life, routing, the request side, the policy's verdicts. */
+/* A stream's request headers are complete: route, pick, start attempt 1. */
 void mtd_call_start(struct mtd_call *call);
 /* Request DATA from the client. */
 void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n);
 void mtd_call_on_req_end(struct mtd_call *call);
 /* The downstream stream closed (error_code from RST or NO_ERROR). */
 void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code);
-/* The upstream stream's response headers / data / trailers / close. */
-void mtd_call_on_resp_headers(struct mtd_call *call, bool end_stream);
-void mtd_call_on_resp_data(struct mtd_call *call, const uint8_t *p, size_t n);
-void mtd_call_on_resp_trailers(struct mtd_call *call);
-void mtd_call_on_up_close(struct mtd_call *call, uint32_t error_code);
-/* The call could not get or keep an upstream stream (before or after it
- * opened): end it with status/message unless the response already ended. */
+/* End the call with a status of maitred's own (before or after response
+ * headers went out) unless its answer already ended; every live attempt
+ * is cancelled (RST_STREAM CANCEL reaches its server). The endpoints are
+ * not blamed: whoever saw an endpoint fail reported it before. */
 void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
-/* The call's endpoint could not be reached and nothing of the call was
- * sent: pick another endpoint (never one already tried) or fail. */
-void mtd_call_retry_elsewhere(struct mtd_call *call, const char *reason);
-/* Free if neither stream references the call any more. */
+/* The call's answer is decided: stop its deadline, cancel every live
+ * attempt (RST_STREAM CANCEL), state DONE. The caller then answers. */
+void mtd_call_settle(struct mtd_call *call);
+/* End the call with OK and one response message (FAILSAFE: empty; a
+ * fallback's). */
+void mtd_call_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len);
+/* The answering stream is gone: request bytes nobody will send (window
+ * given back, later DATA dropped). */
+void mtd_call_drop_request(struct mtd_call *call);
+/* Free if nothing references the call any more (its downstream stream,
+ * an attempt, a retry timer). */
 void mtd_call_maybe_free(struct mtd_call *call);
-
-/* Header helpers (call.c). 0 or -ENOMEM. */
-int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen);
-void mtd_headers_finish(struct mtd_headers *h); /* fix up nv pointers */
-void mtd_headers_clear(struct mtd_headers *h);
-const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name);
-
-/* Data-provider read callbacks (call.c). */
+/* Start the call's next attempt now: pick an endpoint (never one already
+ * tried while another is eligible) and queue it in its pool; ends the call
+ * when none is left. */
+void mtd_call_next_attempt(struct mtd_call *call);
+/* The request outgrew what may be kept: commit to the current attempt. */
+void mtd_call_commit(struct mtd_call *call);
+/* Data provider of an attempt's upstream stream (src->ptr: the attempt):
+ * reads the retained request from the attempt's position. */
 ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
                           nghttp2_data_source *src, void *ud);
+
+/* attempt.c: one upstream try, from pick to stream close. Upstream events
+ * (upstream.c, pool.c) arrive here; a failed attempt asks lib/fault what
+ * the call does next (mtd_fault_decide) and carries it out. */
+struct mtd_attempt *mtd_attempt_new(struct mtd_call *call);
+/* State change through lib/fault's table; false (and a debug line) when
+ * the event cannot happen in the current state. */
+bool mtd_attempt_step(struct mtd_attempt *a, enum mtd_attempt_event ev);
+/* The pool got a stream for a (PENDING -> OPEN). */
+void mtd_attempt_on_stream(struct mtd_attempt *a);
+void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream);
+void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n);
+void mtd_attempt_on_resp_trailers(struct mtd_attempt *a);
+/* Its upstream stream closed (a->up already NULL). */
+void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code);
+/* Its connection never came up (connect / TLS failure): nothing was sent. */
+void mtd_attempt_connect_failed(struct mtd_attempt *a, const char *reason);
+/* Its connection was lost with the stream open. */
+void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason);
+/* The call no longer needs a: leave the pool, RST_STREAM CANCEL the
+ * stream, report it to the balancer as neither success nor failure. */
+void mtd_attempt_cancel(struct mtd_attempt *a);
+void mtd_attempt_maybe_free(struct mtd_attempt *a);
+
+/* relay.c: the response side towards the client. */
+/* Relay the committed attempt's response headers (moved into the call). */
+void mtd_relay_headers(struct mtd_call *call, struct mtd_attempt *a, bool end_stream);
+/* Relay its trailers; the answer is complete. */
+void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a);
+/* Relay response DATA of the committed attempt. */
+void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n);
+/* A fixed OK answer with one response message (FAILSAFE: empty; a
+ * fallback's response). Before any response header only. */
+void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len);
+/* Status-only answer (Trailers-Only, or trailers after headers). */
+void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const char *msg);
+/* Give back what the call holds of the response (window included). */
+void mtd_relay_drop(struct mtd_call *call);
 ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
                            nghttp2_data_source *src, void *ud);
 
@@ -344,7 +439,10 @@ struct mtd_worker {
 	size_t rbuf_len;
 	uint64_t rng;
 	bool draining;
-	uint64_t n_calls; /* calls alive */
+	uint64_t n_calls;        /* calls alive */
+	uint64_t replay_bytes;   /* request bytes calls keep for replay */
+	int64_t failsafe_log_ns; /* FAILSAFE answers: one log line a second */
+	uint64_t failsafe_quiet;
 	pthread_t thread;
 };
 

@@ -16,7 +16,7 @@
 #include "core/log.h"
 #include "sidecar/sidecar.h"
 
-static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
+static struct mtd_attempt *stream_attempt(nghttp2_session *ng, int32_t sid)
 {
 	return nghttp2_session_get_stream_user_data(ng, sid);
 }
@@ -52,11 +52,11 @@ static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 	LIST_FOREACH(o, &p->conns, link)
 		if (o->state != MTD_CONN_CLOSED && o->state != MTD_CONN_DRAINING)
 			return;
-	struct mtd_call *call;
-	while ((call = TAILQ_FIRST(&p->pending))) {
-		mtd_pool_dequeue(call);
-		/* Nothing of these calls left maitred: try another endpoint. */
-		mtd_call_retry_elsewhere(call, reason);
+	struct mtd_attempt *a;
+	while ((a = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(a);
+		/* Nothing of these calls left maitred: the policy moves them on. */
+		mtd_attempt_connect_failed(a, reason);
 	}
 }
 
@@ -64,15 +64,16 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	struct mtd_conn *c = ud;
-	struct mtd_call *call = stream_call(ng, frame->hd.stream_id);
-	if (!call || frame->hd.type != NGHTTP2_HEADERS)
+	struct mtd_attempt *a = stream_attempt(ng, frame->hd.stream_id);
+	if (!a || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
-	struct mtd_headers *h = frame->headers.cat == NGHTTP2_HCAT_HEADERS && call->resp_headers_in
-	                                ? &call->resp_trailers
-	                                : &call->resp_hdrs;
+	struct mtd_headers *h =
+	        frame->headers.cat == NGHTTP2_HCAT_HEADERS && a->resp_headers_in ? &a->resp_trailers : &a->resp_hdrs;
 	h->budget_used += namelen + valuelen + 32;
 	if (h->budget_used > c->w->rt->cfg->downstream.max_header_list_size) {
-		mtd_call_fail(call, MTD_GRPC_INTERNAL, "upstream %s: response header list too large", c->peer);
+		if (a->state == MTD_ATTEMPT_OPEN || a == a->call->ans)
+			mtd_call_fail(a->call, MTD_GRPC_INTERNAL, "upstream %s: response header list too large",
+			              c->peer);
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	}
 	if (mtd_headers_add(h, name, namelen, value, valuelen) < 0)
@@ -90,30 +91,30 @@ static void update_max_streams(struct mtd_conn *c)
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
 {
 	struct mtd_conn *c = ud;
-	struct mtd_call *call;
+	struct mtd_attempt *a;
 	switch (frame->hd.type) {
 	case NGHTTP2_HEADERS:
-		call = stream_call(ng, frame->hd.stream_id);
-		if (!call)
+		a = stream_attempt(ng, frame->hd.stream_id);
+		if (!a)
 			break;
-		if (!call->resp_headers_in) {
-			mtd_headers_finish(&call->resp_hdrs);
-			const nghttp2_nv *st = mtd_headers_find(&call->resp_hdrs, ":status");
+		if (!a->resp_headers_in) {
+			mtd_headers_finish(&a->resp_hdrs);
+			const nghttp2_nv *st = mtd_headers_find(&a->resp_hdrs, ":status");
 			/* RFC 9110 §15.2: 1xx are interim; the real response follows. */
 			if (st && st->valuelen == 3 && st->value[0] == '1') {
-				mtd_headers_clear(&call->resp_hdrs);
+				mtd_headers_clear(&a->resp_hdrs);
 				break;
 			}
-			mtd_call_on_resp_headers(call, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+			mtd_attempt_on_resp_headers(a, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
 		} else {
-			mtd_headers_finish(&call->resp_trailers);
-			mtd_call_on_resp_trailers(call);
+			mtd_headers_finish(&a->resp_trailers);
+			mtd_attempt_on_resp_trailers(a);
 		}
 		break;
 	case NGHTTP2_DATA:
-		call = stream_call(ng, frame->hd.stream_id);
-		if (call && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
-			mtd_call_on_resp_trailers(call); /* ended without trailers */
+		a = stream_attempt(ng, frame->hd.stream_id);
+		if (a && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+			mtd_attempt_on_resp_trailers(a); /* ended without trailers */
 		break;
 	case NGHTTP2_SETTINGS:
 		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
@@ -144,31 +145,34 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data, size_t len,
                               void *ud)
 {
-	struct mtd_call *call = stream_call(ng, sid);
-	if (!call || call->resp_done) {
+	struct mtd_attempt *a = stream_attempt(ng, sid);
+	if (!a) {
 		nghttp2_session_consume(ng, sid, len);
 		return 0;
 	}
-	mtd_call_on_resp_data(call, data, len);
+	mtd_attempt_on_resp_data(a, data, len);
 	return 0;
 }
 
 static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
 {
 	struct mtd_conn *c = ud;
-	struct mtd_call *call = stream_call(ng, sid);
-	if (!call)
+	struct mtd_attempt *a = stream_attempt(ng, sid);
+	if (!a)
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
 	/* Bytes still queued for the client no longer hold this stream's
 	 * window, but they do hold the connection's: give it back. */
-	if (call->resp_unconsumed)
+	struct mtd_call *call = a->call;
+	if (a == call->ans && call->resp_unconsumed) {
 		nghttp2_session_consume_connection(ng, call->resp_unconsumed);
-	LIST_REMOVE(call, up_link);
+		call->resp_unconsumed = 0;
+	}
+	LIST_REMOVE(a, up_link);
 	c->n_streams--;
 	c->last_active_ns = mtd_now_ns();
-	call->up = NULL;
-	mtd_call_on_up_close(call, error_code);
+	a->up = NULL;
+	mtd_attempt_on_up_close(a, error_code);
 	/* A slot is free: give it to a waiting call. */
 	mtd_pool_dispatch(c->pool);
 	return 0;
@@ -301,7 +305,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	c->w = p->w;
 	c->pool = p;
 	c->max_streams = p->svc->cfg->upstream.max_concurrent_streams;
-	LIST_INIT(&c->calls);
+	LIST_INIT(&c->attempts);
 	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
 	c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
@@ -358,11 +362,12 @@ static bool skip_request_header(const nghttp2_nv *nv)
 		        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE \
 	}
 
-int mtd_up_submit(struct mtd_conn *c, struct mtd_call *call)
+int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 {
+	struct mtd_call *call = a->call;
 	const struct mtd_headers *h = &call->req_hdrs;
 	nghttp2_nv stack_nv[32];
-	nghttp2_nv *nva = h->n + 3 <= 32 ? stack_nv : malloc((h->n + 3) * sizeof(*nva));
+	nghttp2_nv *nva = h->n + 4 <= 32 ? stack_nv : malloc((h->n + 4) * sizeof(*nva));
 	if (!nva)
 		return -ENOMEM;
 	size_t n = 0;
@@ -378,16 +383,28 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_call *call)
 		if (h->nv[i].name[0] != ':' && !skip_request_header(&h->nv[i]))
 			nva[n++] = h->nv[i];
 	nva[n++] = (nghttp2_nv)NV_LIT("te", "trailers");
-	char tbuf[MTD_GRPC_TIMEOUT_BUFLEN];
-	if (call->deadline_ns) {
-		/* PROTOCOL-HTTP2: forward the time remaining, not the original. */
-		size_t tl = mtd_grpc_timeout_format(call->deadline_ns - mtd_now_ns(), tbuf);
+	char tbuf[MTD_GRPC_TIMEOUT_BUFLEN], abuf[12];
+	int64_t now = mtd_now_ns();
+	int64_t left = call->deadline_ns ? call->deadline_ns - now : INT64_MAX;
+	int64_t per_try = call->fault->per_try_timeout_ms * 1000000;
+	if (per_try > 0 && per_try - (now - a->start_ns) < left)
+		left = per_try - (now - a->start_ns); /* the attempt's own bound, from its pick */
+	if (left != INT64_MAX) {
+		/* PROTOCOL-HTTP2: forward the time remaining, not the original;
+		 * it shrinks with each attempt. */
+		size_t tl = mtd_grpc_timeout_format(left > 0 ? left : 1, tbuf);
 		nva[n++] =
 		        (nghttp2_nv){(uint8_t *)"grpc-timeout", (uint8_t *)tbuf, 12, tl, NGHTTP2_NV_FLAG_NO_COPY_NAME};
 	}
-	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_req};
-	bool body = !call->req_eof || call->req.len > 0;
-	int32_t sid = nghttp2_submit_request(c->ng, NULL, nva, n, body ? &prd : NULL, call);
+	if (a->index > 0) {
+		/* gRPC A6: how many attempts came before this one. */
+		int al = snprintf(abuf, sizeof(abuf), "%u", a->index);
+		nva[n++] = (nghttp2_nv){(uint8_t *)"grpc-previous-rpc-attempts", (uint8_t *)abuf, 26, (size_t)al,
+		                        NGHTTP2_NV_FLAG_NO_COPY_NAME};
+	}
+	nghttp2_data_provider prd = {.source.ptr = a, .read_callback = mtd_call_read_req};
+	bool body = !call->req_eof || call->req.len > 0 || call->req_base > 0;
+	int32_t sid = nghttp2_submit_request(c->ng, NULL, nva, n, body ? &prd : NULL, a);
 	if (nva != stack_nv)
 		free(nva);
 	if (sid < 0) {
@@ -395,22 +412,22 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_call *call)
 			c->state = MTD_CONN_DRAINING; /* stream ids exhausted */
 		return sid == NGHTTP2_ERR_NOMEM ? -ENOMEM : -EAGAIN;
 	}
-	call->up = c;
-	call->up_sid = sid;
-	LIST_INSERT_HEAD(&c->calls, call, up_link);
+	a->up = c;
+	a->up_sid = sid;
+	LIST_INSERT_HEAD(&c->attempts, a, up_link);
 	c->n_streams++;
 	c->last_active_ns = mtd_now_ns();
 	mtd_conn_want_flush(c);
 	return 0;
 }
 
-void mtd_up_resume(struct mtd_call *call)
+void mtd_up_resume(struct mtd_attempt *a)
 {
-	if (!call->up || !call->req_deferred)
+	if (!a->up || !a->req_deferred)
 		return;
-	call->req_deferred = false;
-	nghttp2_session_resume_data(call->up->ng, call->up_sid);
-	mtd_conn_want_flush(call->up);
+	a->req_deferred = false;
+	nghttp2_session_resume_data(a->up->ng, a->up_sid);
+	mtd_conn_want_flush(a->up);
 }
 
 void mtd_up_on_close(struct mtd_conn *c)
@@ -418,13 +435,16 @@ void mtd_up_on_close(struct mtd_conn *c)
 	struct mtd_pool *p = c->pool;
 	LIST_REMOVE(c, link);
 	p->n_conns--;
-	struct mtd_call *call;
-	while ((call = LIST_FIRST(&c->calls))) {
-		LIST_REMOVE(call, up_link);
+	struct mtd_attempt *a;
+	char reason[128];
+	snprintf(reason, sizeof(reason), "upstream %s: connection lost", c->peer);
+	while ((a = LIST_FIRST(&c->attempts))) {
+		LIST_REMOVE(a, up_link);
 		c->n_streams--;
-		call->up = NULL;
-		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s: connection lost", c->peer);
-		mtd_call_on_up_close(call, NGHTTP2_CANCEL);
+		a->up = NULL;
+		if (a == a->call->ans)
+			a->call->resp_unconsumed = 0; /* the session goes with its windows */
+		mtd_attempt_conn_lost(a, reason);
 	}
 	mtd_pool_dispatch(p);
 }

@@ -54,13 +54,6 @@ void mtd_cfg__numeric_hosts_only(bool on)
 	numeric_hosts_only = on;
 }
 
-static _Thread_local bool fault_preview;
-
-void mtd_cfg__fault_preview(bool on)
-{
-	fault_preview = on;
-}
-
 struct builder {
 	struct mtd_cfg__diag *d;
 	const char *basedir;
@@ -988,11 +981,6 @@ static void build_fault(struct builder *b, const PbFault *m, const char *path, s
 		return;
 	}
 	mode = mtd_fault_mode_name(out->mode);
-	if (!fault_preview) {
-		/* The call path does one attempt and no more yet. */
-		BERR(at(b, m, NULL, NULL), path, "fault policies are not available in this build yet");
-		return;
-	}
 	if (out->mode == MTD_FAULT_FAILBACK || out->mode == MTD_FAULT_FORKING || out->mode == MTD_FAULT_BROADCAST)
 		BERR(at(b, m, "mode", NULL), sub(p, sizeof(p), path, "mode"),
 		     "mode %s is not available in this build (FAILOVER, FAILFAST and FAILSAFE are)", mode);
@@ -1115,10 +1103,6 @@ static void build_retry_budget(struct builder *b, const PbRetryBudget *m, const 
 	*out = (struct mtd_fault_budget_cfg){.set = false};
 	if (m == NULL)
 		return;
-	if (!fault_preview) {
-		BERR(at(b, m, NULL, NULL), path, "retry budgets are not available in this build yet");
-		return;
-	}
 	out->set = true;
 	out->ratio = 0.2;
 	out->min_per_second = 10;
@@ -1442,9 +1426,6 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 	cfg->drain_timeout_ms =
 	        dur_ms(b, m->drain_timeout, 15000, ZERO_ALLOWED, at(b, m, "drain_timeout", NULL), "drain_timeout");
 	cfg->replay_buffer_total = m->replay_buffer_total != 0 ? m->replay_buffer_total : 64u << 20;
-	if (m->replay_buffer_total != 0 && !fault_preview)
-		BERR(at(b, m, "replay_buffer_total", NULL), "replay_buffer_total",
-		     "is not available in this build yet");
 	if (d->oom)
 		goto fail_cfg;
 

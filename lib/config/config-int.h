@@ -137,10 +137,6 @@ int mtd_cfg__build(const Maitred__Config__V1__Config *m, const char *source, con
 /* Test/fuzz hook (per thread): resolve only numeric hosts, so no input can
  * make the loader wait on DNS. */
 void mtd_cfg__numeric_hosts_only(bool on);
-/* Tests only (thread-local): accept the fault options whose data-plane
- * side has not landed yet. Off: a config using one is refused at load
- * ("not available in this build yet"), never silently ignored. */
-void mtd_cfg__fault_preview(bool on);
 
 /* Parse "host:port" / "[v6]:port" without resolving. 0 or -EINVAL with
  * *why set. host is a new string. */

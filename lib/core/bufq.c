@@ -53,25 +53,7 @@ int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n)
 
 size_t mtd_bufq_read(struct mtd_bufq *q, uint8_t *out, size_t n)
 {
-	size_t done = 0;
-
-	while (done < n && q->head) {
-		struct mtd_bufq_chunk *c = q->head;
-		size_t k = c->end - c->start;
-		if (k > n - done)
-			k = n - done;
-		memcpy(out + done, c->data + c->start, k);
-		c->start += k;
-		done += k;
-		if (c->start == c->end) {
-			q->head = c->next;
-			if (!q->head)
-				q->tail = NULL;
-			free(c);
-		}
-	}
-	q->len -= done;
-	return done;
+	return mtd_bufq_drop(q, mtd_bufq_copy_at(q, 0, out, n));
 }
 
 void mtd_bufq_clear(struct mtd_bufq *q)
@@ -84,4 +66,45 @@ void mtd_bufq_clear(struct mtd_bufq *q)
 	}
 	q->head = q->tail = NULL;
 	q->len = 0;
+}
+
+size_t mtd_bufq_copy_at(const struct mtd_bufq *q, size_t off, uint8_t *out, size_t n)
+{
+	const struct mtd_bufq_chunk *c = q->head;
+	size_t done = 0;
+
+	while (c && off >= c->end - c->start) {
+		off -= c->end - c->start;
+		c = c->next;
+	}
+	for (; c && done < n; c = c->next, off = 0) {
+		size_t k = c->end - c->start - off;
+		if (k > n - done)
+			k = n - done;
+		memcpy(out + done, c->data + c->start + off, k);
+		done += k;
+	}
+	return done;
+}
+
+size_t mtd_bufq_drop(struct mtd_bufq *q, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n && q->head) {
+		struct mtd_bufq_chunk *c = q->head;
+		size_t k = c->end - c->start;
+		if (k > n - done)
+			k = n - done;
+		c->start += k;
+		done += k;
+		if (c->start == c->end) {
+			q->head = c->next;
+			if (!q->head)
+				q->tail = NULL;
+			free(c);
+		}
+	}
+	q->len -= done;
+	return done;
 }

@@ -31,6 +31,13 @@ int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n);
 /* Copy up to n bytes to out and drop them. Returns the count copied. */
 size_t mtd_bufq_read(struct mtd_bufq *q, uint8_t *out, size_t n);
 
+/* Copy up to n bytes starting off bytes past the head to out, dropping
+ * nothing (a reader that replays what it keeps). Returns the count. */
+size_t mtd_bufq_copy_at(const struct mtd_bufq *q, size_t off, uint8_t *out, size_t n);
+
+/* Drop up to n bytes from the head. Returns the count dropped. */
+size_t mtd_bufq_drop(struct mtd_bufq *q, size_t n);
+
 /* Drop everything. */
 void mtd_bufq_clear(struct mtd_bufq *q);
 

@@ -14,6 +14,11 @@ const char *mtd_fault_mode_name(enum mtd_fault_mode m);
  * UNAVAILABLE, backoff 25 ms .. 250 ms, forks 2, replay_buffer 256 KiB. */
 void mtd_fault_policy_defaults(struct mtd_fault_policy *p);
 
+/* Statuses that count against an endpoint in its health figures (issue 8
+ * §3: outlier_detection.failure_statuses' default): UNKNOWN, INTERNAL,
+ * UNAVAILABLE, DATA_LOSS. */
+#define MTD_FAULT_FAILURE_STATUSES ((1u << 2) | (1u << 13) | (1u << 14) | (1u << 15))
+
 /* True when status (0..16) fails an attempt under p (fault.retry_on). */
 static inline bool mtd_fault_retry_on(const struct mtd_fault_policy *p, int status)
 {
@@ -50,6 +55,8 @@ bool mtd_fault_budget_take(struct mtd_fault_budget *b, const struct mtd_fault_bu
  *  - REFUSED (never reached the app) and not committed: a transparent
  *    RETRY, at once, in every mode, once per endpoint (c->refused_here_before
  *    false), without spending retries or budget (gRPC A6 transparent retry).
+ *  - CONNECT (nothing was sent) with an endpoint left: a transparent
+ *    RETRY at once, in every mode.
  *  - once answered (response headers relayed): FAIL; once committed
  *    otherwise (the request outgrew the buffer): the mode's end. Nothing
  *    committed is ever replayed.

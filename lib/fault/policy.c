@@ -73,6 +73,13 @@ void mtd_fault_decide(const struct mtd_fault_policy *p, const struct mtd_fault_o
 		d->transparent = true;
 		return;
 	}
+	if (o->failure == MTD_FAULT_CONNECT && c->endpoint_left) {
+		/* Nothing of the call left maitred: another endpoint can take it
+		 * in any mode (the pool's rule before attempts existed). */
+		d->action = MTD_FAULT_RETRY;
+		d->transparent = true;
+		return;
+	}
 	if (o->has_pushback && o->pushback_ms < 0) {
 		d->pushback_stop = true;
 		end_of_call(p, d);

@@ -85,8 +85,12 @@ struct mtd_lb_pick_ctx {
 
 /* What the data plane tells a strategy after a call to endpoint idx. */
 struct mtd_lb_result {
-	bool ok; /* false: connect failure, reset, timeout */
-	int64_t latency_us;
+	bool ok; /* false: connect failure, reset, timeout, a failure status */
+	/* The endpoint did neither well nor badly (the client cancelled, a
+	 * deadline ran out, maitred ended the call, the stream was refused):
+	 * only `active` changes, and strategies' report hooks are not called. */
+	bool neutral;
+	int64_t latency_us; /* to the first response message (or the end) */
 };
 
 /* Capabilities: what config may ask of a strategy. Config validation rejects

@@ -167,6 +167,8 @@ void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, 
 	int64_t lat = res->latency_us > 0 ? res->latency_us : 0;
 
 	atomic_fetch_sub_explicit(&st->active, 1, memory_order_relaxed);
+	if (res->neutral)
+		return;
 	if (res->ok) {
 		atomic_fetch_add_explicit(&st->successes, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&st->latency_sum_us, (uint64_t)lat, memory_order_relaxed);
@@ -196,6 +198,6 @@ void mtd_lb_call_end(struct mtd_lb_picker *p, size_t idx, const struct mtd_lb_re
 	if (idx >= p->n)
 		return;
 	mtd_lb_stats_end(p->eps[idx].stats, res, now_ns, p->cfg.decay_ms);
-	if (p->ops->report != NULL && p->state != NULL)
+	if (p->ops->report != NULL && p->state != NULL && !res->neutral)
 		p->ops->report(p->state, idx, res);
 }

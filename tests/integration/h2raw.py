@@ -192,6 +192,8 @@ class H2Upstream:
       ("headers_then_reset", code)  response headers, then RST_STREAM
       ("partial", declared, n)  response headers, then the 5-byte prefix of
                                 a `declared`-byte message and n bytes of it
+      ("status", code, extra)   Trailers-Only with grpc-status `code` and the
+                                (name, value) pairs in `extra`
     """
 
     def __init__(self, script):
@@ -278,6 +280,9 @@ class H2Upstream:
             conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
             n = min(what[2], conn.local_flow_control_window(sid) - 5, conn.max_outbound_frame_size - 5)
             conn.send_data(sid, struct.pack(">BI", 0, what[1]) + b"p" * n)
+        elif what[0] == "status":
+            conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc"),
+                                    ("grpc-status", str(what[1]))] + list(what[2]), end_stream=True)
         elif what[0] == "headers_then_reset":
             conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
             conn.reset_stream(sid, what[1])

@@ -334,6 +334,16 @@ class TestCA:
                    "-days", "3", "-extfile", d(name + ".ext")])
 
 
+def holder(ups, cid):
+    """The upstream among `ups` that has call `cid` (bounded poll)."""
+    def find():
+        for u in ups:
+            if u.wait_call(cid, "STARTED", limit=0).started:
+                return u
+        return None
+    return wait_until(find, CALL_LIMIT, "call %s to reach an upstream" % cid, step=0.05)
+
+
 def call_id():
     return uuid.uuid4().hex[:12]
 

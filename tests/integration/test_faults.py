@@ -9,20 +9,10 @@ import unittest
 
 import grpc
 
-from harness import (MaitredTest, maitred_only, needs_h2, free_port, pb, call_id, wait_until,
+from harness import (MaitredTest, maitred_only, needs_h2, free_port, pb, call_id, wait_until, holder,
                      CALL_LIMIT, START_LIMIT)
 
 PROTOCOL_ERROR_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL)
-
-
-def holder(ups, cid):
-    """The upstream that has call `cid` (bounded poll)."""
-    def find():
-        for u in ups:
-            if u.wait_call(cid, "STARTED", limit=0).started:
-                return u
-        return None
-    return wait_until(find, CALL_LIMIT, "call %s to reach an upstream" % cid, step=0.05)
 
 
 class Killed(MaitredTest):

@@ -157,6 +157,12 @@ class EchoServicer(pb_grpc.EchoServicer):
     def _prelude(self, call, req, context):
         """Initial metadata, then barrier, hold, raise. Returns False when the
         call ended meanwhile."""
+        if ARGS.fail_status:
+            # --fail-status: this instance answers every call with it,
+            # Trailers-Only (no initial metadata), plus --fail-trailer.
+            context.set_trailing_metadata([tuple(t.split("=", 1)) for t in ARGS.fail_trailer])
+            context.abort(CODES.get(ARGS.fail_status, grpc.StatusCode.UNKNOWN),
+                          "instance %s fails every call" % ARGS.name)
         if not req.trailers_only:
             context.send_initial_metadata(self._echo_md(context))
         if req.barrier:
@@ -399,6 +405,10 @@ def main():
     ap.add_argument("--ready-file")
     ap.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on SIGTERM")
     ap.add_argument("--max-workers", type=int, default=256)
+    ap.add_argument("--fail-status", type=int, default=0,
+                    help="answer every Echo call with this gRPC status (Trailers-Only)")
+    ap.add_argument("--fail-trailer", action="append", default=[],
+                    help="KEY=VALUE trailing metadata sent with --fail-status")
     ap.add_argument("--max-concurrent-streams", type=int, default=0,
                     help="SETTINGS_MAX_CONCURRENT_STREAMS to advertise (0 = grpcio's default)")
     ap.add_argument("--health-file", help="serve grpc.health.v1.Health/Check from this file's content")

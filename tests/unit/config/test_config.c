@@ -1555,7 +1555,6 @@ END_TEST
 
 START_TEST(ok_fault)
 {
-	mtd_cfg__fault_preview(true);
 	struct mtd_cfg *cfg = load_ok("replay_buffer_total: 1048576\n"
 	                              "services:\n"
 	                              "  - name: shop.Cart\n" EP "    fault:\n"
@@ -1618,18 +1617,12 @@ START_TEST(ok_fault)
 	cfg = load_ok("services:\n  - name: a.B\n" EP);
 	ck_assert_uint_eq(cfg->replay_buffer_total, 64u << 20);
 	mtd_cfg_free(cfg);
-	mtd_cfg__fault_preview(false);
 }
 END_TEST
 
 START_TEST(err_fault)
 {
 #define SVC "services:\n  - name: a.B\n" EP
-	expect_only(SVC "    fault: { mode: FAILOVER }\n",
-	            "t.yaml:4:12: services[0].fault: fault policies are not available in this build yet");
-	expect_only(SVC "    retry_budget: { ratio: 1 }\n",
-	            "t.yaml:4:19: services[0].retry_budget: retry budgets are not available in this build yet");
-	mtd_cfg__fault_preview(true);
 	expect_only(SVC "    fault: { mode: FAILFAST, retries: 2 }\n",
 	            "t.yaml:4:39: services[0].fault.retries: mode FAILFAST does not use retries");
 	expect_only(SVC "    fault: { mode: FAILSAFE, backoff: { base: 1ms } }\n",
@@ -1659,7 +1652,6 @@ START_TEST(err_fault)
 	            "t.yaml:4:20: services[0].fault.mode: mode BROADCAST is not available in this build*");
 	expect_only(SVC "    methods: [{ name: M, fault: { mode: FORKING, forks: 2 } }]\n",
 	            "t.yaml:4:41: services[0].methods[0].fault.mode: mode FORKING is not available in this build*");
-	mtd_cfg__fault_preview(false);
 #undef SVC
 }
 END_TEST

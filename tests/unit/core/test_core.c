@@ -39,6 +39,49 @@ START_TEST(bufq_fifo_across_chunks)
 }
 END_TEST
 
+START_TEST(bufq_copy_at_and_drop)
+{
+	struct mtd_bufq q = {0};
+	uint8_t in[70000], out[70000];
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (uint8_t)(i * 7 + 3);
+	/* Uneven appends so reads cross chunk boundaries. */
+	for (size_t put = 0; put < sizeof(in);) {
+		size_t n = put % 3 ? 1500 : 333;
+		if (n > sizeof(in) - put)
+			n = sizeof(in) - put;
+		ck_assert_int_eq(mtd_bufq_append(&q, in + put, n), 0);
+		put += n;
+	}
+	/* Replay from any offset, any number of times: nothing is dropped. */
+	static const size_t offs[] = {0, 1, 1023, 1024, 5000, 69999, 70000, 80000};
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		size_t want = offs[i] < sizeof(in) ? sizeof(in) - offs[i] : 0;
+		size_t got = 0;
+		while (got < want) {
+			size_t k = mtd_bufq_copy_at(&q, offs[i] + got, out + got, 4099);
+			ck_assert_uint_gt(k, 0);
+			got += k;
+		}
+		ck_assert_uint_eq(mtd_bufq_copy_at(&q, offs[i] + got, out, 10), 0);
+		ck_assert_mem_eq(out, in + offs[i], want);
+		ck_assert_uint_eq(q.len, sizeof(in));
+	}
+	/* Drop a prefix; offsets now count from the new head. */
+	ck_assert_uint_eq(mtd_bufq_drop(&q, 3000), 3000);
+	ck_assert_uint_eq(q.len, sizeof(in) - 3000);
+	ck_assert_uint_eq(mtd_bufq_copy_at(&q, 0, out, 10), 10);
+	ck_assert_mem_eq(out, in + 3000, 10);
+	ck_assert_uint_eq(mtd_bufq_drop(&q, 1u << 20), sizeof(in) - 3000);
+	ck_assert_uint_eq(q.len, 0);
+	ck_assert_ptr_null(q.head);
+	ck_assert_ptr_null(q.tail);
+	ck_assert_int_eq(mtd_bufq_append(&q, in, 5), 0);
+	ck_assert_uint_eq(mtd_bufq_read(&q, out, 10), 5);
+	mtd_bufq_clear(&q);
+}
+END_TEST
+
 START_TEST(bufq_big_append_and_clear)
 {
 	struct mtd_bufq q = {0};
@@ -136,6 +179,7 @@ int main(void)
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, bufq_fifo_across_chunks);
 	tcase_add_test(tc, bufq_big_append_and_clear);
+	tcase_add_test(tc, bufq_copy_at_and_drop);
 	tcase_add_test(tc, log_levels);
 	tcase_add_test(tc, slab_classes_reuse_and_realloc);
 	suite_add_tcase(s, tc);

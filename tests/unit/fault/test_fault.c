@@ -284,6 +284,22 @@ START_TEST(decide_transparent)
 }
 END_TEST
 
+START_TEST(decide_connect_moves_on)
+{
+	struct mtd_fault_outcome o = {.failure = MTD_FAULT_CONNECT};
+	for (int m = MTD_FAULT_FAILFAST; m <= MTD_FAULT_BROADCAST; m++) {
+		struct mtd_fault_policy p = policy((enum mtd_fault_mode)m);
+		struct mtd_fault_call c = fresh;
+		c.retries_done = 9;
+		struct mtd_fault_decision d = decide(&p, o, c);
+		ck_assert_int_eq(d.action, MTD_FAULT_RETRY);
+		ck_assert(d.transparent);
+		c.endpoint_left = false;
+		ck_assert_int_ne(decide(&p, o, c).action, MTD_FAULT_RETRY);
+	}
+}
+END_TEST
+
 START_TEST(decide_modes_end)
 {
 	struct mtd_fault_policy p = policy(MTD_FAULT_FAILFAST);
@@ -381,6 +397,7 @@ static Suite *fault_suite(void)
 	tcase_add_test(t, decide_never_after_commit);
 	tcase_add_test(t, decide_transparent);
 	tcase_add_test(t, decide_modes_end);
+	tcase_add_test(t, decide_connect_moves_on);
 	tcase_add_test(t, decide_pushback_and_deadline);
 	tcase_add_test(t, decide_budget);
 	suite_add_tcase(s, t);

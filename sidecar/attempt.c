@@ -1,0 +1,414 @@
+/* An attempt: one upstream try of a call, from its pick to its stream's
+ * close. Its states are lib/fault/attempt.c's (every change goes through
+ * mtd_attempt_step); a failed attempt asks mtd_fault_decide() what the
+ * call does next and carries the verdict out here, in one place.
+ *
+ * What the balancer learns (issue 8 §3): an attempt counts against its
+ * endpoint only for what the endpoint did (connect or TLS failure, a reset,
+ * a status in MTD_FAULT_FAILURE_STATUSES, a per-try timeout); a client
+ * cancel, a deadline, a refused stream or a call maitred ended itself is
+ * neutral. Latency is measured to the first response message (or the
+ * answer's end when it has none), so a long stream does not make its
+ * instance look slow; not to the response headers, which a server may send
+ * before it works (grpcio's send_initial_metadata). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "sidecar/sidecar.h"
+
+static void per_try_cb(evutil_socket_t fd, short what, void *arg);
+
+struct mtd_attempt *mtd_attempt_new(struct mtd_call *call)
+{
+	struct mtd_attempt *a = mtd_slab_calloc(&call->w->slab, 1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->call = call;
+	a->state = MTD_ATTEMPT_BACKOFF;
+	a->index = call->n_attempts++;
+	a->ep_idx = -1;
+	a->resp_hdrs.slab = a->resp_trailers.slab = &call->w->slab;
+	LIST_INSERT_HEAD(&call->attempts, a, call_link);
+	int64_t ms = call->fault->per_try_timeout_ms;
+	if (ms > 0) {
+		struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+		evtimer_assign(&a->timer, call->w->base, per_try_cb, a);
+		evtimer_add(&a->timer, &tv);
+		a->timer_armed = true;
+	}
+	return a;
+}
+
+bool mtd_attempt_step(struct mtd_attempt *a, enum mtd_attempt_event ev)
+{
+	int next = mtd_fault_attempt_step(a->state, ev);
+	if (next < 0) {
+		MTD_DEBUG("attempt %u: event %d in state %s ignored", a->index, (int)ev,
+		          mtd_fault_attempt_state_name(a->state));
+		return false;
+	}
+	a->state = (enum mtd_attempt_state)next;
+	return true;
+}
+
+static void disarm(struct mtd_attempt *a)
+{
+	if (a->timer_armed) {
+		event_del(&a->timer);
+		a->timer_armed = false;
+	}
+}
+
+/* Tell the balancer how the endpoint did, once per attempt. */
+static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
+{
+	if (!a->lb_begun)
+		return;
+	a->lb_begun = false;
+	int64_t now = mtd_now_ns();
+	int64_t until = a->first_ns ? a->first_ns : now;
+	struct mtd_lb_result res = {.ok = ok, .neutral = neutral, .latency_us = (until - a->start_ns) / 1000};
+	mtd_lb_call_end(a->call->picker, (size_t)a->ep_idx, &res, now);
+}
+
+void mtd_attempt_maybe_free(struct mtd_attempt *a)
+{
+	if (mtd_fault_attempt_live(a->state) || a->up)
+		return;
+	struct mtd_call *call = a->call;
+	disarm(a);
+	lb_end(a, true, true);
+	if (call->cur == a)
+		call->cur = NULL;
+	if (call->ans == a)
+		call->ans = NULL;
+	mtd_headers_clear(&a->resp_hdrs);
+	mtd_headers_clear(&a->resp_trailers);
+	LIST_REMOVE(a, call_link);
+	mtd_slab_free(&call->w->slab, a);
+	mtd_call_maybe_free(call);
+}
+
+static void reset_stream(struct mtd_attempt *a)
+{
+	if (!a->up)
+		return;
+	/* Cancellation reaches the upstream (PROTOCOL-HTTP2: RST_STREAM CANCEL). */
+	nghttp2_submit_rst_stream(a->up->ng, NGHTTP2_FLAG_NONE, a->up_sid, NGHTTP2_CANCEL);
+	mtd_conn_want_flush(a->up);
+}
+
+void mtd_attempt_cancel(struct mtd_attempt *a)
+{
+	if (!mtd_fault_attempt_live(a->state))
+		return;
+	mtd_pool_dequeue(a);
+	mtd_attempt_step(a, MTD_AEV_CANCEL);
+	disarm(a);
+	reset_stream(a);
+	lb_end(a, true, true);
+	if (a->call->cur == a)
+		a->call->cur = NULL;
+	mtd_attempt_maybe_free(a);
+}
+
+void mtd_attempt_on_stream(struct mtd_attempt *a)
+{
+	mtd_attempt_step(a, MTD_AEV_STREAM);
+}
+
+/* ---- the policy's verdict ---------------------------------------------- */
+
+static bool bit_get(const uint64_t *bits, int i)
+{
+	return (bits[i / 64] >> (i % 64)) & 1;
+}
+
+static void bit_set(uint64_t *bits, int i)
+{
+	bits[i / 64] |= 1ull << (i % 64);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_call *call = arg;
+	call->retry_armed = false;
+	mtd_call_next_attempt(call);
+	mtd_call_maybe_free(call);
+}
+
+static void log_failsafe(struct mtd_call *call, const char *what)
+{
+	/* Logged, but at most a line a second per worker: an outage must not
+	 * turn into a log flood. */
+	struct mtd_worker *w = call->w;
+	int64_t now = mtd_now_ns();
+	if (now - w->failsafe_log_ns < 1000000000) {
+		w->failsafe_quiet++;
+		return;
+	}
+	if (w->failsafe_quiet)
+		MTD_WARN("FAILSAFE: %s; answered OK with an empty message (and %llu more in the last second)", what,
+		         (unsigned long long)w->failsafe_quiet);
+	else
+		MTD_WARN("FAILSAFE: %s; answered OK with an empty message", what);
+	w->failsafe_log_ns = now;
+	w->failsafe_quiet = 0;
+}
+
+/* a ended without an answer the call can use: count it, then do what
+ * the policy says. status/what: FAILFAST's answer (what names the endpoint
+ * and what happened). a is not freed here (the caller does, last): it
+ * keeps the call alive meanwhile. */
+static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o, enum mtd_grpc_status status,
+                           const char *what)
+{
+	struct mtd_call *call = a->call;
+	const struct mtd_rt_service *svc = call->svc;
+	bool blamed = o->failure == MTD_FAULT_CONNECT || o->failure == MTD_FAULT_RESET ||
+	              o->failure == MTD_FAULT_TIMEOUT ||
+	              (o->failure == MTD_FAULT_STATUS && o->status > 0 && o->status < 32 &&
+	               ((MTD_FAULT_FAILURE_STATUSES >> o->status) & 1u));
+	mtd_pool_dequeue(a);
+	mtd_attempt_step(a, MTD_AEV_FAIL);
+	disarm(a);
+	reset_stream(a);
+	lb_end(a, !blamed, o->failure == MTD_FAULT_REFUSED);
+	if (call->cur == a)
+		call->cur = NULL;
+	bool refused_before = false;
+	if (o->failure == MTD_FAULT_REFUSED) {
+		refused_before = bit_get(call->refused, a->ep_idx);
+		bit_set(call->refused, a->ep_idx);
+	} else if (!bit_get(call->tried, a->ep_idx)) {
+		bit_set(call->tried, a->ep_idx);
+		call->n_tried++;
+	}
+	free(call->last_failure);
+	call->last_failure = strdup(what);
+	if (call->state == MTD_CALL_DONE)
+		return;
+	int64_t now = mtd_now_ns();
+	struct mtd_fault_call fc = {
+	        .retries_done = call->retries_done,
+	        .committed = call->committed,
+	        .answered = call->resp_headers_sent,
+	        .endpoint_left = call->n_tried < svc->n_eps,
+	        .refused_here_before = refused_before,
+	        .now_ns = now,
+	        .deadline_ns = call->deadline_ns,
+	};
+	struct mtd_fault_decision d;
+	mtd_fault_decide(call->fault, o, &fc, svc->budget, &svc->cfg->retry_budget, &call->w->rng, &d);
+	bool held = call->held;
+	call->held = true;
+	switch (d.action) {
+	case MTD_FAULT_RETRY:
+		if (!d.transparent)
+			call->retries_done++;
+		MTD_DEBUG("call: %s; %s %u%s", what, d.transparent ? "replaying, attempt" : "retrying, attempt",
+		          call->n_attempts + 1, d.delay_ns ? " after a backoff" : "");
+		if (d.delay_ns > 0) {
+			struct timeval tv = {(time_t)(d.delay_ns / 1000000000),
+			                     (suseconds_t)(d.delay_ns % 1000000000 / 1000)};
+			evtimer_assign(&call->retry_ev, call->w->base, retry_cb, call);
+			evtimer_add(&call->retry_ev, &tv);
+			call->retry_armed = true;
+		} else {
+			mtd_call_next_attempt(call);
+		}
+		break;
+	case MTD_FAULT_SAFE_OK:
+		log_failsafe(call, what);
+		mtd_call_answer_ok(call, NULL, 0);
+		break;
+	case MTD_FAULT_FALLBACK: {
+		const struct mtd_fault_fallback *fb = &call->fault->fallback;
+		MTD_DEBUG("call: %s; answering with the fallback", what);
+		if (fb->status == MTD_GRPC_OK)
+			mtd_call_answer_ok(call, fb->response, fb->response_len);
+		else
+			mtd_call_fail(call, (enum mtd_grpc_status)fb->status, "%s", fb->message ? fb->message : "");
+		break;
+	}
+	case MTD_FAULT_FAIL:
+	case MTD_FAULT_RELAY:
+	default:
+		if (o->failure == MTD_FAULT_STATUS && a->resp_headers_in && !call->resp_headers_sent &&
+		    !d.budget_exhausted && !d.pushback_stop) {
+			/* The upstream's own Trailers-Only answer, as it gave it. */
+			call->ans = a;
+			mtd_call_settle(call);
+			mtd_relay_headers(call, a, true);
+		} else {
+			mtd_call_fail(call, status, "%s%s%s", what,
+			              d.budget_exhausted ? " (retry budget exhausted)"
+			              : d.pushback_stop  ? " (the server asked not to retry)"
+			                                 : "",
+			              !fc.endpoint_left && svc->n_eps > 1 && !d.budget_exhausted && !d.pushback_stop &&
+			                              call->fault->mode == MTD_FAULT_FAILOVER
+			                      ? " (and no other endpoint is left)"
+			                      : "");
+		}
+		break;
+	}
+	call->held = held;
+}
+
+static void per_try_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_attempt *a = arg;
+	a->timer_armed = false;
+	char msg[192];
+	snprintf(msg, sizeof(msg), "upstream %s: no response within the per-try timeout (%lld ms)",
+	         a->ep->cfg->addr.text, (long long)a->call->fault->per_try_timeout_ms);
+	struct mtd_fault_outcome o = {.failure = MTD_FAULT_TIMEOUT};
+	attempt_failed(a, &o, MTD_GRPC_DEADLINE_EXCEEDED, msg);
+	mtd_attempt_maybe_free(a);
+}
+
+void mtd_attempt_connect_failed(struct mtd_attempt *a, const char *reason)
+{
+	struct mtd_fault_outcome o = {.failure = MTD_FAULT_CONNECT};
+	attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, reason);
+	mtd_attempt_maybe_free(a);
+}
+
+void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
+{
+	struct mtd_call *call = a->call;
+	if (a->state == MTD_ATTEMPT_OPEN || a->state == MTD_ATTEMPT_ANSWERING) {
+		struct mtd_fault_outcome o = {.failure = MTD_FAULT_RESET};
+		attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, reason);
+	}
+	if (a == call->ans || a->state == MTD_ATTEMPT_DONE)
+		mtd_call_drop_request(call);
+	mtd_attempt_maybe_free(a);
+}
+
+/* ---- response ---------------------------------------------------------- */
+
+static int status_of(const struct mtd_headers *h)
+{
+	const nghttp2_nv *st = mtd_headers_find(h, "grpc-status");
+	if (!st || st->valuelen == 0 || st->valuelen > 3)
+		return -1;
+	int v = 0;
+	for (size_t i = 0; i < st->valuelen; i++) {
+		if (st->value[i] < '0' || st->value[i] > '9')
+			return -1;
+		v = v * 10 + (st->value[i] - '0');
+	}
+	return v;
+}
+
+void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
+{
+	struct mtd_call *call = a->call;
+	a->resp_headers_in = true;
+	if (a->state != MTD_ATTEMPT_OPEN || call->state == MTD_CALL_DONE || !call->down || call->resp_done ||
+	    call->resp_eof)
+		return;
+	if (end_stream)
+		a->first_ns = mtd_now_ns();
+	disarm(a);
+	if (end_stream) {
+		int st = status_of(&a->resp_hdrs);
+		if (st > 0 && mtd_fault_retry_on(call->fault, st)) {
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = st};
+			const nghttp2_nv *pb = mtd_headers_find(&a->resp_hdrs, "grpc-retry-pushback-ms");
+			if (pb) {
+				/* gRPC A6: malformed or negative = do not retry. */
+				o.has_pushback = true;
+				if (mtd_fault_pushback_parse((const char *)pb->value, pb->valuelen, &o.pushback_ms) < 0)
+					o.pushback_ms = -1;
+			}
+			const nghttp2_nv *gm = mtd_headers_find(&a->resp_hdrs, "grpc-message");
+			char msg[384];
+			snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", a->ep->cfg->addr.text,
+			         mtd_grpc_status_name(st), gm ? ": " : "",
+			         gm ? (int)(gm->valuelen > 200 ? 200 : gm->valuelen) : 0,
+			         gm ? (const char *)gm->value : "");
+			attempt_failed(a, &o, (enum mtd_grpc_status)st, msg);
+			mtd_attempt_maybe_free(a);
+			return;
+		}
+		/* The answer, Trailers-Only. */
+		mtd_attempt_step(a, MTD_AEV_TRAILERS);
+		lb_end(a, !(st > 0 && st < 32 && ((MTD_FAULT_FAILURE_STATUSES >> st) & 1u)), false);
+		call->ans = a;
+		mtd_call_settle(call);
+		mtd_relay_headers(call, a, true);
+		return;
+	}
+	/* Response headers reach the app: the call is this attempt's now
+	 * (never replayed once the app saw its answer begin). */
+	mtd_attempt_step(a, MTD_AEV_HEADERS);
+	call->ans = a;
+	mtd_call_commit(call);
+	mtd_relay_headers(call, a, false);
+}
+
+void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n)
+{
+	struct mtd_call *call = a->call;
+	if (a != call->ans || a->state != MTD_ATTEMPT_ANSWERING || call->resp_done || call->resp_eof) {
+		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		return;
+	}
+	if (!a->first_ns)
+		a->first_ns = mtd_now_ns();
+	mtd_relay_data(call, p, n);
+}
+
+void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
+{
+	struct mtd_call *call = a->call;
+	if (a != call->ans || a->state != MTD_ATTEMPT_ANSWERING || call->resp_done || call->resp_eof)
+		return;
+	mtd_attempt_step(a, MTD_AEV_TRAILERS);
+	if (!a->first_ns)
+		a->first_ns = mtd_now_ns();
+	int st = status_of(&a->resp_trailers);
+	lb_end(a, st >= 0 && !(st > 0 && st < 32 && ((MTD_FAULT_FAILURE_STATUSES >> st) & 1u)), false);
+	mtd_relay_trailers(call, a);
+}
+
+void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code)
+{
+	struct mtd_call *call = a->call;
+	if (a->state == MTD_ATTEMPT_OPEN || a->state == MTD_ATTEMPT_ANSWERING) {
+		const char *peer = a->ep->cfg->addr.text;
+		char msg[192];
+		if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns) {
+			/* Both deadlines fire together (HACKING.md): ours decides. */
+			mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
+		} else if (error_code == NGHTTP2_REFUSED_STREAM && a->state == MTD_ATTEMPT_OPEN) {
+			/* RFC 9113 §8.7: refused (or above a GOAWAY's last-stream-id,
+			 * nghttp2 closes those with REFUSED_STREAM): never processed. */
+			snprintf(msg, sizeof(msg), "upstream %s refused the stream", peer);
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_REFUSED};
+			attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, msg);
+		} else {
+			enum mtd_grpc_status st = MTD_GRPC_UNAVAILABLE;
+			if (error_code == NGHTTP2_NO_ERROR) {
+				snprintf(msg, sizeof(msg), "upstream %s closed the stream without a response", peer);
+			} else {
+				st = mtd_grpc_status_from_h2_error(error_code);
+				snprintf(msg, sizeof(msg), "upstream %s reset the stream (%s)", peer,
+				         nghttp2_http2_strerror(error_code));
+			}
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_RESET};
+			attempt_failed(a, &o, st, msg);
+		}
+	}
+	if (a == call->ans || a->state == MTD_ATTEMPT_DONE)
+		mtd_call_drop_request(call); /* bytes nobody will send any more */
+	mtd_attempt_maybe_free(a);
+}

@@ -1,0 +1,247 @@
+/* The response side of a call, towards the client: the committed attempt's
+ * headers, DATA and trailers, or an answer maitred makes itself (a status,
+ * FAILSAFE's empty message, a fallback).
+ *
+ * Bytes flow without whole-message buffering: DATA from the upstream is
+ * queued (call->resp) and the upstream stream's window reopens only once
+ * the downstream session took the bytes (mtd_call_read_resp). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "sidecar/sidecar.h"
+
+/* Replace h with grpc-status/grpc-message of our own. */
+static int synth_trailers(struct mtd_headers *h, bool with_status_line, enum mtd_grpc_status status, const char *msg)
+{
+	char code[8], enc[512];
+	int clen = snprintf(code, sizeof(code), "%d", (int)status);
+	size_t elen = msg ? mtd_grpc_message_encode(msg, enc, sizeof(enc)) : 0;
+	mtd_headers_clear(h);
+	int rc = 0;
+	if (with_status_line) {
+		rc |= mtd_headers_add(h, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3);
+		rc |= mtd_headers_add(h, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
+	}
+	rc |= mtd_headers_add(h, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
+	if (elen)
+		rc |= mtd_headers_add(h, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
+	mtd_headers_finish(h);
+	return rc ? -ENOMEM : 0;
+}
+
+void mtd_relay_drop(struct mtd_call *call)
+{
+	mtd_bufq_clear(&call->resp);
+	struct mtd_attempt *a = call->ans;
+	if (a && a->up && call->resp_unconsumed) {
+		nghttp2_session_consume(a->up->ng, a->up_sid, call->resp_unconsumed);
+		mtd_conn_want_flush(a->up);
+	}
+	call->resp_unconsumed = 0;
+}
+
+/* Hop-by-hop fields are not forwarded (RFC 9113 §8.2.2). */
+static bool skip_response_header(const nghttp2_nv *nv)
+{
+	switch (nv->namelen) {
+	case 7:
+		return memcmp(nv->name, "upgrade", 7) == 0;
+	case 10:
+		return memcmp(nv->name, "connection", 10) == 0 || memcmp(nv->name, "keep-alive", 10) == 0;
+	case 16:
+		return memcmp(nv->name, "proxy-connection", 16) == 0;
+	case 17:
+		return memcmp(nv->name, "transfer-encoding", 17) == 0;
+	default:
+		return false;
+	}
+}
+
+static size_t filter_response(const struct mtd_headers *h, nghttp2_nv *out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < h->n; i++)
+		if (!skip_response_header(&h->nv[i]))
+			out[n++] = h->nv[i];
+	return n;
+}
+
+void mtd_relay_headers(struct mtd_call *call, struct mtd_attempt *a, bool end_stream)
+{
+	/* The nv point into the header memory until nghttp2 sent the frame:
+	 * it moves to the call, which outlives the attempt. */
+	mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs);
+	nghttp2_nv stack_nv[32];
+	nghttp2_nv *nva = call->resp_hdrs.n <= 32 ? stack_nv : malloc(call->resp_hdrs.n * sizeof(*nva));
+	if (!nva) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	size_t n = filter_response(&call->resp_hdrs, nva);
+	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
+	if (end_stream) {
+		/* Trailers-Only from the upstream stays Trailers-Only. */
+		call->resp_eof = true;
+		call->resp_done = true;
+		call->state = MTD_CALL_DONE;
+	}
+	nghttp2_submit_response(call->down->ng, call->down_sid, nva, n, end_stream ? NULL : &prd);
+	call->resp_headers_sent = true;
+	if (nva != stack_nv)
+		free(nva);
+	mtd_conn_want_flush(call->down);
+}
+
+void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
+{
+	struct mtd_attempt *a = call->ans;
+	uint32_t max = call->w->rt->cfg->downstream.max_message_size;
+	int rc = mtd_grpc_scan(&call->resp_scan, p, n, max, NULL, NULL);
+	if (rc < 0) {
+		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		if (rc == MTD_GRPC_SCAN_TOO_BIG)
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+			              "response message from %s larger than the limit of %u bytes", a->up->peer, max);
+		else
+			mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix from %s", a->up->peer);
+		return;
+	}
+	if (!call->down || mtd_bufq_append(&call->resp, p, n) < 0) {
+		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		if (call->down)
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	call->resp_unconsumed += n;
+	mtd_down_resume(call);
+}
+
+void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
+{
+	if (a->resp_trailers.n == 0 || !mtd_headers_find(&a->resp_trailers, "grpc-status")) {
+		/* PROTOCOL-HTTP2: a response ends with grpc-status. */
+		const char *peer = a->up ? a->up->peer : a->ep->cfg->addr.text;
+		char msg[160];
+		snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status", peer);
+		if (synth_trailers(&call->resp_trailers, false, MTD_GRPC_INTERNAL, msg) < 0) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+	} else {
+		mtd_headers_move(&call->resp_trailers, &a->resp_trailers);
+	}
+	call->resp_eof = true;
+	if (call->deadline_armed) {
+		event_del(&call->deadline_ev);
+		call->deadline_armed = false;
+	}
+	mtd_down_resume(call);
+}
+
+void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const char *msg)
+{
+	mtd_relay_drop(call);
+	call->resp_eof = true;
+	if (!call->down) {
+		call->resp_done = true;
+		return;
+	}
+	if (!call->resp_headers_sent) {
+		/* PROTOCOL-HTTP2 Trailers-Only: one HEADERS frame, END_STREAM. */
+		struct mtd_headers *h = &call->resp_trailers;
+		if (synth_trailers(h, true, status, msg) < 0) {
+			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
+			                          NGHTTP2_INTERNAL_ERROR);
+		} else {
+			/* No RST_STREAM(NO_ERROR) after it even if the client is still
+			 * sending (RFC 9113 §8.1 allows one): gRPC C-core turns it into
+			 * INTERNAL, hiding our status. Its DATA is dropped instead. */
+			nghttp2_submit_response(call->down->ng, call->down_sid, h->nv, h->n, NULL);
+		}
+		call->resp_headers_sent = true;
+		call->resp_done = true;
+	} else {
+		/* Headers went out already: end with trailers carrying the status
+		 * once the data provider runs dry (it is, we dropped the bytes). */
+		if (synth_trailers(&call->resp_trailers, false, status, msg) < 0) {
+			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
+			                          NGHTTP2_INTERNAL_ERROR);
+			call->resp_done = true;
+		}
+		mtd_down_resume(call);
+	}
+	mtd_conn_want_flush(call->down);
+}
+
+void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
+{
+	mtd_relay_drop(call);
+	call->resp_eof = true;
+	if (!call->down) {
+		call->resp_done = true;
+		return;
+	}
+	/* One length-prefixed message (gRPC PROTOCOL-HTTP2), then OK. */
+	uint8_t prefix[5] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
+	struct mtd_headers *h = &call->resp_hdrs;
+	int rc = mtd_bufq_append(&call->resp, prefix, 5);
+	if (rc == 0 && len)
+		rc = mtd_bufq_append(&call->resp, msg, len);
+	mtd_headers_clear(h);
+	if (rc == 0)
+		rc = mtd_headers_add(h, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3) |
+		     mtd_headers_add(h, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
+	mtd_headers_finish(h);
+	if (rc != 0 || synth_trailers(&call->resp_trailers, false, MTD_GRPC_OK, NULL) < 0) {
+		mtd_bufq_clear(&call->resp);
+		call->resp_eof = false;
+		mtd_relay_status(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
+	nghttp2_submit_response(call->down->ng, call->down_sid, h->nv, h->n, &prd);
+	call->resp_headers_sent = true;
+	mtd_conn_want_flush(call->down);
+}
+
+ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                           nghttp2_data_source *src, void *ud)
+{
+	struct mtd_call *call = src->ptr;
+	struct mtd_attempt *a = call->ans;
+	size_t n = mtd_bufq_read(&call->resp, buf, len);
+	size_t from_up = n < call->resp_unconsumed ? n : call->resp_unconsumed;
+	if (from_up > 0 && a && a->up) {
+		nghttp2_session_consume(a->up->ng, a->up_sid, from_up);
+		mtd_conn_want_flush(a->up);
+	}
+	call->resp_unconsumed -= from_up;
+	if (call->resp.len == 0 && call->resp_eof && !call->resp_done) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		nghttp2_nv stack_nv[32];
+		const struct mtd_headers *t = &call->resp_trailers;
+		nghttp2_nv *nva = t->n <= 32 ? stack_nv : malloc(t->n * sizeof(*nva));
+		if (nva) {
+			size_t k = filter_response(t, nva);
+			if (nghttp2_submit_trailer(s, sid, nva, k) == 0)
+				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+			if (nva != stack_nv)
+				free(nva);
+		}
+		call->resp_done = true;
+		call->state = MTD_CALL_DONE;
+		return (ssize_t)n;
+	}
+	if (n == 0) {
+		if (call->resp_done)
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		call->resp_deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	return (ssize_t)n;
+}
