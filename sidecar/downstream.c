@@ -138,6 +138,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
 	if (call->req_unconsumed)
 		nghttp2_session_consume_connection(ng, call->req_unconsumed);
+	c->resp_held -= call->resp.len;
 	LIST_REMOVE(call, down_link);
 	c->n_streams--;
 	c->last_active_ns = mtd_now_ns();
@@ -288,6 +289,7 @@ void mtd_down_on_close(struct mtd_conn *c)
 	while ((call = LIST_FIRST(&c->calls))) {
 		LIST_REMOVE(call, down_link);
 		c->n_streams--;
+		c->resp_held -= call->resp.len;
 		call->down = NULL;
 		/* The client is gone: its calls are cancelled. */
 		mtd_call_on_down_close(call, NGHTTP2_CANCEL);

@@ -3,8 +3,12 @@
  * FAILSAFE's empty message, a fallback).
  *
  * Bytes flow without whole-message buffering: DATA from the upstream is
- * queued (call->resp) and the upstream stream's window reopens only once
- * the downstream session took the bytes (mtd_call_read_resp). */
+ * queued (call->resp); the upstream connection window reopens at once and
+ * the stream's only once the downstream session took the bytes
+ * (mtd_call_read_resp), so a client that stops reading never holds a
+ * window other calls share. What one client connection holds is bounded by
+ * downstream.max_buffered_response (conn->resp_held = the sum of its
+ * calls' resp queues). */
 #include "config.h"
 
 #include <errno.h>
@@ -36,10 +40,13 @@ static int synth_trailers(struct mtd_headers *h, bool with_status_line, enum mtd
 
 void mtd_relay_drop(struct mtd_call *call)
 {
+	if (call->down)
+		call->down->resp_held -= call->resp.len;
 	mtd_bufq_clear(&call->resp);
 	struct mtd_attempt *a = call->ans;
+	/* The connection window went back when the bytes arrived. */
 	if (a && a->up && call->resp_unconsumed) {
-		nghttp2_session_consume(a->up->ng, a->up_sid, call->resp_unconsumed);
+		nghttp2_session_consume_stream(a->up->ng, a->up_sid, call->resp_unconsumed);
 		mtd_conn_want_flush(a->up);
 	}
 	call->resp_unconsumed = 0;
@@ -111,13 +118,30 @@ void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
 			mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix from %s", a->up->peer);
 		return;
 	}
-	if (!call->down || mtd_bufq_append(&call->resp, p, n) < 0) {
+	struct mtd_conn *down = call->down;
+	uint32_t budget = call->w->rt->cfg->downstream.max_buffered_response;
+	if (down && down->resp_held + n > budget) {
+		/* The client does not read what it asked for: its own calls pay
+		 * (HACKING.md: flow control), never the shared window. */
 		nghttp2_session_consume(a->up->ng, a->up_sid, n);
-		if (call->down)
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+		              "client %s left %zu response bytes unread (downstream.max_buffered_response %u)",
+		              down->peer, down->resp_held, budget);
+		return;
+	}
+	if (!down || mtd_bufq_append(&call->resp, p, n) < 0) {
+		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		if (down)
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
+	/* Isolation: the upstream connection window, which every call on it
+	 * shares, goes back now; only this stream's window waits for the
+	 * client to take the bytes (mtd_call_read_resp). What the call holds
+	 * is bounded by that window and, over its connection, by the budget. */
+	nghttp2_session_consume_connection(a->up->ng, n);
 	call->resp_unconsumed += n;
+	down->resp_held += n;
 	mtd_down_resume(call);
 }
 
@@ -203,6 +227,7 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 		mtd_relay_status(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
+	call->down->resp_held += call->resp.len;
 	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
 	nghttp2_submit_response(call->down->ng, call->down_sid, h->nv, h->n, &prd);
 	call->resp_headers_sent = true;
@@ -215,9 +240,11 @@ ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t
 	struct mtd_call *call = src->ptr;
 	struct mtd_attempt *a = call->ans;
 	size_t n = mtd_bufq_read(&call->resp, buf, len);
+	if (call->down)
+		call->down->resp_held -= n;
 	size_t from_up = n < call->resp_unconsumed ? n : call->resp_unconsumed;
 	if (from_up > 0 && a && a->up) {
-		nghttp2_session_consume(a->up->ng, a->up_sid, from_up);
+		nghttp2_session_consume_stream(a->up->ng, a->up_sid, from_up);
 		mtd_conn_want_flush(a->up);
 	}
 	call->resp_unconsumed -= from_up;

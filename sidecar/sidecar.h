@@ -125,6 +125,9 @@ struct mtd_conn {
 	bool read_paused;        /* output backed up: stop reading */
 	int32_t max_sid;         /* highest stream with a call (downstream) */
 	uint32_t glitches;       /* empty/invalid frames (downstream) */
+	/* Downstream: response bytes buffered for this client's calls, not
+	 * read by it yet (sum of their resp queues; max_buffered_response). */
+	size_t resp_held;
 	bool in_dirty;
 	TAILQ_ENTRY(mtd_conn) dirty_link;
 	LIST_ENTRY(mtd_conn) link; /* worker's downstream list or pool's list */

@@ -161,13 +161,11 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	if (!a)
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
-	/* Bytes still queued for the client no longer hold this stream's
-	 * window, but they do hold the connection's: give it back. */
+	/* Bytes still queued for the client gave the connection window back
+	 * when they arrived (mtd_relay_data); the stream's goes with it. */
 	struct mtd_call *call = a->call;
-	if (a == call->ans && call->resp_unconsumed) {
-		nghttp2_session_consume_connection(ng, call->resp_unconsumed);
+	if (a == call->ans)
 		call->resp_unconsumed = 0;
-	}
 	LIST_REMOVE(a, up_link);
 	c->n_streams--;
 	c->last_active_ns = mtd_now_ns();

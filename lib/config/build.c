@@ -1340,6 +1340,15 @@ static void build_downstream(struct builder *b, const PbDownstream *m, struct mt
 	out->reset_rate = u32_limit(b, m->reset_rate, 1000, 1u << 24, m, "reset_rate", path);
 	out->idle_timeout_ms = dur_ms(b, m->idle_timeout, 600000, ZERO_IS_ERROR, at(b, m, "idle_timeout", NULL),
 	                              "downstream.idle_timeout");
+	/* A call must be able to hold a full stream window of its response. */
+	out->max_buffered_response =
+	        u32_limit(b, m->max_buffered_response,
+	                  out->initial_window_size > (64u << 20) ? out->initial_window_size : 64u << 20, UINT32_MAX, m,
+	                  "max_buffered_response", path);
+	if (out->max_buffered_response < out->initial_window_size)
+		BERR(at(b, m, "max_buffered_response", NULL), "downstream.max_buffered_response",
+		     "must be at least initial_window_size (%u), got %u", (unsigned)out->initial_window_size,
+		     (unsigned)out->max_buffered_response);
 }
 
 /* ---- register (issue 7 section 4) ------------------------------------------ */

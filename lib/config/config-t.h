@@ -132,6 +132,7 @@ struct mtd_cfg_downstream {
 	uint32_t reset_burst;            /* 10000 */
 	uint32_t reset_rate;             /* 1000 */
 	int64_t idle_timeout_ms;         /* 600000 */
+	uint32_t max_buffered_response;  /* 64 MiB, per connection */
 };
 
 struct mtd_cfg {

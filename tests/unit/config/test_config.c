@@ -252,6 +252,9 @@ START_TEST(err_out_of_range)
 	             "  initial_window_size: 2147483648\n",
 	             "t.yaml:2:24: downstream.initial_window_size: must be at most "
 	             "2147483647, got 2147483648");
+	expect_error("downstream: {initial_window_size: 65536, max_buffered_response: 1000}\n",
+	             "t.yaml:1:65: downstream.max_buffered_response: must be at least initial_window_size "
+	             "(65536), got 1000");
 	expect_error("services:\n"
 	             "  - name: \"*\"\n"
 	             "    endpoints:\n"
@@ -978,6 +981,7 @@ START_TEST(ok_defaults)
 	ck_assert_uint_eq(cfg->downstream.reset_burst, 10000);
 	ck_assert_uint_eq(cfg->downstream.reset_rate, 1000);
 	ck_assert_int_eq(cfg->downstream.idle_timeout_ms, 600000);
+	ck_assert_uint_eq(cfg->downstream.max_buffered_response, 64u << 20);
 	ck_assert_int_eq(cfg->drain_timeout_ms, 15000);
 	ck_assert_uint_eq(cfg->n_services, 1);
 	ck_assert_str_eq(s->name, "*");
@@ -1041,6 +1045,9 @@ START_TEST(ok_yaml_values2)
 	ck_assert_int_eq(cfg->drain_timeout_ms, 90000);
 	ck_assert_uint_eq(cfg->downstream.initial_window_size, 2147483647u);
 	ck_assert_int_eq(cfg->downstream.idle_timeout_ms, 250);
+	/* The response budget follows a stream window larger than its default. */
+	ck_assert_uint_eq(cfg->downstream.max_buffered_response, 2147483647u);
+
 	ck_assert_str_eq(s0->lb.ops->name, "SHORTEST_RESPONSE");
 	ck_assert_uint_eq(s0->lb.n_workers, 3);
 	ck_assert_int_eq(s0->endpoints[0].weight, 0);
