@@ -16,9 +16,13 @@
 #include "core/log.h"
 #include "sidecar/sidecar.h"
 
-/* Stop gathering frames past this much unsent output; stop reading past
- * twice that. */
+/* Stop gathering frames past this much unsent output, and stop reading
+ * from the peer while that much waits for the socket. */
 #define OUT_HIGH_WATER (64 * 1024)
+/* A doomed connection (its session wants no more input: GOAWAY queued
+ * after a fatal error, or sent with no stream left) ends this long after
+ * the decision whether or not its output drained. */
+#define DOOM_NS (5 * (int64_t)1000000000)
 /* Frames nghttp2 may hold queued for a peer before we stop reading it. */
 #define OUTBOUND_QUEUE_MAX 4096
 
@@ -54,6 +58,30 @@ static void set_read_paused(struct mtd_conn *c, bool paused)
 		event_del(&c->rev);
 }
 
+static void doom_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_conn *c = arg;
+	MTD_DEBUG("%s %s: closing: its output did not drain within %lld s of the GOAWAY",
+	          c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer, (long long)(DOOM_NS / 1000000000));
+	mtd_conn_close(c);
+}
+
+void mtd_conn_doom(struct mtd_conn *c)
+{
+	if (c->doomed_ns || c->state == MTD_CONN_CLOSED)
+		return;
+	c->doomed_ns = mtd_now_ns();
+	/* Nothing the peer sends matters any more: do not read it (issue 6:
+	 * a doomed peer was read and discarded without end). */
+	set_read_paused(c, true);
+	/* The timer's other use (the upstream connect timeout) is over. */
+	event_del(&c->timer);
+	evtimer_assign(&c->timer, c->w->base, doom_cb, c);
+	struct timeval tv = {(time_t)(DOOM_NS / 1000000000), 0};
+	evtimer_add(&c->timer, &tv);
+	mtd_conn_want_flush(c);
+}
+
 static int out_reserve(struct mtd_conn *c, size_t n)
 {
 	if (c->out_off > 0 && c->out_off == c->out_len)
@@ -86,10 +114,14 @@ static int write_out(struct mtd_conn *c)
 		ssize_t n = mtd_xprt_write(c, c->out + c->out_off, c->out_len - c->out_off);
 		if (n > 0) {
 			c->out_off += (size_t)n;
+			c->stalled_ns = 0; /* the peer reads */
 			continue;
 		}
-		if (n == MTD_IO_WANT_WRITE || n == MTD_IO_WANT_READ)
+		if (n == MTD_IO_WANT_WRITE || n == MTD_IO_WANT_READ) {
+			if (!c->stalled_ns)
+				c->stalled_ns = mtd_now_ns();
 			return (int)n;
+		}
 		return n < 0 ? (int)n : -EPIPE;
 	}
 	c->out_off = c->out_len = 0;
@@ -132,7 +164,12 @@ int mtd_conn_flush(struct mtd_conn *c)
 			c->want_read_on_write = rc == MTD_IO_WANT_READ;
 			if (!c->want_read_on_write)
 				event_add(&c->wev, NULL);
-			set_read_paused(c, c->out_len - c->out_off > 2 * OUT_HIGH_WATER);
+			/* HARDENING.md (CVE-2019-9517): a peer that does not read
+			 * what we owe it is not read either. Gathering stops at
+			 * the mark, so the pause must trigger at it, not past it. */
+			set_read_paused(c, c->doomed_ns || c->out_len - c->out_off >= OUT_HIGH_WATER);
+			if (c->ng && !c->doomed_ns && !nghttp2_session_want_read(c->ng))
+				mtd_conn_doom(c);
 			return 0;
 		}
 		if (rc < 0) {
@@ -143,7 +180,8 @@ int mtd_conn_flush(struct mtd_conn *c)
 		}
 	}
 	c->want_read_on_write = false;
-	set_read_paused(c, false);
+	c->stalled_ns = 0;
+	set_read_paused(c, c->doomed_ns != 0);
 	/* Release a big output buffer once idle: an idle connection stays small. */
 	if (c->out_cap > 65536) {
 		free(c->out);
@@ -180,6 +218,12 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		}
 		c->last_read_ns = mtd_now_ns();
 		ssize_t rv = nghttp2_session_mem_recv(c->ng, w->rbuf, (size_t)n);
+		/* A session that wants no more input (a connection error queued
+		 * its GOAWAY) is doomed: read no further. */
+		if (rv >= 0 && c->state != MTD_CONN_CLOSED && !nghttp2_session_want_read(c->ng)) {
+			mtd_conn_doom(c);
+			break;
+		}
 		/* HARDENING.md: a peer that makes us queue frames (RST_STREAMs,
 		 * ACKs) while not reading its socket is read no further until
 		 * the queue has gone out (CVE-2019-9514 reset flood). */
@@ -187,6 +231,8 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			set_read_paused(c, true);
 			break;
 		}
+		if (rv < 0 && c->doomed_ns)
+			break; /* a callback found a connection error: GOAWAY queued */
 		if (rv < 0) {
 			/* Fatal for the connection (HARDENING.md): flood, too many
 			 * CONTINUATIONs, bad preface... Send what GOAWAY nghttp2 queued. */

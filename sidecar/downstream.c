@@ -75,12 +75,34 @@ static int glitch(nghttp2_session *ng, struct mtd_conn *c)
 		return 0;
 	MTD_WARN("client %s: too many empty or invalid frames, closing", c->peer);
 	nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+	mtd_conn_doom(c);
 	return 0;
 }
 
 static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, int lib_error_code, void *ud)
 {
+	struct mtd_conn *c = ud;
+	if (frame->hd.stream_id == c->hdr_sid)
+		c->hdr_start_ns = 0;
 	return glitch(ng, ud);
+}
+
+/* Every frame header, before nghttp2 looks at the frame. */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
+{
+	struct mtd_conn *c = ud;
+	/* Slowloris: a header block (HEADERS, then CONTINUATIONs until
+	 * END_HEADERS) must complete within downstream.header_timeout (worker
+	 * housekeeping). Any other frame means no block is open (RFC 9113
+	 * §6.10: a block is contiguous). */
+	if (hd->type == NGHTTP2_HEADERS) {
+		if (!c->hdr_start_ns)
+			c->hdr_start_ns = c->last_read_ns;
+		c->hdr_sid = hd->stream_id;
+	} else if (hd->type != NGHTTP2_CONTINUATION) {
+		c->hdr_start_ns = 0;
+	}
+	return 0;
 }
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
@@ -91,7 +113,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	    frame->hd.type == NGHTTP2_PRIORITY)
 		return glitch(ng, c);
 	switch (frame->hd.type) {
+	case NGHTTP2_SETTINGS:
+		/* RFC 9113 §3.4: the preface ends with the client's first
+		 * SETTINGS (nghttp2 checks that it comes first). */
+		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+			c->preface_done = true;
+		break;
 	case NGHTTP2_HEADERS:
+		c->hdr_start_ns = 0;
 		call = stream_call(ng, frame->hd.stream_id);
 		if (!call)
 			return 0;
@@ -133,6 +162,8 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 {
 	struct mtd_conn *c = ud;
 	struct mtd_call *call = stream_call(ng, sid);
+	if (sid == c->hdr_sid)
+		c->hdr_start_ns = 0; /* a block nghttp2 refused ends with its stream */
 	if (!call)
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
@@ -158,6 +189,7 @@ int mtd_down_setup(struct mtd_worker *w)
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(w->down_cbs, on_data_chunk_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(w->down_cbs, on_stream_close);
 	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(w->down_cbs, on_invalid_frame_recv);
+	nghttp2_session_callbacks_set_on_begin_frame_callback(w->down_cbs, on_begin_frame);
 	if (nghttp2_option_new(&w->down_opt) != 0) {
 		nghttp2_session_callbacks_del(w->down_cbs);
 		return -ENOMEM;
@@ -206,7 +238,7 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	c->state = MTD_CONN_READY;
 	c->w = w;
 	c->fd = fd;
-	c->last_active_ns = c->last_read_ns = mtd_now_ns();
+	c->accepted_ns = c->last_active_ns = c->last_read_ns = mtd_now_ns();
 	LIST_INIT(&c->calls);
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -294,5 +326,6 @@ void mtd_down_on_close(struct mtd_conn *c)
 		/* The client is gone: its calls are cancelled. */
 		mtd_call_on_down_close(call, NGHTTP2_CANCEL);
 	}
+	mtd_worker_down_closed();
 	MTD_DEBUG("client %s: closed", c->peer);
 }

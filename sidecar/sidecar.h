@@ -122,9 +122,18 @@ struct mtd_conn {
 	struct event timer;      /* connect timeout (upstream) */
 	bool want_write_on_read; /* TLS asked for writability to read */
 	bool want_read_on_write; /* TLS asked for readability to write */
-	bool read_paused;        /* output backed up: stop reading */
+	bool read_paused;        /* output backed up, or doomed: stop reading */
+	int64_t doomed_ns;       /* session wants no more input: closes 5 s on */
+	int64_t stalled_ns;      /* output waiting and the peer read none since */
 	int32_t max_sid;         /* highest stream with a call (downstream) */
 	uint32_t glitches;       /* empty/invalid frames (downstream) */
+	/* Downstream deadlines (worker housekeeping): the client preface and
+	 * first SETTINGS within preface_timeout of accepted_ns; a header block
+	 * begun at hdr_start_ns (0 = none) complete within header_timeout. */
+	int64_t accepted_ns;
+	int64_t hdr_start_ns;
+	int32_t hdr_sid; /* stream of the last header block begun */
+	bool preface_done;
 	/* Downstream: response bytes buffered for this client's calls, not
 	 * read by it yet (sum of their resp queues; max_buffered_response). */
 	size_t resp_held;
@@ -155,6 +164,10 @@ bool mtd_conn_on_readable(struct mtd_conn *c);
 int mtd_conn_flush(struct mtd_conn *c);
 /* Register c's fd with the worker's base (read interest). */
 int mtd_conn_start_io(struct mtd_conn *c);
+/* c's session wants no more input (GOAWAY queued after a fatal error, or
+ * sent with no stream left): stop reading the peer and close c within 5 s
+ * whether or not its output drains. Idempotent. */
+void mtd_conn_doom(struct mtd_conn *c);
 /* Tear down fd and events now; the memory is freed at the end of the turn. */
 void mtd_conn_close(struct mtd_conn *c);
 /* Free a CLOSED conn (worker, end of turn). */
@@ -169,7 +182,6 @@ void mtd_down_shutdown(struct mtd_conn *c);
 void mtd_down_resume(struct mtd_call *call);
 /* c is closing: detach its calls, leave the worker's list. */
 void mtd_down_on_close(struct mtd_conn *c);
-
 /* ---- pools and upstream connections (pool.c, upstream.c) -------------- */
 
 struct mtd_pool {
@@ -446,6 +458,10 @@ struct mtd_worker {
 	uint64_t replay_bytes;   /* request bytes calls keep for replay */
 	int64_t failsafe_log_ns; /* FAILSAFE answers: one log line a second */
 	uint64_t failsafe_quiet;
+	/* Connections refused past downstream.max_connections since the last
+	 * log line about it, and when that line was written. */
+	uint64_t n_refused;
+	int64_t refuse_logged_ns;
 	pthread_t thread;
 };
 
@@ -464,6 +480,9 @@ void mtd_worker_stop(struct mtd_worker *w);
 void mtd_worker_free(struct mtd_worker *w);
 /* Schedule the end-of-turn flush. */
 void mtd_worker_schedule_flush(struct mtd_worker *w);
+/* A downstream connection ended: its slot under downstream.max_connections
+ * is free (any thread). */
+void mtd_worker_down_closed(void);
 /* Move a closed conn to the graveyard (freed at the end of the turn). */
 void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c);
 

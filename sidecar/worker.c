@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -20,6 +21,37 @@
 #include "sidecar/sidecar.h"
 
 #define READ_BUF_SIZE (64 * 1024)
+/* At most one "refusing connections" line per worker this often. */
+#define REFUSE_LOG_NS (10 * (int64_t)1000000000)
+
+/* Downstream connections open over all workers (downstream.max_connections
+ * is per process). The only process-wide counter of the data plane: one
+ * atomic add on accept, one sub on close. */
+static atomic_uint n_downs_total;
+
+void mtd_worker_down_closed(void)
+{
+	atomic_fetch_sub_explicit(&n_downs_total, 1, memory_order_relaxed);
+}
+
+/* Take a connection slot; false (and the slot given back) past the limit. */
+static bool admit(struct mtd_worker *w)
+{
+	uint32_t max = w->rt->cfg->downstream.max_connections;
+	if (atomic_fetch_add_explicit(&n_downs_total, 1, memory_order_relaxed) < max)
+		return true;
+	atomic_fetch_sub_explicit(&n_downs_total, 1, memory_order_relaxed);
+	w->n_refused++;
+	int64_t now = mtd_now_ns();
+	if (!w->refuse_logged_ns || now - w->refuse_logged_ns >= REFUSE_LOG_NS) {
+		MTD_WARN("worker %u: refusing new connections: downstream.max_connections (%u) are open "
+		         "(%llu refused since the last message)",
+		         w->id, max, (unsigned long long)w->n_refused);
+		w->refuse_logged_ns = now;
+		w->n_refused = 0;
+	}
+	return false;
+}
 
 int64_t mtd_now_ns(void)
 {
@@ -85,10 +117,16 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 				MTD_WARN("worker %u: accept: %s", w->id, strerror(errno));
 			return;
 		}
+		if (!admit(w)) {
+			close(fd);
+			continue;
+		}
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (mtd_down_accept(w, fd) < 0)
+		if (mtd_down_accept(w, fd) < 0) {
+			mtd_worker_down_closed();
 			close(fd);
+		}
 	}
 }
 
@@ -99,10 +137,32 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 	for (size_t i = 0; i < w->rt->n_slots; i++)
 		if (w->pools[i])
 			mtd_pool_housekeeping(w->pools[i], now);
-	int64_t idle_ns = w->rt->cfg->downstream.idle_timeout_ms * 1000000;
+	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
+	int64_t idle_ns = d->idle_timeout_ms * 1000000;
 	struct mtd_conn *c, *next;
 	for (c = LIST_FIRST(&w->downs); c; c = next) {
 		next = LIST_NEXT(c, link);
+		/* Slowloris (issue 6): a client that dribbles its preface or a
+		 * header block, or reads nothing of what it is owed, is closed. */
+		if (!c->preface_done && now - c->accepted_ns > d->preface_timeout_ms * 1000000) {
+			MTD_INFO("client %s: no HTTP/2 preface and SETTINGS within %lld ms, closing", c->peer,
+			         (long long)d->preface_timeout_ms);
+			mtd_conn_close(c);
+			continue;
+		}
+		if (c->stalled_ns && now - c->stalled_ns > d->write_timeout_ms * 1000000) {
+			MTD_INFO("client %s: read nothing of its responses for %lld ms, closing", c->peer,
+			         (long long)d->write_timeout_ms);
+			mtd_conn_close(c);
+			continue;
+		}
+		if (c->hdr_start_ns && !c->doomed_ns && now - c->hdr_start_ns > d->header_timeout_ms * 1000000) {
+			MTD_INFO("client %s: header block not completed within %lld ms, closing", c->peer,
+			         (long long)d->header_timeout_ms);
+			nghttp2_session_terminate_session(c->ng, NGHTTP2_PROTOCOL_ERROR);
+			mtd_conn_doom(c);
+			continue;
+		}
 		if (c->n_streams == 0 && now - c->last_active_ns > idle_ns) {
 			MTD_DEBUG("client %s: idle, closing", c->peer);
 			mtd_down_shutdown(c);

@@ -1340,6 +1340,14 @@ static void build_downstream(struct builder *b, const PbDownstream *m, struct mt
 	out->reset_rate = u32_limit(b, m->reset_rate, 1000, 1u << 24, m, "reset_rate", path);
 	out->idle_timeout_ms = dur_ms(b, m->idle_timeout, 600000, ZERO_IS_ERROR, at(b, m, "idle_timeout", NULL),
 	                              "downstream.idle_timeout");
+	/* Past 2^24 connections the process runs out of descriptors first. */
+	out->max_connections = u32_limit(b, m->max_connections, 10000, 1u << 24, m, "max_connections", path);
+	out->write_timeout_ms = dur_ms(b, m->write_timeout, 30000, ZERO_IS_ERROR, at(b, m, "write_timeout", NULL),
+	                               "downstream.write_timeout");
+	out->preface_timeout_ms = dur_ms(b, m->preface_timeout, 10000, ZERO_IS_ERROR, at(b, m, "preface_timeout", NULL),
+	                                 "downstream.preface_timeout");
+	out->header_timeout_ms = dur_ms(b, m->header_timeout, 10000, ZERO_IS_ERROR, at(b, m, "header_timeout", NULL),
+	                                "downstream.header_timeout");
 	/* A call must be able to hold a full stream window of its response. */
 	out->max_buffered_response =
 	        u32_limit(b, m->max_buffered_response,

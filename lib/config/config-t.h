@@ -132,6 +132,10 @@ struct mtd_cfg_downstream {
 	uint32_t reset_burst;            /* 10000 */
 	uint32_t reset_rate;             /* 1000 */
 	int64_t idle_timeout_ms;         /* 600000 */
+	uint32_t max_connections;        /* 10000, per process */
+	int64_t write_timeout_ms;        /* 30000 */
+	int64_t preface_timeout_ms;      /* 10000 */
+	int64_t header_timeout_ms;       /* 10000 */
 	uint32_t max_buffered_response;  /* 64 MiB, per connection */
 };
 

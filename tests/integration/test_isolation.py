@@ -2,12 +2,17 @@
 stops reading costs its own calls and its own connection, never a window or
 a read loop other clients share; slow or silent connections end."""
 
+import select
 import socket
 import statistics
+import struct
 import sys
 import time
 
 import grpc
+import h2.config
+import h2.connection
+import h2.settings
 
 from h2raw import H2Client, echo_request
 from harness import MaitredTest, call_id, maitred_only, pb, wait_until, CALL_LIMIT, MiB
@@ -21,6 +26,84 @@ def rss_kib(pid, field="VmRSS"):
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def established(local_port, remote_port):
+    """True while the TCP connection local_port -> remote_port on 127.0.0.1
+    is ESTABLISHED (maitred's side of a test client's connection)."""
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            lp = int(parts[1].rsplit(":", 1)[1], 16)
+            rp = int(parts[2].rsplit(":", 1)[1], 16)
+            if lp == local_port and rp == remote_port and parts[3] == "01":
+                return True
+    return False
+
+
+def raw_frame(ftype, flags, sid, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+
+class RawPeer:
+    """A client that speaks just enough HTTP/2 (python3-h2 encodes) and
+    reads nothing: a small receive buffer and windows opened wide, so what
+    maitred owes it piles up in maitred."""
+
+    def __init__(self, port, rcvbuf=16384):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(5)
+        self.sock.connect(("127.0.0.1", port))
+        self.port = self.sock.getsockname()[1]
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=True, header_encoding=None, validate_inbound_headers=False))
+        self.conn.initiate_connection()
+        self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2 ** 31 - 1})
+        self.conn.increment_flow_control_window(2 ** 31 - 1 - 65535)
+        self.flush()
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def calls(self, n, response_size):
+        for _ in range(n):
+            sid = self.conn.get_next_available_stream_id()
+            self.conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", PATH),
+                                         (":authority", "maitred.test"), ("content-type", "application/grpc"),
+                                         ("te", "trailers")])
+            body = echo_request(response_size=response_size)
+            self.conn.send_data(sid, struct.pack(">BI", 0, len(body)) + body, end_stream=True)
+        self.flush()
+
+    def send_until_blocked(self, limit_bytes, stall_s=2.0):
+        """Send ignorable frames (an unknown type, RFC 9113 §4.1) until the
+        socket stays unwritable for stall_s; the bytes sent, or None if
+        limit_bytes went out without blocking."""
+        frame = raw_frame(0xfa, 0, 0, b"j" * 16384)
+        self.sock.setblocking(False)
+        sent = 0
+        try:
+            while sent < limit_bytes:
+                try:
+                    sent += self.sock.send(frame)
+                except BlockingIOError:
+                    _, w, _ = select.select([], [self.sock], [], stall_s)
+                    if not w:
+                        return sent
+            return None
+        finally:
+            self.sock.settimeout(5)
+
+    def close(self):
+        self.sock.close()
 
 
 class StuckClient(MaitredTest):
@@ -97,4 +180,136 @@ class StuckClient(MaitredTest):
         self.assertIn("0", codes, "every call failed: %r" % codes)
         # Another client is served meanwhile and afterwards.
         self.assertEqual(self.echo(m).Unary(pb.EchoRequest(key="z"), timeout=5).key, "z")
+        self.stop_maitred(m)
+
+    def stuck_peer(self, m, calls=20):
+        p = RawPeer(m.port)
+        self.addCleanup(p.close)
+        p.calls(calls, MiB)
+        return p
+
+    @maitred_only
+    def test_a_peer_that_reads_nothing_is_read_no_more(self):
+        # HACKING.md output pressure: past 64 KiB of output waiting for the
+        # socket, maitred stops reading the peer (before, the pause needed
+        # 128 KiB but gathering stopped at 64: it never paused).
+        up = self.start_upstream("a")
+        m = self.start_maitred(upstreams=[up])
+        p = self.stuck_peer(m)
+        wait_until(lambda: up.stats().total >= 20, CALL_LIMIT, "the calls to reach the upstream")
+        sent = p.send_until_blocked(256 * MiB)
+        self.assertIsNotNone(sent, "maitred read 256 MiB from a peer that reads nothing of its output")
+        # The other clients are served meanwhile.
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(key="z"), timeout=5).key, "z")
+        self.assertTrue(established(m.port, p.port))
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_peer_that_reads_nothing_for_write_timeout_is_closed(self):
+        up = self.start_upstream("a")
+        cfg = self.config([self.service("*", [up])], downstream={"write_timeout": "1s"})
+        m = self.start_maitred(cfg)
+        p = self.stuck_peer(m)
+        wait_until(lambda: not established(m.port, p.port), CALL_LIMIT,
+                   "maitred to close a client that read nothing for write_timeout")
+        self.assertIn("read nothing of its responses", m.proc.output())
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_doomed_connection_ends_though_its_output_never_drains(self):
+        # maitred decides to close (here: a header block left incomplete
+        # past header_timeout) while its output to the peer is stuck: the
+        # GOAWAY can never be flushed, and the connection ends within 5 s
+        # of the decision anyway, long before write_timeout.
+        up = self.start_upstream("a")
+        cfg = self.config([self.service("*", [up])],
+                          downstream={"write_timeout": "300s", "header_timeout": "500ms"})
+        m = self.start_maitred(cfg)
+        p = RawPeer(m.port)
+        self.addCleanup(p.close)
+        p.calls(20, MiB)
+        p.sock.sendall(raw_frame(0x1, 0, 41, b"\x83"))  # HEADERS, no END_HEADERS
+        wait_until(lambda: up.stats().total >= 20, CALL_LIMIT, "the calls to reach the upstream")
+        wait_until(lambda: not established(m.port, p.port), 20,
+                   "maitred to end a doomed connection whose output never drains")
+        self.assertIn("header block not completed", m.proc.output())
+        self.stop_maitred(m)
+
+
+class Slowloris(MaitredTest):
+    def setUp(self):
+        super().setUp()
+        self.up = self.start_upstream("a")
+
+    def assert_closed_by_maitred(self, sock, limit=CALL_LIMIT):
+        """Read (and drop) until maitred closes the connection."""
+        sock.settimeout(0.5)
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            try:
+                if not sock.recv(65536):
+                    return
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                return
+        self.fail("maitred did not close the connection within %.0fs" % limit)
+
+    @maitred_only
+    def test_a_dribbled_preface_is_cut_off(self):
+        m = self.start_maitred(self.config([self.service("*", [self.up])],
+                                           downstream={"preface_timeout": "500ms"}))
+        s = socket.create_connection(("127.0.0.1", m.port))
+        self.addCleanup(s.close)
+        s.sendall(b"PRI * HT")  # and never the rest
+        self.assert_closed_by_maitred(s)
+        self.assertIn("no HTTP/2 preface", m.proc.output())
+        # An honest client is not affected.
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(key="z"), timeout=5).key, "z")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_header_block_left_open_is_cut_off(self):
+        m = self.start_maitred(self.config([self.service("*", [self.up])],
+                                           downstream={"header_timeout": "500ms"}))
+        c = H2Client(m.port)
+        self.addCleanup(c.close)
+        sid = c.call(PATH, messages=[b""])
+        self.assertEqual((c.wait(sid).status_headers() or {}).get("grpc-status"), "0")
+        c.sock.sendall(raw_frame(0x1, 0, 3, b"\x83"))  # HEADERS without END_HEADERS
+        self.assert_closed_by_maitred(c.sock)
+        self.assertIn("header block not completed", m.proc.output())
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_connections_past_max_connections_are_refused(self):
+        m = self.start_maitred(self.config([self.service("*", [self.up])],
+                                           downstream={"max_connections": 3}))
+        held = []
+        for _ in range(3):
+            c = H2Client(m.port)
+            self.addCleanup(c.close)
+            sid = c.call(PATH, messages=[b""])
+            self.assertEqual((c.wait(sid).status_headers() or {}).get("grpc-status"), "0")
+            held.append(c)
+        extra = socket.create_connection(("127.0.0.1", m.port))
+        self.addCleanup(extra.close)
+        self.assert_closed_by_maitred(extra)
+        self.assertIn("refusing new connections", m.proc.output())
+        # A slot freed is a slot usable again.
+        held.pop().close()
+
+        def served():
+            try:
+                c = H2Client(m.port)
+            except OSError:
+                return False
+            try:
+                sid = c.call(PATH, messages=[b""])
+                return (c.wait(sid, 2).status_headers() or {}).get("grpc-status") == "0"
+            except OSError:
+                return False
+            finally:
+                c.close()
+        wait_until(served, CALL_LIMIT, "a connection to be accepted again")
         self.stop_maitred(m)

@@ -252,6 +252,14 @@ START_TEST(err_out_of_range)
 	             "  initial_window_size: 2147483648\n",
 	             "t.yaml:2:24: downstream.initial_window_size: must be at most "
 	             "2147483647, got 2147483648");
+	expect_error("downstream: {max_connections: 16777217}\n",
+	             "t.yaml:1:31: downstream.max_connections: must be at most 16777216, got 16777217");
+	expect_error("downstream: {preface_timeout: 0s}\n",
+	             "t.yaml:1:31: downstream.preface_timeout: must be at least 1ms");
+	expect_error("downstream: {header_timeout: 0s}\n",
+	             "t.yaml:1:30: downstream.header_timeout: must be at least 1ms");
+	expect_error("downstream: {write_timeout: 0s}\n",
+	             "t.yaml:1:29: downstream.write_timeout: must be at least 1ms");
 	expect_error("downstream: {initial_window_size: 65536, max_buffered_response: 1000}\n",
 	             "t.yaml:1:65: downstream.max_buffered_response: must be at least initial_window_size "
 	             "(65536), got 1000");
@@ -981,6 +989,10 @@ START_TEST(ok_defaults)
 	ck_assert_uint_eq(cfg->downstream.reset_burst, 10000);
 	ck_assert_uint_eq(cfg->downstream.reset_rate, 1000);
 	ck_assert_int_eq(cfg->downstream.idle_timeout_ms, 600000);
+	ck_assert_uint_eq(cfg->downstream.max_connections, 10000);
+	ck_assert_int_eq(cfg->downstream.write_timeout_ms, 30000);
+	ck_assert_int_eq(cfg->downstream.preface_timeout_ms, 10000);
+	ck_assert_int_eq(cfg->downstream.header_timeout_ms, 10000);
 	ck_assert_uint_eq(cfg->downstream.max_buffered_response, 64u << 20);
 	ck_assert_int_eq(cfg->drain_timeout_ms, 15000);
 	ck_assert_uint_eq(cfg->n_services, 1);
@@ -1020,7 +1032,9 @@ START_TEST(ok_yaml_values2)
 	                              "admin: \"localhost:15000\"\n"
 	                              "workers: \"3\"\n"
 	                              "drain_timeout: 1m30s\n"
-	                              "downstream: {initial_window_size: 2147483647, idle_timeout: 250ms}\n"
+	                              "downstream: {initial_window_size: 2147483647, idle_timeout: 250ms,\n"
+	                              "  max_connections: 7, write_timeout: 2s, preface_timeout: 300ms,\n"
+	                              "  header_timeout: 1.5s}\n"
 	                              "services:\n"
 	                              "  - name: grpc.testing.TestService\n"
 	                              "    lb: {policy: 10}\n"
@@ -1047,7 +1061,10 @@ START_TEST(ok_yaml_values2)
 	ck_assert_int_eq(cfg->downstream.idle_timeout_ms, 250);
 	/* The response budget follows a stream window larger than its default. */
 	ck_assert_uint_eq(cfg->downstream.max_buffered_response, 2147483647u);
-
+	ck_assert_uint_eq(cfg->downstream.max_connections, 7);
+	ck_assert_int_eq(cfg->downstream.write_timeout_ms, 2000);
+	ck_assert_int_eq(cfg->downstream.preface_timeout_ms, 300);
+	ck_assert_int_eq(cfg->downstream.header_timeout_ms, 1500);
 	ck_assert_str_eq(s0->lb.ops->name, "SHORTEST_RESPONSE");
 	ck_assert_uint_eq(s0->lb.n_workers, 3);
 	ck_assert_int_eq(s0->endpoints[0].weight, 0);
