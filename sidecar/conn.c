@@ -217,6 +217,8 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			return false;
 		}
 		c->last_read_ns = mtd_now_ns();
+		if (c->kind == MTD_CONN_DOWN && mtd_down_prescan(c, w->rbuf, (size_t)n) < 0)
+			break; /* doomed: its GOAWAY goes out with the flush */
 		ssize_t rv = nghttp2_session_mem_recv(c->ng, w->rbuf, (size_t)n);
 		/* A session that wants no more input (a connection error queued
 		 * its GOAWAY) is doomed: read no further. */

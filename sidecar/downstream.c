@@ -87,10 +87,92 @@ static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame
 	return glitch(ng, ud);
 }
 
+/* ---- RFC 9113 §5.1 on streams nghttp2 no longer has ---------------------
+ *
+ * The sessions run without closed-stream state (no_closed_streams; no RFC
+ * 7540 priority tree to keep them in), so nghttp2 ignores frames on a
+ * stream it has forgotten. The last MTD_CLOSED_RING closes of a connection
+ * are remembered here with how they closed, which is what decides what a
+ * late frame means:
+ *
+ *   PEER_RST  the client reset it: anything but PRIORITY is STREAM_CLOSED
+ *   END       both sides ended it: DATA / HEADERS / CONTINUATION are
+ *             STREAM_CLOSED; WINDOW_UPDATE and RST_STREAM may still be in
+ *             flight (§5.1 "closed", §6.9) and are ignored
+ *   OUR_RST   maitred reset it while the client could still send: every
+ *             frame may be in flight and is ignored (§5.1 "closed")
+ *
+ * A HEADERS on a lower stream id than one already opened that is in none
+ * of these is a connection PROTOCOL_ERROR (§5.1.1). Other frames on a
+ * forgotten stream are ignored, as nghttp2 does. Errors are connection
+ * errors (§5.4.1 allows it for closed streams). HEADERS, WINDOW_UPDATE and
+ * RST_STREAM are judged in on_begin_frame; DATA, which nghttp2 drops on a
+ * forgotten stream before any callback, in mtd_down_prescan. A lone
+ * CONTINUATION is nghttp2's PROTOCOL_ERROR (§6.10). */
+enum { CLOSED_PEER_RST = 1, CLOSED_END, CLOSED_OUR_RST };
+
+static void remember_closed(struct mtd_conn *c, int32_t sid, uint8_t how)
+{
+	c->closed_ring[c->closed_next].sid = sid;
+	c->closed_ring[c->closed_next].how = how;
+	c->closed_next = (uint8_t)((c->closed_next + 1) % MTD_CLOSED_RING);
+}
+
+static uint8_t closed_how(const struct mtd_conn *c, int32_t sid)
+{
+	for (unsigned i = 0; i < MTD_CLOSED_RING; i++)
+		if (c->closed_ring[i].sid == sid)
+			return c->closed_ring[i].how;
+	return 0;
+}
+
+/* A connection error found before nghttp2 saw the frame: GOAWAY with code,
+ * and the read loop closes the connection. */
+static int conn_error(nghttp2_session *ng, struct mtd_conn *c, uint32_t code, const char *why, int32_t sid)
+{
+	MTD_INFO("client %s: stream %d: %s, closing (%s)", c->peer, sid, why, nghttp2_http2_strerror(code));
+	nghttp2_session_terminate_session(ng, code);
+	mtd_conn_doom(c);
+	return NGHTTP2_ERR_CALLBACK_FAILURE;
+}
+
+static int check_stream_state(nghttp2_session *ng, struct mtd_conn *c, const nghttp2_frame_hd *hd)
+{
+	int32_t sid = hd->stream_id;
+	if (hd->type == NGHTTP2_HEADERS && sid > c->max_peer_sid) {
+		c->max_peer_sid = sid; /* a new stream: nghttp2 checks the rest */
+		return 0;
+	}
+	if (sid == 0 || !(sid & 1) || sid > c->max_peer_sid || nghttp2_session_find_stream(ng, sid))
+		return 0;
+	uint8_t how = closed_how(c, sid);
+	switch (hd->type) {
+	case NGHTTP2_HEADERS:
+		if (how == CLOSED_PEER_RST || how == CLOSED_END)
+			return conn_error(ng, c, NGHTTP2_STREAM_CLOSED, "HEADERS on a closed stream (RFC 9113 §5.1)",
+			                  sid);
+		if (!how)
+			return conn_error(ng, c, NGHTTP2_PROTOCOL_ERROR,
+			                  "HEADERS on a stream id lower than one already used (RFC 9113 §5.1.1)", sid);
+		return 0;
+	case NGHTTP2_WINDOW_UPDATE:
+	case NGHTTP2_RST_STREAM:
+		if (how == CLOSED_PEER_RST)
+			return conn_error(ng, c, NGHTTP2_STREAM_CLOSED,
+			                  "frame on a stream the client reset (RFC 9113 §5.1)", sid);
+		return 0;
+	default: /* DATA never gets here: nghttp2 drops it unseen (mtd_down_prescan) */
+		return 0;
+	}
+}
+
 /* Every frame header, before nghttp2 looks at the frame. */
 static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
 {
 	struct mtd_conn *c = ud;
+	int rv = check_stream_state(ng, c, hd);
+	if (rv != 0)
+		return rv;
 	/* Slowloris: a header block (HEADERS, then CONTINUATIONs until
 	 * END_HEADERS) must complete within downstream.header_timeout (worker
 	 * housekeeping). Any other frame means no block is open (RFC 9113
@@ -113,6 +195,9 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	    frame->hd.type == NGHTTP2_PRIORITY)
 		return glitch(ng, c);
 	switch (frame->hd.type) {
+	case NGHTTP2_RST_STREAM:
+		c->rst_recv_sid = frame->hd.stream_id; /* its close follows */
+		break;
 	case NGHTTP2_SETTINGS:
 		/* RFC 9113 §3.4: the preface ends with the client's first
 		 * SETTINGS (nghttp2 checks that it comes first). */
@@ -164,6 +249,12 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	struct mtd_call *call = stream_call(ng, sid);
 	if (sid == c->hdr_sid)
 		c->hdr_start_ns = 0; /* a block nghttp2 refused ends with its stream */
+	if (sid == c->rst_recv_sid)
+		remember_closed(c, sid, CLOSED_PEER_RST);
+	else if (nghttp2_session_get_stream_remote_close(ng, sid) == 1)
+		remember_closed(c, sid, CLOSED_END);
+	else
+		remember_closed(c, sid, CLOSED_OUR_RST);
 	if (!call)
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
@@ -175,6 +266,100 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	c->last_active_ns = mtd_now_ns();
 	call->down = NULL;
 	mtd_call_on_down_close(call, error_code);
+	return 0;
+}
+
+static uint32_t be24(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+
+static uint32_t be31(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffffu;
+}
+
+int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
+{
+	const uint8_t *h = c->scan_hdr;
+	while (n > 0) {
+		if (c->scan_skip) {
+			size_t k = n < c->scan_skip ? n : c->scan_skip;
+			p += k;
+			n -= k;
+			c->scan_skip -= (uint32_t)k;
+			continue;
+		}
+		if (c->scan_in_prio) {
+			size_t k = 4u - c->scan_have;
+			if (k > n)
+				k = n;
+			memcpy(c->scan_dep + c->scan_have, p, k);
+			c->scan_have = (uint8_t)(c->scan_have + k);
+			p += k;
+			n -= k;
+			if (c->scan_have < 4)
+				break;
+			c->scan_in_prio = false;
+			c->scan_have = 0;
+			uint32_t sid = be31(h + 5),
+			         pad = h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PADDED) ? 1 : 0;
+			/* RFC 9113 §5.3.1: a stream cannot depend on itself. */
+			if (be31(c->scan_dep) == sid) {
+				conn_error(c->ng, c, NGHTTP2_PROTOCOL_ERROR,
+				           "stream depends on itself (RFC 9113 §5.3.1)", (int32_t)sid);
+				return -EPROTO;
+			}
+			c->scan_skip = be24(h) - pad - 4;
+			continue;
+		}
+		size_t k = 9u - c->scan_have;
+		if (k > n)
+			k = n;
+		memcpy(c->scan_hdr + c->scan_have, p, k);
+		c->scan_have = (uint8_t)(c->scan_have + k);
+		p += k;
+		n -= k;
+		if (c->scan_have < 9)
+			break;
+		c->scan_have = 0;
+		uint32_t len = be24(h), sid = be31(h + 5);
+		c->scan_skip = len;
+		if (h[3] == NGHTTP2_RST_STREAM) {
+			c->scan_rst_sid = (int32_t)sid; /* closes sid before what follows */
+		} else if (h[3] == NGHTTP2_DATA && (int32_t)sid == c->scan_rst_sid && sid & 1) {
+			conn_error(c->ng, c, NGHTTP2_STREAM_CLOSED, "DATA on a stream the client reset (RFC 9113 §5.1)",
+			           (int32_t)sid);
+			return -EPROTO;
+		} else if (h[3] == NGHTTP2_DATA && (sid & 1) && (int32_t)sid <= c->max_peer_sid &&
+		           !nghttp2_session_find_stream(c->ng, (int32_t)sid)) {
+			/* nghttp2 drops DATA on a stream it forgot without a
+			 * callback; the stream states it already knows are current
+			 * (closes happen between reads or by a RST seen above). */
+			uint8_t how = closed_how(c, (int32_t)sid);
+			if (how == CLOSED_PEER_RST || how == CLOSED_END) {
+				conn_error(c->ng, c, NGHTTP2_STREAM_CLOSED, "DATA on a closed stream (RFC 9113 §5.1)",
+				           (int32_t)sid);
+				return -EPROTO;
+			}
+		} else if (h[3] == NGHTTP2_PRIORITY) {
+			/* RFC 9113 §6.3: PRIORITY on stream 0 is a PROTOCOL_ERROR. */
+			if (sid == 0) {
+				conn_error(c->ng, c, NGHTTP2_PROTOCOL_ERROR, "PRIORITY on stream 0 (RFC 9113 §6.3)", 0);
+				return -EPROTO;
+			}
+			if (len == 5) { /* other lengths: nghttp2's FRAME_SIZE_ERROR */
+				c->scan_skip = 0;
+				c->scan_in_prio = true;
+			}
+		} else if (h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PRIORITY)) {
+			uint32_t pad = h[4] & NGHTTP2_FLAG_PADDED ? 1 : 0;
+			if (len >= pad + 5) {
+				c->scan_skip = pad; /* the pad length, then the dependency */
+				c->scan_in_prio = true;
+			}
+		}
+	}
 	return 0;
 }
 
@@ -239,6 +424,7 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	c->w = w;
 	c->fd = fd;
 	c->accepted_ns = c->last_active_ns = c->last_read_ns = mtd_now_ns();
+	c->scan_skip = NGHTTP2_CLIENT_MAGIC_LEN; /* the client preface, before any frame */
 	LIST_INIT(&c->calls);
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);

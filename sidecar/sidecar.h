@@ -104,6 +104,9 @@ enum mtd_conn_state {
 	MTD_CONN_CLOSED,
 };
 
+/* Closed downstream streams remembered per connection (RFC 9113 §5.1). */
+#define MTD_CLOSED_RING 16
+
 LIST_HEAD(mtd_call_list, mtd_call);
 LIST_HEAD(mtd_attempt_list, mtd_attempt);
 TAILQ_HEAD(mtd_attempt_tailq, mtd_attempt);
@@ -134,6 +137,24 @@ struct mtd_conn {
 	int64_t hdr_start_ns;
 	int32_t hdr_sid; /* stream of the last header block begun */
 	bool preface_done;
+	/* RFC 9113 §5.1 on streams nghttp2 forgot (downstream.c): the highest
+	 * stream id the client opened, the stream of the RST_STREAM being
+	 * processed, and the last closes with how each happened. */
+	int32_t max_peer_sid;
+	int32_t rst_recv_sid;
+	int32_t scan_rst_sid; /* the last stream the scan saw a RST_STREAM for */
+	uint8_t closed_next;
+	struct {
+		int32_t sid;
+		uint8_t how;
+	} closed_ring[MTD_CLOSED_RING];
+	/* RFC 9113 §5.3.1/§6.3 (downstream.c, mtd_down_prescan): where the
+	 * byte stream is in the client's frames. */
+	uint32_t scan_skip;  /* bytes to pass before the next frame header */
+	uint8_t scan_hdr[9]; /* the frame header being gathered */
+	uint8_t scan_have;   /* of scan_hdr, or of scan_dep below */
+	bool scan_in_prio;   /* gathering a PRIORITY frame's dependency */
+	uint8_t scan_dep[4];
 	/* Downstream: response bytes buffered for this client's calls, not
 	 * read by it yet (sum of their resp queues; max_buffered_response). */
 	size_t resp_held;
@@ -182,6 +203,14 @@ void mtd_down_shutdown(struct mtd_conn *c);
 void mtd_down_resume(struct mtd_call *call);
 /* c is closing: detach its calls, leave the worker's list. */
 void mtd_down_on_close(struct mtd_conn *c);
+/* Follow the client's bytes p[0..n) frame by frame, before nghttp2 gets
+ * them, for what nghttp2 1.52 skips unread without RFC 7540 priorities:
+ * RFC 9113 §6.3 PRIORITY on stream 0, §5.3.1 a stream depending on itself
+ * (PRIORITY, or HEADERS with the PRIORITY flag). 0, or -EPROTO with a
+ * GOAWAY(PROTOCOL_ERROR) queued and c doomed: feed nothing more. A few
+ * operations per frame; no allocation. */
+int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n);
+
 /* ---- pools and upstream connections (pool.c, upstream.c) -------------- */
 
 struct mtd_pool {

@@ -1,0 +1,180 @@
+"""RFC 9113 conformance of maitred's listener where nghttp2 1.52, run the way
+maitred runs it (no closed-stream state, no RFC 7540 priorities), lets a
+peer's mistake pass: frames on closed streams (§5.1), stream ids going
+backwards (§5.1.1), PRIORITY on stream 0 or on itself (§5.3.1, §6.3).
+One raw-frame test per case; python3-h2 encodes the header blocks."""
+
+import struct
+
+import h2.errors
+
+from h2raw import H2Client, Stream
+from harness import MaitredTest, maitred_only, CALL_LIMIT
+
+PATH = "/maitred.testing.v1.Echo/Unary"
+DATA, HEADERS, PRIORITY, RST_STREAM, WINDOW_UPDATE, CONTINUATION = 0x0, 0x1, 0x2, 0x3, 0x8, 0x9
+END_STREAM, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x4, 0x8, 0x20
+E = h2.errors.ErrorCodes
+
+
+def frame(ftype, flags, sid, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+
+class Conformance(MaitredTest):
+    def setUp(self):
+        super().setUp()
+        self.up = self.start_upstream("a")
+        self.m = self.start_maitred(upstreams=[self.up])
+        self.c = H2Client(self.m.port)
+        self.addCleanup(self.c.close)
+
+    def block(self):
+        """A request header block, encoded with the connection's HPACK state."""
+        return self.c.conn.encoder.encode([
+            (":method", "POST"), (":scheme", "http"), (":path", PATH), (":authority", "maitred.test"),
+            ("content-type", "application/grpc"), ("te", "trailers")])
+
+    def send(self, data):
+        self.c.sock.sendall(data)
+
+    def finished_call(self):
+        """A call both sides ended with END_STREAM: its stream is closed."""
+        sid = self.c.call(PATH, messages=[b""])
+        st = self.c.wait(sid)
+        self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
+        return sid
+
+    def reset_call(self):
+        """A call the client reset: its stream is closed."""
+        sid = self.c.call(PATH, end=False)
+        self.c.reset(sid, E.CANCEL)
+        return sid
+
+    def assert_goaway(self, code):
+        self.c.pump(lambda: self.c.goaway is not None or self.c.closed, CALL_LIMIT)
+        self.assertIsNotNone(self.c.goaway, "no GOAWAY")
+        self.assertEqual(self.c.goaway.error_code, code)
+
+    def assert_still_serves(self):
+        self.assertIsNone(self.c.goaway)
+        sid = self.c.call(PATH, messages=[b""])
+        st = self.c.wait(sid)
+        self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
+        self.assertIsNone(self.c.goaway)
+
+    # --- §5.1: frames on a stream closed by END_STREAM ---------------------------
+    @maitred_only
+    def test_data_on_a_stream_closed_by_end_stream(self):
+        sid = self.finished_call()
+        self.send(frame(DATA, END_STREAM, sid, b"\0\0\0\0\0"))
+        self.assert_goaway(E.STREAM_CLOSED)
+
+    @maitred_only
+    def test_headers_on_a_stream_closed_by_end_stream(self):
+        sid = self.finished_call()
+        self.send(frame(HEADERS, END_STREAM | END_HEADERS, sid, self.block()))
+        self.assert_goaway(E.STREAM_CLOSED)
+
+    @maitred_only
+    def test_continuation_on_a_stream_closed_by_end_stream(self):
+        # A header block begun on the closed stream and continued: the
+        # HEADERS is the frame on a closed stream (a CONTINUATION alone
+        # is the §6.10 PROTOCOL_ERROR, tested below).
+        sid = self.finished_call()
+        blk = self.block()
+        self.send(frame(HEADERS, END_STREAM, sid, blk[:2]) + frame(CONTINUATION, END_HEADERS, sid, blk[2:]))
+        self.assert_goaway(E.STREAM_CLOSED)
+
+    @maitred_only
+    def test_a_lone_continuation_is_a_protocol_error(self):
+        sid = self.finished_call()
+        self.send(frame(CONTINUATION, END_HEADERS, sid, self.block()))
+        self.assert_goaway(E.PROTOCOL_ERROR)
+
+    @maitred_only
+    def test_window_update_on_a_stream_closed_by_end_stream_is_allowed(self):
+        # RFC 9113 §5.1 "closed", §6.9: it may have been in flight.
+        sid = self.finished_call()
+        self.send(frame(WINDOW_UPDATE, 0, sid, struct.pack(">I", 1024)))
+        self.assert_still_serves()
+
+    # --- §5.1: frames on a stream closed by the client's RST_STREAM --------------
+    @maitred_only
+    def test_data_on_a_stream_closed_by_rst_stream(self):
+        sid = self.reset_call()
+        self.send(frame(DATA, 0, sid, b"\0\0\0\0\0"))
+        self.assert_goaway(E.STREAM_CLOSED)
+
+    @maitred_only
+    def test_headers_on_a_stream_closed_by_rst_stream(self):
+        sid = self.reset_call()
+        self.send(frame(HEADERS, END_STREAM | END_HEADERS, sid, self.block()))
+        self.assert_goaway(E.STREAM_CLOSED)
+
+    @maitred_only
+    def test_continuation_on_a_stream_closed_by_rst_stream(self):
+        sid = self.reset_call()
+        blk = self.block()
+        self.send(frame(HEADERS, END_STREAM, sid, blk[:2]) + frame(CONTINUATION, END_HEADERS, sid, blk[2:]))
+        self.assert_goaway(E.STREAM_CLOSED)
+
+    @maitred_only
+    def test_window_update_on_a_stream_closed_by_rst_stream(self):
+        sid = self.reset_call()
+        self.send(frame(WINDOW_UPDATE, 0, sid, struct.pack(">I", 1024)))
+        self.assert_goaway(E.STREAM_CLOSED)
+
+    @maitred_only
+    def test_frames_after_maitreds_own_reset_are_ignored(self):
+        # maitred reset the stream (header list too large) while the client
+        # was still sending: the client's DATA may have been in flight.
+        big = [("x-big-%d" % i, "v" * 4000) for i in range(20)]
+        sid = self.c.call(PATH, headers=big, end=False)
+        st = self.c.wait(sid)
+        self.assertIsNotNone(st.reset_code(), st.events)
+        self.send(frame(DATA, END_STREAM, sid, b"\0\0\0\0\0"))
+        self.assert_still_serves()
+
+    # --- §5.1.1: stream ids only go up ---------------------------------------------
+    @maitred_only
+    def test_headers_with_a_lower_stream_id_than_one_used(self):
+        self.send(frame(HEADERS, END_STREAM | END_HEADERS, 5, self.block()))
+        self.send(frame(HEADERS, END_STREAM | END_HEADERS, 3, self.block()))
+        self.assert_goaway(E.PROTOCOL_ERROR)
+
+    # --- §6.3 / §5.3.1: PRIORITY rules hold without RFC 7540 priorities ---------
+    @maitred_only
+    def test_priority_on_stream_zero(self):
+        self.send(frame(PRIORITY, 0, 0, struct.pack(">IB", 1, 16)))
+        self.assert_goaway(E.PROTOCOL_ERROR)
+
+    @maitred_only
+    def test_priority_making_a_stream_depend_on_itself(self):
+        self.send(frame(PRIORITY, 0, 1, struct.pack(">IB", 1, 16)))
+        self.assert_goaway(E.PROTOCOL_ERROR)
+
+    @maitred_only
+    def test_headers_making_a_stream_depend_on_itself(self):
+        self.send(frame(HEADERS, END_STREAM | END_HEADERS | PRIORITY_FLAG, 1,
+                        struct.pack(">IB", 1, 16) + self.block()))
+        self.assert_goaway(E.PROTOCOL_ERROR)
+
+    @maitred_only
+    def test_valid_priority_frames_are_still_accepted(self):
+        # A PRIORITY split across writes, a HEADERS with a valid dependency
+        # and padded DATA: the frame scanner follows them, nothing is wrong.
+        p = frame(PRIORITY, 0, 7, struct.pack(">IB", 0, 16))
+        self.send(p[:11])
+        self.send(p[11:])
+        c = self.c
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", PATH),
+                                  (":authority", "maitred.test"), ("content-type", "application/grpc"),
+                                  ("te", "trailers")], priority_weight=16, priority_depends_on=0)
+        c.conn.send_data(sid, b"\0\0\0\0\0", end_stream=True, pad_length=7)
+        c.streams[sid] = Stream(sid)
+        c._flush()
+        st = c.wait(sid)
+        self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
+        self.assert_still_serves()
