@@ -74,7 +74,7 @@ static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 	int64_t now = mtd_now_ns();
 	int64_t until = a->first_ns ? a->first_ns : now;
 	struct mtd_lb_result res = {.ok = ok, .neutral = neutral, .latency_us = (until - a->start_ns) / 1000};
-	mtd_lb_call_end(a->call->picker, (size_t)a->ep_idx, &res, now);
+	mtd_lb_call_end(a->picker, (size_t)a->ep_idx, &res, now);
 }
 
 void mtd_attempt_maybe_free(struct mtd_attempt *a)
@@ -266,8 +266,8 @@ static void per_try_cb(evutil_socket_t fd, short what, void *arg)
 	struct mtd_attempt *a = arg;
 	a->timer_armed = false;
 	char msg[192];
-	snprintf(msg, sizeof(msg), "upstream %s: no response within the per-try timeout (%lld ms)",
-	         a->ep->cfg->addr.text, (long long)a->call->fault->per_try_timeout_ms);
+	snprintf(msg, sizeof(msg), "upstream %s: no response within the per-try timeout (%lld ms)", a->ep->addr.text,
+	         (long long)a->call->fault->per_try_timeout_ms);
 	struct mtd_fault_outcome o = {.failure = MTD_FAULT_TIMEOUT};
 	attempt_failed(a, &o, MTD_GRPC_DEADLINE_EXCEEDED, msg);
 	mtd_attempt_maybe_free(a);
@@ -331,7 +331,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 			}
 			const nghttp2_nv *gm = mtd_headers_find(&a->resp_hdrs, "grpc-message");
 			char msg[384];
-			snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", a->ep->cfg->addr.text,
+			snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", a->ep->addr.text,
 			         mtd_grpc_status_name(st), gm ? ": " : "",
 			         gm ? (int)(gm->valuelen > 200 ? 200 : gm->valuelen) : 0,
 			         gm ? (const char *)gm->value : "");
@@ -384,7 +384,7 @@ void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code)
 {
 	struct mtd_call *call = a->call;
 	if (a->state == MTD_ATTEMPT_OPEN || a->state == MTD_ATTEMPT_ANSWERING) {
-		const char *peer = a->ep->cfg->addr.text;
+		const char *peer = a->ep->addr.text;
 		char msg[192];
 		if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns) {
 			/* Both deadlines fire together (HACKING.md): ours decides. */

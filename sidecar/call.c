@@ -60,6 +60,8 @@ void mtd_call_maybe_free(struct mtd_call *call)
 	if (call->tried != &call->tried_inline)
 		free(call->tried);
 	free(call->last_failure);
+	mtd_worker_unhold(call->w, call->hold);
+	mtd_worker_unhold(call->w, call->hold_prev);
 	call->w->n_calls--;
 	mtd_slab_free(&call->w->slab, call);
 }
@@ -235,7 +237,7 @@ static void bit_set(uint64_t *bits, int i, bool on)
 
 static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struct mtd_pool **pool)
 {
-	const struct mtd_rt_service *svc = call->svc;
+	struct mtd_rt_service *svc = call->svc;
 	uint64_t *bits = call->tried;
 	struct mtd_lb_pick_ctx ctx = {
 	        .key = key,
@@ -260,7 +262,7 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 		}
 		if (idx < 0)
 			break;
-		p = mtd_pool_get(call->w, svc, &svc->eps[idx]);
+		p = mtd_pool_get(call->w, svc, svc->eps[idx]);
 		if (!p)
 			return -ENOMEM;
 		if (idx == skipped || !mtd_pool_backing_off(p, ctx.now_ns))
@@ -312,6 +314,9 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "%s (and no other endpoint of %s is left)",
 			              call->last_failure ? call->last_failure : "every endpoint failed",
 			              svc->cfg->name);
+		else if (svc->n_eps == 0)
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service %s has no endpoint%s%s", svc->cfg->name,
+			              svc->unavailable ? ": " : "", svc->unavailable ? svc->unavailable : "");
 		else
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
 			              svc->cfg->name);
@@ -331,17 +336,24 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		return;
 	}
 	a->ep_idx = idx;
-	a->ep = &svc->eps[idx];
+	a->ep = svc->eps[idx];
+	a->picker = call->picker;
 	a->start_ns = mtd_now_ns();
 	mtd_lb_call_begin(call->picker, (size_t)idx);
 	a->lb_begun = true;
 	call->cur = a;
 	call->state = MTD_CALL_RUNNING;
 	mtd_attempt_step(a, MTD_AEV_START);
+	if (p->retired) {
+		/* The call's snapshot is older than its worker's, which removed
+		 * this endpoint: move to the current one. */
+		mtd_call_reroute(a);
+		return;
+	}
 	if (mtd_pool_enqueue(p, a) < 0) {
 		/* Not the endpoint's fault: the call fails, nobody is blamed. */
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s: too many calls waiting for a connection (%u)",
-		              p->ep->cfg->addr.text, p->n_pending);
+		              p->ep->addr.text, p->n_pending);
 	}
 }
 
@@ -406,11 +418,15 @@ static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, con
 
 static struct mtd_lb_picker *route(struct mtd_call *call, const struct mtd_route_path *rp)
 {
-	const struct mtd_runtime *rt = call->w->rt;
+	/* The call keeps the worker's current snapshot alive until it is
+	 * freed (the reclaim rule, lib/discovery/discovery.h). */
+	if (!call->hold)
+		call->hold = mtd_worker_hold(call->w);
+	const struct mtd_runtime *rt = call->hold->rt;
 	int si = mtd_route_lookup(rt->routes, rp->service, rp->service_len);
 	if (si < 0)
 		return NULL;
-	call->svc = &rt->services[si];
+	call->svc = rt->services[si];
 	const struct mtd_cfg_service *sc = call->svc->cfg;
 	const struct mtd_cfg_method *m = mtd_cfg_service_method(sc, rp->method, rp->method_len);
 	if (m) {
@@ -477,6 +493,56 @@ void mtd_call_start(struct mtd_call *call)
 		return;
 	}
 	start_attempt(call, NULL, 0);
+}
+
+void mtd_call_reroute(struct mtd_attempt *a)
+{
+	struct mtd_call *call = a->call;
+	bool held = call->held;
+	call->held = true;
+	/* Nothing of the call reached the removed endpoint: nobody is blamed
+	 * (the attempt ends neutral) and no retry is spent. */
+	mtd_attempt_cancel(a);
+	if (call->state == MTD_CALL_DONE || call->hold_prev) {
+		/* Done, or moved once already with attempts of the first
+		 * snapshot still around: let it fail where it is. */
+		if (call->state != MTD_CALL_DONE)
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "endpoint %s left service %s", a->ep->addr.text,
+			              call->svc->cfg->name);
+		goto out;
+	}
+	/* The new snapshot's indices differ: forget what was tried. */
+	if (call->tried != &call->tried_inline)
+		free(call->tried);
+	call->tried = call->refused = NULL;
+	call->tried_inline = call->refused_inline = 0;
+	call->n_tried = 0;
+	/* Attempts of the old snapshot not freed yet still read its pickers. */
+	if (LIST_EMPTY(&call->attempts))
+		mtd_worker_unhold(call->w, call->hold);
+	else
+		call->hold_prev = call->hold;
+	call->hold = NULL;
+	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path");
+	struct mtd_route_path rp;
+	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 ||
+	    !(call->picker = route(call, &rp))) {
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");
+		goto out;
+	}
+	MTD_DEBUG("call: endpoint removed while waiting; picking again in the current snapshot");
+	const struct mtd_cfg_hash_key *hk = call->hash_key;
+	if (hk->kind == MTD_CFG_HASH_HEADER) {
+		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header);
+		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0);
+	} else if (hk->kind == MTD_CFG_HASH_FIELD) {
+		pick_with_field_key(call); /* the message was captured before */
+	} else {
+		start_attempt(call, NULL, 0);
+	}
+out:
+	call->held = held;
+	mtd_call_maybe_free(call);
 }
 
 void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)

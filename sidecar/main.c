@@ -1,7 +1,9 @@
 /* maitred: the process. Parses the command line, loads the config, binds
  * one SO_REUSEPORT listener per worker, runs the workers, and on SIGTERM or
  * SIGINT drains them (GOAWAY, in-flight calls finish within drain_timeout)
- * and exits 0. The main thread is the control thread. */
+ * and exits 0. The main thread is the control thread: it also reloads the
+ * config on SIGHUP or when the file changes (inotify), runs the endpoint
+ * sources (DNS) and frees the snapshots nobody uses any more. */
 #include "config.h"
 
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +21,7 @@
 #include <openssl/ssl.h>
 
 #include "core/log.h"
+#include "sidecar/control.h"
 #include "sidecar/etcd.h"
 #include "sidecar/sidecar.h"
 
@@ -66,6 +70,27 @@ static struct mtd_cfg *load_config(const char *path)
 	return cfg;
 }
 
+/* For a reload: the same errors as at start, through the log. */
+static struct mtd_cfg *reload_config(const char *path)
+{
+	struct mtd_cfg_errors errs = {0};
+	struct mtd_cfg *cfg = NULL;
+	int rc = mtd_cfg_load_file(path, MTD_CFG_FORMAT_AUTO, &cfg, &errs);
+	if (rc < 0) {
+		if (errs.n == 0)
+			MTD_ERROR("reload: %s: %s; keeping the running config", path, strerror(-rc));
+		for (size_t i = 0; i < errs.n; i++)
+			MTD_ERROR("reload: %s", errs.msgs[i]);
+		if (errs.n != 0)
+			MTD_ERROR("reload: %s refused (%zu error%s); keeping the running config", path, errs.n,
+			          errs.n == 1 ? "" : "s");
+		mtd_cfg_errors_clear(&errs);
+		return NULL;
+	}
+	mtd_cfg_errors_clear(&errs);
+	return cfg;
+}
+
 /* SO_REUSEPORT would let a second maitred (same user) bind the same port
  * and silently take half of the app's connections. Bind once without it
  * first: that fails with EADDRINUSE while anything listens there. */
@@ -99,20 +124,9 @@ static int open_listener(const struct mtd_cfg_addr *a)
 	return fd;
 }
 
-struct control {
-	struct event_base *base;
-	struct mtd_runtime *rt;
-	struct mtd_worker **workers;
-	unsigned n_workers;
-	bool draining;
-	int drain_signal;
-	struct event *drain_timer;
-	struct mtd_register *reg; /* Config.register, NULL without */
-};
-
 static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct control *ctl = arg;
+	struct mtd_control *ctl = arg;
 	MTD_WARN("drain timeout (%lld ms) reached: closing the remaining calls",
 	         (long long)ctl->rt->cfg->drain_timeout_ms);
 	for (unsigned i = 0; i < ctl->n_workers; i++)
@@ -122,7 +136,7 @@ static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 static void start_drain(void *arg)
 {
-	struct control *ctl = arg;
+	struct mtd_control *ctl = arg;
 	MTD_INFO("%s: draining (GOAWAY to clients, up to %lld ms for calls in flight)",
 	         ctl->drain_signal == SIGTERM ? "SIGTERM" : "SIGINT", (long long)ctl->rt->cfg->drain_timeout_ms);
 	for (unsigned i = 0; i < ctl->n_workers; i++)
@@ -134,7 +148,7 @@ static void start_drain(void *arg)
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
-	struct control *ctl = arg;
+	struct mtd_control *ctl = arg;
 	if (ctl->draining) {
 		MTD_WARN("second signal: stopping now");
 		drain_timeout_cb(-1, 0, ctl);
@@ -142,6 +156,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	}
 	ctl->draining = true;
 	ctl->drain_signal = (int)sig;
+	/* The endpoint sets stay as they are while calls finish. */
+	mtd_sources_stop(ctl);
 	/* Issue 7 section 4: deregister first (revoke the leases, so no other
 	 * sidecar sends new calls here), then drain. Bounded (etcd.h). */
 	if (mtd_register_shutdown(ctl->reg, start_drain, ctl)) {
@@ -154,122 +170,270 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct control *ctl = arg;
+	struct mtd_control *ctl = arg;
 	mtd_runtime_tick(ctl->rt);
+}
+
+/* ---- reload (issue 7 section 6) ----------------------------------------- */
+
+static void reload(struct mtd_control *ctl, const char *why)
+{
+	if (ctl->draining || !ctl->config_path)
+		return;
+	MTD_INFO("%s: reloading %s", why, ctl->config_path);
+	struct mtd_cfg *cfg = reload_config(ctl->config_path);
+	if (!cfg)
+		return;
+	const struct mtd_cfg *cur = ctl->rt->cfg;
+	/* What the running process cannot change: logged, the rest applies. */
+	if (strcmp(cfg->listen.text, cur->listen.text) != 0)
+		MTD_WARN("reload: listen changed (%s -> %s): needs a restart; still listening on %s", cur->listen.text,
+		         cfg->listen.text, cur->listen.text);
+	if (cfg->workers != cur->workers)
+		MTD_WARN("reload: workers changed (%u -> %u): needs a restart; still %u", cur->workers, cfg->workers,
+		         cur->workers);
+	if (cfg->n_registers != 0 || cur->n_registers != 0)
+		MTD_WARN("reload: register is applied at start only: a change to it needs a restart");
+	if ((cfg->admin == NULL) != (cur->admin == NULL) ||
+	    (cfg->admin && strcmp(cfg->admin->text, cur->admin->text) != 0))
+		MTD_WARN("reload: admin changed: needs a restart");
+	char err[512];
+	struct mtd_runtime *rt = mtd_runtime_reload(ctl, cfg, err, sizeof(err));
+	if (!rt) {
+		MTD_ERROR("reload: %s; keeping the running config", err);
+		return;
+	}
+	mtd_sources_stop(ctl);
+	mtd_control_publish(ctl, rt);
+	mtd_sources_start(ctl);
+	MTD_INFO("reload: %s applied (%zu service%s)", ctl->config_path, rt->cfg->n_services,
+	         rt->cfg->n_services == 1 ? "" : "s");
+}
+
+static void sighup_cb(evutil_socket_t sig, short what, void *arg)
+{
+	reload(arg, "SIGHUP");
+}
+
+/* Editors and config managers write in bursts (truncate, write, rename):
+ * wait until the file has been quiet for a moment, then reload if its
+ * content changed. */
+#define WATCH_SETTLE_MS 200
+
+static uint64_t file_hash(const char *path, bool *ok)
+{
+	FILE *f = fopen(path, "rb");
+	uint64_t h = 0;
+	uint8_t buf[8192];
+	size_t n;
+	*ok = f != NULL;
+	if (!f)
+		return 0;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		h = mtd_lb_hash64(buf, n, h);
+	fclose(f);
+	return h;
+}
+
+static void watch_settle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_control *ctl = arg;
+	bool ok;
+	uint64_t h = file_hash(ctl->config_path, &ok);
+	if (!ok || h == ctl->config_hash)
+		return; /* gone for a moment (rename in progress), or the same */
+	ctl->config_hash = h;
+	reload(ctl, "config file changed");
+}
+
+static void watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_control *ctl = arg;
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool hit = false;
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+			if (ev->len && strcmp(ev->name, ctl->config_base) == 0)
+				hit = true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	if (hit) {
+		struct timeval tv = {0, WATCH_SETTLE_MS * 1000};
+		evtimer_add(ctl->watch_settle, &tv);
+	}
+}
+
+/* Watch the file's directory, not the file: a rename over it (how most
+ * tools replace a file) would end a watch on the old inode. */
+static void watch_start(struct mtd_control *ctl)
+{
+	const char *slash = strrchr(ctl->config_path, '/');
+	char dir[4096];
+	if (slash)
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - ctl->config_path + 1), ctl->config_path);
+	else
+		snprintf(dir, sizeof(dir), ".");
+	ctl->config_base = slash ? slash + 1 : ctl->config_path;
+	bool ok;
+	ctl->config_hash = file_hash(ctl->config_path, &ok);
+	ctl->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (ctl->watch_fd < 0 ||
+	    inotify_add_watch(ctl->watch_fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY) < 0) {
+		MTD_WARN("cannot watch %s for changes (%s): reload with SIGHUP", ctl->config_path, strerror(errno));
+		if (ctl->watch_fd >= 0)
+			close(ctl->watch_fd);
+		ctl->watch_fd = -1;
+		return;
+	}
+	ctl->watch_ev = event_new(ctl->base, ctl->watch_fd, EV_READ | EV_PERSIST, watch_cb, ctl);
+	ctl->watch_settle = evtimer_new(ctl->base, watch_settle_cb, ctl);
+	if (!ctl->watch_ev || !ctl->watch_settle || event_add(ctl->watch_ev, NULL) < 0)
+		MTD_WARN("cannot watch %s for changes: reload with SIGHUP", ctl->config_path);
+}
+
+static void watch_stop(struct mtd_control *ctl)
+{
+	if (ctl->watch_ev)
+		event_free(ctl->watch_ev);
+	if (ctl->watch_settle)
+		event_free(ctl->watch_settle);
+	if (ctl->watch_fd >= 0)
+		close(ctl->watch_fd);
+	ctl->watch_ev = ctl->watch_settle = NULL;
+	ctl->watch_fd = -1;
 }
 
 /* Threads: each worker's loop ends once it drained; joining them all in a
  * helper thread lets the control loop stop as soon as they are done. */
 static void *join_all(void *arg)
 {
-	struct control *ctl = arg;
+	struct mtd_control *ctl = arg;
 	for (unsigned i = 0; i < ctl->n_workers; i++)
 		pthread_join(ctl->workers[i]->thread, NULL);
 	event_base_loopexit(ctl->base, NULL);
 	return NULL;
 }
 
-static int run(struct mtd_runtime *rt)
+static int run(struct mtd_control *ctl)
 {
-	const struct mtd_cfg *cfg = rt->cfg;
-	struct control ctl = {.rt = rt, .n_workers = cfg->workers};
+	const struct mtd_cfg *cfg = ctl->rt->cfg;
+	unsigned n_workers = cfg->workers;
 	int rc = 1;
 
-	ctl.workers = calloc(cfg->workers, sizeof(*ctl.workers));
-	ctl.base = event_base_new();
-	if (!ctl.workers || !ctl.base) {
+	ctl->workers = calloc(n_workers, sizeof(*ctl->workers));
+	if (!ctl->workers) {
 		MTD_ERROR("out of memory");
-		goto out;
+		return 1;
 	}
 	int free_rc = check_port_free(&cfg->listen);
 	if (free_rc < 0) {
 		MTD_ERROR("cannot listen on %s: %s", cfg->listen.text, strerror(-free_rc));
 		goto out;
 	}
-	for (unsigned i = 0; i < cfg->workers; i++) {
+	for (unsigned i = 0; i < n_workers; i++) {
 		int fd = open_listener(&cfg->listen);
 		if (fd < 0) {
 			MTD_ERROR("cannot listen on %s: %s", cfg->listen.text, strerror(-fd));
 			goto out_workers;
 		}
-		ctl.workers[i] = mtd_worker_new(i, rt, fd);
-		if (!ctl.workers[i]) {
+		mtd_disc_ref_get(&ctl->rt->ref); /* the worker's */
+		ctl->workers[i] = mtd_worker_new(i, ctl->rt, fd);
+		if (!ctl->workers[i]) {
+			mtd_runtime_unref(ctl->rt);
 			close(fd);
 			MTD_ERROR("cannot create worker %u", i);
 			goto out_workers;
 		}
 	}
-	struct event *sigterm = evsignal_new(ctl.base, SIGTERM, signal_cb, &ctl);
-	struct event *sigint = evsignal_new(ctl.base, SIGINT, signal_cb, &ctl);
-	struct event *tick = event_new(ctl.base, -1, EV_PERSIST, tick_cb, &ctl);
-	ctl.drain_timer = evtimer_new(ctl.base, drain_timeout_cb, &ctl);
+	ctl->n_workers = n_workers;
+	struct event *sigterm = evsignal_new(ctl->base, SIGTERM, signal_cb, ctl);
+	struct event *sigint = evsignal_new(ctl->base, SIGINT, signal_cb, ctl);
+	struct event *sighup = evsignal_new(ctl->base, SIGHUP, sighup_cb, ctl);
+	struct event *tick = event_new(ctl->base, -1, EV_PERSIST, tick_cb, ctl);
+	ctl->drain_timer = evtimer_new(ctl->base, drain_timeout_cb, ctl);
 	struct timeval one_second = {1, 0};
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
+	evsignal_add(sighup, NULL);
 	event_add(tick, &one_second);
-	/* Workers (and the joiner) inherit a mask without SIGTERM/SIGINT, so
-	 * only the control loop sees them. */
+	/* Workers (and the joiner) inherit a mask without SIGTERM/SIGINT/
+	 * SIGHUP, so only the control loop sees them. */
 	sigset_t set, old;
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, &old);
-	for (unsigned i = 0; i < cfg->workers; i++) {
-		if (mtd_worker_start(ctl.workers[i]) < 0) {
+	for (unsigned i = 0; i < n_workers; i++) {
+		if (mtd_worker_start(ctl->workers[i]) < 0) {
 			MTD_ERROR("cannot start worker thread %u", i);
 			for (unsigned j = 0; j < i; j++)
-				mtd_worker_stop(ctl.workers[j]);
-			ctl.n_workers = i;
+				mtd_worker_stop(ctl->workers[j]);
+			ctl->n_workers = i;
 			break;
 		}
 	}
-	if (ctl.n_workers == cfg->workers) {
+	if (ctl->n_workers == n_workers) {
 		MTD_INFO("maitred %s listening on %s (h2c), %u worker%s, %zu service%s", PACKAGE_VERSION,
-		         cfg->listen.text, cfg->workers, cfg->workers == 1 ? "" : "s", cfg->n_services,
+		         cfg->listen.text, n_workers, n_workers == 1 ? "" : "s", cfg->n_services,
 		         cfg->n_services == 1 ? "" : "s");
 		rc = 0;
 	}
 	if (rc == 0 && cfg->n_registers != 0) {
-		ctl.reg = mtd_register_start(ctl.base, cfg);
-		if (!ctl.reg)
+		/* The registration reads the config it started with: keep it
+		 * alive across reloads (a changed `register` needs a restart). */
+		mtd_disc_ref_get(&ctl->rt->cfgbox->ref);
+		ctl->reg_cfgbox = ctl->rt->cfgbox;
+		ctl->reg = mtd_register_start(ctl->base, cfg);
+		if (!ctl->reg)
 			MTD_ERROR("register: cannot start (out of memory): this pod's apps are not registered");
 	}
 	pthread_t joiner;
-	bool joined = pthread_create(&joiner, NULL, join_all, &ctl) == 0;
+	bool joined = pthread_create(&joiner, NULL, join_all, ctl) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (joined) {
-		if (rc == 0)
-			event_base_dispatch(ctl.base);
+		if (rc == 0) {
+			if (ctl->config_path)
+				watch_start(ctl);
+			mtd_sources_start(ctl);
+			event_base_dispatch(ctl->base);
+		}
 		/* The drain timeout may have ended the loop first. */
-		for (unsigned i = 0; i < ctl.n_workers; i++)
-			mtd_worker_stop(ctl.workers[i]);
+		for (unsigned i = 0; i < ctl->n_workers; i++)
+			mtd_worker_stop(ctl->workers[i]);
 		pthread_join(joiner, NULL);
 	} else {
-		for (unsigned i = 0; i < ctl.n_workers; i++) {
-			mtd_worker_stop(ctl.workers[i]);
-			pthread_join(ctl.workers[i]->thread, NULL);
+		for (unsigned i = 0; i < ctl->n_workers; i++) {
+			mtd_worker_stop(ctl->workers[i]);
+			pthread_join(ctl->workers[i]->thread, NULL);
 		}
 	}
-	for (unsigned i = 0; i < ctl.n_workers; i++) {
-		mtd_worker_free(ctl.workers[i]);
-		ctl.workers[i] = NULL;
+	mtd_sources_stop(ctl);
+	watch_stop(ctl);
+	for (unsigned i = 0; i < ctl->n_workers; i++) {
+		mtd_worker_free(ctl->workers[i]);
+		ctl->workers[i] = NULL;
 	}
-	mtd_register_free(ctl.reg);
-	ctl.reg = NULL;
+	mtd_register_free(ctl->reg);
+	ctl->reg = NULL;
 	event_free(sigterm);
 	event_free(sigint);
+	event_free(sighup);
 	event_free(tick);
-	event_free(ctl.drain_timer);
+	event_free(ctl->drain_timer);
 	if (rc == 0)
 		MTD_INFO("stopped");
 out_workers:
-	for (unsigned i = 0; i < cfg->workers; i++)
-		if (ctl.workers[i])
-			mtd_worker_free(ctl.workers[i]); /* never started */
+	for (unsigned i = 0; i < n_workers; i++)
+		if (ctl->workers[i])
+			mtd_worker_free(ctl->workers[i]); /* never started */
 out:
-	if (ctl.base)
-		event_base_free(ctl.base);
-	free(ctl.workers);
+	ctl->n_workers = 0;
+	free(ctl->workers);
+	ctl->workers = NULL;
 	return rc;
 }
 
@@ -334,14 +498,22 @@ int main(int argc, char **argv)
 	struct mtd_cfg *cfg = load_config(config_path);
 	if (!cfg)
 		return 1;
-	char err[512];
-	struct mtd_runtime *rt = mtd_runtime_new(cfg, err, sizeof(err));
-	if (!rt) {
-		fprintf(stderr, "%s: %s\n", config_path ? config_path : "<embedded default>", err);
+	struct mtd_control ctl;
+	if (mtd_control_init(&ctl) < 0) {
+		MTD_ERROR("out of memory");
+		mtd_cfg_free(cfg);
 		return 1;
 	}
-	int rc = run(rt);
-	mtd_runtime_free(rt);
+	ctl.config_path = config_path;
+	char err[512];
+	ctl.rt = mtd_runtime_new(&ctl, cfg, cfg->workers, err, sizeof(err));
+	if (!ctl.rt) {
+		fprintf(stderr, "%s: %s\n", config_path ? config_path : "<embedded default>", err);
+		mtd_control_fini(&ctl);
+		return 1;
+	}
+	int rc = run(&ctl);
+	mtd_control_fini(&ctl);
 	libevent_global_shutdown();
 	return rc;
 }

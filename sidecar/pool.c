@@ -1,4 +1,5 @@
-/* A pool per endpoint per worker: calls multiplex over its connections; a
+/* A pool per endpoint identity per worker (issue 7: kept while the
+ * endpoint stays, retired when it leaves): calls multiplex over its connections; a
  * new connection opens only when the open ones are full (peer's
  * SETTINGS_MAX_CONCURRENT_STREAMS, capped by config) and the cap on
  * connections allows; calls wait in a bounded FIFO meanwhile. */
@@ -10,20 +11,25 @@
 #include "core/log.h"
 #include "sidecar/sidecar.h"
 
-struct mtd_pool *mtd_pool_get(struct mtd_worker *w, const struct mtd_rt_service *svc, struct mtd_rt_endpoint *ep)
+struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep)
 {
-	struct mtd_pool *p = w->pools[ep->slot];
+	/* Keyed by endpoint identity: the pool (and its connections) stays
+	 * while the endpoint stays in the worker's snapshots. */
+	struct mtd_pool *p = ep->pools[w->id];
 	if (p)
 		return p;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
 	p->w = w;
+	mtd_disc_ref_get(&svc->ref);
 	p->svc = svc;
+	mtd_disc_ref_get(&ep->ref);
 	p->ep = ep;
 	LIST_INIT(&p->conns);
 	TAILQ_INIT(&p->pending);
-	w->pools[ep->slot] = p;
+	LIST_INSERT_HEAD(&w->pools, p, link);
+	ep->pools[w->id] = p;
 	return p;
 }
 
@@ -40,8 +46,41 @@ void mtd_pool_free(struct mtd_pool *p)
 		mtd_conn_close(c);
 	if (p->tls_session)
 		mtd_tls_session_free(p->tls_session);
-	p->w->pools[p->ep->slot] = NULL;
+	LIST_REMOVE(p, link);
+	p->ep->pools[p->w->id] = NULL;
+	mtd_endpoint_unref(p->ep);
+	mtd_rt_service_unref(p->svc);
 	free(p);
+}
+
+void mtd_pool_retire(struct mtd_pool *p)
+{
+	struct mtd_conn *c, *next;
+	struct mtd_attempt *a;
+	if (p->retired)
+		return;
+	p->retired = true;
+	MTD_DEBUG("worker %u: endpoint %s left service %s: draining its pool (%u connections, %u calls waiting)",
+	          p->w->id, p->ep->addr.text, p->svc->cfg->name, p->n_conns, p->n_pending);
+	/* Issue 7: calls waiting here move to an endpoint of the current
+	 * snapshot; calls in flight finish where they are. */
+	while ((a = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(a);
+		mtd_call_reroute(a);
+	}
+	p->failing = true; /* no new connection from here on */
+	for (c = LIST_FIRST(&p->conns); c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (c->n_streams == 0) {
+			if (c->state == MTD_CONN_READY || c->state == MTD_CONN_DRAINING) {
+				nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
+				mtd_conn_flush(c);
+			}
+			mtd_conn_close(c);
+		} else if (c->state == MTD_CONN_READY) {
+			c->state = MTD_CONN_DRAINING; /* no new stream; closed when idle */
+		}
+	}
 }
 
 #define BACKOFF_FIRST_NS (250 * 1000000LL)
@@ -74,7 +113,7 @@ void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason)
 void mtd_pool_connect_succeeded(struct mtd_pool *p)
 {
 	if (p->connect_failures > 1)
-		MTD_INFO("upstream %s: connected again after %u failed attempts", p->ep->cfg->addr.text,
+		MTD_INFO("upstream %s: connected again after %u failed attempts", p->ep->addr.text,
 		         p->connect_failures);
 	p->connect_failures = 0;
 	p->backoff_ns = p->retry_at_ns = 0;
@@ -156,6 +195,10 @@ void mtd_pool_dispatch(struct mtd_pool *p)
 
 void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
 {
+	if (p->retired && p->n_conns == 0 && p->n_pending == 0) {
+		mtd_pool_free(p);
+		return;
+	}
 	const struct mtd_cfg_upstream *u = &p->svc->cfg->upstream;
 	struct mtd_conn *c, *next;
 	for (c = LIST_FIRST(&p->conns); c; c = next) {

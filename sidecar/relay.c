@@ -149,7 +149,7 @@ void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
 {
 	if (a->resp_trailers.n == 0 || !mtd_headers_find(&a->resp_trailers, "grpc-status")) {
 		/* PROTOCOL-HTTP2: a response ends with grpc-status. */
-		const char *peer = a->up ? a->up->peer : a->ep->cfg->addr.text;
+		const char *peer = a->up ? a->up->peer : a->ep->addr.text;
 		char msg[160];
 		snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status", peer);
 		if (synth_trailers(&call->resp_trailers, false, MTD_GRPC_INTERNAL, msg) < 0) {

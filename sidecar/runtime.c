@@ -1,14 +1,58 @@
-/* The runtime snapshot: the validated config plus what the data plane needs
- * to serve it (route table, endpoint stats, pickers, TLS contexts). Built
- * once on the control thread, then read by every worker without locks. */
+/* Runtime snapshots (issue 7): the validated config plus what the data
+ * plane needs to serve it (route table, endpoint identities with their
+ * stats, pickers, TLS contexts). Built on the control thread, published to
+ * every worker, read by workers without locks, reclaimed by reference
+ * counts (sidecar.h "runtime snapshots", HACKING.md "Snapshots").
+ *
+ * A change of one service's endpoints (mtd_runtime_set_endpoints) builds a
+ * new snapshot of that service only; the new runtime shares every other
+ * service's snapshot with the old one. */
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
+#include "sidecar/control.h"
 #include "sidecar/sidecar.h"
+
+/* ---- freeing (control thread) ------------------------------------------ */
+
+static void endpoint_free(struct mtd_endpoint *ep)
+{
+	/* Every pool held a reference: none is left. */
+	free(ep->pools);
+	free(ep->key);
+	free(ep->addr.text);
+	free(ep->addr.host);
+	free(ep);
+}
+
+static void attrs_free(struct mtd_rt_epattr *a, size_t n)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(a[i].zone);
+		for (size_t m = 0; m < a[i].n_meta; m++) {
+			free((char *)a[i].meta[m].key);
+			free((char *)a[i].meta[m].value);
+		}
+		free(a[i].meta);
+	}
+	free(a);
+}
+
+static void cfgbox_unref(struct mtd_cfg_box *b)
+{
+	if (b && mtd_disc_ref_put(&b->ref)) {
+		mtd_cfg_free(b->cfg);
+		free(b);
+	}
+}
 
 static void service_free(struct mtd_rt_service *s)
 {
@@ -18,11 +62,221 @@ static void service_free(struct mtd_rt_service *s)
 		free(s->methods);
 	}
 	mtd_lb_picker_free(s->picker);
-	free(s->budget);
 	if (s->ssl_ctx)
 		mtd_tls_ctx_free(s->ssl_ctx);
+	for (size_t i = 0; i < s->n_eps; i++)
+		if (s->eps[i] && mtd_disc_ref_put(&s->eps[i]->ref))
+			endpoint_free(s->eps[i]);
+	attrs_free(s->attrs, s->n_eps);
+	if (s->budget_box && mtd_disc_ref_put(&s->budget_box->ref))
+		free(s->budget_box);
 	free(s->lb_eps);
 	free(s->eps);
+	free(s->unavailable);
+	cfgbox_unref(s->cfgbox);
+	free(s);
+}
+
+static void runtime_free(struct mtd_runtime *rt)
+{
+	if (rt->services) {
+		for (size_t i = 0; i < rt->cfg->n_services; i++)
+			if (rt->services[i] && mtd_disc_ref_put(&rt->services[i]->ref))
+				service_free(rt->services[i]);
+		free(rt->services);
+	}
+	mtd_route_table_free(rt->routes);
+	cfgbox_unref(rt->cfgbox);
+	free(rt);
+}
+
+/* The last reference of an object went on some thread: free it at the
+ * control thread's next turn (pickers are freed there, lb.h). */
+#define QUEUE(ctl, list, obj)                                           \
+	do {                                                            \
+		pthread_mutex_lock(&(ctl)->reclaim_mu);                 \
+		(obj)->reclaim_next = (ctl)->list;                      \
+		(ctl)->list = (obj);                                    \
+		pthread_mutex_unlock(&(ctl)->reclaim_mu);               \
+		if ((ctl)->reclaim_ev)                                  \
+			event_active((ctl)->reclaim_ev, EV_TIMEOUT, 0); \
+	} while (0)
+
+static struct mtd_control *the_ctl; /* one control loop per process */
+
+void mtd_runtime_unref(struct mtd_runtime *rt)
+{
+	if (rt && mtd_disc_ref_put(&rt->ref))
+		QUEUE(rt->ctl, reclaim_rts, rt);
+}
+
+void mtd_rt_service_unref(struct mtd_rt_service *s)
+{
+	if (s && mtd_disc_ref_put(&s->ref))
+		QUEUE(the_ctl, reclaim_svcs, s);
+}
+
+void mtd_endpoint_unref(struct mtd_endpoint *ep)
+{
+	if (ep && mtd_disc_ref_put(&ep->ref))
+		QUEUE(the_ctl, reclaim_eps, ep);
+}
+
+void mtd_control_reclaim(struct mtd_control *ctl)
+{
+	for (;;) {
+		pthread_mutex_lock(&ctl->reclaim_mu);
+		struct mtd_runtime *rts = ctl->reclaim_rts;
+		struct mtd_rt_service *svcs = ctl->reclaim_svcs;
+		struct mtd_endpoint *eps = ctl->reclaim_eps;
+		ctl->reclaim_rts = NULL;
+		ctl->reclaim_svcs = NULL;
+		ctl->reclaim_eps = NULL;
+		pthread_mutex_unlock(&ctl->reclaim_mu);
+		if (!rts && !svcs && !eps)
+			return;
+		while (rts) {
+			struct mtd_runtime *next = rts->reclaim_next;
+			runtime_free(rts);
+			rts = next;
+		}
+		while (svcs) {
+			struct mtd_rt_service *next = svcs->reclaim_next;
+			service_free(svcs);
+			svcs = next;
+		}
+		while (eps) {
+			struct mtd_endpoint *next = eps->reclaim_next;
+			endpoint_free(eps);
+			eps = next;
+		}
+	}
+}
+
+static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
+{
+	mtd_control_reclaim(arg);
+}
+
+int mtd_control_init(struct mtd_control *ctl)
+{
+	memset(ctl, 0, sizeof(*ctl));
+	pthread_mutex_init(&ctl->reclaim_mu, NULL);
+	ctl->base = event_base_new();
+	if (!ctl->base)
+		return -ENOMEM;
+	ctl->reclaim_ev = event_new(ctl->base, -1, 0, reclaim_cb, ctl);
+	if (!ctl->reclaim_ev) {
+		event_base_free(ctl->base);
+		ctl->base = NULL;
+		return -ENOMEM;
+	}
+	ctl->watch_fd = -1;
+	the_ctl = ctl;
+	return 0;
+}
+
+void mtd_control_fini(struct mtd_control *ctl)
+{
+	cfgbox_unref(ctl->reg_cfgbox);
+	ctl->reg_cfgbox = NULL;
+	if (ctl->rt) {
+		mtd_runtime_unref(ctl->rt);
+		ctl->rt = NULL;
+	}
+	mtd_control_reclaim(ctl);
+	if (ctl->reclaim_ev)
+		event_free(ctl->reclaim_ev);
+	ctl->reclaim_ev = NULL;
+	if (ctl->base)
+		event_base_free(ctl->base);
+	ctl->base = NULL;
+	pthread_mutex_destroy(&ctl->reclaim_mu);
+	the_ctl = NULL;
+}
+
+struct event_base *mtd_control_base(struct mtd_control *ctl)
+{
+	return ctl->base;
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+/* "host:port" / "[v6]:port" -> a->host (NULL host = from address), a->port. */
+static int set_host(struct mtd_cfg_addr *a, const char *address, const char *host)
+{
+	const char *colon = strrchr(address, ':');
+	if (!colon || colon == address)
+		return -EINVAL;
+	const char *h = address, *e = colon;
+	if (*h == '[' && e[-1] == ']') {
+		h++;
+		e--;
+	}
+	a->host = host ? strdup(host) : strndup(h, (size_t)(e - h));
+	if (!a->host)
+		return -ENOMEM;
+	a->port = (uint16_t)strtoul(colon + 1, NULL, 10);
+	return 0;
+}
+
+static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, const char *host, unsigned n_workers,
+                                         int64_t now_ms)
+{
+	struct mtd_endpoint *ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return NULL;
+	mtd_disc_ref_init(&ep->ref);
+	ep->n_workers = n_workers;
+	ep->pools = calloc(n_workers ? n_workers : 1, sizeof(*ep->pools));
+	ep->addr.text = strdup(d->address);
+	if (d->key)
+		ep->key = strdup(d->key);
+	if (!ep->pools || !ep->addr.text || (d->key && !ep->key) || set_host(&ep->addr, d->address, host) < 0)
+		goto fail;
+	memcpy(&ep->addr.sa, &d->sa, d->salen);
+	ep->addr.salen = d->salen;
+	/* Issue 3: a registry record's start time, else the moment maitred
+	 * first saw the identity; kept while the identity stays. */
+	ep->start_ms = d->start_ms > 0 ? d->start_ms : now_ms;
+	return ep;
+fail:
+	endpoint_free(ep);
+	return NULL;
+}
+
+static bool attr_same(const struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
+{
+	const char *az = a ? a->zone : NULL, *dz = d->zone && d->zone[0] ? d->zone : NULL;
+	if ((az == NULL) != (dz == NULL) || (az && strcmp(az, dz) != 0))
+		return false;
+	size_t an = a ? a->n_meta : 0;
+	if (an != d->n_metadata)
+		return false;
+	for (size_t i = 0; i < an; i++)
+		if (strcmp(a->meta[i].key, d->metadata[i].key) != 0 ||
+		    strcmp(a->meta[i].value, d->metadata[i].value) != 0)
+			return false;
+	return true;
+}
+
+static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
+{
+	if (d->zone && d->zone[0] && !(a->zone = strdup(d->zone)))
+		return -ENOMEM;
+	if (d->n_metadata == 0)
+		return 0;
+	a->meta = calloc(d->n_metadata, sizeof(*a->meta));
+	if (!a->meta)
+		return -ENOMEM;
+	for (size_t i = 0; i < d->n_metadata; i++) {
+		a->n_meta = i + 1;
+		a->meta[i].key = strdup(d->metadata[i].key);
+		a->meta[i].value = strdup(d->metadata[i].value);
+		if (!a->meta[i].key || !a->meta[i].value)
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 static bool same_file(const char *a, const char *b)
@@ -33,132 +287,676 @@ static bool same_file(const char *a, const char *b)
 /* A TLS context already built for an earlier service with the same files:
  * contexts differ only by them (the server name is set per connection),
  * and each costs its CA store (860 KiB for the system bundle). */
-static struct ssl_ctx_st *shared_ctx(const struct mtd_rt_service *built, size_t n, const struct mtd_cfg_tls *tls)
+static struct ssl_ctx_st *shared_ctx(struct mtd_rt_service *const *built, size_t n, const struct mtd_cfg_tls *tls)
 {
 	for (size_t i = 0; i < n; i++) {
-		const struct mtd_cfg_tls *t = built[i].cfg->tls;
-		if (built[i].ssl_ctx && same_file(t->ca_file, tls->ca_file) &&
+		const struct mtd_cfg_tls *t = built[i]->cfg->tls;
+		if (built[i]->ssl_ctx && t && same_file(t->ca_file, tls->ca_file) &&
 		    same_file(t->cert_file, tls->cert_file) && same_file(t->key_file, tls->key_file))
-			return built[i].ssl_ctx;
+			return built[i]->ssl_ctx;
 	}
 	return NULL;
 }
 
-/* Build s from cfg; `built` holds the n services built before it. */
-static int service_init(struct mtd_rt_service *s, const struct mtd_cfg_service *cfg, const struct mtd_rt_service *built,
-                        size_t n_built, size_t *next_slot, int64_t now_ms, char *err, size_t errlen)
+/* What a new service snapshot is built from. */
+struct build {
+	struct mtd_cfg_box *box;
+	const struct mtd_cfg_service *cfg;
+	const struct mtd_rt_service *prev; /* the snapshot replaced, or NULL */
+	const struct mtd_disc_endpoint *eps;
+	size_t n;
+	const char *const *hosts; /* SNI host per endpoint, or NULL: from the address */
+	/* Services of the same runtime built before this one (TLS contexts
+	 * are shared between services with the same files). */
+	struct mtd_rt_service *const *built;
+	size_t n_built;
+	unsigned n_workers;
+	bool force;              /* build even when the set equals prev's */
+	bool set_unavailable;    /* replace prev's message by `unavailable` */
+	const char *unavailable; /* with set_unavailable */
+};
+
+/* A snapshot of service b->cfg over b->eps, reusing the identities of
+ * b->prev and building each picker with prev's as `prev`. *same: the set
+ * equals prev's (nothing to publish, NULL returned). NULL + err on
+ * failure. */
+static struct mtd_rt_service *service_build(const struct build *b, bool *same, char *err, size_t errlen)
 {
-	s->cfg = cfg;
-	s->n_eps = cfg->n_endpoints;
-	s->eps = calloc(s->n_eps, sizeof(*s->eps));
-	s->lb_eps = calloc(s->n_eps, sizeof(*s->lb_eps));
-	s->methods = calloc(cfg->n_methods ? cfg->n_methods : 1, sizeof(*s->methods));
-	s->budget = calloc(1, sizeof(*s->budget));
-	if (!s->eps || !s->lb_eps || !s->methods || !s->budget)
+	struct mtd_cfg_box *box = b->box;
+	const struct mtd_cfg_service *cfg = b->cfg;
+	const struct mtd_rt_service *prev = b->prev;
+	const struct mtd_disc_endpoint *eps = b->eps;
+	size_t n = b->n;
+	const char *const *hosts = b->hosts;
+	unsigned n_workers = b->n_workers;
+	struct mtd_rt_service *s = calloc(1, sizeof(*s));
+	struct mtd_disc_id *old_ids = NULL;
+	size_t *map = NULL, dup = 0;
+	struct mtd_disc_diff diff = {0};
+	int64_t now_ms = mtd_wall_ms();
+	int rc;
+
+	*same = false;
+	if (!s)
 		goto nomem;
-	for (size_t i = 0; i < s->n_eps; i++) {
-		s->eps[i].cfg = &cfg->endpoints[i];
-		s->eps[i].slot = (*next_slot)++;
+	mtd_disc_ref_init(&s->ref);
+	mtd_disc_ref_get(&box->ref);
+	s->cfgbox = box;
+	s->cfg = cfg;
+	if (n > MTD_LB_MAX_ENDPOINTS) {
+		snprintf(err, errlen, "service %s: %zu endpoints, at most %u", cfg->name, n, MTD_LB_MAX_ENDPOINTS);
+		goto fail;
+	}
+	size_t n_old = prev ? prev->n_eps : 0;
+	old_ids = calloc(n_old ? n_old : 1, sizeof(*old_ids));
+	map = calloc(n ? n : 1, sizeof(*map));
+	s->eps = calloc(n ? n : 1, sizeof(*s->eps));
+	s->lb_eps = calloc(n ? n : 1, sizeof(*s->lb_eps));
+	s->methods = calloc(cfg->n_methods ? cfg->n_methods : 1, sizeof(*s->methods));
+	if (!old_ids || !map || !s->eps || !s->lb_eps || !s->methods)
+		goto nomem;
+	for (size_t i = 0; i < n_old; i++)
+		old_ids[i] = (struct mtd_disc_id){prev->eps[i]->key, prev->eps[i]->addr.text};
+	rc = mtd_disc_match(old_ids, n_old, eps, n, map, &diff, &dup);
+	if (rc == -ENOMEM)
+		goto nomem;
+	if (rc < 0) {
+		snprintf(err, errlen, "service %s: endpoint %s%s%s given twice", cfg->name,
+		         eps[dup].key ? eps[dup].key : "", eps[dup].key ? " " : "",
+		         eps[dup].address ? eps[dup].address : "(no address)");
+		goto fail;
+	}
+	bool any_attr = false, changed = diff.added || diff.removed;
+	for (size_t i = 0; i < n; i++) {
+		struct mtd_endpoint *ep;
+		if (map[i] != SIZE_MAX) {
+			ep = prev->eps[map[i]];
+			mtd_disc_ref_get(&ep->ref);
+			if (prev->lb_eps[map[i]].weight != eps[i].weight ||
+			    !attr_same(prev->attrs ? &prev->attrs[map[i]] : NULL, &eps[i]) ||
+			    (eps[i].start_ms > 0 && eps[i].start_ms != ep->start_ms) || map[i] != i)
+				changed = true;
+		} else {
+			if (eps[i].salen == 0 || eps[i].salen > sizeof(struct sockaddr_storage)) {
+				snprintf(err, errlen, "service %s: endpoint %s has no address", cfg->name,
+				         eps[i].address);
+				goto fail;
+			}
+			/* SNI and certificate name default (upstream.c): the name a
+			 * DNS service resolves, else the address's host. */
+			const char *host = hosts ? hosts[i] : cfg->dns ? cfg->dns->name : NULL;
+			ep = endpoint_new(&eps[i], host, n_workers, now_ms);
+			if (!ep)
+				goto nomem;
+		}
+		s->eps[i] = ep;
+		s->n_eps = i + 1;
+		any_attr |= (eps[i].zone && eps[i].zone[0]) || eps[i].n_metadata;
 		s->lb_eps[i] = (struct mtd_lb_endpoint){
-		        .id = cfg->endpoints[i].addr.text,
-		        .weight = cfg->endpoints[i].weight,
-		        /* Issue 3: a registry record's start time, else the moment
-		         * maitred first saw the endpoint. Static endpoints are all
-		         * seen at start-up, so warmup stays inert for them (every
-		         * endpoint is new) until discovery adds one later. */
-		        .start_ms = now_ms,
-		        .stats = &s->eps[i].stats,
-		        .user = &s->eps[i],
+		        .id = ep->addr.text,
+		        .weight = eps[i].weight,
+		        /* A registry's start time, when it names one, is the newest
+		         * word; else the identity's own first sighting. */
+		        .start_ms = eps[i].start_ms > 0 ? eps[i].start_ms : ep->start_ms,
+		        .stats = &ep->stats,
+		        .user = ep,
 		};
 	}
-	/* Config validation rejects every option set a picker would refuse;
-	 * what is left is memory (or an OpenSSL without MD5 for the ring). */
-	s->picker = mtd_lb_picker_new(&cfg->lb, s->lb_eps, s->n_eps, NULL);
+	if (prev && !changed && prev->cfg == cfg && !b->force) {
+		*same = true;
+		goto fail; /* not an error: nothing to build */
+	}
+	if (any_attr) {
+		s->attrs = calloc(n, sizeof(*s->attrs));
+		if (!s->attrs)
+			goto nomem;
+		for (size_t i = 0; i < n; i++)
+			if (attr_copy(&s->attrs[i], &eps[i]) < 0)
+				goto nomem;
+	}
+	/* Config validation rejects every option set a picker would refuse for
+	 * static endpoints; a discovered set may still be refused (MAGLEV
+	 * table_size below the endpoint count): the old set stays then. */
+	/* prev's pickers carry a strategy's history (lb.h); lib/lb ignores a
+	 * prev of another strategy (a reload may change the policy). */
+	s->picker = mtd_lb_picker_new(&cfg->lb, s->lb_eps, s->n_eps, prev ? prev->picker : NULL);
 	if (!s->picker) {
-		snprintf(err, errlen, "service %s: cannot build the %s picker (out of memory?)", cfg->name,
-		         cfg->lb.ops->name);
-		return -1;
+		snprintf(err, errlen, "service %s: cannot build the %s picker over %zu endpoints", cfg->name,
+		         cfg->lb.ops->name, s->n_eps);
+		goto fail;
 	}
 	for (size_t i = 0; i < cfg->n_methods; i++) {
 		s->methods[i].cfg = &cfg->methods[i];
-		s->methods[i].picker = mtd_lb_picker_new(&cfg->methods[i].lb, s->lb_eps, s->n_eps, NULL);
+		const struct mtd_lb_picker *mprev = NULL;
+		for (size_t m = 0; prev && m < prev->cfg->n_methods && !mprev; m++)
+			if (strcmp(prev->cfg->methods[m].name, cfg->methods[i].name) == 0)
+				mprev = prev->methods[m].picker;
+		s->methods[i].picker = mtd_lb_picker_new(&cfg->methods[i].lb, s->lb_eps, s->n_eps, mprev);
 		if (!s->methods[i].picker) {
-			snprintf(err, errlen, "service %s, method %s: cannot build the %s picker (out of memory?)",
-			         cfg->name, cfg->methods[i].name, cfg->methods[i].lb.ops->name);
-			return -1;
+			snprintf(err, errlen, "service %s, method %s: cannot build the %s picker over %zu endpoints",
+			         cfg->name, cfg->methods[i].name, cfg->methods[i].lb.ops->name, s->n_eps);
+			goto fail;
 		}
 	}
-	if (cfg->tls) {
+	if (prev && prev->cfg == cfg && prev->ssl_ctx) {
+		s->ssl_ctx = mtd_tls_ctx_ref(prev->ssl_ctx);
+	} else if (cfg->tls) {
 		char why[256];
-		struct ssl_ctx_st *same = shared_ctx(built, n_built, cfg->tls);
-		s->ssl_ctx = same ? mtd_tls_ctx_ref(same) : mtd_tls_client_ctx_new(cfg->tls, why, sizeof(why));
+		struct ssl_ctx_st *shared = shared_ctx(b->built, b->n_built, cfg->tls);
+		s->ssl_ctx = shared ? mtd_tls_ctx_ref(shared) : mtd_tls_client_ctx_new(cfg->tls, why, sizeof(why));
 		if (!s->ssl_ctx) {
 			snprintf(err, errlen, "service %s: TLS: %s", cfg->name, why);
-			return -1;
+			goto fail;
 		}
 	}
-	return 0;
-nomem:
-	snprintf(err, errlen, "service %s: out of memory", cfg->name);
-	return -1;
-}
-
-struct mtd_runtime *mtd_runtime_new(struct mtd_cfg *cfg, char *err, size_t errlen)
-{
-	struct mtd_runtime *rt = calloc(1, sizeof(*rt));
-	const char **names = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*names));
-	if (!rt || !names)
-		goto nomem;
-	rt->cfg = cfg;
-	rt->services = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*rt->services));
-	if (!rt->services)
-		goto nomem;
-	int64_t now_ms = mtd_wall_ms();
-	for (size_t i = 0; i < cfg->n_services; i++) {
-		names[i] = cfg->services[i].name;
-		if (service_init(&rt->services[i], &cfg->services[i], rt->services, i, &rt->n_slots, now_ms, err,
-		                 errlen) < 0)
-			goto fail;
+	/* The retry budget's window goes on while the service stays. */
+	if (prev && prev->budget_box) {
+		mtd_disc_ref_get(&prev->budget_box->ref);
+		s->budget_box = prev->budget_box;
+	} else {
+		s->budget_box = calloc(1, sizeof(*s->budget_box));
+		if (!s->budget_box)
+			goto nomem;
+		mtd_disc_ref_init(&s->budget_box->ref);
 	}
-	rt->routes = mtd_route_table_new(names, cfg->n_services);
-	if (!rt->routes)
+	s->budget = &s->budget_box->b;
+	const char *msg = b->set_unavailable ? b->unavailable : prev && prev->cfg == cfg ? prev->unavailable : NULL;
+	if (msg && !(s->unavailable = strdup(msg)))
 		goto nomem;
-	free(names);
-	return rt;
+	free(old_ids);
+	free(map);
+	return s;
 nomem:
-	snprintf(err, errlen, "out of memory");
+	snprintf(err, errlen, "service %s: out of memory", cfg ? cfg->name : "?");
 fail:
-	free(names);
-	if (rt)
-		mtd_runtime_free(rt); /* frees cfg too */
-	else
-		mtd_cfg_free(cfg);
+	free(old_ids);
+	free(map);
+	if (s)
+		service_free(s);
 	return NULL;
 }
 
-void mtd_runtime_free(struct mtd_runtime *rt)
+/* "ip:port" / "[v6]:port" of sa into buf. */
+static const char *numeric(const struct sockaddr_storage *sa, char *buf, size_t size)
 {
-	if (!rt)
-		return;
-	if (rt->services) {
-		size_t n = rt->cfg ? rt->cfg->n_services : 0;
-		for (size_t i = 0; i < n; i++)
-			if (rt->services[i].cfg)
-				service_free(&rt->services[i]);
-		free(rt->services);
+	char ip[INET6_ADDRSTRLEN];
+	if (sa->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, size, "[%s]:%u", ip, (unsigned)ntohs(s6->sin6_port));
+	} else {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+		snprintf(buf, size, "%s:%u", ip, (unsigned)ntohs(s4->sin_port));
 	}
-	mtd_route_table_free(rt->routes);
-	mtd_cfg_free(rt->cfg);
-	free(rt);
+	return buf;
+}
+
+const char *mtd_rt_numeric(const struct sockaddr_storage *sa, char *buf, size_t size)
+{
+	return numeric(sa, buf, size);
+}
+
+/* The static endpoints of cfg as a source would give them. An IP literal
+ * is its own identity, as written; a host name is named by the address it
+ * resolved to, like the resolver's later answers (sidecar/dns.c), so the
+ * first refresh keeps it. */
+static struct mtd_disc_endpoint *static_set(const struct mtd_cfg_service *cfg, const char ***hosts, char (**texts)[64])
+{
+	*texts = calloc(cfg->n_endpoints ? cfg->n_endpoints : 1, sizeof(**texts));
+	if (!*texts)
+		return NULL;
+	struct mtd_disc_endpoint *d = calloc(cfg->n_endpoints ? cfg->n_endpoints : 1, sizeof(*d));
+	*hosts = calloc(cfg->n_endpoints ? cfg->n_endpoints : 1, sizeof(**hosts));
+	if (!d || !*hosts) {
+		free(d);
+		free(*hosts);
+		free(*texts);
+		return NULL;
+	}
+	for (size_t i = 0; i < cfg->n_endpoints; i++) {
+		const struct mtd_cfg_endpoint *e = &cfg->endpoints[i];
+		const char *id = mtd_rt_host_is_literal(e->addr.host)
+		                         ? e->addr.text
+		                         : numeric(&e->addr.sa, (*texts)[i], sizeof((*texts)[i]));
+		/* A name's endpoints are keyed by the name as written:
+		 * "localhost:80" next to "127.0.0.1:80" is two endpoints, as the
+		 * config allows (and as dns.c names them on each refresh). */
+		d[i] = (struct mtd_disc_endpoint){.key = id == e->addr.text ? NULL : e->addr.text,
+		                                  .address = id,
+		                                  .sa = e->addr.sa,
+		                                  .salen = e->addr.salen,
+		                                  .weight = e->weight};
+		(*hosts)[i] = e->addr.host;
+	}
+	return d;
+}
+
+bool mtd_rt_host_is_literal(const char *host)
+{
+	struct in6_addr a;
+	return inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1;
+}
+
+/* UNAVAILABLE message of a discovered service before its first set. */
+static const char *source_waiting(const struct mtd_cfg_service *sc)
+{
+	switch (sc->source) {
+	case MTD_CFG_SOURCE_DNS:
+		return "waiting for the first DNS answer";
+	case MTD_CFG_SOURCE_ETCD:
+		return "waiting for the first list from etcd";
+	case MTD_CFG_SOURCE_STATIC:
+		break;
+	}
+	return NULL;
+}
+
+/* A runtime over cfgbox's config with services[i] (references taken). */
+static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_cfg_box *box,
+                                            struct mtd_rt_service **services)
+{
+	const struct mtd_cfg *cfg = box->cfg;
+	struct mtd_runtime *rt = calloc(1, sizeof(*rt));
+	const char **names = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*names));
+	if (!rt || !names)
+		goto fail;
+	mtd_disc_ref_init(&rt->ref);
+	rt->ctl = ctl;
+	mtd_disc_ref_get(&box->ref);
+	rt->cfgbox = box;
+	rt->cfg = box->cfg;
+	rt->services = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*rt->services));
+	if (!rt->services)
+		goto fail;
+	for (size_t i = 0; i < cfg->n_services; i++) {
+		names[i] = cfg->services[i].name;
+		mtd_disc_ref_get(&services[i]->ref);
+		rt->services[i] = services[i];
+	}
+	rt->routes = mtd_route_table_new(names, cfg->n_services);
+	if (!rt->routes)
+		goto fail;
+	free(names);
+	rt->gen = ++ctl->next_gen;
+	/* Before publishing: every identity in it is live at rt->gen. */
+	for (size_t i = 0; i < cfg->n_services; i++)
+		for (size_t e = 0; e < rt->services[i]->n_eps; e++)
+			atomic_store_explicit(&rt->services[i]->eps[e]->last_gen, rt->gen, memory_order_relaxed);
+	return rt;
+fail:
+	free(names);
+	if (rt)
+		runtime_free(rt);
+	return NULL;
+}
+
+struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg, unsigned n_workers, char *err,
+                                    size_t errlen)
+{
+	struct mtd_cfg_box *box = calloc(1, sizeof(*box));
+	struct mtd_rt_service **svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*svcs));
+	struct mtd_runtime *rt = NULL;
+	size_t built = 0;
+
+	if (!box || !svcs) {
+		snprintf(err, errlen, "out of memory");
+		free(box);
+		free(svcs);
+		mtd_cfg_free(cfg);
+		return NULL;
+	}
+	mtd_disc_ref_init(&box->ref);
+	box->cfg = cfg;
+	for (; built < cfg->n_services; built++) {
+		const struct mtd_cfg_service *sc = &cfg->services[built];
+		const char **hosts = NULL;
+		char(*texts)[64] = NULL;
+		struct mtd_disc_endpoint *set = static_set(sc, &hosts, &texts);
+		bool same;
+		if (!set) {
+			snprintf(err, errlen, "service %s: out of memory", sc->name);
+			goto out;
+		}
+		struct build b = {.box = box,
+		                  .cfg = sc,
+		                  .eps = set,
+		                  .n = sc->n_endpoints,
+		                  .hosts = hosts,
+		                  .built = svcs,
+		                  .n_built = built,
+		                  .n_workers = n_workers,
+		                  .set_unavailable = true,
+		                  .unavailable = source_waiting(sc)};
+		svcs[built] = service_build(&b, &same, err, errlen);
+		free(set);
+		free(hosts);
+		free(texts);
+		if (!svcs[built])
+			goto out;
+	}
+	rt = runtime_assemble(ctl, box, svcs);
+	if (!rt)
+		snprintf(err, errlen, "out of memory");
+out:
+	for (size_t i = 0; i < built; i++)
+		if (mtd_disc_ref_put(&svcs[i]->ref))
+			service_free(svcs[i]);
+	free(svcs);
+	cfgbox_unref(box);
+	return rt;
+}
+
+/* ---- changes ------------------------------------------------------------- */
+
+void mtd_control_publish(struct mtd_control *ctl, struct mtd_runtime *rt)
+{
+	struct mtd_runtime *old = ctl->rt;
+	ctl->rt = rt;
+	for (unsigned i = 0; i < ctl->n_workers; i++) {
+		mtd_disc_ref_get(&rt->ref);
+		mtd_worker_set_runtime(ctl->workers[i], rt);
+	}
+	if (old)
+		mtd_runtime_unref(old);
+}
+
+/* A copy of the current runtime with service si replaced by s. */
+static int replace_service(struct mtd_control *ctl, size_t si, struct mtd_rt_service *s)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	size_t n = cur->cfg->n_services;
+	struct mtd_rt_service **svcs = calloc(n, sizeof(*svcs));
+	if (!svcs)
+		return -ENOMEM;
+	memcpy(svcs, cur->services, n * sizeof(*svcs));
+	svcs[si] = s;
+	struct mtd_runtime *rt = runtime_assemble(ctl, cur->cfgbox, svcs);
+	free(svcs);
+	if (!rt)
+		return -ENOMEM;
+	mtd_control_publish(ctl, rt);
+	return 0;
+}
+
+int mtd_runtime_set_endpoints(struct mtd_control *ctl, size_t service, const struct mtd_disc_endpoint *eps, size_t n)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	char err[384];
+	bool same;
+
+	if (!cur || service >= cur->cfg->n_services)
+		return -EINVAL;
+	struct mtd_rt_service *prev = cur->services[service];
+	struct build b = {
+	        .box = cur->cfgbox, .cfg = prev->cfg, .prev = prev, .eps = eps, .n = n, .n_workers = ctl->n_workers};
+	struct mtd_rt_service *s = service_build(&b, &same, err, sizeof(err));
+	if (!s) {
+		if (same)
+			return 0;
+		MTD_WARN("%s; keeping its %zu endpoint%s", err, prev->n_eps, prev->n_eps == 1 ? "" : "s");
+		return strstr(err, "out of memory") ? -ENOMEM : -EINVAL;
+	}
+	int rc = replace_service(ctl, service, s);
+	if (rc == 0)
+		MTD_INFO("service %s: %zu endpoint%s", prev->cfg->name, s->n_eps, s->n_eps == 1 ? "" : "s");
+	else
+		MTD_WARN("service %s: out of memory; keeping its %zu endpoints", prev->cfg->name, prev->n_eps);
+	mtd_rt_service_unref(s); /* the runtime holds it */
+	return rc;
+}
+
+static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev);
+
+int mtd_runtime_set_unavailable(struct mtd_control *ctl, size_t service, const char *reason)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	if (!cur || service >= cur->cfg->n_services)
+		return -EINVAL;
+	struct mtd_rt_service *prev = cur->services[service];
+	if ((reason == NULL && prev->unavailable == NULL) ||
+	    (reason && prev->unavailable && strcmp(reason, prev->unavailable) == 0))
+		return 0;
+	/* A new snapshot of the same set, with the new message. */
+	size_t n = prev->n_eps;
+	struct mtd_disc_endpoint *set = current_set(prev);
+	if (!set)
+		return -ENOMEM;
+	char err[384];
+	bool same;
+	struct build b = {.box = cur->cfgbox,
+	                  .cfg = prev->cfg,
+	                  .prev = prev,
+	                  .eps = set,
+	                  .n = n,
+	                  .n_workers = ctl->n_workers,
+	                  .force = true,
+	                  .set_unavailable = true,
+	                  .unavailable = reason};
+	struct mtd_rt_service *s = service_build(&b, &same, err, sizeof(err));
+	free(set);
+	if (!s) {
+		MTD_WARN("%s", err);
+		return -ENOMEM;
+	}
+	int rc = replace_service(ctl, service, s);
+	mtd_rt_service_unref(s);
+	return rc;
 }
 
 void mtd_runtime_tick(struct mtd_runtime *rt)
 {
 	int64_t now_ms = mtd_wall_ms(), now_ns = mtd_now_ns();
 	for (size_t i = 0; i < rt->cfg->n_services; i++) {
-		struct mtd_rt_service *s = &rt->services[i];
+		struct mtd_rt_service *s = rt->services[i];
 		mtd_lb_tick(s->picker, now_ms, now_ns);
 		for (size_t m = 0; m < s->cfg->n_methods; m++)
 			mtd_lb_tick(s->methods[m].picker, now_ms, now_ns);
 	}
+}
+
+/* ---- reload (issue 7 section 6) ------------------------------------------ */
+
+static bool same_str(const char *a, const char *b)
+{
+	return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
+}
+
+static bool same_addrs(const struct mtd_cfg_addr *a, size_t na, const struct mtd_cfg_addr *b, size_t nb)
+{
+	if (na != nb)
+		return false;
+	for (size_t i = 0; i < na; i++)
+		if (strcmp(a[i].text, b[i].text) != 0)
+			return false;
+	return true;
+}
+
+static bool same_tls(const struct mtd_cfg_tls *a, const struct mtd_cfg_tls *b)
+{
+	if ((a == NULL) != (b == NULL))
+		return false;
+	return !a || (same_str(a->ca_file, b->ca_file) && same_str(a->server_name, b->server_name) &&
+	              same_str(a->cert_file, b->cert_file) && same_str(a->key_file, b->key_file));
+}
+
+/* The discovered set of old can serve new until new's source reports. */
+static bool same_source(const struct mtd_cfg_service *old, const struct mtd_cfg_service *new)
+{
+	if (old->source != new->source)
+		return false;
+	switch (new->source) {
+	case MTD_CFG_SOURCE_DNS:
+		return strcmp(old->dns->name, new->dns->name) == 0 &&
+		       old->dns->port == new->dns->port &&same_addrs(old->dns->resolvers, old->dns->n_resolvers,
+		                                                     new->dns->resolvers, new->dns->n_resolvers);
+	case MTD_CFG_SOURCE_ETCD:
+		return same_addrs(old->etcd->endpoints, old->etcd->n_endpoints, new->etcd->endpoints,
+		                  new->etcd->n_endpoints) &&
+		       strcmp(old->etcd->prefix, new->etcd->prefix) == 0 &&
+		       same_str(old->etcd->username, new->etcd->username) && same_tls(old->etcd->tls, new->etcd->tls);
+	case MTD_CFG_SOURCE_STATIC:
+		break;
+	}
+	return false;
+}
+
+/* prev's current set, as a source would give it. */
+static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
+{
+	struct mtd_disc_endpoint *set = calloc(prev->n_eps ? prev->n_eps : 1, sizeof(*set));
+	if (!set)
+		return NULL;
+	for (size_t i = 0; i < prev->n_eps; i++) {
+		const struct mtd_endpoint *ep = prev->eps[i];
+		const struct mtd_rt_epattr *a = prev->attrs ? &prev->attrs[i] : NULL;
+		set[i] = (struct mtd_disc_endpoint){.key = ep->key,
+		                                    .address = ep->addr.text,
+		                                    .sa = ep->addr.sa,
+		                                    .salen = ep->addr.salen,
+		                                    .weight = prev->lb_eps[i].weight,
+		                                    .zone = a ? a->zone : NULL,
+		                                    .metadata = a ? a->meta : NULL,
+		                                    .n_metadata = a ? a->n_meta : 0,
+		                                    .start_ms = prev->lb_eps[i].start_ms};
+	}
+	return set;
+}
+
+static struct mtd_rt_service *find_service(const struct mtd_runtime *rt, const char *name)
+{
+	for (size_t i = 0; i < rt->cfg->n_services; i++)
+		if (strcmp(rt->cfg->services[i].name, name) == 0)
+			return rt->services[i];
+	return NULL;
+}
+
+struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, char *err, size_t errlen)
+{
+	struct mtd_cfg_box *box = calloc(1, sizeof(*box));
+	struct mtd_rt_service **svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*svcs));
+	struct mtd_runtime *rt = NULL;
+	size_t built = 0;
+
+	if (!box || !svcs) {
+		snprintf(err, errlen, "out of memory");
+		free(box);
+		free(svcs);
+		mtd_cfg_free(cfg);
+		return NULL;
+	}
+	mtd_disc_ref_init(&box->ref);
+	box->cfg = cfg;
+	for (; built < cfg->n_services; built++) {
+		const struct mtd_cfg_service *sc = &cfg->services[built];
+		struct mtd_rt_service *prev = find_service(ctl->rt, sc->name);
+		struct mtd_disc_endpoint *set;
+		const char **hosts = NULL;
+		char(*texts)[64] = NULL;
+		size_t n;
+		const char *waiting = NULL;
+		bool same;
+		if (sc->source == MTD_CFG_SOURCE_STATIC) {
+			set = static_set(sc, &hosts, &texts);
+			n = sc->n_endpoints;
+		} else if (prev && same_source(prev->cfg, sc)) {
+			set = current_set(prev);
+			n = prev->n_eps;
+			waiting = prev->unavailable;
+		} else {
+			set = calloc(1, sizeof(*set));
+			n = 0;
+			waiting = source_waiting(sc);
+		}
+		if (!set) {
+			snprintf(err, errlen, "service %s: out of memory", sc->name);
+			goto out;
+		}
+		struct build b = {.box = box,
+		                  .cfg = sc,
+		                  .prev = prev,
+		                  .eps = set,
+		                  .n = n,
+		                  .hosts = hosts,
+		                  .built = svcs,
+		                  .n_built = built,
+		                  .n_workers = ctl->n_workers,
+		                  .force = true,
+		                  .set_unavailable = true,
+		                  .unavailable = waiting};
+		svcs[built] = service_build(&b, &same, err, errlen);
+		free(set);
+		free(hosts);
+		free(texts);
+		if (!svcs[built])
+			goto out;
+	}
+	rt = runtime_assemble(ctl, box, svcs);
+	if (!rt)
+		snprintf(err, errlen, "out of memory");
+out:
+	for (size_t i = 0; i < built; i++)
+		if (mtd_disc_ref_put(&svcs[i]->ref))
+			service_free(svcs[i]);
+	free(svcs);
+	cfgbox_unref(box);
+	return rt;
+}
+
+/* ---- endpoint sources ------------------------------------------------------ */
+
+static const struct mtd_disc_source_ops *source_of(const struct mtd_cfg_service *sc)
+{
+	switch (sc->source) {
+	case MTD_CFG_SOURCE_DNS:
+		return &mtd_dns_source_ops;
+	case MTD_CFG_SOURCE_STATIC:
+		/* Host names in static endpoints: all their addresses, refreshed
+		 * through the same resolver (issue 7 section 5). */
+		for (size_t i = 0; i < sc->n_endpoints; i++)
+			if (!mtd_rt_host_is_literal(sc->endpoints[i].addr.host))
+				return &mtd_dns_static_source_ops;
+		return NULL;
+	case MTD_CFG_SOURCE_ETCD:
+		break;
+	}
+	return NULL;
+}
+
+void mtd_sources_start(struct mtd_control *ctl)
+{
+	const struct mtd_cfg *cfg = ctl->rt->cfg;
+	mtd_sources_stop(ctl);
+	ctl->src_ops = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*ctl->src_ops));
+	ctl->src_state = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*ctl->src_state));
+	if (!ctl->src_ops || !ctl->src_state) {
+		MTD_ERROR("out of memory: endpoint sources not started");
+		free(ctl->src_ops);
+		free(ctl->src_state);
+		ctl->src_ops = NULL;
+		ctl->src_state = NULL;
+		return;
+	}
+	ctl->n_src = cfg->n_services;
+	for (size_t i = 0; i < cfg->n_services; i++) {
+		const struct mtd_disc_source_ops *ops = source_of(&cfg->services[i]);
+		if (!ops)
+			continue;
+		if (ops->start(ctl, i, &cfg->services[i], &ctl->src_state[i]) == 0)
+			ctl->src_ops[i] = ops;
+		else
+			MTD_ERROR("service %s: cannot start its %s source", cfg->services[i].name, ops->name);
+	}
+}
+
+void mtd_sources_stop(struct mtd_control *ctl)
+{
+	for (size_t i = 0; i < ctl->n_src; i++)
+		if (ctl->src_ops[i])
+			ctl->src_ops[i]->stop(ctl->src_state[i]);
+	free(ctl->src_ops);
+	free(ctl->src_state);
+	ctl->src_ops = NULL;
+	ctl->src_state = NULL;
+	ctl->n_src = 0;
 }

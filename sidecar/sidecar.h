@@ -31,10 +31,14 @@
 #include "core/slab.h"
 #include "grpc/grpc.h"
 #include "lb/lb.h"
+#include "discovery/discovery.h"
 #include "route/route.h"
+#include "sidecar/control.h"
 #include "sidecar/transport.h"
 
 struct mtd_worker;
+struct mtd_control;
+struct mtd_register;
 struct mtd_conn;
 struct mtd_call;
 struct mtd_attempt;
@@ -43,12 +47,39 @@ struct ssl_ctx_st;
 struct ssl_st;
 struct ssl_session_st;
 
-/* ---- runtime snapshot (runtime.c) ------------------------------------ */
+/* ---- runtime snapshots (runtime.c) ------------------------------------ */
 
-struct mtd_rt_endpoint {
-	const struct mtd_cfg_endpoint *cfg;
-	struct mtd_lb_stats stats; /* shared by every worker */
-	size_t slot;               /* index of this endpoint's pool in a worker */
+/* Snapshots and their reclaim (issue 7; HACKING.md "Snapshots"):
+ *
+ *   mtd_runtime  --refs-->  mtd_rt_service  --refs-->  mtd_endpoint
+ *   (config, routes,        (one service's endpoint    (an identity: its stats,
+ *    one service snapshot    set and pickers; shared    warmup start and
+ *    per service)            by runtimes while its      per-worker pools live
+ *                            endpoints do not change)   as long as it stays)
+ *
+ * All three are immutable once published (except the atomics) and carry a
+ * struct mtd_disc_ref. The control thread holds the current runtime; each
+ * worker holds the runtime it serves and, per runtime, a hold counting the
+ * calls routed with it (lib/discovery/discovery.h: the reclaim rule); a
+ * pool holds its service snapshot and its endpoint. An object whose last
+ * reference goes is freed on the control thread (pickers are freed there,
+ * lb.h), at its next turn. */
+
+/* One endpoint identity (lib/discovery/discovery-t.h). */
+struct mtd_endpoint {
+	struct mtd_disc_ref ref;
+	char *key;                 /* registry key, or NULL */
+	struct mtd_cfg_addr addr;  /* owned copies: text (the id pickers hash), host (SNI default), sa */
+	int64_t start_ms;          /* warmup start: the record's, or when first seen */
+	struct mtd_lb_stats stats; /* shared by every worker; survives set changes */
+	/* Newest runtime generation whose snapshot holds this identity: a
+	 * worker serving generation g retires the pools of identities with
+	 * last_gen < g (removed). Written by the control thread before it
+	 * publishes g. */
+	_Atomic uint64_t last_gen;
+	struct mtd_pool **pools; /* [n_workers]: slot i is worker i's, only it touches it */
+	unsigned n_workers;
+	struct mtd_endpoint *reclaim_next; /* control thread's reclaim list */
 };
 
 struct mtd_rt_method {
@@ -56,31 +87,126 @@ struct mtd_rt_method {
 	struct mtd_lb_picker *picker;
 };
 
+/* Per snapshot attributes of an endpoint that may change while it stays. */
+struct mtd_rt_epattr {
+	char *zone;                 /* NULL = none */
+	struct mtd_disc_meta *meta; /* owned copies */
+	size_t n_meta;
+};
+
+/* One service's snapshot: its endpoint set and the pickers built on it. */
 struct mtd_rt_service {
+	struct mtd_disc_ref ref;
+	struct mtd_cfg_box *cfgbox; /* keeps cfg alive */
 	const struct mtd_cfg_service *cfg;
-	struct mtd_rt_endpoint *eps;
-	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see */
+	struct mtd_endpoint **eps;      /* references held */
+	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see (weights) */
+	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has any */
 	size_t n_eps;
 	struct mtd_lb_picker *picker;  /* the service-level policy */
 	struct mtd_rt_method *methods; /* parallel to cfg->methods */
-	struct ssl_ctx_st *ssl_ctx;    /* NULL = h2c */
-	/* retry_budget's window: shared by every worker (atomics), owned. */
+	struct ssl_ctx_st *ssl_ctx;    /* NULL = h2c (a reference of its own) */
+	char *unavailable;             /* why the set is empty (UNAVAILABLE message), or NULL */
+	/* retry_budget's window: shared by every worker (atomics) and by the
+	 * snapshots of one service (it goes on across changes and reloads). */
 	struct mtd_fault_budget *budget;
+	struct mtd_rt_budget *budget_box;
+	struct mtd_rt_service *reclaim_next;
+};
+
+/* A retry budget shared by the snapshots of one service. */
+struct mtd_rt_budget {
+	struct mtd_disc_ref ref;
+	struct mtd_fault_budget b;
+};
+
+/* A config shared by the snapshots built from it. */
+struct mtd_cfg_box {
+	struct mtd_disc_ref ref;
+	struct mtd_cfg *cfg; /* owned */
 };
 
 struct mtd_runtime {
-	struct mtd_cfg *cfg; /* owned */
+	struct mtd_disc_ref ref;
+	uint64_t gen; /* 1, 2, ...: every published change */
+	struct mtd_cfg_box *cfgbox;
+	struct mtd_cfg *cfg; /* = cfgbox->cfg */
 	struct mtd_route_table *routes;
-	struct mtd_rt_service *services; /* parallel to cfg->services */
-	size_t n_slots;                  /* endpoints over all services */
+	struct mtd_rt_service **services; /* parallel to cfg->services, references held */
+	struct mtd_control *ctl;
+	struct mtd_runtime *reclaim_next;
 };
 
-/* Build the runtime for cfg (takes ownership of cfg, also on failure).
- * Errors (e.g. an unreadable certificate) are written to err. */
-struct mtd_runtime *mtd_runtime_new(struct mtd_cfg *cfg, char *err, size_t errlen);
-void mtd_runtime_free(struct mtd_runtime *rt);
+/* Build the first runtime for cfg (takes ownership of cfg, also on
+ * failure), for a process of n_workers workers. Errors (e.g. an unreadable
+ * certificate) are written to err. */
+struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg, unsigned n_workers, char *err,
+                                    size_t errlen);
+/* Drop one reference on a runtime / service snapshot / endpoint: any
+ * thread. The last one queues the object for the control thread. */
+void mtd_runtime_unref(struct mtd_runtime *rt);
+void mtd_rt_service_unref(struct mtd_rt_service *s);
+void mtd_endpoint_unref(struct mtd_endpoint *ep);
 /* Background strategy work (Ribbon-style weight refresh); control thread. */
 void mtd_runtime_tick(struct mtd_runtime *rt);
+
+/* ---- the control thread (runtime.c, main.c) --------------------------- */
+
+struct mtd_control {
+	struct event_base *base;
+	struct mtd_runtime *rt; /* current: the one every worker gets next */
+	struct mtd_worker **workers;
+	unsigned n_workers;
+	uint64_t next_gen;
+	/* Objects whose last reference went, freed at the control thread's
+	 * next turn (reclaim_ev). */
+	pthread_mutex_t reclaim_mu;
+	struct mtd_runtime *reclaim_rts;
+	struct mtd_rt_service *reclaim_svcs;
+	struct mtd_endpoint *reclaim_eps;
+	struct event *reclaim_ev;
+	/* Endpoint sources of the current config: one per service, or NULL. */
+	const struct mtd_disc_source_ops **src_ops;
+	void **src_state;
+	size_t n_src;
+	/* main.c: drain, reload, self-registration. */
+	bool draining;
+	int drain_signal;
+	struct mtd_register *reg;       /* Config.register, NULL without */
+	struct mtd_cfg_box *reg_cfgbox; /* the config reg reads (a reference) */
+	struct event *drain_timer;
+	const char *config_path; /* NULL = embedded default (no reload) */
+	const char *config_base; /* its file name, for inotify events */
+	uint64_t config_hash;    /* content last loaded (inotify: reload on change) */
+	int watch_fd;            /* inotify, -1 = none */
+	struct event *watch_ev, *watch_settle;
+};
+
+int mtd_control_init(struct mtd_control *ctl);
+/* Free everything queued for reclaim (control thread, or at exit). */
+void mtd_control_reclaim(struct mtd_control *ctl);
+void mtd_control_fini(struct mtd_control *ctl);
+/* Make rt (a reference transferred) the current runtime and hand it to
+ * every worker. Control thread. */
+void mtd_control_publish(struct mtd_control *ctl, struct mtd_runtime *rt);
+/* A runtime for a reloaded config (ownership of cfg taken, also on
+ * failure): every service whose name was there before keeps the
+ * identities (stats, warmup start, connections) of the endpoints that stay;
+ * a DNS or etcd service whose source settings did not change keeps its
+ * current endpoint set until its source reports. NULL + err on failure
+ * (the running one stays). Control thread. */
+struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, char *err, size_t errlen);
+/* The DNS sources (dns.c): discovery.dns, and static endpoints written
+ * with a host name. */
+extern const struct mtd_disc_source_ops mtd_dns_source_ops;
+extern const struct mtd_disc_source_ops mtd_dns_static_source_ops;
+/* Host is an IPv4/IPv6 literal. */
+bool mtd_rt_host_is_literal(const char *host);
+/* "ip:port" / "[v6]:port" of sa into buf (64 bytes are enough). */
+const char *mtd_rt_numeric(const struct sockaddr_storage *sa, char *buf, size_t size);
+/* Start / stop the endpoint sources (DNS, etcd) of the current config. */
+void mtd_sources_start(struct mtd_control *ctl);
+void mtd_sources_stop(struct mtd_control *ctl);
 
 /* ---- connections (conn.c) -------------------------------------------- */
 
@@ -213,10 +339,18 @@ int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n);
 
 /* ---- pools and upstream connections (pool.c, upstream.c) -------------- */
 
+/* A pool belongs to one worker and one endpoint identity (ep->pools[w->id]);
+ * it holds a reference on ep and on the service snapshot whose settings it
+ * uses (the newest its worker has seen holding ep). Retired when its
+ * worker serves a snapshot without ep: it takes no new attempt, its idle
+ * connections close, busy ones drain, the attempts waiting in it move their
+ * calls to the current snapshot; freed once it has no connection left. */
 struct mtd_pool {
 	struct mtd_worker *w;
-	const struct mtd_rt_service *svc; /* for TLS ctx and upstream settings */
-	struct mtd_rt_endpoint *ep;
+	struct mtd_rt_service *svc; /* for TLS ctx and upstream settings (reference) */
+	struct mtd_endpoint *ep;    /* reference */
+	LIST_ENTRY(mtd_pool) link;  /* the worker's pools */
+	bool retired;
 	LIST_HEAD(, mtd_conn) conns;
 	uint32_t n_conns;
 	struct mtd_attempt_tailq pending; /* waiting for a stream slot */
@@ -229,8 +363,11 @@ struct mtd_pool {
 	int64_t backoff_ns, retry_at_ns;
 };
 
-/* The pool of endpoint ep (service svc) on worker w, created on first use. */
-struct mtd_pool *mtd_pool_get(struct mtd_worker *w, const struct mtd_rt_service *svc, struct mtd_rt_endpoint *ep);
+/* The pool of endpoint ep (of service snapshot svc) on worker w, created on
+ * first use; NULL when out of memory. May be retired (see above). */
+struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep);
+/* The worker moved to a snapshot without p's endpoint. */
+void mtd_pool_retire(struct mtd_pool *p);
 void mtd_pool_free(struct mtd_pool *p);
 /* True while the pool's endpoint failed its last connect and no connection
  * of it is usable: new calls should go elsewhere if they can. */
@@ -288,9 +425,10 @@ struct mtd_attempt {
 	struct mtd_call *call;
 	enum mtd_attempt_state state;
 	uint32_t index; /* 0 = first; grpc-previous-rpc-attempts (gRPC A6) */
-	struct mtd_rt_endpoint *ep;
-	int ep_idx;
-	struct mtd_pool *pool; /* PENDING */
+	struct mtd_endpoint *ep;
+	int ep_idx;                   /* in the snapshot of picker */
+	struct mtd_lb_picker *picker; /* the one that picked it */
+	struct mtd_pool *pool;        /* PENDING */
 	TAILQ_ENTRY(mtd_attempt) pending_link;
 	struct mtd_conn *up; /* set while the upstream stream exists */
 	int32_t up_sid;
@@ -324,8 +462,11 @@ struct mtd_call {
 	int32_t down_sid;
 	struct mtd_headers req_hdrs;
 	LIST_ENTRY(mtd_call) down_link;
-	/* Routing and policy. */
-	const struct mtd_rt_service *svc;
+	/* Routing and policy: svc and picker belong to the snapshot of
+	 * `hold` (hold_prev: the one before a reroute, while attempts of it
+	 * remain). */
+	struct mtd_rt_hold *hold, *hold_prev;
+	struct mtd_rt_service *svc;
 	struct mtd_lb_picker *picker;
 	const struct mtd_cfg_hash_key *hash_key;
 	const struct mtd_fault_policy *fault; /* the method's, else the service's */
@@ -411,6 +552,10 @@ void mtd_call_maybe_free(struct mtd_call *call);
  * tried while another is eligible) and queue it in its pool; ends the call
  * when none is left. */
 void mtd_call_next_attempt(struct mtd_call *call);
+/* Attempt a waits in a retired pool (its endpoint was removed): cancel it
+ * (nobody is blamed) and start the call anew on the worker's current
+ * snapshot. */
+void mtd_call_reroute(struct mtd_attempt *a);
 /* The request outgrew what may be kept: commit to the current attempt. */
 void mtd_call_commit(struct mtd_call *call);
 /* Data provider of an attempt's upstream stream (src->ptr: the attempt):
@@ -460,10 +605,22 @@ ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t
 
 /* ---- worker (worker.c) ------------------------------------------------ */
 
+/* A worker's hold on one runtime (lib/discovery: the reclaim rule). */
+struct mtd_rt_hold {
+	struct mtd_disc_hold h;
+	struct mtd_runtime *rt; /* the worker's reference */
+};
+
 struct mtd_worker {
 	unsigned id;
 	struct event_base *base;
-	const struct mtd_runtime *rt;
+	const struct mtd_runtime *rt; /* = hold->rt: what new calls route with */
+	struct mtd_rt_hold *hold;
+	/* The next runtime, set by the control thread (mtd_worker_set_runtime),
+	 * taken by the worker's swap_ev. */
+	pthread_mutex_t next_mu;
+	struct mtd_runtime *next_rt;
+	struct event swap_ev;
 	int listen_fd;
 	struct event listen_ev;
 	struct event flush_ev;        /* runs the dirty list */
@@ -474,7 +631,7 @@ struct mtd_worker {
 	LIST_HEAD(, mtd_conn) downs;
 	uint32_t n_downs;
 	TAILQ_HEAD(, mtd_conn) graveyard;
-	struct mtd_pool **pools; /* by endpoint slot, lazily created */
+	LIST_HEAD(, mtd_pool) pools; /* every pool of this worker */
 	nghttp2_session_callbacks *down_cbs, *up_cbs;
 	nghttp2_option *down_opt, *up_opt;
 	struct mtd_slab slab; /* recycled small blocks (calls, nghttp2) */
@@ -500,7 +657,16 @@ void mtd_down_teardown(struct mtd_worker *w);
 int mtd_up_setup(struct mtd_worker *w);
 void mtd_up_teardown(struct mtd_worker *w);
 
-struct mtd_worker *mtd_worker_new(unsigned id, const struct mtd_runtime *rt, int listen_fd);
+/* rt: a reference transferred to the worker (kept by the caller when NULL
+ * is returned). */
+struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int listen_fd);
+/* Thread-safe: serve rt (a reference transferred) from the worker's next
+ * turn; a runtime set before and not yet taken is dropped. */
+void mtd_worker_set_runtime(struct mtd_worker *w, struct mtd_runtime *rt);
+/* The worker's hold on its current runtime, for a call being routed; let go
+ * with mtd_worker_unhold when the call is freed. Worker thread. */
+struct mtd_rt_hold *mtd_worker_hold(struct mtd_worker *w);
+void mtd_worker_unhold(struct mtd_worker *w, struct mtd_rt_hold *h);
 int mtd_worker_start(struct mtd_worker *w);
 /* Thread-safe: ask the worker to drain (GOAWAY everyone) / stop now. */
 void mtd_worker_drain(struct mtd_worker *w);

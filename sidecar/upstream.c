@@ -281,7 +281,7 @@ static void connected_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	const struct mtd_cfg_service *svc = c->pool->svc->cfg;
-	const char *sni = svc->tls->server_name ? svc->tls->server_name : c->pool->ep->cfg->addr.host;
+	const char *sni = svc->tls->server_name ? svc->tls->server_name : c->pool->ep->addr.host;
 	if (mtd_tls_client_start(c, c->pool->svc->ssl_ctx, sni, c->pool->tls_session) < 0) {
 		up_fail(c, "TLS setup failed");
 		return;
@@ -294,7 +294,7 @@ static void connected_cb(evutil_socket_t fd, short what, void *arg)
 
 struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 {
-	const struct mtd_cfg_addr *a = &p->ep->cfg->addr;
+	const struct mtd_cfg_addr *a = &p->ep->addr;
 	struct mtd_conn *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;

@@ -134,9 +134,11 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_worker *w = arg;
 	int64_t now = mtd_now_ns();
-	for (size_t i = 0; i < w->rt->n_slots; i++)
-		if (w->pools[i])
-			mtd_pool_housekeeping(w->pools[i], now);
+	struct mtd_pool *p, *pnext;
+	for (p = LIST_FIRST(&w->pools); p; p = pnext) {
+		pnext = LIST_NEXT(p, link);
+		mtd_pool_housekeeping(p, now); /* may free a retired pool */
+	}
 	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
 	int64_t idle_ns = d->idle_timeout_ms * 1000000;
 	struct mtd_conn *c, *next;
@@ -168,6 +170,87 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 			mtd_down_shutdown(c);
 		}
 	}
+}
+
+/* ---- snapshots (the reclaim rule: lib/discovery/discovery.h) ---------- */
+
+static struct mtd_rt_hold *hold_new(struct mtd_runtime *rt)
+{
+	struct mtd_rt_hold *h = calloc(1, sizeof(*h));
+	if (h)
+		h->rt = rt;
+	return h;
+}
+
+static void hold_release(struct mtd_rt_hold *h)
+{
+	mtd_runtime_unref(h->rt);
+	free(h);
+}
+
+struct mtd_rt_hold *mtd_worker_hold(struct mtd_worker *w)
+{
+	mtd_disc_hold_take(&w->hold->h);
+	return w->hold;
+}
+
+void mtd_worker_unhold(struct mtd_worker *w, struct mtd_rt_hold *h)
+{
+	if (h && mtd_disc_hold_drop(&h->h))
+		hold_release(h);
+}
+
+void mtd_worker_set_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
+{
+	pthread_mutex_lock(&w->next_mu);
+	struct mtd_runtime *old = w->next_rt;
+	w->next_rt = rt;
+	pthread_mutex_unlock(&w->next_mu);
+	if (old)
+		mtd_runtime_unref(old); /* never served: a newer one replaced it */
+	event_active(&w->swap_ev, EV_TIMEOUT, 0);
+}
+
+/* The control thread published a runtime: serve it from now on. */
+static void swap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_worker *w = arg;
+	pthread_mutex_lock(&w->next_mu);
+	struct mtd_runtime *rt = w->next_rt;
+	w->next_rt = NULL;
+	pthread_mutex_unlock(&w->next_mu);
+	if (!rt)
+		return;
+	struct mtd_rt_hold *h = hold_new(rt);
+	if (!h) {
+		/* Out of memory: stay on the current snapshot; the control
+		 * thread's next change tries again. */
+		MTD_ERROR("worker %u: out of memory taking a new snapshot", w->id);
+		mtd_runtime_unref(rt);
+		return;
+	}
+	struct mtd_rt_hold *old = w->hold;
+	w->hold = h;
+	w->rt = rt;
+	if (mtd_disc_hold_retire(&old->h))
+		hold_release(old);
+	/* Pools of endpoints that stay take the new snapshot's settings. */
+	for (size_t i = 0; i < rt->cfg->n_services; i++) {
+		struct mtd_rt_service *s = rt->services[i];
+		for (size_t e = 0; e < s->n_eps; e++) {
+			struct mtd_pool *p = s->eps[e]->pools[w->id];
+			if (p && p->svc != s) {
+				mtd_disc_ref_get(&s->ref);
+				mtd_rt_service_unref(p->svc);
+				p->svc = s;
+			}
+		}
+	}
+	/* Pools of endpoints it no longer holds drain (issue 7). */
+	struct mtd_pool *p;
+	LIST_FOREACH(p, &w->pools, link)
+		if (!p->retired && atomic_load_explicit(&p->ep->last_gen, memory_order_relaxed) < rt->gen)
+			mtd_pool_retire(p);
 }
 
 static void drain_cb(evutil_socket_t fd, short what, void *arg)
@@ -212,13 +295,20 @@ static void *ng_realloc(void *p, size_t size, void *ud)
 	return mtd_slab_realloc(ud, p, size);
 }
 
-struct mtd_worker *mtd_worker_new(unsigned id, const struct mtd_runtime *rt, int listen_fd)
+struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int listen_fd)
 {
 	struct mtd_worker *w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
+	w->hold = hold_new(rt);
+	if (!w->hold) {
+		free(w);
+		return NULL;
+	}
+	pthread_mutex_init(&w->next_mu, NULL);
 	w->id = id;
 	w->rt = rt;
+	LIST_INIT(&w->pools);
 	w->listen_fd = listen_fd;
 	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
 	w->ng_mem = (nghttp2_mem){&w->slab, ng_malloc, ng_free, ng_calloc, ng_realloc};
@@ -230,8 +320,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, const struct mtd_runtime *rt, int
 		goto fail_base;
 	w->rbuf_len = READ_BUF_SIZE;
 	w->rbuf = malloc(w->rbuf_len);
-	w->pools = calloc(rt->n_slots ? rt->n_slots : 1, sizeof(*w->pools));
-	if (!w->rbuf || !w->pools)
+	if (!w->rbuf)
 		goto fail_mem;
 	if (mtd_down_setup(w) < 0)
 		goto fail_mem;
@@ -242,6 +331,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, const struct mtd_runtime *rt, int
 	event_assign(&w->housekeeping_ev, w->base, -1, EV_PERSIST, housekeeping_cb, w);
 	event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w);
 	event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w);
+	event_assign(&w->swap_ev, w->base, -1, 0, swap_cb, w);
 	struct timeval one_second = {1, 0};
 	if (event_add(&w->listen_ev, NULL) < 0 || event_add(&w->housekeeping_ev, &one_second) < 0)
 		goto fail_up;
@@ -251,10 +341,11 @@ fail_up:
 fail_down:
 	mtd_down_teardown(w);
 fail_mem:
-	free(w->pools);
 	free(w->rbuf);
 	event_base_free(w->base);
 fail_base:
+	pthread_mutex_destroy(&w->next_mu);
+	free(w->hold); /* the caller keeps its reference on rt */
 	free(w);
 	return NULL;
 }
@@ -289,9 +380,9 @@ void mtd_worker_free(struct mtd_worker *w)
 	struct mtd_conn *c;
 	while ((c = LIST_FIRST(&w->downs)))
 		mtd_conn_close(c);
-	for (size_t i = 0; i < w->rt->n_slots; i++)
-		if (w->pools[i])
-			mtd_pool_free(w->pools[i]);
+	struct mtd_pool *p;
+	while ((p = LIST_FIRST(&w->pools)))
+		mtd_pool_free(p);
 	/* Closing may have queued output and burials; free the dead. */
 	while ((c = TAILQ_FIRST(&w->dirty))) {
 		TAILQ_REMOVE(&w->dirty, c, dirty_link);
@@ -309,8 +400,12 @@ void mtd_worker_free(struct mtd_worker *w)
 	mtd_up_teardown(w);
 	mtd_down_teardown(w);
 	mtd_slab_drain(&w->slab);
-	free(w->pools);
 	free(w->rbuf);
 	event_base_free(w->base);
+	if (w->next_rt)
+		mtd_runtime_unref(w->next_rt);
+	/* Every call is gone: no hold is in use any more. */
+	hold_release(w->hold);
+	pthread_mutex_destroy(&w->next_mu);
 	free(w);
 }

@@ -10,6 +10,7 @@ EXTRA_DIST += \
 	tests/integration/democlient.py \
 	tests/integration/h2raw.py \
 	tests/integration/test_calls.py \
+	tests/integration/test_reload.py \
 	tests/integration/test_metadata.py \
 	tests/integration/test_errors.py \
 	tests/integration/test_deadline_cancel.py \
