@@ -191,8 +191,9 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 {
 	struct mtd_conn *c = ud;
 	struct mtd_call *call;
-	if ((frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) ||
-	    frame->hd.type == NGHTTP2_PRIORITY)
+	/* PRIORITY frames never get here (nghttp2 skips them without RFC 7540
+	 * priorities): mtd_down_prescan counts them. */
+	if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return glitch(ng, c);
 	switch (frame->hd.type) {
 	case NGHTTP2_RST_STREAM:
@@ -348,6 +349,10 @@ int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 				conn_error(c->ng, c, NGHTTP2_PROTOCOL_ERROR, "PRIORITY on stream 0 (RFC 9113 §6.3)", 0);
 				return -EPROTO;
 			}
+			/* CVE-2019-9513 churn: work for nothing, counted as a glitch. */
+			glitch(c->ng, c);
+			if (c->doomed_ns)
+				return -EPROTO;
 			if (len == 5) { /* other lengths: nghttp2's FRAME_SIZE_ERROR */
 				c->scan_skip = 0;
 				c->scan_in_prio = true;

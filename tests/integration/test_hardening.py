@@ -35,6 +35,20 @@ class Hardening(MaitredTest):
         self.assert_still_serves()
 
     @maitred_only
+    def test_priority_flood_gets_enhance_your_calm(self):
+        # CVE-2019-9513: nghttp2 skips PRIORITY frames unread when RFC 7540
+        # priorities are off, so maitred counts them itself.
+        import struct
+        c = H2Client(self.m.port)
+        self.addCleanup(c.close)
+        frame = struct.pack(">I", 5)[1:] + bytes([0x2, 0]) + struct.pack(">I", 3) + struct.pack(">IB", 0, 16)
+        c.sock.sendall(frame * 1500)
+        c.pump(lambda: c.goaway is not None or c.closed, CALL_LIMIT)
+        self.assertIsNotNone(c.goaway, "no GOAWAY after 1500 PRIORITY frames")
+        self.assertEqual(c.goaway.error_code, h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+        self.assert_still_serves()
+
+    @maitred_only
     def test_a_few_empty_data_frames_are_fine(self):
         c = H2Client(self.m.port)
         self.addCleanup(c.close)
