@@ -298,6 +298,28 @@ ratio() {	# FIELD: maitred / nghttpx, when both are numbers
 		echo "n/a"
 	fi
 }
+# Round by round (repeat i of every row ran back to back): the issue's
+# targets hold "in every round", which a median can hide.
+per_round() {	# FIELD ROW_A ROW_B: A/B for each repeat
+	local a=${ALL[$2,$1]:-} b=${ALL[$3,$1]:-}
+	[ -z "$a" ] || [ -z "$b" ] && { echo "n/a"; return; }
+	awk -v a="$a" -v b="$b" 'BEGIN {
+		n = split(a, x, " "); split(b, y, " "); out = ""
+		for (i = 1; i <= n; i++) {
+			r = "n/a"
+			if (x[i] ~ /^[0-9.]+$/ && y[i] ~ /^[0-9.]+$/ && y[i] + 0 > 0)
+				r = sprintf("%.2f", x[i] / y[i])
+			out = out (i > 1 ? " " : "") r
+		}
+		print out
+	}'
+}
+if [ "$REPS" -gt 1 ]; then
+	echo
+	echo "round by round: CPU per call maitred/nghttpx $(per_round cpu maitred nghttpx);" \
+		"upstream CPU per call maitred/direct $(per_round ucpu maitred direct)," \
+		"nghttpx/direct $(per_round ucpu nghttpx direct)"
+fi
 echo
 echo "maitred / nghttpx: CPU per call $(ratio cpu) (target < 1), p99 $(ratio p99) (target <= 1)," \
 	"saturation $(ratio sat), peak RSS $(ratio rss); targets also: <= 2 up conns/endpoint @$INFLIGHT" \
