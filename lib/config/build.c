@@ -881,9 +881,6 @@ static void build_source(struct builder *b, const PbService *m, const char *path
 	} else {
 		out->source = MTD_CFG_SOURCE_DNS;
 		out->dns = build_dns(b, dm->dns, sub(p, sizeof(p), dpath, "dns"));
-		/* Until sidecar/dns.c feeds the runtime (issue 7 section 5). */
-		BERR(at(b, dm, "dns", NULL), sub(p, sizeof(p), dpath, "dns"),
-		     "not supported yet by this build of maitred");
 	}
 }
 

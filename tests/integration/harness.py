@@ -248,14 +248,15 @@ class Proc:
 class Upstream:
     """A running upstream.py: Echo on .port, Control on .control_port."""
 
-    def __init__(self, proc, info, tls):
+    def __init__(self, proc, info, tls, host="127.0.0.1"):
         self.proc = proc
         self.name = info["name"]
         self.port = info["port"]
         self.control_port = info["control_port"]
-        self.address = "127.0.0.1:%d" % self.port
+        self.host = host
+        self.address = "%s:%d" % (host, self.port)
         self.tls = tls
-        self._ch = grpc.insecure_channel("127.0.0.1:%d" % self.control_port)
+        self._ch = grpc.insecure_channel("%s:%d" % (host, self.control_port))
         self.control = pb_grpc.ControlStub(self._ch)
 
     def wait_call(self, call_id, until="STARTED", limit=CALL_LIMIT):
@@ -372,15 +373,16 @@ class MaitredTest(unittest.TestCase):
 
     # --- processes -----------------------------------------------------------
     def start_upstream(self, name=None, tls=None, client_ca=None, port=0, grace=5.0, max_streams=0,
-                       extra_args=()):
+                       extra_args=(), host="127.0.0.1"):
         """Start upstream.py; `tls` is a TestCA (server cert), `client_ca` a
         TestCA whose clients are required (mTLS); extra_args go to
-        upstream.py as they are (e.g. ["--health-file", PATH])."""
+        upstream.py as they are (e.g. ["--health-file", PATH]); `host`
+        another loopback address (127.0.0.2, ...) to listen on."""
         self._n += 1
         name = name or "up%d" % self._n
         ready = os.path.join(self.tmp, name + ".ready")
         argv = [PYTHON, UPSTREAM_PY, "--name", name, "--port", str(port),
-                "--ready-file", ready, "--grace", str(grace)]
+                "--ready-file", ready, "--grace", str(grace), "--host", host]
         if tls:
             argv += ["--tls-cert", tls.server_cert, "--tls-key", tls.server_key]
         if client_ca:
@@ -400,7 +402,7 @@ class MaitredTest(unittest.TestCase):
         wait_until(ready_or_dead, START_LIMIT, "upstream %s to be ready" % name)
         with open(ready) as f:
             info = json.load(f)
-        up = Upstream(proc, info, tls)
+        up = Upstream(proc, info, tls, host)
         self._upstreams.append(up)
         return up
 

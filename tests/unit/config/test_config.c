@@ -418,10 +418,6 @@ START_TEST(err_endpoint_sources)
 	            "    discovery:\n"
 	            "      etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}\n",
 	            "t.yaml:4:13: services[0].discovery.etcd: not supported yet by this build of maitred");
-	expect_only("services:\n"
-	            "  - name: a.B\n"
-	            "    discovery: {dns: {name: a.example, port: 1}}\n",
-	            "t.yaml:3:22: services[0].discovery.dns: not supported yet by this build of maitred");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    discovery:\n"
@@ -529,6 +525,26 @@ START_TEST(err_register)
 	                 "/p/}}\n"),
 	             "t.yaml:6:29: register[1].address: \"10.0.0.1:1\" under prefix \"/p/\" is also register[0]");
 #undef REG
+}
+END_TEST
+
+START_TEST(ok_dns_source)
+{
+	struct mtd_cfg *cfg = load_ok("services:\n"
+	                              "  - name: a.B\n"
+	                              "    discovery:\n"
+	                              "      dns: {name: a.example, port: 8080, resolvers: [\"127.0.0.1:5353\"]}\n");
+	const struct mtd_cfg_service *s = &cfg->services[0];
+
+	ck_assert_int_eq(s->source, MTD_CFG_SOURCE_DNS);
+	ck_assert_uint_eq(s->n_endpoints, 0);
+	ck_assert_ptr_nonnull(s->dns);
+	ck_assert_str_eq(s->dns->name, "a.example");
+	ck_assert_uint_eq(s->dns->port, 8080);
+	ck_assert_int_eq(s->dns->refresh_ms, 5000);
+	ck_assert_uint_eq(s->dns->n_resolvers, 1);
+	ck_assert_uint_eq(s->dns->resolvers[0].port, 5353);
+	mtd_cfg_free(cfg);
 }
 END_TEST
 
@@ -1413,7 +1429,8 @@ START_TEST(ok_example_file)
 	for (size_t i = 0; i < errs.n; i++)
 		fprintf(stderr, "example: %s\n", errs.msgs[i]);
 	ck_assert_int_eq(rc, 0);
-	ck_assert_uint_eq(cfg->n_services, 3);
+	ck_assert_uint_eq(cfg->n_services, 4);
+	ck_assert_int_eq(cfg->services[3].source, MTD_CFG_SOURCE_DNS);
 	ck_assert_ptr_nonnull(cfg->admin);
 	ck_assert_str_eq(cfg->services[0].tls->ca_file, "certs/ca.pem");
 	ck_assert_str_eq(cfg->services[0].tls->server_name, "svc.example");
@@ -1733,6 +1750,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, ok_example_file);
 	tcase_add_test(ok, ok_example_covers_schema);
 	tcase_add_test(ok, ok_durations);
+	tcase_add_test(ok, ok_dns_source);
 	suite_add_tcase(s, ok);
 
 	tcase_set_timeout(oom, 300);

@@ -1,0 +1,129 @@
+"""DNS endpoint sources (issue 7 section 5) against a DNS server the test
+starts: Debian's dnsmasq on 127.0.0.1 serving a hosts file, with upstreams
+on 127.0.0.2, 127.0.0.3, ... (Linux routes all of 127.0.0.0/8 on lo), all
+on one port as a DNS service calls every address on the same port.
+
+Every address is used; an address added to the name gets traffic, one
+removed stops getting it; while the DNS server is down the last good set
+keeps serving. Waits are bounded; nothing is
+judged by timing.
+"""
+
+import os
+import re
+import shutil
+import signal
+import unittest
+
+import grpc
+
+from harness import (MaitredTest, Proc, maitred_only, pb, free_port, wait_until,
+                     CALL_LIMIT, START_LIMIT)
+
+SVC = "maitred.testing.v1.Echo"
+NAME = "echo.maitred.test"
+DNSMASQ = shutil.which("dnsmasq") or ("/usr/sbin/dnsmasq" if os.path.exists("/usr/sbin/dnsmasq") else None)
+
+
+@maitred_only
+@unittest.skipIf(DNSMASQ is None, "dnsmasq (Debian dnsmasq-base) is not installed")
+class Dns(MaitredTest):
+    def start_dns(self, hosts):
+        self.hosts_path = os.path.join(self.tmp, "hosts")
+        self.write_hosts(hosts)
+        self.dns_port = free_port()
+        argv = [DNSMASQ, "--no-daemon", "--conf-file=/dev/null", "--port=%d" % self.dns_port,
+                "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts",
+                "--addn-hosts=" + self.hosts_path, "--pid-file=", "--user=root", "--group=root",
+                "--log-queries", "--log-facility=-", "--local-ttl=1"]
+        self.dns = Proc("dnsmasq", argv, self.tmp)
+        self._procs.append((self.dns, False))
+
+        def up():
+            if not self.dns.alive():
+                raise AssertionError("dnsmasq exited:\n" + self.dns.output())
+            return "started" in self.dns.output()
+        wait_until(up, START_LIMIT, "dnsmasq to start")
+
+    def write_hosts(self, ips, name=NAME):
+        with open(self.hosts_path + ".new", "w") as f:
+            for ip in ips:
+                f.write("%s %s\n" % (ip, name))
+        os.rename(self.hosts_path + ".new", self.hosts_path)
+
+    def set_hosts(self, ips):
+        """New records; dnsmasq rereads its hosts files on SIGHUP."""
+        self.write_hosts(ips)
+        n = self.dns.output().count("read " + self.hosts_path)
+        self.dns.signal(signal.SIGHUP)
+        wait_until(lambda: self.dns.output().count("read " + self.hosts_path) > n, START_LIMIT,
+                   "dnsmasq to reread its hosts file")
+
+    def upstreams(self, hosts):
+        first = self.start_upstream("u2", host=hosts[0])
+        rest = [self.start_upstream("u%s" % h.rsplit(".", 1)[1], host=h, port=first.port) for h in hosts[1:]]
+        return [first] + rest
+
+    def dns_service(self, port, refresh="1s"):
+        return {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
+                "discovery": {"dns": {"name": NAME, "port": port, "refresh": refresh,
+                                      "resolvers": ["127.0.0.1:%d" % self.dns_port]}}}
+
+    def served_by(self, stub, n):
+        seen = {}
+        for _ in range(n):
+            r = stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            seen[r.instance] = seen.get(r.instance, 0) + 1
+        return seen
+
+    def test_all_addresses_then_added_then_removed(self):
+        ups = self.upstreams(["127.0.0.2", "127.0.0.3", "127.0.0.4"])
+        self.start_dns(["127.0.0.2", "127.0.0.3"])
+        m = self.start_maitred(self.config([self.dns_service(ups[0].port)]))
+        stub = self.echo(m)
+        # Until the first answer the service has no endpoint.
+        wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT,
+                   "the first resolution")
+        seen = self.served_by(stub, 20)
+        self.assertEqual(seen, {"u2": 10, "u3": 10}, "round robin over both addresses")
+        # Added: 127.0.0.4 gets traffic.
+        self.set_hosts(["127.0.0.2", "127.0.0.3", "127.0.0.4"])
+        wait_until(lambda: "service %s: 3 endpoints" % SVC in m.proc.output(), CALL_LIMIT, "the added address")
+        seen = self.served_by(stub, 30)
+        self.assertEqual(seen, {"u2": 10, "u3": 10, "u4": 10})
+        # Removed: 127.0.0.2 stops getting calls.
+        self.set_hosts(["127.0.0.3", "127.0.0.4"])
+        wait_until(lambda: m.proc.output().count("service %s: 2 endpoints" % SVC) >= 2, CALL_LIMIT,
+                   "the removal")
+        before = ups[0].stats().total
+        seen = self.served_by(stub, 20)
+        self.assertEqual(seen, {"u3": 10, "u4": 10})
+        self.assertEqual(ups[0].stats().total, before)
+        self.stop_maitred(m)
+
+    def test_failure_keeps_the_last_good_set(self):
+        ups = self.upstreams(["127.0.0.2", "127.0.0.3"])
+        self.start_dns(["127.0.0.2", "127.0.0.3"])
+        m = self.start_maitred(self.config([self.dns_service(ups[0].port)]))
+        stub = self.echo(m)
+        wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT,
+                   "the first resolution")
+        self.dns.stop()
+        wait_until(lambda: re.search(r"cannot resolve %s: .*keeping its last 2 addresses" % re.escape(NAME),
+                                     m.proc.output()), CALL_LIMIT, "the failure to be logged")
+        self.assertEqual(self.served_by(stub, 20), {"u2": 10, "u3": 10})
+        self.stop_maitred(m)
+
+    def test_no_answer_yet_is_unavailable_naming_why(self):
+        self.hosts_path = os.path.join(self.tmp, "hosts")
+        self.dns_port = free_port()  # nothing listens there
+        m = self.start_maitred(self.config([self.dns_service(1)]))
+        with self.assertRaises(grpc.RpcError) as e:
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("waiting for the first DNS answer", e.exception.details())
+        self.stop_maitred(m)
+
+
+if __name__ == "__main__":
+    unittest.main()
