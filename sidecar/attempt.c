@@ -194,6 +194,26 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	call->last_failure = strdup(what);
 	if (call->state == MTD_CALL_DONE)
 		return;
+	if (call->fault->mode == MTD_FAULT_FORKING && !call->committed) {
+		/* A fork lost: the next one starts at once (gRPC A6 hedging);
+		 * the call ends only when none is left racing. */
+		if (call->n_attempts < call->fault->forks) {
+			if (call->retry_armed) {
+				event_del(&call->retry_ev);
+				call->retry_armed = false;
+			}
+			bool held = call->held;
+			call->held = true;
+			mtd_call_hedge(call);
+			call->held = held;
+		}
+		struct mtd_attempt *other;
+		LIST_FOREACH(other, &call->attempts, call_link)
+			if (other != a && mtd_fault_attempt_live(other->state))
+				return;
+		if (call->state == MTD_CALL_DONE)
+			return;
+	}
 	int64_t now = mtd_now_ns();
 	struct mtd_fault_call fc = {
 	        .retries_done = call->retries_done,
@@ -351,6 +371,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 	 * (never replayed once the app saw its answer begin). */
 	mtd_attempt_step(a, MTD_AEV_HEADERS);
 	call->ans = a;
+	call->cur = a; /* FORKING: the winner */
 	mtd_call_commit(call);
 	mtd_relay_headers(call, a, false);
 }

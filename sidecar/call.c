@@ -85,6 +85,21 @@ void mtd_call_commit(struct mtd_call *call)
 	if (call->committed)
 		return;
 	call->committed = true;
+	/* One attempt only from now on (FORKING: the others lose the race,
+	 * RST_STREAM CANCEL; no more hedges). */
+	bool held = call->held;
+	call->held = true;
+	struct mtd_attempt *o, *next;
+	for (o = LIST_FIRST(&call->attempts); o; o = next) {
+		next = LIST_NEXT(o, call_link);
+		if (o != call->cur && mtd_fault_attempt_live(o->state))
+			mtd_attempt_cancel(o);
+	}
+	if (call->retry_armed) {
+		event_del(&call->retry_ev);
+		call->retry_armed = false;
+	}
+	call->held = held;
 	/* Nothing will be replayed: keep only what the attempt still has to
 	 * send (an attempt that has not started sends nothing more). */
 	struct mtd_attempt *a = call->cur;
@@ -99,8 +114,8 @@ ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t 
 {
 	struct mtd_attempt *a = src->ptr;
 	struct mtd_call *call = a->call;
-	if (a != call->cur || a->req_off < call->req_base) {
-		/* Not the call's attempt any more (it is being cancelled). */
+	if (!mtd_fault_attempt_live(a->state) || a->req_off < call->req_base) {
+		/* Not one of the call's attempts any more (being cancelled). */
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	}
 	size_t n = mtd_bufq_copy_at(&call->req, a->req_off - call->req_base, buf, len);
@@ -281,7 +296,11 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 	return idx;
 }
 
-static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_len)
+static void schedule_hedge(struct mtd_call *call);
+
+/* hedge: a FORKING attempt after the first; when no endpoint is left it
+ * is simply not started (the call goes on with those it has). */
+static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_len, bool hedge)
 {
 	const struct mtd_rt_service *svc = call->svc;
 	if (!key && call->hash_key && call->hash_key->kind != MTD_CFG_HASH_NONE && call->hash_key->fail_on_missing) {
@@ -309,6 +328,8 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
+	if (idx < 0 && hedge)
+		return;
 	if (idx < 0) {
 		if (call->n_tried)
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "%s (and no other endpoint of %s is left)",
@@ -338,6 +359,11 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 	a->ep_idx = idx;
 	a->ep = svc->eps[idx];
 	a->picker = call->picker;
+	if (call->fault->mode == MTD_FAULT_FORKING && !((call->tried[idx / 64] >> (idx % 64)) & 1)) {
+		/* Distinct endpoints for the forks. */
+		bit_set(call->tried, idx, true);
+		call->n_tried++;
+	}
 	a->start_ns = mtd_now_ns();
 	mtd_lb_call_begin(call->picker, (size_t)idx);
 	a->lb_begun = true;
@@ -354,7 +380,50 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		/* Not the endpoint's fault: the call fails, nobody is blamed. */
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s: too many calls waiting for a connection (%u)",
 		              p->ep->addr.text, p->n_pending);
+		return;
 	}
+	if (call->fault->mode == MTD_FAULT_FORKING)
+		schedule_hedge(call);
+}
+
+/* ---- FORKING ----------------------------------------------------------- */
+
+void mtd_call_hedge(struct mtd_call *call)
+{
+	const struct mtd_fault_policy *f = call->fault;
+	if (call->state == MTD_CALL_DONE || call->committed || call->n_attempts >= f->forks)
+		return;
+	if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns)
+		return;
+	/* Hedges are retries for the budget (linkerd): they stay under it. */
+	if (!mtd_fault_budget_take(call->svc->budget, &call->svc->cfg->retry_budget, mtd_now_ns() / 1000000000))
+		return;
+	start_attempt(call, call->key_copy, call->key_copy_len, true);
+}
+
+static void hedge_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_call *call = arg;
+	call->retry_armed = false;
+	mtd_call_hedge(call);
+	mtd_call_maybe_free(call);
+}
+
+static void schedule_hedge(struct mtd_call *call)
+{
+	const struct mtd_fault_policy *f = call->fault;
+	if (call->n_attempts >= f->forks || call->retry_armed || call->state == MTD_CALL_DONE)
+		return;
+	if (f->hedge_delay_ms <= 0) {
+		mtd_call_hedge(call); /* all forks at once */
+		return;
+	}
+	/* gRPC A6 hedging: the next attempt only once the delay passed
+	 * without an answer. */
+	struct timeval tv = {(time_t)(f->hedge_delay_ms / 1000), (suseconds_t)(f->hedge_delay_ms % 1000) * 1000};
+	evtimer_assign(&call->retry_ev, call->w->base, hedge_cb, call);
+	evtimer_add(&call->retry_ev, &tv);
+	call->retry_armed = true;
 }
 
 void mtd_call_next_attempt(struct mtd_call *call)
@@ -366,7 +435,7 @@ void mtd_call_next_attempt(struct mtd_call *call)
 		              (long long)((call->deadline_ns - call->start_ns) / 1000000));
 		return;
 	}
-	start_attempt(call, call->key_copy, call->key_copy_len);
+	start_attempt(call, call->key_copy, call->key_copy_len, false);
 }
 
 static void pick_with_field_key(struct mtd_call *call)
@@ -380,10 +449,10 @@ static void pick_with_field_key(struct mtd_call *call)
 		char num[MTD_PBWIRE_NUMBUF];
 		const uint8_t *key;
 		size_t len = mtd_pbwire_key_bytes(&v, num, &key);
-		start_attempt(call, key, len);
+		start_attempt(call, key, len, false);
 		return;
 	}
-	start_attempt(call, NULL, 0);
+	start_attempt(call, NULL, 0, false);
 }
 
 static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, const uint8_t *p, size_t n)
@@ -489,10 +558,10 @@ void mtd_call_start(struct mtd_call *call)
 	}
 	if (hk->kind == MTD_CFG_HASH_HEADER) {
 		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header);
-		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0);
+		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0, false);
 		return;
 	}
-	start_attempt(call, NULL, 0);
+	start_attempt(call, NULL, 0, false);
 }
 
 void mtd_call_reroute(struct mtd_attempt *a)
@@ -534,11 +603,11 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	const struct mtd_cfg_hash_key *hk = call->hash_key;
 	if (hk->kind == MTD_CFG_HASH_HEADER) {
 		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header);
-		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0);
+		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0, false);
 	} else if (hk->kind == MTD_CFG_HASH_FIELD) {
 		pick_with_field_key(call); /* the message was captured before */
 	} else {
-		start_attempt(call, NULL, 0);
+		start_attempt(call, NULL, 0, false);
 	}
 out:
 	call->held = held;

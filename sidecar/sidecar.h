@@ -490,7 +490,7 @@ struct mtd_call {
 	struct mtd_attempt *cur, *ans;
 	uint32_t n_attempts;   /* started, transparent ones included */
 	uint32_t retries_done; /* policy retries started */
-	struct event retry_ev; /* backoff before the next attempt */
+	struct event retry_ev; /* backoff before the next attempt; FORKING: hedge delay */
 	bool retry_armed;
 	bool held; /* a call.c function is working on it: not freed meanwhile */
 	/* Request bytes: downstream DATA -> upstream DATA. Kept from the
@@ -556,7 +556,11 @@ void mtd_call_next_attempt(struct mtd_call *call);
  * (nobody is blamed) and start the call anew on the worker's current
  * snapshot. */
 void mtd_call_reroute(struct mtd_attempt *a);
-/* The request outgrew what may be kept: commit to the current attempt. */
+/* FORKING: start the next fork now unless forks are all started, an
+ * answer came, the deadline passed or the budget says no. */
+void mtd_call_hedge(struct mtd_call *call);
+/* Commit to the current attempt (its response headers are relayed, or the
+ * request outgrew what may be kept): the other attempts are cancelled. */
 void mtd_call_commit(struct mtd_call *call);
 /* Data provider of an attempt's upstream stream (src->ptr: the attempt):
  * reads the retained request from the attempt's position. */

@@ -276,6 +276,9 @@ EOF
 	# MAITRED_UPSTREAM: an Upstream message to try pool settings, e.g.
 	# '{ max_concurrent_streams: 1000 }' (the table is made without it).
 	[ -n "${MAITRED_UPSTREAM:-}" ] && echo "    upstream: $MAITRED_UPSTREAM" >>"$T/maitred.yaml"
+	# MAITRED_FAULT: a Fault message, e.g. '{ mode: FAILOVER }' to measure
+	# what keeping the request for replay costs (the table is made without).
+	[ -n "${MAITRED_FAULT:-}" ] && echo "    fault: $MAITRED_FAULT" >>"$T/maitred.yaml"
 	PROXY_CMD=("$MAITRED_BIN" --config "$T/maitred.yaml")
 }
 

@@ -978,9 +978,9 @@ static void build_fault(struct builder *b, const PbFault *m, const char *path, s
 		return;
 	}
 	mode = mtd_fault_mode_name(out->mode);
-	if (out->mode == MTD_FAULT_FAILBACK || out->mode == MTD_FAULT_FORKING || out->mode == MTD_FAULT_BROADCAST)
+	if (out->mode == MTD_FAULT_FAILBACK || out->mode == MTD_FAULT_BROADCAST)
 		BERR(at(b, m, "mode", NULL), sub(p, sizeof(p), path, "mode"),
-		     "mode %s is not available in this build (FAILOVER, FAILFAST and FAILSAFE are)", mode);
+		     "mode %s is not available in this build (FAILOVER, FAILFAST, FAILSAFE and FORKING are)", mode);
 	failover = out->mode == MTD_FAULT_FAILOVER;
 	forking = out->mode == MTD_FAULT_FORKING;
 
@@ -1036,7 +1036,8 @@ static void build_fault(struct builder *b, const PbFault *m, const char *path, s
 
 		sub(p, sizeof(p), path, "hedge_delay");
 		if (strcmp(m->hedge_delay, "AUTO") == 0)
-			out->hedge_delay_ms = MTD_FAULT_HEDGE_AUTO;
+			BERR(at(b, m, "hedge_delay", NULL), p,
+			     "AUTO is not available in this build (give a duration such as \"50ms\")");
 		else if (mtd_cfg__parse_duration(m->hedge_delay, &sec, &ns, &why) != 0)
 			BERR(at(b, m, "hedge_delay", NULL), p, "bad hedge_delay \"%s\": %s (a duration or AUTO)",
 			     m->hedge_delay, why);

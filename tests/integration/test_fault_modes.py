@@ -354,5 +354,71 @@ class RawUpstreams(MaitredTest):
         self.assertGreater(len(seen), 0)
 
 
+    @maitred_only
+    @needs_h2
+    def test_forking_answers_from_the_fast_and_cancels_the_slow(self):
+        slow, slow_seen = self.scripted([("hold",)])
+        fast, fast_seen = self.scripted([("respond",)])
+        m = self.start_maitred(self.config([fault_service(
+            [slow.address, fast.address], {"mode": "FORKING", "forks": 2})]))
+        stub = self.echo(m)
+        for i in range(3):
+            self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "raw")
+            # Both forks went out at once; the slow one sees the cancel.
+            rec = slow.wait_request(i + 1)
+            self.assertIsNotNone(rec, "fork %d never reached the slow instance" % i)
+            self.assertEqual(slow.wait_reset(rec), [8])   # 8 = CANCEL
+        self.assertEqual(len(fast_seen), 3)
+
+    @maitred_only
+    @needs_h2
+    def test_hedge_starts_only_after_its_delay(self):
+        a, a_seen = self.scripted([("respond",)])
+        b, b_seen = self.scripted([("respond",)])
+        # Every first attempt answers before the delay: no hedge ever starts.
+        m = self.start_maitred(self.config([fault_service(
+            [a.address, b.address], {"mode": "FORKING", "forks": 2, "hedge_delay": "20s"})]))
+        stub = self.echo(m)
+        for _ in range(6):
+            self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "raw")
+        self.assertEqual(len(a_seen) + len(b_seen), 6)
+        self.assertEqual((len(a_seen), len(b_seen)), (3, 3))
+
+    @maitred_only
+    @needs_h2
+    def test_hedge_after_a_silent_first_attempt(self):
+        slow, slow_seen = self.scripted([("hold",)])
+        fast, fast_seen = self.scripted([("respond",)])
+        m = self.start_maitred(self.config([fault_service(
+            [slow.address, fast.address], {"mode": "FORKING", "forks": 2, "hedge_delay": "50ms"})]))
+        stub = self.echo(m)
+        for _ in range(4):
+            self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "raw")
+        # Round robin started half the calls on the silent instance: those
+        # were hedged to the other (which also got the rest first), and the
+        # silent one saw each of them cancelled once the hedge answered.
+        self.assertEqual(len(fast_seen), 4)
+        self.assertGreater(len(slow_seen), 0)
+        for i in range(len(slow_seen)):
+            self.assertEqual(slow.wait_reset(slow.wait_request(i + 1)), [8])
+
+
+    @maitred_only
+    @needs_h2
+    def test_per_try_timeout_moves_a_silent_attempt_on(self):
+        silent, silent_seen = self.scripted([("hold",)])
+        fast, fast_seen = self.scripted([("respond",)])
+        m = self.start_maitred(self.config([fault_service(
+            [silent.address, fast.address], {"mode": "FAILOVER", "per_try_timeout": "100ms"})]))
+        stub = self.echo(m)
+        for _ in range(4):
+            self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "raw")
+        # Calls that started on the silent instance were abandoned there
+        # (RST_STREAM CANCEL) and answered by the other.
+        self.assertEqual(len(fast_seen), 4)
+        self.assertGreater(len(silent_seen), 0)
+        for i in range(len(silent_seen)):
+            self.assertEqual(silent.wait_reset(silent.wait_request(i + 1)), [8])
+
 if __name__ == "__main__":
     unittest.main()

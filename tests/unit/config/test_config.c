@@ -1691,8 +1691,14 @@ START_TEST(err_fault)
 	/* Modes the data plane does not do yet are refused, not ignored. */
 	expect_only(SVC "    fault: { mode: BROADCAST }\n",
 	            "t.yaml:4:20: services[0].fault.mode: mode BROADCAST is not available in this build*");
-	expect_only(SVC "    methods: [{ name: M, fault: { mode: FORKING, forks: 2 } }]\n",
-	            "t.yaml:4:41: services[0].methods[0].fault.mode: mode FORKING is not available in this build*");
+	expect_only(SVC "    methods: [{ name: M, fault: { mode: FAILBACK } }]\n",
+	            "t.yaml:4:41: services[0].methods[0].fault.mode: mode FAILBACK is not available in this build*");
+	expect_only(SVC "    fault: { mode: FORKING, hedge_delay: AUTO }\n",
+	            "t.yaml:4:42: services[0].fault.hedge_delay: AUTO is not available in this build*");
+	expect_only(SVC "    fault: { mode: FORKING, hedge_delay: 61s }\n",
+	            "t.yaml:4:42: services[0].fault.hedge_delay: must be at most 60s");
+	expect_only(SVC "    fault: { mode: FORKING, forks: 1 }\n",
+	            "t.yaml:4:36: services[0].fault.forks: must be in 2..16, got 1");
 #undef SVC
 }
 END_TEST
