@@ -19,8 +19,8 @@ struct event_base;
  * only while the app's grpc.health.v1 Check answers SERVING (polled every
  * second). */
 struct mtd_register;
-/* Start every entry of cfg->registers (cfg outlives the result). NULL when
- * there are none or out of memory (logged). */
+/* Start every entry of cfg->registers (copied: cfg may go away after).
+ * NULL when there are none or out of memory (logged). */
 struct mtd_register *mtd_register_start(struct event_base *base, const struct mtd_cfg *cfg);
 /* SIGTERM: revoke every lease (which deletes the records) and call
  * done(arg) from the event loop once all answered or after 2 s, whichever
@@ -28,5 +28,8 @@ struct mtd_register *mtd_register_start(struct event_base *base, const struct mt
  * to revoke: the caller goes on at once. NULL r returns false. */
 bool mtd_register_shutdown(struct mtd_register *r, void (*done)(void *arg), void *arg);
 void mtd_register_free(struct mtd_register *r);
+/* Whether cfg's register entries are those r runs (a reload compares: a
+ * change of them needs a restart). NULL r matches a cfg without any. */
+bool mtd_register_same_config(const struct mtd_register *r, const struct mtd_cfg *cfg);
 
 #endif

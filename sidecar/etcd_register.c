@@ -37,7 +37,12 @@ enum reg_state { REG_WAIT, REG_GRANT, REG_PUT, REG_LIVE, REG_REVOKE };
 struct reg {
 	struct mtd_etcd_link link;
 	struct mtd_register *owner;
-	const struct mtd_cfg_register *cfg;
+	const struct mtd_cfg_register *cfg; /* = &own */
+	/* A copy of the config entry: the registration outlives the config it
+	 * came from (a reload frees that one). */
+	struct mtd_cfg_register own;
+	struct mtd_cfg_etcd own_etcd;
+	struct mtd_cfg_tls own_tls;
 	char what[160];
 	char *key;
 	enum reg_state state;
@@ -369,6 +374,110 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 		done(o->done_arg);
 }
 
+static char *dup_ok(const char *s, bool *ok)
+{
+	char *d;
+
+	if (s == NULL)
+		return NULL;
+	d = strdup(s);
+	*ok &= d != NULL;
+	return d;
+}
+
+static void addr_copy(struct mtd_cfg_addr *d, const struct mtd_cfg_addr *s, bool *ok)
+{
+	*d = *s;
+	d->text = dup_ok(s->text, ok);
+	d->host = dup_ok(s->host, ok);
+}
+
+static bool same_str(const char *a, const char *b)
+{
+	return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static void reg_copy_free(struct reg *r)
+{
+	free(r->own.service);
+	free(r->own.address.text);
+	free(r->own.address.host);
+	for (size_t i = 0; r->own_etcd.endpoints != NULL && i < r->own_etcd.n_endpoints; i++) {
+		free(r->own_etcd.endpoints[i].text);
+		free(r->own_etcd.endpoints[i].host);
+	}
+	free(r->own_etcd.endpoints);
+	free(r->own_etcd.prefix);
+	free(r->own_etcd.username);
+	free(r->own_etcd.password_file);
+	free(r->own_tls.ca_file);
+	free(r->own_tls.server_name);
+	free(r->own_tls.cert_file);
+	free(r->own_tls.key_file);
+}
+
+/* Deep copy of one config entry into r->own*. false on out of memory
+ * (what was copied is freed by reg_copy_free). */
+static bool reg_copy(struct reg *r, const struct mtd_cfg_register *s)
+{
+	const struct mtd_cfg_etcd *e = s->etcd;
+	bool ok = true;
+
+	r->own = *s;
+	r->own.service = dup_ok(s->service, &ok);
+	addr_copy(&r->own.address, &s->address, &ok);
+	r->own.etcd = &r->own_etcd;
+	/* Field by field: nothing of the source's may be freed with the copy. */
+	r->own_etcd = (struct mtd_cfg_etcd){.n_endpoints = e->n_endpoints};
+	r->own_etcd.endpoints = calloc(e->n_endpoints ? e->n_endpoints : 1, sizeof(*e->endpoints));
+	if (r->own_etcd.endpoints == NULL)
+		return false;
+	for (size_t i = 0; i < e->n_endpoints; i++)
+		addr_copy(&r->own_etcd.endpoints[i], &e->endpoints[i], &ok);
+	r->own_etcd.prefix = dup_ok(e->prefix, &ok);
+	r->own_etcd.username = dup_ok(e->username, &ok);
+	r->own_etcd.password_file = dup_ok(e->password_file, &ok);
+	if (e->tls != NULL) {
+		r->own_tls.ca_file = dup_ok(e->tls->ca_file, &ok);
+		r->own_tls.server_name = dup_ok(e->tls->server_name, &ok);
+		r->own_tls.cert_file = dup_ok(e->tls->cert_file, &ok);
+		r->own_tls.key_file = dup_ok(e->tls->key_file, &ok);
+		r->own_etcd.tls = &r->own_tls;
+	}
+	r->cfg = &r->own;
+	return ok;
+}
+
+static bool same_entry(const struct mtd_cfg_register *a, const struct mtd_cfg_register *b)
+{
+	const struct mtd_cfg_etcd *x = a->etcd, *y = b->etcd;
+
+	if (!same_str(a->service, b->service) || !same_str(a->address.text, b->address.text) ||
+	    a->weight != b->weight || a->ttl_ms != b->ttl_ms || a->when_serving != b->when_serving ||
+	    x->n_endpoints != y->n_endpoints || !same_str(x->prefix, y->prefix) ||
+	    !same_str(x->username, y->username) || !same_str(x->password_file, y->password_file) ||
+	    (x->tls == NULL) != (y->tls == NULL))
+		return false;
+	for (size_t i = 0; i < x->n_endpoints; i++)
+		if (!same_str(x->endpoints[i].text, y->endpoints[i].text))
+			return false;
+	return x->tls == NULL ||
+	       (same_str(x->tls->ca_file, y->tls->ca_file) && same_str(x->tls->server_name, y->tls->server_name) &&
+	        same_str(x->tls->cert_file, y->tls->cert_file) && same_str(x->tls->key_file, y->tls->key_file));
+}
+
+bool mtd_register_same_config(const struct mtd_register *o, const struct mtd_cfg *cfg)
+{
+	size_t n = o != NULL ? o->n : 0;
+
+	if (n != cfg->n_registers)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!same_entry(o->regs[i].cfg, &cfg->registers[i]))
+			return false;
+	return true;
+}
+
 static void shutdown_timeout(evutil_socket_t fd, short what, void *arg);
 
 struct mtd_register *mtd_register_start(struct event_base *base, const struct mtd_cfg *cfg)
@@ -393,7 +502,11 @@ struct mtd_register *mtd_register_start(struct event_base *base, const struct mt
 
 		o->n++;
 		r->owner = o;
-		r->cfg = rc;
+		if (!reg_copy(r, rc)) {
+			MTD_ERROR("register %s: out of memory", rc->service);
+			goto fail;
+		}
+		rc = r->cfg; /* from here on, the copy */
 		r->start_ms = now;
 		r->serving = !rc->when_serving;
 		snprintf(r->what, sizeof(r->what), "register %s as %s", rc->service, rc->address.text);
@@ -480,6 +593,7 @@ void mtd_register_free(struct mtd_register *o)
 		if (r->hc_timer)
 			event_free(r->hc_timer);
 		free(r->key);
+		reg_copy_free(r);
 	}
 	if (o->done_ev)
 		event_free(o->done_ev);
