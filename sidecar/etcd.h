@@ -1,6 +1,8 @@
-/* etcd v3 on the control thread (issue 7 section 4): the self-registration
- * of this pod's apps under a lease, speaking etcd's gRPC API (protos/etcd/)
- * over the control thread's gRPC client (gclient.h).
+/* etcd v3 on the control thread (issue 7 section 4): the endpoint source
+ * that lists and watches a service's key prefix (etcd_watch.c), and the
+ * self-registration of this pod's apps under a lease (etcd_register.c).
+ * Both speak etcd's gRPC API (protos/etcd/) over the control thread's gRPC
+ * client (gclient.h).
  *
  * Threads: control thread only (the main thread's event loop). */
 #ifndef MTD_ETCD_H
@@ -10,8 +12,23 @@
 #include <stddef.h>
 
 #include "config/config.h"
+#include "sidecar/control.h"
 
 struct event_base;
+
+/* The endpoint source for services whose source is MTD_CFG_SOURCE_ETCD.
+ *
+ * Behaviour: Range the prefix, hand every valid record to the runtime
+ * (mtd_runtime_set_endpoints), then Watch from the next revision; the
+ * changes one read brings become one new set, at the end of that turn. A record that does not
+ * parse or validate is logged once (key, revision, reason) and skipped; a
+ * key whose new value is bad keeps its last good value. A broken watch or
+ * connection: back off (250 ms doubling to 5 s), try the next cluster
+ * endpoint, Watch again from the last revision seen; a compacted revision
+ * lists again. While etcd is unreachable the last set stays in force and
+ * the outage is logged once; until the first list arrives the service
+ * answers UNAVAILABLE naming etcd and the reason. */
+extern const struct mtd_disc_source_ops mtd_etcd_source_ops;
 
 /* Self-registration (Config.register): for each entry, a lease of its TTL
  * kept alive at TTL/3 and the record put under "<prefix><address>"; a lost

@@ -192,8 +192,8 @@ static void reload(struct mtd_control *ctl, const char *why)
 	if (cfg->workers != cur->workers)
 		MTD_WARN("reload: workers changed (%u -> %u): needs a restart; still %u", cur->workers, cfg->workers,
 		         cur->workers);
-	if (cfg->n_registers != 0 || cur->n_registers != 0)
-		MTD_WARN("reload: register is applied at start only: a change to it needs a restart");
+	if (!mtd_register_same_config(ctl->reg, cfg))
+		MTD_WARN("reload: register changed: needs a restart; still registering what it started with");
 	if ((cfg->admin == NULL) != (cur->admin == NULL) ||
 	    (cfg->admin && strcmp(cfg->admin->text, cur->admin->text) != 0))
 		MTD_WARN("reload: admin changed: needs a restart");

@@ -17,6 +17,7 @@
 
 #include "core/log.h"
 #include "sidecar/control.h"
+#include "sidecar/etcd.h"
 #include "sidecar/sidecar.h"
 
 /* ---- freeing (control thread) ------------------------------------------ */
@@ -918,7 +919,7 @@ static const struct mtd_disc_source_ops *source_of(const struct mtd_cfg_service 
 				return &mtd_dns_static_source_ops;
 		return NULL;
 	case MTD_CFG_SOURCE_ETCD:
-		break;
+		return &mtd_etcd_source_ops;
 	}
 	return NULL;
 }

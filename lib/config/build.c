@@ -874,10 +874,6 @@ static void build_source(struct builder *b, const PbService *m, const char *path
 	} else if (dm->etcd != NULL) {
 		out->source = MTD_CFG_SOURCE_ETCD;
 		out->etcd = build_etcd(b, dm->etcd, sub(p, sizeof(p), dpath, "etcd"));
-		/* The etcd client lands separately (issue 7 section 4): refuse
-		 * rather than accept a source nothing would read. */
-		BERR(at(b, dm, "etcd", NULL), sub(p, sizeof(p), dpath, "etcd"),
-		     "not supported yet by this build of maitred");
 	} else {
 		out->source = MTD_CFG_SOURCE_DNS;
 		out->dns = build_dns(b, dm->dns, sub(p, sizeof(p), dpath, "dns"));

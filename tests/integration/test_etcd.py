@@ -1,8 +1,12 @@
-"""etcd and the real maitred against a real etcd (Debian's etcd-server) on
-127.0.0.1 (issue 7 section 4): self-registration put under a lease and kept
-alive, registered again after a lost lease or an etcd restart, revoked on
-SIGTERM before the drain, and with when_serving following the app's
-grpc.health.v1 status.
+"""etcd discovery and self-registration through the real maitred against a
+real etcd (Debian's etcd-server) on 127.0.0.1 (issue 7 sections 3 and 4):
+list then watch; instances added, re-weighted and removed while calls run;
+etcd stopped and restarted; a compacted revision; every kind of malformed
+record; UNAVAILABLE naming etcd until the first list; self-registration
+put under a lease, kept alive, registered again after a lost lease or an
+etcd restart, revoked on SIGTERM before the drain, over TLS and with
+authentication; with when_serving, the app's grpc.health.v1 status
+followed; two maitreds discovering each other's apps.
 
 The tests write to etcd through its JSON gateway (/v3/kv/...), so they need
 nothing but etcd itself. Every wait is bounded and only a hang guard: what
@@ -159,6 +163,12 @@ class CutProxy:
         with self.lock:
             ls, self.lsock = self.lsock, None
             socks, self.socks = self.socks, []
+        # shutdown() wakes the thread blocked in accept(); close() alone
+        # would leave the listener alive until accept() returned.
+        try:
+            ls.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         ls.close()
         for s in socks:
             try:
@@ -252,14 +262,198 @@ class EtcdTest(MaitredTest):
         return [stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(n)]
 
     def wait_set(self, stub, names, what):
-        """Until a window of calls reaches exactly the instances `names`."""
+        """Until a window of calls reaches exactly the instances `names`
+        (calls failing meanwhile, e.g. before the first list, only mean
+        "not yet")."""
         want = set(names)
         n = 4 * max(len(want), 1)
-        wait_until(lambda: set(self.spread(stub, n)) == want, WAIT, what, step=0.1)
+
+        def reached():
+            try:
+                return set(self.spread(stub, n)) == want
+            except grpc.RpcError:
+                return False
+        wait_until(reached, WAIT, what, step=0.1)
 
     def log_lines(self, m, pattern):
         return [line for line in m.proc.output().splitlines() if re.search(pattern, line)]
 
+    # --- discovery -------------------------------------------------------------
+
+    @maitred_only
+    def test_list_then_watch(self):
+        etcd = Etcd(self)
+        a, b, c = (self.start_upstream(n) for n in "abc")
+        etcd.put(PREFIX + "a", self.record(a))
+        etcd.put(PREFIX + "b", self.record(b))
+        etcd.put("/maitred/services/other/x", self.record(c))  # another prefix
+        m = self.start_maitred(self.config([self.etcd_service([etcd])]))
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "the listed instances a and b")
+        # Round robin over exactly the listed two.
+        self.assertEqual(sorted(set(self.spread(stub, 10))), ["a", "b"])
+        etcd.put(PREFIX + "c", self.record(c))
+        self.wait_set(stub, "abc", "c, put after the list, through the watch")
+        etcd.delete(PREFIX + "a")
+        self.wait_set(stub, "bc", "a gone after its delete")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_add_reweight_remove_under_load(self):
+        etcd = Etcd(self)
+        a, b, c = (self.start_upstream(n) for n in "abc")
+        etcd.put(PREFIX + "a", self.record(a, weight=100))
+        etcd.put(PREFIX + "b", self.record(b, weight=100))
+        m = self.start_maitred(self.config([self.etcd_service([etcd], policy="SMOOTH_WEIGHTED_ROUND_ROBIN")]))
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "a and b")
+        load = Load(self.echo(m))
+        etcd.put(PREFIX + "c", self.record(c, weight=100))
+        self.wait_set(stub, "abc", "c added while calls run")
+
+        # Re-weight c to 400 (4 of every 6 calls): traffic follows.
+        def c_share():
+            got = self.spread(stub, 60)
+            return abs(got.count("c") - 40) <= 6 and got.count("a") > 0 and got.count("b") > 0
+        etcd.put(PREFIX + "c", self.record(c, weight=400))
+        wait_until(c_share, WAIT, "c's share to follow its new weight", step=0.1)
+
+        etcd.delete(PREFIX + "a")
+        self.wait_set(stub, "bc", "a removed while calls run")
+        before = load.count()
+        wait_until(lambda: load.count() >= before + 20, WAIT, "more calls after the changes")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed while endpoints changed")
+        self.assertIn("c", load.instances)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_etcd_stopped_and_restarted(self):
+        etcd = Etcd(self)
+        dead = free_port()  # a cluster member that is down: maitred fails over
+        a, b, c, d = (self.start_upstream(n) for n in "abcd")
+        etcd.put(PREFIX + "a", self.record(a))
+        etcd.put(PREFIX + "b", self.record(b))
+        m = self.start_maitred(self.config([self.etcd_service(["127.0.0.1:%d" % dead, etcd])]))
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "a and b (listed through the second cluster endpoint)")
+        load = Load(self.echo(m))
+        etcd.stop()
+        before = load.count()
+        wait_until(lambda: load.count() >= before + 50, WAIT, "calls while etcd is down")
+        self.assertEqual(set(self.spread(stub, 8)), {"a", "b"}, "the last known set serves")
+        # Retries go on (several, with backoff); the outage is logged once.
+        wait_until(lambda: len(self.log_lines(m, r"etcd 127\.0\.0\.1:%d .*unreachable|etcd 127\.0\.0\.1:%d \(service"
+                                              % (etcd.port, etcd.port))) >= 1,
+                   WAIT, "the outage in the log")
+        etcd.start()
+        etcd.put(PREFIX + "c", self.record(c))  # while maitred reconnects
+        self.wait_set(stub, "abc", "c, put while maitred was cut off, after the watch resumed")
+        etcd.put(PREFIX + "d", self.record(d))
+        self.wait_set(stub, "abcd", "d through the resumed watch")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed while etcd was down")
+        warns = self.log_lines(m, r"warn .*etcd .*\(service %s" % re.escape(SVC))
+        outages = [w for w in warns if "127.0.0.1:%d" % etcd.port in w]
+        self.assertEqual(len(outages), 1, "one warning per outage, got:\n" + "\n".join(warns))
+        self.assertTrue(self.log_lines(m, "reachable again"), "the end of the outage is logged")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_compacted_revision_lists_again(self):
+        etcd = Etcd(self)
+        proxy = CutProxy(etcd.port)
+        self.addCleanup(proxy.close)
+        a, b, c = (self.start_upstream(n) for n in "abc")
+        etcd.put(PREFIX + "a", self.record(a))
+        m = self.start_maitred(self.config([self.etcd_service([proxy.address])]))
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        proxy.cut()
+        # While maitred is cut off: changes, then the history is compacted
+        # away, so its watch cannot resume from where it was.
+        etcd.put(PREFIX + "b", self.record(b))
+        etcd.delete(PREFIX + "a")
+        rev = etcd.put(PREFIX + "c", self.record(c))
+        etcd.compact(rev)
+        proxy.restore()
+        self.wait_set(stub, "bc", "the new list after the compaction")
+        self.assertTrue(self.log_lines(m, "compacted"), "the compaction is logged")
+        etcd.delete(PREFIX + "b")
+        self.wait_set(stub, "c", "the watch after the new list")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_malformed_records_are_skipped(self):
+        etcd = Etcd(self)
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        bad = {
+            "json": b"{\"address\": ",
+            "address": self.record("shop.local:8080").encode(),
+            "port": self.record("127.0.0.1:0").encode(),
+            "weight": self.record(a, weight=1000001).encode(),
+            "unknown": self.record(a, colour="red").encode(),
+            "oversized": self.record(a, zone="z" * 20000).encode(),
+            "binary": b"\xff\xfe\x00\x01garbage",
+            "empty": b"",
+        }
+        etcd.put(PREFIX + "a", self.record(a))
+        for k, v in bad.items():
+            etcd.put(PREFIX + "listed-" + k, v)
+        m = self.start_maitred(self.config([self.etcd_service([etcd])]))
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a, the one good record of the list")
+        # The same kinds through the watch, then a good one: the watch goes on.
+        for k, v in bad.items():
+            etcd.put(PREFIX + "watched-" + k, v)
+        # A good key overwritten with garbage keeps its last good value.
+        etcd.put(PREFIX + "a", b"{garbage")
+        etcd.put(PREFIX + "b", self.record(b))
+        self.wait_set(stub, "ab", "b after the bad records (and a still there)")
+        for phase in ("listed", "watched"):
+            for k in bad:
+                key = PREFIX + phase + "-" + k
+                lines = self.log_lines(m, "key %s .*bad record skipped" % re.escape(key))
+                self.assertEqual(len(lines), 1, "%s logged once with a reason, got %r" % (key, lines))
+        self.assertEqual(len(self.log_lines(m, "key %sa .*bad record skipped.*last good value stays"
+                                            % re.escape(PREFIX))), 1)
+        self.assertTrue(self.log_lines(m, "listed-weight .*weight: 1000001 is out of range"))
+        self.assertTrue(self.log_lines(m, "listed-oversized .*value of \\d+ bytes, at most 16384"))
+        self.assertTrue(self.log_lines(m, "listed-address .*not an IPv4 literal"))
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_unavailable_naming_etcd_until_first_list(self):
+        port = free_port()
+        up = self.start_upstream("a")
+        control = {"name": "maitred.testing.v1.Control", "endpoints": [{"address": "127.0.0.1:%d" % up.control_port}]}
+        m = self.start_maitred(self.config([self.etcd_service(["127.0.0.1:%d" % port]), control]))
+        stub = self.echo(m)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("etcd", cm.exception.details())
+        self.assertIn("127.0.0.1:%d" % port, cm.exception.details())
+        # The other service serves meanwhile.
+        from harness import pb_grpc
+        ctl = pb_grpc.ControlStub(self.channel(m))
+        self.assertEqual(ctl.Stats(pb.StatsRequest(), timeout=CALL_LIMIT).instance, "a")
+        etcd = Etcd(self, port=port)
+        etcd.put(PREFIX + "a", self.record(up))
+        self.wait_set(stub, "a", "the first list once etcd is up")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_two_maitreds_discover_each_other(self):
+        etcd = Etcd(self)
+        app1, app2 = self.start_upstream("app1"), self.start_upstream("app2")
+        m1 = self.start_maitred(self.config([self.etcd_service([etcd])], register=[self.register(app1, etcd)]))
+        m2 = self.start_maitred(self.config([self.etcd_service([etcd])], register=[self.register(app2, etcd)]))
+        for m in (m1, m2):
+            self.wait_set(self.echo(m), ["app1", "app2"], "both apps through %s" % m.address)
+        self.stop_maitred(m2)
+        self.wait_set(self.echo(m1), ["app1"], "only app1 once the second sidecar left")
+        self.stop_maitred(m1)
     # --- self-registration -----------------------------------------------------
 
     def register(self, up, etcd, prefix=PREFIX, **kw):

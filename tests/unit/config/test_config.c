@@ -412,12 +412,19 @@ START_TEST(err_endpoint_sources)
 	             "      etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}\n"
 	             "      dns: {name: a.example, port: 1}\n",
 	             "t.yaml:5:12: services[0].discovery.dns: a service has exactly one endpoint source: *");
-	/* Refused, not parsed and ignored, until the etcd client exists. */
-	expect_only("services:\n"
-	            "  - name: a.B\n"
-	            "    discovery:\n"
-	            "      etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}\n",
-	            "t.yaml:4:13: services[0].discovery.etcd: not supported yet by this build of maitred");
+	/* discovery.etcd loads (sidecar/etcd_watch.c reads it). */
+	{
+		struct mtd_cfg *cfg = load_ok("services:\n"
+		                              "  - name: a.B\n"
+		                              "    discovery:\n"
+		                              "      etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}\n");
+
+		ck_assert_int_eq(cfg->services[0].source, MTD_CFG_SOURCE_ETCD);
+		ck_assert_uint_eq(cfg->services[0].n_endpoints, 0);
+		ck_assert_str_eq(cfg->services[0].etcd->prefix, "/p/");
+		ck_assert_uint_eq(cfg->services[0].etcd->n_endpoints, 1);
+		mtd_cfg_free(cfg);
+	}
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    discovery:\n"
