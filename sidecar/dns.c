@@ -217,9 +217,9 @@ static void gai_cb(int result, struct evutil_addrinfo *res, void *arg)
 	if (result == 0) {
 		for (struct evutil_addrinfo *ai = res; ai; ai = ai->ai_next) {
 			if (ai->ai_family == AF_INET)
-				add_addr(nm, AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr);
+				add_addr(nm, AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr);
 			else if (ai->ai_family == AF_INET6)
-				add_addr(nm, AF_INET6, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr);
+				add_addr(nm, AF_INET6, &((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr);
 		}
 	} else {
 		snprintf(nm->why, sizeof(nm->why), "%s", evutil_gai_strerror(result));

@@ -254,7 +254,7 @@ static void watch_cb(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 	while ((n = read(fd, buf, sizeof(buf))) > 0) {
 		for (char *p = buf; p < buf + n;) {
-			const struct inotify_event *ev = (const struct inotify_event *)p;
+			const struct inotify_event *ev = (const struct inotify_event *)(void *)p;
 			if (ev->len && strcmp(ev->name, ctl->config_base) == 0)
 				hit = true;
 			p += sizeof(*ev) + ev->len;

@@ -71,14 +71,12 @@ static inline void mtd_disc_ref_get(struct mtd_disc_ref *r)
 }
 
 /* Drop one reference; true when it was the last: the caller frees the
- * object. Release on every drop and acquire on the last, so everything a
- * thread did with the object happens before its free. */
+ * object. acq_rel: every thread's use of the object happens before its
+ * free (an acquire fence after a release decrement says the same, but
+ * ThreadSanitizer does not model fences). */
 static inline bool mtd_disc_ref_put(struct mtd_disc_ref *r)
 {
-	if (atomic_fetch_sub_explicit(&r->n, 1, memory_order_release) != 1)
-		return false;
-	atomic_thread_fence(memory_order_acquire);
-	return true;
+	return atomic_fetch_sub_explicit(&r->n, 1, memory_order_acq_rel) == 1;
 }
 
 /* One worker's hold on one runtime snapshot: its calls routed with it. Not
