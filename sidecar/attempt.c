@@ -95,7 +95,7 @@ void mtd_attempt_maybe_free(struct mtd_attempt *a)
 	mtd_call_maybe_free(call);
 }
 
-static void reset_stream(struct mtd_attempt *a)
+void mtd_attempt_reset_stream(struct mtd_attempt *a)
 {
 	if (!a->up)
 		return;
@@ -111,7 +111,7 @@ void mtd_attempt_cancel(struct mtd_attempt *a)
 	mtd_pool_dequeue(a);
 	mtd_attempt_step(a, MTD_AEV_CANCEL);
 	disarm(a);
-	reset_stream(a);
+	mtd_attempt_reset_stream(a);
 	lb_end(a, true, true);
 	if (a->call->cur == a)
 		a->call->cur = NULL;
@@ -178,7 +178,7 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	mtd_pool_dequeue(a);
 	mtd_attempt_step(a, MTD_AEV_FAIL);
 	disarm(a);
-	reset_stream(a);
+	mtd_attempt_reset_stream(a);
 	lb_end(a, !blamed, o->failure == MTD_FAULT_REFUSED);
 	if (call->cur == a)
 		call->cur = NULL;
@@ -328,6 +328,42 @@ static int status_of(const struct mtd_headers *h)
 	return v;
 }
 
+/* The response's :status as a number; -1 if missing or not 3 digits
+ * (nghttp2 checks responses for RFC 9113 §8.3.2, so that is a guard). */
+static int http_status(const struct mtd_headers *h)
+{
+	const nghttp2_nv *st = mtd_headers_find(h, ":status");
+	if (!st || st->valuelen != 3)
+		return -1;
+	int v = 0;
+	for (size_t i = 0; i < 3; i++) {
+		if (st->value[i] < '0' || st->value[i] > '9')
+			return -1;
+		v = v * 10 + (st->value[i] - '0');
+	}
+	return v;
+}
+
+/* An HTTP answer that is not gRPC (an ingress's or proxy's error page):
+ * replace its headers with the Trailers-Only answer it means, by gRPC's
+ * http-grpc-status-mapping.md, naming the HTTP status. 0 or -ENOMEM. */
+static int translate_http_answer(struct mtd_attempt *a, int http)
+{
+	char code[8], msg[160], enc[512];
+	int clen = snprintf(code, sizeof(code), "%d", (int)mtd_grpc_status_from_http(http));
+	snprintf(msg, sizeof(msg), "upstream %s answered HTTP %d without grpc-status", a->ep->addr.text, http);
+	size_t elen = mtd_grpc_message_encode(msg, enc, sizeof(enc));
+	struct mtd_headers *h = &a->resp_hdrs;
+	mtd_headers_clear(h);
+	int rc = 0;
+	rc |= mtd_headers_add(h, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3);
+	rc |= mtd_headers_add(h, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
+	rc |= mtd_headers_add(h, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
+	rc |= mtd_headers_add(h, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
+	mtd_headers_finish(h);
+	return rc ? -ENOMEM : 0;
+}
+
 void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 {
 	struct mtd_call *call = a->call;
@@ -335,6 +371,17 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 	if (a->state != MTD_ATTEMPT_OPEN || call->state == MTD_CALL_DONE || !call->down || call->resp_done ||
 	    call->resp_eof)
 		return;
+	int http = http_status(&a->resp_hdrs);
+	if (http != 200 && !mtd_headers_find(&a->resp_hdrs, "grpc-status")) {
+		if (translate_http_answer(a, http) < 0) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+		/* From here it is a Trailers-Only answer; its body is not read. */
+		if (!end_stream)
+			mtd_attempt_reset_stream(a);
+		end_stream = true;
+	}
 	if (end_stream)
 		a->first_ns = mtd_now_ns();
 	disarm(a);

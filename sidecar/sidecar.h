@@ -588,6 +588,9 @@ void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason);
 /* The call no longer needs a: leave the pool, RST_STREAM CANCEL the
  * stream, report it to the balancer as neither success nor failure. */
 void mtd_attempt_cancel(struct mtd_attempt *a);
+/* RST_STREAM(CANCEL) a's upstream stream if it has one, whatever a's state
+ * (the stream closes when it went out; its close callback ends a). */
+void mtd_attempt_reset_stream(struct mtd_attempt *a);
 void mtd_attempt_maybe_free(struct mtd_attempt *a);
 
 /* relay.c: the response side towards the client. */

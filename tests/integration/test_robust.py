@@ -1,0 +1,279 @@
+"""Robustness of the call relay (issue 6, section 2): half-closed streams,
+DATA after a failure, non-gRPC HTTP answers, :authority, connect failures,
+keepalive."""
+
+import struct
+import unittest
+
+import grpc
+
+from harness import MaitredTest, maitred_only, needs_h2, CALL_LIMIT
+
+ECHO_UNARY = "/maitred.testing.v1.Echo/Unary"
+ECHO_BIDI = "/maitred.testing.v1.Echo/BidiStream"
+
+
+def raw_upstream_class():
+    import h2raw
+
+    class Upstream(h2raw.H2Upstream):
+        """H2Upstream with the answers these tests need:
+          ("http", status, body, end_in_headers)  a non-gRPC HTTP answer
+          ("frames", [bytes...])  200 headers, then each item as one DATA
+                                  frame, all in one write (one read in
+                                  maitred), no trailers
+          ("authority",)          echo the request's :authority back in a
+                                  gRPC message (an EchoResponse.instance)
+        """
+
+        def _act(self, conn, sid, headers):
+            what = self.script(headers.get(":path", ""), headers)
+            if what[0] == "http":
+                _, status, body, end = what
+                conn.send_headers(sid, [(":status", str(status)), ("content-type", "text/html")],
+                                  end_stream=end)
+                if not end:
+                    conn.send_data(sid, body, end_stream=True)
+            elif what[0] == "frames":
+                conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
+                for chunk in what[1]:
+                    conn.send_data(sid, chunk)
+            elif what[0] == "authority":
+                from harness import pb
+                resp = pb.EchoResponse(instance=headers.get(":authority", "")).SerializeToString()
+                conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
+                conn.send_data(sid, h2raw.grpc_frame(resp))
+                conn.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+            else:
+                super()._act(conn, sid, headers)
+    return Upstream
+
+
+class HalfClosed(MaitredTest):
+    def raw_upstream(self, script):
+        up = raw_upstream_class()(script)
+        self.addCleanup(up.close)
+        return up
+
+    @maitred_only
+    @needs_h2
+    def test_reset_after_response_cancels_open_request_upstream(self):
+        # The upstream answers in full while the request half is still
+        # open; the client then resets its stream. The upstream stream has
+        # no request END_STREAM and can get none: maitred must cancel it,
+        # or it (and its call) stays open for the connection's lifetime.
+        import h2raw
+        up = self.raw_upstream(lambda path, headers: ("respond", h2raw.echo_request()))
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        sid = c.call(ECHO_BIDI, [h2raw.echo_request()], end=False)
+        st = c.wait(sid)
+        sh = st.status_headers()
+        self.assertIsNotNone(sh, "no response: %r" % st.events)
+        self.assertEqual(sh.get("grpc-status"), "0", sh)
+        rec = up.wait_request()
+        self.assertEqual(rec["resets"], [])
+        c.reset(sid)
+        self.assertEqual(up.wait_reset(rec, limit=10), [8],
+                         "the upstream stream was not cancelled after the client's RST_STREAM")
+
+    @maitred_only
+    @needs_h2
+    def test_client_gone_after_response_cancels_open_request_upstream(self):
+        # Same, with the client closing its connection instead.
+        import h2raw
+        up = self.raw_upstream(lambda path, headers: ("respond", h2raw.echo_request()))
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        sid = c.call(ECHO_BIDI, [h2raw.echo_request()], end=False)
+        st = c.wait(sid)
+        self.assertIsNotNone(st.status_headers(), "no response: %r" % st.events)
+        rec = up.wait_request()
+        c.close()
+        self.assertEqual(up.wait_reset(rec, limit=10), [8],
+                         "the upstream stream was not cancelled after the client left")
+
+
+class SplitFrameTlsUpstream:
+    """A TLS h2 upstream answering every request with 200 headers and one
+    DATA frame whose payload starts with a bad gRPC prefix (compressed flag
+    2) and goes on with zero bytes (which read as empty messages). The
+    frame is cut into two TLS records sent in one TCP write, so maitred
+    reads them in one turn as two chunks of the same frame: the call fails
+    on the first chunk, before its RST_STREAM went out."""
+
+    def __init__(self, ca):
+        import ssl
+        import threading
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(ca.server_cert, ca.server_key)
+        self.ctx.set_alpn_protocols(["h2"])
+        self.lsock = __import__("socket").socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(8)
+        self.lsock.settimeout(0.2)
+        self.address = "127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.stop = threading.Event()
+        self.answered = 0
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while not self.stop.is_set():
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                continue
+            try:
+                self._serve(c)
+            except Exception:  # noqa: BLE001 (the peer went away)
+                pass
+            finally:
+                c.close()
+
+    def _serve(self, sock):
+        import ssl
+        import h2.config
+        import h2.connection
+        import h2.events
+        inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = self.ctx.wrap_bio(inc, out, server_side=True)
+        sock.settimeout(0.2)
+
+        def pump_out():
+            data = out.read()
+            if data:
+                sock.sendall(data)
+
+        def recv():
+            try:
+                data = sock.recv(65536)
+            except OSError as e:
+                if isinstance(e, __import__("socket").timeout):
+                    return True
+                return False
+            if not data:
+                return False
+            inc.write(data)
+            return True
+        while not self.stop.is_set():
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pump_out()
+                if not recv():
+                    return
+        pump_out()
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding=None))
+        conn.initiate_connection()
+        tls.write(conn.data_to_send())
+        pump_out()
+        while not self.stop.is_set():
+            if not recv():
+                return
+            while True:
+                try:
+                    data = tls.read(65536)
+                except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                    break
+                for ev in conn.receive_data(data):
+                    if isinstance(ev, h2.events.RequestReceived):
+                        conn.send_headers(ev.stream_id, [(":status", "200"), ("content-type", "application/grpc")])
+                        payload = struct.pack(">BI", 2, 0) + bytes(10000)
+                        conn.send_data(ev.stream_id, payload)
+                        frames = conn.data_to_send()
+                        cut = len(frames) - 5000  # inside the DATA payload
+                        tls.write(frames[:cut])
+                        tls.write(frames[cut:])
+                        self.answered += 1
+                    elif isinstance(ev, h2.events.DataReceived):
+                        conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            tls.write(conn.data_to_send())
+            pump_out()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.lsock.close()
+
+
+class AfterFailure(MaitredTest):
+    @maitred_only
+    @needs_h2
+    def test_data_after_failure_in_same_turn_is_dropped(self):
+        # The call fails on a bad gRPC prefix after its response headers
+        # went out; the rest of that DATA frame, read in the same turn,
+        # must not reach the client: it would get bytes (a torn message)
+        # before the synthesized status.
+        import os
+        import shutil
+        import tempfile
+        import h2raw
+        from harness import TestCA
+        cadir = tempfile.mkdtemp(prefix="maitred-ca-")
+        self.addCleanup(shutil.rmtree, cadir, True)
+        ca = TestCA(os.path.join(cadir, "ca"), server_name="echo.test")
+        up = SplitFrameTlsUpstream(ca)
+        self.addCleanup(up.close)
+        m = self.start_maitred(self.config([self.service(
+            "*", [up.address], tls={"ca_file": ca.ca_file, "server_name": "echo.test"})]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        for i in range(3):
+            with self.subTest(call=i):
+                st = c.wait(c.call(ECHO_UNARY, [h2raw.echo_request()]))
+                sh = st.status_headers()
+                self.assertIsNotNone(sh, "no status: %r" % st.events)
+                self.assertEqual(sh.get("grpc-status"), str(grpc.StatusCode.INTERNAL.value[0]), sh)
+                self.assertEqual(len(st.body), 0, "response bytes relayed after the call failed")
+        self.assertEqual(up.answered, 3)
+
+
+class HttpStatus(MaitredTest):
+    @maitred_only
+    @needs_h2
+    def test_non_200_without_grpc_status_is_mapped(self):
+        # gRPC http-grpc-status-mapping.md.
+        want = {400: grpc.StatusCode.INTERNAL,
+                401: grpc.StatusCode.UNAUTHENTICATED,
+                403: grpc.StatusCode.PERMISSION_DENIED,
+                404: grpc.StatusCode.UNIMPLEMENTED,
+                429: grpc.StatusCode.UNAVAILABLE,
+                502: grpc.StatusCode.UNAVAILABLE,
+                503: grpc.StatusCode.UNAVAILABLE,
+                504: grpc.StatusCode.UNAVAILABLE,
+                500: grpc.StatusCode.UNKNOWN,
+                302: grpc.StatusCode.UNKNOWN}
+
+        def script(path, headers):
+            # /<body|empty>.Svc/Http<code>
+            code = int(path.rsplit("/", 1)[1][len("Http"):])
+            body = path.startswith("/body.")
+            return ("http", code, b"<html>error</html>", not body)
+        up = raw_upstream_class()(script)
+        self.addCleanup(up.close)
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        # A raw client sees what maitred sent (grpcio would map a raw 503
+        # itself and hide whether maitred did).
+        import h2raw
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        for where in ("body", "empty"):
+            for http, status in want.items():
+                with self.subTest(http=http, body=where):
+                    st = c.wait(c.call("/%s.Svc/Http%d" % (where, http), [b""]))
+                    first = st.first_headers()
+                    self.assertEqual(first.get(":status"), "200", st.events)
+                    self.assertEqual(first.get("grpc-status"), str(status.value[0]), st.events)
+                    self.assertIn("HTTP %d" % http, first.get("grpc-message", ""))
+                    self.assertEqual(st.body, b"", "the HTTP body reached the gRPC client")
+        # And a gRPC library gets the status and maitred's message.
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.channel(m).unary_unary("/body.Svc/Http503")(b"", timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
+        self.assertIn("HTTP 503", cm.exception.details())
+
+if __name__ == "__main__":
+    unittest.main()
