@@ -145,7 +145,7 @@ static struct mtd_conn *conn_with_room(struct mtd_pool *p)
 {
 	struct mtd_conn *c;
 	LIST_FOREACH(c, &p->conns, link)
-		if (c->state == MTD_CONN_READY && c->n_streams < c->max_streams)
+		if (c->state == MTD_CONN_READY && c->settings_seen && c->n_streams < c->max_streams)
 			return c;
 	return NULL;
 }

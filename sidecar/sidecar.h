@@ -218,7 +218,10 @@ enum mtd_conn_kind { MTD_CONN_DOWN, MTD_CONN_UP };
  *       |     (h2c skips HANDSHAKE)                  |                   |
  *       +------------- error / timeout --------------+-----> CLOSED <----+
  *
- * READY: new streams may start while streams < max_streams.
+ * READY: new streams may start once the peer's SETTINGS arrived
+ *        (settings_seen; connect_timeout bounds the wait) and while
+ *        streams < max_streams. Closing before SETTINGS counts as a
+ *        failed connect: the pool's waiting calls move on.
  * DRAINING: no new streams; closes when its last stream ends.
  * CLOSED: no fd, no events; freed by the worker at the end of the turn.
  */

@@ -21,6 +21,23 @@ static struct mtd_attempt *stream_attempt(nghttp2_session *ng, int32_t sid)
 	return nghttp2_session_get_stream_user_data(ng, sid);
 }
 
+/* A connection of p could not be made: the calls waiting in p cannot be
+ * served by this endpoint unless another connection is usable (or on its
+ * way). Nothing of them left maitred: they try another endpoint, or fail
+ * with the reason. Never leaves a call waiting with nothing to wake it. */
+static void move_waiting_calls(struct mtd_pool *p, const char *reason)
+{
+	struct mtd_conn *o;
+	LIST_FOREACH(o, &p->conns, link)
+		if (o->state != MTD_CONN_CLOSED && o->state != MTD_CONN_DRAINING)
+			return;
+	struct mtd_attempt *a;
+	while ((a = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(a);
+		mtd_attempt_connect_failed(a, reason);
+	}
+}
+
 /* Fail the connection: the reason names the endpoint and reaches every call
  * on it, and every call waiting for it if no other connection can serve. */
 static void up_fail(struct mtd_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -34,7 +51,9 @@ static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 	vsnprintf(reason + n, sizeof(reason) - (size_t)n, fmt, ap);
 	va_end(ap);
 	struct mtd_pool *p = c->pool;
-	bool never_ready = c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE;
+	/* Not usable until the peer's SETTINGS came: no call was sent on it. */
+	bool never_ready = c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE ||
+	                   (c->state == MTD_CONN_READY && !c->settings_seen);
 	if (never_ready)
 		mtd_pool_connect_failed(p, reason);
 	else
@@ -44,20 +63,8 @@ static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 	p->failing = true;
 	mtd_conn_close(c);
 	p->failing = false;
-	if (!never_ready)
-		return;
-	/* The connection never came up: the calls waiting for it cannot be
-	 * served by this endpoint unless another connection is usable. */
-	struct mtd_conn *o;
-	LIST_FOREACH(o, &p->conns, link)
-		if (o->state != MTD_CONN_CLOSED && o->state != MTD_CONN_DRAINING)
-			return;
-	struct mtd_attempt *a;
-	while ((a = TAILQ_FIRST(&p->pending))) {
-		mtd_pool_dequeue(a);
-		/* Nothing of these calls left maitred: the policy moves them on. */
-		mtd_attempt_connect_failed(a, reason);
-	}
+	if (never_ready)
+		move_waiting_calls(p, reason);
 }
 
 static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
@@ -118,7 +125,12 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		break;
 	case NGHTTP2_SETTINGS:
 		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-			c->settings_seen = true;
+			if (!c->settings_seen) {
+				c->settings_seen = true;
+				event_del(&c->timer);
+				mtd_pool_connect_succeeded(c->pool);
+				MTD_DEBUG("upstream %s: ready", c->peer);
+			}
 			update_max_streams(c);
 			mtd_pool_dispatch(c->pool);
 		}
@@ -215,6 +227,21 @@ static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	up_fail(c, "connect timeout (%lld ms)", (long long)c->pool->svc->cfg->upstream.connect_timeout_ms);
 }
 
+static void settings_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_conn *c = arg;
+	up_fail(c, "no HTTP/2 SETTINGS from the peer within %lld ms of connecting",
+	        (long long)c->pool->svc->cfg->upstream.connect_timeout_ms);
+}
+
+static void arm_timer(struct mtd_conn *c, event_callback_fn cb)
+{
+	int64_t ms = c->pool->svc->cfg->upstream.connect_timeout_ms;
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+	evtimer_assign(&c->timer, c->w->base, cb, c);
+	event_add(&c->timer, &tv);
+}
+
 /* Transport is up: start HTTP/2. */
 static void up_ready(struct mtd_conn *c)
 {
@@ -242,11 +269,14 @@ static void up_ready(struct mtd_conn *c)
 	}
 	c->state = MTD_CONN_READY;
 	c->last_active_ns = c->last_read_ns = mtd_now_ns();
-	mtd_pool_connect_succeeded(c->pool);
-	update_max_streams(c);
-	MTD_DEBUG("upstream %s: ready%s", c->peer, c->ssl ? " (TLS)" : "");
+	/* Streams wait for the peer's SETTINGS (its first frame, RFC 9113
+	 * §3.4), as gRPC clients do: a stream submitted before them may exceed
+	 * its SETTINGS_MAX_CONCURRENT_STREAMS and then sit in nghttp2's queue
+	 * behind the streams it admits, instead of going to another
+	 * connection. connect_timeout bounds that wait too. */
+	arm_timer(c, settings_timeout_cb);
+	MTD_DEBUG("upstream %s: transport up%s, waiting for SETTINGS", c->peer, c->ssl ? " (TLS)" : "");
 	mtd_conn_want_flush(c);
-	mtd_pool_dispatch(c->pool);
 }
 
 static void handshake_cb(evutil_socket_t fd, short what, void *arg)
@@ -295,9 +325,12 @@ static void connected_cb(evutil_socket_t fd, short what, void *arg)
 struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 {
 	const struct mtd_cfg_addr *a = &p->ep->addr;
+	char reason[160];
 	struct mtd_conn *c = calloc(1, sizeof(*c));
-	if (!c)
-		return NULL;
+	if (!c) {
+		snprintf(reason, sizeof(reason), "upstream %s: out of memory for a connection", a->text);
+		goto fail;
+	}
 	c->kind = MTD_CONN_UP;
 	c->state = MTD_CONN_CONNECTING;
 	c->w = p->w;
@@ -307,19 +340,18 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
 	c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
-		free(c);
-		return NULL;
+		/* EMFILE, ENFILE, ENOBUFS...: as good as a failed connect for the
+		 * calls waiting; nothing else would wake them. */
+		snprintf(reason, sizeof(reason), "upstream %s: socket: %s", a->text, strerror(errno));
+		goto fail_free;
 	}
 	int one = 1;
 	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	LIST_INSERT_HEAD(&p->conns, c, link);
 	p->n_conns++;
-	evtimer_assign(&c->timer, c->w->base, connect_timeout_cb, c);
+	arm_timer(c, connect_timeout_cb);
 	event_assign(&c->rev, c->w->base, c->fd, EV_READ, connected_cb, c);
 	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, connected_cb, c);
-	int64_t ms = p->svc->cfg->upstream.connect_timeout_ms;
-	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-	event_add(&c->timer, &tv);
 	MTD_DEBUG("upstream %s: connecting", c->peer);
 	if (connect(c->fd, (const struct sockaddr *)&a->sa, a->salen) < 0 && errno != EINPROGRESS) {
 		int e = errno;
@@ -328,6 +360,13 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	}
 	event_add(&c->wev, NULL);
 	return c;
+
+fail_free:
+	free(c);
+fail:
+	mtd_pool_connect_failed(p, reason);
+	move_waiting_calls(p, reason);
+	return NULL;
 }
 
 /* Hop-by-hop fields never cross the proxy (RFC 9113 §8.2.2); grpc-timeout is
@@ -443,6 +482,15 @@ void mtd_up_on_close(struct mtd_conn *c)
 		if (a == a->call->ans)
 			a->call->resp_unconsumed = 0; /* the session goes with its windows */
 		mtd_attempt_conn_lost(a, reason);
+	}
+	if (!c->settings_seen && !p->failing) {
+		/* Closed before it was usable (the peer closed, sent garbage, or
+		 * went silent) by another path than up_fail: the calls waiting
+		 * for it must not wait for nothing. */
+		snprintf(reason, sizeof(reason), "upstream %s: connection closed before HTTP/2 was up", c->peer);
+		mtd_pool_connect_failed(p, reason);
+		move_waiting_calls(p, reason);
+		return;
 	}
 	mtd_pool_dispatch(p);
 }

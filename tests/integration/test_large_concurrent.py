@@ -116,6 +116,126 @@ class Concurrency(MaitredTest):
                 for i in range(8)]
         self.assertEqual([f.result().key for f in futs], [str(i) for i in range(8)])
 
+    @maitred_only
+    @needs_h2
+    def test_no_stream_before_the_peers_settings(self):
+        # The cause of the test above failing once in a while ("only 2 of 8
+        # calls arrived"): calls submitted to a connection before the peer's
+        # SETTINGS (2 streams) were held in nghttp2's queue beyond the
+        # peer's limit instead of going to another connection. This peer
+        # withholds its SETTINGS until it has read maitred's first write,
+        # which (before the fix) already carried the HEADERS of the calls
+        # that were waiting; so the race is decided the bad way every time.
+        up = SettingsLateUpstream(max_streams=2, barrier=8)
+        self.addCleanup(up.close)
+        m = self.start_maitred(self.config([self.service("*", [up.address], upstream={"max_connections": 4})]))
+        ch = self.channel(m)
+        futs = [ch.unary_unary("/maitred.testing.v1.Echo/Unary").future(b"", timeout=CALL_LIMIT * 3)
+                for _ in range(8)]
+        errors = [f.exception() for f in futs]
+        self.assertEqual(up.early, 0, "HEADERS sent before the peer's SETTINGS")
+        self.assertEqual(up.violations, [])
+        self.assertEqual(errors, [None] * 8)
+        self.assertLessEqual(up.max_open, 2, "more streams open on a connection than the peer allows")
+        self.assertEqual(up.conns, 4)
+
+
+class SettingsLateUpstream:
+    """An h2c upstream that sends its SETTINGS (SETTINGS_MAX_CONCURRENT_STREAMS
+    = max_streams) only after its first read from a connection, counts the
+    requests that came before them (`early`) and the most streams open at
+    once on one connection (`max_open`), and answers every request (200,
+    empty, grpc-status 0) once `barrier` requests are open at once."""
+
+    def __init__(self, max_streams, barrier):
+        import socket
+        self.max_streams, self.barrier = max_streams, barrier
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.lsock.settimeout(0.2)
+        self.address = "127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.lock = threading.Condition()
+        self.early = self.max_open = self.conns = self.open_total = 0
+        self.violations = []  # protocol errors seen (more streams than allowed)
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self):
+        while not self.stop.is_set():
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                continue
+            with self.lock:
+                self.conns += 1
+            t = threading.Thread(target=self._serve, args=(c,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def _serve(self, sock):
+        import socket
+        import h2.config
+        import h2.connection
+        import h2.events
+        import h2.exceptions
+        import h2.settings
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding=None))
+        conn.local_settings = h2.settings.Settings(client=False, initial_values={
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams})
+        sock.settimeout(0.2)
+        opened, first = set(), True
+        try:
+            while not self.stop.is_set():
+                try:
+                    data = sock.recv(65536)
+                except socket.timeout:
+                    data = None
+                if data == b"":
+                    return
+                if data:
+                    if first:
+                        conn.initiate_connection()  # our SETTINGS go after our first read
+                    try:
+                        events = conn.receive_data(data)
+                    except h2.exceptions.ProtocolError as e:
+                        with self.lock:
+                            self.early += first
+                            self.violations.append(repr(e))
+                        return
+                    for ev in events:
+                        if isinstance(ev, h2.events.RequestReceived):
+                            opened.add(ev.stream_id)
+                            with self.lock:
+                                self.early += first
+                                self.open_total += 1
+                                self.max_open = max(self.max_open, len(opened))
+                                self.lock.notify_all()
+                        elif isinstance(ev, (h2.events.StreamReset, h2.events.StreamEnded)):
+                            pass
+                    first = False
+                with self.lock:
+                    go = self.open_total >= self.barrier
+                if go:
+                    for sid in sorted(opened):
+                        conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
+                        conn.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+                    opened.clear()
+                out = conn.data_to_send()
+                if out:
+                    sock.sendall(out)
+        except OSError:
+            return
+        finally:
+            sock.close()
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+        self.lsock.close()
+
 
 class Limits(MaitredTest):
     @maitred_only

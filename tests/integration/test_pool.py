@@ -12,9 +12,12 @@ from harness import MaitredTest, maitred_only, pb, call_id, CALL_LIMIT
 
 class BlackHole:
     """Accepts TCP connections and never reads or writes: a peer that died
-    without closing its sockets (a frozen VM, a dropped network path)."""
+    without closing its sockets (a frozen VM, a dropped network path).
+    With `settings`, it first sends an HTTP/2 server preface (an empty
+    SETTINGS frame), so it dies after the connection was usable."""
 
-    def __init__(self):
+    def __init__(self, settings=False):
+        self.settings = settings
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
@@ -29,6 +32,8 @@ class BlackHole:
                 c, _ = self.sock.accept()
             except OSError:
                 return
+            if self.settings:
+                c.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # RFC 9113 §6.5
             self.conns.append(c)
 
     def close(self):
@@ -71,10 +76,11 @@ class Pool(MaitredTest):
 
     @maitred_only
     def test_keepalive_detects_a_silent_peer(self):
-        # The peer accepts and then says nothing, ever. Without keepalive the
-        # call would hang until its deadline (it has none); with a 1 s PING
-        # interval and a 1 s ack deadline it ends UNAVAILABLE.
-        hole = BlackHole()
+        # The peer accepts, sends its SETTINGS and then says nothing, ever.
+        # Without keepalive the call would hang until its deadline (it has
+        # none); with a 1 s PING interval and a 1 s ack deadline it ends
+        # UNAVAILABLE.
+        hole = BlackHole(settings=True)
         self.addCleanup(hole.close)
         svc = self.service("*", [hole.address],
                            upstream={"keepalive_interval": "1s", "keepalive_timeout": "1s"})
@@ -85,6 +91,22 @@ class Pool(MaitredTest):
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
         self.assertTrue(m.proc.alive())
         self.assertIn("PING", m.proc.output())
+
+    @maitred_only
+    def test_peer_without_settings_fails_waiting_calls(self):
+        # The peer accepts and never sends its SETTINGS: no stream is
+        # opened on it (its stream limit is unknown), and connect_timeout
+        # bounds the wait: the call ends UNAVAILABLE, long before its
+        # deadline, naming what was missing.
+        hole = BlackHole()
+        self.addCleanup(hole.close)
+        svc = self.service("*", [hole.address], upstream={"connect_timeout": "1s"})
+        m = self.start_maitred(self.config([svc]))
+        stub = self.echo(m)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
+        self.assertIn("SETTINGS", cm.exception.details())
 
     @maitred_only
     def test_idle_upstream_connection_is_closed(self):

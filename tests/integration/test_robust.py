@@ -2,6 +2,7 @@
 DATA after a failure, non-gRPC HTTP answers, :authority, connect failures,
 keepalive."""
 
+import os
 import struct
 import unittest
 
@@ -274,6 +275,42 @@ class HttpStatus(MaitredTest):
             self.channel(m).unary_unary("/body.Svc/Http503")(b"", timeout=CALL_LIMIT)
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
         self.assertIn("HTTP 503", cm.exception.details())
+
+
+class OutOfDescriptors(MaitredTest):
+    @maitred_only
+    def test_socket_failure_fails_waiting_calls_promptly(self):
+        # maitred at its descriptor limit (EMFILE): a call whose endpoint
+        # has no connection yet cannot get one. It must end at once with
+        # UNAVAILABLE naming the cause, not wait in the pool with nothing
+        # to wake it until the client's deadline.
+        import resource
+        from harness import free_port, pb
+        up = self.start_upstream("a")
+        cfg = self.config([self.service("a.A", [up]),
+                           self.service("*", ["127.0.0.1:%d" % free_port()])])
+        m = self.start_maitred(cfg)
+        ch = self.channel(m)
+        stub = self.echo(m)
+        # Client connection and one upstream connection up (service a.A
+        # routes to the upstream; its Echo answers any method).
+        ch.unary_unary("/a.A/Unary")(pb.EchoRequest().SerializeToString(), timeout=CALL_LIMIT)
+        fd_dir = "/proc/%d/fd" % m.proc.pid
+        used = {int(n) for n in os.listdir(fd_dir)}
+        lowest_free = next(i for i in range(len(used) + 1) if i not in used)
+        old = resource.prlimit(m.proc.pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(m.proc.pid, resource.RLIMIT_NOFILE, (lowest_free, old[1]))
+        try:
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        finally:
+            resource.prlimit(m.proc.pid, resource.RLIMIT_NOFILE, old)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
+        self.assertIn("Too many open files", cm.exception.details())
+        # With descriptors back, the working service still works.
+        self.assertEqual(pb.EchoResponse.FromString(ch.unary_unary("/a.A/Unary")(
+            pb.EchoRequest().SerializeToString(), timeout=CALL_LIMIT)).instance, "a")
+
 
 if __name__ == "__main__":
     unittest.main()
