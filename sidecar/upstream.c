@@ -399,6 +399,20 @@ static bool skip_request_header(const nghttp2_nv *nv)
 		        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE \
 	}
 
+/* The service's :authority override for this pool's endpoint, or NULL to
+ * keep the app's. Points into the config: no per-call work. */
+static const char *up_authority(const struct mtd_pool *p)
+{
+	const struct mtd_cfg_service *svc = p->svc->cfg;
+	if (svc->authority)
+		return svc->authority;
+	if (!svc->authority_from_endpoint)
+		return NULL;
+	if (svc->tls && svc->tls->server_name)
+		return svc->tls->server_name;
+	return p->ep->addr.text;
+}
+
 int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 {
 	struct mtd_call *call = a->call;
@@ -411,10 +425,17 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 	nghttp2_nv scheme = NV_LIT(":scheme", "http");
 	if (c->ssl)
 		scheme = (nghttp2_nv)NV_LIT(":scheme", "https");
+	/* :authority: the app's unless the service overrides it. */
+	const char *auth = up_authority(c->pool);
+	nghttp2_nv authority = {(uint8_t *)":authority", (uint8_t *)(uintptr_t)auth, 10, auth ? strlen(auth) : 0,
+	                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
 	/* Pseudo-headers first (RFC 9113 §8.3). */
 	for (size_t i = 0; i < h->n; i++)
-		if (h->nv[i].name[0] == ':' && !skip_request_header(&h->nv[i]))
+		if (h->nv[i].name[0] == ':' && !skip_request_header(&h->nv[i]) &&
+		    !(auth && h->nv[i].namelen == 10 && memcmp(h->nv[i].name, ":authority", 10) == 0))
 			nva[n++] = h->nv[i];
+	if (auth)
+		nva[n++] = authority;
 	nva[n++] = scheme;
 	for (size_t i = 0; i < h->n; i++)
 		if (h->nv[i].name[0] != ':' && !skip_request_header(&h->nv[i]))

@@ -1115,6 +1115,38 @@ static void build_retry_budget(struct builder *b, const PbRetryBudget *m, const 
 	}
 }
 
+/* RFC 3986 §3.2 authority = host [ ":" port ], without userinfo (RFC 9113
+ * §8.3.1 forbids it in :authority): reg-name or IP-literal characters. */
+static bool authority_ok(const char *a)
+{
+	if (*a == '\0')
+		return false;
+	for (const unsigned char *c = (const unsigned char *)a; *c; c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))
+			continue;
+		if (!strchr("-._~!$&'()*+,;=:[]%", *c))
+			return false;
+	}
+	return true;
+}
+
+static void build_authority(struct builder *b, const PbService *m, const char *path, struct mtd_cfg_service *out)
+{
+	if (m->authority[0] == '\0')
+		return;
+	if (strcmp(m->authority, "FROM_ENDPOINT") == 0) {
+		out->authority_from_endpoint = true;
+		return;
+	}
+	if (!authority_ok(m->authority)) {
+		BERR(at(b, m, "authority", NULL), path,
+		     "\"%s\" is neither FROM_ENDPOINT nor a host[:port] authority (RFC 3986 §3.2, no userinfo)",
+		     m->authority);
+		return;
+	}
+	out->authority = dup_or_oom(b, m->authority);
+}
+
 static int method_cmp(const void *a, const void *c)
 {
 	return strcmp(((const struct mtd_cfg_method *)a)->name, ((const struct mtd_cfg_method *)c)->name);
@@ -1151,6 +1183,7 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 	build_upstream(b, m->upstream, sub(p, sizeof(p), path, "upstream"), &out->upstream);
 	build_fault(b, m->fault, sub(p, sizeof(p), path, "fault"), &out->fault);
 	build_retry_budget(b, m->retry_budget, sub(p, sizeof(p), path, "retry_budget"), &out->retry_budget);
+	build_authority(b, m, sub(p, sizeof(p), path, "authority"), out);
 
 	/* endpoints */
 	build_source(b, m, path, out);
@@ -1575,6 +1608,7 @@ static void service_fini(struct mtd_cfg_service *s)
 {
 	mtd_cfg__free(s->name);
 	mtd_cfg__free(s->hash_key.header);
+	mtd_cfg__free(s->authority);
 	tls_free(s->tls);
 	for (size_t i = 0; i < s->n_endpoints; i++)
 		addr_fini(&s->endpoints[i].addr);

@@ -122,6 +122,11 @@ struct mtd_cfg_service {
 	struct mtd_cfg_upstream upstream;
 	struct mtd_fault_policy fault; /* default FAILFAST */
 	struct mtd_fault_budget_cfg retry_budget;
+	/* :authority sent upstream: NULL and !authority_from_endpoint = the
+	 * app's; else this literal, or the endpoint's name (tls->server_name,
+	 * else the address as written). */
+	char *authority;
+	bool authority_from_endpoint;
 };
 
 struct mtd_cfg_downstream {

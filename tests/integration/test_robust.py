@@ -312,5 +312,31 @@ class OutOfDescriptors(MaitredTest):
             pb.EchoRequest().SerializeToString(), timeout=CALL_LIMIT)).instance, "a")
 
 
+class Authority(MaitredTest):
+    @maitred_only
+    @needs_h2
+    def test_authority_kept_or_overridden(self):
+        from harness import pb
+        up = raw_upstream_class()(lambda path, headers: ("authority",))
+        self.addCleanup(up.close)
+        cfg = self.config([
+            self.service("a.Keep", [up.address]),
+            self.service("b.Literal", [up.address], authority="api.internal:8443"),
+            self.service("c.Endpoint", [up.address], authority="FROM_ENDPOINT"),
+        ])
+        m = self.start_maitred(cfg)
+        ch = self.channel(m)
+        want = {"a.Keep": "127.0.0.1:%d" % m.port,   # the app's, unchanged
+                "b.Literal": "api.internal:8443",
+                "c.Endpoint": up.address}
+        for svc, authority in want.items():
+            with self.subTest(service=svc):
+                raw = ch.unary_unary("/%s/Echo" % svc)(b"", timeout=CALL_LIMIT)
+                self.assertEqual(pb.EchoResponse.FromString(raw).instance, authority)
+        for rec in up.requests:
+            names = [k for k, _ in rec["headers"]]
+            self.assertEqual(names.count(":authority"), 1, rec["headers"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -594,6 +594,45 @@ START_TEST(err_tls)
 }
 END_TEST
 
+START_TEST(err_authority)
+{
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    authority: \"user@host\"\n" EP,
+	             "t.yaml:3:16: services[0].authority: \"user@host\" is neither FROM_ENDPOINT nor a "
+	             "host[:port] authority (RFC 3986 §3.2, no userinfo)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    authority: \"a b\"\n" EP,
+	             "t.yaml:3:16: services[0].authority: \"a b\" is neither FROM_ENDPOINT nor a "
+	             "host[:port] authority (RFC 3986 §3.2, no userinfo)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    authority: \"host/path\"\n" EP,
+	             "t.yaml:3:16: services[0].authority: \"host/path\" is neither FROM_ENDPOINT nor a "
+	             "host[:port] authority (RFC 3986 §3.2, no userinfo)");
+}
+END_TEST
+
+START_TEST(ok_authority)
+{
+	struct mtd_cfg *cfg = load_ok("services:\n"
+	                              "  - name: a.B\n" EP "  - name: c.D\n"
+	                              "    authority: \"api.internal:8443\"\n" EP "  - name: e.F\n"
+	                              "    authority: FROM_ENDPOINT\n" EP "  - name: g.H\n"
+	                              "    authority: \"[::1]:50051\"\n" EP);
+	ck_assert_uint_eq(cfg->n_services, 4);
+	ck_assert_ptr_null(cfg->services[0].authority);
+	ck_assert(!cfg->services[0].authority_from_endpoint);
+	ck_assert_str_eq(cfg->services[1].authority, "api.internal:8443");
+	ck_assert(!cfg->services[1].authority_from_endpoint);
+	ck_assert_ptr_null(cfg->services[2].authority);
+	ck_assert(cfg->services[2].authority_from_endpoint);
+	ck_assert_str_eq(cfg->services[3].authority, "[::1]:50051");
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
 START_TEST(err_hash_key_on_round_robin)
 {
 	expect_error("services:\n"
@@ -1736,6 +1775,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, register_ok);
 	tcase_add_test(errors, err_register);
 	tcase_add_test(errors, err_tls);
+	tcase_add_test(errors, err_authority);
 	tcase_add_test(errors, err_hash_key_on_round_robin);
 	tcase_add_test(errors, err_hashing_without_key);
 	tcase_add_test(errors, err_hash_key_shape);
@@ -1751,6 +1791,7 @@ static Suite *config_suite(void)
 	suite_add_tcase(s, errors);
 
 	tcase_add_test(ok, ok_defaults);
+	tcase_add_test(ok, ok_authority);
 	tcase_add_test(ok, ok_yaml_values2);
 	tcase_add_test(ok, ok_lower_camel);
 	tcase_add_test(ok, ok_method_inheritance);
