@@ -26,6 +26,7 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 	p->svc = svc;
 	mtd_disc_ref_get(&ep->ref);
 	p->ep = ep;
+	p->keepalive_ms = svc->cfg->upstream.keepalive_interval_ms;
 	LIST_INIT(&p->conns);
 	TAILQ_INIT(&p->pending);
 	LIST_INSERT_HEAD(&w->pools, p, link);
@@ -219,7 +220,13 @@ void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
 			mtd_conn_close(c);
 			continue;
 		}
-		if (!c->ping_sent_ns && now - c->last_read_ns > u->keepalive_interval_ms * 1000000) {
+		/* Keepalive only while calls are open, as gRPC clients do by
+		 * default (keepalive_permit_without_calls off): grpc-go servers
+		 * count PINGs on a connection without streams as strikes and
+		 * soon answer GOAWAY ENHANCE_YOUR_CALM. An idle connection needs
+		 * none: idle_timeout ends it, and once a call is open on a dead
+		 * one the PINGs find it. */
+		if (!c->ping_sent_ns && c->n_streams > 0 && now - c->last_read_ns > p->keepalive_ms * 1000000) {
 			if (nghttp2_submit_ping(c->ng, NGHTTP2_FLAG_NONE, NULL) == 0) {
 				c->ping_sent_ns = now;
 				mtd_conn_want_flush(c);

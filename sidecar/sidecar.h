@@ -364,6 +364,9 @@ struct mtd_pool {
 	 * endpoint (doubling from 250 ms to 10 s; reset by a connect). */
 	uint32_t connect_failures;
 	int64_t backoff_ns, retry_at_ns;
+	/* Keepalive PING interval: the config's, doubled each time the peer
+	 * says too_many_pings (gRPC A8). */
+	int64_t keepalive_ms;
 };
 
 /* The pool of endpoint ep (of service snapshot svc) on worker w, created on

@@ -16,6 +16,9 @@
 #include "core/log.h"
 #include "sidecar/sidecar.h"
 
+/* Past this the interval stops doubling (about 12 days). */
+#define KEEPALIVE_MAX_MS (1LL << 30)
+
 static struct mtd_attempt *stream_attempt(nghttp2_session *ng, int32_t sid)
 {
 	return nghttp2_session_get_stream_user_data(ng, sid);
@@ -140,6 +143,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		 * above last_stream_id with REFUSED_STREAM. */
 		MTD_INFO("upstream %s: GOAWAY (%s), draining", c->peer,
 		         nghttp2_http2_strerror(frame->goaway.error_code));
+		if (frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM && frame->goaway.opaque_data_len == 14 &&
+		    memcmp(frame->goaway.opaque_data, "too_many_pings", 14) == 0 &&
+		    c->pool->keepalive_ms < KEEPALIVE_MAX_MS) {
+			/* gRPC A8 (client-side keepalive): double the interval. */
+			c->pool->keepalive_ms *= 2;
+			MTD_WARN("upstream %s: too many PINGs for its policy; keepalive interval now %lld ms", c->peer,
+			         (long long)c->pool->keepalive_ms);
+		}
 		if (c->state == MTD_CONN_READY)
 			c->state = MTD_CONN_DRAINING;
 		mtd_pool_dispatch(c->pool);

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 
 import grpc
@@ -84,4 +85,51 @@ class GoInterop(MaitredTest):
             unary(b"x", metadata=[("x-status", "5")], timeout=CALL_LIMIT)
         self.assertEqual(cm.exception.code(), grpc.StatusCode.NOT_FOUND)
         self.assertEqual(cm.exception.details(), "go says no")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_idle_connection_stays_within_grpc_go_ping_policy(self):
+        # grpc-go's default server policy: no PING more often than every
+        # 5 min while calls are open, none at all without calls (a few
+        # strikes and it answers GOAWAY ENHANCE_YOUR_CALM). With a 1 s
+        # keepalive interval, an idle connection must get no PING: past
+        # the point where the strikes would have run out, there is no
+        # GOAWAY, the connection is the same one, and calls work.
+        up = self.start_go_server("g")
+        svc = self.service("*", [up], upstream={"keepalive_interval": "1s", "keepalive_timeout": "5s"})
+        m = self.start_maitred(self.config([svc]), args=["--log-level", "debug"])
+        unary = self.channel(m).unary_unary("/any.Service/Anything")
+        self.assertEqual(unary(b"first", timeout=CALL_LIMIT), b"first")
+        # Before the fix, PINGs went out about every 2 s (1 s interval,
+        # housekeeping each second) and the fourth made the third strike:
+        # wait (bounded) well past that for a GOAWAY that must not come.
+        deadline = time.monotonic() + 15
+        while "GOAWAY" not in m.proc.output() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertNotIn("GOAWAY", m.proc.output())
+        self.assertEqual(unary(b"second", timeout=CALL_LIMIT), b"second")
+        connects = [l for l in m.proc.output().splitlines() if "upstream %s: connecting" % up in l]
+        self.assertEqual(len(connects), 1, "the idle connection was replaced:\n" + "\n".join(connects))
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_too_many_pings_doubles_the_keepalive_interval(self):
+        # While a call is open, a 1 s interval breaks the same policy: the
+        # server's GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings") makes maitred
+        # double its interval for that endpoint (gRPC A8), as gRPC clients do.
+        import queue
+        up = self.start_go_server("g")
+        svc = self.service("*", [up], upstream={"keepalive_interval": "1s", "keepalive_timeout": "5s"})
+        m = self.start_maitred(self.config([svc]))
+        q = queue.Queue()
+        bidi = self.channel(m).stream_stream("/any.Service/Chat")
+        it = bidi(iter(q.get, None), timeout=CALL_LIMIT)
+        q.put(b"hello")
+        self.assertEqual(next(it), b"hello")
+        want = "upstream %s: too many PINGs for its policy; keepalive interval now 2000 ms" % up
+        deadline = time.monotonic() + CALL_LIMIT
+        while want not in m.proc.output() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        q.put(None)
+        self.assertIn(want, m.proc.output())
         self.stop_maitred(m)
