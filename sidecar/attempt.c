@@ -5,7 +5,7 @@
  *
  * What the balancer learns (issue 8 §3): an attempt counts against its
  * endpoint only for what the endpoint did (connect or TLS failure, a reset,
- * a status in MTD_FAULT_FAILURE_STATUSES, a per-try timeout); a client
+ * a status in outlier_detection.failure_statuses, a per-try timeout); a client
  * cancel, a deadline, a refused stream or a call maitred ended itself is
  * neutral. Latency is measured to the first response message (or the
  * answer's end when it has none), so a long stream does not make its
@@ -65,7 +65,16 @@ static void disarm(struct mtd_attempt *a)
 	}
 }
 
-/* Tell the balancer how the endpoint did, once per attempt. */
+/* True when an upstream status counts as the endpoint's failure
+ * (outlier_detection.failure_statuses, default UNAVAILABLE, INTERNAL,
+ * UNKNOWN, DATA_LOSS). */
+static bool status_blames(const struct mtd_call *call, int st)
+{
+	return st > 0 && st < 32 && ((call->svc->cfg->failure_statuses >> st) & 1u);
+}
+
+/* Tell the balancer, and outlier detection, how the endpoint did, once
+ * per attempt. */
 static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 {
 	if (!a->lb_begun)
@@ -75,6 +84,12 @@ static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 	int64_t until = a->first_ns ? a->first_ns : now;
 	struct mtd_lb_result res = {.ok = ok, .neutral = neutral, .latency_us = (until - a->start_ns) / 1000};
 	mtd_lb_call_end(a->picker, (size_t)a->ep_idx, &res, now);
+	struct mtd_outlier_set *os = a->outliers;
+	if (!neutral && os && mtd_outlier_report(os, (size_t)a->ep_idx, !ok, mtd_wall_ms()))
+		MTD_WARN("service %s: endpoint %s ejected (outlier detection: %u failures in a row), for %lld ms",
+		         a->call->svc->cfg->name, a->ep->addr.text, os->cfg.consecutive_failures,
+		         (long long)mtd_outlier_ejection_ms(&os->cfg,
+		                                            atomic_load(&os->entries[a->ep_idx].times_ejected)));
 }
 
 void mtd_attempt_maybe_free(struct mtd_attempt *a)
@@ -173,8 +188,7 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	const struct mtd_rt_service *svc = call->svc;
 	bool blamed = o->failure == MTD_FAULT_CONNECT || o->failure == MTD_FAULT_RESET ||
 	              o->failure == MTD_FAULT_TIMEOUT ||
-	              (o->failure == MTD_FAULT_STATUS && o->status > 0 && o->status < 32 &&
-	               ((MTD_FAULT_FAILURE_STATUSES >> o->status) & 1u));
+	              (o->failure == MTD_FAULT_STATUS && status_blames(call, o->status));
 	mtd_pool_dequeue(a);
 	mtd_attempt_step(a, MTD_AEV_FAIL);
 	disarm(a);
@@ -408,7 +422,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 		}
 		/* The answer, Trailers-Only. */
 		mtd_attempt_step(a, MTD_AEV_TRAILERS);
-		lb_end(a, !(st > 0 && st < 32 && ((MTD_FAULT_FAILURE_STATUSES >> st) & 1u)), false);
+		lb_end(a, !status_blames(call, st), false);
 		call->ans = a;
 		mtd_call_settle(call);
 		mtd_relay_headers(call, a, true);
@@ -444,7 +458,7 @@ void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
 	if (!a->first_ns)
 		a->first_ns = mtd_now_ns();
 	int st = status_of(&a->resp_trailers);
-	lb_end(a, st >= 0 && !(st > 0 && st < 32 && ((MTD_FAULT_FAILURE_STATUSES >> st) & 1u)), false);
+	lb_end(a, st >= 0 && !status_blames(call, st), false);
 	mtd_relay_trailers(call, a);
 }
 

@@ -60,6 +60,11 @@ void mtd_call_maybe_free(struct mtd_call *call)
 	if (call->tried != &call->tried_inline)
 		free(call->tried);
 	free(call->last_failure);
+	if (call->load) {
+		atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
+		if (mtd_disc_ref_put(&call->load->ref))
+			free(call->load);
+	}
 	mtd_worker_unhold(call->w, call->hold);
 	mtd_worker_unhold(call->w, call->hold_prev);
 	call->w->n_calls--;
@@ -250,10 +255,73 @@ static void bit_set(uint64_t *bits, int i, bool on)
 		bits[i / 64] &= ~(1ull << (i % 64));
 }
 
+/* The endpoints a pick must leave out: those this call tried, those
+ * outlier detection ejected, and those active health checks found
+ * unhealthy (the filter before the rule, seed 002). Returns the bitmap to
+ * pass (NULL = none), merged into scratch when more than one applies.
+ * When every endpoint is unhealthy the health checks are ignored. */
+static const uint64_t *excluded_set(const struct mtd_call *call, uint64_t *scratch, size_t words)
+{
+	const uint64_t *tried = call->n_tried ? call->tried : NULL;
+	const _Atomic uint64_t *ejected = mtd_outlier_excluded(call->outliers);
+	const struct mtd_rt_hc *hc = call->svc->hc;
+	uint32_t down = hc ? atomic_load_explicit(&hc->n_down, memory_order_relaxed) : 0;
+	const _Atomic uint64_t *unhealthy = down && down < call->svc->n_eps ? hc->down_bits : NULL;
+	if (!ejected && !unhealthy)
+		return tried;
+	for (size_t i = 0; i < words; i++)
+		scratch[i] = (tried ? tried[i] : 0) |
+		             (ejected ? atomic_load_explicit(&ejected[i], memory_order_relaxed) : 0) |
+		             (unhealthy ? atomic_load_explicit(&unhealthy[i], memory_order_relaxed) : 0);
+	return scratch;
+}
+
+/* Why an endpoint the policy chose is passed over while another is
+ * eligible. */
+enum skip { SKIP_NONE, SKIP_BACKOFF, SKIP_SLOW, SKIP_FULL };
+
+static enum skip skip_reason(const struct mtd_call *call, const struct mtd_endpoint *ep, const struct mtd_pool *p,
+                             int64_t now_ns)
+{
+	uint32_t cap = call->svc->cfg->circuit.max_calls_per_endpoint;
+	if (cap && atomic_load_explicit(&ep->stats.active, memory_order_relaxed) >= (int64_t)cap)
+		return SKIP_FULL;
+	if (mtd_pool_backing_off(p, now_ns))
+		return SKIP_BACKOFF;
+	if (call->deadline_ns) {
+		/* Deadline-aware picking (issue 8 §3): an endpoint whose recent
+		 * successful calls take longer than the time left would only
+		 * spend the deadline. A few samples are needed to judge. */
+		uint64_t n = atomic_load_explicit(&ep->stats.window_count, memory_order_relaxed);
+		uint64_t sum = atomic_load_explicit(&ep->stats.window_sum_us, memory_order_relaxed);
+		int64_t left_us = (call->deadline_ns - now_ns) / 1000;
+		if (n >= 5 && (int64_t)(sum / n) > left_us)
+			return SKIP_SLOW;
+	}
+	return SKIP_NONE;
+}
+
+/* At most this many endpoints are passed over in one pick; then the
+ * policy's choice is taken as it is. */
+#define MAX_SKIPS 16
+
+/* Pick an endpoint for the next attempt. Returns its index and *pool, or
+ * -1 when no endpoint is left, -EBUSY when every eligible one is full
+ * (circuit breaking), -ENOMEM. Endpoints that are backing off after failed
+ * connects, full, or too slow for the deadline are passed over while
+ * another is eligible; if none is, the first one passed over that is not
+ * full is taken anyway (it may be back). */
 static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struct mtd_pool **pool)
 {
 	struct mtd_rt_service *svc = call->svc;
 	uint64_t *bits = call->tried;
+	size_t words = (svc->n_eps + 63) / 64;
+	uint64_t stack[16], *scratch = stack;
+	if (words > 16 && (call->svc->hc || mtd_outlier_excluded(call->outliers))) {
+		scratch = malloc(words * sizeof(*scratch));
+		if (!scratch)
+			return -ENOMEM;
+	}
 	struct mtd_lb_pick_ctx ctx = {
 	        .key = key,
 	        .key_len = key_len,
@@ -262,36 +330,42 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 	        .worker = call->w->id,
 	        .rng = &call->w->rng,
 	};
-	/* Endpoints whose pool is backing off after failed connects are
-	 * skipped while another is eligible; if none is, the first one skipped
-	 * is tried anyway (it may be back). */
-	int idx, skipped = -1;
+	int skipped[MAX_SKIPS], fallback = -1, idx;
+	size_t n_skipped = 0;
+	bool any_full = false;
 	struct mtd_pool *p = NULL;
 	for (;;) {
-		ctx.excluded = call->n_tried ? bits : NULL;
+		ctx.excluded = excluded_set(call, scratch, words);
 		idx = mtd_lb_pick(call->picker, &ctx);
-		if (idx < 0 && skipped >= 0) {
-			idx = skipped;
-			bit_set(bits, idx, false);
-			call->n_tried--;
+		if (idx < 0) {
+			idx = fallback >= 0 ? fallback : any_full ? -EBUSY : -1;
+			if (fallback >= 0 && !(p = mtd_pool_get(call->w, svc, svc->eps[idx])))
+				idx = -ENOMEM;
+			break;
 		}
-		if (idx < 0)
-			break;
 		p = mtd_pool_get(call->w, svc, svc->eps[idx]);
-		if (!p)
-			return -ENOMEM;
-		if (idx == skipped || !mtd_pool_backing_off(p, ctx.now_ns))
+		if (!p) {
+			idx = -ENOMEM;
 			break;
-		if (skipped < 0)
-			skipped = idx;
+		}
+		enum skip why = n_skipped < MAX_SKIPS ? skip_reason(call, svc->eps[idx], p, ctx.now_ns) : SKIP_NONE;
+		if (why == SKIP_NONE)
+			break;
+		if (why == SKIP_FULL)
+			any_full = true;
+		else if (fallback < 0)
+			fallback = idx;
+		skipped[n_skipped++] = idx;
 		bit_set(bits, idx, true);
 		call->n_tried++;
 	}
-	if (skipped >= 0 && idx != skipped) {
-		/* Not a failure of this call: forget the skip. */
-		bit_set(bits, skipped, false);
+	/* Passing over is not a failure of this call: forget the skips. */
+	for (size_t i = 0; i < n_skipped; i++) {
+		bit_set(bits, skipped[i], false);
 		call->n_tried--;
 	}
+	if (scratch != stack)
+		free(scratch);
 	*pool = p;
 	return idx;
 }
@@ -330,6 +404,13 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 	}
 	if (idx < 0 && hedge)
 		return;
+	if (idx == -EBUSY) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+		              "circuit breaker: every endpoint of %s has circuit_breaker.max_calls_per_endpoint (%u) "
+		              "calls in flight",
+		              svc->cfg->name, svc->cfg->circuit.max_calls_per_endpoint);
+		return;
+	}
 	if (idx < 0) {
 		if (call->n_tried)
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "%s (and no other endpoint of %s is left)",
@@ -359,6 +440,7 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 	a->ep_idx = idx;
 	a->ep = svc->eps[idx];
 	a->picker = call->picker;
+	a->outliers = call->outliers;
 	if (call->fault->mode == MTD_FAULT_FORKING && !((call->tried[idx / 64] >> (idx % 64)) & 1)) {
 		/* Distinct endpoints for the forks. */
 		bit_set(call->tried, idx, true);
@@ -376,10 +458,17 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		mtd_call_reroute(a);
 		return;
 	}
-	if (mtd_pool_enqueue(p, a) < 0) {
+	int rc = mtd_pool_enqueue(p, a);
+	if (rc < 0) {
 		/* Not the endpoint's fault: the call fails, nobody is blamed. */
-		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "upstream %s: too many calls waiting for a connection (%u)",
-		              p->ep->addr.text, p->n_pending);
+		if (rc == -EBUSY)
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+			              "circuit breaker: service %s has circuit_breaker.max_pending (%u) calls waiting",
+			              svc->cfg->name, svc->cfg->circuit.max_pending);
+		else
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+			              "upstream %s: too many calls waiting for a connection (%u)", p->ep->addr.text,
+			              p->n_pending);
 		return;
 	}
 	if (call->fault->mode == MTD_FAULT_FORKING)
@@ -498,10 +587,14 @@ static struct mtd_lb_picker *route(struct mtd_call *call, const struct mtd_route
 	call->svc = rt->services[si];
 	const struct mtd_cfg_service *sc = call->svc->cfg;
 	const struct mtd_cfg_method *m = mtd_cfg_service_method(sc, rp->method, rp->method_len);
+	call->outliers = call->svc->outliers;
 	if (m) {
+		const struct mtd_rt_method *rm = &call->svc->methods[m - sc->methods];
 		call->hash_key = &m->hash_key;
 		call->fault = &m->fault;
-		return call->svc->methods[m - sc->methods].picker;
+		if (rm->outliers)
+			call->outliers = rm->outliers;
+		return rm->picker;
 	}
 	call->hash_key = &sc->hash_key;
 	call->fault = &sc->fault;
@@ -523,6 +616,20 @@ void mtd_call_start(struct mtd_call *call)
 		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED, "unknown service %.*s: no route in maitred's config",
 		              (int)(rp.service_len > 200 ? 200 : rp.service_len), rp.service);
 		return;
+	}
+	/* Circuit breaking: past the service's limit the call ends at once
+	 * rather than queue behind an overloaded backend. */
+	uint32_t max_calls = call->svc->cfg->circuit.max_calls;
+	if (max_calls) {
+		call->load = call->svc->load;
+		mtd_disc_ref_get(&call->load->ref);
+		uint32_t in = atomic_fetch_add_explicit(&call->load->calls, 1, memory_order_relaxed);
+		if (in >= max_calls) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+			              "circuit breaker: service %s has circuit_breaker.max_calls (%u) calls in flight",
+			              call->svc->cfg->name, max_calls);
+			return;
+		}
 	}
 	if (call->svc->cfg->retry_budget.set)
 		mtd_fault_budget_call(call->svc->budget, call->start_ns / 1000000000);

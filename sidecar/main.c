@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "sidecar/control.h"
 #include "sidecar/etcd.h"
+#include "sidecar/health.h"
 #include "sidecar/sidecar.h"
 
 static void usage(FILE *out)
@@ -399,6 +400,7 @@ static int run(struct mtd_control *ctl)
 			if (ctl->config_path)
 				watch_start(ctl);
 			mtd_sources_start(ctl);
+			ctl->health = mtd_health_start(ctl);
 			event_base_dispatch(ctl->base);
 		}
 		/* The drain timeout may have ended the loop first. */
@@ -419,6 +421,8 @@ static int run(struct mtd_control *ctl)
 	}
 	mtd_register_free(ctl->reg);
 	ctl->reg = NULL;
+	mtd_health_free(ctl->health);
+	ctl->health = NULL;
 	event_free(sigterm);
 	event_free(sigint);
 	event_free(sighup);

@@ -120,13 +120,25 @@ void mtd_pool_connect_succeeded(struct mtd_pool *p)
 	p->backoff_ns = p->retry_at_ns = 0;
 }
 
+/* Waiting attempts are counted per pool (upstream.max_pending) and per
+ * service over every worker (circuit_breaker.max_pending). */
+static void pending_add(struct mtd_pool *p, int d)
+{
+	p->n_pending += (uint32_t)d;
+	if (p->svc->cfg->circuit.max_pending)
+		atomic_fetch_add_explicit(&p->svc->load->pending, (uint32_t)d, memory_order_relaxed);
+}
+
 int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a)
 {
 	if (p->n_pending >= p->svc->cfg->upstream.max_pending)
 		return -EAGAIN;
+	uint32_t max = p->svc->cfg->circuit.max_pending;
+	if (max && atomic_load_explicit(&p->svc->load->pending, memory_order_relaxed) >= max)
+		return -EBUSY;
 	a->pool = p;
 	TAILQ_INSERT_TAIL(&p->pending, a, pending_link);
-	p->n_pending++;
+	pending_add(p, 1);
 	mtd_pool_dispatch(p);
 	return 0;
 }
@@ -137,7 +149,7 @@ void mtd_pool_dequeue(struct mtd_attempt *a)
 	if (!p)
 		return;
 	TAILQ_REMOVE(&p->pending, a, pending_link);
-	p->n_pending--;
+	pending_add(p, -1);
 	/* No longer held by a pool: whoever dequeued decides what is next. */
 	a->pool = NULL;
 }
@@ -159,14 +171,14 @@ void mtd_pool_dispatch(struct mtd_pool *p)
 		if (!c)
 			break;
 		TAILQ_REMOVE(&p->pending, a, pending_link);
-		p->n_pending--;
+		pending_add(p, -1);
 		a->pool = NULL;
 		if (mtd_up_submit(c, a) < 0) {
 			/* The connection cannot take streams any more (it was
 			 * marked draining); put the attempt back and look again. */
 			a->pool = p;
 			TAILQ_INSERT_HEAD(&p->pending, a, pending_link);
-			p->n_pending++;
+			pending_add(p, 1);
 			if (c->state == MTD_CONN_READY) /* out of memory; the failure dequeues */
 				mtd_call_fail(a->call, MTD_GRPC_INTERNAL, "upstream %s: cannot open a stream", c->peer);
 			continue;

@@ -58,8 +58,10 @@ static void cfgbox_unref(struct mtd_cfg_box *b)
 static void service_free(struct mtd_rt_service *s)
 {
 	if (s->methods) {
-		for (size_t i = 0; i < s->cfg->n_methods; i++)
+		for (size_t i = 0; i < s->cfg->n_methods; i++) {
 			mtd_lb_picker_free(s->methods[i].picker);
+			mtd_outlier_set_free(s->methods[i].outliers);
+		}
 		free(s->methods);
 	}
 	mtd_lb_picker_free(s->picker);
@@ -71,6 +73,10 @@ static void service_free(struct mtd_rt_service *s)
 	attrs_free(s->attrs, s->n_eps);
 	if (s->budget_box && mtd_disc_ref_put(&s->budget_box->ref))
 		free(s->budget_box);
+	if (s->load && mtd_disc_ref_put(&s->load->ref))
+		free(s->load);
+	mtd_outlier_set_free(s->outliers);
+	free(s->hc);
 	free(s->lb_eps);
 	free(s->eps);
 	free(s->unavailable);
@@ -299,6 +305,50 @@ static struct ssl_ctx_st *shared_ctx(struct mtd_rt_service *const *built, size_t
 	return NULL;
 }
 
+/* The health state of snapshot s (built over its endpoints): outlier
+ * ejection sets (outlier_detection; one per listed method when
+ * method_scoped), carried over from prev's for endpoints that stay
+ * (ejections included: the filter before the rule, seed 002), and the
+ * unhealthy bitmap of active checks, from the identities' flags. */
+static int health_init(struct mtd_rt_service *s, const struct mtd_rt_service *prev, int64_t now_ms)
+{
+	const struct mtd_cfg_service *cfg = s->cfg;
+	if (s->n_eps == 0)
+		return 0;
+	if (cfg->health_check.enabled) {
+		s->hc = calloc(1, sizeof(*s->hc) + (s->n_eps + 63) / 64 * sizeof(s->hc->down_bits[0]));
+		if (!s->hc)
+			return -1;
+		for (size_t i = 0; i < s->n_eps; i++)
+			if (s->eps[i]->hc_down) {
+				atomic_fetch_or(&s->hc->down_bits[i / 64], 1ull << (i % 64));
+				atomic_fetch_add(&s->hc->n_down, 1);
+			}
+	}
+	if (!cfg->outlier.enabled)
+		return 0;
+	const char **ids = calloc(s->n_eps, sizeof(*ids));
+	if (!ids)
+		return -1;
+	for (size_t i = 0; i < s->n_eps; i++)
+		ids[i] = s->lb_eps[i].id;
+	int rc = 0;
+	s->outliers = mtd_outlier_set_new(&cfg->outlier, ids, s->n_eps, prev ? prev->outliers : NULL, now_ms);
+	if (!s->outliers)
+		rc = -1;
+	for (size_t m = 0; rc == 0 && cfg->outlier_method_scoped && m < cfg->n_methods; m++) {
+		const struct mtd_outlier_set *was = NULL;
+		for (size_t k = 0; prev && k < prev->cfg->n_methods; k++)
+			if (strcmp(prev->cfg->methods[k].name, cfg->methods[m].name) == 0)
+				was = prev->methods[k].outliers;
+		s->methods[m].outliers = mtd_outlier_set_new(&cfg->outlier, ids, s->n_eps, was, now_ms);
+		if (!s->methods[m].outliers)
+			rc = -1;
+	}
+	free(ids);
+	return rc;
+}
+
 /* What a new service snapshot is built from. */
 struct build {
 	struct mtd_cfg_box *box;
@@ -461,6 +511,18 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		mtd_disc_ref_init(&s->budget_box->ref);
 	}
 	s->budget = &s->budget_box->b;
+	/* So do the circuit breaker's counts. */
+	if (prev && prev->load) {
+		mtd_disc_ref_get(&prev->load->ref);
+		s->load = prev->load;
+	} else {
+		s->load = calloc(1, sizeof(*s->load));
+		if (!s->load)
+			goto nomem;
+		mtd_disc_ref_init(&s->load->ref);
+	}
+	if (health_init(s, prev, now_ms) < 0)
+		goto nomem;
 	const char *msg = b->set_unavailable ? b->unavailable : prev && prev->cfg == cfg ? prev->unavailable : NULL;
 	if (msg && !(s->unavailable = strdup(msg)))
 		goto nomem;
@@ -751,8 +813,13 @@ void mtd_runtime_tick(struct mtd_runtime *rt)
 	for (size_t i = 0; i < rt->cfg->n_services; i++) {
 		struct mtd_rt_service *s = rt->services[i];
 		mtd_lb_tick(s->picker, now_ms, now_ns);
-		for (size_t m = 0; m < s->cfg->n_methods; m++)
+		if (mtd_outlier_tick(s->outliers, now_ms))
+			MTD_INFO("service %s: ejections changed (%u of %zu endpoints out)", s->cfg->name,
+			         (unsigned)atomic_load(&s->outliers->n_ejected), s->n_eps);
+		for (size_t m = 0; m < s->cfg->n_methods; m++) {
 			mtd_lb_tick(s->methods[m].picker, now_ms, now_ns);
+			mtd_outlier_tick(s->methods[m].outliers, now_ms);
+		}
 	}
 }
 

@@ -30,6 +30,7 @@
 #include "core/bufq.h"
 #include "core/slab.h"
 #include "grpc/grpc.h"
+#include "health/outlier.h"
 #include "lb/lb.h"
 #include "discovery/discovery.h"
 #include "route/route.h"
@@ -79,12 +80,34 @@ struct mtd_endpoint {
 	_Atomic uint64_t last_gen;
 	struct mtd_pool **pools; /* [n_workers]: slot i is worker i's, only it touches it */
 	unsigned n_workers;
+	/* Active health checks (health.c) found it unhealthy; control thread
+	 * writes it, and each snapshot's unhealthy bitmap starts from it. */
+	bool hc_down;
 	struct mtd_endpoint *reclaim_next; /* control thread's reclaim list */
 };
 
 struct mtd_rt_method {
 	const struct mtd_cfg_method *cfg;
 	struct mtd_lb_picker *picker;
+	/* outlier_detection.method_scoped: this method's own ejection state
+	 * over the snapshot's endpoints (owned); else NULL (the service's). */
+	struct mtd_outlier_set *outliers;
+};
+
+/* Calls of a service in flight and waiting, over every worker (circuit
+ * breaking); shared by the snapshots of one service, like the budget. */
+struct mtd_rt_load {
+	struct mtd_disc_ref ref;
+	_Atomic uint32_t calls;
+	_Atomic uint32_t pending;
+};
+
+/* Endpoints of one snapshot that active health checks found unhealthy
+ * (health.c): bit i of down_bits[i / 64]. Written by the control thread,
+ * read by pickers (atomics). */
+struct mtd_rt_hc {
+	_Atomic uint32_t n_down;
+	_Atomic uint64_t down_bits[]; /* (n_eps + 63) / 64 words */
 };
 
 /* Per snapshot attributes of an endpoint that may change while it stays. */
@@ -111,6 +134,10 @@ struct mtd_rt_service {
 	 * snapshots of one service (it goes on across changes and reloads). */
 	struct mtd_fault_budget *budget;
 	struct mtd_rt_budget *budget_box;
+	/* Ejection state over eps (outlier_detection), owned; NULL = none. */
+	struct mtd_outlier_set *outliers;
+	struct mtd_rt_load *load; /* reference held */
+	struct mtd_rt_hc *hc;     /* owned; NULL = no health_check */
 	struct mtd_rt_service *reclaim_next;
 };
 
@@ -173,6 +200,7 @@ struct mtd_control {
 	bool draining;
 	int drain_signal;
 	struct mtd_register *reg;       /* Config.register, NULL without */
+	struct mtd_health *health;      /* active health checks (health.c) */
 	struct mtd_cfg_box *reg_cfgbox; /* the config reg reads (a reference) */
 	struct event *drain_timer;
 	const char *config_path; /* NULL = embedded default (no reload) */
@@ -383,8 +411,10 @@ bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns);
 void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason);
 void mtd_pool_connect_succeeded(struct mtd_pool *p);
 /* Queue attempt a (state PENDING) for a stream on this pool; its stream is
- * opened when a connection has room. 0, or -EAGAIN when too many wait
- * (nothing queued: the caller fails the attempt). */
+ * opened when a connection has room. 0, -EAGAIN when too many wait on this
+ * pool (upstream.max_pending), or -EBUSY when the service has
+ * circuit_breaker.max_pending waiting over every worker (nothing queued
+ * either way: the caller fails the attempt). */
 int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a);
 /* Remove an attempt still waiting in the pool (no-op otherwise). */
 void mtd_pool_dequeue(struct mtd_attempt *a);
@@ -432,9 +462,10 @@ struct mtd_attempt {
 	enum mtd_attempt_state state;
 	uint32_t index; /* 0 = first; grpc-previous-rpc-attempts (gRPC A6) */
 	struct mtd_endpoint *ep;
-	int ep_idx;                   /* in the snapshot of picker */
-	struct mtd_lb_picker *picker; /* the one that picked it */
-	struct mtd_pool *pool;        /* PENDING */
+	int ep_idx;                       /* in the snapshot of picker */
+	struct mtd_lb_picker *picker;     /* the one that picked it */
+	struct mtd_outlier_set *outliers; /* the ejection state ep_idx indexes, or NULL */
+	struct mtd_pool *pool;            /* PENDING */
 	TAILQ_ENTRY(mtd_attempt) pending_link;
 	struct mtd_conn *up; /* set while the upstream stream exists */
 	int32_t up_sid;
@@ -476,6 +507,8 @@ struct mtd_call {
 	struct mtd_lb_picker *picker;
 	const struct mtd_cfg_hash_key *hash_key;
 	const struct mtd_fault_policy *fault; /* the method's, else the service's */
+	struct mtd_outlier_set *outliers;     /* the method's, else the service's; NULL = none */
+	struct mtd_rt_load *load;             /* counted in load->calls (reference held), or NULL */
 	/* Endpoints this call failed on, and those that refused it (gRPC
 	 * transparent retry: once per endpoint); bitmaps over the service's
 	 * endpoints: inline up to 64, else allocated (tried, then refused). */

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "fault/fault-t.h"
+#include "health/health-t.h"
 #include "lb/lb-t.h"
 
 #define MTD_CFG_FIELD_PATH_MAX 8
@@ -127,6 +128,13 @@ struct mtd_cfg_service {
 	 * else the address as written). */
 	char *authority;
 	bool authority_from_endpoint;
+	struct mtd_outlier_config outlier; /* enabled = outlier_detection set */
+	bool outlier_method_scoped;
+	/* Upstream statuses that are the endpoint's failure (outlier ejection
+	 * and the balancer's figures); bit per code. */
+	uint32_t failure_statuses;
+	struct mtd_circuit_config circuit;
+	struct mtd_hc_config health_check;
 };
 
 struct mtd_cfg_downstream {

@@ -1,5 +1,5 @@
 # lib/health: the filter before the rule (outlier ejection; pure code).
-lib_libmaitred_a_SOURCES += lib/health/outlier.h lib/health/outlier.c
+lib_libmaitred_a_SOURCES += lib/health/health-t.h lib/health/outlier.h lib/health/outlier.c
 
 check_PROGRAMS += tests/unit/test_health
 TESTS += tests/unit/test_health

@@ -30,26 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Validated options with every default applied (config: outlier_detection). */
-struct mtd_outlier_config {
-	bool enabled;
-	uint32_t consecutive_failures; /* 0 = this rule is off; default 5 */
-	uint32_t failure_percentage;   /* 0 = this rule is off; else 1..100 */
-	uint32_t min_requests;         /* calls an interval needs for the % rule; default 10 */
-	int64_t interval_ms;           /* % evaluation period and decay step; default 10 s */
-	int64_t base_ejection_ms;      /* default 30 s */
-	int64_t max_ejection_ms;       /* cap on base x times ejected; default 300 s */
-	uint32_t max_ejection_percent; /* of the set, at once; default 10; 0 = never eject */
-	uint32_t panic_percent;        /* serving share under which ejection is ignored; default 50 */
-};
-
-#define MTD_OUTLIER_DEFAULT_CONSECUTIVE   5u
-#define MTD_OUTLIER_DEFAULT_MIN_REQUESTS  10u
-#define MTD_OUTLIER_DEFAULT_INTERVAL_MS   10000
-#define MTD_OUTLIER_DEFAULT_BASE_MS       30000
-#define MTD_OUTLIER_DEFAULT_MAX_MS        300000
-#define MTD_OUTLIER_DEFAULT_MAX_PERCENT   10u
-#define MTD_OUTLIER_DEFAULT_PANIC_PERCENT 50u
+#include "health/health-t.h"
 
 /* Fill c with the defaults above (enabled = false). */
 void mtd_outlier_config_defaults(struct mtd_outlier_config *c);

@@ -31,6 +31,7 @@ EXTRA_DIST += \
 	tests/integration/test_isolation.py \
 	tests/integration/test_conformance.py \
 	tests/integration/test_robust.py \
+	tests/integration/test_health.py \
 	tests/interop/goecho/main.go \
 	protos/maitred/testing/v1/echo.proto \
 	deploy/demo.sh \

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "fault/fault.h"
+#include "health/outlier.h"
 #include "config/config-int.h"
 #include "lb/lb.h"
 #include "pbwire/pbwire.h"
@@ -1749,6 +1751,64 @@ START_TEST(err_fault)
 }
 END_TEST
 
+START_TEST(health_options)
+{
+	struct mtd_cfg *cfg =
+	        load_ok("services:\n"
+	                "  - name: shop.Cart\n" EP "    outlier_detection:\n"
+	                "      consecutive_failures: 3\n"
+	                "      failure_percentage: 40\n"
+	                "      interval: 2s\n"
+	                "      base_ejection_time: 1s\n"
+	                "      max_ejection_percent: 50\n"
+	                "      failure_statuses: [UNAVAILABLE, RESOURCE_EXHAUSTED]\n"
+	                "      method_scoped: true\n"
+	                "    circuit_breaker: { max_calls: 7, max_pending: 3, max_calls_per_endpoint: 2 }\n"
+	                "    health_check: { interval: 2s, unhealthy_threshold: 4, service_name: cart }\n"
+	                "  - name: other.Svc\n" EP);
+	const struct mtd_cfg_service *s = &cfg->services[0];
+	ck_assert(s->outlier.enabled);
+	ck_assert_uint_eq(s->outlier.consecutive_failures, 3);
+	ck_assert_uint_eq(s->outlier.failure_percentage, 40);
+	ck_assert_uint_eq(s->outlier.min_requests, MTD_OUTLIER_DEFAULT_MIN_REQUESTS);
+	ck_assert_int_eq(s->outlier.interval_ms, 2000);
+	ck_assert_int_eq(s->outlier.base_ejection_ms, 1000);
+	ck_assert_int_eq(s->outlier.max_ejection_ms, MTD_OUTLIER_DEFAULT_MAX_MS);
+	ck_assert_uint_eq(s->outlier.max_ejection_percent, 50);
+	ck_assert_uint_eq(s->outlier.panic_percent, MTD_OUTLIER_DEFAULT_PANIC_PERCENT);
+	ck_assert_uint_eq(s->failure_statuses, (1u << 14) | (1u << 8));
+	ck_assert(s->outlier_method_scoped);
+	ck_assert_uint_eq(s->circuit.max_calls, 7);
+	ck_assert_uint_eq(s->circuit.max_pending, 3);
+	ck_assert_uint_eq(s->circuit.max_calls_per_endpoint, 2);
+	ck_assert(s->health_check.enabled);
+	ck_assert_int_eq(s->health_check.interval_ms, 2000);
+	ck_assert_int_eq(s->health_check.timeout_ms, 1000);
+	ck_assert_uint_eq(s->health_check.unhealthy_threshold, 4);
+	ck_assert_uint_eq(s->health_check.healthy_threshold, 2);
+	ck_assert_str_eq(s->health_check.service_name, "cart");
+	/* Absent blocks: no ejection, no limits, the default failure list. */
+	const struct mtd_cfg_service *o = &cfg->services[1];
+	ck_assert(!o->outlier.enabled);
+	ck_assert_uint_eq(o->failure_statuses, MTD_FAULT_FAILURE_STATUSES);
+	ck_assert_uint_eq(o->circuit.max_calls, 0);
+	ck_assert(!o->health_check.enabled);
+	mtd_cfg_free(cfg);
+
+#define SVC "services:\n  - name: a.B\n" EP
+	expect_only(SVC "    outlier_detection: { max_ejection_percent: 101 }\n",
+	            "t.yaml:4:48: services[0].outlier_detection.max_ejection_percent: must be a percentage, 0..100");
+	expect_only(SVC "    outlier_detection: { failure_statuses: [OK] }\n",
+	            "t.yaml:4:44: services[0].outlier_detection.failure_statuses[0]: OK is not a failure");
+	expect_only(SVC "    outlier_detection: { consecutive_failures: 0 }\n",
+	            "t.yaml:4:24: services[0].outlier_detection: ejects nothing*");
+	expect_only(
+	        SVC "    outlier_detection: { base_ejection_time: 10s, max_ejection_time: 5s }\n",
+	        "t.yaml:4:70: services[0].outlier_detection.max_ejection_time: must be at least base_ejection_time");
+#undef SVC
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1759,6 +1819,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_unknown_key);
 	tcase_add_test(errors, err_fault);
 	tcase_add_test(errors, ok_fault);
+	tcase_add_test(errors, health_options);
 	tcase_add_test(errors, err_duplicate_key);
 	tcase_add_test(errors, err_wrong_type);
 	tcase_add_test(errors, err_bad_enum);

@@ -1,0 +1,243 @@
+"""Health, the filter before the rule (issue 8 §3): outlier ejection takes an
+instance that fails out of rotation and brings it back after its ejection
+time, per method when method-scoped; circuit breaking ends calls past the
+service's limits at once with RESOURCE_EXHAUSTED naming the limit.
+
+Judged by what the instances saw (call counts) and the statuses clients
+got; the only waits are bounded ones for something to happen."""
+
+import time
+
+import grpc
+
+from harness import MaitredTest, maitred_only, needs_h2, pb, call_id, CALL_LIMIT
+
+UNAVAILABLE = 14
+
+
+def svc(ups, **extra):
+    return MaitredTest.service("*", ups, **extra)
+
+
+class Ejection(MaitredTest):
+    def calls(self, stub, n):
+        """n sequential unary calls; the statuses they ended with."""
+        codes = []
+        for _ in range(n):
+            try:
+                stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as e:
+                codes.append(e.code())
+        return codes
+
+    @maitred_only
+    def test_failing_instance_is_ejected(self):
+        good = [self.start_upstream(n) for n in ("a", "b")]
+        bad = self.start_upstream("c", extra_args=["--fail-status", str(UNAVAILABLE)])
+        od = {"consecutive_failures": 3, "base_ejection_time": "600s", "max_ejection_percent": 50}
+        m = self.start_maitred(self.config([svc(good + [bad], outlier_detection=od)]))
+        stub = self.echo(m)
+        codes = self.calls(stub, 60)
+        # Round robin over three: the bad instance answers its share until
+        # its third failure in a row, then never again.
+        self.assertEqual(bad.stats().total, 3)
+        self.assertEqual(codes.count(grpc.StatusCode.UNAVAILABLE), 3, codes)
+        self.assertEqual(good[0].stats().total + good[1].stats().total, 57)
+        self.assertIn("ejected", m.proc.output())
+
+    @maitred_only
+    def test_ejected_instance_comes_back(self):
+        good = self.start_upstream("a")
+        bad = self.start_upstream("c", extra_args=["--fail-status", str(UNAVAILABLE)])
+        od = {"consecutive_failures": 2, "base_ejection_time": "1s", "max_ejection_percent": 50}
+        m = self.start_maitred(self.config([svc([good, bad], outlier_detection=od)]))
+        stub = self.echo(m)
+        self.calls(stub, 10)
+        self.assertEqual(bad.stats().total, 2)
+        # After its ejection time the instance is tried again (bounded wait).
+        end = time.monotonic() + CALL_LIMIT
+        while bad.stats().total == 2 and time.monotonic() < end:
+            self.calls(stub, 2)
+            time.sleep(0.2)
+        self.assertGreater(bad.stats().total, 2, "the ejected instance never came back")
+
+    @maitred_only
+    def test_max_ejection_percent_keeps_the_last_instance(self):
+        ups = [self.start_upstream(n, extra_args=["--fail-status", str(UNAVAILABLE)]) for n in ("a", "b")]
+        od = {"consecutive_failures": 1, "base_ejection_time": "600s", "max_ejection_percent": 50}
+        m = self.start_maitred(self.config([svc(ups, outlier_detection=od)]))
+        stub = self.echo(m)
+        self.calls(stub, 20)
+        # One of two may go; the other keeps taking (and failing) calls.
+        totals = sorted(u.stats().total for u in ups)
+        self.assertEqual(totals[0], 1, totals)
+        self.assertEqual(totals[1], 19, totals)
+
+    @maitred_only
+    def test_client_side_errors_do_not_eject(self):
+        up = self.start_upstream("a")
+        other = self.start_upstream("b")
+        od = {"consecutive_failures": 2, "base_ejection_time": "600s", "max_ejection_percent": 50}
+        m = self.start_maitred(self.config([svc([up, other], outlier_detection=od)]))
+        stub = self.echo(m)
+        # NOT_FOUND from the app is an answer, not the instance failing.
+        for _ in range(10):
+            with self.assertRaises(grpc.RpcError):
+                stub.Unary(pb.EchoRequest(status=pb.Status(code=5, message="no such cart")), timeout=CALL_LIMIT)
+        before = up.stats().total
+        self.calls(stub, 10)
+        self.assertEqual(up.stats().total, before + 5)
+
+    @maitred_only
+    @needs_h2
+    def test_method_scoped_ejection(self):
+        import h2raw
+        ok = h2raw.grpc_frame(pb.EchoResponse(payload=b"ok").SerializeToString())
+
+        def flaky(path, headers):
+            # This instance fails Unary and serves ServerStream.
+            if path.endswith("/Unary"):
+                return ("status", UNAVAILABLE, [])
+            return ("respond", ok)
+        raw = h2raw.H2Upstream(flaky)
+        self.addCleanup(raw.close)
+        good = self.start_upstream("good")
+        od = {"consecutive_failures": 2, "base_ejection_time": "600s", "max_ejection_percent": 50,
+              "method_scoped": True}
+        methods = [{"name": "Unary"}, {"name": "ServerStream"}]
+        m = self.start_maitred(self.config([svc([raw.address, good], outlier_detection=od, methods=methods)]))
+        stub = self.echo(m)
+        self.calls(stub, 20)
+        unary_on_raw = sum(1 for r in raw.requests if dict(r["headers"])[":path"].endswith("/Unary"))
+        self.assertEqual(unary_on_raw, 2)  # ejected for Unary after two
+        for _ in range(10):
+            list(stub.ServerStream(pb.EchoRequest(response_count=1), timeout=CALL_LIMIT))
+        streams_on_raw = sum(1 for r in raw.requests if dict(r["headers"])[":path"].endswith("/ServerStream"))
+        self.assertEqual(streams_on_raw, 5)  # still its round-robin share
+
+
+class CircuitBreaking(MaitredTest):
+    def held(self, stub, up, n):
+        ids = [call_id() for _ in range(n)]
+        futs = [stub.Unary.future(pb.EchoRequest(call_id=c, hold=True), timeout=CALL_LIMIT) for c in ids]
+        return ids, futs
+
+    @maitred_only
+    def test_max_calls(self):
+        up = self.start_upstream("a")
+        m = self.start_maitred(self.config([svc([up], circuit_breaker={"max_calls": 2})]))
+        stub = self.echo(m)
+        ids, futs = self.held(stub, up, 2)
+        for c in ids:
+            self.assertTrue(up.wait_call(c).started)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("circuit_breaker.max_calls (2)", cm.exception.details())
+        self.assertEqual(up.stats().total, 2)  # the refused call never left
+        for c in ids:
+            up.release(c)
+        for f in futs:
+            f.result()
+        # Room again once they ended (the count goes back down).
+        self.assertEqual(stub.Unary(pb.EchoRequest(payload=b"y"), timeout=CALL_LIMIT).payload, b"y")
+
+    @maitred_only
+    def test_max_calls_per_endpoint_spreads_then_refuses(self):
+        ups = [self.start_upstream(n) for n in ("a", "b")]
+        m = self.start_maitred(self.config([svc(ups, policy="RANDOM",
+                                                circuit_breaker={"max_calls_per_endpoint": 1})]))
+        stub = self.echo(m)
+        ids, futs = self.held(stub, None, 2)
+        # Whatever RANDOM picks, a full endpoint is passed over: one each.
+        for up in ups:
+            deadline = time.monotonic() + CALL_LIMIT
+            while up.stats().total < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self.assertEqual([u.stats().total for u in ups], [1, 1])
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("max_calls_per_endpoint (1)", cm.exception.details())
+        for up in ups:
+            for c in ids:
+                up.release(c)
+        for f in futs:
+            f.result()
+
+    @maitred_only
+    def test_max_pending(self):
+        # One stream per connection, one connection: a second call waits
+        # in the pool, a third finds the pending limit reached.
+        up = self.start_upstream("a", max_streams=1)
+        m = self.start_maitred(self.config([svc([up], upstream={"max_connections": 1},
+                                                circuit_breaker={"max_pending": 1})]))
+        stub = self.echo(m)
+        first = call_id()
+        f1 = stub.Unary.future(pb.EchoRequest(call_id=first, hold=True), timeout=CALL_LIMIT)
+        self.assertTrue(up.wait_call(first).started)
+        second = call_id()
+        f2 = stub.Unary.future(pb.EchoRequest(call_id=second, hold=True), timeout=CALL_LIMIT)
+        # The second call waits in maitred (the upstream allows one stream);
+        # the third, on the same connection after it, finds the limit.
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(payload=b"z"), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, cm.exception.details())
+        self.assertIn("circuit_breaker.max_pending (1)", cm.exception.details())
+        up.release(first)
+        self.assertTrue(up.wait_call(second).started)
+        up.release(second)
+        f1.result()
+        f2.result()
+
+
+class ActiveChecks(MaitredTest):
+    def health_upstream(self, name, status="SERVING"):
+        path = "%s/%s.health" % (self.tmp, name)
+        with open(path, "w") as f:
+            f.write(status)
+        return self.start_upstream(name, extra_args=["--health-file", path]), path
+
+    def wait_log(self, m, text):
+        deadline = time.monotonic() + CALL_LIMIT
+        while text not in m.proc.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertIn(text, m.proc.output())
+
+    @maitred_only
+    def test_not_serving_leaves_rotation_and_serving_returns(self):
+        a, _ = self.health_upstream("a")
+        b, b_file = self.health_upstream("b")
+        hc = {"interval": "0.2s", "timeout": "1s", "unhealthy_threshold": 2, "healthy_threshold": 1}
+        m = self.start_maitred(self.config([svc([a, b], health_check=hc)]))
+        stub = self.echo(m)
+        for _ in range(10):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual(b.stats().total, 5)
+        with open(b_file, "w") as f:
+            f.write("NOT_SERVING")
+        self.wait_log(m, "endpoint %s is unhealthy" % b.address)
+        for _ in range(10):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual(b.stats().total, 5)  # none while unhealthy
+        with open(b_file, "w") as f:
+            f.write("SERVING")
+        self.wait_log(m, "endpoint %s is healthy again" % b.address)
+        for _ in range(10):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual(b.stats().total, 10)
+
+    @maitred_only
+    def test_no_health_service_is_unhealthy_but_all_down_still_serves(self):
+        # Neither instance serves grpc.health.v1 (UNIMPLEMENTED): both go
+        # unhealthy, and with none healthy every one is used again.
+        ups = [self.start_upstream(n) for n in ("a", "b")]
+        hc = {"interval": "0.2s", "unhealthy_threshold": 1}
+        m = self.start_maitred(self.config([svc(ups, health_check=hc)]))
+        for u in ups:
+            self.wait_log(m, "endpoint %s is unhealthy" % u.address)
+        stub = self.echo(m)
+        for _ in range(4):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual([u.stats().total for u in ups], [2, 2])
