@@ -99,6 +99,7 @@ void mtd_attempt_maybe_free(struct mtd_attempt *a)
 	struct mtd_call *call = a->call;
 	disarm(a);
 	lb_end(a, true, true);
+	mtd_metrics_attempt_done(a);
 	if (call->cur == a)
 		call->cur = NULL;
 	if (call->ans == a)
@@ -240,6 +241,7 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	};
 	struct mtd_fault_decision d;
 	mtd_fault_decide(call->fault, o, &fc, svc->budget, &svc->cfg->retry_budget, &call->w->rng, &d);
+	mtd_metrics_fault_decision(call, &d);
 	bool held = call->held;
 	call->held = true;
 	switch (d.action) {

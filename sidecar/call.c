@@ -49,6 +49,7 @@ void mtd_call_maybe_free(struct mtd_call *call)
 		return;
 	if (call->deadline_armed)
 		event_del(&call->deadline_ev);
+	mtd_metrics_call_end(call);
 	release_retained(call);
 	mtd_bufq_clear(&call->req);
 	mtd_bufq_clear(&call->resp);
@@ -633,6 +634,7 @@ void mtd_call_start(struct mtd_call *call)
 	}
 	if (call->svc->cfg->retry_budget.set)
 		mtd_fault_budget_call(call->svc->budget, call->start_ns / 1000000000);
+	mtd_metrics_call_routed(call, (const char *)path->value, path->valuelen, rp.service_len);
 	const nghttp2_nv *tmo = mtd_headers_find(&call->req_hdrs, "grpc-timeout");
 	if (tmo) {
 		int64_t ns;
@@ -726,6 +728,7 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 	struct mtd_conn *down = call->down;
 	uint32_t max = call->w->rt->cfg->downstream.max_message_size;
 	bool waiting = call->state == MTD_CALL_WAIT_KEY;
+	call->bytes_in += n;
 	int rc = mtd_grpc_scan(&call->req_scan, p, n, max, waiting ? capture_first_message : NULL, call);
 	if (rc == MTD_GRPC_SCAN_TOO_BIG) {
 		nghttp2_session_consume(down->ng, call->down_sid, n);

@@ -21,9 +21,11 @@
 #include <openssl/ssl.h>
 
 #include "core/log.h"
+#include "sidecar/admin.h"
 #include "sidecar/control.h"
 #include "sidecar/etcd.h"
 #include "sidecar/health.h"
+#include "sidecar/metrics.h"
 #include "sidecar/sidecar.h"
 
 static void usage(FILE *out)
@@ -138,13 +140,32 @@ static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static void start_drain(void *arg)
 {
 	struct mtd_control *ctl = arg;
-	MTD_INFO("%s: draining (GOAWAY to clients, up to %lld ms for calls in flight)",
-	         ctl->drain_signal == SIGTERM ? "SIGTERM" : "SIGINT", (long long)ctl->rt->cfg->drain_timeout_ms);
+	MTD_INFO("%s: draining (GOAWAY to clients, up to %lld ms for calls in flight)", ctl->drain_why,
+	         (long long)ctl->rt->cfg->drain_timeout_ms);
 	for (unsigned i = 0; i < ctl->n_workers; i++)
 		mtd_worker_drain(ctl->workers[i]);
 	int64_t ms = ctl->rt->cfg->drain_timeout_ms;
 	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 	evtimer_add(ctl->drain_timer, &tv);
+}
+
+/* SIGTERM, SIGINT and the admin's POST /drain. */
+static void begin_drain(void *arg, const char *why)
+{
+	struct mtd_control *ctl = arg;
+	if (ctl->draining)
+		return;
+	ctl->draining = true;
+	ctl->drain_why = why;
+	/* The endpoint sets stay as they are while calls finish. */
+	mtd_sources_stop(ctl);
+	/* Issue 7 section 4: deregister first (revoke the leases, so no other
+	 * sidecar sends new calls here), then drain. Bounded (etcd.h). */
+	if (mtd_register_shutdown(ctl->reg, start_drain, ctl)) {
+		MTD_INFO("%s: revoking the etcd registration leases before draining", why);
+		return;
+	}
+	start_drain(ctl);
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -155,18 +176,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		drain_timeout_cb(-1, 0, ctl);
 		return;
 	}
-	ctl->draining = true;
 	ctl->drain_signal = (int)sig;
-	/* The endpoint sets stay as they are while calls finish. */
-	mtd_sources_stop(ctl);
-	/* Issue 7 section 4: deregister first (revoke the leases, so no other
-	 * sidecar sends new calls here), then drain. Bounded (etcd.h). */
-	if (mtd_register_shutdown(ctl->reg, start_drain, ctl)) {
-		MTD_INFO("%s: revoking the etcd registration leases before draining",
-		         sig == SIGTERM ? "SIGTERM" : "SIGINT");
-		return;
-	}
-	start_drain(ctl);
+	begin_drain(ctl, sig == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -322,6 +333,7 @@ static int run(struct mtd_control *ctl)
 {
 	const struct mtd_cfg *cfg = ctl->rt->cfg;
 	unsigned n_workers = cfg->workers;
+	struct mtd_admin *admin = NULL;
 	int rc = 1;
 
 	ctl->workers = calloc(n_workers, sizeof(*ctl->workers));
@@ -350,6 +362,23 @@ static int run(struct mtd_control *ctl)
 		}
 	}
 	ctl->n_workers = n_workers;
+	if (cfg->admin) {
+		char err[256];
+		struct mtd_admin_view view = {
+		        .rt = &ctl->rt,
+		        .draining = &ctl->draining,
+		        .listening = &ctl->listening,
+		        .n_workers = n_workers,
+		        .start_wall_ms = mtd_wall_ms(),
+		        .drain = begin_drain,
+		        .arg = ctl,
+		};
+		admin = mtd_admin_start(ctl->base, cfg->admin, &view, err, sizeof(err));
+		if (!admin) {
+			MTD_ERROR("%s", err);
+			goto out_workers;
+		}
+	}
 	struct event *sigterm = evsignal_new(ctl->base, SIGTERM, signal_cb, ctl);
 	struct event *sigint = evsignal_new(ctl->base, SIGINT, signal_cb, ctl);
 	struct event *sighup = evsignal_new(ctl->base, SIGHUP, sighup_cb, ctl);
@@ -381,6 +410,9 @@ static int run(struct mtd_control *ctl)
 		MTD_INFO("maitred %s listening on %s (h2c), %u worker%s, %zu service%s", PACKAGE_VERSION,
 		         cfg->listen.text, n_workers, n_workers == 1 ? "" : "s", cfg->n_services,
 		         cfg->n_services == 1 ? "" : "s");
+		if (admin)
+			MTD_INFO("admin endpoint on http://%s/", cfg->admin->text);
+		ctl->listening = true;
 		rc = 0;
 	}
 	if (rc == 0 && cfg->n_registers != 0) {
@@ -434,6 +466,7 @@ out_workers:
 	for (unsigned i = 0; i < n_workers; i++)
 		if (ctl->workers[i])
 			mtd_worker_free(ctl->workers[i]); /* never started */
+	mtd_admin_free(admin);
 out:
 	ctl->n_workers = 0;
 	free(ctl->workers);
@@ -452,6 +485,7 @@ int main(int argc, char **argv)
 	        {NULL, 0, NULL, 0},
 	};
 	const char *config_path = NULL, *check_path = NULL;
+	bool level_given = false;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "c:l:Vh", opts, NULL)) != -1) {
 		switch (opt) {
@@ -462,6 +496,7 @@ int main(int argc, char **argv)
 			check_path = optarg;
 			break;
 		case 'l':
+			level_given = true;
 			if (mtd_log_parse_level(optarg, &mtd_log_threshold) < 0) {
 				fprintf(stderr, "maitred: unknown log level \"%s\" (debug, info, warn, error)\n",
 				        optarg);
@@ -502,10 +537,22 @@ int main(int argc, char **argv)
 	struct mtd_cfg *cfg = load_config(config_path);
 	if (!cfg)
 		return 1;
+	/* Before any thread starts (log.h). --log-level wins over the file;
+	 * log settings are read at start only. */
+	mtd_log_json = cfg->log.json;
+	if (!level_given && cfg->log.level >= 0)
+		mtd_log_threshold = (enum mtd_log_level)cfg->log.level;
+	char merr[256];
+	if (mtd_metrics_init(cfg->workers, cfg, merr, sizeof(merr)) < 0) {
+		fprintf(stderr, "%s: %s\n", config_path ? config_path : "<embedded default>", merr);
+		mtd_cfg_free(cfg);
+		return 1;
+	}
 	struct mtd_control ctl;
 	if (mtd_control_init(&ctl) < 0) {
 		MTD_ERROR("out of memory");
 		mtd_cfg_free(cfg);
+		mtd_metrics_fini();
 		return 1;
 	}
 	ctl.config_path = config_path;
@@ -514,10 +561,12 @@ int main(int argc, char **argv)
 	if (!ctl.rt) {
 		fprintf(stderr, "%s: %s\n", config_path ? config_path : "<embedded default>", err);
 		mtd_control_fini(&ctl);
+		mtd_metrics_fini();
 		return 1;
 	}
 	int rc = run(&ctl);
 	mtd_control_fini(&ctl);
+	mtd_metrics_fini();
 	libevent_global_shutdown();
 	return rc;
 }

@@ -39,6 +39,8 @@ void mtd_pool_free(struct mtd_pool *p)
 	struct mtd_conn *c;
 	struct mtd_attempt *a;
 	p->failing = true; /* no reconnects while tearing down */
+	if (p->connect_failures > 0)
+		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
 	while ((a = TAILQ_FIRST(&p->pending))) {
 		mtd_pool_dequeue(a);
 		mtd_call_fail(a->call, MTD_GRPC_UNAVAILABLE, "maitred is shutting down");
@@ -100,10 +102,12 @@ bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns)
 
 void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason)
 {
+	atomic_fetch_add_explicit(&p->ep->mx.connect_failures, 1, memory_order_relaxed);
 	/* One warning per outage; the attempts during it are debug lines. */
-	if (p->connect_failures++ == 0)
+	if (p->connect_failures++ == 0) {
+		atomic_fetch_add_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
 		MTD_WARN("%s", reason);
-	else
+	} else
 		MTD_DEBUG("%s (%u failures in a row)", reason, p->connect_failures);
 	p->backoff_ns = p->backoff_ns ? p->backoff_ns * 2 : BACKOFF_FIRST_NS;
 	if (p->backoff_ns > BACKOFF_MAX_NS)
@@ -116,6 +120,8 @@ void mtd_pool_connect_succeeded(struct mtd_pool *p)
 	if (p->connect_failures > 1)
 		MTD_INFO("upstream %s: connected again after %u failed attempts", p->ep->addr.text,
 		         p->connect_failures);
+	if (p->connect_failures > 0)
+		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
 	p->connect_failures = 0;
 	p->backoff_ns = p->retry_at_ns = 0;
 }

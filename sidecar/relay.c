@@ -108,6 +108,7 @@ void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
 {
 	struct mtd_attempt *a = call->ans;
 	uint32_t max = call->w->rt->cfg->downstream.max_message_size;
+	call->bytes_out += n;
 	int rc = mtd_grpc_scan(&call->resp_scan, p, n, max, NULL, NULL);
 	if (rc < 0) {
 		nghttp2_session_consume(a->up->ng, a->up_sid, n);

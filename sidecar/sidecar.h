@@ -36,6 +36,7 @@
 #include "route/route.h"
 #include "sidecar/control.h"
 #include "sidecar/transport.h"
+#include "sidecar/metrics.h"
 
 struct mtd_worker;
 struct mtd_control;
@@ -73,6 +74,7 @@ struct mtd_endpoint {
 	struct mtd_cfg_addr addr;  /* owned copies: text (the id pickers hash), host (SNI default), sa */
 	int64_t start_ms;          /* warmup start: the record's, or when first seen */
 	struct mtd_lb_stats stats; /* shared by every worker; survives set changes */
+	struct mtd_mx_endpoint mx; /* connection figures, shared (metrics.h) */
 	/* Newest runtime generation whose snapshot holds this identity: a
 	 * worker serving generation g retires the pools of identities with
 	 * last_gen < g (removed). Written by the control thread before it
@@ -199,6 +201,8 @@ struct mtd_control {
 	/* main.c: drain, reload, self-registration. */
 	bool draining;
 	int drain_signal;
+	const char *drain_why; /* "SIGTERM", "SIGINT", "POST /drain" */
+	bool listening;        /* every worker's listener is up (admin /ready) */
 	struct mtd_register *reg;       /* Config.register, NULL without */
 	struct mtd_health *health;      /* active health checks (health.c) */
 	struct mtd_cfg_box *reg_cfgbox; /* the config reg reads (a reference) */
@@ -559,6 +563,11 @@ struct mtd_call {
 	struct mtd_bufq resp;
 	struct mtd_grpc_scanner resp_scan;
 	size_t resp_unconsumed; /* on ans's upstream stream */
+	/* Figures (metrics.h): the :path entry once routed, DATA bytes. */
+	struct mtd_mx_method *mx;
+	uint64_t bytes_in, bytes_out;
+	const struct mtd_endpoint *mx_ep; /* the answer's endpoint, else the last tried */
+	bool mx_ep_answered;
 };
 
 /* call.c: the call's life, routing, the request side, the policy's verdicts. */

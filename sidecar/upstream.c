@@ -360,6 +360,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	LIST_INSERT_HEAD(&p->conns, c, link);
 	p->n_conns++;
+	atomic_fetch_add_explicit(&p->ep->mx.conns_open, 1, memory_order_relaxed);
 	arm_timer(c, connect_timeout_cb);
 	event_assign(&c->rev, c->w->base, c->fd, EV_READ, connected_cb, c);
 	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, connected_cb, c);
@@ -504,6 +505,7 @@ void mtd_up_on_close(struct mtd_conn *c)
 	struct mtd_pool *p = c->pool;
 	LIST_REMOVE(c, link);
 	p->n_conns--;
+	atomic_fetch_sub_explicit(&p->ep->mx.conns_open, 1, memory_order_relaxed);
 	struct mtd_attempt *a;
 	char reason[128];
 	snprintf(reason, sizeof(reason), "upstream %s: connection lost", c->peer);

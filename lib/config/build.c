@@ -44,6 +44,7 @@ typedef Maitred__Config__V1__Discovery PbDiscovery;
 typedef Maitred__Config__V1__EtcdDiscovery PbEtcd;
 typedef Maitred__Config__V1__Register PbRegister;
 typedef Maitred__Config__V1__DnsDiscovery PbDns;
+typedef Maitred__Config__V1__Log PbLog;
 typedef Google__Protobuf__Duration PbDuration;
 
 #define DEFAULT_LISTEN     "127.0.0.1:15001"
@@ -309,6 +310,49 @@ static bool same_endpoint(const struct mtd_cfg_addr *x, const struct mtd_cfg_add
 	return x->salen != 0 && x->salen == y->salen && memcmp(&x->sa, &y->sa, x->salen) == 0 &&
 	       strspn(x->host, "0123456789.:abcdefABCDEF") == strlen(x->host) &&
 	       strspn(y->host, "0123456789.:abcdefABCDEF") == strlen(y->host);
+}
+
+/* 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104. */
+static bool is_loopback(const struct mtd_cfg_addr *a)
+{
+	if (a->sa.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&a->sa;
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (a->sa.ss_family == AF_INET6) {
+		const struct in6_addr *in6 = &((const struct sockaddr_in6 *)&a->sa)->sin6_addr;
+		return IN6_IS_ADDR_LOOPBACK(in6) || (IN6_IS_ADDR_V4MAPPED(in6) && in6->s6_addr[12] == 127);
+	}
+	return false;
+}
+
+static void build_log(struct builder *b, const PbLog *m, struct mtd_cfg_log *out)
+{
+	out->level = -1;
+	if (m == NULL)
+		return;
+	out->json = m->format == MAITRED__CONFIG__V1__LOG__FORMAT__JSON;
+	/* Log.Level DEBUG..ERROR = 1..4; enum mtd_log_level debug..error = 0..3. */
+	if (m->level != MAITRED__CONFIG__V1__LOG__LEVEL__LEVEL_UNSPECIFIED)
+		out->level = (int)m->level - 1;
+	if (m->access == NULL)
+		return;
+	out->access = mtd_cfg__calloc(1, sizeof(*out->access));
+	if (out->access == NULL) {
+		b->d->oom = true;
+		return;
+	}
+	if (m->access->path[0] == '\0')
+		BERR(at(b, m->access, "path", m), "log.access.path", "required (a file name, or \"-\" for stderr)");
+	out->access->path = dup_or_oom(b, m->access->path);
+	out->access->sample = 1.0;
+	if (m->access->sample != NULL) {
+		double v = m->access->sample->value;
+		if (!(isfinite(v) && v >= 0.0 && v <= 1.0))
+			BERR(at(b, m->access, "sample", m), "log.access.sample", "must be in [0, 1] (got %g)", v);
+		else
+			out->access->sample = v;
+	}
 }
 
 /* ---- names -------------------------------------------------------------- */
@@ -1575,7 +1619,14 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 		if (build_addr(b, m->admin, at(b, m, "admin", NULL), "admin", cfg->admin) == 0 &&
 		    same_endpoint(cfg->admin, &cfg->listen))
 			BERR(at(b, m, "admin", NULL), "admin", "\"%s\" is also the listen address", m->admin);
+		else if (cfg->admin->salen != 0 && !is_loopback(cfg->admin) && !m->admin_allow_remote)
+			BERR(at(b, m, "admin", NULL), "admin",
+			     "\"%s\" is not a loopback address: the admin endpoint has no authentication and "
+			     "POST /drain stops maitred; set admin_allow_remote: true to expose it anyway",
+			     m->admin);
 	}
+	cfg->admin_allow_remote = m->admin_allow_remote;
+	build_log(b, m->log, &cfg->log);
 	build_downstream(b, m->downstream, &cfg->downstream);
 	cfg->drain_timeout_ms =
 	        dur_ms(b, m->drain_timeout, 15000, ZERO_ALLOWED, at(b, m, "drain_timeout", NULL), "drain_timeout");
@@ -1655,6 +1706,11 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 		if (cfg->services[i].n_methods > 1)
 			qsort(cfg->services[i].methods, cfg->services[i].n_methods, sizeof(struct mtd_cfg_method),
 			      method_cmp);
+	cfg->pb_len = protobuf_c_message_get_packed_size(&m->base);
+	cfg->pb = mtd_cfg__malloc(cfg->pb_len ? cfg->pb_len : 1);
+	if (cfg->pb == NULL)
+		goto fail_cfg;
+	protobuf_c_message_pack(&m->base, cfg->pb);
 	*out = cfg;
 	return 0;
 
@@ -1756,6 +1812,11 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 	}
 	mtd_cfg__free(cfg->registers);
 	addr_fini(&cfg->listen);
+	if (cfg->log.access != NULL) {
+		mtd_cfg__free(cfg->log.access->path);
+		mtd_cfg__free(cfg->log.access);
+	}
+	mtd_cfg__free(cfg->pb);
 	if (cfg->admin != NULL) {
 		addr_fini(cfg->admin);
 		mtd_cfg__free(cfg->admin);

@@ -152,10 +152,28 @@ struct mtd_cfg_downstream {
 	uint32_t max_buffered_response;  /* 64 MiB, per connection */
 };
 
+/* log.access: one line per finished call. */
+struct mtd_cfg_access_log {
+	char *path;    /* "-" = stderr, else a file appended to */
+	double sample; /* in [0, 1], default 1.0 */
+};
+
+struct mtd_cfg_log {
+	bool json;                         /* format JSON (default TEXT) */
+	int level;                         /* enum mtd_log_level, or -1 = unset (info) */
+	struct mtd_cfg_access_log *access; /* NULL = no access log */
+};
+
 struct mtd_cfg {
 	char *source;               /* file name, or "<embedded default>" */
 	struct mtd_cfg_addr listen; /* default 127.0.0.1:15001 */
-	struct mtd_cfg_addr *admin; /* NULL = disabled */
+	struct mtd_cfg_addr *admin; /* NULL = disabled; loopback unless admin_allow_remote */
+	bool admin_allow_remote;
+	struct mtd_cfg_log log;
+	/* The Config message as loaded (serialized protobuf), for the admin
+	 * endpoint's /config_dump: every field as written, redacted there. */
+	uint8_t *pb;
+	size_t pb_len;
 	unsigned workers;           /* resolved: 0 in the file = CPU count */
 	struct mtd_cfg_downstream downstream;
 	int64_t drain_timeout_ms;     /* 15000 */

@@ -9,6 +9,7 @@
 #include "core/log.h"
 
 enum mtd_log_level mtd_log_threshold = MTD_LOG_INFO;
+bool mtd_log_json;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
@@ -23,19 +24,54 @@ int mtd_log_parse_level(const char *s, enum mtd_log_level *out)
 	return -EINVAL;
 }
 
-void mtd_log(enum mtd_log_level lvl, const char *fmt, ...)
+void mtd_log_timestamp(char *buf, size_t len)
 {
-	if (lvl < mtd_log_threshold)
-		return;
-	char line[1024];
 	struct timespec ts;
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ", tm.tm_year + 1900,
-	                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-	                 level_names[lvl]);
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+	         tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+}
+
+/* msg as the inside of a JSON string (RFC 8259 §7) onto out[*n..cap). */
+static void json_escape(char *out, size_t *n, size_t cap, const char *msg)
+{
+	for (const unsigned char *p = (const unsigned char *)msg; *p && *n + 7 < cap; p++) {
+		unsigned c = *p;
+		if (c == '"' || c == '\\') {
+			out[(*n)++] = '\\';
+			out[(*n)++] = (char)c;
+		} else if (c < 0x20 || c >= 0x7f) {
+			/* Bytes >= 0x80 (a peer's text) as Latin-1 code points: the
+			 * line stays valid JSON whatever the bytes were. */
+			*n += (size_t)snprintf(out + *n, cap - *n, "\\u%04x", c);
+		} else {
+			out[(*n)++] = (char)c;
+		}
+	}
+}
+
+void mtd_log(enum mtd_log_level lvl, const char *fmt, ...)
+{
+	if (lvl < mtd_log_threshold)
+		return;
+	char line[1024], ts[32];
+	mtd_log_timestamp(ts, sizeof(ts));
 	va_list ap;
+	if (mtd_log_json) {
+		char msg[900];
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		size_t k = (size_t)snprintf(line, sizeof(line), "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"", ts,
+		                            level_names[lvl]);
+		json_escape(line, &k, sizeof(line) - 4, msg);
+		memcpy(line + k, "\"}\n", 3);
+		fwrite(line, 1, k + 3, stderr);
+		return;
+	}
+	int n = snprintf(line, sizeof(line), "%s %-5s ", ts, level_names[lvl]);
 	va_start(ap, fmt);
 	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);

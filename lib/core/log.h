@@ -2,6 +2,9 @@
 #ifndef MTD_LOG_H
 #define MTD_LOG_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 enum mtd_log_level {
 	MTD_LOG_DEBUG = 0,
 	MTD_LOG_INFO,
@@ -10,6 +13,12 @@ enum mtd_log_level {
 };
 
 extern enum mtd_log_level mtd_log_threshold;
+/* Lines as JSON objects {"time","level","msg"} instead of text. Set once
+ * before any thread starts (config log.format). */
+extern bool mtd_log_json;
+
+/* "2026-01-01T00:00:00.000Z" (UTC, ms) into buf (at least 32 bytes). */
+void mtd_log_timestamp(char *buf, size_t len);
 
 /* Parse "debug"/"info"/"warn"/"error"; -EINVAL otherwise. */
 int mtd_log_parse_level(const char *s, enum mtd_log_level *out);

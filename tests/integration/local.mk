@@ -32,6 +32,8 @@ EXTRA_DIST += \
 	tests/integration/test_conformance.py \
 	tests/integration/test_robust.py \
 	tests/integration/test_health.py \
+	tests/integration/test_admin.py \
+	tests/integration/test_deploy.py \
 	tests/interop/goecho/main.go \
 	protos/maitred/testing/v1/echo.proto \
 	deploy/demo.sh \

@@ -1806,6 +1806,44 @@ START_TEST(health_options)
 	        SVC "    outlier_detection: { base_ejection_time: 10s, max_ejection_time: 5s }\n",
 	        "t.yaml:4:70: services[0].outlier_detection.max_ejection_time: must be at least base_ejection_time");
 #undef SVC
+/* Issue 9: the admin endpoint has no authentication; only loopback unless
+ * admin_allow_remote. And the log block. */
+START_TEST(err_admin_and_log)
+{
+	expect_error("admin: \"0.0.0.0:15000\"\nservices:\n  - name: a.B\n" EP,
+	             "t.yaml:1:8: admin: \"0.0.0.0:15000\" is not a loopback address: the admin endpoint has no "
+	             "authentication and POST /drain stops maitred; set admin_allow_remote: true to expose it anyway");
+	expect_error("admin: \"[::]:15000\"\nservices:\n  - name: a.B\n" EP,
+	             "t.yaml:1:8: admin: \"[::]:15000\" is not a loopback address*");
+	expect_error("log: {access: {sample: 0.5}}\nservices:\n  - name: a.B\n" EP,
+	             "t.yaml:1:15: log.access.path: required (a file name, or \"-\" for stderr)");
+	expect_error("log: {access: {path: \"-\", sample: 1.5}}\nservices:\n  - name: a.B\n" EP,
+	             "t.yaml:1:35: log.access.sample: must be in [0, 1] (got 1.5)");
+	expect_error("log: {format: XML}\nservices:\n  - name: a.B\n" EP, "t.yaml:1:15: log.format: unknown value*");
+}
+END_TEST
+
+START_TEST(ok_admin_and_log)
+{
+	struct mtd_cfg *cfg = load_ok("admin: \"0.0.0.0:15000\"\nadmin_allow_remote: true\n"
+	                              "services:\n  - name: a.B\n" EP);
+	ck_assert_ptr_nonnull(cfg->admin);
+	ck_assert(cfg->admin_allow_remote);
+	ck_assert(!cfg->log.json);
+	ck_assert_int_eq(cfg->log.level, -1);
+	ck_assert_ptr_null(cfg->log.access);
+	ck_assert_uint_gt(cfg->pb_len, 0);
+	mtd_cfg_free(cfg);
+	cfg = load_ok("admin: \"127.0.0.9:15000\"\nlog: {format: JSON, level: WARN, access: {path: \"-\"}}\n"
+	              "services:\n  - name: a.B\n" EP);
+	ck_assert(cfg->log.json);
+	ck_assert_int_eq(cfg->log.level, 2); /* MTD_LOG_WARN */
+	ck_assert_str_eq(cfg->log.access->path, "-");
+	ck_assert(cfg->log.access->sample == 1.0);
+	mtd_cfg_free(cfg);
+	cfg = load_ok("admin: \"[::1]:15000\"\nlog: {access: {path: a.log, sample: 0}}\nservices:\n  - name: a.B\n" EP);
+	ck_assert(cfg->log.access->sample == 0.0);
+	mtd_cfg_free(cfg);
 }
 END_TEST
 
@@ -1820,6 +1858,8 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_fault);
 	tcase_add_test(errors, ok_fault);
 	tcase_add_test(errors, health_options);
+	tcase_add_test(errors, err_admin_and_log);
+	tcase_add_test(ok, ok_admin_and_log);
 	tcase_add_test(errors, err_duplicate_key);
 	tcase_add_test(errors, err_wrong_type);
 	tcase_add_test(errors, err_bad_enum);

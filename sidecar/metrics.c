@@ -1,0 +1,695 @@
+/* Call figures per worker, the access log, and the /metrics text.
+ * The threading contract is at the top of metrics.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin/admin.h"
+#include "core/log.h"
+#include "lb/lb-impl.h" /* warm span: the effective weight the pickers use */
+#include "sidecar/metrics.h"
+#include "sidecar/sidecar.h"
+
+const double mtd_mx_lat_bounds_s[MTD_MX_LAT_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                        0.1,    0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
+
+static struct mtd_mx_worker *mx_workers;
+static unsigned mx_n_workers;
+
+/* Access log: set before the workers start, read-only after. */
+static int access_fd = -1;
+static bool access_close; /* a file we opened (not stderr) */
+static double access_sample;
+static bool access_json;
+
+int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, size_t errlen)
+{
+	mx_workers = calloc(n_workers ? n_workers : 1, sizeof(*mx_workers));
+	if (!mx_workers) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	mx_n_workers = n_workers;
+	access_json = cfg->log.json;
+	if (cfg->log.access) {
+		access_sample = cfg->log.access->sample;
+		if (strcmp(cfg->log.access->path, "-") == 0) {
+			access_fd = STDERR_FILENO;
+		} else {
+			access_fd = open(cfg->log.access->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+			if (access_fd < 0) {
+				int e = errno;
+				snprintf(err, errlen, "log.access.path: cannot open %s: %s", cfg->log.access->path,
+				         strerror(e));
+				mtd_metrics_fini();
+				return -e;
+			}
+			access_close = true;
+		}
+	}
+	return 0;
+}
+
+static void method_free(struct mtd_mx_method *m)
+{
+	if (m) {
+		free(m->path);
+		free(m);
+	}
+}
+
+void mtd_metrics_fini(void)
+{
+	for (unsigned w = 0; w < mx_n_workers; w++) {
+		for (size_t i = 0; i < MTD_MX_SLOTS; i++)
+			method_free(atomic_load_explicit(&mx_workers[w].slots[i], memory_order_relaxed));
+		method_free(atomic_load_explicit(&mx_workers[w].other, memory_order_relaxed));
+	}
+	free(mx_workers);
+	mx_workers = NULL;
+	mx_n_workers = 0;
+	if (access_close)
+		close(access_fd);
+	access_fd = -1;
+	access_close = false;
+}
+
+/* ---- call path (worker threads) --------------------------------------- */
+
+static uint64_t fnv1a(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static struct mtd_mx_method *method_new(const char *path, size_t len, size_t svc_len, uint64_t h)
+{
+	struct mtd_mx_method *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->path = malloc(len + 1);
+	if (!m->path) {
+		free(m);
+		return NULL;
+	}
+	memcpy(m->path, path, len);
+	m->path[len] = '\0';
+	m->path_len = len;
+	m->svc_len = svc_len;
+	m->hash = h;
+	return m;
+}
+
+static struct mtd_mx_method *lookup(struct mtd_mx_worker *mw, const char *path, size_t len, size_t svc_len)
+{
+	uint64_t h = fnv1a(path, len);
+	size_t i = (size_t)h & (MTD_MX_SLOTS - 1);
+	for (;;) {
+		/* The owner reads its own slots: relaxed is enough. */
+		struct mtd_mx_method *m = atomic_load_explicit(&mw->slots[i], memory_order_relaxed);
+		if (!m)
+			break;
+		if (m->hash == h && m->path_len == len && memcmp(m->path, path, len) == 0)
+			return m;
+		i = (i + 1) & (MTD_MX_SLOTS - 1);
+	}
+	if (mw->n_paths < MTD_MX_MAX_PATHS) {
+		struct mtd_mx_method *m = method_new(path, len, svc_len, h);
+		if (m) {
+			mw->n_paths++;
+			/* Publish a complete entry (metrics.h: release / acquire). */
+			atomic_store_explicit(&mw->slots[i], m, memory_order_release);
+			return m;
+		}
+	}
+	/* Too many distinct paths (or no memory): one shared bucket, so a
+	 * client inventing method names cannot grow maitred's memory. */
+	struct mtd_mx_method *o = atomic_load_explicit(&mw->other, memory_order_relaxed);
+	if (!o) {
+		o = method_new("/(other)/(other)", 16, 7, 0);
+		if (o)
+			atomic_store_explicit(&mw->other, o, memory_order_release);
+	}
+	return o;
+}
+
+void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len)
+{
+	if (call->w->id >= mx_n_workers)
+		return; /* no tables (a harness that never called init) */
+	struct mtd_mx_method *m = lookup(&mx_workers[call->w->id], path, len, svc_len);
+	call->mx = m;
+	if (m)
+		mtd_mx_add(&m->started, 1);
+}
+
+static int code_of(const struct mtd_headers *h)
+{
+	const nghttp2_nv *s = mtd_headers_find(h, "grpc-status");
+	if (!s)
+		return -1;
+	int v = 0;
+	for (size_t i = 0; i < s->valuelen; i++) {
+		if (s->value[i] < '0' || s->value[i] > '9' || v > 1000)
+			return MTD_GRPC_UNKNOWN;
+		v = v * 10 + (s->value[i] - '0');
+	}
+	return s->valuelen && v < MTD_MX_CODES ? v : MTD_GRPC_UNKNOWN;
+}
+
+/* The status the client saw: the trailers (the upstream's or maitred's
+ * own), else a Trailers-Only response; none means the client went away
+ * first (CANCELLED). */
+static int final_code(const struct mtd_call *call)
+{
+	int c = code_of(&call->resp_trailers);
+	if (c < 0)
+		c = code_of(&call->resp_hdrs);
+	return c < 0 ? MTD_GRPC_CANCELLED : c;
+}
+
+/* A label-safe copy for the TEXT access log: no spaces, quotes or control
+ * bytes, so a line always splits into key=value fields. */
+static size_t text_safe(char *out, size_t cap, const char *s, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n && k + 1 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
+		out[k++] = c <= 0x20 || c >= 0x7f || c == '"' || c == '=' ? '?' : (char)c;
+	}
+	out[k] = '\0';
+	return k;
+}
+
+static void access_line(const struct mtd_call *call, const char *path, size_t svc_len, size_t path_len, int code,
+                        int64_t dur_ns)
+{
+	char ts[40];
+	mtd_log_timestamp(ts, sizeof(ts));
+	const char *svc = path + 1, *method = path + 2 + svc_len;
+	size_t mlen = path_len > svc_len + 2 ? path_len - svc_len - 2 : 0;
+	if (svc_len + 1 > path_len) {
+		svc = method = "";
+		svc_len = mlen = 0;
+	}
+	const char *ep = call->mx_ep ? call->mx_ep->addr.text : "-";
+	unsigned attempts = call->n_attempts;
+	char line[1024];
+	int n;
+	if (access_json) {
+		/* On the stack: the access log allocates nothing per call. */
+		char mem[4096];
+		struct mtd_abuf b;
+		struct mtd_json j;
+		mtd_abuf_init_fixed(&b, mem, sizeof(mem));
+		mtd_json_init(&j, &b);
+		mtd_json_obj_begin(&j);
+		mtd_json_key(&j, "time");
+		mtd_json_str(&j, ts);
+		mtd_json_key(&j, "level");
+		mtd_json_str(&j, "info");
+		mtd_json_key(&j, "type");
+		mtd_json_str(&j, "access");
+		mtd_json_key(&j, "service");
+		mtd_json_strn(&j, svc, svc_len > 256 ? 256 : svc_len);
+		mtd_json_key(&j, "method");
+		mtd_json_strn(&j, method, mlen > 256 ? 256 : mlen);
+		mtd_json_key(&j, "endpoint");
+		mtd_json_str(&j, ep);
+		mtd_json_key(&j, "attempts");
+		mtd_json_u64(&j, attempts);
+		mtd_json_key(&j, "grpc_status");
+		mtd_json_str(&j, mtd_grpc_status_name(code));
+		mtd_json_key(&j, "duration_s");
+		mtd_json_dbl(&j, (double)dur_ns / 1e9);
+		mtd_json_key(&j, "bytes_in");
+		mtd_json_u64(&j, call->bytes_in);
+		mtd_json_key(&j, "bytes_out");
+		mtd_json_u64(&j, call->bytes_out);
+		mtd_json_obj_end(&j);
+		mtd_abuf_add(&b, "\n", 1);
+		if (!b.oom && write(access_fd, b.p, b.len) < 0) {
+			/* Nothing sensible to do: the log is best effort. */
+		}
+		return;
+	}
+	char s[260], m[260];
+	text_safe(s, sizeof(s), svc, svc_len);
+	text_safe(m, sizeof(m), method, mlen);
+	n = snprintf(line, sizeof(line),
+	             "%s access service=%s method=%s endpoint=%s attempts=%u grpc_status=%s duration_s=%.6f "
+	             "bytes_in=%" PRIu64 " bytes_out=%" PRIu64 "\n",
+	             ts, s[0] ? s : "-", m[0] ? m : "-", ep, attempts, mtd_grpc_status_name(code), (double)dur_ns / 1e9,
+	             call->bytes_in, call->bytes_out);
+	if (n > 0) {
+		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+		line[len - 1] = '\n';
+		/* One write per line (O_APPEND): lines never interleave. */
+		if (write(access_fd, line, len) < 0) {
+			/* best effort, as above */
+		}
+	}
+}
+
+static size_t lat_bucket(int64_t ns)
+{
+	double s = (double)ns / 1e9;
+	size_t i = 0;
+	while (i < MTD_MX_LAT_BUCKETS && s > mtd_mx_lat_bounds_s[i])
+		i++;
+	return i;
+}
+
+void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_decision *d)
+{
+	struct mtd_mx_method *m = call->mx;
+	if (!m)
+		return;
+	if (d->action == MTD_FAULT_RETRY)
+		mtd_mx_add(d->transparent ? &m->transparent_retries : &m->retries, 1);
+	else if (d->action == MTD_FAULT_SAFE_OK)
+		mtd_mx_add(&m->failsafe, 1);
+	else if (d->action == MTD_FAULT_FALLBACK)
+		mtd_mx_add(&m->fallback, 1);
+	if (d->budget_exhausted)
+		mtd_mx_add(&m->budget_exhausted, 1);
+	if (d->pushback_stop)
+		mtd_mx_add(&m->pushback_stops, 1);
+}
+
+void mtd_metrics_attempt_done(struct mtd_attempt *a)
+{
+	struct mtd_call *call = a->call;
+	if (!a->ep || call->mx_ep_answered)
+		return;
+	call->mx_ep = a->ep;
+	call->mx_ep_answered = call->ans == a;
+}
+
+void mtd_metrics_call_end(struct mtd_call *call)
+{
+	if (call->w->id >= mx_n_workers)
+		return;
+	struct mtd_mx_worker *mw = &mx_workers[call->w->id];
+	int code = final_code(call);
+	int64_t dur = mtd_now_ns() - call->start_ns;
+	struct mtd_mx_method *m = call->mx;
+	if (dur < 0)
+		dur = 0;
+	if (m) {
+		mtd_mx_add(&m->by_code[code], 1);
+		mtd_mx_add(&m->lat_bucket[lat_bucket(dur)], 1);
+		mtd_mx_add(&m->lat_sum_ns, (uint64_t)dur);
+		mtd_mx_add(&m->bytes_in, call->bytes_in);
+		mtd_mx_add(&m->bytes_out, call->bytes_out);
+	} else {
+		mtd_mx_add(&mw->unrouted_by_code[code], 1);
+	}
+	if (access_fd < 0)
+		return;
+	if (access_sample < 1.0 && (double)(mtd_lb_rand(&call->w->rng) >> 11) * 0x1p-53 >= access_sample)
+		return;
+	if (m && m != atomic_load_explicit(&mw->other, memory_order_relaxed))
+		access_line(call, m->path, m->svc_len, m->path_len, code, dur);
+	else
+		access_line(call, "/", 0, 1, code, dur); /* service and method "-" */
+	mtd_mx_add(&mw->access_logged, 1);
+}
+
+/* ---- /metrics (control thread) ---------------------------------------- */
+
+/* One (service, method) summed over the workers. */
+struct agg {
+	const struct mtd_mx_method *key; /* any worker's entry: path, svc_len */
+	char *svc, *method;
+	uint64_t started, by_code[MTD_MX_CODES], lat_bucket[MTD_MX_LAT_BUCKETS + 1], lat_sum_ns, bytes_in, bytes_out;
+	uint64_t retries, transparent_retries, budget_exhausted, pushback_stops, failsafe, fallback;
+};
+
+static uint64_t ld(const _Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static int agg_cmp(const void *a, const void *b)
+{
+	const struct mtd_mx_method *x = *(const struct mtd_mx_method *const *)a;
+	const struct mtd_mx_method *y = *(const struct mtd_mx_method *const *)b;
+	return strcmp(x->path, y->path);
+}
+
+static void agg_add(struct agg *g, const struct mtd_mx_method *m)
+{
+	g->started += ld(&m->started);
+	for (size_t c = 0; c < MTD_MX_CODES; c++)
+		g->by_code[c] += ld(&m->by_code[c]);
+	for (size_t i = 0; i <= MTD_MX_LAT_BUCKETS; i++)
+		g->lat_bucket[i] += ld(&m->lat_bucket[i]);
+	g->lat_sum_ns += ld(&m->lat_sum_ns);
+	g->bytes_in += ld(&m->bytes_in);
+	g->bytes_out += ld(&m->bytes_out);
+	g->retries += ld(&m->retries);
+	g->transparent_retries += ld(&m->transparent_retries);
+	g->budget_exhausted += ld(&m->budget_exhausted);
+	g->pushback_stops += ld(&m->pushback_stops);
+	g->failsafe += ld(&m->failsafe);
+	g->fallback += ld(&m->fallback);
+}
+
+/* Every worker's entries, merged by path and sorted. *n receives the count;
+ * NULL with *n = 0 on allocation failure or when nothing was called. */
+static struct agg *aggregate(size_t *n)
+{
+	size_t cap = 0, k = 0;
+	*n = 0;
+	for (unsigned w = 0; w < mx_n_workers; w++)
+		cap += MTD_MX_SLOTS + 1;
+	const struct mtd_mx_method **all = calloc(cap ? cap : 1, sizeof(*all));
+	if (!all)
+		return NULL;
+	for (unsigned w = 0; w < mx_n_workers; w++) {
+		for (size_t i = 0; i < MTD_MX_SLOTS; i++) {
+			const struct mtd_mx_method *m =
+			        atomic_load_explicit(&mx_workers[w].slots[i], memory_order_acquire);
+			if (m)
+				all[k++] = m;
+		}
+		const struct mtd_mx_method *o = atomic_load_explicit(&mx_workers[w].other, memory_order_acquire);
+		if (o)
+			all[k++] = o;
+	}
+	qsort(all, k, sizeof(*all), agg_cmp);
+	struct agg *out = calloc(k ? k : 1, sizeof(*out));
+	if (!out) {
+		free(all);
+		return NULL;
+	}
+	size_t m = 0;
+	for (size_t i = 0; i < k; i++) {
+		if (m == 0 || strcmp(out[m - 1].key->path, all[i]->path) != 0) {
+			struct agg *g = &out[m++];
+			g->key = all[i];
+			g->svc = strndup(all[i]->path + 1, all[i]->svc_len);
+			g->method = strdup(all[i]->path + 2 + all[i]->svc_len);
+		}
+		agg_add(&out[m - 1], all[i]);
+	}
+	free(all);
+	*n = m;
+	return out;
+}
+
+static void agg_free(struct agg *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(a[i].svc);
+		free(a[i].method);
+	}
+	free(a);
+}
+
+static const char *const SM[] = {"service", "method"};
+static const char *const SE[] = {"service", "endpoint"};
+
+static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
+{
+	mtd_prom_family(b, "maitred_calls_total", "counter",
+	                "Calls finished, by service, method and the final gRPC status the client saw.");
+	for (size_t i = 0; i < n; i++) {
+		for (int c = 0; c < MTD_MX_CODES; c++) {
+			if (!a[i].by_code[c])
+				continue;
+			const char *k[] = {"service", "method", "grpc_code"};
+			const char *v[] = {a[i].svc, a[i].method, mtd_grpc_status_name(c)};
+			mtd_prom_sample_u64(b, "maitred_calls_total", NULL, k, v, 3, a[i].by_code[c]);
+		}
+	}
+	mtd_prom_family(b, "maitred_calls_in_flight", "gauge", "Calls routed and not yet finished.");
+	for (size_t i = 0; i < n; i++) {
+		uint64_t done = 0;
+		for (int c = 0; c < MTD_MX_CODES; c++)
+			done += a[i].by_code[c];
+		const char *v[] = {a[i].svc, a[i].method};
+		/* Read apart from the ends, started can lag them by a call. */
+		mtd_prom_sample_u64(b, "maitred_calls_in_flight", NULL, SM, v, 2,
+		                    a[i].started > done ? a[i].started - done : 0);
+	}
+	mtd_prom_family(b, "maitred_call_duration_seconds", "histogram",
+	                "Call duration from the request headers to the end of the call, seconds.");
+	for (size_t i = 0; i < n; i++) {
+		const char *v[] = {a[i].svc, a[i].method};
+		uint64_t cum = 0;
+		for (size_t k = 0; k < MTD_MX_LAT_BUCKETS; k++) {
+			cum += a[i].lat_bucket[k];
+			mtd_prom_sample_le(b, "maitred_call_duration_seconds", SM, v, 2, mtd_mx_lat_bounds_s[k], cum);
+		}
+		cum += a[i].lat_bucket[MTD_MX_LAT_BUCKETS];
+		mtd_prom_sample_le(b, "maitred_call_duration_seconds", SM, v, 2, INFINITY, cum);
+		mtd_prom_sample(b, "maitred_call_duration_seconds", "_sum", SM, v, 2, (double)a[i].lat_sum_ns / 1e9);
+		mtd_prom_sample_u64(b, "maitred_call_duration_seconds", "_count", SM, v, 2, cum);
+	}
+	mtd_prom_family(b, "maitred_call_request_bytes_total", "counter",
+	                "Request DATA bytes received from the local app (gRPC framing included).");
+	for (size_t i = 0; i < n; i++) {
+		const char *v[] = {a[i].svc, a[i].method};
+		mtd_prom_sample_u64(b, "maitred_call_request_bytes_total", NULL, SM, v, 2, a[i].bytes_in);
+	}
+	mtd_prom_family(b, "maitred_call_response_bytes_total", "counter",
+	                "Response DATA bytes received from the upstreams (gRPC framing included).");
+	for (size_t i = 0; i < n; i++) {
+		const char *v[] = {a[i].svc, a[i].method};
+		mtd_prom_sample_u64(b, "maitred_call_response_bytes_total", NULL, SM, v, 2, a[i].bytes_out);
+	}
+	/* The fault policy (issue 8), per service and method. */
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} fault_families[] = {
+	        {"maitred_retries_total", "Retries the fault policy started (FAILOVER), after the first attempt.",
+	         offsetof(struct agg, retries)},
+	        {"maitred_transparent_retries_total",
+	         "Attempts moved to another endpoint before anything was sent (refused connects): no retry cost.",
+	         offsetof(struct agg, transparent_retries)},
+	        {"maitred_retry_budget_exhausted_total", "Retries the retry budget refused.",
+	         offsetof(struct agg, budget_exhausted)},
+	        {"maitred_retry_pushback_stops_total",
+	         "Retries not made because the server's grpc-retry-pushback-ms said no.",
+	         offsetof(struct agg, pushback_stops)},
+	        {"maitred_failsafe_answers_total", "Calls answered OK with an empty message by FAILSAFE.",
+	         offsetof(struct agg, failsafe)},
+	        {"maitred_fallback_answers_total", "Calls answered with the configured fallback.",
+	         offsetof(struct agg, fallback)},
+	};
+	for (size_t f = 0; f < sizeof(fault_families) / sizeof(fault_families[0]); f++) {
+		mtd_prom_family(b, fault_families[f].name, "counter", fault_families[f].help);
+		for (size_t i = 0; i < n; i++) {
+			const char *v[] = {a[i].svc, a[i].method};
+			uint64_t x = *(const uint64_t *)((const char *)&a[i] + fault_families[f].off);
+			mtd_prom_sample_u64(b, fault_families[f].name, NULL, SM, v, 2, x);
+		}
+	}
+	mtd_prom_family(b, "maitred_calls_unrouted_total", "counter",
+	                "Calls that matched no service (malformed :path, unknown service), by status.");
+	for (int c = 0; c < MTD_MX_CODES; c++) {
+		uint64_t sum = 0;
+		for (unsigned w = 0; w < mx_n_workers; w++)
+			sum += ld(&mx_workers[w].unrouted_by_code[c]);
+		if (!sum)
+			continue;
+		const char *k[] = {"grpc_code"};
+		const char *v[] = {mtd_grpc_status_name(c)};
+		mtd_prom_sample_u64(b, "maitred_calls_unrouted_total", NULL, k, v, 1, sum);
+	}
+}
+
+/* Per endpoint: one family at a time over every service's endpoints. */
+enum ep_fig {
+	EP_PICKS,
+	EP_ACTIVE,
+	EP_SUCCESSES,
+	EP_FAILURES,
+	EP_EWMA,
+	EP_WEIGHT,
+	EP_EFFECTIVE,
+	EP_WARMUP,
+	EP_CONNS,
+	EP_CONNECT_FAILURES,
+	EP_REACHABLE,
+	EP_N
+};
+
+static const struct {
+	const char *name, *type, *help;
+} ep_families[EP_N] = {
+        [EP_PICKS] = {"maitred_endpoint_picks_total", "counter", "Calls the balancer sent to the endpoint."},
+        [EP_ACTIVE] = {"maitred_endpoint_calls_in_flight", "gauge", "Calls in flight on the endpoint."},
+        [EP_SUCCESSES] = {"maitred_endpoint_responses_total", "counter",
+                          "Calls the endpoint answered with a gRPC status (any status)."},
+        [EP_FAILURES] = {"maitred_endpoint_failures_total", "counter",
+                         "Calls that failed on the endpoint (connect, reset, timeout) without an answer."},
+        [EP_EWMA] = {"maitred_endpoint_latency_ewma_seconds", "gauge",
+                     "Peak-EWMA latency estimate of the endpoint, seconds (0 before any answer)."},
+        [EP_WEIGHT] = {"maitred_endpoint_weight", "gauge", "Configured weight of the endpoint."},
+        [EP_EFFECTIVE] = {"maitred_endpoint_effective_weight", "gauge", "Weight the balancer uses now, after warmup."},
+        [EP_WARMUP] = {"maitred_endpoint_warmup_ratio", "gauge",
+                       "Warmup progress of the endpoint, 0 to 1 (1 = warm, or no warmup)."},
+        [EP_CONNS] = {"maitred_endpoint_connections", "gauge",
+                      "Upstream HTTP/2 connections open to the endpoint, over all workers."},
+        [EP_CONNECT_FAILURES] = {"maitred_endpoint_connect_failures_total", "counter",
+                                 "Failed connects and TLS handshakes to the endpoint."},
+        [EP_REACHABLE] = {"maitred_endpoint_reachable", "gauge",
+                          "0 while some worker backs off the endpoint after failed connects, else 1."},
+};
+
+struct mtd_mx_warm *mtd_metrics_warmups(const struct mtd_rt_service *s, int64_t now_ms)
+{
+	struct mtd_mx_warm *out = calloc(s->n_eps ? s->n_eps : 1, sizeof(*out));
+	if (!out)
+		return NULL;
+	/* The same span and weight the pickers compute (lb-impl.h). */
+	struct mtd_lb_warm_span span;
+	mtd_lb__warm_span(&s->cfg->lb.warmup, s->lb_eps, s->n_eps, &span);
+	int64_t d = s->cfg->lb.warmup.duration_ms;
+	for (size_t i = 0; i < s->n_eps; i++) {
+		const struct mtd_lb_endpoint *e = &s->lb_eps[i];
+		out[i].effective = mtd_lb__weight_at(&span, e, now_ms);
+		if (d <= 0 || e->start_ms <= 0) {
+			out[i].progress = 1.0;
+			continue;
+		}
+		double f = (double)(now_ms - e->start_ms) / (double)d;
+		out[i].progress = f < 0 ? 0 : f > 1 ? 1 : f;
+	}
+	return out;
+}
+
+static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
+{
+	int64_t now_ms = mtd_wall_ms(), now_ns = mtd_now_ns();
+	size_t n_svc = rt->cfg->n_services;
+	struct mtd_mx_warm **warm = calloc(n_svc ? n_svc : 1, sizeof(*warm));
+	for (size_t si = 0; warm && si < n_svc; si++)
+		warm[si] = mtd_metrics_warmups(rt->services[si], now_ms);
+	for (int f = 0; f < EP_N; f++) {
+		mtd_prom_family(b, ep_families[f].name, ep_families[f].type, ep_families[f].help);
+		for (size_t si = 0; si < n_svc; si++) {
+			const struct mtd_rt_service *s = rt->services[si];
+			const struct mtd_mx_warm *wm = warm ? warm[si] : NULL;
+			if ((f == EP_EFFECTIVE || f == EP_WARMUP) && !wm)
+				continue; /* out of memory: leave the samples out */
+			for (size_t i = 0; i < s->n_eps; i++) {
+				const struct mtd_endpoint *e = s->eps[i];
+				const struct mtd_lb_stats *st = &e->stats;
+				const char *v[] = {s->cfg->name, e->addr.text};
+				const char *name = ep_families[f].name;
+				int64_t a;
+				switch (f) {
+				case EP_PICKS:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->picks));
+					break;
+				case EP_ACTIVE:
+					a = atomic_load(&st->active);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, a > 0 ? (uint64_t)a : 0);
+					break;
+				case EP_SUCCESSES:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->successes));
+					break;
+				case EP_FAILURES:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->failures));
+					break;
+				case EP_EWMA:
+					mtd_prom_sample(b, name, NULL, SE, v, 2,
+					                mtd_lb_stats_ewma_us(st, now_ns, s->cfg->lb.decay_ms) / 1e6);
+					break;
+				case EP_WEIGHT:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, s->lb_eps[i].weight);
+					break;
+				case EP_EFFECTIVE:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, wm[i].effective);
+					break;
+				case EP_WARMUP:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, wm[i].progress);
+					break;
+				case EP_CONNS:
+					a = atomic_load(&e->mx.conns_open);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, a > 0 ? (uint64_t)a : 0);
+					break;
+				case EP_CONNECT_FAILURES:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2,
+					                    atomic_load(&e->mx.connect_failures));
+					break;
+				case EP_REACHABLE:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2,
+					                    atomic_load(&e->mx.pools_failing) <= 0);
+					break;
+				}
+			}
+		}
+	}
+	for (size_t si = 0; warm && si < n_svc; si++)
+		free(warm[si]);
+	free(warm);
+}
+
+/* Resident set size from /proc/self/statm (pages). */
+static uint64_t rss_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "re");
+	unsigned long long size = 0, res = 0;
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	long page = sysconf(_SC_PAGESIZE);
+	return (uint64_t)res * (uint64_t)(page > 0 ? page : 4096);
+}
+
+static void render_process(struct mtd_abuf *b, const struct mtd_mx_process *p)
+{
+	int64_t now = mtd_wall_ms();
+	const char *k[] = {"version"};
+	const char *v[] = {PACKAGE_VERSION};
+	mtd_prom_family(b, "maitred_build_info", "gauge", "Always 1; the version in a label.");
+	mtd_prom_sample_u64(b, "maitred_build_info", NULL, k, v, 1, 1);
+	mtd_prom_family(b, "maitred_workers", "gauge", "Worker threads.");
+	mtd_prom_sample_u64(b, "maitred_workers", NULL, NULL, NULL, 0, p->n_workers);
+	mtd_prom_family(b, "maitred_uptime_seconds", "gauge", "Seconds since maitred started.");
+	mtd_prom_sample(b, "maitred_uptime_seconds", NULL, NULL, NULL, 0, (double)(now - p->start_wall_ms) / 1e3);
+	mtd_prom_family(
+	        b, "maitred_config_generation", "gauge",
+	        "Runtime snapshot generation: 1 at start, one more for each change published (reload, discovery).");
+	mtd_prom_sample_u64(b, "maitred_config_generation", NULL, NULL, NULL, 0, p->config_generation);
+	mtd_prom_family(b, "maitred_draining", "gauge", "1 while maitred drains (SIGTERM or POST /drain).");
+	mtd_prom_sample_u64(b, "maitred_draining", NULL, NULL, NULL, 0, p->draining);
+	uint64_t logged = 0;
+	for (unsigned w = 0; w < mx_n_workers; w++)
+		logged += ld(&mx_workers[w].access_logged);
+	mtd_prom_family(b, "maitred_access_log_lines_total", "counter", "Access-log lines written.");
+	mtd_prom_sample_u64(b, "maitred_access_log_lines_total", NULL, NULL, NULL, 0, logged);
+	mtd_prom_family(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+	mtd_prom_sample_u64(b, "process_resident_memory_bytes", NULL, NULL, NULL, 0, rss_bytes());
+	mtd_prom_family(b, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.");
+	mtd_prom_sample(b, "process_start_time_seconds", NULL, NULL, NULL, 0, (double)p->start_wall_ms / 1e3);
+}
+
+void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const struct mtd_mx_process *proc)
+{
+	size_t n = 0;
+	struct agg *a = aggregate(&n);
+	render_calls(b, a, n);
+	agg_free(a, n);
+	render_endpoints(b, rt);
+	render_process(b, proc);
+}

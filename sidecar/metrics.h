@@ -1,0 +1,129 @@
+/* Per-worker call figures for the admin endpoint, race-free by
+ * construction (DESIGN.md: "the admin view reads, never blocks"):
+ *
+ *   - every counter below has ONE writer, the worker thread that owns it,
+ *     which updates it with a relaxed load + store (no locked instruction);
+ *   - the admin (control thread) reads them with relaxed loads and sums the
+ *     workers; a figure may be a call behind, never torn;
+ *   - a worker publishes a new (service, method) entry into its table with
+ *     a release store after filling it; readers load slots with acquire, so
+ *     an entry's immutable part (its :path) is complete when seen;
+ *   - entries live until mtd_metrics_fini(), after the workers and the
+ *     admin stopped.
+ *
+ * Per-endpoint figures shared by all workers are atomics too: mtd_lb_stats
+ * (picks, in flight, EWMA) and struct mtd_mx_endpoint below (connections).
+ *
+ * Cost on the call path: one hash of :path when the call is routed, a
+ * handful of relaxed stores when it ends; nothing else. */
+#ifndef MTD_METRICS_H
+#define MTD_METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct mtd_call;
+struct mtd_cfg;
+struct mtd_route_path;
+struct mtd_worker;
+struct mtd_abuf;
+
+/* Call latency histogram bounds, seconds (Prometheus base unit). */
+#define MTD_MX_LAT_BUCKETS 14
+extern const double mtd_mx_lat_bounds_s[MTD_MX_LAT_BUCKETS];
+#define MTD_MX_CODES 17 /* gRPC status codes 0..16 */
+
+/* Figures of one :path on one worker. */
+struct mtd_mx_method {
+	/* Immutable once published. */
+	char *path; /* "/pkg.Service/Method" (owned) */
+	size_t path_len;
+	size_t svc_len; /* path[1 .. 1 + svc_len) is the service */
+	uint64_t hash;
+	/* Single writer: the owning worker. */
+	_Atomic uint64_t started;
+	_Atomic uint64_t by_code[MTD_MX_CODES];
+	_Atomic uint64_t lat_bucket[MTD_MX_LAT_BUCKETS + 1]; /* not cumulative; last = +Inf */
+	_Atomic uint64_t lat_sum_ns;
+	_Atomic uint64_t bytes_in, bytes_out; /* request / response DATA bytes */
+	/* The fault policy's decisions (mtd_metrics_fault_decision). */
+	_Atomic uint64_t retries, transparent_retries, budget_exhausted, pushback_stops, failsafe, fallback;
+};
+
+/* Distinct :paths a worker tracks; calls beyond go to one "other" entry. */
+#define MTD_MX_SLOTS     1024
+#define MTD_MX_MAX_PATHS 768
+
+struct mtd_mx_worker {
+	_Atomic(struct mtd_mx_method *) slots[MTD_MX_SLOTS]; /* open addressing */
+	uint32_t n_paths;                                    /* owner only */
+	_Atomic(struct mtd_mx_method *) other;               /* overflow, made once (release) */
+	/* Calls that never reached a service (bad :path, unknown service). */
+	_Atomic uint64_t unrouted_by_code[MTD_MX_CODES];
+	_Atomic uint64_t access_logged; /* access-log lines written */
+};
+
+/* Per endpoint, shared by the workers (multi-writer atomics; connection
+ * events are rare next to calls). */
+struct mtd_mx_endpoint {
+	_Atomic int64_t conns_open;        /* upstream connections, connecting included */
+	_Atomic uint64_t connect_failures; /* failed connects and TLS handshakes */
+	_Atomic int32_t pools_failing;     /* worker pools in a connect outage */
+};
+
+/* Control thread, before any worker starts: one table per worker, and the
+ * access log of cfg (opened for appending). 0, -ENOMEM, or -errno with a
+ * message in err when the access log cannot be opened. */
+int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, size_t errlen);
+/* After every worker stopped. */
+void mtd_metrics_fini(void);
+
+/* Worker thread. A call was routed to a service: find or publish its
+ * :path entry and count it started (call->mx). */
+void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len);
+struct mtd_attempt;
+struct mtd_fault_decision;
+/* Worker thread. The fault policy decided what a call does after a failed
+ * attempt: count retries, budget refusals and substitute answers. */
+void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_decision *d);
+/* Worker thread. An attempt is being freed: remember its endpoint for the
+ * access log (the answering attempt's wins). */
+void mtd_metrics_attempt_done(struct mtd_attempt *a);
+/* Worker thread. The call is being freed: its final status, latency and
+ * bytes; the access-log line if one is due. */
+void mtd_metrics_call_end(struct mtd_call *call);
+
+static inline void mtd_mx_add(_Atomic uint64_t *c, uint64_t n)
+{
+	/* Single writer: no read-modify-write needed (see the top). */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+/* ---- reading (control thread) --------------------------------------- */
+
+struct mtd_runtime;
+
+/* Everything the admin shows that is not in the runtime snapshot. */
+struct mtd_mx_process {
+	unsigned n_workers;
+	int64_t start_wall_ms;
+	uint64_t config_generation;
+	bool draining;
+};
+
+struct mtd_rt_service;
+/* Per endpoint of a service at one instant: warmup progress in [0, 1] (1 =
+ * warm or no warmup) and the weight its pickers use now. */
+struct mtd_mx_warm {
+	double progress, effective;
+};
+/* For every endpoint of s at now_ms, in one O(n) pass: an allocated array
+ * of s->n_eps entries (caller frees), NULL when out of memory. */
+struct mtd_mx_warm *mtd_metrics_warmups(const struct mtd_rt_service *s, int64_t now_ms);
+
+/* The whole /metrics text for rt onto b. */
+void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const struct mtd_mx_process *proc);
+
+#endif

@@ -1,0 +1,597 @@
+"""The admin endpoint (issue 9): /metrics after a known set of calls,
+/clusters, /config_dump redaction, /ready during a drain, POST /drain,
+404/405, the loopback rule, and the logs (JSON lines, the access log)."""
+
+import base64
+import http.client
+import http.server
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import unittest
+
+import grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness import (MaitredTest, TestCA, maitred_only, pb, call_id, free_port, wait_until,
+                     BUILDDIR, CALL_LIMIT)
+
+SVC = "maitred.testing.v1.Echo"
+
+
+def admin_request(port, method, path, limit=CALL_LIMIT):
+    """(status, headers dict, body str) of one request to the admin port."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=limit)
+    try:
+        c.request(method, path)
+        r = c.getresponse()
+        return r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read().decode()
+    finally:
+        c.close()
+
+
+def samples(text):
+    """{(name, frozenset(labels)): value} of a whole exposition; raises if
+    prometheus_client's parser refuses any of it."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(ss, name, **labels):
+    return ss.get((name, frozenset(labels.items())))
+
+
+class AdminBase(MaitredTest):
+    def start_admin(self, services=None, upstreams=None, **top):
+        self.admin_port = free_port()
+        top.setdefault("admin", "127.0.0.1:%d" % self.admin_port)
+        cfg = self.config(services or [self.service("*", upstreams)], **top)
+        return self.start_maitred(cfg)
+
+    def get(self, path, method="GET"):
+        return admin_request(self.admin_port, method, path)
+
+    def metrics(self):
+        st, hdrs, body = self.get("/metrics")
+        self.assertEqual(st, 200, body)
+        self.assertTrue(hdrs["content-type"].startswith("text/plain; version=0.0.4"), hdrs)
+        return samples(body)
+
+    def clusters(self):
+        st, _, body = self.get("/clusters")
+        self.assertEqual(st, 200, body)
+        return json.loads(body)
+
+
+class Metrics(AdminBase):
+    @maitred_only
+    def test_counters_match_a_known_set_of_calls(self):
+        a, b = self.start_upstream("alpha"), self.start_upstream("beta")
+        m = self.start_admin(upstreams=[a, b], workers=2)
+        port_m = self.admin_port
+        stub = self.echo(m)
+        req_bytes = resp_bytes = 0
+        n_ok, n_err = 7, 3
+        for i in range(n_ok):
+            r = pb.EchoRequest(payload=b"x" * (10 * i))
+            resp = stub.Unary(r, timeout=CALL_LIMIT)
+            # DATA bytes: the 5-byte gRPC prefix and the message.
+            req_bytes += 5 + r.ByteSize()
+            resp_bytes += 5 + resp.ByteSize()
+        for i in range(n_err):
+            r = pb.EchoRequest(status=pb.Status(code=grpc.StatusCode.NOT_FOUND.value[0], message="no"))
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.Unary(r, timeout=CALL_LIMIT)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.NOT_FOUND)
+            req_bytes += 5 + r.ByteSize()
+        # Unknown service: maitred answers itself, counted apart.
+        cfg_only = self.config([self.service(SVC, [a])])
+        m2 = self.start_admin(services=cfg_only["services"])
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.raw_unary(m2, "/other.Svc/Call")(b"", timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        ss2 = self.metrics()
+        self.assertEqual(value(ss2, "maitred_calls_unrouted_total", grpc_code="UNIMPLEMENTED"), 1)
+        self.assertIsNone(value(ss2, "maitred_calls_total", service="other.Svc", method="Call",
+                                grpc_code="UNIMPLEMENTED"))
+        self.admin_port = port_m
+
+        ss = self.metrics()
+        lab = dict(service=SVC, method="Unary")
+        self.assertEqual(value(ss, "maitred_calls_total", grpc_code="OK", **lab), n_ok)
+        self.assertEqual(value(ss, "maitred_calls_total", grpc_code="NOT_FOUND", **lab), n_err)
+        self.assertEqual(value(ss, "maitred_calls_in_flight", **lab), 0)
+        self.assertEqual(value(ss, "maitred_call_duration_seconds_count", **lab), n_ok + n_err)
+        self.assertEqual(value(ss, "maitred_call_duration_seconds_bucket", le="+Inf", **lab), n_ok + n_err)
+        self.assertEqual(value(ss, "maitred_call_request_bytes_total", **lab), req_bytes)
+        # Error answers carry no message: only the OK ones add response bytes.
+        self.assertEqual(value(ss, "maitred_call_response_bytes_total", **lab), resp_bytes)
+        picks = [value(ss, "maitred_endpoint_picks_total", service="*", endpoint=u.address) for u in (a, b)]
+        self.assertEqual(sum(picks), n_ok + n_err)
+        # Round robin over two endpoints: neither is left out.
+        self.assertTrue(all(p >= 1 for p in picks), picks)
+        resp = [value(ss, "maitred_endpoint_responses_total", service="*", endpoint=u.address) for u in (a, b)]
+        self.assertEqual(sum(resp), n_ok + n_err)
+        for u in (a, b):
+            self.assertEqual(value(ss, "maitred_endpoint_calls_in_flight", service="*", endpoint=u.address), 0)
+            self.assertGreaterEqual(value(ss, "maitred_endpoint_connections", service="*", endpoint=u.address), 1)
+            self.assertGreater(value(ss, "maitred_endpoint_latency_ewma_seconds", service="*",
+                                     endpoint=u.address), 0)
+        self.assertEqual(value(ss, "maitred_workers"), 2)
+        self.assertEqual(value(ss, "maitred_config_generation"), 1)
+        self.assertEqual(value(ss, "maitred_draining"), 0)
+        self.assertGreater(value(ss, "process_resident_memory_bytes"), 0)
+        self.assertGreaterEqual(value(ss, "maitred_uptime_seconds"), 0)
+
+    @maitred_only
+    def test_scrapes_during_traffic_stay_consistent(self):
+        """Traffic on two workers while /metrics and /clusters are read in a
+        loop: counters never go back, and the last scrape is exact. Run with
+        a --enable-tsan build (MAITRED_BIN) this is the data-race proof:
+        the harness fails the test on any ThreadSanitizer report."""
+        import threading
+        a, b = self.start_upstream("alpha"), self.start_upstream("beta")
+        m = self.start_admin(upstreams=[a, b], workers=2)
+        n_threads, per_thread = 4, 40
+        errors = []
+
+        def traffic():
+            try:
+                stub = self.echo(m)  # one channel per thread: connections spread over workers
+                for i in range(per_thread):
+                    stub.Unary(pb.EchoRequest(payload=b"t" * i), timeout=CALL_LIMIT)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=traffic) for _ in range(n_threads)]
+        for t in threads:
+            t.start()
+        last, scrapes = 0, 0
+        while any(t.is_alive() for t in threads) or scrapes < 3:
+            ss = self.metrics()
+            ok = value(ss, "maitred_calls_total", service=SVC, method="Unary", grpc_code="OK") or 0
+            self.assertGreaterEqual(ok, last)
+            last = ok
+            self.clusters()
+            scrapes += 1
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        total = n_threads * per_thread
+        ss = self.metrics()
+        self.assertEqual(value(ss, "maitred_calls_total", service=SVC, method="Unary", grpc_code="OK"), total)
+        self.assertEqual(value(ss, "maitred_call_duration_seconds_count", service=SVC, method="Unary"), total)
+        picks = sum(value(ss, "maitred_endpoint_picks_total", service="*", endpoint=u.address) for u in (a, b))
+        self.assertEqual(picks, total)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_in_flight_counts_a_held_call(self):
+        a = self.start_upstream("alpha")
+        m = self.start_admin(upstreams=[a])
+        cid = call_id()
+        fut = self.echo(m).Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=CALL_LIMIT * 2)
+        self.assertTrue(a.wait_call(cid).started)
+        ss = self.metrics()
+        self.assertEqual(value(ss, "maitred_calls_in_flight", service=SVC, method="Unary"), 1)
+        self.assertEqual(value(ss, "maitred_endpoint_calls_in_flight", service="*", endpoint=a.address), 1)
+        a.release(cid)
+        fut.result()
+        ss = self.metrics()
+        self.assertEqual(value(ss, "maitred_calls_in_flight", service=SVC, method="Unary"), 0)
+        self.assertEqual(value(ss, "maitred_calls_total", service=SVC, method="Unary", grpc_code="OK"), 1)
+
+
+class FaultMetrics(AdminBase):
+    """The fault policy's families (issue 8): retries, substitute answers."""
+
+    @maitred_only
+    def test_retries_counted_exactly(self):
+        ups = [self.start_upstream(n) for n in ("a", "b", "c")]
+        svc = self.service(SVC, ups, fault={"mode": "FAILOVER", "retries": 2})
+        m = self.start_admin(services=[svc])
+        n = 4
+        for _ in range(n):
+            # Trailers-Only UNAVAILABLE from every instance: nothing relayed,
+            # so each call is retried on the two others, then fails.
+            req = pb.EchoRequest(status=pb.Status(code=14, message="down"), trailers_only=True)
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.echo(m).Unary(req, timeout=CALL_LIMIT)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        ss = self.metrics()
+        lab = dict(service=SVC, method="Unary")
+        self.assertEqual(value(ss, "maitred_retries_total", **lab), 2 * n)
+        self.assertEqual(value(ss, "maitred_calls_total", grpc_code="UNAVAILABLE", **lab), n)
+        self.assertEqual(value(ss, "maitred_calls_total", grpc_code="OK", **lab), 1)
+        self.assertEqual(value(ss, "maitred_retry_budget_exhausted_total", **lab), 0)
+        self.assertEqual(value(ss, "maitred_failsafe_answers_total", **lab), 0)
+        self.assertEqual(value(ss, "maitred_fallback_answers_total", **lab), 0)
+        picks = sum(value(ss, "maitred_endpoint_picks_total", service=SVC, endpoint=u.address) for u in ups)
+        self.assertEqual(picks, 3 * n + 1)
+
+    @maitred_only
+    def test_failsafe_and_fallback_answers_counted(self):
+        dead = ["127.0.0.1:%d" % free_port() for _ in range(2)]
+        fb = {"status": "RESOURCE_EXHAUSTED", "message": "resting"}
+        m = self.start_admin(services=[self.service("a.Safe", dead, fault={"mode": "FAILSAFE"}),
+                                       self.service("a.Fallback", dead, fault={"fallback": fb})])
+        for _ in range(3):
+            self.assertEqual(self.raw_unary(m, "/a.Safe/Get")(b"", timeout=CALL_LIMIT), b"")
+        for _ in range(2):
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.raw_unary(m, "/a.Fallback/Get")(b"", timeout=CALL_LIMIT)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        ss = self.metrics()
+        self.assertEqual(value(ss, "maitred_failsafe_answers_total", service="a.Safe", method="Get"), 3)
+        self.assertEqual(value(ss, "maitred_calls_total", service="a.Safe", method="Get", grpc_code="OK"), 3)
+        self.assertEqual(value(ss, "maitred_fallback_answers_total", service="a.Fallback", method="Get"), 2)
+        self.assertEqual(value(ss, "maitred_calls_total", service="a.Fallback", method="Get",
+                               grpc_code="RESOURCE_EXHAUSTED"), 2)
+
+
+class Endpoints(AdminBase):
+    @maitred_only
+    def test_paths_and_methods(self):
+        a = self.start_upstream("alpha")
+        self.start_admin(upstreams=[a])
+        st, _, body = self.get("/healthz")
+        self.assertEqual((st, body), (200, "ok\n"))
+        st, _, body = self.get("/ready")
+        self.assertEqual((st, body), (200, "ready\n"))
+        st, _, _ = self.get("/nope")
+        self.assertEqual(st, 404)
+        st, hdrs, _ = self.get("/metrics", method="POST")
+        self.assertEqual(st, 405)
+        self.assertEqual(hdrs.get("allow"), "GET, HEAD")
+        st, hdrs, _ = self.get("/drain", method="GET")
+        self.assertEqual(st, 405)
+        self.assertEqual(hdrs.get("allow"), "POST")
+        st, hdrs, body = self.get("/")
+        self.assertEqual(st, 200)
+        self.assertTrue(hdrs["content-type"].startswith("text/html"))
+        self.assertIn("/clusters", body)
+        # Self-contained: nothing fetched from anywhere else.
+        for bad in ("http://", "https://", "src=\"//", "href=\"//"):
+            self.assertNotIn(bad, body)
+
+    @maitred_only
+    def test_clusters_shows_policy_endpoints_and_warmup(self):
+        a, b = self.start_upstream("alpha"), self.start_upstream("beta")
+        svc = self.service(SVC, [a, b], policy="WEIGHTED_ROUND_ROBIN", warmup={"duration": "4s"})
+        svc["endpoints"][1]["weight"] = 50
+        m = self.start_admin(services=[svc])
+        for _ in range(6):
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        first = self.clusters()["services"][0]
+        self.assertEqual(first["name"], SVC)
+        self.assertEqual(first["policy"], "WEIGHTED_ROUND_ROBIN")
+        self.assertEqual(first["warmup"]["duration_s"], 4)
+        eps = {e["address"]: e for e in first["endpoints"]}
+        self.assertEqual(set(eps), {a.address, b.address})
+        self.assertEqual(eps[b.address]["weight"], 50)
+        self.assertEqual(sum(e["picks"] for e in eps.values()), 6)
+        for e in eps.values():
+            self.assertEqual(e["state"], "healthy")
+            self.assertGreaterEqual(e["connections"], 1)
+            self.assertEqual(e["in_flight"], 0)
+        # Every endpoint started with maitred, so warmup is inert (issue 3):
+        # the effective weight is the configured one while progress runs.
+        p0 = eps[a.address]["warmup_progress"]
+        self.assertLess(p0, 1.0)
+        self.assertEqual(eps[a.address]["effective_weight"], 100)
+
+        def warm():
+            e = {x["address"]: x for x in self.clusters()["services"][0]["endpoints"]}
+            return e[a.address]["warmup_progress"] == 1.0 and e
+        eps = wait_until(warm, CALL_LIMIT, "the warmup to complete in /clusters", step=0.2)
+        self.assertEqual(eps[b.address]["warmup_progress"], 1.0)
+        self.assertEqual(eps[b.address]["effective_weight"], 50)
+
+    @maitred_only
+    def test_unreachable_endpoint_marked(self):
+        a = self.start_upstream("alpha")
+        dead = "127.0.0.1:%d" % free_port()
+        m = self.start_admin(upstreams=[a, dead])
+        for _ in range(4):
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+
+        def marked():
+            e = {x["address"]: x for x in self.clusters()["services"][0]["endpoints"]}
+            return e[dead]["state"] == "unreachable" and e
+        eps = wait_until(marked, CALL_LIMIT, "the dead endpoint to be marked unreachable")
+        self.assertGreaterEqual(eps[dead]["connect_failures"], 1)
+        self.assertEqual(eps[a.address]["state"], "healthy")
+        ss = self.metrics()
+        self.assertEqual(value(ss, "maitred_endpoint_reachable", service="*", endpoint=dead), 0)
+        self.assertEqual(value(ss, "maitred_endpoint_reachable", service="*", endpoint=a.address), 1)
+
+
+class Drain(AdminBase):
+    def assert_exits_0(self, m):
+        """The drain ends by itself once the held call finished."""
+        rc = m.proc.wait(CALL_LIMIT * 2)
+        m.proc.checked = True
+        self.assertEqual(rc, 0, "maitred exited %s after the drain" % rc)
+        self.assertEqual(m.proc.sanitizer_report(), [])
+
+    @maitred_only
+    def test_ready_503_while_draining_on_sigterm(self):
+        a = self.start_upstream("alpha")
+        m = self.start_admin(upstreams=[a], drain_timeout="60s")
+        cid = call_id()
+        fut = self.echo(m).Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=CALL_LIMIT * 2)
+        self.assertTrue(a.wait_call(cid).started)
+        self.assertEqual(self.get("/ready")[0], 200)
+        m.proc.signal(signal.SIGTERM)
+        st, _, body = wait_until(lambda: (lambda r: r[0] == 503 and r)(self.get("/ready")), CALL_LIMIT,
+                                 "/ready to answer 503 after SIGTERM")
+        self.assertIn("draining", body)
+        self.assertEqual(value(self.metrics(), "maitred_draining"), 1)
+        self.assertTrue(self.clusters()["draining"])
+        a.release(cid)
+        fut.result()
+        self.assert_exits_0(m)
+
+    @maitred_only
+    def test_post_drain_acts_as_sigterm(self):
+        a = self.start_upstream("alpha")
+        m = self.start_admin(upstreams=[a], drain_timeout="60s")
+        cid = call_id()
+        fut = self.echo(m).Unary.future(pb.EchoRequest(call_id=cid, hold=True, payload=b"p"),
+                                        timeout=CALL_LIMIT * 2)
+        self.assertTrue(a.wait_call(cid).started)
+        st, _, body = self.get("/drain", method="POST")
+        self.assertEqual((st, body), (202, "draining\n"))
+        st, _, body = self.get("/ready")
+        self.assertEqual(st, 503)
+        self.assertIn("draining", body)
+        st, _, body = self.get("/drain", method="POST")
+        self.assertEqual((st, body), (200, "already draining\n"))
+        # New calls are refused, the one in flight finishes, then exit 0.
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        a.release(cid)
+        self.assertEqual(fut.result().payload, b"p")
+        self.assert_exits_0(m)
+        self.assertIn("POST /drain: draining", m.proc.output())
+
+
+class Config(AdminBase):
+    @maitred_only
+    def test_non_loopback_admin_refused_by_default(self):
+        port = free_port()
+        for host in ("0.0.0.0", "[::]"):
+            path = self.write_config(self.config([self.service("*", ["127.0.0.1:1"])],
+                                                 admin="%s:%d" % (host, port)))
+            rc, out, err = self.run_maitred(["--check-config", path])
+            self.assertEqual(rc, 1, out + err)
+            self.assertIn("is not a loopback address", err)
+            self.assertIn("admin_allow_remote: true", err)
+            rc, out, err = self.run_maitred(["--config", path])
+            self.assertEqual(rc, 1, out + err)
+            self.assertIn("is not a loopback address", err)
+        path = self.write_config(self.config([self.service("*", ["127.0.0.1:1"])],
+                                             admin="0.0.0.0:%d" % port, admin_allow_remote=True))
+        rc, out, err = self.run_maitred(["--check-config", path])
+        self.assertEqual(rc, 0, out + err)
+        for host in ("127.0.0.2", "[::1]", "localhost"):
+            path = self.write_config(self.config([self.service("*", ["127.0.0.1:1"])],
+                                                 admin="%s:%d" % (host, port)))
+            rc, out, err = self.run_maitred(["--check-config", path])
+            self.assertEqual(rc, 0, host + out + err)
+
+    @maitred_only
+    def test_admin_port_taken_refuses_to_start(self):
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        try:
+            port = s.getsockname()[1]
+            path = self.write_config(self.config([self.service("*", ["127.0.0.1:1"])],
+                                                 admin="127.0.0.1:%d" % port))
+            rc, out, err = self.run_maitred(["--config", path])
+            self.assertEqual(rc, 1, out + err)
+            self.assertIn("cannot listen on admin 127.0.0.1:%d" % port, err)
+        finally:
+            s.close()
+
+    @maitred_only
+    def test_config_dump_redacts_and_never_holds_key_contents(self):
+        ca = TestCA(os.path.join(self.tmp, "ca"))
+        up = self.start_upstream("alpha", tls=ca, client_ca=ca)
+        tls = {"ca_file": ca.ca_file, "server_name": ca.server_name,
+               "cert_file": ca.client_cert, "key_file": ca.client_key}
+        self.start_admin(services=[self.service(SVC, [up], tls=tls)])
+        st, hdrs, body = self.get("/config_dump")
+        self.assertEqual(st, 200, body)
+        self.assertEqual(hdrs["content-type"], "application/json")
+        dump = json.loads(body)
+        svc = dump["config"]["services"][0]
+        self.assertEqual(svc["name"], SVC)
+        self.assertEqual(svc["tls"]["key_file"], ca.client_key)
+        with open(ca.client_key) as f:
+            key = f.read()
+        body_lines = [ln for ln in key.splitlines() if ln and not ln.startswith("-----")]
+        for ln in body_lines:
+            self.assertNotIn(ln, body)
+        self.assertNotIn("PRIVATE KEY", body)
+        self.assertEqual(dump["generation"], 1)
+
+
+class Logs(AdminBase):
+    @maitred_only
+    def test_access_log_fields_and_no_payload_or_bin(self):
+        a = self.start_upstream("alpha")
+        access = os.path.join(self.tmp, "access.log")
+        m = self.start_admin(upstreams=[a], log={"access": {"path": access}})
+        secret = b"PAYLOAD-SECRET-0123456789"
+        binval = b"\x00BIN-SECRET-9876\xff"
+        md = [("x-trace-bin", binval), ("x-plain", "visible-header")]
+        self.echo(m).Unary(pb.EchoRequest(payload=secret), metadata=md, timeout=CALL_LIMIT)
+        with self.assertRaises(grpc.RpcError):
+            self.echo(m).Unary(pb.EchoRequest(payload=secret, status=pb.Status(code=5, message="x")),
+                               metadata=md, timeout=CALL_LIMIT)
+        wait_until(lambda: os.path.exists(access) and open(access).read().count("\n") >= 2, CALL_LIMIT,
+                   "two access-log lines")
+        with open(access, "rb") as f:
+            raw = f.read()
+        lines = raw.decode().splitlines()
+        self.assertEqual(len(lines), 2, lines)
+        ok = dict(kv.split("=", 1) for kv in lines[0].split()[2:])
+        self.assertEqual(lines[0].split()[1], "access")
+        self.assertEqual(ok["service"], SVC)
+        self.assertEqual(ok["method"], "Unary")
+        self.assertEqual(ok["endpoint"], a.address)
+        self.assertEqual(ok["attempts"], "1")
+        self.assertEqual(ok["grpc_status"], "OK")
+        self.assertGreater(float(ok["duration_s"]), 0)
+        self.assertGreater(int(ok["bytes_in"]), len(secret))
+        self.assertGreater(int(ok["bytes_out"]), len(secret))
+        self.assertIn("grpc_status=NOT_FOUND", lines[1])
+        out = m.proc.output().encode() + raw
+        for bad in (secret, b"BIN-SECRET", base64.b64encode(binval), base64.b64encode(binval).rstrip(b"=")):
+            self.assertNotIn(bad, out)
+        self.assertEqual(value(self.metrics(), "maitred_access_log_lines_total"), 2)
+
+    @maitred_only
+    def test_json_process_log_and_access_log(self):
+        a = self.start_upstream("alpha")
+        m = self.start_admin(upstreams=[a], log={"format": "JSON", "access": {"path": "-", "sample": 1.0}})
+        self.echo(m).Unary(pb.EchoRequest(payload=b"hello"), timeout=CALL_LIMIT)
+        wait_until(lambda: '"type":"access"' in m.proc.output(), CALL_LIMIT, "the access line")
+        lines = [ln for ln in m.proc.output().splitlines() if ln.strip()]
+        self.assertTrue(lines)
+        recs = [json.loads(ln) for ln in lines]  # every line is one JSON object
+        self.assertTrue(any(r.get("level") == "info" and "listening on" in r.get("msg", "") for r in recs))
+        acc = [r for r in recs if r.get("type") == "access"]
+        self.assertEqual(len(acc), 1)
+        self.assertEqual(acc[0]["service"], SVC)
+        self.assertEqual(acc[0]["method"], "Unary")
+        self.assertEqual(acc[0]["grpc_status"], "OK")
+        self.assertEqual(acc[0]["attempts"], 1)
+
+    @maitred_only
+    def test_sample_zero_logs_nothing(self):
+        a = self.start_upstream("alpha")
+        m = self.start_admin(upstreams=[a], log={"access": {"path": "-", "sample": 0}})
+        for _ in range(5):
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(value(self.metrics(), "maitred_access_log_lines_total"), 0)
+        self.assertNotIn(" access ", m.proc.output())
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser"):
+        for d in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/bin"]:
+            p = os.path.join(d, name)
+            if os.access(p, os.X_OK):
+                return p
+    return None
+
+
+class LivePage(AdminBase):
+    """GET / in headless Chromium against a running maitred with traffic:
+    every endpoint appears with a non-zero bar; the screenshot is kept."""
+
+    def run_chromium(self, url, *mode):
+        user_dir = os.path.join(self.tmp, "chromium-profile")
+        os.makedirs(user_dir, exist_ok=True)
+        argv = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--user-data-dir=" + user_dir, "--window-size=1200,700",
+                # Let the page's timers run 6 refreshes (virtual time).
+                "--virtual-time-budget=6000"] + list(mode) + [url]
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)  # its own session: the helpers go too
+            p.communicate()
+            raise AssertionError("chromium did not finish within 120 s")
+        self.assertEqual(p.returncode, 0, err.decode(errors="replace")[-2000:])
+        return out.decode(errors="replace")
+
+    @maitred_only
+    def test_live_page_shows_every_endpoint_with_a_bar(self):
+        if not chromium():
+            self.skipTest("no chromium (Debian: chromium)")
+        ups = [self.start_upstream(n) for n in ("alpha", "beta", "gamma")]
+        svc = self.service(SVC, ups, policy="WEIGHTED_ROUND_ROBIN")
+        svc["endpoints"][2]["weight"] = 50
+        m = self.start_admin(services=[svc], workers=2)
+        stub = self.echo(m)
+        errors = []
+        # Traffic tied to the page, not to the clock: the page is served
+        # through a small proxy that makes CALLS_PER_REFRESH real calls
+        # before each /clusters it forwards. Weights 2:2:1 in a smooth cycle
+        # give every endpoint a pick in any 5 consecutive calls, so between
+        # two refreshes each endpoint's picks grow, whatever the timing.
+        calls_per_refresh = 10
+        admin_port = self.admin_port
+        refreshes = []
+
+        class Proxy(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                try:
+                    if self.path == "/clusters":
+                        for _ in range(calls_per_refresh):
+                            stub.Unary(pb.EchoRequest(payload=b"page"), timeout=CALL_LIMIT)
+                        refreshes.append(1)
+                    st, hdrs, body = admin_request(admin_port, "GET", self.path)
+                except Exception as e:  # noqa: BLE001 - reported by the test
+                    errors.append(e)
+                    st, hdrs, body = 502, {"content-type": "text/plain"}, str(e)
+                data = body.encode()
+                self.send_response(st)
+                self.send_header("Content-Type", hdrs.get("content-type", "text/plain"))
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+        proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+        pt = threading.Thread(target=proxy.serve_forever)
+        pt.start()
+        try:
+            url = "http://127.0.0.1:%d/" % proxy.server_address[1]
+            dom = self.run_chromium(url, "--dump-dom")
+            shot_dir = os.path.join(BUILDDIR, "tests", "artifacts")
+            os.makedirs(shot_dir, exist_ok=True)
+            shot = os.path.join(shot_dir, "admin-live-page.png")
+            if os.path.exists(shot):
+                os.unlink(shot)
+            self.run_chromium(url, "--screenshot=" + shot)
+        finally:
+            proxy.shutdown()
+            pt.join()
+            proxy.server_close()
+        self.assertEqual(errors, [])
+        n = re.search(r'data-refreshes="(\d+)"', dom)
+        self.assertTrue(n and int(n.group(1)) >= 2, "the page refreshed less than twice")
+        rows = dict((addr, (float(rate), float(width))) for addr, rate, width in re.findall(
+            r'data-endpoint="([^"]+)" data-rate="([0-9.]+)">.*?class="bar" style="width: ([0-9.]+)%', dom))
+        self.assertEqual(set(rows), {u.address for u in ups}, dom[-3000:])
+        for addr, (rate, width) in rows.items():
+            self.assertGreater(rate, 0, addr)
+            self.assertGreater(width, 0, addr)
+        # The heavier endpoints' bars are the longest (weights 100:100:50).
+        self.assertEqual(rows[ups[0].address][1], 100.0)
+        with open(shot, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        sys.stderr.write("live page screenshot: %s\n" % shot)
+        self.stop_maitred(m)
+
+
+if __name__ == "__main__":
+    unittest.main()
