@@ -407,8 +407,7 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		return;
 	if (idx == -EBUSY) {
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
-		              "circuit breaker: every endpoint of %s has circuit_breaker.max_calls_per_endpoint (%u) "
-		              "calls in flight",
+		              "circuit breaker: every endpoint of %s is at circuit_breaker.max_calls_per_endpoint (%u)",
 		              svc->cfg->name, svc->cfg->circuit.max_calls_per_endpoint);
 		return;
 	}
