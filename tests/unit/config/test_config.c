@@ -1805,7 +1805,11 @@ START_TEST(health_options)
 	expect_only(
 	        SVC "    outlier_detection: { base_ejection_time: 10s, max_ejection_time: 5s }\n",
 	        "t.yaml:4:70: services[0].outlier_detection.max_ejection_time: must be at least base_ejection_time");
+	expect_only(SVC "    health_check: { timeout: 0s }\n", "t.yaml:4:30: services[0].health_check.timeout: *");
 #undef SVC
+}
+END_TEST
+
 /* Issue 9: the admin endpoint has no authentication; only loopback unless
  * admin_allow_remote. And the log block. */
 START_TEST(err_admin_and_log)
