@@ -2,7 +2,7 @@
  *
  *   lb_bench [pick|sim|ring|all]
  *
- * pick  ns per mtd_lb_pick for every strategy at 3, 100 and 1,000
+ * pick  ns per mtd_lb_pick for every strategy at 3, 100, 1,000 and 10,000
  *       endpoints (one thread, weights 50..150, keys rotating).
  * sim   a discrete-event simulation: 10 endpoints, each a FCFS server
  *       with 4 slots and exponential service times (mean 1 ms; one
@@ -25,7 +25,7 @@
 
 #include "lb/lb.h"
 
-#define MAXN 1000
+#define MAXN 10000
 
 static struct mtd_lb_endpoint eps[MAXN + 1];
 static struct mtd_lb_stats stats[MAXN + 1];
@@ -71,23 +71,23 @@ static struct mtd_lb_picker *new_picker(const struct mtd_lb_ops *ops, size_t n, 
 
 static void bench_pick(void)
 {
-	static const size_t sizes[] = {3, 100, 1000};
+	static const size_t sizes[] = {3, 100, 1000, 10000};
 	static char keys[1024][16];
 	size_t nops;
 	const struct mtd_lb_ops *const *all = mtd_lb_all(&nops);
 
 	for (int k = 0; k < 1024; k++)
 		snprintf(keys[k], sizeof(keys[k]), "user-%d", k * 7919);
-	printf("| strategy | 3 eps | 100 eps | 1000 eps |\n");
-	printf("|---|---:|---:|---:|\n");
+	printf("| strategy | 3 eps | 100 eps | 1000 eps | 10000 eps |\n");
+	printf("|---|---:|---:|---:|---:|\n");
 	for (size_t s = 0; s < nops; s++) {
 		printf("| %s |", all[s]->name);
-		for (size_t z = 0; z < 3; z++) {
+		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 			size_t n = sizes[z];
 			struct mtd_lb_picker *p;
 			struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000};
 			uint64_t rng = 42, sink = 0;
-			long iters = n >= 1000 ? 200000 : 2000000;
+			long iters = n >= 10000 ? 20000 : n >= 1000 ? 200000 : 2000000;
 			double t0, t1;
 
 			make_eps(n, true);
