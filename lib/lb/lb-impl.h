@@ -163,6 +163,77 @@ void mtd_lb__alias_free(struct mtd_lb_alias *a);
 
 static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a, uint64_t *rng);
 
+/* ---- minimum tree (mintree.c) ------------------------------------------ */
+
+/* A tournament tree over n leaves (cost, tie weight), lock-free: any thread
+ * may set a leaf while others pick. Built once per endpoint set by the
+ * strategy that owns it; the strategy decides what a leaf's cost is and
+ * when it is refreshed. A leaf nobody set is empty (never picked). */
+struct mtd_lb__mintree {
+	_Atomic uint64_t *node; /* 2 x size words; node[1] is the root, leaf i is node[size + i] */
+	size_t size;            /* power of two >= n */
+	size_t n;
+};
+
+#define MTD_LB__MINTREE_EMPTY ((uint64_t)UINT32_MAX << 32)
+
+/* Allocate an all-empty tree over n >= 1 leaves. 0 or -ENOMEM. */
+int mtd_lb__mintree_init(struct mtd_lb__mintree *t, size_t n);
+void mtd_lb__mintree_free(struct mtd_lb__mintree *t);
+
+/* Set leaf i (< n) to (cost, tie_weight) and repair its path to the root.
+ * tie_weight 0 empties the leaf. Any thread, concurrently with picks and
+ * other sets; once every set has returned, every node is exact. */
+void mtd_lb__mintree_set(struct mtd_lb__mintree *t, size_t i, uint32_t cost, uint32_t tie_weight);
+
+/* init() only, before any other thread sees t: store leaves with
+ * atomic_init/relaxed stores into node[size + i], then build the inner
+ * nodes bottom-up in O(size). */
+void mtd_lb__mintree_build(struct mtd_lb__mintree *t);
+
+/* A leaf of least cost, ties split at random in proportion to their tie
+ * weights (one draw from rng); *cost receives the leaf's stored cost.
+ * -1 when no leaf has a tie weight. O(log n), lock-free, no allocation. A
+ * pick racing a set may land on a leaf that was a minimum a moment ago. */
+int mtd_lb__mintree_pick(const struct mtd_lb__mintree *t, uint64_t *rng, uint32_t *cost);
+
+/* Every inner node equals the combination of its children (tests: call
+ * only when no set is running). */
+bool mtd_lb__mintree_consistent(const struct mtd_lb__mintree *t);
+
+/* Tie weights of eps (their configured weights, 0 for weight <= 0, scaled
+ * down together if their sum would not fit 31 bits, never below 1 for a
+ * positive weight) into out[0..n); returns their sum. */
+uint32_t mtd_lb__mintree_tie_weights(const struct mtd_lb_endpoint *eps, size_t n, uint32_t *out);
+
+/* ---- least cost through the tree (least.c) ----------------------------- */
+
+/* Cost of one endpoint from its live stats (LEAST_ACTIVE: calls in flight;
+ * SHORTEST_RESPONSE: window average x (active + 1)). Pure, any thread. */
+typedef uint32_t mtd_lb__leaf_cost_fn(const struct mtd_lb_endpoint *ep);
+
+struct mtd_lb__least {
+	const struct mtd_lb_endpoint *eps;
+	size_t n;
+	mtd_lb__leaf_cost_fn *cost;
+	uint32_t *tw; /* tie weight per endpoint (0: drained, not in the tree) */
+	struct mtd_lb__mintree tree;
+	struct mtd_lb_warm_span span;
+};
+
+/* The ops of a least-cost strategy: its init passes its cost function. */
+int mtd_lb__least_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n,
+                       mtd_lb__leaf_cost_fn *cost, void **out);
+int mtd_lb__least_pick(void *state, const struct mtd_lb_pick_ctx *ctx);
+void mtd_lb__least_begin(void *state, size_t idx);
+void mtd_lb__least_report(void *state, size_t idx, const struct mtd_lb_result *res);
+void mtd_lb__least_tick(void *state, int64_t now_ms, int64_t now_ns);
+void mtd_lb__least_destroy(void *state);
+
+/* True when a SMOOTH_WEIGHTED_ROUND_ROBIN state's cycle is nginx's exact
+ * sequence (smooth_wrr.c: not past its layout budget or cycle cap). */
+bool mtd_lb__swrr_exact(const void *state);
+
 /* ---- inline bodies ------------------------------------------------------ */
 
 static inline uint64_t mtd_lb__rand_inline(uint64_t *s)

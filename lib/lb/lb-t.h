@@ -134,7 +134,11 @@ struct mtd_lb_ops {
 	/* Pick an endpoint index in [0, n), or -1 when every endpoint is
 	 * excluded. Called concurrently from every worker: lock-free. */
 	int (*pick)(void *state, const struct mtd_lb_pick_ctx *ctx);
-	/* Optional: outcome of a call picked from this state. Any thread. */
+	/* Optional: a call picked from this state was sent to idx (after its
+	 * stats counted it). Any thread. */
+	void (*begin)(void *state, size_t idx);
+	/* Optional: outcome of a call picked from this state (after its stats
+	 * counted it). Any thread. */
 	void (*report)(void *state, size_t idx, const struct mtd_lb_result *res);
 	/* Optional: periodic background work (e.g. Ribbon's weight recompute),
 	 * control thread, about once per second. */

@@ -56,8 +56,10 @@ int mtd_lb_pick(struct mtd_lb_picker *p, const struct mtd_lb_pick_ctx *ctx);
 
 /* Call accounting, any thread. begin: when the call is sent to eps[idx];
  * end: when it completes, with its outcome (now_ns: monotonic clock). Both
- * update eps[idx].stats and end also forwards the outcome to the strategy's
- * report hook. An idx >= p->n is ignored. Pair every begin with one end on
+ * update eps[idx].stats and then tell the strategy (its begin/report
+ * hooks: LEAST_ACTIVE and SHORTEST_RESPONSE keep their minimum tree current
+ * this way; a change they did not see is picked up at the next tick() or
+ * when a pick lands on the endpoint). An idx >= p->n is ignored. Pair every begin with one end on
  * the same picker, or use the stats functions below when the picker may
  * have been replaced in between (stats outlive pickers; report hooks are
  * only an optimisation). */

@@ -3,7 +3,7 @@
 lib_libmaitred_a_SOURCES += \
 	lib/lb/lb-t.h lib/lb/lb.h lib/lb/lb-impl.h lib/lb/bounded.h \
 	lib/lb/picker.c lib/lb/registry.c lib/lb/stats.c lib/lb/warmup.c \
-	lib/lb/weights.c lib/lb/hash.c \
+	lib/lb/weights.c lib/lb/hash.c lib/lb/mintree.c lib/lb/least.c \
 	lib/lb/random.c lib/lb/weighted_random.c \
 	lib/lb/round_robin.c lib/lb/weighted_round_robin.c \
 	lib/lb/smooth_wrr.c \
@@ -21,7 +21,8 @@ LB_UNIT_TESTS = \
 	tests/unit/test_lb_latency \
 	tests/unit/test_lb_hash \
 	tests/unit/test_lb_warmup \
-	tests/unit/test_lb_failmalloc
+	tests/unit/test_lb_failmalloc \
+	tests/unit/test_lb_threads
 
 check_PROGRAMS += $(LB_UNIT_TESTS)
 TESTS += $(LB_UNIT_TESTS)
@@ -60,3 +61,7 @@ tests_unit_test_lb_failmalloc_LDADD = $(TEST_UNIT_LIBS)
 # The fail-malloc suite interposes the allocator calls of lib/lb.
 tests_unit_test_lb_failmalloc_LDFLAGS = $(AM_LDFLAGS) \
 	-Wl,--wrap=malloc,--wrap=calloc,--wrap=aligned_alloc,--wrap=free
+
+tests_unit_test_lb_threads_SOURCES = tests/unit/lb/test_threads.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_threads_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_threads_LDADD = $(TEST_UNIT_LIBS)

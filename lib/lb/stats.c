@@ -191,6 +191,8 @@ void mtd_lb_call_begin(struct mtd_lb_picker *p, size_t idx)
 	if (idx >= p->n)
 		return;
 	mtd_lb_stats_begin(p->eps[idx].stats);
+	if (p->ops->begin != NULL && p->state != NULL)
+		p->ops->begin(p->state, idx);
 }
 
 void mtd_lb_call_end(struct mtd_lb_picker *p, size_t idx, const struct mtd_lb_result *res, int64_t now_ns)

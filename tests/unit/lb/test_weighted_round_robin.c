@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "lb-test.h"
+#include "lb/lb-impl.h"
 
 static Suite *wrr_suite(void);
 
@@ -122,10 +123,10 @@ START_TEST(swrr_nginx_sequence)
 }
 END_TEST
 
-START_TEST(swrr_workers_independent)
+START_TEST(swrr_workers_share_the_sequence)
 {
 	int32_t w[3] = {5, 1, 1};
-	static const int want[7] = {0, 0, 1, 0, 2, 0, 0};
+	static const int want[14] = {0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0};
 	struct t_set s;
 	struct mtd_lb_config cfg;
 	struct mtd_lb_picker *p;
@@ -139,11 +140,107 @@ START_TEST(swrr_workers_independent)
 	c0 = t_ctx(&s);
 	c1 = t_ctx(&s);
 	c1.worker = 1;
-	/* Interleaved picks of two workers: each sees its own sequence. */
-	for (int k = 0; k < 7; k++) {
+	/* Interleaved picks of two workers walk one global sequence. */
+	for (int k = 0; k < 14; k += 2) {
 		ck_assert_int_eq(mtd_lb_pick(p, &c0), want[k]);
-		ck_assert_int_eq(mtd_lb_pick(p, &c1), want[k]);
+		ck_assert_int_eq(mtd_lb_pick(p, &c1), want[k + 1]);
 	}
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+/* nginx's loop, verbatim in spirit: the reference the cycle must equal. */
+static void nginx_sequence(const int32_t *w, size_t n, int *out, size_t len)
+{
+	int64_t cur[T_MAX_EPS] = {0};
+
+	for (size_t k = 0; k < len; k++) {
+		int64_t total = 0;
+		int best = -1;
+
+		for (size_t i = 0; i < n; i++) {
+			if (w[i] <= 0)
+				continue;
+			cur[i] += w[i];
+			total += w[i];
+			if (best < 0 || cur[i] > cur[best])
+				best = (int)i;
+		}
+		cur[best] -= total;
+		out[k] = best;
+	}
+}
+
+START_TEST(swrr_cycle_is_nginx_sequence)
+{
+	static int want[4 * 150 * T_MAX_EPS / 8];
+	static const size_t sizes[] = {2, 3, 7, 10, 64, 200, 1000};
+	uint64_t rng = T_SEED;
+
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+		for (int variant = 0; variant < 3; variant++) {
+			size_t n = sizes[z], len = 0;
+			int32_t w[T_MAX_EPS];
+			struct t_set s;
+			struct mtd_lb_picker *p;
+			struct mtd_lb_pick_ctx ctx;
+
+			for (size_t i = 0; i < n; i++) {
+				/* equal; few distinct with a common factor; 1..150 with zeros */
+				if (variant == 0)
+					w[i] = 100;
+				else if (variant == 1)
+					w[i] = (int32_t)(10 * (1 + mtd_lb_rand(&rng) % 4));
+				else
+					w[i] = (int32_t)(mtd_lb_rand(&rng) % 151);
+				len += w[i] > 0 ? (size_t)w[i] : 0;
+			}
+			if (len == 0) {
+				w[0] = 1;
+				len = 1;
+			}
+			len = len * 2 > sizeof(want) / sizeof(want[0]) ? sizeof(want) / sizeof(want[0]) : len * 2;
+			nginx_sequence(w, n, want, len);
+			t_set_init(&s, n, w);
+			p = t_picker("SMOOTH_WEIGHTED_ROUND_ROBIN", &s, NULL);
+			ck_assert(mtd_lb__swrr_exact(p->state));
+			ctx = t_ctx(&s);
+			for (size_t k = 0; k < len; k++)
+				ck_assert_msg(mtd_lb_pick(p, &ctx) == want[k], "n %zu variant %d pick %zu", n, variant, k);
+			mtd_lb_picker_free(p);
+		}
+	}
+}
+END_TEST
+
+START_TEST(swrr_failure_shares_follow_health)
+{
+	int32_t w[4] = {100, 200, 300, 400};
+	double share[4];
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_result fail = {.ok = false, .latency_us = 10};
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 4, w);
+	p = t_picker("SMOOTH_WEIGHTED_ROUND_ROBIN", &s, NULL);
+	/* One failure on 3 (health 3/4), three on 1 (1/4). */
+	mtd_lb_call_begin(p, 3);
+	mtd_lb_call_end(p, 3, &fail, 1);
+	for (int k = 0; k < 3; k++) {
+		mtd_lb_call_begin(p, 1);
+		mtd_lb_call_end(p, 1, &fail, 1);
+	}
+	/* Effective 100, 50, 300, 300 of 750: deterministic thinning keeps
+	 * the shares within a few picks of exact. */
+	share[0] = 100.0 / 750;
+	share[1] = 50.0 / 750;
+	share[2] = 300.0 / 750;
+	share[3] = 300.0 / 750;
+	t_count(p, &s, counts, 75000);
+	for (size_t i = 0; i < 4; i++)
+		ck_assert_msg(fabs((double)counts[i] - share[i] * 75000) <= 20, "endpoint %zu: %llu", i,
+		              (unsigned long long)counts[i]);
 	mtd_lb_picker_free(p);
 }
 END_TEST
@@ -229,7 +326,9 @@ static Suite *wrr_suite(void)
 	tcase_add_test(tc, wrr_many_weights);
 	tcase_add_test(tc, wrr_zero_and_excluded);
 	tcase_add_test(tc, swrr_nginx_sequence);
-	tcase_add_test(tc, swrr_workers_independent);
+	tcase_add_test(tc, swrr_workers_share_the_sequence);
+	tcase_add_test(tc, swrr_cycle_is_nginx_sequence);
+	tcase_add_test(tc, swrr_failure_shares_follow_health);
 	tcase_add_test(tc, swrr_failure_cut_and_recovery);
 	tcase_add_test(tc, swrr_zero_excluded_single);
 	suite_add_tcase(s, tc);

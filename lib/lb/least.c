@@ -1,0 +1,133 @@
+/* The engine shared by LEAST_ACTIVE and SHORTEST_RESPONSE: the endpoint of
+ * least cost(i), ties broken by weighted random (seed 003: Dubbo
+ * LeastActiveLoadBalance / ShortestResponseLoadBalance), found in
+ * O(log n) through a minimum tree (mintree.c) instead of Dubbo's O(n) scan.
+ *
+ * A leaf holds cost(i) as last seen by this picker: refreshed by
+ * begin()/report() for each call of this picker (after the stats counted
+ * it) and by tick() for all leaves. A cost changed outside this picker
+ * (another picker sharing the endpoint - a method override, the snapshot
+ * before a membership change - or a test writing the stats) is seen:
+ *   - at once when it made the endpoint dearer: a pick checks the leaf it
+ *     lands on against cost(i), and if they differ repairs the leaf and
+ *     walks again (at most MAX_WALKS times, then takes the last landing);
+ *   - at the next tick() (about 1 s) when it made it cheaper.
+ * That is the documented bound of this approximation; with one picker per
+ * endpoint set, as in bench/lb's simulation, the pick is an exact minimum.
+ *
+ * Slow path, the O(n) two-pass scan (lb-impl.h mtd_lb__argmin_weighted):
+ * after MAX_WALKS stale landings, while some endpoint warms up (tie weights then change with time), when
+ * the tree's choice is excluded, and when no positive weight is left. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "lb/lb-impl.h"
+
+#define MAX_WALKS 3
+
+static void leaf_refresh(struct mtd_lb__least *s, size_t i)
+{
+	mtd_lb__mintree_set(&s->tree, i, s->cost(&s->eps[i]), s->tw[i]);
+}
+
+static uint64_t slow_cost(const void *state, size_t i, const struct mtd_lb_pick_ctx *ctx)
+{
+	const struct mtd_lb__least *s = state;
+
+	(void)ctx;
+	return s->cost(&s->eps[i]);
+}
+
+int mtd_lb__least_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n,
+                       mtd_lb__leaf_cost_fn *cost, void **out)
+{
+	struct mtd_lb__least *s = calloc(1, sizeof(*s));
+
+	if (s == NULL)
+		goto fail;
+	s->eps = eps;
+	s->n = n;
+	s->cost = cost;
+	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
+	s->tw = calloc(n, sizeof(*s->tw));
+	if (s->tw == NULL)
+		goto free_state;
+	if (mtd_lb__mintree_init(&s->tree, n) != 0)
+		goto free_tw;
+	mtd_lb__mintree_tie_weights(eps, n, s->tw);
+	for (size_t i = 0; i < n; i++)
+		if (s->tw[i] > 0)
+			atomic_init(&s->tree.node[s->tree.size + i], (uint64_t)cost(&eps[i]) << 32 | s->tw[i]);
+	mtd_lb__mintree_build(&s->tree);
+	*out = s;
+	return 0;
+
+free_tw:
+	free(s->tw);
+free_state:
+	free(s);
+fail:
+	return -ENOMEM;
+}
+
+void mtd_lb__least_destroy(void *state)
+{
+	struct mtd_lb__least *s = state;
+
+	if (s == NULL)
+		return;
+	mtd_lb__mintree_free(&s->tree);
+	free(s->tw);
+	free(s);
+}
+
+int mtd_lb__least_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
+{
+	struct mtd_lb__least *s = state;
+	int i = -1;
+
+	if (mtd_lb__warming(&s->span, ctx->now_ms))
+		goto slow;
+	for (int walk = 0; walk < MAX_WALKS; walk++) {
+		uint32_t seen, now;
+
+		i = mtd_lb__mintree_pick(&s->tree, mtd_lb__rng(ctx), &seen);
+		if (i < 0 || mtd_lb__excluded(ctx, (size_t)i))
+			goto slow;
+		now = s->cost(&s->eps[i]);
+		if (now == seen)
+			return i;
+		mtd_lb__mintree_set(&s->tree, (size_t)i, now, s->tw[i]);
+	}
+	/* Many costs moved behind our back: this once, the exact scan. */
+
+slow:
+	return mtd_lb__argmin_weighted(s, slow_cost, &s->span, s->eps, s->n, ctx);
+}
+
+void mtd_lb__least_begin(void *state, size_t idx)
+{
+	struct mtd_lb__least *s = state;
+
+	if (idx < s->n && s->tw[idx] > 0)
+		leaf_refresh(s, idx);
+}
+
+void mtd_lb__least_report(void *state, size_t idx, const struct mtd_lb_result *res)
+{
+	(void)res;
+	mtd_lb__least_begin(state, idx);
+}
+
+void mtd_lb__least_tick(void *state, int64_t now_ms, int64_t now_ns)
+{
+	struct mtd_lb__least *s = state;
+
+	(void)now_ms;
+	(void)now_ns;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->tw[i] > 0)
+			leaf_refresh(s, i);
+}
