@@ -10,14 +10,17 @@
  * before a membership change - or a test writing the stats) is seen:
  *   - at once when it made the endpoint dearer: a pick checks the leaf it
  *     lands on against cost(i), and if they differ repairs the leaf and
- *     walks again (at most MAX_WALKS times, then takes the last landing);
+ *     walks again (at most MAX_WALKS times, then the exact O(n) scan
+ *     decides that pick): a pick never lands on an endpoint that became
+ *     dearer than its leaf says;
  *   - at the next tick() (about 1 s) when it made it cheaper.
  * That is the documented bound of this approximation; with one picker per
  * endpoint set, as in bench/lb's simulation, the pick is an exact minimum.
  *
  * Slow path, the O(n) two-pass scan (lb-impl.h mtd_lb__argmin_weighted):
- * after MAX_WALKS stale landings, while some endpoint warms up (tie weights then change with time), when
- * the tree's choice is excluded, and when no positive weight is left. */
+ * after MAX_WALKS stale landings, while some endpoint warms up (tie weights
+ * then change with time), when the tree's choice is excluded, and when no
+ * positive weight is left. */
 #include "config.h"
 
 #include <errno.h>
