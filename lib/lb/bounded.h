@@ -12,6 +12,7 @@
 
 #include <math.h>
 
+#include "lb/lb.h"
 #include "lb/lb-impl.h"
 
 struct mtd_lb__bound {
@@ -46,6 +47,75 @@ static inline bool mtd_lb__bound_has_room(const struct mtd_lb__bound *b, double 
 	/* The epsilon keeps float noise from lifting an exact integer
 	 * share to the next one: the bound errs on the strict side. */
 	return (double)mtd_lb__active(ep) < ceil(b->per_weight * w - 1e-9);
+}
+
+/* Warmup on the ring (CONSISTENT_HASH; MAGLEV uses the key's fraction with
+ * a second table, maglev.c). A key walks its candidates in their fixed
+ * order (ring points clockwise), skipping the excluded and the full as
+ * above. A candidate whose
+ * warm share is f (mtd_lb__warm_fraction) takes the key only when the
+ * key's own fraction u (a second hash of the key, uniform in [0, 1)) is
+ * below f; a warm endpoint (f = 1) always takes it. After
+ * MTD_LB__WARM_CANDIDATES refusals the warmest refused candidate (first
+ * on ties) takes it.
+ *
+ * Why keys only move toward the new endpoint: f grows with time and is
+ * ordered by start time across endpoints (the same curve for all), so the
+ * set of candidates accepting a key only grows, and its first member can
+ * only move earlier in the key's order - toward the endpoint the plain ring
+ * gives it. When nobody accepts yet, the warmest refused candidate is the
+ * one that will accept first, so that fallback hands over without a jump.
+ * A new endpoint thus receives the keys with u < f(t) of its arcs: its
+ * share of its arcs is f(t), and a key that moved to it stays. When every
+ * endpoint started at once, every f is equal, and the first candidate -
+ * the plain owner - keeps each key: warmup is inert. */
+#define MTD_LB__WARM_CANDIDATES   16
+#define MTD_LB__KEY_FRACTION_SEED 0x6b65796672616331ULL /* "keyfrac1" */
+
+struct mtd_lb__warm_walk {
+	const struct mtd_lb_warmup *w;
+	int64_t now_ms;
+	double u; /* < 0 until needed */
+	int best;
+	double best_f;
+	unsigned refused;
+};
+
+static inline void mtd_lb__warm_walk_init(struct mtd_lb__warm_walk *ww, const struct mtd_lb_warmup *w, int64_t now_ms)
+{
+	*ww = (struct mtd_lb__warm_walk){.w = w, .now_ms = now_ms, .u = -1.0, .best = -1, .best_f = -1.0};
+}
+
+/* The key's fraction u: a second hash of it, uniform in [0, 1). */
+static inline double mtd_lb__key_fraction(const struct mtd_lb_pick_ctx *ctx)
+{
+	return (double)(mtd_lb_hash64(ctx->key, ctx->key_len, MTD_LB__KEY_FRACTION_SEED) >> 11) * 0x1.0p-53;
+}
+
+/* True when candidate idx takes the key (see above). */
+static inline bool mtd_lb__warm_takes(struct mtd_lb__warm_walk *ww, const struct mtd_lb_endpoint *eps, size_t idx,
+                                      const struct mtd_lb_pick_ctx *ctx)
+{
+	double f = mtd_lb__warm_fraction(ww->w, &eps[idx], ww->now_ms);
+
+	if (f >= 1.0)
+		return true;
+	if (ww->u < 0.0)
+		ww->u = mtd_lb__key_fraction(ctx);
+	if (ww->u < f)
+		return true;
+	if (f > ww->best_f) {
+		ww->best_f = f;
+		ww->best = (int)idx;
+	}
+	ww->refused++;
+	return false;
+}
+
+/* The warmest refused candidate once the walk has refused enough, else -1. */
+static inline int mtd_lb__warm_fallback(const struct mtd_lb__warm_walk *ww, bool walk_ended)
+{
+	return ww->refused >= MTD_LB__WARM_CANDIDATES || walk_ended ? ww->best : -1;
 }
 
 #endif

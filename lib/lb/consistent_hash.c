@@ -15,6 +15,10 @@
  * point. A call without a key goes to a random eligible endpoint (the data
  * plane applies HashKey.on_missing = FAIL before picking). Built once per
  * endpoint set in init(); a pick is a binary search, O(log points).
+ *
+ * Warmup (bounded.h): a new endpoint takes the keys of its arcs gradually,
+ * a key moving to it once its warm share passes the key's fraction, and
+ * never back.
  */
 #include "config.h"
 
@@ -40,6 +44,7 @@ struct ch_state {
 	size_t len;
 	double *w; /* ring weight of each endpoint (0: no points) */
 	double factor;
+	struct mtd_lb_warm_span span;
 };
 
 static const struct mtd_lb_endpoint *sort_eps;
@@ -84,6 +89,7 @@ static int ch_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	s->eps = eps;
 	s->n = n;
 	s->factor = cfg->bounded_load_factor;
+	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	s->w = calloc(n, sizeof(*s->w));
 	points_of = calloc(n, sizeof(*points_of));
 	if (s->w == NULL || points_of == NULL)
@@ -160,6 +166,8 @@ static int ch_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct ch_state *s = state;
 	struct mtd_lb__bound b = {.on = false};
+	struct mtd_lb__warm_walk ww;
+	bool warming;
 	size_t at;
 
 	if (ctx->key == NULL)
@@ -170,20 +178,31 @@ static int ch_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 			return mtd_lb__any_eligible(s->eps, s->n, ctx);
 	}
 	at = ring_find(s, (uint32_t)(mtd_lb_hash64(ctx->key, ctx->key_len, 0) >> 32));
+	/* bounded.h: while some endpoint ramps, its keys pass on by the key's
+	 * fraction; the span says until when anyone ramps. */
+	warming = ctx->now_ms < s->span.ramp_until_ms;
+	mtd_lb__warm_walk_init(&ww, &s->span.w, ctx->now_ms);
 	for (size_t k = 0; k < s->len; k++) {
 		const struct ring_point *p = &s->ring[(at + k) % s->len];
 
 		if (mtd_lb__excluded(ctx, p->idx))
 			continue;
-		if (mtd_lb__bound_has_room(&b, s->w[p->idx], &s->eps[p->idx]))
+		if (!mtd_lb__bound_has_room(&b, s->w[p->idx], &s->eps[p->idx]))
+			continue;
+		if (!warming || mtd_lb__warm_takes(&ww, s->eps, p->idx, ctx))
 			return (int)p->idx;
+		if (mtd_lb__warm_fallback(&ww, false) >= 0)
+			return ww.best;
 	}
+	if (mtd_lb__warm_fallback(&ww, true) >= 0)
+		return ww.best;
 	return mtd_lb__any_eligible(s->eps, s->n, ctx);
 }
 
 const struct mtd_lb_ops mtd_lb_ops_consistent_hash = {
         .name = "CONSISTENT_HASH",
-        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY | MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_RING_POINTS,
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY | MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_RING_POINTS |
+                MTD_LB_CAP_WARMUP,
         .init = ch_init,
         .pick = ch_pick,
         .destroy = ch_destroy,

@@ -68,6 +68,13 @@ uint64_t mtd_lb__entropy(void);
  * endpoint unreachable. */
 double mtd_lb__warm_weight(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoint *ep, int64_t now_ms);
 
+/* The warm share of ep at now_ms in [0, 1], the same curve for every
+ * endpoint whatever its weight (no [1, weight] clamp): uptime / warmup for
+ * LINEAR, max(min%, (uptime / warmup)^(1/aggression)) for SLOW_START, 1
+ * once warm or when the start is unknown. Non-decreasing in now_ms, and
+ * ordered by start time across endpoints: what the rings ramp by. */
+double mtd_lb__warm_fraction(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoint *ep, int64_t now_ms);
+
 /* What init() learns once about an endpoint set's warmup, with the warmup
  * options themselves: everything a weighted pick needs to weigh. */
 struct mtd_lb_warm_span {

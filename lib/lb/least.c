@@ -30,9 +30,25 @@
 
 #define MAX_WALKS 3
 
+/* Store-then-recheck, as for the inner nodes (mintree.c): a thread that
+ * read the cost before another thread's change may store after it, so
+ * whoever stores re-reads the cost and stores again until they agree. */
 static void leaf_refresh(struct mtd_lb__least *s, size_t i)
 {
-	mtd_lb__mintree_set(&s->tree, i, s->cost(&s->eps[i]), s->tw[i]);
+	uint32_t c, again;
+
+	/* The stats were changed by relaxed RMWs: order them before the
+	 * reads, and each store before its re-read (StoreLoad). */
+	atomic_thread_fence(memory_order_seq_cst);
+	c = s->cost(&s->eps[i]);
+	for (;;) {
+		mtd_lb__mintree_set(&s->tree, i, c, s->tw[i]);
+		atomic_thread_fence(memory_order_seq_cst);
+		again = s->cost(&s->eps[i]);
+		if (again == c)
+			return;
+		c = again;
+	}
 }
 
 static uint64_t slow_cost(const void *state, size_t i, const struct mtd_lb_pick_ctx *ctx)
@@ -102,7 +118,7 @@ int mtd_lb__least_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 		now = s->cost(&s->eps[i]);
 		if (now == seen)
 			return i;
-		mtd_lb__mintree_set(&s->tree, (size_t)i, now, s->tw[i]);
+		leaf_refresh(s, (size_t)i);
 	}
 	/* Many costs moved behind our back: this once, the exact scan. */
 

@@ -22,7 +22,8 @@ LB_UNIT_TESTS = \
 	tests/unit/test_lb_hash \
 	tests/unit/test_lb_warmup \
 	tests/unit/test_lb_failmalloc \
-	tests/unit/test_lb_threads
+	tests/unit/test_lb_threads \
+	tests/unit/test_lb_ring
 
 check_PROGRAMS += $(LB_UNIT_TESTS)
 TESTS += $(LB_UNIT_TESTS)
@@ -65,3 +66,7 @@ tests_unit_test_lb_failmalloc_LDFLAGS = $(AM_LDFLAGS) \
 tests_unit_test_lb_threads_SOURCES = tests/unit/lb/test_threads.c tests/unit/lb/lb-test.h
 tests_unit_test_lb_threads_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_lb_threads_LDADD = $(TEST_UNIT_LIBS)
+
+tests_unit_test_lb_ring_SOURCES = tests/unit/lb/test_ring.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_ring_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_ring_LDADD = $(TEST_UNIT_LIBS)

@@ -13,6 +13,11 @@
  * (bounded.h) endpoint passes the call to the next slot, which belongs to
  * an effectively random other endpoint, the same one for the same key.
  * A pick is one table load. Requires N <= M.
+ *
+ * Warmup: while endpoints ramp, a second table over the endpoints that were
+ * warm when the newest joined says where a key was before; a key whose
+ * owner ramps at share f moves to it once f passes the key's fraction
+ * (bounded.h), and never back.
  */
 #include "config.h"
 
@@ -31,9 +36,11 @@ struct mg_state {
 	const struct mtd_lb_endpoint *eps;
 	size_t n;
 	uint32_t *table;
+	uint32_t *warm_table; /* NULL unless some endpoint ramps (mg_init) */
 	uint32_t size;
 	double *w;
 	double factor;
+	struct mtd_lb_warm_span span;
 };
 
 static const struct mtd_lb_endpoint *sort_eps; /* control thread only */
@@ -53,18 +60,53 @@ static void mg_destroy(void *state)
 	if (s == NULL)
 		return;
 	free(s->table);
+	free(s->warm_table);
 	free(s->w);
 	free(s);
+}
+
+/* Fill table[0..size) with members[0..nm) (in id order) by their
+ * permutations; pos/count are scratch of n entries. */
+static void fill(uint32_t *table, uint32_t size, const uint32_t *members, size_t nm, const double *w,
+                 const uint64_t *offset, const uint64_t *skip, uint64_t *pos, uint64_t *count)
+{
+	double wmax = 0.0;
+	size_t filled = 0;
+
+	for (size_t k = 0; k < nm; k++) {
+		pos[members[k]] = offset[members[k]];
+		count[members[k]] = 0;
+		if (w[members[k]] > wmax)
+			wmax = w[members[k]];
+	}
+	for (uint32_t j = 0; j < size; j++)
+		table[j] = UINT32_MAX;
+	for (uint64_t round = 0; filled < size; round++) {
+		for (size_t k = 0; k < nm && filled < size; k++) {
+			uint32_t i = members[k];
+
+			/* Envoy weighted maglev: a turn while count <= round x
+			 * normalised weight. */
+			if ((double)count[i] > (double)round * w[i] / wmax)
+				continue;
+			while (table[pos[i]] != UINT32_MAX)
+				pos[i] = (pos[i] + skip[i]) % size;
+			table[pos[i]] = i;
+			pos[i] = (pos[i] + skip[i]) % size;
+			count[i]++;
+			filled++;
+		}
+	}
 }
 
 static int mg_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
                    void **out)
 {
 	struct mg_state *s;
-	uint64_t *pos = NULL, *skip = NULL, *count = NULL;
-	uint32_t *members = NULL;
-	size_t nm = 0, filled = 0;
-	double wmax = 0.0;
+	uint64_t *offset = NULL, *pos = NULL, *skip = NULL, *count = NULL;
+	uint32_t *members = NULL, *warm = NULL;
+	size_t nm = 0, nw = 0;
+	int64_t newest = INT64_MIN;
 	bool any_positive = false;
 	int rc = -ENOMEM;
 
@@ -75,13 +117,17 @@ static int mg_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	s->n = n;
 	s->size = cfg->table_size;
 	s->factor = cfg->bounded_load_factor;
+	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	s->w = calloc(n, sizeof(*s->w));
 	s->table = malloc((size_t)s->size * sizeof(*s->table));
+	offset = calloc(n, sizeof(*offset));
 	pos = calloc(n, sizeof(*pos));
 	skip = calloc(n, sizeof(*skip));
 	count = calloc(n, sizeof(*count));
 	members = calloc(n, sizeof(*members));
-	if (s->w == NULL || s->table == NULL || pos == NULL || skip == NULL || count == NULL || members == NULL)
+	warm = calloc(n, sizeof(*warm));
+	if (s->w == NULL || s->table == NULL || offset == NULL || pos == NULL || skip == NULL || count == NULL ||
+	    members == NULL || warm == NULL)
 		goto free_all;
 	for (size_t i = 0; i < n; i++)
 		any_positive |= eps[i].weight > 0;
@@ -92,9 +138,9 @@ static int mg_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 		if (s->w[i] <= 0.0)
 			continue;
 		members[nm++] = (uint32_t)i;
-		if (s->w[i] > wmax)
-			wmax = s->w[i];
-		pos[i] = mtd_lb_hash64(eps[i].id, len, SEED_OFFSET) % s->size;
+		if (eps[i].start_ms > newest)
+			newest = eps[i].start_ms;
+		offset[i] = mtd_lb_hash64(eps[i].id, len, SEED_OFFSET) % s->size;
 		skip[i] = mtd_lb_hash64(eps[i].id, len, SEED_SKIP) % (s->size - 1) + 1;
 	}
 	/* Fill in id order, so the table does not depend on the order of
@@ -106,36 +152,56 @@ static int mg_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 		rc = -EINVAL;
 		goto free_all;
 	}
-	for (uint32_t j = 0; j < s->size; j++)
-		s->table[j] = UINT32_MAX;
-	for (uint64_t round = 0; filled < s->size; round++) {
-		for (size_t k = 0; k < nm && filled < s->size; k++) {
-			uint32_t i = members[k];
+	fill(s->table, s->size, members, nm, s->w, offset, skip, pos, count);
+	/* Warmup's second table: the members certainly warm by the time the
+	 * newest one started (start unknown, or ramp over before it). A key
+	 * a ramping owner refuses goes to its owner there, i.e. where it was
+	 * before the ramping ones joined. None warm, or nobody ramping: no
+	 * second table, warmup is inert. */
+	if (cfg->warmup.duration_ms > 0 && s->span.ramp_until_ms != INT64_MIN) {
+		for (size_t k = 0; k < nm; k++) {
+			const struct mtd_lb_endpoint *ep = &eps[members[k]];
 
-			/* Envoy weighted maglev: a turn while count <= round x
-			 * normalised weight. */
-			if ((double)count[i] > (double)round * s->w[i] / wmax)
-				continue;
-			while (s->table[pos[i]] != UINT32_MAX)
-				pos[i] = (pos[i] + skip[i]) % s->size;
-			s->table[pos[i]] = i;
-			pos[i] = (pos[i] + skip[i]) % s->size;
-			count[i]++;
-			filled++;
+			if (ep->start_ms <= 0 || (ep->start_ms <= INT64_MAX - cfg->warmup.duration_ms &&
+			                          ep->start_ms + cfg->warmup.duration_ms <= newest))
+				warm[nw++] = members[k];
+		}
+		if (nw > 0 && nw < nm) {
+			s->warm_table = malloc((size_t)s->size * sizeof(*s->warm_table));
+			if (s->warm_table == NULL)
+				goto free_all;
+			fill(s->warm_table, s->size, warm, nw, s->w, offset, skip, pos, count);
 		}
 	}
 	rc = 0;
 	*out = s;
 
 free_all:
+	free(warm);
 	free(members);
 	free(count);
 	free(skip);
 	free(pos);
+	free(offset);
 	if (rc != 0)
 		mg_destroy(s);
 fail:
 	return rc;
+}
+
+/* The first slot from h on whose endpoint is eligible and has room, or -1. */
+static int walk(const struct mg_state *s, const uint32_t *table, uint64_t h, const struct mtd_lb__bound *b,
+                const struct mtd_lb_pick_ctx *ctx)
+{
+	for (uint32_t k = 0; k < s->size; k++) {
+		uint32_t i = table[(h + k) % s->size];
+
+		if (mtd_lb__excluded(ctx, i))
+			continue;
+		if (mtd_lb__bound_has_room(b, s->w[i], &s->eps[i]))
+			return (int)i;
+	}
+	return -1;
 }
 
 static int mg_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
@@ -143,6 +209,7 @@ static int mg_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	struct mg_state *s = state;
 	struct mtd_lb__bound b = {.on = false};
 	uint64_t h;
+	int i;
 
 	if (ctx->key == NULL)
 		return mtd_lb__any_eligible(s->eps, s->n, ctx);
@@ -152,20 +219,28 @@ static int mg_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 			return mtd_lb__any_eligible(s->eps, s->n, ctx);
 	}
 	h = mtd_lb_hash64(ctx->key, ctx->key_len, 0) % s->size;
-	for (uint32_t k = 0; k < s->size; k++) {
-		uint32_t i = s->table[(h + k) % s->size];
+	i = walk(s, s->table, h, &b, ctx);
+	if (i < 0)
+		return mtd_lb__any_eligible(s->eps, s->n, ctx);
+	/* bounded.h: a ramping owner takes the key by the key's fraction,
+	 * else the key stays where it was before the ramping ones joined. */
+	if (s->warm_table != NULL && ctx->now_ms < s->span.ramp_until_ms) {
+		double f = mtd_lb__warm_fraction(&s->span.w, &s->eps[i], ctx->now_ms);
 
-		if (mtd_lb__excluded(ctx, i))
-			continue;
-		if (mtd_lb__bound_has_room(&b, s->w[i], &s->eps[i]))
-			return (int)i;
+		if (f < 1.0 && !(mtd_lb__key_fraction(ctx) < f)) {
+			int j = walk(s, s->warm_table, h, &b, ctx);
+
+			if (j >= 0)
+				return j;
+		}
 	}
-	return mtd_lb__any_eligible(s->eps, s->n, ctx);
+	return i;
 }
 
 const struct mtd_lb_ops mtd_lb_ops_maglev = {
         .name = "MAGLEV",
-        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY | MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_TABLE_SIZE,
+        .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY | MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_TABLE_SIZE |
+                MTD_LB_CAP_WARMUP,
         .init = mg_init,
         .pick = mg_pick,
         .destroy = mg_destroy,

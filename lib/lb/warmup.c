@@ -54,6 +54,29 @@ double mtd_lb__warm_weight(const struct mtd_lb_warmup *w, const struct mtd_lb_en
 	return out;
 }
 
+double mtd_lb__warm_fraction(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoint *ep, int64_t now_ms)
+{
+	int64_t up;
+	double f;
+
+	if (w->duration_ms <= 0 || ep->start_ms <= 0)
+		return 1.0;
+	up = now_ms - ep->start_ms;
+	if (up >= w->duration_ms)
+		return 1.0;
+	if (up < 0)
+		up = 0;
+	f = (double)up / (double)w->duration_ms;
+	if (w->curve == MTD_LB_WARMUP_SLOW_START) {
+		double aggr = w->aggression > 0.0 ? w->aggression : 1.0;
+
+		if (aggr != 1.0)
+			f = pow(f, 1.0 / aggr);
+		f = fmax(w->min_weight_percent / 100.0, f);
+	}
+	return f < 1.0 ? f : 1.0;
+}
+
 void mtd_lb__warm_span(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoint *eps, size_t n,
                        struct mtd_lb_warm_span *span)
 {
