@@ -563,6 +563,13 @@ static void build_lb(struct builder *b, const PbLb *m, const void *owner, const 
 	if (m->decay != NULL && lb_opt_allowed(b, info, caps & MTD_LB_CAP_DECAY, m, "decay", path))
 		out->decay_ms = dur_ms(b, m->decay, MTD_LB_DEFAULT_DECAY_MS, ZERO_IS_ERROR, at(b, m, "decay", NULL),
 		                       sub(p, sizeof(p), path, "decay"));
+	/* Ranges: lb_check() with lib/lb's rule (hot_keys.*). */
+	if (m->hot_keys != NULL && lb_opt_allowed(b, info, caps & MTD_LB_CAP_HOT_KEYS, m, "hot_keys", path)) {
+		out->hot_keys.threshold_per_second = m->hot_keys->threshold_per_second != 0
+		                                             ? m->hot_keys->threshold_per_second
+		                                             : MTD_LB_DEFAULT_HOT_THRESHOLD;
+		out->hot_keys.spread = m->hot_keys->spread != 0 ? m->hot_keys->spread : MTD_LB_DEFAULT_HOT_SPREAD;
+	}
 }
 
 /* The rule of lib/lb/picker.c's mtd_lb_config_check() that refused `field`,
@@ -604,6 +611,12 @@ static bool lb_rule(struct mtd_lb_config *lb, const char *field, char *buf, size
 	} else if (strcmp(field, "warmup.min_weight_percent") == 0) {
 		snprintf(buf, size, "must be in 0..100");
 		lb->warmup.min_weight_percent = def.warmup.min_weight_percent;
+	} else if (strcmp(field, "hot_keys.spread") == 0) {
+		snprintf(buf, size, "must be in 2..%u, got %u", MTD_LB_MAX_HOT_SPREAD, (unsigned)lb->hot_keys.spread);
+		lb->hot_keys.spread = MTD_LB_DEFAULT_HOT_SPREAD;
+	} else if (strcmp(field, "hot_keys.threshold_per_second") == 0) {
+		snprintf(buf, size, "must be at least 1");
+		lb->hot_keys.threshold_per_second = MTD_LB_DEFAULT_HOT_THRESHOLD;
 	} else {
 		return false;
 	}
@@ -629,6 +642,9 @@ static void lb_check(struct builder *b, const PbLb *m, const void *owner, const 
 		if (strncmp(field, "warmup.", 7) == 0) {
 			where = at(b, svc->warmup, field + 7, svc);
 			sub(p, sizeof(p), svc_path, field);
+		} else if (strncmp(field, "hot_keys.", 9) == 0 && m != NULL) {
+			where = at(b, m->hot_keys, field + 9, m);
+			sub(p, sizeof(p), path, field);
 		} else {
 			where = at(b, m, field, owner);
 			sub(p, sizeof(p), path, field);

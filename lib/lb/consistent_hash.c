@@ -19,6 +19,10 @@
  * Warmup (bounded.h): a new endpoint takes the keys of its arcs gradually,
  * a key moving to it once its warm share passes the key's fraction, and
  * never back.
+ *
+ * Hot keys (hotkeys.c): a key above hot_keys.threshold_per_second goes to
+ * one of the first hot_keys.spread distinct endpoints clockwise, at random;
+ * cold keys keep their one endpoint.
  */
 #include "config.h"
 
@@ -45,6 +49,7 @@ struct ch_state {
 	double *w; /* ring weight of each endpoint (0: no points) */
 	double factor;
 	struct mtd_lb_warm_span span;
+	struct mtd_lb__hot hot;
 };
 
 static const struct mtd_lb_endpoint *sort_eps;
@@ -68,6 +73,7 @@ static void ch_destroy(void *state)
 
 	if (s == NULL)
 		return;
+	mtd_lb__hot_free(&s->hot);
 	free(s->ring);
 	free(s->w);
 	free(s);
@@ -92,7 +98,7 @@ static int ch_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	s->w = calloc(n, sizeof(*s->w));
 	points_of = calloc(n, sizeof(*points_of));
-	if (s->w == NULL || points_of == NULL)
+	if (s->w == NULL || points_of == NULL || mtd_lb__hot_init(&s->hot, &cfg->hot_keys) != 0)
 		goto free_state;
 	for (size_t i = 0; i < n; i++)
 		any_positive |= eps[i].weight > 0;
@@ -162,12 +168,41 @@ static size_t ring_find(const struct ch_state *s, uint32_t h)
 	return lo == s->len ? 0 : lo; /* past the last point: wrap around */
 }
 
+/* A hot key: uniform over the first `spread` distinct eligible endpoints
+ * clockwise from its place (warm ones only while some endpoint ramps),
+ * so each takes 1/spread of the key; fewer when the ring has fewer. -1
+ * when none is eligible. Bounded load does not apply: the spread is the
+ * key's bound. */
+static int hot_pick(const struct ch_state *s, size_t at, bool warming, const struct mtd_lb_pick_ctx *ctx)
+{
+	uint32_t cand[MTD_LB_MAX_HOT_SPREAD];
+	size_t nc = 0, limit = s->len < 64 * (size_t)s->hot.spread ? s->len : 64 * (size_t)s->hot.spread;
+
+	for (size_t k = 0; k < limit && nc < s->hot.spread; k++) {
+		uint32_t i = s->ring[(at + k) % s->len].idx;
+		bool seen = false;
+
+		if (mtd_lb__excluded(ctx, i))
+			continue;
+		if (warming && mtd_lb__warm_fraction(&s->span.w, &s->eps[i], ctx->now_ms) < 1.0)
+			continue;
+		for (size_t c = 0; c < nc && !seen; c++)
+			seen = cand[c] == i;
+		if (!seen)
+			cand[nc++] = i;
+	}
+	if (nc == 0)
+		return -1;
+	return (int)cand[mtd_lb__below(mtd_lb__rng(ctx), nc)];
+}
+
 static int ch_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct ch_state *s = state;
 	struct mtd_lb__bound b = {.on = false};
 	struct mtd_lb__warm_walk ww;
 	bool warming;
+	uint64_t kh;
 	size_t at;
 
 	if (ctx->key == NULL)
@@ -177,10 +212,17 @@ static int ch_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 		if (b.eligible == 0) /* only drained endpoints left, or none */
 			return mtd_lb__any_eligible(s->eps, s->n, ctx);
 	}
-	at = ring_find(s, (uint32_t)(mtd_lb_hash64(ctx->key, ctx->key_len, 0) >> 32));
+	kh = mtd_lb_hash64(ctx->key, ctx->key_len, 0);
+	at = ring_find(s, (uint32_t)(kh >> 32));
 	/* bounded.h: while some endpoint ramps, its keys pass on by the key's
 	 * fraction; the span says until when anyone ramps. */
 	warming = ctx->now_ms < s->span.ramp_until_ms;
+	if (s->hot.slot != NULL && mtd_lb__hot_observe(&s->hot, kh, ctx->now_ms)) {
+		int i = hot_pick(s, at, warming, ctx);
+
+		if (i >= 0)
+			return i;
+	}
 	mtd_lb__warm_walk_init(&ww, &s->span.w, ctx->now_ms);
 	for (size_t k = 0; k < s->len; k++) {
 		const struct ring_point *p = &s->ring[(at + k) % s->len];
@@ -202,7 +244,7 @@ static int ch_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 const struct mtd_lb_ops mtd_lb_ops_consistent_hash = {
         .name = "CONSISTENT_HASH",
         .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY | MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_RING_POINTS |
-                MTD_LB_CAP_WARMUP,
+                MTD_LB_CAP_WARMUP | MTD_LB_CAP_HOT_KEYS,
         .init = ch_init,
         .pick = ch_pick,
         .destroy = ch_destroy,

@@ -241,6 +241,26 @@ void mtd_lb__least_destroy(void *state);
  * sequence (smooth_wrr.c: not past its layout budget or cycle cap). */
 bool mtd_lb__swrr_exact(const void *state);
 
+/* ---- hot keys (hotkeys.c) ---------------------------------------------- */
+
+#define MTD_LB__HOT_SLOTS 4096u /* per sketch row; a power of two */
+
+/* The call-rate sketch of one hashing picker; slot == NULL when off. */
+struct mtd_lb__hot {
+	_Atomic uint64_t *slot;
+	uint32_t threshold;
+	uint32_t spread;
+};
+
+/* 0, or -ENOMEM. Off (no allocation) when cfg->spread < 2. */
+int mtd_lb__hot_init(struct mtd_lb__hot *h, const struct mtd_lb_hot_keys *cfg);
+void mtd_lb__hot_free(struct mtd_lb__hot *h);
+
+/* Count one call of the key whose mtd_lb_hash64 is key_hash at wall-clock
+ * now_ms; true when the key's rate over the last second exceeds the
+ * threshold. Any thread, lock-free; false when off. */
+bool mtd_lb__hot_observe(struct mtd_lb__hot *h, uint64_t key_hash, int64_t now_ms);
+
 /* ---- inline bodies ------------------------------------------------------ */
 
 static inline uint64_t mtd_lb__rand_inline(uint64_t *s)

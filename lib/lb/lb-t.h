@@ -56,6 +56,14 @@ struct mtd_lb_warmup {
 	double min_weight_percent; /* SLOW_START floor, default 10 */
 };
 
+/* LoadBalancing.hot_keys (CONSISTENT_HASH, MAGLEV): a key called more
+ * than threshold_per_second times a second is spread over the first
+ * `spread` distinct endpoints of its walk. spread 0 = off. */
+struct mtd_lb_hot_keys {
+	uint32_t threshold_per_second; /* default 100 */
+	uint32_t spread;               /* 2..MTD_LB_MAX_HOT_SPREAD; default 3 when set */
+};
+
 /* Validated options of one `lb` block (service level, or a method override),
  * with every default already applied by the config layer. */
 struct mtd_lb_config {
@@ -67,7 +75,8 @@ struct mtd_lb_config {
 	double bounded_load_factor;  /* 0 = unbounded, else > 1 */
 	int64_t decay_ms;            /* PEAK_EWMA / WEIGHTED_RESPONSE_TIME */
 	struct mtd_lb_warmup warmup; /* from the service */
-	unsigned n_workers;          /* pick() callers pass worker < n_workers */
+	struct mtd_lb_hot_keys hot_keys;
+	unsigned n_workers; /* pick() callers pass worker < n_workers */
 };
 
 /* Everything one pick needs. Built on the caller's stack. */
@@ -104,18 +113,22 @@ enum {
 	MTD_LB_CAP_DECAY = 1u << 5,
 	MTD_LB_CAP_RING_POINTS = 1u << 6, /* CONSISTENT_HASH ring_points */
 	MTD_LB_CAP_TABLE_SIZE = 1u << 7,  /* MAGLEV table_size */
+	MTD_LB_CAP_HOT_KEYS = 1u << 8,    /* hot_keys */
 	                                  /* CAP_CHOICE_COUNT also covers active_request_bias (LEAST_REQUEST). */
 };
 
 /* Defaults (mtd_lb_config_defaults) and hard limits (mtd_lb_config_check). */
-#define MTD_LB_DEFAULT_CHOICE_COUNT 2u       /* Envoy least_request */
-#define MTD_LB_DEFAULT_RING_POINTS  160u     /* seed 003: Dubbo hash.nodes */
-#define MTD_LB_DEFAULT_TABLE_SIZE   65537u   /* Envoy maglev */
-#define MTD_LB_DEFAULT_DECAY_MS     10000    /* linkerd peak-EWMA decay */
-#define MTD_LB_MAX_RING_POINTS      10000u   /* per endpoint at weight 100 */
-#define MTD_LB_MAX_TABLE_SIZE       5000011u /* Envoy's cap on maglev tables */
-#define MTD_LB_MAX_ENDPOINTS        100000u
-#define MTD_LB_WINDOW_SLIDE_NS      30000000000LL /* Dubbo slidePeriod, 30 s */
+#define MTD_LB_DEFAULT_CHOICE_COUNT  2u       /* Envoy least_request */
+#define MTD_LB_DEFAULT_RING_POINTS   160u     /* seed 003: Dubbo hash.nodes */
+#define MTD_LB_DEFAULT_TABLE_SIZE    65537u   /* Envoy maglev */
+#define MTD_LB_DEFAULT_DECAY_MS      10000    /* linkerd peak-EWMA decay */
+#define MTD_LB_MAX_RING_POINTS       10000u   /* per endpoint at weight 100 */
+#define MTD_LB_MAX_TABLE_SIZE        5000011u /* Envoy's cap on maglev tables */
+#define MTD_LB_MAX_ENDPOINTS         100000u
+#define MTD_LB_DEFAULT_HOT_THRESHOLD 100u /* calls per second */
+#define MTD_LB_DEFAULT_HOT_SPREAD    3u
+#define MTD_LB_MAX_HOT_SPREAD        16u
+#define MTD_LB_WINDOW_SLIDE_NS       30000000000LL /* Dubbo slidePeriod, 30 s */
 /* A failed call is fed to the latency estimate as at least this slow. */
 #define MTD_LB_FAILURE_PENALTY_US     1000000.0
 #define MTD_LB_FAILURE_PENALTY_FACTOR 4.0

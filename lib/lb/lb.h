@@ -20,7 +20,8 @@ const struct mtd_lb_ops *const *mtd_lb_all(size_t *n);
 
 /* Fill *cfg with every default for strategy ops (which may be NULL):
  * choice_count 2, bias 1.0, ring_points 160, table_size 65537, unbounded,
- * decay 10 s, no warmup (linear, aggression 1, floor 10 %), 1 worker. */
+ * decay 10 s, no warmup (linear, aggression 1, floor 10 %), hot keys off
+ * (threshold 100/s), 1 worker. */
 void mtd_lb_config_defaults(struct mtd_lb_config *cfg, const struct mtd_lb_ops *ops);
 
 /* Validate the options the chosen strategy uses (an option a strategy does

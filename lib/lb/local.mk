@@ -3,7 +3,7 @@
 lib_libmaitred_a_SOURCES += \
 	lib/lb/lb-t.h lib/lb/lb.h lib/lb/lb-impl.h lib/lb/bounded.h \
 	lib/lb/picker.c lib/lb/registry.c lib/lb/stats.c lib/lb/warmup.c \
-	lib/lb/weights.c lib/lb/hash.c lib/lb/mintree.c lib/lb/least.c \
+	lib/lb/weights.c lib/lb/hash.c lib/lb/mintree.c lib/lb/least.c lib/lb/hotkeys.c \
 	lib/lb/random.c lib/lb/weighted_random.c \
 	lib/lb/round_robin.c lib/lb/weighted_round_robin.c \
 	lib/lb/smooth_wrr.c \

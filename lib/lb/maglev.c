@@ -17,7 +17,8 @@
  * Warmup: while endpoints ramp, a second table over the endpoints that were
  * warm when the newest joined says where a key was before; a key whose
  * owner ramps at share f moves to it once f passes the key's fraction
- * (bounded.h), and never back.
+ * (bounded.h), and never back. Hot keys as in consistent_hash.c, over the
+ * key's slots onward.
  */
 #include "config.h"
 
@@ -41,6 +42,7 @@ struct mg_state {
 	double *w;
 	double factor;
 	struct mtd_lb_warm_span span;
+	struct mtd_lb__hot hot;
 };
 
 static const struct mtd_lb_endpoint *sort_eps; /* control thread only */
@@ -59,6 +61,7 @@ static void mg_destroy(void *state)
 
 	if (s == NULL)
 		return;
+	mtd_lb__hot_free(&s->hot);
 	free(s->table);
 	free(s->warm_table);
 	free(s->w);
@@ -127,7 +130,7 @@ static int mg_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	members = calloc(n, sizeof(*members));
 	warm = calloc(n, sizeof(*warm));
 	if (s->w == NULL || s->table == NULL || offset == NULL || pos == NULL || skip == NULL || count == NULL ||
-	    members == NULL || warm == NULL)
+	    members == NULL || warm == NULL || mtd_lb__hot_init(&s->hot, &cfg->hot_keys) != 0)
 		goto free_all;
 	for (size_t i = 0; i < n; i++)
 		any_positive |= eps[i].weight > 0;
@@ -204,11 +207,39 @@ static int walk(const struct mg_state *s, const uint32_t *table, uint64_t h, con
 	return -1;
 }
 
+/* A hot key: uniform over the first `spread` distinct eligible endpoints
+ * of its slots onward (warm ones only while some endpoint ramps); -1 when
+ * none is eligible. Bounded load does not apply: the spread is the key's
+ * bound. */
+static int hot_pick(const struct mg_state *s, uint64_t h, const struct mtd_lb_pick_ctx *ctx)
+{
+	uint32_t cand[MTD_LB_MAX_HOT_SPREAD];
+	size_t nc = 0, limit = s->size < 64 * (size_t)s->hot.spread ? s->size : 64 * (size_t)s->hot.spread;
+	bool warming = ctx->now_ms < s->span.ramp_until_ms;
+
+	for (size_t k = 0; k < limit && nc < s->hot.spread; k++) {
+		uint32_t i = s->table[(h + k) % s->size];
+		bool seen = false;
+
+		if (mtd_lb__excluded(ctx, i))
+			continue;
+		if (warming && mtd_lb__warm_fraction(&s->span.w, &s->eps[i], ctx->now_ms) < 1.0)
+			continue;
+		for (size_t c = 0; c < nc && !seen; c++)
+			seen = cand[c] == i;
+		if (!seen)
+			cand[nc++] = i;
+	}
+	if (nc == 0)
+		return -1;
+	return (int)cand[mtd_lb__below(mtd_lb__rng(ctx), nc)];
+}
+
 static int mg_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct mg_state *s = state;
 	struct mtd_lb__bound b = {.on = false};
-	uint64_t h;
+	uint64_t h, kh;
 	int i;
 
 	if (ctx->key == NULL)
@@ -218,7 +249,13 @@ static int mg_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 		if (b.eligible == 0)
 			return mtd_lb__any_eligible(s->eps, s->n, ctx);
 	}
-	h = mtd_lb_hash64(ctx->key, ctx->key_len, 0) % s->size;
+	kh = mtd_lb_hash64(ctx->key, ctx->key_len, 0);
+	h = kh % s->size;
+	if (s->hot.slot != NULL && mtd_lb__hot_observe(&s->hot, kh, ctx->now_ms)) {
+		i = hot_pick(s, h, ctx);
+		if (i >= 0)
+			return i;
+	}
 	i = walk(s, s->table, h, &b, ctx);
 	if (i < 0)
 		return mtd_lb__any_eligible(s->eps, s->n, ctx);
@@ -240,7 +277,7 @@ static int mg_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 const struct mtd_lb_ops mtd_lb_ops_maglev = {
         .name = "MAGLEV",
         .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_HASH_KEY | MTD_LB_CAP_BOUNDED_LOAD | MTD_LB_CAP_TABLE_SIZE |
-                MTD_LB_CAP_WARMUP,
+                MTD_LB_CAP_WARMUP | MTD_LB_CAP_HOT_KEYS,
         .init = mg_init,
         .pick = mg_pick,
         .destroy = mg_destroy,

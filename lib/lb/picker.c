@@ -35,6 +35,7 @@ void mtd_lb_config_defaults(struct mtd_lb_config *cfg, const struct mtd_lb_ops *
 	                        .aggression = 1.0,
 	                        .min_weight_percent = 10.0,
 	                },
+	        .hot_keys = {.threshold_per_second = MTD_LB_DEFAULT_HOT_THRESHOLD, .spread = 0},
 	        .n_workers = 1,
 	};
 }
@@ -63,6 +64,11 @@ int mtd_lb_config_check(const struct mtd_lb_config *cfg, const char **field)
 		bad = "bounded_load_factor";
 	else if ((caps & MTD_LB_CAP_DECAY) && cfg->decay_ms <= 0)
 		bad = "decay";
+	else if ((caps & MTD_LB_CAP_HOT_KEYS) && cfg->hot_keys.spread != 0 &&
+	         (cfg->hot_keys.spread < 2 || cfg->hot_keys.spread > MTD_LB_MAX_HOT_SPREAD))
+		bad = "hot_keys.spread";
+	else if ((caps & MTD_LB_CAP_HOT_KEYS) && cfg->hot_keys.spread != 0 && cfg->hot_keys.threshold_per_second == 0)
+		bad = "hot_keys.threshold_per_second";
 	else if (!(caps & MTD_LB_CAP_WARMUP) || cfg->warmup.duration_ms == 0)
 		bad = NULL;
 	else if (cfg->warmup.duration_ms < 0)

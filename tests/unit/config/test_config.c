@@ -162,7 +162,7 @@ START_TEST(err_unknown_key)
 	             "      polcy: ROUND_ROBIN\n" EP,
 	             "t.yaml:4:7: services[0].lb.polcy: unknown field (expected one "
 	             "of policy, choice_count, active_request_bias, ring_points, "
-	             "table_size, bounded_load_factor, decay)");
+	             "table_size, bounded_load_factor, decay, hot_keys)");
 	{
 		static const char json[] = "{\n  \"workers\": 1,\n  \"listn\": \"x\"\n}";
 		/* '*': other helpers' top-level keys follow (field order) */
@@ -778,6 +778,16 @@ START_TEST(err_policy_options)
 	             "(unbounded) or greater than 1");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
+	             "    lb: {policy: LEAST_ACTIVE, hot_keys: {spread: 3}}\n" EP,
+	             "t.yaml:3:42: services[0].lb.hot_keys: policy LEAST_ACTIVE "
+	             "does not use hot_keys");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    hash_key: {header: x}\n"
+	             "    lb: {policy: MAGLEV, hot_keys: {spread: 1}}\n" EP,
+	             "t.yaml:4:45: services[0].lb.hot_keys.spread: must be in 2..16, got 1");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
 	             "    warmup: {duration: 30s}\n" EP,
 	             "t.yaml:3:13: services[0].warmup: policy ROUND_ROBIN does not "
 	             "apply warmup");
@@ -1141,6 +1151,28 @@ START_TEST(ok_yaml_values2)
 	ck_assert_int_eq(s1->lb.warmup.curve, MTD_LB_WARMUP_SLOW_START);
 	ck_assert(s1->lb.warmup.aggression == 0.5);
 	ck_assert(s1->lb.warmup.min_weight_percent == 25);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(ok_lb_fleet_options)
+{
+	struct mtd_cfg *cfg =
+	        load_ok("services:\n"
+	                "  - name: a.B\n"
+	                "    hash_key: {header: x-user}\n"
+	                "    lb: {policy: CONSISTENT_HASH, hot_keys: {threshold_per_second: 250, spread: 4}}\n"
+	                "    warmup: {duration: 30s}\n" EP "  - name: c.D\n"
+	                "    hash_key: {header: x-user}\n"
+	                "    lb: {policy: MAGLEV, hot_keys: {}}\n" EP);
+
+	ck_assert_uint_eq(cfg->services[0].lb.hot_keys.threshold_per_second, 250);
+	ck_assert_uint_eq(cfg->services[0].lb.hot_keys.spread, 4);
+	/* Ring policies take warmup now (issue 10). */
+	ck_assert_int_eq(cfg->services[0].lb.warmup.duration_ms, 30000);
+	/* An empty block: the documented defaults. */
+	ck_assert_uint_eq(cfg->services[1].lb.hot_keys.threshold_per_second, 100);
+	ck_assert_uint_eq(cfg->services[1].lb.hot_keys.spread, 3);
 	mtd_cfg_free(cfg);
 }
 END_TEST
@@ -1898,6 +1930,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, ok_defaults);
 	tcase_add_test(ok, ok_authority);
 	tcase_add_test(ok, ok_yaml_values2);
+	tcase_add_test(ok, ok_lb_fleet_options);
 	tcase_add_test(ok, ok_lower_camel);
 	tcase_add_test(ok, ok_method_inheritance);
 	tcase_add_test(ok, ok_field_path_agrees_with_pbwire);

@@ -113,6 +113,81 @@ START_TEST(warmup_inert_when_all_start_together)
 }
 END_TEST
 
+/* Key `key` called at `rate` per second for `secs` seconds (evenly spaced
+ * picks); counts per endpoint over the last second. */
+static void drive_key(struct mtd_lb_picker *p, struct t_set *s, unsigned key, unsigned rate, int secs, uint64_t *counts)
+{
+	memset(counts, 0, sizeof(counts[0]) * s->n);
+	for (int64_t c = 0; c < (int64_t)rate * secs; c++) {
+		int64_t now = T0 + c * 1000 / rate;
+		int i = pick_key_at(p, s, key, now);
+
+		ck_assert_int_ge(i, 0);
+		if (c >= (int64_t)rate * (secs - 1))
+			counts[i]++;
+	}
+}
+
+START_TEST(hot_keys_spread_only_above_threshold)
+{
+	const char *policy = policies[_i];
+	struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p, *plain;
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 10, NULL);
+	mtd_lb_config_defaults(&cfg, mtd_lb_find(policy));
+	plain = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+	cfg.hot_keys.threshold_per_second = 100;
+	cfg.hot_keys.spread = 3;
+	p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+	ck_assert_ptr_nonnull(p);
+	for (unsigned key = 0; key < 20; key++) {
+		int home = pick_key_at(plain, &s, key, T0);
+		size_t used = 0;
+
+		/* 80 calls a second: below the threshold, always home. */
+		drive_key(p, &s, 1000 + key, 80, 3, counts);
+		ck_assert_uint_eq(counts[pick_key_at(plain, &s, 1000 + key, T0)], 80);
+		/* 600 a second: spread over 3 distinct endpoints, one of them
+		 * home, about 200 each (binomial sd ~ 11.5). */
+		drive_key(p, &s, key, 600, 3, counts);
+		ck_assert_uint_gt(counts[home], 0);
+		for (size_t i = 0; i < s.n; i++) {
+			if (counts[i] == 0)
+				continue;
+			used++;
+			ck_assert_msg(counts[i] > 140 && counts[i] < 260, "key %u endpoint %zu: %llu", key, i,
+			              (unsigned long long)counts[i]);
+		}
+		ck_assert_uint_eq(used, 3);
+	}
+	mtd_lb_picker_free(p);
+	mtd_lb_picker_free(plain);
+}
+END_TEST
+
+START_TEST(hot_keys_options_checked)
+{
+	struct mtd_lb_config cfg;
+	const char *field = NULL;
+
+	mtd_lb_config_defaults(&cfg, mtd_lb_find("MAGLEV"));
+	cfg.hot_keys.spread = 1;
+	ck_assert_int_ne(mtd_lb_config_check(&cfg, &field), 0);
+	ck_assert_str_eq(field, "hot_keys.spread");
+	cfg.hot_keys.spread = MTD_LB_MAX_HOT_SPREAD + 1;
+	ck_assert_int_ne(mtd_lb_config_check(&cfg, &field), 0);
+	cfg.hot_keys.spread = 3;
+	cfg.hot_keys.threshold_per_second = 0;
+	ck_assert_int_ne(mtd_lb_config_check(&cfg, &field), 0);
+	ck_assert_str_eq(field, "hot_keys.threshold_per_second");
+	cfg.hot_keys.threshold_per_second = 100;
+	ck_assert_int_eq(mtd_lb_config_check(&cfg, &field), 0);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
 	Suite *s = suite_create("lb_ring");
@@ -121,6 +196,8 @@ static Suite *ring_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, warmup_share_curve_and_one_way_moves, 0, 4);
 	tcase_add_loop_test(tc, warmup_inert_when_all_start_together, 0, 2);
+	tcase_add_loop_test(tc, hot_keys_spread_only_above_threshold, 0, 2);
+	tcase_add_test(tc, hot_keys_options_checked);
 	suite_add_tcase(s, tc);
 	return s;
 }
