@@ -1,6 +1,6 @@
 /* bench/lb: the balancers measured, with the real strategy code.
  *
- *   lb_bench [pick|sim|ring|all]
+ *   lb_bench [pick|sim|ring|hot|subset|all]
  *
  * pick  ns per mtd_lb_pick for every strategy at 3, 100, 1,000 and 10,000
  *       endpoints (one thread, weights 50..150, keys rotating; best of
@@ -15,6 +15,15 @@
  *       and remap fraction when an endpoint leaves or joins, for the ketama
  *       ring and maglev next to seed 000's ring (String.hashCode of
  *       "host:port#i", 100 virtual nodes, TreeMap.ceilingEntry).
+ * hot   Zipf-distributed keys (s = 1.1, 100,000 keys) over 10 endpoints,
+ *       Poisson arrivals, exponential service (so bounded load sees calls
+ *       in flight): plain ring vs bounded load 1.25 vs hot_keys {100/s,
+ *       spread 3}: the most loaded endpoint's share, the calls that left
+ *       the key's plain-ring endpoint, the calls on another endpoint than
+ *       the key's previous call.
+ * subset 100 sidecars, subset size 25 over 100 / 300 / 1,000 endpoints:
+ *       connections per endpoint, and what changes when one endpoint
+ *       leaves; rendezvous (mtd_lb_subset) vs the SRE book's.
  */
 #include "config.h"
 
@@ -440,6 +449,236 @@ static void bench_ring(void)
 	}
 }
 
+/* ---- hot ----------------------------------------------------------------- */
+
+#define HOT_KEYS  100000
+#define HOT_N     10
+#define HOT_RATE  50000.0 /* calls per second */
+#define HOT_CALLS 200000
+#define HOT_SVC   0.002 /* mean service time, s */
+
+static double zipf_cdf[HOT_KEYS];
+
+static void zipf_init(double s)
+{
+	double sum = 0;
+
+	for (int k = 0; k < HOT_KEYS; k++) {
+		sum += pow((double)(k + 1), -s);
+		zipf_cdf[k] = sum;
+	}
+	for (int k = 0; k < HOT_KEYS; k++)
+		zipf_cdf[k] /= sum;
+}
+
+static int zipf_draw(uint64_t *rng)
+{
+	double u = (double)(mtd_lb_rand(rng) >> 11) * 0x1.0p-53;
+	size_t lo = 0, hi = HOT_KEYS - 1;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (zipf_cdf[mid] < u)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (int)lo;
+}
+
+static void hot_one(const char *policy, double bounded, bool hot, const char *label)
+{
+	static int16_t last[HOT_KEYS];
+	static char key[32];
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p, *plain;
+	uint64_t rng = 3, served[HOT_N] = {0}, off_home = 0, changed = 0, repeat = 0, cold = 0, cold_off = 0;
+	double t = 0;
+	size_t max = 0;
+
+	make_eps(HOT_N, false);
+	mtd_lb_config_defaults(&cfg, mtd_lb_find(policy));
+	plain = mtd_lb_picker_new(&cfg, eps, HOT_N, NULL);
+	cfg.bounded_load_factor = bounded;
+	if (hot) {
+		cfg.hot_keys.threshold_per_second = 100;
+		cfg.hot_keys.spread = 3;
+	}
+	p = mtd_lb_picker_new(&cfg, eps, HOT_N, NULL);
+	if (p == NULL || plain == NULL)
+		exit(1);
+	memset(last, 0xff, sizeof(last));
+	heap_len = 0;
+	for (size_t c = 0; c < HOT_CALLS; c++) {
+		struct mtd_lb_pick_ctx ctx = {.rng = &rng};
+		int k = zipf_draw(&rng), e, home;
+
+		t += expo(&rng, 1.0 / HOT_RATE);
+		while (heap_len > 0 && heap[0].t <= t) {
+			struct done d = heap_pop();
+			struct mtd_lb_result r = {.ok = true, .latency_us = (int64_t)(d.latency * 1e6)};
+
+			mtd_lb_call_end(p, (size_t)d.ep, &r, (int64_t)(d.t * 1e9) + 1000000000);
+		}
+		ctx.now_ms = (int64_t)(t * 1000) + 1000000;
+		ctx.now_ns = (int64_t)(t * 1e9) + 1000000000;
+		snprintf(key, sizeof(key), "key-%d", k);
+		ctx.key = (const uint8_t *)key;
+		ctx.key_len = strlen(key);
+		e = mtd_lb_pick(p, &ctx);
+		home = mtd_lb_pick(plain, &ctx);
+		mtd_lb_call_begin(p, (size_t)e);
+		served[e]++;
+		off_home += e != home;
+		/* Cold: expected rate at or below the 100/s threshold. */
+		if ((zipf_cdf[k] - (k > 0 ? zipf_cdf[k - 1] : 0.0)) * HOT_RATE <= 100.0) {
+			cold++;
+			cold_off += e != home;
+		}
+		if (last[k] >= 0) {
+			repeat++;
+			changed += last[k] != e;
+		}
+		last[k] = (int16_t)e;
+		{
+			double svc = expo(&rng, HOT_SVC);
+
+			heap_push((struct done){t + svc, e, svc});
+		}
+	}
+	while (heap_len > 0)
+		(void)heap_pop();
+	for (int i = 0; i < HOT_N; i++)
+		if (served[i] > max)
+			max = served[i];
+	printf("| %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% |\n", label, 100.0 * (double)max / HOT_CALLS,
+	       100.0 * (double)off_home / HOT_CALLS, 100.0 * (double)cold_off / (double)(cold ? cold : 1),
+	       100.0 * (double)changed / (double)(repeat ? repeat : 1));
+	fflush(stdout);
+	mtd_lb_picker_free(p);
+	mtd_lb_picker_free(plain);
+}
+
+static void bench_hot(void)
+{
+	static const char *const pol[2] = {"CONSISTENT_HASH", "MAGLEV"};
+
+	zipf_init(1.1);
+	printf("| ring | most loaded endpoint's share | calls off the key's plain-ring endpoint | the same, cold keys' "
+	       "calls only | calls on another endpoint than the key's previous call |\n");
+	printf("|---|---:|---:|---:|---:|\n");
+	for (int k = 0; k < 2; k++) {
+		char label[96];
+
+		snprintf(label, sizeof(label), "%s, plain", pol[k]);
+		hot_one(pol[k], 0.0, false, label);
+		snprintf(label, sizeof(label), "%s, bounded load 1.25", pol[k]);
+		hot_one(pol[k], 1.25, false, label);
+		snprintf(label, sizeof(label), "%s, hot_keys {100/s, spread 3}", pol[k]);
+		hot_one(pol[k], 0.0, true, label);
+	}
+}
+
+/* ---- subset -------------------------------------------------------------- */
+
+#define SUB_SIDECARS 100
+#define SUB_SIZE     25
+
+/* The SRE book's deterministic subsetting (Site Reliability Engineering,
+ * ch. 20): sidecar `client` of a known count, rounds of shuffled lists. */
+static void sre_subset(size_t client, size_t n, size_t size, uint32_t *out)
+{
+	size_t count = n / size > 0 ? n / size : 1, round = client / count, id = client % count;
+	uint32_t order[MAXN];
+	uint64_t rng = 0x5eed + round;
+
+	for (size_t i = 0; i < n; i++)
+		order[i] = (uint32_t)i;
+	for (size_t i = n; i > 1; i--) {
+		size_t j = (size_t)(mtd_lb_rand(&rng) % i);
+		uint32_t tmp = order[i - 1];
+
+		order[i - 1] = order[j];
+		order[j] = tmp;
+	}
+	for (size_t k = 0; k < size; k++)
+		out[k] = order[(id * size + k) % n];
+}
+
+typedef void subset_fn(size_t client, size_t n, size_t size, uint32_t *out);
+
+static void rendezvous_subset(size_t client, size_t n, size_t size, uint32_t *out)
+{
+	char node[48];
+	size_t got = 0;
+
+	snprintf(node, sizeof(node), "sidecar-%zu.pod.cluster.local", client);
+	if (mtd_lb_subset(node, eps, n, size, out, &got) != 0 || got != size)
+		exit(1);
+}
+
+/* Subsets by endpoint id (ids[] are stable), so a departure is compared
+ * by content: endpoint `gone` leaves, the last takes its index. */
+static void subset_row(const char *label, subset_fn *fn, size_t n)
+{
+	static uint32_t before[SUB_SIDECARS][MAXN], after[SUB_SIDECARS][MAXN];
+	static char saved[MAXN][32];
+	size_t conns[MAXN] = {0}, max = 0, min = SIZE_MAX, changed_sidecars = 0, changed_slots = 0;
+	double mean = (double)SUB_SIDECARS * SUB_SIZE / (double)n, var = 0;
+	const size_t gone = 3;
+
+	make_eps(n, false);
+	for (size_t i = 0; i < n; i++)
+		snprintf(saved[i], sizeof(saved[i]), "%s", ids[i]);
+	for (size_t c = 0; c < SUB_SIDECARS; c++) {
+		fn(c, n, SUB_SIZE, before[c]);
+		for (size_t k = 0; k < SUB_SIZE; k++)
+			conns[before[c][k]]++;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (conns[i] > max)
+			max = conns[i];
+		if (conns[i] < min)
+			min = conns[i];
+		var += ((double)conns[i] - mean) * ((double)conns[i] - mean);
+	}
+	/* One endpoint leaves. */
+	memcpy(ids[gone], ids[n - 1], sizeof(ids[gone]));
+	for (size_t c = 0; c < SUB_SIDECARS; c++) {
+		size_t moved = 0;
+
+		fn(c, n - 1, SUB_SIZE, after[c]);
+		for (size_t k = 0; k < SUB_SIZE; k++) {
+			bool kept = false;
+
+			for (size_t j = 0; j < SUB_SIZE && !kept; j++)
+				kept = strcmp(saved[before[c][k]], ids[after[c][j]]) == 0;
+			moved += !kept;
+		}
+		changed_sidecars += moved > 0;
+		changed_slots += moved;
+	}
+	printf("| %s | %zu | %.1f | %zu | %zu | %.2f | %.2f | %zu | %.2f |\n", label, n, mean, min, max,
+	       (double)max / mean, sqrt(var / (double)n), changed_sidecars, (double)changed_slots / SUB_SIDECARS);
+	fflush(stdout);
+}
+
+static void bench_subset(void)
+{
+	static const size_t ns[] = {100, 300, 1000};
+
+	printf("%d sidecars, subset size %d; connections per endpoint; then endpoint 3 leaves\n\n", SUB_SIDECARS,
+	       SUB_SIZE);
+	printf("| subsetting | endpoints | mean | min | max | max/mean | stddev | sidecars whose subset changed | "
+	       "slots changed per sidecar |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (size_t z = 0; z < sizeof(ns) / sizeof(ns[0]); z++) {
+		subset_row("rendezvous on node_id (maitred)", rendezvous_subset, ns[z]);
+		subset_row("SRE book deterministic (needs sidecar index)", sre_subset, ns[z]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "all";
@@ -460,6 +699,17 @@ int main(int argc, char **argv)
 	if (all || strcmp(what, "ring") == 0) {
 		printf("## ring spread and remap\n\n");
 		bench_ring();
+		printf("\n");
+	}
+	if (all || strcmp(what, "hot") == 0) {
+		printf("## hot keys: Zipf s = 1.1 over %d keys, %d endpoints, %.0f calls/s, %d calls\n\n", HOT_KEYS,
+		       HOT_N, HOT_RATE, HOT_CALLS);
+		bench_hot();
+		printf("\n");
+	}
+	if (all || strcmp(what, "subset") == 0) {
+		printf("## subsetting\n\n");
+		bench_subset();
 	}
 	return 0;
 }

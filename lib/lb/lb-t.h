@@ -32,16 +32,26 @@ struct mtd_lb_stats {
 	_Atomic int64_t window_stamp_ns; /*  MTD_LB_WINDOW_SLIDE_NS) */
 };
 
+/* One key/value of an endpoint's metadata (Endpoint.metadata, or the
+ * registry record's). Strings outlive every picker and layer. */
+struct mtd_lb_meta {
+	const char *key;
+	const char *value;
+};
+
 /* One endpoint as a strategy sees it. The array handed to a picker is
  * immutable for the picker's lifetime. */
 struct mtd_lb_endpoint {
-	const char *id;             /* stable identity ("host:port"), hashed by rings */
-	int32_t weight;             /* configured weight; <= 0 means "no traffic while
+	const char *id;                 /* stable identity ("host:port"), hashed by rings */
+	int32_t weight;                 /* configured weight; <= 0 means "no traffic while
 	                               a positive-weight endpoint is eligible" */
-	int64_t start_ms;           /* wall-clock ms the instance started (registry
+	int64_t start_ms;               /* wall-clock ms the instance started (registry
 	                               record) or was first seen; 0 = unknown/old */
-	struct mtd_lb_stats *stats; /* never NULL */
-	void *user;                 /* the data plane's endpoint object */
+	struct mtd_lb_stats *stats;     /* never NULL */
+	void *user;                     /* the data plane's endpoint object */
+	const char *zone;               /* NULL or "" = unknown (routing layer) */
+	const struct mtd_lb_meta *meta; /* n_meta entries (routing layer) */
+	size_t n_meta;
 };
 
 enum mtd_lb_warmup_curve {
@@ -77,6 +87,27 @@ struct mtd_lb_config {
 	struct mtd_lb_warmup warmup; /* from the service */
 	struct mtd_lb_hot_keys hot_keys;
 	unsigned n_workers; /* pick() callers pass worker < n_workers */
+};
+
+/* Locality of the routing layer (Service.locality.mode). */
+enum mtd_lb_locality_mode {
+	MTD_LB_LOCALITY_OFF = 0,
+	MTD_LB_LOCALITY_PREFER_LOCAL = 1,
+	MTD_LB_LOCALITY_STRICT = 2,
+};
+
+#define MTD_LB_DEFAULT_MIN_HEALTHY_PERCENT 70.0
+
+/* The routing layer's options (layer.c), validated by the config layer.
+ * Strings are copied by mtd_lb_layer_new(). */
+struct mtd_lb_layer_config {
+	const char *zone;                   /* this sidecar's zone (Config.zone); NULL/"" = none */
+	enum mtd_lb_locality_mode locality; /* OFF whatever it says when zone is none */
+	double min_healthy_percent;         /* 0..100, default 70 */
+	const char *metadata_key;           /* routing.metadata_key; NULL/"" = no tag routing */
+	bool fallback_fail;                 /* routing.fallback FAIL: no untagged fallback */
+	const char *node_id;                /* subset identity (Config.node_id or the hostname) */
+	uint32_t subset_size;               /* 0 = every endpoint */
 };
 
 /* Everything one pick needs. Built on the caller's stack. */

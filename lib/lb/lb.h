@@ -79,6 +79,48 @@ double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns, int64
 /* Background work for time-driven strategies; control thread, ~1 Hz. */
 void mtd_lb_tick(struct mtd_lb_picker *p, int64_t now_ms, int64_t now_ns);
 
+/* ---- subsetting (subset.c) and the routing layer (layer.c) ------------ */
+
+#define MTD_LB_SUBSET_SEED 0x7375627365743031ULL /* "subset01" */
+
+/* This sidecar's deterministic subset of eps[0..n): the indices of the
+ * `size` endpoints of highest rendezvous score for node_id (subset.c), in
+ * increasing index order, into out (room for min(size, n) entries, or n
+ * when size is 0 or >= n: then every index). *n_out receives the count.
+ * Returns 0, -EINVAL (NULL arguments) or -ENOMEM. Pure; any thread. */
+int mtd_lb_subset(const char *node_id, const struct mtd_lb_endpoint *eps, size_t n, size_t size, uint32_t *out,
+                  size_t *n_out);
+
+/* The routing layer over eps[0..n) (eps must outlive it): subset, tag
+ * groups and zone parts (layer.c), each part with its own picker of
+ * policy cfg, carrying state from prev's matching part (prev is only
+ * read). NULL on allocation failure or invalid options (those
+ * mtd_lb_picker_new refuses; min_healthy_percent outside 0..100).
+ * Control thread. */
+struct mtd_lb_layer;
+struct mtd_lb_layer *mtd_lb_layer_new(const struct mtd_lb_layer_config *lc, const struct mtd_lb_config *cfg,
+                                      const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_layer *prev);
+/* NULL is a no-op. No worker may still use l. */
+void mtd_lb_layer_free(struct mtd_lb_layer *l);
+
+/* Index into eps of the endpoint for a call whose routing value is
+ * value[0..value_len) (NULL: the call has none), or -1 when no endpoint
+ * may take it (every candidate excluded, nothing in the group and its
+ * fallback, or fallback FAIL). ctx->excluded is over eps indices. O(1) on
+ * top of the policy's pick when ctx->excluded is NULL, O(part) otherwise.
+ * Lock-free; any worker. */
+int mtd_lb_layer_pick(struct mtd_lb_layer *l, const char *value, size_t value_len, const struct mtd_lb_pick_ctx *ctx);
+
+/* True when eps[idx] can be picked at all (in this sidecar's subset, and
+ * not in another zone under STRICT). */
+bool mtd_lb_layer_reachable(const struct mtd_lb_layer *l, size_t idx);
+
+/* mtd_lb_call_begin/end and mtd_lb_tick for the part picker that holds
+ * eps[idx] (an unreachable idx is ignored). Same threads as those. */
+void mtd_lb_layer_call_begin(struct mtd_lb_layer *l, size_t idx);
+void mtd_lb_layer_call_end(struct mtd_lb_layer *l, size_t idx, const struct mtd_lb_result *res, int64_t now_ns);
+void mtd_lb_layer_tick(struct mtd_lb_layer *l, int64_t now_ms, int64_t now_ns);
+
 /* ---- hashing (hash.c) -------------------------------------------------- */
 
 /* 64-bit non-cryptographic hash of data[0..len) (any len, data may be NULL
