@@ -46,6 +46,8 @@ typedef Maitred__Config__V1__Register PbRegister;
 typedef Maitred__Config__V1__DnsDiscovery PbDns;
 typedef Maitred__Config__V1__Log PbLog;
 typedef Google__Protobuf__Duration PbDuration;
+typedef Maitred__Config__V1__Routing PbRouting;
+typedef Maitred__Config__V1__Locality PbLocality;
 
 #define DEFAULT_LISTEN     "127.0.0.1:15001"
 #define WORKERS_MAX        1024
@@ -59,10 +61,18 @@ void mtd_cfg__numeric_hosts_only(bool on)
 	numeric_hosts_only = on;
 }
 
+static _Thread_local bool layer_preview;
+
+void mtd_cfg__layer_preview(bool on)
+{
+	layer_preview = on;
+}
+
 struct builder {
 	struct mtd_cfg__diag *d;
 	const char *basedir;
 	unsigned workers;
+	const char *zone, *node_id; /* struct mtd_cfg's, for the services */
 };
 
 /* What build_lb learnt about one lb block, for the service-wide checks. */
@@ -1319,6 +1329,151 @@ static int method_cmp(const void *a, const void *c)
 	return strcmp(((const struct mtd_cfg_method *)a)->name, ((const struct mtd_cfg_method *)c)->name);
 }
 
+/* ---- routing layer (lib/lb/layer.c) -------------------------------------- */
+
+/* False (and an error at the key) while the data plane does not build the
+ * layer: the key would be parsed and ignored. */
+static bool layer_available(struct builder *b, const void *m, const char *field, const char *path)
+{
+	if (layer_preview)
+		return true;
+	BERR(at(b, m, field, NULL), path, "is not available in this build yet");
+	return false;
+}
+
+/* Config.zone and Config.node_id (default: the host name). */
+static void build_identity(struct builder *b, const PbConfig *m, struct mtd_cfg *cfg)
+{
+	char host[256] = "";
+
+	if (m->zone[0] != '\0' && layer_available(b, m, "zone", "zone")) {
+		cfg->zone = dup_or_oom(b, m->zone);
+		b->zone = cfg->zone;
+	}
+	if (m->node_id[0] != '\0' && layer_available(b, m, "node_id", "node_id")) {
+		cfg->node_id = dup_or_oom(b, m->node_id);
+	} else {
+		if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+			snprintf(host, sizeof(host), "maitred");
+		cfg->node_id = dup_or_oom(b, host);
+	}
+	b->node_id = cfg->node_id;
+}
+
+static void build_routing(struct builder *b, const PbRouting *m, const char *path, struct mtd_cfg_routing *out)
+{
+	char p[256];
+
+	*out = (struct mtd_cfg_routing){.fallback_fail = m->fallback == MAITRED__CONFIG__V1__ROUTING__FALLBACK__FAIL};
+	if (!layer_available(b, m, NULL, path))
+		return;
+	sub(p, sizeof(p), path, "header");
+	if (m->header[0] == '\0') {
+		BERR(at(b, m, NULL, NULL), p, "is required (the request metadata key carrying the tag)");
+	} else {
+		out->header = dup_or_oom(b, m->header);
+		if (out->header == NULL)
+			return;
+		for (char *c = out->header; *c != '\0'; c++)
+			*c = (char)tolower((unsigned char)*c);
+		if (out->header[0] == ':')
+			BERR(at(b, m, "header", NULL), p, "\"%s\" is a pseudo-header; use a metadata key", m->header);
+		else if (!header_name_ok(out->header))
+			BERR(at(b, m, "header", NULL), p, "\"%s\" is not a valid HTTP/2 field name (RFC 9110 §5.6.2)",
+			     m->header);
+	}
+	sub(p, sizeof(p), path, "metadata_key");
+	if (m->metadata_key[0] == '\0')
+		BERR(at(b, m, NULL, NULL), p, "is required (the endpoint metadata key to match)");
+	else
+		out->metadata_key = dup_or_oom(b, m->metadata_key);
+}
+
+static void routing_fini(struct mtd_cfg_routing *r)
+{
+	mtd_cfg__free(r->header);
+	mtd_cfg__free(r->metadata_key);
+	r->header = r->metadata_key = NULL;
+}
+
+/* The layer options of a service (or method, with its routing). */
+static void layer_resolve(struct builder *b, const struct mtd_cfg_service *svc, const struct mtd_cfg_routing *r,
+                          struct mtd_lb_layer_config *out)
+{
+	*out = svc->layer;
+	out->metadata_key = r->metadata_key;
+	out->fallback_fail = r->fallback_fail;
+}
+
+static void build_locality(struct builder *b, const PbService *m, const char *path, struct mtd_cfg_service *out)
+{
+	const PbLocality *l = m->locality;
+	char p[256];
+
+	out->layer.zone = b->zone;
+	out->layer.node_id = b->node_id;
+	out->layer.min_healthy_percent = MTD_LB_DEFAULT_MIN_HEALTHY_PERCENT;
+	/* issue 10: PREFER_LOCAL by default once zone is set. */
+	out->layer.locality = b->zone != NULL ? MTD_LB_LOCALITY_PREFER_LOCAL : MTD_LB_LOCALITY_OFF;
+	if (m->subset != NULL && layer_available(b, m, "subset", sub(p, sizeof(p), path, "subset")))
+		out->layer.subset_size = m->subset->size;
+	if (l == NULL || !layer_available(b, m, "locality", sub(p, sizeof(p), path, "locality")))
+		return;
+	switch (l->mode) {
+	case MAITRED__CONFIG__V1__LOCALITY__MODE__STRICT:
+		out->layer.locality = MTD_LB_LOCALITY_STRICT;
+		break;
+	case MAITRED__CONFIG__V1__LOCALITY__MODE__OFF:
+		out->layer.locality = MTD_LB_LOCALITY_OFF;
+		break;
+	default:
+		break;
+	}
+	if (b->zone == NULL && l->mode != MAITRED__CONFIG__V1__LOCALITY__MODE__OFF &&
+	    l->mode != MAITRED__CONFIG__V1__LOCALITY__MODE__MODE_UNSPECIFIED)
+		BERR(at(b, l, "mode", NULL), sub(p, sizeof(p), path, "locality.mode"),
+		     "needs the top-level zone (this sidecar's zone)");
+	if (l->min_healthy_percent != NULL) {
+		double v = l->min_healthy_percent->value;
+
+		if (!(v >= 0.0 && v <= 100.0))
+			BERR(at(b, l, "min_healthy_percent", NULL),
+			     sub(p, sizeof(p), path, "locality.min_healthy_percent"), "must be in 0..100");
+		else
+			out->layer.min_healthy_percent = v;
+	}
+}
+
+/* Endpoint.zone and Endpoint.metadata (sorted by key: the map has no
+ * order of its own, and lookups then need not care). */
+static int meta_cmp(const void *x, const void *y)
+{
+	return strcmp(((const struct mtd_lb_meta *)x)->key, ((const struct mtd_lb_meta *)y)->key);
+}
+
+static void build_endpoint_tags(struct builder *b, const PbEndpoint *e, const char *path, struct mtd_cfg_endpoint *oe)
+{
+	char p[256];
+
+	if (e->zone[0] != '\0' && layer_available(b, e, "zone", sub(p, sizeof(p), path, "zone")))
+		oe->zone = dup_or_oom(b, e->zone);
+	if (e->n_metadata == 0 || !layer_available(b, e, "metadata", sub(p, sizeof(p), path, "metadata")))
+		return;
+	oe->meta = mtd_cfg__calloc(e->n_metadata, sizeof(*oe->meta));
+	if (oe->meta == NULL) {
+		b->d->oom = true;
+		return;
+	}
+	for (size_t k = 0; k < e->n_metadata; k++) {
+		oe->meta[k].key = dup_or_oom(b, e->metadata[k]->key);
+		oe->meta[k].value = dup_or_oom(b, e->metadata[k]->value);
+		oe->n_meta++;
+		if (oe->meta[k].key == NULL || oe->meta[k].value == NULL)
+			return;
+	}
+	qsort(oe->meta, oe->n_meta, sizeof(*oe->meta), meta_cmp);
+}
+
 static void build_service(struct builder *b, const PbService *m, size_t si, struct mtd_cfg_service *out)
 {
 	char path[64], p[256];
@@ -1354,6 +1509,10 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 	build_outlier(b, m->outlier_detection, sub(p, sizeof(p), path, "outlier_detection"), out);
 	build_circuit(m->circuit_breaker, &out->circuit);
 	build_health_check(b, m->health_check, sub(p, sizeof(p), path, "health_check"), &out->health_check);
+	build_locality(b, m, path, out);
+	if (m->routing != NULL)
+		build_routing(b, m->routing, sub(p, sizeof(p), path, "routing"), &out->routing);
+	layer_resolve(b, out, &out->routing, &out->layer);
 
 	/* endpoints */
 	build_source(b, m, path, out);
@@ -1389,6 +1548,8 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 				}
 			}
 		}
+		snprintf(p, sizeof(p), "%s.endpoints[%zu]", path, i);
+		build_endpoint_tags(b, e, p, oe);
 		if (e->weight != NULL) {
 			snprintf(p, sizeof(p), "%s.endpoints[%zu].weight", path, i);
 			if (e->weight->value > INT32_MAX)
@@ -1452,6 +1613,13 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 		} else {
 			om->fault = out->fault; /* shares the service's fallback bytes */
 		}
+		if (mm->routing != NULL) {
+			build_routing(b, mm->routing, sub(p, sizeof(p), mpath, "routing"), &om->routing);
+			om->routing_own = true;
+		} else {
+			om->routing = out->routing; /* shares the service's strings */
+		}
+		layer_resolve(b, out, &om->routing, &om->layer);
 		if (mm->hash_key != NULL) {
 			any_method_key = true;
 			build_hash_key(b, mm->hash_key, sub(p, sizeof(p), mpath, "hash_key"), &om->hash_key);
@@ -1644,6 +1812,7 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 	cfg->admin_allow_remote = m->admin_allow_remote;
 	build_log(b, m->log, &cfg->log);
 	build_downstream(b, m->downstream, &cfg->downstream);
+	build_identity(b, m, cfg);
 	cfg->drain_timeout_ms =
 	        dur_ms(b, m->drain_timeout, 15000, ZERO_ALLOWED, at(b, m, "drain_timeout", NULL), "drain_timeout");
 	cfg->replay_buffer_total = m->replay_buffer_total != 0 ? m->replay_buffer_total : 64u << 20;
@@ -1792,10 +1961,18 @@ static void service_fini(struct mtd_cfg_service *s)
 	mtd_cfg__free(s->hash_key.header);
 	mtd_cfg__free(s->authority);
 	tls_free(s->tls);
-	for (size_t i = 0; i < s->n_endpoints; i++)
+	for (size_t i = 0; i < s->n_endpoints; i++) {
 		addr_fini(&s->endpoints[i].addr);
+		mtd_cfg__free(s->endpoints[i].zone);
+		for (size_t k = 0; k < s->endpoints[i].n_meta; k++) {
+			mtd_cfg__free((char *)s->endpoints[i].meta[k].key);
+			mtd_cfg__free((char *)s->endpoints[i].meta[k].value);
+		}
+		mtd_cfg__free(s->endpoints[i].meta);
+	}
 	mtd_cfg__free(s->endpoints);
 	etcd_free(s->etcd);
+	routing_fini(&s->routing);
 	if (s->dns != NULL) {
 		mtd_cfg__free(s->dns->name);
 		for (size_t i = 0; i < s->dns->n_resolvers; i++)
@@ -1808,6 +1985,8 @@ static void service_fini(struct mtd_cfg_service *s)
 		mtd_cfg__free(s->methods[i].hash_key.header);
 		if (s->methods[i].fault_own)
 			fault_fini(&s->methods[i].fault);
+		if (s->methods[i].routing_own)
+			routing_fini(&s->methods[i].routing);
 	}
 	mtd_cfg__free(s->methods);
 	fault_fini(&s->fault);
@@ -1837,6 +2016,8 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 		addr_fini(cfg->admin);
 		mtd_cfg__free(cfg->admin);
 	}
+	mtd_cfg__free(cfg->zone);
+	mtd_cfg__free(cfg->node_id);
 	mtd_cfg__free(cfg->source);
 	mtd_cfg__free(cfg);
 }

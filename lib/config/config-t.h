@@ -41,7 +41,17 @@ struct mtd_cfg_hash_key {
 
 struct mtd_cfg_endpoint {
 	struct mtd_cfg_addr addr;
-	int32_t weight; /* default 100 */
+	int32_t weight;           /* default 100 */
+	char *zone;               /* Endpoint.zone; NULL = none */
+	struct mtd_lb_meta *meta; /* Endpoint.metadata, sorted by key; strings owned */
+	size_t n_meta;
+};
+
+/* Service.routing / Method.routing (canary and tag routing, lib/lb/layer.c). */
+struct mtd_cfg_routing {
+	char *header;       /* lower-cased request metadata key; NULL = no routing */
+	char *metadata_key; /* endpoint metadata key */
+	bool fallback_fail; /* fallback FAIL */
 };
 
 /* File names are resolved against the config file's directory. */
@@ -99,7 +109,10 @@ struct mtd_cfg_upstream {
 };
 
 struct mtd_cfg_method {
-	char *name;                       /* "GetCart" */
+	char *name;                     /* "GetCart" */
+	struct mtd_cfg_routing routing; /* the method's own (routing_own), or the service's (shared) */
+	bool routing_own;
+	struct mtd_lb_layer_config layer; /* resolved like the service's, with this routing */
 	struct mtd_lb_config lb;          /* the method's own, or a copy of the service's */
 	struct mtd_cfg_hash_key hash_key; /* the method's own, or the service's */
 	struct mtd_fault_policy fault;    /* the method's own, or a copy of the service's
@@ -120,6 +133,10 @@ struct mtd_cfg_service {
 	struct mtd_cfg_dns *dns;            /* source DNS, else NULL */
 	struct mtd_cfg_method *methods;     /* sorted by name (strcmp) */
 	size_t n_methods;
+	struct mtd_cfg_routing routing;
+	/* The routing layer's options, resolved (lib/lb/layer.c): zone and
+	 * node_id point into struct mtd_cfg, metadata_key into routing. */
+	struct mtd_lb_layer_config layer;
 	struct mtd_cfg_upstream upstream;
 	struct mtd_fault_policy fault; /* default FAILFAST */
 	struct mtd_fault_budget_cfg retry_budget;
@@ -182,6 +199,8 @@ struct mtd_cfg {
 	size_t n_services;
 	struct mtd_cfg_register *registers; /* `register` */
 	size_t n_registers;
+	char *zone;    /* NULL = none */
+	char *node_id; /* Config.node_id, else the host name; never NULL */
 };
 
 /* Every problem found in one load, in file order. Each message reads
