@@ -83,7 +83,10 @@ static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 	int64_t now = mtd_now_ns();
 	int64_t until = a->first_ns ? a->first_ns : now;
 	struct mtd_lb_result res = {.ok = ok, .neutral = neutral, .latency_us = (until - a->start_ns) / 1000};
-	mtd_lb_call_end(a->picker, (size_t)a->ep_idx, &res, now);
+	if (a->layer)
+		mtd_lb_layer_call_end(a->layer, (size_t)a->ep_idx, &res, now);
+	else
+		mtd_lb_call_end(a->picker, (size_t)a->ep_idx, &res, now);
 	struct mtd_outlier_set *os = a->outliers;
 	if (!neutral && os && mtd_outlier_report(os, (size_t)a->ep_idx, !ok, mtd_wall_ms()))
 		MTD_WARN("service %s: endpoint %s ejected (outlier detection: %u failures in a row), for %lld ms",

@@ -256,6 +256,13 @@ static void bit_set(uint64_t *bits, int i, bool on)
 		bits[i / 64] &= ~(1ull << (i % 64));
 }
 
+/* issue 10: the routing layer picks by the call's routing header value. */
+static int layer_pick(struct mtd_call *call, const struct mtd_lb_pick_ctx *ctx)
+{
+	const nghttp2_nv *v = call->route_header ? mtd_headers_find(&call->req_hdrs, call->route_header) : NULL;
+	return mtd_lb_layer_pick(call->layer, v ? (const char *)v->value : NULL, v ? v->valuelen : 0, ctx);
+}
+
 /* The endpoints a pick must leave out: those this call tried, those
  * outlier detection ejected, and those active health checks found
  * unhealthy (the filter before the rule, seed 002). Returns the bitmap to
@@ -337,7 +344,7 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 	struct mtd_pool *p = NULL;
 	for (;;) {
 		ctx.excluded = excluded_set(call, scratch, words);
-		idx = mtd_lb_pick(call->picker, &ctx);
+		idx = call->layer ? layer_pick(call, &ctx) : mtd_lb_pick(call->picker, &ctx);
 		if (idx < 0) {
 			idx = fallback >= 0 ? fallback : any_full ? -EBUSY : -1;
 			if (fallback >= 0 && !(p = mtd_pool_get(call->w, svc, svc->eps[idx])))
@@ -446,8 +453,12 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		bit_set(call->tried, idx, true);
 		call->n_tried++;
 	}
+	a->layer = call->layer;
 	a->start_ns = mtd_now_ns();
-	mtd_lb_call_begin(call->picker, (size_t)idx);
+	if (call->layer)
+		mtd_lb_layer_call_begin(call->layer, (size_t)idx);
+	else
+		mtd_lb_call_begin(call->picker, (size_t)idx);
 	a->lb_begun = true;
 	call->cur = a;
 	call->state = MTD_CALL_RUNNING;
@@ -592,12 +603,16 @@ static struct mtd_lb_picker *route(struct mtd_call *call, const struct mtd_route
 		const struct mtd_rt_method *rm = &call->svc->methods[m - sc->methods];
 		call->hash_key = &m->hash_key;
 		call->fault = &m->fault;
+		call->layer = rm->layer;
+		call->route_header = m->routing.header;
 		if (rm->outliers)
 			call->outliers = rm->outliers;
 		return rm->picker;
 	}
 	call->hash_key = &sc->hash_key;
 	call->fault = &sc->fault;
+	call->layer = call->svc->layer;
+	call->route_header = sc->routing.header;
 	return call->svc->picker;
 }
 

@@ -61,10 +61,12 @@ static void service_free(struct mtd_rt_service *s)
 		for (size_t i = 0; i < s->cfg->n_methods; i++) {
 			mtd_lb_picker_free(s->methods[i].picker);
 			mtd_outlier_set_free(s->methods[i].outliers);
+			mtd_lb_layer_free(s->methods[i].layer);
 		}
 		free(s->methods);
 	}
 	mtd_lb_picker_free(s->picker);
+	mtd_lb_layer_free(s->layer);
 	if (s->ssl_ctx)
 		mtd_tls_ctx_free(s->ssl_ctx);
 	for (size_t i = 0; i < s->n_eps; i++)
@@ -286,6 +288,13 @@ static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
 	return 0;
 }
 
+/* issue 10: the routing layer is built only where an option asks for it,
+ * so a service without them picks exactly as before. */
+static bool layer_wanted(const struct mtd_lb_layer_config *lc)
+{
+	return lc->subset_size > 0 || (lc->zone && lc->locality != MTD_LB_LOCALITY_OFF) || lc->metadata_key;
+}
+
 static bool same_file(const char *a, const char *b)
 {
 	return a == b || (a && b && strcmp(a, b) == 0);
@@ -476,6 +485,21 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		         cfg->lb.ops->name, s->n_eps);
 		goto fail;
 	}
+	/* issue 10: what the routing layer reads, from the kept copies. */
+	for (size_t i = 0; s->attrs && i < n; i++) {
+		s->lb_eps[i].zone = s->attrs[i].zone;
+		/* struct mtd_disc_meta and struct mtd_lb_meta are both {key, value}. */
+		s->lb_eps[i].meta = (const struct mtd_lb_meta *)s->attrs[i].meta;
+		s->lb_eps[i].n_meta = s->attrs[i].n_meta;
+	}
+	if (layer_wanted(&cfg->layer)) {
+		s->layer = mtd_lb_layer_new(&cfg->layer, &cfg->lb, s->lb_eps, s->n_eps, prev ? prev->layer : NULL);
+		if (!s->layer) {
+			snprintf(err, errlen, "service %s: cannot build the routing layer over %zu endpoints",
+			         cfg->name, s->n_eps);
+			goto fail;
+		}
+	}
 	for (size_t i = 0; i < cfg->n_methods; i++) {
 		s->methods[i].cfg = &cfg->methods[i];
 		const struct mtd_lb_picker *mprev = NULL;
@@ -483,6 +507,20 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			if (strcmp(prev->cfg->methods[m].name, cfg->methods[i].name) == 0)
 				mprev = prev->methods[m].picker;
 		s->methods[i].picker = mtd_lb_picker_new(&cfg->methods[i].lb, s->lb_eps, s->n_eps, mprev);
+		if (layer_wanted(&cfg->methods[i].layer)) {
+			const struct mtd_lb_layer *lprev = NULL;
+			for (size_t m = 0; prev && m < prev->cfg->n_methods && !lprev; m++)
+				if (strcmp(prev->cfg->methods[m].name, cfg->methods[i].name) == 0)
+					lprev = prev->methods[m].layer;
+			s->methods[i].layer = mtd_lb_layer_new(&cfg->methods[i].layer, &cfg->methods[i].lb, s->lb_eps,
+			                                       s->n_eps, lprev);
+			if (!s->methods[i].layer) {
+				snprintf(err, errlen,
+				         "service %s, method %s: cannot build the routing layer over %zu endpoints",
+				         cfg->name, cfg->methods[i].name, s->n_eps);
+				goto fail;
+			}
+		}
 		if (!s->methods[i].picker) {
 			snprintf(err, errlen, "service %s, method %s: cannot build the %s picker over %zu endpoints",
 			         cfg->name, cfg->methods[i].name, cfg->methods[i].lb.ops->name, s->n_eps);
@@ -589,7 +627,11 @@ static struct mtd_disc_endpoint *static_set(const struct mtd_cfg_service *cfg, c
 		                                  .address = id,
 		                                  .sa = e->addr.sa,
 		                                  .salen = e->addr.salen,
-		                                  .weight = e->weight};
+		                                  .weight = e->weight,
+		                                  .zone = e->zone,
+		                                  /* both {key, value} (issue 10) */
+		                                  .metadata = (const struct mtd_disc_meta *)e->meta,
+		                                  .n_metadata = e->n_meta};
 		(*hosts)[i] = e->addr.host;
 	}
 	return d;
@@ -816,9 +858,13 @@ void mtd_runtime_tick(struct mtd_runtime *rt)
 		if (mtd_outlier_tick(s->outliers, now_ms))
 			MTD_INFO("service %s: ejections changed (%u of %zu endpoints out)", s->cfg->name,
 			         (unsigned)atomic_load(&s->outliers->n_ejected), s->n_eps);
+		if (s->layer)
+			mtd_lb_layer_tick(s->layer, now_ms, now_ns);
 		for (size_t m = 0; m < s->cfg->n_methods; m++) {
 			mtd_lb_tick(s->methods[m].picker, now_ms, now_ns);
 			mtd_outlier_tick(s->methods[m].outliers, now_ms);
+			if (s->methods[m].layer)
+				mtd_lb_layer_tick(s->methods[m].layer, now_ms, now_ns);
 		}
 	}
 }

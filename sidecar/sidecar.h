@@ -91,6 +91,7 @@ struct mtd_endpoint {
 struct mtd_rt_method {
 	const struct mtd_cfg_method *cfg;
 	struct mtd_lb_picker *picker;
+	struct mtd_lb_layer *layer; /* NULL unless subset/locality/routing apply */
 	/* outlier_detection.method_scoped: this method's own ejection state
 	 * over the snapshot's endpoints (owned); else NULL (the service's). */
 	struct mtd_outlier_set *outliers;
@@ -128,7 +129,11 @@ struct mtd_rt_service {
 	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see (weights) */
 	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has any */
 	size_t n_eps;
-	struct mtd_lb_picker *picker;  /* the service-level policy */
+	struct mtd_lb_picker *picker; /* the service-level policy */
+	/* The routing layer (lib/lb/layer.c) over the same endpoints, when
+	 * the service uses subset, locality or routing; calls then pick,
+	 * begin and end through it instead of picker. NULL otherwise. */
+	struct mtd_lb_layer *layer;
 	struct mtd_rt_method *methods; /* parallel to cfg->methods */
 	struct ssl_ctx_st *ssl_ctx;    /* NULL = h2c (a reference of its own) */
 	char *unavailable;             /* why the set is empty (UNAVAILABLE message), or NULL */
@@ -468,6 +473,7 @@ struct mtd_attempt {
 	struct mtd_endpoint *ep;
 	int ep_idx;                       /* in the snapshot of picker */
 	struct mtd_lb_picker *picker;     /* the one that picked it */
+	struct mtd_lb_layer *layer;       /* the routing layer that picked it, or NULL */
 	struct mtd_outlier_set *outliers; /* the ejection state ep_idx indexes, or NULL */
 	struct mtd_pool *pool;            /* PENDING */
 	TAILQ_ENTRY(mtd_attempt) pending_link;
@@ -509,6 +515,8 @@ struct mtd_call {
 	struct mtd_rt_hold *hold, *hold_prev;
 	struct mtd_rt_service *svc;
 	struct mtd_lb_picker *picker;
+	struct mtd_lb_layer *layer; /* the method's or service's, or NULL */
+	const char *route_header;   /* routing.header the layer reads, or NULL */
 	const struct mtd_cfg_hash_key *hash_key;
 	const struct mtd_fault_policy *fault; /* the method's, else the service's */
 	struct mtd_outlier_set *outliers;     /* the method's, else the service's; NULL = none */

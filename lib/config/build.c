@@ -61,13 +61,6 @@ void mtd_cfg__numeric_hosts_only(bool on)
 	numeric_hosts_only = on;
 }
 
-static _Thread_local bool layer_preview;
-
-void mtd_cfg__layer_preview(bool on)
-{
-	layer_preview = on;
-}
-
 struct builder {
 	struct mtd_cfg__diag *d;
 	const char *basedir;
@@ -1331,26 +1324,16 @@ static int method_cmp(const void *a, const void *c)
 
 /* ---- routing layer (lib/lb/layer.c) -------------------------------------- */
 
-/* False (and an error at the key) while the data plane does not build the
- * layer: the key would be parsed and ignored. */
-static bool layer_available(struct builder *b, const void *m, const char *field, const char *path)
-{
-	if (layer_preview)
-		return true;
-	BERR(at(b, m, field, NULL), path, "is not available in this build yet");
-	return false;
-}
-
 /* Config.zone and Config.node_id (default: the host name). */
 static void build_identity(struct builder *b, const PbConfig *m, struct mtd_cfg *cfg)
 {
 	char host[256] = "";
 
-	if (m->zone[0] != '\0' && layer_available(b, m, "zone", "zone")) {
+	if (m->zone[0] != '\0') {
 		cfg->zone = dup_or_oom(b, m->zone);
 		b->zone = cfg->zone;
 	}
-	if (m->node_id[0] != '\0' && layer_available(b, m, "node_id", "node_id")) {
+	if (m->node_id[0] != '\0') {
 		cfg->node_id = dup_or_oom(b, m->node_id);
 	} else {
 		if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
@@ -1365,8 +1348,6 @@ static void build_routing(struct builder *b, const PbRouting *m, const char *pat
 	char p[256];
 
 	*out = (struct mtd_cfg_routing){.fallback_fail = m->fallback == MAITRED__CONFIG__V1__ROUTING__FALLBACK__FAIL};
-	if (!layer_available(b, m, NULL, path))
-		return;
 	sub(p, sizeof(p), path, "header");
 	if (m->header[0] == '\0') {
 		BERR(at(b, m, NULL, NULL), p, "is required (the request metadata key carrying the tag)");
@@ -1415,9 +1396,9 @@ static void build_locality(struct builder *b, const PbService *m, const char *pa
 	out->layer.min_healthy_percent = MTD_LB_DEFAULT_MIN_HEALTHY_PERCENT;
 	/* issue 10: PREFER_LOCAL by default once zone is set. */
 	out->layer.locality = b->zone != NULL ? MTD_LB_LOCALITY_PREFER_LOCAL : MTD_LB_LOCALITY_OFF;
-	if (m->subset != NULL && layer_available(b, m, "subset", sub(p, sizeof(p), path, "subset")))
+	if (m->subset != NULL)
 		out->layer.subset_size = m->subset->size;
-	if (l == NULL || !layer_available(b, m, "locality", sub(p, sizeof(p), path, "locality")))
+	if (l == NULL)
 		return;
 	switch (l->mode) {
 	case MAITRED__CONFIG__V1__LOCALITY__MODE__STRICT:
@@ -1451,13 +1432,11 @@ static int meta_cmp(const void *x, const void *y)
 	return strcmp(((const struct mtd_lb_meta *)x)->key, ((const struct mtd_lb_meta *)y)->key);
 }
 
-static void build_endpoint_tags(struct builder *b, const PbEndpoint *e, const char *path, struct mtd_cfg_endpoint *oe)
+static void build_endpoint_tags(struct builder *b, const PbEndpoint *e, struct mtd_cfg_endpoint *oe)
 {
-	char p[256];
-
-	if (e->zone[0] != '\0' && layer_available(b, e, "zone", sub(p, sizeof(p), path, "zone")))
+	if (e->zone[0] != '\0')
 		oe->zone = dup_or_oom(b, e->zone);
-	if (e->n_metadata == 0 || !layer_available(b, e, "metadata", sub(p, sizeof(p), path, "metadata")))
+	if (e->n_metadata == 0)
 		return;
 	oe->meta = mtd_cfg__calloc(e->n_metadata, sizeof(*oe->meta));
 	if (oe->meta == NULL) {
@@ -1548,8 +1527,7 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 				}
 			}
 		}
-		snprintf(p, sizeof(p), "%s.endpoints[%zu]", path, i);
-		build_endpoint_tags(b, e, p, oe);
+		build_endpoint_tags(b, e, oe);
 		if (e->weight != NULL) {
 			snprintf(p, sizeof(p), "%s.endpoints[%zu].weight", path, i);
 			if (e->weight->value > INT32_MAX)

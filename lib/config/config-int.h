@@ -138,11 +138,6 @@ int mtd_cfg__build(const Maitred__Config__V1__Config *m, const char *source, con
  * make the loader wait on DNS. */
 void mtd_cfg__numeric_hosts_only(bool on);
 
-/* Tests only (thread-local): accept the routing-layer options (zone,
- * node_id, subset, locality, routing, endpoint zone and metadata) before
- * the data plane builds the layer. Off: refused at load, never ignored. */
-void mtd_cfg__layer_preview(bool on);
-
 /* Parse "host:port" / "[v6]:port" without resolving. 0 or -EINVAL with
  * *why set. host is a new string. */
 int mtd_cfg__split_hostport(const char *text, char **host, uint16_t *port, const char **why);

@@ -1178,9 +1178,6 @@ START_TEST(ok_routing_layer_options)
 	                           "  - name: c.D\n"
 	                           "    locality: {mode: STRICT, min_healthy_percent: 50}\n" EP;
 
-	/* Not wired into the data plane yet: refused, never ignored. */
-	expect_error(yaml, "t.yaml:1:7: zone: is not available in this build yet");
-	mtd_cfg__layer_preview(true);
 	cfg = load_ok(yaml);
 	s0 = &cfg->services[0];
 	e1 = &s0->endpoints[1];
@@ -1233,7 +1230,6 @@ START_TEST(ok_routing_layer_options)
 	             "  - name: a.B\n"
 	             "    routing: {header: \":path\", metadata_key: v}\n" EP,
 	             "t.yaml:3:23: services[0].routing.header: \":path\" is a pseudo-header; use a metadata key");
-	mtd_cfg__layer_preview(false);
 }
 END_TEST
 
