@@ -19,7 +19,7 @@ PACKAGES="build-essential autoconf automake libtool pkg-config libnghttp2-dev
   protobuf-compiler libyaml-dev check python3-grpcio python3-grpc-tools
   python3-protobuf python3-h2 openssl golang-go golang-google-grpc-dev
   clang libclang-rt-14-dev etcd-server dnsmasq-base
-  python3-prometheus-client python3-yaml chromium"
+  python3-prometheus-client python3-yaml chromium systemd"
 
 say() { printf '\n==> %s\n' "$*"; }
 
