@@ -696,23 +696,35 @@ fail:
 	return NULL;
 }
 
-struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg, unsigned n_workers, char *err,
-                                    size_t errlen)
+/* A box owning cfg and an array for its service snapshots; on failure
+ * (out of memory, said in err) cfg is freed and NULL returned. */
+static struct mtd_cfg_box *box_new(struct mtd_cfg *cfg, struct mtd_rt_service ***svcs, char *err, size_t errlen)
 {
 	struct mtd_cfg_box *box = calloc(1, sizeof(*box));
-	struct mtd_rt_service **svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*svcs));
-	struct mtd_runtime *rt = NULL;
-	size_t built = 0;
-
-	if (!box || !svcs) {
+	*svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(**svcs));
+	if (!box || !*svcs) {
 		snprintf(err, errlen, "out of memory");
 		free(box);
-		free(svcs);
+		free(*svcs);
+		*svcs = NULL;
 		mtd_cfg_free(cfg);
 		return NULL;
 	}
 	mtd_disc_ref_init(&box->ref);
 	box->cfg = cfg;
+	return box;
+}
+
+struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg, unsigned n_workers, char *err,
+                                    size_t errlen)
+{
+	struct mtd_rt_service **svcs = NULL;
+	struct mtd_cfg_box *box = box_new(cfg, &svcs, err, errlen);
+	struct mtd_runtime *rt = NULL;
+	size_t built = 0;
+
+	if (!box)
+		return NULL;
 	for (; built < cfg->n_services; built++) {
 		const struct mtd_cfg_service *sc = &cfg->services[built];
 		const char **hosts = NULL;
@@ -947,20 +959,13 @@ static struct mtd_rt_service *find_service(const struct mtd_runtime *rt, const c
 
 struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, char *err, size_t errlen)
 {
-	struct mtd_cfg_box *box = calloc(1, sizeof(*box));
-	struct mtd_rt_service **svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*svcs));
+	struct mtd_rt_service **svcs = NULL;
+	struct mtd_cfg_box *box = box_new(cfg, &svcs, err, errlen);
 	struct mtd_runtime *rt = NULL;
 	size_t built = 0;
 
-	if (!box || !svcs) {
-		snprintf(err, errlen, "out of memory");
-		free(box);
-		free(svcs);
-		mtd_cfg_free(cfg);
+	if (!box)
 		return NULL;
-	}
-	mtd_disc_ref_init(&box->ref);
-	box->cfg = cfg;
 	for (; built < cfg->n_services; built++) {
 		const struct mtd_cfg_service *sc = &cfg->services[built];
 		struct mtd_rt_service *prev = find_service(ctl->rt, sc->name);
