@@ -429,9 +429,11 @@ class MaitredTest(unittest.TestCase):
         s.update(extra)
         return s
 
-    def start_maitred(self, cfg=None, upstreams=None, args=None, check_exit=True, wait=True):
+    def start_maitred(self, cfg=None, upstreams=None, args=None, check_exit=True, wait=True, wrap=None):
         """Start maitred on `cfg` (a dict, or None for one "*" service over
-        `upstreams`) and wait until its listener accepts connections."""
+        `upstreams`) and wait until its listener accepts connections. `wrap`:
+        a command that execs maitred's argv (appended to it) in place, so the
+        PID stays maitred's."""
         if cfg is None:
             cfg = self.config([self.service("*", upstreams)])
         if DIRECT:
@@ -440,7 +442,7 @@ class MaitredTest(unittest.TestCase):
             self.fail("maitred binary not found at %s (set MAITRED_BIN)" % MAITRED_BIN)
         path = self.write_config(cfg)
         port = int(cfg["listen"].rsplit(":", 1)[1])
-        argv = [MAITRED_BIN, "--config", path, "--log-level", LOG_LEVEL] + (args or [])
+        argv = (wrap or []) + [MAITRED_BIN, "--config", path, "--log-level", LOG_LEVEL] + (args or [])
         self._n += 1
         proc = Proc("maitred%d" % self._n, argv, self.tmp)
         self._procs.append((proc, check_exit))

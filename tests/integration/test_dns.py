@@ -127,3 +127,50 @@ class Dns(MaitredTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+
+UNSHARE = shutil.which("unshare")
+
+
+def can_bind_mount():
+    """True when this process may give a child its own /etc/hosts (root,
+    and a kernel that allows mount namespaces)."""
+    if UNSHARE is None or os.geteuid() != 0:
+        return False
+    import subprocess
+    r = subprocess.run([UNSHARE, "--mount", "sh", "-c", "mount --bind /dev/null /etc/hosts"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return r.returncode == 0
+
+
+@maitred_only
+@unittest.skipUnless(can_bind_mount(), "needs root and mount namespaces (unshare --mount) for a private /etc/hosts")
+class StaticHostname(MaitredTest):
+    """A host name in static `endpoints` goes through the resolver: every
+    address it has becomes an endpoint (issue 7 section 5), not
+    getaddrinfo's first. maitred runs in its own mount namespace with a
+    hosts file of the test's (util-linux's unshare; the process keeps its
+    PID through the execs), so the name's addresses are known and on
+    loopback."""
+
+    def test_every_address_of_a_static_name_is_an_endpoint(self):
+        hosts = os.path.join(self.tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 localhost\n127.0.0.2 %s\n127.0.0.3 %s\n" % (NAME, NAME))
+        u2 = self.start_upstream("u2", host="127.0.0.2")
+        u3 = self.start_upstream("u3", host="127.0.0.3", port=u2.port)
+        svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
+               "endpoints": [{"address": "%s:%d" % (NAME, u2.port)}]}
+        m = self.start_maitred(self.config([svc]),
+                               wrap=[UNSHARE, "--mount", "sh", "-c",
+                                     'mount --bind "$0" /etc/hosts && exec "$@"', hosts])
+        wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT,
+                   "both addresses of %s" % NAME)
+        stub = self.echo(m)
+        seen = {}
+        for _ in range(20):
+            r = stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            seen[r.instance] = seen.get(r.instance, 0) + 1
+        self.assertEqual(seen, {"u2": 10, "u3": 10}, "round robin over every address of the name")
+        self.stop_maitred(m)
