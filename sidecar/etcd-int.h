@@ -25,6 +25,10 @@ struct ssl_ctx_st;
 #define KEEPALIVE_MS     10000
 #define HEALTH_PERIOD_MS 1000
 #define REVOKE_LIMIT_MS  2000
+/* Reload handover: how often and how long the previous registration waits
+ * for the new one to be live before its leases are revoked. */
+#define HANDOVER_POLL_MS  100
+#define HANDOVER_LIMIT_MS 10000
 
 /* One owner's connection to the cluster cfg->endpoints, tried in turn. */
 struct mtd_etcd_link {

@@ -36,8 +36,9 @@ extern const struct mtd_disc_source_ops mtd_etcd_source_ops;
  * only while the app's grpc.health.v1 Check answers SERVING (polled every
  * second). */
 struct mtd_register;
-/* Start every entry of cfg->registers (copied: cfg may go away after).
- * NULL when there are none or out of memory (logged). */
+/* Start every entry of cfg->registers (copied: cfg may go away after);
+ * none gives an empty registrar (a reload's heir). NULL on out of memory
+ * (logged). */
 struct mtd_register *mtd_register_start(struct event_base *base, const struct mtd_cfg *cfg);
 /* SIGTERM: revoke every lease (which deletes the records) and call
  * done(arg) from the event loop once all answered or after 2 s, whichever
@@ -45,8 +46,17 @@ struct mtd_register *mtd_register_start(struct event_base *base, const struct mt
  * to revoke: the caller goes on at once. NULL r returns false. */
 bool mtd_register_shutdown(struct mtd_register *r, void (*done)(void *arg), void *arg);
 void mtd_register_free(struct mtd_register *r);
-/* Whether cfg's register entries are those r runs (a reload compares: a
- * change of them needs a restart). NULL r matches a cfg without any. */
+/* Reload with changed entries (issue 7 section 6): the heir (started on the
+ * new config, or an empty one) takes old over. old's leases are revoked,
+ * deleting its records, once every entry of heir is live (or after 10 s,
+ * or at once when heir has no entries, or when heir shuts down), and old
+ * is then freed. A record both configs keep (same key) never disappears:
+ * the heir's Put moves it to the heir's lease before the old lease goes.
+ * The heir owns old until then (mtd_register_free(heir) frees it too).
+ * false on out of memory (old untouched). NULL old: nothing to do. */
+bool mtd_register_handover(struct mtd_register *old, struct mtd_register *heir);
+/* Whether cfg's register entries are those r runs (a reload compares).
+ * NULL r matches a cfg without any. */
 bool mtd_register_same_config(const struct mtd_register *r, const struct mtd_cfg *cfg);
 
 #endif

@@ -69,6 +69,14 @@ struct mtd_register {
 	void *done_arg;
 	size_t revokes_pending;
 	bool shutting_down;
+	/* Reload handover (mtd_register_handover): the registrars this one
+	 * replaced, owned by it until their leases are revoked; and, on such a
+	 * predecessor, its heir and the timer that polls whether the heir is
+	 * live. */
+	struct mtd_register *retiring, *next_retiring;
+	struct mtd_register *heir;
+	struct event *handover_ev;
+	unsigned handover_polls;
 };
 
 static void reg_advance(struct reg *r);
@@ -484,10 +492,8 @@ struct mtd_register *mtd_register_start(struct event_base *base, const struct mt
 {
 	struct mtd_register *o;
 
-	if (cfg->n_registers == 0)
-		return NULL;
 	o = calloc(1, sizeof(*o));
-	if (o == NULL || (o->regs = calloc(cfg->n_registers, sizeof(*o->regs))) == NULL ||
+	if (o == NULL || (o->regs = calloc(cfg->n_registers ? cfg->n_registers : 1, sizeof(*o->regs))) == NULL ||
 	    (o->done_ev = evtimer_new(base, done_cb, o)) == NULL ||
 	    (o->shutdown_timer = evtimer_new(base, shutdown_timeout, o)) == NULL) {
 		MTD_ERROR("register: out of memory");
@@ -549,12 +555,19 @@ static void shutdown_timeout(evutil_socket_t fd, short what, void *arg)
 	done_cb(-1, 0, o);
 }
 
+static void handover_poll(evutil_socket_t fd, short what, void *arg);
+
 bool mtd_register_shutdown(struct mtd_register *o, void (*done)(void *arg), void *arg)
 {
 	size_t want = 0;
 
 	if (o == NULL)
 		return false;
+	/* Predecessors still waiting for this one to be live: revoke them
+	 * now too (their next poll sees the heir shutting down). */
+	for (struct mtd_register *p = o->retiring; p != NULL; p = p->next_retiring)
+		if (!p->shutting_down)
+			event_active(p->handover_ev, EV_TIMEOUT, 0);
 	o->shutting_down = true;
 	o->done = done;
 	o->done_arg = arg;
@@ -580,10 +593,95 @@ bool mtd_register_shutdown(struct mtd_register *o, void (*done)(void *arg), void
 	return true;
 }
 
+/* ---- reload handover ------------------------------------------------------ */
+
+/* True when every entry of o is as registered as it can be: LIVE, or
+ * (when_serving) its app has answered a health check and is not SERVING. */
+static bool settled(const struct mtd_register *o)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		const struct reg *r = &o->regs[i];
+		if (r->state != REG_LIVE && (r->serving || (r->cfg->when_serving && !r->hc_seen)))
+			return false;
+	}
+	return true;
+}
+
+static void unlink_retiring(struct mtd_register *p)
+{
+	struct mtd_register **pp = &p->heir->retiring;
+	while (*pp != p)
+		pp = &(*pp)->next_retiring;
+	*pp = p->next_retiring;
+}
+
+/* The predecessor's revokes ended (or timed out): it is done. Called from
+ * its own done_cb, which touches nothing of it afterwards. */
+static void retired(void *arg)
+{
+	struct mtd_register *p = arg;
+	MTD_INFO("register: the previous config's leases are revoked");
+	unlink_retiring(p);
+	mtd_register_free(p);
+}
+
+static void handover_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_register *p = arg;
+	struct mtd_register *h = p->heir;
+	bool live = h->n == 0 || settled(h);
+
+	if (!live && !h->shutting_down && ++p->handover_polls < HANDOVER_LIMIT_MS / HANDOVER_POLL_MS) {
+		struct timeval tv = mtd_etcd__tv_ms(HANDOVER_POLL_MS);
+		evtimer_add(p->handover_ev, &tv);
+		return;
+	}
+	if (!live && !h->shutting_down)
+		MTD_WARN("register: new entries not all live after %d ms: revoking the old leases anyway",
+		         HANDOVER_LIMIT_MS);
+	if (!mtd_register_shutdown(p, retired, p)) {
+		unlink_retiring(p);
+		mtd_register_free(p);
+	}
+}
+
+bool mtd_register_handover(struct mtd_register *old, struct mtd_register *heir)
+{
+	if (old == NULL)
+		return true;
+	if (old->handover_ev == NULL && (old->handover_ev = evtimer_new(old->base, handover_poll, old)) == NULL)
+		return false;
+	/* What old was still retiring waits for the heir now. */
+	while (old->retiring != NULL) {
+		struct mtd_register *p = old->retiring;
+		old->retiring = p->next_retiring;
+		p->heir = heir;
+		p->next_retiring = heir->retiring;
+		heir->retiring = p;
+	}
+	old->heir = heir;
+	old->next_retiring = heir->retiring;
+	heir->retiring = old;
+	/* The first look at once: an heir without entries (register removed)
+	 * lets the old leases go without waiting. */
+	struct timeval now = {0, 0};
+	evtimer_add(old->handover_ev, &now);
+	return true;
+}
+
 void mtd_register_free(struct mtd_register *o)
 {
 	if (o == NULL)
 		return;
+	/* Predecessors not revoked yet (at exit): their leases expire with
+	 * their TTL. */
+	while (o->retiring != NULL) {
+		struct mtd_register *p = o->retiring;
+		o->retiring = p->next_retiring;
+		mtd_register_free(p);
+	}
+	if (o->handover_ev)
+		event_free(o->handover_ev);
 	for (size_t i = 0; i < o->n; i++) {
 		struct reg *r = &o->regs[i];
 		mtd_etcd__link_fini(&r->link);

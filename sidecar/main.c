@@ -188,6 +188,23 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- reload (issue 7 section 6) ----------------------------------------- */
 
+/* A changed `register` applies live: the new entries register, then the
+ * old leases go (mtd_register_handover), so a record both configs keep
+ * never disappears from etcd. */
+static void reload_register(struct mtd_control *ctl)
+{
+	struct mtd_register *next = mtd_register_start(ctl->base, ctl->rt->cfg);
+
+	if (next == NULL || !mtd_register_handover(ctl->reg, next)) {
+		mtd_register_free(next);
+		MTD_ERROR("reload: register changed but its new entries cannot start (out of memory)");
+		return;
+	}
+	MTD_INFO("reload: register changed: %zu entr%s now, the old leases go once they are live",
+	         ctl->rt->cfg->n_registers, ctl->rt->cfg->n_registers == 1 ? "y" : "ies");
+	ctl->reg = next;
+}
+
 static void reload(struct mtd_control *ctl, const char *why)
 {
 	if (ctl->draining || !ctl->config_path)
@@ -204,8 +221,7 @@ static void reload(struct mtd_control *ctl, const char *why)
 	if (cfg->workers != cur->workers)
 		MTD_WARN("reload: workers changed (%u -> %u): needs a restart; still %u", cur->workers, cfg->workers,
 		         cur->workers);
-	if (!mtd_register_same_config(ctl->reg, cfg))
-		MTD_WARN("reload: register changed: needs a restart; still registering what it started with");
+	bool reg_changed = !mtd_register_same_config(ctl->reg, cfg);
 	if ((cfg->admin == NULL) != (cur->admin == NULL) ||
 	    (cfg->admin && strcmp(cfg->admin->text, cur->admin->text) != 0))
 		MTD_WARN("reload: admin changed: needs a restart");
@@ -218,6 +234,8 @@ static void reload(struct mtd_control *ctl, const char *why)
 	mtd_sources_stop(ctl);
 	mtd_control_publish(ctl, rt);
 	mtd_sources_start(ctl);
+	if (reg_changed)
+		reload_register(ctl);
 	MTD_INFO("reload: %s applied (%zu service%s)", ctl->config_path, rt->cfg->n_services,
 	         rt->cfg->n_services == 1 ? "" : "s");
 }
@@ -416,10 +434,7 @@ static int run(struct mtd_control *ctl)
 		rc = 0;
 	}
 	if (rc == 0 && cfg->n_registers != 0) {
-		/* The registration reads the config it started with: keep it
-		 * alive across reloads (a changed `register` needs a restart). */
-		mtd_disc_ref_get(&ctl->rt->cfgbox->ref);
-		ctl->reg_cfgbox = ctl->rt->cfgbox;
+		/* The registration copies its entries (a reload may free cfg). */
 		ctl->reg = mtd_register_start(ctl->base, cfg);
 		if (!ctl->reg)
 			MTD_ERROR("register: cannot start (out of memory): this pod's apps are not registered");

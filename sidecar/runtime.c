@@ -187,8 +187,6 @@ int mtd_control_init(struct mtd_control *ctl)
 
 void mtd_control_fini(struct mtd_control *ctl)
 {
-	cfgbox_unref(ctl->reg_cfgbox);
-	ctl->reg_cfgbox = NULL;
 	if (ctl->rt) {
 		mtd_runtime_unref(ctl->rt);
 		ctl->rt = NULL;

@@ -210,7 +210,6 @@ struct mtd_control {
 	bool listening;        /* every worker's listener is up (admin /ready) */
 	struct mtd_register *reg;       /* Config.register, NULL without */
 	struct mtd_health *health;      /* active health checks (health.c) */
-	struct mtd_cfg_box *reg_cfgbox; /* the config reg reads (a reference) */
 	struct event *drain_timer;
 	const char *config_path; /* NULL = embedded default (no reload) */
 	const char *config_base; /* its file name, for inotify events */

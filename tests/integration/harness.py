@@ -440,7 +440,9 @@ class MaitredTest(unittest.TestCase):
             return Direct(cfg["services"][0]["endpoints"][0]["address"])
         if not os.access(MAITRED_BIN, os.X_OK):
             self.fail("maitred binary not found at %s (set MAITRED_BIN)" % MAITRED_BIN)
-        path = self.write_config(cfg)
+        # Each maitred its own file: maitred watches its config file and
+        # reloads on a change, so two sharing one would take each other's.
+        path = self.write_config(cfg, "maitred.yaml" if self._n == 0 else "maitred%d.yaml" % (self._n + 1))
         port = int(cfg["listen"].rsplit(":", 1)[1])
         argv = (wrap or []) + [MAITRED_BIN, "--config", path, "--log-level", LOG_LEVEL] + (args or [])
         self._n += 1

@@ -502,6 +502,41 @@ class EtcdTest(MaitredTest):
         self.assertLess(out.index("revoked"), out.index("SIGTERM: draining"), "revoke comes before the drain")
 
     @maitred_only
+    def test_register_changed_by_a_reload(self):
+        """A reload that changes `register` applies live: a re-weighted
+        entry's record changes without ever being deleted, a dropped entry's
+        record goes, an added one appears."""
+        etcd = Etcd(self)
+        app1, app2, app3 = (self.start_upstream(n) for n in ("app1", "app2", "app3"))
+        cfg = self.config([self.other()], register=[self.register(app1, etcd), self.register(app2, etcd)])
+        m = self.start_maitred(cfg)
+        k1, k2, k3 = (PREFIX + u.address for u in (app1, app2, app3))
+        wait_until(lambda: {k1, k2} <= set(etcd.get_prefix(PREFIX)), WAIT, "both registrations")
+        lease1 = self.lease_of(etcd, k1)
+        rev0 = etcd.revision()
+        cfg["register"] = [self.register(app1, etcd, weight=50), self.register(app3, etcd)]
+        self.write_config(cfg, os.path.basename(m.config_path))
+        m.proc.signal(signal.SIGHUP)
+
+        def handed_over():
+            recs = etcd.get_prefix(PREFIX)
+            return (set(recs) == {k1, k3} and json.loads(recs[k1])["weight"] == 50) and recs
+        wait_until(handed_over, WAIT, "app1 at weight 50, app3 added, app2 gone")
+        self.assertNotEqual(self.lease_of(etcd, k1), lease1, "app1's record is under the new lease")
+        # Never deleted on the way: app1's key exists at every revision since
+        # the reload (etcd keeps the history; nothing is compacted here).
+        for rev in range(rev0, etcd.revision() + 1):
+            r = etcd.api("kv/range", {"key": b64(k1), "revision": rev})
+            self.assertEqual(len(r.get("kvs", [])), 1, "app1's record missing at revision %d" % rev)
+        self.assertTrue(self.log_lines(m, "previous config's leases are revoked"))
+        # `register` removed: its records go at the reload, not at the TTL.
+        del cfg["register"]
+        self.write_config(cfg, os.path.basename(m.config_path))
+        m.proc.signal(signal.SIGHUP)
+        wait_until(lambda: etcd.get_prefix(PREFIX) == {}, WAIT, "every record revoked")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_etcd_restart_registers_again(self):
         etcd = Etcd(self)
         up = self.start_upstream("app")
