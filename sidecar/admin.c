@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -114,6 +115,75 @@ static void h_drain(struct mtd_admin *a, struct evhttp_request *req)
 	a->view.drain(a->view.arg, "POST /drain");
 }
 
+/* Wall time ms as an RFC 3339 UTC string with milliseconds (a double of
+ * Unix seconds would lose them in the JSON writer's 9 digits); null for
+ * 0 or 1 (not ejected, or an ejection being written). */
+static void json_time_or_null(struct mtd_json *j, int64_t ms)
+{
+	struct tm tm;
+	time_t t = (time_t)(ms / 1000);
+	char out[40];
+	if (ms <= 1 || !gmtime_r(&t, &tm) || !strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%S", &tm)) {
+		mtd_json_null(j);
+		return;
+	}
+	size_t n = strlen(out);
+	snprintf(out + n, sizeof(out) - n, ".%03dZ", (int)(ms % 1000));
+	mtd_json_str(j, out);
+}
+
+/* A service's fault figures in /clusters: ejections, the circuit
+ * breaker's counts and refusals, the retry budget, substitute answers. */
+static void clusters_health(struct mtd_json *j, const struct mtd_rt_service *s, const struct mtd_mx_service *f)
+{
+	const struct mtd_cfg_service *c = s->cfg;
+	if (c->outlier.enabled) {
+		mtd_json_key(j, "ejected");
+		mtd_json_u64(j, s->outliers ? atomic_load(&s->outliers->n_ejected) : 0);
+	}
+	const struct mtd_circuit_config *cb = &c->circuit;
+	mtd_json_key(j, "circuit_breaker");
+	mtd_json_obj_begin(j);
+	mtd_json_key(j, "max_calls");
+	mtd_json_u64(j, cb->max_calls);
+	/* Counted only while a limit needs them (call.c, pool.c). */
+	if (cb->max_calls) {
+		mtd_json_key(j, "calls");
+		mtd_json_u64(j, atomic_load(&s->load->calls));
+	}
+	mtd_json_key(j, "max_pending");
+	mtd_json_u64(j, cb->max_pending);
+	if (cb->max_pending) {
+		mtd_json_key(j, "pending");
+		mtd_json_u64(j, atomic_load(&s->load->pending));
+	}
+	mtd_json_key(j, "max_calls_per_endpoint");
+	mtd_json_u64(j, cb->max_calls_per_endpoint);
+	mtd_json_key(j, "rejected");
+	mtd_json_obj_begin(j);
+	for (size_t k = 0; k < MTD_MX_CIRCUIT_N; k++) {
+		mtd_json_key(j, mtd_mx_circuit_names[k]);
+		mtd_json_u64(j, f->circuit_rejected[k]);
+	}
+	mtd_json_obj_end(j);
+	mtd_json_obj_end(j);
+	mtd_json_key(j, "retries");
+	mtd_json_u64(j, f->retries);
+	if (c->retry_budget.set) {
+		mtd_json_key(j, "retry_budget");
+		mtd_json_obj_begin(j);
+		mtd_json_key(j, "spent");
+		mtd_json_u64(j, atomic_load(&s->budget->spent));
+		mtd_json_key(j, "exhausted");
+		mtd_json_u64(j, atomic_load(&s->budget->exhausted));
+		mtd_json_obj_end(j);
+	}
+	mtd_json_key(j, "failsafe_answers");
+	mtd_json_u64(j, f->failsafe);
+	mtd_json_key(j, "fallback_answers");
+	mtd_json_u64(j, f->fallback);
+}
+
 static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 {
 	const struct mtd_runtime *rt = *a->view.rt;
@@ -128,7 +198,10 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 	mtd_json_bool(&j, *a->view.draining);
 	mtd_json_key(&j, "services");
 	mtd_json_arr_begin(&j);
-	for (size_t si = 0; rt && si < rt->cfg->n_services; si++) {
+	struct mtd_mx_service *figs = rt ? mtd_metrics_services(rt) : NULL;
+	if (rt && !figs)
+		b.oom = true; /* answered as 500 below */
+	for (size_t si = 0; figs && si < rt->cfg->n_services; si++) {
 		const struct mtd_rt_service *s = rt->services[si];
 		const struct mtd_cfg_service *c = s->cfg;
 		mtd_json_obj_begin(&j);
@@ -156,6 +229,7 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 			mtd_json_obj_end(&j);
 		}
 		mtd_json_arr_end(&j);
+		clusters_health(&j, s, &figs[si]);
 		mtd_json_key(&j, "endpoints");
 		mtd_json_arr_begin(&j);
 		struct mtd_mx_warm *warm = mtd_metrics_warmups(s, now_ms);
@@ -190,16 +264,48 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 			mtd_json_i64(&j, conns > 0 ? conns : 0);
 			mtd_json_key(&j, "connect_failures");
 			mtd_json_u64(&j, atomic_load(&e->mx.connect_failures));
-			/* Outlier ejection and health checks do not exist yet;
-			 * "unreachable" is a pool backing off after failed connects. */
+			struct mtd_mx_health h;
+			mtd_metrics_health(s, i, &h);
+			if (c->outlier.enabled) {
+				mtd_json_key(&j, "ejected");
+				mtd_json_bool(&j, h.ejected);
+				/* RFC 3339 UTC, and the seconds left; null while
+				 * serving (or while the ejection is being written). */
+				mtd_json_key(&j, "ejected_until");
+				json_time_or_null(&j, h.ejected_until_ms);
+				mtd_json_key(&j, "ejection_remaining_s");
+				if (h.ejected_until_ms > 1)
+					mtd_json_dbl(&j, h.ejected_until_ms > now_ms
+					                         ? (double)(h.ejected_until_ms - now_ms) / 1e3
+					                         : 0.0);
+				else
+					mtd_json_null(&j);
+				mtd_json_key(&j, "ejections");
+				mtd_json_u64(&j, h.ejections);
+			}
+			mtd_json_key(&j, "health");
+			mtd_json_str(&j, mtd_mx_hc_names[h.hc]);
+			if (c->health_check.enabled) {
+				mtd_json_key(&j, "health_checks");
+				mtd_json_u64(&j, h.hc_checks);
+				mtd_json_key(&j, "health_check_failures");
+				mtd_json_u64(&j, h.hc_failures);
+			}
+			/* One word for the live page, the worst first: left out of
+			 * picks by outlier detection, by health checks, or a pool
+			 * backing off after failed connects. */
 			mtd_json_key(&j, "state");
-			mtd_json_str(&j, reachable ? "healthy" : "unreachable");
+			mtd_json_str(&j, h.ejected                       ? "ejected"
+			                 : h.hc == MTD_MX_HC_NOT_SERVING ? "unhealthy"
+			                 : reachable                     ? "healthy"
+			                                                 : "unreachable");
 			mtd_json_obj_end(&j);
 		}
 		free(warm);
 		mtd_json_arr_end(&j);
 		mtd_json_obj_end(&j);
 	}
+	free(figs);
 	mtd_json_arr_end(&j);
 	mtd_json_obj_end(&j);
 	mtd_abuf_add(&b, "\n", 1);

@@ -413,6 +413,7 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 	if (idx < 0 && hedge)
 		return;
 	if (idx == -EBUSY) {
+		mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_CALLS_PER_ENDPOINT);
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 		              "circuit breaker: every endpoint of %s is at circuit_breaker.max_calls_per_endpoint (%u)",
 		              svc->cfg->name, svc->cfg->circuit.max_calls_per_endpoint);
@@ -472,14 +473,16 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 	int rc = mtd_pool_enqueue(p, a);
 	if (rc < 0) {
 		/* Not the endpoint's fault: the call fails, nobody is blamed. */
-		if (rc == -EBUSY)
+		if (rc == -EBUSY) {
+			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_PENDING);
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 			              "circuit breaker: service %s has circuit_breaker.max_pending (%u) calls waiting",
 			              svc->cfg->name, svc->cfg->circuit.max_pending);
-		else
+		} else {
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
 			              "upstream %s: too many calls waiting for a connection (%u)", p->ep->addr.text,
 			              p->n_pending);
+		}
 		return;
 	}
 	if (call->fault->mode == MTD_FAULT_FORKING)
@@ -632,6 +635,8 @@ void mtd_call_start(struct mtd_call *call)
 		              (int)(rp.service_len > 200 ? 200 : rp.service_len), rp.service);
 		return;
 	}
+	/* Counted from here on as its service's (a refusal below included). */
+	mtd_metrics_call_routed(call, (const char *)path->value, path->valuelen, rp.service_len);
 	/* Circuit breaking: past the service's limit the call ends at once
 	 * rather than queue behind an overloaded backend. */
 	uint32_t max_calls = call->svc->cfg->circuit.max_calls;
@@ -640,6 +645,7 @@ void mtd_call_start(struct mtd_call *call)
 		mtd_disc_ref_get(&call->load->ref);
 		uint32_t in = atomic_fetch_add_explicit(&call->load->calls, 1, memory_order_relaxed);
 		if (in >= max_calls) {
+			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_CALLS);
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 			              "circuit breaker: service %s has circuit_breaker.max_calls (%u) calls in flight",
 			              call->svc->cfg->name, max_calls);
@@ -648,7 +654,6 @@ void mtd_call_start(struct mtd_call *call)
 	}
 	if (call->svc->cfg->retry_budget.set)
 		mtd_fault_budget_call(call->svc->budget, call->start_ns / 1000000000);
-	mtd_metrics_call_routed(call, (const char *)path->value, path->valuelen, rp.service_len);
 	const nghttp2_nv *tmo = mtd_headers_find(&call->req_hdrs, "grpc-timeout");
 	if (tmo) {
 		int64_t ns;

@@ -11,6 +11,7 @@
 #include "grpc/health/v1/health.pb-c.h"
 #include "sidecar/gclient.h"
 #include "sidecar/health.h"
+#include "sidecar/metrics.h"
 #include "sidecar/sidecar.h"
 
 struct target {
@@ -70,6 +71,10 @@ static void result(struct target *t, bool ok, const char *why)
 		return;
 	const struct mtd_hc_config *c = &s->cfg->health_check;
 	evtimer_del(t->timeout);
+	/* For the admin (metrics.h: the control thread is the one writer). */
+	mtd_mx_add(&t->ep->mx.hc_checks, 1);
+	if (!ok)
+		mtd_mx_add(&t->ep->mx.hc_failures, 1);
 	if (ok) {
 		t->fails = 0;
 		t->oks++;

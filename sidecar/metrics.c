@@ -16,11 +16,25 @@
 #include "admin/admin.h"
 #include "core/log.h"
 #include "lb/lb-impl.h" /* warm span: the effective weight the pickers use */
+#include "route/route.h"
 #include "sidecar/metrics.h"
 #include "sidecar/sidecar.h"
 
 const double mtd_mx_lat_bounds_s[MTD_MX_LAT_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                         0.1,    0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
+
+const char *const mtd_mx_circuit_names[MTD_MX_CIRCUIT_N] = {
+        [MTD_MX_CIRCUIT_MAX_CALLS] = "max_calls",
+        [MTD_MX_CIRCUIT_MAX_PENDING] = "max_pending",
+        [MTD_MX_CIRCUIT_MAX_CALLS_PER_ENDPOINT] = "max_calls_per_endpoint",
+};
+
+const char *const mtd_mx_hc_names[4] = {
+        [MTD_MX_HC_UNCHECKED] = "unchecked",
+        [MTD_MX_HC_UNKNOWN] = "UNKNOWN",
+        [MTD_MX_HC_SERVING] = "SERVING",
+        [MTD_MX_HC_NOT_SERVING] = "NOT_SERVING",
+};
 
 static struct mtd_mx_worker *mx_workers;
 static unsigned mx_n_workers;
@@ -288,6 +302,12 @@ void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_de
 		mtd_mx_add(&m->pushback_stops, 1);
 }
 
+void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit limit)
+{
+	if (call->mx && limit < MTD_MX_CIRCUIT_N)
+		mtd_mx_add(&call->mx->circuit_rejected[limit], 1);
+}
+
 void mtd_metrics_attempt_done(struct mtd_attempt *a)
 {
 	struct mtd_call *call = a->call;
@@ -335,6 +355,7 @@ struct agg {
 	char *svc, *method;
 	uint64_t started, by_code[MTD_MX_CODES], lat_bucket[MTD_MX_LAT_BUCKETS + 1], lat_sum_ns, bytes_in, bytes_out;
 	uint64_t retries, transparent_retries, budget_exhausted, pushback_stops, failsafe, fallback;
+	uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
 };
 
 static uint64_t ld(const _Atomic uint64_t *c)
@@ -365,6 +386,8 @@ static void agg_add(struct agg *g, const struct mtd_mx_method *m)
 	g->pushback_stops += ld(&m->pushback_stops);
 	g->failsafe += ld(&m->failsafe);
 	g->fallback += ld(&m->fallback);
+	for (size_t c = 0; c < MTD_MX_CIRCUIT_N; c++)
+		g->circuit_rejected[c] += ld(&m->circuit_rejected[c]);
 }
 
 /* Every worker's entries, merged by path and sorted. *n receives the count;
@@ -499,6 +522,18 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 			mtd_prom_sample_u64(b, fault_families[f].name, NULL, SM, v, 2, x);
 		}
 	}
+	mtd_prom_family(b, "maitred_circuit_rejections_total", "counter",
+	                "Calls circuit breaking refused (RESOURCE_EXHAUSTED), by the limit reached.");
+	for (size_t i = 0; i < n; i++) {
+		for (int c = 0; c < MTD_MX_CIRCUIT_N; c++) {
+			if (!a[i].circuit_rejected[c])
+				continue;
+			const char *k[] = {"service", "method", "limit"};
+			const char *v[] = {a[i].svc, a[i].method, mtd_mx_circuit_names[c]};
+			mtd_prom_sample_u64(b, "maitred_circuit_rejections_total", NULL, k, v, 3,
+			                    a[i].circuit_rejected[c]);
+		}
+	}
 	mtd_prom_family(b, "maitred_calls_unrouted_total", "counter",
 	                "Calls that matched no service (malformed :path, unknown service), by status.");
 	for (int c = 0; c < MTD_MX_CODES; c++) {
@@ -526,6 +561,10 @@ enum ep_fig {
 	EP_CONNS,
 	EP_CONNECT_FAILURES,
 	EP_REACHABLE,
+	EP_EJECTED,
+	EP_EJECTIONS,
+	EP_HEALTHY,
+	EP_HC_FAILURES,
 	EP_N
 };
 
@@ -550,7 +589,73 @@ static const struct {
                                  "Failed connects and TLS handshakes to the endpoint."},
         [EP_REACHABLE] = {"maitred_endpoint_reachable", "gauge",
                           "0 while some worker backs off the endpoint after failed connects, else 1."},
+        [EP_EJECTED] = {"maitred_endpoint_ejected", "gauge",
+                        "1 while outlier detection ejects the endpoint (for any method when method-scoped), "
+                        "else 0; services with outlier_detection only."},
+        [EP_EJECTIONS] = {"maitred_endpoint_ejections_total", "counter",
+                          "Times outlier detection ejected the endpoint; services with outlier_detection only."},
+        [EP_HEALTHY] = {"maitred_endpoint_healthy", "gauge",
+                        "0 while active health checks find the endpoint unhealthy, else 1; services with "
+                        "health_check only."},
+        [EP_HC_FAILURES] = {"maitred_endpoint_health_check_failures_total", "counter",
+                            "Active health checks of the endpoint that failed (an error, no answer in time, "
+                            "or not SERVING); services with health_check only."},
 };
+
+static void add_outliers(struct mtd_mx_health *out, const struct mtd_outlier_set *set, size_t i)
+{
+	if (!set || i >= set->n)
+		return;
+	const struct mtd_outlier_entry *e = &set->entries[i];
+	int64_t until = atomic_load_explicit(&e->ejected_until_ms, memory_order_relaxed);
+	out->ejections += atomic_load_explicit(&e->ejections_total, memory_order_relaxed);
+	if (until != 0) {
+		out->ejected = true;
+		if (until > out->ejected_until_ms)
+			out->ejected_until_ms = until;
+	}
+}
+
+void mtd_metrics_health(const struct mtd_rt_service *s, size_t i, struct mtd_mx_health *out)
+{
+	*out = (struct mtd_mx_health){0};
+	add_outliers(out, s->outliers, i);
+	for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
+		add_outliers(out, s->methods[m].outliers, i);
+	if (s->cfg->health_check.enabled) {
+		const struct mtd_endpoint *ep = s->eps[i];
+		out->hc_checks = atomic_load_explicit(&ep->mx.hc_checks, memory_order_relaxed);
+		out->hc_failures = atomic_load_explicit(&ep->mx.hc_failures, memory_order_relaxed);
+		/* hc_down: the control thread's, which the admin runs on. */
+		out->hc = ep->hc_down ? MTD_MX_HC_NOT_SERVING : out->hc_checks ? MTD_MX_HC_SERVING : MTD_MX_HC_UNKNOWN;
+	}
+}
+
+struct mtd_mx_service *mtd_metrics_services(const struct mtd_runtime *rt)
+{
+	size_t n_svc = rt->cfg->n_services, n = 0;
+	struct mtd_mx_service *out = calloc(n_svc ? n_svc : 1, sizeof(*out));
+	if (!out)
+		return NULL;
+	struct agg *a = aggregate(&n);
+	for (size_t i = 0; i < n; i++) {
+		if (a[i].key->hash == 0 && strcmp(a[i].key->path, "/(other)/(other)") == 0)
+			continue; /* the overflow bucket belongs to no one service */
+		/* Where the :path routes now (a reload may have moved it). */
+		int si = mtd_route_lookup(rt->routes, a[i].svc, strlen(a[i].svc));
+		if (si < 0 || (size_t)si >= n_svc)
+			continue;
+		struct mtd_mx_service *o = &out[si];
+		o->retries += a[i].retries;
+		o->budget_exhausted += a[i].budget_exhausted;
+		o->fallback += a[i].fallback;
+		o->failsafe += a[i].failsafe;
+		for (size_t c = 0; c < MTD_MX_CIRCUIT_N; c++)
+			o->circuit_rejected[c] += a[i].circuit_rejected[c];
+	}
+	agg_free(a, n);
+	return out;
+}
 
 struct mtd_mx_warm *mtd_metrics_warmups(const struct mtd_rt_service *s, int64_t now_ms)
 {
@@ -588,8 +693,13 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 			const struct mtd_mx_warm *wm = warm ? warm[si] : NULL;
 			if ((f == EP_EFFECTIVE || f == EP_WARMUP) && !wm)
 				continue; /* out of memory: leave the samples out */
+			if ((f == EP_EJECTED || f == EP_EJECTIONS) && !s->cfg->outlier.enabled)
+				continue;
+			if ((f == EP_HEALTHY || f == EP_HC_FAILURES) && !s->cfg->health_check.enabled)
+				continue;
 			for (size_t i = 0; i < s->n_eps; i++) {
 				const struct mtd_endpoint *e = s->eps[i];
+				struct mtd_mx_health h;
 				const struct mtd_lb_stats *st = &e->stats;
 				const char *v[] = {s->cfg->name, e->addr.text};
 				const char *name = ep_families[f].name;
@@ -632,6 +742,22 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				case EP_REACHABLE:
 					mtd_prom_sample_u64(b, name, NULL, SE, v, 2,
 					                    atomic_load(&e->mx.pools_failing) <= 0);
+					break;
+				case EP_EJECTED:
+					mtd_metrics_health(s, i, &h);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.ejected);
+					break;
+				case EP_EJECTIONS:
+					mtd_metrics_health(s, i, &h);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.ejections);
+					break;
+				case EP_HEALTHY:
+					mtd_metrics_health(s, i, &h);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.hc != MTD_MX_HC_NOT_SERVING);
+					break;
+				case EP_HC_FAILURES:
+					mtd_metrics_health(s, i, &h);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.hc_failures);
 					break;
 				}
 			}

@@ -35,6 +35,15 @@ struct mtd_abuf;
 extern const double mtd_mx_lat_bounds_s[MTD_MX_LAT_BUCKETS];
 #define MTD_MX_CODES 17 /* gRPC status codes 0..16 */
 
+/* The circuit breaker's limits (config: circuit_breaker), as counted. */
+enum mtd_mx_circuit {
+	MTD_MX_CIRCUIT_MAX_CALLS,              /* max_calls: in flight, per service */
+	MTD_MX_CIRCUIT_MAX_PENDING,            /* max_pending: waiting for a connection */
+	MTD_MX_CIRCUIT_MAX_CALLS_PER_ENDPOINT, /* every endpoint at max_calls_per_endpoint */
+	MTD_MX_CIRCUIT_N
+};
+extern const char *const mtd_mx_circuit_names[MTD_MX_CIRCUIT_N];
+
 /* Figures of one :path on one worker. */
 struct mtd_mx_method {
 	/* Immutable once published. */
@@ -50,6 +59,8 @@ struct mtd_mx_method {
 	_Atomic uint64_t bytes_in, bytes_out; /* request / response DATA bytes */
 	/* The fault policy's decisions (mtd_metrics_fault_decision). */
 	_Atomic uint64_t retries, transparent_retries, budget_exhausted, pushback_stops, failsafe, fallback;
+	/* Calls circuit breaking refused, by the limit reached. */
+	_Atomic uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
 };
 
 /* Distinct :paths a worker tracks; calls beyond go to one "other" entry. */
@@ -71,6 +82,10 @@ struct mtd_mx_endpoint {
 	_Atomic int64_t conns_open;        /* upstream connections, connecting included */
 	_Atomic uint64_t connect_failures; /* failed connects and TLS handshakes */
 	_Atomic int32_t pools_failing;     /* worker pools in a connect outage */
+	/* Active health checks (health.c, control thread the one writer):
+	 * checks that ended, and those that failed (an error, no answer in
+	 * time, or not SERVING). hc_checks == 0: no result yet (UNKNOWN). */
+	_Atomic uint64_t hc_checks, hc_failures;
 };
 
 /* Control thread, before any worker starts: one table per worker, and the
@@ -88,6 +103,9 @@ struct mtd_fault_decision;
 /* Worker thread. The fault policy decided what a call does after a failed
  * attempt: count retries, budget refusals and substitute answers. */
 void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_decision *d);
+/* Worker thread. Circuit breaking refused the call (it fails
+ * RESOURCE_EXHAUSTED); call->mx must be set (mtd_metrics_call_routed). */
+void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit limit);
 /* Worker thread. An attempt is being freed: remember its endpoint for the
  * access log (the answering attempt's wins). */
 void mtd_metrics_attempt_done(struct mtd_attempt *a);
@@ -122,6 +140,29 @@ struct mtd_mx_warm {
 /* For every endpoint of s at now_ms, in one O(n) pass: an allocated array
  * of s->n_eps entries (caller frees), NULL when out of memory. */
 struct mtd_mx_warm *mtd_metrics_warmups(const struct mtd_rt_service *s, int64_t now_ms);
+
+/* Health of an endpoint of a service snapshot, as the admin shows it:
+ * outlier ejection (over the service's set and, when method_scoped, the
+ * methods' sets) and the active checks' state. Control thread (hc_down is
+ * the control thread's; the rest are atomics). */
+enum mtd_mx_hc { MTD_MX_HC_UNCHECKED, MTD_MX_HC_UNKNOWN, MTD_MX_HC_SERVING, MTD_MX_HC_NOT_SERVING };
+struct mtd_mx_health {
+	bool ejected;             /* in any of the service's ejection sets */
+	int64_t ejected_until_ms; /* wall ms the latest ejection ends (0 = not ejected) */
+	uint64_t ejections;       /* ejections ever, over the sets */
+	enum mtd_mx_hc hc;        /* UNCHECKED: the service has no health_check */
+	uint64_t hc_checks, hc_failures;
+};
+void mtd_metrics_health(const struct mtd_rt_service *s, size_t i, struct mtd_mx_health *out);
+extern const char *const mtd_mx_hc_names[4];
+
+/* Per service figures summed over its methods and the workers, parallel
+ * to rt->services (caller frees); NULL when out of memory. */
+struct mtd_mx_service {
+	uint64_t retries, budget_exhausted, fallback, failsafe;
+	uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
+};
+struct mtd_mx_service *mtd_metrics_services(const struct mtd_runtime *rt);
 
 /* The whole /metrics text for rt onto b. */
 void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const struct mtd_mx_process *proc);

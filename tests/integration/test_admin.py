@@ -3,6 +3,7 @@
 404/405, the loopback rule, and the logs (JSON lines, the access log)."""
 
 import base64
+import datetime
 import http.client
 import http.server
 import json
@@ -12,13 +13,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import unittest
 
 import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import (MaitredTest, TestCA, maitred_only, pb, call_id, free_port, wait_until,
-                     BUILDDIR, CALL_LIMIT)
+                     BUILDDIR, SRCDIR, CALL_LIMIT)
 
 SVC = "maitred.testing.v1.Echo"
 
@@ -75,7 +77,6 @@ class Metrics(AdminBase):
     def test_counters_match_a_known_set_of_calls(self):
         a, b = self.start_upstream("alpha"), self.start_upstream("beta")
         m = self.start_admin(upstreams=[a, b], workers=2)
-        port_m = self.admin_port
         stub = self.echo(m)
         req_bytes = resp_bytes = 0
         n_ok, n_err = 7, 3
@@ -91,18 +92,6 @@ class Metrics(AdminBase):
                 stub.Unary(r, timeout=CALL_LIMIT)
             self.assertEqual(cm.exception.code(), grpc.StatusCode.NOT_FOUND)
             req_bytes += 5 + r.ByteSize()
-        # Unknown service: maitred answers itself, counted apart.
-        cfg_only = self.config([self.service(SVC, [a])])
-        m2 = self.start_admin(services=cfg_only["services"])
-        with self.assertRaises(grpc.RpcError) as cm:
-            self.raw_unary(m2, "/other.Svc/Call")(b"", timeout=CALL_LIMIT)
-        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
-        ss2 = self.metrics()
-        self.assertEqual(value(ss2, "maitred_calls_unrouted_total", grpc_code="UNIMPLEMENTED"), 1)
-        self.assertIsNone(value(ss2, "maitred_calls_total", service="other.Svc", method="Call",
-                                grpc_code="UNIMPLEMENTED"))
-        self.admin_port = port_m
-
         ss = self.metrics()
         lab = dict(service=SVC, method="Unary")
         self.assertEqual(value(ss, "maitred_calls_total", grpc_code="OK", **lab), n_ok)
@@ -129,6 +118,18 @@ class Metrics(AdminBase):
         self.assertEqual(value(ss, "maitred_draining"), 0)
         self.assertGreater(value(ss, "process_resident_memory_bytes"), 0)
         self.assertGreaterEqual(value(ss, "maitred_uptime_seconds"), 0)
+        # Unknown service: maitred answers itself, counted apart. (A second
+        # maitred writes the same config file, which the first one would
+        # reload: it comes after the first one's figures were read.)
+        cfg_only = self.config([self.service(SVC, [a])])
+        m2 = self.start_admin(services=cfg_only["services"])
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.raw_unary(m2, "/other.Svc/Call")(b"", timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        ss2 = self.metrics()
+        self.assertEqual(value(ss2, "maitred_calls_unrouted_total", grpc_code="UNIMPLEMENTED"), 1)
+        self.assertIsNone(value(ss2, "maitred_calls_total", service="other.Svc", method="Call",
+                                grpc_code="UNIMPLEMENTED"))
 
     @maitred_only
     def test_scrapes_during_traffic_stay_consistent(self):
@@ -186,6 +187,47 @@ class Metrics(AdminBase):
         ss = self.metrics()
         self.assertEqual(value(ss, "maitred_calls_in_flight", service=SVC, method="Unary"), 0)
         self.assertEqual(value(ss, "maitred_calls_total", service=SVC, method="Unary", grpc_code="OK"), 1)
+
+
+class Reference(AdminBase):
+    """docs/metrics.md lists every family /metrics serves, and nothing that
+    maitred cannot serve."""
+
+    @maitred_only
+    def test_every_scraped_family_is_documented(self):
+        hfile = os.path.join(self.tmp, "a.health")
+        with open(hfile, "w") as f:
+            f.write("SERVING")
+        a = self.start_upstream("a", extra_args=["--health-file", hfile])
+        b = self.start_upstream("b")
+        # A service using every feature that has families of its own.
+        svc = self.service(SVC, [a, b], fault={"mode": "FAILOVER", "retries": 1},
+                           retry_budget={"ratio": 0.5, "min_per_second": 1},
+                           outlier_detection={"consecutive_failures": 5},
+                           health_check={"interval": "0.2s", "timeout": "1s"},
+                           circuit_breaker={"max_calls": 100})
+        m = self.start_admin(services=[svc], log={"access": {"path": os.path.join(self.tmp, "access.log")}})
+        self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        wait_until(lambda: value(self.metrics(), "maitred_endpoint_healthy", service=SVC, endpoint=a.address)
+                   is not None, CALL_LIMIT, "the health-check family")
+        with open(os.path.join(SRCDIR, "docs", "metrics.md")) as f:
+            doc = f.read()
+        st, _, body = self.get("/metrics")
+        self.assertEqual(st, 200)
+        families = {fam.name for fam in text_string_to_metric_families(body)}
+        self.assertGreater(len(families), 30)
+        for name in sorted(families):
+            # prometheus_client strips _total from counter family names.
+            self.assertTrue(re.search(r"`%s(_total)?[`{]" % re.escape(name), doc),
+                            "%s is served but not in docs/metrics.md" % name)
+        # The other way: every documented family is one maitred writes.
+        src = ""
+        for fn in os.listdir(os.path.join(SRCDIR, "sidecar")):
+            if fn.endswith(".c"):
+                with open(os.path.join(SRCDIR, "sidecar", fn)) as f:
+                    src += f.read()
+        for name in set(re.findall(r"^\| `((?:maitred|process)_[a-z_]+)", doc, re.M)):
+            self.assertIn('"%s"' % name, src, "%s is documented but maitred never writes it" % name)
 
 
 class FaultMetrics(AdminBase):
@@ -311,6 +353,133 @@ class Endpoints(AdminBase):
         ss = self.metrics()
         self.assertEqual(value(ss, "maitred_endpoint_reachable", service="*", endpoint=dead), 0)
         self.assertEqual(value(ss, "maitred_endpoint_reachable", service="*", endpoint=a.address), 1)
+
+
+class HealthState(AdminBase):
+    """Ejection, health checks and circuit breaking as /clusters and
+    /metrics show them (issue 9: "/clusters reflects an ejection")."""
+
+    def unary_codes(self, stub, n):
+        codes = []
+        for _ in range(n):
+            try:
+                stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as e:
+                codes.append(e.code())
+        return codes
+
+    @maitred_only
+    def test_clusters_and_metrics_reflect_an_ejection(self):
+        good = self.start_upstream("good")
+        bad = self.start_upstream("bad", extra_args=["--fail-status", "14"])  # UNAVAILABLE
+        n_fail = 3
+        od = {"consecutive_failures": n_fail, "base_ejection_time": "600s", "max_ejection_percent": 50}
+        m = self.start_admin(services=[self.service(SVC, [good, bad], outlier_detection=od)])
+        stub = self.echo(m)
+        # Before any call: both serving, nothing ejected, no health checks.
+        svc = self.clusters()["services"][0]
+        self.assertEqual(svc["ejected"], 0)
+        for e in svc["endpoints"]:
+            self.assertEqual((e["ejected"], e["ejected_until"], e["ejection_remaining_s"], e["ejections"],
+                              e["health"], e["state"]), (False, None, None, 0, "unchecked", "healthy"))
+        # Round robin over two: the bad one answers every other call until
+        # its third UNAVAILABLE in a row ejects it; then the good one takes all.
+        n = 20
+        before = time.time()
+        codes = self.unary_codes(stub, n)
+        self.assertEqual(codes.count(grpc.StatusCode.UNAVAILABLE), n_fail, codes)
+        self.assertEqual(bad.stats().total, n_fail)
+        svc = self.clusters()["services"][0]
+        self.assertEqual(svc["ejected"], 1)
+        eps = {e["address"]: e for e in svc["endpoints"]}
+        self.assertEqual((eps[bad.address]["ejected"], eps[bad.address]["ejections"],
+                          eps[bad.address]["state"]), (True, 1, "ejected"))
+        # Ejected for base_ejection_time from the third failure.
+        until = datetime.datetime.strptime(eps[bad.address]["ejected_until"], "%Y-%m-%dT%H:%M:%S.%fZ")
+        until = until.replace(tzinfo=datetime.timezone.utc).timestamp()
+        self.assertGreaterEqual(until, before + 600 - 0.01)  # wall ms, truncated
+        self.assertLessEqual(until, time.time() + 600)
+        self.assertGreater(eps[bad.address]["ejection_remaining_s"], 500)
+        self.assertLessEqual(eps[bad.address]["ejection_remaining_s"], 600)
+        self.assertEqual((eps[good.address]["ejected"], eps[good.address]["ejections"],
+                          eps[good.address]["state"]), (False, 0, "healthy"))
+        self.assertEqual(eps[bad.address]["picks"], n_fail)
+        self.assertEqual(eps[good.address]["picks"], n - n_fail)
+        ss = self.metrics()
+        ep = lambda name, u: value(ss, name, service=SVC, endpoint=u.address)  # noqa: E731
+        self.assertEqual(ep("maitred_endpoint_ejected", bad), 1)
+        self.assertEqual(ep("maitred_endpoint_ejected", good), 0)
+        self.assertEqual(ep("maitred_endpoint_ejections_total", bad), 1)
+        self.assertEqual(ep("maitred_endpoint_ejections_total", good), 0)
+        self.assertEqual(ep("maitred_endpoint_picks_total", bad), n_fail)
+        self.assertEqual(value(ss, "maitred_calls_total", service=SVC, method="Unary", grpc_code="UNAVAILABLE"),
+                         n_fail)
+        # Families of features the service does not use are left out.
+        self.assertIsNone(ep("maitred_endpoint_healthy", good))
+
+    @maitred_only
+    def test_health_check_state_in_clusters_and_metrics(self):
+        paths = {}
+        ups = []
+        for name, status in (("a", "SERVING"), ("b", "NOT_SERVING")):
+            paths[name] = os.path.join(self.tmp, name + ".health")
+            with open(paths[name], "w") as f:
+                f.write(status)
+            ups.append(self.start_upstream(name, extra_args=["--health-file", paths[name]]))
+        a, b = ups
+        hc = {"interval": "0.2s", "timeout": "1s", "unhealthy_threshold": 2, "healthy_threshold": 1}
+        self.start_admin(services=[self.service(SVC, ups, health_check=hc)])
+
+        def marked():
+            e = {x["address"]: x for x in self.clusters()["services"][0]["endpoints"]}
+            return e[b.address]["health"] == "NOT_SERVING" and e[a.address]["health"] == "SERVING" and e
+        eps = wait_until(marked, CALL_LIMIT, "b NOT_SERVING and a SERVING in /clusters", step=0.1)
+        self.assertEqual(eps[b.address]["state"], "unhealthy")
+        self.assertEqual(eps[a.address]["state"], "healthy")
+        self.assertGreaterEqual(eps[b.address]["health_check_failures"], 2)
+        self.assertEqual(eps[a.address]["health_check_failures"], 0)
+        self.assertGreaterEqual(eps[a.address]["health_checks"], 1)
+        self.assertNotIn("ejected", eps[a.address])  # no outlier_detection
+        ss = self.metrics()
+        self.assertEqual(value(ss, "maitred_endpoint_healthy", service=SVC, endpoint=b.address), 0)
+        self.assertEqual(value(ss, "maitred_endpoint_healthy", service=SVC, endpoint=a.address), 1)
+        self.assertGreaterEqual(value(ss, "maitred_endpoint_health_check_failures_total", service=SVC,
+                                      endpoint=b.address), 2)
+        self.assertEqual(value(ss, "maitred_endpoint_health_check_failures_total", service=SVC,
+                               endpoint=a.address), 0)
+        self.assertIsNone(value(ss, "maitred_endpoint_ejected", service=SVC, endpoint=a.address))
+
+    @maitred_only
+    def test_circuit_rejections_counted(self):
+        up = self.start_upstream("a")
+        m = self.start_admin(services=[self.service(SVC, [up], circuit_breaker={"max_calls": 2})])
+        stub = self.echo(m)
+        ids = [call_id() for _ in range(2)]
+        futs = [stub.Unary.future(pb.EchoRequest(call_id=c, hold=True), timeout=CALL_LIMIT) for c in ids]
+        for c in ids:
+            self.assertTrue(up.wait_call(c).started)
+        n_refused = 3
+        for _ in range(n_refused):
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        cb = self.clusters()["services"][0]["circuit_breaker"]
+        self.assertEqual((cb["max_calls"], cb["calls"]), (2, 2))
+        self.assertEqual(cb["rejected"], {"max_calls": n_refused, "max_pending": 0, "max_calls_per_endpoint": 0})
+        for c in ids:
+            up.release(c)
+        for f in futs:
+            f.result()
+        ss = self.metrics()
+        lab = dict(service=SVC, method="Unary")
+        self.assertEqual(value(ss, "maitred_circuit_rejections_total", limit="max_calls", **lab), n_refused)
+        self.assertIsNone(value(ss, "maitred_circuit_rejections_total", limit="max_pending", **lab))
+        # Refused calls are the service's, not "unrouted".
+        self.assertEqual(value(ss, "maitred_calls_total", grpc_code="RESOURCE_EXHAUSTED", **lab), n_refused)
+        self.assertEqual(value(ss, "maitred_calls_total", grpc_code="OK", **lab), 2)
+        self.assertIsNone(value(ss, "maitred_calls_unrouted_total", grpc_code="RESOURCE_EXHAUSTED"))
+        self.assertEqual(self.clusters()["services"][0]["circuit_breaker"]["calls"], 0)
 
 
 class Drain(AdminBase):
@@ -591,6 +760,29 @@ class LivePage(AdminBase):
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
         sys.stderr.write("live page screenshot: %s\n" % shot)
         self.stop_maitred(m)
+
+    @maitred_only
+    def test_live_page_marks_an_ejected_endpoint(self):
+        if not chromium():
+            self.skipTest("no chromium (Debian: chromium)")
+        good = self.start_upstream("good")
+        bad = self.start_upstream("bad", extra_args=["--fail-status", "14"])  # UNAVAILABLE
+        od = {"consecutive_failures": 2, "base_ejection_time": "600s", "max_ejection_percent": 50}
+        m = self.start_admin(services=[self.service(SVC, [good, bad], outlier_detection=od)])
+        stub = self.echo(m)
+        for _ in range(6):
+            try:
+                stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+            except grpc.RpcError:
+                pass
+        self.assertEqual(bad.stats().total, 2)  # ejected after its second failure
+        dom = self.run_chromium("http://127.0.0.1:%d/" % self.admin_port, "--dump-dom")
+        rows = {addr: state for state, addr in re.findall(r'<tr class="endpoint ([a-z]+)" data-endpoint="([^"]+)"', dom)}
+        self.assertEqual(rows, {bad.address: "ejected", good.address: "healthy"}, dom[-3000:])
+        row = re.search(r'data-endpoint="%s".*?</tr>' % re.escape(bad.address), dom).group(0)
+        self.assertIn('class="tag"', row)
+        self.assertIn("ejected until", row)
+        self.assertIn("1 ejected", dom)  # the service's heading
 
 
 if __name__ == "__main__":
