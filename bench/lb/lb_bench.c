@@ -4,7 +4,8 @@
  *
  * pick  ns per mtd_lb_pick for every strategy at 3, 100, 1,000 and 10,000
  *       endpoints (one thread, weights 50..150, keys rotating; best of
- *       three runs of at least 0.1 s).
+ *       ten runs of at least 20 ms of thread CPU time). "pick NAME [N]":
+ *       one strategy (and one size), to profile a cell.
  * sim   a discrete-event simulation: 10 endpoints, each a FCFS server
  *       with 4 slots and exponential service times (mean 1 ms; one
  *       endpoint 10 ms), Poisson arrivals at 70 % of the fleet's capacity;
@@ -54,11 +55,13 @@ static void make_eps(size_t n, bool weighted)
 	}
 }
 
-static double now_s(void)
+/* CPU time of this thread: on a shared machine the time the thread was
+ * preempted does not count against the strategy. */
+static double cpu_s(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -79,7 +82,11 @@ static struct mtd_lb_picker *new_picker(const struct mtd_lb_ops *ops, size_t n, 
 
 /* ---- pick ---------------------------------------------------------------- */
 
-static void bench_pick(void)
+#define PICK_TRIALS 10
+
+/* only / only_n: one strategy and/or one size (lb_bench pick NAME N), to
+ * profile one cell; NULL / 0 for all. */
+static void bench_pick(const char *only, size_t only_n)
 {
 	static const size_t sizes[] = {3, 100, 1000, 10000};
 	static char keys[1024][16];
@@ -91,14 +98,21 @@ static void bench_pick(void)
 	printf("| strategy | 3 eps | 100 eps | 1000 eps | 10000 eps |\n");
 	printf("|---|---:|---:|---:|---:|\n");
 	for (size_t s = 0; s < nops; s++) {
+		if (only != NULL && strcmp(only, all[s]->name) != 0)
+			continue;
 		printf("| %s |", all[s]->name);
 		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 			size_t n = sizes[z];
 			struct mtd_lb_picker *p;
 			struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000};
 			uint64_t rng = 42, sink = 0;
-			long batch = n >= 1000 ? 64 : 1024;
+			const long batch = 4096;
 			double t0, t1, best = 1e300;
+
+			if (only_n != 0 && n != only_n) {
+				printf(" |");
+				continue;
+			}
 
 			make_eps(n, true);
 			p = new_picker(all[s], n, 0.0);
@@ -111,20 +125,22 @@ static void bench_pick(void)
 				mtd_lb_call_end(p, i, &r, 1000000000);
 			}
 			mtd_lb_tick(p, 1000000, 1000000000);
-			/* Best of three timed runs of at least 0.1 s each: the
-			 * machine is shared, the minimum is the least disturbed. */
-			for (int trial = 0; trial < 3; trial++) {
+			/* Best of PICK_TRIALS runs of at least 20 ms of this
+			 * thread's CPU time each: the machine is shared, the
+			 * minimum is the least disturbed (other processes still
+			 * share the caches). */
+			for (int trial = 0; trial < PICK_TRIALS; trial++) {
 				long done = 0;
 
-				t0 = now_s();
+				t0 = cpu_s();
 				do {
 					for (long it = 0; it < batch; it++, done++) {
 						ctx.key = (const uint8_t *)keys[done & 1023];
 						ctx.key_len = strlen(keys[done & 1023]);
 						sink += (uint64_t)mtd_lb_pick(p, &ctx);
 					}
-					t1 = now_s();
-				} while (t1 - t0 < 0.1);
+					t1 = cpu_s();
+				} while (t1 - t0 < 0.02);
 				if ((t1 - t0) * 1e9 / (double)done < best)
 					best = (t1 - t0) * 1e9 / (double)done;
 			}
@@ -686,7 +702,7 @@ int main(int argc, char **argv)
 
 	if (all || strcmp(what, "pick") == 0) {
 		printf("## ns per pick (one thread)\n\n");
-		bench_pick();
+		bench_pick(argc > 2 ? argv[2] : NULL, argc > 3 ? (size_t)strtoul(argv[3], NULL, 10) : 0);
 		printf("\n");
 	}
 	if (all || strcmp(what, "sim") == 0) {

@@ -14,7 +14,8 @@
  * one over its bounded-load share (bounded.h), passes the call to the next
  * point. A call without a key goes to a random eligible endpoint (the data
  * plane applies HashKey.on_missing = FAIL before picking). Built once per
- * endpoint set in init(); a pick is a binary search, O(log points).
+ * endpoint set in init(); a pick is a bucket lookup, then a binary search
+ * over the few points of that bucket (expected O(1) cache lines).
  *
  * Warmup (bounded.h): a new endpoint takes the keys of its arcs gradually,
  * a key moving to it once its warm share passes the key's fraction, and
@@ -35,6 +36,7 @@
 #include "lb/lb-impl.h"
 
 #define MAX_TOTAL_POINTS (1u << 24)
+#define BUCKET_POINTS    8
 
 struct ring_point {
 	uint32_t hash;
@@ -46,6 +48,13 @@ struct ch_state {
 	size_t n;
 	struct ring_point *ring;
 	size_t len;
+	/* Where the binary search starts: bucket b of nb covers the hashes h
+	 * with h x nb / 2^32 == b, and find[b] is the first ring position at
+	 * or past bucket b (find[nb] = len). About BUCKET_POINTS points per
+	 * bucket, so a lookup reads find[] and one or two lines of the ring
+	 * instead of log2(len) lines scattered over it. */
+	uint32_t *find;
+	size_t nb;
 	double *w; /* ring weight of each endpoint (0: no points) */
 	double factor;
 	struct mtd_lb_warm_span span;
@@ -53,6 +62,11 @@ struct ch_state {
 };
 
 static const struct mtd_lb_endpoint *sort_eps;
+
+static inline size_t bucket_of(const struct ch_state *s, uint32_t h)
+{
+	return (size_t)((uint64_t)h * s->nb >> 32);
+}
 
 static int point_cmp(const void *a, const void *b)
 {
@@ -74,6 +88,7 @@ static void ch_destroy(void *state)
 	if (s == NULL)
 		return;
 	mtd_lb__hot_free(&s->hot);
+	free(s->find);
 	free(s->ring);
 	free(s->w);
 	free(s);
@@ -140,6 +155,15 @@ static int ch_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	sort_eps = eps;
 	qsort(s->ring, s->len, sizeof(*s->ring), point_cmp);
 	sort_eps = NULL;
+	s->nb = s->len / BUCKET_POINTS + 1;
+	s->find = calloc(s->nb + 1, sizeof(*s->find));
+	if (s->find == NULL)
+		goto free_state;
+	for (size_t b = 0, at = 0; b <= s->nb; b++) {
+		while (at < s->len && bucket_of(s, s->ring[at].hash) < b)
+			at++;
+		s->find[b] = (uint32_t)at;
+	}
 	free(pts);
 	free(points_of);
 	*out = s;
@@ -155,7 +179,7 @@ fail:
 
 static size_t ring_find(const struct ch_state *s, uint32_t h)
 {
-	size_t lo = 0, hi = s->len;
+	size_t b = bucket_of(s, h), lo = s->find[b], hi = s->find[b + 1];
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;

@@ -149,11 +149,16 @@ static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *co
                                           const struct mtd_lb_endpoint *eps, size_t n,
                                           const struct mtd_lb_pick_ctx *ctx);
 
-static inline int64_t mtd_lb__active(const struct mtd_lb_endpoint *ep)
+static inline int64_t mtd_lb__active_of(const struct mtd_lb_stats *st)
 {
-	int64_t a = atomic_load_explicit(&ep->stats->active, memory_order_relaxed);
+	int64_t a = atomic_load_explicit(&st->active, memory_order_relaxed);
 
 	return a > 0 ? a : 0;
+}
+
+static inline int64_t mtd_lb__active(const struct mtd_lb_endpoint *ep)
+{
+	return mtd_lb__active_of(ep->stats);
 }
 
 /* Walker/Vose alias table over fixed weights: O(n) build, O(1) draw with a
@@ -175,10 +180,16 @@ static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a, uint64_t *
 /* A tournament tree over n leaves (cost, tie weight), lock-free: any thread
  * may set a leaf while others pick. Built once per endpoint set by the
  * strategy that owns it; the strategy decides what a leaf's cost is and
- * when it is refreshed. A leaf nobody set is empty (never picked). */
+ * when it is refreshed. A leaf nobody set is empty (never picked). Each
+ * inner node combines MTD_LB__MINTREE_FAN children that share one cache
+ * line; leaf i is node[i]. */
+#define MTD_LB__MINTREE_FAN    8
+#define MTD_LB__MINTREE_LEVELS 12 /* FAN^11 > MTD_LB_MAX_ENDPOINTS */
+
 struct mtd_lb__mintree {
-	_Atomic uint64_t *node; /* 2 x size words; node[1] is the root, leaf i is node[size + i] */
-	size_t size;            /* power of two >= n */
+	_Atomic uint64_t *node;             /* 64-byte aligned; level k starts at off[k] */
+	size_t off[MTD_LB__MINTREE_LEVELS]; /* off[0] = 0: the leaves; off[top]: the root */
+	unsigned top;
 	size_t n;
 };
 
@@ -194,14 +205,15 @@ void mtd_lb__mintree_free(struct mtd_lb__mintree *t);
 void mtd_lb__mintree_set(struct mtd_lb__mintree *t, size_t i, uint32_t cost, uint32_t tie_weight);
 
 /* init() only, before any other thread sees t: store leaves with
- * atomic_init/relaxed stores into node[size + i], then build the inner
- * nodes bottom-up in O(size). */
+ * atomic_init/relaxed stores into node[i], then build the inner nodes
+ * bottom-up in O(n). */
 void mtd_lb__mintree_build(struct mtd_lb__mintree *t);
 
 /* A leaf of least cost, ties split at random in proportion to their tie
  * weights (one draw from rng); *cost receives the leaf's stored cost.
- * -1 when no leaf has a tie weight. O(log n), lock-free, no allocation. A
- * pick racing a set may land on a leaf that was a minimum a moment ago. */
+ * -1 when no leaf has a tie weight. O(log8 n) cache lines, lock-free, no
+ * allocation. A pick racing a set may land on a leaf that was a minimum a
+ * moment ago. */
 int mtd_lb__mintree_pick(const struct mtd_lb__mintree *t, uint64_t *rng, uint32_t *cost);
 
 /* Every inner node equals the combination of its children (tests: call
@@ -217,13 +229,16 @@ uint32_t mtd_lb__mintree_tie_weights(const struct mtd_lb_endpoint *eps, size_t n
 
 /* Cost of one endpoint from its live stats (LEAST_ACTIVE: calls in flight;
  * SHORTEST_RESPONSE: window average x (active + 1)). Pure, any thread. */
-typedef uint32_t mtd_lb__leaf_cost_fn(const struct mtd_lb_endpoint *ep);
+typedef uint32_t mtd_lb__leaf_cost_fn(const struct mtd_lb_stats *st);
 
 struct mtd_lb__least {
 	const struct mtd_lb_endpoint *eps;
 	size_t n;
 	mtd_lb__leaf_cost_fn *cost;
 	uint32_t *tw; /* tie weight per endpoint (0: drained, not in the tree) */
+	/* eps[i].stats, packed: a pick's check of the leaf it lands on reads
+	 * the stats without first loading the endpoint's line. */
+	struct mtd_lb_stats **st;
 	struct mtd_lb__mintree tree;
 	struct mtd_lb_warm_span span;
 };

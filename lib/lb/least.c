@@ -1,7 +1,8 @@
 /* The engine shared by LEAST_ACTIVE and SHORTEST_RESPONSE: the endpoint of
  * least cost(i), ties broken by weighted random (seed 003: Dubbo
  * LeastActiveLoadBalance / ShortestResponseLoadBalance), found in
- * O(log n) through a minimum tree (mintree.c) instead of Dubbo's O(n) scan.
+ * O(log8 n) cache lines through a minimum tree (mintree.c) instead of
+ * Dubbo's O(n) scan.
  *
  * A leaf holds cost(i) as last seen by this picker: refreshed by
  * begin()/report() for each call of this picker (after the stats counted
@@ -40,11 +41,11 @@ static void leaf_refresh(struct mtd_lb__least *s, size_t i)
 	/* The stats were changed by relaxed RMWs: order them before the
 	 * reads, and each store before its re-read (StoreLoad). */
 	atomic_thread_fence(memory_order_seq_cst);
-	c = s->cost(&s->eps[i]);
+	c = s->cost(s->st[i]);
 	for (;;) {
 		mtd_lb__mintree_set(&s->tree, i, c, s->tw[i]);
 		atomic_thread_fence(memory_order_seq_cst);
-		again = s->cost(&s->eps[i]);
+		again = s->cost(s->st[i]);
 		if (again == c)
 			return;
 		c = again;
@@ -56,7 +57,7 @@ static uint64_t slow_cost(const void *state, size_t i, const struct mtd_lb_pick_
 	const struct mtd_lb__least *s = state;
 
 	(void)ctx;
-	return s->cost(&s->eps[i]);
+	return s->cost(s->st[i]);
 }
 
 int mtd_lb__least_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n,
@@ -73,16 +74,23 @@ int mtd_lb__least_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endp
 	s->tw = calloc(n, sizeof(*s->tw));
 	if (s->tw == NULL)
 		goto free_state;
-	if (mtd_lb__mintree_init(&s->tree, n) != 0)
+	s->st = calloc(n, sizeof(*s->st));
+	if (s->st == NULL)
 		goto free_tw;
+	for (size_t i = 0; i < n; i++)
+		s->st[i] = eps[i].stats;
+	if (mtd_lb__mintree_init(&s->tree, n) != 0)
+		goto free_st;
 	mtd_lb__mintree_tie_weights(eps, n, s->tw);
 	for (size_t i = 0; i < n; i++)
 		if (s->tw[i] > 0)
-			atomic_init(&s->tree.node[s->tree.size + i], (uint64_t)cost(&eps[i]) << 32 | s->tw[i]);
+			atomic_init(&s->tree.node[i], (uint64_t)cost(eps[i].stats) << 32 | s->tw[i]);
 	mtd_lb__mintree_build(&s->tree);
 	*out = s;
 	return 0;
 
+free_st:
+	free(s->st);
 free_tw:
 	free(s->tw);
 free_state:
@@ -98,6 +106,7 @@ void mtd_lb__least_destroy(void *state)
 	if (s == NULL)
 		return;
 	mtd_lb__mintree_free(&s->tree);
+	free(s->st);
 	free(s->tw);
 	free(s);
 }
@@ -115,7 +124,7 @@ int mtd_lb__least_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 		i = mtd_lb__mintree_pick(&s->tree, mtd_lb__rng(ctx), &seen);
 		if (i < 0 || mtd_lb__excluded(ctx, (size_t)i))
 			goto slow;
-		now = s->cost(&s->eps[i]);
+		now = s->cost(s->st[i]);
 		if (now == seen)
 			return i;
 		leaf_refresh(s, (size_t)i);

@@ -7,9 +7,9 @@
 
 #include "lb/lb-impl.h"
 
-static uint32_t la_cost(const struct mtd_lb_endpoint *ep)
+static uint32_t la_cost(const struct mtd_lb_stats *st)
 {
-	int64_t a = mtd_lb__active(ep);
+	int64_t a = mtd_lb__active_of(st);
 
 	return a < (int64_t)UINT32_MAX ? (uint32_t)a : UINT32_MAX;
 }

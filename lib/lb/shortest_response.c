@@ -12,13 +12,12 @@
 
 #include "lb/lb-impl.h"
 
-static uint32_t sr_cost(const struct mtd_lb_endpoint *ep)
+static uint32_t sr_cost(const struct mtd_lb_stats *st)
 {
-	const struct mtd_lb_stats *st = ep->stats;
 	uint64_t sum = atomic_load_explicit(&st->window_sum_us, memory_order_relaxed);
 	uint64_t cnt = atomic_load_explicit(&st->window_count, memory_order_relaxed);
 	uint64_t avg = cnt > 0 ? sum / cnt : 0;
-	uint64_t load = (uint64_t)mtd_lb__active(ep) + 1;
+	uint64_t load = (uint64_t)mtd_lb__active_of(st) + 1;
 
 	if (avg == 0)
 		return 0;

@@ -1,7 +1,8 @@
 /* CONSISTENT_HASH and MAGLEV: stickiness, spread (max/mean over 10,000
  * keys), remap fraction when one of N endpoints leaves or joins, bounded
  * load never exceeded, exclusions, missing key, weights, order
- * independence; and the hash functions themselves. */
+ * independence; the ring lookup against a plain sorted ring; and the hash
+ * functions themselves. */
 #include "config.h"
 
 #include "lb-test.h"
@@ -279,6 +280,63 @@ START_TEST(maglev_table_checks)
 }
 END_TEST
 
+/* The ring's lookup (a bucket index, then a search inside the bucket:
+ * consistent_hash.c) gives exactly the first point clockwise of a plain
+ * sorted ring built here from the ketama words: 160 points per endpoint,
+ * equal points ordered by id. Sizes 1, 3 and 200 (7 to 4,000 buckets). */
+struct ref_point {
+	uint32_t hash;
+	const char *id;
+	size_t idx;
+};
+
+static int ref_cmp(const void *a, const void *b)
+{
+	const struct ref_point *x = a, *y = b;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+START_TEST(ring_lookup_matches_sorted_ring)
+{
+	static const size_t sizes[] = {1, 3, 200};
+	static struct ref_point ref[200 * 160];
+	static struct t_set s;
+	size_t n = sizes[_i], len = 0;
+	struct mtd_lb_picker *p;
+
+	t_set_init(&s, n, NULL);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t pts[160];
+
+		ck_assert_int_eq(mtd_lb_ketama_points(s.eps[i].id, 40, pts), 0);
+		for (size_t k = 0; k < 160; k++)
+			ref[len++] = (struct ref_point){pts[k], s.eps[i].id, i};
+	}
+	qsort(ref, len, sizeof(ref[0]), ref_cmp);
+	p = t_picker("CONSISTENT_HASH", &s, NULL);
+	for (unsigned k = 0; k < 4 * NKEYS; k++) {
+		char buf[32];
+		int m = snprintf(buf, sizeof(buf), "user-%u", k);
+		uint32_t h = (uint32_t)(mtd_lb_hash64(buf, (size_t)m, 0) >> 32);
+		size_t lo = 0, hi = len;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (ref[mid].hash < h)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		ck_assert_int_eq(pick_key(p, &s, k), (int)ref[lo == len ? 0 : lo].idx);
+	}
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 static Suite *hash_suite(void)
 {
 	Suite *s = suite_create("lb_hash");
@@ -291,6 +349,7 @@ static Suite *hash_suite(void)
 	tcase_add_loop_test(tc, bounded_load_never_exceeded, 0, 2);
 	tcase_add_loop_test(tc, excluded_missing_key_weights, 0, 2);
 	tcase_add_test(tc, maglev_table_checks);
+	tcase_add_loop_test(tc, ring_lookup_matches_sorted_ring, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,9 +1,12 @@
 /* LEAST_ACTIVE, LEAST_REQUEST, SHORTEST_RESPONSE: the chosen endpoint is
  * always a minimum of its cost; ties follow the weights (chi-square at
- * p = 0.001); exclusions and drained endpoints. */
+ * p = 0.001); exclusions and drained endpoints. The minimum tree itself
+ * (mintree.c) at sizes around its groups of eight: exact after every set,
+ * a pick is a true minimum, ties in proportion to the tie weights. */
 #include "config.h"
 
 #include "lb-test.h"
+#include "lb/lb-impl.h"
 
 static Suite *least_suite(void);
 
@@ -266,6 +269,94 @@ START_TEST(shortest_response_window_from_calls)
 }
 END_TEST
 
+/* Sizes on both sides of the tree's group boundaries (8, 64, 512) and the
+ * bench's 1,000: one to four levels. */
+static const size_t tree_sizes[] = {1, 2, 7, 8, 9, 63, 64, 65, 511, 513, 1000};
+
+START_TEST(mintree_minimum_and_exact)
+{
+	size_t n = tree_sizes[_i];
+	struct mtd_lb__mintree t;
+	uint32_t cost[1000], tw[1000];
+	uint64_t rng = T_SEED + n;
+
+	ck_assert_int_eq(mtd_lb__mintree_init(&t, n), 0);
+	for (size_t i = 0; i < n; i++) {
+		cost[i] = (uint32_t)(mtd_lb_rand(&rng) % 4);
+		/* A few leaves are drained (tie weight 0: never picked). */
+		tw[i] = mtd_lb_rand(&rng) % 10 == 0 && n > 1 ? 0 : 1 + (uint32_t)(mtd_lb_rand(&rng) % 1000);
+		if (tw[i] > 0)
+			atomic_init(&t.node[i], (uint64_t)cost[i] << 32 | tw[i]);
+	}
+	mtd_lb__mintree_build(&t);
+	ck_assert(mtd_lb__mintree_consistent(&t));
+	for (int round = 0; round < 300; round++) {
+		uint32_t least = UINT32_MAX, seen;
+		int i;
+
+		/* A few leaves change (cost up or down), as begin/end do. */
+		for (int c = 0; c < 4; c++) {
+			size_t k = (size_t)(mtd_lb_rand(&rng) % n);
+
+			cost[k] = (uint32_t)(mtd_lb_rand(&rng) % 4);
+			if (tw[k] > 0)
+				mtd_lb__mintree_set(&t, k, cost[k], tw[k]);
+		}
+		ck_assert(mtd_lb__mintree_consistent(&t));
+		for (size_t k = 0; k < n; k++)
+			if (tw[k] > 0 && cost[k] < least)
+				least = cost[k];
+		for (int k = 0; k < 20; k++) {
+			i = mtd_lb__mintree_pick(&t, &rng, &seen);
+			if (least == UINT32_MAX) {
+				ck_assert_int_eq(i, -1);
+				continue;
+			}
+			ck_assert_int_ge(i, 0);
+			ck_assert_int_lt(i, (int)n);
+			ck_assert_uint_gt(tw[i], 0);
+			ck_assert_uint_eq(cost[i], least);
+			ck_assert_uint_eq(seen, least);
+		}
+	}
+	mtd_lb__mintree_free(&t);
+}
+END_TEST
+
+START_TEST(mintree_ties_follow_tie_weights)
+{
+	/* 65 leaves (three levels, the last group holding one leaf): the 13
+	 * of cost 0 spread over every group, weights 1..13 x 10; the rest
+	 * cost 1. */
+	const size_t n = 65;
+	struct mtd_lb__mintree t;
+	uint64_t counts[65] = {0}, rng = T_SEED, picks = 200000;
+	double share[65] = {0}, total = 0;
+	uint32_t seen;
+
+	ck_assert_int_eq(mtd_lb__mintree_init(&t, n), 0);
+	for (size_t i = 0; i < n; i++) {
+		bool tie = i % 5 == 0;
+
+		atomic_init(&t.node[i], (uint64_t)(tie ? 0 : 1) << 32 | (uint32_t)(tie ? 10 * (i / 5 + 1) : 500));
+		share[i] = tie ? 10.0 * (double)(i / 5 + 1) : 0.0;
+		total += share[i];
+	}
+	mtd_lb__mintree_build(&t);
+	for (size_t i = 0; i < n; i++)
+		share[i] /= total;
+	for (uint64_t k = 0; k < picks; k++) {
+		int i = mtd_lb__mintree_pick(&t, &rng, &seen);
+
+		ck_assert_int_ge(i, 0);
+		ck_assert_uint_eq(seen, 0);
+		counts[i]++;
+	}
+	ck_assert_double_lt(t_chi2(counts, share, n, picks), t_chi2_crit(12));
+	mtd_lb__mintree_free(&t);
+}
+END_TEST
+
 static Suite *least_suite(void)
 {
 	Suite *s = suite_create("lb_least");
@@ -281,6 +372,8 @@ static Suite *least_suite(void)
 	tcase_add_test(tc, shortest_response_minimum);
 	tcase_add_test(tc, shortest_response_no_data_weighted);
 	tcase_add_test(tc, shortest_response_window_from_calls);
+	tcase_add_loop_test(tc, mintree_minimum_and_exact, 0, (int)(sizeof(tree_sizes) / sizeof(tree_sizes[0])));
+	tcase_add_test(tc, mintree_ties_follow_tie_weights);
 	suite_add_tcase(s, tc);
 	return s;
 }
