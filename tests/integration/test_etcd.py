@@ -6,7 +6,8 @@ record; UNAVAILABLE naming etcd until the first list; self-registration
 put under a lease, kept alive, registered again after a lost lease or an
 etcd restart, revoked on SIGTERM before the drain, over TLS and with
 authentication; with when_serving, the app's grpc.health.v1 status
-followed; two maitreds discovering each other's apps.
+followed; two maitreds discovering each other's apps; the record's zone
+and metadata routing calls (zone preference, canary header; issue 10).
 
 The tests write to etcd through its JSON gateway (/v3/kv/...), so they need
 nothing but etcd itself. Every wait is bounded and only a hang guard: what
@@ -628,6 +629,54 @@ class EtcdTest(MaitredTest):
             f.write("NOT_SERVING")
         wait_until(lambda: key not in etcd.get_prefix(PREFIX), WAIT, "the deregistration once NOT_SERVING")
         self.stop_maitred(a)
+
+    # --- the record's zone and metadata route calls (issue 10 sections 3, 4) --
+
+    def routed(self, stub, n, canary=None):
+        md = (("x-canary", canary),) if canary is not None else None
+        return [stub.Unary(pb.EchoRequest(), metadata=md, timeout=CALL_LIMIT).instance for _ in range(n)]
+
+    def wait_routed(self, stub, names, canary, what):
+        """Until a window of calls with x-canary `canary` (None: without)
+        reaches exactly the instances `names`."""
+        want = set(names)
+
+        def reached():
+            try:
+                return set(self.routed(stub, 4 * len(want), canary)) == want
+            except grpc.RpcError:
+                return False
+        wait_until(reached, WAIT, what, step=0.1)
+
+    @maitred_only
+    def test_record_zone_and_metadata_route_calls(self):
+        etcd = Etcd(self)
+        a, b, c = (self.start_upstream(n) for n in "abc")
+        etcd.put(PREFIX + "a", self.record(a, zone="eu-1a"))
+        etcd.put(PREFIX + "b", self.record(b, zone="eu-1b"))
+        etcd.put(PREFIX + "c", self.record(c, zone="eu-1a", metadata={"version": "v2"}))
+        svc = self.etcd_service([etcd])
+        svc["routing"] = {"header": "x-canary", "metadata_key": "version"}
+        m = self.start_maitred(self.config([svc], zone="eu-1a"))
+        stub = self.echo(m)
+        # Without the header: the untagged records only (a, b), and of
+        # those the one in this sidecar's zone (a, PREFER_LOCAL).
+        self.wait_routed(stub, "a", None, "untagged calls on the local untagged record a")
+        self.assertEqual(set(self.routed(stub, 12)), {"a"})
+        # x-canary: v2 goes to the record whose metadata says version v2.
+        self.assertEqual(set(self.routed(stub, 8, "v2")), {"c"})
+        # A version no record has: the untagged ones (fallback), local first.
+        self.assertEqual(set(self.routed(stub, 8, "v9")), {"a"})
+
+        # a's record moves to eu-1b: no untagged record is local any more,
+        # untagged calls spill over to both (the zone comes from the watch).
+        etcd.put(PREFIX + "a", self.record(a, zone="eu-1b"))
+        self.wait_routed(stub, "ab", None, "untagged calls on a and b once a left eu-1a")
+        # c's record is re-tagged v3: the header follows the new metadata.
+        etcd.put(PREFIX + "c", self.record(c, zone="eu-1a", metadata={"version": "v3"}))
+        self.wait_routed(stub, "c", "v3", "x-canary v3 on c after its record changed")
+        self.assertEqual(set(self.routed(stub, 8, "v2")), {"a", "b"})
+        self.stop_maitred(m)
 
 
 if __name__ == "__main__":
