@@ -15,7 +15,7 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, maitred_only, needs_h2, free_port, pb, call_id, holder, CALL_LIMIT
+from harness import MaitredTest, maitred_only, needs_h2, free_port, pb, call_id, holder, wait_until, CALL_LIMIT
 
 UNAVAILABLE = 14
 
@@ -362,13 +362,25 @@ class RawUpstreams(MaitredTest):
         m = self.start_maitred(self.config([fault_service(
             [slow.address, fast.address], {"mode": "FORKING", "forks": 2})]))
         stub = self.echo(m)
+        # Warm the pools first: on a cold start the fast instance may answer
+        # before the connection to the slow one is up, and the slow fork is
+        # then dropped before anything was sent (nothing to cancel there).
+        warm = 0
+
+        def slow_connected():
+            nonlocal warm
+            warm += 1
+            self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "raw")
+            return len(slow_seen) >= 1
+        wait_until(slow_connected, CALL_LIMIT, "a fork to reach the slow instance")
+        n0 = len(slow_seen)
         for i in range(3):
             self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "raw")
             # Both forks went out at once; the slow one sees the cancel.
-            rec = slow.wait_request(i + 1)
+            rec = slow.wait_request(n0 + i + 1)
             self.assertIsNotNone(rec, "fork %d never reached the slow instance" % i)
             self.assertEqual(slow.wait_reset(rec), [8])   # 8 = CANCEL
-        self.assertEqual(len(fast_seen), 3)
+        self.assertEqual(len(fast_seen), warm + 3)
 
     @maitred_only
     @needs_h2
