@@ -83,6 +83,8 @@ static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 	int64_t now = mtd_now_ns();
 	int64_t until = a->first_ns ? a->first_ns : now;
 	struct mtd_lb_result res = {.ok = ok, .neutral = neutral, .latency_us = (until - a->start_ns) / 1000};
+	if (ok && !neutral && a->call->fault->hedge_delay_ms == MTD_FAULT_HEDGE_AUTO)
+		mtd_metrics_hedge_sample(a->call, res.latency_us); /* hedge_delay AUTO learns */
 	if (a->layer)
 		mtd_lb_layer_call_end(a->layer, (size_t)a->ep_idx, &res, now);
 	else
@@ -210,6 +212,7 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	}
 	free(call->last_failure);
 	call->last_failure = strdup(what);
+	call->last_status = status;
 	if (call->state == MTD_CALL_DONE)
 		return;
 	if (call->fault->mode == MTD_FAULT_FORKING && !call->committed) {
@@ -428,6 +431,8 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 		/* The answer, Trailers-Only. */
 		mtd_attempt_step(a, MTD_AEV_TRAILERS);
 		lb_end(a, !status_blames(call, st), false);
+		if (a->hedge)
+			mtd_metrics_hedge_won(call);
 		call->ans = a;
 		mtd_call_settle(call);
 		mtd_relay_headers(call, a, true);
@@ -436,6 +441,8 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 	/* Response headers reach the app: the call is this attempt's now
 	 * (never replayed once the app saw its answer begin). */
 	mtd_attempt_step(a, MTD_AEV_HEADERS);
+	if (a->hedge)
+		mtd_metrics_hedge_won(call);
 	call->ans = a;
 	call->cur = a; /* FORKING: the winner */
 	mtd_call_commit(call);

@@ -284,6 +284,24 @@ static const uint64_t *excluded_set(const struct mtd_call *call, uint64_t *scrat
 	return scratch;
 }
 
+/* Deadline-aware picking (issue 8 §3): with a deadline, an endpoint whose
+ * recent successful calls take longer on average than the time left would
+ * only spend the deadline. A few samples (5) are needed to judge. *est_ms:
+ * the estimate, when given. */
+static bool too_slow(const struct mtd_call *call, const struct mtd_endpoint *ep, int64_t now_ns, int64_t *est_ms)
+{
+	if (!call->deadline_ns)
+		return false;
+	uint64_t n = atomic_load_explicit(&ep->stats.window_count, memory_order_relaxed);
+	uint64_t sum = atomic_load_explicit(&ep->stats.window_sum_us, memory_order_relaxed);
+	int64_t left_us = (call->deadline_ns - now_ns) / 1000;
+	if (n < 5 || (int64_t)(sum / n) <= left_us)
+		return false;
+	if (est_ms)
+		*est_ms = (int64_t)(sum / n) / 1000;
+	return true;
+}
+
 /* Why an endpoint the policy chose is passed over while another is
  * eligible. */
 enum skip { SKIP_NONE, SKIP_BACKOFF, SKIP_SLOW, SKIP_FULL };
@@ -296,16 +314,8 @@ static enum skip skip_reason(const struct mtd_call *call, const struct mtd_endpo
 		return SKIP_FULL;
 	if (mtd_pool_backing_off(p, now_ns))
 		return SKIP_BACKOFF;
-	if (call->deadline_ns) {
-		/* Deadline-aware picking (issue 8 §3): an endpoint whose recent
-		 * successful calls take longer than the time left would only
-		 * spend the deadline. A few samples are needed to judge. */
-		uint64_t n = atomic_load_explicit(&ep->stats.window_count, memory_order_relaxed);
-		uint64_t sum = atomic_load_explicit(&ep->stats.window_sum_us, memory_order_relaxed);
-		int64_t left_us = (call->deadline_ns - now_ns) / 1000;
-		if (n >= 5 && (int64_t)(sum / n) > left_us)
-			return SKIP_SLOW;
-	}
+	if (too_slow(call, ep, now_ns, NULL))
+		return SKIP_SLOW;
 	return SKIP_NONE;
 }
 
@@ -432,6 +442,19 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 			              svc->cfg->name);
 		return;
 	}
+	int64_t now = mtd_now_ns(), est_ms;
+	if (call->n_attempts > 0 && too_slow(call, svc->eps[idx], now, &est_ms)) {
+		/* issue 8 §3: no retry or hedge that cannot finish in time. A
+		 * hedge is not started (the forks racing go on); a retry is not,
+		 * and the call ends with the failure it has. */
+		if (hedge)
+			return;
+		mtd_call_fail(call, call->last_failure ? call->last_status : MTD_GRPC_DEADLINE_EXCEEDED,
+		              "%s (no retry: %s answers in about %lld ms, %lld ms are left)",
+		              call->last_failure ? call->last_failure : "the attempt ended", svc->eps[idx]->addr.text,
+		              (long long)est_ms, (long long)((call->deadline_ns - now) / 1000000));
+		return;
+	}
 	if (key && !call->key_copy && svc->n_eps > 1) {
 		/* A re-pick for another attempt hashes the same key. */
 		call->key_copy = malloc(key_len ? key_len : 1);
@@ -455,7 +478,11 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		call->n_tried++;
 	}
 	a->layer = call->layer;
-	a->start_ns = mtd_now_ns();
+	a->start_ns = now;
+	if (hedge) {
+		a->hedge = true;
+		mtd_metrics_hedge_started(call);
+	}
 	if (call->layer)
 		mtd_lb_layer_call_begin(call->layer, (size_t)idx);
 	else
@@ -517,13 +544,16 @@ static void schedule_hedge(struct mtd_call *call)
 	const struct mtd_fault_policy *f = call->fault;
 	if (call->n_attempts >= f->forks || call->retry_armed || call->state == MTD_CALL_DONE)
 		return;
-	if (f->hedge_delay_ms <= 0) {
+	int64_t ms = f->hedge_delay_ms;
+	if (ms == MTD_FAULT_HEDGE_AUTO)
+		ms = mtd_metrics_hedge_delay_ms(call); /* the method's p95 on this worker */
+	if (ms <= 0) {
 		mtd_call_hedge(call); /* all forks at once */
 		return;
 	}
 	/* gRPC A6 hedging: the next attempt only once the delay passed
 	 * without an answer. */
-	struct timeval tv = {(time_t)(f->hedge_delay_ms / 1000), (suseconds_t)(f->hedge_delay_ms % 1000) * 1000};
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 	evtimer_assign(&call->retry_ev, call->w->base, hedge_cb, call);
 	evtimer_add(&call->retry_ev, &tv);
 	call->retry_armed = true;

@@ -76,6 +76,7 @@ int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, s
 static void method_free(struct mtd_mx_method *m)
 {
 	if (m) {
+		free(m->hedge_lat);
 		free(m->path);
 		free(m);
 	}
@@ -308,6 +309,53 @@ void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit lim
 		mtd_mx_add(&call->mx->circuit_rejected[limit], 1);
 }
 
+/* FORKING's hedges (issue 8 §2). */
+void mtd_metrics_hedge_started(struct mtd_call *call)
+{
+	if (call->mx)
+		mtd_mx_add(&call->mx->hedges, 1);
+}
+
+void mtd_metrics_hedge_won(struct mtd_call *call)
+{
+	if (call->mx)
+		mtd_mx_add(&call->mx->hedge_wins, 1);
+}
+
+static struct mtd_fault_lat *hedge_lat(struct mtd_mx_method *m)
+{
+	if (!m->hedge_lat) {
+		/* Once per :path per worker, at its first AUTO call. */
+		m->hedge_lat = calloc(1, sizeof(*m->hedge_lat));
+		if (m->hedge_lat)
+			atomic_store_explicit(&m->hedge_delay_ms, MTD_FAULT_HEDGE_AUTO_INITIAL_MS,
+			                      memory_order_relaxed);
+	}
+	return m->hedge_lat;
+}
+
+int64_t mtd_metrics_hedge_delay_ms(struct mtd_call *call)
+{
+	struct mtd_mx_method *m = call->mx;
+	if (!m || !hedge_lat(m))
+		return MTD_FAULT_HEDGE_AUTO_INITIAL_MS;
+	/* The cached value (below): no histogram scan per call. */
+	return (int64_t)atomic_load_explicit(&m->hedge_delay_ms, memory_order_relaxed);
+}
+
+void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us)
+{
+	struct mtd_mx_method *m = call->mx;
+	struct mtd_fault_lat *h = m ? hedge_lat(m) : NULL;
+	if (!h)
+		return;
+	mtd_fault_lat_add(h, us);
+	/* Recomputed every 16th answer (and each one until there are enough):
+	 * a scan of the buckets, not per call. */
+	if (h->seen <= MTD_FAULT_LAT_MIN_SAMPLES || h->seen % 16 == 0)
+		atomic_store_explicit(&m->hedge_delay_ms, (uint64_t)mtd_fault_hedge_auto_ms(h), memory_order_relaxed);
+}
+
 void mtd_metrics_attempt_done(struct mtd_attempt *a)
 {
 	struct mtd_call *call = a->call;
@@ -356,6 +404,8 @@ struct agg {
 	uint64_t started, by_code[MTD_MX_CODES], lat_bucket[MTD_MX_LAT_BUCKETS + 1], lat_sum_ns, bytes_in, bytes_out;
 	uint64_t retries, transparent_retries, budget_exhausted, pushback_stops, failsafe, fallback;
 	uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
+	uint64_t hedges, hedge_wins, hedge_delay_ms; /* the last: max over workers */
+	bool hedge_auto;
 };
 
 static uint64_t ld(const _Atomic uint64_t *c)
@@ -388,6 +438,14 @@ static void agg_add(struct agg *g, const struct mtd_mx_method *m)
 	g->fallback += ld(&m->fallback);
 	for (size_t c = 0; c < MTD_MX_CIRCUIT_N; c++)
 		g->circuit_rejected[c] += ld(&m->circuit_rejected[c]);
+	g->hedges += ld(&m->hedges);
+	g->hedge_wins += ld(&m->hedge_wins);
+	uint64_t hd = ld(&m->hedge_delay_ms);
+	if (hd) {
+		g->hedge_auto = true;
+		if (hd > g->hedge_delay_ms)
+			g->hedge_delay_ms = hd;
+	}
 }
 
 /* Every worker's entries, merged by path and sorted. *n receives the count;
@@ -513,6 +571,10 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 	         offsetof(struct agg, failsafe)},
 	        {"maitred_fallback_answers_total", "Calls answered with the configured fallback.",
 	         offsetof(struct agg, fallback)},
+	        {"maitred_hedges_total", "FORKING: attempts started after the first (hedges).",
+	         offsetof(struct agg, hedges)},
+	        {"maitred_hedge_wins_total", "FORKING: calls answered by a hedge rather than the first attempt.",
+	         offsetof(struct agg, hedge_wins)},
 	};
 	for (size_t f = 0; f < sizeof(fault_families) / sizeof(fault_families[0]); f++) {
 		mtd_prom_family(b, fault_families[f].name, "counter", fault_families[f].help);
@@ -533,6 +595,14 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 			mtd_prom_sample_u64(b, "maitred_circuit_rejections_total", NULL, k, v, 3,
 			                    a[i].circuit_rejected[c]);
 		}
+	}
+	mtd_prom_family(b, "maitred_hedge_delay_seconds", "gauge",
+	                "FORKING with hedge_delay AUTO: the delay before a hedge now (the largest of the workers').");
+	for (size_t i = 0; i < n; i++) {
+		if (!a[i].hedge_auto)
+			continue;
+		const char *v[] = {a[i].svc, a[i].method};
+		mtd_prom_sample(b, "maitred_hedge_delay_seconds", NULL, SM, v, 2, (double)a[i].hedge_delay_ms / 1e3);
 	}
 	mtd_prom_family(b, "maitred_calls_unrouted_total", "counter",
 	                "Calls that matched no service (malformed :path, unknown service), by status.");

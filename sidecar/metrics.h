@@ -29,6 +29,7 @@ struct mtd_cfg;
 struct mtd_route_path;
 struct mtd_worker;
 struct mtd_abuf;
+struct mtd_fault_lat;
 
 /* Call latency histogram bounds, seconds (Prometheus base unit). */
 #define MTD_MX_LAT_BUCKETS 14
@@ -61,6 +62,12 @@ struct mtd_mx_method {
 	_Atomic uint64_t retries, transparent_retries, budget_exhausted, pushback_stops, failsafe, fallback;
 	/* Calls circuit breaking refused, by the limit reached. */
 	_Atomic uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
+	/* FORKING: hedges started (attempts after the first), hedges whose
+	 * answer the client got; hedge_delay AUTO's current delay (gauge). */
+	_Atomic uint64_t hedges, hedge_wins, hedge_delay_ms;
+	/* Not a figure: hedge_delay AUTO's latency histogram of this :path on
+	 * this worker (owner only, allocated at the first AUTO call). */
+	struct mtd_fault_lat *hedge_lat;
 };
 
 /* Distinct :paths a worker tracks; calls beyond go to one "other" entry. */
@@ -106,6 +113,15 @@ void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_de
 /* Worker thread. Circuit breaking refused the call (it fails
  * RESOURCE_EXHAUSTED); call->mx must be set (mtd_metrics_call_routed). */
 void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit limit);
+/* Worker thread. FORKING: a hedge started / a hedge's answer won. */
+void mtd_metrics_hedge_started(struct mtd_call *call);
+void mtd_metrics_hedge_won(struct mtd_call *call);
+/* Worker thread. hedge_delay AUTO: the delay for call's method now (ms,
+ * mtd_fault_hedge_auto_ms of its histogram on this worker), and one
+ * answered attempt's latency (us) counted into that histogram. Without a
+ * table (or memory for the histogram) the delay is AUTO's initial one. */
+int64_t mtd_metrics_hedge_delay_ms(struct mtd_call *call);
+void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us);
 /* Worker thread. An attempt is being freed: remember its endpoint for the
  * access log (the answering attempt's wins). */
 void mtd_metrics_attempt_done(struct mtd_attempt *a);

@@ -491,6 +491,7 @@ struct mtd_attempt {
 	struct event timer; /* per_try_timeout */
 	bool timer_armed;
 	bool lb_begun; /* counted in its endpoint's active calls */
+	bool hedge;    /* FORKING: started after the first attempt */
 };
 
 enum mtd_call_state {
@@ -527,7 +528,8 @@ struct mtd_call {
 	uint64_t *tried, *refused;
 	uint32_t n_tried;
 	char *last_failure;
-	uint8_t *key_copy; /* the hash key, for re-picks */
+	enum mtd_grpc_status last_status; /* the status last_failure goes with */
+	uint8_t *key_copy;                /* the hash key, for re-picks */
 	size_t key_copy_len;
 	int64_t start_ns;
 	int64_t deadline_ns; /* 0 = none */

@@ -1099,8 +1099,7 @@ static void build_fault(struct builder *b, const PbFault *m, const char *path, s
 
 		sub(p, sizeof(p), path, "hedge_delay");
 		if (strcmp(m->hedge_delay, "AUTO") == 0)
-			BERR(at(b, m, "hedge_delay", NULL), p,
-			     "AUTO is not available in this build (give a duration such as \"50ms\")");
+			out->hedge_delay_ms = MTD_FAULT_HEDGE_AUTO;
 		else if (mtd_cfg__parse_duration(m->hedge_delay, &sec, &ns, &why) != 0)
 			BERR(at(b, m, "hedge_delay", NULL), p, "bad hedge_delay \"%s\": %s (a duration or AUTO)",
 			     m->hedge_delay, why);

@@ -52,6 +52,31 @@ struct mtd_fault_policy {
 #define MTD_FAULT_HEDGE_AUTO  (-1)
 #define MTD_FAULT_RETRIES_MAX 10u
 
+/* hedge_delay: AUTO (latency.c). The delay is the method's observed p95
+ * latency (to the first response message of a successful attempt), in
+ * whole ms rounded up, at least FLOOR and at most MAX; until MIN_SAMPLES
+ * answers were seen it is INITIAL. */
+#define MTD_FAULT_HEDGE_AUTO_QUANTILE   0.95
+#define MTD_FAULT_HEDGE_AUTO_INITIAL_MS 50
+#define MTD_FAULT_HEDGE_AUTO_FLOOR_MS   1
+#define MTD_FAULT_HEDGE_AUTO_MAX_MS     60000
+#define MTD_FAULT_LAT_MIN_SAMPLES       32u
+
+/* A latency histogram in us: log-linear buckets, MTD_FAULT_LAT_SUB per
+ * power of two (width 1/SUB = 12.5 %), from 1 us to 2^(BUCKETS/SUB + 2) us
+ * (about 67 s; above, the last bucket). Halved when WINDOW samples are
+ * counted. Zero-initialised is empty. One writer, no atomics: it belongs
+ * to one worker. 1 KiB. */
+#define MTD_FAULT_LAT_SUB     8u
+#define MTD_FAULT_LAT_BUCKETS 192u
+#define MTD_FAULT_LAT_WINDOW  2048u
+
+struct mtd_fault_lat {
+	uint32_t count[MTD_FAULT_LAT_BUCKETS];
+	uint32_t total; /* sum of count[] */
+	uint64_t seen;  /* samples ever added */
+};
+
 /* retry_budget of a service (linkerd's retry budget). ratio 0 and
  * min_per_second 0 together = no retries beyond transparent ones. */
 struct mtd_fault_budget_cfg {

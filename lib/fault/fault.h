@@ -71,6 +71,18 @@ void mtd_fault_decide(const struct mtd_fault_policy *p, const struct mtd_fault_o
                       const struct mtd_fault_call *c, struct mtd_fault_budget *budget,
                       const struct mtd_fault_budget_cfg *bcfg, uint64_t *rng, struct mtd_fault_decision *d);
 
+/* hedge_delay: AUTO's estimator (latency.c). Count one latency sample
+ * (us; below 1 counts as 1). */
+void mtd_fault_lat_add(struct mtd_fault_lat *h, int64_t us);
+/* The q-quantile (0..1) of what h holds, in us, interpolated inside its
+ * bucket: within one bucket width (12.5 %) of the true sample quantile.
+ * -1 when h is empty. */
+int64_t mtd_fault_lat_quantile_us(const struct mtd_fault_lat *h, double q);
+/* The hedge delay AUTO gives now, ms: MTD_FAULT_HEDGE_AUTO_INITIAL_MS
+ * before MTD_FAULT_LAT_MIN_SAMPLES samples, else the p95 rounded up to a
+ * whole ms, clamped to [FLOOR, MAX] (fault-t.h). */
+int64_t mtd_fault_hedge_auto_ms(const struct mtd_fault_lat *h);
+
 /* The attempt state machine (attempt.c). Returns the state after ev in s,
  * or -1 when ev cannot happen in s (a caller's bug: it keeps s). */
 int mtd_fault_attempt_step(enum mtd_attempt_state s, enum mtd_attempt_event ev);

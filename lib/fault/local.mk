@@ -3,7 +3,7 @@
 lib_libmaitred_a_SOURCES += \
 	lib/fault/fault-t.h lib/fault/fault.h \
 	lib/fault/attempt.c lib/fault/backoff.c lib/fault/budget.c \
-	lib/fault/policy.c
+	lib/fault/latency.c lib/fault/policy.c
 
 check_PROGRAMS += tests/unit/test_fault
 TESTS += tests/unit/test_fault

@@ -19,6 +19,7 @@ EXTRA_DIST += \
 	tests/integration/test_tls.py \
 	tests/integration/test_faults.py \
 	tests/integration/test_fault_modes.py \
+	tests/integration/test_fault_more.py \
 	tests/integration/test_config_cli.py \
 	tests/integration/test_drain.py \
 	tests/integration/test_lb.py \

