@@ -128,6 +128,11 @@ static int write_out(struct mtd_conn *c)
 	return 0;
 }
 
+bool mtd_conn_write_stalled(const struct mtd_conn *c, int64_t now_ns, int64_t timeout_ms)
+{
+	return c->stalled_ns && now_ns - c->stalled_ns > timeout_ms * 1000000;
+}
+
 int mtd_conn_flush(struct mtd_conn *c)
 {
 	if (c->state == MTD_CONN_CLOSED)

@@ -238,6 +238,8 @@ void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
 			mtd_conn_close(c);
 			continue;
 		}
+		if (mtd_up_check_write_stall(c, now))
+			continue;
 		/* Keepalive only while calls are open, as gRPC clients do by
 		 * default (keepalive_permit_without_calls off): grpc-go servers
 		 * count PINGs on a connection without streams as strikes and

@@ -354,6 +354,9 @@ int mtd_conn_start_io(struct mtd_conn *c);
  * sent with no stream left): stop reading the peer and close c within 5 s
  * whether or not its output drains. Idempotent. */
 void mtd_conn_doom(struct mtd_conn *c);
+/* Issue 6 (write_timeout, both sides): true when output has waited for c's
+ * socket and the peer read none of it for more than timeout_ms. */
+bool mtd_conn_write_stalled(const struct mtd_conn *c, int64_t now_ns, int64_t timeout_ms);
 /* Tear down fd and events now; the memory is freed at the end of the turn. */
 void mtd_conn_close(struct mtd_conn *c);
 /* Free a CLOSED conn (worker, end of turn). */
@@ -428,7 +431,8 @@ int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a);
 void mtd_pool_dequeue(struct mtd_attempt *a);
 /* A connection gained room (ready, stream closed) or went away. */
 void mtd_pool_dispatch(struct mtd_pool *p);
-/* The worker's 1 s housekeeping for one pool: idle close, keepalive. */
+/* The worker's 1 s housekeeping for one pool: idle close, keepalive,
+ * write stall. */
 void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now_ns);
 
 struct mtd_conn *mtd_up_connect(struct mtd_pool *p);
@@ -438,6 +442,10 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a);
 void mtd_up_resume(struct mtd_attempt *a);
 /* c is closing: fail its attempts, leave the pool, let the pool dispatch. */
 void mtd_up_on_close(struct mtd_conn *c);
+/* Housekeeping: close c if its peer read nothing for upstream.write_timeout
+ * while output waits (a stuck upstream); its calls end UNAVAILABLE. true
+ * when c was closed. */
+bool mtd_up_check_write_stall(struct mtd_conn *c, int64_t now_ns);
 
 /* ---- calls and attempts (call.c, attempt.c, relay.c, headers.c) ------ */
 

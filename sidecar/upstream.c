@@ -500,6 +500,17 @@ void mtd_up_resume(struct mtd_attempt *a)
 	mtd_conn_want_flush(a->up);
 }
 
+bool mtd_up_check_write_stall(struct mtd_conn *c, int64_t now_ns)
+{
+	/* Issue 6: the rule for clients holds for a stuck upstream too; its
+	 * calls would otherwise wait for their deadlines (or forever). */
+	int64_t ms = c->pool->svc->cfg->upstream.write_timeout_ms;
+	if (!mtd_conn_write_stalled(c, now_ns, ms))
+		return false;
+	up_fail(c, "read nothing of its requests for %lld ms, closing", (long long)ms);
+	return true;
+}
+
 void mtd_up_on_close(struct mtd_conn *c)
 {
 	struct mtd_pool *p = c->pool;

@@ -152,7 +152,7 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 			mtd_conn_close(c);
 			continue;
 		}
-		if (c->stalled_ns && now - c->stalled_ns > d->write_timeout_ms * 1000000) {
+		if (mtd_conn_write_stalled(c, now, d->write_timeout_ms)) {
 			MTD_INFO("client %s: read nothing of its responses for %lld ms, closing", c->peer,
 			         (long long)d->write_timeout_ms);
 			mtd_conn_close(c);

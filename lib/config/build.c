@@ -975,6 +975,7 @@ static void build_upstream(struct builder *b, const PbUpstream *m, const char *p
 	out->max_connections = 4;
 	out->max_concurrent_streams = 1000;
 	out->max_pending = 1024;
+	out->write_timeout_ms = 30000;
 	if (m == NULL)
 		return;
 #define UP_DUR(f, def, zero) out->f##_ms = dur_ms(b, m->f, def, zero, at(b, m, #f, NULL), sub(p, sizeof(p), path, #f))
@@ -982,6 +983,7 @@ static void build_upstream(struct builder *b, const PbUpstream *m, const char *p
 	UP_DUR(idle_timeout, 300000, ZERO_IS_ERROR);
 	UP_DUR(keepalive_interval, 30000, ZERO_IS_DEFAULT);
 	UP_DUR(keepalive_timeout, 10000, ZERO_IS_ERROR);
+	UP_DUR(write_timeout, 30000, ZERO_IS_ERROR);
 #undef UP_DUR
 	out->max_connections = u32_limit(b, m->max_connections, 4, 1024, m, "max_connections", path);
 	out->max_concurrent_streams =

@@ -7,6 +7,7 @@ import socket
 import statistics
 import struct
 import sys
+import threading
 import time
 
 import grpc
@@ -233,6 +234,78 @@ class StuckClient(MaitredTest):
         wait_until(lambda: not established(m.port, p.port), 20,
                    "maitred to end a doomed connection whose output never drains")
         self.assertIn("header block not completed", m.proc.output())
+        self.stop_maitred(m)
+
+
+class StuckUpstream:
+    """An h2c upstream that sends its SETTINGS with every window opened wide
+    and then reads nothing: a small receive buffer, so what maitred sends it
+    piles up in maitred. Counts the connections it accepted and keeps them
+    open (maitred's local ports in `peers`)."""
+
+    def __init__(self, rcvbuf=16384):
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # inherited by accept()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.lsock.settimeout(0.2)
+        self.port = self.lsock.getsockname()[1]
+        self.address = "127.0.0.1:%d" % self.port
+        self.socks = []
+        self.peers = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        settings = raw_frame(0x4, 0, 0, struct.pack(">HI", 0x4, 2 ** 31 - 1))  # INITIAL_WINDOW_SIZE
+        window = raw_frame(0x8, 0, 0, struct.pack(">I", 2 ** 31 - 1 - 65535))  # connection window
+        while not self.stop.is_set():
+            try:
+                c, addr = self.lsock.accept()
+            except OSError:
+                continue
+            c.sendall(settings + window)
+            self.socks.append(c)
+            self.peers.append(addr[1])
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        for c in self.socks:
+            c.close()
+        self.lsock.close()
+
+
+class StuckUpstreams(MaitredTest):
+    @maitred_only
+    def test_an_upstream_that_reads_nothing_for_write_timeout_is_closed(self):
+        # upstream.write_timeout: the calls on a connection whose upstream
+        # reads none of their request bytes end (UNAVAILABLE, long before
+        # their deadline), the connection closes, a new call gets a new
+        # connection, and calls to other upstreams are served throughout.
+        stuck = StuckUpstream()
+        self.addCleanup(stuck.close)
+        good = self.start_upstream("b")
+        cfg = self.config([self.service("stuck.Svc", [stuck.address],
+                                        upstream={"write_timeout": "1s", "max_connections": 1}),
+                           self.service("*", [good])])
+        m = self.start_maitred(cfg)
+        call = self.raw_unary(m, "/stuck.Svc/Call")
+        # 32 MiB of requests: far more than the socket buffers between the
+        # two hold, so maitred's writes to the stuck upstream block.
+        futures = [call.future(b"r" * MiB, timeout=120) for _ in range(32)]
+        wait_until(lambda: futures[0].done(), CALL_LIMIT, "the calls on the stuck upstream to end")
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(key="z"), timeout=5).key, "z")
+        wait_until(lambda: all(f.done() for f in futures), CALL_LIMIT, "every call on the stuck upstream to end")
+        codes = {f.exception().code() if f.exception() else grpc.StatusCode.OK for f in futures}
+        self.assertEqual(codes, {grpc.StatusCode.UNAVAILABLE}, "the stuck upstream's calls")
+        self.assertIn("read nothing of its requests for 1000 ms", m.proc.output())
+        self.assertFalse(established(stuck.peers[0], stuck.port), "maitred kept the stuck connection")
+        # The pool moves on: the next call opens another connection.
+        nxt = call.future(b"x", timeout=120)
+        wait_until(lambda: len(stuck.peers) >= 2, CALL_LIMIT, "a new connection to the stuck upstream")
+        nxt.cancel()
         self.stop_maitred(m)
 
 

@@ -240,6 +240,11 @@ START_TEST(err_bad_duration)
 	             "    upstream: {connect_timeout: 0s}\n" EP,
 	             "t.yaml:3:33: services[0].upstream.connect_timeout: must be at "
 	             "least 1ms");
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    upstream: {write_timeout: 0s}\n" EP,
+	             "t.yaml:3:31: services[0].upstream.write_timeout: must be at "
+	             "least 1ms");
 }
 END_TEST
 
@@ -1096,6 +1101,7 @@ START_TEST(ok_defaults)
 	ck_assert_uint_eq(s->upstream.max_connections, 4);
 	ck_assert_uint_eq(s->upstream.max_concurrent_streams, 1000);
 	ck_assert_uint_eq(s->upstream.max_pending, 1024);
+	ck_assert_int_eq(s->upstream.write_timeout_ms, 30000);
 	mtd_cfg_free(cfg);
 }
 END_TEST
@@ -1116,7 +1122,8 @@ START_TEST(ok_yaml_values2)
 	                              "      - address: \"127.0.0.1:50051\"\n"
 	                              "        weight: 0\n"
 	                              "      - {address: \"127.0.0.1:50052\", weight: 300}\n"
-	                              "    upstream: {keepalive_interval: 0s, connect_timeout: 1.5s}\n"
+	                              "    upstream: {keepalive_interval: 0s, connect_timeout: 1.5s,\n"
+	                              "      write_timeout: 4s}\n"
 	                              "  - name: other.Svc\n"
 	                              "    endpoints: *eps\n"
 	                              "    lb: {policy: SMOOTH_WEIGHTED_ROUND_ROBIN}\n"
@@ -1145,6 +1152,7 @@ START_TEST(ok_yaml_values2)
 	ck_assert_int_eq(s0->endpoints[1].weight, 300);
 	ck_assert_int_eq(s0->upstream.keepalive_interval_ms, 30000);
 	ck_assert_int_eq(s0->upstream.connect_timeout_ms, 1500);
+	ck_assert_int_eq(s0->upstream.write_timeout_ms, 4000);
 	ck_assert_uint_eq(s1->n_endpoints, 2);
 	ck_assert_int_eq(s1->endpoints[1].weight, 300);
 	ck_assert_int_eq(s1->lb.warmup.duration_ms, 120000);
