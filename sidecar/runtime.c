@@ -432,7 +432,8 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			mtd_disc_ref_get(&ep->ref);
 			if (prev->lb_eps[map[i]].weight != eps[i].weight ||
 			    !attr_same(prev->attrs ? &prev->attrs[map[i]] : NULL, &eps[i]) ||
-			    (eps[i].start_ms > 0 && eps[i].start_ms != ep->start_ms) || map[i] != i)
+			    (eps[i].start_ms > 0 && eps[i].start_ms != ep->start_ms) ||
+			    prev->lb_eps[map[i]].start_ms < ep->returned_ms || map[i] != i)
 				changed = true;
 		} else {
 			if (eps[i].salen == 0 || eps[i].salen > sizeof(struct sockaddr_storage)) {
@@ -450,12 +451,16 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		s->eps[i] = ep;
 		s->n_eps = i + 1;
 		any_attr |= (eps[i].zone && eps[i].zone[0]) || eps[i].n_metadata;
+		/* A registry's start time, when it names one, is the newest
+		 * word; else the identity's own first sighting; unless it came
+		 * back since (issue 8 §3: back through warmup). */
+		int64_t start = eps[i].start_ms > 0 ? eps[i].start_ms : ep->start_ms;
+		bool returned = ep->returned_ms > start;
 		s->lb_eps[i] = (struct mtd_lb_endpoint){
 		        .id = ep->addr.text,
 		        .weight = eps[i].weight,
-		        /* A registry's start time, when it names one, is the newest
-		         * word; else the identity's own first sighting. */
-		        .start_ms = eps[i].start_ms > 0 ? eps[i].start_ms : ep->start_ms,
+		        .start_ms = returned ? ep->returned_ms : start,
+		        .returned = returned,
 		        .stats = &ep->stats,
 		        .user = ep,
 		};
@@ -859,15 +864,94 @@ int mtd_runtime_set_unavailable(struct mtd_control *ctl, size_t service, const c
 	return rc;
 }
 
+static bool warms_up(const struct mtd_cfg_service *c)
+{
+	if (c->lb.warmup.duration_ms > 0)
+		return true;
+	for (size_t m = 0; m < c->n_methods; m++)
+		if (c->methods[m].lb.warmup.duration_ms > 0)
+			return true;
+	return false;
+}
+
+int mtd_runtime_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	if (!cur || si >= cur->cfg->n_services)
+		return -EINVAL;
+	struct mtd_rt_service *prev = cur->services[si];
+	if (!warms_up(prev->cfg) || n == 0)
+		return 0;
+	int64_t now_ms = mtd_wall_ms();
+	for (size_t k = 0; k < n; k++) {
+		eps[k]->returned_ms = now_ms;
+		MTD_INFO("service %s: endpoint %s is back: its warmup starts again", prev->cfg->name,
+		         eps[k]->addr.text);
+	}
+	/* The same set; service_build sees the new start (returned_ms). */
+	struct mtd_disc_endpoint *set = current_set(prev);
+	if (!set)
+		return -ENOMEM;
+	char err[384];
+	bool same;
+	struct build b = {.box = cur->cfgbox,
+	                  .cfg = prev->cfg,
+	                  .prev = prev,
+	                  .eps = set,
+	                  .n = prev->n_eps,
+	                  .n_workers = ctl->n_workers,
+	                  .force = true};
+	struct mtd_rt_service *s = service_build(&b, &same, err, sizeof(err));
+	free(set);
+	if (!s) {
+		MTD_WARN("%s; its warmup does not restart", err);
+		return -ENOMEM;
+	}
+	int rc = replace_service(ctl, si, s);
+	mtd_rt_service_unref(s);
+	return rc;
+}
+
+/* Outlier ticks of service si; endpoints whose ejection ended restart
+ * their warmup (service-level ejection only: a method-scoped one left the
+ * endpoint serving the other methods). */
+static void outlier_tick(struct mtd_runtime *rt, size_t si, int64_t now_ms)
+{
+	struct mtd_rt_service *s = rt->services[si];
+	struct mtd_outlier_set *o = s->outliers;
+	if (!o)
+		return;
+	size_t *was = NULL, n_was = 0;
+	if (atomic_load(&o->n_ejected) > 0 && warms_up(s->cfg)) {
+		was = calloc(s->n_eps, sizeof(*was));
+		for (size_t i = 0; was && i < s->n_eps; i++)
+			if (mtd_outlier_is_ejected(o, i))
+				was[n_was++] = i;
+	}
+	if (mtd_outlier_tick(o, now_ms))
+		MTD_INFO("service %s: ejections changed (%u of %zu endpoints out)", s->cfg->name,
+		         (unsigned)atomic_load(&o->n_ejected), s->n_eps);
+	struct mtd_endpoint **back = n_was ? calloc(n_was, sizeof(*back)) : NULL;
+	size_t k = 0;
+	for (size_t j = 0; back && j < n_was; j++)
+		if (!mtd_outlier_is_ejected(o, was[j]))
+			back[k++] = s->eps[was[j]];
+	/* Only while s is still the service's current snapshot (a rewarm of
+	 * an earlier service this tick published a runtime sharing it). */
+	struct mtd_runtime *cur = rt->ctl ? rt->ctl->rt : NULL;
+	if (k && cur && si < cur->cfg->n_services && cur->services[si] == s)
+		mtd_runtime_rewarm(rt->ctl, si, back, k);
+	free(was);
+	free(back);
+}
+
 void mtd_runtime_tick(struct mtd_runtime *rt)
 {
 	int64_t now_ms = mtd_wall_ms(), now_ns = mtd_now_ns();
 	for (size_t i = 0; i < rt->cfg->n_services; i++) {
 		struct mtd_rt_service *s = rt->services[i];
 		mtd_lb_tick(s->picker, now_ms, now_ns);
-		if (mtd_outlier_tick(s->outliers, now_ms))
-			MTD_INFO("service %s: ejections changed (%u of %zu endpoints out)", s->cfg->name,
-			         (unsigned)atomic_load(&s->outliers->n_ejected), s->n_eps);
+		outlier_tick(rt, i, now_ms);
 		if (s->layer)
 			mtd_lb_layer_tick(s->layer, now_ms, now_ns);
 		for (size_t m = 0; m < s->cfg->n_methods; m++) {

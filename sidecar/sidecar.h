@@ -85,6 +85,10 @@ struct mtd_endpoint {
 	/* Active health checks (health.c) found it unhealthy; control thread
 	 * writes it, and each snapshot's unhealthy bitmap starts from it. */
 	bool hc_down;
+	/* When it last came back (active checks SERVING again, or its
+	 * ejection ended), 0 = never: its warmup restarts from then
+	 * (mtd_runtime_rewarm). Control thread. */
+	int64_t returned_ms;
 	struct mtd_endpoint *reclaim_next; /* control thread's reclaim list */
 };
 
@@ -181,8 +185,14 @@ struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg
 void mtd_runtime_unref(struct mtd_runtime *rt);
 void mtd_rt_service_unref(struct mtd_rt_service *s);
 void mtd_endpoint_unref(struct mtd_endpoint *ep);
-/* Background strategy work (Ribbon-style weight refresh); control thread. */
+/* Background strategy work (Ribbon-style weight refresh), outlier ticks
+ * (an endpoint whose ejection ended restarts its warmup); control thread. */
 void mtd_runtime_tick(struct mtd_runtime *rt);
+/* Endpoints eps[0..n) of service si came back (issue 8 §3: "SERVING brings
+ * it back through warmup"): when the service (or one of its methods) has a
+ * warmup window, their ramp restarts now, in a new snapshot of the same
+ * set; else nothing. 0 or -errno (the set stays as it was). Control thread. */
+int mtd_runtime_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n);
 
 /* ---- the control thread (runtime.c, main.c) --------------------------- */
 

@@ -52,6 +52,11 @@ struct mtd_lb_endpoint {
 	const char *zone;               /* NULL or "" = unknown (routing layer) */
 	const struct mtd_lb_meta *meta; /* n_meta entries (routing layer) */
 	size_t n_meta;
+	/* start_ms is when the endpoint came back (active checks SERVING
+	 * again, or its ejection ended: issue 8 §3 "SERVING brings it back
+	 * through warmup"): its ramp applies even while every endpoint is
+	 * within its own window (warmup.c). */
+	bool returned;
 };
 
 enum mtd_lb_warmup_curve {

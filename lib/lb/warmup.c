@@ -82,6 +82,7 @@ void mtd_lb__warm_span(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoi
 {
 	int64_t until = INT64_MIN;
 	int64_t oldest_done = INT64_MAX;
+	int64_t first_return = INT64_MAX;
 
 	span->w = *w;
 	span->ramp_until_ms = INT64_MIN;
@@ -102,9 +103,16 @@ void mtd_lb__warm_span(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoi
 			until = done;
 		if (done < oldest_done)
 			oldest_done = done;
+		if (eps[i].returned && eps[i].start_ms < first_return)
+			first_return = eps[i].start_ms;
 	}
 	span->ramp_until_ms = until;
 	/* issue 3: inert while every endpoint is new. Ramping starts to matter
 	 * once one endpoint is fully warm, i.e. at the oldest one's end. */
 	span->apply_from_ms = oldest_done;
+	/* issue 8 §3: an endpoint that came back ramps from its return, even
+	 * while the others are still inside their own first window (they
+	 * served meanwhile; inertia is for a fleet that starts together). */
+	if (first_return < span->apply_from_ms)
+		span->apply_from_ms = first_return;
 }

@@ -6,11 +6,13 @@ service's limits at once with RESOURCE_EXHAUSTED naming the limit.
 Judged by what the instances saw (call counts) and the statuses clients
 got; the only waits are bounded ones for something to happen."""
 
+import json
 import time
 
 import grpc
 
-from harness import MaitredTest, maitred_only, needs_h2, pb, call_id, CALL_LIMIT
+from harness import MaitredTest, maitred_only, needs_h2, pb, call_id, free_port, CALL_LIMIT
+from test_admin import admin_request
 
 UNAVAILABLE = 14
 
@@ -241,3 +243,64 @@ class ActiveChecks(MaitredTest):
         for _ in range(4):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
         self.assertEqual([u.stats().total for u in ups], [2, 2])
+
+
+class BackThroughWarmup(MaitredTest):
+    """An endpoint that comes back (checks SERVING again, or its ejection
+    ended) restarts its warmup ramp when the service has one (issue 8 §3):
+    read once from /clusters right after the return, with a window far
+    longer than the test."""
+
+    def start(self, ups, **extra):
+        self.admin_port = free_port()
+        s = svc(ups, policy="WEIGHTED_ROUND_ROBIN", warmup={"duration": "3600s"}, **extra)
+        return self.start_maitred(self.config([s], admin="127.0.0.1:%d" % self.admin_port))
+
+    def endpoints(self):
+        st, _, body = admin_request(self.admin_port, "GET", "/clusters")
+        self.assertEqual(st, 200, body)
+        return {e["address"]: e for e in json.loads(body)["services"][0]["endpoints"]}
+
+    def wait_log(self, m, text):
+        deadline = time.monotonic() + CALL_LIMIT
+        while text not in m.proc.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertIn(text, m.proc.output())
+
+    @maitred_only
+    def test_serving_again_restarts_warmup(self):
+        a, _ = ActiveChecks.health_upstream(self, "a")
+        b, b_file = ActiveChecks.health_upstream(self, "b")
+        hc = {"interval": "0.2s", "timeout": "1s", "unhealthy_threshold": 2, "healthy_threshold": 1}
+        m = self.start([a, b], health_check=hc)
+        eps = self.endpoints()
+        # Both started with maitred: warmup is inert, full weight.
+        self.assertEqual(eps[b.address]["effective_weight"], 100)
+        with open(b_file, "w") as f:
+            f.write("NOT_SERVING")
+        self.wait_log(m, "endpoint %s is unhealthy" % b.address)
+        with open(b_file, "w") as f:
+            f.write("SERVING")
+        self.wait_log(m, "endpoint %s is back: its warmup starts again" % b.address)
+        eps = self.endpoints()
+        self.assertLess(eps[b.address]["effective_weight"], 100, eps)
+        self.assertLess(eps[b.address]["warmup_progress"], eps[a.address]["warmup_progress"], eps)
+
+    @maitred_only
+    def test_ejection_end_restarts_warmup(self):
+        good = self.start_upstream("a")
+        bad = self.start_upstream("c", extra_args=["--fail-status", str(UNAVAILABLE)])
+        od = {"consecutive_failures": 2, "base_ejection_time": "1s", "max_ejection_percent": 50}
+        m = self.start([good, bad], outlier_detection=od)
+        self.assertEqual(self.endpoints()[bad.address]["effective_weight"], 100)
+        stub = self.echo(m)
+        for _ in range(6):
+            try:
+                stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+            except grpc.RpcError:
+                pass
+        self.assertEqual(bad.stats().total, 2)
+        self.wait_log(m, "endpoint %s is back: its warmup starts again" % bad.address)
+        eps = self.endpoints()
+        self.assertLess(eps[bad.address]["effective_weight"], 100, eps)
+        self.assertLess(eps[bad.address]["warmup_progress"], eps[good.address]["warmup_progress"], eps)

@@ -139,6 +139,31 @@ START_TEST(inert_when_all_new)
 }
 END_TEST
 
+START_TEST(returned_ramps_while_all_new)
+{
+	struct t_set s;
+	struct mtd_lb_warmup w = {.duration_ms = WINDOW, .curve = MTD_LB_WARMUP_LINEAR};
+	struct mtd_lb_warm_span span;
+	int64_t now = START + WINDOW / 2;
+
+	/* Both first seen together; the second came back a quarter window
+	 * ago (issue 8 §3): its ramp applies though every start is recent. */
+	t_set_init(&s, 2, NULL);
+	s.eps[0].start_ms = START;
+	s.eps[1].start_ms = now - WINDOW / 4;
+	mtd_lb__warm_span(&w, s.eps, s.n, &span);
+	ck_assert(!mtd_lb__warming(&span, now));
+	s.eps[1].returned = true;
+	mtd_lb__warm_span(&w, s.eps, s.n, &span);
+	ck_assert(mtd_lb__warming(&span, now));
+	ck_assert(!mtd_lb__warming(&span, s.eps[1].start_ms - 1));
+	ck_assert_double_eq_tol(mtd_lb__weight_at(&span, &s.eps[1], now), 25.0, 1e-9);
+	ck_assert_double_eq_tol(mtd_lb__weight_at(&span, &s.eps[0], now), 50.0, 1e-9);
+	/* Once its window is over, nobody ramps. */
+	ck_assert_double_eq_tol(mtd_lb__weight_at(&span, &s.eps[1], s.eps[1].start_ms + WINDOW), 100.0, 1e-9);
+}
+END_TEST
+
 START_TEST(never_unreachable)
 {
 	struct t_set s;
@@ -178,6 +203,7 @@ static Suite *warmup_suite(void)
 	tcase_add_test(tc, unknown_start_is_warm);
 	tcase_add_test(tc, strategies_apply_warmup);
 	tcase_add_test(tc, inert_when_all_new);
+	tcase_add_test(tc, returned_ramps_while_all_new);
 	tcase_add_test(tc, never_unreachable);
 	suite_add_tcase(s, tc);
 	return s;
