@@ -1,12 +1,15 @@
 /* Active health checks (issue 8 §3): grpc.health.v1.Health/Check on every
- * endpoint of the services that set health_check, from the control thread
- * over a connection of its own per endpoint (sidecar/gclient.c).
+ * endpoint of the services that set health_check, over the endpoint's
+ * pooled connection: the check is one more stream of a worker's pool
+ * (sidecar/pool.c), so it proves the path calls take and costs no
+ * connection of its own.
  *
  *             unhealthy_threshold failures in a row
  *    HEALTHY ---------------------------------------> UNHEALTHY
  *       ^     (NOT_SERVING, an error, no answer in       |
  *       |      timeout, the connection refused)          |
  *       +------- healthy_threshold SERVING in a row -----+
+ *                (and its warmup starts again)
  *
  * Every endpoint starts HEALTHY. The state belongs to the endpoint
  * identity (struct mtd_endpoint.hc_down), so it survives snapshot changes;
@@ -15,18 +18,62 @@
  * (then all are used: better a doubtful answer than none). The set of
  * endpoints checked follows the current runtime (reloads, discovery).
  *
- * Threads: the control thread only; workers read the bitmap (atomics). */
+ * Threads: the control thread owns the schedule and the state (targets,
+ * hc_down, the bitmaps). At each interval it hands the check to one
+ * worker (a mutex-guarded inbox + event_active, struct mtd_worker.hc_*):
+ * one whose pool has a usable connection to the endpoint
+ * (mtd_endpoint.pooled), else the target's own. The worker puts it in
+ * its pool for the endpoint: it takes the first free stream slot of a
+ * connection that has the peer's SETTINGS, before waiting calls; only
+ * when the pool has no usable connection does the pool open one, counted
+ * and kept like any other (a check then keeps it from idling out, and
+ * calls use it). A pool backing off after failed connects fails the
+ * check at once. health_check.timeout bounds the whole check (waiting
+ * included; a late stream gets RST_STREAM CANCEL). The worker sends the
+ * answer back (a list under a mutex + event_active on the control base);
+ * every check sends exactly one, so nothing is lost when an endpoint
+ * leaves or the process stops. */
 #ifndef MTD_SIDECAR_HEALTH_H
 #define MTD_SIDECAR_HEALTH_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 struct mtd_control;
 struct mtd_health;
+struct mtd_worker;
+struct mtd_conn;
+struct mtd_hc_probe;
 
-/* Start checking; ctl must outlive the returned object. Services without
- * health_check cost nothing (one timer per second compares generations).
- * NULL on out of memory (logged; the data plane runs without checks). */
+/* Start checking; ctl (and its workers) must outlive the returned object.
+ * Services without health_check cost nothing (one timer per second
+ * compares generations). NULL on out of memory (logged; the data plane
+ * runs without checks). Control thread. */
 struct mtd_health *mtd_health_start(struct mtd_control *ctl);
-/* Stop every check and free h (NULL is a no-op). */
+/* Stop every check and free h (NULL is a no-op). After the workers were
+ * freed (their checks have all answered by then). */
 void mtd_health_free(struct mtd_health *h);
+
+/* ---- the worker half (worker.c, pool.c, upstream.c call these) ---- */
+
+/* The worker's inbox: set up in mtd_worker_new (before the thread runs);
+ * fini after its pools were freed (checks still in the inbox answer
+ * "stopping"). */
+void mtd_hc_worker_init(struct mtd_worker *w);
+void mtd_hc_worker_fini(struct mtd_worker *w);
+/* The pool's waiting check (pool->probe, which the caller cleared) opens
+ * its stream on c: READY, SETTINGS seen, a slot free, no check on it. */
+void mtd_hc_probe_start(struct mtd_hc_probe *pr, struct mtd_conn *c);
+/* The pool's waiting check cannot be served: its connects failed
+ * (failed: counts as a failed check, why says what), or the pool is
+ * retired or freed (not a verdict). Frees pr. */
+void mtd_hc_probe_abandon(struct mtd_hc_probe *pr, bool failed, const char *why);
+/* Events of c's check stream (c->probe_sid): a response header or
+ * trailer field, response DATA (the caller gives the window back), and
+ * its end: closed with error_code, or conn_lost (c is closing). */
+void mtd_hc_on_header(struct mtd_conn *c, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen);
+void mtd_hc_on_data(struct mtd_conn *c, const uint8_t *p, size_t n);
+void mtd_hc_stream_end(struct mtd_conn *c, uint32_t error_code, bool conn_lost);
 
 #endif

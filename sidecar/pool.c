@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "core/log.h"
+#include "sidecar/health.h"
 #include "sidecar/sidecar.h"
 
 struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep)
@@ -41,6 +42,8 @@ void mtd_pool_free(struct mtd_pool *p)
 	p->failing = true; /* no reconnects while tearing down */
 	if (p->connect_failures > 0)
 		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
+	if (p->probe)
+		mtd_hc_probe_abandon(p->probe, false, "maitred is stopping");
 	while ((a = TAILQ_FIRST(&p->pending))) {
 		mtd_pool_dequeue(a);
 		mtd_call_fail(a->call, MTD_GRPC_UNAVAILABLE, "maitred is shutting down");
@@ -71,6 +74,8 @@ void mtd_pool_retire(struct mtd_pool *p)
 		mtd_pool_dequeue(a);
 		mtd_call_reroute(a);
 	}
+	if (p->probe)
+		mtd_hc_probe_abandon(p->probe, false, "the endpoint left the service");
 	p->failing = true; /* no new connection from here on */
 	for (c = LIST_FIRST(&p->conns); c; c = next) {
 		next = LIST_NEXT(c, link);
@@ -124,6 +129,27 @@ void mtd_pool_connect_succeeded(struct mtd_pool *p)
 		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
 	p->connect_failures = 0;
 	p->backoff_ns = p->retry_at_ns = 0;
+	mtd_pool_note_usable(p);
+}
+
+static bool usable(const struct mtd_conn *c)
+{
+	return c->state == MTD_CONN_READY && c->settings_seen;
+}
+
+void mtd_pool_note_usable(struct mtd_pool *p)
+{
+	unsigned id = p->w->id;
+	if (id >= 64)
+		return;
+	bool any = false;
+	struct mtd_conn *c;
+	LIST_FOREACH(c, &p->conns, link)
+		any |= usable(c);
+	if (any)
+		atomic_fetch_or_explicit(&p->ep->pooled, 1ull << id, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&p->ep->pooled, ~(1ull << id), memory_order_relaxed);
 }
 
 /* Waiting attempts are counted per pool (upstream.max_pending) and per
@@ -172,8 +198,20 @@ static struct mtd_conn *conn_with_room(struct mtd_pool *p)
 void mtd_pool_dispatch(struct mtd_pool *p)
 {
 	struct mtd_attempt *a;
+	struct mtd_conn *c;
+	/* A waiting health check takes the first free slot (health.h): one
+	 * stream, never a connection of its own while one is usable. */
+	if (p->probe && !p->failing) {
+		LIST_FOREACH(c, &p->conns, link)
+			if (usable(c) && c->n_streams < c->max_streams && !c->probe) {
+				struct mtd_hc_probe *pr = p->probe;
+				p->probe = NULL;
+				mtd_hc_probe_start(pr, c);
+				break;
+			}
+	}
 	while ((a = TAILQ_FIRST(&p->pending))) {
-		struct mtd_conn *c = conn_with_room(p);
+		c = conn_with_room(p);
 		if (!c)
 			break;
 		TAILQ_REMOVE(&p->pending, a, pending_link);
@@ -191,7 +229,14 @@ void mtd_pool_dispatch(struct mtd_pool *p)
 		}
 		mtd_attempt_on_stream(a);
 	}
-	if (p->n_pending == 0 || p->failing)
+	bool probe_alone = false; /* a check waits and no connection is usable */
+	if (p->probe) {
+		probe_alone = true;
+		LIST_FOREACH(c, &p->conns, link)
+			if (usable(c))
+				probe_alone = false;
+	}
+	if ((p->n_pending == 0 && !probe_alone) || p->failing)
 		return;
 	/* Calls still wait and every ready connection is full. While a
 	 * connection is on its way, wait for it: its SETTINGS tell how many
@@ -199,16 +244,15 @@ void mtd_pool_dispatch(struct mtd_pool *p)
 	 * does not open a connection per 100 calls (HTTP/2 is multiplexed; gRPC
 	 * clients hold one connection per endpoint too). Otherwise open one
 	 * more, while the cap allows. */
-	uint32_t usable = 0;
-	struct mtd_conn *c;
+	uint32_t n_usable = 0;
 	LIST_FOREACH(c, &p->conns, link) {
 		if (c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE ||
 		    (c->state == MTD_CONN_READY && !c->settings_seen))
 			return;
 		if (c->state == MTD_CONN_READY)
-			usable++;
+			n_usable++;
 	}
-	if (usable < p->svc->cfg->upstream.max_connections)
+	if (n_usable < p->svc->cfg->upstream.max_connections)
 		mtd_up_connect(p); /* on an immediate failure the calls moved on */
 }
 

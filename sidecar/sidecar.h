@@ -45,6 +45,7 @@ struct mtd_conn;
 struct mtd_call;
 struct mtd_attempt;
 struct mtd_pool;
+struct mtd_hc_probe;
 struct ssl_ctx_st;
 struct ssl_st;
 struct ssl_session_st;
@@ -82,8 +83,13 @@ struct mtd_endpoint {
 	_Atomic uint64_t last_gen;
 	struct mtd_pool **pools; /* [n_workers]: slot i is worker i's, only it touches it */
 	unsigned n_workers;
+	/* Bit i: worker i (< 64) has a connection to it that took the peer's
+	 * SETTINGS and is not closed; set and cleared by that worker (pool.c),
+	 * read by health.c to run a check where a connection already is. */
+	_Atomic uint64_t pooled;
 	/* Active health checks (health.c) found it unhealthy; control thread
-	 * writes it, and each snapshot's unhealthy bitmap starts from it. */
+	 * writes it (from the results workers send back), and each snapshot's
+	 * unhealthy bitmap starts from it. */
 	bool hc_down;
 	/* When it last came back (active checks SERVING again, or its
 	 * ejection ended), 0 = never: its warmup restarts from then
@@ -347,6 +353,10 @@ struct mtd_conn {
 	struct mtd_pool *pool;
 	uint32_t max_streams; /* min(peer SETTINGS, config cap) */
 	bool settings_seen;   /* the peer's first SETTINGS arrived */
+	/* An active health check's stream on it (health.c), counted in
+	 * n_streams; probe_sid 0 = none. */
+	struct mtd_hc_probe *probe;
+	int32_t probe_sid;
 	int64_t ping_sent_ns; /* 0 = no keepalive PING outstanding */
 	int64_t last_read_ns;
 	char peer[64]; /* "127.0.0.1:50051" for messages */
@@ -416,6 +426,10 @@ struct mtd_pool {
 	/* Keepalive PING interval: the config's, doubled each time the peer
 	 * says too_many_pings (gRPC A8). */
 	int64_t keepalive_ms;
+	/* An active health check waiting for a stream slot (health.c): it
+	 * takes the first free one, before waiting calls; only when no
+	 * connection is usable does it make the pool open one. */
+	struct mtd_hc_probe *probe;
 };
 
 /* The pool of endpoint ep (of service snapshot svc) on worker w, created on
@@ -441,6 +455,9 @@ int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a);
 void mtd_pool_dequeue(struct mtd_attempt *a);
 /* A connection gained room (ready, stream closed) or went away. */
 void mtd_pool_dispatch(struct mtd_pool *p);
+/* Recompute p's bit in its endpoint's `pooled` after a connection took
+ * SETTINGS or closed. */
+void mtd_pool_note_usable(struct mtd_pool *p);
 /* The worker's 1 s housekeeping for one pool: idle close, keepalive,
  * write stall. */
 void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now_ns);
@@ -730,6 +747,11 @@ struct mtd_worker {
 	 * log line about it, and when that line was written. */
 	uint64_t n_refused;
 	int64_t refuse_logged_ns;
+	/* Health checks the control thread hands over (health.c): a
+	 * mutex-guarded list and the event that takes it. */
+	pthread_mutex_t hc_mu;
+	struct mtd_hc_probe *hc_inbox;
+	struct event hc_ev;
 	pthread_t thread;
 };
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "sidecar/health.h"
 #include "sidecar/sidecar.h"
 
 /* Past this the interval stops doubling (about 12 days). */
@@ -34,6 +35,8 @@ static void move_waiting_calls(struct mtd_pool *p, const char *reason)
 	LIST_FOREACH(o, &p->conns, link)
 		if (o->state != MTD_CONN_CLOSED && o->state != MTD_CONN_DRAINING)
 			return;
+	if (p->probe)
+		mtd_hc_probe_abandon(p->probe, true, reason);
 	struct mtd_attempt *a;
 	while ((a = TAILQ_FIRST(&p->pending))) {
 		mtd_pool_dequeue(a);
@@ -74,6 +77,11 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	struct mtd_conn *c = ud;
+	if (c->probe_sid && frame->hd.stream_id == c->probe_sid) {
+		if (frame->hd.type == NGHTTP2_HEADERS)
+			mtd_hc_on_header(c, name, namelen, value, valuelen);
+		return 0;
+	}
 	struct mtd_attempt *a = stream_attempt(ng, frame->hd.stream_id);
 	if (!a || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
@@ -153,6 +161,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		}
 		if (c->state == MTD_CONN_READY)
 			c->state = MTD_CONN_DRAINING;
+		mtd_pool_note_usable(c->pool);
 		mtd_pool_dispatch(c->pool);
 		break;
 	case NGHTTP2_PING:
@@ -168,8 +177,11 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data, size_t len,
                               void *ud)
 {
+	struct mtd_conn *c = ud;
 	struct mtd_attempt *a = stream_attempt(ng, sid);
 	if (!a) {
+		if (c->probe_sid && sid == c->probe_sid)
+			mtd_hc_on_data(c, data, len);
 		nghttp2_session_consume(ng, sid, len);
 		return 0;
 	}
@@ -180,6 +192,11 @@ static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid, c
 static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
 {
 	struct mtd_conn *c = ud;
+	if (c->probe_sid && sid == c->probe_sid) {
+		mtd_hc_stream_end(c, error_code, false);
+		mtd_pool_dispatch(c->pool);
+		return 0;
+	}
 	struct mtd_attempt *a = stream_attempt(ng, sid);
 	if (!a)
 		return 0;
@@ -517,6 +534,9 @@ void mtd_up_on_close(struct mtd_conn *c)
 	LIST_REMOVE(c, link);
 	p->n_conns--;
 	atomic_fetch_sub_explicit(&p->ep->mx.conns_open, 1, memory_order_relaxed);
+	mtd_pool_note_usable(p);
+	if (c->probe)
+		mtd_hc_stream_end(c, NGHTTP2_NO_ERROR, true);
 	struct mtd_attempt *a;
 	char reason[128];
 	snprintf(reason, sizeof(reason), "upstream %s: connection lost", c->peer);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "sidecar/health.h"
 #include "sidecar/sidecar.h"
 
 #define READ_BUF_SIZE (64 * 1024)
@@ -332,11 +333,13 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w);
 	event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w);
 	event_assign(&w->swap_ev, w->base, -1, 0, swap_cb, w);
+	mtd_hc_worker_init(w);
 	struct timeval one_second = {1, 0};
 	if (event_add(&w->listen_ev, NULL) < 0 || event_add(&w->housekeeping_ev, &one_second) < 0)
 		goto fail_up;
 	return w;
 fail_up:
+	mtd_hc_worker_fini(w);
 	mtd_up_teardown(w);
 fail_down:
 	mtd_down_teardown(w);
@@ -397,6 +400,7 @@ void mtd_worker_free(struct mtd_worker *w)
 		close(w->listen_fd);
 	}
 	event_del(&w->housekeeping_ev);
+	mtd_hc_worker_fini(w); /* after the pools: their checks answered */
 	mtd_up_teardown(w);
 	mtd_down_teardown(w);
 	mtd_slab_drain(&w->slab);

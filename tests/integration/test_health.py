@@ -230,6 +230,56 @@ class ActiveChecks(MaitredTest):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
         self.assertEqual(b.stats().total, 10)
 
+    def wait_checks(self, up, n):
+        deadline = time.monotonic() + CALL_LIMIT
+        while up.stats().health_checks < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertGreaterEqual(up.stats().health_checks, n)
+
+    @maitred_only
+    def test_checks_ride_the_calls_connection(self):
+        # The check is a stream of the endpoint's pool: with calls flowing,
+        # each upstream sees exactly one client connection, carrying both.
+        a, _ = self.health_upstream("a")
+        b, b_file = self.health_upstream("b")
+        hc = {"interval": "0.2s", "timeout": "1s", "unhealthy_threshold": 2, "healthy_threshold": 1}
+        m = self.start_maitred(self.config([svc([a, b], health_check=hc)]))
+        stub = self.echo(m)
+        for _ in range(10):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        for u in (a, b):
+            self.wait_checks(u, 3)
+        for _ in range(10):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual([u.stats().total for u in (a, b)], [10, 10])
+        self.assertEqual([u.stats().peers for u in (a, b)], [1, 1])
+        # NOT_SERVING still takes it out within unhealthy_threshold checks
+        # (plus the one that may have been answered before the change).
+        before = b.stats().health_checks
+        with open(b_file, "w") as f:
+            f.write("NOT_SERVING")
+        self.wait_log(m, "endpoint %s is unhealthy" % b.address)
+        self.assertLessEqual(b.stats().health_checks - before, 2 + 1)
+        for _ in range(10):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual([u.stats().total for u in (a, b)], [20, 10])
+        self.assertEqual([u.stats().peers for u in (a, b)], [1, 1])
+
+    @maitred_only
+    def test_check_without_calls_opens_the_pool_connection(self):
+        # No call yet: the check opens the pool's connection (one), and the
+        # calls that come later use it.
+        a, _ = self.health_upstream("a")
+        hc = {"interval": "0.2s", "timeout": "1s"}
+        m = self.start_maitred(self.config([svc([a], health_check=hc)]))
+        self.wait_checks(a, 3)
+        self.assertEqual(a.stats().peers, 1)
+        stub = self.echo(m)
+        for _ in range(5):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual(a.stats().total, 5)
+        self.assertEqual(a.stats().peers, 1)
+
     @maitred_only
     def test_no_health_service_is_unhealthy_but_all_down_still_serves(self):
         # Neither instance serves grpc.health.v1 (UNIMPLEMENTED): both go

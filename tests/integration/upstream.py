@@ -76,6 +76,8 @@ class Registry:
         self.by_method = {}
         self.total = 0
         self.cancelled = 0
+        self.peers = set()  # context.peer() of Echo calls and health checks
+        self.health_checks = 0
 
     def get(self, call_id):
         """The tracked call (created on first mention); caller holds cond."""
@@ -106,6 +108,7 @@ class EchoServicer(pb_grpc.EchoServicer):
         except AttributeError:
             pass
         with REG.cond:
+            REG.peers.add(context.peer())
             call = REG.get(call_id) if call_id else Call("")
             call.method = method
             call.started = True
@@ -349,6 +352,9 @@ class HealthService(grpc.GenericRpcHandler):
         self.path = path
 
     def _check(self, request, context):
+        with REG.cond:
+            REG.peers.add(context.peer())
+            REG.health_checks += 1
         try:
             with open(self.path) as f:
                 serving = f.read().strip() == "SERVING"
@@ -389,7 +395,8 @@ class ControlServicer(pb_grpc.ControlServicer):
     def Stats(self, request, context):
         with REG.cond:
             return pb.StatsResponse(instance=ARGS.name, calls=dict(REG.by_method),
-                                    total=REG.total, cancelled=REG.cancelled)
+                                    total=REG.total, cancelled=REG.cancelled,
+                                    peers=len(REG.peers), health_checks=REG.health_checks)
 
 
 def main():
