@@ -1,11 +1,13 @@
 /* bench/lb: the balancers measured, with the real strategy code.
  *
- *   lb_bench [pick|sim|ring|hot|subset|all]
+ *   lb_bench [pick|call|sim|ring|hot|subset|all]
  *
  * pick  ns per mtd_lb_pick for every strategy at 3, 100, 1,000 and 10,000
  *       endpoints (one thread, weights 50..150, keys rotating; best of
  *       ten runs of at least 20 ms of thread CPU time). "pick NAME [N]":
  *       one strategy (and one size), to profile a cell.
+ * call  the same table for a whole call's work on the picker: pick, then
+ *       begin and end (what LEAST_ACTIVE's tree pays on updates).
  * sim   a discrete-event simulation: 10 endpoints, each a FCFS server
  *       with 4 slots and exponential service times (mean 1 ms; one
  *       endpoint 10 ms), Poisson arrivals at 70 % of the fleet's capacity;
@@ -85,8 +87,10 @@ static struct mtd_lb_picker *new_picker(const struct mtd_lb_ops *ops, size_t n, 
 #define PICK_TRIALS 10
 
 /* only / only_n: one strategy and/or one size (lb_bench pick NAME N), to
- * profile one cell; NULL / 0 for all. */
-static void bench_pick(const char *only, size_t only_n)
+ * profile one cell; NULL / 0 for all. calls: time a whole call's work on
+ * the picker instead of the pick alone (pick, begin, end at once with the
+ * endpoint's usual latency), what the data plane pays per call. */
+static void bench_pick(const char *only, size_t only_n, bool calls)
 {
 	static const size_t sizes[] = {3, 100, 1000, 10000};
 	static char keys[1024][16];
@@ -137,7 +141,15 @@ static void bench_pick(const char *only, size_t only_n)
 					for (long it = 0; it < batch; it++, done++) {
 						ctx.key = (const uint8_t *)keys[done & 1023];
 						ctx.key_len = strlen(keys[done & 1023]);
-						sink += (uint64_t)mtd_lb_pick(p, &ctx);
+						int i = mtd_lb_pick(p, &ctx);
+
+						sink += (uint64_t)i;
+						if (calls && i >= 0) {
+							struct mtd_lb_result r = {true, 1000 + (int64_t)(i % 7) * 100};
+
+							mtd_lb_call_begin(p, (size_t)i);
+							mtd_lb_call_end(p, (size_t)i, &r, 1000000000);
+						}
 					}
 					t1 = cpu_s();
 				} while (t1 - t0 < 0.02);
@@ -702,7 +714,12 @@ int main(int argc, char **argv)
 
 	if (all || strcmp(what, "pick") == 0) {
 		printf("## ns per pick (one thread)\n\n");
-		bench_pick(argc > 2 ? argv[2] : NULL, argc > 3 ? (size_t)strtoul(argv[3], NULL, 10) : 0);
+		bench_pick(argc > 2 ? argv[2] : NULL, argc > 3 ? (size_t)strtoul(argv[3], NULL, 10) : 0, false);
+		printf("\n");
+	}
+	if (all || strcmp(what, "call") == 0) {
+		printf("## ns per call: pick + begin + end (one thread)\n\n");
+		bench_pick(argc > 2 ? argv[2] : NULL, argc > 3 ? (size_t)strtoul(argv[3], NULL, 10) : 0, true);
 		printf("\n");
 	}
 	if (all || strcmp(what, "sim") == 0) {

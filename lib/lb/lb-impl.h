@@ -181,10 +181,10 @@ static inline size_t mtd_lb__alias_draw(const struct mtd_lb_alias *a, uint64_t *
  * may set a leaf while others pick. Built once per endpoint set by the
  * strategy that owns it; the strategy decides what a leaf's cost is and
  * when it is refreshed. A leaf nobody set is empty (never picked). Each
- * inner node combines MTD_LB__MINTREE_FAN children that share one cache
- * line; leaf i is node[i]. */
-#define MTD_LB__MINTREE_FAN    8
-#define MTD_LB__MINTREE_LEVELS 12 /* FAN^11 > MTD_LB_MAX_ENDPOINTS */
+ * inner node combines MTD_LB__MINTREE_FAN children that share one aligned
+ * half cache line; leaf i is node[i]. */
+#define MTD_LB__MINTREE_FAN    4
+#define MTD_LB__MINTREE_LEVELS 12 /* FAN^(LEVELS - 1) >= MTD_LB_MAX_ENDPOINTS */
 
 struct mtd_lb__mintree {
 	_Atomic uint64_t *node;             /* 64-byte aligned; level k starts at off[k] */
@@ -195,7 +195,8 @@ struct mtd_lb__mintree {
 
 #define MTD_LB__MINTREE_EMPTY ((uint64_t)UINT32_MAX << 32)
 
-/* Allocate an all-empty tree over n >= 1 leaves. 0 or -ENOMEM. */
+/* Allocate an all-empty tree over 1 <= n <= MTD_LB_MAX_ENDPOINTS leaves.
+ * 0, -ENOMEM, or -EINVAL for more leaves than its levels hold. */
 int mtd_lb__mintree_init(struct mtd_lb__mintree *t, size_t n);
 void mtd_lb__mintree_free(struct mtd_lb__mintree *t);
 
@@ -211,7 +212,7 @@ void mtd_lb__mintree_build(struct mtd_lb__mintree *t);
 
 /* A leaf of least cost, ties split at random in proportion to their tie
  * weights (one draw from rng); *cost receives the leaf's stored cost.
- * -1 when no leaf has a tie weight. O(log8 n) cache lines, lock-free, no
+ * -1 when no leaf has a tie weight. O(log4 n) half lines, lock-free, no
  * allocation. A pick racing a set may land on a leaf that was a minimum a
  * moment ago. */
 int mtd_lb__mintree_pick(const struct mtd_lb__mintree *t, uint64_t *rng, uint32_t *cost);

@@ -1,7 +1,7 @@
 /* The engine shared by LEAST_ACTIVE and SHORTEST_RESPONSE: the endpoint of
  * least cost(i), ties broken by weighted random (seed 003: Dubbo
  * LeastActiveLoadBalance / ShortestResponseLoadBalance), found in
- * O(log8 n) cache lines through a minimum tree (mintree.c) instead of
+ * O(log4 n) half cache lines through a minimum tree (mintree.c) instead of
  * Dubbo's O(n) scan.
  *
  * A leaf holds cost(i) as last seen by this picker: refreshed by

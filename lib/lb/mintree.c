@@ -3,16 +3,18 @@
  *
  * Every node is one 64-bit word: cost in the high half, and in the low half
  * the summed tie weight of the leaves below it that reach that cost. A
- * parent is the combination of its MTD_LB__MINTREE_FAN (8) children: their
+ * parent is the combination of its MTD_LB__MINTREE_FAN (4) children: their
  * least cost, with the tie weights of the children at that cost summed.
- * The eight children of a node are one aligned 64-byte group, so a pick
- * that walks from the root toward the cheapest child reads one cache line
- * per level: log8(n) lines (4 at 1,000 endpoints, 5 at 10,000) where a
- * binary tree read log2(n) dependent pairs. Ties are split in proportion
- * to the tie weights (seed 003: Dubbo LeastActiveLoadBalance's weighted
- * random among the least active) by one integer draw below the root's tie
- * weight, carried down as the remainder within the chosen child: no
- * division and no data-dependent branch per level.
+ * The four children of a node are one aligned 32-byte group (half a cache
+ * line), so a pick that walks from the root toward the cheapest child reads
+ * log4(n) groups (5 at 1,000 endpoints, 7 at 10,000), and an update
+ * recombines four words per level. Ties are split in proportion to the tie
+ * weights (seed 003: Dubbo LeastActiveLoadBalance's weighted random among
+ * the least active) by one integer draw below the root's tie weight,
+ * carried down as the remainder within the chosen child: no division and
+ * no data-dependent branch per level. Measured against 8 (one whole line
+ * per group) and 2 (bench/lb/README.md): 4 was the fastest for both the
+ * pick and pick + begin + end at 1,000 and 10,000 endpoints.
  *
  * Concurrent writers: a writer stores a node, then re-reads the children
  * and stores again until the node equals their combination. The last store
@@ -48,12 +50,14 @@ static inline uint64_t combine(const _Atomic uint64_t *g, memory_order mo)
 	uint64_t v[FAN], w = 0;
 	uint32_t least = UINT32_MAX;
 
+#pragma GCC unroll 4
 	for (int c = 0; c < FAN; c++) {
 		v[c] = atomic_load_explicit(&g[c], mo);
 		least = cost_of(v[c]) < least ? cost_of(v[c]) : least;
 	}
+#pragma GCC unroll 4
 	for (int c = 0; c < FAN; c++)
-		w += cost_of(v[c]) == least ? tw_of(v[c]) : 0;
+		w += tw_of(v[c]) & -(uint64_t)(cost_of(v[c]) == least);
 	return (uint64_t)least << 32 | (w > 0xffffffffu ? 0xffffffffu : w);
 }
 
@@ -63,8 +67,10 @@ int mtd_lb__mintree_init(struct mtd_lb__mintree *t, size_t n)
 	unsigned k = 0;
 
 	/* Level k holds ceil(len[k-1] / FAN) nodes, padded to whole groups
-	 * (each group starts a cache line); the top level is the root. */
+	 * (so every group is aligned to its size); the top level is the root. */
 	for (;;) {
+		if (k == MTD_LB__MINTREE_LEVELS)
+			return -EINVAL; /* more than MTD_LB_MAX_ENDPOINTS leaves */
 		t->off[k] = total;
 		total += (len + FAN - 1) / FAN * FAN;
 		if (len == 1)
@@ -74,6 +80,9 @@ int mtd_lb__mintree_init(struct mtd_lb__mintree *t, size_t n)
 	}
 	t->top = k;
 	t->n = n;
+	/* aligned_alloc wants a size that is a multiple of the alignment. */
+	total = (total * sizeof(*t->node) + MTD_LB_CACHELINE - 1) / MTD_LB_CACHELINE * MTD_LB_CACHELINE /
+	        sizeof(*t->node);
 	t->node = aligned_alloc(MTD_LB_CACHELINE, total * sizeof(*t->node));
 	if (t->node == NULL)
 		return -ENOMEM;
@@ -148,12 +157,12 @@ int mtd_lb__mintree_pick(const struct mtd_lb__mintree *t, uint64_t *rng, uint32_
 
 		/* Unrolled and branch-free: the costs of a group are whatever
 		 * the load made them, a branch per child would mispredict. */
-#pragma GCC unroll 8
+#pragma GCC unroll 4
 		for (int j = 0; j < FAN; j++) {
 			val[j] = atomic_load_explicit(&g[j], memory_order_relaxed);
 			least = cost_of(val[j]) < least ? cost_of(val[j]) : least;
 		}
-#pragma GCC unroll 8
+#pragma GCC unroll 4
 		for (int j = 0; j < FAN; j++) {
 			m[j] = tw_of(val[j]) & -(uint64_t)(cost_of(val[j]) == least);
 			sum += m[j];
@@ -167,7 +176,7 @@ int mtd_lb__mintree_pick(const struct mtd_lb__mintree *t, uint64_t *rng, uint32_
 		/* The child is the first whose running tie weight exceeds r,
 		 * i.e. the number of running sums at or below r. */
 		sum = 0;
-#pragma GCC unroll 8
+#pragma GCC unroll 4
 		for (int j = 0; j < FAN; j++) {
 			uint64_t passed;
 

@@ -1,7 +1,7 @@
 /* LEAST_ACTIVE, LEAST_REQUEST, SHORTEST_RESPONSE: the chosen endpoint is
  * always a minimum of its cost; ties follow the weights (chi-square at
  * p = 0.001); exclusions and drained endpoints. The minimum tree itself
- * (mintree.c) at sizes around its groups of eight: exact after every set,
+ * (mintree.c) at sizes around its groups of four: exact after every set,
  * a pick is a true minimum, ties in proportion to the tie weights. */
 #include "config.h"
 
@@ -269,9 +269,9 @@ START_TEST(shortest_response_window_from_calls)
 }
 END_TEST
 
-/* Sizes on both sides of the tree's group boundaries (8, 64, 512) and the
- * bench's 1,000: one to four levels. */
-static const size_t tree_sizes[] = {1, 2, 7, 8, 9, 63, 64, 65, 511, 513, 1000};
+/* Sizes on both sides of the tree's group boundaries (4, 16, 64, 256) and
+ * the bench's 1,000: one to six levels. */
+static const size_t tree_sizes[] = {1, 2, 3, 4, 5, 15, 16, 17, 63, 64, 65, 255, 257, 1000};
 
 START_TEST(mintree_minimum_and_exact)
 {
@@ -325,8 +325,8 @@ END_TEST
 
 START_TEST(mintree_ties_follow_tie_weights)
 {
-	/* 65 leaves (three levels, the last group holding one leaf): the 13
-	 * of cost 0 spread over every group, weights 1..13 x 10; the rest
+	/* 65 leaves (four levels, the last group holding one leaf): the 13
+	 * of cost 0 spread over the groups, weights 1..13 x 10; the rest
 	 * cost 1. */
 	const size_t n = 65;
 	struct mtd_lb__mintree t;
