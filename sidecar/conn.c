@@ -25,6 +25,8 @@
 #define DOOM_NS (5 * (int64_t)1000000000)
 /* Frames nghttp2 may hold queued for a peer before we stop reading it. */
 #define OUTBOUND_QUEUE_MAX 4096
+/* Reads per readable event, so one busy peer cannot starve the others. */
+#define READ_ROUNDS 8
 
 static void conn_io_cb(evutil_socket_t fd, short what, void *arg);
 
@@ -41,7 +43,12 @@ int mtd_conn_start_io(struct mtd_conn *c)
 {
 	event_assign(&c->rev, c->w->base, c->fd, EV_READ | EV_PERSIST, conn_io_cb, c);
 	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, conn_io_cb, c);
-	return event_add(&c->rev, NULL) == 0 ? 0 : -EIO;
+	if (event_add(&c->rev, NULL) != 0)
+		return -EIO;
+	/* The TLS handshake may have read ahead the peer's first frames. */
+	if (mtd_xprt_pending(c))
+		event_active(&c->rev, EV_READ, 0);
+	return 0;
 }
 
 static void set_read_paused(struct mtd_conn *c, bool paused)
@@ -52,10 +59,14 @@ static void set_read_paused(struct mtd_conn *c, bool paused)
 	bool on = !paused || c->want_read_on_write;
 	if (on == (event_pending(&c->rev, EV_READ, NULL) != 0))
 		return;
-	if (on)
+	if (on) {
 		event_add(&c->rev, NULL);
-	else
+		/* What the transport read ahead wakes nobody (transport.h). */
+		if (mtd_xprt_pending(c))
+			event_active(&c->rev, EV_READ, 0);
+	} else {
 		event_del(&c->rev);
+	}
 }
 
 static void doom_cb(evutil_socket_t fd, short what, void *arg)
@@ -205,8 +216,8 @@ int mtd_conn_flush(struct mtd_conn *c)
 bool mtd_conn_on_readable(struct mtd_conn *c)
 {
 	struct mtd_worker *w = c->w;
-	/* Bounded per turn so one busy peer cannot starve the others. */
-	for (int round = 0; round < 8; round++) {
+	int round;
+	for (round = 0; round < READ_ROUNDS; round++) {
 		ssize_t n = mtd_xprt_read(c, w->rbuf, w->rbuf_len);
 		if (n == MTD_IO_WANT_READ)
 			break;
@@ -259,6 +270,10 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		if (!c->ssl && (size_t)n < w->rbuf_len)
 			break;
 	}
+	/* Out of rounds with bytes the transport read ahead: come back next
+	 * turn, as the socket's readiness would not say so. */
+	if (round == READ_ROUNDS && !c->read_paused && mtd_xprt_pending(c))
+		event_active(&c->rev, EV_READ, 0);
 	mtd_conn_want_flush(c);
 	return true;
 }

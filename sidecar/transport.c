@@ -149,6 +149,10 @@ int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char 
 		goto fail;
 	if (resume)
 		SSL_set_session(ssl, resume);
+	/* Read ahead: one read(2) takes every record the socket holds (up to
+	 * the record buffer) instead of two per record (header, then body).
+	 * What it took and did not hand over yet is mtd_xprt_pending(). */
+	SSL_set_read_ahead(ssl, 1);
 	SSL_set_connect_state(ssl);
 	c->ssl = ssl;
 	c->tls_up = c->tls_drained = false;
@@ -293,12 +297,18 @@ static void tls_close(struct mtd_conn *c)
 	c->tls_up = false;
 }
 
+static bool tls_pending(const struct mtd_conn *c)
+{
+	return SSL_has_pending(c->ssl) == 1;
+}
+
 const struct mtd_xprt_ops mtd_xprt_tls = {
         .name = "tls",
         .read = tls_read,
         .write = tls_write,
         .handshake = tls_handshake,
         .close = tls_close,
+        .pending = tls_pending,
 };
 
 static ssize_t tcp_result(ssize_t n, ssize_t again)
@@ -327,12 +337,18 @@ static int tcp_handshake(struct mtd_conn *c, char *err, size_t errlen)
 
 static void tcp_close(struct mtd_conn *c) {}
 
+static bool tcp_pending(const struct mtd_conn *c)
+{
+	return false;
+}
+
 const struct mtd_xprt_ops mtd_xprt_tcp = {
         .name = "tcp",
         .read = tcp_read,
         .write = tcp_write,
         .handshake = tcp_handshake,
         .close = tcp_close,
+        .pending = tcp_pending,
 };
 
 static const struct mtd_xprt_ops *ops(const struct mtd_conn *c)
@@ -353,6 +369,11 @@ ssize_t mtd_xprt_write(struct mtd_conn *c, const uint8_t *buf, size_t len)
 int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen)
 {
 	return ops(c)->handshake(c, err, errlen);
+}
+
+bool mtd_xprt_pending(const struct mtd_conn *c)
+{
+	return ops(c)->pending(c);
 }
 
 void mtd_xprt_close(struct mtd_conn *c)

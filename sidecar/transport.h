@@ -50,6 +50,10 @@ struct mtd_xprt_ops {
 	int (*handshake)(struct mtd_conn *c, char *err, size_t errlen);
 	/* Release the transport's state; the caller closes the fd. */
 	void (*close)(struct mtd_conn *c);
+	/* Bytes already taken off the socket and not handed over yet (TLS
+	 * reads ahead): the fd's readiness will not report them, so a reader
+	 * that stops before read says WANT_READ must come back by itself. */
+	bool (*pending)(const struct mtd_conn *c);
 };
 
 /* Plain TCP. A connection with no transport set (c->xprt NULL) uses it. */
@@ -62,6 +66,7 @@ ssize_t mtd_xprt_read(struct mtd_conn *c, uint8_t *buf, size_t len);
 ssize_t mtd_xprt_write(struct mtd_conn *c, const uint8_t *buf, size_t len);
 int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen);
 void mtd_xprt_close(struct mtd_conn *c);
+bool mtd_xprt_pending(const struct mtd_conn *c);
 
 /* TLS client context for a service's upstreams: TLS 1.2 or later, ALPN h2,
  * verification against ca_file, optional client certificate, no

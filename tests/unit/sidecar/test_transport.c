@@ -335,6 +335,53 @@ START_TEST(read_gathers_records)
 }
 END_TEST
 
+/* Read ahead: the first read takes every record the socket holds in one
+ * read(2), and what it has not handed over yet shows as pending. */
+START_TEST(read_ahead_takes_the_socket_at_once)
+{
+	struct pair p;
+	pair_open(&p);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(SSL_write(p.srv, "0123456789", 10), 10);
+	uint8_t buf[256];
+	ck_assert(!mtd_xprt_pending(&p.c));
+	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, 15), 15);
+	/* Without read ahead, records 3 to 5 would still be in the socket. */
+	ck_assert_int_eq(recv(p.c.fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT), -1);
+	ck_assert(mtd_xprt_pending(&p.c));
+	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), 35);
+	ck_assert(memcmp(buf, "56789", 5) == 0);
+	ck_assert(!mtd_xprt_pending(&p.c));
+	pair_close(&p);
+}
+END_TEST
+
+/* A readable event that runs out of read rounds with bytes read ahead
+ * comes back by itself: the socket is empty, so no readiness would. */
+START_TEST(read_ahead_left_after_the_rounds_is_read_next_turn)
+{
+	struct pair p;
+	pair_open(&p);
+	p.w.rbuf_len = 512; /* 8 rounds take 4 KiB */
+	static const uint8_t settings[9] = {0, 0, 0, NGHTTP2_SETTINGS, 0, 0, 0, 0, 0};
+	ck_assert_int_eq(SSL_write(p.srv, settings, sizeof(settings)), (int)sizeof(settings));
+	/* 8 KiB of frames of an unknown type (RFC 9113 §4.1: ignored). */
+	static uint8_t frame[9 + 2039];
+	frame[1] = (2039 >> 8) & 0xff;
+	frame[2] = 2039 & 0xff;
+	frame[3] = 0xfa;
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(SSL_write(p.srv, frame, sizeof(frame)), (int)sizeof(frame));
+	event_base_loop(p.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert_int_eq(recv(p.c.fd, frame, 1, MSG_PEEK | MSG_DONTWAIT), -1); /* all read ahead */
+	for (int i = 0; i < 4 && mtd_xprt_pending(&p.c); i++)
+		event_base_loop(p.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert(!mtd_xprt_pending(&p.c));
+	ck_assert_int_ne(p.c.state, MTD_CONN_CLOSED);
+	pair_close(&p);
+}
+END_TEST
+
 static Suite *transport_suite(void)
 {
 	Suite *s = suite_create("transport");
@@ -344,6 +391,8 @@ static Suite *transport_suite(void)
 	tcase_add_test(tc, write_that_must_read_waits_for_readability);
 	tcase_add_test(tc, write_on_full_socket_wants_write);
 	tcase_add_test(tc, read_gathers_records);
+	tcase_add_test(tc, read_ahead_takes_the_socket_at_once);
+	tcase_add_test(tc, read_ahead_left_after_the_rounds_is_read_next_turn);
 	suite_add_tcase(s, tc);
 	return s;
 }
