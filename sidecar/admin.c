@@ -184,6 +184,35 @@ static void clusters_health(struct mtd_json *j, const struct mtd_rt_service *s, 
 	mtd_json_u64(j, f->fallback);
 }
 
+/* Where a service's endpoints come from, and how its source is doing. */
+static void clusters_discovery(struct mtd_json *j, const struct mtd_cfg_service *c)
+{
+	const struct mtd_mx_disc *d = mtd_metrics_disc_find(c->name);
+	bool etcd = c->source == MTD_CFG_SOURCE_ETCD;
+	if (!d || (strcmp(d->source, "etcd") == 0) != etcd)
+		return; /* static endpoints (no host name to resolve) */
+	mtd_json_key(j, "discovery");
+	mtd_json_obj_begin(j);
+	mtd_json_key(j, "source");
+	mtd_json_str(j, d->source);
+	mtd_json_key(j, "endpoints");
+	mtd_json_u64(j, d->endpoints);
+	mtd_json_key(j, "last_sync");
+	json_time_or_null(j, d->last_sync_ms);
+	if (etcd) {
+		mtd_json_key(j, "connected");
+		mtd_json_bool(j, d->connected);
+		mtd_json_key(j, "updates");
+		mtd_json_u64(j, d->updates);
+	} else {
+		mtd_json_key(j, "resolutions");
+		mtd_json_u64(j, d->resolutions);
+		mtd_json_key(j, "resolution_failures");
+		mtd_json_u64(j, d->resolve_fails);
+	}
+	mtd_json_obj_end(j);
+}
+
 static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 {
 	const struct mtd_runtime *rt = *a->view.rt;
@@ -230,6 +259,7 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 		}
 		mtd_json_arr_end(&j);
 		clusters_health(&j, s, &figs[si]);
+		clusters_discovery(&j, c);
 		mtd_json_key(&j, "endpoints");
 		mtd_json_arr_begin(&j);
 		struct mtd_mx_warm *warm = mtd_metrics_warmups(s, now_ms);

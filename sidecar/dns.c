@@ -66,6 +66,7 @@ struct dns_src {
 	size_t n_names;
 	int pending; /* names not done this round */
 	bool stopping;
+	struct mtd_mx_disc *mx; /* the admin's figures (metrics.h), or NULL */
 };
 
 static void round_start(struct dns_src *s);
@@ -118,7 +119,8 @@ static void publish(struct dns_src *s)
 			                                      .weight = nm->weight};
 		}
 	}
-	mtd_runtime_set_endpoints(s->ctl, s->service, set, n);
+	if (mtd_runtime_set_endpoints(s->ctl, s->service, set, n) == 0 && s->mx)
+		s->mx->endpoints = n;
 out:
 	free(set);
 	free(texts);
@@ -127,6 +129,13 @@ out:
 static void name_done(struct dns_name *nm)
 {
 	struct dns_src *s = nm->src;
+	if (s->mx) {
+		s->mx->resolutions++;
+		if (nm->n_got > 0)
+			s->mx->last_sync_ms = mtd_wall_ms();
+		else
+			s->mx->resolve_fails++;
+	}
 	if (nm->n_got > 0) {
 		/* A good answer replaces the last one. */
 		free(nm->good);
@@ -301,6 +310,7 @@ static int src_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 	s->ctl = ctl;
 	s->service = service;
 	s->cfg = cfg;
+	s->mx = mtd_metrics_disc(cfg->name, "dns");
 	const struct mtd_cfg_dns *d = cfg->dns;
 	s->system = !d || d->n_resolvers == 0;
 	s->period_ms = d ? d->refresh_ms : STATIC_REFRESH_MS;

@@ -43,8 +43,9 @@ struct watcher {
 	bool listed;
 	struct entry *tab; /* sorted by key */
 	size_t n, cap;
-	struct event *push_ev; /* the deferred push (end of this turn) */
-	size_t pushed;         /* endpoints in the set last handed over */
+	struct event *push_ev;  /* the deferred push (end of this turn) */
+	size_t pushed;          /* endpoints in the set last handed over */
+	struct mtd_mx_disc *mx; /* the admin's figures (metrics.h), or NULL */
 	bool pushed_once;
 	uint8_t *range_end_buf;
 	ProtobufCBinaryData range_end; /* prefix + 1 */
@@ -215,6 +216,8 @@ static void push_now(struct watcher *w)
 			          (long long)w->rev);
 		w->pushed = n;
 		w->pushed_once = true;
+		if (w->mx)
+			w->mx->endpoints = n;
 	}
 out:
 	free(eps);
@@ -253,6 +256,7 @@ static void range_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len
 	 * value did not change (same mod_revision) are kept as they are, so a
 	 * bad record is not logged again after a reconnect. */
 	bool changed = false;
+	size_t updates = 0; /* record changes, for the admin */
 	bool *seen = calloc(w->n ? w->n : 1, sizeof(*seen));
 	size_t n_before = w->n;
 	if (seen == NULL) {
@@ -276,14 +280,21 @@ static void range_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len
 	for (size_t i = n_before; i-- > 0;) {
 		if (seen[i])
 			continue;
-		changed |= w->tab[i].ok;
+		updates += w->tab[i].ok;
 		entry_clear(&w->tab[i]);
 		memmove(&w->tab[i], &w->tab[i + 1], (w->n - i - 1) * sizeof(*w->tab));
 		w->n--;
 	}
 	free(seen);
 	for (size_t i = 0; i < r->n_kvs; i++)
-		changed |= tab_put(w, &r->kvs[i]->key, &r->kvs[i]->value, r->kvs[i]->mod_revision);
+		if (tab_put(w, &r->kvs[i]->key, &r->kvs[i]->value, r->kvs[i]->mod_revision))
+			updates++;
+	changed |= updates > 0;
+	if (w->mx) {
+		w->mx->updates += updates;
+		w->mx->last_sync_ms = mtd_wall_ms();
+		w->mx->connected = true;
+	}
 	if (r->header != NULL)
 		w->rev = r->header->revision;
 	bool first = !w->listed;
@@ -354,14 +365,16 @@ static void watch_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len
 	}
 	if (r->created)
 		mtd_etcd__link_ok(&w->link);
+	size_t updates = 0;
 	for (size_t i = 0; i < r->n_events; i++) {
 		const Mvccpb__Event *ev = r->events[i];
 		if (ev->kv == NULL)
 			continue;
-		if (ev->type == MVCCPB__EVENT__EVENT_TYPE__DELETE)
-			changed |= tab_del(w, &ev->kv->key);
-		else
-			changed |= tab_put(w, &ev->kv->key, &ev->kv->value, ev->kv->mod_revision);
+		bool c = ev->type == MVCCPB__EVENT__EVENT_TYPE__DELETE
+		                 ? tab_del(w, &ev->kv->key)
+		                 : tab_put(w, &ev->kv->key, &ev->kv->value, ev->kv->mod_revision);
+		changed |= c;
+		updates += c;
 		if (ev->kv->mod_revision > w->rev)
 			w->rev = ev->kv->mod_revision;
 	}
@@ -370,6 +383,13 @@ static void watch_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len
 	if (r->header != NULL && !r->fragment && r->header->revision > w->rev)
 		w->rev = r->header->revision;
 	etcdserverpb__watch_response__free_unpacked(r, NULL);
+	if (w->mx) {
+		/* Progress notifications count as a sync: the set is known
+		 * current up to their revision. */
+		w->mx->updates += updates;
+		w->mx->last_sync_ms = mtd_wall_ms();
+		w->mx->connected = true;
+	}
 	if (changed)
 		push(w);
 }
@@ -420,6 +440,8 @@ static void watcher_lost(struct mtd_etcd_link *l, const char *reason)
 	 * connection was freed with them). */
 	w->range = NULL;
 	w->watch = NULL;
+	if (w->mx)
+		w->mx->connected = false;
 	if (!w->listed || w->pushed == 0) {
 		/* Issue 7 §4: until the first list, the service says why. */
 		mtd_runtime_set_unavailable(w->ctl, w->service, reason);
@@ -462,6 +484,9 @@ static int etcd_start(struct mtd_control *ctl, size_t service, const struct mtd_
 	}
 	w->link.on_ready = watcher_ready;
 	w->link.on_lost = watcher_lost;
+	w->mx = mtd_metrics_disc(cfg->name, "etcd");
+	if (w->mx)
+		w->mx->connected = false;
 	char why[300];
 	snprintf(why, sizeof(why), "etcd: waiting for the first list of %s from %s", cfg->etcd->prefix,
 	         cfg->etcd->endpoints[0].text);
@@ -478,6 +503,8 @@ static void etcd_stop(void *state)
 	if (w == NULL)
 		return;
 	mtd_etcd__link_fini(&w->link); /* cancels the calls without callbacks */
+	if (w->mx)
+		w->mx->connected = false;
 	if (w->push_ev)
 		event_free(w->push_ev);
 	for (size_t i = 0; i < w->n; i++)

@@ -38,6 +38,7 @@ const char *const mtd_mx_hc_names[4] = {
 
 static struct mtd_mx_worker *mx_workers;
 static unsigned mx_n_workers;
+static struct mtd_mx_disc *mx_disc; /* control thread only; newest first */
 
 /* Access log: set before the workers start, read-only after. */
 static int access_fd = -1;
@@ -92,10 +93,40 @@ void mtd_metrics_fini(void)
 	free(mx_workers);
 	mx_workers = NULL;
 	mx_n_workers = 0;
+	while (mx_disc) {
+		struct mtd_mx_disc *d = mx_disc;
+		mx_disc = d->next;
+		free(d->service);
+		free(d);
+	}
 	if (access_close)
 		close(access_fd);
 	access_fd = -1;
 	access_close = false;
+}
+
+struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source)
+{
+	for (struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+		if (strcmp(d->service, service) == 0 && strcmp(d->source, source) == 0)
+			return d;
+	struct mtd_mx_disc *d = calloc(1, sizeof(*d));
+	if (!d || !(d->service = strdup(service))) {
+		free(d);
+		return NULL;
+	}
+	d->source = source;
+	d->next = mx_disc;
+	mx_disc = d;
+	return d;
+}
+
+const struct mtd_mx_disc *mtd_metrics_disc_find(const char *service)
+{
+	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+		if (strcmp(d->service, service) == 0)
+			return d;
+	return NULL;
 }
 
 /* ---- call path (worker threads) --------------------------------------- */
@@ -838,6 +869,74 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 	free(warm);
 }
 
+/* Discovery: one entry per (service, source) of the running config; the
+ * entries of services a reload removed are left out. */
+static bool disc_current(const struct mtd_runtime *rt, const struct mtd_mx_disc *d, bool etcd)
+{
+	if ((strcmp(d->source, "etcd") == 0) != etcd)
+		return false;
+	for (size_t i = 0; i < rt->cfg->n_services; i++) {
+		const struct mtd_cfg_service *c = &rt->cfg->services[i];
+		if (strcmp(c->name, d->service) == 0)
+			return etcd ? c->source == MTD_CFG_SOURCE_ETCD : c->source != MTD_CFG_SOURCE_ETCD;
+	}
+	return false;
+}
+
+static void render_discovery(struct mtd_abuf *b, const struct mtd_runtime *rt)
+{
+	static const char *const SS[] = {"service", "source"};
+	mtd_prom_family(b, "maitred_discovery_updates_total", "counter",
+	                "Registry record changes (puts and deletes, listed or watched) that changed the service's "
+	                "endpoint set.");
+	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+		if (disc_current(rt, d, true)) {
+			const char *v[] = {d->service, d->source};
+			mtd_prom_sample_u64(b, "maitred_discovery_updates_total", NULL, SS, v, 2, d->updates);
+		}
+	mtd_prom_family(b, "maitred_discovery_connected", "gauge",
+	                "1 while the service's link to its etcd cluster is up (listed or watching), else 0.");
+	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+		if (disc_current(rt, d, true)) {
+			const char *v[] = {d->service, d->source};
+			mtd_prom_sample_u64(b, "maitred_discovery_connected", NULL, SS, v, 2, d->connected);
+		}
+	mtd_prom_family(b, "maitred_discovery_last_sync_timestamp_seconds", "gauge",
+	                "When the service's source last answered well (etcd list or watch, a DNS resolution), "
+	                "Unix seconds; absent before the first.");
+	for (int etcd = 1; etcd >= 0; etcd--)
+		for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+			if (disc_current(rt, d, etcd) && d->last_sync_ms > 0) {
+				const char *v[] = {d->service, d->source};
+				mtd_prom_sample(b, "maitred_discovery_last_sync_timestamp_seconds", NULL, SS, v, 2,
+				                (double)d->last_sync_ms / 1e3);
+			}
+	mtd_prom_family(b, "maitred_discovery_endpoints", "gauge",
+	                "Endpoints in the set the service's source last handed over.");
+	for (int etcd = 1; etcd >= 0; etcd--)
+		for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+			if (disc_current(rt, d, etcd)) {
+				const char *v[] = {d->service, d->source};
+				mtd_prom_sample_u64(b, "maitred_discovery_endpoints", NULL, SS, v, 2, d->endpoints);
+			}
+	mtd_prom_family(b, "maitred_dns_resolutions_total", "counter",
+	                "Host names looked up for the service (discovery.dns, static host names), one per name per "
+	                "round.");
+	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+		if (disc_current(rt, d, false)) {
+			const char *v[] = {d->service};
+			mtd_prom_sample_u64(b, "maitred_dns_resolutions_total", NULL, SS, v, 1, d->resolutions);
+		}
+	mtd_prom_family(b, "maitred_dns_resolution_failures_total", "counter",
+	                "Of those, lookups that gave no address (the name's last addresses stay).");
+	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+		if (disc_current(rt, d, false)) {
+			const char *v[] = {d->service};
+			mtd_prom_sample_u64(b, "maitred_dns_resolution_failures_total", NULL, SS, v, 1,
+			                    d->resolve_fails);
+		}
+}
+
 /* Resident set size from /proc/self/statm (pages). */
 static uint64_t rss_bytes(void)
 {
@@ -887,5 +986,6 @@ void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const 
 	render_calls(b, a, n);
 	agg_free(a, n);
 	render_endpoints(b, rt);
+	render_discovery(b, rt);
 	render_process(b, proc);
 }

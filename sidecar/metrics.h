@@ -135,6 +135,29 @@ static inline void mtd_mx_add(_Atomic uint64_t *c, uint64_t n)
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
 }
 
+/* ---- discovery (control thread) ------------------------------------- */
+
+/* Figures of one endpoint source of one service, kept by service name and
+ * source so they go on across reloads and source restarts. Sources (dns.c,
+ * etcd_watch.c) and the admin both run on the control thread: plain
+ * fields, no atomics. Entries live until mtd_metrics_fini(), which runs
+ * after every source stopped. */
+struct mtd_mx_disc {
+	char *service;          /* owned */
+	const char *source;     /* "etcd", "dns" (static) */
+	uint64_t updates;       /* etcd: listed or watched record changes that changed the set */
+	int64_t last_sync_ms;   /* wall ms of the last good answer (list, watch, resolution); 0 = never */
+	bool connected;         /* etcd: the watch's link is up (listed or watching) */
+	size_t endpoints;       /* in the last set handed to the runtime */
+	uint64_t resolutions;   /* dns: names looked up (one per name per round) */
+	uint64_t resolve_fails; /* dns: of them, no address */
+	struct mtd_mx_disc *next;
+};
+
+/* Find or make the entry of (service, source); NULL when out of memory
+ * (the source then counts nothing). Control thread. */
+struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source);
+
 /* ---- reading (control thread) --------------------------------------- */
 
 struct mtd_runtime;
@@ -179,6 +202,9 @@ struct mtd_mx_service {
 	uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
 };
 struct mtd_mx_service *mtd_metrics_services(const struct mtd_runtime *rt);
+/* The discovery entry of service name (any source: the newest made), or
+ * NULL. Control thread. */
+const struct mtd_mx_disc *mtd_metrics_disc_find(const char *service);
 
 /* The whole /metrics text for rt onto b. */
 void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const struct mtd_mx_process *proc);

@@ -9,6 +9,7 @@ keeps serving. Waits are bounded; nothing is
 judged by timing.
 """
 
+import json
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ import grpc
 
 from harness import (MaitredTest, Proc, maitred_only, pb, free_port, wait_until,
                      CALL_LIMIT, START_LIMIT)
+from test_admin import admin_request, samples, value
 
 SVC = "maitred.testing.v1.Echo"
 NAME = "echo.maitred.test"
@@ -112,6 +114,40 @@ class Dns(MaitredTest):
         wait_until(lambda: re.search(r"cannot resolve %s: .*keeping its last 2 addresses" % re.escape(NAME),
                                      m.proc.output()), CALL_LIMIT, "the failure to be logged")
         self.assertEqual(self.served_by(stub, 20), {"u2": 10, "u3": 10})
+        self.stop_maitred(m)
+
+    def test_resolutions_and_failures_in_metrics(self):
+        ups = self.upstreams(["127.0.0.2", "127.0.0.3"])
+        self.start_dns(["127.0.0.2", "127.0.0.3"])
+        admin = free_port()
+        m = self.start_maitred(self.config([self.dns_service(ups[0].port)], admin="127.0.0.1:%d" % admin))
+        wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT,
+                   "the first resolution")
+
+        def scrape():
+            st, _, body = admin_request(admin, "GET", "/metrics")
+            self.assertEqual(st, 200, body)
+            ss = samples(body)
+            return (value(ss, "maitred_dns_resolutions_total", service=SVC),
+                    value(ss, "maitred_dns_resolution_failures_total", service=SVC),
+                    value(ss, "maitred_discovery_last_sync_timestamp_seconds", service=SVC, source="dns"),
+                    value(ss, "maitred_discovery_endpoints", service=SVC, source="dns"))
+        n, fails, synced, eps = scrape()
+        self.assertGreaterEqual(n, 1)
+        self.assertEqual((fails, eps), (0, 2))
+        self.assertIsNotNone(synced)
+        self.dns.stop()
+        wait_until(lambda: scrape()[1] >= 1, CALL_LIMIT, "a failed resolution to be counted")
+        n, fails, synced, eps = scrape()
+        # While the server is down nothing resolves: the last sync stays.
+        wait_until(lambda: scrape()[1] >= fails + 1, CALL_LIMIT, "another failed resolution")
+        n2, fails2, synced2, eps2 = scrape()
+        self.assertEqual((synced2, eps2), (synced, 2))
+        self.assertEqual(n2 - n, fails2 - fails)  # every lookup since failed
+        st, _, body = admin_request(admin, "GET", "/clusters")
+        d = json.loads(body)["services"][0]["discovery"]
+        self.assertEqual((d["source"], d["endpoints"]), ("dns", 2))
+        self.assertGreaterEqual(d["resolution_failures"], fails2)
         self.stop_maitred(m)
 
     def test_no_answer_yet_is_unavailable_naming_why(self):

@@ -32,6 +32,7 @@ import grpc
 
 from harness import (MaitredTest, Proc, TestCA, maitred_only, pb, free_port, wait_until, CALL_LIMIT,
                      START_LIMIT)
+from test_admin import admin_request, samples, value
 
 SVC = "maitred.testing.v1.Echo"
 PREFIX = "/maitred/services/%s/" % SVC
@@ -326,6 +327,54 @@ class EtcdTest(MaitredTest):
         load.stop()
         self.assertEqual(load.errors, [], "calls failed while endpoints changed")
         self.assertIn("c", load.instances)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_discovery_figures_in_metrics_and_clusters(self):
+        """maitred_discovery_updates_total counts the record changes made
+        (the list's, then the watch's); a put that changes nothing is not
+        one. The link state and the last sync follow etcd."""
+        etcd = Etcd(self)
+        a, b, c = (self.start_upstream(n) for n in "abc")
+        etcd.put(PREFIX + "a", self.record(a))
+        etcd.put(PREFIX + "b", self.record(b))
+        admin = free_port()
+        m = self.start_maitred(self.config([self.etcd_service([etcd])], admin="127.0.0.1:%d" % admin))
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "the listed instances a and b")
+        lab = dict(service=SVC, source="etcd")
+
+        def scrape():
+            st, _, body = admin_request(admin, "GET", "/metrics")
+            self.assertEqual(st, 200, body)
+            return samples(body)
+        ss = scrape()
+        self.assertEqual(value(ss, "maitred_discovery_updates_total", **lab), 2)
+        self.assertEqual(value(ss, "maitred_discovery_connected", **lab), 1)
+        self.assertEqual(value(ss, "maitred_discovery_endpoints", **lab), 2)
+        self.assertGreater(value(ss, "maitred_discovery_last_sync_timestamp_seconds", **lab), time.time() - 600)
+        etcd.put(PREFIX + "c", self.record(c))                # 3
+        etcd.put(PREFIX + "c", self.record(c))                # the same record: no change
+        etcd.put(PREFIX + "c", self.record(c, weight=400))    # 4
+        etcd.put(PREFIX + "bad", "{not json")                 # skipped: no change
+        etcd.delete(PREFIX + "a")                             # 5
+        wait_until(lambda: value(scrape(), "maitred_discovery_updates_total", **lab) >= 5, WAIT,
+                   "the watched changes to be counted")
+        self.wait_set(stub, "bc", "b and c")
+        ss = scrape()
+        self.assertEqual(value(ss, "maitred_discovery_updates_total", **lab), 5)
+        self.assertEqual(value(ss, "maitred_discovery_endpoints", **lab), 2)
+        st, _, body = admin_request(admin, "GET", "/clusters")
+        d = json.loads(body)["services"][0]["discovery"]
+        self.assertEqual((d["source"], d["connected"], d["updates"], d["endpoints"]), ("etcd", True, 5, 2))
+        self.assertIsNotNone(d["last_sync"])
+        etcd.stop()
+        wait_until(lambda: value(scrape(), "maitred_discovery_connected", **lab) == 0, WAIT,
+                   "the link to be down in /metrics")
+        self.assertEqual(value(scrape(), "maitred_discovery_updates_total", **lab), 5)
+        etcd.start()
+        wait_until(lambda: value(scrape(), "maitred_discovery_connected", **lab) == 1, WAIT,
+                   "the link to be up again")
         self.stop_maitred(m)
 
     @maitred_only
