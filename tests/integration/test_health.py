@@ -11,7 +11,8 @@ import time
 
 import grpc
 
-from harness import MaitredTest, maitred_only, needs_h2, pb, call_id, free_port, CALL_LIMIT
+from harness import (MaitredTest, maitred_only, needs_h2, pb, call_id, free_port, port_accepts, wait_until,
+                     CALL_LIMIT)
 from test_admin import admin_request
 
 UNAVAILABLE = 14
@@ -304,7 +305,10 @@ class BackThroughWarmup(MaitredTest):
     def start(self, ups, **extra):
         self.admin_port = free_port()
         s = svc(ups, policy="WEIGHTED_ROUND_ROBIN", warmup={"duration": "3600s"}, **extra)
-        return self.start_maitred(self.config([s], admin="127.0.0.1:%d" % self.admin_port))
+        m = self.start_maitred(self.config([s], admin="127.0.0.1:%d" % self.admin_port))
+        # The data listener accepts (backlog) before the admin one is bound.
+        wait_until(lambda: port_accepts(self.admin_port, 0.5), CALL_LIMIT, "the admin port")
+        return m
 
     def endpoints(self):
         st, _, body = admin_request(self.admin_port, "GET", "/clusters")
