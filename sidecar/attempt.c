@@ -109,6 +109,8 @@ void mtd_attempt_maybe_free(struct mtd_attempt *a)
 		call->cur = NULL;
 	if (call->ans == a)
 		call->ans = NULL;
+	if (call->bc_ans == a)
+		call->bc_ans = NULL;
 	mtd_headers_clear(&a->resp_hdrs);
 	mtd_headers_clear(&a->resp_trailers);
 	LIST_REMOVE(a, call_link);
@@ -183,6 +185,96 @@ static void log_failsafe(struct mtd_call *call, const char *what)
 	w->failsafe_quiet = 0;
 }
 
+/* ---- BROADCAST ---------------------------------------------------------- */
+
+static bool others_live(const struct mtd_call *call)
+{
+	const struct mtd_attempt *o;
+	LIST_FOREACH(o, &call->attempts, call_link)
+		if (mtd_fault_attempt_live(o->state))
+			return true;
+	return false;
+}
+
+void mtd_call_broadcast_settle(struct mtd_call *call)
+{
+	if (call->state == MTD_CALL_DONE)
+		return;
+	bool live = others_live(call);
+	if (!call->bc_failed) {
+		if (live)
+			return;
+		if (call->bc_have)
+			mtd_call_answer_held(call); /* every endpoint answered OK */
+		else
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
+			              call->svc->cfg->name);
+		return;
+	}
+	/* The first failure decides, once the others ended too. */
+	struct mtd_fault_call fc = {
+	        .committed = false,
+	        .others_live = live,
+	        .now_ns = mtd_now_ns(),
+	        .deadline_ns = call->deadline_ns,
+	        .refused_here_before = true,
+	};
+	struct mtd_fault_decision d;
+	mtd_fault_decide(call->fault, &call->bc_o, &fc, call->svc->budget, &call->svc->cfg->retry_budget, &call->w->rng,
+	                 &d);
+	if (d.action == MTD_FAULT_WAIT)
+		return;
+	mtd_metrics_fault_decision(call, &d);
+	if (d.action == MTD_FAULT_FALLBACK) {
+		const struct mtd_fault_fallback *fb = &call->fault->fallback;
+		if (fb->status == MTD_GRPC_OK)
+			mtd_call_answer_ok(call, fb->response, fb->response_len);
+		else
+			mtd_call_fail(call, (enum mtd_grpc_status)fb->status, "%s", fb->message ? fb->message : "");
+		return;
+	}
+	mtd_call_fail(call, call->bc_status, "%s (BROADCAST: %u of %u attempts failed)",
+	              call->bc_msg ? call->bc_msg : "an attempt failed", call->bc_failures, call->n_attempts);
+}
+
+/* A BROADCAST attempt failed: a refused stream is replayed on its own
+ * endpoint (gRPC transparent retry, once); any other failure is kept if it
+ * is the first, and the call ends once no attempt is left going. */
+static void broadcast_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o, enum mtd_grpc_status status,
+                             const char *what, bool refused_before)
+{
+	struct mtd_call *call = a->call;
+	if (o->failure == MTD_FAULT_REFUSED && !refused_before) {
+		struct mtd_fault_call fc = {
+		        .others_live = true,
+		        .now_ns = mtd_now_ns(),
+		        .deadline_ns = call->deadline_ns,
+		};
+		struct mtd_fault_decision d;
+		mtd_fault_decide(call->fault, o, &fc, call->svc->budget, &call->svc->cfg->retry_budget, &call->w->rng,
+		                 &d);
+		if (d.action == MTD_FAULT_RETRY) {
+			mtd_metrics_fault_decision(call, &d);
+			bool held = call->held;
+			call->held = true;
+			mtd_call_relaunch(call, a->ep_idx);
+			call->held = held;
+			return;
+		}
+	}
+	call->bc_failures++;
+	if (!call->bc_failed) {
+		call->bc_failed = true;
+		call->bc_o = *o;
+		call->bc_status = status;
+		call->bc_msg = strdup(what);
+	}
+	bool held = call->held;
+	call->held = true;
+	mtd_call_broadcast_settle(call);
+	call->held = held;
+}
+
 /* a ended without an answer the call can use: count it, then do what
  * the policy says. status/what: FAILFAST's answer (what names the endpoint
  * and what happened). a is not freed here (the caller does, last): it
@@ -215,6 +307,10 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	call->last_status = status;
 	if (call->state == MTD_CALL_DONE)
 		return;
+	if (call->fault->mode == MTD_FAULT_BROADCAST) {
+		broadcast_failed(a, o, status, what, refused_before);
+		return;
+	}
 	if (call->fault->mode == MTD_FAULT_FORKING && !call->committed) {
 		/* A fork lost: the next one starts at once (gRPC A6 hedging);
 		 * the call ends only when none is left racing. */
@@ -329,7 +425,7 @@ void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
 		struct mtd_fault_outcome o = {.failure = MTD_FAULT_RESET};
 		attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, reason);
 	}
-	if (a == call->ans || a->state == MTD_ATTEMPT_DONE)
+	if ((a == call->ans || a->state == MTD_ATTEMPT_DONE) && call->fault->mode != MTD_FAULT_BROADCAST)
 		mtd_call_drop_request(call);
 	mtd_attempt_maybe_free(a);
 }
@@ -407,9 +503,20 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 	if (end_stream)
 		a->first_ns = mtd_now_ns();
 	disarm(a);
+	bool bc = call->fault->mode == MTD_FAULT_BROADCAST;
 	if (end_stream) {
 		int st = status_of(&a->resp_hdrs);
-		if (st > 0 && mtd_fault_retry_on(call->fault, st)) {
+		if (bc && st < 0) {
+			/* BROADCAST: OK only if all are; no status is not OK. */
+			char msg[192];
+			snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status",
+			         a->ep->addr.text);
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = MTD_GRPC_INTERNAL};
+			attempt_failed(a, &o, MTD_GRPC_INTERNAL, msg);
+			mtd_attempt_maybe_free(a);
+			return;
+		}
+		if (st > 0 && (bc || mtd_fault_retry_on(call->fault, st))) {
 			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = st};
 			const nghttp2_nv *pb = mtd_headers_find(&a->resp_hdrs, "grpc-retry-pushback-ms");
 			if (pb) {
@@ -431,6 +538,16 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 		/* The answer, Trailers-Only. */
 		mtd_attempt_step(a, MTD_AEV_TRAILERS);
 		lb_end(a, !status_blames(call, st), false);
+		if (bc) {
+			/* OK: held if no answer began before it; the call answers
+			 * once every endpoint did. */
+			if (!call->bc_have && !call->bc_ans) {
+				mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs);
+				call->bc_have = call->bc_trailers_only = true;
+			}
+			mtd_call_broadcast_settle(call);
+			return;
+		}
 		if (a->hedge)
 			mtd_metrics_hedge_won(call);
 		call->ans = a;
@@ -441,6 +558,15 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 	/* Response headers reach the app: the call is this attempt's now
 	 * (never replayed once the app saw its answer begin). */
 	mtd_attempt_step(a, MTD_AEV_HEADERS);
+	if (bc) {
+		/* BROADCAST: nothing reaches the app before every endpoint
+		 * answered; the first answer to begin is the one held. */
+		if (!call->bc_have && !call->bc_ans) {
+			call->bc_ans = a;
+			mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs);
+		}
+		return;
+	}
 	if (a->hedge)
 		mtd_metrics_hedge_won(call);
 	call->ans = a;
@@ -452,6 +578,18 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n)
 {
 	struct mtd_call *call = a->call;
+	if (call->fault->mode == MTD_FAULT_BROADCAST) {
+		/* Held, not relayed: both windows go back at once; what is held
+		 * is bounded by fault.replay_buffer (mtd_relay_hold). */
+		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		mtd_conn_want_flush(a->up);
+		if (a != call->bc_ans || a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
+			return;
+		if (!a->first_ns)
+			a->first_ns = mtd_now_ns();
+		mtd_relay_hold(call, a, p, n);
+		return;
+	}
 	if (a != call->ans || a->state != MTD_ATTEMPT_ANSWERING || call->resp_done || call->resp_eof) {
 		nghttp2_session_consume(a->up->ng, a->up_sid, n);
 		return;
@@ -464,6 +602,37 @@ void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n)
 void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
 {
 	struct mtd_call *call = a->call;
+	if (call->fault->mode == MTD_FAULT_BROADCAST) {
+		if (a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
+			return;
+		int st = status_of(&a->resp_trailers);
+		if (st != 0) {
+			const nghttp2_nv *gm = mtd_headers_find(&a->resp_trailers, "grpc-message");
+			char msg[384];
+			if (st < 0)
+				snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status",
+				         a->ep->addr.text);
+			else
+				snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", a->ep->addr.text,
+				         mtd_grpc_status_name(st), gm ? ": " : "",
+				         gm ? (int)(gm->valuelen > 200 ? 200 : gm->valuelen) : 0,
+				         gm ? (const char *)gm->value : "");
+			enum mtd_grpc_status es = st < 0 ? MTD_GRPC_INTERNAL : (enum mtd_grpc_status)st;
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = (int)es};
+			attempt_failed(a, &o, es, msg);
+			return;
+		}
+		mtd_attempt_step(a, MTD_AEV_TRAILERS);
+		if (!a->first_ns)
+			a->first_ns = mtd_now_ns();
+		lb_end(a, true, false);
+		if (a == call->bc_ans) {
+			mtd_headers_move(&call->resp_trailers, &a->resp_trailers);
+			call->bc_have = true;
+		}
+		mtd_call_broadcast_settle(call);
+		return;
+	}
 	if (a != call->ans || a->state != MTD_ATTEMPT_ANSWERING || call->resp_done || call->resp_eof)
 		return;
 	mtd_attempt_step(a, MTD_AEV_TRAILERS);
@@ -502,7 +671,7 @@ void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code)
 			attempt_failed(a, &o, st, msg);
 		}
 	}
-	if (a == call->ans || a->state == MTD_ATTEMPT_DONE)
+	if ((a == call->ans || a->state == MTD_ATTEMPT_DONE) && call->fault->mode != MTD_FAULT_BROADCAST)
 		mtd_call_drop_request(call); /* bytes nobody will send any more */
 	mtd_attempt_maybe_free(a);
 }

@@ -61,6 +61,7 @@ void mtd_call_maybe_free(struct mtd_call *call)
 	if (call->tried != &call->tried_inline)
 		free(call->tried);
 	free(call->last_failure);
+	free(call->bc_msg);
 	if (call->load) {
 		atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
 		if (mtd_disc_ref_put(&call->load->ref))
@@ -138,7 +139,18 @@ ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t 
 		call->req_unconsumed -= fresh < call->req_unconsumed ? fresh : call->req_unconsumed;
 		if (!call->committed) {
 			uint64_t limit = call->w->rt->cfg->replay_buffer_total;
-			if (call->req_taken > call->fault->replay_buffer || call->w->replay_bytes + fresh > limit) {
+			if ((call->req_taken > call->fault->replay_buffer || call->w->replay_bytes + fresh > limit) &&
+			    call->fault->mode == MTD_FAULT_BROADCAST) {
+				/* Every endpoint reads the request from the kept bytes:
+				 * one that outgrew them cannot go to all. */
+				mtd_call_fail(
+				        call, MTD_GRPC_RESOURCE_EXHAUSTED,
+				        "BROADCAST: the request is larger than the replay buffer (fault.replay_buffer "
+				        "%u bytes, or the worker's replay_buffer_total): not sent to every endpoint",
+				        call->fault->replay_buffer);
+				return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+			} else if (call->req_taken > call->fault->replay_buffer ||
+			           call->w->replay_bytes + fresh > limit) {
 				/* The request outgrew what may be kept: no replay. */
 				mtd_call_commit(call);
 			} else {
@@ -212,6 +224,19 @@ void mtd_call_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 	mtd_call_settle(call);
 	drop_request_bytes(call);
 	mtd_relay_answer_ok(call, msg, len);
+	mtd_call_maybe_free(call);
+}
+
+void mtd_call_answer_held(struct mtd_call *call)
+{
+	if (call->resp_done || call->resp_eof)
+		return;
+	bool held = call->held;
+	call->held = true;
+	mtd_call_settle(call);
+	drop_request_bytes(call);
+	mtd_relay_held(call, call->bc_trailers_only);
+	call->held = held;
 	mtd_call_maybe_free(call);
 }
 
@@ -390,6 +415,125 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 
 static void schedule_hedge(struct mtd_call *call);
 
+/* Start an attempt of call on endpoint idx of its service (pool p):
+ * counted by the balancer, queued in the pool. False when the call ended
+ * instead (out of memory, the pool's limits) or moved to the worker's
+ * current snapshot (the endpoint was removed). */
+static bool launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedge, int64_t now)
+{
+	const struct mtd_rt_service *svc = call->svc;
+	struct mtd_attempt *a = mtd_attempt_new(call);
+	if (!a) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return false;
+	}
+	a->ep_idx = idx;
+	a->ep = svc->eps[idx];
+	a->picker = call->picker;
+	a->outliers = call->outliers;
+	if (call->fault->mode == MTD_FAULT_FORKING && !((call->tried[idx / 64] >> (idx % 64)) & 1)) {
+		/* Distinct endpoints for the forks. */
+		bit_set(call->tried, idx, true);
+		call->n_tried++;
+	}
+	a->layer = call->layer;
+	a->start_ns = now;
+	if (hedge) {
+		a->hedge = true;
+		mtd_metrics_hedge_started(call);
+	}
+	if (call->layer)
+		mtd_lb_layer_call_begin(call->layer, (size_t)idx);
+	else
+		mtd_lb_call_begin(call->picker, (size_t)idx);
+	a->lb_begun = true;
+	call->cur = a;
+	call->state = MTD_CALL_RUNNING;
+	mtd_attempt_step(a, MTD_AEV_START);
+	if (p->retired) {
+		/* The call's snapshot is older than its worker's, which removed
+		 * this endpoint: move to the current one. */
+		mtd_call_reroute(a);
+		return false;
+	}
+	int rc = mtd_pool_enqueue(p, a);
+	if (rc < 0) {
+		/* Not the endpoint's fault: the call fails, nobody is blamed. */
+		if (rc == -EBUSY) {
+			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_PENDING);
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+			              "circuit breaker: service %s has circuit_breaker.max_pending (%u) calls waiting",
+			              svc->cfg->name, svc->cfg->circuit.max_pending);
+		} else {
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+			              "upstream %s: too many calls waiting for a connection (%u)", p->ep->addr.text,
+			              p->n_pending);
+		}
+		return false;
+	}
+	return true;
+}
+
+/* ---- BROADCAST --------------------------------------------------------- */
+
+/* Dubbo's broadcast cluster: one attempt on every eligible endpoint of the
+ * service (not ejected, not found unhealthy, not removed), each replaying
+ * the request from the call's retained bytes. How the answers combine is
+ * attempt.c's (mtd_call_broadcast_settle). */
+static void start_broadcast(struct mtd_call *call)
+{
+	struct mtd_rt_service *svc = call->svc;
+	size_t words = (svc->n_eps + 63) / 64;
+	uint64_t stack[16], *scratch = stack;
+	if (words > 16 && !(scratch = malloc(words * sizeof(*scratch)))) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	const uint64_t *ex = excluded_set(call, scratch, words);
+	int64_t now = mtd_now_ns();
+	uint32_t started = 0;
+	bool held = call->held;
+	call->held = true;
+	for (size_t i = 0; i < svc->n_eps && call->state != MTD_CALL_DONE; i++) {
+		if (ex && (ex[i / 64] >> (i % 64)) & 1)
+			continue;
+		struct mtd_pool *p = mtd_pool_get(call->w, svc, svc->eps[i]);
+		if (!p) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			break;
+		}
+		if (p->retired)
+			continue; /* removed by a newer snapshot: not the service's any more */
+		if (launch(call, (int)i, p, false, now))
+			started++;
+	}
+	if (scratch != stack)
+		free(scratch);
+	if (call->state != MTD_CALL_DONE && started == 0) {
+		if (svc->n_eps == 0)
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service %s has no endpoint%s%s", svc->cfg->name,
+			              svc->unavailable ? ": " : "", svc->unavailable ? svc->unavailable : "");
+		else
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
+			              svc->cfg->name);
+	}
+	call->cur = NULL; /* no one attempt is "the" attempt */
+	call->held = held;
+}
+
+void mtd_call_relaunch(struct mtd_call *call, int idx)
+{
+	struct mtd_rt_service *svc = call->svc;
+	struct mtd_pool *p = mtd_pool_get(call->w, svc, svc->eps[idx]);
+	if (!p) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	launch(call, idx, p, false, mtd_now_ns());
+	if (call->fault->mode == MTD_FAULT_BROADCAST)
+		call->cur = NULL;
+}
+
 /* hedge: a FORKING attempt after the first; when no endpoint is left it
  * is simply not started (the call goes on with those it has). */
 static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_len, bool hedge)
@@ -413,6 +557,10 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 			}
 			call->refused = call->tried + words;
 		}
+	}
+	if (call->fault->mode == MTD_FAULT_BROADCAST) {
+		start_broadcast(call);
+		return;
 	}
 	struct mtd_pool *p;
 	int idx = pick(call, key, key_len, &p);
@@ -463,56 +611,7 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 			call->key_copy_len = key_len;
 		}
 	}
-	struct mtd_attempt *a = mtd_attempt_new(call);
-	if (!a) {
-		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	a->ep_idx = idx;
-	a->ep = svc->eps[idx];
-	a->picker = call->picker;
-	a->outliers = call->outliers;
-	if (call->fault->mode == MTD_FAULT_FORKING && !((call->tried[idx / 64] >> (idx % 64)) & 1)) {
-		/* Distinct endpoints for the forks. */
-		bit_set(call->tried, idx, true);
-		call->n_tried++;
-	}
-	a->layer = call->layer;
-	a->start_ns = now;
-	if (hedge) {
-		a->hedge = true;
-		mtd_metrics_hedge_started(call);
-	}
-	if (call->layer)
-		mtd_lb_layer_call_begin(call->layer, (size_t)idx);
-	else
-		mtd_lb_call_begin(call->picker, (size_t)idx);
-	a->lb_begun = true;
-	call->cur = a;
-	call->state = MTD_CALL_RUNNING;
-	mtd_attempt_step(a, MTD_AEV_START);
-	if (p->retired) {
-		/* The call's snapshot is older than its worker's, which removed
-		 * this endpoint: move to the current one. */
-		mtd_call_reroute(a);
-		return;
-	}
-	int rc = mtd_pool_enqueue(p, a);
-	if (rc < 0) {
-		/* Not the endpoint's fault: the call fails, nobody is blamed. */
-		if (rc == -EBUSY) {
-			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_PENDING);
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
-			              "circuit breaker: service %s has circuit_breaker.max_pending (%u) calls waiting",
-			              svc->cfg->name, svc->cfg->circuit.max_pending);
-		} else {
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
-			              "upstream %s: too many calls waiting for a connection (%u)", p->ep->addr.text,
-			              p->n_pending);
-		}
-		return;
-	}
-	if (call->fault->mode == MTD_FAULT_FORKING)
+	if (launch(call, idx, p, hedge, now) && call->fault->mode == MTD_FAULT_FORKING)
 		schedule_hedge(call);
 }
 
@@ -730,6 +829,13 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	/* Nothing of the call reached the removed endpoint: nobody is blamed
 	 * (the attempt ends neutral) and no retry is spent. */
 	mtd_attempt_cancel(a);
+	if (call->fault->mode == MTD_FAULT_BROADCAST) {
+		/* The endpoint left the service: the call is for those it has
+		 * (restarting would send it twice to the others). */
+		if (call->state != MTD_CALL_DONE)
+			mtd_call_broadcast_settle(call);
+		goto out;
+	}
 	if (call->state == MTD_CALL_DONE || call->hold_prev) {
 		/* Done, or moved once already with attempts of the first
 		 * snapshot still around: let it fail where it is. */
@@ -802,6 +908,12 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 		return;
 	}
 	call->req_unconsumed += n;
+	if (call->req_scan.messages > 1 && call->fault && call->fault->mode == MTD_FAULT_BROADCAST) {
+		/* Unary is BROADCAST's contract: a stream cannot be answered once. */
+		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED,
+		              "BROADCAST is for unary calls: the request carried a second message");
+		return;
+	}
 	if (waiting && (call->key_ready || call->req_scan.messages > 1))
 		pick_with_field_key(call);
 	resume_attempts(call);

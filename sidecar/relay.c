@@ -235,6 +235,67 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 	mtd_conn_want_flush(call->down);
 }
 
+void mtd_relay_hold(struct mtd_call *call, struct mtd_attempt *a, const uint8_t *p, size_t n)
+{
+	uint32_t max = call->w->rt->cfg->downstream.max_message_size;
+	call->bytes_out += n;
+	int rc = mtd_grpc_scan(&call->resp_scan, p, n, max, NULL, NULL);
+	if (rc < 0) {
+		if (rc == MTD_GRPC_SCAN_TOO_BIG)
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+			              "response message from %s larger than the limit of %u bytes", a->up->peer, max);
+		else
+			mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix from %s", a->up->peer);
+		return;
+	}
+	if (call->resp_scan.messages > 1) {
+		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED,
+		              "BROADCAST is for unary calls: upstream %s sent a second response message", a->up->peer);
+		return;
+	}
+	if (call->resp.len + n > call->fault->replay_buffer) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+		              "BROADCAST: the response from %s is larger than fault.replay_buffer (%u bytes)",
+		              a->up->peer, call->fault->replay_buffer);
+		return;
+	}
+	if (mtd_bufq_append(&call->resp, p, n) < 0)
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+void mtd_relay_held(struct mtd_call *call, bool trailers_only)
+{
+	call->resp_eof = true;
+	if (!call->down) {
+		mtd_bufq_clear(&call->resp);
+		call->resp_done = true;
+		return;
+	}
+	nghttp2_nv stack_nv[32];
+	nghttp2_nv *nva = call->resp_hdrs.n <= 32 ? stack_nv : malloc(call->resp_hdrs.n * sizeof(*nva));
+	if (!nva) {
+		mtd_bufq_clear(&call->resp);
+		call->resp_eof = false;
+		mtd_relay_status(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	size_t n = filter_response(&call->resp_hdrs, nva);
+	/* The held bytes gave their windows back as they came (attempt.c):
+	 * only the client's connection holds them now. */
+	call->resp_unconsumed = 0;
+	call->down->resp_held += call->resp.len;
+	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
+	if (trailers_only) {
+		call->resp_done = true;
+		call->state = MTD_CALL_DONE;
+	}
+	nghttp2_submit_response(call->down->ng, call->down_sid, nva, n, trailers_only ? NULL : &prd);
+	call->resp_headers_sent = true;
+	if (nva != stack_nv)
+		free(nva);
+	mtd_conn_want_flush(call->down);
+}
+
 ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
                            nghttp2_data_source *src, void *ud)
 {

@@ -612,6 +612,18 @@ struct mtd_call {
 	uint64_t bytes_in, bytes_out;
 	const struct mtd_endpoint *mx_ep; /* the answer's endpoint, else the last tried */
 	bool mx_ep_answered;
+	/* BROADCAST (attempt.c): the answer given once every attempt ended
+	 * OK is the first complete OK answer, held in resp_hdrs, resp and
+	 * resp_trailers; bc_ans is the attempt whose answer is being held
+	 * (NULL once freed). The first failure decides a failed call. */
+	struct mtd_attempt *bc_ans;
+	bool bc_have;          /* a complete OK answer is held */
+	bool bc_trailers_only; /* ... as a Trailers-Only response */
+	bool bc_failed;
+	uint32_t bc_failures;
+	struct mtd_fault_outcome bc_o; /* the first failure */
+	enum mtd_grpc_status bc_status;
+	char *bc_msg;
 };
 
 /* call.c: the call's life, routing, the request side, the policy's verdicts. */
@@ -634,6 +646,14 @@ void mtd_call_settle(struct mtd_call *call);
 /* End the call with OK and one response message (FAILSAFE: empty; a
  * fallback's). */
 void mtd_call_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len);
+/* BROADCAST: every attempt ended OK: answer with the held answer. */
+void mtd_call_answer_held(struct mtd_call *call);
+/* BROADCAST: start another attempt on endpoint idx (a refused stream's
+ * transparent replay on the endpoint that refused it). */
+void mtd_call_relaunch(struct mtd_call *call, int idx);
+/* BROADCAST: an attempt ended; once none is left going, answer (the held
+ * answer, or the policy's verdict on the first failure). attempt.c. */
+void mtd_call_broadcast_settle(struct mtd_call *call);
 /* The answering stream is gone: request bytes nobody will send (window
  * given back, later DATA dropped). */
 void mtd_call_drop_request(struct mtd_call *call);
@@ -695,6 +715,13 @@ void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n);
 /* A fixed OK answer with one response message (FAILSAFE: empty; a
  * fallback's response). Before any response header only. */
 void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len);
+/* BROADCAST: response DATA of the attempt whose answer is held: checked
+ * (one message, within fault.replay_buffer) and kept in call->resp; the
+ * call fails otherwise. */
+void mtd_relay_hold(struct mtd_call *call, struct mtd_attempt *a, const uint8_t *p, size_t n);
+/* BROADCAST: send the answer held in call->resp_hdrs, resp and
+ * resp_trailers (Trailers-Only: resp_hdrs alone). */
+void mtd_relay_held(struct mtd_call *call, bool trailers_only);
 /* Status-only answer (Trailers-Only, or trailers after headers). */
 void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const char *msg);
 /* Give back what the call holds of the response (window included). */

@@ -1043,9 +1043,10 @@ static void build_fault(struct builder *b, const PbFault *m, const char *path, s
 		return;
 	}
 	mode = mtd_fault_mode_name(out->mode);
-	if (out->mode == MTD_FAULT_FAILBACK || out->mode == MTD_FAULT_BROADCAST)
+	if (out->mode == MTD_FAULT_FAILBACK)
 		BERR(at(b, m, "mode", NULL), sub(p, sizeof(p), path, "mode"),
-		     "mode %s is not available in this build (FAILOVER, FAILFAST, FAILSAFE and FORKING are)", mode);
+		     "mode %s is not available in this build (FAILOVER, FAILFAST, FAILSAFE, FORKING and BROADCAST are)",
+		     mode);
 	failover = out->mode == MTD_FAULT_FAILOVER;
 	forking = out->mode == MTD_FAULT_FORKING;
 

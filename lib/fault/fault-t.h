@@ -126,6 +126,7 @@ struct mtd_fault_call {
 	bool answered;            /* response headers relayed (implies committed) */
 	bool endpoint_left;       /* an endpoint not tried yet (or retriable) is eligible */
 	bool refused_here_before; /* the endpoint that refused already refused this call */
+	bool others_live;         /* BROADCAST: another attempt of the call is still going on */
 	int64_t now_ns;
 	int64_t deadline_ns; /* 0 = none */
 };
@@ -136,6 +137,7 @@ enum mtd_fault_action {
 	MTD_FAULT_FAIL,      /* end the call with the failure (FAILFAST's answer) */
 	MTD_FAULT_SAFE_OK,   /* FAILSAFE: OK + empty message */
 	MTD_FAULT_FALLBACK,  /* the configured fallback answer */
+	MTD_FAULT_WAIT,      /* BROADCAST: the other attempts go on; the call ends with them */
 };
 
 struct mtd_fault_decision {

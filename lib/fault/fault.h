@@ -55,8 +55,11 @@ bool mtd_fault_budget_take(struct mtd_fault_budget *b, const struct mtd_fault_bu
  *  - REFUSED (never reached the app) and not committed: a transparent
  *    RETRY, at once, in every mode, once per endpoint (c->refused_here_before
  *    false), without spending retries or budget (gRPC A6 transparent retry).
+ *  - BROADCAST (every endpoint, OK only if all are): WAIT while
+ *    c->others_live, else the end. The caller keeps the call's first
+ *    failure and asks again with it when the last attempt ends.
  *  - CONNECT (nothing was sent) with an endpoint left: a transparent
- *    RETRY at once, in every mode.
+ *    RETRY at once, in every other mode.
  *  - once answered (response headers relayed): FAIL; once committed
  *    otherwise (the request outgrew the buffer): the mode's end. Nothing
  *    committed is ever replayed.

@@ -73,6 +73,17 @@ void mtd_fault_decide(const struct mtd_fault_policy *p, const struct mtd_fault_o
 		d->transparent = true;
 		return;
 	}
+	if (p->mode == MTD_FAULT_BROADCAST) {
+		/* Dubbo's broadcast cluster: every endpoint answers; one failure
+		 * fails the call, once the others ended too (a cache
+		 * invalidation still reaches them). No other endpoint stands in
+		 * for one that failed: the call is for each of them. */
+		if (c->others_live)
+			d->action = MTD_FAULT_WAIT;
+		else
+			end_of_call(p, d);
+		return;
+	}
 	if (o->failure == MTD_FAULT_CONNECT && c->endpoint_left) {
 		/* Nothing of the call left maitred: another endpoint can take it
 		 * in any mode (the pool's rule before attempts existed). */

@@ -115,5 +115,74 @@ class DeadlineAwareRetry(FaultBase):
         self.assertEqual(good.stats().total, before)
 
 
+class Broadcast(FaultBase):
+    def broadcast(self, ups, **fault):
+        f = {"mode": "BROADCAST"}
+        f.update(fault)
+        return self.start_maitred(self.config([fault_service(ups, f)]))
+
+    @maitred_only
+    def test_every_instance_sees_the_call_once(self):
+        ups = [self.start_upstream(n) for n in ("a", "b", "c")]
+        stub = self.echo(self.broadcast(ups))
+        for i in range(4):
+            r = stub.Unary(pb.EchoRequest(payload=b"p" * (100 * i)), timeout=CALL_LIMIT)
+            # One answer, an instance's own (documented: the first to begin).
+            self.assertIn(r.instance, ("a", "b", "c"))
+            self.assertEqual(r.request_payload_size, 100 * i)
+            self.assertEqual([u.stats().total for u in ups], [i + 1] * 3)
+
+    @maitred_only
+    def test_one_failing_instance_fails_the_call_with_its_status(self):
+        # FAILED_PRECONDITION: not in retry_on, still a failure here (OK
+        # only if all are OK).
+        good = [self.start_upstream(n) for n in ("a", "c")]
+        bad = self.start_upstream("b", extra_args=["--fail-status", "9"])
+        stub = self.echo(self.broadcast([good[0], bad, good[1]]))
+        for i in range(2):
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION, cm.exception.details())
+            self.assertIn(bad.address, cm.exception.details())
+            self.assertIn("BROADCAST: 1 of 3 attempts failed", cm.exception.details())
+            # The others got the call all the same.
+            self.assertEqual([u.stats().total for u in good + [bad]], [i + 1] * 3)
+
+    @maitred_only
+    def test_an_unreachable_instance_fails_the_call_naming_it(self):
+        ups = [self.start_upstream(n) for n in ("a", "b")]
+        dead = "127.0.0.1:%d" % free_port()
+        stub = self.echo(self.broadcast([ups[0], dead, ups[1]]))
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
+        self.assertIn(dead, cm.exception.details())
+        self.assertEqual([u.stats().total for u in ups], [1, 1])
+
+    @maitred_only
+    def test_request_larger_than_the_replay_buffer_is_refused(self):
+        ups = [self.start_upstream(n) for n in ("a", "b")]
+        stub = self.echo(self.broadcast(ups, replay_buffer=1024))
+        self.assertEqual(stub.Unary(pb.EchoRequest(payload=b"s" * 500), timeout=CALL_LIMIT).request_payload_size, 500)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(payload=b"L" * 4096), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, cm.exception.details())
+        self.assertIn("BROADCAST: the request is larger than the replay buffer", cm.exception.details())
+
+    @maitred_only
+    def test_streams_are_refused(self):
+        ups = [self.start_upstream(n) for n in ("a", "b")]
+        stub = self.echo(self.broadcast(ups))
+        with self.assertRaises(grpc.RpcError) as cm:
+            list(stub.ServerStream(pb.EchoRequest(response_count=3), timeout=CALL_LIMIT))
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNIMPLEMENTED, cm.exception.details())
+        self.assertIn("BROADCAST is for unary calls", cm.exception.details())
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.ClientStream(iter([pb.EchoRequest(), pb.EchoRequest()]), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNIMPLEMENTED, cm.exception.details())
+        # A one-message stream is a unary call on the wire: answered.
+        self.assertIn(stub.ClientStream(iter([pb.EchoRequest()]), timeout=CALL_LIMIT).instance, ("a", "b"))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1863,8 +1863,8 @@ START_TEST(err_fault)
 	expect_only(SVC "    retry_budget: { ratio: -1 }\n",
 	            "t.yaml:4:28: services[0].retry_budget.ratio: must be in 0..1000");
 	/* Modes the data plane does not do yet are refused, not ignored. */
-	expect_only(SVC "    fault: { mode: BROADCAST }\n",
-	            "t.yaml:4:20: services[0].fault.mode: mode BROADCAST is not available in this build*");
+	expect_only(SVC "    fault: { mode: BROADCAST, retries: 1 }\n",
+	            "t.yaml:4:40: services[0].fault.retries: mode BROADCAST does not use retries");
 	expect_only(SVC "    methods: [{ name: M, fault: { mode: FAILBACK } }]\n",
 	            "t.yaml:4:41: services[0].methods[0].fault.mode: mode FAILBACK is not available in this build*");
 	expect_only(SVC "    fault: { mode: FORKING, hedge_delay: 61s }\n",

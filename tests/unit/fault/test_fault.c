@@ -288,7 +288,7 @@ END_TEST
 START_TEST(decide_connect_moves_on)
 {
 	struct mtd_fault_outcome o = {.failure = MTD_FAULT_CONNECT};
-	for (int m = MTD_FAULT_FAILFAST; m <= MTD_FAULT_BROADCAST; m++) {
+	for (int m = MTD_FAULT_FAILFAST; m < MTD_FAULT_BROADCAST; m++) {
 		struct mtd_fault_policy p = policy((enum mtd_fault_mode)m);
 		struct mtd_fault_call c = fresh;
 		c.retries_done = 9;
@@ -315,6 +315,34 @@ START_TEST(decide_modes_end)
 	struct mtd_fault_call c = fresh;
 	c.retries_done = 2;
 	ck_assert_int_eq(decide(&p, unavailable, c).action, MTD_FAULT_FALLBACK);
+}
+END_TEST
+
+START_TEST(decide_broadcast)
+{
+	/* Every endpoint; one failure fails the call, once the others ended. */
+	struct mtd_fault_policy p = policy(MTD_FAULT_BROADCAST);
+	struct mtd_fault_outcome connect = {.failure = MTD_FAULT_CONNECT};
+	struct mtd_fault_outcome reset = {.failure = MTD_FAULT_RESET};
+	struct mtd_fault_call c = fresh;
+	c.others_live = true;
+	ck_assert_int_eq(decide(&p, unavailable, c).action, MTD_FAULT_WAIT);
+	/* No endpoint stands in for another, even one never reached. */
+	ck_assert_int_eq(decide(&p, connect, c).action, MTD_FAULT_WAIT);
+	ck_assert_int_eq(decide(&p, reset, c).action, MTD_FAULT_WAIT);
+	c.others_live = false;
+	ck_assert_int_eq(decide(&p, unavailable, c).action, MTD_FAULT_FAIL);
+	ck_assert_int_eq(decide(&p, connect, c).action, MTD_FAULT_FAIL);
+	p.fallback.set = true;
+	ck_assert_int_eq(decide(&p, unavailable, c).action, MTD_FAULT_FALLBACK);
+	/* A refused stream is still replayed (on its endpoint: the caller's). */
+	struct mtd_fault_outcome refused = {.failure = MTD_FAULT_REFUSED};
+	struct mtd_fault_decision d = decide(&p, refused, c);
+	ck_assert_int_eq(d.action, MTD_FAULT_RETRY);
+	ck_assert(d.transparent);
+	/* Not a failure: relayed (the caller waits for the others). */
+	struct mtd_fault_outcome ok = {.failure = MTD_FAULT_OK};
+	ck_assert_int_eq(decide(&p, ok, c).action, MTD_FAULT_RELAY);
 }
 END_TEST
 
@@ -522,6 +550,7 @@ static Suite *fault_suite(void)
 	tcase_add_test(t, decide_never_after_commit);
 	tcase_add_test(t, decide_transparent);
 	tcase_add_test(t, decide_modes_end);
+	tcase_add_test(t, decide_broadcast);
 	tcase_add_test(t, decide_connect_moves_on);
 	tcase_add_test(t, decide_pushback_and_deadline);
 	tcase_add_test(t, decide_budget);
