@@ -5,4 +5,4 @@ bench_proxy_grpc_upstream_SOURCES = bench/proxy/grpc_upstream.c
 bench_proxy_grpc_upstream_CFLAGS = $(AM_CFLAGS)
 bench_proxy_grpc_upstream_LDADD = $(NGHTTP2_LIBS) $(LIBEVENT_LIBS) $(OPENSSL_LIBS)
 EXTRA_DIST += bench/proxy/README.md bench/proxy/run.sh bench/proxy/common.sh \
-	bench/proxy/profile.sh bench/proxy/idle_conns.py
+	bench/proxy/profile.sh bench/proxy/smaps.sh bench/proxy/idle_conns.py
