@@ -267,6 +267,35 @@ class ActiveChecks(MaitredTest):
         self.assertEqual([u.stats().peers for u in (a, b)], [1, 1])
 
     @maitred_only
+    def test_unanswered_check_fails_and_keeps_the_connection(self):
+        # A check that gets no answer within health_check.timeout fails and
+        # its stream ends (maitred's RST_STREAM CANCEL or the server's own
+        # grpc-timeout, which is the same time: either may come first); the
+        # connection stays and carries the later checks and calls.
+        a, _ = self.health_upstream("a")
+        b, b_file = self.health_upstream("b", "HOLD")
+        hc = {"interval": "0.5s", "timeout": "0.2s", "unhealthy_threshold": 2, "healthy_threshold": 1}
+        m = self.start_maitred(self.config([svc([a, b], health_check=hc)]))
+        self.wait_log(m, "endpoint %s is unhealthy (2 health checks failed in a row" % b.address)
+        line = [x for x in m.proc.output().splitlines() if "%s is unhealthy" % b.address in x][0]
+        self.assertTrue("no answer within health_check.timeout" in line or "DEADLINE_EXCEEDED" in line, line)
+        deadline = time.monotonic() + CALL_LIMIT
+        while b.stats().health_cancelled < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertGreaterEqual(b.stats().health_cancelled, 2)
+        stub = self.echo(m)
+        for _ in range(4):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual([a.stats().total, b.stats().total], [4, 0])
+        with open(b_file, "w") as f:
+            f.write("SERVING")
+        self.wait_log(m, "endpoint %s is healthy again" % b.address)
+        for _ in range(4):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual([a.stats().total, b.stats().total], [6, 2])
+        self.assertEqual([u.stats().peers for u in (a, b)], [1, 1])
+
+    @maitred_only
     def test_check_without_calls_opens_the_pool_connection(self):
         # No call yet: the check opens the pool's connection (one), and the
         # calls that come later use it.

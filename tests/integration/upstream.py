@@ -78,6 +78,7 @@ class Registry:
         self.cancelled = 0
         self.peers = set()  # context.peer() of Echo calls and health checks
         self.health_checks = 0
+        self.health_cancelled = 0
 
     def get(self, call_id):
         """The tracked call (created on first mention); caller holds cond."""
@@ -344,7 +345,9 @@ class AnyService(grpc.GenericRpcHandler):
 
 class HealthService(grpc.GenericRpcHandler):
     """grpc.health.v1.Health/Check (gRPC doc/health-checking.md) answering
-    what --health-file says: SERVING when the file reads "SERVING", else
+    what --health-file says: SERVING when the file reads "SERVING", no answer
+    until the call ends (cancelled, or its deadline) when it reads "HOLD"
+    (bounded: 30 s), else
     NOT_SERVING (a missing file too). The response is built by hand (field 1,
     varint), so no generated health code is needed."""
 
@@ -357,10 +360,17 @@ class HealthService(grpc.GenericRpcHandler):
             REG.health_checks += 1
         try:
             with open(self.path) as f:
-                serving = f.read().strip() == "SERVING"
+                content = f.read().strip()
         except OSError:
-            serving = False
-        return b"\x08\x01" if serving else b"\x08\x02"
+            content = ""
+        if content == "HOLD":
+            end = time.monotonic() + 30
+            while context.is_active() and time.monotonic() < end:
+                time.sleep(0.01)
+            with REG.cond:
+                REG.health_cancelled += 0 if context.is_active() else 1
+            return b"\x08\x02"
+        return b"\x08\x01" if content == "SERVING" else b"\x08\x02"
 
     def service(self, handler_call_details):
         if handler_call_details.method != "/grpc.health.v1.Health/Check":
@@ -396,7 +406,8 @@ class ControlServicer(pb_grpc.ControlServicer):
         with REG.cond:
             return pb.StatsResponse(instance=ARGS.name, calls=dict(REG.by_method),
                                     total=REG.total, cancelled=REG.cancelled,
-                                    peers=len(REG.peers), health_checks=REG.health_checks)
+                                    peers=len(REG.peers), health_checks=REG.health_checks,
+                                    health_cancelled=REG.health_cancelled)
 
 
 def main():
