@@ -7,11 +7,12 @@ Judged by what the instances saw (call counts) and the statuses clients
 got; the only waits are bounded ones for something to happen."""
 
 import json
+import os
 import time
 
 import grpc
 
-from harness import (MaitredTest, maitred_only, needs_h2, pb, call_id, free_port, port_accepts, wait_until,
+from harness import (MaitredTest, TestCA, maitred_only, needs_h2, pb, call_id, free_port, port_accepts, wait_until,
                      CALL_LIMIT)
 from test_admin import admin_request
 
@@ -294,6 +295,27 @@ class ActiveChecks(MaitredTest):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
         self.assertEqual([a.stats().total, b.stats().total], [6, 2])
         self.assertEqual([u.stats().peers for u in (a, b)], [1, 1])
+
+    @maitred_only
+    def test_checks_over_tls_share_the_calls_connection(self):
+        # A TLS service: the check rides the pool's TLS connection too.
+        ca = TestCA(os.path.join(self.tmp, "ca"), server_name="echo.test")
+        path = "%s/t.health" % self.tmp
+        with open(path, "w") as f:
+            f.write("SERVING")
+        up = self.start_upstream("t", tls=ca, extra_args=["--health-file", path])
+        hc = {"interval": "0.2s", "timeout": "1s"}
+        tls = {"ca_file": ca.ca_file, "server_name": "echo.test"}
+        m = self.start_maitred(self.config([svc([up], tls=tls, health_check=hc)]))
+        stub = self.echo(m)
+        for _ in range(5):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.wait_checks(up, 3)
+        for _ in range(5):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual(up.stats().total, 10)
+        self.assertEqual(up.stats().peers, 1)
+        self.assertNotIn("is unhealthy", m.proc.output())
 
     @maitred_only
     def test_check_without_calls_opens_the_pool_connection(self):
