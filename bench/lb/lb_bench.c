@@ -4,8 +4,10 @@
  *
  * pick  ns per mtd_lb_pick for every strategy at 3, 100, 1,000 and 10,000
  *       endpoints (one thread, weights 50..150, keys rotating; best of
- *       ten runs of at least 20 ms of thread CPU time). "pick NAME [N]":
- *       one strategy (and one size), to profile a cell.
+ *       ten runs of at least 20 ms of thread CPU time), then
+ *       LEAST_ACTIVE and SHORTEST_RESPONSE with every 10th endpoint
+ *       warming up. "pick NAME [N]": one strategy (and one size), to
+ *       profile a cell.
  * call  the same table for a whole call's work on the picker: pick, then
  *       begin and end (what LEAST_ACTIVE's tree pays on updates).
  * sim   a discrete-event simulation: 10 endpoints, each a FCFS server
@@ -86,80 +88,101 @@ static struct mtd_lb_picker *new_picker(const struct mtd_lb_ops *ops, size_t n, 
 
 #define PICK_TRIALS 10
 
+static char pick_keys[1024][16];
+
+/* ns per pick (calls: per pick + begin + end, what the data plane pays per
+ * call) of ops over the first n endpoints; warming: a warmup window of 60 s
+ * in which every tenth endpoint started 10 s ago, one tick() at the picks'
+ * time. */
+static double time_cell(const struct mtd_lb_ops *ops, size_t n, bool calls, bool warming)
+{
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000};
+	uint64_t rng = 42, sink = 0;
+	const long batch = 4096;
+	double t0, t1, best = 1e300;
+
+	make_eps(n, true);
+	mtd_lb_config_defaults(&cfg, ops);
+	if (warming) {
+		cfg.warmup.duration_ms = 60000;
+		for (size_t i = 0; i < n; i += 10)
+			eps[i].start_ms = ctx.now_ms - 10000;
+	}
+	p = mtd_lb_picker_new(&cfg, eps, n, NULL);
+	if (p == NULL) {
+		fprintf(stderr, "%s: picker_new failed\n", ops->name);
+		exit(1);
+	}
+	ctx.rng = &rng;
+	/* Some latency data so the latency strategies work. */
+	for (size_t i = 0; i < n; i++) {
+		struct mtd_lb_result r = {true, 1000 + (int64_t)(i % 7) * 100};
+
+		mtd_lb_call_begin(p, i);
+		mtd_lb_call_end(p, i, &r, 1000000000);
+	}
+	mtd_lb_tick(p, 1000000, 1000000000);
+	/* Best of PICK_TRIALS runs of at least 20 ms of this thread's CPU
+	 * time each: the machine is shared, the minimum is the least
+	 * disturbed (other processes still share the caches). */
+	for (int trial = 0; trial < PICK_TRIALS; trial++) {
+		long done = 0;
+
+		t0 = cpu_s();
+		do {
+			for (long it = 0; it < batch; it++, done++) {
+				int i;
+
+				ctx.key = (const uint8_t *)pick_keys[done & 1023];
+				ctx.key_len = strlen(pick_keys[done & 1023]);
+				i = mtd_lb_pick(p, &ctx);
+				sink += (uint64_t)i;
+				if (calls && i >= 0) {
+					struct mtd_lb_result r = {true, 1000 + (int64_t)(i % 7) * 100};
+
+					mtd_lb_call_begin(p, (size_t)i);
+					mtd_lb_call_end(p, (size_t)i, &r, 1000000000);
+				}
+			}
+			t1 = cpu_s();
+		} while (t1 - t0 < 0.02);
+		if ((t1 - t0) * 1e9 / (double)done < best)
+			best = (t1 - t0) * 1e9 / (double)done;
+	}
+	if (sink == 1)
+		printf(" ");
+	mtd_lb_picker_free(p);
+	return best;
+}
+
 /* only / only_n: one strategy and/or one size (lb_bench pick NAME N), to
- * profile one cell; NULL / 0 for all. calls: time a whole call's work on
- * the picker instead of the pick alone (pick, begin, end at once with the
- * endpoint's usual latency), what the data plane pays per call. */
+ * profile one cell; NULL / 0 for all. calls: time_cell's. The table ends
+ * with LEAST_ACTIVE and SHORTEST_RESPONSE while endpoints warm up. */
 static void bench_pick(const char *only, size_t only_n, bool calls)
 {
 	static const size_t sizes[] = {3, 100, 1000, 10000};
-	static char keys[1024][16];
-	size_t nops;
+	static const char *const warm_rows[] = {"LEAST_ACTIVE", "SHORTEST_RESPONSE"};
+	size_t nops, nwarm = sizeof(warm_rows) / sizeof(warm_rows[0]);
 	const struct mtd_lb_ops *const *all = mtd_lb_all(&nops);
 
 	for (int k = 0; k < 1024; k++)
-		snprintf(keys[k], sizeof(keys[k]), "user-%d", k * 7919);
+		snprintf(pick_keys[k], sizeof(pick_keys[k]), "user-%d", k * 7919);
 	printf("| strategy | 3 eps | 100 eps | 1000 eps | 10000 eps |\n");
 	printf("|---|---:|---:|---:|---:|\n");
-	for (size_t s = 0; s < nops; s++) {
-		if (only != NULL && strcmp(only, all[s]->name) != 0)
+	for (size_t s = 0; s < nops + nwarm; s++) {
+		const struct mtd_lb_ops *ops = s < nops ? all[s] : mtd_lb_find(warm_rows[s - nops]);
+		bool warming = s >= nops;
+
+		if (only != NULL && strcmp(only, ops->name) != 0)
 			continue;
-		printf("| %s |", all[s]->name);
+		printf("| %s%s |", ops->name, warming ? ", every 10th endpoint warming" : "");
 		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
-			size_t n = sizes[z];
-			struct mtd_lb_picker *p;
-			struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000};
-			uint64_t rng = 42, sink = 0;
-			const long batch = 4096;
-			double t0, t1, best = 1e300;
-
-			if (only_n != 0 && n != only_n) {
+			if (only_n != 0 && sizes[z] != only_n)
 				printf(" |");
-				continue;
-			}
-
-			make_eps(n, true);
-			p = new_picker(all[s], n, 0.0);
-			ctx.rng = &rng;
-			/* Some latency data so the latency strategies work. */
-			for (size_t i = 0; i < n; i++) {
-				struct mtd_lb_result r = {true, 1000 + (int64_t)(i % 7) * 100};
-
-				mtd_lb_call_begin(p, i);
-				mtd_lb_call_end(p, i, &r, 1000000000);
-			}
-			mtd_lb_tick(p, 1000000, 1000000000);
-			/* Best of PICK_TRIALS runs of at least 20 ms of this
-			 * thread's CPU time each: the machine is shared, the
-			 * minimum is the least disturbed (other processes still
-			 * share the caches). */
-			for (int trial = 0; trial < PICK_TRIALS; trial++) {
-				long done = 0;
-
-				t0 = cpu_s();
-				do {
-					for (long it = 0; it < batch; it++, done++) {
-						ctx.key = (const uint8_t *)keys[done & 1023];
-						ctx.key_len = strlen(keys[done & 1023]);
-						int i = mtd_lb_pick(p, &ctx);
-
-						sink += (uint64_t)i;
-						if (calls && i >= 0) {
-							struct mtd_lb_result r = {true, 1000 + (int64_t)(i % 7) * 100};
-
-							mtd_lb_call_begin(p, (size_t)i);
-							mtd_lb_call_end(p, (size_t)i, &r, 1000000000);
-						}
-					}
-					t1 = cpu_s();
-				} while (t1 - t0 < 0.02);
-				if ((t1 - t0) * 1e9 / (double)done < best)
-					best = (t1 - t0) * 1e9 / (double)done;
-			}
-			printf(" %.0f |", best);
-			if (sink == 1)
-				printf(" ");
-			mtd_lb_picker_free(p);
+			else
+				printf(" %.0f |", time_cell(ops, sizes[z], calls, warming));
 		}
 		printf("\n");
 		fflush(stdout);

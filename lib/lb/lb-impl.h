@@ -240,6 +240,12 @@ struct mtd_lb__least {
 	/* eps[i].stats, packed: a pick's check of the leaf it lands on reads
 	 * the stats without first loading the endpoint's line. */
 	struct mtd_lb_stats **st;
+	/* With warmup configured: the tie weights the tree uses, the warmed
+	 * weights as of warm_at_ms (a tick) while some endpoint ramps, else
+	 * tw; INT64_MIN: not warm (least.c). NULL without warmup. */
+	_Atomic uint32_t *warm_tw;
+	double warm_scale;
+	_Atomic int64_t warm_at_ms;
 	struct mtd_lb__mintree tree;
 	struct mtd_lb_warm_span span;
 };

@@ -18,9 +18,17 @@
  * That is the documented bound of this approximation; with one picker per
  * endpoint set, as in bench/lb's simulation, the pick is an exact minimum.
  *
+ * Warmup (seed 003: Dubbo warmup): while some endpoint ramps, a leaf's tie
+ * weight is its warmed weight as of the last tick(), refreshed for every
+ * leaf at each tick: a ramping endpoint's share of the ties lags its curve
+ * by at most one tick (about 1 s of a window of minutes). That is the
+ * documented approximation; picks fall back to the exact scan while no
+ * tick has set warm tie weights yet, or the last did so more than
+ * WARM_MAX_AGE_MS ago.
+ *
  * Slow path, the O(n) two-pass scan (lb-impl.h mtd_lb__argmin_weighted):
- * after MAX_WALKS stale landings, while some endpoint warms up (tie weights
- * then change with time), when the tree's choice is excluded, and when no
+ * after MAX_WALKS stale landings, while warming without fresh warm tie
+ * weights (above), when the tree's choice is excluded, and when no
  * positive weight is left. */
 #include "config.h"
 
@@ -29,26 +37,36 @@
 
 #include "lb/lb-impl.h"
 
-#define MAX_WALKS 3
+#define MAX_WALKS       3
+#define WARM_MAX_AGE_MS 2500 /* a bit more than two ticks */
+
+static inline uint32_t tie_weight(const struct mtd_lb__least *s, size_t i)
+{
+	return s->warm_tw != NULL ? atomic_load_explicit(&s->warm_tw[i], memory_order_relaxed) : s->tw[i];
+}
 
 /* Store-then-recheck, as for the inner nodes (mintree.c): a thread that
- * read the cost before another thread's change may store after it, so
- * whoever stores re-reads the cost and stores again until they agree. */
+ * read the cost (or the tie weight, which tick() changes while warming)
+ * before another thread's change may store after it, so whoever stores
+ * re-reads both and stores again until they agree. */
 static void leaf_refresh(struct mtd_lb__least *s, size_t i)
 {
-	uint32_t c, again;
+	uint32_t c, w, again, w_again;
 
 	/* The stats were changed by relaxed RMWs: order them before the
 	 * reads, and each store before its re-read (StoreLoad). */
 	atomic_thread_fence(memory_order_seq_cst);
 	c = s->cost(s->st[i]);
+	w = tie_weight(s, i);
 	for (;;) {
-		mtd_lb__mintree_set(&s->tree, i, c, s->tw[i]);
+		mtd_lb__mintree_set(&s->tree, i, c, w);
 		atomic_thread_fence(memory_order_seq_cst);
 		again = s->cost(s->st[i]);
-		if (again == c)
+		w_again = tie_weight(s, i);
+		if (again == c && w_again == w)
 			return;
 		c = again;
+		w = w_again;
 	}
 }
 
@@ -82,6 +100,20 @@ int mtd_lb__least_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endp
 	if (mtd_lb__mintree_init(&s->tree, n) != 0)
 		goto free_st;
 	mtd_lb__mintree_tie_weights(eps, n, s->tw);
+	if (cfg->warmup.duration_ms > 0) {
+		double sum = 0.0;
+
+		s->warm_tw = calloc(n, sizeof(*s->warm_tw));
+		if (s->warm_tw == NULL)
+			goto free_tree;
+		for (size_t i = 0; i < n; i++) {
+			atomic_init(&s->warm_tw[i], s->tw[i]);
+			sum += eps[i].weight > 0 ? (double)eps[i].weight : 0.0;
+		}
+		/* The same scale as the configured tie weights (mintree.c). */
+		s->warm_scale = sum > (double)0x7fffffffu ? (double)0x7fffffffu / sum : 1.0;
+	}
+	atomic_init(&s->warm_at_ms, INT64_MIN);
 	for (size_t i = 0; i < n; i++)
 		if (s->tw[i] > 0)
 			atomic_init(&s->tree.node[i], (uint64_t)cost(eps[i].stats) << 32 | s->tw[i]);
@@ -89,6 +121,8 @@ int mtd_lb__least_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endp
 	*out = s;
 	return 0;
 
+free_tree:
+	mtd_lb__mintree_free(&s->tree);
 free_st:
 	free(s->st);
 free_tw:
@@ -106,6 +140,7 @@ void mtd_lb__least_destroy(void *state)
 	if (s == NULL)
 		return;
 	mtd_lb__mintree_free(&s->tree);
+	free(s->warm_tw);
 	free(s->st);
 	free(s->tw);
 	free(s);
@@ -116,8 +151,14 @@ int mtd_lb__least_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	struct mtd_lb__least *s = state;
 	int i = -1;
 
-	if (mtd_lb__warming(&s->span, ctx->now_ms))
-		goto slow;
+	if (mtd_lb__warming(&s->span, ctx->now_ms)) {
+		int64_t at = atomic_load_explicit(&s->warm_at_ms, memory_order_acquire);
+
+		/* The tree's tie weights are warm only once a tick set them, and
+		 * only as fresh as the last tick. */
+		if (at == INT64_MIN || ctx->now_ms - at > WARM_MAX_AGE_MS || ctx->now_ms < at)
+			goto slow;
+	}
 	for (int walk = 0; walk < MAX_WALKS; walk++) {
 		uint32_t seen, now;
 
@@ -152,10 +193,26 @@ void mtd_lb__least_report(void *state, size_t idx, const struct mtd_lb_result *r
 void mtd_lb__least_tick(void *state, int64_t now_ms, int64_t now_ns)
 {
 	struct mtd_lb__least *s = state;
+	bool warm = s->warm_tw != NULL && mtd_lb__warming(&s->span, now_ms);
 
-	(void)now_ms;
 	(void)now_ns;
+	/* Warm tie weights while some endpoint ramps; the configured ones
+	 * again at the first tick after (the tick thread is the only writer
+	 * of warm_tw and warm_at_ms). */
+	if (warm || (s->warm_tw != NULL && atomic_load_explicit(&s->warm_at_ms, memory_order_relaxed) != INT64_MIN))
+		for (size_t i = 0; i < s->n; i++) {
+			double w = warm ? mtd_lb__weight_at(&s->span, &s->eps[i], now_ms) * s->warm_scale : 0.0;
+
+			if (s->tw[i] > 0)
+				atomic_store_explicit(&s->warm_tw[i],
+				                      !warm     ? s->tw[i]
+				                      : w < 1.0 ? 1u
+				                                : (uint32_t)w,
+				                      memory_order_relaxed);
+		}
 	for (size_t i = 0; i < s->n; i++)
 		if (s->tw[i] > 0)
 			leaf_refresh(s, i);
+	if (s->warm_tw != NULL)
+		atomic_store_explicit(&s->warm_at_ms, warm ? now_ms : INT64_MIN, memory_order_release);
 }

@@ -3,6 +3,8 @@
  * end calls on one picker at once; once they stop:
  *   - LEAST_ACTIVE / SHORTEST_RESPONSE: every node of the minimum tree is
  *     exact (mintree.c's store-then-recheck), and a pick is a true minimum;
+ *     also while endpoints ramp and a ticker thread rewrites the tie
+ *     weights (least.c);
  *   - SMOOTH_WEIGHTED_ROUND_ROBIN: the picks of all threads together are
  *     exactly the cycle's shares (one global sequence);
  *   - every stats counter adds up.
@@ -85,7 +87,22 @@ static void run_threads(struct mtd_lb_picker *p, struct t_set *s, bool keep, uin
 			total_counts[i] += args[t].counts[i];
 }
 
-static void check_least(const char *policy)
+static atomic_bool ticking;
+
+/* The control thread's ticks while the workers run (least.c: while some
+ * endpoint ramps, each tick rewrites every leaf's tie weight). */
+static void *ticker_main(void *argp)
+{
+	struct mtd_lb_picker *p = argp;
+
+	while (atomic_load(&ticking))
+		mtd_lb_tick(p, 1000000, 1000000000);
+	return NULL;
+}
+
+/* warm: a third of the endpoints started 10 s into a 60 s warmup window
+ * at the workers' now_ms, and a ticker thread runs alongside. */
+static void check_least(const char *policy, bool warm)
 {
 	static struct t_set s;
 	struct mtd_lb_config cfg;
@@ -93,22 +110,41 @@ static void check_least(const char *policy)
 	struct mtd_lb__least *st;
 	uint64_t counts[N_EPS], picks = 0, active = 0;
 	int32_t w[N_EPS];
+	pthread_t ticker;
 
 	for (size_t i = 0; i < N_EPS; i++)
 		w[i] = (int32_t)(50 + i % 3 * 50);
 	t_set_init(&s, N_EPS, w);
 	mtd_lb_config_defaults(&cfg, mtd_lb_find(policy));
 	cfg.n_workers = THREADS;
+	if (warm) {
+		cfg.warmup.duration_ms = 60000;
+		for (size_t i = 0; i < N_EPS; i += 3)
+			s.eps[i].start_ms = 1000000 - 10000;
+	}
 	p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
 	ck_assert_ptr_nonnull(p);
+	if (warm) {
+		mtd_lb_tick(p, 1000000, 1000000000);
+		atomic_store(&ticking, true);
+		ck_assert_int_eq(pthread_create(&ticker, NULL, ticker_main, p), 0);
+	}
 	run_threads(p, &s, true, counts);
+	if (warm) {
+		atomic_store(&ticking, false);
+		ck_assert_int_eq(pthread_join(ticker, NULL), 0);
+	}
 	st = p->state;
 	ck_assert(mtd_lb__mintree_consistent(&st->tree));
 	for (size_t i = 0; i < N_EPS; i++) {
 		uint64_t leaf = atomic_load(&st->tree.node[i]);
 
-		/* Every leaf is this endpoint's cost right now. */
+		/* Every leaf is this endpoint's cost right now, with its tie
+		 * weight (the ramped one for the new endpoints). */
 		ck_assert_uint_eq(leaf >> 32, st->cost(s.eps[i].stats));
+		ck_assert_uint_eq(leaf & 0xffffffffu, warm ? atomic_load(&st->warm_tw[i]) : st->tw[i]);
+		if (warm && i % 3 == 0)
+			ck_assert_uint_lt(leaf & 0xffffffffu, st->tw[i]);
 		picks += atomic_load(&s.stats[i].picks);
 		active += (uint64_t)atomic_load(&s.stats[i].active);
 	}
@@ -131,13 +167,13 @@ static void check_least(const char *policy)
 
 START_TEST(least_active_threads)
 {
-	check_least("LEAST_ACTIVE");
+	check_least("LEAST_ACTIVE", _i == 1);
 }
 END_TEST
 
 START_TEST(shortest_response_threads)
 {
-	check_least("SHORTEST_RESPONSE");
+	check_least("SHORTEST_RESPONSE", _i == 1);
 }
 END_TEST
 
@@ -216,8 +252,8 @@ static Suite *threads_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, least_active_threads);
-	tcase_add_test(tc, shortest_response_threads);
+	tcase_add_loop_test(tc, least_active_threads, 0, 2);
+	tcase_add_loop_test(tc, shortest_response_threads, 0, 2);
 	tcase_add_test(tc, swrr_threads_one_sequence);
 	suite_add_tcase(s, tc);
 	return s;

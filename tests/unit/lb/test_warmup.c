@@ -113,6 +113,61 @@ START_TEST(strategies_apply_warmup)
 }
 END_TEST
 
+/* LEAST_ACTIVE / SHORTEST_RESPONSE while an endpoint ramps (least.c): the
+ * exact scan until a tick sets warm tie weights, then the tree with the
+ * weights of that tick for up to WARM_MAX_AGE_MS (2.5 s), the exact scan
+ * again past that, and the configured weights at the first tick after the
+ * ramp. Window 10 s, endpoint 1 started at START (25 % in at START +
+ * 2.5 s), both idle so every pick is a tie split by the weights. */
+static double share_of_1(struct mtd_lb_picker *p, struct t_set *s, int64_t now_ms)
+{
+	struct mtd_lb_pick_ctx ctx = t_ctx(s);
+	uint64_t c1 = 0;
+
+	ctx.now_ms = now_ms;
+	for (int i = 0; i < 40000; i++)
+		c1 += mtd_lb_pick(p, &ctx) == 1;
+	return (double)c1 / 40000;
+}
+
+START_TEST(least_cost_warm_tie_weights_follow_ticks)
+{
+	static const char *const names[] = {"LEAST_ACTIVE", "SHORTEST_RESPONSE"};
+	const int64_t window = 10000, t0 = START + window / 4;
+	struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	struct mtd_lb__least *st;
+
+	t_set_init(&s, 2, NULL);
+	s.eps[0].start_ms = 0;
+	s.eps[1].start_ms = START;
+	mtd_lb_config_defaults(&cfg, mtd_lb_find(names[_i]));
+	cfg.warmup.duration_ms = window;
+	p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+	ck_assert_ptr_nonnull(p);
+	st = p->state;
+	/* No tick yet: exact, weight 25 against 100 at t0, 45 at t0 + 2 s. */
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0), 25.0 / 125, 0.01);
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0 + 2000), 45.0 / 145, 0.01);
+	/* A tick at t0: the tree's tie weights are t0's, for 2.5 s. */
+	mtd_lb_tick(p, t0, 1000000000);
+	ck_assert_uint_eq(atomic_load(&st->tree.node[1]) & 0xffffffffu, 25);
+	ck_assert(mtd_lb__mintree_consistent(&st->tree));
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0 + 2000), 25.0 / 125, 0.01);
+	/* Older than that: exact again (55 against 100 at t0 + 3 s). */
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0 + 3000), 55.0 / 155, 0.01);
+	/* Ticks follow the ramp; the first after it restores the weights. */
+	mtd_lb_tick(p, t0 + 5000, 2000000000);
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0 + 5000), 75.0 / 175, 0.01);
+	mtd_lb_tick(p, START + window + 1, 3000000000);
+	ck_assert_uint_eq(atomic_load(&st->tree.node[1]) & 0xffffffffu, 100);
+	ck_assert_int_eq(atomic_load(&st->warm_at_ms), INT64_MIN);
+	ck_assert_double_eq_tol(share_of_1(p, &s, START + window + 1), 0.5, 0.01);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 START_TEST(inert_when_all_new)
 {
 	struct t_set s;
@@ -205,6 +260,7 @@ static Suite *warmup_suite(void)
 	tcase_add_test(tc, inert_when_all_new);
 	tcase_add_test(tc, returned_ramps_while_all_new);
 	tcase_add_test(tc, never_unreachable);
+	tcase_add_loop_test(tc, least_cost_warm_tie_weights_follow_ticks, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
