@@ -88,8 +88,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	/* Quiet unless MTD_FUZZ_LOG=debug|info|... (to read what an input does). */
 	const char *lvl = getenv("MTD_FUZZ_LOG");
-	if (!lvl || mtd_log_parse_level(lvl, &mtd_log_threshold) < 0)
-		mtd_log_threshold = MTD_LOG_ERROR + 1;
+	enum mtd_log_level l;
+	mtd_log_threshold = !lvl || mtd_log_parse_level(lvl, &l) < 0 ? MTD_LOG_ERROR + 1 : (int)l;
 	struct mtd_cfg *cfg = NULL;
 	struct mtd_cfg_errors errs = {0};
 	if (mtd_cfg_load_buffer("fuzz.yaml", fuzz_config, sizeof(fuzz_config) - 1, MTD_CFG_FORMAT_YAML, &cfg, &errs) <

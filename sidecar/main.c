@@ -205,6 +205,17 @@ static void reload_register(struct mtd_control *ctl)
 	ctl->reg = next;
 }
 
+/* --log-level on the command line wins over the file's log.level. */
+static bool log_level_given;
+
+static void apply_log_settings(const struct mtd_cfg *cfg)
+{
+	atomic_store_explicit(&mtd_log_json, cfg->log.json, memory_order_relaxed);
+	if (!log_level_given)
+		atomic_store_explicit(&mtd_log_threshold, cfg->log.level >= 0 ? cfg->log.level : (int)MTD_LOG_INFO,
+		                      memory_order_relaxed);
+}
+
 static void reload(struct mtd_control *ctl, const char *why)
 {
 	if (ctl->draining || !ctl->config_path)
@@ -222,15 +233,26 @@ static void reload(struct mtd_control *ctl, const char *why)
 		MTD_WARN("reload: workers changed (%u -> %u): needs a restart; still %u", cur->workers, cfg->workers,
 		         cur->workers);
 	bool reg_changed = !mtd_register_same_config(ctl->reg, cfg);
+	char err[512];
+	int access_fd;
+	if (mtd_metrics_access_open(cfg, &access_fd, err, sizeof(err)) < 0) {
+		MTD_ERROR("reload: %s; keeping the running config", err);
+		mtd_cfg_free(cfg);
+		return;
+	}
 	if ((cfg->admin == NULL) != (cur->admin == NULL) ||
 	    (cfg->admin && strcmp(cfg->admin->text, cur->admin->text) != 0))
 		MTD_WARN("reload: admin changed: needs a restart");
-	char err[512];
 	struct mtd_runtime *rt = mtd_runtime_reload(ctl, cfg, err, sizeof(err));
 	if (!rt) {
 		MTD_ERROR("reload: %s; keeping the running config", err);
+		if (access_fd >= 0)
+			close(access_fd);
 		return;
 	}
+	/* log: live from here (log.h, metrics.h: atomics the threads read). */
+	apply_log_settings(rt->cfg);
+	mtd_metrics_access_apply(rt->cfg, access_fd);
 	mtd_sources_stop(ctl);
 	mtd_control_publish(ctl, rt);
 	mtd_sources_start(ctl);
@@ -240,9 +262,19 @@ static void reload(struct mtd_control *ctl, const char *why)
 	         rt->cfg->n_services == 1 ? "" : "s");
 }
 
+static uint64_t file_hash(const char *path, bool *ok);
+
 static void sighup_cb(evutil_socket_t sig, short what, void *arg)
 {
-	reload(arg, "SIGHUP");
+	struct mtd_control *ctl = arg;
+	bool ok;
+	/* The content about to be loaded, hashed first: the file watch then
+	 * skips the change SIGHUP already applied (one reload, not two), and
+	 * a write after this still differs and reloads. */
+	uint64_t h = ctl->config_path ? file_hash(ctl->config_path, &ok) : 0;
+	if (ctl->config_path && ok)
+		ctl->config_hash = h;
+	reload(ctl, "SIGHUP");
 }
 
 /* Editors and config managers write in bursts (truncate, write, rename):
@@ -500,7 +532,6 @@ int main(int argc, char **argv)
 	        {NULL, 0, NULL, 0},
 	};
 	const char *config_path = NULL, *check_path = NULL;
-	bool level_given = false;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "c:l:Vh", opts, NULL)) != -1) {
 		switch (opt) {
@@ -510,14 +541,17 @@ int main(int argc, char **argv)
 		case 'C':
 			check_path = optarg;
 			break;
-		case 'l':
-			level_given = true;
-			if (mtd_log_parse_level(optarg, &mtd_log_threshold) < 0) {
+		case 'l': {
+			enum mtd_log_level l;
+			log_level_given = true;
+			if (mtd_log_parse_level(optarg, &l) < 0) {
 				fprintf(stderr, "maitred: unknown log level \"%s\" (debug, info, warn, error)\n",
 				        optarg);
 				return 2;
 			}
+			mtd_log_threshold = (int)l;
 			break;
+		}
 		case 'V':
 			printf("maitred %s (nghttp2 %s, %s, libevent %s)\n", PACKAGE_VERSION,
 			       nghttp2_version(0)->version_str, OpenSSL_version(OPENSSL_VERSION), event_get_version());
@@ -552,11 +586,8 @@ int main(int argc, char **argv)
 	struct mtd_cfg *cfg = load_config(config_path);
 	if (!cfg)
 		return 1;
-	/* Before any thread starts (log.h). --log-level wins over the file;
-	 * log settings are read at start only. */
-	mtd_log_json = cfg->log.json;
-	if (!level_given && cfg->log.level >= 0)
-		mtd_log_threshold = (enum mtd_log_level)cfg->log.level;
+	/* --log-level wins over the file; a reload applies log again. */
+	apply_log_settings(cfg);
 	char merr[256];
 	if (mtd_metrics_init(cfg->workers, cfg, merr, sizeof(merr)) < 0) {
 		fprintf(stderr, "%s: %s\n", config_path ? config_path : "<embedded default>", merr);

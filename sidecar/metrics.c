@@ -40,11 +40,55 @@ static struct mtd_mx_worker *mx_workers;
 static unsigned mx_n_workers;
 static struct mtd_mx_disc *mx_disc; /* control thread only; newest first */
 
-/* Access log: set before the workers start, read-only after. */
-static int access_fd = -1;
-static bool access_close; /* a file we opened (not stderr) */
-static double access_sample;
-static bool access_json;
+/* Access log, changed by a reload while workers write it (metrics.h):
+ * access_fd is a descriptor of our own, made by the first open and never
+ * closed before mtd_metrics_fini(); a reload points it at the new file
+ * with dup2(), which a concurrent write() sees before or after, never
+ * half. The settings are relaxed atomics, read once per call. */
+static _Atomic int access_fd = -1;
+static _Atomic bool access_on;
+static _Atomic uint64_t access_sample_bits; /* a double */
+static _Atomic bool access_json;
+
+int mtd_metrics_access_open(const struct mtd_cfg *cfg, int *fd, char *err, size_t errlen)
+{
+	*fd = -1;
+	if (!cfg->log.access)
+		return 0;
+	const char *path = cfg->log.access->path;
+	/* "-": a copy of stderr, so a later reload can repoint ours alone. */
+	*fd = strcmp(path, "-") == 0 ? fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)
+	                             : open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	if (*fd < 0) {
+		int e = errno;
+		snprintf(err, errlen, "log.access.path: cannot open %s: %s", path, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+void mtd_metrics_access_apply(const struct mtd_cfg *cfg, int fd)
+{
+	if (fd >= 0) {
+		int cur = atomic_load_explicit(&access_fd, memory_order_relaxed);
+		if (cur < 0) {
+			atomic_store_explicit(&access_fd, fd, memory_order_release);
+		} else {
+			/* Failing here (EBADF, EINTR: not with our descriptors)
+			 * keeps the old file; the log is best effort. */
+			if (dup2(fd, cur) < 0)
+				MTD_WARN("log.access: cannot switch to %s: %s", cfg->log.access->path, strerror(errno));
+			close(fd);
+		}
+	}
+	double sample = cfg->log.access ? cfg->log.access->sample : 0;
+	uint64_t bits;
+	memcpy(&bits, &sample, sizeof(bits));
+	atomic_store_explicit(&access_sample_bits, bits, memory_order_relaxed);
+	atomic_store_explicit(&access_json, cfg->log.json, memory_order_relaxed);
+	/* Release: a worker that sees it on also sees the descriptor. */
+	atomic_store_explicit(&access_on, cfg->log.access != NULL && fd >= 0, memory_order_release);
+}
 
 int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, size_t errlen)
 {
@@ -54,23 +98,12 @@ int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, s
 		return -ENOMEM;
 	}
 	mx_n_workers = n_workers;
-	access_json = cfg->log.json;
-	if (cfg->log.access) {
-		access_sample = cfg->log.access->sample;
-		if (strcmp(cfg->log.access->path, "-") == 0) {
-			access_fd = STDERR_FILENO;
-		} else {
-			access_fd = open(cfg->log.access->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-			if (access_fd < 0) {
-				int e = errno;
-				snprintf(err, errlen, "log.access.path: cannot open %s: %s", cfg->log.access->path,
-				         strerror(e));
-				mtd_metrics_fini();
-				return -e;
-			}
-			access_close = true;
-		}
+	int fd, rc = mtd_metrics_access_open(cfg, &fd, err, errlen);
+	if (rc < 0) {
+		mtd_metrics_fini();
+		return rc;
 	}
+	mtd_metrics_access_apply(cfg, fd);
 	return 0;
 }
 
@@ -99,10 +132,10 @@ void mtd_metrics_fini(void)
 		free(d->service);
 		free(d);
 	}
-	if (access_close)
-		close(access_fd);
-	access_fd = -1;
-	access_close = false;
+	int fd = atomic_exchange(&access_fd, -1);
+	if (fd >= 0)
+		close(fd);
+	atomic_store(&access_on, false);
 }
 
 struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source)
@@ -253,7 +286,8 @@ static void access_line(const struct mtd_call *call, const char *path, size_t sv
 	unsigned attempts = call->n_attempts;
 	char line[1024];
 	int n;
-	if (access_json) {
+	int fd = atomic_load_explicit(&access_fd, memory_order_relaxed);
+	if (atomic_load_explicit(&access_json, memory_order_relaxed)) {
 		/* On the stack: the access log allocates nothing per call. */
 		char mem[4096];
 		struct mtd_abuf b;
@@ -285,7 +319,7 @@ static void access_line(const struct mtd_call *call, const char *path, size_t sv
 		mtd_json_u64(&j, call->bytes_out);
 		mtd_json_obj_end(&j);
 		mtd_abuf_add(&b, "\n", 1);
-		if (!b.oom && write(access_fd, b.p, b.len) < 0) {
+		if (!b.oom && write(fd, b.p, b.len) < 0) {
 			/* Nothing sensible to do: the log is best effort. */
 		}
 		return;
@@ -302,7 +336,7 @@ static void access_line(const struct mtd_call *call, const char *path, size_t sv
 		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
 		line[len - 1] = '\n';
 		/* One write per line (O_APPEND): lines never interleave. */
-		if (write(access_fd, line, len) < 0) {
+		if (write(fd, line, len) < 0) {
 			/* best effort, as above */
 		}
 	}
@@ -415,9 +449,12 @@ void mtd_metrics_call_end(struct mtd_call *call)
 	} else {
 		mtd_mx_add(&mw->unrouted_by_code[code], 1);
 	}
-	if (access_fd < 0)
+	if (!atomic_load_explicit(&access_on, memory_order_acquire))
 		return;
-	if (access_sample < 1.0 && (double)(mtd_lb_rand(&call->w->rng) >> 11) * 0x1p-53 >= access_sample)
+	uint64_t bits = atomic_load_explicit(&access_sample_bits, memory_order_relaxed);
+	double sample;
+	memcpy(&sample, &bits, sizeof(sample));
+	if (sample < 1.0 && (double)(mtd_lb_rand(&call->w->rng) >> 11) * 0x1p-53 >= sample)
 		return;
 	if (m && m != atomic_load_explicit(&mw->other, memory_order_relaxed))
 		access_line(call, m->path, m->svc_len, m->path_len, code, dur);

@@ -102,6 +102,16 @@ int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, s
 /* After every worker stopped. */
 void mtd_metrics_fini(void);
 
+/* A reload's log.access, in two steps so that a file that cannot be
+ * opened refuses the reload before anything changed: open cfg's access
+ * log (*fd = -1 when cfg has none): 0, or -errno with a message in err.
+ * Then apply: workers write to the new file, with cfg's sample and
+ * format, from their next call on (fd is consumed). Reopening the same
+ * path on every reload also lets SIGHUP follow a log rotation. Control
+ * thread. */
+int mtd_metrics_access_open(const struct mtd_cfg *cfg, int *fd, char *err, size_t errlen);
+void mtd_metrics_access_apply(const struct mtd_cfg *cfg, int fd);
+
 /* Worker thread. A call was routed to a service: find or publish its
  * :path entry and count it started (call->mx). */
 void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len);

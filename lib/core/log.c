@@ -8,8 +8,8 @@
 
 #include "core/log.h"
 
-enum mtd_log_level mtd_log_threshold = MTD_LOG_INFO;
-bool mtd_log_json;
+_Atomic int mtd_log_threshold = MTD_LOG_INFO;
+_Atomic bool mtd_log_json;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
@@ -54,12 +54,12 @@ static void json_escape(char *out, size_t *n, size_t cap, const char *msg)
 
 void mtd_log(enum mtd_log_level lvl, const char *fmt, ...)
 {
-	if (lvl < mtd_log_threshold)
+	if (!mtd_log_enabled(lvl))
 		return;
 	char line[1024], ts[32];
 	mtd_log_timestamp(ts, sizeof(ts));
 	va_list ap;
-	if (mtd_log_json) {
+	if (atomic_load_explicit(&mtd_log_json, memory_order_relaxed)) {
 		char msg[900];
 		va_start(ap, fmt);
 		vsnprintf(msg, sizeof(msg), fmt, ap);

@@ -2,6 +2,7 @@
 #ifndef MTD_LOG_H
 #define MTD_LOG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -12,10 +13,13 @@ enum mtd_log_level {
 	MTD_LOG_ERROR,
 };
 
-extern enum mtd_log_level mtd_log_threshold;
-/* Lines as JSON objects {"time","level","msg"} instead of text. Set once
- * before any thread starts (config log.format). */
-extern bool mtd_log_json;
+/* The lowest level written (an enum mtd_log_level; above MTD_LOG_ERROR:
+ * nothing), and lines as JSON objects {"time","level","msg"} instead of
+ * text (config log.format). Set at start and by a reload (log.level,
+ * log.format) on the control thread while every thread logs: atomics, read
+ * relaxed; a line racing a reload comes out in the old or the new way. */
+extern _Atomic int mtd_log_threshold;
+extern _Atomic bool mtd_log_json;
 
 /* "2026-01-01T00:00:00.000Z" (UTC, ms) into buf (at least 32 bytes). */
 void mtd_log_timestamp(char *buf, size_t len);
@@ -25,7 +29,7 @@ int mtd_log_parse_level(const char *s, enum mtd_log_level *out);
 
 void mtd_log(enum mtd_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define mtd_log_enabled(lvl) ((lvl) >= mtd_log_threshold)
+#define mtd_log_enabled(lvl) ((int)(lvl) >= atomic_load_explicit(&mtd_log_threshold, memory_order_relaxed))
 #define MTD_DEBUG(...)                                       \
 	do {                                                 \
 		if (mtd_log_enabled(MTD_LOG_DEBUG))          \

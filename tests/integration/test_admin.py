@@ -19,8 +19,8 @@ import unittest
 import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import (MaitredTest, TestCA, maitred_only, pb, call_id, free_port, wait_until,
-                     BUILDDIR, SRCDIR, CALL_LIMIT)
+from harness import (MaitredTest, Maitred, Proc, TestCA, maitred_only, pb, call_id, free_port, wait_until,
+                     BUILDDIR, SRCDIR, CALL_LIMIT, MAITRED_BIN)
 
 SVC = "maitred.testing.v1.Echo"
 
@@ -647,6 +647,74 @@ class Logs(AdminBase):
         self.assertEqual(acc[0]["method"], "Unary")
         self.assertEqual(acc[0]["grpc_status"], "OK")
         self.assertEqual(acc[0]["attempts"], 1)
+
+    @maitred_only
+    def test_log_settings_follow_a_reload(self):
+        """log.level, log.format and log.access change with a reload (the
+        file rewritten, then SIGHUP), while the workers write access lines."""
+        a = self.start_upstream("alpha")
+        self.admin_port = free_port()
+        acc1, acc2 = os.path.join(self.tmp, "access1.log"), os.path.join(self.tmp, "access2.log")
+
+        def cfg(log):
+            return self.config([self.service(SVC, [a])], port=port, admin="127.0.0.1:%d" % self.admin_port,
+                               log=log)
+        port = free_port()
+        # The file maitred is given is a symlink to one in another folder:
+        # rewriting that one raises no inotify event in the folder maitred
+        # watches, so SIGHUP alone reloads, once.
+        os.makedirs(os.path.join(self.tmp, "conf"))
+        self.write_config(cfg({"level": "WARN", "access": {"path": acc1}}), name="conf/logs.yaml")
+        path = os.path.join(self.tmp, "logs.yaml")
+        os.symlink(os.path.join(self.tmp, "conf", "logs.yaml"), path)
+        # Without --log-level (the harness passes one, and it wins over the file).
+        proc = Proc("maitred-logs", [MAITRED_BIN, "--config", path], self.tmp)
+        self._procs.append((proc, True))
+        m = Maitred(proc, port, path)
+        self.wait_listening(m)
+        stub = self.echo(m)
+
+        def reload_to(log):
+            gen = value(self.metrics(), "maitred_config_generation")
+            self.write_config(cfg(log), name="conf/logs.yaml")
+            m.proc.signal(signal.SIGHUP)
+            wait_until(lambda: value(self.metrics(), "maitred_config_generation") > gen, CALL_LIMIT,
+                       "the reload to be applied")
+
+        def lines(p):
+            if not os.path.exists(p):
+                return []
+            with open(p) as f:
+                return f.read().splitlines()
+        for _ in range(2):
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(len(lines(acc1)), 2)
+        self.assertNotIn("listening on", m.proc.output())  # info, under WARN
+        reload_to({"level": "INFO", "format": "JSON", "access": {"path": acc2}})
+        for _ in range(3):
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        wait_until(lambda: len(lines(acc2)) >= 3, CALL_LIMIT, "three lines in the new access log")
+        new = [json.loads(ln) for ln in lines(acc2)]
+        self.assertEqual([r["type"] for r in new], ["access"] * 3)
+        self.assertEqual(len(lines(acc1)), 2)  # the old file gets no more
+        # The process log is JSON at info now: the reload says so itself.
+        applied = [ln for ln in m.proc.output().splitlines() if "applied" in ln]
+        self.assertEqual(len(applied), 1, applied)
+        self.assertEqual(json.loads(applied[0])["level"], "info")
+        # No access log, errors only: nothing more in either file, and the
+        # info line of this reload is not written.
+        reload_to({"level": "ERROR"})
+        for _ in range(2):
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual((len(lines(acc1)), len(lines(acc2))), (2, 3))
+        self.assertEqual(len([ln for ln in m.proc.output().splitlines() if "applied" in ln]), 1)
+        self.assertEqual(value(self.metrics(), "maitred_access_log_lines_total"), 5)
+        # And back: sampled at 1.0 on stderr in TEXT.
+        reload_to({"access": {"path": "-"}})
+        stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        wait_until(lambda: re.search(r" access service=%s method=Unary" % re.escape(SVC), m.proc.output()),
+                   CALL_LIMIT, "a TEXT access line on stderr")
+        self.stop_maitred(m)
 
     @maitred_only
     def test_sample_zero_logs_nothing(self):
