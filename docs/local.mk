@@ -13,6 +13,12 @@ docs/config-reference.md: $(srcdir)/protos/$(DOCS_CONFIG_PROTO) $(srcdir)/docs/g
 	$(PYTHON) $(srcdir)/docs/gen_config_ref.py docs/config.descriptor.pb $(DOCS_CONFIG_PROTO) $@
 EXTRA_DIST += deploy/kubernetes/cart.yaml deploy/systemd/maitred.service deploy/Dockerfile \
 	deploy/examples/consistent-hash.yaml \
+	deploy/examples/fault-broadcast.yaml \
+	deploy/examples/fault-failfast.yaml \
+	deploy/examples/fault-fallback.yaml \
+	deploy/examples/fault-failover.yaml \
+	deploy/examples/fault-failsafe.yaml \
+	deploy/examples/fault-forking.yaml \
 	deploy/examples/least-active.yaml \
 	deploy/examples/least-request.yaml \
 	deploy/examples/maglev.yaml \

@@ -41,7 +41,7 @@ class Examples(CertsMixin, MaitredTest):
     def test_every_example_config_passes_check_config(self):
         files = sorted(glob.glob(os.path.join(DEPLOY, "*.yaml")) + glob.glob(os.path.join(DEPLOY, "examples", "*.yaml")))
         self.assertGreaterEqual(len(files), 13, files)
-        policies = set()
+        policies, modes = set(), set()
         for f in files:
             with open(f) as fh:
                 text = fh.read()
@@ -50,6 +50,7 @@ class Examples(CertsMixin, MaitredTest):
             rc, out, err = self.run_maitred(["--check-config", path])
             self.assertEqual(rc, 0, "%s:\n%s%s" % (f, out, err))
             policies |= set(re.findall(r"policy: ([A-Z_]+)", text))
+            modes |= set(re.findall(r"mode: ([A-Z_]+)", text))
         # One example per strategy (lib/lb/registry.c).
         with open(os.path.join(SRCDIR, "protos/maitred/config/v1/config.proto")) as fh:
             proto = fh.read()
@@ -57,6 +58,17 @@ class Examples(CertsMixin, MaitredTest):
         enum = enum[:enum.index("}")]
         wanted = set(re.findall(r"^\s+([A-Z_]+) = [1-9]", enum, re.M))
         self.assertEqual(wanted - policies, set(), "strategies without an example in deploy/examples")
+        # And one per fault mode the loader accepts (a mode whose comment
+        # says it is refused at load has none yet).
+        enum = proto[proto.index("message Fault {"):]
+        enum = enum[enum.index("enum Mode"):]
+        enum = enum[:enum.index("}")]
+        wanted = set()
+        for comment, name in re.findall(r"((?:^\s*//.*\n)*)^\s+([A-Z_]+) = [1-9]", enum, re.M):
+            if "refused at load" not in " ".join(comment.split()):
+                wanted.add(name)
+        self.assertIn("FAILOVER", wanted)
+        self.assertEqual(wanted - modes, set(), "fault modes without an example in deploy/examples")
 
 
 def hosts_of(cfg_text):
