@@ -828,6 +828,41 @@ int mtd_runtime_set_endpoints(struct mtd_control *ctl, size_t service, const str
 
 static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev);
 
+/* A new snapshot of service si over its current set: with a new
+ * UNAVAILABLE message (set_unavailable), or to take what changed on its
+ * identities (returned_ms). */
+static int rebuild(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	struct mtd_rt_service *prev = cur->services[si];
+	struct mtd_disc_endpoint *set = current_set(prev);
+	if (!set)
+		return -ENOMEM;
+	char err[384];
+	bool same;
+	struct build b = {.box = cur->cfgbox,
+	                  .cfg = prev->cfg,
+	                  .prev = prev,
+	                  .eps = set,
+	                  .n = prev->n_eps,
+	                  .n_workers = ctl->n_workers,
+	                  .force = true,
+	                  .set_unavailable = set_unavailable,
+	                  .unavailable = reason};
+	struct mtd_rt_service *s = service_build(&b, &same, err, sizeof(err));
+	free(set);
+	if (!s) {
+		if (set_unavailable)
+			MTD_WARN("%s", err);
+		else
+			MTD_WARN("%s; its warmup does not restart", err);
+		return -ENOMEM;
+	}
+	int rc = replace_service(ctl, si, s);
+	mtd_rt_service_unref(s);
+	return rc;
+}
+
 int mtd_runtime_set_unavailable(struct mtd_control *ctl, size_t service, const char *reason)
 {
 	struct mtd_runtime *cur = ctl->rt;
@@ -838,30 +873,7 @@ int mtd_runtime_set_unavailable(struct mtd_control *ctl, size_t service, const c
 	    (reason && prev->unavailable && strcmp(reason, prev->unavailable) == 0))
 		return 0;
 	/* A new snapshot of the same set, with the new message. */
-	size_t n = prev->n_eps;
-	struct mtd_disc_endpoint *set = current_set(prev);
-	if (!set)
-		return -ENOMEM;
-	char err[384];
-	bool same;
-	struct build b = {.box = cur->cfgbox,
-	                  .cfg = prev->cfg,
-	                  .prev = prev,
-	                  .eps = set,
-	                  .n = n,
-	                  .n_workers = ctl->n_workers,
-	                  .force = true,
-	                  .set_unavailable = true,
-	                  .unavailable = reason};
-	struct mtd_rt_service *s = service_build(&b, &same, err, sizeof(err));
-	free(set);
-	if (!s) {
-		MTD_WARN("%s", err);
-		return -ENOMEM;
-	}
-	int rc = replace_service(ctl, service, s);
-	mtd_rt_service_unref(s);
-	return rc;
+	return rebuild(ctl, service, true, reason);
 }
 
 static bool warms_up(const struct mtd_cfg_service *c)
@@ -889,27 +901,7 @@ int mtd_runtime_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *
 		         eps[k]->addr.text);
 	}
 	/* The same set; service_build sees the new start (returned_ms). */
-	struct mtd_disc_endpoint *set = current_set(prev);
-	if (!set)
-		return -ENOMEM;
-	char err[384];
-	bool same;
-	struct build b = {.box = cur->cfgbox,
-	                  .cfg = prev->cfg,
-	                  .prev = prev,
-	                  .eps = set,
-	                  .n = prev->n_eps,
-	                  .n_workers = ctl->n_workers,
-	                  .force = true};
-	struct mtd_rt_service *s = service_build(&b, &same, err, sizeof(err));
-	free(set);
-	if (!s) {
-		MTD_WARN("%s; its warmup does not restart", err);
-		return -ENOMEM;
-	}
-	int rc = replace_service(ctl, si, s);
-	mtd_rt_service_unref(s);
-	return rc;
+	return rebuild(ctl, si, false, NULL);
 }
 
 /* Outlier ticks of service si; endpoints whose ejection ended restart

@@ -196,7 +196,7 @@ class CircuitBreaking(MaitredTest):
         f2.result()
 
 
-class ActiveChecks(MaitredTest):
+class HealthBase(MaitredTest):
     def health_upstream(self, name, status="SERVING"):
         path = "%s/%s.health" % (self.tmp, name)
         with open(path, "w") as f:
@@ -208,6 +208,9 @@ class ActiveChecks(MaitredTest):
         while text not in m.proc.output() and time.monotonic() < deadline:
             time.sleep(0.05)
         self.assertIn(text, m.proc.output())
+
+
+class ActiveChecks(HealthBase):
 
     @maitred_only
     def test_not_serving_leaves_rotation_and_serving_returns(self):
@@ -347,7 +350,7 @@ class ActiveChecks(MaitredTest):
         self.assertEqual([u.stats().total for u in ups], [2, 2])
 
 
-class BackThroughWarmup(MaitredTest):
+class BackThroughWarmup(HealthBase):
     """An endpoint that comes back (checks SERVING again, or its ejection
     ended) restarts its warmup ramp when the service has one (issue 8 §3):
     read once from /clusters right after the return, with a window far
@@ -366,16 +369,10 @@ class BackThroughWarmup(MaitredTest):
         self.assertEqual(st, 200, body)
         return {e["address"]: e for e in json.loads(body)["services"][0]["endpoints"]}
 
-    def wait_log(self, m, text):
-        deadline = time.monotonic() + CALL_LIMIT
-        while text not in m.proc.output() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.assertIn(text, m.proc.output())
-
     @maitred_only
     def test_serving_again_restarts_warmup(self):
-        a, _ = ActiveChecks.health_upstream(self, "a")
-        b, b_file = ActiveChecks.health_upstream(self, "b")
+        a, _ = self.health_upstream("a")
+        b, b_file = self.health_upstream("b")
         hc = {"interval": "0.2s", "timeout": "1s", "unhealthy_threshold": 2, "healthy_threshold": 1}
         m = self.start([a, b], health_check=hc)
         eps = self.endpoints()
