@@ -20,7 +20,7 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import (MaitredTest, Maitred, Proc, TestCA, maitred_only, pb, call_id, free_port, wait_until,
-                     BUILDDIR, SRCDIR, CALL_LIMIT, MAITRED_BIN)
+                     BUILDDIR, SRCDIR, CALL_LIMIT, MAITRED_BIN, port_accepts)
 
 SVC = "maitred.testing.v1.Echo"
 
@@ -55,7 +55,15 @@ class AdminBase(MaitredTest):
         self.admin_port = free_port()
         top.setdefault("admin", "127.0.0.1:%d" % self.admin_port)
         cfg = self.config(services or [self.service("*", upstreams)], **top)
-        return self.start_maitred(cfg)
+        m = self.start_maitred(cfg)
+        self.wait_admin()
+        return m
+
+    def wait_admin(self):
+        """The data listener is up before the admin one is bound: wait for
+        the admin port too (a ConnectionRefused otherwise, now and then)."""
+        if self.admin_port:
+            wait_until(lambda: port_accepts(self.admin_port, 0.5), CALL_LIMIT, "the admin port")
 
     def get(self, path, method="GET"):
         return admin_request(self.admin_port, method, path)
@@ -139,7 +147,12 @@ class Metrics(AdminBase):
         the harness fails the test on any ThreadSanitizer report."""
         import threading
         a, b = self.start_upstream("alpha"), self.start_upstream("beta")
-        m = self.start_admin(upstreams=[a, b], workers=2)
+        # With the features whose state the admin reads from the workers'
+        # atomics: outlier entries, circuit counts, the retry budget.
+        svc = self.service("*", [a, b], outlier_detection={"consecutive_failures": 5},
+                           circuit_breaker={"max_calls": 1000, "max_pending": 1000},
+                           fault={"mode": "FAILOVER"}, retry_budget={"ratio": 0.2})
+        m = self.start_admin(services=[svc], workers=2)
         n_threads, per_thread = 4, 40
         errors = []
 
@@ -672,6 +685,7 @@ class Logs(AdminBase):
         self._procs.append((proc, True))
         m = Maitred(proc, port, path)
         self.wait_listening(m)
+        self.wait_admin()
         stub = self.echo(m)
 
         def reload_to(log):
