@@ -14,6 +14,7 @@ docs/config-reference.md: $(srcdir)/protos/$(DOCS_CONFIG_PROTO) $(srcdir)/docs/g
 EXTRA_DIST += deploy/kubernetes/cart.yaml deploy/systemd/maitred.service deploy/Dockerfile \
 	deploy/examples/consistent-hash.yaml \
 	deploy/examples/fault-broadcast.yaml \
+	deploy/examples/fault-failback.yaml \
 	deploy/examples/fault-failfast.yaml \
 	deploy/examples/fault-fallback.yaml \
 	deploy/examples/fault-failover.yaml \

@@ -36,6 +36,8 @@ struct mtd_attempt *mtd_attempt_new(struct mtd_call *call)
 	a->resp_hdrs.slab = a->resp_trailers.slab = &call->w->slab;
 	LIST_INSERT_HEAD(&call->attempts, a, call_link);
 	int64_t ms = call->fault->per_try_timeout_ms;
+	if (call->bg && call->bg_timeout_ms > 0 && (ms <= 0 || call->bg_timeout_ms < ms))
+		ms = call->bg_timeout_ms; /* a FAILBACK re-send's own deadline */
 	if (ms > 0) {
 		struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 		evtimer_assign(&a->timer, call->w->base, per_try_cb, a);
@@ -346,6 +348,12 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	mtd_metrics_fault_decision(call, &d);
 	bool held = call->held;
 	call->held = true;
+	if (call->bg && d.action != MTD_FAULT_RETRY) {
+		/* A FAILBACK re-send: nobody to answer; try again later. */
+		mtd_failback_failed(call, what);
+		call->held = held;
+		return;
+	}
 	switch (d.action) {
 	case MTD_FAULT_RETRY:
 		if (!d.transparent)
@@ -363,7 +371,10 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 		}
 		break;
 	case MTD_FAULT_SAFE_OK:
-		log_failsafe(call, what);
+		if (call->fault->mode == MTD_FAULT_FAILBACK)
+			mtd_failback_enqueue(call, what); /* re-sent in the background */
+		else
+			log_failsafe(call, what);
 		mtd_call_answer_ok(call, NULL, 0);
 		break;
 	case MTD_FAULT_FALLBACK: {
@@ -486,8 +497,8 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 {
 	struct mtd_call *call = a->call;
 	a->resp_headers_in = true;
-	if (a->state != MTD_ATTEMPT_OPEN || call->state == MTD_CALL_DONE || !call->down || call->resp_done ||
-	    call->resp_eof)
+	if (a->state != MTD_ATTEMPT_OPEN || call->state == MTD_CALL_DONE || (!call->down && !call->bg) ||
+	    call->resp_done || call->resp_eof)
 		return;
 	int http = http_status(&a->resp_hdrs);
 	if (http != 200 && !mtd_headers_find(&a->resp_hdrs, "grpc-status")) {
@@ -538,6 +549,10 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 		/* The answer, Trailers-Only. */
 		mtd_attempt_step(a, MTD_AEV_TRAILERS);
 		lb_end(a, !status_blames(call, st), false);
+		if (call->bg) {
+			mtd_failback_done(call); /* delivered */
+			return;
+		}
 		if (bc) {
 			/* OK: held if no answer began before it; the call answers
 			 * once every endpoint did. */
@@ -558,6 +573,11 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 	/* Response headers reach the app: the call is this attempt's now
 	 * (never replayed once the app saw its answer begin). */
 	mtd_attempt_step(a, MTD_AEV_HEADERS);
+	if (call->bg) {
+		/* A FAILBACK re-send: its status comes with the trailers; the
+		 * response DATA is dropped (nobody reads it). */
+		return;
+	}
 	if (bc) {
 		/* BROADCAST: nothing reaches the app before every endpoint
 		 * answered; the first answer to begin is the one held. */
@@ -602,6 +622,23 @@ void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n)
 void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
 {
 	struct mtd_call *call = a->call;
+	if (call->bg) {
+		if (a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
+			return;
+		int st = status_of(&a->resp_trailers);
+		if (st > 0 && mtd_fault_retry_on(call->fault, st)) {
+			char msg[192];
+			snprintf(msg, sizeof(msg), "upstream %s answered %s", a->ep->addr.text,
+			         mtd_grpc_status_name(st));
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = st};
+			attempt_failed(a, &o, (enum mtd_grpc_status)st, msg);
+			return;
+		}
+		mtd_attempt_step(a, MTD_AEV_TRAILERS);
+		lb_end(a, st >= 0 && !status_blames(call, st), false);
+		mtd_failback_done(call);
+		return;
+	}
 	if (call->fault->mode == MTD_FAULT_BROADCAST) {
 		if (a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
 			return;

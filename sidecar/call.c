@@ -49,7 +49,13 @@ void mtd_call_maybe_free(struct mtd_call *call)
 		return;
 	if (call->deadline_armed)
 		event_del(&call->deadline_ev);
-	mtd_metrics_call_end(call);
+	if (call->bg) {
+		/* A FAILBACK re-send: no client, not one of the calls' figures. */
+		LIST_REMOVE(call, bg_link);
+		call->w->n_bg--;
+	} else {
+		mtd_metrics_call_end(call);
+	}
 	release_retained(call);
 	mtd_bufq_clear(&call->req);
 	mtd_bufq_clear(&call->resp);
@@ -257,8 +263,13 @@ void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const cha
 	bool held = call->held;
 	call->held = true;
 	mtd_call_settle(call);
-	drop_request_bytes(call);
-	mtd_relay_status(call, status, msg);
+	if (call->bg) {
+		/* A FAILBACK re-send has nobody to answer: this try failed. */
+		mtd_failback_failed(call, msg);
+	} else {
+		drop_request_bytes(call);
+		mtd_relay_status(call, status, msg);
+	}
 	call->held = held;
 	mtd_call_maybe_free(call);
 }
@@ -819,6 +830,31 @@ void mtd_call_start(struct mtd_call *call)
 		return;
 	}
 	start_attempt(call, NULL, 0, false);
+}
+
+void mtd_call_start_bg(struct mtd_call *call)
+{
+	if (!call->hold) {
+		/* Routed once, on the snapshot of its first re-send, which it
+		 * holds until it ends. */
+		const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path");
+		struct mtd_route_path rp;
+		if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 ||
+		    !(call->picker = route(call, &rp))) {
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");
+			return;
+		}
+	}
+	/* A new try: every endpoint is eligible again. */
+	if (call->tried) {
+		size_t words = (call->svc->n_eps + 63) / 64;
+		memset(call->tried, 0, words * sizeof(*call->tried));
+		memset(call->refused, 0, words * sizeof(*call->refused));
+		call->n_tried = 0;
+	}
+	call->state = MTD_CALL_RUNNING;
+	call->deadline_ns = call->bg_timeout_ms ? mtd_now_ns() + call->bg_timeout_ms * 1000000 : 0;
+	start_attempt(call, call->key_copy, call->key_copy_len, false);
 }
 
 void mtd_call_reroute(struct mtd_attempt *a)

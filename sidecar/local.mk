@@ -3,7 +3,7 @@ bin_PROGRAMS += sidecar/maitred
 sidecar_maitred_SOURCES = sidecar/sidecar.h sidecar/control.h sidecar/main.c sidecar/runtime.c \
 	sidecar/worker.c sidecar/conn.c sidecar/transport.h sidecar/transport.c \
 	sidecar/downstream.c sidecar/upstream.c sidecar/pool.c sidecar/call.c \
-	sidecar/attempt.c sidecar/relay.c sidecar/headers.c sidecar/dns.c \
+	sidecar/attempt.c sidecar/failback.c sidecar/relay.c sidecar/headers.c sidecar/dns.c \
 	sidecar/gclient.h sidecar/gclient.c \
 	sidecar/health.h sidecar/health.c \
 	sidecar/etcd.h sidecar/etcd-int.h sidecar/etcd.c sidecar/etcd_register.c sidecar/etcd_watch.c \

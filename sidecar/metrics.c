@@ -374,6 +374,12 @@ void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit lim
 		mtd_mx_add(&call->mx->circuit_rejected[limit], 1);
 }
 
+void mtd_metrics_failback(struct mtd_call *call, bool dropped)
+{
+	if (call->mx)
+		mtd_mx_add(dropped ? &call->mx->failback_dropped : &call->mx->failback_resent, 1);
+}
+
 /* FORKING's hedges (issue 8 §2). */
 void mtd_metrics_hedge_started(struct mtd_call *call)
 {
@@ -473,6 +479,7 @@ struct agg {
 	uint64_t retries, transparent_retries, budget_exhausted, pushback_stops, failsafe, fallback;
 	uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
 	uint64_t hedges, hedge_wins, hedge_delay_ms; /* the last: max over workers */
+	uint64_t failback_resent, failback_dropped;
 	bool hedge_auto;
 };
 
@@ -508,6 +515,8 @@ static void agg_add(struct agg *g, const struct mtd_mx_method *m)
 		g->circuit_rejected[c] += ld(&m->circuit_rejected[c]);
 	g->hedges += ld(&m->hedges);
 	g->hedge_wins += ld(&m->hedge_wins);
+	g->failback_resent += ld(&m->failback_resent);
+	g->failback_dropped += ld(&m->failback_dropped);
 	uint64_t hd = ld(&m->hedge_delay_ms);
 	if (hd) {
 		g->hedge_auto = true;
@@ -643,6 +652,11 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 	         offsetof(struct agg, hedges)},
 	        {"maitred_hedge_wins_total", "FORKING: calls answered by a hedge rather than the first attempt.",
 	         offsetof(struct agg, hedge_wins)},
+	        {"maitred_failback_resent_total", "FAILBACK: background re-sends of failed calls started.",
+	         offsetof(struct agg, failback_resent)},
+	        {"maitred_failback_dropped_total",
+	         "FAILBACK: failed calls given up (queue full, retries spent, request not kept, shutdown).",
+	         offsetof(struct agg, failback_dropped)},
 	};
 	for (size_t f = 0; f < sizeof(fault_families) / sizeof(fault_families[0]); f++) {
 		mtd_prom_family(b, fault_families[f].name, "counter", fault_families[f].help);

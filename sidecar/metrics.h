@@ -65,6 +65,8 @@ struct mtd_mx_method {
 	/* FORKING: hedges started (attempts after the first), hedges whose
 	 * answer the client got; hedge_delay AUTO's current delay (gauge). */
 	_Atomic uint64_t hedges, hedge_wins, hedge_delay_ms;
+	/* FAILBACK: background re-sends started, calls given up. */
+	_Atomic uint64_t failback_resent, failback_dropped;
 	/* Not a figure: hedge_delay AUTO's latency histogram of this :path on
 	 * this worker (owner only, allocated at the first AUTO call). */
 	struct mtd_fault_lat *hedge_lat;
@@ -123,6 +125,9 @@ void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_de
 /* Worker thread. Circuit breaking refused the call (it fails
  * RESOURCE_EXHAUSTED); call->mx must be set (mtd_metrics_call_routed). */
 void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit limit);
+/* Worker thread. FAILBACK: a background re-send started, or a failed
+ * call was given up (dropped). */
+void mtd_metrics_failback(struct mtd_call *call, bool dropped);
 /* Worker thread. FORKING: a hedge started / a hedge's answer won. */
 void mtd_metrics_hedge_started(struct mtd_call *call);
 void mtd_metrics_hedge_won(struct mtd_call *call);

@@ -624,6 +624,12 @@ struct mtd_call {
 	struct mtd_fault_outcome bc_o; /* the first failure */
 	enum mtd_grpc_status bc_status;
 	char *bc_msg;
+	/* FAILBACK (failback.c): a background re-send, no client; on its
+	 * worker's list while it lives. */
+	bool bg;
+	uint32_t bg_tries;      /* re-sends started */
+	int64_t bg_timeout_ms;  /* each try's deadline (0 = per_try_timeout only) */
+	LIST_ENTRY(mtd_call) bg_link;
 };
 
 /* call.c: the call's life, routing, the request side, the policy's verdicts. */
@@ -646,6 +652,25 @@ void mtd_call_settle(struct mtd_call *call);
 /* End the call with OK and one response message (FAILSAFE: empty; a
  * fallback's). */
 void mtd_call_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len);
+/* FAILBACK: start a background call's next try on the worker's current
+ * snapshot (routed by its :path; every endpoint eligible again). */
+void mtd_call_start_bg(struct mtd_call *call);
+
+/* failback.c: FAILBACK's background re-sends (issue 8 §2, Dubbo's
+ * failback). All worker thread. */
+/* call failed under FAILBACK and is about to be answered OK: queue a copy
+ * of its request (headers, bytes) for re-sending, or count and log it
+ * dropped (queue full, request too large for the replay accounting or not
+ * complete). what: the failure. */
+void mtd_failback_enqueue(struct mtd_call *call, const char *what);
+/* A background call's try failed: re-send after the backoff while
+ * failback.retries allow, else drop it (counted, logged). */
+void mtd_failback_failed(struct mtd_call *call, const char *what);
+/* A background call was answered (a status outside retry_on): done. */
+void mtd_failback_done(struct mtd_call *call);
+/* The worker stops: every queued re-send is dropped, the count logged. */
+void mtd_failback_drop_all(struct mtd_worker *w);
+
 /* BROADCAST: every attempt ended OK: answer with the held answer. */
 void mtd_call_answer_held(struct mtd_call *call);
 /* BROADCAST: start another attempt on endpoint idx (a refused stream's
@@ -770,6 +795,12 @@ struct mtd_worker {
 	uint64_t replay_bytes;   /* request bytes calls keep for replay */
 	int64_t failsafe_log_ns; /* FAILSAFE answers: one log line a second */
 	uint64_t failsafe_quiet;
+	/* FAILBACK (failback.c): background re-sends alive, their count, and
+	 * the drop log's rate limit. */
+	struct mtd_call_list bg_calls;
+	uint32_t n_bg;
+	int64_t failback_log_ns;
+	uint64_t failback_quiet;
 	/* Connections refused past downstream.max_connections since the last
 	 * log line about it, and when that line was written. */
 	uint64_t n_refused;

@@ -310,6 +310,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	w->id = id;
 	w->rt = rt;
 	LIST_INIT(&w->pools);
+	LIST_INIT(&w->bg_calls);
 	w->listen_fd = listen_fd;
 	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
 	w->ng_mem = (nghttp2_mem){&w->slab, ng_malloc, ng_free, ng_calloc, ng_realloc};
@@ -380,6 +381,7 @@ void mtd_worker_stop(struct mtd_worker *w)
 void mtd_worker_free(struct mtd_worker *w)
 {
 	/* The loop has stopped: close everything, which fails what is left. */
+	mtd_failback_drop_all(w);
 	struct mtd_conn *c;
 	while ((c = LIST_FIRST(&w->downs)))
 		mtd_conn_close(c);

@@ -1043,10 +1043,6 @@ static void build_fault(struct builder *b, const PbFault *m, const char *path, s
 		return;
 	}
 	mode = mtd_fault_mode_name(out->mode);
-	if (out->mode == MTD_FAULT_FAILBACK)
-		BERR(at(b, m, "mode", NULL), sub(p, sizeof(p), path, "mode"),
-		     "mode %s is not available in this build (FAILOVER, FAILFAST, FAILSAFE, FORKING and BROADCAST are)",
-		     mode);
 	failover = out->mode == MTD_FAULT_FAILOVER;
 	forking = out->mode == MTD_FAULT_FORKING;
 
@@ -1075,7 +1071,17 @@ static void build_fault(struct builder *b, const PbFault *m, const char *path, s
 		out->per_try_timeout_ms =
 		        dur_ms(b, m->per_try_timeout, 0, ZERO_IS_ERROR, at(b, m, "per_try_timeout", NULL),
 		               sub(p, sizeof(p), path, "per_try_timeout"));
-	if (m->backoff != NULL && fault_opt_allowed(b, m, "backoff", failover, mode, path)) {
+	if (m->failback != NULL && fault_opt_allowed(b, m, "failback", out->mode == MTD_FAULT_FAILBACK, mode, path)) {
+		char fp[256];
+
+		sub(fp, sizeof(fp), path, "failback");
+		if (m->failback->queue != 0)
+			out->failback_queue = u32_limit(b, m->failback->queue, 100, 100000, m->failback, "queue", fp);
+		if (m->failback->retries != 0)
+			out->failback_retries = u32_limit(b, m->failback->retries, 3, 100, m->failback, "retries", fp);
+	}
+	if (m->backoff != NULL &&
+	    fault_opt_allowed(b, m, "backoff", failover || out->mode == MTD_FAULT_FAILBACK, mode, path)) {
 		const Maitred__Config__V1__Backoff *bo = m->backoff;
 		char bp[256];
 

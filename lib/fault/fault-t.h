@@ -46,6 +46,8 @@ struct mtd_fault_policy {
 	uint32_t forks;             /* FORKING: attempts at once (default 2) */
 	int64_t hedge_delay_ms;     /* FORKING: 0 = all at once, MTD_FAULT_HEDGE_AUTO */
 	uint32_t replay_buffer;     /* request bytes kept per call (default 256 KiB) */
+	uint32_t failback_queue;    /* FAILBACK: re-sends waiting per worker (default 100) */
+	uint32_t failback_retries;  /* FAILBACK: re-sends of one call (default 3) */
 	struct mtd_fault_fallback fallback;
 };
 

@@ -11,7 +11,8 @@
 const char *mtd_fault_mode_name(enum mtd_fault_mode m);
 
 /* Defaults written in config.proto: FAILFAST, retries 2, retry_on
- * UNAVAILABLE, backoff 25 ms .. 250 ms, forks 2, replay_buffer 256 KiB. */
+ * UNAVAILABLE, backoff 25 ms .. 250 ms, forks 2, replay_buffer 256 KiB,
+ * failback queue 100, retries 3. */
 void mtd_fault_policy_defaults(struct mtd_fault_policy *p);
 
 /* Statuses that count against an endpoint in its health figures (issue 8

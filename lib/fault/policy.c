@@ -35,6 +35,8 @@ void mtd_fault_policy_defaults(struct mtd_fault_policy *p)
 	        .backoff_max_ms = 250,
 	        .forks = 2,
 	        .replay_buffer = 256u << 10,
+	        .failback_queue = 100,
+	        .failback_retries = 3,
 	};
 }
 

@@ -184,5 +184,44 @@ class Broadcast(FaultBase):
         self.assertIn(stub.ClientStream(iter([pb.EchoRequest()]), timeout=CALL_LIMIT).instance, ("a", "b"))
 
 
+class Failback(FaultBase):
+    @maitred_only
+    def test_answered_at_once_then_resent_when_the_instance_returns(self):
+        port = free_port()
+        m = self.start_with_admin([fault_service(["127.0.0.1:%d" % port], {
+            "mode": "FAILBACK", "backoff": {"base": "100ms", "max": "500ms"},
+            "failback": {"queue": 10, "retries": 100}})])
+        stub = self.echo(m)
+        ids = [call_id() for _ in range(3)]
+        for c in ids:
+            # Nobody listens: answered OK with the empty message at once.
+            r = stub.Unary(pb.EchoRequest(call_id=c, payload=b"fire"), timeout=CALL_LIMIT)
+            self.assertEqual(r, pb.EchoResponse())
+        self.assertEqual(self.figure("maitred_failback_dropped_total"), 0)
+        up = self.start_upstream("back", port=port)
+        wait_until(lambda: up.stats().total >= 3, CALL_LIMIT * 2, "the re-sent calls to reach the instance")
+        for c in ids:
+            self.assertTrue(up.wait_call(c, "ENDED").started, c)
+        # Each call delivered once; nothing dropped.
+        self.assertEqual(up.stats().total, 3)
+        self.assertGreaterEqual(self.figure("maitred_failback_resent_total"), 3)
+        self.assertEqual(self.figure("maitred_failback_dropped_total"), 0)
+
+    @maitred_only
+    def test_a_full_queue_counts_its_drops_exactly(self):
+        port = free_port()
+        m = self.start_with_admin([fault_service(["127.0.0.1:%d" % port], {
+            "mode": "FAILBACK", "backoff": {"base": "5s", "max": "5s"},
+            "failback": {"queue": 2, "retries": 100}})])
+        stub = self.echo(m)
+        for _ in range(5):
+            self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT), pb.EchoResponse())
+        # Two wait in the queue (a failed re-send goes back into its own
+        # place); three found it full.
+        self.assertEqual(self.figure("maitred_failback_dropped_total"), 3)
+        self.stop_maitred(m)
+        self.assertIn("FAILBACK: 2 queued re-sends dropped at shutdown", m.proc.output())
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1828,6 +1828,17 @@ START_TEST(ok_fault)
 	cfg = load_ok("services:\n  - name: a.B\n" EP);
 	ck_assert_uint_eq(cfg->replay_buffer_total, 64u << 20);
 	mtd_cfg_free(cfg);
+	/* FAILBACK: the queue and its re-sends; defaults 100 and 3. */
+	cfg = load_ok(
+	        "services:\n  - name: a.B\n    fault: { mode: FAILBACK, backoff: { base: 1s }, failback: { queue: "
+	        "7, retries: 9 } }\n" EP "  - name: c.D\n    fault: { mode: FAILBACK }\n" EP);
+	ck_assert_int_eq(cfg->services[0].fault.mode, MTD_FAULT_FAILBACK);
+	ck_assert_uint_eq(cfg->services[0].fault.failback_queue, 7);
+	ck_assert_uint_eq(cfg->services[0].fault.failback_retries, 9);
+	ck_assert_int_eq(cfg->services[0].fault.backoff_base_ms, 1000);
+	ck_assert_uint_eq(cfg->services[1].fault.failback_queue, 100);
+	ck_assert_uint_eq(cfg->services[1].fault.failback_retries, 3);
+	mtd_cfg_free(cfg);
 	/* hedge_delay: AUTO (the delay follows the method's p95). */
 	cfg = load_ok("services:\n  - name: a.B\n    fault: { mode: FORKING, hedge_delay: AUTO }\n" EP);
 	ck_assert_int_eq(cfg->services[0].fault.hedge_delay_ms, MTD_FAULT_HEDGE_AUTO);
@@ -1865,8 +1876,10 @@ START_TEST(err_fault)
 	/* Modes the data plane does not do yet are refused, not ignored. */
 	expect_only(SVC "    fault: { mode: BROADCAST, retries: 1 }\n",
 	            "t.yaml:4:40: services[0].fault.retries: mode BROADCAST does not use retries");
-	expect_only(SVC "    methods: [{ name: M, fault: { mode: FAILBACK } }]\n",
-	            "t.yaml:4:41: services[0].methods[0].fault.mode: mode FAILBACK is not available in this build*");
+	expect_only(SVC "    fault: { mode: FAILOVER, failback: { queue: 5 } }\n",
+	            "t.yaml:4:40: services[0].fault.failback: mode FAILOVER does not use failback");
+	expect_only(SVC "    fault: { mode: FAILBACK, failback: { queue: 100001 } }\n",
+	            "t.yaml:4:49: services[0].fault.failback.queue: must be at most 100000, got 100001");
 	expect_only(SVC "    fault: { mode: FORKING, hedge_delay: 61s }\n",
 	            "t.yaml:4:42: services[0].fault.hedge_delay: must be at most 60s");
 	expect_only(SVC "    fault: { mode: FORKING, forks: 1 }\n",
