@@ -15,7 +15,6 @@ EXTRA_DIST += deploy/kubernetes/cart.yaml deploy/systemd/maitred.service deploy/
 	deploy/examples/consistent-hash.yaml \
 	deploy/examples/fault-broadcast.yaml \
 	deploy/examples/fault-failback.yaml \
-	deploy/examples/fault-failback.yaml \
 	deploy/examples/fault-failfast.yaml \
 	deploy/examples/fault-fallback.yaml \
 	deploy/examples/fault-failover.yaml \
