@@ -380,6 +380,8 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	case MTD_FAULT_FALLBACK: {
 		const struct mtd_fault_fallback *fb = &call->fault->fallback;
 		MTD_DEBUG("call: %s; answering with the fallback", what);
+		if (call->fault->mode == MTD_FAULT_FAILBACK)
+			mtd_failback_enqueue(call, what); /* re-sent all the same */
 		if (fb->status == MTD_GRPC_OK)
 			mtd_call_answer_ok(call, fb->response, fb->response_len);
 		else

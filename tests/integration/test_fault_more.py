@@ -187,17 +187,21 @@ class Broadcast(FaultBase):
 class Failback(FaultBase):
     @maitred_only
     def test_answered_at_once_then_resent_when_the_instance_returns(self):
-        port = free_port()
-        m = self.start_with_admin([fault_service(["127.0.0.1:%d" % port], {
+        first = self.start_upstream("first")
+        port = first.port
+        m = self.start_with_admin([fault_service([first], {
             "mode": "FAILBACK", "backoff": {"base": "100ms", "max": "500ms"},
             "failback": {"queue": 10, "retries": 100}})])
         stub = self.echo(m)
+        self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "first")
+        first.proc.kill()
         ids = [call_id() for _ in range(3)]
         for c in ids:
-            # Nobody listens: answered OK with the empty message at once.
+            # The instance is down: answered OK with the empty message at once.
             r = stub.Unary(pb.EchoRequest(call_id=c, payload=b"fire"), timeout=CALL_LIMIT)
             self.assertEqual(r, pb.EchoResponse())
         self.assertEqual(self.figure("maitred_failback_dropped_total"), 0)
+        # Restarted on the same port: the re-sends reach it.
         up = self.start_upstream("back", port=port)
         wait_until(lambda: up.stats().total >= 3, CALL_LIMIT * 2, "the re-sent calls to reach the instance")
         for c in ids:
@@ -205,6 +209,21 @@ class Failback(FaultBase):
         # Each call delivered once; nothing dropped.
         self.assertEqual(up.stats().total, 3)
         self.assertGreaterEqual(self.figure("maitred_failback_resent_total"), 3)
+        self.assertEqual(self.figure("maitred_failback_dropped_total"), 0)
+
+    @maitred_only
+    def test_with_a_fallback_the_app_gets_it_and_the_call_is_resent(self):
+        port = free_port()
+        answer = pb.EchoResponse(instance="queued")
+        import base64
+        m = self.start_with_admin([fault_service(["127.0.0.1:%d" % port], {
+            "mode": "FAILBACK", "backoff": {"base": "100ms", "max": "500ms"},
+            "failback": {"retries": 100},
+            "fallback": {"status": "OK",
+                         "response_base64": base64.b64encode(answer.SerializeToString()).decode()}})])
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT), answer)
+        up = self.start_upstream("back", port=port)
+        wait_until(lambda: up.stats().total >= 1, CALL_LIMIT * 2, "the re-sent call to reach the instance")
         self.assertEqual(self.figure("maitred_failback_dropped_total"), 0)
 
     @maitred_only
