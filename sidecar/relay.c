@@ -78,21 +78,18 @@ static size_t filter_response(const struct mtd_headers *h, nghttp2_nv *out)
 	return n;
 }
 
-void mtd_relay_headers(struct mtd_call *call, struct mtd_attempt *a, bool end_stream)
+/* Submit call->resp_hdrs to the client (hop-by-hop fields left out), the
+ * call's data provider after them unless end_stream (Trailers-Only).
+ * 0, or -ENOMEM with nothing submitted. */
+static int submit_resp_headers(struct mtd_call *call, bool end_stream)
 {
-	/* The nv point into the header memory until nghttp2 sent the frame:
-	 * it moves to the call, which outlives the attempt. */
-	mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs);
 	nghttp2_nv stack_nv[32];
 	nghttp2_nv *nva = call->resp_hdrs.n <= 32 ? stack_nv : malloc(call->resp_hdrs.n * sizeof(*nva));
-	if (!nva) {
-		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
+	if (!nva)
+		return -ENOMEM;
 	size_t n = filter_response(&call->resp_hdrs, nva);
 	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
 	if (end_stream) {
-		/* Trailers-Only from the upstream stays Trailers-Only. */
 		call->resp_eof = true;
 		call->resp_done = true;
 		call->state = MTD_CALL_DONE;
@@ -102,6 +99,17 @@ void mtd_relay_headers(struct mtd_call *call, struct mtd_attempt *a, bool end_st
 	if (nva != stack_nv)
 		free(nva);
 	mtd_conn_want_flush(call->down);
+	return 0;
+}
+
+void mtd_relay_headers(struct mtd_call *call, struct mtd_attempt *a, bool end_stream)
+{
+	/* The nv point into the header memory until nghttp2 sent the frame:
+	 * it moves to the call, which outlives the attempt. Trailers-Only
+	 * from the upstream stays Trailers-Only. */
+	mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs);
+	if (submit_resp_headers(call, end_stream) < 0)
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 }
 
 void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
@@ -271,29 +279,16 @@ void mtd_relay_held(struct mtd_call *call, bool trailers_only)
 		call->resp_done = true;
 		return;
 	}
-	nghttp2_nv stack_nv[32];
-	nghttp2_nv *nva = call->resp_hdrs.n <= 32 ? stack_nv : malloc(call->resp_hdrs.n * sizeof(*nva));
-	if (!nva) {
-		mtd_bufq_clear(&call->resp);
-		call->resp_eof = false;
-		mtd_relay_status(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	size_t n = filter_response(&call->resp_hdrs, nva);
 	/* The held bytes gave their windows back as they came (attempt.c):
 	 * only the client's connection holds them now. */
 	call->resp_unconsumed = 0;
 	call->down->resp_held += call->resp.len;
-	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
-	if (trailers_only) {
-		call->resp_done = true;
-		call->state = MTD_CALL_DONE;
+	if (submit_resp_headers(call, trailers_only) < 0) {
+		call->down->resp_held -= call->resp.len;
+		mtd_bufq_clear(&call->resp);
+		call->resp_eof = false;
+		mtd_relay_status(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 	}
-	nghttp2_submit_response(call->down->ng, call->down_sid, nva, n, trailers_only ? NULL : &prd);
-	call->resp_headers_sent = true;
-	if (nva != stack_nv)
-		free(nva);
-	mtd_conn_want_flush(call->down);
 }
 
 ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,

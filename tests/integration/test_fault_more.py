@@ -7,24 +7,18 @@ Judged by what the instances saw, the statuses the client got and the
 counters on /metrics; never by wall time (a figure's lower bound is a
 delay the test itself put in)."""
 
-import threading
 import unittest
 
 import grpc
 
 from harness import MaitredTest, maitred_only, needs_h2, free_port, pb, call_id, wait_until, CALL_LIMIT
 from test_admin import admin_request, samples, value
+import test_fault_modes as modes  # its helpers; a module name, so its tests are not collected here
+
+fault_service = modes.fault_service
 
 UNAVAILABLE = 14
 SVC = "maitred.testing.v1.Echo"
-
-
-def fault_service(ups, fault=None, **extra):
-    s = MaitredTest.service("*", ups)
-    if fault is not None:
-        s["fault"] = fault
-    s.update(extra)
-    return s
 
 
 class FaultBase(MaitredTest):
@@ -40,22 +34,10 @@ class FaultBase(MaitredTest):
     def figure(self, name, method="Unary"):
         return value(self.metrics(), name, service=SVC, method=method) or 0
 
-    def raw_upstream(self, script):
-        import h2raw
-        up = h2raw.H2Upstream(script)
-        self.addCleanup(up.close)
-        return up
-
-    def scripted(self, answers):
-        lock = threading.Lock()
-        seen = []
-
-        def script(path, headers):
-            with lock:
-                seen.append(headers)
-                a = answers[min(len(seen), len(answers)) - 1]
-            return a if a[0] != "respond" else ("respond", pb.EchoResponse(instance="raw").SerializeToString())
-        return self.raw_upstream(script), seen
+    # The raw h2 upstream helpers of test_fault_modes (one scripted answer
+    # per request, the list of request headers seen).
+    raw_upstream = modes.RawUpstreams.raw_upstream
+    scripted = modes.RawUpstreams.scripted
 
 
 class HedgeAuto(FaultBase):
