@@ -5,7 +5,7 @@
  * pick  ns per mtd_lb_pick for every strategy at 3, 100, 1,000 and 10,000
  *       endpoints (one thread, weights 50..150, keys rotating; best of
  *       ten runs of at least 20 ms of thread CPU time), then
- *       LEAST_ACTIVE and SHORTEST_RESPONSE with every 10th endpoint
+ *       the weighted and least-cost strategies with every 10th endpoint
  *       warming up. "pick NAME [N]": one strategy (and one size), to
  *       profile a cell.
  * call  the same table for a whole call's work on the picker: pick, then
@@ -159,11 +159,12 @@ static double time_cell(const struct mtd_lb_ops *ops, size_t n, bool calls, bool
 
 /* only / only_n: one strategy and/or one size (lb_bench pick NAME N), to
  * profile one cell; NULL / 0 for all. calls: time_cell's. The table ends
- * with LEAST_ACTIVE and SHORTEST_RESPONSE while endpoints warm up. */
+ * with the weighted and least-cost strategies while endpoints warm up. */
 static void bench_pick(const char *only, size_t only_n, bool calls)
 {
 	static const size_t sizes[] = {3, 100, 1000, 10000};
-	static const char *const warm_rows[] = {"LEAST_ACTIVE", "SHORTEST_RESPONSE"};
+	static const char *const warm_rows[] = {"WEIGHTED_RANDOM", "WEIGHTED_ROUND_ROBIN", "LEAST_ACTIVE",
+	                                        "SHORTEST_RESPONSE"};
 	size_t nops, nwarm = sizeof(warm_rows) / sizeof(warm_rows[0]);
 	const struct mtd_lb_ops *const *all = mtd_lb_all(&nops);
 

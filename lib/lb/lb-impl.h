@@ -120,6 +120,40 @@ static inline double mtd_lb__weight_at(const struct mtd_lb_warm_span *s, const s
 int mtd_lb__wrandom_slow(const struct mtd_lb_warm_span *span, const struct mtd_lb_endpoint *eps, size_t n,
                          const struct mtd_lb_pick_ctx *ctx);
 
+/* Warmed weights as of the last tick(), as a cumulative table a pick
+ * binary-searches (WEIGHTED_RANDOM, WEIGHTED_ROUND_ROBIN while some
+ * endpoint ramps; the same approximation as least.c: a ramping endpoint's
+ * share lags its curve by at most one tick). Two tables: tick() (the
+ * control thread, the only writer) fills the one no pick reads, then
+ * publishes its generation; a pick reads the published one and drops its
+ * answer when a tick began rewriting that table meanwhile (seqlock over
+ * the double buffer). weights.c. */
+struct mtd_lb__warm_cdf {
+	_Atomic uint64_t *cum[2]; /* cum[gen & 1]: fixed-point prefix sums, n each */
+	_Atomic uint64_t gen;     /* published table */
+	_Atomic uint64_t writing; /* table generation a tick is filling */
+	_Atomic int64_t at_ms;    /* now_ms of the tick that filled it; INT64_MIN: none */
+	size_t n;
+};
+
+/* Allocates the tables (n >= 1), none published yet. 0 or -ENOMEM. */
+int mtd_lb__warm_cdf_init(struct mtd_lb__warm_cdf *c, size_t n);
+void mtd_lb__warm_cdf_free(struct mtd_lb__warm_cdf *c);
+
+/* Control thread (tick): while span warms at now_ms, fill and publish the
+ * warmed weights of eps[0..n); else unpublish (picks then need none). */
+void mtd_lb__warm_cdf_tick(struct mtd_lb__warm_cdf *c, const struct mtd_lb_warm_span *span,
+                           const struct mtd_lb_endpoint *eps, int64_t now_ms);
+
+/* The endpoint at fraction u in [0, 1) of the published warmed weights, in
+ * O(log n): -1 when no table was published, the last is older than
+ * MTD_LB__WARM_MAX_AGE_MS (or from the future), a tick rewrote it during
+ * the search, or the endpoint found is excluded or drained: the caller
+ * then takes its exact O(n) path. Any thread, no allocation. */
+#define MTD_LB__WARM_MAX_AGE_MS 2500 /* a bit more than two ticks */
+int mtd_lb__warm_cdf_pick(const struct mtd_lb__warm_cdf *c, const struct mtd_lb_endpoint *eps,
+                          const struct mtd_lb_pick_ctx *ctx, double u);
+
 /* Uniform choice among list[0..m) minus the excluded; -1 if all are.
  * A few random probes (O(1) when few are excluded), then an exact O(m)
  * count-and-select so the result stays uniform whatever is excluded. */

@@ -13,9 +13,14 @@
  * workers, no run of one endpoint longer than the weights force.
  *
  * While some endpoint warms up, weights change with time and the schedule
- * cannot follow; picks then walk the cumulative warmed weights at the
+ * cannot follow; picks then take the cumulative warmed weights at the
  * golden-ratio point of the counter (a low-discrepancy sequence: still
- * interleaved and deterministic, O(n)) until the ramp ends.
+ * interleaved and deterministic) until the ramp ends. Each tick()
+ * publishes those weights as a table (lb-impl.h mtd_lb__warm_cdf) that a
+ * pick binary-searches, O(log n); the documented approximation: a ramping
+ * endpoint's share lags its curve by at most one tick. Without a table
+ * from a tick at most MTD_LB__WARM_MAX_AGE_MS old, or when the turn lands
+ * on an excluded endpoint, the pick walks the exact warmed weights, O(n).
  */
 #include "config.h"
 
@@ -35,6 +40,8 @@ struct wrr_state {
 	uint32_t *cycle;
 	size_t len;
 	struct mtd_lb_warm_span span;
+	bool has_cdf; /* warmup configured: cdf allocated */
+	struct mtd_lb__warm_cdf cdf;
 };
 
 static uint64_t gcd64(uint64_t a, uint64_t b)
@@ -172,6 +179,8 @@ static void wrr_destroy(void *state)
 	if (s == NULL)
 		return;
 	free(s->cycle);
+	if (s->has_cdf)
+		mtd_lb__warm_cdf_free(&s->cdf);
 	free(s);
 }
 
@@ -187,6 +196,12 @@ static int wrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoin
 		return -ENOMEM;
 	*s = (struct wrr_state){.eps = eps, .n = n};
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
+	if (cfg->warmup.duration_ms > 0) {
+		rc = mtd_lb__warm_cdf_init(&s->cdf, n);
+		if (rc != 0)
+			goto free_state;
+		s->has_cdf = true;
+	}
 	rc = build_cycle(s);
 	if (rc != 0)
 		goto free_state;
@@ -199,18 +214,30 @@ free_state:
 	return rc;
 }
 
+/* Weyl sequence c * (golden ratio - 1) mod 1, as 64-bit fixed point. */
+static inline double weyl(uint64_t c)
+{
+	return (double)(c * 0x9e3779b97f4a7c15ULL >> 11) * 0x1.0p-53;
+}
+
 static int warming_pick(struct wrr_state *s, const struct mtd_lb_pick_ctx *ctx, uint64_t c)
 {
 	double total = 0.0, x;
 	int last = -1;
+
+	if (s->has_cdf) {
+		int i = mtd_lb__warm_cdf_pick(&s->cdf, s->eps, ctx, weyl(c));
+
+		if (i >= 0)
+			return i;
+	}
 
 	for (size_t i = 0; i < s->n; i++)
 		if (!mtd_lb__excluded(ctx, i))
 			total += mtd_lb__weight_at(&s->span, &s->eps[i], ctx->now_ms);
 	if (!(total > 0.0))
 		return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
-	/* Weyl sequence c * (golden ratio - 1) mod 1, as 64-bit fixed point. */
-	x = (double)(c * 0x9e3779b97f4a7c15ULL >> 11) * 0x1.0p-53 * total;
+	x = weyl(c) * total;
 	for (size_t i = 0; i < s->n; i++) {
 		double w;
 
@@ -246,10 +273,20 @@ static int wrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
 }
 
+static void wrr_tick(void *state, int64_t now_ms, int64_t now_ns)
+{
+	struct wrr_state *s = state;
+
+	(void)now_ns;
+	if (s->has_cdf)
+		mtd_lb__warm_cdf_tick(&s->cdf, &s->span, s->eps, now_ms);
+}
+
 const struct mtd_lb_ops mtd_lb_ops_weighted_round_robin = {
         .name = "WEIGHTED_ROUND_ROBIN",
         .caps = MTD_LB_CAP_WEIGHTS | MTD_LB_CAP_WARMUP,
         .init = wrr_init,
         .pick = wrr_pick,
+        .tick = wrr_tick,
         .destroy = wrr_destroy,
 };

@@ -197,3 +197,95 @@ void mtd_lb__alias_free(struct mtd_lb_alias *a)
 	a->alias = NULL;
 	a->n = 0;
 }
+
+#define WARM_CDF_TOTAL 0x1.0p52 /* sum of a published table, about */
+
+int mtd_lb__warm_cdf_init(struct mtd_lb__warm_cdf *c, size_t n)
+{
+	*c = (struct mtd_lb__warm_cdf){.n = n};
+	c->cum[0] = calloc(n, sizeof(*c->cum[0]));
+	c->cum[1] = calloc(n, sizeof(*c->cum[1]));
+	if (c->cum[0] == NULL || c->cum[1] == NULL) {
+		mtd_lb__warm_cdf_free(c);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		atomic_init(&c->cum[0][i], 0);
+		atomic_init(&c->cum[1][i], 0);
+	}
+	atomic_init(&c->gen, 0);
+	atomic_init(&c->writing, 0);
+	atomic_init(&c->at_ms, INT64_MIN);
+	return 0;
+}
+
+void mtd_lb__warm_cdf_free(struct mtd_lb__warm_cdf *c)
+{
+	free(c->cum[0]);
+	free(c->cum[1]);
+	c->cum[0] = c->cum[1] = NULL;
+}
+
+void mtd_lb__warm_cdf_tick(struct mtd_lb__warm_cdf *c, const struct mtd_lb_warm_span *span,
+                           const struct mtd_lb_endpoint *eps, int64_t now_ms)
+{
+	uint64_t g = atomic_load_explicit(&c->gen, memory_order_relaxed) + 1;
+	_Atomic uint64_t *cum = c->cum[g & 1];
+	double total = 0.0, acc = 0.0;
+
+	if (!mtd_lb__warming(span, now_ms)) {
+		atomic_store_explicit(&c->at_ms, INT64_MIN, memory_order_release);
+		return;
+	}
+	for (size_t i = 0; i < c->n; i++)
+		total += mtd_lb__weight_at(span, &eps[i], now_ms);
+	if (!(total > 0.0)) {
+		atomic_store_explicit(&c->at_ms, INT64_MIN, memory_order_release);
+		return;
+	}
+	/* Seqlock writer: mark the table taken before touching it; a pick
+	 * that sees any of the stores below then sees the mark. */
+	atomic_store_explicit(&c->writing, g, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	for (size_t i = 0; i < c->n; i++) {
+		acc += mtd_lb__weight_at(span, &eps[i], now_ms);
+		atomic_store_explicit(&cum[i], (uint64_t)(acc / total * WARM_CDF_TOTAL), memory_order_relaxed);
+	}
+	atomic_store_explicit(&c->gen, g, memory_order_release);
+	atomic_store_explicit(&c->at_ms, now_ms, memory_order_release);
+}
+
+int mtd_lb__warm_cdf_pick(const struct mtd_lb__warm_cdf *c, const struct mtd_lb_endpoint *eps,
+                          const struct mtd_lb_pick_ctx *ctx, double u)
+{
+	int64_t at = atomic_load_explicit(&c->at_ms, memory_order_acquire);
+	uint64_t g, total, r;
+	const _Atomic uint64_t *cum;
+	size_t lo = 0, hi;
+
+	if (at == INT64_MIN || ctx->now_ms < at || ctx->now_ms - at > MTD_LB__WARM_MAX_AGE_MS)
+		return -1;
+	g = atomic_load_explicit(&c->gen, memory_order_acquire);
+	cum = c->cum[g & 1];
+	hi = c->n - 1;
+	total = atomic_load_explicit(&cum[hi], memory_order_relaxed);
+	r = (uint64_t)(u * (double)total);
+	if (r >= total)
+		return -1;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (atomic_load_explicit(&cum[mid], memory_order_relaxed) > r)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	/* Seqlock reader: the table read is g's unless a tick has since begun
+	 * generation g + 2, the next to reuse it. */
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&c->writing, memory_order_relaxed) - g >= 2)
+		return -1;
+	if (mtd_lb__excluded(ctx, lo) || eps[lo].weight <= 0)
+		return -1;
+	return (int)lo;
+}

@@ -5,6 +5,9 @@
  *     exact (mintree.c's store-then-recheck), and a pick is a true minimum;
  *     also while endpoints ramp and a ticker thread rewrites the tie
  *     weights (least.c);
+ *   - WEIGHTED_RANDOM / WEIGHTED_ROUND_ROBIN while endpoints ramp and a
+ *     ticker thread republishes the warmed-weight table: no drained or
+ *     out-of-range pick;
  *   - SMOOTH_WEIGHTED_ROUND_ROBIN: the picks of all threads together are
  *     exactly the cycle's shares (one global sequence);
  *   - every stats counter adds up.
@@ -177,6 +180,73 @@ START_TEST(shortest_response_threads)
 }
 END_TEST
 
+/* WEIGHTED_RANDOM / WEIGHTED_ROUND_ROBIN while a third of the endpoints
+ * ramp: a ticker thread republishes the warmed-weight table (weights.c,
+ * double buffer + generation) at alternating times while the workers
+ * pick from it. No pick is out of range or lands on a drained endpoint,
+ * every pick is counted, and the ramping endpoints (weight 50, one sixth
+ * warm at the workers' now_ms) get fewer picks than the warm ones of
+ * weight 100. Under ThreadSanitizer: no race between tick and picks. */
+static void *table_ticker_main(void *argp)
+{
+	struct mtd_lb_picker *p = argp;
+
+	for (int64_t k = 0; atomic_load(&ticking); k++)
+		mtd_lb_tick(p, 1000000 - (k % 2) * 1000, 1000000000);
+	return NULL;
+}
+
+static void check_weighted_warm(const char *policy)
+{
+	static struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	uint64_t counts[N_EPS], picks = 0, ramping = 0, warm = 0;
+	int32_t w[N_EPS];
+	pthread_t ticker;
+
+	for (size_t i = 0; i < N_EPS; i++)
+		w[i] = i % 10 == 9 ? 0 : (int32_t)(50 + i % 3 * 50);
+	t_set_init(&s, N_EPS, w);
+	mtd_lb_config_defaults(&cfg, mtd_lb_find(policy));
+	cfg.n_workers = THREADS;
+	cfg.warmup.duration_ms = 60000;
+	for (size_t i = 0; i < N_EPS; i += 3)
+		s.eps[i].start_ms = 1000000 - 10000;
+	p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+	ck_assert_ptr_nonnull(p);
+	mtd_lb_tick(p, 1000000, 1000000000);
+	atomic_store(&ticking, true);
+	ck_assert_int_eq(pthread_create(&ticker, NULL, table_ticker_main, p), 0);
+	run_threads(p, &s, false, counts);
+	atomic_store(&ticking, false);
+	ck_assert_int_eq(pthread_join(ticker, NULL), 0);
+	for (size_t i = 0; i < N_EPS; i++) {
+		if (w[i] == 0)
+			ck_assert_uint_eq(counts[i], 0);
+		else if (i % 3 == 0)
+			ramping += counts[i];
+		else if (i % 3 == 1)
+			warm += counts[i]; /* weight 100, warm */
+		picks += counts[i];
+	}
+	ck_assert_uint_eq(picks, (uint64_t)THREADS * ROUNDS);
+	ck_assert_uint_lt(ramping, warm);
+	mtd_lb_picker_free(p);
+}
+
+START_TEST(weighted_random_warm_threads)
+{
+	check_weighted_warm("WEIGHTED_RANDOM");
+}
+END_TEST
+
+START_TEST(weighted_round_robin_warm_threads)
+{
+	check_weighted_warm("WEIGHTED_ROUND_ROBIN");
+}
+END_TEST
+
 static void *pick_only_main(void *argp)
 {
 	struct worker_arg *a = argp;
@@ -255,6 +325,8 @@ static Suite *threads_suite(void)
 	tcase_add_loop_test(tc, least_active_threads, 0, 2);
 	tcase_add_loop_test(tc, shortest_response_threads, 0, 2);
 	tcase_add_test(tc, swrr_threads_one_sequence);
+	tcase_add_test(tc, weighted_random_warm_threads);
+	tcase_add_test(tc, weighted_round_robin_warm_threads);
 	suite_add_tcase(s, tc);
 	return s;
 }

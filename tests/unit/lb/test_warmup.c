@@ -168,6 +168,60 @@ START_TEST(least_cost_warm_tie_weights_follow_ticks)
 }
 END_TEST
 
+/* WEIGHTED_RANDOM / WEIGHTED_ROUND_ROBIN while an endpoint ramps
+ * (weights.c mtd_lb__warm_cdf): the exact walk until a tick publishes the
+ * warmed weights, then that tick's weights for up to
+ * MTD_LB__WARM_MAX_AGE_MS (2.5 s), the exact walk again past that; the
+ * configured weights (alias table, cycle) after the ramp. Same set and
+ * times as the least-cost test above. */
+START_TEST(weighted_warm_table_follows_ticks)
+{
+	static const char *const names[] = {"WEIGHTED_RANDOM", "WEIGHTED_ROUND_ROBIN"};
+	const int64_t window = 10000, t0 = START + window / 4;
+	struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+	uint64_t ex[1] = {1u << 1};
+
+	t_set_init(&s, 3, NULL);
+	s.eps[0].start_ms = 0;
+	s.eps[1].start_ms = START;
+	s.eps[2].start_ms = 0;
+	s.eps[2].weight = 0; /* drained: never picked while others can be */
+	mtd_lb_config_defaults(&cfg, mtd_lb_find(names[_i]));
+	cfg.warmup.duration_ms = window;
+	p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+	ck_assert_ptr_nonnull(p);
+	/* No tick yet: exact, weight 25 against 100 at t0, 45 at t0 + 2 s. */
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0), 25.0 / 125, 0.01);
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0 + 2000), 45.0 / 145, 0.01);
+	/* A tick at t0: its weights, for 2.5 s. */
+	mtd_lb_tick(p, t0, 1000000000);
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0 + 2000), 25.0 / 125, 0.01);
+	/* The drained endpoint is never picked, an excluded one neither. */
+	ctx = t_ctx(&s);
+	ctx.now_ms = t0 + 1000;
+	for (int i = 0; i < 2000; i++)
+		ck_assert_int_lt(mtd_lb_pick(p, &ctx), 2);
+	ctx.excluded = ex;
+	for (int i = 0; i < 2000; i++)
+		ck_assert_int_eq(mtd_lb_pick(p, &ctx), 0);
+	/* Older than that: exact again (55 against 100 at t0 + 3 s). */
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0 + 3000), 55.0 / 155, 0.01);
+	/* Ticks follow the ramp (both tables in turn). */
+	mtd_lb_tick(p, t0 + 5000, 2000000000);
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0 + 6000), 75.0 / 175, 0.01);
+	mtd_lb_tick(p, t0 + 6000, 2000000000);
+	ck_assert_double_eq_tol(share_of_1(p, &s, t0 + 7000), 85.0 / 185, 0.01);
+	/* After the ramp: the configured weights, ticked or not. */
+	ck_assert_double_eq_tol(share_of_1(p, &s, START + window + 1), 0.5, 0.01);
+	mtd_lb_tick(p, START + window + 1, 3000000000);
+	ck_assert_double_eq_tol(share_of_1(p, &s, START + window + 1), 0.5, 0.01);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 START_TEST(inert_when_all_new)
 {
 	struct t_set s;
@@ -261,6 +315,7 @@ static Suite *warmup_suite(void)
 	tcase_add_test(tc, returned_ramps_while_all_new);
 	tcase_add_test(tc, never_unreachable);
 	tcase_add_loop_test(tc, least_cost_warm_tie_weights_follow_ticks, 0, 2);
+	tcase_add_loop_test(tc, weighted_warm_table_follows_ticks, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
