@@ -49,7 +49,7 @@ if make -j2 check; then
   if [ "${FUZZ_TIME:-60}" != 0 ]; then
     say "fuzzing: fuzz/build.sh (${FUZZ_TIME:-60} s per target)"
     if ! fuzz/build.sh; then
-      say "a fuzzer found a crash (reproducer under fuzz/out/crash-*)"
+      say "fuzz/build.sh failed: a target did not build, or a fuzzer found a crash (reproducer under fuzz/out/crash-*)"
       exit 1
     fi
   fi

@@ -49,6 +49,7 @@ static const char fuzz_config[] = "listen: \"127.0.0.1:1\"\n"
                                   "    hash_key: { header: \"x-key\", on_missing: FAIL }\n"
                                   "    endpoints: [{address: \"127.0.0.1:9\"}]\n";
 
+static struct mtd_control ctl;
 static struct mtd_runtime *rt;
 static int listen_fd = -1;
 
@@ -96,7 +97,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	    0)
 		abort();
 	char err[256];
-	rt = mtd_runtime_new(cfg, err, sizeof(err));
+	/* The control side the runtime reports to: what the last reference to
+	 * a snapshot or endpoint queues is freed after every input. */
+	if (mtd_control_init(&ctl) < 0)
+		abort();
+	rt = mtd_runtime_new(&ctl, cfg, 1, err, sizeof(err));
 	if (!rt)
 		abort();
 	listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -152,8 +157,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	n_peers = 0;
 
 	int lfd = dup(listen_fd);
+	mtd_disc_ref_get(&rt->ref); /* the worker's; the harness keeps its own */
 	struct mtd_worker *w = lfd >= 0 ? mtd_worker_new(0, rt, lfd) : NULL;
 	if (!w) {
+		mtd_runtime_unref(rt);
 		if (lfd >= 0)
 			close(lfd);
 		return 0;
@@ -195,6 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	          down_off, down_len, drained, n_peers);
 	drained = 0;
 	mtd_worker_free(w);
+	mtd_control_reclaim(&ctl);
 	close(sp[1]);
 	for (size_t i = 0; i < n_peers; i++)
 		close(peers[i]);
