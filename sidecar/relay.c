@@ -112,21 +112,32 @@ void mtd_relay_headers(struct mtd_call *call, struct mtd_attempt *a, bool end_st
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 }
 
-void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
+/* Count n response bytes from attempt a and follow their gRPC framing.
+ * false when they break it or the message size limit: the call is failed
+ * (after giving the bytes' window back upstream when consume is set: they
+ * will never be read downstream). */
+static bool scan_resp(struct mtd_call *call, struct mtd_attempt *a, const uint8_t *p, size_t n, bool consume)
 {
-	struct mtd_attempt *a = call->ans;
 	uint32_t max = call->w->rt->cfg->downstream.max_message_size;
 	call->bytes_out += n;
 	int rc = mtd_grpc_scan(&call->resp_scan, p, n, max, NULL, NULL);
-	if (rc < 0) {
+	if (rc >= 0)
+		return true;
+	if (consume)
 		nghttp2_session_consume(a->up->ng, a->up_sid, n);
-		if (rc == MTD_GRPC_SCAN_TOO_BIG)
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
-			              "response message from %s larger than the limit of %u bytes", a->up->peer, max);
-		else
-			mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix from %s", a->up->peer);
+	if (rc == MTD_GRPC_SCAN_TOO_BIG)
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+		              "response message from %s larger than the limit of %u bytes", a->up->peer, max);
+	else
+		mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix from %s", a->up->peer);
+	return false;
+}
+
+void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
+{
+	struct mtd_attempt *a = call->ans;
+	if (!scan_resp(call, a, p, n, true))
 		return;
-	}
 	struct mtd_conn *down = call->down;
 	uint32_t budget = call->w->rt->cfg->downstream.max_buffered_response;
 	if (down && down->resp_held + n > budget) {
@@ -245,17 +256,8 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 
 void mtd_relay_hold(struct mtd_call *call, struct mtd_attempt *a, const uint8_t *p, size_t n)
 {
-	uint32_t max = call->w->rt->cfg->downstream.max_message_size;
-	call->bytes_out += n;
-	int rc = mtd_grpc_scan(&call->resp_scan, p, n, max, NULL, NULL);
-	if (rc < 0) {
-		if (rc == MTD_GRPC_SCAN_TOO_BIG)
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
-			              "response message from %s larger than the limit of %u bytes", a->up->peer, max);
-		else
-			mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix from %s", a->up->peer);
+	if (!scan_resp(call, a, p, n, false))
 		return;
-	}
 	if (call->resp_scan.messages > 1) {
 		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED,
 		              "BROADCAST is for unary calls: upstream %s sent a second response message", a->up->peer);
