@@ -28,7 +28,10 @@ class Deadlines(MaitredTest):
     def test_deadline_forwarded_as_time_remaining(self):
         resp = self.stub.Unary(pb.EchoRequest(), timeout=20.0)
         self.assertGreater(resp.time_remaining_s, 0.0)
-        self.assertLessEqual(resp.time_remaining_s, 20.0)
+        # Not above the client's timeout, give or take grpcio's round-up of
+        # the grpc-timeout it sends (C-core encodes a coarser unit: 20.1 s
+        # has been seen for 20).
+        self.assertLessEqual(resp.time_remaining_s, 20.2)
 
     def test_unary_deadline_exceeded_and_upstream_cancelled(self):
         cid = call_id()
