@@ -98,8 +98,10 @@ class Killed(MaitredTest):
     def test_upstream_graceful_stop_lets_call_finish(self):
         # SIGTERM to the upstream: grpcio sends GOAWAY and lets in-flight
         # calls finish; maitred must not cut the call.
+        # Both with a long grace: either may hold the call, and a short grace
+        # would cancel it on a slow machine (CANCELLED, seen once).
         a = self.start_upstream("a", grace=60)
-        b = self.start_upstream("b")
+        b = self.start_upstream("b", grace=60)
         m = self.start_maitred(upstreams=[a, b])
         stub = self.echo(m)
         cid = call_id()
