@@ -718,6 +718,18 @@ static struct mtd_cfg_box *box_new(struct mtd_cfg *cfg, struct mtd_rt_service **
 	return box;
 }
 
+/* The end of building a runtime, whether it was assembled or not: drop the
+ * builder's references on the first `built` services and on the box (the
+ * runtime holds its own). */
+static void runtime_build_done(struct mtd_cfg_box *box, struct mtd_rt_service **svcs, size_t built)
+{
+	for (size_t i = 0; i < built; i++)
+		if (mtd_disc_ref_put(&svcs[i]->ref))
+			service_free(svcs[i]);
+	free(svcs);
+	cfgbox_unref(box);
+}
+
 struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg, unsigned n_workers, char *err,
                                     size_t errlen)
 {
@@ -759,11 +771,7 @@ struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg
 	if (!rt)
 		snprintf(err, errlen, "out of memory");
 out:
-	for (size_t i = 0; i < built; i++)
-		if (mtd_disc_ref_put(&svcs[i]->ref))
-			service_free(svcs[i]);
-	free(svcs);
-	cfgbox_unref(box);
+	runtime_build_done(box, svcs, built);
 	return rt;
 }
 
@@ -1088,11 +1096,7 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 	if (!rt)
 		snprintf(err, errlen, "out of memory");
 out:
-	for (size_t i = 0; i < built; i++)
-		if (mtd_disc_ref_put(&svcs[i]->ref))
-			service_free(svcs[i]);
-	free(svcs);
-	cfgbox_unref(box);
+	runtime_build_done(box, svcs, built);
 	return rt;
 }
 
