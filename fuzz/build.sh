@@ -6,10 +6,14 @@
 #   fuzz/build.sh                       build + run every target 60 s
 #   FUZZ_TIME=600 fuzz/build.sh config  one target, longer
 #   FUZZ_TIME=0 fuzz/build.sh           build only
+#   FUZZ_JOBS=1 fuzz/build.sh           one compiler / fuzzer at a time
 #
 # Needs a configured and built tree (config.h and the generated gen/
 # protobuf-c sources): `./configure && make` first, as deploy/run-tests.sh
-# does. Objects and binaries go to $FUZZ_OUT (default fuzz/out); new corpus
+# does. FUZZ_JOBS (default: the CPU count) compilers, then fuzzers, run at
+# once: each target still gets its full FUZZ_TIME, in a fraction of the
+# wall time, and its output goes to $FUZZ_OUT/log-<target>, printed when
+# it ends. Objects and binaries go to $FUZZ_OUT (default fuzz/out); new corpus
 # entries go to $FUZZ_OUT/corpus-<target>, the committed seeds under
 # fuzz/corpus/<target> are only read.
 set -eu
@@ -18,6 +22,7 @@ out=${FUZZ_OUT:-$top/fuzz/out}
 time=${FUZZ_TIME:-60}
 cc=${FUZZ_CC:-clang}
 targets=${*:-"pbwire grpc_scan grpc_timeout config record downstream"}
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
 
 if [ ! -f "$top/config.h" ] || [ ! -d "$top/gen" ]; then
 	echo "fuzz/build.sh: configure and build the tree first (config.h, gen/)" >&2
@@ -45,12 +50,38 @@ compile() { # src obj [extra flags]
 	$cc $cflags "$@" -c "$src" -o "$obj"
 }
 
+# Background jobs, at most $jobs at once; `reap` waits for all of them and
+# fails if any did (`wait PID` gives each one's status).
+pids=""
+running=0
+failed=0
+spawn() { # command...
+	if [ "$running" -ge "$jobs" ]; then
+		reap
+	fi
+	"$@" &
+	pids="$pids $!"
+	running=$((running + 1))
+}
+reap() {
+	for p in $pids; do
+		wait "$p" || failed=1
+	done
+	pids=""
+	running=0
+	if [ "$failed" != 0 ]; then
+		echo "fuzz/build.sh: a job failed (above)" >&2
+		exit 1
+	fi
+}
+
 lib_objs=""
 for src in $(cd "$top" && find lib gen -name '*.c' | sort); do
 	obj="$out/obj/${src%.c}.o"
-	compile "$top/$src" "$obj"
+	spawn compile "$top/$src" "$obj"
 	lib_objs="$lib_objs $obj"
 done
+reap
 rm -f "$out/libmaitred-fuzz.a"
 # shellcheck disable=SC2086
 ar rcs "$out/libmaitred-fuzz.a" $lib_objs
@@ -59,11 +90,12 @@ side_objs=""
 for src in $(cd "$top" && find sidecar -name '*.c' | sort); do
 	obj="$out/obj/${src%.c}.o"
 	case "$src" in
-	sidecar/main.c) compile "$top/$src" "$obj" -Dmain=mtd_fuzz_unused_main ;;
-	*) compile "$top/$src" "$obj" ;;
+	sidecar/main.c) spawn compile "$top/$src" "$obj" -Dmain=mtd_fuzz_unused_main ;;
+	*) spawn compile "$top/$src" "$obj" ;;
 	esac
 	side_objs="$side_objs $obj"
 done
+reap
 
 link() { # target [extra objects and flags]
 	t=$1
@@ -80,25 +112,52 @@ for t in $targets; do
 		# The upstream side is a socketpair the input scripts (see the
 		# target's header); connect() is wrapped to hand it over.
 		# shellcheck disable=SC2086
-		link downstream $side_objs -Wl,--wrap=connect ;;
+		spawn link downstream $side_objs -Wl,--wrap=connect ;;
 	config)
 		# Host names in fuzzed configs must not reach the network.
-		link config -Wl,--wrap=getaddrinfo ;;
-	*) link "$t" ;;
+		spawn link config -Wl,--wrap=getaddrinfo ;;
+	*) spawn link "$t" ;;
 	esac
 done
+reap
 
 [ "$time" = 0 ] && exit 0
 
-for t in $targets; do
-	mkdir -p "$out/corpus-$t"
+fuzz() { # target: run it, output to log-<target>, its exit status to rc-<target>
+	t=$1
 	seeds="$top/fuzz/corpus/$t"
 	[ -d "$seeds" ] || seeds=""
-	echo "==> fuzzing $t for ${time}s"
 	dict=""
 	[ -f "$top/fuzz/$t.dict" ] && dict="-dict=$top/fuzz/$t.dict"
+	rc=0
 	# shellcheck disable=SC2086
 	"$out/${t}_fuzz" -max_total_time="$time" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
 		-print_final_stats=1 -artifact_prefix="$out/crash-$t-" $dict \
-		"$out/corpus-$t" $seeds
+		"$out/corpus-$t" $seeds >"$out/log-$t" 2>&1 || rc=$?
+	echo "$rc" >"$out/rc-$t"
+}
+
+for t in $targets; do
+	mkdir -p "$out/corpus-$t"
+	rm -f "$out/rc-$t"
+	echo "==> fuzzing $t for ${time}s"
+	spawn fuzz "$t"
 done
+reap
+# One report after another: a target's whole log when it failed, else its
+# final stats.
+bad=""
+for t in $targets; do
+	rc=$(cat "$out/rc-$t" 2>/dev/null || echo missing)
+	echo "==> $t: exit $rc"
+	if [ "$rc" = 0 ]; then
+		grep '^stat::' "$out/log-$t" || tail -3 "$out/log-$t"
+	else
+		cat "$out/log-$t"
+		bad="$bad $t"
+	fi
+done
+if [ -n "$bad" ]; then
+	echo "fuzz/build.sh: failed:$bad (reproducers: $out/crash-*)" >&2
+	exit 1
+fi
