@@ -313,6 +313,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	LIST_INIT(&w->bg_calls);
 	w->listen_fd = listen_fd;
 	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
+	w->slab.passthrough = mtd_slab_env_passthrough();
 	w->ng_mem = (nghttp2_mem){&w->slab, ng_malloc, ng_free, ng_calloc, ng_realloc};
 	TAILQ_INIT(&w->dirty);
 	TAILQ_INIT(&w->graveyard);

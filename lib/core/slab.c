@@ -16,8 +16,10 @@ struct block_hdr {
 	uint32_t pad[3];
 };
 
-static uint32_t keep_limit(unsigned cls)
+static uint32_t keep_limit(const struct mtd_slab *s, unsigned cls)
 {
+	if (s->passthrough)
+		return 0;
 	uint32_t n = (uint32_t)(MTD_SLAB_KEEP_BYTES >> (cls + MIN_SHIFT));
 	return n < MTD_SLAB_KEEP_MAX ? n : MTD_SLAB_KEEP_MAX;
 }
@@ -68,7 +70,7 @@ void mtd_slab_free(struct mtd_slab *s, void *p)
 		return;
 	struct block_hdr *h = (struct block_hdr *)((char *)p - HDR);
 	unsigned cls = h->cls;
-	if (cls == LARGE || s->n_free[cls] >= keep_limit(cls)) {
+	if (cls == LARGE || s->n_free[cls] >= keep_limit(s, cls)) {
 		free(h);
 		return;
 	}
@@ -110,4 +112,10 @@ void mtd_slab_drain(struct mtd_slab *s)
 		s->free[c] = NULL;
 		s->n_free[c] = 0;
 	}
+}
+
+bool mtd_slab_env_passthrough(void)
+{
+	const char *v = getenv(MTD_SLAB_ENV);
+	return v && strcmp(v, "0") == 0;
 }

@@ -10,6 +10,7 @@
 #ifndef MTD_SLAB_H
 #define MTD_SLAB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,17 +18,23 @@
 /* Bytes of free blocks kept per class (so at most 9 x 256 KiB per worker),
  * and never more than 1024 blocks of one class. Under AddressSanitizer
  * nothing is kept, so every block goes back to malloc and use-after-free
- * stays detectable. */
+ * stays detectable; a slab with `passthrough` set (a worker's, when
+ * MTD_SLAB_ENV is "0": how maitred runs under valgrind memcheck) keeps
+ * nothing either, in any build. */
 #if defined(__SANITIZE_ADDRESS__)
 #define MTD_SLAB_KEEP_BYTES 0
 #else
 #define MTD_SLAB_KEEP_BYTES (256 * 1024)
 #endif
 #define MTD_SLAB_KEEP_MAX 1024
+/* The environment variable a worker reads once when it is created: "0"
+ * makes its slab a passthrough to malloc/free. */
+#define MTD_SLAB_ENV "MAITRED_SLAB"
 
 struct mtd_slab {
 	void *free[MTD_SLAB_CLASSES];
 	uint32_t n_free[MTD_SLAB_CLASSES];
+	bool passthrough; /* keep no freed block: every free goes to free() */
 };
 
 void *mtd_slab_malloc(struct mtd_slab *s, size_t size);
@@ -36,5 +43,8 @@ void *mtd_slab_realloc(struct mtd_slab *s, void *p, size_t size);
 void mtd_slab_free(struct mtd_slab *s, void *p);
 /* Return every cached block to malloc. */
 void mtd_slab_drain(struct mtd_slab *s);
+/* Whether the environment asks for passthrough slabs (MTD_SLAB_ENV=0).
+ * Reads the environment: call it at setup, never per block. */
+bool mtd_slab_env_passthrough(void);
 
 #endif

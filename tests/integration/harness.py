@@ -14,12 +14,25 @@ Environment (exported by `make check`, all optional here):
                     straight to the first upstream; maitred-only tests skip
   MAITRED_TEST_LOG_LEVEL  maitred --log-level (default: info)
   MAITRED_TEST_TMP  where per-test directories go (default: system temp)
+  MAITRED_WRAP      a command put in front of every maitred the tests start
+                    (split like a shell would), e.g. valgrind memcheck:
+                      MAITRED_WRAP="valgrind -q --error-exitcode=99
+                        --leak-check=full --errors-for-leak-kinds=definite
+                        --suppressions=$SRCDIR/tests/valgrind.supp"
+                    maitred then runs with MAITRED_SLAB=0 (its slabs keep no
+                    freed block, so memcheck sees every use after free and
+                    every leak); a memcheck error or definite leak in its log,
+                    or an exit with the --error-exitcode, fails the test
+  MAITRED_TEST_SLOW factor for the hang guards below (default 1, or 10 with
+                    MAITRED_WRAP: memcheck runs maitred 20-50x slower)
 """
 
 import atexit
 import errno
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -46,11 +59,13 @@ PYTHON = os.environ.get("PYTHON") or "/usr/bin/python3"
 DIRECT = os.environ.get("MAITRED_TEST_DIRECT", "") not in ("", "0")
 LOG_LEVEL = os.environ.get("MAITRED_TEST_LOG_LEVEL", "info")
 UPSTREAM_PY = os.path.join(HERE, "upstream.py")
+WRAP = shlex.split(os.environ.get("MAITRED_WRAP", ""))
+SLOW = float(os.environ.get("MAITRED_TEST_SLOW") or (10 if WRAP else 1))
 
 # Hang guards (seconds). Generous: ASan builds on a shared 2-core machine.
-START_LIMIT = 30.0
-STOP_LIMIT = 60.0
-CALL_LIMIT = 30.0
+START_LIMIT = 30.0 * SLOW
+STOP_LIMIT = 60.0 * SLOW
+CALL_LIMIT = 30.0 * SLOW
 
 MiB = 1 << 20
 CHANNEL_OPTIONS = [
@@ -65,7 +80,31 @@ SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                    "runtime error:", "SUMMARY: UndefinedBehaviorSanitizer",
                    "ThreadSanitizer")
 
+# What valgrind memcheck prints for an error (with or without -q): each
+# report's first line, a definite leak's record, the closing summary.
+MEMCHECK_ERROR = re.compile(
+    r"^==\d+== (Invalid (read|write|free)|Mismatched free|Conditional jump"
+    r"|Use of uninitialised|Syscall param|Source and destination overlap"
+    r"|Argument '|.* are definitely lost in loss record|ERROR SUMMARY: [1-9])")
+_m = re.search(r"--error-exitcode=(\d+)", " ".join(WRAP))
+WRAP_ERROR_RC = int(_m.group(1)) if _m else None
+
 ECHO = "/maitred.testing.v1.Echo/"
+
+
+def maitred_argv(args, wrap=None):
+    """The argv that starts maitred with `args`: a test's own `wrap` (a
+    command that execs the rest in place), then MAITRED_WRAP, then maitred."""
+    return list(wrap or []) + WRAP + [MAITRED_BIN] + list(args)
+
+
+def maitred_env():
+    """maitred's environment: ours, with passthrough slabs under a wrap."""
+    if not WRAP:
+        return None
+    env = dict(os.environ)
+    env["MAITRED_SLAB"] = "0"
+    return env
 
 
 def maitred_only(fn):
@@ -241,8 +280,10 @@ class Proc:
             return ""
 
     def sanitizer_report(self):
+        """Sanitizer and valgrind memcheck error lines in the log."""
         out = self.output()
-        return [line for line in out.splitlines() if any(m in line for m in SANITIZER_MARKS)]
+        return [line for line in out.splitlines()
+                if any(m in line for m in SANITIZER_MARKS) or MEMCHECK_ERROR.match(line)]
 
 
 class Upstream:
@@ -444,9 +485,9 @@ class MaitredTest(unittest.TestCase):
         # reloads on a change, so two sharing one would take each other's.
         path = self.write_config(cfg, "maitred.yaml" if self._n == 0 else "maitred%d.yaml" % (self._n + 1))
         port = int(cfg["listen"].rsplit(":", 1)[1])
-        argv = (wrap or []) + [MAITRED_BIN, "--config", path, "--log-level", LOG_LEVEL] + (args or [])
+        argv = maitred_argv(["--config", path, "--log-level", LOG_LEVEL] + (args or []), wrap)
         self._n += 1
-        proc = Proc("maitred%d" % self._n, argv, self.tmp)
+        proc = Proc("maitred%d" % self._n, argv, self.tmp, env=maitred_env())
         self._procs.append((proc, check_exit))
         m = Maitred(proc, port, path)
         if wait:
@@ -462,8 +503,15 @@ class MaitredTest(unittest.TestCase):
 
     def run_maitred(self, args, limit=START_LIMIT):
         """Run maitred to completion; returns (rc, stdout, stderr)."""
-        res = subprocess.run([MAITRED_BIN] + args, stdin=subprocess.DEVNULL,
+        res = subprocess.run(maitred_argv(args), stdin=subprocess.DEVNULL, env=maitred_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=limit)
+        err = res.stderr.decode(errors="replace")
+        self.assertEqual([ln for ln in err.splitlines() if MEMCHECK_ERROR.match(ln)], [],
+                         "valgrind memcheck report from maitred %s:\n%s" % (" ".join(args), err))
+        if WRAP_ERROR_RC is not None:
+            self.assertNotEqual(res.returncode, WRAP_ERROR_RC,
+                                "maitred %s: exit %d is MAITRED_WRAP's error code:\n%s"
+                                % (" ".join(args), WRAP_ERROR_RC, err))
         return res.returncode, res.stdout.decode(errors="replace"), res.stderr.decode(errors="replace")
 
     def stop_maitred(self, m, limit=STOP_LIMIT):
@@ -472,8 +520,8 @@ class MaitredTest(unittest.TestCase):
         m.proc.checked = True
         rc, killed = m.proc.stop(limit)
         self.assertFalse(killed, "maitred did not exit within %.0fs of SIGTERM" % limit)
-        self.assertEqual(rc, 0, "maitred exited %s on SIGTERM" % rc)
         self.assertEqual(m.proc.sanitizer_report(), [], "sanitizer report in maitred's log")
+        self.assertEqual(rc, 0, "maitred exited %s on SIGTERM" % rc)
 
     # --- clients ---------------------------------------------------------------
     def channel(self, target, options=(), compression=None):
@@ -500,9 +548,17 @@ class MaitredTest(unittest.TestCase):
         for proc, check in sorted(self._procs, key=lambda pc: not pc[1]):
             already = not proc.alive()
             rc, killed = proc.stop()
-            if not check or proc.checked:
+            if proc.checked:
                 continue
-            if killed:
+            if not check:
+                # Whatever a test expects of its exit, memcheck errors fail it.
+                problems += ["%s: %s" % (proc.name, line) for line in proc.output().splitlines()
+                             if MEMCHECK_ERROR.match(line)]
+                continue
+            if rc == WRAP_ERROR_RC:
+                problems.append("%s exited %s: MAITRED_WRAP's error code (valgrind found errors)"
+                                % (proc.name, rc))
+            elif killed:
                 problems.append("%s did not exit within %.0fs of SIGTERM" % (proc.name, STOP_LIMIT))
             elif rc != 0 and not already:
                 problems.append("%s exited %s on SIGTERM" % (proc.name, rc))

@@ -18,7 +18,9 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODULE_LIMIT = int(os.environ.get("MAITRED_TEST_MODULE_LIMIT", "900"))
+# Scaled like harness.py's hang guards when maitred runs under MAITRED_WRAP.
+SLOW = float(os.environ.get("MAITRED_TEST_SLOW") or (10 if os.environ.get("MAITRED_WRAP", "").strip() else 1))
+MODULE_LIMIT = int(os.environ.get("MAITRED_TEST_MODULE_LIMIT") or 900 * SLOW)
 
 
 class RecordingResult(unittest.TextTestResult):

@@ -20,7 +20,7 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import (MaitredTest, Maitred, Proc, TestCA, maitred_only, pb, call_id, free_port, wait_until,
-                     BUILDDIR, SRCDIR, CALL_LIMIT, MAITRED_BIN, port_accepts)
+                     BUILDDIR, SRCDIR, CALL_LIMIT, port_accepts, maitred_argv, maitred_env)
 
 SVC = "maitred.testing.v1.Echo"
 
@@ -681,7 +681,7 @@ class Logs(AdminBase):
         path = os.path.join(self.tmp, "logs.yaml")
         os.symlink(os.path.join(self.tmp, "conf", "logs.yaml"), path)
         # Without --log-level (the harness passes one, and it wins over the file).
-        proc = Proc("maitred-logs", [MAITRED_BIN, "--config", path], self.tmp)
+        proc = Proc("maitred-logs", maitred_argv(["--config", path]), self.tmp, env=maitred_env())
         self._procs.append((proc, True))
         m = Maitred(proc, port, path)
         self.wait_listening(m)

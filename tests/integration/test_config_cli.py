@@ -175,8 +175,8 @@ class EmbeddedDefault(MaitredTest):
         if busy:
             self.skipTest("ports in use: %s" % busy)
         ups = [self.start_upstream("demo-%d" % p, port=p) for p in (50051, 50052, 50053)]
-        from harness import Maitred, Proc, MAITRED_BIN, LOG_LEVEL
-        proc = Proc("maitred-default", [MAITRED_BIN, "--log-level", LOG_LEVEL], self.tmp)
+        from harness import Maitred, Proc, LOG_LEVEL, maitred_argv, maitred_env
+        proc = Proc("maitred-default", maitred_argv(["--log-level", LOG_LEVEL]), self.tmp, env=maitred_env())
         self._procs.append((proc, True))
         m = Maitred(proc, 15001, None)
         self.wait_listening(m)

@@ -173,6 +173,33 @@ START_TEST(slab_classes_reuse_and_realloc)
 }
 END_TEST
 
+/* MAITRED_SLAB=0 (how maitred runs under valgrind): no freed block is kept,
+ * in any build, so memcheck sees every use after free and every leak. */
+START_TEST(slab_passthrough_keeps_nothing)
+{
+	setenv(MTD_SLAB_ENV, "0", 1);
+	ck_assert(mtd_slab_env_passthrough());
+	setenv(MTD_SLAB_ENV, "1", 1);
+	ck_assert(!mtd_slab_env_passthrough());
+	unsetenv(MTD_SLAB_ENV);
+	ck_assert(!mtd_slab_env_passthrough());
+
+	struct mtd_slab s = {.passthrough = true};
+	for (size_t size = 1; size <= 8192; size *= 2) {
+		void *p = mtd_slab_malloc(&s, size);
+		ck_assert_ptr_nonnull(p);
+		mtd_slab_free(&s, p);
+	}
+	void *r = mtd_slab_realloc(&s, mtd_slab_malloc(&s, 20), 3000);
+	ck_assert_ptr_nonnull(r);
+	mtd_slab_free(&s, r);
+	for (unsigned c = 0; c < MTD_SLAB_CLASSES; c++) {
+		ck_assert_ptr_null(s.free[c]);
+		ck_assert_uint_eq(s.n_free[c], 0);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("core");
@@ -182,6 +209,7 @@ int main(void)
 	tcase_add_test(tc, bufq_copy_at_and_drop);
 	tcase_add_test(tc, log_levels);
 	tcase_add_test(tc, slab_classes_reuse_and_realloc);
+	tcase_add_test(tc, slab_passthrough_keeps_nothing);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
