@@ -39,6 +39,12 @@ def _headers(hs):
     return [(k.decode() if isinstance(k, bytes) else k, v.decode() if isinstance(v, bytes) else v) for k, v in hs]
 
 
+def _never_indexed(hs):
+    """Names of the fields the sender encoded as never indexed (RFC 7541
+    §6.2.3): hpack decodes them as NeverIndexedHeaderTuple (indexable False)."""
+    return {(h[0].decode() if isinstance(h[0], bytes) else h[0]) for h in hs if getattr(h, "indexable", True) is False}
+
+
 class Stream:
     """What one stream received, as an ordered list of events:
     ("headers", [(k, v)...], end_stream), ("data", bytes), ("trailers",
@@ -268,7 +274,7 @@ class H2Upstream:
                 for ev in conn.receive_data(data):
                     if isinstance(ev, h2.events.RequestReceived):
                         rec = {"headers": _headers(ev.headers), "resets": [], "sid": ev.stream_id,
-                               "received": 0}
+                               "received": 0, "never_indexed": _never_indexed(ev.headers)}
                         by_sid[ev.stream_id] = rec
                         with self.cond:
                             self.requests.append(rec)

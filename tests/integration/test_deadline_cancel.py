@@ -215,6 +215,30 @@ class RawPeers(MaitredTest):
 
     @maitred_only
     @needs_h2
+    def test_forwarded_grpc_timeout_is_never_indexed(self):
+        # The time remaining differs on every call: HPACK-indexed, each
+        # value would evict the stable fields from the upstream connection's
+        # table (and cost ~3,000 instructions per call in nghttp2's
+        # deflater). RFC 7541 §6.2.3: sent as "never indexed"; the other
+        # fields stay indexable.
+        import h2raw
+        up = self.raw_upstream(lambda path, headers: ("respond", b""))
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        for i in range(3):
+            sid = c.call("/maitred.testing.v1.Echo/Unary", [h2raw.echo_request()], timeout_header="%dS" % (20 + i))
+            sh = c.wait(sid).status_headers()
+            self.assertEqual((sh or {}).get("grpc-status"), "0", sh)
+        with up.cond:
+            recs = list(up.requests)
+        self.assertEqual(len(recs), 3)
+        for rec in recs:
+            self.assertIn("grpc-timeout", dict(rec["headers"]))
+            self.assertEqual(rec["never_indexed"], {"grpc-timeout"}, rec["headers"])
+
+    @maitred_only
+    @needs_h2
     def test_client_reset_resets_upstream(self):
         import h2raw
         up = self.raw_upstream(lambda path, headers: ("hold",))
