@@ -95,7 +95,12 @@ static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame
  * are remembered here with how they closed, which is what decides what a
  * late frame means:
  *
- *   PEER_RST  the client reset it: anything but PRIORITY is STREAM_CLOSED
+ *   PEER_RST  the client reset it: anything but PRIORITY and RST_STREAM is
+ *             STREAM_CLOSED; a second RST_STREAM is ignored (the stream
+ *             error §5.1 asks for would be a RST_STREAM, which §5.4.2
+ *             forbids sending in answer to one; grpc-java on Netty sends
+ *             RST_STREAM(STREAM_CLOSED) when response HEADERS cross its
+ *             RST_STREAM(CANCEL), and closing would lose its other calls)
  *   END       both sides ended it: DATA / HEADERS / CONTINUATION are
  *             STREAM_CLOSED; WINDOW_UPDATE and RST_STREAM may still be in
  *             flight (§5.1 "closed", §6.9) and are ignored
@@ -156,10 +161,11 @@ static int check_stream_state(nghttp2_session *ng, struct mtd_conn *c, const ngh
 			                  "HEADERS on a stream id lower than one already used (RFC 9113 §5.1.1)", sid);
 		return 0;
 	case NGHTTP2_WINDOW_UPDATE:
-	case NGHTTP2_RST_STREAM:
 		if (how == CLOSED_PEER_RST)
 			return conn_error(ng, c, NGHTTP2_STREAM_CLOSED,
 			                  "frame on a stream the client reset (RFC 9113 §5.1)", sid);
+		return 0;
+	case NGHTTP2_RST_STREAM: /* ignored however it closed (see PEER_RST above) */
 		return 0;
 	default: /* DATA never gets here: nghttp2 drops it unseen (mtd_down_prescan) */
 		return 0;

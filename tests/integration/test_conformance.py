@@ -126,6 +126,20 @@ class Conformance(MaitredTest):
         self.assert_goaway(E.STREAM_CLOSED)
 
     @maitred_only
+    def test_a_second_rst_stream_on_a_reset_stream_is_ignored(self):
+        # What grpc-java on Netty sends when response HEADERS cross its
+        # RST_STREAM(CANCEL) (test_interop_java): the stream error §5.1 asks
+        # for would be a RST_STREAM, which §5.4.2 forbids in answer to one,
+        # and a connection error would lose the connection's other calls.
+        other = self.c.call(PATH, end=False)
+        sid = self.reset_call()
+        self.send(frame(RST_STREAM, 0, sid, struct.pack(">I", E.STREAM_CLOSED)))
+        self.assert_still_serves()
+        self.c.send(other, b"", end=True)
+        st = self.c.wait(other)
+        self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
+
+    @maitred_only
     def test_frames_after_maitreds_own_reset_are_ignored(self):
         # maitred reset the stream (header list too large) while the client
         # was still sending: the client's DATA may have been in flight.
