@@ -18,6 +18,8 @@ PACKAGES="build-essential autoconf automake libtool pkg-config libnghttp2-dev
   libevent-dev libssl-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
   protobuf-compiler libyaml-dev check python3-grpcio python3-grpc-tools
   python3-protobuf python3-h2 openssl golang-go golang-google-grpc-dev
+  default-jdk-headless libgrpc-java libnetty-java libguava-java libperfmark-java
+  libprotobuf-java
   clang libclang-rt-14-dev etcd-server dnsmasq-base
   python3-prometheus-client python3-yaml chromium systemd"
 

@@ -29,6 +29,7 @@ EXTRA_DIST += \
 	tests/integration/test_pool.py \
 	tests/integration/test_etcd.py \
 	tests/integration/test_interop_go.py \
+	tests/integration/test_interop_java.py \
 	tests/integration/test_listen.py \
 	tests/integration/test_isolation.py \
 	tests/integration/test_conformance.py \
@@ -37,6 +38,7 @@ EXTRA_DIST += \
 	tests/integration/test_admin.py \
 	tests/integration/test_deploy.py \
 	tests/interop/goecho/main.go \
+	tests/interop/javaecho/JavaEcho.java \
 	protos/maitred/testing/v1/echo.proto \
 	deploy/demo.sh \
 	deploy/run-tests.sh
