@@ -10,9 +10,9 @@
 //                             Echo's four methods under any service name
 //   stopserver name=N
 //   start id=I addr=H:P path=/svc/Method kind=unary|client|server|bidi
-//         [timeout_ms=T] [md=KEY:B64 ...] [req=B64 ...] [close=1]
-//                             a client call; its requests sent, half-closed
-//                             when close=1
+//         [timeout_ms=T] [compress=gzip] [md=KEY:B64 ...] [req=B64 ...]
+//         [close=1]           a client call; its requests sent (compressed
+//                             with compress=), half-closed when close=1
 //   send id=I req=B64 | close id=I | cancel id=I
 //   next id=I timeout_ms=T    the call's next response message
 //   wait id=I timeout_ms=T    the call's end: status, headers, trailers,
@@ -27,10 +27,11 @@
 // (echo.proto's field numbers) with protobuf-java's Coded streams, so no
 // protoc step is needed. The server implements the subset of echo.proto
 // the Java tests use: payload, call_id, response_count, delay_ms, hold,
-// status (code, message, trailers), status_after, trailers_only; its
-// responses carry payload, instance, index, messages_received,
-// bytes_received, call_id, time_remaining_s, request_payload_size and the
-// request metadata, preceded by ":authority" as the server saw it.
+// status (code, message, trailers), status_after, trailers_only,
+// compress_response; its responses carry payload, instance, index,
+// messages_received, bytes_received, call_id, time_remaining_s,
+// request_payload_size and the request metadata, preceded by ":authority"
+// as the server saw it.
 
 import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.CodedOutputStream;
@@ -164,7 +165,7 @@ public final class JavaEcho {
         byte[] payload = new byte[0];
         String callId = "";
         int responseCount, delayMs, statusCode, statusAfter;
-        boolean hold, trailersOnly;
+        boolean hold, trailersOnly, compressResponse;
         String statusMessage = "";
         List<String[]> trailers = new ArrayList<>(); // key, base64 value
 
@@ -181,6 +182,7 @@ public final class JavaEcho {
                 case 8: r.parseStatus(in.readByteArray()); break;
                 case 9: r.statusAfter = in.readUInt32(); break;
                 case 10: r.trailersOnly = in.readBool(); break;
+                case 11: r.compressResponse = in.readBool(); break;
                 default: in.skipField(tag);
                 }
             }
@@ -441,6 +443,10 @@ public final class JavaEcho {
                 }
                 System.err.println("javaecho server " + srv.name + ": call " + first.callId + " " + kind + " started");
             }
+            if (first.compressResponse) {
+                call.setCompression("gzip");
+                call.setMessageCompression(true);
+            }
             if (!first.trailersOnly)
                 call.sendHeaders(echoMd());
             if (first.hold && !hold())
@@ -566,6 +572,8 @@ public final class JavaEcho {
             CallOptions opts = CallOptions.DEFAULT;
             if (w.containsKey("timeout_ms"))
                 opts = opts.withDeadlineAfter(timeoutMs, TimeUnit.MILLISECONDS);
+            if (w.containsKey("compress"))
+                opts = opts.withCompression(one(w, "compress", null));
             Metadata md = new Metadata();
             for (String kv : w.getOrDefault("md", List.of())) {
                 int colon = kv.indexOf(':');
