@@ -25,6 +25,8 @@ Environment (exported by `make check`, all optional here):
                     or an exit with the --error-exitcode, fails the test
   MAITRED_TEST_SLOW factor for the hang guards below (default 1, or 10 with
                     MAITRED_WRAP: memcheck runs maitred 20-50x slower)
+  TSAN_OPTIONS      for a --enable-tsan maitred (default: TSAN_DEFAULTS below:
+                    the first race ends maitred with exit code 66)
 """
 
 import atexit
@@ -88,6 +90,33 @@ MEMCHECK_ERROR = re.compile(
     r"|Argument '|.* are definitely lost in loss record|ERROR SUMMARY: [1-9])")
 _m = re.search(r"--error-exitcode=(\d+)", " ".join(WRAP))
 WRAP_ERROR_RC = int(_m.group(1)) if _m else None
+
+# A ThreadSanitizer build (configure --enable-tsan) stops at its first report
+# with this exit code, so a race fails the test even when nothing else would
+# notice; a test that stops maitred sees the code, the cleanup the report.
+TSAN_EXIT = 66
+TSAN_DEFAULTS = "halt_on_error=1:exitcode=%d" % TSAN_EXIT
+os.environ.setdefault("TSAN_OPTIONS", TSAN_DEFAULTS)
+
+
+def exit_text(rc):
+    """An exit code as a failure message says it."""
+    if rc == TSAN_EXIT:
+        return "%s (ThreadSanitizer's exit code: it found a race)" % rc
+    if rc is not None and rc == WRAP_ERROR_RC:
+        return "%s (MAITRED_WRAP's error code: valgrind found errors)" % rc
+    return str(rc)
+
+
+def report_exit(rc):
+    """Whether an exit code alone says a sanitizer or valgrind found errors."""
+    return rc == TSAN_EXIT or (rc is not None and rc == WRAP_ERROR_RC)
+
+
+def sanitizer_lines(text):
+    """Sanitizer and valgrind memcheck error lines in a process's output."""
+    return [line for line in text.splitlines()
+            if any(m in line for m in SANITIZER_MARKS) or MEMCHECK_ERROR.match(line)]
 
 ECHO = "/maitred.testing.v1.Echo/"
 
@@ -230,6 +259,9 @@ class Proc:
         # setpriv --pdeathsig: the child dies with us even if we are killed
         # hard; it execs, so the PID is the program's own.
         full = ([_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []) + argv
+        # maitred (directly or through a wrapper that execs it): its reports
+        # fail the test whatever it was expected to exit.
+        self.maitred = MAITRED_BIN in argv
         self.log = open(self.logpath, "wb")
         self.p = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=self.log,
                                   stderr=subprocess.STDOUT, env=env)
@@ -281,9 +313,7 @@ class Proc:
 
     def sanitizer_report(self):
         """Sanitizer and valgrind memcheck error lines in the log."""
-        out = self.output()
-        return [line for line in out.splitlines()
-                if any(m in line for m in SANITIZER_MARKS) or MEMCHECK_ERROR.match(line)]
+        return sanitizer_lines(self.output())
 
 
 class Upstream:
@@ -502,17 +532,19 @@ class MaitredTest(unittest.TestCase):
         wait_until(up, START_LIMIT, "maitred to listen on %s" % m.address)
 
     def run_maitred(self, args, limit=START_LIMIT):
-        """Run maitred to completion; returns (rc, stdout, stderr)."""
+        """Run maitred to completion; returns (rc, stdout, stderr). A
+        sanitizer or memcheck report fails the test, whatever rc it expects."""
         res = subprocess.run(maitred_argv(args), stdin=subprocess.DEVNULL, env=maitred_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=limit)
-        err = res.stderr.decode(errors="replace")
-        self.assertEqual([ln for ln in err.splitlines() if MEMCHECK_ERROR.match(ln)], [],
-                         "valgrind memcheck report from maitred %s:\n%s" % (" ".join(args), err))
-        if WRAP_ERROR_RC is not None:
-            self.assertNotEqual(res.returncode, WRAP_ERROR_RC,
-                                "maitred %s: exit %d is MAITRED_WRAP's error code:\n%s"
-                                % (" ".join(args), WRAP_ERROR_RC, err))
-        return res.returncode, res.stdout.decode(errors="replace"), res.stderr.decode(errors="replace")
+        out, err = res.stdout.decode(errors="replace"), res.stderr.decode(errors="replace")
+        self.assert_no_sanitizer_report(res.returncode, out + err, "maitred " + " ".join(args))
+        return res.returncode, out, err
+
+    def assert_no_sanitizer_report(self, rc, output, what):
+        """For a maitred run to its end outside Proc: no sanitizer or
+        memcheck line in its output, no exit code that says one found errors."""
+        if sanitizer_lines(output) or report_exit(rc):
+            self.fail("%s exited %s with a report:\n%s" % (what, exit_text(rc), output[-6000:]))
 
     def stop_maitred(self, m, limit=STOP_LIMIT):
         """SIGTERM; assert exit 0 within the hang guard and no sanitizer
@@ -521,7 +553,7 @@ class MaitredTest(unittest.TestCase):
         rc, killed = m.proc.stop(limit)
         self.assertFalse(killed, "maitred did not exit within %.0fs of SIGTERM" % limit)
         self.assertEqual(m.proc.sanitizer_report(), [], "sanitizer report in maitred's log")
-        self.assertEqual(rc, 0, "maitred exited %s on SIGTERM" % rc)
+        self.assertEqual(rc, 0, "maitred exited %s on SIGTERM" % exit_text(rc))
 
     # --- clients ---------------------------------------------------------------
     def channel(self, target, options=(), compression=None):
@@ -548,23 +580,22 @@ class MaitredTest(unittest.TestCase):
         for proc, check in sorted(self._procs, key=lambda pc: not pc[1]):
             already = not proc.alive()
             rc, killed = proc.stop()
-            if proc.checked:
+            judged = not check or proc.checked  # by the test itself, or not at all
+            if proc.maitred or not judged:
+                # Whatever a test expects of a maitred's exit, a sanitizer
+                # or memcheck report is a bug the test ran into.
+                lines = proc.sanitizer_report()
+                problems += ["%s: %s" % (proc.name, line) for line in lines]
+                if judged and not lines and report_exit(rc):
+                    problems.append("%s exited %s" % (proc.name, exit_text(rc)))
+            if judged:
                 continue
-            if not check:
-                # Whatever a test expects of its exit, memcheck errors fail it.
-                problems += ["%s: %s" % (proc.name, line) for line in proc.output().splitlines()
-                             if MEMCHECK_ERROR.match(line)]
-                continue
-            if rc == WRAP_ERROR_RC:
-                problems.append("%s exited %s: MAITRED_WRAP's error code (valgrind found errors)"
-                                % (proc.name, rc))
-            elif killed:
+            if killed:
                 problems.append("%s did not exit within %.0fs of SIGTERM" % (proc.name, STOP_LIMIT))
             elif rc != 0 and not already:
-                problems.append("%s exited %s on SIGTERM" % (proc.name, rc))
+                problems.append("%s exited %s on SIGTERM" % (proc.name, exit_text(rc)))
             elif rc != 0 and already:
-                problems.append("%s had exited by itself with %s" % (proc.name, rc))
-            problems += ["%s: %s" % (proc.name, line) for line in proc.sanitizer_report()]
+                problems.append("%s had exited by itself with %s" % (proc.name, exit_text(rc)))
         failed = bool(problems) or self._has_failed()
         if failed:
             self._dump_logs()

@@ -98,7 +98,9 @@ class Kubernetes(CertsMixin, MaitredTest):
         err = res.stderr.decode(errors="replace")
         if res.returncode != 0 and ("unshare" in err or "mount" in err) and "maitred" not in err:
             self.skipTest("no private mount namespace here (%s)" % err.strip())
-        return res.returncode, res.stdout.decode(errors="replace"), err
+        out = res.stdout.decode(errors="replace")
+        self.assert_no_sanitizer_report(res.returncode, out + err, "maitred --check-config " + path)
+        return res.returncode, out, err
 
     def test_manifests_parse_and_carry_the_sidecar_essentials(self):
         docs = self.docs()
