@@ -6,16 +6,19 @@
 #
 # Installs the Debian packages that are missing, builds with warnings as
 # errors and AddressSanitizer + UndefinedBehaviorSanitizer, and runs
-# `make -j2 check` (Check unit tests and the integration tests), then every
+# `make -j2 check` (Check unit tests and the integration tests), then the
+# ThreadSanitizer stage (deploy/tsan.sh: a --enable-tsan build of a copy of
+# the sources in a temporary directory, the unit suites that start threads
+# and the integration files that stress them; TSAN=0 skips it), then every
 # libFuzzer target for FUZZ_TIME seconds (default 60; FUZZ_TIME=0 skips
-# fuzzing). On failure it prints the log of every test that failed, or the
-# fuzzer's crash report, and exits non-zero.
+# fuzzing). On failure it prints the log of every test that failed, the
+# race report, or the fuzzer's crash report, and exits non-zero.
 set -eu
 
 cd "$(dirname "$0")/.."
 
 PACKAGES="build-essential autoconf automake libtool pkg-config libnghttp2-dev
-  libevent-dev libssl-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
+  libevent-dev libssl-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev git
   protobuf-compiler libyaml-dev check python3-grpcio python3-grpc-tools
   python3-protobuf python3-h2 openssl golang-go golang-google-grpc-dev
   default-jdk-headless libgrpc-java libnetty-java libguava-java libperfmark-java
@@ -48,6 +51,13 @@ make -j2
 
 say "make -j2 check"
 if make -j2 check; then
+  if [ "${TSAN:-1}" != 0 ]; then
+    say "ThreadSanitizer: deploy/tsan.sh (TSAN=0 skips it)"
+    if ! deploy/tsan.sh; then
+      say "deploy/tsan.sh failed: a data race (the report is above), a failed test, or the TSan build"
+      exit 1
+    fi
+  fi
   if [ "${FUZZ_TIME:-60}" != 0 ]; then
     say "fuzzing: fuzz/build.sh (${FUZZ_TIME:-60} s per target)"
     if ! fuzz/build.sh; then

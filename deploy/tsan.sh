@@ -1,0 +1,91 @@
+#!/bin/bash
+# ThreadSanitizer stage of deploy/run-tests.sh (also runnable alone):
+#
+#   deploy/tsan.sh
+#
+# Builds a second tree with `configure --enable-tsan --enable-werror` from a
+# copy of this checkout's sources (git's tracked files and untracked ones not
+# ignored, as they are in the working tree; without git, the whole tree and
+# `make distclean` in the copy) in a temporary directory, so the
+# in-tree ASan build is left alone (TSan and ASan do not combine). Then runs
+# the unit suites whose tests start threads and the integration files that
+# stress the threads most (HACKING.md "Invariants": what is shared):
+#   test_admin   two workers under traffic while /metrics and /clusters are
+#                scraped (outlier detection, circuit breaker, retry budget),
+#                the access log switching files on reload
+#   test_reload  snapshots published to two workers under load, reclaimed
+#   test_health  checks handed to workers and answered back (hc_inbox, done)
+# A race stops maitred (or the unit test) with exit code 66 and fails the run
+# (TSAN_OPTIONS below; the harness also fails a test on any "ThreadSanitizer"
+# line in maitred's output). The tree is removed when everything passed,
+# kept (and named) otherwise.
+#
+# Environment: TSAN_UNIT, TSAN_INTEGRATION override the lists below;
+# TSAN_KEEP=1 keeps the tree even on success.
+set -eu
+
+cd "$(dirname "$0")/.."
+src=$PWD
+
+TSAN_UNIT=${TSAN_UNIT:-"tests/unit/test_lb_threads tests/unit/test_lb_round_robin tests/unit/test_discovery tests/unit/test_health"}
+TSAN_INTEGRATION=${TSAN_INTEGRATION:-"test_admin test_reload test_health"}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:exitcode=66}
+
+say() { printf '\n==> %s\n' "$*"; }
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/maitred-tsan.XXXXXX")
+start=$(date +%s)
+if git -C "$src" ls-files >/dev/null 2>&1; then
+  say "ThreadSanitizer: copying the sources (git ls-files) to $dir"
+  git -C "$src" ls-files -z --cached --others --exclude-standard |
+    while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+    xargs -0 cp -P --parents -t "$dir"
+else
+  # No git (or a checkout git refuses: another owner): the whole tree, then
+  # the in-tree build's products removed from the copy.
+  say "ThreadSanitizer: copying the tree to $dir (no git file list), make distclean there"
+  cp -a "$src/." "$dir"
+  if [ -f "$dir/Makefile" ]; then make -C "$dir" distclean >/dev/null; fi
+fi
+
+cd "$dir"
+say "ThreadSanitizer: configure --enable-tsan --enable-werror; make sidecar/maitred and $TSAN_UNIT"
+if ! { autoreconf -fi && ./configure --enable-tsan --enable-werror PYTHON=/usr/bin/python3 &&
+       make -j2 sidecar/maitred $TSAN_UNIT; } >build.log 2>&1; then
+  tail -n 60 build.log
+  say "ThreadSanitizer: the build failed (log: $dir/build.log)"
+  exit 1
+fi
+
+built=$(date +%s)
+echo "built in $((built - start)) s"
+fail=0
+export MAITRED_SRCDIR=$dir MAITRED_BUILDDIR=$dir MAITRED_BIN=$dir/sidecar/maitred PYTHON=/usr/bin/python3
+export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-120}
+for t in $TSAN_UNIT; do
+  if "./$t" >"$t.tsan.log" 2>&1; then
+    echo "PASS (tsan): $t"
+  else
+    echo "FAIL (tsan): $t, exit $? (66: ThreadSanitizer found a race); its log:"
+    cat "$t.tsan.log"
+    fail=1
+  fi
+done
+
+unit=$(date +%s)
+echo "unit suites in $((unit - built)) s"
+say "ThreadSanitizer: tests/integration/run.sh $TSAN_INTEGRATION"
+# shellcheck disable=SC2086 # word splitting intended: a list of files
+tests/integration/run.sh $TSAN_INTEGRATION || fail=1
+
+end=$(date +%s)
+say "ThreadSanitizer stage: $((end - start)) s (build $((built - start)), unit $((unit - built)), integration $((end - unit)))"
+if [ "$fail" -ne 0 ]; then
+  say "ThreadSanitizer: failures above; the tree is kept in $dir"
+  exit 1
+fi
+if [ "${TSAN_KEEP:-0}" = 1 ]; then
+  echo "tree kept in $dir (TSAN_KEEP=1)"
+else
+  rm -rf "$dir"
+fi
