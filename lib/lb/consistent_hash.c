@@ -101,7 +101,6 @@ static int ch_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	uint32_t *pts = NULL, *points_of = NULL;
 	uint64_t total = 0;
 	double scale = 1.0;
-	bool any_positive = false;
 	int rc = -ENOMEM;
 
 	s = calloc(1, sizeof(*s));
@@ -115,12 +114,9 @@ static int ch_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	points_of = calloc(n, sizeof(*points_of));
 	if (s->w == NULL || points_of == NULL || mtd_lb__hot_init(&s->hot, &cfg->hot_keys) != 0)
 		goto free_state;
+	mtd_lb__table_weights(s->w, eps, n);
 	for (size_t i = 0; i < n; i++)
-		any_positive |= eps[i].weight > 0;
-	for (size_t i = 0; i < n; i++) {
-		s->w[i] = any_positive ? (eps[i].weight > 0 ? eps[i].weight : 0) : 100.0;
 		total += (uint64_t)((double)cfg->ring_points * s->w[i] / 100.0 + 0.5);
-	}
 	if (total > MAX_TOTAL_POINTS)
 		scale = (double)MAX_TOTAL_POINTS / (double)total;
 	total = 0;
@@ -192,77 +188,44 @@ static size_t ring_find(const struct ch_state *s, uint32_t h)
 	return lo == s->len ? 0 : lo; /* past the last point: wrap around */
 }
 
-/* A hot key: uniform over the first `spread` distinct eligible endpoints
- * clockwise from its place (warm ones only while some endpoint ramps),
- * so each takes 1/spread of the key; fewer when the ring has fewer. -1
- * when none is eligible. Bounded load does not apply: the spread is the
- * key's bound. */
-static int hot_pick(const struct ch_state *s, size_t at, bool warming, const struct mtd_lb_pick_ctx *ctx)
+/* The ring as the key's candidates (bounded.h): point k -> its endpoint. */
+static uint32_t ring_endpoint(const void *table, size_t k)
 {
-	uint32_t cand[MTD_LB_MAX_HOT_SPREAD];
-	size_t nc = 0, limit = s->len < 64 * (size_t)s->hot.spread ? s->len : 64 * (size_t)s->hot.spread;
-
-	for (size_t k = 0; k < limit && nc < s->hot.spread; k++) {
-		uint32_t i = s->ring[(at + k) % s->len].idx;
-		bool seen = false;
-
-		if (mtd_lb__excluded(ctx, i))
-			continue;
-		if (warming && mtd_lb__warm_fraction(&s->span.w, &s->eps[i], ctx->now_ms) < 1.0)
-			continue;
-		for (size_t c = 0; c < nc && !seen; c++)
-			seen = cand[c] == i;
-		if (!seen)
-			cand[nc++] = i;
-	}
-	if (nc == 0)
-		return -1;
-	return (int)cand[mtd_lb__below(mtd_lb__rng(ctx), nc)];
+	return ((const struct ring_point *)table)[k].idx;
 }
 
 static int ch_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct ch_state *s = state;
-	struct mtd_lb__bound b = {.on = false};
+	const struct mtd_lb__slots ring = {.table = s->ring, .len = s->len, .endpoint = ring_endpoint};
+	struct mtd_lb__bound b;
 	struct mtd_lb__warm_walk ww;
 	bool warming;
 	uint64_t kh;
 	size_t at;
+	int i;
 
-	if (ctx->key == NULL)
+	if (!mtd_lb__bound_start(&b, s->factor, s->w, s->eps, s->n, ctx))
 		return mtd_lb__any_eligible(s->eps, s->n, ctx);
-	if (s->factor > 0.0 || ctx->excluded != NULL) {
-		mtd_lb__bound_prepare(&b, s->factor, s->w, s->eps, s->n, ctx);
-		if (b.eligible == 0) /* only drained endpoints left, or none */
-			return mtd_lb__any_eligible(s->eps, s->n, ctx);
-	}
 	kh = mtd_lb_hash64(ctx->key, ctx->key_len, 0);
 	at = ring_find(s, (uint32_t)(kh >> 32));
 	/* bounded.h: while some endpoint ramps, its keys pass on by the key's
 	 * fraction; the span says until when anyone ramps. */
 	warming = ctx->now_ms < s->span.ramp_until_ms;
 	if (s->hot.slot != NULL && mtd_lb__hot_observe(&s->hot, kh, ctx->now_ms)) {
-		int i = hot_pick(s, at, warming, ctx);
-
+		i = mtd_lb__slots_hot(ring, at, s->hot.spread, warming ? &s->span.w : NULL, s->eps, ctx);
 		if (i >= 0)
 			return i;
 	}
-	mtd_lb__warm_walk_init(&ww, &s->span.w, ctx->now_ms);
-	for (size_t k = 0; k < s->len; k++) {
-		const struct ring_point *p = &s->ring[(at + k) % s->len];
-
-		if (mtd_lb__excluded(ctx, p->idx))
-			continue;
-		if (!mtd_lb__bound_has_room(&b, s->w[p->idx], &s->eps[p->idx]))
-			continue;
-		if (!warming || mtd_lb__warm_takes(&ww, s->eps, p->idx, ctx))
-			return (int)p->idx;
-		if (mtd_lb__warm_fallback(&ww, false) >= 0)
-			return ww.best;
+	/* Two calls, so the walk without warmup compiles without the
+	 * refusals (bench/lb: about 20 instructions a pick fewer than one call). */
+	if (!warming) {
+		i = mtd_lb__slots_walk(ring, at, &b, s->w, s->eps, NULL, ctx);
+	} else {
+		mtd_lb__warm_walk_init(&ww, &s->span.w, ctx->now_ms);
+		i = mtd_lb__slots_walk(ring, at, &b, s->w, s->eps, &ww, ctx);
 	}
-	if (mtd_lb__warm_fallback(&ww, true) >= 0)
-		return ww.best;
-	return mtd_lb__any_eligible(s->eps, s->n, ctx);
+	return i >= 0 ? i : mtd_lb__any_eligible(s->eps, s->n, ctx);
 }
 
 const struct mtd_lb_ops mtd_lb_ops_consistent_hash = {

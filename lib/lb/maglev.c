@@ -110,7 +110,6 @@ static int mg_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	uint32_t *members = NULL, *warm = NULL;
 	size_t nm = 0, nw = 0;
 	int64_t newest = INT64_MIN;
-	bool any_positive = false;
 	int rc = -ENOMEM;
 
 	s = calloc(1, sizeof(*s));
@@ -132,12 +131,10 @@ static int mg_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	if (s->w == NULL || s->table == NULL || offset == NULL || pos == NULL || skip == NULL || count == NULL ||
 	    members == NULL || warm == NULL || mtd_lb__hot_init(&s->hot, &cfg->hot_keys) != 0)
 		goto free_all;
-	for (size_t i = 0; i < n; i++)
-		any_positive |= eps[i].weight > 0;
+	mtd_lb__table_weights(s->w, eps, n);
 	for (size_t i = 0; i < n; i++) {
 		size_t len = strlen(eps[i].id);
 
-		s->w[i] = any_positive ? (eps[i].weight > 0 ? eps[i].weight : 0) : 1.0;
 		if (s->w[i] <= 0.0)
 			continue;
 		members[nm++] = (uint32_t)i;
@@ -192,80 +189,42 @@ fail:
 	return rc;
 }
 
-/* The first slot from h on whose endpoint is eligible and has room, or -1. */
-static int walk(const struct mg_state *s, const uint32_t *table, uint64_t h, const struct mtd_lb__bound *b,
-                const struct mtd_lb_pick_ctx *ctx)
+/* A lookup table as the key's candidates (bounded.h): slot -> endpoint. */
+static uint32_t table_endpoint(const void *table, size_t slot)
 {
-	for (uint32_t k = 0; k < s->size; k++) {
-		uint32_t i = table[(h + k) % s->size];
-
-		if (mtd_lb__excluded(ctx, i))
-			continue;
-		if (mtd_lb__bound_has_room(b, s->w[i], &s->eps[i]))
-			return (int)i;
-	}
-	return -1;
-}
-
-/* A hot key: uniform over the first `spread` distinct eligible endpoints
- * of its slots onward (warm ones only while some endpoint ramps); -1 when
- * none is eligible. Bounded load does not apply: the spread is the key's
- * bound. */
-static int hot_pick(const struct mg_state *s, uint64_t h, const struct mtd_lb_pick_ctx *ctx)
-{
-	uint32_t cand[MTD_LB_MAX_HOT_SPREAD];
-	size_t nc = 0, limit = s->size < 64 * (size_t)s->hot.spread ? s->size : 64 * (size_t)s->hot.spread;
-	bool warming = ctx->now_ms < s->span.ramp_until_ms;
-
-	for (size_t k = 0; k < limit && nc < s->hot.spread; k++) {
-		uint32_t i = s->table[(h + k) % s->size];
-		bool seen = false;
-
-		if (mtd_lb__excluded(ctx, i))
-			continue;
-		if (warming && mtd_lb__warm_fraction(&s->span.w, &s->eps[i], ctx->now_ms) < 1.0)
-			continue;
-		for (size_t c = 0; c < nc && !seen; c++)
-			seen = cand[c] == i;
-		if (!seen)
-			cand[nc++] = i;
-	}
-	if (nc == 0)
-		return -1;
-	return (int)cand[mtd_lb__below(mtd_lb__rng(ctx), nc)];
+	return ((const uint32_t *)table)[slot];
 }
 
 static int mg_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct mg_state *s = state;
-	struct mtd_lb__bound b = {.on = false};
+	const struct mtd_lb__slots table = {.table = s->table, .len = s->size, .endpoint = table_endpoint};
+	struct mtd_lb__bound b;
+	bool warming = ctx->now_ms < s->span.ramp_until_ms;
 	uint64_t h, kh;
 	int i;
 
-	if (ctx->key == NULL)
+	if (!mtd_lb__bound_start(&b, s->factor, s->w, s->eps, s->n, ctx))
 		return mtd_lb__any_eligible(s->eps, s->n, ctx);
-	if (s->factor > 0.0 || ctx->excluded != NULL) {
-		mtd_lb__bound_prepare(&b, s->factor, s->w, s->eps, s->n, ctx);
-		if (b.eligible == 0)
-			return mtd_lb__any_eligible(s->eps, s->n, ctx);
-	}
 	kh = mtd_lb_hash64(ctx->key, ctx->key_len, 0);
 	h = kh % s->size;
 	if (s->hot.slot != NULL && mtd_lb__hot_observe(&s->hot, kh, ctx->now_ms)) {
-		i = hot_pick(s, h, ctx);
+		i = mtd_lb__slots_hot(table, h, s->hot.spread, warming ? &s->span.w : NULL, s->eps, ctx);
 		if (i >= 0)
 			return i;
 	}
-	i = walk(s, s->table, h, &b, ctx);
+	i = mtd_lb__slots_walk(table, h, &b, s->w, s->eps, NULL, ctx);
 	if (i < 0)
 		return mtd_lb__any_eligible(s->eps, s->n, ctx);
 	/* bounded.h: a ramping owner takes the key by the key's fraction,
 	 * else the key stays where it was before the ramping ones joined. */
-	if (s->warm_table != NULL && ctx->now_ms < s->span.ramp_until_ms) {
+	if (s->warm_table != NULL && warming) {
+		const struct mtd_lb__slots before = {
+		        .table = s->warm_table, .len = s->size, .endpoint = table_endpoint};
 		double f = mtd_lb__warm_fraction(&s->span.w, &s->eps[i], ctx->now_ms);
 
 		if (f < 1.0 && !(mtd_lb__key_fraction(ctx) < f)) {
-			int j = walk(s, s->warm_table, h, &b, ctx);
+			int j = mtd_lb__slots_walk(before, h, &b, s->w, s->eps, NULL, ctx);
 
 			if (j >= 0)
 				return j;

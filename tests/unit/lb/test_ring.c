@@ -3,10 +3,14 @@
  *     a key is only ever on its owner before or after the join, and a key
  *     that moved stays;
  *   - hot keys: a key above the threshold is spread over `spread` distinct
- *     endpoints of its walk, a key below it stays on its owner. */
+ *     endpoints of its walk, a key below it stays on its owner;
+ *   - the walk over a key's candidates both share (bounded.h), on a table
+ *     of its own: order, wrap-around, exclusions, bounded load, warmup's
+ *     refusals and fallback, the hot spread. */
 #include "config.h"
 
 #include "lb-test.h"
+#include "lb/bounded.h"
 
 static Suite *ring_suite(void);
 
@@ -188,6 +192,163 @@ START_TEST(hot_keys_options_checked)
 }
 END_TEST
 
+/* A table shaped like the ring's points: the endpoint is the second word;
+ * the first is a valid but wrong index, so a helper reading the table
+ * instead of asking the mapping picks wrong. */
+struct t_slot {
+	uint32_t decoy;
+	uint32_t ep;
+};
+
+static const struct t_slot t_slots[] = {{1, 2}, {3, 0}, {0, 2}, {2, 1}, {0, 3}, {1, 0}};
+
+static uint32_t t_slot_endpoint(const void *table, size_t k)
+{
+	return ((const struct t_slot *)table)[k].ep;
+}
+
+static const struct mtd_lb__slots t_table = {
+        .table = t_slots, .len = sizeof(t_slots) / sizeof(t_slots[0]), .endpoint = t_slot_endpoint};
+
+START_TEST(slots_walk_order_exclusions_bound)
+{
+	static const double w[4] = {100, 100, 100, 100};
+	struct t_set s;
+	struct mtd_lb_pick_ctx ctx;
+	struct mtd_lb__bound off = {.on = false};
+	/* ceil(per_weight x 100) = 1: one call in flight fills an endpoint. */
+	struct mtd_lb__bound one = {.on = true, .per_weight = 0.01, .eligible = 4};
+
+	t_set_init(&s, 4, NULL);
+	ctx = t_ctx(&s);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &off, w, s.eps, NULL, &ctx), 2);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 3, &off, w, s.eps, NULL, &ctx), 1);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 5, &off, w, s.eps, NULL, &ctx), 0);
+	t_exclude(&s, 0); /* slot 5 passes on, wrapping to slot 0 */
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 5, &off, w, s.eps, NULL, &ctx), 2);
+	t_exclude(&s, 2);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &off, w, s.eps, NULL, &ctx), 1);
+	t_exclude(&s, 1);
+	t_exclude(&s, 3);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &off, w, s.eps, NULL, &ctx), -1);
+
+	memset(s.excluded, 0, sizeof(s.excluded));
+	atomic_store(&s.stats[2].active, 1);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &off, w, s.eps, NULL, &ctx), 2);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &one, w, s.eps, NULL, &ctx), 0);
+	atomic_store(&s.stats[0].active, 1);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &one, w, s.eps, NULL, &ctx), 1);
+	atomic_store(&s.stats[1].active, 1);
+	atomic_store(&s.stats[3].active, 1);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &one, w, s.eps, NULL, &ctx), -1);
+}
+END_TEST
+
+/* A key whose fraction (bounded.h) lies in (lo, hi). */
+static void t_key_by_fraction(struct mtd_lb_pick_ctx *ctx, char *buf, size_t len, double lo, double hi)
+{
+	for (unsigned k = 0; k < 100000; k++) {
+		ctx->key_len = (size_t)snprintf(buf, len, "key-%u", k);
+		ctx->key = (const uint8_t *)buf;
+		if (mtd_lb__key_fraction(ctx) > lo && mtd_lb__key_fraction(ctx) < hi)
+			return;
+	}
+	ck_abort_msg("no key with fraction in (%g, %g)", lo, hi);
+}
+
+START_TEST(slots_walk_warmup_refusals_and_fallback)
+{
+	static const double w[4] = {100, 100, 100, 100};
+	const struct mtd_lb_warmup warm = {.duration_ms = WARM, .curve = MTD_LB_WARMUP_LINEAR};
+	struct mtd_lb__bound off = {.on = false};
+	struct mtd_lb__warm_walk ww;
+	struct t_set s;
+	struct mtd_lb_pick_ctx ctx;
+	char key[32];
+
+	t_set_init(&s, 4, NULL);
+	ctx = t_ctx(&s);
+	ctx.now_ms = T0;
+	s.eps[2].start_ms = T0 - WARM / 10; /* warm share 0.1 */
+	s.eps[0].start_ms = T0 - WARM / 2;  /* 0.5; 1 and 3 are old */
+	/* A key with fraction above 0.5: both ramping ones refuse it, the
+	 * first old one (slot 3) takes it. */
+	t_key_by_fraction(&ctx, key, sizeof(key), 0.5, 1.0);
+	mtd_lb__warm_walk_init(&ww, &warm, ctx.now_ms);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &off, w, s.eps, &ww, &ctx), 1);
+	ck_assert_uint_eq(ww.refused, 3);
+	/* Nobody takes it: at the end of the walk the warmest refused one. */
+	t_exclude(&s, 1);
+	t_exclude(&s, 3);
+	mtd_lb__warm_walk_init(&ww, &warm, ctx.now_ms);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &off, w, s.eps, &ww, &ctx), 0);
+	/* A key below 0.1: the first candidate takes it. */
+	t_key_by_fraction(&ctx, key, sizeof(key), 0.0, 0.1);
+	mtd_lb__warm_walk_init(&ww, &warm, ctx.now_ms);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &off, w, s.eps, &ww, &ctx), 2);
+	/* Between: endpoint 2 refuses, 0 takes it. */
+	t_key_by_fraction(&ctx, key, sizeof(key), 0.1, 0.5);
+	mtd_lb__warm_walk_init(&ww, &warm, ctx.now_ms);
+	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &off, w, s.eps, &ww, &ctx), 0);
+}
+END_TEST
+
+/* Counts of 4,000 hot picks from slot `at` over the 4 endpoints. */
+static void t_hot_counts(struct t_set *s, size_t at, uint32_t spread, const struct mtd_lb_warmup *warm, int64_t now_ms,
+                         uint64_t *counts)
+{
+	struct mtd_lb_pick_ctx ctx = t_ctx(s);
+
+	ctx.now_ms = now_ms;
+	memset(counts, 0, 4 * sizeof(*counts));
+	for (int c = 0; c < 4000; c++) {
+		int i = mtd_lb__slots_hot(t_table, at, spread, warm, s->eps, &ctx);
+
+		ck_assert_int_ge(i, 0);
+		ck_assert_int_lt(i, 4);
+		counts[i]++;
+	}
+}
+
+START_TEST(slots_hot_spread_over_distinct_candidates)
+{
+	const struct mtd_lb_warmup warm = {.duration_ms = WARM, .curve = MTD_LB_WARMUP_LINEAR};
+	struct t_set s;
+	struct mtd_lb_pick_ctx ctx;
+	uint64_t n[4];
+
+	t_set_init(&s, 4, NULL);
+	/* Spread 2 from slot 0: endpoints 2 and 0 (slot 2 repeats 2), about
+	 * 2,000 each (binomial sd ~ 32). */
+	t_hot_counts(&s, 0, 2, NULL, T0, n);
+	ck_assert_msg(n[2] > 1800 && n[0] > 1800 && n[1] == 0 && n[3] == 0, "%llu %llu %llu %llu",
+	              (unsigned long long)n[0], (unsigned long long)n[1], (unsigned long long)n[2],
+	              (unsigned long long)n[3]);
+	/* Spread 3 from slot 4 wraps: 3, 0, 2. */
+	t_hot_counts(&s, 4, 3, NULL, T0, n);
+	ck_assert(n[3] > 1100 && n[0] > 1100 && n[2] > 1100 && n[1] == 0);
+	/* Excluded ones are no candidates. */
+	t_exclude(&s, 2);
+	t_hot_counts(&s, 0, 2, NULL, T0, n);
+	ck_assert(n[0] > 1800 && n[1] > 1800 && n[2] == 0 && n[3] == 0);
+	/* While ramping, only warm ones: endpoint 0 ramps, so 1 and 3. */
+	s.eps[0].start_ms = T0 - WARM / 2;
+	t_hot_counts(&s, 0, 2, &warm, T0, n);
+	ck_assert(n[1] > 1800 && n[3] > 1800 && n[0] == 0 && n[2] == 0);
+	/* ... unless the caller says nobody ramps. */
+	t_hot_counts(&s, 0, 2, NULL, T0, n);
+	ck_assert(n[0] > 1800 && n[1] > 1800);
+	/* More than the table holds: every eligible one; none: -1. */
+	t_hot_counts(&s, 0, MTD_LB_MAX_HOT_SPREAD, NULL, T0, n);
+	ck_assert(n[0] > 1100 && n[1] > 1100 && n[3] > 1100 && n[2] == 0);
+	t_exclude(&s, 0);
+	t_exclude(&s, 1);
+	t_exclude(&s, 3);
+	ctx = t_ctx(&s);
+	ck_assert_int_eq(mtd_lb__slots_hot(t_table, 0, 2, NULL, s.eps, &ctx), -1);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
 	Suite *s = suite_create("lb_ring");
@@ -198,6 +359,9 @@ static Suite *ring_suite(void)
 	tcase_add_loop_test(tc, warmup_inert_when_all_start_together, 0, 2);
 	tcase_add_loop_test(tc, hot_keys_spread_only_above_threshold, 0, 2);
 	tcase_add_test(tc, hot_keys_options_checked);
+	tcase_add_test(tc, slots_walk_order_exclusions_bound);
+	tcase_add_test(tc, slots_walk_warmup_refusals_and_fallback);
+	tcase_add_test(tc, slots_hot_spread_over_distinct_candidates);
 	suite_add_tcase(s, tc);
 	return s;
 }
