@@ -112,10 +112,13 @@ class Reload(MaitredTest):
             wait_until(lambda: load.snapshot().get("c", 0) >= before_c + 20, CALL_LIMIT, "more calls on c")
             self.assertEqual(a.stats().total, a_total, "the removed endpoint a still gets calls")
             # And back: a again, c removed, twice more (reclaim of old snapshots).
-            for ups in ([a, b], [a, b, c], [b]):
+            # One at a time: SIGHUPs sent together may reach maitred as one
+            # (a signal pending twice is pending once), and that reload may
+            # read the last file already, which the file watch then skips.
+            for n, ups in enumerate(([a, b], [a, b, c], [b]), start=2):
                 self.rewrite(m, self.cfg(ups, port, workers=2))
                 m.proc.signal(signal.SIGHUP)
-            self.wait_log(m, r"reload: .* applied", count=4, what="every reload to apply")
+                self.wait_log(m, r"reload: .* applied", count=n, what="reload %d to apply" % n)
             before_b = load.snapshot().get("b", 0)
             wait_until(lambda: load.snapshot().get("b", 0) >= before_b + 20, CALL_LIMIT, "calls on b")
         self.assertEqual(load.failures, [], "calls failed across reloads")
