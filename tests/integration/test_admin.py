@@ -20,7 +20,7 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import (MaitredTest, Maitred, Proc, TestCA, maitred_only, pb, call_id, free_port, wait_until,
-                     BUILDDIR, SRCDIR, CALL_LIMIT, port_accepts, maitred_argv, maitred_env)
+                     BUILDDIR, SRCDIR, CALL_LIMIT, SLOW, port_accepts, maitred_argv, maitred_env)
 
 SVC = "maitred.testing.v1.Echo"
 
@@ -319,7 +319,10 @@ class Endpoints(AdminBase):
     @maitred_only
     def test_clusters_shows_policy_endpoints_and_warmup(self):
         a, b = self.start_upstream("alpha"), self.start_upstream("beta")
-        svc = self.service(SVC, [a, b], policy="WEIGHTED_ROUND_ROBIN", warmup={"duration": "4s"})
+        # Long enough for six calls and a scrape while it runs (SLOW: under
+        # memcheck the first calls alone take seconds).
+        warmup_s = int(4 * SLOW)
+        svc = self.service(SVC, [a, b], policy="WEIGHTED_ROUND_ROBIN", warmup={"duration": "%ds" % warmup_s})
         svc["endpoints"][1]["weight"] = 50
         m = self.start_admin(services=[svc])
         for _ in range(6):
@@ -327,7 +330,7 @@ class Endpoints(AdminBase):
         first = self.clusters()["services"][0]
         self.assertEqual(first["name"], SVC)
         self.assertEqual(first["policy"], "WEIGHTED_ROUND_ROBIN")
-        self.assertEqual(first["warmup"]["duration_s"], 4)
+        self.assertEqual(first["warmup"]["duration_s"], warmup_s)
         eps = {e["address"]: e for e in first["endpoints"]}
         self.assertEqual(set(eps), {a.address, b.address})
         self.assertEqual(eps[b.address]["weight"], 50)
