@@ -9,10 +9,13 @@
 # `make -j2 check` (Check unit tests and the integration tests), then the
 # ThreadSanitizer stage (deploy/tsan.sh: a --enable-tsan build of a copy of
 # the sources in a temporary directory, the unit suites that start threads
-# and the integration files that stress them; TSAN=0 skips it), then every
-# libFuzzer target for FUZZ_TIME seconds (default 60; FUZZ_TIME=0 skips
-# fuzzing). On failure it prints the log of every test that failed, the
-# race report, or the fuzzer's crash report, and exits non-zero.
+# and the integration files that stress them; TSAN=0 skips it), then the
+# valgrind stage (deploy/valgrind.sh: a copy built without sanitizers, the
+# quick unit suites and test_faults under memcheck; VALGRIND=0 skips it),
+# then every libFuzzer target for FUZZ_TIME seconds (default 60; FUZZ_TIME=0
+# skips fuzzing). On failure it prints the log of every test that failed,
+# the race or memcheck report, or the fuzzer's crash report, and exits
+# non-zero.
 set -eu
 
 cd "$(dirname "$0")/.."
@@ -24,7 +27,7 @@ PACKAGES="build-essential autoconf automake libtool pkg-config libnghttp2-dev
   default-jdk-headless libgrpc-java libnetty-java libguava-java libperfmark-java
   libprotobuf-java
   clang libclang-rt-14-dev etcd-server dnsmasq-base
-  python3-prometheus-client python3-yaml chromium systemd"
+  python3-prometheus-client python3-yaml chromium systemd valgrind"
 
 say() { printf '\n==> %s\n' "$*"; }
 
@@ -55,6 +58,13 @@ if make -j2 check; then
     say "ThreadSanitizer: deploy/tsan.sh (TSAN=0 skips it)"
     if ! deploy/tsan.sh; then
       say "deploy/tsan.sh failed: a data race (the report is above), a failed test, or the TSan build"
+      exit 1
+    fi
+  fi
+  if [ "${VALGRIND:-1}" != 0 ]; then
+    say "valgrind memcheck: deploy/valgrind.sh (VALGRIND=0 skips it)"
+    if ! deploy/valgrind.sh; then
+      say "deploy/valgrind.sh failed: a memcheck error or definite leak (the report is above), a failed test, or the build"
       exit 1
     fi
   fi

@@ -4,10 +4,9 @@
 #   deploy/tsan.sh
 #
 # Builds a second tree with `configure --enable-tsan --enable-werror` from a
-# copy of this checkout's sources (git's tracked files and untracked ones not
-# ignored, as they are in the working tree; without git, the whole tree and
-# `make distclean` in the copy) in a temporary directory, so the
-# in-tree ASan build is left alone (TSan and ASan do not combine). Then runs
+# copy of this checkout's sources (deploy/copy-sources.sh) in a temporary
+# directory, so the in-tree ASan build is left alone (TSan and ASan do not
+# combine). Then runs
 # the unit suites whose tests start threads and the integration files that
 # stress the threads most (HACKING.md "Invariants": what is shared):
 #   test_admin   two workers under traffic while /metrics and /clusters are
@@ -35,18 +34,8 @@ say() { printf '\n==> %s\n' "$*"; }
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/maitred-tsan.XXXXXX")
 start=$(date +%s)
-if git -C "$src" ls-files >/dev/null 2>&1; then
-  say "ThreadSanitizer: copying the sources (git ls-files) to $dir"
-  git -C "$src" ls-files -z --cached --others --exclude-standard |
-    while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
-    xargs -0 cp -P --parents -t "$dir"
-else
-  # No git (or a checkout git refuses: another owner): the whole tree, then
-  # the in-tree build's products removed from the copy.
-  say "ThreadSanitizer: copying the tree to $dir (no git file list), make distclean there"
-  cp -a "$src/." "$dir"
-  if [ -f "$dir/Makefile" ]; then make -C "$dir" distclean >/dev/null; fi
-fi
+say "ThreadSanitizer: a copy of the sources in $dir"
+"$src/deploy/copy-sources.sh" "$dir"
 
 cd "$dir"
 say "ThreadSanitizer: configure --enable-tsan --enable-werror; make sidecar/maitred and $TSAN_UNIT"

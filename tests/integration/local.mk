@@ -40,5 +40,10 @@ EXTRA_DIST += \
 	tests/interop/goecho/main.go \
 	tests/interop/javaecho/JavaEcho.java \
 	protos/maitred/testing/v1/echo.proto \
+	tests/valgrind.sh \
+	tests/valgrind.supp \
 	deploy/demo.sh \
-	deploy/run-tests.sh
+	deploy/run-tests.sh \
+	deploy/copy-sources.sh \
+	deploy/tsan.sh \
+	deploy/valgrind.sh

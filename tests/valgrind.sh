@@ -1,0 +1,75 @@
+#!/bin/sh
+# maitred under valgrind memcheck: Check unit suites and integration test
+# files, in a build tree configured WITHOUT sanitizers (valgrind and ASan do
+# not mix: `./configure --enable-werror`); it makes sidecar/maitred and the
+# unit programs it runs first. What deploy/run-tests.sh's valgrind stage runs.
+#
+#   tests/valgrind.sh                          # the default sets below
+#   VALGRIND_UNIT="test_core" VALGRIND_IT="test_calls test_faults" tests/valgrind.sh
+#   VALGRIND_UNIT= tests/valgrind.sh           # integration files only
+#
+# Any memcheck error, or a definite leak, fails: a unit suite through
+# valgrind's --error-exitcode, an integration test through the harness
+# (MAITRED_WRAP, tests/integration/harness.py). Suppressions: only third
+# party, in tests/valgrind.supp. Logs of what failed are printed at the end.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/.." && pwd)
+supp="$src/tests/valgrind.supp"
+# Unit suites that finish within seconds under memcheck (test_fault and
+# test_discovery take 15-30 s on a loaded machine, test_config, test_pbwire
+# and the lb property suites minutes: `make check-valgrind` runs them all).
+: "${VALGRIND_UNIT=test_core test_grpc test_route test_record test_admin test_health test_lb_failmalloc test_transport}"
+: "${VALGRIND_IT=test_faults}"
+VG="valgrind -q --error-exitcode=99 --leak-check=full --suppressions=$supp"
+
+if ! command -v valgrind >/dev/null; then
+  echo "valgrind: not installed (Debian: valgrind)"
+  exit 1
+fi
+if grep -q -- '-fsanitize' "$src/Makefile" 2>/dev/null; then
+  echo "valgrind: $src is built with sanitizers; configure a tree without them"
+  exit 1
+fi
+
+progs=""
+for t in $VALGRIND_UNIT; do progs="$progs tests/unit/$t"; done
+if ! make -C "$src" -j2 sidecar/maitred $progs >"$src/valgrind-build.log" 2>&1; then
+  cat "$src/valgrind-build.log"
+  exit 1
+fi
+
+fail=0
+failed_logs=""
+for t in $VALGRIND_UNIT; do
+  log="$src/tests/unit/$t.vg.log"
+  start=$(date +%s)
+  if MAITRED_SRCDIR="$src" CK_FORK=no $VG --errors-for-leak-kinds=definite,indirect \
+      "$src/tests/unit/$t" >"$log" 2>&1; then
+    echo "PASS (valgrind): tests/unit/$t ($(( $(date +%s) - start )) s)"
+  else
+    echo "FAIL (valgrind): tests/unit/$t (see $log)"
+    fail=1
+    failed_logs="$failed_logs $log"
+  fi
+done
+
+if [ -n "$VALGRIND_IT" ]; then
+  start=$(date +%s)
+  if MAITRED_WRAP="$VG --errors-for-leak-kinds=definite" MAITRED_SRCDIR="$src" MAITRED_BUILDDIR="$src" \
+      MAITRED_BIN="$src/sidecar/maitred" "$src/tests/integration/run.sh" $VALGRIND_IT \
+      >"$src/tests/integration/valgrind.log" 2>&1; then
+    echo "PASS (valgrind): integration $VALGRIND_IT ($(( $(date +%s) - start )) s)"
+  else
+    echo "FAIL (valgrind): integration $VALGRIND_IT"
+    fail=1
+    failed_logs="$failed_logs $src/tests/integration/valgrind.log"
+  fi
+fi
+
+for log in $failed_logs; do
+  printf '\n----- %s\n' "$log"
+  cat "$log"
+done
+exit $fail
