@@ -5,10 +5,10 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, maitred_only, needs_h2, pb, call_id, CALL_LIMIT
+from harness import MaitredTest, maitred_only, needs_h2, pb, call_id, CALL_LIMIT, SLOW
 from test_calls import queue_iter
 
-SHORT = 1.0  # a client deadline far shorter than the upstream's hold
+SHORT = 1.0 * SLOW  # a client deadline far shorter than the upstream's hold (memcheck: SLOW)
 
 
 class Deadlines(MaitredTest):
