@@ -49,7 +49,7 @@ static inline void mtd_lb__bound_prepare(struct mtd_lb__bound *b, double factor,
 static inline bool mtd_lb__bound_start(struct mtd_lb__bound *b, double factor, const double *w,
                                        const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_pick_ctx *ctx)
 {
-	b->on = false;
+	*b = (struct mtd_lb__bound){.on = false}; /* every field: gcc -O2 (no ASan) warns of per_weight */
 	if (ctx->key == NULL)
 		return false;
 	if (factor > 0.0 || ctx->excluded != NULL) {
