@@ -689,8 +689,16 @@ void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code)
 		const char *peer = a->ep->addr.text;
 		char msg[192];
 		if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns) {
-			/* Both deadlines fire together (HACKING.md): ours decides. */
+			/* Both deadlines fire together (HACKING.md): ours decides.
+			 * The attempt (without a stream now) fails first and the call
+			 * is held: settling the call would otherwise free both under
+			 * this function (test_deadline_cancel: a reset read between
+			 * the deadline and libevent's coarser timer). */
+			mtd_attempt_step(a, MTD_AEV_FAIL);
+			bool held = call->held;
+			call->held = true;
 			mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
+			call->held = held;
 		} else if (error_code == NGHTTP2_REFUSED_STREAM && a->state == MTD_ATTEMPT_OPEN) {
 			/* RFC 9113 §8.7: refused (or above a GOAWAY's last-stream-id,
 			 * nghttp2 closes those with REFUSED_STREAM): never processed. */

@@ -306,7 +306,10 @@ class H2Upstream:
         if what[0] == "hold":
             return
         if what[0] == "reset":
-            conn.reset_stream(sid, what[1])
+            try:
+                conn.reset_stream(sid, what[1])
+            except h2.exceptions.StreamClosedError:
+                pass  # the peer's RST_STREAM came in the same read: h2 has it closed
         elif what[0] == "respond":
             conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
             conn.send_data(sid, grpc_frame(what[1]))

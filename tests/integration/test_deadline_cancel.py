@@ -215,6 +215,44 @@ class RawPeers(MaitredTest):
 
     @maitred_only
     @needs_h2
+    def test_upstream_resets_as_the_deadline_passes(self):
+        # grpc-java's server resets the stream at the deadline it was sent,
+        # the moment maitred's own deadline fires. A reset read in the few
+        # ms after the deadline and before libevent's (coarser) timer fired
+        # failed the call DEADLINE_EXCEEDED, which freed the stream-less
+        # attempt the close was still handling (ASan: heap-use-after-free
+        # in mtd_attempt_on_up_close). The upstream here resets each call
+        # at the forwarded grpc-timeout plus an offset from -2 to +6 ms, so
+        # some resets land in that window; every call must still end with
+        # a status (CANCELLED before the deadline, else DEADLINE_EXCEEDED)
+        # and maitred must exit 0 without a sanitizer report.
+        import time
+        import h2raw
+        units = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+        n = [0]
+
+        def script(path, headers):
+            fwd = headers.get("grpc-timeout", "0m")
+            time.sleep(max(0.0, int(fwd[:-1]) * units[fwd[-1]] + (n[0] % 17 - 4) * 0.0005))
+            n[0] += 1
+            return ("reset", 8)
+        up = self.raw_upstream(script)
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        codes = {}
+        for i in range(68):
+            # No request message: nothing for the upstream to read (and
+            # acknowledge on a stream it reset) after the HEADERS.
+            sid = c.call("/maitred.testing.v1.Echo/Unary", timeout_header="30m")
+            sh = c.wait(sid).status_headers()
+            self.assertIsNotNone(sh, "call %d: no status (maitred alive: %s)" % (i, m.proc.alive()))
+            codes[sh.get("grpc-status")] = codes.get(sh.get("grpc-status"), 0) + 1
+        self.assertEqual(set(codes) - {"1", "4"}, set(), codes)
+        self.stop_maitred(m)
+
+    @maitred_only
+    @needs_h2
     def test_forwarded_grpc_timeout_is_never_indexed(self):
         # The time remaining differs on every call: HPACK-indexed, each
         # value would evict the stable fields from the upstream connection's
