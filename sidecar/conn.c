@@ -236,6 +236,8 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		if (c->kind == MTD_CONN_DOWN && mtd_down_prescan(c, w->rbuf, (size_t)n) < 0)
 			break; /* doomed: its GOAWAY goes out with the flush */
 		ssize_t rv = nghttp2_session_mem_recv(c->ng, w->rbuf, (size_t)n);
+		if (rv >= 0 && c->kind == MTD_CONN_DOWN && c->late_data_due)
+			mtd_down_after_recv(c);
 		/* A session that wants no more input (a connection error queued
 		 * its GOAWAY) is doomed: read no further. */
 		if (rv >= 0 && c->state != MTD_CONN_CLOSED && !nghttp2_session_want_read(c->ng)) {

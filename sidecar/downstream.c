@@ -95,12 +95,15 @@ static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame
  * are remembered here with how they closed, which is what decides what a
  * late frame means:
  *
- *   PEER_RST  the client reset it: anything but PRIORITY and RST_STREAM is
- *             STREAM_CLOSED; a second RST_STREAM is ignored (the stream
- *             error §5.1 asks for would be a RST_STREAM, which §5.4.2
- *             forbids sending in answer to one; grpc-java on Netty sends
- *             RST_STREAM(STREAM_CLOSED) when response HEADERS cross its
- *             RST_STREAM(CANCEL), and closing would lose its other calls)
+ *   PEER_RST  the client reset it: §5.1 makes anything but PRIORITY a
+ *             stream error STREAM_CLOSED. DATA gets that stream error
+ *             (RST_STREAM(STREAM_CLOSED), the DATA dropped, the connection
+ *             kept): grpc-java on Netty sends the DATA it had queued after
+ *             its RST_STREAM(CANCEL), and a connection error would lose its
+ *             other calls. A second RST_STREAM is ignored (§5.4.2 forbids
+ *             answering one with one; Netty sends RST_STREAM(STREAM_CLOSED)
+ *             when response HEADERS cross its CANCEL). HEADERS and
+ *             WINDOW_UPDATE stay connection errors.
  *   END       both sides ended it: DATA / HEADERS / CONTINUATION are
  *             STREAM_CLOSED; WINDOW_UPDATE and RST_STREAM may still be in
  *             flight (§5.1 "closed", §6.9) and are ignored
@@ -109,8 +112,8 @@ static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame
  *
  * A HEADERS on a lower stream id than one already opened that is in none
  * of these is a connection PROTOCOL_ERROR (§5.1.1). Other frames on a
- * forgotten stream are ignored, as nghttp2 does. Errors are connection
- * errors (§5.4.1 allows it for closed streams). HEADERS, WINDOW_UPDATE and
+ * forgotten stream are ignored, as nghttp2 does. Errors other than DATA
+ * after PEER_RST are connection errors (§5.4.1 allows it). HEADERS, WINDOW_UPDATE and
  * RST_STREAM are judged in on_begin_frame; DATA, which nghttp2 drops on a
  * forgotten stream before any callback, in mtd_down_prescan. A lone
  * CONTINUATION is nghttp2's PROTOCOL_ERROR (§6.10). */
@@ -129,6 +132,26 @@ static uint8_t closed_how(const struct mtd_conn *c, int32_t sid)
 		if (c->closed_ring[i].sid == sid)
 			return c->closed_ring[i].how;
 	return 0;
+}
+
+/* DATA on a stream the client reset, before nghttp2 drops it (which
+ * counts it as consumed for the connection window): the §5.1 stream error,
+ * once for a run of such DATA frames, sent by mtd_down_after_recv. */
+static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
+{
+	if (sid == c->late_data_sid)
+		return;
+	c->late_data_sid = sid;
+	c->late_data_due = sid;
+}
+
+void mtd_down_after_recv(struct mtd_conn *c)
+{
+	int32_t sid = c->late_data_due;
+	c->late_data_due = 0;
+	MTD_DEBUG("client %s: stream %d: DATA after the client's RST_STREAM (RFC 9113 §5.1): RST_STREAM(STREAM_CLOSED)",
+	          c->peer, sid);
+	nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_STREAM_CLOSED);
 }
 
 /* A connection error found before nghttp2 saw the frame: GOAWAY with code,
@@ -335,16 +358,16 @@ int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 		if (h[3] == NGHTTP2_RST_STREAM) {
 			c->scan_rst_sid = (int32_t)sid; /* closes sid before what follows */
 		} else if (h[3] == NGHTTP2_DATA && (int32_t)sid == c->scan_rst_sid && sid & 1) {
-			conn_error(c->ng, c, NGHTTP2_STREAM_CLOSED, "DATA on a stream the client reset (RFC 9113 §5.1)",
-			           (int32_t)sid);
-			return -EPROTO;
+			data_after_peer_rst(c, (int32_t)sid);
 		} else if (h[3] == NGHTTP2_DATA && (sid & 1) && (int32_t)sid <= c->max_peer_sid &&
 		           !nghttp2_session_find_stream(c->ng, (int32_t)sid)) {
 			/* nghttp2 drops DATA on a stream it forgot without a
 			 * callback; the stream states it already knows are current
 			 * (closes happen between reads or by a RST seen above). */
 			uint8_t how = closed_how(c, (int32_t)sid);
-			if (how == CLOSED_PEER_RST || how == CLOSED_END) {
+			if (how == CLOSED_PEER_RST) {
+				data_after_peer_rst(c, (int32_t)sid);
+			} else if (how == CLOSED_END) {
 				conn_error(c->ng, c, NGHTTP2_STREAM_CLOSED, "DATA on a closed stream (RFC 9113 §5.1)",
 				           (int32_t)sid);
 				return -EPROTO;

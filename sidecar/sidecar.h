@@ -323,7 +323,9 @@ struct mtd_conn {
 	 * processed, and the last closes with how each happened. */
 	int32_t max_peer_sid;
 	int32_t rst_recv_sid;
-	int32_t scan_rst_sid; /* the last stream the scan saw a RST_STREAM for */
+	int32_t scan_rst_sid;  /* the last stream the scan saw a RST_STREAM for */
+	int32_t late_data_sid; /* the last one answered RST_STREAM(STREAM_CLOSED) for DATA after it */
+	int32_t late_data_due; /* that answer, submitted once nghttp2 has read the bytes (0: none) */
 	uint8_t closed_next;
 	struct {
 		int32_t sid;
@@ -398,6 +400,11 @@ void mtd_down_on_close(struct mtd_conn *c);
  * GOAWAY(PROTOCOL_ERROR) queued and c doomed: feed nothing more. A few
  * operations per frame; no allocation. */
 int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n);
+/* After nghttp2 read what mtd_down_prescan saw: the RST_STREAM(STREAM_CLOSED)
+ * it found due for DATA after the client's RST_STREAM (RFC 9113 §5.1),
+ * submitted now that nghttp2 has closed the stream (a RST_STREAM submitted
+ * while the stream was still open went nowhere once the client's closed it). */
+void mtd_down_after_recv(struct mtd_conn *c);
 
 /* ---- pools and upstream connections (pool.c, upstream.c) -------------- */
 

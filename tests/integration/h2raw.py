@@ -103,6 +103,7 @@ class H2Client:
         self.conn.initiate_connection()
         self.streams = {}
         self.goaway = None
+        self.rsts = []  # (stream id, error code) of every RST_STREAM received
         self.closed = False
         self._raw = b""
         self._flush()
@@ -118,10 +119,14 @@ class H2Client:
             if len(self._raw) < 9 + length:
                 break
             ftype, payload = self._raw[3], self._raw[9:9 + length]
+            sid = int.from_bytes(self._raw[5:9], "big") & 0x7FFFFFFF
             self._raw = self._raw[9 + length:]
             if ftype == 7 and length >= 8:
                 last, code = struct.unpack(">II", payload[:8])
                 self.goaway = RawGoaway(last & 0x7FFFFFFF, code)
+            elif ftype == 3 and length == 4:
+                # h2 drops a RST_STREAM on a stream it already closed.
+                self.rsts.append((sid, struct.unpack(">I", payload)[0]))
 
     def _flush(self):
         data = self.conn.data_to_send()

@@ -102,9 +102,27 @@ class Conformance(MaitredTest):
     # --- §5.1: frames on a stream closed by the client's RST_STREAM --------------
     @maitred_only
     def test_data_on_a_stream_closed_by_rst_stream(self):
+        # The §5.1 stream error, not a connection error: grpc-java on Netty
+        # sends the DATA it had queued after its RST_STREAM(CANCEL)
+        # (test_interop_java), and closing would lose its other calls.
+        other = self.c.call(PATH, end=False)
         sid = self.reset_call()
+        self.send(frame(DATA, 0, sid, b"\0\0\0\0\0") + frame(DATA, END_STREAM, sid, b"\0\0\0\0\0"))
+        self.c.pump(lambda: self.c.rsts or self.c.goaway is not None, CALL_LIMIT)
+        self.assertEqual(self.c.rsts, [(sid, E.STREAM_CLOSED)], (self.c.goaway, self.c.closed, self.m.proc.output()[-2000:]))
+        self.assert_still_serves()
+        # Once nghttp2 forgot the stream too (a later read): answered once.
         self.send(frame(DATA, 0, sid, b"\0\0\0\0\0"))
-        self.assert_goaway(E.STREAM_CLOSED)
+        self.assert_still_serves()
+        # RST_STREAM and DATA in one read (what Netty writes).
+        sid2 = self.c.call(PATH, end=False)
+        self.send(frame(RST_STREAM, 0, sid2, struct.pack(">I", E.CANCEL)) + frame(DATA, 0, sid2, b"\0\0\0\0\0"))
+        self.c.pump(lambda: len(self.c.rsts) > 1 or self.c.goaway is not None, CALL_LIMIT)
+        self.assertEqual(self.c.rsts, [(sid, E.STREAM_CLOSED), (sid2, E.STREAM_CLOSED)])
+        self.assert_still_serves()
+        self.c.send(other, b"", end=True)
+        st = self.c.wait(other)
+        self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
 
     @maitred_only
     def test_headers_on_a_stream_closed_by_rst_stream(self):

@@ -37,6 +37,8 @@ int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 	return 0;
 }
 
+void mtd_down_after_recv(struct mtd_conn *c) {}
+
 void mtd_up_on_close(struct mtd_conn *c) {}
 
 int64_t mtd_now_ns(void)
