@@ -333,6 +333,34 @@ class JavaInterop(MaitredTest):
         self.both(body)
 
     @maitred_only
+    def test_cancels_and_deadlines_racing_responses_keep_the_connection(self):
+        # Cancels and expiring deadlines crossing response DATA and HEADERS
+        # (grpc-java then sends a second RST_STREAM, and WINDOW_UPDATEs may
+        # cross too): the calls end CANCELLED or DEADLINE_EXCEEDED, and a call
+        # held on the same connection meanwhile is not lost.
+        def body(kind):
+            up, = self.upstreams(kind, [kind])
+            m = self.start_maitred(self.config([self.service("*", [up])]))
+            held = call_id()
+            h = self.start(m, [pb.EchoRequest(call_id=held, hold=True, payload=b"kept")], kind="server")
+            self.assertTrue(up.wait_call(held, "STARTED").started)
+            for i in range(10):
+                c = self.start(m, [pb.EchoRequest(payload=b"r" * 16384, response_count=2000, delay_ms=1)],
+                               kind="server")
+                self.jvm.cmd("next", "id=" + c, "timeout_ms=%d" % (CALL_LIMIT * 1000))
+                self.jvm.cmd("cancel", "id=" + c)
+                self.assertEqual(self.wait(c).code, "CANCELLED")
+                c = self.start(m, [pb.EchoRequest(payload=b"d" * 16384, response_count=200, delay_ms=1)],
+                               kind="server", timeout_ms=5 + i * 10)
+                self.assertEqual(self.wait(c).code, "DEADLINE_EXCEEDED")
+            up.release(held)
+            r = self.wait(h)
+            self.assertEqual((r.code, [x.payload for x in r.responses]), ("OK", [b"kept"]))
+            self.assertNotIn("closing (", m.proc.output())
+            self.stop_maitred(m)
+        self.both(body)
+
+    @maitred_only
     def test_large_messages_both_directions(self):
         def body(kind):
             up, = self.upstreams(kind, [kind])

@@ -346,10 +346,10 @@ public final class JavaEcho {
             long end = System.nanoTime() + ms * 1_000_000L;
             synchronized (srv) {
                 while (!t.ended) {
-                    long left = (end - System.nanoTime()) / 1_000_000L;
+                    long left = end - System.nanoTime();
                     if (left <= 0)
                         break;
-                    srv.wait(left);
+                    TimeUnit.NANOSECONDS.timedWait(srv, left);
                 }
                 return !t.ended;
             }
