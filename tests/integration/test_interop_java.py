@@ -465,28 +465,36 @@ class JavaInterop(MaitredTest):
         # more often than every 5 min while calls are open, none without
         # (permitKeepAliveWithoutCalls false: 2 h); the third PING too soon
         # is answered GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings").
-        up = self.java_upstream("j")
-        svc = self.service("*", [up], upstream={"keepalive_interval": "1s", "keepalive_timeout": "5s"})
-        m = self.start_maitred(self.config([svc]), args=["--log-level", "debug"])
-        r = self.call(m, [pb.EchoRequest(payload=b"first")])
+        # Two grpc-java servers behind two services, watched at once: one
+        # idle, one with a call open.
+        idle, busy = self.java_upstream("idle"), self.java_upstream("busy")
+        ka = {"keepalive_interval": "1s", "keepalive_timeout": "5s"}
+        m = self.start_maitred(self.config([self.service("a.Idle", [idle], upstream=ka),
+                                            self.service("b.Busy", [busy], upstream=ka)]),
+                               args=["--log-level", "debug"])
+        r = self.call(m, [pb.EchoRequest(payload=b"first")], path="/a.Idle/Unary")
         self.assertEqual(r.responses[0].payload, b"first")
+        # A call open: the 1 s PINGs break the policy, grpc-java says so
+        # and maitred doubles its interval for the endpoint (gRPC A8).
+        cid = self.start(m, kind="bidi", close=False, path="/b.Busy/BidiStream")
+        self.jvm.cmd("send", "id=" + cid, "req=" + b64(pb.EchoRequest(payload=b"open").SerializeToString()))
+        self.jvm.cmd("next", "id=" + cid, "timeout_ms=%d" % (CALL_LIMIT * 1000))
+        want = "upstream %s: too many PINGs for its policy; keepalive interval now 2000 ms" % busy.address
+
+        def idle_goaways():
+            return [l for l in m.proc.output().splitlines()
+                    if "upstream %s:" % idle.address in l and "GOAWAY" in l]
         # Idle: no PING at all, so no strike. With PINGs every ~2 s the
         # third strike would come within 6 s: wait (bounded) past that for
         # a GOAWAY that must not come.
         deadline = time.monotonic() + 10
-        while "GOAWAY" not in m.proc.output() and time.monotonic() < deadline:
+        while not idle_goaways() and time.monotonic() < deadline:
             time.sleep(0.2)
-        self.assertNotIn("GOAWAY", m.proc.output())
-        r = self.call(m, [pb.EchoRequest(payload=b"second")])
+        self.assertEqual(idle_goaways(), [])
+        r = self.call(m, [pb.EchoRequest(payload=b"second")], path="/a.Idle/Unary")
         self.assertEqual((r.code, r.responses[0].payload), ("OK", b"second"))
-        connects = [l for l in m.proc.output().splitlines() if "upstream %s: connecting" % up.address in l]
+        connects = [l for l in m.proc.output().splitlines() if "upstream %s: connecting" % idle.address in l]
         self.assertEqual(len(connects), 1, "the idle connection was replaced:\n" + "\n".join(connects))
-        # A call open: the 1 s PINGs break the policy, grpc-java says so
-        # and maitred doubles its interval for the endpoint (gRPC A8).
-        cid = self.start(m, kind="bidi", close=False)
-        self.jvm.cmd("send", "id=" + cid, "req=" + b64(pb.EchoRequest(payload=b"open").SerializeToString()))
-        self.jvm.cmd("next", "id=" + cid, "timeout_ms=%d" % (CALL_LIMIT * 1000))
-        want = "upstream %s: too many PINGs for its policy; keepalive interval now 2000 ms" % up.address
         deadline = time.monotonic() + CALL_LIMIT
         while want not in m.proc.output() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -494,7 +502,6 @@ class JavaInterop(MaitredTest):
         self.jvm.cmd("cancel", "id=" + cid)
         self.wait(cid)
         self.stop_maitred(m)
-
 
 if __name__ == "__main__":
     unittest.main()
