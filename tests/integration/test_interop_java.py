@@ -190,6 +190,12 @@ class JavaInterop(MaitredTest):
             return [self.java_upstream(n) for n in names]
         return [self.start_upstream(n) for n in names]
 
+    def through(self, kind, names, **top):
+        """Upstreams of `kind` named `names`, and a maitred with one "*"
+        service over them (ROUND_ROBIN)."""
+        ups = self.upstreams(kind, names)
+        return ups, self.start_maitred(self.config([self.service("*", ups)], **top))
+
     # --- the grpc-java client -------------------------------------------------
     def start(self, m, reqs=(), kind="unary", path=None, md=(), timeout_ms=None, close=True, compress=None):
         self._ids += 1
@@ -224,8 +230,7 @@ class JavaInterop(MaitredTest):
     @maitred_only
     def test_unary_round_robin_and_metadata_both_ways(self):
         def body(kind):
-            ups = self.upstreams(kind, [kind + "-a", kind + "-b"])
-            m = self.start_maitred(self.config([self.service("*", ups)]))
+            ups, m = self.through(kind, [kind + "-a", kind + "-b"])
             counts = {}
             binv = b"\x00\x01\x02\xff"
             for i in range(100):
@@ -250,8 +255,7 @@ class JavaInterop(MaitredTest):
     @maitred_only
     def test_streaming_three_ways(self):
         def body(kind):
-            up, = self.upstreams(kind, [kind])
-            m = self.start_maitred(self.config([self.service("*", [up])]))
+            (up,), m = self.through(kind, [kind])
             # Server streaming: five responses, in order.
             r = self.call(m, [pb.EchoRequest(payload=b"s", response_count=5)], kind="server")
             self.assertEqual(r.code, "OK", r.message)
@@ -279,8 +283,7 @@ class JavaInterop(MaitredTest):
     @maitred_only
     def test_error_status_message_and_trailers_pass_through(self):
         def body(kind):
-            up, = self.upstreams(kind, [kind])
-            m = self.start_maitred(self.config([self.service("*", [up])]))
+            (up,), m = self.through(kind, [kind])
             st = pb.Status(code=9, message="not now: the d\u00e9j\u00e0-vu check failed 100%",
                            trailers=[pb.Metadatum(key="x-why", value=b"because"),
                                      pb.Metadatum(key="x-why-bin", value=b"\x00\xfe\xff")])
@@ -301,8 +304,7 @@ class JavaInterop(MaitredTest):
     @maitred_only
     def test_deadline_and_cancel_reach_the_upstream(self):
         def body(kind):
-            up, = self.upstreams(kind, [kind])
-            m = self.start_maitred(self.config([self.service("*", [up])]))
+            (up,), m = self.through(kind, [kind])
             # A deadline that expires: DEADLINE_EXCEEDED in grpc-java, the
             # upstream's call cancelled.
             cid = call_id()
@@ -339,8 +341,7 @@ class JavaInterop(MaitredTest):
         # cross too): the calls end CANCELLED or DEADLINE_EXCEEDED, and a call
         # held on the same connection meanwhile is not lost.
         def body(kind):
-            up, = self.upstreams(kind, [kind])
-            m = self.start_maitred(self.config([self.service("*", [up])]))
+            (up,), m = self.through(kind, [kind])
             held = call_id()
             h = self.start(m, [pb.EchoRequest(call_id=held, hold=True, payload=b"kept")], kind="server")
             self.assertTrue(up.wait_call(held, "STARTED").started)
@@ -363,8 +364,7 @@ class JavaInterop(MaitredTest):
     @maitred_only
     def test_large_messages_both_directions(self):
         def body(kind):
-            up, = self.upstreams(kind, [kind])
-            m = self.start_maitred(self.config([self.service("*", [up])]))
+            (up,), m = self.through(kind, [kind])
             big = bytes(range(256)) * (2 * 4096 + 17)  # 2 MiB + 4352 bytes
             r = self.call(m, [pb.EchoRequest(payload=big)], kind="unary")
             self.assertEqual(r.code, "OK", r.message)
@@ -384,8 +384,7 @@ class JavaInterop(MaitredTest):
         # compressed is seen with grpc-java's server; with grpcio the
         # payloads must still arrive whole.
         def body(kind):
-            up, = self.upstreams(kind, [kind])
-            m = self.start_maitred(self.config([self.service("*", [up])]))
+            (up,), m = self.through(kind, [kind])
             payload = b"squeeze me " * 20000
             r = self.call(m, [pb.EchoRequest(payload=payload, compress_response=True)], compress="gzip")
             self.assertEqual(r.code, "OK", r.message)
@@ -402,8 +401,7 @@ class JavaInterop(MaitredTest):
         # grpc-java multiplexes them on one HTTP/2 connection; all are in
         # flight at once (held until released), then all complete.
         def body(kind):
-            ups = self.upstreams(kind, [kind + "-a", kind + "-b"])
-            m = self.start_maitred(self.config([self.service("*", ups)]))
+            ups, m = self.through(kind, [kind + "-a", kind + "-b"])
             cids = [call_id() for _ in range(30)]
             handles = [self.start(m, [pb.EchoRequest(call_id=c, hold=True, payload=c.encode())],
                                   kind="unary" if i % 2 else "server", timeout_ms=CALL_LIMIT * 2000)
@@ -423,8 +421,7 @@ class JavaInterop(MaitredTest):
         # SIGTERM: GOAWAY to the grpc-java client, its call in flight ends
         # normally, a new call is not served, maitred exits 0.
         def body(kind):
-            up, = self.upstreams(kind, [kind])
-            m = self.start_maitred(self.config([self.service("*", [up])], drain_timeout="60s"))
+            (up,), m = self.through(kind, [kind], drain_timeout="60s")
             cid = call_id()
             h = self.start(m, [pb.EchoRequest(call_id=cid, hold=True, payload=b"drain me", response_count=3)],
                            kind="server")

@@ -302,20 +302,19 @@ public final class JavaEcho {
 
         @Override
         public void onCancel() {
-            over = true;
-            synchronized (srv) {
-                t.ended = true;
-                t.cancelled = true;
-                srv.notifyAll();
-            }
-            events.add(END);
+            end(true);
         }
 
         @Override
         public void onComplete() {
+            end(false);
+        }
+
+        void end(boolean cancelled) {
             over = true;
             synchronized (srv) {
                 t.ended = true;
+                t.cancelled |= cancelled;
                 srv.notifyAll();
             }
             events.add(END);
