@@ -24,7 +24,7 @@ struct hc_result {
 	bool ok;
 	bool skip; /* not a verdict on the endpoint (it left, shutdown) */
 	char why[192];
-	struct hc_result *next;
+	struct mtd_mbox_link link; /* in mtd_health.done */
 };
 
 struct target {
@@ -43,10 +43,10 @@ struct mtd_health {
 	struct event *sync;
 	struct target **t;
 	size_t n;
-	/* Answers from the workers (any thread pushes, done_ev takes them). */
-	pthread_mutex_t mu;
-	struct hc_result *done;
-	struct event *done_ev;
+	/* Answers from the workers (mailbox.h: any worker posts, done_cb on
+	 * the control thread takes them). */
+	struct mtd_mbox done;
+	bool done_ready; /* done was set up */
 };
 
 /* One check, on a worker from the moment it is posted: waiting in the pool
@@ -68,7 +68,7 @@ struct mtd_hc_probe {
 	uint8_t resp[16]; /* the response message, framed (it is 2 bytes) */
 	size_t resp_len;
 	bool resp_over;            /* more than resp holds */
-	struct mtd_hc_probe *next; /* a worker's inbox */
+	struct mtd_mbox_link link; /* in a worker's hc_inbox */
 	size_t body_off, body_len;
 	uint8_t body[]; /* the framed HealthCheckRequest */
 };
@@ -155,31 +155,24 @@ static unsigned pick_worker(struct target *t)
 
 static void post(struct mtd_worker *w, struct mtd_hc_probe *pr)
 {
-	pthread_mutex_lock(&w->hc_mu);
-	pr->next = w->hc_inbox;
-	w->hc_inbox = pr;
-	pthread_mutex_unlock(&w->hc_mu);
-	event_active(&w->hc_ev, EV_TIMEOUT, 0);
+	mtd_mbox_post(&w->hc_inbox, &pr->link);
 }
 
-/* Workers' answers (done_ev): each one's target, if it is still there. */
+/* Workers' answers (h->done): each one's target, if it is still there. */
 static void done_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_health *h = arg;
-	pthread_mutex_lock(&h->mu);
-	struct hc_result *r = h->done;
-	h->done = NULL;
-	pthread_mutex_unlock(&h->mu);
-	while (r) {
-		struct hc_result *next = r->next;
+	struct mtd_mbox_link *l = mtd_mbox_take(&h->done);
+	while (l) {
+		struct hc_result *r = MTD_MBOX_ITEM(l, struct hc_result, link);
 		struct target *t = r->t;
+		l = l->next;
 		if (t) {
 			t->res = NULL;
 			if (!r->skip)
 				result(t, r->ok, r->why);
 		}
 		free(r);
-		r = next;
 	}
 }
 
@@ -314,11 +307,10 @@ struct mtd_health *mtd_health_start(struct mtd_control *ctl)
 	if (!h)
 		goto nomem;
 	h->ctl = ctl;
-	pthread_mutex_init(&h->mu, NULL);
 	h->sync = event_new(ctl->base, -1, EV_PERSIST, sync_cb, h);
-	h->done_ev = event_new(ctl->base, -1, 0, done_cb, h);
-	if (!h->sync || !h->done_ev)
+	if (!h->sync || mtd_mbox_init(&h->done, ctl->base, done_cb, h) < 0)
 		goto nomem;
+	h->done_ready = true;
 	struct timeval one_second = {1, 0};
 	event_add(h->sync, &one_second);
 	resync(h);
@@ -338,14 +330,11 @@ void mtd_health_free(struct mtd_health *h)
 	free(h->t);
 	if (h->sync)
 		event_free(h->sync);
-	if (h->done_ev)
-		event_free(h->done_ev);
 	/* The workers are gone: every answer is here. */
-	for (struct hc_result *r = h->done, *next; r; r = next) {
-		next = r->next;
-		free(r);
+	for (struct mtd_mbox_link *l = h->done_ready ? mtd_mbox_fini(&h->done) : NULL, *next; l; l = next) {
+		next = l->next;
+		free(MTD_MBOX_ITEM(l, struct hc_result, link));
 	}
-	pthread_mutex_destroy(&h->mu);
 	free(h);
 }
 
@@ -361,12 +350,7 @@ static void report(struct mtd_hc_probe *pr, bool ok, bool skip, const char *why)
 	r->ok = ok;
 	r->skip = skip;
 	snprintf(r->why, sizeof(r->why), "%s", why);
-	struct mtd_health *h = pr->h;
-	pthread_mutex_lock(&h->mu);
-	r->next = h->done;
-	h->done = r;
-	pthread_mutex_unlock(&h->mu);
-	event_active(h->done_ev, EV_TIMEOUT, 0);
+	mtd_mbox_post(&pr->h->done, &r->link);
 }
 
 static void probe_free(struct mtd_hc_probe *pr)
@@ -442,37 +426,27 @@ static void probe_begin(struct mtd_worker *w, struct mtd_hc_probe *pr)
 static void inbox_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_worker *w = arg;
-	pthread_mutex_lock(&w->hc_mu);
-	struct mtd_hc_probe *pr = w->hc_inbox;
-	w->hc_inbox = NULL;
-	pthread_mutex_unlock(&w->hc_mu);
-	while (pr) {
-		struct mtd_hc_probe *next = pr->next;
-		pr->next = NULL;
+	struct mtd_mbox_link *l = mtd_mbox_take(&w->hc_inbox);
+	while (l) {
+		struct mtd_hc_probe *pr = MTD_MBOX_ITEM(l, struct mtd_hc_probe, link);
+		l = l->next;
 		probe_begin(w, pr);
-		pr = next;
 	}
 }
 
-void mtd_hc_worker_init(struct mtd_worker *w)
+int mtd_hc_worker_init(struct mtd_worker *w)
 {
-	pthread_mutex_init(&w->hc_mu, NULL);
-	w->hc_inbox = NULL;
-	event_assign(&w->hc_ev, w->base, -1, 0, inbox_cb, w);
+	return mtd_mbox_init(&w->hc_inbox, w->base, inbox_cb, w);
 }
 
 void mtd_hc_worker_fini(struct mtd_worker *w)
 {
-	pthread_mutex_lock(&w->hc_mu);
-	struct mtd_hc_probe *pr = w->hc_inbox;
-	w->hc_inbox = NULL;
-	pthread_mutex_unlock(&w->hc_mu);
-	while (pr) {
-		struct mtd_hc_probe *next = pr->next;
+	struct mtd_mbox_link *l = mtd_mbox_fini(&w->hc_inbox);
+	while (l) {
+		struct mtd_hc_probe *pr = MTD_MBOX_ITEM(l, struct mtd_hc_probe, link);
+		l = l->next;
 		finish(pr, false, true, "maitred is stopping");
-		pr = next;
 	}
-	pthread_mutex_destroy(&w->hc_mu);
 }
 
 void mtd_hc_probe_abandon(struct mtd_hc_probe *pr, bool failed, const char *why)

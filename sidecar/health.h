@@ -20,7 +20,7 @@
  *
  * Threads: the control thread owns the schedule and the state (targets,
  * hc_down, the bitmaps). At each interval it hands the check to one
- * worker (a mutex-guarded inbox + event_active, struct mtd_worker.hc_*):
+ * worker (its mailbox, sidecar/mailbox.h: struct mtd_worker.hc_inbox):
  * one whose pool has a usable connection to the endpoint
  * (mtd_endpoint.pooled), else the target's own. The worker puts it in
  * its pool for the endpoint: it takes the first free stream slot of a
@@ -30,7 +30,7 @@
  * calls use it). A pool backing off after failed connects fails the
  * check at once. health_check.timeout bounds the whole check (waiting
  * included; a late stream gets RST_STREAM CANCEL). The worker sends the
- * answer back (a list under a mutex + event_active on the control base);
+ * answer back (mtd_health's mailbox on the control base);
  * every check sends exactly one, so nothing is lost when an endpoint
  * leaves or the process stops. */
 #ifndef MTD_SIDECAR_HEALTH_H
@@ -57,10 +57,10 @@ void mtd_health_free(struct mtd_health *h);
 
 /* ---- the worker half (worker.c, pool.c, upstream.c call these) ---- */
 
-/* The worker's inbox: set up in mtd_worker_new (before the thread runs);
- * fini after its pools were freed (checks still in the inbox answer
- * "stopping"). */
-void mtd_hc_worker_init(struct mtd_worker *w);
+/* The worker's inbox: set up in mtd_worker_new (before the thread runs;
+ * 0, or -EINVAL from mtd_mbox_init); fini after its pools were freed
+ * (checks still in the inbox answer "stopping"). */
+int mtd_hc_worker_init(struct mtd_worker *w);
 void mtd_hc_worker_fini(struct mtd_worker *w);
 /* The pool's waiting check (pool->probe, which the caller cleared) opens
  * its stream on c: READY, SETTINGS seen, a slot free, no check on it. */

@@ -5,7 +5,7 @@ sidecar_maitred_SOURCES = sidecar/sidecar.h sidecar/control.h sidecar/main.c sid
 	sidecar/downstream.c sidecar/upstream.c sidecar/pool.c sidecar/call.c \
 	sidecar/attempt.c sidecar/failback.c sidecar/relay.c sidecar/headers.c sidecar/dns.c \
 	sidecar/gclient.h sidecar/gclient.c \
-	sidecar/health.h sidecar/health.c \
+	sidecar/mailbox.h sidecar/mailbox.c sidecar/health.h sidecar/health.c \
 	sidecar/etcd.h sidecar/etcd-int.h sidecar/etcd.c sidecar/etcd_register.c sidecar/etcd_watch.c \
 	sidecar/metrics.h sidecar/metrics.c sidecar/admin.h sidecar/admin.c
 nodist_sidecar_maitred_SOURCES = sidecar/admin_page.c
@@ -33,3 +33,10 @@ tests_unit_test_transport_SOURCES = tests/unit/sidecar/test_transport.c \
 	sidecar/conn.c sidecar/transport.c
 tests_unit_test_transport_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_transport_LDADD = $(TEST_UNIT_LIBS)
+
+# The mailbox (mailbox.h): order, wake-up, leftovers, posters on threads.
+check_PROGRAMS += tests/unit/test_mailbox
+TESTS += tests/unit/test_mailbox
+tests_unit_test_mailbox_SOURCES = tests/unit/sidecar/test_mailbox.c sidecar/mailbox.c
+tests_unit_test_mailbox_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_mailbox_LDADD = $(TEST_UNIT_LIBS)

@@ -35,6 +35,7 @@
 #include "discovery/discovery.h"
 #include "route/route.h"
 #include "sidecar/control.h"
+#include "sidecar/mailbox.h"
 #include "sidecar/transport.h"
 #include "sidecar/metrics.h"
 
@@ -775,7 +776,9 @@ struct mtd_worker {
 	const struct mtd_runtime *rt; /* = hold->rt: what new calls route with */
 	struct mtd_rt_hold *hold;
 	/* The next runtime, set by the control thread (mtd_worker_set_runtime),
-	 * taken by the worker's swap_ev. */
+	 * taken by the worker's swap_ev. One slot, a newer runtime replacing
+	 * one not taken yet: not a mailbox (mailbox.h), as one runtime goes
+	 * to every worker. */
 	pthread_mutex_t next_mu;
 	struct mtd_runtime *next_rt;
 	struct event swap_ev;
@@ -812,11 +815,8 @@ struct mtd_worker {
 	 * log line about it, and when that line was written. */
 	uint64_t n_refused;
 	int64_t refuse_logged_ns;
-	/* Health checks the control thread hands over (health.c): a
-	 * mutex-guarded list and the event that takes it. */
-	pthread_mutex_t hc_mu;
-	struct mtd_hc_probe *hc_inbox;
-	struct event hc_ev;
+	/* Health checks the control thread hands over (health.c). */
+	struct mtd_mbox hc_inbox;
 	pthread_t thread;
 };
 

@@ -335,13 +335,15 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w);
 	event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w);
 	event_assign(&w->swap_ev, w->base, -1, 0, swap_cb, w);
-	mtd_hc_worker_init(w);
+	if (mtd_hc_worker_init(w) < 0)
+		goto fail_up;
 	struct timeval one_second = {1, 0};
 	if (event_add(&w->listen_ev, NULL) < 0 || event_add(&w->housekeeping_ev, &one_second) < 0)
-		goto fail_up;
+		goto fail_hc;
 	return w;
-fail_up:
+fail_hc:
 	mtd_hc_worker_fini(w);
+fail_up:
 	mtd_up_teardown(w);
 fail_down:
 	mtd_down_teardown(w);
