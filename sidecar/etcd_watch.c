@@ -488,9 +488,7 @@ static int etcd_start(struct mtd_control *ctl, size_t service, const struct mtd_
 	if (w->mx)
 		w->mx->connected = false;
 	char why[300];
-	snprintf(why, sizeof(why), "etcd: waiting for the first list of %s from %s", cfg->etcd->prefix,
-	         cfg->etcd->endpoints[0].text);
-	mtd_runtime_set_unavailable(ctl, service, why);
+	mtd_runtime_set_unavailable(ctl, service, mtd_runtime_waiting(cfg, why, sizeof(why)));
 	mtd_etcd__link_connect(&w->link);
 	*state = w;
 	return 0;

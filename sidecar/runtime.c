@@ -646,14 +646,15 @@ bool mtd_rt_host_is_literal(const char *host)
 	return inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1;
 }
 
-/* UNAVAILABLE message of a discovered service before its first set. */
-static const char *source_waiting(const struct mtd_cfg_service *sc)
+const char *mtd_runtime_waiting(const struct mtd_cfg_service *sc, char *buf, size_t len)
 {
 	switch (sc->source) {
 	case MTD_CFG_SOURCE_DNS:
 		return "waiting for the first DNS answer";
 	case MTD_CFG_SOURCE_ETCD:
-		return "waiting for the first list from etcd";
+		snprintf(buf, len, "etcd: waiting for the first list of %s from %s", sc->etcd->prefix,
+		         sc->etcd->endpoints[0].text);
+		return buf;
 	case MTD_CFG_SOURCE_STATIC:
 		break;
 	}
@@ -750,6 +751,7 @@ struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg
 			snprintf(err, errlen, "service %s: out of memory", sc->name);
 			goto out;
 		}
+		char wbuf[300];
 		struct build b = {.box = box,
 		                  .cfg = sc,
 		                  .eps = set,
@@ -759,7 +761,7 @@ struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg
 		                  .n_built = built,
 		                  .n_workers = n_workers,
 		                  .set_unavailable = true,
-		                  .unavailable = source_waiting(sc)};
+		                  .unavailable = mtd_runtime_waiting(sc, wbuf, sizeof(wbuf))};
 		svcs[built] = service_build(&b, &same, err, errlen);
 		free(set);
 		free(hosts);
@@ -1056,6 +1058,7 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 		char(*texts)[64] = NULL;
 		size_t n;
 		const char *waiting = NULL;
+		char wbuf[300];
 		bool same;
 		if (sc->source == MTD_CFG_SOURCE_STATIC) {
 			set = static_set(sc, &hosts, &texts);
@@ -1067,7 +1070,7 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 		} else {
 			set = calloc(1, sizeof(*set));
 			n = 0;
-			waiting = source_waiting(sc);
+			waiting = mtd_runtime_waiting(sc, wbuf, sizeof(wbuf));
 		}
 		if (!set) {
 			snprintf(err, errlen, "service %s: out of memory", sc->name);
