@@ -10,7 +10,7 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, TestCA, maitred_only, pb, pb_grpc, CALL_LIMIT, CHANNEL_OPTIONS
+from harness import MaitredTest, TestCA, maitred_only, pb, pb_grpc, CALL_LIMIT, CHANNEL_OPTIONS, SLOW
 
 
 class Tls(MaitredTest):
@@ -154,7 +154,7 @@ class Tls(MaitredTest):
                     raw, _ = lsock.accept()
                 except OSError:
                     continue
-                raw.settimeout(5)
+                raw.settimeout(5 * SLOW)  # memcheck: a handshake takes seconds
                 try:
                     with ctx.wrap_socket(raw, server_side=True) as s:
                         seen["alpn"].append(s.selected_alpn_protocol())
