@@ -33,11 +33,10 @@ struct mtd_attempt *mtd_attempt_new(struct mtd_call *call)
 	a->state = MTD_ATTEMPT_BACKOFF;
 	a->index = call->n_attempts++;
 	a->ep_idx = -1;
-	a->resp_hdrs.slab = a->resp_trailers.slab = &call->w->slab;
 	LIST_INSERT_HEAD(&call->attempts, a, call_link);
 	int64_t ms = call->fault->per_try_timeout_ms;
-	if (call->bg && call->bg_timeout_ms > 0 && (ms <= 0 || call->bg_timeout_ms < ms))
-		ms = call->bg_timeout_ms; /* a FAILBACK re-send's own deadline */
+	if (call->bg && call->bg->timeout_ms > 0 && (ms <= 0 || call->bg->timeout_ms < ms))
+		ms = call->bg->timeout_ms; /* a FAILBACK re-send's own deadline */
 	if (ms > 0) {
 		struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 		evtimer_assign(&a->timer, call->w->base, per_try_cb, a);
@@ -111,10 +110,10 @@ void mtd_attempt_maybe_free(struct mtd_attempt *a)
 		call->cur = NULL;
 	if (call->ans == a)
 		call->ans = NULL;
-	if (call->bc_ans == a)
-		call->bc_ans = NULL;
-	mtd_headers_clear(&a->resp_hdrs);
-	mtd_headers_clear(&a->resp_trailers);
+	if (call->bc && call->bc->ans == a)
+		call->bc->ans = NULL;
+	mtd_headers_clear(&a->resp_hdrs, &call->w->slab);
+	mtd_headers_clear(&a->resp_trailers, &call->w->slab);
 	LIST_REMOVE(a, call_link);
 	mtd_slab_free(&call->w->slab, a);
 	mtd_call_maybe_free(call);
@@ -203,10 +202,10 @@ void mtd_call_broadcast_settle(struct mtd_call *call)
 	if (call->state == MTD_CALL_DONE)
 		return;
 	bool live = others_live(call);
-	if (!call->bc_failed) {
+	if (!call->bc->failed) {
 		if (live)
 			return;
-		if (call->bc_have)
+		if (call->bc->have)
 			mtd_call_answer_held(call); /* every endpoint answered OK */
 		else
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
@@ -222,8 +221,8 @@ void mtd_call_broadcast_settle(struct mtd_call *call)
 	        .refused_here_before = true,
 	};
 	struct mtd_fault_decision d;
-	mtd_fault_decide(call->fault, &call->bc_o, &fc, call->svc->budget, &call->svc->cfg->retry_budget, &call->w->rng,
-	                 &d);
+	mtd_fault_decide(call->fault, &call->bc->o, &fc, call->svc->budget, &call->svc->cfg->retry_budget,
+	                 &call->w->rng, &d);
 	if (d.action == MTD_FAULT_WAIT)
 		return;
 	mtd_metrics_fault_decision(call, &d);
@@ -235,8 +234,8 @@ void mtd_call_broadcast_settle(struct mtd_call *call)
 			mtd_call_fail(call, (enum mtd_grpc_status)fb->status, "%s", fb->message ? fb->message : "");
 		return;
 	}
-	mtd_call_fail(call, call->bc_status, "%s (BROADCAST: %u of %u attempts failed)",
-	              call->bc_msg ? call->bc_msg : "an attempt failed", call->bc_failures, call->n_attempts);
+	mtd_call_fail(call, call->bc->status, "%s (BROADCAST: %u of %u attempts failed)",
+	              call->bc->msg ? call->bc->msg : "an attempt failed", call->bc->failures, call->n_attempts);
 }
 
 /* A BROADCAST attempt failed: a refused stream is replayed on its own
@@ -264,12 +263,12 @@ static void broadcast_failed(struct mtd_attempt *a, const struct mtd_fault_outco
 			return;
 		}
 	}
-	call->bc_failures++;
-	if (!call->bc_failed) {
-		call->bc_failed = true;
-		call->bc_o = *o;
-		call->bc_status = status;
-		call->bc_msg = strdup(what);
+	call->bc->failures++;
+	if (!call->bc->failed) {
+		call->bc->failed = true;
+		call->bc->o = *o;
+		call->bc->status = status;
+		call->bc->msg = strdup(what);
 	}
 	bool held = call->held;
 	call->held = true;
@@ -485,12 +484,13 @@ static int translate_http_answer(struct mtd_attempt *a, int http)
 	snprintf(msg, sizeof(msg), "upstream %s answered HTTP %d without grpc-status", a->ep->addr.text, http);
 	size_t elen = mtd_grpc_message_encode(msg, enc, sizeof(enc));
 	struct mtd_headers *h = &a->resp_hdrs;
-	mtd_headers_clear(h);
+	struct mtd_slab *slab = &a->call->w->slab;
+	mtd_headers_clear(h, slab);
 	int rc = 0;
-	rc |= mtd_headers_add(h, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3);
-	rc |= mtd_headers_add(h, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
-	rc |= mtd_headers_add(h, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
-	rc |= mtd_headers_add(h, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
 	mtd_headers_finish(h);
 	return rc ? -ENOMEM : 0;
 }
@@ -558,9 +558,9 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 		if (bc) {
 			/* OK: held if no answer began before it; the call answers
 			 * once every endpoint did. */
-			if (!call->bc_have && !call->bc_ans) {
-				mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs);
-				call->bc_have = call->bc_trailers_only = true;
+			if (!call->bc->have && !call->bc->ans) {
+				mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs, &call->w->slab);
+				call->bc->have = call->bc->trailers_only = true;
 			}
 			mtd_call_broadcast_settle(call);
 			return;
@@ -583,9 +583,9 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 	if (bc) {
 		/* BROADCAST: nothing reaches the app before every endpoint
 		 * answered; the first answer to begin is the one held. */
-		if (!call->bc_have && !call->bc_ans) {
-			call->bc_ans = a;
-			mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs);
+		if (!call->bc->have && !call->bc->ans) {
+			call->bc->ans = a;
+			mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs, &call->w->slab);
 		}
 		return;
 	}
@@ -605,7 +605,7 @@ void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n)
 		 * is bounded by fault.replay_buffer (mtd_relay_hold). */
 		nghttp2_session_consume(a->up->ng, a->up_sid, n);
 		mtd_conn_want_flush(a->up);
-		if (a != call->bc_ans || a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
+		if (a != call->bc->ans || a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
 			return;
 		if (!a->first_ns)
 			a->first_ns = mtd_now_ns();
@@ -665,9 +665,9 @@ void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
 		if (!a->first_ns)
 			a->first_ns = mtd_now_ns();
 		lb_end(a, true, false);
-		if (a == call->bc_ans) {
-			mtd_headers_move(&call->resp_trailers, &a->resp_trailers);
-			call->bc_have = true;
+		if (a == call->bc->ans) {
+			mtd_headers_move(&call->resp_trailers, &a->resp_trailers, &call->w->slab);
+			call->bc->have = true;
 		}
 		mtd_call_broadcast_settle(call);
 		return;

@@ -51,23 +51,27 @@ void mtd_call_maybe_free(struct mtd_call *call)
 		event_del(&call->deadline_ev);
 	if (call->bg) {
 		/* A FAILBACK re-send: no client, not one of the calls' figures. */
-		LIST_REMOVE(call, bg_link);
+		LIST_REMOVE(call->bg, link);
 		call->w->n_bg--;
+		mtd_slab_free(&call->w->slab, call->bg);
 	} else {
 		mtd_metrics_call_end(call);
 	}
 	release_retained(call);
 	mtd_bufq_clear(&call->req);
 	mtd_bufq_clear(&call->resp);
-	mtd_headers_clear(&call->req_hdrs);
-	mtd_headers_clear(&call->resp_hdrs);
-	mtd_headers_clear(&call->resp_trailers);
+	mtd_headers_clear(&call->req_hdrs, &call->w->slab);
+	mtd_headers_clear(&call->resp_hdrs, &call->w->slab);
+	mtd_headers_clear(&call->resp_trailers, &call->w->slab);
 	free(call->key_msg);
 	free(call->key_copy);
 	if (call->tried != &call->tried_inline)
 		free(call->tried);
 	free(call->last_failure);
-	free(call->bc_msg);
+	if (call->bc) {
+		free(call->bc->msg);
+		mtd_slab_free(&call->w->slab, call->bc);
+	}
 	if (call->load) {
 		atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
 		if (mtd_disc_ref_put(&call->load->ref))
@@ -241,7 +245,7 @@ void mtd_call_answer_held(struct mtd_call *call)
 	call->held = true;
 	mtd_call_settle(call);
 	drop_request_bytes(call);
-	mtd_relay_held(call, call->bc_trailers_only);
+	mtd_relay_held(call, call->bc->trailers_only);
 	call->held = held;
 	mtd_call_maybe_free(call);
 }
@@ -494,6 +498,10 @@ static bool launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedg
 static void start_broadcast(struct mtd_call *call)
 {
 	struct mtd_rt_service *svc = call->svc;
+	if (!call->bc && !(call->bc = mtd_slab_calloc(&call->w->slab, 1, sizeof(*call->bc)))) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
 	size_t words = (svc->n_eps + 63) / 64;
 	uint64_t stack[16], *scratch = stack;
 	if (words > 16 && !(scratch = malloc(words * sizeof(*scratch)))) {
@@ -853,7 +861,7 @@ void mtd_call_start_bg(struct mtd_call *call)
 		call->n_tried = 0;
 	}
 	call->state = MTD_CALL_RUNNING;
-	call->deadline_ns = call->bg_timeout_ms ? mtd_now_ns() + call->bg_timeout_ms * 1000000 : 0;
+	call->deadline_ns = call->bg->timeout_ms ? mtd_now_ns() + call->bg->timeout_ms * 1000000 : 0;
 	start_attempt(call, call->key_copy, call->key_copy_len, false);
 }
 

@@ -30,7 +30,6 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 	call->down_sid = frame->hd.stream_id;
 	if (frame->hd.stream_id > c->max_sid)
 		c->max_sid = frame->hd.stream_id;
-	call->req_hdrs.slab = call->resp_hdrs.slab = call->resp_trailers.slab = &c->w->slab;
 	LIST_INIT(&call->attempts);
 	call->start_ns = mtd_now_ns();
 	LIST_INSERT_HEAD(&c->calls, call, down_link);
@@ -52,12 +51,12 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 		return 0; /* request trailers: gRPC has none; not forwarded */
 	/* HARDENING.md: nghttp2 1.52 does not enforce our advertised
 	 * SETTINGS_MAX_HEADER_LIST_SIZE; RFC 9113 §6.5.2 counts name + value + 32. */
-	call->req_hdrs.budget_used += namelen + valuelen + 32;
-	if (call->req_hdrs.budget_used > c->w->rt->cfg->downstream.max_header_list_size) {
+	if (mtd_headers_size(&call->req_hdrs) + namelen + valuelen + 32 >
+	    c->w->rt->cfg->downstream.max_header_list_size) {
 		MTD_DEBUG("client %s: stream %d: header list too large", c->peer, frame->hd.stream_id);
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	}
-	if (mtd_headers_add(&call->req_hdrs, name, namelen, value, valuelen) < 0)
+	if (mtd_headers_add(&call->req_hdrs, &c->w->slab, name, namelen, value, valuelen) < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	return 0;
 }

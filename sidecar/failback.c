@@ -39,7 +39,7 @@ static void resend_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_call *bg = arg;
 	bg->retry_armed = false;
-	bg->bg_tries++;
+	bg->bg->tries++;
 	mtd_metrics_failback(bg, false);
 	bool held = bg->held;
 	bg->held = true;
@@ -51,7 +51,7 @@ static void resend_cb(evutil_socket_t fd, short what, void *arg)
 static void schedule(struct mtd_call *bg)
 {
 	const struct mtd_fault_policy *f = bg->fault;
-	int64_t ns = mtd_fault_backoff_ns(f->backoff_base_ms, f->backoff_max_ms, bg->bg_tries + 1, &bg->w->rng);
+	int64_t ns = mtd_fault_backoff_ns(f->backoff_base_ms, f->backoff_max_ms, bg->bg->tries + 1, &bg->w->rng);
 	if (ns < 1000000)
 		ns = 1000000; /* at least a turn of the loop: never a busy re-send */
 	struct timeval tv = {(time_t)(ns / 1000000000), (suseconds_t)(ns % 1000000000 / 1000)};
@@ -81,13 +81,16 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 		return;
 	}
 	struct mtd_call *bg = mtd_slab_calloc(&w->slab, 1, sizeof(*bg));
-	if (!bg) {
+	struct mtd_call_bg *part = mtd_slab_calloc(&w->slab, 1, sizeof(*part));
+	if (!bg || !part) {
+		mtd_slab_free(&w->slab, bg);
+		mtd_slab_free(&w->slab, part);
 		drop(call, what, "out of memory");
 		return;
 	}
 	bg->w = w;
-	bg->bg = true;
-	bg->req_hdrs.slab = bg->resp_hdrs.slab = bg->resp_trailers.slab = &w->slab;
+	bg->bg = part;
+	part->call = bg;
 	LIST_INIT(&bg->attempts);
 	bg->start_ns = mtd_now_ns();
 	bg->mx = call->mx;
@@ -95,7 +98,7 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 	int rc = 0;
 	for (size_t i = 0; i < call->req_hdrs.n; i++) {
 		const nghttp2_nv *nv = &call->req_hdrs.nv[i];
-		rc |= mtd_headers_add(&bg->req_hdrs, nv->name, nv->namelen, nv->value, nv->valuelen);
+		rc |= mtd_headers_add(&bg->req_hdrs, &w->slab, nv->name, nv->namelen, nv->value, nv->valuelen);
 	}
 	mtd_headers_finish(&bg->req_hdrs);
 	uint8_t chunk[4096];
@@ -106,8 +109,9 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 		off += n;
 	}
 	if (rc != 0) {
-		mtd_headers_clear(&bg->req_hdrs);
+		mtd_headers_clear(&bg->req_hdrs, &w->slab);
 		mtd_bufq_clear(&bg->req);
+		mtd_slab_free(&w->slab, part);
 		mtd_slab_free(&w->slab, bg);
 		drop(call, what, "out of memory");
 		return;
@@ -119,19 +123,19 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 	w->replay_bytes += len;
 	/* Each try's own deadline: the call's grpc-timeout. */
 	if (call->deadline_ns)
-		bg->bg_timeout_ms = (call->deadline_ns - call->start_ns + 999999) / 1000000;
+		part->timeout_ms = (call->deadline_ns - call->start_ns + 999999) / 1000000;
 	w->n_calls++;
 	w->n_bg++;
-	LIST_INSERT_HEAD(&w->bg_calls, bg, bg_link);
+	LIST_INSERT_HEAD(&w->bg_calls, part, link);
 	schedule(bg);
 }
 
 void mtd_failback_failed(struct mtd_call *bg, const char *what)
 {
 	bg->state = MTD_CALL_DONE; /* this try is over: later events are ignored */
-	if (bg->bg_tries >= bg->fault->failback_retries) {
+	if (bg->bg->tries >= bg->fault->failback_retries) {
 		char why[64];
-		snprintf(why, sizeof(why), "%u re-sends failed", bg->bg_tries);
+		snprintf(why, sizeof(why), "%u re-sends failed", bg->bg->tries);
 		drop(bg, what, why);
 		return;
 	}
@@ -141,7 +145,7 @@ void mtd_failback_failed(struct mtd_call *bg, const char *what)
 
 void mtd_failback_done(struct mtd_call *bg)
 {
-	MTD_DEBUG("FAILBACK: re-send %u answered", bg->bg_tries);
+	MTD_DEBUG("FAILBACK: re-send %u answered", bg->bg->tries);
 	bool held = bg->held;
 	bg->held = true;
 	mtd_call_settle(bg);
@@ -151,9 +155,10 @@ void mtd_failback_done(struct mtd_call *bg)
 void mtd_failback_drop_all(struct mtd_worker *w)
 {
 	uint32_t n = 0;
-	struct mtd_call *bg, *next;
-	for (bg = LIST_FIRST(&w->bg_calls); bg; bg = next) {
-		next = LIST_NEXT(bg, bg_link);
+	struct mtd_call_bg *part, *next;
+	for (part = LIST_FIRST(&w->bg_calls); part; part = next) {
+		next = LIST_NEXT(part, link);
+		struct mtd_call *bg = part->call;
 		n++;
 		mtd_metrics_failback(bg, true);
 		if (bg->retry_armed) {

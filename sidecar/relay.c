@@ -20,20 +20,22 @@
 #include "sidecar/sidecar.h"
 
 /* Replace h with grpc-status/grpc-message of our own. */
-static int synth_trailers(struct mtd_headers *h, bool with_status_line, enum mtd_grpc_status status, const char *msg)
+static int synth_trailers(struct mtd_headers *h, struct mtd_slab *slab, bool with_status_line,
+                          enum mtd_grpc_status status, const char *msg)
 {
 	char code[8], enc[512];
 	int clen = snprintf(code, sizeof(code), "%d", (int)status);
 	size_t elen = msg ? mtd_grpc_message_encode(msg, enc, sizeof(enc)) : 0;
-	mtd_headers_clear(h);
+	mtd_headers_clear(h, slab);
 	int rc = 0;
 	if (with_status_line) {
-		rc |= mtd_headers_add(h, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3);
-		rc |= mtd_headers_add(h, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
+		rc |= mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3);
+		rc |= mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc",
+		                      16);
 	}
-	rc |= mtd_headers_add(h, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
 	if (elen)
-		rc |= mtd_headers_add(h, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
+		rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
 	mtd_headers_finish(h);
 	return rc ? -ENOMEM : 0;
 }
@@ -107,7 +109,7 @@ void mtd_relay_headers(struct mtd_call *call, struct mtd_attempt *a, bool end_st
 	/* The nv point into the header memory until nghttp2 sent the frame:
 	 * it moves to the call, which outlives the attempt. Trailers-Only
 	 * from the upstream stays Trailers-Only. */
-	mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs);
+	mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs, &call->w->slab);
 	if (submit_resp_headers(call, end_stream) < 0)
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 }
@@ -172,12 +174,12 @@ void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
 		const char *peer = a->up ? a->up->peer : a->ep->addr.text;
 		char msg[160];
 		snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status", peer);
-		if (synth_trailers(&call->resp_trailers, false, MTD_GRPC_INTERNAL, msg) < 0) {
+		if (synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_INTERNAL, msg) < 0) {
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 			return;
 		}
 	} else {
-		mtd_headers_move(&call->resp_trailers, &a->resp_trailers);
+		mtd_headers_move(&call->resp_trailers, &a->resp_trailers, &call->w->slab);
 	}
 	call->resp_eof = true;
 	if (call->deadline_armed) {
@@ -198,7 +200,7 @@ void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const 
 	if (!call->resp_headers_sent) {
 		/* PROTOCOL-HTTP2 Trailers-Only: one HEADERS frame, END_STREAM. */
 		struct mtd_headers *h = &call->resp_trailers;
-		if (synth_trailers(h, true, status, msg) < 0) {
+		if (synth_trailers(h, &call->w->slab, true, status, msg) < 0) {
 			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
 			                          NGHTTP2_INTERNAL_ERROR);
 		} else {
@@ -212,7 +214,7 @@ void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const 
 	} else {
 		/* Headers went out already: end with trailers carrying the status
 		 * once the data provider runs dry (it is, we dropped the bytes). */
-		if (synth_trailers(&call->resp_trailers, false, status, msg) < 0) {
+		if (synth_trailers(&call->resp_trailers, &call->w->slab, false, status, msg) < 0) {
 			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
 			                          NGHTTP2_INTERNAL_ERROR);
 			call->resp_done = true;
@@ -236,12 +238,14 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 	int rc = mtd_bufq_append(&call->resp, prefix, 5);
 	if (rc == 0 && len)
 		rc = mtd_bufq_append(&call->resp, msg, len);
-	mtd_headers_clear(h);
+	struct mtd_slab *slab = &call->w->slab;
+	mtd_headers_clear(h, slab);
 	if (rc == 0)
-		rc = mtd_headers_add(h, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3) |
-		     mtd_headers_add(h, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
+		rc = mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3) |
+		     mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc",
+		                     16);
 	mtd_headers_finish(h);
-	if (rc != 0 || synth_trailers(&call->resp_trailers, false, MTD_GRPC_OK, NULL) < 0) {
+	if (rc != 0 || synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_OK, NULL) < 0) {
 		mtd_bufq_clear(&call->resp);
 		call->resp_eof = false;
 		mtd_relay_status(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");

@@ -223,10 +223,10 @@ struct mtd_control {
 	/* main.c: drain, reload, self-registration. */
 	bool draining;
 	int drain_signal;
-	const char *drain_why; /* "SIGTERM", "SIGINT", "POST /drain" */
-	bool listening;        /* every worker's listener is up (admin /ready) */
-	struct mtd_register *reg;       /* Config.register, NULL without */
-	struct mtd_health *health;      /* active health checks (health.c) */
+	const char *drain_why;     /* "SIGTERM", "SIGINT", "POST /drain" */
+	bool listening;            /* every worker's listener is up (admin /ready) */
+	struct mtd_register *reg;  /* Config.register, NULL without */
+	struct mtd_health *health; /* active health checks (health.c) */
 	struct event *drain_timer;
 	const char *config_path; /* NULL = embedded default (no reload) */
 	const char *config_base; /* its file name, for inotify events */
@@ -485,23 +485,31 @@ bool mtd_up_check_write_stall(struct mtd_conn *c, int64_t now_ns);
 /* ---- calls and attempts (call.c, attempt.c, relay.c, headers.c) ------ */
 
 /* Header storage of one HEADERS block: nv entries pointing into `mem`.
- * Memory comes from the owning worker's slab (headers.c). */
+ * Memory comes from the owning worker's slab, which every function below
+ * is given (one pointer less in each of the call's and the attempt's
+ * blocks: issue 6 §5). A block is at most 4 GiB (the header list limits
+ * are 16 MiB). */
 struct mtd_headers {
-	struct mtd_slab *slab;
 	nghttp2_nv *nv;
-	size_t n, cap;
 	uint8_t *mem;
-	size_t mem_len, mem_cap;
-	size_t budget_used; /* name + value + 32 per field */
+	uint32_t n, cap;
+	uint32_t mem_len, mem_cap;
 };
 
 /* Header helpers (headers.c). 0 or -ENOMEM. */
-int mtd_headers_add(struct mtd_headers *h, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen);
+int mtd_headers_add(struct mtd_headers *h, struct mtd_slab *slab, const uint8_t *name, size_t nlen,
+                    const uint8_t *value, size_t vlen);
 void mtd_headers_finish(struct mtd_headers *h); /* fix up nv pointers */
-void mtd_headers_clear(struct mtd_headers *h);
+void mtd_headers_clear(struct mtd_headers *h, struct mtd_slab *slab);
 const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name);
 /* Move src's fields into dst (dst cleared first); src is left empty. */
-void mtd_headers_move(struct mtd_headers *dst, struct mtd_headers *src);
+void mtd_headers_move(struct mtd_headers *dst, struct mtd_headers *src, struct mtd_slab *slab);
+/* The block's size as RFC 9113 §6.5.2 counts it: name + value + 32 per
+ * field (what SETTINGS_MAX_HEADER_LIST_SIZE bounds). */
+static inline size_t mtd_headers_size(const struct mtd_headers *h)
+{
+	return (size_t)h->mem_len + 30 * (size_t)h->n; /* mem holds name + value + 2 NULs per field */
+}
 
 /* One upstream try of a call (the state machine is lib/fault/attempt.c's:
  * BACKOFF -> PENDING -> OPEN -> ANSWERING -> DONE, or FAILED / CANCELLED).
@@ -544,12 +552,40 @@ enum mtd_call_state {
 	MTD_CALL_DONE,     /* response finished or failed; draining streams */
 };
 
+/* BROADCAST's part of a call (attempt.c), allocated by calls of that mode
+ * only: the answer given once every attempt ended OK is the first
+ * complete OK answer, held in the call's resp_hdrs, resp and
+ * resp_trailers; ans is the attempt whose answer is being held (NULL once
+ * freed). The first failure decides a failed call. */
+struct mtd_call_bc {
+	struct mtd_attempt *ans;
+	char *msg;
+	struct mtd_fault_outcome o; /* the first failure */
+	enum mtd_grpc_status status;
+	uint32_t failures;
+	bool have;          /* a complete OK answer is held */
+	bool trailers_only; /* ... as a Trailers-Only response */
+	bool failed;
+};
+
+/* FAILBACK's part of a background re-send (failback.c): a call with no
+ * client, on its worker's list while it lives. */
+struct mtd_call_bg {
+	struct mtd_call *call;
+	LIST_ENTRY(mtd_call_bg) link;
+	int64_t timeout_ms; /* each try's deadline (0 = per_try_timeout only) */
+	uint32_t tries;     /* re-sends started */
+};
+
+/* One call. Every call in flight holds one, so it is kept within the
+ * slab's 512-byte class (issue 6 §5: HACKING.md "memory per call"): what
+ * only some calls need (BROADCAST, FAILBACK) is allocated beside it. */
 struct mtd_call {
 	struct mtd_worker *w;
 	enum mtd_call_state state;
 	/* Downstream side. */
-	struct mtd_conn *down; /* NULL once the stream closed */
 	int32_t down_sid;
+	struct mtd_conn *down; /* NULL once the stream closed */
 	struct mtd_headers req_hdrs;
 	LIST_ENTRY(mtd_call) down_link;
 	/* Routing and policy: svc and picker belong to the snapshot of
@@ -570,14 +606,13 @@ struct mtd_call {
 	uint64_t tried_inline, refused_inline;
 	uint64_t *tried, *refused;
 	uint32_t n_tried;
-	char *last_failure;
 	enum mtd_grpc_status last_status; /* the status last_failure goes with */
-	uint8_t *key_copy;                /* the hash key, for re-picks */
+	char *last_failure;
+	uint8_t *key_copy; /* the hash key, for re-picks */
 	size_t key_copy_len;
 	int64_t start_ns;
 	int64_t deadline_ns; /* 0 = none */
 	struct event deadline_ev;
-	bool deadline_armed;
 	/* Attempts: every one not yet freed; cur = the one going on (NULL
 	 * between attempts); ans = the one the call committed to by relaying
 	 * its response headers. */
@@ -586,58 +621,44 @@ struct mtd_call {
 	uint32_t n_attempts;   /* started, transparent ones included */
 	uint32_t retries_done; /* policy retries started */
 	struct event retry_ev; /* backoff before the next attempt; FORKING: hedge delay */
-	bool retry_armed;
-	bool held; /* a call.c function is working on it: not freed meanwhile */
 	/* Request bytes: downstream DATA -> upstream DATA. Kept from the
 	 * first byte (req_base = 0) until the call commits, so a new attempt
 	 * can replay them; then dropped as they are sent. */
 	struct mtd_bufq req;
-	size_t req_base;     /* offset of req's first byte in the request */
-	size_t req_taken;    /* bytes consumed downstream (window reopened) */
-	size_t req_retained; /* taken bytes kept for replay (worker total) */
-	bool committed;      /* no replay any more (headers relayed / outgrown) */
-	bool req_sink;       /* nobody reads the request any more: drop it */
+	size_t req_base;         /* offset of req's first byte in the request */
+	size_t req_taken;        /* bytes consumed downstream (window reopened) */
+	uint32_t req_retained;   /* taken bytes kept for replay (worker total; <= replay_buffer) */
+	uint32_t req_unconsumed; /* received but not yet consumed (<= the stream window) */
 	struct mtd_grpc_scanner req_scan;
-	bool req_eof;          /* client sent END_STREAM */
-	size_t req_unconsumed; /* received but not yet consumed */
 	/* First-message capture for a hash key on a message field. */
 	uint8_t *key_msg;
 	uint32_t key_msg_have;
-	bool key_ready; /* captured all we will read of it */
-	bool key_compressed;
 	/* Response, as relayed to the client. */
+	uint32_t resp_unconsumed; /* on ans's upstream stream (<= its window) */
 	struct mtd_headers resp_hdrs;
 	struct mtd_headers resp_trailers;
-	bool resp_headers_sent; /* we submitted headers downstream */
-	bool resp_eof;          /* the answer is complete (trailers or synth) */
-	bool resp_deferred;
-	bool resp_done; /* trailers / END_STREAM submitted downstream */
 	struct mtd_bufq resp;
 	struct mtd_grpc_scanner resp_scan;
-	size_t resp_unconsumed; /* on ans's upstream stream */
 	/* Figures (metrics.h): the :path entry once routed, DATA bytes. */
 	struct mtd_mx_method *mx;
 	uint64_t bytes_in, bytes_out;
 	const struct mtd_endpoint *mx_ep; /* the answer's endpoint, else the last tried */
+	struct mtd_call_bc *bc;           /* BROADCAST (attempt.c), else NULL */
+	struct mtd_call_bg *bg;           /* a FAILBACK re-send (failback.c), else NULL */
+	/* Flags, together (no padding after each). */
+	bool deadline_armed;
+	bool retry_armed;
+	bool held;      /* a call.c function is working on it: not freed meanwhile */
+	bool committed; /* no replay any more (headers relayed / outgrown) */
+	bool req_sink;  /* nobody reads the request any more: drop it */
+	bool req_eof;   /* client sent END_STREAM */
+	bool key_ready; /* captured all we will read of it */
+	bool key_compressed;
+	bool resp_headers_sent; /* we submitted headers downstream */
+	bool resp_eof;          /* the answer is complete (trailers or synth) */
+	bool resp_deferred;
+	bool resp_done; /* trailers / END_STREAM submitted downstream */
 	bool mx_ep_answered;
-	/* BROADCAST (attempt.c): the answer given once every attempt ended
-	 * OK is the first complete OK answer, held in resp_hdrs, resp and
-	 * resp_trailers; bc_ans is the attempt whose answer is being held
-	 * (NULL once freed). The first failure decides a failed call. */
-	struct mtd_attempt *bc_ans;
-	bool bc_have;          /* a complete OK answer is held */
-	bool bc_trailers_only; /* ... as a Trailers-Only response */
-	bool bc_failed;
-	uint32_t bc_failures;
-	struct mtd_fault_outcome bc_o; /* the first failure */
-	enum mtd_grpc_status bc_status;
-	char *bc_msg;
-	/* FAILBACK (failback.c): a background re-send, no client; on its
-	 * worker's list while it lives. */
-	bool bg;
-	uint32_t bg_tries;      /* re-sends started */
-	int64_t bg_timeout_ms;  /* each try's deadline (0 = per_try_timeout only) */
-	LIST_ENTRY(mtd_call) bg_link;
 };
 
 /* call.c: the call's life, routing, the request side, the policy's verdicts. */
@@ -807,7 +828,7 @@ struct mtd_worker {
 	uint64_t failsafe_quiet;
 	/* FAILBACK (failback.c): background re-sends alive, their count, and
 	 * the drop log's rate limit. */
-	struct mtd_call_list bg_calls;
+	LIST_HEAD(, mtd_call_bg) bg_calls;
 	uint32_t n_bg;
 	int64_t failback_log_ns;
 	uint64_t failback_quiet;

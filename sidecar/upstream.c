@@ -87,14 +87,13 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 		return 0;
 	struct mtd_headers *h =
 	        frame->headers.cat == NGHTTP2_HCAT_HEADERS && a->resp_headers_in ? &a->resp_trailers : &a->resp_hdrs;
-	h->budget_used += namelen + valuelen + 32;
-	if (h->budget_used > c->w->rt->cfg->downstream.max_header_list_size) {
+	if (mtd_headers_size(h) + namelen + valuelen + 32 > c->w->rt->cfg->downstream.max_header_list_size) {
 		if (a->state == MTD_ATTEMPT_OPEN || a == a->call->ans)
 			mtd_call_fail(a->call, MTD_GRPC_INTERNAL, "upstream %s: response header list too large",
 			              c->peer);
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	}
-	if (mtd_headers_add(h, name, namelen, value, valuelen) < 0)
+	if (mtd_headers_add(h, &c->w->slab, name, namelen, value, valuelen) < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	return 0;
 }
@@ -120,7 +119,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 			const nghttp2_nv *st = mtd_headers_find(&a->resp_hdrs, ":status");
 			/* RFC 9110 §15.2: 1xx are interim; the real response follows. */
 			if (st && st->valuelen == 3 && st->value[0] == '1') {
-				mtd_headers_clear(&a->resp_hdrs);
+				mtd_headers_clear(&a->resp_hdrs, &c->w->slab);
 				break;
 			}
 			mtd_attempt_on_resp_headers(a, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);

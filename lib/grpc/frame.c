@@ -30,7 +30,8 @@ int mtd_grpc_scan(struct mtd_grpc_scanner *s, const uint8_t *data, size_t len, u
 		if (s->hdr_have < 5)
 			break;
 		s->hdr_have = 0;
-		s->messages++;
+		if (s->messages < UINT32_MAX)
+			s->messages++; /* 16 bytes a scanner: two per call in flight */
 		/* PROTOCOL-HTTP2: Compressed-Flag is 0 or 1. */
 		if (s->hdr[0] > 1)
 			return MTD_GRPC_SCAN_BAD_FLAG;

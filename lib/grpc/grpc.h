@@ -64,7 +64,7 @@ struct mtd_grpc_scanner {
 	uint8_t hdr[5];
 	uint8_t hdr_have;   /* prefix bytes seen of the current message */
 	uint32_t remaining; /* payload bytes still to come */
-	uint64_t messages;  /* complete prefixes seen */
+	uint32_t messages;  /* complete prefixes seen (stops at UINT32_MAX) */
 };
 
 /* Scanner verdicts. */
