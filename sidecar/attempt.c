@@ -22,8 +22,6 @@
 #include "core/log.h"
 #include "sidecar/sidecar.h"
 
-static void per_try_cb(evutil_socket_t fd, short what, void *arg);
-
 struct mtd_attempt *mtd_attempt_new(struct mtd_call *call)
 {
 	struct mtd_attempt *a = mtd_slab_calloc(&call->w->slab, 1, sizeof(*a));
@@ -37,11 +35,11 @@ struct mtd_attempt *mtd_attempt_new(struct mtd_call *call)
 	int64_t ms = call->fault->per_try_timeout_ms;
 	if (call->bg && call->bg->timeout_ms > 0 && (ms <= 0 || call->bg->timeout_ms < ms))
 		ms = call->bg->timeout_ms; /* a FAILBACK re-send's own deadline */
-	if (ms > 0) {
-		struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-		evtimer_assign(&a->timer, call->w->base, per_try_cb, a);
-		evtimer_add(&a->timer, &tv);
-		a->timer_armed = true;
+	if (ms > 0 && mtd_worker_timer_arm(call->w, &a->timer, MTD_TIMER_PER_TRY, ms * 1000000) < 0) {
+		LIST_REMOVE(a, call_link);
+		call->n_attempts--;
+		mtd_slab_free(&call->w->slab, a);
+		return NULL;
 	}
 	return a;
 }
@@ -60,10 +58,7 @@ bool mtd_attempt_step(struct mtd_attempt *a, enum mtd_attempt_event ev)
 
 static void disarm(struct mtd_attempt *a)
 {
-	if (a->timer_armed) {
-		event_del(&a->timer);
-		a->timer_armed = false;
-	}
+	mtd_worker_timer_disarm(a->call->w, &a->timer);
 }
 
 /* True when an upstream status counts as the endpoint's failure
@@ -159,10 +154,9 @@ static void bit_set(uint64_t *bits, int i)
 	bits[i / 64] |= 1ull << (i % 64);
 }
 
-static void retry_cb(evutil_socket_t fd, short what, void *arg)
+void mtd_call_on_retry(struct mtd_timer *t)
 {
-	struct mtd_call *call = arg;
-	call->retry_armed = false;
+	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
 	mtd_call_next_attempt(call);
 	mtd_call_maybe_free(call);
 }
@@ -316,10 +310,7 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 		/* A fork lost: the next one starts at once (gRPC A6 hedging);
 		 * the call ends only when none is left racing. */
 		if (call->n_attempts < call->fault->forks) {
-			if (call->retry_armed) {
-				event_del(&call->retry_ev);
-				call->retry_armed = false;
-			}
+			mtd_worker_timer_disarm(call->w, &call->retry);
 			bool held = call->held;
 			call->held = true;
 			mtd_call_hedge(call);
@@ -360,11 +351,8 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 		MTD_DEBUG("call: %s; %s %u%s", what, d.transparent ? "replaying, attempt" : "retrying, attempt",
 		          call->n_attempts + 1, d.delay_ns ? " after a backoff" : "");
 		if (d.delay_ns > 0) {
-			struct timeval tv = {(time_t)(d.delay_ns / 1000000000),
-			                     (suseconds_t)(d.delay_ns % 1000000000 / 1000)};
-			evtimer_assign(&call->retry_ev, call->w->base, retry_cb, call);
-			evtimer_add(&call->retry_ev, &tv);
-			call->retry_armed = true;
+			if (mtd_worker_timer_arm(call->w, &call->retry, MTD_TIMER_RETRY, d.delay_ns) < 0)
+				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		} else {
 			mtd_call_next_attempt(call);
 		}
@@ -411,10 +399,9 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	call->held = held;
 }
 
-static void per_try_cb(evutil_socket_t fd, short what, void *arg)
+void mtd_attempt_on_timeout(struct mtd_timer *t)
 {
-	struct mtd_attempt *a = arg;
-	a->timer_armed = false;
+	struct mtd_attempt *a = MTD_CONTAINER_OF(t, struct mtd_attempt, timer);
 	char msg[192];
 	snprintf(msg, sizeof(msg), "upstream %s: no response within the per-try timeout (%lld ms)", a->ep->addr.text,
 	         (long long)a->call->fault->per_try_timeout_ms);

@@ -7,7 +7,7 @@
  *      +---------- any failure the policy ends: a gRPC status ---------+
  *
  * RUNNING: an attempt is going on (call->cur), or a retry waits for its
- * backoff (retry_armed); each attempt follows lib/fault/attempt.c's
+ * backoff (call->retry armed); each attempt follows lib/fault/attempt.c's
  * machine and a failed one asks mtd_fault_decide() what happens next
  * (attempt.c). The request is kept from its first byte until the call
  * commits (an attempt's response headers were relayed, or the request
@@ -35,6 +35,33 @@
  * bounded look-ahead (the key is expected near the start of the message). */
 #define KEY_LOOKAHEAD MTD_PBWIRE_DEFAULT_LOOKAHEAD
 
+/* The routing the call was given: its method's (call->method) where the
+ * config names the method, else its service's. */
+static struct mtd_lb_picker *call_picker(const struct mtd_call *call)
+{
+	return call->method ? call->method->picker : call->svc->picker;
+}
+
+static struct mtd_lb_layer *call_layer(const struct mtd_call *call)
+{
+	return call->method ? call->method->layer : call->svc->layer;
+}
+
+static struct mtd_outlier_set *call_outliers(const struct mtd_call *call)
+{
+	return call->method && call->method->outliers ? call->method->outliers : call->svc->outliers;
+}
+
+static const struct mtd_cfg_hash_key *call_hash_key(const struct mtd_call *call)
+{
+	return call->method ? &call->method->cfg->hash_key : &call->svc->cfg->hash_key;
+}
+
+static const char *call_route_header(const struct mtd_call *call)
+{
+	return call->method ? call->method->cfg->routing.header : call->svc->cfg->routing.header;
+}
+
 /* ---- lifetime ---------------------------------------------------------- */
 
 static void release_retained(struct mtd_call *call)
@@ -45,10 +72,9 @@ static void release_retained(struct mtd_call *call)
 
 void mtd_call_maybe_free(struct mtd_call *call)
 {
-	if (call->down || !LIST_EMPTY(&call->attempts) || call->retry_armed || call->held)
+	if (call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry) || call->held)
 		return;
-	if (call->deadline_armed)
-		event_del(&call->deadline_ev);
+	mtd_worker_timer_disarm(call->w, &call->deadline);
 	if (call->bg) {
 		/* A FAILBACK re-send: no client, not one of the calls' figures. */
 		LIST_REMOVE(call->bg, link);
@@ -64,7 +90,6 @@ void mtd_call_maybe_free(struct mtd_call *call)
 	mtd_headers_clear(&call->resp_hdrs, &call->w->slab);
 	mtd_headers_clear(&call->resp_trailers, &call->w->slab);
 	free(call->key_msg);
-	free(call->key_copy);
 	if (call->tried != &call->tried_inline)
 		free(call->tried);
 	free(call->last_failure);
@@ -112,10 +137,7 @@ void mtd_call_commit(struct mtd_call *call)
 		if (o != call->cur && mtd_fault_attempt_live(o->state))
 			mtd_attempt_cancel(o);
 	}
-	if (call->retry_armed) {
-		event_del(&call->retry_ev);
-		call->retry_armed = false;
-	}
+	mtd_worker_timer_disarm(call->w, &call->retry);
 	call->held = held;
 	/* Nothing will be replayed: keep only what the attempt still has to
 	 * send (an attempt that has not started sends nothing more). */
@@ -208,18 +230,12 @@ static void cancel_attempts(struct mtd_call *call)
 			mtd_attempt_cancel(a);
 	}
 	call->cur = NULL;
-	if (call->retry_armed) {
-		event_del(&call->retry_ev);
-		call->retry_armed = false;
-	}
+	mtd_worker_timer_disarm(call->w, &call->retry);
 }
 
 void mtd_call_settle(struct mtd_call *call)
 {
-	if (call->deadline_armed) {
-		event_del(&call->deadline_ev);
-		call->deadline_armed = false;
-	}
+	mtd_worker_timer_disarm(call->w, &call->deadline);
 	call->state = MTD_CALL_DONE;
 	bool held = call->held;
 	call->held = true; /* attempts freed here must not free the call */
@@ -278,10 +294,9 @@ void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const cha
 	mtd_call_maybe_free(call);
 }
 
-static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+void mtd_call_on_deadline(struct mtd_timer *t)
 {
-	struct mtd_call *call = arg;
-	call->deadline_armed = false;
+	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, deadline);
 	mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded (%lld ms)",
 	              (long long)((call->deadline_ns - call->start_ns) / 1000000));
 }
@@ -299,8 +314,9 @@ static void bit_set(uint64_t *bits, int i, bool on)
 /* issue 10: the routing layer picks by the call's routing header value. */
 static int layer_pick(struct mtd_call *call, const struct mtd_lb_pick_ctx *ctx)
 {
-	const nghttp2_nv *v = call->route_header ? mtd_headers_find(&call->req_hdrs, call->route_header) : NULL;
-	return mtd_lb_layer_pick(call->layer, v ? (const char *)v->value : NULL, v ? v->valuelen : 0, ctx);
+	const char *name = call_route_header(call);
+	const nghttp2_nv *v = name ? mtd_headers_find(&call->req_hdrs, name) : NULL;
+	return mtd_lb_layer_pick(call_layer(call), v ? (const char *)v->value : NULL, v ? v->valuelen : 0, ctx);
 }
 
 /* The endpoints a pick must leave out: those this call tried, those
@@ -311,7 +327,7 @@ static int layer_pick(struct mtd_call *call, const struct mtd_lb_pick_ctx *ctx)
 static const uint64_t *excluded_set(const struct mtd_call *call, uint64_t *scratch, size_t words)
 {
 	const uint64_t *tried = call->n_tried ? call->tried : NULL;
-	const _Atomic uint64_t *ejected = mtd_outlier_excluded(call->outliers);
+	const _Atomic uint64_t *ejected = mtd_outlier_excluded(call_outliers(call));
 	const struct mtd_rt_hc *hc = call->svc->hc;
 	uint32_t down = hc ? atomic_load_explicit(&hc->n_down, memory_order_relaxed) : 0;
 	const _Atomic uint64_t *unhealthy = down && down < call->svc->n_eps ? hc->down_bits : NULL;
@@ -375,7 +391,7 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 	uint64_t *bits = call->tried;
 	size_t words = (svc->n_eps + 63) / 64;
 	uint64_t stack[16], *scratch = stack;
-	if (words > 16 && (call->svc->hc || mtd_outlier_excluded(call->outliers))) {
+	if (words > 16 && (call->svc->hc || mtd_outlier_excluded(call_outliers(call)))) {
 		scratch = malloc(words * sizeof(*scratch));
 		if (!scratch)
 			return -ENOMEM;
@@ -394,7 +410,7 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 	struct mtd_pool *p = NULL;
 	for (;;) {
 		ctx.excluded = excluded_set(call, scratch, words);
-		idx = call->layer ? layer_pick(call, &ctx) : mtd_lb_pick(call->picker, &ctx);
+		idx = call_layer(call) ? layer_pick(call, &ctx) : mtd_lb_pick(call_picker(call), &ctx);
 		if (idx < 0) {
 			idx = fallback >= 0 ? fallback : any_full ? -EBUSY : -1;
 			if (fallback >= 0 && !(p = mtd_pool_get(call->w, svc, svc->eps[idx])))
@@ -429,6 +445,7 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 }
 
 static void schedule_hedge(struct mtd_call *call);
+static void start_keyed(struct mtd_call *call, bool hedge);
 
 /* Start an attempt of call on endpoint idx of its service (pool p):
  * counted by the balancer, queued in the pool. False when the call ended
@@ -444,23 +461,23 @@ static bool launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedg
 	}
 	a->ep_idx = idx;
 	a->ep = svc->eps[idx];
-	a->picker = call->picker;
-	a->outliers = call->outliers;
+	a->picker = call_picker(call);
+	a->outliers = call_outliers(call);
 	if (call->fault->mode == MTD_FAULT_FORKING && !((call->tried[idx / 64] >> (idx % 64)) & 1)) {
 		/* Distinct endpoints for the forks. */
 		bit_set(call->tried, idx, true);
 		call->n_tried++;
 	}
-	a->layer = call->layer;
+	a->layer = call_layer(call);
 	a->start_ns = now;
 	if (hedge) {
 		a->hedge = true;
 		mtd_metrics_hedge_started(call);
 	}
-	if (call->layer)
-		mtd_lb_layer_call_begin(call->layer, (size_t)idx);
+	if (a->layer)
+		mtd_lb_layer_call_begin(a->layer, (size_t)idx);
 	else
-		mtd_lb_call_begin(call->picker, (size_t)idx);
+		mtd_lb_call_begin(a->picker, (size_t)idx);
 	a->lb_begun = true;
 	call->cur = a;
 	call->state = MTD_CALL_RUNNING;
@@ -558,9 +575,10 @@ void mtd_call_relaunch(struct mtd_call *call, int idx)
 static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_len, bool hedge)
 {
 	const struct mtd_rt_service *svc = call->svc;
-	if (!key && call->hash_key && call->hash_key->kind != MTD_CFG_HASH_NONE && call->hash_key->fail_on_missing) {
+	const struct mtd_cfg_hash_key *hk = call_hash_key(call);
+	if (!key && hk->kind != MTD_CFG_HASH_NONE && hk->fail_on_missing) {
 		mtd_call_fail(call, MTD_GRPC_INVALID_ARGUMENT, "hash key %s is missing from the call",
-		              call->hash_key->kind == MTD_CFG_HASH_HEADER ? call->hash_key->header : "field");
+		              hk->kind == MTD_CFG_HASH_HEADER ? hk->header : "field");
 		return;
 	}
 	if (!call->tried) {
@@ -622,14 +640,6 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		              (long long)est_ms, (long long)((call->deadline_ns - now) / 1000000));
 		return;
 	}
-	if (key && !call->key_copy && svc->n_eps > 1) {
-		/* A re-pick for another attempt hashes the same key. */
-		call->key_copy = malloc(key_len ? key_len : 1);
-		if (call->key_copy) {
-			memcpy(call->key_copy, key, key_len);
-			call->key_copy_len = key_len;
-		}
-	}
 	if (launch(call, idx, p, hedge, now) && call->fault->mode == MTD_FAULT_FORKING)
 		schedule_hedge(call);
 }
@@ -646,13 +656,12 @@ void mtd_call_hedge(struct mtd_call *call)
 	/* Hedges are retries for the budget (linkerd): they stay under it. */
 	if (!mtd_fault_budget_take(call->svc->budget, &call->svc->cfg->retry_budget, mtd_now_ns() / 1000000000))
 		return;
-	start_attempt(call, call->key_copy, call->key_copy_len, true);
+	start_keyed(call, true);
 }
 
-static void hedge_cb(evutil_socket_t fd, short what, void *arg)
+void mtd_call_on_hedge(struct mtd_timer *t)
 {
-	struct mtd_call *call = arg;
-	call->retry_armed = false;
+	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
 	mtd_call_hedge(call);
 	mtd_call_maybe_free(call);
 }
@@ -660,7 +669,7 @@ static void hedge_cb(evutil_socket_t fd, short what, void *arg)
 static void schedule_hedge(struct mtd_call *call)
 {
 	const struct mtd_fault_policy *f = call->fault;
-	if (call->n_attempts >= f->forks || call->retry_armed || call->state == MTD_CALL_DONE)
+	if (call->n_attempts >= f->forks || mtd_timer_armed(&call->retry) || call->state == MTD_CALL_DONE)
 		return;
 	int64_t ms = f->hedge_delay_ms;
 	if (ms == MTD_FAULT_HEDGE_AUTO)
@@ -670,11 +679,8 @@ static void schedule_hedge(struct mtd_call *call)
 		return;
 	}
 	/* gRPC A6 hedging: the next attempt only once the delay passed
-	 * without an answer. */
-	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-	evtimer_assign(&call->retry_ev, call->w->base, hedge_cb, call);
-	evtimer_add(&call->retry_ev, &tv);
-	call->retry_armed = true;
+	 * without an answer (no timer, no hedge: the first attempt goes on). */
+	mtd_worker_timer_arm(call->w, &call->retry, MTD_TIMER_HEDGE, ms * 1000000);
 }
 
 void mtd_call_next_attempt(struct mtd_call *call)
@@ -686,12 +692,12 @@ void mtd_call_next_attempt(struct mtd_call *call)
 		              (long long)((call->deadline_ns - call->start_ns) / 1000000));
 		return;
 	}
-	start_attempt(call, call->key_copy, call->key_copy_len, false);
+	start_keyed(call, false);
 }
 
-static void pick_with_field_key(struct mtd_call *call)
+static void pick_with_field_key(struct mtd_call *call, bool hedge)
 {
-	const struct mtd_cfg_hash_key *hk = call->hash_key;
+	const struct mtd_cfg_hash_key *hk = call_hash_key(call);
 	struct mtd_pbwire_value v;
 	/* What was captured is the whole message or its look-ahead prefix; a
 	 * compressed message cannot be read: its key counts as absent. */
@@ -700,10 +706,26 @@ static void pick_with_field_key(struct mtd_call *call)
 		char num[MTD_PBWIRE_NUMBUF];
 		const uint8_t *key;
 		size_t len = mtd_pbwire_key_bytes(&v, num, &key);
-		start_attempt(call, key, len, false);
+		start_attempt(call, key, len, hedge);
 		return;
 	}
-	start_attempt(call, NULL, 0, false);
+	start_attempt(call, NULL, 0, hedge);
+}
+
+/* Start an attempt with the call's hash key read where it is: a request
+ * header, or the first message captured (every attempt, retries and
+ * hedges included, hashes the same key; no copy of it is kept). */
+static void start_keyed(struct mtd_call *call, bool hedge)
+{
+	const struct mtd_cfg_hash_key *hk = call_hash_key(call);
+	if (hk->kind == MTD_CFG_HASH_FIELD) {
+		pick_with_field_key(call, hedge);
+	} else if (hk->kind == MTD_CFG_HASH_HEADER) {
+		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header);
+		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0, hedge);
+	} else {
+		start_attempt(call, NULL, 0, hedge);
+	}
 }
 
 static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, const uint8_t *p, size_t n)
@@ -736,7 +758,9 @@ static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, con
 
 /* ---- request ----------------------------------------------------------- */
 
-static struct mtd_lb_picker *route(struct mtd_call *call, const struct mtd_route_path *rp)
+/* Route the call by its :path on the worker's current snapshot: svc,
+ * method and fault set. false when no service has the name. */
+static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 {
 	/* The call keeps the worker's current snapshot alive until it is
 	 * freed (the reclaim rule, lib/discovery/discovery.h). */
@@ -745,26 +769,13 @@ static struct mtd_lb_picker *route(struct mtd_call *call, const struct mtd_route
 	const struct mtd_runtime *rt = call->hold->rt;
 	int si = mtd_route_lookup(rt->routes, rp->service, rp->service_len);
 	if (si < 0)
-		return NULL;
+		return false;
 	call->svc = rt->services[si];
 	const struct mtd_cfg_service *sc = call->svc->cfg;
 	const struct mtd_cfg_method *m = mtd_cfg_service_method(sc, rp->method, rp->method_len);
-	call->outliers = call->svc->outliers;
-	if (m) {
-		const struct mtd_rt_method *rm = &call->svc->methods[m - sc->methods];
-		call->hash_key = &m->hash_key;
-		call->fault = &m->fault;
-		call->layer = rm->layer;
-		call->route_header = m->routing.header;
-		if (rm->outliers)
-			call->outliers = rm->outliers;
-		return rm->picker;
-	}
-	call->hash_key = &sc->hash_key;
-	call->fault = &sc->fault;
-	call->layer = call->svc->layer;
-	call->route_header = sc->routing.header;
-	return call->svc->picker;
+	call->method = m ? &call->svc->methods[m - sc->methods] : NULL;
+	call->fault = m ? &m->fault : &sc->fault;
+	return true;
 }
 
 void mtd_call_start(struct mtd_call *call)
@@ -777,8 +788,7 @@ void mtd_call_start(struct mtd_call *call)
 		              path ? (const char *)path->value : "");
 		return;
 	}
-	call->picker = route(call, &rp);
-	if (!call->picker) {
+	if (!route(call, &rp)) {
 		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED, "unknown service %.*s: no route in maitred's config",
 		              (int)(rp.service_len > 200 ? 200 : rp.service_len), rp.service);
 		return;
@@ -817,27 +827,22 @@ void mtd_call_start(struct mtd_call *call)
 		/* Far deadlines (beyond ~100 days) are as good as none. */
 		if (ns < (int64_t)100 * 86400 * 1000000000) {
 			call->deadline_ns = call->start_ns + ns;
-			struct timeval tv = {(time_t)(ns / 1000000000), (suseconds_t)(ns % 1000000000 / 1000)};
-			evtimer_assign(&call->deadline_ev, call->w->base, deadline_cb, call);
-			evtimer_add(&call->deadline_ev, &tv);
-			call->deadline_armed = true;
+			if (mtd_worker_timer_arm(call->w, &call->deadline, MTD_TIMER_DEADLINE,
+			                         call->deadline_ns - mtd_now_ns()) < 0) {
+				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+				return;
+			}
 		}
 	}
-	const struct mtd_cfg_hash_key *hk = call->hash_key;
-	if (hk->kind == MTD_CFG_HASH_FIELD) {
+	if (call_hash_key(call)->kind == MTD_CFG_HASH_FIELD) {
 		/* Hashing a message field: the pick waits for the first message
 		 * (or its first KEY_LOOKAHEAD bytes). */
 		call->state = MTD_CALL_WAIT_KEY;
 		if (call->req_eof)
-			pick_with_field_key(call);
+			pick_with_field_key(call, false);
 		return;
 	}
-	if (hk->kind == MTD_CFG_HASH_HEADER) {
-		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header);
-		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0, false);
-		return;
-	}
-	start_attempt(call, NULL, 0, false);
+	start_keyed(call, false);
 }
 
 void mtd_call_start_bg(struct mtd_call *call)
@@ -848,7 +853,7 @@ void mtd_call_start_bg(struct mtd_call *call)
 		const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path");
 		struct mtd_route_path rp;
 		if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 ||
-		    !(call->picker = route(call, &rp))) {
+		    !route(call, &rp)) {
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");
 			return;
 		}
@@ -862,7 +867,7 @@ void mtd_call_start_bg(struct mtd_call *call)
 	}
 	call->state = MTD_CALL_RUNNING;
 	call->deadline_ns = call->bg->timeout_ms ? mtd_now_ns() + call->bg->timeout_ms * 1000000 : 0;
-	start_attempt(call, call->key_copy, call->key_copy_len, false);
+	start_keyed(call, false);
 }
 
 void mtd_call_reroute(struct mtd_attempt *a)
@@ -902,21 +907,12 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	call->hold = NULL;
 	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path");
 	struct mtd_route_path rp;
-	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 ||
-	    !(call->picker = route(call, &rp))) {
+	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 || !route(call, &rp)) {
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");
 		goto out;
 	}
 	MTD_DEBUG("call: endpoint removed while waiting; picking again in the current snapshot");
-	const struct mtd_cfg_hash_key *hk = call->hash_key;
-	if (hk->kind == MTD_CFG_HASH_HEADER) {
-		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header);
-		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0, false);
-	} else if (hk->kind == MTD_CFG_HASH_FIELD) {
-		pick_with_field_key(call); /* the message was captured before */
-	} else {
-		start_attempt(call, NULL, 0, false);
-	}
+	start_keyed(call, false); /* a field key's message was captured before */
 out:
 	call->held = held;
 	mtd_call_maybe_free(call);
@@ -959,7 +955,7 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 		return;
 	}
 	if (waiting && (call->key_ready || call->req_scan.messages > 1))
-		pick_with_field_key(call);
+		pick_with_field_key(call, false);
 	resume_attempts(call);
 }
 
@@ -967,7 +963,7 @@ void mtd_call_on_req_end(struct mtd_call *call)
 {
 	call->req_eof = true;
 	if (call->state == MTD_CALL_WAIT_KEY)
-		pick_with_field_key(call);
+		pick_with_field_key(call, false);
 	resume_attempts(call);
 }
 
@@ -981,10 +977,7 @@ void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
 		/* The client cancelled (RST_STREAM) or went away: not the
 		 * endpoints' doing, so nobody is blamed. */
 		MTD_DEBUG("call: client ended the stream (%s)", nghttp2_http2_strerror(error_code));
-		if (call->deadline_armed) {
-			event_del(&call->deadline_ev);
-			call->deadline_armed = false;
-		}
+		mtd_worker_timer_disarm(call->w, &call->deadline);
 		call->resp_done = true;
 		bool held = call->held;
 		call->held = true;

@@ -35,10 +35,9 @@ static void log_drop(struct mtd_worker *w, const char *what, const char *why)
 	w->failback_quiet = 0;
 }
 
-static void resend_cb(evutil_socket_t fd, short what, void *arg)
+void mtd_failback_on_resend(struct mtd_timer *t)
 {
-	struct mtd_call *bg = arg;
-	bg->retry_armed = false;
+	struct mtd_call *bg = MTD_CONTAINER_OF(t, struct mtd_call, retry);
 	bg->bg->tries++;
 	mtd_metrics_failback(bg, false);
 	bool held = bg->held;
@@ -48,16 +47,14 @@ static void resend_cb(evutil_socket_t fd, short what, void *arg)
 	mtd_call_maybe_free(bg);
 }
 
-static void schedule(struct mtd_call *bg)
+/* false: no timer (out of memory). */
+static bool schedule(struct mtd_call *bg)
 {
 	const struct mtd_fault_policy *f = bg->fault;
 	int64_t ns = mtd_fault_backoff_ns(f->backoff_base_ms, f->backoff_max_ms, bg->bg->tries + 1, &bg->w->rng);
 	if (ns < 1000000)
 		ns = 1000000; /* at least a turn of the loop: never a busy re-send */
-	struct timeval tv = {(time_t)(ns / 1000000000), (suseconds_t)(ns % 1000000000 / 1000)};
-	evtimer_assign(&bg->retry_ev, bg->w->base, resend_cb, bg);
-	evtimer_add(&bg->retry_ev, &tv);
-	bg->retry_armed = true;
+	return mtd_worker_timer_arm(bg->w, &bg->retry, MTD_TIMER_RESEND, ns) == 0;
 }
 
 static void drop(struct mtd_call *call, const char *what, const char *why)
@@ -127,7 +124,10 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 	w->n_calls++;
 	w->n_bg++;
 	LIST_INSERT_HEAD(&w->bg_calls, part, link);
-	schedule(bg);
+	if (!schedule(bg)) {
+		drop(call, what, "out of memory");
+		mtd_call_maybe_free(bg);
+	}
 }
 
 void mtd_failback_failed(struct mtd_call *bg, const char *what)
@@ -139,8 +139,8 @@ void mtd_failback_failed(struct mtd_call *bg, const char *what)
 		drop(bg, what, why);
 		return;
 	}
-	if (!bg->retry_armed)
-		schedule(bg);
+	if (!mtd_timer_armed(&bg->retry) && !schedule(bg))
+		drop(bg, what, "out of memory"); /* freed once nothing holds it */
 }
 
 void mtd_failback_done(struct mtd_call *bg)
@@ -161,10 +161,7 @@ void mtd_failback_drop_all(struct mtd_worker *w)
 		struct mtd_call *bg = part->call;
 		n++;
 		mtd_metrics_failback(bg, true);
-		if (bg->retry_armed) {
-			event_del(&bg->retry_ev);
-			bg->retry_armed = false;
-		}
+		mtd_worker_timer_disarm(w, &bg->retry);
 		bool held = bg->held;
 		bg->held = true;
 		mtd_call_settle(bg);

@@ -182,10 +182,7 @@ void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
 		mtd_headers_move(&call->resp_trailers, &a->resp_trailers, &call->w->slab);
 	}
 	call->resp_eof = true;
-	if (call->deadline_armed) {
-		event_del(&call->deadline_ev);
-		call->deadline_armed = false;
-	}
+	mtd_worker_timer_disarm(call->w, &call->deadline);
 	mtd_down_resume(call);
 }
 

@@ -16,6 +16,7 @@
 #define MTD_SIDECAR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
 #include <sys/queue.h>
@@ -26,6 +27,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "config/config.h"
+#include "core/timers.h"
 #include "fault/fault.h"
 #include "core/bufq.h"
 #include "core/slab.h"
@@ -522,25 +524,24 @@ struct mtd_attempt {
 	uint32_t index; /* 0 = first; grpc-previous-rpc-attempts (gRPC A6) */
 	struct mtd_endpoint *ep;
 	int ep_idx;                       /* in the snapshot of picker */
+	int32_t up_sid;                   /* its upstream stream, while `up` is set */
 	struct mtd_lb_picker *picker;     /* the one that picked it */
 	struct mtd_lb_layer *layer;       /* the routing layer that picked it, or NULL */
 	struct mtd_outlier_set *outliers; /* the ejection state ep_idx indexes, or NULL */
 	struct mtd_pool *pool;            /* PENDING */
 	TAILQ_ENTRY(mtd_attempt) pending_link;
 	struct mtd_conn *up; /* set while the upstream stream exists */
-	int32_t up_sid;
 	LIST_ENTRY(mtd_attempt) up_link;
 	LIST_ENTRY(mtd_attempt) call_link;
 	/* Request bytes (counted from the call's first) its stream took. */
 	size_t req_off;
-	bool req_deferred; /* its data provider waits for bytes */
 	/* Response headers / trailers until relayed (moved into the call). */
 	struct mtd_headers resp_hdrs, resp_trailers;
+	int64_t start_ns;       /* picked */
+	int64_t first_ns;       /* first response message, or the answer's end (0 = none yet) */
+	struct mtd_timer timer; /* per_try_timeout */
+	bool req_deferred;      /* its data provider waits for bytes */
 	bool resp_headers_in;
-	int64_t start_ns;   /* picked */
-	int64_t first_ns;   /* first response message, or the answer's end (0 = none yet) */
-	struct event timer; /* per_try_timeout */
-	bool timer_armed;
 	bool lb_begun; /* counted in its endpoint's active calls */
 	bool hedge;    /* FORKING: started after the first attempt */
 };
@@ -593,12 +594,11 @@ struct mtd_call {
 	 * remain). */
 	struct mtd_rt_hold *hold, *hold_prev;
 	struct mtd_rt_service *svc;
-	struct mtd_lb_picker *picker;
-	struct mtd_lb_layer *layer; /* the method's or service's, or NULL */
-	const char *route_header;   /* routing.header the layer reads, or NULL */
-	const struct mtd_cfg_hash_key *hash_key;
+	/* The method's picker, layer, ejection state, hash key and routing
+	 * header, or NULL: the service's (call.c reads them through one
+	 * accessor each). */
+	const struct mtd_rt_method *method;
 	const struct mtd_fault_policy *fault; /* the method's, else the service's */
-	struct mtd_outlier_set *outliers;     /* the method's, else the service's; NULL = none */
 	struct mtd_rt_load *load;             /* counted in load->calls (reference held), or NULL */
 	/* Endpoints this call failed on, and those that refused it (gRPC
 	 * transparent retry: once per endpoint); bitmaps over the service's
@@ -608,19 +608,18 @@ struct mtd_call {
 	uint32_t n_tried;
 	enum mtd_grpc_status last_status; /* the status last_failure goes with */
 	char *last_failure;
-	uint8_t *key_copy; /* the hash key, for re-picks */
-	size_t key_copy_len;
 	int64_t start_ns;
-	int64_t deadline_ns; /* 0 = none */
-	struct event deadline_ev;
+	int64_t deadline_ns;       /* 0 = none */
+	struct mtd_timer deadline; /* at deadline_ns while the answer is not complete */
 	/* Attempts: every one not yet freed; cur = the one going on (NULL
 	 * between attempts); ans = the one the call committed to by relaying
 	 * its response headers. */
 	struct mtd_attempt_list attempts;
 	struct mtd_attempt *cur, *ans;
-	uint32_t n_attempts;   /* started, transparent ones included */
-	uint32_t retries_done; /* policy retries started */
-	struct event retry_ev; /* backoff before the next attempt; FORKING: hedge delay */
+	uint32_t n_attempts;    /* started, transparent ones included */
+	uint32_t retries_done;  /* policy retries started */
+	struct mtd_timer retry; /* backoff before the next attempt; FORKING: hedge delay;
+	                         * a FAILBACK re-send's wait */
 	/* Request bytes: downstream DATA -> upstream DATA. Kept from the
 	 * first byte (req_base = 0) until the call commits, so a new attempt
 	 * can replay them; then dropped as they are sent. */
@@ -646,8 +645,6 @@ struct mtd_call {
 	struct mtd_call_bc *bc;           /* BROADCAST (attempt.c), else NULL */
 	struct mtd_call_bg *bg;           /* a FAILBACK re-send (failback.c), else NULL */
 	/* Flags, together (no padding after each). */
-	bool deadline_armed;
-	bool retry_armed;
 	bool held;      /* a call.c function is working on it: not freed meanwhile */
 	bool committed; /* no replay any more (headers relayed / outgrown) */
 	bool req_sink;  /* nobody reads the request any more: drop it */
@@ -697,6 +694,8 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what);
 void mtd_failback_failed(struct mtd_call *call, const char *what);
 /* A background call was answered (a status outside retry_on): done. */
 void mtd_failback_done(struct mtd_call *call);
+/* A background call's wait is over: its next try starts (its call->retry). */
+void mtd_failback_on_resend(struct mtd_timer *t);
 /* The worker stops: every queued re-send is dropped, the count logged. */
 void mtd_failback_drop_all(struct mtd_worker *w);
 
@@ -725,6 +724,12 @@ void mtd_call_reroute(struct mtd_attempt *a);
 /* FORKING: start the next fork now unless forks are all started, an
  * answer came, the deadline passed or the budget says no. */
 void mtd_call_hedge(struct mtd_call *call);
+/* The call's timers are due (worker.c's table): its deadline (the call
+ * fails DEADLINE_EXCEEDED), its backoff (the next attempt), its hedge
+ * delay (the next fork). */
+void mtd_call_on_deadline(struct mtd_timer *t);
+void mtd_call_on_retry(struct mtd_timer *t);
+void mtd_call_on_hedge(struct mtd_timer *t);
 /* Commit to the current attempt (its response headers are relayed, or the
  * request outgrew what may be kept): the other attempts are cancelled. */
 void mtd_call_commit(struct mtd_call *call);
@@ -758,6 +763,8 @@ void mtd_attempt_cancel(struct mtd_attempt *a);
  * (the stream closes when it went out; its close callback ends a). */
 void mtd_attempt_reset_stream(struct mtd_attempt *a);
 void mtd_attempt_maybe_free(struct mtd_attempt *a);
+/* a's per_try_timeout is due (worker.c's table): a fails as timed out. */
+void mtd_attempt_on_timeout(struct mtd_timer *t);
 
 /* relay.c: the response side towards the client. */
 /* Relay the committed attempt's response headers (moved into the call). */
@@ -809,6 +816,13 @@ struct mtd_worker {
 	struct event housekeeping_ev; /* 1 s timer */
 	struct event drain_ev;        /* activated by the main thread */
 	struct event stop_ev;         /* activated by the main thread */
+	/* The timers of its calls and attempts (lib/core/timers.h), and the
+	 * one libevent timer for the earliest: timer_at_ns is where that one
+	 * is set (INT64_MAX: not pending). */
+	struct mtd_timers timers;
+	struct event timers_ev;
+	int64_t timer_at_ns;
+	bool in_timers; /* running due timers: re-armed once they are done */
 	TAILQ_HEAD(, mtd_conn) dirty;
 	LIST_HEAD(, mtd_conn) downs;
 	uint32_t n_downs;
@@ -865,6 +879,21 @@ void mtd_worker_stop(struct mtd_worker *w);
 void mtd_worker_free(struct mtd_worker *w);
 /* Schedule the end-of-turn flush. */
 void mtd_worker_schedule_flush(struct mtd_worker *w);
+/* The struct of `type` holding member `field` at p (a timer's owner). */
+#define MTD_CONTAINER_OF(p, type, field) ((type *)(void *)((char *)(p)-offsetof(type, field)))
+/* What a call's or an attempt's timer is for: the worker runs, when it is
+ * due, the function of its kind (worker.c's table). */
+enum mtd_timer_kind {
+	MTD_TIMER_DEADLINE, /* call->deadline: mtd_call_on_deadline */
+	MTD_TIMER_RETRY,    /* call->retry, a backoff: mtd_call_on_retry */
+	MTD_TIMER_HEDGE,    /* call->retry, FORKING's hedge delay: mtd_call_on_hedge */
+	MTD_TIMER_RESEND,   /* call->retry, FAILBACK's re-send: mtd_failback_on_resend */
+	MTD_TIMER_PER_TRY,  /* attempt->timer: mtd_attempt_on_timeout */
+};
+/* Arm t (kind) to be due delay_ns from now, or move it there. 0, or
+ * -ENOMEM (t left as it was). Disarming a timer not armed does nothing. */
+int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, enum mtd_timer_kind kind, int64_t delay_ns);
+void mtd_worker_timer_disarm(struct mtd_worker *w, struct mtd_timer *t);
 /* A downstream connection ended: its slot under downstream.max_connections
  * is free (any thread). */
 void mtd_worker_down_closed(void);

@@ -80,6 +80,60 @@ void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c)
 	mtd_worker_schedule_flush(w);
 }
 
+/* ---- timers ------------------------------------------------------------ */
+
+static void (*const timer_fns[])(struct mtd_timer *) = {
+        [MTD_TIMER_DEADLINE] = mtd_call_on_deadline,  [MTD_TIMER_RETRY] = mtd_call_on_retry,
+        [MTD_TIMER_HEDGE] = mtd_call_on_hedge,        [MTD_TIMER_RESEND] = mtd_failback_on_resend,
+        [MTD_TIMER_PER_TRY] = mtd_attempt_on_timeout,
+};
+
+/* Set the libevent timer for the earliest armed timer if that is sooner
+ * than where it is set. A disarmed timer leaves it as it is: it then
+ * wakes the loop once for nothing, cheaper than re-arming on every
+ * disarm (most calls end before their deadline). */
+static void timers_rearm(struct mtd_worker *w, int64_t now_ns)
+{
+	int64_t next = mtd_timers_next(&w->timers);
+	if (next >= w->timer_at_ns)
+		return;
+	int64_t us = next > now_ns ? (next - now_ns + 999) / 1000 : 0;
+	struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+	if (event_add(&w->timers_ev, &tv) == 0)
+		w->timer_at_ns = next;
+}
+
+static void timers_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_worker *w = arg;
+	w->timer_at_ns = INT64_MAX;
+	int64_t now = mtd_now_ns();
+	/* Those due now; one a callback arms for now runs at the next turn. */
+	uint32_t n = w->timers.n;
+	struct mtd_timer *t;
+	w->in_timers = true;
+	while (n-- > 0 && (t = mtd_timers_pop_due(&w->timers, now)))
+		timer_fns[t->kind](t);
+	w->in_timers = false;
+	timers_rearm(w, mtd_now_ns());
+}
+
+int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, enum mtd_timer_kind kind, int64_t delay_ns)
+{
+	int64_t now = mtd_now_ns();
+	t->kind = kind;
+	if (mtd_timers_add(&w->timers, t, now + (delay_ns > 0 ? delay_ns : 0)) < 0)
+		return -ENOMEM;
+	if (!w->in_timers)
+		timers_rearm(w, now);
+	return 0;
+}
+
+void mtd_worker_timer_disarm(struct mtd_worker *w, struct mtd_timer *t)
+{
+	mtd_timers_del(&w->timers, t);
+}
+
 static void maybe_finish_drain(struct mtd_worker *w)
 {
 	if (w->draining && w->n_downs == 0) {
@@ -335,6 +389,8 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w);
 	event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w);
 	event_assign(&w->swap_ev, w->base, -1, 0, swap_cb, w);
+	evtimer_assign(&w->timers_ev, w->base, timers_cb, w);
+	w->timer_at_ns = INT64_MAX;
 	if (mtd_hc_worker_init(w) < 0)
 		goto fail_up;
 	struct timeval one_second = {1, 0};
@@ -405,10 +461,12 @@ void mtd_worker_free(struct mtd_worker *w)
 		close(w->listen_fd);
 	}
 	event_del(&w->housekeeping_ev);
+	event_del(&w->timers_ev);
 	mtd_hc_worker_fini(w); /* after the pools: their checks answered */
 	mtd_up_teardown(w);
 	mtd_down_teardown(w);
 	mtd_slab_drain(&w->slab);
+	mtd_timers_free(&w->timers);
 	free(w->rbuf);
 	event_base_free(w->base);
 	if (w->next_rt)

@@ -1,4 +1,5 @@
-/* Unit tests for lib/core: the chunked byte queue and log level parsing. */
+/* Unit tests for lib/core: the chunked byte queue, log level parsing, the
+ * slab and the timer heap. */
 #include "config.h"
 
 #include <check.h>
@@ -9,6 +10,7 @@
 #include "core/bufq.h"
 #include "core/log.h"
 #include "core/slab.h"
+#include "core/timers.h"
 
 START_TEST(bufq_fifo_across_chunks)
 {
@@ -200,6 +202,62 @@ START_TEST(slab_passthrough_keeps_nothing)
 }
 END_TEST
 
+/* The heap against a plain array: random arms, moves, disarms and pops;
+ * every pop is the earliest armed timer, and slots stay consistent. */
+START_TEST(timers_heap_order)
+{
+	enum { N = 300 };
+	static struct mtd_timer t[N];
+	struct mtd_timers h = {0};
+	memset(t, 0, sizeof(t));
+	uint32_t rng = 12345;
+	for (int round = 0; round < 20000; round++) {
+		rng = rng * 1103515245u + 12345u;
+		int i = (int)((rng >> 8) % N);
+		int op = (int)((rng >> 20) % 4);
+		if (op <= 1) {
+			ck_assert_int_eq(mtd_timers_add(&h, &t[i], (int64_t)((rng >> 4) % 1000)), 0);
+		} else if (op == 2) {
+			mtd_timers_del(&h, &t[i]);
+			ck_assert(!mtd_timer_armed(&t[i]));
+		} else {
+			int64_t now = (int64_t)((rng >> 12) % 1000);
+			int64_t min = INT64_MAX;
+			for (int k = 0; k < N; k++)
+				if (mtd_timer_armed(&t[k]) && t[k].at_ns < min)
+					min = t[k].at_ns;
+			ck_assert_int_eq(mtd_timers_next(&h), min);
+			struct mtd_timer *p = mtd_timers_pop_due(&h, now);
+			if (min <= now) {
+				ck_assert_ptr_nonnull(p);
+				ck_assert_int_eq(p->at_ns, min);
+				ck_assert(!mtd_timer_armed(p));
+			} else {
+				ck_assert_ptr_null(p);
+			}
+		}
+		uint32_t armed = 0;
+		for (int k = 0; k < N; k++)
+			if (mtd_timer_armed(&t[k])) {
+				armed++;
+				ck_assert_ptr_eq(h.heap[t[k].slot - 1], &t[k]);
+			}
+		ck_assert_uint_eq(armed, h.n);
+	}
+	/* Draining pops in order. */
+	int64_t last = INT64_MIN;
+	struct mtd_timer *p;
+	while ((p = mtd_timers_pop_due(&h, INT64_MAX))) {
+		ck_assert_int_ge(p->at_ns, last);
+		last = p->at_ns;
+	}
+	ck_assert_uint_eq(h.n, 0);
+	mtd_timers_add(&h, &t[0], 5);
+	mtd_timers_free(&h);
+	ck_assert(!mtd_timer_armed(&t[0]));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("core");
@@ -210,6 +268,7 @@ int main(void)
 	tcase_add_test(tc, log_levels);
 	tcase_add_test(tc, slab_classes_reuse_and_realloc);
 	tcase_add_test(tc, slab_passthrough_keeps_nothing);
+	tcase_add_test(tc, timers_heap_order);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
