@@ -7,6 +7,8 @@
  *
  *   control thread --(health check)--> a worker   (health.c: hc_inbox)
  *   a worker --(the check's answer)--> control    (health.c: mtd_health.done)
+ *   any thread --(a last reference)--> control    (runtime.c: reclaim_rts,
+ *                                                  reclaim_svcs, reclaim_eps)
  *
  * Not for a value a newer one replaces (mtd_worker_set_runtime keeps one
  * slot: the same runtime goes to every worker, so it cannot be linked into

@@ -99,65 +99,50 @@ static void runtime_free(struct mtd_runtime *rt)
 	free(rt);
 }
 
-/* The last reference of an object went on some thread: free it at the
- * control thread's next turn (pickers are freed there, lb.h). */
-#define QUEUE(ctl, list, obj)                                           \
-	do {                                                            \
-		pthread_mutex_lock(&(ctl)->reclaim_mu);                 \
-		(obj)->reclaim_next = (ctl)->list;                      \
-		(ctl)->list = (obj);                                    \
-		pthread_mutex_unlock(&(ctl)->reclaim_mu);               \
-		if ((ctl)->reclaim_ev)                                  \
-			event_active((ctl)->reclaim_ev, EV_TIMEOUT, 0); \
-	} while (0)
-
 static struct mtd_control *the_ctl; /* one control loop per process */
 
 void mtd_runtime_unref(struct mtd_runtime *rt)
 {
 	if (rt && mtd_disc_ref_put(&rt->ref))
-		QUEUE(rt->ctl, reclaim_rts, rt);
+		mtd_mbox_post(&rt->ctl->reclaim_rts, &rt->reclaim); /* freed by the control thread */
 }
 
 void mtd_rt_service_unref(struct mtd_rt_service *s)
 {
 	if (s && mtd_disc_ref_put(&s->ref))
-		QUEUE(the_ctl, reclaim_svcs, s);
+		mtd_mbox_post(&the_ctl->reclaim_svcs, &s->reclaim);
 }
 
 void mtd_endpoint_unref(struct mtd_endpoint *ep)
 {
 	if (ep && mtd_disc_ref_put(&ep->ref))
-		QUEUE(the_ctl, reclaim_eps, ep);
+		mtd_mbox_post(&the_ctl->reclaim_eps, &ep->reclaim);
 }
 
 void mtd_control_reclaim(struct mtd_control *ctl)
 {
+	/* Freeing a runtime lets go of its services, a service of its
+	 * endpoints: again until all three are empty. */
 	for (;;) {
-		pthread_mutex_lock(&ctl->reclaim_mu);
-		struct mtd_runtime *rts = ctl->reclaim_rts;
-		struct mtd_rt_service *svcs = ctl->reclaim_svcs;
-		struct mtd_endpoint *eps = ctl->reclaim_eps;
-		ctl->reclaim_rts = NULL;
-		ctl->reclaim_svcs = NULL;
-		ctl->reclaim_eps = NULL;
-		pthread_mutex_unlock(&ctl->reclaim_mu);
+		struct mtd_mbox_link *rts = mtd_mbox_take(&ctl->reclaim_rts);
+		struct mtd_mbox_link *svcs = mtd_mbox_take(&ctl->reclaim_svcs);
+		struct mtd_mbox_link *eps = mtd_mbox_take(&ctl->reclaim_eps);
 		if (!rts && !svcs && !eps)
 			return;
 		while (rts) {
-			struct mtd_runtime *next = rts->reclaim_next;
-			runtime_free(rts);
-			rts = next;
+			struct mtd_runtime *rt = MTD_MBOX_ITEM(rts, struct mtd_runtime, reclaim);
+			rts = rts->next;
+			runtime_free(rt);
 		}
 		while (svcs) {
-			struct mtd_rt_service *next = svcs->reclaim_next;
-			service_free(svcs);
-			svcs = next;
+			struct mtd_rt_service *s = MTD_MBOX_ITEM(svcs, struct mtd_rt_service, reclaim);
+			svcs = svcs->next;
+			service_free(s);
 		}
 		while (eps) {
-			struct mtd_endpoint *next = eps->reclaim_next;
-			endpoint_free(eps);
-			eps = next;
+			struct mtd_endpoint *ep = MTD_MBOX_ITEM(eps, struct mtd_endpoint, reclaim);
+			eps = eps->next;
+			endpoint_free(ep);
 		}
 	}
 }
@@ -169,20 +154,34 @@ static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
 
 int mtd_control_init(struct mtd_control *ctl)
 {
+	int rc = -ENOMEM;
+
 	memset(ctl, 0, sizeof(*ctl));
-	pthread_mutex_init(&ctl->reclaim_mu, NULL);
 	ctl->base = event_base_new();
 	if (!ctl->base)
-		return -ENOMEM;
-	ctl->reclaim_ev = event_new(ctl->base, -1, 0, reclaim_cb, ctl);
-	if (!ctl->reclaim_ev) {
-		event_base_free(ctl->base);
-		ctl->base = NULL;
-		return -ENOMEM;
-	}
+		goto fail;
+	rc = mtd_mbox_init(&ctl->reclaim_rts, ctl->base, reclaim_cb, ctl);
+	if (rc < 0)
+		goto free_base;
+	rc = mtd_mbox_init(&ctl->reclaim_svcs, ctl->base, reclaim_cb, ctl);
+	if (rc < 0)
+		goto fini_rts;
+	rc = mtd_mbox_init(&ctl->reclaim_eps, ctl->base, reclaim_cb, ctl);
+	if (rc < 0)
+		goto fini_svcs;
 	ctl->watch_fd = -1;
 	the_ctl = ctl;
 	return 0;
+
+fini_svcs:
+	mtd_mbox_fini(&ctl->reclaim_svcs);
+fini_rts:
+	mtd_mbox_fini(&ctl->reclaim_rts);
+free_base:
+	event_base_free(ctl->base);
+	ctl->base = NULL;
+fail:
+	return rc;
 }
 
 void mtd_control_fini(struct mtd_control *ctl)
@@ -192,13 +191,13 @@ void mtd_control_fini(struct mtd_control *ctl)
 		ctl->rt = NULL;
 	}
 	mtd_control_reclaim(ctl);
-	if (ctl->reclaim_ev)
-		event_free(ctl->reclaim_ev);
-	ctl->reclaim_ev = NULL;
+	/* Nothing is left: what the last reclaim freed was the last. */
+	mtd_mbox_fini(&ctl->reclaim_eps);
+	mtd_mbox_fini(&ctl->reclaim_svcs);
+	mtd_mbox_fini(&ctl->reclaim_rts);
 	if (ctl->base)
 		event_base_free(ctl->base);
 	ctl->base = NULL;
-	pthread_mutex_destroy(&ctl->reclaim_mu);
 	the_ctl = NULL;
 }
 

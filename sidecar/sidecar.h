@@ -98,7 +98,7 @@ struct mtd_endpoint {
 	 * ejection ended), 0 = never: its warmup restarts from then
 	 * (mtd_runtime_rewarm). Control thread. */
 	int64_t returned_ms;
-	struct mtd_endpoint *reclaim_next; /* control thread's reclaim list */
+	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_eps */
 };
 
 struct mtd_rt_method {
@@ -158,7 +158,7 @@ struct mtd_rt_service {
 	struct mtd_outlier_set *outliers;
 	struct mtd_rt_load *load; /* reference held */
 	struct mtd_rt_hc *hc;     /* owned; NULL = no health_check */
-	struct mtd_rt_service *reclaim_next;
+	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_svcs */
 };
 
 /* A retry budget shared by the snapshots of one service. */
@@ -181,7 +181,7 @@ struct mtd_runtime {
 	struct mtd_route_table *routes;
 	struct mtd_rt_service **services; /* parallel to cfg->services, references held */
 	struct mtd_control *ctl;
-	struct mtd_runtime *reclaim_next;
+	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_rts */
 };
 
 /* Build the first runtime for cfg (takes ownership of cfg, also on
@@ -211,13 +211,12 @@ struct mtd_control {
 	struct mtd_worker **workers;
 	unsigned n_workers;
 	uint64_t next_gen;
-	/* Objects whose last reference went, freed at the control thread's
-	 * next turn (reclaim_ev). */
-	pthread_mutex_t reclaim_mu;
-	struct mtd_runtime *reclaim_rts;
-	struct mtd_rt_service *reclaim_svcs;
-	struct mtd_endpoint *reclaim_eps;
-	struct event *reclaim_ev;
+	/* Objects whose last reference went on any thread, freed at the
+	 * control thread's next turn (mailbox.h; each one's event runs
+	 * mtd_control_reclaim, which empties all three). */
+	struct mtd_mbox reclaim_rts;
+	struct mtd_mbox reclaim_svcs;
+	struct mtd_mbox reclaim_eps;
 	/* Endpoint sources of the current config: one per service, or NULL. */
 	const struct mtd_disc_source_ops **src_ops;
 	void **src_state;
