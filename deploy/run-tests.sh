@@ -11,7 +11,7 @@
 # the sources in a temporary directory, the unit suites that start threads
 # and the integration files that stress them; TSAN=0 skips it), then the
 # valgrind stage (deploy/valgrind.sh: a copy built without sanitizers, the
-# quick unit suites and test_faults under memcheck; VALGRIND=0 skips it),
+# quick unit suites and most of test_faults under memcheck; VALGRIND=0 skips it),
 # then every libFuzzer target for FUZZ_TIME seconds (default 60; FUZZ_TIME=0
 # skips fuzzing). On failure it prints the log of every test that failed,
 # the race or memcheck report, or the fuzzer's crash report, and exits

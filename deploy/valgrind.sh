@@ -7,7 +7,7 @@
 # sanitizers (`configure --enable-werror`) from a copy of this checkout's
 # sources (deploy/copy-sources.sh) in a temporary directory, and runs
 # tests/valgrind.sh there: the quick unit suites under memcheck, then
-# test_faults with every maitred under memcheck (MAITRED_WRAP; its worker
+# most of test_faults with every maitred under memcheck (MAITRED_WRAP; its worker
 # slabs keep no freed block, MAITRED_SLAB=0). Any memcheck error or
 # definite leak fails the run. The tree is removed when everything passed,
 # kept (and named) otherwise.
