@@ -20,7 +20,7 @@ import time
 import unittest
 
 from harness import (MaitredTest, maitred_only, pb, call_id, holder, port_accepts, wait_until, CALL_LIMIT, START_LIMIT,
-                     STOP_LIMIT, ECHO, _SETPRIV)
+                     STOP_LIMIT, ECHO, _SETPRIV, SLOW)
 
 SRC = os.path.join(os.environ.get("MAITRED_SRCDIR", os.path.join(os.path.dirname(__file__), "..", "..")),
                    "tests", "interop", "javaecho", "JavaEcho.java")
@@ -311,7 +311,7 @@ class JavaInterop(MaitredTest):
             # A deadline that expires: DEADLINE_EXCEEDED in grpc-java, the
             # upstream's call cancelled.
             cid = call_id()
-            r = self.call(m, [pb.EchoRequest(call_id=cid, hold=True)], timeout_ms=500)
+            r = self.call(m, [pb.EchoRequest(call_id=cid, hold=True)], timeout_ms=int(500 * SLOW))  # memcheck: SLOW
             self.assertEqual(r.code, "DEADLINE_EXCEEDED", r.message)
             state = up.wait_call(cid, "ENDED")
             self.assertTrue(state.started)
