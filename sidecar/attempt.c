@@ -433,7 +433,8 @@ void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
 
 static int status_of(const struct mtd_headers *h)
 {
-	const nghttp2_nv *st = mtd_headers_find(h, "grpc-status");
+	nghttp2_nv buf;
+	const nghttp2_nv *st = mtd_headers_find(h, "grpc-status", &buf);
 	if (!st || st->valuelen == 0 || st->valuelen > 3)
 		return -1;
 	int v = 0;
@@ -449,7 +450,8 @@ static int status_of(const struct mtd_headers *h)
  * (nghttp2 checks responses for RFC 9113 §8.3.2, so that is a guard). */
 static int http_status(const struct mtd_headers *h)
 {
-	const nghttp2_nv *st = mtd_headers_find(h, ":status");
+	nghttp2_nv buf;
+	const nghttp2_nv *st = mtd_headers_find(h, ":status", &buf);
 	if (!st || st->valuelen != 3)
 		return -1;
 	int v = 0;
@@ -478,7 +480,6 @@ static int translate_http_answer(struct mtd_attempt *a, int http)
 	rc |= mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
 	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
 	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
-	mtd_headers_finish(h);
 	return rc ? -ENOMEM : 0;
 }
 
@@ -490,7 +491,8 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 	    call->resp_done || call->resp_eof)
 		return;
 	int http = http_status(&a->resp_hdrs);
-	if (http != 200 && !mtd_headers_find(&a->resp_hdrs, "grpc-status")) {
+	nghttp2_nv buf;
+	if (http != 200 && !mtd_headers_find(&a->resp_hdrs, "grpc-status", &buf)) {
 		if (translate_http_answer(a, http) < 0) {
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 			return;
@@ -518,14 +520,15 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 		}
 		if (st > 0 && (bc || mtd_fault_retry_on(call->fault, st))) {
 			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = st};
-			const nghttp2_nv *pb = mtd_headers_find(&a->resp_hdrs, "grpc-retry-pushback-ms");
+			const nghttp2_nv *pb = mtd_headers_find(&a->resp_hdrs, "grpc-retry-pushback-ms", &buf);
 			if (pb) {
 				/* gRPC A6: malformed or negative = do not retry. */
 				o.has_pushback = true;
 				if (mtd_fault_pushback_parse((const char *)pb->value, pb->valuelen, &o.pushback_ms) < 0)
 					o.pushback_ms = -1;
 			}
-			const nghttp2_nv *gm = mtd_headers_find(&a->resp_hdrs, "grpc-message");
+			nghttp2_nv gbuf;
+			const nghttp2_nv *gm = mtd_headers_find(&a->resp_hdrs, "grpc-message", &gbuf);
 			char msg[384];
 			snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", a->ep->addr.text,
 			         mtd_grpc_status_name(st), gm ? ": " : "",
@@ -633,7 +636,8 @@ void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
 			return;
 		int st = status_of(&a->resp_trailers);
 		if (st != 0) {
-			const nghttp2_nv *gm = mtd_headers_find(&a->resp_trailers, "grpc-message");
+			nghttp2_nv gbuf;
+			const nghttp2_nv *gm = mtd_headers_find(&a->resp_trailers, "grpc-message", &gbuf);
 			char msg[384];
 			if (st < 0)
 				snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status",

@@ -276,7 +276,8 @@ void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const cha
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (mtd_log_enabled(MTD_LOG_DEBUG)) {
-		const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path");
+		nghttp2_nv path_buf;
+		const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
 		MTD_DEBUG("call %.*s: %s: %s", path ? (int)path->valuelen : 1, path ? (const char *)path->value : "?",
 		          mtd_grpc_status_name(status), msg);
 	}
@@ -315,7 +316,8 @@ static void bit_set(uint64_t *bits, int i, bool on)
 static int layer_pick(struct mtd_call *call, const struct mtd_lb_pick_ctx *ctx)
 {
 	const char *name = call_route_header(call);
-	const nghttp2_nv *v = name ? mtd_headers_find(&call->req_hdrs, name) : NULL;
+	nghttp2_nv v_buf;
+	const nghttp2_nv *v = name ? mtd_headers_find(&call->req_hdrs, name, &v_buf) : NULL;
 	return mtd_lb_layer_pick(call_layer(call), v ? (const char *)v->value : NULL, v ? v->valuelen : 0, ctx);
 }
 
@@ -721,7 +723,8 @@ static void start_keyed(struct mtd_call *call, bool hedge)
 	if (hk->kind == MTD_CFG_HASH_FIELD) {
 		pick_with_field_key(call, hedge);
 	} else if (hk->kind == MTD_CFG_HASH_HEADER) {
-		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header);
+		nghttp2_nv v_buf;
+		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header, &v_buf);
 		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0, hedge);
 	} else {
 		start_attempt(call, NULL, 0, hedge);
@@ -780,7 +783,8 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 
 void mtd_call_start(struct mtd_call *call)
 {
-	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path");
+	nghttp2_nv path_buf;
+	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
 	struct mtd_route_path rp;
 	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0) {
 		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED, "malformed gRPC path \"%.*s\"",
@@ -812,7 +816,8 @@ void mtd_call_start(struct mtd_call *call)
 	}
 	if (call->svc->cfg->retry_budget.set)
 		mtd_fault_budget_call(call->svc->budget, call->start_ns / 1000000000);
-	const nghttp2_nv *tmo = mtd_headers_find(&call->req_hdrs, "grpc-timeout");
+	nghttp2_nv tmo_buf;
+	const nghttp2_nv *tmo = mtd_headers_find(&call->req_hdrs, "grpc-timeout", &tmo_buf);
 	if (tmo) {
 		int64_t ns;
 		if (mtd_grpc_timeout_parse((const char *)tmo->value, tmo->valuelen, &ns) < 0) {
@@ -850,7 +855,8 @@ void mtd_call_start_bg(struct mtd_call *call)
 	if (!call->hold) {
 		/* Routed once, on the snapshot of its first re-send, which it
 		 * holds until it ends. */
-		const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path");
+		nghttp2_nv path_buf;
+		const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
 		struct mtd_route_path rp;
 		if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 ||
 		    !route(call, &rp)) {
@@ -905,7 +911,8 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	else
 		call->hold_prev = call->hold;
 	call->hold = NULL;
-	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path");
+	nghttp2_nv path_buf;
+	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
 	struct mtd_route_path rp;
 	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 || !route(call, &rp)) {
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");

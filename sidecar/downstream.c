@@ -241,7 +241,6 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
 			if (c->glitches > 0)
 				c->glitches--;
-			mtd_headers_finish(&call->req_hdrs);
 			call->req_eof = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
 			mtd_call_start(call);
 		} else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {

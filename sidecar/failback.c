@@ -93,11 +93,9 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 	bg->mx = call->mx;
 	bg->fault = f;
 	int rc = 0;
-	for (size_t i = 0; i < call->req_hdrs.n; i++) {
-		const nghttp2_nv *nv = &call->req_hdrs.nv[i];
-		rc |= mtd_headers_add(&bg->req_hdrs, &w->slab, nv->name, nv->namelen, nv->value, nv->valuelen);
-	}
-	mtd_headers_finish(&bg->req_hdrs);
+	nghttp2_nv nv;
+	for (uint32_t off = 0; mtd_headers_next(&call->req_hdrs, &off, &nv);)
+		rc |= mtd_headers_add(&bg->req_hdrs, &w->slab, nv.name, nv.namelen, nv.value, nv.valuelen);
 	uint8_t chunk[4096];
 	for (size_t off = 0; rc == 0 && off < len;) {
 		size_t n = mtd_bufq_copy_at(&call->req, off, chunk, sizeof(chunk));

@@ -235,7 +235,8 @@ void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len
 
 static int code_of(const struct mtd_headers *h)
 {
-	const nghttp2_nv *s = mtd_headers_find(h, "grpc-status");
+	nghttp2_nv buf;
+	const nghttp2_nv *s = mtd_headers_find(h, "grpc-status", &buf);
 	if (!s)
 		return -1;
 	int v = 0;

@@ -36,7 +36,6 @@ static int synth_trailers(struct mtd_headers *h, struct mtd_slab *slab, bool wit
 	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
 	if (elen)
 		rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
-	mtd_headers_finish(h);
 	return rc ? -ENOMEM : 0;
 }
 
@@ -74,9 +73,9 @@ static bool skip_response_header(const nghttp2_nv *nv)
 static size_t filter_response(const struct mtd_headers *h, nghttp2_nv *out)
 {
 	size_t n = 0;
-	for (size_t i = 0; i < h->n; i++)
-		if (!skip_response_header(&h->nv[i]))
-			out[n++] = h->nv[i];
+	for (uint32_t off = 0; mtd_headers_next(h, &off, &out[n]);)
+		if (!skip_response_header(&out[n]))
+			n++;
 	return n;
 }
 
@@ -169,7 +168,8 @@ void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
 
 void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
 {
-	if (a->resp_trailers.n == 0 || !mtd_headers_find(&a->resp_trailers, "grpc-status")) {
+	nghttp2_nv buf;
+	if (a->resp_trailers.n == 0 || !mtd_headers_find(&a->resp_trailers, "grpc-status", &buf)) {
 		/* PROTOCOL-HTTP2: a response ends with grpc-status. */
 		const char *peer = a->up ? a->up->peer : a->ep->addr.text;
 		char msg[160];
@@ -204,7 +204,8 @@ void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const 
 			/* No RST_STREAM(NO_ERROR) after it even if the client is still
 			 * sending (RFC 9113 §8.1 allows one): gRPC C-core turns it into
 			 * INTERNAL, hiding our status. Its DATA is dropped instead. */
-			nghttp2_submit_response(call->down->ng, call->down_sid, h->nv, h->n, NULL);
+			nghttp2_nv nva[4]; /* synth_trailers' fields */
+			nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva), NULL);
 		}
 		call->resp_headers_sent = true;
 		call->resp_done = true;
@@ -241,7 +242,6 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 		rc = mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3) |
 		     mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc",
 		                     16);
-	mtd_headers_finish(h);
 	if (rc != 0 || synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_OK, NULL) < 0) {
 		mtd_bufq_clear(&call->resp);
 		call->resp_eof = false;
@@ -250,7 +250,8 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 	}
 	call->down->resp_held += call->resp.len;
 	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
-	nghttp2_submit_response(call->down->ng, call->down_sid, h->nv, h->n, &prd);
+	nghttp2_nv nva[2]; /* :status, content-type */
+	nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva), &prd);
 	call->resp_headers_sent = true;
 	mtd_conn_want_flush(call->down);
 }

@@ -485,31 +485,37 @@ bool mtd_up_check_write_stall(struct mtd_conn *c, int64_t now_ns);
 
 /* ---- calls and attempts (call.c, attempt.c, relay.c, headers.c) ------ */
 
-/* Header storage of one HEADERS block: nv entries pointing into `mem`.
- * Memory comes from the owning worker's slab, which every function below
- * is given (one pointer less in each of the call's and the attempt's
- * blocks: issue 6 §5). A block is at most 4 GiB (the header list limits
- * are 16 MiB). */
+/* Header storage of one HEADERS block (headers.c): its fields in one
+ * buffer from the owning worker's slab, which every function below is
+ * given. No nghttp2_nv array is kept (issue 6 §5: it was 40 bytes per
+ * field, and nghttp2 copies the array on submit anyway): mtd_headers_nv
+ * and mtd_headers_next give nv entries pointing into the buffer, flagged
+ * NO_COPY, valid until the block changes. A block is under 2 GiB (the
+ * header list limits are 16 MiB). */
 struct mtd_headers {
-	nghttp2_nv *nv;
 	uint8_t *mem;
-	uint32_t n, cap;
+	uint32_t n; /* fields */
 	uint32_t mem_len, mem_cap;
 };
 
-/* Header helpers (headers.c). 0 or -ENOMEM. */
+/* Append a field. 0 or -ENOMEM. */
 int mtd_headers_add(struct mtd_headers *h, struct mtd_slab *slab, const uint8_t *name, size_t nlen,
                     const uint8_t *value, size_t vlen);
-void mtd_headers_finish(struct mtd_headers *h); /* fix up nv pointers */
 void mtd_headers_clear(struct mtd_headers *h, struct mtd_slab *slab);
-const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name);
+/* The field after *off (0: the first) in *nv, *off moved past it; false
+ * after the last. */
+bool mtd_headers_next(const struct mtd_headers *h, uint32_t *off, nghttp2_nv *nv);
+/* Every field, in order, into out (room for h->n); returns h->n. */
+size_t mtd_headers_nv(const struct mtd_headers *h, nghttp2_nv *out);
+/* The first field called name, in *buf (returned), or NULL. */
+const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name, nghttp2_nv *buf);
 /* Move src's fields into dst (dst cleared first); src is left empty. */
 void mtd_headers_move(struct mtd_headers *dst, struct mtd_headers *src, struct mtd_slab *slab);
 /* The block's size as RFC 9113 §6.5.2 counts it: name + value + 32 per
  * field (what SETTINGS_MAX_HEADER_LIST_SIZE bounds). */
 static inline size_t mtd_headers_size(const struct mtd_headers *h)
 {
-	return (size_t)h->mem_len + 30 * (size_t)h->n; /* mem holds name + value + 2 NULs per field */
+	return (size_t)h->mem_len + 22 * (size_t)h->n; /* mem holds name + value + 10 per field */
 }
 
 /* One upstream try of a call (the state machine is lib/fault/attempt.c's:

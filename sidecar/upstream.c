@@ -115,8 +115,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		if (!a)
 			break;
 		if (!a->resp_headers_in) {
-			mtd_headers_finish(&a->resp_hdrs);
-			const nghttp2_nv *st = mtd_headers_find(&a->resp_hdrs, ":status");
+			nghttp2_nv buf;
+			const nghttp2_nv *st = mtd_headers_find(&a->resp_hdrs, ":status", &buf);
 			/* RFC 9110 §15.2: 1xx are interim; the real response follows. */
 			if (st && st->valuelen == 3 && st->value[0] == '1') {
 				mtd_headers_clear(&a->resp_hdrs, &c->w->slab);
@@ -124,7 +124,6 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 			}
 			mtd_attempt_on_resp_headers(a, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
 		} else {
-			mtd_headers_finish(&a->resp_trailers);
 			mtd_attempt_on_resp_trailers(a);
 		}
 		break;
@@ -458,16 +457,17 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 	nghttp2_nv authority = {(uint8_t *)":authority", (uint8_t *)(uintptr_t)auth, 10, auth ? strlen(auth) : 0,
 	                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
 	/* Pseudo-headers first (RFC 9113 §8.3). */
-	for (size_t i = 0; i < h->n; i++)
-		if (h->nv[i].name[0] == ':' && !skip_request_header(&h->nv[i]) &&
-		    !(auth && h->nv[i].namelen == 10 && memcmp(h->nv[i].name, ":authority", 10) == 0))
-			nva[n++] = h->nv[i];
+	nghttp2_nv f;
+	for (uint32_t off = 0; mtd_headers_next(h, &off, &f);)
+		if (f.name[0] == ':' && !skip_request_header(&f) &&
+		    !(auth && f.namelen == 10 && memcmp(f.name, ":authority", 10) == 0))
+			nva[n++] = f;
 	if (auth)
 		nva[n++] = authority;
 	nva[n++] = scheme;
-	for (size_t i = 0; i < h->n; i++)
-		if (h->nv[i].name[0] != ':' && !skip_request_header(&h->nv[i]))
-			nva[n++] = h->nv[i];
+	for (uint32_t off = 0; mtd_headers_next(h, &off, &f);)
+		if (f.name[0] != ':' && !skip_request_header(&f))
+			nva[n++] = f;
 	nva[n++] = (nghttp2_nv)NV_LIT("te", "trailers");
 	char tbuf[MTD_GRPC_TIMEOUT_BUFLEN], abuf[12];
 	int64_t now = mtd_now_ns();
