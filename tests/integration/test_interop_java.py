@@ -308,10 +308,14 @@ class JavaInterop(MaitredTest):
     def test_deadline_and_cancel_reach_the_upstream(self):
         def body(kind):
             (up,), m = self.through(kind, [kind])
+            # One call first, so that the connections exist and the held
+            # call below reaches the upstream well within its deadline (at
+            # load 9 the first call's connects outlasted 500 ms).
+            self.assertEqual(self.call(m, [pb.EchoRequest()]).code, "OK")
             # A deadline that expires: DEADLINE_EXCEEDED in grpc-java, the
             # upstream's call cancelled.
             cid = call_id()
-            r = self.call(m, [pb.EchoRequest(call_id=cid, hold=True)], timeout_ms=int(500 * SLOW))  # memcheck: SLOW
+            r = self.call(m, [pb.EchoRequest(call_id=cid, hold=True)], timeout_ms=int(1500 * SLOW))  # memcheck: SLOW
             self.assertEqual(r.code, "DEADLINE_EXCEEDED", r.message)
             state = up.wait_call(cid, "ENDED")
             self.assertTrue(state.started)
