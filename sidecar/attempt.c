@@ -476,10 +476,10 @@ static int translate_http_answer(struct mtd_attempt *a, int http)
 	struct mtd_slab *slab = &a->call->w->slab;
 	mtd_headers_clear(h, slab);
 	int rc = 0;
-	rc |= mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3);
-	rc |= mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16);
-	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
-	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3, 0);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16, 0);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen, 0);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen, 0);
 	return rc ? -ENOMEM : 0;
 }
 

@@ -95,7 +95,8 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 	int rc = 0;
 	nghttp2_nv nv;
 	for (uint32_t off = 0; mtd_headers_next(&call->req_hdrs, &off, &nv);)
-		rc |= mtd_headers_add(&bg->req_hdrs, &w->slab, nv.name, nv.namelen, nv.value, nv.valuelen);
+		rc |= mtd_headers_add(&bg->req_hdrs, &w->slab, nv.name, nv.namelen, nv.value, nv.valuelen,
+		                      nv.flags & NGHTTP2_NV_FLAG_NO_INDEX);
 	uint8_t chunk[4096];
 	for (size_t off = 0; rc == 0 && off < len;) {
 		size_t n = mtd_bufq_copy_at(&call->req, off, chunk, sizeof(chunk));

@@ -15,9 +15,13 @@
 #include "sidecar/sidecar.h"
 
 #define FIELD_HDR 8 /* the two lengths */
+/* In the name length: the sender encoded the field as never indexed, and
+ * an intermediary must send it on the same way (RFC 7541 §7.1.3: a
+ * credential marked so must not land in the next hop's HPACK table). */
+#define FIELD_NEVER_INDEXED 0x80000000u
 
 int mtd_headers_add(struct mtd_headers *h, struct mtd_slab *slab, const uint8_t *name, size_t nlen,
-                    const uint8_t *value, size_t vlen)
+                    const uint8_t *value, size_t vlen, uint8_t flags)
 {
 	/* 32-bit counts: a block stays under 2 GiB (the limits are 16 MiB),
 	 * so its capacity, a power of two, fits too. */
@@ -37,7 +41,8 @@ int mtd_headers_add(struct mtd_headers *h, struct mtd_slab *slab, const uint8_t 
 		h->mem_cap = (uint32_t)cap;
 	}
 	uint8_t *p = h->mem + h->mem_len;
-	uint32_t lens[2] = {(uint32_t)nlen, (uint32_t)vlen};
+	uint32_t lens[2] = {(uint32_t)nlen | (flags & NGHTTP2_NV_FLAG_NO_INDEX ? FIELD_NEVER_INDEXED : 0),
+	                    (uint32_t)vlen};
 	memcpy(p, lens, FIELD_HDR);
 	p += FIELD_HDR;
 	memcpy(p, name, nlen);
@@ -57,8 +62,11 @@ bool mtd_headers_next(const struct mtd_headers *h, uint32_t *off, nghttp2_nv *nv
 	uint8_t *p = h->mem + *off;
 	uint32_t lens[2];
 	memcpy(lens, p, FIELD_HDR);
-	*nv = (nghttp2_nv){p + FIELD_HDR, p + FIELD_HDR + lens[0] + 1, lens[0], lens[1],
-	                   NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+	uint8_t flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+	if (lens[0] & FIELD_NEVER_INDEXED)
+		flags |= NGHTTP2_NV_FLAG_NO_INDEX;
+	lens[0] &= ~FIELD_NEVER_INDEXED;
+	*nv = (nghttp2_nv){p + FIELD_HDR, p + FIELD_HDR + lens[0] + 1, lens[0], lens[1], flags};
 	*off += FIELD_HDR + lens[0] + lens[1] + 2;
 	return true;
 }

@@ -29,13 +29,13 @@ static int synth_trailers(struct mtd_headers *h, struct mtd_slab *slab, bool wit
 	mtd_headers_clear(h, slab);
 	int rc = 0;
 	if (with_status_line) {
-		rc |= mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3);
+		rc |= mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3, 0);
 		rc |= mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc",
-		                      16);
+		                      16, 0);
 	}
-	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen, 0);
 	if (elen)
-		rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen);
+		rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen, 0);
 	return rc ? -ENOMEM : 0;
 }
 
@@ -239,9 +239,9 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 	struct mtd_slab *slab = &call->w->slab;
 	mtd_headers_clear(h, slab);
 	if (rc == 0)
-		rc = mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3) |
+		rc = mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3, 0) |
 		     mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc",
-		                     16);
+		                     16, 0);
 	if (rc != 0 || synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_OK, NULL) < 0) {
 		mtd_bufq_clear(&call->resp);
 		call->resp_eof = false;

@@ -498,9 +498,12 @@ struct mtd_headers {
 	uint32_t mem_len, mem_cap;
 };
 
-/* Append a field. 0 or -ENOMEM. */
+/* Append a field; flags: NGHTTP2_NV_FLAG_NO_INDEX if the sender encoded it
+ * as never indexed (nghttp2's on_header flags), which mtd_headers_next
+ * gives back so that it is sent on the same way (RFC 7541 §7.1.3), else 0.
+ * 0 or -ENOMEM. */
 int mtd_headers_add(struct mtd_headers *h, struct mtd_slab *slab, const uint8_t *name, size_t nlen,
-                    const uint8_t *value, size_t vlen);
+                    const uint8_t *value, size_t vlen, uint8_t flags);
 void mtd_headers_clear(struct mtd_headers *h, struct mtd_slab *slab);
 /* The field after *off (0: the first) in *nv, *off moved past it; false
  * after the last. */

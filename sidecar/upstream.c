@@ -93,7 +93,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 			              c->peer);
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	}
-	if (mtd_headers_add(h, &c->w->slab, name, namelen, value, valuelen) < 0)
+	if (mtd_headers_add(h, &c->w->slab, name, namelen, value, valuelen, flags & NGHTTP2_NV_FLAG_NO_INDEX) < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	return 0;
 }

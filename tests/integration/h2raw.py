@@ -54,6 +54,7 @@ class Stream:
         self.sid = sid
         self.events = []
         self.body = b""
+        self.never_indexed = set()  # names of fields received never indexed
 
     @property
     def done(self):
@@ -201,8 +202,10 @@ class H2Client:
         st = self.streams.get(getattr(ev, "stream_id", None))
         if isinstance(ev, h2.events.ResponseReceived):
             st.events.append(("headers", _headers(ev.headers), ev.stream_ended is not None))
+            st.never_indexed |= _never_indexed(ev.headers)
         elif isinstance(ev, h2.events.TrailersReceived):
             st.events.append(("trailers", _headers(ev.headers)))
+            st.never_indexed |= _never_indexed(ev.headers)
         elif isinstance(ev, h2.events.DataReceived):
             st.events.append(("data", ev.data))
             st.body += ev.data

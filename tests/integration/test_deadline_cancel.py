@@ -277,6 +277,29 @@ class RawPeers(MaitredTest):
 
     @maitred_only
     @needs_h2
+    def test_never_indexed_fields_stay_never_indexed(self):
+        # RFC 7541 §7.1.3: an intermediary sends a field it received as
+        # never indexed (a credential, typically) the same way, both ways:
+        # here the client's authorization and the upstream's x-session-token.
+        import h2raw
+        from hpack import NeverIndexedHeaderTuple
+        up = self.raw_upstream(lambda path, headers: (
+            "status", 0, [NeverIndexedHeaderTuple("x-session-token", "s3cr3t"), ("x-plain", "p")]))
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        sid = c.call("/maitred.testing.v1.Echo/Unary", [h2raw.echo_request()],
+                     headers=[NeverIndexedHeaderTuple("authorization", "Bearer t0ken"), ("x-app", "a")])
+        st = c.wait(sid)
+        sh = st.status_headers() or {}
+        self.assertEqual((sh.get("grpc-status"), sh.get("x-session-token"), sh.get("x-plain")), ("0", "s3cr3t", "p"))
+        self.assertEqual(st.never_indexed, {"x-session-token"})
+        rec = up.wait_request()
+        self.assertEqual(dict(rec["headers"]).get("authorization"), "Bearer t0ken")
+        self.assertEqual(rec["never_indexed"], {"authorization"})
+
+    @maitred_only
+    @needs_h2
     def test_client_reset_resets_upstream(self):
         import h2raw
         up = self.raw_upstream(lambda path, headers: ("hold",))
