@@ -96,6 +96,22 @@ const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name
 	return NULL;
 }
 
+bool mtd_headers_hop_by_hop(const nghttp2_nv *nv)
+{
+	switch (nv->namelen) {
+	case 7:
+		return memcmp(nv->name, "upgrade", 7) == 0;
+	case 10:
+		return memcmp(nv->name, "connection", 10) == 0 || memcmp(nv->name, "keep-alive", 10) == 0;
+	case 16:
+		return memcmp(nv->name, "proxy-connection", 16) == 0;
+	case 17:
+		return memcmp(nv->name, "transfer-encoding", 17) == 0;
+	default:
+		return false;
+	}
+}
+
 void mtd_headers_move(struct mtd_headers *dst, struct mtd_headers *src, struct mtd_slab *slab)
 {
 	mtd_headers_clear(dst, slab);

@@ -53,28 +53,11 @@ void mtd_relay_drop(struct mtd_call *call)
 	call->resp_unconsumed = 0;
 }
 
-/* Hop-by-hop fields are not forwarded (RFC 9113 §8.2.2). */
-static bool skip_response_header(const nghttp2_nv *nv)
-{
-	switch (nv->namelen) {
-	case 7:
-		return memcmp(nv->name, "upgrade", 7) == 0;
-	case 10:
-		return memcmp(nv->name, "connection", 10) == 0 || memcmp(nv->name, "keep-alive", 10) == 0;
-	case 16:
-		return memcmp(nv->name, "proxy-connection", 16) == 0;
-	case 17:
-		return memcmp(nv->name, "transfer-encoding", 17) == 0;
-	default:
-		return false;
-	}
-}
-
 static size_t filter_response(const struct mtd_headers *h, nghttp2_nv *out)
 {
 	size_t n = 0;
 	for (uint32_t off = 0; mtd_headers_next(h, &off, &out[n]);)
-		if (!skip_response_header(&out[n]))
+		if (!mtd_headers_hop_by_hop(&out[n])) /* RFC 9113 §8.2.2 */
 			n++;
 	return n;
 }

@@ -512,6 +512,11 @@ bool mtd_headers_next(const struct mtd_headers *h, uint32_t *off, nghttp2_nv *nv
 size_t mtd_headers_nv(const struct mtd_headers *h, nghttp2_nv *out);
 /* The first field called name, in *buf (returned), or NULL. */
 const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name, nghttp2_nv *buf);
+/* True for a connection-specific field, which never crosses the proxy
+ * in either direction (RFC 9113 §8.2.2): connection, keep-alive,
+ * proxy-connection, transfer-encoding, upgrade. nv's name is lower case
+ * (nghttp2 rejects upper case). */
+bool mtd_headers_hop_by_hop(const nghttp2_nv *nv);
 /* Move src's fields into dst (dst cleared first); src is left empty. */
 void mtd_headers_move(struct mtd_headers *dst, struct mtd_headers *src, struct mtd_slab *slab);
 /* The block's size as RFC 9113 §6.5.2 counts it: name + value + 32 per

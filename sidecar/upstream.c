@@ -406,17 +406,11 @@ static bool skip_request_header(const nghttp2_nv *nv)
 	case 4:
 		return memcmp(nv->name, "host", 4) == 0;
 	case 7:
-		return memcmp(nv->name, ":scheme", 7) == 0 || memcmp(nv->name, "upgrade", 7) == 0;
-	case 10:
-		return memcmp(nv->name, "connection", 10) == 0 || memcmp(nv->name, "keep-alive", 10) == 0;
+		return memcmp(nv->name, ":scheme", 7) == 0 || mtd_headers_hop_by_hop(nv);
 	case 12:
 		return memcmp(nv->name, "grpc-timeout", 12) == 0;
-	case 16:
-		return memcmp(nv->name, "proxy-connection", 16) == 0;
-	case 17:
-		return memcmp(nv->name, "transfer-encoding", 17) == 0;
 	default:
-		return false;
+		return mtd_headers_hop_by_hop(nv);
 	}
 }
 
