@@ -29,7 +29,7 @@ if [ ! -f "$top/config.h" ] || [ ! -d "$top/gen" ]; then
 	exit 2
 fi
 
-pkgs="libnghttp2 libevent libevent_pthreads libevent_extra libevent_openssl openssl libprotobuf-c yaml-0.1"
+pkgs="libnghttp2 libevent_core libevent_pthreads libevent_extra libevent_openssl openssl libprotobuf-c yaml-0.1"
 # shellcheck disable=SC2086
 pkg_cflags=$(pkg-config --cflags $pkgs)
 # shellcheck disable=SC2086
