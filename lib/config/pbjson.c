@@ -253,12 +253,15 @@ static int parse_integer(const char *s, bool *neg, uint64_t *mag)
 	v = strtod(s, &end);
 	if (end == s || *end != '\0' || !isfinite(v))
 		return -1;
-	if (v != floor(v))
-		return -2;
-	if (fabs(v) >= 18446744073709551616.0)
+	/* Every double from 2^53 up is whole, so the order of the two checks
+	 * does not matter; truncating is the whole-number test (no libm). */
+	double a = fabs(v);
+	if (a >= 18446744073709551616.0)
 		return -3;
+	if ((double)(uint64_t)a != a)
+		return -2;
 	*neg = v < 0;
-	*mag = (uint64_t)fabs(v);
+	*mag = (uint64_t)a;
 	return 0;
 }
 

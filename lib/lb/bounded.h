@@ -11,8 +11,6 @@
 #ifndef MTD_LB_BOUNDED_H
 #define MTD_LB_BOUNDED_H
 
-#include <math.h>
-
 #include "lb/lb.h"
 #include "lb/lb-impl.h"
 
@@ -77,9 +75,11 @@ static inline bool mtd_lb__bound_has_room(const struct mtd_lb__bound *b, double 
 {
 	if (!b->on)
 		return true;
-	/* The epsilon keeps float noise from lifting an exact integer
-	 * share to the next one: the bound errs on the strict side. */
-	return (double)mtd_lb__active(ep) < ceil(b->per_weight * w - 1e-9);
+	/* For a whole number a, a < ceil(x) exactly when a < x: the
+	 * paper's bound without the ceiling (and without libm). The epsilon
+	 * keeps float noise from lifting an exact integer share to the next
+	 * one: the bound errs on the strict side. */
+	return (double)mtd_lb__active(ep) < b->per_weight * w - 1e-9;
 }
 
 /* Warmup on the ring (CONSISTENT_HASH; MAGLEV uses the key's fraction with

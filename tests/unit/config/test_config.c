@@ -254,6 +254,18 @@ START_TEST(err_out_of_range)
 	                                      "(0..4294967295)");
 	expect_error("workers: -1\n", "t.yaml:1:10: workers: negative value -1 for an unsigned field (uint32)");
 	expect_error("workers: 1.5\n", "t.yaml:1:10: workers: expected an integer (uint32), got \"1.5\"");
+	/* Fraction and exponent forms: whole is whole, however written. */
+	expect_error("workers: 2.5e0\n", "t.yaml:1:10: workers: expected an integer (uint32), got \"2.5e0\"");
+	expect_error("workers: 1e20\n", "t.yaml:1:10: workers: value 1e20 out of range for uint32 (0..4294967295)");
+	expect_error("workers: -4e19\n", "t.yaml:1:10: workers: value -4e19 out of range for uint32 (0..4294967295)");
+	{
+		struct mtd_cfg *cfg = load_ok("workers: 3.0\nservices:\n  - name: a.B\n" EP);
+		ck_assert_uint_eq(cfg->workers, 3);
+		mtd_cfg_free(cfg);
+		cfg = load_ok("workers: 2e1\nservices:\n  - name: a.B\n" EP);
+		ck_assert_uint_eq(cfg->workers, 20);
+		mtd_cfg_free(cfg);
+	}
 	expect_error("workers: 2000\n", "t.yaml:1:10: workers: must be at most 1024 (0 = one per CPU)");
 	expect_error("downstream:\n"
 	             "  initial_window_size: 2147483648\n",
