@@ -44,6 +44,15 @@ void mtd_conn_want_flush(struct mtd_conn *c)
 	mtd_worker_schedule_flush(c->w);
 }
 
+void *mtd_conn_field_ud(struct mtd_conn *c, int32_t sid)
+{
+	if (sid != c->field_sid || !c->field_ud) {
+		c->field_sid = sid;
+		c->field_ud = nghttp2_session_get_stream_user_data(c->ng, sid);
+	}
+	return c->field_ud;
+}
+
 int mtd_conn_start_io(struct mtd_conn *c)
 {
 	event_assign(&c->rev, c->w->base, c->fd, EV_READ | EV_PERSIST, conn_io_cb, c);

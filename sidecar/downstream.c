@@ -44,7 +44,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	struct mtd_conn *c = ud;
-	struct mtd_call *call = stream_call(ng, frame->hd.stream_id);
+	struct mtd_call *call = mtd_conn_field_ud(c, frame->hd.stream_id);
 	if (!call || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
 	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
@@ -276,6 +276,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 {
 	struct mtd_conn *c = ud;
 	struct mtd_call *call = stream_call(ng, sid);
+	mtd_conn_field_forget(c, sid);
 	if (sid == c->hdr_sid)
 		c->hdr_start_ns = 0; /* a block nghttp2 refused ends with its stream */
 	if (sid == c->rst_recv_sid)

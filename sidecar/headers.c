@@ -86,13 +86,20 @@ void mtd_headers_clear(struct mtd_headers *h, struct mtd_slab *slab)
 	memset(h, 0, sizeof(*h));
 }
 
-const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name, nghttp2_nv *buf)
+const nghttp2_nv *mtd_headers_find_n(const struct mtd_headers *h, const char *name, size_t len, nghttp2_nv *buf)
 {
-	size_t len = strlen(name);
-	uint32_t off = 0;
-	while (mtd_headers_next(h, &off, buf))
-		if (buf->namelen == len && memcmp(buf->name, name, len) == 0)
+	/* Walk the lengths; build the nv of the match only. */
+	for (uint32_t off = 0; off < h->mem_len;) {
+		const uint8_t *p = h->mem + off;
+		uint32_t lens[2];
+		memcpy(lens, p, FIELD_HDR);
+		uint32_t nlen = lens[0] & ~FIELD_NEVER_INDEXED;
+		if (nlen == len && p[FIELD_HDR] == (uint8_t)name[0] && memcmp(p + FIELD_HDR, name, len) == 0) {
+			mtd_headers_next(h, &off, buf);
 			return buf;
+		}
+		off += FIELD_HDR + nlen + lens[1] + 2;
+	}
 	return NULL;
 }
 

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <pthread.h>
 #include <sys/queue.h>
 #include <sys/types.h>
@@ -320,6 +321,14 @@ struct mtd_conn {
 	int64_t hdr_start_ns;
 	int32_t hdr_sid; /* stream of the last header block begun */
 	bool preface_done;
+	/* The stream whose header fields on_header receives and its user data
+	 * (call downstream, attempt upstream): looked up once per block, not
+	 * once per field, as a block's fields never interleave with another
+	 * frame (RFC 9113 §4.3). Cleared when that stream closes, so it is
+	 * never a pointer the stream no longer holds (conn.c
+	 * mtd_conn_field_ud). */
+	int32_t field_sid;
+	void *field_ud;
 	/* RFC 9113 §5.1 on streams nghttp2 forgot (downstream.c): the highest
 	 * stream id the client opened, the stream of the RST_STREAM being
 	 * processed, and the last closes with how each happened. */
@@ -368,6 +377,14 @@ struct mtd_conn {
 
 /* Mark c as having output to flush at the end of this event-loop turn. */
 void mtd_conn_want_flush(struct mtd_conn *c);
+/* The user data of stream sid, for a header field of it (c->field_ud). */
+void *mtd_conn_field_ud(struct mtd_conn *c, int32_t sid);
+/* Stream sid closed: forget it if it is the cached one. */
+static inline void mtd_conn_field_forget(struct mtd_conn *c, int32_t sid)
+{
+	if (sid == c->field_sid)
+		c->field_sid = 0, c->field_ud = NULL;
+}
 /* Read from the socket into the session. false when c was closed. */
 bool mtd_conn_on_readable(struct mtd_conn *c);
 /* Write pending output and whatever the session has. 0 or -errno (closed). */
@@ -510,8 +527,14 @@ void mtd_headers_clear(struct mtd_headers *h, struct mtd_slab *slab);
 bool mtd_headers_next(const struct mtd_headers *h, uint32_t *off, nghttp2_nv *nv);
 /* Every field, in order, into out (room for h->n); returns h->n. */
 size_t mtd_headers_nv(const struct mtd_headers *h, nghttp2_nv *out);
-/* The first field called name, in *buf (returned), or NULL. */
-const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name, nghttp2_nv *buf);
+/* The first field called name (len bytes, len > 0), in *buf (returned),
+ * or NULL. */
+const nghttp2_nv *mtd_headers_find_n(const struct mtd_headers *h, const char *name, size_t len, nghttp2_nv *buf);
+/* The same for a NUL-terminated name (its length folds for a literal). */
+static inline const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, const char *name, nghttp2_nv *buf)
+{
+	return mtd_headers_find_n(h, name, strlen(name), buf);
+}
 /* True for a connection-specific field, which never crosses the proxy
  * in either direction (RFC 9113 §8.2.2): connection, keep-alive,
  * proxy-connection, transfer-encoding, upgrade. nv's name is lower case

@@ -82,7 +82,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 			mtd_hc_on_header(c, name, namelen, value, valuelen);
 		return 0;
 	}
-	struct mtd_attempt *a = stream_attempt(ng, frame->hd.stream_id);
+	struct mtd_attempt *a = mtd_conn_field_ud(c, frame->hd.stream_id);
 	if (!a || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
 	struct mtd_headers *h =
@@ -195,6 +195,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 		mtd_pool_dispatch(c->pool);
 		return 0;
 	}
+	mtd_conn_field_forget(c, sid);
 	struct mtd_attempt *a = stream_attempt(ng, sid);
 	if (!a)
 		return 0;
