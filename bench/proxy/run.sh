@@ -105,6 +105,37 @@ percentiles() {	# LOGFILE -> "p50_ms p99_ms calls"
 
 # ---- one row --------------------------------------------------------------------
 
+# sat_direct OUT: the direct row's saturation phase on both upstreams, as
+# every proxy row spreads its calls over both: half the connections to each,
+# one h2load per upstream, run together. OUT gets their summed rate, failed
+# calls and CPU in h2load's own format, so the row reads it as any other.
+# With every connection on one upstream, that process found twice the calls
+# per wake-up (per read, per TLS record) and the proxies' upstream CPU per
+# call came out 1.3-1.5x the direct path's from the split alone; with one
+# endpoint behind it, maitred's was 1.02-1.22x (README.md, "Fairness").
+sat_direct() {
+	local out=$1 scheme=http c1=$(((CLIENTS + 1) / 2)) a
+	[ "$MODE" = tls ] && scheme=https
+	TARGET_URI="$scheme://127.0.0.1:$UP1$PATH_URI" h2load_run "$out.1" \
+		-D "$DUR" --warm-up-time "$WARM" -c "$c1" -m "$STREAMS" &
+	a=$!
+	if [ "$CLIENTS" -gt "$c1" ]; then
+		TARGET_URI="$scheme://127.0.0.1:$UP2$PATH_URI" h2load_run "$out.2" \
+			-D "$DUR" --warm-up-time "$WARM" -c "$((CLIENTS - c1))" -m "$STREAMS"
+	fi
+	wait "$a"
+	local f rps=0 bad=0 cpu=0
+	for f in "$out.1" "$out.2"; do
+		[ -f "$f" ] || continue
+		rps=$(awk -v a="$rps" -v b="$(h2load_rps "$f")" 'BEGIN { print a + b }')
+		bad=$((bad + $(h2load_bad "$f")))
+		cpu=$(awk -v a="$cpu" -v b="$(h2load_cpu "$f")" 'BEGIN { print a + b }')
+	done
+	printf 'finished in %ss, %s req/s, 0MB/s\nrequests: 0 total, 0 started, 0 done, 0 succeeded, %d failed, 0 errored, 0 timeout\n' \
+		"$DUR" "$rps" "$bad" >"$out"
+	printf '0m0s 0m0s\n0m%ss 0m0s\n' "$cpu" >"$out.times"
+}
+
 declare -A R	# R[row,field]
 
 run_row() {
@@ -160,7 +191,11 @@ run_row() {
 	# Saturation: CPU per call over exactly the calls the upstreams served.
 	c0=$(cpu_ticks $pids); u0=$(cpu_ticks "${UP_PIDS[@]}"); n0=$(up_stat calls)
 	t0=$(date +%s.%N)
-	h2load_run "$T/$row.sat" -D "$DUR" --warm-up-time "$WARM" -c "$CLIENTS" -m "$STREAMS"
+	if [ "$row" = direct ]; then
+		sat_direct "$T/$row.sat"
+	else
+		h2load_run "$T/$row.sat" -D "$DUR" --warm-up-time "$WARM" -c "$CLIENTS" -m "$STREAMS"
+	fi
 	t1=$(date +%s.%N)
 	c1=$(cpu_ticks $pids); u1=$(cpu_ticks "${UP_PIDS[@]}"); n1=$(up_stat calls)
 	R[$row,sat]=$(h2load_rps "$T/$row.sat" | awk '{ printf "%.0f", $1 }')
