@@ -451,18 +451,29 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 	const char *auth = up_authority(c->pool);
 	nghttp2_nv authority = {(uint8_t *)":authority", (uint8_t *)(uintptr_t)auth, 10, auth ? strlen(auth) : 0,
 	                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
-	/* Pseudo-headers first (RFC 9113 §8.3). */
+	/* Pseudo-headers first (RFC 9113 §8.3). The block has them first
+	 * already (nghttp2 refuses a request with one after a regular field),
+	 * so one walk: the override and :scheme go where the regular fields
+	 * begin. */
 	nghttp2_nv f;
-	for (uint32_t off = 0; mtd_headers_next(h, &off, &f);)
-		if (f.name[0] == ':' && !skip_request_header(&f) &&
-		    !(auth && f.namelen == 10 && memcmp(f.name, ":authority", 10) == 0))
-			nva[n++] = f;
-	if (auth)
-		nva[n++] = authority;
-	nva[n++] = scheme;
-	for (uint32_t off = 0; mtd_headers_next(h, &off, &f);)
-		if (f.name[0] != ':' && !skip_request_header(&f))
-			nva[n++] = f;
+	bool regular = false;
+	for (uint32_t off = 0; mtd_headers_next(h, &off, &f);) {
+		if (!regular && f.name[0] != ':') {
+			if (auth)
+				nva[n++] = authority;
+			nva[n++] = scheme;
+			regular = true;
+		}
+		if (skip_request_header(&f) ||
+		    (auth && !regular && f.namelen == 10 && memcmp(f.name, ":authority", 10) == 0))
+			continue;
+		nva[n++] = f;
+	}
+	if (!regular) {
+		if (auth)
+			nva[n++] = authority;
+		nva[n++] = scheme;
+	}
 	nva[n++] = (nghttp2_nv)NV_LIT("te", "trailers");
 	char tbuf[MTD_GRPC_TIMEOUT_BUFLEN], abuf[12];
 	int64_t now = mtd_now_ns();
