@@ -289,7 +289,7 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			if (c->state == MTD_CONN_CLOSED || !nghttp2_session_want_read(c->ng))
 				break;
 		}
-		if (rv >= 0 && c->kind == MTD_CONN_DOWN && c->late_data_due)
+		if (rv >= 0 && c->kind == MTD_CONN_DOWN && c->n_late_data_due)
 			mtd_down_after_recv(c);
 		/* A session that wants no more input (a connection error queued
 		 * its GOAWAY) is doomed: read no further. */

@@ -134,6 +134,14 @@ static uint8_t closed_how(const struct mtd_conn *c, int32_t sid)
 	return 0;
 }
 
+static bool scanned_rst(const struct mtd_conn *c, int32_t sid)
+{
+	for (unsigned i = 0; i < MTD_SCAN_RST; i++)
+		if (c->scan_rst_sids[i] == sid)
+			return true;
+	return false;
+}
+
 /* DATA on a stream the client reset, before nghttp2 drops it (which
  * counts it as consumed for the connection window): the §5.1 stream error,
  * once for a run of such DATA frames, sent by mtd_down_after_recv. */
@@ -142,16 +150,20 @@ static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
 	if (sid == c->late_data_sid)
 		return;
 	c->late_data_sid = sid;
-	c->late_data_due = sid;
+	if (c->n_late_data_due < MTD_LATE_DATA_DUE)
+		c->late_data_due[c->n_late_data_due++] = sid;
 }
 
 void mtd_down_after_recv(struct mtd_conn *c)
 {
-	int32_t sid = c->late_data_due;
-	c->late_data_due = 0;
-	MTD_DEBUG("client %s: stream %d: DATA after the client's RST_STREAM (RFC 9113 §5.1): RST_STREAM(STREAM_CLOSED)",
-	          c->peer, sid);
-	nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_STREAM_CLOSED);
+	for (unsigned i = 0; i < c->n_late_data_due; i++) {
+		int32_t sid = c->late_data_due[i];
+		MTD_DEBUG("client %s: stream %d: DATA after the client's RST_STREAM (RFC 9113 §5.1): "
+		          "RST_STREAM(STREAM_CLOSED)",
+		          c->peer, sid);
+		nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_STREAM_CLOSED);
+	}
+	c->n_late_data_due = 0;
 }
 
 /* A connection error found before nghttp2 saw the frame: GOAWAY with code,
@@ -356,8 +368,10 @@ int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 		uint32_t len = be24(h), sid = be31(h + 5);
 		c->scan_skip = len;
 		if (h[3] == NGHTTP2_RST_STREAM) {
-			c->scan_rst_sid = (int32_t)sid; /* closes sid before what follows */
-		} else if (h[3] == NGHTTP2_DATA && (int32_t)sid == c->scan_rst_sid && sid & 1) {
+			/* closes sid before what follows */
+			c->scan_rst_sids[c->scan_rst_next] = (int32_t)sid;
+			c->scan_rst_next = (uint8_t)((c->scan_rst_next + 1) % MTD_SCAN_RST);
+		} else if (h[3] == NGHTTP2_DATA && (sid & 1) && scanned_rst(c, (int32_t)sid)) {
 			data_after_peer_rst(c, (int32_t)sid);
 		} else if (h[3] == NGHTTP2_DATA && (sid & 1) && (int32_t)sid <= c->max_peer_sid &&
 		           !nghttp2_session_find_stream(c->ng, (int32_t)sid)) {

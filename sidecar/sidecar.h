@@ -288,6 +288,11 @@ enum mtd_conn_state {
 	MTD_CONN_CLOSED,
 };
 
+/* RST_STREAM(STREAM_CLOSED) answers to late DATA one read may queue, and
+ * the client resets the byte scan remembers (downstream.c). */
+#define MTD_LATE_DATA_DUE 8
+#define MTD_SCAN_RST 8
+
 /* Closed downstream streams remembered per connection (RFC 9113 §5.1). */
 #define MTD_CLOSED_RING 16
 
@@ -334,9 +339,15 @@ struct mtd_conn {
 	 * processed, and the last closes with how each happened. */
 	int32_t max_peer_sid;
 	int32_t rst_recv_sid;
-	int32_t scan_rst_sid;  /* the last stream the scan saw a RST_STREAM for */
+	/* The last streams the scan saw a RST_STREAM for (ring): a read can
+	 * carry a burst of resets and then each stream's late DATA. */
+	int32_t scan_rst_sids[MTD_SCAN_RST];
+	uint8_t scan_rst_next;
 	int32_t late_data_sid; /* the last one answered RST_STREAM(STREAM_CLOSED) for DATA after it */
-	int32_t late_data_due; /* that answer, submitted once nghttp2 has read the bytes (0: none) */
+	/* Those answers, submitted once nghttp2 has read the bytes: at most
+	 * MTD_LATE_DATA_DUE per read (the DATA is dropped either way). */
+	int32_t late_data_due[MTD_LATE_DATA_DUE];
+	uint8_t n_late_data_due;
 	uint8_t closed_next;
 	struct {
 		int32_t sid;

@@ -125,6 +125,16 @@ class Conformance(MaitredTest):
         self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
 
     @maitred_only
+    def test_data_on_several_reset_streams_in_one_read(self):
+        # Each stream gets its §5.1 answer, though one read carries the
+        # late DATA of all three (a client cancelling a burst of calls).
+        sids = [self.reset_call() for _ in range(3)]
+        self.send(b"".join(frame(DATA, 0, sid, b"\0\0\0\0\0") for sid in sids))
+        self.c.pump(lambda: len(self.c.rsts) >= 3 or self.c.goaway is not None, CALL_LIMIT)
+        self.assertEqual(sorted(self.c.rsts), [(sid, E.STREAM_CLOSED) for sid in sids], self.c.goaway)
+        self.assert_still_serves()
+
+    @maitred_only
     def test_headers_on_a_stream_closed_by_rst_stream(self):
         sid = self.reset_call()
         self.send(frame(HEADERS, END_STREAM | END_HEADERS, sid, self.block()))
