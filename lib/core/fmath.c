@@ -57,21 +57,17 @@ double mtd_math_exp(double x)
 	double kd = x * LOG2E;
 	int k = (int)(kd < 0 ? kd - 0.5 : kd + 0.5);
 	double r = (x - k * LN2_HI) - k * LN2_LO;
-	/* e^r by its Taylor series to r^13: the rest is below 1e-17 of it. */
-	double p = 1.0 / 6227020800.0;
-	p = p * r + 1.0 / 479001600.0;
-	p = p * r + 1.0 / 39916800.0;
-	p = p * r + 1.0 / 3628800.0;
-	p = p * r + 1.0 / 362880.0;
-	p = p * r + 1.0 / 40320.0;
-	p = p * r + 1.0 / 5040.0;
-	p = p * r + 1.0 / 720.0;
-	p = p * r + 1.0 / 120.0;
-	p = p * r + 1.0 / 24.0;
-	p = p * r + 1.0 / 6.0;
-	p = p * r + 0.5;
-	p = p * r + 1.0;
-	return scale2(p * r + 1.0, k);
+	/* e^r by its Taylor series to r^13 (Horner, from the top): the rest
+	 * is below 1e-17 of it. */
+	static const double inv_fact[] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0,
+	                                  1.0 / 3628800.0,    1.0 / 362880.0,    1.0 / 40320.0,
+	                                  1.0 / 5040.0,       1.0 / 720.0,       1.0 / 120.0,
+	                                  1.0 / 24.0,         1.0 / 6.0,         0.5,
+	                                  1.0,                1.0};
+	double p = 0.0;
+	for (unsigned i = 0; i < sizeof(inv_fact) / sizeof(inv_fact[0]); i++)
+		p = p * r + inv_fact[i];
+	return scale2(p, k);
 }
 
 double mtd_math_log(double x)
@@ -101,17 +97,11 @@ double mtd_math_log(double x)
 	 * |s| <= 0.1716; m - 1 is exact (Sterbenz). To s^23: the rest is below
 	 * 1e-18 of it. */
 	double s = (m - 1.0) / (m + 1.0), s2 = s * s;
-	double p = 1.0 / 23;
-	p = p * s2 + 1.0 / 21;
-	p = p * s2 + 1.0 / 19;
-	p = p * s2 + 1.0 / 17;
-	p = p * s2 + 1.0 / 15;
-	p = p * s2 + 1.0 / 13;
-	p = p * s2 + 1.0 / 11;
-	p = p * s2 + 1.0 / 9;
-	p = p * s2 + 1.0 / 7;
-	p = p * s2 + 1.0 / 5;
-	p = p * s2 + 1.0 / 3;
+	static const double inv_odd[] = {1.0 / 23, 1.0 / 21, 1.0 / 19, 1.0 / 17, 1.0 / 15, 1.0 / 13,
+	                                 1.0 / 11, 1.0 / 9,  1.0 / 7,  1.0 / 5,  1.0 / 3};
+	double p = 0.0;
+	for (unsigned i = 0; i < sizeof(inv_odd) / sizeof(inv_odd[0]); i++)
+		p = p * s2 + inv_odd[i];
 	double lm = 2.0 * s + 2.0 * s * s2 * p;
 	return e * LN2_HI + (lm + e * LN2_LO);
 }
