@@ -150,6 +150,9 @@ static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
 	if (sid == c->late_data_sid)
 		return;
 	c->late_data_sid = sid;
+	for (unsigned i = 0; i < c->n_late_data_due; i++)
+		if (c->late_data_due[i] == sid)
+			return; /* interleaved with another stream's: answered once */
 	if (c->n_late_data_due < MTD_LATE_DATA_DUE)
 		c->late_data_due[c->n_late_data_due++] = sid;
 }
