@@ -14,6 +14,8 @@
 #                the access log switching files on reload
 #   test_reload  snapshots published to two workers under load, reclaimed
 #   test_health  checks handed to workers and answered back (hc_inbox, done)
+#   test_etcd    a real etcd's watch feeding snapshots to the workers
+#   test_dns     DNS answers (evdns on the control thread) feeding them
 # A race stops maitred (or the unit test) with exit code 66 and fails the run
 # (TSAN_OPTIONS below; the harness also fails a test on any "ThreadSanitizer"
 # line in maitred's output). The tree is removed when everything passed,
@@ -27,7 +29,7 @@ cd "$(dirname "$0")/.."
 src=$PWD
 
 TSAN_UNIT=${TSAN_UNIT:-"tests/unit/test_lb_threads tests/unit/test_lb_round_robin tests/unit/test_discovery tests/unit/test_health"}
-TSAN_INTEGRATION=${TSAN_INTEGRATION:-"test_admin test_reload test_health"}
+TSAN_INTEGRATION=${TSAN_INTEGRATION:-"test_admin test_reload test_health test_etcd test_dns"}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:exitcode=66}
 
 say() { printf '\n==> %s\n' "$*"; }
