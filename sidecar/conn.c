@@ -197,7 +197,10 @@ static void gather_others(struct mtd_worker *w, const struct mtd_conn *reader)
 {
 	struct mtd_conn *o;
 	TAILQ_FOREACH(o, &w->dirty, dirty_link) {
-		if (o == reader || (o->state != MTD_CONN_READY && o->state != MTD_CONN_DRAINING))
+		/* This runs once per slice over every dirty connection: one with
+		 * nothing to send is skipped without a mem_send. */
+		if (o == reader || (o->state != MTD_CONN_READY && o->state != MTD_CONN_DRAINING) || !o->ng ||
+		    !nghttp2_session_want_write(o->ng))
 			continue;
 		if (gather(o) < 0 || o->state == MTD_CONN_CLOSED)
 			break;

@@ -67,8 +67,8 @@ static size_t filter_response(const struct mtd_headers *h, nghttp2_nv *out)
  * 0, or -ENOMEM with nothing submitted. */
 static int submit_resp_headers(struct mtd_call *call, bool end_stream)
 {
-	nghttp2_nv stack_nv[32];
-	nghttp2_nv *nva = call->resp_hdrs.n <= 32 ? stack_nv : malloc(call->resp_hdrs.n * sizeof(*nva));
+	nghttp2_nv stack_nv[MTD_STACK_NV];
+	nghttp2_nv *nva = mtd_nv_room(stack_nv, call->resp_hdrs.n);
 	if (!nva)
 		return -ENOMEM;
 	size_t n = filter_response(&call->resp_hdrs, nva);
@@ -80,8 +80,7 @@ static int submit_resp_headers(struct mtd_call *call, bool end_stream)
 	}
 	nghttp2_submit_response(call->down->ng, call->down_sid, nva, n, end_stream ? NULL : &prd);
 	call->resp_headers_sent = true;
-	if (nva != stack_nv)
-		free(nva);
+	mtd_nv_release(nva, stack_nv);
 	mtd_conn_want_flush(call->down);
 	return 0;
 }
@@ -294,15 +293,14 @@ ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t
 	call->resp_unconsumed -= from_up;
 	if (call->resp.len == 0 && call->resp_eof && !call->resp_done) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
-		nghttp2_nv stack_nv[32];
+		nghttp2_nv stack_nv[MTD_STACK_NV];
 		const struct mtd_headers *t = &call->resp_trailers;
-		nghttp2_nv *nva = t->n <= 32 ? stack_nv : malloc(t->n * sizeof(*nva));
+		nghttp2_nv *nva = mtd_nv_room(stack_nv, t->n);
 		if (nva) {
 			size_t k = filter_response(t, nva);
 			if (nghttp2_submit_trailer(s, sid, nva, k) == 0)
 				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-			if (nva != stack_nv)
-				free(nva);
+			mtd_nv_release(nva, stack_nv);
 		}
 		call->resp_done = true;
 		call->state = MTD_CALL_DONE;

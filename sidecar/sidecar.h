@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
 #include <sys/queue.h>
@@ -538,6 +539,19 @@ void mtd_headers_clear(struct mtd_headers *h, struct mtd_slab *slab);
 bool mtd_headers_next(const struct mtd_headers *h, uint32_t *off, nghttp2_nv *nv);
 /* Every field, in order, into out (room for h->n); returns h->n. */
 size_t mtd_headers_nv(const struct mtd_headers *h, nghttp2_nv *out);
+/* Room for the nv array a submit builds: `stack` (MTD_STACK_NV entries)
+ * when n fit, else malloc'd; NULL when out of memory. Give it back with
+ * mtd_nv_release once nghttp2 has copied it (on submit). */
+#define MTD_STACK_NV 32
+static inline nghttp2_nv *mtd_nv_room(nghttp2_nv *stack, size_t n)
+{
+	return n <= MTD_STACK_NV ? stack : malloc(n * sizeof(*stack));
+}
+static inline void mtd_nv_release(nghttp2_nv *nva, const nghttp2_nv *stack)
+{
+	if (nva != stack)
+		free(nva);
+}
 /* The first field called name (len bytes, len > 0), in *buf (returned),
  * or NULL. */
 const nghttp2_nv *mtd_headers_find_n(const struct mtd_headers *h, const char *name, size_t len, nghttp2_nv *buf);

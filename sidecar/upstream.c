@@ -439,8 +439,8 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 {
 	struct mtd_call *call = a->call;
 	const struct mtd_headers *h = &call->req_hdrs;
-	nghttp2_nv stack_nv[32];
-	nghttp2_nv *nva = h->n + 4 <= 32 ? stack_nv : malloc((h->n + 4) * sizeof(*nva));
+	nghttp2_nv stack_nv[MTD_STACK_NV];
+	nghttp2_nv *nva = mtd_nv_room(stack_nv, h->n + 4);
 	if (!nva)
 		return -ENOMEM;
 	size_t n = 0;
@@ -501,8 +501,7 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 	nghttp2_data_provider prd = {.source.ptr = a, .read_callback = mtd_call_read_req};
 	bool body = !call->req_eof || call->req.len > 0 || call->req_base > 0;
 	int32_t sid = nghttp2_submit_request(c->ng, NULL, nva, n, body ? &prd : NULL, a);
-	if (nva != stack_nv)
-		free(nva);
+	mtd_nv_release(nva, stack_nv);
 	if (sid < 0) {
 		if (sid == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE && c->state == MTD_CONN_READY)
 			c->state = MTD_CONN_DRAINING; /* stream ids exhausted */
