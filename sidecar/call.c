@@ -781,6 +781,21 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 	return true;
 }
 
+/* Route a call again (a re-send, or its endpoint gone while it waited) on
+ * the worker's current snapshot. Its :path was checked when it started;
+ * false when no service has that name any more, the call failed so. */
+static bool route_again(struct mtd_call *call)
+{
+	nghttp2_nv path_buf;
+	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
+	struct mtd_route_path rp;
+	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 || !route(call, &rp)) {
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");
+		return false;
+	}
+	return true;
+}
+
 void mtd_call_start(struct mtd_call *call)
 {
 	nghttp2_nv path_buf;
@@ -855,14 +870,8 @@ void mtd_call_start_bg(struct mtd_call *call)
 	if (!call->hold) {
 		/* Routed once, on the snapshot of its first re-send, which it
 		 * holds until it ends. */
-		nghttp2_nv path_buf;
-		const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
-		struct mtd_route_path rp;
-		if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 ||
-		    !route(call, &rp)) {
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");
+		if (!route_again(call))
 			return;
-		}
 	}
 	/* A new try: every endpoint is eligible again. */
 	if (call->tried) {
@@ -911,13 +920,8 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	else
 		call->hold_prev = call->hold;
 	call->hold = NULL;
-	nghttp2_nv path_buf;
-	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
-	struct mtd_route_path rp;
-	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 || !route(call, &rp)) {
-		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");
+	if (!route_again(call))
 		goto out;
-	}
 	MTD_DEBUG("call: endpoint removed while waiting; picking again in the current snapshot");
 	start_keyed(call, false); /* a field key's message was captured before */
 out:
