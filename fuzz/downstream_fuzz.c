@@ -25,7 +25,11 @@
 
 #include "config/config.h"
 #include "core/log.h"
-#include "sidecar/sidecar.h"
+#include "sidecar/control/control-t.h"
+#include "sidecar/control/control.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/downstream.h"
+#include "sidecar/worker.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -202,7 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	          down_off, down_len, drained, n_peers);
 	drained = 0;
 	mtd_worker_free(w);
-	mtd_control_reclaim(&ctl);
+	mtd_runtime_reclaim(&ctl);
 	close(sp[1]);
 	for (size_t i = 0; i < n_peers; i++)
 		close(peers[i]);

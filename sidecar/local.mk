@@ -1,27 +1,43 @@
 # The daemon: everything that owns a socket, a thread or a signal.
 bin_PROGRAMS += sidecar/maitred
-sidecar_maitred_SOURCES = sidecar/sidecar.h sidecar/control.h sidecar/main.c sidecar/runtime.c \
-	sidecar/worker.c sidecar/conn.c sidecar/transport.h sidecar/transport.c \
-	sidecar/downstream.c sidecar/upstream.c sidecar/pool.c sidecar/call.c \
-	sidecar/attempt.c sidecar/failback.c sidecar/relay.c sidecar/headers.c sidecar/dns.c \
-	sidecar/gclient.h sidecar/gclient.c \
-	sidecar/mailbox.h sidecar/mailbox.c sidecar/health.h sidecar/health.c \
-	sidecar/etcd.h sidecar/etcd-int.h sidecar/etcd.c sidecar/etcd_register.c sidecar/etcd_watch.c \
-	sidecar/metrics.h sidecar/metrics.c sidecar/admin.h sidecar/admin.c
-nodist_sidecar_maitred_SOURCES = sidecar/admin_page.c
+# One folder per role (HACKING.md, "Code map"): io/ the sockets and the two
+# kinds of HTTP/2 connection, call/ the call engine, control/ the control
+# thread (snapshots, sources, health checks), ops/ what operators read.
+sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sidecar/worker.c \
+	sidecar/io/transport.h sidecar/io/transport.c \
+	sidecar/io/conn-t.h sidecar/io/conn.h sidecar/io/conn.c \
+	sidecar/io/downstream.h sidecar/io/downstream.c \
+	sidecar/io/upstream.h sidecar/io/upstream.c \
+	sidecar/io/pool-t.h sidecar/io/pool.h sidecar/io/pool.c \
+	sidecar/call/headers-t.h sidecar/call/headers.h sidecar/call/headers.c \
+	sidecar/call/call-t.h sidecar/call/call.h sidecar/call/call.c \
+	sidecar/call/attempt.h sidecar/call/attempt.c \
+	sidecar/call/relay.h sidecar/call/relay.c \
+	sidecar/call/failback.h sidecar/call/failback.c \
+	sidecar/control/control-t.h sidecar/control/control.h sidecar/control/publish.c \
+	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime.c \
+	sidecar/control/mailbox.h sidecar/control/mailbox.c \
+	sidecar/control/dns.h sidecar/control/dns.c \
+	sidecar/control/health.h sidecar/control/health.c \
+	sidecar/control/gclient.h sidecar/control/gclient.c \
+	sidecar/control/etcd.h sidecar/control/etcd-int.h sidecar/control/etcd.c \
+	sidecar/control/etcd_register.c sidecar/control/etcd_watch.c \
+	sidecar/ops/metrics-t.h sidecar/ops/metrics.h sidecar/ops/metrics.c \
+	sidecar/ops/admin.h sidecar/ops/admin.c
+nodist_sidecar_maitred_SOURCES = sidecar/ops/admin_page.c
 sidecar_maitred_LDADD = $(MAITRED_LIBS)
-EXTRA_DIST += sidecar/admin_page.html
-BUILT_SOURCES += sidecar/admin_page.c
-CLEANFILES += sidecar/admin_page.c
+EXTRA_DIST += sidecar/ops/admin_page.html
+BUILT_SOURCES += sidecar/ops/admin_page.c
+CLEANFILES += sidecar/ops/admin_page.c
 
 # The live page is embedded as bytes, so the binary serves it with no file
 # beside it (and no outside asset: the page is self-contained).
-sidecar/admin_page.c: $(srcdir)/sidecar/admin_page.html
-	$(AM_V_GEN)mkdir -p sidecar && { \
-	  echo '/* Generated from sidecar/admin_page.html by make; do not edit. */'; \
+sidecar/ops/admin_page.c: $(srcdir)/sidecar/ops/admin_page.html
+	$(AM_V_GEN)mkdir -p sidecar/ops && { \
+	  echo '/* Generated from sidecar/ops/admin_page.html by make; do not edit. */'; \
 	  echo '#include <stddef.h>'; \
 	  echo 'const char mtd_admin_page[] = {'; \
-	  od -An -v -tx1 $(srcdir)/sidecar/admin_page.html | sed -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  od -An -v -tx1 $(srcdir)/sidecar/ops/admin_page.html | sed -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; \
 	  echo '0x00};'; \
 	  echo 'const size_t mtd_admin_page_len = sizeof(mtd_admin_page) - 1;'; \
 	} > $@.tmp && mv $@.tmp $@
@@ -30,13 +46,13 @@ sidecar/admin_page.c: $(srcdir)/sidecar/admin_page.html
 check_PROGRAMS += tests/unit/test_transport
 TESTS += tests/unit/test_transport
 tests_unit_test_transport_SOURCES = tests/unit/sidecar/test_transport.c \
-	sidecar/conn.c sidecar/transport.c
+	sidecar/io/conn.c sidecar/io/transport.c
 tests_unit_test_transport_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_transport_LDADD = $(TEST_UNIT_LIBS)
 
 # The mailbox (mailbox.h): order, wake-up, leftovers, posters on threads.
 check_PROGRAMS += tests/unit/test_mailbox
 TESTS += tests/unit/test_mailbox
-tests_unit_test_mailbox_SOURCES = tests/unit/sidecar/test_mailbox.c sidecar/mailbox.c
+tests_unit_test_mailbox_SOURCES = tests/unit/sidecar/test_mailbox.c sidecar/control/mailbox.c
 tests_unit_test_mailbox_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_mailbox_LDADD = $(TEST_UNIT_LIBS)

@@ -21,12 +21,18 @@
 #include <openssl/ssl.h>
 
 #include "core/log.h"
-#include "sidecar/admin.h"
-#include "sidecar/control.h"
-#include "sidecar/etcd.h"
-#include "sidecar/health.h"
-#include "sidecar/metrics.h"
-#include "sidecar/sidecar.h"
+#include "sidecar/ops/admin.h"
+#include "sidecar/control/control.h"
+#include "sidecar/control/etcd.h"
+#include "sidecar/control/health.h"
+#include "sidecar/ops/metrics.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "lb/lb.h"
+#include "sidecar/control/control-t.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/transport.h"
+#include "sidecar/worker.h"
 
 static void usage(FILE *out)
 {
@@ -183,7 +189,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_control *ctl = arg;
-	mtd_runtime_tick(ctl->rt);
+	mtd_control_tick(ctl);
 }
 
 /* ---- reload (issue 7 section 6) ----------------------------------------- */

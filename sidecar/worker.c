@@ -18,8 +18,18 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "sidecar/health.h"
-#include "sidecar/sidecar.h"
+#include "sidecar/control/health.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "sidecar/call/attempt.h"
+#include "sidecar/call/call.h"
+#include "sidecar/call/failback.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/conn.h"
+#include "sidecar/io/downstream.h"
+#include "sidecar/io/pool.h"
+#include "sidecar/io/upstream.h"
+#include "sidecar/worker.h"
 
 #define READ_BUF_SIZE (64 * 1024)
 /* At most one "refusing connections" line per worker this often. */
@@ -52,20 +62,6 @@ static bool admit(struct mtd_worker *w)
 		w->n_refused = 0;
 	}
 	return false;
-}
-
-int64_t mtd_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int64_t mtd_wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void mtd_worker_schedule_flush(struct mtd_worker *w)

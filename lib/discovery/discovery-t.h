@@ -25,7 +25,7 @@ struct mtd_disc_meta {
 };
 
 /* One endpoint as a source produces it. Everything is borrowed: the
- * receiver (mtd_runtime_set_endpoints) copies what it keeps before it
+ * receiver (mtd_control_set_endpoints) copies what it keeps before it
  * returns, so a source may build these on its stack or in a scratch
  * buffer. */
 struct mtd_disc_endpoint {

@@ -9,7 +9,7 @@
 
 #include <event2/thread.h>
 
-#include "sidecar/mailbox.h"
+#include "sidecar/control/mailbox.h"
 
 #define POSTERS    3
 #define PER_THREAD 2000

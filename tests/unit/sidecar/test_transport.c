@@ -22,7 +22,12 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "sidecar/sidecar.h"
+#include "core/clock.h"
+#include "sidecar/io/conn.h"
+#include "sidecar/io/downstream.h"
+#include "sidecar/io/transport.h"
+#include "sidecar/io/upstream.h"
+#include "sidecar/worker.h"
 
 /* ---- stubs for what conn.c calls outside itself ---------------------- */
 

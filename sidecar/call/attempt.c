@@ -1,0 +1,728 @@
+/* An attempt: one upstream try of a call, from its pick to its stream's
+ * close. Its states are lib/fault/attempt.c's (every change goes through
+ * mtd_attempt_step); a failed attempt asks mtd_fault_decide() what the
+ * call does next and carries the verdict out here, in one place.
+ *
+ * What the balancer learns (issue 8 §3): an attempt counts against its
+ * endpoint only for what the endpoint did (connect or TLS failure, a reset,
+ * a status in outlier_detection.failure_statuses, a per-try timeout); a client
+ * cancel, a deadline, a refused stream or a call maitred ended itself is
+ * neutral. Latency is measured to the first response message (or the
+ * answer's end when it has none), so a long stream does not make its
+ * instance look slow; not to the response headers, which a server may send
+ * before it works (grpcio's send_initial_metadata). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "health/outlier.h"
+#include "lb/lb.h"
+#include "sidecar/call/attempt.h"
+#include "sidecar/call/call.h"
+#include "sidecar/call/failback.h"
+#include "sidecar/call/headers.h"
+#include "sidecar/call/relay.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/conn.h"
+#include "sidecar/io/pool.h"
+#include "sidecar/ops/metrics.h"
+#include "sidecar/worker.h"
+
+struct mtd_attempt *mtd_attempt_new(struct mtd_call *call)
+{
+	struct mtd_attempt *a = mtd_slab_calloc(&call->w->slab, 1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->call = call;
+	a->state = MTD_ATTEMPT_BACKOFF;
+	a->index = call->n_attempts++;
+	a->ep_idx = -1;
+	LIST_INSERT_HEAD(&call->attempts, a, call_link);
+	int64_t ms = call->fault->per_try_timeout_ms;
+	if (call->bg && call->bg->timeout_ms > 0 && (ms <= 0 || call->bg->timeout_ms < ms))
+		ms = call->bg->timeout_ms; /* a FAILBACK re-send's own deadline */
+	if (ms > 0 && mtd_worker_timer_arm(call->w, &a->timer, MTD_TIMER_PER_TRY, ms * 1000000) < 0) {
+		LIST_REMOVE(a, call_link);
+		call->n_attempts--;
+		mtd_slab_free(&call->w->slab, a);
+		return NULL;
+	}
+	return a;
+}
+
+bool mtd_attempt_step(struct mtd_attempt *a, enum mtd_attempt_event ev)
+{
+	int next = mtd_fault_attempt_step(a->state, ev);
+	if (next < 0) {
+		MTD_DEBUG("attempt %u: event %d in state %s ignored", a->index, (int)ev,
+		          mtd_fault_attempt_state_name(a->state));
+		return false;
+	}
+	a->state = (enum mtd_attempt_state)next;
+	return true;
+}
+
+static void disarm(struct mtd_attempt *a)
+{
+	mtd_worker_timer_disarm(a->call->w, &a->timer);
+}
+
+/* True when an upstream status counts as the endpoint's failure
+ * (outlier_detection.failure_statuses, default UNAVAILABLE, INTERNAL,
+ * UNKNOWN, DATA_LOSS). */
+static bool status_blames(const struct mtd_call *call, int st)
+{
+	return st > 0 && st < 32 && ((call->svc->cfg->failure_statuses >> st) & 1u);
+}
+
+/* Tell the balancer, and outlier detection, how the endpoint did, once
+ * per attempt. */
+static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
+{
+	if (!a->lb_begun)
+		return;
+	a->lb_begun = false;
+	int64_t now = mtd_now_ns();
+	int64_t until = a->first_ns ? a->first_ns : now;
+	struct mtd_lb_result res = {.ok = ok, .neutral = neutral, .latency_us = (until - a->start_ns) / 1000};
+	if (ok && !neutral && a->call->fault->hedge_delay_ms == MTD_FAULT_HEDGE_AUTO)
+		mtd_metrics_hedge_sample(a->call, res.latency_us); /* hedge_delay AUTO learns */
+	if (a->layer)
+		mtd_lb_layer_call_end(a->layer, (size_t)a->ep_idx, &res, now);
+	else
+		mtd_lb_call_end(a->picker, (size_t)a->ep_idx, &res, now);
+	struct mtd_outlier_set *os = a->outliers;
+	if (!neutral && os && mtd_outlier_report(os, (size_t)a->ep_idx, !ok, mtd_wall_ms()))
+		MTD_WARN("service %s: endpoint %s ejected (outlier detection: %u failures in a row), for %lld ms",
+		         a->call->svc->cfg->name, a->ep->addr.text, os->cfg.consecutive_failures,
+		         (long long)mtd_outlier_ejection_ms(&os->cfg,
+		                                            atomic_load(&os->entries[a->ep_idx].times_ejected)));
+}
+
+void mtd_attempt_maybe_free(struct mtd_attempt *a)
+{
+	if (mtd_fault_attempt_live(a->state) || a->up)
+		return;
+	struct mtd_call *call = a->call;
+	disarm(a);
+	lb_end(a, true, true);
+	mtd_metrics_attempt_done(a);
+	if (call->cur == a)
+		call->cur = NULL;
+	if (call->ans == a)
+		call->ans = NULL;
+	if (call->bc && call->bc->ans == a)
+		call->bc->ans = NULL;
+	mtd_headers_clear(&a->resp_hdrs, &call->w->slab);
+	mtd_headers_clear(&a->resp_trailers, &call->w->slab);
+	LIST_REMOVE(a, call_link);
+	mtd_slab_free(&call->w->slab, a);
+	mtd_call_maybe_free(call);
+}
+
+void mtd_attempt_reset_stream(struct mtd_attempt *a)
+{
+	if (!a->up)
+		return;
+	/* Cancellation reaches the upstream (PROTOCOL-HTTP2: RST_STREAM CANCEL). */
+	nghttp2_submit_rst_stream(a->up->ng, NGHTTP2_FLAG_NONE, a->up_sid, NGHTTP2_CANCEL);
+	mtd_conn_want_flush(a->up);
+}
+
+void mtd_attempt_cancel(struct mtd_attempt *a)
+{
+	if (!mtd_fault_attempt_live(a->state))
+		return;
+	mtd_pool_dequeue(a);
+	mtd_attempt_step(a, MTD_AEV_CANCEL);
+	disarm(a);
+	mtd_attempt_reset_stream(a);
+	lb_end(a, true, true);
+	if (a->call->cur == a)
+		a->call->cur = NULL;
+	mtd_attempt_maybe_free(a);
+}
+
+void mtd_attempt_on_stream(struct mtd_attempt *a)
+{
+	mtd_attempt_step(a, MTD_AEV_STREAM);
+}
+
+/* ---- the policy's verdict ---------------------------------------------- */
+
+static bool bit_get(const uint64_t *bits, int i)
+{
+	return (bits[i / 64] >> (i % 64)) & 1;
+}
+
+static void bit_set(uint64_t *bits, int i)
+{
+	bits[i / 64] |= 1ull << (i % 64);
+}
+
+void mtd_call_on_retry(struct mtd_timer *t)
+{
+	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
+	mtd_call_next_attempt(call);
+	mtd_call_maybe_free(call);
+}
+
+static void log_failsafe(struct mtd_call *call, const char *what)
+{
+	/* Logged, but at most a line a second per worker: an outage must not
+	 * turn into a log flood. */
+	struct mtd_worker *w = call->w;
+	int64_t now = mtd_now_ns();
+	if (now - w->failsafe_log_ns < 1000000000) {
+		w->failsafe_quiet++;
+		return;
+	}
+	if (w->failsafe_quiet)
+		MTD_WARN("FAILSAFE: %s; answered OK with an empty message (and %llu more in the last second)", what,
+		         (unsigned long long)w->failsafe_quiet);
+	else
+		MTD_WARN("FAILSAFE: %s; answered OK with an empty message", what);
+	w->failsafe_log_ns = now;
+	w->failsafe_quiet = 0;
+}
+
+/* ---- BROADCAST ---------------------------------------------------------- */
+
+static bool others_live(const struct mtd_call *call)
+{
+	const struct mtd_attempt *o;
+	LIST_FOREACH(o, &call->attempts, call_link)
+		if (mtd_fault_attempt_live(o->state))
+			return true;
+	return false;
+}
+
+void mtd_call_broadcast_settle(struct mtd_call *call)
+{
+	if (call->state == MTD_CALL_DONE)
+		return;
+	bool live = others_live(call);
+	if (!call->bc->failed) {
+		if (live)
+			return;
+		if (call->bc->have)
+			mtd_call_answer_held(call); /* every endpoint answered OK */
+		else
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
+			              call->svc->cfg->name);
+		return;
+	}
+	/* The first failure decides, once the others ended too. */
+	struct mtd_fault_call fc = {
+	        .committed = false,
+	        .others_live = live,
+	        .now_ns = mtd_now_ns(),
+	        .deadline_ns = call->deadline_ns,
+	        .refused_here_before = true,
+	};
+	struct mtd_fault_decision d;
+	mtd_fault_decide(call->fault, &call->bc->o, &fc, call->svc->budget, &call->svc->cfg->retry_budget,
+	                 &call->w->rng, &d);
+	if (d.action == MTD_FAULT_WAIT)
+		return;
+	mtd_metrics_fault_decision(call, &d);
+	if (d.action == MTD_FAULT_FALLBACK) {
+		const struct mtd_fault_fallback *fb = &call->fault->fallback;
+		if (fb->status == MTD_GRPC_OK)
+			mtd_call_answer_ok(call, fb->response, fb->response_len);
+		else
+			mtd_call_fail(call, (enum mtd_grpc_status)fb->status, "%s", fb->message ? fb->message : "");
+		return;
+	}
+	mtd_call_fail(call, call->bc->status, "%s (BROADCAST: %u of %u attempts failed)",
+	              call->bc->msg ? call->bc->msg : "an attempt failed", call->bc->failures, call->n_attempts);
+}
+
+/* A BROADCAST attempt failed: a refused stream is replayed on its own
+ * endpoint (gRPC transparent retry, once); any other failure is kept if it
+ * is the first, and the call ends once no attempt is left going. */
+static void broadcast_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o, enum mtd_grpc_status status,
+                             const char *what, bool refused_before)
+{
+	struct mtd_call *call = a->call;
+	if (o->failure == MTD_FAULT_REFUSED && !refused_before) {
+		struct mtd_fault_call fc = {
+		        .others_live = true,
+		        .now_ns = mtd_now_ns(),
+		        .deadline_ns = call->deadline_ns,
+		};
+		struct mtd_fault_decision d;
+		mtd_fault_decide(call->fault, o, &fc, call->svc->budget, &call->svc->cfg->retry_budget, &call->w->rng,
+		                 &d);
+		if (d.action == MTD_FAULT_RETRY) {
+			mtd_metrics_fault_decision(call, &d);
+			bool held = call->held;
+			call->held = true;
+			mtd_call_relaunch(call, a->ep_idx);
+			call->held = held;
+			return;
+		}
+	}
+	call->bc->failures++;
+	if (!call->bc->failed) {
+		call->bc->failed = true;
+		call->bc->o = *o;
+		call->bc->status = status;
+		call->bc->msg = strdup(what);
+	}
+	bool held = call->held;
+	call->held = true;
+	mtd_call_broadcast_settle(call);
+	call->held = held;
+}
+
+/* a ended without an answer the call can use: count it, then do what
+ * the policy says. status/what: FAILFAST's answer (what names the endpoint
+ * and what happened). a is not freed here (the caller does, last): it
+ * keeps the call alive meanwhile. */
+static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o, enum mtd_grpc_status status,
+                           const char *what)
+{
+	struct mtd_call *call = a->call;
+	const struct mtd_rt_service *svc = call->svc;
+	bool blamed = o->failure == MTD_FAULT_CONNECT || o->failure == MTD_FAULT_RESET ||
+	              o->failure == MTD_FAULT_TIMEOUT ||
+	              (o->failure == MTD_FAULT_STATUS && status_blames(call, o->status));
+	mtd_pool_dequeue(a);
+	mtd_attempt_step(a, MTD_AEV_FAIL);
+	disarm(a);
+	mtd_attempt_reset_stream(a);
+	lb_end(a, !blamed, o->failure == MTD_FAULT_REFUSED);
+	if (call->cur == a)
+		call->cur = NULL;
+	bool refused_before = false;
+	if (o->failure == MTD_FAULT_REFUSED) {
+		refused_before = bit_get(call->refused, a->ep_idx);
+		bit_set(call->refused, a->ep_idx);
+	} else if (!bit_get(call->tried, a->ep_idx)) {
+		bit_set(call->tried, a->ep_idx);
+		call->n_tried++;
+	}
+	free(call->last_failure);
+	call->last_failure = strdup(what);
+	call->last_status = status;
+	if (call->state == MTD_CALL_DONE)
+		return;
+	if (call->fault->mode == MTD_FAULT_BROADCAST) {
+		broadcast_failed(a, o, status, what, refused_before);
+		return;
+	}
+	if (call->fault->mode == MTD_FAULT_FORKING && !call->committed) {
+		/* A fork lost: the next one starts at once (gRPC A6 hedging);
+		 * the call ends only when none is left racing. */
+		if (call->n_attempts < call->fault->forks) {
+			mtd_worker_timer_disarm(call->w, &call->retry);
+			bool held = call->held;
+			call->held = true;
+			mtd_call_hedge(call);
+			call->held = held;
+		}
+		struct mtd_attempt *other;
+		LIST_FOREACH(other, &call->attempts, call_link)
+			if (other != a && mtd_fault_attempt_live(other->state))
+				return;
+		if (call->state == MTD_CALL_DONE)
+			return;
+	}
+	int64_t now = mtd_now_ns();
+	struct mtd_fault_call fc = {
+	        .retries_done = call->retries_done,
+	        .committed = call->committed,
+	        .answered = call->resp_headers_sent,
+	        .endpoint_left = call->n_tried < svc->n_eps,
+	        .refused_here_before = refused_before,
+	        .now_ns = now,
+	        .deadline_ns = call->deadline_ns,
+	};
+	struct mtd_fault_decision d;
+	mtd_fault_decide(call->fault, o, &fc, svc->budget, &svc->cfg->retry_budget, &call->w->rng, &d);
+	mtd_metrics_fault_decision(call, &d);
+	bool held = call->held;
+	call->held = true;
+	if (call->bg && d.action != MTD_FAULT_RETRY) {
+		/* A FAILBACK re-send: nobody to answer; try again later. */
+		mtd_failback_failed(call, what);
+		call->held = held;
+		return;
+	}
+	switch (d.action) {
+	case MTD_FAULT_RETRY:
+		if (!d.transparent)
+			call->retries_done++;
+		MTD_DEBUG("call: %s; %s %u%s", what, d.transparent ? "replaying, attempt" : "retrying, attempt",
+		          call->n_attempts + 1, d.delay_ns ? " after a backoff" : "");
+		if (d.delay_ns > 0) {
+			if (mtd_worker_timer_arm(call->w, &call->retry, MTD_TIMER_RETRY, d.delay_ns) < 0)
+				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		} else {
+			mtd_call_next_attempt(call);
+		}
+		break;
+	case MTD_FAULT_SAFE_OK:
+		if (call->fault->mode == MTD_FAULT_FAILBACK)
+			mtd_failback_enqueue(call, what); /* re-sent in the background */
+		else
+			log_failsafe(call, what);
+		mtd_call_answer_ok(call, NULL, 0);
+		break;
+	case MTD_FAULT_FALLBACK: {
+		const struct mtd_fault_fallback *fb = &call->fault->fallback;
+		MTD_DEBUG("call: %s; answering with the fallback", what);
+		if (call->fault->mode == MTD_FAULT_FAILBACK)
+			mtd_failback_enqueue(call, what); /* re-sent all the same */
+		if (fb->status == MTD_GRPC_OK)
+			mtd_call_answer_ok(call, fb->response, fb->response_len);
+		else
+			mtd_call_fail(call, (enum mtd_grpc_status)fb->status, "%s", fb->message ? fb->message : "");
+		break;
+	}
+	case MTD_FAULT_FAIL:
+	case MTD_FAULT_RELAY:
+	default:
+		if (o->failure == MTD_FAULT_STATUS && a->resp_headers_in && !call->resp_headers_sent &&
+		    !d.budget_exhausted && !d.pushback_stop) {
+			/* The upstream's own Trailers-Only answer, as it gave it. */
+			call->ans = a;
+			mtd_call_settle(call);
+			mtd_relay_headers(call, a, true);
+		} else {
+			mtd_call_fail(call, status, "%s%s%s", what,
+			              d.budget_exhausted ? " (retry budget exhausted)"
+			              : d.pushback_stop  ? " (the server asked not to retry)"
+			                                 : "",
+			              !fc.endpoint_left && svc->n_eps > 1 && !d.budget_exhausted && !d.pushback_stop &&
+			                              call->fault->mode == MTD_FAULT_FAILOVER
+			                      ? " (and no other endpoint is left)"
+			                      : "");
+		}
+		break;
+	}
+	call->held = held;
+}
+
+void mtd_attempt_on_timeout(struct mtd_timer *t)
+{
+	struct mtd_attempt *a = MTD_CONTAINER_OF(t, struct mtd_attempt, timer);
+	char msg[192];
+	snprintf(msg, sizeof(msg), "upstream %s: no response within the per-try timeout (%lld ms)", a->ep->addr.text,
+	         (long long)a->call->fault->per_try_timeout_ms);
+	struct mtd_fault_outcome o = {.failure = MTD_FAULT_TIMEOUT};
+	attempt_failed(a, &o, MTD_GRPC_DEADLINE_EXCEEDED, msg);
+	mtd_attempt_maybe_free(a);
+}
+
+void mtd_attempt_connect_failed(struct mtd_attempt *a, const char *reason)
+{
+	struct mtd_fault_outcome o = {.failure = MTD_FAULT_CONNECT};
+	attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, reason);
+	mtd_attempt_maybe_free(a);
+}
+
+void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
+{
+	struct mtd_call *call = a->call;
+	if (a->state == MTD_ATTEMPT_OPEN || a->state == MTD_ATTEMPT_ANSWERING) {
+		struct mtd_fault_outcome o = {.failure = MTD_FAULT_RESET};
+		attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, reason);
+	}
+	if ((a == call->ans || a->state == MTD_ATTEMPT_DONE) && call->fault->mode != MTD_FAULT_BROADCAST)
+		mtd_call_drop_request(call);
+	mtd_attempt_maybe_free(a);
+}
+
+/* ---- response ---------------------------------------------------------- */
+
+static int status_of(const struct mtd_headers *h)
+{
+	nghttp2_nv buf;
+	const nghttp2_nv *st = mtd_headers_find(h, "grpc-status", &buf);
+	if (!st || st->valuelen == 0 || st->valuelen > 3)
+		return -1;
+	int v = 0;
+	for (size_t i = 0; i < st->valuelen; i++) {
+		if (st->value[i] < '0' || st->value[i] > '9')
+			return -1;
+		v = v * 10 + (st->value[i] - '0');
+	}
+	return v;
+}
+
+/* The response's :status as a number; -1 if missing or not 3 digits
+ * (nghttp2 checks responses for RFC 9113 §8.3.2, so that is a guard). */
+static int http_status(const struct mtd_headers *h)
+{
+	nghttp2_nv buf;
+	const nghttp2_nv *st = mtd_headers_find(h, ":status", &buf);
+	if (!st || st->valuelen != 3)
+		return -1;
+	int v = 0;
+	for (size_t i = 0; i < 3; i++) {
+		if (st->value[i] < '0' || st->value[i] > '9')
+			return -1;
+		v = v * 10 + (st->value[i] - '0');
+	}
+	return v;
+}
+
+/* An HTTP answer that is not gRPC (an ingress's or proxy's error page):
+ * replace its headers with the Trailers-Only answer it means, by gRPC's
+ * http-grpc-status-mapping.md, naming the HTTP status. 0 or -ENOMEM. */
+static int translate_http_answer(struct mtd_attempt *a, int http)
+{
+	char code[8], msg[160], enc[512];
+	int clen = snprintf(code, sizeof(code), "%d", (int)mtd_grpc_status_from_http(http));
+	snprintf(msg, sizeof(msg), "upstream %s answered HTTP %d without grpc-status", a->ep->addr.text, http);
+	size_t elen = mtd_grpc_message_encode(msg, enc, sizeof(enc));
+	struct mtd_headers *h = &a->resp_hdrs;
+	struct mtd_slab *slab = &a->call->w->slab;
+	mtd_headers_clear(h, slab);
+	int rc = 0;
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3, 0);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc", 16, 0);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen, 0);
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen, 0);
+	return rc ? -ENOMEM : 0;
+}
+
+void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
+{
+	struct mtd_call *call = a->call;
+	a->resp_headers_in = true;
+	if (a->state != MTD_ATTEMPT_OPEN || call->state == MTD_CALL_DONE || (!call->down && !call->bg) ||
+	    call->resp_done || call->resp_eof)
+		return;
+	int http = http_status(&a->resp_hdrs);
+	nghttp2_nv buf;
+	if (http != 200 && !mtd_headers_find(&a->resp_hdrs, "grpc-status", &buf)) {
+		if (translate_http_answer(a, http) < 0) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+		/* From here it is a Trailers-Only answer; its body is not read. */
+		if (!end_stream)
+			mtd_attempt_reset_stream(a);
+		end_stream = true;
+	}
+	if (end_stream)
+		a->first_ns = mtd_now_ns();
+	disarm(a);
+	bool bc = call->fault->mode == MTD_FAULT_BROADCAST;
+	if (end_stream) {
+		int st = status_of(&a->resp_hdrs);
+		if (bc && st < 0) {
+			/* BROADCAST: OK only if all are; no status is not OK. */
+			char msg[192];
+			snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status",
+			         a->ep->addr.text);
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = MTD_GRPC_INTERNAL};
+			attempt_failed(a, &o, MTD_GRPC_INTERNAL, msg);
+			mtd_attempt_maybe_free(a);
+			return;
+		}
+		if (st > 0 && (bc || mtd_fault_retry_on(call->fault, st))) {
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = st};
+			const nghttp2_nv *pb = mtd_headers_find(&a->resp_hdrs, "grpc-retry-pushback-ms", &buf);
+			if (pb) {
+				/* gRPC A6: malformed or negative = do not retry. */
+				o.has_pushback = true;
+				if (mtd_fault_pushback_parse((const char *)pb->value, pb->valuelen, &o.pushback_ms) < 0)
+					o.pushback_ms = -1;
+			}
+			nghttp2_nv gbuf;
+			const nghttp2_nv *gm = mtd_headers_find(&a->resp_hdrs, "grpc-message", &gbuf);
+			char msg[384];
+			snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", a->ep->addr.text,
+			         mtd_grpc_status_name(st), gm ? ": " : "",
+			         gm ? (int)(gm->valuelen > 200 ? 200 : gm->valuelen) : 0,
+			         gm ? (const char *)gm->value : "");
+			attempt_failed(a, &o, (enum mtd_grpc_status)st, msg);
+			mtd_attempt_maybe_free(a);
+			return;
+		}
+		/* The answer, Trailers-Only. */
+		mtd_attempt_step(a, MTD_AEV_TRAILERS);
+		lb_end(a, !status_blames(call, st), false);
+		if (call->bg) {
+			mtd_failback_done(call); /* delivered */
+			return;
+		}
+		if (bc) {
+			/* OK: held if no answer began before it; the call answers
+			 * once every endpoint did. */
+			if (!call->bc->have && !call->bc->ans) {
+				mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs, &call->w->slab);
+				call->bc->have = call->bc->trailers_only = true;
+			}
+			mtd_call_broadcast_settle(call);
+			return;
+		}
+		if (a->hedge)
+			mtd_metrics_hedge_won(call);
+		call->ans = a;
+		mtd_call_settle(call);
+		mtd_relay_headers(call, a, true);
+		return;
+	}
+	/* Response headers reach the app: the call is this attempt's now
+	 * (never replayed once the app saw its answer begin). */
+	mtd_attempt_step(a, MTD_AEV_HEADERS);
+	if (call->bg) {
+		/* A FAILBACK re-send: its status comes with the trailers; the
+		 * response DATA is dropped (nobody reads it). */
+		return;
+	}
+	if (bc) {
+		/* BROADCAST: nothing reaches the app before every endpoint
+		 * answered; the first answer to begin is the one held. */
+		if (!call->bc->have && !call->bc->ans) {
+			call->bc->ans = a;
+			mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs, &call->w->slab);
+		}
+		return;
+	}
+	if (a->hedge)
+		mtd_metrics_hedge_won(call);
+	call->ans = a;
+	call->cur = a; /* FORKING: the winner */
+	mtd_call_commit(call);
+	mtd_relay_headers(call, a, false);
+}
+
+void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n)
+{
+	struct mtd_call *call = a->call;
+	if (call->fault->mode == MTD_FAULT_BROADCAST) {
+		/* Held, not relayed: both windows go back at once; what is held
+		 * is bounded by fault.replay_buffer (mtd_relay_hold). */
+		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		mtd_conn_want_flush(a->up);
+		if (a != call->bc->ans || a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
+			return;
+		if (!a->first_ns)
+			a->first_ns = mtd_now_ns();
+		mtd_relay_hold(call, a, p, n);
+		return;
+	}
+	if (a != call->ans || a->state != MTD_ATTEMPT_ANSWERING || call->resp_done || call->resp_eof) {
+		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		return;
+	}
+	if (!a->first_ns)
+		a->first_ns = mtd_now_ns();
+	mtd_relay_data(call, p, n);
+}
+
+void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
+{
+	struct mtd_call *call = a->call;
+	if (call->bg) {
+		if (a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
+			return;
+		int st = status_of(&a->resp_trailers);
+		if (st > 0 && mtd_fault_retry_on(call->fault, st)) {
+			char msg[192];
+			snprintf(msg, sizeof(msg), "upstream %s answered %s", a->ep->addr.text,
+			         mtd_grpc_status_name(st));
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = st};
+			attempt_failed(a, &o, (enum mtd_grpc_status)st, msg);
+			return;
+		}
+		mtd_attempt_step(a, MTD_AEV_TRAILERS);
+		lb_end(a, st >= 0 && !status_blames(call, st), false);
+		mtd_failback_done(call);
+		return;
+	}
+	if (call->fault->mode == MTD_FAULT_BROADCAST) {
+		if (a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
+			return;
+		int st = status_of(&a->resp_trailers);
+		if (st != 0) {
+			nghttp2_nv gbuf;
+			const nghttp2_nv *gm = mtd_headers_find(&a->resp_trailers, "grpc-message", &gbuf);
+			char msg[384];
+			if (st < 0)
+				snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status",
+				         a->ep->addr.text);
+			else
+				snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", a->ep->addr.text,
+				         mtd_grpc_status_name(st), gm ? ": " : "",
+				         gm ? (int)(gm->valuelen > 200 ? 200 : gm->valuelen) : 0,
+				         gm ? (const char *)gm->value : "");
+			enum mtd_grpc_status es = st < 0 ? MTD_GRPC_INTERNAL : (enum mtd_grpc_status)st;
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = (int)es};
+			attempt_failed(a, &o, es, msg);
+			return;
+		}
+		mtd_attempt_step(a, MTD_AEV_TRAILERS);
+		if (!a->first_ns)
+			a->first_ns = mtd_now_ns();
+		lb_end(a, true, false);
+		if (a == call->bc->ans) {
+			mtd_headers_move(&call->resp_trailers, &a->resp_trailers, &call->w->slab);
+			call->bc->have = true;
+		}
+		mtd_call_broadcast_settle(call);
+		return;
+	}
+	if (a != call->ans || a->state != MTD_ATTEMPT_ANSWERING || call->resp_done || call->resp_eof)
+		return;
+	mtd_attempt_step(a, MTD_AEV_TRAILERS);
+	if (!a->first_ns)
+		a->first_ns = mtd_now_ns();
+	int st = status_of(&a->resp_trailers);
+	lb_end(a, st >= 0 && !status_blames(call, st), false);
+	mtd_relay_trailers(call, a);
+}
+
+void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code)
+{
+	struct mtd_call *call = a->call;
+	if (a->state == MTD_ATTEMPT_OPEN || a->state == MTD_ATTEMPT_ANSWERING) {
+		const char *peer = a->ep->addr.text;
+		char msg[192];
+		if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns) {
+			/* Both deadlines fire together (HACKING.md): ours decides.
+			 * The attempt (without a stream now) fails first and the call
+			 * is held: settling the call would otherwise free both under
+			 * this function (test_deadline_cancel: a reset read between
+			 * the deadline and libevent's coarser timer). */
+			mtd_attempt_step(a, MTD_AEV_FAIL);
+			bool held = call->held;
+			call->held = true;
+			mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
+			call->held = held;
+		} else if (error_code == NGHTTP2_REFUSED_STREAM && a->state == MTD_ATTEMPT_OPEN) {
+			/* RFC 9113 §8.7: refused (or above a GOAWAY's last-stream-id,
+			 * nghttp2 closes those with REFUSED_STREAM): never processed. */
+			snprintf(msg, sizeof(msg), "upstream %s refused the stream", peer);
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_REFUSED};
+			attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, msg);
+		} else {
+			enum mtd_grpc_status st = MTD_GRPC_UNAVAILABLE;
+			if (error_code == NGHTTP2_NO_ERROR) {
+				snprintf(msg, sizeof(msg), "upstream %s closed the stream without a response", peer);
+			} else {
+				st = mtd_grpc_status_from_h2_error(error_code);
+				snprintf(msg, sizeof(msg), "upstream %s reset the stream (%s)", peer,
+				         nghttp2_http2_strerror(error_code));
+			}
+			struct mtd_fault_outcome o = {.failure = MTD_FAULT_RESET};
+			attempt_failed(a, &o, st, msg);
+		}
+	}
+	if ((a == call->ans || a->state == MTD_ATTEMPT_DONE) && call->fault->mode != MTD_FAULT_BROADCAST)
+		mtd_call_drop_request(call); /* bytes nobody will send any more */
+	mtd_attempt_maybe_free(a);
+}

@@ -1,0 +1,39 @@
+/* One upstream try of a call (attempt.c), from pick to stream close.
+ * Upstream events (upstream.c, pool.c) arrive here; a failed attempt asks
+ * lib/fault what the call does next (mtd_fault_decide) and carries it
+ * out. Worker thread only. */
+#ifndef MTD_ATTEMPT_H
+#define MTD_ATTEMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sidecar/call/call-t.h"
+
+struct mtd_attempt *mtd_attempt_new(struct mtd_call *call);
+/* State change through lib/fault's table; false (and a debug line) when
+ * the event cannot happen in the current state. */
+bool mtd_attempt_step(struct mtd_attempt *a, enum mtd_attempt_event ev);
+/* The pool got a stream for a (PENDING -> OPEN). */
+void mtd_attempt_on_stream(struct mtd_attempt *a);
+void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream);
+void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n);
+void mtd_attempt_on_resp_trailers(struct mtd_attempt *a);
+/* Its upstream stream closed (a->up already NULL). */
+void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code);
+/* Its connection never came up (connect / TLS failure): nothing was sent. */
+void mtd_attempt_connect_failed(struct mtd_attempt *a, const char *reason);
+/* Its connection was lost with the stream open. */
+void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason);
+/* The call no longer needs a: leave the pool, RST_STREAM CANCEL the
+ * stream, report it to the balancer as neither success nor failure. */
+void mtd_attempt_cancel(struct mtd_attempt *a);
+/* RST_STREAM(CANCEL) a's upstream stream if it has one, whatever a's state
+ * (the stream closes when it went out; its close callback ends a). */
+void mtd_attempt_reset_stream(struct mtd_attempt *a);
+void mtd_attempt_maybe_free(struct mtd_attempt *a);
+/* a's per_try_timeout is due (worker.c's table): a fails as timed out. */
+void mtd_attempt_on_timeout(struct mtd_timer *t);
+
+#endif

@@ -1,0 +1,161 @@
+/* The call engine's types: a call and its attempts. */
+#ifndef MTD_CALL_T_H
+#define MTD_CALL_T_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "sidecar/call/headers-t.h"
+#include "core/bufq.h"
+#include "core/timers.h"
+#include "fault/fault.h"
+#include "grpc/grpc.h"
+
+/* One upstream try of a call (the state machine is lib/fault/attempt.c's:
+ * BACKOFF -> PENDING -> OPEN -> ANSWERING -> DONE, or FAILED / CANCELLED).
+ * Held by its call's list; also by a pool while PENDING and by its
+ * upstream stream while `up` is set. Freed by mtd_attempt_maybe_free when
+ * it is neither live nor on a stream. */
+struct mtd_attempt {
+	struct mtd_call *call;
+	enum mtd_attempt_state state;
+	uint32_t index; /* 0 = first; grpc-previous-rpc-attempts (gRPC A6) */
+	struct mtd_endpoint *ep;
+	int ep_idx;                       /* in the snapshot of picker */
+	int32_t up_sid;                   /* its upstream stream, while `up` is set */
+	struct mtd_lb_picker *picker;     /* the one that picked it */
+	struct mtd_lb_layer *layer;       /* the routing layer that picked it, or NULL */
+	struct mtd_outlier_set *outliers; /* the ejection state ep_idx indexes, or NULL */
+	struct mtd_pool *pool;            /* PENDING */
+	TAILQ_ENTRY(mtd_attempt) pending_link;
+	struct mtd_conn *up; /* set while the upstream stream exists */
+	LIST_ENTRY(mtd_attempt) up_link;
+	LIST_ENTRY(mtd_attempt) call_link;
+	/* Request bytes (counted from the call's first) its stream took. */
+	size_t req_off;
+	/* Response headers / trailers until relayed (moved into the call). */
+	struct mtd_headers resp_hdrs, resp_trailers;
+	int64_t start_ns;       /* picked */
+	int64_t first_ns;       /* first response message, or the answer's end (0 = none yet) */
+	struct mtd_timer timer; /* per_try_timeout */
+	bool req_deferred;      /* its data provider waits for bytes */
+	bool resp_headers_in;
+	bool lb_begun; /* counted in its endpoint's active calls */
+	bool hedge;    /* FORKING: started after the first attempt */
+};
+
+enum mtd_call_state {
+	MTD_CALL_HEADERS,  /* reading the request headers */
+	MTD_CALL_WAIT_KEY, /* hashing a message field: waiting for message 1 */
+	MTD_CALL_RUNNING,  /* attempts going on (or a retry waiting), relaying */
+	MTD_CALL_DONE,     /* response finished or failed; draining streams */
+};
+
+/* BROADCAST's part of a call (attempt.c), allocated by calls of that mode
+ * only: the answer given once every attempt ended OK is the first
+ * complete OK answer, held in the call's resp_hdrs, resp and
+ * resp_trailers; ans is the attempt whose answer is being held (NULL once
+ * freed). The first failure decides a failed call. */
+struct mtd_call_bc {
+	struct mtd_attempt *ans;
+	char *msg;
+	struct mtd_fault_outcome o; /* the first failure */
+	enum mtd_grpc_status status;
+	uint32_t failures;
+	bool have;          /* a complete OK answer is held */
+	bool trailers_only; /* ... as a Trailers-Only response */
+	bool failed;
+};
+
+/* FAILBACK's part of a background re-send (failback.c): a call with no
+ * client, on its worker's list while it lives. */
+struct mtd_call_bg {
+	struct mtd_call *call;
+	LIST_ENTRY(mtd_call_bg) link;
+	int64_t timeout_ms; /* each try's deadline (0 = per_try_timeout only) */
+	uint32_t tries;     /* re-sends started */
+};
+
+/* One call. Every call in flight holds one, so it is kept within the
+ * slab's 512-byte class (issue 6 §5: HACKING.md "memory per call"): what
+ * only some calls need (BROADCAST, FAILBACK) is allocated beside it. */
+struct mtd_call {
+	struct mtd_worker *w;
+	enum mtd_call_state state;
+	/* Downstream side. */
+	int32_t down_sid;
+	struct mtd_conn *down; /* NULL once the stream closed */
+	struct mtd_headers req_hdrs;
+	LIST_ENTRY(mtd_call) down_link;
+	/* Routing and policy: svc and picker belong to the snapshot of
+	 * `hold` (hold_prev: the one before a reroute, while attempts of it
+	 * remain). */
+	struct mtd_rt_hold *hold, *hold_prev;
+	struct mtd_rt_service *svc;
+	/* The method's picker, layer, ejection state, hash key and routing
+	 * header, or NULL: the service's (call.c reads them through one
+	 * accessor each). */
+	const struct mtd_rt_method *method;
+	const struct mtd_fault_policy *fault; /* the method's, else the service's */
+	struct mtd_rt_load *load;             /* counted in load->calls (reference held), or NULL */
+	/* Endpoints this call failed on, and those that refused it (gRPC
+	 * transparent retry: once per endpoint); bitmaps over the service's
+	 * endpoints: inline up to 64, else allocated (tried, then refused). */
+	uint64_t tried_inline, refused_inline;
+	uint64_t *tried, *refused;
+	uint32_t n_tried;
+	enum mtd_grpc_status last_status; /* the status last_failure goes with */
+	char *last_failure;
+	int64_t start_ns;
+	int64_t deadline_ns;       /* 0 = none */
+	struct mtd_timer deadline; /* at deadline_ns while the answer is not complete */
+	/* Attempts: every one not yet freed; cur = the one going on (NULL
+	 * between attempts); ans = the one the call committed to by relaying
+	 * its response headers. */
+	LIST_HEAD(, mtd_attempt) attempts;
+	struct mtd_attempt *cur, *ans;
+	uint32_t n_attempts;    /* started, transparent ones included */
+	uint32_t retries_done;  /* policy retries started */
+	struct mtd_timer retry; /* backoff before the next attempt; FORKING: hedge delay;
+	                         * a FAILBACK re-send's wait */
+	/* Request bytes: downstream DATA -> upstream DATA. Kept from the
+	 * first byte (req_base = 0) until the call commits, so a new attempt
+	 * can replay them; then dropped as they are sent. */
+	struct mtd_bufq req;
+	size_t req_base;         /* offset of req's first byte in the request */
+	size_t req_taken;        /* bytes consumed downstream (window reopened) */
+	uint32_t req_retained;   /* taken bytes kept for replay (worker total; <= replay_buffer) */
+	uint32_t req_unconsumed; /* received but not yet consumed (<= the stream window) */
+	struct mtd_grpc_scanner req_scan;
+	/* First-message capture for a hash key on a message field. */
+	uint8_t *key_msg;
+	uint32_t key_msg_have;
+	/* Response, as relayed to the client. */
+	uint32_t resp_unconsumed; /* on ans's upstream stream (<= its window) */
+	struct mtd_headers resp_hdrs;
+	struct mtd_headers resp_trailers;
+	struct mtd_bufq resp;
+	struct mtd_grpc_scanner resp_scan;
+	/* Figures (metrics.h): the :path entry once routed, DATA bytes. */
+	struct mtd_mx_method *mx;
+	uint64_t bytes_in, bytes_out;
+	const struct mtd_endpoint *mx_ep; /* the answer's endpoint, else the last tried */
+	struct mtd_call_bc *bc;           /* BROADCAST (attempt.c), else NULL */
+	struct mtd_call_bg *bg;           /* a FAILBACK re-send (failback.c), else NULL */
+	/* Flags, together (no padding after each). */
+	bool held;      /* a call.c function is working on it: not freed meanwhile */
+	bool committed; /* no replay any more (headers relayed / outgrown) */
+	bool req_sink;  /* nobody reads the request any more: drop it */
+	bool req_eof;   /* client sent END_STREAM */
+	bool key_ready; /* captured all we will read of it */
+	bool key_compressed;
+	bool resp_headers_sent; /* we submitted headers downstream */
+	bool resp_eof;          /* the answer is complete (trailers or synth) */
+	bool resp_deferred;
+	bool resp_done; /* trailers / END_STREAM submitted downstream */
+	bool mx_ep_answered;
+};
+
+#endif

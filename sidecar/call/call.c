@@ -1,0 +1,1030 @@
+/* A call: one gRPC request relayed from a downstream stream to one or more
+ * upstream attempts, and one answer back.
+ *
+ *   HEADERS --route--> RUNNING ------------- answer complete ------> DONE
+ *      |  \--hash on a message field--> WAIT_KEY --first message--/   ^
+ *      |                                                               |
+ *      +---------- any failure the policy ends: a gRPC status ---------+
+ *
+ * RUNNING: an attempt is going on (call->cur), or a retry waits for its
+ * backoff (call->retry armed); each attempt follows lib/fault/attempt.c's
+ * machine and a failed one asks mtd_fault_decide() what happens next
+ * (attempt.c). The request is kept from its first byte until the call
+ * commits (an attempt's response headers were relayed, or the request
+ * outgrew fault.replay_buffer or the worker's replay_buffer_total), so a
+ * new attempt replays it from the start; the client's window reopens only
+ * for bytes an attempt took, so flow control stays end to end.
+ *
+ * The call is referenced by its downstream stream (call->down), by each
+ * attempt not yet freed (call->attempts) and by a retry timer. It is freed
+ * when none holds it (mtd_call_maybe_free), always from a stream close, a
+ * timer or a failure path, never while nghttp2 still has its pointer. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "pbwire/pbwire.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "health/outlier.h"
+#include "lb/lb.h"
+#include "route/route.h"
+#include "sidecar/call/attempt.h"
+#include "sidecar/call/call.h"
+#include "sidecar/call/failback.h"
+#include "sidecar/call/headers.h"
+#include "sidecar/call/relay.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/conn.h"
+#include "sidecar/io/pool.h"
+#include "sidecar/io/upstream.h"
+#include "sidecar/ops/metrics.h"
+#include "sidecar/worker.h"
+
+/* How much of the first request message we read to find a hash-key field:
+ * bounded look-ahead (the key is expected near the start of the message). */
+#define KEY_LOOKAHEAD MTD_PBWIRE_DEFAULT_LOOKAHEAD
+
+/* The routing the call was given: its method's (call->method) where the
+ * config names the method, else its service's. */
+static struct mtd_lb_picker *call_picker(const struct mtd_call *call)
+{
+	return call->method ? call->method->picker : call->svc->picker;
+}
+
+static struct mtd_lb_layer *call_layer(const struct mtd_call *call)
+{
+	return call->method ? call->method->layer : call->svc->layer;
+}
+
+static struct mtd_outlier_set *call_outliers(const struct mtd_call *call)
+{
+	return call->method && call->method->outliers ? call->method->outliers : call->svc->outliers;
+}
+
+static const struct mtd_cfg_hash_key *call_hash_key(const struct mtd_call *call)
+{
+	return call->method ? &call->method->cfg->hash_key : &call->svc->cfg->hash_key;
+}
+
+static const char *call_route_header(const struct mtd_call *call)
+{
+	return call->method ? call->method->cfg->routing.header : call->svc->cfg->routing.header;
+}
+
+/* ---- lifetime ---------------------------------------------------------- */
+
+static void release_retained(struct mtd_call *call)
+{
+	call->w->replay_bytes -= call->req_retained;
+	call->req_retained = 0;
+}
+
+void mtd_call_maybe_free(struct mtd_call *call)
+{
+	if (call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry) || call->held)
+		return;
+	mtd_worker_timer_disarm(call->w, &call->deadline);
+	if (call->bg) {
+		/* A FAILBACK re-send: no client, not one of the calls' figures. */
+		LIST_REMOVE(call->bg, link);
+		call->w->n_bg--;
+		mtd_slab_free(&call->w->slab, call->bg);
+	} else {
+		mtd_metrics_call_end(call);
+	}
+	release_retained(call);
+	mtd_bufq_clear(&call->req);
+	mtd_bufq_clear(&call->resp);
+	mtd_headers_clear(&call->req_hdrs, &call->w->slab);
+	mtd_headers_clear(&call->resp_hdrs, &call->w->slab);
+	mtd_headers_clear(&call->resp_trailers, &call->w->slab);
+	free(call->key_msg);
+	if (call->tried != &call->tried_inline)
+		free(call->tried);
+	free(call->last_failure);
+	if (call->bc) {
+		free(call->bc->msg);
+		mtd_slab_free(&call->w->slab, call->bc);
+	}
+	if (call->load) {
+		atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
+		if (mtd_disc_ref_put(&call->load->ref))
+			free(call->load);
+	}
+	mtd_worker_unhold(call->w, call->hold);
+	mtd_worker_unhold(call->w, call->hold_prev);
+	call->w->n_calls--;
+	mtd_slab_free(&call->w->slab, call);
+}
+
+/* ---- request bytes ----------------------------------------------------- */
+
+/* Give the client's window back for request bytes nobody will send. */
+static void drop_request_bytes(struct mtd_call *call)
+{
+	mtd_bufq_clear(&call->req);
+	release_retained(call);
+	if (call->down && call->req_unconsumed) {
+		nghttp2_session_consume(call->down->ng, call->down_sid, call->req_unconsumed);
+		mtd_conn_want_flush(call->down);
+	}
+	call->req_unconsumed = 0;
+}
+
+void mtd_call_commit(struct mtd_call *call)
+{
+	if (call->committed)
+		return;
+	call->committed = true;
+	/* One attempt only from now on (FORKING: the others lose the race,
+	 * RST_STREAM CANCEL; no more hedges). */
+	bool held = call->held;
+	call->held = true;
+	struct mtd_attempt *o, *next;
+	for (o = LIST_FIRST(&call->attempts); o; o = next) {
+		next = LIST_NEXT(o, call_link);
+		if (o != call->cur && mtd_fault_attempt_live(o->state))
+			mtd_attempt_cancel(o);
+	}
+	mtd_worker_timer_disarm(call->w, &call->retry);
+	call->held = held;
+	/* Nothing will be replayed: keep only what the attempt still has to
+	 * send (an attempt that has not started sends nothing more). */
+	struct mtd_attempt *a = call->cur;
+	size_t keep_from = a ? a->req_off : call->req_base + call->req.len;
+	mtd_bufq_drop(&call->req, keep_from - call->req_base);
+	call->req_base = keep_from;
+	release_retained(call);
+}
+
+ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                          nghttp2_data_source *src, void *ud)
+{
+	struct mtd_attempt *a = src->ptr;
+	struct mtd_call *call = a->call;
+	if (!mtd_fault_attempt_live(a->state) || a->req_off < call->req_base) {
+		/* Not one of the call's attempts any more (being cancelled). */
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	size_t n = mtd_bufq_copy_at(&call->req, a->req_off - call->req_base, buf, len);
+	a->req_off += n;
+	if (a->req_off > call->req_taken) {
+		/* Reopen the client's window only for what went upstream (the
+		 * first time: a replay re-sends bytes already counted). */
+		size_t fresh = a->req_off - call->req_taken;
+		call->req_taken = a->req_off;
+		if (call->down) {
+			nghttp2_session_consume(call->down->ng, call->down_sid, fresh);
+			mtd_conn_want_flush(call->down);
+		}
+		call->req_unconsumed -= fresh < call->req_unconsumed ? fresh : call->req_unconsumed;
+		if (!call->committed) {
+			uint64_t limit = call->w->rt->cfg->replay_buffer_total;
+			if ((call->req_taken > call->fault->replay_buffer || call->w->replay_bytes + fresh > limit) &&
+			    call->fault->mode == MTD_FAULT_BROADCAST) {
+				/* Every endpoint reads the request from the kept bytes:
+				 * one that outgrew them cannot go to all. */
+				mtd_call_fail(
+				        call, MTD_GRPC_RESOURCE_EXHAUSTED,
+				        "BROADCAST: the request is larger than the replay buffer (fault.replay_buffer "
+				        "%u bytes, or the worker's replay_buffer_total): not sent to every endpoint",
+				        call->fault->replay_buffer);
+				return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+			} else if (call->req_taken > call->fault->replay_buffer ||
+			           call->w->replay_bytes + fresh > limit) {
+				/* The request outgrew what may be kept: no replay. */
+				mtd_call_commit(call);
+			} else {
+				call->req_retained += fresh;
+				call->w->replay_bytes += fresh;
+			}
+		}
+	}
+	if (call->committed && a->req_off > call->req_base) {
+		mtd_bufq_drop(&call->req, a->req_off - call->req_base);
+		call->req_base = a->req_off;
+	}
+	if (a->req_off == call->req_base + call->req.len && call->req_eof) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		return (ssize_t)n;
+	}
+	if (n == 0) {
+		a->req_deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	return (ssize_t)n;
+}
+
+void mtd_call_drop_request(struct mtd_call *call)
+{
+	call->req_sink = true;
+	drop_request_bytes(call);
+}
+
+static void resume_attempts(struct mtd_call *call)
+{
+	struct mtd_attempt *a;
+	LIST_FOREACH(a, &call->attempts, call_link)
+		mtd_up_resume(a);
+}
+
+/* ---- failures ---------------------------------------------------------- */
+
+static void cancel_attempts(struct mtd_call *call)
+{
+	struct mtd_attempt *a, *next;
+	for (a = LIST_FIRST(&call->attempts); a; a = next) {
+		next = LIST_NEXT(a, call_link);
+		if (mtd_fault_attempt_live(a->state))
+			mtd_attempt_cancel(a);
+	}
+	call->cur = NULL;
+	mtd_worker_timer_disarm(call->w, &call->retry);
+}
+
+void mtd_call_settle(struct mtd_call *call)
+{
+	mtd_worker_timer_disarm(call->w, &call->deadline);
+	call->state = MTD_CALL_DONE;
+	bool held = call->held;
+	call->held = true; /* attempts freed here must not free the call */
+	cancel_attempts(call);
+	call->held = held;
+}
+
+void mtd_call_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
+{
+	if (call->resp_done || call->resp_eof)
+		return;
+	mtd_call_settle(call);
+	drop_request_bytes(call);
+	mtd_relay_answer_ok(call, msg, len);
+	mtd_call_maybe_free(call);
+}
+
+void mtd_call_answer_held(struct mtd_call *call)
+{
+	if (call->resp_done || call->resp_eof)
+		return;
+	bool held = call->held;
+	call->held = true;
+	mtd_call_settle(call);
+	drop_request_bytes(call);
+	mtd_relay_held(call, call->bc->trailers_only);
+	call->held = held;
+	mtd_call_maybe_free(call);
+}
+
+void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const char *fmt, ...)
+{
+	if (call->resp_done || call->resp_eof)
+		return;
+	char msg[384];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (mtd_log_enabled(MTD_LOG_DEBUG)) {
+		nghttp2_nv path_buf;
+		const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
+		MTD_DEBUG("call %.*s: %s: %s", path ? (int)path->valuelen : 1, path ? (const char *)path->value : "?",
+		          mtd_grpc_status_name(status), msg);
+	}
+	bool held = call->held;
+	call->held = true;
+	mtd_call_settle(call);
+	if (call->bg) {
+		/* A FAILBACK re-send has nobody to answer: this try failed. */
+		mtd_failback_failed(call, msg);
+	} else {
+		drop_request_bytes(call);
+		mtd_relay_status(call, status, msg);
+	}
+	call->held = held;
+	mtd_call_maybe_free(call);
+}
+
+void mtd_call_on_deadline(struct mtd_timer *t)
+{
+	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, deadline);
+	mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded (%lld ms)",
+	              (long long)((call->deadline_ns - call->start_ns) / 1000000));
+}
+
+/* ---- picking ----------------------------------------------------------- */
+
+static void bit_set(uint64_t *bits, int i, bool on)
+{
+	if (on)
+		bits[i / 64] |= 1ull << (i % 64);
+	else
+		bits[i / 64] &= ~(1ull << (i % 64));
+}
+
+/* issue 10: the routing layer picks by the call's routing header value. */
+static int layer_pick(struct mtd_call *call, const struct mtd_lb_pick_ctx *ctx)
+{
+	const char *name = call_route_header(call);
+	nghttp2_nv v_buf;
+	const nghttp2_nv *v = name ? mtd_headers_find(&call->req_hdrs, name, &v_buf) : NULL;
+	return mtd_lb_layer_pick(call_layer(call), v ? (const char *)v->value : NULL, v ? v->valuelen : 0, ctx);
+}
+
+/* The endpoints a pick must leave out: those this call tried, those
+ * outlier detection ejected, and those active health checks found
+ * unhealthy (the filter before the rule, seed 002). Returns the bitmap to
+ * pass (NULL = none), merged into scratch when more than one applies.
+ * When every endpoint is unhealthy the health checks are ignored. */
+static const uint64_t *excluded_set(const struct mtd_call *call, uint64_t *scratch, size_t words)
+{
+	const uint64_t *tried = call->n_tried ? call->tried : NULL;
+	const _Atomic uint64_t *ejected = mtd_outlier_excluded(call_outliers(call));
+	const struct mtd_rt_hc *hc = call->svc->hc;
+	uint32_t down = hc ? atomic_load_explicit(&hc->n_down, memory_order_relaxed) : 0;
+	const _Atomic uint64_t *unhealthy = down && down < call->svc->n_eps ? hc->down_bits : NULL;
+	if (!ejected && !unhealthy)
+		return tried;
+	for (size_t i = 0; i < words; i++)
+		scratch[i] = (tried ? tried[i] : 0) |
+		             (ejected ? atomic_load_explicit(&ejected[i], memory_order_relaxed) : 0) |
+		             (unhealthy ? atomic_load_explicit(&unhealthy[i], memory_order_relaxed) : 0);
+	return scratch;
+}
+
+/* Deadline-aware picking (issue 8 §3): with a deadline, an endpoint whose
+ * recent successful calls take longer on average than the time left would
+ * only spend the deadline. A few samples (5) are needed to judge. *est_ms:
+ * the estimate, when given. */
+static bool too_slow(const struct mtd_call *call, const struct mtd_endpoint *ep, int64_t now_ns, int64_t *est_ms)
+{
+	if (!call->deadline_ns)
+		return false;
+	uint64_t n = atomic_load_explicit(&ep->stats.window_count, memory_order_relaxed);
+	uint64_t sum = atomic_load_explicit(&ep->stats.window_sum_us, memory_order_relaxed);
+	int64_t left_us = (call->deadline_ns - now_ns) / 1000;
+	if (n < 5 || (int64_t)(sum / n) <= left_us)
+		return false;
+	if (est_ms)
+		*est_ms = (int64_t)(sum / n) / 1000;
+	return true;
+}
+
+/* Why an endpoint the policy chose is passed over while another is
+ * eligible. */
+enum skip { SKIP_NONE, SKIP_BACKOFF, SKIP_SLOW, SKIP_FULL };
+
+static enum skip skip_reason(const struct mtd_call *call, const struct mtd_endpoint *ep, const struct mtd_pool *p,
+                             int64_t now_ns)
+{
+	uint32_t cap = call->svc->cfg->circuit.max_calls_per_endpoint;
+	if (cap && atomic_load_explicit(&ep->stats.active, memory_order_relaxed) >= (int64_t)cap)
+		return SKIP_FULL;
+	if (mtd_pool_backing_off(p, now_ns))
+		return SKIP_BACKOFF;
+	if (too_slow(call, ep, now_ns, NULL))
+		return SKIP_SLOW;
+	return SKIP_NONE;
+}
+
+/* At most this many endpoints are passed over in one pick; then the
+ * policy's choice is taken as it is. */
+#define MAX_SKIPS 16
+
+/* Pick an endpoint for the next attempt. Returns its index and *pool, or
+ * -1 when no endpoint is left, -EBUSY when every eligible one is full
+ * (circuit breaking), -ENOMEM. Endpoints that are backing off after failed
+ * connects, full, or too slow for the deadline are passed over while
+ * another is eligible; if none is, the first one passed over that is not
+ * full is taken anyway (it may be back). */
+static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struct mtd_pool **pool)
+{
+	struct mtd_rt_service *svc = call->svc;
+	uint64_t *bits = call->tried;
+	size_t words = (svc->n_eps + 63) / 64;
+	uint64_t stack[16], *scratch = stack;
+	if (words > 16 && (call->svc->hc || mtd_outlier_excluded(call_outliers(call)))) {
+		scratch = malloc(words * sizeof(*scratch));
+		if (!scratch)
+			return -ENOMEM;
+	}
+	struct mtd_lb_pick_ctx ctx = {
+	        .key = key,
+	        .key_len = key_len,
+	        .now_ms = mtd_wall_ms(),
+	        .now_ns = mtd_now_ns(),
+	        .worker = call->w->id,
+	        .rng = &call->w->rng,
+	};
+	int skipped[MAX_SKIPS], fallback = -1, idx;
+	size_t n_skipped = 0;
+	bool any_full = false;
+	struct mtd_pool *p = NULL;
+	for (;;) {
+		ctx.excluded = excluded_set(call, scratch, words);
+		idx = call_layer(call) ? layer_pick(call, &ctx) : mtd_lb_pick(call_picker(call), &ctx);
+		if (idx < 0) {
+			idx = fallback >= 0 ? fallback : any_full ? -EBUSY : -1;
+			if (fallback >= 0 && !(p = mtd_pool_get(call->w, svc, svc->eps[idx])))
+				idx = -ENOMEM;
+			break;
+		}
+		p = mtd_pool_get(call->w, svc, svc->eps[idx]);
+		if (!p) {
+			idx = -ENOMEM;
+			break;
+		}
+		enum skip why = n_skipped < MAX_SKIPS ? skip_reason(call, svc->eps[idx], p, ctx.now_ns) : SKIP_NONE;
+		if (why == SKIP_NONE)
+			break;
+		if (why == SKIP_FULL)
+			any_full = true;
+		else if (fallback < 0)
+			fallback = idx;
+		skipped[n_skipped++] = idx;
+		bit_set(bits, idx, true);
+		call->n_tried++;
+	}
+	/* Passing over is not a failure of this call: forget the skips. */
+	for (size_t i = 0; i < n_skipped; i++) {
+		bit_set(bits, skipped[i], false);
+		call->n_tried--;
+	}
+	if (scratch != stack)
+		free(scratch);
+	*pool = p;
+	return idx;
+}
+
+static void schedule_hedge(struct mtd_call *call);
+static void start_keyed(struct mtd_call *call, bool hedge);
+
+/* Start an attempt of call on endpoint idx of its service (pool p):
+ * counted by the balancer, queued in the pool. False when the call ended
+ * instead (out of memory, the pool's limits) or moved to the worker's
+ * current snapshot (the endpoint was removed). */
+static bool launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedge, int64_t now)
+{
+	const struct mtd_rt_service *svc = call->svc;
+	struct mtd_attempt *a = mtd_attempt_new(call);
+	if (!a) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return false;
+	}
+	a->ep_idx = idx;
+	a->ep = svc->eps[idx];
+	a->picker = call_picker(call);
+	a->outliers = call_outliers(call);
+	if (call->fault->mode == MTD_FAULT_FORKING && !((call->tried[idx / 64] >> (idx % 64)) & 1)) {
+		/* Distinct endpoints for the forks. */
+		bit_set(call->tried, idx, true);
+		call->n_tried++;
+	}
+	a->layer = call_layer(call);
+	a->start_ns = now;
+	if (hedge) {
+		a->hedge = true;
+		mtd_metrics_hedge_started(call);
+	}
+	if (a->layer)
+		mtd_lb_layer_call_begin(a->layer, (size_t)idx);
+	else
+		mtd_lb_call_begin(a->picker, (size_t)idx);
+	a->lb_begun = true;
+	call->cur = a;
+	call->state = MTD_CALL_RUNNING;
+	mtd_attempt_step(a, MTD_AEV_START);
+	if (p->retired) {
+		/* The call's snapshot is older than its worker's, which removed
+		 * this endpoint: move to the current one. */
+		mtd_call_reroute(a);
+		return false;
+	}
+	int rc = mtd_pool_enqueue(p, a);
+	if (rc < 0) {
+		/* Not the endpoint's fault: the call fails, nobody is blamed. */
+		if (rc == -EBUSY) {
+			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_PENDING);
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+			              "circuit breaker: service %s has circuit_breaker.max_pending (%u) calls waiting",
+			              svc->cfg->name, svc->cfg->circuit.max_pending);
+		} else {
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+			              "upstream %s: too many calls waiting for a connection (%u)", p->ep->addr.text,
+			              p->n_pending);
+		}
+		return false;
+	}
+	return true;
+}
+
+/* ---- BROADCAST --------------------------------------------------------- */
+
+/* Dubbo's broadcast cluster: one attempt on every eligible endpoint of the
+ * service (not ejected, not found unhealthy, not removed), each replaying
+ * the request from the call's retained bytes. How the answers combine is
+ * attempt.c's (mtd_call_broadcast_settle). */
+static void start_broadcast(struct mtd_call *call)
+{
+	struct mtd_rt_service *svc = call->svc;
+	if (!call->bc && !(call->bc = mtd_slab_calloc(&call->w->slab, 1, sizeof(*call->bc)))) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	size_t words = (svc->n_eps + 63) / 64;
+	uint64_t stack[16], *scratch = stack;
+	if (words > 16 && !(scratch = malloc(words * sizeof(*scratch)))) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	const uint64_t *ex = excluded_set(call, scratch, words);
+	int64_t now = mtd_now_ns();
+	uint32_t started = 0;
+	bool held = call->held;
+	call->held = true;
+	for (size_t i = 0; i < svc->n_eps && call->state != MTD_CALL_DONE; i++) {
+		if (ex && (ex[i / 64] >> (i % 64)) & 1)
+			continue;
+		struct mtd_pool *p = mtd_pool_get(call->w, svc, svc->eps[i]);
+		if (!p) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			break;
+		}
+		if (p->retired)
+			continue; /* removed by a newer snapshot: not the service's any more */
+		if (launch(call, (int)i, p, false, now))
+			started++;
+	}
+	if (scratch != stack)
+		free(scratch);
+	if (call->state != MTD_CALL_DONE && started == 0) {
+		if (svc->n_eps == 0)
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service %s has no endpoint%s%s", svc->cfg->name,
+			              svc->unavailable ? ": " : "", svc->unavailable ? svc->unavailable : "");
+		else
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
+			              svc->cfg->name);
+	}
+	call->cur = NULL; /* no one attempt is "the" attempt */
+	call->held = held;
+}
+
+void mtd_call_relaunch(struct mtd_call *call, int idx)
+{
+	struct mtd_rt_service *svc = call->svc;
+	struct mtd_pool *p = mtd_pool_get(call->w, svc, svc->eps[idx]);
+	if (!p) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	launch(call, idx, p, false, mtd_now_ns());
+	if (call->fault->mode == MTD_FAULT_BROADCAST)
+		call->cur = NULL;
+}
+
+/* hedge: a FORKING attempt after the first; when no endpoint is left it
+ * is simply not started (the call goes on with those it has). */
+static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_len, bool hedge)
+{
+	const struct mtd_rt_service *svc = call->svc;
+	const struct mtd_cfg_hash_key *hk = call_hash_key(call);
+	if (!key && hk->kind != MTD_CFG_HASH_NONE && hk->fail_on_missing) {
+		mtd_call_fail(call, MTD_GRPC_INVALID_ARGUMENT, "hash key %s is missing from the call",
+		              hk->kind == MTD_CFG_HASH_HEADER ? hk->header : "field");
+		return;
+	}
+	if (!call->tried) {
+		size_t words = (svc->n_eps + 63) / 64;
+		if (words <= 1) {
+			call->tried = &call->tried_inline;
+			call->refused = &call->refused_inline;
+		} else {
+			call->tried = calloc(2 * words, sizeof(*call->tried));
+			if (!call->tried) {
+				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+				return;
+			}
+			call->refused = call->tried + words;
+		}
+	}
+	if (call->fault->mode == MTD_FAULT_BROADCAST) {
+		start_broadcast(call);
+		return;
+	}
+	struct mtd_pool *p;
+	int idx = pick(call, key, key_len, &p);
+	if (idx == -ENOMEM) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	if (idx < 0 && hedge)
+		return;
+	if (idx == -EBUSY) {
+		mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_CALLS_PER_ENDPOINT);
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+		              "circuit breaker: every endpoint of %s is at circuit_breaker.max_calls_per_endpoint (%u)",
+		              svc->cfg->name, svc->cfg->circuit.max_calls_per_endpoint);
+		return;
+	}
+	if (idx < 0) {
+		if (call->n_tried)
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "%s (and no other endpoint of %s is left)",
+			              call->last_failure ? call->last_failure : "every endpoint failed",
+			              svc->cfg->name);
+		else if (svc->n_eps == 0)
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service %s has no endpoint%s%s", svc->cfg->name,
+			              svc->unavailable ? ": " : "", svc->unavailable ? svc->unavailable : "");
+		else
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
+			              svc->cfg->name);
+		return;
+	}
+	int64_t now = mtd_now_ns(), est_ms;
+	if (call->n_attempts > 0 && too_slow(call, svc->eps[idx], now, &est_ms)) {
+		/* issue 8 §3: no retry or hedge that cannot finish in time. A
+		 * hedge is not started (the forks racing go on); a retry is not,
+		 * and the call ends with the failure it has. */
+		if (hedge)
+			return;
+		mtd_call_fail(call, call->last_failure ? call->last_status : MTD_GRPC_DEADLINE_EXCEEDED,
+		              "%s (no retry: %s answers in about %lld ms, %lld ms are left)",
+		              call->last_failure ? call->last_failure : "the attempt ended", svc->eps[idx]->addr.text,
+		              (long long)est_ms, (long long)((call->deadline_ns - now) / 1000000));
+		return;
+	}
+	if (launch(call, idx, p, hedge, now) && call->fault->mode == MTD_FAULT_FORKING)
+		schedule_hedge(call);
+}
+
+/* ---- FORKING ----------------------------------------------------------- */
+
+void mtd_call_hedge(struct mtd_call *call)
+{
+	const struct mtd_fault_policy *f = call->fault;
+	if (call->state == MTD_CALL_DONE || call->committed || call->n_attempts >= f->forks)
+		return;
+	if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns)
+		return;
+	/* Hedges are retries for the budget (linkerd): they stay under it. */
+	if (!mtd_fault_budget_take(call->svc->budget, &call->svc->cfg->retry_budget, mtd_now_ns() / 1000000000))
+		return;
+	start_keyed(call, true);
+}
+
+void mtd_call_on_hedge(struct mtd_timer *t)
+{
+	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
+	mtd_call_hedge(call);
+	mtd_call_maybe_free(call);
+}
+
+static void schedule_hedge(struct mtd_call *call)
+{
+	const struct mtd_fault_policy *f = call->fault;
+	if (call->n_attempts >= f->forks || mtd_timer_armed(&call->retry) || call->state == MTD_CALL_DONE)
+		return;
+	int64_t ms = f->hedge_delay_ms;
+	if (ms == MTD_FAULT_HEDGE_AUTO)
+		ms = mtd_metrics_hedge_delay_ms(call); /* the method's p95 on this worker */
+	if (ms <= 0) {
+		mtd_call_hedge(call); /* all forks at once */
+		return;
+	}
+	/* gRPC A6 hedging: the next attempt only once the delay passed
+	 * without an answer (no timer, no hedge: the first attempt goes on). */
+	mtd_worker_timer_arm(call->w, &call->retry, MTD_TIMER_HEDGE, ms * 1000000);
+}
+
+void mtd_call_next_attempt(struct mtd_call *call)
+{
+	if (call->state == MTD_CALL_DONE)
+		return;
+	if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns) {
+		mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded (%lld ms)",
+		              (long long)((call->deadline_ns - call->start_ns) / 1000000));
+		return;
+	}
+	start_keyed(call, false);
+}
+
+static void pick_with_field_key(struct mtd_call *call, bool hedge)
+{
+	const struct mtd_cfg_hash_key *hk = call_hash_key(call);
+	struct mtd_pbwire_value v;
+	/* What was captured is the whole message or its look-ahead prefix; a
+	 * compressed message cannot be read: its key counts as absent. */
+	if (call->key_msg && !call->key_compressed &&
+	    mtd_pbwire_find(call->key_msg, call->key_msg_have, true, hk->field_path, hk->field_depth, &v) == 1) {
+		char num[MTD_PBWIRE_NUMBUF];
+		const uint8_t *key;
+		size_t len = mtd_pbwire_key_bytes(&v, num, &key);
+		start_attempt(call, key, len, hedge);
+		return;
+	}
+	start_attempt(call, NULL, 0, hedge);
+}
+
+/* Start an attempt with the call's hash key read where it is: a request
+ * header, or the first message captured (every attempt, retries and
+ * hedges included, hashes the same key; no copy of it is kept). */
+static void start_keyed(struct mtd_call *call, bool hedge)
+{
+	const struct mtd_cfg_hash_key *hk = call_hash_key(call);
+	if (hk->kind == MTD_CFG_HASH_FIELD) {
+		pick_with_field_key(call, hedge);
+	} else if (hk->kind == MTD_CFG_HASH_HEADER) {
+		nghttp2_nv v_buf;
+		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header, &v_buf);
+		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0, hedge);
+	} else {
+		start_attempt(call, NULL, 0, hedge);
+	}
+}
+
+static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, const uint8_t *p, size_t n)
+{
+	struct mtd_call *call = arg;
+	/* The look-ahead must fit in the stream window, which stays closed
+	 * until the pick is made (else the call would wait forever). */
+	uint32_t limit = call->w->rt->cfg->downstream.initial_window_size / 2;
+	if (limit > KEY_LOOKAHEAD)
+		limit = KEY_LOOKAHEAD;
+	uint32_t want = msg_len < limit ? msg_len : limit;
+	call->key_compressed = call->req_scan.hdr[0] == 1;
+	if (call->key_ready)
+		return;
+	if (!call->key_msg && want > 0) {
+		call->key_msg = malloc(want);
+		if (!call->key_msg) {
+			call->key_ready = true; /* out of memory: the key is "absent" */
+			return;
+		}
+	}
+	if (off < want) {
+		size_t k = n < want - off ? n : want - off;
+		memcpy(call->key_msg + off, p, k);
+		call->key_msg_have = off + (uint32_t)k;
+	}
+	if (call->key_msg_have >= want)
+		call->key_ready = true; /* the message, or its look-ahead, is here */
+}
+
+/* ---- request ----------------------------------------------------------- */
+
+/* Route the call by its :path on the worker's current snapshot: svc,
+ * method and fault set. false when no service has the name. */
+static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
+{
+	/* The call keeps the worker's current snapshot alive until it is
+	 * freed (the reclaim rule, lib/discovery/discovery.h). */
+	if (!call->hold)
+		call->hold = mtd_worker_hold(call->w);
+	const struct mtd_runtime *rt = call->hold->rt;
+	int si = mtd_route_lookup(rt->routes, rp->service, rp->service_len);
+	if (si < 0)
+		return false;
+	call->svc = rt->services[si];
+	const struct mtd_cfg_service *sc = call->svc->cfg;
+	const struct mtd_cfg_method *m = mtd_cfg_service_method(sc, rp->method, rp->method_len);
+	call->method = m ? &call->svc->methods[m - sc->methods] : NULL;
+	call->fault = m ? &m->fault : &sc->fault;
+	return true;
+}
+
+/* Route a call again (a re-send, or its endpoint gone while it waited) on
+ * the worker's current snapshot. Its :path was checked when it started;
+ * false when no service has that name any more, the call failed so. */
+static bool route_again(struct mtd_call *call)
+{
+	nghttp2_nv path_buf;
+	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
+	struct mtd_route_path rp;
+	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 || !route(call, &rp)) {
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");
+		return false;
+	}
+	return true;
+}
+
+void mtd_call_start(struct mtd_call *call)
+{
+	nghttp2_nv path_buf;
+	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
+	struct mtd_route_path rp;
+	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0) {
+		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED, "malformed gRPC path \"%.*s\"",
+		              path ? (int)(path->valuelen > 200 ? 200 : path->valuelen) : 0,
+		              path ? (const char *)path->value : "");
+		return;
+	}
+	if (!route(call, &rp)) {
+		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED, "unknown service %.*s: no route in maitred's config",
+		              (int)(rp.service_len > 200 ? 200 : rp.service_len), rp.service);
+		return;
+	}
+	/* Counted from here on as its service's (a refusal below included). */
+	mtd_metrics_call_routed(call, (const char *)path->value, path->valuelen, rp.service_len);
+	/* Circuit breaking: past the service's limit the call ends at once
+	 * rather than queue behind an overloaded backend. */
+	uint32_t max_calls = call->svc->cfg->circuit.max_calls;
+	if (max_calls) {
+		call->load = call->svc->load;
+		mtd_disc_ref_get(&call->load->ref);
+		uint32_t in = atomic_fetch_add_explicit(&call->load->calls, 1, memory_order_relaxed);
+		if (in >= max_calls) {
+			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_CALLS);
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+			              "circuit breaker: service %s has circuit_breaker.max_calls (%u) calls in flight",
+			              call->svc->cfg->name, max_calls);
+			return;
+		}
+	}
+	if (call->svc->cfg->retry_budget.set)
+		mtd_fault_budget_call(call->svc->budget, call->start_ns / 1000000000);
+	nghttp2_nv tmo_buf;
+	const nghttp2_nv *tmo = mtd_headers_find(&call->req_hdrs, "grpc-timeout", &tmo_buf);
+	if (tmo) {
+		int64_t ns;
+		if (mtd_grpc_timeout_parse((const char *)tmo->value, tmo->valuelen, &ns) < 0) {
+			mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed grpc-timeout \"%.*s\"",
+			              (int)(tmo->valuelen > 32 ? 32 : tmo->valuelen), (const char *)tmo->value);
+			return;
+		}
+		if (ns <= 0) {
+			mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded before the call started");
+			return;
+		}
+		/* Far deadlines (beyond ~100 days) are as good as none. */
+		if (ns < (int64_t)100 * 86400 * 1000000000) {
+			call->deadline_ns = call->start_ns + ns;
+			if (mtd_worker_timer_arm(call->w, &call->deadline, MTD_TIMER_DEADLINE,
+			                         call->deadline_ns - mtd_now_ns()) < 0) {
+				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+				return;
+			}
+		}
+	}
+	if (call_hash_key(call)->kind == MTD_CFG_HASH_FIELD) {
+		/* Hashing a message field: the pick waits for the first message
+		 * (or its first KEY_LOOKAHEAD bytes). */
+		call->state = MTD_CALL_WAIT_KEY;
+		if (call->req_eof)
+			pick_with_field_key(call, false);
+		return;
+	}
+	start_keyed(call, false);
+}
+
+void mtd_call_start_bg(struct mtd_call *call)
+{
+	if (!call->hold) {
+		/* Routed once, on the snapshot of its first re-send, which it
+		 * holds until it ends. */
+		if (!route_again(call))
+			return;
+	}
+	/* A new try: every endpoint is eligible again. */
+	if (call->tried) {
+		size_t words = (call->svc->n_eps + 63) / 64;
+		memset(call->tried, 0, words * sizeof(*call->tried));
+		memset(call->refused, 0, words * sizeof(*call->refused));
+		call->n_tried = 0;
+	}
+	call->state = MTD_CALL_RUNNING;
+	call->deadline_ns = call->bg->timeout_ms ? mtd_now_ns() + call->bg->timeout_ms * 1000000 : 0;
+	start_keyed(call, false);
+}
+
+void mtd_call_reroute(struct mtd_attempt *a)
+{
+	struct mtd_call *call = a->call;
+	bool held = call->held;
+	call->held = true;
+	/* Nothing of the call reached the removed endpoint: nobody is blamed
+	 * (the attempt ends neutral) and no retry is spent. */
+	mtd_attempt_cancel(a);
+	if (call->fault->mode == MTD_FAULT_BROADCAST) {
+		/* The endpoint left the service: the call is for those it has
+		 * (restarting would send it twice to the others). */
+		if (call->state != MTD_CALL_DONE)
+			mtd_call_broadcast_settle(call);
+		goto out;
+	}
+	if (call->state == MTD_CALL_DONE || call->hold_prev) {
+		/* Done, or moved once already with attempts of the first
+		 * snapshot still around: let it fail where it is. */
+		if (call->state != MTD_CALL_DONE)
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "endpoint %s left service %s", a->ep->addr.text,
+			              call->svc->cfg->name);
+		goto out;
+	}
+	/* The new snapshot's indices differ: forget what was tried. */
+	if (call->tried != &call->tried_inline)
+		free(call->tried);
+	call->tried = call->refused = NULL;
+	call->tried_inline = call->refused_inline = 0;
+	call->n_tried = 0;
+	/* Attempts of the old snapshot not freed yet still read its pickers. */
+	if (LIST_EMPTY(&call->attempts))
+		mtd_worker_unhold(call->w, call->hold);
+	else
+		call->hold_prev = call->hold;
+	call->hold = NULL;
+	if (!route_again(call))
+		goto out;
+	MTD_DEBUG("call: endpoint removed while waiting; picking again in the current snapshot");
+	start_keyed(call, false); /* a field key's message was captured before */
+out:
+	call->held = held;
+	mtd_call_maybe_free(call);
+}
+
+void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
+{
+	struct mtd_conn *down = call->down;
+	uint32_t max = call->w->rt->cfg->downstream.max_message_size;
+	bool waiting = call->state == MTD_CALL_WAIT_KEY;
+	call->bytes_in += n;
+	int rc = mtd_grpc_scan(&call->req_scan, p, n, max, waiting ? capture_first_message : NULL, call);
+	if (rc == MTD_GRPC_SCAN_TOO_BIG) {
+		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "request message larger than the limit of %u bytes",
+		              max);
+		return;
+	}
+	if (rc < 0) {
+		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix in the request");
+		return;
+	}
+	if (call->req_sink) {
+		/* The answering upstream already finished (it answered before
+		 * reading the whole request): nobody will read these bytes. */
+		nghttp2_session_consume(down->ng, call->down_sid, n);
+		return;
+	}
+	if (mtd_bufq_append(&call->req, p, n) < 0) {
+		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	call->req_unconsumed += n;
+	if (call->req_scan.messages > 1 && call->fault && call->fault->mode == MTD_FAULT_BROADCAST) {
+		/* Unary is BROADCAST's contract: a stream cannot be answered once. */
+		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED,
+		              "BROADCAST is for unary calls: the request carried a second message");
+		return;
+	}
+	if (waiting && (call->key_ready || call->req_scan.messages > 1))
+		pick_with_field_key(call, false);
+	resume_attempts(call);
+}
+
+void mtd_call_on_req_end(struct mtd_call *call)
+{
+	call->req_eof = true;
+	if (call->state == MTD_CALL_WAIT_KEY)
+		pick_with_field_key(call, false);
+	resume_attempts(call);
+}
+
+void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
+{
+	if (call->req_unconsumed) {
+		/* The stream is gone; its connection window is not. */
+		call->req_unconsumed = 0;
+	}
+	if (!call->resp_done) {
+		/* The client cancelled (RST_STREAM) or went away: not the
+		 * endpoints' doing, so nobody is blamed. */
+		MTD_DEBUG("call: client ended the stream (%s)", nghttp2_http2_strerror(error_code));
+		mtd_worker_timer_disarm(call->w, &call->deadline);
+		call->resp_done = true;
+		bool held = call->held;
+		call->held = true;
+		mtd_call_settle(call);
+		call->held = held;
+		mtd_relay_drop(call);
+	} else if (!call->req_eof) {
+		/* The response ended but the request half is still open upstream:
+		 * no more request bytes and no END_STREAM can come, so the stream
+		 * would stay open for ever. Cancel it (PROTOCOL-HTTP2: RST_STREAM
+		 * CANCEL). */
+		struct mtd_attempt *a;
+		LIST_FOREACH(a, &call->attempts, call_link)
+			if (a->up) {
+				MTD_DEBUG("call: client ended the stream (%s) before its request ended; cancelling "
+				          "upstream",
+				          nghttp2_http2_strerror(error_code));
+				mtd_attempt_reset_stream(a);
+			}
+	}
+	mtd_bufq_clear(&call->req);
+	release_retained(call);
+	mtd_call_maybe_free(call);
+}

@@ -1,0 +1,25 @@
+/* FAILBACK's background re-sends (failback.c; issue 8 §2, Dubbo's
+ * failback). Worker thread only. */
+#ifndef MTD_FAILBACK_H
+#define MTD_FAILBACK_H
+
+struct mtd_call;
+struct mtd_timer;
+struct mtd_worker;
+
+/* call failed under FAILBACK and is about to be answered OK: queue a copy
+ * of its request (headers, bytes) for re-sending, or count and log it
+ * dropped (queue full, request too large for the replay accounting or not
+ * complete). what: the failure. */
+void mtd_failback_enqueue(struct mtd_call *call, const char *what);
+/* A background call's try failed: re-send after the backoff while
+ * failback.retries allow, else drop it (counted, logged). */
+void mtd_failback_failed(struct mtd_call *call, const char *what);
+/* A background call was answered (a status outside retry_on): done. */
+void mtd_failback_done(struct mtd_call *call);
+/* A background call's wait is over: its next try starts (its call->retry). */
+void mtd_failback_on_resend(struct mtd_timer *t);
+/* The worker stops: every queued re-send is dropped, the count logged. */
+void mtd_failback_drop_all(struct mtd_worker *w);
+
+#endif

@@ -1,0 +1,323 @@
+/* The response side of a call, towards the client: the committed attempt's
+ * headers, DATA and trailers, or an answer maitred makes itself (a status,
+ * FAILSAFE's empty message, a fallback).
+ *
+ * Bytes flow without whole-message buffering: DATA from the upstream is
+ * queued (call->resp); the upstream connection window reopens at once and
+ * the stream's only once the downstream session took the bytes
+ * (mtd_call_read_resp), so a client that stops reading never holds a
+ * window other calls share. What one client connection holds is bounded by
+ * downstream.max_buffered_response (conn->resp_held = the sum of its
+ * calls' resp queues). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "discovery/discovery.h"
+#include "sidecar/call/call.h"
+#include "sidecar/call/headers.h"
+#include "sidecar/call/relay.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/conn.h"
+#include "sidecar/io/downstream.h"
+#include "sidecar/worker.h"
+
+/* Replace h with grpc-status/grpc-message of our own. */
+static int synth_trailers(struct mtd_headers *h, struct mtd_slab *slab, bool with_status_line,
+                          enum mtd_grpc_status status, const char *msg)
+{
+	char code[8], enc[512];
+	int clen = snprintf(code, sizeof(code), "%d", (int)status);
+	size_t elen = msg ? mtd_grpc_message_encode(msg, enc, sizeof(enc)) : 0;
+	mtd_headers_clear(h, slab);
+	int rc = 0;
+	if (with_status_line) {
+		rc |= mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3, 0);
+		rc |= mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc",
+		                      16, 0);
+	}
+	rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-status", 11, (const uint8_t *)code, (size_t)clen, 0);
+	if (elen)
+		rc |= mtd_headers_add(h, slab, (const uint8_t *)"grpc-message", 12, (const uint8_t *)enc, elen, 0);
+	return rc ? -ENOMEM : 0;
+}
+
+void mtd_relay_drop(struct mtd_call *call)
+{
+	if (call->down)
+		call->down->resp_held -= call->resp.len;
+	mtd_bufq_clear(&call->resp);
+	struct mtd_attempt *a = call->ans;
+	/* The connection window went back when the bytes arrived. */
+	if (a && a->up && call->resp_unconsumed) {
+		nghttp2_session_consume_stream(a->up->ng, a->up_sid, call->resp_unconsumed);
+		mtd_conn_want_flush(a->up);
+	}
+	call->resp_unconsumed = 0;
+}
+
+static size_t filter_response(const struct mtd_headers *h, nghttp2_nv *out)
+{
+	size_t n = 0;
+	for (uint32_t off = 0; mtd_headers_next(h, &off, &out[n]);)
+		if (!mtd_headers_hop_by_hop(&out[n])) /* RFC 9113 §8.2.2 */
+			n++;
+	return n;
+}
+
+/* Submit call->resp_hdrs to the client (hop-by-hop fields left out), the
+ * call's data provider after them unless end_stream (Trailers-Only).
+ * 0, or -ENOMEM with nothing submitted. */
+static int submit_resp_headers(struct mtd_call *call, bool end_stream)
+{
+	nghttp2_nv stack_nv[MTD_STACK_NV];
+	nghttp2_nv *nva = mtd_nv_room(stack_nv, call->resp_hdrs.n);
+	if (!nva)
+		return -ENOMEM;
+	size_t n = filter_response(&call->resp_hdrs, nva);
+	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
+	if (end_stream) {
+		call->resp_eof = true;
+		call->resp_done = true;
+		call->state = MTD_CALL_DONE;
+	}
+	nghttp2_submit_response(call->down->ng, call->down_sid, nva, n, end_stream ? NULL : &prd);
+	call->resp_headers_sent = true;
+	mtd_nv_release(nva, stack_nv);
+	mtd_conn_want_flush(call->down);
+	return 0;
+}
+
+void mtd_relay_headers(struct mtd_call *call, struct mtd_attempt *a, bool end_stream)
+{
+	/* The nv point into the header memory until nghttp2 sent the frame:
+	 * it moves to the call, which outlives the attempt. Trailers-Only
+	 * from the upstream stays Trailers-Only. */
+	mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs, &call->w->slab);
+	if (submit_resp_headers(call, end_stream) < 0)
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+/* Count n response bytes from attempt a and follow their gRPC framing.
+ * false when they break it or the message size limit: the call is failed
+ * (after giving the bytes' window back upstream when consume is set: they
+ * will never be read downstream). */
+static bool scan_resp(struct mtd_call *call, struct mtd_attempt *a, const uint8_t *p, size_t n, bool consume)
+{
+	uint32_t max = call->w->rt->cfg->downstream.max_message_size;
+	call->bytes_out += n;
+	int rc = mtd_grpc_scan(&call->resp_scan, p, n, max, NULL, NULL);
+	if (rc >= 0)
+		return true;
+	if (consume)
+		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+	if (rc == MTD_GRPC_SCAN_TOO_BIG)
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+		              "response message from %s larger than the limit of %u bytes", a->up->peer, max);
+	else
+		mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix from %s", a->up->peer);
+	return false;
+}
+
+void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
+{
+	struct mtd_attempt *a = call->ans;
+	if (!scan_resp(call, a, p, n, true))
+		return;
+	struct mtd_conn *down = call->down;
+	uint32_t budget = call->w->rt->cfg->downstream.max_buffered_response;
+	if (down && down->resp_held + n > budget) {
+		/* The client does not read what it asked for: its own calls pay
+		 * (HACKING.md: flow control), never the shared window. */
+		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+		              "client %s left %zu response bytes unread (downstream.max_buffered_response %u)",
+		              down->peer, down->resp_held, budget);
+		return;
+	}
+	if (!down || mtd_bufq_append(&call->resp, p, n) < 0) {
+		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		if (down)
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	/* Isolation: the upstream connection window, which every call on it
+	 * shares, goes back now; only this stream's window waits for the
+	 * client to take the bytes (mtd_call_read_resp). What the call holds
+	 * is bounded by that window and, over its connection, by the budget. */
+	nghttp2_session_consume_connection(a->up->ng, n);
+	call->resp_unconsumed += n;
+	down->resp_held += n;
+	mtd_down_resume(call);
+}
+
+void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
+{
+	nghttp2_nv buf;
+	if (a->resp_trailers.n == 0 || !mtd_headers_find(&a->resp_trailers, "grpc-status", &buf)) {
+		/* PROTOCOL-HTTP2: a response ends with grpc-status. */
+		const char *peer = a->up ? a->up->peer : a->ep->addr.text;
+		char msg[160];
+		snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status", peer);
+		if (synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_INTERNAL, msg) < 0) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+	} else {
+		mtd_headers_move(&call->resp_trailers, &a->resp_trailers, &call->w->slab);
+	}
+	call->resp_eof = true;
+	mtd_worker_timer_disarm(call->w, &call->deadline);
+	mtd_down_resume(call);
+}
+
+void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const char *msg)
+{
+	mtd_relay_drop(call);
+	call->resp_eof = true;
+	if (!call->down) {
+		call->resp_done = true;
+		return;
+	}
+	if (!call->resp_headers_sent) {
+		/* PROTOCOL-HTTP2 Trailers-Only: one HEADERS frame, END_STREAM. */
+		struct mtd_headers *h = &call->resp_trailers;
+		if (synth_trailers(h, &call->w->slab, true, status, msg) < 0) {
+			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
+			                          NGHTTP2_INTERNAL_ERROR);
+		} else {
+			/* No RST_STREAM(NO_ERROR) after it even if the client is still
+			 * sending (RFC 9113 §8.1 allows one): gRPC C-core turns it into
+			 * INTERNAL, hiding our status. Its DATA is dropped instead. */
+			nghttp2_nv nva[4]; /* synth_trailers' fields */
+			nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva), NULL);
+		}
+		call->resp_headers_sent = true;
+		call->resp_done = true;
+	} else {
+		/* Headers went out already: end with trailers carrying the status
+		 * once the data provider runs dry (it is, we dropped the bytes). */
+		if (synth_trailers(&call->resp_trailers, &call->w->slab, false, status, msg) < 0) {
+			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
+			                          NGHTTP2_INTERNAL_ERROR);
+			call->resp_done = true;
+		}
+		mtd_down_resume(call);
+	}
+	mtd_conn_want_flush(call->down);
+}
+
+void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
+{
+	mtd_relay_drop(call);
+	call->resp_eof = true;
+	if (!call->down) {
+		call->resp_done = true;
+		return;
+	}
+	/* One length-prefixed message (gRPC PROTOCOL-HTTP2), then OK. */
+	uint8_t prefix[5] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
+	struct mtd_headers *h = &call->resp_hdrs;
+	int rc = mtd_bufq_append(&call->resp, prefix, 5);
+	if (rc == 0 && len)
+		rc = mtd_bufq_append(&call->resp, msg, len);
+	struct mtd_slab *slab = &call->w->slab;
+	mtd_headers_clear(h, slab);
+	if (rc == 0)
+		rc = mtd_headers_add(h, slab, (const uint8_t *)":status", 7, (const uint8_t *)"200", 3, 0) |
+		     mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc",
+		                     16, 0);
+	if (rc != 0 || synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_OK, NULL) < 0) {
+		mtd_bufq_clear(&call->resp);
+		call->resp_eof = false;
+		mtd_relay_status(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	call->down->resp_held += call->resp.len;
+	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
+	nghttp2_nv nva[2]; /* :status, content-type */
+	nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva), &prd);
+	call->resp_headers_sent = true;
+	mtd_conn_want_flush(call->down);
+}
+
+void mtd_relay_hold(struct mtd_call *call, struct mtd_attempt *a, const uint8_t *p, size_t n)
+{
+	if (!scan_resp(call, a, p, n, false))
+		return;
+	if (call->resp_scan.messages > 1) {
+		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED,
+		              "BROADCAST is for unary calls: upstream %s sent a second response message", a->up->peer);
+		return;
+	}
+	if (call->resp.len + n > call->fault->replay_buffer) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+		              "BROADCAST: the response from %s is larger than fault.replay_buffer (%u bytes)",
+		              a->up->peer, call->fault->replay_buffer);
+		return;
+	}
+	if (mtd_bufq_append(&call->resp, p, n) < 0)
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+void mtd_relay_held(struct mtd_call *call, bool trailers_only)
+{
+	call->resp_eof = true;
+	if (!call->down) {
+		mtd_bufq_clear(&call->resp);
+		call->resp_done = true;
+		return;
+	}
+	/* The held bytes gave their windows back as they came (attempt.c):
+	 * only the client's connection holds them now. */
+	call->resp_unconsumed = 0;
+	call->down->resp_held += call->resp.len;
+	if (submit_resp_headers(call, trailers_only) < 0) {
+		call->down->resp_held -= call->resp.len;
+		mtd_bufq_clear(&call->resp);
+		call->resp_eof = false;
+		mtd_relay_status(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+	}
+}
+
+ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                           nghttp2_data_source *src, void *ud)
+{
+	struct mtd_call *call = src->ptr;
+	struct mtd_attempt *a = call->ans;
+	size_t n = mtd_bufq_read(&call->resp, buf, len);
+	if (call->down)
+		call->down->resp_held -= n;
+	size_t from_up = n < call->resp_unconsumed ? n : call->resp_unconsumed;
+	if (from_up > 0 && a && a->up) {
+		nghttp2_session_consume_stream(a->up->ng, a->up_sid, from_up);
+		mtd_conn_want_flush(a->up);
+	}
+	call->resp_unconsumed -= from_up;
+	if (call->resp.len == 0 && call->resp_eof && !call->resp_done) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		nghttp2_nv stack_nv[MTD_STACK_NV];
+		const struct mtd_headers *t = &call->resp_trailers;
+		nghttp2_nv *nva = mtd_nv_room(stack_nv, t->n);
+		if (nva) {
+			size_t k = filter_response(t, nva);
+			if (nghttp2_submit_trailer(s, sid, nva, k) == 0)
+				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+			mtd_nv_release(nva, stack_nv);
+		}
+		call->resp_done = true;
+		call->state = MTD_CALL_DONE;
+		return (ssize_t)n;
+	}
+	if (n == 0) {
+		if (call->resp_done)
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		call->resp_deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	return (ssize_t)n;
+}

@@ -1,0 +1,41 @@
+/* The response side towards the client (relay.c): relayed, or an answer
+ * of maitred's own. Worker thread only. */
+#ifndef MTD_RELAY_H
+#define MTD_RELAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "grpc/grpc.h"
+
+struct mtd_call;
+struct mtd_attempt;
+
+/* Relay the committed attempt's response headers (moved into the call). */
+void mtd_relay_headers(struct mtd_call *call, struct mtd_attempt *a, bool end_stream);
+/* Relay its trailers; the answer is complete. */
+void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a);
+/* Relay response DATA of the committed attempt. */
+void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n);
+/* A fixed OK answer with one response message (FAILSAFE: empty; a
+ * fallback's response). Before any response header only. */
+void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len);
+/* BROADCAST: response DATA of the attempt whose answer is held: checked
+ * (one message, within fault.replay_buffer) and kept in call->resp; the
+ * call fails otherwise. */
+void mtd_relay_hold(struct mtd_call *call, struct mtd_attempt *a, const uint8_t *p, size_t n);
+/* BROADCAST: send the answer held in call->resp_hdrs, resp and
+ * resp_trailers (Trailers-Only: resp_hdrs alone). */
+void mtd_relay_held(struct mtd_call *call, bool trailers_only);
+/* Status-only answer (Trailers-Only, or trailers after headers). */
+void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const char *msg);
+/* Give back what the call holds of the response (window included). */
+void mtd_relay_drop(struct mtd_call *call);
+ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                           nghttp2_data_source *src, void *ud);
+
+#endif

@@ -1,0 +1,91 @@
+/* The control thread's API for endpoint sources (issue 7): what the DNS
+ * resolver (dns.c), the etcd client and a config reload call to replace one
+ * service's endpoints. Everything here runs on the control thread (the main
+ * thread's event loop, main.c), never on a worker.
+ *
+ * A change builds a new service snapshot (endpoints + pickers, each picker
+ * built with the previous one as `prev`) and hands it to every worker; see
+ * HACKING.md "Snapshots" for how old ones are reclaimed. */
+#ifndef MTD_CONTROL_H
+#define MTD_CONTROL_H
+
+#include <stddef.h>
+
+#include "discovery/discovery-t.h"
+
+struct event_base;
+struct mtd_cfg_service;
+struct mtd_control; /* control-t.h: the control loop's state */
+struct mtd_runtime;
+struct mtd_endpoint;
+
+/* The control loop's event base, for a source's sockets and timers. */
+struct event_base *mtd_control_base(struct mtd_control *ctl);
+
+/* Replace the endpoint set of service `service` (an index into the current
+ * config's services) with eps[0..n). Identities in both the old and the new
+ * set keep their stats, warmup start and connections; a removed endpoint's
+ * idle connections close, busy ones take no new stream and close when their
+ * calls end, calls waiting in its pools move to another endpoint. n == 0 is
+ * allowed: new calls to the service then fail UNAVAILABLE with the reason
+ * given to mtd_control_set_unavailable (or "no endpoints").
+ *
+ * eps are borrowed (copied before return). Duplicate identities in eps are
+ * an error. Returns 0 (the workers pick the new set up within their next
+ * turn), -EINVAL (service out of range, a duplicate identity, n >
+ * MTD_LB_MAX_ENDPOINTS, an address that does not parse) or -ENOMEM; on any
+ * error the old set stays in force and the reason is logged once.
+ * Setting a set identical to the current one is a no-op returning 0.
+ * Control thread only. */
+int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const struct mtd_disc_endpoint *eps, size_t n);
+
+/* While service `service` has no endpoint, new calls to it fail
+ * UNAVAILABLE with "<reason>" (e.g. "etcd 127.0.0.1:2379 unreachable:
+ * connection refused"); NULL restores the default message. The text is
+ * copied. 0, -EINVAL or -ENOMEM. Control thread only. */
+int mtd_control_set_unavailable(struct mtd_control *ctl, size_t service, const char *reason);
+
+/* The reason calls to a discovered service fail with before its source's
+ * first report: in the snapshots built before the source starts (the
+ * listener may take calls then) and what the source sets when it starts, one
+ * text for both: "waiting for the first DNS answer", "etcd: waiting for the
+ * first list of PREFIX from ADDRESS". Written to buf (len bytes) when it
+ * needs one; NULL for a STATIC service. */
+const char *mtd_runtime_waiting(const struct mtd_cfg_service *sc, char *buf, size_t len);
+
+/* An endpoint source (DNS, etcd) bound to one service of the current
+ * config. The control loop starts one per service whose source is not
+ * STATIC, after the initial snapshot is in force, and on a reload stops
+ * every source of the old config before starting the new config's (a
+ * service keeps its previous endpoint set across a reload until its new
+ * source reports, when the service's name and source settings are
+ * unchanged). */
+struct mtd_disc_source_ops {
+	const char *name; /* "dns", "etcd": for logs */
+	/* Start feeding service `service` (cfg: its config, valid until stop).
+	 * 0 or -errno; a source that cannot start logs why. */
+	int (*start)(struct mtd_control *ctl, size_t service, const struct mtd_cfg_service *cfg, void **state);
+	/* Stop: no call to ctl after this returns. NULL state is a no-op. */
+	void (*stop)(void *state);
+};
+
+/* ---- the control loop itself (publish.c) ----------------------------- */
+
+int mtd_control_init(struct mtd_control *ctl);
+void mtd_control_fini(struct mtd_control *ctl);
+/* Make rt (a reference transferred) the current runtime and hand it to
+ * every worker. Control thread. */
+void mtd_control_publish(struct mtd_control *ctl, struct mtd_runtime *rt);
+/* The control loop's tick: strategy and outlier ticks; an endpoint whose
+ * ejection ended restarts its warmup (mtd_control_rewarm). */
+void mtd_control_tick(struct mtd_control *ctl);
+/* Endpoints eps[0..n) of service si came back (issue 8 §3: "SERVING brings
+ * it back through warmup"): when the service (or one of its methods) has a
+ * warmup window, their ramp restarts now, in a new snapshot of the same
+ * set; else nothing. 0 or -errno (the set stays as it was). */
+int mtd_control_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n);
+/* Start / stop the endpoint sources (DNS, etcd) of the current config. */
+void mtd_sources_start(struct mtd_control *ctl);
+void mtd_sources_stop(struct mtd_control *ctl);
+
+#endif

@@ -1,0 +1,237 @@
+/* The control loop's hand of the snapshots (HACKING.md "Snapshots"): it
+ * keeps the current runtime, makes every change a new one (an endpoint
+ * source's set, an UNAVAILABLE message, a warmup restart) with runtime.c's
+ * builders, and hands it to every worker. Also the control loop's own
+ * state (init, reclaim mailboxes) and its endpoint sources. Control
+ * thread only.
+ *
+ * runtime.c builds and frees snapshots and never calls a worker; this file
+ * is the one place a snapshot is published. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "sidecar/control/control-t.h"
+#include "sidecar/control/control.h"
+#include "sidecar/control/dns.h"
+#include "sidecar/control/etcd.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/worker.h"
+
+static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
+{
+	mtd_runtime_reclaim(arg);
+}
+
+int mtd_control_init(struct mtd_control *ctl)
+{
+	int rc = -ENOMEM;
+
+	memset(ctl, 0, sizeof(*ctl));
+	ctl->base = event_base_new();
+	if (!ctl->base)
+		goto fail;
+	rc = mtd_mbox_init(&ctl->reclaim_rts, ctl->base, reclaim_cb, ctl);
+	if (rc < 0)
+		goto free_base;
+	rc = mtd_mbox_init(&ctl->reclaim_svcs, ctl->base, reclaim_cb, ctl);
+	if (rc < 0)
+		goto fini_rts;
+	rc = mtd_mbox_init(&ctl->reclaim_eps, ctl->base, reclaim_cb, ctl);
+	if (rc < 0)
+		goto fini_svcs;
+	ctl->watch_fd = -1;
+	mtd_runtime_bind(ctl);
+	return 0;
+
+fini_svcs:
+	mtd_mbox_fini(&ctl->reclaim_svcs);
+fini_rts:
+	mtd_mbox_fini(&ctl->reclaim_rts);
+free_base:
+	event_base_free(ctl->base);
+	ctl->base = NULL;
+fail:
+	return rc;
+}
+
+void mtd_control_fini(struct mtd_control *ctl)
+{
+	if (ctl->rt) {
+		mtd_runtime_unref(ctl->rt);
+		ctl->rt = NULL;
+	}
+	mtd_runtime_reclaim(ctl);
+	/* Nothing is left: what the last reclaim freed was the last. */
+	mtd_mbox_fini(&ctl->reclaim_eps);
+	mtd_mbox_fini(&ctl->reclaim_svcs);
+	mtd_mbox_fini(&ctl->reclaim_rts);
+	if (ctl->base)
+		event_base_free(ctl->base);
+	ctl->base = NULL;
+	mtd_runtime_bind(NULL);
+}
+
+struct event_base *mtd_control_base(struct mtd_control *ctl)
+{
+	return ctl->base;
+}
+
+void mtd_control_publish(struct mtd_control *ctl, struct mtd_runtime *rt)
+{
+	struct mtd_runtime *old = ctl->rt;
+	ctl->rt = rt;
+	for (unsigned i = 0; i < ctl->n_workers; i++) {
+		mtd_disc_ref_get(&rt->ref);
+		mtd_worker_set_runtime(ctl->workers[i], rt);
+	}
+	if (old)
+		mtd_runtime_unref(old);
+}
+
+/* ---- changes from the endpoint sources (control.h) ----------------------- */
+
+int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const struct mtd_disc_endpoint *eps, size_t n)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	char err[384];
+	bool same = false;
+
+	if (!cur || service >= cur->cfg->n_services)
+		return -EINVAL;
+	const struct mtd_rt_service *prev = cur->services[service];
+	struct mtd_runtime *rt = mtd_runtime_with_endpoints(ctl, service, eps, n, &same, err, sizeof(err));
+	if (!rt) {
+		if (same)
+			return 0;
+		MTD_WARN("%s; keeping its %zu endpoint%s", err, prev->n_eps, prev->n_eps == 1 ? "" : "s");
+		return strstr(err, "out of memory") ? -ENOMEM : -EINVAL;
+	}
+	size_t now = rt->services[service]->n_eps;
+	MTD_INFO("service %s: %zu endpoint%s", prev->cfg->name, now, now == 1 ? "" : "s");
+	mtd_control_publish(ctl, rt);
+	return 0;
+}
+
+/* Publish a new snapshot of service si over its current set: with a new
+ * UNAVAILABLE message (set_unavailable), or to take what changed on its
+ * identities (returned_ms). */
+static int rebuild(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason)
+{
+	char err[384];
+	struct mtd_runtime *rt = mtd_runtime_rebuilt(ctl, si, set_unavailable, reason, err, sizeof(err));
+	if (!rt) {
+		if (set_unavailable)
+			MTD_WARN("%s", err);
+		else
+			MTD_WARN("%s; its warmup does not restart", err);
+		return -ENOMEM;
+	}
+	mtd_control_publish(ctl, rt);
+	return 0;
+}
+
+int mtd_control_set_unavailable(struct mtd_control *ctl, size_t service, const char *reason)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	if (!cur || service >= cur->cfg->n_services)
+		return -EINVAL;
+	struct mtd_rt_service *prev = cur->services[service];
+	if ((reason == NULL && prev->unavailable == NULL) ||
+	    (reason && prev->unavailable && strcmp(reason, prev->unavailable) == 0))
+		return 0;
+	/* A new snapshot of the same set, with the new message. */
+	return rebuild(ctl, service, true, reason);
+}
+
+int mtd_control_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	if (!cur || si >= cur->cfg->n_services)
+		return -EINVAL;
+	struct mtd_rt_service *prev = cur->services[si];
+	if (!mtd_runtime_warms_up(prev->cfg) || n == 0)
+		return 0;
+	int64_t now_ms = mtd_wall_ms();
+	for (size_t k = 0; k < n; k++) {
+		eps[k]->returned_ms = now_ms;
+		MTD_INFO("service %s: endpoint %s is back: its warmup starts again", prev->cfg->name,
+		         eps[k]->addr.text);
+	}
+	/* The same set; the builder sees the new start (returned_ms). */
+	return rebuild(ctl, si, false, NULL);
+}
+
+static void came_back(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n)
+{
+	mtd_control_rewarm(ctl, si, eps, n);
+}
+
+void mtd_control_tick(struct mtd_control *ctl)
+{
+	mtd_runtime_tick(ctl->rt, came_back);
+}
+
+/* ---- endpoint sources ------------------------------------------------------ */
+
+static const struct mtd_disc_source_ops *source_of(const struct mtd_cfg_service *sc)
+{
+	switch (sc->source) {
+	case MTD_CFG_SOURCE_DNS:
+		return &mtd_dns_source_ops;
+	case MTD_CFG_SOURCE_STATIC:
+		/* Host names in static endpoints: all their addresses, refreshed
+		 * through the same resolver (issue 7 section 5). */
+		for (size_t i = 0; i < sc->n_endpoints; i++)
+			if (!mtd_rt_host_is_literal(sc->endpoints[i].addr.host))
+				return &mtd_dns_static_source_ops;
+		return NULL;
+	case MTD_CFG_SOURCE_ETCD:
+		return &mtd_etcd_source_ops;
+	}
+	return NULL;
+}
+
+void mtd_sources_start(struct mtd_control *ctl)
+{
+	const struct mtd_cfg *cfg = ctl->rt->cfg;
+	mtd_sources_stop(ctl);
+	ctl->src_ops = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*ctl->src_ops));
+	ctl->src_state = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*ctl->src_state));
+	if (!ctl->src_ops || !ctl->src_state) {
+		MTD_ERROR("out of memory: endpoint sources not started");
+		free(ctl->src_ops);
+		free(ctl->src_state);
+		ctl->src_ops = NULL;
+		ctl->src_state = NULL;
+		return;
+	}
+	ctl->n_src = cfg->n_services;
+	for (size_t i = 0; i < cfg->n_services; i++) {
+		const struct mtd_disc_source_ops *ops = source_of(&cfg->services[i]);
+		if (!ops)
+			continue;
+		if (ops->start(ctl, i, &cfg->services[i], &ctl->src_state[i]) == 0)
+			ctl->src_ops[i] = ops;
+		else
+			MTD_ERROR("service %s: cannot start its %s source", cfg->services[i].name, ops->name);
+	}
+}
+
+void mtd_sources_stop(struct mtd_control *ctl)
+{
+	for (size_t i = 0; i < ctl->n_src; i++)
+		if (ctl->src_ops[i])
+			ctl->src_ops[i]->stop(ctl->src_state[i]);
+	free(ctl->src_ops);
+	free(ctl->src_state);
+	ctl->src_ops = NULL;
+	ctl->src_state = NULL;
+	ctl->n_src = 0;
+}

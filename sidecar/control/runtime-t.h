@@ -1,0 +1,161 @@
+/* The runtime snapshot's types: what workers read, immutable once
+ * published (HACKING.md "Snapshots"; the functions are runtime.h's). */
+#ifndef MTD_RUNTIME_T_H
+#define MTD_RUNTIME_T_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "discovery/discovery.h"
+#include "lb/lb-t.h"
+#include "sidecar/ops/metrics-t.h"
+#include "sidecar/control/mailbox.h"
+
+struct mtd_control;
+struct mtd_pool;
+struct mtd_route_table;
+struct mtd_fault_budget;
+struct mtd_outlier_set;
+struct mtd_lb_picker;
+struct mtd_lb_layer;
+struct ssl_ctx_st;
+
+/* Snapshots and their reclaim (issue 7; HACKING.md "Snapshots"):
+ *
+ *   mtd_runtime  --refs-->  mtd_rt_service  --refs-->  mtd_endpoint
+ *   (config, routes,        (one service's endpoint    (an identity: its stats,
+ *    one service snapshot    set and pickers; shared    warmup start and
+ *    per service)            by runtimes while its      per-worker pools live
+ *                            endpoints do not change)   as long as it stays)
+ *
+ * All three are immutable once published (except the atomics) and carry a
+ * struct mtd_disc_ref. The control thread holds the current runtime; each
+ * worker holds the runtime it serves and, per runtime, a hold counting the
+ * calls routed with it (lib/discovery/discovery.h: the reclaim rule); a
+ * pool holds its service snapshot and its endpoint. An object whose last
+ * reference goes is freed on the control thread (pickers are freed there,
+ * lb.h), at its next turn. */
+
+/* One endpoint identity (lib/discovery/discovery-t.h). */
+struct mtd_endpoint {
+	struct mtd_disc_ref ref;
+	char *key;                 /* registry key, or NULL */
+	struct mtd_cfg_addr addr;  /* owned copies: text (the id pickers hash), host (SNI default), sa */
+	int64_t start_ms;          /* warmup start: the record's, or when first seen */
+	struct mtd_lb_stats stats; /* shared by every worker; survives set changes */
+	struct mtd_mx_endpoint mx; /* connection figures, shared (metrics.h) */
+	/* Newest runtime generation whose snapshot holds this identity: a
+	 * worker serving generation g retires the pools of identities with
+	 * last_gen < g (removed). Written by the control thread before it
+	 * publishes g. */
+	_Atomic uint64_t last_gen;
+	struct mtd_pool **pools; /* [n_workers]: slot i is worker i's, only it touches it */
+	unsigned n_workers;
+	/* Bit i: worker i (< 64) has a connection to it that took the peer's
+	 * SETTINGS and is not closed; set and cleared by that worker (pool.c),
+	 * read by health.c to run a check where a connection already is. */
+	_Atomic uint64_t pooled;
+	/* Active health checks (health.c) found it unhealthy; control thread
+	 * writes it (from the results workers send back), and each snapshot's
+	 * unhealthy bitmap starts from it. */
+	bool hc_down;
+	/* When it last came back (active checks SERVING again, or its
+	 * ejection ended), 0 = never: its warmup restarts from then
+	 * (mtd_control_rewarm). Control thread. */
+	int64_t returned_ms;
+	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_eps */
+};
+
+struct mtd_rt_method {
+	const struct mtd_cfg_method *cfg;
+	struct mtd_lb_picker *picker;
+	struct mtd_lb_layer *layer; /* NULL unless subset/locality/routing apply */
+	/* outlier_detection.method_scoped: this method's own ejection state
+	 * over the snapshot's endpoints (owned); else NULL (the service's). */
+	struct mtd_outlier_set *outliers;
+};
+
+/* Calls of a service in flight and waiting, over every worker (circuit
+ * breaking); shared by the snapshots of one service, like the budget. */
+struct mtd_rt_load {
+	struct mtd_disc_ref ref;
+	_Atomic uint32_t calls;
+	_Atomic uint32_t pending;
+};
+
+/* Endpoints of one snapshot that active health checks found unhealthy
+ * (health.c): bit i of down_bits[i / 64]. Written by the control thread,
+ * read by pickers (atomics). */
+struct mtd_rt_hc {
+	_Atomic uint32_t n_down;
+	_Atomic uint64_t down_bits[]; /* (n_eps + 63) / 64 words */
+};
+
+/* Per snapshot attributes of an endpoint that may change while it stays. */
+struct mtd_rt_epattr {
+	char *zone;                 /* NULL = none */
+	struct mtd_disc_meta *meta; /* owned copies */
+	size_t n_meta;
+};
+
+/* One service's snapshot: its endpoint set and the pickers built on it. */
+struct mtd_rt_service {
+	struct mtd_disc_ref ref;
+	struct mtd_cfg_box *cfgbox; /* keeps cfg alive */
+	const struct mtd_cfg_service *cfg;
+	struct mtd_endpoint **eps;      /* references held */
+	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see (weights) */
+	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has any */
+	size_t n_eps;
+	struct mtd_lb_picker *picker; /* the service-level policy */
+	/* The routing layer (lib/lb/layer.c) over the same endpoints, when
+	 * the service uses subset, locality or routing; calls then pick,
+	 * begin and end through it instead of picker. NULL otherwise. */
+	struct mtd_lb_layer *layer;
+	struct mtd_rt_method *methods; /* parallel to cfg->methods */
+	struct ssl_ctx_st *ssl_ctx;    /* NULL = h2c (a reference of its own) */
+	char *unavailable;             /* why the set is empty (UNAVAILABLE message), or NULL */
+	/* retry_budget's window: shared by every worker (atomics) and by the
+	 * snapshots of one service (it goes on across changes and reloads). */
+	struct mtd_fault_budget *budget;
+	struct mtd_rt_budget *budget_box;
+	/* Ejection state over eps (outlier_detection), owned; NULL = none. */
+	struct mtd_outlier_set *outliers;
+	struct mtd_rt_load *load; /* reference held */
+	struct mtd_rt_hc *hc;     /* owned; NULL = no health_check */
+	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_svcs */
+};
+
+/* A retry budget shared by the snapshots of one service. */
+struct mtd_rt_budget {
+	struct mtd_disc_ref ref;
+	struct mtd_fault_budget b;
+};
+
+/* A config shared by the snapshots built from it. */
+struct mtd_cfg_box {
+	struct mtd_disc_ref ref;
+	struct mtd_cfg *cfg; /* owned */
+};
+
+struct mtd_runtime {
+	struct mtd_disc_ref ref;
+	uint64_t gen; /* 1, 2, ...: every published change */
+	struct mtd_cfg_box *cfgbox;
+	struct mtd_cfg *cfg; /* = cfgbox->cfg */
+	struct mtd_route_table *routes;
+	struct mtd_rt_service **services; /* parallel to cfg->services, references held */
+	struct mtd_control *ctl;
+	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_rts */
+};
+
+/* A worker's hold on one runtime (lib/discovery: the reclaim rule). */
+struct mtd_rt_hold {
+	struct mtd_disc_hold h;
+	struct mtd_runtime *rt; /* the worker's reference */
+};
+
+#endif

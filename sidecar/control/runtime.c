@@ -1,0 +1,997 @@
+/* Runtime snapshots (issue 7): the validated config plus what the data
+ * plane needs to serve it (route table, endpoint identities with their
+ * stats, pickers, TLS contexts). Built on the control thread, published to
+ * every worker, read by workers without locks, reclaimed by reference
+ * counts (sidecar.h "runtime snapshots", HACKING.md "Snapshots").
+ *
+ * A change of one service's endpoints (mtd_control_set_endpoints) builds a
+ * new snapshot of that service only; the new runtime shares every other
+ * service's snapshot with the old one. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "sidecar/control/control.h"
+#include "sidecar/control/etcd.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "health/outlier.h"
+#include "lb/lb.h"
+#include "route/route.h"
+#include "sidecar/control/control-t.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/transport.h"
+
+/* ---- freeing (control thread) ------------------------------------------ */
+
+static void endpoint_free(struct mtd_endpoint *ep)
+{
+	/* Every pool held a reference: none is left. */
+	free(ep->pools);
+	free(ep->key);
+	free(ep->addr.text);
+	free(ep->addr.host);
+	free(ep);
+}
+
+static void attrs_free(struct mtd_rt_epattr *a, size_t n)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(a[i].zone);
+		for (size_t m = 0; m < a[i].n_meta; m++) {
+			free((char *)a[i].meta[m].key);
+			free((char *)a[i].meta[m].value);
+		}
+		free(a[i].meta);
+	}
+	free(a);
+}
+
+static void cfgbox_unref(struct mtd_cfg_box *b)
+{
+	if (b && mtd_disc_ref_put(&b->ref)) {
+		mtd_cfg_free(b->cfg);
+		free(b);
+	}
+}
+
+static void service_free(struct mtd_rt_service *s)
+{
+	if (s->methods) {
+		for (size_t i = 0; i < s->cfg->n_methods; i++) {
+			mtd_lb_picker_free(s->methods[i].picker);
+			mtd_outlier_set_free(s->methods[i].outliers);
+			mtd_lb_layer_free(s->methods[i].layer);
+		}
+		free(s->methods);
+	}
+	mtd_lb_picker_free(s->picker);
+	mtd_lb_layer_free(s->layer);
+	if (s->ssl_ctx)
+		mtd_tls_ctx_free(s->ssl_ctx);
+	for (size_t i = 0; i < s->n_eps; i++)
+		if (s->eps[i] && mtd_disc_ref_put(&s->eps[i]->ref))
+			endpoint_free(s->eps[i]);
+	attrs_free(s->attrs, s->n_eps);
+	if (s->budget_box && mtd_disc_ref_put(&s->budget_box->ref))
+		free(s->budget_box);
+	if (s->load && mtd_disc_ref_put(&s->load->ref))
+		free(s->load);
+	mtd_outlier_set_free(s->outliers);
+	free(s->hc);
+	free(s->lb_eps);
+	free(s->eps);
+	free(s->unavailable);
+	cfgbox_unref(s->cfgbox);
+	free(s);
+}
+
+static void runtime_free(struct mtd_runtime *rt)
+{
+	if (rt->services) {
+		for (size_t i = 0; i < rt->cfg->n_services; i++)
+			if (rt->services[i] && mtd_disc_ref_put(&rt->services[i]->ref))
+				service_free(rt->services[i]);
+		free(rt->services);
+	}
+	mtd_route_table_free(rt->routes);
+	cfgbox_unref(rt->cfgbox);
+	free(rt);
+}
+
+static struct mtd_control *the_ctl; /* one control loop per process (mtd_runtime_bind) */
+
+void mtd_runtime_bind(struct mtd_control *ctl)
+{
+	the_ctl = ctl;
+}
+
+void mtd_runtime_unref(struct mtd_runtime *rt)
+{
+	if (rt && mtd_disc_ref_put(&rt->ref))
+		mtd_mbox_post(&rt->ctl->reclaim_rts, &rt->reclaim); /* freed by the control thread */
+}
+
+void mtd_rt_service_unref(struct mtd_rt_service *s)
+{
+	if (s && mtd_disc_ref_put(&s->ref))
+		mtd_mbox_post(&the_ctl->reclaim_svcs, &s->reclaim);
+}
+
+void mtd_endpoint_unref(struct mtd_endpoint *ep)
+{
+	if (ep && mtd_disc_ref_put(&ep->ref))
+		mtd_mbox_post(&the_ctl->reclaim_eps, &ep->reclaim);
+}
+
+void mtd_runtime_reclaim(struct mtd_control *ctl)
+{
+	/* Freeing a runtime lets go of its services, a service of its
+	 * endpoints: again until all three are empty. */
+	for (;;) {
+		struct mtd_mbox_link *rts = mtd_mbox_take(&ctl->reclaim_rts);
+		struct mtd_mbox_link *svcs = mtd_mbox_take(&ctl->reclaim_svcs);
+		struct mtd_mbox_link *eps = mtd_mbox_take(&ctl->reclaim_eps);
+		if (!rts && !svcs && !eps)
+			return;
+		while (rts) {
+			struct mtd_runtime *rt = MTD_MBOX_ITEM(rts, struct mtd_runtime, reclaim);
+			rts = rts->next;
+			runtime_free(rt);
+		}
+		while (svcs) {
+			struct mtd_rt_service *s = MTD_MBOX_ITEM(svcs, struct mtd_rt_service, reclaim);
+			svcs = svcs->next;
+			service_free(s);
+		}
+		while (eps) {
+			struct mtd_endpoint *ep = MTD_MBOX_ITEM(eps, struct mtd_endpoint, reclaim);
+			eps = eps->next;
+			endpoint_free(ep);
+		}
+	}
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+/* "host:port" / "[v6]:port" -> a->host (NULL host = from address), a->port. */
+static int set_host(struct mtd_cfg_addr *a, const char *address, const char *host)
+{
+	const char *colon = strrchr(address, ':');
+	if (!colon || colon == address)
+		return -EINVAL;
+	const char *h = address, *e = colon;
+	if (*h == '[' && e[-1] == ']') {
+		h++;
+		e--;
+	}
+	a->host = host ? strdup(host) : strndup(h, (size_t)(e - h));
+	if (!a->host)
+		return -ENOMEM;
+	a->port = (uint16_t)strtoul(colon + 1, NULL, 10);
+	return 0;
+}
+
+static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, const char *host, unsigned n_workers,
+                                         int64_t now_ms)
+{
+	struct mtd_endpoint *ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return NULL;
+	mtd_disc_ref_init(&ep->ref);
+	ep->n_workers = n_workers;
+	ep->pools = calloc(n_workers ? n_workers : 1, sizeof(*ep->pools));
+	ep->addr.text = strdup(d->address);
+	if (d->key)
+		ep->key = strdup(d->key);
+	if (!ep->pools || !ep->addr.text || (d->key && !ep->key) || set_host(&ep->addr, d->address, host) < 0)
+		goto fail;
+	memcpy(&ep->addr.sa, &d->sa, d->salen);
+	ep->addr.salen = d->salen;
+	/* Issue 3: a registry record's start time, else the moment maitred
+	 * first saw the identity; kept while the identity stays. */
+	ep->start_ms = d->start_ms > 0 ? d->start_ms : now_ms;
+	return ep;
+fail:
+	endpoint_free(ep);
+	return NULL;
+}
+
+static bool attr_same(const struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
+{
+	const char *az = a ? a->zone : NULL, *dz = d->zone && d->zone[0] ? d->zone : NULL;
+	if ((az == NULL) != (dz == NULL) || (az && strcmp(az, dz) != 0))
+		return false;
+	size_t an = a ? a->n_meta : 0;
+	if (an != d->n_metadata)
+		return false;
+	for (size_t i = 0; i < an; i++)
+		if (strcmp(a->meta[i].key, d->metadata[i].key) != 0 ||
+		    strcmp(a->meta[i].value, d->metadata[i].value) != 0)
+			return false;
+	return true;
+}
+
+static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
+{
+	if (d->zone && d->zone[0] && !(a->zone = strdup(d->zone)))
+		return -ENOMEM;
+	if (d->n_metadata == 0)
+		return 0;
+	a->meta = calloc(d->n_metadata, sizeof(*a->meta));
+	if (!a->meta)
+		return -ENOMEM;
+	for (size_t i = 0; i < d->n_metadata; i++) {
+		a->n_meta = i + 1;
+		a->meta[i].key = strdup(d->metadata[i].key);
+		a->meta[i].value = strdup(d->metadata[i].value);
+		if (!a->meta[i].key || !a->meta[i].value)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* issue 10: the routing layer is built only where an option asks for it,
+ * so a service without them picks exactly as before. */
+static bool layer_wanted(const struct mtd_lb_layer_config *lc)
+{
+	return lc->subset_size > 0 || (lc->zone && lc->locality != MTD_LB_LOCALITY_OFF) || lc->metadata_key;
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* A TLS context already built for an earlier service with the same files:
+ * contexts differ only by them (the server name is set per connection),
+ * and each costs its CA store (860 KiB for the system bundle). */
+static struct ssl_ctx_st *shared_ctx(struct mtd_rt_service *const *built, size_t n, const struct mtd_cfg_tls *tls)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct mtd_cfg_tls *t = built[i]->cfg->tls;
+		if (built[i]->ssl_ctx && t && same_file(t->ca_file, tls->ca_file) &&
+		    same_file(t->cert_file, tls->cert_file) && same_file(t->key_file, tls->key_file))
+			return built[i]->ssl_ctx;
+	}
+	return NULL;
+}
+
+/* The health state of snapshot s (built over its endpoints): outlier
+ * ejection sets (outlier_detection; one per listed method when
+ * method_scoped), carried over from prev's for endpoints that stay
+ * (ejections included: the filter before the rule, seed 002), and the
+ * unhealthy bitmap of active checks, from the identities' flags. */
+static int health_init(struct mtd_rt_service *s, const struct mtd_rt_service *prev, int64_t now_ms)
+{
+	const struct mtd_cfg_service *cfg = s->cfg;
+	if (s->n_eps == 0)
+		return 0;
+	if (cfg->health_check.enabled) {
+		s->hc = calloc(1, sizeof(*s->hc) + (s->n_eps + 63) / 64 * sizeof(s->hc->down_bits[0]));
+		if (!s->hc)
+			return -1;
+		for (size_t i = 0; i < s->n_eps; i++)
+			if (s->eps[i]->hc_down) {
+				atomic_fetch_or(&s->hc->down_bits[i / 64], 1ull << (i % 64));
+				atomic_fetch_add(&s->hc->n_down, 1);
+			}
+	}
+	if (!cfg->outlier.enabled)
+		return 0;
+	const char **ids = calloc(s->n_eps, sizeof(*ids));
+	if (!ids)
+		return -1;
+	for (size_t i = 0; i < s->n_eps; i++)
+		ids[i] = s->lb_eps[i].id;
+	int rc = 0;
+	s->outliers = mtd_outlier_set_new(&cfg->outlier, ids, s->n_eps, prev ? prev->outliers : NULL, now_ms);
+	if (!s->outliers)
+		rc = -1;
+	for (size_t m = 0; rc == 0 && cfg->outlier_method_scoped && m < cfg->n_methods; m++) {
+		const struct mtd_outlier_set *was = NULL;
+		for (size_t k = 0; prev && k < prev->cfg->n_methods; k++)
+			if (strcmp(prev->cfg->methods[k].name, cfg->methods[m].name) == 0)
+				was = prev->methods[k].outliers;
+		s->methods[m].outliers = mtd_outlier_set_new(&cfg->outlier, ids, s->n_eps, was, now_ms);
+		if (!s->methods[m].outliers)
+			rc = -1;
+	}
+	free(ids);
+	return rc;
+}
+
+/* What a new service snapshot is built from. */
+struct build {
+	struct mtd_cfg_box *box;
+	const struct mtd_cfg_service *cfg;
+	const struct mtd_rt_service *prev; /* the snapshot replaced, or NULL */
+	const struct mtd_disc_endpoint *eps;
+	size_t n;
+	const char *const *hosts; /* SNI host per endpoint, or NULL: from the address */
+	/* Services of the same runtime built before this one (TLS contexts
+	 * are shared between services with the same files). */
+	struct mtd_rt_service *const *built;
+	size_t n_built;
+	unsigned n_workers;
+	bool force;              /* build even when the set equals prev's */
+	bool set_unavailable;    /* replace prev's message by `unavailable` */
+	const char *unavailable; /* with set_unavailable */
+};
+
+/* A snapshot of service b->cfg over b->eps, reusing the identities of
+ * b->prev and building each picker with prev's as `prev`. *same: the set
+ * equals prev's (nothing to publish, NULL returned). NULL + err on
+ * failure. */
+static struct mtd_rt_service *service_build(const struct build *b, bool *same, char *err, size_t errlen)
+{
+	struct mtd_cfg_box *box = b->box;
+	const struct mtd_cfg_service *cfg = b->cfg;
+	const struct mtd_rt_service *prev = b->prev;
+	const struct mtd_disc_endpoint *eps = b->eps;
+	size_t n = b->n;
+	const char *const *hosts = b->hosts;
+	unsigned n_workers = b->n_workers;
+	struct mtd_rt_service *s = calloc(1, sizeof(*s));
+	struct mtd_disc_id *old_ids = NULL;
+	size_t *map = NULL, dup = 0;
+	struct mtd_disc_diff diff = {0};
+	int64_t now_ms = mtd_wall_ms();
+	int rc;
+
+	*same = false;
+	if (!s)
+		goto nomem;
+	mtd_disc_ref_init(&s->ref);
+	mtd_disc_ref_get(&box->ref);
+	s->cfgbox = box;
+	s->cfg = cfg;
+	if (n > MTD_LB_MAX_ENDPOINTS) {
+		snprintf(err, errlen, "service %s: %zu endpoints, at most %u", cfg->name, n, MTD_LB_MAX_ENDPOINTS);
+		goto fail;
+	}
+	size_t n_old = prev ? prev->n_eps : 0;
+	old_ids = calloc(n_old ? n_old : 1, sizeof(*old_ids));
+	map = calloc(n ? n : 1, sizeof(*map));
+	s->eps = calloc(n ? n : 1, sizeof(*s->eps));
+	s->lb_eps = calloc(n ? n : 1, sizeof(*s->lb_eps));
+	s->methods = calloc(cfg->n_methods ? cfg->n_methods : 1, sizeof(*s->methods));
+	if (!old_ids || !map || !s->eps || !s->lb_eps || !s->methods)
+		goto nomem;
+	for (size_t i = 0; i < n_old; i++)
+		old_ids[i] = (struct mtd_disc_id){prev->eps[i]->key, prev->eps[i]->addr.text};
+	rc = mtd_disc_match(old_ids, n_old, eps, n, map, &diff, &dup);
+	if (rc == -ENOMEM)
+		goto nomem;
+	if (rc < 0) {
+		snprintf(err, errlen, "service %s: endpoint %s%s%s given twice", cfg->name,
+		         eps[dup].key ? eps[dup].key : "", eps[dup].key ? " " : "",
+		         eps[dup].address ? eps[dup].address : "(no address)");
+		goto fail;
+	}
+	bool any_attr = false, changed = diff.added || diff.removed;
+	for (size_t i = 0; i < n; i++) {
+		struct mtd_endpoint *ep;
+		if (map[i] != SIZE_MAX) {
+			ep = prev->eps[map[i]];
+			mtd_disc_ref_get(&ep->ref);
+			if (prev->lb_eps[map[i]].weight != eps[i].weight ||
+			    !attr_same(prev->attrs ? &prev->attrs[map[i]] : NULL, &eps[i]) ||
+			    (eps[i].start_ms > 0 && eps[i].start_ms != ep->start_ms) ||
+			    prev->lb_eps[map[i]].start_ms < ep->returned_ms || map[i] != i)
+				changed = true;
+		} else {
+			if (eps[i].salen == 0 || eps[i].salen > sizeof(struct sockaddr_storage)) {
+				snprintf(err, errlen, "service %s: endpoint %s has no address", cfg->name,
+				         eps[i].address);
+				goto fail;
+			}
+			/* SNI and certificate name default (upstream.c): the name a
+			 * DNS service resolves, else the address's host. */
+			const char *host = hosts ? hosts[i] : cfg->dns ? cfg->dns->name : NULL;
+			ep = endpoint_new(&eps[i], host, n_workers, now_ms);
+			if (!ep)
+				goto nomem;
+		}
+		s->eps[i] = ep;
+		s->n_eps = i + 1;
+		any_attr |= (eps[i].zone && eps[i].zone[0]) || eps[i].n_metadata;
+		/* A registry's start time, when it names one, is the newest
+		 * word; else the identity's own first sighting; unless it came
+		 * back since (issue 8 §3: back through warmup). */
+		int64_t start = eps[i].start_ms > 0 ? eps[i].start_ms : ep->start_ms;
+		bool returned = ep->returned_ms > start;
+		s->lb_eps[i] = (struct mtd_lb_endpoint){
+		        .id = ep->addr.text,
+		        .weight = eps[i].weight,
+		        .start_ms = returned ? ep->returned_ms : start,
+		        .returned = returned,
+		        .stats = &ep->stats,
+		        .user = ep,
+		};
+	}
+	if (prev && !changed && prev->cfg == cfg && !b->force) {
+		*same = true;
+		goto fail; /* not an error: nothing to build */
+	}
+	if (any_attr) {
+		s->attrs = calloc(n, sizeof(*s->attrs));
+		if (!s->attrs)
+			goto nomem;
+		for (size_t i = 0; i < n; i++)
+			if (attr_copy(&s->attrs[i], &eps[i]) < 0)
+				goto nomem;
+	}
+	/* Config validation rejects every option set a picker would refuse for
+	 * static endpoints; a discovered set may still be refused (MAGLEV
+	 * table_size below the endpoint count): the old set stays then. */
+	/* prev's pickers carry a strategy's history (lb.h); lib/lb ignores a
+	 * prev of another strategy (a reload may change the policy). */
+	s->picker = mtd_lb_picker_new(&cfg->lb, s->lb_eps, s->n_eps, prev ? prev->picker : NULL);
+	if (!s->picker) {
+		snprintf(err, errlen, "service %s: cannot build the %s picker over %zu endpoints", cfg->name,
+		         cfg->lb.ops->name, s->n_eps);
+		goto fail;
+	}
+	/* issue 10: what the routing layer reads, from the kept copies. */
+	for (size_t i = 0; s->attrs && i < n; i++) {
+		s->lb_eps[i].zone = s->attrs[i].zone;
+		/* struct mtd_disc_meta and struct mtd_lb_meta are both {key, value}. */
+		s->lb_eps[i].meta = (const struct mtd_lb_meta *)s->attrs[i].meta;
+		s->lb_eps[i].n_meta = s->attrs[i].n_meta;
+	}
+	if (layer_wanted(&cfg->layer)) {
+		s->layer = mtd_lb_layer_new(&cfg->layer, &cfg->lb, s->lb_eps, s->n_eps, prev ? prev->layer : NULL);
+		if (!s->layer) {
+			snprintf(err, errlen, "service %s: cannot build the routing layer over %zu endpoints",
+			         cfg->name, s->n_eps);
+			goto fail;
+		}
+	}
+	for (size_t i = 0; i < cfg->n_methods; i++) {
+		s->methods[i].cfg = &cfg->methods[i];
+		const struct mtd_lb_picker *mprev = NULL;
+		for (size_t m = 0; prev && m < prev->cfg->n_methods && !mprev; m++)
+			if (strcmp(prev->cfg->methods[m].name, cfg->methods[i].name) == 0)
+				mprev = prev->methods[m].picker;
+		s->methods[i].picker = mtd_lb_picker_new(&cfg->methods[i].lb, s->lb_eps, s->n_eps, mprev);
+		if (layer_wanted(&cfg->methods[i].layer)) {
+			const struct mtd_lb_layer *lprev = NULL;
+			for (size_t m = 0; prev && m < prev->cfg->n_methods && !lprev; m++)
+				if (strcmp(prev->cfg->methods[m].name, cfg->methods[i].name) == 0)
+					lprev = prev->methods[m].layer;
+			s->methods[i].layer = mtd_lb_layer_new(&cfg->methods[i].layer, &cfg->methods[i].lb, s->lb_eps,
+			                                       s->n_eps, lprev);
+			if (!s->methods[i].layer) {
+				snprintf(err, errlen,
+				         "service %s, method %s: cannot build the routing layer over %zu endpoints",
+				         cfg->name, cfg->methods[i].name, s->n_eps);
+				goto fail;
+			}
+		}
+		if (!s->methods[i].picker) {
+			snprintf(err, errlen, "service %s, method %s: cannot build the %s picker over %zu endpoints",
+			         cfg->name, cfg->methods[i].name, cfg->methods[i].lb.ops->name, s->n_eps);
+			goto fail;
+		}
+	}
+	if (prev && prev->cfg == cfg && prev->ssl_ctx) {
+		s->ssl_ctx = mtd_tls_ctx_ref(prev->ssl_ctx);
+	} else if (cfg->tls) {
+		char why[256];
+		struct ssl_ctx_st *shared = shared_ctx(b->built, b->n_built, cfg->tls);
+		s->ssl_ctx = shared ? mtd_tls_ctx_ref(shared) : mtd_tls_client_ctx_new(cfg->tls, why, sizeof(why));
+		if (!s->ssl_ctx) {
+			snprintf(err, errlen, "service %s: TLS: %s", cfg->name, why);
+			goto fail;
+		}
+	}
+	/* The retry budget's window goes on while the service stays. */
+	if (prev && prev->budget_box) {
+		mtd_disc_ref_get(&prev->budget_box->ref);
+		s->budget_box = prev->budget_box;
+	} else {
+		s->budget_box = calloc(1, sizeof(*s->budget_box));
+		if (!s->budget_box)
+			goto nomem;
+		mtd_disc_ref_init(&s->budget_box->ref);
+	}
+	s->budget = &s->budget_box->b;
+	/* So do the circuit breaker's counts. */
+	if (prev && prev->load) {
+		mtd_disc_ref_get(&prev->load->ref);
+		s->load = prev->load;
+	} else {
+		s->load = calloc(1, sizeof(*s->load));
+		if (!s->load)
+			goto nomem;
+		mtd_disc_ref_init(&s->load->ref);
+	}
+	if (health_init(s, prev, now_ms) < 0)
+		goto nomem;
+	const char *msg = b->set_unavailable ? b->unavailable : prev && prev->cfg == cfg ? prev->unavailable : NULL;
+	if (msg && !(s->unavailable = strdup(msg)))
+		goto nomem;
+	free(old_ids);
+	free(map);
+	return s;
+nomem:
+	snprintf(err, errlen, "service %s: out of memory", cfg ? cfg->name : "?");
+fail:
+	free(old_ids);
+	free(map);
+	if (s)
+		service_free(s);
+	return NULL;
+}
+
+/* "ip:port" / "[v6]:port" of sa into buf. */
+static const char *numeric(const struct sockaddr_storage *sa, char *buf, size_t size)
+{
+	char ip[INET6_ADDRSTRLEN];
+	if (sa->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, size, "[%s]:%u", ip, (unsigned)ntohs(s6->sin6_port));
+	} else {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+		snprintf(buf, size, "%s:%u", ip, (unsigned)ntohs(s4->sin_port));
+	}
+	return buf;
+}
+
+const char *mtd_rt_numeric(const struct sockaddr_storage *sa, char *buf, size_t size)
+{
+	return numeric(sa, buf, size);
+}
+
+/* The static endpoints of cfg as a source would give them. An IP literal
+ * is its own identity, as written; a host name is named by the address it
+ * resolved to, like the resolver's later answers (sidecar/dns.c), so the
+ * first refresh keeps it. */
+static struct mtd_disc_endpoint *static_set(const struct mtd_cfg_service *cfg, const char ***hosts, char (**texts)[64])
+{
+	*texts = calloc(cfg->n_endpoints ? cfg->n_endpoints : 1, sizeof(**texts));
+	if (!*texts)
+		return NULL;
+	struct mtd_disc_endpoint *d = calloc(cfg->n_endpoints ? cfg->n_endpoints : 1, sizeof(*d));
+	*hosts = calloc(cfg->n_endpoints ? cfg->n_endpoints : 1, sizeof(**hosts));
+	if (!d || !*hosts) {
+		free(d);
+		free(*hosts);
+		free(*texts);
+		return NULL;
+	}
+	for (size_t i = 0; i < cfg->n_endpoints; i++) {
+		const struct mtd_cfg_endpoint *e = &cfg->endpoints[i];
+		const char *id = mtd_rt_host_is_literal(e->addr.host)
+		                         ? e->addr.text
+		                         : numeric(&e->addr.sa, (*texts)[i], sizeof((*texts)[i]));
+		/* A name's endpoints are keyed by the name as written:
+		 * "localhost:80" next to "127.0.0.1:80" is two endpoints, as the
+		 * config allows (and as dns.c names them on each refresh). */
+		d[i] = (struct mtd_disc_endpoint){.key = id == e->addr.text ? NULL : e->addr.text,
+		                                  .address = id,
+		                                  .sa = e->addr.sa,
+		                                  .salen = e->addr.salen,
+		                                  .weight = e->weight,
+		                                  .zone = e->zone,
+		                                  /* both {key, value} (issue 10) */
+		                                  .metadata = (const struct mtd_disc_meta *)e->meta,
+		                                  .n_metadata = e->n_meta};
+		(*hosts)[i] = e->addr.host;
+	}
+	return d;
+}
+
+bool mtd_rt_host_is_literal(const char *host)
+{
+	struct in6_addr a;
+	return inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1;
+}
+
+const char *mtd_runtime_waiting(const struct mtd_cfg_service *sc, char *buf, size_t len)
+{
+	switch (sc->source) {
+	case MTD_CFG_SOURCE_DNS:
+		return "waiting for the first DNS answer";
+	case MTD_CFG_SOURCE_ETCD:
+		snprintf(buf, len, "etcd: waiting for the first list of %s from %s", sc->etcd->prefix,
+		         sc->etcd->endpoints[0].text);
+		return buf;
+	case MTD_CFG_SOURCE_STATIC:
+		break;
+	}
+	return NULL;
+}
+
+/* A runtime over cfgbox's config with services[i] (references taken). */
+static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_cfg_box *box,
+                                            struct mtd_rt_service **services)
+{
+	const struct mtd_cfg *cfg = box->cfg;
+	struct mtd_runtime *rt = calloc(1, sizeof(*rt));
+	const char **names = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*names));
+	if (!rt || !names)
+		goto fail;
+	mtd_disc_ref_init(&rt->ref);
+	rt->ctl = ctl;
+	mtd_disc_ref_get(&box->ref);
+	rt->cfgbox = box;
+	rt->cfg = box->cfg;
+	rt->services = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*rt->services));
+	if (!rt->services)
+		goto fail;
+	for (size_t i = 0; i < cfg->n_services; i++) {
+		names[i] = cfg->services[i].name;
+		mtd_disc_ref_get(&services[i]->ref);
+		rt->services[i] = services[i];
+	}
+	rt->routes = mtd_route_table_new(names, cfg->n_services);
+	if (!rt->routes)
+		goto fail;
+	free(names);
+	rt->gen = ++ctl->next_gen;
+	/* Before publishing: every identity in it is live at rt->gen. */
+	for (size_t i = 0; i < cfg->n_services; i++)
+		for (size_t e = 0; e < rt->services[i]->n_eps; e++)
+			atomic_store_explicit(&rt->services[i]->eps[e]->last_gen, rt->gen, memory_order_relaxed);
+	return rt;
+fail:
+	free(names);
+	if (rt)
+		runtime_free(rt);
+	return NULL;
+}
+
+/* A box owning cfg and an array for its service snapshots; on failure
+ * (out of memory, said in err) cfg is freed and NULL returned. */
+static struct mtd_cfg_box *box_new(struct mtd_cfg *cfg, struct mtd_rt_service ***svcs, char *err, size_t errlen)
+{
+	struct mtd_cfg_box *box = calloc(1, sizeof(*box));
+	*svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(**svcs));
+	if (!box || !*svcs) {
+		snprintf(err, errlen, "out of memory");
+		free(box);
+		free(*svcs);
+		*svcs = NULL;
+		mtd_cfg_free(cfg);
+		return NULL;
+	}
+	mtd_disc_ref_init(&box->ref);
+	box->cfg = cfg;
+	return box;
+}
+
+/* The end of building a runtime, whether it was assembled or not: drop the
+ * builder's references on the first `built` services and on the box (the
+ * runtime holds its own). */
+static void runtime_build_done(struct mtd_cfg_box *box, struct mtd_rt_service **svcs, size_t built)
+{
+	for (size_t i = 0; i < built; i++)
+		if (mtd_disc_ref_put(&svcs[i]->ref))
+			service_free(svcs[i]);
+	free(svcs);
+	cfgbox_unref(box);
+}
+
+struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg, unsigned n_workers, char *err,
+                                    size_t errlen)
+{
+	struct mtd_rt_service **svcs = NULL;
+	struct mtd_cfg_box *box = box_new(cfg, &svcs, err, errlen);
+	struct mtd_runtime *rt = NULL;
+	size_t built = 0;
+
+	if (!box)
+		return NULL;
+	for (; built < cfg->n_services; built++) {
+		const struct mtd_cfg_service *sc = &cfg->services[built];
+		const char **hosts = NULL;
+		char(*texts)[64] = NULL;
+		struct mtd_disc_endpoint *set = static_set(sc, &hosts, &texts);
+		bool same;
+		if (!set) {
+			snprintf(err, errlen, "service %s: out of memory", sc->name);
+			goto out;
+		}
+		char wbuf[300];
+		struct build b = {.box = box,
+		                  .cfg = sc,
+		                  .eps = set,
+		                  .n = sc->n_endpoints,
+		                  .hosts = hosts,
+		                  .built = svcs,
+		                  .n_built = built,
+		                  .n_workers = n_workers,
+		                  .set_unavailable = true,
+		                  .unavailable = mtd_runtime_waiting(sc, wbuf, sizeof(wbuf))};
+		svcs[built] = service_build(&b, &same, err, errlen);
+		free(set);
+		free(hosts);
+		free(texts);
+		if (!svcs[built])
+			goto out;
+	}
+	rt = runtime_assemble(ctl, box, svcs);
+	if (!rt)
+		snprintf(err, errlen, "out of memory");
+out:
+	runtime_build_done(box, svcs, built);
+	return rt;
+}
+
+/* ---- changes ------------------------------------------------------------- */
+
+/* A copy of the current runtime with service si replaced by s (a
+ * reference of its own taken), or NULL when out of memory. */
+static struct mtd_runtime *replace_service(struct mtd_control *ctl, size_t si, struct mtd_rt_service *s)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	size_t n = cur->cfg->n_services;
+	struct mtd_rt_service **svcs = calloc(n, sizeof(*svcs));
+	if (!svcs)
+		return NULL;
+	memcpy(svcs, cur->services, n * sizeof(*svcs));
+	svcs[si] = s;
+	struct mtd_runtime *rt = runtime_assemble(ctl, cur->cfgbox, svcs);
+	free(svcs);
+	return rt;
+}
+
+struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t si, const struct mtd_disc_endpoint *eps,
+                                               size_t n, bool *same, char *err, size_t errlen)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	struct mtd_rt_service *prev = cur->services[si];
+	struct build b = {
+	        .box = cur->cfgbox, .cfg = prev->cfg, .prev = prev, .eps = eps, .n = n, .n_workers = ctl->n_workers};
+	struct mtd_rt_service *s = service_build(&b, same, err, errlen);
+	if (!s)
+		return NULL;
+	struct mtd_runtime *rt = replace_service(ctl, si, s);
+	mtd_rt_service_unref(s); /* the runtime holds it */
+	if (!rt)
+		snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
+	return rt;
+}
+
+static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev);
+
+struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason,
+                                        char *err, size_t errlen)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	struct mtd_rt_service *prev = cur->services[si];
+	struct mtd_disc_endpoint *set = current_set(prev);
+	if (!set) {
+		snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
+		return NULL;
+	}
+	bool same;
+	struct build b = {.box = cur->cfgbox,
+	                  .cfg = prev->cfg,
+	                  .prev = prev,
+	                  .eps = set,
+	                  .n = prev->n_eps,
+	                  .n_workers = ctl->n_workers,
+	                  .force = true,
+	                  .set_unavailable = set_unavailable,
+	                  .unavailable = reason};
+	struct mtd_rt_service *s = service_build(&b, &same, err, errlen);
+	free(set);
+	if (!s)
+		return NULL;
+	struct mtd_runtime *rt = replace_service(ctl, si, s);
+	mtd_rt_service_unref(s);
+	if (!rt)
+		snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
+	return rt;
+}
+
+bool mtd_runtime_warms_up(const struct mtd_cfg_service *c)
+{
+	if (c->lb.warmup.duration_ms > 0)
+		return true;
+	for (size_t m = 0; m < c->n_methods; m++)
+		if (c->methods[m].lb.warmup.duration_ms > 0)
+			return true;
+	return false;
+}
+
+/* Outlier ticks of service si; endpoints whose ejection ended restart
+ * their warmup (service-level ejection only: a method-scoped one left the
+ * endpoint serving the other methods). */
+static void outlier_tick(struct mtd_runtime *rt, size_t si, int64_t now_ms, mtd_runtime_back_fn *back_fn)
+{
+	struct mtd_rt_service *s = rt->services[si];
+	struct mtd_outlier_set *o = s->outliers;
+	if (!o)
+		return;
+	size_t *was = NULL, n_was = 0;
+	if (atomic_load(&o->n_ejected) > 0 && mtd_runtime_warms_up(s->cfg)) {
+		was = calloc(s->n_eps, sizeof(*was));
+		for (size_t i = 0; was && i < s->n_eps; i++)
+			if (mtd_outlier_is_ejected(o, i))
+				was[n_was++] = i;
+	}
+	if (mtd_outlier_tick(o, now_ms))
+		MTD_INFO("service %s: ejections changed (%u of %zu endpoints out)", s->cfg->name,
+		         (unsigned)atomic_load(&o->n_ejected), s->n_eps);
+	struct mtd_endpoint **back = n_was ? calloc(n_was, sizeof(*back)) : NULL;
+	size_t k = 0;
+	for (size_t j = 0; back && j < n_was; j++)
+		if (!mtd_outlier_is_ejected(o, was[j]))
+			back[k++] = s->eps[was[j]];
+	/* Only while s is still the service's current snapshot (a rewarm of
+	 * an earlier service this tick published a runtime sharing it). */
+	struct mtd_runtime *cur = rt->ctl ? rt->ctl->rt : NULL;
+	if (k && cur && si < cur->cfg->n_services && cur->services[si] == s)
+		back_fn(rt->ctl, si, back, k);
+	free(was);
+	free(back);
+}
+
+void mtd_runtime_tick(struct mtd_runtime *rt, mtd_runtime_back_fn *back)
+{
+	int64_t now_ms = mtd_wall_ms(), now_ns = mtd_now_ns();
+	for (size_t i = 0; i < rt->cfg->n_services; i++) {
+		struct mtd_rt_service *s = rt->services[i];
+		mtd_lb_tick(s->picker, now_ms, now_ns);
+		outlier_tick(rt, i, now_ms, back);
+		if (s->layer)
+			mtd_lb_layer_tick(s->layer, now_ms, now_ns);
+		for (size_t m = 0; m < s->cfg->n_methods; m++) {
+			mtd_lb_tick(s->methods[m].picker, now_ms, now_ns);
+			mtd_outlier_tick(s->methods[m].outliers, now_ms);
+			if (s->methods[m].layer)
+				mtd_lb_layer_tick(s->methods[m].layer, now_ms, now_ns);
+		}
+	}
+}
+
+/* ---- reload (issue 7 section 6) ------------------------------------------ */
+
+static bool same_str(const char *a, const char *b)
+{
+	return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
+}
+
+static bool same_addrs(const struct mtd_cfg_addr *a, size_t na, const struct mtd_cfg_addr *b, size_t nb)
+{
+	if (na != nb)
+		return false;
+	for (size_t i = 0; i < na; i++)
+		if (strcmp(a[i].text, b[i].text) != 0)
+			return false;
+	return true;
+}
+
+static bool same_tls(const struct mtd_cfg_tls *a, const struct mtd_cfg_tls *b)
+{
+	if ((a == NULL) != (b == NULL))
+		return false;
+	return !a || (same_str(a->ca_file, b->ca_file) && same_str(a->server_name, b->server_name) &&
+	              same_str(a->cert_file, b->cert_file) && same_str(a->key_file, b->key_file));
+}
+
+/* The discovered set of old can serve new until new's source reports. */
+static bool same_source(const struct mtd_cfg_service *old, const struct mtd_cfg_service *new)
+{
+	if (old->source != new->source)
+		return false;
+	switch (new->source) {
+	case MTD_CFG_SOURCE_DNS:
+		return strcmp(old->dns->name, new->dns->name) == 0 &&
+		       old->dns->port == new->dns->port &&same_addrs(old->dns->resolvers, old->dns->n_resolvers,
+		                                                     new->dns->resolvers, new->dns->n_resolvers);
+	case MTD_CFG_SOURCE_ETCD:
+		return same_addrs(old->etcd->endpoints, old->etcd->n_endpoints, new->etcd->endpoints,
+		                  new->etcd->n_endpoints) &&
+		       strcmp(old->etcd->prefix, new->etcd->prefix) == 0 &&
+		       same_str(old->etcd->username, new->etcd->username) && same_tls(old->etcd->tls, new->etcd->tls);
+	case MTD_CFG_SOURCE_STATIC:
+		break;
+	}
+	return false;
+}
+
+/* prev's current set, as a source would give it. */
+static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
+{
+	struct mtd_disc_endpoint *set = calloc(prev->n_eps ? prev->n_eps : 1, sizeof(*set));
+	if (!set)
+		return NULL;
+	for (size_t i = 0; i < prev->n_eps; i++) {
+		const struct mtd_endpoint *ep = prev->eps[i];
+		const struct mtd_rt_epattr *a = prev->attrs ? &prev->attrs[i] : NULL;
+		set[i] = (struct mtd_disc_endpoint){.key = ep->key,
+		                                    .address = ep->addr.text,
+		                                    .sa = ep->addr.sa,
+		                                    .salen = ep->addr.salen,
+		                                    .weight = prev->lb_eps[i].weight,
+		                                    .zone = a ? a->zone : NULL,
+		                                    .metadata = a ? a->meta : NULL,
+		                                    .n_metadata = a ? a->n_meta : 0,
+		                                    .start_ms = prev->lb_eps[i].start_ms};
+	}
+	return set;
+}
+
+static struct mtd_rt_service *find_service(const struct mtd_runtime *rt, const char *name)
+{
+	for (size_t i = 0; i < rt->cfg->n_services; i++)
+		if (strcmp(rt->cfg->services[i].name, name) == 0)
+			return rt->services[i];
+	return NULL;
+}
+
+struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, char *err, size_t errlen)
+{
+	struct mtd_rt_service **svcs = NULL;
+	struct mtd_cfg_box *box = box_new(cfg, &svcs, err, errlen);
+	struct mtd_runtime *rt = NULL;
+	size_t built = 0;
+
+	if (!box)
+		return NULL;
+	for (; built < cfg->n_services; built++) {
+		const struct mtd_cfg_service *sc = &cfg->services[built];
+		struct mtd_rt_service *prev = find_service(ctl->rt, sc->name);
+		struct mtd_disc_endpoint *set;
+		const char **hosts = NULL;
+		char(*texts)[64] = NULL;
+		size_t n;
+		const char *waiting = NULL;
+		char wbuf[300];
+		bool same;
+		if (sc->source == MTD_CFG_SOURCE_STATIC) {
+			set = static_set(sc, &hosts, &texts);
+			n = sc->n_endpoints;
+		} else if (prev && same_source(prev->cfg, sc)) {
+			set = current_set(prev);
+			n = prev->n_eps;
+			waiting = prev->unavailable;
+		} else {
+			set = calloc(1, sizeof(*set));
+			n = 0;
+			waiting = mtd_runtime_waiting(sc, wbuf, sizeof(wbuf));
+		}
+		if (!set) {
+			snprintf(err, errlen, "service %s: out of memory", sc->name);
+			goto out;
+		}
+		struct build b = {.box = box,
+		                  .cfg = sc,
+		                  .prev = prev,
+		                  .eps = set,
+		                  .n = n,
+		                  .hosts = hosts,
+		                  .built = svcs,
+		                  .n_built = built,
+		                  .n_workers = ctl->n_workers,
+		                  .force = true,
+		                  .set_unavailable = true,
+		                  .unavailable = waiting};
+		svcs[built] = service_build(&b, &same, err, errlen);
+		free(set);
+		free(hosts);
+		free(texts);
+		if (!svcs[built])
+			goto out;
+	}
+	rt = runtime_assemble(ctl, box, svcs);
+	if (!rt)
+		snprintf(err, errlen, "out of memory");
+out:
+	runtime_build_done(box, svcs, built);
+	return rt;
+}

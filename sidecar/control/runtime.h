@@ -1,0 +1,65 @@
+/* Building runtime snapshots and dropping references on them (runtime.c).
+ * Types: runtime-t.h. */
+#ifndef MTD_RUNTIME_H
+#define MTD_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "sidecar/control/runtime-t.h"
+
+struct mtd_cfg;
+struct mtd_cfg_service;
+struct mtd_control;
+struct mtd_disc_endpoint;
+
+/* Build the first runtime for cfg (takes ownership of cfg, also on
+ * failure), for a process of n_workers workers. Errors (e.g. an unreadable
+ * certificate) are written to err. */
+struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg, unsigned n_workers, char *err,
+                                    size_t errlen);
+/* Drop one reference on a runtime / service snapshot / endpoint: any
+ * thread. The last one queues the object for the control thread. */
+void mtd_runtime_unref(struct mtd_runtime *rt);
+void mtd_rt_service_unref(struct mtd_rt_service *s);
+void mtd_endpoint_unref(struct mtd_endpoint *ep);
+/* Called by mtd_runtime_tick with endpoints eps[0..n) of service si whose
+ * service-level ejection just ended (the caller restarts their warmup). */
+typedef void mtd_runtime_back_fn(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n);
+/* Background strategy work (Ribbon-style weight refresh) and outlier
+ * ticks of every service of rt; control thread. */
+void mtd_runtime_tick(struct mtd_runtime *rt, mtd_runtime_back_fn *back);
+/* A new runtime: the control loop's current one (ctl->rt) with service
+ * si's endpoint set replaced by eps[0..n) (borrowed: copied). NULL with
+ * *same when the set equals the current one (nothing to do); NULL with the
+ * reason in err otherwise ("out of memory" in it when that was it). Not
+ * published: the caller does (publish.c). Control thread. */
+struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t si, const struct mtd_disc_endpoint *eps,
+                                               size_t n, bool *same, char *err, size_t errlen);
+/* A new runtime with service si rebuilt over its current set: with the
+ * UNAVAILABLE message reason (set_unavailable), or to take what changed on
+ * its identities (returned_ms: warmup restarts). NULL + err when out of
+ * memory. Not published. Control thread. */
+struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason,
+                                        char *err, size_t errlen);
+/* The service, or one of its methods, has a warmup window. */
+bool mtd_runtime_warms_up(const struct mtd_cfg_service *c);
+/* The control loop whose mailboxes take the objects whose last reference
+ * went (mtd_control_init binds it, fini unbinds). */
+void mtd_runtime_bind(struct mtd_control *ctl);
+/* Free everything queued for reclaim (control thread, or at exit). */
+void mtd_runtime_reclaim(struct mtd_control *ctl);
+/* A runtime for a reloaded config (ownership of cfg taken, also on
+ * failure): every service whose name was there before keeps the
+ * identities (stats, warmup start, connections) of the endpoints that stay;
+ * a DNS or etcd service whose source settings did not change keeps its
+ * current endpoint set until its source reports. NULL + err on failure
+ * (the running one stays). Control thread. */
+struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, char *err, size_t errlen);
+/* Host is an IPv4/IPv6 literal. */
+bool mtd_rt_host_is_literal(const char *host);
+/* "ip:port" / "[v6]:port" of sa into buf (64 bytes are enough). */
+const char *mtd_rt_numeric(const struct sockaddr_storage *sa, char *buf, size_t size);
+
+#endif

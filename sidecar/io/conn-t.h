@@ -1,0 +1,139 @@
+/* A connection of either side (conn.c's I/O core; downstream.c and
+ * upstream.c the two roles). */
+#ifndef MTD_CONN_T_H
+#define MTD_CONN_T_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/event_struct.h>
+#include <nghttp2/nghttp2.h>
+
+struct mtd_worker;
+struct mtd_call;
+struct mtd_attempt;
+struct mtd_pool;
+struct mtd_hc_probe;
+struct mtd_xprt_ops;
+struct ssl_st;
+
+enum mtd_conn_kind { MTD_CONN_DOWN, MTD_CONN_UP };
+
+/* Upstream connection states:
+ *
+ *   CONNECTING --tcp up--> HANDSHAKE --TLS done--> READY --GOAWAY--> DRAINING
+ *       |     (h2c skips HANDSHAKE)                  |                   |
+ *       +------------- error / timeout --------------+-----> CLOSED <----+
+ *
+ * READY: new streams may start once the peer's SETTINGS arrived
+ *        (settings_seen; connect_timeout bounds the wait) and while
+ *        streams < max_streams. Closing before SETTINGS counts as a
+ *        failed connect: the pool's waiting calls move on.
+ * DRAINING: no new streams; closes when its last stream ends.
+ * CLOSED: no fd, no events; freed by the worker at the end of the turn.
+ */
+enum mtd_conn_state {
+	MTD_CONN_CONNECTING,
+	MTD_CONN_HANDSHAKE,
+	MTD_CONN_READY,
+	MTD_CONN_DRAINING,
+	MTD_CONN_CLOSED,
+};
+
+/* RST_STREAM(STREAM_CLOSED) answers to late DATA one read may queue, and
+ * the client resets the byte scan remembers (downstream.c). */
+#define MTD_LATE_DATA_DUE 8
+#define MTD_SCAN_RST 8
+
+/* Closed downstream streams remembered per connection (RFC 9113 §5.1). */
+#define MTD_CLOSED_RING 16
+
+
+struct mtd_conn {
+	enum mtd_conn_kind kind;
+	enum mtd_conn_state state;
+	struct mtd_worker *w;
+	int fd;
+	const struct mtd_xprt_ops *xprt; /* NULL = plain TCP (transport.h) */
+	struct ssl_st *ssl;              /* TLS only */
+	bool tls_up;                     /* TLS handshake completed */
+	bool tls_drained;                /* the last SSL_read found the socket empty */
+	nghttp2_session *ng;
+	struct event rev, wev;   /* fd readable / writable */
+	struct event timer;      /* connect timeout (upstream) */
+	bool want_write_on_read; /* TLS asked for writability to read */
+	bool want_read_on_write; /* TLS asked for readability to write */
+	bool read_paused;        /* output backed up, or doomed: stop reading */
+	int64_t doomed_ns;       /* session wants no more input: closes 5 s on */
+	int64_t stalled_ns;      /* output waiting and the peer read none since */
+	int32_t max_sid;         /* highest stream with a call (downstream) */
+	uint32_t glitches;       /* empty/invalid frames (downstream) */
+	/* Downstream deadlines (worker housekeeping): the client preface and
+	 * first SETTINGS within preface_timeout of accepted_ns; a header block
+	 * begun at hdr_start_ns (0 = none) complete within header_timeout. */
+	int64_t accepted_ns;
+	int64_t hdr_start_ns;
+	int32_t hdr_sid; /* stream of the last header block begun */
+	bool preface_done;
+	/* The stream whose header fields on_header receives and its user data
+	 * (call downstream, attempt upstream): looked up once per block, not
+	 * once per field, as a block's fields never interleave with another
+	 * frame (RFC 9113 §4.3). Cleared when that stream closes, so it is
+	 * never a pointer the stream no longer holds (conn.c
+	 * mtd_conn_field_ud). */
+	int32_t field_sid;
+	void *field_ud;
+	/* RFC 9113 §5.1 on streams nghttp2 forgot (downstream.c): the highest
+	 * stream id the client opened, the stream of the RST_STREAM being
+	 * processed, and the last closes with how each happened. */
+	int32_t max_peer_sid;
+	int32_t rst_recv_sid;
+	/* The last streams the scan saw a RST_STREAM for (ring): a read can
+	 * carry a burst of resets and then each stream's late DATA. */
+	int32_t scan_rst_sids[MTD_SCAN_RST];
+	uint8_t scan_rst_next;
+	int32_t late_data_sid; /* the last one answered RST_STREAM(STREAM_CLOSED) for DATA after it */
+	/* Those answers, submitted once nghttp2 has read the bytes: at most
+	 * MTD_LATE_DATA_DUE per read (the DATA is dropped either way). */
+	int32_t late_data_due[MTD_LATE_DATA_DUE];
+	uint8_t n_late_data_due;
+	uint8_t closed_next;
+	struct {
+		int32_t sid;
+		uint8_t how;
+	} closed_ring[MTD_CLOSED_RING];
+	/* RFC 9113 §5.3.1/§6.3 (downstream.c, mtd_down_prescan): where the
+	 * byte stream is in the client's frames. */
+	uint32_t scan_skip;  /* bytes to pass before the next frame header */
+	uint8_t scan_hdr[9]; /* the frame header being gathered */
+	uint8_t scan_have;   /* of scan_hdr, or of scan_dep below */
+	bool scan_in_prio;   /* gathering a PRIORITY frame's dependency */
+	uint8_t scan_dep[4];
+	/* Downstream: response bytes buffered for this client's calls, not
+	 * read by it yet (sum of their resp queues; max_buffered_response). */
+	size_t resp_held;
+	bool in_dirty;
+	TAILQ_ENTRY(mtd_conn) dirty_link;
+	LIST_ENTRY(mtd_conn) link; /* worker's downstream list or pool's list */
+	/* Pending output: out[out_off, out_len). */
+	uint8_t *out;
+	size_t out_off, out_len, out_cap;
+	LIST_HEAD(, mtd_call) calls;       /* downstream: calls with a stream here */
+	LIST_HEAD(, mtd_attempt) attempts; /* upstream: attempts with a stream here */
+	uint32_t n_streams;               /* streams open (length of that list) */
+	int64_t last_active_ns;           /* last stream end or start, for idle */
+	/* upstream only */
+	struct mtd_pool *pool;
+	uint32_t max_streams; /* min(peer SETTINGS, config cap) */
+	bool settings_seen;   /* the peer's first SETTINGS arrived */
+	/* An active health check's stream on it (health.c), counted in
+	 * n_streams; probe_sid 0 = none. */
+	struct mtd_hc_probe *probe;
+	int32_t probe_sid;
+	int64_t ping_sent_ns; /* 0 = no keepalive PING outstanding */
+	int64_t last_read_ns;
+	char peer[64]; /* "127.0.0.1:50051" for messages */
+};
+
+#endif

@@ -1,0 +1,393 @@
+/* Socket I/O shared by downstream and upstream connections: read into the
+ * HTTP/2 session, gather the session's output and write it once per turn.
+ *
+ * Output is gathered from nghttp2_session_mem_send() into c->out and written
+ * with one write per flush, so a turn that touched many streams costs one
+ * syscall per connection; a big read is fed to nghttp2 in slices, and what
+ * each slice queued on other connections is serialized in between (memory,
+ * not syscalls: gather_others). While the socket is backed up we stop pulling
+ * frames out of the session and stop reading from the peer (HARDENING.md:
+ * CVE-2019-9517, ping/settings/reset floods), which pushes back on it. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/clock.h"
+#include "sidecar/io/conn.h"
+#include "sidecar/io/downstream.h"
+#include "sidecar/io/transport.h"
+#include "sidecar/io/upstream.h"
+#include "sidecar/worker.h"
+
+/* Stop gathering frames past this much unsent output, and stop reading
+ * from the peer while that much waits for the socket. */
+#define OUT_HIGH_WATER (64 * 1024)
+/* A doomed connection (its session wants no more input: GOAWAY queued
+ * after a fatal error, or sent with no stream left) ends this long after
+ * the decision whether or not its output drained. */
+#define DOOM_NS (5 * (int64_t)1000000000)
+/* Frames nghttp2 may hold queued for a peer before we stop reading it. */
+#define OUTBOUND_QUEUE_MAX 4096
+/* Reads per readable event, so one busy peer cannot starve the others. */
+#define READ_ROUNDS 8
+/* A read is fed to the session this much at a time, the frames it queued
+ * elsewhere serialized in between (gather_others). */
+#define RECV_SLICE 4096
+
+static void conn_io_cb(evutil_socket_t fd, short what, void *arg);
+
+void mtd_conn_want_flush(struct mtd_conn *c)
+{
+	if (c->in_dirty || c->state == MTD_CONN_CLOSED)
+		return;
+	c->in_dirty = true;
+	TAILQ_INSERT_TAIL(&c->w->dirty, c, dirty_link);
+	mtd_worker_schedule_flush(c->w);
+}
+
+void *mtd_conn_field_ud(struct mtd_conn *c, int32_t sid)
+{
+	if (sid != c->field_sid || !c->field_ud) {
+		c->field_sid = sid;
+		c->field_ud = nghttp2_session_get_stream_user_data(c->ng, sid);
+	}
+	return c->field_ud;
+}
+
+int mtd_conn_start_io(struct mtd_conn *c)
+{
+	event_assign(&c->rev, c->w->base, c->fd, EV_READ | EV_PERSIST, conn_io_cb, c);
+	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, conn_io_cb, c);
+	if (event_add(&c->rev, NULL) != 0)
+		return -EIO;
+	/* The TLS handshake may have read ahead the peer's first frames. */
+	if (mtd_xprt_pending(c))
+		event_active(&c->rev, EV_READ, 0);
+	return 0;
+}
+
+static void set_read_paused(struct mtd_conn *c, bool paused)
+{
+	c->read_paused = paused;
+	/* Reading stays on while the transport must read before it can write
+	 * (transport.h): the output cannot drain otherwise. */
+	bool on = !paused || c->want_read_on_write;
+	if (on == (event_pending(&c->rev, EV_READ, NULL) != 0))
+		return;
+	if (on) {
+		event_add(&c->rev, NULL);
+		/* What the transport read ahead wakes nobody (transport.h). */
+		if (mtd_xprt_pending(c))
+			event_active(&c->rev, EV_READ, 0);
+	} else {
+		event_del(&c->rev);
+	}
+}
+
+static void doom_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_conn *c = arg;
+	MTD_DEBUG("%s %s: closing: its output did not drain within %lld s of the GOAWAY",
+	          c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer, (long long)(DOOM_NS / 1000000000));
+	mtd_conn_close(c);
+}
+
+void mtd_conn_doom(struct mtd_conn *c)
+{
+	if (c->doomed_ns || c->state == MTD_CONN_CLOSED)
+		return;
+	c->doomed_ns = mtd_now_ns();
+	/* Nothing the peer sends matters any more: do not read it (issue 6:
+	 * a doomed peer was read and discarded without end). */
+	set_read_paused(c, true);
+	/* The timer's other use (the upstream connect timeout) is over. */
+	event_del(&c->timer);
+	evtimer_assign(&c->timer, c->w->base, doom_cb, c);
+	struct timeval tv = {(time_t)(DOOM_NS / 1000000000), 0};
+	evtimer_add(&c->timer, &tv);
+	mtd_conn_want_flush(c);
+}
+
+static int out_reserve(struct mtd_conn *c, size_t n)
+{
+	if (c->out_off > 0 && c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (c->out_cap - c->out_len >= n)
+		return 0;
+	if (c->out_off > 0) {
+		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+		if (c->out_cap - c->out_len >= n)
+			return 0;
+	}
+	size_t cap = c->out_cap ? c->out_cap : 16384;
+	while (cap - c->out_len < n)
+		cap *= 2;
+	uint8_t *p = realloc(c->out, cap);
+	if (!p)
+		return -ENOMEM;
+	c->out = p;
+	c->out_cap = cap;
+	return 0;
+}
+
+/* Write what is buffered. 0 when all written, MTD_IO_WANT_WRITE or
+ * MTD_IO_WANT_READ (transport.h), or -errno. */
+static int write_out(struct mtd_conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = mtd_xprt_write(c, c->out + c->out_off, c->out_len - c->out_off);
+		if (n > 0) {
+			c->out_off += (size_t)n;
+			c->stalled_ns = 0; /* the peer reads */
+			continue;
+		}
+		if (n == MTD_IO_WANT_WRITE || n == MTD_IO_WANT_READ) {
+			if (!c->stalled_ns)
+				c->stalled_ns = mtd_now_ns();
+			return (int)n;
+		}
+		return n < 0 ? (int)n : -EPIPE;
+	}
+	c->out_off = c->out_len = 0;
+	return 0;
+}
+
+bool mtd_conn_write_stalled(const struct mtd_conn *c, int64_t now_ns, int64_t timeout_ms)
+{
+	return c->stalled_ns && now_ns - c->stalled_ns > timeout_ms * 1000000;
+}
+
+/* Serialize the session's queued frames into c->out, up to the high-water
+ * mark, without writing. 0, or -errno with the connection closed. */
+static int gather(struct mtd_conn *c)
+{
+	while (c->ng && c->out_len - c->out_off < OUT_HIGH_WATER) {
+		const uint8_t *data;
+		ssize_t n = nghttp2_session_mem_send(c->ng, &data);
+		if (n < 0) {
+			MTD_WARN("%s %s: HTTP/2 send failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream",
+			         c->peer, nghttp2_strerror((int)n));
+			mtd_conn_close(c);
+			return -EPROTO;
+		}
+		if (n == 0)
+			break;
+		if (out_reserve(c, (size_t)n) < 0) {
+			mtd_conn_close(c);
+			return -ENOMEM;
+		}
+		memcpy(c->out + c->out_len, data, (size_t)n);
+		c->out_len += (size_t)n;
+	}
+	return 0;
+}
+
+/* Between two slices of a read from `reader`: serialize what the slice
+ * queued on the other dirty connections, still without writing (the turn's
+ * flush does that, once per connection). A submitted frame waiting in
+ * nghttp2 costs far more than its bytes: a request's HEADERS hold an
+ * outbound item and a copy of the nv array (about 800 bytes with the
+ * slab's rounding) until serialized, against some 40 bytes encoded; a
+ * read of 512 requests held them all at once. Measured with
+ * bench/proxy/smaps.sh at 512 calls in flight: worker arena 2048 -> 1856
+ * KiB; instructions per call unchanged. A connection closed on the way
+ * (a send error) has left the list: stop there, the flush does the rest. */
+static void gather_others(struct mtd_worker *w, const struct mtd_conn *reader)
+{
+	struct mtd_conn *o;
+	TAILQ_FOREACH(o, &w->dirty, dirty_link) {
+		/* This runs once per slice over every dirty connection: one with
+		 * nothing to send is skipped without a mem_send. */
+		if (o == reader || (o->state != MTD_CONN_READY && o->state != MTD_CONN_DRAINING) || !o->ng ||
+		    !nghttp2_session_want_write(o->ng))
+			continue;
+		if (gather(o) < 0 || o->state == MTD_CONN_CLOSED)
+			break;
+	}
+}
+
+int mtd_conn_flush(struct mtd_conn *c)
+{
+	if (c->state == MTD_CONN_CLOSED)
+		return -EPIPE;
+	if (c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE)
+		return 0; /* nothing may go out before the transport is up */
+	for (;;) {
+		int rc = gather(c);
+		if (rc < 0)
+			return rc;
+		if (c->out_len == c->out_off)
+			break;
+		rc = write_out(c);
+		if (rc == MTD_IO_WANT_WRITE || rc == MTD_IO_WANT_READ) {
+			/* Wait for what the transport asked: a TLS write that must
+			 * read first would spin on writability. */
+			c->want_read_on_write = rc == MTD_IO_WANT_READ;
+			if (!c->want_read_on_write)
+				event_add(&c->wev, NULL);
+			/* HARDENING.md (CVE-2019-9517): a peer that does not read
+			 * what we owe it is not read either. Gathering stops at
+			 * the mark, so the pause must trigger at it, not past it. */
+			set_read_paused(c, c->doomed_ns || c->out_len - c->out_off >= OUT_HIGH_WATER);
+			if (c->ng && !c->doomed_ns && !nghttp2_session_want_read(c->ng))
+				mtd_conn_doom(c);
+			return 0;
+		}
+		if (rc < 0) {
+			MTD_DEBUG("%s %s: write failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
+			          strerror(-rc));
+			mtd_conn_close(c);
+			return rc;
+		}
+	}
+	c->want_read_on_write = false;
+	c->stalled_ns = 0;
+	set_read_paused(c, c->doomed_ns != 0);
+	/* Release a big output buffer once idle: an idle connection stays small. */
+	if (c->out_cap > 65536) {
+		free(c->out);
+		c->out = NULL;
+		c->out_cap = c->out_len = c->out_off = 0;
+	}
+	/* A session with nothing left to do on either side is finished. */
+	if (c->ng && !nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng)) {
+		MTD_DEBUG("%s %s: HTTP/2 session finished", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer);
+		mtd_conn_close(c);
+		return -EPIPE;
+	}
+	return 0;
+}
+
+bool mtd_conn_on_readable(struct mtd_conn *c)
+{
+	struct mtd_worker *w = c->w;
+	int round;
+	for (round = 0; round < READ_ROUNDS; round++) {
+		ssize_t n = mtd_xprt_read(c, w->rbuf, w->rbuf_len);
+		if (n == MTD_IO_WANT_READ)
+			break;
+		if (n == MTD_IO_WANT_WRITE) {
+			c->want_write_on_read = true;
+			event_add(&c->wev, NULL);
+			break;
+		}
+		if (n <= 0) {
+			MTD_DEBUG("%s %s: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
+			          n == 0 ? "closed by peer" : strerror((int)-n));
+			mtd_conn_close(c);
+			return false;
+		}
+		c->last_read_ns = mtd_now_ns();
+		if (c->kind == MTD_CONN_DOWN && mtd_down_prescan(c, w->rbuf, (size_t)n) < 0)
+			break; /* doomed: its GOAWAY goes out with the flush */
+		ssize_t rv = 0;
+		for (size_t off = 0; rv >= 0 && off < (size_t)n;) {
+			size_t len = (size_t)n - off < RECV_SLICE ? (size_t)n - off : RECV_SLICE;
+			rv = nghttp2_session_mem_recv(c->ng, w->rbuf + off, len);
+			off += len;
+			if (rv < 0 || off == (size_t)n)
+				break;
+			gather_others(w, c);
+			if (c->state == MTD_CONN_CLOSED || !nghttp2_session_want_read(c->ng))
+				break;
+		}
+		if (rv >= 0 && c->kind == MTD_CONN_DOWN && c->n_late_data_due)
+			mtd_down_after_recv(c);
+		/* A session that wants no more input (a connection error queued
+		 * its GOAWAY) is doomed: read no further. */
+		if (rv >= 0 && c->state != MTD_CONN_CLOSED && !nghttp2_session_want_read(c->ng)) {
+			mtd_conn_doom(c);
+			break;
+		}
+		/* HARDENING.md: a peer that makes us queue frames (RST_STREAMs,
+		 * ACKs) while not reading its socket is read no further until
+		 * the queue has gone out (CVE-2019-9514 reset flood). */
+		if (rv >= 0 && nghttp2_session_get_outbound_queue_size(c->ng) > OUTBOUND_QUEUE_MAX) {
+			set_read_paused(c, true);
+			break;
+		}
+		if (rv < 0 && c->doomed_ns)
+			break; /* a callback found a connection error: GOAWAY queued */
+		if (rv < 0) {
+			/* Fatal for the connection (HARDENING.md): flood, too many
+			 * CONTINUATIONs, bad preface... Send what GOAWAY nghttp2 queued. */
+			MTD_WARN("%s %s: HTTP/2 error: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
+			         nghttp2_strerror((int)rv));
+			if (rv != NGHTTP2_ERR_NOMEM && rv != NGHTTP2_ERR_CALLBACK_FAILURE)
+				nghttp2_session_terminate_session(c->ng, NGHTTP2_PROTOCOL_ERROR);
+			mtd_conn_flush(c);
+			mtd_conn_close(c);
+			return false;
+		}
+		if (c->state == MTD_CONN_CLOSED)
+			return false;
+		/* A short read drained a plain socket. A short TLS read may have
+		 * stopped on what the next read reports (transport.c): go on
+		 * until it wants more from the socket. */
+		if (!c->ssl && (size_t)n < w->rbuf_len)
+			break;
+	}
+	/* Out of rounds with bytes the transport read ahead: come back next
+	 * turn, as the socket's readiness would not say so. */
+	if (round == READ_ROUNDS && !c->read_paused && mtd_xprt_pending(c))
+		event_active(&c->rev, EV_READ, 0);
+	mtd_conn_want_flush(c);
+	return true;
+}
+
+static void conn_io_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_conn *c = arg;
+
+	if (c->state == MTD_CONN_CLOSED)
+		return;
+	if (what & EV_WRITE) {
+		if (c->want_write_on_read) {
+			c->want_write_on_read = false;
+			if (!mtd_conn_on_readable(c))
+				return;
+		}
+		mtd_conn_want_flush(c);
+	}
+	if (what & EV_READ)
+		mtd_conn_on_readable(c);
+}
+
+void mtd_conn_close(struct mtd_conn *c)
+{
+	if (c->state == MTD_CONN_CLOSED)
+		return;
+	c->state = MTD_CONN_CLOSED;
+	if (c->fd >= 0) {
+		event_del(&c->rev);
+		event_del(&c->wev);
+		event_del(&c->timer);
+		mtd_xprt_close(c);
+		close(c->fd);
+		c->fd = -1;
+	}
+	if (c->in_dirty) {
+		TAILQ_REMOVE(&c->w->dirty, c, dirty_link);
+		c->in_dirty = false;
+	}
+	/* Detach the calls: their other halves learn it from here. */
+	if (c->kind == MTD_CONN_DOWN)
+		mtd_down_on_close(c);
+	else
+		mtd_up_on_close(c);
+	mtd_worker_bury(c->w, c);
+}
+
+void mtd_conn_free(struct mtd_conn *c)
+{
+	if (c->ng)
+		nghttp2_session_del(c->ng);
+	free(c->out);
+	free(c);
+}

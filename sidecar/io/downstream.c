@@ -1,0 +1,575 @@
+/* Downstream: the local app's cleartext HTTP/2 connections (h2c with prior
+ * knowledge). One nghttp2 server session per connection, configured per
+ * HARDENING.md. The callbacks only route bytes to calls (call.c). */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/log.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "sidecar/call/call.h"
+#include "sidecar/call/headers.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/conn.h"
+#include "sidecar/io/downstream.h"
+#include "sidecar/worker.h"
+
+static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
+{
+	return nghttp2_session_get_stream_user_data(ng, sid);
+}
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+	struct mtd_conn *c = ud;
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	struct mtd_call *call = mtd_slab_calloc(&c->w->slab, 1, sizeof(*call));
+	if (!call)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+	call->w = c->w;
+	call->down = c;
+	call->down_sid = frame->hd.stream_id;
+	if (frame->hd.stream_id > c->max_sid)
+		c->max_sid = frame->hd.stream_id;
+	LIST_INIT(&call->attempts);
+	call->start_ns = mtd_now_ns();
+	LIST_INSERT_HEAD(&c->calls, call, down_link);
+	c->n_streams++;
+	c->last_active_ns = call->start_ns;
+	c->w->n_calls++;
+	nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, call);
+	return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+{
+	struct mtd_conn *c = ud;
+	struct mtd_call *call = mtd_conn_field_ud(c, frame->hd.stream_id);
+	if (!call || frame->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0; /* request trailers: gRPC has none; not forwarded */
+	/* HARDENING.md: nghttp2 1.52 does not enforce our advertised
+	 * SETTINGS_MAX_HEADER_LIST_SIZE; RFC 9113 §6.5.2 counts name + value + 32. */
+	if (mtd_headers_size(&call->req_hdrs) + namelen + valuelen + 32 >
+	    c->w->rt->cfg->downstream.max_header_list_size) {
+		MTD_DEBUG("client %s: stream %d: header list too large", c->peer, frame->hd.stream_id);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	if (mtd_headers_add(&call->req_hdrs, &c->w->slab, name, namelen, value, valuelen,
+	                    flags & NGHTTP2_NV_FLAG_NO_INDEX) < 0)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	return 0;
+}
+
+/* HARDENING.md: nghttp2 1.52 has no glitch limiter. Frames that cost us
+ * work but carry nothing (empty DATA without END_STREAM, CVE-2019-9518;
+ * PRIORITY churn, CVE-2019-9513; invalid frames) are counted per
+ * connection, with one credit back per real request; past the budget the
+ * connection ends with ENHANCE_YOUR_CALM. */
+#define GLITCH_BUDGET 1000
+
+static int glitch(nghttp2_session *ng, struct mtd_conn *c)
+{
+	if (++c->glitches <= GLITCH_BUDGET)
+		return 0;
+	MTD_WARN("client %s: too many empty or invalid frames, closing", c->peer);
+	nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+	mtd_conn_doom(c);
+	return 0;
+}
+
+static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, int lib_error_code, void *ud)
+{
+	struct mtd_conn *c = ud;
+	if (frame->hd.stream_id == c->hdr_sid)
+		c->hdr_start_ns = 0;
+	return glitch(ng, ud);
+}
+
+/* ---- RFC 9113 §5.1 on streams nghttp2 no longer has ---------------------
+ *
+ * The sessions run without closed-stream state (no_closed_streams; no RFC
+ * 7540 priority tree to keep them in), so nghttp2 ignores frames on a
+ * stream it has forgotten. The last MTD_CLOSED_RING closes of a connection
+ * are remembered here with how they closed, which is what decides what a
+ * late frame means:
+ *
+ *   PEER_RST  the client reset it: §5.1 makes anything but PRIORITY a
+ *             stream error STREAM_CLOSED. DATA gets that stream error
+ *             (RST_STREAM(STREAM_CLOSED), the DATA dropped, the connection
+ *             kept): grpc-java on Netty sends the DATA it had queued after
+ *             its RST_STREAM(CANCEL), and a connection error would lose its
+ *             other calls. A second RST_STREAM is ignored (§5.4.2 forbids
+ *             answering one with one; Netty sends RST_STREAM(STREAM_CLOSED)
+ *             when response HEADERS cross its CANCEL). HEADERS and
+ *             WINDOW_UPDATE stay connection errors.
+ *   END       both sides ended it: DATA / HEADERS / CONTINUATION are
+ *             STREAM_CLOSED; WINDOW_UPDATE and RST_STREAM may still be in
+ *             flight (§5.1 "closed", §6.9) and are ignored
+ *   OUR_RST   maitred reset it while the client could still send: every
+ *             frame may be in flight and is ignored (§5.1 "closed")
+ *
+ * A HEADERS on a lower stream id than one already opened that is in none
+ * of these is a connection PROTOCOL_ERROR (§5.1.1). Other frames on a
+ * forgotten stream are ignored, as nghttp2 does. Errors other than DATA
+ * after PEER_RST are connection errors (§5.4.1 allows it). HEADERS, WINDOW_UPDATE and
+ * RST_STREAM are judged in on_begin_frame; DATA, which nghttp2 drops on a
+ * forgotten stream before any callback, in mtd_down_prescan. A lone
+ * CONTINUATION is nghttp2's PROTOCOL_ERROR (§6.10). */
+enum { CLOSED_PEER_RST = 1, CLOSED_END, CLOSED_OUR_RST };
+
+static void remember_closed(struct mtd_conn *c, int32_t sid, uint8_t how)
+{
+	c->closed_ring[c->closed_next].sid = sid;
+	c->closed_ring[c->closed_next].how = how;
+	c->closed_next = (uint8_t)((c->closed_next + 1) % MTD_CLOSED_RING);
+}
+
+static uint8_t closed_how(const struct mtd_conn *c, int32_t sid)
+{
+	for (unsigned i = 0; i < MTD_CLOSED_RING; i++)
+		if (c->closed_ring[i].sid == sid)
+			return c->closed_ring[i].how;
+	return 0;
+}
+
+static bool scanned_rst(const struct mtd_conn *c, int32_t sid)
+{
+	for (unsigned i = 0; i < MTD_SCAN_RST; i++)
+		if (c->scan_rst_sids[i] == sid)
+			return true;
+	return false;
+}
+
+/* DATA on a stream the client reset, before nghttp2 drops it (which
+ * counts it as consumed for the connection window): the §5.1 stream error,
+ * once for a run of such DATA frames, sent by mtd_down_after_recv. */
+static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
+{
+	if (sid == c->late_data_sid)
+		return;
+	c->late_data_sid = sid;
+	for (unsigned i = 0; i < c->n_late_data_due; i++)
+		if (c->late_data_due[i] == sid)
+			return; /* interleaved with another stream's: answered once */
+	if (c->n_late_data_due < MTD_LATE_DATA_DUE)
+		c->late_data_due[c->n_late_data_due++] = sid;
+}
+
+void mtd_down_after_recv(struct mtd_conn *c)
+{
+	for (unsigned i = 0; i < c->n_late_data_due; i++) {
+		int32_t sid = c->late_data_due[i];
+		MTD_DEBUG("client %s: stream %d: DATA after the client's RST_STREAM (RFC 9113 §5.1): "
+		          "RST_STREAM(STREAM_CLOSED)",
+		          c->peer, sid);
+		nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_STREAM_CLOSED);
+	}
+	c->n_late_data_due = 0;
+}
+
+/* A connection error found before nghttp2 saw the frame: GOAWAY with code,
+ * and the read loop closes the connection. */
+static int conn_error(nghttp2_session *ng, struct mtd_conn *c, uint32_t code, const char *why, int32_t sid)
+{
+	MTD_INFO("client %s: stream %d: %s, closing (%s)", c->peer, sid, why, nghttp2_http2_strerror(code));
+	nghttp2_session_terminate_session(ng, code);
+	mtd_conn_doom(c);
+	return NGHTTP2_ERR_CALLBACK_FAILURE;
+}
+
+static int check_stream_state(nghttp2_session *ng, struct mtd_conn *c, const nghttp2_frame_hd *hd)
+{
+	int32_t sid = hd->stream_id;
+	if (hd->type == NGHTTP2_HEADERS && sid > c->max_peer_sid) {
+		c->max_peer_sid = sid; /* a new stream: nghttp2 checks the rest */
+		return 0;
+	}
+	if (sid == 0 || !(sid & 1) || sid > c->max_peer_sid || nghttp2_session_find_stream(ng, sid))
+		return 0;
+	uint8_t how = closed_how(c, sid);
+	switch (hd->type) {
+	case NGHTTP2_HEADERS:
+		if (how == CLOSED_PEER_RST || how == CLOSED_END)
+			return conn_error(ng, c, NGHTTP2_STREAM_CLOSED, "HEADERS on a closed stream (RFC 9113 §5.1)",
+			                  sid);
+		if (!how)
+			return conn_error(ng, c, NGHTTP2_PROTOCOL_ERROR,
+			                  "HEADERS on a stream id lower than one already used (RFC 9113 §5.1.1)", sid);
+		return 0;
+	case NGHTTP2_WINDOW_UPDATE:
+		if (how == CLOSED_PEER_RST)
+			return conn_error(ng, c, NGHTTP2_STREAM_CLOSED,
+			                  "frame on a stream the client reset (RFC 9113 §5.1)", sid);
+		return 0;
+	case NGHTTP2_RST_STREAM: /* ignored however it closed (see PEER_RST above) */
+		return 0;
+	default: /* DATA never gets here: nghttp2 drops it unseen (mtd_down_prescan) */
+		return 0;
+	}
+}
+
+/* Every frame header, before nghttp2 looks at the frame. */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
+{
+	struct mtd_conn *c = ud;
+	int rv = check_stream_state(ng, c, hd);
+	if (rv != 0)
+		return rv;
+	/* Slowloris: a header block (HEADERS, then CONTINUATIONs until
+	 * END_HEADERS) must complete within downstream.header_timeout (worker
+	 * housekeeping). Any other frame means no block is open (RFC 9113
+	 * §6.10: a block is contiguous). */
+	if (hd->type == NGHTTP2_HEADERS) {
+		if (!c->hdr_start_ns)
+			c->hdr_start_ns = c->last_read_ns;
+		c->hdr_sid = hd->stream_id;
+	} else if (hd->type != NGHTTP2_CONTINUATION) {
+		c->hdr_start_ns = 0;
+	}
+	return 0;
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+	struct mtd_conn *c = ud;
+	struct mtd_call *call;
+	/* PRIORITY frames never get here (nghttp2 skips them without RFC 7540
+	 * priorities): mtd_down_prescan counts them. */
+	if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+		return glitch(ng, c);
+	switch (frame->hd.type) {
+	case NGHTTP2_RST_STREAM:
+		c->rst_recv_sid = frame->hd.stream_id; /* its close follows */
+		break;
+	case NGHTTP2_SETTINGS:
+		/* RFC 9113 §3.4: the preface ends with the client's first
+		 * SETTINGS (nghttp2 checks that it comes first). */
+		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+			c->preface_done = true;
+		break;
+	case NGHTTP2_HEADERS:
+		c->hdr_start_ns = 0;
+		call = stream_call(ng, frame->hd.stream_id);
+		if (!call)
+			return 0;
+		if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+			if (c->glitches > 0)
+				c->glitches--;
+			call->req_eof = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+			mtd_call_start(call);
+		} else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+			mtd_call_on_req_end(call);
+		}
+		break;
+	case NGHTTP2_DATA:
+		call = stream_call(ng, frame->hd.stream_id);
+		if (call && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+			mtd_call_on_req_end(call);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data, size_t len,
+                              void *ud)
+{
+	struct mtd_call *call = stream_call(ng, sid);
+	if (!call || call->state == MTD_CALL_DONE) {
+		/* Nobody will read these bytes: give the window back now. */
+		nghttp2_session_consume(ng, sid, len);
+		return 0;
+	}
+	mtd_call_on_req_data(call, data, len);
+	return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
+{
+	struct mtd_conn *c = ud;
+	struct mtd_call *call = stream_call(ng, sid);
+	mtd_conn_field_forget(c, sid);
+	if (sid == c->hdr_sid)
+		c->hdr_start_ns = 0; /* a block nghttp2 refused ends with its stream */
+	if (sid == c->rst_recv_sid)
+		remember_closed(c, sid, CLOSED_PEER_RST);
+	else if (nghttp2_session_get_stream_remote_close(ng, sid) == 1)
+		remember_closed(c, sid, CLOSED_END);
+	else
+		remember_closed(c, sid, CLOSED_OUR_RST);
+	if (!call)
+		return 0;
+	nghttp2_session_set_stream_user_data(ng, sid, NULL);
+	if (call->req_unconsumed)
+		nghttp2_session_consume_connection(ng, call->req_unconsumed);
+	c->resp_held -= call->resp.len;
+	LIST_REMOVE(call, down_link);
+	c->n_streams--;
+	c->last_active_ns = mtd_now_ns();
+	call->down = NULL;
+	mtd_call_on_down_close(call, error_code);
+	return 0;
+}
+
+static uint32_t be24(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+
+static uint32_t be31(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffffu;
+}
+
+int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
+{
+	const uint8_t *h = c->scan_hdr;
+	while (n > 0) {
+		if (c->scan_skip) {
+			size_t k = n < c->scan_skip ? n : c->scan_skip;
+			p += k;
+			n -= k;
+			c->scan_skip -= (uint32_t)k;
+			continue;
+		}
+		if (c->scan_in_prio) {
+			size_t k = 4u - c->scan_have;
+			if (k > n)
+				k = n;
+			memcpy(c->scan_dep + c->scan_have, p, k);
+			c->scan_have = (uint8_t)(c->scan_have + k);
+			p += k;
+			n -= k;
+			if (c->scan_have < 4)
+				break;
+			c->scan_in_prio = false;
+			c->scan_have = 0;
+			uint32_t sid = be31(h + 5),
+			         pad = h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PADDED) ? 1 : 0;
+			/* RFC 9113 §5.3.1: a stream cannot depend on itself. */
+			if (be31(c->scan_dep) == sid) {
+				conn_error(c->ng, c, NGHTTP2_PROTOCOL_ERROR,
+				           "stream depends on itself (RFC 9113 §5.3.1)", (int32_t)sid);
+				return -EPROTO;
+			}
+			c->scan_skip = be24(h) - pad - 4;
+			continue;
+		}
+		size_t k = 9u - c->scan_have;
+		if (k > n)
+			k = n;
+		memcpy(c->scan_hdr + c->scan_have, p, k);
+		c->scan_have = (uint8_t)(c->scan_have + k);
+		p += k;
+		n -= k;
+		if (c->scan_have < 9)
+			break;
+		c->scan_have = 0;
+		uint32_t len = be24(h), sid = be31(h + 5);
+		c->scan_skip = len;
+		if (h[3] == NGHTTP2_RST_STREAM) {
+			/* closes sid before what follows */
+			c->scan_rst_sids[c->scan_rst_next] = (int32_t)sid;
+			c->scan_rst_next = (uint8_t)((c->scan_rst_next + 1) % MTD_SCAN_RST);
+		} else if (h[3] == NGHTTP2_DATA && (sid & 1) && scanned_rst(c, (int32_t)sid)) {
+			data_after_peer_rst(c, (int32_t)sid);
+		} else if (h[3] == NGHTTP2_DATA && (sid & 1) && (int32_t)sid <= c->max_peer_sid &&
+		           !nghttp2_session_find_stream(c->ng, (int32_t)sid)) {
+			/* nghttp2 drops DATA on a stream it forgot without a
+			 * callback; the stream states it already knows are current
+			 * (closes happen between reads or by a RST seen above). */
+			uint8_t how = closed_how(c, (int32_t)sid);
+			if (how == CLOSED_PEER_RST) {
+				data_after_peer_rst(c, (int32_t)sid);
+			} else if (how == CLOSED_END) {
+				conn_error(c->ng, c, NGHTTP2_STREAM_CLOSED, "DATA on a closed stream (RFC 9113 §5.1)",
+				           (int32_t)sid);
+				return -EPROTO;
+			}
+		} else if (h[3] == NGHTTP2_PRIORITY) {
+			/* RFC 9113 §6.3: PRIORITY on stream 0 is a PROTOCOL_ERROR. */
+			if (sid == 0) {
+				conn_error(c->ng, c, NGHTTP2_PROTOCOL_ERROR, "PRIORITY on stream 0 (RFC 9113 §6.3)", 0);
+				return -EPROTO;
+			}
+			/* CVE-2019-9513 churn: work for nothing, counted as a glitch. */
+			glitch(c->ng, c);
+			if (c->doomed_ns)
+				return -EPROTO;
+			if (len == 5) { /* other lengths: nghttp2's FRAME_SIZE_ERROR */
+				c->scan_skip = 0;
+				c->scan_in_prio = true;
+			}
+		} else if (h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PRIORITY)) {
+			uint32_t pad = h[4] & NGHTTP2_FLAG_PADDED ? 1 : 0;
+			if (len >= pad + 5) {
+				c->scan_skip = pad; /* the pad length, then the dependency */
+				c->scan_in_prio = true;
+			}
+		}
+	}
+	return 0;
+}
+
+int mtd_down_setup(struct mtd_worker *w)
+{
+	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
+	if (nghttp2_session_callbacks_new(&w->down_cbs) != 0)
+		return -ENOMEM;
+	nghttp2_session_callbacks_set_on_begin_headers_callback(w->down_cbs, on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(w->down_cbs, on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(w->down_cbs, on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(w->down_cbs, on_data_chunk_recv);
+	nghttp2_session_callbacks_set_on_stream_close_callback(w->down_cbs, on_stream_close);
+	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(w->down_cbs, on_invalid_frame_recv);
+	nghttp2_session_callbacks_set_on_begin_frame_callback(w->down_cbs, on_begin_frame);
+	if (nghttp2_option_new(&w->down_opt) != 0) {
+		nghttp2_session_callbacks_del(w->down_cbs);
+		return -ENOMEM;
+	}
+	/* HARDENING.md, downstream server session. Window updates follow what
+	 * was forwarded upstream (CVE-2019-9517), not what was received. */
+	nghttp2_option_set_no_auto_window_update(w->down_opt, 1);
+	nghttp2_option_set_no_closed_streams(w->down_opt, 1);
+	nghttp2_option_set_max_settings(w->down_opt, 32);
+	nghttp2_option_set_max_outbound_ack(w->down_opt, 1000);
+	nghttp2_option_set_max_deflate_dynamic_table_size(w->down_opt, 4096);
+	/* As upstream (upstream.c): gRPC metadata may have edge spaces. */
+	nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(w->down_opt, 1);
+#ifdef HAVE_NGHTTP2_OPTION_SET_STREAM_RESET_RATE_LIMIT
+	/* gRPC cancels are normal traffic: the library default (1000 burst,
+	 * 33/s) would GOAWAY an app cancelling calls in a brownout. */
+	nghttp2_option_set_stream_reset_rate_limit(w->down_opt, d->reset_burst, d->reset_rate);
+#endif
+#ifdef HAVE_NGHTTP2_OPTION_SET_MAX_CONTINUATIONS
+	nghttp2_option_set_max_continuations(w->down_opt, 8);
+#endif
+	(void)d;
+	return 0;
+}
+
+void mtd_down_teardown(struct mtd_worker *w)
+{
+	nghttp2_option_del(w->down_opt);
+	nghttp2_session_callbacks_del(w->down_cbs);
+}
+
+static void down_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
+int mtd_down_accept(struct mtd_worker *w, int fd)
+{
+	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
+	struct mtd_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->kind = MTD_CONN_DOWN;
+	c->state = MTD_CONN_READY;
+	c->w = w;
+	c->fd = fd;
+	c->accepted_ns = c->last_active_ns = c->last_read_ns = mtd_now_ns();
+	c->scan_skip = NGHTTP2_CLIENT_MAGIC_LEN; /* the client preface, before any frame */
+	LIST_INIT(&c->calls);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	uint16_t port = 0;
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+			inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+			port = ntohs(s4->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+			inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+			port = ntohs(s6->sin6_port);
+		}
+	}
+	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+	evtimer_assign(&c->timer, w->base, down_timer_cb, c);
+	if (nghttp2_session_server_new3(&c->ng, w->down_cbs, c, w->down_opt, &w->ng_mem) != 0) {
+		free(c);
+		return -ENOMEM;
+	}
+	nghttp2_settings_entry iv[] = {
+	        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, d->max_concurrent_streams},
+	        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size},
+	        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size},
+	        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
+	        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+	};
+	int rv = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
+	/* The connection window bounds what all of a client's calls may have
+	 * buffered here at once. */
+	if (rv == 0)
+		rv = nghttp2_session_set_local_window_size(
+		        c->ng, NGHTTP2_FLAG_NONE, 0,
+		        (int32_t)(d->initial_window_size > (1u << 26) / 16 ? (1u << 26) : d->initial_window_size * 16));
+	if (rv != 0 || mtd_conn_start_io(c) < 0) {
+		nghttp2_session_del(c->ng);
+		free(c);
+		return -ENOMEM;
+	}
+	LIST_INSERT_HEAD(&w->downs, c, link);
+	w->n_downs++;
+	MTD_DEBUG("client %s: connected (worker %u)", c->peer, w->id);
+	mtd_conn_want_flush(c);
+	return 0;
+}
+
+void mtd_down_shutdown(struct mtd_conn *c)
+{
+	if (c->state == MTD_CONN_CLOSED)
+		return;
+	/* RFC 9113 §6.8: streams up to last_stream_id finish; the rest were
+	 * not processed and the client may retry them elsewhere. The highest
+	 * stream we made a call for is counted too, so no call in flight can
+	 * fall above the line. */
+	int32_t last = nghttp2_session_get_last_proc_stream_id(c->ng);
+	if (c->max_sid > last)
+		last = c->max_sid;
+	nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, NULL, 0);
+	c->state = MTD_CONN_DRAINING;
+	mtd_conn_want_flush(c);
+}
+
+void mtd_down_resume(struct mtd_call *call)
+{
+	if (!call->down || !call->resp_deferred)
+		return;
+	call->resp_deferred = false;
+	nghttp2_session_resume_data(call->down->ng, call->down_sid);
+	mtd_conn_want_flush(call->down);
+}
+
+void mtd_down_on_close(struct mtd_conn *c)
+{
+	struct mtd_worker *w = c->w;
+	LIST_REMOVE(c, link);
+	w->n_downs--;
+	struct mtd_call *call;
+	while ((call = LIST_FIRST(&c->calls))) {
+		LIST_REMOVE(call, down_link);
+		c->n_streams--;
+		c->resp_held -= call->resp.len;
+		call->down = NULL;
+		/* The client is gone: its calls are cancelled. */
+		mtd_call_on_down_close(call, NGHTTP2_CANCEL);
+	}
+	mtd_worker_down_closed();
+	MTD_DEBUG("client %s: closed", c->peer);
+}

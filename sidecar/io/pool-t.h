@@ -1,0 +1,48 @@
+/* A worker's pool of upstream connections to one endpoint identity. */
+#ifndef MTD_POOL_T_H
+#define MTD_POOL_T_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "sidecar/io/conn-t.h"
+
+struct mtd_worker;
+struct mtd_rt_service;
+struct mtd_endpoint;
+struct mtd_hc_probe;
+struct ssl_session_st;
+
+/* A pool belongs to one worker and one endpoint identity (ep->pools[w->id]);
+ * it holds a reference on ep and on the service snapshot whose settings it
+ * uses (the newest its worker has seen holding ep). Retired when its
+ * worker serves a snapshot without ep: it takes no new attempt, its idle
+ * connections close, busy ones drain, the attempts waiting in it move their
+ * calls to the current snapshot; freed once it has no connection left. */
+struct mtd_pool {
+	struct mtd_worker *w;
+	struct mtd_rt_service *svc; /* for TLS ctx and upstream settings (reference) */
+	struct mtd_endpoint *ep;    /* reference */
+	LIST_ENTRY(mtd_pool) link;  /* the worker's pools */
+	bool retired;
+	LIST_HEAD(, mtd_conn) conns;
+	uint32_t n_conns;
+	TAILQ_HEAD(, mtd_attempt) pending; /* waiting for a stream slot */
+	uint32_t n_pending;
+	struct ssl_session_st *tls_session; /* to resume with */
+	bool failing;                       /* a connect failure is being handled */
+	/* Connect failures in a row, and until when new calls avoid this
+	 * endpoint (doubling from 250 ms to 10 s; reset by a connect). */
+	uint32_t connect_failures;
+	int64_t backoff_ns, retry_at_ns;
+	/* Keepalive PING interval: the config's, doubled each time the peer
+	 * says too_many_pings (gRPC A8). */
+	int64_t keepalive_ms;
+	/* An active health check waiting for a stream slot (health.c): it
+	 * takes the first free one, before waiting calls; only when no
+	 * connection is usable does it make the pool open one. */
+	struct mtd_hc_probe *probe;
+};
+
+#endif

@@ -1,0 +1,309 @@
+/* A pool per endpoint identity per worker (issue 7: kept while the
+ * endpoint stays, retired when it leaves): calls multiplex over its connections; a
+ * new connection opens only when the open ones are full (peer's
+ * SETTINGS_MAX_CONCURRENT_STREAMS, capped by config) and the cap on
+ * connections allows; calls wait in a bounded FIFO meanwhile. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core/log.h"
+#include "sidecar/control/health.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "sidecar/call/attempt.h"
+#include "sidecar/call/call.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/conn.h"
+#include "sidecar/io/pool.h"
+#include "sidecar/io/transport.h"
+#include "sidecar/io/upstream.h"
+#include "sidecar/worker.h"
+
+struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep)
+{
+	/* Keyed by endpoint identity: the pool (and its connections) stays
+	 * while the endpoint stays in the worker's snapshots. */
+	struct mtd_pool *p = ep->pools[w->id];
+	if (p)
+		return p;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->w = w;
+	mtd_disc_ref_get(&svc->ref);
+	p->svc = svc;
+	mtd_disc_ref_get(&ep->ref);
+	p->ep = ep;
+	p->keepalive_ms = svc->cfg->upstream.keepalive_interval_ms;
+	LIST_INIT(&p->conns);
+	TAILQ_INIT(&p->pending);
+	LIST_INSERT_HEAD(&w->pools, p, link);
+	ep->pools[w->id] = p;
+	return p;
+}
+
+void mtd_pool_free(struct mtd_pool *p)
+{
+	struct mtd_conn *c;
+	struct mtd_attempt *a;
+	p->failing = true; /* no reconnects while tearing down */
+	if (p->connect_failures > 0)
+		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
+	if (p->probe)
+		mtd_hc_probe_abandon(p->probe, false, "maitred is stopping");
+	while ((a = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(a);
+		mtd_call_fail(a->call, MTD_GRPC_UNAVAILABLE, "maitred is shutting down");
+	}
+	while ((c = LIST_FIRST(&p->conns)))
+		mtd_conn_close(c);
+	if (p->tls_session)
+		mtd_tls_session_free(p->tls_session);
+	LIST_REMOVE(p, link);
+	p->ep->pools[p->w->id] = NULL;
+	mtd_endpoint_unref(p->ep);
+	mtd_rt_service_unref(p->svc);
+	free(p);
+}
+
+void mtd_pool_retire(struct mtd_pool *p)
+{
+	struct mtd_conn *c, *next;
+	struct mtd_attempt *a;
+	if (p->retired)
+		return;
+	p->retired = true;
+	MTD_DEBUG("worker %u: endpoint %s left service %s: draining its pool (%u connections, %u calls waiting)",
+	          p->w->id, p->ep->addr.text, p->svc->cfg->name, p->n_conns, p->n_pending);
+	/* Issue 7: calls waiting here move to an endpoint of the current
+	 * snapshot; calls in flight finish where they are. */
+	while ((a = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(a);
+		mtd_call_reroute(a);
+	}
+	if (p->probe)
+		mtd_hc_probe_abandon(p->probe, false, "the endpoint left the service");
+	p->failing = true; /* no new connection from here on */
+	for (c = LIST_FIRST(&p->conns); c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (c->n_streams == 0) {
+			if (c->state == MTD_CONN_READY || c->state == MTD_CONN_DRAINING) {
+				nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
+				mtd_conn_flush(c);
+			}
+			mtd_conn_close(c);
+		} else if (c->state == MTD_CONN_READY) {
+			c->state = MTD_CONN_DRAINING; /* no new stream; closed when idle */
+		}
+	}
+}
+
+#define BACKOFF_FIRST_NS (250 * 1000000LL)
+#define BACKOFF_MAX_NS   (10 * 1000000000LL)
+
+bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns)
+{
+	if (p->retry_at_ns <= now_ns)
+		return false;
+	struct mtd_conn *c;
+	LIST_FOREACH(c, &p->conns, link)
+		if (c->state == MTD_CONN_READY)
+			return false;
+	return true;
+}
+
+void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason)
+{
+	atomic_fetch_add_explicit(&p->ep->mx.connect_failures, 1, memory_order_relaxed);
+	/* One warning per outage; the attempts during it are debug lines. */
+	if (p->connect_failures++ == 0) {
+		atomic_fetch_add_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
+		MTD_WARN("%s", reason);
+	} else
+		MTD_DEBUG("%s (%u failures in a row)", reason, p->connect_failures);
+	p->backoff_ns = p->backoff_ns ? p->backoff_ns * 2 : BACKOFF_FIRST_NS;
+	if (p->backoff_ns > BACKOFF_MAX_NS)
+		p->backoff_ns = BACKOFF_MAX_NS;
+	p->retry_at_ns = mtd_now_ns() + p->backoff_ns;
+}
+
+void mtd_pool_connect_succeeded(struct mtd_pool *p)
+{
+	if (p->connect_failures > 1)
+		MTD_INFO("upstream %s: connected again after %u failed attempts", p->ep->addr.text,
+		         p->connect_failures);
+	if (p->connect_failures > 0)
+		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
+	p->connect_failures = 0;
+	p->backoff_ns = p->retry_at_ns = 0;
+	mtd_pool_note_usable(p);
+}
+
+static bool usable(const struct mtd_conn *c)
+{
+	return c->state == MTD_CONN_READY && c->settings_seen;
+}
+
+void mtd_pool_note_usable(struct mtd_pool *p)
+{
+	unsigned id = p->w->id;
+	if (id >= 64)
+		return;
+	bool any = false;
+	struct mtd_conn *c;
+	LIST_FOREACH(c, &p->conns, link)
+		any |= usable(c);
+	if (any)
+		atomic_fetch_or_explicit(&p->ep->pooled, 1ull << id, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&p->ep->pooled, ~(1ull << id), memory_order_relaxed);
+}
+
+/* Waiting attempts are counted per pool (upstream.max_pending) and per
+ * service over every worker (circuit_breaker.max_pending). */
+static void pending_add(struct mtd_pool *p, int d)
+{
+	p->n_pending += (uint32_t)d;
+	if (p->svc->cfg->circuit.max_pending)
+		atomic_fetch_add_explicit(&p->svc->load->pending, (uint32_t)d, memory_order_relaxed);
+}
+
+int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a)
+{
+	if (p->n_pending >= p->svc->cfg->upstream.max_pending)
+		return -EAGAIN;
+	uint32_t max = p->svc->cfg->circuit.max_pending;
+	if (max && atomic_load_explicit(&p->svc->load->pending, memory_order_relaxed) >= max)
+		return -EBUSY;
+	a->pool = p;
+	TAILQ_INSERT_TAIL(&p->pending, a, pending_link);
+	pending_add(p, 1);
+	mtd_pool_dispatch(p);
+	return 0;
+}
+
+void mtd_pool_dequeue(struct mtd_attempt *a)
+{
+	struct mtd_pool *p = a->pool;
+	if (!p)
+		return;
+	TAILQ_REMOVE(&p->pending, a, pending_link);
+	pending_add(p, -1);
+	/* No longer held by a pool: whoever dequeued decides what is next. */
+	a->pool = NULL;
+}
+
+static struct mtd_conn *conn_with_room(struct mtd_pool *p)
+{
+	struct mtd_conn *c;
+	LIST_FOREACH(c, &p->conns, link)
+		if (c->state == MTD_CONN_READY && c->settings_seen && c->n_streams < c->max_streams)
+			return c;
+	return NULL;
+}
+
+void mtd_pool_dispatch(struct mtd_pool *p)
+{
+	struct mtd_attempt *a;
+	struct mtd_conn *c;
+	/* A waiting health check takes the first free slot (health.h): one
+	 * stream, never a connection of its own while one is usable. */
+	if (p->probe && !p->failing) {
+		LIST_FOREACH(c, &p->conns, link)
+			if (usable(c) && c->n_streams < c->max_streams && !c->probe) {
+				struct mtd_hc_probe *pr = p->probe;
+				p->probe = NULL;
+				mtd_hc_probe_start(pr, c);
+				break;
+			}
+	}
+	while ((a = TAILQ_FIRST(&p->pending))) {
+		c = conn_with_room(p);
+		if (!c)
+			break;
+		TAILQ_REMOVE(&p->pending, a, pending_link);
+		pending_add(p, -1);
+		a->pool = NULL;
+		if (mtd_up_submit(c, a) < 0) {
+			/* The connection cannot take streams any more (it was
+			 * marked draining); put the attempt back and look again. */
+			a->pool = p;
+			TAILQ_INSERT_HEAD(&p->pending, a, pending_link);
+			pending_add(p, 1);
+			if (c->state == MTD_CONN_READY) /* out of memory; the failure dequeues */
+				mtd_call_fail(a->call, MTD_GRPC_INTERNAL, "upstream %s: cannot open a stream", c->peer);
+			continue;
+		}
+		mtd_attempt_on_stream(a);
+	}
+	bool probe_alone = false; /* a check waits and no connection is usable */
+	if (p->probe) {
+		probe_alone = true;
+		LIST_FOREACH(c, &p->conns, link)
+			if (usable(c))
+				probe_alone = false;
+	}
+	if ((p->n_pending == 0 && !probe_alone) || p->failing)
+		return;
+	/* Calls still wait and every ready connection is full. While a
+	 * connection is on its way, wait for it: its SETTINGS tell how many
+	 * streams it takes (usually far more than one burst needs), so a burst
+	 * does not open a connection per 100 calls (HTTP/2 is multiplexed; gRPC
+	 * clients hold one connection per endpoint too). Otherwise open one
+	 * more, while the cap allows. */
+	uint32_t n_usable = 0;
+	LIST_FOREACH(c, &p->conns, link) {
+		if (c->state == MTD_CONN_CONNECTING || c->state == MTD_CONN_HANDSHAKE ||
+		    (c->state == MTD_CONN_READY && !c->settings_seen))
+			return;
+		if (c->state == MTD_CONN_READY)
+			n_usable++;
+	}
+	if (n_usable < p->svc->cfg->upstream.max_connections)
+		mtd_up_connect(p); /* on an immediate failure the calls moved on */
+}
+
+void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
+{
+	if (p->retired && p->n_conns == 0 && p->n_pending == 0) {
+		mtd_pool_free(p);
+		return;
+	}
+	const struct mtd_cfg_upstream *u = &p->svc->cfg->upstream;
+	struct mtd_conn *c, *next;
+	for (c = LIST_FIRST(&p->conns); c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (c->state != MTD_CONN_READY && c->state != MTD_CONN_DRAINING)
+			continue;
+		if (c->n_streams == 0 &&
+		    (c->state == MTD_CONN_DRAINING || now - c->last_active_ns > u->idle_timeout_ms * 1000000)) {
+			MTD_DEBUG("upstream %s: idle, closing", c->peer);
+			nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
+			mtd_conn_flush(c);
+			mtd_conn_close(c);
+			continue;
+		}
+		if (c->ping_sent_ns && now - c->ping_sent_ns > u->keepalive_timeout_ms * 1000000) {
+			MTD_WARN("upstream %s: no PING ack in %lld ms, closing", c->peer,
+			         (long long)u->keepalive_timeout_ms);
+			mtd_conn_close(c);
+			continue;
+		}
+		if (mtd_up_check_write_stall(c, now))
+			continue;
+		/* Keepalive only while calls are open, as gRPC clients do by
+		 * default (keepalive_permit_without_calls off): grpc-go servers
+		 * count PINGs on a connection without streams as strikes and
+		 * soon answer GOAWAY ENHANCE_YOUR_CALM. An idle connection needs
+		 * none: idle_timeout ends it, and once a call is open on a dead
+		 * one the PINGs find it. */
+		if (!c->ping_sent_ns && c->n_streams > 0 && now - c->last_read_ns > p->keepalive_ms * 1000000) {
+			if (nghttp2_submit_ping(c->ng, NGHTTP2_FLAG_NONE, NULL) == 0) {
+				c->ping_sent_ns = now;
+				mtd_conn_want_flush(c);
+			}
+		}
+	}
+}

@@ -1,0 +1,43 @@
+/* Pools (pool.c): multiplexing, connection cap, waiting attempts,
+ * retirement. Worker thread only. */
+#ifndef MTD_POOL_H
+#define MTD_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sidecar/io/pool-t.h"
+
+struct mtd_attempt;
+
+/* The pool of endpoint ep (of service snapshot svc) on worker w, created on
+ * first use; NULL when out of memory. May be retired (see above). */
+struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep);
+/* The worker moved to a snapshot without p's endpoint. */
+void mtd_pool_retire(struct mtd_pool *p);
+void mtd_pool_free(struct mtd_pool *p);
+/* True while the pool's endpoint failed its last connect and no connection
+ * of it is usable: new calls should go elsewhere if they can. */
+bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns);
+/* Record a failed / successful connect (backoff, and logging once per
+ * outage instead of once per attempt). */
+void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason);
+void mtd_pool_connect_succeeded(struct mtd_pool *p);
+/* Queue attempt a (state PENDING) for a stream on this pool; its stream is
+ * opened when a connection has room. 0, -EAGAIN when too many wait on this
+ * pool (upstream.max_pending), or -EBUSY when the service has
+ * circuit_breaker.max_pending waiting over every worker (nothing queued
+ * either way: the caller fails the attempt). */
+int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a);
+/* Remove an attempt still waiting in the pool (no-op otherwise). */
+void mtd_pool_dequeue(struct mtd_attempt *a);
+/* A connection gained room (ready, stream closed) or went away. */
+void mtd_pool_dispatch(struct mtd_pool *p);
+/* Recompute p's bit in its endpoint's `pooled` after a connection took
+ * SETTINGS or closed. */
+void mtd_pool_note_usable(struct mtd_pool *p);
+/* The worker's 1 s housekeeping for one pool: idle close, keepalive,
+ * write stall. */
+void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now_ns);
+
+#endif

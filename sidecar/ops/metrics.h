@@ -1,0 +1,163 @@
+/* Per-worker call figures for the admin endpoint, race-free by
+ * construction (DESIGN.md: "the admin view reads, never blocks"):
+ *
+ *   - every counter below has ONE writer, the worker thread that owns it,
+ *     which updates it with a relaxed load + store (no locked instruction);
+ *   - the admin (control thread) reads them with relaxed loads and sums the
+ *     workers; a figure may be a call behind, never torn;
+ *   - a worker publishes a new (service, method) entry into its table with
+ *     a release store after filling it; readers load slots with acquire, so
+ *     an entry's immutable part (its :path) is complete when seen;
+ *   - entries live until mtd_metrics_fini(), after the workers and the
+ *     admin stopped.
+ *
+ * Per-endpoint figures shared by all workers are atomics too: mtd_lb_stats
+ * (picks, in flight, EWMA) and struct mtd_mx_endpoint below (connections).
+ *
+ * Cost on the call path: one hash of :path when the call is routed, a
+ * handful of relaxed stores when it ends; nothing else. */
+#ifndef MTD_METRICS_H
+#define MTD_METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sidecar/ops/metrics-t.h"
+
+struct mtd_call;
+struct mtd_cfg;
+struct mtd_route_path;
+struct mtd_worker;
+struct mtd_abuf;
+struct mtd_fault_lat;
+
+/* Control thread, before any worker starts: one table per worker, and the
+ * access log of cfg (opened for appending). 0, -ENOMEM, or -errno with a
+ * message in err when the access log cannot be opened. */
+int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, size_t errlen);
+/* After every worker stopped. */
+void mtd_metrics_fini(void);
+
+/* A reload's log.access, in two steps so that a file that cannot be
+ * opened refuses the reload before anything changed: open cfg's access
+ * log (*fd = -1 when cfg has none): 0, or -errno with a message in err.
+ * Then apply: workers write to the new file, with cfg's sample and
+ * format, from their next call on (fd is consumed). Reopening the same
+ * path on every reload also lets SIGHUP follow a log rotation. Control
+ * thread. */
+int mtd_metrics_access_open(const struct mtd_cfg *cfg, int *fd, char *err, size_t errlen);
+void mtd_metrics_access_apply(const struct mtd_cfg *cfg, int fd);
+
+/* Worker thread. A call was routed to a service: find or publish its
+ * :path entry and count it started (call->mx). */
+void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len);
+struct mtd_attempt;
+struct mtd_fault_decision;
+/* Worker thread. The fault policy decided what a call does after a failed
+ * attempt: count retries, budget refusals and substitute answers. */
+void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_decision *d);
+/* Worker thread. Circuit breaking refused the call (it fails
+ * RESOURCE_EXHAUSTED); call->mx must be set (mtd_metrics_call_routed). */
+void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit limit);
+/* Worker thread. FAILBACK: a background re-send started, or a failed
+ * call was given up (dropped). */
+void mtd_metrics_failback(struct mtd_call *call, bool dropped);
+/* Worker thread. FORKING: a hedge started / a hedge's answer won. */
+void mtd_metrics_hedge_started(struct mtd_call *call);
+void mtd_metrics_hedge_won(struct mtd_call *call);
+/* Worker thread. hedge_delay AUTO: the delay for call's method now (ms,
+ * mtd_fault_hedge_auto_ms of its histogram on this worker), and one
+ * answered attempt's latency (us) counted into that histogram. Without a
+ * table (or memory for the histogram) the delay is AUTO's initial one. */
+int64_t mtd_metrics_hedge_delay_ms(struct mtd_call *call);
+void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us);
+/* Worker thread. An attempt is being freed: remember its endpoint for the
+ * access log (the answering attempt's wins). */
+void mtd_metrics_attempt_done(struct mtd_attempt *a);
+/* Worker thread. The call is being freed: its final status, latency and
+ * bytes; the access-log line if one is due. */
+void mtd_metrics_call_end(struct mtd_call *call);
+
+static inline void mtd_mx_add(_Atomic uint64_t *c, uint64_t n)
+{
+	/* Single writer: no read-modify-write needed (see the top). */
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+/* ---- discovery (control thread) ------------------------------------- */
+
+/* Figures of one endpoint source of one service, kept by service name and
+ * source so they go on across reloads and source restarts. Sources (dns.c,
+ * etcd_watch.c) and the admin both run on the control thread: plain
+ * fields, no atomics. Entries live until mtd_metrics_fini(), which runs
+ * after every source stopped. */
+struct mtd_mx_disc {
+	char *service;          /* owned */
+	const char *source;     /* "etcd", "dns" (static) */
+	uint64_t updates;       /* etcd: listed or watched record changes that changed the set */
+	int64_t last_sync_ms;   /* wall ms of the last good answer (list, watch, resolution); 0 = never */
+	bool connected;         /* etcd: the watch's link is up (listed or watching) */
+	size_t endpoints;       /* in the last set handed to the runtime */
+	uint64_t resolutions;   /* dns: names looked up (one per name per round) */
+	uint64_t resolve_fails; /* dns: of them, no address */
+	struct mtd_mx_disc *next;
+};
+
+/* Find or make the entry of (service, source); NULL when out of memory
+ * (the source then counts nothing). Control thread. */
+struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source);
+
+/* ---- reading (control thread) --------------------------------------- */
+
+struct mtd_runtime;
+
+/* Everything the admin shows that is not in the runtime snapshot. */
+struct mtd_mx_process {
+	unsigned n_workers;
+	int64_t start_wall_ms;
+	uint64_t config_generation;
+	bool draining;
+};
+
+struct mtd_rt_service;
+/* Per endpoint of a service at one instant: warmup progress in [0, 1] (1 =
+ * warm or no warmup) and the weight its pickers use now. */
+struct mtd_mx_warm {
+	double progress, effective;
+};
+/* For every endpoint of s at now_ms, in one O(n) pass: an allocated array
+ * of s->n_eps entries (caller frees), NULL when out of memory. */
+struct mtd_mx_warm *mtd_metrics_warmups(const struct mtd_rt_service *s, int64_t now_ms);
+
+/* Health of an endpoint of a service snapshot, as the admin shows it:
+ * outlier ejection (over the service's set and, when method_scoped, the
+ * methods' sets) and the active checks' state. Control thread (hc_down is
+ * the control thread's; the rest are atomics). */
+enum mtd_mx_hc { MTD_MX_HC_UNCHECKED, MTD_MX_HC_UNKNOWN, MTD_MX_HC_SERVING, MTD_MX_HC_NOT_SERVING };
+struct mtd_mx_health {
+	bool ejected;             /* in any of the service's ejection sets */
+	int64_t ejected_until_ms; /* wall ms the latest ejection ends (0 = not ejected) */
+	uint64_t ejections;       /* ejections ever, over the sets */
+	enum mtd_mx_hc hc;        /* UNCHECKED: the service has no health_check */
+	uint64_t hc_checks, hc_failures;
+};
+void mtd_metrics_health(const struct mtd_rt_service *s, size_t i, struct mtd_mx_health *out);
+extern const char *const mtd_mx_hc_names[4];
+
+/* Per service figures summed over its methods and the workers, parallel
+ * to rt->services (caller frees); NULL when out of memory. */
+struct mtd_mx_service {
+	uint64_t retries, budget_exhausted, fallback, failsafe;
+	uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
+};
+struct mtd_mx_service *mtd_metrics_services(const struct mtd_runtime *rt);
+/* The discovery entry of service name (any source: the newest made), or
+ * NULL. Control thread. */
+const struct mtd_mx_disc *mtd_metrics_disc_find(const char *service);
+
+/* The whole /metrics text for rt onto b. */
+void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const struct mtd_mx_process *proc);
+
+#endif

@@ -1,0 +1,81 @@
+/* A worker thread's state (worker.c). */
+#ifndef MTD_WORKER_T_H
+#define MTD_WORKER_T_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <event2/event_struct.h>
+#include <nghttp2/nghttp2.h>
+
+#include "core/slab.h"
+#include "core/timers.h"
+#include "sidecar/control/mailbox.h"
+
+struct mtd_runtime;
+struct mtd_rt_hold;
+struct mtd_conn;
+struct mtd_pool;
+struct mtd_call_bg;
+
+struct mtd_worker {
+	unsigned id;
+	struct event_base *base;
+	const struct mtd_runtime *rt; /* = hold->rt: what new calls route with */
+	struct mtd_rt_hold *hold;
+	/* The next runtime, set by the control thread (mtd_worker_set_runtime),
+	 * taken by the worker's swap_ev. One slot, a newer runtime replacing
+	 * one not taken yet: not a mailbox (mailbox.h), as one runtime goes
+	 * to every worker. */
+	pthread_mutex_t next_mu;
+	struct mtd_runtime *next_rt;
+	struct event swap_ev;
+	int listen_fd;
+	struct event listen_ev;
+	struct event flush_ev;        /* runs the dirty list */
+	struct event housekeeping_ev; /* 1 s timer */
+	struct event drain_ev;        /* activated by the main thread */
+	struct event stop_ev;         /* activated by the main thread */
+	/* The timers of its calls and attempts (lib/core/timers.h), and the
+	 * one libevent timer for the earliest: timer_at_ns is where that one
+	 * is set (INT64_MAX: not pending). */
+	struct mtd_timers timers;
+	struct event timers_ev;
+	int64_t timer_at_ns;
+	bool in_timers; /* running due timers: re-armed once they are done */
+	TAILQ_HEAD(, mtd_conn) dirty;
+	LIST_HEAD(, mtd_conn) downs;
+	uint32_t n_downs;
+	TAILQ_HEAD(, mtd_conn) graveyard;
+	LIST_HEAD(, mtd_pool) pools; /* every pool of this worker */
+	nghttp2_session_callbacks *down_cbs, *up_cbs;
+	nghttp2_option *down_opt, *up_opt;
+	struct mtd_slab slab; /* recycled small blocks (calls, nghttp2) */
+	nghttp2_mem ng_mem;   /* nghttp2's allocations go to slab */
+	uint8_t *rbuf;        /* shared read buffer */
+	size_t rbuf_len;
+	uint64_t rng;
+	bool draining;
+	uint64_t n_calls;        /* calls alive */
+	uint64_t replay_bytes;   /* request bytes calls keep for replay */
+	int64_t failsafe_log_ns; /* FAILSAFE answers: one log line a second */
+	uint64_t failsafe_quiet;
+	/* FAILBACK (failback.c): background re-sends alive, their count, and
+	 * the drop log's rate limit. */
+	LIST_HEAD(, mtd_call_bg) bg_calls;
+	uint32_t n_bg;
+	int64_t failback_log_ns;
+	uint64_t failback_quiet;
+	/* Connections refused past downstream.max_connections since the last
+	 * log line about it, and when that line was written. */
+	uint64_t n_refused;
+	int64_t refuse_logged_ns;
+	/* Health checks the control thread hands over (health.c). */
+	struct mtd_mbox hc_inbox;
+	pthread_t thread;
+};
+
+#endif
