@@ -51,6 +51,11 @@ struct mtd_worker {
 	uint32_t n_downs;
 	TAILQ_HEAD(, mtd_conn) graveyard;
 	LIST_HEAD(, mtd_pool) pools; /* every pool of this worker */
+	/* Calls and attempts released this turn, freed at its end (the call
+	 * engine's lifetime rule, call/call-t.h; mtd_call_reap). */
+	LIST_HEAD(, mtd_call) reap_calls;
+	LIST_HEAD(, mtd_attempt) reap_attempts;
+	struct mtd_rt_hold *unhold_later; /* holds with users to drop at the reap */
 	nghttp2_session_callbacks *down_cbs, *up_cbs;
 	nghttp2_option *down_opt, *up_opt;
 	struct mtd_slab slab; /* recycled small blocks (calls, nghttp2) */
@@ -59,7 +64,7 @@ struct mtd_worker {
 	size_t rbuf_len;
 	uint64_t rng;
 	bool draining;
-	uint64_t n_calls;        /* calls alive */
+	bool drained; /* said so once */
 	uint64_t replay_bytes;   /* request bytes calls keep for replay */
 	int64_t failsafe_log_ns; /* FAILSAFE answers: one log line a second */
 	uint64_t failsafe_quiet;

@@ -78,12 +78,6 @@ void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c)
 
 /* ---- timers ------------------------------------------------------------ */
 
-static void (*const timer_fns[])(struct mtd_timer *) = {
-        [MTD_TIMER_DEADLINE] = mtd_call_on_deadline,  [MTD_TIMER_RETRY] = mtd_call_on_retry,
-        [MTD_TIMER_HEDGE] = mtd_call_on_hedge,        [MTD_TIMER_RESEND] = mtd_failback_on_resend,
-        [MTD_TIMER_PER_TRY] = mtd_attempt_on_timeout,
-};
-
 /* Set the libevent timer for the earliest armed timer if that is sooner
  * than where it is set. A disarmed timer leaves it as it is: it then
  * wakes the loop once for nothing, cheaper than re-arming on every
@@ -109,15 +103,15 @@ static void timers_cb(evutil_socket_t fd, short what, void *arg)
 	struct mtd_timer *t;
 	w->in_timers = true;
 	while (n-- > 0 && (t = mtd_timers_pop_due(&w->timers, now)))
-		timer_fns[t->kind](t);
+		t->fn(t);
 	w->in_timers = false;
 	timers_rearm(w, mtd_now_ns());
 }
 
-int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, enum mtd_timer_kind kind, int64_t delay_ns)
+int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, mtd_timer_fn *fn, int64_t delay_ns)
 {
 	int64_t now = mtd_now_ns();
-	t->kind = kind;
+	t->fn = fn;
 	if (mtd_timers_add(&w->timers, t, now + (delay_ns > 0 ? delay_ns : 0)) < 0)
 		return -ENOMEM;
 	if (!w->in_timers)
@@ -132,11 +126,14 @@ void mtd_worker_timer_disarm(struct mtd_worker *w, struct mtd_timer *t)
 
 static void maybe_finish_drain(struct mtd_worker *w)
 {
-	if (w->draining && w->n_downs == 0) {
+	if (w->draining && w->n_downs == 0 && !w->drained) {
+		w->drained = true; /* flushes after the loop exit come here again */
 		MTD_INFO("worker %u: drained", w->id);
 		event_base_loopexit(w->base, NULL);
 	}
 }
+
+static void reap(struct mtd_worker *w);
 
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -154,6 +151,7 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
 		mtd_conn_free(c);
 	}
+	reap(w);
 	maybe_finish_drain(w);
 }
 
@@ -245,10 +243,43 @@ struct mtd_rt_hold *mtd_worker_hold(struct mtd_worker *w)
 	return w->hold;
 }
 
+struct mtd_rt_hold *mtd_worker_hold_again(struct mtd_worker *w, struct mtd_rt_hold *h)
+{
+	if (h)
+		mtd_disc_hold_take(&h->h);
+	return h;
+}
+
 void mtd_worker_unhold(struct mtd_worker *w, struct mtd_rt_hold *h)
 {
 	if (h && mtd_disc_hold_drop(&h->h))
 		hold_release(h);
+}
+
+void mtd_worker_unhold_later(struct mtd_worker *w, struct mtd_rt_hold *h)
+{
+	if (!h)
+		return;
+	if (h->later++ == 0) {
+		h->later_next = w->unhold_later;
+		w->unhold_later = h;
+	}
+	mtd_worker_schedule_flush(w);
+}
+
+/* The end of a turn: free what the call engine released (call-t.h), then
+ * drop the holds let go of meanwhile. */
+static void reap(struct mtd_worker *w)
+{
+	mtd_call_reap(w);
+	struct mtd_rt_hold *h;
+	while ((h = w->unhold_later)) {
+		w->unhold_later = h->later_next;
+		uint32_t n = h->later;
+		h->later = 0;
+		while (n-- > 0)
+			mtd_worker_unhold(w, h); /* the last may free h */
+	}
 }
 
 void mtd_worker_set_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
@@ -361,6 +392,8 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	w->rt = rt;
 	LIST_INIT(&w->pools);
 	LIST_INIT(&w->bg_calls);
+	LIST_INIT(&w->reap_calls);
+	LIST_INIT(&w->reap_attempts);
 	w->listen_fd = listen_fd;
 	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
 	w->slab.passthrough = mtd_slab_env_passthrough();
@@ -452,6 +485,7 @@ void mtd_worker_free(struct mtd_worker *w)
 		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
 		mtd_conn_free(c);
 	}
+	reap(w);
 	if (w->listen_fd >= 0) {
 		event_del(&w->listen_ev);
 		close(w->listen_fd);

@@ -21,6 +21,14 @@ void mtd_worker_set_runtime(struct mtd_worker *w, struct mtd_runtime *rt);
  * with mtd_worker_unhold when the call is freed. Worker thread. */
 struct mtd_rt_hold *mtd_worker_hold(struct mtd_worker *w);
 void mtd_worker_unhold(struct mtd_worker *w, struct mtd_rt_hold *h);
+/* mtd_worker_unhold at the end of the turn (the call engine's lifetime
+ * rule, call/call-t.h): for a call that stays but lets go of a snapshot
+ * mid-turn (moved to a newer one), so that what it read of the old one
+ * stays valid until the turn ends. */
+void mtd_worker_unhold_later(struct mtd_worker *w, struct mtd_rt_hold *h);
+/* One more user of hold h (NULL: none), another call routed with it (a
+ * FAILBACK copy of the call holding h). Let go with mtd_worker_unhold. */
+struct mtd_rt_hold *mtd_worker_hold_again(struct mtd_worker *w, struct mtd_rt_hold *h);
 int mtd_worker_start(struct mtd_worker *w);
 /* Thread-safe: ask the worker to drain (GOAWAY everyone) / stop now. */
 void mtd_worker_drain(struct mtd_worker *w);
@@ -29,20 +37,9 @@ void mtd_worker_stop(struct mtd_worker *w);
 void mtd_worker_free(struct mtd_worker *w);
 /* Schedule the end-of-turn flush. */
 void mtd_worker_schedule_flush(struct mtd_worker *w);
-/* The struct of `type` holding member `field` at p (a timer's owner). */
-#define MTD_CONTAINER_OF(p, type, field) ((type *)(void *)((char *)(p)-offsetof(type, field)))
-/* What a call's or an attempt's timer is for: the worker runs, when it is
- * due, the function of its kind (worker.c's table). */
-enum mtd_timer_kind {
-	MTD_TIMER_DEADLINE, /* call->deadline: mtd_call_on_deadline */
-	MTD_TIMER_RETRY,    /* call->retry, a backoff: mtd_call_on_retry */
-	MTD_TIMER_HEDGE,    /* call->retry, FORKING's hedge delay: mtd_call_on_hedge */
-	MTD_TIMER_RESEND,   /* call->retry, FAILBACK's re-send: mtd_failback_on_resend */
-	MTD_TIMER_PER_TRY,  /* attempt->timer: mtd_attempt_on_timeout */
-};
-/* Arm t (kind) to be due delay_ns from now, or move it there. 0, or
+/* Arm t to run fn when due, delay_ns from now, or move it there. 0, or
  * -ENOMEM (t left as it was). Disarming a timer not armed does nothing. */
-int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, enum mtd_timer_kind kind, int64_t delay_ns);
+int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, mtd_timer_fn *fn, int64_t delay_ns);
 void mtd_worker_timer_disarm(struct mtd_worker *w, struct mtd_timer *t);
 /* A downstream connection ended: its slot under downstream.max_connections
  * is free (any thread). */

@@ -4,7 +4,7 @@
  *
  * Why not a struct event each: libevent's is 128 bytes, and a call in
  * flight held three (issue 6 §5: memory per call in flight); a struct
- * mtd_timer is 16. Arming and disarming cost what libevent's own heap
+ * mtd_timer is 24. Arming and disarming cost what libevent's own heap
  * costs (O(log n) moves), and the worker re-arms its libevent timer only
  * when the earliest deadline changes. Not thread-safe: one heap per
  * worker, used only by that worker's thread. */
@@ -12,15 +12,25 @@
 #define MTD_TIMERS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-/* Embedded in what it times. `kind` says which callback the heap's owner
- * runs when it is due (its table); set it before arming. */
+struct mtd_timer;
+/* What runs when a timer is due: given the timer, it finds its owner
+ * (MTD_CONTAINER_OF). The timer is disarmed before it runs and may be
+ * armed again from it. */
+typedef void mtd_timer_fn(struct mtd_timer *t);
+
+/* Embedded in what it times; carries its own callback (set when armed),
+ * so the heap's owner needs no table of what timers are for. 24 bytes. */
 struct mtd_timer {
-	int64_t at_ns; /* when, on the owner's clock (mtd_now_ns) */
-	uint32_t slot; /* 1 + its index in the heap; 0 = not armed */
-	uint32_t kind;
+	int64_t at_ns;   /* when, on the owner's clock (mtd_now_ns) */
+	uint32_t slot;   /* 1 + its index in the heap; 0 = not armed */
+	mtd_timer_fn *fn;
 };
+
+/* The struct of `type` holding member `field` at p (a timer's owner). */
+#define MTD_CONTAINER_OF(p, type, field) ((type *)(void *)((char *)(p)-offsetof(type, field)))
 
 struct mtd_timers {
 	struct mtd_timer **heap;

@@ -35,6 +35,8 @@
 #include "sidecar/ops/metrics.h"
 #include "sidecar/worker.h"
 
+static void on_timeout(struct mtd_timer *t);
+
 struct mtd_attempt *mtd_attempt_new(struct mtd_call *call)
 {
 	struct mtd_attempt *a = mtd_slab_calloc(&call->w->slab, 1, sizeof(*a));
@@ -48,7 +50,7 @@ struct mtd_attempt *mtd_attempt_new(struct mtd_call *call)
 	int64_t ms = call->fault->per_try_timeout_ms;
 	if (call->bg && call->bg->timeout_ms > 0 && (ms <= 0 || call->bg->timeout_ms < ms))
 		ms = call->bg->timeout_ms; /* a FAILBACK re-send's own deadline */
-	if (ms > 0 && mtd_worker_timer_arm(call->w, &a->timer, MTD_TIMER_PER_TRY, ms * 1000000) < 0) {
+	if (ms > 0 && mtd_worker_timer_arm(call->w, &a->timer, on_timeout, ms * 1000000) < 0) {
 		LIST_REMOVE(a, call_link);
 		call->n_attempts--;
 		mtd_slab_free(&call->w->slab, a);
@@ -106,11 +108,12 @@ static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 		                                            atomic_load(&os->entries[a->ep_idx].times_ejected)));
 }
 
-void mtd_attempt_maybe_free(struct mtd_attempt *a)
+void mtd_attempt_release(struct mtd_attempt *a)
 {
-	if (mtd_fault_attempt_live(a->state) || a->up)
+	if (a->released || mtd_fault_attempt_live(a->state) || a->up)
 		return;
 	struct mtd_call *call = a->call;
+	a->released = true;
 	disarm(a);
 	lb_end(a, true, true);
 	mtd_metrics_attempt_done(a);
@@ -122,9 +125,12 @@ void mtd_attempt_maybe_free(struct mtd_attempt *a)
 		call->bc->ans = NULL;
 	mtd_headers_clear(&a->resp_hdrs, &call->w->slab);
 	mtd_headers_clear(&a->resp_trailers, &call->w->slab);
+	/* Out of the call's list (it no longer holds the call), onto the
+	 * worker's reap list: freed at the end of the turn (call-t.h). */
 	LIST_REMOVE(a, call_link);
-	mtd_slab_free(&call->w->slab, a);
-	mtd_call_maybe_free(call);
+	LIST_INSERT_HEAD(&call->w->reap_attempts, a, call_link);
+	mtd_worker_schedule_flush(call->w);
+	mtd_call_release(call);
 }
 
 void mtd_attempt_reset_stream(struct mtd_attempt *a)
@@ -147,7 +153,7 @@ void mtd_attempt_cancel(struct mtd_attempt *a)
 	lb_end(a, true, true);
 	if (a->call->cur == a)
 		a->call->cur = NULL;
-	mtd_attempt_maybe_free(a);
+	mtd_attempt_release(a);
 }
 
 void mtd_attempt_on_stream(struct mtd_attempt *a)
@@ -167,11 +173,11 @@ static void bit_set(uint64_t *bits, int i)
 	bits[i / 64] |= 1ull << (i % 64);
 }
 
-void mtd_call_on_retry(struct mtd_timer *t)
+static void on_retry(struct mtd_timer *t)
 {
 	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
 	mtd_call_next_attempt(call);
-	mtd_call_maybe_free(call);
+	mtd_call_release(call);
 }
 
 static void log_failsafe(struct mtd_call *call, const char *what)
@@ -263,10 +269,7 @@ static void broadcast_failed(struct mtd_attempt *a, const struct mtd_fault_outco
 		                 &d);
 		if (d.action == MTD_FAULT_RETRY) {
 			mtd_metrics_fault_decision(call, &d);
-			bool held = call->held;
-			call->held = true;
 			mtd_call_relaunch(call, a->ep_idx);
-			call->held = held;
 			return;
 		}
 	}
@@ -277,10 +280,7 @@ static void broadcast_failed(struct mtd_attempt *a, const struct mtd_fault_outco
 		call->bc->status = status;
 		call->bc->msg = strdup(what);
 	}
-	bool held = call->held;
-	call->held = true;
 	mtd_call_broadcast_settle(call);
-	call->held = held;
 }
 
 /* a ended without an answer the call can use: count it, then do what
@@ -324,10 +324,7 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 		 * the call ends only when none is left racing. */
 		if (call->n_attempts < call->fault->forks) {
 			mtd_worker_timer_disarm(call->w, &call->retry);
-			bool held = call->held;
-			call->held = true;
 			mtd_call_hedge(call);
-			call->held = held;
 		}
 		struct mtd_attempt *other;
 		LIST_FOREACH(other, &call->attempts, call_link)
@@ -349,12 +346,9 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	struct mtd_fault_decision d;
 	mtd_fault_decide(call->fault, o, &fc, svc->budget, &svc->cfg->retry_budget, &call->w->rng, &d);
 	mtd_metrics_fault_decision(call, &d);
-	bool held = call->held;
-	call->held = true;
 	if (call->bg && d.action != MTD_FAULT_RETRY) {
 		/* A FAILBACK re-send: nobody to answer; try again later. */
 		mtd_failback_failed(call, what);
-		call->held = held;
 		return;
 	}
 	switch (d.action) {
@@ -364,7 +358,7 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 		MTD_DEBUG("call: %s; %s %u%s", what, d.transparent ? "replaying, attempt" : "retrying, attempt",
 		          call->n_attempts + 1, d.delay_ns ? " after a backoff" : "");
 		if (d.delay_ns > 0) {
-			if (mtd_worker_timer_arm(call->w, &call->retry, MTD_TIMER_RETRY, d.delay_ns) < 0)
+			if (mtd_worker_timer_arm(call->w, &call->retry, on_retry, d.delay_ns) < 0)
 				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		} else {
 			mtd_call_next_attempt(call);
@@ -409,10 +403,9 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 		}
 		break;
 	}
-	call->held = held;
 }
 
-void mtd_attempt_on_timeout(struct mtd_timer *t)
+static void on_timeout(struct mtd_timer *t)
 {
 	struct mtd_attempt *a = MTD_CONTAINER_OF(t, struct mtd_attempt, timer);
 	char msg[192];
@@ -420,14 +413,14 @@ void mtd_attempt_on_timeout(struct mtd_timer *t)
 	         (long long)a->call->fault->per_try_timeout_ms);
 	struct mtd_fault_outcome o = {.failure = MTD_FAULT_TIMEOUT};
 	attempt_failed(a, &o, MTD_GRPC_DEADLINE_EXCEEDED, msg);
-	mtd_attempt_maybe_free(a);
+	mtd_attempt_release(a);
 }
 
 void mtd_attempt_connect_failed(struct mtd_attempt *a, const char *reason)
 {
 	struct mtd_fault_outcome o = {.failure = MTD_FAULT_CONNECT};
 	attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, reason);
-	mtd_attempt_maybe_free(a);
+	mtd_attempt_release(a);
 }
 
 void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
@@ -439,7 +432,7 @@ void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
 	}
 	if ((a == call->ans || a->state == MTD_ATTEMPT_DONE) && call->fault->mode != MTD_FAULT_BROADCAST)
 		mtd_call_drop_request(call);
-	mtd_attempt_maybe_free(a);
+	mtd_attempt_release(a);
 }
 
 /* ---- response ---------------------------------------------------------- */
@@ -476,14 +469,33 @@ static int http_status(const struct mtd_headers *h)
 	return v;
 }
 
-/* An HTTP answer that is not gRPC (an ingress's or proxy's error page):
- * replace its headers with the Trailers-Only answer it means, by gRPC's
- * http-grpc-status-mapping.md, naming the HTTP status. 0 or -ENOMEM. */
+/* The response is gRPC's: content-type application/grpc, alone or with a
+ * subtype (PROTOCOL-HTTP2: "application/grpc" [("+proto" / "+json" /
+ * {custom})]). */
+static bool grpc_content_type(const struct mtd_headers *h)
+{
+	nghttp2_nv buf;
+	const nghttp2_nv *ct = mtd_headers_find(h, "content-type", &buf);
+	return ct && ct->valuelen >= 16 && memcmp(ct->value, "application/grpc", 16) == 0 &&
+	       (ct->valuelen == 16 || ct->value[16] == '+' || ct->value[16] == ';');
+}
+
+/* An HTTP answer that is not gRPC (an ingress's or proxy's error page, a
+ * plain HTTP server): replace its headers with the Trailers-Only answer it
+ * means, by gRPC's http-grpc-status-mapping.md, naming the HTTP status
+ * (and, for a 200, the content-type that makes it not gRPC). 0 or -ENOMEM. */
 static int translate_http_answer(struct mtd_attempt *a, int http)
 {
-	char code[8], msg[160], enc[512];
+	char code[8], msg[224], enc[704];
 	int clen = snprintf(code, sizeof(code), "%d", (int)mtd_grpc_status_from_http(http));
-	snprintf(msg, sizeof(msg), "upstream %s answered HTTP %d without grpc-status", a->ep->addr.text, http);
+	nghttp2_nv ct_buf;
+	const nghttp2_nv *ct = mtd_headers_find(&a->resp_hdrs, "content-type", &ct_buf);
+	if (http == 200)
+		snprintf(msg, sizeof(msg), "upstream %s answered HTTP 200 with content-type \"%.*s\", not gRPC",
+		         a->ep->addr.text, ct ? (int)(ct->valuelen > 64 ? 64 : ct->valuelen) : 0,
+		         ct ? (const char *)ct->value : "");
+	else
+		snprintf(msg, sizeof(msg), "upstream %s answered HTTP %d without grpc-status", a->ep->addr.text, http);
 	size_t elen = mtd_grpc_message_encode(msg, enc, sizeof(enc));
 	struct mtd_headers *h = &a->resp_hdrs;
 	struct mtd_slab *slab = &a->call->w->slab;
@@ -505,7 +517,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 		return;
 	int http = http_status(&a->resp_hdrs);
 	nghttp2_nv buf;
-	if (http != 200 && !mtd_headers_find(&a->resp_hdrs, "grpc-status", &buf)) {
+	if ((http != 200 || !grpc_content_type(&a->resp_hdrs)) && !mtd_headers_find(&a->resp_hdrs, "grpc-status", &buf)) {
 		if (translate_http_answer(a, http) < 0) {
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 			return;
@@ -528,7 +540,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 			         a->ep->addr.text);
 			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = MTD_GRPC_INTERNAL};
 			attempt_failed(a, &o, MTD_GRPC_INTERNAL, msg);
-			mtd_attempt_maybe_free(a);
+			mtd_attempt_release(a);
 			return;
 		}
 		if (st > 0 && (bc || mtd_fault_retry_on(call->fault, st))) {
@@ -548,7 +560,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 			         gm ? (int)(gm->valuelen > 200 ? 200 : gm->valuelen) : 0,
 			         gm ? (const char *)gm->value : "");
 			attempt_failed(a, &o, (enum mtd_grpc_status)st, msg);
-			mtd_attempt_maybe_free(a);
+			mtd_attempt_release(a);
 			return;
 		}
 		/* The answer, Trailers-Only. */
@@ -595,8 +607,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 	if (a->hedge)
 		mtd_metrics_hedge_won(call);
 	call->ans = a;
-	call->cur = a; /* FORKING: the winner */
-	mtd_call_commit(call);
+	mtd_call_commit(call, a); /* FORKING: the winner */
 	mtd_relay_headers(call, a, false);
 }
 
@@ -699,10 +710,7 @@ void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code)
 			 * this function (test_deadline_cancel: a reset read between
 			 * the deadline and libevent's coarser timer). */
 			mtd_attempt_step(a, MTD_AEV_FAIL);
-			bool held = call->held;
-			call->held = true;
 			mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
-			call->held = held;
 		} else if (error_code == NGHTTP2_REFUSED_STREAM && a->state == MTD_ATTEMPT_OPEN) {
 			/* RFC 9113 §8.7: refused (or above a GOAWAY's last-stream-id,
 			 * nghttp2 closes those with REFUSED_STREAM): never processed. */
@@ -724,5 +732,5 @@ void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code)
 	}
 	if ((a == call->ans || a->state == MTD_ATTEMPT_DONE) && call->fault->mode != MTD_FAULT_BROADCAST)
 		mtd_call_drop_request(call); /* bytes nobody will send any more */
-	mtd_attempt_maybe_free(a);
+	mtd_attempt_release(a);
 }

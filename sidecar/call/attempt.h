@@ -11,6 +11,8 @@
 
 #include "sidecar/call/call-t.h"
 
+/* A new attempt of call (state BACKOFF, in the call's list, its
+ * per_try_timeout armed), or NULL when out of memory. */
 struct mtd_attempt *mtd_attempt_new(struct mtd_call *call);
 /* State change through lib/fault's table; false (and a debug line) when
  * the event cannot happen in the current state. */
@@ -32,8 +34,10 @@ void mtd_attempt_cancel(struct mtd_attempt *a);
 /* RST_STREAM(CANCEL) a's upstream stream if it has one, whatever a's state
  * (the stream closes when it went out; its close callback ends a). */
 void mtd_attempt_reset_stream(struct mtd_attempt *a);
-void mtd_attempt_maybe_free(struct mtd_attempt *a);
-/* a's per_try_timeout is due (worker.c's table): a fails as timed out. */
-void mtd_attempt_on_timeout(struct mtd_timer *t);
+/* Release a if it is over and no stream holds it (the lifetime rule,
+ * call-t.h): its timer stops, the balancer hears of it once, it leaves
+ * its call's list (which may release the call) and is freed at the end of
+ * the turn. Idempotent. */
+void mtd_attempt_release(struct mtd_attempt *a);
 
 #endif

@@ -1,4 +1,32 @@
-/* The call engine's types: a call and its attempts. */
+/* The call engine's types: a call and its attempts.
+ *
+ * THE LIFETIME RULE (one for the whole engine; HACKING.md "Calls and
+ * attempts"):
+ *
+ *   holders                                  release            reap
+ *   call:    its downstream stream (down),   last holder   ->   end of the
+ *            each attempt in its list,       lets go            worker's turn
+ *            its retry timer while armed     (mtd_call_release)  (mtd_call_reap)
+ *   attempt: its call while live, a pool     not live and
+ *            while PENDING, its upstream     no stream
+ *            stream while `up` is set        (mtd_attempt_release)
+ *
+ * Releasing an object stops what could deliver an event to it (its
+ * timers; an attempt leaves its call's list, so the call may be released
+ * in turn) and queues it on its worker's reap list. Its memory is freed
+ * only at the end of the turn, after the flush (worker.c flush_cb), when
+ * no callback of the engine is on the stack. So every pointer a function
+ * of the engine holds stays valid until the turn ends, whatever it calls:
+ * no function needs to guard an object against the calls it makes, and
+ * none does. An object's state says whether it is over (a call DONE, an
+ * attempt FAILED / CANCELLED / DONE); entry points ignore events for an
+ * object that is over. A call that gains a holder again before the reap
+ * (a FAILBACK re-send armed after its try failed) is not freed: the reap
+ * frees only what is still unheld.
+ *
+ * What a released object held of the snapshot (the call's runtime holds)
+ * is let go at the reap too: the config its fault policy points into
+ * stays alive as long as its memory. */
 #ifndef MTD_CALL_T_H
 #define MTD_CALL_T_H
 
@@ -15,9 +43,9 @@
 
 /* One upstream try of a call (the state machine is lib/fault/attempt.c's:
  * BACKOFF -> PENDING -> OPEN -> ANSWERING -> DONE, or FAILED / CANCELLED).
- * Held by its call's list; also by a pool while PENDING and by its
- * upstream stream while `up` is set. Freed by mtd_attempt_maybe_free when
- * it is neither live nor on a stream. */
+ * Held by its call while live, by a pool while PENDING and by its
+ * upstream stream while `up` is set; released (the rule above) when it is
+ * neither live nor on a stream. */
 struct mtd_attempt {
 	struct mtd_call *call;
 	enum mtd_attempt_state state;
@@ -32,7 +60,7 @@ struct mtd_attempt {
 	TAILQ_ENTRY(mtd_attempt) pending_link;
 	struct mtd_conn *up; /* set while the upstream stream exists */
 	LIST_ENTRY(mtd_attempt) up_link;
-	LIST_ENTRY(mtd_attempt) call_link;
+	LIST_ENTRY(mtd_attempt) call_link; /* the call's list; once released, the worker's reap list */
 	/* Request bytes (counted from the call's first) its stream took. */
 	size_t req_off;
 	/* Response headers / trailers until relayed (moved into the call). */
@@ -44,6 +72,7 @@ struct mtd_attempt {
 	bool resp_headers_in;
 	bool lb_begun; /* counted in its endpoint's active calls */
 	bool hedge;    /* FORKING: started after the first attempt */
+	bool released; /* the lifetime rule: on the reap list, over */
 };
 
 enum mtd_call_state {
@@ -76,6 +105,10 @@ struct mtd_call_bg {
 	LIST_ENTRY(mtd_call_bg) link;
 	int64_t timeout_ms; /* each try's deadline (0 = per_try_timeout only) */
 	uint32_t tries;     /* re-sends started */
+	/* The snapshot of the call it is a copy of, until its first re-send
+	 * routes it on the worker's then current one: its fault policy (and
+	 * the copy's call->fault) points into that snapshot's config. */
+	struct mtd_rt_hold *origin;
 };
 
 /* One call. Every call in flight holds one, so it is kept within the
@@ -88,7 +121,7 @@ struct mtd_call {
 	int32_t down_sid;
 	struct mtd_conn *down; /* NULL once the stream closed */
 	struct mtd_headers req_hdrs;
-	LIST_ENTRY(mtd_call) down_link;
+	LIST_ENTRY(mtd_call) down_link; /* down's calls; once released (down NULL), the reap list */
 	/* Routing and policy: svc and picker belong to the snapshot of
 	 * `hold` (hold_prev: the one before a reroute, while attempts of it
 	 * remain). */
@@ -145,7 +178,7 @@ struct mtd_call {
 	struct mtd_call_bc *bc;           /* BROADCAST (attempt.c), else NULL */
 	struct mtd_call_bg *bg;           /* a FAILBACK re-send (failback.c), else NULL */
 	/* Flags, together (no padding after each). */
-	bool held;      /* a call.c function is working on it: not freed meanwhile */
+	bool reaping;   /* on its worker's reap list (released) */
 	bool committed; /* no replay any more (headers relayed / outgrown) */
 	bool req_sink;  /* nobody reads the request any more: drop it */
 	bool req_eof;   /* client sent END_STREAM */

@@ -15,10 +15,9 @@
  * new attempt replays it from the start; the client's window reopens only
  * for bytes an attempt took, so flow control stays end to end.
  *
- * The call is referenced by its downstream stream (call->down), by each
- * attempt not yet freed (call->attempts) and by a retry timer. It is freed
- * when none holds it (mtd_call_maybe_free), always from a stream close, a
- * timer or a failure path, never while nghttp2 still has its pointer. */
+ * The call is held by its downstream stream (call->down), by each attempt
+ * in its list and by its retry timer; released when none holds it and
+ * freed at the end of the turn (the lifetime rule, call-t.h). */
 #include "config.h"
 
 #include <errno.h>
@@ -85,15 +84,32 @@ static void release_retained(struct mtd_call *call)
 	call->req_retained = 0;
 }
 
-void mtd_call_maybe_free(struct mtd_call *call)
+/* Held by its downstream stream, an attempt, or its retry timer (the
+ * lifetime rule, call-t.h). */
+static bool call_held(const struct mtd_call *call)
 {
-	if (call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry) || call->held)
+	return call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry);
+}
+
+void mtd_call_release(struct mtd_call *call)
+{
+	if (call->reaping || call_held(call))
 		return;
+	/* Its deadline is the one thing left that could reach it. */
+	mtd_worker_timer_disarm(call->w, &call->deadline);
+	call->reaping = true;
+	LIST_INSERT_HEAD(&call->w->reap_calls, call, down_link);
+	mtd_worker_schedule_flush(call->w);
+}
+
+static void call_free(struct mtd_call *call)
+{
 	mtd_worker_timer_disarm(call->w, &call->deadline);
 	if (call->bg) {
 		/* A FAILBACK re-send: no client, not one of the calls' figures. */
 		LIST_REMOVE(call->bg, link);
 		call->w->n_bg--;
+		mtd_worker_unhold(call->w, call->bg->origin);
 		mtd_slab_free(&call->w->slab, call->bg);
 	} else {
 		mtd_metrics_call_end(call);
@@ -119,8 +135,23 @@ void mtd_call_maybe_free(struct mtd_call *call)
 	}
 	mtd_worker_unhold(call->w, call->hold);
 	mtd_worker_unhold(call->w, call->hold_prev);
-	call->w->n_calls--;
 	mtd_slab_free(&call->w->slab, call);
+}
+
+void mtd_call_reap(struct mtd_worker *w)
+{
+	struct mtd_attempt *a;
+	while ((a = LIST_FIRST(&w->reap_attempts))) {
+		LIST_REMOVE(a, call_link);
+		mtd_slab_free(&w->slab, a);
+	}
+	struct mtd_call *call;
+	while ((call = LIST_FIRST(&w->reap_calls))) {
+		LIST_REMOVE(call, down_link);
+		call->reaping = false;
+		if (!call_held(call)) /* else held again since: released again later */
+			call_free(call);
+	}
 }
 
 /* ---- request bytes ----------------------------------------------------- */
@@ -137,29 +168,24 @@ static void drop_request_bytes(struct mtd_call *call)
 	call->req_unconsumed = 0;
 }
 
-void mtd_call_commit(struct mtd_call *call)
+void mtd_call_commit(struct mtd_call *call, struct mtd_attempt *a)
 {
 	if (call->committed)
 		return;
 	call->committed = true;
+	call->cur = a;
 	/* One attempt only from now on (FORKING: the others lose the race,
 	 * RST_STREAM CANCEL; no more hedges). */
-	bool held = call->held;
-	call->held = true;
 	struct mtd_attempt *o, *next;
 	for (o = LIST_FIRST(&call->attempts); o; o = next) {
 		next = LIST_NEXT(o, call_link);
-		if (o != call->cur && mtd_fault_attempt_live(o->state))
+		if (o != a && mtd_fault_attempt_live(o->state))
 			mtd_attempt_cancel(o);
 	}
 	mtd_worker_timer_disarm(call->w, &call->retry);
-	call->held = held;
-	/* Nothing will be replayed: keep only what the attempt still has to
-	 * send (an attempt that has not started sends nothing more). */
-	struct mtd_attempt *a = call->cur;
-	size_t keep_from = a ? a->req_off : call->req_base + call->req.len;
-	mtd_bufq_drop(&call->req, keep_from - call->req_base);
-	call->req_base = keep_from;
+	/* Nothing will be replayed: keep only what a still has to send. */
+	mtd_bufq_drop(&call->req, a->req_off - call->req_base);
+	call->req_base = a->req_off;
 	release_retained(call);
 }
 
@@ -198,8 +224,11 @@ ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t 
 				return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 			} else if (call->req_taken > call->fault->replay_buffer ||
 			           call->w->replay_bytes + fresh > limit) {
-				/* The request outgrew what may be kept: no replay. */
-				mtd_call_commit(call);
+				/* The request outgrew what may be kept: no replay, and
+				 * the call is the attempt's that is sending it (FORKING:
+				 * not the newest fork's, which may have failed already or
+				 * be behind). */
+				mtd_call_commit(call, a);
 			} else {
 				call->req_retained += fresh;
 				call->w->replay_bytes += fresh;
@@ -252,10 +281,7 @@ void mtd_call_settle(struct mtd_call *call)
 {
 	mtd_worker_timer_disarm(call->w, &call->deadline);
 	call->state = MTD_CALL_DONE;
-	bool held = call->held;
-	call->held = true; /* attempts freed here must not free the call */
 	cancel_attempts(call);
-	call->held = held;
 }
 
 void mtd_call_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
@@ -265,20 +291,17 @@ void mtd_call_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 	mtd_call_settle(call);
 	drop_request_bytes(call);
 	mtd_relay_answer_ok(call, msg, len);
-	mtd_call_maybe_free(call);
+	mtd_call_release(call);
 }
 
 void mtd_call_answer_held(struct mtd_call *call)
 {
 	if (call->resp_done || call->resp_eof)
 		return;
-	bool held = call->held;
-	call->held = true;
 	mtd_call_settle(call);
 	drop_request_bytes(call);
 	mtd_relay_held(call, call->bc->trailers_only);
-	call->held = held;
-	mtd_call_maybe_free(call);
+	mtd_call_release(call);
 }
 
 void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const char *fmt, ...)
@@ -296,8 +319,6 @@ void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const cha
 		MTD_DEBUG("call %.*s: %s: %s", path ? (int)path->valuelen : 1, path ? (const char *)path->value : "?",
 		          mtd_grpc_status_name(status), msg);
 	}
-	bool held = call->held;
-	call->held = true;
 	mtd_call_settle(call);
 	if (call->bg) {
 		/* A FAILBACK re-send has nobody to answer: this try failed. */
@@ -306,11 +327,10 @@ void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const cha
 		drop_request_bytes(call);
 		mtd_relay_status(call, status, msg);
 	}
-	call->held = held;
-	mtd_call_maybe_free(call);
+	mtd_call_release(call);
 }
 
-void mtd_call_on_deadline(struct mtd_timer *t)
+static void on_deadline(struct mtd_timer *t)
 {
 	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, deadline);
 	mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded (%lld ms)",
@@ -545,8 +565,6 @@ static void start_broadcast(struct mtd_call *call)
 	const uint64_t *ex = excluded_set(call, scratch, words);
 	int64_t now = mtd_now_ns();
 	uint32_t started = 0;
-	bool held = call->held;
-	call->held = true;
 	for (size_t i = 0; i < svc->n_eps && call->state != MTD_CALL_DONE; i++) {
 		if (ex && (ex[i / 64] >> (i % 64)) & 1)
 			continue;
@@ -571,7 +589,6 @@ static void start_broadcast(struct mtd_call *call)
 			              svc->cfg->name);
 	}
 	call->cur = NULL; /* no one attempt is "the" attempt */
-	call->held = held;
 }
 
 void mtd_call_relaunch(struct mtd_call *call, int idx)
@@ -676,11 +693,11 @@ void mtd_call_hedge(struct mtd_call *call)
 	start_keyed(call, true);
 }
 
-void mtd_call_on_hedge(struct mtd_timer *t)
+static void on_hedge(struct mtd_timer *t)
 {
 	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
 	mtd_call_hedge(call);
-	mtd_call_maybe_free(call);
+	mtd_call_release(call);
 }
 
 static void schedule_hedge(struct mtd_call *call)
@@ -697,7 +714,8 @@ static void schedule_hedge(struct mtd_call *call)
 	}
 	/* gRPC A6 hedging: the next attempt only once the delay passed
 	 * without an answer (no timer, no hedge: the first attempt goes on). */
-	mtd_worker_timer_arm(call->w, &call->retry, MTD_TIMER_HEDGE, ms * 1000000);
+	if (mtd_worker_timer_arm(call->w, &call->retry, on_hedge, ms * 1000000) < 0)
+		MTD_DEBUG("call: out of memory for the hedge delay's timer; no hedge"); /* the forks started race on */
 }
 
 void mtd_call_next_attempt(struct mtd_call *call)
@@ -862,7 +880,7 @@ void mtd_call_start(struct mtd_call *call)
 		/* Far deadlines (beyond ~100 days) are as good as none. */
 		if (ns < (int64_t)100 * 86400 * 1000000000) {
 			call->deadline_ns = call->start_ns + ns;
-			if (mtd_worker_timer_arm(call->w, &call->deadline, MTD_TIMER_DEADLINE,
+			if (mtd_worker_timer_arm(call->w, &call->deadline, on_deadline,
 			                         call->deadline_ns - mtd_now_ns()) < 0) {
 				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 				return;
@@ -887,6 +905,8 @@ void mtd_call_start_bg(struct mtd_call *call)
 		 * holds until it ends. */
 		if (!route_again(call))
 			return;
+		mtd_worker_unhold_later(call->w, call->bg->origin); /* its fault policy is the new snapshot's */
+		call->bg->origin = NULL;
 	}
 	/* A new try: every endpoint is eligible again. */
 	if (call->tried) {
@@ -903,8 +923,6 @@ void mtd_call_start_bg(struct mtd_call *call)
 void mtd_call_reroute(struct mtd_attempt *a)
 {
 	struct mtd_call *call = a->call;
-	bool held = call->held;
-	call->held = true;
 	/* Nothing of the call reached the removed endpoint: nobody is blamed
 	 * (the attempt ends neutral) and no retry is spent. */
 	mtd_attempt_cancel(a);
@@ -929,9 +947,10 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	call->tried = call->refused = NULL;
 	call->tried_inline = call->refused_inline = 0;
 	call->n_tried = 0;
-	/* Attempts of the old snapshot not freed yet still read its pickers. */
+	/* Attempts of the old snapshot not freed yet still read its pickers;
+	 * with none, what this turn read of it stays valid until its end. */
 	if (LIST_EMPTY(&call->attempts))
-		mtd_worker_unhold(call->w, call->hold);
+		mtd_worker_unhold_later(call->w, call->hold);
 	else
 		call->hold_prev = call->hold;
 	call->hold = NULL;
@@ -940,8 +959,7 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	MTD_DEBUG("call: endpoint removed while waiting; picking again in the current snapshot");
 	start_keyed(call, false); /* a field key's message was captured before */
 out:
-	call->held = held;
-	mtd_call_maybe_free(call);
+	mtd_call_release(call);
 }
 
 void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
@@ -1005,10 +1023,7 @@ void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
 		MTD_DEBUG("call: client ended the stream (%s)", nghttp2_http2_strerror(error_code));
 		mtd_worker_timer_disarm(call->w, &call->deadline);
 		call->resp_done = true;
-		bool held = call->held;
-		call->held = true;
 		mtd_call_settle(call);
-		call->held = held;
 		mtd_relay_drop(call);
 	} else if (!call->req_eof) {
 		/* The response ended but the request half is still open upstream:
@@ -1026,5 +1041,5 @@ void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
 	}
 	mtd_bufq_clear(&call->req);
 	release_retained(call);
-	mtd_call_maybe_free(call);
+	mtd_call_release(call);
 }

@@ -12,6 +12,8 @@
 
 #include "sidecar/call/call-t.h"
 
+struct mtd_worker;
+
 /* A stream's request headers are complete: route, pick, start attempt 1. */
 void mtd_call_start(struct mtd_call *call);
 /* Request DATA from the client. */
@@ -47,9 +49,14 @@ void mtd_call_broadcast_settle(struct mtd_call *call);
 /* The answering stream is gone: request bytes nobody will send (window
  * given back, later DATA dropped). */
 void mtd_call_drop_request(struct mtd_call *call);
-/* Free if nothing references the call any more (its downstream stream,
- * an attempt, a retry timer). */
-void mtd_call_maybe_free(struct mtd_call *call);
+/* Release the call if nothing holds it any more (its downstream stream,
+ * an attempt, its retry timer): its deadline stops and it is freed at the
+ * end of the turn (the lifetime rule, call-t.h). Any function may call it
+ * whenever a holder lets go; idempotent. */
+void mtd_call_release(struct mtd_call *call);
+/* The end of the worker's turn (worker.c, after the flush): free the
+ * attempts and calls released during it (a call held again since stays). */
+void mtd_call_reap(struct mtd_worker *w);
 /* Start the call's next attempt now: pick an endpoint (never one already
  * tried while another is eligible) and queue it in its pool; ends the call
  * when none is left. */
@@ -61,15 +68,11 @@ void mtd_call_reroute(struct mtd_attempt *a);
 /* FORKING: start the next fork now unless forks are all started, an
  * answer came, the deadline passed or the budget says no. */
 void mtd_call_hedge(struct mtd_call *call);
-/* The call's timers are due (worker.c's table): its deadline (the call
- * fails DEADLINE_EXCEEDED), its backoff (the next attempt), its hedge
- * delay (the next fork). */
-void mtd_call_on_deadline(struct mtd_timer *t);
-void mtd_call_on_retry(struct mtd_timer *t);
-void mtd_call_on_hedge(struct mtd_timer *t);
-/* Commit to the current attempt (its response headers are relayed, or the
- * request outgrew what may be kept): the other attempts are cancelled. */
-void mtd_call_commit(struct mtd_call *call);
+/* Commit the call to attempt a (a's response headers are relayed, or the
+ * request a is sending outgrew what may be kept): a becomes call->cur,
+ * every other live attempt is cancelled, no hedge starts, and only the
+ * request bytes a has not sent yet are kept. No-op once committed. */
+void mtd_call_commit(struct mtd_call *call, struct mtd_attempt *a);
 /* Data provider of an attempt's upstream stream (src->ptr: the attempt):
  * reads the retained request from the attempt's position. */
 ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,

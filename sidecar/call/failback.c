@@ -42,16 +42,13 @@ static void log_drop(struct mtd_worker *w, const char *what, const char *why)
 	w->failback_quiet = 0;
 }
 
-void mtd_failback_on_resend(struct mtd_timer *t)
+static void on_resend(struct mtd_timer *t)
 {
 	struct mtd_call *bg = MTD_CONTAINER_OF(t, struct mtd_call, retry);
 	bg->bg->tries++;
 	mtd_metrics_failback(bg, false);
-	bool held = bg->held;
-	bg->held = true;
 	mtd_call_start_bg(bg);
-	bg->held = held;
-	mtd_call_maybe_free(bg);
+	mtd_call_release(bg);
 }
 
 /* false: no timer (out of memory). */
@@ -61,7 +58,7 @@ static bool schedule(struct mtd_call *bg)
 	int64_t ns = mtd_fault_backoff_ns(f->backoff_base_ms, f->backoff_max_ms, bg->bg->tries + 1, &bg->w->rng);
 	if (ns < 1000000)
 		ns = 1000000; /* at least a turn of the loop: never a busy re-send */
-	return mtd_worker_timer_arm(bg->w, &bg->retry, MTD_TIMER_RESEND, ns) == 0;
+	return mtd_worker_timer_arm(bg->w, &bg->retry, on_resend, ns) == 0;
 }
 
 static void drop(struct mtd_call *call, const char *what, const char *why)
@@ -98,6 +95,10 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 	LIST_INIT(&bg->attempts);
 	bg->start_ns = mtd_now_ns();
 	bg->mx = call->mx;
+	/* f points into the config of call's snapshot: the copy holds that
+	 * snapshot until its first re-send routes it anew (a reload may
+	 * remove the service meanwhile). */
+	part->origin = mtd_worker_hold_again(w, call->hold);
 	bg->fault = f;
 	int rc = 0;
 	nghttp2_nv nv;
@@ -112,6 +113,7 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 		off += n;
 	}
 	if (rc != 0) {
+		mtd_worker_unhold(w, part->origin);
 		mtd_headers_clear(&bg->req_hdrs, &w->slab);
 		mtd_bufq_clear(&bg->req);
 		mtd_slab_free(&w->slab, part);
@@ -127,12 +129,11 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 	/* Each try's own deadline: the call's grpc-timeout. */
 	if (call->deadline_ns)
 		part->timeout_ms = (call->deadline_ns - call->start_ns + 999999) / 1000000;
-	w->n_calls++;
 	w->n_bg++;
 	LIST_INSERT_HEAD(&w->bg_calls, part, link);
 	if (!schedule(bg)) {
 		drop(call, what, "out of memory");
-		mtd_call_maybe_free(bg);
+		mtd_call_release(bg);
 	}
 }
 
@@ -152,10 +153,7 @@ void mtd_failback_failed(struct mtd_call *bg, const char *what)
 void mtd_failback_done(struct mtd_call *bg)
 {
 	MTD_DEBUG("FAILBACK: re-send %u answered", bg->bg->tries);
-	bool held = bg->held;
-	bg->held = true;
 	mtd_call_settle(bg);
-	bg->held = held;
 }
 
 void mtd_failback_drop_all(struct mtd_worker *w)
@@ -168,11 +166,8 @@ void mtd_failback_drop_all(struct mtd_worker *w)
 		n++;
 		mtd_metrics_failback(bg, true);
 		mtd_worker_timer_disarm(w, &bg->retry);
-		bool held = bg->held;
-		bg->held = true;
 		mtd_call_settle(bg);
-		bg->held = held;
-		mtd_call_maybe_free(bg); /* or when its attempts' streams close */
+		mtd_call_release(bg); /* or when its attempts' streams close */
 	}
 	if (n)
 		MTD_WARN("worker %u: FAILBACK: %u queued re-send%s dropped at shutdown", w->id, n, n == 1 ? "" : "s");

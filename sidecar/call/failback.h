@@ -17,8 +17,6 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what);
 void mtd_failback_failed(struct mtd_call *call, const char *what);
 /* A background call was answered (a status outside retry_on): done. */
 void mtd_failback_done(struct mtd_call *call);
-/* A background call's wait is over: its next try starts (its call->retry). */
-void mtd_failback_on_resend(struct mtd_timer *t);
 /* The worker stops: every queued re-send is dropped, the count logged. */
 void mtd_failback_drop_all(struct mtd_worker *w);
 

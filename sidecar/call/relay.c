@@ -60,18 +60,42 @@ void mtd_relay_drop(struct mtd_call *call)
 	call->resp_unconsumed = 0;
 }
 
+/* The response fields that go to the client: not the connection-specific
+ * ones (RFC 9113 §8.2.2), and never content-length: maitred may end a
+ * response its own way (a status in trailers after a malformed or
+ * oversized message, a reset), and a length that no longer matches the
+ * body is an HTTP messaging violation (RFC 9110 §8.6); gRPC never needs it
+ * (PROTOCOL-HTTP2 frames its messages itself). */
 static size_t filter_response(const struct mtd_headers *h, nghttp2_nv *out)
 {
 	size_t n = 0;
 	for (uint32_t off = 0; mtd_headers_next(h, &off, &out[n]);)
-		if (!mtd_headers_hop_by_hop(&out[n])) /* RFC 9113 §8.2.2 */
+		if (!mtd_headers_hop_by_hop(&out[n]) &&
+		    !(out[n].namelen == 14 && memcmp(out[n].name, "content-length", 14) == 0))
 			n++;
 	return n;
 }
 
-/* Submit call->resp_hdrs to the client (hop-by-hop fields left out), the
+/* A submit towards the client failed (nghttp2 out of memory): the answer
+ * cannot go out as it should, so the stream is reset (INTERNAL_ERROR,
+ * which gRPC clients report as INTERNAL) rather than left waiting for a
+ * deadline or ended without grpc-status. The call's answer is over. */
+static void reset_down(struct mtd_call *call, int rv)
+{
+	MTD_WARN("client %s: cannot answer stream %d (%s); resetting it", call->down->peer, call->down_sid,
+	         nghttp2_strerror(rv));
+	call->resp_eof = true;
+	call->resp_done = true;
+	call->state = MTD_CALL_DONE;
+	if (nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_INTERNAL_ERROR) != 0)
+		mtd_conn_doom(call->down); /* not even that: the connection goes */
+	mtd_conn_want_flush(call->down);
+}
+
+/* Submit call->resp_hdrs to the client (filter_response's fields), the
  * call's data provider after them unless end_stream (Trailers-Only).
- * 0, or -ENOMEM with nothing submitted. */
+ * 0, or -ENOMEM with nothing submitted; a failed submit resets the
+ * stream (reset_down) and counts as sent. */
 static int submit_resp_headers(struct mtd_call *call, bool end_stream)
 {
 	nghttp2_nv stack_nv[MTD_STACK_NV];
@@ -85,9 +109,11 @@ static int submit_resp_headers(struct mtd_call *call, bool end_stream)
 		call->resp_done = true;
 		call->state = MTD_CALL_DONE;
 	}
-	nghttp2_submit_response(call->down->ng, call->down_sid, nva, n, end_stream ? NULL : &prd);
+	int rv = nghttp2_submit_response(call->down->ng, call->down_sid, nva, n, end_stream ? NULL : &prd);
 	call->resp_headers_sent = true;
 	mtd_nv_release(nva, stack_nv);
+	if (rv != 0)
+		reset_down(call, rv);
 	mtd_conn_want_flush(call->down);
 	return 0;
 }
@@ -194,7 +220,10 @@ void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const 
 			 * sending (RFC 9113 §8.1 allows one): gRPC C-core turns it into
 			 * INTERNAL, hiding our status. Its DATA is dropped instead. */
 			nghttp2_nv nva[4]; /* synth_trailers' fields */
-			nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva), NULL);
+			int rv = nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva),
+			                                 NULL);
+			if (rv != 0)
+				reset_down(call, rv);
 		}
 		call->resp_headers_sent = true;
 		call->resp_done = true;
@@ -240,8 +269,10 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 	call->down->resp_held += call->resp.len;
 	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
 	nghttp2_nv nva[2]; /* :status, content-type */
-	nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva), &prd);
+	int rv = nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva), &prd);
 	call->resp_headers_sent = true;
+	if (rv != 0)
+		reset_down(call, rv);
 	mtd_conn_want_flush(call->down);
 }
 
@@ -299,18 +330,23 @@ ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t
 	}
 	call->resp_unconsumed -= from_up;
 	if (call->resp.len == 0 && call->resp_eof && !call->resp_done) {
-		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		nghttp2_nv stack_nv[MTD_STACK_NV];
 		const struct mtd_headers *t = &call->resp_trailers;
 		nghttp2_nv *nva = mtd_nv_room(stack_nv, t->n);
-		if (nva) {
-			size_t k = filter_response(t, nva);
-			if (nghttp2_submit_trailer(s, sid, nva, k) == 0)
-				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+		int rv = nva ? nghttp2_submit_trailer(s, sid, nva, filter_response(t, nva)) : NGHTTP2_ERR_NOMEM;
+		if (nva)
 			mtd_nv_release(nva, stack_nv);
-		}
 		call->resp_done = true;
 		call->state = MTD_CALL_DONE;
+		if (rv != 0) {
+			/* Without its trailers the response would end without
+			 * grpc-status: nghttp2 resets the stream instead
+			 * (INTERNAL_ERROR) and drops these last bytes. */
+			MTD_WARN("client %s: cannot send the trailers of stream %d (%s); resetting it",
+			         call->down ? call->down->peer : "?", sid, nghttp2_strerror(rv));
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		}
+		*flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
 		return (ssize_t)n;
 	}
 	if (n == 0) {

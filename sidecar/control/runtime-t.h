@@ -156,6 +156,10 @@ struct mtd_runtime {
 struct mtd_rt_hold {
 	struct mtd_disc_hold h;
 	struct mtd_runtime *rt; /* the worker's reference */
+	/* Users let go during this turn, dropped at its end
+	 * (mtd_worker_unhold_later), and the worker's list of such holds. */
+	uint32_t later;
+	struct mtd_rt_hold *later_next;
 };
 
 #endif

@@ -42,7 +42,6 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 	LIST_INSERT_HEAD(&c->calls, call, down_link);
 	c->n_streams++;
 	c->last_active_ns = call->start_ns;
-	c->w->n_calls++;
 	nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, call);
 	return 0;
 }
