@@ -7,6 +7,7 @@ import datetime
 import http.client
 import http.server
 import json
+import glob
 import os
 import re
 import signal
@@ -235,10 +236,9 @@ class Reference(AdminBase):
                             "%s is served but not in docs/metrics.md" % name)
         # The other way: every documented family is one maitred writes.
         src = ""
-        for fn in os.listdir(os.path.join(SRCDIR, "sidecar")):
-            if fn.endswith(".c"):
-                with open(os.path.join(SRCDIR, "sidecar", fn)) as f:
-                    src += f.read()
+        for fn in sorted(glob.glob(os.path.join(SRCDIR, "sidecar", "**", "*.c"), recursive=True)):
+            with open(fn) as f:
+                src += f.read()
         for name in set(re.findall(r"^\| `((?:maitred|process)_[a-z_]+)", doc, re.M)):
             self.assertIn('"%s"' % name, src, "%s is documented but maitred never writes it" % name)
 

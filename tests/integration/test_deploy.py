@@ -210,7 +210,7 @@ class Docs(unittest.TestCase):
         pat = re.compile(r'(?:MTD_(?:ERROR|WARN|INFO)\(|mtd_call_fail\(\w+, [\w()]+,|up_fail\(\w+,|'
                          r'snprintf\(err, errlen,)\s*"((?:[^"\\]|\\.)*)"')
         missing = []
-        for src in sorted(glob.glob(os.path.join(SRCDIR, "sidecar", "*.c"))):
+        for src in sorted(glob.glob(os.path.join(SRCDIR, "sidecar", "**", "*.c"), recursive=True)):
             with open(src) as f:
                 code = f.read()
             for fmt in pat.findall(code):
