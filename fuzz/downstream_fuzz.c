@@ -29,6 +29,7 @@
 #include "sidecar/control/control.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/downstream.h"
+#include "sidecar/turn.h"
 #include "sidecar/worker.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

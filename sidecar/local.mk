@@ -4,6 +4,7 @@ bin_PROGRAMS += sidecar/maitred
 # kinds of HTTP/2 connection, call/ the call engine, control/ the control
 # thread (snapshots, sources, health checks), ops/ what operators read.
 sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sidecar/worker.c \
+	sidecar/turn.h sidecar/turn.c \
 	sidecar/io/transport.h sidecar/io/transport.c \
 	sidecar/io/conn-t.h sidecar/io/conn.h sidecar/io/conn.c \
 	sidecar/io/downstream.h sidecar/io/downstream.c \
@@ -15,6 +16,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/call/relay.h sidecar/call/relay.c \
 	sidecar/call/failback.h sidecar/call/failback.c \
 	sidecar/control/control-t.h sidecar/control/control.h sidecar/control/publish.c \
+	sidecar/control/sources.c \
 	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime.c \
 	sidecar/control/mailbox.h sidecar/control/mailbox.c \
 	sidecar/control/dns.h sidecar/control/dns.c \

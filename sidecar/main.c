@@ -32,6 +32,7 @@
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/transport.h"
+#include "sidecar/turn.h"
 #include "sidecar/worker.h"
 
 static void usage(FILE *out)

@@ -29,29 +29,19 @@
 #include "sidecar/io/downstream.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/upstream.h"
+#include "sidecar/turn.h"
 #include "sidecar/worker.h"
 
 #define READ_BUF_SIZE (64 * 1024)
 /* At most one "refusing connections" line per worker this often. */
 #define REFUSE_LOG_NS (10 * (int64_t)1000000000)
 
-/* Downstream connections open over all workers (downstream.max_connections
- * is per process). The only process-wide counter of the data plane: one
- * atomic add on accept, one sub on close. */
-static atomic_uint n_downs_total;
-
-void mtd_worker_down_closed(void)
-{
-	atomic_fetch_sub_explicit(&n_downs_total, 1, memory_order_relaxed);
-}
-
 /* Take a connection slot; false (and the slot given back) past the limit. */
 static bool admit(struct mtd_worker *w)
 {
 	uint32_t max = w->rt->cfg->downstream.max_connections;
-	if (atomic_fetch_add_explicit(&n_downs_total, 1, memory_order_relaxed) < max)
+	if (mtd_worker_down_admit(max))
 		return true;
-	atomic_fetch_sub_explicit(&n_downs_total, 1, memory_order_relaxed);
 	w->n_refused++;
 	int64_t now = mtd_now_ns();
 	if (!w->refuse_logged_ns || now - w->refuse_logged_ns >= REFUSE_LOG_NS) {
@@ -64,66 +54,6 @@ static bool admit(struct mtd_worker *w)
 	return false;
 }
 
-void mtd_worker_schedule_flush(struct mtd_worker *w)
-{
-	if (!event_pending(&w->flush_ev, EV_TIMEOUT, NULL))
-		event_active(&w->flush_ev, EV_TIMEOUT, 0);
-}
-
-void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c)
-{
-	TAILQ_INSERT_TAIL(&w->graveyard, c, dirty_link);
-	mtd_worker_schedule_flush(w);
-}
-
-/* ---- timers ------------------------------------------------------------ */
-
-/* Set the libevent timer for the earliest armed timer if that is sooner
- * than where it is set. A disarmed timer leaves it as it is: it then
- * wakes the loop once for nothing, cheaper than re-arming on every
- * disarm (most calls end before their deadline). */
-static void timers_rearm(struct mtd_worker *w, int64_t now_ns)
-{
-	int64_t next = mtd_timers_next(&w->timers);
-	if (next >= w->timer_at_ns)
-		return;
-	int64_t us = next > now_ns ? (next - now_ns + 999) / 1000 : 0;
-	struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
-	if (event_add(&w->timers_ev, &tv) == 0)
-		w->timer_at_ns = next;
-}
-
-static void timers_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct mtd_worker *w = arg;
-	w->timer_at_ns = INT64_MAX;
-	int64_t now = mtd_now_ns();
-	/* Those due now; one a callback arms for now runs at the next turn. */
-	uint32_t n = w->timers.n;
-	struct mtd_timer *t;
-	w->in_timers = true;
-	while (n-- > 0 && (t = mtd_timers_pop_due(&w->timers, now)))
-		t->fn(t);
-	w->in_timers = false;
-	timers_rearm(w, mtd_now_ns());
-}
-
-int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, mtd_timer_fn *fn, int64_t delay_ns)
-{
-	int64_t now = mtd_now_ns();
-	t->fn = fn;
-	if (mtd_timers_add(&w->timers, t, now + (delay_ns > 0 ? delay_ns : 0)) < 0)
-		return -ENOMEM;
-	if (!w->in_timers)
-		timers_rearm(w, now);
-	return 0;
-}
-
-void mtd_worker_timer_disarm(struct mtd_worker *w, struct mtd_timer *t)
-{
-	mtd_timers_del(&w->timers, t);
-}
-
 static void maybe_finish_drain(struct mtd_worker *w)
 {
 	if (w->draining && w->n_downs == 0 && !w->drained) {
@@ -133,7 +63,13 @@ static void maybe_finish_drain(struct mtd_worker *w)
 	}
 }
 
-static void reap(struct mtd_worker *w);
+/* The end of a turn: free what the call engine released (call-t.h), then
+ * drop the snapshot holds let go of meanwhile. */
+static void reap(struct mtd_worker *w)
+{
+	mtd_call_reap(w);
+	mtd_worker_reap_holds(w);
+}
 
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -221,78 +157,6 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* ---- snapshots (the reclaim rule: lib/discovery/discovery.h) ---------- */
-
-static struct mtd_rt_hold *hold_new(struct mtd_runtime *rt)
-{
-	struct mtd_rt_hold *h = calloc(1, sizeof(*h));
-	if (h)
-		h->rt = rt;
-	return h;
-}
-
-static void hold_release(struct mtd_rt_hold *h)
-{
-	mtd_runtime_unref(h->rt);
-	free(h);
-}
-
-struct mtd_rt_hold *mtd_worker_hold(struct mtd_worker *w)
-{
-	mtd_disc_hold_take(&w->hold->h);
-	return w->hold;
-}
-
-struct mtd_rt_hold *mtd_worker_hold_again(struct mtd_worker *w, struct mtd_rt_hold *h)
-{
-	if (h)
-		mtd_disc_hold_take(&h->h);
-	return h;
-}
-
-void mtd_worker_unhold(struct mtd_worker *w, struct mtd_rt_hold *h)
-{
-	if (h && mtd_disc_hold_drop(&h->h))
-		hold_release(h);
-}
-
-void mtd_worker_unhold_later(struct mtd_worker *w, struct mtd_rt_hold *h)
-{
-	if (!h)
-		return;
-	if (h->later++ == 0) {
-		h->later_next = w->unhold_later;
-		w->unhold_later = h;
-	}
-	mtd_worker_schedule_flush(w);
-}
-
-/* The end of a turn: free what the call engine released (call-t.h), then
- * drop the holds let go of meanwhile. */
-static void reap(struct mtd_worker *w)
-{
-	mtd_call_reap(w);
-	struct mtd_rt_hold *h;
-	while ((h = w->unhold_later)) {
-		w->unhold_later = h->later_next;
-		uint32_t n = h->later;
-		h->later = 0;
-		while (n-- > 0)
-			mtd_worker_unhold(w, h); /* the last may free h */
-	}
-}
-
-void mtd_worker_set_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
-{
-	pthread_mutex_lock(&w->next_mu);
-	struct mtd_runtime *old = w->next_rt;
-	w->next_rt = rt;
-	pthread_mutex_unlock(&w->next_mu);
-	if (old)
-		mtd_runtime_unref(old); /* never served: a newer one replaced it */
-	event_active(&w->swap_ev, EV_TIMEOUT, 0);
-}
-
 /* The control thread published a runtime: serve it from now on. */
 static void swap_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -303,7 +167,7 @@ static void swap_cb(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_unlock(&w->next_mu);
 	if (!rt)
 		return;
-	struct mtd_rt_hold *h = hold_new(rt);
+	struct mtd_rt_hold *h = mtd_worker_hold_new(rt);
 	if (!h) {
 		/* Out of memory: stay on the current snapshot; the control
 		 * thread's next change tries again. */
@@ -315,7 +179,7 @@ static void swap_cb(evutil_socket_t fd, short what, void *arg)
 	w->hold = h;
 	w->rt = rt;
 	if (mtd_disc_hold_retire(&old->h))
-		hold_release(old);
+		mtd_worker_hold_release(old);
 	/* Pools of endpoints that stay take the new snapshot's settings. */
 	for (size_t i = 0; i < rt->cfg->n_services; i++) {
 		struct mtd_rt_service *s = rt->services[i];
@@ -382,7 +246,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	struct mtd_worker *w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
-	w->hold = hold_new(rt);
+	w->hold = mtd_worker_hold_new(rt);
 	if (!w->hold) {
 		free(w);
 		return NULL;
@@ -392,8 +256,6 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	w->rt = rt;
 	LIST_INIT(&w->pools);
 	LIST_INIT(&w->bg_calls);
-	LIST_INIT(&w->reap_calls);
-	LIST_INIT(&w->reap_attempts);
 	w->listen_fd = listen_fd;
 	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
 	w->slab.passthrough = mtd_slab_env_passthrough();
@@ -418,8 +280,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w);
 	event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w);
 	event_assign(&w->swap_ev, w->base, -1, 0, swap_cb, w);
-	evtimer_assign(&w->timers_ev, w->base, timers_cb, w);
-	w->timer_at_ns = INT64_MAX;
+	mtd_worker_turn_init(w);
 	if (mtd_hc_worker_init(w) < 0)
 		goto fail_up;
 	struct timeval one_second = {1, 0};
@@ -502,7 +363,7 @@ void mtd_worker_free(struct mtd_worker *w)
 	if (w->next_rt)
 		mtd_runtime_unref(w->next_rt);
 	/* Every call is gone: no hold is in use any more. */
-	hold_release(w->hold);
+	mtd_worker_hold_release(w->hold);
 	pthread_mutex_destroy(&w->next_mu);
 	free(w);
 }

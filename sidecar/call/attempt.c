@@ -33,7 +33,7 @@
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/ops/metrics.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 static void on_timeout(struct mtd_timer *t);
 

@@ -43,7 +43,7 @@
 #include "sidecar/io/pool.h"
 #include "sidecar/io/upstream.h"
 #include "sidecar/ops/metrics.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 /* How much of the first request message we read to find a hash-key field:
  * bounded look-ahead (the key is expected near the start of the message). */

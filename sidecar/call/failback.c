@@ -23,7 +23,7 @@
 #include "sidecar/call/headers.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/ops/metrics.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 static void log_drop(struct mtd_worker *w, const char *what, const char *why)
 {

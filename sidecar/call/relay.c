@@ -24,7 +24,7 @@
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 /* Replace h with grpc-status/grpc-message of our own. */
 static int synth_trailers(struct mtd_headers *h, struct mtd_slab *slab, bool with_status_line,

@@ -69,7 +69,7 @@ struct mtd_disc_source_ops {
 	void (*stop)(void *state);
 };
 
-/* ---- the control loop itself (publish.c) ----------------------------- */
+/* ---- the control loop itself (publish.c; the sources: sources.c) ------ */
 
 int mtd_control_init(struct mtd_control *ctl);
 void mtd_control_fini(struct mtd_control *ctl);

@@ -21,7 +21,7 @@
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 /* One check's answer: allocated by the control thread with the check,
  * filled by the worker, handed back (mtd_health.done) and freed by the

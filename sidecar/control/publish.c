@@ -2,11 +2,11 @@
  * keeps the current runtime, makes every change a new one (an endpoint
  * source's set, an UNAVAILABLE message, a warmup restart) with runtime.c's
  * builders, and hands it to every worker. Also the control loop's own
- * state (init, reclaim mailboxes) and its endpoint sources. Control
- * thread only.
+ * state (init, reclaim mailboxes). Control thread only.
  *
  * runtime.c builds and frees snapshots and never calls a worker; this file
- * is the one place a snapshot is published. */
+ * is the one place a snapshot is published. The endpoint sources that
+ * feed it are started by sources.c. */
 #include "config.h"
 
 #include <errno.h>
@@ -19,10 +19,8 @@
 #include "core/log.h"
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/control.h"
-#include "sidecar/control/dns.h"
-#include "sidecar/control/etcd.h"
 #include "sidecar/control/runtime.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -176,62 +174,4 @@ static void came_back(struct mtd_control *ctl, size_t si, struct mtd_endpoint *c
 void mtd_control_tick(struct mtd_control *ctl)
 {
 	mtd_runtime_tick(ctl->rt, came_back);
-}
-
-/* ---- endpoint sources ------------------------------------------------------ */
-
-static const struct mtd_disc_source_ops *source_of(const struct mtd_cfg_service *sc)
-{
-	switch (sc->source) {
-	case MTD_CFG_SOURCE_DNS:
-		return &mtd_dns_source_ops;
-	case MTD_CFG_SOURCE_STATIC:
-		/* Host names in static endpoints: all their addresses, refreshed
-		 * through the same resolver (issue 7 section 5). */
-		for (size_t i = 0; i < sc->n_endpoints; i++)
-			if (!mtd_rt_host_is_literal(sc->endpoints[i].addr.host))
-				return &mtd_dns_static_source_ops;
-		return NULL;
-	case MTD_CFG_SOURCE_ETCD:
-		return &mtd_etcd_source_ops;
-	}
-	return NULL;
-}
-
-void mtd_sources_start(struct mtd_control *ctl)
-{
-	const struct mtd_cfg *cfg = ctl->rt->cfg;
-	mtd_sources_stop(ctl);
-	ctl->src_ops = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*ctl->src_ops));
-	ctl->src_state = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*ctl->src_state));
-	if (!ctl->src_ops || !ctl->src_state) {
-		MTD_ERROR("out of memory: endpoint sources not started");
-		free(ctl->src_ops);
-		free(ctl->src_state);
-		ctl->src_ops = NULL;
-		ctl->src_state = NULL;
-		return;
-	}
-	ctl->n_src = cfg->n_services;
-	for (size_t i = 0; i < cfg->n_services; i++) {
-		const struct mtd_disc_source_ops *ops = source_of(&cfg->services[i]);
-		if (!ops)
-			continue;
-		if (ops->start(ctl, i, &cfg->services[i], &ctl->src_state[i]) == 0)
-			ctl->src_ops[i] = ops;
-		else
-			MTD_ERROR("service %s: cannot start its %s source", cfg->services[i].name, ops->name);
-	}
-}
-
-void mtd_sources_stop(struct mtd_control *ctl)
-{
-	for (size_t i = 0; i < ctl->n_src; i++)
-		if (ctl->src_ops[i])
-			ctl->src_ops[i]->stop(ctl->src_state[i]);
-	free(ctl->src_ops);
-	free(ctl->src_state);
-	ctl->src_ops = NULL;
-	ctl->src_state = NULL;
-	ctl->n_src = 0;
 }

@@ -21,7 +21,7 @@
 #include "sidecar/io/downstream.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 /* Stop gathering frames past this much unsent output, and stop reading
  * from the peer while that much waits for the socket. */

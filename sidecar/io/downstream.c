@@ -17,7 +17,7 @@
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
 {

@@ -19,7 +19,7 @@
 #include "sidecar/io/pool.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep)
 {

@@ -25,7 +25,7 @@
 #include "sidecar/io/pool.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 /* Past this the interval stops doubling (about 12 days). */
 #define KEEPALIVE_MAX_MS (1LL << 30)

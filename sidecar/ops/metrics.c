@@ -25,7 +25,7 @@
 #include "sidecar/call/attempt.h"
 #include "sidecar/call/headers.h"
 #include "sidecar/control/runtime.h"
-#include "sidecar/worker.h"
+#include "sidecar/turn.h"
 
 const double mtd_mx_lat_bounds_s[MTD_MX_LAT_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                         0.1,    0.25,  0.5,    1.0,   2.5,  5.0,   10.0};

@@ -27,6 +27,7 @@
 #include "sidecar/io/downstream.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
+#include "sidecar/turn.h"
 #include "sidecar/worker.h"
 
 /* ---- stubs for what conn.c calls outside itself ---------------------- */

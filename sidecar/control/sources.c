@@ -1,0 +1,73 @@
+/* The endpoint sources of the current config (control.h): one per service
+ * whose endpoints are not a static list of addresses (DNS, etcd), started
+ * after the snapshot is in force and stopped before a reload's is. A
+ * source reports through control.h (mtd_control_set_endpoints); nothing
+ * here publishes. Control thread only. */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "core/log.h"
+#include "sidecar/control/control-t.h"
+#include "sidecar/control/control.h"
+#include "sidecar/control/dns.h"
+#include "sidecar/control/etcd.h"
+#include "sidecar/control/runtime.h"
+
+/* ---- endpoint sources ------------------------------------------------------ */
+
+static const struct mtd_disc_source_ops *source_of(const struct mtd_cfg_service *sc)
+{
+	switch (sc->source) {
+	case MTD_CFG_SOURCE_DNS:
+		return &mtd_dns_source_ops;
+	case MTD_CFG_SOURCE_STATIC:
+		/* Host names in static endpoints: all their addresses, refreshed
+		 * through the same resolver (issue 7 section 5). */
+		for (size_t i = 0; i < sc->n_endpoints; i++)
+			if (!mtd_rt_host_is_literal(sc->endpoints[i].addr.host))
+				return &mtd_dns_static_source_ops;
+		return NULL;
+	case MTD_CFG_SOURCE_ETCD:
+		return &mtd_etcd_source_ops;
+	}
+	return NULL;
+}
+
+void mtd_sources_start(struct mtd_control *ctl)
+{
+	const struct mtd_cfg *cfg = ctl->rt->cfg;
+	mtd_sources_stop(ctl);
+	ctl->src_ops = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*ctl->src_ops));
+	ctl->src_state = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*ctl->src_state));
+	if (!ctl->src_ops || !ctl->src_state) {
+		MTD_ERROR("out of memory: endpoint sources not started");
+		free(ctl->src_ops);
+		free(ctl->src_state);
+		ctl->src_ops = NULL;
+		ctl->src_state = NULL;
+		return;
+	}
+	ctl->n_src = cfg->n_services;
+	for (size_t i = 0; i < cfg->n_services; i++) {
+		const struct mtd_disc_source_ops *ops = source_of(&cfg->services[i]);
+		if (!ops)
+			continue;
+		if (ops->start(ctl, i, &cfg->services[i], &ctl->src_state[i]) == 0)
+			ctl->src_ops[i] = ops;
+		else
+			MTD_ERROR("service %s: cannot start its %s source", cfg->services[i].name, ops->name);
+	}
+}
+
+void mtd_sources_stop(struct mtd_control *ctl)
+{
+	for (size_t i = 0; i < ctl->n_src; i++)
+		if (ctl->src_ops[i])
+			ctl->src_ops[i]->stop(ctl->src_state[i]);
+	free(ctl->src_ops);
+	free(ctl->src_state);
+	ctl->src_ops = NULL;
+	ctl->src_state = NULL;
+	ctl->n_src = 0;
+}

@@ -1,0 +1,174 @@
+/* A worker's turn: what every room of the data plane may ask of the
+ * worker it runs on, below everything that runs on it (turn.h). The
+ * worker itself (worker.c: accept, housekeeping, snapshot swaps, drain)
+ * is above the rooms and calls them; nothing here calls a room. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "discovery/discovery.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/conn-t.h"
+#include "sidecar/turn.h"
+
+/* Downstream connections open over all workers (downstream.max_connections
+ * is per process). The only process-wide counter of the data plane: one
+ * atomic add on accept, one sub on close. */
+static atomic_uint n_downs_total;
+
+bool mtd_worker_down_admit(uint32_t max)
+{
+	if (atomic_fetch_add_explicit(&n_downs_total, 1, memory_order_relaxed) < max)
+		return true;
+	atomic_fetch_sub_explicit(&n_downs_total, 1, memory_order_relaxed);
+	return false;
+}
+
+void mtd_worker_down_closed(void)
+{
+	atomic_fetch_sub_explicit(&n_downs_total, 1, memory_order_relaxed);
+}
+
+void mtd_worker_schedule_flush(struct mtd_worker *w)
+{
+	if (!event_pending(&w->flush_ev, EV_TIMEOUT, NULL))
+		event_active(&w->flush_ev, EV_TIMEOUT, 0);
+}
+
+void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c)
+{
+	TAILQ_INSERT_TAIL(&w->graveyard, c, dirty_link);
+	mtd_worker_schedule_flush(w);
+}
+
+/* ---- timers ------------------------------------------------------------ */
+
+/* Set the libevent timer for the earliest armed timer if that is sooner
+ * than where it is set. A disarmed timer leaves it as it is: it then
+ * wakes the loop once for nothing, cheaper than re-arming on every
+ * disarm (most calls end before their deadline). */
+static void timers_rearm(struct mtd_worker *w, int64_t now_ns)
+{
+	int64_t next = mtd_timers_next(&w->timers);
+	if (next >= w->timer_at_ns)
+		return;
+	int64_t us = next > now_ns ? (next - now_ns + 999) / 1000 : 0;
+	struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+	if (event_add(&w->timers_ev, &tv) == 0)
+		w->timer_at_ns = next;
+}
+
+static void timers_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_worker *w = arg;
+	w->timer_at_ns = INT64_MAX;
+	int64_t now = mtd_now_ns();
+	/* Those due now; one a callback arms for now runs at the next turn. */
+	uint32_t n = w->timers.n;
+	struct mtd_timer *t;
+	w->in_timers = true;
+	while (n-- > 0 && (t = mtd_timers_pop_due(&w->timers, now)))
+		t->fn(t);
+	w->in_timers = false;
+	timers_rearm(w, mtd_now_ns());
+}
+
+int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, mtd_timer_fn *fn, int64_t delay_ns)
+{
+	int64_t now = mtd_now_ns();
+	t->fn = fn;
+	if (mtd_timers_add(&w->timers, t, now + (delay_ns > 0 ? delay_ns : 0)) < 0)
+		return -ENOMEM;
+	if (!w->in_timers)
+		timers_rearm(w, now);
+	return 0;
+}
+
+void mtd_worker_timer_disarm(struct mtd_worker *w, struct mtd_timer *t)
+{
+	mtd_timers_del(&w->timers, t);
+}
+
+void mtd_worker_turn_init(struct mtd_worker *w)
+{
+	evtimer_assign(&w->timers_ev, w->base, timers_cb, w);
+	w->timer_at_ns = INT64_MAX;
+	LIST_INIT(&w->reap_calls);
+	LIST_INIT(&w->reap_attempts);
+}
+
+/* ---- snapshots (the reclaim rule: lib/discovery/discovery.h) ---------- */
+
+struct mtd_rt_hold *mtd_worker_hold_new(struct mtd_runtime *rt)
+{
+	struct mtd_rt_hold *h = calloc(1, sizeof(*h));
+	if (h)
+		h->rt = rt;
+	return h;
+}
+
+void mtd_worker_hold_release(struct mtd_rt_hold *h)
+{
+	mtd_runtime_unref(h->rt);
+	free(h);
+}
+
+struct mtd_rt_hold *mtd_worker_hold(struct mtd_worker *w)
+{
+	mtd_disc_hold_take(&w->hold->h);
+	return w->hold;
+}
+
+struct mtd_rt_hold *mtd_worker_hold_again(struct mtd_worker *w, struct mtd_rt_hold *h)
+{
+	if (h)
+		mtd_disc_hold_take(&h->h);
+	return h;
+}
+
+void mtd_worker_unhold(struct mtd_worker *w, struct mtd_rt_hold *h)
+{
+	if (h && mtd_disc_hold_drop(&h->h))
+		mtd_worker_hold_release(h);
+}
+
+void mtd_worker_unhold_later(struct mtd_worker *w, struct mtd_rt_hold *h)
+{
+	if (!h)
+		return;
+	if (h->later++ == 0) {
+		h->later_next = w->unhold_later;
+		w->unhold_later = h;
+	}
+	mtd_worker_schedule_flush(w);
+}
+
+void mtd_worker_set_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
+{
+	pthread_mutex_lock(&w->next_mu);
+	struct mtd_runtime *old = w->next_rt;
+	w->next_rt = rt;
+	pthread_mutex_unlock(&w->next_mu);
+	if (old)
+		mtd_runtime_unref(old); /* never served: a newer one replaced it */
+	event_active(&w->swap_ev, EV_TIMEOUT, 0);
+}
+
+void mtd_worker_reap_holds(struct mtd_worker *w)
+{
+	struct mtd_rt_hold *h;
+	while ((h = w->unhold_later)) {
+		w->unhold_later = h->later_next;
+		uint32_t n = h->later;
+		h->later = 0;
+		while (n-- > 0)
+			mtd_worker_unhold(w, h); /* the last may free h */
+	}
+}

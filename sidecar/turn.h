@@ -1,0 +1,61 @@
+/* A worker's turn (turn.c): what the rooms of the data plane (io/,
+ * call/, control/health.c's worker half) may ask of the worker they run
+ * on. Worker thread only, unless a declaration says otherwise. Below every
+ * room: nothing here calls into one (worker.h is the worker above them). */
+#ifndef MTD_TURN_H
+#define MTD_TURN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/timers.h"
+#include "sidecar/worker-t.h"
+
+struct mtd_runtime;
+struct mtd_rt_hold;
+struct mtd_conn;
+
+/* Schedule the end-of-turn flush (worker.c flush_cb: dirty connections
+ * written once each, the dead freed, the call engine's reap). */
+void mtd_worker_schedule_flush(struct mtd_worker *w);
+/* Move a closed conn to the graveyard (freed at the end of the turn). */
+void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c);
+
+/* Arm t to run fn when due, delay_ns from now, or move it there. 0, or
+ * -ENOMEM (t left as it was). Disarming a timer not armed does nothing. */
+int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, mtd_timer_fn *fn, int64_t delay_ns);
+void mtd_worker_timer_disarm(struct mtd_worker *w, struct mtd_timer *t);
+
+/* The worker's hold on its current runtime, for a call being routed; let go
+ * with mtd_worker_unhold when the call is freed. */
+struct mtd_rt_hold *mtd_worker_hold(struct mtd_worker *w);
+void mtd_worker_unhold(struct mtd_worker *w, struct mtd_rt_hold *h);
+/* mtd_worker_unhold at the end of the turn (the call engine's lifetime
+ * rule, call/call-t.h): for a call that stays but lets go of a snapshot
+ * mid-turn (moved to a newer one), so that what it read of the old one
+ * stays valid until the turn ends. */
+void mtd_worker_unhold_later(struct mtd_worker *w, struct mtd_rt_hold *h);
+/* One more user of hold h (NULL: none), another call routed with it (a
+ * FAILBACK copy of the call holding h). Let go with mtd_worker_unhold. */
+struct mtd_rt_hold *mtd_worker_hold_again(struct mtd_worker *w, struct mtd_rt_hold *h);
+/* Drop what mtd_worker_unhold_later queued (the end of the turn). */
+void mtd_worker_reap_holds(struct mtd_worker *w);
+/* A hold on rt (the worker's reference, transferred), or NULL; and its
+ * end: the reference dropped, the hold freed. */
+struct mtd_rt_hold *mtd_worker_hold_new(struct mtd_runtime *rt);
+void mtd_worker_hold_release(struct mtd_rt_hold *h);
+
+/* Thread-safe: serve rt (a reference transferred) from the worker's next
+ * turn; a runtime set before and not yet taken is dropped. */
+void mtd_worker_set_runtime(struct mtd_worker *w, struct mtd_runtime *rt);
+
+/* Client connections over every worker (downstream.max_connections is
+ * per process; the one process-wide counter, an atomic). Any thread:
+ * take a slot (false: full, nothing taken), give one back. */
+bool mtd_worker_down_admit(uint32_t max);
+void mtd_worker_down_closed(void);
+
+/* The timer heap's libevent timer and the reap lists (mtd_worker_new). */
+void mtd_worker_turn_init(struct mtd_worker *w);
+
+#endif
