@@ -40,6 +40,14 @@ enum mtd_grpc_status mtd_grpc_status_from_h2_error(uint32_t h2_error);
  * http-grpc-status-mapping.md). */
 enum mtd_grpc_status mtd_grpc_status_from_http(int http_status);
 
+/* A grpc-status value (1 to 3 ASCII digits, as PROTOCOL-HTTP2 writes the
+ * code in decimal): the number, or -1 when it is not that (empty, a sign,
+ * a space, a letter, 4 digits or more). What the code means is the
+ * caller's (codes above 16 are UNKNOWN's to report). */
+int mtd_grpc_status_parse(const uint8_t *v, size_t len);
+/* An HTTP :status value: exactly 3 ASCII digits (RFC 9110 §15), else -1. */
+int mtd_http_status_parse(const uint8_t *v, size_t len);
+
 /* Percent-encode msg for grpc-message (the spec: bytes outside 0x20..0x7E and
  * '%' become %XX). Writes at most cap-1 bytes plus NUL into out, never
  * splitting an escape; returns the length written. */

@@ -66,6 +66,29 @@ enum mtd_grpc_status mtd_grpc_status_from_http(int http_status)
 	}
 }
 
+static int digits(const uint8_t *v, size_t len, size_t min, size_t max)
+{
+	if (len < min || len > max)
+		return -1;
+	int n = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -1;
+		n = n * 10 + (v[i] - '0');
+	}
+	return n;
+}
+
+int mtd_grpc_status_parse(const uint8_t *v, size_t len)
+{
+	return digits(v, len, 1, 3);
+}
+
+int mtd_http_status_parse(const uint8_t *v, size_t len)
+{
+	return digits(v, len, 3, 3);
+}
+
 size_t mtd_grpc_message_encode(const char *msg, char *out, size_t cap)
 {
 	static const char hex[] = "0123456789ABCDEF";

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/bits.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
 #include "health/outlier.h"
@@ -163,16 +164,6 @@ void mtd_attempt_on_stream(struct mtd_attempt *a)
 
 /* ---- the policy's verdict ---------------------------------------------- */
 
-static bool bit_get(const uint64_t *bits, int i)
-{
-	return (bits[i / 64] >> (i % 64)) & 1;
-}
-
-static void bit_set(uint64_t *bits, int i)
-{
-	bits[i / 64] |= 1ull << (i % 64);
-}
-
 static void on_retry(struct mtd_timer *t)
 {
 	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
@@ -304,10 +295,10 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 		call->cur = NULL;
 	bool refused_before = false;
 	if (o->failure == MTD_FAULT_REFUSED) {
-		refused_before = bit_get(call->refused, a->ep_idx);
-		bit_set(call->refused, a->ep_idx);
-	} else if (!bit_get(call->tried, a->ep_idx)) {
-		bit_set(call->tried, a->ep_idx);
+		refused_before = mtd_bit_get(call->refused, (size_t)a->ep_idx);
+		mtd_bit_set(call->refused, (size_t)a->ep_idx);
+	} else if (!mtd_bit_get(call->tried, (size_t)a->ep_idx)) {
+		mtd_bit_set(call->tried, (size_t)a->ep_idx);
 		call->n_tried++;
 	}
 	free(call->last_failure);
@@ -437,19 +428,12 @@ void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
 
 /* ---- response ---------------------------------------------------------- */
 
+/* The block's grpc-status as a number; -1 if missing or malformed. */
 static int status_of(const struct mtd_headers *h)
 {
 	nghttp2_nv buf;
 	const nghttp2_nv *st = mtd_headers_find(h, "grpc-status", &buf);
-	if (!st || st->valuelen == 0 || st->valuelen > 3)
-		return -1;
-	int v = 0;
-	for (size_t i = 0; i < st->valuelen; i++) {
-		if (st->value[i] < '0' || st->value[i] > '9')
-			return -1;
-		v = v * 10 + (st->value[i] - '0');
-	}
-	return v;
+	return st ? mtd_grpc_status_parse(st->value, st->valuelen) : -1;
 }
 
 /* The response's :status as a number; -1 if missing or not 3 digits
@@ -458,15 +442,7 @@ static int http_status(const struct mtd_headers *h)
 {
 	nghttp2_nv buf;
 	const nghttp2_nv *st = mtd_headers_find(h, ":status", &buf);
-	if (!st || st->valuelen != 3)
-		return -1;
-	int v = 0;
-	for (size_t i = 0; i < 3; i++) {
-		if (st->value[i] < '0' || st->value[i] > '9')
-			return -1;
-		v = v * 10 + (st->value[i] - '0');
-	}
-	return v;
+	return st ? mtd_http_status_parse(st->value, st->valuelen) : -1;
 }
 
 /* The response is gRPC's: content-type application/grpc, alone or with a

@@ -28,6 +28,7 @@
 
 #include "core/log.h"
 #include "pbwire/pbwire.h"
+#include "core/bits.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
 #include "health/outlier.h"
@@ -339,14 +340,6 @@ static void on_deadline(struct mtd_timer *t)
 
 /* ---- picking ----------------------------------------------------------- */
 
-static void bit_set(uint64_t *bits, int i, bool on)
-{
-	if (on)
-		bits[i / 64] |= 1ull << (i % 64);
-	else
-		bits[i / 64] &= ~(1ull << (i % 64));
-}
-
 /* issue 10: the routing layer picks by the call's routing header value. */
 static int layer_pick(struct mtd_call *call, const struct mtd_lb_pick_ctx *ctx)
 {
@@ -467,12 +460,12 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 		else if (fallback < 0)
 			fallback = idx;
 		skipped[n_skipped++] = idx;
-		bit_set(bits, idx, true);
+		mtd_bit_set(bits, (size_t)idx);
 		call->n_tried++;
 	}
 	/* Passing over is not a failure of this call: forget the skips. */
 	for (size_t i = 0; i < n_skipped; i++) {
-		bit_set(bits, skipped[i], false);
+		mtd_bit_clear(bits, (size_t)skipped[i]);
 		call->n_tried--;
 	}
 	if (scratch != stack)
@@ -500,9 +493,9 @@ static bool launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedg
 	a->ep = svc->eps[idx];
 	a->picker = call_picker(call);
 	a->outliers = call_outliers(call);
-	if (call->fault->mode == MTD_FAULT_FORKING && !((call->tried[idx / 64] >> (idx % 64)) & 1)) {
+	if (call->fault->mode == MTD_FAULT_FORKING && !mtd_bit_get(call->tried, (size_t)idx)) {
 		/* Distinct endpoints for the forks. */
-		bit_set(call->tried, idx, true);
+		mtd_bit_set(call->tried, (size_t)idx);
 		call->n_tried++;
 	}
 	a->layer = call_layer(call);
@@ -566,7 +559,7 @@ static void start_broadcast(struct mtd_call *call)
 	int64_t now = mtd_now_ns();
 	uint32_t started = 0;
 	for (size_t i = 0; i < svc->n_eps && call->state != MTD_CALL_DONE; i++) {
-		if (ex && (ex[i / 64] >> (i % 64)) & 1)
+		if (ex && mtd_bit_get(ex, i))
 			continue;
 		struct mtd_pool *p = mtd_pool_get(call->w, svc, svc->eps[i]);
 		if (!p) {

@@ -237,15 +237,10 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 	if (call == NULL || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
 	if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
-		call->http_status = 0;
-		for (size_t i = 0; i < valuelen && i < 3; i++)
-			call->http_status = call->http_status * 10 + (value[i] - '0');
+		call->http_status = mtd_http_status_parse(value, valuelen);
 	} else if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0 && call->status < 0) {
-		int st = 0;
-
-		for (size_t i = 0; i < valuelen && i < 3; i++)
-			st = st * 10 + (value[i] >= '0' && value[i] <= '9' ? value[i] - '0' : 0);
-		call->status = st;
+		int st = mtd_grpc_status_parse(value, valuelen);
+		call->status = st >= 0 ? st : MTD_GRPC_UNKNOWN;
 	} else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0) {
 		percent_decode(call->message, sizeof(call->message), value, valuelen);
 	}

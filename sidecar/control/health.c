@@ -522,15 +522,11 @@ void mtd_hc_probe_start(struct mtd_hc_probe *pr, struct mtd_conn *c)
 void mtd_hc_on_header(struct mtd_conn *c, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
 {
 	struct mtd_hc_probe *pr = c->probe;
-	char v[16];
-	if (nlen == 7 && memcmp(name, ":status", 7) == 0 && vlen < sizeof(v)) {
-		memcpy(v, value, vlen);
-		v[vlen] = '\0';
-		pr->http_status = atoi(v);
-	} else if (nlen == 11 && memcmp(name, "grpc-status", 11) == 0 && vlen < sizeof(v)) {
-		memcpy(v, value, vlen);
-		v[vlen] = '\0';
-		pr->grpc_status = atoi(v);
+	if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
+		pr->http_status = mtd_http_status_parse(value, vlen);
+	} else if (nlen == 11 && memcmp(name, "grpc-status", 11) == 0) {
+		int st = mtd_grpc_status_parse(value, vlen);
+		pr->grpc_status = st >= 0 ? st : MTD_GRPC_UNKNOWN;
 	} else if (nlen == 12 && memcmp(name, "grpc-message", 12) == 0) {
 		size_t n = vlen < sizeof(pr->grpc_message) - 1 ? vlen : sizeof(pr->grpc_message) - 1;
 		memcpy(pr->grpc_message, value, n);

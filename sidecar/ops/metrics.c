@@ -246,13 +246,8 @@ static int code_of(const struct mtd_headers *h)
 	const nghttp2_nv *s = mtd_headers_find(h, "grpc-status", &buf);
 	if (!s)
 		return -1;
-	int v = 0;
-	for (size_t i = 0; i < s->valuelen; i++) {
-		if (s->value[i] < '0' || s->value[i] > '9' || v > 1000)
-			return MTD_GRPC_UNKNOWN;
-		v = v * 10 + (s->value[i] - '0');
-	}
-	return s->valuelen && v < MTD_MX_CODES ? v : MTD_GRPC_UNKNOWN;
+	int v = mtd_grpc_status_parse(s->value, s->valuelen);
+	return v >= 0 && v < MTD_MX_CODES ? v : MTD_GRPC_UNKNOWN;
 }
 
 /* The status the client saw: the trailers (the upstream's or maitred's

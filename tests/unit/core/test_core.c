@@ -10,11 +10,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bits.h"
 #include "core/bufq.h"
 #include "core/fmath.h"
 #include "core/log.h"
 #include "core/slab.h"
 #include "core/timers.h"
+
+START_TEST(bits_across_words)
+{
+	uint64_t b[3] = {0};
+	size_t on[] = {0, 63, 64, 127, 130};
+	for (size_t k = 0; k < 5; k++)
+		mtd_bit_set(b, on[k]);
+	ck_assert_uint_eq(b[0], 1ull | 1ull << 63);
+	ck_assert_uint_eq(b[1], 1ull | 1ull << 63);
+	ck_assert_uint_eq(b[2], 1ull << 2);
+	for (size_t i = 0; i < 192; i++)
+		ck_assert(mtd_bit_get(b, i) == (i == 0 || i == 63 || i == 64 || i == 127 || i == 130));
+	mtd_bit_clear(b, 63);
+	mtd_bit_clear(b, 65); /* not set: nothing */
+	ck_assert_uint_eq(b[0], 1);
+	ck_assert_uint_eq(b[1], 1ull | 1ull << 63);
+}
+END_TEST
 
 START_TEST(bufq_fifo_across_chunks)
 {
@@ -356,6 +375,7 @@ int main(void)
 {
 	Suite *s = suite_create("core");
 	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, bits_across_words);
 	tcase_add_test(tc, bufq_fifo_across_chunks);
 	tcase_add_test(tc, bufq_big_append_and_clear);
 	tcase_add_test(tc, bufq_copy_at_and_drop);

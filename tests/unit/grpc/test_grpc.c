@@ -94,6 +94,19 @@ START_TEST(status_mapping)
 	ck_assert_int_eq(mtd_grpc_status_from_http(401), MTD_GRPC_UNAUTHENTICATED);
 	ck_assert_int_eq(mtd_grpc_status_from_http(500), MTD_GRPC_UNKNOWN);
 	ck_assert_str_eq(mtd_grpc_status_name(14), "UNAVAILABLE");
+	/* grpc-status and :status values. */
+	ck_assert_int_eq(mtd_grpc_status_parse((const uint8_t *)"0", 1), 0);
+	ck_assert_int_eq(mtd_grpc_status_parse((const uint8_t *)"14", 2), 14);
+	ck_assert_int_eq(mtd_grpc_status_parse((const uint8_t *)"999", 3), 999);
+	ck_assert_int_eq(mtd_grpc_status_parse((const uint8_t *)"1000", 4), -1);
+	ck_assert_int_eq(mtd_grpc_status_parse((const uint8_t *)"", 0), -1);
+	ck_assert_int_eq(mtd_grpc_status_parse((const uint8_t *)"-1", 2), -1);
+	ck_assert_int_eq(mtd_grpc_status_parse((const uint8_t *)" 1", 2), -1);
+	ck_assert_int_eq(mtd_grpc_status_parse((const uint8_t *)"1a", 2), -1);
+	ck_assert_int_eq(mtd_http_status_parse((const uint8_t *)"200", 3), 200);
+	ck_assert_int_eq(mtd_http_status_parse((const uint8_t *)"20", 2), -1);
+	ck_assert_int_eq(mtd_http_status_parse((const uint8_t *)"2000", 4), -1);
+	ck_assert_int_eq(mtd_http_status_parse((const uint8_t *)"2x0", 3), -1);
 	ck_assert_str_eq(mtd_grpc_status_name(17), "UNKNOWN_STATUS");
 	ck_assert_str_eq(mtd_grpc_status_name(-1), "UNKNOWN_STATUS");
 }
