@@ -797,8 +797,11 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 		call->hold = mtd_worker_hold(call->w);
 	const struct mtd_runtime *rt = call->hold->rt;
 	int si = mtd_route_lookup(rt->routes, rp->service, rp->service_len);
-	if (si < 0)
+	if (si < 0) {
+		call->svc = NULL; /* nothing of an older snapshot stays routed */
+		call->method = NULL;
 		return false;
+	}
 	call->svc = rt->services[si];
 	const struct mtd_cfg_service *sc = call->svc->cfg;
 	const struct mtd_cfg_method *m = mtd_cfg_service_method(sc, rp->method, rp->method_len);
@@ -893,9 +896,13 @@ void mtd_call_start(struct mtd_call *call)
 
 void mtd_call_start_bg(struct mtd_call *call)
 {
-	if (!call->hold) {
-		/* Routed once, on the snapshot of its first re-send, which it
-		 * holds until it ends. */
+	if (!call->svc) {
+		/* Routed once, on the snapshot of its first re-send that has its
+		 * service, which it holds until it ends. A try that found no
+		 * service let go of that snapshot: this one routes on the
+		 * worker's current one. */
+		mtd_worker_unhold_later(call->w, call->hold);
+		call->hold = NULL;
 		if (!route_again(call))
 			return;
 		mtd_worker_unhold_later(call->w, call->bg->origin); /* its fault policy is the new snapshot's */
