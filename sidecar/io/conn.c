@@ -147,7 +147,7 @@ static int write_out(struct mtd_conn *c)
 			c->stalled_ns = 0; /* the peer reads */
 			continue;
 		}
-		if (n == MTD_IO_WANT_WRITE || n == MTD_IO_WANT_READ) {
+		if (mtd_io_wants(n)) {
 			if (!c->stalled_ns)
 				c->stalled_ns = mtd_now_ns();
 			return (int)n;
@@ -225,7 +225,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 		if (c->out_len == c->out_off)
 			break;
 		rc = write_out(c);
-		if (rc == MTD_IO_WANT_WRITE || rc == MTD_IO_WANT_READ) {
+		if (mtd_io_wants(rc)) {
 			/* Wait for what the transport asked: a TLS write that must
 			 * read first would spin on writability. */
 			c->want_read_on_write = rc == MTD_IO_WANT_READ;

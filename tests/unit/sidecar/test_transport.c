@@ -46,6 +46,33 @@ void mtd_down_after_recv(struct mtd_conn *c) {}
 
 void mtd_up_on_close(struct mtd_conn *c) {}
 
+/* read(2) and send(2) on one fd fail with a chosen errno (the test links
+ * with -Wl,--wrap=read,--wrap=send); every other call goes through. */
+static int fail_fd = -1, fail_errno;
+
+ssize_t __real_read(int fd, void *buf, size_t n);
+ssize_t __wrap_read(int fd, void *buf, size_t n);
+ssize_t __real_send(int fd, const void *buf, size_t n, int flags);
+ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags);
+
+ssize_t __wrap_read(int fd, void *buf, size_t n)
+{
+	if (fd == fail_fd) {
+		errno = fail_errno;
+		return -1;
+	}
+	return __real_read(fd, buf, n);
+}
+
+ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags)
+{
+	if (fd == fail_fd) {
+		errno = fail_errno;
+		return -1;
+	}
+	return __real_send(fd, buf, n, flags);
+}
+
 int64_t mtd_now_ns(void)
 {
 	struct timespec ts;
@@ -389,6 +416,110 @@ START_TEST(read_ahead_left_after_the_rounds_is_read_next_turn)
 }
 END_TEST
 
+/* ---- plain TCP ---------------------------------------------------------- */
+
+static void no_timer(evutil_socket_t fd, short what, void *arg) {}
+
+struct tcp_pair {
+	struct event_base *base;
+	struct mtd_worker w;
+	struct mtd_conn c; /* maitred's side, plain TCP */
+	int peer;
+};
+
+static void tcp_open(struct tcp_pair *p)
+{
+	memset(p, 0, sizeof(*p));
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	p->peer = sv[1];
+	p->base = event_base_new();
+	p->w.base = p->base;
+	TAILQ_INIT(&p->w.dirty);
+	p->w.rbuf_len = 64 * 1024;
+	p->w.rbuf = malloc(p->w.rbuf_len);
+	p->c.kind = MTD_CONN_UP;
+	p->c.w = &p->w;
+	p->c.fd = sv[0];
+	snprintf(p->c.peer, sizeof(p->c.peer), "test");
+	evtimer_assign(&p->c.timer, p->base, no_timer, NULL);
+	nghttp2_session_callbacks *cbs;
+	ck_assert_int_eq(nghttp2_session_callbacks_new(&cbs), 0);
+	ck_assert_int_eq(nghttp2_session_client_new(&p->c.ng, cbs, &p->c), 0);
+	nghttp2_session_callbacks_del(cbs);
+	p->c.state = MTD_CONN_READY;
+	ck_assert_int_eq(mtd_conn_start_io(&p->c), 0);
+}
+
+static void tcp_close(struct tcp_pair *p)
+{
+	fail_fd = -1;
+	if (p->c.state != MTD_CONN_CLOSED) {
+		event_del(&p->c.rev);
+		event_del(&p->c.wev);
+		close(p->c.fd);
+	}
+	nghttp2_session_del(p->c.ng);
+	free(p->c.out);
+	close(p->peer);
+	event_base_free(p->base);
+	free(p->w.rbuf);
+}
+
+/* Out of memory in read(2) is the end of the connection, not a wait: its
+ * code (-ENOMEM) once doubled as "wait for writability", and the
+ * connection waited on a socket that was writable all along, read again,
+ * got ENOMEM again... (issue 15, defect 6). */
+START_TEST(enomem_from_read_closes_the_connection)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	ck_assert_int_eq(write(p.peer, "x", 1), 1);
+	fail_fd = p.c.fd;
+	fail_errno = ENOMEM;
+	ck_assert_int_lt(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), 0);
+	ck_assert_int_ne(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), MTD_IO_WANT_WRITE);
+	ck_assert_int_ne(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), MTD_IO_WANT_READ);
+	ck_assert_msg(!mtd_conn_on_readable(&p.c), "the connection stayed open");
+	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
+	ck_assert(!p.c.want_write_on_read);
+	tcp_close(&p);
+}
+END_TEST
+
+/* The same for send(2): the flush closes the connection instead of
+ * waiting for writability. */
+START_TEST(enomem_from_send_closes_the_connection)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	p.c.out = malloc(64);
+	memset(p.c.out, 'y', 64);
+	p.c.out_len = p.c.out_cap = 64;
+	fail_fd = p.c.fd;
+	fail_errno = ENOMEM;
+	ck_assert_int_ne(mtd_xprt_write(&p.c, p.c.out, 64), MTD_IO_WANT_WRITE);
+	ck_assert_int_eq(mtd_conn_flush(&p.c), -ENOMEM);
+	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
+	tcp_close(&p);
+}
+END_TEST
+
+/* EAGAIN stays a wait, for both directions. */
+START_TEST(eagain_is_a_wait)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	fail_fd = p.c.fd;
+	fail_errno = EAGAIN;
+	ck_assert_int_eq(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), MTD_IO_WANT_READ);
+	ck_assert_int_eq(mtd_xprt_write(&p.c, (const uint8_t *)"z", 1), MTD_IO_WANT_WRITE);
+	ck_assert(mtd_conn_on_readable(&p.c));
+	ck_assert_int_ne(p.c.state, MTD_CONN_CLOSED);
+	tcp_close(&p);
+}
+END_TEST
+
 static Suite *transport_suite(void)
 {
 	Suite *s = suite_create("transport");
@@ -401,6 +532,11 @@ static Suite *transport_suite(void)
 	tcase_add_test(tc, read_ahead_takes_the_socket_at_once);
 	tcase_add_test(tc, read_ahead_left_after_the_rounds_is_read_next_turn);
 	suite_add_tcase(s, tc);
+	TCase *tcp = tcase_create("tcp");
+	tcase_add_test(tcp, enomem_from_read_closes_the_connection);
+	tcase_add_test(tcp, enomem_from_send_closes_the_connection);
+	tcase_add_test(tcp, eagain_is_a_wait);
+	suite_add_tcase(s, tcp);
 	return s;
 }
 
