@@ -18,9 +18,7 @@
 #include "core/log.h"
 #include "core/clock.h"
 #include "sidecar/io/conn.h"
-#include "sidecar/io/downstream.h"
 #include "sidecar/io/transport.h"
-#include "sidecar/io/upstream.h"
 #include "sidecar/worker.h"
 
 /* Stop gathering frames past this much unsent output, and stop reading
@@ -91,8 +89,8 @@ static void set_read_paused(struct mtd_conn *c, bool paused)
 static void doom_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_conn *c = arg;
-	MTD_DEBUG("%s %s: closing: its output did not drain within %lld s of the GOAWAY",
-	          c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer, (long long)(DOOM_NS / 1000000000));
+	MTD_DEBUG("%s %s: closing: its output did not drain within %lld s of the GOAWAY", c->ops->role, c->peer,
+	          (long long)(DOOM_NS / 1000000000));
 	mtd_conn_close(c);
 }
 
@@ -171,8 +169,7 @@ static int gather(struct mtd_conn *c)
 		const uint8_t *data;
 		ssize_t n = nghttp2_session_mem_send(c->ng, &data);
 		if (n < 0) {
-			MTD_WARN("%s %s: HTTP/2 send failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream",
-			         c->peer, nghttp2_strerror((int)n));
+			MTD_WARN("%s %s: HTTP/2 send failed: %s", c->ops->role, c->peer, nghttp2_strerror((int)n));
 			mtd_conn_close(c);
 			return -EPROTO;
 		}
@@ -240,8 +237,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 			return 0;
 		}
 		if (rc < 0) {
-			MTD_DEBUG("%s %s: write failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
-			          strerror(-rc));
+			MTD_DEBUG("%s %s: write failed: %s", c->ops->role, c->peer, strerror(-rc));
 			mtd_conn_close(c);
 			return rc;
 		}
@@ -257,7 +253,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 	}
 	/* A session with nothing left to do on either side is finished. */
 	if (c->ng && !nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng)) {
-		MTD_DEBUG("%s %s: HTTP/2 session finished", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer);
+		MTD_DEBUG("%s %s: HTTP/2 session finished", c->ops->role, c->peer);
 		mtd_conn_close(c);
 		return -EPIPE;
 	}
@@ -278,13 +274,12 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			break;
 		}
 		if (n <= 0) {
-			MTD_DEBUG("%s %s: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
-			          n == 0 ? "closed by peer" : strerror((int)-n));
+			MTD_DEBUG("%s %s: %s", c->ops->role, c->peer, n == 0 ? "closed by peer" : strerror((int)-n));
 			mtd_conn_close(c);
 			return false;
 		}
 		c->last_read_ns = mtd_now_ns();
-		if (c->kind == MTD_CONN_DOWN && mtd_down_prescan(c, w->rbuf, (size_t)n) < 0)
+		if (c->ops->prescan && c->ops->prescan(c, w->rbuf, (size_t)n) < 0)
 			break; /* doomed: its GOAWAY goes out with the flush */
 		ssize_t rv = 0;
 		for (size_t off = 0; rv >= 0 && off < (size_t)n;) {
@@ -297,8 +292,11 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			if (c->state == MTD_CONN_CLOSED || !nghttp2_session_want_read(c->ng))
 				break;
 		}
-		if (rv >= 0 && c->kind == MTD_CONN_DOWN && c->n_late_data_due)
-			mtd_down_after_recv(c);
+		if (rv >= 0 && c->ops->after_recv) {
+			c->ops->after_recv(c); /* may close c */
+			if (c->state == MTD_CONN_CLOSED)
+				return false;
+		}
 		/* A session that wants no more input (a connection error queued
 		 * its GOAWAY) is doomed: read no further. */
 		if (rv >= 0 && c->state != MTD_CONN_CLOSED && !nghttp2_session_want_read(c->ng)) {
@@ -317,8 +315,7 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		if (rv < 0) {
 			/* Fatal for the connection (HARDENING.md): flood, too many
 			 * CONTINUATIONs, bad preface... Send what GOAWAY nghttp2 queued. */
-			MTD_WARN("%s %s: HTTP/2 error: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
-			         nghttp2_strerror((int)rv));
+			MTD_WARN("%s %s: HTTP/2 error: %s", c->ops->role, c->peer, nghttp2_strerror((int)rv));
 			if (rv != NGHTTP2_ERR_NOMEM && rv != NGHTTP2_ERR_CALLBACK_FAILURE)
 				nghttp2_session_terminate_session(c->ng, NGHTTP2_PROTOCOL_ERROR);
 			mtd_conn_flush(c);
@@ -377,10 +374,7 @@ void mtd_conn_close(struct mtd_conn *c)
 		c->in_dirty = false;
 	}
 	/* Detach the calls: their other halves learn it from here. */
-	if (c->kind == MTD_CONN_DOWN)
-		mtd_down_on_close(c);
-	else
-		mtd_up_on_close(c);
+	c->ops->on_close(c);
 	mtd_worker_bury(c->w, c);
 }
 

@@ -122,7 +122,7 @@ static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame
  * forgotten stream are ignored, as nghttp2 does. Errors other than DATA
  * after PEER_RST are connection errors (§5.4.1 allows it). HEADERS, WINDOW_UPDATE and
  * RST_STREAM are judged in on_begin_frame; DATA, which nghttp2 drops on a
- * forgotten stream before any callback, in mtd_down_prescan. A lone
+ * forgotten stream before any callback, in down_prescan. A lone
  * CONTINUATION is nghttp2's PROTOCOL_ERROR (§6.10). */
 enum { CLOSED_PEER_RST = 1, CLOSED_END, CLOSED_OUR_RST };
 
@@ -151,7 +151,7 @@ static bool scanned_rst(const struct mtd_conn *c, int32_t sid)
 
 /* DATA on a stream the client reset, before nghttp2 drops it (which
  * counts it as consumed for the connection window): the §5.1 stream error,
- * once for a run of such DATA frames, sent by mtd_down_after_recv. */
+ * once for a run of such DATA frames, sent by down_after_recv. */
 static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
 {
 	if (sid == c->late_data_sid)
@@ -164,7 +164,12 @@ static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
 		c->late_data_due[c->n_late_data_due++] = sid;
 }
 
-void mtd_down_after_recv(struct mtd_conn *c)
+/* ops.after_recv: after nghttp2 read what down_prescan saw, the
+ * RST_STREAM(STREAM_CLOSED) it found due for DATA after the client's
+ * RST_STREAM (RFC 9113 §5.1), submitted now that nghttp2 has closed the
+ * stream (a RST_STREAM submitted while the stream was still open went
+ * nowhere once the client's closed it). */
+static void down_after_recv(struct mtd_conn *c)
 {
 	for (unsigned i = 0; i < c->n_late_data_due; i++) {
 		int32_t sid = c->late_data_due[i];
@@ -212,7 +217,7 @@ static int check_stream_state(nghttp2_session *ng, struct mtd_conn *c, const ngh
 		return 0;
 	case NGHTTP2_RST_STREAM: /* ignored however it closed (see PEER_RST above) */
 		return 0;
-	default: /* DATA never gets here: nghttp2 drops it unseen (mtd_down_prescan) */
+	default: /* DATA never gets here: nghttp2 drops it unseen (down_prescan) */
 		return 0;
 	}
 }
@@ -243,7 +248,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	struct mtd_conn *c = ud;
 	struct mtd_call *call;
 	/* PRIORITY frames never get here (nghttp2 skips them without RFC 7540
-	 * priorities): mtd_down_prescan counts them. */
+	 * priorities): down_prescan counts them. */
 	if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return glitch(ng, c);
 	switch (frame->hd.type) {
@@ -331,7 +336,13 @@ static uint32_t be31(const uint8_t *p)
 	return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffffu;
 }
 
-int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
+/* ops.prescan: follow the client's bytes p[0..n) frame by frame, before
+ * nghttp2 gets them, for what nghttp2 1.52 skips unread without RFC 7540
+ * priorities: RFC 9113 §6.3 PRIORITY on stream 0, §5.3.1 a stream
+ * depending on itself (PRIORITY, or HEADERS with the PRIORITY flag). 0, or
+ * -EPROTO with a GOAWAY(PROTOCOL_ERROR) queued and c doomed: feed nothing
+ * more. A few operations per frame; no allocation. */
+static int down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 {
 	const uint8_t *h = c->scan_hdr;
 	while (n > 0) {
@@ -464,6 +475,15 @@ void mtd_down_teardown(struct mtd_worker *w)
 	nghttp2_session_callbacks_del(w->down_cbs);
 }
 
+static void down_on_close(struct mtd_conn *c);
+
+static const struct mtd_conn_ops down_ops = {
+        .role = "client",
+        .prescan = down_prescan,
+        .after_recv = down_after_recv,
+        .on_close = down_on_close,
+};
+
 static void down_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -477,7 +497,7 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	struct mtd_conn *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->kind = MTD_CONN_DOWN;
+	c->ops = &down_ops;
 	c->state = MTD_CONN_READY;
 	c->w = w;
 	c->fd = fd;
@@ -556,7 +576,8 @@ void mtd_down_resume(struct mtd_call *call)
 	mtd_conn_want_flush(call->down);
 }
 
-void mtd_down_on_close(struct mtd_conn *c)
+/* ops.on_close: detach its calls (cancelled), leave the worker's list. */
+static void down_on_close(struct mtd_conn *c)
 {
 	struct mtd_worker *w = c->w;
 	LIST_REMOVE(c, link);

@@ -359,6 +359,13 @@ static void connected_cb(evutil_socket_t fd, short what, void *arg)
 	handshake_cb(c->fd, EV_WRITE, c);
 }
 
+static void up_on_close(struct mtd_conn *c);
+
+static const struct mtd_conn_ops up_ops = {
+        .role = "upstream",
+        .on_close = up_on_close,
+};
+
 struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 {
 	const struct mtd_cfg_addr *a = &p->ep->addr;
@@ -368,7 +375,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 		snprintf(reason, sizeof(reason), "upstream %s: out of memory for a connection", a->text);
 		goto fail;
 	}
-	c->kind = MTD_CONN_UP;
+	c->ops = &up_ops;
 	c->state = MTD_CONN_CONNECTING;
 	c->w = p->w;
 	c->pool = p;
@@ -546,7 +553,10 @@ bool mtd_up_check_write_stall(struct mtd_conn *c, int64_t now_ns)
 	return true;
 }
 
-void mtd_up_on_close(struct mtd_conn *c)
+/* ops.on_close: its attempts fail over or end (connection lost), it
+ * leaves the pool, and the pool dispatches (or moves its waiting calls on
+ * if it never became usable). */
+static void up_on_close(struct mtd_conn *c)
 {
 	struct mtd_pool *p = c->pool;
 	LIST_REMOVE(c, link);

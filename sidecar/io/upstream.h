@@ -19,8 +19,6 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p);
 int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a);
 /* Called when an attempt's upstream side may send more (request data). */
 void mtd_up_resume(struct mtd_attempt *a);
-/* c is closing: fail its attempts, leave the pool, let the pool dispatch. */
-void mtd_up_on_close(struct mtd_conn *c);
 /* Housekeeping: close c if its peer read nothing for upstream.write_timeout
  * while output waits (a stuck upstream); its calls end UNAVAILABLE. true
  * when c was closed. */

@@ -3,8 +3,8 @@
  * OpenSSL server in this process, over a non-blocking socketpair, pumped by
  * hand (no timing). Certificates are made in memory at start.
  *
- * conn.c is linked alone: the worker, downstream and upstream functions it
- * calls are stubbed below. */
+ * conn.c is linked alone: the worker functions it calls are stubbed below,
+ * and the connection's kind is a test one (test_ops). */
 #include "config.h"
 
 #include <check.h>
@@ -24,9 +24,7 @@
 
 #include "core/clock.h"
 #include "sidecar/io/conn.h"
-#include "sidecar/io/downstream.h"
 #include "sidecar/io/transport.h"
-#include "sidecar/io/upstream.h"
 #include "sidecar/worker.h"
 
 /* ---- stubs for what conn.c calls outside itself ---------------------- */
@@ -35,16 +33,9 @@ void mtd_worker_schedule_flush(struct mtd_worker *w) {}
 
 void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c) {}
 
-void mtd_down_on_close(struct mtd_conn *c) {}
+static void test_on_close(struct mtd_conn *c) {}
 
-int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
-{
-	return 0;
-}
-
-void mtd_down_after_recv(struct mtd_conn *c) {}
-
-void mtd_up_on_close(struct mtd_conn *c) {}
+static const struct mtd_conn_ops test_ops = {.role = "upstream", .on_close = test_on_close};
 
 /* read(2) and send(2) on one fd fail with a chosen errno (the test links
  * with -Wl,--wrap=read,--wrap=send); every other call goes through. */
@@ -192,7 +183,7 @@ static void pair_open(struct pair *p)
 	TAILQ_INIT(&p->w.dirty);
 	p->w.rbuf_len = 64 * 1024;
 	p->w.rbuf = malloc(p->w.rbuf_len);
-	p->c.kind = MTD_CONN_UP;
+	p->c.ops = &test_ops;
 	p->c.w = &p->w;
 	p->c.fd = sv[0];
 	snprintf(p->c.peer, sizeof(p->c.peer), "test");
@@ -438,7 +429,7 @@ static void tcp_open(struct tcp_pair *p)
 	TAILQ_INIT(&p->w.dirty);
 	p->w.rbuf_len = 64 * 1024;
 	p->w.rbuf = malloc(p->w.rbuf_len);
-	p->c.kind = MTD_CONN_UP;
+	p->c.ops = &test_ops;
 	p->c.w = &p->w;
 	p->c.fd = sv[0];
 	snprintf(p->c.peer, sizeof(p->c.peer), "test");
