@@ -290,11 +290,8 @@ static void swap_cb(evutil_socket_t fd, short what, void *arg)
 		struct mtd_rt_service *s = rt->services[i];
 		for (size_t e = 0; e < s->n_eps; e++) {
 			struct mtd_pool *p = s->eps[e]->pools[w->id];
-			if (p && p->svc != s) {
-				mtd_disc_ref_get(&s->ref);
-				mtd_rt_service_unref(p->svc);
-				p->svc = s;
-			}
+			if (p)
+				mtd_pool_set_service(p, s);
 		}
 	}
 	/* Pools of endpoints it no longer holds drain (issue 7). */

@@ -10,6 +10,7 @@
 
 struct mtd_worker;
 struct mtd_rt_service;
+struct mtd_rt_load;
 struct mtd_endpoint;
 struct mtd_hc_probe;
 struct ssl_session_st;
@@ -30,6 +31,14 @@ struct mtd_pool {
 	uint32_t n_conns;
 	TAILQ_HEAD(, mtd_attempt) pending; /* waiting for a stream slot */
 	uint32_t n_pending;
+	/* Where the attempts in `pending` are counted for
+	 * circuit_breaker.max_pending (a reference held; NULL while the
+	 * service sets none): all of them, each once, so what the pool gives
+	 * back is exactly what it added. It changes only with the pool's
+	 * service (mtd_pool_set_service), which moves the count along. Issue
+	 * 15, defect 2: a count given back under another config than the one
+	 * it was kept under wrapped, and every later call was refused. */
+	struct mtd_rt_load *load;
 	struct ssl_session_st *tls_session; /* to resume with */
 	bool failing;                       /* a connect failure is being handled */
 	/* Connect failures in a row, and until when new calls avoid this

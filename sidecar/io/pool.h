@@ -13,6 +13,10 @@ struct mtd_attempt;
 /* The pool of endpoint ep (of service snapshot svc) on worker w, created on
  * first use; NULL when out of memory. May be retired (see above). */
 struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep);
+/* The worker moved to a snapshot that holds p's endpoint in svc: p takes
+ * svc's settings (a reference; the previous one dropped) and counts its
+ * waiting attempts where svc's circuit breaker says from now on. */
+void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc);
 /* The worker moved to a snapshot without p's endpoint. */
 void mtd_pool_retire(struct mtd_pool *p);
 void mtd_pool_free(struct mtd_pool *p);
