@@ -52,6 +52,17 @@ tests_unit_test_transport_LDADD = $(TEST_UNIT_LIBS)
 # read(2) and send(2) fail on demand (the errors a socket may return).
 tests_unit_test_transport_LDFLAGS = -Wl,--wrap=read,--wrap=send
 
+# Pools and upstream connections (pool.c, upstream.c) over loopback, the
+# call engine and health checks stubbed; event_add fails on demand.
+check_PROGRAMS += tests/unit/test_pool
+TESTS += tests/unit/test_pool
+tests_unit_test_pool_SOURCES = tests/unit/sidecar/test_pool.c \
+	sidecar/io/pool.c sidecar/io/upstream.c sidecar/io/conn.c sidecar/io/transport.c \
+	sidecar/call/headers.c
+tests_unit_test_pool_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_pool_LDADD = $(TEST_UNIT_LIBS)
+tests_unit_test_pool_LDFLAGS = -Wl,--wrap=event_add
+
 # The mailbox (mailbox.h): order, wake-up, leftovers, posters on threads.
 check_PROGRAMS += tests/unit/test_mailbox
 TESTS += tests/unit/test_mailbox

@@ -82,7 +82,7 @@ void mtd_pool_free(struct mtd_pool *p)
 {
 	struct mtd_conn *c;
 	struct mtd_attempt *a;
-	p->failing = true; /* no reconnects while tearing down */
+	p->stopping = true; /* no reconnects while tearing down */
 	if (p->connect_failures > 0)
 		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
 	if (p->probe)
@@ -133,7 +133,7 @@ void mtd_pool_retire(struct mtd_pool *p)
 	}
 	if (p->probe)
 		mtd_hc_probe_abandon(p->probe, false, "the endpoint left the service");
-	p->failing = true; /* no new connection from here on */
+	/* No new connection from here on: `retired`, never cleared. */
 	for (c = LIST_FIRST(&p->conns); c; c = next) {
 		next = LIST_NEXT(c, link);
 		if (c->n_streams == 0) {
@@ -294,7 +294,7 @@ void mtd_pool_dispatch(struct mtd_pool *p)
 			if (usable(c))
 				probe_alone = false;
 	}
-	if ((p->n_pending == 0 && !probe_alone) || p->failing)
+	if ((p->n_pending == 0 && !probe_alone) || p->failing || mtd_pool_closing(p))
 		return;
 	/* Calls still wait and every ready connection is full. While a
 	 * connection is on its way, wait for it: its SETTINGS tell how many

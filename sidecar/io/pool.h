@@ -20,6 +20,12 @@ void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc);
 /* The worker moved to a snapshot without p's endpoint. */
 void mtd_pool_retire(struct mtd_pool *p);
 void mtd_pool_free(struct mtd_pool *p);
+/* Retired or being freed: p opens no connection any more, and what its
+ * connections do no longer concerns waiting calls (it has none). */
+static inline bool mtd_pool_closing(const struct mtd_pool *p)
+{
+	return p->retired || p->stopping;
+}
 /* True while the pool's endpoint failed its last connect and no connection
  * of it is usable: new calls should go elsewhere if they can. */
 bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns);

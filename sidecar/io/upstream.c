@@ -75,10 +75,12 @@ static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 	else
 		MTD_WARN("%s", reason);
 	/* While failing, the pool must not open a replacement for the calls
-	 * it is about to move (that would loop on a dead endpoint). */
-	p->failing = true;
+	 * it is about to move (that would loop on a dead endpoint). A count:
+	 * closing c may fail another of its connections. Retirement and
+	 * teardown have flags of their own, which this never clears. */
+	p->failing++;
 	mtd_conn_close(c);
-	p->failing = false;
+	p->failing--;
 	if (never_ready)
 		move_waiting_calls(p, reason);
 }
@@ -576,7 +578,7 @@ static void up_on_close(struct mtd_conn *c)
 			a->call->resp_unconsumed = 0; /* the session goes with its windows */
 		mtd_attempt_conn_lost(a, reason);
 	}
-	if (!c->settings_seen && !p->failing) {
+	if (!c->settings_seen && !p->failing && !mtd_pool_closing(p)) {
 		/* Closed before it was usable (the peer closed, sent garbage, or
 		 * went silent) by another path than up_fail: the calls waiting
 		 * for it must not wait for nothing. */
