@@ -49,8 +49,9 @@ tests_unit_test_transport_SOURCES = tests/unit/sidecar/test_transport.c \
 	sidecar/io/conn.c sidecar/io/transport.c
 tests_unit_test_transport_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_transport_LDADD = $(TEST_UNIT_LIBS)
-# read(2) and send(2) fail on demand (the errors a socket may return).
-tests_unit_test_transport_LDFLAGS = -Wl,--wrap=read,--wrap=send
+# read(2), send(2) and event_add fail on demand (what a socket or
+# libevent may answer).
+tests_unit_test_transport_LDFLAGS = -Wl,--wrap=read,--wrap=send,--wrap=event_add
 
 # Pools and upstream connections (pool.c, upstream.c) over loopback, the
 # call engine and health checks stubbed; event_add fails on demand.

@@ -376,13 +376,15 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 		goto fail_mem;
 	if (mtd_up_setup(w) < 0)
 		goto fail_down;
-	event_assign(&w->listen_ev, w->base, listen_fd, EV_READ | EV_PERSIST, accept_cb, w);
-	event_assign(&w->flush_ev, w->base, -1, 0, flush_cb, w);
-	event_assign(&w->housekeeping_ev, w->base, -1, EV_PERSIST, housekeeping_cb, w);
-	event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w);
-	event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w);
-	event_assign(&w->swap_ev, w->base, -1, 0, swap_cb, w);
-	evtimer_assign(&w->timers_ev, w->base, timers_cb, w);
+	/* A worker without one of its events cannot run: it is not made. */
+	if (event_assign(&w->listen_ev, w->base, listen_fd, EV_READ | EV_PERSIST, accept_cb, w) != 0 ||
+	    event_assign(&w->flush_ev, w->base, -1, 0, flush_cb, w) != 0 ||
+	    event_assign(&w->housekeeping_ev, w->base, -1, EV_PERSIST, housekeeping_cb, w) != 0 ||
+	    event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w) != 0 ||
+	    event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w) != 0 ||
+	    event_assign(&w->swap_ev, w->base, -1, 0, swap_cb, w) != 0 ||
+	    evtimer_assign(&w->timers_ev, w->base, timers_cb, w) != 0)
+		goto fail_up;
 	w->timer_at_ns = INT64_MAX;
 	if (mtd_hc_worker_init(w) < 0)
 		goto fail_up;

@@ -80,7 +80,11 @@ struct mtd_conn {
 	bool tls_drained;                /* the last SSL_read found the socket empty */
 	nghttp2_session *ng;
 	struct event rev, wev;   /* fd readable / writable */
-	struct event timer;      /* connect timeout (upstream) */
+	/* Its one timer, made with it (mtd_conn_timer_init) and armed with
+	 * what it runs: the connect and SETTINGS timeouts (upstream), the
+	 * doom deadline (both sides). */
+	struct event timer;
+	void (*timer_fn)(struct mtd_conn *c);
 	bool want_write_on_read; /* TLS asked for writability to read */
 	bool want_read_on_write; /* TLS asked for readability to write */
 	bool read_paused;        /* output backed up, or doomed: stop reading */

@@ -58,9 +58,8 @@ void *mtd_conn_field_ud(struct mtd_conn *c, int32_t sid)
 
 int mtd_conn_start_io(struct mtd_conn *c)
 {
-	event_assign(&c->rev, c->w->base, c->fd, EV_READ | EV_PERSIST, conn_io_cb, c);
-	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, conn_io_cb, c);
-	if (event_add(&c->rev, NULL) != 0)
+	if (event_assign(&c->rev, c->w->base, c->fd, EV_READ | EV_PERSIST, conn_io_cb, c) != 0 ||
+	    event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, conn_io_cb, c) != 0 || event_add(&c->rev, NULL) != 0)
 		return -EIO;
 	/* The TLS handshake may have read ahead the peer's first frames. */
 	if (mtd_xprt_pending(c))
@@ -68,27 +67,62 @@ int mtd_conn_start_io(struct mtd_conn *c)
 	return 0;
 }
 
-static void set_read_paused(struct mtd_conn *c, bool paused)
+static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_conn *c = arg;
+	void (*fn)(struct mtd_conn *) = c->timer_fn;
+	c->timer_fn = NULL;
+	if (fn && c->state != MTD_CONN_CLOSED)
+		fn(c);
+}
+
+int mtd_conn_timer_init(struct mtd_conn *c)
+{
+	return evtimer_assign(&c->timer, c->w->base, conn_timer_cb, c) == 0 ? 0 : -EINVAL;
+}
+
+int mtd_conn_timer_arm(struct mtd_conn *c, void (*fn)(struct mtd_conn *c), int64_t ms)
+{
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+	c->timer_fn = fn;
+	if (evtimer_add(&c->timer, &tv) != 0) {
+		c->timer_fn = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void mtd_conn_timer_disarm(struct mtd_conn *c)
+{
+	evtimer_del(&c->timer);
+	c->timer_fn = NULL;
+}
+
+/* Reading on or off. 0, or -EIO when reading could not be turned back on
+ * (libevent refused the event): the peer would never be read again, the
+ * caller closes c. */
+static int set_read_paused(struct mtd_conn *c, bool paused)
 {
 	c->read_paused = paused;
 	/* Reading stays on while the transport must read before it can write
 	 * (transport.h): the output cannot drain otherwise. */
 	bool on = !paused || c->want_read_on_write;
 	if (on == (event_pending(&c->rev, EV_READ, NULL) != 0))
-		return;
+		return 0;
 	if (on) {
-		event_add(&c->rev, NULL);
+		if (event_add(&c->rev, NULL) != 0)
+			return -EIO;
 		/* What the transport read ahead wakes nobody (transport.h). */
 		if (mtd_xprt_pending(c))
 			event_active(&c->rev, EV_READ, 0);
 	} else {
 		event_del(&c->rev);
 	}
+	return 0;
 }
 
-static void doom_cb(evutil_socket_t fd, short what, void *arg)
+static void doom_expired(struct mtd_conn *c)
 {
-	struct mtd_conn *c = arg;
 	MTD_DEBUG("%s %s: closing: its output did not drain within %lld s of the GOAWAY", c->ops->role, c->peer,
 	          (long long)(DOOM_NS / 1000000000));
 	mtd_conn_close(c);
@@ -100,14 +134,20 @@ void mtd_conn_doom(struct mtd_conn *c)
 		return;
 	c->doomed_ns = mtd_now_ns();
 	/* Nothing the peer sends matters any more: do not read it (issue 6:
-	 * a doomed peer was read and discarded without end). */
+	 * a doomed peer was read and discarded without end). Pausing only
+	 * deletes the event: it cannot fail. */
 	set_read_paused(c, true);
-	/* The timer's other use (the upstream connect timeout) is over. */
-	event_del(&c->timer);
-	evtimer_assign(&c->timer, c->w->base, doom_cb, c);
-	struct timeval tv = {(time_t)(DOOM_NS / 1000000000), 0};
-	evtimer_add(&c->timer, &tv);
 	mtd_conn_want_flush(c);
+	/* The timer's other use (the upstream connect timeout) is over. */
+	if (mtd_conn_timer_arm(c, doom_expired, DOOM_NS / 1000000) < 0) {
+		/* Without its deadline a doomed connection lasts as long as its
+		 * peer does not read: it ends at the next turn instead, after
+		 * the flush above (not here: its session's callback may be
+		 * running). */
+		MTD_WARN("%s %s: cannot arm the close deadline: closing at the next turn", c->ops->role, c->peer);
+		c->timer_fn = doom_expired;
+		event_active(&c->timer, EV_TIMEOUT, 0);
+	}
 }
 
 static int out_reserve(struct mtd_conn *c, size_t n)
@@ -209,6 +249,15 @@ static void gather_others(struct mtd_worker *w, const struct mtd_conn *reader)
 	}
 }
 
+/* libevent refused a wait c needs (for readability or writability): c
+ * would never move again. -EIO, c closed. */
+static int io_wait_failed(struct mtd_conn *c)
+{
+	MTD_WARN("%s %s: cannot wait for its socket (event_add failed): closing", c->ops->role, c->peer);
+	mtd_conn_close(c);
+	return -EIO;
+}
+
 int mtd_conn_flush(struct mtd_conn *c)
 {
 	if (c->state == MTD_CONN_CLOSED)
@@ -226,12 +275,12 @@ int mtd_conn_flush(struct mtd_conn *c)
 			/* Wait for what the transport asked: a TLS write that must
 			 * read first would spin on writability. */
 			c->want_read_on_write = rc == MTD_IO_WANT_READ;
-			if (!c->want_read_on_write)
-				event_add(&c->wev, NULL);
 			/* HARDENING.md (CVE-2019-9517): a peer that does not read
 			 * what we owe it is not read either. Gathering stops at
 			 * the mark, so the pause must trigger at it, not past it. */
-			set_read_paused(c, c->doomed_ns || c->out_len - c->out_off >= OUT_HIGH_WATER);
+			if ((!c->want_read_on_write && event_add(&c->wev, NULL) != 0) ||
+			    set_read_paused(c, c->doomed_ns || c->out_len - c->out_off >= OUT_HIGH_WATER) < 0)
+				return io_wait_failed(c);
 			if (c->ng && !c->doomed_ns && !nghttp2_session_want_read(c->ng))
 				mtd_conn_doom(c);
 			return 0;
@@ -244,7 +293,8 @@ int mtd_conn_flush(struct mtd_conn *c)
 	}
 	c->want_read_on_write = false;
 	c->stalled_ns = 0;
-	set_read_paused(c, c->doomed_ns != 0);
+	if (set_read_paused(c, c->doomed_ns != 0) < 0)
+		return io_wait_failed(c);
 	/* Release a big output buffer once idle: an idle connection stays small. */
 	if (c->out_cap > 65536) {
 		free(c->out);
@@ -270,7 +320,10 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			break;
 		if (n == MTD_IO_WANT_WRITE) {
 			c->want_write_on_read = true;
-			event_add(&c->wev, NULL);
+			if (event_add(&c->wev, NULL) != 0) {
+				io_wait_failed(c);
+				return false;
+			}
 			break;
 		}
 		if (n <= 0) {

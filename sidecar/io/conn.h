@@ -22,11 +22,22 @@ static inline void mtd_conn_field_forget(struct mtd_conn *c, int32_t sid)
 bool mtd_conn_on_readable(struct mtd_conn *c);
 /* Write pending output and whatever the session has. 0 or -errno (closed). */
 int mtd_conn_flush(struct mtd_conn *c);
-/* Register c's fd with the worker's base (read interest). */
+/* Register c's fd with the worker's base (read interest). 0, or -EIO
+ * (libevent refused the events). */
 int mtd_conn_start_io(struct mtd_conn *c);
+/* c's timer (conn-t.h), set up once when c is made: 0, or -EINVAL
+ * (libevent refused the event). */
+int mtd_conn_timer_init(struct mtd_conn *c);
+/* Run fn(c) in ms unless disarmed or armed again first. 0, or -ENOMEM
+ * (libevent could not add it: its timer heap could not grow); the caller
+ * decides what a connection without that bound means. */
+int mtd_conn_timer_arm(struct mtd_conn *c, void (*fn)(struct mtd_conn *c), int64_t ms);
+void mtd_conn_timer_disarm(struct mtd_conn *c);
 /* c's session wants no more input (GOAWAY queued after a fatal error, or
  * sent with no stream left): stop reading the peer and close c within 5 s
- * whether or not its output drains. Idempotent. */
+ * whether or not its output drains (at the next turn if that deadline
+ * cannot be armed). Never closes c itself: safe inside c's session's
+ * callbacks. Idempotent. */
 void mtd_conn_doom(struct mtd_conn *c);
 /* Issue 6 (write_timeout, both sides): true when output has waited for c's
  * socket and the peer read none of it for more than timeout_ms. */

@@ -168,17 +168,26 @@ static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
  * RST_STREAM(STREAM_CLOSED) it found due for DATA after the client's
  * RST_STREAM (RFC 9113 §5.1), submitted now that nghttp2 has closed the
  * stream (a RST_STREAM submitted while the stream was still open went
- * nowhere once the client's closed it). */
+ * nowhere once the client's closed it). Out of memory for one of them
+ * closes the connection: the stream error could not be told, and the
+ * read loop is outside the session's callbacks here. */
 static void down_after_recv(struct mtd_conn *c)
 {
-	for (unsigned i = 0; i < c->n_late_data_due; i++) {
+	unsigned n = c->n_late_data_due;
+	c->n_late_data_due = 0;
+	for (unsigned i = 0; i < n; i++) {
 		int32_t sid = c->late_data_due[i];
 		MTD_DEBUG("client %s: stream %d: DATA after the client's RST_STREAM (RFC 9113 §5.1): "
 		          "RST_STREAM(STREAM_CLOSED)",
 		          c->peer, sid);
-		nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_STREAM_CLOSED);
+		int rv = nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_STREAM_CLOSED);
+		if (rv != 0) {
+			MTD_WARN("client %s: stream %d: cannot queue RST_STREAM (%s): closing", c->peer, sid,
+			         nghttp2_strerror(rv));
+			mtd_conn_close(c);
+			return;
+		}
 	}
-	c->n_late_data_due = 0;
 }
 
 /* A connection error found before nghttp2 saw the frame: GOAWAY with code,
@@ -484,13 +493,6 @@ static const struct mtd_conn_ops down_ops = {
         .on_close = down_on_close,
 };
 
-static void down_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	(void)arg;
-}
-
 int mtd_down_accept(struct mtd_worker *w, int fd)
 {
 	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
@@ -520,8 +522,8 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 		}
 	}
 	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
-	evtimer_assign(&c->timer, w->base, down_timer_cb, c);
-	if (nghttp2_session_server_new3(&c->ng, w->down_cbs, c, w->down_opt, &w->ng_mem) != 0) {
+	if (mtd_conn_timer_init(c) < 0 ||
+	    nghttp2_session_server_new3(&c->ng, w->down_cbs, c, w->down_opt, &w->ng_mem) != 0) {
 		free(c);
 		return -ENOMEM;
 	}
@@ -562,7 +564,14 @@ void mtd_down_shutdown(struct mtd_conn *c)
 	int32_t last = nghttp2_session_get_last_proc_stream_id(c->ng);
 	if (c->max_sid > last)
 		last = c->max_sid;
-	nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, NULL, 0);
+	int rv = nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, NULL, 0);
+	if (rv != 0) {
+		/* Without its GOAWAY the client never learns to go: the
+		 * connection would outlive the drain. Its calls end now. */
+		MTD_WARN("client %s: cannot queue GOAWAY (%s): closing", c->peer, nghttp2_strerror(rv));
+		mtd_conn_close(c);
+		return;
+	}
 	c->state = MTD_CONN_DRAINING;
 	mtd_conn_want_flush(c);
 }
@@ -572,8 +581,19 @@ void mtd_down_resume(struct mtd_call *call)
 	if (!call->down || !call->resp_deferred)
 		return;
 	call->resp_deferred = false;
-	nghttp2_session_resume_data(call->down->ng, call->down_sid);
-	mtd_conn_want_flush(call->down);
+	struct mtd_conn *c = call->down;
+	if (nghttp2_session_resume_data(c->ng, call->down_sid) != 0) {
+		/* Out of memory: the response would wait forever. The stream
+		 * ends instead (its close ends the call), or, if even that
+		 * cannot be queued, the connection (doomed: not closed under
+		 * the caller, which holds the call). */
+		MTD_WARN("client %s: stream %d: cannot resume the response: resetting it", c->peer, call->down_sid);
+		if (nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_INTERNAL_ERROR) != 0) {
+			nghttp2_session_terminate_session(c->ng, NGHTTP2_INTERNAL_ERROR);
+			mtd_conn_doom(c);
+		}
+	}
+	mtd_conn_want_flush(c);
 }
 
 /* ops.on_close: detach its calls (cancelled), leave the worker's list. */

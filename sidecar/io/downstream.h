@@ -11,9 +11,12 @@ struct mtd_call;
 int mtd_down_setup(struct mtd_worker *w);
 void mtd_down_teardown(struct mtd_worker *w);
 int mtd_down_accept(struct mtd_worker *w, int fd);
-/* Tell the client to go away (SIGTERM drain): GOAWAY, finish streams. */
+/* Tell the client to go away (SIGTERM drain, idle): GOAWAY, finish
+ * streams; closed at once when the GOAWAY cannot be queued. */
 void mtd_down_shutdown(struct mtd_conn *c);
-/* Called when a call's downstream side may send more (response data). */
+/* Called when a call's downstream side may send more (response data). If
+ * nghttp2 cannot take it up again (out of memory) the stream is reset, or
+ * the connection doomed: never closed under the caller. */
 void mtd_down_resume(struct mtd_call *call);
 
 #endif

@@ -348,6 +348,51 @@ START_TEST(retired_pool_whose_connection_fails_opens_none)
 }
 END_TEST
 
+/* Issue 15, defect 8: the connect timeout is what bounds a call's wait for
+ * a connection (HACKING.md "Waiting calls"). When it cannot be armed the
+ * connection is not kept unbounded: it fails at once, and the calls
+ * waiting for it move on with the reason. */
+START_TEST(connect_timeout_that_cannot_be_armed_fails_the_connect)
+{
+	struct fx f;
+	fx_open(&f);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_attempt *a = attempt_new(&f);
+	fail_timer_adds = 1;
+	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
+	ck_assert_int_eq(fail_timer_adds, 0);
+	ck_assert_msg(p->n_conns == 0, "a connection without its timeout was kept");
+	ck_assert_int_eq(n_connect_failed, 1);
+	ck_assert_ptr_nonnull(strstr(last_reason, "connect timeout"));
+	ck_assert_uint_eq(p->n_pending, 0);
+	ck_assert(mtd_pool_backing_off(p, mtd_now_ns()));
+	fx_close(&f);
+	attempt_free(&f, a);
+}
+END_TEST
+
+/* The same for the SETTINGS wait once the transport is up. */
+START_TEST(settings_timeout_that_cannot_be_armed_fails_the_connect)
+{
+	struct fx f;
+	fx_open(&f);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_attempt *a = attempt_new(&f);
+	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
+	ck_assert_uint_eq(p->n_conns, 1);
+	fail_timer_adds = 1; /* the next: the SETTINGS timeout */
+	ck_assert(turn_until(&f, accepted));
+	for (int i = 0; i < 5000 && fail_timer_adds > 0; i++)
+		turn(&f);
+	ck_assert_int_eq(fail_timer_adds, 0);
+	ck_assert_msg(p->n_conns == 0, "a connection without its SETTINGS timeout was kept");
+	ck_assert_int_eq(n_connect_failed, 1);
+	ck_assert_ptr_nonnull(strstr(last_reason, "SETTINGS"));
+	fx_close(&f);
+	attempt_free(&f, a);
+}
+END_TEST
+
 /* Issue 15, defect 2, at the pool: attempts waiting while the service had
  * no max_pending are counted once a reload turns it on, and what leaves
  * gives back exactly that: the count never wraps. */
@@ -392,6 +437,8 @@ static Suite *pool_suite(void)
 	TCase *tc = tcase_create("pool");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, retired_pool_whose_connection_fails_opens_none);
+	tcase_add_test(tc, connect_timeout_that_cannot_be_armed_fails_the_connect);
+	tcase_add_test(tc, settings_timeout_that_cannot_be_armed_fails_the_connect);
 	tcase_add_test(tc, circuit_count_follows_the_service);
 	suite_add_tcase(s, tc);
 	return s;

@@ -64,6 +64,20 @@ ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags)
 	return __real_send(fd, buf, n, flags);
 }
 
+/* event_add of one event fails (-Wl,--wrap=event_add), as libevent's does
+ * when epoll_ctl or its timer heap cannot grow. */
+static const struct event *fail_ev;
+
+int __real_event_add(struct event *ev, const struct timeval *tv);
+int __wrap_event_add(struct event *ev, const struct timeval *tv);
+
+int __wrap_event_add(struct event *ev, const struct timeval *tv)
+{
+	if (ev == fail_ev)
+		return -1;
+	return __real_event_add(ev, tv);
+}
+
 int64_t mtd_now_ns(void)
 {
 	struct timespec ts;
@@ -409,7 +423,24 @@ END_TEST
 
 /* ---- plain TCP ---------------------------------------------------------- */
 
-static void no_timer(evutil_socket_t fd, short what, void *arg) {}
+/* A transport whose reads always want writability. */
+static ssize_t test_read_wants_write(struct mtd_conn *c, uint8_t *buf, size_t len)
+{
+	return MTD_IO_WANT_WRITE;
+}
+static ssize_t test_write_nothing(struct mtd_conn *c, const uint8_t *buf, size_t len)
+{
+	return MTD_IO_WANT_WRITE;
+}
+static int test_handshake(struct mtd_conn *c, char *err, size_t errlen)
+{
+	return 0;
+}
+static void test_xprt_close(struct mtd_conn *c) {}
+static bool test_pending(const struct mtd_conn *c)
+{
+	return false;
+}
 
 struct tcp_pair {
 	struct event_base *base;
@@ -433,7 +464,7 @@ static void tcp_open(struct tcp_pair *p)
 	p->c.w = &p->w;
 	p->c.fd = sv[0];
 	snprintf(p->c.peer, sizeof(p->c.peer), "test");
-	evtimer_assign(&p->c.timer, p->base, no_timer, NULL);
+	ck_assert_int_eq(mtd_conn_timer_init(&p->c), 0);
 	nghttp2_session_callbacks *cbs;
 	ck_assert_int_eq(nghttp2_session_callbacks_new(&cbs), 0);
 	ck_assert_int_eq(nghttp2_session_client_new(&p->c.ng, cbs, &p->c), 0);
@@ -445,6 +476,7 @@ static void tcp_open(struct tcp_pair *p)
 static void tcp_close(struct tcp_pair *p)
 {
 	fail_fd = -1;
+	fail_ev = NULL;
 	if (p->c.state != MTD_CONN_CLOSED) {
 		event_del(&p->c.rev);
 		event_del(&p->c.wev);
@@ -496,6 +528,61 @@ START_TEST(enomem_from_send_closes_the_connection)
 }
 END_TEST
 
+/* Issue 15, defect 8 (every event_add checked): a flush whose socket is
+ * full waits for writability; when libevent refuses that wait the
+ * connection would never write again, and is closed instead of kept. */
+START_TEST(flush_that_cannot_wait_for_writability_closes)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	p.c.out = malloc(64);
+	memset(p.c.out, 'y', 64);
+	p.c.out_len = p.c.out_cap = 64;
+	fail_fd = p.c.fd;
+	fail_errno = EAGAIN;
+	fail_ev = &p.c.wev;
+	ck_assert_int_lt(mtd_conn_flush(&p.c), 0);
+	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
+	tcp_close(&p);
+}
+END_TEST
+
+/* The same for a read that must wait for writability (TLS). */
+START_TEST(read_that_cannot_wait_for_writability_closes)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	static const struct mtd_xprt_ops wants_write = {
+	        .name = "test",
+	        .read = test_read_wants_write,
+	        .write = test_write_nothing,
+	        .handshake = test_handshake,
+	        .close = test_xprt_close,
+	        .pending = test_pending,
+	};
+	p.c.xprt = &wants_write;
+	fail_ev = &p.c.wev;
+	ck_assert(!mtd_conn_on_readable(&p.c));
+	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
+	tcp_close(&p);
+}
+END_TEST
+
+/* A doomed connection whose deadline cannot be armed ends at the next
+ * turn instead of living as long as its peer does not read. */
+START_TEST(doom_without_its_deadline_closes_next_turn)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	fail_ev = &p.c.timer;
+	mtd_conn_doom(&p.c);
+	ck_assert_int_ne(p.c.state, MTD_CONN_CLOSED); /* not under the caller */
+	event_base_loop(p.base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
+	tcp_close(&p);
+}
+END_TEST
+
 /* EAGAIN stays a wait, for both directions. */
 START_TEST(eagain_is_a_wait)
 {
@@ -527,6 +614,9 @@ static Suite *transport_suite(void)
 	tcase_add_test(tcp, enomem_from_read_closes_the_connection);
 	tcase_add_test(tcp, enomem_from_send_closes_the_connection);
 	tcase_add_test(tcp, eagain_is_a_wait);
+	tcase_add_test(tcp, flush_that_cannot_wait_for_writability_closes);
+	tcase_add_test(tcp, read_that_cannot_wait_for_writability_closes);
+	tcase_add_test(tcp, doom_without_its_deadline_closes_next_turn);
 	suite_add_tcase(s, tcp);
 	return s;
 }
