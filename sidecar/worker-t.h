@@ -11,6 +11,7 @@
 #include <event2/event_struct.h>
 #include <nghttp2/nghttp2.h>
 
+#include "core/log.h"
 #include "core/slab.h"
 #include "core/timers.h"
 #include "sidecar/control/mailbox.h"
@@ -69,10 +70,9 @@ struct mtd_worker {
 	uint32_t n_bg;
 	int64_t failback_log_ns;
 	uint64_t failback_quiet;
-	/* Connections refused past downstream.max_connections since the last
-	 * log line about it, and when that line was written. */
-	uint64_t n_refused;
-	int64_t refuse_logged_ns;
+	/* Connections refused past downstream.max_connections: a line at
+	 * most every 10 s, with the count since the last one. */
+	struct mtd_log_gate refuse_log;
 	/* Health checks the control thread hands over (health.c). */
 	struct mtd_mbox hc_inbox;
 	pthread_t thread;

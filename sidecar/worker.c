@@ -52,15 +52,11 @@ static bool admit(struct mtd_worker *w)
 	if (atomic_fetch_add_explicit(&n_downs_total, 1, memory_order_relaxed) < max)
 		return true;
 	atomic_fetch_sub_explicit(&n_downs_total, 1, memory_order_relaxed);
-	w->n_refused++;
-	int64_t now = mtd_now_ns();
-	if (!w->refuse_logged_ns || now - w->refuse_logged_ns >= REFUSE_LOG_NS) {
+	uint64_t held;
+	if (mtd_log_gate_pass(&w->refuse_log, mtd_now_ns(), REFUSE_LOG_NS, &held))
 		MTD_WARN("worker %u: refusing new connections: downstream.max_connections (%u) are open "
 		         "(%llu refused since the last message)",
-		         w->id, max, (unsigned long long)w->n_refused);
-		w->refuse_logged_ns = now;
-		w->n_refused = 0;
-	}
+		         w->id, max, (unsigned long long)held + 1);
 	return false;
 }
 
