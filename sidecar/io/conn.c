@@ -38,6 +38,14 @@
 
 static void conn_io_cb(evutil_socket_t fd, short what, void *arg);
 
+int mtd_conn_submit_settings(struct mtd_conn *c, const nghttp2_settings_entry *iv, size_t n, uint32_t stream_window)
+{
+	int rv = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, n);
+	if (rv == 0)
+		rv = nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, mtd_conn_window(stream_window));
+	return rv;
+}
+
 void mtd_conn_want_flush(struct mtd_conn *c)
 {
 	if (c->in_dirty || c->state == MTD_CONN_CLOSED)

@@ -8,6 +8,17 @@
 
 #include "sidecar/io/conn-t.h"
 
+/* The connection window a session opens for streams of stream_window
+ * bytes (downstream.initial_window_size, on both sides): sixteen streams'
+ * worth, at most 64 MiB. It bounds what all of one peer's streams may
+ * have buffered here at once. */
+static inline int32_t mtd_conn_window(uint32_t stream_window)
+{
+	return (int32_t)(stream_window > (1u << 26) / 16 ? (1u << 26) : stream_window * 16);
+}
+/* Queue c's SETTINGS iv[0..n) and open its connection window to
+ * mtd_conn_window(stream_window). 0, or nghttp2's error code. */
+int mtd_conn_submit_settings(struct mtd_conn *c, const nghttp2_settings_entry *iv, size_t n, uint32_t stream_window);
 /* Mark c as having output to flush at the end of this event-loop turn. */
 void mtd_conn_want_flush(struct mtd_conn *c);
 /* The user data of stream sid, for a header field of it (c->field_ud). */

@@ -534,14 +534,10 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
 	        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
 	};
-	int rv = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
 	/* The connection window bounds what all of a client's calls may have
 	 * buffered here at once. */
-	if (rv == 0)
-		rv = nghttp2_session_set_local_window_size(
-		        c->ng, NGHTTP2_FLAG_NONE, 0,
-		        (int32_t)(d->initial_window_size > (1u << 26) / 16 ? (1u << 26) : d->initial_window_size * 16));
-	if (rv != 0 || mtd_conn_start_io(c) < 0) {
+	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0 ||
+	    mtd_conn_start_io(c) < 0) {
 		nghttp2_session_del(c->ng);
 		free(c);
 		return -ENOMEM;

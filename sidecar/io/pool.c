@@ -103,6 +103,16 @@ void mtd_pool_free(struct mtd_pool *p)
 	free(p);
 }
 
+const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app)
+{
+	const struct mtd_cfg_service *svc = p->svc->cfg;
+	if (svc->authority)
+		return svc->authority;
+	if (keep_app && !svc->authority_from_endpoint)
+		return NULL;
+	return svc->tls && svc->tls->server_name ? svc->tls->server_name : p->ep->addr.text;
+}
+
 void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc)
 {
 	if (p->svc == svc)

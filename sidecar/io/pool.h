@@ -13,6 +13,13 @@ struct mtd_attempt;
 /* The pool of endpoint ep (of service snapshot svc) on worker w, created on
  * first use; NULL when out of memory. May be retired (see above). */
 struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep);
+/* The :authority a stream to p's endpoint carries by the service's rule
+ * (config-t.h): its `authority`; else with FROM_ENDPOINT, or when the
+ * stream has no :authority of the app's to keep (keep_app false: a health
+ * check), the endpoint's name (tls.server_name, else its address as
+ * written); else NULL: the app's. Points into the config or the endpoint:
+ * no per-call work. */
+const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app);
 /* The worker moved to a snapshot that holds p's endpoint in svc: p takes
  * svc's settings (a reference; the previous one dropped) and counts its
  * waiting attempts where svc's circuit breaker says from now on. */

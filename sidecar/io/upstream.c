@@ -295,10 +295,7 @@ static void up_ready(struct mtd_conn *c)
 	        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size},
 	        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
 	};
-	int32_t conn_window =
-	        (int32_t)(d->initial_window_size > (1u << 26) / 16 ? (1u << 26) : d->initial_window_size * 16);
-	if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
-	    nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, conn_window) != 0 ||
+	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0 ||
 	    mtd_conn_start_io(c) < 0) {
 		up_fail(c, "cannot start HTTP/2");
 		return;
@@ -457,20 +454,6 @@ static bool skip_request_header(const nghttp2_nv *nv)
 		        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE \
 	}
 
-/* The service's :authority override for this pool's endpoint, or NULL to
- * keep the app's. Points into the config: no per-call work. */
-static const char *up_authority(const struct mtd_pool *p)
-{
-	const struct mtd_cfg_service *svc = p->svc->cfg;
-	if (svc->authority)
-		return svc->authority;
-	if (!svc->authority_from_endpoint)
-		return NULL;
-	if (svc->tls && svc->tls->server_name)
-		return svc->tls->server_name;
-	return p->ep->addr.text;
-}
-
 int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 {
 	struct mtd_call *call = a->call;
@@ -484,7 +467,7 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 	if (c->ssl)
 		scheme = (nghttp2_nv)NV_LIT(":scheme", "https");
 	/* :authority: the app's unless the service overrides it. */
-	const char *auth = up_authority(c->pool);
+	const char *auth = mtd_pool_authority(c->pool, true);
 	nghttp2_nv authority = {(uint8_t *)":authority", (uint8_t *)(uintptr_t)auth, 10, auth ? strlen(auth) : 0,
 	                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
 	/* Pseudo-headers first (RFC 9113 §8.3). The block has them first

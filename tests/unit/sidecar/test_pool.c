@@ -431,6 +431,32 @@ START_TEST(circuit_count_follows_the_service)
 }
 END_TEST
 
+/* One :authority rule for calls and health checks (config-t.h). */
+START_TEST(authority_rule)
+{
+	struct fx f;
+	fx_open(&f);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	/* No override: calls keep the app's, a check names the endpoint. */
+	ck_assert_ptr_null(mtd_pool_authority(p, true));
+	ck_assert_str_eq(mtd_pool_authority(p, false), f.text);
+	/* FROM_ENDPOINT: the endpoint's name for both, the TLS name first. */
+	f.scfg.authority_from_endpoint = true;
+	ck_assert_str_eq(mtd_pool_authority(p, true), f.text);
+	struct mtd_cfg_tls tls = {.server_name = (char *)"echo.test"};
+	f.scfg.tls = &tls;
+	ck_assert_str_eq(mtd_pool_authority(p, true), "echo.test");
+	f.scfg.authority_from_endpoint = false;
+	ck_assert_ptr_null(mtd_pool_authority(p, true));
+	ck_assert_str_eq(mtd_pool_authority(p, false), "echo.test");
+	/* A literal wins for both. */
+	f.scfg.authority = (char *)"api.example:443";
+	ck_assert_str_eq(mtd_pool_authority(p, true), "api.example:443");
+	ck_assert_str_eq(mtd_pool_authority(p, false), "api.example:443");
+	fx_close(&f);
+}
+END_TEST
+
 static Suite *pool_suite(void)
 {
 	Suite *s = suite_create("pool");
@@ -440,6 +466,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, connect_timeout_that_cannot_be_armed_fails_the_connect);
 	tcase_add_test(tc, settings_timeout_that_cannot_be_armed_fails_the_connect);
 	tcase_add_test(tc, circuit_count_follows_the_service);
+	tcase_add_test(tc, authority_rule);
 	suite_add_tcase(s, tc);
 	return s;
 }

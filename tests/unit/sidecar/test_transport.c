@@ -489,6 +489,22 @@ static void tcp_close(struct tcp_pair *p)
 	free(p->w.rbuf);
 }
 
+/* n bytes of output waiting for c's socket. */
+static void pending_output(struct tcp_pair *p, size_t n)
+{
+	p->c.out = malloc(n);
+	ck_assert_ptr_nonnull(p->c.out);
+	memset(p->c.out, 'y', n);
+	p->c.out_len = p->c.out_cap = n;
+}
+
+/* From now on read(2) and send(2) on c's socket fail with e. */
+static void socket_fails(struct tcp_pair *p, int e)
+{
+	fail_fd = p->c.fd;
+	fail_errno = e;
+}
+
 /* Out of memory in read(2) is the end of the connection, not a wait: its
  * code (-ENOMEM) once doubled as "wait for writability", and the
  * connection waited on a socket that was writable all along, read again,
@@ -498,8 +514,7 @@ START_TEST(enomem_from_read_closes_the_connection)
 	struct tcp_pair p;
 	tcp_open(&p);
 	ck_assert_int_eq(write(p.peer, "x", 1), 1);
-	fail_fd = p.c.fd;
-	fail_errno = ENOMEM;
+	socket_fails(&p, ENOMEM);
 	ck_assert_int_lt(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), 0);
 	ck_assert_int_ne(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), MTD_IO_WANT_WRITE);
 	ck_assert_int_ne(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), MTD_IO_WANT_READ);
@@ -516,11 +531,8 @@ START_TEST(enomem_from_send_closes_the_connection)
 {
 	struct tcp_pair p;
 	tcp_open(&p);
-	p.c.out = malloc(64);
-	memset(p.c.out, 'y', 64);
-	p.c.out_len = p.c.out_cap = 64;
-	fail_fd = p.c.fd;
-	fail_errno = ENOMEM;
+	pending_output(&p, 64);
+	socket_fails(&p, ENOMEM);
 	ck_assert_int_ne(mtd_xprt_write(&p.c, p.c.out, 64), MTD_IO_WANT_WRITE);
 	ck_assert_int_eq(mtd_conn_flush(&p.c), -ENOMEM);
 	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
@@ -535,11 +547,8 @@ START_TEST(flush_that_cannot_wait_for_writability_closes)
 {
 	struct tcp_pair p;
 	tcp_open(&p);
-	p.c.out = malloc(64);
-	memset(p.c.out, 'y', 64);
-	p.c.out_len = p.c.out_cap = 64;
-	fail_fd = p.c.fd;
-	fail_errno = EAGAIN;
+	pending_output(&p, 64);
+	socket_fails(&p, EAGAIN);
 	fail_ev = &p.c.wev;
 	ck_assert_int_lt(mtd_conn_flush(&p.c), 0);
 	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
@@ -583,13 +592,31 @@ START_TEST(doom_without_its_deadline_closes_next_turn)
 }
 END_TEST
 
+/* Both sides open the same connection window: sixteen streams' worth,
+ * at most 64 MiB (the largest window nghttp2 and RFC 9113 §6.9.1 allow
+ * is 2^31 - 1). */
+START_TEST(connection_window)
+{
+	ck_assert_int_eq(mtd_conn_window(65535), 16 * 65535);
+	ck_assert_int_eq(mtd_conn_window(1u << 20), 16 << 20);
+	ck_assert_int_eq(mtd_conn_window(1u << 22), 1 << 26);
+	ck_assert_int_eq(mtd_conn_window((1u << 22) + 1), 1 << 26);
+	ck_assert_int_eq(mtd_conn_window(INT32_MAX), 1 << 26);
+	struct tcp_pair p;
+	tcp_open(&p);
+	nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20}};
+	ck_assert_int_eq(mtd_conn_submit_settings(&p.c, iv, 1, 1u << 20), 0);
+	ck_assert_int_eq(nghttp2_session_get_local_window_size(p.c.ng), 16 << 20);
+	tcp_close(&p);
+}
+END_TEST
+
 /* EAGAIN stays a wait, for both directions. */
 START_TEST(eagain_is_a_wait)
 {
 	struct tcp_pair p;
 	tcp_open(&p);
-	fail_fd = p.c.fd;
-	fail_errno = EAGAIN;
+	socket_fails(&p, EAGAIN);
 	ck_assert_int_eq(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), MTD_IO_WANT_READ);
 	ck_assert_int_eq(mtd_xprt_write(&p.c, (const uint8_t *)"z", 1), MTD_IO_WANT_WRITE);
 	ck_assert(mtd_conn_on_readable(&p.c));
@@ -614,6 +641,7 @@ static Suite *transport_suite(void)
 	tcase_add_test(tcp, enomem_from_read_closes_the_connection);
 	tcase_add_test(tcp, enomem_from_send_closes_the_connection);
 	tcase_add_test(tcp, eagain_is_a_wait);
+	tcase_add_test(tcp, connection_window);
 	tcase_add_test(tcp, flush_that_cannot_wait_for_writability_closes);
 	tcase_add_test(tcp, read_that_cannot_wait_for_writability_closes);
 	tcase_add_test(tcp, doom_without_its_deadline_closes_next_turn);
