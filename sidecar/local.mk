@@ -51,6 +51,20 @@ tests_unit_test_transport_SOURCES = tests/unit/sidecar/test_transport.c \
 	sidecar/io/conn.c sidecar/io/transport.c
 tests_unit_test_transport_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_transport_LDADD = $(TEST_UNIT_LIBS)
+# read(2), send(2) and event_add fail on demand (what a socket or
+# libevent may answer).
+tests_unit_test_transport_LDFLAGS = -Wl,--wrap=read,--wrap=send,--wrap=event_add
+
+# Pools and upstream connections (pool.c, upstream.c) over loopback, the
+# call engine and health checks stubbed; event_add fails on demand.
+check_PROGRAMS += tests/unit/test_pool
+TESTS += tests/unit/test_pool
+tests_unit_test_pool_SOURCES = tests/unit/sidecar/test_pool.c \
+	sidecar/io/pool.c sidecar/io/upstream.c sidecar/io/conn.c sidecar/io/transport.c \
+	sidecar/call/headers.c
+tests_unit_test_pool_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_pool_LDADD = $(TEST_UNIT_LIBS)
+tests_unit_test_pool_LDFLAGS = -Wl,--wrap=event_add
 
 # The mailbox (mailbox.h): order, wake-up, leftovers, posters on threads.
 check_PROGRAMS += tests/unit/test_mailbox

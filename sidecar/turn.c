@@ -96,12 +96,12 @@ void mtd_worker_timer_disarm(struct mtd_worker *w, struct mtd_timer *t)
 	mtd_timers_del(&w->timers, t);
 }
 
-void mtd_worker_turn_init(struct mtd_worker *w)
+int mtd_worker_turn_init(struct mtd_worker *w)
 {
-	evtimer_assign(&w->timers_ev, w->base, timers_cb, w);
 	w->timer_at_ns = INT64_MAX;
 	LIST_INIT(&w->reap_calls);
 	LIST_INIT(&w->reap_attempts);
+	return evtimer_assign(&w->timers_ev, w->base, timers_cb, w) == 0 ? 0 : -EINVAL;
 }
 
 /* ---- snapshots (the reclaim rule: lib/discovery/discovery.h) ---------- */

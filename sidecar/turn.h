@@ -55,7 +55,8 @@ void mtd_worker_set_runtime(struct mtd_worker *w, struct mtd_runtime *rt);
 bool mtd_worker_down_admit(uint32_t max);
 void mtd_worker_down_closed(void);
 
-/* The timer heap's libevent timer and the reap lists (mtd_worker_new). */
-void mtd_worker_turn_init(struct mtd_worker *w);
+/* The timer heap's libevent timer and the reap lists (mtd_worker_new).
+ * 0, or -EINVAL when libevent refuses the timer. */
+int mtd_worker_turn_init(struct mtd_worker *w);
 
 #endif

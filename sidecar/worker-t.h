@@ -11,6 +11,7 @@
 #include <event2/event_struct.h>
 #include <nghttp2/nghttp2.h>
 
+#include "core/log.h"
 #include "core/slab.h"
 #include "core/timers.h"
 #include "sidecar/control/mailbox.h"
@@ -66,18 +67,15 @@ struct mtd_worker {
 	bool draining;
 	bool drained; /* said so once */
 	uint64_t replay_bytes;   /* request bytes calls keep for replay */
-	int64_t failsafe_log_ns; /* FAILSAFE answers: one log line a second */
-	uint64_t failsafe_quiet;
+	struct mtd_log_gate failsafe_log; /* FAILSAFE answers: one log line a second */
 	/* FAILBACK (failback.c): background re-sends alive, their count, and
 	 * the drop log's rate limit. */
 	LIST_HEAD(, mtd_call_bg) bg_calls;
 	uint32_t n_bg;
-	int64_t failback_log_ns;
-	uint64_t failback_quiet;
-	/* Connections refused past downstream.max_connections since the last
-	 * log line about it, and when that line was written. */
-	uint64_t n_refused;
-	int64_t refuse_logged_ns;
+	struct mtd_log_gate failback_log;
+	/* Connections refused past downstream.max_connections: a line at
+	 * most every 10 s, with the count since the last one. */
+	struct mtd_log_gate refuse_log;
 	/* Health checks the control thread hands over (health.c). */
 	struct mtd_mbox hc_inbox;
 	pthread_t thread;

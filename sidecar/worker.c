@@ -42,15 +42,11 @@ static bool admit(struct mtd_worker *w)
 	uint32_t max = w->rt->cfg->downstream.max_connections;
 	if (mtd_worker_down_admit(max))
 		return true;
-	w->n_refused++;
-	int64_t now = mtd_now_ns();
-	if (!w->refuse_logged_ns || now - w->refuse_logged_ns >= REFUSE_LOG_NS) {
+	uint64_t held;
+	if (mtd_log_gate_pass(&w->refuse_log, mtd_now_ns(), REFUSE_LOG_NS, &held))
 		MTD_WARN("worker %u: refusing new connections: downstream.max_connections (%u) are open "
 		         "(%llu refused since the last message)",
-		         w->id, max, (unsigned long long)w->n_refused);
-		w->refuse_logged_ns = now;
-		w->n_refused = 0;
-	}
+		         w->id, max, (unsigned long long)held + 1);
 	return false;
 }
 
@@ -185,11 +181,8 @@ static void swap_cb(evutil_socket_t fd, short what, void *arg)
 		struct mtd_rt_service *s = rt->services[i];
 		for (size_t e = 0; e < s->n_eps; e++) {
 			struct mtd_pool *p = s->eps[e]->pools[w->id];
-			if (p && p->svc != s) {
-				mtd_disc_ref_get(&s->ref);
-				mtd_rt_service_unref(p->svc);
-				p->svc = s;
-			}
+			if (p)
+				mtd_pool_set_service(p, s);
 		}
 	}
 	/* Pools of endpoints it no longer holds drain (issue 7). */
@@ -274,13 +267,14 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 		goto fail_mem;
 	if (mtd_up_setup(w) < 0)
 		goto fail_down;
-	event_assign(&w->listen_ev, w->base, listen_fd, EV_READ | EV_PERSIST, accept_cb, w);
-	event_assign(&w->flush_ev, w->base, -1, 0, flush_cb, w);
-	event_assign(&w->housekeeping_ev, w->base, -1, EV_PERSIST, housekeeping_cb, w);
-	event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w);
-	event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w);
-	event_assign(&w->swap_ev, w->base, -1, 0, swap_cb, w);
-	mtd_worker_turn_init(w);
+	/* A worker without one of its events cannot run: it is not made. */
+	if (event_assign(&w->listen_ev, w->base, listen_fd, EV_READ | EV_PERSIST, accept_cb, w) != 0 ||
+	    event_assign(&w->flush_ev, w->base, -1, 0, flush_cb, w) != 0 ||
+	    event_assign(&w->housekeeping_ev, w->base, -1, EV_PERSIST, housekeeping_cb, w) != 0 ||
+	    event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w) != 0 ||
+	    event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w) != 0 ||
+	    event_assign(&w->swap_ev, w->base, -1, 0, swap_cb, w) != 0 || mtd_worker_turn_init(w) != 0)
+		goto fail_up;
 	if (mtd_hc_worker_init(w) < 0)
 		goto fail_up;
 	struct timeval one_second = {1, 0};

@@ -24,6 +24,18 @@ int mtd_log_parse_level(const char *s, enum mtd_log_level *out)
 	return -EINVAL;
 }
 
+bool mtd_log_gate_pass(struct mtd_log_gate *g, int64_t now_ns, int64_t every_ns, uint64_t *held)
+{
+	if (g->last_ns && now_ns - g->last_ns < every_ns) {
+		g->held++;
+		return false;
+	}
+	*held = g->held;
+	g->held = 0;
+	g->last_ns = now_ns ? now_ns : 1;
+	return true;
+}
+
 void mtd_log_timestamp(char *buf, size_t len)
 {
 	struct timespec ts;

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum mtd_log_level {
 	MTD_LOG_DEBUG = 0,
@@ -46,5 +47,20 @@ void mtd_log(enum mtd_log_level lvl, const char *fmt, ...) __attribute__((format
 			mtd_log(MTD_LOG_WARN, __VA_ARGS__); \
 	} while (0)
 #define MTD_ERROR(...) mtd_log(MTD_LOG_ERROR, __VA_ARGS__)
+
+/* At most one log line per interval for one kind of event, so that an
+ * outage does not turn into a log flood; the line then says how many
+ * events went without one. Zero-initialised = no line yet. One owner (a
+ * worker's): not atomic. */
+struct mtd_log_gate {
+	int64_t last_ns; /* when the last line went out (0: never) */
+	uint64_t held;   /* events since then that got no line */
+};
+
+/* An event at now_ns (monotonic): true when it gets a line (the first
+ * one, or every_ns after the previous), with *held = the events that got
+ * none since the previous line, and the count starts again; otherwise
+ * the event is counted and false returned. */
+bool mtd_log_gate_pass(struct mtd_log_gate *g, int64_t now_ns, int64_t every_ns, uint64_t *held);
 
 #endif

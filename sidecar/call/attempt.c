@@ -175,19 +175,14 @@ static void log_failsafe(struct mtd_call *call, const char *what)
 {
 	/* Logged, but at most a line a second per worker: an outage must not
 	 * turn into a log flood. */
-	struct mtd_worker *w = call->w;
-	int64_t now = mtd_now_ns();
-	if (now - w->failsafe_log_ns < 1000000000) {
-		w->failsafe_quiet++;
+	uint64_t held;
+	if (!mtd_log_gate_pass(&call->w->failsafe_log, mtd_now_ns(), 1000000000, &held))
 		return;
-	}
-	if (w->failsafe_quiet)
+	if (held)
 		MTD_WARN("FAILSAFE: %s; answered OK with an empty message (and %llu more in the last second)", what,
-		         (unsigned long long)w->failsafe_quiet);
+		         (unsigned long long)held);
 	else
 		MTD_WARN("FAILSAFE: %s; answered OK with an empty message", what);
-	w->failsafe_log_ns = now;
-	w->failsafe_quiet = 0;
 }
 
 /* ---- BROADCAST ---------------------------------------------------------- */

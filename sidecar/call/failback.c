@@ -28,18 +28,14 @@
 static void log_drop(struct mtd_worker *w, const char *what, const char *why)
 {
 	/* An outage must not turn into a log flood (as FAILSAFE's line). */
-	int64_t now = mtd_now_ns();
-	if (now - w->failback_log_ns < 1000000000) {
-		w->failback_quiet++;
+	uint64_t held;
+	if (!mtd_log_gate_pass(&w->failback_log, mtd_now_ns(), 1000000000, &held))
 		return;
-	}
-	if (w->failback_quiet)
+	if (held)
 		MTD_WARN("FAILBACK: %s; dropped: %s (and %llu more in the last second)", what, why,
-		         (unsigned long long)w->failback_quiet);
+		         (unsigned long long)held);
 	else
 		MTD_WARN("FAILBACK: %s; dropped: %s", what, why);
-	w->failback_log_ns = now;
-	w->failback_quiet = 0;
 }
 
 static void on_resend(struct mtd_timer *t)

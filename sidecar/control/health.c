@@ -487,13 +487,10 @@ static ssize_t probe_read(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t 
 
 void mtd_hc_probe_start(struct mtd_hc_probe *pr, struct mtd_conn *c)
 {
-	const struct mtd_cfg_service *svc = c->pool->svc->cfg;
 	pr->pool = NULL;
 	/* :authority as calls to this endpoint get it when the service
-	 * overrides it, else the endpoint's address (gRPC's target). */
-	const char *auth = svc->authority                      ? svc->authority
-	                   : svc->tls && svc->tls->server_name ? svc->tls->server_name
-	                                                       : pr->ep->addr.text;
+	 * overrides it, else the endpoint's name (gRPC's target). */
+	const char *auth = mtd_pool_authority(c->pool, false);
 	char tbuf[MTD_GRPC_TIMEOUT_BUFLEN];
 	size_t tl = mtd_grpc_timeout_format(pr->timeout_ms * 1000000, tbuf);
 	nghttp2_nv nva[] = {

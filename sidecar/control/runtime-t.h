@@ -53,7 +53,6 @@ struct mtd_endpoint {
 	 * publishes g. */
 	_Atomic uint64_t last_gen;
 	struct mtd_pool **pools; /* [n_workers]: slot i is worker i's, only it touches it */
-	unsigned n_workers;
 	/* Bit i: worker i (< 64) has a connection to it that took the peer's
 	 * SETTINGS and is not closed; set and cleared by that worker (pool.c),
 	 * read by health.c to run a check where a connection already is. */

@@ -186,7 +186,6 @@ static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, cons
 	if (!ep)
 		return NULL;
 	mtd_disc_ref_init(&ep->ref);
-	ep->n_workers = n_workers;
 	ep->pools = calloc(n_workers ? n_workers : 1, sizeof(*ep->pools));
 	ep->addr.text = strdup(d->address);
 	if (d->key)

@@ -4,6 +4,7 @@
 #define MTD_CONN_T_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
 
@@ -18,7 +19,25 @@ struct mtd_hc_probe;
 struct mtd_xprt_ops;
 struct ssl_st;
 
-enum mtd_conn_kind { MTD_CONN_DOWN, MTD_CONN_UP };
+struct mtd_conn;
+
+/* What differs between the two kinds of connection for the I/O core
+ * (conn.c), which knows no kind (STYLE.md: an ops table per kind, like
+ * mtd_xprt_ops): downstream.c and upstream.c each fill one and set it at
+ * creation. Worker thread only. */
+struct mtd_conn_ops {
+	const char *role; /* "client", "upstream": how messages name the peer */
+	/* The bytes p[0..n) of one socket read, before nghttp2 gets them
+	 * (NULL: none to look at). 0, or < 0: c was doomed (its GOAWAY is
+	 * queued), feed it nothing more. */
+	int (*prescan)(struct mtd_conn *c, const uint8_t *p, size_t n);
+	/* nghttp2 took a read's bytes without error (NULL: nothing to do).
+	 * May close or doom c. */
+	void (*after_recv)(struct mtd_conn *c);
+	/* c is closing, its fd and events gone: detach what holds it (its
+	 * calls or attempts learn it from here). */
+	void (*on_close)(struct mtd_conn *c);
+};
 
 /* Upstream connection states:
  *
@@ -51,7 +70,7 @@ enum mtd_conn_state {
 
 
 struct mtd_conn {
-	enum mtd_conn_kind kind;
+	const struct mtd_conn_ops *ops; /* its kind's (never NULL) */
 	enum mtd_conn_state state;
 	struct mtd_worker *w;
 	int fd;
@@ -61,7 +80,11 @@ struct mtd_conn {
 	bool tls_drained;                /* the last SSL_read found the socket empty */
 	nghttp2_session *ng;
 	struct event rev, wev;   /* fd readable / writable */
-	struct event timer;      /* connect timeout (upstream) */
+	/* Its one timer, made with it (mtd_conn_timer_init) and armed with
+	 * what it runs: the connect and SETTINGS timeouts (upstream), the
+	 * doom deadline (both sides). */
+	struct event timer;
+	void (*timer_fn)(struct mtd_conn *c);
 	bool want_write_on_read; /* TLS asked for writability to read */
 	bool want_read_on_write; /* TLS asked for readability to write */
 	bool read_paused;        /* output backed up, or doomed: stop reading */
@@ -103,7 +126,7 @@ struct mtd_conn {
 		int32_t sid;
 		uint8_t how;
 	} closed_ring[MTD_CLOSED_RING];
-	/* RFC 9113 §5.3.1/§6.3 (downstream.c, mtd_down_prescan): where the
+	/* RFC 9113 §5.3.1/§6.3 (downstream.c, down_prescan): where the
 	 * byte stream is in the client's frames. */
 	uint32_t scan_skip;  /* bytes to pass before the next frame header */
 	uint8_t scan_hdr[9]; /* the frame header being gathered */

@@ -18,9 +18,7 @@
 #include "core/log.h"
 #include "core/clock.h"
 #include "sidecar/io/conn.h"
-#include "sidecar/io/downstream.h"
 #include "sidecar/io/transport.h"
-#include "sidecar/io/upstream.h"
 #include "sidecar/turn.h"
 
 /* Stop gathering frames past this much unsent output, and stop reading
@@ -39,6 +37,14 @@
 #define RECV_SLICE 4096
 
 static void conn_io_cb(evutil_socket_t fd, short what, void *arg);
+
+int mtd_conn_submit_settings(struct mtd_conn *c, const nghttp2_settings_entry *iv, size_t n, uint32_t stream_window)
+{
+	int rv = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, n);
+	if (rv == 0)
+		rv = nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, mtd_conn_window(stream_window));
+	return rv;
+}
 
 void mtd_conn_want_flush(struct mtd_conn *c)
 {
@@ -60,9 +66,8 @@ void *mtd_conn_field_ud(struct mtd_conn *c, int32_t sid)
 
 int mtd_conn_start_io(struct mtd_conn *c)
 {
-	event_assign(&c->rev, c->w->base, c->fd, EV_READ | EV_PERSIST, conn_io_cb, c);
-	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, conn_io_cb, c);
-	if (event_add(&c->rev, NULL) != 0)
+	if (event_assign(&c->rev, c->w->base, c->fd, EV_READ | EV_PERSIST, conn_io_cb, c) != 0 ||
+	    event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, conn_io_cb, c) != 0 || event_add(&c->rev, NULL) != 0)
 		return -EIO;
 	/* The TLS handshake may have read ahead the peer's first frames. */
 	if (mtd_xprt_pending(c))
@@ -70,29 +75,64 @@ int mtd_conn_start_io(struct mtd_conn *c)
 	return 0;
 }
 
-static void set_read_paused(struct mtd_conn *c, bool paused)
+static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_conn *c = arg;
+	void (*fn)(struct mtd_conn *) = c->timer_fn;
+	c->timer_fn = NULL;
+	if (fn && c->state != MTD_CONN_CLOSED)
+		fn(c);
+}
+
+int mtd_conn_timer_init(struct mtd_conn *c)
+{
+	return evtimer_assign(&c->timer, c->w->base, conn_timer_cb, c) == 0 ? 0 : -EINVAL;
+}
+
+int mtd_conn_timer_arm(struct mtd_conn *c, void (*fn)(struct mtd_conn *c), int64_t ms)
+{
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+	c->timer_fn = fn;
+	if (evtimer_add(&c->timer, &tv) != 0) {
+		c->timer_fn = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void mtd_conn_timer_disarm(struct mtd_conn *c)
+{
+	evtimer_del(&c->timer);
+	c->timer_fn = NULL;
+}
+
+/* Reading on or off. 0, or -EIO when reading could not be turned back on
+ * (libevent refused the event): the peer would never be read again, the
+ * caller closes c. */
+static int set_read_paused(struct mtd_conn *c, bool paused)
 {
 	c->read_paused = paused;
 	/* Reading stays on while the transport must read before it can write
 	 * (transport.h): the output cannot drain otherwise. */
 	bool on = !paused || c->want_read_on_write;
 	if (on == (event_pending(&c->rev, EV_READ, NULL) != 0))
-		return;
+		return 0;
 	if (on) {
-		event_add(&c->rev, NULL);
+		if (event_add(&c->rev, NULL) != 0)
+			return -EIO;
 		/* What the transport read ahead wakes nobody (transport.h). */
 		if (mtd_xprt_pending(c))
 			event_active(&c->rev, EV_READ, 0);
 	} else {
 		event_del(&c->rev);
 	}
+	return 0;
 }
 
-static void doom_cb(evutil_socket_t fd, short what, void *arg)
+static void doom_expired(struct mtd_conn *c)
 {
-	struct mtd_conn *c = arg;
-	MTD_DEBUG("%s %s: closing: its output did not drain within %lld s of the GOAWAY",
-	          c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer, (long long)(DOOM_NS / 1000000000));
+	MTD_DEBUG("%s %s: closing: its output did not drain within %lld s of the GOAWAY", c->ops->role, c->peer,
+	          (long long)(DOOM_NS / 1000000000));
 	mtd_conn_close(c);
 }
 
@@ -102,14 +142,20 @@ void mtd_conn_doom(struct mtd_conn *c)
 		return;
 	c->doomed_ns = mtd_now_ns();
 	/* Nothing the peer sends matters any more: do not read it (issue 6:
-	 * a doomed peer was read and discarded without end). */
+	 * a doomed peer was read and discarded without end). Pausing only
+	 * deletes the event: it cannot fail. */
 	set_read_paused(c, true);
-	/* The timer's other use (the upstream connect timeout) is over. */
-	event_del(&c->timer);
-	evtimer_assign(&c->timer, c->w->base, doom_cb, c);
-	struct timeval tv = {(time_t)(DOOM_NS / 1000000000), 0};
-	evtimer_add(&c->timer, &tv);
 	mtd_conn_want_flush(c);
+	/* The timer's other use (the upstream connect timeout) is over. */
+	if (mtd_conn_timer_arm(c, doom_expired, DOOM_NS / 1000000) < 0) {
+		/* Without its deadline a doomed connection lasts as long as its
+		 * peer does not read: it ends at the next turn instead, after
+		 * the flush above (not here: its session's callback may be
+		 * running). */
+		MTD_WARN("%s %s: cannot arm the close deadline: closing at the next turn", c->ops->role, c->peer);
+		c->timer_fn = doom_expired;
+		event_active(&c->timer, EV_TIMEOUT, 0);
+	}
 }
 
 static int out_reserve(struct mtd_conn *c, size_t n)
@@ -147,7 +193,7 @@ static int write_out(struct mtd_conn *c)
 			c->stalled_ns = 0; /* the peer reads */
 			continue;
 		}
-		if (n == MTD_IO_WANT_WRITE || n == MTD_IO_WANT_READ) {
+		if (mtd_io_wants(n)) {
 			if (!c->stalled_ns)
 				c->stalled_ns = mtd_now_ns();
 			return (int)n;
@@ -171,8 +217,7 @@ static int gather(struct mtd_conn *c)
 		const uint8_t *data;
 		ssize_t n = nghttp2_session_mem_send(c->ng, &data);
 		if (n < 0) {
-			MTD_WARN("%s %s: HTTP/2 send failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream",
-			         c->peer, nghttp2_strerror((int)n));
+			MTD_WARN("%s %s: HTTP/2 send failed: %s", c->ops->role, c->peer, nghttp2_strerror((int)n));
 			mtd_conn_close(c);
 			return -EPROTO;
 		}
@@ -212,6 +257,15 @@ static void gather_others(struct mtd_worker *w, const struct mtd_conn *reader)
 	}
 }
 
+/* libevent refused a wait c needs (for readability or writability): c
+ * would never move again. -EIO, c closed. */
+static int io_wait_failed(struct mtd_conn *c)
+{
+	MTD_WARN("%s %s: cannot wait for its socket (event_add failed): closing", c->ops->role, c->peer);
+	mtd_conn_close(c);
+	return -EIO;
+}
+
 int mtd_conn_flush(struct mtd_conn *c)
 {
 	if (c->state == MTD_CONN_CLOSED)
@@ -225,30 +279,30 @@ int mtd_conn_flush(struct mtd_conn *c)
 		if (c->out_len == c->out_off)
 			break;
 		rc = write_out(c);
-		if (rc == MTD_IO_WANT_WRITE || rc == MTD_IO_WANT_READ) {
+		if (mtd_io_wants(rc)) {
 			/* Wait for what the transport asked: a TLS write that must
 			 * read first would spin on writability. */
 			c->want_read_on_write = rc == MTD_IO_WANT_READ;
-			if (!c->want_read_on_write)
-				event_add(&c->wev, NULL);
 			/* HARDENING.md (CVE-2019-9517): a peer that does not read
 			 * what we owe it is not read either. Gathering stops at
 			 * the mark, so the pause must trigger at it, not past it. */
-			set_read_paused(c, c->doomed_ns || c->out_len - c->out_off >= OUT_HIGH_WATER);
+			if ((!c->want_read_on_write && event_add(&c->wev, NULL) != 0) ||
+			    set_read_paused(c, c->doomed_ns || c->out_len - c->out_off >= OUT_HIGH_WATER) < 0)
+				return io_wait_failed(c);
 			if (c->ng && !c->doomed_ns && !nghttp2_session_want_read(c->ng))
 				mtd_conn_doom(c);
 			return 0;
 		}
 		if (rc < 0) {
-			MTD_DEBUG("%s %s: write failed: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
-			          strerror(-rc));
+			MTD_DEBUG("%s %s: write failed: %s", c->ops->role, c->peer, strerror(-rc));
 			mtd_conn_close(c);
 			return rc;
 		}
 	}
 	c->want_read_on_write = false;
 	c->stalled_ns = 0;
-	set_read_paused(c, c->doomed_ns != 0);
+	if (set_read_paused(c, c->doomed_ns != 0) < 0)
+		return io_wait_failed(c);
 	/* Release a big output buffer once idle: an idle connection stays small. */
 	if (c->out_cap > 65536) {
 		free(c->out);
@@ -257,7 +311,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 	}
 	/* A session with nothing left to do on either side is finished. */
 	if (c->ng && !nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng)) {
-		MTD_DEBUG("%s %s: HTTP/2 session finished", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer);
+		MTD_DEBUG("%s %s: HTTP/2 session finished", c->ops->role, c->peer);
 		mtd_conn_close(c);
 		return -EPIPE;
 	}
@@ -274,17 +328,19 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			break;
 		if (n == MTD_IO_WANT_WRITE) {
 			c->want_write_on_read = true;
-			event_add(&c->wev, NULL);
+			if (event_add(&c->wev, NULL) != 0) {
+				io_wait_failed(c);
+				return false;
+			}
 			break;
 		}
 		if (n <= 0) {
-			MTD_DEBUG("%s %s: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
-			          n == 0 ? "closed by peer" : strerror((int)-n));
+			MTD_DEBUG("%s %s: %s", c->ops->role, c->peer, n == 0 ? "closed by peer" : strerror((int)-n));
 			mtd_conn_close(c);
 			return false;
 		}
 		c->last_read_ns = mtd_now_ns();
-		if (c->kind == MTD_CONN_DOWN && mtd_down_prescan(c, w->rbuf, (size_t)n) < 0)
+		if (c->ops->prescan && c->ops->prescan(c, w->rbuf, (size_t)n) < 0)
 			break; /* doomed: its GOAWAY goes out with the flush */
 		ssize_t rv = 0;
 		for (size_t off = 0; rv >= 0 && off < (size_t)n;) {
@@ -297,8 +353,11 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			if (c->state == MTD_CONN_CLOSED || !nghttp2_session_want_read(c->ng))
 				break;
 		}
-		if (rv >= 0 && c->kind == MTD_CONN_DOWN && c->n_late_data_due)
-			mtd_down_after_recv(c);
+		if (rv >= 0 && c->ops->after_recv) {
+			c->ops->after_recv(c); /* may close c */
+			if (c->state == MTD_CONN_CLOSED)
+				return false;
+		}
 		/* A session that wants no more input (a connection error queued
 		 * its GOAWAY) is doomed: read no further. */
 		if (rv >= 0 && c->state != MTD_CONN_CLOSED && !nghttp2_session_want_read(c->ng)) {
@@ -317,8 +376,7 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		if (rv < 0) {
 			/* Fatal for the connection (HARDENING.md): flood, too many
 			 * CONTINUATIONs, bad preface... Send what GOAWAY nghttp2 queued. */
-			MTD_WARN("%s %s: HTTP/2 error: %s", c->kind == MTD_CONN_DOWN ? "client" : "upstream", c->peer,
-			         nghttp2_strerror((int)rv));
+			MTD_WARN("%s %s: HTTP/2 error: %s", c->ops->role, c->peer, nghttp2_strerror((int)rv));
 			if (rv != NGHTTP2_ERR_NOMEM && rv != NGHTTP2_ERR_CALLBACK_FAILURE)
 				nghttp2_session_terminate_session(c->ng, NGHTTP2_PROTOCOL_ERROR);
 			mtd_conn_flush(c);
@@ -377,10 +435,7 @@ void mtd_conn_close(struct mtd_conn *c)
 		c->in_dirty = false;
 	}
 	/* Detach the calls: their other halves learn it from here. */
-	if (c->kind == MTD_CONN_DOWN)
-		mtd_down_on_close(c);
-	else
-		mtd_up_on_close(c);
+	c->ops->on_close(c);
 	mtd_worker_bury(c->w, c);
 }
 

@@ -8,6 +8,17 @@
 
 #include "sidecar/io/conn-t.h"
 
+/* The connection window a session opens for streams of stream_window
+ * bytes (downstream.initial_window_size, on both sides): sixteen streams'
+ * worth, at most 64 MiB. It bounds what all of one peer's streams may
+ * have buffered here at once. */
+static inline int32_t mtd_conn_window(uint32_t stream_window)
+{
+	return (int32_t)(stream_window > (1u << 26) / 16 ? (1u << 26) : stream_window * 16);
+}
+/* Queue c's SETTINGS iv[0..n) and open its connection window to
+ * mtd_conn_window(stream_window). 0, or nghttp2's error code. */
+int mtd_conn_submit_settings(struct mtd_conn *c, const nghttp2_settings_entry *iv, size_t n, uint32_t stream_window);
 /* Mark c as having output to flush at the end of this event-loop turn. */
 void mtd_conn_want_flush(struct mtd_conn *c);
 /* The user data of stream sid, for a header field of it (c->field_ud). */
@@ -22,11 +33,22 @@ static inline void mtd_conn_field_forget(struct mtd_conn *c, int32_t sid)
 bool mtd_conn_on_readable(struct mtd_conn *c);
 /* Write pending output and whatever the session has. 0 or -errno (closed). */
 int mtd_conn_flush(struct mtd_conn *c);
-/* Register c's fd with the worker's base (read interest). */
+/* Register c's fd with the worker's base (read interest). 0, or -EIO
+ * (libevent refused the events). */
 int mtd_conn_start_io(struct mtd_conn *c);
+/* c's timer (conn-t.h), set up once when c is made: 0, or -EINVAL
+ * (libevent refused the event). */
+int mtd_conn_timer_init(struct mtd_conn *c);
+/* Run fn(c) in ms unless disarmed or armed again first. 0, or -ENOMEM
+ * (libevent could not add it: its timer heap could not grow); the caller
+ * decides what a connection without that bound means. */
+int mtd_conn_timer_arm(struct mtd_conn *c, void (*fn)(struct mtd_conn *c), int64_t ms);
+void mtd_conn_timer_disarm(struct mtd_conn *c);
 /* c's session wants no more input (GOAWAY queued after a fatal error, or
  * sent with no stream left): stop reading the peer and close c within 5 s
- * whether or not its output drains. Idempotent. */
+ * whether or not its output drains (at the next turn if that deadline
+ * cannot be armed). Never closes c itself: safe inside c's session's
+ * callbacks. Idempotent. */
 void mtd_conn_doom(struct mtd_conn *c);
 /* Issue 6 (write_timeout, both sides): true when output has waited for c's
  * socket and the peer read none of it for more than timeout_ms. */

@@ -121,7 +121,7 @@ static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame
  * forgotten stream are ignored, as nghttp2 does. Errors other than DATA
  * after PEER_RST are connection errors (§5.4.1 allows it). HEADERS, WINDOW_UPDATE and
  * RST_STREAM are judged in on_begin_frame; DATA, which nghttp2 drops on a
- * forgotten stream before any callback, in mtd_down_prescan. A lone
+ * forgotten stream before any callback, in down_prescan. A lone
  * CONTINUATION is nghttp2's PROTOCOL_ERROR (§6.10). */
 enum { CLOSED_PEER_RST = 1, CLOSED_END, CLOSED_OUR_RST };
 
@@ -150,7 +150,7 @@ static bool scanned_rst(const struct mtd_conn *c, int32_t sid)
 
 /* DATA on a stream the client reset, before nghttp2 drops it (which
  * counts it as consumed for the connection window): the §5.1 stream error,
- * once for a run of such DATA frames, sent by mtd_down_after_recv. */
+ * once for a run of such DATA frames, sent by down_after_recv. */
 static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
 {
 	if (sid == c->late_data_sid)
@@ -163,16 +163,30 @@ static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
 		c->late_data_due[c->n_late_data_due++] = sid;
 }
 
-void mtd_down_after_recv(struct mtd_conn *c)
+/* ops.after_recv: after nghttp2 read what down_prescan saw, the
+ * RST_STREAM(STREAM_CLOSED) it found due for DATA after the client's
+ * RST_STREAM (RFC 9113 §5.1), submitted now that nghttp2 has closed the
+ * stream (a RST_STREAM submitted while the stream was still open went
+ * nowhere once the client's closed it). Out of memory for one of them
+ * closes the connection: the stream error could not be told, and the
+ * read loop is outside the session's callbacks here. */
+static void down_after_recv(struct mtd_conn *c)
 {
-	for (unsigned i = 0; i < c->n_late_data_due; i++) {
+	unsigned n = c->n_late_data_due;
+	c->n_late_data_due = 0;
+	for (unsigned i = 0; i < n; i++) {
 		int32_t sid = c->late_data_due[i];
 		MTD_DEBUG("client %s: stream %d: DATA after the client's RST_STREAM (RFC 9113 §5.1): "
 		          "RST_STREAM(STREAM_CLOSED)",
 		          c->peer, sid);
-		nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_STREAM_CLOSED);
+		int rv = nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_STREAM_CLOSED);
+		if (rv != 0) {
+			MTD_WARN("client %s: stream %d: cannot queue RST_STREAM (%s): closing", c->peer, sid,
+			         nghttp2_strerror(rv));
+			mtd_conn_close(c);
+			return;
+		}
 	}
-	c->n_late_data_due = 0;
 }
 
 /* A connection error found before nghttp2 saw the frame: GOAWAY with code,
@@ -211,7 +225,7 @@ static int check_stream_state(nghttp2_session *ng, struct mtd_conn *c, const ngh
 		return 0;
 	case NGHTTP2_RST_STREAM: /* ignored however it closed (see PEER_RST above) */
 		return 0;
-	default: /* DATA never gets here: nghttp2 drops it unseen (mtd_down_prescan) */
+	default: /* DATA never gets here: nghttp2 drops it unseen (down_prescan) */
 		return 0;
 	}
 }
@@ -242,7 +256,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	struct mtd_conn *c = ud;
 	struct mtd_call *call;
 	/* PRIORITY frames never get here (nghttp2 skips them without RFC 7540
-	 * priorities): mtd_down_prescan counts them. */
+	 * priorities): down_prescan counts them. */
 	if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return glitch(ng, c);
 	switch (frame->hd.type) {
@@ -330,7 +344,13 @@ static uint32_t be31(const uint8_t *p)
 	return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffffu;
 }
 
-int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
+/* ops.prescan: follow the client's bytes p[0..n) frame by frame, before
+ * nghttp2 gets them, for what nghttp2 1.52 skips unread without RFC 7540
+ * priorities: RFC 9113 §6.3 PRIORITY on stream 0, §5.3.1 a stream
+ * depending on itself (PRIORITY, or HEADERS with the PRIORITY flag). 0, or
+ * -EPROTO with a GOAWAY(PROTOCOL_ERROR) queued and c doomed: feed nothing
+ * more. A few operations per frame; no allocation. */
+static int down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 {
 	const uint8_t *h = c->scan_hdr;
 	while (n > 0) {
@@ -463,12 +483,14 @@ void mtd_down_teardown(struct mtd_worker *w)
 	nghttp2_session_callbacks_del(w->down_cbs);
 }
 
-static void down_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	(void)arg;
-}
+static void down_on_close(struct mtd_conn *c);
+
+static const struct mtd_conn_ops down_ops = {
+        .role = "client",
+        .prescan = down_prescan,
+        .after_recv = down_after_recv,
+        .on_close = down_on_close,
+};
 
 int mtd_down_accept(struct mtd_worker *w, int fd)
 {
@@ -476,7 +498,7 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	struct mtd_conn *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->kind = MTD_CONN_DOWN;
+	c->ops = &down_ops;
 	c->state = MTD_CONN_READY;
 	c->w = w;
 	c->fd = fd;
@@ -499,8 +521,8 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 		}
 	}
 	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
-	evtimer_assign(&c->timer, w->base, down_timer_cb, c);
-	if (nghttp2_session_server_new3(&c->ng, w->down_cbs, c, w->down_opt, &w->ng_mem) != 0) {
+	if (mtd_conn_timer_init(c) < 0 ||
+	    nghttp2_session_server_new3(&c->ng, w->down_cbs, c, w->down_opt, &w->ng_mem) != 0) {
 		free(c);
 		return -ENOMEM;
 	}
@@ -511,14 +533,10 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
 	        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
 	};
-	int rv = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
 	/* The connection window bounds what all of a client's calls may have
 	 * buffered here at once. */
-	if (rv == 0)
-		rv = nghttp2_session_set_local_window_size(
-		        c->ng, NGHTTP2_FLAG_NONE, 0,
-		        (int32_t)(d->initial_window_size > (1u << 26) / 16 ? (1u << 26) : d->initial_window_size * 16));
-	if (rv != 0 || mtd_conn_start_io(c) < 0) {
+	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0 ||
+	    mtd_conn_start_io(c) < 0) {
 		nghttp2_session_del(c->ng);
 		free(c);
 		return -ENOMEM;
@@ -541,7 +559,14 @@ void mtd_down_shutdown(struct mtd_conn *c)
 	int32_t last = nghttp2_session_get_last_proc_stream_id(c->ng);
 	if (c->max_sid > last)
 		last = c->max_sid;
-	nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, NULL, 0);
+	int rv = nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, NULL, 0);
+	if (rv != 0) {
+		/* Without its GOAWAY the client never learns to go: the
+		 * connection would outlive the drain. Its calls end now. */
+		MTD_WARN("client %s: cannot queue GOAWAY (%s): closing", c->peer, nghttp2_strerror(rv));
+		mtd_conn_close(c);
+		return;
+	}
 	c->state = MTD_CONN_DRAINING;
 	mtd_conn_want_flush(c);
 }
@@ -551,11 +576,23 @@ void mtd_down_resume(struct mtd_call *call)
 	if (!call->down || !call->resp_deferred)
 		return;
 	call->resp_deferred = false;
-	nghttp2_session_resume_data(call->down->ng, call->down_sid);
-	mtd_conn_want_flush(call->down);
+	struct mtd_conn *c = call->down;
+	if (nghttp2_session_resume_data(c->ng, call->down_sid) != 0) {
+		/* Out of memory: the response would wait forever. The stream
+		 * ends instead (its close ends the call), or, if even that
+		 * cannot be queued, the connection (doomed: not closed under
+		 * the caller, which holds the call). */
+		MTD_WARN("client %s: stream %d: cannot resume the response: resetting it", c->peer, call->down_sid);
+		if (nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_INTERNAL_ERROR) != 0) {
+			nghttp2_session_terminate_session(c->ng, NGHTTP2_INTERNAL_ERROR);
+			mtd_conn_doom(c);
+		}
+	}
+	mtd_conn_want_flush(c);
 }
 
-void mtd_down_on_close(struct mtd_conn *c)
+/* ops.on_close: detach its calls (cancelled), leave the worker's list. */
+static void down_on_close(struct mtd_conn *c)
 {
 	struct mtd_worker *w = c->w;
 	LIST_REMOVE(c, link);

@@ -10,6 +10,7 @@
 
 struct mtd_worker;
 struct mtd_rt_service;
+struct mtd_rt_load;
 struct mtd_endpoint;
 struct mtd_hc_probe;
 struct ssl_session_st;
@@ -19,19 +20,37 @@ struct ssl_session_st;
  * uses (the newest its worker has seen holding ep). Retired when its
  * worker serves a snapshot without ep: it takes no new attempt, its idle
  * connections close, busy ones drain, the attempts waiting in it move their
- * calls to the current snapshot; freed once it has no connection left. */
+ * calls to the current snapshot; freed once it has no connection left.
+ *
+ * It opens no connection once retired or while being freed (`retired`,
+ * `stopping`: set once, never cleared), nor while a failed connection's
+ * calls are being moved (`failing`): three reasons, three fields, so
+ * that ending one never ends another (issue 15, defect 7: the end of a
+ * connect failure cleared what retirement had set). */
 struct mtd_pool {
 	struct mtd_worker *w;
 	struct mtd_rt_service *svc; /* for TLS ctx and upstream settings (reference) */
 	struct mtd_endpoint *ep;    /* reference */
 	LIST_ENTRY(mtd_pool) link;  /* the worker's pools */
-	bool retired;
+	bool retired;               /* its endpoint left (mtd_pool_retire) */
+	bool stopping;              /* being freed (mtd_pool_free) */
 	LIST_HEAD(, mtd_conn) conns;
 	uint32_t n_conns;
 	TAILQ_HEAD(, mtd_attempt) pending; /* waiting for a stream slot */
 	uint32_t n_pending;
+	/* Where the attempts in `pending` are counted for
+	 * circuit_breaker.max_pending (a reference held; NULL while the
+	 * service sets none): all of them, each once, so what the pool gives
+	 * back is exactly what it added. It changes only with the pool's
+	 * service (mtd_pool_set_service), which moves the count along. Issue
+	 * 15, defect 2: a count given back under another config than the one
+	 * it was kept under wrapped, and every later call was refused. */
+	struct mtd_rt_load *load;
 	struct ssl_session_st *tls_session; /* to resume with */
-	bool failing;                       /* a connect failure is being handled */
+	/* Failed connections whose calls are being moved on (upstream.c
+	 * up_fail; nested when moving them fails another): no replacement
+	 * is opened for calls that are leaving. */
+	uint32_t failing;
 	/* Connect failures in a row, and until when new calls avoid this
 	 * endpoint (doubling from 250 ms to 10 s; reset by a connect). */
 	uint32_t connect_failures;

@@ -21,6 +21,39 @@
 #include "sidecar/io/upstream.h"
 #include "sidecar/turn.h"
 
+/* Circuit counts (runtime-t.h) are freed by whoever drops the last
+ * reference, as a call does. */
+static void load_unref(struct mtd_rt_load *load)
+{
+	if (mtd_disc_ref_put(&load->ref))
+		free(load);
+}
+
+/* Where svc's circuit breaker counts waiting attempts: NULL when it sets
+ * no max_pending. */
+static struct mtd_rt_load *pending_load(const struct mtd_rt_service *svc)
+{
+	return svc->cfg->circuit.max_pending ? svc->load : NULL;
+}
+
+/* Count p's waiting attempts in load (NULL: nowhere) from now on: the one
+ * they were counted in gets back exactly p->n_pending, the new one gets
+ * them all. */
+static void count_pending_in(struct mtd_pool *p, struct mtd_rt_load *load)
+{
+	if (load == p->load)
+		return;
+	if (load) {
+		mtd_disc_ref_get(&load->ref);
+		atomic_fetch_add_explicit(&load->pending, p->n_pending, memory_order_relaxed);
+	}
+	if (p->load) {
+		atomic_fetch_sub_explicit(&p->load->pending, p->n_pending, memory_order_relaxed);
+		load_unref(p->load);
+	}
+	p->load = load;
+}
+
 struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep)
 {
 	/* Keyed by endpoint identity: the pool (and its connections) stays
@@ -37,6 +70,7 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 	mtd_disc_ref_get(&ep->ref);
 	p->ep = ep;
 	p->keepalive_ms = svc->cfg->upstream.keepalive_interval_ms;
+	count_pending_in(p, pending_load(svc));
 	LIST_INIT(&p->conns);
 	TAILQ_INIT(&p->pending);
 	LIST_INSERT_HEAD(&w->pools, p, link);
@@ -48,7 +82,7 @@ void mtd_pool_free(struct mtd_pool *p)
 {
 	struct mtd_conn *c;
 	struct mtd_attempt *a;
-	p->failing = true; /* no reconnects while tearing down */
+	p->stopping = true; /* no reconnects while tearing down */
 	if (p->connect_failures > 0)
 		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
 	if (p->probe)
@@ -61,11 +95,35 @@ void mtd_pool_free(struct mtd_pool *p)
 		mtd_conn_close(c);
 	if (p->tls_session)
 		mtd_tls_session_free(p->tls_session);
+	count_pending_in(p, NULL); /* none waits: gives back nothing, drops the reference */
 	LIST_REMOVE(p, link);
 	p->ep->pools[p->w->id] = NULL;
 	mtd_endpoint_unref(p->ep);
 	mtd_rt_service_unref(p->svc);
 	free(p);
+}
+
+const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app)
+{
+	const struct mtd_cfg_service *svc = p->svc->cfg;
+	if (svc->authority)
+		return svc->authority;
+	if (keep_app && !svc->authority_from_endpoint)
+		return NULL;
+	return svc->tls && svc->tls->server_name ? svc->tls->server_name : p->ep->addr.text;
+}
+
+void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc)
+{
+	if (p->svc == svc)
+		return;
+	mtd_disc_ref_get(&svc->ref);
+	mtd_rt_service_unref(p->svc);
+	p->svc = svc;
+	/* A reload may turn max_pending on or off, or the service may be a
+	 * new one with counts of its own: the attempts waiting now are
+	 * counted where the new settings say, and given back there. */
+	count_pending_in(p, pending_load(svc));
 }
 
 void mtd_pool_retire(struct mtd_pool *p)
@@ -85,7 +143,7 @@ void mtd_pool_retire(struct mtd_pool *p)
 	}
 	if (p->probe)
 		mtd_hc_probe_abandon(p->probe, false, "the endpoint left the service");
-	p->failing = true; /* no new connection from here on */
+	/* No new connection from here on: `retired`, never cleared. */
 	for (c = LIST_FIRST(&p->conns); c; c = next) {
 		next = LIST_NEXT(c, link);
 		if (c->n_streams == 0) {
@@ -162,12 +220,13 @@ void mtd_pool_note_usable(struct mtd_pool *p)
 }
 
 /* Waiting attempts are counted per pool (upstream.max_pending) and per
- * service over every worker (circuit_breaker.max_pending). */
+ * service over every worker (circuit_breaker.max_pending): in p->load,
+ * whatever the config says by the time they leave (pool-t.h). */
 static void pending_add(struct mtd_pool *p, int d)
 {
 	p->n_pending += (uint32_t)d;
-	if (p->svc->cfg->circuit.max_pending)
-		atomic_fetch_add_explicit(&p->svc->load->pending, (uint32_t)d, memory_order_relaxed);
+	if (p->load)
+		atomic_fetch_add_explicit(&p->load->pending, (uint32_t)d, memory_order_relaxed);
 }
 
 int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a)
@@ -175,8 +234,8 @@ int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a)
 	if (p->n_pending >= p->svc->cfg->upstream.max_pending)
 		return -EAGAIN;
 	uint32_t max = p->svc->cfg->circuit.max_pending;
-	if (max && atomic_load_explicit(&p->svc->load->pending, memory_order_relaxed) >= max)
-		return -EBUSY;
+	if (max && atomic_load_explicit(&p->load->pending, memory_order_relaxed) >= max)
+		return -EBUSY; /* p->load is the service's when max is set */
 	a->pool = p;
 	TAILQ_INSERT_TAIL(&p->pending, a, pending_link);
 	pending_add(p, 1);
@@ -245,7 +304,7 @@ void mtd_pool_dispatch(struct mtd_pool *p)
 			if (usable(c))
 				probe_alone = false;
 	}
-	if ((p->n_pending == 0 && !probe_alone) || p->failing)
+	if ((p->n_pending == 0 && !probe_alone) || p->failing || mtd_pool_closing(p))
 		return;
 	/* Calls still wait and every ready connection is full. While a
 	 * connection is on its way, wait for it: its SETTINGS tell how many

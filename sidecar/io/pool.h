@@ -13,9 +13,26 @@ struct mtd_attempt;
 /* The pool of endpoint ep (of service snapshot svc) on worker w, created on
  * first use; NULL when out of memory. May be retired (see above). */
 struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep);
+/* The :authority a stream to p's endpoint carries by the service's rule
+ * (config-t.h): its `authority`; else with FROM_ENDPOINT, or when the
+ * stream has no :authority of the app's to keep (keep_app false: a health
+ * check), the endpoint's name (tls.server_name, else its address as
+ * written); else NULL: the app's. Points into the config or the endpoint:
+ * no per-call work. */
+const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app);
+/* The worker moved to a snapshot that holds p's endpoint in svc: p takes
+ * svc's settings (a reference; the previous one dropped) and counts its
+ * waiting attempts where svc's circuit breaker says from now on. */
+void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc);
 /* The worker moved to a snapshot without p's endpoint. */
 void mtd_pool_retire(struct mtd_pool *p);
 void mtd_pool_free(struct mtd_pool *p);
+/* Retired or being freed: p opens no connection any more, and what its
+ * connections do no longer concerns waiting calls (it has none). */
+static inline bool mtd_pool_closing(const struct mtd_pool *p)
+{
+	return p->retired || p->stopping;
+}
 /* True while the pool's endpoint failed its last connect and no connection
  * of it is usable: new calls should go elsewhere if they can. */
 bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns);

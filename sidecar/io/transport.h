@@ -8,6 +8,10 @@
  *   MTD_IO_WANT_READ    nothing can move until the socket is readable
  *   MTD_IO_WANT_WRITE   nothing can move until the socket is writable
  *   other < 0           -errno: the connection is dead
+ * The two waits are a range of their own, below every -errno (STYLE.md:
+ * one namespace per result): they once were -EAGAIN and -ENOMEM, and an
+ * ENOMEM from read(2) or send(2) read as "wait for writability", so the
+ * connection looped on a writable socket instead of closing.
  * Either op may want either direction: TLS may have to read before it can
  * write (a handshake message in the way) and write before it can read (a
  * KeyUpdate or alert to answer). The caller waits for exactly what was
@@ -30,10 +34,22 @@ struct ssl_ctx_st;
 struct ssl_session_st;
 struct ssl_st;
 
-enum {
-	MTD_IO_WANT_READ = -11,  /* wait until the fd is readable */
-	MTD_IO_WANT_WRITE = -12, /* wait until the fd is writable */
+/* Linux's errno values stay below 4096 (MAX_ERRNO, include/linux/err.h):
+ * ours start far past them. */
+#define MTD_IO__BASE (-0x10000)
+
+enum mtd_io_want {
+	MTD_IO_WANT_READ = MTD_IO__BASE - 1,  /* wait until the fd is readable */
+	MTD_IO_WANT_WRITE = MTD_IO__BASE - 2, /* wait until the fd is writable */
 };
+
+_Static_assert(MTD_IO_WANT_READ < -4095 && MTD_IO_WANT_WRITE < -4095, "transport waits collide with -errno");
+
+/* n (an op's result) is one of the two waits. */
+static inline bool mtd_io_wants(ssize_t n)
+{
+	return n == MTD_IO_WANT_READ || n == MTD_IO_WANT_WRITE;
+}
 
 struct mtd_xprt_ops {
 	const char *name; /* "tcp", "tls": for messages */

@@ -75,10 +75,12 @@ static void up_fail(struct mtd_conn *c, const char *fmt, ...)
 	else
 		MTD_WARN("%s", reason);
 	/* While failing, the pool must not open a replacement for the calls
-	 * it is about to move (that would loop on a dead endpoint). */
-	p->failing = true;
+	 * it is about to move (that would loop on a dead endpoint). A count:
+	 * closing c may fail another of its connections. Retirement and
+	 * teardown have flags of their own, which this never clears. */
+	p->failing++;
 	mtd_conn_close(c);
-	p->failing = false;
+	p->failing--;
 	if (never_ready)
 		move_waiting_calls(p, reason);
 }
@@ -146,7 +148,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
 			if (!c->settings_seen) {
 				c->settings_seen = true;
-				event_del(&c->timer);
+				mtd_conn_timer_disarm(c);
 				mtd_pool_connect_succeeded(c->pool);
 				MTD_DEBUG("upstream %s: ready", c->peer);
 			}
@@ -258,32 +260,29 @@ void mtd_up_teardown(struct mtd_worker *w)
 	nghttp2_session_callbacks_del(w->up_cbs);
 }
 
-static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void connect_timeout(struct mtd_conn *c)
 {
-	struct mtd_conn *c = arg;
 	up_fail(c, "connect timeout (%lld ms)", (long long)c->pool->svc->cfg->upstream.connect_timeout_ms);
 }
 
-static void settings_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void settings_timeout(struct mtd_conn *c)
 {
-	struct mtd_conn *c = arg;
 	up_fail(c, "no HTTP/2 SETTINGS from the peer within %lld ms of connecting",
 	        (long long)c->pool->svc->cfg->upstream.connect_timeout_ms);
 }
 
-static void arm_timer(struct mtd_conn *c, event_callback_fn cb)
+/* connect_timeout bounds every step before the connection is usable
+ * (HACKING.md "Waiting calls"): one without it is failed, never kept. */
+static int arm_connect_timer(struct mtd_conn *c, void (*fn)(struct mtd_conn *c))
 {
-	int64_t ms = c->pool->svc->cfg->upstream.connect_timeout_ms;
-	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-	evtimer_assign(&c->timer, c->w->base, cb, c);
-	event_add(&c->timer, &tv);
+	return mtd_conn_timer_arm(c, fn, c->pool->svc->cfg->upstream.connect_timeout_ms);
 }
 
 /* Transport is up: start HTTP/2. */
 static void up_ready(struct mtd_conn *c)
 {
 	const struct mtd_cfg_downstream *d = &c->w->rt->cfg->downstream;
-	event_del(&c->timer);
+	mtd_conn_timer_disarm(c);
 	event_del(&c->rev);
 	event_del(&c->wev);
 	if (nghttp2_session_client_new3(&c->ng, c->w->up_cbs, c, c->w->up_opt, &c->w->ng_mem) != 0) {
@@ -296,10 +295,7 @@ static void up_ready(struct mtd_conn *c)
 	        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size},
 	        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
 	};
-	int32_t conn_window =
-	        (int32_t)(d->initial_window_size > (1u << 26) / 16 ? (1u << 26) : d->initial_window_size * 16);
-	if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
-	    nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, conn_window) != 0 ||
+	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0 ||
 	    mtd_conn_start_io(c) < 0) {
 		up_fail(c, "cannot start HTTP/2");
 		return;
@@ -311,7 +307,11 @@ static void up_ready(struct mtd_conn *c)
 	 * its SETTINGS_MAX_CONCURRENT_STREAMS and then sit in nghttp2's queue
 	 * behind the streams it admits, instead of going to another
 	 * connection. connect_timeout bounds that wait too. */
-	arm_timer(c, settings_timeout_cb);
+	if (arm_connect_timer(c, settings_timeout) < 0) {
+		up_fail(c, "cannot arm the SETTINGS timeout (%lld ms): out of memory",
+		        (long long)c->pool->svc->cfg->upstream.connect_timeout_ms);
+		return;
+	}
 	MTD_DEBUG("upstream %s: transport up%s, waiting for SETTINGS", c->peer, c->ssl ? " (TLS)" : "");
 	mtd_conn_want_flush(c);
 }
@@ -323,10 +323,9 @@ static void handshake_cb(evutil_socket_t fd, short what, void *arg)
 	int rc = mtd_tls_handshake(c, err, sizeof(err));
 	if (rc == 0) {
 		up_ready(c);
-	} else if (rc == MTD_IO_WANT_READ) {
-		event_add(&c->rev, NULL);
-	} else if (rc == MTD_IO_WANT_WRITE) {
-		event_add(&c->wev, NULL);
+	} else if (rc == MTD_IO_WANT_READ || rc == MTD_IO_WANT_WRITE) {
+		if (event_add(rc == MTD_IO_WANT_READ ? &c->rev : &c->wev, NULL) != 0)
+			up_fail(c, "cannot wait for the TLS handshake (event_add failed)");
 	} else {
 		up_fail(c, "%s", err);
 	}
@@ -354,10 +353,20 @@ static void connected_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	c->state = MTD_CONN_HANDSHAKE;
-	event_assign(&c->rev, c->w->base, c->fd, EV_READ, handshake_cb, c);
-	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, handshake_cb, c);
+	if (event_assign(&c->rev, c->w->base, c->fd, EV_READ, handshake_cb, c) != 0 ||
+	    event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, handshake_cb, c) != 0) {
+		up_fail(c, "cannot wait for the TLS handshake (event_assign failed)");
+		return;
+	}
 	handshake_cb(c->fd, EV_WRITE, c);
 }
+
+static void up_on_close(struct mtd_conn *c);
+
+static const struct mtd_conn_ops up_ops = {
+        .role = "upstream",
+        .on_close = up_on_close,
+};
 
 struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 {
@@ -368,7 +377,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 		snprintf(reason, sizeof(reason), "upstream %s: out of memory for a connection", a->text);
 		goto fail;
 	}
-	c->kind = MTD_CONN_UP;
+	c->ops = &up_ops;
 	c->state = MTD_CONN_CONNECTING;
 	c->w = p->w;
 	c->pool = p;
@@ -384,21 +393,35 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	}
 	int one = 1;
 	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (event_assign(&c->rev, c->w->base, c->fd, EV_READ, connected_cb, c) != 0 ||
+	    event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, connected_cb, c) != 0 || mtd_conn_timer_init(c) < 0) {
+		snprintf(reason, sizeof(reason), "upstream %s: cannot register the connection's events", a->text);
+		goto fail_fd;
+	}
 	LIST_INSERT_HEAD(&p->conns, c, link);
 	p->n_conns++;
 	atomic_fetch_add_explicit(&p->ep->mx.conns_open, 1, memory_order_relaxed);
-	arm_timer(c, connect_timeout_cb);
-	event_assign(&c->rev, c->w->base, c->fd, EV_READ, connected_cb, c);
-	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, connected_cb, c);
+	/* Issue 15, defect 8: without its timeout a connect to a peer that
+	 * never answers would keep the calls waiting for it forever. */
+	if (arm_connect_timer(c, connect_timeout) < 0) {
+		up_fail(c, "cannot arm the connect timeout (%lld ms): out of memory",
+		        (long long)p->svc->cfg->upstream.connect_timeout_ms);
+		return NULL;
+	}
 	MTD_DEBUG("upstream %s: connecting", c->peer);
 	if (connect(c->fd, (const struct sockaddr *)&a->sa, a->salen) < 0 && errno != EINPROGRESS) {
 		int e = errno;
 		up_fail(c, "connect: %s", strerror(e));
 		return NULL;
 	}
-	event_add(&c->wev, NULL);
+	if (event_add(&c->wev, NULL) != 0) {
+		up_fail(c, "cannot wait for the connect (event_add failed)");
+		return NULL;
+	}
 	return c;
 
+fail_fd:
+	close(c->fd);
 fail_free:
 	free(c);
 fail:
@@ -431,20 +454,6 @@ static bool skip_request_header(const nghttp2_nv *nv)
 		        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE \
 	}
 
-/* The service's :authority override for this pool's endpoint, or NULL to
- * keep the app's. Points into the config: no per-call work. */
-static const char *up_authority(const struct mtd_pool *p)
-{
-	const struct mtd_cfg_service *svc = p->svc->cfg;
-	if (svc->authority)
-		return svc->authority;
-	if (!svc->authority_from_endpoint)
-		return NULL;
-	if (svc->tls && svc->tls->server_name)
-		return svc->tls->server_name;
-	return p->ep->addr.text;
-}
-
 int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 {
 	struct mtd_call *call = a->call;
@@ -458,7 +467,7 @@ int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
 	if (c->ssl)
 		scheme = (nghttp2_nv)NV_LIT(":scheme", "https");
 	/* :authority: the app's unless the service overrides it. */
-	const char *auth = up_authority(c->pool);
+	const char *auth = mtd_pool_authority(c->pool, true);
 	nghttp2_nv authority = {(uint8_t *)":authority", (uint8_t *)(uintptr_t)auth, 10, auth ? strlen(auth) : 0,
 	                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
 	/* Pseudo-headers first (RFC 9113 §8.3). The block has them first
@@ -531,8 +540,19 @@ void mtd_up_resume(struct mtd_attempt *a)
 	if (!a->up || !a->req_deferred)
 		return;
 	a->req_deferred = false;
-	nghttp2_session_resume_data(a->up->ng, a->up_sid);
-	mtd_conn_want_flush(a->up);
+	struct mtd_conn *c = a->up;
+	if (nghttp2_session_resume_data(c->ng, a->up_sid) != 0) {
+		/* Out of memory: the request would wait forever. The stream
+		 * ends instead (its close ends the attempt), or, if even that
+		 * cannot be queued, the connection (doomed: not closed under
+		 * the caller, which holds the attempt). */
+		MTD_WARN("upstream %s: stream %d: cannot resume the request: resetting it", c->peer, a->up_sid);
+		if (nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, a->up_sid, NGHTTP2_INTERNAL_ERROR) != 0) {
+			nghttp2_session_terminate_session(c->ng, NGHTTP2_INTERNAL_ERROR);
+			mtd_conn_doom(c);
+		}
+	}
+	mtd_conn_want_flush(c);
 }
 
 bool mtd_up_check_write_stall(struct mtd_conn *c, int64_t now_ns)
@@ -546,7 +566,10 @@ bool mtd_up_check_write_stall(struct mtd_conn *c, int64_t now_ns)
 	return true;
 }
 
-void mtd_up_on_close(struct mtd_conn *c)
+/* ops.on_close: its attempts fail over or end (connection lost), it
+ * leaves the pool, and the pool dispatches (or moves its waiting calls on
+ * if it never became usable). */
+static void up_on_close(struct mtd_conn *c)
 {
 	struct mtd_pool *p = c->pool;
 	LIST_REMOVE(c, link);
@@ -566,7 +589,7 @@ void mtd_up_on_close(struct mtd_conn *c)
 			a->call->resp_unconsumed = 0; /* the session goes with its windows */
 		mtd_attempt_conn_lost(a, reason);
 	}
-	if (!c->settings_seen && !p->failing) {
+	if (!c->settings_seen && !p->failing && !mtd_pool_closing(p)) {
 		/* Closed before it was usable (the peer closed, sent garbage, or
 		 * went silent) by another path than up_fail: the calls waiting
 		 * for it must not wait for nothing. */

@@ -17,10 +17,10 @@ void mtd_up_teardown(struct mtd_worker *w);
 struct mtd_conn *mtd_up_connect(struct mtd_pool *p);
 /* Open attempt a's stream on c. 0, or -errno (the conn cannot take it). */
 int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a);
-/* Called when an attempt's upstream side may send more (request data). */
+/* Called when an attempt's upstream side may send more (request data). If
+ * nghttp2 cannot take it up again (out of memory) the stream is reset, or
+ * the connection doomed: never closed under the caller. */
 void mtd_up_resume(struct mtd_attempt *a);
-/* c is closing: fail its attempts, leave the pool, let the pool dispatch. */
-void mtd_up_on_close(struct mtd_conn *c);
 /* Housekeeping: close c if its peer read nothing for upstream.write_timeout
  * while output waits (a stuck upstream); its calls end UNAVAILABLE. true
  * when c was closed. */

@@ -38,6 +38,7 @@ EXTRA_DIST += \
 	tests/integration/test_health.py \
 	tests/integration/test_admin.py \
 	tests/integration/test_deploy.py \
+	tests/integration/test_io_defects.py \
 	tests/interop/goecho/main.go \
 	tests/interop/javaecho/JavaEcho.java \
 	protos/maitred/testing/v1/echo.proto \

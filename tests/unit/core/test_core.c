@@ -137,6 +137,30 @@ START_TEST(log_levels)
 }
 END_TEST
 
+/* One line per interval; the next one says how many went without. */
+START_TEST(log_gate_one_line_per_interval)
+{
+	const int64_t s = 1000000000;
+	struct mtd_log_gate g = {0};
+	uint64_t held = 99;
+	ck_assert(mtd_log_gate_pass(&g, 5 * s, s, &held)); /* the first always */
+	ck_assert_uint_eq(held, 0);
+	ck_assert(!mtd_log_gate_pass(&g, 5 * s + 1, s, &held));
+	ck_assert(!mtd_log_gate_pass(&g, 6 * s - 1, s, &held));
+	ck_assert_uint_eq(held, 0); /* untouched while held back */
+	ck_assert(mtd_log_gate_pass(&g, 6 * s, s, &held));
+	ck_assert_uint_eq(held, 2);
+	ck_assert(mtd_log_gate_pass(&g, 20 * s, s, &held)); /* quiet since: nothing held */
+	ck_assert_uint_eq(held, 0);
+	/* A clock that starts at 0 still closes the gate behind its line. */
+	struct mtd_log_gate z = {0};
+	ck_assert(mtd_log_gate_pass(&z, 0, 10 * s, &held));
+	ck_assert(!mtd_log_gate_pass(&z, 5 * s, 10 * s, &held));
+	ck_assert(mtd_log_gate_pass(&z, 10 * s + 1, 10 * s, &held));
+	ck_assert_uint_eq(held, 1);
+}
+END_TEST
+
 START_TEST(slab_classes_reuse_and_realloc)
 {
 	struct mtd_slab s = {0};
@@ -380,6 +404,7 @@ int main(void)
 	tcase_add_test(tc, bufq_big_append_and_clear);
 	tcase_add_test(tc, bufq_copy_at_and_drop);
 	tcase_add_test(tc, log_levels);
+	tcase_add_test(tc, log_gate_one_line_per_interval);
 	tcase_add_test(tc, slab_classes_reuse_and_realloc);
 	tcase_add_test(tc, slab_passthrough_keeps_nothing);
 	tcase_add_test(tc, timers_heap_order);

@@ -3,8 +3,8 @@
  * OpenSSL server in this process, over a non-blocking socketpair, pumped by
  * hand (no timing). Certificates are made in memory at start.
  *
- * conn.c is linked alone: the worker, downstream and upstream functions it
- * calls are stubbed below. */
+ * conn.c is linked alone: the worker functions it calls are stubbed below,
+ * and the connection's kind is a test one (test_ops). */
 #include "config.h"
 
 #include <check.h>
@@ -24,9 +24,7 @@
 
 #include "core/clock.h"
 #include "sidecar/io/conn.h"
-#include "sidecar/io/downstream.h"
 #include "sidecar/io/transport.h"
-#include "sidecar/io/upstream.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
 
@@ -36,16 +34,50 @@ void mtd_worker_schedule_flush(struct mtd_worker *w) {}
 
 void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c) {}
 
-void mtd_down_on_close(struct mtd_conn *c) {}
+static void test_on_close(struct mtd_conn *c) {}
 
-int mtd_down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
+static const struct mtd_conn_ops test_ops = {.role = "upstream", .on_close = test_on_close};
+
+/* read(2) and send(2) on one fd fail with a chosen errno (the test links
+ * with -Wl,--wrap=read,--wrap=send); every other call goes through. */
+static int fail_fd = -1, fail_errno;
+
+ssize_t __real_read(int fd, void *buf, size_t n);
+ssize_t __wrap_read(int fd, void *buf, size_t n);
+ssize_t __real_send(int fd, const void *buf, size_t n, int flags);
+ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags);
+
+ssize_t __wrap_read(int fd, void *buf, size_t n)
 {
-	return 0;
+	if (fd == fail_fd) {
+		errno = fail_errno;
+		return -1;
+	}
+	return __real_read(fd, buf, n);
 }
 
-void mtd_down_after_recv(struct mtd_conn *c) {}
+ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags)
+{
+	if (fd == fail_fd) {
+		errno = fail_errno;
+		return -1;
+	}
+	return __real_send(fd, buf, n, flags);
+}
 
-void mtd_up_on_close(struct mtd_conn *c) {}
+/* event_add of one event fails (-Wl,--wrap=event_add), as libevent's does
+ * when epoll_ctl or its timer heap cannot grow. */
+static const struct event *fail_ev;
+
+int __real_event_add(struct event *ev, const struct timeval *tv);
+int __wrap_event_add(struct event *ev, const struct timeval *tv);
+
+int __wrap_event_add(struct event *ev, const struct timeval *tv)
+{
+	if (ev == fail_ev)
+		return -1;
+	return __real_event_add(ev, tv);
+}
 
 int64_t mtd_now_ns(void)
 {
@@ -166,7 +198,7 @@ static void pair_open(struct pair *p)
 	TAILQ_INIT(&p->w.dirty);
 	p->w.rbuf_len = 64 * 1024;
 	p->w.rbuf = malloc(p->w.rbuf_len);
-	p->c.kind = MTD_CONN_UP;
+	p->c.ops = &test_ops;
 	p->c.w = &p->w;
 	p->c.fd = sv[0];
 	snprintf(p->c.peer, sizeof(p->c.peer), "test");
@@ -390,6 +422,210 @@ START_TEST(read_ahead_left_after_the_rounds_is_read_next_turn)
 }
 END_TEST
 
+/* ---- plain TCP ---------------------------------------------------------- */
+
+/* A transport whose reads always want writability. */
+static ssize_t test_read_wants_write(struct mtd_conn *c, uint8_t *buf, size_t len)
+{
+	return MTD_IO_WANT_WRITE;
+}
+static ssize_t test_write_nothing(struct mtd_conn *c, const uint8_t *buf, size_t len)
+{
+	return MTD_IO_WANT_WRITE;
+}
+static int test_handshake(struct mtd_conn *c, char *err, size_t errlen)
+{
+	return 0;
+}
+static void test_xprt_close(struct mtd_conn *c) {}
+static bool test_pending(const struct mtd_conn *c)
+{
+	return false;
+}
+
+struct tcp_pair {
+	struct event_base *base;
+	struct mtd_worker w;
+	struct mtd_conn c; /* maitred's side, plain TCP */
+	int peer;
+};
+
+static void tcp_open(struct tcp_pair *p)
+{
+	memset(p, 0, sizeof(*p));
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	p->peer = sv[1];
+	p->base = event_base_new();
+	p->w.base = p->base;
+	TAILQ_INIT(&p->w.dirty);
+	p->w.rbuf_len = 64 * 1024;
+	p->w.rbuf = malloc(p->w.rbuf_len);
+	p->c.ops = &test_ops;
+	p->c.w = &p->w;
+	p->c.fd = sv[0];
+	snprintf(p->c.peer, sizeof(p->c.peer), "test");
+	ck_assert_int_eq(mtd_conn_timer_init(&p->c), 0);
+	nghttp2_session_callbacks *cbs;
+	ck_assert_int_eq(nghttp2_session_callbacks_new(&cbs), 0);
+	ck_assert_int_eq(nghttp2_session_client_new(&p->c.ng, cbs, &p->c), 0);
+	nghttp2_session_callbacks_del(cbs);
+	p->c.state = MTD_CONN_READY;
+	ck_assert_int_eq(mtd_conn_start_io(&p->c), 0);
+}
+
+static void tcp_close(struct tcp_pair *p)
+{
+	fail_fd = -1;
+	fail_ev = NULL;
+	if (p->c.state != MTD_CONN_CLOSED) {
+		event_del(&p->c.rev);
+		event_del(&p->c.wev);
+		close(p->c.fd);
+	}
+	nghttp2_session_del(p->c.ng);
+	free(p->c.out);
+	close(p->peer);
+	event_base_free(p->base);
+	free(p->w.rbuf);
+}
+
+/* n bytes of output waiting for c's socket. */
+static void pending_output(struct tcp_pair *p, size_t n)
+{
+	p->c.out = malloc(n);
+	ck_assert_ptr_nonnull(p->c.out);
+	memset(p->c.out, 'y', n);
+	p->c.out_len = p->c.out_cap = n;
+}
+
+/* From now on read(2) and send(2) on c's socket fail with e. */
+static void socket_fails(struct tcp_pair *p, int e)
+{
+	fail_fd = p->c.fd;
+	fail_errno = e;
+}
+
+/* Out of memory in read(2) is the end of the connection, not a wait: its
+ * code (-ENOMEM) once doubled as "wait for writability", and the
+ * connection waited on a socket that was writable all along, read again,
+ * got ENOMEM again... (issue 15, defect 6). */
+START_TEST(enomem_from_read_closes_the_connection)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	ck_assert_int_eq(write(p.peer, "x", 1), 1);
+	socket_fails(&p, ENOMEM);
+	ck_assert_int_lt(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), 0);
+	ck_assert_int_ne(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), MTD_IO_WANT_WRITE);
+	ck_assert_int_ne(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), MTD_IO_WANT_READ);
+	ck_assert_msg(!mtd_conn_on_readable(&p.c), "the connection stayed open");
+	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
+	ck_assert(!p.c.want_write_on_read);
+	tcp_close(&p);
+}
+END_TEST
+
+/* The same for send(2): the flush closes the connection instead of
+ * waiting for writability. */
+START_TEST(enomem_from_send_closes_the_connection)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	pending_output(&p, 64);
+	socket_fails(&p, ENOMEM);
+	ck_assert_int_ne(mtd_xprt_write(&p.c, p.c.out, 64), MTD_IO_WANT_WRITE);
+	ck_assert_int_eq(mtd_conn_flush(&p.c), -ENOMEM);
+	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
+	tcp_close(&p);
+}
+END_TEST
+
+/* Issue 15, defect 8 (every event_add checked): a flush whose socket is
+ * full waits for writability; when libevent refuses that wait the
+ * connection would never write again, and is closed instead of kept. */
+START_TEST(flush_that_cannot_wait_for_writability_closes)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	pending_output(&p, 64);
+	socket_fails(&p, EAGAIN);
+	fail_ev = &p.c.wev;
+	ck_assert_int_lt(mtd_conn_flush(&p.c), 0);
+	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
+	tcp_close(&p);
+}
+END_TEST
+
+/* The same for a read that must wait for writability (TLS). */
+START_TEST(read_that_cannot_wait_for_writability_closes)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	static const struct mtd_xprt_ops wants_write = {
+	        .name = "test",
+	        .read = test_read_wants_write,
+	        .write = test_write_nothing,
+	        .handshake = test_handshake,
+	        .close = test_xprt_close,
+	        .pending = test_pending,
+	};
+	p.c.xprt = &wants_write;
+	fail_ev = &p.c.wev;
+	ck_assert(!mtd_conn_on_readable(&p.c));
+	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
+	tcp_close(&p);
+}
+END_TEST
+
+/* A doomed connection whose deadline cannot be armed ends at the next
+ * turn instead of living as long as its peer does not read. */
+START_TEST(doom_without_its_deadline_closes_next_turn)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	fail_ev = &p.c.timer;
+	mtd_conn_doom(&p.c);
+	ck_assert_int_ne(p.c.state, MTD_CONN_CLOSED); /* not under the caller */
+	event_base_loop(p.base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(p.c.state, MTD_CONN_CLOSED);
+	tcp_close(&p);
+}
+END_TEST
+
+/* Both sides open the same connection window: sixteen streams' worth,
+ * at most 64 MiB (the largest window nghttp2 and RFC 9113 §6.9.1 allow
+ * is 2^31 - 1). */
+START_TEST(connection_window)
+{
+	ck_assert_int_eq(mtd_conn_window(65535), 16 * 65535);
+	ck_assert_int_eq(mtd_conn_window(1u << 20), 16 << 20);
+	ck_assert_int_eq(mtd_conn_window(1u << 22), 1 << 26);
+	ck_assert_int_eq(mtd_conn_window((1u << 22) + 1), 1 << 26);
+	ck_assert_int_eq(mtd_conn_window(INT32_MAX), 1 << 26);
+	struct tcp_pair p;
+	tcp_open(&p);
+	nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20}};
+	ck_assert_int_eq(mtd_conn_submit_settings(&p.c, iv, 1, 1u << 20), 0);
+	ck_assert_int_eq(nghttp2_session_get_local_window_size(p.c.ng), 16 << 20);
+	tcp_close(&p);
+}
+END_TEST
+
+/* EAGAIN stays a wait, for both directions. */
+START_TEST(eagain_is_a_wait)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	socket_fails(&p, EAGAIN);
+	ck_assert_int_eq(mtd_xprt_read(&p.c, p.w.rbuf, p.w.rbuf_len), MTD_IO_WANT_READ);
+	ck_assert_int_eq(mtd_xprt_write(&p.c, (const uint8_t *)"z", 1), MTD_IO_WANT_WRITE);
+	ck_assert(mtd_conn_on_readable(&p.c));
+	ck_assert_int_ne(p.c.state, MTD_CONN_CLOSED);
+	tcp_close(&p);
+}
+END_TEST
+
 static Suite *transport_suite(void)
 {
 	Suite *s = suite_create("transport");
@@ -402,6 +638,15 @@ static Suite *transport_suite(void)
 	tcase_add_test(tc, read_ahead_takes_the_socket_at_once);
 	tcase_add_test(tc, read_ahead_left_after_the_rounds_is_read_next_turn);
 	suite_add_tcase(s, tc);
+	TCase *tcp = tcase_create("tcp");
+	tcase_add_test(tcp, enomem_from_read_closes_the_connection);
+	tcase_add_test(tcp, enomem_from_send_closes_the_connection);
+	tcase_add_test(tcp, eagain_is_a_wait);
+	tcase_add_test(tcp, connection_window);
+	tcase_add_test(tcp, flush_that_cannot_wait_for_writability_closes);
+	tcase_add_test(tcp, read_that_cannot_wait_for_writability_closes);
+	tcase_add_test(tcp, doom_without_its_deadline_closes_next_turn);
+	suite_add_tcase(s, tcp);
 	return s;
 }
 

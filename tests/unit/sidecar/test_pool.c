@@ -1,0 +1,482 @@
+/* Unit tests for sidecar/io/pool.c and upstream.c: a real pool opening real
+ * upstream connections over loopback to a listening socket this test
+ * serves by hand (it accepts, sends SETTINGS or stays silent), the event
+ * loop pumped by hand. The call engine, health checks and snapshots are
+ * stubbed below: the stubs record what the pool asked of them.
+ *
+ * event_add is wrapped (-Wl,--wrap=event_add): a test may make the next
+ * timer armed fail, as libevent does when its heap cannot grow. */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <event2/event.h>
+
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "sidecar/call/attempt.h"
+#include "sidecar/call/call.h"
+#include "sidecar/call/headers.h"
+#include "sidecar/control/health.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/conn.h"
+#include "sidecar/io/pool.h"
+#include "sidecar/io/upstream.h"
+#include "sidecar/turn.h"
+#include "sidecar/worker.h"
+
+/* ---- event_add, failing on demand --------------------------------------- */
+
+static int fail_timer_adds; /* the next n event_adds with a timeout fail */
+
+int __real_event_add(struct event *ev, const struct timeval *tv);
+int __wrap_event_add(struct event *ev, const struct timeval *tv);
+
+int __wrap_event_add(struct event *ev, const struct timeval *tv)
+{
+	if (tv && fail_timer_adds > 0) {
+		fail_timer_adds--;
+		return -1;
+	}
+	return __real_event_add(ev, tv);
+}
+
+/* ---- stubs: what the pool and its connections call outside io/ --------- */
+
+static int n_connect_failed, n_conn_lost, n_on_stream, n_call_fail, n_reroute;
+static char last_reason[256];
+
+void mtd_attempt_on_stream(struct mtd_attempt *a)
+{
+	n_on_stream++;
+}
+void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream) {}
+void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n) {}
+void mtd_attempt_on_resp_trailers(struct mtd_attempt *a) {}
+void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code) {}
+
+void mtd_attempt_connect_failed(struct mtd_attempt *a, const char *reason)
+{
+	n_connect_failed++;
+	snprintf(last_reason, sizeof(last_reason), "%s", reason);
+}
+
+void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
+{
+	n_conn_lost++;
+	snprintf(last_reason, sizeof(last_reason), "%s", reason);
+}
+
+void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const char *fmt, ...)
+{
+	n_call_fail++;
+}
+
+void mtd_call_reroute(struct mtd_attempt *a)
+{
+	n_reroute++;
+}
+
+ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                          nghttp2_data_source *src, void *ud)
+{
+	*flags |= NGHTTP2_DATA_FLAG_EOF;
+	return 0;
+}
+
+void mtd_hc_probe_start(struct mtd_hc_probe *pr, struct mtd_conn *c) {}
+void mtd_hc_probe_abandon(struct mtd_hc_probe *pr, bool failed, const char *why) {}
+void mtd_hc_on_header(struct mtd_conn *c, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen) {}
+void mtd_hc_on_data(struct mtd_conn *c, const uint8_t *p, size_t n) {}
+void mtd_hc_stream_end(struct mtd_conn *c, uint32_t error_code, bool conn_lost) {}
+
+/* The fixture owns the snapshot objects: references are counted, never
+ * freed here. */
+void mtd_endpoint_unref(struct mtd_endpoint *ep)
+{
+	mtd_disc_ref_put(&ep->ref);
+}
+void mtd_rt_service_unref(struct mtd_rt_service *s)
+{
+	mtd_disc_ref_put(&s->ref);
+}
+
+void mtd_worker_schedule_flush(struct mtd_worker *w) {}
+
+void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c)
+{
+	TAILQ_INSERT_TAIL(&w->graveyard, c, dirty_link);
+}
+
+/* ---- fixture ------------------------------------------------------------ */
+
+static void *ng_malloc(size_t size, void *ud)
+{
+	return malloc(size);
+}
+static void ng_free(void *p, void *ud)
+{
+	free(p);
+}
+static void *ng_calloc(size_t n, size_t size, void *ud)
+{
+	return calloc(n, size);
+}
+static void *ng_realloc(void *p, size_t size, void *ud)
+{
+	return realloc(p, size);
+}
+
+struct fx {
+	struct mtd_worker w;
+	struct mtd_cfg cfg;
+	struct mtd_runtime rt;
+	struct mtd_cfg_service scfg;
+	struct mtd_rt_service svc;
+	struct mtd_rt_load load;
+	struct mtd_endpoint ep;
+	struct mtd_pool *pools[1];
+	struct mtd_fault_policy fault;
+	int lfd;  /* the upstream's listening socket */
+	int peer; /* the upstream's side of the last connection accepted, or -1 */
+	char text[64];
+};
+
+static void fx_open(struct fx *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->peer = -1;
+	n_connect_failed = n_conn_lost = n_on_stream = n_call_fail = n_reroute = 0;
+	fail_timer_adds = 0;
+	last_reason[0] = '\0';
+
+	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	ck_assert_int_ge(f->lfd, 0);
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(f->lfd, 8), 0);
+	socklen_t sl = sizeof(sin);
+	ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&sin, &sl), 0);
+	snprintf(f->text, sizeof(f->text), "127.0.0.1:%u", ntohs(sin.sin_port));
+
+	f->cfg.downstream.initial_window_size = 65535;
+	f->cfg.downstream.max_header_list_size = 65536;
+	f->rt.cfg = &f->cfg;
+	f->scfg.name = (char *)"test.Svc";
+	f->scfg.upstream = (struct mtd_cfg_upstream){
+	        .connect_timeout_ms = 2000,
+	        .idle_timeout_ms = 300000,
+	        .keepalive_interval_ms = 30000,
+	        .keepalive_timeout_ms = 10000,
+	        .max_connections = 4,
+	        .max_concurrent_streams = 100,
+	        .max_pending = 100,
+	        .write_timeout_ms = 30000,
+	};
+	mtd_disc_ref_init(&f->svc.ref);
+	mtd_disc_ref_init(&f->load.ref);
+	f->svc.cfg = &f->scfg;
+	f->svc.load = &f->load;
+	mtd_disc_ref_init(&f->ep.ref);
+	f->ep.addr.text = f->text;
+	f->ep.addr.host = (char *)"127.0.0.1";
+	memcpy(&f->ep.addr.sa, &sin, sizeof(sin));
+	f->ep.addr.salen = sizeof(sin);
+	f->ep.pools = f->pools;
+
+	struct mtd_worker *w = &f->w;
+	w->base = event_base_new();
+	ck_assert_ptr_nonnull(w->base);
+	w->rt = &f->rt;
+	LIST_INIT(&w->pools);
+	TAILQ_INIT(&w->dirty);
+	TAILQ_INIT(&w->graveyard);
+	w->slab.passthrough = true;
+	w->ng_mem = (nghttp2_mem){NULL, ng_malloc, ng_free, ng_calloc, ng_realloc};
+	w->rbuf_len = 64 * 1024;
+	w->rbuf = malloc(w->rbuf_len);
+	ck_assert_int_eq(mtd_up_setup(w), 0);
+}
+
+/* A call's attempt as the pool sees one: a request with its headers and
+ * no body. */
+static struct mtd_attempt *attempt_new(struct fx *f)
+{
+	struct mtd_call *call = calloc(1, sizeof(*call));
+	struct mtd_attempt *a = calloc(1, sizeof(*a));
+	ck_assert(call && a);
+	call->w = &f->w;
+	call->fault = &f->fault;
+	call->req_eof = true;
+	LIST_INIT(&call->attempts);
+	static const char *const fields[][2] = {
+	        {":method", "POST"}, {":scheme", "http"}, {":path", "/test.Svc/Call"}, {":authority", "test"}};
+	for (size_t i = 0; i < 4; i++)
+		ck_assert_int_eq(mtd_headers_add(&call->req_hdrs, &f->w.slab, (const uint8_t *)fields[i][0],
+		                                 strlen(fields[i][0]), (const uint8_t *)fields[i][1],
+		                                 strlen(fields[i][1]), 0),
+		                 0);
+	a->call = call;
+	a->ep = &f->ep;
+	a->start_ns = mtd_now_ns();
+	return a;
+}
+
+static void attempt_free(struct fx *f, struct mtd_attempt *a)
+{
+	mtd_headers_clear(&a->call->req_hdrs, &f->w.slab);
+	free(a->call);
+	free(a);
+}
+
+/* One turn of the worker: ready events, then the flush of every dirty
+ * connection, then the dead freed (worker.c's flush_cb). */
+static void turn(struct fx *f)
+{
+	event_base_loop(f->w.base, EVLOOP_NONBLOCK | EVLOOP_ONCE);
+	struct mtd_conn *c;
+	while ((c = TAILQ_FIRST(&f->w.dirty))) {
+		TAILQ_REMOVE(&f->w.dirty, c, dirty_link);
+		c->in_dirty = false;
+		mtd_conn_flush(c);
+	}
+	while ((c = TAILQ_FIRST(&f->w.graveyard))) {
+		TAILQ_REMOVE(&f->w.graveyard, c, dirty_link);
+		mtd_conn_free(c);
+	}
+}
+
+/* Turns until pred(f) holds (a hang guard of a few seconds, never what
+ * decides the test). */
+static bool turn_until(struct fx *f, bool (*pred)(struct fx *))
+{
+	for (int i = 0; i < 5000; i++) {
+		if (pred(f))
+			return true;
+		turn(f);
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	return pred(f);
+}
+
+static bool accepted(struct fx *f)
+{
+	if (f->peer < 0)
+		f->peer = accept(f->lfd, NULL, NULL);
+	return f->peer >= 0;
+}
+
+static bool has_stream(struct fx *f)
+{
+	return n_on_stream > 0;
+}
+
+static bool transport_up(struct fx *f)
+{
+	struct mtd_conn *c = LIST_FIRST(&f->ep.pools[0]->conns);
+	return c && c->state == MTD_CONN_READY;
+}
+
+static void fx_close(struct fx *f)
+{
+	if (f->ep.pools[0])
+		mtd_pool_free(f->ep.pools[0]);
+	turn(f);
+	if (f->peer >= 0)
+		close(f->peer);
+	close(f->lfd);
+	mtd_up_teardown(&f->w);
+	event_base_free(f->w.base);
+	free(f->w.rbuf);
+	/* Every reference the pool took was given back. */
+	ck_assert_uint_eq(atomic_load(&f->svc.ref.n), 1);
+	ck_assert_uint_eq(atomic_load(&f->ep.ref.n), 1);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+/* Issue 15, defect 7: retirement says "no new connection", and a
+ * connection of the retired pool failing must not undo it. up_fail set
+ * and then cleared pool->failing, the flag retirement (and teardown) set
+ * for good, so the next attempt to wait there made the pool connect to an
+ * endpoint that had left. */
+START_TEST(retired_pool_whose_connection_fails_opens_none)
+{
+	struct fx f;
+	fx_open(&f);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	ck_assert_ptr_nonnull(p);
+	struct mtd_attempt *a1 = attempt_new(&f), *a2 = attempt_new(&f);
+	ck_assert_int_eq(mtd_pool_enqueue(p, a1), 0);
+	ck_assert_uint_eq(p->n_conns, 1);
+	/* The upstream accepts and sends its SETTINGS: a1's stream opens. */
+	ck_assert(turn_until(&f, accepted));
+	ck_assert(turn_until(&f, transport_up));
+	static const uint8_t settings[9] = {0, 0, 0, NGHTTP2_SETTINGS, 0, 0, 0, 0, 0};
+	ck_assert_int_eq(write(f.peer, settings, sizeof(settings)), (ssize_t)sizeof(settings));
+	ck_assert(turn_until(&f, has_stream));
+	struct mtd_conn *c = LIST_FIRST(&p->conns);
+	ck_assert_uint_eq(c->n_streams, 1);
+
+	/* The endpoint leaves: the busy connection drains. */
+	mtd_pool_retire(p);
+	ck_assert_int_eq(c->state, MTD_CONN_DRAINING);
+	/* It then fails (its peer read nothing for write_timeout). */
+	c->stalled_ns = 1;
+	ck_assert(mtd_up_check_write_stall(c, INT64_MAX / 2));
+	ck_assert_int_eq(n_conn_lost, 1);
+	ck_assert_uint_eq(p->n_conns, 0);
+	turn(&f);
+
+	/* Whatever waits there now, the pool opens no connection. */
+	mtd_pool_enqueue(p, a2);
+	ck_assert_msg(p->n_conns == 0, "the retired pool opened a connection (%u)", p->n_conns);
+	mtd_pool_dequeue(a2);
+	fx_close(&f);
+	attempt_free(&f, a1);
+	attempt_free(&f, a2);
+}
+END_TEST
+
+/* Issue 15, defect 8: the connect timeout is what bounds a call's wait for
+ * a connection (HACKING.md "Waiting calls"). When it cannot be armed the
+ * connection is not kept unbounded: it fails at once, and the calls
+ * waiting for it move on with the reason. */
+START_TEST(connect_timeout_that_cannot_be_armed_fails_the_connect)
+{
+	struct fx f;
+	fx_open(&f);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_attempt *a = attempt_new(&f);
+	fail_timer_adds = 1;
+	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
+	ck_assert_int_eq(fail_timer_adds, 0);
+	ck_assert_msg(p->n_conns == 0, "a connection without its timeout was kept");
+	ck_assert_int_eq(n_connect_failed, 1);
+	ck_assert_ptr_nonnull(strstr(last_reason, "connect timeout"));
+	ck_assert_uint_eq(p->n_pending, 0);
+	ck_assert(mtd_pool_backing_off(p, mtd_now_ns()));
+	fx_close(&f);
+	attempt_free(&f, a);
+}
+END_TEST
+
+/* The same for the SETTINGS wait once the transport is up. */
+START_TEST(settings_timeout_that_cannot_be_armed_fails_the_connect)
+{
+	struct fx f;
+	fx_open(&f);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_attempt *a = attempt_new(&f);
+	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
+	ck_assert_uint_eq(p->n_conns, 1);
+	fail_timer_adds = 1; /* the next: the SETTINGS timeout */
+	ck_assert(turn_until(&f, accepted));
+	for (int i = 0; i < 5000 && fail_timer_adds > 0; i++)
+		turn(&f);
+	ck_assert_int_eq(fail_timer_adds, 0);
+	ck_assert_msg(p->n_conns == 0, "a connection without its SETTINGS timeout was kept");
+	ck_assert_int_eq(n_connect_failed, 1);
+	ck_assert_ptr_nonnull(strstr(last_reason, "SETTINGS"));
+	fx_close(&f);
+	attempt_free(&f, a);
+}
+END_TEST
+
+/* Issue 15, defect 2, at the pool: attempts waiting while the service had
+ * no max_pending are counted once a reload turns it on, and what leaves
+ * gives back exactly that: the count never wraps. */
+START_TEST(circuit_count_follows_the_service)
+{
+	struct fx f;
+	fx_open(&f);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_attempt *a[3];
+	for (int i = 0; i < 3; i++) {
+		a[i] = attempt_new(&f);
+		ck_assert_int_eq(mtd_pool_enqueue(p, a[i]), 0);
+	}
+	ck_assert_uint_eq(p->n_pending, 3);
+	ck_assert_uint_eq(atomic_load(&f.load.pending), 0);
+	/* A reload: the same service (same counts) with max_pending on. */
+	struct mtd_cfg_service scfg2 = f.scfg;
+	scfg2.circuit.max_pending = 100;
+	struct mtd_rt_service svc2 = {.cfg = &scfg2, .load = &f.load};
+	mtd_disc_ref_init(&svc2.ref);
+	mtd_pool_set_service(p, &svc2);
+	ck_assert_uint_eq(atomic_load(&f.load.pending), 3);
+	mtd_pool_dequeue(a[0]);
+	ck_assert_uint_eq(atomic_load(&f.load.pending), 2);
+	/* And off again: the pool gives back what it counted. */
+	mtd_pool_set_service(p, &f.svc);
+	ck_assert_uint_eq(atomic_load(&f.load.pending), 0);
+	mtd_pool_dequeue(a[1]);
+	mtd_pool_dequeue(a[2]);
+	ck_assert_uint_eq(atomic_load(&f.load.pending), 0);
+	ck_assert_uint_eq(atomic_load(&f.load.ref.n), 1);
+	ck_assert_uint_eq(atomic_load(&svc2.ref.n), 1);
+	fx_close(&f);
+	for (int i = 0; i < 3; i++)
+		attempt_free(&f, a[i]);
+}
+END_TEST
+
+/* One :authority rule for calls and health checks (config-t.h). */
+START_TEST(authority_rule)
+{
+	struct fx f;
+	fx_open(&f);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	/* No override: calls keep the app's, a check names the endpoint. */
+	ck_assert_ptr_null(mtd_pool_authority(p, true));
+	ck_assert_str_eq(mtd_pool_authority(p, false), f.text);
+	/* FROM_ENDPOINT: the endpoint's name for both, the TLS name first. */
+	f.scfg.authority_from_endpoint = true;
+	ck_assert_str_eq(mtd_pool_authority(p, true), f.text);
+	struct mtd_cfg_tls tls = {.server_name = (char *)"echo.test"};
+	f.scfg.tls = &tls;
+	ck_assert_str_eq(mtd_pool_authority(p, true), "echo.test");
+	f.scfg.authority_from_endpoint = false;
+	ck_assert_ptr_null(mtd_pool_authority(p, true));
+	ck_assert_str_eq(mtd_pool_authority(p, false), "echo.test");
+	/* A literal wins for both. */
+	f.scfg.authority = (char *)"api.example:443";
+	ck_assert_str_eq(mtd_pool_authority(p, true), "api.example:443");
+	ck_assert_str_eq(mtd_pool_authority(p, false), "api.example:443");
+	fx_close(&f);
+}
+END_TEST
+
+static Suite *pool_suite(void)
+{
+	Suite *s = suite_create("pool");
+	TCase *tc = tcase_create("pool");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, retired_pool_whose_connection_fails_opens_none);
+	tcase_add_test(tc, connect_timeout_that_cannot_be_armed_fails_the_connect);
+	tcase_add_test(tc, settings_timeout_that_cannot_be_armed_fails_the_connect);
+	tcase_add_test(tc, circuit_count_follows_the_service);
+	tcase_add_test(tc, authority_rule);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(pool_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
