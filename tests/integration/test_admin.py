@@ -639,7 +639,6 @@ class Config(AdminBase):
         self.assertNotIn("PRIVATE KEY", body)
         self.assertEqual(dump["generation"], 1)
 
-
     @maitred_only
     def test_config_dump_redacts_secret_fields(self):
         # docs/operating.md "Secrets in /config_dump": every bytes field

@@ -193,7 +193,6 @@ class Failover(MaitredTest):
         self.assertFalse(other.wait_call(cid, "STARTED", limit=0).started,
                          "a request larger than the replay buffer was replayed")
 
-
     @maitred_only
     def test_worker_replay_buffer_total_commits_the_call_past_it(self):
         # replay_buffer (per call, 256 KiB by default) would keep both

@@ -138,7 +138,6 @@ class Ejection(MaitredTest):
         streams_on_raw = sum(1 for r in raw.requests if dict(r["headers"])[":path"].endswith("/ServerStream"))
         self.assertEqual(streams_on_raw, 5)  # still its round-robin share
 
-
     def wait_ejections(self, m, up, n, stub):
         """Calls (one at a time, their outcome ignored) until maitred logged
         `n` ejections of `up`; bounded."""
@@ -473,7 +472,6 @@ class ActiveChecks(HealthBase):
         for _ in range(4):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
         self.assertEqual([u.stats().total for u in ups], [2, 2])
-
 
     @maitred_only
     def test_service_name_is_the_one_checked(self):
