@@ -21,7 +21,7 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import (MaitredTest, Maitred, Proc, TestCA, maitred_only, pb, call_id, free_port, wait_until,
-                     BUILDDIR, SRCDIR, CALL_LIMIT, SLOW, port_accepts, maitred_argv, maitred_env)
+                     BUILDDIR, SRCDIR, CALL_LIMIT, port_accepts, maitred_argv, maitred_env)
 
 SVC = "maitred.testing.v1.Echo"
 
@@ -85,6 +85,7 @@ class Metrics(AdminBase):
     @maitred_only
     def test_counters_match_a_known_set_of_calls(self):
         a, b = self.start_upstream("alpha"), self.start_upstream("beta")
+        launched = time.time()
         m = self.start_admin(upstreams=[a, b], workers=2)
         stub = self.echo(m)
         req_bytes = resp_bytes = 0
@@ -126,7 +127,22 @@ class Metrics(AdminBase):
         self.assertEqual(value(ss, "maitred_config_generation"), 1)
         self.assertEqual(value(ss, "maitred_draining"), 0)
         self.assertGreater(value(ss, "process_resident_memory_bytes"), 0)
-        self.assertGreaterEqual(value(ss, "maitred_uptime_seconds"), 0)
+        # Uptime: since this maitred started (it is younger than the time
+        # since we launched it), and it grows between two scrapes by at
+        # least the time between them (maitred's wall clock in ms; bounds
+        # from both sides of each request, so load can only widen them).
+        t1 = time.time()
+        self.assertGreaterEqual(value(ss, "process_start_time_seconds"), launched - 0.002)
+        self.assertLessEqual(value(ss, "process_start_time_seconds"), t1)
+        up1 = value(ss, "maitred_uptime_seconds")
+        self.assertGreater(up1, 0)
+        self.assertLessEqual(up1, t1 - launched + 0.002)
+        time.sleep(0.5)
+        t2 = time.time()
+        up2 = value(self.metrics(), "maitred_uptime_seconds")
+        t3 = time.time()
+        self.assertGreaterEqual(up2 - up1, t2 - t1 - 0.002, (up1, up2))
+        self.assertLessEqual(up2, t3 - launched + 0.002)
         # Unknown service: maitred answers itself, counted apart. (A second
         # maitred writes the same config file, which the first one would
         # reload: it comes after the first one's figures were read.)
@@ -319,18 +335,24 @@ class Endpoints(AdminBase):
     @maitred_only
     def test_clusters_shows_policy_endpoints_and_warmup(self):
         a, b = self.start_upstream("alpha"), self.start_upstream("beta")
-        # Long enough for six calls and a scrape while it runs (SLOW: under
-        # memcheck the first calls alone take seconds).
-        warmup_s = int(4 * SLOW)
-        svc = self.service(SVC, [a, b], policy="WEIGHTED_ROUND_ROBIN", warmup={"duration": "%ds" % warmup_s})
+        # Two services over the same endpoints: SVC's warmup (an hour) is
+        # still running whenever this test scrapes it, however slow the
+        # machine; the other's (1 s) is only waited for, to its end.
+        long_s, short_s = 3600, 1
+        svc = self.service(SVC, [a, b], policy="WEIGHTED_ROUND_ROBIN", warmup={"duration": "%ds" % long_s})
         svc["endpoints"][1]["weight"] = 50
-        m = self.start_admin(services=[svc])
+        short = self.service("other.Svc", [a, b], policy="WEIGHTED_ROUND_ROBIN",
+                             warmup={"duration": "%ds" % short_s})
+        short["endpoints"][1]["weight"] = 50
+        launched = time.monotonic()
+        m = self.start_admin(services=[svc, short])
         for _ in range(6):
             self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
         first = self.clusters()["services"][0]
+        scraped = time.monotonic()
         self.assertEqual(first["name"], SVC)
         self.assertEqual(first["policy"], "WEIGHTED_ROUND_ROBIN")
-        self.assertEqual(first["warmup"]["duration_s"], warmup_s)
+        self.assertEqual(first["warmup"]["duration_s"], long_s)
         eps = {e["address"]: e for e in first["endpoints"]}
         self.assertEqual(set(eps), {a.address, b.address})
         self.assertEqual(eps[b.address]["weight"], 50)
@@ -340,17 +362,23 @@ class Endpoints(AdminBase):
             self.assertGreaterEqual(e["connections"], 1)
             self.assertEqual(e["in_flight"], 0)
         # Every endpoint started with maitred, so warmup is inert (issue 3):
-        # the effective weight is the configured one while progress runs.
+        # the effective weight is the configured one while progress runs,
+        # and progress is the time since maitred started over the window
+        # (at most the time since we launched it).
         p0 = eps[a.address]["warmup_progress"]
+        self.assertLessEqual(p0, (scraped - launched) / long_s + 1e-3)
         self.assertLess(p0, 1.0)
         self.assertEqual(eps[a.address]["effective_weight"], 100)
+        self.assertEqual(eps[b.address]["effective_weight"], 50)
 
         def warm():
-            e = {x["address"]: x for x in self.clusters()["services"][0]["endpoints"]}
+            svcs = {x["name"]: x for x in self.clusters()["services"]}
+            e = {x["address"]: x for x in svcs["other.Svc"]["endpoints"]}
             return e[a.address]["warmup_progress"] == 1.0 and e
-        eps = wait_until(warm, CALL_LIMIT, "the warmup to complete in /clusters", step=0.2)
+        eps = wait_until(warm, CALL_LIMIT, "the 1 s warmup to complete in /clusters", step=0.2)
         self.assertEqual(eps[b.address]["warmup_progress"], 1.0)
         self.assertEqual(eps[b.address]["effective_weight"], 50)
+        self.assertEqual(eps[a.address]["effective_weight"], 100)
 
     @maitred_only
     def test_unreachable_endpoint_marked(self):
@@ -611,6 +639,36 @@ class Config(AdminBase):
         self.assertNotIn("PRIVATE KEY", body)
         self.assertEqual(dump["generation"], 1)
 
+    @maitred_only
+    def test_config_dump_redacts_secret_fields(self):
+        # docs/operating.md "Secrets in /config_dump": every bytes field
+        # (fault.fallback.response_base64) is "[redacted]"; file names
+        # (password_file) and plain strings (username) are shown; the
+        # password file's contents never are.
+        canned = pb.EchoResponse(instance="fallback", payload=b"CANNED-SECRET-RESPONSE").SerializeToString()
+        canned_b64 = base64.b64encode(canned).decode()
+        pw_file = os.path.join(self.tmp, "etcd.password")
+        with open(pw_file, "w") as f:
+            f.write("ETCD-PASSWORD-SECRET\n")
+        dead = "127.0.0.1:%d" % free_port()
+        safe = self.service(SVC, [dead], fault={"fallback": {"status": "OK", "response_base64": canned_b64}})
+        etcd_svc = {"name": "shop.Etcd", "lb": {"policy": "ROUND_ROBIN"},
+                    "discovery": {"etcd": {"endpoints": ["127.0.0.1:%d" % free_port()], "prefix": "/x/",
+                                           "username": "maitred-user", "password_file": pw_file}}}
+        m = self.start_admin(services=[safe, etcd_svc])
+        st, _, body = self.get("/config_dump")
+        self.assertEqual(st, 200, body)
+        dump = json.loads(body)
+        svcs = {x["name"]: x for x in dump["config"]["services"]}
+        self.assertEqual(svcs[SVC]["fault"]["fallback"]["response_base64"], "[redacted]")
+        etcd = svcs["shop.Etcd"]["discovery"]["etcd"]
+        self.assertEqual(etcd["password_file"], pw_file)
+        self.assertEqual(etcd["username"], "maitred-user")
+        for secret in (canned_b64, canned_b64.rstrip("="), "CANNED-SECRET-RESPONSE", "ETCD-PASSWORD-SECRET"):
+            self.assertNotIn(secret, body)
+        # Redacted in the dump only: the running config answers with it.
+        r = self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual((r.instance, r.payload), ("fallback", b"CANNED-SECRET-RESPONSE"))
 
 class Logs(AdminBase):
     @maitred_only
@@ -731,6 +789,55 @@ class Logs(AdminBase):
         stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
         wait_until(lambda: re.search(r" access service=%s method=Unary" % re.escape(SVC), m.proc.output()),
                    CALL_LIMIT, "a TEXT access line on stderr")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_access_log_reopened_after_rotation_and_bad_path_refused(self):
+        """docs/operating.md, Logs: after a rotation moved the access log
+        away, SIGHUP makes maitred write to a new file at the same path; a
+        reload whose access-log path cannot be opened is refused whole."""
+        a, b = self.start_upstream("alpha"), self.start_upstream("beta")
+        acc = os.path.join(self.tmp, "access.log")
+        m = self.start_admin(upstreams=[a], log={"access": {"path": acc}})
+        stub = self.echo(m)
+
+        def lines(p):
+            if not os.path.exists(p):
+                return []
+            with open(p) as f:
+                return f.read().splitlines()
+
+        def calls(n):
+            for _ in range(n):
+                self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "alpha")
+        calls(2)
+        wait_until(lambda: len(lines(acc)) == 2, CALL_LIMIT, "two lines in the access log")
+        # logrotate's default: rename, then tell the daemon.
+        os.rename(acc, acc + ".1")
+        calls(1)
+        wait_until(lambda: len(lines(acc + ".1")) == 3, CALL_LIMIT, "the third line in the moved file")
+        self.assertFalse(os.path.exists(acc))
+        gen = value(self.metrics(), "maitred_config_generation")
+        m.proc.signal(signal.SIGHUP)
+        wait_until(lambda: value(self.metrics(), "maitred_config_generation") > gen, CALL_LIMIT,
+                   "the SIGHUP reload to be applied")
+        calls(2)
+        wait_until(lambda: len(lines(acc)) == 2, CALL_LIMIT, "two lines in the new file at the same path")
+        self.assertEqual(len(lines(acc + ".1")), 3, "the moved file still gets lines")
+        # A path that cannot be opened: the whole reload is refused (the
+        # new endpoint too), and the running config keeps logging.
+        bad = os.path.join(self.tmp, "no-such-dir", "access.log")
+        gen = value(self.metrics(), "maitred_config_generation")
+        self.write_config(self.config([self.service("*", [b])], port=m.port, admin="127.0.0.1:%d" % self.admin_port,
+                                      log={"access": {"path": bad}}), os.path.basename(m.config_path))
+        m.proc.signal(signal.SIGHUP)
+        refusal = "reload: log.access.path: cannot open %s: No such file or directory; keeping the running config" % bad
+        wait_until(lambda: refusal in m.proc.output(), CALL_LIMIT, "the refusal")
+        self.assertEqual(value(self.metrics(), "maitred_config_generation"), gen)
+        calls(3)  # still alpha: the new service config was not applied
+        wait_until(lambda: len(lines(acc)) == 5, CALL_LIMIT, "the running config's access lines")
+        self.assertEqual(b.stats().total, 0)
+        self.assertFalse(os.path.exists(os.path.dirname(bad)))
         self.stop_maitred(m)
 
     @maitred_only

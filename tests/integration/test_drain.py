@@ -1,7 +1,9 @@
 """SIGTERM drains: GOAWAY to clients, in-flight calls finish (within
-drain_timeout), new connections are refused, then exit 0."""
+drain_timeout), new connections are refused, then exit 0; drain_timeout
+cuts a drain short, and a second signal stops at once."""
 
 import signal
+import time
 import unittest
 
 import grpc
@@ -105,23 +107,65 @@ class Drain(MaitredTest):
         self.up.release(cid)
         self.assert_exit_0(m)
 
-    @maitred_only
-    def test_drain_timeout_bounds_shutdown(self):
-        m = self.start(drain="1s")
-        stub = self.echo(m)
+    def held_call(self, m):
+        """A unary call the upstream holds (never released): (future, id)."""
         cid = call_id()
-        fut = stub.Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=CALL_LIMIT * 4)
+        fut = self.echo(m).Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=CALL_LIMIT * 4)
         self.assertTrue(self.up.wait_call(cid).started)
-        m.proc.signal(signal.SIGTERM)
-        # Never released: maitred gives up after drain_timeout, exits 0, and
-        # the call ends (not OK) instead of hanging.
-        self.assert_exit_0(m)
+        return fut, cid
+
+    def assert_cut_off(self, m, fut, cid):
+        """The held call ended (not OK, not by its own deadline) and the
+        upstream saw it cancelled: maitred did not leave it behind."""
         with self.assertRaises(grpc.RpcError) as cm:
             fut.result(timeout=CALL_LIMIT)
         self.assertNotEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
         st = self.up.wait_call(cid, "ENDED")
         self.assertTrue(st.cancelled, "the upstream call outlived maitred: %s" % st)
 
+    @maitred_only
+    def test_drain_timeout_bounds_shutdown(self):
+        # drain_timeout 1s against the 15 s default: maitred exits at the
+        # cut-off, long before 15 s (10 s: a margin of 9 s over the 1 s it
+        # must wait, which only a stalled machine adds to), and says why.
+        m = self.start(drain="1s")
+        fut, cid = self.held_call(m)
+        t0 = time.monotonic()
+        m.proc.signal(signal.SIGTERM)
+        # Never released: maitred gives up after drain_timeout, exits 0, and
+        # the call ends (not OK) instead of hanging.
+        self.assert_exit_0(m)
+        took = time.monotonic() - t0
+        out = m.proc.output()
+        self.assertIn("SIGTERM: draining (GOAWAY to clients, up to 1000 ms for calls in flight)", out)
+        self.assertIn("drain timeout (1000 ms) reached: closing the remaining calls", out)
+        self.assertNotIn("second signal", out)
+        # Lower bound: maitred's own timer (a loaded machine only adds).
+        self.assertGreaterEqual(took, 1.0, "maitred cut the drain before drain_timeout")
+        self.assertLess(took, 10.0, "maitred took %.1f s to exit with drain_timeout 1s "
+                        "(the 15 s default would take 15)" % took)
+        self.assert_cut_off(m, fut, cid)
+
+    @maitred_only
+    def test_second_signal_stops_at_once(self):
+        # drain_timeout 60s and a call that never ends: only the second
+        # signal can end the drain before a minute (docs/operating.md).
+        for first, second in ((signal.SIGTERM, signal.SIGTERM), (signal.SIGINT, signal.SIGTERM)):
+            with self.subTest(first=first.name, second=second.name):
+                m = self.start(drain="60s")
+                fut, cid = self.held_call(m)
+                m.proc.signal(first)
+                wait_until(lambda: "%s: draining" % first.name in m.proc.output(), CALL_LIMIT,
+                           "maitred to log the drain")
+                self.assertTrue(m.proc.alive(), "maitred exited with a call in flight and 60 s to go")
+                t0 = time.monotonic()
+                m.proc.signal(second)
+                self.assert_exit_0(m)
+                took = time.monotonic() - t0
+                out = m.proc.output()
+                self.assertIn("second signal: stopping now", out)
+                self.assertLess(took, 30.0, "maitred took %.1f s to stop after the second signal" % took)
+                self.assert_cut_off(m, fut, cid)
 
 if __name__ == "__main__":
     unittest.main()

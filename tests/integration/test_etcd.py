@@ -529,7 +529,7 @@ class EtcdTest(MaitredTest):
     def test_registration_put_under_a_lease_and_revoked_on_sigterm(self):
         etcd = Etcd(self)
         up = self.start_upstream("app")
-        a = self.start_maitred(self.config([self.other()], register=[self.register(up, etcd, ttl="3s")]))
+        a = self.start_maitred(self.config([self.other()], register=[self.register(up, etcd, ttl="10s")]))
         key = PREFIX + up.address
         wait_until(lambda: key in etcd.get_prefix(PREFIX), WAIT, "the registration in etcd")
         rec = json.loads(etcd.get_prefix(PREFIX)[key])
@@ -538,12 +538,24 @@ class EtcdTest(MaitredTest):
         self.assertIn("start_time", rec)
         lease = self.lease_of(etcd, key)
         self.assertTrue(lease)
-        # Kept alive: still there, under the same lease, after several of its
-        # 3 s TTLs (etcd would have deleted it otherwise).
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
+        # Kept alive: etcd's own count of the lease's time left goes back up
+        # (a KeepAlive, every TTL/3) three times, the record under the same
+        # lease all along. Counted, not timed: a 10 s TTL kept alive every
+        # 3.3 s survives a keepalive 6 s late.
+        refreshes, last = 0, None
+
+        def refreshed():
+            nonlocal refreshes, last
             self.assertEqual(self.lease_of(etcd, key), lease, "the record expired or moved")
-            time.sleep(0.5)
+            r = etcd.api("lease/timetolive", {"ID": lease})
+            self.assertEqual(int(r["grantedTTL"]), 10, r)
+            left = int(r["TTL"])
+            self.assertGreater(left, 0, "the lease expired: %r" % r)
+            if last is not None and left > last:
+                refreshes += 1
+            last = left
+            return refreshes >= 3
+        wait_until(refreshed, WAIT * 2, "three keepalives of the registration's lease", step=0.2)
         self.stop_maitred(a)
         # SIGTERM revoked the lease before maitred drained and exited: the
         # record is gone now, not when its TTL runs out.

@@ -193,6 +193,40 @@ class Failover(MaitredTest):
         self.assertFalse(other.wait_call(cid, "STARTED", limit=0).started,
                          "a request larger than the replay buffer was replayed")
 
+    @maitred_only
+    def test_worker_replay_buffer_total_commits_the_call_past_it(self):
+        # replay_buffer (per call, 256 KiB by default) would keep both
+        # 6,000-byte requests; the worker's replay_buffer_total (10,000)
+        # keeps the first one only. Both calls are held unanswered
+        # (trailers_only: nothing relayed) on two instances, which are
+        # killed: the first is replayed on the third instance, the second
+        # had been committed and fails naming its instance.
+        ups = [self.start_upstream(n) for n in ("a", "b", "c")]
+        m = self.start_maitred(self.config([fault_service(ups, {"mode": "FAILOVER"})],
+                                           replay_buffer_total=10000))
+        stub = self.echo(m)
+        kept, committed = call_id(), call_id()
+        f_kept = stub.Unary.future(pb.EchoRequest(call_id=kept, payload=b"k" * 6000, hold=True, trailers_only=True),
+                                   timeout=CALL_LIMIT * 2)
+        on_kept = holder(ups, kept)  # its whole request went through maitred
+        f_comm = stub.Unary.future(pb.EchoRequest(call_id=committed, payload=b"c" * 6000, hold=True,
+                                                  trailers_only=True), timeout=CALL_LIMIT * 2)
+        on_comm = holder(ups, committed)
+        self.assertIsNot(on_kept, on_comm, "round robin put both calls on one instance")
+        survivor = [u for u in ups if u is not on_kept and u is not on_comm][0]
+        on_kept.proc.kill()
+        on_comm.proc.kill()
+        self.assertTrue(survivor.wait_call(kept).started, "the call within replay_buffer_total was not replayed")
+        survivor.release(kept)
+        self.assertEqual(f_kept.result().instance, survivor.name)
+        with self.assertRaises(grpc.RpcError) as cm:
+            f_comm.result()
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
+        self.assertIn(on_comm.address, cm.exception.details())
+        self.assertFalse(survivor.wait_call(committed, "STARTED", limit=0).started,
+                         "a call past the worker's replay_buffer_total was replayed")
+        self.assertEqual(stub.Unary(pb.EchoRequest(payload=b"t" * 6000), timeout=CALL_LIMIT).instance,
+                         survivor.name)
 
 class AllDown(MaitredTest):
     def dead_endpoints(self, n=2):
@@ -238,13 +272,27 @@ class AllDown(MaitredTest):
             bad, {"mode": "FAILOVER", "retries": 2, "backoff": {"base": "1ms", "max": "2ms"}},
             retry_budget={"ratio": 0.5, "min_per_second": 0})]))
         stub = self.echo(m)
-        for _ in range(20):
+        ids, details = [call_id() for _ in range(20)], []
+        for cid in ids:
             with self.assertRaises(grpc.RpcError) as cm:
-                stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+                stub.Unary(pb.EchoRequest(call_id=cid), timeout=CALL_LIMIT)
             self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            details.append(cm.exception.details())
         # 20 calls, each wanting two retries; the budget grants
         # floor(0.5 x calls) over the window: 10 retries in all.
         self.assertEqual(sum(u.stats().total for u in bad), 30)
+        # A call the budget stopped says so (docs/troubleshooting.md, fault
+        # policy); one that had all its attempts does not.
+        short = 0
+        for cid, d in zip(ids, details):
+            attempts = sum(1 for u in bad if u.wait_call(cid, "STARTED", limit=0).started)
+            self.assertIn("instance", d)  # the last failure comes first
+            if attempts < 3:
+                short += 1
+                self.assertTrue(d.endswith(" (retry budget exhausted)"), "%d attempts: %r" % (attempts, d))
+            else:
+                self.assertNotIn("retry budget exhausted", d)
+        self.assertGreater(short, 0)
 
 
 class RawUpstreams(MaitredTest):
@@ -429,9 +477,11 @@ class RawUpstreams(MaitredTest):
     def test_per_try_timeout_moves_a_silent_attempt_on(self):
         silent, silent_seen = self.scripted([("hold",)])
         fast, fast_seen = self.scripted([("respond",)])
-        # Under memcheck (SLOW) a first call through maitred takes seconds:
-        # valgrind translates each code path the first time it runs.
-        ptt = "100ms" if SLOW == 1 else "%dms" % (400 * SLOW)
+        # 2 s: the fast instance (Python, on a loaded machine) always
+        # answers well within it, so only the silent one's attempts time
+        # out; scaled under memcheck (SLOW), where a first call through
+        # maitred takes seconds.
+        ptt = "%dms" % (2000 * SLOW)
         m = self.start_maitred(self.config([fault_service(
             [silent.address, fast.address], {"mode": "FAILOVER", "per_try_timeout": ptt})]))
         stub = self.echo(m)

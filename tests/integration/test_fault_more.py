@@ -77,21 +77,25 @@ class HedgeAuto(FaultBase):
 class DeadlineAwareRetry(FaultBase):
     @maitred_only
     def test_no_retry_that_cannot_finish_in_time(self):
-        # "bad" fails every call at once; "good" answers after 400 ms (the
+        # "bad" fails every call at once; "good" answers after 3 s (the
         # request asks it to). Without a deadline FAILOVER moves every
-        # failed call to good. With 250 ms left, good's estimate (400 ms)
-        # cannot fit: the retry is not started and the call fails at once
-        # with bad's status, not DEADLINE_EXCEEDED after a doomed retry.
+        # failed call to good. With 1.5 s left, good's estimate (3 s) cannot
+        # fit: the retry is not started and the call fails at once with
+        # bad's status, not DEADLINE_EXCEEDED after a doomed retry. The
+        # margins both ways are 1.5 s: the estimate is at least the 3 s the
+        # request asks for, the time left at most the 1.5 s given, and
+        # bad's failure has 1.5 s to come back.
         bad = self.start_upstream("bad", extra_args=["--fail-status", str(UNAVAILABLE)])
         good = self.start_upstream("good")
         m = self.start_maitred(self.config([fault_service([bad, good], {"mode": "FAILOVER"})]))
         stub = self.echo(m)
-        for _ in range(12):
-            self.assertEqual(stub.Unary(pb.EchoRequest(delay_ms=400), timeout=CALL_LIMIT).instance, "good")
+        # The estimate needs 5 answers: 12 at once (3 s in all, not 36).
+        futs = [stub.Unary.future(pb.EchoRequest(delay_ms=3000), timeout=CALL_LIMIT) for _ in range(12)]
+        self.assertEqual([f.result().instance for f in futs], ["good"] * 12)
         before = good.stats().total
         for _ in range(2):
             with self.assertRaises(grpc.RpcError) as cm:
-                stub.Unary(pb.EchoRequest(delay_ms=400), timeout=0.25)
+                stub.Unary(pb.EchoRequest(delay_ms=3000), timeout=1.5)
             self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
             self.assertIn("no retry: %s answers in about" % good.address, cm.exception.details())
         self.assertEqual(good.stats().total, before)

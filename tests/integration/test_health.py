@@ -8,6 +8,7 @@ got; the only waits are bounded ones for something to happen."""
 
 import json
 import os
+import re
 import time
 
 import grpc
@@ -21,6 +22,20 @@ UNAVAILABLE = 14
 
 def svc(ups, **extra):
     return MaitredTest.service("*", ups, **extra)
+
+
+def set_health(path, content):
+    """What an upstream's --health-file answers (upstream.py HealthService),
+    replaced at once: a check never reads a half-written file."""
+    with open(path + ".new", "w") as f:
+        f.write(content)
+    os.replace(path + ".new", path)
+
+
+def ejection_lines(m, up):
+    """The ejection times (ms) maitred logged for `up`, in order."""
+    return [int(x) for x in re.findall(r"endpoint %s ejected \(outlier detection: \d+ failures in a row\), "
+                                       r"for (\d+) ms" % re.escape(up.address), m.proc.output())]
 
 
 class Ejection(MaitredTest):
@@ -54,11 +69,14 @@ class Ejection(MaitredTest):
     def test_ejected_instance_comes_back(self):
         good = self.start_upstream("a")
         bad = self.start_upstream("c", extra_args=["--fail-status", str(UNAVAILABLE)])
-        od = {"consecutive_failures": 2, "base_ejection_time": "1s", "max_ejection_percent": 50}
+        # 5 s: ten calls take milliseconds, so the counts below are read
+        # while the ejection holds, with a margin no load eats.
+        od = {"consecutive_failures": 2, "base_ejection_time": "5s", "max_ejection_percent": 50}
         m = self.start_maitred(self.config([svc([good, bad], outlier_detection=od)]))
         stub = self.echo(m)
         self.calls(stub, 10)
         self.assertEqual(bad.stats().total, 2)
+        self.assertEqual(ejection_lines(m, bad), [5000])
         # After its ejection time the instance is tried again (bounded wait).
         end = time.monotonic() + CALL_LIMIT
         while bad.stats().total == 2 and time.monotonic() < end:
@@ -120,6 +138,114 @@ class Ejection(MaitredTest):
         streams_on_raw = sum(1 for r in raw.requests if dict(r["headers"])[":path"].endswith("/ServerStream"))
         self.assertEqual(streams_on_raw, 5)  # still its round-robin share
 
+    def wait_ejections(self, m, up, n, stub):
+        """Calls (one at a time, their outcome ignored) until maitred logged
+        `n` ejections of `up`; bounded."""
+        def enough():
+            if len(ejection_lines(m, up)) >= n:
+                return True
+            self.calls(stub, 1)
+            return False
+        wait_until(enough, CALL_LIMIT, "ejection %d of %s" % (n, up.address), step=0.02)
+
+    @maitred_only
+    def test_failure_percentage_with_min_requests_and_failure_statuses(self):
+        # The percentage rule alone (consecutive_failures 0), counting only
+        # FAILED_PRECONDITION. Every instance fails every call; weights
+        # 200:100:20 give a fixed cycle of 16 picks (w 10, z 5, y 1):
+        #   z (FAILED_PRECONDITION): 100 % failures, ejected once an
+        #     interval holds min_requests (10) of its calls;
+        #   w (UNAVAILABLE, not in failure_statuses): twice z's calls,
+        #     none counted as failures, so never ejected (the default list
+        #     would eject it first);
+        #   y (FAILED_PRECONDITION): 100 % failures, but a sixteenth of the
+        #     calls: at most 7 in an interval (one call every 20 ms at the
+        #     most, so at most 101 in 2 s), under min_requests, never
+        #     ejected; and at least 2 whenever z has 10, so the interval
+        #     that ejects z counted failures of y too.
+        w = self.start_upstream("w", extra_args=["--fail-status", str(UNAVAILABLE)])
+        z = self.start_upstream("z", extra_args=["--fail-status", "9"])
+        y = self.start_upstream("y", extra_args=["--fail-status", "9"])
+        od = {"consecutive_failures": 0, "failure_percentage": 50, "min_requests": 10, "interval": "2s",
+              "base_ejection_time": "600s", "max_ejection_percent": 100, "panic_threshold": 0,
+              "failure_statuses": ["FAILED_PRECONDITION"]}
+        s = svc([w, z, y], policy="WEIGHTED_ROUND_ROBIN", outlier_detection=od)
+        for ep, weight in zip(s["endpoints"], (200, 100, 20)):
+            ep["weight"] = weight
+        admin_port = free_port()
+        m = self.start_maitred(self.config([s], admin="127.0.0.1:%d" % admin_port))
+        wait_until(lambda: port_accepts(admin_port, 0.5), CALL_LIMIT, "the admin port")
+        stub = self.echo(m)
+
+        def ejected():
+            st, _, body = admin_request(admin_port, "GET", "/clusters")
+            self.assertEqual(st, 200, body)
+            return {e["address"]: e["ejected"] for e in json.loads(body)["services"][0]["endpoints"]}
+
+        def z_out():
+            if ejected()[z.address]:
+                return True
+            codes = self.calls(stub, 1)
+            self.assertNotEqual(codes, [grpc.StatusCode.OK])
+            time.sleep(0.02)  # the most calls an interval can hold (see above)
+            return False
+        wait_until(z_out, CALL_LIMIT * 2, "z to be ejected by the failure-percentage rule", step=0)
+        self.assertEqual(ejected(), {w.address: False, z.address: True, y.address: False})
+        self.assertIn("service *: ejections changed (1 of 3 endpoints out)", m.proc.output())
+        self.assertNotIn("failures in a row", m.proc.output())  # not the consecutive rule
+        self.assertGreaterEqual(z.stats().total, 10)
+        self.assertGreaterEqual(y.stats().total, 2)
+        # Out of rotation: the next calls reach w and y only.
+        before = z.stats().total
+        self.calls(stub, 8)
+        self.assertEqual(z.stats().total, before)
+
+    @maitred_only
+    def test_panic_threshold(self):
+        # Two of three instances fail and are ejected (max_ejection_percent
+        # 100): one endpoint of three left serving is under a 50 %
+        # panic_threshold, so every endpoint takes calls again (round
+        # robin: three each of nine); with panic_threshold 0 the good one
+        # takes them all.
+        for panic in (50, 0):
+            with self.subTest(panic_threshold=panic):
+                bad = [self.start_upstream("bad%d-%d" % (panic, i), extra_args=["--fail-status", str(UNAVAILABLE)])
+                       for i in (1, 2)]
+                good = self.start_upstream("good%d" % panic)
+                od = {"consecutive_failures": 1, "base_ejection_time": "600s", "max_ejection_percent": 100,
+                      "panic_threshold": panic}
+                m = self.start_maitred(self.config([svc(bad + [good], outlier_detection=od)]))
+                stub = self.echo(m)
+                for b in bad:
+                    self.wait_ejections(m, b, 1, stub)
+                before = [u.stats().total for u in bad + [good]]
+                codes = self.calls(stub, 9)
+                after = [u.stats().total for u in bad + [good]]
+                grew = [x - y for x, y in zip(after, before)]
+                if panic:
+                    self.assertEqual(grew, [3, 3, 3], "in panic every endpoint is picked")
+                    self.assertEqual(codes.count(grpc.StatusCode.OK), 3)
+                else:
+                    self.assertEqual(grew, [0, 0, 9], "panic_threshold 0 never panics")
+                    self.assertEqual(codes, [grpc.StatusCode.OK] * 9)
+                self.stop_maitred(m)
+
+    @maitred_only
+    def test_max_ejection_time_caps_repeated_ejections(self):
+        # base_ejection_time x times ejected, capped by max_ejection_time:
+        # 1 s, then 1.5 s (not 2 s), then 1.5 s (not 3 s). No interval ends
+        # in between (1 h), so times ejected never goes back down. Read from
+        # maitred's own lines; the only waits are for the returns.
+        good = self.start_upstream("a")
+        bad = self.start_upstream("c", extra_args=["--fail-status", str(UNAVAILABLE)])
+        od = {"consecutive_failures": 1, "base_ejection_time": "1s", "max_ejection_time": "1.5s",
+              "interval": "3600s", "max_ejection_percent": 50}
+        m = self.start_maitred(self.config([svc([good, bad], outlier_detection=od)]))
+        stub = self.echo(m)
+        self.wait_ejections(m, bad, 3, stub)
+        self.assertEqual(ejection_lines(m, bad), [1000, 1500, 1500])
+        # Each return cost one call: the one that ejected it again.
+        self.assertEqual(bad.stats().total, 3)
 
 class CircuitBreaking(MaitredTest):
     def held(self, stub, up, n):
@@ -216,20 +342,18 @@ class ActiveChecks(HealthBase):
     def test_not_serving_leaves_rotation_and_serving_returns(self):
         a, _ = self.health_upstream("a")
         b, b_file = self.health_upstream("b")
-        hc = {"interval": "0.2s", "timeout": "1s", "unhealthy_threshold": 2, "healthy_threshold": 1}
+        hc = {"interval": "0.2s", "timeout": "5s", "unhealthy_threshold": 2, "healthy_threshold": 1}
         m = self.start_maitred(self.config([svc([a, b], health_check=hc)]))
         stub = self.echo(m)
         for _ in range(10):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
         self.assertEqual(b.stats().total, 5)
-        with open(b_file, "w") as f:
-            f.write("NOT_SERVING")
+        set_health(b_file, "NOT_SERVING")
         self.wait_log(m, "endpoint %s is unhealthy" % b.address)
         for _ in range(10):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
         self.assertEqual(b.stats().total, 5)  # none while unhealthy
-        with open(b_file, "w") as f:
-            f.write("SERVING")
+        set_health(b_file, "SERVING")
         self.wait_log(m, "endpoint %s is healthy again" % b.address)
         for _ in range(10):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
@@ -247,7 +371,7 @@ class ActiveChecks(HealthBase):
         # each upstream sees exactly one client connection, carrying both.
         a, _ = self.health_upstream("a")
         b, b_file = self.health_upstream("b")
-        hc = {"interval": "0.2s", "timeout": "1s", "unhealthy_threshold": 2, "healthy_threshold": 1}
+        hc = {"interval": "0.2s", "timeout": "5s", "unhealthy_threshold": 2, "healthy_threshold": 1}
         m = self.start_maitred(self.config([svc([a, b], health_check=hc)]))
         stub = self.echo(m)
         for _ in range(10):
@@ -258,13 +382,13 @@ class ActiveChecks(HealthBase):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
         self.assertEqual([u.stats().total for u in (a, b)], [10, 10])
         self.assertEqual([u.stats().peers for u in (a, b)], [1, 1])
-        # NOT_SERVING still takes it out within unhealthy_threshold checks
-        # (plus the one that may have been answered before the change).
-        before = b.stats().health_checks
-        with open(b_file, "w") as f:
-            f.write("NOT_SERVING")
-        self.wait_log(m, "endpoint %s is unhealthy" % b.address)
-        self.assertLessEqual(b.stats().health_checks - before, 2 + 1)
+        # NOT_SERVING still takes it out within unhealthy_threshold checks:
+        # b answers NOT_SERVING to the next two checks, then none (HOLD,
+        # until the check's timeout). Had maitred needed a third failure,
+        # that would be a timeout, and the line would say so.
+        set_health(b_file, "NOT_SERVING NOT_SERVING HOLD")
+        self.wait_log(m, "endpoint %s is unhealthy (2 health checks failed in a row, last: not SERVING)"
+                      % b.address)
         for _ in range(10):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
         self.assertEqual([u.stats().total for u in (a, b)], [20, 10])
@@ -278,7 +402,9 @@ class ActiveChecks(HealthBase):
         # connection stays and carries the later checks and calls.
         a, _ = self.health_upstream("a")
         b, b_file = self.health_upstream("b", "HOLD")
-        hc = {"interval": "0.5s", "timeout": "0.2s", "unhealthy_threshold": 2, "healthy_threshold": 1}
+        # timeout 2 s: b never answers, a always does (in milliseconds; a
+        # timeout a loaded machine could reach would make a unhealthy too).
+        hc = {"interval": "0.5s", "timeout": "2s", "unhealthy_threshold": 2, "healthy_threshold": 1}
         m = self.start_maitred(self.config([svc([a, b], health_check=hc)]))
         self.wait_log(m, "endpoint %s is unhealthy (2 health checks failed in a row" % b.address)
         line = [x for x in m.proc.output().splitlines() if "%s is unhealthy" % b.address in x][0]
@@ -291,8 +417,7 @@ class ActiveChecks(HealthBase):
         for _ in range(4):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
         self.assertEqual([a.stats().total, b.stats().total], [4, 0])
-        with open(b_file, "w") as f:
-            f.write("SERVING")
+        set_health(b_file, "SERVING")
         self.wait_log(m, "endpoint %s is healthy again" % b.address)
         for _ in range(4):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
@@ -304,10 +429,9 @@ class ActiveChecks(HealthBase):
         # A TLS service: the check rides the pool's TLS connection too.
         ca = TestCA(os.path.join(self.tmp, "ca"), server_name="echo.test")
         path = "%s/t.health" % self.tmp
-        with open(path, "w") as f:
-            f.write("SERVING")
+        set_health(path, "SERVING")
         up = self.start_upstream("t", tls=ca, extra_args=["--health-file", path])
-        hc = {"interval": "0.2s", "timeout": "1s"}
+        hc = {"interval": "0.2s", "timeout": "5s"}
         tls = {"ca_file": ca.ca_file, "server_name": "echo.test"}
         m = self.start_maitred(self.config([svc([up], tls=tls, health_check=hc)]))
         stub = self.echo(m)
@@ -325,7 +449,7 @@ class ActiveChecks(HealthBase):
         # No call yet: the check opens the pool's connection (one), and the
         # calls that come later use it.
         a, _ = self.health_upstream("a")
-        hc = {"interval": "0.2s", "timeout": "1s"}
+        hc = {"interval": "0.2s", "timeout": "5s"}
         m = self.start_maitred(self.config([svc([a], health_check=hc)]))
         self.wait_checks(a, 3)
         self.assertEqual(a.stats().peers, 1)
@@ -349,6 +473,32 @@ class ActiveChecks(HealthBase):
             stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
         self.assertEqual([u.stats().total for u in ups], [2, 2])
 
+    @maitred_only
+    def test_service_name_is_the_one_checked(self):
+        # health_check.service_name: the check asks for that service, and
+        # its status is what counts. b serves as a whole but not shop.Cart:
+        # only a check naming shop.Cart takes it out of rotation.
+        a, a_file = self.health_upstream("a", "SERVING\nshop.Cart=SERVING")
+        b, b_file = self.health_upstream("b", "SERVING\nshop.Cart=NOT_SERVING")
+        hc = {"interval": "0.2s", "timeout": "5s", "unhealthy_threshold": 2, "healthy_threshold": 1,
+              "service_name": "shop.Cart"}
+        m = self.start_maitred(self.config([svc([a, b], health_check=hc)]))
+        self.wait_log(m, "endpoint %s is unhealthy (2 health checks failed in a row, last: not SERVING)"
+                      % b.address)
+        stub = self.echo(m)
+        for _ in range(6):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual([a.stats().total, b.stats().total], [6, 0])
+        self.assertNotIn("endpoint %s is unhealthy" % a.address, m.proc.output())
+        for u in (a, b):
+            asked = re.findall(r"health check service='([^']*)'", u.proc.output())
+            self.assertTrue(asked, u.proc.output())
+            self.assertEqual(set(asked), {"shop.Cart"})
+        set_health(b_file, "NOT_SERVING\nshop.Cart=SERVING")
+        self.wait_log(m, "endpoint %s is healthy again" % b.address)
+        for _ in range(6):
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual([a.stats().total, b.stats().total], [9, 3])
 
 class BackThroughWarmup(HealthBase):
     """An endpoint that comes back (checks SERVING again, or its ejection
@@ -373,16 +523,14 @@ class BackThroughWarmup(HealthBase):
     def test_serving_again_restarts_warmup(self):
         a, _ = self.health_upstream("a")
         b, b_file = self.health_upstream("b")
-        hc = {"interval": "0.2s", "timeout": "1s", "unhealthy_threshold": 2, "healthy_threshold": 1}
+        hc = {"interval": "0.2s", "timeout": "5s", "unhealthy_threshold": 2, "healthy_threshold": 1}
         m = self.start([a, b], health_check=hc)
         eps = self.endpoints()
         # Both started with maitred: warmup is inert, full weight.
         self.assertEqual(eps[b.address]["effective_weight"], 100)
-        with open(b_file, "w") as f:
-            f.write("NOT_SERVING")
+        set_health(b_file, "NOT_SERVING")
         self.wait_log(m, "endpoint %s is unhealthy" % b.address)
-        with open(b_file, "w") as f:
-            f.write("SERVING")
+        set_health(b_file, "SERVING")
         self.wait_log(m, "endpoint %s is back: its warmup starts again" % b.address)
         eps = self.endpoints()
         self.assertLess(eps[b.address]["effective_weight"], 100, eps)
@@ -392,7 +540,9 @@ class BackThroughWarmup(HealthBase):
     def test_ejection_end_restarts_warmup(self):
         good = self.start_upstream("a")
         bad = self.start_upstream("c", extra_args=["--fail-status", str(UNAVAILABLE)])
-        od = {"consecutive_failures": 2, "base_ejection_time": "1s", "max_ejection_percent": 50}
+        # 5 s: six calls and a scrape take milliseconds (the count below is
+        # read while the ejection holds, with a margin no load eats).
+        od = {"consecutive_failures": 2, "base_ejection_time": "5s", "max_ejection_percent": 50}
         m = self.start([good, bad], outlier_detection=od)
         self.assertEqual(self.endpoints()[bad.address]["effective_weight"], 100)
         stub = self.echo(m)

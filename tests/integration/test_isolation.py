@@ -152,6 +152,15 @@ class StuckClient(MaitredTest):
                          % (statistics.median(before) * 1e3, max(before) * 1e3,
                             statistics.median(during) * 1e3, max(during) * 1e3, hwm / 1024))
         self.assertLess(hwm, 200 * 1024, "maitred's peak RSS with the stuck client")
+        # Not stalled, not even slowed much: against the same calls just
+        # before, on the same machine in the same run, a generous factor
+        # (10x the median, 10x the slowest + 1 s: scheduling noise on a
+        # loaded machine, never a call that waited for the stuck client's
+        # window, which waits until its 5 s deadline).
+        self.assertLess(statistics.median(during), 10 * statistics.median(before) + 0.1,
+                        "the other client's calls were slowed by the stuck one")
+        self.assertLess(max(during), 10 * max(before) + 1.0,
+                        "one of the other client's calls waited behind the stuck one")
         # The stuck client is still connected: maitred did not close it.
         self.assertTrue(m.proc.alive())
         self.stop_maitred(m)

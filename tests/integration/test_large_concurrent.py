@@ -19,22 +19,30 @@ FLOW_MESSAGES = 160
 FLOW_BOUND = 80
 
 
-def settle(read, limit=60.0, quiet=1.5, done=None):
-    """Poll read() until it stays the same for `quiet` seconds, or done(v),
-    or `limit` runs out; returns the last value. Timing here can only make a
-    test pass that should fail when the machine stalls, never the reverse."""
+def settle(read, witness, quiet=1.5, steps=20, done=None, limit=120.0):
+    """Poll read() until it has not changed for `quiet` seconds *and* for
+    `steps` calls of witness() (a call through the same maitred and
+    upstream on another connection, which must succeed), or done(v);
+    returns the last value. A stalled machine stalls the witness too, so a
+    pause of the machine never passes for a stall of the flow: the value
+    has to stay put while the same processes demonstrably move other
+    bytes. `limit` is a hang guard: past it the value never settled, which
+    fails the test."""
     end = time.monotonic() + limit
-    last, since = read(), time.monotonic()
-    while time.monotonic() < end:
-        time.sleep(0.1)
+    last, since, moved = read(), time.monotonic(), 0
+    while True:
+        if time.monotonic() >= end:
+            raise AssertionError("still changing after %.0f s (last %r): nothing stalls it" % (limit, last))
+        witness()
         v = read()
         if done and done(v):
             return v
         if v != last:
-            last, since = v, time.monotonic()
-        elif time.monotonic() - since >= quiet:
+            last, since, moved = v, time.monotonic(), 0
+            continue
+        moved += 1
+        if moved >= steps and time.monotonic() - since >= quiet:
             return v
-    return last
 
 
 class LargeMessages(MaitredTest):
@@ -275,6 +283,13 @@ class FlowControl(MaitredTest):
         self.up = self.start_upstream("alpha")
         self.m = self.start_maitred(upstreams=[self.up])
         self.stub = self.echo(self.m)
+        # settle()'s witness: its own channel (connection), 64 KiB each way.
+        self.witness_stub = self.echo(self.m)
+
+    def witness(self):
+        data = b"w" * 65536
+        r = self.witness_stub.Unary(pb.EchoRequest(payload=data, response_size=65536), timeout=CALL_LIMIT)
+        self.assertEqual(len(r.payload), 65536)
 
     def test_slow_client_reader_backs_up_upstream(self):
         cid = call_id()
@@ -282,7 +297,7 @@ class FlowControl(MaitredTest):
                                     timeout=CALL_LIMIT * 4)
         self.assertEqual(next(st).index, 0)
         # Stop reading. The upstream's sends must stall, not all complete.
-        sent = settle(lambda: self.up.wait_call(cid, "STARTED").messages_sent,
+        sent = settle(lambda: self.up.wait_call(cid, "STARTED").messages_sent, self.witness,
                       done=lambda v: v >= FLOW_MESSAGES)
         sys.stderr.write("[upstream stalled after %d of %d messages] " % (sent, FLOW_MESSAGES))
         self.assertLess(sent, FLOW_BOUND, "upstream sent %d of %d 1 MiB messages to a client that "
@@ -310,7 +325,7 @@ class FlowControl(MaitredTest):
         def count():
             with lock:
                 return produced[0]
-        n = settle(count, done=lambda v: v >= FLOW_MESSAGES)
+        n = settle(count, self.witness, done=lambda v: v >= FLOW_MESSAGES)
         sys.stderr.write("[client stalled after %d of %d messages] " % (n, FLOW_MESSAGES))
         self.assertLess(n, FLOW_BOUND, "client handed %d of %d 1 MiB messages to a connection whose "
                         "upstream reads nothing: nothing backs it up" % (n, FLOW_MESSAGES))

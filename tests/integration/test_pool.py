@@ -1,13 +1,15 @@
 """The upstream pool: the waiting-call bound, keepalive PINGs that catch a
 dead peer, idle connections closed."""
 
+import datetime
+import re
 import socket
 import threading
 import time
 
 import grpc
 
-from harness import MaitredTest, maitred_only, pb, call_id, CALL_LIMIT
+from harness import MaitredTest, maitred_only, pb, call_id, free_port, wait_until, CALL_LIMIT, SLOW
 
 
 class BlackHole:
@@ -142,3 +144,68 @@ class Pool(MaitredTest):
         warnings = [l for l in m.proc.output().splitlines()
                     if " warn " in l and ("upstream %s: connect" % victim.address) in l]
         self.assertEqual(len(warnings), 1, "\n".join(warnings))
+
+    @maitred_only
+    def test_connect_backoff_doubles_to_10s_then_connected_again(self):
+        # HACKING.md: a pool whose connects fail backs off 250 ms doubling
+        # to 10 s, and new calls skip it while another endpoint is
+        # eligible; the outage is one warning, the attempts during it debug
+        # lines, and the end of it "connected again after N failed
+        # attempts". The gaps are read from maitred's own timestamps: each
+        # is at least its backoff (a loaded machine only makes it longer),
+        # and the one past the cap is under the 16 s an uncapped doubling
+        # would wait (calls arrive every few ms, so the attempt follows the
+        # backoff's end closely: a margin of 6 s).
+        live = self.start_upstream("live")
+        dead_port = free_port()
+        dead = "127.0.0.1:%d" % dead_port
+        m = self.start_maitred(self.config([self.service("*", [live, dead])]), args=["--log-level", "debug"])
+        stub = self.echo(m)
+        rx = re.compile(r"^(\S+) (\w+) +upstream %s: connect: (.*)$" % re.escape(dead), re.M)
+
+        def attempts():
+            return rx.findall(m.proc.output())
+        calls = [0]
+
+        def failed(n):
+            def enough():
+                if len(attempts()) >= n:
+                    return True
+                self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "live")
+                calls[0] += 1
+                time.sleep(0.005)
+                return False
+            return enough
+        # 8 failures: 7 gaps, 250 ms .. 8 s, then the 10 s cap (26 s in all).
+        wait_until(failed(8), 60 * SLOW, "eight connect failures of %s" % dead, step=0)
+        got = attempts()[:8]
+        levels = [lv for _, lv, _ in got]
+        self.assertEqual(levels, ["warn"] + ["debug"] * 7, "one warning per outage")
+        self.assertTrue(got[0][2].startswith("Connection refused"), got[0])
+        for k, (_, _, text) in enumerate(got[1:], start=2):
+            self.assertTrue(text.endswith("(%d failures in a row)" % k), text)
+        when = [datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ") for t, _, _ in got]
+        gaps = [(b - a).total_seconds() * 1000 for a, b in zip(when, when[1:])]
+        for k, gap in enumerate(gaps):
+            want = min(250 * 2 ** k, 10000)
+            self.assertGreaterEqual(gap, want - 1, "gap %d: %.0f ms, backoff %d ms (%r)" % (k + 1, gap, want, gaps))
+        self.assertLess(gaps[6], 16000, "the backoff is not capped at 10 s: %r" % gaps)
+        # Calls skipped it meanwhile: far fewer attempts than calls.
+        self.assertGreater(calls[0], 10 * len(got), "calls %d, attempts %d" % (calls[0], len(got)))
+        # The endpoint comes up: the next attempt connects, and says after
+        # how many failures.
+        up = self.start_upstream("revived", port=dead_port)
+        again = re.compile(r"upstream %s: connected again after (\d+) failed attempts" % re.escape(dead))
+
+        def revived():
+            if again.search(m.proc.output()):
+                return True
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            time.sleep(0.005)
+            return False
+        wait_until(revived, 60 * SLOW, "%s to be connected again" % dead, step=0)
+        n = int(again.search(m.proc.output()).group(1))
+        self.assertEqual(n, len(attempts()))
+        seen = set(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(4))
+        self.assertEqual(seen, {"live", "revived"})
+        self.assertGreater(up.stats().total, 0)

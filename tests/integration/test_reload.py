@@ -2,20 +2,26 @@
 SIGHUP or a change of the file replaces the config while calls run, with no
 failed call; endpoints that stay keep their connections; an invalid config
 is refused with FILE:LINE:COL errors and the old one keeps serving; what
-cannot change live (listen, workers) is logged as needing a restart.
+cannot change live (listen, workers, admin) is logged as needing a restart;
+without a file watch (inotify refused) SIGHUP still reloads.
 
 Every wait is bounded (a hang guard); no assertion depends on timing.
 """
 
 import os
 import re
+import shutil
 import signal
+import subprocess
+import tempfile
 import threading
 import time
+import unittest
 
 import grpc
 
-from harness import MaitredTest, maitred_only, pb, wait_until, CALL_LIMIT
+from harness import (MaitredTest, Maitred, Proc, maitred_argv, maitred_env, maitred_only, pb, free_port,
+                     port_accepts, to_yaml, wait_until, CALL_LIMIT, LOG_LEVEL, MAITRED_BIN)
 
 SVC = "maitred.testing.v1.Echo"
 
@@ -162,23 +168,107 @@ class Reload(MaitredTest):
                    "calls to reach b")
         self.stop_maitred(m)
 
-    def test_listen_and_workers_need_restart(self):
+    def test_listen_workers_and_admin_need_restart(self):
         a, b = self.start_upstream("a"), self.start_upstream("b")
-        cfg = self.cfg([a], None)
+        admin1, admin2 = free_port(), free_port()
+        cfg = self.cfg([a], None, admin="127.0.0.1:%d" % admin1)
         port = int(cfg["listen"].rsplit(":", 1)[1])
         m = self.start_maitred(cfg)
-        new = self.cfg([b], None, workers=2)
+        new = self.cfg([b], None, workers=2, admin="127.0.0.1:%d" % admin2)
+        new_listen = new["listen"]
         self.rewrite(m, new)
         m.proc.signal(signal.SIGHUP)
         self.wait_log(m, r"reload: .* applied")
         out = m.proc.output()
-        self.assertIn("listen changed", out)
-        self.assertIn("needs a restart", out)
-        self.assertIn("workers changed (1 -> 2)", out)
-        # Still on the old port; the services changed.
+        old_listen = "127.0.0.1:%d" % port
+        self.assertIn("reload: listen changed (%s -> %s): needs a restart; still listening on %s"
+                      % (old_listen, new_listen, old_listen), out)
+        self.assertIn("reload: workers changed (1 -> 2): needs a restart; still 1", out)
+        self.assertIn("reload: admin changed: needs a restart", out)
+        # Still on the old port and the old admin; the services changed.
         stub = self.echo(m)
         wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "b", CALL_LIMIT,
                    "calls to reach b on the old port %d" % port)
+        self.assertFalse(port_accepts(int(new_listen.rsplit(":", 1)[1]), 0.5))
+        self.assertTrue(port_accepts(admin1, 2))
+        self.assertFalse(port_accepts(admin2, 0.5))
+        self.stop_maitred(m)
+
+    @unittest.skip("maitred defect (sidecar/main.c reload(), the restart-only checks): listen, workers and "
+                   "admin are compared with the last applied config, not what the process runs, so this "
+                   "reload logs 'listen changed (B -> A): needs a restart; still listening on B' (never "
+                   "listened on B) and 'workers changed (2 -> 1) ... still 2' (runs 1)")
+    def test_back_to_the_running_values_needs_no_restart(self):
+        # After a reload that changed listen, workers and admin (each
+        # logged as needing a restart), a reload back to the values the
+        # process still runs with needs no restart and must not say so, nor
+        # claim it now listens where it never did.
+        a = self.start_upstream("a")
+        admin1, admin2 = free_port(), free_port()
+        cfg = self.cfg([a], None, admin="127.0.0.1:%d" % admin1)
+        old_listen = cfg["listen"]
+        m = self.start_maitred(cfg)
+        changed = self.cfg([a], None, workers=2, admin="127.0.0.1:%d" % admin2)
+        self.rewrite(m, changed)
+        m.proc.signal(signal.SIGHUP)
+        self.wait_log(m, r"reload: .* applied")
+        n = m.proc.output().count("needs a restart")
+        self.assertEqual(n, 3)
+        self.rewrite(m, cfg)
+        m.proc.signal(signal.SIGHUP)
+        self.wait_log(m, r"reload: .* applied", count=2)
+        out = m.proc.output()
+        self.assertEqual(out.count("needs a restart"), n, out[-2000:])
+        self.assertNotIn("still listening on %s" % changed["listen"], out)
+        self.assertNotIn("needs a restart; still 2", out)
+        self.assertTrue(port_accepts(int(old_listen.rsplit(":", 1)[1]), 2))
+        self.stop_maitred(m)
+
+    def test_without_inotify_sighup_still_reloads(self):
+        # docs/troubleshooting.md: when the file cannot be watched, maitred
+        # says so and runs on, reloading on SIGHUP. Here inotify_add_watch
+        # fails with EACCES: the config's folder may be searched but not
+        # read (as root, maitred runs as nobody for that).
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        wrap = []
+        if os.geteuid() == 0:
+            setpriv = shutil.which("setpriv")
+            if not setpriv:
+                self.skipTest("setpriv (util-linux) is needed to run maitred as nobody")
+            wrap = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+            probe = subprocess.run(wrap + ["test", "-x", MAITRED_BIN], stdin=subprocess.DEVNULL, timeout=30)
+            if probe.returncode != 0:
+                self.skipTest("nobody cannot run %s (a folder on its path is closed to other users)" % MAITRED_BIN)
+        # In /tmp itself: the folder must be open to nobody's search.
+        base = tempfile.mkdtemp(prefix="maitred-nowatch-", dir="/tmp")
+        conf = os.path.join(base, "conf")
+        os.mkdir(conf)
+        self.addCleanup(shutil.rmtree, base, True)
+        self.addCleanup(os.chmod, conf, 0o755)
+        path = os.path.join(conf, "maitred.yaml")
+        cfg = self.cfg([a], None)
+        port = int(cfg["listen"].rsplit(":", 1)[1])
+        with open(path, "w") as f:
+            f.write(to_yaml(cfg) + "\n")
+        os.chmod(path, 0o644)
+        os.chmod(base, 0o711)
+        os.chmod(conf, 0o311)  # search and create, no read: no inotify watch
+        proc = Proc("maitred-nowatch", maitred_argv(["--config", path, "--log-level", LOG_LEVEL], wrap),
+                    self.tmp, env=maitred_env())
+        self._procs.append((proc, True))
+        m = Maitred(proc, port, path)
+        self.wait_listening(m)
+        warn = "cannot watch %s for changes (Permission denied): reload with SIGHUP" % path
+        wait_until(lambda: warn in m.proc.output(), CALL_LIMIT, "the warning that the file is not watched")
+        stub = self.echo(m)
+        self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "a")
+        self.rewrite(m, self.cfg([b], port))
+        m.proc.signal(signal.SIGHUP)
+        self.wait_log(m, r"SIGHUP: reloading")
+        self.wait_log(m, r"reload: .* applied")
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "b", CALL_LIMIT,
+                   "calls to reach b after SIGHUP")
+        self.assertNotIn("config file changed", m.proc.output())
         self.stop_maitred(m)
 
     def test_service_added_and_removed(self):
@@ -201,5 +291,4 @@ class Reload(MaitredTest):
 
 
 if __name__ == "__main__":
-    import unittest
     unittest.main()

@@ -10,7 +10,7 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, TestCA, maitred_only, pb, pb_grpc, CALL_LIMIT, CHANNEL_OPTIONS, SLOW
+from harness import MaitredTest, TestCA, maitred_only, pb, pb_grpc, wait_until, CALL_LIMIT, CHANNEL_OPTIONS, SLOW
 
 
 class Tls(MaitredTest):
@@ -31,12 +31,61 @@ class Tls(MaitredTest):
             t["key_file"] = client.client_key
         return t
 
-    def unavailable_naming(self, stub, up):
+    def unavailable_naming(self, stub, address, *reason):
+        """A call fails UNAVAILABLE with a message naming the endpoint and
+        saying what went wrong with it (docs/troubleshooting.md,
+        "Upstreams"): each `reason` part in that order, right after the
+        address. The details are returned."""
         with self.assertRaises(grpc.RpcError) as cm:
             stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
         err = cm.exception
         self.assertEqual(err.code(), grpc.StatusCode.UNAVAILABLE, err.details())
-        self.assertIn(up.address, err.details())
+        address = address if isinstance(address, str) else address.address
+        self.assertIn("upstream %s: " % address, err.details())
+        rest = err.details().split("upstream %s: " % address, 1)[1]
+        pos = 0
+        for part in reason:
+            i = rest.find(part, pos)
+            self.assertGreaterEqual(i, 0, "%r not in %r" % (part, err.details()))
+            pos = i + len(part)
+        return err.details()
+
+    def tls_listener(self, alpn):
+        """A bare TLS listener (the test CA's server certificate) that
+        offers `alpn` (None: no ALPN at all) and completes handshakes, then
+        closes; its port. Records what each client offered."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.ca.server_cert, self.ca.server_key)
+        if alpn is not None:
+            ctx.set_alpn_protocols(alpn)
+        seen = {"sni": [], "alpn": []}
+        ctx.sni_callback = lambda sock, name, c: seen["sni"].append(name)
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(8)
+        lsock.settimeout(0.2)
+        stop = threading.Event()
+
+        def serve():
+            while not stop.is_set():
+                try:
+                    raw, _ = lsock.accept()
+                except OSError:
+                    continue
+                raw.settimeout(5 * SLOW)  # memcheck: a handshake takes seconds
+                try:
+                    with ctx.wrap_socket(raw, server_side=True) as s:
+                        seen["alpn"].append(s.selected_alpn_protocol())
+                        try:
+                            s.recv(1)  # until maitred gives up on the connection
+                        except OSError:
+                            pass
+                except OSError:
+                    pass
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        self.addCleanup(lambda: (stop.set(), t.join(10 * SLOW), lsock.close()))
+        return lsock.getsockname()[1], seen
 
     def test_fixture_direct_tls(self):
         # The test CA and the TLS upstream work with grpcio itself, so a
@@ -81,25 +130,45 @@ class Tls(MaitredTest):
     def test_mtls_required_without_client_cert_is_unavailable(self):
         up = self.start_upstream("secure", tls=self.ca, client_ca=self.ca)
         m = self.start_maitred(self.config([self.service("*", [up], tls=self.tls())]))
-        self.unavailable_naming(self.echo(m), up)
+        # TLS 1.3: the server checks the client's certificate after the
+        # client's side of the handshake is done, so maitred only sees the
+        # connection end (the peer's alert is a debug line).
+        details = self.unavailable_naming(self.echo(m), up)
+        self.assertTrue("certificate required" in details or "connection closed before HTTP/2 was up" in details,
+                        details)
+        self.assertNotIn("verification failed", details)
 
     @maitred_only
     def test_untrusted_ca_is_unavailable(self):
         up = self.start_upstream("secure", tls=self.ca)
         m = self.start_maitred(self.config([self.service("*", [up], tls=self.tls(ca=self.other))]))
-        self.unavailable_naming(self.echo(m), up)
+        self.unavailable_naming(self.echo(m), up, "TLS certificate verification failed: ", "unable to get local issuer certificate")
 
     @maitred_only
     def test_wrong_server_name_is_unavailable(self):
         up = self.start_upstream("secure", tls=self.ca)
         m = self.start_maitred(self.config([self.service("*", [up], tls=self.tls(server_name="other.test"))]))
-        self.unavailable_naming(self.echo(m), up)
+        self.unavailable_naming(self.echo(m), up, "TLS certificate verification failed: ", "hostname mismatch")
 
     @maitred_only
     def test_tls_to_h2c_upstream_is_unavailable(self):
         up = self.start_upstream("plain")
         m = self.start_maitred(self.config([self.service("*", [up], tls=self.tls())]))
-        self.unavailable_naming(self.echo(m), up)
+        self.unavailable_naming(self.echo(m), up, "TLS handshake failed: ", "wrong version number")
+
+    @maitred_only
+    def test_tls_peer_without_alpn_h2_is_unavailable(self):
+        for offered in (None, ["http/1.1"]):
+            with self.subTest(alpn=offered):
+                port, seen = self.tls_listener(offered)
+                addr = "127.0.0.1:%d" % port
+                m = self.start_maitred(self.config([self.service("*", [addr], tls=self.tls())]))
+                details = self.unavailable_naming(self.echo(m), addr, "TLS peer did not negotiate ALPN h2")
+                self.assertNotIn("verification failed", details)
+                # The handshake itself completed (the certificate was good),
+                # with no protocol agreed: maitred offers h2 only.
+                wait_until(lambda: seen["alpn"], CALL_LIMIT, "the listener to record the handshake")
+                self.assertEqual(seen["alpn"][0], None)
 
     @maitred_only
     def test_tls_and_h2c_services_side_by_side(self):
@@ -136,37 +205,12 @@ class Tls(MaitredTest):
     @maitred_only
     def test_sni_and_alpn(self):
         # A bare TLS listener records the SNI and ALPN maitred offers.
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(self.ca.server_cert, self.ca.server_key)
-        ctx.set_alpn_protocols(["h2"])
-        seen = {"sni": [], "alpn": []}
-        ctx.sni_callback = lambda sock, name, c: seen["sni"].append(name)
-        lsock = socket.socket()
-        lsock.bind(("127.0.0.1", 0))
-        lsock.listen(8)
-        lsock.settimeout(0.2)
-        port = lsock.getsockname()[1]
-        stop = threading.Event()
-
-        def serve():
-            while not stop.is_set():
-                try:
-                    raw, _ = lsock.accept()
-                except OSError:
-                    continue
-                raw.settimeout(5 * SLOW)  # memcheck: a handshake takes seconds
-                try:
-                    with ctx.wrap_socket(raw, server_side=True) as s:
-                        seen["alpn"].append(s.selected_alpn_protocol())
-                except OSError:
-                    pass
-        t = threading.Thread(target=serve, daemon=True)
-        t.start()
-        self.addCleanup(lambda: (stop.set(), t.join(5), lsock.close()))
+        port, seen = self.tls_listener(["h2"])
         m = self.start_maitred(self.config([self.service("*", ["127.0.0.1:%d" % port], tls=self.tls())]))
         with self.assertRaises(grpc.RpcError) as cm:
             self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
         self.assertIn(cm.exception.code(), (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL))
+        wait_until(lambda: seen["alpn"], CALL_LIMIT, "the listener to record the handshake")
         self.assertIn("echo.test", seen["sni"], "SNI sent: %r" % seen["sni"])
         self.assertIn("h2", seen["alpn"], "ALPN agreed: %r" % seen["alpn"])
 

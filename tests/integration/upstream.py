@@ -345,16 +345,37 @@ class AnyService(grpc.GenericRpcHandler):
 
 class HealthService(grpc.GenericRpcHandler):
     """grpc.health.v1.Health/Check (gRPC doc/health-checking.md) answering
-    what --health-file says: SERVING when the file reads "SERVING", no answer
-    until the call ends (cancelled, or its deadline) when it reads "HOLD"
-    (bounded: 30 s), else
-    NOT_SERVING (a missing file too). The response is built by hand (field 1,
-    varint), so no generated health code is needed."""
+    what --health-file says. Each line is `STATUS ...` for the server as a
+    whole (HealthCheckRequest.service ""), or `SERVICE=STATUS ...` for one
+    service; a service with no line is NOT_FOUND (the gRPC health spec). A
+    STATUS is SERVING; HOLD: no answer until the call ends (cancelled, or
+    its deadline; bounded: 30 s); anything else NOT_SERVING (a missing
+    file too). Several STATUS words are answered in turn, one per check,
+    the last one repeating (counted from the moment the file reads so).
+    Each check is logged with the service asked for. The messages are
+    built by hand (field 1), so no generated health code is needed."""
 
     def __init__(self, path):
         self.path = path
+        self.turns = {}  # (file content, service) -> checks answered from it
+
+    @staticmethod
+    def _service(request):
+        # HealthCheckRequest: field 1 (service), length-delimited.
+        if len(request) < 2 or request[0] != 0x0a:
+            return ""
+        n, i, shift = 0, 1, 0
+        while i < len(request):
+            b = request[i]
+            n |= (b & 0x7f) << shift
+            i += 1
+            shift += 7
+            if not b & 0x80:
+                break
+        return request[i:i + n].decode(errors="replace")
 
     def _check(self, request, context):
+        service = self._service(request)
         with REG.cond:
             REG.peers.add(context.peer())
             REG.health_checks += 1
@@ -363,14 +384,27 @@ class HealthService(grpc.GenericRpcHandler):
                 content = f.read().strip()
         except OSError:
             content = ""
-        if content == "HOLD":
+        words = None
+        for line in content.splitlines() or [""]:
+            name, _, rest = line.strip().rpartition("=")
+            if name == service:
+                words = rest.split() or [""]
+        if words is None:
+            log("health check service=%r: NOT_FOUND" % service)
+            context.abort(grpc.StatusCode.NOT_FOUND, "unknown service %r" % service)
+        with REG.cond:
+            turn = self.turns.get((content, service), 0)
+            self.turns[(content, service)] = turn + 1
+        status = words[min(turn, len(words) - 1)]
+        log("health check service=%r: %s" % (service, status or "NOT_SERVING"))
+        if status == "HOLD":
             end = time.monotonic() + 30
             while context.is_active() and time.monotonic() < end:
                 time.sleep(0.01)
             with REG.cond:
                 REG.health_cancelled += 0 if context.is_active() else 1
             return b"\x08\x02"
-        return b"\x08\x01" if content == "SERVING" else b"\x08\x02"
+        return b"\x08\x01" if status == "SERVING" else b"\x08\x02"
 
     def service(self, handler_call_details):
         if handler_call_details.method != "/grpc.health.v1.Health/Check":
