@@ -134,14 +134,19 @@ static int open_listener(const struct mtd_cfg_addr *a)
 	return fd;
 }
 
+static void stop_now(struct mtd_control *ctl)
+{
+	for (unsigned i = 0; i < ctl->n_workers; i++)
+		mtd_worker_stop(ctl->workers[i]);
+	event_base_loopexit(ctl->base, NULL);
+}
+
 static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_control *ctl = arg;
 	MTD_WARN("drain timeout (%lld ms) reached: closing the remaining calls",
 	         (long long)ctl->rt->cfg->drain_timeout_ms);
-	for (unsigned i = 0; i < ctl->n_workers; i++)
-		mtd_worker_stop(ctl->workers[i]);
-	event_base_loopexit(ctl->base, NULL);
+	stop_now(ctl);
 }
 
 static void start_drain(void *arg)
@@ -180,7 +185,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	struct mtd_control *ctl = arg;
 	if (ctl->draining) {
 		MTD_WARN("second signal: stopping now");
-		drain_timeout_cb(-1, 0, ctl);
+		stop_now(ctl);
 		return;
 	}
 	ctl->drain_signal = (int)sig;
@@ -231,14 +236,15 @@ static void reload(struct mtd_control *ctl, const char *why)
 	struct mtd_cfg *cfg = reload_config(ctl->config_path);
 	if (!cfg)
 		return;
-	const struct mtd_cfg *cur = ctl->rt->cfg;
-	/* What the running process cannot change: logged, the rest applies. */
-	if (strcmp(cfg->listen.text, cur->listen.text) != 0)
-		MTD_WARN("reload: listen changed (%s -> %s): needs a restart; still listening on %s", cur->listen.text,
-		         cfg->listen.text, cur->listen.text);
-	if (cfg->workers != cur->workers)
-		MTD_WARN("reload: workers changed (%u -> %u): needs a restart; still %u", cur->workers, cfg->workers,
-		         cur->workers);
+	/* What the running process cannot change: logged, the rest applies.
+	 * Compared with what it runs (not the last config applied, which may
+	 * have asked for a restart already). */
+	if (strcmp(cfg->listen.text, ctl->run_listen) != 0)
+		MTD_WARN("reload: listen changed (%s -> %s): needs a restart; still listening on %s", ctl->run_listen,
+		         cfg->listen.text, ctl->run_listen);
+	if (cfg->workers != ctl->run_workers)
+		MTD_WARN("reload: workers changed (%u -> %u): needs a restart; still %u", ctl->run_workers, cfg->workers,
+		         ctl->run_workers);
 	bool reg_changed = !mtd_register_same_config(ctl->reg, cfg);
 	char err[512];
 	int access_fd;
@@ -247,8 +253,8 @@ static void reload(struct mtd_control *ctl, const char *why)
 		mtd_cfg_free(cfg);
 		return;
 	}
-	if ((cfg->admin == NULL) != (cur->admin == NULL) ||
-	    (cfg->admin && strcmp(cfg->admin->text, cur->admin->text) != 0))
+	if ((cfg->admin == NULL) != (ctl->run_admin == NULL) ||
+	    (cfg->admin && strcmp(cfg->admin->text, ctl->run_admin) != 0))
 		MTD_WARN("reload: admin changed: needs a restart");
 	struct mtd_runtime *rt = mtd_runtime_reload(ctl, cfg, err, sizeof(err));
 	if (!rt) {
@@ -393,8 +399,11 @@ static int run(struct mtd_control *ctl)
 	struct mtd_admin *admin = NULL;
 	int rc = 1;
 
+	ctl->run_listen = strdup(cfg->listen.text);
+	ctl->run_admin = cfg->admin ? strdup(cfg->admin->text) : NULL;
+	ctl->run_workers = n_workers;
 	ctl->workers = calloc(n_workers, sizeof(*ctl->workers));
-	if (!ctl->workers) {
+	if (!ctl->workers || !ctl->run_listen || (cfg->admin && !ctl->run_admin)) {
 		MTD_ERROR("out of memory");
 		return 1;
 	}

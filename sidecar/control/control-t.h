@@ -41,6 +41,11 @@ struct mtd_control {
 	struct mtd_register *reg;  /* Config.register, NULL without */
 	struct mtd_health *health; /* active health checks (health.c) */
 	struct event *drain_timer;
+	/* What the process runs with whatever a reload says (restart-only
+	 * keys: listen, workers, admin), from the config it started with. */
+	char *run_listen;
+	char *run_admin; /* NULL = no admin endpoint */
+	unsigned run_workers;
 	const char *config_path; /* NULL = embedded default (no reload) */
 	const char *config_base; /* its file name, for inotify events */
 	uint64_t config_hash;    /* content last loaded (inotify: reload on change) */

@@ -74,6 +74,9 @@ void mtd_control_fini(struct mtd_control *ctl)
 		event_base_free(ctl->base);
 	ctl->base = NULL;
 	mtd_runtime_bind(NULL);
+	free(ctl->run_listen);
+	free(ctl->run_admin);
+	ctl->run_listen = ctl->run_admin = NULL;
 }
 
 struct event_base *mtd_control_base(struct mtd_control *ctl)

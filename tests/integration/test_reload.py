@@ -194,10 +194,6 @@ class Reload(MaitredTest):
         self.assertFalse(port_accepts(admin2, 0.5))
         self.stop_maitred(m)
 
-    @unittest.skip("maitred defect (sidecar/main.c reload(), the restart-only checks): listen, workers and "
-                   "admin are compared with the last applied config, not what the process runs, so this "
-                   "reload logs 'listen changed (B -> A): needs a restart; still listening on B' (never "
-                   "listened on B) and 'workers changed (2 -> 1) ... still 2' (runs 1)")
     def test_back_to_the_running_values_needs_no_restart(self):
         # After a reload that changed listen, workers and admin (each
         # logged as needing a restart), a reload back to the values the
