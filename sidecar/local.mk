@@ -9,10 +9,10 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/io/conn-t.h sidecar/io/conn.h sidecar/io/conn.c \
 	sidecar/io/downstream.h sidecar/io/downstream.c \
 	sidecar/io/upstream.h sidecar/io/upstream.c \
-	sidecar/io/pool-t.h sidecar/io/pool.h sidecar/io/pool.c \
+	sidecar/io/pool-t.h sidecar/io/pool.h sidecar/io/pool.c sidecar/io/stream-t.h \
 	sidecar/call/headers-t.h sidecar/call/headers.h sidecar/call/headers.c \
 	sidecar/call/call-t.h sidecar/call/call.h sidecar/call/call.c \
-	sidecar/call/attempt.h sidecar/call/attempt.c \
+	sidecar/call/attempt.h sidecar/call/attempt.c sidecar/call/attempt_stream.c \
 	sidecar/call/relay.h sidecar/call/relay.c \
 	sidecar/call/failback.h sidecar/call/failback.c \
 	sidecar/control/control-t.h sidecar/control/control.h sidecar/control/publish.c \
@@ -60,8 +60,7 @@ tests_unit_test_transport_LDFLAGS = -Wl,--wrap=read,--wrap=send,--wrap=event_add
 check_PROGRAMS += tests/unit/test_pool
 TESTS += tests/unit/test_pool
 tests_unit_test_pool_SOURCES = tests/unit/sidecar/test_pool.c \
-	sidecar/io/pool.c sidecar/io/upstream.c sidecar/io/conn.c sidecar/io/transport.c \
-	sidecar/call/headers.c
+	sidecar/io/pool.c sidecar/io/upstream.c sidecar/io/conn.c sidecar/io/transport.c
 tests_unit_test_pool_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_pool_LDADD = $(TEST_UNIT_LIBS)
 tests_unit_test_pool_LDFLAGS = -Wl,--wrap=event_add

@@ -47,6 +47,7 @@ struct mtd_attempt *mtd_attempt_new(struct mtd_call *call)
 	a->state = MTD_ATTEMPT_BACKOFF;
 	a->index = call->n_attempts++;
 	a->ep_idx = -1;
+	a->s.ops = &mtd_attempt_stream_ops;
 	LIST_INSERT_HEAD(&call->attempts, a, call_link);
 	int64_t ms = call->fault->per_try_timeout_ms;
 	if (call->bg && call->bg->timeout_ms > 0 && (ms <= 0 || call->bg->timeout_ms < ms))
@@ -111,7 +112,7 @@ static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 
 void mtd_attempt_release(struct mtd_attempt *a)
 {
-	if (a->released || mtd_fault_attempt_live(a->state) || a->up)
+	if (a->released || mtd_fault_attempt_live(a->state) || a->s.conn)
 		return;
 	struct mtd_call *call = a->call;
 	a->released = true;
@@ -136,18 +137,18 @@ void mtd_attempt_release(struct mtd_attempt *a)
 
 void mtd_attempt_reset_stream(struct mtd_attempt *a)
 {
-	if (!a->up)
+	if (!a->s.conn)
 		return;
 	/* Cancellation reaches the upstream (PROTOCOL-HTTP2: RST_STREAM CANCEL). */
-	nghttp2_submit_rst_stream(a->up->ng, NGHTTP2_FLAG_NONE, a->up_sid, NGHTTP2_CANCEL);
-	mtd_conn_want_flush(a->up);
+	nghttp2_submit_rst_stream(a->s.conn->ng, NGHTTP2_FLAG_NONE, a->s.sid, NGHTTP2_CANCEL);
+	mtd_conn_want_flush(a->s.conn);
 }
 
 void mtd_attempt_cancel(struct mtd_attempt *a)
 {
 	if (!mtd_fault_attempt_live(a->state))
 		return;
-	mtd_pool_dequeue(a);
+	mtd_pool_dequeue(&a->s);
 	mtd_attempt_step(a, MTD_AEV_CANCEL);
 	disarm(a);
 	mtd_attempt_reset_stream(a);
@@ -281,7 +282,7 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	bool blamed = o->failure == MTD_FAULT_CONNECT || o->failure == MTD_FAULT_RESET ||
 	              o->failure == MTD_FAULT_TIMEOUT ||
 	              (o->failure == MTD_FAULT_STATUS && status_blames(call, o->status));
-	mtd_pool_dequeue(a);
+	mtd_pool_dequeue(&a->s);
 	mtd_attempt_step(a, MTD_AEV_FAIL);
 	disarm(a);
 	mtd_attempt_reset_stream(a);
@@ -588,8 +589,8 @@ void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n)
 	if (call->fault->mode == MTD_FAULT_BROADCAST) {
 		/* Held, not relayed: both windows go back at once; what is held
 		 * is bounded by fault.replay_buffer (mtd_relay_hold). */
-		nghttp2_session_consume(a->up->ng, a->up_sid, n);
-		mtd_conn_want_flush(a->up);
+		nghttp2_session_consume(a->s.conn->ng, a->s.sid, n);
+		mtd_conn_want_flush(a->s.conn);
 		if (a != call->bc->ans || a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
 			return;
 		if (!a->first_ns)
@@ -598,7 +599,7 @@ void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n)
 		return;
 	}
 	if (a != call->ans || a->state != MTD_ATTEMPT_ANSWERING || call->resp_done || call->resp_eof) {
-		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		nghttp2_session_consume(a->s.conn->ng, a->s.sid, n);
 		return;
 	}
 	if (!a->first_ns)

@@ -22,7 +22,7 @@ void mtd_attempt_on_stream(struct mtd_attempt *a);
 void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream);
 void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n);
 void mtd_attempt_on_resp_trailers(struct mtd_attempt *a);
-/* Its upstream stream closed (a->up already NULL). */
+/* Its upstream stream closed (a->s.conn already NULL). */
 void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code);
 /* Its connection never came up (connect / TLS failure): nothing was sent. */
 void mtd_attempt_connect_failed(struct mtd_attempt *a, const char *reason);
@@ -39,5 +39,11 @@ void mtd_attempt_reset_stream(struct mtd_attempt *a);
  * its call's list (which may release the call) and is freed at the end of
  * the turn. Idempotent. */
 void mtd_attempt_release(struct mtd_attempt *a);
+
+/* The stream ops of every attempt (attempt_stream.c; io/stream-t.h):
+ * a->s.ops. */
+extern const struct mtd_up_stream_ops mtd_attempt_stream_ops;
+/* The attempt's request has more bytes: resume its stream's data provider. */
+void mtd_attempt_resume(struct mtd_attempt *a);
 
 #endif

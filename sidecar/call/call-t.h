@@ -36,6 +36,7 @@
 #include <sys/queue.h>
 
 #include "sidecar/call/headers-t.h"
+#include "sidecar/io/stream-t.h"
 #include "core/bufq.h"
 #include "core/timers.h"
 #include "fault/fault.h"
@@ -44,7 +45,7 @@
 /* One upstream try of a call (the state machine is lib/fault/attempt.c's:
  * BACKOFF -> PENDING -> OPEN -> ANSWERING -> DONE, or FAILED / CANCELLED).
  * Held by its call while live, by a pool while PENDING and by its
- * upstream stream while `up` is set; released (the rule above) when it is
+ * upstream stream while `s.conn` is set; released (the rule above) when it is
  * neither live nor on a stream. */
 struct mtd_attempt {
 	struct mtd_call *call;
@@ -52,14 +53,12 @@ struct mtd_attempt {
 	uint32_t index; /* 0 = first; grpc-previous-rpc-attempts (gRPC A6) */
 	struct mtd_endpoint *ep;
 	int ep_idx;                       /* in the snapshot of picker */
-	int32_t up_sid;                   /* its upstream stream, while `up` is set */
 	struct mtd_lb_picker *picker;     /* the one that picked it */
 	struct mtd_lb_layer *layer;       /* the routing layer that picked it, or NULL */
 	struct mtd_outlier_set *outliers; /* the ejection state ep_idx indexes, or NULL */
-	struct mtd_pool *pool;            /* PENDING */
-	TAILQ_ENTRY(mtd_attempt) pending_link;
-	struct mtd_conn *up; /* set while the upstream stream exists */
-	LIST_ENTRY(mtd_attempt) up_link;
+	/* What the pool and the connection see of it (io/stream-t.h): waiting
+	 * in s.pool while PENDING, its stream s.sid on s.conn while that is set. */
+	struct mtd_up_stream s;
 	LIST_ENTRY(mtd_attempt) call_link; /* the call's list; once released, the worker's reap list */
 	/* Request bytes (counted from the call's first) its stream took. */
 	size_t req_off;
@@ -179,6 +178,7 @@ struct mtd_call {
 	struct mtd_call_bg *bg;           /* a FAILBACK re-send (failback.c), else NULL */
 	/* Flags, together (no padding after each). */
 	bool reaping;   /* on its worker's reap list (released) */
+	bool counted;   /* its end is in the figures and the access log */
 	bool committed; /* no replay any more (headers relayed / outgrown) */
 	bool req_sink;  /* nobody reads the request any more: drop it */
 	bool req_eof;   /* client sent END_STREAM */

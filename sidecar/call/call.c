@@ -42,7 +42,6 @@
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
-#include "sidecar/io/upstream.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
 
@@ -98,6 +97,13 @@ void mtd_call_release(struct mtd_call *call)
 		return;
 	/* Its deadline is the one thing left that could reach it. */
 	mtd_worker_timer_disarm(call->w, &call->deadline);
+	/* A client's call is over for good (nothing holds one again once its
+	 * stream is gone): its figures and access log line now, before the
+	 * flush writes its last bytes, as the client may read the log next. */
+	if (!call->bg && !call->counted) {
+		call->counted = true;
+		mtd_metrics_call_end(call);
+	}
 	call->reaping = true;
 	LIST_INSERT_HEAD(&call->w->reap_calls, call, down_link);
 	mtd_worker_schedule_flush(call->w);
@@ -112,8 +118,6 @@ static void call_free(struct mtd_call *call)
 		call->w->n_bg--;
 		mtd_worker_unhold(call->w, call->bg->origin);
 		mtd_slab_free(&call->w->slab, call->bg);
-	} else {
-		mtd_metrics_call_end(call);
 	}
 	release_retained(call);
 	mtd_bufq_clear(&call->req);
@@ -261,7 +265,7 @@ static void resume_attempts(struct mtd_call *call)
 {
 	struct mtd_attempt *a;
 	LIST_FOREACH(a, &call->attempts, call_link)
-		mtd_up_resume(a);
+		mtd_attempt_resume(a);
 }
 
 /* ---- failures ---------------------------------------------------------- */
@@ -518,7 +522,7 @@ static bool launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedg
 		mtd_call_reroute(a);
 		return false;
 	}
-	int rc = mtd_pool_enqueue(p, a);
+	int rc = mtd_pool_enqueue(p, &a->s);
 	if (rc < 0) {
 		/* Not the endpoint's fault: the call fails, nobody is blamed. */
 		if (rc == -EBUSY) {
@@ -949,8 +953,13 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	call->n_tried = 0;
 	/* Attempts of the old snapshot not freed yet still read its pickers;
 	 * with none, what this turn read of it stays valid until its end. */
-	if (LIST_EMPTY(&call->attempts))
+	if (LIST_EMPTY(&call->attempts)) {
 		mtd_worker_unhold_later(call->w, call->hold);
+		/* The access log's endpoint was the old snapshot's: it may be
+		 * gone by the time the call ends (its next attempt sets one). */
+		call->mx_ep = NULL;
+		call->mx_ep_answered = false;
+	}
 	else
 		call->hold_prev = call->hold;
 	call->hold = NULL;
@@ -1032,7 +1041,7 @@ void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
 		 * CANCEL). */
 		struct mtd_attempt *a;
 		LIST_FOREACH(a, &call->attempts, call_link)
-			if (a->up) {
+			if (a->s.conn) {
 				MTD_DEBUG("call: client ended the stream (%s) before its request ended; cancelling "
 				          "upstream",
 				          nghttp2_http2_strerror(error_code));

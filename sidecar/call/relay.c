@@ -23,8 +23,16 @@
 #include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
-#include "sidecar/io/downstream.h"
 #include "sidecar/turn.h"
+
+/* The client's stream may take more of the response. */
+static void resume_down(struct mtd_call *call)
+{
+	if (!call->down || !call->resp_deferred)
+		return;
+	call->resp_deferred = false;
+	mtd_conn_resume(call->down, call->down_sid, "response");
+}
 
 /* Replace h with grpc-status/grpc-message of our own. */
 static int synth_trailers(struct mtd_headers *h, struct mtd_slab *slab, bool with_status_line,
@@ -53,9 +61,9 @@ void mtd_relay_drop(struct mtd_call *call)
 	mtd_bufq_clear(&call->resp);
 	struct mtd_attempt *a = call->ans;
 	/* The connection window went back when the bytes arrived. */
-	if (a && a->up && call->resp_unconsumed) {
-		nghttp2_session_consume_stream(a->up->ng, a->up_sid, call->resp_unconsumed);
-		mtd_conn_want_flush(a->up);
+	if (a && a->s.conn && call->resp_unconsumed) {
+		nghttp2_session_consume_stream(a->s.conn->ng, a->s.sid, call->resp_unconsumed);
+		mtd_conn_want_flush(a->s.conn);
 	}
 	call->resp_unconsumed = 0;
 }
@@ -140,12 +148,12 @@ static bool scan_resp(struct mtd_call *call, struct mtd_attempt *a, const uint8_
 	if (rc >= 0)
 		return true;
 	if (consume)
-		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		nghttp2_session_consume(a->s.conn->ng, a->s.sid, n);
 	if (rc == MTD_GRPC_SCAN_TOO_BIG)
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
-		              "response message from %s larger than the limit of %u bytes", a->up->peer, max);
+		              "response message from %s larger than the limit of %u bytes", a->s.conn->peer, max);
 	else
-		mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix from %s", a->up->peer);
+		mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix from %s", a->s.conn->peer);
 	return false;
 }
 
@@ -159,14 +167,14 @@ void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
 	if (down && down->resp_held + n > budget) {
 		/* The client does not read what it asked for: its own calls pay
 		 * (HACKING.md: flow control), never the shared window. */
-		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		nghttp2_session_consume(a->s.conn->ng, a->s.sid, n);
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 		              "client %s left %zu response bytes unread (downstream.max_buffered_response %u)",
 		              down->peer, down->resp_held, budget);
 		return;
 	}
 	if (!down || mtd_bufq_append(&call->resp, p, n) < 0) {
-		nghttp2_session_consume(a->up->ng, a->up_sid, n);
+		nghttp2_session_consume(a->s.conn->ng, a->s.sid, n);
 		if (down)
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
@@ -175,10 +183,10 @@ void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
 	 * shares, goes back now; only this stream's window waits for the
 	 * client to take the bytes (mtd_call_read_resp). What the call holds
 	 * is bounded by that window and, over its connection, by the budget. */
-	nghttp2_session_consume_connection(a->up->ng, n);
+	nghttp2_session_consume_connection(a->s.conn->ng, n);
 	call->resp_unconsumed += n;
 	down->resp_held += n;
-	mtd_down_resume(call);
+	resume_down(call);
 }
 
 void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
@@ -186,7 +194,7 @@ void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
 	nghttp2_nv buf;
 	if (a->resp_trailers.n == 0 || !mtd_headers_find(&a->resp_trailers, "grpc-status", &buf)) {
 		/* PROTOCOL-HTTP2: a response ends with grpc-status. */
-		const char *peer = a->up ? a->up->peer : a->ep->addr.text;
+		const char *peer = a->s.conn ? a->s.conn->peer : a->ep->addr.text;
 		char msg[160];
 		snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status", peer);
 		if (synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_INTERNAL, msg) < 0) {
@@ -198,7 +206,7 @@ void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
 	}
 	call->resp_eof = true;
 	mtd_worker_timer_disarm(call->w, &call->deadline);
-	mtd_down_resume(call);
+	resume_down(call);
 }
 
 void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const char *msg)
@@ -235,7 +243,7 @@ void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const 
 			                          NGHTTP2_INTERNAL_ERROR);
 			call->resp_done = true;
 		}
-		mtd_down_resume(call);
+		resume_down(call);
 	}
 	mtd_conn_want_flush(call->down);
 }
@@ -282,13 +290,13 @@ void mtd_relay_hold(struct mtd_call *call, struct mtd_attempt *a, const uint8_t 
 		return;
 	if (call->resp_scan.messages > 1) {
 		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED,
-		              "BROADCAST is for unary calls: upstream %s sent a second response message", a->up->peer);
+		              "BROADCAST is for unary calls: upstream %s sent a second response message", a->s.conn->peer);
 		return;
 	}
 	if (call->resp.len + n > call->fault->replay_buffer) {
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 		              "BROADCAST: the response from %s is larger than fault.replay_buffer (%u bytes)",
-		              a->up->peer, call->fault->replay_buffer);
+		              a->s.conn->peer, call->fault->replay_buffer);
 		return;
 	}
 	if (mtd_bufq_append(&call->resp, p, n) < 0)
@@ -324,9 +332,9 @@ ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t
 	if (call->down)
 		call->down->resp_held -= n;
 	size_t from_up = n < call->resp_unconsumed ? n : call->resp_unconsumed;
-	if (from_up > 0 && a && a->up) {
-		nghttp2_session_consume_stream(a->up->ng, a->up_sid, from_up);
-		mtd_conn_want_flush(a->up);
+	if (from_up > 0 && a && a->s.conn) {
+		nghttp2_session_consume_stream(a->s.conn->ng, a->s.sid, from_up);
+		mtd_conn_want_flush(a->s.conn);
 	}
 	call->resp_unconsumed -= from_up;
 	if (call->resp.len == 0 && call->resp_eof && !call->resp_done) {

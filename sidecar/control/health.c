@@ -21,6 +21,8 @@
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
+#include "sidecar/io/stream-t.h"
+#include "sidecar/io/upstream.h"
 #include "sidecar/turn.h"
 
 /* One check's answer: allocated by the control thread with the check,
@@ -58,9 +60,10 @@ struct mtd_health {
 };
 
 /* One check, on a worker from the moment it is posted: waiting in the pool
- * of its endpoint (pool->probe), then a stream on one of its connections
- * (conn->probe), freed when neither holds it. */
+ * of its endpoint, then a stream on one of its connections, as the owner
+ * of s (io/stream-t.h: a check, s.check); freed when neither holds it. */
 struct mtd_hc_probe {
+	struct mtd_up_stream s; /* s.pool while waiting, s.conn while its stream is open */
 	struct mtd_health *h;
 	struct mtd_rt_service *svc; /* reference: the pool's settings if it makes one */
 	struct mtd_endpoint *ep;    /* reference */
@@ -68,8 +71,6 @@ struct mtd_hc_probe {
 	int64_t timeout_ms;
 	struct event timer;
 	bool timer_set;
-	struct mtd_pool *pool; /* waiting in it */
-	struct mtd_conn *conn; /* its stream is on it */
 	int http_status;
 	int grpc_status; /* -1 = none seen */
 	char grpc_message[96];
@@ -80,6 +81,8 @@ struct mtd_hc_probe {
 	size_t body_off, body_len;
 	uint8_t body[]; /* the framed HealthCheckRequest */
 };
+
+static const struct mtd_up_stream_ops probe_ops;
 
 static struct timeval tv_ms(int64_t ms)
 {
@@ -222,6 +225,8 @@ static void check_cb(evutil_socket_t fd, short what, void *arg)
 	pr->ep = t->ep;
 	pr->timeout_ms = c->timeout_ms;
 	pr->grpc_status = -1;
+	pr->s.ops = &probe_ops;
+	pr->s.check = true;
 	r->t = t;
 	pr->res = r;
 	t->res = r;
@@ -381,19 +386,18 @@ static void probe_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_hc_probe *pr = arg;
 	pr->timer_set = false;
-	if (pr->pool) {
-		pr->pool->probe = NULL;
-		pr->pool = NULL;
+	if (pr->s.pool) {
+		mtd_pool_dequeue(&pr->s);
 		finish(pr, false, false, "no answer within health_check.timeout (no stream slot)");
 		return;
 	}
-	struct mtd_conn *c = pr->conn;
+	struct mtd_conn *c = pr->s.conn;
 	if (!c)
 		return;
 	/* Answer now; the stream goes when the RST_STREAM went out (its close
 	 * frees pr). */
 	report(pr, false, false, "no answer within health_check.timeout");
-	nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, c->probe_sid, NGHTTP2_CANCEL);
+	nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, pr->s.sid, NGHTTP2_CANCEL);
 	mtd_conn_want_flush(c);
 }
 
@@ -414,7 +418,7 @@ static void probe_begin(struct mtd_worker *w, struct mtd_hc_probe *pr)
 		finish(pr, false, true, "the endpoint left the service");
 		return;
 	}
-	if (p->probe) {
+	if (p->n_checks) {
 		finish(pr, false, true, "the previous check still waits");
 		return;
 	}
@@ -426,9 +430,7 @@ static void probe_begin(struct mtd_worker *w, struct mtd_hc_probe *pr)
 		finish(pr, false, false, why);
 		return;
 	}
-	pr->pool = p;
-	p->probe = pr;
-	mtd_pool_dispatch(p); /* may start it, or fail it at once */
+	mtd_pool_enqueue(p, &pr->s); /* may start it, or fail it at once; a check is always queued */
 }
 
 static void inbox_cb(evutil_socket_t fd, short what, void *arg)
@@ -457,14 +459,6 @@ void mtd_hc_worker_fini(struct mtd_worker *w)
 	}
 }
 
-void mtd_hc_probe_abandon(struct mtd_hc_probe *pr, bool failed, const char *why)
-{
-	if (pr->pool && pr->pool->probe == pr)
-		pr->pool->probe = NULL;
-	pr->pool = NULL;
-	finish(pr, false, !failed, why);
-}
-
 static ssize_t probe_read(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
                           nghttp2_data_source *src, void *ud)
 {
@@ -485,9 +479,16 @@ static ssize_t probe_read(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t 
 	}
 #define NV_LIT(n, v) NV(n, v, sizeof(v) - 1, NGHTTP2_NV_FLAG_NO_COPY_VALUE)
 
-void mtd_hc_probe_start(struct mtd_hc_probe *pr, struct mtd_conn *c)
+/* ---- the check as an upstream stream's owner (io/stream-t.h) ----------- */
+
+static struct mtd_hc_probe *probe_of(struct mtd_up_stream *s)
 {
-	pr->pool = NULL;
+	return MTD_CONTAINER_OF(s, struct mtd_hc_probe, s);
+}
+
+static int probe_submit(struct mtd_up_stream *s, struct mtd_conn *c)
+{
+	struct mtd_hc_probe *pr = probe_of(s);
 	/* :authority as calls to this endpoint get it when the service
 	 * overrides it, else the endpoint's name (gRPC's target). */
 	const char *auth = mtd_pool_authority(c->pool, false);
@@ -503,22 +504,36 @@ void mtd_hc_probe_start(struct mtd_hc_probe *pr, struct mtd_conn *c)
 	        NV("grpc-timeout", tbuf, tl, 0),
 	};
 	nghttp2_data_provider prd = {.source.ptr = pr, .read_callback = probe_read};
-	int32_t sid = nghttp2_submit_request(c->ng, NULL, nva, sizeof(nva) / sizeof(nva[0]), &prd, NULL);
-	if (sid < 0) {
-		finish(pr, false, false, "cannot open a stream for the check");
-		return;
-	}
-	pr->conn = c;
-	c->probe = pr;
-	c->probe_sid = sid;
-	c->n_streams++;
-	c->last_active_ns = mtd_now_ns();
-	mtd_conn_want_flush(c);
+	return mtd_up_open_stream(c, s, nva, sizeof(nva) / sizeof(nva[0]), &prd);
 }
 
-void mtd_hc_on_header(struct mtd_conn *c, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
+static void probe_on_stream(struct mtd_up_stream *s)
 {
-	struct mtd_hc_probe *pr = c->probe;
+}
+
+static void probe_on_wait_end(struct mtd_up_stream *s, enum mtd_up_wait_end why, const char *reason)
+{
+	struct mtd_hc_probe *pr = probe_of(s);
+	switch (why) {
+	case MTD_UP_CONNECT_FAILED:
+		finish(pr, false, false, reason); /* a failed check */
+		break;
+	case MTD_UP_RETIRED:
+		finish(pr, false, true, "the endpoint left the service"); /* no verdict */
+		break;
+	case MTD_UP_STOPPING:
+		finish(pr, false, true, "maitred is stopping");
+		break;
+	case MTD_UP_NO_STREAM:
+		finish(pr, false, false, "cannot open a stream for the check");
+		break;
+	}
+}
+
+static int probe_on_field(struct mtd_up_stream *s, const uint8_t *name, size_t nlen, const uint8_t *value,
+                          size_t vlen, uint8_t flags)
+{
+	struct mtd_hc_probe *pr = probe_of(s);
 	if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
 		pr->http_status = mtd_http_status_parse(value, vlen);
 	} else if (nlen == 11 && memcmp(name, "grpc-status", 11) == 0) {
@@ -529,11 +544,21 @@ void mtd_hc_on_header(struct mtd_conn *c, const uint8_t *name, size_t nlen, cons
 		memcpy(pr->grpc_message, value, n);
 		pr->grpc_message[n] = '\0';
 	}
+	return 0;
 }
 
-void mtd_hc_on_data(struct mtd_conn *c, const uint8_t *p, size_t n)
+static void probe_on_headers(struct mtd_up_stream *s, bool end_stream)
 {
-	struct mtd_hc_probe *pr = c->probe;
+}
+
+static void probe_on_trailers(struct mtd_up_stream *s)
+{
+}
+
+static void probe_on_data(struct mtd_up_stream *s, const uint8_t *p, size_t n)
+{
+	struct mtd_hc_probe *pr = probe_of(s);
+	nghttp2_session_consume(s->conn->ng, s->sid, n); /* read here, whole */
 	size_t room = sizeof(pr->resp) - pr->resp_len;
 	if (n > room) {
 		pr->resp_over = true;
@@ -579,19 +604,25 @@ static bool verdict(const struct mtd_hc_probe *pr, uint32_t error_code, char *wh
 	return serving;
 }
 
-void mtd_hc_stream_end(struct mtd_conn *c, uint32_t error_code, bool conn_lost)
+static void probe_on_close(struct mtd_up_stream *s, uint32_t error_code, const char *lost)
 {
-	struct mtd_hc_probe *pr = c->probe;
+	struct mtd_hc_probe *pr = probe_of(s);
 	char why[192];
-	c->probe = NULL;
-	c->probe_sid = 0;
-	c->n_streams--;
-	c->last_active_ns = mtd_now_ns();
-	pr->conn = NULL;
 	bool ok = false;
-	if (conn_lost)
-		snprintf(why, sizeof(why), "upstream %s: connection lost", c->peer);
+	if (lost)
+		snprintf(why, sizeof(why), "%s", lost);
 	else
 		ok = verdict(pr, error_code, why, sizeof(why));
 	finish(pr, ok, false, why);
 }
+
+static const struct mtd_up_stream_ops probe_ops = {
+        .submit = probe_submit,
+        .on_stream = probe_on_stream,
+        .on_wait_end = probe_on_wait_end,
+        .on_field = probe_on_field,
+        .on_headers = probe_on_headers,
+        .on_data = probe_on_data,
+        .on_trailers = probe_on_trailers,
+        .on_close = probe_on_close,
+};

@@ -55,25 +55,14 @@ struct mtd_health *mtd_health_start(struct mtd_control *ctl);
  * freed (their checks have all answered by then). */
 void mtd_health_free(struct mtd_health *h);
 
-/* ---- the worker half (worker.c, pool.c, upstream.c call these) ---- */
+/* ---- the worker half ---- */
+
+/* A check runs as a check stream of its endpoint's pool (io/stream-t.h):
+ * the pool and the connection reach it only through its stream ops. */
 
 /* The worker's inbox: set up in mtd_worker_new (before the thread runs;
  * 0, or -EINVAL from mtd_mbox_init); fini after its pools were freed
  * (checks still in the inbox answer "stopping"). */
 int mtd_hc_worker_init(struct mtd_worker *w);
 void mtd_hc_worker_fini(struct mtd_worker *w);
-/* The pool's waiting check (pool->probe, which the caller cleared) opens
- * its stream on c: READY, SETTINGS seen, a slot free, no check on it. */
-void mtd_hc_probe_start(struct mtd_hc_probe *pr, struct mtd_conn *c);
-/* The pool's waiting check cannot be served: its connects failed
- * (failed: counts as a failed check, why says what), or the pool is
- * retired or freed (not a verdict). Frees pr. */
-void mtd_hc_probe_abandon(struct mtd_hc_probe *pr, bool failed, const char *why);
-/* Events of c's check stream (c->probe_sid): a response header or
- * trailer field, response DATA (the caller gives the window back), and
- * its end: closed with error_code, or conn_lost (c is closing). */
-void mtd_hc_on_header(struct mtd_conn *c, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen);
-void mtd_hc_on_data(struct mtd_conn *c, const uint8_t *p, size_t n);
-void mtd_hc_stream_end(struct mtd_conn *c, uint32_t error_code, bool conn_lost);
-
 #endif

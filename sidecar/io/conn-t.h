@@ -15,7 +15,7 @@ struct mtd_worker;
 struct mtd_call;
 struct mtd_attempt;
 struct mtd_pool;
-struct mtd_hc_probe;
+struct mtd_up_stream;
 struct mtd_xprt_ops;
 struct ssl_st;
 
@@ -143,17 +143,13 @@ struct mtd_conn {
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
 	LIST_HEAD(, mtd_call) calls;       /* downstream: calls with a stream here */
-	LIST_HEAD(, mtd_attempt) attempts; /* upstream: attempts with a stream here */
+	LIST_HEAD(, mtd_up_stream) streams; /* upstream: streams open here (io/stream-t.h) */
 	uint32_t n_streams;               /* streams open (length of that list) */
 	int64_t last_active_ns;           /* last stream end or start, for idle */
 	/* upstream only */
 	struct mtd_pool *pool;
 	uint32_t max_streams; /* min(peer SETTINGS, config cap) */
 	bool settings_seen;   /* the peer's first SETTINGS arrived */
-	/* An active health check's stream on it (health.c), counted in
-	 * n_streams; probe_sid 0 = none. */
-	struct mtd_hc_probe *probe;
-	int32_t probe_sid;
 	int64_t ping_sent_ns; /* 0 = no keepalive PING outstanding */
 	int64_t last_read_ns;
 	char peer[64]; /* "127.0.0.1:50051" for messages */

@@ -446,3 +446,18 @@ void mtd_conn_free(struct mtd_conn *c)
 	free(c->out);
 	free(c);
 }
+
+void mtd_conn_resume(struct mtd_conn *c, int32_t sid, const char *what)
+{
+	if (nghttp2_session_resume_data(c->ng, sid) != 0) {
+		/* Out of memory: the stream would wait forever. It ends instead
+		 * (its close ends its owner), or, if even that cannot be queued,
+		 * the connection (doomed: not closed under the caller). */
+		MTD_WARN("%s %s: stream %d: cannot resume the %s: resetting it", c->ops->role, c->peer, sid, what);
+		if (nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_INTERNAL_ERROR) != 0) {
+			nghttp2_session_terminate_session(c->ng, NGHTTP2_INTERNAL_ERROR);
+			mtd_conn_doom(c);
+		}
+	}
+	mtd_conn_want_flush(c);
+}

@@ -58,4 +58,10 @@ void mtd_conn_close(struct mtd_conn *c);
 /* Free a CLOSED conn (worker, end of turn). */
 void mtd_conn_free(struct mtd_conn *c);
 
+/* The data provider of stream sid deferred and has bytes again: resume it
+ * (what: "request", "response", for the message). If nghttp2 cannot (out of
+ * memory) the stream is reset, or the connection doomed: never closed
+ * under the caller. */
+void mtd_conn_resume(struct mtd_conn *c, int32_t sid, const char *what);
+
 #endif

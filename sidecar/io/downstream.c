@@ -571,26 +571,6 @@ void mtd_down_shutdown(struct mtd_conn *c)
 	mtd_conn_want_flush(c);
 }
 
-void mtd_down_resume(struct mtd_call *call)
-{
-	if (!call->down || !call->resp_deferred)
-		return;
-	call->resp_deferred = false;
-	struct mtd_conn *c = call->down;
-	if (nghttp2_session_resume_data(c->ng, call->down_sid) != 0) {
-		/* Out of memory: the response would wait forever. The stream
-		 * ends instead (its close ends the call), or, if even that
-		 * cannot be queued, the connection (doomed: not closed under
-		 * the caller, which holds the call). */
-		MTD_WARN("client %s: stream %d: cannot resume the response: resetting it", c->peer, call->down_sid);
-		if (nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_INTERNAL_ERROR) != 0) {
-			nghttp2_session_terminate_session(c->ng, NGHTTP2_INTERNAL_ERROR);
-			mtd_conn_doom(c);
-		}
-	}
-	mtd_conn_want_flush(c);
-}
-
 /* ops.on_close: detach its calls (cancelled), leave the worker's list. */
 static void down_on_close(struct mtd_conn *c)
 {

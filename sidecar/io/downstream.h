@@ -14,9 +14,5 @@ int mtd_down_accept(struct mtd_worker *w, int fd);
 /* Tell the client to go away (SIGTERM drain, idle): GOAWAY, finish
  * streams; closed at once when the GOAWAY cannot be queued. */
 void mtd_down_shutdown(struct mtd_conn *c);
-/* Called when a call's downstream side may send more (response data). If
- * nghttp2 cannot take it up again (out of memory) the stream is reset, or
- * the connection doomed: never closed under the caller. */
-void mtd_down_resume(struct mtd_call *call);
 
 #endif

@@ -12,7 +12,6 @@ struct mtd_worker;
 struct mtd_rt_service;
 struct mtd_rt_load;
 struct mtd_endpoint;
-struct mtd_hc_probe;
 struct ssl_session_st;
 
 /* A pool belongs to one worker and one endpoint identity (ep->pools[w->id]);
@@ -36,8 +35,12 @@ struct mtd_pool {
 	bool stopping;              /* being freed (mtd_pool_free) */
 	LIST_HEAD(, mtd_conn) conns;
 	uint32_t n_conns;
-	TAILQ_HEAD(, mtd_attempt) pending; /* waiting for a stream slot */
+	/* Waiting for a stream slot (io/stream-t.h): health checks first,
+	 * then calls' attempts in order. n_pending counts the attempts,
+	 * n_checks the checks. */
+	TAILQ_HEAD(, mtd_up_stream) pending;
 	uint32_t n_pending;
+	uint32_t n_checks;
 	/* Where the attempts in `pending` are counted for
 	 * circuit_breaker.max_pending (a reference held; NULL while the
 	 * service sets none): all of them, each once, so what the pool gives
@@ -58,10 +61,6 @@ struct mtd_pool {
 	/* Keepalive PING interval: the config's, doubled each time the peer
 	 * says too_many_pings (gRPC A8). */
 	int64_t keepalive_ms;
-	/* An active health check waiting for a stream slot (health.c): it
-	 * takes the first free one, before waiting calls; only when no
-	 * connection is usable does it make the pool open one. */
-	struct mtd_hc_probe *probe;
 };
 
 #endif

@@ -6,17 +6,16 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/log.h"
-#include "sidecar/control/health.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
-#include "sidecar/call/attempt.h"
-#include "sidecar/call/call.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
+#include "sidecar/io/stream-t.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
 #include "sidecar/turn.h"
@@ -81,15 +80,13 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 void mtd_pool_free(struct mtd_pool *p)
 {
 	struct mtd_conn *c;
-	struct mtd_attempt *a;
+	struct mtd_up_stream *s;
 	p->stopping = true; /* no reconnects while tearing down */
 	if (p->connect_failures > 0)
 		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
-	if (p->probe)
-		mtd_hc_probe_abandon(p->probe, false, "maitred is stopping");
-	while ((a = TAILQ_FIRST(&p->pending))) {
-		mtd_pool_dequeue(a);
-		mtd_call_fail(a->call, MTD_GRPC_UNAVAILABLE, "maitred is shutting down");
+	while ((s = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(s);
+		s->ops->on_wait_end(s, MTD_UP_STOPPING, NULL);
 	}
 	while ((c = LIST_FIRST(&p->conns)))
 		mtd_conn_close(c);
@@ -129,20 +126,19 @@ void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc)
 void mtd_pool_retire(struct mtd_pool *p)
 {
 	struct mtd_conn *c, *next;
-	struct mtd_attempt *a;
+	struct mtd_up_stream *s;
 	if (p->retired)
 		return;
 	p->retired = true;
 	MTD_DEBUG("worker %u: endpoint %s left service %s: draining its pool (%u connections, %u calls waiting)",
 	          p->w->id, p->ep->addr.text, p->svc->cfg->name, p->n_conns, p->n_pending);
 	/* Issue 7: calls waiting here move to an endpoint of the current
-	 * snapshot; calls in flight finish where they are. */
-	while ((a = TAILQ_FIRST(&p->pending))) {
-		mtd_pool_dequeue(a);
-		mtd_call_reroute(a);
+	 * snapshot (their owner's doing); calls in flight finish where they
+	 * are. */
+	while ((s = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(s);
+		s->ops->on_wait_end(s, MTD_UP_RETIRED, NULL);
 	}
-	if (p->probe)
-		mtd_hc_probe_abandon(p->probe, false, "the endpoint left the service");
 	/* No new connection from here on: `retired`, never cleared. */
 	for (c = LIST_FIRST(&p->conns); c; c = next) {
 		next = LIST_NEXT(c, link);
@@ -221,90 +217,91 @@ void mtd_pool_note_usable(struct mtd_pool *p)
 
 /* Waiting attempts are counted per pool (upstream.max_pending) and per
  * service over every worker (circuit_breaker.max_pending): in p->load,
- * whatever the config says by the time they leave (pool-t.h). */
-static void pending_add(struct mtd_pool *p, int d)
+ * whatever the config says by the time they leave (pool-t.h). Checks are
+ * counted apart (stream-t.h). */
+static void pending_add(struct mtd_pool *p, const struct mtd_up_stream *s, int d)
 {
+	if (s->check) {
+		p->n_checks += (uint32_t)d;
+		return;
+	}
 	p->n_pending += (uint32_t)d;
 	if (p->load)
 		atomic_fetch_add_explicit(&p->load->pending, (uint32_t)d, memory_order_relaxed);
 }
 
-int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a)
+int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_up_stream *s)
 {
-	if (p->n_pending >= p->svc->cfg->upstream.max_pending)
-		return -EAGAIN;
-	uint32_t max = p->svc->cfg->circuit.max_pending;
-	if (max && atomic_load_explicit(&p->load->pending, memory_order_relaxed) >= max)
-		return -EBUSY; /* p->load is the service's when max is set */
-	a->pool = p;
-	TAILQ_INSERT_TAIL(&p->pending, a, pending_link);
-	pending_add(p, 1);
+	if (s->check) {
+		TAILQ_INSERT_HEAD(&p->pending, s, pending_link); /* ahead of calls */
+	} else {
+		if (p->n_pending >= p->svc->cfg->upstream.max_pending)
+			return -EAGAIN;
+		uint32_t max = p->svc->cfg->circuit.max_pending;
+		if (max && atomic_load_explicit(&p->load->pending, memory_order_relaxed) >= max)
+			return -EBUSY; /* p->load is the service's when max is set */
+		TAILQ_INSERT_TAIL(&p->pending, s, pending_link);
+	}
+	s->pool = p;
+	pending_add(p, s, 1);
 	mtd_pool_dispatch(p);
 	return 0;
 }
 
-void mtd_pool_dequeue(struct mtd_attempt *a)
+void mtd_pool_dequeue(struct mtd_up_stream *s)
 {
-	struct mtd_pool *p = a->pool;
+	struct mtd_pool *p = s->pool;
 	if (!p)
 		return;
-	TAILQ_REMOVE(&p->pending, a, pending_link);
-	pending_add(p, -1);
+	TAILQ_REMOVE(&p->pending, s, pending_link);
+	pending_add(p, s, -1);
 	/* No longer held by a pool: whoever dequeued decides what is next. */
-	a->pool = NULL;
+	s->pool = NULL;
 }
 
 static struct mtd_conn *conn_with_room(struct mtd_pool *p)
 {
 	struct mtd_conn *c;
 	LIST_FOREACH(c, &p->conns, link)
-		if (c->state == MTD_CONN_READY && c->settings_seen && c->n_streams < c->max_streams)
+		if (usable(c) && c->n_streams < c->max_streams)
 			return c;
 	return NULL;
 }
 
 void mtd_pool_dispatch(struct mtd_pool *p)
 {
-	struct mtd_attempt *a;
+	struct mtd_up_stream *s;
 	struct mtd_conn *c;
-	/* A waiting health check takes the first free slot (health.h): one
-	 * stream, never a connection of its own while one is usable. */
-	if (p->probe && !p->failing) {
-		LIST_FOREACH(c, &p->conns, link)
-			if (usable(c) && c->n_streams < c->max_streams && !c->probe) {
-				struct mtd_hc_probe *pr = p->probe;
-				p->probe = NULL;
-				mtd_hc_probe_start(pr, c);
-				break;
+	/* Checks first (they are at the head), then calls in order. */
+	while ((s = TAILQ_FIRST(&p->pending)) && (c = conn_with_room(p))) {
+		mtd_pool_dequeue(s);
+		if (s->ops->submit(s, c) < 0) {
+			if (c->state == MTD_CONN_READY) {
+				/* Out of memory: the wait ends (its owner says how). */
+				char reason[96];
+				snprintf(reason, sizeof(reason), "upstream %s: cannot open a stream", c->peer);
+				s->ops->on_wait_end(s, MTD_UP_NO_STREAM, reason);
+			} else {
+				/* The connection cannot take streams any more (it was
+				 * marked draining): back in front, look again. */
+				TAILQ_INSERT_HEAD(&p->pending, s, pending_link);
+				s->pool = p;
+				pending_add(p, s, 1);
 			}
-	}
-	while ((a = TAILQ_FIRST(&p->pending))) {
-		c = conn_with_room(p);
-		if (!c)
-			break;
-		TAILQ_REMOVE(&p->pending, a, pending_link);
-		pending_add(p, -1);
-		a->pool = NULL;
-		if (mtd_up_submit(c, a) < 0) {
-			/* The connection cannot take streams any more (it was
-			 * marked draining); put the attempt back and look again. */
-			a->pool = p;
-			TAILQ_INSERT_HEAD(&p->pending, a, pending_link);
-			pending_add(p, 1);
-			if (c->state == MTD_CONN_READY) /* out of memory; the failure dequeues */
-				mtd_call_fail(a->call, MTD_GRPC_INTERNAL, "upstream %s: cannot open a stream", c->peer);
 			continue;
 		}
-		mtd_attempt_on_stream(a);
+		s->ops->on_stream(s);
 	}
-	bool probe_alone = false; /* a check waits and no connection is usable */
-	if (p->probe) {
-		probe_alone = true;
+	/* A check alone opens a connection only when none is usable: it
+	 * probes the connections calls use (stream-t.h). */
+	bool checks_alone = false;
+	if (p->n_checks) {
+		checks_alone = true;
 		LIST_FOREACH(c, &p->conns, link)
 			if (usable(c))
-				probe_alone = false;
+				checks_alone = false;
 	}
-	if ((p->n_pending == 0 && !probe_alone) || p->failing || mtd_pool_closing(p))
+	if ((p->n_pending == 0 && !checks_alone) || p->failing || mtd_pool_closing(p))
 		return;
 	/* Calls still wait and every ready connection is full. While a
 	 * connection is on its way, wait for it: its SETTINGS tell how many

@@ -8,7 +8,7 @@
 
 #include "sidecar/io/pool-t.h"
 
-struct mtd_attempt;
+struct mtd_up_stream;
 
 /* The pool of endpoint ep (of service snapshot svc) on worker w, created on
  * first use; NULL when out of memory. May be retired (see above). */
@@ -40,14 +40,15 @@ bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns);
  * outage instead of once per attempt). */
 void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason);
 void mtd_pool_connect_succeeded(struct mtd_pool *p);
-/* Queue attempt a (state PENDING) for a stream on this pool; its stream is
- * opened when a connection has room. 0, -EAGAIN when too many wait on this
- * pool (upstream.max_pending), or -EBUSY when the service has
+/* Queue s (an attempt PENDING, or a health check: stream-t.h) for a
+ * stream on this pool; its owner's submit runs when a connection has room
+ * (maybe before this returns). 0, -EAGAIN when too many attempts wait on
+ * this pool (upstream.max_pending), or -EBUSY when the service has
  * circuit_breaker.max_pending waiting over every worker (nothing queued
- * either way: the caller fails the attempt). */
-int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_attempt *a);
-/* Remove an attempt still waiting in the pool (no-op otherwise). */
-void mtd_pool_dequeue(struct mtd_attempt *a);
+ * either way: the caller fails the attempt). A check is always queued. */
+int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_up_stream *s);
+/* Remove s if it waits in a pool (no-op otherwise); nothing is called. */
+void mtd_pool_dequeue(struct mtd_up_stream *s);
 /* A connection gained room (ready, stream closed) or went away. */
 void mtd_pool_dispatch(struct mtd_pool *p);
 /* Recompute p's bit in its endpoint's `pooled` after a connection took

@@ -30,7 +30,8 @@
 /* Past this the interval stops doubling (about 12 days). */
 #define KEEPALIVE_MAX_MS (1LL << 30)
 
-static struct mtd_attempt *stream_attempt(nghttp2_session *ng, int32_t sid)
+/* A stream's owner (stream-t.h): its user data. */
+static struct mtd_up_stream *stream_of(nghttp2_session *ng, int32_t sid)
 {
 	return nghttp2_session_get_stream_user_data(ng, sid);
 }
@@ -45,12 +46,10 @@ static void move_waiting_calls(struct mtd_pool *p, const char *reason)
 	LIST_FOREACH(o, &p->conns, link)
 		if (o->state != MTD_CONN_CLOSED && o->state != MTD_CONN_DRAINING)
 			return;
-	if (p->probe)
-		mtd_hc_probe_abandon(p->probe, true, reason);
-	struct mtd_attempt *a;
-	while ((a = TAILQ_FIRST(&p->pending))) {
-		mtd_pool_dequeue(a);
-		mtd_attempt_connect_failed(a, reason);
+	struct mtd_up_stream *s;
+	while ((s = TAILQ_FIRST(&p->pending))) {
+		mtd_pool_dequeue(s);
+		s->ops->on_wait_end(s, MTD_UP_CONNECT_FAILED, reason);
 	}
 }
 
@@ -89,25 +88,10 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	struct mtd_conn *c = ud;
-	if (c->probe_sid && frame->hd.stream_id == c->probe_sid) {
-		if (frame->hd.type == NGHTTP2_HEADERS)
-			mtd_hc_on_header(c, name, namelen, value, valuelen);
+	struct mtd_up_stream *s = mtd_conn_field_ud(c, frame->hd.stream_id);
+	if (!s || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
-	}
-	struct mtd_attempt *a = mtd_conn_field_ud(c, frame->hd.stream_id);
-	if (!a || frame->hd.type != NGHTTP2_HEADERS)
-		return 0;
-	struct mtd_headers *h =
-	        frame->headers.cat == NGHTTP2_HCAT_HEADERS && a->resp_headers_in ? &a->resp_trailers : &a->resp_hdrs;
-	if (mtd_headers_size(h) + namelen + valuelen + 32 > c->w->rt->cfg->downstream.max_header_list_size) {
-		if (a->state == MTD_ATTEMPT_OPEN || a == a->call->ans)
-			mtd_call_fail(a->call, MTD_GRPC_INTERNAL, "upstream %s: response header list too large",
-			              c->peer);
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	}
-	if (mtd_headers_add(h, &c->w->slab, name, namelen, value, valuelen, flags & NGHTTP2_NV_FLAG_NO_INDEX) < 0)
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	return 0;
+	return s->ops->on_field(s, name, namelen, value, valuelen, flags);
 }
 
 static void update_max_streams(struct mtd_conn *c)
@@ -120,29 +104,16 @@ static void update_max_streams(struct mtd_conn *c)
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
 {
 	struct mtd_conn *c = ud;
-	struct mtd_attempt *a;
+	struct mtd_up_stream *s;
 	switch (frame->hd.type) {
 	case NGHTTP2_HEADERS:
-		a = stream_attempt(ng, frame->hd.stream_id);
-		if (!a)
-			break;
-		if (!a->resp_headers_in) {
-			nghttp2_nv buf;
-			const nghttp2_nv *st = mtd_headers_find(&a->resp_hdrs, ":status", &buf);
-			/* RFC 9110 §15.2: 1xx are interim; the real response follows. */
-			if (st && st->valuelen == 3 && st->value[0] == '1') {
-				mtd_headers_clear(&a->resp_hdrs, &c->w->slab);
-				break;
-			}
-			mtd_attempt_on_resp_headers(a, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
-		} else {
-			mtd_attempt_on_resp_trailers(a);
-		}
+		if ((s = stream_of(ng, frame->hd.stream_id)))
+			s->ops->on_headers(s, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
 		break;
 	case NGHTTP2_DATA:
-		a = stream_attempt(ng, frame->hd.stream_id);
-		if (a && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
-			mtd_attempt_on_resp_trailers(a); /* ended without trailers */
+		s = stream_of(ng, frame->hd.stream_id);
+		if (s && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+			s->ops->on_trailers(s); /* ended without trailers */
 		break;
 	case NGHTTP2_SETTINGS:
 		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
@@ -187,41 +158,28 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data, size_t len,
                               void *ud)
 {
-	struct mtd_conn *c = ud;
-	struct mtd_attempt *a = stream_attempt(ng, sid);
-	if (!a) {
-		if (c->probe_sid && sid == c->probe_sid)
-			mtd_hc_on_data(c, data, len);
-		nghttp2_session_consume(ng, sid, len);
+	struct mtd_up_stream *s = stream_of(ng, sid);
+	if (!s) {
+		nghttp2_session_consume(ng, sid, len); /* nobody reads it */
 		return 0;
 	}
-	mtd_attempt_on_resp_data(a, data, len);
+	s->ops->on_data(s, data, len); /* the owner gives the window back */
 	return 0;
 }
 
 static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
 {
 	struct mtd_conn *c = ud;
-	if (c->probe_sid && sid == c->probe_sid) {
-		mtd_hc_stream_end(c, error_code, false);
-		mtd_pool_dispatch(c->pool);
-		return 0;
-	}
 	mtd_conn_field_forget(c, sid);
-	struct mtd_attempt *a = stream_attempt(ng, sid);
-	if (!a)
+	struct mtd_up_stream *s = stream_of(ng, sid);
+	if (!s)
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
-	/* Bytes still queued for the client gave the connection window back
-	 * when they arrived (mtd_relay_data); the stream's goes with it. */
-	struct mtd_call *call = a->call;
-	if (a == call->ans)
-		call->resp_unconsumed = 0;
-	LIST_REMOVE(a, up_link);
+	LIST_REMOVE(s, conn_link);
 	c->n_streams--;
 	c->last_active_ns = mtd_now_ns();
-	a->up = NULL;
-	mtd_attempt_on_up_close(a, error_code);
+	s->conn = NULL;
+	s->ops->on_close(s, error_code, NULL);
 	/* A slot is free: give it to a waiting call. */
 	mtd_pool_dispatch(c->pool);
 	return 0;
@@ -382,7 +340,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	c->w = p->w;
 	c->pool = p;
 	c->max_streams = p->svc->cfg->upstream.max_concurrent_streams;
-	LIST_INIT(&c->attempts);
+	LIST_INIT(&c->streams);
 	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
 	c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
@@ -432,127 +390,22 @@ fail:
 
 /* Hop-by-hop fields never cross the proxy (RFC 9113 §8.2.2); grpc-timeout is
  * replaced with the time left. */
-static bool skip_request_header(const nghttp2_nv *nv)
+int mtd_up_open_stream(struct mtd_conn *c, struct mtd_up_stream *s, const nghttp2_nv *nva, size_t n,
+                       const nghttp2_data_provider *prd)
 {
-	switch (nv->namelen) {
-	case 2:
-		return memcmp(nv->name, "te", 2) == 0; /* re-added as "trailers" */
-	case 4:
-		return memcmp(nv->name, "host", 4) == 0;
-	case 7:
-		return memcmp(nv->name, ":scheme", 7) == 0 || mtd_headers_hop_by_hop(nv);
-	case 12:
-		return memcmp(nv->name, "grpc-timeout", 12) == 0;
-	default:
-		return mtd_headers_hop_by_hop(nv);
-	}
-}
-
-#define NV_LIT(n, v)                                                                 \
-	{                                                                            \
-		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,        \
-		        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE \
-	}
-
-int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a)
-{
-	struct mtd_call *call = a->call;
-	const struct mtd_headers *h = &call->req_hdrs;
-	nghttp2_nv stack_nv[MTD_STACK_NV];
-	nghttp2_nv *nva = mtd_nv_room(stack_nv, h->n + 4);
-	if (!nva)
-		return -ENOMEM;
-	size_t n = 0;
-	nghttp2_nv scheme = NV_LIT(":scheme", "http");
-	if (c->ssl)
-		scheme = (nghttp2_nv)NV_LIT(":scheme", "https");
-	/* :authority: the app's unless the service overrides it. */
-	const char *auth = mtd_pool_authority(c->pool, true);
-	nghttp2_nv authority = {(uint8_t *)":authority", (uint8_t *)(uintptr_t)auth, 10, auth ? strlen(auth) : 0,
-	                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
-	/* Pseudo-headers first (RFC 9113 §8.3). The block has them first
-	 * already (nghttp2 refuses a request with one after a regular field),
-	 * so one walk: the override and :scheme go where the regular fields
-	 * begin. */
-	nghttp2_nv f;
-	bool regular = false;
-	for (uint32_t off = 0; mtd_headers_next(h, &off, &f);) {
-		if (!regular && f.name[0] != ':') {
-			if (auth)
-				nva[n++] = authority;
-			nva[n++] = scheme;
-			regular = true;
-		}
-		if (skip_request_header(&f) ||
-		    (auth && !regular && f.namelen == 10 && memcmp(f.name, ":authority", 10) == 0))
-			continue;
-		nva[n++] = f;
-	}
-	if (!regular) {
-		if (auth)
-			nva[n++] = authority;
-		nva[n++] = scheme;
-	}
-	nva[n++] = (nghttp2_nv)NV_LIT("te", "trailers");
-	char tbuf[MTD_GRPC_TIMEOUT_BUFLEN], abuf[12];
-	int64_t now = mtd_now_ns();
-	int64_t left = call->deadline_ns ? call->deadline_ns - now : INT64_MAX;
-	int64_t per_try = call->fault->per_try_timeout_ms * 1000000;
-	if (per_try > 0 && per_try - (now - a->start_ns) < left)
-		left = per_try - (now - a->start_ns); /* the attempt's own bound, from its pick */
-	if (left != INT64_MAX) {
-		/* PROTOCOL-HTTP2: forward the time remaining, not the original;
-		 * it shrinks with each attempt. Never indexed (RFC 7541 §6.2.3):
-		 * the value differs on every call, so each one indexed would only
-		 * evict the request's stable fields from the upstream's HPACK
-		 * table; measured 35,800 -> 32,850 instructions per call with a
-		 * client deadline (bench/proxy/README.md, "Calls with a deadline"). */
-		size_t tl = mtd_grpc_timeout_format(left > 0 ? left : 1, tbuf);
-		nva[n++] = (nghttp2_nv){(uint8_t *)"grpc-timeout", (uint8_t *)tbuf, 12, tl,
-		                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_INDEX};
-	}
-	if (a->index > 0) {
-		/* gRPC A6: how many attempts came before this one. */
-		int al = snprintf(abuf, sizeof(abuf), "%u", a->index);
-		nva[n++] = (nghttp2_nv){(uint8_t *)"grpc-previous-rpc-attempts", (uint8_t *)abuf, 26, (size_t)al,
-		                        NGHTTP2_NV_FLAG_NO_COPY_NAME};
-	}
-	nghttp2_data_provider prd = {.source.ptr = a, .read_callback = mtd_call_read_req};
-	bool body = !call->req_eof || call->req.len > 0 || call->req_base > 0;
-	int32_t sid = nghttp2_submit_request(c->ng, NULL, nva, n, body ? &prd : NULL, a);
-	mtd_nv_release(nva, stack_nv);
+	int32_t sid = nghttp2_submit_request(c->ng, NULL, nva, n, prd, s);
 	if (sid < 0) {
 		if (sid == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE && c->state == MTD_CONN_READY)
 			c->state = MTD_CONN_DRAINING; /* stream ids exhausted */
 		return sid == NGHTTP2_ERR_NOMEM ? -ENOMEM : -EAGAIN;
 	}
-	a->up = c;
-	a->up_sid = sid;
-	LIST_INSERT_HEAD(&c->attempts, a, up_link);
+	s->conn = c;
+	s->sid = sid;
+	LIST_INSERT_HEAD(&c->streams, s, conn_link);
 	c->n_streams++;
 	c->last_active_ns = mtd_now_ns();
 	mtd_conn_want_flush(c);
 	return 0;
-}
-
-void mtd_up_resume(struct mtd_attempt *a)
-{
-	if (!a->up || !a->req_deferred)
-		return;
-	a->req_deferred = false;
-	struct mtd_conn *c = a->up;
-	if (nghttp2_session_resume_data(c->ng, a->up_sid) != 0) {
-		/* Out of memory: the request would wait forever. The stream
-		 * ends instead (its close ends the attempt), or, if even that
-		 * cannot be queued, the connection (doomed: not closed under
-		 * the caller, which holds the attempt). */
-		MTD_WARN("upstream %s: stream %d: cannot resume the request: resetting it", c->peer, a->up_sid);
-		if (nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, a->up_sid, NGHTTP2_INTERNAL_ERROR) != 0) {
-			nghttp2_session_terminate_session(c->ng, NGHTTP2_INTERNAL_ERROR);
-			mtd_conn_doom(c);
-		}
-	}
-	mtd_conn_want_flush(c);
 }
 
 bool mtd_up_check_write_stall(struct mtd_conn *c, int64_t now_ns)
@@ -576,18 +429,14 @@ static void up_on_close(struct mtd_conn *c)
 	p->n_conns--;
 	atomic_fetch_sub_explicit(&p->ep->mx.conns_open, 1, memory_order_relaxed);
 	mtd_pool_note_usable(p);
-	if (c->probe)
-		mtd_hc_stream_end(c, NGHTTP2_NO_ERROR, true);
-	struct mtd_attempt *a;
+	struct mtd_up_stream *s;
 	char reason[128];
 	snprintf(reason, sizeof(reason), "upstream %s: connection lost", c->peer);
-	while ((a = LIST_FIRST(&c->attempts))) {
-		LIST_REMOVE(a, up_link);
+	while ((s = LIST_FIRST(&c->streams))) {
+		LIST_REMOVE(s, conn_link);
 		c->n_streams--;
-		a->up = NULL;
-		if (a == a->call->ans)
-			a->call->resp_unconsumed = 0; /* the session goes with its windows */
-		mtd_attempt_conn_lost(a, reason);
+		s->conn = NULL;
+		s->ops->on_close(s, NGHTTP2_NO_ERROR, reason); /* the session goes with its windows */
 	}
 	if (!c->settings_seen && !p->failing && !mtd_pool_closing(p)) {
 		/* Closed before it was usable (the peer closed, sent garbage, or

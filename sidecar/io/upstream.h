@@ -6,21 +6,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <nghttp2/nghttp2.h>
+
 struct mtd_worker;
 struct mtd_conn;
 struct mtd_pool;
-struct mtd_attempt;
+struct mtd_up_stream;
 
 /* Per-worker nghttp2 callbacks and options. */
 int mtd_up_setup(struct mtd_worker *w);
 void mtd_up_teardown(struct mtd_worker *w);
 struct mtd_conn *mtd_up_connect(struct mtd_pool *p);
-/* Open attempt a's stream on c. 0, or -errno (the conn cannot take it). */
-int mtd_up_submit(struct mtd_conn *c, struct mtd_attempt *a);
-/* Called when an attempt's upstream side may send more (request data). If
- * nghttp2 cannot take it up again (out of memory) the stream is reset, or
- * the connection doomed: never closed under the caller. */
-void mtd_up_resume(struct mtd_attempt *a);
+/* Open s's stream on c with the request nva[0..n) (and prd's body, or
+ * none): nghttp2 copies nva; the stream's user data is s, and s->conn,
+ * s->sid are set. 0, or -ENOMEM / -EAGAIN (c takes no stream: stream ids
+ * exhausted make it DRAINING). For an owner's submit (stream-t.h). */
+int mtd_up_open_stream(struct mtd_conn *c, struct mtd_up_stream *s, const nghttp2_nv *nva, size_t n,
+                       const nghttp2_data_provider *prd);
 /* Housekeeping: close c if its peer read nothing for upstream.write_timeout
  * while output waits (a stuck upstream); its calls end UNAVAILABLE. true
  * when c was closed. */

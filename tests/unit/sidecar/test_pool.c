@@ -24,13 +24,10 @@
 
 #include "core/clock.h"
 #include "discovery/discovery.h"
-#include "sidecar/call/attempt.h"
-#include "sidecar/call/call.h"
-#include "sidecar/call/headers.h"
-#include "sidecar/control/health.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
+#include "sidecar/io/stream-t.h"
 #include "sidecar/io/upstream.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
@@ -51,54 +48,87 @@ int __wrap_event_add(struct event *ev, const struct timeval *tv)
 	return __real_event_add(ev, tv);
 }
 
-/* ---- stubs: what the pool and its connections call outside io/ --------- */
+/* ---- a stream owner of the test's (io/stream-t.h) ---------------------- */
 
+/* The pool and its connections reach their streams' owners only through
+ * the stream ops: the test's owner counts what it is told. */
 static int n_connect_failed, n_conn_lost, n_on_stream, n_call_fail, n_reroute;
 static char last_reason[256];
 
-void mtd_attempt_on_stream(struct mtd_attempt *a)
+struct owner {
+	struct mtd_up_stream s;
+};
+
+static int t_submit(struct mtd_up_stream *s, struct mtd_conn *c)
+{
+	static const nghttp2_nv nva[] = {
+	        {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, NGHTTP2_NV_FLAG_NONE},
+	        {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, NGHTTP2_NV_FLAG_NONE},
+	        {(uint8_t *)":path", (uint8_t *)"/test.Svc/Call", 5, 14, NGHTTP2_NV_FLAG_NONE},
+	        {(uint8_t *)":authority", (uint8_t *)"test", 10, 4, NGHTTP2_NV_FLAG_NONE},
+	};
+	return mtd_up_open_stream(c, s, nva, 4, NULL);
+}
+
+static void t_on_stream(struct mtd_up_stream *s)
 {
 	n_on_stream++;
 }
-void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream) {}
-void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n) {}
-void mtd_attempt_on_resp_trailers(struct mtd_attempt *a) {}
-void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code) {}
 
-void mtd_attempt_connect_failed(struct mtd_attempt *a, const char *reason)
+static void t_on_wait_end(struct mtd_up_stream *s, enum mtd_up_wait_end why, const char *reason)
 {
-	n_connect_failed++;
-	snprintf(last_reason, sizeof(last_reason), "%s", reason);
+	switch (why) {
+	case MTD_UP_CONNECT_FAILED:
+		n_connect_failed++;
+		snprintf(last_reason, sizeof(last_reason), "%s", reason);
+		break;
+	case MTD_UP_RETIRED:
+		n_reroute++;
+		break;
+	case MTD_UP_STOPPING:
+	case MTD_UP_NO_STREAM:
+		n_call_fail++;
+		break;
+	}
 }
 
-void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
+static int t_on_field(struct mtd_up_stream *s, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen,
+                      uint8_t flags)
 {
-	n_conn_lost++;
-	snprintf(last_reason, sizeof(last_reason), "%s", reason);
-}
-
-void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const char *fmt, ...)
-{
-	n_call_fail++;
-}
-
-void mtd_call_reroute(struct mtd_attempt *a)
-{
-	n_reroute++;
-}
-
-ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
-                          nghttp2_data_source *src, void *ud)
-{
-	*flags |= NGHTTP2_DATA_FLAG_EOF;
 	return 0;
 }
 
-void mtd_hc_probe_start(struct mtd_hc_probe *pr, struct mtd_conn *c) {}
-void mtd_hc_probe_abandon(struct mtd_hc_probe *pr, bool failed, const char *why) {}
-void mtd_hc_on_header(struct mtd_conn *c, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen) {}
-void mtd_hc_on_data(struct mtd_conn *c, const uint8_t *p, size_t n) {}
-void mtd_hc_stream_end(struct mtd_conn *c, uint32_t error_code, bool conn_lost) {}
+static void t_on_headers(struct mtd_up_stream *s, bool end_stream)
+{
+}
+
+static void t_on_data(struct mtd_up_stream *s, const uint8_t *p, size_t n)
+{
+	nghttp2_session_consume(s->conn->ng, s->sid, n);
+}
+
+static void t_on_trailers(struct mtd_up_stream *s)
+{
+}
+
+static void t_on_close(struct mtd_up_stream *s, uint32_t error_code, const char *lost)
+{
+	if (!lost)
+		return;
+	n_conn_lost++;
+	snprintf(last_reason, sizeof(last_reason), "%s", lost);
+}
+
+static const struct mtd_up_stream_ops t_ops = {
+        .submit = t_submit,
+        .on_stream = t_on_stream,
+        .on_wait_end = t_on_wait_end,
+        .on_field = t_on_field,
+        .on_headers = t_on_headers,
+        .on_data = t_on_data,
+        .on_trailers = t_on_trailers,
+        .on_close = t_on_close,
+};
 
 /* The fixture owns the snapshot objects: references are counted, never
  * freed here. */
@@ -146,7 +176,6 @@ struct fx {
 	struct mtd_rt_load load;
 	struct mtd_endpoint ep;
 	struct mtd_pool *pools[1];
-	struct mtd_fault_policy fault;
 	int lfd;  /* the upstream's listening socket */
 	int peer; /* the upstream's side of the last connection accepted, or -1 */
 	char text[64];
@@ -208,35 +237,18 @@ static void fx_open(struct fx *f)
 	ck_assert_int_eq(mtd_up_setup(w), 0);
 }
 
-/* A call's attempt as the pool sees one: a request with its headers and
- * no body. */
-static struct mtd_attempt *attempt_new(struct fx *f)
+/* A waiting call as the pool sees one: a stream owner. */
+static struct mtd_up_stream *attempt_new(struct fx *f)
 {
-	struct mtd_call *call = calloc(1, sizeof(*call));
-	struct mtd_attempt *a = calloc(1, sizeof(*a));
-	ck_assert(call && a);
-	call->w = &f->w;
-	call->fault = &f->fault;
-	call->req_eof = true;
-	LIST_INIT(&call->attempts);
-	static const char *const fields[][2] = {
-	        {":method", "POST"}, {":scheme", "http"}, {":path", "/test.Svc/Call"}, {":authority", "test"}};
-	for (size_t i = 0; i < 4; i++)
-		ck_assert_int_eq(mtd_headers_add(&call->req_hdrs, &f->w.slab, (const uint8_t *)fields[i][0],
-		                                 strlen(fields[i][0]), (const uint8_t *)fields[i][1],
-		                                 strlen(fields[i][1]), 0),
-		                 0);
-	a->call = call;
-	a->ep = &f->ep;
-	a->start_ns = mtd_now_ns();
-	return a;
+	struct owner *o = calloc(1, sizeof(*o));
+	ck_assert(o);
+	o->s.ops = &t_ops;
+	return &o->s;
 }
 
-static void attempt_free(struct fx *f, struct mtd_attempt *a)
+static void attempt_free(struct fx *f, struct mtd_up_stream *s)
 {
-	mtd_headers_clear(&a->call->req_hdrs, &f->w.slab);
-	free(a->call);
-	free(a);
+	free(MTD_CONTAINER_OF(s, struct owner, s));
 }
 
 /* One turn of the worker: ready events, then the flush of every dirty
@@ -317,7 +329,7 @@ START_TEST(retired_pool_whose_connection_fails_opens_none)
 	fx_open(&f);
 	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
 	ck_assert_ptr_nonnull(p);
-	struct mtd_attempt *a1 = attempt_new(&f), *a2 = attempt_new(&f);
+	struct mtd_up_stream *a1 = attempt_new(&f), *a2 = attempt_new(&f);
 	ck_assert_int_eq(mtd_pool_enqueue(p, a1), 0);
 	ck_assert_uint_eq(p->n_conns, 1);
 	/* The upstream accepts and sends its SETTINGS: a1's stream opens. */
@@ -358,7 +370,7 @@ START_TEST(connect_timeout_that_cannot_be_armed_fails_the_connect)
 	struct fx f;
 	fx_open(&f);
 	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
-	struct mtd_attempt *a = attempt_new(&f);
+	struct mtd_up_stream *a = attempt_new(&f);
 	fail_timer_adds = 1;
 	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
 	ck_assert_int_eq(fail_timer_adds, 0);
@@ -378,7 +390,7 @@ START_TEST(settings_timeout_that_cannot_be_armed_fails_the_connect)
 	struct fx f;
 	fx_open(&f);
 	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
-	struct mtd_attempt *a = attempt_new(&f);
+	struct mtd_up_stream *a = attempt_new(&f);
 	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
 	ck_assert_uint_eq(p->n_conns, 1);
 	fail_timer_adds = 1; /* the next: the SETTINGS timeout */
@@ -402,7 +414,7 @@ START_TEST(circuit_count_follows_the_service)
 	struct fx f;
 	fx_open(&f);
 	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
-	struct mtd_attempt *a[3];
+	struct mtd_up_stream *a[3];
 	for (int i = 0; i < 3; i++) {
 		a[i] = attempt_new(&f);
 		ck_assert_int_eq(mtd_pool_enqueue(p, a[i]), 0);
