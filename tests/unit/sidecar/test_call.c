@@ -251,6 +251,195 @@ START_TEST(deadline_exceeded_while_waiting_in_a_pool)
 }
 END_TEST
 
+START_TEST(refused_stream_is_replayed_on_the_same_endpoint)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL)); /* FAILFAST: no retry */
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *first = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(first);
+	seam_reset(s, first, NGHTTP2_REFUSED_STREAM); /* never processed */
+	seam_run(s);
+	struct seam_ss *again = seam_stream(s, 1);
+	ck_assert_ptr_nonnull(again);
+	ck_assert_str_eq(again->ep, EP_A);
+	ck_assert_int_eq(again->prev_attempts, 1);
+	expect_request(again, "ping");
+	seam_respond(s, again, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(connect_failure_moves_the_call_to_another_endpoint)
+{
+	struct seam *s = seam_new(config(EPS_AB, NULL)); /* FAILFAST all the same */
+	seam_ep_mode(s, EP_A, SEAM_EP_CONNECTING);
+	seam_ep_mode(s, EP_B, SEAM_EP_CONNECTING);
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_ep_connects(s, EP_A) + seam_ep_connects(s, EP_B), 1);
+	const char *first = seam_ep_connects(s, EP_A) ? EP_A : EP_B;
+	const char *other = strcmp(first, EP_A) == 0 ? EP_B : EP_A;
+	ck_assert_uint_eq(seam_pool(s, first)->n_pending, 1);
+	seam_ep_connect_fail(s, first); /* nothing left maitred */
+	ck_assert_uint_eq(seam_pool(s, first)->n_pending, 0);
+	ck_assert(mtd_pool_backing_off(seam_pool(s, first), seam_now_ns()));
+	ck_assert_uint_eq(seam_ep_connects(s, other), 1);
+	ck_assert_uint_eq(seam_pool(s, other)->n_pending, 1);
+	seam_ep_connect(s, other);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert_str_eq(ss->ep, other);
+	expect_request(ss, "ping");
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(broadcast_answers_once_every_endpoint_answered)
+{
+	struct seam *s = seam_new(config(EPS_ABC, "mode: BROADCAST"));
+	struct seam_cs *cs = unary(s, NULL, "flush");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 3);
+	for (unsigned i = 0; i < 3; i++)
+		expect_request(seam_stream(s, i), "flush");
+	seam_respond(s, seam_stream(s, 1), 0, "first", 5);
+	seam_run(s);
+	ck_assert_uint_eq(cs->resp_headers, 0); /* held until all answered */
+	seam_respond(s, seam_stream(s, 0), 0, "second", 6);
+	seam_run(s);
+	ck_assert(!cs->closed);
+	seam_respond(s, seam_stream(s, 2), 0, "third", 5);
+	seam_run(s);
+	expect_ok(cs, "first"); /* the first answer to begin */
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(deadline_after_the_response_began_ends_with_trailers)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct seam_cs *cs = unary(s, "100m", "ping");
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	seam_respond_headers(s, ss);
+	seam_respond_data(s, ss, "part", 4);
+	seam_run(s);
+	ck_assert_uint_eq(cs->resp_headers, 1);
+	seam_advance_ms(s, 101);
+	ck_assert_uint_eq(cs->resp_headers, 2); /* the status in trailers */
+	expect_status(cs, 4);
+	ck_assert_int_eq(ss->rst, NGHTTP2_CANCEL);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(client_cancel_while_waiting_in_a_pool)
+{
+	struct seam *s = seam_new(config(EPS_A, "mode: FAILOVER"));
+	seam_ep_mode(s, EP_A, SEAM_EP_SILENT);
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct mtd_pool *p = seam_pool(s, EP_A);
+	ck_assert_uint_eq(p->n_pending, 1);
+	seam_cancel(s, cs);
+	seam_run(s);
+	ck_assert(cs->closed);
+	ck_assert_uint_eq(p->n_pending, 0);
+	ck_assert_ptr_null(seam_call_of(s, cs));
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(per_try_timeout_while_waiting_in_a_pool_retries_elsewhere)
+{
+	struct seam *s = seam_new(
+	        config(EPS_AB, "mode: FAILOVER, retries: 1, per_try_timeout: 100ms, backoff: {base: 10ms, max: 10ms}"));
+	seam_ep_mode(s, EP_A, SEAM_EP_SILENT);
+	seam_ep_mode(s, EP_B, SEAM_EP_SILENT);
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	const char *first = seam_pool(s, EP_A) ? EP_A : EP_B;
+	const char *other = strcmp(first, EP_A) == 0 ? EP_B : EP_A;
+	ck_assert_uint_eq(seam_pool(s, first)->n_pending, 1);
+	seam_ep_mode(s, other, SEAM_EP_UP);
+	seam_advance_ms(s, 101);
+	ck_assert_uint_eq(seam_pool(s, first)->n_pending, 0);
+	seam_advance_ms(s, 20);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert_str_eq(ss->ep, other);
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(reload_removing_the_endpoint_of_a_call_in_flight_lets_it_finish)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	seam_reload(s, config(EPS_B, NULL));
+	seam_run(s);
+	ck_assert(seam_pool(s, EP_A)->retired);
+	ck_assert(!cs->closed);
+	ck_assert_int_eq(ss->rst, -1);
+	ck_assert_uint_eq(seam_holds_alive(s), 2); /* the call keeps its snapshot */
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_holds_alive(s), 1);
+	ck_assert_uint_eq(seam_runtimes_freed(s), 1);
+	seam_housekeeping(s); /* the drained connection closes */
+	seam_housekeeping(s); /* then the pool goes */
+	ck_assert_ptr_null(seam_pool(s, EP_A));
+	/* A new call goes to the new snapshot's endpoint. */
+	struct seam_cs *next = unary(s, NULL, "again");
+	seam_run(s);
+	ck_assert_str_eq(seam_stream(s, 1)->ep, EP_B);
+	seam_respond(s, seam_stream(s, 1), 0, "ok", 2);
+	seam_run(s);
+	expect_ok(next, "ok");
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(client_reset_after_an_early_answer_cancels_the_open_request_upstream)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "first", 5);
+	struct seam_cs *cs = seam_call(s, PATH, NULL, m, n, false); /* a client stream */
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert(!ss->req_end);
+	seam_respond(s, ss, 0, "early", 5); /* answered before the request ended */
+	seam_run(s);
+	ck_assert_int_eq(cs->status, 0);
+	ck_assert(cs->ended);
+	ck_assert_int_eq(ss->rst, -1);
+	seam_cancel(s, cs); /* the client's request half ends with a reset */
+	seam_run(s);
+	ck_assert(cs->closed);
+	ck_assert_int_eq(ss->rst, NGHTTP2_CANCEL);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 /* ---- issue 15 #1: the endpoint removed while an attempt waits ------------------ */
 
 START_TEST(reroute_endpoint_removed_while_waiting)
@@ -424,6 +613,8 @@ START_TEST(failback_copy_resent_after_its_snapshot_was_replaced)
 	 * copy's fault policy points into it. */
 	seam_reload(s, config(EPS_B, FAILBACK));
 	seam_run(s);
+	seam_housekeeping(s); /* A's retired pool goes, and its hold on A's service */
+	ck_assert_ptr_null(seam_pool(s, EP_A));
 	ck_assert_uint_eq(seam_holds_alive(s), 2);
 	ck_assert_uint_eq(seam_runtimes_freed(s), 0);
 	ck_assert_uint_eq(seam_current_hold_users(s), 0);
@@ -473,9 +664,11 @@ START_TEST(failback_copy_of_a_removed_service_is_dropped)
 	struct seam *s = seam_new(failback_two_services(1));
 	failback_failed_call(s);
 	/* The reload removes echo.Echo: its config would be freed but for
-	 * the copy's hold. */
+	 * the copy's hold (the retired pool's on the service goes too). */
 	seam_reload(s, only_other);
 	seam_run(s);
+	seam_housekeeping(s);
+	ck_assert_ptr_null(seam_pool(s, EP_A));
 	ck_assert_uint_eq(seam_runtimes_freed(s), 0);
 	/* The re-send finds no service and fails; its policy (the old
 	 * config's) says that was the last: dropped. */
@@ -504,6 +697,7 @@ START_TEST(known_bug_failback_second_resend_of_a_removed_service)
 	failback_failed_call(s);
 	seam_reload(s, only_other);
 	seam_run(s);
+	seam_housekeeping(s);
 	seam_advance_ms(s, 20);
 	ck_assert_uint_eq(seam_mx.failback_started, 1);
 	ck_assert_uint_eq(seam_worker(s)->n_bg, 1);
@@ -656,6 +850,89 @@ START_TEST(commit_cancels_forks_mid_callback_and_the_reap_frees_them)
 }
 END_TEST
 
+/* A call moved once to a newer snapshot while an attempt of the first
+ * one still runs is not moved again: when the endpoint of the moved
+ * attempt goes too, the call fails naming that endpoint, read from the
+ * attempt mtd_call_reroute has just cancelled (issue 15 #1's line). */
+START_TEST(second_reroute_fails_naming_the_cancelled_attempts_endpoint)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FORKING, forks: 2"));
+	seam_ep_mode(s, EP_A, SEAM_EP_SILENT);
+	seam_ep_mode(s, EP_C, SEAM_EP_SILENT);
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *on_b = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(on_b);
+	ck_assert_str_eq(on_b->ep, EP_B);
+	ck_assert_uint_eq(seam_pool(s, EP_A)->n_pending, 1);
+	struct mtd_call *call = seam_call_of(s, cs);
+	/* A goes: its fork moves to C, the call keeps the first snapshot for
+	 * the fork on B. */
+	seam_reload(s, config("{address: \"" EP_C "\"}", "mode: FORKING, forks: 2"));
+	ck_assert_ptr_nonnull(call->hold_prev);
+	seam_run(s);
+	struct mtd_pool *pc = seam_pool(s, EP_C);
+	ck_assert_ptr_nonnull(pc);
+	ck_assert_uint_eq(pc->n_pending, 1);
+	struct mtd_attempt *moved = TAILQ_FIRST(&pc->pending);
+	ck_assert(!cs->closed);
+	/* C goes too: the call fails where it is. */
+	seam_reload(s, config("{address: \"10.0.0.4:50051\"}", "mode: FORKING, forks: 2"));
+	ck_assert(seam_block_live(moved));
+	ck_assert_int_eq(moved->state, MTD_ATTEMPT_CANCELLED);
+	seam_end_turn(s);
+	ck_assert(!seam_block_live(moved));
+	seam_run(s);
+	expect_status(cs, 14); /* UNAVAILABLE */
+	ck_assert_ptr_nonnull(strstr(cs->message, EP_C));
+	ck_assert_int_eq(on_b->rst, NGHTTP2_CANCEL);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* The worker stops (mtd_worker_free's order, in seam_free) with a call in
+ * each state: waiting in a pool, streaming, in its backoff, and a FAILBACK
+ * copy re-sending; everything is freed, every hold let go. */
+START_TEST(worker_stop_with_calls_in_every_state)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"wait.Wait\"\n"
+	                          "    endpoints: [" EPS_B "]\n"
+	                          "    fault: {mode: FAILOVER}\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A ", {address: \"" EP_C "\"}]\n"
+	                          "    fault: {mode: FAILOVER, retries: 2, backoff: {base: 1s, max: 1s}}\n"
+	                          "  - name: \"fire.Fire\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "    fault: {" FAILBACK "}\n");
+	seam_ep_mode(s, EP_B, SEAM_EP_SILENT);
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "x", 1);
+	struct seam_cs *waiting = seam_call(s, "/wait.Wait/M", NULL, m, n, true);
+	struct seam_cs *streaming = seam_call(s, PATH, NULL, m, n, false);
+	seam_run(s);
+	struct seam_cs *backoff = seam_call(s, PATH, NULL, m, n, true);
+	seam_run(s);
+	seam_reset(s, seam_stream(s, 1), NGHTTP2_INTERNAL_ERROR);
+	struct seam_cs *fire = seam_call(s, "/fire.Fire/M", NULL, m, n, true);
+	seam_run(s);
+	seam_reset(s, seam_stream(s, 2), NGHTTP2_INTERNAL_ERROR);
+	seam_run(s);
+	ck_assert_uint_eq(seam_pool(s, EP_B)->n_pending, 1);
+	ck_assert_ptr_nonnull(seam_call_of(s, waiting));
+	ck_assert_ptr_nonnull(seam_call_of(s, streaming));
+	ck_assert(mtd_timer_armed(&seam_call_of(s, backoff)->retry));
+	expect_ok(fire, "");
+	ck_assert_uint_eq(seam_worker(s)->n_bg, 1);
+	seam_advance_ms(s, 20); /* the copy's re-send: its stream is open too */
+	ck_assert_uint_eq(seam_streams(s, NULL), 4);
+	ck_assert_str_eq(seam_stream(s, 3)->path, "/fire.Fire/M");
+	ck_assert_uint_gt(seam_live_blocks(), 0);
+	seam_free(s); /* checks that every block and hold came back */
+}
+END_TEST
+
 START_TEST(many_calls_every_block_back_after_the_reap)
 {
 	struct seam *s = seam_new(config(EPS_AB, "mode: FAILOVER, retries: 1, backoff: {base: 1ms, max: 1ms}"));
@@ -698,6 +975,14 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, forking_first_answer_wins_the_other_is_cancelled);
 	tcase_add_test(tc, client_cancel_cancels_the_live_attempts);
 	tcase_add_test(tc, deadline_exceeded_while_waiting_in_a_pool);
+	tcase_add_test(tc, refused_stream_is_replayed_on_the_same_endpoint);
+	tcase_add_test(tc, connect_failure_moves_the_call_to_another_endpoint);
+	tcase_add_test(tc, broadcast_answers_once_every_endpoint_answered);
+	tcase_add_test(tc, deadline_after_the_response_began_ends_with_trailers);
+	tcase_add_test(tc, client_cancel_while_waiting_in_a_pool);
+	tcase_add_test(tc, per_try_timeout_while_waiting_in_a_pool_retries_elsewhere);
+	tcase_add_test(tc, reload_removing_the_endpoint_of_a_call_in_flight_lets_it_finish);
+	tcase_add_test(tc, client_reset_after_an_early_answer_cancels_the_open_request_upstream);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reroute");
@@ -733,7 +1018,9 @@ static Suite *call_suite(void)
 
 	tc = tcase_create("lifetime");
 	tcase_add_test(tc, commit_cancels_forks_mid_callback_and_the_reap_frees_them);
+	tcase_add_test(tc, second_reroute_fails_naming_the_cancelled_attempts_endpoint);
 	tcase_add_test(tc, many_calls_every_block_back_after_the_reap);
+	tcase_add_test(tc, worker_stop_with_calls_in_every_state);
 	suite_add_tcase(s, tc);
 	return s;
 }
