@@ -37,7 +37,9 @@
  *     then upstream.c's up_ready steps (session, SETTINGS) are done here.
  *     No connect_timeout runs: a silent endpoint waits for ever unless the
  *     call's own timers end it;
- *   - metrics.c: counters (seam_mx); health.c: nothing (no health_check
+ *   - metrics.c: counters (seam_mx), reading what the real one reads of a
+ *     call (its access-log endpoint, as with log.access on); health.c:
+ *     nothing (no health_check
  *     in the seam's configs: reaching it fails the test);
  *   - the slab calls (mtd_slab_*, wrapped) are the real ones plus a record
  *     of every live block, so a test can say a block is still allocated
@@ -534,14 +536,25 @@ int64_t mtd_metrics_hedge_delay_ms(struct mtd_call *call)
 
 void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us) {}
 
+/* As metrics.c: the endpoint the access log names (the answer's, else
+ * the last tried). */
 void mtd_metrics_attempt_done(struct mtd_attempt *a)
 {
+	struct mtd_call *call = a->call;
 	seam_mx.attempts_done++;
+	if (!a->ep || call->mx_ep_answered)
+		return;
+	call->mx_ep = a->ep;
+	call->mx_ep_answered = call->ans == a;
 }
 
+/* metrics.c reads the call's endpoint for the access log line (log.access
+ * on): so does the fake, every time. */
 void mtd_metrics_call_end(struct mtd_call *call)
 {
 	seam_mx.ended++;
+	const char *ep = call->mx_ep ? call->mx_ep->addr.text : "-";
+	seam_mx.last_ep_len = strlen(ep);
 }
 
 /* ---- the worker (worker.c's parts, copied; its struct is the real one) ---------- */

@@ -499,6 +499,51 @@ START_TEST(reroute_endpoint_removed_while_waiting)
 }
 END_TEST
 
+/* KNOWN BUG, skipped unless TEST_CALL_KNOWN_BUGS=1 (reported, not fixed
+ * here). The endpoint and the service of a waiting call both leave: the
+ * call fails, and its client, still sending, ends its stream later.
+ * mtd_call_reroute lets go of the old snapshot (call.c:952-953) while
+ * call->mx_ep - the access log's endpoint, set from the attempt it just
+ * cancelled (metrics.c:443) - still points at the removed endpoint; once
+ * the retired pool is freed (housekeeping) the endpoint is freed, and the
+ * call's end reads it (metrics.c:293 access_line, via call_free
+ * call.c:115) with log.access on: heap-use-after-free. By reading (not
+ * tested): the same when the new snapshot's pick starts no attempt to
+ * replace mx_ep (e.g. the service has no endpoint there yet). */
+START_TEST(known_bug_reroute_to_a_removed_service_then_the_client_ends_later)
+{
+	const char *two = "services:\n"
+	                  "  - name: \"echo.Echo\"\n"
+	                  "    endpoints: [" EPS_A "]\n"
+	                  "    fault: {mode: FAILOVER}\n"
+	                  "  - name: \"other.Other\"\n"
+	                  "    endpoints: [" EPS_B "]\n";
+	const char *one = "services:\n"
+	                  "  - name: \"other.Other\"\n"
+	                  "    endpoints: [" EPS_B "]\n";
+	struct seam *s = seam_new(two);
+	seam_ep_mode(s, EP_A, SEAM_EP_SILENT);
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "first", 5);
+	struct seam_cs *cs = seam_call(s, PATH, NULL, m, n, false); /* a client stream */
+	seam_run(s);
+	ck_assert_uint_eq(seam_pool(s, EP_A)->n_pending, 1);
+	seam_reload(s, one);
+	seam_run(s);
+	ck_assert_int_eq(cs->status, 14); /* UNAVAILABLE: service no longer in the config */
+	ck_assert(cs->ended);
+	ck_assert(!cs->closed);                     /* its request half is open */
+	ck_assert_ptr_nonnull(seam_call_of(s, cs)); /* which holds the call */
+	seam_housekeeping(s);                       /* the retired pool goes (a second later) */
+	ck_assert_ptr_null(seam_pool(s, EP_A));
+	seam_send(s, cs, NULL, 0, true);
+	seam_run(s);
+	ck_assert_ptr_null(seam_call_of(s, cs));
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	seam_free(s);
+}
+END_TEST
+
 /* ---- issue 15 #3: FORKING and a request outgrowing the replay buffer ----------- */
 
 static uint8_t big[5005];
@@ -965,6 +1010,19 @@ START_TEST(many_calls_every_block_back_after_the_reap)
 }
 END_TEST
 
+/* A test of a bug found and reported, not fixed here: run only with
+ * TEST_CALL_KNOWN_BUGS=1, else skipped saying why. */
+static void known_bug(Suite *s, const char *name, const TTest *t, const char *why)
+{
+	if (!getenv("TEST_CALL_KNOWN_BUGS")) {
+		printf("SKIP %s: %s; TEST_CALL_KNOWN_BUGS=1 runs it\n", name, why);
+		return;
+	}
+	TCase *tc = tcase_create(name);
+	tcase_add_test(tc, t);
+	suite_add_tcase(s, tc);
+}
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -999,22 +1057,20 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, failback_copy_of_a_removed_service_is_dropped);
 	suite_add_tcase(s, tc);
 
-	if (getenv("TEST_CALL_KNOWN_BUGS")) {
-		tc = tcase_create("known_bug_failback_removed_service");
-		tcase_add_test(tc, known_bug_failback_second_resend_of_a_removed_service);
-		suite_add_tcase(s, tc);
-	} else {
-		printf("SKIP known_bug_failback_removed_service: a FAILBACK copy whose service a reload removed "
-		       "dereferences call->svc == NULL at its second re-send (call.c:71 via mtd_call_start_bg, "
-		       "call.c:903); TEST_CALL_KNOWN_BUGS=1 runs it\n");
-	}
-
 	tc = tcase_create("submit_failures");
 	tcase_add_test(tc, submit_response_failing_on_relayed_headers_resets_the_client);
 	tcase_add_test(tc, submit_response_failing_on_our_own_status_resets_the_client);
 	tcase_add_test(tc, submit_response_failing_on_a_failsafe_answer_resets_the_client);
 	tcase_add_test(tc, submit_trailer_failing_resets_the_client);
 	suite_add_tcase(s, tc);
+
+	known_bug(s, "known_bug_failback_removed_service", known_bug_failback_second_resend_of_a_removed_service,
+	          "a FAILBACK copy whose service a reload removed reads call->svc == NULL at its second re-send "
+	          "(call.c:71, via mtd_call_start_bg call.c:903/920): SIGSEGV");
+	known_bug(s, "known_bug_reroute_mx_ep", known_bug_reroute_to_a_removed_service_then_the_client_ends_later,
+	          "a call rerouted to a snapshot without its service keeps call->mx_ep on the removed endpoint "
+	          "(call.c:952); its end reads it after the retired pool freed it (metrics.c:293 with log.access "
+	          "on): heap-use-after-free");
 
 	tc = tcase_create("lifetime");
 	tcase_add_test(tc, commit_cancels_forks_mid_callback_and_the_reap_frees_them);
