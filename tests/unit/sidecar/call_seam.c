@@ -30,7 +30,8 @@
  *     mtd_worker_new does; the turn (flush_cb: flush dirty connections,
  *     free buried ones, reap), the timers (the real lib/core heap, run as
  *     timers_cb does), the snapshot swap (swap_cb) and the holds are
- *     copies of worker.c's code, the holds counted;
+ *     copies of worker.c's code, the holds counted; scheduling the flush
+ *     does nothing, as every event here ends its turn;
  *   - the connect (mtd_up_connect, wrapped): a connection object like the
  *     real one's, whose "TCP" comes up at the next pump (or stays silent,
  *     or stays connecting until seam_ep_connect / seam_ep_connect_fail);
