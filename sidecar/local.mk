@@ -71,3 +71,21 @@ TESTS += tests/unit/test_mailbox
 tests_unit_test_mailbox_SOURCES = tests/unit/sidecar/test_mailbox.c sidecar/control/mailbox.c
 tests_unit_test_mailbox_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_mailbox_LDADD = $(TEST_UNIT_LIBS)
+
+# The call engine driven through attempts, retries, hedges, cancels,
+# reroutes and reloads by a scripted app and scripted endpoints: nghttp2
+# sessions in memory, no socket, a clock the test moves (issue 15 §4).
+# What is real and what is faked: tests/unit/sidecar/call_seam.c.
+check_PROGRAMS += tests/unit/test_call
+TESTS += tests/unit/test_call
+tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
+	tests/unit/sidecar/call_seam.h tests/unit/sidecar/call_seam.c \
+	sidecar/call/call.c sidecar/call/attempt.c sidecar/call/relay.c \
+	sidecar/call/failback.c sidecar/call/headers.c \
+	sidecar/io/conn.c sidecar/io/downstream.c sidecar/io/upstream.c sidecar/io/pool.c \
+	sidecar/control/runtime.c sidecar/control/mailbox.c
+tests_unit_test_call_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_call_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=mtd_now_ns -Wl,--wrap=mtd_up_connect \
+	-Wl,--wrap=mtd_slab_malloc -Wl,--wrap=mtd_slab_calloc -Wl,--wrap=mtd_slab_realloc \
+	-Wl,--wrap=mtd_slab_free
+tests_unit_test_call_LDADD = $(TEST_UNIT_LIBS)
