@@ -321,7 +321,7 @@ static void connected_cb(evutil_socket_t fd, short what, void *arg)
 
 static void up_on_close(struct mtd_conn *c);
 
-static const struct mtd_conn_ops up_ops = {
+const struct mtd_conn_ops mtd_up_conn_ops = {
         .role = "upstream",
         .on_close = up_on_close,
 };
@@ -335,7 +335,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 		snprintf(reason, sizeof(reason), "upstream %s: out of memory for a connection", a->text);
 		goto fail;
 	}
-	c->ops = &up_ops;
+	c->ops = &mtd_up_conn_ops;
 	c->state = MTD_CONN_CONNECTING;
 	c->w = p->w;
 	c->pool = p;

@@ -12,6 +12,7 @@ struct mtd_worker;
 struct mtd_conn;
 struct mtd_pool;
 struct mtd_up_stream;
+struct mtd_conn_ops;
 
 /* Per-worker nghttp2 callbacks and options. */
 int mtd_up_setup(struct mtd_worker *w);
@@ -27,5 +28,9 @@ int mtd_up_open_stream(struct mtd_conn *c, struct mtd_up_stream *s, const nghttp
  * while output waits (a stuck upstream); its calls end UNAVAILABLE. true
  * when c was closed. */
 bool mtd_up_check_write_stall(struct mtd_conn *c, int64_t now_ns);
+
+/* The upstream kind's connection ops (conn-t.h), set by mtd_up_connect;
+ * public for a test seam that makes its connections without sockets. */
+extern const struct mtd_conn_ops mtd_up_conn_ops;
 
 #endif

@@ -7,9 +7,9 @@
  *   - the connections around it: sidecar/io/conn.c (flush, read slices,
  *     doom, close), downstream.c (the client's nghttp2 server session with
  *     maitred's options and callbacks, mtd_down_accept itself),
- *     upstream.c (the upstream client sessions' callbacks, mtd_up_submit,
- *     close), pool.c (queueing, dispatch, backoff, retirement: the
- *     attempts queued are the pool's own `pending`);
+ *     upstream.c (the upstream client sessions' callbacks, the stream
+ *     ops' mtd_up_open_stream, close), pool.c (queueing, dispatch, backoff, retirement: the
+ *     attempts queued are the pool's own `pending` of streams);
  *   - the snapshots: sidecar/control/runtime.c builds, reloads and frees
  *     them from a YAML config (lib/config), with mailbox.c carrying the
  *     last references to the "control thread" (seam_reclaim, run after
@@ -75,7 +75,6 @@
 #include "sidecar/call/call.h"
 #include "sidecar/call/failback.h"
 #include "sidecar/control/control-t.h"
-#include "sidecar/control/health.h"
 #include "sidecar/control/mailbox.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
@@ -84,6 +83,7 @@
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
 #include "sidecar/ops/metrics.h"
+#include "sidecar/turn.h"
 #include "sidecar/worker.h"
 
 /* ---- buffers -------------------------------------------------------------- */
@@ -466,33 +466,6 @@ int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char 
 void mtd_tls_session_free(struct ssl_session_st *s)
 {
 	ck_abort_msg("the seam has no TLS");
-}
-
-/* ---- health checks (none in the seam) ----------------------------------------- */
-
-void mtd_hc_probe_start(struct mtd_hc_probe *pr, struct mtd_conn *c)
-{
-	ck_abort_msg("the seam has no health check");
-}
-
-void mtd_hc_probe_abandon(struct mtd_hc_probe *pr, bool failed, const char *why)
-{
-	ck_abort_msg("the seam has no health check");
-}
-
-void mtd_hc_on_header(struct mtd_conn *c, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
-{
-	ck_abort_msg("the seam has no health check");
-}
-
-void mtd_hc_on_data(struct mtd_conn *c, const uint8_t *p, size_t n)
-{
-	ck_abort_msg("the seam has no health check");
-}
-
-void mtd_hc_stream_end(struct mtd_conn *c, uint32_t error_code, bool conn_lost)
-{
-	ck_abort_msg("the seam has no health check");
 }
 
 /* ---- metrics (counters) ------------------------------------------------------ */
@@ -1039,19 +1012,19 @@ struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p)
 	 * connect(): the fd is an eventfd for conn.c's events. */
 	struct mtd_conn *c = calloc(1, sizeof(*c));
 	ck_assert_ptr_nonnull(c);
-	c->kind = MTD_CONN_UP;
+	c->ops = &mtd_up_conn_ops;
 	c->state = MTD_CONN_CONNECTING;
 	c->w = p->w;
 	c->pool = p;
 	c->max_streams = p->svc->cfg->upstream.max_concurrent_streams;
-	LIST_INIT(&c->attempts);
+	LIST_INIT(&c->streams);
 	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
 	c->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	ck_assert_int_ge(c->fd, 0);
 	LIST_INSERT_HEAD(&p->conns, c, link);
 	p->n_conns++;
 	atomic_fetch_add_explicit(&p->ep->mx.conns_open, 1, memory_order_relaxed);
-	evtimer_assign(&c->timer, c->w->base, noop_cb, c);
+	ck_assert_int_eq(mtd_conn_timer_init(c), 0);
 	event_assign(&c->rev, c->w->base, c->fd, EV_READ, noop_cb, c);
 	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, noop_cb, c);
 	struct seam_link *l = link_new(s, c, false, e->mode, a->text);

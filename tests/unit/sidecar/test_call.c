@@ -4,8 +4,7 @@
  * or fake: call_seam.c. Each defect of issue 15 the engine had gets a test
  * here (#1 reroute, #3 FORKING commit, #4 FAILBACK copy, #5 submit
  * failures), and the lifetime rule of call-t.h one of its own. Bugs the
- * seam found and that are not fixed yet are known_bug_* tests, skipped
- * unless TEST_CALL_KNOWN_BUGS=1 (each says why when skipped). */
+ * seam found are in the found_by_the_seam case. */
 #include "config.h"
 
 #include <check.h>
@@ -453,7 +452,7 @@ START_TEST(reroute_endpoint_removed_while_waiting)
 	struct mtd_pool *p = seam_pool(s, EP_A);
 	ck_assert_ptr_nonnull(p);
 	ck_assert_uint_eq(p->n_pending, 1);
-	struct mtd_attempt *a = TAILQ_FIRST(&p->pending);
+	struct mtd_attempt *a = MTD_CONTAINER_OF(TAILQ_FIRST(&p->pending), struct mtd_attempt, s);
 	struct mtd_call *call = seam_call_of(s, cs);
 	ck_assert_ptr_eq(a->call, call);
 	struct mtd_rt_hold *old = call->hold;
@@ -501,8 +500,8 @@ START_TEST(reroute_endpoint_removed_while_waiting)
 }
 END_TEST
 
-/* KNOWN BUG, skipped unless TEST_CALL_KNOWN_BUGS=1 (reported, not fixed
- * here). The endpoint and the service of a waiting call both leave: the
+/* Found by this seam (fixed: mtd_call_reroute forgets mx_ep with the
+ * snapshot it lets go). The endpoint and the service of a waiting call both leave: the
  * call fails, and its client, still sending, ends its stream later.
  * mtd_call_reroute lets go of the old snapshot (call.c:952-953) while
  * call->mx_ep - the access log's endpoint, set from the attempt it just
@@ -512,7 +511,7 @@ END_TEST
  * call.c:115) with log.access on: heap-use-after-free. By reading (not
  * tested): the same when the new snapshot's pick starts no attempt to
  * replace mx_ep (e.g. the service has no endpoint there yet). */
-START_TEST(known_bug_reroute_to_a_removed_service_then_the_client_ends_later)
+START_TEST(reroute_to_a_removed_service_then_the_client_ends_later)
 {
 	const char *two = "services:\n"
 	                  "  - name: \"echo.Echo\"\n"
@@ -609,7 +608,7 @@ START_TEST(forking_outgrown_request_commits_to_the_sending_fork_not_a_newer_one_
 	ck_assert_ptr_nonnull(p);
 	ck_assert_uint_eq(p->n_pending, 1);
 	struct mtd_call *call = seam_call_of(s, cs);
-	ck_assert_ptr_eq(call->cur, TAILQ_FIRST(&p->pending)); /* the newest, behind */
+	ck_assert_ptr_eq(&call->cur->s, TAILQ_FIRST(&p->pending)); /* the newest, behind */
 	seam_send(s, cs, big + 100, len - 100, true);
 	seam_run(s);
 	/* Committed to the fork that sent the bytes; the one behind is
@@ -731,14 +730,14 @@ START_TEST(failback_copy_of_a_removed_service_is_dropped)
 }
 END_TEST
 
-/* KNOWN BUG, skipped unless TEST_CALL_KNOWN_BUGS=1 (reported, not fixed
- * here). The first re-send of a copy whose service is gone sets
+/* Found by this seam and test_churn (fixed: mtd_call_start_bg routes a
+ * copy without a service again). The first re-send of a copy whose service is gone sets
  * call->hold in route() (call.c:803-804) before the lookup fails
  * (call.c:806-808), so the second re-send skips routing in
  * mtd_call_start_bg (call.c:903) and reads call->svc, NULL, in
  * call_hash_key (call.c:71, from start_keyed call.c:755 <- call.c:920):
  * a NULL dereference (SIGSEGV) with failback.retries >= 2 (default 3). */
-START_TEST(known_bug_failback_second_resend_of_a_removed_service)
+START_TEST(failback_second_resend_of_a_removed_service)
 {
 	struct seam *s = seam_new(failback_two_services(2));
 	failback_failed_call(s);
@@ -921,7 +920,7 @@ START_TEST(second_reroute_fails_naming_the_cancelled_attempts_endpoint)
 	struct mtd_pool *pc = seam_pool(s, EP_C);
 	ck_assert_ptr_nonnull(pc);
 	ck_assert_uint_eq(pc->n_pending, 1);
-	struct mtd_attempt *moved = TAILQ_FIRST(&pc->pending);
+	struct mtd_attempt *moved = MTD_CONTAINER_OF(TAILQ_FIRST(&pc->pending), struct mtd_attempt, s);
 	ck_assert(!cs->closed);
 	/* C goes too: the call fails where it is. */
 	seam_reload(s, config("{address: \"10.0.0.4:50051\"}", "mode: FORKING, forks: 2"));
@@ -1012,19 +1011,6 @@ START_TEST(many_calls_every_block_back_after_the_reap)
 }
 END_TEST
 
-/* A test of a bug found and reported, not fixed here: run only with
- * TEST_CALL_KNOWN_BUGS=1, else skipped saying why. */
-static void known_bug(Suite *s, const char *name, const TTest *t, const char *why)
-{
-	if (!getenv("TEST_CALL_KNOWN_BUGS")) {
-		printf("SKIP %s: %s; TEST_CALL_KNOWN_BUGS=1 runs it\n", name, why);
-		return;
-	}
-	TCase *tc = tcase_create(name);
-	tcase_add_test(tc, t);
-	suite_add_tcase(s, tc);
-}
-
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1066,13 +1052,10 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, submit_trailer_failing_resets_the_client);
 	suite_add_tcase(s, tc);
 
-	known_bug(s, "known_bug_failback_removed_service", known_bug_failback_second_resend_of_a_removed_service,
-	          "a FAILBACK copy whose service a reload removed reads call->svc == NULL at its second re-send "
-	          "(call.c:71, via mtd_call_start_bg call.c:903/920): SIGSEGV");
-	known_bug(s, "known_bug_reroute_mx_ep", known_bug_reroute_to_a_removed_service_then_the_client_ends_later,
-	          "a call rerouted to a snapshot without its service keeps call->mx_ep on the removed endpoint "
-	          "(call.c:952); its end reads it after the retired pool freed it (metrics.c:293 with log.access "
-	          "on): heap-use-after-free");
+	tc = tcase_create("found_by_the_seam");
+	tcase_add_test(tc, failback_second_resend_of_a_removed_service);
+	tcase_add_test(tc, reroute_to_a_removed_service_then_the_client_ends_later);
+	suite_add_tcase(s, tc);
 
 	tc = tcase_create("lifetime");
 	tcase_add_test(tc, commit_cancels_forks_mid_callback_and_the_reap_frees_them);
