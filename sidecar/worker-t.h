@@ -57,6 +57,9 @@ struct mtd_worker {
 	LIST_HEAD(, mtd_call) reap_calls;
 	LIST_HEAD(, mtd_attempt) reap_attempts;
 	struct mtd_rt_hold *unhold_later; /* holds with users to drop at the reap */
+	/* Sockets of closed connections lingering (conn.c: a graceful close). */
+	LIST_HEAD(, mtd_linger) lingering;
+	uint32_t n_lingering;
 	nghttp2_session_callbacks *down_cbs, *up_cbs;
 	nghttp2_option *down_opt, *up_opt;
 	struct mtd_slab slab; /* recycled small blocks (calls, nghttp2) */

@@ -249,6 +249,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	w->rt = rt;
 	LIST_INIT(&w->pools);
 	LIST_INIT(&w->bg_calls);
+	LIST_INIT(&w->lingering);
 	w->listen_fd = listen_fd;
 	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
 	w->slab.passthrough = mtd_slab_env_passthrough();
@@ -347,6 +348,7 @@ void mtd_worker_free(struct mtd_worker *w)
 	}
 	event_del(&w->housekeeping_ev);
 	event_del(&w->timers_ev);
+	mtd_conn_linger_end_all(w);
 	mtd_hc_worker_fini(w); /* after the pools: their checks answered */
 	mtd_up_teardown(w);
 	mtd_down_teardown(w);

@@ -13,7 +13,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "core/log.h"
 #include "core/clock.h"
@@ -417,6 +420,73 @@ static void conn_io_cb(evutil_socket_t fd, short what, void *arg)
 		mtd_conn_on_readable(c);
 }
 
+/* ---- a graceful close ---------------------------------------------------- */
+
+/* A socket closed with bytes of the peer's unread (a PING, a request
+ * racing our GOAWAY) makes the kernel answer with a RST, and the peer may
+ * lose what we sent last, the GOAWAY included (issue 16 §2: h2spec 7/1).
+ * So a connection whose HTTP/2 was up ends with shutdown(SHUT_WR) (our FIN
+ * after the last bytes), then reads and drops what still comes for a
+ * bounded linger, then closes: on the peer's FIN or error, after
+ * LINGER_MS, or at once past LINGER_MAX lingering sockets per worker. */
+#define LINGER_MS  1000
+#define LINGER_MAX 256
+
+struct mtd_linger {
+	struct event ev;
+	struct mtd_worker *w;
+	int fd;
+	int64_t until_ns;
+	LIST_ENTRY(mtd_linger) link;
+};
+
+static void linger_end(struct mtd_linger *l)
+{
+	event_del(&l->ev);
+	close(l->fd);
+	LIST_REMOVE(l, link);
+	l->w->n_lingering--;
+	free(l);
+}
+
+static void linger_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_linger *l = arg;
+	if (what & EV_READ) {
+		char buf[4096];
+		ssize_t n;
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && mtd_now_ns() < l->until_ns)
+			return; /* drained for now; the peer has not closed */
+	}
+	linger_end(l);
+}
+
+static void linger(struct mtd_worker *w, int fd)
+{
+	struct mtd_linger *l = w->n_lingering < LINGER_MAX ? calloc(1, sizeof(*l)) : NULL;
+	struct timeval tv = {LINGER_MS / 1000, (LINGER_MS % 1000) * 1000};
+	if (!l || shutdown(fd, SHUT_WR) < 0 || event_assign(&l->ev, w->base, fd, EV_READ | EV_PERSIST, linger_cb, l) != 0 ||
+	    event_add(&l->ev, &tv) != 0) {
+		free(l);
+		close(fd); /* as before: abrupt, but bounded */
+		return;
+	}
+	l->w = w;
+	l->fd = fd;
+	l->until_ns = mtd_now_ns() + (int64_t)LINGER_MS * 1000000;
+	LIST_INSERT_HEAD(&w->lingering, l, link);
+	w->n_lingering++;
+}
+
+void mtd_conn_linger_end_all(struct mtd_worker *w)
+{
+	struct mtd_linger *l;
+	while ((l = LIST_FIRST(&w->lingering)))
+		linger_end(l);
+}
+
 void mtd_conn_close(struct mtd_conn *c)
 {
 	if (c->state == MTD_CONN_CLOSED)
@@ -427,7 +497,10 @@ void mtd_conn_close(struct mtd_conn *c)
 		event_del(&c->wev);
 		event_del(&c->timer);
 		mtd_xprt_close(c);
-		close(c->fd);
+		if (c->ng)
+			linger(c->w, c->fd); /* HTTP/2 was up: its GOAWAY must not be lost */
+		else
+			close(c->fd);
 		c->fd = -1;
 	}
 	if (c->in_dirty) {

@@ -8,6 +8,8 @@
 
 #include "sidecar/io/conn-t.h"
 
+struct mtd_worker;
+
 /* The connection window a session opens for streams of stream_window
  * bytes (downstream.initial_window_size, on both sides): sixteen streams'
  * worth, at most 64 MiB. It bounds what all of one peer's streams may
@@ -63,5 +65,9 @@ void mtd_conn_free(struct mtd_conn *c);
  * memory) the stream is reset, or the connection doomed: never closed
  * under the caller. */
 void mtd_conn_resume(struct mtd_conn *c, int32_t sid, const char *what);
+
+/* Close now the sockets still lingering after a graceful close (conn.c:
+ * shutdown, then read and drop for a bounded time); worker stop. */
+void mtd_conn_linger_end_all(struct mtd_worker *w);
 
 #endif

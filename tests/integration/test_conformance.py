@@ -4,7 +4,9 @@ peer's mistake pass: frames on closed streams (§5.1), stream ids going
 backwards (§5.1.1), PRIORITY on stream 0 or on itself (§5.3.1, §6.3).
 One raw-frame test per case; python3-h2 encodes the header blocks."""
 
+import socket
 import struct
+import time
 
 import h2.errors
 
@@ -62,6 +64,45 @@ class Conformance(MaitredTest):
         st = self.c.wait(sid)
         self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
         self.assertIsNone(self.c.goaway)
+
+    # --- a graceful close (issue 16 §2; h2spec http2/7/1) ---------------------
+    @maitred_only
+    def test_goaway_is_not_lost_to_a_reset(self):
+        # A connection error dooms the connection: maitred sends GOAWAY and
+        # reads no more. The client's PING that follows stays unread; a
+        # close() with unread bytes makes the kernel send a RST, and the
+        # client may lose the GOAWAY. maitred shuts its side down, reads
+        # and drops for a bounded linger, then closes: the client reads the
+        # GOAWAY and then a clean end of stream, never a reset.
+        ping = frame(0x6, 0, 0, b"12345678")
+        self.send(frame(PRIORITY, 0, 0, b"\0\0\0\1\x10") + ping)
+        time.sleep(0.2)
+        for _ in range(20):  # more bytes it will not read, while it closes
+            try:
+                self.send(ping)
+            except (BrokenPipeError, ConnectionResetError):
+                self.fail("maitred reset the connection instead of closing it")
+        self.c.sock.settimeout(CALL_LIMIT)
+        got = b""
+        deadline = time.monotonic() + CALL_LIMIT
+        while time.monotonic() < deadline:
+            try:
+                chunk = self.c.sock.recv(65536)
+            except ConnectionResetError:
+                self.fail("connection reset by maitred after %d bytes" % len(got))
+            except socket.timeout:
+                self.fail("maitred never closed the connection")
+            if not chunk:
+                break
+            got += chunk
+        # GOAWAY (type 7) with PROTOCOL_ERROR (1) is among what arrived.
+        i, seen = 0, False
+        while i + 9 <= len(got):
+            n = int.from_bytes(got[i:i + 3], "big")
+            if got[i + 3] == 0x7 and n >= 8 and int.from_bytes(got[i + 13:i + 17], "big") == E.PROTOCOL_ERROR:
+                seen = True
+            i += 9 + n
+        self.assertTrue(seen, "no GOAWAY(PROTOCOL_ERROR) in %r" % got[:200])
 
     # --- §5.1: frames on a stream closed by END_STREAM ---------------------------
     @maitred_only
