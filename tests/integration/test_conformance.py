@@ -266,3 +266,68 @@ class Conformance(MaitredTest):
         st = c.wait(sid)
         self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
         self.assert_still_serves()
+
+
+class StreamLimit(MaitredTest):
+    """RFC 9113 §5.1.2, deterministically: h2spec's http2/5.1.2/1 opens its
+    streams one after another and each is answered before the next comes,
+    so it never exceeds the limit; here five streams are open at once
+    against SETTINGS_MAX_CONCURRENT_STREAMS 4 (raw frames: h2 itself would
+    not send the fifth)."""
+
+    @maitred_only
+    def test_a_stream_over_the_limit_is_refused_the_others_go_on(self):
+        import hpack
+        up = self.start_upstream("a")
+        m = self.start_maitred(self.config([self.service("*", [up])], downstream={"max_concurrent_streams": 4}))
+        sock = socket.create_connection(("127.0.0.1", m.port), timeout=CALL_LIMIT)
+        self.addCleanup(sock.close)
+        enc = hpack.Encoder()
+        hs = [(":method", "POST"), (":scheme", "http"), (":path", PATH), (":authority", "maitred.test"),
+              ("content-type", "application/grpc"), ("te", "trailers")]
+        out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(0x4, 0, 0)
+        for sid in (1, 3, 5, 7, 9):
+            out += frame(HEADERS, END_HEADERS, sid, enc.encode(hs))
+        sock.sendall(out)
+        buf, resets, goaway = b"", {}, None
+        deadline = time.monotonic() + CALL_LIMIT
+        while 9 not in resets and goaway is None and time.monotonic() < deadline:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 9:
+                n = int.from_bytes(buf[0:3], "big")
+                if len(buf) < 9 + n:
+                    break
+                ftype, sid, payload = buf[3], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n]
+                buf = buf[9 + n:]
+                if ftype == RST_STREAM:
+                    resets[sid] = int.from_bytes(payload[:4], "big")
+                elif ftype == 0x7:
+                    goaway = int.from_bytes(payload[4:8], "big")
+        self.assertIsNone(goaway, "a stream over the limit is a stream error, not the connection's")
+        self.assertIn(9, resets, "the fifth stream was not refused")
+        self.assertIn(resets[9], (E.REFUSED_STREAM, E.PROTOCOL_ERROR))
+        self.assertEqual(sorted(k for k in resets if k != 9), [], "a stream within the limit was reset")
+        # The four within the limit still get their answers.
+        for sid in (1, 3, 5, 7):
+            sock.sendall(frame(DATA, END_STREAM, sid, b"\0\0\0\0\0"))
+        answered = set()
+        deadline = time.monotonic() + CALL_LIMIT
+        while len(answered) < 4 and time.monotonic() < deadline:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 9:
+                n = int.from_bytes(buf[0:3], "big")
+                if len(buf) < 9 + n:
+                    break
+                ftype, flags, sid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                buf = buf[9 + n:]
+                if ftype == HEADERS and flags & END_STREAM:
+                    answered.add(sid)
+                elif ftype == RST_STREAM:
+                    self.fail("stream %d reset" % sid)
+        self.assertEqual(answered, {1, 3, 5, 7})
