@@ -38,8 +38,12 @@ void mtd_worker_down_closed(void)
 
 void mtd_worker_schedule_flush(struct mtd_worker *w)
 {
-	if (!event_pending(&w->flush_ev, EV_TIMEOUT, NULL))
+	/* A flag, not event_pending(): this runs several times per call
+	 * (every connection dirtied, every release). */
+	if (!w->flush_due) {
+		w->flush_due = true;
 		event_active(&w->flush_ev, EV_TIMEOUT, 0);
+	}
 }
 
 void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c)

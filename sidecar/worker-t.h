@@ -37,6 +37,7 @@ struct mtd_worker {
 	int listen_fd;
 	struct event listen_ev;
 	struct event flush_ev;        /* runs the dirty list */
+	bool flush_due;               /* flush_ev is active (mtd_worker_schedule_flush) */
 	struct event housekeeping_ev; /* 1 s timer */
 	struct event drain_ev;        /* activated by the main thread */
 	struct event stop_ev;         /* activated by the main thread */

@@ -71,6 +71,7 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_worker *w = arg;
 	struct mtd_conn *c;
+	w->flush_due = false; /* what this flush dirties schedules another */
 
 	/* Flushing can dirty other connections (a stream closing upstream
 	 * makes a downstream trailer); loop until quiet. */

@@ -441,17 +441,6 @@ static int http_status(const struct mtd_headers *h)
 	return st ? mtd_http_status_parse(st->value, st->valuelen) : -1;
 }
 
-/* The response is gRPC's: content-type application/grpc, alone or with a
- * subtype (PROTOCOL-HTTP2: "application/grpc" [("+proto" / "+json" /
- * {custom})]). */
-static bool grpc_content_type(const struct mtd_headers *h)
-{
-	nghttp2_nv buf;
-	const nghttp2_nv *ct = mtd_headers_find(h, "content-type", &buf);
-	return ct && ct->valuelen >= 16 && memcmp(ct->value, "application/grpc", 16) == 0 &&
-	       (ct->valuelen == 16 || ct->value[16] == '+' || ct->value[16] == ';');
-}
-
 /* An HTTP answer that is not gRPC (an ingress's or proxy's error page, a
  * plain HTTP server): replace its headers with the Trailers-Only answer it
  * means, by gRPC's http-grpc-status-mapping.md, naming the HTTP status
@@ -489,7 +478,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 		return;
 	int http = http_status(&a->resp_hdrs);
 	nghttp2_nv buf;
-	if ((http != 200 || !grpc_content_type(&a->resp_hdrs)) && !mtd_headers_find(&a->resp_hdrs, "grpc-status", &buf)) {
+	if ((http != 200 || !a->resp_grpc) && !mtd_headers_find(&a->resp_hdrs, "grpc-status", &buf)) {
 		if (translate_http_answer(a, http) < 0) {
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 			return;

@@ -156,6 +156,12 @@ static int st_on_field(struct mtd_up_stream *s, const uint8_t *name, size_t nlen
 	}
 	if (mtd_headers_add(h, &call->w->slab, name, nlen, value, vlen, flags & NGHTTP2_NV_FLAG_NO_INDEX) < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	/* Whether the answer is gRPC's is seen as its field goes by, not
+	 * looked up again: PROTOCOL-HTTP2's "application/grpc" [("+proto" /
+	 * "+json" / {custom})]. */
+	if (!a->resp_headers_in && nlen == 12 && memcmp(name, "content-type", 12) == 0)
+		a->resp_grpc = vlen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
+		               (vlen == 16 || value[16] == '+' || value[16] == ';');
 	return 0;
 }
 
@@ -171,6 +177,7 @@ static void st_on_headers(struct mtd_up_stream *s, bool end_stream)
 	/* RFC 9110 §15.2: 1xx are interim; the real response follows. */
 	if (st && st->valuelen == 3 && st->value[0] == '1') {
 		mtd_headers_clear(&a->resp_hdrs, &a->call->w->slab);
+		a->resp_grpc = false;
 		return;
 	}
 	mtd_attempt_on_resp_headers(a, end_stream);

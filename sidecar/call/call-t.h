@@ -72,6 +72,7 @@ struct mtd_attempt {
 	bool lb_begun; /* counted in its endpoint's active calls */
 	bool hedge;    /* FORKING: started after the first attempt */
 	bool released; /* the lifetime rule: on the reap list, over */
+	bool resp_grpc; /* its response headers say content-type application/grpc */
 };
 
 enum mtd_call_state {

@@ -308,6 +308,7 @@ static void fx_close(struct fx *f)
 	if (f->peer >= 0)
 		close(f->peer);
 	close(f->lfd);
+	mtd_conn_linger_end_all(&f->w); /* the graceful closes' sockets */
 	mtd_up_teardown(&f->w);
 	event_base_free(f->w.base);
 	free(f->w.rbuf);

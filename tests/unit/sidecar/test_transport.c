@@ -242,6 +242,7 @@ static void pair_close(struct pair *p)
 	close(p->sfd);
 	SSL_CTX_free(p->sctx);
 	mtd_tls_ctx_free(p->cctx);
+	mtd_conn_linger_end_all(&p->w); /* the graceful closes' sockets */
 	event_base_free(p->base);
 	free(p->w.rbuf);
 }
@@ -486,6 +487,7 @@ static void tcp_close(struct tcp_pair *p)
 	nghttp2_session_del(p->c.ng);
 	free(p->c.out);
 	close(p->peer);
+	mtd_conn_linger_end_all(&p->w); /* the graceful closes' sockets */
 	event_base_free(p->base);
 	free(p->w.rbuf);
 }
