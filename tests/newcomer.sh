@@ -10,8 +10,9 @@
 #   1. an in-place build by hand (`autoreconf -fi && ./configure && make
 #      sidecar/maitred`, as people do), which VPATH builds must survive;
 #   2. deploy/demo.sh: must clean the in-place build and build in build/;
-#   3. a short deploy/run-tests.sh (TSAN=0 VALGRIND=0 FUZZ_TIME=0, every
-#      unit suite, the integration files in NEWCOMER_IT): builds build-asan/;
+#   3. a short deploy/run-tests.sh (TSAN=0 VALGRIND=0 FUZZ_TIME=0; of make
+#      check's tests test_core, test_config and the integration files in
+#      NEWCOMER_IT: the outer run tests the rest): builds build-asan/;
 #   4. build-asan/sidecar/maitred must be instrumented (ASan and UBSan entry
 #      symbols in its dynamic symbols, libasan loaded) and build/'s not;
 #   5. the harness must refuse build/'s plain maitred against build-asan/'s
@@ -25,13 +26,13 @@
 #   8. deploy/demo.sh again (run-tests first, then the demo).
 # The clone is removed when everything passed, kept (and named) otherwise.
 #
-# Environment: NEWCOMER_IT (default "test_calls test_config_cli"),
+# Environment: NEWCOMER_IT (default "test_calls test_config_cli test_deploy"),
 # NEWCOMER_KEEP=1 keeps the clone even on success. The demo needs ports
 # 15001 and 50051-50053 on 127.0.0.1.
 set -eu
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-IT=${NEWCOMER_IT:-"test_calls test_config_cli"}
+IT=${NEWCOMER_IT:-"test_calls test_config_cli test_deploy"}
 # The inner runs must not see the outer make check's or stages' settings.
 unset MAITRED_BIN MAITRED_SRCDIR MAITRED_BUILDDIR MAITRED_EXPECT_SAN MAITRED_IT MAITRED_WRAP
 export NEWCOMER=0 TSAN=0 VALGRIND=0 FUZZ_TIME=0
@@ -83,8 +84,9 @@ grep -q 'source tree is configured in place' "$dir/2-demo.log" ||
 grep -E 'instance-[123]' "$dir/2-demo.log" | tail -n 3
 
 say "3. deploy/run-tests.sh (short: TSAN=0 VALGRIND=0 FUZZ_TIME=0, integration: $IT)"
-step "deploy/run-tests.sh" 3-run-tests.log env MAITRED_IT="$IT" deploy/run-tests.sh
-grep -E '^# (TOTAL|PASS|FAIL)|^integration:' "$dir/3-run-tests.log" build-asan/tests/integration/run.sh.log || true
+step "deploy/run-tests.sh" 3-run-tests.log env MAITRED_IT="$IT" \
+	CHECK_TESTS="tests/unit/test_core tests/unit/test_config tests/integration/run.sh" deploy/run-tests.sh
+grep -h -E '^# (TOTAL|PASS|FAIL)|^integration:' "$dir/3-run-tests.log" build-asan/tests/integration/run.sh.log || true
 
 say "4. build-asan/'s maitred is instrumented, build/'s is not"
 got=$(has_san build-asan/sidecar/maitred)
@@ -92,7 +94,7 @@ got=$(has_san build-asan/sidecar/maitred)
 ldd build-asan/sidecar/maitred | grep -q 'libasan\.so' || fail "build-asan/sidecar/maitred does not load libasan"
 got=$(has_san build/sidecar/maitred)
 [ -z "$got" ] || fail "build/sidecar/maitred (the demo's plain build) has sanitizers: $got"
-echo "ok: build-asan/sidecar/maitred: asan ubsan ($(ldd build-asan/sidecar/maitred | grep -o 'lib[a-z]*san\.so[.0-9]*' | tr '\n' ' ')); build/sidecar/maitred: none"
+echo "ok: build-asan/sidecar/maitred: asan ubsan (loads $(ldd build-asan/sidecar/maitred | awk '$1 ~ /san\.so/ { printf "%s ", $1 }')); build/sidecar/maitred: none"
 
 say "5. the harness refuses a plain maitred in an ASan build's tests"
 if MAITRED_BUILDDIR=$PWD/build-asan MAITRED_BIN=$PWD/build/sidecar/maitred \
