@@ -47,9 +47,8 @@ clean_in_tree() {
 	find sidecar -name admin_page.c -type f -exec rm -f {} +
 	# Programs: every ELF file under the folders make builds into.
 	find sidecar tests/unit bench -type f -perm -u+x | while read -r f; do
-		[ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && rm -f "$f"
+		if [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ]; then rm -f "$f"; fi
 	done
-	return 0
 }
 
 if [ -f config.status ] || [ -f Makefile ]; then
@@ -89,14 +88,14 @@ elif [ "$(grep -v '^status ' "$stamp")" != "$want_text" ]; then
 elif [ "$(grep '^status ' "$stamp" | cut -c8-)" != "$(cd "$dir" && ./config.status --config)" ]; then
 	reason="$dir/ was configured again by hand: $(cd "$dir" && ./config.status --config)"
 else
-	echo "$dir/: configured with: ${want[*]-}"
+	echo "$dir/: configured with: ${want[*]:-(no arguments)}"
 	exit 0
 fi
 
 [ -n "$reason" ] && say "$reason; configuring it afresh"
 rm -rf "$dir"
 mkdir -p "$dir"
-say "configure in $dir/: ${want[*]-}"
+say "configure in $dir/: ${want[*]:-(no arguments)}"
 if ! (cd "$dir" && "$top/configure" ${want[@]+"${want[@]}"} >configure.log 2>&1); then
 	tail -n 40 "$dir/configure.log"
 	say "configure failed (log: $dir/configure.log)"
