@@ -61,9 +61,10 @@ if ! { (cd ../src && autoreconf -fi) &&
   exit 1
 fi
 if [ "$all" = 1 ]; then TSAN_UNIT=$(make -s print-unit-tests); fi
-say "ThreadSanitizer: make sidecar/maitred $TSAN_UNIT"
+# docs/config-reference.md: test_deploy checks the generated reference
+say "ThreadSanitizer: make sidecar/maitred docs/config-reference.md $TSAN_UNIT"
 # shellcheck disable=SC2086 # word splitting intended: a list of programs
-if ! make -j2 sidecar/maitred $TSAN_UNIT >>build.log 2>&1; then
+if ! make -j2 sidecar/maitred docs/config-reference.md $TSAN_UNIT >>build.log 2>&1; then
   tail -n 60 build.log
   say "ThreadSanitizer: the build failed (log: $dir/build/build.log)"
   exit 1
