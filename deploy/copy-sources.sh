@@ -1,10 +1,12 @@
 #!/bin/bash
-# Copy this checkout's sources to DIR (an empty directory) for a second build
-# beside the in-tree one: git's tracked files and untracked ones not ignored,
-# as they are in the working tree; without git (or a checkout git refuses:
-# another owner), the whole tree, then `make distclean` in the copy. Used by
-# deploy/tsan.sh and deploy/valgrind.sh (a sanitizer build cannot share the
-# tree with another).
+# Copy this checkout's sources to DIR (an empty directory) for a build of
+# another flavour beside the others: git's tracked files and untracked ones
+# not ignored, as they are in the working tree (so no build output: the
+# build*/ directories and an in-place build's files are ignored); without
+# git (or a checkout git refuses: another owner), the whole tree less the
+# top-level build*/ directories, then `make distclean` in the copy when the
+# tree was configured in place. Used by deploy/tsan.sh and deploy/valgrind.sh,
+# which build the copy in a VPATH directory beside it.
 #
 #   deploy/copy-sources.sh DIR
 set -eu
@@ -17,7 +19,7 @@ if git ls-files >/dev/null 2>&1; then
     while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
     xargs -0 cp -P --parents -t "$dir"
 else
-  echo "copying the tree to $dir (no git file list), make distclean there"
-  cp -a "./." "$dir"
+  echo "copying the tree to $dir (no git file list; not build*/), make distclean there"
+  tar -c --exclude='./build*' --exclude=./fuzz/out -f - . | tar -x -C "$dir" -f -
   if [ -f "$dir/Makefile" ]; then make -C "$dir" distclean >/dev/null; fi
 fi

@@ -3,7 +3,9 @@
 #
 #   deploy/demo.sh
 #
-# Installs the Debian packages that are missing, builds maitred, starts three
+# Installs the Debian packages that are missing, builds maitred in build/ (a
+# VPATH build: the binary is build/sidecar/maitred; deploy/run-tests.sh
+# builds in build-asan/, so either can run first), starts three
 # instances of a real gRPC service (tests/integration/upstream.py, Echo) on
 # 127.0.0.1:50051-50053, starts maitred with its embedded default config
 # (listen 127.0.0.1:15001, every service round robin over those three), sends
@@ -42,10 +44,9 @@ install_missing() {
 
 install_missing
 
-say "building maitred"
-if [ ! -x configure ]; then autoreconf -fi; fi
-if [ ! -f Makefile ]; then ./configure; fi
-make -j"$JOBS" sidecar/maitred >/dev/null
+say "building maitred in build/ (deploy/build-dir.sh: a VPATH build of its own)"
+deploy/build-dir.sh build
+make -C build -j"$JOBS" sidecar/maitred >/dev/null
 
 for port in 15001 50051 50052 50053; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
@@ -92,7 +93,7 @@ for n in 1 2 3; do
 done
 
 say "starting maitred (embedded default config: 127.0.0.1:15001 -> 50051, 50052, 50053)"
-sidecar/maitred --log-level info >"$work/maitred.log" 2>&1 &
+build/sidecar/maitred --log-level info >"$work/maitred.log" 2>&1 &
 mpid=$!
 pids="$mpid $pids"
 for i in $(seq 1 300); do

@@ -4,15 +4,24 @@
 #
 #   deploy/run-tests.sh
 #
-# Installs the Debian packages that are missing, builds with warnings as
-# errors and AddressSanitizer + UndefinedBehaviorSanitizer, and runs
-# `make -j2 check` (Check unit tests and the integration tests), then the
-# ThreadSanitizer stage (deploy/tsan.sh: a --enable-tsan build of a copy of
-# the sources in a temporary directory, the unit suites that start threads
-# and the integration files that stress them; TSAN=0 skips it), then the
-# valgrind stage (deploy/valgrind.sh: a copy built without sanitizers, the
-# quick unit suites and most of test_faults under memcheck; VALGRIND=0 skips it),
-# then every libFuzzer target for FUZZ_TIME seconds (default 60; FUZZ_TIME=0
+# Installs the Debian packages that are missing, builds in build-asan/ (a
+# VPATH build of its own, deploy/build-dir.sh: configured afresh whenever its
+# flags differ, the source tree cleaned when it was configured in place, so
+# whatever was built before in the checkout, the demo's build/ included,
+# cannot leak in) with warnings as errors and AddressSanitizer +
+# UndefinedBehaviorSanitizer, and runs `make -j2 check` there (Check unit
+# tests and the integration tests; MAITRED_IT="test_calls ..." runs only
+# those integration files, CHECK_TESTS="tests/unit/test_core
+# tests/integration/run.sh" only those of make check's tests), then the
+# newcomer stage (tests/newcomer.sh: a
+# clone of this checkout's HEAD, the README's two commands one after the
+# other in it, short; NEWCOMER=0 skips it), then the ThreadSanitizer stage
+# (deploy/tsan.sh: a --enable-tsan build of a copy of the sources in a
+# temporary directory, the unit suites that start threads and the
+# integration files that stress them; TSAN=0 skips it), then the valgrind
+# stage (deploy/valgrind.sh: a copy built without sanitizers, the quick unit
+# suites and most of test_faults under memcheck; VALGRIND=0 skips it), then
+# every libFuzzer target for FUZZ_TIME seconds (default 60; FUZZ_TIME=0
 # skips fuzzing). On failure it prints the log of every test that failed,
 # the race or memcheck report, or the fuzzer's crash report, and exits
 # non-zero.
@@ -45,15 +54,21 @@ install_missing() {
 
 install_missing
 
-say "configuring (--enable-werror --enable-asan --enable-ubsan)"
-if [ ! -x configure ] || [ configure.ac -nt configure ]; then autoreconf -fi; fi
-./configure --enable-werror --enable-asan --enable-ubsan PYTHON=/usr/bin/python3
+say "configuring build-asan/ (--enable-werror --enable-asan --enable-ubsan)"
+deploy/build-dir.sh build-asan --enable-werror --enable-asan --enable-ubsan PYTHON=/usr/bin/python3
 
-say "building"
-make -j2
+say "building (build-asan/)"
+make -C build-asan -j2
 
-say "make -j2 check"
-if make -j2 check; then
+say "make -j2 check (build-asan/)${MAITRED_IT:+; integration: $MAITRED_IT}"
+if make -C build-asan -j2 check ${CHECK_TESTS:+"TESTS=$CHECK_TESTS"}; then
+  if [ "${NEWCOMER:-1}" != 0 ]; then
+    say "newcomer: tests/newcomer.sh (NEWCOMER=0 skips it)"
+    if ! tests/newcomer.sh; then
+      say "tests/newcomer.sh failed: the README's two commands in one clone (its log is above)"
+      exit 1
+    fi
+  fi
   if [ "${TSAN:-1}" != 0 ]; then
     say "ThreadSanitizer: deploy/tsan.sh (TSAN=0 skips it)"
     if ! deploy/tsan.sh; then
@@ -70,8 +85,8 @@ if make -j2 check; then
   fi
   if [ "${FUZZ_TIME:-60}" != 0 ]; then
     say "fuzzing: fuzz/build.sh (${FUZZ_TIME:-60} s per target)"
-    if ! fuzz/build.sh; then
-      say "fuzz/build.sh failed: a target did not build, or a fuzzer found a crash (reproducer under fuzz/out/crash-*)"
+    if ! MAITRED_BUILDDIR=$PWD/build-asan fuzz/build.sh; then
+      say "fuzz/build.sh failed: a target did not build, or a fuzzer found a crash (reproducer under build-asan/fuzz/out/crash-*)"
       exit 1
     fi
   fi
@@ -80,10 +95,11 @@ if make -j2 check; then
 fi
 
 say "failed tests and their logs"
+cd build-asan
 find . -name '*.trs' -print | sort | while read -r trs; do
   if grep -Eq '^:test-result: (FAIL|ERROR|XPASS)' "$trs"; then
     log="${trs%.trs}.log"
-    printf '\n----- %s\n' "$log"
+    printf '\n----- build-asan/%s\n' "${log#./}"
     cat "$log" 2>/dev/null || echo "(no log)"
   fi
 done

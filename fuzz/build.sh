@@ -8,26 +8,38 @@
 #   FUZZ_TIME=0 fuzz/build.sh           build only
 #   FUZZ_JOBS=1 fuzz/build.sh           one compiler / fuzzer at a time
 #
-# Needs a configured and built tree (config.h and the generated gen/
-# protobuf-c sources): `./configure && make` first, as deploy/run-tests.sh
-# does. FUZZ_JOBS (default: the CPU count) compilers, then fuzzers, run at
+# Needs a configured and built tree (config.h and the generated sources:
+# gen/ protobuf-c, sidecar/admin_page.c): MAITRED_BUILDDIR names it; by
+# default the source tree when it is configured in place, else build-asan/
+# (deploy/run-tests.sh builds it), else build/ (deploy/demo.sh). The other
+# sources are read from the source tree; a generated one from the build
+# tree. FUZZ_JOBS (default: the CPU count) compilers, then fuzzers, run at
 # once: each target still gets its full FUZZ_TIME, in a fraction of the
 # wall time, and its output goes to $FUZZ_OUT/log-<target>, printed when
-# it ends. Objects and binaries go to $FUZZ_OUT (default fuzz/out); new corpus
-# entries go to $FUZZ_OUT/corpus-<target>, the committed seeds under
-# fuzz/corpus/<target> are only read.
+# it ends. Objects and binaries go to $FUZZ_OUT (default
+# $MAITRED_BUILDDIR/fuzz/out); new corpus entries go to
+# $FUZZ_OUT/corpus-<target>, the committed seeds under fuzz/corpus/<target>
+# are only read.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-out=${FUZZ_OUT:-$top/fuzz/out}
+build=${MAITRED_BUILDDIR:-}
+if [ -z "$build" ]; then
+	for d in "$top" "$top/build-asan" "$top/build"; do
+		if [ -f "$d/config.h" ]; then build=$d; break; fi
+	done
+fi
+build=$(cd "${build:-$top}" && pwd)
+out=${FUZZ_OUT:-$build/fuzz/out}
 time=${FUZZ_TIME:-60}
 cc=${FUZZ_CC:-clang}
 targets=${*:-"pbwire grpc_scan grpc_timeout config record downstream"}
 jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
 
-if [ ! -f "$top/config.h" ] || [ ! -d "$top/gen" ]; then
-	echo "fuzz/build.sh: configure and build the tree first (config.h, gen/)" >&2
+if [ ! -f "$build/config.h" ] || [ ! -d "$build/gen" ]; then
+	echo "fuzz/build.sh: configure and build a tree first (config.h, gen/ in $build; MAITRED_BUILDDIR names it)" >&2
 	exit 2
 fi
+echo "fuzz/build.sh: sources $top, build tree $build, output $out"
 
 pkgs="libnghttp2 libevent_core libevent_pthreads libevent_extra libevent_openssl openssl libprotobuf-c yaml-0.1"
 # shellcheck disable=SC2086
@@ -35,7 +47,7 @@ pkg_cflags=$(pkg-config --cflags $pkgs)
 # shellcheck disable=SC2086
 pkg_libs=$(pkg-config --libs $pkgs)
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-cflags="-g -O1 -Werror=implicit-function-declaration -std=gnu11 -pthread $san -fsanitize=fuzzer-no-link -I$top -I$top/lib -I$top/gen $pkg_cflags"
+cflags="-g -O1 -Werror=implicit-function-declaration -std=gnu11 -pthread $san -fsanitize=fuzzer-no-link -I$build -I$top -I$top/lib -I$build/gen $pkg_cflags"
 
 mkdir -p "$out/obj"
 
@@ -75,10 +87,24 @@ reap() {
 	fi
 }
 
+# where REL: the build tree's copy of a source (generated there), else the
+# source tree's.
+where() {
+	if [ -f "$build/$1" ]; then echo "$build/$1"; else echo "$top/$1"; fi
+}
+# sources DIR...: the .c files under DIR in the source and the build tree,
+# relative, once each (an in-place build has both in one).
+sources() {
+	for d in "$@"; do
+		(cd "$top" && [ -d "$d" ] && find "$d" -name '*.c') || true
+		(cd "$build" && [ -d "$d" ] && find "$d" -name '*.c') || true
+	done | sort -u
+}
+
 lib_objs=""
-for src in $(cd "$top" && find lib gen -name '*.c' | sort); do
+for src in $(sources lib gen); do
 	obj="$out/obj/${src%.c}.o"
-	spawn compile "$top/$src" "$obj"
+	spawn compile "$(where "$src")" "$obj"
 	lib_objs="$lib_objs $obj"
 done
 reap
@@ -87,11 +113,11 @@ rm -f "$out/libmaitred-fuzz.a"
 ar rcs "$out/libmaitred-fuzz.a" $lib_objs
 
 side_objs=""
-for src in $(cd "$top" && find sidecar -name '*.c' | sort); do
+for src in $(sources sidecar); do
 	obj="$out/obj/${src%.c}.o"
 	case "$src" in
-	sidecar/main.c) spawn compile "$top/$src" "$obj" -Dmain=mtd_fuzz_unused_main ;;
-	*) spawn compile "$top/$src" "$obj" ;;
+	sidecar/main.c) spawn compile "$(where "$src")" "$obj" -Dmain=mtd_fuzz_unused_main ;;
+	*) spawn compile "$(where "$src")" "$obj" ;;
 	esac
 	side_objs="$side_objs $obj"
 done

@@ -5,7 +5,8 @@ For each scenario a fresh maitred (tests' upstream.py behind it, grpcio in
 front) runs with a recording TCP relay on each side; the bytes the client
 sent to maitred and the bytes the upstream sent to maitred become one seed:
 2-byte big-endian length of the client part, the client part, the upstream
-part (fuzz/downstream_fuzz.c's input layout). Needs a built sidecar/maitred.
+part (fuzz/downstream_fuzz.c's input layout). Needs a built maitred:
+MAITRED_BIN, default build/sidecar/maitred (deploy/demo.sh's build).
 
   /usr/bin/python3 fuzz/record_seeds.py OUTDIR   (Debian's python3-grpcio)
 """
@@ -145,7 +146,7 @@ def main():
                 f.write("listen: \"127.0.0.1:%d\"\nworkers: 1\nservices:\n" % mport)
                 for svc in ("*", "fuzz.Hash", "fuzz.Header"):
                     f.write("  - name: \"%s\"\n    endpoints: [{address: \"127.0.0.1:%d\"}]\n" % (svc, urelay.port))
-            m = subprocess.Popen([os.path.join(top, "sidecar", "maitred"), "--config", cfg, "--log-level", "error"])
+            m = subprocess.Popen([os.environ.get("MAITRED_BIN") or os.path.join(top, "build", "sidecar", "maitred"), "--config", cfg, "--log-level", "error"])
             try:
                 wait_port(mport)
                 drelay = Relay(("127.0.0.1", mport), "in")

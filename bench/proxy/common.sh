@@ -15,7 +15,7 @@ for tool in h2load nghttp taskset ss python3 openssl; do
 	command -v $tool >/dev/null || { echo "missing $tool (apt-get install nghttp2-client iproute2 util-linux python3 openssl)" >&2; exit 2; }
 done
 if [ ! -x "$UPSTREAM_BIN" ]; then
-	echo "missing $UPSTREAM_BIN: run 'make bench/proxy/grpc_upstream' first" >&2
+	echo "missing $UPSTREAM_BIN: run 'make -C build bench/proxy/grpc_upstream' first (the plain build, deploy/demo.sh's)" >&2
 	exit 2
 fi
 

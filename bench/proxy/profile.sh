@@ -25,8 +25,8 @@ PORT_BASE=25100
 CPU_PROXY=1
 CPU_LOAD=0
 KEEP=0
-UPSTREAM_BIN=${UPSTREAM_BIN:-$top/bench/proxy/grpc_upstream}
-MAITRED_BIN=${MAITRED_BIN:-$top/sidecar/maitred}
+UPSTREAM_BIN=${UPSTREAM_BIN:-$top/build/bench/proxy/grpc_upstream}
+MAITRED_BIN=${MAITRED_BIN:-$top/build/sidecar/maitred}
 
 usage() {
 	cat <<EOF

@@ -25,8 +25,8 @@ CPU_LOAD=0       # h2load's and the upstreams' core
 PORT_BASE=25000  # proxy PORT_BASE+1, upstreams PORT_BASE+51, PORT_BASE+52
 KEEP=0
 REPS=1           # repeats of every row (medians are reported)
-UPSTREAM_BIN=${UPSTREAM_BIN:-$top/bench/proxy/grpc_upstream}
-MAITRED_BIN=${MAITRED_BIN:-$top/sidecar/maitred}
+UPSTREAM_BIN=${UPSTREAM_BIN:-$top/build/bench/proxy/grpc_upstream}
+MAITRED_BIN=${MAITRED_BIN:-$top/build/sidecar/maitred}
 
 usage() {
 	cat <<EOF
@@ -49,8 +49,9 @@ usage: $0 [options]
                  (default $REPS)
   -k             keep the temp dir (configs, logs, h2load output); kept
                  anyway when a row has a note
-Environment: UPSTREAM_BIN (default bench/proxy/grpc_upstream, built by
-\`make bench/proxy/grpc_upstream\`), MAITRED_BIN (default sidecar/maitred).
+Environment: UPSTREAM_BIN (default build/bench/proxy/grpc_upstream, built by
+\`make -C build bench/proxy/grpc_upstream\`), MAITRED_BIN (default
+build/sidecar/maitred: the plain build in build/, deploy/demo.sh's).
 EOF
 }
 

@@ -20,8 +20,8 @@ CPU_LOAD=0
 KEEP=${KEEP:-0}
 DUR=${DUR:-4}
 WARM=1
-UPSTREAM_BIN=${UPSTREAM_BIN:-$top/bench/proxy/grpc_upstream}
-MAITRED_BIN=${MAITRED_BIN:-$top/sidecar/maitred}
+UPSTREAM_BIN=${UPSTREAM_BIN:-$top/build/bench/proxy/grpc_upstream}
+MAITRED_BIN=${MAITRED_BIN:-$top/build/sidecar/maitred}
 # shellcheck source=common.sh
 source "$here/common.sh"
 TARGET_URI="http://127.0.0.1:$PROXY_PORT$PATH_URI"

@@ -118,6 +118,52 @@ def sanitizer_lines(text):
     return [line for line in text.splitlines()
             if any(m in line for m in SANITIZER_MARKS) or MEMCHECK_ERROR.match(line)]
 
+
+# --- the binary's sanitizers against the build's (issue 16 §1) --------------
+def check_maitred_flavour():
+    """Fail (AssertionError) when MAITRED_BIN lacks a sanitizer its build was
+    configured with, or has one it was not: a plain build's objects reused by
+    an ASan build passed every test silently. The build's list ("asan,ubsan",
+    "tsan", "none"): MAITRED_EXPECT_SAN (make check exports configure's),
+    else MAITRED_SANITIZERS in BUILDDIR's config.h, else in the config.h of
+    the tree MAITRED_BIN was built in; none of them: no check. The binary's:
+    the sanitizer runtimes' entry symbols in its ELF string tables (what it
+    imports from libasan / libubsan / libtsan, or links in). Checked once per
+    process, by MaitredTest.setUp: every test fails with the reason."""
+    if DIRECT:
+        return
+    if not hasattr(check_maitred_flavour, "problem"):
+        want, source = os.environ.get("MAITRED_EXPECT_SAN"), "MAITRED_EXPECT_SAN"
+        for h in (os.path.join(BUILDDIR, "config.h"),
+                  os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(MAITRED_BIN))), "config.h")):
+            if want is None and os.path.isfile(h):
+                with open(h) as f:
+                    m = re.search(r'^#define MAITRED_SANITIZERS "([^"]*)"', f.read(), re.M)
+                if m:
+                    want, source = m.group(1), h
+        problem = None
+        if want is not None:
+            symbols = {"asan": b"\0__asan_init", "ubsan": b"\0__ubsan_handle_", "tsan": b"\0__tsan_init"}
+            expected = set(want.split(",")) - {"", "none"}
+            try:
+                with open(MAITRED_BIN, "rb") as f:
+                    data = f.read()
+            except OSError as e:
+                problem = "cannot read maitred at %s: %s" % (MAITRED_BIN, e)
+            else:
+                found = {name for name, sym in symbols.items() if sym in data}
+                if found != expected:
+                    problem = ("%s is built with sanitizers: %s, but its build is configured with: %s (%s). "
+                               "A binary of another build (objects left by a build with other flags, or "
+                               "MAITRED_BIN and MAITRED_BUILDDIR naming different trees): build it again in "
+                               "a tree of its own (deploy/run-tests.sh: build-asan/)"
+                               % (MAITRED_BIN, ",".join(sorted(found)) or "none",
+                                  ",".join(sorted(expected)) or "none", source))
+        check_maitred_flavour.problem = problem
+    if check_maitred_flavour.problem:
+        raise AssertionError(check_maitred_flavour.problem)
+# --- end of the sanitizer check ------------------------------------------------
+
 ECHO = "/maitred.testing.v1.Echo/"
 
 
@@ -432,6 +478,7 @@ class MaitredTest(unittest.TestCase):
     maxDiff = None
 
     def setUp(self):
+        check_maitred_flavour()
         root = os.environ.get("MAITRED_TEST_TMP") or None
         if root:
             os.makedirs(root, exist_ok=True)
