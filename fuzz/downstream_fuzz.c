@@ -162,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	n_peers = 0;
 
 	int lfd = dup(listen_fd);
-	mtd_disc_ref_get(&rt->ref); /* the worker's; the harness keeps its own */
+	mtd_ref_get(&rt->ref); /* the worker's; the harness keeps its own */
 	struct mtd_worker *w = lfd >= 0 ? mtd_worker_new(0, rt, lfd) : NULL;
 	if (!w) {
 		mtd_runtime_unref(rt);

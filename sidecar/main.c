@@ -418,7 +418,7 @@ static int run(struct mtd_control *ctl)
 			MTD_ERROR("cannot listen on %s: %s", cfg->listen.text, strerror(-fd));
 			goto out_workers;
 		}
-		mtd_disc_ref_get(&ctl->rt->ref); /* the worker's */
+		mtd_ref_get(&ctl->rt->ref); /* the worker's */
 		ctl->workers[i] = mtd_worker_new(i, ctl->rt, fd);
 		if (!ctl->workers[i]) {
 			mtd_runtime_unref(ctl->rt);

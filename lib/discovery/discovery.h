@@ -5,7 +5,7 @@
  *
  * The reclaim rule (HACKING.md "Snapshots"):
  *  - shared objects (runtime snapshot, service snapshot, endpoint identity)
- *    carry an atomic reference count (struct mtd_disc_ref): the control
+ *    carry an atomic reference count (struct mtd_ref): the control
  *    thread holds the current ones, a worker its current runtime, a pool
  *    its service snapshot and its endpoint; the object is freed when the
  *    count drops to zero;
@@ -21,6 +21,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/ref.h"
 
 #include "discovery/discovery-t.h"
 
@@ -54,30 +56,7 @@ int mtd_disc_match(const struct mtd_disc_id *old, size_t n_old, const struct mtd
 
 /* ---- the reclaim rule (inline) ---------------------------------------- */
 
-/* An atomic reference count, starting at one (the creator's). */
-struct mtd_disc_ref {
-	_Atomic uint32_t n;
-};
-
-static inline void mtd_disc_ref_init(struct mtd_disc_ref *r)
-{
-	atomic_init(&r->n, 1);
-}
-
-static inline void mtd_disc_ref_get(struct mtd_disc_ref *r)
-{
-	/* A new reference is always made from an existing one: relaxed. */
-	atomic_fetch_add_explicit(&r->n, 1, memory_order_relaxed);
-}
-
-/* Drop one reference; true when it was the last: the caller frees the
- * object. acq_rel: every thread's use of the object happens before its
- * free (an acquire fence after a release decrement says the same, but
- * ThreadSanitizer does not model fences). */
-static inline bool mtd_disc_ref_put(struct mtd_disc_ref *r)
-{
-	return atomic_fetch_sub_explicit(&r->n, 1, memory_order_acq_rel) == 1;
-}
+/* The reference count of shared snapshot objects: lib/core/ref.h. */
 
 /* One worker's hold on one runtime snapshot: its calls routed with it. Not
  * atomic: only the owning worker touches it. */

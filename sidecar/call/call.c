@@ -135,7 +135,7 @@ static void call_free(struct mtd_call *call)
 	}
 	if (call->load) {
 		atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
-		if (mtd_disc_ref_put(&call->load->ref))
+		if (mtd_ref_put(&call->load->ref))
 			free(call->load);
 	}
 	mtd_worker_unhold(call->w, call->hold);
@@ -852,7 +852,7 @@ void mtd_call_start(struct mtd_call *call)
 	uint32_t max_calls = call->svc->cfg->circuit.max_calls;
 	if (max_calls) {
 		call->load = call->svc->load;
-		mtd_disc_ref_get(&call->load->ref);
+		mtd_ref_get(&call->load->ref);
 		uint32_t in = atomic_fetch_add_explicit(&call->load->calls, 1, memory_order_relaxed);
 		if (in >= max_calls) {
 			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_CALLS);

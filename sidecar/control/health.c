@@ -219,9 +219,9 @@ static void check_cb(evutil_socket_t fd, short what, void *arg)
 	grpc__health__v1__health_check_request__pack(&req, pr->body + 5);
 	pr->body_len = 5 + len;
 	pr->h = t->h;
-	mtd_disc_ref_get(&s->ref);
+	mtd_ref_get(&s->ref);
 	pr->svc = s;
-	mtd_disc_ref_get(&t->ep->ref);
+	mtd_ref_get(&t->ep->ref);
 	pr->ep = t->ep;
 	pr->timeout_ms = c->timeout_ms;
 	pr->grpc_status = -1;
@@ -252,7 +252,7 @@ static struct target *target_new(struct mtd_health *h, size_t si, struct mtd_end
 	if (!t)
 		return NULL;
 	*t = (struct target){.h = h, .si = si, .ep = ep, .worker = worker};
-	mtd_disc_ref_get(&ep->ref);
+	mtd_ref_get(&ep->ref);
 	t->next = evtimer_new(h->ctl->base, check_cb, t);
 	if (!t->next) {
 		target_free(t);

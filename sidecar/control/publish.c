@@ -89,7 +89,7 @@ void mtd_control_publish(struct mtd_control *ctl, struct mtd_runtime *rt)
 	struct mtd_runtime *old = ctl->rt;
 	ctl->rt = rt;
 	for (unsigned i = 0; i < ctl->n_workers; i++) {
-		mtd_disc_ref_get(&rt->ref);
+		mtd_ref_get(&rt->ref);
 		mtd_worker_set_runtime(ctl->workers[i], rt);
 	}
 	if (old)

@@ -32,7 +32,7 @@ struct ssl_ctx_st;
  *                            endpoints do not change)   as long as it stays)
  *
  * All three are immutable once published (except the atomics) and carry a
- * struct mtd_disc_ref. The control thread holds the current runtime; each
+ * struct mtd_ref. The control thread holds the current runtime; each
  * worker holds the runtime it serves and, per runtime, a hold counting the
  * calls routed with it (lib/discovery/discovery.h: the reclaim rule); a
  * pool holds its service snapshot and its endpoint. An object whose last
@@ -41,7 +41,7 @@ struct ssl_ctx_st;
 
 /* One endpoint identity (lib/discovery/discovery-t.h). */
 struct mtd_endpoint {
-	struct mtd_disc_ref ref;
+	struct mtd_ref ref;
 	char *key;                 /* registry key, or NULL */
 	struct mtd_cfg_addr addr;  /* owned copies: text (the id pickers hash), host (SNI default), sa */
 	int64_t start_ms;          /* warmup start: the record's, or when first seen */
@@ -80,7 +80,7 @@ struct mtd_rt_method {
 /* Calls of a service in flight and waiting, over every worker (circuit
  * breaking); shared by the snapshots of one service, like the budget. */
 struct mtd_rt_load {
-	struct mtd_disc_ref ref;
+	struct mtd_ref ref;
 	_Atomic uint32_t calls;
 	_Atomic uint32_t pending;
 };
@@ -102,7 +102,7 @@ struct mtd_rt_epattr {
 
 /* One service's snapshot: its endpoint set and the pickers built on it. */
 struct mtd_rt_service {
-	struct mtd_disc_ref ref;
+	struct mtd_ref ref;
 	struct mtd_cfg_box *cfgbox; /* keeps cfg alive */
 	const struct mtd_cfg_service *cfg;
 	struct mtd_endpoint **eps;      /* references held */
@@ -130,18 +130,18 @@ struct mtd_rt_service {
 
 /* A retry budget shared by the snapshots of one service. */
 struct mtd_rt_budget {
-	struct mtd_disc_ref ref;
+	struct mtd_ref ref;
 	struct mtd_fault_budget b;
 };
 
 /* A config shared by the snapshots built from it. */
 struct mtd_cfg_box {
-	struct mtd_disc_ref ref;
+	struct mtd_ref ref;
 	struct mtd_cfg *cfg; /* owned */
 };
 
 struct mtd_runtime {
-	struct mtd_disc_ref ref;
+	struct mtd_ref ref;
 	uint64_t gen; /* 1, 2, ...: every published change */
 	struct mtd_cfg_box *cfgbox;
 	struct mtd_cfg *cfg; /* = cfgbox->cfg */

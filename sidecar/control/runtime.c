@@ -56,7 +56,7 @@ static void attrs_free(struct mtd_rt_epattr *a, size_t n)
 
 static void cfgbox_unref(struct mtd_cfg_box *b)
 {
-	if (b && mtd_disc_ref_put(&b->ref)) {
+	if (b && mtd_ref_put(&b->ref)) {
 		mtd_cfg_free(b->cfg);
 		free(b);
 	}
@@ -77,12 +77,12 @@ static void service_free(struct mtd_rt_service *s)
 	if (s->ssl_ctx)
 		mtd_tls_ctx_free(s->ssl_ctx);
 	for (size_t i = 0; i < s->n_eps; i++)
-		if (s->eps[i] && mtd_disc_ref_put(&s->eps[i]->ref))
+		if (s->eps[i] && mtd_ref_put(&s->eps[i]->ref))
 			endpoint_free(s->eps[i]);
 	attrs_free(s->attrs, s->n_eps);
-	if (s->budget_box && mtd_disc_ref_put(&s->budget_box->ref))
+	if (s->budget_box && mtd_ref_put(&s->budget_box->ref))
 		free(s->budget_box);
-	if (s->load && mtd_disc_ref_put(&s->load->ref))
+	if (s->load && mtd_ref_put(&s->load->ref))
 		free(s->load);
 	mtd_outlier_set_free(s->outliers);
 	free(s->hc);
@@ -97,7 +97,7 @@ static void runtime_free(struct mtd_runtime *rt)
 {
 	if (rt->services) {
 		for (size_t i = 0; i < rt->cfg->n_services; i++)
-			if (rt->services[i] && mtd_disc_ref_put(&rt->services[i]->ref))
+			if (rt->services[i] && mtd_ref_put(&rt->services[i]->ref))
 				service_free(rt->services[i]);
 		free(rt->services);
 	}
@@ -115,19 +115,19 @@ void mtd_runtime_bind(struct mtd_control *ctl)
 
 void mtd_runtime_unref(struct mtd_runtime *rt)
 {
-	if (rt && mtd_disc_ref_put(&rt->ref))
+	if (rt && mtd_ref_put(&rt->ref))
 		mtd_mbox_post(&rt->ctl->reclaim_rts, &rt->reclaim); /* freed by the control thread */
 }
 
 void mtd_rt_service_unref(struct mtd_rt_service *s)
 {
-	if (s && mtd_disc_ref_put(&s->ref))
+	if (s && mtd_ref_put(&s->ref))
 		mtd_mbox_post(&the_ctl->reclaim_svcs, &s->reclaim);
 }
 
 void mtd_endpoint_unref(struct mtd_endpoint *ep)
 {
-	if (ep && mtd_disc_ref_put(&ep->ref))
+	if (ep && mtd_ref_put(&ep->ref))
 		mtd_mbox_post(&the_ctl->reclaim_eps, &ep->reclaim);
 }
 
@@ -185,7 +185,7 @@ static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, cons
 	struct mtd_endpoint *ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return NULL;
-	mtd_disc_ref_init(&ep->ref);
+	mtd_ref_init(&ep->ref);
 	ep->pools = calloc(n_workers ? n_workers : 1, sizeof(*ep->pools));
 	ep->addr.text = strdup(d->address);
 	if (d->key)
@@ -348,8 +348,8 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	*same = false;
 	if (!s)
 		goto nomem;
-	mtd_disc_ref_init(&s->ref);
-	mtd_disc_ref_get(&box->ref);
+	mtd_ref_init(&s->ref);
+	mtd_ref_get(&box->ref);
 	s->cfgbox = box;
 	s->cfg = cfg;
 	if (n > MTD_LB_MAX_ENDPOINTS) {
@@ -380,7 +380,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		struct mtd_endpoint *ep;
 		if (map[i] != SIZE_MAX) {
 			ep = prev->eps[map[i]];
-			mtd_disc_ref_get(&ep->ref);
+			mtd_ref_get(&ep->ref);
 			if (prev->lb_eps[map[i]].weight != eps[i].weight ||
 			    !attr_same(prev->attrs ? &prev->attrs[map[i]] : NULL, &eps[i]) ||
 			    (eps[i].start_ms > 0 && eps[i].start_ms != ep->start_ms) ||
@@ -494,24 +494,24 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	}
 	/* The retry budget's window goes on while the service stays. */
 	if (prev && prev->budget_box) {
-		mtd_disc_ref_get(&prev->budget_box->ref);
+		mtd_ref_get(&prev->budget_box->ref);
 		s->budget_box = prev->budget_box;
 	} else {
 		s->budget_box = calloc(1, sizeof(*s->budget_box));
 		if (!s->budget_box)
 			goto nomem;
-		mtd_disc_ref_init(&s->budget_box->ref);
+		mtd_ref_init(&s->budget_box->ref);
 	}
 	s->budget = &s->budget_box->b;
 	/* So do the circuit breaker's counts. */
 	if (prev && prev->load) {
-		mtd_disc_ref_get(&prev->load->ref);
+		mtd_ref_get(&prev->load->ref);
 		s->load = prev->load;
 	} else {
 		s->load = calloc(1, sizeof(*s->load));
 		if (!s->load)
 			goto nomem;
-		mtd_disc_ref_init(&s->load->ref);
+		mtd_ref_init(&s->load->ref);
 	}
 	if (health_init(s, prev, now_ms) < 0)
 		goto nomem;
@@ -621,9 +621,9 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 	const char **names = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*names));
 	if (!rt || !names)
 		goto fail;
-	mtd_disc_ref_init(&rt->ref);
+	mtd_ref_init(&rt->ref);
 	rt->ctl = ctl;
-	mtd_disc_ref_get(&box->ref);
+	mtd_ref_get(&box->ref);
 	rt->cfgbox = box;
 	rt->cfg = box->cfg;
 	rt->services = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*rt->services));
@@ -631,7 +631,7 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 		goto fail;
 	for (size_t i = 0; i < cfg->n_services; i++) {
 		names[i] = cfg->services[i].name;
-		mtd_disc_ref_get(&services[i]->ref);
+		mtd_ref_get(&services[i]->ref);
 		rt->services[i] = services[i];
 	}
 	rt->routes = mtd_route_table_new(names, cfg->n_services);
@@ -665,7 +665,7 @@ static struct mtd_cfg_box *box_new(struct mtd_cfg *cfg, struct mtd_rt_service **
 		mtd_cfg_free(cfg);
 		return NULL;
 	}
-	mtd_disc_ref_init(&box->ref);
+	mtd_ref_init(&box->ref);
 	box->cfg = cfg;
 	return box;
 }
@@ -676,7 +676,7 @@ static struct mtd_cfg_box *box_new(struct mtd_cfg *cfg, struct mtd_rt_service **
 static void runtime_build_done(struct mtd_cfg_box *box, struct mtd_rt_service **svcs, size_t built)
 {
 	for (size_t i = 0; i < built; i++)
-		if (mtd_disc_ref_put(&svcs[i]->ref))
+		if (mtd_ref_put(&svcs[i]->ref))
 			service_free(svcs[i]);
 	free(svcs);
 	cfgbox_unref(box);

@@ -24,7 +24,7 @@
  * reference, as a call does. */
 static void load_unref(struct mtd_rt_load *load)
 {
-	if (mtd_disc_ref_put(&load->ref))
+	if (mtd_ref_put(&load->ref))
 		free(load);
 }
 
@@ -43,7 +43,7 @@ static void count_pending_in(struct mtd_pool *p, struct mtd_rt_load *load)
 	if (load == p->load)
 		return;
 	if (load) {
-		mtd_disc_ref_get(&load->ref);
+		mtd_ref_get(&load->ref);
 		atomic_fetch_add_explicit(&load->pending, p->n_pending, memory_order_relaxed);
 	}
 	if (p->load) {
@@ -64,9 +64,9 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 	if (!p)
 		return NULL;
 	p->w = w;
-	mtd_disc_ref_get(&svc->ref);
+	mtd_ref_get(&svc->ref);
 	p->svc = svc;
-	mtd_disc_ref_get(&ep->ref);
+	mtd_ref_get(&ep->ref);
 	p->ep = ep;
 	p->keepalive_ms = svc->cfg->upstream.keepalive_interval_ms;
 	count_pending_in(p, pending_load(svc));
@@ -114,7 +114,7 @@ void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc)
 {
 	if (p->svc == svc)
 		return;
-	mtd_disc_ref_get(&svc->ref);
+	mtd_ref_get(&svc->ref);
 	mtd_rt_service_unref(p->svc);
 	p->svc = svc;
 	/* A reload may turn max_pending on or off, or the service may be a

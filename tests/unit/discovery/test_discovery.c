@@ -161,7 +161,7 @@ START_TEST(hold_rule)
 END_TEST
 
 struct shared {
-	struct mtd_disc_ref ref;
+	struct mtd_ref ref;
 	int payload; /* written before each put, read by the freeing thread */
 	_Atomic int lasts;
 };
@@ -171,11 +171,11 @@ static void *hammer(void *arg)
 	struct shared *s = arg;
 
 	for (int i = 0; i < 100000; i++) {
-		mtd_disc_ref_get(&s->ref);
-		if (mtd_disc_ref_put(&s->ref))
+		mtd_ref_get(&s->ref);
+		if (mtd_ref_put(&s->ref))
 			atomic_fetch_add(&s->lasts, 1);
 	}
-	if (mtd_disc_ref_put(&s->ref)) /* each thread's own reference */
+	if (mtd_ref_put(&s->ref)) /* each thread's own reference */
 		atomic_fetch_add(&s->lasts, 1);
 	return NULL;
 }
@@ -188,10 +188,10 @@ START_TEST(ref_last_put_once)
 	pthread_t th[T];
 	struct shared s;
 
-	mtd_disc_ref_init(&s.ref);
+	mtd_ref_init(&s.ref);
 	atomic_init(&s.lasts, 0);
 	for (int i = 1; i < T; i++)
-		mtd_disc_ref_get(&s.ref); /* one per thread, the creator's is thread 0's */
+		mtd_ref_get(&s.ref); /* one per thread, the creator's is thread 0's */
 	for (int i = 0; i < T; i++)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, hammer, &s), 0);
 	for (int i = 0; i < T; i++)

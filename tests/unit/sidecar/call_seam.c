@@ -692,7 +692,7 @@ static void worker_swap(struct seam *s, struct mtd_runtime *rt)
 		for (size_t e = 0; e < sv->n_eps; e++) {
 			struct mtd_pool *p = sv->eps[e]->pools[w->id];
 			if (p && p->svc != sv) {
-				mtd_disc_ref_get(&sv->ref);
+				mtd_ref_get(&sv->ref);
 				mtd_rt_service_unref(p->svc);
 				p->svc = sv;
 			}
@@ -1213,7 +1213,7 @@ void seam_reload(struct seam *s, const char *yaml)
 	/* publish.c mtd_control_publish, for the one worker. */
 	struct mtd_runtime *old = s->ctl.rt;
 	s->ctl.rt = rt;
-	mtd_disc_ref_get(&rt->ref);
+	mtd_ref_get(&rt->ref);
 	mtd_runtime_unref(old);
 	worker_swap(s, rt);
 }
@@ -1247,7 +1247,7 @@ struct seam *seam_new(const char *yaml)
 	struct mtd_worker *w = calloc(1, sizeof(*w));
 	ck_assert_ptr_nonnull(w);
 	s->w = w;
-	mtd_disc_ref_get(&s->ctl.rt->ref); /* the worker's */
+	mtd_ref_get(&s->ctl.rt->ref); /* the worker's */
 	w->hold = hold_new(s, s->ctl.rt);
 	w->id = 0;
 	w->rt = s->ctl.rt;

@@ -134,11 +134,11 @@ static const struct mtd_up_stream_ops t_ops = {
  * freed here. */
 void mtd_endpoint_unref(struct mtd_endpoint *ep)
 {
-	mtd_disc_ref_put(&ep->ref);
+	mtd_ref_put(&ep->ref);
 }
 void mtd_rt_service_unref(struct mtd_rt_service *s)
 {
-	mtd_disc_ref_put(&s->ref);
+	mtd_ref_put(&s->ref);
 }
 
 void mtd_worker_schedule_flush(struct mtd_worker *w) {}
@@ -212,11 +212,11 @@ static void fx_open(struct fx *f)
 	        .max_pending = 100,
 	        .write_timeout_ms = 30000,
 	};
-	mtd_disc_ref_init(&f->svc.ref);
-	mtd_disc_ref_init(&f->load.ref);
+	mtd_ref_init(&f->svc.ref);
+	mtd_ref_init(&f->load.ref);
 	f->svc.cfg = &f->scfg;
 	f->svc.load = &f->load;
-	mtd_disc_ref_init(&f->ep.ref);
+	mtd_ref_init(&f->ep.ref);
 	f->ep.addr.text = f->text;
 	f->ep.addr.host = (char *)"127.0.0.1";
 	memcpy(&f->ep.addr.sa, &sin, sizeof(sin));
@@ -426,7 +426,7 @@ START_TEST(circuit_count_follows_the_service)
 	struct mtd_cfg_service scfg2 = f.scfg;
 	scfg2.circuit.max_pending = 100;
 	struct mtd_rt_service svc2 = {.cfg = &scfg2, .load = &f.load};
-	mtd_disc_ref_init(&svc2.ref);
+	mtd_ref_init(&svc2.ref);
 	mtd_pool_set_service(p, &svc2);
 	ck_assert_uint_eq(atomic_load(&f.load.pending), 3);
 	mtd_pool_dequeue(a[0]);
