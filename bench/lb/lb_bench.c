@@ -742,6 +742,123 @@ static void bench_subset(void)
 	}
 }
 
+/* ---- split --------------------------------------------------------------- */
+
+static const struct mtd_lb_meta split_v1[] = {{"version", "v1"}};
+static const struct mtd_lb_meta split_v2[] = {{"version", "v2"}};
+
+/* ns per pick through f over the first n endpoints (best of PICK_TRIALS
+ * runs of >= 20 ms of thread CPU time, as time_cell). */
+typedef int split_pick_fn(void *obj, const struct mtd_lb_pick_ctx *ctx);
+
+static int pick_plain(void *obj, const struct mtd_lb_pick_ctx *ctx)
+{
+	return mtd_lb_pick(obj, ctx);
+}
+
+static int pick_unpinned(void *obj, const struct mtd_lb_pick_ctx *ctx)
+{
+	return mtd_lb_layer_pick(obj, NULL, 0, ctx);
+}
+
+static int pick_pinned(void *obj, const struct mtd_lb_pick_ctx *ctx)
+{
+	return mtd_lb_layer_pick(obj, "v1", 2, ctx);
+}
+
+static double time_split(split_pick_fn *f, void *obj)
+{
+	struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000};
+	uint64_t rng = 42, sink = 0;
+	double best = 1e300;
+
+	ctx.rng = &rng;
+	for (int trial = 0; trial < PICK_TRIALS; trial++) {
+		long done = 0;
+		double t0 = cpu_s(), t1;
+
+		do {
+			for (long it = 0; it < 4096; it++, done++)
+				sink += (uint64_t)f(obj, &ctx);
+			t1 = cpu_s();
+		} while (t1 - t0 < 0.02);
+		if ((t1 - t0) * 1e9 / (double)done < best)
+			best = (t1 - t0) * 1e9 / (double)done;
+	}
+	if (sink == 1)
+		printf(" ");
+	return best;
+}
+
+static void bench_split(void)
+{
+	static const size_t sizes[] = {3, 100, 1000};
+	static const char *const policies[] = {"ROUND_ROBIN", "RANDOM", "WEIGHTED_RANDOM", "LEAST_REQUEST",
+	                                       "PEAK_EWMA"};
+	const struct mtd_lb_split_weight w[] = {{"v1", 90}, {"v2", 10}};
+	const struct mtd_lb_split_config sc = {.weights = w, .n = 2};
+	const struct mtd_lb_layer_config lc_split = {.metadata_key = "version", .split = &sc};
+	const struct mtd_lb_layer_config lc_tags = {.metadata_key = "version"};
+
+	printf("| policy, endpoints | plain pick | split 90/10 | split - plain | pinned v1 (layer) |\n");
+	printf("|---|---:|---:|---:|---:|\n");
+	for (size_t p = 0; p < sizeof(policies) / sizeof(policies[0]); p++) {
+		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+			size_t n = sizes[z];
+			struct mtd_lb_config cfg;
+
+			make_eps(n, true);
+			/* A tenth v2 (at least one), the rest v1. */
+			for (size_t i = 0; i < n; i++) {
+				eps[i].meta = i % 10 == 9 || (n < 10 && i == n - 1) ? split_v2 : split_v1;
+				eps[i].n_meta = 1;
+			}
+			mtd_lb_config_defaults(&cfg, mtd_lb_find(policies[p]));
+			struct mtd_lb_picker *plain = mtd_lb_picker_new(&cfg, eps, n, NULL);
+			struct mtd_lb_layer *split = mtd_lb_layer_new(&lc_split, &cfg, eps, n, NULL);
+			struct mtd_lb_layer *tags = mtd_lb_layer_new(&lc_tags, &cfg, eps, n, NULL);
+			if (plain == NULL || split == NULL || tags == NULL) {
+				fprintf(stderr, "split bench: build failed\n");
+				exit(1);
+			}
+			double a = time_split(pick_plain, plain);
+			double b = time_split(pick_unpinned, split);
+			double c = time_split(pick_pinned, tags);
+			printf("| %s, %zu | %.1f | %.1f | %+.1f | %.1f |\n", policies[p], n, a, b, b - a, c);
+			fflush(stdout);
+			mtd_lb_picker_free(plain);
+			mtd_lb_layer_free(split);
+			mtd_lb_layer_free(tags);
+			for (size_t i = 0; i < n; i++) {
+				eps[i].meta = NULL;
+				eps[i].n_meta = 0;
+			}
+		}
+	}
+	/* The proportions over 1,000,000 unpinned picks, 100 endpoints. */
+	struct mtd_lb_config cfg;
+	struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000};
+	uint64_t rng = 7, v2 = 0;
+
+	make_eps(100, false);
+	for (size_t i = 0; i < 100; i++) {
+		eps[i].meta = i % 10 == 9 ? split_v2 : split_v1;
+		eps[i].n_meta = 1;
+	}
+	mtd_lb_config_defaults(&cfg, mtd_lb_find("ROUND_ROBIN"));
+	struct mtd_lb_layer *l = mtd_lb_layer_new(&lc_split, &cfg, eps, 100, NULL);
+	ctx.rng = &rng;
+	for (int k = 0; k < 1000000; k++)
+		v2 += mtd_lb_layer_pick(l, NULL, 0, &ctx) % 10 == 9;
+	printf("\nshares over 1,000,000 unpinned picks (100 endpoints, ROUND_ROBIN): v1 %.3f %%, v2 %.3f %%\n",
+	       100.0 - (double)v2 / 1e4, (double)v2 / 1e4);
+	mtd_lb_layer_free(l);
+	for (size_t i = 0; i < 100; i++) {
+		eps[i].meta = NULL;
+		eps[i].n_meta = 0;
+	}
+}
+
 /* ---- limit --------------------------------------------------------------- */
 
 #define LIMIT_TRIALS 10
@@ -848,7 +965,7 @@ static void bench_limit(void)
 	        {"two threads on one bucket, every check taking", 2, 0, 1},
 	        {"two threads on one bucket at 50/s burst 10 (refusing)", 2, 50, 10},
 	};
-	double ok, overlap;
+	double ok = 0, overlap = 0;
 
 	printf("| rate-limit check (mtd_limit_take) | ns per check | checks that took a token | threads overlapping |\n");
 	printf("|---|---:|---:|---:|\n");
@@ -896,6 +1013,11 @@ int main(int argc, char **argv)
 	if (all || strcmp(what, "subset") == 0) {
 		printf("## subsetting\n\n");
 		bench_subset();
+		printf("\n");
+	}
+	if (all || strcmp(what, "split") == 0) {
+		printf("## split: ns per pick (one thread)\n\n");
+		bench_split();
 		printf("\n");
 	}
 	if (all || strcmp(what, "limit") == 0) {
