@@ -15,6 +15,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/call/attempt.h sidecar/call/attempt.c \
 	sidecar/call/relay.h sidecar/call/relay.c \
 	sidecar/call/failback.h sidecar/call/failback.c \
+	sidecar/call/policy.h sidecar/call/policy.c \
 	sidecar/control/control-t.h sidecar/control/control.h sidecar/control/publish.c \
 	sidecar/control/sources.c \
 	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime.c \
