@@ -214,13 +214,25 @@ class Reference(AdminBase):
             f.write("SERVING")
         a = self.start_upstream("a", extra_args=["--health-file", hfile])
         b = self.start_upstream("b")
-        # A service using every feature that has families of its own.
+        # A service using every feature that has families of its own
+        # (issue 18's traffic policy too: a split, a rate limit that lets
+        # everything through, a mirror, faults at 0 %).
         svc = self.service(SVC, [a, b], fault={"mode": "FAILOVER", "retries": 1},
                            retry_budget={"ratio": 0.5, "min_per_second": 1},
                            outlier_detection={"consecutive_failures": 5},
                            health_check={"interval": "0.2s", "timeout": "1s"},
-                           circuit_breaker={"max_calls": 100})
-        m = self.start_admin(services=[svc], log={"access": {"path": os.path.join(self.tmp, "access.log")}})
+                           circuit_breaker={"max_calls": 100},
+                           split={"metadata_key": "version", "weights": {"v1": 1},
+                                  "guard": {"min_calls": 100}},
+                           rate_limit={"calls_per_second": 1000},
+                           mirror={"service": "shadow"},
+                           fault_injection={"abort": {"percent": 0, "status": "UNAVAILABLE"},
+                                            "delay": {"percent": 0, "duration": "1ms"}})
+        for ep in svc["endpoints"]:
+            ep["metadata"] = {"version": "v1"}
+        shadow = self.service("shadow", [b])
+        m = self.start_admin(services=[svc, shadow],
+                             log={"access": {"path": os.path.join(self.tmp, "access.log")}})
         self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
         wait_until(lambda: value(self.metrics(), "maitred_endpoint_healthy", service=SVC, endpoint=a.address)
                    is not None, CALL_LIMIT, "the health-check family")
