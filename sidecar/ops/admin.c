@@ -136,6 +136,65 @@ static void json_time_or_null(struct mtd_json *j, int64_t ms)
 	mtd_json_str(j, out);
 }
 
+/* A routing layer's split in /clusters (issue 18): each group's weight
+ * configured and now, the calls it took, the guard's cut and its window
+ * figures. Nothing without a split. */
+static void clusters_split(struct mtd_json *j, const struct mtd_lb_layer *l, const struct mtd_cfg_split *sp)
+{
+	struct mtd_lb_split_group g;
+	if (!l || !sp || mtd_lb_layer_split_groups(l) == 0)
+		return;
+	mtd_json_key(j, "split");
+	mtd_json_obj_begin(j);
+	mtd_json_key(j, "metadata_key");
+	mtd_json_str(j, sp->metadata_key);
+	mtd_json_key(j, "guard");
+	if (sp->lb.guard.on) {
+		mtd_json_obj_begin(j);
+		mtd_json_key(j, "max_error_ratio");
+		mtd_json_dbl(j, sp->lb.guard.max_error_ratio);
+		mtd_json_key(j, "max_p99_ratio");
+		mtd_json_dbl(j, sp->lb.guard.max_p99_ratio);
+		mtd_json_key(j, "min_calls");
+		mtd_json_u64(j, sp->lb.guard.min_calls);
+		mtd_json_key(j, "window_s");
+		mtd_json_dbl(j, (double)sp->lb.guard.window_ms / 1e3);
+		mtd_json_obj_end(j);
+	} else {
+		mtd_json_null(j);
+	}
+	mtd_json_key(j, "groups");
+	mtd_json_arr_begin(j);
+	for (size_t k = 0; mtd_lb_layer_split_group(l, k, &g); k++) {
+		mtd_json_obj_begin(j);
+		mtd_json_key(j, "group");
+		mtd_json_str(j, g.value);
+		mtd_json_key(j, "weight");
+		mtd_json_u64(j, g.weight);
+		mtd_json_key(j, "current_weight");
+		mtd_json_u64(j, g.current);
+		mtd_json_key(j, "has_endpoints");
+		mtd_json_bool(j, g.has_endpoints);
+		mtd_json_key(j, "calls");
+		mtd_json_u64(j, g.picks);
+		mtd_json_key(j, "cut");
+		mtd_json_bool(j, g.cut_ms != 0);
+		mtd_json_key(j, "cut_at");
+		json_time_or_null(j, g.cut_ms);
+		if (g.guarded) {
+			mtd_json_key(j, "window_calls");
+			mtd_json_u64(j, g.window_calls);
+			mtd_json_key(j, "window_failures");
+			mtd_json_u64(j, g.window_failed);
+			mtd_json_key(j, "window_p99_s");
+			mtd_json_dbl(j, g.window_p99_ms / 1e3);
+		}
+		mtd_json_obj_end(j);
+	}
+	mtd_json_arr_end(j);
+	mtd_json_obj_end(j);
+}
+
 /* A service's fault figures in /clusters: ejections, the circuit
  * breaker's counts and refusals, the retry budget, substitute answers. */
 static void clusters_health(struct mtd_json *j, const struct mtd_rt_service *s, const struct mtd_mx_service *f)
@@ -259,9 +318,11 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 			mtd_json_str(&j, c->methods[m].name);
 			mtd_json_key(&j, "policy");
 			mtd_json_str(&j, c->methods[m].lb.ops->name);
+			clusters_split(&j, s->methods ? s->methods[m].layer : NULL, c->methods[m].split);
 			mtd_json_obj_end(&j);
 		}
 		mtd_json_arr_end(&j);
+		clusters_split(&j, s->layer, c->split);
 		clusters_health(&j, s, &figs[si]);
 		clusters_discovery(&j, c);
 		mtd_json_key(&j, "endpoints");

@@ -16,6 +16,7 @@ machine's noise, said at each. Shares are checked with margins of at least
 where it gives one.
 """
 
+import json
 import math
 import os
 import re
@@ -26,7 +27,7 @@ from concurrent import futures
 
 import grpc
 
-from harness import MaitredTest, maitred_only, pb, free_port, wait_until, port_accepts, to_yaml, CALL_LIMIT
+from harness import MaitredTest, maitred_only, pb, free_port, wait_until, port_accepts, to_yaml, CALL_LIMIT, SLOW
 from test_admin import admin_request, samples, value
 
 SVC = "maitred.testing.v1.Echo"
@@ -350,4 +351,60 @@ class Policy(MaitredTest):
         self.assertGreaterEqual(time.monotonic() - t0, 0.3)
         self.assertEqual(len(r), 1)
         self.assertEqual(ups[0].stats().total, before + 1)
+        self.stop_maitred(m)
+
+    # --- split.guard --------------------------------------------------------------
+    @maitred_only
+    def test_guard_cuts_a_failing_group_within_the_window(self):
+        a = self.start_upstream("v1-a")
+        b = self.start_upstream("v1-b")
+        # v2 answers UNAVAILABLE for a third of its calls.
+        c = self.start_upstream("v2", extra_args=["--fail-status", "14", "--fail-every", "3"])
+        window = 10.0
+        svc = self.split_service([a, b, c], {"v1": 50, "v2": 50})
+        svc["split"]["guard"] = {"min_calls": 100, "window": "%ds" % window}
+        m = self.start([svc], workers=2)
+        stub = self.echo(m)
+        t0 = time.monotonic()
+        cut_at = None
+        # Bounded: calls in batches until the guard cut v2 (maitred's
+        # weight for it drops to 0), at most twice the window.
+        while cut_at is None and time.monotonic() - t0 < 2 * window * SLOW:
+            got = self.many(stub, 50, threads=8)
+            for inst, code, details, _ in got:
+                # Only v2 fails, and only with its own status.
+                if code != grpc.StatusCode.OK:
+                    self.assertEqual(code, grpc.StatusCode.UNAVAILABLE, details)
+                    self.assertIn("fails every call", details)
+            if value(self.metrics(), "maitred_split_weight", service=SVC, method="*", group="v2") == 0:
+                cut_at = time.monotonic()
+        self.assertIsNotNone(cut_at, "v2 was not cut")
+        # Within the window: v2 reached min_calls in about a second of
+        # calls, and the guard looks once a second (a margin of 10x on
+        # this machine's turn of the control loop).
+        self.assertLessEqual(cut_at - t0, window * SLOW, "v2 cut after %.1f s" % (cut_at - t0))
+        self.assertRegex(m.proc.output(), r"service %s: split\.guard cut group v2 to weight 0 until the next "
+                         r"reload \(v2: \d+ of \d+ calls failed" % re.escape(SVC))
+        # Every call after the cut succeeds, none reaches v2.
+        before = c.stats().total
+        got = self.many(stub, 300, threads=8)
+        self.assertEqual([g for g in got if g[1] != grpc.StatusCode.OK], [])
+        self.assertEqual({g[0] for g in got}, {"v1-a", "v1-b"})
+        self.assertEqual(c.stats().total, before)
+        # Counted, and shown in /clusters with when.
+        ss = self.metrics()
+        self.assertEqual(value(ss, "maitred_split_guard_cuts_total", service=SVC, method="*", group="v2"), 1)
+        st, _, body = admin_request(self.admin_port, "GET", "/clusters")
+        self.assertEqual(st, 200)
+        split = [x for x in json.loads(body)["services"] if x["name"] == SVC][0]["split"]
+        g = {x["group"]: x for x in split["groups"]}
+        self.assertTrue(g["v2"]["cut"])
+        self.assertRegex(g["v2"]["cut_at"], r"^\d{4}-\d\d-\d\dT")
+        self.assertEqual((g["v2"]["weight"], g["v2"]["current_weight"]), (50, 0))
+        self.assertFalse(g["v1"]["cut"])
+        self.assertEqual(split["guard"]["min_calls"], 100)
+        # A reload gives v2 its weight back.
+        self.reload(m, self.cfg)
+        wait_until(lambda: value(self.metrics(), "maitred_split_weight", service=SVC, method="*", group="v2") == 50,
+                   CALL_LIMIT, "v2 back at 50 after the reload")
         self.stop_maitred(m)
