@@ -766,28 +766,33 @@ static int pick_pinned(void *obj, const struct mtd_lb_pick_ctx *ctx)
 	return mtd_lb_layer_pick(obj, "v1", 2, ctx);
 }
 
-static double time_split(split_pick_fn *f, void *obj)
+/* ns per pick of each of n (f, obj) pairs, their runs interleaved trial
+ * by trial (best of PICK_TRIALS runs of >= 20 ms of thread CPU time each,
+ * as time_cell): a burst of load on the machine hits them all alike. */
+static void time_split(split_pick_fn *const *f, void *const *obj, size_t n, double *best)
 {
 	struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000};
 	uint64_t rng = 42, sink = 0;
-	double best = 1e300;
 
 	ctx.rng = &rng;
+	for (size_t k = 0; k < n; k++)
+		best[k] = 1e300;
 	for (int trial = 0; trial < PICK_TRIALS; trial++) {
-		long done = 0;
-		double t0 = cpu_s(), t1;
+		for (size_t k = 0; k < n; k++) {
+			long done = 0;
+			double t0 = cpu_s(), t1;
 
-		do {
-			for (long it = 0; it < 4096; it++, done++)
-				sink += (uint64_t)f(obj, &ctx);
-			t1 = cpu_s();
-		} while (t1 - t0 < 0.02);
-		if ((t1 - t0) * 1e9 / (double)done < best)
-			best = (t1 - t0) * 1e9 / (double)done;
+			do {
+				for (long it = 0; it < 4096; it++, done++)
+					sink += (uint64_t)f[k](obj[k], &ctx);
+				t1 = cpu_s();
+			} while (t1 - t0 < 0.02);
+			if ((t1 - t0) * 1e9 / (double)done < best[k])
+				best[k] = (t1 - t0) * 1e9 / (double)done;
+		}
 	}
 	if (sink == 1)
 		printf(" ");
-	return best;
 }
 
 static void bench_split(void)
@@ -821,10 +826,11 @@ static void bench_split(void)
 				fprintf(stderr, "split bench: build failed\n");
 				exit(1);
 			}
-			double a = time_split(pick_plain, plain);
-			double b = time_split(pick_unpinned, split);
-			double c = time_split(pick_pinned, tags);
-			printf("| %s, %zu | %.1f | %.1f | %+.1f | %.1f |\n", policies[p], n, a, b, b - a, c);
+			split_pick_fn *const fs[] = {pick_plain, pick_unpinned, pick_pinned};
+			void *const os[] = {plain, split, tags};
+			double t[3];
+			time_split(fs, os, 3, t);
+			printf("| %s, %zu | %.1f | %.1f | %+.1f | %.1f |\n", policies[p], n, t[0], t[1], t[1] - t[0], t[2]);
 			fflush(stdout);
 			mtd_lb_picker_free(plain);
 			mtd_lb_layer_free(split);
