@@ -14,6 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Latency histogram of an endpoint's answered calls (mtd_lb_stats.lat):
+ * 2 buckets per octave of microseconds, bucket b below
+ * mtd_lb_lat_upper_us(b); 1 us to 2^26 us (67 s), the last open. */
+#define MTD_LB_LAT_BUCKETS 53
+
 /* Live figures of one endpoint, shared by every worker thread. Owned by the
  * data plane's endpoint object, which outlives every picker pointing at it,
  * and survives endpoint-set changes (an endpoint keeps its stats while it
@@ -30,6 +35,9 @@ struct mtd_lb_stats {
 	_Atomic uint64_t window_sum_us;  /* SHORTEST_RESPONSE sliding window */
 	_Atomic uint64_t window_count;   /* (successes only; halved every */
 	_Atomic int64_t window_stamp_ns; /*  MTD_LB_WINDOW_SLIDE_NS) */
+	/* Successes by latency (to the first response message), for the
+	 * admin's p99 per endpoint and split group (issue 18's live page). */
+	_Atomic uint64_t lat[MTD_LB_LAT_BUCKETS];
 };
 
 /* One key/value of an endpoint's metadata (Endpoint.metadata, or the

@@ -76,6 +76,14 @@ void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, 
  * no call has completed yet). */
 double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns, int64_t decay_ms);
 
+/* The latency histogram's bucket for us microseconds, and bucket b's upper
+ * bound in us (MTD_LB_LAT_BUCKETS, lb-t.h). The q quantile (0 < q < 1)
+ * of a histogram of MTD_LB_LAT_BUCKETS counts, in ms: the upper bound of
+ * the bucket it falls in (within a factor sqrt(2) above); 0 when empty. */
+size_t mtd_lb_lat_bucket(int64_t us);
+double mtd_lb_lat_upper_us(size_t b);
+double mtd_lb_lat_quantile_ms(const uint64_t *hist, double q);
+
 /* Background work for time-driven strategies; control thread, ~1 Hz. */
 void mtd_lb_tick(struct mtd_lb_picker *p, int64_t now_ms, int64_t now_ns);
 

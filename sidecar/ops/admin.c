@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "maitred/config/v1/config.pb-c.h"
 #include "sidecar/ops/admin.h"
+#include "sidecar/ops/history.h"
 #include "sidecar/ops/metrics.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
@@ -407,6 +408,23 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 	reply_buf(req, "application/json", &b);
 }
 
+/* The live page's five minutes (history.h): ?since=MS for the points
+ * after that time (the page asks for what it has not seen yet). */
+static void h_history(struct mtd_admin *a, struct evhttp_request *req)
+{
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *q = uri ? evhttp_uri_get_query(uri) : NULL;
+	int64_t since = 0;
+	if (q && strncmp(q, "since=", 6) == 0)
+		since = strtoll(q + 6, NULL, 10);
+	struct mtd_abuf b = {0};
+	struct mtd_json j;
+	mtd_json_init(&j, &b);
+	mtd_history_json(&j, *a->view.rt, since, mtd_wall_ms());
+	mtd_abuf_add(&b, "\n", 1);
+	reply_buf(req, "application/json", &b);
+}
+
 static void h_config_dump(struct mtd_admin *a, struct evhttp_request *req)
 {
 	const struct mtd_runtime *rt = *a->view.rt;
@@ -451,6 +469,7 @@ static const struct route {
         {"/", false, h_page},
         {"/metrics", false, h_metrics},
         {"/clusters", false, h_clusters},
+        {"/history", false, h_history},
         {"/config_dump", false, h_config_dump},
         {"/healthz", false, h_healthz},
         {"/ready", false, h_ready},

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "lb/lb-impl.h" /* warm span: the effective weight the pickers use */
 #include "route/route.h"
+#include "sidecar/ops/history.h"
 #include "sidecar/ops/metrics.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
@@ -149,6 +150,7 @@ void mtd_metrics_fini(void)
 		free(d->service);
 		free(d);
 	}
+	mtd_history_fini();
 	while (mx_cuts) {
 		struct mx_cut *c = mx_cuts;
 		mx_cuts = c->next;

@@ -399,6 +399,47 @@ START_TEST(guard_cuts_by_latency_and_forgets_the_old_window)
 }
 END_TEST
 
+/* The endpoints' latency histogram (stats.c), which the live page's p99
+ * reads: 2 buckets an octave, the quantile an upper bound within sqrt 2. */
+START_TEST(latency_histogram_buckets_and_quantile)
+{
+	static struct t_set s;
+	uint64_t h[MTD_LB_LAT_BUCKETS];
+
+	ck_assert_uint_eq(mtd_lb_lat_bucket(0), 0);
+	ck_assert_uint_eq(mtd_lb_lat_bucket(1), 0);
+	ck_assert_uint_eq(mtd_lb_lat_bucket(2), 2);
+	ck_assert_uint_eq(mtd_lb_lat_bucket(3), 3);
+	ck_assert_uint_eq(mtd_lb_lat_bucket(INT64_MAX), MTD_LB_LAT_BUCKETS - 1);
+	for (int64_t us = 1; us < (1 << 26); us = us * 3 / 2 + 1) {
+		size_t b = mtd_lb_lat_bucket(us);
+		ck_assert_double_ge(mtd_lb_lat_upper_us(b), (double)us);
+		ck_assert_double_le(mtd_lb_lat_upper_us(b), (double)us * 1.5 + 1);
+		ck_assert(b == 0 || mtd_lb_lat_upper_us(b - 1) <= (double)us);
+	}
+	memset(h, 0, sizeof(h));
+	ck_assert_double_eq(mtd_lb_lat_quantile_ms(h, 0.99), 0);
+	/* 98 calls at 1 ms, 2 at 50 ms: p99 is in 50 ms's bucket. */
+	h[mtd_lb_lat_bucket(1000)] = 98;
+	h[mtd_lb_lat_bucket(50000)] = 2;
+	ck_assert_double_ge(mtd_lb_lat_quantile_ms(h, 0.99), 50.0);
+	ck_assert_double_le(mtd_lb_lat_quantile_ms(h, 0.99), 50.0 * 1.5);
+	ck_assert_double_le(mtd_lb_lat_quantile_ms(h, 0.5), 1.5);
+	/* Fed by the call accounting: successes only. */
+	t_set_init(&s, 1, NULL);
+	struct mtd_lb_result ok = {.ok = true, .latency_us = 3000}, bad = {.ok = false, .latency_us = 9000000};
+	mtd_lb_stats_begin(&s.stats[0]);
+	mtd_lb_stats_end(&s.stats[0], &ok, 1, 0);
+	mtd_lb_stats_begin(&s.stats[0]);
+	mtd_lb_stats_end(&s.stats[0], &bad, 1, 0);
+	uint64_t total = 0;
+	for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
+		total += atomic_load(&s.stats[0].lat[b]);
+	ck_assert_uint_eq(total, 1);
+	ck_assert_uint_eq(atomic_load(&s.stats[0].lat[mtd_lb_lat_bucket(3000)]), 1);
+}
+END_TEST
+
 static Suite *split_suite(void)
 {
 	Suite *s = suite_create("lb_split");
@@ -410,6 +451,7 @@ static Suite *split_suite(void)
 	tcase_add_test(tc, subset_and_zones_apply_inside_groups);
 	tcase_add_test(tc, guard_cuts_by_errors_and_keeps_it_until_reload);
 	tcase_add_test(tc, guard_cuts_by_latency_and_forgets_the_old_window);
+	tcase_add_test(tc, latency_histogram_buckets_and_quantile);
 	suite_add_tcase(s, tc);
 	return s;
 }
