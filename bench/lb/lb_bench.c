@@ -830,7 +830,8 @@ static void bench_split(void)
 			void *const os[] = {plain, split, tags};
 			double t[3];
 			time_split(fs, os, 3, t);
-			printf("| %s, %zu | %.1f | %.1f | %+.1f | %.1f |\n", policies[p], n, t[0], t[1], t[1] - t[0], t[2]);
+			printf("| %s, %zu | %.1f | %.1f | %+.1f | %.1f |\n", policies[p], n, t[0], t[1], t[1] - t[0],
+			       t[2]);
 			fflush(stdout);
 			mtd_lb_picker_free(plain);
 			mtd_lb_layer_free(split);
@@ -973,7 +974,8 @@ static void bench_limit(void)
 	};
 	double ok = 0, overlap = 0;
 
-	printf("| rate-limit check (mtd_limit_take) | ns per check | checks that took a token | threads overlapping |\n");
+	printf("| rate-limit check (mtd_limit_take) | ns per check | checks that took a token | threads overlapping "
+	       "|\n");
 	printf("|---|---:|---:|---:|\n");
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		double ns = limit_cell(rows[i].threads, rows[i].rate, rows[i].burst, &ok, &overlap);

@@ -1523,8 +1523,7 @@ static struct mtd_cfg_split *build_split(struct builder *b, const PbSplit *m, co
 	if (m->n_weights == 0)
 		BERR(at(b, m, NULL, NULL), p, "is required (group value -> weight, e.g. {v1: 90, v2: 10})");
 	else if (m->n_weights > MTD_LB_SPLIT_MAX_GROUPS)
-		BERR(at(b, m, "weights", NULL), p, "at most %u groups, got %zu", MTD_LB_SPLIT_MAX_GROUPS,
-		     m->n_weights);
+		BERR(at(b, m, "weights", NULL), p, "at most %u groups, got %zu", MTD_LB_SPLIT_MAX_GROUPS, m->n_weights);
 	if (m->n_weights != 0 && m->n_weights <= MTD_LB_SPLIT_MAX_GROUPS) {
 		out->weights = mtd_cfg__calloc(m->n_weights, sizeof(*out->weights));
 		if (out->weights == NULL) {
@@ -1657,19 +1656,21 @@ static void build_fault_injection(struct builder *b, const PbFaultInjection *m, 
 			BERR(at(b, m->abort, "status", m->abort), sub(p, sizeof(p), fp, "status"),
 			     "is required, and not OK (the status aborted calls end with)");
 		else if (m->abort->status < 0 || m->abort->status > 16)
-			BERR(at(b, m->abort, "status", NULL), sub(p, sizeof(p), fp, "status"), "unknown status number %d",
-			     (int)m->abort->status);
+			BERR(at(b, m->abort, "status", NULL), sub(p, sizeof(p), fp, "status"),
+			     "unknown status number %d", (int)m->abort->status);
 	}
 	if (m->delay != NULL) {
 		sub(fp, sizeof(fp), path, "delay");
 		out->delay = true;
 		out->delay_percent = percent_of(b, m->delay->percent, m->delay, fp);
 		if (m->delay->duration == NULL)
-			BERR(at(b, m->delay, NULL, NULL), sub(p, sizeof(p), fp, "duration"), "is required (e.g. \"100ms\")");
+			BERR(at(b, m->delay, NULL, NULL), sub(p, sizeof(p), fp, "duration"),
+			     "is required (e.g. \"100ms\")");
 		out->delay_ms = dur_ms(b, m->delay->duration, 1, ZERO_IS_ERROR, at(b, m->delay, "duration", NULL),
 		                       sub(p, sizeof(p), fp, "duration"));
 		if (out->delay_ms > 3600000) {
-			BERR(at(b, m->delay, "duration", NULL), sub(p, sizeof(p), fp, "duration"), "must be at most 1h");
+			BERR(at(b, m->delay, "duration", NULL), sub(p, sizeof(p), fp, "duration"),
+			     "must be at most 1h");
 			out->delay_ms = 1;
 		}
 	}
@@ -1684,7 +1685,8 @@ static void build_route(struct builder *b, const PbRoute *m, size_t i, struct mt
 	snprintf(path, sizeof(path), "routes[%zu]", i);
 	*out = (struct mtd_route_rule){.to = -1};
 	if (m->to[0] == '\0')
-		BERR(at(b, m, NULL, NULL), sub(p, sizeof(p), path, "to"), "is required (the name of a services[] entry)");
+		BERR(at(b, m, NULL, NULL), sub(p, sizeof(p), path, "to"),
+		     "is required (the name of a services[] entry)");
 	if (m->match == NULL) {
 		BERR(at(b, m, NULL, NULL), sub(p, sizeof(p), path, "match"),
 		     "is required ({service: \"pkg.Service\", method, header})");
@@ -1695,7 +1697,8 @@ static void build_route(struct builder *b, const PbRoute *m, size_t i, struct mt
 
 	sub(mp, sizeof(mp), path, "match");
 	if (mm->service[0] == '\0')
-		BERR(at(b, mm, NULL, NULL), sub(p, sizeof(p), mp, "service"), "is required (\"package.Service\" or \"*\")");
+		BERR(at(b, mm, NULL, NULL), sub(p, sizeof(p), mp, "service"),
+		     "is required (\"package.Service\" or \"*\")");
 	else if (strcmp(mm->service, "*") != 0 && !service_name_ok(mm->service))
 		BERR(at(b, mm, "service", NULL), sub(p, sizeof(p), mp, "service"),
 		     "\"%s\" is not a fully-qualified gRPC service name (\"package.Service\") or \"*\"", mm->service);
@@ -1703,8 +1706,8 @@ static void build_route(struct builder *b, const PbRoute *m, size_t i, struct mt
 	out->service_len = out->service != NULL ? strlen(out->service) : 0;
 	if (mm->method[0] != '\0') {
 		if (!ident_ok(mm->method, strlen(mm->method)))
-			BERR(at(b, mm, "method", NULL), sub(p, sizeof(p), mp, "method"), "\"%s\" is not a valid method name",
-			     mm->method);
+			BERR(at(b, mm, "method", NULL), sub(p, sizeof(p), mp, "method"),
+			     "\"%s\" is not a valid method name", mm->method);
 		out->method = dup_or_oom(b, mm->method);
 		out->method_len = out->method != NULL ? strlen(out->method) : 0;
 	}
@@ -1726,8 +1729,8 @@ static void build_route(struct builder *b, const PbRoute *m, size_t i, struct mt
 		*c = (char)tolower((unsigned char)*c);
 	out->header = name;
 	if (name[0] == ':')
-		BERR(at(b, h, "name", NULL), sub(p, sizeof(p), hp, "name"), "\"%s\" is a pseudo-header; use a metadata key",
-		     h->name);
+		BERR(at(b, h, "name", NULL), sub(p, sizeof(p), hp, "name"),
+		     "\"%s\" is a pseudo-header; use a metadata key", h->name);
 	else if (!header_name_ok(name))
 		BERR(at(b, h, "name", NULL), sub(p, sizeof(p), hp, "name"),
 		     "\"%s\" is not a valid HTTP/2 field name (RFC 9110 §5.6.2)", h->name);
@@ -1856,8 +1859,7 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 	}
 	layer_split(b, &out->layer, out->split, m, path);
 	build_rate_limit(b, m->rate_limit, sub(p, sizeof(p), path, "rate_limit"), &out->rate_limit);
-	build_fault_injection(b, m->fault_injection, sub(p, sizeof(p), path, "fault_injection"),
-	                      &out->fault_injection);
+	build_fault_injection(b, m->fault_injection, sub(p, sizeof(p), path, "fault_injection"), &out->fault_injection);
 	out->mirror = -1;
 	if (m->mirror != NULL)
 		out->mirror_percent = percent_of(b, m->mirror->percent, m->mirror, sub(p, sizeof(p), path, "mirror"));

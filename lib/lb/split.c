@@ -63,7 +63,7 @@ struct mtd_lb_split {
 	size_t n;
 	uint64_t cum[MTD_LB_SPLIT_MAX_GROUPS]; /* prefix sums of the weights of entries with a group */
 	uint64_t total;
-	_Atomic uint64_t cut;                          /* bit k: entry k cut by the guard */
+	_Atomic uint64_t cut;                            /* bit k: entry k cut by the guard */
 	_Atomic int64_t cut_ms[MTD_LB_SPLIT_MAX_GROUPS]; /* wall ms of the cut */
 	unsigned n_workers;
 	size_t stride;           /* counters per worker row, a multiple of a cache line */
@@ -71,7 +71,7 @@ struct mtd_lb_split {
 	const void *origin;      /* the config built from: identity only, never read */
 	struct mtd_lb_split_guard guard;
 	/* Guard (NULL / unused when off). */
-	struct split_fig *fig;        /* [n], shared atomics */
+	struct split_fig *fig;            /* [n], shared atomics */
 	struct split_snap (*snap)[SNAPS]; /* [n][SNAPS] ring, control thread */
 	int64_t snap_ms[SNAPS];
 	size_t snap_next, snap_count;
@@ -94,8 +94,8 @@ void mtd_lb__split_free(struct mtd_lb_split *s)
 	free(s);
 }
 
-struct mtd_lb_split *mtd_lb__split_new(const struct mtd_lb_split_config *cfg, const int32_t *group,
-                                       unsigned n_workers, const struct mtd_lb_split *prev)
+struct mtd_lb_split *mtd_lb__split_new(const struct mtd_lb_split_config *cfg, const int32_t *group, unsigned n_workers,
+                                       const struct mtd_lb_split *prev)
 {
 	struct mtd_lb_split *s;
 

@@ -18,7 +18,7 @@ void mtd_limit_bucket_init(struct mtd_limit_bucket *b, uint32_t per_second, uint
 	/* Rounded down: at most one token per 1e9 / rate ns, a rate a few
 	 * parts in a billion above the one configured (rate 7: 142857142 ns). */
 	b->interval_ns = 1000000000 / (int64_t)per_second;
-	b->span_ns = b->interval_ns * (int64_t)burst; /* <= 1e15: no overflow */
+	b->span_ns = b->interval_ns * (int64_t)burst;  /* <= 1e15: no overflow */
 	atomic_init(&b->zero_ns, now_ns - b->span_ns); /* full */
 }
 

@@ -129,7 +129,8 @@ int mtd_route_match(const struct mtd_route_rule *rules, size_t n, const struct m
 				continue;
 			if (r->kind == MTD_ROUTE_HEADER_VALUE && !same(r->value, r->value_len, v, len))
 				continue;
-			if (r->kind == MTD_ROUTE_HEADER_PREFIX && (len < r->value_len || memcmp(v, r->value, r->value_len)))
+			if (r->kind == MTD_ROUTE_HEADER_PREFIX &&
+			    (len < r->value_len || memcmp(v, r->value, r->value_len)))
 				continue;
 		}
 		return (int)i;

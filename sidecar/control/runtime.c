@@ -892,9 +892,10 @@ static void guard_tick(const struct mtd_cfg_service *sc, const char *method, str
 	size_t n = mtd_lb_layer_guard(l, now_ms, cut, MTD_LB_SPLIT_MAX_GROUPS);
 	for (size_t k = 0; k < n; k++) {
 		const struct mtd_lb_guard_cut *c = &cut[k];
-		MTD_WARN("service %s%s%s: split.guard cut group %s to weight 0 until the next reload (%s: %llu of %llu calls failed, p99 %.1f ms; %s: %llu of %llu failed, p99 %.1f ms)",
+		/* Weight 0 until the next reload (troubleshooting.md). */
+		MTD_WARN("service %s%s%s: split.guard cut %s: %llu/%llu failed, p99 %.1f ms (%s: %llu/%llu, %.1f ms)",
 		         sc->name, method[0] == '*' ? "" : ", method ", method[0] == '*' ? "" : method, c->value,
-		         c->value, (unsigned long long)c->failed, (unsigned long long)c->calls, c->p99_ms, c->reference,
+		         (unsigned long long)c->failed, (unsigned long long)c->calls, c->p99_ms, c->reference,
 		         (unsigned long long)c->ref_failed, (unsigned long long)c->ref_calls, c->ref_p99_ms);
 		mtd_metrics_guard_cut(sc->name, method, c->value);
 	}

@@ -184,7 +184,8 @@ struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source)
 void mtd_metrics_guard_cut(const char *service, const char *method, const char *group)
 {
 	for (struct mx_cut *c = mx_cuts; c; c = c->next)
-		if (strcmp(c->service, service) == 0 && strcmp(c->method, method) == 0 && strcmp(c->group, group) == 0) {
+		if (strcmp(c->service, service) == 0 && strcmp(c->method, method) == 0 &&
+		    strcmp(c->group, group) == 0) {
 			c->n++;
 			return;
 		}
@@ -742,7 +743,8 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 		mtd_prom_family(b, policy_families[f].name, "counter", policy_families[f].help);
 		for (size_t i = 0; i < n; i++) {
 			const char *v[] = {a[i].svc, a[i].method};
-			mtd_prom_sample_u64(b, policy_families[f].name, NULL, SM, v, 2, a[i].policy[policy_families[f].what]);
+			mtd_prom_sample_u64(b, policy_families[f].name, NULL, SM, v, 2,
+			                    a[i].policy[policy_families[f].what]);
 		}
 	}
 	mtd_prom_family(b, "maitred_fault_injected_total", "counter",
@@ -1034,17 +1036,18 @@ static void render_split(struct mtd_abuf *b, const struct mtd_runtime *rt)
 			                "split: calls the routing header did not pin, sent to the group (method \"*\": "
 			                "the service's split; counted since the last reload).");
 		else
-			mtd_prom_family(b, "maitred_split_weight", "gauge",
-			                "split: the group's weight now: the configured one, 0 while the guard cut it or "
-			                "no endpoint has its value.");
+			mtd_prom_family(
+			        b, "maitred_split_weight", "gauge",
+			        "split: the group's weight now: the configured one, 0 while the guard cut it or "
+			        "no endpoint has its value.");
 		for (size_t si = 0; si < rt->cfg->n_services; si++) {
 			const struct mtd_rt_service *s = rt->services[si];
 			if (s->layer)
 				render_split_layer(b, s->cfg->name, "*", s->layer, calls);
 			for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
 				if (s->methods[m].layer)
-					render_split_layer(b, s->cfg->name, s->cfg->methods[m].name, s->methods[m].layer,
-					                   calls);
+					render_split_layer(b, s->cfg->name, s->cfg->methods[m].name,
+					                   s->methods[m].layer, calls);
 		}
 	}
 	mtd_prom_family(b, "maitred_split_guard_cuts_total", "counter",

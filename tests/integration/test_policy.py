@@ -383,8 +383,8 @@ class Policy(MaitredTest):
         # calls, and the guard looks once a second (a margin of 10x on
         # this machine's turn of the control loop).
         self.assertLessEqual(cut_at - t0, window * SLOW, "v2 cut after %.1f s" % (cut_at - t0))
-        self.assertRegex(m.proc.output(), r"service %s: split\.guard cut group v2 to weight 0 until the next "
-                         r"reload \(v2: \d+ of \d+ calls failed" % re.escape(SVC))
+        self.assertRegex(m.proc.output(), r"service %s: split\.guard cut v2: \d+/\d+ failed, p99 [0-9.]+ ms "
+                         r"\(v1: \d+/\d+, [0-9.]+ ms\)" % re.escape(SVC))
         # Every call after the cut succeeds, none reaches v2.
         before = c.stats().total
         got = self.many(stub, 300, threads=8)

@@ -265,10 +265,13 @@ START_TEST(guard_cuts_by_errors_and_keeps_it_until_reload)
 {
 	static struct t_set s;
 	const struct mtd_lb_split_weight w[] = {{"v1", 50}, {"v2", 50}};
-	struct mtd_lb_split_config sc = {
-	        .weights = w,
-	        .n = 2,
-	        .guard = {.on = true, .max_error_ratio = 2.0, .max_p99_ratio = 1.5, .min_calls = 100, .window_ms = 30000}};
+	struct mtd_lb_split_config sc = {.weights = w,
+	                                 .n = 2,
+	                                 .guard = {.on = true,
+	                                           .max_error_ratio = 2.0,
+	                                           .max_p99_ratio = 1.5,
+	                                           .min_calls = 100,
+	                                           .window_ms = 30000}};
 	struct mtd_lb_guard_cut cut[4];
 	uint64_t counts[T_MAX_EPS];
 	int64_t t = 1000000;
@@ -339,7 +342,8 @@ START_TEST(guard_cuts_by_latency_and_forgets_the_old_window)
 	struct mtd_lb_split_config sc = {
 	        .weights = w,
 	        .n = 2,
-	        .guard = {.on = true, .max_error_ratio = 2.0, .max_p99_ratio = 1.5, .min_calls = 50, .window_ms = 10000}};
+	        .guard = {
+	                .on = true, .max_error_ratio = 2.0, .max_p99_ratio = 1.5, .min_calls = 50, .window_ms = 10000}};
 	struct mtd_lb_guard_cut cut[4];
 	struct mtd_lb_split_group info;
 	int64_t t = 5000000;

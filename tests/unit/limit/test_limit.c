@@ -158,8 +158,7 @@ START_TEST(threads_share_one_bucket_exactly)
 	 * hammers, so nearly all of it was. */
 	unsigned max = 50 + (unsigned)(elapsed / MS);
 	ck_assert_uint_le(atomic_load(&taken), max);
-	ck_assert_uint_ge(atomic_load(&taken) + mtd_limit_tokens(&shared, atomic_load(&shared_now)) + THREADS * 2,
-	                  max);
+	ck_assert_uint_ge(atomic_load(&taken) + mtd_limit_tokens(&shared, atomic_load(&shared_now)) + THREADS * 2, max);
 }
 END_TEST
 
