@@ -18,6 +18,7 @@ EXTRA_DIST += deploy/kubernetes/cart.yaml deploy/systemd/maitred.service deploy/
 	deploy/examples/fault-failfast.yaml \
 	deploy/examples/fault-fallback.yaml \
 	deploy/examples/fault-failover.yaml \
+	deploy/examples/traffic-policy.yaml \
 	deploy/examples/fault-failsafe.yaml \
 	deploy/examples/fault-forking.yaml \
 	deploy/examples/least-active.yaml \

@@ -15,6 +15,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/call/attempt.h sidecar/call/attempt.c sidecar/call/attempt_stream.c \
 	sidecar/call/relay.h sidecar/call/relay.c \
 	sidecar/call/failback.h sidecar/call/failback.c \
+	sidecar/call/policy.h sidecar/call/policy.c \
 	sidecar/control/control-t.h sidecar/control/control.h sidecar/control/publish.c \
 	sidecar/control/sources.c \
 	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime.c \
@@ -24,7 +25,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/control/gclient.h sidecar/control/gclient.c \
 	sidecar/control/etcd.h sidecar/control/etcd-int.h sidecar/control/etcd.c \
 	sidecar/control/etcd_register.c sidecar/control/etcd_watch.c \
-	sidecar/ops/metrics-t.h sidecar/ops/metrics.h sidecar/ops/metrics.c \
+	sidecar/ops/history.h sidecar/ops/history.c sidecar/ops/metrics-t.h sidecar/ops/metrics.h sidecar/ops/metrics.c \
 	sidecar/ops/admin.h sidecar/ops/admin.c
 nodist_sidecar_maitred_SOURCES = sidecar/ops/admin_page.c
 sidecar_maitred_LDADD = $(MAITRED_LIBS)
@@ -80,7 +81,7 @@ check_PROGRAMS += tests/unit/test_call
 TESTS += tests/unit/test_call
 tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
 	tests/unit/sidecar/call_seam.h tests/unit/sidecar/call_seam.c \
-	sidecar/call/call.c sidecar/call/attempt.c sidecar/call/attempt_stream.c sidecar/call/relay.c \
+	sidecar/call/call.c sidecar/call/attempt.c sidecar/call/attempt_stream.c sidecar/call/relay.c sidecar/call/policy.c \
 	sidecar/call/failback.c sidecar/call/headers.c \
 	sidecar/io/conn.c sidecar/io/downstream.c sidecar/io/upstream.c sidecar/io/pool.c \
 	sidecar/control/runtime.c sidecar/control/mailbox.c

@@ -29,16 +29,27 @@
  * subset 100 sidecars, subset size 25 over 100 / 300 / 1,000 endpoints:
  *       connections per endpoint, and what changes when one endpoint
  *       leaves; rendezvous (mtd_lb_subset) vs the SRE book's.
+ * split ns per pick through a routing layer with a split (issue 18:
+ *       metadata_key version, v1 90 / v2 10, 3 / 100 / 1,000 endpoints)
+ *       next to the same policy's plain pick and the layer's pick
+ *       without a split, and the groups' shares over 1,000,000 picks.
+ * limit ns per rate-limit check (mtd_limit_take): one thread, then two
+ *       threads contending on one bucket, every check taking a token
+ *       (the compare-and-swap written each time), and two threads on a
+ *       bucket that refuses (loads only).
  */
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "lb/lb.h"
+#include "limit/limit.h"
 
 #define MAXN 10000
 
@@ -731,6 +742,249 @@ static void bench_subset(void)
 	}
 }
 
+/* ---- split --------------------------------------------------------------- */
+
+static const struct mtd_lb_meta split_v1[] = {{"version", "v1"}};
+static const struct mtd_lb_meta split_v2[] = {{"version", "v2"}};
+
+/* ns per pick through f over the first n endpoints (best of PICK_TRIALS
+ * runs of >= 20 ms of thread CPU time, as time_cell). */
+typedef int split_pick_fn(void *obj, const struct mtd_lb_pick_ctx *ctx);
+
+static int pick_plain(void *obj, const struct mtd_lb_pick_ctx *ctx)
+{
+	return mtd_lb_pick(obj, ctx);
+}
+
+static int pick_unpinned(void *obj, const struct mtd_lb_pick_ctx *ctx)
+{
+	return mtd_lb_layer_pick(obj, NULL, 0, ctx);
+}
+
+static int pick_pinned(void *obj, const struct mtd_lb_pick_ctx *ctx)
+{
+	return mtd_lb_layer_pick(obj, "v1", 2, ctx);
+}
+
+/* ns per pick of each of n (f, obj) pairs, their runs interleaved trial
+ * by trial (best of PICK_TRIALS runs of >= 20 ms of thread CPU time each,
+ * as time_cell): a burst of load on the machine hits them all alike. */
+static void time_split(split_pick_fn *const *f, void *const *obj, size_t n, double *best)
+{
+	struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000};
+	uint64_t rng = 42, sink = 0;
+
+	ctx.rng = &rng;
+	for (size_t k = 0; k < n; k++)
+		best[k] = 1e300;
+	for (int trial = 0; trial < PICK_TRIALS; trial++) {
+		for (size_t k = 0; k < n; k++) {
+			long done = 0;
+			double t0 = cpu_s(), t1;
+
+			do {
+				for (long it = 0; it < 4096; it++, done++)
+					sink += (uint64_t)f[k](obj[k], &ctx);
+				t1 = cpu_s();
+			} while (t1 - t0 < 0.02);
+			if ((t1 - t0) * 1e9 / (double)done < best[k])
+				best[k] = (t1 - t0) * 1e9 / (double)done;
+		}
+	}
+	if (sink == 1)
+		printf(" ");
+}
+
+static void bench_split(void)
+{
+	static const size_t sizes[] = {3, 100, 1000};
+	static const char *const policies[] = {"ROUND_ROBIN", "RANDOM", "WEIGHTED_RANDOM", "LEAST_REQUEST",
+	                                       "PEAK_EWMA"};
+	const struct mtd_lb_split_weight w[] = {{"v1", 90}, {"v2", 10}};
+	const struct mtd_lb_split_config sc = {.weights = w, .n = 2};
+	const struct mtd_lb_layer_config lc_split = {.metadata_key = "version", .split = &sc};
+	const struct mtd_lb_layer_config lc_tags = {.metadata_key = "version"};
+
+	printf("| policy, endpoints | plain pick | split 90/10 | split - plain | pinned v1 (layer) |\n");
+	printf("|---|---:|---:|---:|---:|\n");
+	for (size_t p = 0; p < sizeof(policies) / sizeof(policies[0]); p++) {
+		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+			size_t n = sizes[z];
+			struct mtd_lb_config cfg;
+
+			make_eps(n, true);
+			/* A tenth v2 (at least one), the rest v1. */
+			for (size_t i = 0; i < n; i++) {
+				eps[i].meta = i % 10 == 9 || (n < 10 && i == n - 1) ? split_v2 : split_v1;
+				eps[i].n_meta = 1;
+			}
+			mtd_lb_config_defaults(&cfg, mtd_lb_find(policies[p]));
+			struct mtd_lb_picker *plain = mtd_lb_picker_new(&cfg, eps, n, NULL);
+			struct mtd_lb_layer *split = mtd_lb_layer_new(&lc_split, &cfg, eps, n, NULL);
+			struct mtd_lb_layer *tags = mtd_lb_layer_new(&lc_tags, &cfg, eps, n, NULL);
+			if (plain == NULL || split == NULL || tags == NULL) {
+				fprintf(stderr, "split bench: build failed\n");
+				exit(1);
+			}
+			split_pick_fn *const fs[] = {pick_plain, pick_unpinned, pick_pinned};
+			void *const os[] = {plain, split, tags};
+			double t[3];
+			time_split(fs, os, 3, t);
+			printf("| %s, %zu | %.1f | %.1f | %+.1f | %.1f |\n", policies[p], n, t[0], t[1], t[1] - t[0],
+			       t[2]);
+			fflush(stdout);
+			mtd_lb_picker_free(plain);
+			mtd_lb_layer_free(split);
+			mtd_lb_layer_free(tags);
+			for (size_t i = 0; i < n; i++) {
+				eps[i].meta = NULL;
+				eps[i].n_meta = 0;
+			}
+		}
+	}
+	/* The proportions over 1,000,000 unpinned picks, 100 endpoints. */
+	struct mtd_lb_config cfg;
+	struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000};
+	uint64_t rng = 7, v2 = 0;
+
+	make_eps(100, false);
+	for (size_t i = 0; i < 100; i++) {
+		eps[i].meta = i % 10 == 9 ? split_v2 : split_v1;
+		eps[i].n_meta = 1;
+	}
+	mtd_lb_config_defaults(&cfg, mtd_lb_find("ROUND_ROBIN"));
+	struct mtd_lb_layer *l = mtd_lb_layer_new(&lc_split, &cfg, eps, 100, NULL);
+	ctx.rng = &rng;
+	for (int k = 0; k < 1000000; k++)
+		v2 += mtd_lb_layer_pick(l, NULL, 0, &ctx) % 10 == 9;
+	printf("\nshares over 1,000,000 unpinned picks (100 endpoints, ROUND_ROBIN): v1 %.3f %%, v2 %.3f %%\n",
+	       100.0 - (double)v2 / 1e4, (double)v2 / 1e4);
+	mtd_lb_layer_free(l);
+	for (size_t i = 0; i < 100; i++) {
+		eps[i].meta = NULL;
+		eps[i].n_meta = 0;
+	}
+}
+
+/* ---- limit --------------------------------------------------------------- */
+
+#define LIMIT_TRIALS 10
+#define LIMIT_CHECKS 4000000 /* per thread per trial */
+
+struct limit_run {
+	struct mtd_limit_bucket *b;
+	pthread_barrier_t *start;
+	int64_t now_ns;
+	double ns; /* per check, this thread's CPU time */
+	unsigned ok;
+	double wall0, wall1; /* when it ran (CLOCK_MONOTONIC, s) */
+};
+
+static double wall_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *limit_thread(void *arg)
+{
+	struct limit_run *r = arg;
+	unsigned ok = 0;
+	double t0, t1;
+
+	pthread_barrier_wait(r->start);
+	r->wall0 = wall_s();
+	t0 = cpu_s();
+	for (long i = 0; i < LIMIT_CHECKS; i++)
+		ok += mtd_limit_take(r->b, r->now_ns + i); /* the call's start time, a ns later each */
+	t1 = cpu_s();
+	r->wall1 = wall_s();
+	r->ns = (t1 - t0) * 1e9 / LIMIT_CHECKS;
+	r->ok = ok;
+	return NULL;
+}
+
+/* Best (over trials) of the slowest thread's ns per check; *ok: the
+ * share of checks that took a token in that trial, *overlap: the share of
+ * the trial's wall time both threads ran at once (1 for one thread).
+ * rate 0: a bucket that never runs dry (one token per ns, a burst of
+ * 10^15 ns' worth: outside what config allows, the same code path), so
+ * every check takes and writes. */
+static double limit_cell(unsigned threads, uint32_t rate, uint32_t burst, double *ok, double *overlap)
+{
+	static struct mtd_limit_bucket b __attribute__((aligned(64)));
+	double best = 1e300;
+
+	for (int trial = 0; trial < LIMIT_TRIALS; trial++) {
+		pthread_t t[2];
+		struct limit_run r[2];
+		pthread_barrier_t start;
+		struct timespec ts;
+		double worst = 0;
+		unsigned taken = 0;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		mtd_limit_bucket_init(&b, rate ? rate : 1, burst, now);
+		if (rate == 0) {
+			b.interval_ns = 1;
+			b.span_ns = 1000000000000000LL;
+			atomic_store(&b.zero_ns, now - b.span_ns);
+		}
+		pthread_barrier_init(&start, NULL, threads);
+		for (unsigned k = 0; k < threads; k++) {
+			r[k] = (struct limit_run){.b = &b, .start = &start, .now_ns = now};
+			pthread_create(&t[k], NULL, limit_thread, &r[k]);
+		}
+		for (unsigned k = 0; k < threads; k++) {
+			pthread_join(t[k], NULL);
+			if (r[k].ns > worst)
+				worst = r[k].ns;
+			taken += r[k].ok;
+		}
+		pthread_barrier_destroy(&start);
+		if (worst < best) {
+			best = worst;
+			*ok = (double)taken / (threads * (double)LIMIT_CHECKS);
+			*overlap = 1;
+			if (threads == 2) {
+				double from = r[0].wall0 > r[1].wall0 ? r[0].wall0 : r[1].wall0;
+				double to = r[0].wall1 < r[1].wall1 ? r[0].wall1 : r[1].wall1;
+				double span = (r[0].wall1 > r[1].wall1 ? r[0].wall1 : r[1].wall1) -
+				              (r[0].wall0 < r[1].wall0 ? r[0].wall0 : r[1].wall0);
+				*overlap = to > from ? (to - from) / span : 0;
+			}
+		}
+	}
+	return best;
+}
+
+static void bench_limit(void)
+{
+	static const struct {
+		const char *label;
+		unsigned threads;
+		uint32_t rate, burst;
+	} rows[] = {
+	        {"one thread, every check taking (what a per-worker share costs)", 1, 0, 1},
+	        {"two threads on one bucket, every check taking", 2, 0, 1},
+	        {"two threads on one bucket at 50/s burst 10 (refusing)", 2, 50, 10},
+	};
+	double ok = 0, overlap = 0;
+
+	printf("| rate-limit check (mtd_limit_take) | ns per check | checks that took a token | threads overlapping "
+	       "|\n");
+	printf("|---|---:|---:|---:|\n");
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		double ns = limit_cell(rows[i].threads, rows[i].rate, rows[i].burst, &ok, &overlap);
+
+		printf("| %s | %.1f | %.3g %% | %.0f %% |\n", rows[i].label, ns, ok * 100, overlap * 100);
+		fflush(stdout);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "all";
@@ -767,6 +1021,16 @@ int main(int argc, char **argv)
 	if (all || strcmp(what, "subset") == 0) {
 		printf("## subsetting\n\n");
 		bench_subset();
+		printf("\n");
+	}
+	if (all || strcmp(what, "split") == 0) {
+		printf("## split: ns per pick (one thread)\n\n");
+		bench_split();
+		printf("\n");
+	}
+	if (all || strcmp(what, "limit") == 0) {
+		printf("## rate limit: one atomic bucket\n\n");
+		bench_limit();
 	}
 	return 0;
 }

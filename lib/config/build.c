@@ -23,6 +23,7 @@
 #include "health/outlier.h"
 #include "discovery/record.h"
 #include "lb/lb.h"
+#include "limit/limit.h"
 #include "pbwire/pbwire.h"
 
 typedef Maitred__Config__V1__Config PbConfig;
@@ -48,6 +49,11 @@ typedef Maitred__Config__V1__Log PbLog;
 typedef Google__Protobuf__Duration PbDuration;
 typedef Maitred__Config__V1__Routing PbRouting;
 typedef Maitred__Config__V1__Locality PbLocality;
+typedef Maitred__Config__V1__Split PbSplit;
+typedef Maitred__Config__V1__SplitGuard PbSplitGuard;
+typedef Maitred__Config__V1__RateLimit PbRateLimit;
+typedef Maitred__Config__V1__FaultInjection PbFaultInjection;
+typedef Maitred__Config__V1__Route PbRoute;
 
 #define DEFAULT_LISTEN     "127.0.0.1:15001"
 #define WORKERS_MAX        1024
@@ -63,6 +69,7 @@ void mtd_cfg__numeric_hosts_only(bool on)
 
 struct builder {
 	struct mtd_cfg__diag *d;
+	const PbConfig *root; /* the whole message (which entries routes and mirrors reach) */
 	const char *basedir;
 	unsigned workers;
 	const char *zone, *node_id; /* struct mtd_cfg's, for the services */
@@ -1461,6 +1468,350 @@ static void build_endpoint_tags(struct builder *b, const PbEndpoint *e, struct m
 	qsort(oe->meta, oe->n_meta, sizeof(*oe->meta), meta_cmp);
 }
 
+/* ---- traffic policy (issue 18) -------------------------------------------- */
+
+/* An entry that routes or a mirror send calls to: it may have any name. */
+static bool reached_by_name(struct builder *b, const char *name)
+{
+	const PbConfig *m = b->root;
+
+	for (size_t i = 0; i < m->n_routes; i++)
+		if (m->routes[i]->to[0] != '\0' && strcmp(m->routes[i]->to, name) == 0)
+			return true;
+	for (size_t i = 0; i < m->n_services; i++)
+		if (m->services[i]->mirror != NULL && strcmp(m->services[i]->mirror->service, name) == 0)
+			return true;
+	return false;
+}
+
+/* A DoubleValue percent in 0..100, default 100. */
+static double percent_of(struct builder *b, const Google__Protobuf__DoubleValue *v, const void *m, const char *path)
+{
+	char p[256];
+
+	if (v == NULL)
+		return 100.0;
+	if (!(v->value >= 0.0 && v->value <= 100.0)) {
+		BERR(at(b, m, "percent", NULL), sub(p, sizeof(p), path, "percent"), "must be in 0..100");
+		return 100.0;
+	}
+	return v->value;
+}
+
+static int split_weight_cmp(const void *x, const void *y)
+{
+	return strcmp(((const struct mtd_lb_split_weight *)x)->value, ((const struct mtd_lb_split_weight *)y)->value);
+}
+
+static struct mtd_cfg_split *build_split(struct builder *b, const PbSplit *m, const char *path)
+{
+	struct mtd_cfg_split *out;
+	uint64_t total = 0;
+	char p[256];
+
+	out = mtd_cfg__calloc(1, sizeof(*out));
+	if (out == NULL) {
+		b->d->oom = true;
+		return NULL;
+	}
+	if (m->metadata_key[0] == '\0')
+		BERR(at(b, m, NULL, NULL), sub(p, sizeof(p), path, "metadata_key"),
+		     "is required (the endpoint metadata key whose values name the groups, e.g. \"version\")");
+	else
+		out->metadata_key = dup_or_oom(b, m->metadata_key);
+	sub(p, sizeof(p), path, "weights");
+	if (m->n_weights == 0)
+		BERR(at(b, m, NULL, NULL), p, "is required (group value -> weight, e.g. {v1: 90, v2: 10})");
+	else if (m->n_weights > MTD_LB_SPLIT_MAX_GROUPS)
+		BERR(at(b, m, "weights", NULL), p, "at most %u groups, got %zu", MTD_LB_SPLIT_MAX_GROUPS, m->n_weights);
+	if (m->n_weights != 0 && m->n_weights <= MTD_LB_SPLIT_MAX_GROUPS) {
+		out->weights = mtd_cfg__calloc(m->n_weights, sizeof(*out->weights));
+		if (out->weights == NULL) {
+			b->d->oom = true;
+			return out;
+		}
+		for (size_t k = 0; k < m->n_weights; k++) {
+			out->weights[k].value = dup_or_oom(b, m->weights[k]->key);
+			out->weights[k].weight = m->weights[k]->value;
+			out->lb.n = k + 1;
+			if (out->weights[k].value == NULL)
+				return out;
+			total += m->weights[k]->value;
+		}
+		out->lb.weights = out->weights;
+		/* The map has no order: by value, so a reload of the same file
+		 * draws the same way. */
+		qsort(out->weights, out->lb.n, sizeof(*out->weights), split_weight_cmp);
+		if (total == 0)
+			BERR(at(b, m, "weights", NULL), p, "the weights sum to 0: no group would take a call");
+		else if (total > UINT32_MAX)
+			BERR(at(b, m, "weights", NULL), p, "the weights sum to more than %u", UINT32_MAX);
+	}
+	if (m->guard != NULL) {
+		const PbSplitGuard *g = m->guard;
+		struct mtd_lb_split_guard *o = &out->lb.guard;
+		char gp[256];
+
+		sub(gp, sizeof(gp), path, "guard");
+		o->on = true;
+		o->max_error_ratio = 2.0;
+		o->max_p99_ratio = 1.5;
+		o->min_calls = g->min_calls != 0 ? g->min_calls : 100;
+		if (g->max_error_ratio != NULL) {
+			double v = g->max_error_ratio->value;
+
+			if (!(v == 0.0 || (v > 1.0 && v <= 1e6)))
+				BERR(at(b, g, "max_error_ratio", NULL), sub(p, sizeof(p), gp, "max_error_ratio"),
+				     "must be more than 1 (or 0: this rule off)");
+			else
+				o->max_error_ratio = v;
+		}
+		if (g->max_p99_ratio != NULL) {
+			double v = g->max_p99_ratio->value;
+
+			if (!(v == 0.0 || (v > 1.0 && v <= 1e6)))
+				BERR(at(b, g, "max_p99_ratio", NULL), sub(p, sizeof(p), gp, "max_p99_ratio"),
+				     "must be more than 1 (or 0: this rule off)");
+			else
+				o->max_p99_ratio = v;
+		}
+		if (o->max_error_ratio == 0.0 && o->max_p99_ratio == 0.0)
+			BERR(at(b, g, NULL, NULL), gp, "both rules are off (max_error_ratio and max_p99_ratio 0)");
+		o->window_ms = dur_ms(b, g->window, 30000, ZERO_IS_ERROR, at(b, g, "window", NULL),
+		                      sub(p, sizeof(p), gp, "window"));
+		if (o->window_ms < 1000 || o->window_ms > 3600000) {
+			BERR(at(b, g, "window", NULL), sub(p, sizeof(p), gp, "window"), "must be in 1s..1h");
+			o->window_ms = 30000;
+		}
+	}
+	return out;
+}
+
+static void split_free(struct mtd_cfg_split *sp)
+{
+	if (sp == NULL)
+		return;
+	for (size_t k = 0; k < sp->lb.n; k++)
+		mtd_cfg__free((char *)sp->weights[k].value);
+	mtd_cfg__free(sp->weights);
+	mtd_cfg__free(sp->metadata_key);
+	mtd_cfg__free(sp);
+}
+
+/* The routing layer of a service or method with its split: the groups are
+ * the split's metadata_key's, which routing's (when set) must equal, so a
+ * pinned value names one of the split's groups. */
+static void layer_split(struct builder *b, struct mtd_lb_layer_config *lc, const struct mtd_cfg_split *sp,
+                        const void *m, const char *path)
+{
+	char p[256];
+
+	lc->split = sp != NULL && sp->metadata_key != NULL ? &sp->lb : NULL;
+	if (lc->split == NULL)
+		return;
+	if (lc->metadata_key == NULL)
+		lc->metadata_key = sp->metadata_key;
+	else if (strcmp(lc->metadata_key, sp->metadata_key) != 0)
+		BERR(at(b, m, "split", NULL), sub(p, sizeof(p), path, "split.metadata_key"),
+		     "\"%s\" differs from routing.metadata_key \"%s\": a pinned value must name a split group",
+		     sp->metadata_key, lc->metadata_key);
+}
+
+static void build_rate_limit(struct builder *b, const PbRateLimit *m, const char *path, struct mtd_cfg_rate_limit *out)
+{
+	char p[256];
+
+	*out = (struct mtd_cfg_rate_limit){.set = m != NULL};
+	if (m == NULL)
+		return;
+	if (m->calls_per_second == 0)
+		BERR(at(b, m, NULL, NULL), sub(p, sizeof(p), path, "calls_per_second"), "is required (1..%u)",
+		     MTD_LIMIT_MAX_RATE);
+	else if (m->calls_per_second > MTD_LIMIT_MAX_RATE)
+		BERR(at(b, m, "calls_per_second", NULL), sub(p, sizeof(p), path, "calls_per_second"),
+		     "must be in 1..%u, got %u", MTD_LIMIT_MAX_RATE, (unsigned)m->calls_per_second);
+	out->per_second = m->calls_per_second;
+	out->burst = m->burst != 0 ? m->burst : m->calls_per_second;
+	if (m->burst > MTD_LIMIT_MAX_BURST)
+		BERR(at(b, m, "burst", NULL), sub(p, sizeof(p), path, "burst"), "must be in 1..%u, got %u",
+		     MTD_LIMIT_MAX_BURST, (unsigned)m->burst);
+}
+
+static void build_fault_injection(struct builder *b, const PbFaultInjection *m, const char *path,
+                                  struct mtd_cfg_fault_injection *out)
+{
+	char p[256], fp[256];
+
+	*out = (struct mtd_cfg_fault_injection){0};
+	if (m == NULL)
+		return;
+	if (m->abort == NULL && m->delay == NULL)
+		BERR(at(b, m, NULL, NULL), path, "needs abort or delay (or both)");
+	if (m->abort != NULL) {
+		sub(fp, sizeof(fp), path, "abort");
+		out->abort = true;
+		out->abort_percent = percent_of(b, m->abort->percent, m->abort, fp);
+		out->abort_status = (int)m->abort->status;
+		if (m->abort->status == MAITRED__CONFIG__V1__GRPC_STATUS__OK)
+			BERR(at(b, m->abort, "status", m->abort), sub(p, sizeof(p), fp, "status"),
+			     "is required, and not OK (the status aborted calls end with)");
+		else if (m->abort->status < 0 || m->abort->status > 16)
+			BERR(at(b, m->abort, "status", NULL), sub(p, sizeof(p), fp, "status"),
+			     "unknown status number %d", (int)m->abort->status);
+	}
+	if (m->delay != NULL) {
+		sub(fp, sizeof(fp), path, "delay");
+		out->delay = true;
+		out->delay_percent = percent_of(b, m->delay->percent, m->delay, fp);
+		if (m->delay->duration == NULL)
+			BERR(at(b, m->delay, NULL, NULL), sub(p, sizeof(p), fp, "duration"),
+			     "is required (e.g. \"100ms\")");
+		out->delay_ms = dur_ms(b, m->delay->duration, 1, ZERO_IS_ERROR, at(b, m->delay, "duration", NULL),
+		                       sub(p, sizeof(p), fp, "duration"));
+		if (out->delay_ms > 3600000) {
+			BERR(at(b, m->delay, "duration", NULL), sub(p, sizeof(p), fp, "duration"),
+			     "must be at most 1h");
+			out->delay_ms = 1;
+		}
+	}
+}
+
+/* routes[i] (issue 18): its strings, checked; `to` is resolved once every
+ * service is built (resolve_routes). */
+static void build_route(struct builder *b, const PbRoute *m, size_t i, struct mtd_route_rule *out)
+{
+	char path[48], p[256];
+
+	snprintf(path, sizeof(path), "routes[%zu]", i);
+	*out = (struct mtd_route_rule){.to = -1};
+	if (m->to[0] == '\0')
+		BERR(at(b, m, NULL, NULL), sub(p, sizeof(p), path, "to"),
+		     "is required (the name of a services[] entry)");
+	if (m->match == NULL) {
+		BERR(at(b, m, NULL, NULL), sub(p, sizeof(p), path, "match"),
+		     "is required ({service: \"pkg.Service\", method, header})");
+		return;
+	}
+	const Maitred__Config__V1__RouteMatch *mm = m->match;
+	char mp[64];
+
+	sub(mp, sizeof(mp), path, "match");
+	if (mm->service[0] == '\0')
+		BERR(at(b, mm, NULL, NULL), sub(p, sizeof(p), mp, "service"),
+		     "is required (\"package.Service\" or \"*\")");
+	else if (strcmp(mm->service, "*") != 0 && !service_name_ok(mm->service))
+		BERR(at(b, mm, "service", NULL), sub(p, sizeof(p), mp, "service"),
+		     "\"%s\" is not a fully-qualified gRPC service name (\"package.Service\") or \"*\"", mm->service);
+	out->service = dup_or_oom(b, mm->service);
+	out->service_len = out->service != NULL ? strlen(out->service) : 0;
+	if (mm->method[0] != '\0') {
+		if (!ident_ok(mm->method, strlen(mm->method)))
+			BERR(at(b, mm, "method", NULL), sub(p, sizeof(p), mp, "method"),
+			     "\"%s\" is not a valid method name", mm->method);
+		out->method = dup_or_oom(b, mm->method);
+		out->method_len = out->method != NULL ? strlen(out->method) : 0;
+	}
+	if (mm->header == NULL)
+		return;
+	const Maitred__Config__V1__HeaderMatch *h = mm->header;
+	char hp[96];
+	char *name;
+
+	sub(hp, sizeof(hp), mp, "header");
+	if (h->name[0] == '\0') {
+		BERR(at(b, h, NULL, NULL), sub(p, sizeof(p), hp, "name"), "is required (a request metadata key)");
+		return;
+	}
+	name = dup_or_oom(b, h->name);
+	if (name == NULL)
+		return;
+	for (char *c = name; *c != '\0'; c++)
+		*c = (char)tolower((unsigned char)*c);
+	out->header = name;
+	if (name[0] == ':')
+		BERR(at(b, h, "name", NULL), sub(p, sizeof(p), hp, "name"),
+		     "\"%s\" is a pseudo-header; use a metadata key", h->name);
+	else if (!header_name_ok(name))
+		BERR(at(b, h, "name", NULL), sub(p, sizeof(p), hp, "name"),
+		     "\"%s\" is not a valid HTTP/2 field name (RFC 9110 §5.6.2)", h->name);
+	switch (h->match_case) {
+	case MAITRED__CONFIG__V1__HEADER_MATCH__MATCH_VALUE:
+		out->kind = MTD_ROUTE_HEADER_VALUE;
+		out->value = dup_or_oom(b, h->value);
+		break;
+	case MAITRED__CONFIG__V1__HEADER_MATCH__MATCH_PREFIX:
+		out->kind = MTD_ROUTE_HEADER_PREFIX;
+		out->value = dup_or_oom(b, h->prefix);
+		if (h->prefix[0] == '\0')
+			BERR(at(b, h, "prefix", NULL), sub(p, sizeof(p), hp, "prefix"),
+			     "is empty (every value has it: use present: true)");
+		break;
+	case MAITRED__CONFIG__V1__HEADER_MATCH__MATCH_PRESENT:
+		out->kind = MTD_ROUTE_HEADER_PRESENT;
+		if (!h->present)
+			BERR(at(b, h, "present", NULL), sub(p, sizeof(p), hp, "present"),
+			     "false matches nothing (leave header out, or give value or prefix)");
+		break;
+	default:
+		BERR(at(b, h, NULL, NULL), hp, "needs one of value, prefix, present");
+		break;
+	}
+	out->value_len = out->value != NULL ? strlen(out->value) : 0;
+}
+
+static void route_fini(struct mtd_route_rule *r)
+{
+	mtd_cfg__free((char *)r->service);
+	mtd_cfg__free((char *)r->method);
+	mtd_cfg__free((char *)r->header);
+	mtd_cfg__free((char *)r->value);
+}
+
+/* The index of the services[] entry named `name`, or -1. */
+static int service_index(const PbConfig *m, const char *name)
+{
+	for (size_t j = 0; j < m->n_services; j++)
+		if (strcmp(m->services[j]->name, name) == 0)
+			return (int)j;
+	return -1;
+}
+
+/* Routes' `to` and mirrors' `service`, once every entry is known. */
+static void resolve_targets(struct builder *b, const PbConfig *m, struct mtd_cfg *cfg)
+{
+	char p[96];
+
+	for (size_t i = 0; i < cfg->n_routes; i++) {
+		const PbRoute *r = m->routes[i];
+
+		if (r->to[0] == '\0')
+			continue;
+		snprintf(p, sizeof(p), "routes[%zu].to", i);
+		cfg->routes[i].to = service_index(m, r->to);
+		if (cfg->routes[i].to < 0)
+			BERR(at(b, r, "to", NULL), p, "no services[] entry is named \"%s\"", r->to);
+	}
+	for (size_t i = 0; i < cfg->n_services; i++) {
+		const PbService *s = m->services[i];
+
+		cfg->services[i].mirror = -1;
+		if (s->mirror == NULL)
+			continue;
+		snprintf(p, sizeof(p), "services[%zu].mirror.service", i);
+		if (s->mirror->service[0] == '\0') {
+			BERR(at(b, s->mirror, NULL, NULL), p, "is required (the services[] entry the copies go to)");
+			continue;
+		}
+		cfg->services[i].mirror = service_index(m, s->mirror->service);
+		if (cfg->services[i].mirror < 0)
+			BERR(at(b, s->mirror, "service", NULL), p, "no services[] entry is named \"%s\"",
+			     s->mirror->service);
+		else if (cfg->services[i].mirror == (int)i)
+			BERR(at(b, s->mirror, "service", NULL), p, "\"%s\" is this entry: a mirror goes to another",
+			     s->mirror->service);
+	}
+}
+
 static void build_service(struct builder *b, const PbService *m, size_t si, struct mtd_cfg_service *out)
 {
 	char path[64], p[256];
@@ -1475,11 +1826,12 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 	if (m->name[0] == '\0')
 		BERR(at(b, m, "name", NULL), sub(p, sizeof(p), path, "name"),
 		     "is required (\"package.Service\" or \"*\")");
-	else if (strcmp(m->name, "*") != 0 && !service_name_ok(m->name))
+	else if (strcmp(m->name, "*") != 0 && !service_name_ok(m->name) && !reached_by_name(b, m->name))
 		BERR(at(b, m, "name", NULL), sub(p, sizeof(p), path, "name"),
 		     "\"%s\" is not a fully-qualified gRPC service name "
-		     "(\"package.Service\") or \"*\"",
+		     "(\"package.Service\") or \"*\", nor an entry that routes or a mirror reach",
 		     m->name);
+	out->by_path = strcmp(m->name, "*") == 0 || service_name_ok(m->name);
 
 	build_lb(b, m->lb, m, sub(p, sizeof(p), path, "lb"), &out->lb, &svc_info);
 	build_warmup(b, m->warmup, sub(p, sizeof(p), path, "warmup"), &warmup);
@@ -1500,6 +1852,17 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 	if (m->routing != NULL)
 		build_routing(b, m->routing, sub(p, sizeof(p), path, "routing"), &out->routing);
 	layer_resolve(b, out, &out->routing, &out->layer);
+	if (m->split != NULL) {
+		out->split = build_split(b, m->split, sub(p, sizeof(p), path, "split"));
+		if (b->d->oom)
+			return;
+	}
+	layer_split(b, &out->layer, out->split, m, path);
+	build_rate_limit(b, m->rate_limit, sub(p, sizeof(p), path, "rate_limit"), &out->rate_limit);
+	build_fault_injection(b, m->fault_injection, sub(p, sizeof(p), path, "fault_injection"), &out->fault_injection);
+	out->mirror = -1;
+	if (m->mirror != NULL)
+		out->mirror_percent = percent_of(b, m->mirror->percent, m->mirror, sub(p, sizeof(p), path, "mirror"));
 
 	/* endpoints */
 	build_source(b, m, path, out);
@@ -1606,6 +1969,22 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 			om->routing = out->routing; /* shares the service's strings */
 		}
 		layer_resolve(b, out, &om->routing, &om->layer);
+		if (mm->split != NULL) {
+			om->split = build_split(b, mm->split, sub(p, sizeof(p), mpath, "split"));
+			om->split_own = true;
+			if (b->d->oom)
+				break;
+		} else {
+			om->split = out->split;
+		}
+		layer_split(b, &om->layer, om->split, mm, mpath);
+		if (mm->rate_limit != NULL)
+			build_rate_limit(b, mm->rate_limit, sub(p, sizeof(p), mpath, "rate_limit"), &om->rate_limit);
+		if (mm->fault_injection != NULL)
+			build_fault_injection(b, mm->fault_injection, sub(p, sizeof(p), mpath, "fault_injection"),
+			                      &om->fault_injection);
+		else
+			om->fault_injection = out->fault_injection;
 		if (mm->hash_key != NULL) {
 			any_method_key = true;
 			build_hash_key(b, mm->hash_key, sub(p, sizeof(p), mpath, "hash_key"), &om->hash_key);
@@ -1764,7 +2143,7 @@ static unsigned cpu_count(void)
 int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, struct mtd_cfg__diag *d,
                    struct mtd_cfg **out)
 {
-	struct builder bb = {.d = d, .basedir = basedir}, *b = &bb;
+	struct builder bb = {.d = d, .root = m, .basedir = basedir}, *b = &bb;
 	struct mtd_cfg *cfg;
 	size_t star = SIZE_MAX;
 
@@ -1837,6 +2216,18 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 			}
 		}
 	}
+	if (m->n_routes != 0) {
+		cfg->routes = mtd_cfg__calloc(m->n_routes, sizeof(*cfg->routes));
+		if (cfg->routes == NULL)
+			goto fail_cfg;
+		cfg->n_routes = m->n_routes;
+	}
+	for (size_t i = 0; i < m->n_routes; i++) {
+		build_route(b, m->routes[i], i, &cfg->routes[i]);
+		if (d->oom)
+			goto fail_cfg;
+	}
+	resolve_targets(b, m, cfg);
 	if (m->n_register_ != 0) {
 		cfg->registers = mtd_cfg__calloc(m->n_register_, sizeof(*cfg->registers));
 		if (cfg->registers == NULL)
@@ -1973,7 +2364,10 @@ static void service_fini(struct mtd_cfg_service *s)
 			fault_fini(&s->methods[i].fault);
 		if (s->methods[i].routing_own)
 			routing_fini(&s->methods[i].routing);
+		if (s->methods[i].split_own)
+			split_free(s->methods[i].split);
 	}
+	split_free(s->split);
 	mtd_cfg__free(s->methods);
 	fault_fini(&s->fault);
 	mtd_cfg__free(s->health_check.service_name);
@@ -1986,6 +2380,9 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 	for (size_t i = 0; i < cfg->n_services; i++)
 		service_fini(&cfg->services[i]);
 	mtd_cfg__free(cfg->services);
+	for (size_t i = 0; i < cfg->n_routes; i++)
+		route_fini(&cfg->routes[i]);
+	mtd_cfg__free(cfg->routes);
 	for (size_t i = 0; i < cfg->n_registers; i++) {
 		mtd_cfg__free(cfg->registers[i].service);
 		addr_fini(&cfg->registers[i].address);

@@ -14,6 +14,7 @@
 #include "fault/fault-t.h"
 #include "health/health-t.h"
 #include "lb/lb-t.h"
+#include "route/route.h"
 
 #define MTD_CFG_FIELD_PATH_MAX 8
 
@@ -52,6 +53,30 @@ struct mtd_cfg_routing {
 	char *header;       /* lower-cased request metadata key; NULL = no routing */
 	char *metadata_key; /* endpoint metadata key */
 	bool fallback_fail; /* fallback FAIL */
+};
+
+/* Service.split / Method.split (issue 18, lib/lb/split.c). */
+struct mtd_cfg_split {
+	char *metadata_key;                  /* the layer's key (= routing.metadata_key when both are set) */
+	struct mtd_lb_split_weight *weights; /* values owned, sorted by value */
+	struct mtd_lb_split_config lb;       /* over weights: what the routing layer gets */
+};
+
+/* rate_limit (issue 18, lib/limit): set = a bucket of its own. */
+struct mtd_cfg_rate_limit {
+	bool set;
+	uint32_t per_second; /* 1..MTD_LIMIT_MAX_RATE */
+	uint32_t burst;      /* 1..MTD_LIMIT_MAX_BURST, default per_second */
+};
+
+/* fault_injection (issue 18): percents in [0, 100]. */
+struct mtd_cfg_fault_injection {
+	bool abort;      /* abort set */
+	double abort_percent;
+	int abort_status; /* a gRPC status, not OK */
+	bool delay;      /* delay set */
+	double delay_percent;
+	int64_t delay_ms; /* >= 1 */
 };
 
 /* File names are resolved against the config file's directory. */
@@ -120,6 +145,11 @@ struct mtd_cfg_method {
 	                                     (fallback strings then shared: owned by the
 	                                     service unless fault_own) */
 	bool fault_own;
+	/* Traffic policy (issue 18): the method's own or the service's. */
+	struct mtd_cfg_split *split; /* NULL = none; owned when split_own, else the service's */
+	bool split_own;
+	struct mtd_cfg_rate_limit rate_limit; /* set: the method's own bucket; else the service's applies */
+	struct mtd_cfg_fault_injection fault_injection;
 };
 
 struct mtd_cfg_service {
@@ -153,6 +183,15 @@ struct mtd_cfg_service {
 	uint32_t failure_statuses;
 	struct mtd_circuit_config circuit;
 	struct mtd_hc_config health_check;
+	/* Traffic policy (issue 18). */
+	struct mtd_cfg_split *split; /* NULL = none */
+	struct mtd_cfg_rate_limit rate_limit;
+	struct mtd_cfg_fault_injection fault_injection;
+	int mirror;            /* services[] index of mirror.service, -1 = none */
+	double mirror_percent; /* 0..100 */
+	/* Reached by :path (its name is a gRPC service name or "*"); false:
+	 * only routes or mirrors reach it (any name, e.g. "beta-pool"). */
+	bool by_path;
 };
 
 struct mtd_cfg_downstream {
@@ -198,6 +237,10 @@ struct mtd_cfg {
 	uint64_t replay_buffer_total; /* per worker, 64 MiB */
 	struct mtd_cfg_service *services;
 	size_t n_services;
+	/* routes (issue 18), in order: strings owned, `to` resolved to a
+	 * services[] index. */
+	struct mtd_route_rule *routes;
+	size_t n_routes;
 	struct mtd_cfg_register *registers; /* `register` */
 	size_t n_registers;
 	char *zone;    /* NULL = none */

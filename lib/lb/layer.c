@@ -33,6 +33,11 @@
  * Subset (subset.c): with subset.size, each group keeps only the size
  * endpoints of highest rendezvous score for node_id, before zones split
  * it, so a canary group keeps its members in every sidecar's view.
+ *
+ * Split (split.c, issue 18): with lc->split, a call the routing header
+ * does not pin goes to one of the split's groups, chosen by weight among
+ * those with an eligible endpoint, instead of the untagged group; subset
+ * and zones apply inside the group as for a pinned call.
  */
 #include "config.h"
 
@@ -68,6 +73,8 @@ struct where {
 struct mtd_lb_layer {
 	struct mtd_lb_layer_config cfg;
 	char *zone, *metadata_key, *node_id; /* owned copies of cfg's strings */
+	struct mtd_lb_split *split;          /* NULL = no split */
+	int8_t *split_of;                    /* [n]: the split entry of each endpoint's group, or -1 */
 	const struct mtd_lb_endpoint *eps;
 	size_t n;
 	bool tagged, zoned;
@@ -119,6 +126,8 @@ void mtd_lb_layer_free(struct mtd_lb_layer *l)
 	free(l->groups);
 	free(l->table);
 	free(l->where);
+	mtd_lb__split_free(l->split);
+	free(l->split_of);
 	free(l->zone);
 	free(l->metadata_key);
 	free(l->node_id);
@@ -227,6 +236,37 @@ static uint64_t value_hash(const char *v, size_t len)
 	return mtd_lb_hash64(v, len, VALUE_SEED);
 }
 
+/* The split over the groups just built: each weight's group by value, and
+ * each member's entry (for the guard's figures). A split needs groups:
+ * without metadata_key it is refused. */
+static int split_build(struct mtd_lb_layer *l, const struct mtd_lb_split_config *sc, unsigned n_workers,
+                       const struct mtd_lb_layer *prev)
+{
+	int32_t group[MTD_LB_SPLIT_MAX_GROUPS];
+
+	if (!l->tagged || sc->n == 0 || sc->n > MTD_LB_SPLIT_MAX_GROUPS)
+		return -EINVAL;
+	l->split_of = malloc(l->n > 0 ? l->n : 1);
+	if (l->split_of == NULL)
+		return -ENOMEM;
+	memset(l->split_of, -1, l->n > 0 ? l->n : 1);
+	for (size_t k = 0; k < sc->n; k++) {
+		group[k] = -1;
+		for (size_t g = 1; g < l->n_groups && sc->weights[k].value != NULL; g++) {
+			if (strcmp(l->groups[g].value, sc->weights[k].value) != 0)
+				continue;
+			if (l->groups[g].part[0].n + l->groups[g].part[1].n > 0)
+				group[k] = (int32_t)g; /* else: outside the subset, or STRICT elsewhere */
+			for (int side = 0; side < 2; side++)
+				for (size_t m = 0; m < l->groups[g].part[side].n; m++)
+					l->split_of[l->groups[g].part[side].global[m]] = (int8_t)k;
+			break;
+		}
+	}
+	l->split = mtd_lb__split_new(sc, group, n_workers, prev != NULL ? prev->split : NULL);
+	return l->split != NULL ? 0 : -ENOMEM;
+}
+
 struct mtd_lb_layer *mtd_lb_layer_new(const struct mtd_lb_layer_config *lc, const struct mtd_lb_config *cfg,
                                       const struct mtd_lb_endpoint *eps, size_t n, const struct mtd_lb_layer *prev)
 {
@@ -242,6 +282,7 @@ struct mtd_lb_layer *mtd_lb_layer_new(const struct mtd_lb_layer_config *lc, cons
 	if (l == NULL)
 		return NULL;
 	l->cfg = *lc;
+	l->cfg.split = NULL; /* copied into l->split (split_build) */
 	l->eps = eps;
 	l->n = n;
 	l->zone = dup_or_null(lc->zone);
@@ -303,6 +344,8 @@ struct mtd_lb_layer *mtd_lb_layer_new(const struct mtd_lb_layer_config *lc, cons
 			at = (at + 1) & l->table_mask;
 		l->table[at] = (uint32_t)g;
 	}
+	if (lc->split != NULL && split_build(l, lc->split, cfg->n_workers, prev) != 0)
+		goto fail;
 	free(order);
 	free(vals);
 	return l;
@@ -367,8 +410,31 @@ static int pick_group(const struct mtd_lb_layer *l, const struct group *g, const
 	return i >= 0 ? i : pick_part(&g->part[1 - first], ctx);
 }
 
+/* An unpinned call under a split: a group by weight; one with no eligible
+ * endpoint for this call gives its share to the others (split.c). */
+static int pick_split(struct mtd_lb_layer *l, const struct mtd_lb_pick_ctx *ctx)
+{
+	uint64_t skip = 0;
+
+	for (;;) {
+		int e = mtd_lb__split_choose(l->split, mtd_lb__rng(ctx), skip);
+		int i;
+
+		if (e < 0)
+			return -1;
+		i = pick_group(l, &l->groups[mtd_lb__split_group(l->split, e)], ctx);
+		if (i >= 0) {
+			mtd_lb__split_count(l->split, ctx->worker, e);
+			return i;
+		}
+		skip |= 1ull << e;
+	}
+}
+
 int mtd_lb_layer_pick(struct mtd_lb_layer *l, const char *value, size_t value_len, const struct mtd_lb_pick_ctx *ctx)
 {
+	if (value == NULL && l->split != NULL)
+		return pick_split(l, ctx);
 	if (l->tagged && value != NULL) {
 		size_t at = (size_t)value_hash(value, value_len) & l->table_mask;
 
@@ -402,8 +468,29 @@ void mtd_lb_layer_call_begin(struct mtd_lb_layer *l, size_t idx)
 
 void mtd_lb_layer_call_end(struct mtd_lb_layer *l, size_t idx, const struct mtd_lb_result *res, int64_t now_ns)
 {
-	if (idx < l->n && l->where[idx].part != NULL)
+	if (idx < l->n && l->where[idx].part != NULL) {
 		mtd_lb_call_end(l->where[idx].part->p, l->where[idx].local, res, now_ns);
+		if (l->split != NULL)
+			mtd_lb__split_end(l->split, l->split_of[idx], res);
+	}
+}
+
+size_t mtd_lb_layer_split_groups(const struct mtd_lb_layer *l)
+{
+	return l != NULL && l->split != NULL ? mtd_lb__split_n(l->split) : 0;
+}
+
+bool mtd_lb_layer_split_group(const struct mtd_lb_layer *l, size_t i, struct mtd_lb_split_group *out)
+{
+	if (i >= mtd_lb_layer_split_groups(l))
+		return false;
+	mtd_lb__split_info(l->split, i, out);
+	return true;
+}
+
+size_t mtd_lb_layer_guard(struct mtd_lb_layer *l, int64_t now_ms, struct mtd_lb_guard_cut *out, size_t cap)
+{
+	return l != NULL && l->split != NULL ? mtd_lb__split_guard(l->split, now_ms, out, cap) : 0;
 }
 
 void mtd_lb_layer_tick(struct mtd_lb_layer *l, int64_t now_ms, int64_t now_ns)

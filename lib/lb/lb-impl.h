@@ -399,4 +399,34 @@ static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *co
 	return last >= 0 ? last : first;
 }
 
+/* ---- split (split.c; issue 18) --------------------------------------- */
+
+struct mtd_lb_split;
+struct mtd_lb_guard_cut;
+struct mtd_lb_split_group;
+
+/* The split of cfg over the layer's groups: group[k] is the layer group
+ * of cfg->weights[k] (-1: no endpoint has the value). prev: the split of
+ * the layer this one replaces, or NULL (its guard state and counts go on
+ * when it was built from the same cfg). NULL on allocation failure or a
+ * bad cfg. Control thread. */
+struct mtd_lb_split *mtd_lb__split_new(const struct mtd_lb_split_config *cfg, const int32_t *group,
+                                       unsigned n_workers, const struct mtd_lb_split *prev);
+void mtd_lb__split_free(struct mtd_lb_split *s);
+/* The entry (group) an unpinned call goes to, drawn in proportion to the
+ * weights of the entries that have a group, are not cut and are not in
+ * skip (bit k: entry k had no eligible endpoint for this call); -1 when
+ * none is left. Lock-free, allocation-free. */
+int mtd_lb__split_choose(const struct mtd_lb_split *s, uint64_t *rng, uint64_t skip);
+int32_t mtd_lb__split_group(const struct mtd_lb_split *s, int e);
+/* A call of worker went to entry e (picks counted per worker). */
+void mtd_lb__split_count(struct mtd_lb_split *s, unsigned worker, int e);
+/* A call on a member of entry e's group ended (guard figures; e < 0 and
+ * a guard off do nothing). Any thread. */
+void mtd_lb__split_end(struct mtd_lb_split *s, int e, const struct mtd_lb_result *res);
+/* The guard's evaluation at now_ms (mtd_lb_layer_guard). */
+size_t mtd_lb__split_guard(struct mtd_lb_split *s, int64_t now_ms, struct mtd_lb_guard_cut *out, size_t cap);
+size_t mtd_lb__split_n(const struct mtd_lb_split *s);
+void mtd_lb__split_info(const struct mtd_lb_split *s, size_t k, struct mtd_lb_split_group *out);
+
 #endif

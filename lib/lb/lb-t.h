@@ -14,6 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Latency histogram of an endpoint's answered calls (mtd_lb_stats.lat):
+ * 2 buckets per octave of microseconds, bucket b below
+ * mtd_lb_lat_upper_us(b); 1 us to 2^26 us (67 s), the last open. */
+#define MTD_LB_LAT_BUCKETS 53
+
 /* Live figures of one endpoint, shared by every worker thread. Owned by the
  * data plane's endpoint object, which outlives every picker pointing at it,
  * and survives endpoint-set changes (an endpoint keeps its stats while it
@@ -30,6 +35,9 @@ struct mtd_lb_stats {
 	_Atomic uint64_t window_sum_us;  /* SHORTEST_RESPONSE sliding window */
 	_Atomic uint64_t window_count;   /* (successes only; halved every */
 	_Atomic int64_t window_stamp_ns; /*  MTD_LB_WINDOW_SLIDE_NS) */
+	/* Successes by latency (to the first response message), for the
+	 * admin's p99 per endpoint and split group (issue 18's live page). */
+	_Atomic uint64_t lat[MTD_LB_LAT_BUCKETS];
 };
 
 /* One key/value of an endpoint's metadata (Endpoint.metadata, or the
@@ -103,6 +111,34 @@ enum mtd_lb_locality_mode {
 
 #define MTD_LB_DEFAULT_MIN_HEALTHY_PERCENT 70.0
 
+/* split (issue 18, split.c): a call the routing header does not pin goes
+ * to the group of endpoints whose metadata_key value is `value`, in
+ * proportion to `weight` among the groups that have an eligible endpoint;
+ * the policy picks inside the group. */
+#define MTD_LB_SPLIT_MAX_GROUPS 32
+
+struct mtd_lb_split_weight {
+	const char *value; /* the metadata value naming the group */
+	uint32_t weight;   /* 0 = none of the unpinned calls */
+};
+
+/* split.guard: a group whose failure ratio or p99 latency over `window`
+ * exceeds the heaviest group's by these factors, with at least min_calls
+ * calls in the window, is cut (weight 0) until the next reload. */
+struct mtd_lb_split_guard {
+	bool on;
+	double max_error_ratio; /* > 1; 0 = the error rule off */
+	double max_p99_ratio;   /* > 1; 0 = the latency rule off */
+	uint32_t min_calls;     /* default 100 */
+	int64_t window_ms;      /* default 30 s */
+};
+
+struct mtd_lb_split_config {
+	const struct mtd_lb_split_weight *weights; /* 1..MTD_LB_SPLIT_MAX_GROUPS, distinct values */
+	size_t n;
+	struct mtd_lb_split_guard guard;
+};
+
 /* The routing layer's options (layer.c), validated by the config layer.
  * Strings are copied by mtd_lb_layer_new(). */
 struct mtd_lb_layer_config {
@@ -113,6 +149,10 @@ struct mtd_lb_layer_config {
 	bool fallback_fail;                 /* routing.fallback FAIL: no untagged fallback */
 	const char *node_id;                /* subset identity (Config.node_id or the hostname) */
 	uint32_t subset_size;               /* 0 = every endpoint */
+	/* split over the groups of metadata_key (which must be set), or NULL.
+	 * Copied; its address also tells a rebuild of the same config (the
+	 * guard's state carries over) from a reload (it starts afresh). */
+	const struct mtd_lb_split_config *split;
 };
 
 /* Everything one pick needs. Built on the caller's stack. */

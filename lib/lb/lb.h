@@ -76,6 +76,14 @@ void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, 
  * no call has completed yet). */
 double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns, int64_t decay_ms);
 
+/* The latency histogram's bucket for us microseconds, and bucket b's upper
+ * bound in us (MTD_LB_LAT_BUCKETS, lb-t.h). The q quantile (0 < q < 1)
+ * of a histogram of MTD_LB_LAT_BUCKETS counts, in ms: the upper bound of
+ * the bucket it falls in (within a factor sqrt(2) above); 0 when empty. */
+size_t mtd_lb_lat_bucket(int64_t us);
+double mtd_lb_lat_upper_us(size_t b);
+double mtd_lb_lat_quantile_ms(const uint64_t *hist, double q);
+
 /* Background work for time-driven strategies; control thread, ~1 Hz. */
 void mtd_lb_tick(struct mtd_lb_picker *p, int64_t now_ms, int64_t now_ns);
 
@@ -106,7 +114,9 @@ void mtd_lb_layer_free(struct mtd_lb_layer *l);
 /* Index into eps of the endpoint for a call whose routing value is
  * value[0..value_len) (NULL: the call has none), or -1 when no endpoint
  * may take it (every candidate excluded, nothing in the group and its
- * fallback, or fallback FAIL). ctx->excluded is over eps indices. O(1) on
+ * fallback, or fallback FAIL). With a split, a call without a value goes
+ * to a split group instead of the untagged one (-1 when no group with a
+ * weight has an eligible endpoint). ctx->excluded is over eps indices. O(1) on
  * top of the policy's pick when ctx->excluded is NULL, O(part) otherwise.
  * Lock-free; any worker. */
 int mtd_lb_layer_pick(struct mtd_lb_layer *l, const char *value, size_t value_len, const struct mtd_lb_pick_ctx *ctx);
@@ -120,6 +130,45 @@ bool mtd_lb_layer_reachable(const struct mtd_lb_layer *l, size_t idx);
 void mtd_lb_layer_call_begin(struct mtd_lb_layer *l, size_t idx);
 void mtd_lb_layer_call_end(struct mtd_lb_layer *l, size_t idx, const struct mtd_lb_result *res, int64_t now_ns);
 void mtd_lb_layer_tick(struct mtd_lb_layer *l, int64_t now_ms, int64_t now_ns);
+
+/* ---- split (split.c, through the layer; issue 18) ---------------------- */
+
+/* The routing layer with lc->split: a call whose routing value is NULL
+ * (not pinned) goes to a split group (mtd_lb_layer_pick); these read and
+ * drive the split. */
+
+/* One group of a split, for the admin (figures may be a call behind). */
+struct mtd_lb_split_group {
+	const char *value;   /* metadata value; valid while the layer lives */
+	uint32_t weight;     /* configured */
+	uint32_t current;    /* what it gets now: 0 when cut or without endpoints */
+	bool has_endpoints;  /* some endpoint of the set has the value */
+	uint64_t picks;      /* unpinned calls sent to it (a counter) */
+	int64_t cut_ms;      /* wall ms the guard cut it; 0 = not cut */
+	bool guarded;        /* split.guard is on: the window figures mean something */
+	uint64_t window_calls, window_failed; /* over the guard's window, last evaluation */
+	double window_p99_ms;
+};
+
+/* Groups of l's split (0: no split), and group i's figures (false: i out
+ * of range). Control thread (the guard's window figures are its own). */
+size_t mtd_lb_layer_split_groups(const struct mtd_lb_layer *l);
+bool mtd_lb_layer_split_group(const struct mtd_lb_layer *l, size_t i, struct mtd_lb_split_group *out);
+
+/* A group the guard cut, and why. */
+struct mtd_lb_guard_cut {
+	const char *value, *reference; /* the group, and the heaviest one it was compared with */
+	bool by_errors, by_latency;
+	uint64_t calls, failed, ref_calls, ref_failed; /* over the window */
+	double p99_ms, ref_p99_ms;
+};
+
+/* split.guard's evaluation (control thread, about once a second): take
+ * the window's figures and cut (weight 0 until the next reload) every
+ * group that did worse than the heaviest group by the configured ratios
+ * with at least min_calls calls in the window (both groups). Returns the
+ * groups cut now (at most cap described in out). No split or no guard: 0. */
+size_t mtd_lb_layer_guard(struct mtd_lb_layer *l, int64_t now_ms, struct mtd_lb_guard_cut *out, size_t cap);
 
 /* ---- hashing (hash.c) -------------------------------------------------- */
 

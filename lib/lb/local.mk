@@ -4,7 +4,7 @@ lib_libmaitred_a_SOURCES += \
 	lib/lb/lb-t.h lib/lb/lb.h lib/lb/lb-impl.h lib/lb/bounded.h \
 	lib/lb/picker.c lib/lb/registry.c lib/lb/stats.c lib/lb/warmup.c \
 	lib/lb/weights.c lib/lb/hash.c lib/lb/mintree.c lib/lb/least.c lib/lb/hotkeys.c \
-	lib/lb/subset.c lib/lb/layer.c \
+	lib/lb/subset.c lib/lb/layer.c lib/lb/split.c \
 	lib/lb/random.c lib/lb/weighted_random.c \
 	lib/lb/round_robin.c lib/lb/weighted_round_robin.c \
 	lib/lb/smooth_wrr.c \
@@ -25,7 +25,8 @@ LB_UNIT_TESTS = \
 	tests/unit/test_lb_failmalloc \
 	tests/unit/test_lb_threads \
 	tests/unit/test_lb_ring \
-	tests/unit/test_lb_layer
+	tests/unit/test_lb_layer \
+	tests/unit/test_lb_split
 
 check_PROGRAMS += $(LB_UNIT_TESTS)
 TESTS += $(LB_UNIT_TESTS)
@@ -76,3 +77,7 @@ tests_unit_test_lb_ring_LDADD = $(TEST_UNIT_LIBS)
 tests_unit_test_lb_layer_SOURCES = tests/unit/lb/test_layer.c tests/unit/lb/lb-test.h
 tests_unit_test_lb_layer_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_lb_layer_LDADD = $(TEST_UNIT_LIBS)
+
+tests_unit_test_lb_split_SOURCES = tests/unit/lb/test_split.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_split_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_split_LDADD = $(TEST_UNIT_LIBS)

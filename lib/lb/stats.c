@@ -156,6 +156,40 @@ static void window_observe(struct mtd_lb_stats *st, int64_t latency_us, int64_t 
 	atomic_fetch_add_explicit(&st->window_count, 1, memory_order_relaxed);
 }
 
+size_t mtd_lb_lat_bucket(int64_t us)
+{
+	uint64_t v = us > 1 ? (uint64_t)us : 1;
+	unsigned oct = 63 - (unsigned)__builtin_clzll(v);
+	/* The half of the octave: the bit after the leading one. */
+	unsigned half = oct >= 1 ? (unsigned)(v >> (oct - 1)) & 1u : 0;
+	size_t b = (size_t)oct * 2 + half;
+
+	return b < MTD_LB_LAT_BUCKETS ? b : MTD_LB_LAT_BUCKETS - 1;
+}
+
+double mtd_lb_lat_upper_us(size_t b)
+{
+	unsigned oct = (unsigned)(b / 2);
+
+	return (double)(1ull << oct) * (b % 2 ? 2.0 : 1.5);
+}
+
+double mtd_lb_lat_quantile_ms(const uint64_t *hist, double q)
+{
+	uint64_t n = 0, seen = 0;
+
+	for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
+		n += hist[b];
+	if (n == 0)
+		return 0;
+	for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++) {
+		seen += hist[b];
+		if ((double)seen >= q * (double)n)
+			return mtd_lb_lat_upper_us(b) / 1000.0;
+	}
+	return mtd_lb_lat_upper_us(MTD_LB_LAT_BUCKETS - 1) / 1000.0;
+}
+
 void mtd_lb_stats_begin(struct mtd_lb_stats *st)
 {
 	atomic_fetch_add_explicit(&st->active, 1, memory_order_relaxed);
@@ -173,6 +207,7 @@ void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, 
 		atomic_fetch_add_explicit(&st->successes, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&st->latency_sum_us, (uint64_t)lat, memory_order_relaxed);
 		atomic_fetch_add_explicit(&st->latency_count, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&st->lat[mtd_lb_lat_bucket(lat)], 1, memory_order_relaxed);
 		window_observe(st, lat, now_ns);
 		ewma_observe(st, (double)lat, now_ns, decay_ms);
 	} else {

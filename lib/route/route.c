@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,8 @@ struct mtd_route_table *mtd_route_table_new(const char *const *names, size_t n)
 	t->mask = cap - 1;
 	t->catch_all = -1;
 	for (size_t i = 0; i < n; i++) {
+		if (!names[i])
+			continue;
 		size_t len = strlen(names[i]);
 		if (len == 1 && names[i][0] == '*') {
 			t->catch_all = (int)i;
@@ -102,4 +105,35 @@ int mtd_route_lookup(const struct mtd_route_table *t, const char *svc, size_t le
 		if (t->slots[s].len == len && memcmp(t->slots[s].name, svc, len) == 0)
 			return t->slots[s].index;
 	return t->catch_all;
+}
+
+static bool same(const char *a, size_t alen, const char *b, size_t blen)
+{
+	return alen == blen && memcmp(a, b, alen) == 0;
+}
+
+int mtd_route_match(const struct mtd_route_rule *rules, size_t n, const struct mtd_route_path *p,
+                    mtd_route_header_fn *hdr, void *arg)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct mtd_route_rule *r = &rules[i];
+		if (!(r->service_len == 1 && r->service[0] == '*') &&
+		    !same(r->service, r->service_len, p->service, p->service_len))
+			continue;
+		if (r->method && !same(r->method, r->method_len, p->method, p->method_len))
+			continue;
+		if (r->kind != MTD_ROUTE_HEADER_NONE) {
+			size_t len = 0;
+			const char *v = hdr(arg, r->header, &len);
+			if (!v)
+				continue;
+			if (r->kind == MTD_ROUTE_HEADER_VALUE && !same(r->value, r->value_len, v, len))
+				continue;
+			if (r->kind == MTD_ROUTE_HEADER_PREFIX &&
+			    (len < r->value_len || memcmp(v, r->value, r->value_len)))
+				continue;
+		}
+		return (int)i;
+	}
+	return -1;
 }

@@ -1,4 +1,6 @@
-/* Routing a call by its :path to a configured service. Pure, no I/O. */
+/* Routing a call to a configured service: by the top-level routes
+ * (issue 18: a match on service, method and a request header names the
+ * services[] entry), else by its :path. Pure, no I/O. */
 #ifndef MTD_ROUTE_H
 #define MTD_ROUTE_H
 
@@ -21,11 +23,47 @@ int mtd_route_parse_path(const char *path, size_t len, struct mtd_route_path *ou
  * without locks. Names are borrowed and must outlive the table. */
 struct mtd_route_table;
 
-/* names[i] is service i; "*" marks the catch-all. NULL on ENOMEM. */
+/* names[i] is service i; "*" marks the catch-all; NULL leaves entry i
+ * out (one only routes reach, issue 18). NULL on ENOMEM. */
 struct mtd_route_table *mtd_route_table_new(const char *const *names, size_t n);
 void mtd_route_table_free(struct mtd_route_table *t);
 
 /* Index of the service named exactly svc, else of "*", else -1. */
 int mtd_route_lookup(const struct mtd_route_table *t, const char *svc, size_t len);
+
+/* ---- routes (Config.routes, issue 18) ----------------------------------- */
+
+/* How a route's header condition matches the request's value. */
+enum mtd_route_header_kind {
+	MTD_ROUTE_HEADER_NONE = 0, /* no condition */
+	MTD_ROUTE_HEADER_VALUE,    /* the value is exactly `value` */
+	MTD_ROUTE_HEADER_PREFIX,   /* the value starts with `value` */
+	MTD_ROUTE_HEADER_PRESENT,  /* the header is there, whatever its value */
+};
+
+/* One route: match {service, method, header} -> to. Strings are borrowed
+ * (the config owns them) and need not be NUL-terminated except header,
+ * which is passed to the caller's lookup. */
+struct mtd_route_rule {
+	const char *service; /* "*" = any service */
+	size_t service_len;
+	const char *method; /* NULL = any method */
+	size_t method_len;
+	const char *header; /* lower-case request metadata key; with kind != NONE */
+	enum mtd_route_header_kind kind;
+	const char *value; /* VALUE, PREFIX */
+	size_t value_len;
+	int to; /* the services[] entry (the caller's index) */
+};
+
+/* The request's value of header `name` (lower case, NUL-terminated):
+ * its bytes and *len, or NULL when the request has none. */
+typedef const char *mtd_route_header_fn(void *arg, const char *name, size_t *len);
+
+/* Index of the first of rules[0..n) that matches the call (its :path p,
+ * and its headers through hdr(arg, ...), asked only of rules whose
+ * service and method match), or -1: first match wins. O(n). */
+int mtd_route_match(const struct mtd_route_rule *rules, size_t n, const struct mtd_route_path *p,
+                    mtd_route_header_fn *hdr, void *arg);
 
 #endif

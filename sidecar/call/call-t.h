@@ -98,13 +98,18 @@ struct mtd_call_bc {
 	bool failed;
 };
 
-/* FAILBACK's part of a background re-send (failback.c): a call with no
- * client, on its worker's list while it lives. */
+/* The part of a background call, one with no client, on its worker's
+ * list while it lives: a FAILBACK re-send (failback.c), or a mirror copy
+ * (policy.c, issue 18: mirror set; its try's end goes to policy.c). */
 struct mtd_call_bg {
 	struct mtd_call *call;
 	LIST_ENTRY(mtd_call_bg) link;
 	int64_t timeout_ms; /* each try's deadline (0 = per_try_timeout only) */
 	uint32_t tries;     /* re-sends started */
+	bool mirror;        /* a mirror copy: not a re-send, never re-sent */
+	/* A mirror copy: the call it copies while both live (each clears
+	 * the other's link when it ends first: policy.c, call.c call_free). */
+	struct mtd_call *primary;
 	/* The snapshot of the call it is a copy of, until its first re-send
 	 * routes it on the worker's then current one: its fault policy (and
 	 * the copy's call->fault) points into that snapshot's config. */
@@ -176,7 +181,8 @@ struct mtd_call {
 	uint64_t bytes_in, bytes_out;
 	const struct mtd_endpoint *mx_ep; /* the answer's endpoint, else the last tried */
 	struct mtd_call_bc *bc;           /* BROADCAST (attempt.c), else NULL */
-	struct mtd_call_bg *bg;           /* a FAILBACK re-send (failback.c), else NULL */
+	struct mtd_call_bg *bg;           /* a background call (failback.c, policy.c), else NULL */
+	struct mtd_call *mirror;          /* its mirror copy while that runs (policy.c), else NULL */
 	/* Flags, together (no padding after each). */
 	bool reaping;   /* on its worker's reap list (released) */
 	bool counted;   /* its end is in the figures and the access log */
@@ -190,6 +196,7 @@ struct mtd_call {
 	bool resp_deferred;
 	bool resp_done; /* trailers / END_STREAM submitted downstream */
 	bool mx_ep_answered;
+	bool delayed; /* fault_injection delay: waiting on its retry timer, no attempt yet */
 };
 
 #endif

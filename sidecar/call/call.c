@@ -38,6 +38,7 @@
 #include "sidecar/call/call.h"
 #include "sidecar/call/failback.h"
 #include "sidecar/call/headers.h"
+#include "sidecar/call/policy.h"
 #include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
@@ -113,12 +114,19 @@ static void call_free(struct mtd_call *call)
 {
 	mtd_worker_timer_disarm(call->w, &call->deadline);
 	if (call->bg) {
-		/* A FAILBACK re-send: no client, not one of the calls' figures. */
+		/* A background call: no client, not one of the calls' figures. */
 		LIST_REMOVE(call->bg, link);
-		call->w->n_bg--;
+		if (call->bg->mirror) {
+			if (call->bg->primary && call->bg->primary->mirror == call)
+				call->bg->primary->mirror = NULL; /* the primary outlives its copy */
+		} else {
+			call->w->n_bg--;
+		}
 		mtd_worker_unhold(call->w, call->bg->origin);
 		mtd_slab_free(&call->w->slab, call->bg);
 	}
+	if (call->mirror && call->mirror->bg->primary == call)
+		call->mirror->bg->primary = NULL; /* its copy outlives it (policy.c) */
 	release_retained(call);
 	mtd_bufq_clear(&call->req);
 	mtd_bufq_clear(&call->resp);
@@ -800,7 +808,7 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 	if (!call->hold)
 		call->hold = mtd_worker_hold(call->w);
 	const struct mtd_runtime *rt = call->hold->rt;
-	int si = mtd_route_lookup(rt->routes, rp->service, rp->service_len);
+	int si = mtd_policy_route(rt, call, rp); /* routes first (issue 18), then :path */
 	if (si < 0) {
 		call->svc = NULL; /* nothing of an older snapshot stays routed */
 		call->method = NULL;
@@ -819,6 +827,11 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
  * false when no service has that name any more, the call failed so. */
 static bool route_again(struct mtd_call *call)
 {
+	if (call->bg && call->bg->mirror) {
+		/* A mirror copy goes to its mirror entry only (policy.c). */
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "mirror copy: its endpoint left the mirror entry");
+		return false;
+	}
 	nghttp2_nv path_buf;
 	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
 	struct mtd_route_path rp;
@@ -827,6 +840,28 @@ static bool route_again(struct mtd_call *call)
 		return false;
 	}
 	return true;
+}
+
+/* The call's first pick, once routed and past its policy. */
+static void proceed(struct mtd_call *call)
+{
+	if (call->state == MTD_CALL_WAIT_KEY) {
+		/* Hashing a message field: the pick waits for the first message
+		 * (or its first KEY_LOOKAHEAD bytes). */
+		if (call->req_eof || call->key_ready || call->req_scan.messages > 1)
+			pick_with_field_key(call, false);
+		return;
+	}
+	start_keyed(call, false);
+}
+
+static void on_delay(struct mtd_timer *t)
+{
+	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
+	call->delayed = false;
+	if (call->state != MTD_CALL_DONE)
+		proceed(call);
+	mtd_call_release(call); /* the timer let go */
 }
 
 void mtd_call_start(struct mtd_call *call)
@@ -847,6 +882,9 @@ void mtd_call_start(struct mtd_call *call)
 	}
 	/* Counted from here on as its service's (a refusal below included). */
 	mtd_metrics_call_routed(call, (const char *)path->value, path->valuelen, rp.service_len);
+	/* Traffic policy (issue 18): rate_limit, fault_injection's abort. */
+	if (!mtd_policy_admit(call))
+		return;
 	/* Circuit breaking: past the service's limit the call ends at once
 	 * rather than queue behind an overloaded backend. */
 	uint32_t max_calls = call->svc->cfg->circuit.max_calls;
@@ -887,15 +925,21 @@ void mtd_call_start(struct mtd_call *call)
 			}
 		}
 	}
-	if (call_hash_key(call)->kind == MTD_CFG_HASH_FIELD) {
-		/* Hashing a message field: the pick waits for the first message
-		 * (or its first KEY_LOOKAHEAD bytes). */
-		call->state = MTD_CALL_WAIT_KEY;
-		if (call->req_eof)
-			pick_with_field_key(call, false);
+	bool field_key = call_hash_key(call)->kind == MTD_CFG_HASH_FIELD;
+	if (field_key)
+		call->state = MTD_CALL_WAIT_KEY; /* the first message is captured from now on */
+	int64_t delay = mtd_policy_delay_ns(call);
+	if (delay > 0) {
+		/* fault_injection delay: within the deadline (armed above, it
+		 * may end the call first), then on as if it had just come. */
+		if (mtd_worker_timer_arm(call->w, &call->retry, on_delay, delay) < 0) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+		call->delayed = true;
 		return;
 	}
-	start_keyed(call, false);
+	proceed(call);
 }
 
 void mtd_call_start_bg(struct mtd_call *call)
@@ -1007,7 +1051,7 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 		              "BROADCAST is for unary calls: the request carried a second message");
 		return;
 	}
-	if (waiting && (call->key_ready || call->req_scan.messages > 1))
+	if (waiting && !call->delayed && (call->key_ready || call->req_scan.messages > 1))
 		pick_with_field_key(call, false);
 	resume_attempts(call);
 }
@@ -1015,13 +1059,15 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 void mtd_call_on_req_end(struct mtd_call *call)
 {
 	call->req_eof = true;
-	if (call->state == MTD_CALL_WAIT_KEY)
+	if (call->state == MTD_CALL_WAIT_KEY && !call->delayed)
 		pick_with_field_key(call, false);
 	resume_attempts(call);
+	mtd_policy_mirror(call); /* issue 18: the copy, once the request is whole */
 }
 
 void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
 {
+	mtd_policy_primary_ended(call); /* a mirror copy still running is cancelled */
 	if (call->req_unconsumed) {
 		/* The stream is gone; its connection window is not. */
 		call->req_unconsumed = 0;

@@ -21,6 +21,7 @@
 #include "sidecar/call/call.h"
 #include "sidecar/call/failback.h"
 #include "sidecar/call/headers.h"
+#include "sidecar/call/policy.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
@@ -135,6 +136,11 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 
 void mtd_failback_failed(struct mtd_call *bg, const char *what)
 {
+	if (bg->bg->mirror) {
+		/* A mirror copy is a background call too, never re-sent. */
+		mtd_policy_mirror_ended(bg, false, what);
+		return;
+	}
 	bg->state = MTD_CALL_DONE; /* this try is over: later events are ignored */
 	if (bg->bg->tries >= bg->fault->failback_retries) {
 		char why[64];
@@ -148,6 +154,10 @@ void mtd_failback_failed(struct mtd_call *bg, const char *what)
 
 void mtd_failback_done(struct mtd_call *bg)
 {
+	if (bg->bg->mirror) {
+		mtd_policy_mirror_ended(bg, true, NULL);
+		return;
+	}
 	MTD_DEBUG("FAILBACK: re-send %u answered", bg->bg->tries);
 	mtd_call_settle(bg);
 }
@@ -159,8 +169,10 @@ void mtd_failback_drop_all(struct mtd_worker *w)
 	for (part = LIST_FIRST(&w->bg_calls); part; part = next) {
 		next = LIST_NEXT(part, link);
 		struct mtd_call *bg = part->call;
-		n++;
-		mtd_metrics_failback(bg, true);
+		if (!part->mirror) { /* a mirror copy just ends, as its primary does */
+			n++;
+			mtd_metrics_failback(bg, true);
+		}
 		mtd_worker_timer_disarm(w, &bg->retry);
 		mtd_call_settle(bg);
 		mtd_call_release(bg); /* or when its attempts' streams close */

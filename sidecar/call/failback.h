@@ -13,11 +13,13 @@ struct mtd_worker;
  * complete). what: the failure. */
 void mtd_failback_enqueue(struct mtd_call *call, const char *what);
 /* A background call's try failed: re-send after the backoff while
- * failback.retries allow, else drop it (counted, logged). */
+ * failback.retries allow, else drop it (counted, logged). A mirror copy
+ * (issue 18) goes to mtd_policy_mirror_ended instead, here and below. */
 void mtd_failback_failed(struct mtd_call *call, const char *what);
 /* A background call was answered (a status outside retry_on): done. */
 void mtd_failback_done(struct mtd_call *call);
-/* The worker stops: every queued re-send is dropped, the count logged. */
+/* The worker stops: every queued re-send is dropped, the count logged;
+ * mirror copies on the list end with it. */
 void mtd_failback_drop_all(struct mtd_worker *w);
 
 #endif

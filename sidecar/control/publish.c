@@ -20,6 +20,7 @@
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/control.h"
 #include "sidecar/control/runtime.h"
+#include "sidecar/ops/history.h"
 #include "sidecar/turn.h"
 
 static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
@@ -177,4 +178,5 @@ static void came_back(struct mtd_control *ctl, size_t si, struct mtd_endpoint *c
 void mtd_control_tick(struct mtd_control *ctl)
 {
 	mtd_runtime_tick(ctl->rt, came_back);
+	mtd_history_tick(ctl->rt, mtd_wall_ms()); /* the live page's five minutes */
 }

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "discovery/discovery.h"
 #include "lb/lb-t.h"
+#include "limit/limit.h"
 #include "sidecar/ops/metrics-t.h"
 #include "sidecar/control/mailbox.h"
 
@@ -68,8 +69,16 @@ struct mtd_endpoint {
 	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_eps */
 };
 
+/* A rate_limit's token bucket (issue 18), shared by every worker and by
+ * the snapshots of one service (or method) while its figures stay. */
+struct mtd_rt_bucket {
+	struct mtd_ref ref;
+	struct mtd_limit_bucket b;
+};
+
 struct mtd_rt_method {
 	const struct mtd_cfg_method *cfg;
+	struct mtd_rt_bucket *limit; /* the method's own rate_limit (reference held), else NULL */
 	struct mtd_lb_picker *picker;
 	struct mtd_lb_layer *layer; /* NULL unless subset/locality/routing apply */
 	/* outlier_detection.method_scoped: this method's own ejection state
@@ -125,6 +134,7 @@ struct mtd_rt_service {
 	struct mtd_outlier_set *outliers;
 	struct mtd_rt_load *load; /* reference held */
 	struct mtd_rt_hc *hc;     /* owned; NULL = no health_check */
+	struct mtd_rt_bucket *limit; /* rate_limit (reference held), or NULL */
 	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_svcs */
 };
 

@@ -26,6 +26,7 @@
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/transport.h"
+#include "sidecar/ops/metrics.h"
 
 /* ---- freeing (control thread) ------------------------------------------ */
 
@@ -62,10 +63,17 @@ static void cfgbox_unref(struct mtd_cfg_box *b)
 	}
 }
 
+static void bucket_unref(struct mtd_rt_bucket *b)
+{
+	if (b && mtd_ref_put(&b->ref))
+		free(b);
+}
+
 static void service_free(struct mtd_rt_service *s)
 {
 	if (s->methods) {
 		for (size_t i = 0; i < s->cfg->n_methods; i++) {
+			bucket_unref(s->methods[i].limit);
 			mtd_lb_picker_free(s->methods[i].picker);
 			mtd_outlier_set_free(s->methods[i].outliers);
 			mtd_lb_layer_free(s->methods[i].layer);
@@ -85,6 +93,7 @@ static void service_free(struct mtd_rt_service *s)
 	if (s->load && mtd_ref_put(&s->load->ref))
 		free(s->load);
 	mtd_outlier_set_free(s->outliers);
+	bucket_unref(s->limit);
 	free(s->hc);
 	free(s->lb_eps);
 	free(s->eps);
@@ -238,10 +247,33 @@ static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
 }
 
 /* issue 10: the routing layer is built only where an option asks for it,
- * so a service without them picks exactly as before. */
+ * so a service without them picks exactly as before (a split needs one:
+ * issue 18). */
 static bool layer_wanted(const struct mtd_lb_layer_config *lc)
 {
-	return lc->subset_size > 0 || (lc->zone && lc->locality != MTD_LB_LOCALITY_OFF) || lc->metadata_key;
+	return lc->subset_size > 0 || (lc->zone && lc->locality != MTD_LB_LOCALITY_OFF) || lc->metadata_key ||
+	       lc->split;
+}
+
+/* rate_limit's bucket (issue 18): was's when it has the same figures (a
+ * reload or an endpoint change keeps the tokens spent: no new burst),
+ * else a new full one. NULL when rl is not set, or out of memory (*oom). */
+static struct mtd_rt_bucket *bucket_for(const struct mtd_cfg_rate_limit *rl, struct mtd_rt_bucket *was, bool *oom)
+{
+	if (!rl->set)
+		return NULL;
+	if (was && was->b.rate == rl->per_second && was->b.burst == rl->burst) {
+		mtd_ref_get(&was->ref);
+		return was;
+	}
+	struct mtd_rt_bucket *b = calloc(1, sizeof(*b));
+	if (!b) {
+		*oom = true;
+		return NULL;
+	}
+	mtd_ref_init(&b->ref);
+	mtd_limit_bucket_init(&b->b, rl->per_second, rl->burst, mtd_now_ns());
+	return b;
 }
 
 static bool same_file(const char *a, const char *b)
@@ -515,6 +547,17 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	}
 	if (health_init(s, prev, now_ms) < 0)
 		goto nomem;
+	bool oom = false;
+	s->limit = bucket_for(&cfg->rate_limit, prev ? prev->limit : NULL, &oom);
+	for (size_t i = 0; i < cfg->n_methods; i++) {
+		struct mtd_rt_bucket *was = NULL;
+		for (size_t m = 0; prev && m < prev->cfg->n_methods && !was; m++)
+			if (strcmp(prev->cfg->methods[m].name, cfg->methods[i].name) == 0)
+				was = prev->methods[m].limit;
+		s->methods[i].limit = bucket_for(&cfg->methods[i].rate_limit, was, &oom);
+	}
+	if (oom)
+		goto nomem;
 	const char *msg = b->set_unavailable ? b->unavailable : prev && prev->cfg == cfg ? prev->unavailable : NULL;
 	if (msg && !(s->unavailable = strdup(msg)))
 		goto nomem;
@@ -630,7 +673,8 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 	if (!rt->services)
 		goto fail;
 	for (size_t i = 0; i < cfg->n_services; i++) {
-		names[i] = cfg->services[i].name;
+		/* An entry only routes or mirrors reach is not looked up by :path. */
+		names[i] = cfg->services[i].by_path ? cfg->services[i].name : NULL;
 		mtd_ref_get(&services[i]->ref);
 		rt->services[i] = services[i];
 	}
@@ -839,6 +883,23 @@ static void outlier_tick(struct mtd_runtime *rt, size_t si, int64_t now_ms, mtd_
 	free(back);
 }
 
+/* split.guard (issue 18): the layer's evaluation, each cut logged and
+ * counted. */
+static void guard_tick(const struct mtd_cfg_service *sc, const char *method, struct mtd_lb_layer *l, int64_t now_ms)
+{
+	struct mtd_lb_guard_cut cut[MTD_LB_SPLIT_MAX_GROUPS];
+	size_t n = mtd_lb_layer_guard(l, now_ms, cut, MTD_LB_SPLIT_MAX_GROUPS);
+	for (size_t k = 0; k < n; k++) {
+		const struct mtd_lb_guard_cut *c = &cut[k];
+		/* Weight 0 until the next reload (troubleshooting.md). */
+		MTD_WARN("service %s%s%s: split.guard cut %s: %llu/%llu failed, p99 %.1f ms (%s: %llu/%llu, %.1f ms)",
+		         sc->name, method[0] == '*' ? "" : ", method ", method[0] == '*' ? "" : method, c->value,
+		         (unsigned long long)c->failed, (unsigned long long)c->calls, c->p99_ms, c->reference,
+		         (unsigned long long)c->ref_failed, (unsigned long long)c->ref_calls, c->ref_p99_ms);
+		mtd_metrics_guard_cut(sc->name, method, c->value);
+	}
+}
+
 void mtd_runtime_tick(struct mtd_runtime *rt, mtd_runtime_back_fn *back)
 {
 	int64_t now_ms = mtd_wall_ms(), now_ns = mtd_now_ns();
@@ -846,13 +907,17 @@ void mtd_runtime_tick(struct mtd_runtime *rt, mtd_runtime_back_fn *back)
 		struct mtd_rt_service *s = rt->services[i];
 		mtd_lb_tick(s->picker, now_ms, now_ns);
 		outlier_tick(rt, i, now_ms, back);
-		if (s->layer)
+		if (s->layer) {
 			mtd_lb_layer_tick(s->layer, now_ms, now_ns);
+			guard_tick(s->cfg, "*", s->layer, now_ms);
+		}
 		for (size_t m = 0; m < s->cfg->n_methods; m++) {
 			mtd_lb_tick(s->methods[m].picker, now_ms, now_ns);
 			mtd_outlier_tick(s->methods[m].outliers, now_ms);
-			if (s->methods[m].layer)
+			if (s->methods[m].layer) {
 				mtd_lb_layer_tick(s->methods[m].layer, now_ms, now_ns);
+				guard_tick(s->cfg, s->cfg->methods[m].name, s->methods[m].layer, now_ms);
+			}
 		}
 	}
 }

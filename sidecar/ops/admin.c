@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "maitred/config/v1/config.pb-c.h"
 #include "sidecar/ops/admin.h"
+#include "sidecar/ops/history.h"
 #include "sidecar/ops/metrics.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
@@ -134,6 +135,65 @@ static void json_time_or_null(struct mtd_json *j, int64_t ms)
 	size_t n = strlen(out);
 	snprintf(out + n, sizeof(out) - n, ".%03dZ", (int)(ms % 1000));
 	mtd_json_str(j, out);
+}
+
+/* A routing layer's split in /clusters (issue 18): each group's weight
+ * configured and now, the calls it took, the guard's cut and its window
+ * figures. Nothing without a split. */
+static void clusters_split(struct mtd_json *j, const struct mtd_lb_layer *l, const struct mtd_cfg_split *sp)
+{
+	struct mtd_lb_split_group g;
+	if (!l || !sp || mtd_lb_layer_split_groups(l) == 0)
+		return;
+	mtd_json_key(j, "split");
+	mtd_json_obj_begin(j);
+	mtd_json_key(j, "metadata_key");
+	mtd_json_str(j, sp->metadata_key);
+	mtd_json_key(j, "guard");
+	if (sp->lb.guard.on) {
+		mtd_json_obj_begin(j);
+		mtd_json_key(j, "max_error_ratio");
+		mtd_json_dbl(j, sp->lb.guard.max_error_ratio);
+		mtd_json_key(j, "max_p99_ratio");
+		mtd_json_dbl(j, sp->lb.guard.max_p99_ratio);
+		mtd_json_key(j, "min_calls");
+		mtd_json_u64(j, sp->lb.guard.min_calls);
+		mtd_json_key(j, "window_s");
+		mtd_json_dbl(j, (double)sp->lb.guard.window_ms / 1e3);
+		mtd_json_obj_end(j);
+	} else {
+		mtd_json_null(j);
+	}
+	mtd_json_key(j, "groups");
+	mtd_json_arr_begin(j);
+	for (size_t k = 0; mtd_lb_layer_split_group(l, k, &g); k++) {
+		mtd_json_obj_begin(j);
+		mtd_json_key(j, "group");
+		mtd_json_str(j, g.value);
+		mtd_json_key(j, "weight");
+		mtd_json_u64(j, g.weight);
+		mtd_json_key(j, "current_weight");
+		mtd_json_u64(j, g.current);
+		mtd_json_key(j, "has_endpoints");
+		mtd_json_bool(j, g.has_endpoints);
+		mtd_json_key(j, "calls");
+		mtd_json_u64(j, g.picks);
+		mtd_json_key(j, "cut");
+		mtd_json_bool(j, g.cut_ms != 0);
+		mtd_json_key(j, "cut_at");
+		json_time_or_null(j, g.cut_ms);
+		if (g.guarded) {
+			mtd_json_key(j, "window_calls");
+			mtd_json_u64(j, g.window_calls);
+			mtd_json_key(j, "window_failures");
+			mtd_json_u64(j, g.window_failed);
+			mtd_json_key(j, "window_p99_s");
+			mtd_json_dbl(j, g.window_p99_ms / 1e3);
+		}
+		mtd_json_obj_end(j);
+	}
+	mtd_json_arr_end(j);
+	mtd_json_obj_end(j);
 }
 
 /* A service's fault figures in /clusters: ejections, the circuit
@@ -259,9 +319,11 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 			mtd_json_str(&j, c->methods[m].name);
 			mtd_json_key(&j, "policy");
 			mtd_json_str(&j, c->methods[m].lb.ops->name);
+			clusters_split(&j, s->methods ? s->methods[m].layer : NULL, c->methods[m].split);
 			mtd_json_obj_end(&j);
 		}
 		mtd_json_arr_end(&j);
+		clusters_split(&j, s->layer, c->split);
 		clusters_health(&j, s, &figs[si]);
 		clusters_discovery(&j, c);
 		mtd_json_key(&j, "endpoints");
@@ -346,6 +408,23 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 	reply_buf(req, "application/json", &b);
 }
 
+/* The live page's five minutes (history.h): ?since=MS for the points
+ * after that time (the page asks for what it has not seen yet). */
+static void h_history(struct mtd_admin *a, struct evhttp_request *req)
+{
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *q = uri ? evhttp_uri_get_query(uri) : NULL;
+	int64_t since = 0;
+	if (q && strncmp(q, "since=", 6) == 0)
+		since = strtoll(q + 6, NULL, 10);
+	struct mtd_abuf b = {0};
+	struct mtd_json j;
+	mtd_json_init(&j, &b);
+	mtd_history_json(&j, *a->view.rt, since, mtd_wall_ms());
+	mtd_abuf_add(&b, "\n", 1);
+	reply_buf(req, "application/json", &b);
+}
+
 static void h_config_dump(struct mtd_admin *a, struct evhttp_request *req)
 {
 	const struct mtd_runtime *rt = *a->view.rt;
@@ -390,6 +469,7 @@ static const struct route {
         {"/", false, h_page},
         {"/metrics", false, h_metrics},
         {"/clusters", false, h_clusters},
+        {"/history", false, h_history},
         {"/config_dump", false, h_config_dump},
         {"/healthz", false, h_healthz},
         {"/ready", false, h_ready},

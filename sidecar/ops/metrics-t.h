@@ -22,6 +22,18 @@ enum mtd_mx_circuit {
 };
 extern const char *const mtd_mx_circuit_names[MTD_MX_CIRCUIT_N];
 
+/* Traffic policy's figures (issue 18), per :path. */
+enum mtd_mx_policy {
+	MTD_MX_RATE_LIMITED,     /* refused by rate_limit */
+	MTD_MX_FAULT_ABORTED,    /* fault_injection abort */
+	MTD_MX_FAULT_DELAYED,    /* fault_injection delay */
+	MTD_MX_MIRROR_COPIES,    /* mirror copies sent */
+	MTD_MX_MIRROR_TOO_LARGE, /* requests not mirrored: over fault.replay_buffer (or not kept) */
+	MTD_MX_MIRROR_FAILED,    /* copies that failed (no answer, an error status) */
+	MTD_MX_MIRROR_CANCELLED, /* copies still running when the primary ended */
+	MTD_MX_POLICY_N
+};
+
 /* Figures of one :path on one worker. */
 struct mtd_mx_method {
 	/* Immutable once published. */
@@ -44,6 +56,8 @@ struct mtd_mx_method {
 	_Atomic uint64_t hedges, hedge_wins, hedge_delay_ms;
 	/* FAILBACK: background re-sends started, calls given up. */
 	_Atomic uint64_t failback_resent, failback_dropped;
+	/* Traffic policy (mtd_metrics_policy). */
+	_Atomic uint64_t policy[MTD_MX_POLICY_N];
 	/* Not a figure: hedge_delay AUTO's latency histogram of this :path on
 	 * this worker (owner only, allocated at the first AUTO call). */
 	struct mtd_fault_lat *hedge_lat;

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "lb/lb-impl.h" /* warm span: the effective weight the pickers use */
 #include "route/route.h"
+#include "sidecar/ops/history.h"
 #include "sidecar/ops/metrics.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
@@ -46,6 +47,16 @@ const char *const mtd_mx_hc_names[4] = {
 static struct mtd_mx_worker *mx_workers;
 static unsigned mx_n_workers;
 static struct mtd_mx_disc *mx_disc; /* control thread only; newest first */
+
+/* split.guard's cuts (issue 18), by service, method ("*": the service's
+ * split) and group: the control thread's, kept across reloads (a
+ * counter). */
+struct mx_cut {
+	char *service, *method, *group;
+	uint64_t n;
+	struct mx_cut *next;
+};
+static struct mx_cut *mx_cuts;
 
 /* Access log, changed by a reload while workers write it (metrics.h):
  * access_fd is a descriptor of our own, made by the first open and never
@@ -139,6 +150,15 @@ void mtd_metrics_fini(void)
 		free(d->service);
 		free(d);
 	}
+	mtd_history_fini();
+	while (mx_cuts) {
+		struct mx_cut *c = mx_cuts;
+		mx_cuts = c->next;
+		free(c->service);
+		free(c->method);
+		free(c->group);
+		free(c);
+	}
 	int fd = atomic_exchange(&access_fd, -1);
 	if (fd >= 0)
 		close(fd);
@@ -159,6 +179,28 @@ struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source)
 	d->next = mx_disc;
 	mx_disc = d;
 	return d;
+}
+
+void mtd_metrics_guard_cut(const char *service, const char *method, const char *group)
+{
+	for (struct mx_cut *c = mx_cuts; c; c = c->next)
+		if (strcmp(c->service, service) == 0 && strcmp(c->method, method) == 0 &&
+		    strcmp(c->group, group) == 0) {
+			c->n++;
+			return;
+		}
+	struct mx_cut *c = calloc(1, sizeof(*c));
+	if (!c || !(c->service = strdup(service)) || !(c->method = strdup(method)) || !(c->group = strdup(group))) {
+		if (c) {
+			free(c->service);
+			free(c->method);
+		}
+		free(c);
+		return; /* out of memory: this cut goes uncounted (it is logged) */
+	}
+	c->n = 1;
+	c->next = mx_cuts;
+	mx_cuts = c;
 }
 
 const struct mtd_mx_disc *mtd_metrics_disc_find(const char *service)
@@ -383,6 +425,12 @@ void mtd_metrics_failback(struct mtd_call *call, bool dropped)
 		mtd_mx_add(dropped ? &call->mx->failback_dropped : &call->mx->failback_resent, 1);
 }
 
+void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
+{
+	if (call->mx && what < MTD_MX_POLICY_N)
+		mtd_mx_add(&call->mx->policy[what], 1);
+}
+
 /* FORKING's hedges (issue 8 §2). */
 void mtd_metrics_hedge_started(struct mtd_call *call)
 {
@@ -483,6 +531,7 @@ struct agg {
 	uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
 	uint64_t hedges, hedge_wins, hedge_delay_ms; /* the last: max over workers */
 	uint64_t failback_resent, failback_dropped;
+	uint64_t policy[MTD_MX_POLICY_N];
 	bool hedge_auto;
 };
 
@@ -520,6 +569,8 @@ static void agg_add(struct agg *g, const struct mtd_mx_method *m)
 	g->hedge_wins += ld(&m->hedge_wins);
 	g->failback_resent += ld(&m->failback_resent);
 	g->failback_dropped += ld(&m->failback_dropped);
+	for (size_t c = 0; c < MTD_MX_POLICY_N; c++)
+		g->policy[c] += ld(&m->policy[c]);
 	uint64_t hd = ld(&m->hedge_delay_ms);
 	if (hd) {
 		g->hedge_auto = true;
@@ -667,6 +718,44 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 			const char *v[] = {a[i].svc, a[i].method};
 			uint64_t x = *(const uint64_t *)((const char *)&a[i] + fault_families[f].off);
 			mtd_prom_sample_u64(b, fault_families[f].name, NULL, SM, v, 2, x);
+		}
+	}
+	/* Traffic policy (issue 18), per service and method. */
+	static const struct {
+		const char *name, *help;
+		enum mtd_mx_policy what;
+	} policy_families[] = {
+	        {"maitred_rate_limited_total",
+	         "Calls rate_limit refused (RESOURCE_EXHAUSTED at once, nothing sent upstream).", MTD_MX_RATE_LIMITED},
+	        {"maitred_mirror_copies_total", "mirror: copies of calls sent to the mirror entry (answers discarded).",
+	         MTD_MX_MIRROR_COPIES},
+	        {"maitred_mirror_too_large_total",
+	         "mirror: calls not mirrored, their request larger than fault.replay_buffer (or not kept whole).",
+	         MTD_MX_MIRROR_TOO_LARGE},
+	        {"maitred_mirror_failed_total",
+	         "mirror: copies that failed (no endpoint, a connect failure, an error status); the primary never "
+	         "sees it.",
+	         MTD_MX_MIRROR_FAILED},
+	        {"maitred_mirror_cancelled_total", "mirror: copies still running when the primary ended, cancelled.",
+	         MTD_MX_MIRROR_CANCELLED},
+	};
+	for (size_t f = 0; f < sizeof(policy_families) / sizeof(policy_families[0]); f++) {
+		mtd_prom_family(b, policy_families[f].name, "counter", policy_families[f].help);
+		for (size_t i = 0; i < n; i++) {
+			const char *v[] = {a[i].svc, a[i].method};
+			mtd_prom_sample_u64(b, policy_families[f].name, NULL, SM, v, 2,
+			                    a[i].policy[policy_families[f].what]);
+		}
+	}
+	mtd_prom_family(b, "maitred_fault_injected_total", "counter",
+	                "fault_injection: calls aborted (ended with the configured status, no upstream) or delayed.");
+	for (size_t i = 0; i < n; i++) {
+		static const char *const kinds[] = {"abort", "delay"};
+		const enum mtd_mx_policy w[] = {MTD_MX_FAULT_ABORTED, MTD_MX_FAULT_DELAYED};
+		for (int k = 0; k < 2; k++) {
+			const char *kk[] = {"service", "method", "fault"};
+			const char *v[] = {a[i].svc, a[i].method, kinds[k]};
+			mtd_prom_sample_u64(b, "maitred_fault_injected_total", NULL, kk, v, 3, a[i].policy[w[k]]);
 		}
 	}
 	mtd_prom_family(b, "maitred_circuit_rejections_total", "counter",
@@ -923,6 +1012,54 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 	free(warm);
 }
 
+/* split (issue 18): each split group of each routing layer with a split,
+ * the service's (method "*") and the methods' own. */
+static void render_split_layer(struct mtd_abuf *b, const char *svc, const char *method, const struct mtd_lb_layer *l,
+                               bool calls)
+{
+	static const char *const K[] = {"service", "method", "group"};
+	struct mtd_lb_split_group g;
+	for (size_t k = 0; mtd_lb_layer_split_group(l, k, &g); k++) {
+		const char *v[] = {svc, method, g.value};
+		if (calls)
+			mtd_prom_sample_u64(b, "maitred_split_calls_total", NULL, K, v, 3, g.picks);
+		else
+			mtd_prom_sample_u64(b, "maitred_split_weight", NULL, K, v, 3, g.current);
+	}
+}
+
+static void render_split(struct mtd_abuf *b, const struct mtd_runtime *rt)
+{
+	for (int calls = 1; calls >= 0; calls--) {
+		if (calls)
+			mtd_prom_family(b, "maitred_split_calls_total", "counter",
+			                "split: calls the routing header did not pin, sent to the group (method \"*\": "
+			                "the service's split; counted since the last reload).");
+		else
+			mtd_prom_family(
+			        b, "maitred_split_weight", "gauge",
+			        "split: the group's weight now: the configured one, 0 while the guard cut it or "
+			        "no endpoint has its value.");
+		for (size_t si = 0; si < rt->cfg->n_services; si++) {
+			const struct mtd_rt_service *s = rt->services[si];
+			if (s->layer)
+				render_split_layer(b, s->cfg->name, "*", s->layer, calls);
+			for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
+				if (s->methods[m].layer)
+					render_split_layer(b, s->cfg->name, s->cfg->methods[m].name,
+					                   s->methods[m].layer, calls);
+		}
+	}
+	mtd_prom_family(b, "maitred_split_guard_cuts_total", "counter",
+	                "split.guard: times a group was cut (weight 0 until the next reload) for doing worse than "
+	                "the heaviest group.");
+	for (const struct mx_cut *c = mx_cuts; c; c = c->next) {
+		static const char *const K[] = {"service", "method", "group"};
+		const char *v[] = {c->service, c->method, c->group};
+		mtd_prom_sample_u64(b, "maitred_split_guard_cuts_total", NULL, K, v, 3, c->n);
+	}
+}
+
 /* Discovery: one entry per (service, source) of the running config; the
  * entries of services a reload removed are left out. */
 static bool disc_current(const struct mtd_runtime *rt, const struct mtd_mx_disc *d, bool etcd)
@@ -1040,6 +1177,7 @@ void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const 
 	render_calls(b, a, n);
 	agg_free(a, n);
 	render_endpoints(b, rt);
+	render_split(b, rt);
 	render_discovery(b, rt);
 	render_process(b, proc);
 }

@@ -64,6 +64,10 @@ void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit lim
 /* Worker thread. FAILBACK: a background re-send started, or a failed
  * call was given up (dropped). */
 void mtd_metrics_failback(struct mtd_call *call, bool dropped);
+/* Worker thread. Traffic policy (issue 18): a call refused by rate_limit,
+ * aborted or delayed by fault_injection; a mirror copy sent, not made, failed
+ * or cancelled (counted under the primary's :path). */
+void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what);
 /* Worker thread. FORKING: a hedge started / a hedge's answer won. */
 void mtd_metrics_hedge_started(struct mtd_call *call);
 void mtd_metrics_hedge_won(struct mtd_call *call);
@@ -108,6 +112,10 @@ struct mtd_mx_disc {
 /* Find or make the entry of (service, source); NULL when out of memory
  * (the source then counts nothing). Control thread. */
 struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source);
+
+/* split.guard cut a group (issue 18): counted by service, method ("*"
+ * for the service's split) and group. Control thread. */
+void mtd_metrics_guard_cut(const char *service, const char *method, const char *group);
 
 /* ---- reading (control thread) --------------------------------------- */
 

@@ -230,13 +230,25 @@ class Reference(AdminBase):
             f.write("SERVING")
         a = self.start_upstream("a", extra_args=["--health-file", hfile])
         b = self.start_upstream("b")
-        # A service using every feature that has families of its own.
+        # A service using every feature that has families of its own
+        # (issue 18's traffic policy too: a split, a rate limit that lets
+        # everything through, a mirror, faults at 0 %).
         svc = self.service(SVC, [a, b], fault={"mode": "FAILOVER", "retries": 1},
                            retry_budget={"ratio": 0.5, "min_per_second": 1},
                            outlier_detection={"consecutive_failures": 5},
                            health_check={"interval": "0.2s", "timeout": "1s"},
-                           circuit_breaker={"max_calls": 100})
-        m = self.start_admin(services=[svc], log={"access": {"path": os.path.join(self.tmp, "access.log")}})
+                           circuit_breaker={"max_calls": 100},
+                           split={"metadata_key": "version", "weights": {"v1": 1},
+                                  "guard": {"min_calls": 100}},
+                           rate_limit={"calls_per_second": 1000},
+                           mirror={"service": "shadow"},
+                           fault_injection={"abort": {"percent": 0, "status": "UNAVAILABLE"},
+                                            "delay": {"percent": 0, "duration": "1ms"}})
+        for ep in svc["endpoints"]:
+            ep["metadata"] = {"version": "v1"}
+        shadow = self.service("shadow", [b])
+        m = self.start_admin(services=[svc, shadow],
+                             log={"access": {"path": os.path.join(self.tmp, "access.log")}})
         self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
         wait_until(lambda: value(self.metrics(), "maitred_endpoint_healthy", service=SVC, endpoint=a.address)
                    is not None, CALL_LIMIT, "the health-check family")
@@ -975,6 +987,77 @@ class LivePage(AdminBase):
         self.assertIn('class="tag"', row)
         self.assertIn("ejected until", row)
         self.assertIn("1 ejected", dom)  # the service's heading
+
+    @maitred_only
+    def test_live_page_plots_endpoints_and_split_groups(self):
+        """Issue 18: plots of the last five minutes (calls/s, error ratio,
+        p99) per endpoint and per split group, drawn from /history; a group
+        split.guard cut is marked, with when."""
+        if not chromium():
+            self.skipTest("no chromium (Debian: chromium)")
+        a, b = self.start_upstream("v1-a"), self.start_upstream("v1-b")
+        c = self.start_upstream("v2", extra_args=["--fail-status", "14", "--fail-every", "3"])
+        svc = self.service(SVC, [a, b, c], split={"metadata_key": "version", "weights": {"v1": 50, "v2": 50},
+                                                  "guard": {"min_calls": 50, "window": "5s"}})
+        for ep, v in zip(svc["endpoints"], ("v1", "v1", "v2")):
+            ep["metadata"] = {"version": v}
+        m = self.start_admin(services=[svc], workers=2)
+        stub = self.echo(m)
+        # Traffic until the guard cut v2 and maitred has sampled a few
+        # seconds of history (one point a second): bounded.
+        t0 = time.monotonic()
+
+        def enough():
+            for _ in range(40):
+                try:
+                    stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+                except grpc.RpcError:
+                    pass  # v2's failures, until it is cut
+            cut = value(self.metrics(), "maitred_split_weight", service=SVC, method="*", group="v2") == 0
+            return cut and time.monotonic() - t0 >= 4
+        wait_until(enough, CALL_LIMIT * 2, "v2 cut and four seconds of history", step=0)
+        st, _, body = self.get("/history")
+        self.assertEqual(st, 200)
+        h = json.loads(body)
+        self.assertEqual({e["endpoint"] for e in h["endpoints"]}, {a.address, b.address, c.address})
+        self.assertTrue(all(len(e["points"]) >= 2 for e in h["endpoints"]), h["endpoints"])
+        g = {x["group"]: x for x in h["groups"]}
+        self.assertIsNotNone(g["v2"]["cut_at"])
+        self.assertIsNone(g["v1"]["cut_at"])
+        # since: only what comes after.
+        last = max(p[0] for e in h["endpoints"] for p in e["points"])
+        st, _, body = self.get("/history?since=%d" % last)
+        self.assertTrue(all(p[0] > last for e in json.loads(body)["endpoints"] for p in e["points"]))
+        dom = self.run_chromium("http://127.0.0.1:%d/" % self.admin_port, "--dump-dom")
+        # Every endpoint row: three plots with points.
+        for addr in (a.address, b.address, c.address):
+            row = re.search(r'<tr class="endpoint [^"]*" data-endpoint="%s".*?</tr>' % re.escape(addr), dom, re.S)
+            self.assertIsNotNone(row, addr)
+            plots = re.findall(r'<svg class="plot (calls|err|p99)"[^>]*data-points="(\d+)"', row.group(0))
+            self.assertEqual([k for k, _ in plots], ["calls", "err", "p99"], row.group(0)[-800:])
+            self.assertTrue(all(int(n) >= 2 for _, n in plots), plots)
+        # Each split group: its row, plots, v2 marked cut (and when, and
+        # a mark on its plots), v1 not.
+        groups = {grp: cls for cls, grp in re.findall(r'<tr class="(group[^"]*)" data-group="(v\d)"', dom)}
+        self.assertEqual(set(groups), {"v1", "v2"}, dom[-3000:])
+        self.assertIn("cut", groups["v2"])
+        self.assertNotIn("cut", groups["v1"])
+        v2 = re.search(r'<tr class="group cut" data-group="v2" data-cut-at="(\d+)">.*?</tr>', dom, re.S)
+        self.assertIsNotNone(v2)
+        self.assertEqual(int(v2.group(1)), g["v2"]["cut_at"])
+        self.assertIn("cut by the guard at", v2.group(0))
+        self.assertEqual(len(re.findall(r'class="cut-mark"', v2.group(0))), 3)
+        self.assertTrue(all(int(n) >= 2 for n in re.findall(r'data-points="(\d+)"', v2.group(0))))
+        shot_dir = os.path.join(BUILDDIR, "tests", "artifacts")
+        os.makedirs(shot_dir, exist_ok=True)
+        shot = os.path.join(shot_dir, "admin-live-page-split.png")
+        if os.path.exists(shot):
+            os.unlink(shot)
+        self.run_chromium("http://127.0.0.1:%d/" % self.admin_port, "--screenshot=" + shot)
+        with open(shot, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        sys.stderr.write("live page screenshot: %s\n" % shot)
+        self.stop_maitred(m)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,8 @@ class Registry:
 
 
 REG = Registry()
+FAIL_LOCK = threading.Lock()
+FAIL_SEEN = [0]  # Echo calls --fail-every has counted
 BARRIERS = {}
 BARRIER_COND = threading.Condition()
 
@@ -161,7 +163,14 @@ class EchoServicer(pb_grpc.EchoServicer):
     def _prelude(self, call, req, context):
         """Initial metadata, then barrier, hold, raise. Returns False when the
         call ended meanwhile."""
-        if ARGS.fail_status:
+        if ARGS.fail_status and ARGS.fail_every > 1:
+            # --fail-every N: only the Nth, 2Nth... call fails.
+            with FAIL_LOCK:
+                FAIL_SEEN[0] += 1
+                fail = FAIL_SEEN[0] % ARGS.fail_every == 0
+        else:
+            fail = bool(ARGS.fail_status)
+        if fail:
             # --fail-status: this instance answers every call with it,
             # Trailers-Only (no initial metadata), plus --fail-trailer.
             context.set_trailing_metadata([tuple(t.split("=", 1)) for t in ARGS.fail_trailer])
@@ -459,6 +468,8 @@ def main():
     ap.add_argument("--max-workers", type=int, default=256)
     ap.add_argument("--fail-status", type=int, default=0,
                     help="answer every Echo call with this gRPC status (Trailers-Only)")
+    ap.add_argument("--fail-every", type=int, default=1,
+                    help="with --fail-status: fail only every Nth Echo call (N > 1), the others as usual")
     ap.add_argument("--fail-trailer", action="append", default=[],
                     help="KEY=VALUE trailing metadata sent with --fail-status")
     ap.add_argument("--max-concurrent-streams", type=int, default=0,

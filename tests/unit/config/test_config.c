@@ -382,7 +382,8 @@ START_TEST(err_bad_names)
 	expect_error("services:\n"
 	             "  - name: \"pkg..Svc\"\n" EP,
 	             "t.yaml:2:11: services[0].name: \"pkg..Svc\" is not a "
-	             "fully-qualified gRPC service name (\"package.Service\") or \"*\"");
+	             "fully-qualified gRPC service name (\"package.Service\") or \"*\", nor an entry that routes or "
+	             "a mirror reach");
 	expect_error("services:\n"
 	             "  - name: \"/pkg.Svc/\"\n" EP,
 	             "t.yaml:2:11: services[0].name: \"/pkg.Svc/\" is not a *");
@@ -1253,6 +1254,201 @@ START_TEST(ok_routing_layer_options)
 }
 END_TEST
 
+/* ---- traffic policy (issue 18) ------------------------------------------- */
+
+START_TEST(ok_traffic_policy)
+{
+	struct mtd_cfg *cfg = load_ok("routes:\n"
+	                              "  - match: {service: a.B, method: Get, header: {name: X-Tenant, value: acme}}\n"
+	                              "    to: beta-pool\n"
+	                              "  - match: {service: \"*\", header: {name: x-beta, prefix: \"on\"}}\n"
+	                              "    to: beta-pool\n"
+	                              "  - match: {service: a.B, header: {name: x-any, present: true}}\n"
+	                              "    to: a.B\n"
+	                              "  - match: {service: a.B, header: {name: x-e, value: \"\"}}\n"
+	                              "    to: beta-pool\n"
+	                              "services:\n"
+	                              "  - name: a.B\n"
+	                              "    routing: {header: x-canary, metadata_key: version}\n"
+	                              "    split:\n"
+	                              "      metadata_key: version\n"
+	                              "      weights: {v2: 10, v1: 90}\n"
+	                              "      guard: {max_p99_ratio: 0, min_calls: 50, window: 10s}\n"
+	                              "    rate_limit: {calls_per_second: 50}\n"
+	                              "    mirror: {service: beta-pool, percent: 12.5}\n"
+	                              "    fault_injection:\n"
+	                              "      abort: {status: UNAVAILABLE}\n"
+	                              "      delay: {percent: 50, duration: 100ms}\n"
+	                              "    methods:\n"
+	                              "      - name: Put\n"
+	                              "        rate_limit: {calls_per_second: 5, burst: 2}\n"
+	                              "        split: {metadata_key: version, weights: {v1: 1}}\n"
+	                              "        fault_injection: {abort: {percent: 20, status: INTERNAL}}\n"
+	                              "      - name: Get\n" EP "  - name: beta-pool\n" EP);
+	const struct mtd_cfg_service *s = &cfg->services[0];
+
+	ck_assert_uint_eq(cfg->n_routes, 4);
+	ck_assert_str_eq(cfg->routes[0].service, "a.B");
+	ck_assert_str_eq(cfg->routes[0].method, "Get");
+	ck_assert_str_eq(cfg->routes[0].header, "x-tenant"); /* lower-cased */
+	ck_assert_int_eq(cfg->routes[0].kind, MTD_ROUTE_HEADER_VALUE);
+	ck_assert_str_eq(cfg->routes[0].value, "acme");
+	ck_assert_int_eq(cfg->routes[0].to, 1);
+	ck_assert_ptr_null(cfg->routes[1].method);
+	ck_assert_int_eq(cfg->routes[1].kind, MTD_ROUTE_HEADER_PREFIX);
+	ck_assert_int_eq(cfg->routes[2].kind, MTD_ROUTE_HEADER_PRESENT);
+	ck_assert_int_eq(cfg->routes[2].to, 0);
+	ck_assert_int_eq(cfg->routes[3].kind, MTD_ROUTE_HEADER_VALUE);
+	ck_assert_uint_eq(cfg->routes[3].value_len, 0);
+	ck_assert(!cfg->services[1].by_path);
+	/* split: weights sorted by value, guard defaults where unset. */
+	ck_assert_ptr_nonnull(s->split);
+	ck_assert_uint_eq(s->split->lb.n, 2);
+	ck_assert_str_eq(s->split->lb.weights[0].value, "v1");
+	ck_assert_uint_eq(s->split->lb.weights[0].weight, 90);
+	ck_assert(s->split->lb.guard.on);
+	ck_assert_double_eq(s->split->lb.guard.max_error_ratio, 2.0);
+	ck_assert_double_eq(s->split->lb.guard.max_p99_ratio, 0.0);
+	ck_assert_uint_eq(s->split->lb.guard.min_calls, 50);
+	ck_assert_int_eq(s->split->lb.guard.window_ms, 10000);
+	ck_assert_ptr_eq(s->layer.split, &s->split->lb);
+	ck_assert_str_eq(s->layer.metadata_key, "version");
+	/* rate_limit: burst defaults to the rate. */
+	ck_assert(s->rate_limit.set);
+	ck_assert_uint_eq(s->rate_limit.per_second, 50);
+	ck_assert_uint_eq(s->rate_limit.burst, 50);
+	ck_assert_int_eq(s->mirror, 1);
+	ck_assert_double_eq(s->mirror_percent, 12.5);
+	ck_assert(s->fault_injection.abort);
+	ck_assert_double_eq(s->fault_injection.abort_percent, 100.0);
+	ck_assert_int_eq(s->fault_injection.abort_status, 14);
+	ck_assert(s->fault_injection.delay);
+	ck_assert_double_eq(s->fault_injection.delay_percent, 50.0);
+	ck_assert_int_eq(s->fault_injection.delay_ms, 100);
+	/* Methods sorted by name: Get inherits, Put has its own. */
+	const struct mtd_cfg_method *get = mtd_cfg_service_method(s, "Get", 3);
+	const struct mtd_cfg_method *put = mtd_cfg_service_method(s, "Put", 3);
+	ck_assert_ptr_eq(get->split, s->split);
+	ck_assert_ptr_eq(get->layer.split, &s->split->lb);
+	ck_assert(!get->rate_limit.set);
+	ck_assert(get->fault_injection.delay);
+	ck_assert(put->split_own);
+	ck_assert_ptr_eq(put->layer.split, &put->split->lb);
+	ck_assert(put->rate_limit.set);
+	ck_assert_uint_eq(put->rate_limit.burst, 2);
+	ck_assert(put->fault_injection.abort);
+	ck_assert(!put->fault_injection.delay);
+	ck_assert_int_eq(put->fault_injection.abort_status, 13);
+	ck_assert_int_eq(cfg->services[1].mirror, -1);
+	assert_pickers_build(cfg);
+	mtd_cfg_free(cfg);
+	/* A split alone: its key makes the layer's groups. */
+	cfg = load_ok("services:\n  - name: a.B\n    split: {metadata_key: tier, weights: {gold: 1}}\n" EP);
+	ck_assert_str_eq(cfg->services[0].layer.metadata_key, "tier");
+	ck_assert_ptr_null(cfg->services[0].routing.header);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(err_traffic_policy)
+{
+	/* An unknown `to` and mirror: FILE:LINE:COL. */
+	expect_error("routes:\n"
+	             "  - match: {service: a.B}\n"
+	             "    to: nowhere\n"
+	             "services:\n"
+	             "  - name: a.B\n" EP,
+	             "t.yaml:3:9: routes[0].to: no services[] entry is named \"nowhere\"");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    mirror: {service: b.C}\n" EP,
+	             "t.yaml:3:23: services[0].mirror.service: no services[] entry is named \"b.C\"");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    mirror: {service: a.B}\n" EP,
+	             "t.yaml:3:23: services[0].mirror.service: \"a.B\" is this entry: a mirror goes to another");
+	/* Any name only for an entry something reaches. */
+	expect_error("services:\n"
+	             "  - name: beta-pool\n" EP,
+	             "t.yaml:2:11: services[0].name: \"beta-pool\" is not a fully-qualified gRPC service name *");
+	expect_error("routes:\n"
+	             "  - to: a.B\n"
+	             "services:\n"
+	             "  - name: a.B\n" EP,
+	             "t.yaml:2:5: routes[0].match: is required *");
+	expect_error("routes:\n"
+	             "  - match: {service: a.B, header: {name: x-t}}\n"
+	             "    to: a.B\n"
+	             "services:\n"
+	             "  - name: a.B\n" EP,
+	             "t.yaml:2:35: routes[0].match.header: needs one of value, prefix, present");
+	expect_error("routes:\n"
+	             "  - match: {service: a.B, header: {name: x-t, value: a, prefix: b}}\n"
+	             "    to: a.B\n"
+	             "services:\n"
+	             "  - name: a.B\n" EP,
+	             "t.yaml:2:65: routes[0].match.header.prefix: only one field of its oneof may be set");
+	expect_error("routes:\n"
+	             "  - match: {service: a.B, header: {name: \":path\", present: true}}\n"
+	             "    to: a.B\n"
+	             "services:\n"
+	             "  - name: a.B\n" EP,
+	             "t.yaml:2:42: routes[0].match.header.name: \":path\" is a pseudo-header; use a metadata key");
+	/* split */
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    split: {metadata_key: version, weights: {v1: 0, v2: 0}}\n" EP,
+	             "t.yaml:3:45: services[0].split.weights: the weights sum to 0: no group would take a call");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    split: {weights: {v1: 1}}\n" EP,
+	             "t.yaml:3:12: services[0].split.metadata_key: is required *");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    routing: {header: x-c, metadata_key: tier}\n"
+	             "    split: {metadata_key: version, weights: {v1: 1}}\n" EP,
+	             "t.yaml:4:12: services[0].split.metadata_key: \"version\" differs from routing.metadata_key "
+	             "\"tier\": a pinned value must name a split group");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    split: {metadata_key: v, weights: {a: 1}, guard: {max_error_ratio: 0.5}}\n" EP,
+	             "t.yaml:3:72: services[0].split.guard.max_error_ratio: must be more than 1 (or 0: this rule off)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    split: {metadata_key: v, weights: {a: 1}, guard: {window: 2h}}\n" EP,
+	             "t.yaml:3:63: services[0].split.guard.window: must be in 1s..1h");
+	/* rate_limit, fault_injection, mirror */
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    rate_limit: {burst: 5}\n" EP,
+	             "t.yaml:3:17: services[0].rate_limit.calls_per_second: is required (1..1000000)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    rate_limit: {calls_per_second: 2000000}\n" EP,
+	             "t.yaml:3:36: services[0].rate_limit.calls_per_second: must be in 1..1000000, got 2000000");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    fault_injection: {abort: {percent: 10}}\n" EP,
+	             "t.yaml:3:30: services[0].fault_injection.abort.status: is required, and not OK *");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    fault_injection: {delay: {percent: 101, duration: 1s}}\n" EP,
+	             "t.yaml:3:40: services[0].fault_injection.delay.percent: must be in 0..100");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    fault_injection: {delay: {percent: 1}}\n" EP,
+	             "t.yaml:3:30: services[0].fault_injection.delay.duration: is required *");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    fault_injection: {}\n" EP,
+	             "t.yaml:3:22: services[0].fault_injection: needs abort or delay (or both)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    mirror: {service: c.D, percent: -1}\n" EP "  - name: c.D\n" EP,
+	             "t.yaml:3:37: services[0].mirror.percent: must be in 0..100");
+}
+END_TEST
+
 START_TEST(ok_lb_fleet_options)
 {
 	struct mtd_cfg *cfg =
@@ -1607,8 +1803,21 @@ START_TEST(ok_example_file)
 	for (size_t i = 0; i < errs.n; i++)
 		fprintf(stderr, "example: %s\n", errs.msgs[i]);
 	ck_assert_int_eq(rc, 0);
-	ck_assert_uint_eq(cfg->n_services, 4);
+	ck_assert_uint_eq(cfg->n_services, 5);
 	ck_assert_int_eq(cfg->services[3].source, MTD_CFG_SOURCE_DNS);
+	/* issue 18: beta-pool is reached by routes and a mirror only. */
+	ck_assert_str_eq(cfg->services[4].name, "beta-pool");
+	ck_assert(!cfg->services[4].by_path);
+	ck_assert(cfg->services[0].by_path);
+	ck_assert_int_eq(cfg->services[0].mirror, 4);
+	ck_assert_uint_eq(cfg->n_routes, 2);
+	ck_assert_int_eq(cfg->routes[0].to, 4);
+	ck_assert_int_eq(cfg->routes[1].kind, MTD_ROUTE_HEADER_PRESENT);
+	ck_assert_ptr_nonnull(cfg->services[0].split);
+	ck_assert_uint_eq(cfg->services[0].split->lb.n, 2);
+	ck_assert(cfg->services[0].split->lb.guard.on);
+	ck_assert_ptr_eq(cfg->services[0].layer.split, &cfg->services[0].split->lb);
+	ck_assert_uint_eq(cfg->services[0].rate_limit.burst, 200);
 	ck_assert_ptr_nonnull(cfg->admin);
 	ck_assert_str_eq(cfg->services[0].tls->ca_file, "certs/ca.pem");
 	ck_assert_str_eq(cfg->services[0].tls->server_name, "svc.example");
@@ -2049,6 +2258,8 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, ok_yaml_values2);
 	tcase_add_test(ok, ok_lb_fleet_options);
 	tcase_add_test(ok, ok_routing_layer_options);
+	tcase_add_test(ok, ok_traffic_policy);
+	tcase_add_test(errors, err_traffic_policy);
 	tcase_add_test(ok, ok_lower_camel);
 	tcase_add_test(ok, ok_method_inheritance);
 	tcase_add_test(ok, ok_field_path_agrees_with_pbwire);

@@ -68,6 +68,101 @@ START_TEST(lookup_without_catch_all_and_many)
 }
 END_TEST
 
+/* ---- routes --------------------------------------------------------------- */
+
+struct hdrs {
+	const char *const *kv; /* name, value, ... NULL */
+	int asked;
+};
+
+static const char *find_hdr(void *arg, const char *name, size_t *len)
+{
+	struct hdrs *h = arg;
+	h->asked++;
+	for (size_t i = 0; h->kv[i]; i += 2)
+		if (strcmp(h->kv[i], name) == 0) {
+			*len = strlen(h->kv[i + 1]);
+			return h->kv[i + 1];
+		}
+	return NULL;
+}
+
+static int match(const struct mtd_route_rule *r, size_t n, const char *path, const char *const *kv, int *asked)
+{
+	struct mtd_route_path p;
+	struct hdrs h = {kv, 0};
+	ck_assert_int_eq(mtd_route_parse_path(path, strlen(path), &p), 0);
+	int i = mtd_route_match(r, n, &p, find_hdr, &h);
+	if (asked)
+		*asked = h.asked;
+	return i;
+}
+
+static size_t len0(const char *s)
+{
+	return s ? strlen(s) : 0;
+}
+
+#define RULE(svc, meth, hdr, k, val, to)                                              \
+	{                                                                             \
+		svc, sizeof(svc) - 1, meth, len0(meth), hdr, k, val, len0(val), to \
+	}
+
+START_TEST(routes_first_match_wins)
+{
+	const char *m_get = "Get";
+	struct mtd_route_rule r[] = {
+	        RULE("shop.Cart", m_get, "x-tenant", MTD_ROUTE_HEADER_VALUE, "acme", 5),
+	        RULE("shop.Cart", NULL, "x-tenant", MTD_ROUTE_HEADER_PREFIX, "ac", 6),
+	        RULE("shop.Cart", NULL, "x-beta", MTD_ROUTE_HEADER_PRESENT, NULL, 7),
+	        RULE("*", NULL, "x-any", MTD_ROUTE_HEADER_VALUE, "1", 8),
+	        RULE("shop.Pay", NULL, NULL, MTD_ROUTE_HEADER_NONE, NULL, 9),
+	};
+	size_t n = sizeof(r) / sizeof(r[0]);
+	const char *acme[] = {"x-tenant", "acme", NULL};
+	const char *acorn[] = {"x-tenant", "acorn", NULL};
+	const char *other[] = {"x-tenant", "bolt", NULL};
+	const char *beta_empty[] = {"x-beta", "", NULL};
+	const char *any[] = {"x-any", "1", NULL};
+	const char *any2[] = {"x-any", "12", NULL};
+	const char *none[] = {NULL};
+	int asked;
+	/* Exact value on the method, then the prefix for other methods. */
+	ck_assert_int_eq(match(r, n, "/shop.Cart/Get", acme, NULL), 0);
+	ck_assert_int_eq(match(r, n, "/shop.Cart/Put", acme, NULL), 1);
+	ck_assert_int_eq(match(r, n, "/shop.Cart/Get", acorn, NULL), 1);
+	/* A prefix is not an exact value, and a prefix longer than the value
+	 * does not match it. */
+	ck_assert_int_eq(match(r, n, "/shop.Cart/Get", other, NULL), -1);
+	const char *a[] = {"x-tenant", "a", NULL};
+	ck_assert_int_eq(match(r, n, "/shop.Cart/Get", a, NULL), -1);
+	/* present: an empty value is present. */
+	ck_assert_int_eq(match(r, n, "/shop.Cart/Get", beta_empty, NULL), 2);
+	/* "*" matches any service; exact values are exact. */
+	ck_assert_int_eq(match(r, n, "/other.Svc/X", any, NULL), 3);
+	ck_assert_int_eq(match(r, n, "/other.Svc/X", any2, NULL), -1);
+	/* No header condition: service (and method) alone. */
+	ck_assert_int_eq(match(r, n, "/shop.Pay/Charge", none, NULL), 4); /* a rule index */
+	/* A service that is a prefix of another is not it; headers are not
+	 * looked up for rules whose service and method do not match. */
+	ck_assert_int_eq(match(r, n, "/shop.CartX/Get", acme, &asked), -1);
+	ck_assert_int_eq(asked, 1); /* only the "*" rule asked */
+	ck_assert_int_eq(match(r, 0, "/shop.Cart/Get", acme, NULL), -1);
+}
+END_TEST
+
+START_TEST(table_leaves_out_null_names)
+{
+	const char *names[] = {"a.Svc", NULL, "b.Svc"};
+	struct mtd_route_table *t = mtd_route_table_new(names, 3);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(mtd_route_lookup(t, "a.Svc", 5), 0);
+	ck_assert_int_eq(mtd_route_lookup(t, "b.Svc", 5), 2);
+	ck_assert_int_eq(mtd_route_lookup(t, "beta-pool", 9), -1);
+	mtd_route_table_free(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("route");
@@ -76,6 +171,8 @@ int main(void)
 	tcase_add_test(tc, parse_invalid);
 	tcase_add_test(tc, lookup_exact_and_catch_all);
 	tcase_add_test(tc, lookup_without_catch_all_and_many);
+	tcase_add_test(tc, routes_first_match_wins);
+	tcase_add_test(tc, table_leaves_out_null_names);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -485,6 +485,16 @@ void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit lim
 	seam_mx.circuit_rejected++;
 }
 
+void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
+{
+	seam_mx.policy++;
+}
+
+void mtd_metrics_guard_cut(const char *service, const char *method, const char *group)
+{
+	ck_abort_msg("no split guard in the seam");
+}
+
 void mtd_metrics_failback(struct mtd_call *call, bool dropped)
 {
 	if (dropped)

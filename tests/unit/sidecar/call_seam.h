@@ -73,6 +73,7 @@ enum seam_ep_mode {
 struct seam_mx {
 	unsigned routed, ended, attempts_done, hedges_started, hedges_won;
 	unsigned failback_started, failback_dropped, decisions, circuit_rejected;
+	unsigned policy; /* traffic policy events (rate limited, injected, mirrored) */
 	size_t last_ep_len; /* of the endpoint the last call's access line names */
 };
 extern struct seam_mx seam_mx;

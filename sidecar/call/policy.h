@@ -1,0 +1,45 @@
+/* A call's traffic policy (issue 18; policy.c): routes, rate_limit,
+ * fault_injection and mirror, decided once when the call is routed, before
+ * any upstream is touched (DESIGN.md "traffic policy is a layer before the
+ * pick"); split is the routing layer's (lib/lb/split.c). Worker thread
+ * only. */
+#ifndef MTD_POLICY_H
+#define MTD_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mtd_call;
+struct mtd_route_path;
+struct mtd_runtime;
+
+/* The services[] entry of rt a call goes to: the first of the config's
+ * routes that matches it (its :path rp and its request headers), else the
+ * lookup by :path; -1 when neither has one. */
+int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, const struct mtd_route_path *rp);
+
+/* A call just routed (call->svc, method, mx set): rate_limit, then
+ * fault_injection's abort. false when it ended the call (RESOURCE_EXHAUSTED
+ * naming rate_limit, or the abort status): nothing was sent upstream. */
+bool mtd_policy_admit(struct mtd_call *call);
+
+/* fault_injection's delay for the call, in ns (0: none), drawn once and
+ * counted. The caller waits it out on the call's retry timer. */
+int64_t mtd_policy_delay_ns(struct mtd_call *call);
+
+/* The call's request is complete: send its mirror copy when its entry
+ * mirrors (and the draw says so), a background call to the mirror entry
+ * with a copy of the headers and the request bytes, if the whole request
+ * was kept (at most fault.replay_buffer: else counted as too large). */
+void mtd_policy_mirror(struct mtd_call *call);
+
+/* The call's client stream closed: its copy, if still running, is
+ * cancelled (RST_STREAM CANCEL) and counted. */
+void mtd_policy_primary_ended(struct mtd_call *call);
+
+/* A mirror copy's try ended (failback.c hands background calls that are
+ * mirror copies here): answered (ok), or failed (what). Counted; the copy
+ * is over and released when nothing holds it. */
+void mtd_policy_mirror_ended(struct mtd_call *copy, bool ok, const char *what);
+
+#endif

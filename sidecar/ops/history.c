@@ -1,0 +1,286 @@
+/* The live page's five minutes (history.h). Each series keeps the last
+ * cumulative figures it saw (picks, answers, failures, the latency
+ * histogram) and a ring of points; a point is the difference to the last
+ * figures over the time between the two samples. Counters that go back
+ * (an endpoint that left and came back, a group whose members changed)
+ * give a point of 0, never a negative one. */
+#include "config.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/admin.h"
+#include "lb/lb.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/ops/history.h"
+
+#define FORGET_MS (5 * 60 * 1000) /* a series unseen this long is dropped */
+
+struct point {
+	int64_t t_ms;
+	float calls_s, err, p99_ms;
+};
+
+/* Cumulative figures at one sample. */
+struct figs {
+	uint64_t picks, ok, failed;
+	uint64_t lat[MTD_LB_LAT_BUCKETS];
+};
+
+struct series {
+	char *service, *method, *name; /* method NULL: an endpoint's (name: its address) */
+	struct figs last;
+	int64_t last_ms, seen_ms;
+	struct point pts[MTD_HISTORY_POINTS];
+	size_t head, n; /* ring: the oldest at head */
+	struct series *next;
+};
+
+static struct series *all;
+static size_t n_endpoint, n_group;
+
+static bool same(const char *a, const char *b)
+{
+	return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
+}
+
+static struct series *find(const char *service, const char *method, const char *name)
+{
+	for (struct series *s = all; s; s = s->next)
+		if (strcmp(s->name, name) == 0 && strcmp(s->service, service) == 0 && same(s->method, method))
+			return s;
+	return NULL;
+}
+
+/* The series of (service, method, name), made on first sight within the
+ * caps; NULL beyond them or out of memory (then simply not plotted). */
+static struct series *get(const char *service, const char *method, const char *name)
+{
+	struct series *s = find(service, method, name);
+	if (s)
+		return s;
+	if (method ? n_group >= MTD_HISTORY_MAX_GROUP : n_endpoint >= MTD_HISTORY_MAX_ENDPOINT)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->service = strdup(service)) || !(s->name = strdup(name)) ||
+	    (method && !(s->method = strdup(method)))) {
+		if (s) {
+			free(s->service);
+			free(s->name);
+		}
+		free(s);
+		return NULL;
+	}
+	if (method)
+		n_group++;
+	else
+		n_endpoint++;
+	s->next = all;
+	all = s;
+	return s;
+}
+
+static void add_stats(struct figs *f, const struct mtd_lb_stats *st)
+{
+	f->picks += atomic_load_explicit(&st->picks, memory_order_relaxed);
+	f->ok += atomic_load_explicit(&st->successes, memory_order_relaxed);
+	f->failed += atomic_load_explicit(&st->failures, memory_order_relaxed);
+	for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
+		f->lat[b] += atomic_load_explicit(&st->lat[b], memory_order_relaxed);
+}
+
+static uint64_t up(uint64_t now, uint64_t before)
+{
+	return now > before ? now - before : 0;
+}
+
+static void sample(struct series *s, const struct figs *f, int64_t now_ms)
+{
+	s->seen_ms = now_ms;
+	if (s->last_ms > 0 && now_ms > s->last_ms) {
+		double dt = (double)(now_ms - s->last_ms) / 1e3;
+		uint64_t ok = up(f->ok, s->last.ok), failed = up(f->failed, s->last.failed);
+		uint64_t lat[MTD_LB_LAT_BUCKETS];
+		for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
+			lat[b] = up(f->lat[b], s->last.lat[b]);
+		struct point *p = &s->pts[(s->head + s->n) % MTD_HISTORY_POINTS];
+		if (s->n == MTD_HISTORY_POINTS)
+			s->head = (s->head + 1) % MTD_HISTORY_POINTS;
+		else
+			s->n++;
+		*p = (struct point){
+		        .t_ms = now_ms,
+		        .calls_s = (float)((double)up(f->picks, s->last.picks) / dt),
+		        .err = ok + failed ? (float)((double)failed / (double)(ok + failed)) : 0.0f,
+		        .p99_ms = (float)mtd_lb_lat_quantile_ms(lat, 0.99),
+		};
+	}
+	s->last = *f;
+	s->last_ms = now_ms;
+}
+
+/* The value of key in an endpoint's metadata, or NULL. */
+static const char *meta_of(const struct mtd_rt_service *s, size_t i, const char *key)
+{
+	if (!s->attrs)
+		return NULL;
+	for (size_t m = 0; m < s->attrs[i].n_meta; m++)
+		if (strcmp(s->attrs[i].meta[m].key, key) == 0)
+			return s->attrs[i].meta[m].value;
+	return NULL;
+}
+
+/* The split groups of one routing layer (method "*": the service's). */
+static void tick_groups(const struct mtd_rt_service *s, const char *method, const struct mtd_lb_layer *l,
+                        const struct mtd_cfg_split *sp, int64_t now_ms)
+{
+	struct mtd_lb_split_group g;
+	if (!l || !sp || !sp->metadata_key)
+		return;
+	for (size_t k = 0; mtd_lb_layer_split_group(l, k, &g); k++) {
+		struct series *se = get(s->cfg->name, method, g.value);
+		if (!se)
+			continue;
+		struct figs f = {0};
+		for (size_t i = 0; i < s->n_eps; i++) {
+			const char *v = meta_of(s, i, sp->metadata_key);
+			if (v && strcmp(v, g.value) == 0)
+				add_stats(&f, &s->eps[i]->stats);
+		}
+		sample(se, &f, now_ms);
+	}
+}
+
+void mtd_history_tick(const struct mtd_runtime *rt, int64_t now_ms)
+{
+	if (!rt)
+		return;
+	for (size_t si = 0; si < rt->cfg->n_services; si++) {
+		const struct mtd_rt_service *s = rt->services[si];
+		for (size_t i = 0; i < s->n_eps; i++) {
+			struct series *se = get(s->cfg->name, NULL, s->eps[i]->addr.text);
+			if (!se)
+				continue;
+			struct figs f = {0};
+			add_stats(&f, &s->eps[i]->stats);
+			sample(se, &f, now_ms);
+		}
+		/* A group's figures are its endpoints' (every method's calls):
+		 * one series for the service's split, one per method with a
+		 * split of its own. */
+		tick_groups(s, "*", s->layer, s->cfg->split, now_ms);
+		for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
+			if (s->cfg->methods[m].split_own)
+				tick_groups(s, s->cfg->methods[m].name, s->methods[m].layer, s->cfg->methods[m].split,
+				            now_ms);
+	}
+	/* Forget what left the config long ago. */
+	for (struct series **pp = &all; *pp;) {
+		struct series *s = *pp;
+		if (now_ms - s->seen_ms <= FORGET_MS) {
+			pp = &s->next;
+			continue;
+		}
+		*pp = s->next;
+		if (s->method)
+			n_group--;
+		else
+			n_endpoint--;
+		free(s->service);
+		free(s->method);
+		free(s->name);
+		free(s);
+	}
+}
+
+static void points_json(struct mtd_json *j, const struct series *s, int64_t since_ms)
+{
+	mtd_json_key(j, "points");
+	mtd_json_arr_begin(j);
+	for (size_t k = 0; s && k < s->n; k++) {
+		const struct point *p = &s->pts[(s->head + k) % MTD_HISTORY_POINTS];
+		if (p->t_ms <= since_ms)
+			continue;
+		mtd_json_arr_begin(j);
+		mtd_json_i64(j, p->t_ms);
+		mtd_json_dbl(j, p->calls_s);
+		mtd_json_dbl(j, p->err);
+		mtd_json_dbl(j, p->p99_ms / 1e3);
+		mtd_json_arr_end(j);
+	}
+	mtd_json_arr_end(j);
+}
+
+static void groups_json(struct mtd_json *j, const struct mtd_rt_service *s, const char *method,
+                        const struct mtd_lb_layer *l, int64_t since_ms)
+{
+	struct mtd_lb_split_group g;
+	for (size_t k = 0; l && mtd_lb_layer_split_group(l, k, &g); k++) {
+		mtd_json_obj_begin(j);
+		mtd_json_key(j, "service");
+		mtd_json_str(j, s->cfg->name);
+		mtd_json_key(j, "method");
+		mtd_json_str(j, method);
+		mtd_json_key(j, "group");
+		mtd_json_str(j, g.value);
+		mtd_json_key(j, "weight");
+		mtd_json_u64(j, g.weight);
+		mtd_json_key(j, "current_weight");
+		mtd_json_u64(j, g.current);
+		mtd_json_key(j, "cut_at");
+		if (g.cut_ms)
+			mtd_json_i64(j, g.cut_ms);
+		else
+			mtd_json_null(j);
+		points_json(j, find(s->cfg->name, method, g.value), since_ms);
+		mtd_json_obj_end(j);
+	}
+}
+
+void mtd_history_json(struct mtd_json *j, const struct mtd_runtime *rt, int64_t since_ms, int64_t now_ms)
+{
+	mtd_json_obj_begin(j);
+	mtd_json_key(j, "now");
+	mtd_json_i64(j, now_ms);
+	mtd_json_key(j, "endpoints");
+	mtd_json_arr_begin(j);
+	for (size_t si = 0; rt && si < rt->cfg->n_services; si++) {
+		const struct mtd_rt_service *s = rt->services[si];
+		for (size_t i = 0; i < s->n_eps; i++) {
+			mtd_json_obj_begin(j);
+			mtd_json_key(j, "service");
+			mtd_json_str(j, s->cfg->name);
+			mtd_json_key(j, "endpoint");
+			mtd_json_str(j, s->eps[i]->addr.text);
+			points_json(j, find(s->cfg->name, NULL, s->eps[i]->addr.text), since_ms);
+			mtd_json_obj_end(j);
+		}
+	}
+	mtd_json_arr_end(j);
+	mtd_json_key(j, "groups");
+	mtd_json_arr_begin(j);
+	for (size_t si = 0; rt && si < rt->cfg->n_services; si++) {
+		const struct mtd_rt_service *s = rt->services[si];
+		groups_json(j, s, "*", s->cfg->split ? s->layer : NULL, since_ms);
+		for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
+			if (s->cfg->methods[m].split_own)
+				groups_json(j, s, s->cfg->methods[m].name, s->methods[m].layer, since_ms);
+	}
+	mtd_json_arr_end(j);
+	mtd_json_obj_end(j);
+}
+
+void mtd_history_fini(void)
+{
+	while (all) {
+		struct series *s = all;
+		all = s->next;
+		free(s->service);
+		free(s->method);
+		free(s->name);
+		free(s);
+	}
+	n_endpoint = n_group = 0;
+}
