@@ -208,6 +208,10 @@ enum {
 /* A failed call is fed to the latency estimate as at least this slow. */
 #define MTD_LB_FAILURE_PENALTY_US     1000000.0
 #define MTD_LB_FAILURE_PENALTY_FACTOR 4.0
+/* ... and at most this slow: each failure multiplies the estimate, so a
+ * run of failures would otherwise grow it without bound (seen: 1e108 ms
+ * on the live page); 60 s is slower than any call a deadline lets live. */
+#define MTD_LB_FAILURE_PENALTY_MAX_US 60000000.0
 
 /* One strategy: one .c file filling one const table, listed once in
  * lib/lb/registry.c (the C counterpart of Dubbo's SPI factory). */

@@ -215,6 +215,8 @@ void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, 
 		 * that fails fast does not look fast and attract traffic. */
 		double cost = mtd_lb_stats_ewma_us(st, now_ns, decay_ms);
 		double pen = mtd_math_fmax((double)lat, mtd_math_fmax(MTD_LB_FAILURE_PENALTY_US, MTD_LB_FAILURE_PENALTY_FACTOR * cost));
+		if (pen > MTD_LB_FAILURE_PENALTY_MAX_US)
+			pen = MTD_LB_FAILURE_PENALTY_MAX_US;
 
 		atomic_fetch_add_explicit(&st->failures, 1, memory_order_relaxed);
 		ewma_observe(st, pen, now_ns, decay_ms);

@@ -64,6 +64,13 @@ START_TEST(ewma_failure_is_slow)
 	ck_assert(mtd_lb_stats_ewma_us(&st, SEC + 1000, 10000) >= MTD_LB_FAILURE_PENALTY_US);
 	ck_assert_uint_eq(st.failures, 1);
 	ck_assert_uint_eq(st.latency_count, 1); /* failures: no latency */
+	/* A run of failures saturates: each multiplies the estimate, up to the cap. */
+	for (int i = 0; i < 400; i++) {
+		mtd_lb_stats_begin(&st);
+		mtd_lb_stats_end(&st, &fail, SEC + 2000 + i, 10000);
+	}
+	double e = mtd_lb_stats_ewma_us(&st, SEC + 3000, 10000);
+	ck_assert(e >= MTD_LB_FAILURE_PENALTY_US && e <= MTD_LB_FAILURE_PENALTY_MAX_US);
 }
 END_TEST
 
