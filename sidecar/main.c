@@ -271,8 +271,8 @@ static void reload(struct mtd_control *ctl, const char *why)
 	mtd_sources_start(ctl);
 	if (reg_changed)
 		reload_register(ctl);
-	MTD_INFO("reload: %s applied (%zu service%s)", ctl->config_path, rt->cfg->n_services,
-	         rt->cfg->n_services == 1 ? "" : "s");
+	MTD_INFO("reload: %s applied (%zu service%s)", ctl->config_path, rt->cfg->n_routed,
+	         rt->cfg->n_routed == 1 ? "" : "s");
 }
 
 static uint64_t file_hash(const char *path, bool *ok);
@@ -474,8 +474,8 @@ static int run(struct mtd_control *ctl)
 	}
 	if (ctl->n_workers == n_workers) {
 		MTD_INFO("maitred %s listening on %s (h2c), %u worker%s, %zu service%s", PACKAGE_VERSION,
-		         cfg->listen.text, n_workers, n_workers == 1 ? "" : "s", cfg->n_services,
-		         cfg->n_services == 1 ? "" : "s");
+		         cfg->listen.text, n_workers, n_workers == 1 ? "" : "s", cfg->n_routed,
+		         cfg->n_routed == 1 ? "" : "s");
 		if (admin)
 			MTD_INFO("admin endpoint on http://%s/", cfg->admin->text);
 		ctl->listening = true;
@@ -589,7 +589,7 @@ int main(int argc, char **argv)
 		struct mtd_cfg *cfg = load_config(check_path);
 		if (!cfg)
 			return 1;
-		printf("%s: OK (%zu service%s)\n", check_path, cfg->n_services, cfg->n_services == 1 ? "" : "s");
+		printf("%s: OK (%zu service%s)\n", check_path, cfg->n_routed, cfg->n_routed == 1 ? "" : "s");
 		mtd_cfg_free(cfg);
 		return 0;
 	}

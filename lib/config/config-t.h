@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "authz/authz-t.h"
 #include "fault/fault-t.h"
 #include "health/health-t.h"
 #include "lb/lb-t.h"
@@ -59,6 +60,11 @@ struct mtd_cfg_tls {
 	char *ca_file;              /* required, readable at load */
 	char *server_name;          /* NULL = endpoint host */
 	char *cert_file, *key_file; /* both or neither */
+	/* Secure naming (issue 17): the URI SAN the upstream's certificate
+	 * must carry, or NULL; server_identity_registry: each endpoint's own
+	 * registry record names it (FROM_REGISTRY; server_identity NULL). */
+	char *server_identity;
+	bool server_identity_registry;
 };
 
 /* Where a service's endpoints come from (issue 7): exactly one source. */
@@ -123,7 +129,8 @@ struct mtd_cfg_method {
 };
 
 struct mtd_cfg_service {
-	char *name; /* "pkg.Service" or "*" */
+	char *name; /* "pkg.Service" or "*"; an inbound app's: "inbound:LISTEN" */
+	int inbound; /* the inbound entry whose app it is, or -1 (a user's service) */
 	struct mtd_lb_config lb;
 	struct mtd_cfg_hash_key hash_key;
 	struct mtd_cfg_tls *tls; /* NULL = h2c upstream */
@@ -170,6 +177,21 @@ struct mtd_cfg_downstream {
 	uint32_t max_buffered_response;  /* 64 MiB, per connection */
 };
 
+/* inbound[] (issue 17): a listener terminating mTLS from other sidecars,
+ * its calls authorized, then handed to the local app over h2c. The app is
+ * served as a service of its own: services[service], built by the loader
+ * after the user's (internal: no route reaches it, mtd_cfg.n_routed). */
+struct mtd_cfg_inbound {
+	struct mtd_cfg_addr listen;
+	struct mtd_cfg_addr app;
+	/* Resolved against the config file's directory, readable at load. */
+	char *cert_file, *key_file;
+	char *client_ca_file; /* NULL = no client certificate asked for */
+	uint32_t max_concurrent_calls; /* 0 = no limit */
+	struct mtd_authz_policy authz;
+	size_t service; /* its app's service: cfg->services[service] */
+};
+
 /* log.access: one line per finished call. */
 struct mtd_cfg_access_log {
 	char *path;    /* "-" = stderr, else a file appended to */
@@ -196,8 +218,13 @@ struct mtd_cfg {
 	struct mtd_cfg_downstream downstream;
 	int64_t drain_timeout_ms;     /* 15000 */
 	uint64_t replay_buffer_total; /* per worker, 64 MiB */
+	/* The user's services (the first n_routed, what :path routes to),
+	 * then one per inbound entry (its app, mtd_cfg_inbound.service). */
 	struct mtd_cfg_service *services;
 	size_t n_services;
+	size_t n_routed;
+	struct mtd_cfg_inbound *inbound; /* `inbound` */
+	size_t n_inbound;
 	struct mtd_cfg_register *registers; /* `register` */
 	size_t n_registers;
 	char *zone;    /* NULL = none */

@@ -634,7 +634,9 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 		mtd_disc_ref_get(&services[i]->ref);
 		rt->services[i] = services[i];
 	}
-	rt->routes = mtd_route_table_new(names, cfg->n_services);
+	/* Only the user's services are routes: an inbound app is reached
+	 * from its own listener, never by a :path (mtd_cfg.n_routed). */
+	rt->routes = mtd_route_table_new(names, cfg->n_routed);
 	if (!rt->routes)
 		goto fail;
 	free(names);
