@@ -44,6 +44,11 @@ const char *mtd_authz_default_name(enum mtd_authz_default d);
 size_t mtd_xfcc_format(char *out, size_t cap, const char *by, const char *hash_hex, const char *uri,
                        const char *dns);
 
+/* The caller identity an element written by mtd_xfcc_format names (its
+ * URI=, else its DNS= value, quotes left in place if it had any): *id and
+ * *len point into v. false when it names none. */
+bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len);
+
 /* The sha256 hex (64 characters + NUL) of len bytes of DER, into out[65]:
  * a caller hashes with its own library (the sidecar: transport.c), this
  * only spells the digest. */

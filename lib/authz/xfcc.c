@@ -61,6 +61,43 @@ size_t mtd_xfcc_format(char *out, size_t cap, const char *by, const char *hash_h
 	return len;
 }
 
+bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len)
+{
+	const char *dns = NULL;
+	size_t dns_len = 0;
+	size_t i = 0;
+	while (i < n) {
+		/* One key=value pair: up to the next ';' outside quotes. */
+		size_t start = i;
+		bool quoted = false;
+		while (i < n && (quoted || (v[i] != ';' && v[i] != ','))) {
+			if (v[i] == '\\' && quoted && i + 1 < n)
+				i++;
+			else if (v[i] == '"')
+				quoted = !quoted;
+			i++;
+		}
+		size_t plen = i - start;
+		if (plen > 4 && memcmp(v + start, "URI=", 4) == 0) {
+			*id = v + start + 4;
+			*len = plen - 4;
+			return true;
+		}
+		if (plen > 4 && memcmp(v + start, "DNS=", 4) == 0 && !dns) {
+			dns = v + start + 4;
+			dns_len = plen - 4;
+		}
+		if (i < n && v[i] == ',')
+			break; /* ours is the only element */
+		i++;
+	}
+	if (!dns)
+		return false;
+	*id = dns;
+	*len = dns_len;
+	return true;
+}
+
 void mtd_xfcc_hex(const unsigned char digest[32], char out[65])
 {
 	static const char hex[] = "0123456789abcdef";

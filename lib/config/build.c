@@ -58,7 +58,7 @@ typedef Maitred__Config__V1__AuthorizationRule PbAuthzRule;
 #define WORKERS_MAX        1024
 #define H2_WINDOW_MAX      2147483647u /* RFC 9113 §6.9.1: 2^31 - 1 */
 #define HOST_NAME_TEXT_MAX 253         /* RFC 1035 §2.3.4, as dotted text */
-#define INBOUND_MAX        16          /* inbound listeners (a call keeps its index in a byte) */
+#define INBOUND_MAX        MTD_CFG_INBOUND_MAX
 #define FROM_REGISTRY      "FROM_REGISTRY"
 
 static _Thread_local bool numeric_hosts_only;

@@ -17,6 +17,8 @@
 #include "lb/lb-t.h"
 
 #define MTD_CFG_FIELD_PATH_MAX 8
+/* inbound listeners at most (a call keeps 1 + its listener's index in a byte) */
+#define MTD_CFG_INBOUND_MAX 16
 
 struct mtd_cfg_addr {
 	char *text; /* as written: "127.0.0.1:50051" */

@@ -41,6 +41,7 @@
 #include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
+#include "sidecar/io/inbound.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/upstream.h"
 #include "sidecar/ops/metrics.h"
@@ -796,7 +797,10 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 	if (!call->hold)
 		call->hold = mtd_worker_hold(call->w);
 	const struct mtd_runtime *rt = call->hold->rt;
-	int si = mtd_route_lookup(rt->routes, rp->service, rp->service_len);
+	/* An inbound peer's call goes to its listener's app, whatever the
+	 * :path names (io/inbound.h). */
+	int si = call->inbound ? mtd_inbound_service(rt, call->inbound)
+	                       : mtd_route_lookup(rt->routes, rp->service, rp->service_len);
 	if (si < 0) {
 		call->svc = NULL; /* nothing of an older snapshot stays routed */
 		call->method = NULL;

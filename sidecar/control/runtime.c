@@ -34,6 +34,7 @@ static void endpoint_free(struct mtd_endpoint *ep)
 	/* Every pool held a reference: none is left. */
 	free(ep->pools);
 	free(ep->key);
+	free(ep->identity);
 	free(ep->addr.text);
 	free(ep->addr.host);
 	free(ep);
@@ -256,8 +257,13 @@ static struct ssl_ctx_st *shared_ctx(struct mtd_rt_service *const *built, size_t
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct mtd_cfg_tls *t = built[i]->cfg->tls;
+		/* The server identity check is the context's too (transport.c),
+		 * and whether it replaces the name check. */
 		if (built[i]->ssl_ctx && t && same_file(t->ca_file, tls->ca_file) &&
-		    same_file(t->cert_file, tls->cert_file) && same_file(t->key_file, tls->key_file))
+		    same_file(t->cert_file, tls->cert_file) && same_file(t->key_file, tls->key_file) &&
+		    same_file(t->server_identity, tls->server_identity) &&
+		    t->server_identity_registry == tls->server_identity_registry &&
+		    (t->server_name == NULL) == (tls->server_name == NULL))
 			return built[i]->ssl_ctx;
 	}
 	return NULL;

@@ -138,6 +138,22 @@ START_TEST(xfcc_element)
 	/* A value with a separator or a quote is quoted, escaped. */
 	mtd_xfcc_format(out, sizeof(out), NULL, "ab", "spiffe://x/a;b\"c", NULL);
 	ck_assert_str_eq(out, "Hash=ab;URI=\"spiffe://x/a;b\\\"c\"");
+	/* What the access log reads back. */
+	const char *id;
+	size_t idlen;
+	mtd_xfcc_format(out, sizeof(out), "spiffe://srv", hex, CART, NULL);
+	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert_uint_eq(idlen, strlen(CART));
+	ck_assert(memcmp(id, CART, idlen) == 0);
+	mtd_xfcc_format(out, sizeof(out), NULL, hex, NULL, "cart.shop.svc");
+	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert(idlen == 13 && memcmp(id, "cart.shop.svc", 13) == 0);
+	mtd_xfcc_format(out, sizeof(out), "spiffe://srv", hex, NULL, NULL);
+	ck_assert(!mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	/* A quoted value with a ';' in it is one value. */
+	mtd_xfcc_format(out, sizeof(out), "By;x", hex, "spiffe://x/a;b", NULL);
+	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert(idlen == strlen("\"spiffe://x/a;b\"") && memcmp(id, "\"spiffe://x/a;b\"", idlen) == 0);
 	/* Too small: the length it needs, the buffer terminated. */
 	char small[8];
 	snprintf(want, sizeof(want), "Hash=%s;URI=%s", hex, CART);
