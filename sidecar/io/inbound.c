@@ -243,8 +243,7 @@ static void refuse(struct mtd_conn *c, enum mtd_tls_refusal why, const char *err
 	uint64_t held = 0;
 	mtd_mesh_refused(idx, why);
 	if (mtd_mesh_refusal_log(c->peer, mtd_now_ns(), &held))
-		MTD_INFO("inbound %s: peer %s refused before HTTP/2 (%s): %s (%llu more from this address "
-		         "since the last line)",
+		MTD_INFO("inbound %s: peer %s refused before HTTP/2 (%s): %s (%llu more since the last line)",
 		         listener_name(c->w, idx), c->peer, mtd_tls_refusal_name(why), err, (unsigned long long)held);
 	mtd_conn_close(c);
 }

@@ -420,7 +420,7 @@ class Handshakes(Mesh):
             s.close()
 
         def lines():
-            return re.findall(r"refused before HTTP/2 \(not_tls\): .* \((\d+) more from this address",
+            return re.findall(r"refused before HTTP/2 \(not_tls\): .* \((\d+) more since the last line",
                               b.proc.output())
         n = 20
         start = time.monotonic()
