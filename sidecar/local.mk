@@ -22,6 +22,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/control/mailbox.h sidecar/control/mailbox.c \
 	sidecar/control/dns.h sidecar/control/dns.c \
 	sidecar/control/health.h sidecar/control/health.c \
+	sidecar/control/certwatch.h sidecar/control/certwatch.c \
 	sidecar/control/gclient.h sidecar/control/gclient.c \
 	sidecar/control/etcd.h sidecar/control/etcd-int.h sidecar/control/etcd.c \
 	sidecar/control/etcd_register.c sidecar/control/etcd_watch.c \

@@ -23,6 +23,7 @@
 #include "authz/authz.h"
 #include "core/log.h"
 #include "sidecar/ops/admin.h"
+#include "sidecar/control/certwatch.h"
 #include "sidecar/control/control.h"
 #include "sidecar/control/etcd.h"
 #include "sidecar/control/health.h"
@@ -274,6 +275,7 @@ static void reload(struct mtd_control *ctl, const char *why)
 	mtd_sources_start(ctl);
 	if (reg_changed)
 		reload_register(ctl);
+	mtd_certwatch_update(ctl->certs);
 	MTD_INFO("reload: %s applied (%zu service%s)", ctl->config_path, rt->cfg->n_routed,
 	         rt->cfg->n_routed == 1 ? "" : "s");
 }
@@ -291,6 +293,9 @@ static void sighup_cb(evutil_socket_t sig, short what, void *arg)
 	if (ctl->config_path && ok)
 		ctl->config_hash = h;
 	reload(ctl, "SIGHUP");
+	/* SIGHUP reads the certificate files again too (whatever the config
+	 * did: refused, or unchanged). */
+	mtd_certwatch_check(ctl->certs);
 }
 
 /* Editors and config managers write in bursts (truncate, write, rename):
@@ -529,6 +534,7 @@ static int run(struct mtd_control *ctl)
 				watch_start(ctl);
 			mtd_sources_start(ctl);
 			ctl->health = mtd_health_start(ctl);
+			ctl->certs = mtd_certwatch_start(ctl);
 			event_base_dispatch(ctl->base);
 		}
 		/* The drain timeout may have ended the loop first. */
@@ -551,6 +557,8 @@ static int run(struct mtd_control *ctl)
 	ctl->reg = NULL;
 	mtd_health_free(ctl->health);
 	ctl->health = NULL;
+	mtd_certwatch_free(ctl->certs);
+	ctl->certs = NULL;
 	event_free(sigterm);
 	event_free(sigint);
 	event_free(sighup);

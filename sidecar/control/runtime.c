@@ -327,6 +327,9 @@ struct build {
 	size_t n_built;
 	unsigned n_workers;
 	bool force;              /* build even when the set equals prev's */
+	/* A TLS context made from the service's files again (certwatch.c:
+	 * they changed), used instead of prev's; NULL = prev's / built. */
+	struct ssl_ctx_st *ssl_ctx;
 	bool set_unavailable;    /* replace prev's message by `unavailable` */
 	const char *unavailable; /* with set_unavailable */
 };
@@ -487,7 +490,9 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			goto fail;
 		}
 	}
-	if (prev && prev->cfg == cfg && prev->ssl_ctx) {
+	if (b->ssl_ctx) {
+		s->ssl_ctx = mtd_tls_ctx_ref(b->ssl_ctx);
+	} else if (prev && prev->cfg == cfg && prev->ssl_ctx) {
 		s->ssl_ctx = mtd_tls_ctx_ref(prev->ssl_ctx);
 	} else if (cfg->tls) {
 		char why[256];
@@ -801,6 +806,54 @@ struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool
 	mtd_rt_service_unref(s);
 	if (!rt)
 		snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
+	return rt;
+}
+
+struct mtd_runtime *mtd_runtime_with_ctx(struct mtd_control *ctl, const struct ssl_ctx_st *old, struct ssl_ctx_st *ctx,
+                                         char *err, size_t errlen)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	size_t n = cur->cfg->n_services, k = 0;
+	struct mtd_rt_service **svcs = calloc(n ? n : 1, sizeof(*svcs));
+	struct mtd_rt_service **made = calloc(n ? n : 1, sizeof(*made));
+	struct mtd_runtime *rt = NULL;
+	if (!svcs || !made) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	memcpy(svcs, cur->services, n * sizeof(*svcs));
+	for (size_t si = 0; si < n; si++) {
+		struct mtd_rt_service *prev = cur->services[si];
+		if (!old || prev->ssl_ctx != old)
+			continue;
+		struct mtd_disc_endpoint *set = current_set(prev);
+		if (!set) {
+			snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
+			goto out;
+		}
+		bool same;
+		struct build b = {.box = cur->cfgbox,
+		                  .cfg = prev->cfg,
+		                  .prev = prev,
+		                  .eps = set,
+		                  .n = prev->n_eps,
+		                  .n_workers = ctl->n_workers,
+		                  .force = true,
+		                  .ssl_ctx = ctx};
+		struct mtd_rt_service *s = service_build(&b, &same, err, errlen);
+		free(set);
+		if (!s)
+			goto out;
+		made[k++] = svcs[si] = s;
+	}
+	rt = runtime_assemble(ctl, cur->cfgbox, svcs);
+	if (!rt)
+		snprintf(err, errlen, "out of memory");
+out:
+	for (size_t i = 0; i < k; i++)
+		mtd_rt_service_unref(made[i]); /* the runtime holds its own */
+	free(made);
+	free(svcs);
 	return rt;
 }
 

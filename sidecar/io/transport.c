@@ -35,6 +35,10 @@ struct client_naming {
 	bool check_name;    /* the host name / IP check too (no identity, or server_name set) */
 };
 static int ctx_ex_index = -1;
+/* A kept session's context (new_session_cb): a session is offered again
+ * only to the context it was made with, so that a context made from
+ * rotated files (certwatch.c) authenticates afresh. */
+static int sess_ex_index = -1;
 
 static void naming_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
 {
@@ -49,7 +53,8 @@ int mtd_tls_global_init(void)
 {
 	conn_ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 	ctx_ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, naming_free);
-	return conn_ex_index < 0 || ctx_ex_index < 0 ? -ENOMEM : 0;
+	sess_ex_index = SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	return conn_ex_index < 0 || ctx_ex_index < 0 || sess_ex_index < 0 ? -ENOMEM : 0;
 }
 
 static void last_error(char *err, size_t errlen, const char *what)
@@ -79,6 +84,7 @@ static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
 		ERR_clear_error();
 		return 0;
 	}
+	SSL_SESSION_set_ex_data(copy, sess_ex_index, SSL_get_SSL_CTX(ssl));
 	if (c->pool->tls_session)
 		SSL_SESSION_free(c->pool->tls_session);
 	c->pool->tls_session = copy;
@@ -496,7 +502,7 @@ int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char 
 	SSL_set_ex_data(ssl, conn_ex_index, c);
 	if (SSL_set_fd(ssl, c->fd) != 1 || set_peer_name_or_identity(ssl, ctx, server_name) != 0)
 		goto fail;
-	if (resume)
+	if (resume && SSL_SESSION_get_ex_data(resume, sess_ex_index) == ctx)
 		SSL_set_session(ssl, resume);
 	/* Read ahead: one read(2) takes every record the socket holds (up to
 	 * the record buffer) instead of two per record (header, then body).

@@ -111,8 +111,50 @@ bool mtd_mesh_refusal_log(const char *addr, int64_t now_ns, uint64_t *held)
 	return pass;
 }
 
+/* Control thread only (certwatch.c writes, the admin reads): a list. */
+static struct tls_reloads {
+	char *files;
+	uint64_t n[3]; /* ok, mismatch, error */
+	struct tls_reloads *next;
+} *tls_reloads;
+static const char *const reload_results[3] = {"ok", "mismatch", "error"};
+
+void mtd_mesh_tls_reload(const char *files, const char *result)
+{
+	struct tls_reloads *r = tls_reloads;
+	while (r && strcmp(r->files, files) != 0)
+		r = r->next;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r || !(r->files = strdup(files))) {
+			free(r);
+			return;
+		}
+		r->next = tls_reloads;
+		tls_reloads = r;
+	}
+	for (int i = 0; i < 3; i++)
+		if (strcmp(result, reload_results[i]) == 0)
+			r->n[i]++;
+}
+
+static void render_tls_reloads(struct mtd_abuf *b)
+{
+	static const char *const k[] = {"files", "result"};
+	mtd_prom_family(b, "maitred_tls_reloads_total", "counter",
+	                "Certificate files read again after they changed (or on SIGHUP), by files and result (ok; "
+	                "mismatch: a certificate without its key, ignored until they match; error).");
+	for (const struct tls_reloads *r = tls_reloads; r; r = r->next)
+		for (int i = 0; i < 3; i++) {
+			const char *v[] = {r->files, reload_results[i]};
+			mtd_prom_sample_u64(b, "maitred_tls_reloads_total", NULL, k, v, 2, r->n[i]);
+		}
+}
+
 void mtd_mesh_render(struct mtd_abuf *b, const struct mtd_cfg *cfg)
 {
+	if (tls_reloads)
+		render_tls_reloads(b);
 	if (cfg->n_inbound == 0)
 		return;
 	static const char *const kc[] = {"listener", "identity", "decision"};

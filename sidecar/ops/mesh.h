@@ -53,6 +53,10 @@ void mtd_mesh_refused(unsigned listener, enum mtd_tls_refusal why);
  * part of the key) gets a log line now: at most one a second per address
  * (*held: those that got none since). Any thread. */
 bool mtd_mesh_refusal_log(const char *addr, int64_t now_ns, uint64_t *held);
+/* Certificate files read again (certwatch.c): `files` names them
+ * ("inbound LISTEN", "service NAME"), result "ok", "mismatch", "error".
+ * Control thread (as the admin that reads them). */
+void mtd_mesh_tls_reload(const char *files, const char *result);
 /* The families, for the listeners of cfg (admin, control thread). */
 void mtd_mesh_render(struct mtd_abuf *b, const struct mtd_cfg *cfg);
 

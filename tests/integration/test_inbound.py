@@ -15,6 +15,7 @@ import os
 import queue
 import re
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -126,10 +127,10 @@ class Mesh(MaitredTest):
 
     # --- the server side (B) ------------------------------------------------
     def start_server_side(self, app, authorization=None, client_ca=True, admin=False, cert=None, key=None,
-                          access_log=None, **inbound):
+                          access_log=None, port=None, **inbound):
         """B: an inbound listener in front of `app`, no service of its own.
         Returns (maitred, inbound address)."""
-        port = free_port()
+        port = port or free_port()
         tls = {"cert_file": cert or self.server_cert, "key_file": key or self.server_key}
         if client_ca:
             tls["client_ca_file"] = self.ca.ca_file
@@ -547,6 +548,128 @@ class SecureNaming(Mesh):
         ca._ssl(["x509", "-req", "-in", base + ".csr", "-CA", ca.ca_file, "-CAkey", ca.ca_key, "-set_serial", "77",
                  "-out", base + ".pem", "-days", "3", "-extfile", base + ".ext"])
         return base + ".pem", base + ".key"
+
+
+class Rotation(Mesh):
+    """Certificate files replaced in place: new handshakes use them,
+    connections and calls in flight go on."""
+
+    def copy_pair(self, cert, key, name):
+        d = os.path.join(self.tmp, name)
+        os.makedirs(d, exist_ok=True)
+        c, k = os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
+        shutil.copy(cert, c)
+        shutil.copy(key, k)
+        return c, k
+
+    def replace(self, path, src):
+        # In place: the same inode truncated and written, as a tool that
+        # does not rename would.
+        with open(path, "wb") as f:
+            f.write(read(src))
+
+    def presented(self, port):
+        """The DER certificate a new TLS connection to port is shown."""
+        ctx = ssl.create_default_context(cafile=self.ca.ca_file)
+        ctx.load_cert_chain(self.client_cert, self.client_key)
+        ctx.set_alpn_protocols(["h2"])
+        ctx.check_hostname = False
+        with socket.create_connection(("127.0.0.1", port), timeout=CALL_LIMIT) as raw:
+            with ctx.wrap_socket(raw) as s:
+                return s.getpeercert(binary_form=True)
+
+    def reloaded(self, m, label, n=1):
+        return m.proc.output().count("TLS files of %s changed: new handshakes use them" % label) >= n
+
+    @maitred_only
+    def test_rotation_under_load(self):
+        app = self.start_upstream("app")
+        cert, key = self.copy_pair(self.server_cert, self.server_key, "b")
+        b, addr = self.start_server_side(app, self.allow_cart(), cert=cert, key=key, admin=True)
+        a = self.start_client_side(addr)
+        self.assertEqual(self.presented(b.inbound_port), der_of(self.server_cert))
+        new_cert, new_key = self.ca.leaf("cart-server", uri=SERVER, serial=4242)
+        stop = threading.Event()
+        failures, done = [], [0] * 6
+
+        def load(i):
+            stub = self.echo(a)
+            while not stop.is_set():
+                try:
+                    stub.Unary(pb.EchoRequest(payload=b"x" * 100), timeout=CALL_LIMIT)
+                    done[i] += 1
+                except grpc.RpcError as e:
+                    failures.append("%s: %s" % (e.code(), e.details()))
+        threads = [threading.Thread(target=load, args=(i,), daemon=True) for i in range(6)]
+        for t in threads:
+            t.start()
+        wait_until(lambda: all(d > 0 for d in done), CALL_LIMIT, "calls from every thread")
+        self.replace(cert, new_cert)
+        self.replace(key, new_key)
+        label = "inbound " + addr
+        wait_until(lambda: self.reloaded(b, label), CALL_LIMIT, "the inbound listener to load the new files")
+        before = sum(done)
+        # New connections see the new certificate (its serial, 4242)...
+        self.assertEqual(self.presented(b.inbound_port), der_of(new_cert))
+        # ... while the calls go on, on the connection made before.
+        wait_until(lambda: sum(done) >= before + 60, CALL_LIMIT, "calls after the rotation")
+        stop.set()
+        for t in threads:
+            t.join(CALL_LIMIT)
+        self.assertEqual(failures, [])
+        self.assertEqual(metric(self.scrape(b), "maitred_tls_reloads_total", files=label, result="ok"), 1)
+
+    @maitred_only
+    def test_half_written_pair_is_ignored_with_one_warning(self):
+        app = self.start_upstream("app")
+        cert, key = self.copy_pair(self.server_cert, self.server_key, "b")
+        b, addr = self.start_server_side(app, self.allow_cart(), cert=cert, key=key, admin=True)
+        new_cert, new_key = self.ca.leaf("cart-server", uri=SERVER, serial=4343)
+        label = "inbound " + addr
+        self.replace(cert, new_cert)  # its key not yet
+        warning = "TLS files of %s changed but do not load yet" % label
+        wait_until(lambda: warning in b.proc.output(), CALL_LIMIT, "the warning")
+        # The pair in place still serves; a SIGHUP reads the files again,
+        # still half written: no second warning.
+        self.assertEqual(self.presented(b.inbound_port), der_of(self.server_cert))
+        b.proc.signal(signal.SIGHUP)
+        wait_until(lambda: "SIGHUP" in b.proc.output(), CALL_LIMIT, "the SIGHUP")
+        resp = self.direct(addr, self.client_cert, self.client_key).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(resp.instance, "app")
+        self.assertEqual(b.proc.output().count(warning), 1)
+        self.assertEqual(metric(self.scrape(b), "maitred_tls_reloads_total", files=label, result="mismatch"), 1)
+        self.replace(key, new_key)
+        wait_until(lambda: self.reloaded(b, label), CALL_LIMIT, "the pair to load once it matches")
+        self.assertEqual(self.presented(b.inbound_port), der_of(new_cert))
+
+    @maitred_only
+    def test_client_side_rotation_reaches_new_connections(self):
+        app = self.start_upstream("app")
+        port = free_port()
+        b, addr = self.start_server_side(app, self.allow_cart(), port=port)
+        cert, key = self.copy_pair(self.client_cert, self.client_key, "a")
+        a = self.start_client_side(addr, cert=cert, key=key)
+        stub = self.echo(a)
+        old_hash = hashlib.sha256(der_of(self.client_cert)).hexdigest()
+        self.assertIn("Hash=" + old_hash, self.xfcc_of(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT))[0])
+        new_cert, new_key = self.ca.leaf("cart", uri=CART, serial=4444)
+        self.replace(cert, new_cert)
+        self.replace(key, new_key)
+        wait_until(lambda: self.reloaded(a, "service *"), CALL_LIMIT, "the client side to load the new files")
+        # The connection in flight was not cut: the same one answers.
+        self.assertIn("Hash=" + old_hash, self.xfcc_of(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT))[0])
+        # A new connection (B restarted on its port) presents the new one.
+        self.stop_maitred(b)
+        b2, _ = self.start_server_side(app, self.allow_cart(), port=port)
+        new_hash = hashlib.sha256(der_of(new_cert)).hexdigest()
+
+        def through():
+            try:
+                return self.xfcc_of(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT))[0]
+            except grpc.RpcError:
+                return None
+        got = wait_until(through, CALL_LIMIT, "a call through the new connection")
+        self.assertIn("Hash=" + new_hash, got)
 
 
 # --- the interop suites through both hops -------------------------------------
