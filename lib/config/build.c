@@ -1969,6 +1969,26 @@ static void check_inbound_addrs(struct builder *b, const PbConfig *m, struct mtd
 	}
 }
 
+/* Issue 17: a register entry whose address is an inbound listener's
+ * advertises that listener: the record carries its certificate's
+ * identity. */
+static void registers_advertise(struct builder *b, struct mtd_cfg *cfg)
+{
+	for (size_t r = 0; r < cfg->n_registers; r++) {
+		struct mtd_cfg_register *reg = &cfg->registers[r];
+
+		for (size_t i = 0; i < cfg->n_inbound && reg->address.salen != 0; i++) {
+			const struct mtd_cfg_inbound *in = &cfg->inbound[i];
+
+			if (in->cert_file == NULL || in->listen.salen == 0 || in->listen.port != reg->address.port ||
+			    !(is_wildcard(&in->listen) || same_endpoint(&in->listen, &reg->address)))
+				continue;
+			reg->identity_cert = dup_or_oom(b, in->cert_file);
+			break;
+		}
+	}
+}
+
 static unsigned cpu_count(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -2106,6 +2126,7 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 			}
 		}
 	}
+	registers_advertise(b, cfg);
 	if (d->oom)
 		goto fail_cfg;
 	if (d->n_errs != 0) {
@@ -2228,6 +2249,7 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 		service_fini(&cfg->services[i]);
 	mtd_cfg__free(cfg->services);
 	for (size_t i = 0; i < cfg->n_registers; i++) {
+		mtd_cfg__free(cfg->registers[i].identity_cert);
 		mtd_cfg__free(cfg->registers[i].service);
 		addr_fini(&cfg->registers[i].address);
 		etcd_free(cfg->registers[i].etcd);

@@ -104,6 +104,11 @@ struct mtd_cfg_register {
 	int64_t ttl_ms;              /* whole seconds, 2 s..1 h, default 10 s */
 	struct mtd_cfg_etcd *etcd;   /* cluster + prefix (+ TLS, auth) */
 	bool when_serving;           /* follow grpc.health.v1 Check */
+	/* Issue 17: the entry advertises an inbound listener (its address is
+	 * the listener's: the same port, on its host or any host when it binds
+	 * the wildcard address): that listener's cert_file, whose identity the
+	 * record carries; NULL otherwise. */
+	char *identity_cert;
 };
 
 struct mtd_cfg_upstream {

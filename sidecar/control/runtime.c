@@ -191,7 +191,11 @@ static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, cons
 	ep->addr.text = strdup(d->address);
 	if (d->key)
 		ep->key = strdup(d->key);
-	if (!ep->pools || !ep->addr.text || (d->key && !ep->key) || set_host(&ep->addr, d->address, host) < 0)
+	bool has_id = d->identity && d->identity[0];
+	if (has_id)
+		ep->identity = strdup(d->identity);
+	if (!ep->pools || !ep->addr.text || (d->key && !ep->key) || (has_id && !ep->identity) ||
+	    set_host(&ep->addr, d->address, host) < 0)
 		goto fail;
 	memcpy(&ep->addr.sa, &d->sa, d->salen);
 	ep->addr.salen = d->salen;
@@ -387,6 +391,13 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	bool any_attr = false, changed = diff.added || diff.removed;
 	for (size_t i = 0; i < n; i++) {
 		struct mtd_endpoint *ep;
+		/* Another identity presented (issue 17) is another endpoint: its
+		 * pools connect expecting the identity they were made for. */
+		const char *id = eps[i].identity && eps[i].identity[0] ? eps[i].identity : NULL;
+		if (map[i] != SIZE_MAX && !same_file(prev->eps[map[i]]->identity, id)) {
+			map[i] = SIZE_MAX;
+			changed = true;
+		}
 		if (map[i] != SIZE_MAX) {
 			ep = prev->eps[map[i]];
 			mtd_disc_ref_get(&ep->ref);
@@ -974,6 +985,7 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 		const struct mtd_endpoint *ep = prev->eps[i];
 		const struct mtd_rt_epattr *a = prev->attrs ? &prev->attrs[i] : NULL;
 		set[i] = (struct mtd_disc_endpoint){.key = ep->key,
+		                                    .identity = ep->identity,
 		                                    .address = ep->addr.text,
 		                                    .sa = ep->addr.sa,
 		                                    .salen = ep->addr.salen,

@@ -127,7 +127,7 @@ class Mesh(MaitredTest):
 
     # --- the server side (B) ------------------------------------------------
     def start_server_side(self, app, authorization=None, client_ca=True, admin=False, cert=None, key=None,
-                          access_log=None, port=None, **inbound):
+                          access_log=None, port=None, register=None, **inbound):
         """B: an inbound listener in front of `app`, no service of its own.
         Returns (maitred, inbound address)."""
         port = port or free_port()
@@ -144,6 +144,8 @@ class Mesh(MaitredTest):
             cfg["admin"] = "127.0.0.1:%d" % free_port()
         if access_log:
             cfg["log"] = {"access": {"path": access_log}}
+        if register:
+            cfg["register"] = register
         m = self.start_maitred(cfg)
         wait_until(lambda: port_accepts(port, 0.5), START_LIMIT, "the inbound listener")
         m.inbound = "127.0.0.1:%d" % port
@@ -670,6 +672,76 @@ class Rotation(Mesh):
                 return None
         got = wait_until(through, CALL_LIMIT, "a call through the new connection")
         self.assertIn("Hash=" + new_hash, got)
+
+
+@unittest.skipUnless(shutil.which("etcd"), "etcd not installed (Debian: etcd-server)")
+class MeshThroughEtcd(Mesh):
+    """Two maitreds, no control plane but etcd: B registers its inbound
+    listener with its certificate's identity; A discovers it and checks the
+    identity each record names (FROM_REGISTRY)."""
+
+    PREFIX = "/maitred/services/maitred.testing.v1.Echo/"
+
+    def client_side(self, etcd, prefix):
+        tls = {"ca_file": self.ca.ca_file, "cert_file": self.client_cert, "key_file": self.client_key,
+               "server_identity": "FROM_REGISTRY"}
+        svc = {"name": "*", "tls": tls,
+               "discovery": {"etcd": {"endpoints": [etcd.address], "prefix": prefix}}}
+        return self.start_maitred(self.config([svc]))
+
+    @maitred_only
+    def test_register_advertises_the_inbound_identity_and_from_registry_checks_it(self):
+        from test_etcd import Etcd
+        etcd = Etcd(self)
+        app = self.start_upstream("app")
+        port = free_port()
+        register = [{"service": "maitred.testing.v1.Echo", "address": "127.0.0.1:%d" % port, "ttl": "10s",
+                     "etcd": {"endpoints": [etcd.address], "prefix": self.PREFIX}}]
+        b, addr = self.start_server_side(app, self.allow_cart(), port=port, register=register)
+        key = self.PREFIX + addr
+
+        def record():
+            return etcd.get_prefix(self.PREFIX).get(key)
+        rec = json.loads(wait_until(record, CALL_LIMIT, "B's record in etcd"))
+        self.assertEqual(rec["address"], addr)
+        self.assertEqual(rec["identity"], SERVER)
+        a = self.client_side(etcd, self.PREFIX)
+        stub = self.echo(a)
+
+        def call():
+            try:
+                return stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            except grpc.RpcError as e:
+                if "waiting for the first list" in e.details() or "no endpoint" in e.details():
+                    return None
+                raise
+        resp = wait_until(call, CALL_LIMIT, "a call through the discovered inbound listener")
+        self.assertEqual(resp.instance, "app")
+        self.assertTrue(self.xfcc_of(resp)[0].endswith(";URI=" + CART))
+        # A record without an identity is refused for that service.
+        etcd.put(self.PREFIX + "bare", json.dumps({"address": "127.0.0.1:%d" % free_port()}))
+        wait_until(lambda: "record refused: it names no identity" in a.proc.output(), CALL_LIMIT,
+                   "the refusal's log line")
+        for _ in range(10):
+            self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "app")
+        # A record naming another identity for B's address: the connection
+        # is refused by the client side, naming both.
+        other = "/maitred/services/other/"
+        etcd.put(other + "x", json.dumps({"address": addr, "identity": NS + "impostor"}))
+        a2 = self.client_side(etcd, other)
+        stub2 = self.echo(a2)
+
+        def fails():
+            try:
+                stub2.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+                return None
+            except grpc.RpcError as e:
+                if "waiting for the first list" in e.details():
+                    return None
+                return e
+        err = wait_until(fails, CALL_LIMIT, "the call to fail")
+        self.assertEqual(err.code(), grpc.StatusCode.UNAVAILABLE, err.details())
+        self.assertIn("expected %s, presented %s" % (NS + "impostor", SERVER), err.details())
 
 
 # --- the interop suites through both hops -------------------------------------

@@ -553,6 +553,23 @@ START_TEST(inbound_ok)
 	ck_assert_uint_eq(cfg->inbound[1].service, 2);
 	ck_assert_int_eq(cfg->services[2].inbound, 1);
 	mtd_cfg_free(cfg);
+
+	/* A register entry on an inbound listener's port advertises it (the
+	 * wildcard listener: any host), and names its certificate. */
+	snprintf(yaml, sizeof(yaml),
+	         "inbound:\n"
+	         "  - listen: \"0.0.0.0:15443\"\n"
+	         "    app: \"127.0.0.1:50051\"\n"
+	         "    tls: {cert_file: " FX "client.pem, key_file: " FX "client.key}\n"
+	         "register:\n"
+	         "  - {service: a.B, address: \"10.1.2.3:15443\", etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}}\n"
+	         "  - {service: a.B, address: \"10.1.2.3:50051\", etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}}\n",
+	         srcdir(), srcdir());
+	cfg = load_ok(yaml);
+	ck_assert_ptr_nonnull(cfg->registers[0].identity_cert);
+	ck_assert(strstr(cfg->registers[0].identity_cert, "client.pem") != NULL);
+	ck_assert_ptr_null(cfg->registers[1].identity_cert);
+	mtd_cfg_free(cfg);
 }
 END_TEST
 
