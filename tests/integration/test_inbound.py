@@ -127,7 +127,7 @@ class Mesh(MaitredTest):
 
     # --- the server side (B) ------------------------------------------------
     def start_server_side(self, app, authorization=None, client_ca=True, admin=False, cert=None, key=None,
-                          access_log=None, port=None, register=None, **inbound):
+                          access_log=None, port=None, register=None, top=None, **inbound):
         """B: an inbound listener in front of `app`, no service of its own.
         Returns (maitred, inbound address)."""
         port = port or free_port()
@@ -146,6 +146,7 @@ class Mesh(MaitredTest):
             cfg["log"] = {"access": {"path": access_log}}
         if register:
             cfg["register"] = register
+        cfg.update(top or {})
         m = self.start_maitred(cfg)
         wait_until(lambda: port_accepts(port, 0.5), START_LIMIT, "the inbound listener")
         m.inbound = "127.0.0.1:%d" % port
@@ -310,6 +311,25 @@ class Authorization(Mesh):
         self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "app")
 
     @maitred_only
+    def test_a_reload_applies_new_rules(self):
+        app, b, a = self.mesh(self.allow_cart([ECHO + "Unary"]))
+        stub = self.echo(a)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.ClientStream(iter([pb.EchoRequest()]), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        with open(b.config_path) as f:
+            text = f.read()
+        with open(b.config_path, "w") as f:
+            f.write(text.replace(json.dumps(ECHO + "Unary"), json.dumps(ECHO + "ClientStream")))
+        b.proc.signal(signal.SIGHUP)
+        wait_until(lambda: "reload: %s applied" % b.config_path in b.proc.output(), CALL_LIMIT, "the reload")
+        # The same connection, the new rules.
+        self.assertEqual(stub.ClientStream(iter([pb.EchoRequest()]), timeout=CALL_LIMIT).instance, "app")
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+    @maitred_only
     def test_decisions_in_access_log_and_metrics(self):
         app = self.start_upstream("app")
         log = os.path.join(self.tmp, "access.log")
@@ -448,6 +468,19 @@ class Handshakes(Mesh):
         self.assert_refused(b, "not_tls", n)
         got = lines()
         self.assertEqual(sum(1 + int(h) for h in got), n, got)
+
+    @maitred_only
+    def test_a_stalled_handshake_ends_at_the_preface_timeout(self):
+        app = self.start_upstream("app")
+        b, addr = self.start_server_side(app, self.allow_cart(), admin=True,
+                                         top={"downstream": {"preface_timeout": "1s"}})
+        port = b.inbound_port
+        s = socket.create_connection(("127.0.0.1", port), timeout=CALL_LIMIT)
+        s.sendall(b"\x16")  # a TLS record begun, never finished
+        self.assert_refused(b, "timeout")
+        self.assertEqual(s.recv(10), b"")  # closed by maitred
+        s.close()
+        self.assert_app_never_saw(app)
 
     @maitred_only
     def test_alpn_other_than_h2_is_refused(self):
