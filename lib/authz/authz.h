@@ -41,8 +41,7 @@ const char *mtd_authz_default_name(enum mtd_authz_default d);
 /* Writes the element into out (NUL-terminated) and returns its length, or
  * returns the length it needs (>= cap) and writes nothing useful, as
  * snprintf does. */
-size_t mtd_xfcc_format(char *out, size_t cap, const char *by, const char *hash_hex, const char *uri,
-                       const char *dns);
+size_t mtd_xfcc_format(char *out, size_t cap, const char *by, const char *hash_hex, const char *uri, const char *dns);
 
 /* The caller identity an element written by mtd_xfcc_format names (its
  * URI=, else its DNS= value, quotes left in place if it had any): *id and

@@ -45,8 +45,7 @@ static void pair(char *out, size_t cap, size_t *len, const char *key, const char
 	put(out, cap, len, "\"", 1);
 }
 
-size_t mtd_xfcc_format(char *out, size_t cap, const char *by, const char *hash_hex, const char *uri,
-                       const char *dns)
+size_t mtd_xfcc_format(char *out, size_t cap, const char *by, const char *hash_hex, const char *uri, const char *dns)
 {
 	size_t len = 0;
 	if (by && by[0])

@@ -48,9 +48,9 @@ struct cw_entry {
 	enum cw_kind kind;
 	size_t index; /* the inbound entry, or the service (the first with this context) */
 	char label[192];
-	char *files[3];       /* cert, key, CA (NULL: none) */
-	uint64_t applied[3];  /* content the current context was made from */
-	uint64_t warned[3];   /* content last warned about */
+	char *files[3];      /* cert, key, CA (NULL: none) */
+	uint64_t applied[3]; /* content the current context was made from */
+	uint64_t warned[3];  /* content last warned about */
 	bool has_warned;
 };
 

@@ -53,8 +53,7 @@ static struct in_tls {
 } in_tls[MTD_CFG_INBOUND_MAX];
 static size_t n_in_tls;
 
-static struct ssl_ctx_st *tls_build(const struct mtd_cfg_inbound *ib, char *by, size_t bylen, char *err,
-                                    size_t errlen)
+static struct ssl_ctx_st *tls_build(const struct mtd_cfg_inbound *ib, char *by, size_t bylen, char *err, size_t errlen)
 {
 	struct ssl_ctx_st *ctx = mtd_tls_server_ctx_new(ib->cert_file, ib->key_file, ib->client_ca_file, err, errlen);
 	if (ctx && mtd_tls_ctx_identity(ctx, by, bylen) < 0)
@@ -107,7 +106,8 @@ void mtd_inbound_reload(const struct mtd_cfg *cfg)
 		const char *was = i < n_in_tls ? in_tls[i].listen : "(none)";
 		const char *now = i < cfg->n_inbound ? cfg->inbound[i].listen.text : "(none)";
 		if (strcmp(was, now) != 0) {
-			MTD_WARN("reload: inbound[%zu].listen changed (%s -> %s): needs a restart; still listening on %s",
+			MTD_WARN("reload: inbound[%zu].listen changed (%s -> %s): needs a restart; still listening on "
+			         "%s",
 			         i, was, now, was);
 			continue;
 		}
@@ -118,7 +118,8 @@ void mtd_inbound_reload(const struct mtd_cfg *cfg)
 			continue; /* the same files: their content is certwatch's */
 		char err[384];
 		if (mtd_inbound_tls_reload(i, ib, err, sizeof(err)) < 0) {
-			MTD_ERROR("reload: inbound %s: TLS: %s; new handshakes keep the previous certificate", now, err);
+			MTD_ERROR("reload: inbound %s: TLS: %s; new handshakes keep the previous certificate", now,
+			          err);
 			continue;
 		}
 		set_files(t, ib);

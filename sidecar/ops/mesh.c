@@ -116,7 +116,7 @@ static struct tls_reloads {
 	char *files;
 	uint64_t n[3]; /* ok, mismatch, error */
 	struct tls_reloads *next;
-} *tls_reloads;
+} * tls_reloads;
 static const char *const reload_results[3] = {"ok", "mismatch", "error"};
 
 void mtd_mesh_tls_reload(const char *files, const char *result)
@@ -186,7 +186,8 @@ void mtd_mesh_render(struct mtd_abuf *b, const struct mtd_cfg *cfg)
 	                "no_certificate, bad_certificate, alpn, protocol, timeout, other).");
 	for (size_t i = 0; i < cfg->n_inbound; i++)
 		for (int r = 0; r < MTD_TLS_REFUSED_N; r++) {
-			const char *vals[] = {cfg->inbound[i].listen.text, mtd_tls_refusal_name((enum mtd_tls_refusal)r)};
+			const char *vals[] = {cfg->inbound[i].listen.text,
+			                      mtd_tls_refusal_name((enum mtd_tls_refusal)r)};
 			mtd_prom_sample_u64(b, "maitred_inbound_handshake_failures_total", NULL, kr, vals, 2,
 			                    atomic_load_explicit(&refusals[i][r], memory_order_relaxed));
 		}

@@ -65,8 +65,17 @@ START_TEST(validation)
 	ck_assert_ptr_nonnull(why);
 	ck_assert(mtd_authz_method_ok("/shop.Cart/GetCart", &why));
 	ck_assert(mtd_authz_method_ok("/shop.Cart/*", &why));
-	static const char *bad[] = {"", "/", "shop.Cart/GetCart", "/shop.Cart", "/shop.Cart/", "/*/*", "/shop.*/Get",
-	                            "/shop.Cart/Get*", "/shop.Cart/a/b", "*", "/shop.Cart/*/x"};
+	static const char *bad[] = {"",
+	                            "/",
+	                            "shop.Cart/GetCart",
+	                            "/shop.Cart",
+	                            "/shop.Cart/",
+	                            "/*/*",
+	                            "/shop.*/Get",
+	                            "/shop.Cart/Get*",
+	                            "/shop.Cart/a/b",
+	                            "*",
+	                            "/shop.Cart/*/x"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(!mtd_authz_method_ok(bad[i], &why), "accepted %s", bad[i]);
 }
@@ -81,9 +90,7 @@ START_TEST(rules_then_default)
 	char *pr1[] = {pay}, *me1[] = {get, list};
 	char *me2[] = {check};
 	struct mtd_authz_rule rules[] = {
-	        {pr0, 1, me0, 1},
-	        {pr1, 1, me1, 2},
-	        {NULL, 0, me2, 1}, /* any authenticated caller */
+	        {pr0, 1, me0, 1}, {pr1, 1, me1, 2}, {NULL, 0, me2, 1}, /* any authenticated caller */
 	};
 	struct mtd_authz_policy p = {.def = MTD_AUTHZ_DENY, .rules = rules, .n_rules = 3};
 	struct mtd_authz_decision d = decide(&p, CART, "/shop.Cart/Drop");
