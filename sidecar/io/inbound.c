@@ -106,9 +106,8 @@ void mtd_inbound_reload(const struct mtd_cfg *cfg)
 		const char *was = i < n_in_tls ? in_tls[i].listen : "(none)";
 		const char *now = i < cfg->n_inbound ? cfg->inbound[i].listen.text : "(none)";
 		if (strcmp(was, now) != 0) {
-			MTD_WARN("reload: inbound[%zu].listen changed (%s -> %s): needs a restart; still listening on "
-			         "%s",
-			         i, was, now, was);
+			MTD_WARN("reload: inbound[%zu].listen %s -> %s needs a restart; still listening on %s", i, was,
+			         now, was);
 			continue;
 		}
 		const struct mtd_cfg_inbound *ib = &cfg->inbound[i];
