@@ -24,6 +24,7 @@ EXTRA_DIST += deploy/kubernetes/cart.yaml deploy/systemd/maitred.service deploy/
 	deploy/examples/least-active.yaml \
 	deploy/examples/least-request.yaml \
 	deploy/examples/maglev.yaml \
+	deploy/examples/mesh-inbound.yaml \
 	deploy/examples/peak-ewma.yaml \
 	deploy/examples/random.yaml \
 	deploy/examples/round-robin.yaml \

@@ -49,6 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_string(r.address, 64);
 	check_string(r.zone, MTD_RECORD_MAX_LABEL);
 	check_string(r.version, MTD_RECORD_MAX_LABEL);
+	check_string(r.identity, MTD_RECORD_MAX_IDENTITY);
 	if (r.n_metadata > MTD_RECORD_MAX_META)
 		abort();
 	for (size_t i = 0; i < r.n_metadata; i++) {
@@ -57,14 +58,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!r.metadata[i].key[0] || (i > 0 && strcmp(r.metadata[i - 1].key, r.metadata[i].key) >= 0))
 			abort(); /* sorted, unique, non-empty keys */
 	}
-	char buf[512];
-	int n = mtd_record_format_json(r.address, r.weight, r.start_ms, buf, sizeof(buf));
+	char buf[2048];
+	int n = mtd_record_format_json(r.address, r.weight, r.start_ms, r.identity, buf, sizeof(buf));
 	if (n <= 0 || (size_t)n >= sizeof(buf))
 		abort();
 	struct mtd_record back;
 	if (mtd_record_parse(buf, (size_t)n, NOW_MS, &back, why, sizeof(why)) != 0)
 		abort();
-	if (strcmp(back.address, r.address) != 0 || back.weight != r.weight || back.start_ms != r.start_ms)
+	if (strcmp(back.address, r.address) != 0 || back.weight != r.weight || back.start_ms != r.start_ms ||
+	    strcmp(back.identity, r.identity) != 0)
 		abort();
 	mtd_record_clear(&back);
 	mtd_record_clear(&r);

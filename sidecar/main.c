@@ -20,8 +20,10 @@
 #include <event2/thread.h>
 #include <openssl/ssl.h>
 
+#include "authz/authz.h"
 #include "core/log.h"
 #include "sidecar/ops/admin.h"
+#include "sidecar/control/certwatch.h"
 #include "sidecar/control/control.h"
 #include "sidecar/control/etcd.h"
 #include "sidecar/control/health.h"
@@ -31,6 +33,7 @@
 #include "lb/lb.h"
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/runtime.h"
+#include "sidecar/io/inbound.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
@@ -242,6 +245,7 @@ static void reload(struct mtd_control *ctl, const char *why)
 	if (strcmp(cfg->listen.text, ctl->run_listen) != 0)
 		MTD_WARN("reload: listen changed (%s -> %s): needs a restart; still listening on %s", ctl->run_listen,
 		         cfg->listen.text, ctl->run_listen);
+	mtd_inbound_reload(cfg);
 	if (cfg->workers != ctl->run_workers)
 		MTD_WARN("reload: workers changed (%u -> %u): needs a restart; still %u", ctl->run_workers, cfg->workers,
 		         ctl->run_workers);
@@ -271,8 +275,9 @@ static void reload(struct mtd_control *ctl, const char *why)
 	mtd_sources_start(ctl);
 	if (reg_changed)
 		reload_register(ctl);
-	MTD_INFO("reload: %s applied (%zu service%s)", ctl->config_path, rt->cfg->n_services,
-	         rt->cfg->n_services == 1 ? "" : "s");
+	mtd_certwatch_update(ctl->certs);
+	MTD_INFO("reload: %s applied (%zu service%s)", ctl->config_path, rt->cfg->n_routed,
+	         rt->cfg->n_routed == 1 ? "" : "s");
 }
 
 static uint64_t file_hash(const char *path, bool *ok);
@@ -288,6 +293,9 @@ static void sighup_cb(evutil_socket_t sig, short what, void *arg)
 	if (ctl->config_path && ok)
 		ctl->config_hash = h;
 	reload(ctl, "SIGHUP");
+	/* SIGHUP reads the certificate files again too (whatever the config
+	 * did: refused, or unchanged). */
+	mtd_certwatch_check(ctl->certs);
 }
 
 /* Editors and config managers write in bursts (truncate, write, rename):
@@ -412,6 +420,13 @@ static int run(struct mtd_control *ctl)
 		MTD_ERROR("cannot listen on %s: %s", cfg->listen.text, strerror(-free_rc));
 		goto out;
 	}
+	for (size_t k = 0; k < cfg->n_inbound; k++) {
+		free_rc = check_port_free(&cfg->inbound[k].listen);
+		if (free_rc < 0) {
+			MTD_ERROR("cannot listen on %s (inbound): %s", cfg->inbound[k].listen.text, strerror(-free_rc));
+			goto out;
+		}
+	}
 	for (unsigned i = 0; i < n_workers; i++) {
 		int fd = open_listener(&cfg->listen);
 		if (fd < 0) {
@@ -424,6 +439,24 @@ static int run(struct mtd_control *ctl)
 			mtd_runtime_unref(ctl->rt);
 			close(fd);
 			MTD_ERROR("cannot create worker %u", i);
+			goto out_workers;
+		}
+		/* Each worker its own SO_REUSEPORT listener per inbound entry
+		 * too (DESIGN.md: the kernel spreads the connections). */
+		int in_fds[MTD_CFG_INBOUND_MAX];
+		size_t n_in = 0;
+		for (; n_in < cfg->n_inbound; n_in++) {
+			in_fds[n_in] = open_listener(&cfg->inbound[n_in].listen);
+			if (in_fds[n_in] < 0) {
+				MTD_ERROR("cannot listen on %s (inbound): %s", cfg->inbound[n_in].listen.text,
+				          strerror(-in_fds[n_in]));
+				while (n_in > 0)
+					close(in_fds[--n_in]);
+				goto out_workers;
+			}
+		}
+		if (n_in && mtd_inbound_worker_init(ctl->workers[i], in_fds, n_in) < 0) {
+			MTD_ERROR("cannot create worker %u's inbound listeners", i);
 			goto out_workers;
 		}
 	}
@@ -474,8 +507,13 @@ static int run(struct mtd_control *ctl)
 	}
 	if (ctl->n_workers == n_workers) {
 		MTD_INFO("maitred %s listening on %s (h2c), %u worker%s, %zu service%s", PACKAGE_VERSION,
-		         cfg->listen.text, n_workers, n_workers == 1 ? "" : "s", cfg->n_services,
-		         cfg->n_services == 1 ? "" : "s");
+		         cfg->listen.text, n_workers, n_workers == 1 ? "" : "s", cfg->n_routed,
+		         cfg->n_routed == 1 ? "" : "s");
+		for (size_t k = 0; k < cfg->n_inbound; k++)
+			MTD_INFO("inbound %s (mTLS%s) for the app at %s, authorization default %s, %zu rule%s",
+			         cfg->inbound[k].listen.text, cfg->inbound[k].client_ca_file ? "" : ", no client certificate",
+			         cfg->inbound[k].app.text, mtd_authz_default_name(cfg->inbound[k].authz.def),
+			         cfg->inbound[k].authz.n_rules, cfg->inbound[k].authz.n_rules == 1 ? "" : "s");
 		if (admin)
 			MTD_INFO("admin endpoint on http://%s/", cfg->admin->text);
 		ctl->listening = true;
@@ -496,6 +534,7 @@ static int run(struct mtd_control *ctl)
 				watch_start(ctl);
 			mtd_sources_start(ctl);
 			ctl->health = mtd_health_start(ctl);
+			ctl->certs = mtd_certwatch_start(ctl);
 			event_base_dispatch(ctl->base);
 		}
 		/* The drain timeout may have ended the loop first. */
@@ -518,6 +557,8 @@ static int run(struct mtd_control *ctl)
 	ctl->reg = NULL;
 	mtd_health_free(ctl->health);
 	ctl->health = NULL;
+	mtd_certwatch_free(ctl->certs);
+	ctl->certs = NULL;
 	event_free(sigterm);
 	event_free(sigint);
 	event_free(sighup);
@@ -589,7 +630,7 @@ int main(int argc, char **argv)
 		struct mtd_cfg *cfg = load_config(check_path);
 		if (!cfg)
 			return 1;
-		printf("%s: OK (%zu service%s)\n", check_path, cfg->n_services, cfg->n_services == 1 ? "" : "s");
+		printf("%s: OK (%zu service%s)\n", check_path, cfg->n_routed, cfg->n_routed == 1 ? "" : "s");
 		mtd_cfg_free(cfg);
 		return 0;
 	}
@@ -604,16 +645,23 @@ int main(int argc, char **argv)
 		return 1;
 	/* --log-level wins over the file; a reload applies log again. */
 	apply_log_settings(cfg);
-	char merr[256];
+	char merr[512];
 	if (mtd_metrics_init(cfg->workers, cfg, merr, sizeof(merr)) < 0) {
 		fprintf(stderr, "%s: %s\n", config_path ? config_path : "<embedded default>", merr);
 		mtd_cfg_free(cfg);
+		return 1;
+	}
+	if (mtd_inbound_tls_init(cfg, merr, sizeof(merr)) < 0) {
+		fprintf(stderr, "%s: %s\n", config_path ? config_path : "<embedded default>", merr);
+		mtd_cfg_free(cfg);
+		mtd_metrics_fini();
 		return 1;
 	}
 	struct mtd_control ctl;
 	if (mtd_control_init(&ctl) < 0) {
 		MTD_ERROR("out of memory");
 		mtd_cfg_free(cfg);
+		mtd_inbound_tls_fini();
 		mtd_metrics_fini();
 		return 1;
 	}
@@ -623,11 +671,13 @@ int main(int argc, char **argv)
 	if (!ctl.rt) {
 		fprintf(stderr, "%s: %s\n", config_path ? config_path : "<embedded default>", err);
 		mtd_control_fini(&ctl);
+		mtd_inbound_tls_fini();
 		mtd_metrics_fini();
 		return 1;
 	}
 	int rc = run(&ctl);
 	mtd_control_fini(&ctl);
+	mtd_inbound_tls_fini();
 	mtd_metrics_fini();
 	libevent_global_shutdown();
 	return rc;

@@ -21,6 +21,7 @@ struct mtd_rt_hold;
 struct mtd_conn;
 struct mtd_pool;
 struct mtd_call_bg;
+struct mtd_in_worker;
 
 struct mtd_worker {
 	unsigned id;
@@ -82,6 +83,9 @@ struct mtd_worker {
 	struct mtd_log_gate refuse_log;
 	/* Health checks the control thread hands over (health.c). */
 	struct mtd_mbox hc_inbox;
+	/* Inbound listeners and the handshakes under way (io/inbound.c), or
+	 * NULL (none configured). */
+	struct mtd_in_worker *in;
 	pthread_t thread;
 };
 

@@ -27,6 +27,7 @@
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
+#include "sidecar/io/inbound.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/upstream.h"
 #include "sidecar/turn.h"
@@ -36,8 +37,7 @@
 /* At most one "refusing connections" line per worker this often. */
 #define REFUSE_LOG_NS (10 * (int64_t)1000000000)
 
-/* Take a connection slot; false (and the slot given back) past the limit. */
-static bool admit(struct mtd_worker *w)
+bool mtd_worker_admit(struct mtd_worker *w)
 {
 	uint32_t max = w->rt->cfg->downstream.max_connections;
 	if (mtd_worker_down_admit(max))
@@ -99,7 +99,7 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 				MTD_WARN("worker %u: accept: %s", w->id, strerror(errno));
 			return;
 		}
-		if (!admit(w)) {
+		if (!mtd_worker_admit(w)) {
 			close(fd);
 			continue;
 		}
@@ -204,6 +204,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 	event_del(&w->listen_ev);
 	close(w->listen_fd);
 	w->listen_fd = -1;
+	mtd_inbound_worker_drain(w);
 	struct mtd_conn *c, *next;
 	for (c = LIST_FIRST(&w->downs); c; c = next) {
 		next = LIST_NEXT(c, link);
@@ -327,6 +328,7 @@ void mtd_worker_free(struct mtd_worker *w)
 {
 	/* The loop has stopped: close everything, which fails what is left. */
 	mtd_failback_drop_all(w);
+	mtd_inbound_worker_fini(w);
 	struct mtd_conn *c;
 	while ((c = LIST_FIRST(&w->downs)))
 		mtd_conn_close(c);

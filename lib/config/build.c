@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "authz/authz.h"
 #include "config/config-int.h"
 #include "fault/fault.h"
 #include "health/outlier.h"
@@ -54,11 +55,17 @@ typedef Maitred__Config__V1__SplitGuard PbSplitGuard;
 typedef Maitred__Config__V1__RateLimit PbRateLimit;
 typedef Maitred__Config__V1__FaultInjection PbFaultInjection;
 typedef Maitred__Config__V1__Route PbRoute;
+typedef Maitred__Config__V1__Inbound PbInbound;
+typedef Maitred__Config__V1__InboundTls PbInboundTls;
+typedef Maitred__Config__V1__Authorization PbAuthz;
+typedef Maitred__Config__V1__AuthorizationRule PbAuthzRule;
 
 #define DEFAULT_LISTEN     "127.0.0.1:15001"
 #define WORKERS_MAX        1024
 #define H2_WINDOW_MAX      2147483647u /* RFC 9113 §6.9.1: 2^31 - 1 */
 #define HOST_NAME_TEXT_MAX 253         /* RFC 1035 §2.3.4, as dotted text */
+#define INBOUND_MAX        MTD_CFG_INBOUND_MAX
+#define FROM_REGISTRY      "FROM_REGISTRY"
 
 static _Thread_local bool numeric_hosts_only;
 
@@ -794,6 +801,20 @@ static struct mtd_cfg_tls *build_tls(struct builder *b, const PbTls *m, const ch
 		t->cert_file = tls_file(b, m, "cert_file", m->cert_file, path);
 		t->key_file = tls_file(b, m, "key_file", m->key_file, path);
 	}
+	if (strcmp(m->server_identity, FROM_REGISTRY) == 0) {
+		t->server_identity_registry = true; /* the service checks its source (build_service) */
+	} else if (m->server_identity[0] != '\0') {
+		const char *why = NULL;
+
+		/* An identity is what a principal names exactly (lib/authz). */
+		if (strchr(m->server_identity, '*') != NULL || !mtd_authz_principal_ok(m->server_identity, &why))
+			BERR(at(b, m, "server_identity", NULL), sub(p, sizeof(p), path, "server_identity"),
+			     "\"%s\" is not an identity (a URI SAN such as \"spiffe://cluster.local/ns/NS/sa/SA\", "
+			     "or FROM_REGISTRY)",
+			     m->server_identity);
+		else
+			t->server_identity = dup_or_oom(b, m->server_identity);
+	}
 	return t;
 }
 
@@ -852,8 +873,16 @@ static struct mtd_cfg_etcd *build_etcd(struct builder *b, const PbEtcd *m, const
 		     "is required (e.g. \"/maitred/services/pkg.Service/\")");
 	else
 		e->prefix = dup_or_oom(b, m->prefix);
-	if (m->tls != NULL)
+	if (m->tls != NULL) {
 		e->tls = build_tls(b, m->tls, sub(p, sizeof(p), path, "tls"));
+		if (m->tls->server_identity[0] != '\0') {
+			char q[256];
+
+			BERR(at(b, m->tls, "server_identity", NULL),
+			     sub(q, sizeof(q), sub(p, sizeof(p), path, "tls"), "server_identity"),
+			     "is for a service's upstreams (services[].tls), not for etcd");
+		}
+	}
 	if ((m->username[0] != '\0') != (m->password_file[0] != '\0')) {
 		const char *f = m->username[0] != '\0' ? "password_file" : "username";
 
@@ -1822,6 +1851,7 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 	bool any_weights, any_warmup, svc_hash, svc_key_used, any_method_key = false;
 
 	snprintf(path, sizeof(path), "services[%zu]", si);
+	out->inbound = -1;
 	out->name = dup_or_oom(b, m->name);
 	if (m->name[0] == '\0')
 		BERR(at(b, m, "name", NULL), sub(p, sizeof(p), path, "name"),
@@ -1868,6 +1898,9 @@ static void build_service(struct builder *b, const PbService *m, size_t si, stru
 	build_source(b, m, path, out);
 	if (b->d->oom)
 		goto out;
+	if (out->tls != NULL && out->tls->server_identity_registry && out->source != MTD_CFG_SOURCE_ETCD)
+		BERR(at(b, m->tls, "server_identity", NULL), sub(p, sizeof(p), path, "tls.server_identity"),
+		     "FROM_REGISTRY needs discovery.etcd (the identity is each endpoint's registry record's)");
 	n_eps = out->source == MTD_CFG_SOURCE_STATIC ? m->n_endpoints : 0;
 	if (n_eps > MTD_LB_MAX_ENDPOINTS) {
 		/* mtd_lb_picker_new() refuses more; none is built (nor resolved). */
@@ -2133,6 +2166,208 @@ static void build_register(struct builder *b, const PbRegister *m, size_t i, str
 	out->when_serving = m->when_serving;
 }
 
+/* ---- inbound (issue 17) ------------------------------------------------------ */
+
+static void build_authz(struct builder *b, const PbAuthz *m, const char *path, bool has_ca,
+                        struct mtd_authz_policy *out)
+{
+	char p[256];
+
+	out->def = MTD_AUTHZ_DENY;
+	if (m == NULL)
+		return;
+	switch (m->default_) {
+	case MAITRED__CONFIG__V1__AUTHORIZATION__DEFAULT__ALLOW_AUTHENTICATED:
+		out->def = MTD_AUTHZ_ALLOW_AUTHENTICATED;
+		if (!has_ca)
+			BERR(at(b, m, "default", NULL), sub(p, sizeof(p), path, "default"),
+			     "ALLOW_AUTHENTICATED needs tls.client_ca_file (without it no caller has an identity)");
+		break;
+	case MAITRED__CONFIG__V1__AUTHORIZATION__DEFAULT__ALLOW_ALL:
+		out->def = MTD_AUTHZ_ALLOW_ALL;
+		break;
+	default:
+		break;
+	}
+	if (m->n_rules == 0)
+		return;
+	out->rules = mtd_cfg__calloc(m->n_rules, sizeof(*out->rules));
+	if (out->rules == NULL) {
+		b->d->oom = true;
+		return;
+	}
+	out->n_rules = m->n_rules;
+	for (size_t i = 0; i < m->n_rules; i++) {
+		const PbAuthzRule *r = m->rules[i];
+		struct mtd_authz_rule *o = &out->rules[i];
+		char rpath[160];
+		const char *why = NULL;
+
+		snprintf(rpath, sizeof(rpath), "%s.rules[%zu]", path, i);
+		if (r->n_principals == 0 && r->n_methods == 0)
+			BERR(at(b, r, NULL, NULL), rpath,
+			     "needs principals or methods (a rule with neither would allow every authenticated "
+			     "caller: that is default ALLOW_AUTHENTICATED)");
+		if (!has_ca)
+			BERR(at(b, r, NULL, NULL), rpath,
+			     "a rule needs tls.client_ca_file (without it no caller has an identity, so no rule "
+			     "can match)");
+		o->principals = mtd_cfg__calloc(r->n_principals ? r->n_principals : 1, sizeof(*o->principals));
+		o->methods = mtd_cfg__calloc(r->n_methods ? r->n_methods : 1, sizeof(*o->methods));
+		if (o->principals == NULL || o->methods == NULL) {
+			b->d->oom = true;
+			return;
+		}
+		for (size_t k = 0; k < r->n_principals; k++) {
+			snprintf(p, sizeof(p), "%s.principals[%zu]", rpath, k);
+			if (!mtd_authz_principal_ok(r->principals[k], &why))
+				BERR(at(b, r, "principals", NULL), p, "\"%s\": %s", r->principals[k], why);
+			o->principals[k] = dup_or_oom(b, r->principals[k]);
+			o->n_principals = k + 1;
+		}
+		for (size_t k = 0; k < r->n_methods; k++) {
+			snprintf(p, sizeof(p), "%s.methods[%zu]", rpath, k);
+			if (!mtd_authz_method_ok(r->methods[k], &why))
+				BERR(at(b, r, "methods", NULL), p, "\"%s\": %s", r->methods[k], why);
+			o->methods[k] = dup_or_oom(b, r->methods[k]);
+			o->n_methods = k + 1;
+		}
+		if (b->d->oom)
+			return;
+	}
+}
+
+/* One entry of `inbound`; its app's service is built by the caller. */
+static void build_inbound(struct builder *b, const PbInbound *m, size_t i, struct mtd_cfg_inbound *out)
+{
+	char path[48], p[256];
+	bool has_ca = false;
+
+	snprintf(path, sizeof(path), "inbound[%zu]", i);
+	if (m->listen[0] == '\0')
+		BERR(at(b, m, "listen", m), sub(p, sizeof(p), path, "listen"),
+		     "is required (where the other sidecars connect, e.g. \"0.0.0.0:15443\")");
+	else
+		build_addr(b, m->listen, at(b, m, "listen", m), sub(p, sizeof(p), path, "listen"), &out->listen);
+	if (m->app[0] == '\0')
+		BERR(at(b, m, "app", m), sub(p, sizeof(p), path, "app"),
+		     "is required (the local app, h2c, e.g. \"127.0.0.1:50051\")");
+	else
+		build_addr(b, m->app, at(b, m, "app", m), sub(p, sizeof(p), path, "app"), &out->app);
+	if (m->tls == NULL) {
+		BERR(at(b, m, "tls", m), sub(p, sizeof(p), path, "tls"),
+		     "is required (cert_file, key_file; client_ca_file to require client certificates)");
+	} else {
+		const PbInboundTls *t = m->tls;
+		char tpath[64];
+
+		snprintf(tpath, sizeof(tpath), "%s.tls", path);
+		if (t->cert_file[0] == '\0')
+			BERR(at(b, t, "cert_file", t), sub(p, sizeof(p), tpath, "cert_file"), "is required");
+		else
+			out->cert_file = tls_file(b, t, "cert_file", t->cert_file, tpath);
+		if (t->key_file[0] == '\0')
+			BERR(at(b, t, "key_file", t), sub(p, sizeof(p), tpath, "key_file"), "is required");
+		else
+			out->key_file = tls_file(b, t, "key_file", t->key_file, tpath);
+		if (t->client_ca_file[0] != '\0') {
+			out->client_ca_file = tls_file(b, t, "client_ca_file", t->client_ca_file, tpath);
+			has_ca = true;
+		}
+	}
+	out->max_concurrent_calls = m->max_concurrent_calls;
+	build_authz(b, m->authorization, sub(p, sizeof(p), path, "authorization"), has_ca, &out->authz);
+}
+
+/* The service serving inbound entry i's app: the defaults of every
+ * service (round robin over the one endpoint, FAILFAST, the upstream
+ * pool settings), h2c. Named "inbound:LISTEN", reached by no :path. */
+static void build_inbound_app(struct builder *b, const PbInbound *m, size_t i, size_t si,
+                              struct mtd_cfg_service *out)
+{
+	PbService ps = MAITRED__CONFIG__V1__SERVICE__INIT;
+	PbEndpoint pe = MAITRED__CONFIG__V1__ENDPOINT__INIT;
+	PbEndpoint *eps[1] = {&pe};
+	char name[] = "maitred.Inbound"; /* replaced below */
+
+	pe.address = m->app;
+	ps.name = name;
+	ps.endpoints = eps;
+	ps.n_endpoints = 1;
+	build_service(b, &ps, si, out);
+	mtd_cfg__free(out->name);
+	out->name = mtd_cfg__asprintf("inbound:%s", m->listen);
+	if (out->name == NULL)
+		b->d->oom = true;
+	out->inbound = (int)i;
+}
+
+static bool is_wildcard(const struct mtd_cfg_addr *a)
+{
+	if (a->sa.ss_family == AF_INET)
+		return ((const struct sockaddr_in *)&a->sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+	if (a->sa.ss_family == AF_INET6)
+		return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)&a->sa)->sin6_addr);
+	return false;
+}
+
+/* Two listeners that cannot both bind: the same address, or the same port
+ * with one of them on the wildcard address. */
+static bool listeners_clash(const struct mtd_cfg_addr *x, const struct mtd_cfg_addr *y)
+{
+	if (x->salen == 0 || y->salen == 0 || x->port != y->port)
+		return false;
+	return same_endpoint(x, y) || is_wildcard(x) || is_wildcard(y);
+}
+
+static void check_inbound_addrs(struct builder *b, const PbConfig *m, struct mtd_cfg *cfg)
+{
+	char p[64];
+
+	for (size_t i = 0; i < cfg->n_inbound; i++) {
+		const struct mtd_cfg_inbound *in = &cfg->inbound[i];
+		const PbInbound *pm = m->inbound[i];
+
+		snprintf(p, sizeof(p), "inbound[%zu].listen", i);
+		if (listeners_clash(&in->listen, &cfg->listen))
+			BERR(at(b, pm, "listen", pm), p, "\"%s\" is also the listen address (%s)", in->listen.text,
+			     cfg->listen.text);
+		else if (cfg->admin != NULL && listeners_clash(&in->listen, cfg->admin))
+			BERR(at(b, pm, "listen", pm), p, "\"%s\" is also the admin address", in->listen.text);
+		for (size_t j = 0; j < i; j++)
+			if (listeners_clash(&in->listen, &cfg->inbound[j].listen)) {
+				BERR(at(b, pm, "listen", pm), p, "\"%s\" is also inbound[%zu].listen", in->listen.text,
+				     j);
+				break;
+			}
+		snprintf(p, sizeof(p), "inbound[%zu].app", i);
+		/* The app's calls would come back to maitred itself. */
+		if (same_endpoint(&in->app, &cfg->listen) || same_endpoint(&in->app, &in->listen))
+			BERR(at(b, pm, "app", pm), p, "\"%s\" is one of maitred's own listeners, not the app",
+			     in->app.text);
+	}
+}
+
+/* Issue 17: a register entry whose address is an inbound listener's
+ * advertises that listener: the record carries its certificate's
+ * identity. */
+static void registers_advertise(struct builder *b, struct mtd_cfg *cfg)
+{
+	for (size_t r = 0; r < cfg->n_registers; r++) {
+		struct mtd_cfg_register *reg = &cfg->registers[r];
+
+		for (size_t i = 0; i < cfg->n_inbound && reg->address.salen != 0; i++) {
+			const struct mtd_cfg_inbound *in = &cfg->inbound[i];
+
+			if (in->cert_file == NULL || in->listen.salen == 0 || in->listen.port != reg->address.port ||
+			    !(is_wildcard(&in->listen) || same_endpoint(&in->listen, &reg->address)))
+				continue;
+			reg->identity_cert = dup_or_oom(b, in->cert_file);
+			break;
+		}
+	}
+}
+
 static unsigned cpu_count(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -2184,13 +2419,19 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 	if (d->oom)
 		goto fail_cfg;
 
-	if (m->n_services == 0)
-		BERR(at(b, m, "services", NULL), "services", "at least one service is required");
-	else {
-		cfg->services = mtd_cfg__calloc(m->n_services, sizeof(*cfg->services));
+	if (m->n_services == 0 && m->n_inbound == 0)
+		BERR(at(b, m, "services", NULL), "services",
+		     "at least one service is required (or an inbound listener: a maitred that only serves "
+		     "inbound calls needs no service)");
+	if (m->n_inbound > INBOUND_MAX)
+		BERR(at(b, m, "inbound", NULL), "inbound", "at most %d inbound listeners, got %zu", INBOUND_MAX,
+		     m->n_inbound);
+	if (m->n_services + m->n_inbound != 0) {
+		/* The user's services, then one per inbound entry (its app). */
+		cfg->services = mtd_cfg__calloc(m->n_services + m->n_inbound, sizeof(*cfg->services));
 		if (cfg->services == NULL)
 			goto fail_cfg;
-		cfg->n_services = m->n_services;
+		cfg->n_services = cfg->n_routed = m->n_services;
 	}
 	for (size_t i = 0; i < m->n_services; i++) {
 		const PbService *s = m->services[i];
@@ -2228,6 +2469,25 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 			goto fail_cfg;
 	}
 	resolve_targets(b, m, cfg);
+	if (m->n_inbound != 0 && m->n_inbound <= INBOUND_MAX) {
+		cfg->inbound = mtd_cfg__calloc(m->n_inbound, sizeof(*cfg->inbound));
+		if (cfg->inbound == NULL)
+			goto fail_cfg;
+		cfg->n_inbound = m->n_inbound;
+	}
+	for (size_t i = 0; i < cfg->n_inbound; i++) {
+		build_inbound(b, m->inbound[i], i, &cfg->inbound[i]);
+		if (d->oom)
+			goto fail_cfg;
+		if (cfg->inbound[i].app.salen == 0 || cfg->inbound[i].listen.text == NULL)
+			continue; /* said above; no service for it */
+		cfg->inbound[i].service = cfg->n_services;
+		build_inbound_app(b, m->inbound[i], i, cfg->n_services, &cfg->services[cfg->n_services]);
+		cfg->n_services++;
+		if (d->oom)
+			goto fail_cfg;
+	}
+	check_inbound_addrs(b, m, cfg);
 	if (m->n_register_ != 0) {
 		cfg->registers = mtd_cfg__calloc(m->n_register_, sizeof(*cfg->registers));
 		if (cfg->registers == NULL)
@@ -2257,6 +2517,7 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 			}
 		}
 	}
+	registers_advertise(b, cfg);
 	if (d->oom)
 		goto fail_cfg;
 	if (d->n_errs != 0) {
@@ -2315,6 +2576,7 @@ static void tls_free(struct mtd_cfg_tls *t)
 	mtd_cfg__free(t->server_name);
 	mtd_cfg__free(t->cert_file);
 	mtd_cfg__free(t->key_file);
+	mtd_cfg__free(t->server_identity);
 	mtd_cfg__free(t);
 }
 
@@ -2384,11 +2646,33 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 		route_fini(&cfg->routes[i]);
 	mtd_cfg__free(cfg->routes);
 	for (size_t i = 0; i < cfg->n_registers; i++) {
+		mtd_cfg__free(cfg->registers[i].identity_cert);
 		mtd_cfg__free(cfg->registers[i].service);
 		addr_fini(&cfg->registers[i].address);
 		etcd_free(cfg->registers[i].etcd);
 	}
 	mtd_cfg__free(cfg->registers);
+	for (size_t i = 0; i < cfg->n_inbound; i++) {
+		struct mtd_cfg_inbound *in = &cfg->inbound[i];
+
+		addr_fini(&in->listen);
+		addr_fini(&in->app);
+		mtd_cfg__free(in->cert_file);
+		mtd_cfg__free(in->key_file);
+		mtd_cfg__free(in->client_ca_file);
+		for (size_t r = 0; r < in->authz.n_rules; r++) {
+			struct mtd_authz_rule *rule = &in->authz.rules[r];
+
+			for (size_t k = 0; k < rule->n_principals; k++)
+				mtd_cfg__free(rule->principals[k]);
+			for (size_t k = 0; k < rule->n_methods; k++)
+				mtd_cfg__free(rule->methods[k]);
+			mtd_cfg__free(rule->principals);
+			mtd_cfg__free(rule->methods);
+		}
+		mtd_cfg__free(in->authz.rules);
+	}
+	mtd_cfg__free(cfg->inbound);
 	addr_fini(&cfg->listen);
 	if (cfg->log.access != NULL) {
 		mtd_cfg__free(cfg->log.access->path);

@@ -11,12 +11,15 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "authz/authz-t.h"
 #include "fault/fault-t.h"
 #include "health/health-t.h"
 #include "lb/lb-t.h"
 #include "route/route.h"
 
 #define MTD_CFG_FIELD_PATH_MAX 8
+/* inbound listeners at most (a call keeps 1 + its listener's index in a byte) */
+#define MTD_CFG_INBOUND_MAX 16
 
 struct mtd_cfg_addr {
 	char *text; /* as written: "127.0.0.1:50051" */
@@ -84,6 +87,11 @@ struct mtd_cfg_tls {
 	char *ca_file;              /* required, readable at load */
 	char *server_name;          /* NULL = endpoint host */
 	char *cert_file, *key_file; /* both or neither */
+	/* Secure naming (issue 17): the URI SAN the upstream's certificate
+	 * must carry, or NULL; server_identity_registry: each endpoint's own
+	 * registry record names it (FROM_REGISTRY; server_identity NULL). */
+	char *server_identity;
+	bool server_identity_registry;
 };
 
 /* Where a service's endpoints come from (issue 7): exactly one source. */
@@ -121,6 +129,11 @@ struct mtd_cfg_register {
 	int64_t ttl_ms;              /* whole seconds, 2 s..1 h, default 10 s */
 	struct mtd_cfg_etcd *etcd;   /* cluster + prefix (+ TLS, auth) */
 	bool when_serving;           /* follow grpc.health.v1 Check */
+	/* Issue 17: the entry advertises an inbound listener (its address is
+	 * the listener's: the same port, on its host or any host when it binds
+	 * the wildcard address): that listener's cert_file, whose identity the
+	 * record carries; NULL otherwise. */
+	char *identity_cert;
 };
 
 struct mtd_cfg_upstream {
@@ -153,7 +166,8 @@ struct mtd_cfg_method {
 };
 
 struct mtd_cfg_service {
-	char *name; /* "pkg.Service" or "*" */
+	char *name; /* "pkg.Service" or "*"; an inbound app's: "inbound:LISTEN" */
+	int inbound; /* the inbound entry whose app it is, or -1 (a user's service) */
 	struct mtd_lb_config lb;
 	struct mtd_cfg_hash_key hash_key;
 	struct mtd_cfg_tls *tls; /* NULL = h2c upstream */
@@ -209,6 +223,21 @@ struct mtd_cfg_downstream {
 	uint32_t max_buffered_response;  /* 64 MiB, per connection */
 };
 
+/* inbound[] (issue 17): a listener terminating mTLS from other sidecars,
+ * its calls authorized, then handed to the local app over h2c. The app is
+ * served as a service of its own: services[service], built by the loader
+ * after the user's (internal: no route reaches it, mtd_cfg.n_routed). */
+struct mtd_cfg_inbound {
+	struct mtd_cfg_addr listen;
+	struct mtd_cfg_addr app;
+	/* Resolved against the config file's directory, readable at load. */
+	char *cert_file, *key_file;
+	char *client_ca_file; /* NULL = no client certificate asked for */
+	uint32_t max_concurrent_calls; /* 0 = no limit */
+	struct mtd_authz_policy authz;
+	size_t service; /* its app's service: cfg->services[service] */
+};
+
 /* log.access: one line per finished call. */
 struct mtd_cfg_access_log {
 	char *path;    /* "-" = stderr, else a file appended to */
@@ -235,12 +264,17 @@ struct mtd_cfg {
 	struct mtd_cfg_downstream downstream;
 	int64_t drain_timeout_ms;     /* 15000 */
 	uint64_t replay_buffer_total; /* per worker, 64 MiB */
+	/* The user's services (the first n_routed, what :path routes to),
+	 * then one per inbound entry (its app, mtd_cfg_inbound.service). */
 	struct mtd_cfg_service *services;
 	size_t n_services;
 	/* routes (issue 18), in order: strings owned, `to` resolved to a
 	 * services[] index. */
 	struct mtd_route_rule *routes;
 	size_t n_routes;
+	size_t n_routed;
+	struct mtd_cfg_inbound *inbound; /* `inbound` */
+	size_t n_inbound;
 	struct mtd_cfg_register *registers; /* `register` */
 	size_t n_registers;
 	char *zone;    /* NULL = none */

@@ -41,6 +41,10 @@ struct mtd_disc_endpoint {
 	 * (seed 003). 0 = unknown: the moment maitred first saw the identity
 	 * is used, and kept while the identity stays. */
 	int64_t start_ms;
+	/* The identity the instance presents (registry record, issue 17),
+	 * NULL or "" = none. Part of the endpoint: a changed one makes it
+	 * another endpoint (runtime.c), as FROM_REGISTRY connects expecting it. */
+	const char *identity;
 };
 
 #endif

@@ -140,6 +140,9 @@ static int validate(const PbRecord *m, int64_t now_ms, struct mtd_record *r, cha
 		return refuse(why, whylen, "zone: %s", bad);
 	if ((bad = bad_string(version, MTD_RECORD_MAX_LABEL, false)) != NULL)
 		return refuse(why, whylen, "version: %s", bad);
+	const char *identity = m->identity != NULL ? m->identity : "";
+	if ((bad = bad_string(identity, MTD_RECORD_MAX_IDENTITY, false)) != NULL)
+		return refuse(why, whylen, "identity: %s", bad);
 	if (m->n_metadata > MTD_RECORD_MAX_META)
 		return refuse(why, whylen, "metadata: %zu entries, at most %d", m->n_metadata, MTD_RECORD_MAX_META);
 	for (size_t i = 0; i < m->n_metadata; i++) {
@@ -166,7 +169,8 @@ static int validate(const PbRecord *m, int64_t now_ms, struct mtd_record *r, cha
 	}
 	r->zone = mtd_cfg__strdup(zone);
 	r->version = mtd_cfg__strdup(version);
-	if (r->zone == NULL || r->version == NULL)
+	r->identity = mtd_cfg__strdup(identity);
+	if (r->zone == NULL || r->version == NULL || r->identity == NULL)
 		return -ENOMEM;
 	if (m->n_metadata == 0)
 		return 0;
@@ -262,15 +266,29 @@ void mtd_record_clear(struct mtd_record *r)
 	mtd_cfg__free(r->address);
 	mtd_cfg__free(r->zone);
 	mtd_cfg__free(r->version);
+	mtd_cfg__free(r->identity);
 	memset(r, 0, sizeof(*r));
 }
 
-int mtd_record_format_json(const char *address, int32_t weight, int64_t start_ms, char *buf, size_t size)
+int mtd_record_format_json(const char *address, int32_t weight, int64_t start_ms, const char *identity, char *buf,
+                           size_t size)
 {
-	char when[64] = "";
+	char when[64] = "", id[2 * MTD_RECORD_MAX_IDENTITY + 20] = "";
 
 	if (address == NULL || address[0] == '\0')
 		return -EINVAL;
+	if (identity != NULL && identity[0] != '\0') {
+		if (bad_string(identity, MTD_RECORD_MAX_IDENTITY, false) != NULL)
+			return -EINVAL;
+		size_t k = (size_t)snprintf(id, sizeof(id), ", \"identity\": \"");
+		for (const char *p = identity; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				id[k++] = '\\';
+			id[k++] = *p;
+		}
+		id[k++] = '"';
+		id[k] = '\0';
+	}
 	if (start_ms > 0) {
 		time_t t = (time_t)(start_ms / 1000);
 		struct tm tm;
@@ -280,5 +298,5 @@ int mtd_record_format_json(const char *address, int32_t weight, int64_t start_ms
 			snprintf(when + n, sizeof(when) - n, ".%03dZ\"", (int)(start_ms % 1000));
 		}
 	}
-	return snprintf(buf, size, "{\"address\": \"%s\", \"weight\": %d%s}", address, (int)weight, when);
+	return snprintf(buf, size, "{\"address\": \"%s\", \"weight\": %d%s%s}", address, (int)weight, when, id);
 }

@@ -19,6 +19,7 @@
 #define MTD_RECORD_MAX_META       64  /* metadata entries */
 #define MTD_RECORD_MAX_STRING     256 /* a metadata key or value, in bytes */
 #define MTD_RECORD_MAX_LABEL      128 /* zone, version, in bytes */
+#define MTD_RECORD_MAX_IDENTITY   512 /* identity, in bytes */
 #define MTD_RECORD_DEFAULT_WEIGHT 100
 
 struct mtd_record_meta {
@@ -34,6 +35,7 @@ struct mtd_record {
 	int32_t weight;                   /* 0..MTD_RECORD_MAX_WEIGHT, 100 when absent */
 	char *zone;                       /* "" when absent */
 	char *version;                    /* "" when absent */
+	char *identity;                   /* "" when absent (issue 17) */
 	struct mtd_record_meta *metadata; /* sorted by key, unique keys */
 	size_t n_metadata;
 	int64_t start_ms; /* wall-clock ms since the epoch; 0 = absent */
@@ -54,7 +56,7 @@ struct mtd_record {
  *     1..65535 (a registry holds where an instance listens, not a name to
  *     resolve);
  *   - weight 0..MTD_RECORD_MAX_WEIGHT; zone and version at most
- *     MTD_RECORD_MAX_LABEL bytes; at most MTD_RECORD_MAX_META metadata
+ *     MTD_RECORD_MAX_LABEL bytes, identity at most MTD_RECORD_MAX_IDENTITY; at most MTD_RECORD_MAX_META metadata
  *     entries, keys non-empty, keys and values at most
  *     MTD_RECORD_MAX_STRING bytes; no string holds a NUL or a control
  *     character;
@@ -71,10 +73,12 @@ int mtd_record_parse(const void *value, size_t len, int64_t now_ms, struct mtd_r
 void mtd_record_clear(struct mtd_record *r);
 
 /* The proto3 JSON form of the record maitred writes when it registers its
- * own app: address, weight, and start_time (RFC 3339, UTC, milliseconds)
- * when start_ms > 0. address must be numeric (no escaping is needed).
- * Returns the length written (as snprintf: may exceed size, then the
- * output is truncated) or -EINVAL (no address). */
-int mtd_record_format_json(const char *address, int32_t weight, int64_t start_ms, char *buf, size_t size);
+ * own app: address, weight, start_time (RFC 3339, UTC, milliseconds) when
+ * start_ms > 0, and identity when not NULL or "" (escaped as JSON).
+ * address must be numeric (no escaping is needed). Returns the length
+ * written (as snprintf: may exceed size, then the output is truncated) or
+ * -EINVAL (no address, or an identity a record may not carry). */
+int mtd_record_format_json(const char *address, int32_t weight, int64_t start_ms, const char *identity, char *buf,
+                           size_t size);
 
 #endif

@@ -42,6 +42,7 @@
 #include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
+#include "sidecar/io/inbound.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
@@ -808,7 +809,10 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 	if (!call->hold)
 		call->hold = mtd_worker_hold(call->w);
 	const struct mtd_runtime *rt = call->hold->rt;
-	int si = mtd_policy_route(rt, call, rp); /* routes first (issue 18), then :path */
+	/* An inbound peer's call goes to its listener's app, whatever the
+	 * :path names (io/inbound.h); the app's own calls take the routes
+	 * first (issue 18), then :path. */
+	int si = call->inbound ? mtd_inbound_service(rt, call->inbound) : mtd_policy_route(rt, call, rp);
 	if (si < 0) {
 		call->svc = NULL; /* nothing of an older snapshot stays routed */
 		call->method = NULL;

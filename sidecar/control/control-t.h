@@ -15,6 +15,7 @@ struct mtd_runtime;
 struct mtd_worker;
 struct mtd_register;
 struct mtd_health;
+struct mtd_certwatch;
 struct mtd_disc_source_ops;
 
 struct mtd_control {
@@ -40,6 +41,7 @@ struct mtd_control {
 	bool listening;            /* every worker's listener is up (admin /ready) */
 	struct mtd_register *reg;  /* Config.register, NULL without */
 	struct mtd_health *health; /* active health checks (health.c) */
+	struct mtd_certwatch *certs; /* certificate rotation (certwatch.c) */
 	struct event *drain_timer;
 	/* What the process runs with whatever a reload says (restart-only
 	 * keys: listen, workers, admin), from the config it started with. */

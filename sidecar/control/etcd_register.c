@@ -20,6 +20,7 @@
 #include "sidecar/control/etcd.h"
 #include "sidecar/control/etcd-int.h"
 #include "sidecar/control/gclient.h"
+#include "sidecar/io/transport.h"
 #include "core/clock.h"
 #include "grpc/grpc.h"
 
@@ -191,14 +192,22 @@ static void grant_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len
 static void grant_close(struct mtd_gcli_call *call, int status, const char *message, void *arg)
 {
 	struct reg *r = arg;
-	char value[256];
+	char value[2 * MTD_RECORD_MAX_IDENTITY + 256];
 
 	r->call = NULL;
 	if (status != 0 || r->lease == 0) {
 		mtd_etcd__link_fail(&r->link, "LeaseGrant: %s %s", mtd_grpc_status_name(status), message);
 		return;
 	}
-	int n = mtd_record_format_json(r->cfg->address.text, r->cfg->weight, r->start_ms, value, sizeof(value));
+	/* Issue 17: advertising an inbound listener, the record names the
+	 * identity its certificate presents (read now: a rotated certificate
+	 * is named at the next registration). */
+	char identity[MTD_RECORD_MAX_IDENTITY + 1] = "";
+	if (r->cfg->identity_cert && mtd_tls_file_identity(r->cfg->identity_cert, identity, sizeof(identity)) < 0)
+		MTD_WARN("register %s: cannot read the identity of %s: the record names none", r->cfg->service,
+		         r->cfg->identity_cert);
+	int n = mtd_record_format_json(r->cfg->address.text, r->cfg->weight, r->start_ms, identity, value,
+	                               sizeof(value));
 	if (n < 0 || (size_t)n >= sizeof(value)) {
 		mtd_etcd__link_fail(&r->link, "cannot format the record");
 		return;
@@ -408,6 +417,7 @@ static bool same_str(const char *a, const char *b)
 
 static void reg_copy_free(struct reg *r)
 {
+	free(r->own.identity_cert);
 	free(r->own.service);
 	free(r->own.address.text);
 	free(r->own.address.host);
@@ -434,6 +444,7 @@ static bool reg_copy(struct reg *r, const struct mtd_cfg_register *s)
 
 	r->own = *s;
 	r->own.service = dup_ok(s->service, &ok);
+	r->own.identity_cert = dup_ok(s->identity_cert, &ok);
 	addr_copy(&r->own.address, &s->address, &ok);
 	r->own.etcd = &r->own_etcd;
 	/* Field by field: nothing of the source's may be freed with the copy. */
@@ -462,6 +473,7 @@ static bool same_entry(const struct mtd_cfg_register *a, const struct mtd_cfg_re
 	const struct mtd_cfg_etcd *x = a->etcd, *y = b->etcd;
 
 	if (!same_str(a->service, b->service) || !same_str(a->address.text, b->address.text) ||
+	    !same_str(a->identity_cert, b->identity_cert) ||
 	    a->weight != b->weight || a->ttl_ms != b->ttl_ms || a->when_serving != b->when_serving ||
 	    x->n_endpoints != y->n_endpoints || !same_str(x->prefix, y->prefix) ||
 	    !same_str(x->username, y->username) || !same_str(x->password_file, y->password_file) ||

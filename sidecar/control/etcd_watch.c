@@ -96,10 +96,18 @@ static bool entry_update(struct watcher *w, struct entry *e, const ProtobufCBina
 		         (long long)mod_rev, why, e->ok ? " (its last good value stays)" : "");
 		return false;
 	}
+	if (w->cfg->tls && w->cfg->tls->server_identity_registry && rec.identity[0] == '\0') {
+		/* Issue 17: the identity to check comes from the record itself;
+		 * without one the endpoint could not be trusted. */
+		MTD_WARN("etcd (%s): key %s (revision %lld): record refused: it names no identity (FROM_REGISTRY)%s",
+		         w->what, e->key, (long long)mod_rev, e->ok ? " (its last good value stays)" : "");
+		mtd_record_clear(&rec);
+		return false;
+	}
 	if (e->ok) {
 		bool same = strcmp(e->rec.address, rec.address) == 0 && e->rec.weight == rec.weight &&
 		            strcmp(e->rec.zone, rec.zone) == 0 && e->rec.start_ms == rec.start_ms &&
-		            e->rec.n_metadata == rec.n_metadata;
+		            strcmp(e->rec.identity, rec.identity) == 0 && e->rec.n_metadata == rec.n_metadata;
 		for (size_t i = 0; same && i < rec.n_metadata; i++)
 			same = strcmp(e->rec.metadata[i].key, rec.metadata[i].key) == 0 &&
 			       strcmp(e->rec.metadata[i].value, rec.metadata[i].value) == 0;
@@ -197,6 +205,7 @@ static void push_now(struct watcher *w)
 		        .metadata = &meta[m],
 		        .n_metadata = e->rec.n_metadata,
 		        .start_ms = e->rec.start_ms,
+		        .identity = e->rec.identity,
 		};
 		for (size_t j = 0; j < e->rec.n_metadata; j++)
 			meta[m++] = (struct mtd_disc_meta){e->rec.metadata[j].key, e->rec.metadata[j].value};

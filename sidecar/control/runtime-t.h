@@ -44,6 +44,10 @@ struct ssl_ctx_st;
 struct mtd_endpoint {
 	struct mtd_ref ref;
 	char *key;                 /* registry key, or NULL */
+	/* The identity its registry record names (issue 17: FROM_REGISTRY
+	 * checks the server presents it), or NULL. Part of what the record
+	 * says, like the address: a changed one is another identity. */
+	char *identity;
 	struct mtd_cfg_addr addr;  /* owned copies: text (the id pickers hash), host (SNI default), sa */
 	int64_t start_ms;          /* warmup start: the record's, or when first seen */
 	struct mtd_lb_stats stats; /* shared by every worker; survives set changes */

@@ -35,6 +35,7 @@ static void endpoint_free(struct mtd_endpoint *ep)
 	/* Every pool held a reference: none is left. */
 	free(ep->pools);
 	free(ep->key);
+	free(ep->identity);
 	free(ep->addr.text);
 	free(ep->addr.host);
 	free(ep);
@@ -199,7 +200,11 @@ static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, cons
 	ep->addr.text = strdup(d->address);
 	if (d->key)
 		ep->key = strdup(d->key);
-	if (!ep->pools || !ep->addr.text || (d->key && !ep->key) || set_host(&ep->addr, d->address, host) < 0)
+	bool has_id = d->identity && d->identity[0];
+	if (has_id)
+		ep->identity = strdup(d->identity);
+	if (!ep->pools || !ep->addr.text || (d->key && !ep->key) || (has_id && !ep->identity) ||
+	    set_host(&ep->addr, d->address, host) < 0)
 		goto fail;
 	memcpy(&ep->addr.sa, &d->sa, d->salen);
 	ep->addr.salen = d->salen;
@@ -288,8 +293,13 @@ static struct ssl_ctx_st *shared_ctx(struct mtd_rt_service *const *built, size_t
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct mtd_cfg_tls *t = built[i]->cfg->tls;
+		/* The server identity check is the context's too (transport.c),
+		 * and whether it replaces the name check. */
 		if (built[i]->ssl_ctx && t && same_file(t->ca_file, tls->ca_file) &&
-		    same_file(t->cert_file, tls->cert_file) && same_file(t->key_file, tls->key_file))
+		    same_file(t->cert_file, tls->cert_file) && same_file(t->key_file, tls->key_file) &&
+		    same_file(t->server_identity, tls->server_identity) &&
+		    t->server_identity_registry == tls->server_identity_registry &&
+		    (t->server_name == NULL) == (tls->server_name == NULL))
 			return built[i]->ssl_ctx;
 	}
 	return NULL;
@@ -353,6 +363,9 @@ struct build {
 	size_t n_built;
 	unsigned n_workers;
 	bool force;              /* build even when the set equals prev's */
+	/* A TLS context made from the service's files again (certwatch.c:
+	 * they changed), used instead of prev's; NULL = prev's / built. */
+	struct ssl_ctx_st *ssl_ctx;
 	bool set_unavailable;    /* replace prev's message by `unavailable` */
 	const char *unavailable; /* with set_unavailable */
 };
@@ -410,6 +423,13 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	bool any_attr = false, changed = diff.added || diff.removed;
 	for (size_t i = 0; i < n; i++) {
 		struct mtd_endpoint *ep;
+		/* Another identity presented (issue 17) is another endpoint: its
+		 * pools connect expecting the identity they were made for. */
+		const char *id = eps[i].identity && eps[i].identity[0] ? eps[i].identity : NULL;
+		if (map[i] != SIZE_MAX && !same_file(prev->eps[map[i]]->identity, id)) {
+			map[i] = SIZE_MAX;
+			changed = true;
+		}
 		if (map[i] != SIZE_MAX) {
 			ep = prev->eps[map[i]];
 			mtd_ref_get(&ep->ref);
@@ -513,7 +533,9 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			goto fail;
 		}
 	}
-	if (prev && prev->cfg == cfg && prev->ssl_ctx) {
+	if (b->ssl_ctx) {
+		s->ssl_ctx = mtd_tls_ctx_ref(b->ssl_ctx);
+	} else if (prev && prev->cfg == cfg && prev->ssl_ctx) {
 		s->ssl_ctx = mtd_tls_ctx_ref(prev->ssl_ctx);
 	} else if (cfg->tls) {
 		char why[256];
@@ -678,7 +700,9 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 		mtd_ref_get(&services[i]->ref);
 		rt->services[i] = services[i];
 	}
-	rt->routes = mtd_route_table_new(names, cfg->n_services);
+	/* Only the user's services are routes: an inbound app is reached
+	 * from its own listener, never by a :path (mtd_cfg.n_routed). */
+	rt->routes = mtd_route_table_new(names, cfg->n_routed);
 	if (!rt->routes)
 		goto fail;
 	free(names);
@@ -840,6 +864,54 @@ struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool
 	return rt;
 }
 
+struct mtd_runtime *mtd_runtime_with_ctx(struct mtd_control *ctl, const struct ssl_ctx_st *old, struct ssl_ctx_st *ctx,
+                                         char *err, size_t errlen)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	size_t n = cur->cfg->n_services, k = 0;
+	struct mtd_rt_service **svcs = calloc(n ? n : 1, sizeof(*svcs));
+	struct mtd_rt_service **made = calloc(n ? n : 1, sizeof(*made));
+	struct mtd_runtime *rt = NULL;
+	if (!svcs || !made) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	memcpy(svcs, cur->services, n * sizeof(*svcs));
+	for (size_t si = 0; si < n; si++) {
+		struct mtd_rt_service *prev = cur->services[si];
+		if (!old || prev->ssl_ctx != old)
+			continue;
+		struct mtd_disc_endpoint *set = current_set(prev);
+		if (!set) {
+			snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
+			goto out;
+		}
+		bool same;
+		struct build b = {.box = cur->cfgbox,
+		                  .cfg = prev->cfg,
+		                  .prev = prev,
+		                  .eps = set,
+		                  .n = prev->n_eps,
+		                  .n_workers = ctl->n_workers,
+		                  .force = true,
+		                  .ssl_ctx = ctx};
+		struct mtd_rt_service *s = service_build(&b, &same, err, errlen);
+		free(set);
+		if (!s)
+			goto out;
+		made[k++] = svcs[si] = s;
+	}
+	rt = runtime_assemble(ctl, cur->cfgbox, svcs);
+	if (!rt)
+		snprintf(err, errlen, "out of memory");
+out:
+	for (size_t i = 0; i < k; i++)
+		mtd_rt_service_unref(made[i]); /* the runtime holds its own */
+	free(made);
+	free(svcs);
+	return rt;
+}
+
 bool mtd_runtime_warms_up(const struct mtd_cfg_service *c)
 {
 	if (c->lb.warmup.duration_ms > 0)
@@ -978,6 +1050,7 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 		const struct mtd_endpoint *ep = prev->eps[i];
 		const struct mtd_rt_epattr *a = prev->attrs ? &prev->attrs[i] : NULL;
 		set[i] = (struct mtd_disc_endpoint){.key = ep->key,
+		                                    .identity = ep->identity,
 		                                    .address = ep->addr.text,
 		                                    .sa = ep->addr.sa,
 		                                    .salen = ep->addr.salen,

@@ -13,6 +13,7 @@ struct mtd_cfg;
 struct mtd_cfg_service;
 struct mtd_control;
 struct mtd_disc_endpoint;
+struct ssl_ctx_st;
 
 /* Build the first runtime for cfg (takes ownership of cfg, also on
  * failure), for a process of n_workers workers. Errors (e.g. an unreadable
@@ -43,6 +44,12 @@ struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t s
  * memory. Not published. Control thread. */
 struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason,
                                         char *err, size_t errlen);
+/* A new runtime: the current one with every service whose TLS context is
+ * `old` rebuilt over its current set with `ctx` (a context made again
+ * from the same files: certwatch.c), a reference of its own taken. NULL +
+ * err when out of memory. Not published. Control thread. */
+struct mtd_runtime *mtd_runtime_with_ctx(struct mtd_control *ctl, const struct ssl_ctx_st *old, struct ssl_ctx_st *ctx,
+                                         char *err, size_t errlen);
 /* The service, or one of its methods, has a warmup window. */
 bool mtd_runtime_warms_up(const struct mtd_cfg_service *c);
 /* The control loop whose mailboxes take the objects whose last reference

@@ -16,6 +16,7 @@ struct mtd_call;
 struct mtd_attempt;
 struct mtd_pool;
 struct mtd_up_stream;
+struct mtd_in_peer;
 struct mtd_xprt_ops;
 struct ssl_st;
 
@@ -146,6 +147,9 @@ struct mtd_conn {
 	LIST_HEAD(, mtd_up_stream) streams; /* upstream: streams open here (io/stream-t.h) */
 	uint32_t n_streams;               /* streams open (length of that list) */
 	int64_t last_active_ns;           /* last stream end or start, for idle */
+	/* An inbound peer's connection (inbound.c: listener, identity,
+	 * x-forwarded-client-cert), owned; NULL for the app's and upstream. */
+	struct mtd_in_peer *in;
 	/* upstream only */
 	struct mtd_pool *pool;
 	uint32_t max_streams; /* min(peer SETTINGS, config cap) */

@@ -17,6 +17,7 @@
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
+#include "sidecar/io/inbound.h"
 #include "sidecar/turn.h"
 
 static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
@@ -55,6 +56,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 		return 0;
 	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0; /* request trailers: gRPC has none; not forwarded */
+	if (c->in && mtd_inbound_header_dropped(name, namelen))
+		return 0; /* an inbound peer's own x-forwarded-client-cert */
 	/* HARDENING.md: nghttp2 1.52 does not enforce our advertised
 	 * SETTINGS_MAX_HEADER_LIST_SIZE; RFC 9113 §6.5.2 counts name + value + 32. */
 	if (mtd_headers_size(&call->req_hdrs) + namelen + valuelen + 32 >
@@ -278,7 +281,11 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 			if (c->glitches > 0)
 				c->glitches--;
 			call->req_eof = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
-			mtd_call_start(call);
+			/* An inbound peer's call is authorized first (inbound.c). */
+			if (c->in)
+				mtd_inbound_call_start(call);
+			else
+				mtd_call_start(call);
 		} else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
 			mtd_call_on_req_end(call);
 		}
@@ -485,20 +492,20 @@ void mtd_down_teardown(struct mtd_worker *w)
 
 static void down_on_close(struct mtd_conn *c);
 
-static const struct mtd_conn_ops down_ops = {
+const struct mtd_conn_ops mtd_down_ops = {
         .role = "client",
         .prescan = down_prescan,
         .after_recv = down_after_recv,
         .on_close = down_on_close,
 };
 
-int mtd_down_accept(struct mtd_worker *w, int fd)
+struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd)
 {
 	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
 	struct mtd_conn *c = calloc(1, sizeof(*c));
 	if (!c)
-		return -ENOMEM;
-	c->ops = &down_ops;
+		return NULL;
+	c->ops = &mtd_down_ops;
 	c->state = MTD_CONN_READY;
 	c->w = w;
 	c->fd = fd;
@@ -524,7 +531,7 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	if (mtd_conn_timer_init(c) < 0 ||
 	    nghttp2_session_server_new3(&c->ng, w->down_cbs, c, w->down_opt, &w->ng_mem) != 0) {
 		free(c);
-		return -ENOMEM;
+		return NULL;
 	}
 	nghttp2_settings_entry iv[] = {
 	        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, d->max_concurrent_streams},
@@ -535,8 +542,20 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	};
 	/* The connection window bounds what all of a client's calls may have
 	 * buffered here at once. */
-	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0 ||
-	    mtd_conn_start_io(c) < 0) {
+	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0) {
+		nghttp2_session_del(c->ng);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+int mtd_down_accept(struct mtd_worker *w, int fd)
+{
+	struct mtd_conn *c = mtd_down_conn_new(w, fd);
+	if (!c)
+		return -ENOMEM;
+	if (mtd_conn_start_io(c) < 0) {
 		nghttp2_session_del(c->ng);
 		free(c);
 		return -ENOMEM;
@@ -544,6 +563,25 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	LIST_INSERT_HEAD(&w->downs, c, link);
 	w->n_downs++;
 	MTD_DEBUG("client %s: connected (worker %u)", c->peer, w->id);
+	mtd_conn_want_flush(c);
+	return 0;
+}
+
+int mtd_down_begin(struct mtd_conn *c)
+{
+	struct mtd_worker *w = c->w;
+	LIST_INSERT_HEAD(&w->downs, c, link);
+	w->n_downs++;
+	/* The preface deadline runs from here: what came before (a TLS
+	 * handshake) had its own. */
+	c->accepted_ns = c->last_active_ns = c->last_read_ns = mtd_now_ns();
+	c->state = MTD_CONN_READY;
+	if (mtd_conn_start_io(c) < 0) {
+		MTD_WARN("%s %s: cannot wait for its socket (event_add failed): closing", c->ops->role, c->peer);
+		mtd_conn_close(c);
+		return -EIO;
+	}
+	MTD_DEBUG("%s %s: connected (worker %u)", c->ops->role, c->peer, w->id);
 	mtd_conn_want_flush(c);
 	return 0;
 }

@@ -11,6 +11,17 @@ struct mtd_call;
 int mtd_down_setup(struct mtd_worker *w);
 void mtd_down_teardown(struct mtd_worker *w);
 int mtd_down_accept(struct mtd_worker *w, int fd);
+/* The kind's ops (inbound.c wraps them for its peers' connections). */
+extern const struct mtd_conn_ops mtd_down_ops;
+/* A client connection on fd: its session made and SETTINGS queued, but
+ * not reading yet nor on the worker's list (mtd_down_begin does both),
+ * for a kind that runs a TLS handshake first (inbound.c). NULL when out of
+ * memory (fd left to the caller). */
+struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd);
+/* Such a connection, its transport up: on the worker's list (drain, the
+ * deadlines of housekeeping, the preface one from now), READY, reading.
+ * 0, or -EIO with c closed (libevent refused its events). */
+int mtd_down_begin(struct mtd_conn *c);
 /* Tell the client to go away (SIGTERM drain, idle): GOAWAY, finish
  * streams; closed at once when the GOAWAY cannot be queued. */
 void mtd_down_shutdown(struct mtd_conn *c);

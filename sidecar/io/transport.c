@@ -15,19 +15,46 @@
 #include <arpa/inet.h>
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "authz/authz.h"
 #include "core/log.h"
+#include "sidecar/control/runtime-t.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/transport.h"
 
 static int conn_ex_index = -1;
 
+/* What a client context checks of the server beyond its chain (issue 17,
+ * secure naming), kept on the context (ctx_ex_index) and freed with it. */
+struct client_naming {
+	char *identity;     /* the URI SAN the server must carry, or NULL */
+	bool from_registry; /* ... the endpoint's own (its registry record's) */
+	bool check_name;    /* the host name / IP check too (no identity, or server_name set) */
+};
+static int ctx_ex_index = -1;
+/* A kept session's context (new_session_cb): a session is offered again
+ * only to the context it was made with, so that a context made from
+ * rotated files (certwatch.c) authenticates afresh. */
+static int sess_ex_index = -1;
+
+static void naming_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	struct client_naming *n = ptr;
+	if (n) {
+		free(n->identity);
+		free(n);
+	}
+}
+
 int mtd_tls_global_init(void)
 {
 	conn_ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-	return conn_ex_index < 0 ? -ENOMEM : 0;
+	ctx_ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, naming_free);
+	sess_ex_index = SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	return conn_ex_index < 0 || ctx_ex_index < 0 || sess_ex_index < 0 ? -ENOMEM : 0;
 }
 
 static void last_error(char *err, size_t errlen, const char *what)
@@ -57,6 +84,7 @@ static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
 		ERR_clear_error();
 		return 0;
 	}
+	SSL_SESSION_set_ex_data(copy, sess_ex_index, SSL_get_SSL_CTX(ssl));
 	if (c->pool->tls_session)
 		SSL_SESSION_free(c->pool->tls_session);
 	c->pool->tls_session = copy;
@@ -103,10 +131,321 @@ struct ssl_ctx_st *mtd_tls_client_ctx_new(const struct mtd_cfg_tls *tls, char *e
 	}
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
 	SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
+	if (tls->server_identity || tls->server_identity_registry) {
+		struct client_naming *n = calloc(1, sizeof(*n));
+		if (!n || (tls->server_identity && !(n->identity = strdup(tls->server_identity)))) {
+			free(n);
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+		n->from_registry = tls->server_identity_registry;
+		n->check_name = tls->server_name != NULL;
+		if (SSL_CTX_set_ex_data(ctx, ctx_ex_index, n) != 1) {
+			naming_free(NULL, n, NULL, 0, 0, NULL);
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+	}
 	return ctx;
 fail:
 	SSL_CTX_free(ctx);
 	return NULL;
+}
+
+/* ---- identities (issue 17) ---------------------------------------------- */
+
+/* cert's identity: its first URI SAN, else its first DNS SAN, into id
+ * ("" when it has neither); *is_uri says which. -ENAMETOOLONG when it
+ * does not fit. */
+static int cert_identity(X509 *cert, char *id, size_t idlen, bool *is_uri)
+{
+	GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+	const ASN1_IA5STRING *uri = NULL, *dns = NULL;
+	int rc = 0;
+	id[0] = '\0';
+	*is_uri = false;
+	for (int i = 0; names && i < sk_GENERAL_NAME_num(names); i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+		if (g->type == GEN_URI && !uri)
+			uri = g->d.uniformResourceIdentifier;
+		else if (g->type == GEN_DNS && !dns)
+			dns = g->d.dNSName;
+	}
+	const ASN1_IA5STRING *pick = uri ? uri : dns;
+	if (pick) {
+		int n = ASN1_STRING_length(pick);
+		const unsigned char *p = ASN1_STRING_get0_data(pick);
+		if (n < 0 || (size_t)n >= idlen || memchr(p, '\0', (size_t)n)) {
+			rc = -ENAMETOOLONG;
+		} else {
+			memcpy(id, p, (size_t)n);
+			id[n] = '\0';
+			*is_uri = pick == uri;
+		}
+	}
+	GENERAL_NAMES_free(names);
+	ERR_clear_error();
+	return rc;
+}
+
+/* Whether cert carries `want` among its URI SANs. */
+static bool has_uri_san(X509 *cert, const char *want)
+{
+	GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+	size_t wn = strlen(want);
+	bool found = false;
+	for (int i = 0; names && !found && i < sk_GENERAL_NAME_num(names); i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+		if (g->type != GEN_URI)
+			continue;
+		const ASN1_IA5STRING *u = g->d.uniformResourceIdentifier;
+		found = (size_t)ASN1_STRING_length(u) == wn && memcmp(ASN1_STRING_get0_data(u), want, wn) == 0;
+	}
+	GENERAL_NAMES_free(names);
+	ERR_clear_error();
+	return found;
+}
+
+int mtd_tls_peer_identity(const struct mtd_conn *c, char *id, size_t idlen, bool *is_uri, char hash[65])
+{
+	X509 *cert = c->ssl ? SSL_get0_peer_certificate(c->ssl) : NULL;
+	id[0] = '\0';
+	hash[0] = '\0';
+	*is_uri = false;
+	if (!cert)
+		return -ENOENT;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	if (X509_digest(cert, EVP_sha256(), md, &mdlen) != 1 || mdlen != 32) {
+		ERR_clear_error();
+		return -ENOMEM;
+	}
+	mtd_xfcc_hex(md, hash);
+	return cert_identity(cert, id, idlen, is_uri);
+}
+
+int mtd_tls_ctx_identity(struct ssl_ctx_st *ctx, char *id, size_t idlen)
+{
+	X509 *cert = SSL_CTX_get0_certificate(ctx);
+	bool is_uri;
+	id[0] = '\0';
+	return cert ? cert_identity(cert, id, idlen, &is_uri) : -ENOENT;
+}
+
+int mtd_tls_file_identity(const char *cert_file, char *id, size_t idlen)
+{
+	FILE *f = fopen(cert_file, "re");
+	id[0] = '\0';
+	if (!f)
+		return -errno;
+	X509 *cert = PEM_read_X509(f, NULL, NULL, NULL);
+	fclose(f);
+	if (!cert) {
+		ERR_clear_error();
+		return -EINVAL;
+	}
+	bool is_uri;
+	int rc = cert_identity(cert, id, idlen, &is_uri);
+	X509_free(cert);
+	return rc;
+}
+
+/* Secure naming, once the client handshake is done: the server's
+ * certificate carries the URI SAN expected (the context's, or the
+ * endpoint's registry record's). 0, or -EPROTO with both identities in
+ * err. */
+static int check_server_identity(struct mtd_conn *c, char *err, size_t errlen)
+{
+	const struct client_naming *n = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(c->ssl), ctx_ex_index);
+	if (!n)
+		return 0;
+	const char *want = n->identity;
+	if (n->from_registry)
+		want = c->pool && c->pool->ep ? c->pool->ep->identity : NULL;
+	if (!want) {
+		/* Refused when the record was read (runtime.c); never connected. */
+		snprintf(err, errlen, "TLS server identity: the endpoint's registry record names none");
+		return -EPROTO;
+	}
+	X509 *cert = SSL_get0_peer_certificate(c->ssl);
+	if (cert && has_uri_san(cert, want))
+		return 0;
+	char got[256] = "";
+	bool is_uri = false;
+	if (cert)
+		cert_identity(cert, got, sizeof(got), &is_uri);
+	snprintf(err, errlen, "TLS server identity mismatch: expected %s, presented %s", want,
+	         !cert ? "no certificate" : got[0] && is_uri ? got : "no URI SAN");
+	return -EPROTO;
+}
+
+/* ---- inbound (server) contexts --------------------------------------------- */
+
+/* RFC 9113 §3.2: h2 is negotiated with ALPN, and only h2 is spoken here:
+ * a client that offers ALPN without h2 gets no_application_protocol
+ * (RFC 7301 §3.2); one that offers no ALPN is refused after the
+ * handshake (mtd_tls_server_handshake). */
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                       unsigned int inlen, void *arg)
+{
+	static const unsigned char h2[] = {2, 'h', '2'};
+	unsigned char *sel = NULL;
+	if (SSL_select_next_proto(&sel, outlen, h2, sizeof(h2), in, inlen) == OPENSSL_NPN_NEGOTIATED) {
+		*out = sel;
+		return SSL_TLSEXT_ERR_OK;
+	}
+	return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+struct ssl_ctx_st *mtd_tls_server_ctx_new(const char *cert_file, const char *key_file, const char *client_ca_file,
+                                          char *err, size_t errlen)
+{
+	static const unsigned char sid_ctx[] = "maitred-inbound";
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (!ctx) {
+		last_error(err, errlen, "SSL_CTX_new");
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION); /* RFC 9113 §9.2 */
+	/* RFC 9113 §9.2.1: no renegotiation; the server prefers its ciphers. */
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+	                              SSL_MODE_RELEASE_BUFFERS);
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
+		last_error(err, errlen, cert_file);
+		goto fail;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+		last_error(err, errlen, key_file);
+		goto fail;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		last_error(err, errlen, "certificate and key do not match");
+		goto fail;
+	}
+	if (client_ca_file) {
+		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(client_ca_file);
+		if (!names || SSL_CTX_load_verify_locations(ctx, client_ca_file, NULL) != 1) {
+			sk_X509_NAME_pop_free(names, X509_NAME_free);
+			last_error(err, errlen, client_ca_file);
+			goto fail;
+		}
+		SSL_CTX_set_client_CA_list(ctx, names); /* owns names */
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	} else {
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+	}
+	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+	/* Resumption by tickets only (stateless, RFC 8446 §4.6.1 / RFC 5077),
+	 * valid on every worker (one context, one ticket key): no server-side
+	 * session cache to grow. The session id context binds a resumed
+	 * session to this listener's client verification (SSL_CTX_set_verify:
+	 * required once a certificate is asked for). */
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	if (SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1) != 1) {
+		last_error(err, errlen, "session id context");
+		goto fail;
+	}
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+int mtd_tls_server_start(struct mtd_conn *c, struct ssl_ctx_st *ctx)
+{
+	SSL *ssl = SSL_new(ctx);
+	if (!ssl) {
+		ERR_clear_error();
+		return -ENOMEM;
+	}
+	SSL_set_ex_data(ssl, conn_ex_index, c);
+	if (SSL_set_fd(ssl, c->fd) != 1) {
+		SSL_free(ssl);
+		ERR_clear_error();
+		return -ENOMEM;
+	}
+	SSL_set_read_ahead(ssl, 1); /* as a client's (mtd_tls_client_start) */
+	SSL_set_accept_state(ssl);
+	c->ssl = ssl;
+	c->tls_up = c->tls_drained = false;
+	c->xprt = &mtd_xprt_tls;
+	return 0;
+}
+
+int mtd_tls_server_handshake(struct mtd_conn *c, char *err, size_t errlen, enum mtd_tls_refusal *why)
+{
+	int rc = SSL_do_handshake(c->ssl);
+	*why = MTD_TLS_REFUSED_OTHER;
+	if (rc == 1) {
+		const unsigned char *proto = NULL;
+		unsigned int len = 0;
+		SSL_get0_alpn_selected(c->ssl, &proto, &len);
+		if (len != 2 || memcmp(proto, "h2", 2) != 0) {
+			*why = MTD_TLS_REFUSED_ALPN;
+			snprintf(err, errlen, "TLS client did not offer ALPN h2");
+			return -EPROTO;
+		}
+		c->tls_up = true;
+		MTD_DEBUG("peer %s: %s, %s", c->peer, SSL_get_version(c->ssl),
+		          SSL_session_reused(c->ssl) ? "session resumed" : "full handshake");
+		return 0;
+	}
+	int e = SSL_get_error(c->ssl, rc);
+	if (e == SSL_ERROR_WANT_READ)
+		return MTD_IO_WANT_READ;
+	if (e == SSL_ERROR_WANT_WRITE)
+		return MTD_IO_WANT_WRITE;
+	unsigned long code = ERR_peek_error();
+	int reason = ERR_GET_REASON(code);
+	long v = SSL_get_verify_result(c->ssl);
+	if (v != X509_V_OK) {
+		*why = MTD_TLS_REFUSED_BAD_CERT;
+		snprintf(err, errlen, "client certificate refused: %s", X509_verify_cert_error_string(v));
+	} else if (reason == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
+		*why = MTD_TLS_REFUSED_NO_CERT;
+		snprintf(err, errlen, "client presented no certificate");
+	} else if (reason == SSL_R_NO_APPLICATION_PROTOCOL) {
+		*why = MTD_TLS_REFUSED_ALPN;
+		snprintf(err, errlen, "TLS client did not offer ALPN h2");
+	} else if (reason == SSL_R_UNSUPPORTED_PROTOCOL || reason == SSL_R_WRONG_VERSION_NUMBER ||
+	           reason == SSL_R_NO_SHARED_CIPHER || reason == SSL_R_VERSION_TOO_LOW) {
+		*why = MTD_TLS_REFUSED_PROTOCOL;
+		last_error(err, errlen, "TLS handshake failed");
+	} else if (code == 0) {
+		snprintf(err, errlen, "connection closed during the TLS handshake");
+	} else {
+		last_error(err, errlen, "TLS handshake failed");
+	}
+	ERR_clear_error();
+	return -EPROTO;
+}
+
+bool mtd_tls_resumed(const struct mtd_conn *c)
+{
+	return c->ssl && SSL_session_reused(c->ssl) == 1;
+}
+
+const char *mtd_tls_refusal_name(enum mtd_tls_refusal r)
+{
+	switch (r) {
+	case MTD_TLS_REFUSED_NOT_TLS:
+		return "not_tls";
+	case MTD_TLS_REFUSED_NO_CERT:
+		return "no_certificate";
+	case MTD_TLS_REFUSED_BAD_CERT:
+		return "bad_certificate";
+	case MTD_TLS_REFUSED_ALPN:
+		return "alpn";
+	case MTD_TLS_REFUSED_PROTOCOL:
+		return "protocol";
+	case MTD_TLS_REFUSED_TIMEOUT:
+		return "timeout";
+	case MTD_TLS_REFUSED_OTHER:
+	case MTD_TLS_REFUSED_N:
+		break;
+	}
+	return "other";
 }
 
 struct ssl_ctx_st *mtd_tls_ctx_ref(struct ssl_ctx_st *ctx)
@@ -137,6 +476,21 @@ static int set_peer_name(SSL *ssl, const char *server_name)
 	return 0;
 }
 
+/* With a server identity and no server_name, the identity is the name
+ * checked (check_server_identity): a mesh peer's certificate names its
+ * workload, not the address it was reached at. SNI still goes out for a
+ * host name. 0 or -ENOMEM. */
+static int set_peer_name_or_identity(SSL *ssl, SSL_CTX *ctx, const char *server_name)
+{
+	const struct client_naming *n = SSL_CTX_get_ex_data(ctx, ctx_ex_index);
+	unsigned char ip[16];
+	if (!n || n->check_name)
+		return set_peer_name(ssl, server_name);
+	if (inet_pton(AF_INET, server_name, ip) == 1 || inet_pton(AF_INET6, server_name, ip) == 1)
+		return 0; /* RFC 6066 §3: no SNI for an IP literal */
+	return SSL_set_tlsext_host_name(ssl, server_name) == 1 ? 0 : -ENOMEM;
+}
+
 int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char *server_name,
                          struct ssl_session_st *resume)
 {
@@ -146,9 +500,9 @@ int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char 
 		return -ENOMEM;
 	}
 	SSL_set_ex_data(ssl, conn_ex_index, c);
-	if (SSL_set_fd(ssl, c->fd) != 1 || set_peer_name(ssl, server_name) != 0)
+	if (SSL_set_fd(ssl, c->fd) != 1 || set_peer_name_or_identity(ssl, ctx, server_name) != 0)
 		goto fail;
-	if (resume)
+	if (resume && SSL_SESSION_get_ex_data(resume, sess_ex_index) == ctx)
 		SSL_set_session(ssl, resume);
 	/* Read ahead: one read(2) takes every record the socket holds (up to
 	 * the record buffer) instead of two per record (header, then body).
@@ -200,6 +554,8 @@ static int tls_handshake(struct mtd_conn *c, char *err, size_t errlen)
 			snprintf(err, errlen, "TLS peer did not negotiate ALPN h2");
 			return -EPROTO;
 		}
+		if (check_server_identity(c, err, errlen) < 0)
+			return -EPROTO;
 		c->tls_up = true;
 		MTD_DEBUG("upstream %s: %s, %s", c->peer, SSL_get_version(c->ssl),
 		          SSL_session_reused(c->ssl) ? "session resumed" : "full handshake");

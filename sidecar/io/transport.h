@@ -86,8 +86,8 @@ bool mtd_xprt_pending(const struct mtd_conn *c);
 
 /* TLS client context for a service's upstreams: TLS 1.2 or later, ALPN h2,
  * verification against ca_file, optional client certificate, no
- * renegotiation (RFC 9113 §9.2.1), session tickets kept per pool. NULL +
- * err on failure. One per set of TLS files (runtime.c shares it between
+ * renegotiation (RFC 9113 §9.2.1), session tickets kept per pool, the
+ * server identity check (below) when tls sets one. NULL + err on failure. One per set of TLS files (runtime.c shares it between
  * services), used by every worker (SSL_new on a shared SSL_CTX is
  * thread-safe). */
 struct ssl_ctx_st *mtd_tls_client_ctx_new(const struct mtd_cfg_tls *tls, char *err, size_t errlen);
@@ -101,6 +101,54 @@ void mtd_tls_ctx_free(struct ssl_ctx_st *ctx);
 int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char *server_name,
                          struct ssl_session_st *resume);
 void mtd_tls_session_free(struct ssl_session_st *s);
+/* ---- identities and inbound listeners (issue 17, mesh mode) ------------ */
+
+/* Why an inbound handshake was refused (counted per listener). */
+enum mtd_tls_refusal {
+	MTD_TLS_REFUSED_NOT_TLS,   /* the first byte is no TLS record (plain h2c on the TLS port) */
+	MTD_TLS_REFUSED_NO_CERT,   /* client_ca_file set, no client certificate */
+	MTD_TLS_REFUSED_BAD_CERT,  /* a certificate that does not verify (another CA, expired...) */
+	MTD_TLS_REFUSED_ALPN,      /* h2 not offered */
+	MTD_TLS_REFUSED_PROTOCOL,  /* no common version or cipher */
+	MTD_TLS_REFUSED_TIMEOUT,   /* not done within downstream.preface_timeout */
+	MTD_TLS_REFUSED_OTHER,     /* the peer went away, or refused our certificate */
+	MTD_TLS_REFUSED_N
+};
+/* "not_tls", "no_certificate", ...: the metric's reason label. */
+const char *mtd_tls_refusal_name(enum mtd_tls_refusal r);
+
+/* A server context for an inbound listener: TLS 1.2 or later, ALPN h2
+ * only, the certificate chain and key (which must match), and with
+ * client_ca_file a client certificate required that chains to it; session
+ * tickets for resumption (valid on every worker), no renegotiation. NULL +
+ * err. Shared by every worker (SSL_new on it is thread-safe); dropped with
+ * mtd_tls_ctx_free(). */
+struct ssl_ctx_st *mtd_tls_server_ctx_new(const char *cert_file, const char *key_file, const char *client_ca_file,
+                                          char *err, size_t errlen);
+/* Start a server handshake on c->fd and switch c to mtd_xprt_tls. 0 or
+ * -ENOMEM. */
+int mtd_tls_server_start(struct mtd_conn *c, struct ssl_ctx_st *ctx);
+/* Drive it: 0 done (ALPN h2 agreed), a WANT result, or -EPROTO with the
+ * reason in err and its kind in *why. */
+int mtd_tls_server_handshake(struct mtd_conn *c, char *err, size_t errlen, enum mtd_tls_refusal *why);
+/* The handshake resumed a session (a ticket): no full handshake. */
+bool mtd_tls_resumed(const struct mtd_conn *c);
+/* After a handshake: the peer certificate's identity (its first URI SAN,
+ * else its first DNS SAN; "" with neither) into id, *is_uri, and the
+ * sha256 hex of its DER into hash. 0, -ENOENT (no certificate: id and
+ * hash ""), -ENAMETOOLONG (a SAN longer than idlen: id "") or -ENOMEM. */
+int mtd_tls_peer_identity(const struct mtd_conn *c, char *id, size_t idlen, bool *is_uri, char hash[65]);
+/* The same identity of ctx's own certificate / of the first certificate
+ * of a PEM file (what a registration advertises). 0 or -errno (id ""). */
+int mtd_tls_ctx_identity(struct ssl_ctx_st *ctx, char *id, size_t idlen);
+int mtd_tls_file_identity(const char *cert_file, char *id, size_t idlen);
+/* Client side, secure naming: a context made from a tls with
+ * server_identity checks, once the handshake is done, that the server's
+ * certificate carries that URI SAN (FROM_REGISTRY: the one its endpoint's
+ * record names, c->pool->ep->identity), else mtd_tls_handshake fails
+ * -EPROTO with "TLS server identity mismatch: expected X, presented Y".
+ * Without server_name, that replaces the host name check. */
+
 /* A client SSL for a control-thread connection (gclient.c: etcd over TLS):
  * the same SNI and certificate check as an upstream's. NULL on out of
  * memory. */

@@ -18,6 +18,8 @@
 #include "lb/lb-impl.h" /* warm span: the effective weight the pickers use */
 #include "route/route.h"
 #include "sidecar/ops/history.h"
+#include "authz/authz.h"
+#include "sidecar/ops/mesh.h"
 #include "sidecar/ops/metrics.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
@@ -316,9 +318,37 @@ static size_t text_safe(char *out, size_t cap, const char *s, size_t n)
 	return k;
 }
 
+/* An inbound peer's call (mesh mode): its listener, the caller's identity
+ * (from maitred's own x-forwarded-client-cert, which the call carries from
+ * its first header on: io/inbound.c) and what authorization decided. */
+struct access_in {
+	const char *listener; /* NULL: not an inbound call */
+	const char *id;
+	size_t id_len;
+	const char *verdict;
+};
+
+static struct access_in access_inbound(const struct mtd_call *call)
+{
+	struct access_in a = {0};
+	const struct mtd_cfg *cfg = call->w->rt->cfg;
+	if (!call->inbound)
+		return a;
+	a.listener = call->inbound <= cfg->n_inbound ? cfg->inbound[call->inbound - 1].listen.text : "-";
+	a.verdict = mtd_mesh_verdict_name((enum mtd_in_verdict)call->verdict);
+	nghttp2_nv buf;
+	const nghttp2_nv *x = mtd_headers_find(&call->req_hdrs, MTD_XFCC_HEADER, &buf);
+	if (!x || !mtd_xfcc_identity((const char *)x->value, x->valuelen, &a.id, &a.id_len)) {
+		a.id = "";
+		a.id_len = 0;
+	}
+	return a;
+}
+
 static void access_line(const struct mtd_call *call, const char *path, size_t svc_len, size_t path_len, int code,
                         int64_t dur_ns)
 {
+	struct access_in in = access_inbound(call);
 	char ts[40];
 	mtd_log_timestamp(ts, sizeof(ts));
 	const char *svc = path + 1, *method = path + 2 + svc_len;
@@ -362,6 +392,14 @@ static void access_line(const struct mtd_call *call, const char *path, size_t sv
 		mtd_json_u64(&j, call->bytes_in);
 		mtd_json_key(&j, "bytes_out");
 		mtd_json_u64(&j, call->bytes_out);
+		if (in.listener) {
+			mtd_json_key(&j, "inbound");
+			mtd_json_str(&j, in.listener);
+			mtd_json_key(&j, "identity");
+			mtd_json_strn(&j, in.id, in.id_len > 256 ? 256 : in.id_len);
+			mtd_json_key(&j, "authz");
+			mtd_json_str(&j, in.verdict);
+		}
 		mtd_json_obj_end(&j);
 		mtd_abuf_add(&b, "\n", 1);
 		if (!b.oom && write(fd, b.p, b.len) < 0) {
@@ -369,14 +407,19 @@ static void access_line(const struct mtd_call *call, const char *path, size_t sv
 		}
 		return;
 	}
-	char s[260], m[260];
+	char s[260], m[260], id[260] = "", tail[600] = "";
 	text_safe(s, sizeof(s), svc, svc_len);
 	text_safe(m, sizeof(m), method, mlen);
+	if (in.listener) {
+		text_safe(id, sizeof(id), in.id, in.id_len);
+		snprintf(tail, sizeof(tail), " inbound=%s identity=%s authz=%s", in.listener, id[0] ? id : "-",
+		         in.verdict);
+	}
 	n = snprintf(line, sizeof(line),
 	             "%s access service=%s method=%s endpoint=%s attempts=%u grpc_status=%s duration_s=%.6f "
-	             "bytes_in=%" PRIu64 " bytes_out=%" PRIu64 "\n",
+	             "bytes_in=%" PRIu64 " bytes_out=%" PRIu64 "%s\n",
 	             ts, s[0] ? s : "-", m[0] ? m : "-", ep, attempts, mtd_grpc_status_name(code), (double)dur_ns / 1e9,
-	             call->bytes_in, call->bytes_out);
+	             call->bytes_in, call->bytes_out, tail);
 	if (n > 0) {
 		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
 		line[len - 1] = '\n';
@@ -1179,5 +1222,6 @@ void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const 
 	render_endpoints(b, rt);
 	render_split(b, rt);
 	render_discovery(b, rt);
+	mtd_mesh_render(b, rt->cfg);
 	render_process(b, proc);
 }

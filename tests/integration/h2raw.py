@@ -95,8 +95,12 @@ class RawGoaway:
 
 
 class H2Client:
-    def __init__(self, port, host="127.0.0.1"):
+    def __init__(self, port, host="127.0.0.1", tls=None, server_hostname=None):
+        """h2c, or with `tls` (an ssl.SSLContext offering ALPN h2) over TLS:
+        the same frames on an inbound listener (test_inbound)."""
         self.sock = socket.create_connection((host, port), timeout=5)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname=server_hostname or host)
         self.sock.settimeout(0.2)
         cfg = h2.config.H2Configuration(client_side=True, header_encoding=None,
                                         validate_inbound_headers=False)

@@ -775,6 +775,10 @@ class Logs(AdminBase):
                 return f.read().splitlines()
         for _ in range(2):
             stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        # A call's line is written when the call is freed, at the end of
+        # the turn that sent its answer: the client may read the answer
+        # first (seen on a loaded machine).
+        wait_until(lambda: len(lines(acc1)) >= 2, CALL_LIMIT, "two lines in the access log")
         self.assertEqual(len(lines(acc1)), 2)
         self.assertNotIn("listening on", m.proc.output())  # info, under WARN
         reload_to({"level": "INFO", "format": "JSON", "access": {"path": acc2}})

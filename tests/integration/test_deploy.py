@@ -148,6 +148,16 @@ class Kubernetes(CertsMixin, MaitredTest):
         self.assertIn("kill -TERM 1", cmd)
         self.assertIn("kill -0 1", cmd)
         self.assertGreater(pod["terminationGracePeriodSeconds"], int(cfg["drain_timeout"].rstrip("s")))
+        # Mesh mode: the inbound listener is a container port a Service
+        # targets; the app's own listener stays on loopback.
+        if cfg.get("inbound"):
+            in_port = int(cfg["inbound"][0]["listen"].rsplit(":", 1)[1])
+            self.assertIn(in_port, ports.values(), "the inbound port is no container port")
+            self.assertTrue(cfg["listen"].startswith("127.0.0.1:"), cfg["listen"])
+            services = [d for _, d in docs if d.get("kind") == "Service"]
+            targets = {p.get("targetPort") for sv in services for p in sv["spec"]["ports"]}
+            names = {n for n, v in ports.items() if v == in_port}
+            self.assertTrue(targets & (names | {in_port}), "no Service targets the inbound port")
         # Scraped by Prometheus.
         ann = tmpl["metadata"]["annotations"]
         self.assertEqual(ann["prometheus.io/scrape"], "true")

@@ -409,7 +409,7 @@ START_TEST(err_missing_endpoints)
 	             "    endpoints: []\n",
 	             "t.yaml:3:16: services[0].endpoints: a service needs exactly one endpoint source: "
 	             "endpoints | discovery.etcd | discovery.dns");
-	expect_error("listen: \"127.0.0.1:1\"\n", "t.yaml:1:1: services: at least one service is required");
+	expect_error("listen: \"127.0.0.1:1\"\n", "t.yaml:1:1: services: at least one service is required*");
 }
 END_TEST
 
@@ -485,6 +485,157 @@ START_TEST(err_endpoint_sources)
 	             "  - name: a.B\n"
 	             "    discovery: {dns: {name: a.example, port: 1, resolvers: [\"localhost:53\"]}}\n",
 	             "t.yaml:3:60: services[0].discovery.dns.resolvers[0]: \"localhost\" is not an IP address");
+}
+END_TEST
+
+/* Issue 17: inbound listeners (mesh mode). */
+#define FX "%s/tests/unit/config/fixtures/certs/"
+
+START_TEST(inbound_ok)
+{
+	char yaml[2048];
+	struct mtd_cfg *cfg;
+
+	/* No service at all: a maitred that only serves inbound calls. */
+	snprintf(yaml, sizeof(yaml),
+	         "inbound:\n"
+	         "  - listen: \"127.0.0.1:15443\"\n"
+	         "    app: \"127.0.0.1:50051\"\n"
+	         "    tls: {cert_file: " FX "client.pem, key_file: " FX "client.key, client_ca_file: " FX "ca.pem}\n"
+	         "    max_concurrent_calls: 8\n"
+	         "    authorization:\n"
+	         "      default: ALLOW_AUTHENTICATED\n"
+	         "      rules:\n"
+	         "        - principals: [\"spiffe://cluster.local/ns/shop/*\"]\n"
+	         "          methods: [\"/shop.Cart/*\", \"/shop.Pay/Charge\"]\n"
+	         "        - methods: [\"/grpc.health.v1.Health/Check\"]\n",
+	         srcdir(), srcdir(), srcdir());
+	cfg = load_ok(yaml);
+	ck_assert_uint_eq(cfg->n_routed, 0);
+	ck_assert_uint_eq(cfg->n_services, 1);
+	ck_assert_uint_eq(cfg->n_inbound, 1);
+	const struct mtd_cfg_inbound *in = &cfg->inbound[0];
+	ck_assert_str_eq(in->listen.text, "127.0.0.1:15443");
+	ck_assert_str_eq(in->app.text, "127.0.0.1:50051");
+	ck_assert_uint_eq(in->max_concurrent_calls, 8);
+	ck_assert_int_eq(in->authz.def, MTD_AUTHZ_ALLOW_AUTHENTICATED);
+	ck_assert_uint_eq(in->authz.n_rules, 2);
+	ck_assert_uint_eq(in->authz.rules[0].n_methods, 2);
+	ck_assert_uint_eq(in->authz.rules[1].n_principals, 0);
+	ck_assert_ptr_nonnull(in->client_ca_file);
+	const struct mtd_cfg_service *app = &cfg->services[in->service];
+	ck_assert_int_eq(app->inbound, 0);
+	ck_assert_str_eq(app->name, "inbound:127.0.0.1:15443");
+	ck_assert_uint_eq(app->n_endpoints, 1);
+	ck_assert_int_eq(app->fault.mode, MTD_FAULT_FAILFAST);
+	mtd_cfg_free(cfg);
+
+	/* Without a client CA, only ALLOW_ALL lets anyone in; unset is DENY. */
+	snprintf(yaml, sizeof(yaml),
+	         "services: [{name: a.B, endpoints: [{address: \"127.0.0.1:50052\"}],\n"
+	         "            tls: {ca_file: " FX "ca.pem, server_identity: \"spiffe://x/y\"}}]\n"
+	         "inbound:\n"
+	         "  - listen: \"0.0.0.0:15443\"\n"
+	         "    app: \"127.0.0.1:50051\"\n"
+	         "    tls: {cert_file: " FX "client.pem, key_file: " FX "client.key}\n"
+	         "  - listen: \"127.0.0.1:15444\"\n"
+	         "    app: \"127.0.0.1:50053\"\n"
+	         "    tls: {cert_file: " FX "client.pem, key_file: " FX "client.key}\n"
+	         "    authorization: {default: ALLOW_ALL}\n",
+	         srcdir(), srcdir(), srcdir(), srcdir(), srcdir());
+	cfg = load_ok(yaml);
+	ck_assert_uint_eq(cfg->n_routed, 1);
+	ck_assert_uint_eq(cfg->n_services, 3);
+	ck_assert_str_eq(cfg->services[0].tls->server_identity, "spiffe://x/y");
+	ck_assert(!cfg->services[0].tls->server_identity_registry);
+	ck_assert_int_eq(cfg->inbound[0].authz.def, MTD_AUTHZ_DENY);
+	ck_assert_ptr_null(cfg->inbound[0].client_ca_file);
+	ck_assert_int_eq(cfg->inbound[1].authz.def, MTD_AUTHZ_ALLOW_ALL);
+	ck_assert_uint_eq(cfg->inbound[1].service, 2);
+	ck_assert_int_eq(cfg->services[2].inbound, 1);
+	mtd_cfg_free(cfg);
+
+	/* A register entry on an inbound listener's port advertises it (the
+	 * wildcard listener: any host), and names its certificate. */
+	snprintf(yaml, sizeof(yaml),
+	         "inbound:\n"
+	         "  - listen: \"0.0.0.0:15443\"\n"
+	         "    app: \"127.0.0.1:50051\"\n"
+	         "    tls: {cert_file: " FX "client.pem, key_file: " FX "client.key}\n"
+	         "register:\n"
+	         "  - {service: a.B, address: \"10.1.2.3:15443\", etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}}\n"
+	         "  - {service: a.B, address: \"10.1.2.3:50051\", etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}}\n",
+	         srcdir(), srcdir());
+	cfg = load_ok(yaml);
+	ck_assert_ptr_nonnull(cfg->registers[0].identity_cert);
+	ck_assert(strstr(cfg->registers[0].identity_cert, "client.pem") != NULL);
+	ck_assert_ptr_null(cfg->registers[1].identity_cert);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(err_inbound)
+{
+	char yaml[2048];
+
+	expect_error("inbound:\n"
+	             "  - app: \"127.0.0.1:50051\"\n",
+	             "t.yaml:2:5: inbound[0].listen: is required (where the other sidecars connect, e.g. "
+	             "\"0.0.0.0:15443\")");
+	expect_error("inbound:\n"
+	             "  - listen: \"127.0.0.1:15443\"\n",
+	             "t.yaml:2:5: inbound[0].app: is required (the local app, h2c, e.g. \"127.0.0.1:50051\")");
+	expect_error("inbound:\n"
+	             "  - listen: \"127.0.0.1:15443\"\n"
+	             "    app: \"127.0.0.1:50051\"\n",
+	             "t.yaml:2:5: inbound[0].tls: is required*");
+	snprintf(yaml, sizeof(yaml),
+	         "listen: \"127.0.0.1:15001\"\n"
+	         "inbound:\n"
+	         "  - listen: \"0.0.0.0:15001\"\n"
+	         "    app: \"127.0.0.1:15001\"\n"
+	         "    tls: {cert_file: " FX "client.pem, key_file: " FX "client.key}\n"
+	         "    authorization:\n"
+	         "      default: ALLOW_AUTHENTICATED\n"
+	         "      rules:\n"
+	         "        - principals: [\"spiffe://*/x\"]\n"
+	         "          methods: [\"/shop.Cart\"]\n"
+	         "        - {}\n",
+	         srcdir(), srcdir());
+	const char *want[] = {
+	        "t.yaml:3:13: inbound[0].listen: \"0.0.0.0:15001\" is also the listen address (127.0.0.1:15001)",
+	        "t.yaml:4:10: inbound[0].app: \"127.0.0.1:15001\" is one of maitred's own listeners, not the app",
+	        "t.yaml:7:16: inbound[0].authorization.default: ALLOW_AUTHENTICATED needs tls.client_ca_file*",
+	        "t.yaml:9:11: inbound[0].authorization.rules[0]: a rule needs tls.client_ca_file*",
+	        "t.yaml:9:23: inbound[0].authorization.rules[0].principals[0]: \"spiffe://*/x\": '*' may only end a "
+	        "principal (a prefix)",
+	        "t.yaml:10:20: inbound[0].authorization.rules[0].methods[0]: \"/shop.Cart\": a method is "
+	        "\"/package.Service/Method\" or \"/package.Service/*\"",
+	        "t.yaml:11:11: inbound[0].authorization.rules[1]: needs principals or methods*",
+	        NULL};
+	expect_errors_fmt("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_AUTO, want);
+	/* Two inbound listeners on one port. */
+	snprintf(yaml, sizeof(yaml),
+	         "inbound:\n"
+	         "  - {listen: \"127.0.0.1:15443\", app: \"127.0.0.1:1\", tls: {cert_file: " FX
+	         "client.pem, key_file: " FX "client.key}}\n"
+	         "  - {listen: \"0.0.0.0:15443\", app: \"127.0.0.1:2\", tls: {cert_file: " FX
+	         "client.pem, key_file: " FX "client.key}}\n",
+	         srcdir(), srcdir(), srcdir(), srcdir());
+	expect_error(yaml, "t.yaml:3:14: inbound[1].listen: \"0.0.0.0:15443\" is also inbound[0].listen");
+	/* Secure naming. */
+	snprintf(yaml, sizeof(yaml),
+	         "services:\n"
+	         "  - name: a.B\n"
+	         "    tls: {server_identity: FROM_REGISTRY, ca_file: " FX "ca.pem}\n" EP,
+	         srcdir());
+	expect_error(yaml, "t.yaml:3:28: services[0].tls.server_identity: FROM_REGISTRY needs discovery.etcd*");
+	snprintf(yaml, sizeof(yaml),
+	         "services:\n"
+	         "  - name: a.B\n"
+	         "    tls: {server_identity: \"spiffe://x/*\", ca_file: " FX "ca.pem}\n" EP,
+	         srcdir());
+	expect_error(yaml, "t.yaml:3:28: services[0].tls.server_identity: \"spiffe://x/*\" is not an identity*");
 }
 END_TEST
 
@@ -1803,7 +1954,20 @@ START_TEST(ok_example_file)
 	for (size_t i = 0; i < errs.n; i++)
 		fprintf(stderr, "example: %s\n", errs.msgs[i]);
 	ck_assert_int_eq(rc, 0);
-	ck_assert_uint_eq(cfg->n_services, 5);
+	ck_assert_uint_eq(cfg->n_routed, 5);
+	/* ... and the inbound listener's app, served as a service of its own. */
+	ck_assert_uint_eq(cfg->n_services, 6);
+	ck_assert_uint_eq(cfg->n_inbound, 1);
+	ck_assert_uint_eq(cfg->inbound[0].service, 5);
+	ck_assert_str_eq(cfg->services[5].name, "inbound:0.0.0.0:15443");
+	ck_assert_int_eq(cfg->services[5].inbound, 0);
+	ck_assert_int_eq(cfg->services[0].inbound, -1);
+	ck_assert_str_eq(cfg->services[5].endpoints[0].addr.text, "127.0.0.1:50051");
+	ck_assert_ptr_null(cfg->services[5].tls);
+	ck_assert_int_eq(cfg->inbound[0].authz.def, MTD_AUTHZ_DENY);
+	ck_assert_uint_eq(cfg->inbound[0].authz.n_rules, 1);
+	ck_assert_str_eq(cfg->inbound[0].authz.rules[0].methods[0], "/shop.Cart/*");
+	ck_assert_str_eq(cfg->inbound[0].client_ca_file, "certs/ca.pem");
 	ck_assert_int_eq(cfg->services[3].source, MTD_CFG_SOURCE_DNS);
 	/* issue 18: beta-pool is reached by routes and a mirror only. */
 	ck_assert_str_eq(cfg->services[4].name, "beta-pool");
@@ -2235,6 +2399,8 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_missing_endpoints);
 	tcase_add_test(errors, err_duplicate_endpoint);
 	tcase_add_test(errors, err_endpoint_sources);
+	tcase_add_test(errors, inbound_ok);
+	tcase_add_test(errors, err_inbound);
 	tcase_add_test(errors, register_ok);
 	tcase_add_test(errors, err_register);
 	tcase_add_test(errors, err_tls);

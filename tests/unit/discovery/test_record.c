@@ -269,7 +269,7 @@ START_TEST(test_format_json)
 {
 	char buf[256];
 	struct mtd_record r = {0};
-	int n = mtd_record_format_json("10.1.2.3:8080", 100, NOW_MS + 123, buf, sizeof(buf));
+	int n = mtd_record_format_json("10.1.2.3:8080", 100, NOW_MS + 123, NULL, buf, sizeof(buf));
 
 	ck_assert_int_gt(n, 0);
 	ck_assert_str_eq(
@@ -277,7 +277,26 @@ START_TEST(test_format_json)
 	ck_assert_int_eq(mtd_record_parse(buf, (size_t)n, NOW_MS, &r, why, sizeof(why)), 0);
 	ck_assert_int_eq(r.start_ms, NOW_MS + 123);
 	mtd_record_clear(&r);
-	ck_assert_int_eq(mtd_record_format_json("", 1, 0, buf, sizeof(buf)), -EINVAL);
+	ck_assert_int_eq(mtd_record_format_json("", 1, 0, NULL, buf, sizeof(buf)), -EINVAL);
+	/* Issue 17: the identity a registered inbound listener presents. */
+	n = mtd_record_format_json("10.1.2.3:15443", 7, 0, "spiffe://cluster.local/ns/a/sa/\"b\\", buf, sizeof(buf));
+	ck_assert_str_eq(buf, "{\"address\": \"10.1.2.3:15443\", \"weight\": 7, "
+	                      "\"identity\": \"spiffe://cluster.local/ns/a/sa/\\\"b\\\\\"}");
+	ck_assert_int_eq(mtd_record_parse(buf, (size_t)n, NOW_MS, &r, why, sizeof(why)), 0);
+	ck_assert_str_eq(r.identity, "spiffe://cluster.local/ns/a/sa/\"b\\");
+	mtd_record_clear(&r);
+	ck_assert_int_eq(mtd_record_format_json("10.1.2.3:1", 7, 0, "a\nb", buf, sizeof(buf)), -EINVAL);
+	/* Absent: "". */
+	ck_assert_int_eq(mtd_record_parse("{\"address\": \"10.0.0.1:1\"}", 25, NOW_MS, &r, why, sizeof(why)), 0);
+	ck_assert_str_eq(r.identity, "");
+	mtd_record_clear(&r);
+	char long_id[600];
+	memset(long_id, 'x', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = '\0';
+	char big[1024];
+	snprintf(big, sizeof(big), "{\"address\": \"10.0.0.1:1\", \"identity\": \"%s\"}", long_id);
+	ck_assert_int_eq(mtd_record_parse(big, strlen(big), NOW_MS, &r, why, sizeof(why)), -EINVAL);
+	ck_assert(strncmp(why, "identity: ", 10) == 0);
 }
 END_TEST
 

@@ -79,6 +79,7 @@
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
+#include "sidecar/io/inbound.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
@@ -483,6 +484,19 @@ void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_de
 void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit limit)
 {
 	seam_mx.circuit_rejected++;
+}
+
+/* ---- inbound listeners (none in the seam) --------------------------------- */
+
+bool mtd_inbound_header_dropped(const uint8_t *name, size_t len)
+{
+	ck_abort_msg("the seam has no inbound listener");
+	return false;
+}
+
+void mtd_inbound_call_start(struct mtd_call *call)
+{
+	ck_abort_msg("the seam has no inbound listener");
 }
 
 void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)

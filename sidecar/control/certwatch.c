@@ -1,0 +1,360 @@
+/* Certificate rotation (certwatch.h).
+ *
+ * One entry per set of files that makes one TLS context: each inbound
+ * listener's (cert, key, client CA), and each service's (cert, key, CA;
+ * services sharing a context share an entry, runtime.c shared_ctx). An
+ * entry remembers the content its context was made from (a hash per
+ * file). A change seen (inotify on the files' directories, settled for
+ * 200 ms; or the 10 s check, for mounts that do not report, such as a
+ * Kubernetes secret volume swapping its ..data link) makes a context from
+ * the files as they are; if it loads, it is put in place:
+ *
+ *   inbound  the listener's slot (inbound.c): the next accept takes it
+ *   service  a new runtime whose snapshots of the services using the old
+ *            context carry the new one (runtime.c), published: pools open
+ *            their next connections with it
+ *
+ * If it does not load (a certificate whose key is not written yet, or the
+ * other way round), the current context stays and one warning is logged
+ * for that content: the next change, when the pair matches, loads. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "core/log.h"
+#include "lb/lb.h"
+#include "sidecar/control/certwatch.h"
+#include "sidecar/control/control-t.h"
+#include "sidecar/control/control.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/inbound.h"
+#include "sidecar/io/transport.h"
+#include "sidecar/ops/mesh.h"
+
+#define SETTLE_MS 200
+#define PERIOD_S  10
+
+enum cw_kind { CW_INBOUND, CW_SERVICE };
+
+struct cw_entry {
+	enum cw_kind kind;
+	size_t index; /* the inbound entry, or the service (the first with this context) */
+	char label[192];
+	char *files[3];      /* cert, key, CA (NULL: none) */
+	uint64_t applied[3]; /* content the current context was made from */
+	uint64_t warned[3];  /* content last warned about */
+	bool has_warned;
+};
+
+struct mtd_certwatch {
+	struct mtd_control *ctl;
+	struct cw_entry *e;
+	size_t n;
+	int ifd;
+	struct event *iev, *settle, *tick;
+};
+
+/* A file's content hash; 0 when it cannot be read (*ok false). */
+static uint64_t file_hash(const char *path, bool *ok)
+{
+	uint8_t buf[8192];
+	uint64_t h = 0x9e3779b97f4a7c15ull;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	*ok = fd >= 0;
+	if (fd < 0)
+		return 0;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		h = mtd_lb_hash64(buf, (size_t)n, h);
+	if (n < 0)
+		*ok = false;
+	close(fd);
+	return h;
+}
+
+static bool hash_all(const struct cw_entry *e, uint64_t h[3], const char **unreadable)
+{
+	bool all = true;
+	for (int k = 0; k < 3; k++) {
+		bool ok = true;
+		h[k] = e->files[k] ? file_hash(e->files[k], &ok) : 0;
+		if (!ok && all) {
+			*unreadable = e->files[k];
+			all = false;
+		}
+	}
+	return all;
+}
+
+static void entries_free(struct cw_entry *e, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < 3; k++)
+			free(e[i].files[k]);
+	free(e);
+}
+
+static int entry_set(struct cw_entry *e, enum cw_kind kind, size_t index, const char *label, const char *cert,
+                     const char *key, const char *ca)
+{
+	e->kind = kind;
+	e->index = index;
+	snprintf(e->label, sizeof(e->label), "%s", label);
+	const char *f[3] = {cert, key, ca};
+	for (int k = 0; k < 3; k++)
+		if (f[k] && !(e->files[k] = strdup(f[k])))
+			return -ENOMEM;
+	return 0;
+}
+
+/* The entries of ctl->rt's config. NULL + *n 0 when out of memory. */
+static struct cw_entry *entries_of(struct mtd_control *ctl, size_t *n)
+{
+	const struct mtd_runtime *rt = ctl->rt;
+	const struct mtd_cfg *cfg = rt->cfg;
+	struct cw_entry *e = calloc(cfg->n_inbound + cfg->n_services + 1, sizeof(*e));
+	size_t k = 0;
+	*n = 0;
+	if (!e)
+		return NULL;
+	for (size_t i = 0; i < cfg->n_inbound && i < mtd_inbound_tls_count(); i++) {
+		const struct mtd_cfg_inbound *ib = &cfg->inbound[i];
+		char label[192];
+		snprintf(label, sizeof(label), "inbound %s", ib->listen.text);
+		if (entry_set(&e[k++], CW_INBOUND, i, label, ib->cert_file, ib->key_file, ib->client_ca_file) < 0)
+			goto nomem;
+	}
+	for (size_t si = 0; si < cfg->n_services; si++) {
+		const struct mtd_rt_service *s = rt->services[si];
+		if (!s->ssl_ctx || !s->cfg->tls)
+			continue;
+		bool seen = false;
+		for (size_t j = 0; j < si && !seen; j++)
+			seen = rt->services[j]->ssl_ctx == s->ssl_ctx;
+		if (seen)
+			continue; /* one context, one entry */
+		const struct mtd_cfg_tls *t = s->cfg->tls;
+		char label[192];
+		snprintf(label, sizeof(label), "service %s", s->cfg->name);
+		if (entry_set(&e[k++], CW_SERVICE, si, label, t->cert_file, t->key_file, t->ca_file) < 0)
+			goto nomem;
+	}
+	*n = k;
+	return e;
+nomem:
+	entries_free(e, k);
+	return NULL;
+}
+
+/* Make and put in place entry e's new context. 0, or -1 with the reason. */
+static int apply(struct mtd_certwatch *cw, struct cw_entry *e, char *err, size_t errlen)
+{
+	struct mtd_control *ctl = cw->ctl;
+	const struct mtd_cfg *cfg = ctl->rt->cfg;
+	if (e->kind == CW_INBOUND)
+		return mtd_inbound_tls_reload(e->index, &cfg->inbound[e->index], err, errlen);
+	const struct mtd_rt_service *s = ctl->rt->services[e->index];
+	struct ssl_ctx_st *ctx = mtd_tls_client_ctx_new(s->cfg->tls, err, errlen);
+	if (!ctx)
+		return -1;
+	struct mtd_runtime *rt = mtd_runtime_with_ctx(ctl, s->ssl_ctx, ctx, err, errlen);
+	mtd_tls_ctx_free(ctx); /* the snapshots hold theirs */
+	if (!rt)
+		return -1;
+	mtd_control_publish(ctl, rt);
+	return 0;
+}
+
+static void check_entry(struct mtd_certwatch *cw, struct cw_entry *e)
+{
+	uint64_t h[3];
+	const char *unreadable = NULL;
+	bool readable = hash_all(e, h, &unreadable);
+	if (readable && memcmp(h, e->applied, sizeof(h)) == 0)
+		return;
+	char err[384];
+	int rc = -1;
+	if (!readable)
+		snprintf(err, sizeof(err), "cannot read %s: %s", unreadable, strerror(errno));
+	else
+		rc = apply(cw, e, err, sizeof(err));
+	if (rc == 0) {
+		memcpy(e->applied, h, sizeof(h));
+		e->has_warned = false;
+		mtd_mesh_tls_reload(e->label, "ok");
+		MTD_INFO("TLS files of %s changed: new handshakes use them (connections in flight keep theirs)",
+		         e->label);
+		return;
+	}
+	/* One warning per content: a pair being written logs once. */
+	if (e->has_warned && memcmp(h, e->warned, sizeof(h)) == 0)
+		return;
+	memcpy(e->warned, h, sizeof(h));
+	e->has_warned = true;
+	/* OpenSSL says "key values mismatch" (a key for another certificate),
+	 * or fails on a PEM file cut short: a pair being written. */
+	bool mismatch = strstr(err, "match") || strstr(err, "PEM") || !readable;
+	mtd_mesh_tls_reload(e->label, mismatch ? "mismatch" : "error");
+	MTD_WARN("TLS files of %s changed but do not load yet (%s): keeping the current ones until they do", e->label,
+	         err);
+}
+
+void mtd_certwatch_check(struct mtd_certwatch *cw)
+{
+	if (!cw)
+		return;
+	for (size_t i = 0; i < cw->n; i++)
+		check_entry(cw, &cw->e[i]);
+}
+
+static void settle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	mtd_certwatch_check(arg);
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	mtd_certwatch_check(arg);
+}
+
+static void inotify_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_certwatch *cw = arg;
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool any = false;
+	while (read(fd, buf, sizeof(buf)) > 0)
+		any = true;
+	if (any) {
+		/* Writers come in bursts (truncate, write; key after cert; a
+		 * link swapped): look once they are quiet. */
+		struct timeval tv = {0, SETTLE_MS * 1000};
+		evtimer_add(cw->settle, &tv);
+	}
+}
+
+/* Watch every entry's directories, on a new inotify descriptor. */
+static void watch_dirs(struct mtd_certwatch *cw)
+{
+	if (cw->iev) {
+		event_free(cw->iev);
+		cw->iev = NULL;
+	}
+	if (cw->ifd >= 0)
+		close(cw->ifd);
+	cw->ifd = -1;
+	if (cw->n == 0)
+		return;
+	cw->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (cw->ifd < 0) {
+		MTD_WARN("cannot watch the TLS files (%s): they are read every %d s", strerror(errno), PERIOD_S);
+		return;
+	}
+	for (size_t i = 0; i < cw->n; i++)
+		for (int k = 0; k < 3; k++) {
+			const char *f = cw->e[i].files[k];
+			if (!f)
+				continue;
+			char dir[4096];
+			const char *slash = strrchr(f, '/');
+			snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - f + 1) : 1, slash ? f : ".");
+			/* The same directory twice is one watch (the kernel's). */
+			if (inotify_add_watch(cw->ifd, dir,
+			                      IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY | IN_DELETE) < 0)
+				MTD_WARN("cannot watch %s for TLS file changes (%s): they are read every %d s", dir,
+				         strerror(errno), PERIOD_S);
+		}
+	cw->iev = event_new(cw->ctl->base, cw->ifd, EV_READ | EV_PERSIST, inotify_cb, cw);
+	if (!cw->iev || event_add(cw->iev, NULL) < 0)
+		MTD_WARN("cannot watch the TLS files: they are read every %d s", PERIOD_S);
+}
+
+/* What each entry's context is made from now: inbound entries that stay
+ * (the same listener and files) keep what they knew; the rest were just
+ * made from the files as they are. */
+static void take_entries(struct mtd_certwatch *cw, struct cw_entry *e, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct cw_entry *was = NULL;
+		for (size_t j = 0; j < cw->n && !was; j++) {
+			const struct cw_entry *o = &cw->e[j];
+			bool same = o->kind == e[i].kind && o->kind == CW_INBOUND && o->index == e[i].index;
+			for (int k = 0; same && k < 3; k++)
+				same = (o->files[k] == NULL) == (e[i].files[k] == NULL) &&
+				       (!o->files[k] || strcmp(o->files[k], e[i].files[k]) == 0);
+			if (same)
+				was = o;
+		}
+		if (was) {
+			memcpy(e[i].applied, was->applied, sizeof(e[i].applied));
+			memcpy(e[i].warned, was->warned, sizeof(e[i].warned));
+			e[i].has_warned = was->has_warned;
+		} else {
+			const char *unreadable;
+			hash_all(&e[i], e[i].applied, &unreadable);
+		}
+	}
+	entries_free(cw->e, cw->n);
+	cw->e = e;
+	cw->n = n;
+}
+
+struct mtd_certwatch *mtd_certwatch_start(struct mtd_control *ctl)
+{
+	struct mtd_certwatch *cw = calloc(1, sizeof(*cw));
+	size_t n;
+	struct cw_entry *e = cw ? entries_of(ctl, &n) : NULL;
+	if (!cw || !e) {
+		free(cw);
+		MTD_ERROR("TLS file watch: out of memory: certificates are not reloaded when they change");
+		return NULL;
+	}
+	cw->ctl = ctl;
+	cw->ifd = -1;
+	take_entries(cw, e, n);
+	cw->settle = evtimer_new(ctl->base, settle_cb, cw);
+	cw->tick = event_new(ctl->base, -1, EV_PERSIST, tick_cb, cw);
+	struct timeval period = {PERIOD_S, 0};
+	if (!cw->settle || !cw->tick || event_add(cw->tick, &period) < 0)
+		MTD_WARN("TLS file watch: cannot arm its timers: certificates are read again on SIGHUP only");
+	watch_dirs(cw);
+	return cw;
+}
+
+void mtd_certwatch_update(struct mtd_certwatch *cw)
+{
+	if (!cw)
+		return;
+	size_t n;
+	struct cw_entry *e = entries_of(cw->ctl, &n);
+	if (!e) {
+		MTD_ERROR("TLS file watch: out of memory: the previous files stay watched");
+		return;
+	}
+	take_entries(cw, e, n);
+	watch_dirs(cw);
+	mtd_certwatch_check(cw);
+}
+
+void mtd_certwatch_free(struct mtd_certwatch *cw)
+{
+	if (!cw)
+		return;
+	if (cw->iev)
+		event_free(cw->iev);
+	if (cw->ifd >= 0)
+		close(cw->ifd);
+	if (cw->settle)
+		event_free(cw->settle);
+	if (cw->tick)
+		event_free(cw->tick);
+	entries_free(cw->e, cw->n);
+	free(cw);
+}

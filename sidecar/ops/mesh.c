@@ -1,0 +1,194 @@
+/* Mesh mode's figures and the refusal log's rate limit (mesh.h). */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/admin.h"
+#include "config/config.h"
+#include "core/log.h"
+#include "sidecar/ops/mesh.h"
+
+static pthread_mutex_t mesh_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Published with release under mesh_mu; read with acquire by the admin. */
+static _Atomic(struct mtd_mesh_ident *) idents;
+static unsigned n_idents[MTD_CFG_INBOUND_MAX];
+static _Atomic uint64_t handshakes[MTD_CFG_INBOUND_MAX][2];
+static _Atomic uint64_t refusals[MTD_CFG_INBOUND_MAX][MTD_TLS_REFUSED_N];
+
+const char *mtd_mesh_verdict_name(enum mtd_in_verdict v)
+{
+	switch (v) {
+	case MTD_IN_ALLOWED:
+		return "allow";
+	case MTD_IN_DENIED:
+		return "deny";
+	case MTD_IN_SHED:
+		return "shed";
+	case MTD_IN_NONE:
+	case MTD_IN_N:
+		break;
+	}
+	return "-";
+}
+
+static struct mtd_mesh_ident *find(unsigned listener, const char *identity)
+{
+	for (struct mtd_mesh_ident *e = atomic_load_explicit(&idents, memory_order_acquire); e; e = e->next)
+		if (e->listener == listener && strcmp(e->identity, identity) == 0)
+			return e;
+	return NULL;
+}
+
+struct mtd_mesh_ident *mtd_mesh_identity(unsigned listener, const char *identity)
+{
+	if (listener >= MTD_CFG_INBOUND_MAX)
+		return NULL;
+	pthread_mutex_lock(&mesh_mu);
+	struct mtd_mesh_ident *e = find(listener, identity);
+	if (!e && n_idents[listener] >= MTD_MESH_IDENTITIES) {
+		/* Label cardinality stays bounded whoever connects. */
+		identity = "other";
+		e = find(listener, identity);
+	}
+	if (!e && (e = calloc(1, sizeof(*e))) && (e->identity = strdup(identity))) {
+		e->listener = listener;
+		e->next = atomic_load_explicit(&idents, memory_order_relaxed);
+		if (strcmp(identity, "other") != 0)
+			n_idents[listener]++;
+		atomic_store_explicit(&idents, e, memory_order_release);
+	} else if (e && !e->identity) {
+		free(e);
+		e = NULL;
+	}
+	pthread_mutex_unlock(&mesh_mu);
+	return e;
+}
+
+void mtd_mesh_handshake(unsigned listener, bool resumed)
+{
+	if (listener < MTD_CFG_INBOUND_MAX)
+		atomic_fetch_add_explicit(&handshakes[listener][resumed], 1, memory_order_relaxed);
+}
+
+void mtd_mesh_refused(unsigned listener, enum mtd_tls_refusal why)
+{
+	if (listener < MTD_CFG_INBOUND_MAX && why < MTD_TLS_REFUSED_N)
+		atomic_fetch_add_explicit(&refusals[listener][why], 1, memory_order_relaxed);
+}
+
+/* The refusal log's gates: one per peer address seen lately, the oldest
+ * replaced when full (a line too many then, never an unbounded table). */
+#define GATES 256
+static struct {
+	char addr[48];
+	struct mtd_log_gate g;
+} gates[GATES];
+static unsigned next_gate;
+
+bool mtd_mesh_refusal_log(const char *addr, int64_t now_ns, uint64_t *held)
+{
+	char key[48];
+	const char *colon = strrchr(addr, ':');
+	size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+	if (n >= sizeof(key))
+		n = sizeof(key) - 1;
+	memcpy(key, addr, n);
+	key[n] = '\0';
+	pthread_mutex_lock(&mesh_mu);
+	unsigned i;
+	for (i = 0; i < GATES; i++)
+		if (strcmp(gates[i].addr, key) == 0)
+			break;
+	if (i == GATES) {
+		i = next_gate++ % GATES;
+		memcpy(gates[i].addr, key, n + 1);
+		gates[i].g = (struct mtd_log_gate){0};
+	}
+	bool pass = mtd_log_gate_pass(&gates[i].g, now_ns, 1000000000, held);
+	pthread_mutex_unlock(&mesh_mu);
+	return pass;
+}
+
+/* Control thread only (certwatch.c writes, the admin reads): a list. */
+static struct tls_reloads {
+	char *files;
+	uint64_t n[3]; /* ok, mismatch, error */
+	struct tls_reloads *next;
+} * tls_reloads;
+static const char *const reload_results[3] = {"ok", "mismatch", "error"};
+
+void mtd_mesh_tls_reload(const char *files, const char *result)
+{
+	struct tls_reloads *r = tls_reloads;
+	while (r && strcmp(r->files, files) != 0)
+		r = r->next;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r || !(r->files = strdup(files))) {
+			free(r);
+			return;
+		}
+		r->next = tls_reloads;
+		tls_reloads = r;
+	}
+	for (int i = 0; i < 3; i++)
+		if (strcmp(result, reload_results[i]) == 0)
+			r->n[i]++;
+}
+
+static void render_tls_reloads(struct mtd_abuf *b)
+{
+	static const char *const k[] = {"files", "result"};
+	mtd_prom_family(b, "maitred_tls_reloads_total", "counter",
+	                "Certificate files read again after they changed (or on SIGHUP), by files and result (ok; "
+	                "mismatch: a certificate without its key, ignored until they match; error).");
+	for (const struct tls_reloads *r = tls_reloads; r; r = r->next)
+		for (int i = 0; i < 3; i++) {
+			const char *v[] = {r->files, reload_results[i]};
+			mtd_prom_sample_u64(b, "maitred_tls_reloads_total", NULL, k, v, 2, r->n[i]);
+		}
+}
+
+void mtd_mesh_render(struct mtd_abuf *b, const struct mtd_cfg *cfg)
+{
+	if (tls_reloads)
+		render_tls_reloads(b);
+	if (cfg->n_inbound == 0)
+		return;
+	static const char *const kc[] = {"listener", "identity", "decision"};
+	mtd_prom_family(b, "maitred_inbound_calls_total", "counter",
+	                "Inbound calls by listener, caller identity (\"\" = no certificate; \"other\" past 64 per "
+	                "listener) and authorization decision (allow, deny, shed: max_concurrent_calls).");
+	for (struct mtd_mesh_ident *e = atomic_load_explicit(&idents, memory_order_acquire); e; e = e->next) {
+		if (e->listener >= cfg->n_inbound)
+			continue;
+		for (int v = MTD_IN_ALLOWED; v < MTD_IN_N; v++) {
+			const char *vals[] = {cfg->inbound[e->listener].listen.text, e->identity,
+			                      mtd_mesh_verdict_name((enum mtd_in_verdict)v)};
+			mtd_prom_sample_u64(b, "maitred_inbound_calls_total", NULL, kc, vals, 3,
+			                    atomic_load_explicit(&e->calls[v], memory_order_relaxed));
+		}
+	}
+	static const char *const kh[] = {"listener", "session"};
+	mtd_prom_family(b, "maitred_inbound_handshakes_total", "counter",
+	                "Inbound TLS handshakes completed, by listener and session (new, or resumed by a ticket).");
+	for (size_t i = 0; i < cfg->n_inbound; i++)
+		for (int r = 0; r < 2; r++) {
+			const char *vals[] = {cfg->inbound[i].listen.text, r ? "resumed" : "new"};
+			mtd_prom_sample_u64(b, "maitred_inbound_handshakes_total", NULL, kh, vals, 2,
+			                    atomic_load_explicit(&handshakes[i][r], memory_order_relaxed));
+		}
+	static const char *const kr[] = {"listener", "reason"};
+	mtd_prom_family(b, "maitred_inbound_handshake_failures_total", "counter",
+	                "Inbound connections refused before HTTP/2, by listener and reason (not_tls, "
+	                "no_certificate, bad_certificate, alpn, protocol, timeout, other).");
+	for (size_t i = 0; i < cfg->n_inbound; i++)
+		for (int r = 0; r < MTD_TLS_REFUSED_N; r++) {
+			const char *vals[] = {cfg->inbound[i].listen.text,
+			                      mtd_tls_refusal_name((enum mtd_tls_refusal)r)};
+			mtd_prom_sample_u64(b, "maitred_inbound_handshake_failures_total", NULL, kr, vals, 2,
+			                    atomic_load_explicit(&refusals[i][r], memory_order_relaxed));
+		}
+}
