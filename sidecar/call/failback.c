@@ -12,6 +12,7 @@
  * re-send is dropped and the count logged. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,28 @@ static void drop(struct mtd_call *call, const char *what, const char *why)
 	log_drop(call->w, what, why);
 }
 
+int mtd_failback_copy_request(struct mtd_call *copy, const struct mtd_call *call)
+{
+	struct mtd_slab *slab = &copy->w->slab;
+	int rc = 0;
+	nghttp2_nv nv;
+	for (uint32_t off = 0; mtd_headers_next(&call->req_hdrs, &off, &nv);)
+		rc |= mtd_headers_add(&copy->req_hdrs, slab, nv.name, nv.namelen, nv.value, nv.valuelen,
+		                      nv.flags & NGHTTP2_NV_FLAG_NO_INDEX);
+	uint8_t chunk[4096];
+	for (size_t off = 0; rc == 0 && off < call->req.len;) {
+		size_t n = mtd_bufq_copy_at(&call->req, off, chunk, sizeof(chunk));
+		if (n == 0 || mtd_bufq_append(&copy->req, chunk, n) < 0)
+			rc = -1;
+		off += n;
+	}
+	if (rc == 0)
+		return 0;
+	mtd_headers_clear(&copy->req_hdrs, slab);
+	mtd_bufq_clear(&copy->req);
+	return -ENOMEM;
+}
+
 void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 {
 	struct mtd_worker *w = call->w;
@@ -97,22 +120,8 @@ void mtd_failback_enqueue(struct mtd_call *call, const char *what)
 	 * remove the service meanwhile). */
 	part->origin = mtd_worker_hold_again(w, call->hold);
 	bg->fault = f;
-	int rc = 0;
-	nghttp2_nv nv;
-	for (uint32_t off = 0; mtd_headers_next(&call->req_hdrs, &off, &nv);)
-		rc |= mtd_headers_add(&bg->req_hdrs, &w->slab, nv.name, nv.namelen, nv.value, nv.valuelen,
-		                      nv.flags & NGHTTP2_NV_FLAG_NO_INDEX);
-	uint8_t chunk[4096];
-	for (size_t off = 0; rc == 0 && off < len;) {
-		size_t n = mtd_bufq_copy_at(&call->req, off, chunk, sizeof(chunk));
-		if (n == 0 || mtd_bufq_append(&bg->req, chunk, n) < 0)
-			rc = -1;
-		off += n;
-	}
-	if (rc != 0) {
+	if (mtd_failback_copy_request(bg, call) < 0) {
 		mtd_worker_unhold(w, part->origin);
-		mtd_headers_clear(&bg->req_hdrs, &w->slab);
-		mtd_bufq_clear(&bg->req);
 		mtd_slab_free(&w->slab, part);
 		mtd_slab_free(&w->slab, bg);
 		drop(call, what, "out of memory");

@@ -22,4 +22,9 @@ void mtd_failback_done(struct mtd_call *call);
  * mirror copies on the list end with it. */
 void mtd_failback_drop_all(struct mtd_worker *w);
 
+/* Copy call's request headers and the bytes it keeps (call->req, whole)
+ * into copy, a background call of the same worker (a FAILBACK copy, a
+ * mirror's): 0, or -ENOMEM with copy's headers and bytes cleared. */
+int mtd_failback_copy_request(struct mtd_call *copy, const struct mtd_call *call);
+
 #endif

@@ -30,6 +30,7 @@
 #include "limit/limit.h"
 #include "route/route.h"
 #include "sidecar/call/call.h"
+#include "sidecar/call/failback.h"
 #include "sidecar/call/headers.h"
 #include "sidecar/call/policy.h"
 #include "sidecar/control/runtime.h"
@@ -159,21 +160,7 @@ void mtd_policy_mirror(struct mtd_call *call)
 	LIST_INIT(&copy->attempts);
 	copy->start_ns = mtd_now_ns();
 	copy->mx = call->mx; /* counted as the primary's :path */
-	int rc = 0;
-	nghttp2_nv nv;
-	for (uint32_t off = 0; mtd_headers_next(&call->req_hdrs, &off, &nv);)
-		rc |= mtd_headers_add(&copy->req_hdrs, &w->slab, nv.name, nv.namelen, nv.value, nv.valuelen,
-		                      nv.flags & NGHTTP2_NV_FLAG_NO_INDEX);
-	uint8_t chunk[4096];
-	for (size_t off = 0; rc == 0 && off < len;) {
-		size_t n = mtd_bufq_copy_at(&call->req, off, chunk, sizeof(chunk));
-		if (n == 0 || mtd_bufq_append(&copy->req, chunk, n) < 0)
-			rc = -1;
-		off += n;
-	}
-	if (rc != 0) {
-		mtd_headers_clear(&copy->req_hdrs, &w->slab);
-		mtd_bufq_clear(&copy->req);
+	if (mtd_failback_copy_request(copy, call) < 0) {
 		mtd_slab_free(&w->slab, part);
 		mtd_slab_free(&w->slab, copy);
 		mtd_metrics_policy(call, MTD_MX_MIRROR_FAILED);
