@@ -31,6 +31,22 @@ bool mtd_worker_down_admit(uint32_t max)
 	return false;
 }
 
+/* At most one "refusing connections" line per worker this often. */
+#define REFUSE_LOG_NS (10 * (int64_t)1000000000)
+
+bool mtd_worker_admit(struct mtd_worker *w)
+{
+	uint32_t max = w->rt->cfg->downstream.max_connections;
+	if (mtd_worker_down_admit(max))
+		return true;
+	uint64_t held;
+	if (mtd_log_gate_pass(&w->refuse_log, mtd_now_ns(), REFUSE_LOG_NS, &held))
+		MTD_WARN("worker %u: refusing new connections: downstream.max_connections (%u) are open "
+		         "(%llu refused since the last message)",
+		         w->id, max, (unsigned long long)held + 1);
+	return false;
+}
+
 void mtd_worker_down_closed(void)
 {
 	atomic_fetch_sub_explicit(&n_downs_total, 1, memory_order_relaxed);

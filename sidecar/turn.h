@@ -53,6 +53,10 @@ void mtd_worker_set_runtime(struct mtd_worker *w, struct mtd_runtime *rt);
  * per process; the one process-wide counter, an atomic). Any thread:
  * take a slot (false: full, nothing taken), give one back. */
 bool mtd_worker_down_admit(uint32_t max);
+/* A new client connection (the app's or an inbound peer's) takes a slot
+ * of downstream.max_connections; false (and the slot given back, a line
+ * logged at most every 10 s) past it. Worker thread. */
+bool mtd_worker_admit(struct mtd_worker *w);
 void mtd_worker_down_closed(void);
 
 /* The timer heap's libevent timer and the reap lists (mtd_worker_new).

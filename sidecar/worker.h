@@ -17,9 +17,5 @@ void mtd_worker_drain(struct mtd_worker *w);
 void mtd_worker_stop(struct mtd_worker *w);
 /* Free a worker whose thread has ended (or never started). */
 void mtd_worker_free(struct mtd_worker *w);
-/* A new client connection (the app's or an inbound peer's) takes a slot
- * of downstream.max_connections; false (and the slot given back, a line
- * logged at most every 10 s) past it. Worker thread. */
-bool mtd_worker_admit(struct mtd_worker *w);
 
 #endif
