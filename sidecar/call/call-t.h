@@ -185,7 +185,7 @@ struct mtd_call {
 	struct mtd_call *mirror;          /* its mirror copy while that runs (policy.c), else NULL */
 	/* Flags, together (no padding after each). */
 	bool reaping;   /* on its worker's reap list (released) */
-	bool counted;   /* its end is in the figures and the access log */
+	bool counted;   /* its end is in the figures, the access log and the circuit count */
 	bool committed; /* no replay any more (headers relayed / outgrown) */
 	bool req_sink;  /* nobody reads the request any more: drop it */
 	bool req_eof;   /* client sent END_STREAM */

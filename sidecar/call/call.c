@@ -104,6 +104,11 @@ void mtd_call_release(struct mtd_call *call)
 	 * flush writes its last bytes, as the client may read the log next. */
 	if (!call->bg && !call->counted) {
 		call->counted = true;
+		/* Out of the circuit breaker's count now too: a client told of
+		 * the end may ask /clusters next (and a call refused at
+		 * max_calls must not be counted in flight by then). */
+		if (call->load)
+			atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
 		mtd_metrics_call_end(call);
 	}
 	call->reaping = true;
@@ -143,7 +148,8 @@ static void call_free(struct mtd_call *call)
 		mtd_slab_free(&call->w->slab, call->bc);
 	}
 	if (call->load) {
-		atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
+		if (!call->counted)
+			atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
 		if (mtd_ref_put(&call->load->ref))
 			free(call->load);
 	}
