@@ -26,7 +26,10 @@
  *
  * What a released object held of the snapshot (the call's runtime holds)
  * is let go at the reap too: the config its fault policy points into
- * stays alive as long as its memory. */
+ * stays alive as long as its memory. What others can see of a client's
+ * call (its figures, its access-log line, its place in the circuit
+ * breaker's count) is settled at its release, before the flush sends its
+ * last bytes: a client told of the end may look at once. */
 #ifndef MTD_CALL_T_H
 #define MTD_CALL_T_H
 
