@@ -178,7 +178,7 @@ void mtd_worker_set_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
 	pthread_mutex_unlock(&w->next_mu);
 	if (old)
 		mtd_runtime_unref(old); /* never served: a newer one replaced it */
-	event_active(&w->swap_ev, EV_TIMEOUT, 0);
+	mtd_bell_ring(&w->bell, MTD_WORKER_BELL_SWAP);
 }
 
 void mtd_worker_reap_holds(struct mtd_worker *w)

@@ -23,25 +23,34 @@ struct mtd_pool;
 struct mtd_call_bg;
 struct mtd_in_worker;
 
+/* What another thread may ring a worker's bell for. */
+enum {
+	MTD_WORKER_BELL_SWAP = 1u << 0,  /* a runtime in next_rt (mtd_worker_set_runtime) */
+	MTD_WORKER_BELL_HC = 1u << 1,    /* health checks in hc_inbox */
+	MTD_WORKER_BELL_DRAIN = 1u << 2, /* mtd_worker_drain */
+	MTD_WORKER_BELL_STOP = 1u << 3,  /* mtd_worker_stop */
+};
+
 struct mtd_worker {
 	unsigned id;
 	struct event_base *base;
 	const struct mtd_runtime *rt; /* = hold->rt: what new calls route with */
 	struct mtd_rt_hold *hold;
 	/* The next runtime, set by the control thread (mtd_worker_set_runtime),
-	 * taken by the worker's swap_ev. One slot, a newer runtime replacing
-	 * one not taken yet: not a mailbox (mailbox.h), as one runtime goes
-	 * to every worker. */
+	 * taken when the bell rings MTD_WORKER_BELL_SWAP. One slot, a newer
+	 * runtime replacing one not taken yet: not a mailbox (mailbox.h), as
+	 * one runtime goes to every worker. */
 	pthread_mutex_t next_mu;
 	struct mtd_runtime *next_rt;
-	struct event swap_ev;
+	/* The only way another thread reaches this worker: its base takes no
+	 * lock (EVENT_BASE_FLAG_NOLOCK), so nothing but the bell may be
+	 * touched from outside (control/mailbox.h). Bits: MTD_WORKER_BELL_*. */
+	struct mtd_bell bell;
 	int listen_fd;
 	struct event listen_ev;
 	struct event flush_ev;        /* runs the dirty list */
 	bool flush_due;               /* flush_ev is active (mtd_worker_schedule_flush) */
 	struct event housekeeping_ev; /* 1 s timer */
-	struct event drain_ev;        /* activated by the main thread */
-	struct event stop_ev;         /* activated by the main thread */
 	/* The timers of its calls and attempts (lib/core/timers.h), and the
 	 * one libevent timer for the earliest: timer_at_ns is where that one
 	 * is set (INT64_MAX: not pending). */

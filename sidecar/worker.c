@@ -139,9 +139,8 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* The control thread published a runtime: serve it from now on. */
-static void swap_cb(evutil_socket_t fd, short what, void *arg)
+static void take_runtime(struct mtd_worker *w)
 {
-	struct mtd_worker *w = arg;
 	pthread_mutex_lock(&w->next_mu);
 	struct mtd_runtime *rt = w->next_rt;
 	w->next_rt = NULL;
@@ -177,9 +176,8 @@ static void swap_cb(evutil_socket_t fd, short what, void *arg)
 			mtd_pool_retire(p);
 }
 
-static void drain_cb(evutil_socket_t fd, short what, void *arg)
+static void drain(struct mtd_worker *w)
 {
-	struct mtd_worker *w = arg;
 	if (w->draining)
 		return;
 	w->draining = true;
@@ -197,10 +195,18 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 	maybe_finish_drain(w);
 }
 
-static void stop_cb(evutil_socket_t fd, short what, void *arg)
+/* The bell (worker-t.h): what the other threads asked for since. */
+static void on_bell(void *arg, uint32_t bits)
 {
 	struct mtd_worker *w = arg;
-	event_base_loopexit(w->base, NULL);
+	if (bits & MTD_WORKER_BELL_SWAP)
+		take_runtime(w);
+	if (bits & MTD_WORKER_BELL_HC)
+		mtd_mbox_run(&w->hc_inbox);
+	if (bits & MTD_WORKER_BELL_DRAIN)
+		drain(w);
+	if (bits & MTD_WORKER_BELL_STOP)
+		event_base_loopexit(w->base, NULL);
 }
 
 static void *ng_malloc(size_t size, void *ud)
@@ -243,7 +249,13 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	TAILQ_INIT(&w->dirty);
 	TAILQ_INIT(&w->graveyard);
 	LIST_INIT(&w->downs);
-	w->base = event_base_new();
+	/* No lock: only this thread touches the base; others ring the bell. */
+	struct event_config *ecfg = event_config_new();
+	if (!ecfg)
+		goto fail_base;
+	event_config_set_flag(ecfg, EVENT_BASE_FLAG_NOLOCK);
+	w->base = event_base_new_with_config(ecfg);
+	event_config_free(ecfg);
 	if (!w->base)
 		goto fail_base;
 	w->rbuf_len = READ_BUF_SIZE;
@@ -258,18 +270,20 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	if (event_assign(&w->listen_ev, w->base, listen_fd, EV_READ | EV_PERSIST, accept_cb, w) != 0 ||
 	    event_assign(&w->flush_ev, w->base, -1, 0, flush_cb, w) != 0 ||
 	    event_assign(&w->housekeeping_ev, w->base, -1, EV_PERSIST, housekeeping_cb, w) != 0 ||
-	    event_assign(&w->drain_ev, w->base, -1, 0, drain_cb, w) != 0 ||
-	    event_assign(&w->stop_ev, w->base, -1, 0, stop_cb, w) != 0 ||
-	    event_assign(&w->swap_ev, w->base, -1, 0, swap_cb, w) != 0 || mtd_worker_turn_init(w) != 0)
+	    mtd_worker_turn_init(w) != 0)
+		goto fail_up;
+	if (mtd_bell_init(&w->bell, w->base, on_bell, w) < 0)
 		goto fail_up;
 	if (mtd_hc_worker_init(w) < 0)
-		goto fail_up;
+		goto fail_bell;
 	struct timeval one_second = {1, 0};
 	if (event_add(&w->listen_ev, NULL) < 0 || event_add(&w->housekeeping_ev, &one_second) < 0)
 		goto fail_hc;
 	return w;
 fail_hc:
 	mtd_hc_worker_fini(w);
+fail_bell:
+	mtd_bell_fini(&w->bell);
 fail_up:
 	mtd_up_teardown(w);
 fail_down:
@@ -300,12 +314,12 @@ int mtd_worker_start(struct mtd_worker *w)
 
 void mtd_worker_drain(struct mtd_worker *w)
 {
-	event_active(&w->drain_ev, EV_TIMEOUT, 0);
+	mtd_bell_ring(&w->bell, MTD_WORKER_BELL_DRAIN);
 }
 
 void mtd_worker_stop(struct mtd_worker *w)
 {
-	event_active(&w->stop_ev, EV_TIMEOUT, 0);
+	mtd_bell_ring(&w->bell, MTD_WORKER_BELL_STOP);
 }
 
 void mtd_worker_free(struct mtd_worker *w)
@@ -337,6 +351,7 @@ void mtd_worker_free(struct mtd_worker *w)
 	event_del(&w->timers_ev);
 	mtd_conn_linger_end_all(w);
 	mtd_hc_worker_fini(w); /* after the pools: their checks answered */
+	mtd_bell_fini(&w->bell);
 	mtd_up_teardown(w);
 	mtd_down_teardown(w);
 	mtd_slab_drain(&w->slab);

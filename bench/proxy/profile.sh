@@ -25,6 +25,7 @@ PORT_BASE=25100
 CPU_PROXY=1
 CPU_LOAD=0
 KEEP=0
+RATE=0          # 0: saturation (-c x -m in flight); N: N calls/s in all (h2load --rps)
 UPSTREAM_BIN=${UPSTREAM_BIN:-$top/build/bench/proxy/grpc_upstream}
 MAITRED_BIN=${MAITRED_BIN:-$top/build/sidecar/maitred}
 
@@ -34,6 +35,9 @@ usage: $0 [options]
   -p ROW         maitred | nghttpx | haproxy | nginx (default $ROW)
   -n CALLS       calls per tool (default $CALLS; callgrind uses CALLS/10)
   -c N, -m N     h2load connections and streams each (default $CLIENTS, $STREAMS)
+  -r RATE        a steady rate instead of saturation: RATE calls/s in all,
+                 spread over the -c connections (h2load --rps RATE/c, one
+                 stream each), so each call arrives alone, as in production
   -t h2c|tls     upstream transport (default $MODE)
   -T LIST        tools among perf, strace, callgrind, ssl (default "$TOOLS";
                  ssl: libssl calls and record sizes per call, -t tls, root)
@@ -44,12 +48,13 @@ usage: $0 [options]
 EOF
 }
 
-while getopts "p:n:c:m:t:T:N:P:C:kh" opt; do
+while getopts "p:n:c:m:r:t:T:N:P:C:kh" opt; do
 	case $opt in
 	p) ROW=$OPTARG ;;
 	n) CALLS=$OPTARG ;;
 	c) CLIENTS=$OPTARG ;;
 	m) STREAMS=$OPTARG ;;
+	r) RATE=$OPTARG ;;
 	t) MODE=$OPTARG ;;
 	T) TOOLS=${OPTARG//,/ } ;;
 	N) TOPN=$OPTARG ;;
@@ -72,7 +77,11 @@ TARGET_URI="http://127.0.0.1:$PROXY_PORT/bench.Echo/Call"
 drive() {
 	local n0 n1
 	n0=$(up_stat calls)
-	h2load_run "$T/h2load.out" -n "$1" -c "$CLIENTS" -m "$STREAMS"
+	if [ "$RATE" -gt 0 ]; then
+		h2load_run "$T/h2load.out" -n "$1" -c "$CLIENTS" -m 1 --rps $((RATE / CLIENTS))
+	else
+		h2load_run "$T/h2load.out" -n "$1" -c "$CLIENTS" -m "$STREAMS"
+	fi
 	n1=$(up_stat calls)
 	echo $((n1 - n0))
 }

@@ -446,7 +446,7 @@ static void inbox_cb(evutil_socket_t fd, short what, void *arg)
 
 int mtd_hc_worker_init(struct mtd_worker *w)
 {
-	return mtd_mbox_init(&w->hc_inbox, w->base, inbox_cb, w);
+	return mtd_mbox_init_bell(&w->hc_inbox, &w->bell, MTD_WORKER_BELL_HC, inbox_cb, w);
 }
 
 void mtd_hc_worker_fini(struct mtd_worker *w)

@@ -311,7 +311,7 @@ class ReloadWhileWaiting(ChurnBase):
         swap the endpoint set under them, each reload moving the waiting
         calls to the new set. On the code of the issue: heap-use-after-free
         in mtd_call_reroute (call.c: the attempt mtd_attempt_cancel freed,
-        read for the failure message) from mtd_pool_retire <- swap_cb."""
+        read for the failure message) from mtd_pool_retire <- take_runtime."""
         sets = [[self.blackhole(), self.blackhole()], [self.blackhole(), self.blackhole()]]
         real = self.start_upstream("real")
 

@@ -29,7 +29,7 @@
  *   - the worker (worker.c): its struct is real and set up as
  *     mtd_worker_new does; the turn (flush_cb: flush dirty connections,
  *     free buried ones, reap), the timers (the real lib/core heap, run as
- *     timers_cb does), the snapshot swap (swap_cb) and the holds are
+ *     timers_cb does), the snapshot swap (take_runtime) and the holds are
  *     copies of worker.c's code, the holds counted; scheduling the flush
  *     does nothing, as every event here ends its turn;
  *   - the connect (mtd_up_connect, wrapped): a connection object like the
@@ -701,7 +701,7 @@ static bool run_timers(struct seam *s)
 	return ran;
 }
 
-/* worker.c swap_cb, once the runtime is taken. */
+/* worker.c take_runtime, once the runtime is taken. */
 static void worker_swap(struct seam *s, struct mtd_runtime *rt)
 {
 	struct mtd_worker *w = s->w;

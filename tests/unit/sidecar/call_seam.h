@@ -107,7 +107,7 @@ int64_t seam_now_ns(void);
 /* ---- snapshots ---------------------------------------------------------- */
 
 /* A reload to yaml, published (control thread) and taken by the worker
- * (worker.c swap_cb: pools of removed endpoints retire, their waiting
+ * (worker.c take_runtime: pools of removed endpoints retire, their waiting
  * attempts reroute) - one event, whose turn has NOT ended yet: call
  * seam_end_turn / seam_run next. */
 void seam_reload(struct seam *s, const char *yaml);

@@ -153,6 +153,124 @@ START_TEST(threads_post_while_the_owner_takes)
 }
 END_TEST
 
+/* ---- the bell ----------------------------------------------------------- */
+
+struct ringee {
+	struct event_base *base;
+	struct mtd_bell bell;
+	struct mtd_mbox mb; /* on the bell, bit 2 */
+	int runs;
+	uint32_t bits; /* every bit seen */
+	struct owner o; /* what the mailbox delivered (owner_take) */
+};
+
+static void mb_on_bell_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ringee *r = arg;
+	struct mtd_mbox_link *l = mtd_mbox_take(&r->mb);
+	while (l) {
+		struct item *it = MTD_MBOX_ITEM(l, struct item, link);
+		l = l->next;
+		if (it->seq != r->o.last[it->poster] + 1)
+			r->o.in_order = false;
+		r->o.last[it->poster] = it->seq;
+		r->o.got++;
+		free(it);
+	}
+	if (r->o.got == POSTERS * PER_THREAD)
+		event_base_loopbreak(r->base);
+}
+
+static void on_ring(void *arg, uint32_t bits)
+{
+	struct ringee *r = arg;
+	r->runs++;
+	r->bits |= bits;
+	if (bits & 4u)
+		mtd_mbox_run(&r->mb);
+}
+
+static void ringee_init(struct ringee *r)
+{
+	struct event_config *cfg = event_config_new();
+
+	*r = (struct ringee){.o = {.in_order = true}};
+	for (int p = 0; p < POSTERS; p++)
+		r->o.last[p] = -1;
+	ck_assert_ptr_nonnull(cfg);
+	/* As a worker's: a base without a lock (worker.c). */
+	ck_assert_int_eq(event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK), 0);
+	r->base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	ck_assert_ptr_nonnull(r->base);
+	ck_assert_int_eq(mtd_bell_init(&r->bell, r->base, on_ring, r), 0);
+	ck_assert_int_eq(mtd_mbox_init_bell(&r->mb, &r->bell, 4u, mb_on_bell_cb, r), 0);
+}
+
+static void ringee_fini(struct ringee *r)
+{
+	ck_assert_ptr_null(mtd_mbox_fini(&r->mb));
+	mtd_bell_fini(&r->bell);
+	event_base_free(r->base);
+}
+
+START_TEST(bell_rings_merge_and_none_is_lost)
+{
+	struct ringee r;
+
+	ringee_init(&r);
+	/* Nothing rung: a turn runs nothing. */
+	ck_assert_int_ge(event_base_loop(r.base, EVLOOP_NONBLOCK), 0);
+	ck_assert_int_eq(r.runs, 0);
+	/* Two rings before the owner looks: one run with both bits. */
+	mtd_bell_ring(&r.bell, 1u);
+	mtd_bell_ring(&r.bell, 2u);
+	ck_assert_int_ge(event_base_loop(r.base, EVLOOP_NONBLOCK), 0);
+	ck_assert_int_eq(r.runs, 1);
+	ck_assert_uint_eq(r.bits, 3u);
+	/* A ring after that run is a new run, with only its bit. */
+	r.bits = 0;
+	mtd_bell_ring(&r.bell, 8u);
+	ck_assert_int_ge(event_base_loop(r.base, EVLOOP_NONBLOCK), 0);
+	ck_assert_int_eq(r.runs, 2);
+	ck_assert_uint_eq(r.bits, 8u);
+	/* A mailbox on the bell: its post rings bit 4, the run delivers it. */
+	struct item *it = malloc(sizeof(*it));
+	ck_assert_ptr_nonnull(it);
+	*it = (struct item){.poster = 0, .seq = 0};
+	mtd_mbox_post(&r.mb, &it->link);
+	ck_assert_int_ge(event_base_loop(r.base, EVLOOP_NONBLOCK), 0);
+	ck_assert_int_eq(r.runs, 3);
+	ck_assert_int_eq(r.o.got, 1);
+	ringee_fini(&r);
+}
+END_TEST
+
+START_TEST(bell_threads_ring_a_base_without_a_lock)
+{
+	struct ringee r;
+	struct poster ps[POSTERS];
+	pthread_t th[POSTERS];
+	struct timeval limit = {60, 0};
+
+	ck_assert_int_eq(evthread_use_pthreads(), 0);
+	ringee_init(&r);
+	for (int p = 0; p < POSTERS; p++) {
+		ps[p] = (struct poster){&r.mb, p};
+		ck_assert_int_eq(pthread_create(&th[p], NULL, poster_main, &ps[p]), 0);
+	}
+	/* Bounded as above: the rings alone must bring everything. */
+	event_base_loopexit(r.base, &limit);
+	event_base_dispatch(r.base);
+	for (int p = 0; p < POSTERS; p++)
+		pthread_join(th[p], NULL);
+	ck_assert_int_eq(r.o.got, POSTERS * PER_THREAD);
+	ck_assert(r.o.in_order);
+	ck_assert_int_gt(r.runs, 0);
+	ringee_fini(&r);
+}
+END_TEST
+
 static Suite *mailbox_suite(void)
 {
 	Suite *s = suite_create("mailbox");
@@ -161,6 +279,8 @@ static Suite *mailbox_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, post_take_order_and_wakeup);
 	tcase_add_test(tc, threads_post_while_the_owner_takes);
+	tcase_add_test(tc, bell_rings_merge_and_none_is_lost);
+	tcase_add_test(tc, bell_threads_ring_a_base_without_a_lock);
 	suite_add_tcase(s, tc);
 	return s;
 }
