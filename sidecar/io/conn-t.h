@@ -79,6 +79,7 @@ struct mtd_conn {
 	struct ssl_st *ssl;              /* TLS only */
 	bool tls_up;                     /* TLS handshake completed */
 	bool tls_drained;                /* the last SSL_read found the socket empty */
+	bool tls_short_read;             /* the last read(2) under TLS filled less than asked */
 	nghttp2_session *ng;
 	struct event rev, wev;   /* fd readable / writable */
 	/* Its one timer, made with it (mtd_conn_timer_init) and armed with
