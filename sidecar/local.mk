@@ -32,6 +32,8 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/ops/admin.h sidecar/ops/admin.c
 nodist_sidecar_maitred_SOURCES = sidecar/ops/admin_page.c
 sidecar_maitred_LDADD = $(MAITRED_LIBS)
+sidecar_maitred_CFLAGS = $(AM_CFLAGS) $(LTO_CFLAGS)
+sidecar_maitred_LDFLAGS = $(AM_LDFLAGS) $(LTO_CFLAGS)
 EXTRA_DIST += sidecar/ops/admin_page.html
 BUILT_SOURCES += sidecar/ops/admin_page.c
 CLEANFILES += sidecar/ops/admin_page.c

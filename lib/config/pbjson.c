@@ -671,7 +671,7 @@ static int map_timestamp(struct mapper *m, const ProtobufCMessageDescriptor *des
 	                               *fn = protobuf_c_message_descriptor_get_field(desc, 2);
 	int64_t seconds;
 	int32_t nanos;
-	const char *why;
+	const char *why = NULL;
 	ProtobufCMessage *ts;
 
 	if (n->type != YAML_SCALAR_NODE) {
