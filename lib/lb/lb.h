@@ -97,8 +97,9 @@ void mtd_lb_tick(struct mtd_lb_picker *p, int64_t now_ms, int64_t now_ns);
  * position floor(sc->index * n / sc->count + 1/2) on. The indices go into
  * out in increasing order (room for min(size, n) entries, or n when size
  * is 0 or >= n: then every index); *n_out receives the count. Returns 0,
- * or -EINVAL (NULL arguments; node_id NULL under RENDEZVOUS; under RING,
- * count 0 or index >= count) or -ENOMEM. Pure; any thread. */
+ * or -EINVAL (NULL arguments; n > MTD_LB_MAX_ENDPOINTS; node_id NULL
+ * under RENDEZVOUS; under RING, count 0 or index >= count) or -ENOMEM.
+ * Pure; any thread. */
 int mtd_lb_subset(const struct mtd_lb_subset_config *sc, const char *node_id, const struct mtd_lb_endpoint *eps,
                   size_t n, uint32_t *out, size_t *n_out);
 

@@ -120,7 +120,7 @@ int mtd_lb_subset(const struct mtd_lb_subset_config *sc, const char *node_id, co
 	struct scored *sc_eps;
 
 	if (!mtd_lb_subset_config_ok(sc) || (sc->mode == MTD_LB_SUBSET_RENDEZVOUS && node_id == NULL) ||
-	    (n > 0 && (eps == NULL || out == NULL)) || n_out == NULL)
+	    (n > 0 && (eps == NULL || out == NULL)) || n > MTD_LB_MAX_ENDPOINTS || n_out == NULL)
 		return -EINVAL;
 	size = sc->size;
 	if (size == 0 || size >= n) {
@@ -137,7 +137,7 @@ int mtd_lb_subset(const struct mtd_lb_subset_config *sc, const char *node_id, co
 	for (size_t i = 0; i < n; i++)
 		sc_eps[i] = (struct scored){mtd_lb_hash64(eps[i].id, strlen(eps[i].id), seed), eps[i].id, (uint32_t)i};
 	qsort(sc_eps, n, sizeof(*sc_eps), scored_cmp);
-	if (sc->mode == MTD_LB_SUBSET_RING) /* floor(index * n / count + 1/2); n <= 2^32, index < count < 2^32 */
+	if (sc->mode == MTD_LB_SUBSET_RING) /* floor(index * n / count + 1/2): index < 2^32, n < 2^31 */
 		start = (size_t)((2 * (uint64_t)sc->index * n + sc->count) / (2 * (uint64_t)sc->count) % n);
 	for (size_t k = 0; k < size; k++)
 		out[k] = sc_eps[(start + k) % n].idx;
