@@ -28,7 +28,9 @@
  *       the key's previous call.
  * subset 100 sidecars, subset size 25 over 100 / 300 / 1,000 endpoints:
  *       connections per endpoint, and what changes when one endpoint
- *       leaves; rendezvous (mtd_lb_subset) vs the SRE book's.
+ *       leaves (endpoint 3; the worst of all), one joins, a sidecar
+ *       joins; every subset.mode (mtd_lb_subset) vs the SRE book's and
+ *       two variants considered for RING.
  * split ns per pick through a routing layer with a split (issue 18:
  *       metadata_key version, v1 90 / v2 10, 3 / 100 / 1,000 endpoints)
  *       next to the same policy's plain pick and the layer's pick
@@ -648,14 +650,19 @@ static void bench_hot(void)
 #define SUB_SIDECARS 100
 #define SUB_SIZE     25
 
+/* A subsetting scheme: sidecar `client` of `count`, subset of `size` of
+ * eps[0..n) into out. */
+typedef void subset_fn(size_t client, size_t count, size_t n, size_t size, uint32_t *out);
+
 /* The SRE book's deterministic subsetting (Site Reliability Engineering,
- * ch. 20): sidecar `client` of a known count, rounds of shuffled lists. */
-static void sre_subset(size_t client, size_t n, size_t size, uint32_t *out)
+ * ch. 20): sidecar `client` (no count needed), rounds of shuffled lists. */
+static void sre_subset(size_t client, size_t count_unused, size_t n, size_t size, uint32_t *out)
 {
 	size_t count = n / size > 0 ? n / size : 1, round = client / count, id = client % count;
 	uint32_t order[MAXN];
 	uint64_t rng = 0x5eed + round;
 
+	(void)count_unused;
 	for (size_t i = 0; i < n; i++)
 		order[i] = (uint32_t)i;
 	for (size_t i = n; i > 1; i--) {
@@ -669,35 +676,137 @@ static void sre_subset(size_t client, size_t n, size_t size, uint32_t *out)
 		out[k] = order[(id * size + k) % n];
 }
 
-typedef void subset_fn(size_t client, size_t n, size_t size, uint32_t *out);
+struct hashed {
+	uint64_t h;
+	uint32_t idx;
+};
 
-static void rendezvous_subset(size_t client, size_t n, size_t size, uint32_t *out)
+static int hashed_cmp(const void *a, const void *b)
 {
+	const struct hashed *x = a, *y = b;
+
+	if (x->h != y->h)
+		return x->h < y->h ? -1 : 1;
+	return strcmp(eps[x->idx].id, eps[y->idx].id);
+}
+
+/* eps[0..n) by mtd_lb_hash64 of the id under seed, into order. */
+static void hash_order(size_t n, uint64_t seed, uint32_t *order)
+{
+	static struct hashed hs[MAXN];
+
+	for (size_t i = 0; i < n; i++)
+		hs[i] = (struct hashed){mtd_lb_hash64(eps[i].id, strlen(eps[i].id), seed), (uint32_t)i};
+	qsort(hs, n, sizeof(hs[0]), hashed_cmp);
+	for (size_t i = 0; i < n; i++)
+		order[i] = hs[i].idx;
+}
+
+/* Considered, not a mode: the SRE book's rounds with each round's list in
+ * the order of a hash of the id seeded by the round number, instead of a
+ * shuffle of positions (a departure then only closes its own gap). */
+static void sre_hashed_subset(size_t client, size_t count_unused, size_t n, size_t size, uint32_t *out)
+{
+	size_t count = n / size > 0 ? n / size : 1, round = client / count, id = client % count;
+	uint32_t order[MAXN];
+
+	(void)count_unused;
+	hash_order(n, 0x5eed + round, order);
+	for (size_t k = 0; k < size; k++)
+		out[k] = order[(id * size + k) % n];
+}
+
+/* Considered, not a mode: the hash ring cut in consecutive windows,
+ * sidecar i's from (i * size) mod n. */
+static void tile_subset(size_t client, size_t count_unused, size_t n, size_t size, uint32_t *out)
+{
+	uint32_t order[MAXN];
+
+	(void)count_unused;
+	hash_order(n, MTD_LB_SUBSET_SEED, order);
+	for (size_t k = 0; k < size; k++)
+		out[k] = order[(client * size + k) % n];
+}
+
+static void maitred_subset(enum mtd_lb_subset_mode mode, size_t client, size_t count, size_t n, size_t size,
+                           uint32_t *out)
+{
+	struct mtd_lb_subset_config sc = {
+	        .size = (uint32_t)size, .mode = mode, .index = (uint32_t)client, .count = (uint32_t)count};
 	char node[48];
 	size_t got = 0;
 
 	snprintf(node, sizeof(node), "sidecar-%zu.pod.cluster.local", client);
-	if (mtd_lb_subset(node, eps, n, size, out, &got) != 0 || got != size)
+	if (mtd_lb_subset(&sc, node, eps, n, out, &got) != 0 || got != size)
 		exit(1);
 }
 
-/* Subsets by endpoint id (ids[] are stable), so a departure is compared
- * by content: endpoint `gone` leaves, the last takes its index. */
+static void rendezvous_subset(size_t client, size_t count, size_t n, size_t size, uint32_t *out)
+{
+	maitred_subset(MTD_LB_SUBSET_RENDEZVOUS, client, count, n, size, out);
+}
+
+static void ring_subset(size_t client, size_t count, size_t n, size_t size, uint32_t *out)
+{
+	maitred_subset(MTD_LB_SUBSET_RING, client, count, n, size, out);
+}
+
+static uint32_t sub_before[SUB_SIDECARS + 1][SUB_SIZE], sub_after[SUB_SIDECARS + 1][SUB_SIZE];
+static char sub_saved[MAXN + 1][32];
+
+/* Slots of sidecar c's subset in sub_before (ids as sub_saved) that its
+ * subset in sub_after (ids as ids[] now) lacks. */
+static size_t sub_moved(size_t c)
+{
+	size_t moved = 0;
+
+	for (size_t k = 0; k < SUB_SIZE; k++) {
+		bool kept = false;
+
+		for (size_t j = 0; j < SUB_SIZE && !kept; j++)
+			kept = strcmp(sub_saved[sub_before[c][k]], ids[sub_after[c][j]]) == 0;
+		moved += !kept;
+	}
+	return moved;
+}
+
+/* Endpoint g leaves (the last takes its index, as a registry's array
+ * would): the slots that change, over every sidecar; ids[] restored. */
+static size_t sub_leave(subset_fn *fn, size_t n, size_t g, size_t *changed_sidecars)
+{
+	size_t slots = 0;
+
+	memcpy(ids[g], ids[n - 1], sizeof(ids[g]));
+	for (size_t c = 0; c < SUB_SIDECARS; c++) {
+		size_t moved;
+
+		fn(c, SUB_SIDECARS, n - 1, SUB_SIZE, sub_after[c]);
+		moved = sub_moved(c);
+		slots += moved;
+		if (changed_sidecars != NULL)
+			*changed_sidecars += moved > 0;
+	}
+	memcpy(ids[g], sub_saved[g], sizeof(ids[g]));
+	return slots;
+}
+
+/* Subsets by endpoint id (ids[] are stable), so a change is compared by
+ * content. */
 static void subset_row(const char *label, subset_fn *fn, size_t n)
 {
-	static uint32_t before[SUB_SIDECARS][MAXN], after[SUB_SIDECARS][MAXN];
-	static char saved[MAXN][32];
-	size_t conns[MAXN] = {0}, max = 0, min = SIZE_MAX, changed_sidecars = 0, changed_slots = 0;
+	size_t conns[MAXN] = {0}, max = 0, min = SIZE_MAX, changed_sidecars = 0, slots, worst = 0, step, joined = 0,
+	       grown = 0;
 	double mean = (double)SUB_SIDECARS * SUB_SIZE / (double)n, var = 0;
 	const size_t gone = 3;
 
-	make_eps(n, false);
-	for (size_t i = 0; i < n; i++)
-		snprintf(saved[i], sizeof(saved[i]), "%s", ids[i]);
+	make_eps(n + 1, false);
+	snprintf(ids[n], sizeof(ids[n]), "10.99.99.99:9090"); /* the one that joins */
+	for (size_t i = 0; i <= n; i++)
+		snprintf(sub_saved[i], sizeof(sub_saved[i]), "%s", ids[i]);
 	for (size_t c = 0; c < SUB_SIDECARS; c++) {
-		fn(c, n, SUB_SIZE, before[c]);
+		fn(c, SUB_SIDECARS, n, SUB_SIZE, sub_before[c]);
 		for (size_t k = 0; k < SUB_SIZE; k++)
-			conns[before[c][k]]++;
+			conns[sub_before[c][k]]++;
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (conns[i] > max)
@@ -706,24 +815,30 @@ static void subset_row(const char *label, subset_fn *fn, size_t n)
 			min = conns[i];
 		var += ((double)conns[i] - mean) * ((double)conns[i] - mean);
 	}
-	/* One endpoint leaves. */
-	memcpy(ids[gone], ids[n - 1], sizeof(ids[gone]));
-	for (size_t c = 0; c < SUB_SIDECARS; c++) {
-		size_t moved = 0;
+	/* Endpoint 3 leaves; then the worst departure of every endpoint (every
+	 * 10th at 1,000). */
+	slots = sub_leave(fn, n, gone, &changed_sidecars);
+	step = n >= 1000 ? 10 : 1;
+	for (size_t g = 0; g < n; g += step) {
+		size_t s = sub_leave(fn, n, g, NULL);
 
-		fn(c, n - 1, SUB_SIZE, after[c]);
-		for (size_t k = 0; k < SUB_SIZE; k++) {
-			bool kept = false;
-
-			for (size_t j = 0; j < SUB_SIZE && !kept; j++)
-				kept = strcmp(saved[before[c][k]], ids[after[c][j]]) == 0;
-			moved += !kept;
-		}
-		changed_sidecars += moved > 0;
-		changed_slots += moved;
+		worst = s > worst ? s : worst;
 	}
-	printf("| %s | %zu | %.1f | %zu | %zu | %.2f | %.2f | %zu | %.2f |\n", label, n, mean, min, max,
-	       (double)max / mean, sqrt(var / (double)n), changed_sidecars, (double)changed_slots / SUB_SIDECARS);
+	/* One joins (ids[n]). */
+	for (size_t c = 0; c < SUB_SIDECARS; c++) {
+		fn(c, SUB_SIDECARS, n + 1, SUB_SIZE, sub_after[c]);
+		joined += sub_moved(c);
+	}
+	/* A 101st sidecar joins the fleet: what the first 100 change. */
+	for (size_t c = 0; c < SUB_SIDECARS; c++) {
+		fn(c, SUB_SIDECARS + 1, n, SUB_SIZE, sub_after[c]);
+		grown += sub_moved(c);
+	}
+	printf("| %s | %zu | %.1f | %zu | %zu | %.2f | %.2f | %zu | %.2f (%.1f %%) | %.2f (%.1f %%) | %.2f | %.2f |\n",
+	       label, n, mean, min, max, (double)max / mean, sqrt(var / (double)n), changed_sidecars,
+	       (double)slots / SUB_SIDECARS, 100.0 * (double)slots / (SUB_SIDECARS * SUB_SIZE),
+	       (double)worst / SUB_SIDECARS, 100.0 * (double)worst / (SUB_SIDECARS * SUB_SIZE),
+	       (double)joined / SUB_SIDECARS, (double)grown / SUB_SIDECARS);
 	fflush(stdout);
 }
 
@@ -731,14 +846,19 @@ static void bench_subset(void)
 {
 	static const size_t ns[] = {100, 300, 1000};
 
-	printf("%d sidecars, subset size %d; connections per endpoint; then endpoint 3 leaves\n\n", SUB_SIDECARS,
-	       SUB_SIZE);
+	printf("%d sidecars, subset size %d; connections per endpoint; then endpoint 3 leaves, every endpoint leaves "
+	       "(every 10th of 1,000), one joins, a 101st sidecar joins\n\n",
+	       SUB_SIDECARS, SUB_SIZE);
 	printf("| subsetting | endpoints | mean | min | max | max/mean | stddev | sidecars whose subset changed | "
-	       "slots changed per sidecar |\n");
-	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	       "slots changed per sidecar (share of connections) | worst departure: slots per sidecar (share) | "
+	       "one joins: slots per sidecar | a 101st sidecar: slots per sidecar |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (size_t z = 0; z < sizeof(ns) / sizeof(ns[0]); z++) {
-		subset_row("rendezvous on node_id (maitred)", rendezvous_subset, ns[z]);
+		subset_row("RENDEZVOUS on node_id (maitred)", rendezvous_subset, ns[z]);
+		subset_row("RING at index / count (maitred)", ring_subset, ns[z]);
 		subset_row("SRE book deterministic (needs sidecar index)", sre_subset, ns[z]);
+		subset_row("considered: SRE rounds, hash order per round", sre_hashed_subset, ns[z]);
+		subset_row("considered: ring, window at (index * size) mod n", tile_subset, ns[z]);
 	}
 }
 

@@ -50,6 +50,7 @@ typedef Maitred__Config__V1__Log PbLog;
 typedef Google__Protobuf__Duration PbDuration;
 typedef Maitred__Config__V1__Routing PbRouting;
 typedef Maitred__Config__V1__Locality PbLocality;
+typedef Maitred__Config__V1__Subset PbSubset;
 typedef Maitred__Config__V1__Split PbSplit;
 typedef Maitred__Config__V1__SplitGuard PbSplitGuard;
 typedef Maitred__Config__V1__RateLimit PbRateLimit;
@@ -1430,6 +1431,62 @@ static void layer_resolve(struct builder *b, const struct mtd_cfg_service *svc, 
 	out->fallback_fail = r->fallback_fail;
 }
 
+/* Service.subset (lib/lb/subset.c): RING needs this sidecar's index and
+ * the count, RENDEZVOUS neither; a key the mode would ignore is refused. */
+static void build_subset(struct builder *b, const PbSubset *m, const char *path, struct mtd_lb_subset_config *out)
+{
+	bool ring;
+	char p[256];
+
+	*out = (struct mtd_lb_subset_config){.mode = MTD_LB_SUBSET_RENDEZVOUS};
+	if (m == NULL)
+		return;
+	out->size = m->size;
+	switch (m->mode) {
+	case MAITRED__CONFIG__V1__SUBSET__MODE__MODE_UNSPECIFIED:
+		ring = m->count > 0;
+		break;
+	case MAITRED__CONFIG__V1__SUBSET__MODE__RENDEZVOUS:
+		ring = false;
+		break;
+	case MAITRED__CONFIG__V1__SUBSET__MODE__RING:
+		ring = true;
+		break;
+	default:
+		BERR(at(b, m, "mode", NULL), sub(p, sizeof(p), path, "subset.mode"), "unknown mode %d", (int)m->mode);
+		return;
+	}
+	if (m->size == 0 &&
+	    (m->mode != MAITRED__CONFIG__V1__SUBSET__MODE__MODE_UNSPECIFIED || m->index != NULL || m->count > 0))
+		BERR(at(b, m, "size", NULL), sub(p, sizeof(p), path, "subset.size"),
+		     "is required with mode, index or count (0 keeps every endpoint)");
+	if (!ring) {
+		if (m->index != NULL)
+			BERR(at(b, m, "index", NULL), sub(p, sizeof(p), path, "subset.index"),
+			     m->mode == MAITRED__CONFIG__V1__SUBSET__MODE__RENDEZVOUS
+			             ? "is for mode RING (RENDEZVOUS places this sidecar by node_id)"
+			             : "needs count (how many sidecars share the service)");
+		if (m->count > 0)
+			BERR(at(b, m, "count", NULL), sub(p, sizeof(p), path, "subset.count"),
+			     "is for mode RING (RENDEZVOUS places this sidecar by node_id)");
+		return;
+	}
+	out->mode = MTD_LB_SUBSET_RING;
+	if (m->count == 0)
+		BERR(at(b, m, "mode", NULL), sub(p, sizeof(p), path, "subset.count"),
+		     "is required with mode RING (how many sidecars share the service)");
+	if (m->index == NULL)
+		BERR(at(b, m, m->count > 0 ? "count" : "mode", NULL), sub(p, sizeof(p), path, "subset.index"),
+		     "is required with mode RING (this sidecar's index, 0 .. count - 1)");
+	else if (m->count > 0 && m->index->value >= m->count)
+		BERR(at(b, m, "index", NULL), sub(p, sizeof(p), path, "subset.index"), "%u is not below count (%u)",
+		     (unsigned)m->index->value, (unsigned)m->count);
+	if (m->count == 0 || m->index == NULL || m->index->value >= m->count)
+		return;
+	out->index = m->index->value;
+	out->count = m->count;
+}
+
 static void build_locality(struct builder *b, const PbService *m, const char *path, struct mtd_cfg_service *out)
 {
 	const PbLocality *l = m->locality;
@@ -1440,8 +1497,7 @@ static void build_locality(struct builder *b, const PbService *m, const char *pa
 	out->layer.min_healthy_percent = MTD_LB_DEFAULT_MIN_HEALTHY_PERCENT;
 	/* issue 10: PREFER_LOCAL by default once zone is set. */
 	out->layer.locality = b->zone != NULL ? MTD_LB_LOCALITY_PREFER_LOCAL : MTD_LB_LOCALITY_OFF;
-	if (m->subset != NULL)
-		out->layer.subset_size = m->subset->size;
+	build_subset(b, m->subset, path, &out->layer.subset);
 	if (l == NULL)
 		return;
 	switch (l->mode) {

@@ -2,8 +2,9 @@
  * which endpoints a policy sees, decided before the policy picks.
  *
  *   endpoints ──subset──▶ groups by routing tag ──▶ zones ──▶ policy pickers
- *                (rendezvous      (metadata_key value;   (local / other
- *                 on node_id)      "untagged" = no key)   zones)
+ *             (rendezvous on       (metadata_key value;   (local / other
+ *              node_id, or ring    "untagged" = no key)   zones)
+ *              at index/count)
  *
  * Built once per endpoint set (mtd_lb_layer_new): every (group, zone part)
  * gets its own picker over its own endpoint array, so a policy never sees
@@ -30,9 +31,10 @@
  *     no eligible local endpoint, everything spills over. Either part
  *     yields to the other when it has no eligible endpoint.
  *
- * Subset (subset.c): with subset.size, each group keeps only the size
- * endpoints of highest rendezvous score for node_id, before zones split
- * it, so a canary group keeps its members in every sidecar's view.
+ * Subset (subset.c): with subset.size, each group keeps only size of its
+ * endpoints (RENDEZVOUS: the highest scores for node_id; RING: this
+ * sidecar's window of the group's ring), before zones split it, so a
+ * canary group keeps its members in every sidecar's view.
  *
  * Split (split.c, issue 18): with lc->split, a call the routing header
  * does not pin goes to one of the split's groups, chosen by weight among
@@ -165,13 +167,13 @@ static int group_build(struct mtd_lb_layer *l, struct group *g, const uint32_t *
 		goto out;
 	for (size_t k = 0; k < m; k++)
 		keep[k] = (uint32_t)k;
-	if (l->cfg.subset_size > 0 && m > l->cfg.subset_size) {
+	if (l->cfg.subset.size > 0 && m > l->cfg.subset.size) {
 		tmp = calloc(m, sizeof(*tmp));
 		if (tmp == NULL)
 			goto out;
 		for (size_t k = 0; k < m; k++)
 			tmp[k] = l->eps[members[k]];
-		rc = mtd_lb_subset(l->node_id != NULL ? l->node_id : "", tmp, m, l->cfg.subset_size, keep, &nk);
+		rc = mtd_lb_subset(&l->cfg.subset, l->node_id != NULL ? l->node_id : "", tmp, m, keep, &nk);
 		if (rc != 0)
 			goto out;
 		rc = -ENOMEM;
@@ -276,7 +278,8 @@ struct mtd_lb_layer *mtd_lb_layer_new(const struct mtd_lb_layer_config *lc, cons
 	size_t start, cap;
 
 	if (lc == NULL || cfg == NULL || (n > 0 && eps == NULL) || n > MTD_LB_MAX_ENDPOINTS ||
-	    !(lc->min_healthy_percent >= 0.0 && lc->min_healthy_percent <= 100.0))
+	    !(lc->min_healthy_percent >= 0.0 && lc->min_healthy_percent <= 100.0) ||
+	    !mtd_lb_subset_config_ok(&lc->subset))
 		return NULL;
 	l = calloc(1, sizeof(*l));
 	if (l == NULL)

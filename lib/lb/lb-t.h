@@ -111,6 +111,21 @@ enum mtd_lb_locality_mode {
 
 #define MTD_LB_DEFAULT_MIN_HEALTHY_PERCENT 70.0
 
+/* subset.mode (issue 19, subset.c: the trade between the two). */
+enum mtd_lb_subset_mode {
+	MTD_LB_SUBSET_RENDEZVOUS = 0, /* on node_id: no coordination; binomial spread */
+	MTD_LB_SUBSET_RING = 1,       /* a window of the hash ring at index / count: even */
+};
+
+/* Which endpoints of a routing group this sidecar uses (subset.c). */
+struct mtd_lb_subset_config {
+	uint32_t size; /* endpoints kept; 0 = every endpoint */
+	enum mtd_lb_subset_mode mode;
+	/* RING only: this sidecar's index among the count sidecars that share
+	 * the service, index < count (RENDEZVOUS ignores both). */
+	uint32_t index, count;
+};
+
 /* split (issue 18, split.c): a call the routing header does not pin goes
  * to the group of endpoints whose metadata_key value is `value`, in
  * proportion to `weight` among the groups that have an eligible endpoint;
@@ -147,8 +162,8 @@ struct mtd_lb_layer_config {
 	double min_healthy_percent;         /* 0..100, default 70 */
 	const char *metadata_key;           /* routing.metadata_key; NULL/"" = no tag routing */
 	bool fallback_fail;                 /* routing.fallback FAIL: no untagged fallback */
-	const char *node_id;                /* subset identity (Config.node_id or the hostname) */
-	uint32_t subset_size;               /* 0 = every endpoint */
+	const char *node_id;                /* RENDEZVOUS subset identity (Config.node_id or the hostname) */
+	struct mtd_lb_subset_config subset; /* size 0 = every endpoint */
 	/* split over the groups of metadata_key (which must be set), or NULL.
 	 * Copied; its address also tells a rebuild of the same config (the
 	 * guard's state carries over) from a reload (it starts afresh). */

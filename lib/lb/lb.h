@@ -91,19 +91,28 @@ void mtd_lb_tick(struct mtd_lb_picker *p, int64_t now_ms, int64_t now_ns);
 
 #define MTD_LB_SUBSET_SEED 0x7375627365743031ULL /* "subset01" */
 
-/* This sidecar's deterministic subset of eps[0..n): the indices of the
- * `size` endpoints of highest rendezvous score for node_id (subset.c), in
- * increasing index order, into out (room for min(size, n) entries, or n
- * when size is 0 or >= n: then every index). *n_out receives the count.
- * Returns 0, -EINVAL (NULL arguments) or -ENOMEM. Pure; any thread. */
-int mtd_lb_subset(const char *node_id, const struct mtd_lb_endpoint *eps, size_t n, size_t size, uint32_t *out,
-                  size_t *n_out);
+/* This sidecar's deterministic subset of eps[0..n) under sc (subset.c):
+ * RENDEZVOUS, the sc->size endpoints of highest rendezvous score for
+ * node_id; RING, the sc->size endpoints of the hash-ordered ring from
+ * position floor(sc->index * n / sc->count + 1/2) on. The indices go into
+ * out in increasing order (room for min(size, n) entries, or n when size
+ * is 0 or >= n: then every index); *n_out receives the count. Returns 0,
+ * or -EINVAL (NULL arguments; n > MTD_LB_MAX_ENDPOINTS; node_id NULL
+ * under RENDEZVOUS; under RING, count 0 or index >= count) or -ENOMEM.
+ * Pure; any thread. */
+int mtd_lb_subset(const struct mtd_lb_subset_config *sc, const char *node_id, const struct mtd_lb_endpoint *eps,
+                  size_t n, uint32_t *out, size_t *n_out);
+
+/* True when sc is one mtd_lb_subset accepts (a known mode; under RING,
+ * index < count). */
+bool mtd_lb_subset_config_ok(const struct mtd_lb_subset_config *sc);
 
 /* The routing layer over eps[0..n) (eps must outlive it): subset, tag
  * groups and zone parts (layer.c), each part with its own picker of
  * policy cfg, carrying state from prev's matching part (prev is only
  * read). NULL on allocation failure or invalid options (those
- * mtd_lb_picker_new refuses; min_healthy_percent outside 0..100).
+ * mtd_lb_picker_new refuses; min_healthy_percent outside 0..100; a
+ * subset mtd_lb_subset_config_ok refuses).
  * Control thread. */
 struct mtd_lb_layer;
 struct mtd_lb_layer *mtd_lb_layer_new(const struct mtd_lb_layer_config *lc, const struct mtd_lb_config *cfg,

@@ -256,7 +256,7 @@ static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
  * issue 18). */
 static bool layer_wanted(const struct mtd_lb_layer_config *lc)
 {
-	return lc->subset_size > 0 || (lc->zone && lc->locality != MTD_LB_LOCALITY_OFF) || lc->metadata_key ||
+	return lc->subset.size > 0 || (lc->zone && lc->locality != MTD_LB_LOCALITY_OFF) || lc->metadata_key ||
 	       lc->split;
 }
 

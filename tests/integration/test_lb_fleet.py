@@ -2,7 +2,8 @@
 instances (issue 10, "Tests that must exist"): zone preference and spill-over
 when the local instance dies, canary routing by header and its fallback, and
 the subset size honoured (connections each upstream accepted, counted by the
-kernel: established TCP connections to its port).
+kernel: established TCP connections to its port), and subset.mode RING's
+windows tiling a fleet of two sidecars.
 
 Everything here is deterministic (round robin, one worker, calls one after
 another, routing by exact rules); no assertion depends on timing.
@@ -98,6 +99,24 @@ class Fleet(MaitredTest):
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
         # Without the header the untagged ones still serve.
         self.assertEqual(set(self.calls(stub, 4)), {"a", "b"})
+
+    @maitred_only
+    def test_subset_ring_windows_tile_the_fleet(self):
+        # subset.mode RING (issue 19): two sidecars, index 0 and 1 of
+        # count 2, size 2 over 4 upstreams: disjoint windows of the hash
+        # ring that together cover every upstream, round robin inside each.
+        ups = [self.start_upstream(n) for n in ("a", "b", "c", "d")]
+        seen = []
+        for index in (0, 1):
+            sub = {"size": 2, "mode": "RING", "index": index, "count": 2}
+            m = self.start_maitred(self.config([self.service(SVC, ups, subset=sub)]))
+            got = self.calls(self.echo(m), 20)
+            self.assertEqual(len(set(got)), 2, got)
+            for name in set(got):
+                self.assertEqual(got.count(name), 10)
+            seen.append(set(got))
+        self.assertEqual(seen[0] & seen[1], set())
+        self.assertEqual(seen[0] | seen[1], {"a", "b", "c", "d"})
 
     @maitred_only
     def test_subset_size_honoured(self):

@@ -1355,7 +1355,7 @@ START_TEST(ok_routing_layer_options)
 	e1 = &s0->endpoints[1];
 	ck_assert_str_eq(cfg->zone, "eu-1a");
 	ck_assert_str_eq(cfg->node_id, "pod-7");
-	ck_assert_uint_eq(s0->layer.subset_size, 25);
+	ck_assert_uint_eq(s0->layer.subset.size, 25);
 	ck_assert_int_eq(s0->layer.locality, MTD_LB_LOCALITY_PREFER_LOCAL); /* the default with a zone */
 	ck_assert(s0->layer.min_healthy_percent == 70);
 	ck_assert_str_eq(s0->layer.zone, "eu-1a");
@@ -1372,7 +1372,7 @@ START_TEST(ok_routing_layer_options)
 	ck_assert_str_eq(s0->methods[0].routing.header, "x-tag");
 	ck_assert_str_eq(s0->methods[0].layer.metadata_key, "tag");
 	ck_assert(!s0->methods[0].layer.fallback_fail);
-	ck_assert_uint_eq(s0->methods[0].layer.subset_size, 25);
+	ck_assert_uint_eq(s0->methods[0].layer.subset.size, 25);
 	ck_assert_str_eq(s0->methods[1].routing.header, "x-canary");
 	ck_assert_int_eq(cfg->services[1].layer.locality, MTD_LB_LOCALITY_STRICT);
 	ck_assert(cfg->services[1].layer.min_healthy_percent == 50);
@@ -1393,6 +1393,54 @@ START_TEST(ok_routing_layer_options)
 	             "  - name: a.B\n"
 	             "    locality: {min_healthy_percent: 120}\n" EP,
 	             "t.yaml:4:37: services[0].locality.min_healthy_percent: must be in 0..100");
+	/* subset.mode (issue 19): RING with index and count; the default is
+	 * RING once count is set, RENDEZVOUS without. */
+	cfg = load_ok("services:\n"
+	              "  - name: a.B\n"
+	              "    subset: {size: 25, mode: RING, index: 0, count: 100}\n" EP "  - name: c.D\n"
+	              "    subset: {size: 25, index: 99, count: 100}\n" EP "  - name: e.F\n"
+	              "    subset: {size: 25}\n" EP);
+	ck_assert_int_eq(cfg->services[0].layer.subset.mode, MTD_LB_SUBSET_RING);
+	ck_assert_uint_eq(cfg->services[0].layer.subset.index, 0);
+	ck_assert_uint_eq(cfg->services[0].layer.subset.count, 100);
+	ck_assert_int_eq(cfg->services[1].layer.subset.mode, MTD_LB_SUBSET_RING);
+	ck_assert_uint_eq(cfg->services[1].layer.subset.index, 99);
+	ck_assert_int_eq(cfg->services[2].layer.subset.mode, MTD_LB_SUBSET_RENDEZVOUS);
+	ck_assert_uint_eq(cfg->services[2].layer.subset.size, 25);
+	mtd_cfg_free(cfg);
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    subset: {size: 25, mode: RING, count: 10}\n" EP,
+	             "t.yaml:3:43: services[0].subset.index: is required with mode RING (this sidecar's index, 0 .. "
+	             "count - 1)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    subset: {size: 25, mode: RING, index: 3}\n" EP,
+	             "t.yaml:3:30: services[0].subset.count: is required with mode RING (how many sidecars share the "
+	             "service)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    subset: {size: 25, index: 10, count: 10}\n" EP,
+	             "t.yaml:3:31: services[0].subset.index: 10 is not below count (10)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    subset: {size: 25, index: 3}\n" EP,
+	             "t.yaml:3:31: services[0].subset.index: needs count (how many sidecars share the service)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    subset: {size: 25, mode: RENDEZVOUS, count: 10}\n" EP,
+	             "t.yaml:3:49: services[0].subset.count: is for mode RING (RENDEZVOUS places this sidecar by "
+	             "node_id)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    subset: {mode: RING, index: 0, count: 10}\n" EP,
+	             "t.yaml:3:13: services[0].subset.size: is required with mode, index or count (0 keeps every "
+	             "endpoint)");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    subset: {size: 25, mode: ROUNDS}\n" EP,
+	             "t.yaml:3:30: services[0].subset.mode: unknown value \"ROUNDS\" (expected one of "
+	             "MODE_UNSPECIFIED, RENDEZVOUS, RING)");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    routing: {metadata_key: version}\n" EP,

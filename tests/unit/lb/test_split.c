@@ -213,7 +213,7 @@ START_TEST(subset_and_zones_apply_inside_groups)
 	                                 .min_healthy_percent = 70,
 	                                 .split = &sc,
 	                                 .node_id = "node-a",
-	                                 .subset_size = 1};
+	                                 .subset = {.size = 1}};
 	struct mtd_lb_config cfg;
 	uint64_t counts[T_MAX_EPS];
 
@@ -234,7 +234,7 @@ START_TEST(subset_and_zones_apply_inside_groups)
 	/* STRICT zone a: v1's endpoints 0 and 2 are in a, v3's 4 in a. */
 	for (size_t i = 0; i < s.n; i++)
 		s.eps[i].zone = i % 2 == 0 ? "a" : "b";
-	lc.subset_size = 0;
+	lc.subset.size = 0;
 	lc.zone = "a";
 	lc.locality = MTD_LB_LOCALITY_STRICT;
 	l = mtd_lb_layer_new(&lc, &cfg, s.eps, s.n, NULL);
