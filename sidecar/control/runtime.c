@@ -833,28 +833,38 @@ struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t s
 
 static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev);
 
-struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason,
-                                        char *err, size_t errlen)
+/* Service prev of cur built again over its current endpoint set, forced
+ * (a new snapshot even when nothing about the endpoints changed), with
+ * what opt sets beyond that (unavailability, a TLS context). */
+static struct mtd_rt_service *service_rebuilt(const struct mtd_runtime *cur, struct mtd_rt_service *prev,
+                                              unsigned n_workers, struct build opt, char *err, size_t errlen)
 {
-	struct mtd_runtime *cur = ctl->rt;
-	struct mtd_rt_service *prev = cur->services[si];
 	struct mtd_disc_endpoint *set = current_set(prev);
 	if (!set) {
 		snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
 		return NULL;
 	}
 	bool same;
-	struct build b = {.box = cur->cfgbox,
-	                  .cfg = prev->cfg,
-	                  .prev = prev,
-	                  .eps = set,
-	                  .n = prev->n_eps,
-	                  .n_workers = ctl->n_workers,
-	                  .force = true,
-	                  .set_unavailable = set_unavailable,
-	                  .unavailable = reason};
-	struct mtd_rt_service *s = service_build(&b, &same, err, errlen);
+	opt.box = cur->cfgbox;
+	opt.cfg = prev->cfg;
+	opt.prev = prev;
+	opt.eps = set;
+	opt.n = prev->n_eps;
+	opt.n_workers = n_workers;
+	opt.force = true;
+	struct mtd_rt_service *s = service_build(&opt, &same, err, errlen);
 	free(set);
+	return s;
+}
+
+struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason,
+                                        char *err, size_t errlen)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	struct mtd_rt_service *prev = cur->services[si];
+	struct mtd_rt_service *s = service_rebuilt(
+	        cur, prev, ctl->n_workers, (struct build){.set_unavailable = set_unavailable, .unavailable = reason}, err,
+	        errlen);
 	if (!s)
 		return NULL;
 	struct mtd_runtime *rt = replace_service(ctl, si, s);
@@ -881,22 +891,8 @@ struct mtd_runtime *mtd_runtime_with_ctx(struct mtd_control *ctl, const struct s
 		struct mtd_rt_service *prev = cur->services[si];
 		if (!old || prev->ssl_ctx != old)
 			continue;
-		struct mtd_disc_endpoint *set = current_set(prev);
-		if (!set) {
-			snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
-			goto out;
-		}
-		bool same;
-		struct build b = {.box = cur->cfgbox,
-		                  .cfg = prev->cfg,
-		                  .prev = prev,
-		                  .eps = set,
-		                  .n = prev->n_eps,
-		                  .n_workers = ctl->n_workers,
-		                  .force = true,
-		                  .ssl_ctx = ctx};
-		struct mtd_rt_service *s = service_build(&b, &same, err, errlen);
-		free(set);
+		struct mtd_rt_service *s =
+		        service_rebuilt(cur, prev, ctl->n_workers, (struct build){.ssl_ctx = ctx}, err, errlen);
 		if (!s)
 			goto out;
 		made[k++] = svcs[si] = s;
