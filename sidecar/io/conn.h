@@ -61,6 +61,10 @@ void mtd_conn_close(struct mtd_conn *c);
 void mtd_conn_free(struct mtd_conn *c);
 
 struct mtd_bufq;
+/* DATA frames carrying at least this many bytes are written from their
+ * queue by a send_data callback (NGHTTP2_DATA_FLAG_NO_COPY); smaller ones
+ * go through nghttp2's frame buffer, cheaper for them. */
+#define MTD_NO_COPY_MIN 1024
 /* For a send_data callback (nghttp2's NGHTTP2_DATA_FLAG_NO_COPY): append
  * one DATA frame to c's output, its 9-byte header framehd then n bytes of
  * q starting off bytes past its head, copied straight from the queue's
