@@ -121,7 +121,8 @@ start_upstreams() {
 		fi
 	done
 	for port in $UP1 $UP2; do
-		taskset -c "$CPU_LOAD" "$UPSTREAM_BIN" -p "$port" ${UP_TLS[@]+"${UP_TLS[@]}"} \
+		# UP_EXTRA: more grpc_upstream options (bulk.sh: -z, -W)
+		taskset -c "$CPU_LOAD" "$UPSTREAM_BIN" -p "$port" ${UP_TLS[@]+"${UP_TLS[@]}"} ${UP_EXTRA[@]+"${UP_EXTRA[@]}"} \
 			2>"$T/up$port.log" &
 		UP_PIDS+=($!)
 		PIDS+=($!)
@@ -185,6 +186,8 @@ errorlog-file=$T/nghttpx.err
 pid-file=$T/nghttpx.pid
 EOF
 	[ "$MODE" = tls ] && echo "cacert=$T/ca.pem" >>"$T/nghttpx.conf"
+	# NGHTTPX_EXTRA: more config lines (bulk.sh: the window sizes)
+	[ -n "${NGHTTPX_EXTRA:-}" ] && echo "$NGHTTPX_EXTRA" >>"$T/nghttpx.conf"
 	PROXY_CMD=(nghttpx --conf="$T/nghttpx.conf")
 }
 
@@ -281,6 +284,8 @@ EOF
 	# MAITRED_FAULT: a Fault message, e.g. '{ mode: FAILOVER }' to measure
 	# what keeping the request for replay costs (the table is made without).
 	[ -n "${MAITRED_FAULT:-}" ] && echo "    fault: $MAITRED_FAULT" >>"$T/maitred.yaml"
+	# MAITRED_DOWNSTREAM: a top-level downstream block (bulk.sh: the windows)
+	[ -n "${MAITRED_DOWNSTREAM:-}" ] && echo "downstream: $MAITRED_DOWNSTREAM" >>"$T/maitred.yaml"
 	PROXY_CMD=("$MAITRED_BIN" --config "$T/maitred.yaml")
 }
 

@@ -10,7 +10,18 @@
  *   HEADERS  grpc-status 0 (trailers, END_STREAM)
  *
  * (gRPC PROTOCOL-HTTP2: Response -> Response-Headers *Length-Prefixed-Message
- * Trailers). The request body is read and dropped. Its job is to be much
+ * Trailers). The request body is read and dropped. Two more shapes, for
+ * the bulk workloads (bench/proxy/bulk.sh), chosen by :path:
+ *
+ *   .../ServerStream  server streaming: the answer is `bench-messages`
+ *                     (a request header, default 1) copies of the -z
+ *                     message, then the trailers
+ *   .../ClientStream  client streaming: the request's bytes are counted
+ *                     and the one answer's trailers carry them
+ *                     (`bench-received: N`)
+ *
+ * Any other :path is the unary echo above. A message larger than a DATA
+ * frame goes out in 16 KiB frames, as gRPC servers send them. Its job is to be much
  * cheaper per call than any proxy in front of it, so that the proxy is what
  * the benchmark measures: one event loop, no bufferevents, nghttp2's
  * mem_recv/mem_send straight on the socket (or on OpenSSL for TLS with ALPN
@@ -50,6 +61,7 @@
 
 struct up_server {
 	struct event_base *base;
+	uint32_t stream_window; /* SETTINGS_INITIAL_WINDOW_SIZE we advertise */
 	SSL_CTX *ssl_ctx;   /* NULL = h2c */
 	uint8_t *resp_body; /* prefix + message, shared by all calls */
 	size_t resp_len;
@@ -72,6 +84,18 @@ struct up_conn {
 	size_t out_cap, out_len, out_off;
 };
 
+enum up_shape { UP_UNARY, UP_SERVER_STREAM, UP_CLIENT_STREAM };
+
+/* One request stream: what its answer is and how far it went. */
+struct up_stream {
+	enum up_shape shape;
+	uint64_t messages; /* copies of the message to answer with */
+	uint64_t total;    /* response body bytes: messages * resp_len */
+	uint64_t off;      /* of them sent */
+	uint64_t received; /* request body bytes */
+	char received_text[24];
+};
+
 static void up_conn_free(struct up_conn *c)
 {
 	if (c->ev_read)
@@ -89,25 +113,42 @@ static void up_conn_free(struct up_conn *c)
 	free(c);
 }
 
-/* The DATA source: the whole response message in one frame; the stream stays
- * open for the trailers, submitted from here (nghttp2 allows it). */
+/* The DATA source: the answer's messages, as much as nghttp2 asks for (a
+ * frame at most); the stream stays open for the trailers, submitted from
+ * here (nghttp2 allows it). */
 static ssize_t up_read_body(nghttp2_session *h2, int32_t stream_id, uint8_t *buf, size_t length, uint32_t *data_flags,
                             nghttp2_data_source *source, void *user_data)
 {
 	struct up_conn *c = user_data;
-	size_t n = c->srv->resp_len;
-	static const nghttp2_nv trailers[] = {
+	struct up_stream *st = source->ptr;
+	size_t done = 0;
+	nghttp2_nv trailers[2] = {
 	        {(uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1,
 	         NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
 	};
+	size_t ntrailers = 1;
 
-	if (n > length)
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	memcpy(buf, c->srv->resp_body, n);
+	while (done < length && st->off < st->total) {
+		size_t at = (size_t)(st->off % c->srv->resp_len), k = c->srv->resp_len - at;
+
+		if (k > length - done)
+			k = length - done;
+		memcpy(buf + done, c->srv->resp_body + at, k);
+		done += k;
+		st->off += k;
+	}
+	if (st->off < st->total)
+		return (ssize_t)done;
+	if (st->shape == UP_CLIENT_STREAM) {
+		int n = snprintf(st->received_text, sizeof(st->received_text), "%llu",
+		                 (unsigned long long)st->received);
+		trailers[ntrailers++] = (nghttp2_nv){(uint8_t *)"bench-received", (uint8_t *)st->received_text, 14,
+		                                     (size_t)n, NGHTTP2_NV_FLAG_NO_COPY_NAME};
+	}
 	*data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-	if (nghttp2_submit_trailer(h2, stream_id, trailers, 1) != 0)
+	if (nghttp2_submit_trailer(h2, stream_id, trailers, ntrailers) != 0)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
-	return (ssize_t)n;
+	return (ssize_t)done;
 }
 
 static int up_respond(struct up_conn *c, int32_t stream_id)
@@ -118,10 +159,72 @@ static int up_respond(struct up_conn *c, int32_t stream_id)
 	        {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
 	         NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE},
 	};
-	nghttp2_data_provider prd = {.read_callback = up_read_body};
+	struct up_stream *st = nghttp2_session_get_stream_user_data(c->h2, stream_id);
+	nghttp2_data_provider prd = {.source.ptr = st, .read_callback = up_read_body};
 
+	if (!st)
+		return -1;
+	st->total = st->messages * c->srv->resp_len;
 	c->srv->calls++;
 	return nghttp2_submit_response(c->h2, stream_id, hdrs, 2, &prd);
+}
+
+static int up_on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame, void *user_data)
+{
+	struct up_stream *st;
+
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	st->messages = 1;
+	return nghttp2_session_set_stream_user_data(h2, frame->hd.stream_id, st) == 0 ? 0
+	                                                                            : NGHTTP2_ERR_CALLBACK_FAILURE;
+}
+
+static bool up_ends_with(const uint8_t *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+
+	return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+static int up_on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                        const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
+{
+	struct up_stream *st = nghttp2_session_get_stream_user_data(h2, frame->hd.stream_id);
+	char num[24];
+
+	if (!st || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	if (namelen == 5 && memcmp(name, ":path", 5) == 0) {
+		if (up_ends_with(value, valuelen, "/ServerStream"))
+			st->shape = UP_SERVER_STREAM;
+		else if (up_ends_with(value, valuelen, "/ClientStream"))
+			st->shape = UP_CLIENT_STREAM;
+	} else if (namelen == 14 && memcmp(name, "bench-messages", 14) == 0 && valuelen < sizeof(num)) {
+		memcpy(num, value, valuelen);
+		num[valuelen] = 0;
+		st->messages = strtoull(num, NULL, 10);
+	}
+	return 0;
+}
+
+static int up_on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t len,
+                            void *user_data)
+{
+	struct up_stream *st = nghttp2_session_get_stream_user_data(h2, stream_id);
+
+	if (st)
+		st->received += len;
+	return 0;
+}
+
+static int up_on_stream_close(nghttp2_session *h2, int32_t stream_id, uint32_t error_code, void *user_data)
+{
+	free(nghttp2_session_get_stream_user_data(h2, stream_id));
+	return 0;
 }
 
 static int up_on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user_data)
@@ -282,6 +385,10 @@ static void up_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct so
 	if (nghttp2_session_callbacks_new(&cbs) != 0)
 		goto fail;
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, up_on_frame_recv);
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, up_on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(cbs, up_on_header);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, up_on_data_chunk);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, up_on_stream_close);
 	if (nghttp2_session_server_new(&c->h2, cbs, c) != 0)
 		goto fail_cbs;
 	nghttp2_session_callbacks_del(cbs);
@@ -289,7 +396,7 @@ static void up_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct so
 
 	if (srv->max_streams)
 		iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->max_streams};
-	iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
+	iv[niv++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, srv->stream_window};
 	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, niv) != 0 ||
 	    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 1 << 24) != 0)
 		goto fail;
@@ -369,7 +476,7 @@ static int up_build_body(struct up_server *srv, size_t payload_len)
 	}
 	msg_len = 1 + vlen + payload_len;
 	srv->resp_len = 5 + msg_len;
-	if (srv->resp_len > 16384) /* one DATA frame, default max size */
+	if (payload_len > (64u << 20))
 		return -1;
 	p = srv->resp_body = malloc(srv->resp_len);
 	if (!p)
@@ -390,12 +497,13 @@ static void up_usage(FILE *f)
 {
 	fputs("usage: grpc_upstream [-a ADDR] -p PORT [-s MAX_STREAMS] "
 	      "[-z PAYLOAD_BYTES]\n"
-	      "                     [--cert FILE --key FILE]\n"
+	      "                     [-W STREAM_WINDOW] [--cert FILE --key FILE]\n"
 	      "  -a  listen address (default 127.0.0.1)\n"
 	      "  -p  listen port\n"
 	      "  -s  SETTINGS_MAX_CONCURRENT_STREAMS to advertise "
 	      "(default: none, i.e. unlimited)\n"
-	      "  -z  response message payload bytes (default 16)\n"
+	      "  -z  response message payload bytes (default 16, at most 64 MiB)\n"
+	      "  -W  SETTINGS_INITIAL_WINDOW_SIZE to advertise (default 1 MiB)\n"
 	      "  --cert/--key  serve TLS with ALPN h2 instead of h2c\n",
 	      f);
 }
@@ -408,7 +516,7 @@ int main(int argc, char **argv)
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
-	struct up_server srv = {.port = 0};
+	struct up_server srv = {.port = 0, .stream_window = 1 << 20};
 	const char *addr = "127.0.0.1", *cert = NULL, *key = NULL;
 	size_t payload = 16;
 	struct sockaddr_in sin = {.sin_family = AF_INET};
@@ -416,7 +524,7 @@ int main(int argc, char **argv)
 	struct event *sigs[3];
 	int opt, i, rc = 1;
 
-	while ((opt = getopt_long(argc, argv, "a:p:s:z:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "a:p:s:z:W:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'a':
 			addr = optarg;
@@ -429,6 +537,13 @@ int main(int argc, char **argv)
 			break;
 		case 'z':
 			payload = strtoul(optarg, NULL, 10);
+			break;
+		case 'W':
+			srv.stream_window = (uint32_t)strtoul(optarg, NULL, 10);
+			if (srv.stream_window > 0x7fffffff) {
+				up_usage(stderr);
+				return 2;
+			}
 			break;
 		case 'C':
 			cert = optarg;

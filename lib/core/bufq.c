@@ -5,6 +5,55 @@
 #include <string.h>
 
 #include "core/bufq.h"
+#include "core/slab.h"
+
+/* The calling thread's recycled MTD_BUFQ_CHUNK chunks (bufq.h). */
+static _Thread_local struct {
+	struct mtd_bufq_chunk *head;
+	unsigned n;
+	int8_t keep; /* 0: not decided yet, 1: keep, -1: the environment says no */
+} kept;
+
+static struct mtd_bufq_chunk *chunk_new(size_t cap)
+{
+	if (cap == MTD_BUFQ_CHUNK && kept.head) {
+		struct mtd_bufq_chunk *c = kept.head;
+		kept.head = c->next;
+		kept.n--;
+		return c;
+	}
+	return malloc(sizeof(struct mtd_bufq_chunk) + cap);
+}
+
+static void chunk_free(struct mtd_bufq_chunk *c)
+{
+#if MTD_BUFQ_KEEP > 0
+	if (kept.keep == 0)
+		kept.keep = mtd_slab_env_passthrough() ? -1 : 1;
+	if (c->cap == MTD_BUFQ_CHUNK && kept.keep > 0 && kept.n < MTD_BUFQ_KEEP) {
+		c->next = kept.head;
+		kept.head = c;
+		kept.n++;
+		return;
+	}
+#endif
+	free(c);
+}
+
+unsigned mtd_bufq_kept(void)
+{
+	return kept.n;
+}
+
+void mtd_bufq_release_kept(void)
+{
+	while (kept.head) {
+		struct mtd_bufq_chunk *c = kept.head;
+		kept.head = c->next;
+		free(c);
+	}
+	kept.n = 0;
+}
 
 int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n)
 {
@@ -34,7 +83,7 @@ int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n)
 		cap = MTD_BUFQ_CHUNK;
 	if (cap < n)
 		cap = n;
-	struct mtd_bufq_chunk *c = malloc(sizeof(*c) + cap);
+	struct mtd_bufq_chunk *c = chunk_new(cap);
 	if (!c)
 		return -ENOMEM;
 	c->next = NULL;
@@ -61,7 +110,7 @@ void mtd_bufq_clear(struct mtd_bufq *q)
 	struct mtd_bufq_chunk *c = q->head;
 	while (c) {
 		struct mtd_bufq_chunk *next = c->next;
-		free(c);
+		chunk_free(c);
 		c = next;
 	}
 	q->head = q->tail = NULL;
@@ -102,7 +151,7 @@ size_t mtd_bufq_drop(struct mtd_bufq *q, size_t n)
 			q->head = c->next;
 			if (!q->head)
 				q->tail = NULL;
-			free(c);
+			chunk_free(c);
 		}
 	}
 	q->len -= done;

@@ -25,6 +25,27 @@ struct mtd_bufq {
 #define MTD_BUFQ_FIRST_CHUNK 256 /* a unary gRPC message is often < 100 bytes */
 #define MTD_BUFQ_CHUNK       16384
 
+/* Chunks of exactly MTD_BUFQ_CHUNK bytes are recycled: a dropped one goes
+ * to a per-thread list (at most MTD_BUFQ_KEEP of them; nothing under
+ * AddressSanitizer, nor when MTD_SLAB_ENV is "0", as the slab) and the
+ * next append on that thread takes it back. A stream moves its window
+ * through the queue every turn or two: freed, those bytes went back to the
+ * kernel (malloc trims its arena's top past 128 KiB) and came back as page
+ * faults, about a third of maitred's CPU per MiB (bench/proxy/README.md,
+ * "Bulk throughput"). MTD_BUFQ_KEEP chunks are 1 MiB: the default stream
+ * window, what one streaming call holds at most. */
+#if defined(__SANITIZE_ADDRESS__)
+#define MTD_BUFQ_KEEP 0
+#else
+#define MTD_BUFQ_KEEP 64
+#endif
+
+/* Chunks kept for reuse on the calling thread (for tests and figures). */
+unsigned mtd_bufq_kept(void);
+
+/* Free the calling thread's kept chunks (a worker that stops). */
+void mtd_bufq_release_kept(void);
+
 /* Append a copy of p[0..n). Returns 0 or -ENOMEM (nothing appended). */
 int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n);
 

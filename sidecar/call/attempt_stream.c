@@ -207,6 +207,11 @@ static void st_on_close(struct mtd_up_stream *s, uint32_t error_code, const char
 		mtd_attempt_on_up_close(a, error_code);
 }
 
+static int st_send_data(struct mtd_up_stream *s, const uint8_t *framehd, size_t n, void *src)
+{
+	return mtd_call_send_req(framehd, n, src, s->conn);
+}
+
 const struct mtd_up_stream_ops mtd_attempt_stream_ops = {
         .submit = st_submit,
         .on_stream = st_on_stream,
@@ -216,6 +221,7 @@ const struct mtd_up_stream_ops mtd_attempt_stream_ops = {
         .on_data = st_on_data,
         .on_trailers = st_on_trailers,
         .on_close = st_on_close,
+        .send_data = st_send_data,
 };
 
 void mtd_attempt_resume(struct mtd_attempt *a)

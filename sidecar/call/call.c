@@ -209,16 +209,22 @@ void mtd_call_commit(struct mtd_call *call, struct mtd_attempt *a)
 	release_retained(call);
 }
 
-ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
-                          nghttp2_data_source *src, void *ud)
+/* Whether taking n more request bytes from a's position would outgrow
+ * what may be kept, for the first time (a replay re-reads counted bytes). */
+static bool req_outgrows(const struct mtd_call *call, const struct mtd_attempt *a, size_t n)
 {
-	struct mtd_attempt *a = src->ptr;
-	struct mtd_call *call = a->call;
-	if (!mtd_fault_attempt_live(a->state) || a->req_off < call->req_base) {
-		/* Not one of the call's attempts any more (being cancelled). */
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	}
-	size_t n = mtd_bufq_copy_at(&call->req, a->req_off - call->req_base, buf, len);
+	if (a->req_off + n <= call->req_taken)
+		return false;
+	size_t fresh = a->req_off + n - call->req_taken;
+	return a->req_off + n > call->fault->replay_buffer ||
+	       call->w->replay_bytes + fresh > call->w->rt->cfg->replay_buffer_total;
+}
+
+/* The n request bytes at a's position went into a DATA frame: a moves on,
+ * the client's window reopens for bytes sent the first time, a call whose
+ * request outgrew what may be kept commits, a committed call drops them. */
+static void take_req(struct mtd_call *call, struct mtd_attempt *a, size_t n)
+{
 	a->req_off += n;
 	if (a->req_off > call->req_taken) {
 		/* Reopen the client's window only for what went upstream (the
@@ -231,23 +237,12 @@ ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t 
 		}
 		call->req_unconsumed -= fresh < call->req_unconsumed ? fresh : call->req_unconsumed;
 		if (!call->committed) {
-			uint64_t limit = call->w->rt->cfg->replay_buffer_total;
-			if ((call->req_taken > call->fault->replay_buffer || call->w->replay_bytes + fresh > limit) &&
-			    call->fault->mode == MTD_FAULT_BROADCAST) {
-				/* Every endpoint reads the request from the kept bytes:
-				 * one that outgrew them cannot go to all. */
-				mtd_call_fail(
-				        call, MTD_GRPC_RESOURCE_EXHAUSTED,
-				        "BROADCAST: the request is larger than the replay buffer (fault.replay_buffer "
-				        "%u bytes, or the worker's replay_buffer_total): not sent to every endpoint",
-				        call->fault->replay_buffer);
-				return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-			} else if (call->req_taken > call->fault->replay_buffer ||
-			           call->w->replay_bytes + fresh > limit) {
+			if (call->req_taken > call->fault->replay_buffer ||
+			    call->w->replay_bytes + fresh > call->w->rt->cfg->replay_buffer_total) {
 				/* The request outgrew what may be kept: no replay, and
 				 * the call is the attempt's that is sending it (FORKING:
 				 * not the newest fork's, which may have failed already or
-				 * be behind). */
+				 * be behind). BROADCAST never gets here (read_req). */
 				mtd_call_commit(call, a);
 			} else {
 				call->req_retained += fresh;
@@ -259,7 +254,39 @@ ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t 
 		mtd_bufq_drop(&call->req, a->req_off - call->req_base);
 		call->req_base = a->req_off;
 	}
-	if (a->req_off == call->req_base + call->req.len && call->req_eof) {
+}
+
+/* The request bytes of a frame of at least MTD_NO_COPY_MIN stay in
+ * call->req until the frame is written (NGHTTP2_DATA_FLAG_NO_COPY, as the
+ * response: relay.c): the read callback sizes the frame,
+ * mtd_call_send_req takes the bytes. A smaller frame's are copied here. */
+ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                          nghttp2_data_source *src, void *ud)
+{
+	struct mtd_attempt *a = src->ptr;
+	struct mtd_call *call = a->call;
+	if (!mtd_fault_attempt_live(a->state) || a->req_off < call->req_base) {
+		/* Not one of the call's attempts any more (being cancelled). */
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	size_t avail = call->req_base + call->req.len - a->req_off;
+	size_t n = avail < len ? avail : len;
+	if (!call->committed && call->fault->mode == MTD_FAULT_BROADCAST && req_outgrows(call, a, n)) {
+		/* Every endpoint reads the request from the kept bytes: one that
+		 * outgrew them cannot go to all. */
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
+		              "BROADCAST: the request is larger than the replay buffer (fault.replay_buffer "
+		              "%u bytes, or the worker's replay_buffer_total): not sent to every endpoint",
+		              call->fault->replay_buffer);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	if (n >= MTD_NO_COPY_MIN) {
+		*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+	} else if (n > 0) {
+		mtd_bufq_copy_at(&call->req, a->req_off - call->req_base, buf, n);
+		take_req(call, a, n);
+	}
+	if (n == avail && call->req_eof) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		return (ssize_t)n;
 	}
@@ -268,6 +295,15 @@ ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t 
 		return NGHTTP2_ERR_DEFERRED;
 	}
 	return (ssize_t)n;
+}
+
+int mtd_call_send_req(const uint8_t *framehd, size_t n, struct mtd_attempt *a, struct mtd_conn *up)
+{
+	struct mtd_call *call = a->call;
+	int rv = mtd_conn_send_data(up, framehd, &call->req, a->req_off - call->req_base, n);
+	if (rv != NGHTTP2_ERR_CALLBACK_FAILURE)
+		take_req(call, a, n);
+	return rv;
 }
 
 void mtd_call_drop_request(struct mtd_call *call)

@@ -73,9 +73,19 @@ void mtd_call_hedge(struct mtd_call *call);
  * every other live attempt is cancelled, no hedge starts, and only the
  * request bytes a has not sent yet are kept. No-op once committed. */
 void mtd_call_commit(struct mtd_call *call, struct mtd_attempt *a);
-/* Data provider of an attempt's upstream stream (src->ptr: the attempt):
- * reads the retained request from the attempt's position. */
+/* Data provider of an attempt's upstream stream (src->ptr: the attempt a):
+ * says how many of the retained request's bytes from the attempt's
+ * position the next DATA frame carries (NGHTTP2_DATA_FLAG_NO_COPY; a
+ * BROADCAST request that outgrows the replay buffer fails the call here).
+ * mtd_call_send_req, the attempt's stream's send_data op (up: the
+ * upstream connection), writes the frame into the connection's output
+ * from call->req, moves the attempt on, reopens the client's window for
+ * bytes sent the first time, commits a call whose request outgrew what
+ * may be kept, and drops what a committed call sent. Returns 0,
+ * NGHTTP2_ERR_PAUSE (the output reached its mark) or
+ * NGHTTP2_ERR_CALLBACK_FAILURE (out of memory: the connection fails). */
 ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
                           nghttp2_data_source *src, void *ud);
+int mtd_call_send_req(const uint8_t *framehd, size_t n, struct mtd_attempt *a, struct mtd_conn *up);
 
 #endif

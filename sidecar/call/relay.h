@@ -35,7 +35,18 @@ void mtd_relay_held(struct mtd_call *call, bool trailers_only);
 void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const char *msg);
 /* Give back what the call holds of the response (window included). */
 void mtd_relay_drop(struct mtd_call *call);
+/* Data provider of a call's response towards the client (src->ptr: the
+ * call): says how many of call->resp's bytes the next DATA frame carries,
+ * with NGHTTP2_DATA_FLAG_NO_COPY, and submits the trailers after the last
+ * ones. The bytes are taken by mtd_call_send_resp, the downstream
+ * sessions' send_data callback (ud: the client's connection), which
+ * writes the frame into the connection's output, drops them from
+ * call->resp and reopens the upstream stream's window for them. It
+ * returns 0, NGHTTP2_ERR_PAUSE (the output reached its mark) or
+ * NGHTTP2_ERR_CALLBACK_FAILURE (out of memory: the connection fails). */
 ssize_t mtd_call_read_resp(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
                            nghttp2_data_source *src, void *ud);
+int mtd_call_send_resp(nghttp2_session *s, nghttp2_frame *frame, const uint8_t *framehd, size_t n,
+                       nghttp2_data_source *src, void *ud);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include <event2/event.h>
 
+#include "core/bufq.h"
 #include "core/log.h"
 #include "core/clock.h"
 #include "sidecar/io/conn.h"
@@ -38,6 +39,8 @@
 /* A read is fed to the session this much at a time, the frames it queued
  * elsewhere serialized in between (gather_others). */
 #define RECV_SLICE 4096
+/* A frame header's length (RFC 9113 §4.1). */
+#define FRAME_HD_LEN 9
 
 static void conn_io_cb(evutil_socket_t fd, short what, void *arg);
 
@@ -183,6 +186,19 @@ static int out_reserve(struct mtd_conn *c, size_t n)
 	c->out = p;
 	c->out_cap = cap;
 	return 0;
+}
+
+int mtd_conn_send_data(struct mtd_conn *c, const uint8_t *framehd, const struct mtd_bufq *q, size_t off, size_t n)
+{
+	if (out_reserve(c, FRAME_HD_LEN + n) < 0)
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	memcpy(c->out + c->out_len, framehd, FRAME_HD_LEN);
+	if (mtd_bufq_copy_at(q, off, c->out + c->out_len + FRAME_HD_LEN, n) != n)
+		return NGHTTP2_ERR_CALLBACK_FAILURE; /* the caller's bug: fail the session, not the frame's framing */
+	c->out_len += FRAME_HD_LEN + n;
+	/* mem_send would go on to the next frame inside this same call: stop
+	 * it at the mark, as gather() does between frames. */
+	return c->out_len - c->out_off >= OUT_HIGH_WATER ? NGHTTP2_ERR_PAUSE : 0;
 }
 
 /* Write what is buffered. 0 when all written, MTD_IO_WANT_WRITE or

@@ -60,6 +60,23 @@ void mtd_conn_close(struct mtd_conn *c);
 /* Free a CLOSED conn (worker, end of turn). */
 void mtd_conn_free(struct mtd_conn *c);
 
+struct mtd_bufq;
+/* DATA frames carrying at least this many bytes are written from their
+ * queue by a send_data callback (NGHTTP2_DATA_FLAG_NO_COPY); smaller ones
+ * go through nghttp2's frame buffer, cheaper for them. */
+#define MTD_NO_COPY_MIN 1024
+/* For a send_data callback (nghttp2's NGHTTP2_DATA_FLAG_NO_COPY): append
+ * one DATA frame to c's output, its 9-byte header framehd then n bytes of
+ * q starting off bytes past its head, copied straight from the queue's
+ * chunks (q must hold them; nothing is dropped). The frame goes out with
+ * the rest of the flush, in the order nghttp2 serialized it. Returns 0,
+ * NGHTTP2_ERR_PAUSE when c's output reached its high-water mark with this
+ * frame (mem_send returns, so gathering stops there as it does for any
+ * other frame), or NGHTTP2_ERR_CALLBACK_FAILURE: out of memory (nothing
+ * appended; the session fails and c closes). No padding: maitred never
+ * asks for any. */
+int mtd_conn_send_data(struct mtd_conn *c, const uint8_t *framehd, const struct mtd_bufq *q, size_t off, size_t n);
+
 /* The data provider of stream sid deferred and has bytes again: resume it
  * (what: "request", "response", for the message). If nghttp2 cannot (out of
  * memory) the stream is reset, or the connection doomed: never closed

@@ -14,6 +14,7 @@
 #include "discovery/discovery.h"
 #include "sidecar/call/call.h"
 #include "sidecar/call/headers.h"
+#include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
@@ -457,6 +458,8 @@ int mtd_down_setup(struct mtd_worker *w)
 	nghttp2_session_callbacks_set_on_frame_recv_callback(w->down_cbs, on_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(w->down_cbs, on_data_chunk_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(w->down_cbs, on_stream_close);
+	/* Response DATA written from the call's queue (NGHTTP2_DATA_FLAG_NO_COPY). */
+	nghttp2_session_callbacks_set_send_data_callback(w->down_cbs, mtd_call_send_resp);
 	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(w->down_cbs, on_invalid_frame_recv);
 	nghttp2_session_callbacks_set_on_begin_frame_callback(w->down_cbs, on_begin_frame);
 	if (nghttp2_option_new(&w->down_opt) != 0) {

@@ -56,6 +56,12 @@ struct mtd_up_stream_ops {
 	/* The stream is gone: closed (error_code; lost NULL) or its connection
 	 * lost (lost: the reason). s->conn is NULL already. Last event. */
 	void (*on_close)(struct mtd_up_stream *s, uint32_t error_code, const char *lost);
+	/* The session's send_data callback, for a DATA frame whose data
+	 * provider set NGHTTP2_DATA_FLAG_NO_COPY (src: the provider's
+	 * source.ptr; framehd, n: nghttp2's): write the frame into s->conn's output
+	 * (mtd_conn_send_data). 0, NGHTTP2_ERR_PAUSE or an nghttp2 error code.
+	 * NULL for an owner whose provider never sets the flag. */
+	int (*send_data)(struct mtd_up_stream *s, const uint8_t *framehd, size_t n, void *src);
 };
 
 struct mtd_up_stream {

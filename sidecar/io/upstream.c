@@ -167,6 +167,15 @@ static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid, c
 	return 0;
 }
 
+static int send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd, size_t n,
+                     nghttp2_data_source *src, void *ud)
+{
+	struct mtd_up_stream *s = stream_of(ng, frame->hd.stream_id);
+	if (!s || !s->ops->send_data)
+		return NGHTTP2_ERR_CALLBACK_FAILURE; /* no provider of ours sets NO_COPY without it */
+	return s->ops->send_data(s, framehd, n, src->ptr);
+}
+
 static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
 {
 	struct mtd_conn *c = ud;
@@ -193,6 +202,8 @@ int mtd_up_setup(struct mtd_worker *w)
 	nghttp2_session_callbacks_set_on_frame_recv_callback(w->up_cbs, on_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(w->up_cbs, on_data_chunk_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(w->up_cbs, on_stream_close);
+	/* Request DATA written by its owner (NGHTTP2_DATA_FLAG_NO_COPY). */
+	nghttp2_session_callbacks_set_send_data_callback(w->up_cbs, send_data);
 	if (nghttp2_option_new(&w->up_opt) != 0) {
 		nghttp2_session_callbacks_del(w->up_cbs);
 		return -ENOMEM;

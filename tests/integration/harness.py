@@ -173,12 +173,15 @@ def maitred_argv(args, wrap=None):
     return list(wrap or []) + WRAP + [MAITRED_BIN] + list(args)
 
 
-def maitred_env():
-    """maitred's environment: ours, with passthrough slabs under a wrap."""
-    if not WRAP:
+def maitred_env(extra=None):
+    """maitred's environment: ours, with passthrough slabs under a wrap,
+    and a test's `extra` variables."""
+    if not WRAP and not extra:
         return None
     env = dict(os.environ)
-    env["MAITRED_SLAB"] = "0"
+    if WRAP:
+        env["MAITRED_SLAB"] = "0"
+    env.update(extra or {})
     return env
 
 
@@ -547,11 +550,11 @@ class MaitredTest(unittest.TestCase):
         s.update(extra)
         return s
 
-    def start_maitred(self, cfg=None, upstreams=None, args=None, check_exit=True, wait=True, wrap=None):
+    def start_maitred(self, cfg=None, upstreams=None, args=None, check_exit=True, wait=True, wrap=None, env=None):
         """Start maitred on `cfg` (a dict, or None for one "*" service over
         `upstreams`) and wait until its listener accepts connections. `wrap`:
         a command that execs maitred's argv (appended to it) in place, so the
-        PID stays maitred's."""
+        PID stays maitred's. `env`: variables to add to its environment."""
         if cfg is None:
             cfg = self.config([self.service("*", upstreams)])
         if DIRECT:
@@ -564,7 +567,7 @@ class MaitredTest(unittest.TestCase):
         port = int(cfg["listen"].rsplit(":", 1)[1])
         argv = maitred_argv(["--config", path, "--log-level", LOG_LEVEL] + (args or []), wrap)
         self._n += 1
-        proc = Proc("maitred%d" % self._n, argv, self.tmp, env=maitred_env())
+        proc = Proc("maitred%d" % self._n, argv, self.tmp, env=maitred_env(env))
         self._procs.append((proc, check_exit))
         m = Maitred(proc, port, path)
         if wait:

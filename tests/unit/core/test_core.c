@@ -64,6 +64,38 @@ START_TEST(bufq_fifo_across_chunks)
 }
 END_TEST
 
+START_TEST(bufq_recycles_full_chunks_up_to_its_bound)
+{
+	mtd_bufq_release_kept();
+	struct mtd_bufq q = {0};
+	static uint8_t in[MTD_BUFQ_CHUNK * 3], out[sizeof(in)];
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (uint8_t)(i * 13 + 1);
+	/* Twice through: the second time the chunks come from the kept list
+	 * and must carry the new bytes, not the old. */
+	for (int round = 0; round < 2; round++) {
+		for (size_t put = 0; put < sizeof(in); put += 4096)
+			ck_assert_int_eq(mtd_bufq_append(&q, in + put, 4096), 0);
+		ck_assert_uint_eq(mtd_bufq_read(&q, out, sizeof(out)), sizeof(in));
+		ck_assert_mem_eq(in, out, sizeof(in));
+		/* 256, 512, ... 8 KiB then full 16 KiB chunks: only those are
+		 * kept, none under ASan. */
+		ck_assert_uint_le(mtd_bufq_kept(), MTD_BUFQ_KEEP);
+		if (MTD_BUFQ_KEEP > 0)
+			ck_assert_uint_gt(mtd_bufq_kept(), 0);
+		for (size_t i = 0; i < sizeof(in); i++)
+			in[i] ^= 0x5a;
+	}
+	/* Never more than the bound, however many go at once. */
+	for (int i = 0; i < 2 * MTD_BUFQ_KEEP + 8; i++)
+		ck_assert_int_eq(mtd_bufq_append(&q, in, MTD_BUFQ_CHUNK), 0);
+	mtd_bufq_clear(&q);
+	ck_assert_uint_le(mtd_bufq_kept(), MTD_BUFQ_KEEP);
+	mtd_bufq_release_kept();
+	ck_assert_uint_eq(mtd_bufq_kept(), 0);
+}
+END_TEST
+
 START_TEST(bufq_copy_at_and_drop)
 {
 	struct mtd_bufq q = {0};
@@ -403,6 +435,7 @@ int main(void)
 	tcase_add_test(tc, bufq_fifo_across_chunks);
 	tcase_add_test(tc, bufq_big_append_and_clear);
 	tcase_add_test(tc, bufq_copy_at_and_drop);
+	tcase_add_test(tc, bufq_recycles_full_chunks_up_to_its_bound);
 	tcase_add_test(tc, log_levels);
 	tcase_add_test(tc, log_gate_one_line_per_interval);
 	tcase_add_test(tc, slab_classes_reuse_and_realloc);
