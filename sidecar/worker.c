@@ -356,6 +356,8 @@ void mtd_worker_free(struct mtd_worker *w)
 	mtd_down_teardown(w);
 	mtd_slab_drain(&w->slab);
 	mtd_timers_free(&w->timers);
+	while (w->n_spare_out)
+		free(w->spare_out[--w->n_spare_out]);
 	free(w->rbuf);
 	event_base_free(w->base);
 	if (w->next_rt)

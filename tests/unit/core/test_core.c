@@ -182,7 +182,7 @@ START_TEST(slab_classes_reuse_and_realloc)
 	ck_assert_uint_eq(s.n_free[1], 0);
 	mtd_slab_free(&s, y);
 	ck_assert_uint_eq(s.n_free[1], MTD_SLAB_KEEP_BYTES ? 1 : 0);
-	void *l = mtd_slab_malloc(&s, 8193);
+	void *l = mtd_slab_malloc(&s, 2049); /* above the largest class: malloc's */
 	mtd_slab_free(&s, l);
 	for (unsigned c = 0; c < MTD_SLAB_CLASSES - 1; c++)
 		if (c > 1)
@@ -207,13 +207,13 @@ START_TEST(slab_classes_reuse_and_realloc)
 	mtd_slab_free(&s, z);
 	mtd_slab_free(&s, b);
 	mtd_slab_free(&s, NULL);
-	/* The cache is bounded: freeing many 8 KiB blocks keeps few. */
+	/* The cache is bounded: freeing many 2 KiB blocks keeps few. */
 	void *many[200];
 	for (int i = 0; i < 200; i++)
-		many[i] = mtd_slab_malloc(&s, 8000);
+		many[i] = mtd_slab_malloc(&s, 2000);
 	for (int i = 0; i < 200; i++)
 		mtd_slab_free(&s, many[i]);
-	ck_assert_uint_le(s.n_free[MTD_SLAB_CLASSES - 1], MTD_SLAB_KEEP_BYTES / 8192);
+	ck_assert_uint_le(s.n_free[MTD_SLAB_CLASSES - 1], MTD_SLAB_KEEP_BYTES / 2048);
 	mtd_slab_drain(&s);
 	for (unsigned c = 0; c < MTD_SLAB_CLASSES; c++) {
 		ck_assert_ptr_null(s.free[c]);
