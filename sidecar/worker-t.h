@@ -87,6 +87,11 @@ struct mtd_worker {
 	 * upstream's. */
 	uint8_t *spare_out[MTD_SPARE_OUT];
 	unsigned n_spare_out;
+	/* When a client stream last ended (downstream.c), and when
+	 * housekeeping last gave freed memory back (worker.c
+	 * give_back_memory): once per quiet spell after calls. */
+	int64_t stream_end_ns;
+	int64_t gave_back_ns;
 	uint64_t rng;
 	bool draining;
 	bool drained; /* said so once */
