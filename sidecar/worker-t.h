@@ -31,6 +31,9 @@ enum {
 	MTD_WORKER_BELL_STOP = 1u << 3,  /* mtd_worker_stop */
 };
 
+/* Output buffers a worker keeps for its connections (spare_out). */
+#define MTD_SPARE_OUT 4
+
 struct mtd_worker {
 	unsigned id;
 	struct event_base *base;
@@ -77,6 +80,18 @@ struct mtd_worker {
 	nghttp2_mem ng_mem;   /* nghttp2's allocations go to slab */
 	uint8_t *rbuf;        /* shared read buffer */
 	size_t rbuf_len;
+	/* Connection output buffers of the initial size that no connection
+	 * holds (conn.c out_release): an idle connection gives its buffer
+	 * back, and the next one to send takes one instead of malloc's. A
+	 * lone call makes two connections idle, its client's and its
+	 * upstream's. */
+	uint8_t *spare_out[MTD_SPARE_OUT];
+	unsigned n_spare_out;
+	/* When a client stream last ended (downstream.c), and when
+	 * housekeeping last gave freed memory back (worker.c
+	 * give_back_memory): once per quiet spell after calls. */
+	int64_t stream_end_ns;
+	int64_t gave_back_ns;
 	uint64_t rng;
 	bool draining;
 	bool drained; /* said so once */

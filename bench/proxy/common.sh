@@ -75,6 +75,31 @@ status_kb() {
 	done
 }
 
+# rollup_kb PID...: "ANON PD", smaps_rollup's Anonymous and Private_Dirty
+# (KiB) summed over the given processes: the private memory a node pays for
+# them (README.md, "What the columns mean"). Shared library pages are in
+# RSS and in neither of these.
+rollup_kb() {
+	local f p
+	f=()
+	for p in "$@"; do [ -r /proc/$p/smaps_rollup ] && f+=("/proc/$p/smaps_rollup"); done
+	[ ${#f[@]} -gt 0 ] || { echo "0 0"; return; }
+	awk '$1 == "Anonymous:" { a += $2 } $1 == "Private_Dirty:" { d += $2 } END { print a + 0, d + 0 }' "${f[@]}" 2>/dev/null
+}
+
+# sample_mem PIDS...: every 100 ms, rollup_kb of the given processes; writes
+# the highest of each ("ANON PD") on SIGTERM.
+sample_mem() {
+	local ma=0 md=0 a d
+	trap 'echo $ma $md; exit 0' TERM
+	while :; do
+		read -r a d <<<"$(rollup_kb "$@")"
+		[ "${a:-0}" -gt "$ma" ] && ma=$a
+		[ "${d:-0}" -gt "$md" ] && md=$d
+		sleep 0.1 & wait $!
+	done
+}
+
 wait_listen() {	# PORT [TRIES of 50 ms]
 	local port=$1 i
 	for i in $(seq ${2:-100}); do
@@ -284,9 +309,24 @@ EOF
 	# MAITRED_FAULT: a Fault message, e.g. '{ mode: FAILOVER }' to measure
 	# what keeping the request for replay costs (the table is made without).
 	[ -n "${MAITRED_FAULT:-}" ] && echo "    fault: $MAITRED_FAULT" >>"$T/maitred.yaml"
-	# MAITRED_DOWNSTREAM: a top-level downstream block (bulk.sh: the windows)
-	[ -n "${MAITRED_DOWNSTREAM:-}" ] && echo "downstream: $MAITRED_DOWNSTREAM" >>"$T/maitred.yaml"
+	# MAITRED_DOWNSTREAM: a top-level downstream block (bulk.sh: the windows);
+	# MAITRED_MAX_CONNECTIONS: downstream.max_connections (default 10000),
+	# raised by run.sh for the idle-connection figure at N >= 10000. One
+	# downstream block holds both.
+	if [ -n "${MAITRED_DOWNSTREAM:-}" ] && [ -n "${MAITRED_MAX_CONNECTIONS:-}" ]; then
+		echo "downstream: { max_connections: $MAITRED_MAX_CONNECTIONS, ${MAITRED_DOWNSTREAM#\{}" >>"$T/maitred.yaml"
+	elif [ -n "${MAITRED_DOWNSTREAM:-}" ]; then
+		echo "downstream: $MAITRED_DOWNSTREAM" >>"$T/maitred.yaml"
+	elif [ -n "${MAITRED_MAX_CONNECTIONS:-}" ]; then
+		echo "downstream: { max_connections: $MAITRED_MAX_CONNECTIONS }" >>"$T/maitred.yaml"
+	fi
 	PROXY_CMD=("$MAITRED_BIN" --config "$T/maitred.yaml")
+}
+# The row "maitred_base": the same config, another binary (MAITRED_BASE_BIN),
+# so a change can be measured side by side with the build before it.
+conf_maitred_base() {
+	conf_maitred
+	PROXY_CMD=("$MAITRED_BASE_BIN" --config "$T/maitred.yaml")
 }
 
 # available ROW: empty if the row can run, else the reason to skip it.
@@ -296,12 +336,16 @@ available() {
 	nghttpx) command -v nghttpx >/dev/null || echo "nghttpx not installed (apt-get install nghttp2-proxy)" ;;
 	haproxy) command -v haproxy >/dev/null || echo "haproxy not installed (apt-get install haproxy)" ;;
 	nginx) command -v nginx >/dev/null || echo "nginx not installed (apt-get install nginx)" ;;
-	maitred)
-		if [ ! -x "$MAITRED_BIN" ]; then
-			echo "no $MAITRED_BIN"
-		elif [ -z "$(timeout 5 "$MAITRED_BIN" --help 2>&1)" ]; then
+	maitred | maitred_base)
+		local bin=$MAITRED_BIN
+		[ "$1" = maitred_base ] && bin=${MAITRED_BASE_BIN:-}
+		if [ -z "$bin" ]; then
+			echo "MAITRED_BASE_BIN is not set"
+		elif [ ! -x "$bin" ]; then
+			echo "no $bin"
+		elif [ -z "$(timeout 5 "$bin" --help 2>&1)" ]; then
 			# the build skeleton's stub prints nothing and exits 0
-			echo "$MAITRED_BIN is still the stub (data plane not built)"
+			echo "$bin is still the stub (data plane not built)"
 		fi ;;
 	*) echo "unknown row" ;;
 	esac

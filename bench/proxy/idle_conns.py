@@ -6,7 +6,17 @@ call (so the proxy has set up whatever a real app's channel would make it set
 up), reads the response up to its trailers, acknowledges the server's
 SETTINGS, and then stays open doing nothing. When all are ready the script
 prints "ready ok=N fail=F" on stdout and holds the connections until its
-standard input closes (run.sh measures the proxy's RSS in between).
+standard input closes.
+
+With --pids P1,P2,... (the proxy's processes) it also measures what the
+connections cost the proxy in private memory: /proc/PID/smaps_rollup's
+Anonymous and Private_Dirty, summed over those processes, before the first
+connection and once all are open and settled, and appends to the ready line
+"anon_kb=BEFORE:AFTER pd_kb=BEFORE:AFTER rss_kb=BEFORE:AFTER" (run.sh
+divides the Anonymous growth by ok). The second measure is taken --settle
+seconds (default 3) after the last connection is ready. Anonymous is what a node pays for the
+process: memory no other process shares and that only swap could reclaim.
+Shared library pages (in RSS, not in Anonymous) are paid once per node.
 
 Standard library only; the HTTP/2 frames and the HPACK block (literal
 header fields without indexing, no Huffman: RFC 7541 §6.2.2) are written by
@@ -77,13 +87,41 @@ def one_call(host, port, req, timeout):
     raise OSError("timeout")
 
 
+ROLLUP_FIELDS = ("Anonymous", "Private_Dirty", "Rss")
+
+
+def rollup_kb(pids):
+    """Anonymous, Private_Dirty and Rss (KiB) summed over pids."""
+    tot = dict.fromkeys(ROLLUP_FIELDS, 0)
+    for pid in pids:
+        try:
+            with open("/proc/%s/smaps_rollup" % pid) as f:
+                for line in f:
+                    k, _, rest = line.partition(":")
+                    if k in tot:
+                        tot[k] += int(rest.split()[0])
+        except OSError:
+            pass  # a process that left (or was never there) costs nothing
+    return tot
+
+
 def main():
-    if len(sys.argv) != 5:
-        sys.exit("usage: idle_conns.py HOST PORT N BODY_FILE")
-    host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    with open(sys.argv[4], "rb") as f:
+    args = sys.argv[1:]
+    pids = []
+    settle = 3.0
+    while len(args) > 4 and args[-2] in ("--pids", "--settle"):
+        if args[-2] == "--pids":
+            pids = [p for p in args[-1].split(",") if p]
+        else:
+            settle = float(args[-1])
+        args = args[:-2]
+    if len(args) != 4:
+        sys.exit("usage: idle_conns.py HOST PORT N BODY_FILE [--pids P1,P2,...] [--settle S]")
+    host, port, n = args[0], int(args[1]), int(args[2])
+    with open(args[3], "rb") as f:
         body = f.read()
     req = request("%s:%d" % (host, port), "/bench.Echo/Call", body)
+    before = rollup_kb(pids) if pids else None
     conns, fail = [], 0
     for _ in range(n):
         try:
@@ -92,7 +130,17 @@ def main():
             fail += 1
             if fail == 1:
                 print("idle_conns: %s" % e, file=sys.stderr)
-    print("ready ok=%d fail=%d" % (len(conns), fail), flush=True)
+    line = "ready ok=%d fail=%d" % (len(conns), fail)
+    if pids:
+        # Idle means idle for a while: a proxy may give memory back once a
+        # connection has been quiet for a second or so (maitred does).
+        time.sleep(settle)
+        after = rollup_kb(pids)
+        line += " anon_kb=%d:%d pd_kb=%d:%d rss_kb=%d:%d" % (
+            before["Anonymous"], after["Anonymous"],
+            before["Private_Dirty"], after["Private_Dirty"],
+            before["Rss"], after["Rss"])
+    print(line, flush=True)
     sys.stdin.read()
     for s in conns:
         s.close()

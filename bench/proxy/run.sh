@@ -18,6 +18,8 @@ RATE=2000        # fixed-rate phase: total calls/s
 RATE_CLIENTS=4   # fixed-rate phase: h2load -c (each --rps RATE/RATE_CLIENTS)
 INFLIGHT=512     # connection-count phase: one client connection, -m INFLIGHT
 IDLE_N=200       # idle client connections for the memory-per-connection figure
+                 # (a comma list: one figure, on a fresh proxy, for each)
+IDLE_ONLY=0      # -x: only the idle-connection figures, no load phases
 MODE=h2c         # upstream transport: h2c | tls
 PROXIES="direct nghttpx haproxy nginx maitred"
 CPU_PROXY=1      # the proxy's core
@@ -27,6 +29,7 @@ KEEP=0
 REPS=1           # repeats of every row (medians are reported)
 UPSTREAM_BIN=${UPSTREAM_BIN:-$top/build/bench/proxy/grpc_upstream}
 MAITRED_BIN=${MAITRED_BIN:-$top/build/sidecar/maitred}
+MAITRED_BASE_BIN=${MAITRED_BASE_BIN:-}
 
 usage() {
 	cat <<EOF
@@ -37,11 +40,13 @@ usage: $0 [options]
   -r N           fixed-rate phase: total calls per second (default $RATE)
   -i N           connection-count phase: calls in flight on one client
                  connection (default $INFLIGHT; 0 skips the phase)
-  -n N           idle client connections for the memory figure (default
-                 $IDLE_N; 0 skips)
+  -n N[,N...]    idle client connections for the private memory per idle
+                 connection (default $IDLE_N; 0 skips); a list gives one
+                 figure for each, each on a fresh proxy
+  -x             only the idle-connection figures (no load phases)
   -t h2c|tls     upstream transport (default $MODE)
   -p LIST        rows, comma/space separated, in order
-                 (default "$PROXIES")
+                 (default "$PROXIES"; also maitred_base: MAITRED_BASE_BIN)
   -P PORT_BASE   proxy listens on PORT_BASE+1, upstreams on +51 and +52
                  (default $PORT_BASE)
   -C PROXY,LOAD  cores: proxy, and h2load + upstreams (default $CPU_PROXY,$CPU_LOAD)
@@ -51,11 +56,12 @@ usage: $0 [options]
                  anyway when a row has a note
 Environment: UPSTREAM_BIN (default build/bench/proxy/grpc_upstream, built by
 \`make -C build bench/proxy/grpc_upstream\`), MAITRED_BIN (default
-build/sidecar/maitred: the plain build in build/, deploy/demo.sh's).
+build/sidecar/maitred: the plain build in build/, deploy/demo.sh's),
+MAITRED_BASE_BIN (the maitred_base row: another build, side by side).
 EOF
 }
 
-while getopts "d:c:m:r:i:n:t:p:P:C:R:kh" opt; do
+while getopts "d:c:m:r:i:n:xt:p:P:C:R:kh" opt; do
 	case $opt in
 	d) DUR=$OPTARG ;;
 	c) CLIENTS=$OPTARG ;;
@@ -63,6 +69,7 @@ while getopts "d:c:m:r:i:n:t:p:P:C:R:kh" opt; do
 	r) RATE=$OPTARG ;;
 	i) INFLIGHT=$OPTARG ;;
 	n) IDLE_N=$OPTARG ;;
+	x) IDLE_ONLY=1 ;;
 	t) MODE=$OPTARG ;;
 	p) PROXIES=${OPTARG//,/ } ;;
 	P) PORT_BASE=$OPTARG ;;
@@ -74,7 +81,27 @@ while getopts "d:c:m:r:i:n:t:p:P:C:R:kh" opt; do
 	esac
 done
 
+IDLE_NS=${IDLE_N//,/ }
+[ "$IDLE_NS" = 0 ] && IDLE_NS=""
+IDLE_MAX=0
+for n in $IDLE_NS; do
+	[[ $n =~ ^[0-9]+$ ]] || { echo "-n takes numbers" >&2; exit 2; }
+	[ "$n" -gt "$IDLE_MAX" ] && IDLE_MAX=$n
+done
+# The proxy and idle_conns.py each hold one descriptor per idle connection
+# (10,000 idle connections need more than the usual 1024): raise the soft
+# limit towards the hard one; a proxy started from here inherits it.
+if [ $((IDLE_MAX + 256)) -gt "$(ulimit -n)" ]; then
+	ulimit -n $((IDLE_MAX + 256)) 2>/dev/null ||
+		ulimit -n "$(ulimit -Hn)" 2>/dev/null
+	[ $((IDLE_MAX + 256)) -gt "$(ulimit -n)" ] &&
+		echo "# ulimit -n is $(ulimit -n) (hard $(ulimit -Hn)): $IDLE_MAX idle connections will not all open" >&2
+fi
+
 . "$here/common.sh"
+# A binary copied just before the run has dirty page-cache pages, which
+# smaps counts as its Private_Dirty (500 KiB for maitred): write them out.
+sync
 
 # sample_conns PIDS...: every 100 ms, the most established connections from
 # the given processes to one upstream port; writes the maximum on exit.
@@ -139,6 +166,40 @@ sat_direct() {
 
 declare -A R	# R[row,field]
 
+# idle_figure ROW N: R[ROW,idleN], the private memory (KiB) one idle client
+# connection costs the proxy: smaps_rollup's Anonymous summed over its
+# processes, after idle_conns.py opened N connections (one call each, then
+# silent) minus before, over the connections that opened. Non-zero when the
+# row must stop (its note says why).
+idle_figure() {
+	local row=$1 n=$2 pids ok line a0 a1
+	[ "$row" = maitred ] || [ "$row" = maitred_base ] &&
+		[ "$n" -ge 9000 ] && export MAITRED_MAX_CONNECTIONS=$((n + 1000))
+	start_proxy "$row" || { R[$row,note]="did not start"; stop_upstreams; return 1; }
+	unset MAITRED_MAX_CONNECTIONS
+	if ! check_call; then
+		R[$row,note]="a call through it did not end with grpc-status 0 (see check.out)"
+		stop_proxy; stop_upstreams; return 1
+	fi
+	sleep 0.2
+	pids=$(tree_pids "$PROXY_PID" | paste -sd, -)
+	coproc IDLE { exec taskset -c "$CPU_LOAD" python3 "$here/idle_conns.py" 127.0.0.1 $PROXY_PORT "$n" "$T/body.bin" --pids "$pids" 2>"$T/idle.err"; }
+	read -r -t $((120 + n / 50)) line <&"${IDLE[0]}"
+	eval "exec ${IDLE[1]}>&-"
+	wait "$IDLE_PID" 2>/dev/null
+	echo "$row n=$n $line" >>"$T/idle.log"
+	ok=$(sed -n 's/.*ok=\([0-9]*\).*/\1/p' <<<"$line")
+	a0=$(sed -n 's/.*anon_kb=\([0-9]*\):.*/\1/p' <<<"$line")
+	a1=$(sed -n 's/.*anon_kb=[0-9]*:\([0-9]*\).*/\1/p' <<<"$line")
+	if [ "${ok:-0}" -gt 0 ] && [ -n "$a1" ]; then
+		R[$row,idle$n]=$(awk -v a="$a0" -v b="$a1" -v n="$ok" 'BEGIN { printf "%.1f", (b - a) / n }')
+		[ "$ok" -lt "$n" ] && R[$row,idle$n]="${R[$row,idle$n]} ($ok conns)"
+	else
+		R[$row,idle$n]="failed"
+	fi
+	stop_proxy
+}
+
 run_row() {
 	local row=$1 pids t0 t1 c0 c1 u0 u1 n0 n1 hwm rss0 rss1 ok sampler p
 
@@ -151,31 +212,17 @@ run_row() {
 		TARGET_URI="http://127.0.0.1:$PROXY_PORT$PATH_URI"
 	fi
 
-	# Idle client connections, on a fresh proxy (a loaded one reuses freed
-	# heap and hides the cost); one warm-up call first sets up the pools.
-	if [ "$row" != direct ] && [ "$IDLE_N" -gt 0 ]; then
-		start_proxy "$row" || { R[$row,note]="did not start"; stop_upstreams; return; }
-		if ! check_call; then
-			R[$row,note]="a call through it did not end with grpc-status 0 (see check.out)"
-			stop_proxy; stop_upstreams; return
-		fi
-		sleep 0.2
-		pids=$(tree_pids "$PROXY_PID")
-		rss0=$(status_kb VmRSS $pids | awk '{ s += $1 } END { print s }')
-		coproc IDLE { exec taskset -c "$CPU_LOAD" python3 "$here/idle_conns.py" 127.0.0.1 $PROXY_PORT "$IDLE_N" "$T/body.bin" 2>"$T/idle.err"; }
-		read -r -t 120 ok <&"${IDLE[0]}"
-		sleep 0.3
-		rss1=$(status_kb VmRSS $pids | awk '{ s += $1 } END { print s }')
-		eval "exec ${IDLE[1]}>&-"
-		wait "$IDLE_PID" 2>/dev/null
-		ok=${ok#ready ok=}; ok=${ok%% *}
-		if [ "${ok:-0}" -gt 0 ]; then
-			R[$row,idle]=$(awk -v a="$rss0" -v b="$rss1" -v n="$ok" 'BEGIN { printf "%.1f", (b - a) / n }')
-			[ "$ok" -lt "$IDLE_N" ] && R[$row,idle]="${R[$row,idle]} ($ok conns)"
-		else
-			R[$row,idle]="failed"
-		fi
-		stop_proxy
+	# Idle client connections, on a fresh proxy for each count (a loaded
+	# one reuses freed heap and hides the cost); one warm-up call first
+	# sets up the pools.
+	if [ "$row" != direct ]; then
+		for n in $IDLE_NS; do
+			idle_figure "$row" "$n" || return
+		done
+	fi
+	if [ "$IDLE_ONLY" = 1 ]; then
+		stop_upstreams
+		return
 	fi
 
 	if [ "$row" != direct ]; then
@@ -187,6 +234,16 @@ run_row() {
 	if ! check_call; then
 		R[$row,note]="a call did not end with grpc-status 0 (see check.out)"
 		stop_proxy; stop_upstreams; return
+	fi
+	# Private memory: at rest after one call (pools up), the peak over the
+	# load phases, and the peak at INFLIGHT calls in flight.
+	local mem0 memall mem512 memsampler
+	if [ -n "$pids" ]; then
+		sleep 0.2
+		mem0=$(rollup_kb $pids)
+		sample_mem $pids >"$T/$row.mem" &
+		memsampler=$!
+		taskset -cp "$CPU_LOAD" $memsampler >/dev/null
 	fi
 
 	# Saturation: CPU per call over exactly the calls the upstreams served.
@@ -223,13 +280,28 @@ run_row() {
 		sample_conns $pids >"$T/$row.conns" &
 		sampler=$!
 		taskset -cp "$CPU_LOAD" $sampler >/dev/null
+		sample_mem $pids >"$T/$row.mem512" &
+		local sampler2=$!
+		taskset -cp "$CPU_LOAD" $sampler2 >/dev/null
 		h2load_run "$T/$row.512" -D "$DUR" -c 1 -m "$INFLIGHT"
-		kill -TERM $sampler; wait $sampler 2>/dev/null
+		kill -TERM $sampler $sampler2; wait $sampler $sampler2 2>/dev/null
+		mem512=$(cat "$T/$row.mem512")
+		R[$row,anon512]=$(awk -v k="${mem512%% *}" 'BEGIN { printf "%.1f", k / 1024 }')
+		R[$row,percall]=$(awk -v a="${mem0%% *}" -v b="${mem512%% *}" -v n="$INFLIGHT" 'BEGIN { printf "%.2f", (b - a) / n }')
 		R[$row,conns]=$(cat "$T/$row.conns")
 		R[$row,sat512]=$(h2load_rps "$T/$row.512" | awk '{ printf "%.0f", $1 }')
 		[ "$(h2load_bad "$T/$row.512")" = 0 ] || R[$row,note]="${R[$row,note]} $INFLIGHT in flight: $(h2load_bad "$T/$row.512") failed calls;"
 	else
-		R[$row,conns]="-"; R[$row,sat512]="-"
+		R[$row,conns]="-"; R[$row,sat512]="-"; R[$row,anon512]="-"; R[$row,percall]="-"
+	fi
+	if [ -n "$pids" ]; then
+		kill -TERM $memsampler; wait $memsampler 2>/dev/null
+		memall=$(cat "$T/$row.mem")
+		R[$row,anon0]=$(awk -v k="${mem0%% *}" 'BEGIN { printf "%.1f", k / 1024 }')
+		R[$row,anon]=$(awk -v k="${memall%% *}" 'BEGIN { printf "%.1f", k / 1024 }')
+		R[$row,pd]=$(awk -v k="${memall##* }" 'BEGIN { printf "%.1f", k / 1024 }')
+	else
+		R[$row,anon0]="-"; R[$row,anon]="-"; R[$row,pd]="-"
 	fi
 
 	for p in "${UP_PIDS[@]}"; do
@@ -258,7 +330,8 @@ run_row() {
 log "maitred proxy bench: mode=$MODE duration=${DUR}s saturation -c $CLIENTS -m $STREAMS," \
 	"rate $RATE/s over $RATE_CLIENTS conns, $INFLIGHT in flight, $IDLE_N idle conns;" \
 	"proxy on cpu$CPU_PROXY, h2load + upstreams on cpu$CPU_LOAD; temp $T"
-FIELDS="sat util cpu ucpu ccpu p50 p99 rss conns sat512 opened idle split"
+FIELDS="sat util cpu ucpu ccpu p50 p99 rss anon0 anon pd anon512 percall conns sat512 opened split"
+for n in $IDLE_NS; do FIELDS="$FIELDS idle$n"; done
 declare -A ALL	# ALL[row,field]: the value of each repeat, space separated
 declare -A NOTES
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -312,14 +385,38 @@ echo "### maitred proxy bench — $(date -u +%Y-%m-%dT%H:%MZ), $MODE upstreams, 
 echo
 echo "${DUR}s per phase; saturation -c $CLIENTS -m $STREAMS; $([ "$REPS" -gt 1 ] && echo "median of $REPS repeats (connections: the highest)" || echo "one run")."
 echo
-echo "| row | sat calls/s | proxy CPU % | proxy µs CPU/call | upstream µs CPU/call | client µs CPU/call | p50 ms @${RATE}/s | p99 ms @${RATE}/s | peak RSS MB | up conns/endpoint @$INFLIGHT | calls/s @$INFLIGHT | up conns opened | idle conn KiB | calls per upstream |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+if [ "$IDLE_ONLY" = 0 ]; then
+	echo "| row | sat calls/s | proxy CPU % | proxy µs CPU/call | upstream µs CPU/call | client µs CPU/call | p50 ms @${RATE}/s | p99 ms @${RATE}/s | up conns/endpoint @$INFLIGHT | calls/s @$INFLIGHT | up conns opened | calls per upstream |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+	for row in "${ROWS[@]}"; do
+		if [ -n "${R[$row,skip]:-}" ]; then
+			echo "| $row | skipped: ${R[$row,skip]} |||||||||| |"
+			continue
+		fi
+		echo "| $row | $(v $row sat) | $(v $row util) | $(v $row cpu) | $(v $row ucpu) | $(v $row ccpu) | $(v $row p50) | $(v $row p99) | $(v $row conns) | $(v $row sat512) | $(v $row opened) | $(v $row split) |"
+	done
+	echo
+fi
+# Memory: private = smaps_rollup's Anonymous summed over the proxy's
+# processes (README.md, "What the columns mean").
+hdr="| row |" sep="|---|"
+if [ "$IDLE_ONLY" = 0 ]; then
+	hdr="$hdr peak RSS MB | private MB at rest | private MB peak | Private_Dirty MB peak | private MB @$INFLIGHT | private KiB per call @$INFLIGHT |"
+	sep="$sep---:|---:|---:|---:|---:|---:|"
+fi
+for n in $IDLE_NS; do hdr="$hdr private KiB per idle conn @$n |"; sep="$sep---:|"; done
+echo "$hdr"
+echo "$sep"
 for row in "${ROWS[@]}"; do
+	[ "$row" = direct ] && continue
 	if [ -n "${R[$row,skip]:-}" ]; then
-		echo "| $row | skipped: ${R[$row,skip]} ||||||||||||| |"
+		echo "| $row | skipped: ${R[$row,skip]} |"
 		continue
 	fi
-	echo "| $row | $(v $row sat) | $(v $row util) | $(v $row cpu) | $(v $row ucpu) | $(v $row ccpu) | $(v $row p50) | $(v $row p99) | $(v $row rss) | $(v $row conns) | $(v $row sat512) | $(v $row opened) | $(v $row idle) | $(v $row split) |"
+	line="| $row |"
+	[ "$IDLE_ONLY" = 0 ] && line="$line $(v $row rss) | $(v $row anon0) | $(v $row anon) | $(v $row pd) | $(v $row anon512) | $(v $row percall) |"
+	for n in $IDLE_NS; do line="$line $(v $row idle$n) |"; done
+	echo "$line"
 done
 for row in "${ROWS[@]}"; do
 	[ -n "${R[$row,note]:-}" ] && echo && echo "note, $row: ${R[$row,note]}"
@@ -356,7 +453,15 @@ if [ "$REPS" -gt 1 ]; then
 		"upstream CPU per call maitred/direct $(per_round ucpu maitred direct)," \
 		"nghttpx/direct $(per_round ucpu nghttpx direct)"
 fi
+idle_targets=""
+for n in $IDLE_NS; do
+	idle_targets="$idle_targets, private KiB per idle conn @$n $(ratio idle$n) (maitred: $(v maitred idle$n), target <= 8)"
+done
 echo
-echo "maitred / nghttpx: CPU per call $(ratio cpu) (target < 1), p99 $(ratio p99) (target <= 1)," \
-	"saturation $(ratio sat), peak RSS $(ratio rss); targets also: <= 2 up conns/endpoint @$INFLIGHT" \
-	"(maitred: $(v maitred conns)), RSS < 10 MB (maitred: $(v maitred rss)), idle conn < 32 KiB (maitred: $(v maitred idle))"
+if [ "$IDLE_ONLY" = 0 ]; then
+	echo "maitred / nghttpx: CPU per call $(ratio cpu) (target < 1), p99 $(ratio p99) (target <= 1)," \
+		"saturation $(ratio sat), peak RSS $(ratio rss), private memory peak $(ratio anon)$idle_targets;" \
+		"targets also: <= 2 up conns/endpoint @$INFLIGHT (maitred: $(v maitred conns))"
+else
+	echo "maitred / nghttpx:${idle_targets#,}"
+fi

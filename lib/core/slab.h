@@ -14,8 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MTD_SLAB_CLASSES 9 /* 32 B .. 8 KiB payload */
-/* Bytes of free blocks kept per class (so at most 9 x 256 KiB per worker),
+/* 32 B .. 2 KiB payload. Larger blocks are malloc's, of their own size:
+ * the ones nghttp2 makes per session (the session 2.9 KiB, its stream map
+ * 4 KiB, its frame buffer 16 KiB) live as long as the connection, and a
+ * power-of-two class cost an idle connection 1.2 KiB more (issue 19 §3).
+ * A call's blocks are far smaller (its largest, the call, 528 B), but for
+ * a header block of more than 2 KiB of fields. */
+#define MTD_SLAB_CLASSES 7
+/* Bytes of free blocks kept per class (so at most 7 x 256 KiB per worker),
  * and never more than 1024 blocks of one class. Under AddressSanitizer
  * nothing is kept, so every block goes back to malloc and use-after-free
  * stays detectable; a slab with `passthrough` set (a worker's, when

@@ -4,13 +4,13 @@
  * (weight warmed). With equal weights this is the power of d choices on
  * calls in flight; with weights it drives active_i / weight_i level across
  * endpoints, i.e. traffic in proportion to weight under load. bias 1 avoids
- * mtd_math_pow(); bias 0 ignores load. O(choice_count) per pick. */
+ * pow(); bias 0 ignores load. O(choice_count) per pick. */
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
-#include "core/fmath.h"
 #include "lb/lb-impl.h"
 
 struct lr_state {
@@ -68,7 +68,7 @@ static double lr_score(const struct lr_state *s, size_t i, int64_t now_ms)
 		return w / load;
 	if (s->bias == 0.0)
 		return w;
-	return w / mtd_math_pow(load, s->bias);
+	return w / pow(load, s->bias);
 }
 
 static int lr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)

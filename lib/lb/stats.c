@@ -6,11 +6,11 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
 
-#include "core/fmath.h"
 #include "lb/lb.h"
 #include "lb/lb-impl.h"
 
@@ -103,7 +103,7 @@ double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns, int64
 	 * arrives, so an idle slow endpoint is eventually probed again. */
 	if (td <= 0 || cost <= 0.0)
 		return cost;
-	return cost * mtd_math_exp(-(double)td / tau_ns);
+	return cost * exp(-(double)td / tau_ns);
 }
 
 /* Peak EWMA (Finagle/linkerd): a sample above the estimate replaces it at
@@ -114,7 +114,7 @@ static void ewma_observe(struct mtd_lb_stats *st, double rtt_us, int64_t now_ns,
 	double tau_ns = (double)(decay_ms > 0 ? decay_ms : MTD_LB_DEFAULT_DECAY_MS) * 1e6;
 	int64_t stamp = atomic_exchange_explicit(&st->ewma_stamp_ns, now_ns, memory_order_relaxed);
 	int64_t td = stamp > 0 && now_ns > stamp ? now_ns - stamp : 0;
-	double w = mtd_math_exp(-(double)td / tau_ns);
+	double w = exp(-(double)td / tau_ns);
 	uint64_t old_bits = atomic_load_explicit(&st->ewma_bits, memory_order_relaxed);
 	uint64_t new_bits;
 
@@ -214,7 +214,7 @@ void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, 
 		/* issue 3, PEAK_EWMA: failures count as slow, so an instance
 		 * that fails fast does not look fast and attract traffic. */
 		double cost = mtd_lb_stats_ewma_us(st, now_ns, decay_ms);
-		double pen = mtd_math_fmax((double)lat, mtd_math_fmax(MTD_LB_FAILURE_PENALTY_US, MTD_LB_FAILURE_PENALTY_FACTOR * cost));
+		double pen = fmax((double)lat, fmax(MTD_LB_FAILURE_PENALTY_US, MTD_LB_FAILURE_PENALTY_FACTOR * cost));
 		if (pen > MTD_LB_FAILURE_PENALTY_MAX_US)
 			pen = MTD_LB_FAILURE_PENALTY_MAX_US;
 

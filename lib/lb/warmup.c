@@ -12,9 +12,9 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdint.h>
 
-#include "core/fmath.h"
 #include "lb/lb-impl.h"
 
 double mtd_lb__warm_weight(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoint *ep, int64_t now_ms)
@@ -40,8 +40,8 @@ double mtd_lb__warm_weight(const struct mtd_lb_warmup *w, const struct mtd_lb_en
 		/* Envoy: the time factor is at least 1 ms of the window. */
 		f = (double)(up > 0 ? up : 1) / (double)w->duration_ms;
 		if (aggr != 1.0)
-			f = mtd_math_pow(f, 1.0 / aggr);
-		out = weight * mtd_math_fmax(floor_f, f);
+			f = pow(f, 1.0 / aggr);
+		out = weight * fmax(floor_f, f);
 	} else {
 		/* seed 003: Dubbo, (int)(uptime / (warmup / weight)) in [1, w];
 		 * kept fractional here, the clamp is Dubbo's. */
@@ -71,8 +71,8 @@ double mtd_lb__warm_fraction(const struct mtd_lb_warmup *w, const struct mtd_lb_
 		double aggr = w->aggression > 0.0 ? w->aggression : 1.0;
 
 		if (aggr != 1.0)
-			f = mtd_math_pow(f, 1.0 / aggr);
-		f = mtd_math_fmax(w->min_weight_percent / 100.0, f);
+			f = pow(f, 1.0 / aggr);
+		f = fmax(w->min_weight_percent / 100.0, f);
 	}
 	return f < 1.0 ? f : 1.0;
 }

@@ -19,9 +19,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
-#include "core/fmath.h"
 #include "lb/lb-impl.h"
 
 #define FIXED_TOTAL 0x1.0p52 /* sum of published weights, about */
@@ -124,7 +124,7 @@ static int wrt_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoin
 		s->seen_count[i] = cnt;
 		s->seen_fail[i] = fail;
 		if (cnt + fail > 0)
-			s->avg_us[i] = mtd_math_fmax(1.0, ((double)sum + (double)fail * MTD_LB_FAILURE_PENALTY_US) /
+			s->avg_us[i] = fmax(1.0, ((double)sum + (double)fail * MTD_LB_FAILURE_PENALTY_US) /
 			                                 (double)(cnt + fail));
 	}
 	atomic_init(&s->rr, mtd_lb__entropy());
@@ -143,7 +143,7 @@ static void wrt_tick(void *state, int64_t now_ms, int64_t now_ns)
 {
 	struct wrt_state *s = state;
 	int64_t dt = s->last_tick_ms > 0 ? now_ms - s->last_tick_ms : 1000;
-	double alpha = 1.0 - mtd_math_exp(-(double)(dt > 0 ? dt : 1) / (double)s->decay_ms);
+	double alpha = 1.0 - exp(-(double)(dt > 0 ? dt : 1) / (double)s->decay_ms);
 
 	s->last_tick_ms = now_ms;
 	for (size_t i = 0; i < s->n; i++) {
@@ -160,7 +160,7 @@ static void wrt_tick(void *state, int64_t now_ms, int64_t now_ns)
 		s->seen_fail[i] = fail;
 		if (dc + df == 0)
 			continue;
-		sample = mtd_math_fmax(1.0, ((double)ds + (double)df * MTD_LB_FAILURE_PENALTY_US) / (double)(dc + df));
+		sample = fmax(1.0, ((double)ds + (double)df * MTD_LB_FAILURE_PENALTY_US) / (double)(dc + df));
 		s->avg_us[i] = s->avg_us[i] > 0.0 ? s->avg_us[i] + alpha * (sample - s->avg_us[i]) : sample;
 	}
 	publish(s, now_ms);

@@ -141,7 +141,8 @@ struct mtd_conn {
 	bool in_dirty;
 	TAILQ_ENTRY(mtd_conn) dirty_link;
 	LIST_ENTRY(mtd_conn) link; /* worker's downstream list or pool's list */
-	/* Pending output: out[out_off, out_len). */
+	/* Pending output: out[out_off, out_len); NULL while there is none and
+	 * c has no stream (conn.c out_release). */
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
 	LIST_HEAD(, mtd_call) calls;       /* downstream: calls with a stream here */

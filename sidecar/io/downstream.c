@@ -336,7 +336,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	c->resp_held -= call->resp.len;
 	LIST_REMOVE(call, down_link);
 	c->n_streams--;
-	c->last_active_ns = mtd_now_ns();
+	c->last_active_ns = c->w->stream_end_ns = mtd_now_ns();
 	call->down = NULL;
 	mtd_call_on_down_close(call, error_code);
 	return 0;

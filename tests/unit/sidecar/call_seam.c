@@ -1358,6 +1358,8 @@ void seam_free(struct seam *s)
 	mtd_down_teardown(w);
 	mtd_slab_drain(&w->slab);
 	mtd_timers_free(&w->timers);
+	while (w->n_spare_out) /* idle connections gave their output buffers back (conn.c) */
+		free(w->spare_out[--w->n_spare_out]);
 	free(w->rbuf);
 	hold_release(w->hold);
 	free(w);

@@ -18,7 +18,9 @@
 #include "core/log.h"
 #include "sidecar/call/call.h"
 #include "sidecar/control/runtime-t.h"
+#include "sidecar/io/conn-t.h"
 #include "sidecar/io/pool.h"
+#include "sidecar/worker-t.h"
 #include "sidecar/worker.h"
 
 #define PATH    "/echo.Echo/Unary"
@@ -127,6 +129,14 @@ START_TEST(unary_ok_through_one_attempt)
 	ck_assert_uint_eq(seam_mx.ended, 1);
 	ck_assert_ptr_null(seam_call_of(s, cs));
 	ck_assert_uint_eq(seam_live_blocks(), 0);
+	/* Issue 19 §3: the client's connection, idle again, holds no output
+	 * buffer; the worker keeps it (and the upstream connection's) for the
+	 * next call instead. */
+	struct mtd_worker *w = seam_worker(s);
+	ck_assert_ptr_nonnull(LIST_FIRST(&w->downs));
+	ck_assert_ptr_null(LIST_FIRST(&w->downs)->out);
+	ck_assert_uint_eq(LIST_FIRST(&w->downs)->out_cap, 0);
+	ck_assert_uint_ge(w->n_spare_out, 1);
 	seam_free(s);
 }
 END_TEST

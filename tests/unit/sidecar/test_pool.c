@@ -311,6 +311,8 @@ static void fx_close(struct fx *f)
 	mtd_conn_linger_end_all(&f->w); /* the graceful closes' sockets */
 	mtd_up_teardown(&f->w);
 	event_base_free(f->w.base);
+	while (f->w.n_spare_out) /* idle connections gave their output buffers back (conn.c) */
+		free(f->w.spare_out[--f->w.n_spare_out]);
 	free(f->w.rbuf);
 	/* Every reference the pool took was given back. */
 	ck_assert_uint_eq(atomic_load(&f->svc.ref.n), 1);
