@@ -237,6 +237,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	LIST_INIT(&w->bg_calls);
 	LIST_INIT(&w->lingering);
 	w->listen_fd = listen_fd;
+	w->timer_fd = -1;
 	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
 	w->slab.passthrough = mtd_slab_env_passthrough();
 	w->ng_mem = (nghttp2_mem){&w->slab, ng_malloc, ng_free, ng_calloc, ng_realloc};
@@ -271,6 +272,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 fail_hc:
 	mtd_hc_worker_fini(w);
 fail_up:
+	mtd_worker_turn_fini(w);
 	mtd_up_teardown(w);
 fail_down:
 	mtd_down_teardown(w);
@@ -340,6 +342,7 @@ void mtd_worker_free(struct mtd_worker *w)
 	mtd_up_teardown(w);
 	mtd_down_teardown(w);
 	mtd_slab_drain(&w->slab);
+	mtd_worker_turn_fini(w);
 	mtd_timers_free(&w->timers);
 	free(w->rbuf);
 	event_base_free(w->base);
