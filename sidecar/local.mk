@@ -71,6 +71,14 @@ tests_unit_test_pool_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_pool_LDADD = $(TEST_UNIT_LIBS)
 tests_unit_test_pool_LDFLAGS = -Wl,--wrap=event_add
 
+# A worker's timers on a real libevent loop (turn.c): woken at their due
+# time through the timerfd, never a turn early, the fd quiet when idle.
+check_PROGRAMS += tests/unit/test_turn
+TESTS += tests/unit/test_turn
+tests_unit_test_turn_SOURCES = tests/unit/sidecar/test_turn.c sidecar/turn.c
+tests_unit_test_turn_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_turn_LDADD = $(TEST_UNIT_LIBS)
+
 # The mailbox (mailbox.h): order, wake-up, leftovers, posters on threads.
 check_PROGRAMS += tests/unit/test_mailbox
 TESTS += tests/unit/test_mailbox

@@ -7,7 +7,10 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -70,25 +73,53 @@ void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c)
 
 /* ---- timers ------------------------------------------------------------ */
 
-/* Set the libevent timer for the earliest armed timer if that is sooner
- * than where it is set. A disarmed timer leaves it as it is: it then
- * wakes the loop once for nothing, cheaper than re-arming on every
- * disarm (most calls end before their deadline). */
-static void timers_rearm(struct mtd_worker *w, int64_t now_ns)
+/* The heap's earliest timer wakes the loop through a timerfd set to its
+ * due time, absolute on CLOCK_MONOTONIC (mtd_now_ns's clock), to the
+ * nanosecond. Not a libevent timer: libevent's epoll backend waits in
+ * whole milliseconds rounded up, and adds a relative delay to the time it
+ * cached at the start of the turn, so a timer fired a turn early for
+ * nothing, then up to a few ms late (issue 19 §5: hedges due 10 ms after
+ * their call's start ran 1.3-1.5 ms late at the median, against 0.05-0.2
+ * ms with the timerfd, on a loaded 2-core machine; bench/fault/README.md).
+ * The kernel call is made only when the earliest timer moves earlier (as
+ * the libevent timer was re-armed) and once per wake-up;
+ * EVENT_BASE_FLAG_PRECISE_TIMER would set a timerfd on every turn of the
+ * loop instead.
+ *
+ * A disarmed timer leaves the timerfd where it is: it then wakes the loop
+ * once for nothing, cheaper than re-arming on every disarm (most calls end
+ * before their deadline). */
+static void timers_set(struct mtd_worker *w, int64_t at_ns)
+{
+	struct itimerspec its = {0};
+	if (w->timer_fd < 0)
+		return; /* torn down (mtd_worker_turn_fini): nothing runs them */
+	if (at_ns != INT64_MAX) {
+		/* 0 would disarm it: a due time in the past is "now". */
+		int64_t at = at_ns > 0 ? at_ns : 1;
+		its.it_value = (struct timespec){(time_t)(at / 1000000000), (long)(at % 1000000000)};
+	}
+	/* Setting it also clears an expiry not read yet (timerfd_create(2)):
+	 * the fd stays readable only while a due time has passed, and is
+	 * never read. */
+	if (timerfd_settime(w->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+		w->timer_at_ns = at_ns;
+	else
+		MTD_WARN("worker %u: timerfd_settime: %s", w->id, strerror(errno));
+}
+
+/* Set the timerfd for the earliest armed timer if that is sooner than
+ * where it is set. */
+static void timers_rearm(struct mtd_worker *w)
 {
 	int64_t next = mtd_timers_next(&w->timers);
-	if (next >= w->timer_at_ns)
-		return;
-	int64_t us = next > now_ns ? (next - now_ns + 999) / 1000 : 0;
-	struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
-	if (event_add(&w->timers_ev, &tv) == 0)
-		w->timer_at_ns = next;
+	if (next < w->timer_at_ns)
+		timers_set(w, next);
 }
 
 static void timers_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_worker *w = arg;
-	w->timer_at_ns = INT64_MAX;
 	int64_t now = mtd_now_ns();
 	/* Those due now; one a callback arms for now runs at the next turn. */
 	uint32_t n = w->timers.n;
@@ -97,17 +128,18 @@ static void timers_cb(evutil_socket_t fd, short what, void *arg)
 	while (n-- > 0 && (t = mtd_timers_pop_due(&w->timers, now)))
 		t->fn(t);
 	w->in_timers = false;
-	timers_rearm(w, mtd_now_ns());
+	/* Always set (to the next, or disarmed): the expiry that woke the
+	 * loop must be cleared, or the fd stays readable. */
+	timers_set(w, mtd_timers_next(&w->timers));
 }
 
 int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, mtd_timer_fn *fn, int64_t delay_ns)
 {
-	int64_t now = mtd_now_ns();
 	t->fn = fn;
-	if (mtd_timers_add(&w->timers, t, now + (delay_ns > 0 ? delay_ns : 0)) < 0)
+	if (mtd_timers_add(&w->timers, t, mtd_now_ns() + (delay_ns > 0 ? delay_ns : 0)) < 0)
 		return -ENOMEM;
 	if (!w->in_timers)
-		timers_rearm(w, now);
+		timers_rearm(w);
 	return 0;
 }
 
@@ -121,7 +153,26 @@ int mtd_worker_turn_init(struct mtd_worker *w)
 	w->timer_at_ns = INT64_MAX;
 	LIST_INIT(&w->reap_calls);
 	LIST_INIT(&w->reap_attempts);
-	return evtimer_assign(&w->timers_ev, w->base, timers_cb, w) == 0 ? 0 : -EINVAL;
+	w->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (w->timer_fd < 0)
+		return -errno;
+	/* Level-triggered: readable from its due time until timers_set. */
+	if (event_assign(&w->timers_ev, w->base, w->timer_fd, EV_READ | EV_PERSIST, timers_cb, w) != 0 ||
+	    event_add(&w->timers_ev, NULL) != 0) {
+		close(w->timer_fd);
+		w->timer_fd = -1;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void mtd_worker_turn_fini(struct mtd_worker *w)
+{
+	if (w->timer_fd < 0)
+		return;
+	event_del(&w->timers_ev);
+	close(w->timer_fd);
+	w->timer_fd = -1;
 }
 
 /* ---- snapshots (the reclaim rule: lib/discovery/discovery.h) ---------- */

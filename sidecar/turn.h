@@ -59,8 +59,13 @@ bool mtd_worker_down_admit(uint32_t max);
 bool mtd_worker_admit(struct mtd_worker *w);
 void mtd_worker_down_closed(void);
 
-/* The timer heap's libevent timer and the reap lists (mtd_worker_new).
- * 0, or -EINVAL when libevent refuses the timer. */
+/* The timer heap's timerfd and its event, and the reap lists
+ * (mtd_worker_new, w->base set, w->timer_fd -1). 0, -errno when no
+ * timerfd can be made (w->timer_fd stays -1), or -EINVAL when libevent
+ * refuses its event. */
 int mtd_worker_turn_init(struct mtd_worker *w);
+/* Close what mtd_worker_turn_init made (its event deleted); nothing when
+ * it made nothing. Timers still armed never run. */
+void mtd_worker_turn_fini(struct mtd_worker *w);
 
 #endif

@@ -55,10 +55,11 @@ struct mtd_worker {
 	bool flush_due;               /* flush_ev is active (mtd_worker_schedule_flush) */
 	struct event housekeeping_ev; /* 1 s timer */
 	/* The timers of its calls and attempts (lib/core/timers.h), and the
-	 * one libevent timer for the earliest: timer_at_ns is where that one
-	 * is set (INT64_MAX: not pending). */
+	 * one timerfd for the earliest (turn.c), read by timers_ev:
+	 * timer_at_ns is where that one is set (INT64_MAX: not armed). */
 	struct mtd_timers timers;
 	struct event timers_ev;
+	int timer_fd;
 	int64_t timer_at_ns;
 	bool in_timers; /* running due timers: re-armed once they are done */
 	TAILQ_HEAD(, mtd_conn) dirty;

@@ -276,6 +276,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	LIST_INIT(&w->bg_calls);
 	LIST_INIT(&w->lingering);
 	w->listen_fd = listen_fd;
+	w->timer_fd = -1;
 	w->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)id << 32) ^ (uint64_t)mtd_now_ns();
 	w->slab.passthrough = mtd_slab_env_passthrough();
 	w->ng_mem = (nghttp2_mem){&w->slab, ng_malloc, ng_free, ng_calloc, ng_realloc};
@@ -318,6 +319,7 @@ fail_hc:
 fail_bell:
 	mtd_bell_fini(&w->bell);
 fail_up:
+	mtd_worker_turn_fini(w);
 	mtd_up_teardown(w);
 fail_down:
 	mtd_down_teardown(w);
@@ -388,6 +390,7 @@ void mtd_worker_free(struct mtd_worker *w)
 	mtd_up_teardown(w);
 	mtd_down_teardown(w);
 	mtd_slab_drain(&w->slab);
+	mtd_worker_turn_fini(w);
 	mtd_timers_free(&w->timers);
 	while (w->n_spare_out)
 		free(w->spare_out[--w->n_spare_out]);

@@ -27,6 +27,11 @@
  * mem_recv/mem_send straight on the socket (or on OpenSSL for TLS with ALPN
  * h2), and responses coalesced into one write per loop iteration.
  *
+ * With --slow-fraction F, a fraction F of the calls (drawn per call, by this
+ * process) waits --slow-ms before anything of its answer is sent, headers
+ * included: a tail per attempt that a hedge elsewhere can beat (bench/fault/
+ * tail.py). A stream reset meanwhile (a hedge won) drops its wait.
+ *
  * SIGUSR1 prints one line of counters to stderr:
  *   stats port=P calls=N accepted=A open=O peak_open=K
  * run.sh reads it to count calls and upstream connections per endpoint.
@@ -71,7 +76,13 @@ struct up_server {
 	uint64_t accepted;
 	uint64_t open;
 	uint64_t peak_open;
+	double slow_fraction; /* --slow-fraction: 0 = every call answered at once */
+	struct timeval slow_tv; /* --slow-ms */
+	uint64_t rng;           /* xorshift64 state of the slow draws (--seed) */
+	uint64_t slowed;        /* calls that waited */
 };
+
+struct up_wait;
 
 struct up_conn {
 	struct up_server *srv;
@@ -82,6 +93,7 @@ struct up_conn {
 	struct event *ev_write; /* added only while output is blocked */
 	uint8_t *out;           /* pending output, owned */
 	size_t out_cap, out_len, out_off;
+	struct up_wait *waits; /* slow calls waiting to be answered, owned */
 };
 
 enum up_shape { UP_UNARY, UP_SERVER_STREAM, UP_CLIENT_STREAM };
@@ -94,10 +106,38 @@ struct up_stream {
 	uint64_t off;      /* of them sent */
 	uint64_t received; /* request body bytes */
 	char received_text[24];
+	struct up_wait *wait; /* a slow call's answer waiting, or NULL */
 };
+
+/* A slow call waiting for its answer, in its stream's up_stream, so a
+ * stream closed meanwhile takes it off the list. */
+struct up_wait {
+	struct up_conn *c;
+	struct up_stream *st;
+	int32_t stream_id;
+	struct event *ev;
+	struct up_wait *prev, *next;
+};
+
+static void up_wait_free(struct up_wait *w)
+{
+	struct up_conn *c = w->c;
+
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		c->waits = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	w->st->wait = NULL;
+	event_free(w->ev);
+	free(w);
+}
 
 static void up_conn_free(struct up_conn *c)
 {
+	while (c->waits)
+		up_wait_free(c->waits);
 	if (c->ev_read)
 		event_free(c->ev_read);
 	if (c->ev_write)
@@ -221,9 +261,69 @@ static int up_on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t stream_i
 	return 0;
 }
 
+static int up_flush(struct up_conn *c);
+
+static void up_on_wait_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct up_wait *w = arg;
+	struct up_conn *c = w->c;
+	int32_t sid = w->stream_id;
+
+	up_wait_free(w);
+	if (up_respond(c, sid) != 0 || up_flush(c) < 0)
+		up_conn_free(c);
+}
+
+/* True when this call is one of the slow ones (xorshift64, Marsaglia). */
+static bool up_draw_slow(struct up_server *srv)
+{
+	if (srv->slow_fraction <= 0)
+		return false;
+	srv->rng ^= srv->rng << 13;
+	srv->rng ^= srv->rng >> 7;
+	srv->rng ^= srv->rng << 17;
+	return (double)(srv->rng >> 11) / 9007199254740992.0 < srv->slow_fraction;
+}
+
+/* Answers now, or after --slow-ms when the draw says so. */
+static int up_answer(struct up_conn *c, int32_t stream_id)
+{
+	struct up_wait *w;
+
+	if (!up_draw_slow(c->srv))
+		return up_respond(c, stream_id);
+	struct up_stream *st = nghttp2_session_get_stream_user_data(c->h2, stream_id);
+	if (!st)
+		return -1;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -1;
+	w->c = c;
+	w->st = st;
+	w->stream_id = stream_id;
+	w->ev = evtimer_new(c->srv->base, up_on_wait_done, w);
+	if (!w->ev || evtimer_add(w->ev, &c->srv->slow_tv) != 0) {
+		if (w->ev)
+			event_free(w->ev);
+		free(w);
+		return -1;
+	}
+	st->wait = w;
+	w->next = c->waits;
+	if (c->waits)
+		c->waits->prev = w;
+	c->waits = w;
+	c->srv->slowed++;
+	return 0;
+}
+
 static int up_on_stream_close(nghttp2_session *h2, int32_t stream_id, uint32_t error_code, void *user_data)
 {
-	free(nghttp2_session_get_stream_user_data(h2, stream_id));
+	struct up_stream *st = nghttp2_session_get_stream_user_data(h2, stream_id);
+
+	if (st && st->wait)
+		up_wait_free(st->wait); /* reset while waiting: nothing to answer */
+	free(st);
 	return 0;
 }
 
@@ -235,7 +335,7 @@ static int up_on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, voi
 	 * with HEADERS (no body) or with its last DATA frame. */
 	if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
 	    (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && frame->hd.stream_id > 0)
-		return up_respond(c, frame->hd.stream_id) == 0 ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
+		return up_answer(c, frame->hd.stream_id) == 0 ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
 	return 0;
 }
 
@@ -446,9 +546,9 @@ static SSL_CTX *up_tls_ctx(const char *cert, const char *key)
 
 static void up_print_stats(const struct up_server *srv)
 {
-	fprintf(stderr, "stats port=%d calls=%llu accepted=%llu open=%llu peak_open=%llu\n", srv->port,
+	fprintf(stderr, "stats port=%d calls=%llu accepted=%llu open=%llu peak_open=%llu slowed=%llu\n", srv->port,
 	        (unsigned long long)srv->calls, (unsigned long long)srv->accepted, (unsigned long long)srv->open,
-	        (unsigned long long)srv->peak_open);
+	        (unsigned long long)srv->peak_open, (unsigned long long)srv->slowed);
 	fflush(stderr);
 }
 
@@ -498,13 +598,18 @@ static void up_usage(FILE *f)
 	fputs("usage: grpc_upstream [-a ADDR] -p PORT [-s MAX_STREAMS] "
 	      "[-z PAYLOAD_BYTES]\n"
 	      "                     [-W STREAM_WINDOW] [--cert FILE --key FILE]\n"
+	      "                     [--slow-fraction F [--slow-ms MS] [--seed N]]\n"
 	      "  -a  listen address (default 127.0.0.1)\n"
 	      "  -p  listen port\n"
 	      "  -s  SETTINGS_MAX_CONCURRENT_STREAMS to advertise "
 	      "(default: none, i.e. unlimited)\n"
 	      "  -z  response message payload bytes (default 16, at most 64 MiB)\n"
 	      "  -W  SETTINGS_INITIAL_WINDOW_SIZE to advertise (default 1 MiB)\n"
-	      "  --cert/--key  serve TLS with ALPN h2 instead of h2c\n",
+	      "  --cert/--key  serve TLS with ALPN h2 instead of h2c\n"
+	      "  --slow-fraction  this fraction of the calls (drawn per call) waits --slow-ms\n"
+	      "                before its answer, headers included (default 0)\n"
+	      "  --slow-ms     that wait (default 50)\n"
+	      "  --seed        seed of the draws (default 1)\n",
 	      f);
 }
 
@@ -513,16 +618,21 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 	        {"cert", required_argument, NULL, 'C'},
 	        {"key", required_argument, NULL, 'K'},
+	        {"slow-fraction", required_argument, NULL, 'F'},
+	        {"slow-ms", required_argument, NULL, 'M'},
+	        {"seed", required_argument, NULL, 'S'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
-	struct up_server srv = {.port = 0, .stream_window = 1 << 20};
+	struct up_server srv = {.port = 0, .stream_window = 1 << 20, .rng = 1};
 	const char *addr = "127.0.0.1", *cert = NULL, *key = NULL;
 	size_t payload = 16;
 	struct sockaddr_in sin = {.sin_family = AF_INET};
 	struct evconnlistener *lst;
 	struct event *sigs[3];
 	int opt, i, rc = 1;
+	long slow_ms = 50;
+	char *end;
 
 	while ((opt = getopt_long(argc, argv, "a:p:s:z:W:h", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -551,6 +661,27 @@ int main(int argc, char **argv)
 		case 'K':
 			key = optarg;
 			break;
+		case 'F':
+			srv.slow_fraction = strtod(optarg, &end);
+			if (*end || !(srv.slow_fraction >= 0 && srv.slow_fraction <= 1)) {
+				fprintf(stderr, "grpc_upstream: --slow-fraction must be in [0, 1]\n");
+				return 2;
+			}
+			break;
+		case 'M':
+			slow_ms = strtol(optarg, &end, 10);
+			if (*end || slow_ms < 0 || slow_ms > 3600000) {
+				fprintf(stderr, "grpc_upstream: --slow-ms must be in [0, 3600000]\n");
+				return 2;
+			}
+			break;
+		case 'S':
+			srv.rng = strtoull(optarg, &end, 10);
+			if (*end) {
+				fprintf(stderr, "grpc_upstream: --seed must be a number\n");
+				return 2;
+			}
+			break;
 		case 'h':
 			up_usage(stdout);
 			return 0;
@@ -564,6 +695,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	sin.sin_port = htons((uint16_t)srv.port);
+	srv.slow_tv = (struct timeval){.tv_sec = slow_ms / 1000, .tv_usec = (slow_ms % 1000) * 1000};
+	/* xorshift's state must not be 0; mixed so that near seeds differ. */
+	srv.rng = (srv.rng ? srv.rng : 1) * 0x9E3779B97F4A7C15ull;
 	if (up_build_body(&srv, payload) != 0) {
 		fprintf(stderr, "grpc_upstream: payload too large\n");
 		return 2;

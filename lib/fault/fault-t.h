@@ -55,7 +55,8 @@ struct mtd_fault_policy {
 #define MTD_FAULT_RETRIES_MAX 10u
 
 /* hedge_delay: AUTO (latency.c). The delay is the method's observed p95
- * latency (to the first response message of a successful attempt), in
+ * latency (to the first response message of an attempt that was not a
+ * hedge, or the time it went unanswered before a hedge beat it), in
  * whole ms rounded up, at least FLOOR and at most MAX; until MIN_SAMPLES
  * answers were seen it is INITIAL. */
 #define MTD_FAULT_HEDGE_AUTO_QUANTILE   0.95

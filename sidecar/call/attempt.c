@@ -86,6 +86,26 @@ static bool status_blames(const struct mtd_call *call, int st)
 	return st > 0 && st < 32 && ((call->svc->cfg->failure_statuses >> st) & 1u);
 }
 
+/* hedge_delay AUTO learns how long a call's attempts go unanswered: one
+ * sample per attempt that was not a hedge, its latency when it answered,
+ * or the time it had gone without an answer when another attempt's answer
+ * made it lose (a lower bound: it was slower than that). Without the
+ * losers, the slow attempts that hedges beat were replaced by their fast
+ * hedges, the estimate saw only the fast ones, and its p95 hedged 5 % of
+ * the fast calls on top of every slow one (issue 19 §5); with them, about
+ * 5 % of the calls wait past the p95 and are hedged, "The Tail at Scale"'s
+ * bound (Dean and Barroso, CACM 2013: hedge after the p95, about 5 % more
+ * requests). A hedge's own latency is left out: it began late, and would
+ * be a second sample of its call. */
+static void hedge_learn(struct mtd_attempt *a, bool answered, int64_t latency_us)
+{
+	struct mtd_call *call = a->call;
+	if (a->hedge || call->fault->hedge_delay_ms != MTD_FAULT_HEDGE_AUTO)
+		return;
+	if (answered || (call->ans && call->ans != a))
+		mtd_metrics_hedge_sample(call, latency_us);
+}
+
 /* Tell the balancer, and outlier detection, how the endpoint did, once
  * per attempt. */
 static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
@@ -96,8 +116,8 @@ static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 	int64_t now = mtd_now_ns();
 	int64_t until = a->first_ns ? a->first_ns : now;
 	struct mtd_lb_result res = {.ok = ok, .neutral = neutral, .latency_us = (until - a->start_ns) / 1000};
-	if (ok && !neutral && a->call->fault->hedge_delay_ms == MTD_FAULT_HEDGE_AUTO)
-		mtd_metrics_hedge_sample(a->call, res.latency_us); /* hedge_delay AUTO learns */
+	if (ok && !neutral)
+		hedge_learn(a, true, res.latency_us);
 	if (a->layer)
 		mtd_lb_layer_call_end(a->layer, (size_t)a->ep_idx, &res, now);
 	else
@@ -152,6 +172,8 @@ void mtd_attempt_cancel(struct mtd_attempt *a)
 	mtd_attempt_step(a, MTD_AEV_CANCEL);
 	disarm(a);
 	mtd_attempt_reset_stream(a);
+	if (a->lb_begun)
+		hedge_learn(a, false, (mtd_now_ns() - a->start_ns) / 1000); /* lost the race, if it did */
 	lb_end(a, true, true);
 	if (a->call->cur == a)
 		a->call->cur = NULL;

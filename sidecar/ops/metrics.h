@@ -73,7 +73,8 @@ void mtd_metrics_hedge_started(struct mtd_call *call);
 void mtd_metrics_hedge_won(struct mtd_call *call);
 /* Worker thread. hedge_delay AUTO: the delay for call's method now (ms,
  * mtd_fault_hedge_auto_ms of its histogram on this worker), and one
- * answered attempt's latency (us) counted into that histogram. Without a
+ * sample (us) counted into that histogram: a first attempt's latency, or
+ * how long it went unanswered before it lost (attempt.c hedge_learn). Without a
  * table (or memory for the histogram) the delay is AUTO's initial one. */
 int64_t mtd_metrics_hedge_delay_ms(struct mtd_call *call);
 void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us);

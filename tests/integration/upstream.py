@@ -17,6 +17,7 @@ to both, and does what the EchoRequest asks (see echo.proto).
 import argparse
 import json
 import os
+import random
 import signal
 import sys
 import threading
@@ -50,6 +51,7 @@ def log(msg):
 
 
 ARGS = None
+SLOW_RNG = random.Random()  # --slow-fraction's draws (random() holds the GIL: thread-safe)
 
 
 class Call:
@@ -161,8 +163,16 @@ class EchoServicer(pb_grpc.EchoServicer):
         return md
 
     def _prelude(self, call, req, context):
-        """Initial metadata, then barrier, hold, raise. Returns False when the
-        call ended meanwhile."""
+        """--slow-fraction's wait, initial metadata, then barrier, hold,
+        raise. Returns False when the call ended meanwhile."""
+        if ARGS.slow_fraction > 0 and SLOW_RNG.random() < ARGS.slow_fraction:
+            # Drawn per call by this instance, before anything is sent (a
+            # server slow to start answering: queueing, a pause): a tail the
+            # client cannot choose, and that a hedge elsewhere can beat.
+            # Headers sent before the wait would commit the call to this
+            # attempt (gRPC A6) and no hedge could.
+            if call.end_event.wait(ARGS.slow_ms / 1000.0):
+                return False
         if ARGS.fail_status and ARGS.fail_every > 1:
             # --fail-every N: only the Nth, 2Nth... call fails.
             with FAIL_LOCK:
@@ -475,7 +485,15 @@ def main():
     ap.add_argument("--max-concurrent-streams", type=int, default=0,
                     help="SETTINGS_MAX_CONCURRENT_STREAMS to advertise (0 = grpcio's default)")
     ap.add_argument("--health-file", help="serve grpc.health.v1.Health/Check from this file's content")
+    ap.add_argument("--slow-fraction", type=float, default=0.0,
+                    help="this fraction of the Echo calls, drawn per call, waits --slow-ms before it "
+                         "answers anything, headers included (default 0)")
+    ap.add_argument("--slow-ms", type=int, default=50, help="the wait of a slow call (default 50)")
+    ap.add_argument("--seed", type=int, help="seed of the --slow-fraction draws (default: random)")
     ARGS = ap.parse_args()
+    if not 0.0 <= ARGS.slow_fraction <= 1.0 or ARGS.slow_ms < 0:
+        ap.error("--slow-fraction must be in [0, 1] and --slow-ms >= 0")
+    SLOW_RNG.seed(ARGS.seed)
 
     opts = [("grpc.max_receive_message_length", 256 << 20),
             ("grpc.max_send_message_length", 256 << 20),

@@ -532,7 +532,11 @@ int64_t mtd_metrics_hedge_delay_ms(struct mtd_call *call)
 	return 50; /* AUTO's initial delay */
 }
 
-void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us) {}
+void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us)
+{
+	seam_mx.hedge_samples++;
+	seam_mx.hedge_sample_us = us;
+}
 
 /* As metrics.c: the endpoint the access log names (the answer's, else
  * the last tried). */

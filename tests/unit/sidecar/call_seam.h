@@ -74,6 +74,8 @@ struct seam_mx {
 	unsigned routed, ended, attempts_done, hedges_started, hedges_won;
 	unsigned failback_started, failback_dropped, decisions, circuit_rejected;
 	unsigned policy; /* traffic policy events (rate limited, injected, mirrored) */
+	unsigned hedge_samples;  /* hedge_delay AUTO's samples, and the last one (us) */
+	int64_t hedge_sample_us;
 	size_t last_ep_len; /* of the endpoint the last call's access line names */
 };
 extern struct seam_mx seam_mx;

@@ -218,6 +218,61 @@ START_TEST(forking_first_answer_wins_the_other_is_cancelled)
 }
 END_TEST
 
+/* hedge_delay AUTO (seam: 50 ms) learns from each call's first attempt:
+ * one that a hedge beat counts with the time it went unanswered, not with
+ * the hedge's own latency (issue 19 §5: the slow ones were left out, and
+ * the p95 of what was left hedged the fast calls too). */
+START_TEST(forking_auto_learns_the_first_attempt_a_hedge_beat)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FORKING, forks: 2, hedge_delay: AUTO"));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *first = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(first);
+	seam_advance_ms(s, 60);
+	ck_assert_uint_eq(seam_mx.hedges_started, 1);
+	struct seam_ss *hedge = stream_of_attempt(s, 1);
+	ck_assert_ptr_nonnull(hedge);
+	seam_advance_ms(s, 3);
+	seam_respond(s, hedge, 0, "fast", 4);
+	seam_run(s);
+	expect_ok(cs, "fast");
+	ck_assert_int_eq(first->rst, NGHTTP2_CANCEL);
+	ck_assert_uint_eq(seam_mx.hedges_won, 1);
+	/* One sample for the call: the first attempt's 63 ms without an
+	 * answer (the hedge answered after 3). */
+	ck_assert_uint_eq(seam_mx.hedge_samples, 1);
+	ck_assert_int_eq(seam_mx.hedge_sample_us, 63000);
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(forking_auto_learns_a_first_attempt_that_answered_and_no_client_cancel)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FORKING, forks: 2, hedge_delay: AUTO"));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *first = seam_stream(s, 0);
+	seam_advance_ms(s, 7);
+	seam_respond(s, first, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_mx.hedges_started, 0);
+	ck_assert_uint_eq(seam_mx.hedge_samples, 1);
+	ck_assert_int_eq(seam_mx.hedge_sample_us, 7000);
+	/* A call the client cancels says nothing of the latency. */
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "left", 4);
+	struct seam_cs *gone = seam_call(s, PATH, NULL, m, n, true);
+	seam_run(s);
+	seam_advance_ms(s, 5);
+	seam_cancel(s, gone);
+	seam_run(s);
+	ck_assert_uint_eq(seam_mx.hedge_samples, 1);
+	seam_free(s);
+}
+END_TEST
+
 START_TEST(client_cancel_cancels_the_live_attempts)
 {
 	struct seam *s = seam_new(config(EPS_AB, "mode: FORKING, forks: 2"));
@@ -1029,6 +1084,8 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, failover_after_a_reset_retries_on_the_other_endpoint);
 	tcase_add_test(tc, per_try_timeout_then_retry);
 	tcase_add_test(tc, forking_first_answer_wins_the_other_is_cancelled);
+	tcase_add_test(tc, forking_auto_learns_the_first_attempt_a_hedge_beat);
+	tcase_add_test(tc, forking_auto_learns_a_first_attempt_that_answered_and_no_client_cancel);
 	tcase_add_test(tc, client_cancel_cancels_the_live_attempts);
 	tcase_add_test(tc, deadline_exceeded_while_waiting_in_a_pool);
 	tcase_add_test(tc, refused_stream_is_replayed_on_the_same_endpoint);
