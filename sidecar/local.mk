@@ -75,7 +75,7 @@ tests_unit_test_pool_LDFLAGS = -Wl,--wrap=event_add
 # time through the timerfd, never a turn early, the fd quiet when idle.
 check_PROGRAMS += tests/unit/test_turn
 TESTS += tests/unit/test_turn
-tests_unit_test_turn_SOURCES = tests/unit/sidecar/test_turn.c sidecar/turn.c
+tests_unit_test_turn_SOURCES = tests/unit/sidecar/test_turn.c sidecar/turn.c sidecar/control/mailbox.c
 tests_unit_test_turn_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_turn_LDADD = $(TEST_UNIT_LIBS)
 
