@@ -45,7 +45,7 @@ usage: $0 [options]
   -P PORT_BASE   default $PORT_BASE
   -C PROXY,LOAD  cores (default $CPU_PROXY,$CPU_LOAD)
   -k             keep the temp dir
-Environment: UPSTREAM_BIN, BULK_BIN (default beside UPSTREAM_BIN), MAITRED_BIN.
+Environment: UPSTREAM_BIN, BULK_BIN (default beside UPSTREAM_BIN), MAITRED_BIN, BASE_BIN (a "base" row).
 EOF
 }
 
@@ -141,12 +141,26 @@ run_workload() {
 
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0 || a[1] == "-") print "-"; else print a[int((NR + 1) / 2)] }'; }
 
+# BASE_BIN: a "base" row, maitred's with another binary (a before / after
+# in one run, rounds interleaved).
+BASE_BIN=${BASE_BIN:-}
+[ -n "$BASE_BIN" ] && [[ " $PROXIES " != *" base "* ]] && PROXIES="$PROXIES base"
+conf_base() { local MAITRED_BIN=$BASE_BIN; conf_maitred; }
+row_available() {
+	if [ "$1" = base ]; then
+		[ -n "$BASE_BIN" ] || { echo "BASE_BIN not set"; return; }
+		MAITRED_BIN=$BASE_BIN available maitred
+	else
+		available "$1"
+	fi
+}
+
 log "mode $MODE, proxy on cpu$CPU_PROXY, client and upstreams on cpu$CPU_LOAD, proxy windows $PROXY_WINDOW"
 declare -A R
 for wl in $WORKLOADS; do
 	for rep in $(seq "$REPS"); do
 		for row in $PROXIES; do
-			why=$(available "$row")
+			why=$(row_available "$row")
 			if [ -n "$why" ]; then
 				log "skipping $row: $why"
 				continue
