@@ -218,13 +218,15 @@ class Docs(unittest.TestCase):
         with open(os.path.join(SRCDIR, "docs", "troubleshooting.md")) as f:
             doc = f.read()
         pat = re.compile(r'(?:MTD_(?:ERROR|WARN|INFO)\(|mtd_call_fail\(\w+, [\w()]+,|up_fail\(\w+,|'
-                         r'snprintf\(err, errlen,)\s*"((?:[^"\\]|\\.)*)"')
+                         r'snprintf\(err, errlen,)\s*((?:"(?:[^"\\]|\\.)*"\s*)+)')
+        literal = re.compile(r'"((?:[^"\\]|\\.)*)"')
         missing = []
         for src in sorted(glob.glob(os.path.join(SRCDIR, "sidecar", "**", "*.c"), recursive=True)):
             with open(src) as f:
                 code = f.read()
-            for fmt in pat.findall(code):
-                fmt = fmt.replace('\\"', '"')
+            for lits in pat.findall(code):
+                # Adjacent literals are one string (C's concatenation).
+                fmt = "".join(literal.findall(lits)).replace('\\"', '"')
                 if fmt in ("%s", "%s: %s", "%s%s%s"):
                     continue  # built from parts documented in their own form
                 # In a message cell, whole or as its tail ("upstream %s: " + it).
