@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/bufq.h"
 #include "core/log.h"
 #include "sidecar/control/health.h"
 #include "core/clock.h"
@@ -119,6 +120,7 @@ static void give_back_memory(struct mtd_worker *w, int64_t now)
 	while (w->n_spare_out)
 		free(w->spare_out[--w->n_spare_out]);
 	mtd_slab_drain(&w->slab);
+	mtd_bufq_release_kept(); /* the relay's recycled chunks, up to 1 MiB after a bulk stream */
 #ifdef HAVE_MALLOC_TRIM
 	malloc_trim(0);
 #endif
@@ -338,6 +340,8 @@ static void *worker_main(void *arg)
 	struct mtd_worker *w = arg;
 	MTD_DEBUG("worker %u: running", w->id);
 	event_base_dispatch(w->base);
+	/* The chunks this thread kept for reuse die with it (bufq.h). */
+	mtd_bufq_release_kept();
 	return NULL;
 }
 
