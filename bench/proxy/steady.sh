@@ -88,13 +88,12 @@ quantiles() {
 
 declare -A ALL	# ALL[rate,row,field]: values of every round, space separated
 
-# counters PID...: "utime stime sleeps syscr syscw" summed over every thread
-# of the given processes, without perturbing them (strace would): CPU ticks
-# from /proc/PID/stat, the times a thread went to sleep (voluntary context
-# switches: one per event-loop wait that found nothing ready) from each
-# task's status, and read-class / write-class syscalls from /proc/PID/io.
+# counters PID...: "utime stime sleeps" summed over every thread of the
+# given processes, without perturbing them: CPU ticks from /proc/PID/stat,
+# and the times a thread went to sleep (voluntary context switches: one
+# per event-loop wait that found nothing ready) from each task's status.
 counters() {
-	local p t s f ut=0 st=0 sl=0 r=0 w=0
+	local p t s f ut=0 st=0 sl=0
 	for p in "$@"; do
 		s=$(cat /proc/$p/stat 2>/dev/null) || continue
 		f=(${s##*) })
@@ -102,10 +101,8 @@ counters() {
 		for t in /proc/$p/task/*; do
 			sl=$((sl + $(awk '$1 == "voluntary_ctxt_switches:" { print $2 }' $t/status 2>/dev/null || echo 0)))
 		done
-		r=$((r + $(awk '$1 == "syscr:" { print $2 }' /proc/$p/io 2>/dev/null || echo 0)))
-		w=$((w + $(awk '$1 == "syscw:" { print $2 }' /proc/$p/io 2>/dev/null || echo 0)))
 	done
-	echo "$ut $st $sl $r $w"
+	echo "$ut $st $sl"
 }
 
 # run_phase ROW RATE: one fresh upstream pair and proxy, one checked call,
@@ -128,11 +125,21 @@ run_phase() {
 	# A short warm-up at the rate, unmeasured: connections, caches, the
 	# pool's first streams.
 	DUR=2 h2load_run "$T/$row.$rate.warm" -D 1 -c "$CLIENTS" -m 64 --rps $((rate / CLIENTS))
-	local a b n
+	local a b n sc=""
 	a=($(counters $pids)); n0=$(up_stat calls)
+	# Every syscall of the proxy's threads, counted by the kernel's
+	# tracepoint (perf stat: a counter, not a trace; strace would slow
+	# the proxy by an order of magnitude).
+	if [ -n "$pids" ] && command -v perf >/dev/null; then
+		perf stat -x, -e raw_syscalls:sys_enter -p "$(echo $pids | tr ' ' ,)" \
+			-o "$T/$row.$rate.perf" >/dev/null 2>&1 &
+		sc=$!
+		PIDS+=($sc)
+	fi
 	h2load_run "$T/$row.$rate" -D "$DUR" -c "$CLIENTS" -m 64 \
 		--rps $((rate / CLIENTS)) --log-file "$T/$row.$rate.log"
 	b=($(counters $pids)); n1=$(up_stat calls)
+	if [ -n "$sc" ]; then kill -INT "$sc" 2>/dev/null; wait "$sc" 2>/dev/null; fi
 	c0=$((a[0] + a[1])); c1=$((b[0] + b[1])); n=$((n1 - n0))
 	[ "$(h2load_bad "$T/$row.$rate")" = 0 ] || { log "$row @$rate: $(h2load_bad "$T/$row.$rate") failed calls"; KEEP=1; }
 	set -- $(quantiles "$T/$row.$rate.log")
@@ -142,7 +149,7 @@ run_phase() {
 		ALL[$rate,$row,cpu]+="$(awk -v c=$((c1 - c0)) -v n=$n -v t=$TCK 'BEGIN { printf "%.1f", c / t / n * 1e6 }') "
 		ALL[$rate,$row,sys]+="$(awk -v c=$((b[1] - a[1])) -v n=$n -v t=$TCK 'BEGIN { printf "%.1f", c / t / n * 1e6 }') "
 		ALL[$rate,$row,sleeps]+="$(awk -v c=$((b[2] - a[2])) -v n=$n 'BEGIN { printf "%.2f", c / n }') "
-		ALL[$rate,$row,sysc]+="$(awk -v r=$((b[3] - a[3])) -v w=$((b[4] - a[4])) -v n=$n 'BEGIN { printf "%.2f", (r + w) / n }') "
+		[ -n "$sc" ] && ALL[$rate,$row,sysc]+="$(awk -F, -v n=$n '$3 ~ /sys_enter/ && $1 ~ /^[0-9]+$/ { printf "%.2f", $1 / n }' "$T/$row.$rate.perf") "
 	fi
 	ALL[$rate,$row,achieved]+="$(h2load_rps "$T/$row.$rate" | awk '{ printf "%.0f", $1 }') "
 	stop_proxy
@@ -175,7 +182,7 @@ echo "h2load -c $CLIENTS --rps RATE/$CLIENTS, ${DUR}s per phase after 1 s unmeas
 echo "\"added\" is the row's p50 minus direct's p50; ratios are against nghttpx in the same rounds."
 for rate in $RATES; do
 	echo
-	echo "| @ $rate/s | achieved/s | p50 | p90 | p99 | p99.9 | added p50 | proxy µs CPU/call (of it kernel) | sleeps/call | read+write syscalls/call | p50/p90/p99 vs nghttpx | CPU vs nghttpx |"
+	echo "| @ $rate/s | achieved/s | p50 | p90 | p99 | p99.9 | added p50 | proxy µs CPU/call (of it kernel) | sleeps/call | syscalls/call | p50/p90/p99 vs nghttpx | CPU vs nghttpx |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 	declare -A M=()
 	for row in "${ROWS[@]}"; do
