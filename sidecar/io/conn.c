@@ -50,6 +50,31 @@
 
 static void conn_io_cb(evutil_socket_t fd, short what, void *arg);
 
+int mtd_conn_ng_setup(nghttp2_session_callbacks **cbs, nghttp2_option **opt, const struct mtd_conn_ng_hooks *h)
+{
+	if (nghttp2_session_callbacks_new(cbs) != 0)
+		return -ENOMEM;
+	nghttp2_session_callbacks_set_on_header_callback(*cbs, h->on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(*cbs, h->on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(*cbs, h->on_data_chunk_recv);
+	nghttp2_session_callbacks_set_on_stream_close_callback(*cbs, h->on_stream_close);
+	nghttp2_session_callbacks_set_send_data_callback(*cbs, h->send_data);
+	if (nghttp2_option_new(opt) != 0) {
+		nghttp2_session_callbacks_del(*cbs);
+		return -ENOMEM;
+	}
+	nghttp2_option_set_no_auto_window_update(*opt, 1);
+	nghttp2_option_set_max_deflate_dynamic_table_size(*opt, 4096);
+	nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(*opt, 1);
+	return 0;
+}
+
+void mtd_conn_ng_teardown(nghttp2_session_callbacks *cbs, nghttp2_option *opt)
+{
+	nghttp2_option_del(opt);
+	nghttp2_session_callbacks_del(cbs);
+}
+
 int mtd_conn_submit_settings(struct mtd_conn *c, const nghttp2_settings_entry *iv, size_t n, uint32_t stream_window)
 {
 	int rv = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, n);

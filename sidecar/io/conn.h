@@ -20,6 +20,26 @@ static inline int32_t mtd_conn_window(uint32_t stream_window)
 }
 /* Queue c's SETTINGS iv[0..n) and open its connection window to
  * mtd_conn_window(stream_window). 0, or nghttp2's error code. */
+/* What both kinds of connection hand nghttp2 (downstream.c, upstream.c
+ * add their own on top). */
+struct mtd_conn_ng_hooks {
+	nghttp2_on_header_callback on_header;
+	nghttp2_on_frame_recv_callback on_frame_recv;
+	nghttp2_on_data_chunk_recv_callback on_data_chunk_recv;
+	nghttp2_on_stream_close_callback on_stream_close;
+	nghttp2_send_data_callback send_data; /* DATA written by its owner (NGHTTP2_DATA_FLAG_NO_COPY) */
+};
+/* New callbacks with h set, and options with what every session of ours
+ * takes: windows updated by hand (flow control follows what was forwarded,
+ * HARDENING.md, CVE-2019-9517), a 4 KiB HPACK table to compress with, and
+ * gRPC's edge spaces in values let through (RFC 9113 §8.2.1 forbids them;
+ * gRPC's PROTOCOL-HTTP2 allows printable ASCII incl. 0x20, and servers
+ * send them: a strict check would turn an application status into
+ * PROTOCOL_ERROR; CR, LF and NUL are still refused). 0 or -ENOMEM (nothing
+ * to free). mtd_conn_ng_teardown frees both. */
+int mtd_conn_ng_setup(nghttp2_session_callbacks **cbs, nghttp2_option **opt, const struct mtd_conn_ng_hooks *h);
+void mtd_conn_ng_teardown(nghttp2_session_callbacks *cbs, nghttp2_option *opt);
+
 int mtd_conn_submit_settings(struct mtd_conn *c, const nghttp2_settings_entry *iv, size_t n, uint32_t stream_window);
 /* Mark c as having output to flush at the end of this event-loop turn. */
 void mtd_conn_want_flush(struct mtd_conn *c);

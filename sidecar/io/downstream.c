@@ -451,30 +451,20 @@ static int down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 int mtd_down_setup(struct mtd_worker *w)
 {
 	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
-	if (nghttp2_session_callbacks_new(&w->down_cbs) != 0)
+	/* Response DATA is written from the call's queue. */
+	static const struct mtd_conn_ng_hooks hooks = {on_header, on_frame_recv, on_data_chunk_recv, on_stream_close,
+	                                               mtd_call_send_resp};
+	if (mtd_conn_ng_setup(&w->down_cbs, &w->down_opt, &hooks) < 0)
 		return -ENOMEM;
 	nghttp2_session_callbacks_set_on_begin_headers_callback(w->down_cbs, on_begin_headers);
-	nghttp2_session_callbacks_set_on_header_callback(w->down_cbs, on_header);
-	nghttp2_session_callbacks_set_on_frame_recv_callback(w->down_cbs, on_frame_recv);
-	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(w->down_cbs, on_data_chunk_recv);
-	nghttp2_session_callbacks_set_on_stream_close_callback(w->down_cbs, on_stream_close);
-	/* Response DATA written from the call's queue (NGHTTP2_DATA_FLAG_NO_COPY). */
-	nghttp2_session_callbacks_set_send_data_callback(w->down_cbs, mtd_call_send_resp);
 	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(w->down_cbs, on_invalid_frame_recv);
 	nghttp2_session_callbacks_set_on_begin_frame_callback(w->down_cbs, on_begin_frame);
-	if (nghttp2_option_new(&w->down_opt) != 0) {
-		nghttp2_session_callbacks_del(w->down_cbs);
-		return -ENOMEM;
-	}
 	/* HARDENING.md, downstream server session. Window updates follow what
-	 * was forwarded upstream (CVE-2019-9517), not what was received. */
-	nghttp2_option_set_no_auto_window_update(w->down_opt, 1);
+	 * was forwarded upstream (CVE-2019-9517), not what was received
+	 * (mtd_conn_ng_setup). */
 	nghttp2_option_set_no_closed_streams(w->down_opt, 1);
 	nghttp2_option_set_max_settings(w->down_opt, 32);
 	nghttp2_option_set_max_outbound_ack(w->down_opt, 1000);
-	nghttp2_option_set_max_deflate_dynamic_table_size(w->down_opt, 4096);
-	/* As upstream (upstream.c): gRPC metadata may have edge spaces. */
-	nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(w->down_opt, 1);
 #ifdef HAVE_NGHTTP2_OPTION_SET_STREAM_RESET_RATE_LIMIT
 	/* gRPC cancels are normal traffic: the library default (1000 burst,
 	 * 33/s) would GOAWAY an app cancelling calls in a brownout. */
@@ -489,8 +479,7 @@ int mtd_down_setup(struct mtd_worker *w)
 
 void mtd_down_teardown(struct mtd_worker *w)
 {
-	nghttp2_option_del(w->down_opt);
-	nghttp2_session_callbacks_del(w->down_cbs);
+	mtd_conn_ng_teardown(w->down_cbs, w->down_opt);
 }
 
 static void down_on_close(struct mtd_conn *c);

@@ -196,37 +196,21 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 
 int mtd_up_setup(struct mtd_worker *w)
 {
-	if (nghttp2_session_callbacks_new(&w->up_cbs) != 0)
+	/* Request DATA is written by its owner. */
+	static const struct mtd_conn_ng_hooks hooks = {on_header, on_frame_recv, on_data_chunk_recv, on_stream_close,
+	                                               send_data};
+	if (mtd_conn_ng_setup(&w->up_cbs, &w->up_opt, &hooks) < 0)
 		return -ENOMEM;
-	nghttp2_session_callbacks_set_on_header_callback(w->up_cbs, on_header);
-	nghttp2_session_callbacks_set_on_frame_recv_callback(w->up_cbs, on_frame_recv);
-	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(w->up_cbs, on_data_chunk_recv);
-	nghttp2_session_callbacks_set_on_stream_close_callback(w->up_cbs, on_stream_close);
-	/* Request DATA written by its owner (NGHTTP2_DATA_FLAG_NO_COPY). */
-	nghttp2_session_callbacks_set_send_data_callback(w->up_cbs, send_data);
-	if (nghttp2_option_new(&w->up_opt) != 0) {
-		nghttp2_session_callbacks_del(w->up_cbs);
-		return -ENOMEM;
-	}
-	nghttp2_option_set_no_auto_window_update(w->up_opt, 1);
 	/* HARDENING.md: until the peer's SETTINGS arrive assume 100 streams,
 	 * not "unlimited"; no server push. */
 	nghttp2_option_set_peer_max_concurrent_streams(w->up_opt, 100);
 	nghttp2_option_set_max_reserved_remote_streams(w->up_opt, 0);
-	nghttp2_option_set_max_deflate_dynamic_table_size(w->up_opt, 4096);
-	/* gRPC lets grpc-message and metadata values start or end with a
-	 * space (PROTOCOL-HTTP2: printable ASCII incl. 0x20), which RFC 9113
-	 * §8.2.1 forbids; grpc servers send them, so a strict check here would
-	 * turn an application status into PROTOCOL_ERROR. Values are still
-	 * checked for CR, LF and NUL. */
-	nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(w->up_opt, 1);
 	return 0;
 }
 
 void mtd_up_teardown(struct mtd_worker *w)
 {
-	nghttp2_option_del(w->up_opt);
-	nghttp2_session_callbacks_del(w->up_cbs);
+	mtd_conn_ng_teardown(w->up_cbs, w->up_opt);
 }
 
 static void connect_timeout(struct mtd_conn *c)
