@@ -8,20 +8,8 @@
 
 #include "sidecar/control/mailbox.h"
 
-int mtd_mbox_init(struct mtd_mbox *mb, struct event_base *base, event_callback_fn cb, void *arg)
-{
-	mb->head = NULL;
-	mb->tail = &mb->head;
-	mb->bell = NULL;
-	mb->cb = cb;
-	mb->arg = arg;
-	if (event_assign(&mb->ev, base, -1, 0, cb, arg) < 0)
-		return -EINVAL;
-	pthread_mutex_init(&mb->mu, NULL);
-	return 0;
-}
-
-int mtd_mbox_init_bell(struct mtd_mbox *mb, struct mtd_bell *bell, uint32_t bit, event_callback_fn cb, void *arg)
+/* An empty list that runs cb(arg), woken by bell's bit (NULL: by ev). */
+static void mbox_setup(struct mtd_mbox *mb, struct mtd_bell *bell, uint32_t bit, event_callback_fn cb, void *arg)
 {
 	mb->head = NULL;
 	mb->tail = &mb->head;
@@ -30,6 +18,19 @@ int mtd_mbox_init_bell(struct mtd_mbox *mb, struct mtd_bell *bell, uint32_t bit,
 	mb->cb = cb;
 	mb->arg = arg;
 	pthread_mutex_init(&mb->mu, NULL);
+}
+
+int mtd_mbox_init(struct mtd_mbox *mb, struct event_base *base, event_callback_fn cb, void *arg)
+{
+	if (event_assign(&mb->ev, base, -1, 0, cb, arg) < 0)
+		return -EINVAL;
+	mbox_setup(mb, NULL, 0, cb, arg);
+	return 0;
+}
+
+int mtd_mbox_init_bell(struct mtd_mbox *mb, struct mtd_bell *bell, uint32_t bit, event_callback_fn cb, void *arg)
+{
+	mbox_setup(mb, bell, bit, cb, arg);
 	return 0;
 }
 
