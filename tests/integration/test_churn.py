@@ -331,15 +331,30 @@ class ReloadWhileWaiting(ChurnBase):
                        "maitred to connect to the silent endpoints")
             reloads = 0
             for i in range(12):
-                self.reload(m, cfg(sets[(i + 1) % 2], port))
+                new_set = sets[(i + 1) % 2]
+                before = sum(b.accepted for b in new_set)
+                self.reload(m, cfg(new_set, port))
                 reloads += 1
-                time.sleep(0.1)  # calls come back to wait on the new set
+                # The waiting calls went to the new set: its endpoints
+                # get connections (the old set's pools were retired, so a
+                # set that comes back is connected to afresh).
+                wait_until(lambda: sum(b.accepted for b in new_set) > before, CALL_LIMIT,
+                           "the calls waiting to move to the new endpoint set (reload %d)" % reloads)
         finally:
             hung = load.finish()
         self.assert_alive(m, "after %d reloads with calls waiting" % reloads)
         self.assertEqual(hung, [], "client threads still waiting for calls (hang guard)")
         self.assertEqual(load.errors, [])
+        outcomes = load.by_outcome()
         self.assertGreater(load.count(), 0)
+        # No endpoint ever answers: a FAILOVER call waits, moved from set to
+        # set, until its deadline. A FORKING call moved once already whose
+        # other fork still waits on the first set ends UNAVAILABLE ("left
+        # service") at the second move; nothing else.
+        self.assertEqual({o for (svc, o) in outcomes if svc == "churn.Failover"}, {"4"},
+                         "FAILOVER calls waiting through reloads: %s" % outcomes)
+        self.assertLessEqual({o for (svc, o) in outcomes if svc == "churn.Forking"}, {"4", "14"},
+                             "FORKING calls waiting through reloads: %s" % outcomes)
         self.assertEqual(load.late(CHURN_MARGIN), [],
                          "calls that outlived their %.1f s deadline by more than %.1f s" % (deadline, CHURN_MARGIN))
         # And a healthy upstream serves both services afterwards.
@@ -623,6 +638,16 @@ class Churn(ChurnBase):
         self.assertEqual(late, [], "calls that outlived their %.1f s deadline by more than %.1f s"
                          % (deadline, CHURN_MARGIN))
         self.assertGreater(reloads, signals // 2, "most SIGHUPs did not reload")
+        # Where the calls went: each service was answered OK (by a real
+        # instance: the silent ones never answer), and every other call
+        # ended on its deadline or UNAVAILABLE (its endpoints left or
+        # never answered), never another status and never a reset.
+        for svc in ("churn.Failover", "churn.Forking"):
+            self.assertGreater(outcomes.get((svc, "0"), 0), 0, "no call to %s succeeded: %s" % (svc, outcomes))
+        self.assertLessEqual({o for (_, o) in outcomes}, {"0", "4", "14"}, "outcomes: %s" % outcomes)
+        answered = sum(v for (_, o), v in outcomes.items() if o == "0")
+        self.assertLessEqual(answered, a.stats().total + b.stats().total,
+                             "more calls answered OK than the real instances served")
         # Serves normally afterwards, on the real instances.
         self.reload(m, cfg([a, b], port))
         self.serves(m, ["churn.Failover", "churn.Forking"])
