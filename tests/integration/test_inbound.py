@@ -307,8 +307,19 @@ class Authorization(Mesh):
             app.release(c)
         for f in futs:
             self.assertEqual(f.result(timeout=CALL_LIMIT).instance, "app")
-        # The slots came back.
-        self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "app")
+        # Both slots came back: two calls are held again, and a third is
+        # shed again (one slot leaked would shed the second).
+        ids = [call_id(), call_id()]
+        futs = [stub.Unary.future(pb.EchoRequest(call_id=c, hold=True), timeout=CALL_LIMIT * 2) for c in ids]
+        for c in ids:
+            self.assertTrue(app.wait_call(c, "STARTED").started, "a slot did not come back")
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, cm.exception.details())
+        for c in ids:
+            app.release(c)
+        for f in futs:
+            self.assertEqual(f.result(timeout=CALL_LIMIT).instance, "app")
 
     @maitred_only
     def test_a_reload_applies_new_rules(self):
