@@ -238,6 +238,10 @@ PAIRS = [
          lambda w: w.plain(inbound=[w.internal()]),
          lambda w: w.plain(inbound=[dict(w.internal(), app=w.up("partner"))]),
          {inb("in1", "cart"): ("OK", "partner")}),
+    Pair("inbound_rules_changed",
+         lambda w: w.plain(inbound=[w.internal()]),
+         lambda w: w.plain(inbound=[w.inbound("in1", "internal", PAY)]),
+         {inb("in1", "pay"): ("OK", "internal"), inb("in1", "cart"): ("PERMISSION_DENIED",)}),
     Pair("inbound_client_ca_changed",
          lambda w: w.plain(inbound=[w.internal()]),
          lambda w: w.plain(inbound=[w.internal(client_ca=w.other)]),
@@ -317,6 +321,18 @@ PAIRS = [
          lambda w: w.plain(inbound=[w.internal(client_ca=w.other)],
                            log={"access": {"path": os.path.join(w.tmp, "no-such-dir", "access.log")}}),
          {RELOAD: "refused", inb("in1", "cart"): ("OK", "internal"), tls("in1", "stranger"): "refused"}),
+    Pair("refused_access_log_with_upstream_ca",
+         lambda w: w.plain(w.svc("svc.Tls", "secure", tls=w.tls())),
+         lambda w: w.plain(w.svc("svc.Tls", "secure", tls=w.tls(ca=w.other)),
+                           log={"access": {"path": os.path.join(w.tmp, "no-such-dir", "access.log")}}),
+         {RELOAD: "refused", svc("svc.Tls"): ("OK", "secure")}),
+    # Refused when read: an unknown key, beside an added listener and service.
+    Pair("refused_invalid",
+         lambda w: w.plain(inbound=[w.internal()]),
+         lambda w: dict(w.plain(w.svc("svc.Added", "plain2"), inbound=[w.internal(), w.partner()]),
+                        no_such_key=1),
+         {RELOAD: "refused", inb("in1", "cart"): ("OK", "internal"), svc("svc.Added"): ("UNIMPLEMENTED",),
+          tls("in2", "pay"): "closed"}),
 ]
 
 # Pairs that differ on main today (01e3268), with what the probes saw. Drop an
