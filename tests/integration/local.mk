@@ -11,6 +11,7 @@ EXTRA_DIST += \
 	tests/integration/h2raw.py \
 	tests/integration/test_calls.py \
 	tests/integration/test_reload.py \
+	tests/integration/test_reload_diff.py \
 	tests/integration/test_churn.py \
 	tests/integration/test_dns.py \
 	tests/integration/test_metadata.py \
