@@ -51,9 +51,13 @@ fail:
 void mtd_reload_abort(struct mtd_reload_tx *tx)
 {
 	mtd_certwatch_abort(tx->cw);
-	/* Never published: its last reference goes to the reclaim mailbox,
-	 * with the sockets of new listeners, closed unused. */
-	mtd_runtime_unref(tx->rt);
+	/* Never published. The sockets of new listen addresses close now
+	 * (the set's last reference), not at the reclaim: nothing may
+	 * accept there meanwhile. The runtime goes to the reclaim mailbox. */
+	if (tx->rt) {
+		mtd_runtime_set_inbound(tx->rt, NULL);
+		mtd_runtime_unref(tx->rt);
+	}
 	if (tx->access_fd >= 0)
 		close(tx->access_fd);
 	memset(tx, 0, sizeof(*tx));

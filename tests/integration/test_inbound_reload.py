@@ -44,6 +44,10 @@ class InboundReload(test_inbound.Mesh):
             wait_until(lambda: port_accepts(port, 0.5), START_LIMIT, "the inbound listener %s" % e["listen"])
         m.cfg = cfg
         m.admin = cfg.get("admin")
+        if m.admin:
+            # The inbound sockets are bound before the admin endpoint is.
+            admin_port = int(m.admin.rsplit(":", 1)[1])
+            wait_until(lambda: port_accepts(admin_port, 0.5), START_LIMIT, "the admin endpoint")
         return m
 
     def reload(self, m, cfg, expect="applied"):
@@ -249,7 +253,8 @@ class InboundReload(test_inbound.Mesh):
     def test_inbound_connections_never_lock_out_the_app(self):
         app, up = self.start_upstream("app"), self.start_upstream("upstream")
         port = free_port()
-        b = self.server([self.entry(app, port, CART)], downstream={"max_connections": 4},
+        # The idle ones stay (no handshake timeout within the test).
+        b = self.server([self.entry(app, port, CART)], downstream={"max_connections": 4, "preface_timeout": "300s"},
                         services=[self.service("*", [up])])
         base = self.fds(b)
         idle = [socket.create_connection(("127.0.0.1", port), timeout=CALL_LIMIT) for _ in range(6)]
