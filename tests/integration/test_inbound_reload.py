@@ -103,6 +103,29 @@ class InboundReload(test_inbound.Mesh):
         self.assertEqual(self.call(self.direct("127.0.0.1:%d" % pp, self.pay_cert, self.pay_key)), "partner")
 
     @maitred_only
+    def test_a_moved_entry_listens_on_its_new_address_only(self):
+        internal, partner = self.start_upstream("internal"), self.start_upstream("partner")
+        pi, pp, moved = free_port(), free_port(), free_port()
+        e_int, e_par = self.entry(internal, pi, CART), self.entry(partner, pp, PAY)
+        b = self.server([e_int, e_par], admin=True)
+        pay_par = self.direct("127.0.0.1:%d" % pp, self.pay_cert, self.pay_key)
+        self.assertEqual(self.call(pay_par), "partner")
+        e_moved = self.entry(partner, moved, PAY)
+        self.reload(b, dict(b.cfg, inbound=[e_moved, e_int]))
+        wait_until(lambda: not port_accepts(pp, 0.5), CALL_LIMIT, "the old address to stop accepting")
+        self.assertEqual(self.call(self.direct("127.0.0.1:%d" % moved, self.pay_cert, self.pay_key)), "partner")
+        self.assertEqual(self.call(self.direct("127.0.0.1:%d" % pi, self.client_cert, self.client_key)), "internal")
+        # Each address its own figures: the moved one's first handshake,
+        # the internal listener's own.
+        text = self.scrape(b)
+        self.assertEqual(metric(text, "maitred_inbound_handshakes_total", listener="127.0.0.1:%d" % moved,
+                                session="new"), 1)
+        self.assertEqual(metric(text, "maitred_inbound_handshakes_total", listener="127.0.0.1:%d" % pi,
+                                session="new"), 1)
+        self.assertEqual(metric(text, "maitred_inbound_calls_total", listener="127.0.0.1:%d" % pi,
+                                identity=CART, decision="allow"), 1)
+
+    @maitred_only
     def test_a_removed_entry_stops_accepting_and_the_other_keeps_its_app(self):
         internal, partner = self.start_upstream("internal"), self.start_upstream("partner")
         pi, pp = free_port(), free_port()
