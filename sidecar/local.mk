@@ -8,7 +8,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/io/transport.h sidecar/io/transport.c \
 	sidecar/io/conn-t.h sidecar/io/conn.h sidecar/io/conn.c \
 	sidecar/io/downstream.h sidecar/io/downstream.c \
-	sidecar/io/inbound.h sidecar/io/inbound.c \
+	sidecar/io/inbound.h sidecar/io/inbound.c sidecar/io/listen.h sidecar/io/listen.c \
 	sidecar/io/upstream.h sidecar/io/upstream.c \
 	sidecar/io/pool-t.h sidecar/io/pool.h sidecar/io/pool.c sidecar/io/stream-t.h \
 	sidecar/call/headers-t.h sidecar/call/headers.h sidecar/call/headers.c \
@@ -24,6 +24,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/control/dns.h sidecar/control/dns.c \
 	sidecar/control/health.h sidecar/control/health.c \
 	sidecar/control/certwatch.h sidecar/control/certwatch.c \
+	sidecar/control/reload.h sidecar/control/reload.c \
 	sidecar/control/gclient.h sidecar/control/gclient.c \
 	sidecar/control/etcd.h sidecar/control/etcd-int.h sidecar/control/etcd.c \
 	sidecar/control/etcd_register.c sidecar/control/etcd_watch.c \

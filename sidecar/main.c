@@ -32,8 +32,10 @@
 #include "discovery/discovery.h"
 #include "lb/lb.h"
 #include "sidecar/control/control-t.h"
+#include "sidecar/control/reload.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/inbound.h"
+#include "sidecar/io/listen.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
@@ -104,39 +106,6 @@ static struct mtd_cfg *reload_config(const char *path)
 	return cfg;
 }
 
-/* SO_REUSEPORT would let a second maitred (same user) bind the same port
- * and silently take half of the app's connections. Bind once without it
- * first: that fails with EADDRINUSE while anything listens there. */
-static int check_port_free(const struct mtd_cfg_addr *a)
-{
-	int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	int one = 1, rc = 0;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)&a->sa, a->salen) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
-static int open_listener(const struct mtd_cfg_addr *a)
-{
-	int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	int one = 1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	/* DESIGN.md: one listener per worker; the kernel spreads connections. */
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
-	    bind(fd, (const struct sockaddr *)&a->sa, a->salen) < 0 || listen(fd, 1024) < 0) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	return fd;
-}
-
 static void stop_now(struct mtd_control *ctl)
 {
 	for (unsigned i = 0; i < ctl->n_workers; i++)
@@ -203,23 +172,6 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- reload (issue 7 section 6) ----------------------------------------- */
 
-/* A changed `register` applies live: the new entries register, then the
- * old leases go (mtd_register_handover), so a record both configs keep
- * never disappears from etcd. */
-static void reload_register(struct mtd_control *ctl)
-{
-	struct mtd_register *next = mtd_register_start(ctl->base, ctl->rt->cfg);
-
-	if (next == NULL || !mtd_register_handover(ctl->reg, next)) {
-		mtd_register_free(next);
-		MTD_ERROR("reload: register changed but its new entries cannot start (out of memory)");
-		return;
-	}
-	MTD_INFO("reload: register changed: %zu entr%s now, the old leases go once they are live",
-	         ctl->rt->cfg->n_registers, ctl->rt->cfg->n_registers == 1 ? "y" : "ies");
-	ctl->reg = next;
-}
-
 /* --log-level on the command line wins over the file's log.level. */
 static bool log_level_given;
 
@@ -231,6 +183,9 @@ static void apply_log_settings(const struct mtd_cfg *cfg)
 		                      memory_order_relaxed);
 }
 
+/* A reload is a transaction (control/reload.h): everything the new config
+ * needs is built first, then published in one step; or the reload is
+ * refused and the running process is exactly as it was. */
 static void reload(struct mtd_control *ctl, const char *why)
 {
 	if (ctl->draining || !ctl->config_path)
@@ -245,39 +200,23 @@ static void reload(struct mtd_control *ctl, const char *why)
 	if (strcmp(cfg->listen.text, ctl->run_listen) != 0)
 		MTD_WARN("reload: listen changed (%s -> %s): needs a restart; still listening on %s", ctl->run_listen,
 		         cfg->listen.text, ctl->run_listen);
-	mtd_inbound_reload(cfg);
 	if (cfg->workers != ctl->run_workers)
 		MTD_WARN("reload: workers changed (%u -> %u): needs a restart; still %u", ctl->run_workers, cfg->workers,
 		         ctl->run_workers);
-	bool reg_changed = !mtd_register_same_config(ctl->reg, cfg);
-	char err[512];
-	int access_fd;
-	if (mtd_metrics_access_open(cfg, &access_fd, err, sizeof(err)) < 0) {
-		MTD_ERROR("reload: %s; keeping the running config", err);
-		mtd_cfg_free(cfg);
-		return;
-	}
 	if ((cfg->admin == NULL) != (ctl->run_admin == NULL) ||
 	    (cfg->admin && strcmp(cfg->admin->text, ctl->run_admin) != 0))
 		MTD_WARN("reload: admin changed: needs a restart");
-	struct mtd_runtime *rt = mtd_runtime_reload(ctl, cfg, err, sizeof(err));
-	if (!rt) {
+	struct mtd_reload_tx tx;
+	char err[512];
+	if (mtd_reload_prepare(ctl, cfg, &tx, err, sizeof(err)) < 0) {
 		MTD_ERROR("reload: %s; keeping the running config", err);
-		if (access_fd >= 0)
-			close(access_fd);
 		return;
 	}
 	/* log: live from here (log.h, metrics.h: atomics the threads read). */
-	apply_log_settings(rt->cfg);
-	mtd_metrics_access_apply(rt->cfg, access_fd);
-	mtd_sources_stop(ctl);
-	mtd_control_publish(ctl, rt);
-	mtd_sources_start(ctl);
-	if (reg_changed)
-		reload_register(ctl);
-	mtd_certwatch_update(ctl->certs);
-	MTD_INFO("reload: %s applied (%zu service%s)", ctl->config_path, rt->cfg->n_routed,
-	         rt->cfg->n_routed == 1 ? "" : "s");
+	apply_log_settings(tx.rt->cfg);
+	mtd_reload_commit(ctl, &tx);
+	MTD_INFO("reload: %s applied (%zu service%s)", ctl->config_path, ctl->rt->cfg->n_routed,
+	         ctl->rt->cfg->n_routed == 1 ? "" : "s");
 }
 
 static uint64_t file_hash(const char *path, bool *ok);
@@ -415,20 +354,13 @@ static int run(struct mtd_control *ctl)
 		MTD_ERROR("out of memory");
 		return 1;
 	}
-	int free_rc = check_port_free(&cfg->listen);
+	int free_rc = mtd_listen_check_free(&cfg->listen);
 	if (free_rc < 0) {
 		MTD_ERROR("cannot listen on %s: %s", cfg->listen.text, strerror(-free_rc));
 		goto out;
 	}
-	for (size_t k = 0; k < cfg->n_inbound; k++) {
-		free_rc = check_port_free(&cfg->inbound[k].listen);
-		if (free_rc < 0) {
-			MTD_ERROR("cannot listen on %s (inbound): %s", cfg->inbound[k].listen.text, strerror(-free_rc));
-			goto out;
-		}
-	}
 	for (unsigned i = 0; i < n_workers; i++) {
-		int fd = open_listener(&cfg->listen);
+		int fd = mtd_listen_open(&cfg->listen);
 		if (fd < 0) {
 			MTD_ERROR("cannot listen on %s: %s", cfg->listen.text, strerror(-fd));
 			goto out_workers;
@@ -441,21 +373,9 @@ static int run(struct mtd_control *ctl)
 			MTD_ERROR("cannot create worker %u", i);
 			goto out_workers;
 		}
-		/* Each worker its own SO_REUSEPORT listener per inbound entry
-		 * too (DESIGN.md: the kernel spreads the connections). */
-		int in_fds[MTD_CFG_INBOUND_MAX];
-		size_t n_in = 0;
-		for (; n_in < cfg->n_inbound; n_in++) {
-			in_fds[n_in] = open_listener(&cfg->inbound[n_in].listen);
-			if (in_fds[n_in] < 0) {
-				MTD_ERROR("cannot listen on %s (inbound): %s", cfg->inbound[n_in].listen.text,
-				          strerror(-in_fds[n_in]));
-				while (n_in > 0)
-					close(in_fds[--n_in]);
-				goto out_workers;
-			}
-		}
-		if (n_in && mtd_inbound_worker_init(ctl->workers[i], in_fds, n_in) < 0) {
+		/* Its inbound listeners: the sockets of the runtime's inbound
+		 * set (bound when it was built), one per worker per entry. */
+		if (mtd_inbound_worker_init(ctl->workers[i]) < 0) {
 			MTD_ERROR("cannot create worker %u's inbound listeners", i);
 			goto out_workers;
 		}
@@ -651,7 +571,10 @@ int main(int argc, char **argv)
 		mtd_cfg_free(cfg);
 		return 1;
 	}
-	if (mtd_inbound_tls_init(cfg, merr, sizeof(merr)) < 0) {
+	/* The inbound listeners' contexts and sockets (bound now: an address
+	 * in use stops the start here). */
+	struct mtd_rt_inset *in = mtd_inbound_set_build(cfg, NULL, cfg->workers, merr, sizeof(merr));
+	if (!in && cfg->n_inbound) {
 		fprintf(stderr, "%s: %s\n", config_path ? config_path : "<embedded default>", merr);
 		mtd_cfg_free(cfg);
 		mtd_metrics_fini();
@@ -661,7 +584,7 @@ int main(int argc, char **argv)
 	if (mtd_control_init(&ctl) < 0) {
 		MTD_ERROR("out of memory");
 		mtd_cfg_free(cfg);
-		mtd_inbound_tls_fini();
+		mtd_rt_inset_unref(in);
 		mtd_metrics_fini();
 		return 1;
 	}
@@ -670,14 +593,14 @@ int main(int argc, char **argv)
 	ctl.rt = mtd_runtime_new(&ctl, cfg, cfg->workers, err, sizeof(err));
 	if (!ctl.rt) {
 		fprintf(stderr, "%s: %s\n", config_path ? config_path : "<embedded default>", err);
+		mtd_rt_inset_unref(in);
 		mtd_control_fini(&ctl);
-		mtd_inbound_tls_fini();
 		mtd_metrics_fini();
 		return 1;
 	}
+	mtd_runtime_set_inbound(ctl.rt, in);
 	int rc = run(&ctl);
 	mtd_control_fini(&ctl);
-	mtd_inbound_tls_fini();
 	mtd_metrics_fini();
 	libevent_global_shutdown();
 	return rc;

@@ -164,6 +164,8 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 			mtd_conn_doom(c);
 			continue;
 		}
+		if (c->in)
+			mtd_inbound_conn_tick(c, now); /* max_connection_age */
 		if (c->n_streams == 0 && now - c->last_active_ns > idle_ns) {
 			MTD_DEBUG("client %s: idle, closing", c->peer);
 			mtd_down_shutdown(c);
@@ -195,6 +197,8 @@ static void take_runtime(struct mtd_worker *w)
 	w->rt = rt;
 	if (mtd_disc_hold_retire(&old->h))
 		mtd_worker_hold_release(old);
+	/* Inbound listeners and connections follow the new set by key. */
+	mtd_inbound_worker_sync(w);
 	/* Pools of endpoints that stay take the new snapshot's settings. */
 	for (size_t i = 0; i < rt->cfg->n_services; i++) {
 		struct mtd_rt_service *s = rt->services[i];

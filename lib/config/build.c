@@ -2332,6 +2332,10 @@ static void build_inbound(struct builder *b, const PbInbound *m, size_t i, struc
 		}
 	}
 	out->max_concurrent_calls = m->max_concurrent_calls;
+	out->max_connections = u32_limit(b, m->max_connections, 1024, 1u << 24, m, "max_connections", path);
+	out->max_connection_age_ms = dur_ms(b, m->max_connection_age, 0, ZERO_ALLOWED,
+	                                    at(b, m, "max_connection_age", NULL),
+	                                    sub(p, sizeof(p), path, "max_connection_age"));
 	build_authz(b, m->authorization, sub(p, sizeof(p), path, "authorization"), has_ca, &out->authz);
 }
 

@@ -234,6 +234,8 @@ struct mtd_cfg_inbound {
 	char *cert_file, *key_file;
 	char *client_ca_file; /* NULL = no client certificate asked for */
 	uint32_t max_concurrent_calls; /* 0 = no limit */
+	uint32_t max_connections;      /* 1024, this listener's, over every worker */
+	int64_t max_connection_age_ms; /* 0 = no limit */
 	struct mtd_authz_policy authz;
 	size_t service; /* its app's service: cfg->services[service] */
 };

@@ -201,7 +201,8 @@ struct mtd_call {
 	bool mx_ep_answered;
 	bool delayed; /* fault_injection delay: waiting on its retry timer, no attempt yet */
 	/* An inbound peer's call (io/inbound.c): 1 + its listener's index
-	 * (0 = the app's own call), and what authorization decided
+	 * in the inbound set of the runtime it was routed with, found by key
+	 * at each routing (0 = the app's own call), and what authorization decided
 	 * (enum mtd_in_verdict), for routing and the access log. In the
 	 * flags' padding: the call stays within its slab class. */
 	uint8_t inbound;

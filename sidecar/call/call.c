@@ -854,7 +854,7 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 	/* An inbound peer's call goes to its listener's app, whatever the
 	 * :path names (io/inbound.h); the app's own calls take the routes
 	 * first (issue 18), then :path. */
-	int si = call->inbound ? mtd_inbound_service(rt, call->inbound) : mtd_policy_route(rt, call, rp);
+	int si = call->inbound ? mtd_inbound_route(rt, call) : mtd_policy_route(rt, call, rp);
 	if (si < 0) {
 		call->svc = NULL; /* nothing of an older snapshot stays routed */
 		call->method = NULL;

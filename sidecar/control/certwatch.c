@@ -9,7 +9,11 @@
  * Kubernetes secret volume swapping its ..data link) makes a context from
  * the files as they are; if it loads, it is put in place:
  *
- *   inbound  the listener's slot (inbound.c): the next accept takes it
+ *   inbound  a new runtime whose inbound set's entry for that listener
+ *            (found by its listen address) carries the new context,
+ *            published: the next accept takes it. A new client CA content
+ *            is a new policy: connections made under the old one get
+ *            GOAWAY (inbound.c); a new certificate or key alone keeps them
  *   service  a new runtime whose snapshots of the services using the old
  *            context carry the new one (runtime.c), published: pools open
  *            their next connections with it
@@ -46,7 +50,8 @@ enum cw_kind { CW_INBOUND, CW_SERVICE };
 
 struct cw_entry {
 	enum cw_kind kind;
-	size_t index; /* the inbound entry, or the service (the first with this context) */
+	size_t index; /* the service (the first with this context) */
+	char key[64]; /* the inbound listener's key */
 	char label[192];
 	char *files[3];      /* cert, key, CA (NULL: none) */
 	uint64_t applied[3]; /* content the current context was made from */
@@ -115,20 +120,22 @@ static int entry_set(struct cw_entry *e, enum cw_kind kind, size_t index, const 
 	return 0;
 }
 
-/* The entries of ctl->rt's config. NULL + *n 0 when out of memory. */
-static struct cw_entry *entries_of(struct mtd_control *ctl, size_t *n)
+/* The entries of rt's config. NULL + *n 0 when out of memory. */
+static struct cw_entry *entries_of(const struct mtd_runtime *rt, size_t *n)
 {
-	const struct mtd_runtime *rt = ctl->rt;
 	const struct mtd_cfg *cfg = rt->cfg;
-	struct cw_entry *e = calloc(cfg->n_inbound + cfg->n_services + 1, sizeof(*e));
+	const struct mtd_rt_inset *set = rt->inbound;
+	size_t n_in = set ? set->n : 0;
+	struct cw_entry *e = calloc(n_in + cfg->n_services + 1, sizeof(*e));
 	size_t k = 0;
 	*n = 0;
 	if (!e)
 		return NULL;
-	for (size_t i = 0; i < cfg->n_inbound && i < mtd_inbound_tls_count(); i++) {
-		const struct mtd_cfg_inbound *ib = &cfg->inbound[i];
+	for (size_t i = 0; i < n_in; i++) {
+		const struct mtd_cfg_inbound *ib = set->e[i].cfg;
 		char label[192];
-		snprintf(label, sizeof(label), "inbound %s", ib->listen.text);
+		snprintf(label, sizeof(label), "inbound %s", set->e[i].key);
+		snprintf(e[k].key, sizeof(e[k].key), "%s", set->e[i].key);
 		if (entry_set(&e[k++], CW_INBOUND, i, label, ib->cert_file, ib->key_file, ib->client_ca_file) < 0)
 			goto nomem;
 	}
@@ -154,21 +161,43 @@ nomem:
 	return NULL;
 }
 
-/* Make and put in place entry e's new context. 0, or -1 with the reason. */
-static int apply(struct mtd_certwatch *cw, struct cw_entry *e, char *err, size_t errlen)
+/* Make and put in place entry e's new context, from files whose content
+ * hashes are h. 0, or -1 with the reason. */
+static int apply(struct mtd_certwatch *cw, struct cw_entry *e, const uint64_t h[3], bool *new_policy, char *err,
+                 size_t errlen)
 {
 	struct mtd_control *ctl = cw->ctl;
-	const struct mtd_cfg *cfg = ctl->rt->cfg;
-	if (e->kind == CW_INBOUND)
-		return mtd_inbound_tls_reload(e->index, &cfg->inbound[e->index], err, errlen);
-	const struct mtd_rt_service *s = ctl->rt->services[e->index];
-	struct ssl_ctx_st *ctx = mtd_tls_client_ctx_new(s->cfg->tls, err, errlen);
-	if (!ctx)
+	struct ssl_ctx_st *ctx;
+	struct mtd_runtime *rt;
+	if (e->kind == CW_INBOUND) {
+		const struct mtd_rt_inset *set = ctl->rt->inbound;
+		const struct mtd_rt_inentry *ie = mtd_inbound_set_find(set, e->key);
+		if (!ie) {
+			snprintf(err, errlen, "no such listener any more");
+			return -1;
+		}
+		const struct mtd_cfg_inbound *ib = ie->cfg;
+		ctx = mtd_tls_server_ctx_new(ib->cert_file, ib->key_file, ib->client_ca_file, err, errlen);
+		if (!ctx)
+			return -1;
+		/* Who may connect changed with the client CA's content: the
+		 * connections made before it are the old policy's. */
+		*new_policy = ib->client_ca_file && h[2] != e->applied[2];
+		struct mtd_rt_inset *next = mtd_inbound_set_with_ctx(set, (size_t)(ie - set->e), ctx, *new_policy);
+		mtd_tls_ctx_free(ctx); /* the set holds its own */
+		rt = next ? mtd_runtime_with_inbound(ctl, next) : NULL;
+	} else {
+		const struct mtd_rt_service *s = ctl->rt->services[e->index];
+		ctx = mtd_tls_client_ctx_new(s->cfg->tls, err, errlen);
+		if (!ctx)
+			return -1;
+		rt = mtd_runtime_with_ctx(ctl, s->ssl_ctx, ctx, err, errlen);
+		mtd_tls_ctx_free(ctx); /* the snapshots hold theirs */
+	}
+	if (!rt) {
+		snprintf(err, errlen, "out of memory");
 		return -1;
-	struct mtd_runtime *rt = mtd_runtime_with_ctx(ctl, s->ssl_ctx, ctx, err, errlen);
-	mtd_tls_ctx_free(ctx); /* the snapshots hold theirs */
-	if (!rt)
-		return -1;
+	}
 	mtd_control_publish(ctl, rt);
 	return 0;
 }
@@ -182,16 +211,18 @@ static void check_entry(struct mtd_certwatch *cw, struct cw_entry *e)
 		return;
 	char err[384];
 	int rc = -1;
+	bool new_policy = false;
 	if (!readable)
 		snprintf(err, sizeof(err), "cannot read %s: %s", unreadable, strerror(errno));
 	else
-		rc = apply(cw, e, err, sizeof(err));
+		rc = apply(cw, e, h, &new_policy, err, sizeof(err));
 	if (rc == 0) {
 		memcpy(e->applied, h, sizeof(h));
 		e->has_warned = false;
 		mtd_mesh_tls_reload(e->label, "ok");
-		MTD_INFO("TLS files of %s changed: new handshakes use them (connections in flight keep theirs)",
-		         e->label);
+		MTD_INFO("TLS files of %s changed: new handshakes use them (%s)", e->label,
+		         new_policy ? "a new client CA: connections made before get GOAWAY"
+		                    : "connections in flight keep theirs");
 		return;
 	}
 	/* One warning per content: a pair being written logs once. */
@@ -277,15 +308,15 @@ static void watch_dirs(struct mtd_certwatch *cw)
 }
 
 /* What each entry's context is made from now: inbound entries that stay
- * (the same listener and files) keep what they knew; the rest were just
- * made from the files as they are. */
-static void take_entries(struct mtd_certwatch *cw, struct cw_entry *e, size_t n)
+ * (the same listener and files: the same context, inbound.c) keep what
+ * they knew; the rest were just made from the files as they are. */
+static void know_entries(const struct mtd_certwatch *cw, struct cw_entry *e, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct cw_entry *was = NULL;
 		for (size_t j = 0; j < cw->n && !was; j++) {
 			const struct cw_entry *o = &cw->e[j];
-			bool same = o->kind == e[i].kind && o->kind == CW_INBOUND && o->index == e[i].index;
+			bool same = o->kind == e[i].kind && o->kind == CW_INBOUND && strcmp(o->key, e[i].key) == 0;
 			for (int k = 0; same && k < 3; k++)
 				same = (o->files[k] == NULL) == (e[i].files[k] == NULL) &&
 				       (!o->files[k] || strcmp(o->files[k], e[i].files[k]) == 0);
@@ -301,6 +332,10 @@ static void take_entries(struct mtd_certwatch *cw, struct cw_entry *e, size_t n)
 			hash_all(&e[i], e[i].applied, &unreadable);
 		}
 	}
+}
+
+static void take_entries(struct mtd_certwatch *cw, struct cw_entry *e, size_t n)
+{
 	entries_free(cw->e, cw->n);
 	cw->e = e;
 	cw->n = n;
@@ -310,7 +345,7 @@ struct mtd_certwatch *mtd_certwatch_start(struct mtd_control *ctl)
 {
 	struct mtd_certwatch *cw = calloc(1, sizeof(*cw));
 	size_t n;
-	struct cw_entry *e = cw ? entries_of(ctl, &n) : NULL;
+	struct cw_entry *e = cw ? entries_of(ctl->rt, &n) : NULL;
 	if (!cw || !e) {
 		free(cw);
 		MTD_ERROR("TLS file watch: out of memory: certificates are not reloaded when they change");
@@ -318,6 +353,7 @@ struct mtd_certwatch *mtd_certwatch_start(struct mtd_control *ctl)
 	}
 	cw->ctl = ctl;
 	cw->ifd = -1;
+	know_entries(cw, e, n);
 	take_entries(cw, e, n);
 	cw->settle = evtimer_new(ctl->base, settle_cb, cw);
 	cw->tick = event_new(ctl->base, -1, EV_PERSIST, tick_cb, cw);
@@ -328,19 +364,44 @@ struct mtd_certwatch *mtd_certwatch_start(struct mtd_control *ctl)
 	return cw;
 }
 
-void mtd_certwatch_update(struct mtd_certwatch *cw)
-{
-	if (!cw)
-		return;
+struct mtd_certwatch_next {
+	struct cw_entry *e;
 	size_t n;
-	struct cw_entry *e = entries_of(cw->ctl, &n);
-	if (!e) {
-		MTD_ERROR("TLS file watch: out of memory: the previous files stay watched");
-		return;
+};
+
+int mtd_certwatch_prepare(struct mtd_certwatch *cw, const struct mtd_runtime *rt, struct mtd_certwatch_next **out,
+                          char *err, size_t errlen)
+{
+	*out = NULL;
+	if (!cw)
+		return 0;
+	struct mtd_certwatch_next *next = calloc(1, sizeof(*next));
+	if (!next || !(next->e = entries_of(rt, &next->n))) {
+		free(next);
+		snprintf(err, errlen, "TLS file watch: out of memory");
+		return -1;
 	}
-	take_entries(cw, e, n);
+	know_entries(cw, next->e, next->n);
+	*out = next;
+	return 0;
+}
+
+void mtd_certwatch_commit(struct mtd_certwatch *cw, struct mtd_certwatch_next *next)
+{
+	if (!cw || !next)
+		return;
+	take_entries(cw, next->e, next->n);
+	free(next);
 	watch_dirs(cw);
 	mtd_certwatch_check(cw);
+}
+
+void mtd_certwatch_abort(struct mtd_certwatch_next *next)
+{
+	if (!next)
+		return;
+	entries_free(next->e, next->n);
+	free(next);
 }
 
 void mtd_certwatch_free(struct mtd_certwatch *cw)

@@ -148,6 +148,51 @@ struct mtd_rt_budget {
 	struct mtd_fault_budget b;
 };
 
+/* The inbound listener set (mesh mode): what each inbound listener serves,
+ * identified by its address (the key), never by its position in the
+ * config. Built on the control thread (io/inbound.c) as part of a reload's
+ * prepare step, carried by the runtime, read by workers: a worker's
+ * listeners, connections and calls find their entry by key (listener) or
+ * by policy generation (connection), never by index. */
+
+/* One socket per worker for one listen address, opened by the control
+ * thread; worker i takes fd[i] (atomic exchange to -1) the first time a
+ * snapshot carrying it reaches it, and owns it from then on. Shared by
+ * the snapshots while the address stays; what no worker took is closed
+ * when the last reference goes. `conns` counts the inbound connections
+ * open on it over every worker (inbound[].max_connections): a connection
+ * holds a reference while it counts. */
+struct mtd_rt_insocks {
+	struct mtd_ref ref;
+	uint64_t id; /* unique in the process: a worker's listener remembers it */
+	_Atomic uint32_t conns;
+	unsigned n;
+	_Atomic int fd[];
+};
+
+struct mtd_rt_inentry {
+	const struct mtd_cfg_inbound *cfg; /* in the runtime's config: authz, app service, limits */
+	char key[64];                       /* listen, normalised ("ip:port", "[v6]:port") */
+	struct ssl_ctx_st *ctx;             /* the server context (a reference of its own) */
+	char by[256];                       /* ctx's own identity (the XFCC By= element), "" = none */
+	/* The generation of the policy that decides who may connect: the
+	 * TLS file names and the client CA's content. A connection records
+	 * the one it was accepted under; a snapshot whose entry for its key
+	 * has another (or no entry) sends it GOAWAY. New certificate content
+	 * under the same files keeps it. Unique in the process. */
+	uint64_t policy;
+	struct mtd_rt_insocks *socks; /* reference held */
+	unsigned mx;                  /* its figures' slot (ops/mesh.h) */
+};
+
+/* Immutable once built; runtimes over the same config share it (one
+ * reference each). Freed on the control thread with the last runtime. */
+struct mtd_rt_inset {
+	struct mtd_ref ref;
+	size_t n;
+	struct mtd_rt_inentry e[];
+};
+
 /* A config shared by the snapshots built from it. */
 struct mtd_cfg_box {
 	struct mtd_ref ref;
@@ -161,6 +206,7 @@ struct mtd_runtime {
 	struct mtd_cfg *cfg; /* = cfgbox->cfg */
 	struct mtd_route_table *routes;
 	struct mtd_rt_service **services; /* parallel to cfg->services, references held */
+	struct mtd_rt_inset *inbound;     /* parallel to cfg->inbound (reference held), NULL = none */
 	struct mtd_control *ctl;
 	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_rts */
 };

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "sidecar/control/control.h"
@@ -103,8 +104,33 @@ static void service_free(struct mtd_rt_service *s)
 	free(s);
 }
 
+void mtd_rt_insocks_unref(struct mtd_rt_insocks *k)
+{
+	if (!k || !mtd_ref_put(&k->ref))
+		return;
+	for (unsigned i = 0; i < k->n; i++) {
+		int fd = atomic_exchange_explicit(&k->fd[i], -1, memory_order_relaxed);
+		if (fd >= 0)
+			close(fd); /* no worker took it */
+	}
+	free(k);
+}
+
+void mtd_rt_inset_unref(struct mtd_rt_inset *set)
+{
+	if (!set || !mtd_ref_put(&set->ref))
+		return;
+	for (size_t i = 0; i < set->n; i++) {
+		if (set->e[i].ctx)
+			mtd_tls_ctx_free(set->e[i].ctx);
+		mtd_rt_insocks_unref(set->e[i].socks);
+	}
+	free(set);
+}
+
 static void runtime_free(struct mtd_runtime *rt)
 {
+	mtd_rt_inset_unref(rt->inbound);
 	if (rt->services) {
 		for (size_t i = 0; i < rt->cfg->n_services; i++)
 			if (rt->services[i] && mtd_ref_put(&rt->services[i]->ref))
@@ -706,6 +732,12 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 	if (!rt->routes)
 		goto fail;
 	free(names);
+	/* A change over the same config keeps its inbound listener set; a
+	 * new config's is the caller's (mtd_runtime_set_inbound). */
+	if (ctl->rt && ctl->rt->cfgbox == box && ctl->rt->inbound) {
+		mtd_ref_get(&ctl->rt->inbound->ref);
+		rt->inbound = ctl->rt->inbound;
+	}
 	rt->gen = ++ctl->next_gen;
 	/* Before publishing: every identity in it is live at rt->gen. */
 	for (size_t i = 0; i < cfg->n_services; i++)
@@ -905,6 +937,24 @@ out:
 		mtd_rt_service_unref(made[i]); /* the runtime holds its own */
 	free(made);
 	free(svcs);
+	return rt;
+}
+
+void mtd_runtime_set_inbound(struct mtd_runtime *rt, struct mtd_rt_inset *set)
+{
+	mtd_rt_inset_unref(rt->inbound);
+	rt->inbound = set;
+}
+
+struct mtd_runtime *mtd_runtime_with_inbound(struct mtd_control *ctl, struct mtd_rt_inset *set)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	struct mtd_runtime *rt = runtime_assemble(ctl, cur->cfgbox, cur->services);
+	if (!rt) {
+		mtd_rt_inset_unref(set);
+		return NULL;
+	}
+	mtd_runtime_set_inbound(rt, set);
 	return rt;
 }
 

@@ -50,6 +50,18 @@ struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool
  * err when out of memory. Not published. Control thread. */
 struct mtd_runtime *mtd_runtime_with_ctx(struct mtd_control *ctl, const struct ssl_ctx_st *old, struct ssl_ctx_st *ctx,
                                          char *err, size_t errlen);
+/* Give a runtime not yet published its inbound listener set (a reference
+ * transferred; NULL = none): mtd_runtime_new and mtd_runtime_reload build
+ * none. Changes over the same config share the current one. */
+void mtd_runtime_set_inbound(struct mtd_runtime *rt, struct mtd_rt_inset *set);
+/* A new runtime: the current one with the inbound listener set `set` (a
+ * reference transferred, also on failure; made over the same config:
+ * certwatch.c). NULL when out of memory. Not published. Control thread. */
+struct mtd_runtime *mtd_runtime_with_inbound(struct mtd_control *ctl, struct mtd_rt_inset *set);
+/* Drop a reference on an inbound set / socket set: control thread for a
+ * set; any thread for a socket set (a connection's, inbound.c). */
+void mtd_rt_inset_unref(struct mtd_rt_inset *set);
+void mtd_rt_insocks_unref(struct mtd_rt_insocks *k);
 /* The service, or one of its methods, has a warmup window. */
 bool mtd_runtime_warms_up(const struct mtd_cfg_service *c);
 /* The control loop whose mailboxes take the objects whose last reference

@@ -616,6 +616,7 @@ static void down_on_close(struct mtd_conn *c)
 		/* The client is gone: its calls are cancelled. */
 		mtd_call_on_down_close(call, NGHTTP2_CANCEL);
 	}
-	mtd_worker_down_closed();
+	if (!c->in) /* an inbound peer counts on its listener's (inbound.c) */
+		mtd_worker_down_closed();
 	MTD_DEBUG("client %s: closed", c->peer);
 }

@@ -27,6 +27,7 @@
 #include "authz/authz.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "lb/lb.h"
 #include "route/route.h"
 #include "sidecar/call/call.h"
 #include "sidecar/call/headers.h"
@@ -34,24 +35,17 @@
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
 #include "sidecar/io/inbound.h"
+#include "sidecar/io/listen.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/ops/mesh.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
 
-/* ---- the listeners' TLS contexts ------------------------------------------ */
+/* ---- the listener set (control thread) ------------------------------------ */
 
-static struct in_tls {
-	pthread_mutex_t mu;
-	struct ssl_ctx_st *ctx;
-	char by[256]; /* ctx's own identity (the XFCC By= element) */
-	/* Control thread only: what the listener runs (its address, read at
-	 * start) and the files ctx was made from. */
-	char *listen;
-	char *files[3]; /* cert, key, client CA (NULL: none) */
-} in_tls[MTD_CFG_INBOUND_MAX];
-static size_t n_in_tls;
+/* Policy generations and socket set ids: control thread only. */
+static uint64_t last_policy, last_socks;
 
 static struct ssl_ctx_st *tls_build(const struct mtd_cfg_inbound *ib, char *by, size_t bylen, char *err, size_t errlen)
 {
@@ -66,141 +60,197 @@ static bool same_file(const char *a, const char *b)
 	return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
 }
 
-static void set_files(struct in_tls *t, const struct mtd_cfg_inbound *ib)
+static bool same_files(const struct mtd_cfg_inbound *a, const struct mtd_cfg_inbound *b)
 {
-	const char *f[3] = {ib->cert_file, ib->key_file, ib->client_ca_file};
-	for (int k = 0; k < 3; k++) {
-		free(t->files[k]);
-		t->files[k] = f[k] ? strdup(f[k]) : NULL;
-	}
+	return same_file(a->cert_file, b->cert_file) && same_file(a->key_file, b->key_file) &&
+	       same_file(a->client_ca_file, b->client_ca_file);
 }
 
-int mtd_inbound_tls_init(const struct mtd_cfg *cfg, char *err, size_t errlen)
+const struct mtd_rt_inentry *mtd_inbound_set_find(const struct mtd_rt_inset *set, const char *key)
 {
-	for (size_t i = 0; i < cfg->n_inbound; i++) {
-		char why[384];
-		pthread_mutex_init(&in_tls[i].mu, NULL);
-		n_in_tls = i + 1;
-		in_tls[i].listen = strdup(cfg->inbound[i].listen.text);
-		set_files(&in_tls[i], &cfg->inbound[i]);
-		in_tls[i].ctx = tls_build(&cfg->inbound[i], in_tls[i].by, sizeof(in_tls[i].by), why, sizeof(why));
-		if (!in_tls[i].ctx || !in_tls[i].listen) {
-			snprintf(err, errlen, "inbound[%zu] (%s): TLS: %s", i, cfg->inbound[i].listen.text,
-			         in_tls[i].ctx ? "out of memory" : why);
-			mtd_inbound_tls_fini();
-			return -1;
-		}
-	}
-	return 0;
+	for (size_t i = 0; set && i < set->n; i++)
+		if (strcmp(set->e[i].key, key) == 0)
+			return &set->e[i];
+	return NULL;
 }
 
-const char *mtd_inbound_running_listen(size_t i)
+static struct mtd_rt_inset *set_alloc(size_t n)
 {
-	return i < n_in_tls ? in_tls[i].listen : NULL;
+	struct mtd_rt_inset *set = calloc(1, sizeof(*set) + n * sizeof(set->e[0]));
+	if (set)
+		mtd_ref_init(&set->ref);
+	return set;
 }
 
-void mtd_inbound_reload(const struct mtd_cfg *cfg)
+/* A socket per worker on a, bound now. NULL with the reason in err. */
+static struct mtd_rt_insocks *socks_open(const struct mtd_cfg_addr *a, unsigned n, char *err, size_t errlen)
 {
-	size_t n = cfg->n_inbound > n_in_tls ? cfg->n_inbound : n_in_tls;
-	for (size_t i = 0; i < n; i++) {
-		const char *was = i < n_in_tls ? in_tls[i].listen : "(none)";
-		const char *now = i < cfg->n_inbound ? cfg->inbound[i].listen.text : "(none)";
-		if (strcmp(was, now) != 0) {
-			MTD_WARN("reload: inbound[%zu].listen %s -> %s needs a restart; still listening on %s", i, was,
-			         now, was);
-			continue;
-		}
-		const struct mtd_cfg_inbound *ib = &cfg->inbound[i];
-		struct in_tls *t = &in_tls[i];
-		if (same_file(t->files[0], ib->cert_file) && same_file(t->files[1], ib->key_file) &&
-		    same_file(t->files[2], ib->client_ca_file))
-			continue; /* the same files: their content is certwatch's */
-		char err[384];
-		if (mtd_inbound_tls_reload(i, ib, err, sizeof(err)) < 0) {
-			MTD_ERROR("reload: inbound %s: TLS: %s; new handshakes keep the previous certificate", now,
-			          err);
-			continue;
-		}
-		set_files(t, ib);
-		MTD_INFO("reload: inbound %s: new TLS files, for new handshakes", now);
-	}
-}
-
-int mtd_inbound_tls_reload(size_t i, const struct mtd_cfg_inbound *ib, char *err, size_t errlen)
-{
-	char by[256];
-	if (i >= n_in_tls) {
-		snprintf(err, errlen, "not listening (a new inbound entry needs a restart)");
-		return -1;
-	}
-	struct ssl_ctx_st *ctx = tls_build(ib, by, sizeof(by), err, errlen);
-	if (!ctx)
-		return -1;
-	pthread_mutex_lock(&in_tls[i].mu);
-	struct ssl_ctx_st *old = in_tls[i].ctx;
-	in_tls[i].ctx = ctx;
-	memcpy(in_tls[i].by, by, sizeof(by));
-	pthread_mutex_unlock(&in_tls[i].mu);
-	if (old)
-		mtd_tls_ctx_free(old); /* connections in flight hold their own */
-	return 0;
-}
-
-size_t mtd_inbound_tls_count(void)
-{
-	return n_in_tls;
-}
-
-void mtd_inbound_tls_fini(void)
-{
-	for (size_t i = 0; i < n_in_tls; i++) {
-		if (in_tls[i].ctx)
-			mtd_tls_ctx_free(in_tls[i].ctx);
-		in_tls[i].ctx = NULL;
-		free(in_tls[i].listen);
-		in_tls[i].listen = NULL;
-		for (int k = 0; k < 3; k++) {
-			free(in_tls[i].files[k]);
-			in_tls[i].files[k] = NULL;
-		}
-		pthread_mutex_destroy(&in_tls[i].mu);
-	}
-	n_in_tls = 0;
-}
-
-/* A reference on listener i's current context, and its identity. */
-static struct ssl_ctx_st *tls_take(size_t i, char by[256])
-{
-	if (i >= n_in_tls)
+	int rc = mtd_listen_check_free(a);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot listen on %s: %s", a->text, strerror(-rc));
 		return NULL;
-	pthread_mutex_lock(&in_tls[i].mu);
-	struct ssl_ctx_st *ctx = in_tls[i].ctx ? mtd_tls_ctx_ref(in_tls[i].ctx) : NULL;
-	memcpy(by, in_tls[i].by, 256);
-	pthread_mutex_unlock(&in_tls[i].mu);
-	return ctx;
+	}
+	struct mtd_rt_insocks *k = calloc(1, sizeof(*k) + n * sizeof(k->fd[0]));
+	if (!k) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	mtd_ref_init(&k->ref);
+	k->id = ++last_socks;
+	k->n = n;
+	for (unsigned i = 0; i < n; i++)
+		atomic_init(&k->fd[i], -1);
+	for (unsigned i = 0; i < n; i++) {
+		int fd = mtd_listen_open(a);
+		if (fd < 0) {
+			snprintf(err, errlen, "cannot listen on %s: %s", a->text, strerror(-fd));
+			mtd_rt_insocks_unref(k);
+			return NULL;
+		}
+		atomic_store_explicit(&k->fd[i], fd, memory_order_relaxed);
+	}
+	return k;
+}
+
+struct mtd_rt_inset *mtd_inbound_set_build(const struct mtd_cfg *cfg, const struct mtd_rt_inset *cur,
+                                           unsigned n_workers, char *err, size_t errlen)
+{
+	if (cfg->n_inbound == 0)
+		return NULL;
+	struct mtd_rt_inset *set = set_alloc(cfg->n_inbound);
+	if (!set) {
+		snprintf(err, errlen, "inbound: out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < cfg->n_inbound; i++) {
+		const struct mtd_cfg_inbound *ib = &cfg->inbound[i];
+		struct mtd_rt_inentry *e = &set->e[i];
+		char why[384];
+		e->cfg = ib;
+		mtd_rt_numeric(&ib->listen.sa, e->key, sizeof(e->key));
+		set->n = i + 1;
+		const struct mtd_rt_inentry *was = mtd_inbound_set_find(cur, e->key);
+		if (was && same_files(was->cfg, ib)) {
+			/* The same files: the same context (their content is
+			 * certwatch's), the same policy. */
+			e->ctx = mtd_tls_ctx_ref(was->ctx);
+			memcpy(e->by, was->by, sizeof(e->by));
+			e->policy = was->policy;
+		} else {
+			e->ctx = tls_build(ib, e->by, sizeof(e->by), why, sizeof(why));
+			if (!e->ctx) {
+				snprintf(err, errlen, "inbound[%zu] (%s): TLS: %s", i, ib->listen.text, why);
+				goto fail;
+			}
+			e->policy = ++last_policy;
+		}
+		if (was) {
+			mtd_ref_get(&was->socks->ref);
+			e->socks = was->socks;
+		} else if (!(e->socks = socks_open(&ib->listen, n_workers, why, sizeof(why)))) {
+			snprintf(err, errlen, "inbound[%zu]: %s", i, why);
+			goto fail;
+		}
+		e->mx = mtd_mesh_listener(e->key);
+	}
+	return set;
+fail:
+	mtd_rt_inset_unref(set);
+	return NULL;
+}
+
+struct mtd_rt_inset *mtd_inbound_set_with_ctx(const struct mtd_rt_inset *cur, size_t i, struct ssl_ctx_st *ctx,
+                                              bool new_policy)
+{
+	struct mtd_rt_inset *set = set_alloc(cur->n);
+	if (!set)
+		return NULL;
+	set->n = cur->n;
+	for (size_t k = 0; k < cur->n; k++) {
+		set->e[k] = cur->e[k];
+		mtd_ref_get(&set->e[k].socks->ref);
+		if (k != i) {
+			set->e[k].ctx = mtd_tls_ctx_ref(cur->e[k].ctx);
+			continue;
+		}
+		set->e[k].ctx = mtd_tls_ctx_ref(ctx);
+		if (mtd_tls_ctx_identity(ctx, set->e[k].by, sizeof(set->e[k].by)) < 0)
+			set->e[k].by[0] = '\0';
+		if (new_policy)
+			set->e[k].policy = ++last_policy;
+	}
+	return set;
+}
+
+void mtd_inbound_set_log(const struct mtd_rt_inset *was, const struct mtd_rt_inset *now)
+{
+	for (size_t i = 0; was && i < was->n; i++)
+		if (!mtd_inbound_set_find(now, was->e[i].key))
+			MTD_INFO("reload: inbound %s removed: it stops accepting; its connections get GOAWAY, "
+			         "calls in flight finish", was->e[i].key);
+	for (size_t i = 0; now && i < now->n; i++) {
+		const struct mtd_rt_inentry *e = &now->e[i], *o = mtd_inbound_set_find(was, e->key);
+		if (!o)
+			MTD_INFO("reload: inbound %s added (for the app at %s)", e->key, e->cfg->app.text);
+		else if (o->policy != e->policy)
+			MTD_INFO("reload: inbound %s: new TLS files: connections made before get GOAWAY, calls in "
+			         "flight finish", e->key);
+	}
 }
 
 /* ---- per worker ------------------------------------------------------------ */
 
 struct mtd_in_listener {
 	struct mtd_worker *w;
-	unsigned idx;
-	int fd;
+	uint64_t socks; /* the id of the socket set its fd came from */
+	unsigned idx;   /* its entry in w->rt->inbound (set by sync) */
+	int fd;         /* -1: a free slot */
 	struct event ev;
 	bool added;
 };
 
 struct mtd_in_worker {
-	size_t n;
 	struct mtd_in_listener l[MTD_CFG_INBOUND_MAX];
+	struct mtd_log_gate refuse_log; /* refusals at accept: a line every 10 s at most */
 	LIST_HEAD(, mtd_conn) handshakes; /* HANDSHAKE connections (conn->link) */
 };
 
-/* The listener's address as the running config names it. */
-static const char *listener_name(const struct mtd_worker *w, unsigned idx)
+/* The entry with policy generation `policy` in w's snapshot, or NULL. */
+static const struct mtd_rt_inentry *entry_of_policy(const struct mtd_worker *w, uint64_t policy, size_t *idx)
 {
-	const struct mtd_cfg *cfg = w->rt->cfg;
-	return idx < cfg->n_inbound ? cfg->inbound[idx].listen.text : "(removed)";
+	const struct mtd_rt_inset *set = w->rt->inbound;
+	for (size_t i = 0; set && i < set->n; i++)
+		if (set->e[i].policy == policy) {
+			if (idx)
+				*idx = i;
+			return &set->e[i];
+		}
+	return NULL;
+}
+
+/* Pending handshakes per source address, over every worker: a few
+ * buckets of a hash of the address (a collision only makes two addresses
+ * share their bound). */
+#define HS_PER_ADDR 8
+#define HS_BUCKETS  4096
+static _Atomic uint16_t hs_pending[HS_BUCKETS];
+
+static unsigned hs_bucket(const struct sockaddr_storage *sa)
+{
+	if (sa->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+		return (unsigned)(mtd_lb_hash64(&s6->sin6_addr, sizeof(s6->sin6_addr), 0) % HS_BUCKETS);
+	}
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+	return (unsigned)(mtd_lb_hash64(&s4->sin_addr, sizeof(s4->sin_addr), 0) % HS_BUCKETS);
+}
+
+static void hs_done(struct mtd_in_peer *in)
+{
+	if (in->hs_counted) {
+		atomic_fetch_sub_explicit(&hs_pending[in->hs_bucket], 1, memory_order_relaxed);
+		in->hs_counted = false;
+	}
 }
 
 static void in_on_close(struct mtd_conn *c)
@@ -208,10 +258,14 @@ static void in_on_close(struct mtd_conn *c)
 	struct mtd_in_peer *in = c->in;
 	if (in->handshaking) {
 		LIST_REMOVE(c, link);
-		mtd_worker_down_closed();
 		MTD_DEBUG("peer %s: closed during the handshake", c->peer);
 	} else {
 		mtd_down_ops.on_close(c);
+	}
+	hs_done(in);
+	if (in->socks) {
+		atomic_fetch_sub_explicit(&in->socks->conns, 1, memory_order_relaxed);
+		mtd_rt_insocks_unref(in->socks);
 	}
 	free(in->xfcc);
 	free(in);
@@ -239,12 +293,11 @@ static const struct mtd_conn_ops in_ops = {
 /* The handshake did not end well: counted, logged (rate-limited), closed. */
 static void refuse(struct mtd_conn *c, enum mtd_tls_refusal why, const char *err)
 {
-	unsigned idx = c->in->listener;
 	uint64_t held = 0;
-	mtd_mesh_refused(idx, why);
+	mtd_mesh_refused(c->in->slot, why);
 	if (mtd_mesh_refusal_log(c->peer, mtd_now_ns(), &held))
 		MTD_INFO("inbound %s: peer %s refused before HTTP/2 (%s): %s (%llu more since the last line)",
-		         listener_name(c->w, idx), c->peer, mtd_tls_refusal_name(why), err, (unsigned long long)held);
+		         c->in->key, c->peer, mtd_tls_refusal_name(why), err, (unsigned long long)held);
 	mtd_conn_close(c);
 }
 
@@ -265,7 +318,7 @@ static void learn_peer(struct mtd_conn *c)
 	int rc = mtd_tls_peer_identity(c, in->identity, sizeof(in->identity), &is_uri, hash);
 	if (rc == -ENAMETOOLONG)
 		MTD_INFO("inbound %s: peer %s: a certificate SAN longer than %zu bytes: no identity",
-		         listener_name(c->w, in->listener), c->peer, sizeof(in->identity) - 1);
+		         in->key, c->peer, sizeof(in->identity) - 1);
 	if (rc == 0 || rc == -ENAMETOOLONG) {
 		const char *id = in->identity[0] ? in->identity : NULL;
 		size_t n = mtd_xfcc_format(NULL, 0, in->by, hash, is_uri ? id : NULL, is_uri ? NULL : id);
@@ -275,7 +328,7 @@ static void learn_peer(struct mtd_conn *c)
 			in->xfcc_len = n;
 		}
 	}
-	in->mx = mtd_mesh_identity(in->listener, in->identity);
+	in->mx = mtd_mesh_identity(in->slot, in->identity);
 }
 
 static void handshake_cb(evutil_socket_t fd, short what, void *arg)
@@ -328,35 +381,48 @@ static void handshake_cb(evutil_socket_t fd, short what, void *arg)
 	event_del(&c->rev);
 	event_del(&c->wev);
 	learn_peer(c);
-	mtd_mesh_handshake(in->listener, mtd_tls_resumed(c));
+	mtd_mesh_handshake(in->slot, mtd_tls_resumed(c));
 	LIST_REMOVE(c, link);
 	in->handshaking = false;
-	MTD_DEBUG("peer %s: inbound %s: identity %s", c->peer, listener_name(c->w, in->listener),
+	hs_done(in);
+	MTD_DEBUG("peer %s: inbound %s: identity %s", c->peer, in->key,
 	          in->identity[0] ? in->identity : "(none)");
 	mtd_down_begin(c); /* closes c if it cannot read */
 }
 
-/* 0, or -ENOMEM with nothing kept (the caller closes fd). */
-static int in_accept(struct mtd_worker *w, unsigned idx, int fd)
+/* Why a connection was refused at accept, logged at most once every 10 s
+ * per worker (with the count since). */
+static void refuse_at_accept(struct mtd_worker *w, const struct mtd_rt_inentry *e, const char *why)
 {
-	char by[256];
-	struct ssl_ctx_st *ctx = tls_take(idx, by);
+	uint64_t held;
+	mtd_mesh_conn_refused(e->mx);
+	if (mtd_log_gate_pass(&w->in->refuse_log, mtd_now_ns(), 10 * (int64_t)1000000000, &held))
+		MTD_WARN("worker %u: inbound %s: refusing new connections: %s (%llu refused since the last "
+		         "message)", w->id, e->key, why, (unsigned long long)held + 1);
+}
+
+/* 0, or -ENOMEM with nothing kept (the caller closes fd). */
+static int in_accept(struct mtd_worker *w, const struct mtd_rt_inentry *e, int fd, unsigned bucket)
+{
 	struct mtd_in_peer *in = calloc(1, sizeof(*in));
-	struct mtd_conn *c = ctx && in ? mtd_down_conn_new(w, fd) : NULL;
-	if (!c || mtd_tls_server_start(c, ctx) < 0) {
+	struct mtd_conn *c = in ? mtd_down_conn_new(w, fd) : NULL;
+	if (!c || mtd_tls_server_start(c, e->ctx) < 0) {
 		if (c) {
 			nghttp2_session_del(c->ng);
 			free(c);
 		}
 		free(in);
-		if (ctx)
-			mtd_tls_ctx_free(ctx);
 		return -ENOMEM;
 	}
-	mtd_tls_ctx_free(ctx); /* the SSL holds its own reference */
-	in->listener = idx;
+	memcpy(in->key, e->key, sizeof(in->key));
+	in->policy = e->policy;
+	in->slot = e->mx;
+	mtd_ref_get(&e->socks->ref);
+	in->socks = e->socks; /* counted by the caller */
+	in->hs_bucket = bucket;
+	in->hs_counted = true;
 	in->handshaking = true;
-	memcpy(in->by, by, sizeof(in->by));
+	memcpy(in->by, e->by, sizeof(in->by));
 	c->in = in;
 	c->ops = &in_ops;
 	c->state = MTD_CONN_HANDSHAKE;
@@ -376,65 +442,63 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
 	struct mtd_in_listener *l = arg;
 	struct mtd_worker *w = l->w;
+	const struct mtd_rt_inentry *e = &w->rt->inbound->e[l->idx];
 	/* Bounded, as the app's listener (worker.c). */
 	for (int i = 0; i < 64; i++) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage sa;
+		socklen_t salen = sizeof(sa);
+		int fd = accept4(lfd, (struct sockaddr *)&sa, &salen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-				MTD_WARN("worker %u: accept on inbound %s: %s", w->id, listener_name(w, l->idx),
-				         strerror(errno));
+				MTD_WARN("worker %u: accept on inbound %s: %s", w->id, e->key, strerror(errno));
 			return;
 		}
-		/* downstream.max_connections counts these too. */
-		if (!mtd_worker_admit(w)) {
+		/* This listener's own count: the app's connections
+		 * (downstream.max_connections) never compete with the mesh's. */
+		uint32_t max = e->cfg->max_connections;
+		if (atomic_fetch_add_explicit(&e->socks->conns, 1, memory_order_relaxed) >= max) {
+			atomic_fetch_sub_explicit(&e->socks->conns, 1, memory_order_relaxed);
 			close(fd);
+			char why[96];
+			snprintf(why, sizeof(why), "inbound max_connections (%u) are open", max);
+			refuse_at_accept(w, e, why);
+			continue;
+		}
+		unsigned b = hs_bucket(&sa);
+		if (atomic_fetch_add_explicit(&hs_pending[b], 1, memory_order_relaxed) >= HS_PER_ADDR) {
+			atomic_fetch_sub_explicit(&hs_pending[b], 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(&e->socks->conns, 1, memory_order_relaxed);
+			close(fd);
+			char why[96];
+			snprintf(why, sizeof(why), "%d TLS handshakes under way from one address", HS_PER_ADDR);
+			refuse_at_accept(w, e, why);
 			continue;
 		}
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (in_accept(w, l->idx, fd) < 0) {
-			mtd_worker_down_closed();
+		if (in_accept(w, e, fd, b) < 0) {
+			atomic_fetch_sub_explicit(&hs_pending[b], 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(&e->socks->conns, 1, memory_order_relaxed);
 			close(fd);
 		}
 	}
 }
 
-int mtd_inbound_worker_init(struct mtd_worker *w, const int *fds, size_t n)
+static void close_listener(struct mtd_in_listener *l)
 {
-	w->in = calloc(1, sizeof(*w->in));
-	if (!w->in) {
-		for (size_t i = 0; i < n; i++)
-			close(fds[i]);
-		return -ENOMEM;
-	}
-	LIST_INIT(&w->in->handshakes);
-	int rc = 0;
-	for (size_t i = 0; i < n && i < MTD_CFG_INBOUND_MAX; i++) {
-		struct mtd_in_listener *l = &w->in->l[i];
-		l->w = w;
-		l->idx = (unsigned)i;
-		l->fd = fds[i];
-		w->in->n = i + 1;
-		if (rc == 0 && (event_assign(&l->ev, w->base, l->fd, EV_READ | EV_PERSIST, accept_cb, l) != 0 ||
-		                event_add(&l->ev, NULL) != 0))
-			rc = -EIO;
-		else if (rc == 0)
-			l->added = true;
-	}
-	return rc;
+	if (l->added)
+		event_del(&l->ev);
+	l->added = false;
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+	l->socks = 0;
 }
 
 static void close_listeners(struct mtd_in_worker *iw)
 {
-	for (size_t i = 0; i < iw->n; i++) {
-		struct mtd_in_listener *l = &iw->l[i];
-		if (l->added)
-			event_del(&l->ev);
-		l->added = false;
-		if (l->fd >= 0)
-			close(l->fd);
-		l->fd = -1;
-	}
+	for (size_t i = 0; i < MTD_CFG_INBOUND_MAX; i++)
+		close_listener(&iw->l[i]);
 }
 
 static void close_handshakes(struct mtd_in_worker *iw)
@@ -442,6 +506,120 @@ static void close_handshakes(struct mtd_in_worker *iw)
 	struct mtd_conn *c;
 	while ((c = LIST_FIRST(&iw->handshakes)))
 		mtd_conn_close(c); /* in_on_close takes it off the list */
+}
+
+int mtd_inbound_worker_init(struct mtd_worker *w)
+{
+	w->in = calloc(1, sizeof(*w->in));
+	if (!w->in)
+		return -ENOMEM;
+	LIST_INIT(&w->in->handshakes);
+	for (size_t i = 0; i < MTD_CFG_INBOUND_MAX; i++)
+		w->in->l[i].fd = -1;
+	mtd_inbound_worker_sync(w);
+	return 0;
+}
+
+/* Listen on entry i of w's snapshot with its socket for this worker. */
+static void listen_on(struct mtd_worker *w, size_t i)
+{
+	const struct mtd_rt_inentry *e = &w->rt->inbound->e[i];
+	struct mtd_in_listener *l = NULL;
+	for (size_t k = 0; k < MTD_CFG_INBOUND_MAX && !l; k++)
+		if (w->in->l[k].fd < 0)
+			l = &w->in->l[k];
+	if (!l || w->id >= e->socks->n)
+		return;
+	int fd = atomic_exchange_explicit(&e->socks->fd[w->id], -1, memory_order_relaxed);
+	if (fd < 0)
+		return; /* taken by this worker before, and closed since */
+	l->w = w;
+	l->fd = fd;
+	l->socks = e->socks->id;
+	l->idx = (unsigned)i;
+	if (event_assign(&l->ev, w->base, fd, EV_READ | EV_PERSIST, accept_cb, l) != 0 ||
+	    event_add(&l->ev, NULL) != 0) {
+		MTD_ERROR("worker %u: inbound %s: cannot wait for connections (event_add failed): this worker "
+		          "does not accept there", w->id, e->key);
+		close_listener(l);
+		return;
+	}
+	l->added = true;
+}
+
+void mtd_inbound_worker_sync(struct mtd_worker *w)
+{
+	struct mtd_in_worker *iw = w->in;
+	if (!iw)
+		return;
+	const struct mtd_rt_inset *set = w->rt->inbound;
+	size_t n = set ? set->n : 0;
+	bool have[MTD_CFG_INBOUND_MAX] = {false};
+	/* Listeners: matched by their socket set (one per listen address). */
+	for (size_t k = 0; k < MTD_CFG_INBOUND_MAX; k++) {
+		struct mtd_in_listener *l = &iw->l[k];
+		if (l->fd < 0)
+			continue;
+		size_t i = 0;
+		while (i < n && set->e[i].socks->id != l->socks)
+			i++;
+		if (i == n) {
+			MTD_DEBUG("worker %u: an inbound listener left the config: closed", w->id);
+			close_listener(l);
+			continue;
+		}
+		l->idx = (unsigned)i;
+		have[i] = true;
+	}
+	for (size_t i = 0; i < n && !w->draining; i++)
+		if (!have[i])
+			listen_on(w, i);
+	/* Connections: made under a policy no entry has any more. */
+	struct mtd_conn *c, *next;
+	for (c = LIST_FIRST(&w->downs); c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (!c->in || c->state != MTD_CONN_READY || entry_of_policy(w, c->in->policy, NULL))
+			continue;
+		MTD_INFO("peer %s: inbound %s: its listener was removed or its TLS policy changed: GOAWAY, calls in "
+		         "flight finish", c->peer, c->in->key);
+		mtd_down_shutdown(c);
+	}
+	for (c = LIST_FIRST(&iw->handshakes); c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (!entry_of_policy(w, c->in->policy, NULL))
+			mtd_conn_close(c);
+	}
+}
+
+void mtd_inbound_conn_tick(struct mtd_conn *c, int64_t now_ns)
+{
+	struct mtd_in_peer *in = c->in;
+	if (in->aged == 2 || c->state != MTD_CONN_READY)
+		return;
+	if (in->aged == 1) {
+		/* The notice went out at least a tick (1 s) ago: streams the
+		 * peer opened before it saw the notice are here by now. */
+		in->aged = 2;
+		mtd_down_shutdown(c);
+		return;
+	}
+	const struct mtd_rt_inentry *e = entry_of_policy(c->w, in->policy, NULL);
+	int64_t age_ms = e ? e->cfg->max_connection_age_ms : 0;
+	if (age_ms <= 0 || now_ns - c->accepted_ns < age_ms * 1000000)
+		return;
+	MTD_DEBUG("peer %s: inbound %s: older than max_connection_age (%lld ms): GOAWAY", c->peer, in->key,
+	          (long long)age_ms);
+	/* Two steps, as gRPC servers do: a GOAWAY that refuses nothing (last
+	 * stream id 2^31-1: the peer opens no new stream here), then the
+	 * real one at the next tick, so that no call the peer sent meanwhile
+	 * is lost (RFC 9113 §6.8). */
+	if (nghttp2_submit_shutdown_notice(c->ng) == 0) {
+		in->aged = 1;
+		mtd_conn_want_flush(c);
+		return;
+	}
+	in->aged = 2;
+	mtd_down_shutdown(c);
 }
 
 void mtd_inbound_worker_drain(struct mtd_worker *w)
@@ -472,19 +650,43 @@ bool mtd_inbound_header_dropped(const uint8_t *name, size_t len)
 	return len == sizeof(MTD_XFCC_HEADER) - 1 && memcmp(name, MTD_XFCC_HEADER, len) == 0;
 }
 
+int mtd_inbound_route(const struct mtd_runtime *rt, struct mtd_call *call)
+{
+	const struct mtd_conn *c = call->down;
+	const struct mtd_rt_inentry *e = c && c->in ? mtd_inbound_set_find(rt->inbound, c->in->key) : NULL;
+	if (!e)
+		return -1;
+	call->inbound = (uint8_t)(e - rt->inbound->e + 1);
+	return (int)e->cfg->service;
+}
+
+const char *mtd_inbound_call_listener(const struct mtd_call *call)
+{
+	const struct mtd_runtime *rt = call->hold ? call->hold->rt : call->w->rt;
+	if (!call->inbound || !rt->inbound || call->inbound > rt->inbound->n)
+		return "-";
+	return rt->inbound->e[call->inbound - 1].key;
+}
+
 void mtd_inbound_call_start(struct mtd_call *call)
 {
 	struct mtd_conn *c = call->down;
 	struct mtd_in_peer *in = c->in;
 	struct mtd_worker *w = call->w;
-	const struct mtd_cfg *cfg = w->rt->cfg;
-	if (in->listener >= cfg->n_inbound) {
-		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "inbound listener %u is no longer in maitred's config",
-		              in->listener);
+	size_t idx;
+	const struct mtd_rt_inentry *e = entry_of_policy(w, in->policy, &idx);
+	if (!e) {
+		/* The snapshot swap sent this connection GOAWAY: a stream above
+		 * its last-stream-id never gets here; this one raced it. */
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+		              "inbound %s: the connection was made under a TLS policy no longer in force; reconnect",
+		              in->key);
+		if (c->state == MTD_CONN_READY)
+			mtd_down_shutdown(c);
 		return;
 	}
-	const struct mtd_cfg_inbound *ib = &cfg->inbound[in->listener];
-	call->inbound = (uint8_t)(in->listener + 1);
+	const struct mtd_cfg_inbound *ib = e->cfg;
+	call->inbound = (uint8_t)(idx + 1);
 	/* Ours, on every call of an authenticated peer, before the decision:
 	 * the access log reads the identity from it. */
 	if (in->xfcc && mtd_headers_add(&call->req_hdrs, &w->slab, (const uint8_t *)MTD_XFCC_HEADER,

@@ -22,35 +22,53 @@ struct mtd_conn;
 struct mtd_mesh_ident;
 struct ssl_ctx_st;
 
-/* ---- the listeners' TLS contexts (control thread sets, workers take) ------
+/* ---- the listener set (control thread builds, the runtime carries) --------
  *
- * One server context per listener, process-wide: a worker takes a
- * reference at each accept (under the slot's mutex: once per connection,
- * never per call); a new one (rotation, reload) serves the handshakes that
- * follow, and connections in flight keep theirs (their SSL holds it). */
+ * What each inbound listener serves is an entry of the runtime's inbound
+ * set (runtime-t.h struct mtd_rt_inset), identified by its listen address
+ * (the key): its server context, its policy generation, its sockets, and
+ * through its config entry its authorization, app and limits. Built before
+ * anything is published (a reload's prepare step), so that what can fail
+ * (a certificate that does not load, an address that cannot be bound)
+ * refuses the reload with nothing changed. */
 
-/* Build every listener's context from cfg (at start). 0, or -1 with the
- * reason in err (nothing kept). */
-int mtd_inbound_tls_init(const struct mtd_cfg *cfg, char *err, size_t errlen);
-/* Replace listener i's context by one built from ib's files. 0, or -1 with
- * the reason in err (the current one stays). Control thread. */
-int mtd_inbound_tls_reload(size_t i, const struct mtd_cfg_inbound *ib, char *err, size_t errlen);
-/* The listeners at start (their count is what the process runs), and
- * listener i's address then (NULL past them). */
-size_t mtd_inbound_tls_count(void);
-const char *mtd_inbound_running_listen(size_t i);
-/* A reload: a changed listen address is logged (needs a restart); an
- * entry whose TLS file names changed gets a context from the new files
- * (its content changing is certwatch's). Control thread. */
-void mtd_inbound_reload(const struct mtd_cfg *cfg);
-void mtd_inbound_tls_fini(void);
+/* The set for cfg's inbound entries. `cur`: the running set (NULL at
+ * start). An entry whose key is in cur keeps its sockets, and its context
+ * and policy generation while its TLS file names are the same (their
+ * content is certwatch's); otherwise a new context and generation. A new
+ * key gets a socket per worker (n_workers), bound now: an address in use
+ * refuses. NULL with the reason in err (nothing kept, nothing bound). The
+ * entries point into cfg: the set goes into a runtime over cfg only.
+ * Control thread. */
+struct mtd_rt_inset *mtd_inbound_set_build(const struct mtd_cfg *cfg, const struct mtd_rt_inset *cur,
+                                           unsigned n_workers, char *err, size_t errlen);
+/* A copy of cur whose entry i serves ctx (a reference of its own taken),
+ * made again from the same files (certwatch.c); new_policy: the client CA's
+ * content changed, so connections made before take no new call. NULL
+ * when out of memory. Control thread. */
+struct mtd_rt_inset *mtd_inbound_set_with_ctx(const struct mtd_rt_inset *cur, size_t i, struct ssl_ctx_st *ctx,
+                                              bool new_policy);
+/* The entry of set with key `key`, or NULL. */
+const struct mtd_rt_inentry *mtd_inbound_set_find(const struct mtd_rt_inset *set, const char *key);
+/* What a published set changed from `was`, logged (a reload's commit). */
+void mtd_inbound_set_log(const struct mtd_rt_inset *was, const struct mtd_rt_inset *now);
 
 /* ---- per worker ------------------------------------------------------------ */
 
-/* Serve the inbound listeners fds[0..n) (fds[i] for Config.inbound[i];
- * ownership taken, also on failure). 0 or -ENOMEM / -EIO. Before the
- * worker starts. */
-int mtd_inbound_worker_init(struct mtd_worker *w, const int *fds, size_t n);
+/* The worker's inbound state, and its listeners for w->rt's set
+ * (mtd_inbound_worker_sync). 0 or -ENOMEM. Before the worker starts. */
+int mtd_inbound_worker_init(struct mtd_worker *w);
+/* w->rt changed (worker.c take_runtime): reconcile by key. A listener
+ * whose socket set the snapshot no longer carries stops accepting; an
+ * entry this worker has no listener for gets one (its socket taken from
+ * the set); a connection, or a handshake, whose policy generation no
+ * entry has any more (its listener removed, its TLS files or client CA
+ * changed) takes no new call: GOAWAY, calls in flight finish (a
+ * handshake is closed). Worker thread. */
+void mtd_inbound_worker_sync(struct mtd_worker *w);
+/* Housekeeping, each inbound connection of w once a second:
+ * inbound[].max_connection_age. */
+void mtd_inbound_conn_tick(struct mtd_conn *c, int64_t now_ns);
 /* Stop accepting (drain): the listeners close, handshakes in progress end. */
 void mtd_inbound_worker_drain(struct mtd_worker *w);
 /* At worker stop: close all that is left (before the graveyard's flush). */
@@ -60,7 +78,13 @@ void mtd_inbound_worker_fini(struct mtd_worker *w);
 
 /* What an inbound connection knows of its peer (conn->in), owned by it. */
 struct mtd_in_peer {
-	unsigned listener;
+	char key[64];             /* its listener's key (the listen address) */
+	uint64_t policy;          /* the policy generation it was accepted under */
+	unsigned slot;            /* its listener's figures slot (ops/mesh.h) */
+	struct mtd_rt_insocks *socks; /* counts it (inbound[].max_connections); reference held */
+	uint8_t aged;             /* max_connection_age: 1 notice sent, 2 GOAWAY sent */
+	bool hs_counted;          /* counted in its source address's pending handshakes */
+	unsigned hs_bucket;
 	bool handshaking;          /* on its worker's handshake list, not yet a downstream */
 	bool peeked;               /* its first byte was a TLS record */
 	char identity[256];        /* first URI SAN, else first DNS SAN; "" = none */
@@ -81,11 +105,13 @@ void mtd_inbound_call_start(struct mtd_call *call);
  * (downstream.c on_header): its own x-forwarded-client-cert. */
 bool mtd_inbound_header_dropped(const uint8_t *name, size_t len);
 
-/* The service of rt that serves inbound listener (1 + index) `ib`'s app,
- * or -1 when rt's config has no such entry (call.c route()). */
-static inline int mtd_inbound_service(const struct mtd_runtime *rt, unsigned ib)
-{
-	return ib >= 1 && ib <= rt->cfg->n_inbound ? (int)rt->cfg->inbound[ib - 1].service : -1;
-}
+/* Route an inbound call on rt (call.c route()): the app service of the
+ * entry of rt whose key is its connection's listener's, call->inbound
+ * set to 1 + that entry's index in rt; -1 when rt has no such entry (the
+ * listener was removed) or the client is gone. */
+int mtd_inbound_route(const struct mtd_runtime *rt, struct mtd_call *call);
+/* The listener an inbound call came through, as the runtime it was routed
+ * with names it (the access log); "-" when unknown. */
+const char *mtd_inbound_call_listener(const struct mtd_call *call);
 
 #endif

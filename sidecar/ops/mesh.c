@@ -2,20 +2,53 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "admin/admin.h"
 #include "config/config.h"
 #include "core/log.h"
+#include "sidecar/control/runtime.h"
 #include "sidecar/ops/mesh.h"
 
 static pthread_mutex_t mesh_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Published with release under mesh_mu; read with acquire by the admin. */
 static _Atomic(struct mtd_mesh_ident *) idents;
-static unsigned n_idents[MTD_CFG_INBOUND_MAX];
-static _Atomic uint64_t handshakes[MTD_CFG_INBOUND_MAX][2];
-static _Atomic uint64_t refusals[MTD_CFG_INBOUND_MAX][MTD_TLS_REFUSED_N];
+static unsigned n_idents[MTD_MESH_LISTENERS];
+static _Atomic uint64_t handshakes[MTD_MESH_LISTENERS][2];
+static _Atomic uint64_t refusals[MTD_MESH_LISTENERS][MTD_TLS_REFUSED_N];
+static _Atomic uint64_t conns_refused[MTD_MESH_LISTENERS];
+/* The listeners' keys by slot: written by the control thread only (which
+ * also renders), so read there without a lock. */
+static char listener_keys[MTD_MESH_LISTENERS][64];
+static unsigned n_listeners;
+
+unsigned mtd_mesh_listener(const char *key)
+{
+	for (unsigned i = 0; i < n_listeners; i++)
+		if (strcmp(listener_keys[i], key) == 0)
+			return i;
+	if (n_listeners == MTD_MESH_LISTENERS)
+		return MTD_MESH_LISTENERS - 1;
+	snprintf(listener_keys[n_listeners], sizeof(listener_keys[0]), "%s", key);
+	return n_listeners++;
+}
+
+/* The slot of key, or -1 (render: never makes one). */
+static int slot_of(const char *key)
+{
+	for (unsigned i = 0; i < n_listeners; i++)
+		if (strcmp(listener_keys[i], key) == 0)
+			return (int)i;
+	return n_listeners == MTD_MESH_LISTENERS ? MTD_MESH_LISTENERS - 1 : -1;
+}
+
+void mtd_mesh_conn_refused(unsigned listener)
+{
+	if (listener < MTD_MESH_LISTENERS)
+		atomic_fetch_add_explicit(&conns_refused[listener], 1, memory_order_relaxed);
+}
 
 const char *mtd_mesh_verdict_name(enum mtd_in_verdict v)
 {
@@ -43,7 +76,7 @@ static struct mtd_mesh_ident *find(unsigned listener, const char *identity)
 
 struct mtd_mesh_ident *mtd_mesh_identity(unsigned listener, const char *identity)
 {
-	if (listener >= MTD_CFG_INBOUND_MAX)
+	if (listener >= MTD_MESH_LISTENERS)
 		return NULL;
 	pthread_mutex_lock(&mesh_mu);
 	struct mtd_mesh_ident *e = find(listener, identity);
@@ -68,13 +101,13 @@ struct mtd_mesh_ident *mtd_mesh_identity(unsigned listener, const char *identity
 
 void mtd_mesh_handshake(unsigned listener, bool resumed)
 {
-	if (listener < MTD_CFG_INBOUND_MAX)
+	if (listener < MTD_MESH_LISTENERS)
 		atomic_fetch_add_explicit(&handshakes[listener][resumed], 1, memory_order_relaxed);
 }
 
 void mtd_mesh_refused(unsigned listener, enum mtd_tls_refusal why)
 {
-	if (listener < MTD_CFG_INBOUND_MAX && why < MTD_TLS_REFUSED_N)
+	if (listener < MTD_MESH_LISTENERS && why < MTD_TLS_REFUSED_N)
 		atomic_fetch_add_explicit(&refusals[listener][why], 1, memory_order_relaxed);
 }
 
@@ -157,38 +190,56 @@ void mtd_mesh_render(struct mtd_abuf *b, const struct mtd_cfg *cfg)
 		render_tls_reloads(b);
 	if (cfg->n_inbound == 0)
 		return;
+	/* The listeners of cfg by key, and each one's slot. */
+	char keys[MTD_CFG_INBOUND_MAX][64];
+	int slots[MTD_CFG_INBOUND_MAX];
+	size_t n = cfg->n_inbound < MTD_CFG_INBOUND_MAX ? cfg->n_inbound : MTD_CFG_INBOUND_MAX;
+	for (size_t i = 0; i < n; i++) {
+		mtd_rt_numeric(&cfg->inbound[i].listen.sa, keys[i], sizeof(keys[i]));
+		slots[i] = slot_of(keys[i]);
+	}
 	static const char *const kc[] = {"listener", "identity", "decision"};
 	mtd_prom_family(b, "maitred_inbound_calls_total", "counter",
 	                "Inbound calls by listener, caller identity (\"\" = no certificate; \"other\" past 64 per "
 	                "listener) and authorization decision (allow, deny, shed: max_concurrent_calls).");
 	for (struct mtd_mesh_ident *e = atomic_load_explicit(&idents, memory_order_acquire); e; e = e->next) {
-		if (e->listener >= cfg->n_inbound)
-			continue;
-		for (int v = MTD_IN_ALLOWED; v < MTD_IN_N; v++) {
-			const char *vals[] = {cfg->inbound[e->listener].listen.text, e->identity,
-			                      mtd_mesh_verdict_name((enum mtd_in_verdict)v)};
-			mtd_prom_sample_u64(b, "maitred_inbound_calls_total", NULL, kc, vals, 3,
-			                    atomic_load_explicit(&e->calls[v], memory_order_relaxed));
+		for (size_t i = 0; i < n; i++) {
+			if (slots[i] != (int)e->listener)
+				continue;
+			for (int v = MTD_IN_ALLOWED; v < MTD_IN_N; v++) {
+				const char *vals[] = {keys[i], e->identity, mtd_mesh_verdict_name((enum mtd_in_verdict)v)};
+				mtd_prom_sample_u64(b, "maitred_inbound_calls_total", NULL, kc, vals, 3,
+				                    atomic_load_explicit(&e->calls[v], memory_order_relaxed));
+			}
 		}
 	}
 	static const char *const kh[] = {"listener", "session"};
 	mtd_prom_family(b, "maitred_inbound_handshakes_total", "counter",
 	                "Inbound TLS handshakes completed, by listener and session (new, or resumed by a ticket).");
-	for (size_t i = 0; i < cfg->n_inbound; i++)
-		for (int r = 0; r < 2; r++) {
-			const char *vals[] = {cfg->inbound[i].listen.text, r ? "resumed" : "new"};
+	for (size_t i = 0; i < n; i++)
+		for (int r = 0; r < 2 && slots[i] >= 0; r++) {
+			const char *vals[] = {keys[i], r ? "resumed" : "new"};
 			mtd_prom_sample_u64(b, "maitred_inbound_handshakes_total", NULL, kh, vals, 2,
-			                    atomic_load_explicit(&handshakes[i][r], memory_order_relaxed));
+			                    atomic_load_explicit(&handshakes[slots[i]][r], memory_order_relaxed));
 		}
 	static const char *const kr[] = {"listener", "reason"};
 	mtd_prom_family(b, "maitred_inbound_handshake_failures_total", "counter",
 	                "Inbound connections refused before HTTP/2, by listener and reason (not_tls, "
 	                "no_certificate, bad_certificate, alpn, protocol, timeout, other).");
-	for (size_t i = 0; i < cfg->n_inbound; i++)
-		for (int r = 0; r < MTD_TLS_REFUSED_N; r++) {
-			const char *vals[] = {cfg->inbound[i].listen.text,
-			                      mtd_tls_refusal_name((enum mtd_tls_refusal)r)};
+	for (size_t i = 0; i < n; i++)
+		for (int r = 0; r < MTD_TLS_REFUSED_N && slots[i] >= 0; r++) {
+			const char *vals[] = {keys[i], mtd_tls_refusal_name((enum mtd_tls_refusal)r)};
 			mtd_prom_sample_u64(b, "maitred_inbound_handshake_failures_total", NULL, kr, vals, 2,
-			                    atomic_load_explicit(&refusals[i][r], memory_order_relaxed));
+			                    atomic_load_explicit(&refusals[slots[i]][r], memory_order_relaxed));
+		}
+	static const char *const kl[] = {"listener"};
+	mtd_prom_family(b, "maitred_inbound_connections_refused_total", "counter",
+	                "Inbound connections closed at accept: the listener's max_connections open, or 8 TLS "
+	                "handshakes under way from the same address.");
+	for (size_t i = 0; i < n; i++)
+		if (slots[i] >= 0) {
+			const char *vals[] = {keys[i]};
+			mtd_prom_sample_u64(b, "maitred_inbound_connections_refused_total", NULL, kl, vals, 1,
+			                    atomic_load_explicit(&conns_refused[slots[i]], memory_order_relaxed));
 		}
 }

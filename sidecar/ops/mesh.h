@@ -16,6 +16,18 @@
 struct mtd_abuf;
 struct mtd_cfg;
 
+/* Listeners are counted by key (their listen address, normalised), each
+ * in a slot of its own for the life of the process, so that a reload
+ * that removes or reorders inbound entries never moves one listener's
+ * figures to another. Past MTD_MESH_LISTENERS keys the last slot is
+ * shared (its figures are then those of several addresses). */
+#define MTD_MESH_LISTENERS 64
+/* The slot of listener `key` (made the first time). Control thread. */
+unsigned mtd_mesh_listener(const char *key);
+/* A connection closed at accept (inbound[].max_connections, or too many
+ * handshakes from one address). Any thread. */
+void mtd_mesh_conn_refused(unsigned listener);
+
 /* Distinct identities counted per listener; the rest share "other". */
 #define MTD_MESH_IDENTITIES 64
 

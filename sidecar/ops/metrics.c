@@ -28,6 +28,7 @@
 #include "sidecar/call/attempt.h"
 #include "sidecar/call/headers.h"
 #include "sidecar/control/runtime.h"
+#include "sidecar/io/inbound.h"
 #include "sidecar/turn.h"
 
 const double mtd_mx_lat_bounds_s[MTD_MX_LAT_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -331,10 +332,9 @@ struct access_in {
 static struct access_in access_inbound(const struct mtd_call *call)
 {
 	struct access_in a = {0};
-	const struct mtd_cfg *cfg = call->w->rt->cfg;
 	if (!call->inbound)
 		return a;
-	a.listener = call->inbound <= cfg->n_inbound ? cfg->inbound[call->inbound - 1].listen.text : "-";
+	a.listener = mtd_inbound_call_listener(call);
 	a.verdict = mtd_mesh_verdict_name((enum mtd_in_verdict)call->verdict);
 	nghttp2_nv buf;
 	const nghttp2_nv *x = mtd_headers_find(&call->req_hdrs, MTD_XFCC_HEADER, &buf);

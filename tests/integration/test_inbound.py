@@ -152,6 +152,10 @@ class Mesh(MaitredTest):
         m.inbound = "127.0.0.1:%d" % port
         m.inbound_port = port
         m.admin = cfg.get("admin")
+        if m.admin:
+            # The inbound sockets are bound before the admin endpoint is.
+            admin_port = int(m.admin.rsplit(":", 1)[1])
+            wait_until(lambda: port_accepts(admin_port, 0.5), START_LIMIT, "the admin endpoint")
         return m, m.inbound
 
     def allow_cart(self, methods=(ECHO + "*",)):

@@ -518,6 +518,8 @@ START_TEST(inbound_ok)
 	ck_assert_str_eq(in->listen.text, "127.0.0.1:15443");
 	ck_assert_str_eq(in->app.text, "127.0.0.1:50051");
 	ck_assert_uint_eq(in->max_concurrent_calls, 8);
+	ck_assert_uint_eq(in->max_connections, 1024); /* its own, apart from downstream's */
+	ck_assert_int_eq(in->max_connection_age_ms, 0);
 	ck_assert_int_eq(in->authz.def, MTD_AUTHZ_ALLOW_AUTHENTICATED);
 	ck_assert_uint_eq(in->authz.n_rules, 2);
 	ck_assert_uint_eq(in->authz.rules[0].n_methods, 2);
@@ -541,7 +543,9 @@ START_TEST(inbound_ok)
 	         "  - listen: \"127.0.0.1:15444\"\n"
 	         "    app: \"127.0.0.1:50053\"\n"
 	         "    tls: {cert_file: " FX "client.pem, key_file: " FX "client.key}\n"
-	         "    authorization: {default: ALLOW_ALL}\n",
+	         "    authorization: {default: ALLOW_ALL}\n"
+	         "    max_connections: 7\n"
+	         "    max_connection_age: 90s\n",
 	         srcdir(), srcdir(), srcdir(), srcdir(), srcdir());
 	cfg = load_ok(yaml);
 	ck_assert_uint_eq(cfg->n_routed, 1);
@@ -552,6 +556,8 @@ START_TEST(inbound_ok)
 	ck_assert_ptr_null(cfg->inbound[0].client_ca_file);
 	ck_assert_int_eq(cfg->inbound[1].authz.def, MTD_AUTHZ_ALLOW_ALL);
 	ck_assert_uint_eq(cfg->inbound[1].service, 2);
+	ck_assert_uint_eq(cfg->inbound[1].max_connections, 7);
+	ck_assert_int_eq(cfg->inbound[1].max_connection_age_ms, 90000);
 	ck_assert_int_eq(cfg->services[2].inbound, 1);
 	mtd_cfg_free(cfg);
 
@@ -623,6 +629,17 @@ START_TEST(err_inbound)
 	         "client.pem, key_file: " FX "client.key}}\n",
 	         srcdir(), srcdir(), srcdir(), srcdir());
 	expect_error(yaml, "t.yaml:3:14: inbound[1].listen: \"0.0.0.0:15443\" is also inbound[0].listen");
+	/* The listener's own connection limit and age. */
+	snprintf(yaml, sizeof(yaml),
+	         "inbound:\n"
+	         "  - {listen: \"127.0.0.1:15443\", app: \"127.0.0.1:1\", tls: {cert_file: " FX
+	         "client.pem, key_file: " FX "client.key},\n"
+	         "     max_connections: 20000000, max_connection_age: -1s}\n",
+	         srcdir(), srcdir());
+	const char *want_limits[] = {
+	        "t.yaml:3:23: inbound[0].max_connections: must be at most 16777216, got 20000000",
+	        "t.yaml:3:53: inbound[0].max_connection_age: must not be negative", NULL};
+	expect_errors_fmt("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_AUTO, want_limits);
 	/* Secure naming. */
 	snprintf(yaml, sizeof(yaml),
 	         "services:\n"

@@ -499,6 +499,12 @@ void mtd_inbound_call_start(struct mtd_call *call)
 	ck_abort_msg("the seam has no inbound listener");
 }
 
+int mtd_inbound_route(const struct mtd_runtime *rt, struct mtd_call *call)
+{
+	ck_abort_msg("the seam has no inbound listener");
+	return -1;
+}
+
 void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
 {
 	seam_mx.policy++;
