@@ -339,27 +339,6 @@ PAIRS = [
 # entry when its fix merges: the pair then passes, and while still listed it
 # fails as an unexpected success.
 KNOWN_DIFFERENT = {
-    "inbound_added":
-        "the added listener (in2) never opens: no handshake, calls UNAVAILABLE; fresh: pay reaches partner there",
-    "inbound_removed_last":
-        "the removed listener (in2) still completes TLS handshakes (its calls end UNAVAILABLE); fresh: nothing "
-        "listens",
-    "inbound_removed_first":
-        "entries matched by position: the removed partner socket (in2) now hands cart's calls to the internal app "
-        "under the internal policy, old and new connections alike, and in1 answers UNAVAILABLE to everyone; "
-        "fresh: in2 closed, cart reaches internal on in1",
-    "inbound_reordered":
-        "entries matched by position: in1 authorizes with partner's rules and hands pay to the partner app, in2 "
-        "hands cart to the internal app, old and new connections; fresh: in1 cart->internal, in2 pay->partner",
-    "inbound_moved":
-        "applied with \"needs a restart\": still listening on in1 (cart reaches internal there), in3 closed; "
-        "fresh on B: in3 serves, in1 closed (refusing the reload would pass too)",
-    "inbound_client_ca_changed":
-        "connections made under the old client CA go on: cart's old connection still reaches internal and "
-        "pay's still gets PERMISSION_DENIED; fresh: cart and pay refused at the handshake (UNAVAILABLE)",
-    # Upstream TLS: maitred's connection to the upstream made under A goes on
-    # serving the service; a client connection to the worker that holds it
-    # (the old one always, a new one when it lands there) sees A's policy.
     "upstream_tls_on":
         "the h2c connection to plain made under A keeps serving svc.Plain in cleartext; fresh: TLS to an h2c "
         "upstream, UNAVAILABLE",
@@ -377,9 +356,6 @@ KNOWN_DIFFERENT = {
     "client_cert_untrusted":
         "the connection made under A (client certificate cart) keeps serving svc.Mtls; fresh: the upstream "
         "refuses the stranger certificate, UNAVAILABLE",
-    "refused_access_log_with_client_ca":
-        "the refused reload installed B's client CA anyway: new handshakes accept stranger (as cart, reaching "
-        "internal) and refuse cart and pay; fresh on A: the reverse",
 }
 
 
