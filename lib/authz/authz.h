@@ -9,18 +9,23 @@
 #include "authz/authz-t.h"
 
 /* The decision for a call of `path` (path_len bytes, the request's :path)
- * by a caller whose verified identity is `identity` (NULL or "": none, the
- * caller presented no certificate): the first rule that matches allows it
- * (rules in order), else p->def decides. */
-struct mtd_authz_decision mtd_authz_decide(const struct mtd_authz_policy *p, const char *identity, const char *path,
-                                           size_t path_len);
+ * by a caller that presented a verified certificate (authenticated) whose
+ * identity is `identity` (lib/identity's typed text; NULL or "": none, a
+ * certificate without a usable SAN or no certificate): the first rule that
+ * matches allows it (rules in order), else p->def decides.
+ * ALLOW_AUTHENTICATED allows any authenticated caller, with an identity
+ * or not; rules need an identity. */
+struct mtd_authz_decision mtd_authz_decide(const struct mtd_authz_policy *p, bool authenticated, const char *identity,
+                                           const char *path, size_t path_len);
 
-/* One principal pattern against an identity (both NUL-terminated). */
+/* One principal pattern against a typed identity (both NUL-terminated):
+ * lib/identity's mtd_identity_match. */
 bool mtd_authz_principal_match(const char *pattern, const char *identity);
 /* One method pattern against a :path of len bytes. */
 bool mtd_authz_method_match(const char *pattern, const char *path, size_t len);
 
-/* Config validation: whether a pattern is one the matchers understand;
+/* Config validation: whether a pattern is one the matchers understand
+ * (principals: mtd_identity_pattern_ok);
  * false with *why (a static string) when not. */
 bool mtd_authz_principal_ok(const char *pattern, const char **why);
 bool mtd_authz_method_ok(const char *pattern, const char **why);

@@ -21,6 +21,7 @@
 
 #include "authz/authz.h"
 #include "core/log.h"
+#include "identity/identity.h"
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/transport.h"
@@ -30,7 +31,7 @@ static int conn_ex_index = -1;
 /* What a client context checks of the server beyond its chain (issue 17,
  * secure naming), kept on the context (ctx_ex_index) and freed with it. */
 struct client_naming {
-	char *identity;     /* the URI SAN the server must carry, or NULL */
+	char *identity;     /* the typed identity (lib/identity) the server must have, or NULL */
 	bool from_registry; /* ... the endpoint's own (its registry record's) */
 	bool check_name;    /* the host name / IP check too (no identity, or server_name set) */
 };
@@ -154,64 +155,43 @@ fail:
 
 /* ---- identities (issue 17) ---------------------------------------------- */
 
-/* cert's identity: its first URI SAN, else its first DNS SAN, into id
- * ("" when it has neither); *is_uri says which. -ENAMETOOLONG when it
- * does not fit. */
-static int cert_identity(X509 *cert, char *id, size_t idlen, bool *is_uri)
+/* cert's identity (lib/identity: the X509-SVID rule over its URI and DNS
+ * SANs) into id, cap >= MTD_IDENTITY_TEXT_SIZE ("" when none); returns
+ * why it has none (MTD_IDENTITY_HAS: it has one). */
+static enum mtd_identity_none cert_identity(X509 *cert, char *id, size_t cap)
 {
 	GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
-	const ASN1_IA5STRING *uri = NULL, *dns = NULL;
-	int rc = 0;
-	id[0] = '\0';
-	*is_uri = false;
-	for (int i = 0; names && i < sk_GENERAL_NAME_num(names); i++) {
+	int total = names ? sk_GENERAL_NAME_num(names) : 0;
+	/* All the rule looks at: the first two URI SANs (a second one means
+	 * none) and the first DNS SAN. */
+	struct mtd_san sans[3];
+	size_t n = 0, n_uri = 0;
+	bool dns = false;
+	for (int i = 0; i < total; i++) {
 		const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
-		if (g->type == GEN_URI && !uri)
-			uri = g->d.uniformResourceIdentifier;
-		else if (g->type == GEN_DNS && !dns)
-			dns = g->d.dNSName;
-	}
-	const ASN1_IA5STRING *pick = uri ? uri : dns;
-	if (pick) {
-		int n = ASN1_STRING_length(pick);
-		const unsigned char *p = ASN1_STRING_get0_data(pick);
-		if (n < 0 || (size_t)n >= idlen || memchr(p, '\0', (size_t)n)) {
-			rc = -ENAMETOOLONG;
-		} else {
-			memcpy(id, p, (size_t)n);
-			id[n] = '\0';
-			*is_uri = pick == uri;
-		}
-	}
-	GENERAL_NAMES_free(names);
-	ERR_clear_error();
-	return rc;
-}
-
-/* Whether cert carries `want` among its URI SANs. */
-static bool has_uri_san(X509 *cert, const char *want)
-{
-	GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
-	size_t wn = strlen(want);
-	bool found = false;
-	for (int i = 0; names && !found && i < sk_GENERAL_NAME_num(names); i++) {
-		const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
-		if (g->type != GEN_URI)
+		bool is_uri = g->type == GEN_URI;
+		if ((is_uri && n_uri == 2) || (g->type == GEN_DNS && dns) || (!is_uri && g->type != GEN_DNS))
 			continue;
-		const ASN1_IA5STRING *u = g->d.uniformResourceIdentifier;
-		found = (size_t)ASN1_STRING_length(u) == wn && memcmp(ASN1_STRING_get0_data(u), want, wn) == 0;
+		const ASN1_IA5STRING *v = is_uri ? g->d.uniformResourceIdentifier : g->d.dNSName;
+		int len = ASN1_STRING_length(v);
+		sans[n++] = (struct mtd_san){is_uri ? MTD_IDENTITY_URI : MTD_IDENTITY_DNS,
+		                             (const char *)ASN1_STRING_get0_data(v), len < 0 ? 0 : (size_t)len};
+		n_uri += is_uri;
+		dns = dns || !is_uri;
 	}
+	enum mtd_identity_none why = mtd_identity_of_sans(sans, n, id, cap);
 	GENERAL_NAMES_free(names);
 	ERR_clear_error();
-	return found;
+	return why;
 }
 
-int mtd_tls_peer_identity(const struct mtd_conn *c, char *id, size_t idlen, bool *is_uri, char hash[65])
+int mtd_tls_peer_identity(const struct mtd_conn *c, char *id, size_t cap, enum mtd_identity_none *none,
+                          char hash[65])
 {
 	X509 *cert = c->ssl ? SSL_get0_peer_certificate(c->ssl) : NULL;
 	id[0] = '\0';
 	hash[0] = '\0';
-	*is_uri = false;
+	*none = MTD_IDENTITY_NO_SAN;
 	if (!cert)
 		return -ENOENT;
 	unsigned char md[EVP_MAX_MD_SIZE];
@@ -221,21 +201,22 @@ int mtd_tls_peer_identity(const struct mtd_conn *c, char *id, size_t idlen, bool
 		return -ENOMEM;
 	}
 	mtd_xfcc_hex(md, hash);
-	return cert_identity(cert, id, idlen, is_uri);
+	*none = cert_identity(cert, id, cap);
+	return 0;
 }
 
-int mtd_tls_ctx_identity(struct ssl_ctx_st *ctx, char *id, size_t idlen)
+int mtd_tls_ctx_identity(struct ssl_ctx_st *ctx, char *id, size_t cap)
 {
 	X509 *cert = SSL_CTX_get0_certificate(ctx);
-	bool is_uri;
 	id[0] = '\0';
-	return cert ? cert_identity(cert, id, idlen, &is_uri) : -ENOENT;
+	return !cert ? -ENOENT : cert_identity(cert, id, cap) == MTD_IDENTITY_HAS ? 0 : -ENOENT;
 }
 
-int mtd_tls_file_identity(const char *cert_file, char *id, size_t idlen)
+int mtd_tls_file_identity(const char *cert_file, char *id, size_t cap, enum mtd_identity_none *none)
 {
 	FILE *f = fopen(cert_file, "re");
 	id[0] = '\0';
+	*none = MTD_IDENTITY_NO_SAN;
 	if (!f)
 		return -errno;
 	X509 *cert = PEM_read_X509(f, NULL, NULL, NULL);
@@ -244,16 +225,15 @@ int mtd_tls_file_identity(const char *cert_file, char *id, size_t idlen)
 		ERR_clear_error();
 		return -EINVAL;
 	}
-	bool is_uri;
-	int rc = cert_identity(cert, id, idlen, &is_uri);
+	*none = cert_identity(cert, id, cap);
 	X509_free(cert);
-	return rc;
+	return 0;
 }
 
 /* Secure naming, once the client handshake is done: the server's
- * certificate carries the URI SAN expected (the context's, or the
- * endpoint's registry record's). 0, or -EPROTO with both identities in
- * err. */
+ * certificate's identity (lib/identity: typed, the X509-SVID rule) is the
+ * one expected (the context's, or the endpoint's registry record's). 0,
+ * or -EPROTO with both identities in err. */
 static int check_server_identity(struct mtd_conn *c, char *err, size_t errlen)
 {
 	const struct client_naming *n = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(c->ssl), ctx_ex_index);
@@ -263,19 +243,19 @@ static int check_server_identity(struct mtd_conn *c, char *err, size_t errlen)
 	if (n->from_registry)
 		want = c->pool && c->pool->ep ? c->pool->ep->identity : NULL;
 	if (!want) {
-		/* Refused when the record was read (runtime.c); never connected. */
+		/* Refused when the record was read (etcd_watch.c); never connected. */
 		snprintf(err, errlen, "TLS server identity: the endpoint's registry record names none");
 		return -EPROTO;
 	}
 	X509 *cert = SSL_get0_peer_certificate(c->ssl);
-	if (cert && has_uri_san(cert, want))
+	char got[MTD_IDENTITY_TEXT_SIZE];
+	enum mtd_identity_none none = cert ? cert_identity(cert, got, sizeof(got)) : MTD_IDENTITY_NO_SAN;
+	if (cert && none == MTD_IDENTITY_HAS && mtd_identity_equal(want, got))
 		return 0;
-	char got[256] = "";
-	bool is_uri = false;
-	if (cert)
-		cert_identity(cert, got, sizeof(got), &is_uri);
-	snprintf(err, errlen, "TLS server identity mismatch: expected %s, presented %s", want,
-	         !cert ? "no certificate" : got[0] && is_uri ? got : "no URI SAN");
+	snprintf(err, errlen, "TLS server identity mismatch: expected %.512s, presented %.512s%s%s", want,
+	         !cert ? "no certificate" : none == MTD_IDENTITY_HAS ? got : "no identity",
+	         cert && none != MTD_IDENTITY_HAS ? ": " : "",
+	         cert && none != MTD_IDENTITY_HAS ? mtd_identity_none_text(none) : "");
 	return -EPROTO;
 }
 

@@ -1153,6 +1153,14 @@ static void render_discovery(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				const char *v[] = {d->service, d->source};
 				mtd_prom_sample_u64(b, "maitred_discovery_endpoints", NULL, SS, v, 2, d->endpoints);
 			}
+	mtd_prom_family(b, "maitred_discovery_records_refused_total", "counter",
+	                "etcd: registry records refused for the identity they name (tls.server_identity "
+	                "FROM_REGISTRY: none, untyped, or matching none of tls.allowed_identities); never used.");
+	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+		if (disc_current(rt, d, true)) {
+			const char *v[] = {d->service, d->source};
+			mtd_prom_sample_u64(b, "maitred_discovery_records_refused_total", NULL, SS, v, 2, d->refused);
+		}
 	mtd_prom_family(b, "maitred_dns_resolutions_total", "counter",
 	                "Host names looked up for the service (discovery.dns, static host names), one per name per "
 	                "round.");
