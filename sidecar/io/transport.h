@@ -104,6 +104,19 @@ int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char 
 void mtd_tls_session_free(struct ssl_session_st *s);
 /* ---- identities and inbound listeners (issue 17, mesh mode) ------------ */
 
+/* Sessions (both sides): a resumed session stands for the full handshake
+ * that first authenticated its peer for at most MTD_TLS_SESSION_MAX_S,
+ * and only while the peer certificate it holds is inside its validity
+ * (a resumption verifies no chain, and expiry is how short-lived
+ * certificates are revoked); past either, the ticket is ignored (server)
+ * or not offered (client) and a full handshake authenticates the peer
+ * again. A resumed session's new tickets inherit the original handshake's
+ * time, so chains of resumptions do not extend it. A server context's
+ * ticket keys rotate every MTD_TLS_TICKET_KEY_S (a retired key decrypts
+ * for as long again, its tickets renewed). */
+#define MTD_TLS_SESSION_MAX_S 3600
+#define MTD_TLS_TICKET_KEY_S  1800
+
 /* Why an inbound handshake was refused (counted per listener). */
 enum mtd_tls_refusal {
 	MTD_TLS_REFUSED_NOT_TLS,   /* the first byte is no TLS record (plain h2c on the TLS port) */
