@@ -450,7 +450,10 @@ static SSL_TICKET_RETURN ticket_dec_cb(SSL *ssl, SSL_SESSION *sess, const unsign
 			          "handshake");
 			return SSL_TICKET_RETURN_IGNORE_RENEW;
 		}
-		return status == SSL_TICKET_SUCCESS ? SSL_TICKET_RETURN_USE : SSL_TICKET_RETURN_USE_RENEW;
+		/* Renewed: a TLS 1.3 client uses a ticket once, so a resumption
+		 * that sent none would make the next connection a full one.
+		 * The new ticket keeps this one's full-handshake time. */
+		return SSL_TICKET_RETURN_USE_RENEW;
 	}
 	case SSL_TICKET_EMPTY:
 	case SSL_TICKET_NO_DECRYPT:
