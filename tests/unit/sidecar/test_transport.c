@@ -24,6 +24,7 @@
 
 #include "core/clock.h"
 #include "sidecar/io/conn.h"
+#include "sidecar/io/pool-t.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
@@ -311,6 +312,91 @@ static bool inbound_round(SSL_CTX *sctx, SSL_CTX *cctx, SSL_SESSION **sess)
 	close(sv[1]);
 	return reused;
 }
+
+/* One TLS 1.3 connection from maitred's client transport (its pool kept
+ * session offered, if the transport will) to an SSL of sctx, tickets
+ * read. *offered: whether the client offered a session. Whether the
+ * handshake resumed. */
+static bool upstream_round(SSL_CTX *sctx, SSL_CTX *cctx, struct mtd_pool *pool, bool *offered)
+{
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	SSL *srv = SSL_new(sctx);
+	SSL_set_fd(srv, sv[1]);
+	SSL_set_accept_state(srv);
+	struct mtd_worker w = {0};
+	struct mtd_conn c = {0};
+	c.w = &w;
+	c.fd = sv[0];
+	c.pool = pool;
+	snprintf(c.peer, sizeof(c.peer), "test");
+	ck_assert_int_eq(mtd_tls_client_start(&c, cctx, SERVER_NAME, pool->tls_session), 0);
+	*offered = SSL_get0_session(c.ssl) != NULL;
+	char err[256] = "";
+	int crc = 1, src = -1;
+	for (int i = 0; i < 100 && (crc != 0 || src != 1); i++) {
+		if (crc != 0)
+			crc = mtd_tls_handshake(&c, err, sizeof(err));
+		if (src != 1)
+			src = SSL_do_handshake(srv);
+	}
+	ck_assert_msg(crc == 0, "%s", err);
+	ck_assert_int_eq(src, 1);
+	uint8_t buf[16];
+	for (int i = 0; i < 4; i++) {
+		SSL_write(srv, "x", 1);
+		mtd_xprt_read(&c, buf, sizeof(buf));
+	}
+	ERR_clear_error();
+	bool reused = mtd_tls_resumed(&c);
+	mtd_xprt_close(&c);
+	SSL_free(srv);
+	close(sv[0]);
+	close(sv[1]);
+	return reused;
+}
+
+/* maitred's upstream sessions: a kept session is offered while the full
+ * handshake it stands for is under MTD_TLS_SESSION_MAX_S old, resumed
+ * connections' tickets inheriting that time; past it, not offered. */
+START_TEST(upstream_sessions_end_an_hour_after_the_full_handshake)
+{
+	char key_path[64], err[256] = "";
+	snprintf(key_path, sizeof(key_path), "/tmp/maitred-test-key-%d.pem", (int)getpid());
+	FILE *f = fopen(key_path, "w");
+	ck_assert_ptr_nonnull(f);
+	PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL);
+	fclose(f);
+	SSL_CTX *sctx = mtd_tls_server_ctx_new(ca_path, key_path, NULL, err, sizeof(err));
+	unlink(key_path);
+	ck_assert_msg(sctx != NULL, "%s", err);
+	struct mtd_cfg_tls tls = {.ca_file = ca_path};
+	SSL_CTX *cctx = mtd_tls_client_ctx_new(&tls, err, sizeof(err));
+	ck_assert_msg(cctx != NULL, "%s", err);
+	struct mtd_pool pool = {0};
+	bool offered;
+	clock_ahead_s = 0;
+	ck_assert(!upstream_round(sctx, cctx, &pool, &offered));
+	ck_assert(!offered);
+	ck_assert_ptr_nonnull(pool.tls_session);
+	clock_ahead_s = 1000;
+	ck_assert(upstream_round(sctx, cctx, &pool, &offered));
+	clock_ahead_s = 3500;
+	ck_assert(upstream_round(sctx, cctx, &pool, &offered));
+	/* The newest ticket is 2500 s old, but it stands for the handshake
+	 * at 0: not offered. */
+	clock_ahead_s = 3700;
+	ck_assert(!upstream_round(sctx, cctx, &pool, &offered));
+	ck_assert(!offered);
+	clock_ahead_s = 3800;
+	ck_assert(upstream_round(sctx, cctx, &pool, &offered));
+	ck_assert(offered);
+	clock_ahead_s = 0;
+	mtd_tls_session_free(pool.tls_session);
+	mtd_tls_ctx_free(cctx);
+	mtd_tls_ctx_free(sctx);
+}
+END_TEST
 
 /* A resumed inbound session stands for its full handshake at most
  * MTD_TLS_SESSION_MAX_S, however many resumptions chained new tickets
@@ -736,6 +822,7 @@ static Suite *transport_suite(void)
 	tcase_add_test(tc, read_ahead_takes_the_socket_at_once);
 	tcase_add_test(tc, read_ahead_left_after_the_rounds_is_read_next_turn);
 	tcase_add_test(tc, inbound_sessions_end_an_hour_after_the_full_handshake);
+	tcase_add_test(tc, upstream_sessions_end_an_hour_after_the_full_handshake);
 	suite_add_tcase(s, tc);
 	TCase *tcp = tcase_create("tcp");
 	tcase_add_test(tcp, enomem_from_read_closes_the_connection);
