@@ -50,8 +50,10 @@ size_t mtd_xfcc_format(char *out, size_t cap, const char *by, const char *hash_h
 
 /* The caller identity an element written by mtd_xfcc_format names (its
  * URI=, else its DNS= value, quotes left in place if it had any): *id and
- * *len point into v. false when it names none. */
-bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len);
+ * *len point into v, *dns_only says it is a DNS identity's name (whose
+ * typed text is "dns:" and the name, lib/identity). false when it names
+ * none. */
+bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len, bool *dns_only);
 
 /* The sha256 hex (64 characters + NUL) of len bytes of DER, into out[65]:
  * a caller hashes with its own library (the sidecar: transport.c), this

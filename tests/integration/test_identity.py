@@ -50,12 +50,25 @@ class TypedIdentities(Mesh):
         details = self.denied(self.direct(addr, cert, key))
         self.assertIn("dns:%s is not allowed to call %sUnary" % (CART, ECHO), details)
         self.assert_app_never_saw(app)
-        # A principal that says dns: is met by that DNS identity.
+        # A principal that says dns: is met by that DNS identity, typed in
+        # the access log and the figures too.
         app2 = self.start_upstream("app2")
-        b2, addr2 = self.start_server_side(app2, {"rules": [{"principals": ["dns:cart.shop.svc"]}]})
+        log = os.path.join(self.tmp, "access.log")
+        b2, addr2 = self.start_server_side(app2, {"rules": [{"principals": ["dns:cart.shop.svc"]}]}, admin=True,
+                                           access_log=log)
         resp = self.direct(addr2, self.dns_cert, self.dns_key).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
         self.assertEqual(resp.instance, "app2")
         self.assertTrue(self.xfcc_of(resp)[0].endswith(";DNS=cart.shop.svc"))
+
+        def line():
+            if not os.path.exists(log):
+                return []
+            with open(log) as f:
+                return [l for l in f.read().splitlines() if " inbound=" in l]
+        got = wait_until(line, CALL_LIMIT, "the access-log line")
+        self.assertIn(" identity=dns:cart.shop.svc authz=allow", got[0])
+        self.assertEqual(metric(self.scrape(b2), "maitred_inbound_calls_total", listener=addr2,
+                                identity="dns:cart.shop.svc", decision="allow"), 1)
 
     @maitred_only
     def test_a_caller_with_two_uri_sans_matches_no_principal(self):

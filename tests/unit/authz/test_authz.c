@@ -164,18 +164,21 @@ START_TEST(xfcc_element)
 	/* What the access log reads back. */
 	const char *id;
 	size_t idlen;
+	bool dns_only = true;
 	mtd_xfcc_format(out, sizeof(out), "spiffe://srv", hex, CART, NULL);
-	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen, &dns_only));
+	ck_assert(!dns_only);
 	ck_assert_uint_eq(idlen, strlen(CART));
 	ck_assert(memcmp(id, CART, idlen) == 0);
 	mtd_xfcc_format(out, sizeof(out), NULL, hex, NULL, "cart.shop.svc");
-	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen, &dns_only));
 	ck_assert(idlen == 13 && memcmp(id, "cart.shop.svc", 13) == 0);
+	ck_assert(dns_only); /* the access log writes it typed, "dns:cart.shop.svc" */
 	mtd_xfcc_format(out, sizeof(out), "spiffe://srv", hex, NULL, NULL);
-	ck_assert(!mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert(!mtd_xfcc_identity(out, strlen(out), &id, &idlen, &dns_only));
 	/* A quoted value with a ';' in it is one value. */
 	mtd_xfcc_format(out, sizeof(out), "By;x", hex, "spiffe://x/a;b", NULL);
-	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen, &dns_only));
 	ck_assert(idlen == strlen("\"spiffe://x/a;b\"") && memcmp(id, "\"spiffe://x/a;b\"", idlen) == 0);
 	/* Too small: the length it needs, the buffer terminated. */
 	char small[8];
