@@ -10,7 +10,7 @@
 
 enum mtd_authz_default {
 	MTD_AUTHZ_DENY = 0,            /* only what a rule allows (the unset default) */
-	MTD_AUTHZ_ALLOW_AUTHENTICATED, /* any caller with a verified identity */
+	MTD_AUTHZ_ALLOW_AUTHENTICATED, /* any caller with a verified certificate, identity or not */
 	MTD_AUTHZ_ALLOW_ALL,           /* everyone, callers without an identity included */
 };
 
@@ -19,7 +19,9 @@ enum mtd_authz_default {
  * matches every identity (principals) or every method (methods); a caller
  * without an identity matches no rule. Patterns (validated at load, see
  * mtd_authz_principal_ok / mtd_authz_method_ok):
- *   principal  exact, or a prefix ending in '*' ("*" alone: any identity)
+ *   principal  lib/identity's patterns: a URI or "dns:NAME", exact, or a
+ *              prefix ending in '*' ("*" alone: any identity); a pattern
+ *              matches identities of its own type only
  *   method     exact "/pkg.Service/Method", or a service's: "/pkg.Service/" then "*" */
 struct mtd_authz_rule {
 	char **principals;

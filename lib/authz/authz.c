@@ -7,14 +7,12 @@
 #include <string.h>
 
 #include "authz/authz.h"
+#include "identity/identity.h"
 #include "route/route.h"
 
 bool mtd_authz_principal_match(const char *pattern, const char *identity)
 {
-	size_t n = strlen(pattern);
-	if (n > 0 && pattern[n - 1] == '*')
-		return strncmp(pattern, identity, n - 1) == 0;
-	return strcmp(pattern, identity) == 0;
+	return mtd_identity_match(pattern, identity);
 }
 
 bool mtd_authz_method_match(const char *pattern, const char *path, size_t len)
@@ -45,11 +43,10 @@ static bool rule_matches(const struct mtd_authz_rule *r, const char *identity, c
 	return false;
 }
 
-struct mtd_authz_decision mtd_authz_decide(const struct mtd_authz_policy *p, const char *identity, const char *path,
-                                           size_t path_len)
+struct mtd_authz_decision mtd_authz_decide(const struct mtd_authz_policy *p, bool authenticated, const char *identity,
+                                           const char *path, size_t path_len)
 {
-	bool authenticated = identity && identity[0];
-	if (authenticated)
+	if (mtd_identity_type(identity) != MTD_IDENTITY_NONE)
 		for (size_t i = 0; i < p->n_rules; i++)
 			if (rule_matches(&p->rules[i], identity, path, path_len))
 				return (struct mtd_authz_decision){.allowed = true, .rule = (int)i};
@@ -66,23 +63,7 @@ struct mtd_authz_decision mtd_authz_decide(const struct mtd_authz_policy *p, con
 
 bool mtd_authz_principal_ok(const char *pattern, const char **why)
 {
-	size_t n = strlen(pattern);
-	if (n == 0) {
-		*why = "an empty principal matches nobody (\"*\" is any identity)";
-		return false;
-	}
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)pattern[i];
-		if (c <= 0x20 || c >= 0x7f) {
-			*why = "a principal has no space or control byte (a URI or DNS SAN)";
-			return false;
-		}
-		if (c == '*' && i != n - 1) {
-			*why = "'*' may only end a principal (a prefix)";
-			return false;
-		}
-	}
-	return true;
+	return mtd_identity_pattern_ok(pattern, why);
 }
 
 bool mtd_authz_method_ok(const char *pattern, const char **why)

@@ -9,18 +9,23 @@
 #include "authz/authz-t.h"
 
 /* The decision for a call of `path` (path_len bytes, the request's :path)
- * by a caller whose verified identity is `identity` (NULL or "": none, the
- * caller presented no certificate): the first rule that matches allows it
- * (rules in order), else p->def decides. */
-struct mtd_authz_decision mtd_authz_decide(const struct mtd_authz_policy *p, const char *identity, const char *path,
-                                           size_t path_len);
+ * by a caller that presented a verified certificate (authenticated) whose
+ * identity is `identity` (lib/identity's typed text; NULL or "": none, a
+ * certificate without a usable SAN or no certificate): the first rule that
+ * matches allows it (rules in order), else p->def decides.
+ * ALLOW_AUTHENTICATED allows any authenticated caller, with an identity
+ * or not; rules need an identity. */
+struct mtd_authz_decision mtd_authz_decide(const struct mtd_authz_policy *p, bool authenticated, const char *identity,
+                                           const char *path, size_t path_len);
 
-/* One principal pattern against an identity (both NUL-terminated). */
+/* One principal pattern against a typed identity (both NUL-terminated):
+ * lib/identity's mtd_identity_match. */
 bool mtd_authz_principal_match(const char *pattern, const char *identity);
 /* One method pattern against a :path of len bytes. */
 bool mtd_authz_method_match(const char *pattern, const char *path, size_t len);
 
-/* Config validation: whether a pattern is one the matchers understand;
+/* Config validation: whether a pattern is one the matchers understand
+ * (principals: mtd_identity_pattern_ok);
  * false with *why (a static string) when not. */
 bool mtd_authz_principal_ok(const char *pattern, const char **why);
 bool mtd_authz_method_ok(const char *pattern, const char **why);
@@ -45,8 +50,10 @@ size_t mtd_xfcc_format(char *out, size_t cap, const char *by, const char *hash_h
 
 /* The caller identity an element written by mtd_xfcc_format names (its
  * URI=, else its DNS= value, quotes left in place if it had any): *id and
- * *len point into v. false when it names none. */
-bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len);
+ * *len point into v, *dns_only says it is a DNS identity's name (whose
+ * typed text is "dns:" and the name, lib/identity). false when it names
+ * none. */
+bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len, bool *dns_only);
 
 /* The sha256 hex (64 characters + NUL) of len bytes of DER, into out[65]:
  * a caller hashes with its own library (the sidecar: transport.c), this

@@ -60,7 +60,7 @@ size_t mtd_xfcc_format(char *out, size_t cap, const char *by, const char *hash_h
 	return len;
 }
 
-bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len)
+bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len, bool *dns_only)
 {
 	const char *dns = NULL;
 	size_t dns_len = 0;
@@ -80,6 +80,7 @@ bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len)
 		if (plen > 4 && memcmp(v + start, "URI=", 4) == 0) {
 			*id = v + start + 4;
 			*len = plen - 4;
+			*dns_only = false;
 			return true;
 		}
 		if (plen > 4 && memcmp(v + start, "DNS=", 4) == 0 && !dns) {
@@ -94,6 +95,7 @@ bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len)
 		return false;
 	*id = dns;
 	*len = dns_len;
+	*dns_only = true;
 	return true;
 }
 

@@ -23,6 +23,7 @@
 #include "fault/fault.h"
 #include "health/outlier.h"
 #include "discovery/record.h"
+#include "identity/identity.h"
 #include "lb/lb.h"
 #include "limit/limit.h"
 #include "pbwire/pbwire.h"
@@ -807,14 +808,34 @@ static struct mtd_cfg_tls *build_tls(struct builder *b, const PbTls *m, const ch
 	} else if (m->server_identity[0] != '\0') {
 		const char *why = NULL;
 
-		/* An identity is what a principal names exactly (lib/authz). */
-		if (strchr(m->server_identity, '*') != NULL || !mtd_authz_principal_ok(m->server_identity, &why))
+		/* One identity, typed (lib/identity): no pattern. */
+		if (strchr(m->server_identity, '*') != NULL)
+			why = "an identity is exact, no '*' (allowed_identities holds patterns)";
+		if (why != NULL || !mtd_identity_ok(m->server_identity, &why))
 			BERR(at(b, m, "server_identity", NULL), sub(p, sizeof(p), path, "server_identity"),
 			     "\"%s\" is not an identity (a URI SAN such as \"spiffe://cluster.local/ns/NS/sa/SA\", "
-			     "or FROM_REGISTRY)",
-			     m->server_identity);
+			     "\"dns:NAME\" for a DNS SAN, or FROM_REGISTRY): %s",
+			     m->server_identity, why);
 		else
 			t->server_identity = dup_or_oom(b, m->server_identity);
+	}
+	if (m->n_allowed_identities > 0 && !t->server_identity_registry)
+		BERR(at(b, m, "allowed_identities", NULL), sub(p, sizeof(p), path, "allowed_identities"),
+		     "constrains the identities registry records name: it needs server_identity: FROM_REGISTRY");
+	else if (m->n_allowed_identities > 0) {
+		t->allowed_identities = mtd_cfg__calloc(m->n_allowed_identities, sizeof(*t->allowed_identities));
+		if (t->allowed_identities == NULL)
+			b->d->oom = true;
+		for (size_t i = 0; t->allowed_identities != NULL && i < m->n_allowed_identities; i++) {
+			const char *why = NULL;
+			char q[300];
+
+			snprintf(q, sizeof(q), "%s.allowed_identities[%zu]", path, i);
+			if (!mtd_identity_pattern_ok(m->allowed_identities[i], &why))
+				BERR(at(b, m, "allowed_identities", NULL), q, "\"%s\": %s", m->allowed_identities[i], why);
+			t->allowed_identities[i] = dup_or_oom(b, m->allowed_identities[i]);
+			t->n_allowed_identities = i + 1;
+		}
 	}
 	return t;
 }
@@ -2637,6 +2658,9 @@ static void tls_free(struct mtd_cfg_tls *t)
 	mtd_cfg__free(t->cert_file);
 	mtd_cfg__free(t->key_file);
 	mtd_cfg__free(t->server_identity);
+	for (size_t i = 0; i < t->n_allowed_identities; i++)
+		mtd_cfg__free(t->allowed_identities[i]);
+	mtd_cfg__free(t->allowed_identities);
 	mtd_cfg__free(t);
 }
 

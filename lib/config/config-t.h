@@ -87,11 +87,15 @@ struct mtd_cfg_tls {
 	char *ca_file;              /* required, readable at load */
 	char *server_name;          /* NULL = endpoint host */
 	char *cert_file, *key_file; /* both or neither */
-	/* Secure naming (issue 17): the URI SAN the upstream's certificate
-	 * must carry, or NULL; server_identity_registry: each endpoint's own
+	/* Secure naming (issue 17): the typed identity (lib/identity) the
+	 * upstream's certificate must have, or NULL; server_identity_registry: each endpoint's own
 	 * registry record names it (FROM_REGISTRY; server_identity NULL). */
 	char *server_identity;
 	bool server_identity_registry;
+	/* FROM_REGISTRY only: the patterns (lib/identity) a record's identity
+	 * must match one of; none: any. */
+	char **allowed_identities;
+	size_t n_allowed_identities;
 };
 
 /* Where a service's endpoints come from (issue 7): exactly one source. */

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "identity/identity.h"
+
 /* A value larger than this is refused without being parsed. A record is a
  * few hundred bytes; 16 KiB leaves room for metadata and bounds what one
  * bad writer can make every sidecar parse. */
@@ -19,7 +21,7 @@
 #define MTD_RECORD_MAX_META       64  /* metadata entries */
 #define MTD_RECORD_MAX_STRING     256 /* a metadata key or value, in bytes */
 #define MTD_RECORD_MAX_LABEL      128 /* zone, version, in bytes */
-#define MTD_RECORD_MAX_IDENTITY   512 /* identity, in bytes */
+#define MTD_RECORD_MAX_IDENTITY   MTD_IDENTITY_TEXT_MAX /* identity, in bytes (typed: "dns:" + 2048) */
 #define MTD_RECORD_DEFAULT_WEIGHT 100
 
 struct mtd_record_meta {
@@ -35,7 +37,8 @@ struct mtd_record {
 	int32_t weight;                   /* 0..MTD_RECORD_MAX_WEIGHT, 100 when absent */
 	char *zone;                       /* "" when absent */
 	char *version;                    /* "" when absent */
-	char *identity;                   /* "" when absent (issue 17) */
+	char *identity;                   /* "" when absent; meant to be lib/identity's typed text, which
+	                                   * the reader that relies on it checks (etcd_watch.c) */
 	struct mtd_record_meta *metadata; /* sorted by key, unique keys */
 	size_t n_metadata;
 	int64_t start_ms; /* wall-clock ms since the epoch; 0 = absent */

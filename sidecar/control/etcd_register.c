@@ -192,7 +192,7 @@ static void grant_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len
 static void grant_close(struct mtd_gcli_call *call, int status, const char *message, void *arg)
 {
 	struct reg *r = arg;
-	char value[2 * MTD_RECORD_MAX_IDENTITY + 256];
+	char value[2 * MTD_RECORD_MAX_IDENTITY + 256]; /* the identity escaped, and the rest */
 
 	r->call = NULL;
 	if (status != 0 || r->lease == 0) {
@@ -202,10 +202,17 @@ static void grant_close(struct mtd_gcli_call *call, int status, const char *mess
 	/* Issue 17: advertising an inbound listener, the record names the
 	 * identity its certificate presents (read now: a rotated certificate
 	 * is named at the next registration). */
-	char identity[MTD_RECORD_MAX_IDENTITY + 1] = "";
-	if (r->cfg->identity_cert && mtd_tls_file_identity(r->cfg->identity_cert, identity, sizeof(identity)) < 0)
+	char identity[MTD_IDENTITY_TEXT_SIZE] = "";
+	enum mtd_identity_none none = MTD_IDENTITY_HAS;
+	/* The typed identity (lib/identity): what FROM_REGISTRY clients
+	 * compare with the certificate they are shown, the same way. */
+	if (r->cfg->identity_cert &&
+	    mtd_tls_file_identity(r->cfg->identity_cert, identity, sizeof(identity), &none) < 0)
 		MTD_WARN("register %s: cannot read the identity of %s: the record names none", r->cfg->service,
 		         r->cfg->identity_cert);
+	else if (r->cfg->identity_cert && none != MTD_IDENTITY_HAS)
+		MTD_WARN("register %s: %s has no identity (%s): the record names none", r->cfg->service,
+		         r->cfg->identity_cert, mtd_identity_none_text(none));
 	int n = mtd_record_format_json(r->cfg->address.text, r->cfg->weight, r->start_ms, identity, value,
 	                               sizeof(value));
 	if (n < 0 || (size_t)n >= sizeof(value)) {

@@ -16,6 +16,7 @@
 
 #include "core/log.h"
 #include "discovery/record.h"
+#include "identity/identity.h"
 #include "etcd/etcdserverpb/rpc.pb-c.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "sidecar/control/etcd.h"
@@ -49,6 +50,8 @@ struct watcher {
 	size_t pushed;          /* endpoints in the set last handed over */
 	struct mtd_mx_disc *mx; /* the admin's figures (metrics.h), or NULL */
 	bool pushed_once;
+	int64_t refusal_log_ns;  /* monotonic: the last refusal's log line (at most one a second) */
+	uint64_t refusals_held;  /* refusals not logged since */
 	uint8_t *range_end_buf;
 	ProtobufCBinaryData range_end; /* prefix + 1 */
 };
@@ -80,6 +83,26 @@ static void entry_clear(struct entry *e)
 	mtd_record_clear(&e->rec);
 }
 
+/* Why a record naming `identity` may not be used by a service whose
+ * upstream TLS is tls, or NULL when it may: with FROM_REGISTRY the record
+ * must name a typed identity (lib/identity) that matches one of
+ * tls.allowed_identities when the service lists any. */
+static const char *identity_refused(const struct mtd_cfg_tls *tls, const char *identity)
+{
+	if (!tls || !tls->server_identity_registry)
+		return NULL;
+	if (identity[0] == '\0')
+		return "it names no identity";
+	if (mtd_identity_type(identity) == MTD_IDENTITY_NONE)
+		return "its identity is not a typed identity (a URI, or dns:NAME)";
+	if (tls->n_allowed_identities == 0)
+		return NULL;
+	for (size_t i = 0; i < tls->n_allowed_identities; i++)
+		if (mtd_identity_match(tls->allowed_identities[i], identity))
+			return NULL;
+	return "its identity matches none of tls.allowed_identities";
+}
+
 /* Look at a key's new value. Returns true when the endpoint set changed. */
 static bool entry_update(struct watcher *w, struct entry *e, const ProtobufCBinaryData *value, int64_t mod_rev)
 {
@@ -96,11 +119,24 @@ static bool entry_update(struct watcher *w, struct entry *e, const ProtobufCBina
 		         (long long)mod_rev, why, e->ok ? " (its last good value stays)" : "");
 		return false;
 	}
-	if (w->cfg->tls && w->cfg->tls->server_identity_registry && rec.identity[0] == '\0') {
-		/* Issue 17: the identity to check comes from the record itself;
-		 * without one the endpoint could not be trusted. */
-		MTD_WARN("etcd (%s): key %s (revision %lld): record refused: it names no identity (FROM_REGISTRY)%s",
-		         w->what, e->key, (long long)mod_rev, e->ok ? " (its last good value stays)" : "");
+	const char *refused = identity_refused(w->cfg->tls, rec.identity);
+	if (refused) {
+		/* The identity to check comes from the record itself: one that
+		 * is missing, untyped or not allowed here, and the endpoint is
+		 * never used (it never enters the set). */
+		if (w->mx)
+			w->mx->refused++;
+		int64_t now = mtd_now_ns();
+		if (w->refusal_log_ns == 0 || now - w->refusal_log_ns >= 1000000000) {
+			MTD_WARN("etcd (%s): key %s (revision %lld): record refused: %s (FROM_REGISTRY)%s (%llu more "
+			         "refusals since the last line)",
+			         w->what, e->key, (long long)mod_rev, refused,
+			         e->ok ? " (its last good value stays)" : "", (unsigned long long)w->refusals_held);
+			w->refusal_log_ns = now;
+			w->refusals_held = 0;
+		} else {
+			w->refusals_held++;
+		}
 		mtd_record_clear(&rec);
 		return false;
 	}
@@ -498,6 +534,10 @@ static int etcd_start(struct mtd_control *ctl, size_t service, const struct mtd_
 	w->mx = mtd_metrics_disc(cfg->name, "etcd");
 	if (w->mx)
 		w->mx->connected = false;
+	if (cfg->tls && cfg->tls->server_identity_registry && cfg->tls->n_allowed_identities == 0)
+		MTD_WARN("%s: tls.server_identity FROM_REGISTRY without tls.allowed_identities: any identity a "
+		         "record under the prefix names is trusted (write access to it equals impersonation)",
+		         w->what);
 	char why[300];
 	mtd_control_set_unavailable(ctl, service, mtd_runtime_waiting(cfg, why, sizeof(why)));
 	mtd_etcd__link_connect(&w->link);

@@ -28,6 +28,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "lb/lb.h"
+#include "identity/identity.h"
 #include "route/route.h"
 #include "sidecar/call/call.h"
 #include "sidecar/call/headers.h"
@@ -268,6 +269,7 @@ static void in_on_close(struct mtd_conn *c)
 		mtd_rt_insocks_unref(in->socks);
 	}
 	free(in->xfcc);
+	free(in->identity);
 	free(in);
 	c->in = NULL;
 }
@@ -313,22 +315,27 @@ static void handshake_timeout(struct mtd_conn *c)
 static void learn_peer(struct mtd_conn *c)
 {
 	struct mtd_in_peer *in = c->in;
-	char hash[65];
-	bool is_uri = false;
-	int rc = mtd_tls_peer_identity(c, in->identity, sizeof(in->identity), &is_uri, hash);
-	if (rc == -ENAMETOOLONG)
-		MTD_INFO("inbound %s: peer %s: a certificate SAN longer than %zu bytes: no identity",
-		         in->key, c->peer, sizeof(in->identity) - 1);
-	if (rc == 0 || rc == -ENAMETOOLONG) {
-		const char *id = in->identity[0] ? in->identity : NULL;
-		size_t n = mtd_xfcc_format(NULL, 0, in->by, hash, is_uri ? id : NULL, is_uri ? NULL : id);
+	char hash[65], id[MTD_IDENTITY_TEXT_SIZE];
+	enum mtd_identity_none none;
+	int rc = mtd_tls_peer_identity(c, id, sizeof(id), &none, hash);
+	if (rc == 0) {
+		in->authenticated = true;
+		if (none != MTD_IDENTITY_HAS)
+			MTD_INFO("inbound %s: peer %s: its certificate has no identity (%s): it matches no principal",
+			         in->key, c->peer, mtd_identity_none_text(none));
+		in->identity = id[0] ? strdup(id) : NULL;
+		enum mtd_identity_type t = mtd_identity_type(in->identity);
+		const char *v = mtd_identity_value(in->identity);
+		const char *uri = t == MTD_IDENTITY_URI ? v : NULL, *dns = t == MTD_IDENTITY_DNS ? v : NULL;
+		const char *by = mtd_identity_type(in->by) == MTD_IDENTITY_URI ? in->by : NULL;
+		size_t n = mtd_xfcc_format(NULL, 0, by, hash, uri, dns);
 		in->xfcc = malloc(n + 1);
 		if (in->xfcc) {
-			mtd_xfcc_format(in->xfcc, n + 1, in->by, hash, is_uri ? id : NULL, is_uri ? NULL : id);
+			mtd_xfcc_format(in->xfcc, n + 1, by, hash, uri, dns);
 			in->xfcc_len = n;
 		}
 	}
-	in->mx = mtd_mesh_identity(in->slot, in->identity);
+	in->mx = mtd_mesh_identity(in->slot, in->identity ? in->identity : "");
 }
 
 static void handshake_cb(evutil_socket_t fd, short what, void *arg)
@@ -386,7 +393,7 @@ static void handshake_cb(evutil_socket_t fd, short what, void *arg)
 	in->handshaking = false;
 	hs_done(in);
 	MTD_DEBUG("peer %s: inbound %s: identity %s", c->peer, in->key,
-	          in->identity[0] ? in->identity : "(none)");
+	          in->identity ? in->identity : "(none)");
 	mtd_down_begin(c); /* closes c if it cannot read */
 }
 
@@ -700,14 +707,17 @@ void mtd_inbound_call_start(struct mtd_call *call)
 	size_t plen = path ? path->valuelen : 0;
 	struct mtd_route_path rp;
 	bool parsed = mtd_route_parse_path(p, plen, &rp) == 0;
-	struct mtd_authz_decision d = mtd_authz_decide(&ib->authz, in->identity, p, plen);
+	struct mtd_authz_decision d = mtd_authz_decide(&ib->authz, in->authenticated, in->identity, p, plen);
 	if (!d.allowed) {
 		call->verdict = MTD_IN_DENIED;
 		mtd_mesh_count(in->mx, MTD_IN_DENIED);
 		if (parsed) /* its figures and access-log line name the method */
 			mtd_metrics_call_routed(call, p, plen, rp.service_len);
 		mtd_call_fail(call, MTD_GRPC_PERMISSION_DENIED, "inbound %s: %s is not allowed to call %.*s",
-		              ib->listen.text, in->identity[0] ? in->identity : "a caller without a certificate",
+		              ib->listen.text,
+		              in->identity        ? in->identity
+		              : in->authenticated ? "a caller whose certificate has no identity"
+		                                  : "a caller without a certificate",
 		              (int)(plen > 200 ? 200 : plen), p);
 		return;
 	}

@@ -87,7 +87,8 @@ struct mtd_in_peer {
 	unsigned hs_bucket;
 	bool handshaking;          /* on its worker's handshake list, not yet a downstream */
 	bool peeked;               /* its first byte was a TLS record */
-	char identity[256];        /* first URI SAN, else first DNS SAN; "" = none */
+	bool authenticated;        /* it presented a verified certificate (identity or not) */
+	char *identity;            /* its certificate's typed identity (lib/identity), owned; NULL = none */
 	struct mtd_mesh_ident *mx; /* its figures (ops/mesh.h) */
 	char by[256];              /* the listener's own identity when it was accepted */
 	char *xfcc;                /* our x-forwarded-client-cert value, or NULL (no certificate) */

@@ -8,19 +8,24 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 #include "authz/authz.h"
+#include "core/clock.h"
 #include "core/log.h"
+#include "identity/identity.h"
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/transport.h"
@@ -30,7 +35,7 @@ static int conn_ex_index = -1;
 /* What a client context checks of the server beyond its chain (issue 17,
  * secure naming), kept on the context (ctx_ex_index) and freed with it. */
 struct client_naming {
-	char *identity;     /* the URI SAN the server must carry, or NULL */
+	char *identity;     /* the typed identity (lib/identity) the server must have, or NULL */
 	bool from_registry; /* ... the endpoint's own (its registry record's) */
 	bool check_name;    /* the host name / IP check too (no identity, or server_name set) */
 };
@@ -39,6 +44,16 @@ static int ctx_ex_index = -1;
  * only to the context it was made with, so that a context made from
  * rotated files (certwatch.c) authenticates afresh. */
 static int sess_ex_index = -1;
+
+/* When a session's peer was last authenticated by a full handshake
+ * (monotonic seconds + 1, so that 0 is "unknown"), kept on a client's
+ * session (sess_auth_index) and on the client SSL that offers one
+ * (ssl_auth_index: what a resumed connection's new tickets inherit). An
+ * integer in the pointer: nothing to free or copy. */
+static int sess_auth_index = -1;
+static int ssl_auth_index = -1;
+/* A server context's ticket keys (struct ticket_keys), freed with it. */
+static int keys_ex_index = -1;
 
 static void naming_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
 {
@@ -49,12 +64,47 @@ static void naming_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, lo
 	}
 }
 
+static void keys_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp);
+
 int mtd_tls_global_init(void)
 {
 	conn_ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 	ctx_ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, naming_free);
 	sess_ex_index = SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-	return conn_ex_index < 0 || ctx_ex_index < 0 || sess_ex_index < 0 ? -ENOMEM : 0;
+	sess_auth_index = SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	ssl_auth_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	keys_ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, keys_free);
+	return conn_ex_index < 0 || ctx_ex_index < 0 || sess_ex_index < 0 || sess_auth_index < 0 ||
+	                       ssl_auth_index < 0 || keys_ex_index < 0
+	               ? -ENOMEM
+	               : 0;
+}
+
+/* ---- sessions: how long a resumed one may stand for a full handshake ---- */
+
+/* Now in whole monotonic seconds + 1 (0 stays "unknown"). */
+static uintptr_t auth_now(void)
+{
+	return (uintptr_t)(mtd_now_ns() / 1000000000) + 1;
+}
+
+/* Whether a session whose peer was authenticated by a full handshake at
+ * auth (auth_now()'s unit; 0: unknown) and whose peer certificate is cert
+ * (NULL: none) may still be resumed: the full handshake less than
+ * MTD_TLS_SESSION_MAX_S ago, and the certificate inside its validity now
+ * (a resumption does not verify the chain again, and expiry is how short
+ * lived certificates are revoked). */
+static bool session_fresh(uintptr_t auth, X509 *cert)
+{
+	if (auth == 0 || auth_now() - auth >= MTD_TLS_SESSION_MAX_S)
+		return false;
+	if (!cert)
+		return true;
+	/* X509_cmp_current_time: -1 before now, 1 after, 0 on error. */
+	bool ok = X509_cmp_current_time(X509_get0_notBefore(cert)) < 0 &&
+	          X509_cmp_current_time(X509_get0_notAfter(cert)) > 0;
+	ERR_clear_error();
+	return ok;
 }
 
 static void last_error(char *err, size_t errlen, const char *what)
@@ -85,6 +135,10 @@ static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
 		return 0;
 	}
 	SSL_SESSION_set_ex_data(copy, sess_ex_index, SSL_get_SSL_CTX(ssl));
+	/* A resumed connection's tickets stand for the full handshake its
+	 * session came from, not for this one. */
+	uintptr_t auth = SSL_session_reused(ssl) ? (uintptr_t)SSL_get_ex_data(ssl, ssl_auth_index) : auth_now();
+	SSL_SESSION_set_ex_data(copy, sess_auth_index, (void *)auth);
 	if (c->pool->tls_session)
 		SSL_SESSION_free(c->pool->tls_session);
 	c->pool->tls_session = copy;
@@ -154,64 +208,43 @@ fail:
 
 /* ---- identities (issue 17) ---------------------------------------------- */
 
-/* cert's identity: its first URI SAN, else its first DNS SAN, into id
- * ("" when it has neither); *is_uri says which. -ENAMETOOLONG when it
- * does not fit. */
-static int cert_identity(X509 *cert, char *id, size_t idlen, bool *is_uri)
+/* cert's identity (lib/identity: the X509-SVID rule over its URI and DNS
+ * SANs) into id, cap >= MTD_IDENTITY_TEXT_SIZE ("" when none); returns
+ * why it has none (MTD_IDENTITY_HAS: it has one). */
+static enum mtd_identity_none cert_identity(X509 *cert, char *id, size_t cap)
 {
 	GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
-	const ASN1_IA5STRING *uri = NULL, *dns = NULL;
-	int rc = 0;
-	id[0] = '\0';
-	*is_uri = false;
-	for (int i = 0; names && i < sk_GENERAL_NAME_num(names); i++) {
+	int total = names ? sk_GENERAL_NAME_num(names) : 0;
+	/* All the rule looks at: the first two URI SANs (a second one means
+	 * none) and the first DNS SAN. */
+	struct mtd_san sans[3];
+	size_t n = 0, n_uri = 0;
+	bool dns = false;
+	for (int i = 0; i < total; i++) {
 		const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
-		if (g->type == GEN_URI && !uri)
-			uri = g->d.uniformResourceIdentifier;
-		else if (g->type == GEN_DNS && !dns)
-			dns = g->d.dNSName;
-	}
-	const ASN1_IA5STRING *pick = uri ? uri : dns;
-	if (pick) {
-		int n = ASN1_STRING_length(pick);
-		const unsigned char *p = ASN1_STRING_get0_data(pick);
-		if (n < 0 || (size_t)n >= idlen || memchr(p, '\0', (size_t)n)) {
-			rc = -ENAMETOOLONG;
-		} else {
-			memcpy(id, p, (size_t)n);
-			id[n] = '\0';
-			*is_uri = pick == uri;
-		}
-	}
-	GENERAL_NAMES_free(names);
-	ERR_clear_error();
-	return rc;
-}
-
-/* Whether cert carries `want` among its URI SANs. */
-static bool has_uri_san(X509 *cert, const char *want)
-{
-	GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
-	size_t wn = strlen(want);
-	bool found = false;
-	for (int i = 0; names && !found && i < sk_GENERAL_NAME_num(names); i++) {
-		const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
-		if (g->type != GEN_URI)
+		bool is_uri = g->type == GEN_URI;
+		if ((is_uri && n_uri == 2) || (g->type == GEN_DNS && dns) || (!is_uri && g->type != GEN_DNS))
 			continue;
-		const ASN1_IA5STRING *u = g->d.uniformResourceIdentifier;
-		found = (size_t)ASN1_STRING_length(u) == wn && memcmp(ASN1_STRING_get0_data(u), want, wn) == 0;
+		const ASN1_IA5STRING *v = is_uri ? g->d.uniformResourceIdentifier : g->d.dNSName;
+		int len = ASN1_STRING_length(v);
+		sans[n++] = (struct mtd_san){is_uri ? MTD_IDENTITY_URI : MTD_IDENTITY_DNS,
+		                             (const char *)ASN1_STRING_get0_data(v), len < 0 ? 0 : (size_t)len};
+		n_uri += is_uri;
+		dns = dns || !is_uri;
 	}
+	enum mtd_identity_none why = mtd_identity_of_sans(sans, n, id, cap);
 	GENERAL_NAMES_free(names);
 	ERR_clear_error();
-	return found;
+	return why;
 }
 
-int mtd_tls_peer_identity(const struct mtd_conn *c, char *id, size_t idlen, bool *is_uri, char hash[65])
+int mtd_tls_peer_identity(const struct mtd_conn *c, char *id, size_t cap, enum mtd_identity_none *none,
+                          char hash[65])
 {
 	X509 *cert = c->ssl ? SSL_get0_peer_certificate(c->ssl) : NULL;
 	id[0] = '\0';
 	hash[0] = '\0';
-	*is_uri = false;
+	*none = MTD_IDENTITY_NO_SAN;
 	if (!cert)
 		return -ENOENT;
 	unsigned char md[EVP_MAX_MD_SIZE];
@@ -221,21 +254,22 @@ int mtd_tls_peer_identity(const struct mtd_conn *c, char *id, size_t idlen, bool
 		return -ENOMEM;
 	}
 	mtd_xfcc_hex(md, hash);
-	return cert_identity(cert, id, idlen, is_uri);
+	*none = cert_identity(cert, id, cap);
+	return 0;
 }
 
-int mtd_tls_ctx_identity(struct ssl_ctx_st *ctx, char *id, size_t idlen)
+int mtd_tls_ctx_identity(struct ssl_ctx_st *ctx, char *id, size_t cap)
 {
 	X509 *cert = SSL_CTX_get0_certificate(ctx);
-	bool is_uri;
 	id[0] = '\0';
-	return cert ? cert_identity(cert, id, idlen, &is_uri) : -ENOENT;
+	return !cert ? -ENOENT : cert_identity(cert, id, cap) == MTD_IDENTITY_HAS ? 0 : -ENOENT;
 }
 
-int mtd_tls_file_identity(const char *cert_file, char *id, size_t idlen)
+int mtd_tls_file_identity(const char *cert_file, char *id, size_t cap, enum mtd_identity_none *none)
 {
 	FILE *f = fopen(cert_file, "re");
 	id[0] = '\0';
+	*none = MTD_IDENTITY_NO_SAN;
 	if (!f)
 		return -errno;
 	X509 *cert = PEM_read_X509(f, NULL, NULL, NULL);
@@ -244,16 +278,15 @@ int mtd_tls_file_identity(const char *cert_file, char *id, size_t idlen)
 		ERR_clear_error();
 		return -EINVAL;
 	}
-	bool is_uri;
-	int rc = cert_identity(cert, id, idlen, &is_uri);
+	*none = cert_identity(cert, id, cap);
 	X509_free(cert);
-	return rc;
+	return 0;
 }
 
 /* Secure naming, once the client handshake is done: the server's
- * certificate carries the URI SAN expected (the context's, or the
- * endpoint's registry record's). 0, or -EPROTO with both identities in
- * err. */
+ * certificate's identity (lib/identity: typed, the X509-SVID rule) is the
+ * one expected (the context's, or the endpoint's registry record's). 0,
+ * or -EPROTO with both identities in err. */
 static int check_server_identity(struct mtd_conn *c, char *err, size_t errlen)
 {
 	const struct client_naming *n = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(c->ssl), ctx_ex_index);
@@ -263,23 +296,196 @@ static int check_server_identity(struct mtd_conn *c, char *err, size_t errlen)
 	if (n->from_registry)
 		want = c->pool && c->pool->ep ? c->pool->ep->identity : NULL;
 	if (!want) {
-		/* Refused when the record was read (runtime.c); never connected. */
+		/* Refused when the record was read (etcd_watch.c); never connected. */
 		snprintf(err, errlen, "TLS server identity: the endpoint's registry record names none");
 		return -EPROTO;
 	}
 	X509 *cert = SSL_get0_peer_certificate(c->ssl);
-	if (cert && has_uri_san(cert, want))
+	char got[MTD_IDENTITY_TEXT_SIZE];
+	enum mtd_identity_none none = cert ? cert_identity(cert, got, sizeof(got)) : MTD_IDENTITY_NO_SAN;
+	if (cert && none == MTD_IDENTITY_HAS && mtd_identity_equal(want, got))
 		return 0;
-	char got[256] = "";
-	bool is_uri = false;
-	if (cert)
-		cert_identity(cert, got, sizeof(got), &is_uri);
-	snprintf(err, errlen, "TLS server identity mismatch: expected %s, presented %s", want,
-	         !cert ? "no certificate" : got[0] && is_uri ? got : "no URI SAN");
+	snprintf(err, errlen, "TLS server identity mismatch: expected %.512s, presented %.512s%s%s", want,
+	         !cert ? "no certificate" : none == MTD_IDENTITY_HAS ? got : "no identity",
+	         cert && none != MTD_IDENTITY_HAS ? ": " : "",
+	         cert && none != MTD_IDENTITY_HAS ? mtd_identity_none_text(none) : "");
 	return -EPROTO;
 }
 
 /* ---- inbound (server) contexts --------------------------------------------- */
+
+/* Ticket keys of a server context, shared by its workers: a key encrypts
+ * tickets for MTD_TLS_TICKET_KEY_S, then only decrypts them (the ticket
+ * renewed) for as long again; older tickets are not decrypted at all (a
+ * full handshake). OpenSSL's own key is made once per context and never
+ * rotates. Taken once per handshake that issues or presents a ticket. */
+struct ticket_key {
+	unsigned char name[16], aes[32], hmac[32];
+	int64_t born_ns; /* monotonic; 0: unset */
+};
+struct ticket_keys {
+	pthread_mutex_t mu;
+	struct ticket_key cur, prev;
+};
+
+#define TICKET_KEY_NS ((int64_t)MTD_TLS_TICKET_KEY_S * 1000000000)
+
+static void keys_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	struct ticket_keys *k = ptr;
+	if (k) {
+		pthread_mutex_destroy(&k->mu);
+		OPENSSL_cleanse(k, sizeof(*k));
+		free(k);
+	}
+}
+
+static int key_make(struct ticket_key *t, int64_t now)
+{
+	if (RAND_bytes(t->name, sizeof(t->name)) != 1 || RAND_bytes(t->aes, sizeof(t->aes)) != 1 ||
+	    RAND_bytes(t->hmac, sizeof(t->hmac)) != 1)
+		return -1;
+	t->born_ns = now;
+	return 0;
+}
+
+/* Under k->mu: the current key retires once it is MTD_TLS_TICKET_KEY_S
+ * old. -1 when no random bytes could be had. */
+static int keys_rotate(struct ticket_keys *k, int64_t now)
+{
+	if (k->cur.born_ns != 0 && now - k->cur.born_ns < TICKET_KEY_NS)
+		return 0;
+	struct ticket_key fresh;
+	if (key_make(&fresh, now) != 0)
+		return -1;
+	k->prev = k->cur;
+	k->cur = fresh;
+	OPENSSL_cleanse(&fresh, sizeof(fresh));
+	return 0;
+}
+
+static int key_use(const struct ticket_key *t, unsigned char *iv, EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx, int enc)
+{
+	OSSL_PARAM params[] = {
+	        OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, (void *)t->hmac, sizeof(t->hmac)),
+	        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+	        OSSL_PARAM_construct_end(),
+	};
+	if (EVP_CipherInit_ex(cctx, EVP_aes_256_cbc(), NULL, t->aes, iv, enc) != 1 ||
+	    EVP_MAC_CTX_set_params(hctx, params) != 1)
+		return -1;
+	return 0;
+}
+
+/* SSL_CTX_set_tlsext_ticket_key_evp_cb: 1 (key found / ticket made), 2
+ * (found, a retired key: renew the ticket), 0 (no such key: a full
+ * handshake), -1 (error). */
+static int ticket_key_cb(SSL *ssl, unsigned char key_name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                         EVP_MAC_CTX *hctx, int enc)
+{
+	struct ticket_keys *k = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), keys_ex_index);
+	int64_t now = mtd_now_ns();
+	int rc = -1;
+	if (!k)
+		return -1;
+	pthread_mutex_lock(&k->mu);
+	if (keys_rotate(k, now) != 0)
+		goto out;
+	if (enc) {
+		int ivlen = EVP_CIPHER_get_iv_length(EVP_aes_256_cbc());
+		if (RAND_bytes(iv, ivlen) != 1)
+			goto out;
+		memcpy(key_name, k->cur.name, 16);
+		rc = key_use(&k->cur, iv, cctx, hctx, 1) == 0 ? 1 : -1;
+		goto out;
+	}
+	const struct ticket_key *t = NULL;
+	if (memcmp(key_name, k->cur.name, 16) == 0)
+		t = &k->cur;
+	else if (k->prev.born_ns != 0 && now - k->prev.born_ns < 2 * TICKET_KEY_NS &&
+	         memcmp(key_name, k->prev.name, 16) == 0)
+		t = &k->prev;
+	rc = !t ? 0 : key_use(t, iv, cctx, hctx, 0) != 0 ? -1 : t == &k->cur ? 1 : 2;
+out:
+	pthread_mutex_unlock(&k->mu);
+	if (rc < 0)
+		ERR_clear_error();
+	return rc;
+}
+
+/* A ticket's application data: when its session's peer was authenticated
+ * by a full handshake (auth_now()'s unit). Inside the encrypted ticket,
+ * so the client cannot change it. A resumed session's new tickets carry
+ * the original's (OpenSSL copies the data into the session it issues
+ * them from). */
+static int ticket_gen_cb(SSL *ssl, void *arg)
+{
+	SSL_SESSION *sess = SSL_get0_session(ssl);
+	void *data = NULL;
+	size_t len = 0;
+	if (!sess)
+		return 0;
+	if (SSL_SESSION_get0_ticket_appdata(sess, &data, &len) == 1 && len == sizeof(uint64_t))
+		return 1;
+	uint64_t auth = auth_now();
+	return SSL_SESSION_set1_ticket_appdata(sess, &auth, sizeof(auth));
+}
+
+/* A ticket presented: resumed only while it may stand for a full
+ * handshake (session_fresh); else ignored, so the client authenticates
+ * afresh (its certificate verified again: an expired one is refused). */
+static SSL_TICKET_RETURN ticket_dec_cb(SSL *ssl, SSL_SESSION *sess, const unsigned char *keyname, size_t keyname_len,
+                                       SSL_TICKET_STATUS status, void *arg)
+{
+	switch (status) {
+	case SSL_TICKET_SUCCESS:
+	case SSL_TICKET_SUCCESS_RENEW: {
+		void *data = NULL;
+		size_t len = 0;
+		uint64_t auth = 0;
+		if (SSL_SESSION_get0_ticket_appdata(sess, &data, &len) == 1 && len == sizeof(auth))
+			memcpy(&auth, data, sizeof(auth));
+		if (!session_fresh((uintptr_t)auth, SSL_SESSION_get0_peer(sess))) {
+			MTD_DEBUG("a TLS ticket too old, or whose client certificate is out of its validity: full "
+			          "handshake");
+			return SSL_TICKET_RETURN_IGNORE_RENEW;
+		}
+		/* Renewed: a TLS 1.3 client uses a ticket once, so a resumption
+		 * that sent none would make the next connection a full one.
+		 * The new ticket keeps this one's full-handshake time. */
+		return SSL_TICKET_RETURN_USE_RENEW;
+	}
+	case SSL_TICKET_EMPTY:
+	case SSL_TICKET_NO_DECRYPT:
+		return SSL_TICKET_RETURN_IGNORE_RENEW;
+	default:
+		return SSL_TICKET_RETURN_ABORT;
+	}
+}
+
+/* Tickets whose keys rotate and whose sessions stand for a full handshake
+ * at most MTD_TLS_SESSION_MAX_S. 0 or -1 (err set). */
+static int server_sessions(SSL_CTX *ctx, char *err, size_t errlen)
+{
+	struct ticket_keys *k = calloc(1, sizeof(*k));
+	if (!k || pthread_mutex_init(&k->mu, NULL) != 0) {
+		free(k);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (SSL_CTX_set_ex_data(ctx, keys_ex_index, k) != 1) {
+		keys_free(NULL, k, NULL, 0, 0, NULL);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	SSL_CTX_set_timeout(ctx, MTD_TLS_SESSION_MAX_S); /* the lifetime hint, and OpenSSL's own check */
+	if (SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_key_cb) != 1 ||
+	    SSL_CTX_set_session_ticket_cb(ctx, ticket_gen_cb, ticket_dec_cb, NULL) != 1) {
+		last_error(err, errlen, "session tickets");
+		return -1;
+	}
+	return 0;
+}
 
 /* RFC 9113 §3.2: h2 is negotiated with ALPN, and only h2 is spoken here:
  * a client that offers ALPN without h2 gets no_application_protocol
@@ -346,6 +552,8 @@ struct ssl_ctx_st *mtd_tls_server_ctx_new(const char *cert_file, const char *key
 		last_error(err, errlen, "session id context");
 		goto fail;
 	}
+	if (server_sessions(ctx, err, errlen) != 0)
+		goto fail;
 	return ctx;
 fail:
 	SSL_CTX_free(ctx);
@@ -529,8 +737,19 @@ int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char 
 	SSL_set_ex_data(ssl, conn_ex_index, c);
 	if (SSL_set_fd(ssl, c->fd) != 1 || set_peer_name_or_identity(ssl, ctx, server_name) != 0)
 		goto fail;
-	if (resume && SSL_SESSION_get_ex_data(resume, sess_ex_index) == ctx)
-		SSL_set_session(ssl, resume);
+	if (resume && SSL_SESSION_get_ex_data(resume, sess_ex_index) == ctx) {
+		/* Offered only while it may stand for a full handshake: else
+		 * the server's certificate is verified afresh. */
+		uintptr_t auth = (uintptr_t)SSL_SESSION_get_ex_data(resume, sess_auth_index);
+		if (session_fresh(auth, SSL_SESSION_get0_peer(resume))) {
+			SSL_set_session(ssl, resume);
+			SSL_set_ex_data(ssl, ssl_auth_index, (void *)auth);
+		} else {
+			MTD_DEBUG("upstream %s: the kept TLS session is too old or its certificate is out of its "
+			          "validity: full handshake",
+			          c->peer);
+		}
+	}
 	/* Read ahead: one read(2) takes every record the socket holds (up to
 	 * the record buffer) instead of two per record (header, then body).
 	 * What it took and did not hand over yet is mtd_xprt_pending(). */

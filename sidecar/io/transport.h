@@ -28,6 +28,7 @@
 #include <sys/types.h>
 
 #include "config/config.h"
+#include "identity/identity.h"
 
 struct mtd_conn;
 struct ssl_ctx_st;
@@ -103,6 +104,19 @@ int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char 
 void mtd_tls_session_free(struct ssl_session_st *s);
 /* ---- identities and inbound listeners (issue 17, mesh mode) ------------ */
 
+/* Sessions (both sides): a resumed session stands for the full handshake
+ * that first authenticated its peer for at most MTD_TLS_SESSION_MAX_S,
+ * and only while the peer certificate it holds is inside its validity
+ * (a resumption verifies no chain, and expiry is how short-lived
+ * certificates are revoked); past either, the ticket is ignored (server)
+ * or not offered (client) and a full handshake authenticates the peer
+ * again. A resumed session's new tickets inherit the original handshake's
+ * time, so chains of resumptions do not extend it. A server context's
+ * ticket keys rotate every MTD_TLS_TICKET_KEY_S (a retired key decrypts
+ * for as long again, its tickets renewed). */
+#define MTD_TLS_SESSION_MAX_S 3600
+#define MTD_TLS_TICKET_KEY_S  1800
+
 /* Why an inbound handshake was refused (counted per listener). */
 enum mtd_tls_refusal {
 	MTD_TLS_REFUSED_NOT_TLS,   /* the first byte is no TLS record (plain h2c on the TLS port) */
@@ -133,21 +147,29 @@ int mtd_tls_server_start(struct mtd_conn *c, struct ssl_ctx_st *ctx);
 int mtd_tls_server_handshake(struct mtd_conn *c, char *err, size_t errlen, enum mtd_tls_refusal *why);
 /* The handshake resumed a session (a ticket): no full handshake. */
 bool mtd_tls_resumed(const struct mtd_conn *c);
-/* After a handshake: the peer certificate's identity (its first URI SAN,
- * else its first DNS SAN; "" with neither) into id, *is_uri, and the
- * sha256 hex of its DER into hash. 0, -ENOENT (no certificate: id and
- * hash ""), -ENAMETOOLONG (a SAN longer than idlen: id "") or -ENOMEM. */
-int mtd_tls_peer_identity(const struct mtd_conn *c, char *id, size_t idlen, bool *is_uri, char hash[65]);
-/* The same identity of ctx's own certificate / of the first certificate
- * of a PEM file (what a registration advertises). 0 or -errno (id ""). */
-int mtd_tls_ctx_identity(struct ssl_ctx_st *ctx, char *id, size_t idlen);
-int mtd_tls_file_identity(const char *cert_file, char *id, size_t idlen);
+/* After a handshake: the peer certificate's identity (lib/identity's
+ * typed text: its one URI SAN, else "dns:" and its first DNS SAN; "" with
+ * none) into id (cap >= MTD_IDENTITY_TEXT_SIZE), why it has none into
+ * *none, and the sha256 hex of its DER into hash. 0 (a certificate,
+ * identity or not), -ENOENT (no certificate: id and hash "") or -ENOMEM. */
+int mtd_tls_peer_identity(const struct mtd_conn *c, char *id, size_t cap, enum mtd_identity_none *none,
+                          char hash[65]);
+/* The same identity of ctx's own certificate: 0, or -ENOENT with id ""
+ * (none). */
+int mtd_tls_ctx_identity(struct ssl_ctx_st *ctx, char *id, size_t cap);
+/* ... of the first certificate of a PEM file (what a registration
+ * advertises): 0 with *none saying why id is "" if it is, or -errno (the
+ * file cannot be read or holds no certificate). */
+int mtd_tls_file_identity(const char *cert_file, char *id, size_t cap, enum mtd_identity_none *none);
 /* Client side, secure naming: a context made from a tls with
  * server_identity checks, once the handshake is done, that the server's
- * certificate carries that URI SAN (FROM_REGISTRY: the one its endpoint's
+ * certificate's identity equals that one (typed: a URI identity is met
+ * only by the certificate's one URI SAN, a "dns:" one by its first DNS SAN
+ * when it has no URI SAN; FROM_REGISTRY: the identity its endpoint's
  * record names, c->pool->ep->identity), else mtd_tls_handshake fails
  * -EPROTO with "TLS server identity mismatch: expected X, presented Y".
- * Without server_name, that replaces the host name check. */
+ * A certificate with several URI SANs has no identity and fails every
+ * check. Without server_name, that replaces the host name check. */
 
 /* A client SSL for a control-thread connection (gclient.c: etcd over TLS):
  * the same SNI and certificate check as an upstream's. NULL on out of

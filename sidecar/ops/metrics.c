@@ -324,8 +324,9 @@ static size_t text_safe(char *out, size_t cap, const char *s, size_t n)
  * its first header on: io/inbound.c) and what authorization decided. */
 struct access_in {
 	const char *listener; /* NULL: not an inbound call */
-	const char *id;
+	const char *id; /* the SAN's value ... */
 	size_t id_len;
+	bool dns;       /* ... of a DNS identity: its typed text is "dns:" and id */
 	const char *verdict;
 };
 
@@ -338,7 +339,7 @@ static struct access_in access_inbound(const struct mtd_call *call)
 	a.verdict = mtd_mesh_verdict_name((enum mtd_in_verdict)call->verdict);
 	nghttp2_nv buf;
 	const nghttp2_nv *x = mtd_headers_find(&call->req_hdrs, MTD_XFCC_HEADER, &buf);
-	if (!x || !mtd_xfcc_identity((const char *)x->value, x->valuelen, &a.id, &a.id_len)) {
+	if (!x || !mtd_xfcc_identity((const char *)x->value, x->valuelen, &a.id, &a.id_len, &a.dns)) {
 		a.id = "";
 		a.id_len = 0;
 	}
@@ -395,8 +396,12 @@ static void access_line(const struct mtd_call *call, const char *path, size_t sv
 		if (in.listener) {
 			mtd_json_key(&j, "inbound");
 			mtd_json_str(&j, in.listener);
+			char typed[4 + 256];
+			size_t k = in.id_len > 256 ? 256 : in.id_len;
+			memcpy(typed, "dns:", in.dns ? 4 : 0);
+			memcpy(typed + (in.dns ? 4 : 0), in.id, k);
 			mtd_json_key(&j, "identity");
-			mtd_json_strn(&j, in.id, in.id_len > 256 ? 256 : in.id_len);
+			mtd_json_strn(&j, typed, k + (in.dns ? 4 : 0));
 			mtd_json_key(&j, "authz");
 			mtd_json_str(&j, in.verdict);
 		}
@@ -411,7 +416,9 @@ static void access_line(const struct mtd_call *call, const char *path, size_t sv
 	text_safe(s, sizeof(s), svc, svc_len);
 	text_safe(m, sizeof(m), method, mlen);
 	if (in.listener) {
-		text_safe(id, sizeof(id), in.id, in.id_len);
+		size_t pre = in.dns && in.id_len ? 4 : 0;
+		memcpy(id, "dns:", pre);
+		text_safe(id + pre, sizeof(id) - pre, in.id, in.id_len);
 		snprintf(tail, sizeof(tail), " inbound=%s identity=%s authz=%s", in.listener, id[0] ? id : "-",
 		         in.verdict);
 	}
@@ -1153,6 +1160,14 @@ static void render_discovery(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				const char *v[] = {d->service, d->source};
 				mtd_prom_sample_u64(b, "maitred_discovery_endpoints", NULL, SS, v, 2, d->endpoints);
 			}
+	mtd_prom_family(b, "maitred_discovery_records_refused_total", "counter",
+	                "etcd: registry records refused for the identity they name (tls.server_identity "
+	                "FROM_REGISTRY: none, untyped, or matching none of tls.allowed_identities); never used.");
+	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+		if (disc_current(rt, d, true)) {
+			const char *v[] = {d->service, d->source};
+			mtd_prom_sample_u64(b, "maitred_discovery_records_refused_total", NULL, SS, v, 2, d->refused);
+		}
 	mtd_prom_family(b, "maitred_dns_resolutions_total", "counter",
 	                "Host names looked up for the service (discovery.dns, static host names), one per name per "
 	                "round.");

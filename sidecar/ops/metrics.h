@@ -107,6 +107,7 @@ struct mtd_mx_disc {
 	size_t endpoints;       /* in the last set handed to the runtime */
 	uint64_t resolutions;   /* dns: names looked up (one per name per round) */
 	uint64_t resolve_fails; /* dns: of them, no address */
+	uint64_t refused;       /* etcd: records refused for their identity (FROM_REGISTRY) */
 	struct mtd_mx_disc *next;
 };
 

@@ -42,6 +42,8 @@ EXTRA_DIST += \
 	tests/integration/test_deploy.py \
 	tests/integration/test_io_defects.py \
 	tests/integration/test_inbound.py \
+	tests/integration/test_identity.py \
+	tests/integration/test_tls_sessions.py \
 	tests/interop/goecho/main.go \
 	tests/interop/javaecho/JavaEcho.java \
 	protos/maitred/testing/v1/echo.proto \

@@ -12,9 +12,11 @@
 #define CART "spiffe://cluster.local/ns/shop/sa/cart"
 #define PAY  "spiffe://cluster.local/ns/pay/sa/api"
 
+/* A caller with a verified certificate whose identity is id (NULL: a
+ * caller without a certificate). */
 static struct mtd_authz_decision decide(const struct mtd_authz_policy *p, const char *id, const char *path)
 {
-	return mtd_authz_decide(p, id, path, strlen(path));
+	return mtd_authz_decide(p, id != NULL, id, path, strlen(path));
 }
 
 START_TEST(principal_patterns)
@@ -25,7 +27,13 @@ START_TEST(principal_patterns)
 	ck_assert(mtd_authz_principal_match("spiffe://cluster.local/ns/shop/*", CART));
 	ck_assert(!mtd_authz_principal_match("spiffe://cluster.local/ns/shop/*", PAY));
 	ck_assert(mtd_authz_principal_match("*", PAY));
-	ck_assert(mtd_authz_principal_match("*", "echo.test"));
+	ck_assert(mtd_authz_principal_match("*", "dns:echo.test"));
+	/* Typed: a DNS identity spelled like a SPIFFE ID matches no URI
+	 * principal, and a DNS principal says so. */
+	ck_assert(!mtd_authz_principal_match(CART, "dns:" CART));
+	ck_assert(!mtd_authz_principal_match("spiffe://cluster.local/ns/shop/*", "dns:" CART));
+	ck_assert(mtd_authz_principal_match("dns:cart.shop.svc", "dns:cart.shop.svc"));
+	ck_assert(!mtd_authz_principal_match("dns:cart.shop.svc", "spiffe://cart.shop.svc"));
 	/* '*' is a prefix wildcard only: no glob inside. */
 	ck_assert(!mtd_authz_principal_match("spiffe://cluster.local/ns/*", "spiffe://other/ns/shop"));
 }
@@ -63,6 +71,8 @@ START_TEST(validation)
 	ck_assert(!mtd_authz_principal_ok("spiffe://*/ns/shop", &why));
 	ck_assert(!mtd_authz_principal_ok("spiffe://a b", &why));
 	ck_assert_ptr_nonnull(why);
+	ck_assert(mtd_authz_principal_ok("dns:cart.shop.svc", &why));
+	ck_assert(!mtd_authz_principal_ok("cart.shop.svc", &why)); /* untyped */
 	ck_assert(mtd_authz_method_ok("/shop.Cart/GetCart", &why));
 	ck_assert(mtd_authz_method_ok("/shop.Cart/*", &why));
 	static const char *bad[] = {"",
@@ -114,6 +124,12 @@ START_TEST(rules_then_default)
 	ck_assert(d.allowed);
 	ck_assert_int_eq(d.rule, -1);
 	ck_assert(!decide(&p, NULL, "/shop.Cart/Drop").allowed);
+	/* A verified certificate without an identity (no SAN, several URI
+	 * SANs): authenticated, so ALLOW_AUTHENTICATED lets it in; no rule
+	 * matches it. */
+	ck_assert(mtd_authz_decide(&p, true, "", "/shop.Cart/Drop", 15).allowed);
+	p.def = MTD_AUTHZ_DENY;
+	ck_assert(!mtd_authz_decide(&p, true, "", "/grpc.health.v1.Health/Check", 28).allowed);
 	p.def = MTD_AUTHZ_ALLOW_ALL;
 	ck_assert(decide(&p, NULL, "/shop.Cart/Drop").allowed);
 	ck_assert(decide(&p, PAY, "/other.Svc/X").allowed);
@@ -148,18 +164,21 @@ START_TEST(xfcc_element)
 	/* What the access log reads back. */
 	const char *id;
 	size_t idlen;
+	bool dns_only = true;
 	mtd_xfcc_format(out, sizeof(out), "spiffe://srv", hex, CART, NULL);
-	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen, &dns_only));
+	ck_assert(!dns_only);
 	ck_assert_uint_eq(idlen, strlen(CART));
 	ck_assert(memcmp(id, CART, idlen) == 0);
 	mtd_xfcc_format(out, sizeof(out), NULL, hex, NULL, "cart.shop.svc");
-	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen, &dns_only));
 	ck_assert(idlen == 13 && memcmp(id, "cart.shop.svc", 13) == 0);
+	ck_assert(dns_only); /* the access log writes it typed, "dns:cart.shop.svc" */
 	mtd_xfcc_format(out, sizeof(out), "spiffe://srv", hex, NULL, NULL);
-	ck_assert(!mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert(!mtd_xfcc_identity(out, strlen(out), &id, &idlen, &dns_only));
 	/* A quoted value with a ';' in it is one value. */
 	mtd_xfcc_format(out, sizeof(out), "By;x", hex, "spiffe://x/a;b", NULL);
-	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen));
+	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen, &dns_only));
 	ck_assert(idlen == strlen("\"spiffe://x/a;b\"") && memcmp(id, "\"spiffe://x/a;b\"", idlen) == 0);
 	/* Too small: the length it needs, the buffer terminated. */
 	char small[8];

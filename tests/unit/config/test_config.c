@@ -552,6 +552,7 @@ START_TEST(inbound_ok)
 	ck_assert_uint_eq(cfg->n_services, 3);
 	ck_assert_str_eq(cfg->services[0].tls->server_identity, "spiffe://x/y");
 	ck_assert(!cfg->services[0].tls->server_identity_registry);
+	ck_assert_uint_eq(cfg->services[0].tls->n_allowed_identities, 0);
 	ck_assert_int_eq(cfg->inbound[0].authz.def, MTD_AUTHZ_DENY);
 	ck_assert_ptr_null(cfg->inbound[0].client_ca_file);
 	ck_assert_int_eq(cfg->inbound[1].authz.def, MTD_AUTHZ_ALLOW_ALL);
@@ -653,6 +654,42 @@ START_TEST(err_inbound)
 	         "    tls: {server_identity: \"spiffe://x/*\", ca_file: " FX "ca.pem}\n" EP,
 	         srcdir());
 	expect_error(yaml, "t.yaml:3:28: services[0].tls.server_identity: \"spiffe://x/*\" is not an identity*");
+	/* Typed: a DNS name says "dns:"; an untyped one is refused. */
+	snprintf(yaml, sizeof(yaml),
+	         "services:\n"
+	         "  - name: a.B\n"
+	         "    tls: {server_identity: \"cart.shop.svc\", ca_file: " FX "ca.pem}\n" EP,
+	         srcdir());
+	expect_error(yaml, "t.yaml:3:28: services[0].tls.server_identity: \"cart.shop.svc\" is not an identity*");
+	/* allowed_identities constrains FROM_REGISTRY's records only. */
+	snprintf(yaml, sizeof(yaml),
+	         "services:\n"
+	         "  - name: a.B\n"
+	         "    tls: {server_identity: \"dns:cart.shop.svc\", allowed_identities: [\"dns:*\"], ca_file: " FX
+	         "ca.pem}\n" EP,
+	         srcdir());
+	expect_only(yaml, "t.yaml:3:69: services[0].tls.allowed_identities: constrains the identities registry records name: it "
+	                  "needs server_identity: FROM_REGISTRY");
+	snprintf(yaml, sizeof(yaml),
+	         "services:\n"
+	         "  - name: a.B\n"
+	         "    tls: {server_identity: FROM_REGISTRY, allowed_identities: [\"spiffe://x/*\", \"spiffe*\"], "
+	         "ca_file: " FX "ca.pem}\n"
+	         "    discovery: {etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: \"/p/\"}}\n",
+	         srcdir());
+	expect_only(yaml, "t.yaml:3:63: services[0].tls.allowed_identities[1]: \"spiffe*\": a principal is a URI*");
+	snprintf(yaml, sizeof(yaml),
+	         "services:\n"
+	         "  - name: a.B\n"
+	         "    tls: {server_identity: FROM_REGISTRY, allowed_identities: [\"spiffe://x/*\", \"dns:*\"], "
+	         "ca_file: " FX "ca.pem}\n"
+	         "    discovery: {etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: \"/p/\"}}\n",
+	         srcdir());
+	struct mtd_cfg *cfg = load_ok(yaml);
+	ck_assert(cfg->services[0].tls->server_identity_registry);
+	ck_assert_uint_eq(cfg->services[0].tls->n_allowed_identities, 2);
+	ck_assert_str_eq(cfg->services[0].tls->allowed_identities[1], "dns:*");
+	mtd_cfg_free(cfg);
 }
 END_TEST
 

@@ -290,10 +290,10 @@ START_TEST(test_format_json)
 	ck_assert_int_eq(mtd_record_parse("{\"address\": \"10.0.0.1:1\"}", 25, NOW_MS, &r, why, sizeof(why)), 0);
 	ck_assert_str_eq(r.identity, "");
 	mtd_record_clear(&r);
-	char long_id[600];
+	char long_id[MTD_RECORD_MAX_IDENTITY + 2]; /* one byte over */
 	memset(long_id, 'x', sizeof(long_id) - 1);
 	long_id[sizeof(long_id) - 1] = '\0';
-	char big[1024];
+	char big[MTD_RECORD_MAX_IDENTITY + 128];
 	snprintf(big, sizeof(big), "{\"address\": \"10.0.0.1:1\", \"identity\": \"%s\"}", long_id);
 	ck_assert_int_eq(mtd_record_parse(big, strlen(big), NOW_MS, &r, why, sizeof(why)), -EINVAL);
 	ck_assert(strncmp(why, "identity: ", 10) == 0);

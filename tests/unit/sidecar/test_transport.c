@@ -24,6 +24,7 @@
 
 #include "core/clock.h"
 #include "sidecar/io/conn.h"
+#include "sidecar/io/pool-t.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
@@ -79,11 +80,14 @@ int __wrap_event_add(struct event *ev, const struct timeval *tv)
 	return __real_event_add(ev, tv);
 }
 
+/* The monotonic clock, moved ahead by the session tests (clock_ahead_s). */
+static int64_t clock_ahead_s;
+
 int64_t mtd_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return ((int64_t)ts.tv_sec + clock_ahead_s) * 1000000000 + ts.tv_nsec;
 }
 
 /* ---- fixture ----------------------------------------------------------- */
@@ -262,6 +266,184 @@ static size_t server_drain(struct pair *p, uint8_t *buf, size_t cap)
 }
 
 /* ---- tests -------------------------------------------------------------- */
+
+/* One TLS 1.3 connection from a plain OpenSSL client (offering *sess, if
+ * any) to an SSL of sctx (an inbound listener's context), handshake done
+ * and the server's tickets read; *sess becomes the newest ticket's
+ * session. Whether the handshake resumed. */
+static bool inbound_round(SSL_CTX *sctx, SSL_CTX *cctx, SSL_SESSION **sess)
+{
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	SSL *srv = SSL_new(sctx), *cli = SSL_new(cctx);
+	ck_assert(srv && cli);
+	SSL_set_fd(srv, sv[1]);
+	SSL_set_accept_state(srv);
+	SSL_set_fd(cli, sv[0]);
+	SSL_set_connect_state(cli);
+	if (*sess)
+		ck_assert_int_eq(SSL_set_session(cli, *sess), 1);
+	int crc = -1, src = -1;
+	for (int i = 0; i < 100 && (crc != 1 || src != 1); i++) {
+		if (crc != 1)
+			crc = SSL_do_handshake(cli);
+		if (src != 1)
+			src = SSL_do_handshake(srv);
+	}
+	ck_assert_int_eq(crc, 1);
+	ck_assert_int_eq(src, 1);
+	/* The tickets come after the handshake: a read takes them in. */
+	unsigned char b;
+	for (int i = 0; i < 4; i++) {
+		SSL_write(srv, "x", 1);
+		SSL_read(cli, &b, 1);
+	}
+	ERR_clear_error();
+	bool reused = SSL_session_reused(srv) == 1;
+	ck_assert_int_eq(SSL_session_reused(cli) == 1, reused);
+	SSL_SESSION_free(*sess);
+	/* A copy: SSL_free without a shutdown marks the connection's own
+	 * session non-resumable (as transport.c's new_session_cb says). */
+	*sess = SSL_SESSION_dup(SSL_get0_session(cli));
+	ck_assert_ptr_nonnull(*sess);
+	SSL_free(srv);
+	SSL_free(cli);
+	close(sv[0]);
+	close(sv[1]);
+	return reused;
+}
+
+/* One TLS 1.3 connection from maitred's client transport (its pool kept
+ * session offered, if the transport will) to an SSL of sctx, tickets
+ * read. *offered: whether the client offered a session. Whether the
+ * handshake resumed. */
+static bool upstream_round(SSL_CTX *sctx, SSL_CTX *cctx, struct mtd_pool *pool, bool *offered)
+{
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	SSL *srv = SSL_new(sctx);
+	SSL_set_fd(srv, sv[1]);
+	SSL_set_accept_state(srv);
+	struct mtd_worker w = {0};
+	struct mtd_conn c = {0};
+	c.w = &w;
+	c.fd = sv[0];
+	c.pool = pool;
+	snprintf(c.peer, sizeof(c.peer), "test");
+	ck_assert_int_eq(mtd_tls_client_start(&c, cctx, SERVER_NAME, pool->tls_session), 0);
+	*offered = SSL_get0_session(c.ssl) != NULL;
+	char err[256] = "";
+	int crc = 1, src = -1;
+	for (int i = 0; i < 100 && (crc != 0 || src != 1); i++) {
+		if (crc != 0)
+			crc = mtd_tls_handshake(&c, err, sizeof(err));
+		if (src != 1)
+			src = SSL_do_handshake(srv);
+	}
+	ck_assert_msg(crc == 0, "%s", err);
+	ck_assert_int_eq(src, 1);
+	uint8_t buf[16];
+	for (int i = 0; i < 4; i++) {
+		SSL_write(srv, "x", 1);
+		mtd_xprt_read(&c, buf, sizeof(buf));
+	}
+	ERR_clear_error();
+	bool reused = mtd_tls_resumed(&c);
+	mtd_xprt_close(&c);
+	SSL_free(srv);
+	close(sv[0]);
+	close(sv[1]);
+	return reused;
+}
+
+/* maitred's upstream sessions: a kept session is offered while the full
+ * handshake it stands for is under MTD_TLS_SESSION_MAX_S old, resumed
+ * connections' tickets inheriting that time; past it, not offered. */
+START_TEST(upstream_sessions_end_an_hour_after_the_full_handshake)
+{
+	char key_path[64], err[256] = "";
+	snprintf(key_path, sizeof(key_path), "/tmp/maitred-test-key-%d.pem", (int)getpid());
+	FILE *f = fopen(key_path, "w");
+	ck_assert_ptr_nonnull(f);
+	PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL);
+	fclose(f);
+	SSL_CTX *sctx = mtd_tls_server_ctx_new(ca_path, key_path, NULL, err, sizeof(err));
+	unlink(key_path);
+	ck_assert_msg(sctx != NULL, "%s", err);
+	struct mtd_cfg_tls tls = {.ca_file = ca_path};
+	SSL_CTX *cctx = mtd_tls_client_ctx_new(&tls, err, sizeof(err));
+	ck_assert_msg(cctx != NULL, "%s", err);
+	struct mtd_pool pool = {0};
+	bool offered;
+	clock_ahead_s = 0;
+	ck_assert(!upstream_round(sctx, cctx, &pool, &offered));
+	ck_assert(!offered);
+	ck_assert_ptr_nonnull(pool.tls_session);
+	clock_ahead_s = 1000;
+	ck_assert(upstream_round(sctx, cctx, &pool, &offered));
+	clock_ahead_s = 3500;
+	ck_assert(upstream_round(sctx, cctx, &pool, &offered));
+	/* The newest ticket is 2500 s old, but it stands for the handshake
+	 * at 0: not offered. */
+	clock_ahead_s = 3700;
+	ck_assert(!upstream_round(sctx, cctx, &pool, &offered));
+	ck_assert(!offered);
+	clock_ahead_s = 3800;
+	ck_assert(upstream_round(sctx, cctx, &pool, &offered));
+	ck_assert(offered);
+	clock_ahead_s = 0;
+	mtd_tls_session_free(pool.tls_session);
+	mtd_tls_ctx_free(cctx);
+	mtd_tls_ctx_free(sctx);
+}
+END_TEST
+
+/* A resumed inbound session stands for its full handshake at most
+ * MTD_TLS_SESSION_MAX_S, however many resumptions chained new tickets
+ * since (each inherits the full handshake's time); ticket keys rotate
+ * under it without breaking resumption. */
+START_TEST(inbound_sessions_end_an_hour_after_the_full_handshake)
+{
+	char key_path[64], err[256] = "";
+	snprintf(key_path, sizeof(key_path), "/tmp/maitred-test-key-%d.pem", (int)getpid());
+	FILE *f = fopen(key_path, "w");
+	ck_assert_ptr_nonnull(f);
+	PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL);
+	fclose(f);
+	SSL_CTX *sctx = mtd_tls_server_ctx_new(ca_path, key_path, NULL, err, sizeof(err));
+	unlink(key_path);
+	ck_assert_msg(sctx != NULL, "%s", err);
+	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+	static const unsigned char h2[] = {2, 'h', '2'};
+	SSL_CTX_set_alpn_protos(cctx, h2, sizeof(h2));
+	SSL_CTX_set_verify(cctx, SSL_VERIFY_NONE, NULL);
+	SSL_CTX_set_session_cache_mode(cctx, SSL_SESS_CACHE_CLIENT);
+
+	SSL_SESSION *sess = NULL;
+	clock_ahead_s = 0;
+	ck_assert(!inbound_round(sctx, cctx, &sess)); /* the full handshake, at 0 */
+	clock_ahead_s = 1000;
+	ck_assert(inbound_round(sctx, cctx, &sess));
+	/* Past the ticket key's 1800 s: the retired key still decrypts (and
+	 * the ticket is renewed under the new one). */
+	clock_ahead_s = 2000;
+	ck_assert(inbound_round(sctx, cctx, &sess));
+	/* The last ticket is 1500 s old, made with a current key, but the
+	 * full handshake it stands for is 3500 s old: still in. */
+	clock_ahead_s = 3500;
+	ck_assert(inbound_round(sctx, cctx, &sess));
+	/* ... and 3700 s: a full handshake. */
+	clock_ahead_s = 3700;
+	ck_assert(!inbound_round(sctx, cctx, &sess));
+	/* Which starts the hour again. */
+	clock_ahead_s = 3800;
+	ck_assert(inbound_round(sctx, cctx, &sess));
+	clock_ahead_s = 0;
+	SSL_SESSION_free(sess);
+	SSL_CTX_free(cctx);
+	mtd_tls_ctx_free(sctx);
+}
+END_TEST
 
 /* RFC 9113 §9.2.1: HTTP/2 over TLS 1.2 must not renegotiate. The server's
  * HelloRequest is refused, so no second handshake happens. */
@@ -639,6 +821,8 @@ static Suite *transport_suite(void)
 	tcase_add_test(tc, read_gathers_records);
 	tcase_add_test(tc, read_ahead_takes_the_socket_at_once);
 	tcase_add_test(tc, read_ahead_left_after_the_rounds_is_read_next_turn);
+	tcase_add_test(tc, inbound_sessions_end_an_hour_after_the_full_handshake);
+	tcase_add_test(tc, upstream_sessions_end_an_hour_after_the_full_handshake);
 	suite_add_tcase(s, tc);
 	TCase *tcp = tcase_create("tcp");
 	tcase_add_test(tcp, enomem_from_read_closes_the_connection);
