@@ -1,6 +1,6 @@
 /* The registry record (protos/maitred/registry/v1/endpoint.proto): the value
  * stored in etcd under "<prefix><instance id>", parsed and validated into
- * what an endpoint source hands the runtime (issue 7 §3).
+ * what an endpoint source hands the runtime.
  *
  * Pure: no I/O, no logging, no global state; any thread. The caller logs a
  * refused record once with its key and the reason, and skips it. */
@@ -35,7 +35,7 @@ struct mtd_record {
 	int32_t weight;                   /* 0..MTD_RECORD_MAX_WEIGHT, 100 when absent */
 	char *zone;                       /* "" when absent */
 	char *version;                    /* "" when absent */
-	char *identity;                   /* "" when absent (issue 17) */
+	char *identity;                   /* URI SAN it presents; "" when absent */
 	struct mtd_record_meta *metadata; /* sorted by key, unique keys */
 	size_t n_metadata;
 	int64_t start_ms; /* wall-clock ms since the epoch; 0 = absent */

@@ -83,9 +83,10 @@ struct mtd_lb_warm_span {
 	 * it must call mtd_lb__warm_weight, picks after it may use the
 	 * configured weights. INT64_MIN when warmup is off or nobody ramps. */
 	int64_t ramp_until_ms;
-	/* Warmup is inert while every endpoint is new (issue 3: "inert when
-	 * every endpoint is new"): ramping applies from this time on, when the
-	 * oldest endpoint has finished its own ramp. */
+	/* Warmup is inert while every endpoint is new (a fleet that starts
+	 * together has no warm endpoint to send the load to instead): ramping
+	 * applies from this time on, when the oldest endpoint has finished its
+	 * own ramp. */
 	int64_t apply_from_ms;
 };
 
@@ -399,7 +400,7 @@ static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *co
 	return last >= 0 ? last : first;
 }
 
-/* ---- split (split.c; issue 18) --------------------------------------- */
+/* ---- split (split.c) ------------------------------------------------- */
 
 struct mtd_lb_split;
 struct mtd_lb_guard_cut;

@@ -9,7 +9,7 @@
 
 #include "lb/lb-t.h"
 
-/* Strategy registry (the C counterpart of the seeds' SPI factory): the ops
+/* Strategy registry (the C counterpart of a Java SPI factory): the ops
  * of the strategy whose name is exactly `name` (a LoadBalancing.Policy enum
  * name such as "ROUND_ROBIN"), or NULL for NULL or an unknown name. */
 const struct mtd_lb_ops *mtd_lb_find(const char *name);
@@ -140,7 +140,7 @@ void mtd_lb_layer_call_begin(struct mtd_lb_layer *l, size_t idx);
 void mtd_lb_layer_call_end(struct mtd_lb_layer *l, size_t idx, const struct mtd_lb_result *res, int64_t now_ns);
 void mtd_lb_layer_tick(struct mtd_lb_layer *l, int64_t now_ms, int64_t now_ns);
 
-/* ---- split (split.c, through the layer; issue 18) ---------------------- */
+/* ---- split (split.c, through the layer) -------------------------------- */
 
 /* The routing layer with lc->split: a call whose routing value is NULL
  * (not pinned) goes to a split group (mtd_lb_layer_pick); these read and

@@ -107,10 +107,10 @@ void mtd_lb__warm_span(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoi
 			first_return = eps[i].start_ms;
 	}
 	span->ramp_until_ms = until;
-	/* issue 3: inert while every endpoint is new. Ramping starts to matter
+	/* Inert while every endpoint is new. Ramping starts to matter
 	 * once one endpoint is fully warm, i.e. at the oldest one's end. */
 	span->apply_from_ms = oldest_done;
-	/* issue 8 §3: an endpoint that came back ramps from its return, even
+	/* An endpoint that came back ramps from its return, even
 	 * while the others are still inside their own first window (they
 	 * served meanwhile; inertia is for a fleet that starts together). */
 	if (first_return < span->apply_from_ms)
