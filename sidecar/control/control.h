@@ -45,13 +45,6 @@ int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const str
  * copied. 0, -EINVAL or -ENOMEM. Control thread only. */
 int mtd_control_set_unavailable(struct mtd_control *ctl, size_t service, const char *reason);
 
-/* The reason calls to a discovered service fail with before its source's
- * first report: in the snapshots built before the source starts (the
- * listener may take calls then) and what the source sets when it starts, one
- * text for both: "waiting for the first DNS answer", "etcd: waiting for the
- * first list of PREFIX from ADDRESS". Written to buf (len bytes) when it
- * needs one; NULL for a STATIC service. */
-const char *mtd_runtime_waiting(const struct mtd_cfg_service *sc, char *buf, size_t len);
 
 /* An endpoint source (DNS, etcd) bound to one service of the current
  * config. The control loop starts one per service whose source is not

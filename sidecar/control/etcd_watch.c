@@ -21,6 +21,7 @@
 #include "sidecar/control/etcd.h"
 #include "sidecar/control/etcd-int.h"
 #include "sidecar/control/gclient.h"
+#include "sidecar/control/runtime.h"
 #include "core/clock.h"
 #include "grpc/grpc.h"
 #include "sidecar/ops/metrics.h"
