@@ -120,7 +120,7 @@ static void expect_only(const char *yaml, const char *want)
 	mtd_cfg_errors_clear(&errs);
 }
 
-/* What sidecar/runtime.c does with a loaded config: one picker per service
+/* What sidecar/control/runtime.c does with a loaded config: one picker per service
  * and per method over the service's endpoints. A config that loads must
  * never make that fail (only memory may). */
 static void assert_pickers_build(const struct mtd_cfg *cfg)
@@ -432,7 +432,7 @@ START_TEST(err_endpoint_sources)
 	             "      etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}\n"
 	             "      dns: {name: a.example, port: 1}\n",
 	             "t.yaml:5:12: services[0].discovery.dns: a service has exactly one endpoint source: *");
-	/* discovery.etcd loads (sidecar/etcd_watch.c reads it). */
+	/* discovery.etcd loads (sidecar/control/etcd_watch.c reads it). */
 	{
 		struct mtd_cfg *cfg = load_ok("services:\n"
 		                              "  - name: a.B\n"
