@@ -38,7 +38,7 @@ struct mtd_disc_endpoint {
 	const struct mtd_disc_meta *metadata;
 	size_t n_metadata;
 	/* Wall-clock ms the instance started (registry record), feeding warmup
-	 * (seed 003). 0 = unknown: the moment maitred first saw the identity
+	 * (lib/lb/warmup.c). 0 = unknown: the moment maitred first saw the identity
 	 * is used, and kept while the identity stays. */
 	int64_t start_ms;
 	/* The identity the instance presents (its registry record's: the URI

@@ -19,7 +19,7 @@
  *     (endpoints without the key), or nowhere with fallback FAIL;
  *   - a call without the value goes to the untagged group only.
  *
- * Locality (Envoy zone-aware routing; seed 002's Ribbon ZoneAvoidanceRule
+ * Locality (Envoy zone-aware routing; Ribbon's ZoneAvoidanceRule
  * avoids a zone, this prefers one), within the chosen group:
  *   - OFF: one part, every zone;
  *   - STRICT: the local zone only;

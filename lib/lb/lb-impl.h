@@ -62,7 +62,7 @@ uint64_t mtd_lb__entropy(void);
 
 /* ---- warmup (warmup.c) ------------------------------------------------ */
 
-/* Effective weight of eps[i] at now_ms (seed 003: Dubbo warmup; Envoy slow
+/* Effective weight of eps[i] at now_ms (Dubbo's warmup; Envoy's slow
  * start). weight <= 0 gives 0. Without warmup, or once warm, the configured
  * weight. Never below 1 for a positive weight: warmup never makes an
  * endpoint unreachable. */
@@ -174,7 +174,7 @@ uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n, siz
 extern const struct mtd_lb_warm_span mtd_lb__no_span;
 
 /* The eligible positive-weight endpoint of least cost(i); ties broken at
- * random in proportion to the warmed weights (seed 003: Dubbo
+ * random in proportion to the warmed weights (as Dubbo's
  * LeastActiveLoadBalance / ShortestResponseLoadBalance). Falls back to
  * uniform among drained endpoints; -1 when all are excluded. Two O(n)
  * passes, one random draw; cost() is read again in the second pass, and a

@@ -70,7 +70,7 @@ struct mtd_lb_endpoint {
 };
 
 enum mtd_lb_warmup_curve {
-	MTD_LB_WARMUP_LINEAR = 0,     /* seed 003: Dubbo weight*uptime/warmup in [1,w] */
+	MTD_LB_WARMUP_LINEAR = 0,     /* Dubbo: weight*uptime/warmup in [1,w] */
 	MTD_LB_WARMUP_SLOW_START = 1, /* Envoy slow start: aggression, min weight % */
 };
 
@@ -212,7 +212,7 @@ enum {
 
 /* Defaults (mtd_lb_config_defaults) and hard limits (mtd_lb_config_check). */
 #define MTD_LB_DEFAULT_CHOICE_COUNT  2u       /* Envoy least_request */
-#define MTD_LB_DEFAULT_RING_POINTS   160u     /* seed 003: Dubbo hash.nodes */
+#define MTD_LB_DEFAULT_RING_POINTS   160u     /* Dubbo hash.nodes */
 #define MTD_LB_DEFAULT_TABLE_SIZE    65537u   /* Envoy maglev */
 #define MTD_LB_DEFAULT_DECAY_MS      10000    /* linkerd peak-EWMA decay */
 #define MTD_LB_MAX_RING_POINTS       10000u   /* per endpoint at weight 100 */

@@ -194,8 +194,9 @@ uint64_t mtd_lb_hash64(const void *data, size_t len, uint64_t seed);
  * them; lib/config keeps endpoint ids (addresses) short enough. */
 int mtd_lb_ketama_points(const char *id, uint32_t replicas, uint32_t *out);
 
-/* Java's String.hashCode over len ASCII bytes (seed 000's ring hash), for
- * the benchmark's comparison ring only. */
+/* Java's String.hashCode over len ASCII bytes (the hash of a textbook
+ * Java ring: TreeMap of String.hashCode), for the benchmark's comparison
+ * ring only. */
 int32_t mtd_lb_java_string_hash(const char *s, size_t len);
 
 /* wyrand: a fast PRNG for picks; *state is per worker (any seed works). */

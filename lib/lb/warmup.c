@@ -1,6 +1,6 @@
 /* Warmup: a new endpoint's weight ramps up from its start time.
  *
- *   LINEAR (seed 003, Dubbo AbstractLoadBalance.calculateWarmupWeight):
+ *   LINEAR (Dubbo AbstractLoadBalance.calculateWarmupWeight):
  *       w' = w * uptime / warmup, clamped to [1, w]
  *   SLOW_START (Envoy slow start, EdfLoadBalancerBase):
  *       f  = max(uptime, 1 ms) / warmup
@@ -43,7 +43,7 @@ double mtd_lb__warm_weight(const struct mtd_lb_warmup *w, const struct mtd_lb_en
 			f = pow(f, 1.0 / aggr);
 		out = weight * fmax(floor_f, f);
 	} else {
-		/* seed 003: Dubbo, (int)(uptime / (warmup / weight)) in [1, w];
+		/* Dubbo: (int)(uptime / (warmup / weight)) in [1, w];
 		 * kept fractional here, the clamp is Dubbo's. */
 		out = weight * (double)up / (double)w->duration_ms;
 	}
