@@ -1,7 +1,10 @@
 /* A worker's turn: what every room of the data plane may ask of the
  * worker it runs on, below everything that runs on it (turn.h). The
  * worker itself (worker.c: accept, housekeeping, snapshot swaps, drain)
- * is above the rooms and calls them; nothing here calls a room. */
+ * is above the rooms and calls them. Nothing here calls into io/ or
+ * call/: their code runs from here only through the callbacks they hand
+ * over (a timer's fn); of control/, it drops runtime references and rings
+ * the worker's bell. */
 #include "config.h"
 
 #include <errno.h>
