@@ -1393,7 +1393,7 @@ START_TEST(ok_routing_layer_options)
 	             "  - name: a.B\n"
 	             "    locality: {min_healthy_percent: 120}\n" EP,
 	             "t.yaml:4:37: services[0].locality.min_healthy_percent: must be in 0..100");
-	/* subset.mode (issue 19): RING with index and count; the default is
+	/* subset.mode: RING with index and count; the default is
 	 * RING once count is set, RENDEZVOUS without. */
 	cfg = load_ok("services:\n"
 	              "  - name: a.B\n"
@@ -1453,7 +1453,7 @@ START_TEST(ok_routing_layer_options)
 }
 END_TEST
 
-/* ---- traffic policy (issue 18) ------------------------------------------- */
+/* ---- traffic policy ------------------------------------------------------- */
 
 START_TEST(ok_traffic_policy)
 {
@@ -1661,7 +1661,7 @@ START_TEST(ok_lb_fleet_options)
 
 	ck_assert_uint_eq(cfg->services[0].lb.hot_keys.threshold_per_second, 250);
 	ck_assert_uint_eq(cfg->services[0].lb.hot_keys.spread, 4);
-	/* Ring policies take warmup now (issue 10). */
+	/* Ring policies take warmup now. */
 	ck_assert_int_eq(cfg->services[0].lb.warmup.duration_ms, 30000);
 	/* An empty block: the documented defaults. */
 	ck_assert_uint_eq(cfg->services[1].lb.hot_keys.threshold_per_second, 100);
@@ -2017,7 +2017,7 @@ START_TEST(ok_example_file)
 	ck_assert_str_eq(cfg->inbound[0].authz.rules[0].methods[0], "/shop.Cart/*");
 	ck_assert_str_eq(cfg->inbound[0].client_ca_file, "certs/ca.pem");
 	ck_assert_int_eq(cfg->services[3].source, MTD_CFG_SOURCE_DNS);
-	/* issue 18: beta-pool is reached by routes and a mirror only. */
+	/* beta-pool is reached by routes and a mirror only. */
 	ck_assert_str_eq(cfg->services[4].name, "beta-pool");
 	ck_assert(!cfg->services[4].by_path);
 	ck_assert(cfg->services[0].by_path);
