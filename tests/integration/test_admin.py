@@ -994,7 +994,7 @@ class LivePage(AdminBase):
 
     @maitred_only
     def test_live_page_plots_endpoints_and_split_groups(self):
-        """Issue 18: plots of the last five minutes (calls/s, error ratio,
+        """Plots of the last five minutes (calls/s, error ratio,
         p99) per endpoint and per split group, drawn from /history; a group
         split.guard cut is marked, with when."""
         if not chromium():

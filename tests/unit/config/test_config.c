@@ -413,7 +413,7 @@ START_TEST(err_missing_endpoints)
 }
 END_TEST
 
-/* Issue 7 section 2: exactly one endpoint source, errors naming the field. */
+/* Exactly one endpoint source, errors naming the field. */
 START_TEST(err_endpoint_sources)
 {
 	expect_only("services:\n"
@@ -488,7 +488,7 @@ START_TEST(err_endpoint_sources)
 }
 END_TEST
 
-/* Issue 17: inbound listeners (mesh mode). */
+/* Inbound listeners (mesh mode). */
 #define FX "%s/tests/unit/config/fixtures/certs/"
 
 START_TEST(inbound_ok)
@@ -639,7 +639,7 @@ START_TEST(err_inbound)
 }
 END_TEST
 
-/* Issue 7 section 4: Config.register. */
+/* Config.register. */
 START_TEST(register_ok)
 {
 	struct mtd_cfg *cfg =
@@ -2380,7 +2380,7 @@ START_TEST(health_options)
 }
 END_TEST
 
-/* Issue 9: the admin endpoint has no authentication; only loopback unless
+/* The admin endpoint has no authentication; only loopback unless
  * admin_allow_remote. And the log block. */
 START_TEST(err_admin_and_log)
 {
