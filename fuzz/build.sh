@@ -9,7 +9,7 @@
 #   FUZZ_JOBS=1 fuzz/build.sh           one compiler / fuzzer at a time
 #
 # Needs a configured and built tree (config.h and the generated sources:
-# gen/ protobuf-c, sidecar/admin_page.c): MAITRED_BUILDDIR names it; by
+# gen/ protobuf-c, sidecar/ops/admin_page.c): MAITRED_BUILDDIR names it; by
 # default the source tree when it is configured in place, else build-asan/
 # (deploy/run-tests.sh builds it), else build/ (deploy/demo.sh). The other
 # sources are read from the source tree; a generated one from the build

@@ -1,4 +1,4 @@
-/* libFuzzer target for lib/pbwire (STYLE.md: every parser has one).
+/* libFuzzer target for lib/pbwire (every parser of outside input has one).
  *
  * Input layout: byte 0 picks the path (its low 3 bits + 1 = depth, the
  * field numbers come from bytes 1..depth, each mod 16 + 1, so the paths hit

@@ -89,7 +89,7 @@ tests_unit_test_mailbox_LDADD = $(TEST_UNIT_LIBS)
 
 # The call engine driven through attempts, retries, hedges, cancels,
 # reroutes and reloads by a scripted app and scripted endpoints: nghttp2
-# sessions in memory, no socket, a clock the test moves (issue 15 §4).
+# sessions in memory, no socket, a clock the test moves.
 # What is real and what is faked: tests/unit/sidecar/call_seam.c.
 check_PROGRAMS += tests/unit/test_call
 TESTS += tests/unit/test_call

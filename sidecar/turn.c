@@ -1,7 +1,10 @@
 /* A worker's turn: what every room of the data plane may ask of the
  * worker it runs on, below everything that runs on it (turn.h). The
  * worker itself (worker.c: accept, housekeeping, snapshot swaps, drain)
- * is above the rooms and calls them; nothing here calls a room. */
+ * is above the rooms and calls them. Nothing here calls into io/ or
+ * call/: their code runs from here only through the callbacks they hand
+ * over (a timer's fn); of control/, it drops runtime references and rings
+ * the worker's bell. */
 #include "config.h"
 
 #include <errno.h>
@@ -78,7 +81,7 @@ void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c)
  * nanosecond. Not a libevent timer: libevent's epoll backend waits in
  * whole milliseconds rounded up, and adds a relative delay to the time it
  * cached at the start of the turn, so a timer fired a turn early for
- * nothing, then up to a few ms late (issue 19 §5: hedges due 10 ms after
+ * nothing, then up to a few ms late (measured: hedges due 10 ms after
  * their call's start ran 1.3-1.5 ms late at the median, against 0.05-0.2
  * ms with the timerfd, on a loaded 2-core machine; bench/fault/README.md).
  * The kernel call is made only when the earliest timer moves earlier (as

@@ -1,7 +1,9 @@
 /* A worker's turn (turn.c): what the rooms of the data plane (io/,
  * call/, control/health.c's worker half) may ask of the worker they run
  * on. Worker thread only, unless a declaration says otherwise. Below every
- * room: nothing here calls into one (worker.h is the worker above them). */
+ * room: nothing here calls into io/ or call/ but through the callbacks
+ * they hand over (a timer's fn); of control/, it drops runtime references
+ * and rings the bell (worker.h is the worker above them). */
 #ifndef MTD_TURN_H
 #define MTD_TURN_H
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""etcd discovery figures (issue 7, "Measure"): the time from an etcd Put to
-the first call that reaches the new instance (median and max of 20), and
+"""etcd discovery figures: the time from an etcd Put to the first call
+that reaches the new instance (median and max of 20), and
 maitred's memory and CPU with 1,000 instances under one prefix, for the
 initial list and for one change among them.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """bench/fault/kill.py: steady load through maitred to three grpcio upstreams,
-one of them SIGKILLed and restarted, per fault mode (issue 8, closing note).
+one of them SIGKILLed and restarted, per fault mode.
 
 For each mode: fresh upstreams (tests/integration/upstream.py) and a fresh
 maitred; THREADS client threads, each on its own channel, make sequential

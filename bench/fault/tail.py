@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench/fault/tail.py: the latency tail with and without hedging (issue 19 §5).
+"""bench/fault/tail.py: the latency tail with and without hedging.
 
 Three upstreams of which each makes a fraction of its calls slow
 (--slow-fraction of them wait --slow-ms before any of their answer, drawn

@@ -18,7 +18,7 @@
  *       strategy's p50/p99 latency and the share sent to the slow one.
  * ring  spread (max/mean and min/mean of 10,000 keys over 10 endpoints)
  *       and remap fraction when an endpoint leaves or joins, for the ketama
- *       ring and maglev next to seed 000's ring (String.hashCode of
+ *       ring and maglev next to a textbook Java ring (String.hashCode of
  *       "host:port#i", 100 virtual nodes, TreeMap.ceilingEntry).
  * hot   Zipf-distributed keys (s = 1.1, 100,000 keys) over 10 endpoints,
  *       Poisson arrivals, exponential service (so bounded load sees calls
@@ -31,8 +31,8 @@
  *       leaves (endpoint 3; the worst of all), one joins, a sidecar
  *       joins; every subset.mode (mtd_lb_subset) vs the SRE book's and
  *       two variants considered for RING.
- * split ns per pick through a routing layer with a split (issue 18:
- *       metadata_key version, v1 90 / v2 10, 3 / 100 / 1,000 endpoints)
+ * split ns per pick through a routing layer with a split (metadata_key
+ *       version, v1 90 / v2 10, 3 / 100 / 1,000 endpoints)
  *       next to the same policy's plain pick and the layer's pick
  *       without a split, and the groups' shares over 1,000,000 picks.
  * limit ns per rate-limit check (mtd_limit_take): one thread, then two
@@ -355,7 +355,7 @@ static void bench_sim(void)
 
 #define RING_KEYS 10000
 
-/* Seed 000's ring: TreeMap<Integer, node> of String.hashCode("addr#i"). */
+/* A textbook Java ring: TreeMap<Integer, node> of String.hashCode("addr#i"). */
 struct jpoint {
 	int32_t h;
 	int node;
@@ -500,7 +500,7 @@ static void bench_ring(void)
 		char label[96];
 
 		snprintf(label, sizeof(label),
-		         "seed 000 (String.hashCode, 100 "
+		         "Java TreeMap ring (String.hashCode, 100 "
 		         "points) | %s",
 		         fmts[f]);
 		ring_row(label, map_java, NULL, f);

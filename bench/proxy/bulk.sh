@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/proxy/bulk.sh: large messages through maitred and nghttpx, and
-# directly (issue 19 §2). Three workloads, each on one h2c client connection
+# directly. Three workloads, each on one h2c client connection
 # (grpc_bulk) to two grpc_upstreams:
 #   unary   CALLS unary calls, 1 MiB request and 1 MiB response, 4 in flight
 #   server  one server-streaming call of 1 GiB in 64 KiB messages

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/proxy/steady.sh: latency and CPU per call at a steady rate (issue 19
-# §1), the way production runs a sidecar: each call arrives alone, far below
+# bench/proxy/steady.sh: latency and CPU per call at a steady rate, the way
+# production runs a sidecar: each call arrives alone, far below
 # saturation. For every rate and row it runs h2load at that rate and reports
 # p50 / p90 / p99 / p99.9 of every call (h2load --log-file), the latency the
 # proxy adds over the direct path at the same percentile, and the proxy's CPU

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""p99 of a steady load before and during config reloads (issue 7, closing
-note). Three upstreams; maitred on two workers starts with a and b; the
-client keeps CONC unary calls in flight for PHASE seconds, then the same
+"""p99 of a steady load before and during config reloads. Three upstreams;
+maitred on two workers starts with a and b; the client keeps CONC unary
+calls in flight for PHASE seconds, then the same
 while a SIGHUP every PERIOD seconds flips the config between {a, b} and
 {a, b, c} (an endpoint added, then removed). Prints both latency
 distributions and the failed calls. Not a test: nothing is asserted.

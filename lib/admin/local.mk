@@ -1,5 +1,5 @@
 # lib/admin: pure pieces of the admin endpoint (buffers, JSON, Prometheus
-# text, /config_dump rendering). The server itself is sidecar/admin.c.
+# text, /config_dump rendering). The server itself is sidecar/ops/admin.c.
 lib_libmaitred_a_SOURCES += lib/admin/admin.h lib/admin/buf.c lib/admin/json.c \
 	lib/admin/prom.c lib/admin/dump.c
 

@@ -514,8 +514,9 @@ static void hash_key_copy(struct builder *b, struct mtd_cfg_hash_key *dst, const
 
 #define CHOICE_COUNT_MAX 64u /* config's own cap; lib/lb only needs >= 2 */
 
-/* Reject an option the chosen strategy would silently ignore (STYLE.md:
- * strategies declare what they support). */
+/* Reject an option the chosen strategy would silently ignore: each
+ * strategy declares what it supports (struct lb_info), and a key that is
+ * parsed but has no effect would mislead whoever wrote it. */
 static bool lb_opt_allowed(struct builder *b, const struct lb_info *info, bool allowed, const PbLb *m,
                            const char *field, const char *path)
 {
@@ -840,7 +841,7 @@ static struct mtd_cfg_tls *build_tls(struct builder *b, const PbTls *m, const ch
 	return t;
 }
 
-/* ---- discovery (issue 7) ------------------------------------------------ */
+/* ---- discovery ---------------------------------------------------------- */
 
 /* A list of "host:port" strings (etcd cluster, DNS resolvers): none empty,
  * no duplicate. NULL when n is 0 or on error (recorded). */
@@ -968,7 +969,8 @@ static struct mtd_cfg_dns *build_dns(struct builder *b, const PbDns *m, const ch
 	return d;
 }
 
-/* Issue 7: exactly one endpoint source per service; errors name the field. */
+/* Exactly one endpoint source per service (endpoints, discovery.etcd or
+ * discovery.dns); errors name the field. */
 static void build_source(struct builder *b, const PbService *m, const char *path, struct mtd_cfg_service *out)
 {
 	const PbDiscovery *dm = m->discovery;
@@ -1054,8 +1056,8 @@ static void build_upstream(struct builder *b, const PbUpstream *m, const char *p
 #define REPLAY_BUFFER_MAX  (64u << 20)
 #define HEDGE_DELAY_MAX_MS 60000
 
-/* A fault option the chosen mode would silently ignore is refused
- * (STYLE.md: no key parsed and then ignored). */
+/* A fault option the chosen mode would silently ignore is refused: no
+ * key is parsed and then ignored. */
 static bool fault_opt_allowed(struct builder *b, const PbFault *m, const char *field, bool allowed, const char *mode,
                               const char *path)
 {
@@ -1516,7 +1518,8 @@ static void build_locality(struct builder *b, const PbService *m, const char *pa
 	out->layer.zone = b->zone;
 	out->layer.node_id = b->node_id;
 	out->layer.min_healthy_percent = MTD_LB_DEFAULT_MIN_HEALTHY_PERCENT;
-	/* issue 10: PREFER_LOCAL by default once zone is set. */
+	/* Setting the top-level zone is asking to prefer it: PREFER_LOCAL is
+	 * the default then (config.proto's Locality). */
 	out->layer.locality = b->zone != NULL ? MTD_LB_LOCALITY_PREFER_LOCAL : MTD_LB_LOCALITY_OFF;
 	build_subset(b, m->subset, path, &out->layer.subset);
 	if (l == NULL)
@@ -1574,7 +1577,7 @@ static void build_endpoint_tags(struct builder *b, const PbEndpoint *e, struct m
 	qsort(oe->meta, oe->n_meta, sizeof(*oe->meta), meta_cmp);
 }
 
-/* ---- traffic policy (issue 18) -------------------------------------------- */
+/* ---- traffic policy: routes, split, rate_limit, fault_injection, mirror -- */
 
 /* An entry that routes or a mirror send calls to: it may have any name. */
 static bool reached_by_name(struct builder *b, const char *name)
@@ -1782,7 +1785,7 @@ static void build_fault_injection(struct builder *b, const PbFaultInjection *m, 
 	}
 }
 
-/* routes[i] (issue 18): its strings, checked; `to` is resolved once every
+/* routes[i]: its strings, checked; `to` is resolved once every
  * service is built (resolve_routes). */
 static void build_route(struct builder *b, const PbRoute *m, size_t i, struct mtd_route_rule *out)
 {
@@ -2199,7 +2202,7 @@ static void build_downstream(struct builder *b, const PbDownstream *m, struct mt
 		     (unsigned)out->max_buffered_response);
 }
 
-/* ---- register (issue 7 section 4) ------------------------------------------ */
+/* ---- register -------------------------------------------------------------- */
 
 /* One entry of `register`: this pod's app, kept in etcd under a lease. */
 static void build_register(struct builder *b, const PbRegister *m, size_t i, struct mtd_cfg_register *out)
@@ -2243,7 +2246,7 @@ static void build_register(struct builder *b, const PbRegister *m, size_t i, str
 	out->when_serving = m->when_serving;
 }
 
-/* ---- inbound (issue 17) ------------------------------------------------------ */
+/* ---- inbound (mesh mode) ----------------------------------------------------- */
 
 static void build_authz(struct builder *b, const PbAuthz *m, const char *path, bool has_ca,
                         struct mtd_authz_policy *out)
@@ -2429,9 +2432,9 @@ static void check_inbound_addrs(struct builder *b, const PbConfig *m, struct mtd
 	}
 }
 
-/* Issue 17: a register entry whose address is an inbound listener's
- * advertises that listener: the record carries its certificate's
- * identity. */
+/* A register entry whose address is an inbound listener's advertises
+ * that listener: the record carries its certificate's identity, so that
+ * callers can check who answers (FROM_REGISTRY secure naming). */
 static void registers_advertise(struct builder *b, struct mtd_cfg *cfg)
 {
 	for (size_t r = 0; r < cfg->n_registers; r++) {

@@ -58,21 +58,21 @@ struct mtd_cfg_routing {
 	bool fallback_fail; /* fallback FAIL */
 };
 
-/* Service.split / Method.split (issue 18, lib/lb/split.c). */
+/* Service.split / Method.split (lib/lb/split.c). */
 struct mtd_cfg_split {
 	char *metadata_key;                  /* the layer's key (= routing.metadata_key when both are set) */
 	struct mtd_lb_split_weight *weights; /* values owned, sorted by value */
 	struct mtd_lb_split_config lb;       /* over weights: what the routing layer gets */
 };
 
-/* rate_limit (issue 18, lib/limit): set = a bucket of its own. */
+/* rate_limit (lib/limit): set = a bucket of its own. */
 struct mtd_cfg_rate_limit {
 	bool set;
 	uint32_t per_second; /* 1..MTD_LIMIT_MAX_RATE */
 	uint32_t burst;      /* 1..MTD_LIMIT_MAX_BURST, default per_second */
 };
 
-/* fault_injection (issue 18): percents in [0, 100]. */
+/* fault_injection: percents in [0, 100]. */
 struct mtd_cfg_fault_injection {
 	bool abort;      /* abort set */
 	double abort_percent;
@@ -87,9 +87,10 @@ struct mtd_cfg_tls {
 	char *ca_file;              /* required, readable at load */
 	char *server_name;          /* NULL = endpoint host */
 	char *cert_file, *key_file; /* both or neither */
-	/* Secure naming (issue 17): the typed identity (lib/identity) the
-	 * upstream's certificate must have, or NULL; server_identity_registry: each endpoint's own
-	 * registry record names it (FROM_REGISTRY; server_identity NULL). */
+	/* Secure naming: the typed identity (lib/identity) the upstream's
+	 * certificate must have, or NULL; server_identity_registry: each
+	 * endpoint's own registry record names it (FROM_REGISTRY;
+	 * server_identity NULL). */
 	char *server_identity;
 	bool server_identity_registry;
 	/* FROM_REGISTRY only: the patterns (lib/identity) a record's identity
@@ -98,7 +99,7 @@ struct mtd_cfg_tls {
 	size_t n_allowed_identities;
 };
 
-/* Where a service's endpoints come from (issue 7): exactly one source. */
+/* Where a service's endpoints come from: exactly one source. */
 enum mtd_cfg_source {
 	MTD_CFG_SOURCE_STATIC = 0, /* `endpoints` */
 	MTD_CFG_SOURCE_ETCD,       /* `discovery.etcd` */
@@ -125,7 +126,7 @@ struct mtd_cfg_dns {
 	size_t n_resolvers;
 };
 
-/* register[] (issue 7 section 4): an app of this pod kept in etcd. */
+/* register[]: an app of this pod kept in etcd. */
 struct mtd_cfg_register {
 	char *service;               /* "shop.Cart", for logs */
 	struct mtd_cfg_addr address; /* numeric; also the instance id in the key */
@@ -133,7 +134,7 @@ struct mtd_cfg_register {
 	int64_t ttl_ms;              /* whole seconds, 2 s..1 h, default 10 s */
 	struct mtd_cfg_etcd *etcd;   /* cluster + prefix (+ TLS, auth) */
 	bool when_serving;           /* follow grpc.health.v1 Check */
-	/* Issue 17: the entry advertises an inbound listener (its address is
+	/* Mesh mode: the entry advertises an inbound listener (its address is
 	 * the listener's: the same port, on its host or any host when it binds
 	 * the wildcard address): that listener's cert_file, whose identity the
 	 * record carries; NULL otherwise. */
@@ -162,7 +163,7 @@ struct mtd_cfg_method {
 	                                     (fallback strings then shared: owned by the
 	                                     service unless fault_own) */
 	bool fault_own;
-	/* Traffic policy (issue 18): the method's own or the service's. */
+	/* Traffic policy: the method's own or the service's. */
 	struct mtd_cfg_split *split; /* NULL = none; owned when split_own, else the service's */
 	bool split_own;
 	struct mtd_cfg_rate_limit rate_limit; /* set: the method's own bucket; else the service's applies */
@@ -201,7 +202,7 @@ struct mtd_cfg_service {
 	uint32_t failure_statuses;
 	struct mtd_circuit_config circuit;
 	struct mtd_hc_config health_check;
-	/* Traffic policy (issue 18). */
+	/* Traffic policy. */
 	struct mtd_cfg_split *split; /* NULL = none */
 	struct mtd_cfg_rate_limit rate_limit;
 	struct mtd_cfg_fault_injection fault_injection;
@@ -227,10 +228,10 @@ struct mtd_cfg_downstream {
 	uint32_t max_buffered_response;  /* 64 MiB, per connection */
 };
 
-/* inbound[] (issue 17): a listener terminating mTLS from other sidecars,
- * its calls authorized, then handed to the local app over h2c. The app is
- * served as a service of its own: services[service], built by the loader
- * after the user's (internal: no route reaches it, mtd_cfg.n_routed). */
+/* inbound[]: a listener terminating mTLS from other sidecars, its calls
+ * authorized, then handed to the local app over h2c. The app is served as
+ * a service of its own: services[service], built by the loader after the
+ * user's (internal: no route reaches it, mtd_cfg.n_routed). */
 struct mtd_cfg_inbound {
 	struct mtd_cfg_addr listen;
 	struct mtd_cfg_addr app;
@@ -274,8 +275,8 @@ struct mtd_cfg {
 	 * then one per inbound entry (its app, mtd_cfg_inbound.service). */
 	struct mtd_cfg_service *services;
 	size_t n_services;
-	/* routes (issue 18), in order: strings owned, `to` resolved to a
-	 * services[] index. */
+	/* routes, in order: strings owned, `to` resolved to a services[]
+	 * index. */
 	struct mtd_route_rule *routes;
 	size_t n_routes;
 	size_t n_routed;

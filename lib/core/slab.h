@@ -17,8 +17,8 @@
 /* 32 B .. 2 KiB payload. Larger blocks are malloc's, of their own size:
  * the ones nghttp2 makes per session (the session 2.9 KiB, its stream map
  * 4 KiB, its frame buffer 16 KiB) live as long as the connection, and a
- * power-of-two class cost an idle connection 1.2 KiB more (issue 19 §3).
- * A call's blocks are far smaller (its largest, the call, 528 B), but for
+ * power-of-two class cost an idle connection 1.2 KiB more.
+ * A call's blocks are far smaller (its largest, the call, 496 B), but for
  * a header block of more than 2 KiB of fields. */
 #define MTD_SLAB_CLASSES 7
 /* Bytes of free blocks kept per class (so at most 7 x 256 KiB per worker),

@@ -1,7 +1,7 @@
 /* Types shared by every endpoint source (static config, DNS, etcd) and the
- * runtime that turns their endpoint sets into live snapshots (issue 7).
- * Pure data; what a source calls on the control thread is in
- * sidecar/control.h.
+ * runtime that turns their endpoint sets into live snapshots. Pure data;
+ * what a source calls on the control thread is in
+ * sidecar/control/control.h.
  *
  * Identity. An endpoint is the pair (key, address): the registry key where
  * the source has one (etcd: the full key under the prefix), else NULL, and
@@ -38,12 +38,13 @@ struct mtd_disc_endpoint {
 	const struct mtd_disc_meta *metadata;
 	size_t n_metadata;
 	/* Wall-clock ms the instance started (registry record), feeding warmup
-	 * (seed 003). 0 = unknown: the moment maitred first saw the identity
+	 * (lib/lb/warmup.c). 0 = unknown: the moment maitred first saw the identity
 	 * is used, and kept while the identity stays. */
 	int64_t start_ms;
-	/* The identity the instance presents (registry record, issue 17),
-	 * NULL or "" = none. Part of the endpoint: a changed one makes it
-	 * another endpoint (runtime.c), as FROM_REGISTRY connects expecting it. */
+	/* The identity the instance presents (its registry record's: the URI
+	 * SAN of its certificate), NULL or "" = none. Part of the endpoint: a
+	 * changed one makes it another endpoint (runtime.c), as FROM_REGISTRY
+	 * connects expecting it. */
 	const char *identity;
 };
 

@@ -1,4 +1,4 @@
-/* Pure logic behind live endpoint sets (issue 7): matching a new endpoint
+/* Pure logic behind live endpoint sets: matching a new endpoint
  * set against the old one by identity, and the reclaim rule that decides
  * when an old snapshot may be freed. No I/O, no threads of its own; the
  * reference counts are safe to use from any thread.

@@ -1,6 +1,6 @@
 # lib/discovery: endpoint sources' pure parts: the endpoint record sources
 # hand the runtime, the registry record, and the logic of live endpoint sets
-# (matching by identity, the reclaim rule) (issue 7).
+# (matching by identity, the reclaim rule).
 lib_libmaitred_a_SOURCES += lib/discovery/discovery-t.h lib/discovery/discovery.h \
 	lib/discovery/diff.c lib/discovery/record.h lib/discovery/record.c
 

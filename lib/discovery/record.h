@@ -1,6 +1,6 @@
 /* The registry record (protos/maitred/registry/v1/endpoint.proto): the value
  * stored in etcd under "<prefix><instance id>", parsed and validated into
- * what an endpoint source hands the runtime (issue 7 §3).
+ * what an endpoint source hands the runtime.
  *
  * Pure: no I/O, no logging, no global state; any thread. The caller logs a
  * refused record once with its key and the reason, and skips it. */

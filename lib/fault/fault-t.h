@@ -3,9 +3,10 @@
  * allocation anywhere in lib/fault/ (the caller passes the time and the
  * random state). Prototypes live in fault.h.
  *
- * Seed 000 names the modes (failfast, failsafe, failover, failback), seed
- * 001 the layers (load balancing = "which one", fault tolerance = "which one
- * instead", degradation = "what if all fail"). */
+ * The modes are the classic cluster fault-tolerance modes (failfast,
+ * failsafe, failover, failback, as Dubbo names them), and the layers are
+ * load balancing = "which one", fault tolerance = "which one instead",
+ * degradation = "what if all fail". */
 #ifndef MTD_FAULT_T_H
 #define MTD_FAULT_T_H
 

@@ -15,8 +15,8 @@ const char *mtd_fault_mode_name(enum mtd_fault_mode m);
  * failback queue 100, retries 3. */
 void mtd_fault_policy_defaults(struct mtd_fault_policy *p);
 
-/* Statuses that count against an endpoint in its health figures (issue 8
- * §3: outlier_detection.failure_statuses' default): UNKNOWN, INTERNAL,
+/* Statuses that count against an endpoint in its health figures
+ * (outlier_detection.failure_statuses' default): UNKNOWN, INTERNAL,
  * UNAVAILABLE, DATA_LOSS. */
 #define MTD_FAULT_FAILURE_STATUSES ((1u << 2) | (1u << 13) | (1u << 14) | (1u << 15))
 

@@ -1,4 +1,4 @@
-/* The latency estimator behind hedge_delay: AUTO (issue 8 §2, FORKING):
+/* The latency estimator behind FORKING's hedge_delay: AUTO:
  * a small fixed-size histogram per (method, worker), log-linear buckets
  * (eight per power of two, HdrHistogram's layout), so a quantile is found
  * within one bucket's width (12.5 %) and linear interpolation inside the

@@ -1,4 +1,4 @@
-/* Passive outlier detection: the filter before the rule (seed 002: Ribbon's
+/* Passive outlier detection: the filter before the rule (Ribbon's
  * ServerListFilter drops unhealthy instances before the IRule picks; Envoy
  * calls it outlier detection). Pure code: no I/O, no clock of its own.
  *

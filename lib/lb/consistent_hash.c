@@ -1,5 +1,5 @@
-/* CONSISTENT_HASH: a ketama ring (seed 000's hash ring with virtual nodes,
- * seed 003: Dubbo ConsistentHashLoadBalance).
+/* CONSISTENT_HASH: a ketama ring (a hash ring with virtual nodes, as
+ * Dubbo's ConsistentHashLoadBalance).
  *
  * Each endpoint gets ring_points x weight / 100 points (Dubbo's
  * hash.nodes, 160 by default; at least one for a positive weight; none for

@@ -7,7 +7,7 @@
  * hashing. Used for request keys (CONSISTENT_HASH, MAGLEV) and for Maglev's
  * per-endpoint offset/skip.
  *
- * mtd_lb_ketama_points: ketama's points for one endpoint (seed 003: Dubbo
+ * mtd_lb_ketama_points: ketama's points for one endpoint (as Dubbo's
  * ConsistentHashLoadBalance): MD5 of "<id>-<replica>" yields four 32-bit
  * little-endian points per digest. The id is the endpoint's stable identity,
  * so the ring survives restarts and reorderings unchanged.
@@ -118,7 +118,7 @@ fail:
 int32_t mtd_lb_java_string_hash(const char *s, size_t len)
 {
 	/* Java String.hashCode for ASCII: s[0]*31^(n-1) + ... + s[n-1],
-	 * in wrapping 32-bit arithmetic (seed 000's ring hash). */
+	 * in wrapping 32-bit arithmetic (the textbook Java ring's hash). */
 	uint32_t h = 0;
 
 	for (size_t i = 0; i < len; i++)

@@ -1,5 +1,5 @@
-/* Hot keys on the hash ring (issue 10: `hot_keys {threshold_per_second,
- * spread}`): the per-key call rate, estimated without a per-key table.
+/* Hot keys on the hash ring (`hot_keys {threshold_per_second, spread}`):
+ * the per-key call rate, estimated without a per-key table.
  *
  * A count-min sketch of HOT_ROWS rows x MTD_LB__HOT_SLOTS counters, each
  * counter one 64-bit word (epoch second : 16 | this second : 24 | last

@@ -1,4 +1,4 @@
-/* The routing layer (issue 10: subsetting, zone-aware and canary routing):
+/* The routing layer (subsetting, zone-aware and canary routing):
  * which endpoints a policy sees, decided before the policy picks.
  *
  *   endpoints ──subset──▶ groups by routing tag ──▶ zones ──▶ policy pickers
@@ -19,7 +19,7 @@
  *     (endpoints without the key), or nowhere with fallback FAIL;
  *   - a call without the value goes to the untagged group only.
  *
- * Locality (Envoy zone-aware routing; seed 002's Ribbon ZoneAvoidanceRule
+ * Locality (Envoy zone-aware routing; Ribbon's ZoneAvoidanceRule
  * avoids a zone, this prefers one), within the chosen group:
  *   - OFF: one part, every zone;
  *   - STRICT: the local zone only;
@@ -36,7 +36,7 @@
  * sidecar's window of the group's ring), before zones split it, so a
  * canary group keeps its members in every sidecar's view.
  *
- * Split (split.c, issue 18): with lc->split, a call the routing header
+ * Split (split.c): with lc->split, a call the routing header
  * does not pin goes to one of the split's groups, chosen by weight among
  * those with an eligible endpoint, instead of the untagged group; subset
  * and zones apply inside the group as for a pinned call.

@@ -62,7 +62,7 @@ uint64_t mtd_lb__entropy(void);
 
 /* ---- warmup (warmup.c) ------------------------------------------------ */
 
-/* Effective weight of eps[i] at now_ms (seed 003: Dubbo warmup; Envoy slow
+/* Effective weight of eps[i] at now_ms (Dubbo's warmup; Envoy's slow
  * start). weight <= 0 gives 0. Without warmup, or once warm, the configured
  * weight. Never below 1 for a positive weight: warmup never makes an
  * endpoint unreachable. */
@@ -83,9 +83,10 @@ struct mtd_lb_warm_span {
 	 * it must call mtd_lb__warm_weight, picks after it may use the
 	 * configured weights. INT64_MIN when warmup is off or nobody ramps. */
 	int64_t ramp_until_ms;
-	/* Warmup is inert while every endpoint is new (issue 3: "inert when
-	 * every endpoint is new"): ramping applies from this time on, when the
-	 * oldest endpoint has finished its own ramp. */
+	/* Warmup is inert while every endpoint is new (a fleet that starts
+	 * together has no warm endpoint to send the load to instead): ramping
+	 * applies from this time on, when the oldest endpoint has finished its
+	 * own ramp. */
 	int64_t apply_from_ms;
 };
 
@@ -173,7 +174,7 @@ uint32_t *mtd_lb__positive_list(const struct mtd_lb_endpoint *eps, size_t n, siz
 extern const struct mtd_lb_warm_span mtd_lb__no_span;
 
 /* The eligible positive-weight endpoint of least cost(i); ties broken at
- * random in proportion to the warmed weights (seed 003: Dubbo
+ * random in proportion to the warmed weights (as Dubbo's
  * LeastActiveLoadBalance / ShortestResponseLoadBalance). Falls back to
  * uniform among drained endpoints; -1 when all are excluded. Two O(n)
  * passes, one random draw; cost() is read again in the second pass, and a
@@ -399,7 +400,7 @@ static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *co
 	return last >= 0 ? last : first;
 }
 
-/* ---- split (split.c; issue 18) --------------------------------------- */
+/* ---- split (split.c) ------------------------------------------------- */
 
 struct mtd_lb_split;
 struct mtd_lb_guard_cut;

@@ -1,10 +1,12 @@
 /* Types of the balancer interface (lib/lb/). Pure data: no I/O anywhere in
  * lib/lb/. Prototypes live in lb.h.
  *
- * The seeds' LoadBalancer.select(requestParams, instances) becomes:
+ * A load balancer's select(request, instances) becomes:
  *   picker = mtd_lb_picker_new(cfg, endpoints, n, prev)   once per endpoint-set
  *   idx    = mtd_lb_pick(picker, &ctx)                    per call, any worker
- *   mtd_lb_stats_begin()/_end() and mtd_lb_report()       around the call
+ *   mtd_lb_call_begin() / mtd_lb_call_end()               around the call (the
+ *     endpoint's stats, then the strategy's begin / report hooks; through a
+ *     routing layer, mtd_lb_layer_call_begin / _end)
  */
 #ifndef MTD_LB_T_H
 #define MTD_LB_T_H
@@ -36,7 +38,7 @@ struct mtd_lb_stats {
 	_Atomic uint64_t window_count;   /* (successes only; halved every */
 	_Atomic int64_t window_stamp_ns; /*  MTD_LB_WINDOW_SLIDE_NS) */
 	/* Successes by latency (to the first response message), for the
-	 * admin's p99 per endpoint and split group (issue 18's live page). */
+	 * admin's p99 per endpoint and split group (the live page). */
 	_Atomic uint64_t lat[MTD_LB_LAT_BUCKETS];
 };
 
@@ -61,14 +63,14 @@ struct mtd_lb_endpoint {
 	const struct mtd_lb_meta *meta; /* n_meta entries (routing layer) */
 	size_t n_meta;
 	/* start_ms is when the endpoint came back (active checks SERVING
-	 * again, or its ejection ended: issue 8 §3 "SERVING brings it back
-	 * through warmup"): its ramp applies even while every endpoint is
-	 * within its own window (warmup.c). */
+	 * again, or its ejection ended: a returning endpoint gets its traffic
+	 * back through warmup, not all at once): its ramp applies even while
+	 * every endpoint is within its own window (warmup.c). */
 	bool returned;
 };
 
 enum mtd_lb_warmup_curve {
-	MTD_LB_WARMUP_LINEAR = 0,     /* seed 003: Dubbo weight*uptime/warmup in [1,w] */
+	MTD_LB_WARMUP_LINEAR = 0,     /* Dubbo: weight*uptime/warmup in [1,w] */
 	MTD_LB_WARMUP_SLOW_START = 1, /* Envoy slow start: aggression, min weight % */
 };
 
@@ -111,7 +113,7 @@ enum mtd_lb_locality_mode {
 
 #define MTD_LB_DEFAULT_MIN_HEALTHY_PERCENT 70.0
 
-/* subset.mode (issue 19, subset.c: the trade between the two). */
+/* subset.mode (subset.c: the trade between the two). */
 enum mtd_lb_subset_mode {
 	MTD_LB_SUBSET_RENDEZVOUS = 0, /* on node_id: no coordination; binomial spread */
 	MTD_LB_SUBSET_RING = 1,       /* a window of the hash ring at index / count: even */
@@ -126,7 +128,7 @@ struct mtd_lb_subset_config {
 	uint32_t index, count;
 };
 
-/* split (issue 18, split.c): a call the routing header does not pin goes
+/* split (split.c): a call the routing header does not pin goes
  * to the group of endpoints whose metadata_key value is `value`, in
  * proportion to `weight` among the groups that have an eligible endpoint;
  * the policy picks inside the group. */
@@ -210,7 +212,7 @@ enum {
 
 /* Defaults (mtd_lb_config_defaults) and hard limits (mtd_lb_config_check). */
 #define MTD_LB_DEFAULT_CHOICE_COUNT  2u       /* Envoy least_request */
-#define MTD_LB_DEFAULT_RING_POINTS   160u     /* seed 003: Dubbo hash.nodes */
+#define MTD_LB_DEFAULT_RING_POINTS   160u     /* Dubbo hash.nodes */
 #define MTD_LB_DEFAULT_TABLE_SIZE    65537u   /* Envoy maglev */
 #define MTD_LB_DEFAULT_DECAY_MS      10000    /* linkerd peak-EWMA decay */
 #define MTD_LB_MAX_RING_POINTS       10000u   /* per endpoint at weight 100 */

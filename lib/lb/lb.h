@@ -9,7 +9,7 @@
 
 #include "lb/lb-t.h"
 
-/* Strategy registry (the C counterpart of the seeds' SPI factory): the ops
+/* Strategy registry (the C counterpart of a Java SPI factory): the ops
  * of the strategy whose name is exactly `name` (a LoadBalancing.Policy enum
  * name such as "ROUND_ROBIN"), or NULL for NULL or an unknown name. */
 const struct mtd_lb_ops *mtd_lb_find(const char *name);
@@ -140,7 +140,7 @@ void mtd_lb_layer_call_begin(struct mtd_lb_layer *l, size_t idx);
 void mtd_lb_layer_call_end(struct mtd_lb_layer *l, size_t idx, const struct mtd_lb_result *res, int64_t now_ns);
 void mtd_lb_layer_tick(struct mtd_lb_layer *l, int64_t now_ms, int64_t now_ns);
 
-/* ---- split (split.c, through the layer; issue 18) ---------------------- */
+/* ---- split (split.c, through the layer) -------------------------------- */
 
 /* The routing layer with lc->split: a call whose routing value is NULL
  * (not pinned) goes to a split group (mtd_lb_layer_pick); these read and
@@ -194,8 +194,9 @@ uint64_t mtd_lb_hash64(const void *data, size_t len, uint64_t seed);
  * them; lib/config keeps endpoint ids (addresses) short enough. */
 int mtd_lb_ketama_points(const char *id, uint32_t replicas, uint32_t *out);
 
-/* Java's String.hashCode over len ASCII bytes (seed 000's ring hash), for
- * the benchmark's comparison ring only. */
+/* Java's String.hashCode over len ASCII bytes (the hash of a textbook
+ * Java ring: TreeMap of String.hashCode), for the benchmark's comparison
+ * ring only. */
 int32_t mtd_lb_java_string_hash(const char *s, size_t len);
 
 /* wyrand: a fast PRNG for picks; *state is per worker (any seed works). */

@@ -1,5 +1,5 @@
 /* The engine shared by LEAST_ACTIVE and SHORTEST_RESPONSE: the endpoint of
- * least cost(i), ties broken by weighted random (seed 003: Dubbo
+ * least cost(i), ties broken by weighted random (as Dubbo's
  * LeastActiveLoadBalance / ShortestResponseLoadBalance), found in
  * O(log4 n) half cache lines through a minimum tree (mintree.c) instead of
  * Dubbo's O(n) scan.
@@ -18,7 +18,7 @@
  * That is the documented bound of this approximation; with one picker per
  * endpoint set, as in bench/lb's simulation, the pick is an exact minimum.
  *
- * Warmup (seed 003: Dubbo warmup): while some endpoint ramps, a leaf's tie
+ * Warmup (Dubbo's warmup): while some endpoint ramps, a leaf's tie
  * weight is its warmed weight as of the last tick(), refreshed for every
  * leaf at each tick: a ramping endpoint's share of the ties lags its curve
  * by at most one tick (about 1 s of a window of minutes). That is the

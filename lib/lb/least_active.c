@@ -1,4 +1,4 @@
-/* LEAST_ACTIVE (seed 003: Dubbo LeastActiveLoadBalance; seed 002's "least
+/* LEAST_ACTIVE (Dubbo LeastActiveLoadBalance; Ribbon's "least
  * connections"): the endpoint with the fewest calls in flight, counted
  * across all workers (stats->active), ties broken by weighted random over
  * the warmed weights. O(log n) per pick through a minimum tree updated on

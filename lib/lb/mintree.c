@@ -9,7 +9,7 @@
  * line), so a pick that walks from the root toward the cheapest child reads
  * log4(n) groups (5 at 1,000 endpoints, 7 at 10,000), and an update
  * recombines four words per level. Ties are split in proportion to the tie
- * weights (seed 003: Dubbo LeastActiveLoadBalance's weighted random among
+ * weights (Dubbo LeastActiveLoadBalance's weighted random among
  * the least active) by one integer draw below the root's tie weight,
  * carried down as the remainder within the chosen child: no division and
  * no data-dependent branch per level. Measured against 8 (one whole line

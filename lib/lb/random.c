@@ -1,4 +1,4 @@
-/* RANDOM: uniform over the eligible endpoints (seed 000 RandomLoadBalancer,
+/* RANDOM: uniform over the eligible endpoints (a plain random balancer,
  * with exclusions). Weights are not honoured, except that weight <= 0
  * drains an endpoint (lb-impl.h "last resort"). O(1) per pick unless most
  * endpoints are excluded. */

@@ -1,6 +1,6 @@
 /* The strategy registry: one line per strategy, in the order of the
  * LoadBalancing.Policy enum (protos/maitred/config/v1/config.proto). This is
- * seed 000's SPI factory keyed by name, as a static table. */
+ * a Java SPI factory keyed by name, as a static table. */
 #include "config.h"
 
 #include <string.h>

@@ -1,5 +1,5 @@
-/* SMOOTH_WEIGHTED_ROUND_ROBIN (nginx ngx_http_upstream_get_peer; seed 001
- * and seed 003: Dubbo RoundRobinLoadBalance). nginx, per pick:
+/* SMOOTH_WEIGHTED_ROUND_ROBIN (nginx ngx_http_upstream_get_peer; Dubbo
+ * RoundRobinLoadBalance). nginx, per pick:
  *     current[i] += weight[i];  total += weight[i]
  *     best = argmax current (first on ties)
  *     current[best] -= total

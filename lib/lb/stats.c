@@ -211,7 +211,7 @@ void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, 
 		window_observe(st, lat, now_ns);
 		ewma_observe(st, (double)lat, now_ns, decay_ms);
 	} else {
-		/* issue 3, PEAK_EWMA: failures count as slow, so an instance
+		/* PEAK_EWMA: failures count as slow, so an instance
 		 * that fails fast does not look fast and attract traffic. */
 		double cost = mtd_lb_stats_ewma_us(st, now_ns, decay_ms);
 		double pen = fmax((double)lat, fmax(MTD_LB_FAILURE_PENALTY_US, MTD_LB_FAILURE_PENALTY_FACTOR * cost));

@@ -1,7 +1,7 @@
-/* Deterministic subsetting (issue 10: `subset {size: 25}`; issue 19: even
- * subsets): which endpoints of a service this sidecar talks to at all. Two
- * modes, because none measured was best at both evenness and needing
- * nothing (bench/lb/README.md "Subsetting", 100 sidecars, size 25):
+/* Deterministic subsetting (`subset {size: 25}`): which endpoints of a
+ * service this sidecar talks to at all. Two modes, because none measured
+ * was best at both evenness and needing nothing (bench/lb/README.md
+ * "Subsetting", 100 sidecars, size 25):
  *
  * RENDEZVOUS (highest random weight) hashing on the sidecar's node_id:
  * endpoint i scores mtd_lb_hash64(id_i, seed = mtd_lb_hash64(node_id)),

@@ -1,6 +1,6 @@
 /* Warmup: a new endpoint's weight ramps up from its start time.
  *
- *   LINEAR (seed 003, Dubbo AbstractLoadBalance.calculateWarmupWeight):
+ *   LINEAR (Dubbo AbstractLoadBalance.calculateWarmupWeight):
  *       w' = w * uptime / warmup, clamped to [1, w]
  *   SLOW_START (Envoy slow start, EdfLoadBalancerBase):
  *       f  = max(uptime, 1 ms) / warmup
@@ -43,7 +43,7 @@ double mtd_lb__warm_weight(const struct mtd_lb_warmup *w, const struct mtd_lb_en
 			f = pow(f, 1.0 / aggr);
 		out = weight * fmax(floor_f, f);
 	} else {
-		/* seed 003: Dubbo, (int)(uptime / (warmup / weight)) in [1, w];
+		/* Dubbo: (int)(uptime / (warmup / weight)) in [1, w];
 		 * kept fractional here, the clamp is Dubbo's. */
 		out = weight * (double)up / (double)w->duration_ms;
 	}
@@ -107,10 +107,10 @@ void mtd_lb__warm_span(const struct mtd_lb_warmup *w, const struct mtd_lb_endpoi
 			first_return = eps[i].start_ms;
 	}
 	span->ramp_until_ms = until;
-	/* issue 3: inert while every endpoint is new. Ramping starts to matter
+	/* Inert while every endpoint is new. Ramping starts to matter
 	 * once one endpoint is fully warm, i.e. at the oldest one's end. */
 	span->apply_from_ms = oldest_done;
-	/* issue 8 §3: an endpoint that came back ramps from its return, even
+	/* An endpoint that came back ramps from its return, even
 	 * while the others are still inside their own first window (they
 	 * served meanwhile; inertia is for a fleet that starts together). */
 	if (first_return < span->apply_from_ms)

@@ -1,4 +1,4 @@
-/* WEIGHTED_RANDOM (seed 003: Dubbo RandomLoadBalance): probability
+/* WEIGHTED_RANDOM (Dubbo RandomLoadBalance): probability
  * proportional to weight, uniform when all weights are equal.
  *
  * Dubbo walks the weights per call (O(n)); here init() builds a Vose alias

@@ -1,4 +1,4 @@
-/* WEIGHTED_RESPONSE_TIME (seed 002: Ribbon WeightedResponseTimeRule):
+/* WEIGHTED_RESPONSE_TIME (Ribbon WeightedResponseTimeRule):
  * weight_i = configured (warmed) weight_i / average latency_i, recomputed
  * in the background by tick() (Ribbon's DynamicServerWeightTask), never on
  * the pick path; round robin until there is data.

@@ -1,7 +1,7 @@
 /* WEIGHTED_ROUND_ROBIN: each endpoint gets its weight's share of every
- * cycle, interleaved rather than in bursts (seed 001's "simple weighted
- * round robin" sends a run of `weight` calls to one endpoint in a row;
- * this does not).
+ * cycle, interleaved rather than in bursts (the simple weighted round
+ * robin sends a run of `weight` calls to one endpoint in a row; this does
+ * not).
  *
  * init() lays out one cycle (sum of weights / their gcd turns; a cycle
  * longer than MAX_CYCLE is scaled down, every endpoint keeping at least

@@ -1,7 +1,7 @@
 /* Reading one field of a protobuf message straight from the wire format,
  * by field-number path, with no schema and no generated code: the request
- * hash key of a method (`hash_key: {field: "2.1"}`, issue 3; the gRPC
- * counterpart of Dubbo's hash.arguments).
+ * hash key of a method (`hash_key: {field: "2.1"}`, the gRPC counterpart
+ * of Dubbo's hash.arguments).
  *
  * What it understands (protobuf encoding spec, "Message Structure"): tags
  * as varints (field number << 3 | wire type), wire types VARINT (0),

@@ -1,6 +1,6 @@
-/* Routing a call to a configured service: by the top-level routes
- * (issue 18: a match on service, method and a request header names the
- * services[] entry), else by its :path. Pure, no I/O. */
+/* Routing a call to a configured service: by the top-level routes (a
+ * match on service, method and a request header names the services[]
+ * entry), else by its :path. Pure, no I/O. */
 #ifndef MTD_ROUTE_H
 #define MTD_ROUTE_H
 
@@ -24,14 +24,14 @@ int mtd_route_parse_path(const char *path, size_t len, struct mtd_route_path *ou
 struct mtd_route_table;
 
 /* names[i] is service i; "*" marks the catch-all; NULL leaves entry i
- * out (one only routes reach, issue 18). NULL on ENOMEM. */
+ * out (one only routes reach). NULL on ENOMEM. */
 struct mtd_route_table *mtd_route_table_new(const char *const *names, size_t n);
 void mtd_route_table_free(struct mtd_route_table *t);
 
 /* Index of the service named exactly svc, else of "*", else -1. */
 int mtd_route_lookup(const struct mtd_route_table *t, const char *svc, size_t len);
 
-/* ---- routes (Config.routes, issue 18) ----------------------------------- */
+/* ---- routes (Config.routes) --------------------------------------------- */
 
 /* How a route's header condition matches the request's value. */
 enum mtd_route_header_kind {

@@ -1,4 +1,4 @@
-/* The control thread's API for endpoint sources (issue 7): what the DNS
+/* The control thread's API for endpoint sources: what the DNS
  * resolver (dns.c), the etcd client and a config reload call to replace one
  * service's endpoints. Everything here runs on the control thread (the main
  * thread's event loop, main.c), never on a worker.
@@ -45,13 +45,6 @@ int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const str
  * copied. 0, -EINVAL or -ENOMEM. Control thread only. */
 int mtd_control_set_unavailable(struct mtd_control *ctl, size_t service, const char *reason);
 
-/* The reason calls to a discovered service fail with before its source's
- * first report: in the snapshots built before the source starts (the
- * listener may take calls then) and what the source sets when it starts, one
- * text for both: "waiting for the first DNS answer", "etcd: waiting for the
- * first list of PREFIX from ADDRESS". Written to buf (len bytes) when it
- * needs one; NULL for a STATIC service. */
-const char *mtd_runtime_waiting(const struct mtd_cfg_service *sc, char *buf, size_t len);
 
 /* An endpoint source (DNS, etcd) bound to one service of the current
  * config. The control loop starts one per service whose source is not
@@ -79,8 +72,9 @@ void mtd_control_publish(struct mtd_control *ctl, struct mtd_runtime *rt);
 /* The control loop's tick: strategy and outlier ticks; an endpoint whose
  * ejection ended restarts its warmup (mtd_control_rewarm). */
 void mtd_control_tick(struct mtd_control *ctl);
-/* Endpoints eps[0..n) of service si came back (issue 8 §3: "SERVING brings
- * it back through warmup"): when the service (or one of its methods) has a
+/* Endpoints eps[0..n) of service si came back (health checks SERVING
+ * again, or an ejection ended): they get their traffic back through
+ * warmup, not all at once. When the service (or one of its methods) has a
  * warmup window, their ramp restarts now, in a new snapshot of the same
  * set; else nothing. 0 or -errno (the set stays as it was). */
 int mtd_control_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n);

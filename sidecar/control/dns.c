@@ -1,4 +1,4 @@
-/* DNS endpoint sources (issue 7 section 5), on the control thread's event
+/* DNS endpoint sources, on the control thread's event
  * loop with libevent's evdns:
  *
  *  - discovery.dns: every A and AAAA record of the name, each called on the

@@ -1,5 +1,5 @@
-/* Internals shared by sidecar/etcd*.c: the link to an etcd cluster that
- * the watcher (etcd_watch.c) and the registration (etcd_register.c) each
+/* Internals shared by sidecar/control/etcd*.c: the link to an etcd cluster
+ * that the watcher (etcd_watch.c) and the registration (etcd_register.c) each
  * own one of. Control thread only. See the state diagram in etcd.c. */
 #ifndef MTD_ETCD_INT_H
 #define MTD_ETCD_INT_H

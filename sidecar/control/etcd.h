@@ -1,4 +1,4 @@
-/* etcd v3 on the control thread (issue 7 section 4): the endpoint source
+/* etcd v3 on the control thread: the endpoint source
  * that lists and watches a service's key prefix (etcd_watch.c), and the
  * self-registration of this pod's apps under a lease (etcd_register.c).
  * Both speak etcd's gRPC API (protos/etcd/) over the control thread's gRPC
@@ -46,7 +46,7 @@ struct mtd_register *mtd_register_start(struct event_base *base, const struct mt
  * to revoke: the caller goes on at once. NULL r returns false. */
 bool mtd_register_shutdown(struct mtd_register *r, void (*done)(void *arg), void *arg);
 void mtd_register_free(struct mtd_register *r);
-/* Reload with changed entries (issue 7 section 6): the heir (started on the
+/* Reload with changed entries: the heir (started on the
  * new config, or an empty one) takes old over. old's leases are revoked,
  * deleting its records, once every entry of heir is live (or after 10 s,
  * or at once when heir has no entries, or when heir shuts down), and old

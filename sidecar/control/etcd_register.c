@@ -199,7 +199,7 @@ static void grant_close(struct mtd_gcli_call *call, int status, const char *mess
 		mtd_etcd__link_fail(&r->link, "LeaseGrant: %s %s", mtd_grpc_status_name(status), message);
 		return;
 	}
-	/* Issue 17: advertising an inbound listener, the record names the
+	/* Advertising an inbound listener, the record names the
 	 * identity its certificate presents (read now: a rotated certificate
 	 * is named at the next registration). */
 	char identity[MTD_IDENTITY_TEXT_SIZE] = "";

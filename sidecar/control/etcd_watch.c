@@ -22,6 +22,7 @@
 #include "sidecar/control/etcd.h"
 #include "sidecar/control/etcd-int.h"
 #include "sidecar/control/gclient.h"
+#include "sidecar/control/runtime.h"
 #include "core/clock.h"
 #include "grpc/grpc.h"
 #include "sidecar/ops/metrics.h"
@@ -114,7 +115,8 @@ static bool entry_update(struct watcher *w, struct entry *e, const ProtobufCBina
 	e->mod_rev = mod_rev;
 	int rc = mtd_record_parse(value->data, value->len, mtd_wall_ms(), &rec, why, sizeof(why));
 	if (rc != 0) {
-		/* Issue 7 §3: logged once (per key and revision) and skipped. */
+		/* One bad record costs only itself: logged once (per key and
+		 * revision) and skipped. */
 		MTD_WARN("etcd (%s): key %s (revision %lld): bad record skipped: %s%s", w->what, e->key,
 		         (long long)mod_rev, why, e->ok ? " (its last good value stays)" : "");
 		return false;
@@ -490,7 +492,8 @@ static void watcher_lost(struct mtd_etcd_link *l, const char *reason)
 	if (w->mx)
 		w->mx->connected = false;
 	if (!w->listed || w->pushed == 0) {
-		/* Issue 7 §4: until the first list, the service says why. */
+		/* Until the first list, the service's calls fail UNAVAILABLE
+		 * saying why (etcd unreachable, ...) rather than "no endpoints". */
 		mtd_control_set_unavailable(w->ctl, w->service, reason);
 	}
 	/* Otherwise the last known set stays in force (logged once by the

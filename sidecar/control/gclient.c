@@ -482,7 +482,9 @@ struct mtd_gcli *mtd_gcli_new(struct event_base *base, const struct sockaddr *sa
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(ncb, on_data);
 	nghttp2_session_callbacks_set_on_stream_close_callback(ncb, on_stream_close);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(ncb, on_frame_recv);
-	/* HARDENING.md: until the peer's SETTINGS, assume 100 streams; no push. */
+	/* Until the peer's SETTINGS arrive, open at most 100 streams (the
+	 * protocol's default is unlimited; RFC 9113 §6.5.2 advises servers
+	 * to allow at least 100), and accept no push. */
 	nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
 	nghttp2_option_set_max_reserved_remote_streams(opt, 0);
 	nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(opt, 1);

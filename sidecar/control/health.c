@@ -132,7 +132,8 @@ static void result(struct target *t, bool ok, const char *why)
 			mirror(s, t->ep);
 			MTD_INFO("service %s: endpoint %s is healthy again (%u health checks SERVING)", s->cfg->name,
 			         t->ep->addr.text, t->oks);
-			/* issue 8 §3: SERVING brings it back through warmup. */
+			/* SERVING brings it back through warmup, not at full
+			 * share at once. */
 			mtd_control_rewarm(t->h->ctl, t->si, &t->ep, 1);
 		}
 	} else {

@@ -1,7 +1,7 @@
-/* Active health checks (issue 8 §3): grpc.health.v1.Health/Check on every
+/* Active health checks: grpc.health.v1.Health/Check on every
  * endpoint of the services that set health_check, over the endpoint's
  * pooled connection: the check is one more stream of a worker's pool
- * (sidecar/pool.c), so it proves the path calls take and costs no
+ * (sidecar/io/pool.c), so it proves the path calls take and costs no
  * connection of its own.
  *
  *             unhealthy_threshold failures in a row
@@ -20,9 +20,9 @@
  *
  * Threads: the control thread owns the schedule and the state (targets,
  * hc_down, the bitmaps). At each interval it hands the check to one
- * worker (its mailbox, sidecar/mailbox.h: struct mtd_worker.hc_inbox):
- * one whose pool has a usable connection to the endpoint
- * (mtd_endpoint.pooled), else the target's own. The worker puts it in
+ * worker (its mailbox, sidecar/control/mailbox.h: struct
+ * mtd_worker.hc_inbox): one whose pool has a usable connection to the
+ * endpoint (mtd_endpoint.pooled), else the target's own. The worker puts it in
  * its pool for the endpoint: it takes the first free stream slot of a
  * connection that has the peer's SETTINGS, before waiting calls; only
  * when the pool has no usable connection does the pool open one, counted

@@ -22,7 +22,7 @@
  * mailbox on a bell (below) wakes a base that has no lock at all.
  *
  * A bell: how other threads wake a loop whose base takes no lock
- * (EVENT_BASE_FLAG_NOLOCK: a worker's, issue 19 §1: a locked base takes
+ * (EVENT_BASE_FLAG_NOLOCK: a worker's; a locked base takes
  * and drops its mutex a dozen times a turn, ~600 instructions a call at
  * a steady rate). Ringers set bits in one atomic word and, when they
  * turned it from zero, write the bell's eventfd; the owner's read event

@@ -24,7 +24,7 @@ struct mtd_lb_picker;
 struct mtd_lb_layer;
 struct ssl_ctx_st;
 
-/* Snapshots and their reclaim (issue 7; HACKING.md "Snapshots"):
+/* Snapshots and their reclaim (HACKING.md "Snapshots"):
  *
  *   mtd_runtime  --refs-->  mtd_rt_service  --refs-->  mtd_endpoint
  *   (config, routes,        (one service's endpoint    (an identity: its stats,
@@ -44,8 +44,8 @@ struct ssl_ctx_st;
 struct mtd_endpoint {
 	struct mtd_ref ref;
 	char *key;                 /* registry key, or NULL */
-	/* The identity its registry record names (issue 17: FROM_REGISTRY
-	 * checks the server presents it), or NULL. Part of what the record
+	/* The identity its registry record names (FROM_REGISTRY checks the
+	 * server presents it), or NULL. Part of what the record
 	 * says, like the address: a changed one is another identity. */
 	char *identity;
 	struct mtd_cfg_addr addr;  /* owned copies: text (the id pickers hash), host (SNI default), sa */
@@ -73,7 +73,7 @@ struct mtd_endpoint {
 	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_eps */
 };
 
-/* A rate_limit's token bucket (issue 18), shared by every worker and by
+/* A rate_limit's token bucket, shared by every worker and by
  * the snapshots of one service (or method) while its figures stay. */
 struct mtd_rt_bucket {
 	struct mtd_ref ref;

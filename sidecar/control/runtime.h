@@ -80,5 +80,12 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 bool mtd_rt_host_is_literal(const char *host);
 /* "ip:port" / "[v6]:port" of sa into buf (64 bytes are enough). */
 const char *mtd_rt_numeric(const struct sockaddr_storage *sa, char *buf, size_t size);
+/* The reason calls to a discovered service fail with before its source's
+ * first report: in the snapshots built before the source starts (the
+ * listener may take calls then) and what the source sets when it starts, one
+ * text for both: "waiting for the first DNS answer", "etcd: waiting for the
+ * first list of PREFIX from ADDRESS". Written to buf (len bytes) when it
+ * needs one; NULL for a STATIC service. */
+const char *mtd_runtime_waiting(const struct mtd_cfg_service *sc, char *buf, size_t len);
 
 #endif

@@ -23,7 +23,7 @@ static const struct mtd_disc_source_ops *source_of(const struct mtd_cfg_service 
 		return &mtd_dns_source_ops;
 	case MTD_CFG_SOURCE_STATIC:
 		/* Host names in static endpoints: all their addresses, refreshed
-		 * through the same resolver (issue 7 section 5). */
+		 * through the same resolver as discovery.dns. */
 		for (size_t i = 0; i < sc->n_endpoints; i++)
 			if (!mtd_rt_host_is_literal(sc->endpoints[i].addr.host))
 				return &mtd_dns_static_source_ops;

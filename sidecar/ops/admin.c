@@ -137,7 +137,7 @@ static void json_time_or_null(struct mtd_json *j, int64_t ms)
 	mtd_json_str(j, out);
 }
 
-/* A routing layer's split in /clusters (issue 18): each group's weight
+/* A routing layer's split in /clusters: each group's weight
  * configured and now, the calls it took, the guard's cut and its window
  * figures. Nothing without a split. */
 static void clusters_split(struct mtd_json *j, const struct mtd_lb_layer *l, const struct mtd_cfg_split *sp)

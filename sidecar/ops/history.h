@@ -1,10 +1,10 @@
-/* The live page's history (issue 18, "seen, not read"): the last five
- * minutes of calls/s, error ratio and p99 per endpoint and per split
- * group, sampled once a second on the control thread from the figures the
- * admin already reads (the endpoints' mtd_lb_stats, their latency
- * histogram included; a split group is the sum of the endpoints whose
- * metadata carries its value). Nothing on the call path. Control thread
- * only. */
+/* The live page's history, plotted so that a change is seen rather than
+ * read off numbers: the last five minutes of calls/s, error ratio and p99
+ * per endpoint and per split group, sampled once a second on the control
+ * thread from the figures the admin already reads (the endpoints'
+ * mtd_lb_stats, their latency histogram included; a split group is the
+ * sum of the endpoints whose metadata carries its value). Nothing on the
+ * call path. Control thread only. */
 #ifndef MTD_HISTORY_H
 #define MTD_HISTORY_H
 

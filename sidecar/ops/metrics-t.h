@@ -22,7 +22,7 @@ enum mtd_mx_circuit {
 };
 extern const char *const mtd_mx_circuit_names[MTD_MX_CIRCUIT_N];
 
-/* Traffic policy's figures (issue 18), per :path. */
+/* Traffic policy's figures, per :path. */
 enum mtd_mx_policy {
 	MTD_MX_RATE_LIMITED,     /* refused by rate_limit */
 	MTD_MX_FAULT_ABORTED,    /* fault_injection abort */

@@ -51,7 +51,7 @@ static struct mtd_mx_worker *mx_workers;
 static unsigned mx_n_workers;
 static struct mtd_mx_disc *mx_disc; /* control thread only; newest first */
 
-/* split.guard's cuts (issue 18), by service, method ("*": the service's
+/* split.guard's cuts, by service, method ("*": the service's
  * split) and group: the control thread's, kept across reloads (a
  * counter). */
 struct mx_cut {
@@ -481,7 +481,7 @@ void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
 		mtd_mx_add(&call->mx->policy[what], 1);
 }
 
-/* FORKING's hedges (issue 8 §2). */
+/* FORKING's hedges. */
 void mtd_metrics_hedge_started(struct mtd_call *call)
 {
 	if (call->mx)
@@ -733,7 +733,7 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 		const char *v[] = {a[i].svc, a[i].method};
 		mtd_prom_sample_u64(b, "maitred_call_response_bytes_total", NULL, SM, v, 2, a[i].bytes_out);
 	}
-	/* The fault policy (issue 8), per service and method. */
+	/* The fault policy, per service and method. */
 	static const struct {
 		const char *name, *help;
 		size_t off;
@@ -770,7 +770,7 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 			mtd_prom_sample_u64(b, fault_families[f].name, NULL, SM, v, 2, x);
 		}
 	}
-	/* Traffic policy (issue 18), per service and method. */
+	/* Traffic policy, per service and method. */
 	static const struct {
 		const char *name, *help;
 		enum mtd_mx_policy what;
@@ -1062,7 +1062,7 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 	free(warm);
 }
 
-/* split (issue 18): each split group of each routing layer with a split,
+/* split: each split group of each routing layer with a split,
  * the service's (method "*") and the methods' own. */
 static void render_split_layer(struct mtd_abuf *b, const char *svc, const char *method, const struct mtd_lb_layer *l,
                                bool calls)

@@ -1,5 +1,6 @@
 /* Per-worker call figures for the admin endpoint, race-free by
- * construction (DESIGN.md: "the admin view reads, never blocks"):
+ * construction, so that the admin reads them without ever blocking a
+ * worker (and no worker waits for the admin):
  *
  *   - every counter below has ONE writer, the worker thread that owns it,
  *     which updates it with a relaxed load + store (no locked instruction);
@@ -64,7 +65,7 @@ void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit lim
 /* Worker thread. FAILBACK: a background re-send started, or a failed
  * call was given up (dropped). */
 void mtd_metrics_failback(struct mtd_call *call, bool dropped);
-/* Worker thread. Traffic policy (issue 18): a call refused by rate_limit,
+/* Worker thread. Traffic policy: a call refused by rate_limit,
  * aborted or delayed by fault_injection; a mirror copy sent, not made, failed
  * or cancelled (counted under the primary's :path). */
 void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what);
@@ -115,7 +116,7 @@ struct mtd_mx_disc {
  * (the source then counts nothing). Control thread. */
 struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source);
 
-/* split.guard cut a group (issue 18): counted by service, method ("*"
+/* split.guard cut a group: counted by service, method ("*"
  * for the service's split) and group. Control thread. */
 void mtd_metrics_guard_cut(const char *service, const char *method, const char *group);
 

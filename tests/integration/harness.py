@@ -119,7 +119,7 @@ def sanitizer_lines(text):
             if any(m in line for m in SANITIZER_MARKS) or MEMCHECK_ERROR.match(line)]
 
 
-# --- the binary's sanitizers against the build's (issue 16 §1) --------------
+# --- the binary's sanitizers against the build's ---------------------------
 def check_maitred_flavour():
     """Fail (AssertionError) when MAITRED_BIN lacks a sanitizer its build was
     configured with, or has one it was not: a plain build's objects reused by

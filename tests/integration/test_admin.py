@@ -1,4 +1,4 @@
-"""The admin endpoint (issue 9): /metrics after a known set of calls,
+"""The admin endpoint: /metrics after a known set of calls,
 /clusters, /config_dump redaction, /ready during a drain, POST /drain,
 404/405, the loopback rule, and the logs (JSON lines, the access log)."""
 
@@ -231,7 +231,7 @@ class Reference(AdminBase):
         a = self.start_upstream("a", extra_args=["--health-file", hfile])
         b = self.start_upstream("b")
         # A service using every feature that has families of its own
-        # (issue 18's traffic policy too: a split, a rate limit that lets
+        # (the traffic policy too: a split, a rate limit that lets
         # everything through, a mirror, faults at 0 %).
         svc = self.service(SVC, [a, b], fault={"mode": "FAILOVER", "retries": 1},
                            retry_budget={"ratio": 0.5, "min_per_second": 1},
@@ -272,7 +272,7 @@ class Reference(AdminBase):
 
 
 class FaultMetrics(AdminBase):
-    """The fault policy's families (issue 8): retries, substitute answers."""
+    """The fault policy's families: retries, substitute answers."""
 
     @maitred_only
     def test_retries_counted_exactly(self):
@@ -373,7 +373,7 @@ class Endpoints(AdminBase):
             self.assertEqual(e["state"], "healthy")
             self.assertGreaterEqual(e["connections"], 1)
             self.assertEqual(e["in_flight"], 0)
-        # Every endpoint started with maitred, so warmup is inert (issue 3):
+        # Every endpoint started with maitred, so warmup is inert:
         # the effective weight is the configured one while progress runs,
         # and progress is the time since maitred started over the window
         # (at most the time since we launched it).
@@ -413,7 +413,7 @@ class Endpoints(AdminBase):
 
 class HealthState(AdminBase):
     """Ejection, health checks and circuit breaking as /clusters and
-    /metrics show them (issue 9: "/clusters reflects an ejection")."""
+    /metrics show them (/clusters reflects an ejection)."""
 
     def unary_codes(self, stub, n):
         codes = []
@@ -994,7 +994,7 @@ class LivePage(AdminBase):
 
     @maitred_only
     def test_live_page_plots_endpoints_and_split_groups(self):
-        """Issue 18: plots of the last five minutes (calls/s, error ratio,
+        """Plots of the last five minutes (calls/s, error ratio,
         p99) per endpoint and per split group, drawn from /history; a group
         split.guard cut is marked, with when."""
         if not chromium():

@@ -1,4 +1,4 @@
-"""Every file in deploy/ and docs/ is checked (issue 9): the example configs
+"""Every file in deploy/ and docs/ is checked: the example configs
 pass --check-config (with certificates this suite generates), the
 Kubernetes manifests parse and carry what a sidecar deployment needs, the
 systemd unit passes `systemd-analyze verify` and is hardened, the config

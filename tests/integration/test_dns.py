@@ -1,4 +1,4 @@
-"""DNS endpoint sources (issue 7 section 5) against a DNS server the test
+"""DNS endpoint sources against a DNS server the test
 starts: Debian's dnsmasq on 127.0.0.1 serving a hosts file, with upstreams
 on 127.0.0.2, 127.0.0.3, ... (Linux routes all of 127.0.0.0/8 on lo), all
 on one port as a DNS service calls every address on the same port.
@@ -184,7 +184,7 @@ def can_bind_mount():
 @unittest.skipUnless(can_bind_mount(), "needs root and mount namespaces (unshare --mount) for a private /etc/hosts")
 class StaticHostname(MaitredTest):
     """A host name in static `endpoints` goes through the resolver: every
-    address it has becomes an endpoint (issue 7 section 5), not
+    address it has becomes an endpoint, not
     getaddrinfo's first. maitred runs in its own mount namespace with a
     hosts file of the test's (util-linux's unshare; the process keeps its
     PID through the execs), so the name's addresses are known and on

@@ -1,5 +1,5 @@
 """etcd discovery and self-registration through the real maitred against a
-real etcd (Debian's etcd-server) on 127.0.0.1 (issue 7 sections 3 and 4):
+real etcd (Debian's etcd-server) on 127.0.0.1:
 list then watch; instances added, re-weighted and removed while calls run;
 etcd stopped and restarted; a compacted revision; every kind of malformed
 record; UNAVAILABLE naming etcd until the first list; self-registration
@@ -7,7 +7,7 @@ put under a lease, kept alive, registered again after a lost lease or an
 etcd restart, revoked on SIGTERM before the drain, over TLS and with
 authentication; with when_serving, the app's grpc.health.v1 status
 followed; two maitreds discovering each other's apps; the record's zone
-and metadata routing calls (zone preference, canary header; issue 10).
+and metadata routing calls (zone preference, canary header).
 
 The tests write to etcd through its JSON gateway (/v3/kv/...), so they need
 nothing but etcd itself. Every wait is bounded and only a hang guard: what
@@ -691,7 +691,7 @@ class EtcdTest(MaitredTest):
         wait_until(lambda: key not in etcd.get_prefix(PREFIX), WAIT, "the deregistration once NOT_SERVING")
         self.stop_maitred(a)
 
-    # --- the record's zone and metadata route calls (issue 10 sections 3, 4) --
+    # --- the record's zone and metadata route calls ----------------------------
 
     def routed(self, stub, n, canary=None):
         md = (("x-canary", canary),) if canary is not None else None

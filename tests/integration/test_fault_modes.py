@@ -1,4 +1,4 @@
-"""The fault policy (issue 8): FAILOVER replays a call that failed before
+"""The fault policy: FAILOVER replays a call that failed before
 any response header on another endpoint, FAILFAST answers with the failure
 naming the endpoint, FAILSAFE and fallback answer when every instance is
 down, a refused stream is replayed in every mode, the retry budget caps

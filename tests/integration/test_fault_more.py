@@ -1,4 +1,4 @@
-"""The fault modes issue 8 added last: hedge_delay AUTO (the delay follows
+"""More of the fault policy: hedge_delay AUTO (the delay follows
 the method's observed p95), no retry that cannot finish before the
 deadline, BROADCAST (every endpoint, OK only if all are) and FAILBACK (OK
 at once, re-sent in the background from a bounded queue).

@@ -1,5 +1,6 @@
-"""HTTP/2 abuse from the downstream side (HARDENING.md): what nghttp2 1.52
-does not limit by itself, maitred does, without hurting honest clients."""
+"""HTTP/2 abuse from the downstream side (the CVE-2019-95xx family and
+its kin): what nghttp2 1.52 does not limit by itself, maitred does,
+without hurting honest clients."""
 
 import h2.errors
 

@@ -1,4 +1,4 @@
-"""Health, the filter before the rule (issue 8 §3): outlier ejection takes an
+"""Health, the filter before the rule: outlier ejection takes an
 instance that fails out of rotation and brings it back after its ejection
 time, per method when method-scoped; circuit breaking ends calls past the
 service's limits at once with RESOURCE_EXHAUSTED naming the limit.
@@ -502,7 +502,7 @@ class ActiveChecks(HealthBase):
 
 class BackThroughWarmup(HealthBase):
     """An endpoint that comes back (checks SERVING again, or its ejection
-    ended) restarts its warmup ramp when the service has one (issue 8 §3):
+    ended) restarts its warmup ramp when the service has one:
     read once from /clusters right after the return, with a window far
     longer than the test."""
 

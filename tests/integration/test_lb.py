@@ -1,6 +1,5 @@
-"""Load balancing through the real maitred over three upstream instances
-(issue 3, "Tests that must exist"): each policy's spread as the upstreams see
-it, header and message-field hash keys sticking to one instance and moving
+"""Load balancing through the real maitred over three upstream instances:
+each policy's spread as the upstreams see it, header and message-field hash keys sticking to one instance and moving
 only when their instance goes away, on_missing, per-method overrides, bounded
 load, and the config errors for options a policy cannot use.
 
@@ -286,8 +285,8 @@ class Spread(LbTest):
     @maitred_only
     def test_warmup_inert_when_every_endpoint_is_new(self):
         # Static endpoints all start together: a warmup window changes
-        # nothing, the 1:2:3 schedule stays exact (issue 3: "inert when
-        # every endpoint is new", "never makes an endpoint unreachable").
+        # nothing, the 1:2:3 schedule stays exact (warmup is inert when
+        # every endpoint is new, and never makes an endpoint unreachable).
         m = self.maitred_for(self.svc(self.ups, "WEIGHTED_ROUND_ROBIN", [100, 200, 300],
                                       warmup={"duration": "3600s", "curve": "SLOW_START"}))
         counts = collections.Counter(self.unary_spread(self.echo(m), 600))

@@ -1,5 +1,5 @@
 """Balancing at fleet scale through the real maitred over three upstream
-instances (issue 10, "Tests that must exist"): zone preference and spill-over
+instances: zone preference and spill-over
 when the local instance dies, canary routing by header and its fallback, and
 the subset size honoured (connections each upstream accepted, counted by the
 kernel: established TCP connections to its port), and subset.mode RING's
@@ -102,7 +102,7 @@ class Fleet(MaitredTest):
 
     @maitred_only
     def test_subset_ring_windows_tile_the_fleet(self):
-        # subset.mode RING (issue 19): two sidecars, index 0 and 1 of
+        # subset.mode RING: two sidecars, index 0 and 1 of
         # count 2, size 2 over 4 upstreams: disjoint windows of the hash
         # ring that together cover every upstream, round robin inside each.
         ups = [self.start_upstream(n) for n in ("a", "b", "c", "d")]

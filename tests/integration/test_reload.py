@@ -1,4 +1,4 @@
-"""Config reload (issue 7 section 6) and live endpoint sets (section 1):
+"""Config reload and live endpoint sets:
 SIGHUP or a change of the file replaces the config while calls run, with no
 failed call; endpoints that stay keep their connections; an invalid config
 is refused with FILE:LINE:COL errors and the old one keeps serving; what

@@ -1,4 +1,4 @@
-"""Robustness of the call relay (issue 6, section 2): half-closed streams,
+"""Robustness of the call relay: half-closed streams,
 DATA after a failure, non-gRPC HTTP answers, :authority, connect failures,
 keepalive."""
 

@@ -120,7 +120,7 @@ static void expect_only(const char *yaml, const char *want)
 	mtd_cfg_errors_clear(&errs);
 }
 
-/* What sidecar/runtime.c does with a loaded config: one picker per service
+/* What sidecar/control/runtime.c does with a loaded config: one picker per service
  * and per method over the service's endpoints. A config that loads must
  * never make that fail (only memory may). */
 static void assert_pickers_build(const struct mtd_cfg *cfg)
@@ -413,7 +413,7 @@ START_TEST(err_missing_endpoints)
 }
 END_TEST
 
-/* Issue 7 section 2: exactly one endpoint source, errors naming the field. */
+/* Exactly one endpoint source, errors naming the field. */
 START_TEST(err_endpoint_sources)
 {
 	expect_only("services:\n"
@@ -432,7 +432,7 @@ START_TEST(err_endpoint_sources)
 	             "      etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}\n"
 	             "      dns: {name: a.example, port: 1}\n",
 	             "t.yaml:5:12: services[0].discovery.dns: a service has exactly one endpoint source: *");
-	/* discovery.etcd loads (sidecar/etcd_watch.c reads it). */
+	/* discovery.etcd loads (sidecar/control/etcd_watch.c reads it). */
 	{
 		struct mtd_cfg *cfg = load_ok("services:\n"
 		                              "  - name: a.B\n"
@@ -488,7 +488,7 @@ START_TEST(err_endpoint_sources)
 }
 END_TEST
 
-/* Issue 17: inbound listeners (mesh mode). */
+/* Inbound listeners (mesh mode). */
 #define FX "%s/tests/unit/config/fixtures/certs/"
 
 START_TEST(inbound_ok)
@@ -693,7 +693,7 @@ START_TEST(err_inbound)
 }
 END_TEST
 
-/* Issue 7 section 4: Config.register. */
+/* Config.register. */
 START_TEST(register_ok)
 {
 	struct mtd_cfg *cfg =
@@ -1447,7 +1447,7 @@ START_TEST(ok_routing_layer_options)
 	             "  - name: a.B\n"
 	             "    locality: {min_healthy_percent: 120}\n" EP,
 	             "t.yaml:4:37: services[0].locality.min_healthy_percent: must be in 0..100");
-	/* subset.mode (issue 19): RING with index and count; the default is
+	/* subset.mode: RING with index and count; the default is
 	 * RING once count is set, RENDEZVOUS without. */
 	cfg = load_ok("services:\n"
 	              "  - name: a.B\n"
@@ -1507,7 +1507,7 @@ START_TEST(ok_routing_layer_options)
 }
 END_TEST
 
-/* ---- traffic policy (issue 18) ------------------------------------------- */
+/* ---- traffic policy ------------------------------------------------------- */
 
 START_TEST(ok_traffic_policy)
 {
@@ -1715,7 +1715,7 @@ START_TEST(ok_lb_fleet_options)
 
 	ck_assert_uint_eq(cfg->services[0].lb.hot_keys.threshold_per_second, 250);
 	ck_assert_uint_eq(cfg->services[0].lb.hot_keys.spread, 4);
-	/* Ring policies take warmup now (issue 10). */
+	/* Ring policies take warmup now. */
 	ck_assert_int_eq(cfg->services[0].lb.warmup.duration_ms, 30000);
 	/* An empty block: the documented defaults. */
 	ck_assert_uint_eq(cfg->services[1].lb.hot_keys.threshold_per_second, 100);
@@ -2071,7 +2071,7 @@ START_TEST(ok_example_file)
 	ck_assert_str_eq(cfg->inbound[0].authz.rules[0].methods[0], "/shop.Cart/*");
 	ck_assert_str_eq(cfg->inbound[0].client_ca_file, "certs/ca.pem");
 	ck_assert_int_eq(cfg->services[3].source, MTD_CFG_SOURCE_DNS);
-	/* issue 18: beta-pool is reached by routes and a mirror only. */
+	/* beta-pool is reached by routes and a mirror only. */
 	ck_assert_str_eq(cfg->services[4].name, "beta-pool");
 	ck_assert(!cfg->services[4].by_path);
 	ck_assert(cfg->services[0].by_path);
@@ -2434,7 +2434,7 @@ START_TEST(health_options)
 }
 END_TEST
 
-/* Issue 9: the admin endpoint has no authentication; only loopback unless
+/* The admin endpoint has no authentication; only loopback unless
  * admin_allow_remote. And the log block. */
 START_TEST(err_admin_and_log)
 {

@@ -278,7 +278,7 @@ START_TEST(test_format_json)
 	ck_assert_int_eq(r.start_ms, NOW_MS + 123);
 	mtd_record_clear(&r);
 	ck_assert_int_eq(mtd_record_format_json("", 1, 0, NULL, buf, sizeof(buf)), -EINVAL);
-	/* Issue 17: the identity a registered inbound listener presents. */
+	/* The identity a registered inbound listener presents (mesh mode). */
 	n = mtd_record_format_json("10.1.2.3:15443", 7, 0, "spiffe://cluster.local/ns/a/sa/\"b\\", buf, sizeof(buf));
 	ck_assert_str_eq(buf, "{\"address\": \"10.1.2.3:15443\", \"weight\": 7, "
 	                      "\"identity\": \"spiffe://cluster.local/ns/a/sa/\\\"b\\\\\"}");

@@ -97,7 +97,7 @@ START_TEST(subset_even_and_minimal_churn)
 }
 END_TEST
 
-/* RING (issue 19): SIDECARS sidecars, index 0..SIDECARS-1 of count
+/* RING: SIDECARS sidecars, index 0..SIDECARS-1 of count
  * SIDECARS, size 25, over the first n endpoints of s. conns[i]: in how
  * many subsets endpoint i is; each subset distinct and sorted. */
 static void ring_all(const struct mtd_lb_endpoint *eps, size_t n, uint32_t (*sub)[25], size_t *conns)

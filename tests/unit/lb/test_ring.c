@@ -1,4 +1,4 @@
-/* CONSISTENT_HASH and MAGLEV under change and heat (issue 10):
+/* CONSISTENT_HASH and MAGLEV under change and heat:
  *   - warmup: a new endpoint's share of its keys follows the warm curve,
  *     a key is only ever on its owner before or after the join, and a key
  *     that moved stays;

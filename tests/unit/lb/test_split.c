@@ -1,4 +1,4 @@
-/* split (lib/lb/split.c through layer.c, issue 18): the groups'
+/* split (lib/lb/split.c through layer.c): the groups'
  * proportions, a pinned value winning, a group without an eligible
  * endpoint giving its share to the others, subset and zones inside the
  * groups, per-worker counts, and the guard (cut by errors or by latency,

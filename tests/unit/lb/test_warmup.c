@@ -22,7 +22,7 @@ START_TEST(linear_curve)
 {
 	struct mtd_lb_warmup w = {.duration_ms = WINDOW, .curve = MTD_LB_WARMUP_LINEAR};
 
-	/* seed 003: Dubbo weight * uptime / warmup, clamped to [1, weight] */
+	/* Dubbo: weight * uptime / warmup, clamped to [1, weight] */
 	ck_assert_double_eq_tol(at(&w, 100, 0.0), 1.0, 1e-9);
 	ck_assert_double_eq_tol(at(&w, 100, 0.25), 25.0, 1e-9);
 	ck_assert_double_eq_tol(at(&w, 100, 0.5), 50.0, 1e-9);
@@ -256,7 +256,7 @@ START_TEST(returned_ramps_while_all_new)
 	int64_t now = START + WINDOW / 2;
 
 	/* Both first seen together; the second came back a quarter window
-	 * ago (issue 8 §3): its ramp applies though every start is recent. */
+	 * ago: its ramp applies though every start is recent. */
 	t_set_init(&s, 2, NULL);
 	s.eps[0].start_ms = START;
 	s.eps[1].start_ms = now - WINDOW / 4;

@@ -1,6 +1,6 @@
-/* sidecar/mailbox.c: what posters hand over arrives once each, in each
- * poster's order, and wakes the owner's loop; what is left at fini comes
- * back. The threaded case is also what a --enable-tsan build checks. */
+/* sidecar/control/mailbox.c: what posters hand over arrives once each, in
+ * each poster's order, and wakes the owner's loop; what is left at fini
+ * comes back. The threaded case is also what a --enable-tsan build checks. */
 #include "config.h"
 
 #include <check.h>

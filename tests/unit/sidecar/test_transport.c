@@ -1,5 +1,5 @@
-/* Unit tests for sidecar/transport.c and the transport waits in
- * sidecar/conn.c: a real OpenSSL client (maitred's context) against an
+/* Unit tests for sidecar/io/transport.c and the transport waits in
+ * sidecar/io/conn.c: a real OpenSSL client (maitred's context) against an
  * OpenSSL server in this process, over a non-blocking socketpair, pumped by
  * hand (no timing). Certificates are made in memory at start.
  *
