@@ -99,7 +99,7 @@ tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
 	sidecar/io/conn.c sidecar/io/downstream.c sidecar/io/upstream.c sidecar/io/pool.c \
 	sidecar/control/runtime.c sidecar/control/mailbox.c
 tests_unit_test_call_CFLAGS = $(TEST_UNIT_CFLAGS)
-tests_unit_test_call_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=mtd_now_ns -Wl,--wrap=mtd_up_connect \
+tests_unit_test_call_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=mtd_now_ns -Wl,--wrap=mtd_wall_ms -Wl,--wrap=mtd_up_connect \
 	-Wl,--wrap=mtd_slab_malloc -Wl,--wrap=mtd_slab_calloc -Wl,--wrap=mtd_slab_realloc \
 	-Wl,--wrap=mtd_slab_free
 tests_unit_test_call_LDADD = $(TEST_UNIT_LIBS)

@@ -6,8 +6,9 @@
  * inside it.
  *
  *   weights {v1: 90, v2: 10}  --choose-->  group v1 | v2  --layer.c-->  endpoint
- *            ^ 0 while cut                  ^ none eligible: its share
- *            (guard, until reload)            goes to the others
+ *            ^ 0 while cut                  ^ none eligible: its share goes to
+ *            (guard, until the   the others
+ *            split changes)
  *
  * The choice (Envoy's weighted clusters, linkerd's TrafficSplit): one
  * random draw over the cumulative weights of the groups that have
@@ -64,11 +65,10 @@ struct mtd_lb_split {
 	uint64_t cum[MTD_LB_SPLIT_MAX_GROUPS]; /* prefix sums of the weights of entries with a group */
 	uint64_t total;
 	_Atomic uint64_t cut;                            /* bit k: entry k cut by the guard */
-	_Atomic int64_t cut_ms[MTD_LB_SPLIT_MAX_GROUPS]; /* wall ms of the cut */
+	_Atomic int64_t cut_ms[MTD_LB_SPLIT_MAX_GROUPS]; /* now_ms of the cut (monotonic) */
 	unsigned n_workers;
 	size_t stride;           /* counters per worker row, a multiple of a cache line */
 	_Atomic uint64_t *picks; /* [worker * stride + entry], one writer each */
-	const void *origin;      /* the config built from: identity only, never read */
 	struct mtd_lb_split_guard guard;
 	/* Guard (NULL / unused when off). */
 	struct split_fig *fig;            /* [n], shared atomics */
@@ -94,6 +94,23 @@ void mtd_lb__split_free(struct mtd_lb_split *s)
 	free(s);
 }
 
+static bool same_guard(const struct mtd_lb_split_guard *a, const struct mtd_lb_split_guard *b)
+{
+	return a->on == b->on && a->max_error_ratio == b->max_error_ratio && a->max_p99_ratio == b->max_p99_ratio &&
+	       a->min_calls == b->min_calls && a->window_ms == b->window_ms;
+}
+
+/* The weights (values and figures, in order) and the guard are equal. */
+static bool same_split(const struct mtd_lb_split *a, const struct mtd_lb_split *b)
+{
+	if (a->n != b->n || !same_guard(&a->guard, &b->guard))
+		return false;
+	for (size_t k = 0; k < a->n; k++)
+		if (a->e[k].weight != b->e[k].weight || strcmp(a->e[k].value, b->e[k].value) != 0)
+			return false;
+	return true;
+}
+
 struct mtd_lb_split *mtd_lb__split_new(const struct mtd_lb_split_config *cfg, const int32_t *group, unsigned n_workers,
                                        const struct mtd_lb_split *prev)
 {
@@ -105,7 +122,6 @@ struct mtd_lb_split *mtd_lb__split_new(const struct mtd_lb_split_config *cfg, co
 	if (s == NULL)
 		return NULL;
 	s->n = cfg->n;
-	s->origin = cfg;
 	s->guard = cfg->guard;
 	s->n_workers = n_workers > 0 ? n_workers : 1;
 	s->stride = (cfg->n + 7) / 8 * 8; /* 8 counters = 64 bytes */
@@ -129,11 +145,12 @@ struct mtd_lb_split *mtd_lb__split_new(const struct mtd_lb_split_config *cfg, co
 		if (s->fig == NULL || s->snap == NULL)
 			goto fail;
 	}
-	/* The same config over a new endpoint set (discovery, a warmup
-	 * restart): the guard's verdicts and its window go on; picks counted
-	 * go on too, so the figures read as counters. A reload (another
-	 * config) starts afresh: a cut lasts until the next reload. */
-	if (prev != NULL && prev->origin == cfg && prev->n == s->n) {
+	/* The same split by value (a new endpoint set, a warmup restart, a
+	 * reload that changed something else or only re-read certificates):
+	 * the guard's verdicts and its window go on; picks counted go on too,
+	 * so the figures read as counters. A changed split starts afresh: a
+	 * cut lasts until the split itself changes. */
+	if (prev != NULL && same_split(prev, s)) {
 		atomic_store_explicit(&s->cut, atomic_load(&prev->cut), memory_order_relaxed);
 		for (size_t k = 0; k < s->n; k++) {
 			atomic_store_explicit(&s->cut_ms[k], atomic_load(&prev->cut_ms[k]), memory_order_relaxed);

@@ -898,6 +898,10 @@ static void add_outliers(struct mtd_mx_health *out, const struct mtd_outlier_set
 	out->ejections += atomic_load_explicit(&e->ejections_total, memory_order_relaxed);
 	if (until != 0) {
 		out->ejected = true;
+		/* The set runs on the monotonic clock; shown as wall time. 1:
+		 * being written (outlier.c), kept as is. */
+		if (until > 1)
+			until = mtd_wall_of_mono_ms(until);
 		if (until > out->ejected_until_ms)
 			out->ejected_until_ms = until;
 	}

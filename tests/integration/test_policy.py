@@ -16,6 +16,7 @@ machine's noise, said at each. Shares are checked with margins of at least
 where it gives one.
 """
 
+import copy
 import json
 import math
 import os
@@ -408,8 +409,26 @@ class Policy(MaitredTest):
         self.assertEqual((g["v2"]["weight"], g["v2"]["current_weight"]), (50, 0))
         self.assertFalse(g["v1"]["cut"])
         self.assertEqual(split["guard"]["min_calls"], 100)
-        # A reload gives v2 its weight back.
-        self.reload(m, self.cfg)
-        wait_until(lambda: value(self.metrics(), "maitred_split_weight", service=SVC, method="*", group="v2") == 50,
-                   CALL_LIMIT, "v2 back at 50 after the reload")
+        # A reload that leaves the split as it was (here: another service
+        # added; the same holds for a SIGHUP that only re-reads files)
+        # keeps the cut: the applied reload rebuilt the snapshot, v2 is
+        # still at 0, and calls still avoid it.
+        other = self.service("other.Other", [a])
+        cfg = copy.deepcopy(self.cfg)
+        cfg["services"] = cfg["services"] + [other]
+        self.reload(m, cfg)
+        self.assertEqual(value(self.metrics(), "maitred_split_weight", service=SVC, method="*", group="v2"), 0)
+        before = c.stats().total
+        got = self.many(stub, 100, threads=8)
+        self.assertEqual([g for g in got if g[1] != grpc.StatusCode.OK], [])
+        self.assertEqual(c.stats().total, before)
+        self.assertNotIn("lifted", m.proc.output())
+        # A changed split gives v2 its (new) weight back, and says so.
+        cfg = copy.deepcopy(cfg)
+        cfg["services"][0]["split"]["weights"] = {"v1": 60, "v2": 40}
+        self.reload(m, cfg)
+        wait_until(lambda: value(self.metrics(), "maitred_split_weight", service=SVC, method="*", group="v2") == 40,
+                   CALL_LIMIT, "v2 back at 40 after the split changed")
+        self.assertRegex(m.proc.output(), r"service %s: split\.guard's cut of v2 lifted: the split changed"
+                         % re.escape(SVC))
         self.stop_maitred(m)

@@ -190,6 +190,30 @@ int64_t seam_now_ns(void)
 	return clock_ns;
 }
 
+static int64_t wall_step_ms;
+
+int64_t __real_mtd_wall_ms(void);
+int64_t __wrap_mtd_wall_ms(void);
+int64_t __wrap_mtd_wall_ms(void)
+{
+	return __real_mtd_wall_ms() + wall_step_ms;
+}
+
+void seam_step_wall_ms(int64_t ms)
+{
+	wall_step_ms += ms;
+}
+
+static void tick_back(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n)
+{
+	(void)ctl, (void)si, (void)eps, (void)n;
+}
+
+void seam_runtime_tick(struct seam *s)
+{
+	mtd_runtime_tick(s->ctl.rt, tick_back);
+}
+
 /* ---- slab blocks (wrapped) ---------------------------------------------------- */
 
 void *__real_mtd_slab_malloc(struct mtd_slab *s, size_t size);
@@ -506,7 +530,7 @@ void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
 
 void mtd_metrics_guard_cut(const char *service, const char *method, const char *group)
 {
-	ck_abort_msg("no split guard in the seam");
+	seam_mx.guard_cuts++;
 }
 
 void mtd_metrics_failback(struct mtd_call *call, bool dropped)

@@ -16,6 +16,8 @@
 
 #include "call_seam.h"
 #include "core/log.h"
+#include "health/outlier.h"
+#include "lb/lb.h"
 #include "sidecar/call/call.h"
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/io/conn-t.h"
@@ -1076,6 +1078,90 @@ START_TEST(many_calls_every_block_back_after_the_reap)
 }
 END_TEST
 
+/* ---- clocks: windows and cadences on the monotonic clock --------------- */
+
+/* The endpoint index of addr in the worker's current snapshot of echo.Echo. */
+static size_t ep_index(struct seam *s, const char *addr)
+{
+	const struct mtd_rt_service *svc = seam_worker(s)->rt->services[0];
+	for (size_t i = 0; i < svc->n_eps; i++)
+		if (strcmp(svc->eps[i]->addr.text, addr) == 0)
+			return i;
+	ck_abort_msg("no endpoint %s", addr);
+	return 0;
+}
+
+/* One unary call answered by its endpoint: status 0 on ok_ep, 14
+ * (UNAVAILABLE) elsewhere. */
+static void one_call(struct seam *s, unsigned *nth, const char *ok_ep)
+{
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, (*nth)++);
+	ck_assert_ptr_nonnull(ss);
+	int st = strcmp(ss->ep, ok_ep) == 0 ? 0 : 14;
+	seam_respond(s, ss, st, "pong", 4);
+	seam_run(s);
+	ck_assert(cs->closed);
+}
+
+START_TEST(wall_clock_step_back_does_not_hold_an_ejection)
+{
+	char yaml[2048];
+	snprintf(yaml, sizeof(yaml), "%s    outlier_detection: {consecutive_failures: 1, base_ejection_time: 30s}\n",
+	         config(EPS_AB, NULL));
+	struct seam *s = seam_new(yaml);
+	unsigned nth = 0;
+	/* Until an endpoint failed once: ejected for 30 s. */
+	while (nth < 8 && atomic_load(&seam_worker(s)->rt->services[0]->outliers->n_ejected) == 0)
+		one_call(s, &nth, "none");
+	const struct mtd_outlier_set *o = seam_worker(s)->rt->services[0]->outliers;
+	ck_assert_uint_eq(atomic_load(&o->n_ejected), 1);
+	size_t out = mtd_outlier_is_ejected(o, ep_index(s, EP_A)) ? ep_index(s, EP_A) : ep_index(s, EP_B);
+	ck_assert(mtd_outlier_is_ejected(o, out));
+	/* The wall clock steps back an hour (NTP, an operator). */
+	seam_step_wall_ms(-3600 * 1000);
+	seam_advance_ms(s, 29000);
+	seam_runtime_tick(s);
+	ck_assert(mtd_outlier_is_ejected(o, out));
+	/* 30 s later on the monotonic clock: back, not an hour later. */
+	seam_advance_ms(s, 2000);
+	seam_runtime_tick(s);
+	ck_assert(!mtd_outlier_is_ejected(o, out));
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(wall_clock_step_back_does_not_stop_the_guard)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [{address: \"" EP_A "\", metadata: {version: v1}},"
+	                          " {address: \"" EP_B "\", metadata: {version: v2}}]\n"
+	                          "    split: {metadata_key: version, weights: {v1: 50, v2: 50},"
+	                          " guard: {min_calls: 10, window: 10s}}\n");
+	unsigned nth = 0;
+	struct mtd_lb_split_group info;
+	seam_runtime_tick(s); /* the guard's first snapshot */
+	seam_step_wall_ms(-3600 * 1000);
+	/* v2 fails every call; a second of calls, then the control thread's
+	 * tick: cut within the 10 s window whatever the wall clock did. */
+	for (int sec = 0; sec < 10; sec++) {
+		for (int k = 0; k < 20; k++)
+			one_call(s, &nth, EP_A);
+		seam_advance_ms(s, 1000);
+		seam_runtime_tick(s);
+		ck_assert(mtd_lb_layer_split_group(seam_worker(s)->rt->services[0]->layer, 1, &info));
+		if (info.current == 0)
+			break;
+	}
+	ck_assert_str_eq(info.value, "v2");
+	ck_assert_msg(info.current == 0, "v2 not cut in 10 s after a wall-clock step back");
+	ck_assert_uint_eq(seam_mx.guard_cuts, 1);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1096,6 +1182,11 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, per_try_timeout_while_waiting_in_a_pool_retries_elsewhere);
 	tcase_add_test(tc, reload_removing_the_endpoint_of_a_call_in_flight_lets_it_finish);
 	tcase_add_test(tc, client_reset_after_an_early_answer_cancels_the_open_request_upstream);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("clocks");
+	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
+	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reroute");
