@@ -790,6 +790,31 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 			                    a[i].policy[policy_families[f].what]);
 		}
 	}
+	/* Every copy made or meant and not delivered, by why (a copy is never
+	 * lost silently): the sum over reasons. */
+	mtd_prom_family(b, "maitred_mirror_dropped_total", "counter",
+	                "mirror: copies not delivered to the mirror entry (or not answered by it), by reason; the "
+	                "primary is never affected.");
+	for (size_t i = 0; i < n; i++) {
+		static const struct {
+			const char *reason;
+			enum mtd_mx_policy what;
+		} reasons[] = {
+		        {"too_large", MTD_MX_MIRROR_TOO_LARGE},       {"rate_limited", MTD_MX_MIRROR_RATE_LIMITED},
+		        {"circuit_open", MTD_MX_MIRROR_CIRCUIT_OPEN}, {"queue_full", MTD_MX_MIRROR_QUEUE_FULL},
+		        {"rerouted", MTD_MX_MIRROR_REROUTED},         {"no_memory", MTD_MX_MIRROR_NO_MEMORY},
+		        {"failed", MTD_MX_MIRROR_FAILED},             {"primary_ended", MTD_MX_MIRROR_CANCELLED},
+		        {"shutdown", MTD_MX_MIRROR_SHUTDOWN},
+		};
+		for (size_t r = 0; r < sizeof(reasons) / sizeof(reasons[0]); r++) {
+			uint64_t x = a[i].policy[reasons[r].what];
+			if (!x && !a[i].policy[MTD_MX_MIRROR_COPIES])
+				continue; /* a path never mirrored: no zero rows */
+			const char *k[] = {"service", "method", "reason"};
+			const char *v[] = {a[i].svc, a[i].method, reasons[r].reason};
+			mtd_prom_sample_u64(b, "maitred_mirror_dropped_total", NULL, k, v, 3, x);
+		}
+	}
 	mtd_prom_family(b, "maitred_fault_injected_total", "counter",
 	                "fault_injection: calls aborted (ended with the configured status, no upstream) or delayed.");
 	for (size_t i = 0; i < n; i++) {

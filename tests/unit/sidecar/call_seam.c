@@ -526,6 +526,8 @@ void mtd_inbound_call_start(struct mtd_call *call)
 void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
 {
 	seam_mx.policy++;
+	if ((unsigned)what < sizeof(seam_mx.policy_by) / sizeof(seam_mx.policy_by[0]))
+		seam_mx.policy_by[what]++;
 }
 
 void mtd_metrics_guard_cut(const char *service, const char *method, const char *group)
@@ -875,6 +877,8 @@ static int sv_on_header(nghttp2_session *ng, const nghttp2_frame *frame, const u
 		return 0;
 	if (name_is(name, namelen, ":path")) {
 		copy_value(ss->path, sizeof(ss->path), value, valuelen);
+	} else if (name_is(name, namelen, ":authority")) {
+		copy_value(ss->authority, sizeof(ss->authority), value, valuelen);
 	} else if (name_is(name, namelen, "grpc-previous-rpc-attempts")) {
 		char v[16];
 		copy_value(v, sizeof(v), value, valuelen);

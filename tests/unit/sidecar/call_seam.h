@@ -48,6 +48,7 @@ struct seam_ss {
 	struct seam_link *link;
 	char ep[64];         /* the endpoint's address */
 	char path[128];      /* :path */
+	char authority[128]; /* :authority */
 	int prev_attempts;   /* grpc-previous-rpc-attempts, 0 when absent */
 	char timeout[32];    /* grpc-timeout, "" when absent */
 	struct seam_buf req; /* request DATA received */
@@ -74,6 +75,7 @@ struct seam_mx {
 	unsigned routed, ended, attempts_done, hedges_started, hedges_won;
 	unsigned failback_started, failback_dropped, decisions, circuit_rejected;
 	unsigned policy; /* traffic policy events (rate limited, injected, mirrored) */
+	unsigned policy_by[32]; /* the same by enum mtd_mx_policy */
 	unsigned guard_cuts; /* split.guard cuts (seam_runtime_tick) */
 	unsigned hedge_samples;  /* hedge_delay AUTO's samples, and the last one (us) */
 	int64_t hedge_sample_us;

@@ -19,6 +19,8 @@
 #include "health/outlier.h"
 #include "lb/lb.h"
 #include "sidecar/call/call.h"
+#include "sidecar/call/policy.h"
+#include "sidecar/ops/metrics-t.h"
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/io/conn-t.h"
 #include "sidecar/io/pool.h"
@@ -1162,6 +1164,125 @@ START_TEST(wall_clock_step_back_does_not_stop_the_guard)
 }
 END_TEST
 
+/* ---- mirror copies ------------------------------------------------------- */
+
+START_TEST(shadow_authority_suffixes_the_host_before_any_port)
+{
+	static const struct {
+		const char *in, *out; /* out NULL: left as it is */
+	} cases[] = {
+	        {"shop.test", "shop.test-shadow"},
+	        {"shop.test:8080", "shop.test-shadow:8080"},
+	        {"10.0.0.1:80", "10.0.0.1-shadow:80"},
+	        {"user@shop.test:1", "user@shop.test-shadow:1"},
+	        {"[::1]:80", NULL},
+	        {"[::1]", NULL},
+	        {"::1", NULL},
+	        {"", NULL},
+	};
+	char out[64];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = mtd_policy_shadow_authority(cases[i].in, strlen(cases[i].in), out, sizeof(out));
+		if (!cases[i].out) {
+			ck_assert_msg(n == 0, "%s: suffixed", cases[i].in);
+			continue;
+		}
+		ck_assert_msg(n == strlen(cases[i].out) && memcmp(out, cases[i].out, n) == 0, "%s -> %.*s", cases[i].in,
+		              (int)n, out);
+	}
+	/* No room: left as it is. */
+	ck_assert_uint_eq(mtd_policy_shadow_authority("shop.test", 9, out, 15), 0);
+}
+END_TEST
+
+#define MIRRORED(shadow_extra)                                                                                         \
+	"services:\n"                                                                                                  \
+	"  - name: \"echo.Echo\"\n"                                                                                    \
+	"    endpoints: [" EPS_A "]\n"                                                                                 \
+	"    mirror: {service: shadow}\n"                                                                              \
+	"  - name: shadow\n"                                                                                           \
+	"    endpoints: [{address: \"" EP_C "\"}]\n"                                                                   \
+	"    " shadow_extra "\n"
+
+/* The streams opened to addr so far. */
+static struct seam_ss *nth_stream_to(struct seam *s, const char *addr, unsigned nth)
+{
+	for (unsigned i = 0; seam_stream(s, i); i++)
+		if (strcmp(seam_stream(s, i)->ep, addr) == 0 && nth-- == 0)
+			return seam_stream(s, i);
+	return NULL;
+}
+
+START_TEST(mirror_copies_pass_the_mirror_entrys_rate_limit)
+{
+	struct seam *s = seam_new(MIRRORED("rate_limit: {calls_per_second: 1, burst: 1}"));
+	struct seam_cs *cs[3];
+	for (int i = 0; i < 3; i++) {
+		cs[i] = unary(s, NULL, "ping");
+		seam_run(s);
+	}
+	/* One copy (the bucket's one token), two dropped and counted; the
+	 * primaries all went on. */
+	ck_assert_uint_eq(seam_streams(s, EP_A), 3);
+	ck_assert_uint_eq(seam_streams(s, EP_C), 1);
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_MIRROR_COPIES], 1);
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_MIRROR_RATE_LIMITED], 2);
+	/* The copy says it is one: its host suffixed -shadow. */
+	ck_assert_str_eq(nth_stream_to(s, EP_C, 0)->authority, "seam.test-shadow");
+	ck_assert_str_eq(nth_stream_to(s, EP_A, 0)->authority, "seam.test");
+	expect_request(nth_stream_to(s, EP_C, 0), "ping");
+	seam_respond(s, nth_stream_to(s, EP_C, 0), 0, "pong", 4);
+	for (int i = 0; i < 3; i++)
+		seam_respond(s, nth_stream_to(s, EP_A, (unsigned)i), 0, "pong", 4);
+	seam_run(s);
+	for (int i = 0; i < 3; i++)
+		expect_ok(cs[i], "pong");
+	/* A second later the bucket has a token again. */
+	seam_advance_ms(s, 1000);
+	struct seam_cs *late = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_C), 2);
+	seam_respond(s, nth_stream_to(s, EP_C, 1), 0, "pong", 4);
+	seam_respond(s, nth_stream_to(s, EP_A, 3), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(late, "pong");
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(mirror_copies_pass_the_mirror_entrys_circuit_breaker)
+{
+	struct seam *s = seam_new(MIRRORED("circuit_breaker: {max_calls: 1}"));
+	/* The first copy stays in flight at the mirror entry (its primary
+	 * too: the primary's end would cancel it). */
+	struct seam_cs *a = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_C), 1);
+	struct seam_cs *b = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_C), 1);
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_MIRROR_CIRCUIT_OPEN], 1);
+	ck_assert_uint_eq(seam_streams(s, EP_A), 2); /* the primary never affected */
+	/* The copy answered: room again. */
+	seam_respond(s, nth_stream_to(s, EP_C, 0), 0, "pong", 4);
+	seam_run(s);
+	struct seam_cs *c = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_C), 2);
+	for (unsigned i = 0; i < 3; i++)
+		seam_respond(s, nth_stream_to(s, EP_A, i), 0, "pong", 4);
+	seam_respond(s, nth_stream_to(s, EP_C, 1), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(a, "pong");
+	expect_ok(b, "pong");
+	expect_ok(c, "pong");
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_MIRROR_COPIES], 2);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1182,6 +1303,12 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, per_try_timeout_while_waiting_in_a_pool_retries_elsewhere);
 	tcase_add_test(tc, reload_removing_the_endpoint_of_a_call_in_flight_lets_it_finish);
 	tcase_add_test(tc, client_reset_after_an_early_answer_cancels_the_open_request_upstream);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("mirror");
+	tcase_add_test(tc, shadow_authority_suffixes_the_host_before_any_port);
+	tcase_add_test(tc, mirror_copies_pass_the_mirror_entrys_rate_limit);
+	tcase_add_test(tc, mirror_copies_pass_the_mirror_entrys_circuit_breaker);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("clocks");
