@@ -262,7 +262,9 @@ static bool layer_wanted(const struct mtd_lb_layer_config *lc)
 
 /* rate_limit's bucket (issue 18): was's when it has the same figures (a
  * reload or an endpoint change keeps the tokens spent: no new burst),
- * else a new full one. NULL when rl is not set, or out of memory (*oom). */
+ * else a new one with the new figures holding what was has left (at most
+ * the new burst: new figures mint nothing either), or a full one when
+ * there was none. NULL when rl is not set, or out of memory (*oom). */
 static struct mtd_rt_bucket *bucket_for(const struct mtd_cfg_rate_limit *rl, struct mtd_rt_bucket *was, bool *oom)
 {
 	if (!rl->set)
@@ -277,7 +279,10 @@ static struct mtd_rt_bucket *bucket_for(const struct mtd_cfg_rate_limit *rl, str
 		return NULL;
 	}
 	mtd_ref_init(&b->ref);
-	mtd_limit_bucket_init(&b->b, rl->per_second, rl->burst, mtd_now_ns());
+	if (was) /* new figures: the tokens left, no new burst */
+		mtd_limit_bucket_init_from(&b->b, rl->per_second, rl->burst, &was->b, mtd_now_ns());
+	else
+		mtd_limit_bucket_init(&b->b, rl->per_second, rl->burst, mtd_now_ns());
 	return b;
 }
 

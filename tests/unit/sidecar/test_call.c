@@ -1283,6 +1283,44 @@ START_TEST(mirror_copies_pass_the_mirror_entrys_circuit_breaker)
 }
 END_TEST
 
+/* A reload that changes a bucket's figures carries the tokens left over:
+ * it mints no new burst. */
+START_TEST(reload_with_new_rate_limit_figures_mints_no_burst)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "    rate_limit: {calls_per_second: 1, burst: 2}\n");
+	struct seam_cs *cs[4];
+	for (int i = 0; i < 3; i++) {
+		cs[i] = unary(s, NULL, "ping");
+		seam_run(s);
+	}
+	expect_status(cs[2], 8); /* RESOURCE_EXHAUSTED: the burst of 2 spent */
+	seam_reload(s, "services:\n"
+	               "  - name: \"echo.Echo\"\n"
+	               "    endpoints: [" EPS_A "]\n"
+	               "    rate_limit: {calls_per_second: 2, burst: 50}\n");
+	seam_run(s);
+	cs[3] = unary(s, NULL, "ping");
+	seam_run(s);
+	expect_status(cs[3], 8); /* still empty, not a fresh 50 */
+	ck_assert_uint_eq(seam_streams(s, EP_A), 2);
+	for (unsigned i = 0; i < 2; i++)
+		seam_respond(s, seam_stream(s, i), 0, "pong", 4);
+	seam_run(s);
+	/* Refilled at the new rate: one token in 500 ms. */
+	seam_advance_ms(s, 500);
+	struct seam_cs *late = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_A), 3);
+	seam_respond(s, seam_stream(s, 2), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(late, "pong");
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1305,10 +1343,11 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, client_reset_after_an_early_answer_cancels_the_open_request_upstream);
 	suite_add_tcase(s, tc);
 
-	tc = tcase_create("mirror");
+	tc = tcase_create("policy");
 	tcase_add_test(tc, shadow_authority_suffixes_the_host_before_any_port);
 	tcase_add_test(tc, mirror_copies_pass_the_mirror_entrys_rate_limit);
 	tcase_add_test(tc, mirror_copies_pass_the_mirror_entrys_circuit_breaker);
+	tcase_add_test(tc, reload_with_new_rate_limit_figures_mints_no_burst);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("clocks");
