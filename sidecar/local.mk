@@ -79,6 +79,13 @@ tests_unit_test_turn_SOURCES = tests/unit/sidecar/test_turn.c sidecar/turn.c sid
 tests_unit_test_turn_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_turn_LDADD = $(TEST_UNIT_LIBS)
 
+# The refusal log's gates (ops/mesh.c): per address, and bounded over many.
+check_PROGRAMS += tests/unit/test_mesh
+TESTS += tests/unit/test_mesh
+tests_unit_test_mesh_SOURCES = tests/unit/sidecar/test_mesh.c sidecar/ops/mesh.c
+tests_unit_test_mesh_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_mesh_LDADD = $(TEST_UNIT_LIBS)
+
 # The mailbox (mailbox.h): order, wake-up, leftovers, posters on threads.
 check_PROGRAMS += tests/unit/test_mailbox
 TESTS += tests/unit/test_mailbox
