@@ -167,8 +167,9 @@ struct mtd_lb_layer_config {
 	struct mtd_lb_subset_config subset; /* size 0 = every endpoint */
 	/* split over the groups of metadata_key (which must be set), or NULL.
 	 * Copied. A layer built with a prev whose split is equal by value
-	 * (weights in order, guard) carries the guard's state over, cuts
-	 * included; a changed split starts afresh. */
+	 * (the same values with the same weights, in any order, and the same
+	 * guard) carries the guard's state over, cuts included; a changed
+	 * split starts afresh. */
 	const struct mtd_lb_split_config *split;
 };
 

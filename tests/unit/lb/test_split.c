@@ -323,17 +323,20 @@ START_TEST(guard_cuts_by_errors_and_keeps_it_until_the_split_changes)
 	count_unpinned(l2, &s, counts, 1000);
 	ck_assert_uint_eq(counts[3], 0);
 	/* A reload whose split is equal by value (another config object,
-	 * strings at other addresses: a SIGHUP that only re-read
-	 * certificates): still cut, its time kept. */
+	 * strings at other addresses, the map listed in another order: a
+	 * SIGHUP that only re-read certificates): still cut, its time kept. */
 	char v1[] = "v1", v2[] = "v2";
-	const struct mtd_lb_split_weight w_same[] = {{v1, 50}, {v2, 50}};
+	const struct mtd_lb_split_weight w_same[] = {{v2, 50}, {v1, 50}};
 	struct mtd_lb_split_config sc2 = sc;
 	sc2.weights = w_same;
 	struct mtd_lb_layer *l3 = split_layer(&s, "RANDOM", &sc2, l2);
 	mtd_lb_layer_free(l2);
-	ck_assert(mtd_lb_layer_split_group(l3, 1, &info));
+	ck_assert(mtd_lb_layer_split_group(l3, 0, &info));
+	ck_assert_str_eq(info.value, "v2");
 	ck_assert_uint_eq(info.current, 0);
 	ck_assert_int_eq(info.cut_ms, t - 3000);
+	ck_assert(mtd_lb_layer_split_group(l3, 1, &info));
+	ck_assert_uint_eq(info.current, 50);
 	count_unpinned(l3, &s, counts, 1000);
 	ck_assert_uint_eq(counts[3], 0);
 	/* A changed split (a weight): back in. */
