@@ -36,7 +36,9 @@ int64_t mtd_policy_delay_ns(struct mtd_call *call);
  * counted as too large) and the mirror entry's rate_limit and
  * circuit_breaker.max_calls have room (else dropped and counted). The
  * primary is never affected. Every copy not delivered is counted by
- * reason (maitred_mirror_dropped_total). */
+ * reason (maitred_mirror_dropped_total). A call that ended before its
+ * request was whole (refused by its own rate_limit, aborted, failed) is
+ * not mirrored: there is no traffic of it to show. */
 void mtd_policy_mirror(struct mtd_call *call);
 
 /* The host of authority in[0..len) with "-shadow" appended before any
