@@ -1356,6 +1356,7 @@ struct seam *seam_new(const char *yaml)
 
 void seam_free(struct seam *s)
 {
+	wall_step_ms = 0; /* the next test's wall clock is the real one (CK_FORK=no) */
 	struct mtd_worker *w = s->w;
 	seam_run(s);
 	/* mtd_worker_free's order: what is left fails, then is freed. */
