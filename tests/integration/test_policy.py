@@ -330,6 +330,32 @@ class Policy(MaitredTest):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_mirror_copies_obey_the_mirror_entrys_circuit_breaker(self):
+        # A shadow with circuit_breaker.max_calls 1: while the first copy
+        # is in flight there (its call takes 5 s), the copies of the calls
+        # that come meanwhile are dropped and counted, and no primary
+        # notices. Decided by order: the first copy is seen at the shadow
+        # before the others start.
+        primary, shadow = self.start_upstream("primary"), self.start_upstream("shadow")
+        svcs = [self.service(SVC, [primary], mirror={"service": "shadow-pool"}),
+                self.service("shadow-pool", [shadow], circuit_breaker={"max_calls": 1})]
+        m = self.start(svcs, workers=2)
+        stub = self.echo(m)
+        slow = stub.Unary.future(pb.EchoRequest(delay_ms=int(5000 * SLOW)), timeout=CALL_LIMIT)
+        wait_until(lambda: shadow.stats().total == 1, CALL_LIMIT, "the first copy at the shadow")
+        got = self.many(stub, 4, threads=4)
+        self.assertEqual([g for g in got if g[1] != grpc.StatusCode.OK], [])
+        self.assertFalse(slow.done(), "the first call ended before the others: no copy was in flight")
+        self.assertEqual(slow.result().instance, "primary")
+        self.assertEqual(primary.stats().total, 5)
+        ss = self.metrics()
+        self.assertEqual(value(ss, "maitred_mirror_copies_total", service=SVC, method="Unary"), 1)
+        self.assertEqual(value(ss, "maitred_mirror_dropped_total", service=SVC, method="Unary",
+                               reason="circuit_open"), 4)
+        self.assertEqual(shadow.stats().total, 1)
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_mirror_skips_requests_over_the_replay_buffer(self):
         primary, shadow = self.start_upstream("primary"), self.start_upstream("shadow")
         svcs = [self.service(SVC, [primary], mirror={"service": "shadow-pool"}, fault={"replay_buffer": 4096}),
