@@ -776,8 +776,8 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 	         "mirror: calls not mirrored, their request larger than fault.replay_buffer (or not kept whole).",
 	         MTD_MX_MIRROR_TOO_LARGE},
 	        {"maitred_mirror_failed_total",
-	         "mirror: copies that failed (no endpoint, a connect failure, an error status); the primary never "
-	         "sees it.",
+	         "mirror: copies that failed (no endpoint, a connect failure, an error status, their deadline); the "
+	         "primary never sees it. Other reasons: maitred_mirror_dropped_total.",
 	         MTD_MX_MIRROR_FAILED},
 	        {"maitred_mirror_cancelled_total", "mirror: copies still running when the primary ended, cancelled.",
 	         MTD_MX_MIRROR_CANCELLED},
