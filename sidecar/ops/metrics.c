@@ -800,10 +800,14 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 			const char *reason;
 			enum mtd_mx_policy what;
 		} reasons[] = {
-		        {"too_large", MTD_MX_MIRROR_TOO_LARGE},       {"rate_limited", MTD_MX_MIRROR_RATE_LIMITED},
-		        {"circuit_open", MTD_MX_MIRROR_CIRCUIT_OPEN}, {"queue_full", MTD_MX_MIRROR_QUEUE_FULL},
-		        {"rerouted", MTD_MX_MIRROR_REROUTED},         {"no_memory", MTD_MX_MIRROR_NO_MEMORY},
-		        {"failed", MTD_MX_MIRROR_FAILED},             {"primary_ended", MTD_MX_MIRROR_CANCELLED},
+		        {"too_large", MTD_MX_MIRROR_TOO_LARGE},
+		        {"rate_limited", MTD_MX_MIRROR_RATE_LIMITED},
+		        {"circuit_open", MTD_MX_MIRROR_CIRCUIT_OPEN},
+		        {"queue_full", MTD_MX_MIRROR_QUEUE_FULL},
+		        {"rerouted", MTD_MX_MIRROR_REROUTED},
+		        {"no_memory", MTD_MX_MIRROR_NO_MEMORY},
+		        {"failed", MTD_MX_MIRROR_FAILED},
+		        {"primary_ended", MTD_MX_MIRROR_CANCELLED},
 		        {"shutdown", MTD_MX_MIRROR_SHUTDOWN},
 		};
 		for (size_t r = 0; r < sizeof(reasons) / sizeof(reasons[0]); r++) {

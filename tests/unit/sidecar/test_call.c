@@ -1195,13 +1195,13 @@ START_TEST(shadow_authority_suffixes_the_host_before_any_port)
 }
 END_TEST
 
-#define MIRRORED(shadow_extra)                                                                                         \
-	"services:\n"                                                                                                  \
-	"  - name: \"echo.Echo\"\n"                                                                                    \
-	"    endpoints: [" EPS_A "]\n"                                                                                 \
-	"    mirror: {service: shadow}\n"                                                                              \
-	"  - name: shadow\n"                                                                                           \
-	"    endpoints: [{address: \"" EP_C "\"}]\n"                                                                   \
+#define MIRRORED(shadow_extra)                       \
+	"services:\n"                                \
+	"  - name: \"echo.Echo\"\n"                  \
+	"    endpoints: [" EPS_A "]\n"               \
+	"    mirror: {service: shadow}\n"            \
+	"  - name: shadow\n"                         \
+	"    endpoints: [{address: \"" EP_C "\"}]\n" \
 	"    " shadow_extra "\n"
 
 /* The streams opened to addr so far. */
