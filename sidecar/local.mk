@@ -80,6 +80,13 @@ tests_unit_test_turn_SOURCES = tests/unit/sidecar/test_turn.c sidecar/turn.c sid
 tests_unit_test_turn_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_turn_LDADD = $(TEST_UNIT_LIBS)
 
+# The refusal log's gates (ops/mesh.c): per address, and bounded over many.
+check_PROGRAMS += tests/unit/test_mesh
+TESTS += tests/unit/test_mesh
+tests_unit_test_mesh_SOURCES = tests/unit/sidecar/test_mesh.c sidecar/ops/mesh.c
+tests_unit_test_mesh_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_mesh_LDADD = $(TEST_UNIT_LIBS)
+
 # The mailbox (mailbox.h): order, wake-up, leftovers, posters on threads.
 check_PROGRAMS += tests/unit/test_mailbox
 TESTS += tests/unit/test_mailbox
@@ -100,7 +107,7 @@ tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
 	sidecar/io/conn.c sidecar/io/downstream.c sidecar/io/upstream.c sidecar/io/pool.c \
 	sidecar/control/runtime.c sidecar/control/mailbox.c
 tests_unit_test_call_CFLAGS = $(TEST_UNIT_CFLAGS)
-tests_unit_test_call_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=mtd_now_ns -Wl,--wrap=mtd_up_connect \
+tests_unit_test_call_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=mtd_now_ns -Wl,--wrap=mtd_wall_ms -Wl,--wrap=mtd_up_connect \
 	-Wl,--wrap=mtd_slab_malloc -Wl,--wrap=mtd_slab_calloc -Wl,--wrap=mtd_slab_realloc \
 	-Wl,--wrap=mtd_slab_free
 tests_unit_test_call_LDADD = $(TEST_UNIT_LIBS)

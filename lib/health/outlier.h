@@ -19,6 +19,10 @@
  *          clean count; times_ejected decays by one per interval spent
  *          serving, so a flapping endpoint is ejected longer each time.
  *
+ * Times (now_ms, ejected_until_ms) are milliseconds on the caller's
+ * monotonic clock (mtd_mono_ms): a wall-clock step back must neither keep
+ * an endpoint out nor postpone the failure-percentage rule.
+ *
  * Threads: mtd_outlier_report() and the read functions are called from any
  * worker concurrently (atomics only, no lock). Building a set and
  * mtd_outlier_tick() run on the control thread. */
@@ -41,7 +45,7 @@ struct mtd_outlier_entry {
 	_Atomic uint32_t consecutive;     /* endpoint failures in a row */
 	_Atomic uint32_t win_calls;       /* results this interval */
 	_Atomic uint32_t win_failures;    /* endpoint failures this interval */
-	_Atomic int64_t ejected_until_ms; /* 0 = serving */
+	_Atomic int64_t ejected_until_ms; /* monotonic ms; 0 = serving */
 	_Atomic uint32_t times_ejected;
 	_Atomic uint64_t ejections_total; /* for metrics */
 };

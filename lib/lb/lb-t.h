@@ -141,7 +141,8 @@ struct mtd_lb_split_weight {
 
 /* split.guard: a group whose failure ratio or p99 latency over `window`
  * exceeds the heaviest group's by these factors, with at least min_calls
- * calls in the window, is cut (weight 0) until the next reload. */
+ * calls in the window, is cut (weight 0) until a reload changes the split
+ * (its weights or its guard, compared by value). */
 struct mtd_lb_split_guard {
 	bool on;
 	double max_error_ratio; /* > 1; 0 = the error rule off */
@@ -167,8 +168,10 @@ struct mtd_lb_layer_config {
 	const char *node_id;                /* RENDEZVOUS subset identity (Config.node_id or the hostname) */
 	struct mtd_lb_subset_config subset; /* size 0 = every endpoint */
 	/* split over the groups of metadata_key (which must be set), or NULL.
-	 * Copied; its address also tells a rebuild of the same config (the
-	 * guard's state carries over) from a reload (it starts afresh). */
+	 * Copied. A layer built with a prev whose split is equal by value
+	 * (the same values with the same weights, in any order, and the same
+	 * guard) carries the guard's state over, cuts included; a changed
+	 * split starts afresh. */
 	const struct mtd_lb_split_config *split;
 };
 
@@ -179,7 +182,7 @@ struct mtd_lb_pick_ctx {
 	/* Endpoints that must not be picked (already tried by this call, ejected),
 	 * a bitmap over indices: bit i of excluded[i / 64]. NULL = none. */
 	const uint64_t *excluded;
-	int64_t now_ms;  /* wall clock, for warmup */
+	int64_t now_ms;  /* wall clock, for warmup (registry records carry wall start times) */
 	int64_t now_ns;  /* monotonic, for EWMA decay */
 	unsigned worker; /* index of the calling worker thread */
 	uint64_t *rng;   /* the caller's PRNG state (mtd_lb_rand) */

@@ -148,13 +148,13 @@ void mtd_lb_layer_tick(struct mtd_lb_layer *l, int64_t now_ms, int64_t now_ns);
 
 /* One group of a split, for the admin (figures may be a call behind). */
 struct mtd_lb_split_group {
-	const char *value;   /* metadata value; valid while the layer lives */
-	uint32_t weight;     /* configured */
-	uint32_t current;    /* what it gets now: 0 when cut or without endpoints */
-	bool has_endpoints;  /* some endpoint of the set has the value */
-	uint64_t picks;      /* unpinned calls sent to it (a counter) */
-	int64_t cut_ms;      /* wall ms the guard cut it; 0 = not cut */
-	bool guarded;        /* split.guard is on: the window figures mean something */
+	const char *value;                    /* metadata value; valid while the layer lives */
+	uint32_t weight;                      /* configured */
+	uint32_t current;                     /* what it gets now: 0 when cut or without endpoints */
+	bool has_endpoints;                   /* some endpoint of the set has the value */
+	uint64_t picks;                       /* unpinned calls sent to it (a counter) */
+	int64_t cut_ms;                       /* the guard's clock (monotonic ms) when it cut it; 0 = not cut */
+	bool guarded;                         /* split.guard is on: the window figures mean something */
 	uint64_t window_calls, window_failed; /* over the guard's window, last evaluation */
 	double window_p99_ms;
 };
@@ -172,8 +172,10 @@ struct mtd_lb_guard_cut {
 	double p99_ms, ref_p99_ms;
 };
 
-/* split.guard's evaluation (control thread, about once a second): take
- * the window's figures and cut (weight 0 until the next reload) every
+/* split.guard's evaluation (control thread, about once a second), now_ms
+ * on the monotonic clock (a wall-clock step must not stall the window):
+ * take the window's figures and cut (weight 0 until a reload changes the
+ * split) every
  * group that did worse than the heaviest group by the configured ratios
  * with at least min_calls calls in the window (both groups). Returns the
  * groups cut now (at most cap described in out). No split or no guard: 0. */

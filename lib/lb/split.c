@@ -6,8 +6,9 @@
  * inside it.
  *
  *   weights {v1: 90, v2: 10}  --choose-->  group v1 | v2  --layer.c-->  endpoint
- *            ^ 0 while cut                  ^ none eligible: its share
- *            (guard, until reload)            goes to the others
+ *            ^ 0 while cut                  ^ none eligible: its share goes to
+ *            (guard, until the   the others
+ *            split changes)
  *
  * The choice (Envoy's weighted clusters, linkerd's TrafficSplit): one
  * random draw over the cumulative weights of the groups that have
@@ -64,11 +65,10 @@ struct mtd_lb_split {
 	uint64_t cum[MTD_LB_SPLIT_MAX_GROUPS]; /* prefix sums of the weights of entries with a group */
 	uint64_t total;
 	_Atomic uint64_t cut;                            /* bit k: entry k cut by the guard */
-	_Atomic int64_t cut_ms[MTD_LB_SPLIT_MAX_GROUPS]; /* wall ms of the cut */
+	_Atomic int64_t cut_ms[MTD_LB_SPLIT_MAX_GROUPS]; /* now_ms of the cut (monotonic) */
 	unsigned n_workers;
 	size_t stride;           /* counters per worker row, a multiple of a cache line */
 	_Atomic uint64_t *picks; /* [worker * stride + entry], one writer each */
-	const void *origin;      /* the config built from: identity only, never read */
 	struct mtd_lb_split_guard guard;
 	/* Guard (NULL / unused when off). */
 	struct split_fig *fig;            /* [n], shared atomics */
@@ -94,6 +94,30 @@ void mtd_lb__split_free(struct mtd_lb_split *s)
 	free(s);
 }
 
+static bool same_guard(const struct mtd_lb_split_guard *a, const struct mtd_lb_split_guard *b)
+{
+	return a->on == b->on && a->max_error_ratio == b->max_error_ratio && a->max_p99_ratio == b->max_p99_ratio &&
+	       a->min_calls == b->min_calls && a->window_ms == b->window_ms;
+}
+
+/* The weights (values and figures, in any order: the config's map may
+ * list them otherwise) and the guard are equal; was[k] is then the entry
+ * of a that b's entry k is. */
+static bool same_split(const struct mtd_lb_split *a, const struct mtd_lb_split *b, size_t *was)
+{
+	if (a->n != b->n || !same_guard(&a->guard, &b->guard))
+		return false;
+	for (size_t k = 0; k < b->n; k++) {
+		size_t j = 0;
+		while (j < a->n && strcmp(a->e[j].value, b->e[k].value) != 0)
+			j++;
+		if (j == a->n || a->e[j].weight != b->e[k].weight)
+			return false;
+		was[k] = j; /* values are distinct: one match at most */
+	}
+	return true;
+}
+
 struct mtd_lb_split *mtd_lb__split_new(const struct mtd_lb_split_config *cfg, const int32_t *group, unsigned n_workers,
                                        const struct mtd_lb_split *prev)
 {
@@ -105,7 +129,6 @@ struct mtd_lb_split *mtd_lb__split_new(const struct mtd_lb_split_config *cfg, co
 	if (s == NULL)
 		return NULL;
 	s->n = cfg->n;
-	s->origin = cfg;
 	s->guard = cfg->guard;
 	s->n_workers = n_workers > 0 ? n_workers : 1;
 	s->stride = (cfg->n + 7) / 8 * 8; /* 8 counters = 64 bytes */
@@ -129,33 +152,39 @@ struct mtd_lb_split *mtd_lb__split_new(const struct mtd_lb_split_config *cfg, co
 		if (s->fig == NULL || s->snap == NULL)
 			goto fail;
 	}
-	/* The same config over a new endpoint set (discovery, a warmup
-	 * restart): the guard's verdicts and its window go on; picks counted
-	 * go on too, so the figures read as counters. A reload (another
-	 * config) starts afresh: a cut lasts until the next reload. */
-	if (prev != NULL && prev->origin == cfg && prev->n == s->n) {
-		atomic_store_explicit(&s->cut, atomic_load(&prev->cut), memory_order_relaxed);
+	/* The same split by value (a new endpoint set, a warmup restart, a
+	 * reload that changed something else or only re-read certificates):
+	 * the guard's verdicts and its window go on; picks counted go on too,
+	 * so the figures read as counters. A changed split starts afresh: a
+	 * cut lasts until the split itself changes. */
+	size_t was[MTD_LB_SPLIT_MAX_GROUPS];
+	if (prev != NULL && same_split(prev, s, was)) {
+		uint64_t prev_cut = atomic_load(&prev->cut), cut = 0;
 		for (size_t k = 0; k < s->n; k++) {
-			atomic_store_explicit(&s->cut_ms[k], atomic_load(&prev->cut_ms[k]), memory_order_relaxed);
+			size_t j = was[k];
+			cut |= (prev_cut >> j & 1u) << k;
+			atomic_store_explicit(&s->cut_ms[k], atomic_load(&prev->cut_ms[j]), memory_order_relaxed);
 			for (unsigned w = 0; w < s->n_workers && w < prev->n_workers; w++)
 				atomic_store_explicit(&s->picks[w * s->stride + k],
-				                      atomic_load(&prev->picks[w * prev->stride + k]),
+				                      atomic_load(&prev->picks[w * prev->stride + j]),
 				                      memory_order_relaxed);
 		}
+		atomic_store_explicit(&s->cut, cut, memory_order_relaxed);
 		if (s->guard.on && prev->fig != NULL) {
 			for (size_t k = 0; k < s->n; k++) {
-				atomic_store(&s->fig[k].done, atomic_load(&prev->fig[k].done));
-				atomic_store(&s->fig[k].failed, atomic_load(&prev->fig[k].failed));
+				size_t j = was[k];
+				atomic_store(&s->fig[k].done, atomic_load(&prev->fig[j].done));
+				atomic_store(&s->fig[k].failed, atomic_load(&prev->fig[j].failed));
 				for (size_t b = 0; b < LAT_BUCKETS; b++)
-					atomic_store(&s->fig[k].lat[b], atomic_load(&prev->fig[k].lat[b]));
+					atomic_store(&s->fig[k].lat[b], atomic_load(&prev->fig[j].lat[b]));
+				memcpy(s->snap[k], prev->snap[j], sizeof(s->snap[k]));
+				s->win_done[k] = prev->win_done[j];
+				s->win_failed[k] = prev->win_failed[j];
+				s->win_p99_ms[k] = prev->win_p99_ms[j];
 			}
-			memcpy(s->snap, prev->snap, s->n * sizeof(*s->snap));
 			memcpy(s->snap_ms, prev->snap_ms, sizeof(s->snap_ms));
 			s->snap_next = prev->snap_next;
 			s->snap_count = prev->snap_count;
-			memcpy(s->win_done, prev->win_done, sizeof(s->win_done));
-			memcpy(s->win_failed, prev->win_failed, sizeof(s->win_failed));
-			memcpy(s->win_p99_ms, prev->win_p99_ms, sizeof(s->win_p99_ms));
 		}
 	}
 	return s;

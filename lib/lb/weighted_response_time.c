@@ -38,7 +38,7 @@ struct wrt_state {
 	double *avg_us; /* 0 = no data */
 	uint64_t *seen_sum, *seen_count, *seen_fail;
 	double *scratch;
-	int64_t last_tick_ms;
+	int64_t last_tick_ns; /* monotonic: the decay is by time between ticks */
 	int64_t decay_ms;
 	struct mtd_lb_warm_span span;
 };
@@ -142,10 +142,10 @@ fail:
 static void wrt_tick(void *state, int64_t now_ms, int64_t now_ns)
 {
 	struct wrt_state *s = state;
-	int64_t dt = s->last_tick_ms > 0 ? now_ms - s->last_tick_ms : 1000;
+	int64_t dt = s->last_tick_ns > 0 ? (now_ns - s->last_tick_ns) / 1000000 : 1000;
 	double alpha = 1.0 - exp(-(double)(dt > 0 ? dt : 1) / (double)s->decay_ms);
 
-	s->last_tick_ms = now_ms;
+	s->last_tick_ns = now_ns;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct mtd_lb_stats *st = s->eps[i].stats;
 		uint64_t sum = atomic_load_explicit(&st->latency_sum_us, memory_order_relaxed);

@@ -22,6 +22,16 @@ void mtd_limit_bucket_init(struct mtd_limit_bucket *b, uint32_t per_second, uint
 	atomic_init(&b->zero_ns, now_ns - b->span_ns); /* full */
 }
 
+void mtd_limit_bucket_init_from(struct mtd_limit_bucket *b, uint32_t per_second, uint32_t burst,
+                                const struct mtd_limit_bucket *was, int64_t now_ns)
+{
+	mtd_limit_bucket_init(b, per_second, burst, now_ns);
+	uint32_t left = mtd_limit_tokens(was, now_ns);
+	if (left > b->burst)
+		left = b->burst;
+	atomic_store_explicit(&b->zero_ns, now_ns - (int64_t)left * b->interval_ns, memory_order_relaxed);
+}
+
 bool mtd_limit_take(struct mtd_limit_bucket *b, int64_t now_ns)
 {
 	int64_t z = atomic_load_explicit(&b->zero_ns, memory_order_relaxed);

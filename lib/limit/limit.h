@@ -41,6 +41,15 @@ struct mtd_limit_bucket {
  * thread-safe (before the bucket is shared). */
 void mtd_limit_bucket_init(struct mtd_limit_bucket *b, uint32_t per_second, uint32_t burst, int64_t now_ns);
 
+/* A bucket of the new figures (as mtd_limit_bucket_init) that holds what
+ * `was` holds at now_ns, whole tokens, at most the new burst: a reload
+ * that changes a bucket's figures neither mints a burst nor forgives the
+ * tokens spent. was is only read (other threads may still take from it;
+ * a token taken there after this read is not seen here). Not
+ * thread-safe for b. */
+void mtd_limit_bucket_init_from(struct mtd_limit_bucket *b, uint32_t per_second, uint32_t burst,
+                                const struct mtd_limit_bucket *was, int64_t now_ns);
+
 /* Take one token at now_ns: true, or false when the bucket has less than
  * one (nothing taken). Lock-free; any thread. A clock that jumps mints
  * nothing and never drives the bucket negative: forward, the bucket fills

@@ -123,7 +123,7 @@ static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 	else
 		mtd_lb_call_end(a->picker, (size_t)a->ep_idx, &res, now);
 	struct mtd_outlier_set *os = a->outliers;
-	if (!neutral && os && mtd_outlier_report(os, (size_t)a->ep_idx, !ok, mtd_wall_ms()))
+	if (!neutral && os && mtd_outlier_report(os, (size_t)a->ep_idx, !ok, now / 1000000))
 		MTD_WARN("service %s: endpoint %s ejected (outlier detection: %u failures in a row), for %lld ms",
 		         a->call->svc->cfg->name, a->ep->addr.text, os->cfg.consecutive_failures,
 		         (long long)mtd_outlier_ejection_ms(&os->cfg,

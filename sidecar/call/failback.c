@@ -178,9 +178,11 @@ void mtd_failback_drop_all(struct mtd_worker *w)
 	for (part = LIST_FIRST(&w->bg_calls); part; part = next) {
 		next = LIST_NEXT(part, link);
 		struct mtd_call *bg = part->call;
-		if (!part->mirror) { /* a mirror copy just ends, as its primary does */
+		if (!part->mirror) {
 			n++;
 			mtd_metrics_failback(bg, true);
+		} else {
+			mtd_policy_mirror_dropped_at_stop(bg); /* a mirror copy just ends, as its primary does */
 		}
 		mtd_worker_timer_disarm(w, &bg->retry);
 		mtd_call_settle(bg);

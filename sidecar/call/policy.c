@@ -21,6 +21,9 @@
  * running. */
 #include "config.h"
 
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -117,6 +120,74 @@ int64_t mtd_policy_delay_ns(struct mtd_call *call)
 
 /* ---- mirror -------------------------------------------------------------- */
 
+size_t mtd_policy_shadow_authority(const char *in, size_t len, char *out, size_t cap)
+{
+	static const char suffix[] = "-shadow";
+	const size_t slen = sizeof(suffix) - 1;
+	const char *host = in, *end = in + len;
+	/* userinfo (not allowed in HTTP/2's :authority, but harmless here). */
+	for (const char *p = in; p < end; p++)
+		if (*p == '@')
+			host = p + 1;
+	if (host == end || *host == '[')
+		return 0; /* no host, or an IPv6 literal: no suffix makes a valid host */
+	const char *port = memchr(host, ':', (size_t)(end - host));
+	if (port && memchr(port + 1, ':', (size_t)(end - port - 1)))
+		return 0; /* an IPv6 address without brackets: not a host either */
+	size_t at = (size_t)((port ? port : end) - in);
+	if (len + slen > cap)
+		return 0;
+	memcpy(out, in, at);
+	memcpy(out + at, suffix, slen);
+	memcpy(out + at + slen, in + at, len - at);
+	return len + slen;
+}
+
+/* The copy's request headers: the primary's, :authority's host suffixed
+ * -shadow (mtd_policy_shadow_authority) so the mirror's server can tell a
+ * copy from a call. Every other field as it came, credentials included
+ * (docs: a mirror is trusted with them). 0, or -ENOMEM. */
+static int shadow_headers(struct mtd_call *copy)
+{
+	struct mtd_slab *slab = &copy->w->slab;
+	struct mtd_headers h = {0};
+	nghttp2_nv nv;
+	int rc = 0;
+	for (uint32_t off = 0; rc == 0 && mtd_headers_next(&copy->req_hdrs, &off, &nv);) {
+		char stack[256], *buf = stack;
+		size_t n = 0, cap = nv.valuelen + 8;
+		if (nv.namelen == 10 && memcmp(nv.name, ":authority", 10) == 0) {
+			if (cap > sizeof(stack) && !(buf = malloc(cap))) {
+				rc = -ENOMEM;
+				break;
+			}
+			n = mtd_policy_shadow_authority((const char *)nv.value, nv.valuelen, buf, cap);
+		}
+		rc = mtd_headers_add(&h, slab, nv.name, nv.namelen, n ? (const uint8_t *)buf : nv.value,
+		                     n ? n : nv.valuelen, nv.flags & NGHTTP2_NV_FLAG_NO_INDEX);
+		if (buf != stack)
+			free(buf);
+	}
+	if (rc != 0) {
+		mtd_headers_clear(&h, slab);
+		return -ENOMEM;
+	}
+	mtd_headers_clear(&copy->req_hdrs, slab);
+	mtd_headers_move(&copy->req_hdrs, &h, slab);
+	return 0;
+}
+
+/* The mirror entry's method of the primary's :path, or NULL. */
+static const struct mtd_cfg_method *mirror_method(const struct mtd_rt_service *target, const struct mtd_call *call)
+{
+	nghttp2_nv path_buf;
+	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
+	struct mtd_route_path rp;
+	if (path && mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) == 0)
+		return mtd_cfg_service_method(target->cfg, rp.method, rp.method_len);
+	return NULL;
+}
+
 static void mirror_unlink(struct mtd_call *copy)
 {
 	struct mtd_call *primary = copy->bg->primary;
@@ -145,12 +216,30 @@ void mtd_policy_mirror(struct mtd_call *call)
 	}
 	const struct mtd_runtime *rt = call->hold->rt;
 	struct mtd_rt_service *target = rt->services[sc->mirror];
+	const struct mtd_cfg_method *m = mirror_method(target, call);
+	struct mtd_rt_method *tm = m ? &target->methods[m - target->cfg->methods] : NULL;
+	/* A copy is a call to the mirror entry: its rate_limit and circuit
+	 * breaker apply. Over either, the copy is dropped and counted; the
+	 * primary goes on as if nothing was mirrored. */
+	struct mtd_rt_bucket *lim = tm && tm->limit ? tm->limit : target->limit;
+	if (lim && !mtd_limit_take(&lim->b, mtd_now_ns())) {
+		mtd_metrics_policy(call, MTD_MX_MIRROR_RATE_LIMITED);
+		MTD_DEBUG("mirror: copy to %s dropped: over its rate_limit", target->cfg->name);
+		return;
+	}
+	uint32_t max_calls = target->cfg->circuit.max_calls;
+	if (max_calls && atomic_load_explicit(&target->load->calls, memory_order_relaxed) >= max_calls) {
+		mtd_metrics_policy(call, MTD_MX_MIRROR_CIRCUIT_OPEN);
+		MTD_DEBUG("mirror: copy to %s dropped: circuit_breaker.max_calls (%u) in flight", target->cfg->name,
+		          max_calls);
+		return;
+	}
 	struct mtd_call *copy = mtd_slab_calloc(&w->slab, 1, sizeof(*copy));
 	struct mtd_call_bg *part = mtd_slab_calloc(&w->slab, 1, sizeof(*part));
 	if (!copy || !part) {
 		mtd_slab_free(&w->slab, copy);
 		mtd_slab_free(&w->slab, part);
-		mtd_metrics_policy(call, MTD_MX_MIRROR_FAILED);
+		mtd_metrics_policy(call, MTD_MX_MIRROR_NO_MEMORY);
 		return;
 	}
 	copy->w = w;
@@ -160,24 +249,26 @@ void mtd_policy_mirror(struct mtd_call *call)
 	LIST_INIT(&copy->attempts);
 	copy->start_ns = mtd_now_ns();
 	copy->mx = call->mx; /* counted as the primary's :path */
-	if (mtd_failback_copy_request(copy, call) < 0) {
+	if (mtd_failback_copy_request(copy, call) < 0 || shadow_headers(copy) < 0) {
+		mtd_headers_clear(&copy->req_hdrs, &w->slab);
+		mtd_bufq_clear(&copy->req);
 		mtd_slab_free(&w->slab, part);
 		mtd_slab_free(&w->slab, copy);
-		mtd_metrics_policy(call, MTD_MX_MIRROR_FAILED);
+		mtd_metrics_policy(call, MTD_MX_MIRROR_NO_MEMORY);
 		return;
 	}
 	/* Routed to the mirror entry on the primary's snapshot, which it
 	 * holds (its policy points into that config); never by :path. */
 	copy->hold = mtd_worker_hold_again(w, call->hold);
 	copy->svc = target;
-	nghttp2_nv path_buf;
-	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
-	struct mtd_route_path rp;
-	const struct mtd_cfg_method *m = NULL;
-	if (path && mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) == 0)
-		m = mtd_cfg_service_method(target->cfg, rp.method, rp.method_len);
-	copy->method = m ? &target->methods[m - target->cfg->methods] : NULL;
+	copy->method = tm;
 	copy->fault = m ? &m->fault : &target->cfg->fault;
+	if (max_calls) {
+		/* In flight at the mirror entry until freed (call.c call_free). */
+		copy->load = target->load;
+		mtd_ref_get(&copy->load->ref);
+		atomic_fetch_add_explicit(&copy->load->calls, 1, memory_order_relaxed);
+	}
 	/* The whole request is here, counted as kept (as a FAILBACK copy's). */
 	copy->req_eof = true;
 	copy->req_taken = copy->req_retained = (uint32_t)len;
@@ -209,6 +300,30 @@ void mtd_policy_primary_ended(struct mtd_call *call)
 	mtd_call_release(copy);
 }
 
+/* Why a copy's try failed, from its message: the call engine ends every
+ * call, copies included, with a status and a message (call.c), whose
+ * prefixes for the limits a copy meets are fixed there. */
+static enum mtd_mx_policy drop_reason(const char *what)
+{
+	if (!what)
+		return MTD_MX_MIRROR_FAILED;
+	if (strncmp(what, "circuit breaker:", 16) == 0)
+		return MTD_MX_MIRROR_CIRCUIT_OPEN;
+	if (strstr(what, "too many calls waiting for a connection"))
+		return MTD_MX_MIRROR_QUEUE_FULL;
+	if (strncmp(what, "mirror copy: its endpoint left", 30) == 0)
+		return MTD_MX_MIRROR_REROUTED;
+	if (strcmp(what, "out of memory") == 0)
+		return MTD_MX_MIRROR_NO_MEMORY;
+	return MTD_MX_MIRROR_FAILED;
+}
+
+void mtd_policy_mirror_dropped_at_stop(struct mtd_call *copy)
+{
+	if (copy->state != MTD_CALL_DONE)
+		mtd_metrics_policy(copy, MTD_MX_MIRROR_SHUTDOWN);
+}
+
 void mtd_policy_mirror_ended(struct mtd_call *copy, bool ok, const char *what)
 {
 	mirror_unlink(copy);
@@ -217,6 +332,6 @@ void mtd_policy_mirror_ended(struct mtd_call *copy, bool ok, const char *what)
 		return;
 	}
 	copy->state = MTD_CALL_DONE; /* over: later events are ignored */
-	mtd_metrics_policy(copy, MTD_MX_MIRROR_FAILED);
+	mtd_metrics_policy(copy, drop_reason(what));
 	MTD_DEBUG("mirror: copy to %s failed: %s", copy->svc ? copy->svc->cfg->name : "?", what);
 }

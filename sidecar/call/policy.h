@@ -7,6 +7,7 @@
 #define MTD_POLICY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct mtd_call;
@@ -29,9 +30,28 @@ int64_t mtd_policy_delay_ns(struct mtd_call *call);
 
 /* The call's request is complete: send its mirror copy when its entry
  * mirrors (and the draw says so), a background call to the mirror entry
- * with a copy of the headers and the request bytes, if the whole request
- * was kept (at most fault.replay_buffer: else counted as too large). */
+ * with a copy of the headers (:authority's host suffixed -shadow;
+ * credentials such as authorization and cookie kept) and the request
+ * bytes, if the whole request was kept (at most fault.replay_buffer: else
+ * counted as too large) and the mirror entry's rate_limit and
+ * circuit_breaker.max_calls have room (else dropped and counted). The
+ * primary is never affected. Every copy not delivered is counted by
+ * reason (maitred_mirror_dropped_total). A call that ended before its
+ * request was whole (refused by its own rate_limit, aborted, failed) is
+ * not mirrored: there is no traffic of it to show. */
 void mtd_policy_mirror(struct mtd_call *call);
+
+/* The host of authority in[0..len) with "-shadow" appended before any
+ * port, into out[0..cap) (not terminated): "shop.test" ->
+ * "shop.test-shadow", "shop.test:8080" -> "shop.test-shadow:8080", as
+ * Envoy's shadow. Returns the length written, or 0 when the authority is
+ * left as it is: empty, an IPv6 literal ("[::1]:80": no suffix makes a
+ * valid host of an address), or over cap. Pure. */
+size_t mtd_policy_shadow_authority(const char *in, size_t len, char *out, size_t cap);
+
+/* The worker stops with copy still running (failback.c's drop at stop):
+ * counted as dropped at shutdown. */
+void mtd_policy_mirror_dropped_at_stop(struct mtd_call *copy);
 
 /* The call's client stream closed: its copy, if still running, is
  * cancelled (RST_STREAM CANCEL) and counted. */

@@ -288,7 +288,9 @@ static bool layer_wanted(const struct mtd_lb_layer_config *lc)
 
 /* rate_limit's bucket (issue 18): was's when it has the same figures (a
  * reload or an endpoint change keeps the tokens spent: no new burst),
- * else a new full one. NULL when rl is not set, or out of memory (*oom). */
+ * else a new one with the new figures holding what was has left (at most
+ * the new burst: new figures mint nothing either), or a full one when
+ * there was none. NULL when rl is not set, or out of memory (*oom). */
 static struct mtd_rt_bucket *bucket_for(const struct mtd_cfg_rate_limit *rl, struct mtd_rt_bucket *was, bool *oom)
 {
 	if (!rl->set)
@@ -303,7 +305,10 @@ static struct mtd_rt_bucket *bucket_for(const struct mtd_cfg_rate_limit *rl, str
 		return NULL;
 	}
 	mtd_ref_init(&b->ref);
-	mtd_limit_bucket_init(&b->b, rl->per_second, rl->burst, mtd_now_ns());
+	if (was) /* new figures: the tokens left, no new burst */
+		mtd_limit_bucket_init_from(&b->b, rl->per_second, rl->burst, &was->b, mtd_now_ns());
+	else
+		mtd_limit_bucket_init(&b->b, rl->per_second, rl->burst, mtd_now_ns());
 	return b;
 }
 
@@ -329,6 +334,26 @@ static struct ssl_ctx_st *shared_ctx(struct mtd_rt_service *const *built, size_t
 			return built[i]->ssl_ctx;
 	}
 	return NULL;
+}
+
+/* A group split.guard had cut in was that is not cut in now: its split
+ * changed (weights or guard) or went away, so it takes calls again. Said
+ * in the log, as the cut was. */
+static void log_readmitted(const char *svc, const char *method, const struct mtd_lb_layer *was,
+                           const struct mtd_lb_layer *now)
+{
+	struct mtd_lb_split_group g, h;
+	for (size_t i = 0; was && i < mtd_lb_layer_split_groups(was); i++) {
+		if (!mtd_lb_layer_split_group(was, i, &g) || g.cut_ms == 0)
+			continue;
+		bool still = false;
+		for (size_t k = 0; now && k < mtd_lb_layer_split_groups(now) && !still; k++)
+			still = mtd_lb_layer_split_group(now, k, &h) && strcmp(h.value, g.value) == 0 && h.cut_ms != 0;
+		if (!still)
+			MTD_WARN("service %s%s%s: split.guard's cut of %s lifted: the split changed, the group takes "
+			         "calls again",
+			         svc, method[0] == '*' ? "" : ", method ", method[0] == '*' ? "" : method, g.value);
+	}
 }
 
 /* The health state of snapshot s (built over its endpoints): outlier
@@ -532,6 +557,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			goto fail;
 		}
 	}
+	log_readmitted(cfg->name, "*", prev ? prev->layer : NULL, s->layer);
 	for (size_t i = 0; i < cfg->n_methods; i++) {
 		s->methods[i].cfg = &cfg->methods[i];
 		const struct mtd_lb_picker *mprev = NULL;
@@ -552,6 +578,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 				         cfg->name, cfg->methods[i].name, s->n_eps);
 				goto fail;
 			}
+			log_readmitted(cfg->name, cfg->methods[i].name, lprev, s->methods[i].layer);
 		}
 		if (!s->methods[i].picker) {
 			snprintf(err, errlen, "service %s, method %s: cannot build the %s picker over %zu endpoints",
@@ -593,7 +620,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			goto nomem;
 		mtd_ref_init(&s->load->ref);
 	}
-	if (health_init(s, prev, now_ms) < 0)
+	if (health_init(s, prev, mtd_mono_ms()) < 0)
 		goto nomem;
 	bool oom = false;
 	s->limit = bucket_for(&cfg->rate_limit, prev ? prev->limit : NULL, &oom);
@@ -971,7 +998,7 @@ bool mtd_runtime_warms_up(const struct mtd_cfg_service *c)
 /* Outlier ticks of service si; endpoints whose ejection ended restart
  * their warmup (service-level ejection only: a method-scoped one left the
  * endpoint serving the other methods). */
-static void outlier_tick(struct mtd_runtime *rt, size_t si, int64_t now_ms, mtd_runtime_back_fn *back_fn)
+static void outlier_tick(struct mtd_runtime *rt, size_t si, int64_t mono_ms, mtd_runtime_back_fn *back_fn)
 {
 	struct mtd_rt_service *s = rt->services[si];
 	struct mtd_outlier_set *o = s->outliers;
@@ -984,7 +1011,7 @@ static void outlier_tick(struct mtd_runtime *rt, size_t si, int64_t now_ms, mtd_
 			if (mtd_outlier_is_ejected(o, i))
 				was[n_was++] = i;
 	}
-	if (mtd_outlier_tick(o, now_ms))
+	if (mtd_outlier_tick(o, mono_ms))
 		MTD_INFO("service %s: ejections changed (%u of %zu endpoints out)", s->cfg->name,
 		         (unsigned)atomic_load(&o->n_ejected), s->n_eps);
 	struct mtd_endpoint **back = n_was ? calloc(n_was, sizeof(*back)) : NULL;
@@ -1003,13 +1030,13 @@ static void outlier_tick(struct mtd_runtime *rt, size_t si, int64_t now_ms, mtd_
 
 /* split.guard (issue 18): the layer's evaluation, each cut logged and
  * counted. */
-static void guard_tick(const struct mtd_cfg_service *sc, const char *method, struct mtd_lb_layer *l, int64_t now_ms)
+static void guard_tick(const struct mtd_cfg_service *sc, const char *method, struct mtd_lb_layer *l, int64_t mono_ms)
 {
 	struct mtd_lb_guard_cut cut[MTD_LB_SPLIT_MAX_GROUPS];
-	size_t n = mtd_lb_layer_guard(l, now_ms, cut, MTD_LB_SPLIT_MAX_GROUPS);
+	size_t n = mtd_lb_layer_guard(l, mono_ms, cut, MTD_LB_SPLIT_MAX_GROUPS);
 	for (size_t k = 0; k < n; k++) {
 		const struct mtd_lb_guard_cut *c = &cut[k];
-		/* Weight 0 until the next reload (troubleshooting.md). */
+		/* Weight 0 until a reload changes the split (troubleshooting.md). */
 		MTD_WARN("service %s%s%s: split.guard cut %s: %llu/%llu failed, p99 %.1f ms (%s: %llu/%llu, %.1f ms)",
 		         sc->name, method[0] == '*' ? "" : ", method ", method[0] == '*' ? "" : method, c->value,
 		         (unsigned long long)c->failed, (unsigned long long)c->calls, c->p99_ms, c->reference,
@@ -1020,21 +1047,23 @@ static void guard_tick(const struct mtd_cfg_service *sc, const char *method, str
 
 void mtd_runtime_tick(struct mtd_runtime *rt, mtd_runtime_back_fn *back)
 {
-	int64_t now_ms = mtd_wall_ms(), now_ns = mtd_now_ns();
+	/* Wall time for warmup only (lib/lb's now_ms); ejections and the
+	 * guard's window on the monotonic clock. */
+	int64_t now_ms = mtd_wall_ms(), now_ns = mtd_now_ns(), mono_ms = now_ns / 1000000;
 	for (size_t i = 0; i < rt->cfg->n_services; i++) {
 		struct mtd_rt_service *s = rt->services[i];
 		mtd_lb_tick(s->picker, now_ms, now_ns);
-		outlier_tick(rt, i, now_ms, back);
+		outlier_tick(rt, i, mono_ms, back);
 		if (s->layer) {
 			mtd_lb_layer_tick(s->layer, now_ms, now_ns);
-			guard_tick(s->cfg, "*", s->layer, now_ms);
+			guard_tick(s->cfg, "*", s->layer, mono_ms);
 		}
 		for (size_t m = 0; m < s->cfg->n_methods; m++) {
 			mtd_lb_tick(s->methods[m].picker, now_ms, now_ns);
-			mtd_outlier_tick(s->methods[m].outliers, now_ms);
+			mtd_outlier_tick(s->methods[m].outliers, mono_ms);
 			if (s->methods[m].layer) {
 				mtd_lb_layer_tick(s->methods[m].layer, now_ms, now_ns);
-				guard_tick(s->cfg, s->cfg->methods[m].name, s->methods[m].layer, now_ms);
+				guard_tick(s->cfg, s->cfg->methods[m].name, s->methods[m].layer, mono_ms);
 			}
 		}
 	}

@@ -181,7 +181,7 @@ static void clusters_split(struct mtd_json *j, const struct mtd_lb_layer *l, con
 		mtd_json_key(j, "cut");
 		mtd_json_bool(j, g.cut_ms != 0);
 		mtd_json_key(j, "cut_at");
-		json_time_or_null(j, g.cut_ms);
+		json_time_or_null(j, g.cut_ms ? mtd_wall_of_mono_ms(g.cut_ms) : 0);
 		if (g.guarded) {
 			mtd_json_key(j, "window_calls");
 			mtd_json_u64(j, g.window_calls);

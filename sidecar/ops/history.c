@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "admin/admin.h"
+#include "core/clock.h"
 #include "lb/lb.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/ops/history.h"
@@ -231,7 +232,7 @@ static void groups_json(struct mtd_json *j, const struct mtd_rt_service *s, cons
 		mtd_json_u64(j, g.current);
 		mtd_json_key(j, "cut_at");
 		if (g.cut_ms)
-			mtd_json_i64(j, g.cut_ms);
+			mtd_json_i64(j, mtd_wall_of_mono_ms(g.cut_ms));
 		else
 			mtd_json_null(j);
 		points_json(j, find(s->cfg->name, method, g.value), since_ms);

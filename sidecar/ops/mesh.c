@@ -111,14 +111,35 @@ void mtd_mesh_refused(unsigned listener, enum mtd_tls_refusal why)
 		atomic_fetch_add_explicit(&refusals[listener][why], 1, memory_order_relaxed);
 }
 
-/* The refusal log's gates: one per peer address seen lately, the oldest
- * replaced when full (a line too many then, never an unbounded table). */
-#define GATES 256
+/* The refusal log's gates: one per peer address seen in the last second,
+ * at most GATES of them, and at most PEER_LINES lines a second over all
+ * of them. A refusal that finds neither a gate (every one busy within
+ * the second) nor room in the second's lines is folded into one summary
+ * line a second: many source addresses (a scan, a botnet, a fleet with
+ * the wrong CA) cannot flood the log, and what was not logged one by one
+ * is said, with its count (maitred_inbound_handshake_failures_total has
+ * every refusal). */
+#define GATES      256
+#define PEER_LINES 16
+#define SECOND_NS  1000000000
 static struct {
 	char addr[48];
 	struct mtd_log_gate g;
+	int64_t seen_ns; /* the last refusal from addr */
 } gates[GATES];
-static unsigned next_gate;
+static int64_t lines_from_ns; /* the second PEER_LINES counts over */
+static unsigned lines;
+static struct mtd_log_gate others;
+
+/* A summary line for refusals not logged one by one. mesh_mu held. */
+static void fold(int64_t now_ns)
+{
+	uint64_t held = 0;
+	if (mtd_log_gate_pass(&others, now_ns, SECOND_NS, &held))
+		MTD_INFO("inbound: %llu handshake refusals not logged one by one (over %u peer addresses or %u lines a "
+		         "second)",
+		         (unsigned long long)held + 1, GATES, PEER_LINES);
+}
 
 bool mtd_mesh_refusal_log(const char *addr, int64_t now_ns, uint64_t *held)
 {
@@ -130,16 +151,37 @@ bool mtd_mesh_refusal_log(const char *addr, int64_t now_ns, uint64_t *held)
 	memcpy(key, addr, n);
 	key[n] = '\0';
 	pthread_mutex_lock(&mesh_mu);
-	unsigned i;
-	for (i = 0; i < GATES; i++)
-		if (strcmp(gates[i].addr, key) == 0)
+	unsigned i, idle = GATES;
+	for (i = 0; i < GATES; i++) {
+		if (gates[i].addr[0] && strcmp(gates[i].addr, key) == 0)
 			break;
+		/* A gate whose address refused nothing for a second would let
+		 * its next line through anyway: free to take. */
+		if (idle == GATES && (!gates[i].addr[0] || now_ns - gates[i].seen_ns >= SECOND_NS))
+			idle = i;
+	}
 	if (i == GATES) {
-		i = next_gate++ % GATES;
+		if (idle == GATES) { /* every gate busy this second */
+			fold(now_ns);
+			pthread_mutex_unlock(&mesh_mu);
+			return false;
+		}
+		i = idle;
 		memcpy(gates[i].addr, key, n + 1);
 		gates[i].g = (struct mtd_log_gate){0};
 	}
-	bool pass = mtd_log_gate_pass(&gates[i].g, now_ns, 1000000000, held);
+	gates[i].seen_ns = now_ns;
+	if (now_ns - lines_from_ns >= SECOND_NS) {
+		lines_from_ns = now_ns;
+		lines = 0;
+	}
+	bool pass = false;
+	if (lines < PEER_LINES) {
+		pass = mtd_log_gate_pass(&gates[i].g, now_ns, SECOND_NS, held);
+		lines += pass;
+	} else {
+		fold(now_ns);
+	}
 	pthread_mutex_unlock(&mesh_mu);
 	return pass;
 }

@@ -63,7 +63,9 @@ void mtd_mesh_handshake(unsigned listener, bool resumed);
 void mtd_mesh_refused(unsigned listener, enum mtd_tls_refusal why);
 /* Whether a refusal from peer address `addr` ("ip:port"; the port is not
  * part of the key) gets a log line now: at most one a second per address
- * (*held: those that got none since). Any thread. */
+ * (*held: those that got none since), at most 16 a second over every
+ * address, for at most 256 addresses at once; the refusals past those
+ * bounds get one summary line a second, logged here. Any thread. */
 bool mtd_mesh_refusal_log(const char *addr, int64_t now_ns, uint64_t *held);
 /* Certificate files read again (certwatch.c): `files` names them
  * ("inbound LISTEN", "service NAME"), result "ok", "mismatch", "error".

@@ -29,8 +29,16 @@ enum mtd_mx_policy {
 	MTD_MX_FAULT_DELAYED,    /* fault_injection delay */
 	MTD_MX_MIRROR_COPIES,    /* mirror copies sent */
 	MTD_MX_MIRROR_TOO_LARGE, /* requests not mirrored: over fault.replay_buffer (or not kept) */
-	MTD_MX_MIRROR_FAILED,    /* copies that failed (no answer, an error status) */
+	MTD_MX_MIRROR_FAILED,    /* copies that failed (no endpoint, no answer, an error status, its deadline) */
 	MTD_MX_MIRROR_CANCELLED, /* copies still running when the primary ended */
+	/* Copies not delivered, by reason (with the three above:
+	 * maitred_mirror_dropped_total's reason label). */
+	MTD_MX_MIRROR_RATE_LIMITED, /* over the mirror entry's rate_limit */
+	MTD_MX_MIRROR_CIRCUIT_OPEN, /* over the mirror entry's circuit_breaker */
+	MTD_MX_MIRROR_QUEUE_FULL,   /* too many calls waiting for a connection to the mirror */
+	MTD_MX_MIRROR_REROUTED,     /* its endpoint left the mirror entry (never re-routed) */
+	MTD_MX_MIRROR_NO_MEMORY,    /* out of memory making it */
+	MTD_MX_MIRROR_SHUTDOWN,     /* still running when its worker stopped */
 	MTD_MX_POLICY_N
 };
 

@@ -783,8 +783,8 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 	         "mirror: calls not mirrored, their request larger than fault.replay_buffer (or not kept whole).",
 	         MTD_MX_MIRROR_TOO_LARGE},
 	        {"maitred_mirror_failed_total",
-	         "mirror: copies that failed (no endpoint, a connect failure, an error status); the primary never "
-	         "sees it.",
+	         "mirror: copies that failed (no endpoint, a connect failure, an error status, their deadline); the "
+	         "primary never sees it. Other reasons: maitred_mirror_dropped_total.",
 	         MTD_MX_MIRROR_FAILED},
 	        {"maitred_mirror_cancelled_total", "mirror: copies still running when the primary ended, cancelled.",
 	         MTD_MX_MIRROR_CANCELLED},
@@ -795,6 +795,35 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 			const char *v[] = {a[i].svc, a[i].method};
 			mtd_prom_sample_u64(b, policy_families[f].name, NULL, SM, v, 2,
 			                    a[i].policy[policy_families[f].what]);
+		}
+	}
+	/* Every copy made or meant and not delivered, by why (a copy is never
+	 * lost silently): the sum over reasons. */
+	mtd_prom_family(b, "maitred_mirror_dropped_total", "counter",
+	                "mirror: copies not delivered to the mirror entry (or not answered by it), by reason; the "
+	                "primary is never affected.");
+	for (size_t i = 0; i < n; i++) {
+		static const struct {
+			const char *reason;
+			enum mtd_mx_policy what;
+		} reasons[] = {
+		        {"too_large", MTD_MX_MIRROR_TOO_LARGE},
+		        {"rate_limited", MTD_MX_MIRROR_RATE_LIMITED},
+		        {"circuit_open", MTD_MX_MIRROR_CIRCUIT_OPEN},
+		        {"queue_full", MTD_MX_MIRROR_QUEUE_FULL},
+		        {"rerouted", MTD_MX_MIRROR_REROUTED},
+		        {"no_memory", MTD_MX_MIRROR_NO_MEMORY},
+		        {"failed", MTD_MX_MIRROR_FAILED},
+		        {"primary_ended", MTD_MX_MIRROR_CANCELLED},
+		        {"shutdown", MTD_MX_MIRROR_SHUTDOWN},
+		};
+		for (size_t r = 0; r < sizeof(reasons) / sizeof(reasons[0]); r++) {
+			uint64_t x = a[i].policy[reasons[r].what];
+			if (!x && !a[i].policy[MTD_MX_MIRROR_COPIES])
+				continue; /* a path never mirrored: no zero rows */
+			const char *k[] = {"service", "method", "reason"};
+			const char *v[] = {a[i].svc, a[i].method, reasons[r].reason};
+			mtd_prom_sample_u64(b, "maitred_mirror_dropped_total", NULL, k, v, 3, x);
 		}
 	}
 	mtd_prom_family(b, "maitred_fault_injected_total", "counter",
@@ -905,6 +934,10 @@ static void add_outliers(struct mtd_mx_health *out, const struct mtd_outlier_set
 	out->ejections += atomic_load_explicit(&e->ejections_total, memory_order_relaxed);
 	if (until != 0) {
 		out->ejected = true;
+		/* The set runs on the monotonic clock; shown as wall time. 1:
+		 * being written (outlier.c), kept as is. */
+		if (until > 1)
+			until = mtd_wall_of_mono_ms(until);
 		if (until > out->ejected_until_ms)
 			out->ejected_until_ms = until;
 	}

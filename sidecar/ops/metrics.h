@@ -149,7 +149,7 @@ struct mtd_mx_warm *mtd_metrics_warmups(const struct mtd_rt_service *s, int64_t 
 enum mtd_mx_hc { MTD_MX_HC_UNCHECKED, MTD_MX_HC_UNKNOWN, MTD_MX_HC_SERVING, MTD_MX_HC_NOT_SERVING };
 struct mtd_mx_health {
 	bool ejected;             /* in any of the service's ejection sets */
-	int64_t ejected_until_ms; /* wall ms the latest ejection ends (0 = not ejected) */
+	int64_t ejected_until_ms; /* wall ms the latest ejection ends (0 = not ejected; 1 = being written) */
 	uint64_t ejections;       /* ejections ever, over the sets */
 	enum mtd_mx_hc hc;        /* UNCHECKED: the service has no health_check */
 	uint64_t hc_checks, hc_failures;

@@ -13,7 +13,7 @@ import unittest
 
 import yaml
 
-from harness import MaitredTest, TestCA, MAITRED_BIN, SRCDIR, BUILDDIR, CALL_LIMIT
+from harness import MaitredTest, TestCA, MAITRED_BIN, SRCDIR, BUILDDIR, CALL_LIMIT, free_port, port_accepts, wait_until
 
 DEPLOY = os.path.join(SRCDIR, "deploy")
 
@@ -133,16 +133,15 @@ class Kubernetes(CertsMixin, MaitredTest):
         path = self.check(cfg_text, "configmap", cert_dir="tls")
         rc, out, err = self.check_config_with_hosts(path, hosts_of(cfg_text))
         self.assertEqual(rc, 0, out + err)
-        # Probes on the admin endpoint.
+        # The admin (no authentication, POST /drain) on loopback only, no
+        # container port for it; the probes are exec probes on loopback,
+        # run here against a real maitred's admin.
+        self.assertTrue(cfg["admin"].startswith("127.0.0.1:"), cfg["admin"])
+        self.assertFalse(cfg.get("admin_allow_remote"), "admin_allow_remote in the pod's config")
         ports = {p["name"]: p["containerPort"] for p in side.get("ports", []) if "name" in p}
-
-        def port_of(probe):
-            p = probe["httpGet"]["port"]
-            return ports.get(p, p)
-        self.assertEqual(side["readinessProbe"]["httpGet"]["path"], "/ready")
-        self.assertEqual(side["livenessProbe"]["httpGet"]["path"], "/healthz")
-        self.assertEqual(port_of(side["readinessProbe"]), admin_port)
-        self.assertEqual(port_of(side["livenessProbe"]), admin_port)
+        self.assertNotIn(admin_port, ports.values(), "the admin port is a container port")
+        probes = {"/ready": side["readinessProbe"], "/healthz": side["livenessProbe"]}
+        self.probes_answer(probes, admin_port)
         # A preStop drain that waits for the exit.
         cmd = " ".join(side["lifecycle"]["preStop"]["exec"]["command"])
         self.assertIn("kill -TERM 1", cmd)
@@ -158,11 +157,31 @@ class Kubernetes(CertsMixin, MaitredTest):
             targets = {p.get("targetPort") for sv in services for p in sv["spec"]["ports"]}
             names = {n for n, v in ports.items() if v == in_port}
             self.assertTrue(targets & (names | {in_port}), "no Service targets the inbound port")
-        # Scraped by Prometheus.
-        ann = tmpl["metadata"]["annotations"]
-        self.assertEqual(ann["prometheus.io/scrape"], "true")
-        self.assertEqual(int(ann["prometheus.io/port"]), admin_port)
-        self.assertEqual(ann.get("prometheus.io/path", "/metrics"), "/metrics")
+        # No scrape annotation pointing Prometheus at a port it cannot reach.
+        ann = tmpl["metadata"].get("annotations", {})
+        self.assertNotEqual(ann.get("prometheus.io/port"), str(admin_port))
+
+    def probes_answer(self, probes, admin_port):
+        """Each exec probe (its path in the command) succeeds against a
+        maitred whose admin is up and ready, and fails once it is gone."""
+        if not shutil.which("bash"):
+            self.skipTest("no bash")
+        up = self.start_upstream("a")
+        port = free_port()
+        m = self.start_maitred(self.config([self.service("*", [up])], admin="127.0.0.1:%d" % port))
+        wait_until(lambda: port_accepts(port, 0.5), CALL_LIMIT, "the admin port")
+
+        def run(probe):
+            argv = [a.replace("/%d" % admin_port, "/%d" % port) for a in probe["exec"]["command"]]
+            return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=CALL_LIMIT).returncode
+        for path, probe in probes.items():
+            self.assertIn("exec", probe, "%s: an exec probe (the admin is on loopback)" % path)
+            self.assertIn(path, " ".join(probe["exec"]["command"]))
+            self.assertIn("127.0.0.1/%d" % admin_port, " ".join(probe["exec"]["command"]))
+            wait_until(lambda: run(probe) == 0, CALL_LIMIT, "the %s probe to pass" % path)
+        self.stop_maitred(m)
+        for path, probe in probes.items():
+            self.assertNotEqual(run(probe), 0, "the %s probe passes with maitred stopped" % path)
 
 
 class Systemd(MaitredTest):

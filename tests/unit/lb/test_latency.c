@@ -208,6 +208,30 @@ START_TEST(wrt_new_picker_keeps_weights_and_failures_count)
 }
 END_TEST
 
+/* The decay runs on the time between ticks by the monotonic clock: a
+ * wall-clock step back at a tick does not freeze the averages. */
+START_TEST(wrt_decay_ignores_a_wall_clock_step)
+{
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 2, NULL);
+	p = t_picker("WEIGHTED_RESPONSE_TIME", &s, NULL);
+	feed(p, 0, true, 1000, SEC, 10);
+	feed(p, 1, true, 1000, SEC, 10);
+	mtd_lb_tick(p, 1000000000, SEC);
+	/* Endpoint 1 slows down 8x; a second later by the monotonic clock,
+	 * an hour earlier by the wall clock. */
+	feed(p, 0, true, 1000, 2 * SEC, 10);
+	feed(p, 1, true, 8000, 2 * SEC, 10);
+	mtd_lb_tick(p, 1000000000 - 3600000, 2 * SEC);
+	t_count(p, &s, counts, 10000);
+	ck_assert_msg(counts[0] > 5800, "endpoint 0 got %llu of 10000", (unsigned long long)counts[0]);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 static Suite *latency_suite(void)
 {
 	Suite *s = suite_create("lb_latency");
@@ -221,6 +245,7 @@ static Suite *latency_suite(void)
 	tcase_add_test(tc, peak_ewma_load_counts);
 	tcase_add_test(tc, wrt_round_robin_then_inverse_latency);
 	tcase_add_test(tc, wrt_new_picker_keeps_weights_and_failures_count);
+	tcase_add_test(tc, wrt_decay_ignores_a_wall_clock_step);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -261,7 +261,7 @@ static void feed(struct mtd_lb_layer *l, size_t idx, int calls, int fail_every, 
 	}
 }
 
-START_TEST(guard_cuts_by_errors_and_keeps_it_until_reload)
+START_TEST(guard_cuts_by_errors_and_keeps_it_until_the_split_changes)
 {
 	static struct t_set s;
 	const struct mtd_lb_split_weight w[] = {{"v1", 50}, {"v2", 50}};
@@ -322,16 +322,41 @@ START_TEST(guard_cuts_by_errors_and_keeps_it_until_reload)
 	ck_assert_uint_eq(info.current, 0);
 	count_unpinned(l2, &s, counts, 1000);
 	ck_assert_uint_eq(counts[3], 0);
-	/* A reload (another config, even with the same figures): back in. */
+	/* A reload whose split is equal by value (another config object,
+	 * strings at other addresses, the map listed in another order: a
+	 * SIGHUP that only re-read certificates): still cut, its time kept. */
+	char v1[] = "v1", v2[] = "v2";
+	const struct mtd_lb_split_weight w_same[] = {{v2, 50}, {v1, 50}};
 	struct mtd_lb_split_config sc2 = sc;
+	sc2.weights = w_same;
 	struct mtd_lb_layer *l3 = split_layer(&s, "RANDOM", &sc2, l2);
 	mtd_lb_layer_free(l2);
+	ck_assert(mtd_lb_layer_split_group(l3, 0, &info));
+	ck_assert_str_eq(info.value, "v2");
+	ck_assert_uint_eq(info.current, 0);
+	ck_assert_int_eq(info.cut_ms, t - 3000);
 	ck_assert(mtd_lb_layer_split_group(l3, 1, &info));
 	ck_assert_uint_eq(info.current, 50);
-	ck_assert_int_eq(info.cut_ms, 0);
 	count_unpinned(l3, &s, counts, 1000);
+	ck_assert_uint_eq(counts[3], 0);
+	/* A changed split (a weight): back in. */
+	const struct mtd_lb_split_weight w_new[] = {{"v1", 60}, {"v2", 40}};
+	struct mtd_lb_split_config sc3 = sc;
+	sc3.weights = w_new;
+	struct mtd_lb_layer *l4 = split_layer(&s, "RANDOM", &sc3, l3);
+	ck_assert(mtd_lb_layer_split_group(l4, 1, &info));
+	ck_assert_uint_eq(info.current, 40);
+	ck_assert_int_eq(info.cut_ms, 0);
+	count_unpinned(l4, &s, counts, 1000);
 	ck_assert_uint_gt(counts[3], 0);
+	mtd_lb_layer_free(l4);
+	/* A changed guard (min_calls) is a changed split too. */
+	sc2.guard.min_calls = 101;
+	l4 = split_layer(&s, "RANDOM", &sc2, l3);
 	mtd_lb_layer_free(l3);
+	ck_assert(mtd_lb_layer_split_group(l4, 1, &info));
+	ck_assert_uint_eq(info.current, 50);
+	mtd_lb_layer_free(l4);
 }
 END_TEST
 
@@ -453,7 +478,7 @@ static Suite *split_suite(void)
 	tcase_add_test(tc, pinned_value_wins_over_the_split);
 	tcase_add_test(tc, group_without_eligible_endpoint_gives_its_share);
 	tcase_add_test(tc, subset_and_zones_apply_inside_groups);
-	tcase_add_test(tc, guard_cuts_by_errors_and_keeps_it_until_reload);
+	tcase_add_test(tc, guard_cuts_by_errors_and_keeps_it_until_the_split_changes);
 	tcase_add_test(tc, guard_cuts_by_latency_and_forgets_the_old_window);
 	tcase_add_test(tc, latency_histogram_buckets_and_quantile);
 	suite_add_tcase(s, tc);

@@ -144,6 +144,36 @@ static void *taker(void *arg)
 	return NULL;
 }
 
+/* A reload with new figures: the tokens left carry over, at most the new
+ * burst, and refill at the new rate. */
+START_TEST(new_figures_carry_the_tokens_left)
+{
+	struct mtd_limit_bucket a, b;
+	int64_t t = 5 * S;
+
+	mtd_limit_bucket_init(&a, 10, 10, t);
+	for (int i = 0; i < 10; i++)
+		ck_assert(mtd_limit_take(&a, t));
+	/* Empty, to a bucket of 100 a second, burst 100: still empty. */
+	mtd_limit_bucket_init_from(&b, 100, 100, &a, t);
+	ck_assert_uint_eq(mtd_limit_tokens(&b, t), 0);
+	ck_assert(!mtd_limit_take(&b, t));
+	ck_assert(mtd_limit_take(&b, t + S / 100)); /* the new rate */
+	/* 7 left, to a burst of 3: 3. */
+	mtd_limit_bucket_init(&a, 10, 10, t);
+	for (int i = 0; i < 3; i++)
+		ck_assert(mtd_limit_take(&a, t));
+	mtd_limit_bucket_init_from(&b, 10, 3, &a, t);
+	ck_assert_uint_eq(mtd_limit_tokens(&b, t), 3);
+	/* 7 left, to a burst of 50: 7, not 50. */
+	mtd_limit_bucket_init_from(&b, 10, 50, &a, t);
+	ck_assert_uint_eq(mtd_limit_tokens(&b, t), 7);
+	for (int i = 0; i < 7; i++)
+		ck_assert(mtd_limit_take(&b, t));
+	ck_assert(!mtd_limit_take(&b, t));
+}
+END_TEST
+
 START_TEST(threads_share_one_bucket_exactly)
 {
 	pthread_t t[THREADS];
@@ -171,6 +201,7 @@ int main(void)
 	tcase_add_test(tc, clock_jumping_forward_fills_to_burst_only);
 	tcase_add_test(tc, clock_jumping_back_mints_nothing_and_never_goes_negative);
 	tcase_add_test(tc, bounds_are_clamped);
+	tcase_add_test(tc, new_figures_carry_the_tokens_left);
 	tcase_add_test(tc, threads_share_one_bucket_exactly);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

@@ -190,6 +190,30 @@ int64_t seam_now_ns(void)
 	return clock_ns;
 }
 
+static int64_t wall_step_ms;
+
+int64_t __real_mtd_wall_ms(void);
+int64_t __wrap_mtd_wall_ms(void);
+int64_t __wrap_mtd_wall_ms(void)
+{
+	return __real_mtd_wall_ms() + wall_step_ms;
+}
+
+void seam_step_wall_ms(int64_t ms)
+{
+	wall_step_ms += ms;
+}
+
+static void tick_back(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n)
+{
+	(void)ctl, (void)si, (void)eps, (void)n;
+}
+
+void seam_runtime_tick(struct seam *s)
+{
+	mtd_runtime_tick(s->ctl.rt, tick_back);
+}
+
 /* ---- slab blocks (wrapped) ---------------------------------------------------- */
 
 void *__real_mtd_slab_malloc(struct mtd_slab *s, size_t size);
@@ -508,11 +532,13 @@ int mtd_inbound_route(const struct mtd_runtime *rt, struct mtd_call *call)
 void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
 {
 	seam_mx.policy++;
+	if ((unsigned)what < sizeof(seam_mx.policy_by) / sizeof(seam_mx.policy_by[0]))
+		seam_mx.policy_by[what]++;
 }
 
 void mtd_metrics_guard_cut(const char *service, const char *method, const char *group)
 {
-	ck_abort_msg("no split guard in the seam");
+	seam_mx.guard_cuts++;
 }
 
 void mtd_metrics_failback(struct mtd_call *call, bool dropped)
@@ -857,6 +883,8 @@ static int sv_on_header(nghttp2_session *ng, const nghttp2_frame *frame, const u
 		return 0;
 	if (name_is(name, namelen, ":path")) {
 		copy_value(ss->path, sizeof(ss->path), value, valuelen);
+	} else if (name_is(name, namelen, ":authority")) {
+		copy_value(ss->authority, sizeof(ss->authority), value, valuelen);
 	} else if (name_is(name, namelen, "grpc-previous-rpc-attempts")) {
 		char v[16];
 		copy_value(v, sizeof(v), value, valuelen);
@@ -1334,6 +1362,7 @@ struct seam *seam_new(const char *yaml)
 
 void seam_free(struct seam *s)
 {
+	wall_step_ms = 0; /* the next test's wall clock is the real one (CK_FORK=no) */
 	struct mtd_worker *w = s->w;
 	seam_run(s);
 	/* mtd_worker_free's order: what is left fails, then is freed. */

@@ -48,6 +48,7 @@ struct seam_ss {
 	struct seam_link *link;
 	char ep[64];         /* the endpoint's address */
 	char path[128];      /* :path */
+	char authority[128]; /* :authority */
 	int prev_attempts;   /* grpc-previous-rpc-attempts, 0 when absent */
 	char timeout[32];    /* grpc-timeout, "" when absent */
 	struct seam_buf req; /* request DATA received */
@@ -73,8 +74,10 @@ enum seam_ep_mode {
 struct seam_mx {
 	unsigned routed, ended, attempts_done, hedges_started, hedges_won;
 	unsigned failback_started, failback_dropped, decisions, circuit_rejected;
-	unsigned policy; /* traffic policy events (rate limited, injected, mirrored) */
-	unsigned hedge_samples;  /* hedge_delay AUTO's samples, and the last one (us) */
+	unsigned policy;        /* traffic policy events (rate limited, injected, mirrored) */
+	unsigned policy_by[32]; /* the same by enum mtd_mx_policy */
+	unsigned guard_cuts;    /* split.guard cuts (seam_runtime_tick) */
+	unsigned hedge_samples; /* hedge_delay AUTO's samples, and the last one (us) */
 	int64_t hedge_sample_us;
 	size_t last_ep_len; /* of the endpoint the last call's access line names */
 };
@@ -105,6 +108,12 @@ void seam_end_turn(struct seam *s);
 void seam_advance_ms(struct seam *s, int64_t ms);
 /* The clock (mtd_now_ns, wrapped). */
 int64_t seam_now_ns(void);
+/* Step the wall clock (mtd_wall_ms, wrapped: the real one plus every step
+ * so far) by ms, back when negative; the monotonic clock does not move. */
+void seam_step_wall_ms(int64_t ms);
+/* The control thread's once-a-second tick over the current snapshot
+ * (mtd_runtime_tick: outlier ejection, split.guard, pickers). */
+void seam_runtime_tick(struct seam *s);
 
 /* ---- snapshots ---------------------------------------------------------- */
 

@@ -16,7 +16,11 @@
 
 #include "call_seam.h"
 #include "core/log.h"
+#include "health/outlier.h"
+#include "lb/lb.h"
 #include "sidecar/call/call.h"
+#include "sidecar/call/policy.h"
+#include "sidecar/ops/metrics-t.h"
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/io/conn-t.h"
 #include "sidecar/io/pool.h"
@@ -1076,6 +1080,247 @@ START_TEST(many_calls_every_block_back_after_the_reap)
 }
 END_TEST
 
+/* ---- clocks: windows and cadences on the monotonic clock --------------- */
+
+/* The endpoint index of addr in the worker's current snapshot of echo.Echo. */
+static size_t ep_index(struct seam *s, const char *addr)
+{
+	const struct mtd_rt_service *svc = seam_worker(s)->rt->services[0];
+	for (size_t i = 0; i < svc->n_eps; i++)
+		if (strcmp(svc->eps[i]->addr.text, addr) == 0)
+			return i;
+	ck_abort_msg("no endpoint %s", addr);
+	return 0;
+}
+
+/* One unary call answered by its endpoint: status 0 on ok_ep, 14
+ * (UNAVAILABLE) elsewhere. */
+static void one_call(struct seam *s, unsigned *nth, const char *ok_ep)
+{
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, (*nth)++);
+	ck_assert_ptr_nonnull(ss);
+	int st = strcmp(ss->ep, ok_ep) == 0 ? 0 : 14;
+	seam_respond(s, ss, st, "pong", 4);
+	seam_run(s);
+	ck_assert(cs->closed);
+}
+
+START_TEST(wall_clock_step_back_does_not_hold_an_ejection)
+{
+	char yaml[2048];
+	snprintf(yaml, sizeof(yaml), "%s    outlier_detection: {consecutive_failures: 1, base_ejection_time: 30s}\n",
+	         config(EPS_AB, NULL));
+	struct seam *s = seam_new(yaml);
+	unsigned nth = 0;
+	/* Until an endpoint failed once: ejected for 30 s. */
+	while (nth < 8 && atomic_load(&seam_worker(s)->rt->services[0]->outliers->n_ejected) == 0)
+		one_call(s, &nth, "none");
+	const struct mtd_outlier_set *o = seam_worker(s)->rt->services[0]->outliers;
+	ck_assert_uint_eq(atomic_load(&o->n_ejected), 1);
+	size_t out = mtd_outlier_is_ejected(o, ep_index(s, EP_A)) ? ep_index(s, EP_A) : ep_index(s, EP_B);
+	ck_assert(mtd_outlier_is_ejected(o, out));
+	/* The wall clock steps back an hour (NTP, an operator). */
+	seam_step_wall_ms(-3600 * 1000);
+	seam_advance_ms(s, 29000);
+	seam_runtime_tick(s);
+	ck_assert(mtd_outlier_is_ejected(o, out));
+	/* 30 s later on the monotonic clock: back, not an hour later. */
+	seam_advance_ms(s, 2000);
+	seam_runtime_tick(s);
+	ck_assert(!mtd_outlier_is_ejected(o, out));
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(wall_clock_step_back_does_not_stop_the_guard)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [{address: \"" EP_A "\", metadata: {version: v1}},"
+	                          " {address: \"" EP_B "\", metadata: {version: v2}}]\n"
+	                          "    split: {metadata_key: version, weights: {v1: 50, v2: 50},"
+	                          " guard: {min_calls: 10, window: 10s}}\n");
+	unsigned nth = 0;
+	struct mtd_lb_split_group info;
+	seam_runtime_tick(s); /* the guard's first snapshot */
+	seam_step_wall_ms(-3600 * 1000);
+	/* v2 fails every call; a second of calls, then the control thread's
+	 * tick: cut within the 10 s window whatever the wall clock did. */
+	for (int sec = 0; sec < 10; sec++) {
+		for (int k = 0; k < 20; k++)
+			one_call(s, &nth, EP_A);
+		seam_advance_ms(s, 1000);
+		seam_runtime_tick(s);
+		ck_assert(mtd_lb_layer_split_group(seam_worker(s)->rt->services[0]->layer, 1, &info));
+		if (info.current == 0)
+			break;
+	}
+	ck_assert_str_eq(info.value, "v2");
+	ck_assert_msg(info.current == 0, "v2 not cut in 10 s after a wall-clock step back");
+	ck_assert_uint_eq(seam_mx.guard_cuts, 1);
+	seam_free(s);
+}
+END_TEST
+
+/* ---- mirror copies ------------------------------------------------------- */
+
+START_TEST(shadow_authority_suffixes_the_host_before_any_port)
+{
+	static const struct {
+		const char *in, *out; /* out NULL: left as it is */
+	} cases[] = {
+	        {"shop.test", "shop.test-shadow"},
+	        {"shop.test:8080", "shop.test-shadow:8080"},
+	        {"10.0.0.1:80", "10.0.0.1-shadow:80"},
+	        {"user@shop.test:1", "user@shop.test-shadow:1"},
+	        {"[::1]:80", NULL},
+	        {"[::1]", NULL},
+	        {"::1", NULL},
+	        {"", NULL},
+	};
+	char out[64];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = mtd_policy_shadow_authority(cases[i].in, strlen(cases[i].in), out, sizeof(out));
+		if (!cases[i].out) {
+			ck_assert_msg(n == 0, "%s: suffixed", cases[i].in);
+			continue;
+		}
+		ck_assert_msg(n == strlen(cases[i].out) && memcmp(out, cases[i].out, n) == 0, "%s -> %.*s", cases[i].in,
+		              (int)n, out);
+	}
+	/* No room: left as it is. */
+	ck_assert_uint_eq(mtd_policy_shadow_authority("shop.test", 9, out, 15), 0);
+}
+END_TEST
+
+#define MIRRORED(shadow_extra)                       \
+	"services:\n"                                \
+	"  - name: \"echo.Echo\"\n"                  \
+	"    endpoints: [" EPS_A "]\n"               \
+	"    mirror: {service: shadow}\n"            \
+	"  - name: shadow\n"                         \
+	"    endpoints: [{address: \"" EP_C "\"}]\n" \
+	"    " shadow_extra "\n"
+
+/* The streams opened to addr so far. */
+static struct seam_ss *nth_stream_to(struct seam *s, const char *addr, unsigned nth)
+{
+	for (unsigned i = 0; seam_stream(s, i); i++)
+		if (strcmp(seam_stream(s, i)->ep, addr) == 0 && nth-- == 0)
+			return seam_stream(s, i);
+	return NULL;
+}
+
+START_TEST(mirror_copies_pass_the_mirror_entrys_rate_limit)
+{
+	struct seam *s = seam_new(MIRRORED("rate_limit: {calls_per_second: 1, burst: 1}"));
+	struct seam_cs *cs[3];
+	for (int i = 0; i < 3; i++) {
+		cs[i] = unary(s, NULL, "ping");
+		seam_run(s);
+	}
+	/* One copy (the bucket's one token), two dropped and counted; the
+	 * primaries all went on. */
+	ck_assert_uint_eq(seam_streams(s, EP_A), 3);
+	ck_assert_uint_eq(seam_streams(s, EP_C), 1);
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_MIRROR_COPIES], 1);
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_MIRROR_RATE_LIMITED], 2);
+	/* The copy says it is one: its host suffixed -shadow. */
+	ck_assert_str_eq(nth_stream_to(s, EP_C, 0)->authority, "seam.test-shadow");
+	ck_assert_str_eq(nth_stream_to(s, EP_A, 0)->authority, "seam.test");
+	expect_request(nth_stream_to(s, EP_C, 0), "ping");
+	seam_respond(s, nth_stream_to(s, EP_C, 0), 0, "pong", 4);
+	for (int i = 0; i < 3; i++)
+		seam_respond(s, nth_stream_to(s, EP_A, (unsigned)i), 0, "pong", 4);
+	seam_run(s);
+	for (int i = 0; i < 3; i++)
+		expect_ok(cs[i], "pong");
+	/* A second later the bucket has a token again. */
+	seam_advance_ms(s, 1000);
+	struct seam_cs *late = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_C), 2);
+	seam_respond(s, nth_stream_to(s, EP_C, 1), 0, "pong", 4);
+	seam_respond(s, nth_stream_to(s, EP_A, 3), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(late, "pong");
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(mirror_copies_pass_the_mirror_entrys_circuit_breaker)
+{
+	struct seam *s = seam_new(MIRRORED("circuit_breaker: {max_calls: 1}"));
+	/* The first copy stays in flight at the mirror entry (its primary
+	 * too: the primary's end would cancel it). */
+	struct seam_cs *a = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_C), 1);
+	struct seam_cs *b = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_C), 1);
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_MIRROR_CIRCUIT_OPEN], 1);
+	ck_assert_uint_eq(seam_streams(s, EP_A), 2); /* the primary never affected */
+	/* The copy answered: room again. */
+	seam_respond(s, nth_stream_to(s, EP_C, 0), 0, "pong", 4);
+	seam_run(s);
+	struct seam_cs *c = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_C), 2);
+	for (unsigned i = 0; i < 3; i++)
+		seam_respond(s, nth_stream_to(s, EP_A, i), 0, "pong", 4);
+	seam_respond(s, nth_stream_to(s, EP_C, 1), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(a, "pong");
+	expect_ok(b, "pong");
+	expect_ok(c, "pong");
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_MIRROR_COPIES], 2);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* A reload that changes a bucket's figures carries the tokens left over:
+ * it mints no new burst. */
+START_TEST(reload_with_new_rate_limit_figures_mints_no_burst)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "    rate_limit: {calls_per_second: 1, burst: 2}\n");
+	struct seam_cs *cs[4];
+	for (int i = 0; i < 3; i++) {
+		cs[i] = unary(s, NULL, "ping");
+		seam_run(s);
+	}
+	expect_status(cs[2], 8); /* RESOURCE_EXHAUSTED: the burst of 2 spent */
+	seam_reload(s, "services:\n"
+	               "  - name: \"echo.Echo\"\n"
+	               "    endpoints: [" EPS_A "]\n"
+	               "    rate_limit: {calls_per_second: 2, burst: 50}\n");
+	seam_run(s);
+	cs[3] = unary(s, NULL, "ping");
+	seam_run(s);
+	expect_status(cs[3], 8); /* still empty, not a fresh 50 */
+	ck_assert_uint_eq(seam_streams(s, EP_A), 2);
+	for (unsigned i = 0; i < 2; i++)
+		seam_respond(s, seam_stream(s, i), 0, "pong", 4);
+	seam_run(s);
+	/* Refilled at the new rate: one token in 500 ms. */
+	seam_advance_ms(s, 500);
+	struct seam_cs *late = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_A), 3);
+	seam_respond(s, seam_stream(s, 2), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(late, "pong");
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1096,6 +1341,18 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, per_try_timeout_while_waiting_in_a_pool_retries_elsewhere);
 	tcase_add_test(tc, reload_removing_the_endpoint_of_a_call_in_flight_lets_it_finish);
 	tcase_add_test(tc, client_reset_after_an_early_answer_cancels_the_open_request_upstream);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("policy");
+	tcase_add_test(tc, shadow_authority_suffixes_the_host_before_any_port);
+	tcase_add_test(tc, mirror_copies_pass_the_mirror_entrys_rate_limit);
+	tcase_add_test(tc, mirror_copies_pass_the_mirror_entrys_circuit_breaker);
+	tcase_add_test(tc, reload_with_new_rate_limit_figures_mints_no_burst);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("clocks");
+	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
+	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reroute");
