@@ -20,6 +20,8 @@ struct ssl_session_st;
  * worker serves a snapshot without ep: it takes no new attempt, its idle
  * connections close, busy ones drain, the attempts waiting in it move their
  * calls to the current snapshot; freed once it has no connection left.
+ * A pool asked for an identity the worker's snapshot no longer holds is
+ * retired from birth (mtd_pool_get).
  *
  * It opens no connection once retired or while being freed (`retired`,
  * `stopping`: set once, never cleared), nor while a failed connection's

@@ -74,6 +74,15 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 	TAILQ_INIT(&p->pending);
 	LIST_INSERT_HEAD(&w->pools, p, link);
 	ep->pools[w->id] = p;
+	/* Asked for by a call or a check of an older snapshot, for an
+	 * identity the worker's current one no longer holds: its pool was
+	 * retired at the swap and freed once drained, and a new one must not
+	 * connect to an endpoint that left. Born retired, it opens nothing;
+	 * whoever asked moves on as from any retired pool (a call picks again
+	 * in the current snapshot, a check answers "skip"), and housekeeping
+	 * frees it. */
+	if (w->rt && atomic_load_explicit(&ep->last_gen, memory_order_relaxed) < w->rt->gen)
+		p->retired = true;
 	return p;
 }
 

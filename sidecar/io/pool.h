@@ -11,7 +11,9 @@
 struct mtd_up_stream;
 
 /* The pool of endpoint ep (of service snapshot svc) on worker w, created on
- * first use; NULL when out of memory. May be retired (see above). */
+ * first use; NULL when out of memory. May be retired (see above): always
+ * when w's current snapshot no longer holds ep, so that nothing of an
+ * older snapshot reaches an endpoint that left. */
 struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep);
 /* The :authority a stream to p's endpoint carries by the service's rule
  * (config-t.h): its `authority`; else with FROM_ENDPOINT, or when the

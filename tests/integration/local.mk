@@ -41,6 +41,7 @@ EXTRA_DIST += \
 	tests/integration/test_deploy.py \
 	tests/integration/test_io_defects.py \
 	tests/integration/test_inbound.py \
+	tests/integration/test_upstream_policy.py \
 	tests/interop/goecho/main.go \
 	tests/interop/javaecho/JavaEcho.java \
 	protos/maitred/testing/v1/echo.proto \

@@ -473,6 +473,34 @@ START_TEST(authority_rule)
 }
 END_TEST
 
+/* A retry or a check of an older snapshot asks for the pool of an endpoint
+ * the worker's current snapshot no longer holds: its retired pool may have
+ * been freed already, and a fresh one connected to the endpoint that left
+ * (a reload replaced y by z; the retry was answered by y). Such a pool is
+ * born retired and opens nothing; one the snapshot holds is a pool. */
+START_TEST(pool_of_an_endpoint_that_left_is_born_retired)
+{
+	struct fx f;
+	fx_open(&f);
+	f.rt.gen = 7;
+	atomic_store(&f.ep.last_gen, 7);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	ck_assert(!p->retired);
+	mtd_pool_free(p);
+	/* The worker took generation 8, which lacks the endpoint. */
+	f.rt.gen = 8;
+	p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_msg(p->retired, "a pool was made for an endpoint the current snapshot no longer holds");
+	mtd_pool_dispatch(p);
+	ck_assert_uint_eq(p->n_conns, 0);
+	/* Housekeeping frees it like any drained retired pool. */
+	mtd_pool_housekeeping(p, mtd_now_ns());
+	ck_assert_ptr_null(f.ep.pools[0]);
+	fx_close(&f);
+}
+END_TEST
+
 static Suite *pool_suite(void)
 {
 	Suite *s = suite_create("pool");
@@ -483,6 +511,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, settings_timeout_that_cannot_be_armed_fails_the_connect);
 	tcase_add_test(tc, circuit_count_follows_the_service);
 	tcase_add_test(tc, authority_rule);
+	tcase_add_test(tc, pool_of_an_endpoint_that_left_is_born_retired);
 	suite_add_tcase(s, tc);
 	return s;
 }
