@@ -24,7 +24,10 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app);
 /* The worker moved to a snapshot that holds p's endpoint in svc: p takes
  * svc's settings (a reference; the previous one dropped) and counts its
- * waiting attempts where svc's circuit breaker says from now on. */
+ * waiting attempts where svc's circuit breaker says from now on. When
+ * svc's TLS policy is another (tls_gen), the connections made under the
+ * old one take no new stream: idle or not up yet they close, busy they
+ * send GOAWAY and drain; the calls waiting get new connections. */
 void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc);
 /* The worker moved to a snapshot without p's endpoint. */
 void mtd_pool_retire(struct mtd_pool *p);
