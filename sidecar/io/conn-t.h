@@ -52,7 +52,7 @@ struct mtd_conn_ops {
  *        failed connect: the pool's waiting calls move on.
  * DRAINING: no new streams; closes when its last stream ends.
  *        (*) The peer's GOAWAY, or ours: its service's TLS policy
- *        changed (pool.c).
+ *        changed, or it outlived upstream.max_connection_age (pool.c).
  *        One not up yet under an old TLS policy is closed instead.
  * CLOSED: no fd, no events; freed by the worker at the end of the turn.
  */
@@ -161,6 +161,7 @@ struct mtd_conn {
 	 * (runtime-t.h tls_gen), set when its transport starts: it takes
 	 * streams only while the pool's service has that generation. */
 	uint64_t tls_gen;
+	int64_t opened_ns; /* its connect began (upstream.max_connection_age) */
 	uint32_t max_streams; /* min(peer SETTINGS, config cap) */
 	bool settings_seen;   /* the peer's first SETTINGS arrived */
 	int64_t ping_sent_ns; /* 0 = no keepalive PING outstanding */

@@ -25,7 +25,8 @@ struct ssl_session_st;
  *
  * Each connection carries the TLS policy generation it was made under
  * (conn-t.h tls_gen); when the service's changes (mtd_pool_set_service),
- * the older connections take no new stream and drain.
+ * the older connections take no new stream and drain, as they do past
+ * upstream.max_connection_age.
  *
  * It opens no connection once retired or while being freed (`retired`,
  * `stopping`: set once, never cleared), nor while a failed connection's

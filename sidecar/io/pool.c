@@ -119,7 +119,8 @@ const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app)
 	return svc->tls && svc->tls->server_name ? svc->tls->server_name : p->ep->addr.text;
 }
 
-/* c takes no new stream (it was made under an old TLS policy): without a stream it closes now (with a GOAWAY once HTTP/2 is up);
+/* c takes no new stream, whatever it carries (an old TLS policy, its
+ * age): without a stream it closes now (with a GOAWAY once HTTP/2 is up);
  * with streams a GOAWAY tells the peer, its calls finish, and it closes
  * once the last one ended (housekeeping, or the session wanting no more
  * input). Closing one that was not usable yet is no failed connect: the
@@ -395,6 +396,7 @@ void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
 	}
 	const struct mtd_cfg_upstream *u = &p->svc->cfg->upstream;
 	struct mtd_conn *c, *next;
+	bool aged = false;
 	for (c = LIST_FIRST(&p->conns); c; c = next) {
 		next = LIST_NEXT(c, link);
 		if (c->state != MTD_CONN_READY && c->state != MTD_CONN_DRAINING)
@@ -415,6 +417,14 @@ void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
 		}
 		if (mtd_up_check_write_stall(c, now))
 			continue;
+		if (u->max_connection_age_ms && c->state == MTD_CONN_READY && c->settings_seen &&
+		    now - c->opened_ns > u->max_connection_age_ms * 1000000) {
+			MTD_DEBUG("upstream %s: older than max_connection_age (%lld ms), draining", c->peer,
+			          (long long)u->max_connection_age_ms);
+			drain_conn(p, c);
+			aged = true;
+			continue;
+		}
 		/* Keepalive only while calls are open, as gRPC clients do by
 		 * default (keepalive_permit_without_calls off): grpc-go servers
 		 * count PINGs on a connection without streams as strikes and
@@ -427,5 +437,10 @@ void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
 				mtd_conn_want_flush(c);
 			}
 		}
+	}
+	if (aged) {
+		/* Calls waiting for a slot get a new connection. */
+		mtd_pool_note_usable(p);
+		mtd_pool_dispatch(p);
 	}
 }

@@ -60,7 +60,7 @@ void mtd_pool_dispatch(struct mtd_pool *p);
  * SETTINGS or closed. */
 void mtd_pool_note_usable(struct mtd_pool *p);
 /* The worker's 1 s housekeeping for one pool: idle close, keepalive,
- * write stall. */
+ * write stall, max_connection_age (drained as above). */
 void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now_ns);
 
 #endif

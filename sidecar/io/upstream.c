@@ -339,6 +339,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	c->pool = p;
 	c->max_streams = p->svc->cfg->upstream.max_concurrent_streams;
 	c->tls_gen = p->svc->tls_gen;
+	c->opened_ns = mtd_now_ns();
 	LIST_INIT(&c->streams);
 	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
 	c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -8,6 +8,7 @@ config would do.
   finish, new calls connect under the new policy, and fail as a fresh
   maitred's would when the upstream does not satisfy it. A reload that
   keeps the policy keeps the connection.
+- upstream.max_connection_age drains connections the same way.
 - A retry of a call routed before a reload never goes to an endpoint the
   reload removed: it picks again among the endpoints the worker serves now.
 
@@ -137,6 +138,24 @@ class UpstreamTlsPolicy(ChurnBase):
             resp, err = self.call(m)
             self.assertIsNone(err, err and err.details())
         self.assertEqual(up.stats().peers, 1, "a reload that kept the TLS policy replaced the connection")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_max_connection_age_drains_old_connections(self):
+        up = self.start_upstream("aged")
+        m = self.start_maitred(self.config([self.service("*", [up], upstream={"max_connection_age": "1s"})]))
+        self.assertIsNone(self.call(m)[1])
+        held, cid = self.hold(m, up)
+        # Calls go on; once the first connection is past its age they go
+        # over another one: the upstream sees a second client connection.
+
+        def second_connection():
+            self.assertIsNone(self.call(m)[1])
+            return up.stats().peers >= 2
+        wait_until(second_connection, 20 * SLOW, "a second upstream connection after max_connection_age")
+        # The call in flight on the drained connection finished there.
+        up.release(cid)
+        self.assertEqual(held.result(timeout=CALL_LIMIT).instance, "aged")
         self.stop_maitred(m)
 
 

@@ -637,6 +637,29 @@ START_TEST(tls_policy_change_replaces_a_connection_not_up_yet)
 }
 END_TEST
 
+/* upstream.max_connection_age: an older connection takes no new stream and
+ * drains the same way (GOAWAY, its calls finish); an idle one closes. */
+START_TEST(max_connection_age_drains)
+{
+	struct fx f;
+	fx_open(&f);
+	f.scfg.upstream.max_connection_age_ms = 1000;
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_up_stream *a1 = attempt_new(&f);
+	struct mtd_conn *c = busy_conn(&f, p, a1);
+	bool preface = false;
+	int64_t now = mtd_now_ns();
+	mtd_pool_housekeeping(p, c->opened_ns + 500 * 1000000LL > now ? c->opened_ns + 500 * 1000000LL : now);
+	ck_assert_int_eq(c->state, MTD_CONN_READY);
+	mtd_pool_housekeeping(p, c->opened_ns + 1500 * 1000000LL);
+	ck_assert_int_eq(c->state, MTD_CONN_DRAINING);
+	ck_assert_uint_eq(c->n_streams, 1);
+	ck_assert_msg(peer_saw_goaway(&f, f.peer, &preface), "the upstream was sent no GOAWAY");
+	fx_close(&f);
+	attempt_free(&f, a1);
+}
+END_TEST
+
 static Suite *pool_suite(void)
 {
 	Suite *s = suite_create("pool");
@@ -650,6 +673,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, pool_of_an_endpoint_that_left_is_born_retired);
 	tcase_add_test(tc, tls_policy_change_drains_the_connections_made_under_the_old);
 	tcase_add_test(tc, tls_policy_change_replaces_a_connection_not_up_yet);
+	tcase_add_test(tc, max_connection_age_drains);
 	suite_add_tcase(s, tc);
 	return s;
 }
