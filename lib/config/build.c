@@ -1044,7 +1044,15 @@ static void build_upstream(struct builder *b, const PbUpstream *m, const char *p
 	UP_DUR(keepalive_interval, 30000, ZERO_IS_DEFAULT);
 	UP_DUR(keepalive_timeout, 10000, ZERO_IS_ERROR);
 	UP_DUR(write_timeout, 30000, ZERO_IS_ERROR);
+	UP_DUR(max_connection_age, 0, ZERO_IS_ERROR);
 #undef UP_DUR
+	if (out->max_connection_age_ms > 0 && out->max_connection_age_ms < 1000) {
+		/* The pool's housekeeping looks once a second. */
+		BERR(at(b, m, "max_connection_age", NULL), sub(p, sizeof(p), path, "max_connection_age"),
+		     "must be at least 1s (connections are checked once a second), got %lld ms",
+		     (long long)out->max_connection_age_ms);
+		out->max_connection_age_ms = 0;
+	}
 	out->max_connections = u32_limit(b, m->max_connections, 4, 1024, m, "max_connections", path);
 	out->max_concurrent_streams =
 	        u32_limit(b, m->max_concurrent_streams, 1000, H2_WINDOW_MAX, m, "max_concurrent_streams", path);

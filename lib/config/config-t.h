@@ -150,6 +150,7 @@ struct mtd_cfg_upstream {
 	uint32_t max_concurrent_streams; /* 1000 */
 	uint32_t max_pending;            /* 1024 */
 	int64_t write_timeout_ms;        /* 30000 */
+	int64_t max_connection_age_ms;   /* 0 = none; else >= 1000 */
 };
 
 struct mtd_cfg_method {

@@ -129,6 +129,14 @@ struct mtd_rt_service {
 	struct mtd_lb_layer *layer;
 	struct mtd_rt_method *methods; /* parallel to cfg->methods */
 	struct ssl_ctx_st *ssl_ctx;    /* NULL = h2c (a reference of its own) */
+	/* Its upstream TLS policy's generation: TLS on or off, the CA, the
+	 * client certificate, the name and identity the server must present
+	 * (config-t.h struct mtd_cfg_tls), compared by value. A snapshot
+	 * whose policy equals its previous one's keeps the generation (a
+	 * certwatch rotation of the same files included); any change makes a
+	 * new one, and the connections made under the old one take no new
+	 * stream (pool.c). Never 0. */
+	uint64_t tls_gen;
 	char *unavailable;             /* why the set is empty (UNAVAILABLE message), or NULL */
 	/* retry_budget's window: shared by every worker (atomics) and by the
 	 * snapshots of one service (it goes on across changes and reloads). */

@@ -317,6 +317,34 @@ static bool same_file(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
+/* Two services' upstream TLS settings are one policy (runtime-t.h
+ * tls_gen): both cleartext, or the same files, names, identity rule and
+ * allowed_identities.
+ * By value: files whose content changed under the same names are the
+ * same policy, whether certwatch or a reload read them again. */
+static bool tls_policy_same(const struct mtd_cfg_tls *a, const struct mtd_cfg_tls *b)
+{
+	if (!a || !b)
+		return a == b;
+	if (a->n_allowed_identities != b->n_allowed_identities)
+		return false;
+	for (size_t i = 0; i < a->n_allowed_identities; i++)
+		if (strcmp(a->allowed_identities[i], b->allowed_identities[i]) != 0)
+			return false;
+	return same_file(a->ca_file, b->ca_file) && same_file(a->cert_file, b->cert_file) &&
+	       same_file(a->key_file, b->key_file) && same_file(a->server_name, b->server_name) &&
+	       same_file(a->server_identity, b->server_identity) &&
+	       a->server_identity_registry == b->server_identity_registry;
+}
+
+/* A new TLS policy generation: unique in the process (control thread;
+ * atomic for tests that build snapshots elsewhere). */
+static uint64_t tls_gen_next(void)
+{
+	static _Atomic uint64_t last;
+	return atomic_fetch_add_explicit(&last, 1, memory_order_relaxed) + 1;
+}
+
 /* A TLS context already built for an earlier service with the same files:
  * contexts differ only by them (the server name is set per connection),
  * and each costs its CA store (860 KiB for the system bundle). */
@@ -586,6 +614,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			goto fail;
 		}
 	}
+	s->tls_gen = prev && tls_policy_same(prev->cfg->tls, cfg->tls) ? prev->tls_gen : tls_gen_next();
 	if (b->ssl_ctx) {
 		s->ssl_ctx = mtd_tls_ctx_ref(b->ssl_ctx);
 	} else if (prev && prev->cfg == cfg && prev->ssl_ctx) {

@@ -42,15 +42,18 @@ struct mtd_conn_ops {
 
 /* Upstream connection states:
  *
- *   CONNECTING --tcp up--> HANDSHAKE --TLS done--> READY --GOAWAY--> DRAINING
- *       |     (h2c skips HANDSHAKE)                  |                   |
- *       +------------- error / timeout --------------+-----> CLOSED <----+
+ *   CONNECTING --tcp up--> HANDSHAKE --TLS done--> READY --GOAWAY*--> DRAINING
+ *       |     (h2c skips HANDSHAKE)                  |                    |
+ *       +------------- error / timeout --------------+-----> CLOSED <-----+
  *
  * READY: new streams may start once the peer's SETTINGS arrived
  *        (settings_seen; connect_timeout bounds the wait) and while
  *        streams < max_streams. Closing before SETTINGS counts as a
  *        failed connect: the pool's waiting calls move on.
  * DRAINING: no new streams; closes when its last stream ends.
+ *        (*) The peer's GOAWAY, or ours: its service's TLS policy
+ *        changed, or it outlived upstream.max_connection_age (pool.c).
+ *        One not up yet under an old TLS policy is closed instead.
  * CLOSED: no fd, no events; freed by the worker at the end of the turn.
  */
 enum mtd_conn_state {
@@ -154,6 +157,11 @@ struct mtd_conn {
 	struct mtd_in_peer *in;
 	/* upstream only */
 	struct mtd_pool *pool;
+	/* The generation of its service's TLS policy it was made under
+	 * (runtime-t.h tls_gen), set when its transport starts: it takes
+	 * streams only while the pool's service has that generation. */
+	uint64_t tls_gen;
+	int64_t opened_ns; /* its connect began (upstream.max_connection_age) */
 	uint32_t max_streams; /* min(peer SETTINGS, config cap) */
 	bool settings_seen;   /* the peer's first SETTINGS arrived */
 	int64_t ping_sent_ns; /* 0 = no keepalive PING outstanding */

@@ -20,6 +20,13 @@ struct ssl_session_st;
  * worker serves a snapshot without ep: it takes no new attempt, its idle
  * connections close, busy ones drain, the attempts waiting in it move their
  * calls to the current snapshot; freed once it has no connection left.
+ * A pool asked for an identity the worker's snapshot no longer holds is
+ * retired from birth (mtd_pool_get).
+ *
+ * Each connection carries the TLS policy generation it was made under
+ * (conn-t.h tls_gen); when the service's changes (mtd_pool_set_service),
+ * the older connections take no new stream and drain, as they do past
+ * upstream.max_connection_age.
  *
  * It opens no connection once retired or while being freed (`retired`,
  * `stopping`: set once, never cleared), nor while a failed connection's
@@ -54,6 +61,10 @@ struct mtd_pool {
 	 * up_fail; nested when moving them fails another): no replacement
 	 * is opened for calls that are leaving. */
 	uint32_t failing;
+	/* Connections the pool closes itself before they were usable (an old
+	 * TLS policy's, pool.c drain_conn): no failed connect (no backoff),
+	 * and the calls waiting stay for the connection opened next. */
+	uint32_t superseding;
 	/* Connect failures in a row, and until when new calls avoid this
 	 * endpoint (doubling from 250 ms to 10 s; reset by a connect). */
 	uint32_t connect_failures;

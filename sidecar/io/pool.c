@@ -74,6 +74,15 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 	TAILQ_INIT(&p->pending);
 	LIST_INSERT_HEAD(&w->pools, p, link);
 	ep->pools[w->id] = p;
+	/* Asked for by a call or a check of an older snapshot, for an
+	 * identity the worker's current one no longer holds: its pool was
+	 * retired at the swap and freed once drained, and a new one must not
+	 * connect to an endpoint that left. Born retired, it opens nothing;
+	 * whoever asked moves on as from any retired pool (a call picks again
+	 * in the current snapshot, a check answers "skip"), and housekeeping
+	 * frees it. */
+	if (w->rt && atomic_load_explicit(&ep->last_gen, memory_order_relaxed) < w->rt->gen)
+		p->retired = true;
 	return p;
 }
 
@@ -110,10 +119,64 @@ const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app)
 	return svc->tls && svc->tls->server_name ? svc->tls->server_name : p->ep->addr.text;
 }
 
+/* c takes no new stream, whatever it carries (an old TLS policy, its
+ * age): without a stream it closes now (with a GOAWAY once HTTP/2 is up);
+ * with streams a GOAWAY tells the peer, its calls finish, and it closes
+ * once the last one ended (housekeeping, or the session wanting no more
+ * input). Closing one that was not usable yet is no failed connect: the
+ * calls waiting stay for the connection the caller's dispatch opens. */
+static void drain_conn(struct mtd_pool *p, struct mtd_conn *c)
+{
+	if (c->state == MTD_CONN_READY && c->n_streams > 0) {
+		/* A client's GOAWAY names the last stream the server opened:
+		 * none (no push). */
+		if (nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0) == 0)
+			mtd_conn_want_flush(c);
+		c->state = MTD_CONN_DRAINING;
+		return;
+	}
+	p->superseding++; /* the flush may close it already */
+	if (c->state == MTD_CONN_READY) {
+		nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
+		mtd_conn_flush(c);
+	}
+	mtd_conn_close(c);
+	p->superseding--;
+}
+
+/* p's service took another TLS policy (runtime-t.h tls_gen): what was
+ * authenticated under the old one (TLS off, another CA, another
+ * identity...) serves no new call, as a fresh maitred would have none of
+ * it. Connections still connecting have not chosen yet: they start the
+ * new policy's transport. The kept session was the old context's. */
+static void supersede(struct mtd_pool *p)
+{
+	struct mtd_conn *c, *next;
+	uint32_t n = 0;
+	if (p->tls_session) {
+		mtd_tls_session_free(p->tls_session);
+		p->tls_session = NULL;
+	}
+	for (c = LIST_FIRST(&p->conns); c; c = next) {
+		next = LIST_NEXT(c, link);
+		if ((c->state == MTD_CONN_HANDSHAKE || c->state == MTD_CONN_READY) && c->tls_gen != p->svc->tls_gen) {
+			drain_conn(p, c);
+			n++;
+		}
+	}
+	if (n == 0)
+		return;
+	MTD_DEBUG("worker %u: service %s's TLS policy changed: %u connections to %s drain", p->w->id,
+	          p->svc->cfg->name, n, p->ep->addr.text);
+	mtd_pool_note_usable(p);
+	mtd_pool_dispatch(p);
+}
+
 void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc)
 {
 	if (p->svc == svc)
 		return;
+	bool new_policy = p->svc->tls_gen != svc->tls_gen;
 	mtd_ref_get(&svc->ref);
 	mtd_rt_service_unref(p->svc);
 	p->svc = svc;
@@ -121,6 +184,8 @@ void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc)
 	 * new one with counts of its own: the attempts waiting now are
 	 * counted where the new settings say, and given back there. */
 	count_pending_in(p, pending_load(svc));
+	if (new_policy)
+		supersede(p);
 }
 
 void mtd_pool_retire(struct mtd_pool *p)
@@ -195,9 +260,11 @@ void mtd_pool_connect_succeeded(struct mtd_pool *p)
 	mtd_pool_note_usable(p);
 }
 
+/* Made under another TLS policy than its service's now: never (supersede
+ * drained it; checked here too, so that no path hands it a stream). */
 static bool usable(const struct mtd_conn *c)
 {
-	return c->state == MTD_CONN_READY && c->settings_seen;
+	return c->state == MTD_CONN_READY && c->settings_seen && c->tls_gen == c->pool->svc->tls_gen;
 }
 
 void mtd_pool_note_usable(struct mtd_pool *p)
@@ -329,6 +396,7 @@ void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
 	}
 	const struct mtd_cfg_upstream *u = &p->svc->cfg->upstream;
 	struct mtd_conn *c, *next;
+	bool aged = false;
 	for (c = LIST_FIRST(&p->conns); c; c = next) {
 		next = LIST_NEXT(c, link);
 		if (c->state != MTD_CONN_READY && c->state != MTD_CONN_DRAINING)
@@ -349,6 +417,14 @@ void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
 		}
 		if (mtd_up_check_write_stall(c, now))
 			continue;
+		if (u->max_connection_age_ms && c->state == MTD_CONN_READY && c->settings_seen &&
+		    now - c->opened_ns > u->max_connection_age_ms * 1000000) {
+			MTD_DEBUG("upstream %s: older than max_connection_age (%lld ms), draining", c->peer,
+			          (long long)u->max_connection_age_ms);
+			drain_conn(p, c);
+			aged = true;
+			continue;
+		}
 		/* Keepalive only while calls are open, as gRPC clients do by
 		 * default (keepalive_permit_without_calls off): grpc-go servers
 		 * count PINGs on a connection without streams as strikes and
@@ -361,5 +437,10 @@ void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now)
 				mtd_conn_want_flush(c);
 			}
 		}
+	}
+	if (aged) {
+		/* Calls waiting for a slot get a new connection. */
+		mtd_pool_note_usable(p);
+		mtd_pool_dispatch(p);
 	}
 }

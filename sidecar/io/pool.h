@@ -11,7 +11,9 @@
 struct mtd_up_stream;
 
 /* The pool of endpoint ep (of service snapshot svc) on worker w, created on
- * first use; NULL when out of memory. May be retired (see above). */
+ * first use; NULL when out of memory. May be retired (see above): always
+ * when w's current snapshot no longer holds ep, so that nothing of an
+ * older snapshot reaches an endpoint that left. */
 struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, struct mtd_endpoint *ep);
 /* The :authority a stream to p's endpoint carries by the service's rule
  * (config-t.h): its `authority`; else with FROM_ENDPOINT, or when the
@@ -22,7 +24,10 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app);
 /* The worker moved to a snapshot that holds p's endpoint in svc: p takes
  * svc's settings (a reference; the previous one dropped) and counts its
- * waiting attempts where svc's circuit breaker says from now on. */
+ * waiting attempts where svc's circuit breaker says from now on. When
+ * svc's TLS policy is another (tls_gen), the connections made under the
+ * old one take no new stream: idle or not up yet they close, busy they
+ * send GOAWAY and drain; the calls waiting get new connections. */
 void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc);
 /* The worker moved to a snapshot without p's endpoint. */
 void mtd_pool_retire(struct mtd_pool *p);
@@ -55,7 +60,7 @@ void mtd_pool_dispatch(struct mtd_pool *p);
  * SETTINGS or closed. */
 void mtd_pool_note_usable(struct mtd_pool *p);
 /* The worker's 1 s housekeeping for one pool: idle close, keepalive,
- * write stall. */
+ * write stall, max_connection_age (drained as above). */
 void mtd_pool_housekeeping(struct mtd_pool *p, int64_t now_ns);
 
 #endif

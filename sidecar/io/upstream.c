@@ -293,6 +293,9 @@ static void connected_cb(evutil_socket_t fd, short what, void *arg)
 		up_fail(c, "connect: %s", strerror(err));
 		return;
 	}
+	/* The policy its transport starts under, whatever it was when the
+	 * connect began (a reload may have changed it since). */
+	c->tls_gen = c->pool->svc->tls_gen;
 	if (!c->pool->svc->ssl_ctx) {
 		up_ready(c);
 		return;
@@ -333,6 +336,8 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	c->w = p->w;
 	c->pool = p;
 	c->max_streams = p->svc->cfg->upstream.max_concurrent_streams;
+	c->tls_gen = p->svc->tls_gen;
+	c->opened_ns = mtd_now_ns();
 	LIST_INIT(&c->streams);
 	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
 	c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -431,7 +436,7 @@ static void up_on_close(struct mtd_conn *c)
 		s->conn = NULL;
 		s->ops->on_close(s, NGHTTP2_NO_ERROR, reason); /* the session goes with its windows */
 	}
-	if (!c->settings_seen && !p->failing && !mtd_pool_closing(p)) {
+	if (!c->settings_seen && !p->failing && !p->superseding && !mtd_pool_closing(p)) {
 		/* Closed before it was usable (the peer closed, sent garbage, or
 		 * went silent) by another path than up_fail: the calls waiting
 		 * for it must not wait for nothing. */

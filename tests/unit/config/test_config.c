@@ -245,6 +245,16 @@ START_TEST(err_bad_duration)
 	             "    upstream: {write_timeout: 0s}\n" EP,
 	             "t.yaml:3:31: services[0].upstream.write_timeout: must be at "
 	             "least 1ms");
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    upstream: {max_connection_age: 0s}\n" EP,
+	             "t.yaml:3:36: services[0].upstream.max_connection_age: must be at "
+	             "least 1ms");
+	expect_error("services:\n"
+	             "  - name: \"*\"\n"
+	             "    upstream: {max_connection_age: 500ms}\n" EP,
+	             "t.yaml:3:36: services[0].upstream.max_connection_age: must be at "
+	             "least 1s (connections are checked once a second), got 500 ms");
 }
 END_TEST
 
@@ -1320,6 +1330,7 @@ START_TEST(ok_defaults)
 	ck_assert_uint_eq(s->upstream.max_concurrent_streams, 1000);
 	ck_assert_uint_eq(s->upstream.max_pending, 1024);
 	ck_assert_int_eq(s->upstream.write_timeout_ms, 30000);
+	ck_assert_int_eq(s->upstream.max_connection_age_ms, 0);
 	mtd_cfg_free(cfg);
 }
 END_TEST
@@ -1341,7 +1352,7 @@ START_TEST(ok_yaml_values2)
 	                              "        weight: 0\n"
 	                              "      - {address: \"127.0.0.1:50052\", weight: 300}\n"
 	                              "    upstream: {keepalive_interval: 0s, connect_timeout: 1.5s,\n"
-	                              "      write_timeout: 4s}\n"
+	                              "      write_timeout: 4s, max_connection_age: 10m}\n"
 	                              "  - name: other.Svc\n"
 	                              "    endpoints: *eps\n"
 	                              "    lb: {policy: SMOOTH_WEIGHTED_ROUND_ROBIN}\n"
@@ -1371,6 +1382,7 @@ START_TEST(ok_yaml_values2)
 	ck_assert_int_eq(s0->upstream.keepalive_interval_ms, 30000);
 	ck_assert_int_eq(s0->upstream.connect_timeout_ms, 1500);
 	ck_assert_int_eq(s0->upstream.write_timeout_ms, 4000);
+	ck_assert_int_eq(s0->upstream.max_connection_age_ms, 600000);
 	ck_assert_uint_eq(s1->n_endpoints, 2);
 	ck_assert_int_eq(s1->endpoints[1].weight, 300);
 	ck_assert_int_eq(s1->lb.warmup.duration_ms, 120000);

@@ -1079,6 +1079,7 @@ struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p)
 	c->w = p->w;
 	c->pool = p;
 	c->max_streams = p->svc->cfg->upstream.max_concurrent_streams;
+	c->tls_gen = p->svc->tls_gen; /* h2c: its policy is fixed at once */
 	LIST_INIT(&c->streams);
 	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
 	c->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

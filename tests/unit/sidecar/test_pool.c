@@ -473,6 +473,193 @@ START_TEST(authority_rule)
 }
 END_TEST
 
+/* The upstream's side: what maitred sent since the last look, parsed
+ * into frames (the client preface skipped); true when a GOAWAY was among
+ * them. Reads what is there, without waiting. */
+static bool peer_saw_goaway(struct fx *f, int fd, bool *preface_done)
+{
+	uint8_t buf[65536];
+	size_t len = 0;
+	for (int i = 0; i < 200; i++) {
+		turn(f);
+		ssize_t n = recv(fd, buf + len, sizeof(buf) - len, MSG_DONTWAIT);
+		if (n > 0)
+			len += (size_t)n;
+		else if (len > 0)
+			break;
+	}
+	size_t off = 0;
+	if (!*preface_done && len >= 24) {
+		off = 24;
+		*preface_done = true;
+	}
+	bool goaway = false;
+	while (off + 9 <= len) {
+		size_t flen = (size_t)buf[off] << 16 | (size_t)buf[off + 1] << 8 | buf[off + 2];
+		if (buf[off + 3] == NGHTTP2_GOAWAY)
+			goaway = true;
+		off += 9 + flen;
+	}
+	return goaway;
+}
+
+/* Up to a ready connection of p with one stream open (a's). */
+static struct mtd_conn *busy_conn(struct fx *f, struct mtd_pool *p, struct mtd_up_stream *a)
+{
+	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
+	ck_assert(turn_until(f, accepted));
+	ck_assert(turn_until(f, transport_up));
+	static const uint8_t settings[9] = {0, 0, 0, NGHTTP2_SETTINGS, 0, 0, 0, 0, 0};
+	ck_assert_int_eq(write(f->peer, settings, sizeof(settings)), (ssize_t)sizeof(settings));
+	ck_assert(turn_until(f, has_stream));
+	struct mtd_conn *c = LIST_FIRST(&p->conns);
+	ck_assert_uint_eq(c->n_streams, 1);
+	return c;
+}
+
+static bool second_accepted(struct fx *f)
+{
+	int fd = accept(f->lfd, NULL, NULL);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+/* A retry or a check of an older snapshot asks for the pool of an endpoint
+ * the worker's current snapshot no longer holds: its retired pool may have
+ * been freed already, and a fresh one connected to the endpoint that left
+ * (a reload replaced y by z; the retry was answered by y). Such a pool is
+ * born retired and opens nothing; one the snapshot holds is a pool. */
+START_TEST(pool_of_an_endpoint_that_left_is_born_retired)
+{
+	struct fx f;
+	fx_open(&f);
+	f.rt.gen = 7;
+	atomic_store(&f.ep.last_gen, 7);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	ck_assert(!p->retired);
+	mtd_pool_free(p);
+	/* The worker took generation 8, which lacks the endpoint. */
+	f.rt.gen = 8;
+	p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_msg(p->retired, "a pool was made for an endpoint the current snapshot no longer holds");
+	mtd_pool_dispatch(p);
+	ck_assert_uint_eq(p->n_conns, 0);
+	/* Housekeeping frees it like any drained retired pool. */
+	mtd_pool_housekeeping(p, mtd_now_ns());
+	ck_assert_ptr_null(f.ep.pools[0]);
+	fx_close(&f);
+}
+END_TEST
+
+/* A reload changes the service's TLS policy (tls turned on, another CA,
+ * another server_identity...): a connection made under the old one takes
+ * no new stream. Busy, it gets a GOAWAY and drains; the next call opens a
+ * connection under the new policy. The same policy keeps it. */
+START_TEST(tls_policy_change_drains_the_connections_made_under_the_old)
+{
+	struct fx f;
+	fx_open(&f);
+	f.svc.tls_gen = 1;
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_up_stream *a1 = attempt_new(&f), *a2 = attempt_new(&f);
+	struct mtd_conn *c = busy_conn(&f, p, a1);
+	ck_assert(c->tls_gen == 1);
+	bool preface = false;
+	ck_assert(!peer_saw_goaway(&f, f.peer, &preface));
+
+	/* A snapshot of the same policy (other settings may differ). */
+	struct mtd_rt_service same = {.cfg = &f.scfg, .load = &f.load, .tls_gen = 1};
+	mtd_ref_init(&same.ref);
+	mtd_pool_set_service(p, &same);
+	ck_assert_int_eq(c->state, MTD_CONN_READY);
+	ck_assert(!peer_saw_goaway(&f, f.peer, &preface));
+
+	/* Another policy: the busy connection drains, told so. */
+	struct mtd_rt_service other = {.cfg = &f.scfg, .load = &f.load, .tls_gen = 2};
+	mtd_ref_init(&other.ref);
+	mtd_pool_set_service(p, &other);
+	ck_assert_int_eq(c->state, MTD_CONN_DRAINING);
+	ck_assert_msg(peer_saw_goaway(&f, f.peer, &preface), "the upstream was sent no GOAWAY");
+	ck_assert_uint_eq(c->n_streams, 1); /* the call in flight goes on */
+	/* The next call waits for a connection of the new policy. */
+	n_on_stream = 0;
+	ck_assert_int_eq(mtd_pool_enqueue(p, a2), 0);
+	ck_assert_uint_eq(p->n_conns, 2);
+	ck_assert_uint_eq(c->n_streams, 1);
+	ck_assert_int_eq(n_on_stream, 0);
+	ck_assert(turn_until(&f, second_accepted));
+	struct mtd_conn *c2 = LIST_FIRST(&p->conns);
+	ck_assert_ptr_ne(c2, c);
+	for (int i = 0; i < 5000 && c2->state == MTD_CONN_CONNECTING; i++)
+		turn(&f);
+	ck_assert(c2->tls_gen == 2);
+	mtd_pool_dequeue(a2);
+	mtd_pool_set_service(p, &f.svc);
+	fx_close(&f);
+	ck_assert_uint_eq(atomic_load(&same.ref.n), 1);
+	ck_assert_uint_eq(atomic_load(&other.ref.n), 1);
+	attempt_free(&f, a1);
+	attempt_free(&f, a2);
+}
+END_TEST
+
+/* A connection not up yet under the old policy (its handshake began with
+ * the old context) is closed, without counting as a failed connect: the
+ * calls waiting for it stay, and a new connection is opened for them. */
+START_TEST(tls_policy_change_replaces_a_connection_not_up_yet)
+{
+	struct fx f;
+	fx_open(&f);
+	f.svc.tls_gen = 1;
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_up_stream *a = attempt_new(&f);
+	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
+	ck_assert(turn_until(&f, accepted));
+	ck_assert(turn_until(&f, transport_up)); /* h2c: READY, no SETTINGS yet */
+	struct mtd_conn *c = LIST_FIRST(&p->conns);
+	ck_assert(!c->settings_seen);
+	struct mtd_rt_service other = {.cfg = &f.scfg, .load = &f.load, .tls_gen = 2};
+	mtd_ref_init(&other.ref);
+	mtd_pool_set_service(p, &other);
+	ck_assert_int_eq(n_connect_failed, 0);
+	ck_assert_uint_eq(p->connect_failures, 0);
+	ck_assert_uint_eq(p->n_pending, 1);
+	ck_assert_uint_eq(p->n_conns, 1);
+	ck_assert_ptr_ne(LIST_FIRST(&p->conns), c);
+	ck_assert_int_eq(LIST_FIRST(&p->conns)->state, MTD_CONN_CONNECTING);
+	mtd_pool_dequeue(a);
+	mtd_pool_set_service(p, &f.svc);
+	fx_close(&f);
+	attempt_free(&f, a);
+}
+END_TEST
+
+/* upstream.max_connection_age: an older connection takes no new stream and
+ * drains the same way (GOAWAY, its calls finish); an idle one closes. */
+START_TEST(max_connection_age_drains)
+{
+	struct fx f;
+	fx_open(&f);
+	f.scfg.upstream.max_connection_age_ms = 1000;
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_up_stream *a1 = attempt_new(&f);
+	struct mtd_conn *c = busy_conn(&f, p, a1);
+	bool preface = false;
+	c->opened_ns = mtd_now_ns(); /* however long getting here took */
+	mtd_pool_housekeeping(p, c->opened_ns + 500 * 1000000LL);
+	ck_assert_int_eq(c->state, MTD_CONN_READY);
+	mtd_pool_housekeeping(p, c->opened_ns + 1500 * 1000000LL);
+	ck_assert_int_eq(c->state, MTD_CONN_DRAINING);
+	ck_assert_uint_eq(c->n_streams, 1);
+	ck_assert_msg(peer_saw_goaway(&f, f.peer, &preface), "the upstream was sent no GOAWAY");
+	fx_close(&f);
+	attempt_free(&f, a1);
+}
+END_TEST
+
 static Suite *pool_suite(void)
 {
 	Suite *s = suite_create("pool");
@@ -483,6 +670,10 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, settings_timeout_that_cannot_be_armed_fails_the_connect);
 	tcase_add_test(tc, circuit_count_follows_the_service);
 	tcase_add_test(tc, authority_rule);
+	tcase_add_test(tc, pool_of_an_endpoint_that_left_is_born_retired);
+	tcase_add_test(tc, tls_policy_change_drains_the_connections_made_under_the_old);
+	tcase_add_test(tc, tls_policy_change_replaces_a_connection_not_up_yet);
+	tcase_add_test(tc, max_connection_age_drains);
 	suite_add_tcase(s, tc);
 	return s;
 }
