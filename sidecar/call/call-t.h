@@ -158,7 +158,10 @@ struct mtd_call {
 	LIST_HEAD(, mtd_attempt) attempts;
 	struct mtd_attempt *cur, *ans;
 	uint32_t n_attempts;    /* started, transparent ones included */
-	uint32_t retries_done;  /* policy retries started */
+	uint16_t retries_done;  /* policy retries started (<= MTD_FAULT_RETRIES_MAX) */
+	/* call->resp's bytes are counted in its client connection's resp_held
+	 * (all of them, or none: relay.c, the one writer of that sum). */
+	bool resp_counted;
 	struct mtd_timer retry; /* backoff before the next attempt; FORKING: hedge delay;
 	                         * a FAILBACK re-send's wait */
 	/* Request bytes: downstream DATA -> upstream DATA. Kept from the

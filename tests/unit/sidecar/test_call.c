@@ -1076,6 +1076,58 @@ START_TEST(many_calls_every_block_back_after_the_reap)
 }
 END_TEST
 
+/* ---- the defects of the engine's seams (issue 24) ------------------------------ */
+
+/* echo.Echo on A alone, bc.Bc under BROADCAST on A and B. */
+static const char *broadcast_beside_echo = "services:\n"
+                                           "  - name: \"echo.Echo\"\n"
+                                           "    endpoints: [" EPS_A "]\n"
+                                           "  - name: \"bc.Bc\"\n"
+                                           "    endpoints: [" EPS_AB "]\n"
+                                           "    fault: {mode: BROADCAST}\n";
+
+static size_t down_resp_held(struct seam *s)
+{
+	return LIST_FIRST(&seam_worker(s)->downs)->resp_held;
+}
+
+/* A BROADCAST call that fails after one endpoint's answer was held gives
+ * its client connection back nothing it had not counted: the held answer
+ * was never the client's (mtd_relay_hold), and the failure dropped it.
+ * It gave back its length all the same, resp_held wrapped, and every
+ * later call on that connection failed RESOURCE_EXHAUSTED "left
+ * 18446744073709551... response bytes unread". */
+START_TEST(failed_broadcast_leaves_its_client_connection_usable)
+{
+	struct seam *s = seam_new(broadcast_beside_echo);
+	seam_ep_mode(s, EP_B, SEAM_EP_SILENT);
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "flush", 5);
+	struct seam_cs *bc = seam_call(s, "/bc.Bc/Unary", "100m", m, n, true);
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_A), 1);
+	seam_respond(s, seam_stream(s, 0), 0, "held", 4);
+	seam_run(s);
+	ck_assert_uint_eq(bc->resp_headers, 0); /* held: B has not answered */
+	ck_assert_uint_eq(down_resp_held(s), 0);
+	seam_advance_ms(s, 101);
+	expect_status(bc, 4); /* DEADLINE_EXCEEDED */
+	ck_assert_uint_eq(down_resp_held(s), 0);
+	/* The next calls on the connection are answered. */
+	for (int i = 0; i < 2; i++) {
+		struct seam_cs *cs = unary(s, NULL, "ping");
+		seam_run(s);
+		struct seam_ss *ss = seam_stream(s, seam_streams(s, NULL) - 1);
+		ck_assert_str_eq(ss->path, PATH);
+		seam_respond(s, ss, 0, "pong", 4);
+		seam_run(s);
+		expect_ok(cs, "pong");
+		ck_assert_uint_eq(down_resp_held(s), 0);
+	}
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1129,6 +1181,10 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, second_reroute_fails_naming_the_cancelled_attempts_endpoint);
 	tcase_add_test(tc, many_calls_every_block_back_after_the_reap);
 	tcase_add_test(tc, worker_stop_with_calls_in_every_state);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("seams");
+	tcase_add_test(tc, failed_broadcast_leaves_its_client_connection_usable);
 	suite_add_tcase(s, tc);
 	return s;
 }
