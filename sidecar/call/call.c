@@ -1126,19 +1126,24 @@ void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
 		call->resp_done = true;
 		mtd_call_settle(call);
 		mtd_relay_drop(call);
-	} else if (!call->req_eof) {
-		/* The response ended but the request half is still open upstream:
-		 * no more request bytes and no END_STREAM can come, so the stream
-		 * would stay open for ever. Cancel it (PROTOCOL-HTTP2: RST_STREAM
-		 * CANCEL). */
-		struct mtd_attempt *a;
-		LIST_FOREACH(a, &call->attempts, call_link)
-			if (a->s.conn) {
-				MTD_DEBUG("call: client ended the stream (%s) before its request ended; cancelling "
-				          "upstream",
-				          nghttp2_http2_strerror(error_code));
-				mtd_attempt_reset_stream(a);
-			}
+	} else {
+		/* Every end of the answer settled the call; an attempt still live
+		 * now would be one nobody ends: cancelled all the same. */
+		mtd_call_settle(call);
+		if (!call->req_eof) {
+			/* The response ended but the request half is still open
+			 * upstream: no more request bytes and no END_STREAM can come,
+			 * so the stream would stay open for ever. Cancel it
+			 * (PROTOCOL-HTTP2: RST_STREAM CANCEL). */
+			struct mtd_attempt *a;
+			LIST_FOREACH(a, &call->attempts, call_link)
+				if (a->s.conn) {
+					MTD_DEBUG("call: client ended the stream (%s) before its request ended; "
+					          "cancelling upstream",
+					          nghttp2_http2_strerror(error_code));
+					mtd_attempt_reset_stream(a);
+				}
+		}
 	}
 	mtd_bufq_clear(&call->req);
 	release_retained(call);

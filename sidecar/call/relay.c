@@ -135,14 +135,19 @@ static size_t filter_response(const struct mtd_headers *h, nghttp2_nv *out)
 /* A submit towards the client failed (nghttp2 out of memory): the answer
  * cannot go out as it should, so the stream is reset (INTERNAL_ERROR,
  * which gRPC clients report as INTERNAL) rather than left waiting for a
- * deadline or ended without grpc-status. The call's answer is over. */
+ * deadline or ended without grpc-status. The call is over, and settled
+ * as every end of a call is: its deadline stops, its live attempts are
+ * cancelled (RST_STREAM CANCEL reaches their servers, which would
+ * otherwise go on until they end the stream themselves: a server stream
+ * maybe never), the request is dropped. */
 static void reset_down(struct mtd_call *call, int rv)
 {
 	MTD_WARN("client %s: cannot answer stream %d (%s); resetting it", call->down->peer, call->down_sid,
 	         nghttp2_strerror(rv));
+	mtd_call_settle(call);
+	mtd_call_drop_request(call);
 	call->resp_eof = true;
 	call->resp_done = true;
-	call->state = MTD_CALL_DONE;
 	if (nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_INTERNAL_ERROR) != 0)
 		mtd_conn_doom(call->down); /* not even that: the connection goes */
 	mtd_conn_want_flush(call->down);

@@ -1128,6 +1128,33 @@ START_TEST(failed_broadcast_leaves_its_client_connection_usable)
 }
 END_TEST
 
+/* The response headers cannot be submitted to the client (out of memory):
+ * its stream is reset, and the call is settled as any end of a call is.
+ * reset_down ended it without cancelling the attempt, whose upstream
+ * stream went on until its server ended it (for a server stream maybe
+ * never), nor stopping the deadline; the client's close, once the
+ * request was whole, reset nothing. */
+START_TEST(reset_towards_the_client_cancels_the_attempt_upstream)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct seam_cs *cs = unary(s, "5S", "ping");
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	seam_fail_down_allocs(s, 1); /* the response's */
+	seam_respond_headers(s, ss); /* a stream begins; no more yet */
+	seam_run(s);
+	expect_reset_internal(s, cs);
+	ck_assert_int_eq(ss->rst, NGHTTP2_CANCEL);
+	ck_assert(ss->closed);
+	ck_assert_uint_eq(seam_worker(s)->timers.n, 0); /* no deadline left */
+	ck_assert_ptr_null(seam_call_of(s, cs));
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1185,6 +1212,7 @@ static Suite *call_suite(void)
 
 	tc = tcase_create("seams");
 	tcase_add_test(tc, failed_broadcast_leaves_its_client_connection_usable);
+	tcase_add_test(tc, reset_towards_the_client_cancels_the_attempt_upstream);
 	suite_add_tcase(s, tc);
 	return s;
 }
