@@ -370,7 +370,8 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 			if (mtd_worker_timer_arm(call->w, &call->retry, on_retry, d.delay_ns) < 0)
 				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		} else {
-			mtd_call_next_attempt(call);
+			/* Not on this stack: it may be the failing start's own. */
+			mtd_call_next_attempt_later(call);
 		}
 		break;
 	case MTD_FAULT_SAFE_OK:

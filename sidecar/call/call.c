@@ -86,11 +86,11 @@ static void release_retained(struct mtd_call *call)
 	call->req_retained = 0;
 }
 
-/* Held by its downstream stream, an attempt, or its retry timer (the
- * lifetime rule, call-t.h). */
+/* Held by its downstream stream, an attempt, its retry timer, or its
+ * worker's ready list (the lifetime rule, call-t.h). */
 static bool call_held(const struct mtd_call *call)
 {
-	return call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry);
+	return call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry) || call->next_due;
 }
 
 void mtd_call_release(struct mtd_call *call)
@@ -776,6 +776,39 @@ void mtd_call_next_attempt(struct mtd_call *call)
 		return;
 	}
 	start_keyed(call, false);
+}
+
+void mtd_call_next_attempt_later(struct mtd_call *call)
+{
+	struct mtd_worker *w = call->w;
+	if (call->next_due || call->state == MTD_CALL_DONE)
+		return;
+	if (w->n_ready == w->ready_cap) {
+		uint32_t cap = w->ready_cap ? w->ready_cap * 2 : 16;
+		struct mtd_call **r = realloc(w->ready, cap * sizeof(*r));
+		if (!r) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+		w->ready = r;
+		w->ready_cap = cap;
+	}
+	w->ready[w->n_ready++] = call;
+	call->next_due = true;
+	mtd_worker_schedule_flush(w);
+}
+
+void mtd_call_run_ready(struct mtd_worker *w)
+{
+	/* By index: a call whose next attempt failed at once again is listed
+	 * again at the end (a loop over the endpoints, not a recursion). */
+	for (uint32_t i = 0; i < w->n_ready; i++) {
+		struct mtd_call *call = w->ready[i];
+		call->next_due = false;
+		mtd_call_next_attempt(call);
+		mtd_call_release(call); /* the list let go */
+	}
+	w->n_ready = 0;
 }
 
 static void pick_with_field_key(struct mtd_call *call, bool hedge)

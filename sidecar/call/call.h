@@ -61,6 +61,16 @@ void mtd_call_reap(struct mtd_worker *w);
  * tried while another is eligible) and queue it in its pool; ends the call
  * when none is left. */
 void mtd_call_next_attempt(struct mtd_call *call);
+/* mtd_call_next_attempt at the end of the turn, from the worker's ready
+ * list (which holds the call meanwhile): an attempt that failed on the
+ * stack of its own start (a connect refused at once) must not start the
+ * next one there, or the engine recursed once per endpoint. The call
+ * fails (out of memory) if it cannot be listed. */
+void mtd_call_next_attempt_later(struct mtd_call *call);
+/* The worker's flush (worker.c), before it writes the connections: start
+ * the next attempt of each call on the ready list, those listed meanwhile
+ * included, and let the list's holds go. */
+void mtd_call_run_ready(struct mtd_worker *w);
 /* Attempt a waits in a retired pool (its endpoint was removed): cancel it
  * (nobody is blamed) and start the call anew on the worker's current
  * snapshot. */

@@ -165,6 +165,7 @@ struct seam {
 	struct seam_ep *eps;
 	unsigned holds_alive;
 	unsigned rts_freed;
+	uintptr_t stack_base; /* seam_run's frame, for seam_connects.deepest */
 };
 
 static struct seam *the_seam;
@@ -674,11 +675,14 @@ void seam_end_turn(struct seam *s)
 {
 	struct mtd_worker *w = s->w;
 	struct mtd_conn *c;
-	while ((c = TAILQ_FIRST(&w->dirty))) {
-		TAILQ_REMOVE(&w->dirty, c, dirty_link);
-		c->in_dirty = false;
-		mtd_conn_flush(c);
-	}
+	do {
+		mtd_call_run_ready(w);
+		while ((c = TAILQ_FIRST(&w->dirty))) {
+			TAILQ_REMOVE(&w->dirty, c, dirty_link);
+			c->in_dirty = false;
+			mtd_conn_flush(c);
+		}
+	} while (w->n_ready);
 	while ((c = TAILQ_FIRST(&w->graveyard))) {
 		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
 		mtd_conn_free(c);
@@ -1029,6 +1033,8 @@ static void up_ready(struct seam *s, struct seam_link *l)
 	mtd_conn_want_flush(c);
 }
 
+struct seam_connects seam_connects;
+
 struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p);
 struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p)
 {
@@ -1056,7 +1062,23 @@ struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p)
 	event_assign(&c->rev, c->w->base, c->fd, EV_READ, noop_cb, c);
 	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, noop_cb, c);
 	struct seam_link *l = link_new(s, c, false, e->mode, a->text);
-	l->connect_due = e->mode != SEAM_EP_CONNECTING;
+	l->connect_due = e->mode == SEAM_EP_UP || e->mode == SEAM_EP_SILENT;
+	/* How deep the engine's stack is here, and how many connects are on
+	 * it (issue 24: one per endpoint when a refused connect started the
+	 * next attempt on its own stack). */
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	if (s->stack_base && s->stack_base > sp && s->stack_base - sp > seam_connects.deepest)
+		seam_connects.deepest = s->stack_base - sp;
+	if (e->mode == SEAM_EP_REFUSED) {
+		/* connect() failed at once: upstream.c closes the connection on
+		 * this stack, which moves the calls waiting in the pool on. */
+		seam_connects.nested++;
+		if (seam_connects.nested > seam_connects.max_nested)
+			seam_connects.max_nested = seam_connects.nested;
+		mtd_conn_close(c);
+		seam_connects.nested--;
+		return NULL;
+	}
 	return c;
 }
 
@@ -1144,6 +1166,9 @@ static bool pump_link(struct seam *s, struct seam_link *l)
 
 void seam_run(struct seam *s)
 {
+	uintptr_t base = (uintptr_t)__builtin_frame_address(0);
+	if (!s->stack_base || base > s->stack_base)
+		s->stack_base = base;
 	for (int round = 0;; round++) {
 		ck_assert_msg(round < 100000, "the seam does not settle");
 		seam_end_turn(s);
@@ -1255,6 +1280,7 @@ struct seam *seam_new(const char *yaml)
 	ck_assert_ptr_nonnull(s);
 	the_seam = s;
 	memset(&seam_mx, 0, sizeof(seam_mx));
+	memset(&seam_connects, 0, sizeof(seam_connects));
 	s->links_tail = &s->links;
 	s->streams_tail = &s->streams;
 	s->base = event_base_new();
@@ -1335,6 +1361,7 @@ void seam_free(struct seam *s)
 	struct mtd_conn *c;
 	while ((c = LIST_FIRST(&w->downs)))
 		mtd_conn_close(c);
+	mtd_call_run_ready(w);
 	struct mtd_pool *p;
 	while ((p = LIST_FIRST(&w->pools)))
 		mtd_pool_free(p);
@@ -1365,6 +1392,7 @@ void seam_free(struct seam *s)
 	while (w->n_spare_out) /* idle connections gave their output buffers back (conn.c) */
 		free(w->spare_out[--w->n_spare_out]);
 	free(w->rbuf);
+	free(w->ready);
 	hold_release(w->hold);
 	free(w);
 	/* The control thread's end: its snapshot goes, then everything. */

@@ -67,7 +67,17 @@ enum seam_ep_mode {
 	SEAM_EP_UP,         /* HTTP/2 up at once (its SETTINGS at the next pump) */
 	SEAM_EP_SILENT,     /* accepts TCP, never says a word of HTTP/2 (issue 15) */
 	SEAM_EP_CONNECTING, /* the connect neither succeeds nor fails until told */
+	SEAM_EP_REFUSED,    /* connect() fails at once, on the stack that asked (ECONNREFUSED) */
 };
+
+/* The connects of SEAM_EP_REFUSED endpoints: how many were on the stack
+ * at once at most, and the deepest stack any connect ran on (bytes below
+ * the outermost seam_run's frame). */
+struct seam_connects {
+	unsigned nested, max_nested;
+	uintptr_t deepest;
+};
+extern struct seam_connects seam_connects;
 
 /* Figures the fake metrics count. */
 struct seam_mx {

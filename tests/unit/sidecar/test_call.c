@@ -1155,6 +1155,59 @@ START_TEST(reset_towards_the_client_cancels_the_attempt_upstream)
 }
 END_TEST
 
+/* A service of n endpoints 10.0.1.i:50051 (fault block fault, or none),
+ * each refusing connects at once. */
+static struct seam *refusing_service(unsigned n, const char *fault)
+{
+	static char buf[8192];
+	int k = snprintf(buf, sizeof(buf), "services:\n  - name: \"echo.Echo\"\n    endpoints: [");
+	for (unsigned i = 0; i < n; i++)
+		k += snprintf(buf + k, sizeof(buf) - (size_t)k, "%s{address: \"10.0.1.%u:50051\"}", i ? ", " : "", i);
+	snprintf(buf + k, sizeof(buf) - (size_t)k, "]\n%s%s%s", fault ? "    fault: {" : "", fault ? fault : "",
+	         fault ? "}\n" : "");
+	struct seam *s = seam_new(buf);
+	for (unsigned i = 0; i < n; i++) {
+		char addr[32];
+		snprintf(addr, sizeof(addr), "10.0.1.%u:50051", i);
+		seam_ep_mode(s, addr, SEAM_EP_REFUSED);
+	}
+	return s;
+}
+
+/* Every endpoint refuses the connect at once (a refused loopback connect,
+ * EMFILE, ENETUNREACH): the call moves from one to the next, each next
+ * attempt started from the end of the turn, not on the failed connect's
+ * stack. It was: up_fail -> move_waiting_calls -> ... -> attempt_failed ->
+ * mtd_call_next_attempt -> launch -> mtd_pool_dispatch -> mtd_up_connect
+ * -> ..., a dozen frames per endpoint, as deep as the service is wide. */
+START_TEST(connects_refused_at_once_do_not_nest)
+{
+	uintptr_t deepest[2];
+	const unsigned widths[2] = {2, 64};
+	for (int w = 0; w < 2; w++) {
+		struct seam *s = refusing_service(widths[w], NULL);
+		struct seam_cs *cs = unary(s, NULL, "ping");
+		seam_run(s);
+		expect_status(cs, 14); /* UNAVAILABLE */
+		ck_assert_msg(strstr(cs->message, "10.0.1."), "%s", cs->message);
+		for (unsigned i = 0; i < widths[w]; i++) {
+			char addr[32];
+			snprintf(addr, sizeof(addr), "10.0.1.%u:50051", i);
+			ck_assert_uint_eq(seam_ep_connects(s, addr), 1); /* each tried once */
+		}
+		deepest[w] = seam_connects.deepest;
+		if (getenv("TEST_CALL_STACK"))
+			fprintf(stderr, "%u endpoints refusing: %u connects nested at most, the deepest %zu bytes down\n",
+			        widths[w], seam_connects.max_nested, (size_t)deepest[w]);
+		ck_assert_uint_eq(seam_connects.max_nested, 1);
+		ck_assert_uint_eq(seam_live_blocks(), 0);
+		seam_free(s);
+	}
+	/* As deep for 64 endpoints as for 2. */
+	ck_assert_uint_eq(deepest[1], deepest[0]);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1213,6 +1266,7 @@ static Suite *call_suite(void)
 	tc = tcase_create("seams");
 	tcase_add_test(tc, failed_broadcast_leaves_its_client_connection_usable);
 	tcase_add_test(tc, reset_towards_the_client_cancels_the_attempt_upstream);
+	tcase_add_test(tc, connects_refused_at_once_do_not_nest);
 	suite_add_tcase(s, tc);
 	return s;
 }
