@@ -1208,6 +1208,49 @@ START_TEST(connects_refused_at_once_do_not_nest)
 }
 END_TEST
 
+/* FORKING over A (silent) and B: A's fork waits, B's runs. A reload
+ * replaces both by C and D (silent): A's fork moves to the new snapshot,
+ * whose tried bitmap is over C and D. B's fork then fails: its index is
+ * the old snapshot's, and marked in the new bitmap it named another
+ * endpoint as tried (and past the bitmap when the set had shrunk across
+ * 64 endpoints). Its marks are dropped. */
+START_TEST(old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FORKING, forks: 2"));
+	seam_ep_mode(s, EP_A, SEAM_EP_SILENT);
+	seam_ep_mode(s, EP_C, SEAM_EP_SILENT);
+	seam_ep_mode(s, "10.0.0.4:50051", SEAM_EP_SILENT);
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *on_b = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(on_b);
+	ck_assert_str_eq(on_b->ep, EP_B);
+	struct mtd_call *call = seam_call_of(s, cs);
+	struct mtd_attempt *b_fork = NULL, *a;
+	LIST_FOREACH(a, &call->attempts, call_link)
+		if (strcmp(a->ep->addr.text, EP_B) == 0)
+			b_fork = a;
+	ck_assert_ptr_nonnull(b_fork);
+	ck_assert_int_eq(b_fork->ep_idx, 1);
+	seam_reload(s, config("{address: \"" EP_C "\"}, {address: \"10.0.0.4:50051\"}", "mode: FORKING, forks: 2"));
+	seam_run(s);
+	ck_assert_ptr_nonnull(call->hold_prev); /* B's fork keeps the first snapshot */
+	ck_assert_uint_eq(call->n_tried, 1);    /* the moved fork's endpoint */
+	uint64_t before = call->tried[0];
+	seam_reset(s, on_b, NGHTTP2_INTERNAL_ERROR);
+	seam_run(s);
+	ck_assert(!seam_block_live(b_fork)); /* failed, its stream closed: reaped */
+	ck_assert(!cs->closed);              /* the moved fork goes on */
+	ck_assert_uint_eq(call->n_tried, 1);
+	ck_assert_uint_eq(call->tried[0], before);
+	ck_assert_uint_eq(call->refused[0], 0);
+	seam_cancel(s, cs);
+	seam_run(s);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1267,6 +1310,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, failed_broadcast_leaves_its_client_connection_usable);
 	tcase_add_test(tc, reset_towards_the_client_cancels_the_attempt_upstream);
 	tcase_add_test(tc, connects_refused_at_once_do_not_nest);
+	tcase_add_test(tc, old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set);
 	suite_add_tcase(s, tc);
 	return s;
 }
