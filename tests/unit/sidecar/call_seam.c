@@ -1191,6 +1191,11 @@ void seam_deliver(struct seam *s, struct seam_ss *ss)
 	ck_assert(deliver(ss->link));
 }
 
+void seam_deliver_client(struct seam *s)
+{
+	ck_assert(deliver(s->down));
+}
+
 /* ---- the client ---------------------------------------------------------------- */
 
 struct seam_cs *seam_call(struct seam *s, const char *path, const char *timeout, const void *body, size_t len, bool end)

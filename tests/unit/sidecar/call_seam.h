@@ -178,6 +178,8 @@ void seam_reset(struct seam *s, struct seam_ss *ss, uint32_t code);
 /* ss's server sends what it has and maitred reads it: one I/O event,
  * whose turn has NOT ended (for looking at the engine mid-turn). */
 void seam_deliver(struct seam *s, struct seam_ss *ss);
+/* The same for what the app's client session has to send. */
+void seam_deliver_client(struct seam *s);
 
 /* ---- memory -------------------------------------------------------------- */
 

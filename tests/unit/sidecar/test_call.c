@@ -1251,6 +1251,45 @@ START_TEST(old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set)
 }
 END_TEST
 
+/* FORKING with forks: 3 and no hedge_delay: all forks at once. Each of
+ * the three endpoints sees every call, and the three streams are opened
+ * in the step that started the call, before anything is written: no
+ * answer can come back before the last fork left. */
+START_TEST(forking_three_forks_all_leave_in_the_calls_first_step)
+{
+	struct seam *s = seam_new(config(EPS_ABC, "mode: FORKING, forks: 3"));
+	for (unsigned i = 0; i < 4; i++) {
+		struct seam_cs *cs = unary(s, NULL, "ping");
+		if (i > 0) {
+			/* Connections up: the call's first step opens every fork's
+			 * stream (mid-turn, nothing written yet). */
+			seam_deliver_client(s);
+			struct mtd_call *call = seam_call_of(s, cs);
+			ck_assert_ptr_nonnull(call);
+			ck_assert_uint_eq(n_attempts(call), 3);
+			struct mtd_attempt *a;
+			LIST_FOREACH(a, &call->attempts, call_link)
+				ck_assert_ptr_nonnull(a->s.conn);
+		}
+		seam_run(s);
+		ck_assert_uint_eq(seam_streams(s, EP_A), i + 1);
+		ck_assert_uint_eq(seam_streams(s, EP_B), i + 1);
+		ck_assert_uint_eq(seam_streams(s, EP_C), i + 1);
+		struct seam_ss *first = seam_stream(s, 3 * i);
+		seam_respond(s, first, 0, "won", 3);
+		seam_run(s);
+		expect_ok(cs, "won");
+		for (unsigned k = 3 * i; k < 3 * i + 3; k++) {
+			expect_request(seam_stream(s, k), "ping");
+			if (seam_stream(s, k) != first)
+				ck_assert_int_eq(seam_stream(s, k)->rst, NGHTTP2_CANCEL);
+		}
+	}
+	ck_assert_uint_eq(seam_mx.hedges_started, 8);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1311,6 +1350,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, reset_towards_the_client_cancels_the_attempt_upstream);
 	tcase_add_test(tc, connects_refused_at_once_do_not_nest);
 	tcase_add_test(tc, old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set);
+	tcase_add_test(tc, forking_three_forks_all_leave_in_the_calls_first_step);
 	suite_add_tcase(s, tc);
 	return s;
 }
