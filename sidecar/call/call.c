@@ -116,6 +116,19 @@ void mtd_call_release(struct mtd_call *call)
 	mtd_worker_schedule_flush(call->w);
 }
 
+bool mtd_call_count_load(struct mtd_call *call, struct mtd_rt_load *load, uint32_t max)
+{
+	uint32_t in; /* calls in flight, this one included */
+	if (!call->load) {
+		call->load = load;
+		mtd_ref_get(&load->ref);
+		in = atomic_fetch_add_explicit(&load->calls, 1, memory_order_relaxed) + 1;
+	} else {
+		in = atomic_load_explicit(&call->load->calls, memory_order_relaxed);
+	}
+	return in <= max;
+}
+
 static void call_free(struct mtd_call *call)
 {
 	mtd_worker_timer_disarm(call->w, &call->deadline);
@@ -968,10 +981,7 @@ void mtd_call_start(struct mtd_call *call)
 	 * rather than queue behind an overloaded backend. */
 	uint32_t max_calls = call->svc->cfg->circuit.max_calls;
 	if (max_calls) {
-		call->load = call->svc->load;
-		mtd_ref_get(&call->load->ref);
-		uint32_t in = atomic_fetch_add_explicit(&call->load->calls, 1, memory_order_relaxed);
-		if (in >= max_calls) {
+		if (!mtd_call_count_load(call, call->svc->load, max_calls)) {
 			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_CALLS);
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 			              "circuit breaker: service %s has circuit_breaker.max_calls (%u) calls in flight",

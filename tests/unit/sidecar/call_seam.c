@@ -487,17 +487,38 @@ void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit lim
 	seam_mx.circuit_rejected++;
 }
 
-/* ---- inbound listeners (none in the seam) --------------------------------- */
+/* ---- inbound listeners (none in the seam, but for seam_client_inbound) ------ */
+
+/* What the client's calls are limited to when seam_client_inbound made it
+ * an inbound peer's connection (0: it is the app's). */
+static uint32_t inbound_max;
 
 bool mtd_inbound_header_dropped(const uint8_t *name, size_t len)
 {
-	ck_abort_msg("the seam has no inbound listener");
+	ck_assert_msg(inbound_max, "the seam has no inbound listener");
 	return false;
 }
 
+/* inbound.c's call start, its limit only (no authorization, no
+ * certificate): the call is counted in its listener's app service's load
+ * (the seam's first service), then started. */
 void mtd_inbound_call_start(struct mtd_call *call)
 {
-	ck_abort_msg("the seam has no inbound listener");
+	ck_assert_msg(inbound_max, "the seam has no inbound listener");
+	const struct mtd_rt_service *svc = call->w->rt->services[0];
+	if (!mtd_call_count_load(call, svc->load, inbound_max)) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "inbound: max_concurrent_calls (%u) calls in flight",
+		              inbound_max);
+		return;
+	}
+	mtd_call_start(call);
+}
+
+void seam_client_inbound(struct seam *s, uint32_t max_concurrent_calls)
+{
+	static char peer; /* never read: downstream.c only tests it */
+	inbound_max = max_concurrent_calls;
+	LIST_FIRST(&s->w->downs)->in = (struct mtd_in_peer *)&peer;
 }
 
 void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
@@ -1286,6 +1307,7 @@ struct seam *seam_new(const char *yaml)
 	the_seam = s;
 	memset(&seam_mx, 0, sizeof(seam_mx));
 	memset(&seam_connects, 0, sizeof(seam_connects));
+	inbound_max = 0;
 	s->links_tail = &s->links;
 	s->streams_tail = &s->streams;
 	s->base = event_base_new();
@@ -1364,8 +1386,10 @@ void seam_free(struct seam *s)
 	/* mtd_worker_free's order: what is left fails, then is freed. */
 	mtd_failback_drop_all(w);
 	struct mtd_conn *c;
-	while ((c = LIST_FIRST(&w->downs)))
+	while ((c = LIST_FIRST(&w->downs))) {
+		c->in = NULL; /* seam_client_inbound's stand-in, not inbound.c's */
 		mtd_conn_close(c);
+	}
 	mtd_call_run_ready(w);
 	struct mtd_pool *p;
 	while ((p = LIST_FIRST(&w->pools)))

@@ -1290,6 +1290,49 @@ START_TEST(forking_three_forks_all_leave_in_the_calls_first_step)
 }
 END_TEST
 
+static uint32_t load_calls(struct seam *s)
+{
+	return atomic_load(&seam_worker(s)->rt->services[0]->load->calls);
+}
+
+/* An inbound peer's call to a service with circuit_breaker.max_calls is
+ * counted once in the service's calls in flight, by the listener's
+ * max_concurrent_calls and the circuit breaker alike, and given back once.
+ * It was counted by each (inbound.c, then call.c, which also took a
+ * second reference on the count and lost the first) and given back once:
+ * every such call left one in the count for good, and the second of two
+ * allowed calls was refused. */
+START_TEST(inbound_call_under_a_circuit_breaker_is_counted_once)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "    circuit_breaker: {max_calls: 2}\n");
+	seam_client_inbound(s, 2);
+	for (int round = 0; round < 2; round++) {
+		struct seam_cs *one = unary(s, NULL, "one"), *two = unary(s, NULL, "two");
+		seam_run(s);
+		ck_assert(!one->closed && !two->closed); /* both allowed */
+		ck_assert_uint_eq(seam_streams(s, NULL), 2 * (unsigned)(round + 1));
+		ck_assert_uint_eq(load_calls(s), 2); /* both in flight, once each */
+		ck_assert_uint_eq(seam_mx.circuit_rejected, 0);
+		/* A third is past both limits. */
+		struct seam_cs *three = unary(s, NULL, "three");
+		seam_run(s);
+		expect_status(three, 8); /* RESOURCE_EXHAUSTED */
+		ck_assert_uint_eq(load_calls(s), 2);
+		unsigned n = seam_streams(s, NULL);
+		seam_respond(s, seam_stream(s, n - 2), 0, "ok", 2);
+		seam_respond(s, seam_stream(s, n - 1), 0, "ok", 2);
+		seam_run(s);
+		expect_ok(one, "ok");
+		expect_ok(two, "ok");
+		ck_assert_uint_eq(load_calls(s), 0); /* every count given back */
+	}
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1351,6 +1394,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, connects_refused_at_once_do_not_nest);
 	tcase_add_test(tc, old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set);
 	tcase_add_test(tc, forking_three_forks_all_leave_in_the_calls_first_step);
+	tcase_add_test(tc, inbound_call_under_a_circuit_breaker_is_counted_once);
 	suite_add_tcase(s, tc);
 	return s;
 }
