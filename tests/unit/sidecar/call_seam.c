@@ -27,14 +27,16 @@
  *     fd is an eventfd, only so that conn.c's libevent events have one:
  *     the event base is never dispatched;
  *   - the worker (worker.c): its struct is real and set up as
- *     mtd_worker_new does; the turn (flush_cb: flush dirty connections,
- *     free buried ones, reap), the timers (the real lib/core heap, run as
+ *     mtd_worker_new does; the turn (flush_cb: the calls ready for their
+ *     next attempt, flush dirty connections, free buried ones, reap), the timers (the real lib/core heap, run as
  *     timers_cb does), the snapshot swap (take_runtime) and the holds are
  *     copies of worker.c's code, the holds counted; scheduling the flush
  *     does nothing, as every event here ends its turn;
  *   - the connect (mtd_up_connect, wrapped): a connection object like the
  *     real one's, whose "TCP" comes up at the next pump (or stays silent,
- *     or stays connecting until seam_ep_connect / seam_ep_connect_fail);
+ *     or stays connecting until seam_ep_connect / seam_ep_connect_fail, or
+ *     is refused at once, on the connect's own stack, as a socket() or
+ *     connect() failing synchronously is);
  *     then upstream.c's up_ready steps (session, SETTINGS) are done here.
  *     No connect_timeout runs: a silent endpoint waits for ever unless the
  *     call's own timers end it;
