@@ -71,6 +71,11 @@ struct mtd_worker {
 	 * engine's lifetime rule, call/call-t.h; mtd_call_reap). */
 	LIST_HEAD(, mtd_call) reap_calls;
 	LIST_HEAD(, mtd_attempt) reap_attempts;
+	/* Calls whose next attempt starts at the end of the turn, before the
+	 * connections are written (call.c mtd_call_run_ready): never on the
+	 * stack of the failure that asked for it. */
+	struct mtd_call **ready;
+	uint32_t n_ready, ready_cap;
 	struct mtd_rt_hold *unhold_later; /* holds with users to drop at the reap */
 	/* Sockets of closed connections lingering (conn.c: a graceful close). */
 	LIST_HEAD(, mtd_linger) lingering;

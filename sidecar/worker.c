@@ -61,13 +61,19 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 	struct mtd_conn *c;
 	w->flush_due = false; /* what this flush dirties schedules another */
 
-	/* Flushing can dirty other connections (a stream closing upstream
-	 * makes a downstream trailer); loop until quiet. */
-	while ((c = TAILQ_FIRST(&w->dirty))) {
-		TAILQ_REMOVE(&w->dirty, c, dirty_link);
-		c->in_dirty = false;
-		mtd_conn_flush(c);
-	}
+	do {
+		/* Calls whose next attempt is due start it now, in this turn,
+		 * so that its request goes out with this flush. */
+		mtd_call_run_ready(w);
+		/* Flushing can dirty other connections (a stream closing
+		 * upstream makes a downstream trailer), and a failed write may
+		 * ready a call: loop until quiet. */
+		while ((c = TAILQ_FIRST(&w->dirty))) {
+			TAILQ_REMOVE(&w->dirty, c, dirty_link);
+			c->in_dirty = false;
+			mtd_conn_flush(c);
+		}
+	} while (w->n_ready);
 	while ((c = TAILQ_FIRST(&w->graveyard))) {
 		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
 		mtd_conn_free(c);
@@ -373,6 +379,7 @@ void mtd_worker_free(struct mtd_worker *w)
 	struct mtd_conn *c;
 	while ((c = LIST_FIRST(&w->downs)))
 		mtd_conn_close(c);
+	mtd_call_run_ready(w); /* the calls listed are over by now: their holds go */
 	struct mtd_pool *p;
 	while ((p = LIST_FIRST(&w->pools)))
 		mtd_pool_free(p);
@@ -403,6 +410,7 @@ void mtd_worker_free(struct mtd_worker *w)
 	while (w->n_spare_out)
 		free(w->spare_out[--w->n_spare_out]);
 	free(w->rbuf);
+	free(w->ready);
 	event_base_free(w->base);
 	if (w->next_rt)
 		mtd_runtime_unref(w->next_rt);

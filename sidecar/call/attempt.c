@@ -292,6 +292,19 @@ static void broadcast_failed(struct mtd_attempt *a, const struct mtd_fault_outco
 	mtd_call_broadcast_settle(call);
 }
 
+/* Whether a's endpoint index is one of the call's bitmaps' (tried,
+ * refused): they are over the endpoints of the call's current snapshot,
+ * and after a reroute an attempt of the snapshot before has an index into
+ * that one's endpoints. Its marks would name another endpoint, or fall
+ * past the bitmaps when the set shrank: they are dropped. */
+static bool marks_apply(const struct mtd_attempt *a)
+{
+	const struct mtd_call *call = a->call;
+	const struct mtd_rt_service *svc = call->svc;
+	return svc && call->tried && a->ep_idx >= 0 && (size_t)a->ep_idx < svc->n_eps &&
+	       svc->eps[a->ep_idx] == a->ep;
+}
+
 /* a ended without an answer the call can use: count it, then do what
  * the policy says. status/what: FAILFAST's answer (what names the endpoint
  * and what happened). a is not freed here (the caller does, last): it
@@ -312,11 +325,11 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	if (call->cur == a)
 		call->cur = NULL;
 	bool refused_before = false;
+	size_t idx = (size_t)a->ep_idx, n = marks_apply(a) ? svc->n_eps : 0;
 	if (o->failure == MTD_FAULT_REFUSED) {
-		refused_before = mtd_bit_get(call->refused, (size_t)a->ep_idx);
-		mtd_bit_set(call->refused, (size_t)a->ep_idx);
-	} else if (!mtd_bit_get(call->tried, (size_t)a->ep_idx)) {
-		mtd_bit_set(call->tried, (size_t)a->ep_idx);
+		refused_before = mtd_bit_get_in(call->refused, n, idx);
+		mtd_bit_set_in(call->refused, n, idx);
+	} else if (!mtd_bit_get_in(call->tried, n, idx) && mtd_bit_set_in(call->tried, n, idx)) {
 		call->n_tried++;
 	}
 	free(call->last_failure);
@@ -370,7 +383,8 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 			if (mtd_worker_timer_arm(call->w, &call->retry, on_retry, d.delay_ns) < 0)
 				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		} else {
-			mtd_call_next_attempt(call);
+			/* Not on this stack: it may be the failing start's own. */
+			mtd_call_next_attempt_later(call);
 		}
 		break;
 	case MTD_FAULT_SAFE_OK:

@@ -6,7 +6,9 @@
  *   holders                                  release            reap
  *   call:    its downstream stream (down),   last holder   ->   end of the
  *            each attempt in its list,       lets go            worker's turn
- *            its retry timer while armed     (mtd_call_release)  (mtd_call_reap)
+ *            its retry timer while armed,    (mtd_call_release)  (mtd_call_reap)
+ *            its worker's ready list while
+ *            its next attempt is due
  *   attempt: its call while live, a pool     not live and
  *            while PENDING, its upstream     no stream
  *            stream while `up` is set        (mtd_attempt_release)
@@ -158,7 +160,13 @@ struct mtd_call {
 	LIST_HEAD(, mtd_attempt) attempts;
 	struct mtd_attempt *cur, *ans;
 	uint32_t n_attempts;    /* started, transparent ones included */
-	uint32_t retries_done;  /* policy retries started */
+	uint16_t retries_done;  /* policy retries started (<= MTD_FAULT_RETRIES_MAX) */
+	/* call->resp's bytes are counted in its client connection's resp_held
+	 * (all of them, or none: relay.c, the one writer of that sum). */
+	bool resp_counted;
+	/* Its next attempt starts at the end of the turn: held by its
+	 * worker's ready list (mtd_call_next_attempt_later). */
+	bool next_due;
 	struct mtd_timer retry; /* backoff before the next attempt; FORKING: hedge delay;
 	                         * a FAILBACK re-send's wait */
 	/* Request bytes: downstream DATA -> upstream DATA. Kept from the

@@ -86,11 +86,11 @@ static void release_retained(struct mtd_call *call)
 	call->req_retained = 0;
 }
 
-/* Held by its downstream stream, an attempt, or its retry timer (the
- * lifetime rule, call-t.h). */
+/* Held by its downstream stream, an attempt, its retry timer, or its
+ * worker's ready list (the lifetime rule, call-t.h). */
 static bool call_held(const struct mtd_call *call)
 {
-	return call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry);
+	return call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry) || call->next_due;
 }
 
 void mtd_call_release(struct mtd_call *call)
@@ -114,6 +114,19 @@ void mtd_call_release(struct mtd_call *call)
 	call->reaping = true;
 	LIST_INSERT_HEAD(&call->w->reap_calls, call, down_link);
 	mtd_worker_schedule_flush(call->w);
+}
+
+bool mtd_call_count_load(struct mtd_call *call, struct mtd_rt_load *load, uint32_t max)
+{
+	uint32_t in; /* calls in flight, this one included */
+	if (!call->load) {
+		call->load = load;
+		mtd_ref_get(&load->ref);
+		in = atomic_fetch_add_explicit(&load->calls, 1, memory_order_relaxed) + 1;
+	} else {
+		in = atomic_load_explicit(&call->load->calls, memory_order_relaxed);
+	}
+	return in <= max;
 }
 
 static void call_free(struct mtd_call *call)
@@ -778,6 +791,39 @@ void mtd_call_next_attempt(struct mtd_call *call)
 	start_keyed(call, false);
 }
 
+void mtd_call_next_attempt_later(struct mtd_call *call)
+{
+	struct mtd_worker *w = call->w;
+	if (call->next_due || call->state == MTD_CALL_DONE)
+		return;
+	if (w->n_ready == w->ready_cap) {
+		uint32_t cap = w->ready_cap ? w->ready_cap * 2 : 16;
+		struct mtd_call **r = realloc(w->ready, cap * sizeof(*r));
+		if (!r) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+		w->ready = r;
+		w->ready_cap = cap;
+	}
+	w->ready[w->n_ready++] = call;
+	call->next_due = true;
+	mtd_worker_schedule_flush(w);
+}
+
+void mtd_call_run_ready(struct mtd_worker *w)
+{
+	/* By index: a call whose next attempt failed at once again is listed
+	 * again at the end (a loop over the endpoints, not a recursion). */
+	for (uint32_t i = 0; i < w->n_ready; i++) {
+		struct mtd_call *call = w->ready[i];
+		call->next_due = false;
+		mtd_call_next_attempt(call);
+		mtd_call_release(call); /* the list let go */
+	}
+	w->n_ready = 0;
+}
+
 static void pick_with_field_key(struct mtd_call *call, bool hedge)
 {
 	const struct mtd_cfg_hash_key *hk = call_hash_key(call);
@@ -935,10 +981,7 @@ void mtd_call_start(struct mtd_call *call)
 	 * rather than queue behind an overloaded backend. */
 	uint32_t max_calls = call->svc->cfg->circuit.max_calls;
 	if (max_calls) {
-		call->load = call->svc->load;
-		mtd_ref_get(&call->load->ref);
-		uint32_t in = atomic_fetch_add_explicit(&call->load->calls, 1, memory_order_relaxed);
-		if (in >= max_calls) {
+		if (!mtd_call_count_load(call, call->svc->load, max_calls)) {
 			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_CALLS);
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 			              "circuit breaker: service %s has circuit_breaker.max_calls (%u) calls in flight",
@@ -1126,19 +1169,24 @@ void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
 		call->resp_done = true;
 		mtd_call_settle(call);
 		mtd_relay_drop(call);
-	} else if (!call->req_eof) {
-		/* The response ended but the request half is still open upstream:
-		 * no more request bytes and no END_STREAM can come, so the stream
-		 * would stay open for ever. Cancel it (PROTOCOL-HTTP2: RST_STREAM
-		 * CANCEL). */
-		struct mtd_attempt *a;
-		LIST_FOREACH(a, &call->attempts, call_link)
-			if (a->s.conn) {
-				MTD_DEBUG("call: client ended the stream (%s) before its request ended; cancelling "
-				          "upstream",
-				          nghttp2_http2_strerror(error_code));
-				mtd_attempt_reset_stream(a);
-			}
+	} else {
+		/* Every end of the answer settled the call; an attempt still live
+		 * now would be one nobody ends: cancelled all the same. */
+		mtd_call_settle(call);
+		if (!call->req_eof) {
+			/* The response ended but the request half is still open
+			 * upstream: no more request bytes and no END_STREAM can come,
+			 * so the stream would stay open for ever. Cancel it
+			 * (PROTOCOL-HTTP2: RST_STREAM CANCEL). */
+			struct mtd_attempt *a;
+			LIST_FOREACH(a, &call->attempts, call_link)
+				if (a->s.conn) {
+					MTD_DEBUG("call: client ended the stream (%s) before its request ended; "
+					          "cancelling upstream",
+					          nghttp2_http2_strerror(error_code));
+					mtd_attempt_reset_stream(a);
+				}
+		}
 	}
 	mtd_bufq_clear(&call->req);
 	release_retained(call);

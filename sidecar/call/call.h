@@ -13,6 +13,7 @@
 #include "sidecar/call/call-t.h"
 
 struct mtd_worker;
+struct mtd_rt_load;
 
 /* A stream's request headers are complete: route, pick, start attempt 1. */
 void mtd_call_start(struct mtd_call *call);
@@ -49,6 +50,13 @@ void mtd_call_broadcast_settle(struct mtd_call *call);
 /* The answering stream is gone: request bytes nobody will send (window
  * given back, later DATA dropped). */
 void mtd_call_drop_request(struct mtd_call *call);
+/* Count the call in load->calls (its service's calls in flight, which
+ * circuit_breaker.max_calls and an inbound listener's
+ * max_concurrent_calls limit), once: a call counted already (an inbound
+ * peer's, at its listener, in the service it is routed to) is not counted
+ * again. It is given back once, when the call is released (or freed).
+ * true while the count, this call included, is within max. */
+bool mtd_call_count_load(struct mtd_call *call, struct mtd_rt_load *load, uint32_t max);
 /* Release the call if nothing holds it any more (its downstream stream,
  * an attempt, its retry timer): its deadline stops and it is freed at the
  * end of the turn (the lifetime rule, call-t.h). Any function may call it
@@ -61,6 +69,16 @@ void mtd_call_reap(struct mtd_worker *w);
  * tried while another is eligible) and queue it in its pool; ends the call
  * when none is left. */
 void mtd_call_next_attempt(struct mtd_call *call);
+/* mtd_call_next_attempt at the end of the turn, from the worker's ready
+ * list (which holds the call meanwhile): an attempt that failed on the
+ * stack of its own start (a connect refused at once) must not start the
+ * next one there, or the engine recursed once per endpoint. The call
+ * fails (out of memory) if it cannot be listed. */
+void mtd_call_next_attempt_later(struct mtd_call *call);
+/* The worker's flush (worker.c), before it writes the connections: start
+ * the next attempt of each call on the ready list, those listed meanwhile
+ * included, and let the list's holds go. */
+void mtd_call_run_ready(struct mtd_worker *w);
 /* Attempt a waits in a retired pool (its endpoint was removed): cancel it
  * (nobody is blamed) and start the call anew on the worker's current
  * snapshot. */

@@ -8,7 +8,8 @@
  * (mtd_call_read_resp), so a client that stops reading never holds a
  * window other calls share. What one client connection holds is bounded by
  * downstream.max_buffered_response (conn->resp_held = the sum of its
- * calls' resp queues). */
+ * calls' resp queues; written here only, see "what the client's connection
+ * holds" below). */
 #include "config.h"
 
 #include <errno.h>
@@ -34,6 +35,55 @@ static void resume_down(struct mtd_call *call)
 	mtd_conn_resume(call->down, call->down_sid, "response");
 }
 
+/* ---- what the client's connection holds -------------------------------
+ *
+ * conn->resp_held is the sum of the response bytes its calls queued for it
+ * (call->resp). Only the functions below write it, and each call's bytes
+ * are counted all or none (call->resp_counted): what a call gives back is
+ * exactly what it added, so the sum never wraps, whichever way the call
+ * ends. A BROADCAST answer is held uncounted until it is the answer
+ * (mtd_relay_held): its bytes are not the client's before then. */
+
+/* From now on call->resp is counted in its connection's sum. */
+static void count_resp(struct mtd_call *call)
+{
+	if (call->resp_counted || !call->down)
+		return;
+	call->resp_counted = true;
+	call->down->resp_held += call->resp.len;
+}
+
+/* 0, or -ENOMEM (some of the bytes may have gone in: counted all the
+ * same, as they are in call->resp). */
+static int resp_append(struct mtd_call *call, const uint8_t *p, size_t n)
+{
+	size_t before = call->resp.len;
+	int rc = mtd_bufq_append(&call->resp, p, n);
+	if (call->resp_counted && call->down)
+		call->down->resp_held += call->resp.len - before;
+	return rc < 0 ? -ENOMEM : 0;
+}
+
+/* The n bytes at the head of call->resp leave it (sent, or dropped). */
+static void resp_drop(struct mtd_call *call, size_t n)
+{
+	mtd_bufq_drop(&call->resp, n);
+	if (call->resp_counted && call->down)
+		call->down->resp_held -= n;
+}
+
+static void resp_clear(struct mtd_call *call)
+{
+	resp_drop(call, call->resp.len);
+}
+
+void mtd_relay_down_gone(struct mtd_call *call)
+{
+	if (call->resp_counted && call->down)
+		call->down->resp_held -= call->resp.len;
+	call->resp_counted = false;
+}
+
 /* Replace h with grpc-status/grpc-message of our own. */
 static int synth_trailers(struct mtd_headers *h, struct mtd_slab *slab, bool with_status_line,
                           enum mtd_grpc_status status, const char *msg)
@@ -56,9 +106,7 @@ static int synth_trailers(struct mtd_headers *h, struct mtd_slab *slab, bool wit
 
 void mtd_relay_drop(struct mtd_call *call)
 {
-	if (call->down)
-		call->down->resp_held -= call->resp.len;
-	mtd_bufq_clear(&call->resp);
+	resp_clear(call);
 	struct mtd_attempt *a = call->ans;
 	/* The connection window went back when the bytes arrived. */
 	if (a && a->s.conn && call->resp_unconsumed) {
@@ -87,14 +135,19 @@ static size_t filter_response(const struct mtd_headers *h, nghttp2_nv *out)
 /* A submit towards the client failed (nghttp2 out of memory): the answer
  * cannot go out as it should, so the stream is reset (INTERNAL_ERROR,
  * which gRPC clients report as INTERNAL) rather than left waiting for a
- * deadline or ended without grpc-status. The call's answer is over. */
+ * deadline or ended without grpc-status. The call is over, and settled
+ * as every end of a call is: its deadline stops, its live attempts are
+ * cancelled (RST_STREAM CANCEL reaches their servers, which would
+ * otherwise go on until they end the stream themselves: a server stream
+ * maybe never), the request is dropped. */
 static void reset_down(struct mtd_call *call, int rv)
 {
 	MTD_WARN("client %s: cannot answer stream %d (%s); resetting it", call->down->peer, call->down_sid,
 	         nghttp2_strerror(rv));
+	mtd_call_settle(call);
+	mtd_call_drop_request(call);
 	call->resp_eof = true;
 	call->resp_done = true;
-	call->state = MTD_CALL_DONE;
 	if (nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_INTERNAL_ERROR) != 0)
 		mtd_conn_doom(call->down); /* not even that: the connection goes */
 	mtd_conn_want_flush(call->down);
@@ -173,7 +226,8 @@ void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
 		              down->peer, down->resp_held, budget);
 		return;
 	}
-	if (!down || mtd_bufq_append(&call->resp, p, n) < 0) {
+	count_resp(call);
+	if (!down || resp_append(call, p, n) < 0) {
 		nghttp2_session_consume(a->s.conn->ng, a->s.sid, n);
 		if (down)
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
@@ -185,7 +239,6 @@ void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
 	 * is bounded by that window and, over its connection, by the budget. */
 	nghttp2_session_consume_connection(a->s.conn->ng, n);
 	call->resp_unconsumed += n;
-	down->resp_held += n;
 	resume_down(call);
 }
 
@@ -259,9 +312,9 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 	/* One length-prefixed message (gRPC PROTOCOL-HTTP2), then OK. */
 	uint8_t prefix[5] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
 	struct mtd_headers *h = &call->resp_hdrs;
-	int rc = mtd_bufq_append(&call->resp, prefix, 5);
+	int rc = resp_append(call, prefix, 5);
 	if (rc == 0 && len)
-		rc = mtd_bufq_append(&call->resp, msg, len);
+		rc = resp_append(call, msg, len);
 	struct mtd_slab *slab = &call->w->slab;
 	mtd_headers_clear(h, slab);
 	if (rc == 0)
@@ -269,12 +322,12 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 		     mtd_headers_add(h, slab, (const uint8_t *)"content-type", 12, (const uint8_t *)"application/grpc",
 		                     16, 0);
 	if (rc != 0 || synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_OK, NULL) < 0) {
-		mtd_bufq_clear(&call->resp);
+		resp_clear(call);
 		call->resp_eof = false;
 		mtd_relay_status(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	call->down->resp_held += call->resp.len;
+	count_resp(call);
 	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
 	nghttp2_nv nva[2]; /* :status, content-type */
 	int rv = nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva), &prd);
@@ -299,7 +352,7 @@ void mtd_relay_hold(struct mtd_call *call, struct mtd_attempt *a, const uint8_t 
 		              a->s.conn->peer, call->fault->replay_buffer);
 		return;
 	}
-	if (mtd_bufq_append(&call->resp, p, n) < 0)
+	if (resp_append(call, p, n) < 0) /* not counted: not the client's yet */
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 }
 
@@ -307,17 +360,16 @@ void mtd_relay_held(struct mtd_call *call, bool trailers_only)
 {
 	call->resp_eof = true;
 	if (!call->down) {
-		mtd_bufq_clear(&call->resp);
+		resp_clear(call);
 		call->resp_done = true;
 		return;
 	}
 	/* The held bytes gave their windows back as they came (attempt.c):
 	 * only the client's connection holds them now. */
 	call->resp_unconsumed = 0;
-	call->down->resp_held += call->resp.len;
+	count_resp(call);
 	if (submit_resp_headers(call, trailers_only) < 0) {
-		call->down->resp_held -= call->resp.len;
-		mtd_bufq_clear(&call->resp);
+		resp_clear(call);
 		call->resp_eof = false;
 		mtd_relay_status(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 	}
@@ -328,9 +380,7 @@ void mtd_relay_held(struct mtd_call *call, bool trailers_only)
 static void take_resp(struct mtd_call *call, size_t n)
 {
 	struct mtd_attempt *a = call->ans;
-	mtd_bufq_drop(&call->resp, n);
-	if (call->down)
-		call->down->resp_held -= n;
+	resp_drop(call, n);
 	size_t from_up = n < call->resp_unconsumed ? n : call->resp_unconsumed;
 	if (from_up > 0 && a && a->s.conn) {
 		nghttp2_session_consume_stream(a->s.conn->ng, a->s.sid, from_up);

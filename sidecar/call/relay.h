@@ -33,6 +33,10 @@ void mtd_relay_hold(struct mtd_call *call, struct mtd_attempt *a, const uint8_t 
 void mtd_relay_held(struct mtd_call *call, bool trailers_only);
 /* Status-only answer (Trailers-Only, or trailers after headers). */
 void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const char *msg);
+/* The client's stream is going (call->down still set): what the call's
+ * response counted in the connection's resp_held goes back. Called by the
+ * connection once per call, before it lets go of the call. */
+void mtd_relay_down_gone(struct mtd_call *call);
 /* Give back what the call holds of the response (window included). */
 void mtd_relay_drop(struct mtd_call *call);
 /* Data provider of a call's response towards the client (src->ptr: the

@@ -333,7 +333,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
 	if (call->req_unconsumed)
 		nghttp2_session_consume_connection(ng, call->req_unconsumed);
-	c->resp_held -= call->resp.len;
+	mtd_relay_down_gone(call);
 	LIST_REMOVE(call, down_link);
 	c->n_streams--;
 	c->last_active_ns = c->w->stream_end_ns = mtd_now_ns();
@@ -611,7 +611,7 @@ static void down_on_close(struct mtd_conn *c)
 	while ((call = LIST_FIRST(&c->calls))) {
 		LIST_REMOVE(call, down_link);
 		c->n_streams--;
-		c->resp_held -= call->resp.len;
+		mtd_relay_down_gone(call);
 		call->down = NULL;
 		/* The client is gone: its calls are cancelled. */
 		mtd_call_on_down_close(call, NGHTTP2_CANCEL);

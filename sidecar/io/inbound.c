@@ -723,13 +723,11 @@ void mtd_inbound_call_start(struct mtd_call *call)
 	}
 	uint32_t max = ib->max_concurrent_calls;
 	if (max) {
-		/* Counted on the app service's load, which the call gives back
-		 * when it is freed (call.c); shared by the workers. */
+		/* Counted on the app service's load, shared by the workers, once
+		 * (the circuit breaker's count is the same), and given back once
+		 * (call.c). */
 		const struct mtd_rt_service *svc = w->rt->services[ib->service];
-		call->load = svc->load;
-		mtd_ref_get(&call->load->ref);
-		uint32_t now = atomic_fetch_add_explicit(&call->load->calls, 1, memory_order_relaxed);
-		if (now >= max) {
+		if (!mtd_call_count_load(call, svc->load, max)) {
 			call->verdict = MTD_IN_SHED;
 			mtd_mesh_count(in->mx, MTD_IN_SHED);
 			if (parsed)

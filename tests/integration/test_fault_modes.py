@@ -441,6 +441,32 @@ class RawUpstreams(MaitredTest):
 
     @maitred_only
     @needs_h2
+    def test_forking_three_forks_each_instance_sees_every_call(self):
+        # forks: 3 and no hedge_delay: all forks at once. Counted where the
+        # requests arrive (HTTP/2 HEADERS at each instance), not by an
+        # application handler, which a CANCEL can beat to the call.
+        fast, fast_seen = self.scripted([("respond",)])
+        slow = [self.scripted([("hold",)]) for _ in range(2)]
+        m = self.start_maitred(self.config([fault_service(
+            [fast.address] + [u.address for u, _ in slow], {"mode": "FORKING", "forks": 3})]))
+        stub = self.echo(m)
+        # Warm the pools (documented: a fork still waiting for its
+        # connection when another answers is dropped).
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "raw" and
+                   all(len(seen) >= 1 for _, seen in slow), CALL_LIMIT, "a fork to reach each slow instance")
+        for i in range(6):
+            tag = "fork-%d" % i
+            self.assertEqual(stub.Unary(pb.EchoRequest(), metadata=[("x-call", tag)], timeout=CALL_LIMIT).instance,
+                             "raw")
+            for k, (_, seen) in enumerate(slow):
+                wait_until(lambda: any(h.get("x-call") == tag for h in list(seen)), CALL_LIMIT,
+                           "call %d to reach slow instance %d" % (i, k))
+        for _, seen in [(fast, fast_seen)] + slow:
+            self.assertEqual(sorted(h.get("x-call") for h in seen if h.get("x-call")),
+                             ["fork-%d" % i for i in range(6)])
+
+    @maitred_only
+    @needs_h2
     def test_hedge_starts_only_after_its_delay(self):
         a, a_seen = self.scripted([("respond",)])
         b, b_seen = self.scripted([("respond",)])

@@ -11,7 +11,8 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, maitred_only, needs_h2, free_port, pb, call_id, wait_until, CALL_LIMIT
+from harness import MaitredTest, maitred_only, needs_h2, free_port, pb, pb_grpc, call_id, wait_until, CALL_LIMIT
+from test_pool import BlackHole
 from test_admin import admin_request, samples, value
 import test_fault_modes as modes  # its helpers; a module name, so its tests are not collected here
 
@@ -144,6 +145,32 @@ class Broadcast(FaultBase):
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE, cm.exception.details())
         self.assertIn(dead, cm.exception.details())
         self.assertEqual([u.stats().total for u in ups], [1, 1])
+
+    @maitred_only
+    def test_a_failed_call_leaves_its_client_connection_usable(self):
+        # One endpoint answers, the other accepts TCP and never answers
+        # HTTP/2: the call ends DEADLINE_EXCEEDED with the first answer
+        # held. The held answer was given back to the client connection's
+        # count of unread response bytes without having been added, the
+        # count wrapped, and every later call on that connection (one per
+        # channel in gRPC clients), to any service, failed
+        # RESOURCE_EXHAUSTED "left 18446744073709547509 response bytes unread".
+        up = self.start_upstream("a")
+        hole = BlackHole()
+        self.addCleanup(hole.close)
+        bc = self.service("bcast.Bcast", [up, hole.address], fault={"mode": "BROADCAST"})
+        m = self.start_maitred(self.config([bc, self.service(SVC, [up])]))
+        ch = self.channel(m)
+        bcast = ch.unary_unary("/bcast.Bcast/Unary", request_serializer=pb.EchoRequest.SerializeToString,
+                               response_deserializer=pb.EchoResponse.FromString)
+        with self.assertRaises(grpc.RpcError) as cm:
+            bcast(pb.EchoRequest(response_size=4096), timeout=1.0)  # larger than the answers below
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED, cm.exception.details())
+        wait_until(lambda: up.stats().total >= 1, CALL_LIMIT, "the answering instance to see the call")
+        stub = pb_grpc.EchoStub(ch)  # the same channel, so the same connection
+        for i in range(3):
+            r = stub.Unary(pb.EchoRequest(payload=b"y" * 100), timeout=CALL_LIMIT)
+            self.assertEqual((r.instance, r.request_payload_size), ("a", 100))
 
     @maitred_only
     def test_request_larger_than_the_replay_buffer_is_refused(self):

@@ -29,6 +29,15 @@ START_TEST(bits_across_words)
 	mtd_bit_clear(b, 65); /* not set: nothing */
 	ck_assert_uint_eq(b[0], 1);
 	ck_assert_uint_eq(b[1], 1ull | 1ull << 63);
+	/* Bounded by n bits: outside, nothing is read or written. */
+	uint64_t two[3] = {0, 0, 0x5a};
+	ck_assert(mtd_bit_set_in(two, 128, 127));
+	ck_assert(!mtd_bit_set_in(two, 128, 128));
+	ck_assert(!mtd_bit_set_in(two, 128, 130));
+	ck_assert_uint_eq(two[2], 0x5a);
+	ck_assert(mtd_bit_get_in(two, 128, 127));
+	ck_assert(!mtd_bit_get_in(two + 0, 100, 127));
+	ck_assert(!mtd_bit_get_in(NULL, 0, 0));
 }
 END_TEST
 

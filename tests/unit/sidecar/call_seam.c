@@ -27,14 +27,16 @@
  *     fd is an eventfd, only so that conn.c's libevent events have one:
  *     the event base is never dispatched;
  *   - the worker (worker.c): its struct is real and set up as
- *     mtd_worker_new does; the turn (flush_cb: flush dirty connections,
- *     free buried ones, reap), the timers (the real lib/core heap, run as
+ *     mtd_worker_new does; the turn (flush_cb: the calls ready for their
+ *     next attempt, flush dirty connections, free buried ones, reap), the timers (the real lib/core heap, run as
  *     timers_cb does), the snapshot swap (take_runtime) and the holds are
  *     copies of worker.c's code, the holds counted; scheduling the flush
  *     does nothing, as every event here ends its turn;
  *   - the connect (mtd_up_connect, wrapped): a connection object like the
  *     real one's, whose "TCP" comes up at the next pump (or stays silent,
- *     or stays connecting until seam_ep_connect / seam_ep_connect_fail);
+ *     or stays connecting until seam_ep_connect / seam_ep_connect_fail, or
+ *     is refused at once, on the connect's own stack, as a socket() or
+ *     connect() failing synchronously is);
  *     then upstream.c's up_ready steps (session, SETTINGS) are done here.
  *     No connect_timeout runs: a silent endpoint waits for ever unless the
  *     call's own timers end it;
@@ -165,6 +167,7 @@ struct seam {
 	struct seam_ep *eps;
 	unsigned holds_alive;
 	unsigned rts_freed;
+	uintptr_t stack_base; /* seam_run's frame, for seam_connects.deepest */
 };
 
 static struct seam *the_seam;
@@ -510,17 +513,38 @@ void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit lim
 	seam_mx.circuit_rejected++;
 }
 
-/* ---- inbound listeners (none in the seam) --------------------------------- */
+/* ---- inbound listeners (none in the seam, but for seam_client_inbound) ------ */
+
+/* What the client's calls are limited to when seam_client_inbound made it
+ * an inbound peer's connection (0: it is the app's). */
+static uint32_t inbound_max;
 
 bool mtd_inbound_header_dropped(const uint8_t *name, size_t len)
 {
-	ck_abort_msg("the seam has no inbound listener");
+	ck_assert_msg(inbound_max, "the seam has no inbound listener");
 	return false;
 }
 
+/* inbound.c's call start, its limit only (no authorization, no
+ * certificate): the call is counted in its listener's app service's load
+ * (the seam's first service), then started. */
 void mtd_inbound_call_start(struct mtd_call *call)
 {
-	ck_abort_msg("the seam has no inbound listener");
+	ck_assert_msg(inbound_max, "the seam has no inbound listener");
+	const struct mtd_rt_service *svc = call->w->rt->services[0];
+	if (!mtd_call_count_load(call, svc->load, inbound_max)) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "inbound: max_concurrent_calls (%u) calls in flight",
+		              inbound_max);
+		return;
+	}
+	mtd_call_start(call);
+}
+
+void seam_client_inbound(struct seam *s, uint32_t max_concurrent_calls)
+{
+	static char peer; /* never read: downstream.c only tests it */
+	inbound_max = max_concurrent_calls;
+	LIST_FIRST(&s->w->downs)->in = (struct mtd_in_peer *)&peer;
 }
 
 int mtd_inbound_route(const struct mtd_runtime *rt, struct mtd_call *call)
@@ -706,11 +730,14 @@ void seam_end_turn(struct seam *s)
 {
 	struct mtd_worker *w = s->w;
 	struct mtd_conn *c;
-	while ((c = TAILQ_FIRST(&w->dirty))) {
-		TAILQ_REMOVE(&w->dirty, c, dirty_link);
-		c->in_dirty = false;
-		mtd_conn_flush(c);
-	}
+	do {
+		mtd_call_run_ready(w);
+		while ((c = TAILQ_FIRST(&w->dirty))) {
+			TAILQ_REMOVE(&w->dirty, c, dirty_link);
+			c->in_dirty = false;
+			mtd_conn_flush(c);
+		}
+	} while (w->n_ready);
 	while ((c = TAILQ_FIRST(&w->graveyard))) {
 		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
 		mtd_conn_free(c);
@@ -1063,6 +1090,8 @@ static void up_ready(struct seam *s, struct seam_link *l)
 	mtd_conn_want_flush(c);
 }
 
+struct seam_connects seam_connects;
+
 struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p);
 struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p)
 {
@@ -1091,7 +1120,23 @@ struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p)
 	event_assign(&c->rev, c->w->base, c->fd, EV_READ, noop_cb, c);
 	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, noop_cb, c);
 	struct seam_link *l = link_new(s, c, false, e->mode, a->text);
-	l->connect_due = e->mode != SEAM_EP_CONNECTING;
+	l->connect_due = e->mode == SEAM_EP_UP || e->mode == SEAM_EP_SILENT;
+	/* How deep the engine's stack is here, and how many connects are on
+	 * it (issue 24: one per endpoint when a refused connect started the
+	 * next attempt on its own stack). */
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	if (s->stack_base && s->stack_base > sp && s->stack_base - sp > seam_connects.deepest)
+		seam_connects.deepest = s->stack_base - sp;
+	if (e->mode == SEAM_EP_REFUSED) {
+		/* connect() failed at once: upstream.c closes the connection on
+		 * this stack, which moves the calls waiting in the pool on. */
+		seam_connects.nested++;
+		if (seam_connects.nested > seam_connects.max_nested)
+			seam_connects.max_nested = seam_connects.nested;
+		mtd_conn_close(c);
+		seam_connects.nested--;
+		return NULL;
+	}
 	return c;
 }
 
@@ -1179,6 +1224,9 @@ static bool pump_link(struct seam *s, struct seam_link *l)
 
 void seam_run(struct seam *s)
 {
+	uintptr_t base = (uintptr_t)__builtin_frame_address(0);
+	if (!s->stack_base || base > s->stack_base)
+		s->stack_base = base;
 	for (int round = 0;; round++) {
 		ck_assert_msg(round < 100000, "the seam does not settle");
 		seam_end_turn(s);
@@ -1199,6 +1247,11 @@ void seam_advance_ms(struct seam *s, int64_t ms)
 void seam_deliver(struct seam *s, struct seam_ss *ss)
 {
 	ck_assert(deliver(ss->link));
+}
+
+void seam_deliver_client(struct seam *s)
+{
+	ck_assert(deliver(s->down));
 }
 
 /* ---- the client ---------------------------------------------------------------- */
@@ -1290,6 +1343,8 @@ struct seam *seam_new(const char *yaml)
 	ck_assert_ptr_nonnull(s);
 	the_seam = s;
 	memset(&seam_mx, 0, sizeof(seam_mx));
+	memset(&seam_connects, 0, sizeof(seam_connects));
+	inbound_max = 0;
 	s->links_tail = &s->links;
 	s->streams_tail = &s->streams;
 	s->base = event_base_new();
@@ -1369,8 +1424,11 @@ void seam_free(struct seam *s)
 	/* mtd_worker_free's order: what is left fails, then is freed. */
 	mtd_failback_drop_all(w);
 	struct mtd_conn *c;
-	while ((c = LIST_FIRST(&w->downs)))
+	while ((c = LIST_FIRST(&w->downs))) {
+		c->in = NULL; /* seam_client_inbound's stand-in, not inbound.c's */
 		mtd_conn_close(c);
+	}
+	mtd_call_run_ready(w);
 	struct mtd_pool *p;
 	while ((p = LIST_FIRST(&w->pools)))
 		mtd_pool_free(p);
@@ -1401,6 +1459,7 @@ void seam_free(struct seam *s)
 	while (w->n_spare_out) /* idle connections gave their output buffers back (conn.c) */
 		free(w->spare_out[--w->n_spare_out]);
 	free(w->rbuf);
+	free(w->ready);
 	hold_release(w->hold);
 	free(w);
 	/* The control thread's end: its snapshot goes, then everything. */

@@ -68,7 +68,17 @@ enum seam_ep_mode {
 	SEAM_EP_UP,         /* HTTP/2 up at once (its SETTINGS at the next pump) */
 	SEAM_EP_SILENT,     /* accepts TCP, never says a word of HTTP/2 (issue 15) */
 	SEAM_EP_CONNECTING, /* the connect neither succeeds nor fails until told */
+	SEAM_EP_REFUSED,    /* connect() fails at once, on the stack that asked (ECONNREFUSED) */
 };
+
+/* The connects of SEAM_EP_REFUSED endpoints: how many were on the stack
+ * at once at most, and the deepest stack any connect ran on (bytes below
+ * the outermost seam_run's frame). */
+struct seam_connects {
+	unsigned nested, max_nested;
+	uintptr_t deepest;
+};
+extern struct seam_connects seam_connects;
 
 /* Figures the fake metrics count. */
 struct seam_mx {
@@ -145,6 +155,10 @@ struct seam_cs *seam_call(struct seam *s, const char *path, const char *timeout,
 void seam_send(struct seam *s, struct seam_cs *cs, const void *p, size_t n, bool end);
 /* The client resets cs (RST_STREAM CANCEL). */
 void seam_cancel(struct seam *s, struct seam_cs *cs);
+/* From now on the client connection is an inbound peer's: its calls
+ * start as inbound.c starts them, limited to max_concurrent_calls in
+ * flight (counted in the first service's load), without authorization. */
+void seam_client_inbound(struct seam *s, uint32_t max_concurrent_calls);
 /* The engine's call for cs, or NULL once its stream closed. */
 struct mtd_call *seam_call_of(struct seam *s, const struct seam_cs *cs);
 
@@ -177,6 +191,8 @@ void seam_reset(struct seam *s, struct seam_ss *ss, uint32_t code);
 /* ss's server sends what it has and maitred reads it: one I/O event,
  * whose turn has NOT ended (for looking at the engine mid-turn). */
 void seam_deliver(struct seam *s, struct seam_ss *ss);
+/* The same for what the app's client session has to send. */
+void seam_deliver_client(struct seam *s);
 
 /* ---- memory -------------------------------------------------------------- */
 

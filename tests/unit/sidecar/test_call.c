@@ -1321,6 +1321,263 @@ START_TEST(reload_with_new_rate_limit_figures_mints_no_burst)
 }
 END_TEST
 
+/* ---- the defects of the engine's seams (issue 24) ------------------------------ */
+
+/* echo.Echo on A alone, bc.Bc under BROADCAST on A and B. */
+static const char *broadcast_beside_echo = "services:\n"
+                                           "  - name: \"echo.Echo\"\n"
+                                           "    endpoints: [" EPS_A "]\n"
+                                           "  - name: \"bc.Bc\"\n"
+                                           "    endpoints: [" EPS_AB "]\n"
+                                           "    fault: {mode: BROADCAST}\n";
+
+static size_t down_resp_held(struct seam *s)
+{
+	return LIST_FIRST(&seam_worker(s)->downs)->resp_held;
+}
+
+/* A BROADCAST call that fails after one endpoint's answer was held gives
+ * its client connection back nothing it had not counted: the held answer
+ * was never the client's (mtd_relay_hold), and the failure dropped it.
+ * It gave back its length all the same, resp_held wrapped, and every
+ * later call on that connection failed RESOURCE_EXHAUSTED "left
+ * 18446744073709551... response bytes unread". */
+START_TEST(failed_broadcast_leaves_its_client_connection_usable)
+{
+	struct seam *s = seam_new(broadcast_beside_echo);
+	seam_ep_mode(s, EP_B, SEAM_EP_SILENT);
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "flush", 5);
+	struct seam_cs *bc = seam_call(s, "/bc.Bc/Unary", "100m", m, n, true);
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_A), 1);
+	seam_respond(s, seam_stream(s, 0), 0, "held", 4);
+	seam_run(s);
+	ck_assert_uint_eq(bc->resp_headers, 0); /* held: B has not answered */
+	ck_assert_uint_eq(down_resp_held(s), 0);
+	seam_advance_ms(s, 101);
+	expect_status(bc, 4); /* DEADLINE_EXCEEDED */
+	ck_assert_uint_eq(down_resp_held(s), 0);
+	/* The next calls on the connection are answered. */
+	for (int i = 0; i < 2; i++) {
+		struct seam_cs *cs = unary(s, NULL, "ping");
+		seam_run(s);
+		struct seam_ss *ss = seam_stream(s, seam_streams(s, NULL) - 1);
+		ck_assert_str_eq(ss->path, PATH);
+		seam_respond(s, ss, 0, "pong", 4);
+		seam_run(s);
+		expect_ok(cs, "pong");
+		ck_assert_uint_eq(down_resp_held(s), 0);
+	}
+	seam_free(s);
+}
+END_TEST
+
+/* The response headers cannot be submitted to the client (out of memory):
+ * its stream is reset, and the call is settled as any end of a call is.
+ * reset_down ended it without cancelling the attempt, whose upstream
+ * stream went on until its server ended it (for a server stream maybe
+ * never), nor stopping the deadline; the client's close, once the
+ * request was whole, reset nothing. */
+START_TEST(reset_towards_the_client_cancels_the_attempt_upstream)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct seam_cs *cs = unary(s, "5S", "ping");
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	seam_fail_down_allocs(s, 1); /* the response's */
+	seam_respond_headers(s, ss); /* a stream begins; no more yet */
+	seam_run(s);
+	expect_reset_internal(s, cs);
+	ck_assert_int_eq(ss->rst, NGHTTP2_CANCEL);
+	ck_assert(ss->closed);
+	ck_assert_uint_eq(seam_worker(s)->timers.n, 0); /* no deadline left */
+	ck_assert_ptr_null(seam_call_of(s, cs));
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* A service of n endpoints 10.0.1.i:50051 (fault block fault, or none),
+ * each refusing connects at once. */
+static struct seam *refusing_service(unsigned n, const char *fault)
+{
+	static char buf[8192];
+	int k = snprintf(buf, sizeof(buf), "services:\n  - name: \"echo.Echo\"\n    endpoints: [");
+	for (unsigned i = 0; i < n; i++)
+		k += snprintf(buf + k, sizeof(buf) - (size_t)k, "%s{address: \"10.0.1.%u:50051\"}", i ? ", " : "", i);
+	snprintf(buf + k, sizeof(buf) - (size_t)k, "]\n%s%s%s", fault ? "    fault: {" : "", fault ? fault : "",
+	         fault ? "}\n" : "");
+	struct seam *s = seam_new(buf);
+	for (unsigned i = 0; i < n; i++) {
+		char addr[32];
+		snprintf(addr, sizeof(addr), "10.0.1.%u:50051", i);
+		seam_ep_mode(s, addr, SEAM_EP_REFUSED);
+	}
+	return s;
+}
+
+/* Every endpoint refuses the connect at once (a refused loopback connect,
+ * EMFILE, ENETUNREACH): the call moves from one to the next, each next
+ * attempt started from the end of the turn, not on the failed connect's
+ * stack. It was: up_fail -> move_waiting_calls -> ... -> attempt_failed ->
+ * mtd_call_next_attempt -> launch -> mtd_pool_dispatch -> mtd_up_connect
+ * -> ..., a dozen frames per endpoint, as deep as the service is wide. */
+START_TEST(connects_refused_at_once_do_not_nest)
+{
+	uintptr_t deepest[2];
+	const unsigned widths[2] = {2, 64};
+	for (int w = 0; w < 2; w++) {
+		struct seam *s = refusing_service(widths[w], NULL);
+		struct seam_cs *cs = unary(s, NULL, "ping");
+		seam_run(s);
+		expect_status(cs, 14); /* UNAVAILABLE */
+		ck_assert_msg(strstr(cs->message, "10.0.1."), "%s", cs->message);
+		for (unsigned i = 0; i < widths[w]; i++) {
+			char addr[32];
+			snprintf(addr, sizeof(addr), "10.0.1.%u:50051", i);
+			ck_assert_uint_eq(seam_ep_connects(s, addr), 1); /* each tried once */
+		}
+		deepest[w] = seam_connects.deepest;
+		if (getenv("TEST_CALL_STACK"))
+			fprintf(stderr, "%u endpoints refusing: %u connects nested at most, the deepest %zu bytes down\n",
+			        widths[w], seam_connects.max_nested, (size_t)deepest[w]);
+		ck_assert_uint_eq(seam_connects.max_nested, 1);
+		ck_assert_uint_eq(seam_live_blocks(), 0);
+		seam_free(s);
+	}
+	/* As deep for 64 endpoints as for 2. */
+	ck_assert_uint_eq(deepest[1], deepest[0]);
+}
+END_TEST
+
+/* FORKING over A (silent) and B: A's fork waits, B's runs. A reload
+ * replaces both by C and D (silent): A's fork moves to the new snapshot,
+ * whose tried bitmap is over C and D. B's fork then fails: its index is
+ * the old snapshot's, and marked in the new bitmap it named another
+ * endpoint as tried (and past the bitmap when the set had shrunk across
+ * 64 endpoints). Its marks are dropped. */
+START_TEST(old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FORKING, forks: 2"));
+	seam_ep_mode(s, EP_A, SEAM_EP_SILENT);
+	seam_ep_mode(s, EP_C, SEAM_EP_SILENT);
+	seam_ep_mode(s, "10.0.0.4:50051", SEAM_EP_SILENT);
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *on_b = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(on_b);
+	ck_assert_str_eq(on_b->ep, EP_B);
+	struct mtd_call *call = seam_call_of(s, cs);
+	struct mtd_attempt *b_fork = NULL, *a;
+	LIST_FOREACH(a, &call->attempts, call_link)
+		if (strcmp(a->ep->addr.text, EP_B) == 0)
+			b_fork = a;
+	ck_assert_ptr_nonnull(b_fork);
+	ck_assert_int_eq(b_fork->ep_idx, 1);
+	seam_reload(s, config("{address: \"" EP_C "\"}, {address: \"10.0.0.4:50051\"}", "mode: FORKING, forks: 2"));
+	seam_run(s);
+	ck_assert_ptr_nonnull(call->hold_prev); /* B's fork keeps the first snapshot */
+	ck_assert_uint_eq(call->n_tried, 1);    /* the moved fork's endpoint */
+	uint64_t before = call->tried[0];
+	seam_reset(s, on_b, NGHTTP2_INTERNAL_ERROR);
+	seam_run(s);
+	ck_assert(!seam_block_live(b_fork)); /* failed, its stream closed: reaped */
+	ck_assert(!cs->closed);              /* the moved fork goes on */
+	ck_assert_uint_eq(call->n_tried, 1);
+	ck_assert_uint_eq(call->tried[0], before);
+	ck_assert_uint_eq(call->refused[0], 0);
+	seam_cancel(s, cs);
+	seam_run(s);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* FORKING with forks: 3 and no hedge_delay: all forks at once. Each of
+ * the three endpoints sees every call, and the three streams are opened
+ * in the step that started the call, before anything is written: no
+ * answer can come back before the last fork left. */
+START_TEST(forking_three_forks_all_leave_in_the_calls_first_step)
+{
+	struct seam *s = seam_new(config(EPS_ABC, "mode: FORKING, forks: 3"));
+	for (unsigned i = 0; i < 4; i++) {
+		struct seam_cs *cs = unary(s, NULL, "ping");
+		if (i > 0) {
+			/* Connections up: the call's first step opens every fork's
+			 * stream (mid-turn, nothing written yet). */
+			seam_deliver_client(s);
+			struct mtd_call *call = seam_call_of(s, cs);
+			ck_assert_ptr_nonnull(call);
+			ck_assert_uint_eq(n_attempts(call), 3);
+			struct mtd_attempt *a;
+			LIST_FOREACH(a, &call->attempts, call_link)
+				ck_assert_ptr_nonnull(a->s.conn);
+		}
+		seam_run(s);
+		ck_assert_uint_eq(seam_streams(s, EP_A), i + 1);
+		ck_assert_uint_eq(seam_streams(s, EP_B), i + 1);
+		ck_assert_uint_eq(seam_streams(s, EP_C), i + 1);
+		struct seam_ss *first = seam_stream(s, 3 * i);
+		seam_respond(s, first, 0, "won", 3);
+		seam_run(s);
+		expect_ok(cs, "won");
+		for (unsigned k = 3 * i; k < 3 * i + 3; k++) {
+			expect_request(seam_stream(s, k), "ping");
+			if (seam_stream(s, k) != first)
+				ck_assert_int_eq(seam_stream(s, k)->rst, NGHTTP2_CANCEL);
+		}
+	}
+	ck_assert_uint_eq(seam_mx.hedges_started, 8);
+	seam_free(s);
+}
+END_TEST
+
+static uint32_t load_calls(struct seam *s)
+{
+	return atomic_load(&seam_worker(s)->rt->services[0]->load->calls);
+}
+
+/* An inbound peer's call to a service with circuit_breaker.max_calls is
+ * counted once in the service's calls in flight, by the listener's
+ * max_concurrent_calls and the circuit breaker alike, and given back once.
+ * It was counted by each (inbound.c, then call.c, which also took a
+ * second reference on the count and lost the first) and given back once:
+ * every such call left one in the count for good, and the second of two
+ * allowed calls was refused. */
+START_TEST(inbound_call_under_a_circuit_breaker_is_counted_once)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "    circuit_breaker: {max_calls: 2}\n");
+	seam_client_inbound(s, 2);
+	for (int round = 0; round < 2; round++) {
+		struct seam_cs *one = unary(s, NULL, "one"), *two = unary(s, NULL, "two");
+		seam_run(s);
+		ck_assert(!one->closed && !two->closed); /* both allowed */
+		ck_assert_uint_eq(seam_streams(s, NULL), 2 * (unsigned)(round + 1));
+		ck_assert_uint_eq(load_calls(s), 2); /* both in flight, once each */
+		ck_assert_uint_eq(seam_mx.circuit_rejected, 0);
+		/* A third is past both limits. */
+		struct seam_cs *three = unary(s, NULL, "three");
+		seam_run(s);
+		expect_status(three, 8); /* RESOURCE_EXHAUSTED */
+		ck_assert_uint_eq(load_calls(s), 2);
+		unsigned n = seam_streams(s, NULL);
+		seam_respond(s, seam_stream(s, n - 2), 0, "ok", 2);
+		seam_respond(s, seam_stream(s, n - 1), 0, "ok", 2);
+		seam_run(s);
+		expect_ok(one, "ok");
+		expect_ok(two, "ok");
+		ck_assert_uint_eq(load_calls(s), 0); /* every count given back */
+	}
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1386,6 +1643,15 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, second_reroute_fails_naming_the_cancelled_attempts_endpoint);
 	tcase_add_test(tc, many_calls_every_block_back_after_the_reap);
 	tcase_add_test(tc, worker_stop_with_calls_in_every_state);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("seams");
+	tcase_add_test(tc, failed_broadcast_leaves_its_client_connection_usable);
+	tcase_add_test(tc, reset_towards_the_client_cancels_the_attempt_upstream);
+	tcase_add_test(tc, connects_refused_at_once_do_not_nest);
+	tcase_add_test(tc, old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set);
+	tcase_add_test(tc, forking_three_forks_all_leave_in_the_calls_first_step);
+	tcase_add_test(tc, inbound_call_under_a_circuit_breaker_is_counted_once);
 	suite_add_tcase(s, tc);
 	return s;
 }
