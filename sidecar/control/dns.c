@@ -25,6 +25,7 @@
 #include <event2/dns.h>
 #include <event2/util.h>
 
+#include "core/addr.h"
 #include "core/log.h"
 #include "sidecar/control/control.h"
 #include "core/clock.h"
@@ -109,7 +110,7 @@ static void publish(struct dns_src *s)
 	for (size_t i = 0; i < s->n_names; i++) {
 		const struct dns_name *nm = &s->names[i];
 		for (size_t a = 0; a < nm->n_good; a++) {
-			const char *id = mtd_rt_numeric(&nm->good[a], texts[t++], sizeof(texts[0]));
+			const char *id = mtd_addr_text(&nm->good[a], texts[t++], sizeof(texts[0]));
 			/* A static name's addresses are keyed by the name as
 			 * written (runtime.c static_set): two names giving one
 			 * address are two endpoints, as the config allows. */

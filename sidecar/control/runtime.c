@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "sidecar/control/control.h"
 #include "sidecar/control/etcd.h"
+#include "core/addr.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
 #include "health/outlier.h"
@@ -678,27 +679,6 @@ fail:
 	return NULL;
 }
 
-/* "ip:port" / "[v6]:port" of sa into buf. */
-static const char *numeric(const struct sockaddr_storage *sa, char *buf, size_t size)
-{
-	char ip[INET6_ADDRSTRLEN];
-	if (sa->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
-		snprintf(buf, size, "[%s]:%u", ip, (unsigned)ntohs(s6->sin6_port));
-	} else {
-		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
-		snprintf(buf, size, "%s:%u", ip, (unsigned)ntohs(s4->sin_port));
-	}
-	return buf;
-}
-
-const char *mtd_rt_numeric(const struct sockaddr_storage *sa, char *buf, size_t size)
-{
-	return numeric(sa, buf, size);
-}
-
 /* The static endpoints of cfg as a source would give them. An IP literal
  * is its own identity, as written; a host name is named by the address it
  * resolved to, like the resolver's later answers (sidecar/dns.c), so the
@@ -720,7 +700,7 @@ static struct mtd_disc_endpoint *static_set(const struct mtd_cfg_service *cfg, c
 		const struct mtd_cfg_endpoint *e = &cfg->endpoints[i];
 		const char *id = mtd_rt_host_is_literal(e->addr.host)
 		                         ? e->addr.text
-		                         : numeric(&e->addr.sa, (*texts)[i], sizeof((*texts)[i]));
+		                         : mtd_addr_text(&e->addr.sa, (*texts)[i], sizeof((*texts)[i]));
 		/* A name's endpoints are keyed by the name as written:
 		 * "localhost:80" next to "127.0.0.1:80" is two endpoints, as the
 		 * config allows (and as dns.c names them on each refresh). */

@@ -78,8 +78,6 @@ void mtd_runtime_reclaim(struct mtd_control *ctl);
 struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, char *err, size_t errlen);
 /* Host is an IPv4/IPv6 literal. */
 bool mtd_rt_host_is_literal(const char *host);
-/* "ip:port" / "[v6]:port" of sa into buf (64 bytes are enough). */
-const char *mtd_rt_numeric(const struct sockaddr_storage *sa, char *buf, size_t size);
 /* The reason calls to a discovered service fail with before its source's
  * first report: in the snapshots built before the source starts (the
  * listener may take calls then) and what the source sets when it starts, one

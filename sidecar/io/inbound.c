@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/addr.h"
 #include "authz/authz.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -128,7 +129,7 @@ struct mtd_rt_inset *mtd_inbound_set_build(const struct mtd_cfg *cfg, const stru
 		struct mtd_rt_inentry *e = &set->e[i];
 		char why[384];
 		e->cfg = ib;
-		mtd_rt_numeric(&ib->listen.sa, e->key, sizeof(e->key));
+		mtd_addr_text(&ib->listen.sa, e->key, sizeof(e->key));
 		set->n = i + 1;
 		const struct mtd_rt_inentry *was = mtd_inbound_set_find(cur, e->key);
 		if (was && same_files(was->cfg, ib)) {

@@ -129,7 +129,7 @@ static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
 	/* A ticket arriving on a connection of a TLS policy its service no
 	 * longer has (draining) is not kept: it was verified under the old
 	 * one, and the pool dropped that policy's session (pool.c). */
-	if (c->tls_gen != c->pool->svc->tls_gen)
+	if (c->pool->svc && c->tls_gen != c->pool->svc->tls_gen)
 		return 0;
 	/* Keep a copy: OpenSSL marks the connection's own session object
 	 * non-resumable when the peer later closes without close_notify, which
