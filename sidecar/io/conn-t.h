@@ -148,13 +148,16 @@ struct mtd_conn {
 	LIST_HEAD(, mtd_call) calls;       /* downstream: calls with a stream here */
 	LIST_HEAD(, mtd_up_stream) streams; /* upstream: streams open here (io/stream-t.h) */
 	uint32_t n_streams;               /* streams open (length of that list) */
+	/* Streams that may be open at once: upstream, min(the peer's SETTINGS,
+	 * the config's cap); downstream, what its SETTINGS advertised (a
+	 * request past it is refused, downstream.c). */
+	uint32_t max_streams;
 	int64_t last_active_ns;           /* last stream end or start, for idle */
 	/* An inbound peer's connection (inbound.c: listener, identity,
 	 * x-forwarded-client-cert), owned; NULL for the app's and upstream. */
 	struct mtd_in_peer *in;
 	/* upstream only */
 	struct mtd_pool *pool;
-	uint32_t max_streams; /* min(peer SETTINGS, config cap) */
 	bool settings_seen;   /* the peer's first SETTINGS arrived */
 	int64_t ping_sent_ns; /* 0 = no keepalive PING outstanding */
 	int64_t last_read_ns;

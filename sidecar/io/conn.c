@@ -237,6 +237,15 @@ int mtd_conn_send_data(struct mtd_conn *c, const uint8_t *framehd, const struct 
 	return c->out_len - c->out_off >= OUT_HIGH_WATER ? NGHTTP2_ERR_PAUSE : 0;
 }
 
+int mtd_conn_out_append(struct mtd_conn *c, const uint8_t *p, size_t n)
+{
+	if (out_reserve(c, n) < 0)
+		return -ENOMEM;
+	memcpy(c->out + c->out_len, p, n);
+	c->out_len += n;
+	return 0;
+}
+
 /* Give c's drained output buffer up (issue 19 §3: an idle connection
  * holds none; 16 KiB of address space and the pages its frames touched,
  * 4 KiB of private memory per idle connection): to the worker's spares if
@@ -296,12 +305,10 @@ static int gather(struct mtd_conn *c)
 		}
 		if (n == 0)
 			break;
-		if (out_reserve(c, (size_t)n) < 0) {
+		if (mtd_conn_out_append(c, data, (size_t)n) < 0) {
 			mtd_conn_close(c);
 			return -ENOMEM;
 		}
-		memcpy(c->out + c->out_len, data, (size_t)n);
-		c->out_len += (size_t)n;
 	}
 	return 0;
 }

@@ -41,6 +41,9 @@ int mtd_conn_ng_setup(nghttp2_session_callbacks **cbs, nghttp2_option **opt, con
 void mtd_conn_ng_teardown(nghttp2_session_callbacks *cbs, nghttp2_option *opt);
 
 int mtd_conn_submit_settings(struct mtd_conn *c, const nghttp2_settings_entry *iv, size_t n, uint32_t stream_window);
+/* Append n bytes (whole frames) to c's pending output, written with the
+ * rest at its next flush. 0, or -ENOMEM (nothing appended). */
+int mtd_conn_out_append(struct mtd_conn *c, const uint8_t *p, size_t n);
 /* Mark c as having output to flush at the end of this event-loop turn. */
 void mtd_conn_want_flush(struct mtd_conn *c);
 /* The user data of stream sid, for a header field of it (c->field_ud). */

@@ -26,11 +26,85 @@ static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
 	return nghttp2_session_get_stream_user_data(ng, sid);
 }
 
+static int glitch(nghttp2_session *ng, struct mtd_conn *c);
+
+/* ---- SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §5.1.2) -------------------
+ *
+ * A HEADERS that would open more streams than we advertised is a stream
+ * error: this one stream is refused with RST_STREAM(REFUSED_STREAM), which
+ * tells the client it may retry the call, and the connection and its other
+ * calls go on. nghttp2 1.52 does that only until the client acknowledges
+ * the SETTINGS; after, it ends the whole connection (GOAWAY
+ * PROTOCOL_ERROR), every call of that client lost. So nghttp2 is given no
+ * limit (the value it enforces once acknowledged is the one it was given)
+ * while the client is told ours: the SETTINGS frame nghttp2 serialized
+ * carries c->max_streams in place of that "no limit" (advertise_settings),
+ * and on_begin_headers refuses a stream past it (refuse_stream). */
+#define NO_LIMIT UINT32_MAX /* nghttp2's own default: unlimited */
+
+/* The one MAX_CONCURRENT_STREAMS entry of SETTINGS frame f (n bytes) that
+ * carries NO_LIMIT, set to max. 0, or -EPROTO if f has no such entry. */
+static int set_advertised_max(uint8_t *f, size_t n, uint32_t max)
+{
+	if (n < 9 || f[3] != NGHTTP2_SETTINGS || (f[4] & NGHTTP2_FLAG_ACK))
+		return -EPROTO;
+	for (size_t i = 9; i + 6 <= n; i += 6) {
+		uint16_t id = (uint16_t)(f[i] << 8 | f[i + 1]);
+		uint32_t v = (uint32_t)f[i + 2] << 24 | (uint32_t)f[i + 3] << 16 | (uint32_t)f[i + 4] << 8 | f[i + 5];
+		if (id == NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS && v == NO_LIMIT) {
+			f[i + 2] = (uint8_t)(max >> 24), f[i + 3] = (uint8_t)(max >> 16);
+			f[i + 4] = (uint8_t)(max >> 8), f[i + 5] = (uint8_t)max;
+			return 0;
+		}
+	}
+	return -EPROTO;
+}
+
+/* c's first frames (its SETTINGS, the connection window's WINDOW_UPDATE)
+ * serialized into its output now, the SETTINGS telling the client
+ * c->max_streams. 0, or -ENOMEM / -EPROTO (nghttp2 serialized something
+ * else: the limit would not be advertised). */
+static int advertise_settings(struct mtd_conn *c)
+{
+	bool done = false;
+	for (;;) {
+		const uint8_t *data;
+		ssize_t n = nghttp2_session_mem_send(c->ng, &data);
+		if (n < 0)
+			return -EPROTO;
+		if (n == 0)
+			return done ? 0 : -EPROTO;
+		size_t at = c->out_len;
+		if (mtd_conn_out_append(c, data, (size_t)n) < 0)
+			return -ENOMEM;
+		if (!done) {
+			if (set_advertised_max(c->out + at, (size_t)n, c->max_streams) < 0)
+				return -EPROTO;
+			done = true;
+		}
+	}
+}
+
+/* A request past c->max_streams: RST_STREAM(REFUSED_STREAM) for it alone,
+ * counted as a glitch (a client that read our SETTINGS never sends one).
+ * Its header block is still decoded (the HPACK state needs it) and goes
+ * nowhere: the stream has no call. */
+static int refuse_stream(nghttp2_session *ng, struct mtd_conn *c, int32_t sid)
+{
+	MTD_DEBUG("client %s: stream %d: past max_concurrent_streams (%u): REFUSED_STREAM", c->peer, sid,
+	          c->max_streams);
+	if (nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_REFUSED_STREAM) != 0)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets it all the same */
+	return glitch(ng, c);
+}
+
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
 {
 	struct mtd_conn *c = ud;
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
+	if (c->n_streams >= c->max_streams)
+		return refuse_stream(ng, c, frame->hd.stream_id);
 	struct mtd_call *call = mtd_slab_calloc(&c->w->slab, 1, sizeof(*call));
 	if (!call)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
@@ -525,8 +599,9 @@ struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd)
 		free(c);
 		return NULL;
 	}
+	c->max_streams = d->max_concurrent_streams;
 	nghttp2_settings_entry iv[] = {
-	        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, d->max_concurrent_streams},
+	        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, NO_LIMIT}, /* c->max_streams on the wire */
 	        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size},
 	        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size},
 	        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
@@ -534,9 +609,9 @@ struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd)
 	};
 	/* The connection window bounds what all of a client's calls may have
 	 * buffered here at once. */
-	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0) {
-		nghttp2_session_del(c->ng);
-		free(c);
+	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0 ||
+	    advertise_settings(c) < 0) {
+		mtd_conn_free(c);
 		return NULL;
 	}
 	return c;
@@ -548,8 +623,7 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	if (!c)
 		return -ENOMEM;
 	if (mtd_conn_start_io(c) < 0) {
-		nghttp2_session_del(c->ng);
-		free(c);
+		mtd_conn_free(c);
 		return -ENOMEM;
 	}
 	LIST_INSERT_HEAD(&w->downs, c, link);

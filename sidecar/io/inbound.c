@@ -344,10 +344,8 @@ static int in_accept(struct mtd_worker *w, unsigned idx, int fd)
 	struct mtd_in_peer *in = calloc(1, sizeof(*in));
 	struct mtd_conn *c = ctx && in ? mtd_down_conn_new(w, fd) : NULL;
 	if (!c || mtd_tls_server_start(c, ctx) < 0) {
-		if (c) {
-			nghttp2_session_del(c->ng);
-			free(c);
-		}
+		if (c)
+			mtd_conn_free(c);
 		free(in);
 		if (ctx)
 			mtd_tls_ctx_free(ctx);
