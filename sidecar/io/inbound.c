@@ -234,6 +234,7 @@ static const struct mtd_conn_ops in_ops = {
         .prescan = in_prescan,
         .after_recv = in_after_recv,
         .on_close = in_on_close,
+        .on_priority = mtd_down_on_priority,
 };
 
 /* The handshake did not end well: counted, logged (rate-limited), closed. */

@@ -1,8 +1,10 @@
-"""RFC 9113 conformance of maitred's listener where nghttp2 1.52, run the way
-maitred runs it (no closed-stream state, no RFC 7540 priorities), lets a
-peer's mistake pass: frames on closed streams (§5.1), stream ids going
-backwards (§5.1.1), PRIORITY on stream 0 or on itself (§5.3.1, §6.3).
-One raw-frame test per case; python3-h2 encodes the header blocks."""
+"""RFC 9113 conformance where nghttp2 1.52, run the way maitred runs it (no
+closed-stream state, no RFC 7540 priorities), lets a peer's mistake pass:
+frames on closed streams (§5.1), stream ids going backwards (§5.1.1),
+PRIORITY on stream 0 or on itself (§5.3.1, §6.3); and the stream limit
+(§5.1.2). On maitred's listener (a raw client; python3-h2 encodes the
+header blocks) and on its upstream connections (a raw upstream: h2spec's
+client cases 5.1/5, 5.1/6, 5.1/8, 5.1/9, 6.1/2 and 6.3/1)."""
 
 import socket
 import struct
@@ -10,7 +12,7 @@ import time
 
 import h2.errors
 
-from h2raw import H2Client, Stream
+from h2raw import H2Client, RawUpstream, Stream
 from harness import MaitredTest, maitred_only, CALL_LIMIT
 
 PATH = "/maitred.testing.v1.Echo/Unary"
@@ -351,3 +353,120 @@ class StreamLimit(MaitredTest):
     @maitred_only
     def test_once_the_client_acknowledged_the_limit_too(self):
         self.over_the_limit(acknowledge=True)
+
+
+RESP = [(":status", "200"), ("content-type", "application/grpc")]
+TRAILERS_ONLY = RESP + [("grpc-status", "0")]
+
+
+def answer(sid, encode, msg=b"ok"):
+    """A well-formed answer: headers, one message, trailers."""
+    return (frame(HEADERS, END_HEADERS, sid, encode(RESP)) +
+            frame(DATA, 0, sid, struct.pack(">BI", 0, len(msg)) + msg) +
+            frame(HEADERS, END_HEADERS | END_STREAM, sid, encode([("grpc-status", "0")])))
+
+
+class UpstreamConformance(MaitredTest):
+    """maitred as an HTTP/2 client: what it answers to an upstream that
+    sends frames on a stream already closed, or PRIORITY on stream 0 (the
+    upstream side had no closed-stream state: such frames were ignored)."""
+
+    def run_case(self, script, on_reset=None, timeout=5):
+        up = RawUpstream(script, on_reset)
+        self.addCleanup(up.close)
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        call = self.raw_unary(m, "/raw.Upstream/Call")
+        fut = call.future(b"x", timeout=timeout)
+        return up, m, call, fut
+
+    def assert_answer(self, up, ftype, code, sid=1):
+        f = up.wait_frame(lambda t, fl, s, p: t in (RST_STREAM, 0x7))
+        self.assertIsNotNone(f, "maitred answered nothing: %r" % [x[1:4] for x in up.frames])
+        t, _, s, p = f
+        got = int.from_bytes(p[:4] if t == RST_STREAM else p[4:8], "big")
+        self.assertEqual((t, got), (ftype, code), "maitred's first RST_STREAM / GOAWAY (stream %d)" % s)
+        if t == RST_STREAM:
+            self.assertEqual(s, sid)
+
+    @maitred_only
+    def test_data_after_the_upstreams_rst_stream(self):
+        # 5.1/5: a stream error STREAM_CLOSED; the connection goes on.
+        def script(sid, encode):
+            return (frame(HEADERS, END_HEADERS, sid, encode(RESP)) +
+                    frame(RST_STREAM, 0, sid, struct.pack(">I", E.CANCEL)) +
+                    frame(DATA, END_STREAM, sid, b"\0\0\0\0\0"))
+        up, m, _, fut = self.run_case(script)
+        self.assert_answer(up, RST_STREAM, E.STREAM_CLOSED)
+        self.assertIsNone(up.wait_frame(lambda t, *_: t == 0x7, 0.5), "a stream error cost the connection")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_headers_after_the_upstreams_rst_stream(self):
+        # 5.1/6
+        def script(sid, encode):
+            return (frame(HEADERS, END_HEADERS, sid, encode(RESP)) +
+                    frame(RST_STREAM, 0, sid, struct.pack(">I", E.CANCEL)) +
+                    frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY)))
+        up, m, _, _ = self.run_case(script)
+        self.assert_answer(up, 0x7, E.STREAM_CLOSED)
+        self.stop_maitred(m)
+
+    def data_after_end(self, apart):
+        # 5.1/8 and 6.1/2: the upstream ended its half, then sent DATA.
+        def script(sid, encode):
+            parts = [frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY)),
+                     frame(DATA, END_STREAM, sid, b"\0\0\0\0\0")]
+            return parts if apart else b"".join(parts)
+        up, m, _, _ = self.run_case(script)
+        self.assert_answer(up, 0x7, E.STREAM_CLOSED)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_data_after_the_upstreams_end_stream_in_one_read(self):
+        self.data_after_end(apart=False)
+
+    @maitred_only
+    def test_data_after_the_upstreams_end_stream_later(self):
+        self.data_after_end(apart=True)
+
+    @maitred_only
+    def test_headers_after_the_upstreams_end_stream(self):
+        # 5.1/9
+        def script(sid, encode):
+            return [frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY)),
+                    frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY))]
+        up, m, _, _ = self.run_case(script)
+        self.assert_answer(up, 0x7, E.STREAM_CLOSED)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_priority_on_stream_zero_from_the_upstream(self):
+        # 6.3/1
+        def script(sid, encode):
+            return frame(PRIORITY, 0, 0, struct.pack(">IB", 1, 16)) + answer(sid, encode)
+        up, m, _, _ = self.run_case(script)
+        self.assert_answer(up, 0x7, E.PROTOCOL_ERROR)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_frames_after_maitreds_own_reset_are_ignored(self):
+        # maitred cancelled the stream (the client's deadline) while the
+        # upstream was answering: what the upstream had in flight is
+        # ignored (§5.1 "closed"), and the next call on the same connection
+        # is served.
+        calls = []
+
+        def script(sid, encode):
+            calls.append(sid)
+            return b"" if len(calls) == 1 else answer(sid, encode)
+
+        def late(sid, encode):
+            return answer(sid, encode) + frame(DATA, 0, sid, b"\0\0\0\0\0")
+        up, m, call, fut = self.run_case(script, on_reset=late, timeout=0.5)
+        wait_rst = up.wait_frame(lambda t, fl, s, p: t == RST_STREAM and s == 1)
+        self.assertIsNotNone(wait_rst, "maitred did not cancel the stream")
+        self.assertEqual(int.from_bytes(wait_rst[3][:4], "big"), E.CANCEL)
+        self.assertEqual(call(b"y", timeout=CALL_LIMIT), b"ok")
+        self.assertEqual(up.conns, 1, "the connection was lost")
+        self.assertEqual([f for f in up.frames if f[1] == 0x7], [], "GOAWAY")
+        self.stop_maitred(m)
