@@ -95,6 +95,7 @@ struct mtd_conn {
 	bool read_paused;        /* output backed up, or doomed: stop reading */
 	int64_t doomed_ns;       /* session wants no more input: closes 5 s on */
 	int64_t stalled_ns;      /* output waiting and the peer read none since */
+	size_t stalled_read;     /* bytes read from the peer since then (conn.c) */
 	int32_t max_sid;         /* highest stream with a call (downstream) */
 	uint32_t glitches;       /* empty/invalid frames (downstream) */
 	/* Downstream deadlines (worker housekeeping): the client preface and

@@ -40,6 +40,13 @@
 #define OUT_KEEP_MAX 65536
 /* Frames nghttp2 may hold queued for a peer before we stop reading it. */
 #define OUTBOUND_QUEUE_MAX 4096
+/* Bytes read from a peer while our writes to it block (it has read
+ * nothing of what we owe it since): past this it is read no more until it
+ * reads. Answers can be far smaller than what asked for them (a
+ * Trailers-Only HEADERS of some 20 bytes for a call of up to
+ * max_header_list_size), so the output's mark bounds what is read from a
+ * peer that reads nothing only by that ratio. */
+#define STALLED_READ_MAX (256 * 1024)
 /* Reads per readable event, so one busy peer cannot starve the others. */
 #define READ_ROUNDS 8
 /* A read is fed to the session this much at a time, the frames it queued
@@ -273,6 +280,7 @@ static int write_out(struct mtd_conn *c)
 		if (n > 0) {
 			c->out_off += (size_t)n;
 			c->stalled_ns = 0; /* the peer reads */
+			c->stalled_read = 0;
 			continue;
 		}
 		if (mtd_io_wants(n)) {
@@ -337,6 +345,20 @@ static void gather_others(struct mtd_worker *w, const struct mtd_conn *reader)
 	}
 }
 
+/* While c's socket takes no more of its output: whether to stop reading
+ * the peer (HARDENING.md: a peer that reads nothing is read no more than a
+ * bounded amount). What it owes the peer counts wherever it waits: in c's
+ * output buffer (gathering stops at the mark, so the pause must trigger at
+ * it, not past it), in nghttp2's queue (frames submitted and not gathered:
+ * small answers, each of which holds a stream until serialized), and in
+ * the kernel (what the peer's reads would take first: bounded by
+ * TCP_NOTSENT_LOWAT, and what was read since it took none). */
+static bool output_pressed(const struct mtd_conn *c)
+{
+	return c->out_len - c->out_off >= OUT_HIGH_WATER || c->stalled_read > STALLED_READ_MAX ||
+	       (c->ng && nghttp2_session_get_outbound_queue_size(c->ng) > OUTBOUND_QUEUE_MAX);
+}
+
 /* libevent refused a wait c needs (for readability or writability): c
  * would never move again. -EIO, c closed. */
 static int io_wait_failed(struct mtd_conn *c)
@@ -367,7 +389,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 			 * what we owe it is not read either. Gathering stops at
 			 * the mark, so the pause must trigger at it, not past it. */
 			if ((!c->want_read_on_write && event_add(&c->wev, NULL) != 0) ||
-			    set_read_paused(c, c->doomed_ns || c->out_len - c->out_off >= OUT_HIGH_WATER) < 0)
+			    set_read_paused(c, c->doomed_ns || output_pressed(c)) < 0)
 				return io_wait_failed(c);
 			if (c->ng && !c->doomed_ns && !nghttp2_session_want_read(c->ng))
 				mtd_conn_doom(c);
@@ -381,6 +403,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 	}
 	c->want_read_on_write = false;
 	c->stalled_ns = 0;
+	c->stalled_read = 0;
 	if (set_read_paused(c, c->doomed_ns != 0) < 0)
 		return io_wait_failed(c);
 	/* Drained: a connection without streams keeps no output buffer, nor
@@ -418,6 +441,8 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			return false;
 		}
 		c->last_read_ns = mtd_now_ns();
+		if (c->stalled_ns)
+			c->stalled_read += (size_t)n;
 		if (c->ops->prescan && c->ops->prescan(c, w->rbuf, (size_t)n) < 0)
 			break; /* doomed: its GOAWAY goes out with the flush */
 		ssize_t rv = 0;
@@ -444,8 +469,10 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		}
 		/* HARDENING.md: a peer that makes us queue frames (RST_STREAMs,
 		 * ACKs) while not reading its socket is read no further until
-		 * the queue has gone out (CVE-2019-9514 reset flood). */
-		if (rv >= 0 && nghttp2_session_get_outbound_queue_size(c->ng) > OUTBOUND_QUEUE_MAX) {
+		 * the queue has gone out (CVE-2019-9514 reset flood), nor one
+		 * read that much since it stopped taking our output. */
+		if (rv >= 0 && (nghttp2_session_get_outbound_queue_size(c->ng) > OUTBOUND_QUEUE_MAX ||
+		                c->stalled_read > STALLED_READ_MAX)) {
 			set_read_paused(c, true);
 			break;
 		}
@@ -503,15 +530,18 @@ static void conn_io_cb(evutil_socket_t fd, short what, void *arg)
  * So a connection whose HTTP/2 was up ends with shutdown(SHUT_WR) (our FIN
  * after the last bytes), then reads and drops what still comes for a
  * bounded linger, then closes: on the peer's FIN or error, after
- * LINGER_MS, or at once past LINGER_MAX lingering sockets per worker. */
-#define LINGER_MS  1000
-#define LINGER_MAX 256
+ * LINGER_MS or LINGER_BYTES dropped (a peer that floods is read no more
+ * for it), or at once past LINGER_MAX lingering sockets per worker. */
+#define LINGER_MS    1000
+#define LINGER_BYTES (128 * 1024)
+#define LINGER_MAX   256
 
 struct mtd_linger {
 	struct event ev;
 	struct mtd_worker *w;
 	int fd;
 	int64_t until_ns;
+	size_t dropped;
 	LIST_ENTRY(mtd_linger) link;
 };
 
@@ -529,10 +559,11 @@ static void linger_cb(evutil_socket_t fd, short what, void *arg)
 	struct mtd_linger *l = arg;
 	if (what & EV_READ) {
 		char buf[4096];
-		ssize_t n;
-		while ((n = read(fd, buf, sizeof(buf))) > 0)
-			;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && mtd_now_ns() < l->until_ns)
+		ssize_t n = 0;
+		while (l->dropped < LINGER_BYTES && (n = read(fd, buf, sizeof(buf))) > 0)
+			l->dropped += (size_t)n;
+		if (l->dropped < LINGER_BYTES && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) &&
+		    mtd_now_ns() < l->until_ns)
 			return; /* drained for now; the peer has not closed */
 	}
 	linger_end(l);

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "core/log.h"
@@ -20,6 +22,9 @@
 #include "sidecar/io/downstream.h"
 #include "sidecar/io/inbound.h"
 #include "sidecar/turn.h"
+
+/* Unsent bytes the kernel may hold for a client (TCP_NOTSENT_LOWAT). */
+#define NOTSENT_LOWAT (64 * 1024)
 
 static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
 {
@@ -349,6 +354,14 @@ struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd)
 		}
 	}
 	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+	/* What the kernel holds unsent for the client is output waiting too:
+	 * without a bound, the send buffer (4 MiB on loopback) took some
+	 * 100,000 small answers for a client that read none, and maitred read
+	 * their calls (2 MB) before its writes ever blocked. Past this much
+	 * unsent, writes block (and the output pressure sees it: conn.c). */
+	int lowat = NOTSENT_LOWAT;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat)) < 0)
+		MTD_DEBUG("client %s: TCP_NOTSENT_LOWAT: %s", c->peer, strerror(errno));
 	if (mtd_conn_timer_init(c) < 0 ||
 	    nghttp2_session_server_new3(&c->ng, w->down_cbs, c, w->down_opt, &w->ng_mem) != 0) {
 		free(c);
