@@ -111,5 +111,9 @@ say "stopping (SIGTERM drains maitred)"
 kill -TERM "$mpid"
 rc=0
 for i in $(seq 1 300); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+# A drain that does not end, or ends in a crash, fails the demo (the
+# cleanup kills what is left).
+kill -0 "$mpid" 2>/dev/null && fail "maitred did not exit within 30 s of SIGTERM"
 wait "$mpid" || rc=$?
-echo "maitred exited with status $rc"
+[ "$rc" -eq 0 ] || fail "maitred exited with status $rc at SIGTERM (0 expected: a drain ends cleanly)"
+echo "maitred exited with status 0"

@@ -24,6 +24,9 @@
 #      binary be instrumented again;
 #   7. run-tests.sh a third time, nothing changed: no configure at all;
 #   8. deploy/demo.sh again (run-tests first, then the demo).
+# Each run-tests.sh must have run its integration tests, not skipped them
+# (run.sh's exit 77 passes make check), and each demo must end with
+# maitred's exit 0 at SIGTERM (demo.sh fails otherwise).
 # The clone is removed when everything passed, kept (and named) otherwise.
 #
 # Environment: NEWCOMER_IT (default "test_calls test_config_cli test_deploy"),
@@ -58,6 +61,17 @@ step() {
 		fail "$name (log: $log)"
 	fi
 }
+# ran_integration STEP: the integration tests of that run ran and passed.
+# run.sh exits 77 (skipped) without grpcio, which make check counts as a
+# success: the newcomer would then have tested nothing of the daemon.
+ran_integration() {
+	local trs=build-asan/tests/integration/run.sh.trs
+	[ -f "$trs" ] || fail "$1: no $trs: the integration tests did not run"
+	if ! grep -q '^:test-result: PASS' "$trs" || grep -q -v '^:test-result: PASS' <(grep '^:test-result:' "$trs"); then
+		fail "$1: the integration tests did not pass: $(grep '^:test-result:' "$trs" | tr '\n' ' ')"
+	fi
+	echo "ok: $1: the integration tests ran ($(grep -c '^:test-result: PASS' "$trs") PASS)"
+}
 has_san() { # BINARY: the sanitizers whose entry symbols it has, e.g. "asan ubsan"
 	local syms out=""
 	syms=$(nm -D "$1")
@@ -87,6 +101,7 @@ say "3. deploy/run-tests.sh (short: TSAN=0 VALGRIND=0 FUZZ_TIME=0, integration: 
 step "deploy/run-tests.sh" 3-run-tests.log env MAITRED_IT="$IT" \
 	CHECK_TESTS="tests/unit/test_core tests/unit/test_config tests/integration/run.sh" deploy/run-tests.sh
 grep -h -E '^# (TOTAL|PASS|FAIL)|^integration:' "$dir/3-run-tests.log" build-asan/tests/integration/run.sh.log || true
+ran_integration "deploy/run-tests.sh"
 
 say "4. build-asan/'s maitred is instrumented, build/'s is not"
 got=$(has_san build-asan/sidecar/maitred)
@@ -113,6 +128,7 @@ step "deploy/run-tests.sh (after build-asan/ was configured without sanitizers)"
 	env CHECK_TESTS="tests/unit/test_core tests/integration/run.sh" \
 	MAITRED_IT=test_config_cli.Cli.test_version deploy/run-tests.sh
 grep -q 'configuring it afresh' "$dir/6-run-tests.log" || fail "run-tests.sh did not configure build-asan/ afresh"
+ran_integration "deploy/run-tests.sh (after build-asan/ was configured without sanitizers)"
 got=$(has_san build-asan/sidecar/maitred)
 [ "$got" = "asan ubsan" ] || fail "after run-tests.sh build-asan/sidecar/maitred has sanitizers '$got'"
 echo "ok: configured afresh; build-asan/sidecar/maitred: $got"
@@ -124,6 +140,7 @@ step "deploy/run-tests.sh (again)" 7-run-tests.log \
 if grep -q -E 'configuring it afresh|^==> configure in|source tree is configured in place' "$dir/7-run-tests.log"; then
 	fail "the second run configured again"
 fi
+ran_integration "deploy/run-tests.sh (again)"
 echo "ok: build-asan/ kept as it was"
 
 say "8. deploy/demo.sh after run-tests.sh"

@@ -38,6 +38,9 @@ struct mtd_conn_ops {
 	/* c is closing, its fd and events gone: detach what holds it (its
 	 * calls or attempts learn it from here). */
 	void (*on_close)(struct mtd_conn *c);
+	/* A PRIORITY frame mtd_conn_prescan saw (NULL: nothing to do): work
+	 * for nothing without RFC 7540 priorities. May doom c. */
+	void (*on_priority)(struct mtd_conn *c);
 };
 
 /* Upstream connection states:
@@ -65,11 +68,11 @@ enum mtd_conn_state {
 };
 
 /* RST_STREAM(STREAM_CLOSED) answers to late DATA one read may queue, and
- * the client resets the byte scan remembers (downstream.c). */
+ * the peer's resets and stream ends the byte scan remembers (conn.c). */
 #define MTD_LATE_DATA_DUE 8
 #define MTD_SCAN_RST 8
 
-/* Closed downstream streams remembered per connection (RFC 9113 §5.1). */
+/* Closed streams remembered per connection (RFC 9113 §5.1, conn.c). */
 #define MTD_CLOSED_RING 16
 
 
@@ -95,6 +98,7 @@ struct mtd_conn {
 	bool read_paused;        /* output backed up, or doomed: stop reading */
 	int64_t doomed_ns;       /* session wants no more input: closes 5 s on */
 	int64_t stalled_ns;      /* output waiting and the peer read none since */
+	size_t stalled_read;     /* bytes read from the peer since then (conn.c) */
 	int32_t max_sid;         /* highest stream with a call (downstream) */
 	uint32_t glitches;       /* empty/invalid frames (downstream) */
 	/* Downstream deadlines (worker housekeeping): the client preface and
@@ -112,15 +116,18 @@ struct mtd_conn {
 	 * mtd_conn_field_ud). */
 	int32_t field_sid;
 	void *field_ud;
-	/* RFC 9113 §5.1 on streams nghttp2 forgot (downstream.c): the highest
-	 * stream id the client opened, the stream of the RST_STREAM being
-	 * processed, and the last closes with how each happened. */
-	int32_t max_peer_sid;
+	/* RFC 9113 §5.1 on streams nghttp2 forgot (conn.c, both sides): the
+	 * highest stream id opened (by the client: the peer downstream,
+	 * maitred upstream), the stream of the RST_STREAM being processed, and
+	 * the last closes with how each happened. */
+	int32_t top_sid;
 	int32_t rst_recv_sid;
-	/* The last streams the scan saw a RST_STREAM for (ring): a read can
-	 * carry a burst of resets and then each stream's late DATA. */
+	/* The last streams the scan saw a RST_STREAM for, and the last the
+	 * peer ended (END_STREAM) (rings): a read can carry a burst of resets
+	 * and then each stream's late DATA. */
 	int32_t scan_rst_sids[MTD_SCAN_RST];
-	uint8_t scan_rst_next;
+	int32_t scan_end_sids[MTD_SCAN_RST];
+	uint8_t scan_rst_next, scan_end_next;
 	int32_t late_data_sid; /* the last one answered RST_STREAM(STREAM_CLOSED) for DATA after it */
 	/* Those answers, submitted once nghttp2 has read the bytes: at most
 	 * MTD_LATE_DATA_DUE per read (the DATA is dropped either way). */
@@ -131,8 +138,8 @@ struct mtd_conn {
 		int32_t sid;
 		uint8_t how;
 	} closed_ring[MTD_CLOSED_RING];
-	/* RFC 9113 §5.3.1/§6.3 (downstream.c, down_prescan): where the
-	 * byte stream is in the client's frames. */
+	/* RFC 9113 §5.3.1/§6.3 (conn.c, mtd_conn_prescan): where the byte
+	 * stream is in the peer's frames. */
 	uint32_t scan_skip;  /* bytes to pass before the next frame header */
 	uint8_t scan_hdr[9]; /* the frame header being gathered */
 	uint8_t scan_have;   /* of scan_hdr, or of scan_dep below */
@@ -151,6 +158,10 @@ struct mtd_conn {
 	LIST_HEAD(, mtd_call) calls;       /* downstream: calls with a stream here */
 	LIST_HEAD(, mtd_up_stream) streams; /* upstream: streams open here (io/stream-t.h) */
 	uint32_t n_streams;               /* streams open (length of that list) */
+	/* Streams that may be open at once: upstream, min(the peer's SETTINGS,
+	 * the config's cap); downstream, what its SETTINGS advertised (a
+	 * request past it is refused, downstream.c). */
+	uint32_t max_streams;
 	int64_t last_active_ns;           /* last stream end or start, for idle */
 	/* An inbound peer's connection (inbound.c: listener, identity,
 	 * x-forwarded-client-cert), owned; NULL for the app's and upstream. */
@@ -162,7 +173,6 @@ struct mtd_conn {
 	 * streams only while the pool's service has that generation. */
 	uint64_t tls_gen;
 	int64_t opened_ns; /* its connect began (upstream.max_connection_age) */
-	uint32_t max_streams; /* min(peer SETTINGS, config cap) */
 	bool settings_seen;   /* the peer's first SETTINGS arrived */
 	int64_t ping_sent_ns; /* 0 = no keepalive PING outstanding */
 	int64_t last_read_ns;

@@ -40,6 +40,13 @@
 #define OUT_KEEP_MAX 65536
 /* Frames nghttp2 may hold queued for a peer before we stop reading it. */
 #define OUTBOUND_QUEUE_MAX 4096
+/* Bytes read from a peer while our writes to it block (it has read
+ * nothing of what we owe it since): past this it is read no more until it
+ * reads. Answers can be far smaller than what asked for them (a
+ * Trailers-Only HEADERS of some 20 bytes for a call of up to
+ * max_header_list_size), so the output's mark bounds what is read from a
+ * peer that reads nothing only by that ratio. */
+#define STALLED_READ_MAX (256 * 1024)
 /* Reads per readable event, so one busy peer cannot starve the others. */
 #define READ_ROUNDS 8
 /* A read is fed to the session this much at a time, the frames it queued
@@ -237,6 +244,15 @@ int mtd_conn_send_data(struct mtd_conn *c, const uint8_t *framehd, const struct 
 	return c->out_len - c->out_off >= OUT_HIGH_WATER ? NGHTTP2_ERR_PAUSE : 0;
 }
 
+int mtd_conn_out_append(struct mtd_conn *c, const uint8_t *p, size_t n)
+{
+	if (out_reserve(c, n) < 0)
+		return -ENOMEM;
+	memcpy(c->out + c->out_len, p, n);
+	c->out_len += n;
+	return 0;
+}
+
 /* Give c's drained output buffer up (issue 19 §3: an idle connection
  * holds none; 16 KiB of address space and the pages its frames touched,
  * 4 KiB of private memory per idle connection): to the worker's spares if
@@ -264,6 +280,7 @@ static int write_out(struct mtd_conn *c)
 		if (n > 0) {
 			c->out_off += (size_t)n;
 			c->stalled_ns = 0; /* the peer reads */
+			c->stalled_read = 0;
 			continue;
 		}
 		if (mtd_io_wants(n)) {
@@ -296,12 +313,10 @@ static int gather(struct mtd_conn *c)
 		}
 		if (n == 0)
 			break;
-		if (out_reserve(c, (size_t)n) < 0) {
+		if (mtd_conn_out_append(c, data, (size_t)n) < 0) {
 			mtd_conn_close(c);
 			return -ENOMEM;
 		}
-		memcpy(c->out + c->out_len, data, (size_t)n);
-		c->out_len += (size_t)n;
 	}
 	return 0;
 }
@@ -328,6 +343,20 @@ static void gather_others(struct mtd_worker *w, const struct mtd_conn *reader)
 		if (gather(o) < 0 || o->state == MTD_CONN_CLOSED)
 			break;
 	}
+}
+
+/* While c's socket takes no more of its output: whether to stop reading
+ * the peer (HARDENING.md: a peer that reads nothing is read no more than a
+ * bounded amount). What it owes the peer counts wherever it waits: in c's
+ * output buffer (gathering stops at the mark, so the pause must trigger at
+ * it, not past it), in nghttp2's queue (frames submitted and not gathered:
+ * small answers, each of which holds a stream until serialized), and in
+ * the kernel (what the peer's reads would take first: bounded by
+ * TCP_NOTSENT_LOWAT, and what was read since it took none). */
+static bool output_pressed(const struct mtd_conn *c)
+{
+	return c->out_len - c->out_off >= OUT_HIGH_WATER || c->stalled_read > STALLED_READ_MAX ||
+	       (c->ng && nghttp2_session_get_outbound_queue_size(c->ng) > OUTBOUND_QUEUE_MAX);
 }
 
 /* libevent refused a wait c needs (for readability or writability): c
@@ -360,7 +389,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 			 * what we owe it is not read either. Gathering stops at
 			 * the mark, so the pause must trigger at it, not past it. */
 			if ((!c->want_read_on_write && event_add(&c->wev, NULL) != 0) ||
-			    set_read_paused(c, c->doomed_ns || c->out_len - c->out_off >= OUT_HIGH_WATER) < 0)
+			    set_read_paused(c, c->doomed_ns || output_pressed(c)) < 0)
 				return io_wait_failed(c);
 			if (c->ng && !c->doomed_ns && !nghttp2_session_want_read(c->ng))
 				mtd_conn_doom(c);
@@ -374,6 +403,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 	}
 	c->want_read_on_write = false;
 	c->stalled_ns = 0;
+	c->stalled_read = 0;
 	if (set_read_paused(c, c->doomed_ns != 0) < 0)
 		return io_wait_failed(c);
 	/* Drained: a connection without streams keeps no output buffer, nor
@@ -411,6 +441,8 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			return false;
 		}
 		c->last_read_ns = mtd_now_ns();
+		if (c->stalled_ns)
+			c->stalled_read += (size_t)n;
 		if (c->ops->prescan && c->ops->prescan(c, w->rbuf, (size_t)n) < 0)
 			break; /* doomed: its GOAWAY goes out with the flush */
 		ssize_t rv = 0;
@@ -437,8 +469,10 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		}
 		/* HARDENING.md: a peer that makes us queue frames (RST_STREAMs,
 		 * ACKs) while not reading its socket is read no further until
-		 * the queue has gone out (CVE-2019-9514 reset flood). */
-		if (rv >= 0 && nghttp2_session_get_outbound_queue_size(c->ng) > OUTBOUND_QUEUE_MAX) {
+		 * the queue has gone out (CVE-2019-9514 reset flood), nor one
+		 * read that much since it stopped taking our output. */
+		if (rv >= 0 && (nghttp2_session_get_outbound_queue_size(c->ng) > OUTBOUND_QUEUE_MAX ||
+		                c->stalled_read > STALLED_READ_MAX)) {
 			set_read_paused(c, true);
 			break;
 		}
@@ -496,15 +530,18 @@ static void conn_io_cb(evutil_socket_t fd, short what, void *arg)
  * So a connection whose HTTP/2 was up ends with shutdown(SHUT_WR) (our FIN
  * after the last bytes), then reads and drops what still comes for a
  * bounded linger, then closes: on the peer's FIN or error, after
- * LINGER_MS, or at once past LINGER_MAX lingering sockets per worker. */
-#define LINGER_MS  1000
-#define LINGER_MAX 256
+ * LINGER_MS or LINGER_BYTES dropped (a peer that floods is read no more
+ * for it), or at once past LINGER_MAX lingering sockets per worker. */
+#define LINGER_MS    1000
+#define LINGER_BYTES (128 * 1024)
+#define LINGER_MAX   256
 
 struct mtd_linger {
 	struct event ev;
 	struct mtd_worker *w;
 	int fd;
 	int64_t until_ns;
+	size_t dropped;
 	LIST_ENTRY(mtd_linger) link;
 };
 
@@ -522,10 +559,11 @@ static void linger_cb(evutil_socket_t fd, short what, void *arg)
 	struct mtd_linger *l = arg;
 	if (what & EV_READ) {
 		char buf[4096];
-		ssize_t n;
-		while ((n = read(fd, buf, sizeof(buf))) > 0)
-			;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && mtd_now_ns() < l->until_ns)
+		ssize_t n = 0;
+		while (l->dropped < LINGER_BYTES && (n = read(fd, buf, sizeof(buf))) > 0)
+			l->dropped += (size_t)n;
+		if (l->dropped < LINGER_BYTES && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) &&
+		    mtd_now_ns() < l->until_ns)
 			return; /* drained for now; the peer has not closed */
 	}
 	linger_end(l);
@@ -601,4 +639,271 @@ void mtd_conn_resume(struct mtd_conn *c, int32_t sid, const char *what)
 		}
 	}
 	mtd_conn_want_flush(c);
+}
+
+/* ---- RFC 9113 where nghttp2 1.52 leaves it to us (both sides) ------------
+ *
+ * The sessions run without closed-stream state (a client session never
+ * keeps any; a server one, no_closed_streams) and without RFC 7540
+ * priorities, so nghttp2 ignores frames on a stream it has forgotten and
+ * skips PRIORITY frames unread. The last MTD_CLOSED_RING closes of a
+ * connection are remembered here with how they closed, which is what
+ * decides what a late frame from the peer means:
+ *
+ *   PEER_RST  the peer reset it: §5.1 makes anything but PRIORITY a
+ *             stream error STREAM_CLOSED. DATA gets that stream error
+ *             (RST_STREAM(STREAM_CLOSED), the DATA dropped, the connection
+ *             kept): grpc-java on Netty sends the DATA it had queued after
+ *             its RST_STREAM(CANCEL), and a connection error would lose its
+ *             other calls. A second RST_STREAM is ignored (§5.4.2 forbids
+ *             answering one with one; Netty sends RST_STREAM(STREAM_CLOSED)
+ *             when response HEADERS cross its CANCEL). HEADERS and
+ *             WINDOW_UPDATE are connection errors (§5.4.1 allows it).
+ *   END       both sides ended it: DATA / HEADERS / CONTINUATION are
+ *             STREAM_CLOSED; WINDOW_UPDATE and RST_STREAM may still be in
+ *             flight (§5.1 "closed", §6.9) and are ignored
+ *   OUR_RST   maitred reset it while the peer could still send: every
+ *             frame may be in flight and is ignored (§5.1 "closed")
+ *
+ * DATA after the peer's own END_STREAM is STREAM_CLOSED too, the stream
+ * closed or not. On a connection whose peer opens the streams (a client's:
+ * a server session), a HEADERS on a stream id lower than one
+ * already opened that is in none of these is a connection PROTOCOL_ERROR
+ * (§5.1.1); on an upstream connection it is a late frame nobody remembers
+ * and is ignored, as are other frames on a forgotten stream, as nghttp2
+ * does. HEADERS, WINDOW_UPDATE and RST_STREAM are judged in
+ * mtd_conn_on_begin_frame; DATA, which nghttp2 drops on a forgotten stream
+ * before any callback, in mtd_conn_prescan, which also follows the peer's
+ * bytes for the PRIORITY rules (§5.3.1, §6.3). A lone CONTINUATION is
+ * nghttp2's PROTOCOL_ERROR (§6.10). */
+enum { CLOSED_PEER_RST = 1, CLOSED_END, CLOSED_OUR_RST };
+
+static void remember_closed(struct mtd_conn *c, int32_t sid, uint8_t how)
+{
+	c->closed_ring[c->closed_next].sid = sid;
+	c->closed_ring[c->closed_next].how = how;
+	c->closed_next = (uint8_t)((c->closed_next + 1) % MTD_CLOSED_RING);
+}
+
+static uint8_t closed_how(const struct mtd_conn *c, int32_t sid)
+{
+	for (unsigned i = 0; i < MTD_CLOSED_RING; i++)
+		if (c->closed_ring[i].sid == sid)
+			return c->closed_ring[i].how;
+	return 0;
+}
+
+void mtd_conn_stream_closed(struct mtd_conn *c, int32_t sid)
+{
+	if (sid == c->rst_recv_sid)
+		remember_closed(c, sid, CLOSED_PEER_RST);
+	else if (nghttp2_session_get_stream_remote_close(c->ng, sid) == 1)
+		remember_closed(c, sid, CLOSED_END);
+	else
+		remember_closed(c, sid, CLOSED_OUR_RST);
+}
+
+static void scan_note(int32_t *ring, uint8_t *next, int32_t sid)
+{
+	ring[*next] = sid;
+	*next = (uint8_t)((*next + 1) % MTD_SCAN_RST);
+}
+
+static bool scan_saw(const int32_t *ring, int32_t sid)
+{
+	for (unsigned i = 0; i < MTD_SCAN_RST; i++)
+		if (ring[i] == sid)
+			return true;
+	return false;
+}
+
+/* DATA on a stream the peer reset, before nghttp2 drops it (which counts
+ * it as consumed for the connection window): the §5.1 stream error, once
+ * for a run of such DATA frames, sent by mtd_conn_answer_late_data. */
+static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
+{
+	if (sid == c->late_data_sid)
+		return;
+	c->late_data_sid = sid;
+	for (unsigned i = 0; i < c->n_late_data_due; i++)
+		if (c->late_data_due[i] == sid)
+			return; /* interleaved with another stream's: answered once */
+	if (c->n_late_data_due < MTD_LATE_DATA_DUE)
+		c->late_data_due[c->n_late_data_due++] = sid;
+}
+
+void mtd_conn_answer_late_data(struct mtd_conn *c)
+{
+	unsigned n = c->n_late_data_due;
+	c->n_late_data_due = 0;
+	for (unsigned i = 0; i < n; i++) {
+		int32_t sid = c->late_data_due[i];
+		MTD_DEBUG("%s %s: stream %d: DATA after its RST_STREAM (RFC 9113 §5.1): RST_STREAM(STREAM_CLOSED)",
+		          c->ops->role, c->peer, sid);
+		int rv = nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_STREAM_CLOSED);
+		if (rv != 0) {
+			MTD_WARN("%s %s: stream %d: cannot queue RST_STREAM (%s): closing", c->ops->role, c->peer, sid,
+			         nghttp2_strerror(rv));
+			mtd_conn_close(c);
+			return;
+		}
+	}
+}
+
+int mtd_conn_error(nghttp2_session *ng, struct mtd_conn *c, uint32_t code, const char *why, int32_t sid)
+{
+	MTD_INFO("%s %s: stream %d: %s, closing (%s)", c->ops->role, c->peer, sid, why, nghttp2_http2_strerror(code));
+	nghttp2_session_terminate_session(ng, code);
+	mtd_conn_doom(c);
+	return NGHTTP2_ERR_CALLBACK_FAILURE;
+}
+
+int mtd_conn_on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
+{
+	struct mtd_conn *c = ud;
+	int32_t sid = hd->stream_id;
+	if (hd->type == NGHTTP2_RST_STREAM)
+		c->rst_recv_sid = sid; /* its close follows (mtd_conn_stream_closed) */
+	/* A server session's peer opens the streams. */
+	bool peer_opens = nghttp2_session_check_server_session(ng);
+	if (hd->type == NGHTTP2_HEADERS && sid > c->top_sid && peer_opens) {
+		c->top_sid = sid; /* a new stream: nghttp2 checks the rest */
+		return 0;
+	}
+	if (sid == 0 || !(sid & 1) || sid > c->top_sid || nghttp2_session_find_stream(ng, sid))
+		return 0;
+	uint8_t how = closed_how(c, sid);
+	switch (hd->type) {
+	case NGHTTP2_HEADERS:
+		if (how == CLOSED_PEER_RST || how == CLOSED_END)
+			return mtd_conn_error(ng, c, NGHTTP2_STREAM_CLOSED, "HEADERS on a closed stream (RFC 9113 §5.1)",
+			                      sid);
+		if (!how && peer_opens)
+			return mtd_conn_error(ng, c, NGHTTP2_PROTOCOL_ERROR,
+			                      "HEADERS on a stream id lower than one already used (RFC 9113 §5.1.1)", sid);
+		return 0;
+	case NGHTTP2_WINDOW_UPDATE:
+		if (how == CLOSED_PEER_RST)
+			return mtd_conn_error(ng, c, NGHTTP2_STREAM_CLOSED,
+			                      "frame on a stream the peer reset (RFC 9113 §5.1)", sid);
+		return 0;
+	case NGHTTP2_RST_STREAM: /* ignored however it closed (see PEER_RST above) */
+		return 0;
+	default: /* DATA never gets here: nghttp2 drops it unseen (mtd_conn_prescan) */
+		return 0;
+	}
+}
+
+/* DATA on stream sid (odd, opened), seen by the scan before nghttp2 reads
+ * it. 0, or -EPROTO with a connection error queued. */
+static int scan_data(struct mtd_conn *c, int32_t sid)
+{
+	/* The stream states nghttp2 knows are current: closes happen between
+	 * reads, or by a RST_STREAM or END_STREAM the scan saw before. */
+	uint8_t how = nghttp2_session_find_stream(c->ng, sid) ? 0 : closed_how(c, sid);
+	if (how == CLOSED_OUR_RST)
+		return 0; /* may have been in flight: ignored */
+	if (how == CLOSED_PEER_RST || scan_saw(c->scan_rst_sids, sid)) {
+		data_after_peer_rst(c, sid);
+		return 0;
+	}
+	if (how == CLOSED_END || scan_saw(c->scan_end_sids, sid)) {
+		mtd_conn_error(c->ng, c, NGHTTP2_STREAM_CLOSED, "DATA after the stream's END_STREAM (RFC 9113 §5.1)",
+		               sid);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static uint32_t be24(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+
+static uint32_t be31(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffffu;
+}
+
+int mtd_conn_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
+{
+	const uint8_t *h = c->scan_hdr;
+	while (n > 0) {
+		if (c->scan_skip) {
+			size_t k = n < c->scan_skip ? n : c->scan_skip;
+			p += k;
+			n -= k;
+			c->scan_skip -= (uint32_t)k;
+			continue;
+		}
+		if (c->scan_in_prio) {
+			size_t k = 4u - c->scan_have;
+			if (k > n)
+				k = n;
+			memcpy(c->scan_dep + c->scan_have, p, k);
+			c->scan_have = (uint8_t)(c->scan_have + k);
+			p += k;
+			n -= k;
+			if (c->scan_have < 4)
+				break;
+			c->scan_in_prio = false;
+			c->scan_have = 0;
+			uint32_t sid = be31(h + 5),
+			         pad = h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PADDED) ? 1 : 0;
+			/* RFC 9113 §5.3.1: a stream cannot depend on itself. */
+			if (be31(c->scan_dep) == sid) {
+				mtd_conn_error(c->ng, c, NGHTTP2_PROTOCOL_ERROR, "stream depends on itself (RFC 9113 §5.3.1)",
+				               (int32_t)sid);
+				return -EPROTO;
+			}
+			c->scan_skip = be24(h) - pad - 4;
+			continue;
+		}
+		size_t k = 9u - c->scan_have;
+		if (k > n)
+			k = n;
+		memcpy(c->scan_hdr + c->scan_have, p, k);
+		c->scan_have = (uint8_t)(c->scan_have + k);
+		p += k;
+		n -= k;
+		if (c->scan_have < 9)
+			break;
+		c->scan_have = 0;
+		uint32_t len = be24(h), sid = be31(h + 5);
+		c->scan_skip = len;
+		if (h[3] == NGHTTP2_RST_STREAM) {
+			scan_note(c->scan_rst_sids, &c->scan_rst_next, (int32_t)sid); /* closes sid before what follows */
+		} else if (h[3] == NGHTTP2_DATA && (sid & 1) &&
+		           ((int32_t)sid <= c->top_sid || scan_saw(c->scan_rst_sids, (int32_t)sid))) {
+			if (scan_data(c, (int32_t)sid) < 0)
+				return -EPROTO;
+		} else if (h[3] == NGHTTP2_PRIORITY) {
+			/* RFC 9113 §6.3: PRIORITY on stream 0 is a PROTOCOL_ERROR. */
+			if (sid == 0) {
+				mtd_conn_error(c->ng, c, NGHTTP2_PROTOCOL_ERROR, "PRIORITY on stream 0 (RFC 9113 §6.3)", 0);
+				return -EPROTO;
+			}
+			if (c->ops->on_priority) {
+				c->ops->on_priority(c);
+				if (c->doomed_ns)
+					return -EPROTO;
+			}
+			if (len == 5) { /* other lengths: nghttp2's FRAME_SIZE_ERROR */
+				c->scan_skip = 0;
+				c->scan_in_prio = true;
+			}
+		} else if (h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PRIORITY)) {
+			uint32_t pad = h[4] & NGHTTP2_FLAG_PADDED ? 1 : 0;
+			if (len >= pad + 5) {
+				c->scan_skip = pad; /* the pad length, then the dependency */
+				c->scan_in_prio = true;
+			}
+		}
+		/* The peer's half ends with this frame: DATA after it is
+		 * STREAM_CLOSED (scan_data), though nghttp2 may have forgotten
+		 * the stream by then. */
+		if ((h[3] == NGHTTP2_DATA || h[3] == NGHTTP2_HEADERS) && (h[4] & NGHTTP2_FLAG_END_STREAM))
+			scan_note(c->scan_end_sids, &c->scan_end_next, (int32_t)sid);
+	}
+	return 0;
 }

@@ -41,6 +41,9 @@ int mtd_conn_ng_setup(nghttp2_session_callbacks **cbs, nghttp2_option **opt, con
 void mtd_conn_ng_teardown(nghttp2_session_callbacks *cbs, nghttp2_option *opt);
 
 int mtd_conn_submit_settings(struct mtd_conn *c, const nghttp2_settings_entry *iv, size_t n, uint32_t stream_window);
+/* Append n bytes (whole frames) to c's pending output, written with the
+ * rest at its next flush. 0, or -ENOMEM (nothing appended). */
+int mtd_conn_out_append(struct mtd_conn *c, const uint8_t *p, size_t n);
 /* Mark c as having output to flush at the end of this event-loop turn. */
 void mtd_conn_want_flush(struct mtd_conn *c);
 /* The user data of stream sid, for a header field of it (c->field_ud). */
@@ -102,6 +105,30 @@ int mtd_conn_send_data(struct mtd_conn *c, const uint8_t *framehd, const struct 
  * memory) the stream is reset, or the connection doomed: never closed
  * under the caller. */
 void mtd_conn_resume(struct mtd_conn *c, int32_t sid, const char *what);
+
+/* RFC 9113 where nghttp2 1.52, run without closed-stream state and
+ * without RFC 7540 priorities, lets a peer's mistake pass (conn.c has the
+ * rules): frames on closed streams (§5.1), stream ids going backwards
+ * (§5.1.1), PRIORITY on stream 0 or on itself (§5.3.1, §6.3). Both kinds
+ * of connection use all of it: */
+/* on_begin_frame callback (or the first thing one does): 0, or
+ * NGHTTP2_ERR_CALLBACK_FAILURE with a GOAWAY queued and c doomed. */
+int mtd_conn_on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud);
+/* From on_stream_close: stream sid closed; remember how. */
+void mtd_conn_stream_closed(struct mtd_conn *c, int32_t sid);
+/* ops.prescan: the peer's bytes p[0..n), frame by frame, before nghttp2
+ * gets them. 0, or -EPROTO with a GOAWAY queued and c doomed. A few
+ * operations per frame; no allocation. */
+int mtd_conn_prescan(struct mtd_conn *c, const uint8_t *p, size_t n);
+/* ops.after_recv: the RST_STREAM(STREAM_CLOSED) the scan found due for
+ * DATA after the peer's RST_STREAM, submitted now that nghttp2 has read
+ * the bytes and closed the stream (one submitted while it was still open
+ * went nowhere once the peer's closed it). Out of memory for one closes
+ * c: the stream error could not be told. */
+void mtd_conn_answer_late_data(struct mtd_conn *c);
+/* A connection error found before nghttp2 saw the frame: GOAWAY with
+ * code, c doomed (the read loop closes it). NGHTTP2_ERR_CALLBACK_FAILURE. */
+int mtd_conn_error(nghttp2_session *ng, struct mtd_conn *c, uint32_t code, const char *why, int32_t sid);
 
 /* Close now the sockets still lingering after a graceful close (conn.c:
  * shutdown, then read and drop for a bounded time); worker stop. */

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "core/log.h"
@@ -21,9 +23,84 @@
 #include "sidecar/io/inbound.h"
 #include "sidecar/turn.h"
 
+/* Unsent bytes the kernel may hold for a client (TCP_NOTSENT_LOWAT). */
+#define NOTSENT_LOWAT (64 * 1024)
+
 static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
 {
 	return nghttp2_session_get_stream_user_data(ng, sid);
+}
+
+static int glitch(nghttp2_session *ng, struct mtd_conn *c);
+
+/* ---- SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §5.1.2) -------------------
+ *
+ * A HEADERS that would open more streams than we advertised is a stream
+ * error: this one stream is refused with RST_STREAM(REFUSED_STREAM), which
+ * tells the client it may retry the call, and the connection and its other
+ * calls go on. nghttp2 1.52 does that only until the client acknowledges
+ * the SETTINGS; after, it ends the whole connection (GOAWAY
+ * PROTOCOL_ERROR), every call of that client lost. So nghttp2 is given no
+ * limit (the value it enforces once acknowledged is the one it was given)
+ * while the client is told ours: the SETTINGS frame nghttp2 serialized
+ * carries c->max_streams in place of that "no limit" (advertise_settings),
+ * and on_begin_headers refuses a stream past it (refuse_stream). */
+#define NO_LIMIT UINT32_MAX /* nghttp2's own default: unlimited */
+
+/* The one MAX_CONCURRENT_STREAMS entry of SETTINGS frame f (n bytes) that
+ * carries NO_LIMIT, set to max. 0, or -EPROTO if f has no such entry. */
+static int set_advertised_max(uint8_t *f, size_t n, uint32_t max)
+{
+	if (n < 9 || f[3] != NGHTTP2_SETTINGS || (f[4] & NGHTTP2_FLAG_ACK))
+		return -EPROTO;
+	for (size_t i = 9; i + 6 <= n; i += 6) {
+		uint16_t id = (uint16_t)(f[i] << 8 | f[i + 1]);
+		uint32_t v = (uint32_t)f[i + 2] << 24 | (uint32_t)f[i + 3] << 16 | (uint32_t)f[i + 4] << 8 | f[i + 5];
+		if (id == NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS && v == NO_LIMIT) {
+			f[i + 2] = (uint8_t)(max >> 24), f[i + 3] = (uint8_t)(max >> 16);
+			f[i + 4] = (uint8_t)(max >> 8), f[i + 5] = (uint8_t)max;
+			return 0;
+		}
+	}
+	return -EPROTO;
+}
+
+/* c's first frames (its SETTINGS, the connection window's WINDOW_UPDATE)
+ * serialized into its output now, the SETTINGS telling the client
+ * c->max_streams. 0, or -ENOMEM / -EPROTO (nghttp2 serialized something
+ * else: the limit would not be advertised). */
+static int advertise_settings(struct mtd_conn *c)
+{
+	bool done = false;
+	for (;;) {
+		const uint8_t *data;
+		ssize_t n = nghttp2_session_mem_send(c->ng, &data);
+		if (n < 0)
+			return -EPROTO;
+		if (n == 0)
+			return done ? 0 : -EPROTO;
+		size_t at = c->out_len;
+		if (mtd_conn_out_append(c, data, (size_t)n) < 0)
+			return -ENOMEM;
+		if (!done) {
+			if (set_advertised_max(c->out + at, (size_t)n, c->max_streams) < 0)
+				return -EPROTO;
+			done = true;
+		}
+	}
+}
+
+/* A request past c->max_streams: RST_STREAM(REFUSED_STREAM) for it alone,
+ * counted as a glitch (a client that read our SETTINGS never sends one).
+ * Its header block is still decoded (the HPACK state needs it) and goes
+ * nowhere: the stream has no call. */
+static int refuse_stream(nghttp2_session *ng, struct mtd_conn *c, int32_t sid)
+{
+	MTD_DEBUG("client %s: stream %d: past max_concurrent_streams (%u): REFUSED_STREAM", c->peer, sid,
+	          c->max_streams);
+	if (nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_REFUSED_STREAM) != 0)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets it all the same */
+	return glitch(ng, c);
 }
 
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
@@ -31,6 +108,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 	struct mtd_conn *c = ud;
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
+	if (c->n_streams >= c->max_streams)
+		return refuse_stream(ng, c, frame->hd.stream_id);
 	struct mtd_call *call = mtd_slab_calloc(&c->w->slab, 1, sizeof(*call));
 	if (!call)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
@@ -97,148 +176,11 @@ static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame
 	return glitch(ng, ud);
 }
 
-/* ---- RFC 9113 §5.1 on streams nghttp2 no longer has ---------------------
- *
- * The sessions run without closed-stream state (no_closed_streams; no RFC
- * 7540 priority tree to keep them in), so nghttp2 ignores frames on a
- * stream it has forgotten. The last MTD_CLOSED_RING closes of a connection
- * are remembered here with how they closed, which is what decides what a
- * late frame means:
- *
- *   PEER_RST  the client reset it: §5.1 makes anything but PRIORITY a
- *             stream error STREAM_CLOSED. DATA gets that stream error
- *             (RST_STREAM(STREAM_CLOSED), the DATA dropped, the connection
- *             kept): grpc-java on Netty sends the DATA it had queued after
- *             its RST_STREAM(CANCEL), and a connection error would lose its
- *             other calls. A second RST_STREAM is ignored (§5.4.2 forbids
- *             answering one with one; Netty sends RST_STREAM(STREAM_CLOSED)
- *             when response HEADERS cross its CANCEL). HEADERS and
- *             WINDOW_UPDATE stay connection errors.
- *   END       both sides ended it: DATA / HEADERS / CONTINUATION are
- *             STREAM_CLOSED; WINDOW_UPDATE and RST_STREAM may still be in
- *             flight (§5.1 "closed", §6.9) and are ignored
- *   OUR_RST   maitred reset it while the client could still send: every
- *             frame may be in flight and is ignored (§5.1 "closed")
- *
- * A HEADERS on a lower stream id than one already opened that is in none
- * of these is a connection PROTOCOL_ERROR (§5.1.1). Other frames on a
- * forgotten stream are ignored, as nghttp2 does. Errors other than DATA
- * after PEER_RST are connection errors (§5.4.1 allows it). HEADERS, WINDOW_UPDATE and
- * RST_STREAM are judged in on_begin_frame; DATA, which nghttp2 drops on a
- * forgotten stream before any callback, in down_prescan. A lone
- * CONTINUATION is nghttp2's PROTOCOL_ERROR (§6.10). */
-enum { CLOSED_PEER_RST = 1, CLOSED_END, CLOSED_OUR_RST };
-
-static void remember_closed(struct mtd_conn *c, int32_t sid, uint8_t how)
-{
-	c->closed_ring[c->closed_next].sid = sid;
-	c->closed_ring[c->closed_next].how = how;
-	c->closed_next = (uint8_t)((c->closed_next + 1) % MTD_CLOSED_RING);
-}
-
-static uint8_t closed_how(const struct mtd_conn *c, int32_t sid)
-{
-	for (unsigned i = 0; i < MTD_CLOSED_RING; i++)
-		if (c->closed_ring[i].sid == sid)
-			return c->closed_ring[i].how;
-	return 0;
-}
-
-static bool scanned_rst(const struct mtd_conn *c, int32_t sid)
-{
-	for (unsigned i = 0; i < MTD_SCAN_RST; i++)
-		if (c->scan_rst_sids[i] == sid)
-			return true;
-	return false;
-}
-
-/* DATA on a stream the client reset, before nghttp2 drops it (which
- * counts it as consumed for the connection window): the §5.1 stream error,
- * once for a run of such DATA frames, sent by down_after_recv. */
-static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
-{
-	if (sid == c->late_data_sid)
-		return;
-	c->late_data_sid = sid;
-	for (unsigned i = 0; i < c->n_late_data_due; i++)
-		if (c->late_data_due[i] == sid)
-			return; /* interleaved with another stream's: answered once */
-	if (c->n_late_data_due < MTD_LATE_DATA_DUE)
-		c->late_data_due[c->n_late_data_due++] = sid;
-}
-
-/* ops.after_recv: after nghttp2 read what down_prescan saw, the
- * RST_STREAM(STREAM_CLOSED) it found due for DATA after the client's
- * RST_STREAM (RFC 9113 §5.1), submitted now that nghttp2 has closed the
- * stream (a RST_STREAM submitted while the stream was still open went
- * nowhere once the client's closed it). Out of memory for one of them
- * closes the connection: the stream error could not be told, and the
- * read loop is outside the session's callbacks here. */
-static void down_after_recv(struct mtd_conn *c)
-{
-	unsigned n = c->n_late_data_due;
-	c->n_late_data_due = 0;
-	for (unsigned i = 0; i < n; i++) {
-		int32_t sid = c->late_data_due[i];
-		MTD_DEBUG("client %s: stream %d: DATA after the client's RST_STREAM (RFC 9113 §5.1): "
-		          "RST_STREAM(STREAM_CLOSED)",
-		          c->peer, sid);
-		int rv = nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, NGHTTP2_STREAM_CLOSED);
-		if (rv != 0) {
-			MTD_WARN("client %s: stream %d: cannot queue RST_STREAM (%s): closing", c->peer, sid,
-			         nghttp2_strerror(rv));
-			mtd_conn_close(c);
-			return;
-		}
-	}
-}
-
-/* A connection error found before nghttp2 saw the frame: GOAWAY with code,
- * and the read loop closes the connection. */
-static int conn_error(nghttp2_session *ng, struct mtd_conn *c, uint32_t code, const char *why, int32_t sid)
-{
-	MTD_INFO("client %s: stream %d: %s, closing (%s)", c->peer, sid, why, nghttp2_http2_strerror(code));
-	nghttp2_session_terminate_session(ng, code);
-	mtd_conn_doom(c);
-	return NGHTTP2_ERR_CALLBACK_FAILURE;
-}
-
-static int check_stream_state(nghttp2_session *ng, struct mtd_conn *c, const nghttp2_frame_hd *hd)
-{
-	int32_t sid = hd->stream_id;
-	if (hd->type == NGHTTP2_HEADERS && sid > c->max_peer_sid) {
-		c->max_peer_sid = sid; /* a new stream: nghttp2 checks the rest */
-		return 0;
-	}
-	if (sid == 0 || !(sid & 1) || sid > c->max_peer_sid || nghttp2_session_find_stream(ng, sid))
-		return 0;
-	uint8_t how = closed_how(c, sid);
-	switch (hd->type) {
-	case NGHTTP2_HEADERS:
-		if (how == CLOSED_PEER_RST || how == CLOSED_END)
-			return conn_error(ng, c, NGHTTP2_STREAM_CLOSED, "HEADERS on a closed stream (RFC 9113 §5.1)",
-			                  sid);
-		if (!how)
-			return conn_error(ng, c, NGHTTP2_PROTOCOL_ERROR,
-			                  "HEADERS on a stream id lower than one already used (RFC 9113 §5.1.1)", sid);
-		return 0;
-	case NGHTTP2_WINDOW_UPDATE:
-		if (how == CLOSED_PEER_RST)
-			return conn_error(ng, c, NGHTTP2_STREAM_CLOSED,
-			                  "frame on a stream the client reset (RFC 9113 §5.1)", sid);
-		return 0;
-	case NGHTTP2_RST_STREAM: /* ignored however it closed (see PEER_RST above) */
-		return 0;
-	default: /* DATA never gets here: nghttp2 drops it unseen (down_prescan) */
-		return 0;
-	}
-}
-
 /* Every frame header, before nghttp2 looks at the frame. */
 static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
 {
 	struct mtd_conn *c = ud;
-	int rv = check_stream_state(ng, c, hd);
+	int rv = mtd_conn_on_begin_frame(ng, hd, ud); /* RFC 9113 §5.1 on forgotten streams */
 	if (rv != 0)
 		return rv;
 	/* Slowloris: a header block (HEADERS, then CONTINUATIONs until
@@ -260,13 +202,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	struct mtd_conn *c = ud;
 	struct mtd_call *call;
 	/* PRIORITY frames never get here (nghttp2 skips them without RFC 7540
-	 * priorities): down_prescan counts them. */
+	 * priorities): the scan counts them (down_on_priority). */
 	if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return glitch(ng, c);
 	switch (frame->hd.type) {
-	case NGHTTP2_RST_STREAM:
-		c->rst_recv_sid = frame->hd.stream_id; /* its close follows */
-		break;
 	case NGHTTP2_SETTINGS:
 		/* RFC 9113 §3.4: the preface ends with the client's first
 		 * SETTINGS (nghttp2 checks that it comes first). */
@@ -322,12 +261,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	mtd_conn_field_forget(c, sid);
 	if (sid == c->hdr_sid)
 		c->hdr_start_ns = 0; /* a block nghttp2 refused ends with its stream */
-	if (sid == c->rst_recv_sid)
-		remember_closed(c, sid, CLOSED_PEER_RST);
-	else if (nghttp2_session_get_stream_remote_close(ng, sid) == 1)
-		remember_closed(c, sid, CLOSED_END);
-	else
-		remember_closed(c, sid, CLOSED_OUR_RST);
+	mtd_conn_stream_closed(c, sid);
 	if (!call)
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
@@ -342,110 +276,9 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	return 0;
 }
 
-static uint32_t be24(const uint8_t *p)
+void mtd_down_on_priority(struct mtd_conn *c)
 {
-	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
-}
-
-static uint32_t be31(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffffu;
-}
-
-/* ops.prescan: follow the client's bytes p[0..n) frame by frame, before
- * nghttp2 gets them, for what nghttp2 1.52 skips unread without RFC 7540
- * priorities: RFC 9113 §6.3 PRIORITY on stream 0, §5.3.1 a stream
- * depending on itself (PRIORITY, or HEADERS with the PRIORITY flag). 0, or
- * -EPROTO with a GOAWAY(PROTOCOL_ERROR) queued and c doomed: feed nothing
- * more. A few operations per frame; no allocation. */
-static int down_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
-{
-	const uint8_t *h = c->scan_hdr;
-	while (n > 0) {
-		if (c->scan_skip) {
-			size_t k = n < c->scan_skip ? n : c->scan_skip;
-			p += k;
-			n -= k;
-			c->scan_skip -= (uint32_t)k;
-			continue;
-		}
-		if (c->scan_in_prio) {
-			size_t k = 4u - c->scan_have;
-			if (k > n)
-				k = n;
-			memcpy(c->scan_dep + c->scan_have, p, k);
-			c->scan_have = (uint8_t)(c->scan_have + k);
-			p += k;
-			n -= k;
-			if (c->scan_have < 4)
-				break;
-			c->scan_in_prio = false;
-			c->scan_have = 0;
-			uint32_t sid = be31(h + 5),
-			         pad = h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PADDED) ? 1 : 0;
-			/* RFC 9113 §5.3.1: a stream cannot depend on itself. */
-			if (be31(c->scan_dep) == sid) {
-				conn_error(c->ng, c, NGHTTP2_PROTOCOL_ERROR,
-				           "stream depends on itself (RFC 9113 §5.3.1)", (int32_t)sid);
-				return -EPROTO;
-			}
-			c->scan_skip = be24(h) - pad - 4;
-			continue;
-		}
-		size_t k = 9u - c->scan_have;
-		if (k > n)
-			k = n;
-		memcpy(c->scan_hdr + c->scan_have, p, k);
-		c->scan_have = (uint8_t)(c->scan_have + k);
-		p += k;
-		n -= k;
-		if (c->scan_have < 9)
-			break;
-		c->scan_have = 0;
-		uint32_t len = be24(h), sid = be31(h + 5);
-		c->scan_skip = len;
-		if (h[3] == NGHTTP2_RST_STREAM) {
-			/* closes sid before what follows */
-			c->scan_rst_sids[c->scan_rst_next] = (int32_t)sid;
-			c->scan_rst_next = (uint8_t)((c->scan_rst_next + 1) % MTD_SCAN_RST);
-		} else if (h[3] == NGHTTP2_DATA && (sid & 1) && scanned_rst(c, (int32_t)sid)) {
-			data_after_peer_rst(c, (int32_t)sid);
-		} else if (h[3] == NGHTTP2_DATA && (sid & 1) && (int32_t)sid <= c->max_peer_sid &&
-		           !nghttp2_session_find_stream(c->ng, (int32_t)sid)) {
-			/* nghttp2 drops DATA on a stream it forgot without a
-			 * callback; the stream states it already knows are current
-			 * (closes happen between reads or by a RST seen above). */
-			uint8_t how = closed_how(c, (int32_t)sid);
-			if (how == CLOSED_PEER_RST) {
-				data_after_peer_rst(c, (int32_t)sid);
-			} else if (how == CLOSED_END) {
-				conn_error(c->ng, c, NGHTTP2_STREAM_CLOSED, "DATA on a closed stream (RFC 9113 §5.1)",
-				           (int32_t)sid);
-				return -EPROTO;
-			}
-		} else if (h[3] == NGHTTP2_PRIORITY) {
-			/* RFC 9113 §6.3: PRIORITY on stream 0 is a PROTOCOL_ERROR. */
-			if (sid == 0) {
-				conn_error(c->ng, c, NGHTTP2_PROTOCOL_ERROR, "PRIORITY on stream 0 (RFC 9113 §6.3)", 0);
-				return -EPROTO;
-			}
-			/* CVE-2019-9513 churn: work for nothing, counted as a glitch. */
-			glitch(c->ng, c);
-			if (c->doomed_ns)
-				return -EPROTO;
-			if (len == 5) { /* other lengths: nghttp2's FRAME_SIZE_ERROR */
-				c->scan_skip = 0;
-				c->scan_in_prio = true;
-			}
-		} else if (h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PRIORITY)) {
-			uint32_t pad = h[4] & NGHTTP2_FLAG_PADDED ? 1 : 0;
-			if (len >= pad + 5) {
-				c->scan_skip = pad; /* the pad length, then the dependency */
-				c->scan_in_prio = true;
-			}
-		}
-	}
-	return 0;
+	glitch(c->ng, c);
 }
 
 int mtd_down_setup(struct mtd_worker *w)
@@ -486,9 +319,10 @@ static void down_on_close(struct mtd_conn *c);
 
 const struct mtd_conn_ops mtd_down_ops = {
         .role = "client",
-        .prescan = down_prescan,
-        .after_recv = down_after_recv,
+        .prescan = mtd_conn_prescan,
+        .after_recv = mtd_conn_answer_late_data,
         .on_close = down_on_close,
+        .on_priority = mtd_down_on_priority,
 };
 
 struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd)
@@ -520,13 +354,22 @@ struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd)
 		}
 	}
 	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+	/* What the kernel holds unsent for the client is output waiting too:
+	 * without a bound, the send buffer (4 MiB on loopback) took some
+	 * 100,000 small answers for a client that read none, and maitred read
+	 * their calls (2 MB) before its writes ever blocked. Past this much
+	 * unsent, writes block (and the output pressure sees it: conn.c). */
+	int lowat = NOTSENT_LOWAT;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat)) < 0)
+		MTD_DEBUG("client %s: TCP_NOTSENT_LOWAT: %s", c->peer, strerror(errno));
 	if (mtd_conn_timer_init(c) < 0 ||
 	    nghttp2_session_server_new3(&c->ng, w->down_cbs, c, w->down_opt, &w->ng_mem) != 0) {
 		free(c);
 		return NULL;
 	}
+	c->max_streams = d->max_concurrent_streams;
 	nghttp2_settings_entry iv[] = {
-	        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, d->max_concurrent_streams},
+	        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, NO_LIMIT}, /* c->max_streams on the wire */
 	        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size},
 	        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size},
 	        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096},
@@ -534,9 +377,9 @@ struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd)
 	};
 	/* The connection window bounds what all of a client's calls may have
 	 * buffered here at once. */
-	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0) {
-		nghttp2_session_del(c->ng);
-		free(c);
+	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0 ||
+	    advertise_settings(c) < 0) {
+		mtd_conn_free(c);
 		return NULL;
 	}
 	return c;
@@ -548,8 +391,7 @@ int mtd_down_accept(struct mtd_worker *w, int fd)
 	if (!c)
 		return -ENOMEM;
 	if (mtd_conn_start_io(c) < 0) {
-		nghttp2_session_del(c->ng);
-		free(c);
+		mtd_conn_free(c);
 		return -ENOMEM;
 	}
 	LIST_INSERT_HEAD(&w->downs, c, link);

@@ -291,6 +291,7 @@ static const struct mtd_conn_ops in_ops = {
         .prescan = in_prescan,
         .after_recv = in_after_recv,
         .on_close = in_on_close,
+        .on_priority = mtd_down_on_priority,
 };
 
 /* The handshake did not end well: counted, logged (rate-limited), closed. */
@@ -415,10 +416,8 @@ static int in_accept(struct mtd_worker *w, const struct mtd_rt_inentry *e, int f
 	struct mtd_in_peer *in = calloc(1, sizeof(*in));
 	struct mtd_conn *c = in ? mtd_down_conn_new(w, fd) : NULL;
 	if (!c || mtd_tls_server_start(c, e->ctx) < 0) {
-		if (c) {
-			nghttp2_session_del(c->ng);
-			free(c);
-		}
+		if (c)
+			mtd_conn_free(c);
 		free(in);
 		return -ENOMEM;
 	}

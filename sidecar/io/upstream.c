@@ -178,6 +178,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 {
 	struct mtd_conn *c = ud;
 	mtd_conn_field_forget(c, sid);
+	mtd_conn_stream_closed(c, sid); /* RFC 9113 §5.1: what the peer may still send on it */
 	struct mtd_up_stream *s = stream_of(ng, sid);
 	if (!s)
 		return 0;
@@ -199,6 +200,8 @@ int mtd_up_setup(struct mtd_worker *w)
 	                                               send_data};
 	if (mtd_conn_ng_setup(&w->up_cbs, &w->up_opt, &hooks) < 0)
 		return -ENOMEM;
+	/* RFC 9113 on streams nghttp2 forgot (conn.c), as for clients. */
+	nghttp2_session_callbacks_set_on_begin_frame_callback(w->up_cbs, mtd_conn_on_begin_frame);
 	/* HARDENING.md: until the peer's SETTINGS arrive assume 100 streams,
 	 * not "unlimited"; no server push. */
 	nghttp2_option_set_peer_max_concurrent_streams(w->up_opt, 100);
@@ -319,6 +322,8 @@ static void up_on_close(struct mtd_conn *c);
 
 const struct mtd_conn_ops mtd_up_conn_ops = {
         .role = "upstream",
+        .prescan = mtd_conn_prescan, /* DATA on closed streams, PRIORITY rules (conn.c) */
+        .after_recv = mtd_conn_answer_late_data,
         .on_close = up_on_close,
 };
 
@@ -399,6 +404,8 @@ int mtd_up_open_stream(struct mtd_conn *c, struct mtd_up_stream *s, const nghttp
 	}
 	s->conn = c;
 	s->sid = sid;
+	if (sid > c->top_sid)
+		c->top_sid = sid;
 	LIST_INSERT_HEAD(&c->streams, s, conn_link);
 	c->n_streams++;
 	c->last_active_ns = mtd_now_ns();

@@ -361,3 +361,113 @@ class H2Upstream:
 
 def echo_request(**kw):
     return pb.EchoRequest(**kw).SerializeToString()
+
+
+def raw_frame(ftype, flags, sid, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+
+class RawUpstream:
+    """An h2c upstream that answers each request with the raw frames
+    `script(sid, encode)` returns (bytes; `encode` HPACK-encodes a header
+    list with this connection's encoder), frames a well-behaved server
+    never sends included; it records every frame maitred sends it, in
+    order, as (type, flags, stream id, payload). One connection at a time
+    is enough for the tests: each is served on its own thread."""
+
+    def __init__(self, script, on_reset=None):
+        import hpack
+        self.on_reset = on_reset  # on_reset(sid, encode): bytes sent when maitred resets sid
+        self._hpack = hpack
+        self.script = script
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.lsock.settimeout(0.2)
+        self.port = self.lsock.getsockname()[1]
+        self.address = "127.0.0.1:%d" % self.port
+        self.cond = threading.Condition()
+        self.frames = []  # (conn no, type, flags, sid, payload) from maitred
+        self.conns = 0
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self):
+        while not self.stop.is_set():
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                continue
+            with self.cond:
+                self.conns += 1
+                n = self.conns
+            t = threading.Thread(target=self._serve, args=(c, n), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def _serve(self, sock, n):
+        sock.settimeout(0.2)
+        enc = self._hpack.Encoder()
+        buf, preface = b"", False
+        try:
+            sock.sendall(raw_frame(0x4, 0, 0))
+            while not self.stop.is_set():
+                try:
+                    data = sock.recv(65536)
+                except socket.timeout:
+                    continue
+                if not data:
+                    break
+                buf += data
+                if not preface:
+                    if len(buf) < 24:
+                        continue
+                    buf, preface = buf[24:], True
+                while len(buf) >= 9:
+                    ln = int.from_bytes(buf[:3], "big")
+                    if len(buf) < 9 + ln:
+                        break
+                    f = (n, buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + ln])
+                    buf = buf[9 + ln:]
+                    with self.cond:
+                        self.frames.append(f)
+                        self.cond.notify_all()
+                    _, ftype, flags, sid, _ = f
+                    if ftype == 0x4 and not flags & 0x1:
+                        sock.sendall(raw_frame(0x4, 0x1, 0))
+                    elif ftype == 0x6 and not flags & 0x1:
+                        sock.sendall(raw_frame(0x6, 0x1, 0, f[4]))
+                    elif ftype in (0x0, 0x1) and flags & 0x1 and sid % 2:
+                        # The request ended: answer it as scripted (a list:
+                        # its parts written apart, a moment between them).
+                        out = self.script(sid, enc.encode)
+                        for i, part in enumerate(out if isinstance(out, list) else [out]):
+                            if i:
+                                time.sleep(0.2)
+                            sock.sendall(part)
+                    elif ftype == 0x3 and self.on_reset:
+                        sock.sendall(self.on_reset(sid, enc.encode))
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+    def wait_frame(self, pred, limit=CALL_LIMIT):
+        """The first frame from maitred for which pred(type, flags, sid,
+        payload) holds, or None when none came within limit."""
+        with self.cond:
+            found = []
+
+            def seen():
+                found[:] = [f for f in self.frames if pred(*f[1:])]
+                return found
+            self.cond.wait_for(seen, timeout=limit)
+            return found[0][1:] if found else None
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+        self.lsock.close()

@@ -1,8 +1,10 @@
-"""RFC 9113 conformance of maitred's listener where nghttp2 1.52, run the way
-maitred runs it (no closed-stream state, no RFC 7540 priorities), lets a
-peer's mistake pass: frames on closed streams (§5.1), stream ids going
-backwards (§5.1.1), PRIORITY on stream 0 or on itself (§5.3.1, §6.3).
-One raw-frame test per case; python3-h2 encodes the header blocks."""
+"""RFC 9113 conformance where nghttp2 1.52, run the way maitred runs it (no
+closed-stream state, no RFC 7540 priorities), lets a peer's mistake pass:
+frames on closed streams (§5.1), stream ids going backwards (§5.1.1),
+PRIORITY on stream 0 or on itself (§5.3.1, §6.3); and the stream limit
+(§5.1.2). On maitred's listener (a raw client; python3-h2 encodes the
+header blocks) and on its upstream connections (a raw upstream: h2spec's
+client cases 5.1/5, 5.1/6, 5.1/8, 5.1/9, 6.1/2 and 6.3/1)."""
 
 import socket
 import struct
@@ -10,7 +12,7 @@ import time
 
 import h2.errors
 
-from h2raw import H2Client, Stream
+from h2raw import H2Client, RawUpstream, Stream
 from harness import MaitredTest, maitred_only, CALL_LIMIT
 
 PATH = "/maitred.testing.v1.Echo/Unary"
@@ -273,61 +275,198 @@ class StreamLimit(MaitredTest):
     streams one after another and each is answered before the next comes,
     so it never exceeds the limit; here five streams are open at once
     against SETTINGS_MAX_CONCURRENT_STREAMS 4 (raw frames: h2 itself would
-    not send the fifth)."""
+    not send the fifth). The fifth is refused (REFUSED_STREAM: the client
+    may retry it), the connection and the four others go on, whether or
+    not the client acknowledged the SETTINGS (nghttp2 1.52 on its own
+    ended the connection with GOAWAY(PROTOCOL_ERROR) once it had)."""
 
-    @maitred_only
-    def test_a_stream_over_the_limit_is_refused_the_others_go_on(self):
+    def frames(self, sock, buf, until):
+        """Read frames until until(ftype, flags, sid, payload) is true or
+        the connection ends; returns (what is left of buf, frames seen)."""
+        seen = []
+        deadline = time.monotonic() + CALL_LIMIT
+        while time.monotonic() < deadline:
+            while len(buf) >= 9:
+                n = int.from_bytes(buf[0:3], "big")
+                if len(buf) < 9 + n:
+                    break
+                f = (buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n])
+                buf = buf[9 + n:]
+                seen.append(f)
+                if until(*f):
+                    return buf, seen
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        return buf, seen
+
+    def over_the_limit(self, acknowledge):
         import hpack
         up = self.start_upstream("a")
         m = self.start_maitred(self.config([self.service("*", [up])], downstream={"max_concurrent_streams": 4}))
         sock = socket.create_connection(("127.0.0.1", m.port), timeout=CALL_LIMIT)
         self.addCleanup(sock.close)
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(0x4, 0, 0))
+        buf, seen = self.frames(sock, b"", lambda t, fl, sid, p: t == 0x4 and not fl & 0x1)
+        settings = [p for t, fl, sid, p in seen if t == 0x4 and not fl & 0x1]
+        self.assertTrue(settings, "no SETTINGS from maitred")
+        advertised = {int.from_bytes(settings[0][i:i + 2], "big"): int.from_bytes(settings[0][i + 2:i + 6], "big")
+                      for i in range(0, len(settings[0]), 6)}
+        self.assertEqual(advertised.get(0x3), 4, "SETTINGS_MAX_CONCURRENT_STREAMS advertised")
+        if acknowledge:
+            # The ACK, then a PING: its answer says maitred read the ACK.
+            sock.sendall(frame(0x4, 0x1, 0) + frame(0x6, 0, 0, b"acked..."))
+            buf, _ = self.frames(sock, buf, lambda t, fl, sid, p: t == 0x6 and fl & 0x1)
         enc = hpack.Encoder()
         hs = [(":method", "POST"), (":scheme", "http"), (":path", PATH), (":authority", "maitred.test"),
               ("content-type", "application/grpc"), ("te", "trailers")]
-        out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(0x4, 0, 0)
-        for sid in (1, 3, 5, 7, 9):
-            out += frame(HEADERS, END_HEADERS, sid, enc.encode(hs))
-        sock.sendall(out)
-        buf, resets, goaway = b"", {}, None
-        deadline = time.monotonic() + CALL_LIMIT
-        while 9 not in resets and goaway is None and time.monotonic() < deadline:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-            while len(buf) >= 9:
-                n = int.from_bytes(buf[0:3], "big")
-                if len(buf) < 9 + n:
-                    break
-                ftype, sid, payload = buf[3], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n]
-                buf = buf[9 + n:]
-                if ftype == RST_STREAM:
-                    resets[sid] = int.from_bytes(payload[:4], "big")
-                elif ftype == 0x7:
-                    goaway = int.from_bytes(payload[4:8], "big")
-        self.assertIsNone(goaway, "a stream over the limit is a stream error, not the connection's")
-        self.assertIn(9, resets, "the fifth stream was not refused")
-        self.assertIn(resets[9], (E.REFUSED_STREAM, E.PROTOCOL_ERROR))
-        self.assertEqual(sorted(k for k in resets if k != 9), [], "a stream within the limit was reset")
+        sock.sendall(b"".join(frame(HEADERS, END_HEADERS, sid, enc.encode(hs)) for sid in (1, 3, 5, 7, 9)))
+        buf, seen = self.frames(sock, buf, lambda t, fl, sid, p: t in (RST_STREAM, 0x7))
+        resets = {sid: int.from_bytes(p[:4], "big") for t, fl, sid, p in seen if t == RST_STREAM}
+        goaway = [int.from_bytes(p[4:8], "big") for t, fl, sid, p in seen if t == 0x7]
+        self.assertEqual(goaway, [], "a stream over the limit is a stream error, not the connection's")
+        self.assertEqual(resets, {9: E.REFUSED_STREAM}, "the fifth stream alone is refused, and so")
         # The four within the limit still get their answers.
-        for sid in (1, 3, 5, 7):
-            sock.sendall(frame(DATA, END_STREAM, sid, b"\0\0\0\0\0"))
+        sock.sendall(b"".join(frame(DATA, END_STREAM, sid, b"\0\0\0\0\0") for sid in (1, 3, 5, 7)))
         answered = set()
-        deadline = time.monotonic() + CALL_LIMIT
-        while len(answered) < 4 and time.monotonic() < deadline:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-            while len(buf) >= 9:
-                n = int.from_bytes(buf[0:3], "big")
-                if len(buf) < 9 + n:
-                    break
-                ftype, flags, sid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
-                buf = buf[9 + n:]
-                if ftype == HEADERS and flags & END_STREAM:
-                    answered.add(sid)
-                elif ftype == RST_STREAM:
-                    self.fail("stream %d reset" % sid)
+
+        def answer(t, fl, sid, p):
+            if t == HEADERS and fl & END_STREAM:
+                answered.add(sid)
+            self.assertNotEqual(t, RST_STREAM, "stream %d reset" % sid)
+            self.assertNotEqual(t, 0x7, "GOAWAY")
+            return len(answered) == 4
+        self.frames(sock, buf, answer)
         self.assertEqual(answered, {1, 3, 5, 7})
+        # And the connection takes new calls (a refused call retried).
+        answered.clear()
+        sock.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 11, enc.encode(hs)))
+        self.frames(sock, b"", lambda *f: answer(*f) or 11 in answered)
+        self.assertEqual(answered, {11})
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_stream_over_the_limit_is_refused_the_others_go_on(self):
+        self.over_the_limit(acknowledge=False)
+
+    @maitred_only
+    def test_once_the_client_acknowledged_the_limit_too(self):
+        self.over_the_limit(acknowledge=True)
+
+
+RESP = [(":status", "200"), ("content-type", "application/grpc")]
+TRAILERS_ONLY = RESP + [("grpc-status", "0")]
+
+
+def answer(sid, encode, msg=b"ok"):
+    """A well-formed answer: headers, one message, trailers."""
+    return (frame(HEADERS, END_HEADERS, sid, encode(RESP)) +
+            frame(DATA, 0, sid, struct.pack(">BI", 0, len(msg)) + msg) +
+            frame(HEADERS, END_HEADERS | END_STREAM, sid, encode([("grpc-status", "0")])))
+
+
+class UpstreamConformance(MaitredTest):
+    """maitred as an HTTP/2 client: what it answers to an upstream that
+    sends frames on a stream already closed, or PRIORITY on stream 0 (the
+    upstream side had no closed-stream state: such frames were ignored)."""
+
+    def run_case(self, script, on_reset=None, timeout=5):
+        up = RawUpstream(script, on_reset)
+        self.addCleanup(up.close)
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        call = self.raw_unary(m, "/raw.Upstream/Call")
+        fut = call.future(b"x", timeout=timeout)
+        return up, m, call, fut
+
+    def assert_answer(self, up, ftype, code, sid=1):
+        f = up.wait_frame(lambda t, fl, s, p: t in (RST_STREAM, 0x7))
+        self.assertIsNotNone(f, "maitred answered nothing: %r" % [x[1:4] for x in up.frames])
+        t, _, s, p = f
+        got = int.from_bytes(p[:4] if t == RST_STREAM else p[4:8], "big")
+        self.assertEqual((t, got), (ftype, code), "maitred's first RST_STREAM / GOAWAY (stream %d)" % s)
+        if t == RST_STREAM:
+            self.assertEqual(s, sid)
+
+    @maitred_only
+    def test_data_after_the_upstreams_rst_stream(self):
+        # 5.1/5: a stream error STREAM_CLOSED; the connection goes on.
+        def script(sid, encode):
+            return (frame(HEADERS, END_HEADERS, sid, encode(RESP)) +
+                    frame(RST_STREAM, 0, sid, struct.pack(">I", E.CANCEL)) +
+                    frame(DATA, END_STREAM, sid, b"\0\0\0\0\0"))
+        up, m, _, fut = self.run_case(script)
+        self.assert_answer(up, RST_STREAM, E.STREAM_CLOSED)
+        self.assertIsNone(up.wait_frame(lambda t, *_: t == 0x7, 0.5), "a stream error cost the connection")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_headers_after_the_upstreams_rst_stream(self):
+        # 5.1/6
+        def script(sid, encode):
+            return (frame(HEADERS, END_HEADERS, sid, encode(RESP)) +
+                    frame(RST_STREAM, 0, sid, struct.pack(">I", E.CANCEL)) +
+                    frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY)))
+        up, m, _, _ = self.run_case(script)
+        self.assert_answer(up, 0x7, E.STREAM_CLOSED)
+        self.stop_maitred(m)
+
+    def data_after_end(self, apart):
+        # 5.1/8 and 6.1/2: the upstream ended its half, then sent DATA.
+        def script(sid, encode):
+            parts = [frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY)),
+                     frame(DATA, END_STREAM, sid, b"\0\0\0\0\0")]
+            return parts if apart else b"".join(parts)
+        up, m, _, _ = self.run_case(script)
+        self.assert_answer(up, 0x7, E.STREAM_CLOSED)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_data_after_the_upstreams_end_stream_in_one_read(self):
+        self.data_after_end(apart=False)
+
+    @maitred_only
+    def test_data_after_the_upstreams_end_stream_later(self):
+        self.data_after_end(apart=True)
+
+    @maitred_only
+    def test_headers_after_the_upstreams_end_stream(self):
+        # 5.1/9
+        def script(sid, encode):
+            return [frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY)),
+                    frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY))]
+        up, m, _, _ = self.run_case(script)
+        self.assert_answer(up, 0x7, E.STREAM_CLOSED)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_priority_on_stream_zero_from_the_upstream(self):
+        # 6.3/1
+        def script(sid, encode):
+            return frame(PRIORITY, 0, 0, struct.pack(">IB", 1, 16)) + answer(sid, encode)
+        up, m, _, _ = self.run_case(script)
+        self.assert_answer(up, 0x7, E.PROTOCOL_ERROR)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_frames_after_maitreds_own_reset_are_ignored(self):
+        # maitred cancelled the stream (the client's deadline) while the
+        # upstream was answering: what the upstream had in flight is
+        # ignored (§5.1 "closed"), and the next call on the same connection
+        # is served.
+        calls = []
+
+        def script(sid, encode):
+            calls.append(sid)
+            return b"" if len(calls) == 1 else answer(sid, encode)
+
+        def late(sid, encode):
+            return answer(sid, encode) + frame(DATA, 0, sid, b"\0\0\0\0\0")
+        up, m, call, fut = self.run_case(script, on_reset=late, timeout=0.5)
+        wait_rst = up.wait_frame(lambda t, fl, s, p: t == RST_STREAM and s == 1)
+        self.assertIsNotNone(wait_rst, "maitred did not cancel the stream")
+        self.assertEqual(int.from_bytes(wait_rst[3][:4], "big"), E.CANCEL)
+        self.assertEqual(call(b"y", timeout=CALL_LIMIT), b"ok")
+        self.assertEqual(up.conns, 1, "the connection was lost")
+        self.assertEqual([f for f in up.frames if f[1] == 0x7], [], "GOAWAY")
+        self.stop_maitred(m)

@@ -107,6 +107,73 @@ class RawPeer:
         self.sock.close()
 
 
+def bytes_read(pid):
+    """What process pid has read (read(2) and friends, every fd), from
+    the kernel's count."""
+    with open("/proc/%d/io" % pid) as f:
+        for line in f:
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/%d/io" % pid)
+
+
+class Flooder:
+    """A client that sends calls for a service nobody serves as fast as
+    maitred reads them and reads nothing of the answers: a 1 KiB receive
+    buffer, windows opened wide, its SETTINGS never acknowledged. Each
+    call is one HEADERS frame (END_STREAM), about 20 bytes once HPACK
+    indexed it; each answer a Trailers-Only HEADERS of about the same."""
+
+    def __init__(self, port):
+        import hpack
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+        self.sock.settimeout(5)
+        self.sock.connect(("127.0.0.1", port))
+        self.port = self.sock.getsockname()[1]
+        self.enc = hpack.Encoder()
+        self.sid = 1
+        self.sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
+                          raw_frame(0x4, 0, 0, struct.pack(">HI", 0x4, 2 ** 31 - 1)) +
+                          raw_frame(0x8, 0, 0, struct.pack(">I", 2 ** 31 - 1 - 65535)))
+
+    def calls(self, n):
+        hs = [(":method", "POST"), (":scheme", "http"), (":path", "/nobody.Serves/This"),
+              (":authority", "maitred.test"), ("content-type", "application/grpc"), ("te", "trailers")]
+        out = []
+        for _ in range(n):
+            out.append(raw_frame(0x1, 0x5, self.sid, self.enc.encode(hs)))
+            self.sid += 2
+        return b"".join(out)
+
+    def flood(self, limit_bytes, stall_s=2.0):
+        """Send until the socket stays unwritable for stall_s or limit_bytes
+        went out; the bytes sent."""
+        self.sock.setblocking(False)
+        sent, buf = 0, b""
+        try:
+            while sent < limit_bytes:
+                if not buf:
+                    buf = self.calls(500)
+                try:
+                    n = self.sock.send(buf)
+                except BlockingIOError:
+                    _, w, _ = select.select([], [self.sock], [], stall_s)
+                    if not w:
+                        break
+                    continue
+                except OSError:
+                    break  # closed by maitred
+                sent += n
+                buf = buf[n:]
+            return sent
+        finally:
+            self.sock.settimeout(5)
+
+    def close(self):
+        self.sock.close()
+
+
 class StuckClient(MaitredTest):
     @maitred_only
     def test_a_client_that_never_reads_does_not_stall_the_others(self):
@@ -212,6 +279,35 @@ class StuckClient(MaitredTest):
         # The other clients are served meanwhile.
         self.assertEqual(self.echo(m).Unary(pb.EchoRequest(key="z"), timeout=5).key, "z")
         self.assertTrue(established(m.port, p.port))
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_peer_that_floods_calls_and_reads_nothing_is_read_no_more(self):
+        # HARDENING.md: a peer that reads nothing is read no more than a
+        # bounded amount, and is closed. Its answers are small: what
+        # maitred owes it waits in nghttp2's queue, in maitred's output
+        # buffer and in the kernel's send buffer (which grows to 4 MiB on
+        # loopback and held 100,000 answers: maitred read 2 MB of calls
+        # before its writes blocked, and then kept reading while its
+        # output buffer had room). The stream limit is out of the way
+        # here (it ends a flood of its own, as glitches).
+        up = self.start_upstream("a")
+        cfg = self.config([self.service("maitred.testing.v1.Echo", [up])],
+                          downstream={"write_timeout": "1s", "max_concurrent_streams": 1000000})
+        m = self.start_maitred(cfg)
+        p = Flooder(m.port)
+        self.addCleanup(p.close)
+        before = bytes_read(m.proc.p.pid)
+        sent = p.flood(64 * MiB)
+        read = bytes_read(m.proc.p.pid) - before
+        sys.stderr.write("\n  the flooder sent %.1f MB; maitred read %.2f MB of it\n" % (sent / 1e6, read / 1e6))
+        self.assertLess(sent, 64 * MiB, "maitred read without end from a peer that reads nothing")
+        self.assertLess(read, MiB, "maitred read %d bytes from a peer that reads nothing" % read)
+        wait_until(lambda: not established(m.port, p.port), CALL_LIMIT,
+                   "maitred to close a client that read nothing for write_timeout")
+        self.assertIn("read nothing of its responses", m.proc.output())
+        # The other clients are served meanwhile.
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(key="z"), timeout=5).key, "z")
         self.stop_maitred(m)
 
     @maitred_only
