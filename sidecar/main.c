@@ -170,7 +170,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	mtd_control_tick(ctl);
 }
 
-/* ---- reload (issue 7 section 6) ----------------------------------------- */
+/* ---- reload -------------------------------------------------------------- */
 
 /* --log-level on the command line wins over the file's log.level. */
 static bool log_level_given;

@@ -1,5 +1,6 @@
 /* A worker thread: one event base, one SO_REUSEPORT listener, its own
- * downstream connections and upstream pools (DESIGN.md: share-nothing).
+ * downstream connections and upstream pools (share-nothing: no other
+ * worker touches them; docs/architecture.md "Threads").
  *
  * A turn of the loop runs the ready I/O callbacks, which only feed bytes to
  * nghttp2 sessions and mark connections dirty; then the flush event writes
@@ -149,7 +150,7 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 		next = LIST_NEXT(c, link);
 		if (c->n_streams)
 			quiet = false;
-		/* Slowloris (issue 6): a client that dribbles its preface or a
+		/* Slowloris: a client that dribbles its preface or a
 		 * header block, or reads nothing of what it is owed, is closed. */
 		if (!c->preface_done && now - c->accepted_ns > d->preface_timeout_ms * 1000000) {
 			MTD_INFO("client %s: no HTTP/2 preface and SETTINGS within %lld ms, closing", c->peer,
@@ -214,7 +215,7 @@ static void take_runtime(struct mtd_worker *w)
 				mtd_pool_set_service(p, s);
 		}
 	}
-	/* Pools of endpoints it no longer holds drain (issue 7). */
+	/* Pools of endpoints it no longer holds drain. */
 	struct mtd_pool *p;
 	LIST_FOREACH(p, &w->pools, link)
 		if (!p->retired && atomic_load_explicit(&p->ep->last_gen, memory_order_relaxed) < rt->gen)

@@ -1,4 +1,4 @@
-/* Inbound authorization's types (mesh mode, issue 17): a policy is a
+/* Inbound authorization's types (mesh mode): a policy is a
  * default and rules of principals x methods (Istio's AuthorizationPolicy,
  * linkerd's default policies). Built by lib/config from
  * Inbound.authorization, immutable once built. authz.h has the functions. */

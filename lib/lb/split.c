@@ -1,4 +1,4 @@
-/* split (issue 18): the group a call goes to when the routing header does
+/* split: the group a call goes to when the routing header does
  * not pin one, and the guard that cuts a group which does worse than the
  * heaviest one. The groups are the routing layer's (layer.c: endpoints by
  * their metadata_key value, each group subset and split by zone, with a

@@ -1,4 +1,4 @@
-/* Rate limits (issue 18 rate_limit): a token bucket shared by every worker
+/* Rate limits (rate_limit): a token bucket shared by every worker
  * of the sidecar without a lock. Pure, no I/O; the caller passes the
  * monotonic clock. Any thread.
  *

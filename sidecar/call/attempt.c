@@ -3,7 +3,7 @@
  * mtd_attempt_step); a failed attempt asks mtd_fault_decide() what the
  * call does next and carries the verdict out here, in one place.
  *
- * What the balancer learns (issue 8 §3): an attempt counts against its
+ * What the balancer learns: an attempt counts against its
  * endpoint only for what the endpoint did (connect or TLS failure, a reset,
  * a status in outlier_detection.failure_statuses, a per-try timeout); a client
  * cancel, a deadline, a refused stream or a call maitred ended itself is
@@ -92,7 +92,7 @@ static bool status_blames(const struct mtd_call *call, int st)
  * made it lose (a lower bound: it was slower than that). Without the
  * losers, the slow attempts that hedges beat were replaced by their fast
  * hedges, the estimate saw only the fast ones, and its p95 hedged 5 % of
- * the fast calls on top of every slow one (issue 19 §5); with them, about
+ * the fast calls on top of every slow one; with them, about
  * 5 % of the calls wait past the p95 and are hedged, "The Tail at Scale"'s
  * bound (Dean and Barroso, CACM 2013: hedge after the p95, about 5 % more
  * requests). A hedge's own latency is left out: it began late, and would

@@ -105,7 +105,7 @@ struct mtd_call_bc {
 
 /* The part of a background call, one with no client, on its worker's
  * list while it lives: a FAILBACK re-send (failback.c), or a mirror copy
- * (policy.c, issue 18: mirror set; its try's end goes to policy.c). */
+ * (policy.c: mirror set; its try's end goes to policy.c). */
 struct mtd_call_bg {
 	struct mtd_call *call;
 	LIST_ENTRY(mtd_call_bg) link;
@@ -122,7 +122,7 @@ struct mtd_call_bg {
 };
 
 /* One call. Every call in flight holds one, so it is kept within the
- * slab's 512-byte class (issue 6 §5: HACKING.md "memory per call"): what
+ * slab's 512-byte class (HACKING.md "Memory per call"): what
  * only some calls need (BROADCAST, FAILBACK) is allocated beside it. */
 struct mtd_call {
 	struct mtd_worker *w;

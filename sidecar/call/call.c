@@ -408,7 +408,7 @@ static void on_deadline(struct mtd_timer *t)
 
 /* ---- picking ----------------------------------------------------------- */
 
-/* issue 10: the routing layer picks by the call's routing header value. */
+/* The routing layer picks by the call's routing header value. */
 static int layer_pick(struct mtd_call *call, const struct mtd_lb_pick_ctx *ctx)
 {
 	const char *name = call_route_header(call);
@@ -419,7 +419,7 @@ static int layer_pick(struct mtd_call *call, const struct mtd_lb_pick_ctx *ctx)
 
 /* The endpoints a pick must leave out: those this call tried, those
  * outlier detection ejected, and those active health checks found
- * unhealthy (the filter before the rule, seed 002). Returns the bitmap to
+ * unhealthy (the health filter runs before the rule). Returns the bitmap to
  * pass (NULL = none), merged into scratch when more than one applies.
  * When every endpoint is unhealthy the health checks are ignored. */
 static const uint64_t *excluded_set(const struct mtd_call *call, uint64_t *scratch, size_t words)
@@ -438,7 +438,7 @@ static const uint64_t *excluded_set(const struct mtd_call *call, uint64_t *scrat
 	return scratch;
 }
 
-/* Deadline-aware picking (issue 8 §3): with a deadline, an endpoint whose
+/* Deadline-aware picking: with a deadline, an endpoint whose
  * recent successful calls take longer on average than the time left would
  * only spend the deadline. A few samples (5) are needed to judge. *est_ms:
  * the estimate, when given. */
@@ -724,7 +724,7 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 	}
 	int64_t now = mtd_now_ns(), est_ms;
 	if (call->n_attempts > 0 && too_slow(call, svc->eps[idx], now, &est_ms)) {
-		/* issue 8 §3: no retry or hedge that cannot finish in time. A
+		/* No retry or hedge that cannot finish in time. A
 		 * hedge is not started (the forks racing go on); a retry is not,
 		 * and the call ends with the failure it has. */
 		if (hedge)
@@ -899,7 +899,7 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 	const struct mtd_runtime *rt = call->hold->rt;
 	/* An inbound peer's call goes to its listener's app, whatever the
 	 * :path names (io/inbound.h); the app's own calls take the routes
-	 * first (issue 18), then :path. */
+	 * first, then :path. */
 	int si = call->inbound ? mtd_inbound_route(rt, call) : mtd_policy_route(rt, call, rp);
 	if (si < 0) {
 		call->svc = NULL; /* nothing of an older snapshot stays routed */
@@ -974,7 +974,7 @@ void mtd_call_start(struct mtd_call *call)
 	}
 	/* Counted from here on as its service's (a refusal below included). */
 	mtd_metrics_call_routed(call, (const char *)path->value, path->valuelen, rp.service_len);
-	/* Traffic policy (issue 18): rate_limit, fault_injection's abort. */
+	/* Traffic policy: rate_limit, fault_injection's abort. */
 	if (!mtd_policy_admit(call))
 		return;
 	/* Circuit breaking: past the service's limit the call ends at once
@@ -1151,7 +1151,7 @@ void mtd_call_on_req_end(struct mtd_call *call)
 	if (call->state == MTD_CALL_WAIT_KEY && !call->delayed)
 		pick_with_field_key(call, false);
 	resume_attempts(call);
-	mtd_policy_mirror(call); /* issue 18: the copy, once the request is whole */
+	mtd_policy_mirror(call); /* the copy, once the request is whole */
 }
 
 void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)

@@ -6,7 +6,7 @@
  * No nghttp2_nv array is kept: whoever submits a block builds one on the
  * stack (nghttp2 copies the array on submit and, with the NO_COPY flags,
  * points into this buffer until the frame is packed), so a block costs its
- * bytes plus 10 per field instead of 40 more per field (issue 6 §5). */
+ * bytes plus 10 per field instead of 40 more per field. */
 #include "config.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* A call's traffic policy (issue 18): what happens to it before the pick.
+/* A call's traffic policy: what happens to it before the pick.
  *
  *   :path + headers --routes--> services[] entry --rate_limit--> --abort-->
  *        --delay (timer)--> the pick (split inside the routing layer)

@@ -1,7 +1,7 @@
-/* A call's traffic policy (issue 18; policy.c): routes, rate_limit,
+/* A call's traffic policy (policy.c): routes, rate_limit,
  * fault_injection and mirror, decided once when the call is routed, before
- * any upstream is touched (DESIGN.md "traffic policy is a layer before the
- * pick"); split is the routing layer's (lib/lb/split.c). Worker thread
+ * any upstream is touched: a layer before the pick, which then picks
+ * inside the group it chose; split is the routing layer's (lib/lb/split.c). Worker thread
  * only. */
 #ifndef MTD_POLICY_H
 #define MTD_POLICY_H

@@ -1,4 +1,4 @@
-/* Certificate rotation (certwatch.c, issue 17): the certificate, key and CA
+/* Certificate rotation (certwatch.c): the certificate, key and CA
  * files of every inbound listener and every service's tls, watched
  * (inotify on their directories, and read every 10 s for the mounts
  * inotify misses) and loaded again when their content changed, once they

@@ -1,4 +1,4 @@
-/* Runtime snapshots (issue 7): the validated config plus what the data
+/* Runtime snapshots: the validated config plus what the data
  * plane needs to serve it (route table, endpoint identities with their
  * stats, pickers, TLS contexts). Built on the control thread, published to
  * every worker, read by workers without locks, reclaimed by reference
@@ -278,16 +278,16 @@ static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
 	return 0;
 }
 
-/* issue 10: the routing layer is built only where an option asks for it,
- * so a service without them picks exactly as before (a split needs one:
- * issue 18). */
+/* The routing layer is built only where an option asks for it, so a
+ * service without them picks exactly as it would without a layer (a split
+ * needs one). */
 static bool layer_wanted(const struct mtd_lb_layer_config *lc)
 {
 	return lc->subset.size > 0 || (lc->zone && lc->locality != MTD_LB_LOCALITY_OFF) || lc->metadata_key ||
 	       lc->split;
 }
 
-/* rate_limit's bucket (issue 18): was's when it has the same figures (a
+/* rate_limit's bucket: was's when it has the same figures (a
  * reload or an endpoint change keeps the tokens spent: no new burst),
  * else a new one with the new figures holding what was has left (at most
  * the new burst: new figures mint nothing either), or a full one when
@@ -388,7 +388,7 @@ static void log_readmitted(const char *svc, const char *method, const struct mtd
 /* The health state of snapshot s (built over its endpoints): outlier
  * ejection sets (outlier_detection; one per listed method when
  * method_scoped), carried over from prev's for endpoints that stay
- * (ejections included: the filter before the rule, seed 002), and the
+ * (ejections included: the health filter runs before the rule, as Ribbon's server-list filter does), and the
  * unhealthy bitmap of active checks, from the identities' flags. */
 static int health_init(struct mtd_rt_service *s, const struct mtd_rt_service *prev, int64_t now_ms)
 {
@@ -503,7 +503,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	bool any_attr = false, changed = diff.added || diff.removed;
 	for (size_t i = 0; i < n; i++) {
 		struct mtd_endpoint *ep;
-		/* Another identity presented (issue 17) is another endpoint: its
+		/* Another identity presented is another endpoint: its
 		 * pools connect expecting the identity they were made for. */
 		const char *id = eps[i].identity && eps[i].identity[0] ? eps[i].identity : NULL;
 		if (map[i] != SIZE_MAX && !same_file(prev->eps[map[i]]->identity, id)) {
@@ -536,7 +536,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		any_attr |= (eps[i].zone && eps[i].zone[0]) || eps[i].n_metadata;
 		/* A registry's start time, when it names one, is the newest
 		 * word; else the identity's own first sighting; unless it came
-		 * back since (issue 8 §3: back through warmup). */
+		 * back since (a returning endpoint ramps up through its warmup again). */
 		int64_t start = eps[i].start_ms > 0 ? eps[i].start_ms : ep->start_ms;
 		bool returned = ep->returned_ms > start;
 		s->lb_eps[i] = (struct mtd_lb_endpoint){
@@ -571,7 +571,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		         cfg->lb.ops->name, s->n_eps);
 		goto fail;
 	}
-	/* issue 10: what the routing layer reads, from the kept copies. */
+	/* What the routing layer reads, from the kept copies. */
 	for (size_t i = 0; s->attrs && i < n; i++) {
 		s->lb_eps[i].zone = s->attrs[i].zone;
 		/* struct mtd_disc_meta and struct mtd_lb_meta are both {key, value}. */
@@ -710,7 +710,7 @@ static struct mtd_disc_endpoint *static_set(const struct mtd_cfg_service *cfg, c
 		                                  .salen = e->addr.salen,
 		                                  .weight = e->weight,
 		                                  .zone = e->zone,
-		                                  /* both {key, value} (issue 10) */
+		                                  /* both {key, value} */
 		                                  .metadata = (const struct mtd_disc_meta *)e->meta,
 		                                  .n_metadata = e->n_meta};
 		(*hosts)[i] = e->addr.host;
@@ -1037,7 +1037,7 @@ static void outlier_tick(struct mtd_runtime *rt, size_t si, int64_t mono_ms, mtd
 	free(back);
 }
 
-/* split.guard (issue 18): the layer's evaluation, each cut logged and
+/* split.guard: the layer's evaluation, each cut logged and
  * counted. */
 static void guard_tick(const struct mtd_cfg_service *sc, const char *method, struct mtd_lb_layer *l, int64_t mono_ms)
 {
@@ -1078,7 +1078,7 @@ void mtd_runtime_tick(struct mtd_runtime *rt, mtd_runtime_back_fn *back)
 	}
 }
 
-/* ---- reload (issue 7 section 6) ------------------------------------------ */
+/* ---- reload ---------------------------------------------------------------- */
 
 static bool same_str(const char *a, const char *b)
 {

@@ -23,7 +23,7 @@ struct ssl_st;
 struct mtd_conn;
 
 /* What differs between the two kinds of connection for the I/O core
- * (conn.c), which knows no kind (STYLE.md: an ops table per kind, like
+ * (conn.c), which knows no kind (an ops table per kind, like
  * mtd_xprt_ops): downstream.c and upstream.c each fill one and set it at
  * creation. Worker thread only. */
 struct mtd_conn_ops {

@@ -6,8 +6,8 @@
  * syscall per connection; a big read is fed to nghttp2 in slices, and what
  * each slice queued on other connections is serialized in between (memory,
  * not syscalls: gather_others). While the socket is backed up we stop pulling
- * frames out of the session and stop reading from the peer (HARDENING.md:
- * CVE-2019-9517, ping/settings/reset floods), which pushes back on it. */
+ * frames out of the session and stop reading from the peer
+ * (CVE-2019-9517, ping/settings/reset floods), which pushes back on it. */
 #include "config.h"
 
 #include <errno.h>
@@ -185,8 +185,8 @@ void mtd_conn_doom(struct mtd_conn *c)
 	if (c->doomed_ns || c->state == MTD_CONN_CLOSED)
 		return;
 	c->doomed_ns = mtd_now_ns();
-	/* Nothing the peer sends matters any more: do not read it (issue 6:
-	 * a doomed peer was read and discarded without end). Pausing only
+	/* Nothing the peer sends matters any more: do not read it (else a
+	 * doomed peer is read and discarded without end). Pausing only
 	 * deletes the event: it cannot fail. */
 	set_read_paused(c, true);
 	mtd_conn_want_flush(c);
@@ -253,9 +253,9 @@ int mtd_conn_out_append(struct mtd_conn *c, const uint8_t *p, size_t n)
 	return 0;
 }
 
-/* Give c's drained output buffer up (issue 19 §3: an idle connection
- * holds none; 16 KiB of address space and the pages its frames touched,
- * 4 KiB of private memory per idle connection): to the worker's spares if
+/* Give c's drained output buffer up (an idle connection holds none:
+ * 16 KiB of address space and the pages its frames touched, 4 KiB of
+ * private memory per idle connection): to the worker's spares if
  * one is free and the buffer has the initial size, so that calls one at a
  * time cost no malloc and free of it each (callgrind, lone calls: +450
  * instructions per call with one spare, for the client's and the upstream
@@ -346,8 +346,8 @@ static void gather_others(struct mtd_worker *w, const struct mtd_conn *reader)
 }
 
 /* While c's socket takes no more of its output: whether to stop reading
- * the peer (HARDENING.md: a peer that reads nothing is read no more than a
- * bounded amount). What it owes the peer counts wherever it waits: in c's
+ * the peer (a peer that reads nothing is read no more than a bounded
+ * amount). What it owes the peer counts wherever it waits: in c's
  * output buffer (gathering stops at the mark, so the pause must trigger at
  * it, not past it), in nghttp2's queue (frames submitted and not gathered:
  * small answers, each of which holds a stream until serialized), and in
@@ -385,7 +385,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 			/* Wait for what the transport asked: a TLS write that must
 			 * read first would spin on writability. */
 			c->want_read_on_write = rc == MTD_IO_WANT_READ;
-			/* HARDENING.md (CVE-2019-9517): a peer that does not read
+			/* CVE-2019-9517: a peer that does not read
 			 * what we owe it is not read either. Gathering stops at
 			 * the mark, so the pause must trigger at it, not past it. */
 			if ((!c->want_read_on_write && event_add(&c->wev, NULL) != 0) ||
@@ -467,7 +467,7 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			mtd_conn_doom(c);
 			break;
 		}
-		/* HARDENING.md: a peer that makes us queue frames (RST_STREAMs,
+		/* A peer that makes us queue frames (RST_STREAMs,
 		 * ACKs) while not reading its socket is read no further until
 		 * the queue has gone out (CVE-2019-9514 reset flood), nor one
 		 * read that much since it stopped taking our output. */
@@ -479,7 +479,7 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		if (rv < 0 && c->doomed_ns)
 			break; /* a callback found a connection error: GOAWAY queued */
 		if (rv < 0) {
-			/* Fatal for the connection (HARDENING.md): flood, too many
+			/* Fatal for the connection: flood, too many
 			 * CONTINUATIONs, bad preface... Send what GOAWAY nghttp2 queued. */
 			MTD_WARN("%s %s: HTTP/2 error: %s", c->ops->role, c->peer, nghttp2_strerror((int)rv));
 			if (rv != NGHTTP2_ERR_NOMEM && rv != NGHTTP2_ERR_CALLBACK_FAILURE)
@@ -526,7 +526,7 @@ static void conn_io_cb(evutil_socket_t fd, short what, void *arg)
 
 /* A socket closed with bytes of the peer's unread (a PING, a request
  * racing our GOAWAY) makes the kernel answer with a RST, and the peer may
- * lose what we sent last, the GOAWAY included (issue 16 §2: h2spec 7/1).
+ * lose what we sent last, the GOAWAY included (h2spec's case 7/1 saw it).
  * So a connection whose HTTP/2 was up ends with shutdown(SHUT_WR) (our FIN
  * after the last bytes), then reads and drops what still comes for a
  * bounded linger, then closes: on the peer's FIN or error, after

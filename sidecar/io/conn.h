@@ -31,7 +31,7 @@ struct mtd_conn_ng_hooks {
 };
 /* New callbacks with h set, and options with what every session of ours
  * takes: windows updated by hand (flow control follows what was forwarded,
- * HARDENING.md, CVE-2019-9517), a 4 KiB HPACK table to compress with, and
+ * CVE-2019-9517), a 4 KiB HPACK table to compress with, and
  * gRPC's edge spaces in values let through (RFC 9113 §8.2.1 forbids them;
  * gRPC's PROTOCOL-HTTP2 allows printable ASCII incl. 0x20, and servers
  * send them: a strict check would turn an application status into

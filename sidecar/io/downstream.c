@@ -1,6 +1,7 @@
 /* Downstream: the local app's cleartext HTTP/2 connections (h2c with prior
- * knowledge). One nghttp2 server session per connection, configured per
- * HARDENING.md. The callbacks only route bytes to calls (call.c). */
+ * knowledge). One nghttp2 server session per connection, hardened against
+ * a peer's floods (HACKING.md "Output pressure", "Conformance"). The
+ * callbacks only route bytes to calls (call.c). */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -138,7 +139,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 		return 0; /* request trailers: gRPC has none; not forwarded */
 	if (c->in && mtd_inbound_header_dropped(name, namelen))
 		return 0; /* an inbound peer's own x-forwarded-client-cert */
-	/* HARDENING.md: nghttp2 1.52 does not enforce our advertised
+	/* nghttp2 1.52 does not enforce our advertised
 	 * SETTINGS_MAX_HEADER_LIST_SIZE; RFC 9113 §6.5.2 counts name + value + 32. */
 	if (mtd_headers_size(&call->req_hdrs) + namelen + valuelen + 32 >
 	    c->w->rt->cfg->downstream.max_header_list_size) {
@@ -151,7 +152,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 	return 0;
 }
 
-/* HARDENING.md: nghttp2 1.52 has no glitch limiter. Frames that cost us
+/* nghttp2 1.52 has no glitch limiter. Frames that cost us
  * work but carry nothing (empty DATA without END_STREAM, CVE-2019-9518;
  * PRIORITY churn, CVE-2019-9513; invalid frames) are counted per
  * connection, with one credit back per real request; past the budget the
@@ -292,7 +293,7 @@ int mtd_down_setup(struct mtd_worker *w)
 	nghttp2_session_callbacks_set_on_begin_headers_callback(w->down_cbs, on_begin_headers);
 	nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(w->down_cbs, on_invalid_frame_recv);
 	nghttp2_session_callbacks_set_on_begin_frame_callback(w->down_cbs, on_begin_frame);
-	/* HARDENING.md, downstream server session. Window updates follow what
+	/* The downstream server session. Window updates follow what
 	 * was forwarded upstream (CVE-2019-9517), not what was received
 	 * (mtd_conn_ng_setup). */
 	nghttp2_option_set_no_closed_streams(w->down_opt, 1);

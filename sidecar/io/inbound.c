@@ -1,5 +1,5 @@
 /* Inbound listeners and their connections (inbound.h): mesh mode's server
- * half, issue 17.
+ * half.
  *
  *   accept --> HANDSHAKE --first byte a TLS record, handshake done--> READY
  *   (admitted:     |     (identity, x-forwarded-client-cert)  (a downstream

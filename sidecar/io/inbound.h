@@ -1,4 +1,4 @@
-/* Inbound listeners (mesh mode, issue 17; inbound.c): the server half of
+/* Inbound listeners (mesh mode; inbound.c): the server half of
  * the mesh. One more kind of listener and connection on the data plane:
  * an inbound peer's connection is a downstream one (downstream.c: its
  * session, hardening and deadlines) that first runs a TLS handshake

@@ -1,6 +1,6 @@
 /* Listening sockets (listen.c): the app's listener and the inbound ones are
- * one SO_REUSEPORT socket per worker (DESIGN.md: the kernel spreads the
- * connections over the workers). */
+ * one SO_REUSEPORT socket per worker (the kernel spreads the connections
+ * over the workers). */
 #ifndef MTD_LISTEN_H
 #define MTD_LISTEN_H
 

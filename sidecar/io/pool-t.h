@@ -31,8 +31,8 @@ struct ssl_session_st;
  * It opens no connection once retired or while being freed (`retired`,
  * `stopping`: set once, never cleared), nor while a failed connection's
  * calls are being moved (`failing`): three reasons, three fields, so
- * that ending one never ends another (issue 15, defect 7: the end of a
- * connect failure cleared what retirement had set). */
+ * that ending one never ends another (one flag for all three let the
+ * end of a connect failure clear what retirement had set). */
 struct mtd_pool {
 	struct mtd_worker *w;
 	struct mtd_rt_service *svc; /* for TLS ctx and upstream settings (reference) */

@@ -1,5 +1,5 @@
-/* A pool per endpoint identity per worker (issue 7: kept while the
- * endpoint stays, retired when it leaves): calls multiplex over its connections; a
+/* A pool per endpoint identity per worker (kept while the endpoint
+ * stays, retired when it leaves): calls multiplex over its connections; a
  * new connection opens only when the open ones are full (peer's
  * SETTINGS_MAX_CONCURRENT_STREAMS, capped by config) and the cap on
  * connections allows; calls wait in a bounded FIFO meanwhile. */

@@ -32,8 +32,8 @@
 
 static int conn_ex_index = -1;
 
-/* What a client context checks of the server beyond its chain (issue 17,
- * secure naming), kept on the context (ctx_ex_index) and freed with it. */
+/* What a client context checks of the server beyond its chain (secure
+ * naming), kept on the context (ctx_ex_index) and freed with it. */
 struct client_naming {
 	char *identity;     /* the typed identity (lib/identity) the server must have, or NULL */
 	bool from_registry; /* ... the endpoint's own (its registry record's) */
@@ -211,7 +211,7 @@ fail:
 	return NULL;
 }
 
-/* ---- identities (issue 17) ---------------------------------------------- */
+/* ---- identities --------------------------------------------------------- */
 
 /* cert's identity (lib/identity: the X509-SVID rule over its URI and DNS
  * SANs) into id, cap >= MTD_IDENTITY_TEXT_SIZE ("" when none); returns
@@ -565,7 +565,7 @@ fail:
 	return NULL;
 }
 
-/* The socket BIO's reads, watched (issue 19 §1): a read(2) that filled
+/* The socket BIO's reads, watched: a read(2) that filled
  * less than OpenSSL asked for emptied the socket, so once OpenSSL holds
  * nothing more, tls_read stops without the read(2) that would only say
  * EAGAIN (0.45 of a read(2) per call at a steady rate, TLS upstreams).

@@ -1,5 +1,5 @@
 /* Transport: what carries a connection's bytes, plain TCP or TLS, behind
- * one ops table (STYLE.md; HAProxy xprt_ops). transport.c is the only file
+ * one ops table (as HAProxy's xprt_ops). transport.c is the only file
  * that calls OpenSSL.
  *
  * Results of the I/O ops, the same for every transport:
@@ -8,8 +8,8 @@
  *   MTD_IO_WANT_READ    nothing can move until the socket is readable
  *   MTD_IO_WANT_WRITE   nothing can move until the socket is writable
  *   other < 0           -errno: the connection is dead
- * The two waits are a range of their own, below every -errno (STYLE.md:
- * one namespace per result): they once were -EAGAIN and -ENOMEM, and an
+ * The two waits are a range of their own, below every -errno (one
+ * namespace per result): they once were -EAGAIN and -ENOMEM, and an
  * ENOMEM from read(2) or send(2) read as "wait for writability", so the
  * connection looped on a writable socket instead of closing.
  * Either op may want either direction: TLS may have to read before it can
@@ -102,7 +102,7 @@ void mtd_tls_ctx_free(struct ssl_ctx_st *ctx);
 int mtd_tls_client_start(struct mtd_conn *c, struct ssl_ctx_st *ctx, const char *server_name,
                          struct ssl_session_st *resume);
 void mtd_tls_session_free(struct ssl_session_st *s);
-/* ---- identities and inbound listeners (issue 17, mesh mode) ------------ */
+/* ---- identities and inbound listeners (mesh mode) ----------------------- */
 
 /* Sessions (both sides): a resumed session stands for the full handshake
  * that first authenticated its peer for at most MTD_TLS_SESSION_MAX_S,

@@ -202,7 +202,7 @@ int mtd_up_setup(struct mtd_worker *w)
 		return -ENOMEM;
 	/* RFC 9113 on streams nghttp2 forgot (conn.c), as for clients. */
 	nghttp2_session_callbacks_set_on_begin_frame_callback(w->up_cbs, mtd_conn_on_begin_frame);
-	/* HARDENING.md: until the peer's SETTINGS arrive assume 100 streams,
+	/* Until the peer's SETTINGS arrive assume 100 streams,
 	 * not "unlimited"; no server push. */
 	nghttp2_option_set_peer_max_concurrent_streams(w->up_opt, 100);
 	nghttp2_option_set_max_reserved_remote_streams(w->up_opt, 0);
