@@ -9,6 +9,8 @@
 #ifndef MTD_CERTWATCH_H
 #define MTD_CERTWATCH_H
 
+#include <stddef.h>
+
 struct mtd_control;
 struct mtd_certwatch;
 
