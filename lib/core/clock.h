@@ -20,12 +20,19 @@ static inline int64_t mtd_mono_ms(void)
 	return mtd_now_ns() / 1000000;
 }
 
+/* How far the wall clock is ahead of the monotonic one, in ms, as one
+ * value every reader shares: taken again only when the clocks moved
+ * apart by more than MTD_WALL_OFFSET_SLACK_MS (a step, or a slew that
+ * added up), so that one moment shown on two pages reads the same even
+ * though each reading of the two clocks rounds to the ms its own way. */
+int64_t mtd_wall_offset_ms(void);
+#define MTD_WALL_OFFSET_SLACK_MS 100
+
 /* The wall time (ms since the epoch) of mono_ms, a time on mtd_mono_ms's
- * clock, for display: as far from the wall clock now as mono_ms is from
- * the monotonic clock now. */
+ * clock, for display. */
 static inline int64_t mtd_wall_of_mono_ms(int64_t mono_ms)
 {
-	return mtd_wall_ms() - (mtd_mono_ms() - mono_ms);
+	return mono_ms + mtd_wall_offset_ms();
 }
 
 #endif

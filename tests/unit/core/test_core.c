@@ -3,12 +3,16 @@
 #include "config.h"
 
 #include <check.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/addr.h"
 #include "core/bits.h"
+#include "core/clock.h"
 #include "core/bufq.h"
 #include "core/log.h"
 #include "core/slab.h"
@@ -348,6 +352,45 @@ START_TEST(timers_heap_order)
 }
 END_TEST
 
+/* One monotonic moment shown twice reads the same wall time (the admin's
+ * pages and /history compare them), and it is the wall clock's reading of
+ * that moment within the slack. Read apart, each conversion rounded the
+ * two clocks its own way and could differ by a ms. */
+START_TEST(wall_of_mono_is_one_value_for_every_reader)
+{
+	int64_t moment = mtd_mono_ms() - 1234;
+	int64_t first = mtd_wall_of_mono_ms(moment);
+	for (int i = 0; i < 20000; i++)
+		ck_assert_int_eq(mtd_wall_of_mono_ms(moment), first);
+	int64_t direct = mtd_wall_ms() - (mtd_mono_ms() - moment);
+	ck_assert_int_le(first - direct, MTD_WALL_OFFSET_SLACK_MS + 1);
+	ck_assert_int_le(direct - first, MTD_WALL_OFFSET_SLACK_MS + 1);
+}
+END_TEST
+
+/* An address as text: IPv4 plain, IPv6 bracketed and in its one numeric
+ * spelling, so that two spellings of one address are one key. */
+START_TEST(addr_text_one_spelling)
+{
+	struct sockaddr_storage ss;
+	char buf[MTD_ADDR_TEXT_SIZE];
+	memset(&ss, 0, sizeof(ss));
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	s4->sin_family = AF_INET;
+	s4->sin_port = htons(8080);
+	inet_pton(AF_INET, "127.0.0.1", &s4->sin_addr);
+	ck_assert_str_eq(mtd_addr_text(&ss, buf, sizeof(buf)), "127.0.0.1:8080");
+	memset(&ss, 0, sizeof(ss));
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	s6->sin6_family = AF_INET6;
+	s6->sin6_port = htons(443);
+	inet_pton(AF_INET6, "0:0:0:0:0:0:0:1", &s6->sin6_addr);
+	ck_assert_str_eq(mtd_addr_text(&ss, buf, sizeof(buf)), "[::1]:443");
+	/* Too small a buffer: cut, terminated. */
+	ck_assert_str_eq(mtd_addr_text(&ss, buf, 4), "[::");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("core");
@@ -362,6 +405,8 @@ int main(void)
 	tcase_add_test(tc, slab_classes_reuse_and_realloc);
 	tcase_add_test(tc, slab_passthrough_keeps_nothing);
 	tcase_add_test(tc, timers_heap_order);
+	tcase_add_test(tc, wall_of_mono_is_one_value_for_every_reader);
+	tcase_add_test(tc, addr_text_one_spelling);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
