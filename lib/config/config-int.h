@@ -9,13 +9,13 @@
  *                                                            +--> Config message
  *   bytes --(load.c: protobuf_c_message_unpack)--------------+        |
  *                                                                     v
- *                               build.c: validate, apply defaults, resolve
+ *                             build*.c: validate, apply defaults, resolve
  *                                                                     |
  *                                                                     v
  *                                                           struct mtd_cfg
  *
  * Every stage reports into one struct mtd_cfg__diag; the text stages also
- * record where each message and field came from (line, column), so build.c
+ * record where each message and field came from (line, column), so build*.c
  * can point at the file for errors it finds long after parsing. */
 #ifndef MTD_CONFIG_INT_H
 #define MTD_CONFIG_INT_H
@@ -126,7 +126,7 @@ int mtd_cfg__parse_duration(const char *s, int64_t *seconds, int32_t *nanos, con
  * 0 or -EINVAL (*why set). */
 int mtd_cfg__parse_timestamp(const char *s, int64_t *seconds, int32_t *nanos, const char **why);
 
-/* ---- validation and runtime form (build.c) ----------------------------- */
+/* ---- validation and runtime form (build*.c, free.c) --------------------- */
 
 /* Validate m and build the runtime config. basedir ("" or a directory with
  * a trailing '/') is prepended to relative file names (TLS files). Errors

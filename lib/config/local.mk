@@ -2,7 +2,12 @@
 lib_libmaitred_a_SOURCES += \
 	lib/config/config-t.h lib/config/config.h lib/config/config-int.h \
 	lib/config/diag.c lib/config/pbjson.c lib/config/load.c \
-	lib/config/build.c lib/config/default.c
+	lib/config/build-int.h lib/config/build.c lib/config/build_common.c \
+	lib/config/build_service.c lib/config/build_lb.c lib/config/build_tls.c \
+	lib/config/build_discovery.c lib/config/build_fault.c \
+	lib/config/build_health.c lib/config/build_layer.c \
+	lib/config/build_policy.c lib/config/build_inbound.c \
+	lib/config/free.c lib/config/default.c
 
 check_PROGRAMS += tests/unit/test_config
 TESTS += tests/unit/test_config

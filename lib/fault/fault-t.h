@@ -35,7 +35,7 @@ struct mtd_fault_fallback {
 };
 
 /* Validated fault block of a service or method, defaults applied by the
- * config layer (lib/config/build.c). Immutable. */
+ * config layer (lib/config/build_fault.c). Immutable. */
 struct mtd_fault_policy {
 	enum mtd_fault_mode mode;   /* default FAILFAST */
 	uint32_t retries;           /* FAILOVER: attempts after the first (default 2) */
