@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "authz/authz.h"
@@ -230,19 +232,35 @@ static const struct mtd_rt_inentry *entry_of_policy(const struct mtd_worker *w, 
 
 /* Pending handshakes per source address, over every worker: a few
  * buckets of a hash of the address (a collision only makes two addresses
- * share their bound). */
+ * share their bound). The hash is seeded at random once per process: with
+ * a known seed a peer picks, among the addresses it holds, one in another
+ * peer's bucket and uses up that peer's handshakes. */
 #define HS_PER_ADDR 8
 #define HS_BUCKETS  4096
 static _Atomic uint16_t hs_pending[HS_BUCKETS];
+static uint64_t hs_seed;
+static pthread_once_t hs_seed_once = PTHREAD_ONCE_INIT;
+
+static void hs_seed_init(void)
+{
+	if (getrandom(&hs_seed, sizeof(hs_seed), GRND_NONBLOCK) != (ssize_t)sizeof(hs_seed)) {
+		/* No entropy yet (early boot): the clock and pid, still not a
+		 * constant a peer can read in the source. */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		hs_seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 44);
+	}
+}
 
 static unsigned hs_bucket(const struct sockaddr_storage *sa)
 {
+	pthread_once(&hs_seed_once, hs_seed_init);
 	if (sa->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-		return (unsigned)(mtd_lb_hash64(&s6->sin6_addr, sizeof(s6->sin6_addr), 0) % HS_BUCKETS);
+		return (unsigned)(mtd_lb_hash64(&s6->sin6_addr, sizeof(s6->sin6_addr), hs_seed) % HS_BUCKETS);
 	}
 	const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-	return (unsigned)(mtd_lb_hash64(&s4->sin_addr, sizeof(s4->sin_addr), 0) % HS_BUCKETS);
+	return (unsigned)(mtd_lb_hash64(&s4->sin_addr, sizeof(s4->sin_addr), hs_seed) % HS_BUCKETS);
 }
 
 static void hs_done(struct mtd_in_peer *in)
