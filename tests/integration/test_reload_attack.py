@@ -5,9 +5,13 @@ is a probe that proved a defect, or a property a probe checked held.
 Nothing here is decided by timing: every wait is a bounded loop whose
 limit is a hang guard."""
 
+import json
+import os
 import signal
 import socket
 import ssl
+import struct
+import threading
 import time
 
 import grpc
@@ -36,23 +40,48 @@ class ReloadAttack(Attack):
             return False
 
     # --- listeners: removed and added again -----------------------------------
+    def write_cfg(self, m, cfg):
+        with open(m.config_path + ".new", "w") as f:
+            f.write(json.dumps(cfg))
+        os.rename(m.config_path + ".new", m.config_path)  # never read half written
+
     @maitred_only
     def test_an_entry_removed_then_added_back_at_once_listens_again(self):
+        # Removed, then put back by the next reload before every worker
+        # closed its socket there: the address was maitred's own, busy
+        # only with sockets on their way out; refusing the reload left
+        # the entry out until the next one.
         app, other = self.start_upstream("app"), self.start_upstream("other")
         pa, po = free_port(), free_port()
         e_app, e_other = self.entry(app, pa, CART), self.entry(other, po, CART)
         b = self.server([e_app, e_other])
         without = dict(b.cfg, inbound=[e_other])
         both = dict(b.cfg, inbound=[e_app, e_other])
-        # The operator removes it, sees the mistake, puts it back: each
-        # reload applies (none refused for an address maitred itself held).
-        for _ in range(5):
-            self.reload(b, without)
-            self.reload(b, both)
+        # The workers busy with handshakes on the other listener: each
+        # takes a new snapshot a little later.
+        stop = threading.Event()
+
+        def busy():
+            while not stop.is_set():
+                self.handshakes(po)
+        load = [threading.Thread(target=busy) for _ in range(4)]
+        for t in load:
+            t.start()
+        try:
+            for i in range(60):
+                n = b.proc.output().count("reloading")
+                self.write_cfg(b, without if i % 2 == 0 else both)
+                b.proc.signal(signal.SIGHUP)
+                # The next one as soon as this one is read, whatever its verdict.
+                wait_until(lambda: b.proc.output().count("reloading") > n, CALL_LIMIT, "the reload to start")
+        finally:
+            stop.set()
+            for t in load:
+                t.join(CALL_LIMIT)
+        self.reload(b, both)
         self.assertNotIn("keeping the running config", b.proc.output())
         wait_until(lambda: self._try("127.0.0.1:%d" % pa), CALL_LIMIT, "the entry added back to serve")
 
-    # --- pending handshakes per source address -----------------------------------
     def stalled(self, port, source, n):
         """n connections from `source` that never send a byte."""
         out = []
@@ -110,3 +139,137 @@ class ReloadAttack(Attack):
         finally:
             for s in idle:
                 s.close()
+
+    # --- counts given back whatever ends a connection ------------------------------
+    def open_for(self, port, source="127.0.0.1"):
+        """True when a new connection is held open (accepted, handshake
+        pending) for a second, False when maitred closes it at once."""
+        s = self.stalled(port, source, 1)[0]
+        s.settimeout(1.0)
+        try:
+            if s.recv(1) == b"":
+                s.close()
+                return None
+        except socket.timeout:
+            pass
+        except ConnectionResetError:
+            s.close()
+            return None
+        return s
+
+    def flood(self, port, n):
+        """n connections ended every way a hostile or broken peer ends one."""
+        hello_ctx = ssl.create_default_context(cafile=self.ca.ca_file)
+        hello_ctx.check_hostname = False
+        full = ssl.create_default_context(cafile=self.ca.ca_file)
+        full.check_hostname = False
+        full.load_cert_chain(self.client_cert, self.client_key)
+        full.set_alpn_protocols(["h2"])
+        for i in range(n):
+            kind = i % 6
+            s = socket.create_connection(("127.0.0.1", port), timeout=CALL_LIMIT)
+            try:
+                if kind == 0:
+                    pass  # a port probe
+                elif kind == 1:
+                    s.sendall(b"GET / HTTP/1.1\r\n\r\n")  # not TLS
+                elif kind == 2:
+                    s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # half a ClientHello
+                elif kind == 3:
+                    try:  # no client certificate: refused by the handshake
+                        hello_ctx.wrap_socket(s).recv(1)
+                    except (OSError, ssl.SSLError):
+                        pass
+                elif kind == 4:
+                    t = full.wrap_socket(s)  # a whole handshake, then gone
+                    t.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+                    s = t
+                else:
+                    s.sendall(b"\x16\x03\x01\x00")
+            except (OSError, ssl.SSLError):
+                pass
+            # Every other one with a RST rather than a FIN.
+            if i % 2:
+                try:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                except OSError:
+                    pass
+            s.close()
+
+    @maitred_only
+    def test_a_flood_of_connections_ended_every_way_gives_back_every_count(self):
+        app = self.start_upstream("app")
+        port = free_port()
+        b = self.server([self.entry(app, port, CART, max_connections=12)], admin=True,
+                        downstream={"preface_timeout": "300s"})
+        addr = "127.0.0.1:%d" % port
+        self.flood(port, 300)
+        # Every count back to 0 once maitred has seen each of them end: 8
+        # handshakes may be under way from 127.0.0.1 again, and no more.
+        held = []
+        try:
+            def eight_held():
+                s = self.open_for(port)
+                if s is not None:
+                    held.append(s)
+                return len(held) == 8
+            wait_until(eight_held, CALL_LIMIT, "8 handshakes from 127.0.0.1 under way")
+            self.assertIsNone(self.open_for(port), "a ninth handshake was let in")
+            # And max_connections: 12 - 8 = 4 more from other addresses, not 5.
+            for k in range(4):
+                s = self.open_for(port, "127.0.0.%d" % (2 + k))
+                self.assertIsNotNone(s, "connection %d of 12 refused" % (9 + k))
+                held.append(s)
+            self.assertIsNone(self.open_for(port, "127.0.0.9"), "a thirteenth connection was let in")
+        finally:
+            for s in held:
+                s.close()
+        wait_until(lambda: self._try(addr), CALL_LIMIT, "the listener to admit again")
+
+    # --- SIGHUP storms ---------------------------------------------------------------
+    @maitred_only
+    def test_a_sighup_storm_loses_no_call_on_a_listener_that_stays(self):
+        app, other = self.start_upstream("app"), self.start_upstream("other")
+        pa, po = free_port(), free_port()
+        e_app = self.entry(app, pa, CART)
+        b = self.server([e_app], admin=True)
+        addr = "127.0.0.1:%d" % pa
+        configs = [dict(b.cfg, inbound=[e_app]),
+                   dict(b.cfg, inbound=[self.entry(other, po, CART), e_app]),
+                   dict(b.cfg, inbound=[e_app, self.entry(other, po, CART, max_connections=7)]),
+                   dict(b.cfg, inbound=[dict(e_app, max_connection_age="1s")])]
+        stop = threading.Event()
+        failures, done = [], [0]
+
+        def calls():
+            stub = self.direct(addr, self.client_cert, self.client_key)
+            while not stop.is_set():
+                try:
+                    self.assertEqual(self.call(stub), "app")
+                    done[0] += 1
+                except Exception as e:  # noqa: BLE001 - reported below
+                    failures.append(repr(e))
+                if done[0] % 10 == 0:  # a new connection (a handshake) now and then
+                    stub = self.direct(addr, self.client_cert, self.client_key)
+        workers = [threading.Thread(target=calls) for _ in range(3)]
+        for t in workers:
+            t.start()
+        try:
+            for i in range(60):
+                self.write_cfg(b, configs[i % len(configs)])
+                b.proc.signal(signal.SIGHUP)
+                time.sleep(0.02)
+            self.reload(b, configs[1])
+        finally:
+            stop.set()
+            for t in workers:
+                t.join(CALL_LIMIT)
+        self.assertEqual(failures, [])
+        self.assertGreater(done[0], 0)
+        self.assertTrue(self._try(addr))
+        self.assertNotIn("keeping the running config", b.proc.output())
+        try:
+            self.assertEqual(self.call(self.direct("127.0.0.1:%d" % po, self.client_cert, self.client_key)), "other")
+        except grpc.RpcError as e:
+            print("DBG", e.code(), e.details())
+            raise
