@@ -2341,9 +2341,13 @@ static void build_inbound(struct builder *b, const PbInbound *m, size_t i, struc
 
 /* The service serving inbound entry i's app: the defaults of every
  * service (round robin over the one endpoint, FAILFAST, the upstream
- * pool settings), h2c. Named "inbound:LISTEN", reached by no :path. */
-static void build_inbound_app(struct builder *b, const PbInbound *m, size_t i, size_t si,
-                              struct mtd_cfg_service *out)
+ * pool settings), h2c. Named "inbound:IP:PORT" after the address listen
+ * resolved to, never its spelling: a reload that writes "localhost:P" for
+ * "127.0.0.1:P" keeps the same listener, so the same service (matched by
+ * name: its pool, and the max_concurrent_calls count of calls in
+ * flight). Reached by no :path. */
+static void build_inbound_app(struct builder *b, const PbInbound *m, const struct mtd_cfg_addr *listen, size_t i,
+                              size_t si, struct mtd_cfg_service *out)
 {
 	PbService ps = MAITRED__CONFIG__V1__SERVICE__INIT;
 	PbEndpoint pe = MAITRED__CONFIG__V1__ENDPOINT__INIT;
@@ -2356,7 +2360,14 @@ static void build_inbound_app(struct builder *b, const PbInbound *m, size_t i, s
 	ps.n_endpoints = 1;
 	build_service(b, &ps, si, out);
 	mtd_cfg__free(out->name);
-	out->name = mtd_cfg__asprintf("inbound:%s", m->listen);
+	char host[INET6_ADDRSTRLEN];
+	if (getnameinfo((const struct sockaddr *)&listen->sa, listen->salen, host, sizeof(host), NULL, 0,
+	                NI_NUMERICHOST) != 0)
+		out->name = mtd_cfg__asprintf("inbound:%s", m->listen);
+	else if (listen->sa.ss_family == AF_INET6)
+		out->name = mtd_cfg__asprintf("inbound:[%s]:%u", host, (unsigned)listen->port);
+	else
+		out->name = mtd_cfg__asprintf("inbound:%s:%u", host, (unsigned)listen->port);
 	if (out->name == NULL)
 		b->d->oom = true;
 	out->inbound = (int)i;
@@ -2542,7 +2553,8 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 		if (cfg->inbound[i].app.salen == 0 || cfg->inbound[i].listen.text == NULL)
 			continue; /* said above; no service for it */
 		cfg->inbound[i].service = cfg->n_services;
-		build_inbound_app(b, m->inbound[i], i, cfg->n_services, &cfg->services[cfg->n_services]);
+		build_inbound_app(b, m->inbound[i], &cfg->inbound[i].listen, i, cfg->n_services,
+		                  &cfg->services[cfg->n_services]);
 		cfg->n_services++;
 		if (d->oom)
 			goto fail_cfg;

@@ -273,3 +273,28 @@ class ReloadAttack(Attack):
         except grpc.RpcError as e:
             print("DBG", e.code(), e.details())
             raise
+
+    # --- one listener, its address spelled another way ------------------------------
+    @maitred_only
+    def test_a_listen_address_spelled_another_way_keeps_its_calls_in_flight_counted(self):
+        # "localhost:P" is "127.0.0.1:P": the same listener (its key), so
+        # the same app and max_concurrent_calls' count, not a new one
+        # next to the calls still in flight.
+        app = self.start_upstream("app")
+        port = free_port()
+        b = self.server([self.entry(app, port, CART, max_concurrent_calls=1)])
+        addr = "127.0.0.1:%d" % port
+        stub = self.direct(addr, self.client_cert, self.client_key)
+        cid = call_id()
+        fut = stub.Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=CALL_LIMIT * 2)
+        self.assertTrue(app.wait_call(cid, "STARTED").started)
+        e = self.entry(app, port, CART, max_concurrent_calls=1)
+        e["listen"] = "localhost:%d" % port
+        self.reload(b, dict(b.cfg, inbound=[e]))
+        self.assertNotIn("inbound 127.0.0.1:%d removed" % port, b.proc.output())
+        try:
+            self.assertEqual(self.refused(stub).code(), grpc.StatusCode.RESOURCE_EXHAUSTED,
+                             "a second call in flight past max_concurrent_calls 1")
+        finally:
+            app.release(cid)
+        self.assertEqual(fut.result(timeout=CALL_LIMIT).instance, "app")
