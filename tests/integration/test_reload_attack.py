@@ -18,7 +18,8 @@ import grpc
 
 import test_inbound_reload
 from harness import (maitred_only, pb, call_id, free_port, port_accepts, wait_until, CALL_LIMIT)
-from test_inbound import CART, metric
+from test_inbound import CART, ECHO, metric
+from test_inbound_reload import PAY
 
 
 class Attack(test_inbound_reload.InboundReload):
@@ -298,3 +299,99 @@ class ReloadAttack(Attack):
         finally:
             app.release(cid)
         self.assertEqual(fut.result(timeout=CALL_LIMIT).instance, "app")
+
+    # --- max_connection_age ------------------------------------------------------
+    @maitred_only
+    def test_max_connection_age_lets_a_long_stream_finish_and_loses_no_call(self):
+        app = self.start_upstream("app")
+        port = free_port()
+        b = self.server([self.entry(app, port, CART, max_connection_age="1s")], admin=True)
+        addr = "127.0.0.1:%d" % port
+        stub = self.direct(addr, self.client_cert, self.client_key)
+        # A stream four times the age: its connection gets GOAWAY while it
+        # runs, and it ends with every response.
+        stream = stub.ServerStream(pb.EchoRequest(response_count=10, delay_ms=400), timeout=CALL_LIMIT)
+        unary = 0
+        got = []
+        for resp in stream:
+            got.append(resp)
+            # Unary calls on the same channel meanwhile: each succeeds,
+            # whichever connection it goes on.
+            self.assertEqual(self.call(stub), "app")
+            unary += 1
+        self.assertEqual(len(got), 10)
+        self.assertEqual(stream.code(), grpc.StatusCode.OK)
+        text = self.scrape(b)
+        handshakes = sum(metric(text, "maitred_inbound_handshakes_total", listener=addr, session=s) or 0
+                         for s in ("new", "resumed"))
+        self.assertGreaterEqual(handshakes, 2, "the connection was never replaced")
+
+    # --- certwatch and reloads -------------------------------------------------------
+    def copy(self, src, dst):
+        with open(src, "rb") as f, open(dst + ".new", "wb") as g:
+            g.write(f.read())
+        os.rename(dst + ".new", dst)
+
+    @maitred_only
+    def test_certwatch_after_a_refused_reload_and_racing_an_applied_one(self):
+        app = self.start_upstream("app")
+        port = free_port()
+        d = os.path.join(self.tmp, "tls")
+        os.makedirs(d)
+        ca = os.path.join(d, "ca.pem")
+        self.copy(self.ca.ca_file, ca)
+        b = self.server([self.entry(app, port, CART, client_ca=ca)])
+        addr = "127.0.0.1:%d" % port
+        old = self.direct(addr, self.client_cert, self.client_key)
+        self.assertEqual(self.call(old), "app")
+        # Refused: another CA file, and an access log that cannot be opened.
+        self.reload(b, dict(b.cfg, inbound=[self.entry(app, port, CART, client_ca=self.other.ca_file)],
+                            log={"access": {"path": os.path.join(self.tmp, "no-such-dir", "a.log")}}),
+                    expect="keeping the running config")
+        self.assertEqual(self.call(old), "app")
+        # The running file's content rotates to the other CA, and a reload
+        # that changes only the rules comes at the same moment.
+        self.copy(self.other.ca_file, ca)
+        e = self.entry(app, port, CART, client_ca=ca)
+        e["authorization"]["rules"].append({"principals": [PAY], "methods": [ECHO + "*"]})
+        self.reload(b, dict(b.cfg, inbound=[e]))
+        label = "TLS files of inbound %s changed" % addr
+        wait_until(lambda: label in b.proc.output(), CALL_LIMIT, "the rotation")
+        # Who may connect is the rotated CA's: the old connection goes, the
+        # mesh CA's certificate is refused, the other CA's accepted.
+        self.assertEqual(self.refused(old).code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(self.refused(self.direct(addr, self.client_cert, self.client_key)).code(),
+                         grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(self.call(self.direct(addr, self.stranger_cert, self.stranger_key)), "app")
+
+    # --- the app's count and the mesh's, apart -----------------------------------------
+    @maitred_only
+    def test_the_apps_connections_never_lock_out_the_mesh(self):
+        app, up = self.start_upstream("app"), self.start_upstream("upstream")
+        port = free_port()
+        b = self.server([self.entry(app, port, CART, max_connections=2)], admin=True,
+                        downstream={"max_connections": 2, "preface_timeout": "300s"},
+                        services=[self.service("*", [up])])
+        addr = "127.0.0.1:%d" % port
+        app_port = int(b.cfg["listen"].rsplit(":", 1)[1])
+        idle = [socket.create_connection(("127.0.0.1", app_port), timeout=CALL_LIMIT) for _ in range(4)]
+        try:
+            # The app's listener is full (its third is refused at accept)...
+            def app_full():
+                s = socket.create_connection(("127.0.0.1", app_port), timeout=CALL_LIMIT)
+                s.settimeout(1.0)
+                try:
+                    return s.recv(1) == b""
+                except socket.timeout:
+                    idle.append(s)
+                    return False
+                except ConnectionResetError:
+                    return True
+            wait_until(app_full, CALL_LIMIT, "the app's listener to refuse")
+            # ... and the mesh's two are its own.
+            a, c = (self.direct(addr, self.client_cert, self.client_key) for _ in range(2))
+            self.assertEqual(self.call(a), "app")
+            self.assertEqual(self.call(c), "app")
+        finally:
+            for s in idle:
+                s.close()
