@@ -395,3 +395,51 @@ class ReloadAttack(Attack):
         finally:
             for s in idle:
                 s.close()
+
+    # --- a bind that fails after others were bound -----------------------------------
+    @maitred_only
+    def test_a_refused_reload_leaves_nothing_listening_on_the_addresses_it_bound(self):
+        app, other = self.start_upstream("app"), self.start_upstream("other")
+        pa, p_new, p_busy = free_port(), free_port(), free_port()
+        e_app = self.entry(app, pa, CART)
+        b = self.server([e_app])
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", p_busy))
+        busy.listen(1)
+        try:
+            # The first new address binds, the second cannot: refused.
+            self.reload(b, dict(b.cfg, inbound=[e_app, self.entry(other, p_new, CART),
+                                                self.entry(other, p_busy, CART)]),
+                        expect="cannot listen on 127.0.0.1:%d" % p_busy)
+            # Nothing of it listens: the first one's sockets were closed.
+            self.assertFalse(port_accepts(p_new, 0.5), "the refused reload left 127.0.0.1:%d listening" % p_new)
+            s = socket.socket()
+            s.bind(("127.0.0.1", p_new))  # free for anyone
+            s.close()
+            self.assertTrue(self._try("127.0.0.1:%d" % pa))
+        finally:
+            busy.close()
+
+    # --- drain during reloads --------------------------------------------------------
+    @maitred_only
+    def test_sigterm_in_a_sighup_storm_drains_a_call_in_flight_and_exits_clean(self):
+        app, other = self.start_upstream("app"), self.start_upstream("other")
+        pa, po = free_port(), free_port()
+        e_app, e_other = self.entry(app, pa, CART), self.entry(other, po, CART)
+        b = self.server([e_app])
+        stub = self.direct("127.0.0.1:%d" % pa, self.client_cert, self.client_key)
+        cid = call_id()
+        fut = stub.Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=CALL_LIMIT * 2)
+        self.assertTrue(app.wait_call(cid, "STARTED").started)
+        for i in range(20):
+            self.write_cfg(b, dict(b.cfg, inbound=[e_app, e_other] if i % 2 == 0 else [e_app]))
+            b.proc.signal(signal.SIGHUP)
+        b.proc.signal(signal.SIGTERM)
+        for i in range(5):  # reloads asked for while draining: ignored
+            b.proc.signal(signal.SIGHUP)
+        app.release(cid)
+        self.assertEqual(fut.result(timeout=CALL_LIMIT).instance, "app")
+        self.assertEqual(b.proc.wait(CALL_LIMIT), 0)
+        self.assertIn("stopped", b.proc.output())
+        self.assertFalse(port_accepts(pa, 0.5))
+        self.assertFalse(port_accepts(po, 0.5))
