@@ -2382,13 +2382,31 @@ static bool is_wildcard(const struct mtd_cfg_addr *a)
 	return false;
 }
 
-/* Two listeners that cannot both bind: the same address, or the same port
- * with one of them on the wildcard address. */
+/* x and y resolved to the same socket address, however written
+ * ("localhost:P" and "127.0.0.1:P"). */
+static bool same_resolved(const struct mtd_cfg_addr *x, const struct mtd_cfg_addr *y)
+{
+	if (x->salen == 0 || y->salen == 0 || x->port != y->port || x->sa.ss_family != y->sa.ss_family)
+		return false;
+	if (x->sa.ss_family == AF_INET)
+		return ((const struct sockaddr_in *)&x->sa)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)&y->sa)->sin_addr.s_addr;
+	if (x->sa.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&x->sa, *b = (const struct sockaddr_in6 *)&y->sa;
+		return IN6_ARE_ADDR_EQUAL(&a->sin6_addr, &b->sin6_addr) && a->sin6_scope_id == b->sin6_scope_id;
+	}
+	return false;
+}
+
+/* Two listeners that cannot both bind: the same address, however written
+ * (a reload keeps one listener per resolved address: two entries there
+ * would be one listener serving the first), or the same port with one of
+ * them on the wildcard address. */
 static bool listeners_clash(const struct mtd_cfg_addr *x, const struct mtd_cfg_addr *y)
 {
 	if (x->salen == 0 || y->salen == 0 || x->port != y->port)
 		return false;
-	return same_endpoint(x, y) || is_wildcard(x) || is_wildcard(y);
+	return same_endpoint(x, y) || same_resolved(x, y) || is_wildcard(x) || is_wildcard(y);
 }
 
 static void check_inbound_addrs(struct builder *b, const PbConfig *m, struct mtd_cfg *cfg)
@@ -2413,7 +2431,8 @@ static void check_inbound_addrs(struct builder *b, const PbConfig *m, struct mtd
 			}
 		snprintf(p, sizeof(p), "inbound[%zu].app", i);
 		/* The app's calls would come back to maitred itself. */
-		if (same_endpoint(&in->app, &cfg->listen) || same_endpoint(&in->app, &in->listen))
+		if (same_endpoint(&in->app, &cfg->listen) || same_endpoint(&in->app, &in->listen) ||
+		    same_resolved(&in->app, &cfg->listen) || same_resolved(&in->app, &in->listen))
 			BERR(at(b, pm, "app", pm), p, "\"%s\" is one of maitred's own listeners, not the app",
 			     in->app.text);
 	}

@@ -443,3 +443,17 @@ class ReloadAttack(Attack):
         self.assertIn("stopped", b.proc.output())
         self.assertFalse(port_accepts(pa, 0.5))
         self.assertFalse(port_accepts(po, 0.5))
+
+    # --- two entries, one address ----------------------------------------------------
+    @maitred_only
+    def test_two_entries_on_one_address_however_spelled_are_refused(self):
+        app, other = self.start_upstream("app"), self.start_upstream("other")
+        pa = free_port()
+        e_app = self.entry(app, pa, CART)
+        b = self.server([e_app])
+        for n, spelling in enumerate(("127.0.0.1:%d", "localhost:%d", "0.0.0.0:%d")):
+            e = self.entry(other, pa, CART)
+            e["listen"] = spelling % pa
+            self.reload(b, dict(b.cfg, inbound=[e_app, e]), expect="keeping the running config")
+            self.assertEqual(b.proc.output().count("is also inbound[0].listen"), n + 1, spelling)
+            self.assertTrue(self._try("127.0.0.1:%d" % pa))
