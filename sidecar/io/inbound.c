@@ -197,6 +197,13 @@ struct mtd_rt_inset *mtd_inbound_set_build(const struct mtd_cfg *cfg, const stru
 		char why[384];
 		e->cfg = ib;
 		mtd_rt_numeric(&ib->listen.sa, e->key, sizeof(e->key));
+		/* One entry per key (the config refuses two on one address;
+		 * this keeps a set from ever serving one of them silently). */
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(set->e[j].key, e->key) == 0) {
+				snprintf(err, errlen, "inbound[%zu]: %s is also inbound[%zu]'s address", i, e->key, j);
+				goto fail;
+			}
 		set->n = i + 1;
 		const struct mtd_rt_inentry *was = mtd_inbound_set_find(cur, e->key);
 		if (was && same_files(was->cfg, ib)) {

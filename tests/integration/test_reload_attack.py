@@ -376,18 +376,10 @@ class ReloadAttack(Attack):
         app_port = int(b.cfg["listen"].rsplit(":", 1)[1])
         idle = [socket.create_connection(("127.0.0.1", app_port), timeout=CALL_LIMIT) for _ in range(4)]
         try:
-            # The app's listener is full (its third is refused at accept)...
-            def app_full():
-                s = socket.create_connection(("127.0.0.1", app_port), timeout=CALL_LIMIT)
-                s.settimeout(1.0)
-                try:
-                    return s.recv(1) == b""
-                except socket.timeout:
-                    idle.append(s)
-                    return False
-                except ConnectionResetError:
-                    return True
-            wait_until(app_full, CALL_LIMIT, "the app's listener to refuse")
+            # The app's listener is full: its 2 taken (by the first of
+            # these the workers accepted; the rest refused at accept)...
+            wait_until(lambda: "downstream.max_connections (2) are open" in b.proc.output(), CALL_LIMIT,
+                       "the app's listener to refuse")
             # ... and the mesh's two are its own.
             a, c = (self.direct(addr, self.client_cert, self.client_key) for _ in range(2))
             self.assertEqual(self.call(a), "app")
