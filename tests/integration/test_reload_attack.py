@@ -24,7 +24,29 @@ from test_inbound_reload import PAY
 
 class Attack(test_inbound_reload.InboundReload):
     """InboundReload's helpers, none of its tests (they run there)."""
-    pass
+
+    def write_cfg(self, m, cfg):
+        with open(m.config_path + ".new", "w") as f:
+            f.write(json.dumps(cfg))
+        os.rename(m.config_path + ".new", m.config_path)  # never read half written
+
+    def reload(self, m, cfg, expect="applied"):
+        """InboundReload.reload, the file replaced at once: maitred's file
+        watch never reads it empty (a refusal these tests would count)."""
+        out = m.proc.output()
+        before = out.count("reload: %s applied" % m.config_path) + out.count("keeping the running config")
+        self.write_cfg(m, cfg)
+        m.proc.signal(signal.SIGHUP)
+
+        def verdict():
+            out = m.proc.output()
+            return out.count("reload: %s applied" % m.config_path) + \
+                out.count("keeping the running config") > before
+        wait_until(verdict, CALL_LIMIT, "the reload's verdict")
+        if expect == "applied":
+            self.assertIn("reload: %s applied" % m.config_path, m.proc.output())
+        else:
+            self.assertIn(expect, m.proc.output())
 
 
 for _name in dir(test_inbound_reload.InboundReload):
@@ -41,11 +63,6 @@ class ReloadAttack(Attack):
             return False
 
     # --- listeners: removed and added again -----------------------------------
-    def write_cfg(self, m, cfg):
-        with open(m.config_path + ".new", "w") as f:
-            f.write(json.dumps(cfg))
-        os.rename(m.config_path + ".new", m.config_path)  # never read half written
-
     @maitred_only
     def test_an_entry_removed_then_added_back_at_once_listens_again(self):
         # Removed, then put back by the next reload before every worker
