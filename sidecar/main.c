@@ -601,6 +601,7 @@ int main(int argc, char **argv)
 	mtd_runtime_set_inbound(ctl.rt, in);
 	int rc = run(&ctl);
 	mtd_control_fini(&ctl);
+	mtd_inbound_retired_free();
 	mtd_metrics_fini();
 	libevent_global_shutdown();
 	return rc;

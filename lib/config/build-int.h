@@ -191,8 +191,8 @@ void mtd_cfg__resolve_targets(struct builder *b, const PbConfig *m, struct mtd_c
 /* build_inbound.c: inbound[i] (listener, TLS, authorization). */
 void mtd_cfg__build_inbound(struct builder *b, const PbInbound *m, size_t i, struct mtd_cfg_inbound *out);
 /* build_inbound.c: the service (services[si]) serving inbound[i]'s app. */
-void mtd_cfg__build_inbound_app(struct builder *b, const PbInbound *m, size_t i, size_t si,
-                                struct mtd_cfg_service *out);
+void mtd_cfg__build_inbound_app(struct builder *b, const PbInbound *m, const struct mtd_cfg_addr *listen, size_t i,
+                                size_t si, struct mtd_cfg_service *out);
 /* build_inbound.c: inbound listeners that clash with each other or with maitred's own. */
 void mtd_cfg__check_inbound_addrs(struct builder *b, const PbConfig *m, struct mtd_cfg *cfg);
 /* build_inbound.c: the certificate of the inbound listener each register entry advertises. */

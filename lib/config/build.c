@@ -258,7 +258,8 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 		if (cfg->inbound[i].app.salen == 0 || cfg->inbound[i].listen.text == NULL)
 			continue; /* said above; no service for it */
 		cfg->inbound[i].service = cfg->n_services;
-		mtd_cfg__build_inbound_app(b, m->inbound[i], i, cfg->n_services, &cfg->services[cfg->n_services]);
+		mtd_cfg__build_inbound_app(b, m->inbound[i], &cfg->inbound[i].listen, i, cfg->n_services,
+		                           &cfg->services[cfg->n_services]);
 		cfg->n_services++;
 		if (d->oom)
 			goto fail_cfg;

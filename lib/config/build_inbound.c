@@ -4,10 +4,12 @@
 #include <config.h> /* autoconf (lib/config/config.h is the API) */
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "authz/authz.h"
+#include "core/addr.h"
 #include "config/build-int.h"
 
 static void build_authz(struct builder *b, const PbAuthz *m, const char *path, bool has_ca,
@@ -131,8 +133,13 @@ void mtd_cfg__build_inbound(struct builder *b, const PbInbound *m, size_t i, str
 
 /* The service serving inbound entry i's app: the defaults of every
  * service (round robin over the one endpoint, FAILFAST, the upstream
- * pool settings), h2c. Named "inbound:LISTEN", reached by no :path. */
-void mtd_cfg__build_inbound_app(struct builder *b, const PbInbound *m, size_t i, size_t si, struct mtd_cfg_service *out)
+ * pool settings), h2c. Named "inbound:IP:PORT" after the address listen
+ * resolved to (mtd_addr_text), never its spelling: a reload that writes
+ * "localhost:P" for "127.0.0.1:P" keeps the same listener, so the same
+ * service (matched by name: its pool, and the max_concurrent_calls count
+ * of calls in flight). Reached by no :path. */
+void mtd_cfg__build_inbound_app(struct builder *b, const PbInbound *m, const struct mtd_cfg_addr *listen, size_t i,
+                                size_t si, struct mtd_cfg_service *out)
 {
 	PbService ps = MAITRED__CONFIG__V1__SERVICE__INIT;
 	PbEndpoint pe = MAITRED__CONFIG__V1__ENDPOINT__INIT;
@@ -145,7 +152,9 @@ void mtd_cfg__build_inbound_app(struct builder *b, const PbInbound *m, size_t i,
 	ps.n_endpoints = 1;
 	mtd_cfg__build_service(b, &ps, si, out);
 	mtd_cfg__free(out->name);
-	out->name = mtd_cfg__asprintf("inbound:%s", m->listen);
+	char key[MTD_ADDR_TEXT_SIZE];
+	out->name = listen->salen ? mtd_cfg__asprintf("inbound:%s", mtd_addr_text(&listen->sa, key, sizeof(key)))
+	                          : mtd_cfg__asprintf("inbound:%s", m->listen);
 	if (out->name == NULL)
 		b->d->oom = true;
 	out->inbound = (int)i;
@@ -160,13 +169,31 @@ static bool is_wildcard(const struct mtd_cfg_addr *a)
 	return false;
 }
 
-/* Two listeners that cannot both bind: the same address, or the same port
- * with one of them on the wildcard address. */
+/* x and y resolved to the same socket address, however written
+ * ("localhost:P" and "127.0.0.1:P"). */
+static bool same_resolved(const struct mtd_cfg_addr *x, const struct mtd_cfg_addr *y)
+{
+	if (x->salen == 0 || y->salen == 0 || x->port != y->port || x->sa.ss_family != y->sa.ss_family)
+		return false;
+	if (x->sa.ss_family == AF_INET)
+		return ((const struct sockaddr_in *)&x->sa)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)&y->sa)->sin_addr.s_addr;
+	if (x->sa.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&x->sa, *c = (const struct sockaddr_in6 *)&y->sa;
+		return IN6_ARE_ADDR_EQUAL(&a->sin6_addr, &c->sin6_addr) && a->sin6_scope_id == c->sin6_scope_id;
+	}
+	return false;
+}
+
+/* Two listeners that cannot both bind: the same address, however written
+ * (a reload keeps one listener per resolved address: two entries there
+ * would be one listener serving the first), or the same port with one of
+ * them on the wildcard address. */
 static bool listeners_clash(const struct mtd_cfg_addr *x, const struct mtd_cfg_addr *y)
 {
 	if (x->salen == 0 || y->salen == 0 || x->port != y->port)
 		return false;
-	return mtd_cfg__same_endpoint(x, y) || is_wildcard(x) || is_wildcard(y);
+	return mtd_cfg__same_endpoint(x, y) || same_resolved(x, y) || is_wildcard(x) || is_wildcard(y);
 }
 
 void mtd_cfg__check_inbound_addrs(struct builder *b, const PbConfig *m, struct mtd_cfg *cfg)
@@ -191,7 +218,8 @@ void mtd_cfg__check_inbound_addrs(struct builder *b, const PbConfig *m, struct m
 			}
 		snprintf(p, sizeof(p), "inbound[%zu].app", i);
 		/* The app's calls would come back to maitred itself. */
-		if (mtd_cfg__same_endpoint(&in->app, &cfg->listen) || mtd_cfg__same_endpoint(&in->app, &in->listen))
+		if (mtd_cfg__same_endpoint(&in->app, &cfg->listen) || mtd_cfg__same_endpoint(&in->app, &in->listen) ||
+		    same_resolved(&in->app, &cfg->listen) || same_resolved(&in->app, &in->listen))
 			BERR(mtd_cfg__at(b, pm, "app", pm), p, "\"%s\" is one of maitred's own listeners, not the app",
 			     in->app.text);
 	}

@@ -85,10 +85,15 @@ static void reload_register(struct mtd_control *ctl)
 void mtd_reload_commit(struct mtd_control *ctl, struct mtd_reload_tx *tx)
 {
 	struct mtd_runtime *rt = tx->rt;
-	mtd_inbound_set_log(ctl->rt->inbound, rt->inbound);
+	struct mtd_rt_inset *was = ctl->rt->inbound;
+	if (was)
+		mtd_ref_get(&was->ref);
+	mtd_inbound_set_log(was, rt->inbound);
 	mtd_metrics_access_apply(rt->cfg, tx->access_fd);
 	mtd_sources_stop(ctl);
 	mtd_control_publish(ctl, rt);
+	mtd_inbound_set_retire(was, rt->inbound);
+	mtd_rt_inset_unref(was);
 	mtd_sources_start(ctl);
 	if (tx->reg_changed)
 		reload_register(ctl);

@@ -174,6 +174,13 @@ struct mtd_rt_insocks {
 	struct mtd_ref ref;
 	uint64_t id; /* unique in the process: a worker's listener remembers it */
 	_Atomic uint32_t conns;
+	/* Its sockets not closed yet, taken by a worker or not: while some
+	 * are, the address is busy with maitred's own sockets on their way
+	 * out (a removed listener whose workers have not all taken the
+	 * snapshot without it), and a reload that adds it back binds beside
+	 * them (inbound.c retired). */
+	_Atomic unsigned open;
+	char key[64];
 	unsigned n;
 	_Atomic int fd[];
 };

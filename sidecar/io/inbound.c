@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/addr.h"
@@ -84,10 +86,48 @@ static struct mtd_rt_inset *set_alloc(size_t n)
 	return set;
 }
 
-/* A socket per worker on a, bound now. NULL with the reason in err. */
-static struct mtd_rt_insocks *socks_open(const struct mtd_cfg_addr *a, unsigned n, char *err, size_t errlen)
+/* The socket sets of listen addresses removed by a reload whose sockets
+ * are not all closed yet (the workers close theirs when they take the
+ * snapshot without them), a reference each. Control thread. */
+static struct mtd_rt_insocks **retired;
+static size_t n_retired;
+
+/* Whether maitred's own sockets for key are still open (a removed
+ * listener's on their way out); prunes those all closed. */
+static bool retired_open(const char *key)
 {
-	int rc = mtd_listen_check_free(a);
+	bool busy = false;
+	size_t k = 0;
+	for (size_t i = 0; i < n_retired; i++) {
+		struct mtd_rt_insocks *r = retired[i];
+		if (atomic_load_explicit(&r->open, memory_order_acquire) == 0) {
+			mtd_rt_insocks_unref(r);
+			continue;
+		}
+		busy = busy || strcmp(r->key, key) == 0;
+		retired[k++] = r;
+	}
+	n_retired = k;
+	return busy;
+}
+
+void mtd_inbound_retired_free(void)
+{
+	for (size_t i = 0; i < n_retired; i++)
+		mtd_rt_insocks_unref(retired[i]);
+	free(retired);
+	retired = NULL;
+	n_retired = 0;
+}
+
+/* A socket per worker on a, bound now. NULL with the reason in err. The
+ * check that nothing else listens there is skipped when what listens is
+ * maitred's own removed listener, still closing (retired_open): the new
+ * sockets join its SO_REUSEPORT group until its workers close theirs. */
+static struct mtd_rt_insocks *socks_open(const struct mtd_cfg_addr *a, const char *key, unsigned n, char *err,
+                                         size_t errlen)
+{
+	int rc = retired_open(key) ? 0 : mtd_listen_check_free(a);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot listen on %s: %s", a->text, strerror(-rc));
 		return NULL;
@@ -99,6 +139,7 @@ static struct mtd_rt_insocks *socks_open(const struct mtd_cfg_addr *a, unsigned 
 	}
 	mtd_ref_init(&k->ref);
 	k->id = ++last_socks;
+	snprintf(k->key, sizeof(k->key), "%s", key);
 	k->n = n;
 	for (unsigned i = 0; i < n; i++)
 		atomic_init(&k->fd[i], -1);
@@ -109,9 +150,37 @@ static struct mtd_rt_insocks *socks_open(const struct mtd_cfg_addr *a, unsigned 
 			mtd_rt_insocks_unref(k);
 			return NULL;
 		}
+		atomic_fetch_add_explicit(&k->open, 1, memory_order_relaxed);
 		atomic_store_explicit(&k->fd[i], fd, memory_order_relaxed);
 	}
 	return k;
+}
+
+void mtd_inbound_set_retire(const struct mtd_rt_inset *was, const struct mtd_rt_inset *now)
+{
+	for (size_t i = 0; was && i < was->n; i++) {
+		struct mtd_rt_insocks *k = was->e[i].socks;
+		if (mtd_inbound_set_find(now, was->e[i].key))
+			continue;
+		/* The sockets no worker took: no snapshot that will be taken
+		 * carries them any more (a worker that takes an older one
+		 * meanwhile gets -1 from the exchange). */
+		for (unsigned w = 0; w < k->n; w++) {
+			int fd = atomic_exchange_explicit(&k->fd[w], -1, memory_order_relaxed);
+			if (fd >= 0) {
+				close(fd);
+				atomic_fetch_sub_explicit(&k->open, 1, memory_order_release);
+			}
+		}
+		if (atomic_load_explicit(&k->open, memory_order_acquire) == 0)
+			continue;
+		struct mtd_rt_insocks **r = realloc(retired, (n_retired + 1) * sizeof(*r));
+		if (!r)
+			continue; /* then a reload adding it back soon may be refused: busy */
+		retired = r;
+		mtd_ref_get(&k->ref);
+		retired[n_retired++] = k;
+	}
 }
 
 struct mtd_rt_inset *mtd_inbound_set_build(const struct mtd_cfg *cfg, const struct mtd_rt_inset *cur,
@@ -130,6 +199,13 @@ struct mtd_rt_inset *mtd_inbound_set_build(const struct mtd_cfg *cfg, const stru
 		char why[384];
 		e->cfg = ib;
 		mtd_addr_text(&ib->listen.sa, e->key, sizeof(e->key));
+		/* One entry per key (the config refuses two on one address;
+		 * this keeps a set from ever serving one of them silently). */
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(set->e[j].key, e->key) == 0) {
+				snprintf(err, errlen, "inbound[%zu]: %s is also inbound[%zu]'s address", i, e->key, j);
+				goto fail;
+			}
 		set->n = i + 1;
 		const struct mtd_rt_inentry *was = mtd_inbound_set_find(cur, e->key);
 		if (was && same_files(was->cfg, ib)) {
@@ -149,7 +225,7 @@ struct mtd_rt_inset *mtd_inbound_set_build(const struct mtd_cfg *cfg, const stru
 		if (was) {
 			mtd_ref_get(&was->socks->ref);
 			e->socks = was->socks;
-		} else if (!(e->socks = socks_open(&ib->listen, n_workers, why, sizeof(why)))) {
+		} else if (!(e->socks = socks_open(&ib->listen, e->key, n_workers, why, sizeof(why)))) {
 			snprintf(err, errlen, "inbound[%zu]: %s", i, why);
 			goto fail;
 		}
@@ -205,6 +281,7 @@ void mtd_inbound_set_log(const struct mtd_rt_inset *was, const struct mtd_rt_ins
 struct mtd_in_listener {
 	struct mtd_worker *w;
 	uint64_t socks; /* the id of the socket set its fd came from */
+	struct mtd_rt_insocks *sk; /* that set (a reference): its `open` count */
 	unsigned idx;   /* its entry in w->rt->inbound (set by sync) */
 	int fd;         /* -1: a free slot */
 	struct event ev;
@@ -232,19 +309,35 @@ static const struct mtd_rt_inentry *entry_of_policy(const struct mtd_worker *w, 
 
 /* Pending handshakes per source address, over every worker: a few
  * buckets of a hash of the address (a collision only makes two addresses
- * share their bound). */
+ * share their bound). The hash is seeded at random once per process: with
+ * a known seed a peer picks, among the addresses it holds, one in another
+ * peer's bucket and uses up that peer's handshakes. */
 #define HS_PER_ADDR 8
 #define HS_BUCKETS  4096
 static _Atomic uint16_t hs_pending[HS_BUCKETS];
+static uint64_t hs_seed;
+static pthread_once_t hs_seed_once = PTHREAD_ONCE_INIT;
+
+static void hs_seed_init(void)
+{
+	if (getrandom(&hs_seed, sizeof(hs_seed), GRND_NONBLOCK) != (ssize_t)sizeof(hs_seed)) {
+		/* No entropy yet (early boot): the clock and pid, still not a
+		 * constant a peer can read in the source. */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		hs_seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 44);
+	}
+}
 
 static unsigned hs_bucket(const struct sockaddr_storage *sa)
 {
+	pthread_once(&hs_seed_once, hs_seed_init);
 	if (sa->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-		return (unsigned)(mtd_lb_hash64(&s6->sin6_addr, sizeof(s6->sin6_addr), 0) % HS_BUCKETS);
+		return (unsigned)(mtd_lb_hash64(&s6->sin6_addr, sizeof(s6->sin6_addr), hs_seed) % HS_BUCKETS);
 	}
 	const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-	return (unsigned)(mtd_lb_hash64(&s4->sin_addr, sizeof(s4->sin_addr), 0) % HS_BUCKETS);
+	return (unsigned)(mtd_lb_hash64(&s4->sin_addr, sizeof(s4->sin_addr), hs_seed) % HS_BUCKETS);
 }
 
 static void hs_done(struct mtd_in_peer *in)
@@ -496,10 +589,14 @@ static void close_listener(struct mtd_in_listener *l)
 	if (l->added)
 		event_del(&l->ev);
 	l->added = false;
-	if (l->fd >= 0)
+	if (l->fd >= 0) {
 		close(l->fd);
+		atomic_fetch_sub_explicit(&l->sk->open, 1, memory_order_release);
+	}
 	l->fd = -1;
 	l->socks = 0;
+	mtd_rt_insocks_unref(l->sk);
+	l->sk = NULL;
 }
 
 static void close_listeners(struct mtd_in_worker *iw)
@@ -543,6 +640,8 @@ static void listen_on(struct mtd_worker *w, size_t i)
 	l->w = w;
 	l->fd = fd;
 	l->socks = e->socks->id;
+	mtd_ref_get(&e->socks->ref);
+	l->sk = e->socks;
 	l->idx = (unsigned)i;
 	if (event_assign(&l->ev, w->base, fd, EV_READ | EV_PERSIST, accept_cb, l) != 0 ||
 	    event_add(&l->ev, NULL) != 0) {

@@ -50,6 +50,13 @@ struct mtd_rt_inset *mtd_inbound_set_with_ctx(const struct mtd_rt_inset *cur, si
                                               bool new_policy);
 /* The entry of set with key `key`, or NULL. */
 const struct mtd_rt_inentry *mtd_inbound_set_find(const struct mtd_rt_inset *set, const char *key);
+/* A reload's commit, once `now` is published: the listeners `was` had
+ * and `now` has not close the sockets no worker took, and are remembered
+ * while any of their sockets is open, so that a reload adding the
+ * address back binds beside them rather than being refused as busy. */
+void mtd_inbound_set_retire(const struct mtd_rt_inset *was, const struct mtd_rt_inset *now);
+/* At exit: what mtd_inbound_set_retire remembered. Control thread. */
+void mtd_inbound_retired_free(void);
 /* What a published set changed from `was`, logged (a reload's commit). */
 void mtd_inbound_set_log(const struct mtd_rt_inset *was, const struct mtd_rt_inset *now);
 

@@ -246,6 +246,26 @@ PAIRS = [
          lambda w: w.plain(inbound=[w.internal()]),
          lambda w: w.plain(inbound=[w.internal(client_ca=w.other)]),
          {inb("in1", "stranger"): ("OK", "internal"), tls("in1", "cart"): "refused"}),
+    # The same listener, its address spelled another way: its key, so its
+    # connections, rules and app stay.
+    Pair("inbound_respelled",
+         lambda w: w.plain(inbound=[w.internal()]),
+         lambda w: w.plain(inbound=[dict(w.internal(), listen="localhost:%d" % w.ports["in1"])]),
+         {inb("in1", "cart"): ("OK", "internal"), inb("in1", "pay"): ("PERMISSION_DENIED",)}),
+    # Two entries trade addresses (same TLS files): each address now serves
+    # the other's rules and app, over the connections made before too.
+    Pair("inbound_addresses_swapped",
+         lambda w: w.plain(inbound=[w.internal("in1"), w.partner("in2")]),
+         lambda w: w.plain(inbound=[w.internal("in2"), w.partner("in1")]),
+         {inb("in1", "pay"): ("OK", "partner"), inb("in1", "cart"): ("PERMISSION_DENIED",),
+          inb("in2", "cart"): ("OK", "internal")}),
+    # Client certificates no longer asked for: anyone may connect and call.
+    Pair("inbound_client_ca_dropped",
+         lambda w: w.plain(inbound=[w.internal()]),
+         lambda w: w.plain(inbound=[dict(w.internal(), tls={"cert_file": w.certs["server"][0],
+                                                           "key_file": w.certs["server"][1]},
+                                         authorization={"default": "ALLOW_ALL"})]),
+         {tls("in1", "stranger"): "accepted", inb("in1", "cart"): ("OK", "internal")}),
     # --- upstream TLS --------------------------------------------------------------
     Pair("upstream_tls_on",
          lambda w: w.config([w.svc("svc.Plain", "plain")]),

@@ -7,6 +7,8 @@
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -640,6 +642,22 @@ START_TEST(err_inbound)
 	         "client.pem, key_file: " FX "client.key}}\n",
 	         srcdir(), srcdir(), srcdir(), srcdir());
 	expect_error(yaml, "t.yaml:3:14: inbound[1].listen: \"0.0.0.0:15443\" is also inbound[0].listen");
+	/* One address, spelled by name and by number: one listener (a reload
+	 * would keep one socket set for both and serve the first entry). */
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+	if (getaddrinfo("localhost", "15443", &hints, &res) == 0 && res->ai_family == AF_INET &&
+	    ((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr == htonl(INADDR_LOOPBACK)) {
+		snprintf(yaml, sizeof(yaml),
+		         "inbound:\n"
+		         "  - {listen: \"127.0.0.1:15443\", app: \"127.0.0.1:1\", tls: {cert_file: " FX
+		         "client.pem, key_file: " FX "client.key}}\n"
+		         "  - {listen: \"localhost:15443\", app: \"127.0.0.1:2\", tls: {cert_file: " FX
+		         "client.pem, key_file: " FX "client.key}}\n",
+		         srcdir(), srcdir(), srcdir(), srcdir());
+		expect_error(yaml, "t.yaml:3:14: inbound[1].listen: \"localhost:15443\" is also inbound[0].listen");
+	}
+	if (res)
+		freeaddrinfo(res);
 	/* The listener's own connection limit and age. */
 	snprintf(yaml, sizeof(yaml),
 	         "inbound:\n"
