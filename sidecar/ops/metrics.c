@@ -528,15 +528,6 @@ void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us)
 		atomic_store_explicit(&m->hedge_delay_ms, (uint64_t)mtd_fault_hedge_auto_ms(h), memory_order_relaxed);
 }
 
-void mtd_metrics_attempt_done(struct mtd_attempt *a)
-{
-	struct mtd_call *call = a->call;
-	if (!a->ep || call->mx_ep_answered)
-		return;
-	call->mx_ep = a->ep;
-	call->mx_ep_answered = call->ans == a;
-}
-
 void mtd_metrics_call_end(struct mtd_call *call)
 {
 	if (call->w->id >= mx_n_workers)

@@ -54,7 +54,6 @@ void mtd_metrics_access_apply(const struct mtd_cfg *cfg, int fd);
 /* Worker thread. A call was routed to a service: find or publish its
  * :path entry and count it started (call->mx). */
 void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len);
-struct mtd_attempt;
 struct mtd_fault_decision;
 /* Worker thread. The fault policy decided what a call does after a failed
  * attempt: count retries, budget refusals and substitute answers. */
@@ -79,9 +78,6 @@ void mtd_metrics_hedge_won(struct mtd_call *call);
  * table (or memory for the histogram) the delay is AUTO's initial one. */
 int64_t mtd_metrics_hedge_delay_ms(struct mtd_call *call);
 void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us);
-/* Worker thread. An attempt is being freed: remember its endpoint for the
- * access log (the answering attempt's wins). */
-void mtd_metrics_attempt_done(struct mtd_attempt *a);
 /* Worker thread. The call is being freed: its final status, latency and
  * bytes; the access-log line if one is due. */
 void mtd_metrics_call_end(struct mtd_call *call);

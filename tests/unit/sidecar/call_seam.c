@@ -594,25 +594,14 @@ void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us)
 	seam_mx.hedge_sample_us = us;
 }
 
-/* As metrics.c: the endpoint the access log names (the answer's, else
- * the last tried). */
-void mtd_metrics_attempt_done(struct mtd_attempt *a)
-{
-	struct mtd_call *call = a->call;
-	seam_mx.attempts_done++;
-	if (!a->ep || call->mx_ep_answered)
-		return;
-	call->mx_ep = a->ep;
-	call->mx_ep_answered = call->ans == a;
-}
-
-/* metrics.c reads the call's endpoint for the access log line (log.access
- * on): so does the fake, every time. */
+/* metrics.c reads the call's endpoint and attempts for the access log line
+ * (log.access on): so does the fake, every time. */
 void mtd_metrics_call_end(struct mtd_call *call)
 {
 	seam_mx.ended++;
+	seam_mx.attempts += call->n_attempts;
 	const char *ep = call->mx_ep ? call->mx_ep->addr.text : "-";
-	seam_mx.last_ep_len = strlen(ep);
+	snprintf(seam_mx.last_ep, sizeof(seam_mx.last_ep), "%s", ep);
 }
 
 /* ---- the worker (worker.c's parts, copied; its struct is the real one) ---------- */
