@@ -40,8 +40,9 @@
  *     then upstream.c's up_ready steps (session, SETTINGS) are done here.
  *     No connect_timeout runs: a silent endpoint waits for ever unless the
  *     call's own timers end it;
- *   - metrics.c: counters (seam_mx), reading what the real one reads of a
- *     call (its access-log endpoint, as with log.access on); health.c:
+ *   - metrics.c and access_log.c: counters (seam_mx), reading what the
+ *     real ones read of a call (its access-log endpoint and attempts, as
+ *     with log.access on); health.c:
  *     nothing (no health_check
  *     in the seam's configs: reaching it fails the test);
  *   - the slab calls (mtd_slab_*, wrapped) are the real ones plus a record
@@ -594,7 +595,7 @@ void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us)
 	seam_mx.hedge_sample_us = us;
 }
 
-/* metrics.c reads the call's endpoint and attempts for the access log line
+/* access_log.c reads the call's endpoint and attempts for its line
  * (log.access on): so does the fake, every time. */
 void mtd_metrics_call_end(struct mtd_call *call)
 {
