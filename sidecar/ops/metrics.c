@@ -193,14 +193,14 @@ static struct mtd_mx_method *lookup(struct mtd_mx_worker *mw, const char *path, 
 	return o;
 }
 
-void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len)
+struct mtd_mx_method *mtd_metrics_call_routed(unsigned worker, const char *path, size_t len, size_t svc_len)
 {
-	if (call->w->id >= mtd_mx_n_workers)
-		return; /* no tables (a harness that never called init) */
-	struct mtd_mx_method *m = lookup(&mtd_mx_workers[call->w->id], path, len, svc_len);
-	call->mx = m;
+	if (worker >= mtd_mx_n_workers)
+		return NULL; /* no tables (a harness that never called init) */
+	struct mtd_mx_method *m = lookup(&mtd_mx_workers[worker], path, len, svc_len);
 	if (m)
 		mtd_mx_add(&m->started, 1);
+	return m;
 }
 
 static int code_of(const struct mtd_headers *h)

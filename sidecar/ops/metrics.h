@@ -40,15 +40,18 @@ int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, s
 /* After every worker stopped. */
 void mtd_metrics_fini(void);
 
-/* Worker thread. A call was routed to a service: find or publish its
- * :path entry and count it started (call->mx). */
-void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len);
+/* Worker thread, the one whose id is worker. A call was routed to a
+ * service: find or publish its :path entry in the worker's table and count
+ * a call started. Returns the entry, which the call keeps as call->mx
+ * (mtd_call_routed); NULL without a table (a harness that never called
+ * mtd_metrics_init) or memory. */
+struct mtd_mx_method *mtd_metrics_call_routed(unsigned worker, const char *path, size_t len, size_t svc_len);
 struct mtd_fault_decision;
 /* Worker thread. The fault policy decided what a call does after a failed
  * attempt: count retries, budget refusals and substitute answers. */
 void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_decision *d);
 /* Worker thread. Circuit breaking refused the call (it fails
- * RESOURCE_EXHAUSTED); call->mx must be set (mtd_metrics_call_routed). */
+ * RESOURCE_EXHAUSTED); call->mx must be set (mtd_call_routed). */
 void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit limit);
 /* Worker thread. FAILBACK: a background re-send started, or a failed
  * call was given up (dropped). */

@@ -499,9 +499,10 @@ void mtd_tls_session_free(struct ssl_session_st *s)
 
 /* ---- metrics (counters) ------------------------------------------------------ */
 
-void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len)
+struct mtd_mx_method *mtd_metrics_call_routed(unsigned worker, const char *path, size_t len, size_t svc_len)
 {
 	seam_mx.routed++;
+	return NULL; /* no tables: the counters below take the call */
 }
 
 void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_decision *d)
