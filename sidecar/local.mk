@@ -28,7 +28,10 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/control/gclient.h sidecar/control/gclient.c \
 	sidecar/control/etcd.h sidecar/control/etcd-int.h sidecar/control/etcd.c \
 	sidecar/control/etcd_register.c sidecar/control/etcd_watch.c \
-	sidecar/ops/history.h sidecar/ops/history.c sidecar/ops/metrics-t.h sidecar/ops/metrics.h sidecar/ops/metrics.c \
+	sidecar/ops/history.h sidecar/ops/history.c \
+	sidecar/ops/metrics-t.h sidecar/ops/metrics-int.h sidecar/ops/metrics.h sidecar/ops/metrics.c \
+	sidecar/ops/access_log.h sidecar/ops/access_log.c \
+	sidecar/ops/prometheus.h sidecar/ops/prometheus.c \
 	sidecar/ops/mesh.h sidecar/ops/mesh.c \
 	sidecar/ops/admin.h sidecar/ops/admin.c
 nodist_sidecar_maitred_SOURCES = sidecar/ops/admin_page.c

@@ -212,7 +212,7 @@ static void reload(struct mtd_control *ctl, const char *why)
 		MTD_ERROR("reload: %s; keeping the running config", err);
 		return;
 	}
-	/* log: live from here (log.h, metrics.h: atomics the threads read). */
+	/* log: live from here (log.h, access_log.h: atomics the threads read). */
 	apply_log_settings(tx.rt->cfg);
 	mtd_reload_commit(ctl, &tx);
 	MTD_INFO("reload: %s applied (%zu service%s)", ctl->config_path, ctl->rt->cfg->n_routed,

@@ -130,6 +130,17 @@ static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 		                                            atomic_load(&os->entries[a->ep_idx].times_ejected)));
 }
 
+/* The endpoint the call's access-log line names (call->mx_ep, read when
+ * the call ends): the answering attempt's, else the last one released. */
+static void note_endpoint(struct mtd_attempt *a)
+{
+	struct mtd_call *call = a->call;
+	if (!a->ep || call->mx_ep_answered)
+		return;
+	call->mx_ep = a->ep;
+	call->mx_ep_answered = call->ans == a;
+}
+
 void mtd_attempt_release(struct mtd_attempt *a)
 {
 	if (a->released || mtd_fault_attempt_live(a->state) || a->s.conn)
@@ -138,7 +149,7 @@ void mtd_attempt_release(struct mtd_attempt *a)
 	a->released = true;
 	disarm(a);
 	lb_end(a, true, true);
-	mtd_metrics_attempt_done(a);
+	note_endpoint(a);
 	if (call->cur == a)
 		call->cur = NULL;
 	if (call->ans == a)

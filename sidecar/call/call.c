@@ -129,6 +129,11 @@ bool mtd_call_count_load(struct mtd_call *call, struct mtd_rt_load *load, uint32
 	return in <= max;
 }
 
+void mtd_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len)
+{
+	call->mx = mtd_metrics_call_routed(call->w->id, path, len, svc_len);
+}
+
 static void call_free(struct mtd_call *call)
 {
 	mtd_worker_timer_disarm(call->w, &call->deadline);
@@ -973,7 +978,7 @@ void mtd_call_start(struct mtd_call *call)
 		return;
 	}
 	/* Counted from here on as its service's (a refusal below included). */
-	mtd_metrics_call_routed(call, (const char *)path->value, path->valuelen, rp.service_len);
+	mtd_call_routed(call, (const char *)path->value, path->valuelen, rp.service_len);
 	/* Traffic policy: rate_limit, fault_injection's abort. */
 	if (!mtd_policy_admit(call))
 		return;

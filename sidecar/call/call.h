@@ -57,6 +57,10 @@ void mtd_call_drop_request(struct mtd_call *call);
  * again. It is given back once, when the call is released (or freed).
  * true while the count, this call included, is within max. */
 bool mtd_call_count_load(struct mtd_call *call, struct mtd_rt_load *load, uint32_t max);
+/* The call is routed to a service, path[1 .. 1 + svc_len): from here on
+ * its figures and access-log line are its :path's (call->mx), whatever
+ * ends it (a refusal included). */
+void mtd_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len);
 /* Release the call if nothing holds it any more (its downstream stream,
  * an attempt, its retry timer): its deadline stops and it is freed at the
  * end of the turn (the lifetime rule, call-t.h). Any function may call it

@@ -15,7 +15,7 @@
 #include "sidecar/control/reload.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/inbound.h"
-#include "sidecar/ops/metrics.h"
+#include "sidecar/ops/access_log.h"
 
 int mtd_reload_prepare(struct mtd_control *ctl, struct mtd_cfg *cfg, struct mtd_reload_tx *tx, char *err,
                        size_t errlen)
@@ -23,7 +23,7 @@ int mtd_reload_prepare(struct mtd_control *ctl, struct mtd_cfg *cfg, struct mtd_
 	memset(tx, 0, sizeof(*tx));
 	tx->access_fd = -1;
 	tx->reg_changed = !mtd_register_same_config(ctl->reg, cfg);
-	if (mtd_metrics_access_open(cfg, &tx->access_fd, err, errlen) < 0) {
+	if (mtd_access_log_open(cfg, &tx->access_fd, err, errlen) < 0) {
 		mtd_cfg_free(cfg);
 		return -1;
 	}
@@ -89,7 +89,7 @@ void mtd_reload_commit(struct mtd_control *ctl, struct mtd_reload_tx *tx)
 	if (was)
 		mtd_ref_get(&was->ref);
 	mtd_inbound_set_log(was, rt->inbound);
-	mtd_metrics_access_apply(rt->cfg, tx->access_fd);
+	mtd_access_log_apply(rt->cfg, tx->access_fd);
 	mtd_sources_stop(ctl);
 	mtd_control_publish(ctl, rt);
 	mtd_inbound_set_retire(was, rt->inbound);

@@ -42,7 +42,6 @@
 #include "sidecar/io/listen.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/ops/mesh.h"
-#include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
 
@@ -811,7 +810,7 @@ void mtd_inbound_call_start(struct mtd_call *call)
 		call->verdict = MTD_IN_DENIED;
 		mtd_mesh_count(in->mx, MTD_IN_DENIED);
 		if (parsed) /* its figures and access-log line name the method */
-			mtd_metrics_call_routed(call, p, plen, rp.service_len);
+			mtd_call_routed(call, p, plen, rp.service_len);
 		mtd_call_fail(call, MTD_GRPC_PERMISSION_DENIED, "inbound %s: %s is not allowed to call %.*s",
 		              ib->listen.text,
 		              in->identity        ? in->identity
@@ -830,7 +829,7 @@ void mtd_inbound_call_start(struct mtd_call *call)
 			call->verdict = MTD_IN_SHED;
 			mtd_mesh_count(in->mx, MTD_IN_SHED);
 			if (parsed)
-				mtd_metrics_call_routed(call, p, plen, rp.service_len);
+				mtd_call_routed(call, p, plen, rp.service_len);
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 			              "inbound %s: max_concurrent_calls (%u) calls in flight", ib->listen.text, max);
 			return;

@@ -19,6 +19,7 @@
 #include "sidecar/ops/admin.h"
 #include "sidecar/ops/history.h"
 #include "sidecar/ops/metrics.h"
+#include "sidecar/ops/prometheus.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
 #include "health/outlier.h"

@@ -1,7 +1,7 @@
 /* The admin endpoint: HTTP/1.1 (libevent evhttp) on the control thread's
  * event base. Read-only except POST /drain:
  *
- *   GET  /metrics      Prometheus text (metrics.c)
+ *   GET  /metrics      Prometheus text (prometheus.c)
  *   GET  /clusters     services, policies, endpoints and their live figures (JSON)
  *   GET  /config_dump  the running config as JSON, secrets redacted
  *   GET  /healthz      200 while the process serves its admin port

@@ -1,34 +1,20 @@
-/* Call figures per worker, the access log, and the /metrics text.
- * The threading contract is at the top of metrics.h. */
+/* Call figures per worker (single writer) and discovery's figures: the
+ * tables, filled on the call path and read by prometheus.c. The threading
+ * contract is at the top of metrics.h. */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "admin/admin.h"
-#include "core/log.h"
-#include "lb/lb-impl.h" /* warm span: the effective weight the pickers use */
-#include "route/route.h"
-#include "sidecar/ops/history.h"
-#include "authz/authz.h"
-#include "sidecar/ops/mesh.h"
-#include "sidecar/ops/metrics.h"
 #include "core/clock.h"
-#include "discovery/discovery.h"
-#include "health/outlier.h"
-#include "lb/lb.h"
 #include "sidecar/call/attempt.h"
 #include "sidecar/call/headers.h"
-#include "sidecar/control/runtime.h"
-#include "sidecar/io/inbound.h"
+#include "sidecar/ops/access_log.h"
+#include "sidecar/ops/history.h"
+#include "sidecar/ops/metrics-int.h"
+#include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
 
 const double mtd_mx_lat_bounds_s[MTD_MX_LAT_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -40,91 +26,26 @@ const char *const mtd_mx_circuit_names[MTD_MX_CIRCUIT_N] = {
         [MTD_MX_CIRCUIT_MAX_CALLS_PER_ENDPOINT] = "max_calls_per_endpoint",
 };
 
-const char *const mtd_mx_hc_names[4] = {
-        [MTD_MX_HC_UNCHECKED] = "unchecked",
-        [MTD_MX_HC_UNKNOWN] = "UNKNOWN",
-        [MTD_MX_HC_SERVING] = "SERVING",
-        [MTD_MX_HC_NOT_SERVING] = "NOT_SERVING",
-};
-
-static struct mtd_mx_worker *mx_workers;
-static unsigned mx_n_workers;
-static struct mtd_mx_disc *mx_disc; /* control thread only; newest first */
-
-/* split.guard's cuts, by service, method ("*": the service's
- * split) and group: the control thread's, kept across reloads (a
- * counter). */
-struct mx_cut {
-	char *service, *method, *group;
-	uint64_t n;
-	struct mx_cut *next;
-};
-static struct mx_cut *mx_cuts;
-
-/* Access log, changed by a reload while workers write it (metrics.h):
- * access_fd is a descriptor of our own, made by the first open and never
- * closed before mtd_metrics_fini(); a reload points it at the new file
- * with dup2(), which a concurrent write() sees before or after, never
- * half. The settings are relaxed atomics, read once per call. */
-static _Atomic int access_fd = -1;
-static _Atomic bool access_on;
-static _Atomic uint64_t access_sample_bits; /* a double */
-static _Atomic bool access_json;
-
-int mtd_metrics_access_open(const struct mtd_cfg *cfg, int *fd, char *err, size_t errlen)
-{
-	*fd = -1;
-	if (!cfg->log.access)
-		return 0;
-	const char *path = cfg->log.access->path;
-	/* "-": a copy of stderr, so a later reload can repoint ours alone. */
-	*fd = strcmp(path, "-") == 0 ? fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)
-	                             : open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-	if (*fd < 0) {
-		int e = errno;
-		snprintf(err, errlen, "log.access.path: cannot open %s: %s", path, strerror(e));
-		return -e;
-	}
-	return 0;
-}
-
-void mtd_metrics_access_apply(const struct mtd_cfg *cfg, int fd)
-{
-	if (fd >= 0) {
-		int cur = atomic_load_explicit(&access_fd, memory_order_relaxed);
-		if (cur < 0) {
-			atomic_store_explicit(&access_fd, fd, memory_order_release);
-		} else {
-			/* Failing here (EBADF, EINTR: not with our descriptors)
-			 * keeps the old file; the log is best effort. */
-			if (dup2(fd, cur) < 0)
-				MTD_WARN("log.access: cannot switch to %s: %s", cfg->log.access->path, strerror(errno));
-			close(fd);
-		}
-	}
-	double sample = cfg->log.access ? cfg->log.access->sample : 0;
-	uint64_t bits;
-	memcpy(&bits, &sample, sizeof(bits));
-	atomic_store_explicit(&access_sample_bits, bits, memory_order_relaxed);
-	atomic_store_explicit(&access_json, cfg->log.json, memory_order_relaxed);
-	/* Release: a worker that sees it on also sees the descriptor. */
-	atomic_store_explicit(&access_on, cfg->log.access != NULL && fd >= 0, memory_order_release);
-}
+/* The tables (metrics-int.h). */
+struct mtd_mx_worker *mtd_mx_workers;
+unsigned mtd_mx_n_workers;
+struct mtd_mx_disc *mtd_mx_discs;
+struct mtd_mx_cut *mtd_mx_cuts;
 
 int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, size_t errlen)
 {
-	mx_workers = calloc(n_workers ? n_workers : 1, sizeof(*mx_workers));
-	if (!mx_workers) {
+	mtd_mx_workers = calloc(n_workers ? n_workers : 1, sizeof(*mtd_mx_workers));
+	if (!mtd_mx_workers) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	mx_n_workers = n_workers;
-	int fd, rc = mtd_metrics_access_open(cfg, &fd, err, errlen);
+	mtd_mx_n_workers = n_workers;
+	int fd, rc = mtd_access_log_open(cfg, &fd, err, errlen);
 	if (rc < 0) {
 		mtd_metrics_fini();
 		return rc;
 	}
-	mtd_metrics_access_apply(cfg, fd);
+	mtd_access_log_apply(cfg, fd);
 	return 0;
 }
 
@@ -139,38 +60,35 @@ static void method_free(struct mtd_mx_method *m)
 
 void mtd_metrics_fini(void)
 {
-	for (unsigned w = 0; w < mx_n_workers; w++) {
+	for (unsigned w = 0; w < mtd_mx_n_workers; w++) {
 		for (size_t i = 0; i < MTD_MX_SLOTS; i++)
-			method_free(atomic_load_explicit(&mx_workers[w].slots[i], memory_order_relaxed));
-		method_free(atomic_load_explicit(&mx_workers[w].other, memory_order_relaxed));
+			method_free(atomic_load_explicit(&mtd_mx_workers[w].slots[i], memory_order_relaxed));
+		method_free(atomic_load_explicit(&mtd_mx_workers[w].other, memory_order_relaxed));
 	}
-	free(mx_workers);
-	mx_workers = NULL;
-	mx_n_workers = 0;
-	while (mx_disc) {
-		struct mtd_mx_disc *d = mx_disc;
-		mx_disc = d->next;
+	free(mtd_mx_workers);
+	mtd_mx_workers = NULL;
+	mtd_mx_n_workers = 0;
+	while (mtd_mx_discs) {
+		struct mtd_mx_disc *d = mtd_mx_discs;
+		mtd_mx_discs = d->next;
 		free(d->service);
 		free(d);
 	}
 	mtd_history_fini();
-	while (mx_cuts) {
-		struct mx_cut *c = mx_cuts;
-		mx_cuts = c->next;
+	while (mtd_mx_cuts) {
+		struct mtd_mx_cut *c = mtd_mx_cuts;
+		mtd_mx_cuts = c->next;
 		free(c->service);
 		free(c->method);
 		free(c->group);
 		free(c);
 	}
-	int fd = atomic_exchange(&access_fd, -1);
-	if (fd >= 0)
-		close(fd);
-	atomic_store(&access_on, false);
+	mtd_access_log_close();
 }
 
 struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source)
 {
-	for (struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+	for (struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
 		if (strcmp(d->service, service) == 0 && strcmp(d->source, source) == 0)
 			return d;
 	struct mtd_mx_disc *d = calloc(1, sizeof(*d));
@@ -179,20 +97,20 @@ struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source)
 		return NULL;
 	}
 	d->source = source;
-	d->next = mx_disc;
-	mx_disc = d;
+	d->next = mtd_mx_discs;
+	mtd_mx_discs = d;
 	return d;
 }
 
 void mtd_metrics_guard_cut(const char *service, const char *method, const char *group)
 {
-	for (struct mx_cut *c = mx_cuts; c; c = c->next)
+	for (struct mtd_mx_cut *c = mtd_mx_cuts; c; c = c->next)
 		if (strcmp(c->service, service) == 0 && strcmp(c->method, method) == 0 &&
 		    strcmp(c->group, group) == 0) {
 			c->n++;
 			return;
 		}
-	struct mx_cut *c = calloc(1, sizeof(*c));
+	struct mtd_mx_cut *c = calloc(1, sizeof(*c));
 	if (!c || !(c->service = strdup(service)) || !(c->method = strdup(method)) || !(c->group = strdup(group))) {
 		if (c) {
 			free(c->service);
@@ -202,13 +120,13 @@ void mtd_metrics_guard_cut(const char *service, const char *method, const char *
 		return; /* out of memory: this cut goes uncounted (it is logged) */
 	}
 	c->n = 1;
-	c->next = mx_cuts;
-	mx_cuts = c;
+	c->next = mtd_mx_cuts;
+	mtd_mx_cuts = c;
 }
 
 const struct mtd_mx_disc *mtd_metrics_disc_find(const char *service)
 {
-	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
+	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
 		if (strcmp(d->service, service) == 0)
 			return d;
 	return NULL;
@@ -275,14 +193,14 @@ static struct mtd_mx_method *lookup(struct mtd_mx_worker *mw, const char *path, 
 	return o;
 }
 
-void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len)
+struct mtd_mx_method *mtd_metrics_call_routed(unsigned worker, const char *path, size_t len, size_t svc_len)
 {
-	if (call->w->id >= mx_n_workers)
-		return; /* no tables (a harness that never called init) */
-	struct mtd_mx_method *m = lookup(&mx_workers[call->w->id], path, len, svc_len);
-	call->mx = m;
+	if (worker >= mtd_mx_n_workers)
+		return NULL; /* no tables (a harness that never called init) */
+	struct mtd_mx_method *m = lookup(&mtd_mx_workers[worker], path, len, svc_len);
 	if (m)
 		mtd_mx_add(&m->started, 1);
+	return m;
 }
 
 static int code_of(const struct mtd_headers *h)
@@ -304,137 +222,6 @@ static int final_code(const struct mtd_call *call)
 	if (c < 0)
 		c = code_of(&call->resp_hdrs);
 	return c < 0 ? MTD_GRPC_CANCELLED : c;
-}
-
-/* A label-safe copy for the TEXT access log: no spaces, quotes or control
- * bytes, so a line always splits into key=value fields. */
-static size_t text_safe(char *out, size_t cap, const char *s, size_t n)
-{
-	size_t k = 0;
-	for (size_t i = 0; i < n && k + 1 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
-		out[k++] = c <= 0x20 || c >= 0x7f || c == '"' || c == '=' ? '?' : (char)c;
-	}
-	out[k] = '\0';
-	return k;
-}
-
-/* An inbound peer's call (mesh mode): its listener, the caller's identity
- * (from maitred's own x-forwarded-client-cert, which the call carries from
- * its first header on: io/inbound.c) and what authorization decided. */
-struct access_in {
-	const char *listener; /* NULL: not an inbound call */
-	const char *id; /* the SAN's value ... */
-	size_t id_len;
-	bool dns;       /* ... of a DNS identity: its typed text is "dns:" and id */
-	const char *verdict;
-};
-
-static struct access_in access_inbound(const struct mtd_call *call)
-{
-	struct access_in a = {0};
-	if (!call->inbound)
-		return a;
-	a.listener = mtd_inbound_call_listener(call);
-	a.verdict = mtd_mesh_verdict_name((enum mtd_in_verdict)call->verdict);
-	nghttp2_nv buf;
-	const nghttp2_nv *x = mtd_headers_find(&call->req_hdrs, MTD_XFCC_HEADER, &buf);
-	if (!x || !mtd_xfcc_identity((const char *)x->value, x->valuelen, &a.id, &a.id_len, &a.dns)) {
-		a.id = "";
-		a.id_len = 0;
-	}
-	return a;
-}
-
-static void access_line(const struct mtd_call *call, const char *path, size_t svc_len, size_t path_len, int code,
-                        int64_t dur_ns)
-{
-	struct access_in in = access_inbound(call);
-	char ts[40];
-	mtd_log_timestamp(ts, sizeof(ts));
-	const char *svc = path + 1, *method = path + 2 + svc_len;
-	size_t mlen = path_len > svc_len + 2 ? path_len - svc_len - 2 : 0;
-	if (svc_len + 1 > path_len) {
-		svc = method = "";
-		svc_len = mlen = 0;
-	}
-	const char *ep = call->mx_ep ? call->mx_ep->addr.text : "-";
-	unsigned attempts = call->n_attempts;
-	char line[1024];
-	int n;
-	int fd = atomic_load_explicit(&access_fd, memory_order_relaxed);
-	if (atomic_load_explicit(&access_json, memory_order_relaxed)) {
-		/* On the stack: the access log allocates nothing per call. */
-		char mem[4096];
-		struct mtd_abuf b;
-		struct mtd_json j;
-		mtd_abuf_init_fixed(&b, mem, sizeof(mem));
-		mtd_json_init(&j, &b);
-		mtd_json_obj_begin(&j);
-		mtd_json_key(&j, "time");
-		mtd_json_str(&j, ts);
-		mtd_json_key(&j, "level");
-		mtd_json_str(&j, "info");
-		mtd_json_key(&j, "type");
-		mtd_json_str(&j, "access");
-		mtd_json_key(&j, "service");
-		mtd_json_strn(&j, svc, svc_len > 256 ? 256 : svc_len);
-		mtd_json_key(&j, "method");
-		mtd_json_strn(&j, method, mlen > 256 ? 256 : mlen);
-		mtd_json_key(&j, "endpoint");
-		mtd_json_str(&j, ep);
-		mtd_json_key(&j, "attempts");
-		mtd_json_u64(&j, attempts);
-		mtd_json_key(&j, "grpc_status");
-		mtd_json_str(&j, mtd_grpc_status_name(code));
-		mtd_json_key(&j, "duration_s");
-		mtd_json_dbl(&j, (double)dur_ns / 1e9);
-		mtd_json_key(&j, "bytes_in");
-		mtd_json_u64(&j, call->bytes_in);
-		mtd_json_key(&j, "bytes_out");
-		mtd_json_u64(&j, call->bytes_out);
-		if (in.listener) {
-			mtd_json_key(&j, "inbound");
-			mtd_json_str(&j, in.listener);
-			char typed[4 + 256];
-			size_t k = in.id_len > 256 ? 256 : in.id_len;
-			memcpy(typed, "dns:", in.dns ? 4 : 0);
-			memcpy(typed + (in.dns ? 4 : 0), in.id, k);
-			mtd_json_key(&j, "identity");
-			mtd_json_strn(&j, typed, k + (in.dns ? 4 : 0));
-			mtd_json_key(&j, "authz");
-			mtd_json_str(&j, in.verdict);
-		}
-		mtd_json_obj_end(&j);
-		mtd_abuf_add(&b, "\n", 1);
-		if (!b.oom && write(fd, b.p, b.len) < 0) {
-			/* Nothing sensible to do: the log is best effort. */
-		}
-		return;
-	}
-	char s[260], m[260], id[260] = "", tail[600] = "";
-	text_safe(s, sizeof(s), svc, svc_len);
-	text_safe(m, sizeof(m), method, mlen);
-	if (in.listener) {
-		size_t pre = in.dns && in.id_len ? 4 : 0;
-		memcpy(id, "dns:", pre);
-		text_safe(id + pre, sizeof(id) - pre, in.id, in.id_len);
-		snprintf(tail, sizeof(tail), " inbound=%s identity=%s authz=%s", in.listener, id[0] ? id : "-",
-		         in.verdict);
-	}
-	n = snprintf(line, sizeof(line),
-	             "%s access service=%s method=%s endpoint=%s attempts=%u grpc_status=%s duration_s=%.6f "
-	             "bytes_in=%" PRIu64 " bytes_out=%" PRIu64 "%s\n",
-	             ts, s[0] ? s : "-", m[0] ? m : "-", ep, attempts, mtd_grpc_status_name(code), (double)dur_ns / 1e9,
-	             call->bytes_in, call->bytes_out, tail);
-	if (n > 0) {
-		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
-		line[len - 1] = '\n';
-		/* One write per line (O_APPEND): lines never interleave. */
-		if (write(fd, line, len) < 0) {
-			/* best effort, as above */
-		}
-	}
 }
 
 static size_t lat_bucket(int64_t ns)
@@ -528,20 +315,11 @@ void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us)
 		atomic_store_explicit(&m->hedge_delay_ms, (uint64_t)mtd_fault_hedge_auto_ms(h), memory_order_relaxed);
 }
 
-void mtd_metrics_attempt_done(struct mtd_attempt *a)
-{
-	struct mtd_call *call = a->call;
-	if (!a->ep || call->mx_ep_answered)
-		return;
-	call->mx_ep = a->ep;
-	call->mx_ep_answered = call->ans == a;
-}
-
 void mtd_metrics_call_end(struct mtd_call *call)
 {
-	if (call->w->id >= mx_n_workers)
+	if (call->w->id >= mtd_mx_n_workers)
 		return;
-	struct mtd_mx_worker *mw = &mx_workers[call->w->id];
+	struct mtd_mx_worker *mw = &mtd_mx_workers[call->w->id];
 	int code = final_code(call);
 	int64_t dur = mtd_now_ns() - call->start_ns;
 	struct mtd_mx_method *m = call->mx;
@@ -556,720 +334,11 @@ void mtd_metrics_call_end(struct mtd_call *call)
 	} else {
 		mtd_mx_add(&mw->unrouted_by_code[code], 1);
 	}
-	if (!atomic_load_explicit(&access_on, memory_order_acquire))
-		return;
-	uint64_t bits = atomic_load_explicit(&access_sample_bits, memory_order_relaxed);
-	double sample;
-	memcpy(&sample, &bits, sizeof(sample));
-	if (sample < 1.0 && (double)(mtd_lb_rand(&call->w->rng) >> 11) * 0x1p-53 >= sample)
+	if (!mtd_access_log_due(call))
 		return;
 	if (m && m != atomic_load_explicit(&mw->other, memory_order_relaxed))
-		access_line(call, m->path, m->svc_len, m->path_len, code, dur);
+		mtd_access_log_line(call, m->path, m->svc_len, m->path_len, code, dur);
 	else
-		access_line(call, "/", 0, 1, code, dur); /* service and method "-" */
+		mtd_access_log_line(call, "/", 0, 1, code, dur); /* service and method "-" */
 	mtd_mx_add(&mw->access_logged, 1);
-}
-
-/* ---- /metrics (control thread) ---------------------------------------- */
-
-/* One (service, method) summed over the workers. */
-struct agg {
-	const struct mtd_mx_method *key; /* any worker's entry: path, svc_len */
-	char *svc, *method;
-	uint64_t started, by_code[MTD_MX_CODES], lat_bucket[MTD_MX_LAT_BUCKETS + 1], lat_sum_ns, bytes_in, bytes_out;
-	uint64_t retries, transparent_retries, budget_exhausted, pushback_stops, failsafe, fallback;
-	uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
-	uint64_t hedges, hedge_wins, hedge_delay_ms; /* the last: max over workers */
-	uint64_t failback_resent, failback_dropped;
-	uint64_t policy[MTD_MX_POLICY_N];
-	bool hedge_auto;
-};
-
-static uint64_t ld(const _Atomic uint64_t *c)
-{
-	return atomic_load_explicit(c, memory_order_relaxed);
-}
-
-static int agg_cmp(const void *a, const void *b)
-{
-	const struct mtd_mx_method *x = *(const struct mtd_mx_method *const *)a;
-	const struct mtd_mx_method *y = *(const struct mtd_mx_method *const *)b;
-	return strcmp(x->path, y->path);
-}
-
-static void agg_add(struct agg *g, const struct mtd_mx_method *m)
-{
-	g->started += ld(&m->started);
-	for (size_t c = 0; c < MTD_MX_CODES; c++)
-		g->by_code[c] += ld(&m->by_code[c]);
-	for (size_t i = 0; i <= MTD_MX_LAT_BUCKETS; i++)
-		g->lat_bucket[i] += ld(&m->lat_bucket[i]);
-	g->lat_sum_ns += ld(&m->lat_sum_ns);
-	g->bytes_in += ld(&m->bytes_in);
-	g->bytes_out += ld(&m->bytes_out);
-	g->retries += ld(&m->retries);
-	g->transparent_retries += ld(&m->transparent_retries);
-	g->budget_exhausted += ld(&m->budget_exhausted);
-	g->pushback_stops += ld(&m->pushback_stops);
-	g->failsafe += ld(&m->failsafe);
-	g->fallback += ld(&m->fallback);
-	for (size_t c = 0; c < MTD_MX_CIRCUIT_N; c++)
-		g->circuit_rejected[c] += ld(&m->circuit_rejected[c]);
-	g->hedges += ld(&m->hedges);
-	g->hedge_wins += ld(&m->hedge_wins);
-	g->failback_resent += ld(&m->failback_resent);
-	g->failback_dropped += ld(&m->failback_dropped);
-	for (size_t c = 0; c < MTD_MX_POLICY_N; c++)
-		g->policy[c] += ld(&m->policy[c]);
-	uint64_t hd = ld(&m->hedge_delay_ms);
-	if (hd) {
-		g->hedge_auto = true;
-		if (hd > g->hedge_delay_ms)
-			g->hedge_delay_ms = hd;
-	}
-}
-
-/* Every worker's entries, merged by path and sorted. *n receives the count;
- * NULL with *n = 0 on allocation failure or when nothing was called. */
-static struct agg *aggregate(size_t *n)
-{
-	size_t cap = 0, k = 0;
-	*n = 0;
-	for (unsigned w = 0; w < mx_n_workers; w++)
-		cap += MTD_MX_SLOTS + 1;
-	const struct mtd_mx_method **all = calloc(cap ? cap : 1, sizeof(*all));
-	if (!all)
-		return NULL;
-	for (unsigned w = 0; w < mx_n_workers; w++) {
-		for (size_t i = 0; i < MTD_MX_SLOTS; i++) {
-			const struct mtd_mx_method *m =
-			        atomic_load_explicit(&mx_workers[w].slots[i], memory_order_acquire);
-			if (m)
-				all[k++] = m;
-		}
-		const struct mtd_mx_method *o = atomic_load_explicit(&mx_workers[w].other, memory_order_acquire);
-		if (o)
-			all[k++] = o;
-	}
-	qsort(all, k, sizeof(*all), agg_cmp);
-	struct agg *out = calloc(k ? k : 1, sizeof(*out));
-	if (!out) {
-		free(all);
-		return NULL;
-	}
-	size_t m = 0;
-	for (size_t i = 0; i < k; i++) {
-		if (m == 0 || strcmp(out[m - 1].key->path, all[i]->path) != 0) {
-			struct agg *g = &out[m++];
-			g->key = all[i];
-			g->svc = strndup(all[i]->path + 1, all[i]->svc_len);
-			g->method = strdup(all[i]->path + 2 + all[i]->svc_len);
-		}
-		agg_add(&out[m - 1], all[i]);
-	}
-	free(all);
-	*n = m;
-	return out;
-}
-
-static void agg_free(struct agg *a, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(a[i].svc);
-		free(a[i].method);
-	}
-	free(a);
-}
-
-static const char *const SM[] = {"service", "method"};
-static const char *const SE[] = {"service", "endpoint"};
-
-static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
-{
-	mtd_prom_family(b, "maitred_calls_total", "counter",
-	                "Calls finished, by service, method and the final gRPC status the client saw.");
-	for (size_t i = 0; i < n; i++) {
-		for (int c = 0; c < MTD_MX_CODES; c++) {
-			if (!a[i].by_code[c])
-				continue;
-			const char *k[] = {"service", "method", "grpc_code"};
-			const char *v[] = {a[i].svc, a[i].method, mtd_grpc_status_name(c)};
-			mtd_prom_sample_u64(b, "maitred_calls_total", NULL, k, v, 3, a[i].by_code[c]);
-		}
-	}
-	mtd_prom_family(b, "maitred_calls_in_flight", "gauge", "Calls routed and not yet finished.");
-	for (size_t i = 0; i < n; i++) {
-		uint64_t done = 0;
-		for (int c = 0; c < MTD_MX_CODES; c++)
-			done += a[i].by_code[c];
-		const char *v[] = {a[i].svc, a[i].method};
-		/* Read apart from the ends, started can lag them by a call. */
-		mtd_prom_sample_u64(b, "maitred_calls_in_flight", NULL, SM, v, 2,
-		                    a[i].started > done ? a[i].started - done : 0);
-	}
-	mtd_prom_family(b, "maitred_call_duration_seconds", "histogram",
-	                "Call duration from the request headers to the end of the call, seconds.");
-	for (size_t i = 0; i < n; i++) {
-		const char *v[] = {a[i].svc, a[i].method};
-		uint64_t cum = 0;
-		for (size_t k = 0; k < MTD_MX_LAT_BUCKETS; k++) {
-			cum += a[i].lat_bucket[k];
-			mtd_prom_sample_le(b, "maitred_call_duration_seconds", SM, v, 2, mtd_mx_lat_bounds_s[k], cum);
-		}
-		cum += a[i].lat_bucket[MTD_MX_LAT_BUCKETS];
-		mtd_prom_sample_le(b, "maitred_call_duration_seconds", SM, v, 2, INFINITY, cum);
-		mtd_prom_sample(b, "maitred_call_duration_seconds", "_sum", SM, v, 2, (double)a[i].lat_sum_ns / 1e9);
-		mtd_prom_sample_u64(b, "maitred_call_duration_seconds", "_count", SM, v, 2, cum);
-	}
-	mtd_prom_family(b, "maitred_call_request_bytes_total", "counter",
-	                "Request DATA bytes received from the local app (gRPC framing included).");
-	for (size_t i = 0; i < n; i++) {
-		const char *v[] = {a[i].svc, a[i].method};
-		mtd_prom_sample_u64(b, "maitred_call_request_bytes_total", NULL, SM, v, 2, a[i].bytes_in);
-	}
-	mtd_prom_family(b, "maitred_call_response_bytes_total", "counter",
-	                "Response DATA bytes received from the upstreams (gRPC framing included).");
-	for (size_t i = 0; i < n; i++) {
-		const char *v[] = {a[i].svc, a[i].method};
-		mtd_prom_sample_u64(b, "maitred_call_response_bytes_total", NULL, SM, v, 2, a[i].bytes_out);
-	}
-	/* The fault policy, per service and method. */
-	static const struct {
-		const char *name, *help;
-		size_t off;
-	} fault_families[] = {
-	        {"maitred_retries_total", "Retries the fault policy started (FAILOVER), after the first attempt.",
-	         offsetof(struct agg, retries)},
-	        {"maitred_transparent_retries_total",
-	         "Attempts moved to another endpoint before anything was sent (refused connects): no retry cost.",
-	         offsetof(struct agg, transparent_retries)},
-	        {"maitred_retry_budget_exhausted_total", "Retries the retry budget refused.",
-	         offsetof(struct agg, budget_exhausted)},
-	        {"maitred_retry_pushback_stops_total",
-	         "Retries not made because the server's grpc-retry-pushback-ms said no.",
-	         offsetof(struct agg, pushback_stops)},
-	        {"maitred_failsafe_answers_total", "Calls answered OK with an empty message by FAILSAFE.",
-	         offsetof(struct agg, failsafe)},
-	        {"maitred_fallback_answers_total", "Calls answered with the configured fallback.",
-	         offsetof(struct agg, fallback)},
-	        {"maitred_hedges_total", "FORKING: attempts started after the first (hedges).",
-	         offsetof(struct agg, hedges)},
-	        {"maitred_hedge_wins_total", "FORKING: calls answered by a hedge rather than the first attempt.",
-	         offsetof(struct agg, hedge_wins)},
-	        {"maitred_failback_resent_total", "FAILBACK: background re-sends of failed calls started.",
-	         offsetof(struct agg, failback_resent)},
-	        {"maitred_failback_dropped_total",
-	         "FAILBACK: failed calls given up (queue full, retries spent, request not kept, shutdown).",
-	         offsetof(struct agg, failback_dropped)},
-	};
-	for (size_t f = 0; f < sizeof(fault_families) / sizeof(fault_families[0]); f++) {
-		mtd_prom_family(b, fault_families[f].name, "counter", fault_families[f].help);
-		for (size_t i = 0; i < n; i++) {
-			const char *v[] = {a[i].svc, a[i].method};
-			uint64_t x = *(const uint64_t *)((const char *)&a[i] + fault_families[f].off);
-			mtd_prom_sample_u64(b, fault_families[f].name, NULL, SM, v, 2, x);
-		}
-	}
-	/* Traffic policy, per service and method. */
-	static const struct {
-		const char *name, *help;
-		enum mtd_mx_policy what;
-	} policy_families[] = {
-	        {"maitred_rate_limited_total",
-	         "Calls rate_limit refused (RESOURCE_EXHAUSTED at once, nothing sent upstream).", MTD_MX_RATE_LIMITED},
-	        {"maitred_mirror_copies_total", "mirror: copies of calls sent to the mirror entry (answers discarded).",
-	         MTD_MX_MIRROR_COPIES},
-	        {"maitred_mirror_too_large_total",
-	         "mirror: calls not mirrored, their request larger than fault.replay_buffer (or not kept whole).",
-	         MTD_MX_MIRROR_TOO_LARGE},
-	        {"maitred_mirror_failed_total",
-	         "mirror: copies that failed (no endpoint, a connect failure, an error status, their deadline); the "
-	         "primary never sees it. Other reasons: maitred_mirror_dropped_total.",
-	         MTD_MX_MIRROR_FAILED},
-	        {"maitred_mirror_cancelled_total", "mirror: copies still running when the primary ended, cancelled.",
-	         MTD_MX_MIRROR_CANCELLED},
-	};
-	for (size_t f = 0; f < sizeof(policy_families) / sizeof(policy_families[0]); f++) {
-		mtd_prom_family(b, policy_families[f].name, "counter", policy_families[f].help);
-		for (size_t i = 0; i < n; i++) {
-			const char *v[] = {a[i].svc, a[i].method};
-			mtd_prom_sample_u64(b, policy_families[f].name, NULL, SM, v, 2,
-			                    a[i].policy[policy_families[f].what]);
-		}
-	}
-	/* Every copy made or meant and not delivered, by why (a copy is never
-	 * lost silently): the sum over reasons. */
-	mtd_prom_family(b, "maitred_mirror_dropped_total", "counter",
-	                "mirror: copies not delivered to the mirror entry (or not answered by it), by reason; the "
-	                "primary is never affected.");
-	for (size_t i = 0; i < n; i++) {
-		static const struct {
-			const char *reason;
-			enum mtd_mx_policy what;
-		} reasons[] = {
-		        {"too_large", MTD_MX_MIRROR_TOO_LARGE},
-		        {"rate_limited", MTD_MX_MIRROR_RATE_LIMITED},
-		        {"circuit_open", MTD_MX_MIRROR_CIRCUIT_OPEN},
-		        {"queue_full", MTD_MX_MIRROR_QUEUE_FULL},
-		        {"rerouted", MTD_MX_MIRROR_REROUTED},
-		        {"no_memory", MTD_MX_MIRROR_NO_MEMORY},
-		        {"failed", MTD_MX_MIRROR_FAILED},
-		        {"primary_ended", MTD_MX_MIRROR_CANCELLED},
-		        {"shutdown", MTD_MX_MIRROR_SHUTDOWN},
-		};
-		for (size_t r = 0; r < sizeof(reasons) / sizeof(reasons[0]); r++) {
-			uint64_t x = a[i].policy[reasons[r].what];
-			if (!x && !a[i].policy[MTD_MX_MIRROR_COPIES])
-				continue; /* a path never mirrored: no zero rows */
-			const char *k[] = {"service", "method", "reason"};
-			const char *v[] = {a[i].svc, a[i].method, reasons[r].reason};
-			mtd_prom_sample_u64(b, "maitred_mirror_dropped_total", NULL, k, v, 3, x);
-		}
-	}
-	mtd_prom_family(b, "maitred_fault_injected_total", "counter",
-	                "fault_injection: calls aborted (ended with the configured status, no upstream) or delayed.");
-	for (size_t i = 0; i < n; i++) {
-		static const char *const kinds[] = {"abort", "delay"};
-		const enum mtd_mx_policy w[] = {MTD_MX_FAULT_ABORTED, MTD_MX_FAULT_DELAYED};
-		for (int k = 0; k < 2; k++) {
-			const char *kk[] = {"service", "method", "fault"};
-			const char *v[] = {a[i].svc, a[i].method, kinds[k]};
-			mtd_prom_sample_u64(b, "maitred_fault_injected_total", NULL, kk, v, 3, a[i].policy[w[k]]);
-		}
-	}
-	mtd_prom_family(b, "maitred_circuit_rejections_total", "counter",
-	                "Calls circuit breaking refused (RESOURCE_EXHAUSTED), by the limit reached.");
-	for (size_t i = 0; i < n; i++) {
-		for (int c = 0; c < MTD_MX_CIRCUIT_N; c++) {
-			if (!a[i].circuit_rejected[c])
-				continue;
-			const char *k[] = {"service", "method", "limit"};
-			const char *v[] = {a[i].svc, a[i].method, mtd_mx_circuit_names[c]};
-			mtd_prom_sample_u64(b, "maitred_circuit_rejections_total", NULL, k, v, 3,
-			                    a[i].circuit_rejected[c]);
-		}
-	}
-	mtd_prom_family(b, "maitred_hedge_delay_seconds", "gauge",
-	                "FORKING with hedge_delay AUTO: the delay before a hedge now (the largest of the workers').");
-	for (size_t i = 0; i < n; i++) {
-		if (!a[i].hedge_auto)
-			continue;
-		const char *v[] = {a[i].svc, a[i].method};
-		mtd_prom_sample(b, "maitred_hedge_delay_seconds", NULL, SM, v, 2, (double)a[i].hedge_delay_ms / 1e3);
-	}
-	mtd_prom_family(b, "maitred_calls_unrouted_total", "counter",
-	                "Calls that matched no service (malformed :path, unknown service), by status.");
-	for (int c = 0; c < MTD_MX_CODES; c++) {
-		uint64_t sum = 0;
-		for (unsigned w = 0; w < mx_n_workers; w++)
-			sum += ld(&mx_workers[w].unrouted_by_code[c]);
-		if (!sum)
-			continue;
-		const char *k[] = {"grpc_code"};
-		const char *v[] = {mtd_grpc_status_name(c)};
-		mtd_prom_sample_u64(b, "maitred_calls_unrouted_total", NULL, k, v, 1, sum);
-	}
-}
-
-/* Per endpoint: one family at a time over every service's endpoints. */
-enum ep_fig {
-	EP_PICKS,
-	EP_ACTIVE,
-	EP_SUCCESSES,
-	EP_FAILURES,
-	EP_EWMA,
-	EP_WEIGHT,
-	EP_EFFECTIVE,
-	EP_WARMUP,
-	EP_CONNS,
-	EP_CONNECT_FAILURES,
-	EP_REACHABLE,
-	EP_EJECTED,
-	EP_EJECTIONS,
-	EP_HEALTHY,
-	EP_HC_FAILURES,
-	EP_N
-};
-
-static const struct {
-	const char *name, *type, *help;
-} ep_families[EP_N] = {
-        [EP_PICKS] = {"maitred_endpoint_picks_total", "counter", "Calls the balancer sent to the endpoint."},
-        [EP_ACTIVE] = {"maitred_endpoint_calls_in_flight", "gauge", "Calls in flight on the endpoint."},
-        [EP_SUCCESSES] = {"maitred_endpoint_responses_total", "counter",
-                          "Calls the endpoint answered with a gRPC status (any status)."},
-        [EP_FAILURES] = {"maitred_endpoint_failures_total", "counter",
-                         "Calls that failed on the endpoint (connect, reset, timeout) without an answer."},
-        [EP_EWMA] = {"maitred_endpoint_latency_ewma_seconds", "gauge",
-                     "Peak-EWMA latency estimate of the endpoint, seconds (0 before any answer)."},
-        [EP_WEIGHT] = {"maitred_endpoint_weight", "gauge", "Configured weight of the endpoint."},
-        [EP_EFFECTIVE] = {"maitred_endpoint_effective_weight", "gauge", "Weight the balancer uses now, after warmup."},
-        [EP_WARMUP] = {"maitred_endpoint_warmup_ratio", "gauge",
-                       "Warmup progress of the endpoint, 0 to 1 (1 = warm, or no warmup)."},
-        [EP_CONNS] = {"maitred_endpoint_connections", "gauge",
-                      "Upstream HTTP/2 connections open to the endpoint, over all workers."},
-        [EP_CONNECT_FAILURES] = {"maitred_endpoint_connect_failures_total", "counter",
-                                 "Failed connects and TLS handshakes to the endpoint."},
-        [EP_REACHABLE] = {"maitred_endpoint_reachable", "gauge",
-                          "0 while some worker backs off the endpoint after failed connects, else 1."},
-        [EP_EJECTED] = {"maitred_endpoint_ejected", "gauge",
-                        "1 while outlier detection ejects the endpoint (for any method when method-scoped), "
-                        "else 0; services with outlier_detection only."},
-        [EP_EJECTIONS] = {"maitred_endpoint_ejections_total", "counter",
-                          "Times outlier detection ejected the endpoint; services with outlier_detection only."},
-        [EP_HEALTHY] = {"maitred_endpoint_healthy", "gauge",
-                        "0 while active health checks find the endpoint unhealthy, else 1; services with "
-                        "health_check only."},
-        [EP_HC_FAILURES] = {"maitred_endpoint_health_check_failures_total", "counter",
-                            "Active health checks of the endpoint that failed (an error, no answer in time, "
-                            "or not SERVING); services with health_check only."},
-};
-
-static void add_outliers(struct mtd_mx_health *out, const struct mtd_outlier_set *set, size_t i)
-{
-	if (!set || i >= set->n)
-		return;
-	const struct mtd_outlier_entry *e = &set->entries[i];
-	int64_t until = atomic_load_explicit(&e->ejected_until_ms, memory_order_relaxed);
-	out->ejections += atomic_load_explicit(&e->ejections_total, memory_order_relaxed);
-	if (until != 0) {
-		out->ejected = true;
-		/* The set runs on the monotonic clock; shown as wall time. 1:
-		 * being written (outlier.c), kept as is. */
-		if (until > 1)
-			until = mtd_wall_of_mono_ms(until);
-		if (until > out->ejected_until_ms)
-			out->ejected_until_ms = until;
-	}
-}
-
-void mtd_metrics_health(const struct mtd_rt_service *s, size_t i, struct mtd_mx_health *out)
-{
-	*out = (struct mtd_mx_health){0};
-	add_outliers(out, s->outliers, i);
-	for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
-		add_outliers(out, s->methods[m].outliers, i);
-	if (s->cfg->health_check.enabled) {
-		const struct mtd_endpoint *ep = s->eps[i];
-		out->hc_checks = atomic_load_explicit(&ep->mx.hc_checks, memory_order_relaxed);
-		out->hc_failures = atomic_load_explicit(&ep->mx.hc_failures, memory_order_relaxed);
-		/* hc_down: the control thread's, which the admin runs on. */
-		out->hc = ep->hc_down ? MTD_MX_HC_NOT_SERVING : out->hc_checks ? MTD_MX_HC_SERVING : MTD_MX_HC_UNKNOWN;
-	}
-}
-
-struct mtd_mx_service *mtd_metrics_services(const struct mtd_runtime *rt)
-{
-	size_t n_svc = rt->cfg->n_services, n = 0;
-	struct mtd_mx_service *out = calloc(n_svc ? n_svc : 1, sizeof(*out));
-	if (!out)
-		return NULL;
-	struct agg *a = aggregate(&n);
-	for (size_t i = 0; i < n; i++) {
-		if (a[i].key->hash == 0 && strcmp(a[i].key->path, "/(other)/(other)") == 0)
-			continue; /* the overflow bucket belongs to no one service */
-		/* Where the :path routes now (a reload may have moved it). */
-		int si = mtd_route_lookup(rt->routes, a[i].svc, strlen(a[i].svc));
-		if (si < 0 || (size_t)si >= n_svc)
-			continue;
-		struct mtd_mx_service *o = &out[si];
-		o->retries += a[i].retries;
-		o->budget_exhausted += a[i].budget_exhausted;
-		o->fallback += a[i].fallback;
-		o->failsafe += a[i].failsafe;
-		for (size_t c = 0; c < MTD_MX_CIRCUIT_N; c++)
-			o->circuit_rejected[c] += a[i].circuit_rejected[c];
-	}
-	agg_free(a, n);
-	return out;
-}
-
-struct mtd_mx_warm *mtd_metrics_warmups(const struct mtd_rt_service *s, int64_t now_ms)
-{
-	struct mtd_mx_warm *out = calloc(s->n_eps ? s->n_eps : 1, sizeof(*out));
-	if (!out)
-		return NULL;
-	/* The same span and weight the pickers compute (lb-impl.h). */
-	struct mtd_lb_warm_span span;
-	mtd_lb__warm_span(&s->cfg->lb.warmup, s->lb_eps, s->n_eps, &span);
-	int64_t d = s->cfg->lb.warmup.duration_ms;
-	for (size_t i = 0; i < s->n_eps; i++) {
-		const struct mtd_lb_endpoint *e = &s->lb_eps[i];
-		out[i].effective = mtd_lb__weight_at(&span, e, now_ms);
-		if (d <= 0 || e->start_ms <= 0) {
-			out[i].progress = 1.0;
-			continue;
-		}
-		double f = (double)(now_ms - e->start_ms) / (double)d;
-		out[i].progress = f < 0 ? 0 : f > 1 ? 1 : f;
-	}
-	return out;
-}
-
-static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
-{
-	int64_t now_ms = mtd_wall_ms(), now_ns = mtd_now_ns();
-	size_t n_svc = rt->cfg->n_services;
-	struct mtd_mx_warm **warm = calloc(n_svc ? n_svc : 1, sizeof(*warm));
-	for (size_t si = 0; warm && si < n_svc; si++)
-		warm[si] = mtd_metrics_warmups(rt->services[si], now_ms);
-	for (int f = 0; f < EP_N; f++) {
-		mtd_prom_family(b, ep_families[f].name, ep_families[f].type, ep_families[f].help);
-		for (size_t si = 0; si < n_svc; si++) {
-			const struct mtd_rt_service *s = rt->services[si];
-			const struct mtd_mx_warm *wm = warm ? warm[si] : NULL;
-			if ((f == EP_EFFECTIVE || f == EP_WARMUP) && !wm)
-				continue; /* out of memory: leave the samples out */
-			if ((f == EP_EJECTED || f == EP_EJECTIONS) && !s->cfg->outlier.enabled)
-				continue;
-			if ((f == EP_HEALTHY || f == EP_HC_FAILURES) && !s->cfg->health_check.enabled)
-				continue;
-			for (size_t i = 0; i < s->n_eps; i++) {
-				const struct mtd_endpoint *e = s->eps[i];
-				struct mtd_mx_health h;
-				const struct mtd_lb_stats *st = &e->stats;
-				const char *v[] = {s->cfg->name, e->addr.text};
-				const char *name = ep_families[f].name;
-				int64_t a;
-				switch (f) {
-				case EP_PICKS:
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->picks));
-					break;
-				case EP_ACTIVE:
-					a = atomic_load(&st->active);
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, a > 0 ? (uint64_t)a : 0);
-					break;
-				case EP_SUCCESSES:
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->successes));
-					break;
-				case EP_FAILURES:
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->failures));
-					break;
-				case EP_EWMA:
-					mtd_prom_sample(b, name, NULL, SE, v, 2,
-					                mtd_lb_stats_ewma_us(st, now_ns, s->cfg->lb.decay_ms) / 1e6);
-					break;
-				case EP_WEIGHT:
-					mtd_prom_sample(b, name, NULL, SE, v, 2, s->lb_eps[i].weight);
-					break;
-				case EP_EFFECTIVE:
-					mtd_prom_sample(b, name, NULL, SE, v, 2, wm[i].effective);
-					break;
-				case EP_WARMUP:
-					mtd_prom_sample(b, name, NULL, SE, v, 2, wm[i].progress);
-					break;
-				case EP_CONNS:
-					a = atomic_load(&e->mx.conns_open);
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, a > 0 ? (uint64_t)a : 0);
-					break;
-				case EP_CONNECT_FAILURES:
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2,
-					                    atomic_load(&e->mx.connect_failures));
-					break;
-				case EP_REACHABLE:
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2,
-					                    atomic_load(&e->mx.pools_failing) <= 0);
-					break;
-				case EP_EJECTED:
-					mtd_metrics_health(s, i, &h);
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.ejected);
-					break;
-				case EP_EJECTIONS:
-					mtd_metrics_health(s, i, &h);
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.ejections);
-					break;
-				case EP_HEALTHY:
-					mtd_metrics_health(s, i, &h);
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.hc != MTD_MX_HC_NOT_SERVING);
-					break;
-				case EP_HC_FAILURES:
-					mtd_metrics_health(s, i, &h);
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.hc_failures);
-					break;
-				}
-			}
-		}
-	}
-	for (size_t si = 0; warm && si < n_svc; si++)
-		free(warm[si]);
-	free(warm);
-}
-
-/* split: each split group of each routing layer with a split,
- * the service's (method "*") and the methods' own. */
-static void render_split_layer(struct mtd_abuf *b, const char *svc, const char *method, const struct mtd_lb_layer *l,
-                               bool calls)
-{
-	static const char *const K[] = {"service", "method", "group"};
-	struct mtd_lb_split_group g;
-	for (size_t k = 0; mtd_lb_layer_split_group(l, k, &g); k++) {
-		const char *v[] = {svc, method, g.value};
-		if (calls)
-			mtd_prom_sample_u64(b, "maitred_split_calls_total", NULL, K, v, 3, g.picks);
-		else
-			mtd_prom_sample_u64(b, "maitred_split_weight", NULL, K, v, 3, g.current);
-	}
-}
-
-static void render_split(struct mtd_abuf *b, const struct mtd_runtime *rt)
-{
-	for (int calls = 1; calls >= 0; calls--) {
-		if (calls)
-			mtd_prom_family(b, "maitred_split_calls_total", "counter",
-			                "split: calls the routing header did not pin, sent to the group (method \"*\": "
-			                "the service's split; counted since the last reload).");
-		else
-			mtd_prom_family(
-			        b, "maitred_split_weight", "gauge",
-			        "split: the group's weight now: the configured one, 0 while the guard cut it or "
-			        "no endpoint has its value.");
-		for (size_t si = 0; si < rt->cfg->n_services; si++) {
-			const struct mtd_rt_service *s = rt->services[si];
-			if (s->layer)
-				render_split_layer(b, s->cfg->name, "*", s->layer, calls);
-			for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
-				if (s->methods[m].layer)
-					render_split_layer(b, s->cfg->name, s->cfg->methods[m].name,
-					                   s->methods[m].layer, calls);
-		}
-	}
-	mtd_prom_family(b, "maitred_split_guard_cuts_total", "counter",
-	                "split.guard: times a group was cut (weight 0 until the next reload) for doing worse than "
-	                "the heaviest group.");
-	for (const struct mx_cut *c = mx_cuts; c; c = c->next) {
-		static const char *const K[] = {"service", "method", "group"};
-		const char *v[] = {c->service, c->method, c->group};
-		mtd_prom_sample_u64(b, "maitred_split_guard_cuts_total", NULL, K, v, 3, c->n);
-	}
-}
-
-/* Discovery: one entry per (service, source) of the running config; the
- * entries of services a reload removed are left out. */
-static bool disc_current(const struct mtd_runtime *rt, const struct mtd_mx_disc *d, bool etcd)
-{
-	if ((strcmp(d->source, "etcd") == 0) != etcd)
-		return false;
-	for (size_t i = 0; i < rt->cfg->n_services; i++) {
-		const struct mtd_cfg_service *c = &rt->cfg->services[i];
-		if (strcmp(c->name, d->service) == 0)
-			return etcd ? c->source == MTD_CFG_SOURCE_ETCD : c->source != MTD_CFG_SOURCE_ETCD;
-	}
-	return false;
-}
-
-static void render_discovery(struct mtd_abuf *b, const struct mtd_runtime *rt)
-{
-	static const char *const SS[] = {"service", "source"};
-	mtd_prom_family(b, "maitred_discovery_updates_total", "counter",
-	                "Registry record changes (puts and deletes, listed or watched) that changed the service's "
-	                "endpoint set.");
-	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
-		if (disc_current(rt, d, true)) {
-			const char *v[] = {d->service, d->source};
-			mtd_prom_sample_u64(b, "maitred_discovery_updates_total", NULL, SS, v, 2, d->updates);
-		}
-	mtd_prom_family(b, "maitred_discovery_connected", "gauge",
-	                "1 while the service's link to its etcd cluster is up (listed or watching), else 0.");
-	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
-		if (disc_current(rt, d, true)) {
-			const char *v[] = {d->service, d->source};
-			mtd_prom_sample_u64(b, "maitred_discovery_connected", NULL, SS, v, 2, d->connected);
-		}
-	mtd_prom_family(b, "maitred_discovery_last_sync_timestamp_seconds", "gauge",
-	                "When the service's source last answered well (etcd list or watch, a DNS resolution), "
-	                "Unix seconds; absent before the first.");
-	for (int etcd = 1; etcd >= 0; etcd--)
-		for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
-			if (disc_current(rt, d, etcd) && d->last_sync_ms > 0) {
-				const char *v[] = {d->service, d->source};
-				mtd_prom_sample(b, "maitred_discovery_last_sync_timestamp_seconds", NULL, SS, v, 2,
-				                (double)d->last_sync_ms / 1e3);
-			}
-	mtd_prom_family(b, "maitred_discovery_endpoints", "gauge",
-	                "Endpoints in the set the service's source last handed over.");
-	for (int etcd = 1; etcd >= 0; etcd--)
-		for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
-			if (disc_current(rt, d, etcd)) {
-				const char *v[] = {d->service, d->source};
-				mtd_prom_sample_u64(b, "maitred_discovery_endpoints", NULL, SS, v, 2, d->endpoints);
-			}
-	mtd_prom_family(b, "maitred_discovery_records_refused_total", "counter",
-	                "etcd: registry records refused for the identity they name (tls.server_identity "
-	                "FROM_REGISTRY: none, untyped, or matching none of tls.allowed_identities); never used.");
-	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
-		if (disc_current(rt, d, true)) {
-			const char *v[] = {d->service, d->source};
-			mtd_prom_sample_u64(b, "maitred_discovery_records_refused_total", NULL, SS, v, 2, d->refused);
-		}
-	mtd_prom_family(b, "maitred_dns_resolutions_total", "counter",
-	                "Host names looked up for the service (discovery.dns, static host names), one per name per "
-	                "round.");
-	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
-		if (disc_current(rt, d, false)) {
-			const char *v[] = {d->service};
-			mtd_prom_sample_u64(b, "maitred_dns_resolutions_total", NULL, SS, v, 1, d->resolutions);
-		}
-	mtd_prom_family(b, "maitred_dns_resolution_failures_total", "counter",
-	                "Of those, lookups that gave no address (the name's last addresses stay).");
-	for (const struct mtd_mx_disc *d = mx_disc; d; d = d->next)
-		if (disc_current(rt, d, false)) {
-			const char *v[] = {d->service};
-			mtd_prom_sample_u64(b, "maitred_dns_resolution_failures_total", NULL, SS, v, 1,
-			                    d->resolve_fails);
-		}
-}
-
-/* Resident set size from /proc/self/statm (pages). */
-static uint64_t rss_bytes(void)
-{
-	FILE *f = fopen("/proc/self/statm", "re");
-	unsigned long long size = 0, res = 0;
-	if (!f)
-		return 0;
-	if (fscanf(f, "%llu %llu", &size, &res) != 2)
-		res = 0;
-	fclose(f);
-	long page = sysconf(_SC_PAGESIZE);
-	return (uint64_t)res * (uint64_t)(page > 0 ? page : 4096);
-}
-
-static void render_process(struct mtd_abuf *b, const struct mtd_mx_process *p)
-{
-	int64_t now = mtd_wall_ms();
-	const char *k[] = {"version"};
-	const char *v[] = {PACKAGE_VERSION};
-	mtd_prom_family(b, "maitred_build_info", "gauge", "Always 1; the version in a label.");
-	mtd_prom_sample_u64(b, "maitred_build_info", NULL, k, v, 1, 1);
-	mtd_prom_family(b, "maitred_workers", "gauge", "Worker threads.");
-	mtd_prom_sample_u64(b, "maitred_workers", NULL, NULL, NULL, 0, p->n_workers);
-	mtd_prom_family(b, "maitred_uptime_seconds", "gauge", "Seconds since maitred started.");
-	mtd_prom_sample(b, "maitred_uptime_seconds", NULL, NULL, NULL, 0, (double)(now - p->start_wall_ms) / 1e3);
-	mtd_prom_family(
-	        b, "maitred_config_generation", "gauge",
-	        "Runtime snapshot generation: 1 at start, one more for each change published (reload, discovery).");
-	mtd_prom_sample_u64(b, "maitred_config_generation", NULL, NULL, NULL, 0, p->config_generation);
-	mtd_prom_family(b, "maitred_draining", "gauge", "1 while maitred drains (SIGTERM or POST /drain).");
-	mtd_prom_sample_u64(b, "maitred_draining", NULL, NULL, NULL, 0, p->draining);
-	uint64_t logged = 0;
-	for (unsigned w = 0; w < mx_n_workers; w++)
-		logged += ld(&mx_workers[w].access_logged);
-	mtd_prom_family(b, "maitred_access_log_lines_total", "counter", "Access-log lines written.");
-	mtd_prom_sample_u64(b, "maitred_access_log_lines_total", NULL, NULL, NULL, 0, logged);
-	mtd_prom_family(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-	mtd_prom_sample_u64(b, "process_resident_memory_bytes", NULL, NULL, NULL, 0, rss_bytes());
-	mtd_prom_family(b, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.");
-	mtd_prom_sample(b, "process_start_time_seconds", NULL, NULL, NULL, 0, (double)p->start_wall_ms / 1e3);
-}
-
-void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const struct mtd_mx_process *proc)
-{
-	size_t n = 0;
-	struct agg *a = aggregate(&n);
-	render_calls(b, a, n);
-	agg_free(a, n);
-	render_endpoints(b, rt);
-	render_split(b, rt);
-	render_discovery(b, rt);
-	mtd_mesh_render(b, rt->cfg);
-	render_process(b, proc);
 }

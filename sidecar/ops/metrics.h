@@ -31,36 +31,27 @@ struct mtd_call;
 struct mtd_cfg;
 struct mtd_route_path;
 struct mtd_worker;
-struct mtd_abuf;
 struct mtd_fault_lat;
 
 /* Control thread, before any worker starts: one table per worker, and the
- * access log of cfg (opened for appending). 0, -ENOMEM, or -errno with a
- * message in err when the access log cannot be opened. */
+ * access log of cfg (opened for appending: access_log.h). 0, -ENOMEM, or
+ * -errno with a message in err when the access log cannot be opened. */
 int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, size_t errlen);
 /* After every worker stopped. */
 void mtd_metrics_fini(void);
 
-/* A reload's log.access, in two steps so that a file that cannot be
- * opened refuses the reload before anything changed: open cfg's access
- * log (*fd = -1 when cfg has none): 0, or -errno with a message in err.
- * Then apply: workers write to the new file, with cfg's sample and
- * format, from their next call on (fd is consumed). Reopening the same
- * path on every reload also lets SIGHUP follow a log rotation. Control
- * thread. */
-int mtd_metrics_access_open(const struct mtd_cfg *cfg, int *fd, char *err, size_t errlen);
-void mtd_metrics_access_apply(const struct mtd_cfg *cfg, int fd);
-
-/* Worker thread. A call was routed to a service: find or publish its
- * :path entry and count it started (call->mx). */
-void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len);
-struct mtd_attempt;
+/* Worker thread, the one whose id is worker. A call was routed to a
+ * service: find or publish its :path entry in the worker's table and count
+ * a call started. Returns the entry, which the call keeps as call->mx
+ * (mtd_call_routed); NULL without a table (a harness that never called
+ * mtd_metrics_init) or memory. */
+struct mtd_mx_method *mtd_metrics_call_routed(unsigned worker, const char *path, size_t len, size_t svc_len);
 struct mtd_fault_decision;
 /* Worker thread. The fault policy decided what a call does after a failed
  * attempt: count retries, budget refusals and substitute answers. */
 void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_decision *d);
 /* Worker thread. Circuit breaking refused the call (it fails
- * RESOURCE_EXHAUSTED); call->mx must be set (mtd_metrics_call_routed). */
+ * RESOURCE_EXHAUSTED); call->mx must be set (mtd_call_routed). */
 void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit limit);
 /* Worker thread. FAILBACK: a background re-send started, or a failed
  * call was given up (dropped). */
@@ -79,9 +70,6 @@ void mtd_metrics_hedge_won(struct mtd_call *call);
  * table (or memory for the histogram) the delay is AUTO's initial one. */
 int64_t mtd_metrics_hedge_delay_ms(struct mtd_call *call);
 void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us);
-/* Worker thread. An attempt is being freed: remember its endpoint for the
- * access log (the answering attempt's wins). */
-void mtd_metrics_attempt_done(struct mtd_attempt *a);
 /* Worker thread. The call is being freed: its final status, latency and
  * bytes; the access-log line if one is due. */
 void mtd_metrics_call_end(struct mtd_call *call);
@@ -120,55 +108,7 @@ struct mtd_mx_disc *mtd_metrics_disc(const char *service, const char *source);
  * for the service's split) and group. Control thread. */
 void mtd_metrics_guard_cut(const char *service, const char *method, const char *group);
 
-/* ---- reading (control thread) --------------------------------------- */
-
-struct mtd_runtime;
-
-/* Everything the admin shows that is not in the runtime snapshot. */
-struct mtd_mx_process {
-	unsigned n_workers;
-	int64_t start_wall_ms;
-	uint64_t config_generation;
-	bool draining;
-};
-
-struct mtd_rt_service;
-/* Per endpoint of a service at one instant: warmup progress in [0, 1] (1 =
- * warm or no warmup) and the weight its pickers use now. */
-struct mtd_mx_warm {
-	double progress, effective;
-};
-/* For every endpoint of s at now_ms, in one O(n) pass: an allocated array
- * of s->n_eps entries (caller frees), NULL when out of memory. */
-struct mtd_mx_warm *mtd_metrics_warmups(const struct mtd_rt_service *s, int64_t now_ms);
-
-/* Health of an endpoint of a service snapshot, as the admin shows it:
- * outlier ejection (over the service's set and, when method_scoped, the
- * methods' sets) and the active checks' state. Control thread (hc_down is
- * the control thread's; the rest are atomics). */
-enum mtd_mx_hc { MTD_MX_HC_UNCHECKED, MTD_MX_HC_UNKNOWN, MTD_MX_HC_SERVING, MTD_MX_HC_NOT_SERVING };
-struct mtd_mx_health {
-	bool ejected;             /* in any of the service's ejection sets */
-	int64_t ejected_until_ms; /* wall ms the latest ejection ends (0 = not ejected; 1 = being written) */
-	uint64_t ejections;       /* ejections ever, over the sets */
-	enum mtd_mx_hc hc;        /* UNCHECKED: the service has no health_check */
-	uint64_t hc_checks, hc_failures;
-};
-void mtd_metrics_health(const struct mtd_rt_service *s, size_t i, struct mtd_mx_health *out);
-extern const char *const mtd_mx_hc_names[4];
-
-/* Per service figures summed over its methods and the workers, parallel
- * to rt->services (caller frees); NULL when out of memory. */
-struct mtd_mx_service {
-	uint64_t retries, budget_exhausted, fallback, failsafe;
-	uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
-};
-struct mtd_mx_service *mtd_metrics_services(const struct mtd_runtime *rt);
 /* The discovery entry of service name (any source: the newest made), or
  * NULL. Control thread. */
 const struct mtd_mx_disc *mtd_metrics_disc_find(const char *service);
-
-/* The whole /metrics text for rt onto b. */
-void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const struct mtd_mx_process *proc);
-
 #endif

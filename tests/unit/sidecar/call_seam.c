@@ -40,8 +40,9 @@
  *     then upstream.c's up_ready steps (session, SETTINGS) are done here.
  *     No connect_timeout runs: a silent endpoint waits for ever unless the
  *     call's own timers end it;
- *   - metrics.c: counters (seam_mx), reading what the real one reads of a
- *     call (its access-log endpoint, as with log.access on); health.c:
+ *   - metrics.c and access_log.c: counters (seam_mx), reading what the
+ *     real ones read of a call (its access-log endpoint and attempts, as
+ *     with log.access on); health.c:
  *     nothing (no health_check
  *     in the seam's configs: reaching it fails the test);
  *   - the slab calls (mtd_slab_*, wrapped) are the real ones plus a record
@@ -498,9 +499,10 @@ void mtd_tls_session_free(struct ssl_session_st *s)
 
 /* ---- metrics (counters) ------------------------------------------------------ */
 
-void mtd_metrics_call_routed(struct mtd_call *call, const char *path, size_t len, size_t svc_len)
+struct mtd_mx_method *mtd_metrics_call_routed(unsigned worker, const char *path, size_t len, size_t svc_len)
 {
 	seam_mx.routed++;
+	return NULL; /* no tables: the counters below take the call */
 }
 
 void mtd_metrics_fault_decision(struct mtd_call *call, const struct mtd_fault_decision *d)
@@ -594,25 +596,14 @@ void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us)
 	seam_mx.hedge_sample_us = us;
 }
 
-/* As metrics.c: the endpoint the access log names (the answer's, else
- * the last tried). */
-void mtd_metrics_attempt_done(struct mtd_attempt *a)
-{
-	struct mtd_call *call = a->call;
-	seam_mx.attempts_done++;
-	if (!a->ep || call->mx_ep_answered)
-		return;
-	call->mx_ep = a->ep;
-	call->mx_ep_answered = call->ans == a;
-}
-
-/* metrics.c reads the call's endpoint for the access log line (log.access
- * on): so does the fake, every time. */
+/* access_log.c reads the call's endpoint and attempts for its line
+ * (log.access on): so does the fake, every time. */
 void mtd_metrics_call_end(struct mtd_call *call)
 {
 	seam_mx.ended++;
+	seam_mx.attempts += call->n_attempts;
 	const char *ep = call->mx_ep ? call->mx_ep->addr.text : "-";
-	seam_mx.last_ep_len = strlen(ep);
+	snprintf(seam_mx.last_ep, sizeof(seam_mx.last_ep), "%s", ep);
 }
 
 /* ---- the worker (worker.c's parts, copied; its struct is the real one) ---------- */

@@ -82,14 +82,15 @@ extern struct seam_connects seam_connects;
 
 /* Figures the fake metrics count. */
 struct seam_mx {
-	unsigned routed, ended, attempts_done, hedges_started, hedges_won;
+	unsigned routed, ended, hedges_started, hedges_won;
+	unsigned attempts; /* the ended calls' attempts, as their access lines count them */
 	unsigned failback_started, failback_dropped, decisions, circuit_rejected;
 	unsigned policy;        /* traffic policy events (rate limited, injected, mirrored) */
 	unsigned policy_by[32]; /* the same by enum mtd_mx_policy */
 	unsigned guard_cuts;    /* split.guard cuts (seam_runtime_tick) */
 	unsigned hedge_samples; /* hedge_delay AUTO's samples, and the last one (us) */
 	int64_t hedge_sample_us;
-	size_t last_ep_len; /* of the endpoint the last call's access line names */
+	char last_ep[64]; /* the endpoint the last call's access line names ("-": none) */
 };
 extern struct seam_mx seam_mx;
 

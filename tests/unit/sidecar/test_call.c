@@ -129,7 +129,8 @@ START_TEST(unary_ok_through_one_attempt)
 	ck_assert_uint_eq(seam_streams(s, NULL), 1);
 	ck_assert_uint_eq(seam_ep_connects(s, EP_A), 1);
 	ck_assert_uint_eq(seam_mx.routed, 1);
-	ck_assert_uint_eq(seam_mx.attempts_done, 1);
+	ck_assert_uint_eq(seam_mx.attempts, 1);
+	ck_assert_str_eq(seam_mx.last_ep, EP_A);
 	ck_assert_uint_eq(seam_mx.ended, 1);
 	ck_assert_ptr_null(seam_call_of(s, cs));
 	ck_assert_uint_eq(seam_live_blocks(), 0);
@@ -166,7 +167,8 @@ START_TEST(failover_after_a_reset_retries_on_the_other_endpoint)
 	seam_respond(s, second, 0, "pong", 4);
 	seam_run(s);
 	expect_ok(cs, "pong");
-	ck_assert_uint_eq(seam_mx.attempts_done, 2);
+	ck_assert_uint_eq(seam_mx.attempts, 2);
+	ck_assert_str_eq(seam_mx.last_ep, second->ep); /* the answer's */
 	ck_assert_uint_eq(seam_live_blocks(), 0);
 	seam_free(s);
 }
@@ -217,6 +219,7 @@ START_TEST(forking_first_answer_wins_the_other_is_cancelled)
 	ck_assert_int_eq(f0->rst, NGHTTP2_CANCEL);
 	ck_assert_int_eq(f1->rst, -1);
 	ck_assert_uint_eq(seam_mx.hedges_won, 1);
+	ck_assert_str_eq(seam_mx.last_ep, f1->ep); /* the answer's, not the cancelled fork's */
 	ck_assert_uint_eq(seam_live_blocks(), 0);
 	seam_free(s);
 }
@@ -574,10 +577,10 @@ END_TEST
  * call fails, and its client, still sending, ends its stream later.
  * mtd_call_reroute lets go of the old snapshot (call.c:952-953) while
  * call->mx_ep - the access log's endpoint, set from the attempt it just
- * cancelled (metrics.c:443) - still points at the removed endpoint; once
- * the retired pool is freed (housekeeping) the endpoint is freed, and the
- * call's end reads it (metrics.c:293 access_line, via call_free
- * call.c:115) with log.access on: heap-use-after-free. By reading (not
+ * cancelled (attempt.c note_endpoint) - still points at the removed
+ * endpoint; once the retired pool is freed (housekeeping) the endpoint is
+ * freed, and the call's end reads it (the access-log line, via call_free)
+ * with log.access on: heap-use-after-free. By reading (not
  * tested): the same when the new snapshot's pick starts no attempt to
  * replace mx_ep (e.g. the service has no endpoint there yet). */
 START_TEST(reroute_to_a_removed_service_then_the_client_ends_later)
@@ -1073,7 +1076,7 @@ START_TEST(many_calls_every_block_back_after_the_reap)
 	for (int i = 0; i < 8; i++)
 		expect_ok(cs[i], "pong");
 	ck_assert_uint_eq(seam_mx.ended, 8);
-	ck_assert_uint_eq(seam_mx.attempts_done, 12);
+	ck_assert_uint_eq(seam_mx.attempts, 12);
 	ck_assert_uint_eq(seam_live_blocks(), 0);
 	ck_assert_uint_eq(seam_worker(s)->timers.n, 0);
 	seam_free(s);

@@ -1,0 +1,735 @@
+/* The reading side of the figures (control thread): the sums over the
+ * workers, an endpoint's health and warmup, and the /metrics text. The
+ * contract is in prometheus.h. */
+#include "config.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "admin/admin.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "grpc/grpc.h"
+#include "health/outlier.h"
+#include "lb/lb-impl.h" /* warm span: the effective weight the pickers use */
+#include "lb/lb.h"
+#include "route/route.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/ops/mesh.h"
+#include "sidecar/ops/metrics-int.h"
+#include "sidecar/ops/prometheus.h"
+
+const char *const mtd_mx_hc_names[4] = {
+        [MTD_MX_HC_UNCHECKED] = "unchecked",
+        [MTD_MX_HC_UNKNOWN] = "UNKNOWN",
+        [MTD_MX_HC_SERVING] = "SERVING",
+        [MTD_MX_HC_NOT_SERVING] = "NOT_SERVING",
+};
+
+/* ---- /metrics (control thread) ---------------------------------------- */
+
+/* One (service, method) summed over the workers. */
+struct agg {
+	const struct mtd_mx_method *key; /* any worker's entry: path, svc_len */
+	char *svc, *method;
+	uint64_t started, by_code[MTD_MX_CODES], lat_bucket[MTD_MX_LAT_BUCKETS + 1], lat_sum_ns, bytes_in, bytes_out;
+	uint64_t retries, transparent_retries, budget_exhausted, pushback_stops, failsafe, fallback;
+	uint64_t circuit_rejected[MTD_MX_CIRCUIT_N];
+	uint64_t hedges, hedge_wins, hedge_delay_ms; /* the last: max over workers */
+	uint64_t failback_resent, failback_dropped;
+	uint64_t policy[MTD_MX_POLICY_N];
+	bool hedge_auto;
+};
+
+static uint64_t ld(const _Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static int agg_cmp(const void *a, const void *b)
+{
+	const struct mtd_mx_method *x = *(const struct mtd_mx_method *const *)a;
+	const struct mtd_mx_method *y = *(const struct mtd_mx_method *const *)b;
+	return strcmp(x->path, y->path);
+}
+
+static void agg_add(struct agg *g, const struct mtd_mx_method *m)
+{
+	g->started += ld(&m->started);
+	for (size_t c = 0; c < MTD_MX_CODES; c++)
+		g->by_code[c] += ld(&m->by_code[c]);
+	for (size_t i = 0; i <= MTD_MX_LAT_BUCKETS; i++)
+		g->lat_bucket[i] += ld(&m->lat_bucket[i]);
+	g->lat_sum_ns += ld(&m->lat_sum_ns);
+	g->bytes_in += ld(&m->bytes_in);
+	g->bytes_out += ld(&m->bytes_out);
+	g->retries += ld(&m->retries);
+	g->transparent_retries += ld(&m->transparent_retries);
+	g->budget_exhausted += ld(&m->budget_exhausted);
+	g->pushback_stops += ld(&m->pushback_stops);
+	g->failsafe += ld(&m->failsafe);
+	g->fallback += ld(&m->fallback);
+	for (size_t c = 0; c < MTD_MX_CIRCUIT_N; c++)
+		g->circuit_rejected[c] += ld(&m->circuit_rejected[c]);
+	g->hedges += ld(&m->hedges);
+	g->hedge_wins += ld(&m->hedge_wins);
+	g->failback_resent += ld(&m->failback_resent);
+	g->failback_dropped += ld(&m->failback_dropped);
+	for (size_t c = 0; c < MTD_MX_POLICY_N; c++)
+		g->policy[c] += ld(&m->policy[c]);
+	uint64_t hd = ld(&m->hedge_delay_ms);
+	if (hd) {
+		g->hedge_auto = true;
+		if (hd > g->hedge_delay_ms)
+			g->hedge_delay_ms = hd;
+	}
+}
+
+/* Every worker's entries, merged by path and sorted. *n receives the count;
+ * NULL with *n = 0 on allocation failure or when nothing was called. */
+static struct agg *aggregate(size_t *n)
+{
+	size_t cap = 0, k = 0;
+	*n = 0;
+	for (unsigned w = 0; w < mtd_mx_n_workers; w++)
+		cap += MTD_MX_SLOTS + 1;
+	const struct mtd_mx_method **all = calloc(cap ? cap : 1, sizeof(*all));
+	if (!all)
+		return NULL;
+	for (unsigned w = 0; w < mtd_mx_n_workers; w++) {
+		for (size_t i = 0; i < MTD_MX_SLOTS; i++) {
+			const struct mtd_mx_method *m =
+			        atomic_load_explicit(&mtd_mx_workers[w].slots[i], memory_order_acquire);
+			if (m)
+				all[k++] = m;
+		}
+		const struct mtd_mx_method *o = atomic_load_explicit(&mtd_mx_workers[w].other, memory_order_acquire);
+		if (o)
+			all[k++] = o;
+	}
+	qsort(all, k, sizeof(*all), agg_cmp);
+	struct agg *out = calloc(k ? k : 1, sizeof(*out));
+	if (!out) {
+		free(all);
+		return NULL;
+	}
+	size_t m = 0;
+	for (size_t i = 0; i < k; i++) {
+		if (m == 0 || strcmp(out[m - 1].key->path, all[i]->path) != 0) {
+			struct agg *g = &out[m++];
+			g->key = all[i];
+			g->svc = strndup(all[i]->path + 1, all[i]->svc_len);
+			g->method = strdup(all[i]->path + 2 + all[i]->svc_len);
+		}
+		agg_add(&out[m - 1], all[i]);
+	}
+	free(all);
+	*n = m;
+	return out;
+}
+
+static void agg_free(struct agg *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(a[i].svc);
+		free(a[i].method);
+	}
+	free(a);
+}
+
+static const char *const SM[] = {"service", "method"};
+static const char *const SE[] = {"service", "endpoint"};
+
+static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
+{
+	mtd_prom_family(b, "maitred_calls_total", "counter",
+	                "Calls finished, by service, method and the final gRPC status the client saw.");
+	for (size_t i = 0; i < n; i++) {
+		for (int c = 0; c < MTD_MX_CODES; c++) {
+			if (!a[i].by_code[c])
+				continue;
+			const char *k[] = {"service", "method", "grpc_code"};
+			const char *v[] = {a[i].svc, a[i].method, mtd_grpc_status_name(c)};
+			mtd_prom_sample_u64(b, "maitred_calls_total", NULL, k, v, 3, a[i].by_code[c]);
+		}
+	}
+	mtd_prom_family(b, "maitred_calls_in_flight", "gauge", "Calls routed and not yet finished.");
+	for (size_t i = 0; i < n; i++) {
+		uint64_t done = 0;
+		for (int c = 0; c < MTD_MX_CODES; c++)
+			done += a[i].by_code[c];
+		const char *v[] = {a[i].svc, a[i].method};
+		/* Read apart from the ends, started can lag them by a call. */
+		mtd_prom_sample_u64(b, "maitred_calls_in_flight", NULL, SM, v, 2,
+		                    a[i].started > done ? a[i].started - done : 0);
+	}
+	mtd_prom_family(b, "maitred_call_duration_seconds", "histogram",
+	                "Call duration from the request headers to the end of the call, seconds.");
+	for (size_t i = 0; i < n; i++) {
+		const char *v[] = {a[i].svc, a[i].method};
+		uint64_t cum = 0;
+		for (size_t k = 0; k < MTD_MX_LAT_BUCKETS; k++) {
+			cum += a[i].lat_bucket[k];
+			mtd_prom_sample_le(b, "maitred_call_duration_seconds", SM, v, 2, mtd_mx_lat_bounds_s[k], cum);
+		}
+		cum += a[i].lat_bucket[MTD_MX_LAT_BUCKETS];
+		mtd_prom_sample_le(b, "maitred_call_duration_seconds", SM, v, 2, INFINITY, cum);
+		mtd_prom_sample(b, "maitred_call_duration_seconds", "_sum", SM, v, 2, (double)a[i].lat_sum_ns / 1e9);
+		mtd_prom_sample_u64(b, "maitred_call_duration_seconds", "_count", SM, v, 2, cum);
+	}
+	mtd_prom_family(b, "maitred_call_request_bytes_total", "counter",
+	                "Request DATA bytes received from the local app (gRPC framing included).");
+	for (size_t i = 0; i < n; i++) {
+		const char *v[] = {a[i].svc, a[i].method};
+		mtd_prom_sample_u64(b, "maitred_call_request_bytes_total", NULL, SM, v, 2, a[i].bytes_in);
+	}
+	mtd_prom_family(b, "maitred_call_response_bytes_total", "counter",
+	                "Response DATA bytes received from the upstreams (gRPC framing included).");
+	for (size_t i = 0; i < n; i++) {
+		const char *v[] = {a[i].svc, a[i].method};
+		mtd_prom_sample_u64(b, "maitred_call_response_bytes_total", NULL, SM, v, 2, a[i].bytes_out);
+	}
+	/* The fault policy, per service and method. */
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} fault_families[] = {
+	        {"maitred_retries_total", "Retries the fault policy started (FAILOVER), after the first attempt.",
+	         offsetof(struct agg, retries)},
+	        {"maitred_transparent_retries_total",
+	         "Attempts moved to another endpoint before anything was sent (refused connects): no retry cost.",
+	         offsetof(struct agg, transparent_retries)},
+	        {"maitred_retry_budget_exhausted_total", "Retries the retry budget refused.",
+	         offsetof(struct agg, budget_exhausted)},
+	        {"maitred_retry_pushback_stops_total",
+	         "Retries not made because the server's grpc-retry-pushback-ms said no.",
+	         offsetof(struct agg, pushback_stops)},
+	        {"maitred_failsafe_answers_total", "Calls answered OK with an empty message by FAILSAFE.",
+	         offsetof(struct agg, failsafe)},
+	        {"maitred_fallback_answers_total", "Calls answered with the configured fallback.",
+	         offsetof(struct agg, fallback)},
+	        {"maitred_hedges_total", "FORKING: attempts started after the first (hedges).",
+	         offsetof(struct agg, hedges)},
+	        {"maitred_hedge_wins_total", "FORKING: calls answered by a hedge rather than the first attempt.",
+	         offsetof(struct agg, hedge_wins)},
+	        {"maitred_failback_resent_total", "FAILBACK: background re-sends of failed calls started.",
+	         offsetof(struct agg, failback_resent)},
+	        {"maitred_failback_dropped_total",
+	         "FAILBACK: failed calls given up (queue full, retries spent, request not kept, shutdown).",
+	         offsetof(struct agg, failback_dropped)},
+	};
+	for (size_t f = 0; f < sizeof(fault_families) / sizeof(fault_families[0]); f++) {
+		mtd_prom_family(b, fault_families[f].name, "counter", fault_families[f].help);
+		for (size_t i = 0; i < n; i++) {
+			const char *v[] = {a[i].svc, a[i].method};
+			uint64_t x = *(const uint64_t *)((const char *)&a[i] + fault_families[f].off);
+			mtd_prom_sample_u64(b, fault_families[f].name, NULL, SM, v, 2, x);
+		}
+	}
+	/* Traffic policy, per service and method. */
+	static const struct {
+		const char *name, *help;
+		enum mtd_mx_policy what;
+	} policy_families[] = {
+	        {"maitred_rate_limited_total",
+	         "Calls rate_limit refused (RESOURCE_EXHAUSTED at once, nothing sent upstream).", MTD_MX_RATE_LIMITED},
+	        {"maitred_mirror_copies_total", "mirror: copies of calls sent to the mirror entry (answers discarded).",
+	         MTD_MX_MIRROR_COPIES},
+	        {"maitred_mirror_too_large_total",
+	         "mirror: calls not mirrored, their request larger than fault.replay_buffer (or not kept whole).",
+	         MTD_MX_MIRROR_TOO_LARGE},
+	        {"maitred_mirror_failed_total",
+	         "mirror: copies that failed (no endpoint, a connect failure, an error status, their deadline); the "
+	         "primary never sees it. Other reasons: maitred_mirror_dropped_total.",
+	         MTD_MX_MIRROR_FAILED},
+	        {"maitred_mirror_cancelled_total", "mirror: copies still running when the primary ended, cancelled.",
+	         MTD_MX_MIRROR_CANCELLED},
+	};
+	for (size_t f = 0; f < sizeof(policy_families) / sizeof(policy_families[0]); f++) {
+		mtd_prom_family(b, policy_families[f].name, "counter", policy_families[f].help);
+		for (size_t i = 0; i < n; i++) {
+			const char *v[] = {a[i].svc, a[i].method};
+			mtd_prom_sample_u64(b, policy_families[f].name, NULL, SM, v, 2,
+			                    a[i].policy[policy_families[f].what]);
+		}
+	}
+	/* Every copy made or meant and not delivered, by why (a copy is never
+	 * lost silently): the sum over reasons. */
+	mtd_prom_family(b, "maitred_mirror_dropped_total", "counter",
+	                "mirror: copies not delivered to the mirror entry (or not answered by it), by reason; the "
+	                "primary is never affected.");
+	for (size_t i = 0; i < n; i++) {
+		static const struct {
+			const char *reason;
+			enum mtd_mx_policy what;
+		} reasons[] = {
+		        {"too_large", MTD_MX_MIRROR_TOO_LARGE},
+		        {"rate_limited", MTD_MX_MIRROR_RATE_LIMITED},
+		        {"circuit_open", MTD_MX_MIRROR_CIRCUIT_OPEN},
+		        {"queue_full", MTD_MX_MIRROR_QUEUE_FULL},
+		        {"rerouted", MTD_MX_MIRROR_REROUTED},
+		        {"no_memory", MTD_MX_MIRROR_NO_MEMORY},
+		        {"failed", MTD_MX_MIRROR_FAILED},
+		        {"primary_ended", MTD_MX_MIRROR_CANCELLED},
+		        {"shutdown", MTD_MX_MIRROR_SHUTDOWN},
+		};
+		for (size_t r = 0; r < sizeof(reasons) / sizeof(reasons[0]); r++) {
+			uint64_t x = a[i].policy[reasons[r].what];
+			if (!x && !a[i].policy[MTD_MX_MIRROR_COPIES])
+				continue; /* a path never mirrored: no zero rows */
+			const char *k[] = {"service", "method", "reason"};
+			const char *v[] = {a[i].svc, a[i].method, reasons[r].reason};
+			mtd_prom_sample_u64(b, "maitred_mirror_dropped_total", NULL, k, v, 3, x);
+		}
+	}
+	mtd_prom_family(b, "maitred_fault_injected_total", "counter",
+	                "fault_injection: calls aborted (ended with the configured status, no upstream) or delayed.");
+	for (size_t i = 0; i < n; i++) {
+		static const char *const kinds[] = {"abort", "delay"};
+		const enum mtd_mx_policy w[] = {MTD_MX_FAULT_ABORTED, MTD_MX_FAULT_DELAYED};
+		for (int k = 0; k < 2; k++) {
+			const char *kk[] = {"service", "method", "fault"};
+			const char *v[] = {a[i].svc, a[i].method, kinds[k]};
+			mtd_prom_sample_u64(b, "maitred_fault_injected_total", NULL, kk, v, 3, a[i].policy[w[k]]);
+		}
+	}
+	mtd_prom_family(b, "maitred_circuit_rejections_total", "counter",
+	                "Calls circuit breaking refused (RESOURCE_EXHAUSTED), by the limit reached.");
+	for (size_t i = 0; i < n; i++) {
+		for (int c = 0; c < MTD_MX_CIRCUIT_N; c++) {
+			if (!a[i].circuit_rejected[c])
+				continue;
+			const char *k[] = {"service", "method", "limit"};
+			const char *v[] = {a[i].svc, a[i].method, mtd_mx_circuit_names[c]};
+			mtd_prom_sample_u64(b, "maitred_circuit_rejections_total", NULL, k, v, 3,
+			                    a[i].circuit_rejected[c]);
+		}
+	}
+	mtd_prom_family(b, "maitred_hedge_delay_seconds", "gauge",
+	                "FORKING with hedge_delay AUTO: the delay before a hedge now (the largest of the workers').");
+	for (size_t i = 0; i < n; i++) {
+		if (!a[i].hedge_auto)
+			continue;
+		const char *v[] = {a[i].svc, a[i].method};
+		mtd_prom_sample(b, "maitred_hedge_delay_seconds", NULL, SM, v, 2, (double)a[i].hedge_delay_ms / 1e3);
+	}
+	mtd_prom_family(b, "maitred_calls_unrouted_total", "counter",
+	                "Calls that matched no service (malformed :path, unknown service), by status.");
+	for (int c = 0; c < MTD_MX_CODES; c++) {
+		uint64_t sum = 0;
+		for (unsigned w = 0; w < mtd_mx_n_workers; w++)
+			sum += ld(&mtd_mx_workers[w].unrouted_by_code[c]);
+		if (!sum)
+			continue;
+		const char *k[] = {"grpc_code"};
+		const char *v[] = {mtd_grpc_status_name(c)};
+		mtd_prom_sample_u64(b, "maitred_calls_unrouted_total", NULL, k, v, 1, sum);
+	}
+}
+
+/* Per endpoint: one family at a time over every service's endpoints. */
+enum ep_fig {
+	EP_PICKS,
+	EP_ACTIVE,
+	EP_SUCCESSES,
+	EP_FAILURES,
+	EP_EWMA,
+	EP_WEIGHT,
+	EP_EFFECTIVE,
+	EP_WARMUP,
+	EP_CONNS,
+	EP_CONNECT_FAILURES,
+	EP_REACHABLE,
+	EP_EJECTED,
+	EP_EJECTIONS,
+	EP_HEALTHY,
+	EP_HC_FAILURES,
+	EP_N
+};
+
+static const struct {
+	const char *name, *type, *help;
+} ep_families[EP_N] = {
+        [EP_PICKS] = {"maitred_endpoint_picks_total", "counter", "Calls the balancer sent to the endpoint."},
+        [EP_ACTIVE] = {"maitred_endpoint_calls_in_flight", "gauge", "Calls in flight on the endpoint."},
+        [EP_SUCCESSES] = {"maitred_endpoint_responses_total", "counter",
+                          "Calls the endpoint answered with a gRPC status (any status)."},
+        [EP_FAILURES] = {"maitred_endpoint_failures_total", "counter",
+                         "Calls that failed on the endpoint (connect, reset, timeout) without an answer."},
+        [EP_EWMA] = {"maitred_endpoint_latency_ewma_seconds", "gauge",
+                     "Peak-EWMA latency estimate of the endpoint, seconds (0 before any answer)."},
+        [EP_WEIGHT] = {"maitred_endpoint_weight", "gauge", "Configured weight of the endpoint."},
+        [EP_EFFECTIVE] = {"maitred_endpoint_effective_weight", "gauge", "Weight the balancer uses now, after warmup."},
+        [EP_WARMUP] = {"maitred_endpoint_warmup_ratio", "gauge",
+                       "Warmup progress of the endpoint, 0 to 1 (1 = warm, or no warmup)."},
+        [EP_CONNS] = {"maitred_endpoint_connections", "gauge",
+                      "Upstream HTTP/2 connections open to the endpoint, over all workers."},
+        [EP_CONNECT_FAILURES] = {"maitred_endpoint_connect_failures_total", "counter",
+                                 "Failed connects and TLS handshakes to the endpoint."},
+        [EP_REACHABLE] = {"maitred_endpoint_reachable", "gauge",
+                          "0 while some worker backs off the endpoint after failed connects, else 1."},
+        [EP_EJECTED] = {"maitred_endpoint_ejected", "gauge",
+                        "1 while outlier detection ejects the endpoint (for any method when method-scoped), "
+                        "else 0; services with outlier_detection only."},
+        [EP_EJECTIONS] = {"maitred_endpoint_ejections_total", "counter",
+                          "Times outlier detection ejected the endpoint; services with outlier_detection only."},
+        [EP_HEALTHY] = {"maitred_endpoint_healthy", "gauge",
+                        "0 while active health checks find the endpoint unhealthy, else 1; services with "
+                        "health_check only."},
+        [EP_HC_FAILURES] = {"maitred_endpoint_health_check_failures_total", "counter",
+                            "Active health checks of the endpoint that failed (an error, no answer in time, "
+                            "or not SERVING); services with health_check only."},
+};
+
+static void add_outliers(struct mtd_mx_health *out, const struct mtd_outlier_set *set, size_t i)
+{
+	if (!set || i >= set->n)
+		return;
+	const struct mtd_outlier_entry *e = &set->entries[i];
+	int64_t until = atomic_load_explicit(&e->ejected_until_ms, memory_order_relaxed);
+	out->ejections += atomic_load_explicit(&e->ejections_total, memory_order_relaxed);
+	if (until != 0) {
+		out->ejected = true;
+		/* The set runs on the monotonic clock; shown as wall time. 1:
+		 * being written (outlier.c), kept as is. */
+		if (until > 1)
+			until = mtd_wall_of_mono_ms(until);
+		if (until > out->ejected_until_ms)
+			out->ejected_until_ms = until;
+	}
+}
+
+void mtd_metrics_health(const struct mtd_rt_service *s, size_t i, struct mtd_mx_health *out)
+{
+	*out = (struct mtd_mx_health){0};
+	add_outliers(out, s->outliers, i);
+	for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
+		add_outliers(out, s->methods[m].outliers, i);
+	if (s->cfg->health_check.enabled) {
+		const struct mtd_endpoint *ep = s->eps[i];
+		out->hc_checks = atomic_load_explicit(&ep->mx.hc_checks, memory_order_relaxed);
+		out->hc_failures = atomic_load_explicit(&ep->mx.hc_failures, memory_order_relaxed);
+		/* hc_down: the control thread's, which the admin runs on. */
+		out->hc = ep->hc_down ? MTD_MX_HC_NOT_SERVING : out->hc_checks ? MTD_MX_HC_SERVING : MTD_MX_HC_UNKNOWN;
+	}
+}
+
+struct mtd_mx_service *mtd_metrics_services(const struct mtd_runtime *rt)
+{
+	size_t n_svc = rt->cfg->n_services, n = 0;
+	struct mtd_mx_service *out = calloc(n_svc ? n_svc : 1, sizeof(*out));
+	if (!out)
+		return NULL;
+	struct agg *a = aggregate(&n);
+	for (size_t i = 0; i < n; i++) {
+		if (a[i].key->hash == 0 && strcmp(a[i].key->path, "/(other)/(other)") == 0)
+			continue; /* the overflow bucket belongs to no one service */
+		/* Where the :path routes now (a reload may have moved it). */
+		int si = mtd_route_lookup(rt->routes, a[i].svc, strlen(a[i].svc));
+		if (si < 0 || (size_t)si >= n_svc)
+			continue;
+		struct mtd_mx_service *o = &out[si];
+		o->retries += a[i].retries;
+		o->budget_exhausted += a[i].budget_exhausted;
+		o->fallback += a[i].fallback;
+		o->failsafe += a[i].failsafe;
+		for (size_t c = 0; c < MTD_MX_CIRCUIT_N; c++)
+			o->circuit_rejected[c] += a[i].circuit_rejected[c];
+	}
+	agg_free(a, n);
+	return out;
+}
+
+struct mtd_mx_warm *mtd_metrics_warmups(const struct mtd_rt_service *s, int64_t now_ms)
+{
+	struct mtd_mx_warm *out = calloc(s->n_eps ? s->n_eps : 1, sizeof(*out));
+	if (!out)
+		return NULL;
+	/* The same span and weight the pickers compute (lb-impl.h). */
+	struct mtd_lb_warm_span span;
+	mtd_lb__warm_span(&s->cfg->lb.warmup, s->lb_eps, s->n_eps, &span);
+	int64_t d = s->cfg->lb.warmup.duration_ms;
+	for (size_t i = 0; i < s->n_eps; i++) {
+		const struct mtd_lb_endpoint *e = &s->lb_eps[i];
+		out[i].effective = mtd_lb__weight_at(&span, e, now_ms);
+		if (d <= 0 || e->start_ms <= 0) {
+			out[i].progress = 1.0;
+			continue;
+		}
+		double f = (double)(now_ms - e->start_ms) / (double)d;
+		out[i].progress = f < 0 ? 0 : f > 1 ? 1 : f;
+	}
+	return out;
+}
+
+static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
+{
+	int64_t now_ms = mtd_wall_ms(), now_ns = mtd_now_ns();
+	size_t n_svc = rt->cfg->n_services;
+	struct mtd_mx_warm **warm = calloc(n_svc ? n_svc : 1, sizeof(*warm));
+	for (size_t si = 0; warm && si < n_svc; si++)
+		warm[si] = mtd_metrics_warmups(rt->services[si], now_ms);
+	for (int f = 0; f < EP_N; f++) {
+		mtd_prom_family(b, ep_families[f].name, ep_families[f].type, ep_families[f].help);
+		for (size_t si = 0; si < n_svc; si++) {
+			const struct mtd_rt_service *s = rt->services[si];
+			const struct mtd_mx_warm *wm = warm ? warm[si] : NULL;
+			if ((f == EP_EFFECTIVE || f == EP_WARMUP) && !wm)
+				continue; /* out of memory: leave the samples out */
+			if ((f == EP_EJECTED || f == EP_EJECTIONS) && !s->cfg->outlier.enabled)
+				continue;
+			if ((f == EP_HEALTHY || f == EP_HC_FAILURES) && !s->cfg->health_check.enabled)
+				continue;
+			for (size_t i = 0; i < s->n_eps; i++) {
+				const struct mtd_endpoint *e = s->eps[i];
+				struct mtd_mx_health h;
+				const struct mtd_lb_stats *st = &e->stats;
+				const char *v[] = {s->cfg->name, e->addr.text};
+				const char *name = ep_families[f].name;
+				int64_t a;
+				switch (f) {
+				case EP_PICKS:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->picks));
+					break;
+				case EP_ACTIVE:
+					a = atomic_load(&st->active);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, a > 0 ? (uint64_t)a : 0);
+					break;
+				case EP_SUCCESSES:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->successes));
+					break;
+				case EP_FAILURES:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->failures));
+					break;
+				case EP_EWMA:
+					mtd_prom_sample(b, name, NULL, SE, v, 2,
+					                mtd_lb_stats_ewma_us(st, now_ns, s->cfg->lb.decay_ms) / 1e6);
+					break;
+				case EP_WEIGHT:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, s->lb_eps[i].weight);
+					break;
+				case EP_EFFECTIVE:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, wm[i].effective);
+					break;
+				case EP_WARMUP:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, wm[i].progress);
+					break;
+				case EP_CONNS:
+					a = atomic_load(&e->mx.conns_open);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, a > 0 ? (uint64_t)a : 0);
+					break;
+				case EP_CONNECT_FAILURES:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2,
+					                    atomic_load(&e->mx.connect_failures));
+					break;
+				case EP_REACHABLE:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2,
+					                    atomic_load(&e->mx.pools_failing) <= 0);
+					break;
+				case EP_EJECTED:
+					mtd_metrics_health(s, i, &h);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.ejected);
+					break;
+				case EP_EJECTIONS:
+					mtd_metrics_health(s, i, &h);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.ejections);
+					break;
+				case EP_HEALTHY:
+					mtd_metrics_health(s, i, &h);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.hc != MTD_MX_HC_NOT_SERVING);
+					break;
+				case EP_HC_FAILURES:
+					mtd_metrics_health(s, i, &h);
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.hc_failures);
+					break;
+				}
+			}
+		}
+	}
+	for (size_t si = 0; warm && si < n_svc; si++)
+		free(warm[si]);
+	free(warm);
+}
+
+/* split: each split group of each routing layer with a split,
+ * the service's (method "*") and the methods' own. */
+static void render_split_layer(struct mtd_abuf *b, const char *svc, const char *method, const struct mtd_lb_layer *l,
+                               bool calls)
+{
+	static const char *const K[] = {"service", "method", "group"};
+	struct mtd_lb_split_group g;
+	for (size_t k = 0; mtd_lb_layer_split_group(l, k, &g); k++) {
+		const char *v[] = {svc, method, g.value};
+		if (calls)
+			mtd_prom_sample_u64(b, "maitred_split_calls_total", NULL, K, v, 3, g.picks);
+		else
+			mtd_prom_sample_u64(b, "maitred_split_weight", NULL, K, v, 3, g.current);
+	}
+}
+
+static void render_split(struct mtd_abuf *b, const struct mtd_runtime *rt)
+{
+	for (int calls = 1; calls >= 0; calls--) {
+		if (calls)
+			mtd_prom_family(b, "maitred_split_calls_total", "counter",
+			                "split: calls the routing header did not pin, sent to the group (method \"*\": "
+			                "the service's split; counted since the last reload).");
+		else
+			mtd_prom_family(
+			        b, "maitred_split_weight", "gauge",
+			        "split: the group's weight now: the configured one, 0 while the guard cut it or "
+			        "no endpoint has its value.");
+		for (size_t si = 0; si < rt->cfg->n_services; si++) {
+			const struct mtd_rt_service *s = rt->services[si];
+			if (s->layer)
+				render_split_layer(b, s->cfg->name, "*", s->layer, calls);
+			for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
+				if (s->methods[m].layer)
+					render_split_layer(b, s->cfg->name, s->cfg->methods[m].name,
+					                   s->methods[m].layer, calls);
+		}
+	}
+	mtd_prom_family(b, "maitred_split_guard_cuts_total", "counter",
+	                "split.guard: times a group was cut (weight 0 until the next reload) for doing worse than "
+	                "the heaviest group.");
+	for (const struct mtd_mx_cut *c = mtd_mx_cuts; c; c = c->next) {
+		static const char *const K[] = {"service", "method", "group"};
+		const char *v[] = {c->service, c->method, c->group};
+		mtd_prom_sample_u64(b, "maitred_split_guard_cuts_total", NULL, K, v, 3, c->n);
+	}
+}
+
+/* Discovery: one entry per (service, source) of the running config; the
+ * entries of services a reload removed are left out. */
+static bool disc_current(const struct mtd_runtime *rt, const struct mtd_mx_disc *d, bool etcd)
+{
+	if ((strcmp(d->source, "etcd") == 0) != etcd)
+		return false;
+	for (size_t i = 0; i < rt->cfg->n_services; i++) {
+		const struct mtd_cfg_service *c = &rt->cfg->services[i];
+		if (strcmp(c->name, d->service) == 0)
+			return etcd ? c->source == MTD_CFG_SOURCE_ETCD : c->source != MTD_CFG_SOURCE_ETCD;
+	}
+	return false;
+}
+
+static void render_discovery(struct mtd_abuf *b, const struct mtd_runtime *rt)
+{
+	static const char *const SS[] = {"service", "source"};
+	mtd_prom_family(b, "maitred_discovery_updates_total", "counter",
+	                "Registry record changes (puts and deletes, listed or watched) that changed the service's "
+	                "endpoint set.");
+	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
+		if (disc_current(rt, d, true)) {
+			const char *v[] = {d->service, d->source};
+			mtd_prom_sample_u64(b, "maitred_discovery_updates_total", NULL, SS, v, 2, d->updates);
+		}
+	mtd_prom_family(b, "maitred_discovery_connected", "gauge",
+	                "1 while the service's link to its etcd cluster is up (listed or watching), else 0.");
+	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
+		if (disc_current(rt, d, true)) {
+			const char *v[] = {d->service, d->source};
+			mtd_prom_sample_u64(b, "maitred_discovery_connected", NULL, SS, v, 2, d->connected);
+		}
+	mtd_prom_family(b, "maitred_discovery_last_sync_timestamp_seconds", "gauge",
+	                "When the service's source last answered well (etcd list or watch, a DNS resolution), "
+	                "Unix seconds; absent before the first.");
+	for (int etcd = 1; etcd >= 0; etcd--)
+		for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
+			if (disc_current(rt, d, etcd) && d->last_sync_ms > 0) {
+				const char *v[] = {d->service, d->source};
+				mtd_prom_sample(b, "maitred_discovery_last_sync_timestamp_seconds", NULL, SS, v, 2,
+				                (double)d->last_sync_ms / 1e3);
+			}
+	mtd_prom_family(b, "maitred_discovery_endpoints", "gauge",
+	                "Endpoints in the set the service's source last handed over.");
+	for (int etcd = 1; etcd >= 0; etcd--)
+		for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
+			if (disc_current(rt, d, etcd)) {
+				const char *v[] = {d->service, d->source};
+				mtd_prom_sample_u64(b, "maitred_discovery_endpoints", NULL, SS, v, 2, d->endpoints);
+			}
+	mtd_prom_family(b, "maitred_discovery_records_refused_total", "counter",
+	                "etcd: registry records refused for the identity they name (tls.server_identity "
+	                "FROM_REGISTRY: none, untyped, or matching none of tls.allowed_identities); never used.");
+	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
+		if (disc_current(rt, d, true)) {
+			const char *v[] = {d->service, d->source};
+			mtd_prom_sample_u64(b, "maitred_discovery_records_refused_total", NULL, SS, v, 2, d->refused);
+		}
+	mtd_prom_family(b, "maitred_dns_resolutions_total", "counter",
+	                "Host names looked up for the service (discovery.dns, static host names), one per name per "
+	                "round.");
+	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
+		if (disc_current(rt, d, false)) {
+			const char *v[] = {d->service};
+			mtd_prom_sample_u64(b, "maitred_dns_resolutions_total", NULL, SS, v, 1, d->resolutions);
+		}
+	mtd_prom_family(b, "maitred_dns_resolution_failures_total", "counter",
+	                "Of those, lookups that gave no address (the name's last addresses stay).");
+	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
+		if (disc_current(rt, d, false)) {
+			const char *v[] = {d->service};
+			mtd_prom_sample_u64(b, "maitred_dns_resolution_failures_total", NULL, SS, v, 1,
+			                    d->resolve_fails);
+		}
+}
+
+/* Resident set size from /proc/self/statm (pages). */
+static uint64_t rss_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "re");
+	unsigned long long size = 0, res = 0;
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	long page = sysconf(_SC_PAGESIZE);
+	return (uint64_t)res * (uint64_t)(page > 0 ? page : 4096);
+}
+
+static void render_process(struct mtd_abuf *b, const struct mtd_mx_process *p)
+{
+	int64_t now = mtd_wall_ms();
+	const char *k[] = {"version"};
+	const char *v[] = {PACKAGE_VERSION};
+	mtd_prom_family(b, "maitred_build_info", "gauge", "Always 1; the version in a label.");
+	mtd_prom_sample_u64(b, "maitred_build_info", NULL, k, v, 1, 1);
+	mtd_prom_family(b, "maitred_workers", "gauge", "Worker threads.");
+	mtd_prom_sample_u64(b, "maitred_workers", NULL, NULL, NULL, 0, p->n_workers);
+	mtd_prom_family(b, "maitred_uptime_seconds", "gauge", "Seconds since maitred started.");
+	mtd_prom_sample(b, "maitred_uptime_seconds", NULL, NULL, NULL, 0, (double)(now - p->start_wall_ms) / 1e3);
+	mtd_prom_family(
+	        b, "maitred_config_generation", "gauge",
+	        "Runtime snapshot generation: 1 at start, one more for each change published (reload, discovery).");
+	mtd_prom_sample_u64(b, "maitred_config_generation", NULL, NULL, NULL, 0, p->config_generation);
+	mtd_prom_family(b, "maitred_draining", "gauge", "1 while maitred drains (SIGTERM or POST /drain).");
+	mtd_prom_sample_u64(b, "maitred_draining", NULL, NULL, NULL, 0, p->draining);
+	uint64_t logged = 0;
+	for (unsigned w = 0; w < mtd_mx_n_workers; w++)
+		logged += ld(&mtd_mx_workers[w].access_logged);
+	mtd_prom_family(b, "maitred_access_log_lines_total", "counter", "Access-log lines written.");
+	mtd_prom_sample_u64(b, "maitred_access_log_lines_total", NULL, NULL, NULL, 0, logged);
+	mtd_prom_family(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+	mtd_prom_sample_u64(b, "process_resident_memory_bytes", NULL, NULL, NULL, 0, rss_bytes());
+	mtd_prom_family(b, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.");
+	mtd_prom_sample(b, "process_start_time_seconds", NULL, NULL, NULL, 0, (double)p->start_wall_ms / 1e3);
+}
+
+void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const struct mtd_mx_process *proc)
+{
+	size_t n = 0;
+	struct agg *a = aggregate(&n);
+	render_calls(b, a, n);
+	agg_free(a, n);
+	render_endpoints(b, rt);
+	render_split(b, rt);
+	render_discovery(b, rt);
+	mtd_mesh_render(b, rt->cfg);
+	render_process(b, proc);
+}
