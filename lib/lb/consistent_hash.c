@@ -212,7 +212,7 @@ static int ch_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	/* bounded.h: while some endpoint ramps, its keys pass on by the key's
 	 * fraction; the span says until when anyone ramps. */
 	warming = ctx->now_ms < s->span.ramp_until_ms;
-	if (s->hot.slot != NULL && mtd_lb__hot_observe(&s->hot, kh, ctx->now_ms)) {
+	if (s->hot.slot != NULL && mtd_lb__hot_observe(&s->hot, kh, ctx->now_ns / 1000000)) {
 		i = mtd_lb__slots_hot(ring, at, s->hot.spread, warming ? &s->span.w : NULL, s->eps, ctx);
 		if (i >= 0)
 			return i;

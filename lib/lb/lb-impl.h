@@ -313,8 +313,9 @@ struct mtd_lb__hot {
 int mtd_lb__hot_init(struct mtd_lb__hot *h, const struct mtd_lb_hot_keys *cfg);
 void mtd_lb__hot_free(struct mtd_lb__hot *h);
 
-/* Count one call of the key whose mtd_lb_hash64 is key_hash at wall-clock
- * now_ms; true when the key's rate over the last second exceeds the
+/* Count one call of the key whose mtd_lb_hash64 is key_hash at now_ms on
+ * the monotonic clock (a wall-clock step must not empty or fill the
+ * window); true when the key's rate over the last second exceeds the
  * threshold. Any thread, lock-free; false when off. */
 bool mtd_lb__hot_observe(struct mtd_lb__hot *h, uint64_t key_hash, int64_t now_ms);
 

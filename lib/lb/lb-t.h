@@ -182,8 +182,8 @@ struct mtd_lb_pick_ctx {
 	/* Endpoints that must not be picked (already tried by this call, ejected),
 	 * a bitmap over indices: bit i of excluded[i / 64]. NULL = none. */
 	const uint64_t *excluded;
-	int64_t now_ms;  /* wall clock, for warmup (registry records carry wall start times) */
-	int64_t now_ns;  /* monotonic, for EWMA decay */
+	int64_t now_ms;  /* wall clock, for warmup only (registry records carry wall start times) */
+	int64_t now_ns;  /* monotonic: EWMA decay, the hot-key window, every other window */
 	unsigned worker; /* index of the calling worker thread */
 	uint64_t *rng;   /* the caller's PRNG state (mtd_lb_rand) */
 };

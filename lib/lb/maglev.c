@@ -208,7 +208,7 @@ static int mg_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 		return mtd_lb__any_eligible(s->eps, s->n, ctx);
 	kh = mtd_lb_hash64(ctx->key, ctx->key_len, 0);
 	h = kh % s->size;
-	if (s->hot.slot != NULL && mtd_lb__hot_observe(&s->hot, kh, ctx->now_ms)) {
+	if (s->hot.slot != NULL && mtd_lb__hot_observe(&s->hot, kh, ctx->now_ns / 1000000)) {
 		i = mtd_lb__slots_hot(table, h, s->hot.spread, warming ? &s->span.w : NULL, s->eps, ctx);
 		if (i >= 0)
 			return i;

@@ -29,6 +29,7 @@ static int pick_key_at(struct mtd_lb_picker *p, struct t_set *s, unsigned key, i
 	ctx.key = (const uint8_t *)buf;
 	ctx.key_len = (size_t)n;
 	ctx.now_ms = now_ms;
+	ctx.now_ns = now_ms * 1000000; /* the hot-key window's clock, moved with the wall one here */
 	return mtd_lb_pick(p, &ctx);
 }
 
@@ -169,6 +170,44 @@ START_TEST(hot_keys_spread_only_above_threshold)
 	}
 	mtd_lb_picker_free(p);
 	mtd_lb_picker_free(plain);
+}
+END_TEST
+
+/* A hot key stays hot across a wall-clock step: its window counts on the
+ * monotonic clock. 600 calls a second for 2 s, the wall clock stepping an
+ * hour back halfway: the 80 calls right after the step still spread over
+ * 3 endpoints (on the wall clock the step emptied the window, and they all
+ * went home until 100 more calls had been counted). */
+START_TEST(hot_keys_window_ignores_a_wall_clock_step)
+{
+	const char *policy = policies[_i];
+	struct t_set s;
+	struct mtd_lb_config cfg;
+	uint64_t counts[T_MAX_EPS] = {0};
+
+	t_set_init(&s, 10, NULL);
+	mtd_lb_config_defaults(&cfg, mtd_lb_find(policy));
+	cfg.hot_keys.threshold_per_second = 100;
+	cfg.hot_keys.spread = 3;
+	struct mtd_lb_picker *p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+	ck_assert_ptr_nonnull(p);
+	struct mtd_lb_pick_ctx ctx = t_ctx(&s);
+	ctx.key = (const uint8_t *)"key-hot";
+	ctx.key_len = 7;
+	for (int64_t c = 0; c < 1200; c++) {
+		int64_t mono_ms = T0 + c * 1000 / 600;
+		ctx.now_ns = mono_ms * 1000000;
+		ctx.now_ms = c < 600 ? mono_ms : mono_ms - 3600 * 1000;
+		int i = mtd_lb_pick(p, &ctx);
+		ck_assert_int_ge(i, 0);
+		if (c >= 600 && c < 680)
+			counts[i]++;
+	}
+	size_t used = 0;
+	for (size_t i = 0; i < s.n; i++)
+		used += counts[i] > 0;
+	ck_assert_uint_eq(used, 3);
+	mtd_lb_picker_free(p);
 }
 END_TEST
 
@@ -358,6 +397,7 @@ static Suite *ring_suite(void)
 	tcase_add_loop_test(tc, warmup_share_curve_and_one_way_moves, 0, 4);
 	tcase_add_loop_test(tc, warmup_inert_when_all_start_together, 0, 2);
 	tcase_add_loop_test(tc, hot_keys_spread_only_above_threshold, 0, 2);
+	tcase_add_loop_test(tc, hot_keys_window_ignores_a_wall_clock_step, 0, 2);
 	tcase_add_test(tc, hot_keys_options_checked);
 	tcase_add_test(tc, slots_walk_order_exclusions_bound);
 	tcase_add_test(tc, slots_walk_warmup_refusals_and_fallback);
