@@ -4,7 +4,7 @@ bin_PROGRAMS += sidecar/maitred
 # kinds of HTTP/2 connection, call/ the call engine, control/ the control
 # thread (snapshots, sources, health checks), ops/ what operators read.
 sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sidecar/worker.c \
-	sidecar/turn.h sidecar/turn.c \
+	sidecar/worker_turn.h sidecar/worker_turn.c sidecar/turn.h sidecar/turn.c \
 	sidecar/io/transport.h sidecar/io/transport.c \
 	sidecar/io/conn-t.h sidecar/io/conn.h sidecar/io/conn.c \
 	sidecar/io/downstream.h sidecar/io/downstream.c \
