@@ -102,6 +102,7 @@ check_PROGRAMS += tests/unit/test_call
 TESTS += tests/unit/test_call
 tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
 	tests/unit/sidecar/call_seam.h tests/unit/sidecar/call_seam.c \
+	sidecar/turn.c sidecar/worker_turn.c \
 	sidecar/call/call.c sidecar/call/attempt.c sidecar/call/attempt_stream.c sidecar/call/relay.c sidecar/call/policy.c \
 	sidecar/call/failback.c sidecar/call/headers.c \
 	sidecar/io/conn.c sidecar/io/downstream.c sidecar/io/upstream.c sidecar/io/pool.c \
