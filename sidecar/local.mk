@@ -73,7 +73,9 @@ tests_unit_test_pool_LDADD = $(TEST_UNIT_LIBS)
 tests_unit_test_pool_LDFLAGS = -Wl,--wrap=event_add
 
 # A worker's timers on a real libevent loop (turn.c): woken at their due
-# time through the timerfd, never a turn early, the fd quiet when idle.
+# time through the timerfd, never a turn early, the fd quiet when idle; its
+# snapshot holds: a runtime dropped only when the worker moved past it and
+# its last call let go, those let go mid-turn at the reap.
 check_PROGRAMS += tests/unit/test_turn
 TESTS += tests/unit/test_turn
 tests_unit_test_turn_SOURCES = tests/unit/sidecar/test_turn.c sidecar/turn.c sidecar/control/mailbox.c
