@@ -4,7 +4,7 @@ bin_PROGRAMS += sidecar/maitred
 # kinds of HTTP/2 connection, call/ the call engine, control/ the control
 # thread (snapshots, sources, health checks), ops/ what operators read.
 sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sidecar/worker.c \
-	sidecar/turn.h sidecar/turn.c \
+	sidecar/worker_turn.h sidecar/worker_turn.c sidecar/turn.h sidecar/turn.c \
 	sidecar/io/transport.h sidecar/io/transport.c \
 	sidecar/io/conn-t.h sidecar/io/conn.h sidecar/io/conn.c \
 	sidecar/io/downstream.h sidecar/io/downstream.c \
@@ -76,7 +76,9 @@ tests_unit_test_pool_LDADD = $(TEST_UNIT_LIBS)
 tests_unit_test_pool_LDFLAGS = -Wl,--wrap=event_add
 
 # A worker's timers on a real libevent loop (turn.c): woken at their due
-# time through the timerfd, never a turn early, the fd quiet when idle.
+# time through the timerfd, never a turn early, the fd quiet when idle; its
+# snapshot holds: a runtime dropped only when the worker moved past it and
+# its last call let go, those let go mid-turn at the reap.
 check_PROGRAMS += tests/unit/test_turn
 TESTS += tests/unit/test_turn
 tests_unit_test_turn_SOURCES = tests/unit/sidecar/test_turn.c sidecar/turn.c sidecar/control/mailbox.c
@@ -105,6 +107,7 @@ check_PROGRAMS += tests/unit/test_call
 TESTS += tests/unit/test_call
 tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
 	tests/unit/sidecar/call_seam.h tests/unit/sidecar/call_seam.c \
+	sidecar/turn.c sidecar/worker_turn.c \
 	sidecar/call/call.c sidecar/call/attempt.c sidecar/call/attempt_stream.c sidecar/call/relay.c sidecar/call/policy.c \
 	sidecar/call/failback.c sidecar/call/headers.c \
 	sidecar/io/conn.c sidecar/io/downstream.c sidecar/io/upstream.c sidecar/io/pool.c \

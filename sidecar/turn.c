@@ -120,20 +120,28 @@ static void timers_rearm(struct mtd_worker *w)
 		timers_set(w, next);
 }
 
-static void timers_cb(evutil_socket_t fd, short what, void *arg)
+unsigned mtd_worker_run_timers(struct mtd_worker *w)
 {
-	struct mtd_worker *w = arg;
 	int64_t now = mtd_now_ns();
 	/* Those due now; one a callback arms for now runs at the next turn. */
 	uint32_t n = w->timers.n;
+	unsigned ran = 0;
 	struct mtd_timer *t;
 	w->in_timers = true;
-	while (n-- > 0 && (t = mtd_timers_pop_due(&w->timers, now)))
+	while (n-- > 0 && (t = mtd_timers_pop_due(&w->timers, now))) {
 		t->fn(t);
+		ran++;
+	}
 	w->in_timers = false;
 	/* Always set (to the next, or disarmed): the expiry that woke the
 	 * loop must be cleared, or the fd stays readable. */
 	timers_set(w, mtd_timers_next(&w->timers));
+	return ran;
+}
+
+static void timers_cb(evutil_socket_t fd, short what, void *arg)
+{
+	mtd_worker_run_timers(arg);
 }
 
 int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, mtd_timer_fn *fn, int64_t delay_ns)
@@ -180,18 +188,27 @@ void mtd_worker_turn_fini(struct mtd_worker *w)
 
 /* ---- snapshots (the reclaim rule: lib/discovery/discovery.h) ---------- */
 
-struct mtd_rt_hold *mtd_worker_hold_new(struct mtd_runtime *rt)
+struct mtd_rt_hold *mtd_worker_hold_new(struct mtd_worker *w, struct mtd_runtime *rt)
 {
 	struct mtd_rt_hold *h = calloc(1, sizeof(*h));
-	if (h)
+	if (h) {
 		h->rt = rt;
+		w->n_holds++;
+	}
 	return h;
 }
 
-void mtd_worker_hold_release(struct mtd_rt_hold *h)
+void mtd_worker_hold_release(struct mtd_worker *w, struct mtd_rt_hold *h)
 {
+	w->n_holds--;
 	mtd_runtime_unref(h->rt);
 	free(h);
+}
+
+void mtd_worker_hold_retire(struct mtd_worker *w, struct mtd_rt_hold *h)
+{
+	if (mtd_disc_hold_retire(&h->h))
+		mtd_worker_hold_release(w, h);
 }
 
 struct mtd_rt_hold *mtd_worker_hold(struct mtd_worker *w)
@@ -210,7 +227,7 @@ struct mtd_rt_hold *mtd_worker_hold_again(struct mtd_worker *w, struct mtd_rt_ho
 void mtd_worker_unhold(struct mtd_worker *w, struct mtd_rt_hold *h)
 {
 	if (h && mtd_disc_hold_drop(&h->h))
-		mtd_worker_hold_release(h);
+		mtd_worker_hold_release(w, h);
 }
 
 void mtd_worker_unhold_later(struct mtd_worker *w, struct mtd_rt_hold *h)

@@ -17,8 +17,9 @@ struct mtd_runtime;
 struct mtd_rt_hold;
 struct mtd_conn;
 
-/* Schedule the end-of-turn flush (worker.c flush_cb: dirty connections
- * written once each, the dead freed, the call engine's reap). */
+/* Schedule the end of the turn (worker_turn.h mtd_worker_end_turn: ready
+ * calls started, dirty connections written once each, the dead freed, the
+ * call engine's reap). */
 void mtd_worker_schedule_flush(struct mtd_worker *w);
 /* Move a closed conn to the graveyard (freed at the end of the turn). */
 void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c);
@@ -42,10 +43,21 @@ void mtd_worker_unhold_later(struct mtd_worker *w, struct mtd_rt_hold *h);
 struct mtd_rt_hold *mtd_worker_hold_again(struct mtd_worker *w, struct mtd_rt_hold *h);
 /* Drop what mtd_worker_unhold_later queued (the end of the turn). */
 void mtd_worker_reap_holds(struct mtd_worker *w);
-/* A hold on rt (the worker's reference, transferred), or NULL; and its
- * end: the reference dropped, the hold freed. */
-struct mtd_rt_hold *mtd_worker_hold_new(struct mtd_runtime *rt);
-void mtd_worker_hold_release(struct mtd_rt_hold *h);
+/* A hold on rt (the worker's reference, transferred) with no user yet, or
+ * NULL (out of memory; rt's reference stays the caller's). */
+struct mtd_rt_hold *mtd_worker_hold_new(struct mtd_worker *w, struct mtd_runtime *rt);
+/* The worker moved on from h's snapshot: h is released now if no call uses
+ * it, else by the mtd_worker_unhold (or the reap after
+ * mtd_worker_unhold_later) of the last of its users. */
+void mtd_worker_hold_retire(struct mtd_worker *w, struct mtd_rt_hold *h);
+/* The end of a hold: its runtime reference dropped, h freed. For a hold
+ * no call uses (at the worker's end: its own). */
+void mtd_worker_hold_release(struct mtd_worker *w, struct mtd_rt_hold *h);
+
+/* Run the timers due now (the timerfd's event does, once it is readable),
+ * then set the timerfd for the next one; a timer armed for now by one of
+ * them runs next time. How many ran. */
+unsigned mtd_worker_run_timers(struct mtd_worker *w);
 
 /* Thread-safe: serve rt (a reference transferred) from the worker's next
  * turn; a runtime set before and not yet taken is dropped. */

@@ -51,7 +51,7 @@ struct mtd_worker {
 	struct mtd_bell bell;
 	int listen_fd;
 	struct event listen_ev;
-	struct event flush_ev;        /* runs the dirty list */
+	struct event flush_ev;        /* the end of the turn (mtd_worker_end_turn) */
 	bool flush_due;               /* flush_ev is active (mtd_worker_schedule_flush) */
 	struct event housekeeping_ev; /* 1 s timer */
 	/* The timers of its calls and attempts (lib/core/timers.h), and the
@@ -77,6 +77,9 @@ struct mtd_worker {
 	struct mtd_call **ready;
 	uint32_t n_ready, ready_cap;
 	struct mtd_rt_hold *unhold_later; /* holds with users to drop at the reap */
+	/* Holds alive: the current one and the retired ones calls still use
+	 * (turn.c mtd_worker_hold_new ... mtd_worker_hold_release). */
+	uint32_t n_holds;
 	/* Sockets of closed connections lingering (conn.c: a graceful close). */
 	LIST_HEAD(, mtd_linger) lingering;
 	uint32_t n_lingering;

@@ -5,14 +5,15 @@
  * A turn of the loop runs the ready I/O callbacks, which only feed bytes to
  * nghttp2 sessions and mark connections dirty; then the flush event writes
  * every dirty connection once; then closed connections are freed. Freeing
- * at the end of the turn means no callback ever sees freed memory. */
+ * at the end of the turn means no callback ever sees freed memory. That end
+ * of the turn, the snapshot swap and the final close are worker_turn.c's;
+ * this file keeps the thread, the bell, accept, housekeeping and drain. */
 #include "config.h"
 
 #include <errno.h>
 #ifdef HAVE_MALLOC_TRIM
 #include <malloc.h>
 #endif
-#include <stdatomic.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -25,10 +26,6 @@
 #include "core/log.h"
 #include "sidecar/control/health.h"
 #include "core/clock.h"
-#include "discovery/discovery.h"
-#include "sidecar/call/attempt.h"
-#include "sidecar/call/call.h"
-#include "sidecar/call/failback.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
@@ -37,6 +34,7 @@
 #include "sidecar/io/upstream.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
+#include "sidecar/worker_turn.h"
 
 #define READ_BUF_SIZE (64 * 1024)
 static void maybe_finish_drain(struct mtd_worker *w)
@@ -48,38 +46,12 @@ static void maybe_finish_drain(struct mtd_worker *w)
 	}
 }
 
-/* The end of a turn: free what the call engine released (call-t.h), then
- * drop the snapshot holds let go of meanwhile. */
-static void reap(struct mtd_worker *w)
-{
-	mtd_call_reap(w);
-	mtd_worker_reap_holds(w);
-}
-
+/* The flush event: the end of the turn (worker_turn.c), then whether a
+ * drain is done. */
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_worker *w = arg;
-	struct mtd_conn *c;
-	w->flush_due = false; /* what this flush dirties schedules another */
-
-	do {
-		/* Calls whose next attempt is due start it now, in this turn,
-		 * so that its request goes out with this flush. */
-		mtd_call_run_ready(w);
-		/* Flushing can dirty other connections (a stream closing
-		 * upstream makes a downstream trailer), and a failed write may
-		 * ready a call: loop until quiet. */
-		while ((c = TAILQ_FIRST(&w->dirty))) {
-			TAILQ_REMOVE(&w->dirty, c, dirty_link);
-			c->in_dirty = false;
-			mtd_conn_flush(c);
-		}
-	} while (w->n_ready);
-	while ((c = TAILQ_FIRST(&w->graveyard))) {
-		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
-		mtd_conn_free(c);
-	}
-	reap(w);
+	mtd_worker_end_turn(w);
 	maybe_finish_drain(w);
 }
 
@@ -182,44 +154,16 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 		give_back_memory(w, now);
 }
 
-/* The control thread published a runtime: serve it from now on. */
-static void take_runtime(struct mtd_worker *w)
+/* The control thread published a runtime (its slot, mtd_worker_set_runtime):
+ * serve it from now on. */
+static void take_next_runtime(struct mtd_worker *w)
 {
 	pthread_mutex_lock(&w->next_mu);
 	struct mtd_runtime *rt = w->next_rt;
 	w->next_rt = NULL;
 	pthread_mutex_unlock(&w->next_mu);
-	if (!rt)
-		return;
-	struct mtd_rt_hold *h = mtd_worker_hold_new(rt);
-	if (!h) {
-		/* Out of memory: stay on the current snapshot; the control
-		 * thread's next change tries again. */
-		MTD_ERROR("worker %u: out of memory taking a new snapshot", w->id);
-		mtd_runtime_unref(rt);
-		return;
-	}
-	struct mtd_rt_hold *old = w->hold;
-	w->hold = h;
-	w->rt = rt;
-	if (mtd_disc_hold_retire(&old->h))
-		mtd_worker_hold_release(old);
-	/* Inbound listeners and connections follow the new set by key. */
-	mtd_inbound_worker_sync(w);
-	/* Pools of endpoints that stay take the new snapshot's settings. */
-	for (size_t i = 0; i < rt->cfg->n_services; i++) {
-		struct mtd_rt_service *s = rt->services[i];
-		for (size_t e = 0; e < s->n_eps; e++) {
-			struct mtd_pool *p = s->eps[e]->pools[w->id];
-			if (p)
-				mtd_pool_set_service(p, s);
-		}
-	}
-	/* Pools of endpoints it no longer holds drain. */
-	struct mtd_pool *p;
-	LIST_FOREACH(p, &w->pools, link)
-		if (!p->retired && atomic_load_explicit(&p->ep->last_gen, memory_order_relaxed) < rt->gen)
-			mtd_pool_retire(p);
+	if (rt)
+		mtd_worker_take_runtime(w, rt);
 }
 
 static void drain(struct mtd_worker *w)
@@ -246,7 +190,7 @@ static void on_bell(void *arg, uint32_t bits)
 {
 	struct mtd_worker *w = arg;
 	if (bits & MTD_WORKER_BELL_SWAP)
-		take_runtime(w);
+		take_next_runtime(w);
 	if (bits & MTD_WORKER_BELL_HC)
 		mtd_mbox_run(&w->hc_inbox);
 	if (bits & MTD_WORKER_BELL_DRAIN)
@@ -277,7 +221,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	struct mtd_worker *w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
-	w->hold = mtd_worker_hold_new(rt);
+	w->hold = mtd_worker_hold_new(w, rt);
 	if (!w->hold) {
 		free(w);
 		return NULL;
@@ -341,7 +285,7 @@ fail_mem:
 	event_base_free(w->base);
 fail_base:
 	pthread_mutex_destroy(&w->next_mu);
-	free(w->hold); /* the caller keeps its reference on rt */
+	free(w->hold); /* not released: the caller keeps its reference on rt */
 	free(w);
 	return NULL;
 }
@@ -375,25 +319,7 @@ void mtd_worker_stop(struct mtd_worker *w)
 void mtd_worker_free(struct mtd_worker *w)
 {
 	/* The loop has stopped: close everything, which fails what is left. */
-	mtd_failback_drop_all(w);
-	mtd_inbound_worker_fini(w);
-	struct mtd_conn *c;
-	while ((c = LIST_FIRST(&w->downs)))
-		mtd_conn_close(c);
-	mtd_call_run_ready(w); /* the calls listed are over by now: their holds go */
-	struct mtd_pool *p;
-	while ((p = LIST_FIRST(&w->pools)))
-		mtd_pool_free(p);
-	/* Closing may have queued output and burials; free the dead. */
-	while ((c = TAILQ_FIRST(&w->dirty))) {
-		TAILQ_REMOVE(&w->dirty, c, dirty_link);
-		c->in_dirty = false;
-	}
-	while ((c = TAILQ_FIRST(&w->graveyard))) {
-		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
-		mtd_conn_free(c);
-	}
-	reap(w);
+	mtd_worker_close_all(w);
 	if (w->listen_fd >= 0) {
 		event_del(&w->listen_ev);
 		close(w->listen_fd);
@@ -416,7 +342,7 @@ void mtd_worker_free(struct mtd_worker *w)
 	if (w->next_rt)
 		mtd_runtime_unref(w->next_rt);
 	/* Every call is gone: no hold is in use any more. */
-	mtd_worker_hold_release(w->hold);
+	mtd_worker_hold_release(w, w->hold);
 	pthread_mutex_destroy(&w->next_mu);
 	free(w);
 }

@@ -1,6 +1,7 @@
-/* A worker thread (worker.c): its event loop, accept, housekeeping,
- * snapshot swaps, drain, the end-of-turn flush. Above the rooms it runs
- * (io/, call/); what they may ask of it is turn.h. */
+/* A worker thread (worker.c): its event loop, the bell (snapshot swaps,
+ * health checks, drain, stop), accept, housekeeping, drain. Above the rooms
+ * it runs (io/, call/); what they may ask of it is turn.h; the end of a
+ * turn, the swap itself and the final close are worker_turn.h. */
 #ifndef MTD_WORKER_H
 #define MTD_WORKER_H
 

@@ -3,7 +3,8 @@
  * clock the test moves.
  *
  * REAL (linked as they are in maitred):
- *   - the call engine: sidecar/call/{call,attempt,relay,failback,headers}.c;
+ *   - the call engine: sidecar/call/{call,attempt,attempt_stream,relay,
+ *     policy,failback,headers}.c;
  *   - the connections around it: sidecar/io/conn.c (flush, read slices,
  *     doom, close), downstream.c (the client's nghttp2 server session with
  *     maitred's options and callbacks, mtd_down_accept itself),
@@ -14,6 +15,18 @@
  *     them from a YAML config (lib/config), with mailbox.c carrying the
  *     last references to the "control thread" (seam_reclaim, run after
  *     every turn: a snapshot is freed as soon as the rule allows);
+ *   - the worker's turn: sidecar/worker_turn.c (the end of a turn: the
+ *     calls ready for their next attempt, dirty connections flushed,
+ *     buried ones freed, the reap; the snapshot swap, mtd_worker_take_runtime:
+ *     holds, pools taking the new settings or retiring; the close at stop,
+ *     mtd_worker_close_all) and sidecar/turn.c (the flush request, the
+ *     graveyard, the timers and their timerfd, the snapshot holds, the
+ *     client connection count). The worker's struct is real and set up as
+ *     mtd_worker_new does, without a listener or a thread; its events are
+ *     assigned and never dispatched: a flush scheduled sets flush_due, and
+ *     the seam ends the turn (seam_end_turn), as the flush event would; the
+ *     timerfd is set on the seam's clock and never read, seam_run runs the
+ *     timers due (mtd_worker_run_timers);
  *   - lib/libmaitred.a (lb pickers, fault policy, timers heap, slab, ...);
  *   - nghttp2 on both ends: the app is a real nghttp2 client session and
  *     each endpoint a real nghttp2 server session, both scripted here.
@@ -26,12 +39,10 @@
  *     way; no TLS (its functions fail the test if reached). A connection's
  *     fd is an eventfd, only so that conn.c's libevent events have one:
  *     the event base is never dispatched;
- *   - the worker (worker.c): its struct is real and set up as
- *     mtd_worker_new does; the turn (flush_cb: the calls ready for their
- *     next attempt, flush dirty connections, free buried ones, reap), the timers (the real lib/core heap, run as
- *     timers_cb does), the snapshot swap (take_runtime) and the holds are
- *     copies of worker.c's code, the holds counted; scheduling the flush
- *     does nothing, as every event here ends its turn;
+ *   - the worker's thread, bell, accept and housekeeping (worker.c): none,
+ *     but seam_housekeeping's walk over the pools (mtd_pool_housekeeping
+ *     itself is real); inbound.c's worker half (mtd_inbound_worker_sync,
+ *     _fini): nothing, as no seam config has an inbound listener;
  *   - the connect (mtd_up_connect, wrapped): a connection object like the
  *     real one's, whose "TCP" comes up at the next pump (or stays silent,
  *     or stays connecting until seam_ep_connect / seam_ep_connect_fail, or
@@ -52,8 +63,9 @@
  *     allocations fail (issue 15 #5).
  *
  * A turn here: one event (a read, the timers, a swap), then the end of the
- * turn. Tests that look at the engine mid-turn use seam_deliver /
- * seam_reload, which stop before the end. */
+ * turn; seam_run goes on while a turn moved something or a flush is due.
+ * Tests that look at the engine mid-turn use seam_deliver / seam_reload,
+ * which stop before the end. */
 #include "config.h"
 
 #include <check.h>
@@ -88,7 +100,7 @@
 #include "sidecar/io/upstream.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
-#include "sidecar/worker.h"
+#include "sidecar/worker_turn.h"
 
 /* ---- buffers -------------------------------------------------------------- */
 
@@ -166,7 +178,6 @@ struct seam {
 	struct seam_cs *calls;
 	struct seam_ss *streams, **streams_tail;
 	struct seam_ep *eps;
-	unsigned holds_alive;
 	unsigned rts_freed;
 	uintptr_t stack_base; /* seam_run's frame, for seam_connects.deepest */
 };
@@ -606,97 +617,28 @@ void mtd_metrics_call_end(struct mtd_call *call)
 	snprintf(seam_mx.last_ep, sizeof(seam_mx.last_ep), "%s", ep);
 }
 
-/* ---- the worker (worker.c's parts, copied; its struct is the real one) ---------- */
+/* ---- the worker (turn.c and worker_turn.c, real; its events never dispatched) ---- */
 
-void mtd_worker_schedule_flush(struct mtd_worker *w) {}
-
-void mtd_worker_bury(struct mtd_worker *w, struct mtd_conn *c)
+/* inbound.c's worker half: the seam's snapshots have no inbound listener,
+ * and seam_client_inbound's stand-in is no listener either. */
+void mtd_inbound_worker_sync(struct mtd_worker *w)
 {
-	TAILQ_INSERT_TAIL(&w->graveyard, c, dirty_link);
+	ck_assert_ptr_null(w->in);
 }
 
-void mtd_worker_down_closed(void) {}
-
-int mtd_worker_timer_arm(struct mtd_worker *w, struct mtd_timer *t, mtd_timer_fn *fn, int64_t delay_ns)
+void mtd_inbound_worker_fini(struct mtd_worker *w)
 {
-	t->fn = fn;
-	if (mtd_timers_add(&w->timers, t, mtd_now_ns() + (delay_ns > 0 ? delay_ns : 0)) < 0)
-		return -ENOMEM;
-	return 0;
-}
-
-void mtd_worker_timer_disarm(struct mtd_worker *w, struct mtd_timer *t)
-{
-	mtd_timers_del(&w->timers, t);
-}
-
-static struct mtd_rt_hold *hold_new(struct seam *s, struct mtd_runtime *rt)
-{
-	struct mtd_rt_hold *h = calloc(1, sizeof(*h));
-	ck_assert_ptr_nonnull(h);
-	h->rt = rt;
-	s->holds_alive++;
-	return h;
-}
-
-static void hold_release(struct mtd_rt_hold *h)
-{
-	the_seam->holds_alive--;
-	mtd_runtime_unref(h->rt);
-	free(h);
-}
-
-struct mtd_rt_hold *mtd_worker_hold(struct mtd_worker *w)
-{
-	mtd_disc_hold_take(&w->hold->h);
-	return w->hold;
-}
-
-struct mtd_rt_hold *mtd_worker_hold_again(struct mtd_worker *w, struct mtd_rt_hold *h)
-{
-	if (h)
-		mtd_disc_hold_take(&h->h);
-	return h;
-}
-
-void mtd_worker_unhold(struct mtd_worker *w, struct mtd_rt_hold *h)
-{
-	if (h && mtd_disc_hold_drop(&h->h))
-		hold_release(h);
-}
-
-void mtd_worker_unhold_later(struct mtd_worker *w, struct mtd_rt_hold *h)
-{
-	if (!h)
-		return;
-	if (h->later++ == 0) {
-		h->later_next = w->unhold_later;
-		w->unhold_later = h;
-	}
+	ck_assert_ptr_null(w->in);
 }
 
 unsigned seam_holds_alive(struct seam *s)
 {
-	return s->holds_alive;
+	return s->w->n_holds;
 }
 
 uint64_t seam_current_hold_users(struct seam *s)
 {
 	return s->w->hold->h.users;
-}
-
-/* worker.c reap. */
-static void reap(struct mtd_worker *w)
-{
-	mtd_call_reap(w);
-	struct mtd_rt_hold *h;
-	while ((h = w->unhold_later)) {
-		w->unhold_later = h->later_next;
-		uint32_t n = h->later;
-		h->later = 0;
-		while (n-- > 0)
-			mtd_worker_unhold(w, h);
-	}
 }
 
 unsigned seam_reclaim(struct seam *s)
@@ -716,70 +658,21 @@ unsigned seam_runtimes_freed(struct seam *s)
 	return s->rts_freed;
 }
 
-/* worker.c flush_cb, then the control thread's reclaim. */
+/* The flush event's turn end (worker.c flush_cb), then the control
+ * thread's reclaim. */
 void seam_end_turn(struct seam *s)
 {
-	struct mtd_worker *w = s->w;
-	struct mtd_conn *c;
-	do {
-		mtd_call_run_ready(w);
-		while ((c = TAILQ_FIRST(&w->dirty))) {
-			TAILQ_REMOVE(&w->dirty, c, dirty_link);
-			c->in_dirty = false;
-			mtd_conn_flush(c);
-		}
-	} while (w->n_ready);
-	while ((c = TAILQ_FIRST(&w->graveyard))) {
-		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
-		mtd_conn_free(c);
-	}
-	reap(w);
+	mtd_worker_end_turn(s->w);
 	seam_reclaim(s);
 }
 
-/* worker.c timers_cb, and the end of its turn. */
+/* The timerfd's event (turn.c timers_cb), and the end of its turn. */
 static bool run_timers(struct seam *s)
 {
-	struct mtd_worker *w = s->w;
-	uint32_t n = w->timers.n;
-	struct mtd_timer *t;
-	bool ran = false;
-	w->in_timers = true;
-	while (n-- > 0 && (t = mtd_timers_pop_due(&w->timers, mtd_now_ns()))) {
-		t->fn(t);
-		ran = true;
-	}
-	w->in_timers = false;
-	if (ran)
-		seam_end_turn(s);
-	return ran;
-}
-
-/* worker.c take_runtime, once the runtime is taken. */
-static void worker_swap(struct seam *s, struct mtd_runtime *rt)
-{
-	struct mtd_worker *w = s->w;
-	struct mtd_rt_hold *h = hold_new(s, rt);
-	struct mtd_rt_hold *old = w->hold;
-	w->hold = h;
-	w->rt = rt;
-	if (mtd_disc_hold_retire(&old->h))
-		hold_release(old);
-	for (size_t i = 0; i < rt->cfg->n_services; i++) {
-		struct mtd_rt_service *sv = rt->services[i];
-		for (size_t e = 0; e < sv->n_eps; e++) {
-			struct mtd_pool *p = sv->eps[e]->pools[w->id];
-			if (p && p->svc != sv) {
-				mtd_ref_get(&sv->ref);
-				mtd_rt_service_unref(p->svc);
-				p->svc = sv;
-			}
-		}
-	}
-	struct mtd_pool *p;
-	LIST_FOREACH(p, &w->pools, link)
-		if (!p->retired && atomic_load_explicit(&p->ep->last_gen, memory_order_relaxed) < rt->gen)
-			mtd_pool_retire(p);
+	if (!mtd_worker_run_timers(s->w))
+		return false;
+	seam_end_turn(s);
+	return true;
 }
 
 void seam_housekeeping(struct seam *s)
@@ -1224,7 +1117,8 @@ void seam_run(struct seam *s)
 		bool moved = run_timers(s);
 		for (struct seam_link *l = s->links; l; l = l->next)
 			moved |= pump_link(s, l);
-		if (!moved && TAILQ_EMPTY(&s->w->dirty))
+		/* A flush still due is a turn the real loop would run. */
+		if (!moved && TAILQ_EMPTY(&s->w->dirty) && !s->w->flush_due)
 			break;
 	}
 }
@@ -1322,10 +1216,12 @@ void seam_reload(struct seam *s, const char *yaml)
 	s->ctl.rt = rt;
 	mtd_ref_get(&rt->ref);
 	mtd_runtime_unref(old);
-	worker_swap(s, rt);
+	/* The bell's swap (worker.c take_next_runtime), the slot taken. */
+	ck_assert_int_eq(mtd_worker_take_runtime(s->w, rt), 0);
 }
 
 static void reclaim_cb(evutil_socket_t fd, short what, void *arg) {}
+static void flush_cb(evutil_socket_t fd, short what, void *arg) {}
 
 struct seam *seam_new(const char *yaml)
 {
@@ -1357,14 +1253,15 @@ struct seam *seam_new(const char *yaml)
 	ck_assert_ptr_nonnull(w);
 	s->w = w;
 	mtd_ref_get(&s->ctl.rt->ref); /* the worker's */
-	w->hold = hold_new(s, s->ctl.rt);
+	w->hold = mtd_worker_hold_new(w, s->ctl.rt);
+	ck_assert_ptr_nonnull(w->hold);
 	w->id = 0;
 	w->rt = s->ctl.rt;
 	LIST_INIT(&w->pools);
 	LIST_INIT(&w->bg_calls);
-	LIST_INIT(&w->reap_calls);
-	LIST_INIT(&w->reap_attempts);
+	LIST_INIT(&w->lingering);
 	w->listen_fd = -1;
+	w->timer_fd = -1;
 	w->rng = 0x9e3779b97f4a7c15ull;
 	w->slab.passthrough = true; /* exact frees for ASan and valgrind alike */
 	s->mem_down.slab = s->mem_up.slab = &w->slab;
@@ -1376,7 +1273,11 @@ struct seam *seam_new(const char *yaml)
 	w->rbuf_len = 64 * 1024;
 	w->rbuf = malloc(w->rbuf_len);
 	ck_assert_ptr_nonnull(w->rbuf);
-	w->timer_at_ns = INT64_MAX;
+	/* Its events: the flush is scheduled for real, and ended by
+	 * seam_end_turn; the timers' timerfd is set for real, on the seam's
+	 * clock, and never read (seam_run runs them). */
+	ck_assert_int_eq(event_assign(&w->flush_ev, w->base, -1, 0, flush_cb, w), 0);
+	ck_assert_int_eq(mtd_worker_turn_init(w), 0);
 	ck_assert_int_eq(mtd_down_setup(w), 0);
 	ck_assert_int_eq(mtd_up_setup(w), 0);
 
@@ -1398,6 +1299,7 @@ struct seam *seam_new(const char *yaml)
 	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	ck_assert_int_ge(fd, 0);
 	w->ng_mem.mem_user_data = &s->mem_down;
+	ck_assert(mtd_worker_admit(w)); /* as worker.c's accept does */
 	ck_assert_int_eq(mtd_down_accept(w, fd), 0);
 	w->ng_mem.mem_user_data = &s->mem_up;
 	s->down = link_new(s, LIST_FIRST(&w->downs), true, SEAM_EP_UP, "client");
@@ -1412,29 +1314,14 @@ void seam_free(struct seam *s)
 	wall_step_ms = 0; /* the next test's wall clock is the real one (CK_FORK=no) */
 	struct mtd_worker *w = s->w;
 	seam_run(s);
-	/* mtd_worker_free's order: what is left fails, then is freed. */
-	mtd_failback_drop_all(w);
+	/* mtd_worker_free's close: what is left fails, then is freed. */
 	struct mtd_conn *c;
-	while ((c = LIST_FIRST(&w->downs))) {
+	LIST_FOREACH(c, &w->downs, link)
 		c->in = NULL; /* seam_client_inbound's stand-in, not inbound.c's */
-		mtd_conn_close(c);
-	}
-	mtd_call_run_ready(w);
-	struct mtd_pool *p;
-	while ((p = LIST_FIRST(&w->pools)))
-		mtd_pool_free(p);
-	while ((c = TAILQ_FIRST(&w->dirty))) {
-		TAILQ_REMOVE(&w->dirty, c, dirty_link);
-		c->in_dirty = false;
-	}
-	while ((c = TAILQ_FIRST(&w->graveyard))) {
-		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
-		mtd_conn_free(c);
-	}
-	reap(w);
+	mtd_worker_close_all(w);
 	/* Every call is gone: every hold but the worker's own went, and
 	 * nobody uses that one; every block of the engine came back. */
-	ck_assert_uint_eq(s->holds_alive, 1);
+	ck_assert_uint_eq(w->n_holds, 1);
 	ck_assert_uint_eq(w->hold->h.users, 0);
 	ck_assert_uint_eq(n_blocks, 0);
 	ck_assert_uint_eq(unknown_frees, 0);
@@ -1443,6 +1330,8 @@ void seam_free(struct seam *s)
 	ck_assert_int_eq(s->mem_down.live, 0);
 	ck_assert_int_eq(s->mem_up.live, 0);
 	ck_assert_uint_eq(w->timers.n, 0);
+	event_del(&w->flush_ev);
+	mtd_worker_turn_fini(w);
 	mtd_up_teardown(w);
 	mtd_down_teardown(w);
 	mtd_slab_drain(&w->slab);
@@ -1451,7 +1340,8 @@ void seam_free(struct seam *s)
 		free(w->spare_out[--w->n_spare_out]);
 	free(w->rbuf);
 	free(w->ready);
-	hold_release(w->hold);
+	mtd_worker_hold_release(w, w->hold);
+	ck_assert_uint_eq(w->n_holds, 0);
 	free(w);
 	/* The control thread's end: its snapshot goes, then everything. */
 	mtd_runtime_unref(s->ctl.rt);

@@ -107,15 +107,15 @@ struct mtd_worker *seam_worker(struct seam *s);
 
 /* ---- turns and time ---------------------------------------------------- */
 
-/* Pump until nothing moves: bytes between maitred and the peers, each read
- * an I/O event followed by the end of its turn (flush, burials, the reap:
- * worker.c flush_cb); due timers; the control thread's reclaim after each
- * turn. */
+/* Pump until nothing moves and no flush is due: bytes between maitred and
+ * the peers, each read an I/O event followed by the end of its turn
+ * (mtd_worker_end_turn: flush, burials, the reap); due timers; the control
+ * thread's reclaim after each turn. */
 void seam_run(struct seam *s);
 /* The end of the current turn only (flush, burials, reap). */
 void seam_end_turn(struct seam *s);
-/* Move the clock on by ms, run the timers due (worker.c timers_cb), then
- * seam_run. */
+/* Move the clock on by ms, then seam_run (which runs the timers due,
+ * mtd_worker_run_timers). */
 void seam_advance_ms(struct seam *s, int64_t ms);
 /* The clock (mtd_now_ns, wrapped). */
 int64_t seam_now_ns(void);
@@ -129,17 +129,18 @@ void seam_runtime_tick(struct seam *s);
 /* ---- snapshots ---------------------------------------------------------- */
 
 /* A reload to yaml, published (control thread) and taken by the worker
- * (worker.c take_runtime: pools of removed endpoints retire, their waiting
- * attempts reroute) - one event, whose turn has NOT ended yet: call
- * seam_end_turn / seam_run next. */
+ * (mtd_worker_take_runtime: pools of endpoints that stay take the new
+ * settings, pools of removed ones retire, their waiting attempts reroute) -
+ * one event, whose turn has NOT ended yet: call seam_end_turn / seam_run
+ * next. */
 void seam_reload(struct seam *s, const char *yaml);
 /* The control thread's turn: free every snapshot whose last reference
  * went (mtd_runtime_reclaim). Returns the runtimes freed. */
 unsigned seam_reclaim(struct seam *s);
 /* Runtimes freed so far (by seam_reclaim, which every turn's end runs). */
 unsigned seam_runtimes_freed(struct seam *s);
-/* Holds alive (worker.c hold_new ... hold_release), and the users of the
- * worker's current one. */
+/* Holds alive (the worker's n_holds: turn.c mtd_worker_hold_new ...
+ * mtd_worker_hold_release), and the users of the worker's current one. */
 unsigned seam_holds_alive(struct seam *s);
 uint64_t seam_current_hold_users(struct seam *s);
 /* The worker's 1 s housekeeping for its pools (frees retired idle pools). */

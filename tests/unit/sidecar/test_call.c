@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -485,6 +486,62 @@ START_TEST(reload_removing_the_endpoint_of_a_call_in_flight_lets_it_finish)
 	seam_respond(s, seam_stream(s, 1), 0, "ok", 2);
 	seam_run(s);
 	expect_ok(next, "ok");
+	seam_free(s);
+}
+END_TEST
+
+/* A reload turns circuit_breaker.max_pending on while attempts wait in a
+ * pool (its endpoint accepts TCP and never says a word of HTTP/2): at the
+ * swap the pool takes the new snapshot's service (mtd_pool_set_service) and
+ * counts the attempts already waiting there, so the limit holds at once and
+ * their end gives back exactly what was added. The seam's former copy of
+ * the swap only replaced p->svc: the pool counted nowhere under a limit,
+ * and the next call read a count that did not exist (a NULL load). */
+START_TEST(reload_turning_max_pending_on_counts_the_attempts_already_waiting)
+{
+	const char *limited = "services:\n"
+	                      "  - name: \"echo.Echo\"\n"
+	                      "    endpoints: [" EPS_A "]\n"
+	                      "    circuit_breaker: {max_pending: 2}\n";
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	seam_ep_mode(s, EP_A, SEAM_EP_SILENT);
+	struct seam_cs *waiting[2];
+	for (int i = 0; i < 2; i++)
+		waiting[i] = unary(s, NULL, "w");
+	seam_run(s);
+	struct mtd_pool *p = seam_pool(s, EP_A);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_eq(p->n_pending, 2);
+	ck_assert_ptr_null(p->load); /* no limit: counted nowhere */
+
+	seam_reload(s, limited);
+	seam_run(s);
+	struct mtd_rt_service *svc = seam_worker(s)->rt->services[0];
+	ck_assert_ptr_eq(p->svc, svc);
+	ck_assert_ptr_eq(p->load, svc->load);
+	ck_assert_uint_eq(atomic_load(&svc->load->pending), 2);
+	/* Full: the next call is refused, not queued. */
+	struct seam_cs *over = unary(s, NULL, "x");
+	seam_run(s);
+	expect_status(over, MTD_GRPC_RESOURCE_EXHAUSTED);
+	ck_assert_uint_eq(seam_mx.circuit_rejected, 1);
+	ck_assert_uint_eq(p->n_pending, 2);
+
+	/* The waiting calls end: what they took is given back, no more. */
+	for (int i = 0; i < 2; i++)
+		seam_cancel(s, waiting[i]);
+	seam_run(s);
+	ck_assert_uint_eq(p->n_pending, 0);
+	ck_assert_uint_eq(atomic_load(&svc->load->pending), 0);
+	/* Room again: a call waits. */
+	struct seam_cs *again = unary(s, NULL, "y");
+	seam_run(s);
+	ck_assert(!again->closed);
+	ck_assert_uint_eq(p->n_pending, 1);
+	ck_assert_uint_eq(atomic_load(&svc->load->pending), 1);
+	seam_cancel(s, again);
+	seam_run(s);
+	ck_assert_uint_eq(atomic_load(&svc->load->pending), 0);
 	seam_free(s);
 }
 END_TEST
@@ -1600,6 +1657,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, client_cancel_while_waiting_in_a_pool);
 	tcase_add_test(tc, per_try_timeout_while_waiting_in_a_pool_retries_elsewhere);
 	tcase_add_test(tc, reload_removing_the_endpoint_of_a_call_in_flight_lets_it_finish);
+	tcase_add_test(tc, reload_turning_max_pending_on_counts_the_attempts_already_waiting);
 	tcase_add_test(tc, client_reset_after_an_early_answer_cancels_the_open_request_upstream);
 	suite_add_tcase(s, tc);
 

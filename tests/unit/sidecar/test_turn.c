@@ -1,9 +1,16 @@
-/* sidecar/turn.c's timers on a real libevent loop: a worker's timer wakes
- * the loop at its due time, never a turn early for nothing, and the
- * timerfd behind them is quiet once nothing is armed (issue 19 §5: the
- * hedge delay's timer). Nothing here measures how late a timer runs:
- * what is checked is the order of events (no turn before the due time)
- * and the loop's turns, which do not depend on the machine's load. */
+/* sidecar/turn.c: a worker's timers on a real libevent loop, and its
+ * snapshot holds.
+ *
+ * Timers: a worker's timer wakes the loop at its due time, never a turn
+ * early for nothing, and the timerfd behind them is quiet once nothing is
+ * armed (the hedge delay's timer). Nothing here measures how late a timer
+ * runs: what is checked is the order of events (no turn before the due
+ * time) and the loop's turns, which do not depend on the machine's load.
+ *
+ * Holds (lib/discovery/discovery.h's reclaim rule, carried out by turn.c):
+ * a runtime's reference goes only when the worker moved past it and the
+ * last call routed with it let go; a call that lets go mid-turn
+ * (mtd_worker_unhold_later) keeps it until the reap. */
 #include "config.h"
 
 #include <check.h>
@@ -18,11 +25,18 @@
 #include "sidecar/turn.h"
 #include "sidecar/worker-t.h"
 
-/* turn.c's snapshot holds call it; no test here makes a hold. */
+/* Runtimes are opaque here: two addresses stand for them, and dropping a
+ * reference is recorded, never done. */
+static char rt_a, rt_b;
+#define RT_A ((struct mtd_runtime *)&rt_a)
+#define RT_B ((struct mtd_runtime *)&rt_b)
+static unsigned unrefs;
+static struct mtd_runtime *last_unref;
+
 void mtd_runtime_unref(struct mtd_runtime *rt)
 {
-	(void)rt;
-	ck_abort_msg("mtd_runtime_unref called");
+	unrefs++;
+	last_unref = rt;
 }
 
 struct fixture {
@@ -57,14 +71,22 @@ static void busy_cb(evutil_socket_t fd, short what, void *arg)
 	fx.due_at = fx.t.at_ns;
 }
 
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what, (void)arg;
+}
+
 static void setup(void)
 {
 	fx = (struct fixture){0};
+	unrefs = 0;
+	last_unref = NULL;
 	fx.w = calloc(1, sizeof(*fx.w));
 	ck_assert_ptr_nonnull(fx.w);
 	fx.w->base = event_base_new();
 	ck_assert_ptr_nonnull(fx.w->base);
 	fx.w->timer_fd = -1;
+	ck_assert_int_eq(event_assign(&fx.w->flush_ev, fx.w->base, -1, 0, flush_cb, fx.w), 0);
 	ck_assert_int_eq(mtd_worker_turn_init(fx.w), 0);
 	fx.busy = event_new(fx.w->base, -1, 0, busy_cb, NULL);
 	ck_assert_ptr_nonnull(fx.busy);
@@ -73,6 +95,7 @@ static void setup(void)
 static void teardown(void)
 {
 	event_free(fx.busy);
+	event_del(&fx.w->flush_ev);
 	mtd_worker_turn_fini(fx.w);
 	ck_assert_int_eq(fx.w->timer_fd, -1);
 	mtd_timers_free(&fx.w->timers);
@@ -149,6 +172,157 @@ START_TEST(a_timer_for_now_runs_at_the_next_turn)
 }
 END_TEST
 
+/* ---- snapshot holds ------------------------------------------------------ */
+
+/* The worker on RT_A, as mtd_worker_new leaves it. */
+static void hold_setup(void)
+{
+	setup();
+	fx.w->hold = mtd_worker_hold_new(fx.w, RT_A);
+	ck_assert_ptr_nonnull(fx.w->hold);
+	fx.w->rt = RT_A;
+}
+
+/* Every hold went: none alive, nothing left to drop at a reap. */
+static void hold_teardown(void)
+{
+	ck_assert_uint_eq(fx.w->n_holds, 0);
+	ck_assert_ptr_null(fx.w->unhold_later);
+	teardown();
+}
+
+/* mtd_worker_take_runtime's first steps (worker_turn.c): a hold on rt, the
+ * old one retired. */
+static struct mtd_rt_hold *move_to(struct mtd_runtime *rt)
+{
+	struct mtd_rt_hold *old = fx.w->hold;
+	fx.w->hold = mtd_worker_hold_new(fx.w, rt);
+	ck_assert_ptr_nonnull(fx.w->hold);
+	fx.w->rt = rt;
+	mtd_worker_hold_retire(fx.w, old);
+	return old;
+}
+
+/* RT_A's reference, and only it, was dropped: the worker's hold on RT_B is
+ * the one left, released now (the worker's end). */
+static void expect_only_a_dropped_then_end(void)
+{
+	ck_assert_uint_eq(unrefs, 1);
+	ck_assert_ptr_eq(last_unref, RT_A);
+	ck_assert_uint_eq(fx.w->n_holds, 1);
+	mtd_worker_hold_release(fx.w, fx.w->hold);
+}
+
+START_TEST(a_hold_is_counted_from_new_to_release_and_drops_its_reference)
+{
+	ck_assert_uint_eq(fx.w->n_holds, 1);
+	ck_assert_ptr_eq(fx.w->hold->rt, RT_A);
+	ck_assert_uint_eq(fx.w->hold->h.users, 0);
+	struct mtd_rt_hold *h = mtd_worker_hold_new(fx.w, RT_B);
+	ck_assert_ptr_nonnull(h);
+	ck_assert_uint_eq(fx.w->n_holds, 2);
+	mtd_worker_hold_release(fx.w, h);
+	ck_assert_uint_eq(fx.w->n_holds, 1);
+	ck_assert_uint_eq(unrefs, 1);
+	ck_assert_ptr_eq(last_unref, RT_B);
+	mtd_worker_hold_release(fx.w, fx.w->hold);
+	ck_assert_uint_eq(unrefs, 2);
+	ck_assert_ptr_eq(last_unref, RT_A);
+}
+END_TEST
+
+START_TEST(the_current_hold_outlives_its_users)
+{
+	struct mtd_rt_hold *h = mtd_worker_hold(fx.w);
+	ck_assert_ptr_eq(h, fx.w->hold);
+	ck_assert_ptr_eq(mtd_worker_hold_again(fx.w, h), h);
+	ck_assert_ptr_null(mtd_worker_hold_again(fx.w, NULL));
+	ck_assert_uint_eq(h->h.users, 2);
+	mtd_worker_unhold(fx.w, h);
+	mtd_worker_unhold(fx.w, h);
+	mtd_worker_unhold(fx.w, NULL);
+	/* No user, but the worker still serves it: nothing dropped. */
+	ck_assert_uint_eq(h->h.users, 0);
+	ck_assert_uint_eq(unrefs, 0);
+	ck_assert_uint_eq(fx.w->n_holds, 1);
+	mtd_worker_hold_release(fx.w, fx.w->hold);
+}
+END_TEST
+
+START_TEST(a_retired_hold_without_users_goes_at_once)
+{
+	move_to(RT_B);
+	expect_only_a_dropped_then_end();
+}
+END_TEST
+
+START_TEST(a_retired_runtime_goes_with_the_last_of_its_calls)
+{
+	struct mtd_rt_hold *a = mtd_worker_hold(fx.w); /* two calls on RT_A */
+	mtd_worker_hold(fx.w);
+	ck_assert_ptr_eq(move_to(RT_B), a);
+	/* The worker moved on; its calls still read RT_A. */
+	ck_assert_uint_eq(unrefs, 0);
+	ck_assert_uint_eq(fx.w->n_holds, 2);
+	ck_assert(a->h.retired);
+	mtd_worker_unhold(fx.w, a);
+	ck_assert_uint_eq(unrefs, 0);
+	ck_assert_uint_eq(fx.w->n_holds, 2);
+	mtd_worker_unhold(fx.w, a); /* the last: a is freed */
+	expect_only_a_dropped_then_end();
+}
+END_TEST
+
+START_TEST(unhold_later_keeps_the_runtime_until_the_reap)
+{
+	struct mtd_rt_hold *a = mtd_worker_hold(fx.w); /* three calls on RT_A */
+	mtd_worker_hold(fx.w);
+	mtd_worker_hold(fx.w);
+	move_to(RT_B);
+	/* Two of them move to RT_B mid-turn, one goes at once. */
+	mtd_worker_unhold_later(fx.w, a);
+	mtd_worker_unhold_later(fx.w, a);
+	mtd_worker_unhold_later(fx.w, NULL);
+	ck_assert(fx.w->flush_due); /* the end of the turn was asked for */
+	ck_assert_ptr_eq(fx.w->unhold_later, a);
+	ck_assert_ptr_null(a->later_next); /* listed once, counted twice */
+	ck_assert_uint_eq(a->later, 2);
+	mtd_worker_unhold(fx.w, a);
+	ck_assert_uint_eq(a->h.users, 2);
+	/* Still read this turn: nothing dropped before the reap. */
+	ck_assert_uint_eq(unrefs, 0);
+	ck_assert_uint_eq(fx.w->n_holds, 2);
+	mtd_worker_reap_holds(fx.w);
+	ck_assert_ptr_null(fx.w->unhold_later);
+	/* A reap with nothing listed drops nothing more. */
+	mtd_worker_reap_holds(fx.w);
+	expect_only_a_dropped_then_end();
+}
+END_TEST
+
+START_TEST(unhold_later_of_holds_still_used_drops_only_what_was_let_go)
+{
+	struct mtd_rt_hold *a = mtd_worker_hold(fx.w); /* two calls on RT_A */
+	mtd_worker_hold(fx.w);
+	move_to(RT_B);
+	struct mtd_rt_hold *b = mtd_worker_hold(fx.w); /* one call on RT_B */
+	mtd_worker_unhold_later(fx.w, a);
+	mtd_worker_unhold_later(fx.w, b);
+	mtd_worker_reap_holds(fx.w);
+	/* A call still reads RT_A; nobody reads RT_B, which is current. */
+	ck_assert_uint_eq(a->h.users, 1);
+	ck_assert_uint_eq(b->h.users, 0);
+	ck_assert_uint_eq(a->later, 0);
+	ck_assert_uint_eq(unrefs, 0);
+	ck_assert_uint_eq(fx.w->n_holds, 2);
+	/* Listed again after a reap: the list starts over. */
+	mtd_worker_unhold_later(fx.w, a);
+	ck_assert_ptr_eq(fx.w->unhold_later, a);
+	mtd_worker_reap_holds(fx.w);
+	expect_only_a_dropped_then_end();
+}
+END_TEST
+
 static Suite *turn_suite(void)
 {
 	Suite *s = suite_create("turn");
@@ -157,6 +331,15 @@ static Suite *turn_suite(void)
 	tcase_add_test(tc, timer_armed_late_in_a_turn_wakes_once_when_due);
 	tcase_add_test(tc, an_earlier_timer_moves_the_wake_up_earlier);
 	tcase_add_test(tc, a_timer_for_now_runs_at_the_next_turn);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("holds");
+	tcase_add_checked_fixture(tc, hold_setup, hold_teardown);
+	tcase_add_test(tc, a_hold_is_counted_from_new_to_release_and_drops_its_reference);
+	tcase_add_test(tc, the_current_hold_outlives_its_users);
+	tcase_add_test(tc, a_retired_hold_without_users_goes_at_once);
+	tcase_add_test(tc, a_retired_runtime_goes_with_the_last_of_its_calls);
+	tcase_add_test(tc, unhold_later_keeps_the_runtime_until_the_reap);
+	tcase_add_test(tc, unhold_later_of_holds_still_used_drops_only_what_was_let_go);
 	suite_add_tcase(s, tc);
 	return s;
 }

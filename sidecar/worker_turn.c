@@ -1,0 +1,112 @@
+/* What a worker does between its events (worker_turn.h): the end of a
+ * turn, a snapshot swap, closing everything at the end. No socket of its
+ * own, no thread, no libevent call: the seam links it as it is. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+
+#include "core/log.h"
+#include "sidecar/call/call.h"
+#include "sidecar/call/failback.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/io/conn.h"
+#include "sidecar/io/inbound.h"
+#include "sidecar/io/pool.h"
+#include "sidecar/turn.h"
+#include "sidecar/worker_turn.h"
+
+/* The connections closed this turn: freed now, when no callback of the
+ * turn can reach them any more. */
+static void free_buried(struct mtd_worker *w)
+{
+	struct mtd_conn *c;
+	while ((c = TAILQ_FIRST(&w->graveyard))) {
+		TAILQ_REMOVE(&w->graveyard, c, dirty_link);
+		mtd_conn_free(c);
+	}
+}
+
+/* The end of the turn's lifetimes: free what the call engine released
+ * (call-t.h), then drop the snapshot holds let go of meanwhile. */
+static void reap(struct mtd_worker *w)
+{
+	mtd_call_reap(w);
+	mtd_worker_reap_holds(w);
+}
+
+void mtd_worker_end_turn(struct mtd_worker *w)
+{
+	struct mtd_conn *c;
+	w->flush_due = false; /* what this flush dirties schedules another */
+
+	do {
+		/* Calls whose next attempt is due start it now, in this turn,
+		 * so that its request goes out with this flush. */
+		mtd_call_run_ready(w);
+		/* Flushing can dirty other connections (a stream closing
+		 * upstream makes a downstream trailer), and a failed write may
+		 * ready a call: loop until quiet. */
+		while ((c = TAILQ_FIRST(&w->dirty))) {
+			TAILQ_REMOVE(&w->dirty, c, dirty_link);
+			c->in_dirty = false;
+			mtd_conn_flush(c);
+		}
+	} while (w->n_ready);
+	free_buried(w);
+	reap(w);
+}
+
+int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
+{
+	struct mtd_rt_hold *h = mtd_worker_hold_new(w, rt);
+	if (!h) {
+		/* Out of memory: stay on the current snapshot; the control
+		 * thread's next change tries again. */
+		MTD_ERROR("worker %u: out of memory taking a new snapshot", w->id);
+		mtd_runtime_unref(rt);
+		return -ENOMEM;
+	}
+	struct mtd_rt_hold *old = w->hold;
+	w->hold = h;
+	w->rt = rt;
+	mtd_worker_hold_retire(w, old);
+	/* Inbound listeners and connections follow the new set by key. */
+	mtd_inbound_worker_sync(w);
+	/* Pools of endpoints that stay take the new snapshot's settings. */
+	for (size_t i = 0; i < rt->cfg->n_services; i++) {
+		struct mtd_rt_service *s = rt->services[i];
+		for (size_t e = 0; e < s->n_eps; e++) {
+			struct mtd_pool *p = s->eps[e]->pools[w->id];
+			if (p)
+				mtd_pool_set_service(p, s);
+		}
+	}
+	/* Pools of endpoints it no longer holds drain. */
+	struct mtd_pool *p;
+	LIST_FOREACH(p, &w->pools, link)
+		if (!p->retired && atomic_load_explicit(&p->ep->last_gen, memory_order_relaxed) < rt->gen)
+			mtd_pool_retire(p);
+	return 0;
+}
+
+void mtd_worker_close_all(struct mtd_worker *w)
+{
+	mtd_failback_drop_all(w);
+	mtd_inbound_worker_fini(w);
+	struct mtd_conn *c;
+	while ((c = LIST_FIRST(&w->downs)))
+		mtd_conn_close(c);
+	mtd_call_run_ready(w); /* the calls listed are over by now: their holds go */
+	struct mtd_pool *p;
+	while ((p = LIST_FIRST(&w->pools)))
+		mtd_pool_free(p);
+	/* Closing may have queued output and burials: nothing is written
+	 * any more; free the dead. */
+	while ((c = TAILQ_FIRST(&w->dirty))) {
+		TAILQ_REMOVE(&w->dirty, c, dirty_link);
+		c->in_dirty = false;
+	}
+	free_buried(w);
+	reap(w);
+}
