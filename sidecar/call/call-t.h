@@ -87,7 +87,7 @@ enum mtd_call_state {
 	MTD_CALL_DONE,     /* response finished or failed; draining streams */
 };
 
-/* BROADCAST's part of a call (attempt.c), allocated by calls of that mode
+/* BROADCAST's part of a call (call/mode/broadcast.c), allocated by calls of that mode
  * only: the answer given once every attempt ended OK is the first
  * complete OK answer, held in the call's resp_hdrs, resp and
  * resp_trailers; ans is the attempt whose answer is being held (NULL once
@@ -191,7 +191,7 @@ struct mtd_call {
 	struct mtd_mx_method *mx;
 	uint64_t bytes_in, bytes_out;
 	const struct mtd_endpoint *mx_ep; /* the answer's endpoint, else the last tried */
-	struct mtd_call_bc *bc;           /* BROADCAST (attempt.c), else NULL */
+	struct mtd_call_bc *bc;           /* BROADCAST (mode/broadcast.c), else NULL */
 	struct mtd_call_bg *bg;           /* a background call (failback.c, policy.c), else NULL */
 	struct mtd_call *mirror;          /* its mirror copy while that runs (policy.c), else NULL */
 	/* Flags, together (no padding after each). */

@@ -1,6 +1,6 @@
 /* FAILBACK's background re-sends (Dubbo's failback cluster, for
  * fire-and-forget calls). A call that failed under FAILBACK
- * is answered OK at once (attempt.c) and a copy of it, a background call
+ * is answered OK at once (attempt.c, mode/failback.c) and a copy of it, a background call
  * with no client (call->bg), waits in its worker's queue for the backoff,
  * then is re-sent: routed by its :path, every endpoint eligible again,
  * with its own deadline per try. It ends when an endpoint answers with a
