@@ -38,6 +38,7 @@
 #include "sidecar/call/call.h"
 #include "sidecar/call/failback.h"
 #include "sidecar/call/headers.h"
+#include "sidecar/call/mirror.h"
 #include "sidecar/call/mode/mode.h"
 #include "sidecar/call/policy.h"
 #include "sidecar/call/relay.h"
@@ -146,7 +147,7 @@ static void call_free(struct mtd_call *call)
 		mtd_slab_free(&call->w->slab, call->bg);
 	}
 	if (call->mirror && call->mirror->bg->primary == call)
-		call->mirror->bg->primary = NULL; /* its copy outlives it (policy.c) */
+		call->mirror->bg->primary = NULL; /* its copy outlives it (mirror.c) */
 	release_retained(call);
 	mtd_bufq_clear(&call->req);
 	mtd_bufq_clear(&call->resp);
@@ -831,7 +832,7 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 static bool route_again(struct mtd_call *call)
 {
 	if (call->bg && call->bg->mirror) {
-		/* A mirror copy goes to its mirror entry only (policy.c). */
+		/* A mirror copy goes to its mirror entry only (mirror.c). */
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "mirror copy: its endpoint left the mirror entry");
 		return false;
 	}
@@ -1058,12 +1059,12 @@ void mtd_call_on_req_end(struct mtd_call *call)
 	if (call->state == MTD_CALL_WAIT_KEY && !call->delayed)
 		pick_with_field_key(call, false);
 	resume_attempts(call);
-	mtd_policy_mirror(call); /* the copy, once the request is whole */
+	mtd_mirror_start(call); /* the copy, once the request is whole */
 }
 
 void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
 {
-	mtd_policy_primary_ended(call); /* a mirror copy still running is cancelled */
+	mtd_mirror_primary_ended(call); /* a mirror copy still running is cancelled */
 	if (call->req_unconsumed) {
 		/* The stream is gone; its connection window is not. */
 		call->req_unconsumed = 0;
