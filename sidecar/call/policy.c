@@ -13,19 +13,11 @@
  * The mirror copy, sent once the request is complete, is mirror.c's. */
 #include "config.h"
 
-#include <errno.h>
-#include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "core/clock.h"
-#include "core/log.h"
 #include "discovery/discovery.h"
 #include "lb/lb.h"
 #include "limit/limit.h"
 #include "route/route.h"
 #include "sidecar/call/call.h"
-#include "sidecar/call/failback.h"
 #include "sidecar/call/headers.h"
 #include "sidecar/call/policy.h"
 #include "sidecar/control/runtime.h"
