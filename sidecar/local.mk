@@ -17,6 +17,10 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/call/relay.h sidecar/call/relay.c \
 	sidecar/call/failback.h sidecar/call/failback.c \
 	sidecar/call/policy.h sidecar/call/policy.c \
+	sidecar/call/mirror.h sidecar/call/mirror.c \
+	sidecar/call/fault_mode-t.h sidecar/call/mode/mode.h sidecar/call/mode/registry.c \
+	sidecar/call/mode/failfast.c sidecar/call/mode/failover.c sidecar/call/mode/failsafe.c \
+	sidecar/call/mode/failback.c sidecar/call/mode/forking.c sidecar/call/mode/broadcast.c \
 	sidecar/control/control-t.h sidecar/control/control.h sidecar/control/publish.c \
 	sidecar/control/sources.c \
 	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime.c \
@@ -109,7 +113,10 @@ tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
 	tests/unit/sidecar/call_seam.h tests/unit/sidecar/call_seam.c \
 	sidecar/turn.c sidecar/worker_turn.c \
 	sidecar/call/call.c sidecar/call/attempt.c sidecar/call/attempt_stream.c sidecar/call/relay.c sidecar/call/policy.c \
-	sidecar/call/failback.c sidecar/call/headers.c \
+	sidecar/call/mirror.c \
+	sidecar/call/failback.c sidecar/call/headers.c sidecar/call/mode/registry.c sidecar/call/mode/failfast.c \
+	sidecar/call/mode/failover.c sidecar/call/mode/failsafe.c sidecar/call/mode/failback.c \
+	sidecar/call/mode/forking.c sidecar/call/mode/broadcast.c \
 	sidecar/io/conn.c sidecar/io/downstream.c sidecar/io/upstream.c sidecar/io/pool.c \
 	sidecar/control/runtime.c sidecar/control/mailbox.c
 tests_unit_test_call_CFLAGS = $(TEST_UNIT_CFLAGS)

@@ -29,6 +29,7 @@
 #include "sidecar/call/call.h"
 #include "sidecar/call/failback.h"
 #include "sidecar/call/headers.h"
+#include "sidecar/call/mode/mode.h"
 #include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
@@ -108,7 +109,7 @@ static void hedge_learn(struct mtd_attempt *a, bool answered, int64_t latency_us
 
 /* Tell the balancer, and outlier detection, how the endpoint did, once
  * per attempt. */
-static void lb_end(struct mtd_attempt *a, bool ok, bool neutral)
+void mtd_attempt_lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 {
 	if (!a->lb_begun)
 		return;
@@ -148,7 +149,7 @@ void mtd_attempt_release(struct mtd_attempt *a)
 	struct mtd_call *call = a->call;
 	a->released = true;
 	disarm(a);
-	lb_end(a, true, true);
+	mtd_attempt_lb_end(a, true, true);
 	note_endpoint(a);
 	if (call->cur == a)
 		call->cur = NULL;
@@ -185,7 +186,7 @@ void mtd_attempt_cancel(struct mtd_attempt *a)
 	mtd_attempt_reset_stream(a);
 	if (a->lb_begun)
 		hedge_learn(a, false, (mtd_now_ns() - a->start_ns) / 1000); /* lost the race, if it did */
-	lb_end(a, true, true);
+	mtd_attempt_lb_end(a, true, true);
 	if (a->call->cur == a)
 		a->call->cur = NULL;
 	mtd_attempt_release(a);
@@ -205,104 +206,6 @@ static void on_retry(struct mtd_timer *t)
 	mtd_call_release(call);
 }
 
-static void log_failsafe(struct mtd_call *call, const char *what)
-{
-	/* Logged, but at most a line a second per worker: an outage must not
-	 * turn into a log flood. */
-	uint64_t held;
-	if (!mtd_log_gate_pass(&call->w->failsafe_log, mtd_now_ns(), 1000000000, &held))
-		return;
-	if (held)
-		MTD_WARN("FAILSAFE: %s; answered OK with an empty message (and %llu more in the last second)", what,
-		         (unsigned long long)held);
-	else
-		MTD_WARN("FAILSAFE: %s; answered OK with an empty message", what);
-}
-
-/* ---- BROADCAST ---------------------------------------------------------- */
-
-static bool others_live(const struct mtd_call *call)
-{
-	const struct mtd_attempt *o;
-	LIST_FOREACH(o, &call->attempts, call_link)
-		if (mtd_fault_attempt_live(o->state))
-			return true;
-	return false;
-}
-
-void mtd_call_broadcast_settle(struct mtd_call *call)
-{
-	if (call->state == MTD_CALL_DONE)
-		return;
-	bool live = others_live(call);
-	if (!call->bc->failed) {
-		if (live)
-			return;
-		if (call->bc->have)
-			mtd_call_answer_held(call); /* every endpoint answered OK */
-		else
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
-			              call->svc->cfg->name);
-		return;
-	}
-	/* The first failure decides, once the others ended too. */
-	struct mtd_fault_call fc = {
-	        .committed = false,
-	        .others_live = live,
-	        .now_ns = mtd_now_ns(),
-	        .deadline_ns = call->deadline_ns,
-	        .refused_here_before = true,
-	};
-	struct mtd_fault_decision d;
-	mtd_fault_decide(call->fault, &call->bc->o, &fc, call->svc->budget, &call->svc->cfg->retry_budget,
-	                 &call->w->rng, &d);
-	if (d.action == MTD_FAULT_WAIT)
-		return;
-	mtd_metrics_fault_decision(call, &d);
-	if (d.action == MTD_FAULT_FALLBACK) {
-		const struct mtd_fault_fallback *fb = &call->fault->fallback;
-		if (fb->status == MTD_GRPC_OK)
-			mtd_call_answer_ok(call, fb->response, fb->response_len);
-		else
-			mtd_call_fail(call, (enum mtd_grpc_status)fb->status, "%s", fb->message ? fb->message : "");
-		return;
-	}
-	mtd_call_fail(call, call->bc->status, "%s (BROADCAST: %u of %u attempts failed)",
-	              call->bc->msg ? call->bc->msg : "an attempt failed", call->bc->failures, call->n_attempts);
-}
-
-/* A BROADCAST attempt failed: a refused stream is replayed on its own
- * endpoint (gRPC transparent retry, once); any other failure is kept if it
- * is the first, and the call ends once no attempt is left going. */
-static void broadcast_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o, enum mtd_grpc_status status,
-                             const char *what, bool refused_before)
-{
-	struct mtd_call *call = a->call;
-	if (o->failure == MTD_FAULT_REFUSED && !refused_before) {
-		struct mtd_fault_call fc = {
-		        .others_live = true,
-		        .now_ns = mtd_now_ns(),
-		        .deadline_ns = call->deadline_ns,
-		};
-		struct mtd_fault_decision d;
-		mtd_fault_decide(call->fault, o, &fc, call->svc->budget, &call->svc->cfg->retry_budget, &call->w->rng,
-		                 &d);
-		if (d.action == MTD_FAULT_RETRY) {
-			mtd_metrics_fault_decision(call, &d);
-			mtd_call_relaunch(call, a->ep_idx);
-			return;
-		}
-	}
-	call->bc->failures++;
-	if (!call->bc->failed) {
-		call->bc->failed = true;
-		call->bc->o = *o;
-		call->bc->status = status;
-		call->bc->msg = strdup(what);
-	}
-	mtd_call_broadcast_settle(call);
-}
-
 /* Whether a's endpoint index is one of the call's bitmaps' (tried,
  * refused): they are over the endpoints of the call's current snapshot,
  * and after a reroute an attempt of the snapshot before has an index into
@@ -320,8 +223,8 @@ static bool marks_apply(const struct mtd_attempt *a)
  * the policy says. status/what: FAILFAST's answer (what names the endpoint
  * and what happened). a is not freed here (the caller does, last): it
  * keeps the call alive meanwhile. */
-static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o, enum mtd_grpc_status status,
-                           const char *what)
+void mtd_attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o, enum mtd_grpc_status status,
+                        const char *what)
 {
 	struct mtd_call *call = a->call;
 	const struct mtd_rt_service *svc = call->svc;
@@ -332,7 +235,7 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	mtd_attempt_step(a, MTD_AEV_FAIL);
 	disarm(a);
 	mtd_attempt_reset_stream(a);
-	lb_end(a, !blamed, o->failure == MTD_FAULT_REFUSED);
+	mtd_attempt_lb_end(a, !blamed, o->failure == MTD_FAULT_REFUSED);
 	if (call->cur == a)
 		call->cur = NULL;
 	bool refused_before = false;
@@ -348,24 +251,9 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 	call->last_status = status;
 	if (call->state == MTD_CALL_DONE)
 		return;
-	if (call->fault->mode == MTD_FAULT_BROADCAST) {
-		broadcast_failed(a, o, status, what, refused_before);
+	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
+	if (mode->on_failure && mode->on_failure(a, o, status, what, refused_before))
 		return;
-	}
-	if (call->fault->mode == MTD_FAULT_FORKING && !call->committed) {
-		/* A fork lost: the next one starts at once (gRPC A6 hedging);
-		 * the call ends only when none is left racing. */
-		if (call->n_attempts < call->fault->forks) {
-			mtd_worker_timer_disarm(call->w, &call->retry);
-			mtd_call_hedge(call);
-		}
-		struct mtd_attempt *other;
-		LIST_FOREACH(other, &call->attempts, call_link)
-			if (other != a && mtd_fault_attempt_live(other->state))
-				return;
-		if (call->state == MTD_CALL_DONE)
-			return;
-	}
 	int64_t now = mtd_now_ns();
 	struct mtd_fault_call fc = {
 	        .retries_done = call->retries_done,
@@ -399,17 +287,15 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 		}
 		break;
 	case MTD_FAULT_SAFE_OK:
-		if (call->fault->mode == MTD_FAULT_FAILBACK)
-			mtd_failback_enqueue(call, what); /* re-sent in the background */
-		else
-			log_failsafe(call, what);
+		if (mode->on_answered_anyway)
+			mode->on_answered_anyway(call, what, d.action);
 		mtd_call_answer_ok(call, NULL, 0);
 		break;
 	case MTD_FAULT_FALLBACK: {
 		const struct mtd_fault_fallback *fb = &call->fault->fallback;
 		MTD_DEBUG("call: %s; answering with the fallback", what);
-		if (call->fault->mode == MTD_FAULT_FAILBACK)
-			mtd_failback_enqueue(call, what); /* re-sent all the same */
+		if (mode->on_answered_anyway)
+			mode->on_answered_anyway(call, what, d.action);
 		if (fb->status == MTD_GRPC_OK)
 			mtd_call_answer_ok(call, fb->response, fb->response_len);
 		else
@@ -431,7 +317,7 @@ static void attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome
 			              : d.pushback_stop  ? " (the server asked not to retry)"
 			                                 : "",
 			              !fc.endpoint_left && svc->n_eps > 1 && !d.budget_exhausted && !d.pushback_stop &&
-			                              call->fault->mode == MTD_FAULT_FAILOVER
+			                              mode->fails_over
 			                      ? " (and no other endpoint is left)"
 			                      : "");
 		}
@@ -446,14 +332,14 @@ static void on_timeout(struct mtd_timer *t)
 	snprintf(msg, sizeof(msg), "upstream %s: no response within the per-try timeout (%lld ms)", a->ep->addr.text,
 	         (long long)a->call->fault->per_try_timeout_ms);
 	struct mtd_fault_outcome o = {.failure = MTD_FAULT_TIMEOUT};
-	attempt_failed(a, &o, MTD_GRPC_DEADLINE_EXCEEDED, msg);
+	mtd_attempt_failed(a, &o, MTD_GRPC_DEADLINE_EXCEEDED, msg);
 	mtd_attempt_release(a);
 }
 
 void mtd_attempt_connect_failed(struct mtd_attempt *a, const char *reason)
 {
 	struct mtd_fault_outcome o = {.failure = MTD_FAULT_CONNECT};
-	attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, reason);
+	mtd_attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, reason);
 	mtd_attempt_release(a);
 }
 
@@ -462,9 +348,9 @@ void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
 	struct mtd_call *call = a->call;
 	if (a->state == MTD_ATTEMPT_OPEN || a->state == MTD_ATTEMPT_ANSWERING) {
 		struct mtd_fault_outcome o = {.failure = MTD_FAULT_RESET};
-		attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, reason);
+		mtd_attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, reason);
 	}
-	if ((a == call->ans || a->state == MTD_ATTEMPT_DONE) && call->fault->mode != MTD_FAULT_BROADCAST)
+	if ((a == call->ans || a->state == MTD_ATTEMPT_DONE) && !mtd_call_mode(call)->holds_answer)
 		mtd_call_drop_request(call);
 	mtd_attempt_release(a);
 }
@@ -472,7 +358,7 @@ void mtd_attempt_conn_lost(struct mtd_attempt *a, const char *reason)
 /* ---- response ---------------------------------------------------------- */
 
 /* The block's grpc-status as a number; -1 if missing or malformed. */
-static int status_of(const struct mtd_headers *h)
+int mtd_attempt_status_of(const struct mtd_headers *h)
 {
 	nghttp2_nv buf;
 	const nghttp2_nv *st = mtd_headers_find(h, "grpc-status", &buf);
@@ -538,20 +424,20 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 	if (end_stream)
 		a->first_ns = mtd_now_ns();
 	disarm(a);
-	bool bc = call->fault->mode == MTD_FAULT_BROADCAST;
+	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
 	if (end_stream) {
-		int st = status_of(&a->resp_hdrs);
-		if (bc && st < 0) {
-			/* BROADCAST: OK only if all are; no status is not OK. */
+		int st = mtd_attempt_status_of(&a->resp_hdrs);
+		if (mode->holds_answer && st < 0) {
+			/* OK only if all are (BROADCAST); no status is not OK. */
 			char msg[192];
 			snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status",
 			         a->ep->addr.text);
 			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = MTD_GRPC_INTERNAL};
-			attempt_failed(a, &o, MTD_GRPC_INTERNAL, msg);
+			mtd_attempt_failed(a, &o, MTD_GRPC_INTERNAL, msg);
 			mtd_attempt_release(a);
 			return;
 		}
-		if (st > 0 && (bc || mtd_fault_retry_on(call->fault, st))) {
+		if (st > 0 && (mode->holds_answer || mtd_fault_retry_on(call->fault, st))) {
 			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = st};
 			const nghttp2_nv *pb = mtd_headers_find(&a->resp_hdrs, "grpc-retry-pushback-ms", &buf);
 			if (pb) {
@@ -567,25 +453,19 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 			         mtd_grpc_status_name(st), gm ? ": " : "",
 			         gm ? (int)(gm->valuelen > 200 ? 200 : gm->valuelen) : 0,
 			         gm ? (const char *)gm->value : "");
-			attempt_failed(a, &o, (enum mtd_grpc_status)st, msg);
+			mtd_attempt_failed(a, &o, (enum mtd_grpc_status)st, msg);
 			mtd_attempt_release(a);
 			return;
 		}
 		/* The answer, Trailers-Only. */
 		mtd_attempt_step(a, MTD_AEV_TRAILERS);
-		lb_end(a, !status_blames(call, st), false);
+		mtd_attempt_lb_end(a, !status_blames(call, st), false);
 		if (call->bg) {
 			mtd_failback_done(call); /* delivered */
 			return;
 		}
-		if (bc) {
-			/* OK: held if no answer began before it; the call answers
-			 * once every endpoint did. */
-			if (!call->bc->have && !call->bc->ans) {
-				mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs, &call->w->slab);
-				call->bc->have = call->bc->trailers_only = true;
-			}
-			mtd_call_broadcast_settle(call);
+		if (mode->on_answer) {
+			mode->on_answer(a, true);
 			return;
 		}
 		if (a->hedge)
@@ -603,13 +483,8 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 		 * response DATA is dropped (nobody reads it). */
 		return;
 	}
-	if (bc) {
-		/* BROADCAST: nothing reaches the app before every endpoint
-		 * answered; the first answer to begin is the one held. */
-		if (!call->bc->have && !call->bc->ans) {
-			call->bc->ans = a;
-			mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs, &call->w->slab);
-		}
+	if (mode->on_answer) {
+		mode->on_answer(a, false);
 		return;
 	}
 	if (a->hedge)
@@ -622,16 +497,9 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n)
 {
 	struct mtd_call *call = a->call;
-	if (call->fault->mode == MTD_FAULT_BROADCAST) {
-		/* Held, not relayed: both windows go back at once; what is held
-		 * is bounded by fault.replay_buffer (mtd_relay_hold). */
-		nghttp2_session_consume(a->s.conn->ng, a->s.sid, n);
-		mtd_conn_want_flush(a->s.conn);
-		if (a != call->bc->ans || a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
-			return;
-		if (!a->first_ns)
-			a->first_ns = mtd_now_ns();
-		mtd_relay_hold(call, a, p, n);
+	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
+	if (mode->on_data) {
+		mode->on_data(a, p, n);
 		return;
 	}
 	if (a != call->ans || a->state != MTD_ATTEMPT_ANSWERING || call->resp_done || call->resp_eof) {
@@ -649,50 +517,23 @@ void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
 	if (call->bg) {
 		if (a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
 			return;
-		int st = status_of(&a->resp_trailers);
+		int st = mtd_attempt_status_of(&a->resp_trailers);
 		if (st > 0 && mtd_fault_retry_on(call->fault, st)) {
 			char msg[192];
 			snprintf(msg, sizeof(msg), "upstream %s answered %s", a->ep->addr.text,
 			         mtd_grpc_status_name(st));
 			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = st};
-			attempt_failed(a, &o, (enum mtd_grpc_status)st, msg);
+			mtd_attempt_failed(a, &o, (enum mtd_grpc_status)st, msg);
 			return;
 		}
 		mtd_attempt_step(a, MTD_AEV_TRAILERS);
-		lb_end(a, st >= 0 && !status_blames(call, st), false);
+		mtd_attempt_lb_end(a, st >= 0 && !status_blames(call, st), false);
 		mtd_failback_done(call);
 		return;
 	}
-	if (call->fault->mode == MTD_FAULT_BROADCAST) {
-		if (a->state != MTD_ATTEMPT_ANSWERING || call->state == MTD_CALL_DONE)
-			return;
-		int st = status_of(&a->resp_trailers);
-		if (st != 0) {
-			nghttp2_nv gbuf;
-			const nghttp2_nv *gm = mtd_headers_find(&a->resp_trailers, "grpc-message", &gbuf);
-			char msg[384];
-			if (st < 0)
-				snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status",
-				         a->ep->addr.text);
-			else
-				snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", a->ep->addr.text,
-				         mtd_grpc_status_name(st), gm ? ": " : "",
-				         gm ? (int)(gm->valuelen > 200 ? 200 : gm->valuelen) : 0,
-				         gm ? (const char *)gm->value : "");
-			enum mtd_grpc_status es = st < 0 ? MTD_GRPC_INTERNAL : (enum mtd_grpc_status)st;
-			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = (int)es};
-			attempt_failed(a, &o, es, msg);
-			return;
-		}
-		mtd_attempt_step(a, MTD_AEV_TRAILERS);
-		if (!a->first_ns)
-			a->first_ns = mtd_now_ns();
-		lb_end(a, true, false);
-		if (a == call->bc->ans) {
-			mtd_headers_move(&call->resp_trailers, &a->resp_trailers, &call->w->slab);
-			call->bc->have = true;
-		}
-		mtd_call_broadcast_settle(call);
+	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
+	if (mode->on_trailers) {
+		mode->on_trailers(a);
 		return;
 	}
 	if (a != call->ans || a->state != MTD_ATTEMPT_ANSWERING || call->resp_done || call->resp_eof)
@@ -700,8 +541,8 @@ void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
 	mtd_attempt_step(a, MTD_AEV_TRAILERS);
 	if (!a->first_ns)
 		a->first_ns = mtd_now_ns();
-	int st = status_of(&a->resp_trailers);
-	lb_end(a, st >= 0 && !status_blames(call, st), false);
+	int st = mtd_attempt_status_of(&a->resp_trailers);
+	mtd_attempt_lb_end(a, st >= 0 && !status_blames(call, st), false);
 	mtd_relay_trailers(call, a);
 }
 
@@ -724,7 +565,7 @@ void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code)
 			 * nghttp2 closes those with REFUSED_STREAM): never processed. */
 			snprintf(msg, sizeof(msg), "upstream %s refused the stream", peer);
 			struct mtd_fault_outcome o = {.failure = MTD_FAULT_REFUSED};
-			attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, msg);
+			mtd_attempt_failed(a, &o, MTD_GRPC_UNAVAILABLE, msg);
 		} else {
 			enum mtd_grpc_status st = MTD_GRPC_UNAVAILABLE;
 			if (error_code == NGHTTP2_NO_ERROR) {
@@ -735,10 +576,10 @@ void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code)
 				         nghttp2_http2_strerror(error_code));
 			}
 			struct mtd_fault_outcome o = {.failure = MTD_FAULT_RESET};
-			attempt_failed(a, &o, st, msg);
+			mtd_attempt_failed(a, &o, st, msg);
 		}
 	}
-	if ((a == call->ans || a->state == MTD_ATTEMPT_DONE) && call->fault->mode != MTD_FAULT_BROADCAST)
+	if ((a == call->ans || a->state == MTD_ATTEMPT_DONE) && !mtd_call_mode(call)->holds_answer)
 		mtd_call_drop_request(call); /* bytes nobody will send any more */
 	mtd_attempt_release(a);
 }

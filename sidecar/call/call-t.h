@@ -87,7 +87,7 @@ enum mtd_call_state {
 	MTD_CALL_DONE,     /* response finished or failed; draining streams */
 };
 
-/* BROADCAST's part of a call (attempt.c), allocated by calls of that mode
+/* BROADCAST's part of a call (call/mode/broadcast.c), allocated by calls of that mode
  * only: the answer given once every attempt ended OK is the first
  * complete OK answer, held in the call's resp_hdrs, resp and
  * resp_trailers; ans is the attempt whose answer is being held (NULL once
@@ -105,7 +105,7 @@ struct mtd_call_bc {
 
 /* The part of a background call, one with no client, on its worker's
  * list while it lives: a FAILBACK re-send (failback.c), or a mirror copy
- * (policy.c: mirror set; its try's end goes to policy.c). */
+ * (mirror.c: mirror set; its try's end goes to mirror.c). */
 struct mtd_call_bg {
 	struct mtd_call *call;
 	LIST_ENTRY(mtd_call_bg) link;
@@ -113,7 +113,7 @@ struct mtd_call_bg {
 	uint32_t tries;     /* re-sends started */
 	bool mirror;        /* a mirror copy: not a re-send, never re-sent */
 	/* A mirror copy: the call it copies while both live (each clears
-	 * the other's link when it ends first: policy.c, call.c call_free). */
+	 * the other's link when it ends first: mirror.c, call.c call_free). */
 	struct mtd_call *primary;
 	/* The snapshot of the call it is a copy of, until its first re-send
 	 * routes it on the worker's then current one: its fault policy (and
@@ -191,9 +191,9 @@ struct mtd_call {
 	struct mtd_mx_method *mx;
 	uint64_t bytes_in, bytes_out;
 	const struct mtd_endpoint *mx_ep; /* the answer's endpoint, else the last tried */
-	struct mtd_call_bc *bc;           /* BROADCAST (attempt.c), else NULL */
-	struct mtd_call_bg *bg;           /* a background call (failback.c, policy.c), else NULL */
-	struct mtd_call *mirror;          /* its mirror copy while that runs (policy.c), else NULL */
+	struct mtd_call_bc *bc;           /* BROADCAST (mode/broadcast.c), else NULL */
+	struct mtd_call_bg *bg;           /* a background call (failback.c, mirror.c), else NULL */
+	struct mtd_call *mirror;          /* its mirror copy while that runs (mirror.c), else NULL */
 	/* Flags, together (no padding after each). */
 	bool reaping;   /* on its worker's reap list (released) */
 	bool counted;   /* its end is in the figures, the access log and the circuit count */

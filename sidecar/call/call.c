@@ -38,6 +38,8 @@
 #include "sidecar/call/call.h"
 #include "sidecar/call/failback.h"
 #include "sidecar/call/headers.h"
+#include "sidecar/call/mirror.h"
+#include "sidecar/call/mode/mode.h"
 #include "sidecar/call/policy.h"
 #include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
@@ -150,7 +152,7 @@ static void call_free(struct mtd_call *call)
 		mtd_slab_free(&call->w->slab, call->bg);
 	}
 	if (call->mirror && call->mirror->bg->primary == call)
-		call->mirror->bg->primary = NULL; /* its copy outlives it (policy.c) */
+		call->mirror->bg->primary = NULL; /* its copy outlives it (mirror.c) */
 	release_retained(call);
 	mtd_bufq_clear(&call->req);
 	mtd_bufq_clear(&call->resp);
@@ -289,7 +291,7 @@ ssize_t mtd_call_read_req(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t 
 	}
 	size_t avail = call->req_base + call->req.len - a->req_off;
 	size_t n = avail < len ? avail : len;
-	if (!call->committed && call->fault->mode == MTD_FAULT_BROADCAST && req_outgrows(call, a, n)) {
+	if (!call->committed && mtd_call_mode(call)->holds_answer && req_outgrows(call, a, n)) {
 		/* Every endpoint reads the request from the kept bytes: one that
 		 * outgrew them cannot go to all. */
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
@@ -427,7 +429,7 @@ static int layer_pick(struct mtd_call *call, const struct mtd_lb_pick_ctx *ctx)
  * unhealthy (the health filter runs before the rule). Returns the bitmap to
  * pass (NULL = none), merged into scratch when more than one applies.
  * When every endpoint is unhealthy the health checks are ignored. */
-static const uint64_t *excluded_set(const struct mtd_call *call, uint64_t *scratch, size_t words)
+const uint64_t *mtd_call_excluded_set(const struct mtd_call *call, uint64_t *scratch, size_t words)
 {
 	const uint64_t *tried = call->n_tried ? call->tried : NULL;
 	const _Atomic uint64_t *ejected = mtd_outlier_excluded(call_outliers(call));
@@ -512,7 +514,7 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 	bool any_full = false;
 	struct mtd_pool *p = NULL;
 	for (;;) {
-		ctx.excluded = excluded_set(call, scratch, words);
+		ctx.excluded = mtd_call_excluded_set(call, scratch, words);
 		idx = call_layer(call) ? layer_pick(call, &ctx) : mtd_lb_pick(call_picker(call), &ctx);
 		if (idx < 0) {
 			idx = fallback >= 0 ? fallback : any_full ? -EBUSY : -1;
@@ -547,14 +549,11 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 	return idx;
 }
 
-static void schedule_hedge(struct mtd_call *call);
-static void start_keyed(struct mtd_call *call, bool hedge);
-
 /* Start an attempt of call on endpoint idx of its service (pool p):
  * counted by the balancer, queued in the pool. False when the call ended
  * instead (out of memory, the pool's limits) or moved to the worker's
  * current snapshot (the endpoint was removed). */
-static bool launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedge, int64_t now)
+bool mtd_call_launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedge, int64_t now)
 {
 	const struct mtd_rt_service *svc = call->svc;
 	struct mtd_attempt *a = mtd_attempt_new(call);
@@ -566,7 +565,7 @@ static bool launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedg
 	a->ep = svc->eps[idx];
 	a->picker = call_picker(call);
 	a->outliers = call_outliers(call);
-	if (call->fault->mode == MTD_FAULT_FORKING && !mtd_bit_get(call->tried, (size_t)idx)) {
+	if (mtd_call_mode(call)->distinct_endpoints && !mtd_bit_get(call->tried, (size_t)idx)) {
 		/* Distinct endpoints for the forks. */
 		mtd_bit_set(call->tried, (size_t)idx);
 		call->n_tried++;
@@ -609,54 +608,6 @@ static bool launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedg
 	return true;
 }
 
-/* ---- BROADCAST --------------------------------------------------------- */
-
-/* Dubbo's broadcast cluster: one attempt on every eligible endpoint of the
- * service (not ejected, not found unhealthy, not removed), each replaying
- * the request from the call's retained bytes. How the answers combine is
- * attempt.c's (mtd_call_broadcast_settle). */
-static void start_broadcast(struct mtd_call *call)
-{
-	struct mtd_rt_service *svc = call->svc;
-	if (!call->bc && !(call->bc = mtd_slab_calloc(&call->w->slab, 1, sizeof(*call->bc)))) {
-		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	size_t words = (svc->n_eps + 63) / 64;
-	uint64_t stack[16], *scratch = stack;
-	if (words > 16 && !(scratch = malloc(words * sizeof(*scratch)))) {
-		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	const uint64_t *ex = excluded_set(call, scratch, words);
-	int64_t now = mtd_now_ns();
-	uint32_t started = 0;
-	for (size_t i = 0; i < svc->n_eps && call->state != MTD_CALL_DONE; i++) {
-		if (ex && mtd_bit_get(ex, i))
-			continue;
-		struct mtd_pool *p = mtd_pool_get(call->w, svc, svc->eps[i]);
-		if (!p) {
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-			break;
-		}
-		if (p->retired)
-			continue; /* removed by a newer snapshot: not the service's any more */
-		if (launch(call, (int)i, p, false, now))
-			started++;
-	}
-	if (scratch != stack)
-		free(scratch);
-	if (call->state != MTD_CALL_DONE && started == 0) {
-		if (svc->n_eps == 0)
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service %s has no endpoint%s%s", svc->cfg->name,
-			              svc->unavailable ? ": " : "", svc->unavailable ? svc->unavailable : "");
-		else
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
-			              svc->cfg->name);
-	}
-	call->cur = NULL; /* no one attempt is "the" attempt */
-}
-
 void mtd_call_relaunch(struct mtd_call *call, int idx)
 {
 	struct mtd_rt_service *svc = call->svc;
@@ -665,8 +616,8 @@ void mtd_call_relaunch(struct mtd_call *call, int idx)
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	launch(call, idx, p, false, mtd_now_ns());
-	if (call->fault->mode == MTD_FAULT_BROADCAST)
+	mtd_call_launch(call, idx, p, false, mtd_now_ns());
+	if (mtd_call_mode(call)->holds_answer)
 		call->cur = NULL;
 }
 
@@ -695,8 +646,9 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 			call->refused = call->tried + words;
 		}
 	}
-	if (call->fault->mode == MTD_FAULT_BROADCAST) {
-		start_broadcast(call);
+	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
+	if (mode->start) {
+		mode->start(call);
 		return;
 	}
 	struct mtd_pool *p;
@@ -740,48 +692,8 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		              (long long)est_ms, (long long)((call->deadline_ns - now) / 1000000));
 		return;
 	}
-	if (launch(call, idx, p, hedge, now) && call->fault->mode == MTD_FAULT_FORKING)
-		schedule_hedge(call);
-}
-
-/* ---- FORKING ----------------------------------------------------------- */
-
-void mtd_call_hedge(struct mtd_call *call)
-{
-	const struct mtd_fault_policy *f = call->fault;
-	if (call->state == MTD_CALL_DONE || call->committed || call->n_attempts >= f->forks)
-		return;
-	if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns)
-		return;
-	/* Hedges are retries for the budget (linkerd): they stay under it. */
-	if (!mtd_fault_budget_take(call->svc->budget, &call->svc->cfg->retry_budget, mtd_now_ns() / 1000000000))
-		return;
-	start_keyed(call, true);
-}
-
-static void on_hedge(struct mtd_timer *t)
-{
-	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
-	mtd_call_hedge(call);
-	mtd_call_release(call);
-}
-
-static void schedule_hedge(struct mtd_call *call)
-{
-	const struct mtd_fault_policy *f = call->fault;
-	if (call->n_attempts >= f->forks || mtd_timer_armed(&call->retry) || call->state == MTD_CALL_DONE)
-		return;
-	int64_t ms = f->hedge_delay_ms;
-	if (ms == MTD_FAULT_HEDGE_AUTO)
-		ms = mtd_metrics_hedge_delay_ms(call); /* the method's p95 on this worker */
-	if (ms <= 0) {
-		mtd_call_hedge(call); /* all forks at once */
-		return;
-	}
-	/* gRPC A6 hedging: the next attempt only once the delay passed
-	 * without an answer (no timer, no hedge: the first attempt goes on). */
-	if (mtd_worker_timer_arm(call->w, &call->retry, on_hedge, ms * 1000000) < 0)
-		MTD_DEBUG("call: out of memory for the hedge delay's timer; no hedge"); /* the forks started race on */
+	if (mtd_call_launch(call, idx, p, hedge, now) && mode->on_started)
+		mode->on_started(call);
 }
 
 void mtd_call_next_attempt(struct mtd_call *call)
@@ -793,7 +705,7 @@ void mtd_call_next_attempt(struct mtd_call *call)
 		              (long long)((call->deadline_ns - call->start_ns) / 1000000));
 		return;
 	}
-	start_keyed(call, false);
+	mtd_call_start_keyed(call, false);
 }
 
 void mtd_call_next_attempt_later(struct mtd_call *call)
@@ -849,7 +761,7 @@ static void pick_with_field_key(struct mtd_call *call, bool hedge)
 /* Start an attempt with the call's hash key read where it is: a request
  * header, or the first message captured (every attempt, retries and
  * hedges included, hashes the same key; no copy of it is kept). */
-static void start_keyed(struct mtd_call *call, bool hedge)
+void mtd_call_start_keyed(struct mtd_call *call, bool hedge)
 {
 	const struct mtd_cfg_hash_key *hk = call_hash_key(call);
 	if (hk->kind == MTD_CFG_HASH_FIELD) {
@@ -925,7 +837,7 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 static bool route_again(struct mtd_call *call)
 {
 	if (call->bg && call->bg->mirror) {
-		/* A mirror copy goes to its mirror entry only (policy.c). */
+		/* A mirror copy goes to its mirror entry only (mirror.c). */
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "mirror copy: its endpoint left the mirror entry");
 		return false;
 	}
@@ -949,7 +861,7 @@ static void proceed(struct mtd_call *call)
 			pick_with_field_key(call, false);
 		return;
 	}
-	start_keyed(call, false);
+	mtd_call_start_keyed(call, false);
 }
 
 static void on_delay(struct mtd_timer *t)
@@ -1059,7 +971,7 @@ void mtd_call_start_bg(struct mtd_call *call)
 	}
 	call->state = MTD_CALL_RUNNING;
 	call->deadline_ns = call->bg->timeout_ms ? mtd_now_ns() + call->bg->timeout_ms * 1000000 : 0;
-	start_keyed(call, false);
+	mtd_call_start_keyed(call, false);
 }
 
 void mtd_call_reroute(struct mtd_attempt *a)
@@ -1068,13 +980,9 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	/* Nothing of the call reached the removed endpoint: nobody is blamed
 	 * (the attempt ends neutral) and no retry is spent. */
 	mtd_attempt_cancel(a);
-	if (call->fault->mode == MTD_FAULT_BROADCAST) {
-		/* The endpoint left the service: the call is for those it has
-		 * (restarting would send it twice to the others). */
-		if (call->state != MTD_CALL_DONE)
-			mtd_call_broadcast_settle(call);
+	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
+	if (mode->on_reroute && mode->on_reroute(call))
 		goto out;
-	}
 	if (call->state == MTD_CALL_DONE || call->hold_prev) {
 		/* Done, or moved once already with attempts of the first
 		 * snapshot still around: let it fail where it is. */
@@ -1104,7 +1012,7 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	if (!route_again(call))
 		goto out;
 	MTD_DEBUG("call: endpoint removed while waiting; picking again in the current snapshot");
-	start_keyed(call, false); /* a field key's message was captured before */
+	mtd_call_start_keyed(call, false); /* a field key's message was captured before */
 out:
 	mtd_call_release(call);
 }
@@ -1139,7 +1047,7 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 		return;
 	}
 	call->req_unconsumed += n;
-	if (call->req_scan.messages > 1 && call->fault && call->fault->mode == MTD_FAULT_BROADCAST) {
+	if (call->req_scan.messages > 1 && call->fault && mtd_call_mode(call)->holds_answer) {
 		/* Unary is BROADCAST's contract: a stream cannot be answered once. */
 		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED,
 		              "BROADCAST is for unary calls: the request carried a second message");
@@ -1156,12 +1064,12 @@ void mtd_call_on_req_end(struct mtd_call *call)
 	if (call->state == MTD_CALL_WAIT_KEY && !call->delayed)
 		pick_with_field_key(call, false);
 	resume_attempts(call);
-	mtd_policy_mirror(call); /* the copy, once the request is whole */
+	mtd_mirror_start(call); /* the copy, once the request is whole */
 }
 
 void mtd_call_on_down_close(struct mtd_call *call, uint32_t error_code)
 {
-	mtd_policy_primary_ended(call); /* a mirror copy still running is cancelled */
+	mtd_mirror_primary_ended(call); /* a mirror copy still running is cancelled */
 	if (call->req_unconsumed) {
 		/* The stream is gone; its connection window is not. */
 		call->req_unconsumed = 0;

@@ -44,9 +44,6 @@ void mtd_call_answer_held(struct mtd_call *call);
 /* BROADCAST: start another attempt on endpoint idx (a refused stream's
  * transparent replay on the endpoint that refused it). */
 void mtd_call_relaunch(struct mtd_call *call, int idx);
-/* BROADCAST: an attempt ended; once none is left going, answer (the held
- * answer, or the policy's verdict on the first failure). attempt.c. */
-void mtd_call_broadcast_settle(struct mtd_call *call);
 /* The answering stream is gone: request bytes nobody will send (window
  * given back, later DATA dropped). */
 void mtd_call_drop_request(struct mtd_call *call);
@@ -87,9 +84,6 @@ void mtd_call_run_ready(struct mtd_worker *w);
  * (nobody is blamed) and start the call anew on the worker's current
  * snapshot. */
 void mtd_call_reroute(struct mtd_attempt *a);
-/* FORKING: start the next fork now unless forks are all started, an
- * answer came, the deadline passed or the budget says no. */
-void mtd_call_hedge(struct mtd_call *call);
 /* Commit the call to attempt a (a's response headers are relayed, or the
  * request a is sending outgrew what may be kept): a becomes call->cur,
  * every other live attempt is cancelled, no hedge starts, and only the

@@ -1,6 +1,6 @@
 /* FAILBACK's background re-sends (Dubbo's failback cluster, for
  * fire-and-forget calls). A call that failed under FAILBACK
- * is answered OK at once (attempt.c) and a copy of it, a background call
+ * is answered OK at once (attempt.c, mode/failback.c) and a copy of it, a background call
  * with no client (call->bg), waits in its worker's queue for the backoff,
  * then is re-sent: routed by its :path, every endpoint eligible again,
  * with its own deadline per try. It ends when an endpoint answers with a
@@ -22,7 +22,7 @@
 #include "sidecar/call/call.h"
 #include "sidecar/call/failback.h"
 #include "sidecar/call/headers.h"
-#include "sidecar/call/policy.h"
+#include "sidecar/call/mirror.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
@@ -147,7 +147,7 @@ void mtd_failback_failed(struct mtd_call *bg, const char *what)
 {
 	if (bg->bg->mirror) {
 		/* A mirror copy is a background call too, never re-sent. */
-		mtd_policy_mirror_ended(bg, false, what);
+		mtd_mirror_ended(bg, false, what);
 		return;
 	}
 	bg->state = MTD_CALL_DONE; /* this try is over: later events are ignored */
@@ -164,7 +164,7 @@ void mtd_failback_failed(struct mtd_call *bg, const char *what)
 void mtd_failback_done(struct mtd_call *bg)
 {
 	if (bg->bg->mirror) {
-		mtd_policy_mirror_ended(bg, true, NULL);
+		mtd_mirror_ended(bg, true, NULL);
 		return;
 	}
 	MTD_DEBUG("FAILBACK: re-send %u answered", bg->bg->tries);
@@ -182,7 +182,7 @@ void mtd_failback_drop_all(struct mtd_worker *w)
 			n++;
 			mtd_metrics_failback(bg, true);
 		} else {
-			mtd_policy_mirror_dropped_at_stop(bg); /* a mirror copy just ends, as its primary does */
+			mtd_mirror_dropped_at_stop(bg); /* a mirror copy just ends, as its primary does */
 		}
 		mtd_worker_timer_disarm(w, &bg->retry);
 		mtd_call_settle(bg);

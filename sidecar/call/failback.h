@@ -14,7 +14,7 @@ struct mtd_worker;
 void mtd_failback_enqueue(struct mtd_call *call, const char *what);
 /* A background call's try failed: re-send after the backoff while
  * failback.retries allow, else drop it (counted, logged). A mirror copy
- * goes to mtd_policy_mirror_ended instead, here and below. */
+ * goes to mtd_mirror_ended instead, here and below. */
 void mtd_failback_failed(struct mtd_call *call, const char *what);
 /* A background call was answered (a status outside retry_on): done. */
 void mtd_failback_done(struct mtd_call *call);

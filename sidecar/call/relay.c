@@ -364,7 +364,7 @@ void mtd_relay_held(struct mtd_call *call, bool trailers_only)
 		call->resp_done = true;
 		return;
 	}
-	/* The held bytes gave their windows back as they came (attempt.c):
+	/* The held bytes gave their windows back as they came (mode/broadcast.c):
 	 * only the client's connection holds them now. */
 	call->resp_unconsumed = 0;
 	count_resp(call);

@@ -20,6 +20,7 @@
 #include "health/outlier.h"
 #include "lb/lb.h"
 #include "sidecar/call/call.h"
+#include "sidecar/call/mirror.h"
 #include "sidecar/call/policy.h"
 #include "sidecar/ops/metrics-t.h"
 #include "sidecar/control/runtime-t.h"
@@ -1242,7 +1243,7 @@ START_TEST(shadow_authority_suffixes_the_host_before_any_port)
 	};
 	char out[64];
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		size_t n = mtd_policy_shadow_authority(cases[i].in, strlen(cases[i].in), out, sizeof(out));
+		size_t n = mtd_mirror_shadow_authority(cases[i].in, strlen(cases[i].in), out, sizeof(out));
 		if (!cases[i].out) {
 			ck_assert_msg(n == 0, "%s: suffixed", cases[i].in);
 			continue;
@@ -1251,7 +1252,7 @@ START_TEST(shadow_authority_suffixes_the_host_before_any_port)
 		              (int)n, out);
 	}
 	/* No room: left as it is. */
-	ck_assert_uint_eq(mtd_policy_shadow_authority("shop.test", 9, out, 15), 0);
+	ck_assert_uint_eq(mtd_mirror_shadow_authority("shop.test", 9, out, 15), 0);
 }
 END_TEST
 
