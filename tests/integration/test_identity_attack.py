@@ -3,7 +3,8 @@ upstream TLS policy generations: odd SANs never meet a principal they do
 not spell; a reload that narrows allowed_identities drops the refused
 endpoint at once (etcd up or down) and drains its connections; rapid TLS
 policy toggles under load lose no call and leave no connection behind;
-max_connection_age lets a long server stream finish.
+max_connection_age lets a long server stream finish; a mirror copy's
+:authority is marked -shadow even when the mirror entry overrides it.
 
 Real maitreds, grpcio apps and callers, certificates made with openssl;
 every wait is a bounded loop whose limit is a hang guard."""
@@ -15,7 +16,7 @@ import unittest
 
 import grpc
 
-from harness import maitred_only, pb, wait_until, CALL_LIMIT, call_id
+from harness import MaitredTest, maitred_only, needs_h2, pb, wait_until, CALL_LIMIT, call_id
 from test_churn import ChurnBase
 import test_identity
 from test_identity import leaf_with
@@ -241,6 +242,44 @@ class PolicyToggle(ChurnBase):
         self.assertIsNone(self.call(m)[1])
         wait_until(lambda: established_to(port_up) <= 1, CALL_LIMIT, "the aged connection to close")
         self.stop_maitred(m)
+
+
+class MirrorAuthority(MaitredTest):
+    """A copy's :authority host says it is one (-shadow), whatever the
+    mirror entry's own `authority` makes of it."""
+
+    def copy_authority(self, **shadow_extra):
+        import h2raw
+        primary = self.start_upstream("primary")
+        raw = h2raw.H2Upstream(lambda path, headers: (
+            "respond", pb.EchoResponse(instance="raw").SerializeToString()))
+        self.addCleanup(raw.close)
+        svcs = [self.service("*", [primary], mirror={"service": "shadow"}),
+                self.service("shadow", [raw.address], **shadow_extra)]
+        m = self.start_maitred(self.config(svcs))
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "primary")
+        rec = raw.wait_request()
+        self.assertIsNotNone(rec, "the copy never reached the mirror")
+        return dict(rec["headers"]).get(":authority"), m
+
+    @maitred_only
+    @needs_h2
+    def test_the_apps_authority_is_suffixed(self):
+        got, m = self.copy_authority()
+        host, port = m.address.rsplit(":", 1)
+        self.assertEqual(got, "%s-shadow:%s" % (host, port))
+
+    @maitred_only
+    @needs_h2
+    def test_an_authority_override_is_suffixed_too(self):
+        got, _ = self.copy_authority(authority="shadow.internal:443")
+        self.assertEqual(got, "shadow.internal-shadow:443")
+
+    @maitred_only
+    @needs_h2
+    def test_from_endpoint_is_suffixed_too(self):
+        got, _ = self.copy_authority(authority="FROM_ENDPOINT")
+        self.assertRegex(got, r"^127\.0\.0\.1-shadow:\d+$")
 
 
 if __name__ == "__main__":
