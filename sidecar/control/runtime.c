@@ -367,7 +367,7 @@ static struct ssl_ctx_st *shared_ctx(struct mtd_rt_service *const *built, size_t
 }
 
 /* A group split.guard had cut in was that is not cut in now: its split
- * changed (weights or guard) or went away, so it takes calls again. Said
+ * changed (weights, guard or metadata_key) or went away, so it takes calls again. Said
  * in the log, as the cut was. */
 static void log_readmitted(const char *svc, const char *method, const struct mtd_lb_layer *was,
                            const struct mtd_lb_layer *now)

@@ -4,11 +4,13 @@ not spell; a reload that narrows allowed_identities drops the refused
 endpoint at once (etcd up or down) and drains its connections; rapid TLS
 policy toggles under load lose no call and leave no connection behind;
 max_connection_age lets a long server stream finish; a mirror copy's
-:authority is marked -shadow even when the mirror entry overrides it.
+:authority is marked -shadow even when the mirror entry overrides it;
+a guard's cut ends when the split's metadata_key changes.
 
 Real maitreds, grpcio apps and callers, certificates made with openssl;
 every wait is a bounded loop whose limit is a hang guard."""
 
+import copy
 import shutil
 import subprocess
 import threading
@@ -21,6 +23,7 @@ from test_churn import ChurnBase
 import test_identity
 from test_identity import leaf_with
 from test_inbound import Mesh, NS, CART, SERVER
+import test_policy
 import test_upstream_policy
 
 
@@ -280,6 +283,45 @@ class MirrorAuthority(MaitredTest):
     def test_from_endpoint_is_suffixed_too(self):
         got, _ = self.copy_authority(authority="FROM_ENDPOINT")
         self.assertRegex(got, r"^127\.0\.0\.1-shadow:\d+$")
+
+
+class GuardCutAcrossReload(MaitredTest):
+    """A guard's cut lasts while the split block is the same by value; its
+    metadata_key is part of it (under another key a value names other
+    endpoints)."""
+    start = test_policy.Policy.start
+    metrics = test_policy.Policy.metrics
+    rewrite = test_policy.Policy.rewrite
+    applied = test_policy.Policy.applied
+    reload = test_policy.Policy.reload
+    many = test_policy.Policy.many
+
+    def v2_weight(self):
+        return test_policy.value(self.metrics(), "maitred_split_weight", service=test_policy.SVC, method="*",
+                                 group="v2")
+
+    @maitred_only
+    def test_a_changed_metadata_key_lifts_the_cut(self):
+        a, b = self.start_upstream("v1-a"), self.start_upstream("v1-b")
+        c = self.start_upstream("v2", extra_args=["--fail-status", "14", "--fail-every", "1"])
+        svc = self.service(test_policy.SVC, [a, b, c], split={
+            "metadata_key": "version", "weights": {"v1": 50, "v2": 50},
+            "guard": {"min_calls": 20, "window": "2s"}})
+        for ep, v in zip(svc["endpoints"], ("v1", "v1", "v2")):
+            ep["metadata"] = {"version": v, "track": v}
+        m = self.start([svc])
+        stub = self.echo(m)
+        for _ in range(100):  # bounded: batches until the guard cut v2
+            self.many(stub, 40)
+            if self.v2_weight() == 0:
+                break
+        self.assertEqual(self.v2_weight(), 0, "the guard never cut v2")
+        cfg = copy.deepcopy(self.cfg)
+        cfg["services"][0]["split"]["metadata_key"] = "track"
+        self.reload(m, cfg)
+        # A fresh maitred on cfg gives v2 its 50.
+        self.assertEqual(self.v2_weight(), 50, "the cut outlived a change of split.metadata_key")
+        self.assertIn("split.guard's cut of v2 lifted: the split changed", m.proc.output())
 
 
 if __name__ == "__main__":
