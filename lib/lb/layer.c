@@ -265,7 +265,12 @@ static int split_build(struct mtd_lb_layer *l, const struct mtd_lb_split_config 
 			break;
 		}
 	}
-	l->split = mtd_lb__split_new(sc, group, n_workers, prev != NULL ? prev->split : NULL);
+	/* The guard's cuts go on only under the same split, its key
+	 * included: under another key a value names other endpoints. */
+	const struct mtd_lb_split *was = NULL;
+	if (prev != NULL && prev->metadata_key != NULL && strcmp(prev->metadata_key, l->metadata_key) == 0)
+		was = prev->split;
+	l->split = mtd_lb__split_new(sc, group, n_workers, was);
 	return l->split != NULL ? 0 : -ENOMEM;
 }
 

@@ -11,6 +11,7 @@
 #include "sidecar/call/attempt.h"
 #include "sidecar/call/call.h"
 #include "sidecar/call/headers.h"
+#include "sidecar/call/mirror.h"
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
@@ -59,10 +60,23 @@ static int st_submit(struct mtd_up_stream *s, struct mtd_conn *c)
 	nghttp2_nv scheme = NV_LIT(":scheme", "http");
 	if (c->ssl)
 		scheme = (nghttp2_nv)NV_LIT(":scheme", "https");
-	/* :authority: the app's unless the service overrides it. */
+	/* :authority: the app's unless the service overrides it. A mirror
+	 * copy's override is marked -shadow too (the app's was, in
+	 * mirror.c): the mirror's server tells copies from calls whatever
+	 * the mirror entry's `authority` says. Copied by nghttp2 then. */
 	const char *auth = mtd_pool_authority(c->pool, true);
-	nghttp2_nv authority = {(uint8_t *)":authority", (uint8_t *)(uintptr_t)auth, 10, auth ? strlen(auth) : 0,
-	                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+	char shadow[320]; /* a host name (253) and a port, suffixed */
+	size_t auth_len = auth ? strlen(auth) : 0;
+	uint8_t auth_flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+	if (auth && call->bg && call->bg->mirror) {
+		size_t len = mtd_mirror_shadow_authority(auth, auth_len, shadow, sizeof(shadow));
+		if (len > 0) {
+			auth = shadow;
+			auth_len = len;
+			auth_flags = NGHTTP2_NV_FLAG_NO_COPY_NAME;
+		}
+	}
+	nghttp2_nv authority = {(uint8_t *)":authority", (uint8_t *)(uintptr_t)auth, 10, auth_len, auth_flags};
 	/* Pseudo-headers first (RFC 9113 §8.3). The block has them first
 	 * already (nghttp2 refuses a request with one after a regular field),
 	 * so one walk: the override and :scheme go where the regular fields

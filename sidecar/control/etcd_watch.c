@@ -16,7 +16,6 @@
 
 #include "core/log.h"
 #include "discovery/record.h"
-#include "identity/identity.h"
 #include "etcd/etcdserverpb/rpc.pb-c.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "sidecar/control/etcd.h"
@@ -84,26 +83,6 @@ static void entry_clear(struct entry *e)
 	mtd_record_clear(&e->rec);
 }
 
-/* Why a record naming `identity` may not be used by a service whose
- * upstream TLS is tls, or NULL when it may: with FROM_REGISTRY the record
- * must name a typed identity (lib/identity) that matches one of
- * tls.allowed_identities when the service lists any. */
-static const char *identity_refused(const struct mtd_cfg_tls *tls, const char *identity)
-{
-	if (!tls || !tls->server_identity_registry)
-		return NULL;
-	if (identity[0] == '\0')
-		return "it names no identity";
-	if (mtd_identity_type(identity) == MTD_IDENTITY_NONE)
-		return "its identity is not a typed identity (a URI, or dns:NAME)";
-	if (tls->n_allowed_identities == 0)
-		return NULL;
-	for (size_t i = 0; i < tls->n_allowed_identities; i++)
-		if (mtd_identity_match(tls->allowed_identities[i], identity))
-			return NULL;
-	return "its identity matches none of tls.allowed_identities";
-}
-
 /* Look at a key's new value. Returns true when the endpoint set changed. */
 static bool entry_update(struct watcher *w, struct entry *e, const ProtobufCBinaryData *value, int64_t mod_rev)
 {
@@ -121,7 +100,7 @@ static bool entry_update(struct watcher *w, struct entry *e, const ProtobufCBina
 		         (long long)mod_rev, why, e->ok ? " (its last good value stays)" : "");
 		return false;
 	}
-	const char *refused = identity_refused(w->cfg->tls, rec.identity);
+	const char *refused = mtd_runtime_identity_refused(w->cfg->tls, rec.identity);
 	if (refused) {
 		/* The identity to check comes from the record itself: one that
 		 * is missing, untyped or not allowed here, and the endpoint is

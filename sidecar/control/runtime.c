@@ -23,6 +23,7 @@
 #include "core/clock.h"
 #include "discovery/discovery.h"
 #include "health/outlier.h"
+#include "identity/identity.h"
 #include "lb/lb.h"
 #include "route/route.h"
 #include "sidecar/control/control-t.h"
@@ -366,7 +367,7 @@ static struct ssl_ctx_st *shared_ctx(struct mtd_rt_service *const *built, size_t
 }
 
 /* A group split.guard had cut in was that is not cut in now: its split
- * changed (weights or guard) or went away, so it takes calls again. Said
+ * changed (weights, guard or metadata_key) or went away, so it takes calls again. Said
  * in the log, as the cut was. */
 static void log_readmitted(const char *svc, const char *method, const struct mtd_lb_layer *was,
                            const struct mtd_lb_layer *now)
@@ -1147,6 +1148,42 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 	return set;
 }
 
+const char *mtd_runtime_identity_refused(const struct mtd_cfg_tls *tls, const char *identity)
+{
+	if (!tls || !tls->server_identity_registry)
+		return NULL;
+	if (!identity || identity[0] == '\0')
+		return "it names no identity";
+	if (mtd_identity_type(identity) == MTD_IDENTITY_NONE)
+		return "its identity is not a typed identity (a URI, or dns:NAME)";
+	if (tls->n_allowed_identities == 0)
+		return NULL;
+	for (size_t i = 0; i < tls->n_allowed_identities; i++)
+		if (mtd_identity_match(tls->allowed_identities[i], identity))
+			return NULL;
+	return "its identity matches none of tls.allowed_identities";
+}
+
+/* prev's endpoints carried into sc's snapshot by a reload, less those
+ * whose registry identity sc's TLS refuses (mtd_runtime_identity_refused):
+ * the new allowed_identities apply from the reload on, as on a fresh
+ * maitred, not from the watcher's next list (which never comes while etcd
+ * is unreachable). Compacts set[0..*n) in place. */
+static void drop_refused(const struct mtd_cfg_service *sc, struct mtd_disc_endpoint *set, size_t *n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < *n; i++) {
+		const char *why = mtd_runtime_identity_refused(sc->tls, set[i].identity);
+		if (why) {
+			MTD_WARN("reload: service %s: endpoint %s dropped: %s (FROM_REGISTRY)", sc->name,
+			         set[i].address ? set[i].address : "?", why);
+			continue;
+		}
+		set[k++] = set[i];
+	}
+	*n = k;
+}
+
 static struct mtd_rt_service *find_service(const struct mtd_runtime *rt, const char *name)
 {
 	for (size_t i = 0; i < rt->cfg->n_services; i++)
@@ -1181,6 +1218,8 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 			set = current_set(prev);
 			n = prev->n_eps;
 			waiting = prev->unavailable;
+			if (set)
+				drop_refused(sc, set, &n);
 		} else {
 			set = calloc(1, sizeof(*set));
 			n = 0;

@@ -11,6 +11,7 @@
 
 struct mtd_cfg;
 struct mtd_cfg_service;
+struct mtd_cfg_tls;
 struct mtd_control;
 struct mtd_disc_endpoint;
 struct ssl_ctx_st;
@@ -78,6 +79,15 @@ void mtd_runtime_reclaim(struct mtd_control *ctl);
 struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, char *err, size_t errlen);
 /* Host is an IPv4/IPv6 literal. */
 bool mtd_rt_host_is_literal(const char *host);
+/* Why a registry record naming `identity` may not be used by a service
+ * whose upstream TLS is tls, or NULL when it may: with FROM_REGISTRY the
+ * record must name a typed identity (lib/identity) that matches one of
+ * tls.allowed_identities when the service lists any. One rule for the
+ * records etcd hands over and for the endpoints a reload carries over
+ * from the running snapshot (the watcher lists again only later, or never
+ * while etcd is unreachable). */
+const char *mtd_runtime_identity_refused(const struct mtd_cfg_tls *tls, const char *identity);
+
 /* The reason calls to a discovered service fail with before its source's
  * first report: in the snapshots built before the source starts (the
  * listener may take calls then) and what the source sets when it starts, one

@@ -45,6 +45,7 @@ EXTRA_DIST += \
 	tests/integration/test_identity.py \
 	tests/integration/test_tls_sessions.py \
 	tests/integration/test_upstream_policy.py \
+	tests/integration/test_identity_attack.py \
 	tests/interop/goecho/main.go \
 	tests/interop/javaecho/JavaEcho.java \
 	protos/maitred/testing/v1/echo.proto \
