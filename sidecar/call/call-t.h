@@ -16,9 +16,10 @@
  * Releasing an object stops what could deliver an event to it (its
  * timers; an attempt leaves its call's list, so the call may be released
  * in turn) and queues it on its worker's reap list. Its memory is freed
- * only at the end of the turn, after the flush (worker_turn.c mtd_worker_end_turn), when
- * no callback of the engine is on the stack. So every pointer a function
- * of the engine holds stays valid until the turn ends, whatever it calls:
+ * only at the end of the turn, after the flush (worker_turn.c
+ * mtd_worker_end_turn), when no callback of the engine is on the stack.
+ * So every pointer a function of the engine holds stays valid until the
+ * turn ends, whatever it calls:
  * no function needs to guard an object against the calls it makes, and
  * none does. An object's state says whether it is over (a call DONE, an
  * attempt FAILED / CANCELLED / DONE); entry points ignore events for an
