@@ -22,7 +22,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/call/mode/failfast.c sidecar/call/mode/failover.c sidecar/call/mode/failsafe.c \
 	sidecar/call/mode/failback.c sidecar/call/mode/forking.c sidecar/call/mode/broadcast.c \
 	sidecar/control/control-t.h sidecar/control/control.h sidecar/control/publish.c \
-	sidecar/control/sources.c \
+	sidecar/control/sources.h sidecar/control/sources.c \
 	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime.c \
 	sidecar/control/mailbox.h sidecar/control/mailbox.c \
 	sidecar/control/dns.h sidecar/control/dns.c \

@@ -34,6 +34,7 @@
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/reload.h"
 #include "sidecar/control/runtime.h"
+#include "sidecar/control/sources.h"
 #include "sidecar/io/inbound.h"
 #include "sidecar/io/listen.h"
 #include "sidecar/io/transport.h"

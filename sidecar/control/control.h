@@ -62,7 +62,7 @@ struct mtd_disc_source_ops {
 	void (*stop)(void *state);
 };
 
-/* ---- the control loop itself (publish.c; the sources: sources.c) ------ */
+/* ---- the control loop itself (publish.c; the sources: sources.h) ------ */
 
 int mtd_control_init(struct mtd_control *ctl);
 void mtd_control_fini(struct mtd_control *ctl);
@@ -78,8 +78,5 @@ void mtd_control_tick(struct mtd_control *ctl);
  * warmup window, their ramp restarts now, in a new snapshot of the same
  * set; else nothing. 0 or -errno (the set stays as it was). */
 int mtd_control_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n);
-/* Start / stop the endpoint sources (DNS, etcd) of the current config. */
-void mtd_sources_start(struct mtd_control *ctl);
-void mtd_sources_stop(struct mtd_control *ctl);
 
 #endif

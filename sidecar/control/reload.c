@@ -14,6 +14,7 @@
 #include "sidecar/control/etcd.h"
 #include "sidecar/control/reload.h"
 #include "sidecar/control/runtime.h"
+#include "sidecar/control/sources.h"
 #include "sidecar/io/inbound.h"
 #include "sidecar/ops/access_log.h"
 

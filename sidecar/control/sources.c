@@ -1,4 +1,4 @@
-/* The endpoint sources of the current config (control.h): one per service
+/* The endpoint sources of the current config (sources.h): one per service
  * whose endpoints are not a static list of addresses (DNS, etcd), started
  * after the snapshot is in force and stopped before a reload's is. A
  * source reports through control.h (mtd_control_set_endpoints); nothing
@@ -13,6 +13,7 @@
 #include "sidecar/control/dns.h"
 #include "sidecar/control/etcd.h"
 #include "sidecar/control/runtime.h"
+#include "sidecar/control/sources.h"
 
 /* ---- endpoint sources ------------------------------------------------------ */
 
