@@ -557,6 +557,13 @@ int main(int argc, char **argv)
 	}
 
 	signal(SIGPIPE, SIG_IGN);
+	/* Until the control loop's handler is in place (evsignal_add, below,
+	 * replaces this), a SIGHUP must not end the process: the listening
+	 * sockets accept from the moment they are bound, so a supervisor (or
+	 * a test) that sees the port open may send one before the loop runs.
+	 * One sent in that window is ignored; the file watch still sees a
+	 * changed file. */
+	signal(SIGHUP, SIG_IGN);
 	if (evthread_use_pthreads() < 0 || mtd_tls_global_init() < 0) {
 		MTD_ERROR("cannot initialise libevent threads / OpenSSL");
 		return 1;
