@@ -111,6 +111,11 @@ bool mtd_cfg__ident_ok(const char *s, size_t n);
 bool mtd_cfg__service_name_ok(const char *s);
 /* s (lower case) is an HTTP/2 field name (RFC 9110 token). */
 bool mtd_cfg__header_name_ok(const char *s);
+/* A request metadata key as written (hash_key.header, routing.header,
+ * routes' header names): lower-cased like HTTP/2's field names, an error
+ * at where/path when it is a pseudo-header or not a field name. The copy
+ * (NULL: out of memory, noted), even when refused. */
+char *mtd_cfg__metadata_key(struct builder *b, const char *text, struct mtd_cfg__mark where, const char *path);
 /* v, or def when v is 0 or above max (error recorded at m's field). */
 uint32_t mtd_cfg__u32_limit(struct builder *b, uint32_t v, uint32_t def, uint32_t max, const void *m, const char *field,
                             const char *path);

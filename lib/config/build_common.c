@@ -285,6 +285,20 @@ bool mtd_cfg__header_name_ok(const char *s)
 	return true;
 }
 
+char *mtd_cfg__metadata_key(struct builder *b, const char *text, struct mtd_cfg__mark where, const char *path)
+{
+	char *name = mtd_cfg__dup_or_oom(b, text);
+	if (name == NULL)
+		return NULL;
+	for (char *c = name; *c != '\0'; c++)
+		*c = (char)tolower((unsigned char)*c);
+	if (name[0] == ':')
+		BERR(where, path, "\"%s\" is a pseudo-header; use a metadata key", text);
+	else if (!mtd_cfg__header_name_ok(name))
+		BERR(where, path, "\"%s\" is not a valid HTTP/2 field name (RFC 9110 §5.6.2)", text);
+	return name;
+}
+
 /* ---- numbers ------------------------------------------------------------- */
 
 uint32_t mtd_cfg__u32_limit(struct builder *b, uint32_t v, uint32_t def, uint32_t max, const void *m, const char *field,

@@ -2,7 +2,6 @@
  * subset and locality. */
 #include <config.h> /* autoconf (lib/config/config.h is the API) */
 
-#include <ctype.h>
 
 #include "config/build-int.h"
 
@@ -15,17 +14,9 @@ void mtd_cfg__build_routing(struct builder *b, const PbRouting *m, const char *p
 	if (m->header[0] == '\0') {
 		BERR(mtd_cfg__at(b, m, NULL, NULL), p, "is required (the request metadata key carrying the tag)");
 	} else {
-		out->header = mtd_cfg__dup_or_oom(b, m->header);
+		out->header = mtd_cfg__metadata_key(b, m->header, mtd_cfg__at(b, m, "header", NULL), p);
 		if (out->header == NULL)
 			return;
-		for (char *c = out->header; *c != '\0'; c++)
-			*c = (char)tolower((unsigned char)*c);
-		if (out->header[0] == ':')
-			BERR(mtd_cfg__at(b, m, "header", NULL), p, "\"%s\" is a pseudo-header; use a metadata key",
-			     m->header);
-		else if (!mtd_cfg__header_name_ok(out->header))
-			BERR(mtd_cfg__at(b, m, "header", NULL), p,
-			     "\"%s\" is not a valid HTTP/2 field name (RFC 9110 §5.6.2)", m->header);
 	}
 	mtd_cfg__sub(p, sizeof(p), path, "metadata_key");
 	if (m->metadata_key[0] == '\0')

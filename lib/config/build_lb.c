@@ -3,7 +3,6 @@
  * and refused where the strategy would ignore them. */
 #include <config.h> /* autoconf (lib/config/config.h is the API) */
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,18 +311,10 @@ void mtd_cfg__build_hash_key(struct builder *b, const PbHashKey *m, const char *
 	}
 	if (has_h) {
 		mtd_cfg__sub(p, sizeof(p), path, "header");
-		out->header = mtd_cfg__dup_or_oom(b, m->header);
+		out->header = mtd_cfg__metadata_key(b, m->header, mtd_cfg__at(b, m, "header", NULL), p);
 		if (out->header == NULL)
 			return;
-		for (char *c = out->header; *c != '\0'; c++)
-			*c = (char)tolower((unsigned char)*c);
 		out->kind = MTD_CFG_HASH_HEADER;
-		if (out->header[0] == ':')
-			BERR(mtd_cfg__at(b, m, "header", NULL), p, "\"%s\" is a pseudo-header; use a metadata key",
-			     m->header);
-		else if (!mtd_cfg__header_name_ok(out->header))
-			BERR(mtd_cfg__at(b, m, "header", NULL), p,
-			     "\"%s\" is not a valid HTTP/2 field name (RFC 9110 §5.6.2)", m->header);
 		return;
 	}
 	mtd_cfg__sub(p, sizeof(p), path, "field");

@@ -2,7 +2,6 @@
  * method), the top-level routes, and the targets routes and mirrors name. */
 #include <config.h> /* autoconf (lib/config/config.h is the API) */
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,18 +244,10 @@ void mtd_cfg__build_route(struct builder *b, const PbRoute *m, size_t i, struct 
 		     "is required (a request metadata key)");
 		return;
 	}
-	name = mtd_cfg__dup_or_oom(b, h->name);
+	name = mtd_cfg__metadata_key(b, h->name, mtd_cfg__at(b, h, "name", NULL), mtd_cfg__sub(p, sizeof(p), hp, "name"));
 	if (name == NULL)
 		return;
-	for (char *c = name; *c != '\0'; c++)
-		*c = (char)tolower((unsigned char)*c);
 	out->header = name;
-	if (name[0] == ':')
-		BERR(mtd_cfg__at(b, h, "name", NULL), mtd_cfg__sub(p, sizeof(p), hp, "name"),
-		     "\"%s\" is a pseudo-header; use a metadata key", h->name);
-	else if (!mtd_cfg__header_name_ok(name))
-		BERR(mtd_cfg__at(b, h, "name", NULL), mtd_cfg__sub(p, sizeof(p), hp, "name"),
-		     "\"%s\" is not a valid HTTP/2 field name (RFC 9110 §5.6.2)", h->name);
 	switch (h->match_case) {
 	case MAITRED__CONFIG__V1__HEADER_MATCH__MATCH_VALUE:
 		out->kind = MTD_ROUTE_HEADER_VALUE;
