@@ -449,6 +449,11 @@ static int run(struct mtd_control *ctl)
 	pthread_t joiner;
 	bool joined = pthread_create(&joiner, NULL, join_all, ctl) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* SIGHUP was held since main's start: one pending is delivered now. */
+	sigset_t hup;
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &hup, NULL);
 	if (joined) {
 		if (rc == 0) {
 			if (ctl->config_path)
@@ -557,13 +562,16 @@ int main(int argc, char **argv)
 	}
 
 	signal(SIGPIPE, SIG_IGN);
-	/* Until the control loop's handler is in place (evsignal_add, below,
-	 * replaces this), a SIGHUP must not end the process: the listening
-	 * sockets accept from the moment they are bound, so a supervisor (or
-	 * a test) that sees the port open may send one before the loop runs.
-	 * One sent in that window is ignored; the file watch still sees a
-	 * changed file. */
-	signal(SIGHUP, SIG_IGN);
+	/* SIGHUP is held (blocked, so pending) until the control loop's
+	 * handler is in place and the worker threads have inherited a mask
+	 * without it: the listening sockets accept from the moment they are
+	 * bound, and a supervisor (or a test) that sees the port open may send
+	 * one before the loop runs. Its default action would end the process;
+	 * held, it is a reload once the loop runs (unblocked below). */
+	sigset_t hup;
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &hup, NULL);
 	if (evthread_use_pthreads() < 0 || mtd_tls_global_init() < 0) {
 		MTD_ERROR("cannot initialise libevent threads / OpenSSL");
 		return 1;

@@ -18,7 +18,7 @@ import h2.errors
 import h2.events
 import h2.exceptions
 
-from harness import CALL_LIMIT, pb
+from harness import CALL_LIMIT, RawServer, pb
 
 
 def grpc_frame(msg, compressed=False):
@@ -229,7 +229,7 @@ class H2Client:
             pass
 
 
-class H2Upstream:
+class H2Upstream(RawServer):
     """An h2c upstream on 127.0.0.1 that never enforces deadlines. For each
     request it records the headers and any RST_STREAM it receives, then acts
     on `script(path, headers)`, which returns one of:
@@ -245,30 +245,11 @@ class H2Upstream:
 
     def __init__(self, script):
         self.script = script
-        self.lsock = socket.socket()
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(16)
-        self.lsock.settimeout(0.2)
-        self.port = self.lsock.getsockname()[1]
-        self.address = "127.0.0.1:%d" % self.port
         self.cond = threading.Condition()
         self.requests = []   # dicts: headers, resets (list of codes)
-        self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._accept, daemon=True)]
-        self.threads[0].start()
+        RawServer.__init__(self)
 
-    def _accept(self):
-        while not self.stop.is_set():
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                continue
-            t = threading.Thread(target=self._serve, args=(c,), daemon=True)
-            self.threads.append(t)
-            t.start()
-
-    def _serve(self, sock):
+    def _serve(self, sock, n):
         sock.settimeout(0.2)
         conn = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=False, header_encoding=None, validate_inbound_headers=False))
@@ -352,12 +333,6 @@ class H2Upstream:
             self.cond.wait_for(lambda: rec["resets"], timeout=limit)
             return list(rec["resets"])
 
-    def close(self):
-        self.stop.set()
-        for t in self.threads:
-            t.join(5)
-        self.lsock.close()
-
 
 def echo_request(**kw):
     return pb.EchoRequest(**kw).SerializeToString()
@@ -367,7 +342,7 @@ def raw_frame(ftype, flags, sid, payload=b""):
     return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
 
 
-class RawUpstream:
+class RawUpstream(RawServer):
     """An h2c upstream that answers each request with the raw frames
     `script(sid, encode)` returns (bytes; `encode` HPACK-encodes a header
     list with this connection's encoder), frames a well-behaved server
@@ -380,32 +355,9 @@ class RawUpstream:
         self.on_reset = on_reset  # on_reset(sid, encode): bytes sent when maitred resets sid
         self._hpack = hpack
         self.script = script
-        self.lsock = socket.socket()
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(16)
-        self.lsock.settimeout(0.2)
-        self.port = self.lsock.getsockname()[1]
-        self.address = "127.0.0.1:%d" % self.port
         self.cond = threading.Condition()
         self.frames = []  # (conn no, type, flags, sid, payload) from maitred
-        self.conns = 0
-        self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._accept, daemon=True)]
-        self.threads[0].start()
-
-    def _accept(self):
-        while not self.stop.is_set():
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                continue
-            with self.cond:
-                self.conns += 1
-                n = self.conns
-            t = threading.Thread(target=self._serve, args=(c, n), daemon=True)
-            self.threads.append(t)
-            t.start()
+        RawServer.__init__(self)
 
     def _serve(self, sock, n):
         sock.settimeout(0.2)
@@ -466,8 +418,3 @@ class RawUpstream:
             self.cond.wait_for(seen, timeout=limit)
             return found[0][1:] if found else None
 
-    def close(self):
-        self.stop.set()
-        for t in self.threads:
-            t.join(5)
-        self.lsock.close()

@@ -365,6 +365,49 @@ class Proc:
         return sanitizer_lines(self.output())
 
 
+class RawServer:
+    """A raw TCP server on 127.0.0.1 for hand-made HTTP/2 peers: accepts on
+    a thread of its own and serves each connection on another, calling
+    self._serve(sock, n) (n: the connection's number, from 1); close()
+    stops it (bounded). Subclasses set up their state, then call
+    RawServer.__init__ last (the accept thread starts there)."""
+
+    def __init__(self):
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.lsock.settimeout(0.2)
+        self.port = self.lsock.getsockname()[1]
+        self.address = "127.0.0.1:%d" % self.port
+        self.conns = 0
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self):
+        while not self.stop.is_set():
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                continue
+            with self.cond:
+                self.conns += 1
+                n = self.conns
+            t = threading.Thread(target=self._serve, args=(c, n), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def _serve(self, sock, n):
+        raise NotImplementedError
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+        self.lsock.close()
+
+
 class Upstream:
     """A running upstream.py: Echo on .port, Control on .control_port."""
 

@@ -71,14 +71,18 @@ class RegistryReload(Mesh, ChurnBase):
     registered = test_identity.RegistryIdentities.registered
     call = test_identity.RegistryIdentities.call
 
-    @maitred_only
-    def test_a_reload_narrowing_allowed_identities_drains_the_refused_endpoint(self):
+    def both_registered(self):
+        """etcd with two registered instances behind B-side listeners: good
+        (SERVER's identity) and an impostor (NS + "impostor"); A allows
+        NS + "*" and is seen to reach both. Returns (etcd, good_app,
+        bad_app, the impostor listener's port, A, A's config as a fresh
+        maitred would be given it, a stub on A)."""
         from test_etcd import Etcd
         etcd = Etcd(self)
         good_app, bad_app = self.start_upstream("good"), self.start_upstream("impostor")
         imp_cert, imp_key = self.ca.leaf("impostor", uri=NS + "impostor")
         self.registered(etcd, good_app, self.server_cert, self.server_key)
-        b2, addr2, rec2 = self.registered(etcd, bad_app, imp_cert, imp_key)
+        _, addr2, _ = self.registered(etcd, bad_app, imp_cert, imp_key)
         port2 = int(addr2.rsplit(":", 1)[1])
         a = self.client_side(etcd, allowed=[NS + "*"])
         # What a reload into cfg must do: what a fresh maitred on cfg does.
@@ -96,6 +100,11 @@ class RegistryReload(Mesh, ChurnBase):
             if seen == {"good", "impostor"}:
                 break
         self.assertEqual(seen, {"good", "impostor"})
+        return etcd, good_app, bad_app, port2, a, cfg, stub
+
+    @maitred_only
+    def test_a_reload_narrowing_allowed_identities_drains_the_refused_endpoint(self):
+        etcd, good_app, bad_app, port2, a, cfg, stub = self.both_registered()
         # A call held at the impostor, in flight across the reload.
         held = None
         for _ in range(50):
@@ -134,28 +143,7 @@ class RegistryReload(Mesh, ChurnBase):
         # The kept endpoint set (etcd unreachable: the last list stands)
         # must still pass the new allowed_identities: a fresh maitred on
         # the new config would never route to the impostor.
-        from test_etcd import Etcd
-        etcd = Etcd(self)
-        good_app, bad_app = self.start_upstream("good"), self.start_upstream("impostor")
-        imp_cert, imp_key = self.ca.leaf("impostor", uri=NS + "impostor")
-        self.registered(etcd, good_app, self.server_cert, self.server_key)
-        b2, addr2, rec2 = self.registered(etcd, bad_app, imp_cert, imp_key)
-        port2 = int(addr2.rsplit(":", 1)[1])
-        a = self.client_side(etcd, allowed=[NS + "*"])
-        cfg = self.config([{"name": "*", "tls": {
-            "ca_file": self.ca.ca_file, "cert_file": self.client_cert, "key_file": self.client_key,
-            "server_identity": "FROM_REGISTRY", "allowed_identities": [NS + "*"]},
-            "discovery": {"etcd": {"endpoints": [etcd.address], "prefix": self.PREFIX}}}])
-        cfg["listen"] = a.address
-        stub = self.echo(a)
-        seen = set()
-        for _ in range(200):
-            resp = self.call(stub)
-            if resp is not None:
-                seen.add(resp.instance)
-            if seen == {"good", "impostor"}:
-                break
-        self.assertEqual(seen, {"good", "impostor"})
+        etcd, good_app, bad_app, port2, a, cfg, stub = self.both_registered()
         etcd.stop()
         cfg["services"][0]["tls"]["allowed_identities"] = [SERVER]
         self.reload(a, cfg)

@@ -9,7 +9,7 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, maitred_only, needs_h2, pb, call_id, CALL_LIMIT, MiB
+from harness import MaitredTest, RawServer, maitred_only, needs_h2, pb, call_id, CALL_LIMIT, MiB
 
 BIG = 4 * MiB + 12345
 
@@ -148,7 +148,7 @@ class Concurrency(MaitredTest):
         self.assertEqual(up.conns, 4)
 
 
-class SettingsLateUpstream:
+class SettingsLateUpstream(RawServer):
     """An h2c upstream that sends its SETTINGS (SETTINGS_MAX_CONCURRENT_STREAMS
     = max_streams) only after its first read from a connection, counts the
     requests that came before them (`early`) and the most streams open at
@@ -156,33 +156,13 @@ class SettingsLateUpstream:
     empty, grpc-status 0) once `barrier` requests are open at once."""
 
     def __init__(self, max_streams, barrier):
-        import socket
         self.max_streams, self.barrier = max_streams, barrier
-        self.lsock = socket.socket()
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(16)
-        self.lsock.settimeout(0.2)
-        self.address = "127.0.0.1:%d" % self.lsock.getsockname()[1]
-        self.lock = threading.Condition()
-        self.early = self.max_open = self.conns = self.open_total = 0
+        self.lock = self.cond = threading.Condition()
+        self.early = self.max_open = self.open_total = 0
         self.violations = []  # protocol errors seen (more streams than allowed)
-        self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._accept, daemon=True)]
-        self.threads[0].start()
+        RawServer.__init__(self)
 
-    def _accept(self):
-        while not self.stop.is_set():
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                continue
-            with self.lock:
-                self.conns += 1
-            t = threading.Thread(target=self._serve, args=(c,), daemon=True)
-            self.threads.append(t)
-            t.start()
-
-    def _serve(self, sock):
+    def _serve(self, sock, n):
         import socket
         import h2.config
         import h2.connection
@@ -237,12 +217,6 @@ class SettingsLateUpstream:
             return
         finally:
             sock.close()
-
-    def close(self):
-        self.stop.set()
-        for t in self.threads:
-            t.join(5)
-        self.lsock.close()
 
 
 class Limits(MaitredTest):

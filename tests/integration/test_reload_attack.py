@@ -5,7 +5,6 @@ is a probe that proved a defect, or a property a probe checked held.
 Nothing here is decided by timing: every wait is a bounded loop whose
 limit is a hang guard."""
 
-import json
 import os
 import signal
 import socket
@@ -25,29 +24,6 @@ from test_inbound_reload import PAY
 class Attack(test_inbound_reload.InboundReload):
     """InboundReload's helpers, none of its tests (they run there)."""
 
-    def write_cfg(self, m, cfg):
-        with open(m.config_path + ".new", "w") as f:
-            f.write(json.dumps(cfg))
-        os.rename(m.config_path + ".new", m.config_path)  # never read half written
-
-    def reload(self, m, cfg, expect="applied"):
-        """InboundReload.reload, the file replaced at once: maitred's file
-        watch never reads it empty (a refusal these tests would count)."""
-        out = m.proc.output()
-        before = out.count("reload: %s applied" % m.config_path) + out.count("keeping the running config")
-        self.write_cfg(m, cfg)
-        m.proc.signal(signal.SIGHUP)
-
-        def verdict():
-            out = m.proc.output()
-            return out.count("reload: %s applied" % m.config_path) + \
-                out.count("keeping the running config") > before
-        wait_until(verdict, CALL_LIMIT, "the reload's verdict")
-        if expect == "applied":
-            self.assertIn("reload: %s applied" % m.config_path, m.proc.output())
-        else:
-            self.assertIn(expect, m.proc.output())
-
 
 for _name in dir(test_inbound_reload.InboundReload):
     if _name.startswith("test_"):
@@ -55,12 +31,6 @@ for _name in dir(test_inbound_reload.InboundReload):
 
 
 class ReloadAttack(Attack):
-
-    def _try(self, addr):
-        try:
-            return self.call(self.direct(addr, self.client_cert, self.client_key)) == "app"
-        except grpc.RpcError:
-            return False
 
     # --- listeners: removed and added again -----------------------------------
     @maitred_only
