@@ -75,7 +75,7 @@ class RegistryReload(Mesh, ChurnBase):
         """etcd with two registered instances behind B-side listeners: good
         (SERVER's identity) and an impostor (NS + "impostor"); A allows
         NS + "*" and is seen to reach both. Returns (etcd, good_app,
-        bad_app, the impostor listener's port, A, A's config as a fresh
+        bad_app, the impostor listener's address, A, A's config as a fresh
         maitred would be given it, a stub on A)."""
         from test_etcd import Etcd
         etcd = Etcd(self)
@@ -83,7 +83,6 @@ class RegistryReload(Mesh, ChurnBase):
         imp_cert, imp_key = self.ca.leaf("impostor", uri=NS + "impostor")
         self.registered(etcd, good_app, self.server_cert, self.server_key)
         _, addr2, _ = self.registered(etcd, bad_app, imp_cert, imp_key)
-        port2 = int(addr2.rsplit(":", 1)[1])
         a = self.client_side(etcd, allowed=[NS + "*"])
         # What a reload into cfg must do: what a fresh maitred on cfg does.
         cfg = self.config([{"name": "*", "tls": {
@@ -100,11 +99,12 @@ class RegistryReload(Mesh, ChurnBase):
             if seen == {"good", "impostor"}:
                 break
         self.assertEqual(seen, {"good", "impostor"})
-        return etcd, good_app, bad_app, port2, a, cfg, stub
+        return etcd, good_app, bad_app, addr2, a, cfg, stub
 
     @maitred_only
     def test_a_reload_narrowing_allowed_identities_drains_the_refused_endpoint(self):
-        etcd, good_app, bad_app, port2, a, cfg, stub = self.both_registered()
+        etcd, good_app, bad_app, addr2, a, cfg, stub = self.both_registered()
+        port2 = int(addr2.rsplit(":", 1)[1])
         # A call held at the impostor, in flight across the reload.
         held = None
         for _ in range(50):
@@ -143,7 +143,8 @@ class RegistryReload(Mesh, ChurnBase):
         # The kept endpoint set (etcd unreachable: the last list stands)
         # must still pass the new allowed_identities: a fresh maitred on
         # the new config would never route to the impostor.
-        etcd, good_app, bad_app, port2, a, cfg, stub = self.both_registered()
+        etcd, good_app, bad_app, addr2, a, cfg, stub = self.both_registered()
+        port2 = int(addr2.rsplit(":", 1)[1])
         etcd.stop()
         cfg["services"][0]["tls"]["allowed_identities"] = [SERVER]
         self.reload(a, cfg)
