@@ -68,11 +68,16 @@ int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
 		return -ENOMEM;
 	}
 	struct mtd_rt_hold *old = w->hold;
+	/* Compared while the old snapshot is still held: a change of the
+	 * endpoint sets keeps the inbound set (the same object). */
+	bool inbound_changed = !w->rt || w->rt->inbound != rt->inbound;
 	w->hold = h;
 	w->rt = rt;
 	mtd_worker_hold_retire(w, old);
-	/* Inbound listeners and connections follow the new set by key. */
-	mtd_inbound_worker_sync(w);
+	/* Inbound listeners and connections follow a new set by key (it walks
+	 * every client connection: not for a change that kept the set). */
+	if (inbound_changed)
+		mtd_inbound_worker_sync(w);
 	/* Pools of endpoints that stay take the new snapshot's settings. */
 	for (size_t i = 0; i < rt->cfg->n_services; i++) {
 		struct mtd_rt_service *s = rt->services[i];

@@ -20,7 +20,6 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "discovery/discovery.h"
-#include "lb/lb.h"
 #include "limit/limit.h"
 #include "route/route.h"
 #include "sidecar/call/call.h"
@@ -175,12 +174,11 @@ void mtd_mirror_start(struct mtd_call *call)
 	copy->svc = target;
 	copy->method = tm;
 	copy->fault = m ? &m->fault : &target->cfg->fault;
-	if (max_calls) {
-		/* In flight at the mirror entry until freed (call.c call_free). */
-		copy->load = target->load;
-		mtd_ref_get(&copy->load->ref);
-		atomic_fetch_add_explicit(&copy->load->calls, 1, memory_order_relaxed);
-	}
+	/* In flight at the mirror entry until freed, counted where every call
+	 * is (the check above decided; two workers racing there may let one
+	 * copy past the limit, never a primary). */
+	if (max_calls)
+		(void)mtd_call_count_load(copy, target->load, max_calls);
 	/* The whole request is here, counted as kept (as a FAILBACK copy's). */
 	copy->req_eof = true;
 	copy->req_taken = copy->req_retained = (uint32_t)len;

@@ -50,8 +50,7 @@ struct watcher {
 	size_t pushed;          /* endpoints in the set last handed over */
 	struct mtd_mx_disc *mx; /* the admin's figures (metrics.h), or NULL */
 	bool pushed_once;
-	int64_t refusal_log_ns;  /* monotonic: the last refusal's log line (at most one a second) */
-	uint64_t refusals_held;  /* refusals not logged since */
+	struct mtd_log_gate refusal_log; /* a refused record's line: at most one a second */
 	uint8_t *range_end_buf;
 	ProtobufCBinaryData range_end; /* prefix + 1 */
 };
@@ -107,17 +106,12 @@ static bool entry_update(struct watcher *w, struct entry *e, const ProtobufCBina
 		 * never used (it never enters the set). */
 		if (w->mx)
 			w->mx->refused++;
-		int64_t now = mtd_now_ns();
-		if (w->refusal_log_ns == 0 || now - w->refusal_log_ns >= 1000000000) {
+		uint64_t held;
+		if (mtd_log_gate_pass(&w->refusal_log, mtd_now_ns(), 1000000000, &held))
 			MTD_WARN("etcd (%s): key %s (revision %lld): record refused: %s (FROM_REGISTRY)%s (%llu more "
 			         "refusals since the last line)",
 			         w->what, e->key, (long long)mod_rev, refused,
-			         e->ok ? " (its last good value stays)" : "", (unsigned long long)w->refusals_held);
-			w->refusal_log_ns = now;
-			w->refusals_held = 0;
-		} else {
-			w->refusals_held++;
-		}
+			         e->ok ? " (its last good value stays)" : "", (unsigned long long)held);
 		mtd_record_clear(&rec);
 		return false;
 	}

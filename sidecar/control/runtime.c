@@ -319,23 +319,33 @@ static bool same_file(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
+/* The same TLS files and server name (a service's client context, an
+ * etcd source's connection settings). */
+static bool same_tls(const struct mtd_cfg_tls *a, const struct mtd_cfg_tls *b)
+{
+	if ((a == NULL) != (b == NULL))
+		return false;
+	return !a || (same_file(a->ca_file, b->ca_file) && same_file(a->server_name, b->server_name) &&
+	              same_file(a->cert_file, b->cert_file) && same_file(a->key_file, b->key_file));
+}
+
 /* Two services' upstream TLS settings are one policy (runtime-t.h
- * tls_gen): both cleartext, or the same files, names, identity rule and
- * allowed_identities.
- * By value: files whose content changed under the same names are the
- * same policy, whether certwatch or a reload read them again. */
+ * tls_gen): both cleartext, or the same files and server name, identity
+ * rule and allowed_identities. By value: files whose content changed
+ * under the same names are the same policy, whether certwatch or a reload
+ * read them again. */
 static bool tls_policy_same(const struct mtd_cfg_tls *a, const struct mtd_cfg_tls *b)
 {
-	if (!a || !b)
-		return a == b;
+	if (!same_tls(a, b))
+		return false;
+	if (!a)
+		return true;
 	if (a->n_allowed_identities != b->n_allowed_identities)
 		return false;
 	for (size_t i = 0; i < a->n_allowed_identities; i++)
 		if (strcmp(a->allowed_identities[i], b->allowed_identities[i]) != 0)
 			return false;
-	return same_file(a->ca_file, b->ca_file) && same_file(a->cert_file, b->cert_file) &&
-	       same_file(a->key_file, b->key_file) && same_file(a->server_name, b->server_name) &&
-	       same_file(a->server_identity, b->server_identity) &&
+	return same_file(a->server_identity, b->server_identity) &&
 	       a->server_identity_registry == b->server_identity_registry;
 }
 
@@ -1081,11 +1091,6 @@ void mtd_runtime_tick(struct mtd_runtime *rt, mtd_runtime_back_fn *back)
 
 /* ---- reload ---------------------------------------------------------------- */
 
-static bool same_str(const char *a, const char *b)
-{
-	return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
-}
-
 static bool same_addrs(const struct mtd_cfg_addr *a, size_t na, const struct mtd_cfg_addr *b, size_t nb)
 {
 	if (na != nb)
@@ -1094,14 +1099,6 @@ static bool same_addrs(const struct mtd_cfg_addr *a, size_t na, const struct mtd
 		if (strcmp(a[i].text, b[i].text) != 0)
 			return false;
 	return true;
-}
-
-static bool same_tls(const struct mtd_cfg_tls *a, const struct mtd_cfg_tls *b)
-{
-	if ((a == NULL) != (b == NULL))
-		return false;
-	return !a || (same_str(a->ca_file, b->ca_file) && same_str(a->server_name, b->server_name) &&
-	              same_str(a->cert_file, b->cert_file) && same_str(a->key_file, b->key_file));
 }
 
 /* The discovered set of old can serve new until new's source reports. */
@@ -1118,7 +1115,7 @@ static bool same_source(const struct mtd_cfg_service *old, const struct mtd_cfg_
 		return same_addrs(old->etcd->endpoints, old->etcd->n_endpoints, new->etcd->endpoints,
 		                  new->etcd->n_endpoints) &&
 		       strcmp(old->etcd->prefix, new->etcd->prefix) == 0 &&
-		       same_str(old->etcd->username, new->etcd->username) && same_tls(old->etcd->tls, new->etcd->tls);
+		       same_file(old->etcd->username, new->etcd->username) && same_tls(old->etcd->tls, new->etcd->tls);
 	case MTD_CFG_SOURCE_STATIC:
 		break;
 	}

@@ -367,21 +367,11 @@ static void in_on_close(struct mtd_conn *c)
 	c->in = NULL;
 }
 
-static int in_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
-{
-	return mtd_down_ops.prescan(c, p, n);
-}
-
-static void in_after_recv(struct mtd_conn *c)
-{
-	mtd_down_ops.after_recv(c);
-}
-
 /* Downstream's, named for what it is (conn.c's messages say "peer"). */
 static const struct mtd_conn_ops in_ops = {
         .role = "peer",
-        .prescan = in_prescan,
-        .after_recv = in_after_recv,
+        .prescan = mtd_conn_prescan,
+        .after_recv = mtd_conn_answer_late_data,
         .on_close = in_on_close,
         .on_priority = mtd_down_on_priority,
 };
