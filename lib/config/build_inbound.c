@@ -128,6 +128,13 @@ void mtd_cfg__build_inbound(struct builder *b, const PbInbound *m, size_t i, str
 	out->max_connection_age_ms = mtd_cfg__dur_ms(b, m->max_connection_age, 0, ZERO_ALLOWED,
 	                                             mtd_cfg__at(b, m, "max_connection_age", NULL),
 	                                             mtd_cfg__sub(p, sizeof(p), path, "max_connection_age"));
+	if (out->max_connection_age_ms > 0 && out->max_connection_age_ms < 1000) {
+		/* The worker's housekeeping looks once a second (as upstream's). */
+		BERR(mtd_cfg__at(b, m, "max_connection_age", NULL), mtd_cfg__sub(p, sizeof(p), path, "max_connection_age"),
+		     "must be at least 1s (connections are checked once a second), got %lld ms",
+		     (long long)out->max_connection_age_ms);
+		out->max_connection_age_ms = 0;
+	}
 	build_authz(b, m->authorization, mtd_cfg__sub(p, sizeof(p), path, "authorization"), has_ca, &out->authz);
 }
 

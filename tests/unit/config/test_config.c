@@ -669,6 +669,14 @@ START_TEST(err_inbound)
 	        "t.yaml:3:23: inbound[0].max_connections: must be at most 16777216, got 20000000",
 	        "t.yaml:3:53: inbound[0].max_connection_age: must not be negative", NULL};
 	expect_errors_fmt("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_AUTO, want_limits);
+	snprintf(yaml, sizeof(yaml),
+	         "inbound:\n"
+	         "  - {listen: \"127.0.0.1:15443\", app: \"127.0.0.1:1\", tls: {cert_file: " FX
+	         "client.pem, key_file: " FX "client.key},\n"
+	         "     max_connection_age: 500ms}\n",
+	         srcdir(), srcdir());
+	expect_error(yaml, "t.yaml:3:26: inbound[0].max_connection_age: must be at least 1s (connections are checked "
+	                   "once a second), got 500 ms");
 	/* Secure naming. */
 	snprintf(yaml, sizeof(yaml),
 	         "services:\n"
