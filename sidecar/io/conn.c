@@ -717,9 +717,10 @@ static bool scan_saw(const int32_t *ring, int32_t sid)
 	return false;
 }
 
-/* DATA on a stream the peer reset, before nghttp2 drops it (which counts
- * it as consumed for the connection window): the §5.1 stream error, once
- * for a run of such DATA frames, sent by mtd_conn_answer_late_data. */
+/* A frame on a stream the peer reset (DATA, before nghttp2 drops it and
+ * counts it as consumed for the connection window; an upstream's HEADERS
+ * or WINDOW_UPDATE): the §5.1 stream error, once for a run of such
+ * frames, sent by mtd_conn_answer_late_data. */
 static void data_after_peer_rst(struct mtd_conn *c, int32_t sid)
 {
 	if (sid == c->late_data_sid)
@@ -773,6 +774,17 @@ int mtd_conn_on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, voi
 	if (sid == 0 || !(sid & 1) || sid > c->top_sid || nghttp2_session_find_stream(ng, sid))
 		return 0;
 	uint8_t how = closed_how(c, sid);
+	/* A frame after the peer's own RST_STREAM is a stream error (RFC 9113
+	 * §5.1), answered like late DATA, the connection kept. An upstream
+	 * server can send one honestly: gRPC's C core resets a stream whose
+	 * deadline passed and then sends the trailers it had queued for it.
+	 * (A client's, downstream, is refused as before: nghttp2's server
+	 * session would read the HEADERS as a new stream.) */
+	if (how == CLOSED_PEER_RST && !peer_opens &&
+	    (hd->type == NGHTTP2_HEADERS || hd->type == NGHTTP2_WINDOW_UPDATE)) {
+		data_after_peer_rst(c, sid);
+		return 0;
+	}
 	switch (hd->type) {
 	case NGHTTP2_HEADERS:
 		if (how == CLOSED_PEER_RST || how == CLOSED_END)
