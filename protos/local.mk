@@ -2,13 +2,21 @@
 PROTO_SRC = protos/maitred/config/v1/config.proto \
 	protos/maitred/registry/v1/endpoint.proto \
 	protos/etcd/mvccpb/kv.proto protos/etcd/etcdserverpb/rpc.proto \
-	protos/grpc/health/v1/health.proto
+	protos/grpc/health/v1/health.proto \
+	protos/opentelemetry/proto/common/v1/common.proto \
+	protos/opentelemetry/proto/resource/v1/resource.proto \
+	protos/opentelemetry/proto/trace/v1/trace.proto \
+	protos/opentelemetry/proto/collector/trace/v1/trace_service.proto
 PROTO_WKT = google/protobuf/duration.proto google/protobuf/wrappers.proto \
 	google/protobuf/timestamp.proto
 PROTO_GEN_C = gen/maitred/config/v1/config.pb-c.c \
 	gen/maitred/registry/v1/endpoint.pb-c.c \
 	gen/etcd/mvccpb/kv.pb-c.c gen/etcd/etcdserverpb/rpc.pb-c.c \
 	gen/grpc/health/v1/health.pb-c.c \
+	gen/opentelemetry/proto/common/v1/common.pb-c.c \
+	gen/opentelemetry/proto/resource/v1/resource.pb-c.c \
+	gen/opentelemetry/proto/trace/v1/trace.pb-c.c \
+	gen/opentelemetry/proto/collector/trace/v1/trace_service.pb-c.c \
 	gen/google/protobuf/duration.pb-c.c gen/google/protobuf/wrappers.pb-c.c \
 	gen/google/protobuf/timestamp.pb-c.c
 PROTO_GEN_H = $(PROTO_GEN_C:.c=.h)

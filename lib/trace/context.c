@@ -1,0 +1,217 @@
+/* W3C Trace Context: see context.h. */
+#include "config.h"
+
+#include "trace/context.h"
+
+#include <string.h>
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1; /* uppercase is invalid too (the spec's HEXDIGLC) */
+}
+
+/* n bytes from 2n lowercase hex digits; false on any other character. */
+static bool unhex(const char *p, uint8_t *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int hi = hexval(p[2 * i]), lo = hexval(p[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return true;
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	uint8_t acc = 0;
+	for (size_t i = 0; i < n; i++)
+		acc |= p[i];
+	return acc == 0;
+}
+
+bool mtd_traceparent_parse(const char *v, size_t len, struct mtd_trace_ctx *out)
+{
+	uint8_t version;
+	if (len < MTD_TRACEPARENT_LEN || !unhex(v, &version, 1) || version == 0xff)
+		return false;
+	if (version == 0 && len != MTD_TRACEPARENT_LEN)
+		return false;
+	if (version != 0 && len > MTD_TRACEPARENT_LEN && v[MTD_TRACEPARENT_LEN] != '-')
+		return false;
+	if (v[2] != '-' || v[35] != '-' || v[52] != '-')
+		return false;
+	struct mtd_trace_ctx c;
+	if (!unhex(v + 3, c.trace_id, 16) || !unhex(v + 36, c.span_id, 8) || !unhex(v + 53, &c.flags, 1))
+		return false;
+	if (all_zero(c.trace_id, 16) || all_zero(c.span_id, 8))
+		return false;
+	*out = c;
+	return true;
+}
+
+static void tohex(char *out, const uint8_t *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 15];
+	}
+}
+
+void mtd_traceparent_format(char out[MTD_TRACEPARENT_LEN], const struct mtd_trace_ctx *ctx)
+{
+	memcpy(out, "00-", 3);
+	tohex(out + 3, ctx->trace_id, 16);
+	out[35] = '-';
+	tohex(out + 36, ctx->span_id, 8);
+	out[52] = '-';
+	tohex(out + 53, &ctx->flags, 1);
+}
+
+/* tracestate's grammar (W3C Trace Context level 1, §3.3):
+ *   key   = simple-key / multi-tenant-key
+ *   simple-key = lcalpha 0*255( lcalpha / DIGIT / "_" / "-"/ "*" / "/" )
+ *   multi-tenant-key = tenant-id "@" system-id
+ *   tenant-id = ( lcalpha / DIGIT ) 0*240( lcalpha / DIGIT / "_" / "-"/ "*" / "/" )
+ *   system-id = lcalpha 0*13( lcalpha / DIGIT / "_" / "-"/ "*" / "/" )
+ *   value = 0*255(chr) nblk-chr, chr = %x20 / nblk-chr,
+ *   nblk-chr = %x21-2B / %x2D-3C / %x3E-7E */
+static bool key_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '*' || c == '/';
+}
+
+static bool member_valid(const char *p, size_t n)
+{
+	const char *eq = memchr(p, '=', n);
+	if (!eq)
+		return false;
+	size_t klen = (size_t)(eq - p), vlen = n - klen - 1;
+	if (klen == 0 || vlen == 0 || vlen > 256)
+		return false;
+	const char *at = memchr(p, '@', klen);
+	if (at) {
+		size_t tlen = (size_t)(at - p), slen = klen - tlen - 1;
+		if (tlen == 0 || tlen > 241 || slen == 0 || slen > 14)
+			return false;
+		if (!((p[0] >= 'a' && p[0] <= 'z') || (p[0] >= '0' && p[0] <= '9')))
+			return false;
+		if (!(at[1] >= 'a' && at[1] <= 'z'))
+			return false;
+		for (size_t i = 0; i < klen; i++)
+			if (i != tlen && !key_char(p[i]))
+				return false;
+	} else {
+		if (klen > 256 || !(p[0] >= 'a' && p[0] <= 'z'))
+			return false;
+		for (size_t i = 0; i < klen; i++)
+			if (!key_char(p[i]))
+				return false;
+	}
+	const char *val = eq + 1;
+	for (size_t i = 0; i < vlen; i++) {
+		unsigned char c = (unsigned char)val[i];
+		if (c < 0x20 || c > 0x7e || c == ',' || c == '=')
+			return false;
+	}
+	return val[vlen - 1] != ' ';
+}
+
+bool mtd_tracestate_valid(const char *v, size_t len)
+{
+	if (len > MTD_TRACESTATE_MAX)
+		return false;
+	unsigned members = 0;
+	size_t i = 0;
+	while (i <= len) {
+		size_t end = i;
+		while (end < len && v[end] != ',')
+			end++;
+		size_t a = i, b = end;
+		while (a < b && (v[a] == ' ' || v[a] == '\t'))
+			a++;
+		while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+			b--;
+		if (b > a) {
+			if (++members > 32 || !member_valid(v + a, b - a))
+				return false;
+		}
+		i = end + 1;
+	}
+	return true;
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+/* splitmix64 spreads the one seed over the four words. */
+static uint64_t splitmix(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+void mtd_trace_ids_seed(struct mtd_trace_ids *g, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		g->s[i] = splitmix(&seed);
+}
+
+/* xoshiro256++ */
+static uint64_t next(struct mtd_trace_ids *g)
+{
+	uint64_t *s = g->s;
+	uint64_t r = rotl(s[0] + s[3], 23) + s[0];
+	uint64_t t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return r;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+void mtd_trace_new_trace_id(struct mtd_trace_ids *g, uint8_t out[16])
+{
+	do {
+		put64(out, next(g));
+		put64(out + 8, next(g));
+	} while (all_zero(out, 16));
+}
+
+void mtd_trace_new_span_id(struct mtd_trace_ids *g, uint8_t out[8])
+{
+	do
+		put64(out, next(g));
+	while (all_zero(out, 8));
+}
+
+bool mtd_trace_sample(const uint8_t trace_id[16], double ratio)
+{
+	if (!(ratio > 0))
+		return false; /* NaN too */
+	if (ratio >= 1)
+		return true;
+	uint64_t r = 0;
+	for (int i = 9; i < 16; i++)
+		r = r << 8 | trace_id[i];
+	return (double)r < ratio * 72057594037927936.0; /* 2^56 */
+}

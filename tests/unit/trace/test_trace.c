@@ -1,0 +1,316 @@
+/* Unit tests for lib/trace: traceparent and tracestate as W3C Trace Context
+ * level 1 reads and writes them (the spec's examples, and what a careless
+ * or hostile app sends), ids, the sampling verdict, span records' bounds,
+ * and the OTLP request read back with protobuf-c. */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+#include "trace/context.h"
+#include "trace/otlp.h"
+#include "trace/span.h"
+
+#define TP "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+static bool parses(const char *v)
+{
+	struct mtd_trace_ctx c;
+	return mtd_traceparent_parse(v, strlen(v), &c);
+}
+
+START_TEST(traceparent_reads_the_specs_example_and_writes_it_back)
+{
+	struct mtd_trace_ctx c;
+	ck_assert(mtd_traceparent_parse(TP, strlen(TP), &c));
+	ck_assert_uint_eq(c.trace_id[0], 0x4b);
+	ck_assert_uint_eq(c.trace_id[15], 0x36);
+	ck_assert_uint_eq(c.span_id[0], 0x00);
+	ck_assert_uint_eq(c.span_id[7], 0xb7);
+	ck_assert_uint_eq(c.flags, 1);
+	char out[MTD_TRACEPARENT_LEN + 1] = {0};
+	mtd_traceparent_format(out, &c);
+	ck_assert_str_eq(out, TP);
+	ck_assert(parses("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"));
+	ck_assert(parses("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-ff")); /* other flag bits kept */
+}
+END_TEST
+
+START_TEST(traceparent_refuses_what_the_spec_calls_invalid)
+{
+	ck_assert(!parses(""));
+	ck_assert(!parses("00"));
+	ck_assert(!parses("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01")); /* uppercase */
+	ck_assert(!parses("00-00000000000000000000000000000000-00f067aa0ba902b7-01")); /* zero trace id */
+	ck_assert(!parses("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01")); /* zero span id */
+	ck_assert(!parses("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")); /* version ff */
+	ck_assert(!parses(TP "-extra"));                                                /* 00 is exact */
+	ck_assert(!parses("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0"));
+	ck_assert(!parses("00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+	ck_assert(!parses("00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01"));
+	ck_assert(!parses("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7_01"));
+	ck_assert(!parses("00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01"));
+	ck_assert(!parses("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g"));
+	ck_assert(!parses("0g-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+	ck_assert(!parses(" 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+	/* A NUL inside is not hex. */
+	struct mtd_trace_ctx c;
+	char buf[] = TP;
+	buf[10] = '\0';
+	ck_assert(!mtd_traceparent_parse(buf, sizeof(buf) - 1, &c));
+}
+END_TEST
+
+START_TEST(traceparent_reads_a_future_version_by_its_first_fields)
+{
+	ck_assert(parses("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+	ck_assert(parses("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future-holds"));
+	ck_assert(!parses("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01.what"));
+	struct mtd_trace_ctx c;
+	const char *v = "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x";
+	ck_assert(mtd_traceparent_parse(v, strlen(v), &c));
+	char out[MTD_TRACEPARENT_LEN + 1] = {0};
+	mtd_traceparent_format(out, &c); /* written as the version we speak */
+	ck_assert_str_eq(out, TP);
+}
+END_TEST
+
+static bool state_ok(const char *v)
+{
+	return mtd_tracestate_valid(v, strlen(v));
+}
+
+START_TEST(tracestate_passes_well_formed_lists_only)
+{
+	ck_assert(state_ok(""));
+	ck_assert(state_ok("congo=t61rcWkgMzE"));
+	ck_assert(state_ok("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
+	ck_assert(state_ok("rojo=1 , congo=2,,\tx=3"));
+	ck_assert(state_ok("fw529a3039@dt=FW4; x"));
+	ck_assert(state_ok("a*/_-b=v!~"));
+	ck_assert(!state_ok("Rojo=1"));      /* uppercase key */
+	ck_assert(!state_ok("1abc=1"));      /* a simple key starts with a letter */
+	ck_assert(!state_ok("rojo="));       /* empty value */
+	ck_assert(!state_ok("=1"));
+	ck_assert(!state_ok("rojo"));
+	ck_assert(!state_ok("rojo=a=b"));
+	ck_assert(!state_ok("rojo=a\x01"));
+	ck_assert(!state_ok("rojo=\xc3\xa9"));
+	ck_assert(!state_ok("t@=1"));         /* empty system id */
+	ck_assert(!state_ok("@s=1"));
+	ck_assert(!state_ok("t@Sys=1"));
+	ck_assert(!state_ok("t@abcdefghijklmno=1")); /* system id over 14 */
+	char many[33 * 5 + 1] = {0};
+	for (int i = 0; i < 33; i++)
+		snprintf(many + 5 * i, 6, "k%c=v,", 'a' + (i % 26));
+	ck_assert(!state_ok(many)); /* 33 members */
+	many[32 * 5 - 1] = '\0';
+	ck_assert(state_ok(many)); /* 32 */
+	char big[600];
+	memset(big, 'v', sizeof(big));
+	memcpy(big, "k=", 2);
+	ck_assert(!mtd_tracestate_valid(big, sizeof(big)));
+	ck_assert(!mtd_tracestate_valid(big, 259)); /* a value over 256 */
+	ck_assert(mtd_tracestate_valid(big, 258));
+}
+END_TEST
+
+START_TEST(ids_are_never_zero_and_do_not_repeat)
+{
+	struct mtd_trace_ids g, h;
+	mtd_trace_ids_seed(&g, 1);
+	mtd_trace_ids_seed(&h, 2);
+	uint8_t a[16], b[16], s[8], t[8];
+	mtd_trace_new_trace_id(&g, a);
+	mtd_trace_new_trace_id(&h, b);
+	ck_assert(memcmp(a, b, 16) != 0);
+	static const uint8_t zero[16];
+	for (int i = 0; i < 10000; i++) {
+		mtd_trace_new_span_id(&g, s);
+		ck_assert(memcmp(s, zero, 8) != 0);
+		if (i)
+			ck_assert(memcmp(s, t, 8) != 0);
+		memcpy(t, s, 8);
+	}
+}
+END_TEST
+
+START_TEST(sampling_reads_the_ids_random_part)
+{
+	uint8_t id[16] = {0};
+	ck_assert(!mtd_trace_sample(id, 0));
+	ck_assert(!mtd_trace_sample(id, -1));
+	ck_assert(mtd_trace_sample(id, 1));
+	id[9] = 0x7f; /* just under half of 2^56 */
+	ck_assert(mtd_trace_sample(id, 0.5));
+	id[9] = 0x80; /* half */
+	ck_assert(!mtd_trace_sample(id, 0.5));
+	memset(id, 0xff, 9); /* the first 9 bytes do not count */
+	id[9] = 0x00;
+	ck_assert(mtd_trace_sample(id, 0.01));
+	/* Over ids from the generator, the share sampled is the ratio. */
+	struct mtd_trace_ids g;
+	mtd_trace_ids_seed(&g, 42);
+	unsigned in = 0;
+	for (int i = 0; i < 20000; i++) {
+		mtd_trace_new_trace_id(&g, id);
+		in += mtd_trace_sample(id, 0.25);
+	}
+	ck_assert_uint_gt(in, 4700);
+	ck_assert_uint_lt(in, 5300);
+}
+END_TEST
+
+static struct mtd_trace_ctx ctx_of(const char *tp)
+{
+	struct mtd_trace_ctx c;
+	ck_assert(mtd_traceparent_parse(tp, strlen(tp), &c));
+	return c;
+}
+
+START_TEST(a_span_keeps_what_fits_and_counts_the_rest)
+{
+	struct mtd_trace_ctx c = ctx_of(TP);
+	uint8_t id[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	struct mtd_span s;
+	mtd_span_init(&s, &c, id, c.span_id, MTD_SPAN_CLIENT, 1000);
+	mtd_span_name2(&s, "shop.Cart", 9, "Get", 3);
+	ck_assert_int_eq(s.name_len, 13);
+	ck_assert(memcmp(mtd_span_text(&s, s.name_off), "shop.Cart/Get", 13) == 0);
+	for (int i = 0; i < MTD_SPAN_ATTRS + 3; i++)
+		mtd_span_int(&s, "n", i);
+	ck_assert_uint_eq(s.n_attrs, MTD_SPAN_ATTRS);
+	ck_assert_uint_eq(s.dropped_attrs, 3);
+	/* A tracestate that does not fit is left out whole. */
+	char big[MTD_SPAN_TEXT];
+	memset(big, 'x', sizeof(big));
+	mtd_span_tracestate(&s, big, sizeof(big));
+	ck_assert_uint_eq(s.state_len, 0);
+	mtd_span_tracestate(&s, "rojo=1", 6);
+	ck_assert_uint_eq(s.state_len, 6);
+	/* A huge name keeps room for the rest. */
+	struct mtd_span t;
+	mtd_span_init(&t, &c, id, NULL, MTD_SPAN_SERVER, 0);
+	mtd_span_name2(&t, big, sizeof(big), "M", 1);
+	ck_assert_uint_le(t.name_len, MTD_SPAN_TEXT / 2);
+	mtd_span_str(&t, "k", "v", 1);
+	ck_assert_uint_eq(t.n_attrs, 1);
+	/* A string that does not fit is dropped and counted, its text given back. */
+	uint16_t used = t.text_used;
+	mtd_span_str(&t, "k", big, sizeof(big));
+	ck_assert_uint_eq(t.n_attrs, 1);
+	ck_assert_uint_eq(t.dropped_attrs, 1);
+	ck_assert_uint_eq(t.text_used, used);
+}
+END_TEST
+
+typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest Req;
+
+static const Opentelemetry__Proto__Common__V1__AnyValue *attr(const Opentelemetry__Proto__Trace__V1__Span *s,
+                                                                const char *key)
+{
+	for (size_t i = 0; i < s->n_attributes; i++)
+		if (strcmp(s->attributes[i]->key, key) == 0)
+			return s->attributes[i]->value;
+	return NULL;
+}
+
+START_TEST(otlp_carries_ids_kinds_attributes_and_the_resource)
+{
+	struct mtd_trace_ctx c = ctx_of(TP);
+	uint8_t id1[8] = {1, 1, 1, 1, 1, 1, 1, 1}, id2[8] = {2, 2, 2, 2, 2, 2, 2, 2};
+	struct mtd_span sp[2];
+	mtd_span_init(&sp[0], &c, id1, c.span_id, MTD_SPAN_CLIENT, 1000);
+	mtd_span_name2(&sp[0], "shop.Cart", 9, "Get", 3);
+	mtd_span_str(&sp[0], "rpc.system", "grpc", 4);
+	mtd_span_int(&sp[0], "rpc.grpc.status_code", 14);
+	mtd_span_bool(&sp[0], "maitred.hedge", true);
+	mtd_span_status_error(&sp[0], "UNAVAILABLE", 11);
+	mtd_span_tracestate(&sp[0], "rojo=1", 6);
+	sp[0].end_unix_ns = 2000;
+	struct mtd_trace_ctx root = c;
+	root.flags = 0;
+	mtd_span_init(&sp[1], &root, id2, NULL, MTD_SPAN_SERVER, 5);
+	mtd_span_name(&sp[1], "x", 1);
+	const char *keys[] = {"service.instance.id"}, *vals[] = {"node-1"};
+	struct mtd_otlp_resource res = {.service_name = "cart-sidecar", .keys = keys, .values = vals, .n = 1,
+	                                .scope_version = "1.0"};
+	uint8_t *buf;
+	size_t len = mtd_otlp_encode(&res, sp, 2, &buf);
+	ck_assert_uint_gt(len, 0);
+	Req *r = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(NULL, len, buf);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(r->n_resource_spans, 1);
+	const Opentelemetry__Proto__Trace__V1__ResourceSpans *rs = r->resource_spans[0];
+	ck_assert_uint_eq(rs->resource->n_attributes, 2);
+	ck_assert_str_eq(rs->resource->attributes[0]->key, "service.name");
+	ck_assert_str_eq(rs->resource->attributes[0]->value->string_value, "cart-sidecar");
+	ck_assert_str_eq(rs->resource->attributes[1]->value->string_value, "node-1");
+	ck_assert_uint_eq(rs->n_scope_spans, 1);
+	ck_assert_str_eq(rs->scope_spans[0]->scope->name, "maitred");
+	ck_assert_uint_eq(rs->scope_spans[0]->n_spans, 2);
+	const Opentelemetry__Proto__Trace__V1__Span *a = rs->scope_spans[0]->spans[0];
+	ck_assert_uint_eq(a->trace_id.len, 16);
+	ck_assert(memcmp(a->trace_id.data, c.trace_id, 16) == 0);
+	ck_assert(memcmp(a->span_id.data, id1, 8) == 0);
+	ck_assert_uint_eq(a->parent_span_id.len, 8);
+	ck_assert(memcmp(a->parent_span_id.data, c.span_id, 8) == 0);
+	ck_assert_str_eq(a->name, "shop.Cart/Get");
+	ck_assert_str_eq(a->trace_state, "rojo=1");
+	ck_assert_int_eq(a->kind, 3);
+	ck_assert_uint_eq(a->start_time_unix_nano, 1000);
+	ck_assert_uint_eq(a->end_time_unix_nano, 2000);
+	ck_assert_uint_eq(a->flags, 1);
+	ck_assert_str_eq(attr(a, "rpc.system")->string_value, "grpc");
+	ck_assert_int_eq(attr(a, "rpc.grpc.status_code")->value_case,
+	                 OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE);
+	ck_assert_int_eq(attr(a, "rpc.grpc.status_code")->int_value, 14);
+	ck_assert_int_eq(attr(a, "maitred.hedge")->value_case,
+	                 OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE);
+	ck_assert(attr(a, "maitred.hedge")->bool_value);
+	ck_assert_int_eq(a->status->code, OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_ERROR);
+	ck_assert_str_eq(a->status->message, "UNAVAILABLE");
+	const Opentelemetry__Proto__Trace__V1__Span *b = rs->scope_spans[0]->spans[1];
+	ck_assert_uint_eq(b->parent_span_id.len, 0); /* a root */
+	ck_assert_int_eq(b->kind, 2);
+	ck_assert_uint_eq(b->flags, 0);
+	ck_assert(b->status == NULL || b->status->code == 0);
+	opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(r, NULL);
+	free(buf);
+	/* No spans: a valid, empty request. */
+	len = mtd_otlp_encode(&res, NULL, 0, &buf);
+	r = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(NULL, len, buf);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(r->resource_spans[0]->scope_spans[0]->n_spans, 0);
+	opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(r, NULL);
+	free(buf);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("trace");
+	TCase *tc = tcase_create("trace");
+	tcase_add_test(tc, traceparent_reads_the_specs_example_and_writes_it_back);
+	tcase_add_test(tc, traceparent_refuses_what_the_spec_calls_invalid);
+	tcase_add_test(tc, traceparent_reads_a_future_version_by_its_first_fields);
+	tcase_add_test(tc, tracestate_passes_well_formed_lists_only);
+	tcase_add_test(tc, ids_are_never_zero_and_do_not_repeat);
+	tcase_add_test(tc, sampling_reads_the_ids_random_part);
+	tcase_add_test(tc, a_span_keeps_what_fits_and_counts_the_rest);
+	tcase_add_test(tc, otlp_carries_ids_kinds_attributes_and_the_resource);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
