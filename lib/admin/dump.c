@@ -200,6 +200,23 @@ static void dump_msg(struct mtd_json *j, const ProtobufCMessage *msg)
 		dump_value(j, &d->fields[0], (const char *)msg + d->fields[0].offset);
 		return;
 	}
+	/* A map's entry: its key is a name, never a secret ("key" would read
+	 * as one); the value of a map of request headers (otlp.headers: API
+	 * keys, bearer tokens) always is. */
+	size_t dn = strlen(d->name);
+	if (d->n_fields == 2 && dn > 5 && strcmp(d->name + dn - 5, "Entry") == 0 &&
+	    strcmp(d->fields[0].name, "key") == 0 && strcmp(d->fields[1].name, "value") == 0) {
+		mtd_json_obj_begin(j);
+		mtd_json_key(j, "key");
+		mtd_json_str(j, *(const char *const *)((const char *)msg + d->fields[0].offset));
+		mtd_json_key(j, "value");
+		if (dn >= 12 && strcmp(d->name + dn - 12, "HeadersEntry") == 0)
+			mtd_json_str(j, MTD_ADMIN_REDACTED);
+		else
+			dump_value(j, &d->fields[1], (const char *)msg + d->fields[1].offset);
+		mtd_json_obj_end(j);
+		return;
+	}
 	mtd_json_obj_begin(j);
 	for (unsigned i = 0; i < d->n_fields; i++) {
 		const ProtobufCFieldDescriptor *f = &d->fields[i];

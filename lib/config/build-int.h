@@ -49,6 +49,8 @@ typedef Maitred__Config__V1__Inbound PbInbound;
 typedef Maitred__Config__V1__InboundTls PbInboundTls;
 typedef Maitred__Config__V1__Authorization PbAuthz;
 typedef Maitred__Config__V1__AuthorizationRule PbAuthzRule;
+typedef Maitred__Config__V1__Tracing PbTracing;
+typedef Maitred__Config__V1__TracingOverride PbTracingOverride;
 
 #define H2_WINDOW_MAX      2147483647u /* RFC 9113 §6.9.1: 2^31 - 1 */
 #define HOST_NAME_TEXT_MAX 253         /* RFC 1035 §2.3.4, as dotted text */
@@ -60,6 +62,7 @@ struct builder {
 	const char *basedir;
 	unsigned workers;
 	const char *zone, *node_id; /* struct mtd_cfg's, for the services */
+	const struct mtd_cfg_tracing *tracing; /* struct mtd_cfg's (NULL: none), for the services */
 };
 
 /* What mtd_cfg__build_lb learnt about one lb block, for the service-wide checks. */
@@ -202,5 +205,10 @@ void mtd_cfg__build_inbound_app(struct builder *b, const PbInbound *m, const str
 void mtd_cfg__check_inbound_addrs(struct builder *b, const PbConfig *m, struct mtd_cfg *cfg);
 /* build_inbound.c: the certificate of the inbound listener each register entry advertises. */
 void mtd_cfg__registers_advertise(struct builder *b, struct mtd_cfg *cfg);
+
+/* build_tracing.c: the top-level tracing block (NULL when absent or
+ * refused), and a service's or method's tracing.sample over inherited. */
+struct mtd_cfg_tracing *mtd_cfg__build_tracing(struct builder *b, const PbTracing *m);
+double mtd_cfg__trace_sample(struct builder *b, const PbTracingOverride *m, double inherited, const char *path);
 
 #endif

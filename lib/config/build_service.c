@@ -161,6 +161,8 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 	mtd_cfg__build_rate_limit(b, m->rate_limit, mtd_cfg__sub(p, sizeof(p), path, "rate_limit"), &out->rate_limit);
 	mtd_cfg__build_fault_injection(b, m->fault_injection, mtd_cfg__sub(p, sizeof(p), path, "fault_injection"),
 	                               &out->fault_injection);
+	out->trace_sample = mtd_cfg__trace_sample(b, m->tracing, b->tracing ? b->tracing->sample : 0,
+	                                          mtd_cfg__sub(p, sizeof(p), path, "tracing"));
 	out->mirror = -1;
 	if (m->mirror != NULL)
 		out->mirror_percent = mtd_cfg__percent_of(b, m->mirror->percent, m->mirror,
@@ -290,6 +292,8 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 		if (mm->rate_limit != NULL)
 			mtd_cfg__build_rate_limit(b, mm->rate_limit, mtd_cfg__sub(p, sizeof(p), mpath, "rate_limit"),
 			                          &om->rate_limit);
+		om->trace_sample = mtd_cfg__trace_sample(b, mm->tracing, out->trace_sample,
+		                                         mtd_cfg__sub(p, sizeof(p), mpath, "tracing"));
 		if (mm->fault_injection != NULL)
 			mtd_cfg__build_fault_injection(b, mm->fault_injection,
 			                               mtd_cfg__sub(p, sizeof(p), mpath, "fault_injection"),

@@ -155,6 +155,7 @@ struct mtd_cfg_upstream {
 
 struct mtd_cfg_method {
 	char *name;                     /* "GetCart" */
+	double trace_sample;            /* tracing.sample: the method's own, or the service's */
 	struct mtd_cfg_routing routing; /* the method's own (routing_own), or the service's (shared) */
 	bool routing_own;
 	struct mtd_lb_layer_config layer; /* resolved like the service's, with this routing */
@@ -212,6 +213,26 @@ struct mtd_cfg_service {
 	/* Reached by :path (its name is a gRPC service name or "*"); false:
 	 * only routes or mirrors reach it (any name, e.g. "beta-pool"). */
 	bool by_path;
+	/* tracing.sample for its calls: its own, else the top-level's (0 when
+	 * there is no tracing block). */
+	double trace_sample;
+};
+
+/* tracing: W3C trace context through calls, spans exported over OTLP/HTTP
+ * (protobuf bodies) to otlp.endpoint. */
+struct mtd_cfg_tracing {
+	char *endpoint;          /* as written */
+	bool https;
+	char *host;              /* a name or an IP literal (no brackets) */
+	uint16_t port;           /* 4318 when not written */
+	char *path;              /* "/v1/traces" when not written */
+	struct mtd_cfg_tls *tls; /* https: the collector's CA, server_name, client certificate */
+	char **header_names;     /* otlp.headers, names lower-cased, sorted by name */
+	char **header_values;
+	size_t n_headers;
+	int64_t timeout_ms;      /* otlp.timeout, 5000 */
+	double sample;           /* 0.01 */
+	char *service_name;      /* service_name, else node_id; never NULL */
 };
 
 struct mtd_cfg_downstream {
@@ -287,6 +308,7 @@ struct mtd_cfg {
 	size_t n_registers;
 	char *zone;    /* NULL = none */
 	char *node_id; /* Config.node_id, else the host name; never NULL */
+	struct mtd_cfg_tracing *tracing; /* NULL = no tracing */
 };
 
 /* Every problem found in one load, in file order. Each message reads

@@ -165,6 +165,21 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 		addr_fini(cfg->admin);
 		mtd_cfg__free(cfg->admin);
 	}
+	if (cfg->tracing != NULL) {
+		struct mtd_cfg_tracing *t = cfg->tracing;
+		mtd_cfg__free(t->endpoint);
+		mtd_cfg__free(t->host);
+		mtd_cfg__free(t->path);
+		tls_free(t->tls);
+		for (size_t i = 0; i < t->n_headers; i++) {
+			mtd_cfg__free(t->header_names[i]);
+			mtd_cfg__free(t->header_values[i]);
+		}
+		mtd_cfg__free(t->header_names);
+		mtd_cfg__free(t->header_values);
+		mtd_cfg__free(t->service_name);
+		mtd_cfg__free(t);
+	}
 	mtd_cfg__free(cfg->zone);
 	mtd_cfg__free(cfg->node_id);
 	mtd_cfg__free(cfg->source);

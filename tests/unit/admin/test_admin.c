@@ -166,6 +166,43 @@ START_TEST(dump_config_message)
 }
 END_TEST
 
+START_TEST(dump_map_entries_show_keys_and_hide_header_values)
+{
+	Maitred__Config__V1__Config c = MAITRED__CONFIG__V1__CONFIG__INIT;
+	Maitred__Config__V1__Tracing t = MAITRED__CONFIG__V1__TRACING__INIT;
+	Maitred__Config__V1__Otlp o = MAITRED__CONFIG__V1__OTLP__INIT;
+	Maitred__Config__V1__Otlp__HeadersEntry h = MAITRED__CONFIG__V1__OTLP__HEADERS_ENTRY__INIT, *hp = &h;
+	Maitred__Config__V1__Service s = MAITRED__CONFIG__V1__SERVICE__INIT, *sp = &s;
+	Maitred__Config__V1__Split sp_ = MAITRED__CONFIG__V1__SPLIT__INIT;
+	Maitred__Config__V1__Split__WeightsEntry we = MAITRED__CONFIG__V1__SPLIT__WEIGHTS_ENTRY__INIT, *wp = &we;
+	char hk[] = "x-api-key", hv[] = "sekrit-123", url[] = "http://c:4318", name[] = "a.B", v1[] = "v1";
+	h.key = hk;
+	h.value = hv;
+	o.endpoint = url;
+	o.n_headers = 1;
+	o.headers = &hp;
+	t.otlp = &o;
+	c.tracing = &t;
+	we.key = v1;
+	we.value = 90;
+	sp_.n_weights = 1;
+	sp_.weights = &wp;
+	s.name = name;
+	s.split = &sp_;
+	c.n_services = 1;
+	c.services = &sp;
+	struct mtd_abuf b = {0};
+	struct mtd_json j;
+	mtd_json_init(&j, &b);
+	mtd_admin_dump_message(&j, &c.base);
+	ck_assert(!b.oom);
+	ck_assert_ptr_null(strstr(b.p, "sekrit"));
+	ck_assert_ptr_nonnull(strstr(b.p, "\"headers\":[{\"key\":\"x-api-key\",\"value\":\"" MTD_ADMIN_REDACTED "\"}]"));
+	ck_assert_ptr_nonnull(strstr(b.p, "\"weights\":[{\"key\":\"v1\",\"value\":90}]"));
+	mtd_abuf_clear(&b);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("admin");
@@ -177,6 +214,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, abuf_fixed_never_grows);
 	tcase_add_test(tc, secret_names);
 	tcase_add_test(tc, dump_config_message);
+	tcase_add_test(tc, dump_map_entries_show_keys_and_hide_header_values);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -64,14 +64,23 @@ static struct mtd_cfg *load_ok(const char *yaml)
 	return cfg;
 }
 
-/* want: the exact message, or a prefix when it ends with '*'. */
+/* want: the exact message, where each '*' stands for any run of
+ * characters (a trailing one: a prefix). */
 static bool matches(const char *msg, const char *want)
 {
-	size_t n = strlen(want);
+	const char *star = strchr(want, '*');
 
-	if (n > 0 && want[n - 1] == '*')
-		return strncmp(msg, want, n - 1) == 0;
-	return strcmp(msg, want) == 0;
+	if (star == NULL)
+		return strcmp(msg, want) == 0;
+	size_t n = (size_t)(star - want);
+	if (strncmp(msg, want, n) != 0)
+		return false;
+	for (const char *m = msg + n;; m++) {
+		if (matches(m, star + 1))
+			return true;
+		if (*m == '\0')
+			return false;
+	}
 }
 
 static void expect_errors_fmt(const char *name, const void *data, size_t len, enum mtd_cfg_format fmt,
@@ -2513,6 +2522,96 @@ START_TEST(ok_admin_and_log)
 }
 END_TEST
 
+#define SVC1 "services:\n  - name: a.B\n    endpoints: [{address: \"127.0.0.1:1\"}]\n"
+
+START_TEST(ok_tracing_defaults_and_overrides)
+{
+	struct mtd_cfg *cfg = load_ok("node_id: n-1\n"
+	                              "tracing:\n  otlp: {endpoint: \"http://127.0.0.1:4318\"}\n"
+	                              "services:\n  - name: a.B\n    endpoints: [{address: \"127.0.0.1:1\"}]\n"
+	                              "    tracing: {sample: 0.5}\n"
+	                              "    methods: [{name: M, tracing: {sample: 1}}, {name: N}]\n"
+	                              "  - name: c.D\n    endpoints: [{address: \"127.0.0.1:1\"}]\n");
+	const struct mtd_cfg_tracing *t = cfg->tracing;
+	ck_assert_ptr_nonnull(t);
+	ck_assert(!t->https);
+	ck_assert_str_eq(t->host, "127.0.0.1");
+	ck_assert_uint_eq(t->port, 4318);
+	ck_assert_str_eq(t->path, "/v1/traces");
+	ck_assert_int_eq(t->timeout_ms, 5000);
+	ck_assert(t->sample == 0.01);
+	ck_assert_str_eq(t->service_name, "n-1");
+	ck_assert(cfg->services[0].trace_sample == 0.5);
+	ck_assert(cfg->services[0].methods[0].trace_sample == 1.0);
+	ck_assert(cfg->services[0].methods[1].trace_sample == 0.5);
+	ck_assert(cfg->services[1].trace_sample == 0.01);
+	mtd_cfg_free(cfg);
+
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml),
+	         "tracing:\n  otlp:\n    endpoint: \"https://[::1]:9443/otlp/traces?x=1\"\n"
+	         "    tls: {ca_file: " FX "ca.pem, server_name: collector}\n"
+	         "    headers: {X-Api-Key: abc, b: \"c d\"}\n    timeout: 250ms\n"
+	         "  sample: 0\n  service_name: cart\n" SVC1,
+	         srcdir());
+	cfg = load_ok(yaml);
+	t = cfg->tracing;
+	ck_assert(t->https);
+	ck_assert_str_eq(t->host, "::1");
+	ck_assert_uint_eq(t->port, 9443);
+	ck_assert_str_eq(t->path, "/otlp/traces?x=1");
+	ck_assert_str_eq(t->tls->server_name, "collector");
+	ck_assert_uint_eq(t->n_headers, 2);
+	ck_assert_str_eq(t->header_names[0], "b");
+	ck_assert_str_eq(t->header_names[1], "x-api-key");
+	ck_assert_str_eq(t->header_values[1], "abc");
+	ck_assert_int_eq(t->timeout_ms, 250);
+	ck_assert(t->sample == 0);
+	ck_assert_str_eq(t->service_name, "cart");
+	mtd_cfg_free(cfg);
+
+	cfg = load_ok(SVC1);
+	ck_assert_ptr_null(cfg->tracing);
+	ck_assert(cfg->services[0].trace_sample == 0);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(err_tracing)
+{
+	expect_error("tracing: {sample: 0.1}\n" SVC1, "t.yaml:1:*tracing.otlp.endpoint: is required*");
+	expect_error("tracing: {otlp: {endpoint: \"grpc://c:4317\"}}\n" SVC1,
+	             "t.yaml:1:*tracing.otlp.endpoint: \"grpc://c:4317\" must start with http:// or https://*");
+	expect_error("tracing: {otlp: {endpoint: \"http://c:0\"}}\n" SVC1, "*the port must be in 1..65535");
+	expect_error("tracing: {otlp: {endpoint: \"http://c:99999\"}}\n" SVC1, "*the port must be in 1..65535");
+	expect_error("tracing: {otlp: {endpoint: \"http://c:x1\"}}\n" SVC1, "*the port must be in 1..65535");
+	expect_error("tracing: {otlp: {endpoint: \"http://u:p@c:1\"}}\n" SVC1, "*credentials in the URL*");
+	expect_error("tracing: {otlp: {endpoint: \"http://[::1:1\"}}\n" SVC1, "*closing ']'");
+	expect_error("tracing: {otlp: {endpoint: \"http://:1/v1/traces\"}}\n" SVC1, "*the host must be*");
+	expect_error("tracing: {otlp: {endpoint: \"http://a b:1\"}}\n" SVC1, "*a space or a control character");
+	expect_error("tracing: {otlp: {endpoint: \"https://c:1\"}}\n" SVC1, "*tracing.otlp.tls: is required for an https*");
+	char yaml[512];
+	snprintf(yaml, sizeof(yaml), "tracing: {otlp: {endpoint: \"http://c:1\", tls: {ca_file: " FX "ca.pem}}}\n" SVC1,
+	         srcdir());
+	expect_error(yaml, "*tracing.otlp.tls: is for an https:// endpoint*");
+	expect_error("tracing: {otlp: {endpoint: \"http://c:1\", headers: {content-type: x}}}\n" SVC1,
+	             "*is set by maitred itself");
+	expect_error("tracing: {otlp: {endpoint: \"http://c:1\", headers: {\"a b\": x}}}\n" SVC1,
+	             "*is not an HTTP header name");
+	expect_error("tracing: {otlp: {endpoint: \"http://c:1\", headers: {a: \"x\\r\\nevil: 1\"}}}\n" SVC1,
+	             "*the value has a control character*");
+	expect_error("tracing: {otlp: {endpoint: \"http://c:1\", headers: {A: x, a: y}}}\n" SVC1,
+	             "*written twice*");
+	expect_error("tracing: {otlp: {endpoint: \"http://c:1\", timeout: 61s}}\n" SVC1, "*must be at most 60s");
+	expect_error("tracing: {otlp: {endpoint: \"http://c:1\"}, sample: 1.5}\n" SVC1,
+	             "t.yaml:*tracing.sample: must be in [0, 1] (got 1.5)");
+	expect_error(SVC1 "    tracing: {sample: 0.5}\n",
+	             "t.yaml:*services[0].tracing: needs the top-level tracing block*");
+	expect_error("tracing: {otlp: {endpoint: \"http://c:1\"}}\n" SVC1 "    methods: [{name: M, tracing: {sample: -1}}]\n",
+	             "t.yaml:*services[0].methods[0].tracing.sample: must be in [0, 1] (got -1)");
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -2575,6 +2674,8 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, ok_binary_round_trip);
 	tcase_add_test(ok, ok_embedded_default);
 	tcase_add_test(ok, ok_example_file);
+	tcase_add_test(ok, ok_tracing_defaults_and_overrides);
+	tcase_add_test(errors, err_tracing);
 	tcase_add_test(ok, ok_example_covers_schema);
 	tcase_add_test(ok, ok_durations);
 	tcase_add_test(ok, ok_dns_source);
