@@ -37,6 +37,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/ops/access_log.h sidecar/ops/access_log.c \
 	sidecar/ops/prometheus.h sidecar/ops/prometheus.c \
 	sidecar/ops/mesh.h sidecar/ops/mesh.c \
+	sidecar/ops/trace_export.h sidecar/ops/trace_export.c \
 	sidecar/ops/admin.h sidecar/ops/admin.c
 nodist_sidecar_maitred_SOURCES = sidecar/ops/admin_page.c
 sidecar_maitred_LDADD = $(MAITRED_LIBS)

@@ -28,6 +28,7 @@
 #include "sidecar/control/etcd.h"
 #include "sidecar/control/health.h"
 #include "sidecar/ops/metrics.h"
+#include "sidecar/ops/trace_export.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
 #include "lb/lb.h"
@@ -354,6 +355,16 @@ static int run(struct mtd_control *ctl)
 	if (!ctl->workers || !ctl->run_listen || (cfg->admin && !ctl->run_admin)) {
 		MTD_ERROR("out of memory");
 		return 1;
+	}
+	{
+		struct mtd_trace_target *trace;
+		char err[256];
+		if (mtd_reload_tracing(ctl, ctl->rt, &trace, err, sizeof(err)) < 0) {
+			MTD_ERROR("tracing: %s", err);
+			return 1;
+		}
+		if (ctl->tracer)
+			mtd_tracer_set_target(ctl->tracer, trace);
 	}
 	int free_rc = mtd_listen_check_free(&cfg->listen);
 	if (free_rc < 0) {

@@ -42,6 +42,9 @@ struct mtd_control {
 	struct mtd_register *reg;  /* Config.register, NULL without */
 	struct mtd_health *health; /* active health checks (health.c) */
 	struct mtd_certwatch *certs; /* certificate rotation (certwatch.c) */
+	/* The span exporter (ops/trace_export.h), started with the first
+	 * config that traces; until the stop, after the workers. */
+	struct mtd_tracer *tracer;
 	struct event *drain_timer;
 	/* What the process runs with whatever a reload says (restart-only
 	 * keys: listen, workers, admin), from the config it started with. */

@@ -21,6 +21,7 @@
 #include "sidecar/control/control.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/ops/history.h"
+#include "sidecar/ops/trace_export.h"
 #include "sidecar/turn.h"
 
 static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
@@ -62,6 +63,10 @@ fail:
 
 void mtd_control_fini(struct mtd_control *ctl)
 {
+	/* The workers, the exporter's producers, are gone: what they queued
+	 * is counted as dropped (shutdown). */
+	mtd_tracer_stop(ctl->tracer);
+	ctl->tracer = NULL;
 	if (ctl->rt) {
 		mtd_runtime_unref(ctl->rt);
 		ctl->rt = NULL;

@@ -17,6 +17,7 @@
 #include "sidecar/control/sources.h"
 #include "sidecar/io/inbound.h"
 #include "sidecar/ops/access_log.h"
+#include "sidecar/ops/trace_export.h"
 
 int mtd_reload_prepare(struct mtd_control *ctl, struct mtd_cfg *cfg, struct mtd_reload_tx *tx, char *err,
                        size_t errlen)
@@ -43,14 +44,38 @@ int mtd_reload_prepare(struct mtd_control *ctl, struct mtd_cfg *cfg, struct mtd_
 	mtd_runtime_set_inbound(tx->rt, in);
 	if (mtd_certwatch_prepare(ctl->certs, tx->rt, &tx->cw, err, errlen) < 0)
 		goto fail;
+	if (mtd_reload_tracing(ctl, tx->rt, &tx->trace, err, errlen) < 0)
+		goto fail;
 	return 0;
 fail:
 	mtd_reload_abort(tx);
 	return -1;
 }
 
+int mtd_reload_tracing(struct mtd_control *ctl, struct mtd_runtime *rt, struct mtd_trace_target **target, char *err,
+                       size_t errlen)
+{
+	*target = NULL;
+	rt->tracer = NULL;
+	if (!rt->cfg->tracing)
+		return 0;
+	*target = mtd_trace_target_new(rt->cfg->tracing, err, errlen);
+	if (!*target)
+		return -1;
+	/* Started here, not at the commit, because it can fail; a refused
+	 * reload leaves it running with no target, which exports nothing. */
+	if (!ctl->tracer && !(ctl->tracer = mtd_tracer_start(ctl->run_workers, err, errlen))) {
+		mtd_trace_target_free(*target);
+		*target = NULL;
+		return -1;
+	}
+	rt->tracer = ctl->tracer;
+	return 0;
+}
+
 void mtd_reload_abort(struct mtd_reload_tx *tx)
 {
+	mtd_trace_target_free(tx->trace);
 	mtd_certwatch_abort(tx->cw);
 	/* Never published. The sockets of new listen addresses close now
 	 * (the set's last reference), not at the reclaim: nothing may
@@ -91,6 +116,9 @@ void mtd_reload_commit(struct mtd_control *ctl, struct mtd_reload_tx *tx)
 		mtd_ref_get(&was->ref);
 	mtd_inbound_set_log(was, rt->inbound);
 	mtd_access_log_apply(rt->cfg, tx->access_fd);
+	if (ctl->tracer)
+		mtd_tracer_set_target(ctl->tracer, tx->trace); /* NULL: tracing off */
+	tx->trace = NULL;
 	mtd_sources_stop(ctl);
 	mtd_control_publish(ctl, rt);
 	mtd_inbound_set_retire(was, rt->inbound);

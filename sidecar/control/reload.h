@@ -18,13 +18,22 @@ struct mtd_cfg;
 struct mtd_control;
 struct mtd_runtime;
 struct mtd_certwatch_next;
+struct mtd_trace_target;
 
 struct mtd_reload_tx {
 	struct mtd_runtime *rt;          /* built, not published (owns the config) */
 	int access_fd;                   /* the access log's new file, -1 = none / stderr */
 	struct mtd_certwatch_next *cw;   /* certwatch's entries for rt */
 	bool reg_changed;                /* register differs: started at commit */
+	struct mtd_trace_target *trace;  /* where spans go under rt, NULL = no tracing */
 };
+
+/* Tracing's part of a prepare, also for the first config: where rt's spans
+ * go (*target, NULL without a tracing block) and rt->tracer, the exporter
+ * started on first use. 0, or -1 with the reason in err (a TLS file that
+ * does not load, out of memory), nothing kept. */
+int mtd_reload_tracing(struct mtd_control *ctl, struct mtd_runtime *rt, struct mtd_trace_target **target, char *err,
+                       size_t errlen);
 
 /* Build what cfg needs (ownership of cfg taken, also on failure). 0, or
  * -1 with the reason in err and nothing changed, nothing kept. */

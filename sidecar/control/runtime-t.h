@@ -223,6 +223,9 @@ struct mtd_runtime {
 	struct mtd_rt_service **services; /* parallel to cfg->services, references held */
 	struct mtd_rt_inset *inbound;     /* parallel to cfg->inbound (reference held), NULL = none */
 	struct mtd_control *ctl;
+	/* The span exporter while this config traces, else NULL (it outlives
+	 * every runtime: stopped after the workers). */
+	struct mtd_tracer *tracer;
 	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_rts */
 };
 

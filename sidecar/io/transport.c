@@ -211,6 +211,18 @@ fail:
 	return NULL;
 }
 
+struct ssl_ctx_st *mtd_tls_http1_client_ctx_new(const struct mtd_cfg_tls *tls, char *err, size_t errlen)
+{
+	static const unsigned char alpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+	SSL_CTX *ctx = mtd_tls_client_ctx_new(tls, err, errlen);
+	if (ctx && SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn)) != 0) {
+		last_error(err, errlen, "ALPN");
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
 /* ---- identities --------------------------------------------------------- */
 
 /* cert's identity (lib/identity: the X509-SVID rule over its URI and DNS

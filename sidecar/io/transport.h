@@ -92,6 +92,10 @@ bool mtd_xprt_pending(const struct mtd_conn *c);
  * services), used by every worker (SSL_new on a shared SSL_CTX is
  * thread-safe). */
 struct ssl_ctx_st *mtd_tls_client_ctx_new(const struct mtd_cfg_tls *tls, char *err, size_t errlen);
+/* The same for an HTTP/1.1 peer (the OTLP/HTTP collector): ALPN
+ * http/1.1 instead of h2, the rest alike (server_identity aside, which
+ * the config refuses there). */
+struct ssl_ctx_st *mtd_tls_http1_client_ctx_new(const struct mtd_cfg_tls *tls, char *err, size_t errlen);
 /* Another reference to ctx (services with the same TLS files share one);
  * each reference is dropped with mtd_tls_ctx_free(). Returns ctx. */
 struct ssl_ctx_st *mtd_tls_ctx_ref(struct ssl_ctx_st *ctx);

@@ -22,6 +22,8 @@
 #include "sidecar/ops/mesh.h"
 #include "sidecar/ops/metrics-int.h"
 #include "sidecar/ops/prometheus.h"
+#include "sidecar/ops/trace_export.h"
+#include "sidecar/control/control-t.h"
 
 const char *const mtd_mx_hc_names[4] = {
         [MTD_MX_HC_UNCHECKED] = "unchecked",
@@ -721,6 +723,32 @@ static void render_process(struct mtd_abuf *b, const struct mtd_mx_process *p)
 	mtd_prom_sample(b, "process_start_time_seconds", NULL, NULL, NULL, 0, (double)p->start_wall_ms / 1e3);
 }
 
+/* The span exporter's figures, once it ever ran (control thread: its
+ * pointer is the control's). */
+static void render_tracing(struct mtd_abuf *b, const struct mtd_runtime *rt)
+{
+	const struct mtd_tracer *tr = rt->ctl ? rt->ctl->tracer : NULL;
+	if (!tr)
+		return;
+	struct mtd_tracer_figures f;
+	mtd_tracer_figures(tr, &f);
+	mtd_prom_family(b, "maitred_trace_spans_exported_total", "counter",
+	                "Spans the OTLP collector accepted (a 2xx answer).");
+	mtd_prom_sample_u64(b, "maitred_trace_spans_exported_total", NULL, NULL, NULL, 0, f.exported);
+	mtd_prom_family(b, "maitred_trace_spans_dropped_total", "counter",
+	                "Spans never exported, by reason: queue_full (a worker's queue was full), export_failed "
+	                "(the collector refused or was unreachable for every try, or tracing was turned off), "
+	                "rejected (an error answer not worth a retry), shutdown.");
+	for (int i = 0; i < MTD_TRACE_DROP_N; i++) {
+		const char *k[] = {"reason"}, *v[] = {mtd_trace_drop_name((enum mtd_trace_drop)i)};
+		mtd_prom_sample_u64(b, "maitred_trace_spans_dropped_total", NULL, k, v, 1, f.dropped[i]);
+	}
+	mtd_prom_family(b, "maitred_trace_exports_total", "counter", "OTLP export requests, by result (ok: 2xx).");
+	const char *rk[] = {"result"}, *ok[] = {"ok"}, *failed[] = {"failed"};
+	mtd_prom_sample_u64(b, "maitred_trace_exports_total", NULL, rk, ok, 1, f.exports_ok);
+	mtd_prom_sample_u64(b, "maitred_trace_exports_total", NULL, rk, failed, 1, f.exports_failed);
+}
+
 void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const struct mtd_mx_process *proc)
 {
 	size_t n = 0;
@@ -731,5 +759,6 @@ void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const 
 	render_split(b, rt);
 	render_discovery(b, rt);
 	mtd_mesh_render(b, rt->cfg);
+	render_tracing(b, rt);
 	render_process(b, proc);
 }
