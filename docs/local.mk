@@ -3,7 +3,7 @@
 noinst_DATA = docs/config-reference.md
 CLEANFILES += docs/config-reference.md docs/config.descriptor.pb
 EXTRA_DIST += docs/gen_config_ref.py docs/README.md docs/install.md docs/strategies.md \
-	docs/metrics.md docs/troubleshooting.md docs/operating.md docs/architecture.md
+	docs/metrics.md docs/troubleshooting.md docs/operating.md docs/architecture.md docs/tracing.md
 
 DOCS_CONFIG_PROTO = maitred/config/v1/config.proto
 docs/config-reference.md: $(srcdir)/protos/$(DOCS_CONFIG_PROTO) $(srcdir)/docs/gen_config_ref.py

@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "authz/authz.h"
 #include "core/log.h"
 #include "sidecar/ops/admin.h"
+#include "sidecar/call/trace.h"
 #include "sidecar/control/certwatch.h"
 #include "sidecar/control/control.h"
 #include "sidecar/control/etcd.h"
@@ -357,6 +359,11 @@ static int run(struct mtd_control *ctl)
 		return 1;
 	}
 	{
+		/* The seed of the ids of the traces calls start (call/trace.h). */
+		uint64_t seed;
+		if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+			seed = (uint64_t)mtd_now_ns() ^ ((uint64_t)getpid() << 32);
+		mtd_call_trace_seed(seed);
 		struct mtd_trace_target *trace;
 		char err[256];
 		if (mtd_reload_tracing(ctl, ctl->rt, &trace, err, sizeof(err)) < 0) {

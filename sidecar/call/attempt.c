@@ -31,6 +31,7 @@
 #include "sidecar/call/headers.h"
 #include "sidecar/call/mode/mode.h"
 #include "sidecar/call/relay.h"
+#include "sidecar/call/trace.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
@@ -151,6 +152,7 @@ void mtd_attempt_release(struct mtd_attempt *a)
 	disarm(a);
 	mtd_attempt_lb_end(a, true, true);
 	note_endpoint(a);
+	mtd_call_trace_attempt_end(a); /* before its answer's headers go */
 	if (call->cur == a)
 		call->cur = NULL;
 	if (call->ans == a)

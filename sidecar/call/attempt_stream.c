@@ -12,6 +12,7 @@
 #include "sidecar/call/call.h"
 #include "sidecar/call/headers.h"
 #include "sidecar/call/mirror.h"
+#include "sidecar/call/trace.h"
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
@@ -41,6 +42,13 @@ static bool skip_request_header(const nghttp2_nv *nv)
 	}
 }
 
+/* What tracing replaces (the call's context, mtd_call_trace_of). */
+static bool trace_header(const nghttp2_nv *nv)
+{
+	return (nv->namelen == 11 && memcmp(nv->name, "traceparent", 11) == 0) ||
+	       (nv->namelen == 10 && memcmp(nv->name, "tracestate", 10) == 0);
+}
+
 #define NV_LIT(n, v)                                                                 \
 	{                                                                            \
 		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,        \
@@ -53,7 +61,7 @@ static int st_submit(struct mtd_up_stream *s, struct mtd_conn *c)
 	struct mtd_call *call = a->call;
 	const struct mtd_headers *h = &call->req_hdrs;
 	nghttp2_nv stack_nv[MTD_STACK_NV];
-	nghttp2_nv *nva = mtd_nv_room(stack_nv, h->n + 4);
+	nghttp2_nv *nva = mtd_nv_room(stack_nv, h->n + 6);
 	if (!nva)
 		return -ENOMEM;
 	size_t n = 0;
@@ -81,6 +89,10 @@ static int st_submit(struct mtd_up_stream *s, struct mtd_conn *c)
 	 * already (nghttp2 refuses a request with one after a regular field),
 	 * so one walk: the override and :scheme go where the regular fields
 	 * begin. */
+	/* Tracing: the app's traceparent (and tracestate) are replaced by
+	 * the call's (trace.h). */
+	struct mtd_call_trace tr;
+	bool traced = mtd_call_trace_of(call, &tr);
 	nghttp2_nv f;
 	bool regular = false;
 	for (uint32_t off = 0; mtd_headers_next(h, &off, &f);) {
@@ -91,7 +103,8 @@ static int st_submit(struct mtd_up_stream *s, struct mtd_conn *c)
 			regular = true;
 		}
 		if (skip_request_header(&f) ||
-		    (auth && !regular && f.namelen == 10 && memcmp(f.name, ":authority", 10) == 0))
+		    (auth && !regular && f.namelen == 10 && memcmp(f.name, ":authority", 10) == 0) ||
+		    (traced && trace_header(&f)))
 			continue;
 		nva[n++] = f;
 	}
@@ -101,6 +114,16 @@ static int st_submit(struct mtd_up_stream *s, struct mtd_conn *c)
 		nva[n++] = scheme;
 	}
 	nva[n++] = (nghttp2_nv)NV_LIT("te", "trailers");
+	char tpbuf[MTD_TRACEPARENT_LEN];
+	if (traced) {
+		/* Never indexed: it differs on every call (as grpc-timeout). */
+		mtd_call_trace_parent_header(&tr, tpbuf);
+		nva[n++] = (nghttp2_nv){(uint8_t *)"traceparent", (uint8_t *)tpbuf, 11, sizeof(tpbuf),
+		                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_INDEX};
+		if (tr.state)
+			nva[n++] = (nghttp2_nv){(uint8_t *)"tracestate", (uint8_t *)(uintptr_t)tr.state, 10,
+			                        tr.state_len, NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+	}
 	char tbuf[MTD_GRPC_TIMEOUT_BUFLEN], abuf[12];
 	int64_t now = mtd_now_ns();
 	int64_t left = call->deadline_ns ? call->deadline_ns - now : INT64_MAX;

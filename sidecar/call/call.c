@@ -42,6 +42,7 @@
 #include "sidecar/call/mode/mode.h"
 #include "sidecar/call/policy.h"
 #include "sidecar/call/relay.h"
+#include "sidecar/call/trace.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/inbound.h"
@@ -112,6 +113,7 @@ void mtd_call_release(struct mtd_call *call)
 		if (call->load)
 			atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
 		mtd_metrics_call_end(call);
+		mtd_call_trace_end(call);
 	}
 	call->reaping = true;
 	LIST_INSERT_HEAD(&call->w->reap_calls, call, down_link);

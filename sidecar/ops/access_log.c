@@ -20,6 +20,7 @@
 #include "sidecar/call/headers.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/inbound.h"
+#include "sidecar/call/trace.h"
 #include "sidecar/ops/access_log.h"
 #include "sidecar/ops/mesh.h"
 #include "sidecar/turn.h"
@@ -146,6 +147,14 @@ void mtd_access_log_line(const struct mtd_call *call, const char *path, size_t s
 	}
 	const char *ep = call->mx_ep ? call->mx_ep->addr.text : "-";
 	unsigned attempts = call->n_attempts;
+	/* A traced call's trace id (32 hex digits), "" otherwise. */
+	char trace_id[33] = "";
+	struct mtd_call_trace t;
+	if (mtd_call_trace_of(call, &t)) {
+		char tp[MTD_TRACEPARENT_LEN];
+		mtd_traceparent_format(tp, &t.ctx);
+		memcpy(trace_id, tp + 3, 32);
+	}
 	char line[1024];
 	int n;
 	int fd = atomic_load_explicit(&access_fd, memory_order_relaxed);
@@ -191,6 +200,10 @@ void mtd_access_log_line(const struct mtd_call *call, const char *path, size_t s
 			mtd_json_key(&j, "authz");
 			mtd_json_str(&j, in.verdict);
 		}
+		if (trace_id[0]) {
+			mtd_json_key(&j, "trace_id");
+			mtd_json_str(&j, trace_id);
+		}
 		mtd_json_obj_end(&j);
 		mtd_abuf_add(&b, "\n", 1);
 		if (!b.oom && write(fd, b.p, b.len) < 0) {
@@ -198,7 +211,7 @@ void mtd_access_log_line(const struct mtd_call *call, const char *path, size_t s
 		}
 		return;
 	}
-	char s[260], m[260], id[260] = "", tail[600] = "";
+	char s[260], m[260], id[260] = "", tail[600] = "", trace[48] = "";
 	text_safe(s, sizeof(s), svc, svc_len);
 	text_safe(m, sizeof(m), method, mlen);
 	if (in.listener) {
@@ -208,11 +221,13 @@ void mtd_access_log_line(const struct mtd_call *call, const char *path, size_t s
 		snprintf(tail, sizeof(tail), " inbound=%s identity=%s authz=%s", in.listener, id[0] ? id : "-",
 		         in.verdict);
 	}
+	if (trace_id[0])
+		snprintf(trace, sizeof(trace), " trace_id=%s", trace_id);
 	n = snprintf(line, sizeof(line),
 	             "%s access service=%s method=%s endpoint=%s attempts=%u grpc_status=%s duration_s=%.6f "
-	             "bytes_in=%" PRIu64 " bytes_out=%" PRIu64 "%s\n",
+	             "bytes_in=%" PRIu64 " bytes_out=%" PRIu64 "%s%s\n",
 	             ts, s[0] ? s : "-", m[0] ? m : "-", ep, attempts, mtd_grpc_status_name(code), (double)dur_ns / 1e9,
-	             call->bytes_in, call->bytes_out, tail);
+	             call->bytes_in, call->bytes_out, tail, trace);
 	if (n > 0) {
 		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
 		line[len - 1] = '\n';

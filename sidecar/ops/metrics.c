@@ -216,7 +216,7 @@ static int code_of(const struct mtd_headers *h)
 /* The status the client saw: the trailers (the upstream's or maitred's
  * own), else a Trailers-Only response; none means the client went away
  * first (CANCELLED). */
-static int final_code(const struct mtd_call *call)
+int mtd_metrics_call_code(const struct mtd_call *call)
 {
 	int c = code_of(&call->resp_trailers);
 	if (c < 0)
@@ -320,7 +320,7 @@ void mtd_metrics_call_end(struct mtd_call *call)
 	if (call->w->id >= mtd_mx_n_workers)
 		return;
 	struct mtd_mx_worker *mw = &mtd_mx_workers[call->w->id];
-	int code = final_code(call);
+	int code = mtd_metrics_call_code(call);
 	int64_t dur = mtd_now_ns() - call->start_ns;
 	struct mtd_mx_method *m = call->mx;
 	if (dur < 0)

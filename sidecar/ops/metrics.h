@@ -73,6 +73,9 @@ void mtd_metrics_hedge_sample(struct mtd_call *call, int64_t us);
 /* Worker thread. The call is being freed: its final status, latency and
  * bytes; the access-log line if one is due. */
 void mtd_metrics_call_end(struct mtd_call *call);
+/* The gRPC status the call's client got (its trailers', else its
+ * headers'; CANCELLED when it got none). */
+int mtd_metrics_call_code(const struct mtd_call *call);
 
 static inline void mtd_mx_add(_Atomic uint64_t *c, uint64_t n)
 {

@@ -17,6 +17,7 @@ EXTRA_DIST += \
 	tests/xds/client.js \
 	tests/integration/otlp.py \
 	tests/integration/test_otlp_peers.py \
+	tests/integration/test_tracing.py \
 	tests/otel/package.json \
 	tests/otel/package-lock.json \
 	tests/otel/export.js \

@@ -1,0 +1,254 @@
+/* A call's trace: see trace.h. */
+#include "config.h"
+
+#include "sidecar/call/trace.h"
+
+#include <string.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "authz/authz.h"
+#include "core/clock.h"
+#include "fault/fault.h"
+#include "grpc/grpc.h"
+#include "lb/lb-t.h"
+#include "sidecar/call/call-t.h"
+#include "sidecar/call/headers.h"
+#include "sidecar/control/runtime-t.h"
+#include "sidecar/call/mode/mode.h" /* mtd_attempt_status_of */
+#include "sidecar/ops/metrics.h"
+#include "sidecar/ops/trace_export.h"
+#include "sidecar/worker-t.h"
+#include "trace/span.h"
+
+static uint64_t seed;
+
+void mtd_call_trace_seed(uint64_t s)
+{
+	seed = s;
+}
+
+/* splitmix64's finalizer: a 64-bit mix, one to one. */
+static uint64_t mix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* An id of 8 bytes from what identifies the call, never zero. */
+static void derive(uint8_t out[8], const struct mtd_call *call, uint64_t salt)
+{
+	uint64_t v = mix(seed ^ mix((uint64_t)(uintptr_t)call ^ salt) ^ mix((uint64_t)call->start_ns + salt) ^
+	                 ((uint64_t)call->w->id << 48));
+	put64(out, v ? v : 1);
+}
+
+static const struct mtd_runtime *rt_of(const struct mtd_call *call)
+{
+	return call->hold ? call->hold->rt : call->w->rt;
+}
+
+static double sample_of(const struct mtd_call *call, const struct mtd_runtime *rt)
+{
+	if (call->method)
+		return call->method->cfg->trace_sample;
+	if (call->svc)
+		return call->svc->cfg->trace_sample;
+	return rt->cfg->tracing ? rt->cfg->tracing->sample : 0;
+}
+
+bool mtd_call_trace_of(const struct mtd_call *call, struct mtd_call_trace *t)
+{
+	const struct mtd_runtime *rt = rt_of(call);
+	if (!rt || !rt->tracer)
+		return false;
+	nghttp2_nv buf, sbuf;
+	const nghttp2_nv *tp = mtd_headers_find(&call->req_hdrs, "traceparent", &buf);
+	t->has_parent = tp && mtd_traceparent_parse((const char *)tp->value, tp->valuelen, &t->ctx);
+	t->state = NULL;
+	t->state_len = 0;
+	if (t->has_parent) {
+		memcpy(t->parent, t->ctx.span_id, 8);
+		t->sampled = t->ctx.flags & MTD_TRACE_SAMPLED;
+		/* tracestate goes with a traceparent that parsed, never alone. */
+		const nghttp2_nv *ts = mtd_headers_find(&call->req_hdrs, "tracestate", &sbuf);
+		if (ts && mtd_tracestate_valid((const char *)ts->value, ts->valuelen)) {
+			t->state = ts->value;
+			t->state_len = ts->valuelen;
+		}
+	} else {
+		derive(t->ctx.trace_id, call, 0x7472616365ull);     /* "trace" */
+		derive(t->ctx.trace_id + 8, call, 0x6964ull);       /* "id" */
+		t->sampled = mtd_trace_sample(t->ctx.trace_id, sample_of(call, rt));
+		t->ctx.flags = t->sampled ? MTD_TRACE_SAMPLED : 0;
+		memset(t->parent, 0, 8);
+	}
+	derive(t->ctx.span_id, call, 0x7370616eull); /* "span" */
+	return true;
+}
+
+void mtd_call_trace_parent_header(const struct mtd_call_trace *t, char out[MTD_TRACEPARENT_LEN])
+{
+	mtd_traceparent_format(out, &t->ctx);
+}
+
+static int64_t unix_ns(int64_t mono_ns)
+{
+	return mono_ns + mtd_wall_offset_ms() * 1000000;
+}
+
+/* "host:port" (or "[v6]:port") as the two server.* attributes. */
+static void server_attrs(struct mtd_span *s, const char *addr)
+{
+	if (!addr)
+		return;
+	const char *colon = strrchr(addr, ':');
+	if (!colon)
+		return;
+	const char *host = addr;
+	size_t hlen = (size_t)(colon - addr);
+	if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') {
+		host++;
+		hlen -= 2;
+	}
+	mtd_span_str(s, "server.address", host, hlen);
+	long port = 0;
+	for (const char *p = colon + 1; *p >= '0' && *p <= '9' && port < 65536; p++)
+		port = port * 10 + (*p - '0');
+	mtd_span_int(s, "server.port", port);
+}
+
+/* The :path's service and method ("/pkg.Service/Method"). */
+static void path_parts(const struct mtd_call *call, const char **svc, size_t *svc_len, const char **meth,
+                       size_t *meth_len)
+{
+	nghttp2_nv buf;
+	const nghttp2_nv *p = mtd_headers_find(&call->req_hdrs, ":path", &buf);
+	*svc = *meth = "";
+	*svc_len = *meth_len = 0;
+	if (!p || p->valuelen < 2 || p->value[0] != '/')
+		return;
+	const char *v = (const char *)p->value + 1;
+	size_t n = p->valuelen - 1;
+	const char *slash = memchr(v, '/', n);
+	*svc = v;
+	*svc_len = slash ? (size_t)(slash - v) : n;
+	if (slash) {
+		*meth = slash + 1;
+		*meth_len = n - *svc_len - 1;
+	}
+}
+
+static void status_attrs(struct mtd_span *s, int code)
+{
+	mtd_span_int(s, "rpc.grpc.status_code", code);
+	if (code != MTD_GRPC_OK) {
+		const char *name = mtd_grpc_status_name(code);
+		mtd_span_status_error(s, name, strlen(name));
+	}
+}
+
+static void submit(const struct mtd_call *call, const struct mtd_span *s)
+{
+	const struct mtd_runtime *rt = rt_of(call);
+	mtd_tracer_submit(rt->tracer, call->w->id, s);
+}
+
+void mtd_call_trace_end(const struct mtd_call *call)
+{
+	struct mtd_call_trace t;
+	if (!mtd_call_trace_of(call, &t) || !t.sampled)
+		return;
+	struct mtd_span s;
+	mtd_span_init(&s, &t.ctx, t.ctx.span_id, t.has_parent ? t.parent : NULL,
+	              call->inbound ? MTD_SPAN_SERVER : MTD_SPAN_CLIENT, unix_ns(call->start_ns));
+	s.end_unix_ns = unix_ns(mtd_now_ns());
+	const char *svc, *meth;
+	size_t svc_len, meth_len;
+	path_parts(call, &svc, &svc_len, &meth, &meth_len);
+	mtd_span_name2(&s, svc, svc_len, meth, meth_len);
+	if (t.state)
+		mtd_span_tracestate(&s, (const char *)t.state, t.state_len);
+	mtd_span_str(&s, "rpc.system", "grpc", 4);
+	mtd_span_str(&s, "rpc.service", svc, svc_len);
+	mtd_span_str(&s, "rpc.method", meth, meth_len);
+	status_attrs(&s, mtd_metrics_call_code(call));
+	if (call->mx_ep)
+		server_attrs(&s, call->mx_ep->addr.text);
+	const struct mtd_lb_picker *picker = call->method ? call->method->picker : call->svc ? call->svc->picker : NULL;
+	if (picker) {
+		mtd_span_str(&s, "maitred.policy", picker->ops->name, strlen(picker->ops->name));
+	}
+	if (call->fault) {
+		const char *mode = mtd_fault_mode_name(call->fault->mode);
+		mtd_span_str(&s, "maitred.fault_mode", mode, strlen(mode));
+	}
+	mtd_span_int(&s, "maitred.attempts", call->n_attempts);
+	if (call->inbound) {
+		/* The caller's identity, from the x-forwarded-client-cert maitred
+		 * set on the call (the inbound step), typed as everywhere. */
+		nghttp2_nv xbuf;
+		const nghttp2_nv *x = mtd_headers_find(&call->req_hdrs, MTD_XFCC_HEADER, &xbuf);
+		const char *id;
+		size_t id_len;
+		bool dns;
+		if (x && mtd_xfcc_identity((const char *)x->value, x->valuelen, &id, &id_len, &dns)) {
+			char typed[4 + 256];
+			size_t k = id_len > 256 ? 256 : id_len, pre = dns ? 4 : 0;
+			memcpy(typed, "dns:", pre);
+			memcpy(typed + pre, id, k);
+			mtd_span_str(&s, "maitred.caller", typed, pre + k);
+		}
+	}
+	submit(call, &s);
+}
+
+void mtd_call_trace_attempt_end(const struct mtd_attempt *a)
+{
+	const struct mtd_call *call = a->call;
+	struct mtd_call_trace t;
+	if (!mtd_call_trace_of(call, &t) || !t.sampled)
+		return;
+	bool won = a == call->ans;
+	int code = mtd_attempt_status_of(&a->resp_trailers);
+	if (code < 0)
+		code = mtd_attempt_status_of(&a->resp_hdrs);
+	bool failed = !(won && (code == MTD_GRPC_OK || (code < 0 && call->resp_eof)));
+	if (call->n_attempts <= 1 && !failed)
+		return; /* the call's own span says it all */
+	struct mtd_span s;
+	uint8_t id[8];
+	put64(id, mix(get64(t.ctx.span_id) ^ ((uint64_t)a->index + 1) * 0x9e3779b97f4a7c15ull) | 1);
+	mtd_span_init(&s, &t.ctx, id, t.ctx.span_id, MTD_SPAN_CLIENT, unix_ns(a->start_ns));
+	s.end_unix_ns = unix_ns(mtd_now_ns());
+	const char *svc, *meth;
+	size_t svc_len, meth_len;
+	path_parts(call, &svc, &svc_len, &meth, &meth_len);
+	mtd_span_name2(&s, svc, svc_len, meth, meth_len);
+	mtd_span_str(&s, "rpc.system", "grpc", 4);
+	mtd_span_int(&s, "maitred.attempt", a->index);
+	mtd_span_bool(&s, "maitred.hedge", a->hedge);
+	mtd_span_bool(&s, "maitred.won", won);
+	if (a->ep)
+		server_attrs(&s, a->ep->addr.text);
+	if (code >= 0)
+		status_attrs(&s, code);
+	else if (failed)
+		mtd_span_status_error(&s, "no answer", 9);
+	submit(call, &s);
+}
