@@ -9,6 +9,7 @@ test_otlp_peers checks it against the OpenTelemetry JS SDK's exporter.
     r.answer = 503                   # answer with this status (Retry-After: r.retry_after)
     r.delay = 5.0                    # wait this long before answering
     r.stop()                         # down: connections refused
+    OtlpReceiver(tls=(cert, key, client_ca)).start()  # https (client_ca: mTLS)
 
 A span: {trace_id, span_id, parent_span_id (hex, "" for none), trace_state,
 name, kind (OTLP's number: 2 SERVER, 3 CLIENT), start_ns, end_ns, flags,
@@ -33,7 +34,8 @@ def _attrs(kvs):
 
 
 class OtlpReceiver:
-    def __init__(self):
+    def __init__(self, tls=None):
+        self.tls = tls
         self.pb = protogen.load_otlp()
         self.answer = 200
         self.retry_after = None
@@ -46,7 +48,7 @@ class OtlpReceiver:
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d/v1/traces" % self.port
+        return "%s://127.0.0.1:%d/v1/traces" % ("https" if self.tls else "http", self.port)
 
     def start(self, same_port=False):
         recv = self
@@ -97,6 +99,14 @@ class OtlpReceiver:
 
         self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port if same_port else 0), Handler)
         self._httpd.daemon_threads = True
+        if self.tls:
+            import ssl
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(self.tls[0], self.tls[1])
+            if len(self.tls) > 2 and self.tls[2]:
+                ctx.load_verify_locations(self.tls[2])
+                ctx.verify_mode = ssl.CERT_REQUIRED
+            self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
         self.port = self._httpd.server_address[1]
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
         return self

@@ -12,7 +12,7 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, maitred_only, pb, wait_until, free_port, CALL_LIMIT
+from harness import MaitredTest, TestCA, maitred_only, pb, wait_until, free_port, CALL_LIMIT
 from otlp import OtlpReceiver
 from test_admin import admin_request
 import test_inbound
@@ -228,6 +228,44 @@ class Tracing(MaitredTest):
         text = body if isinstance(body, str) else body.decode()
         self.assertIn("maitred_trace_spans_exported_total", text)
         self.assertIn('maitred_trace_exports_total{result="failed"}', text)
+
+    @maitred_only
+    def test_https_with_a_client_certificate_and_headers(self):
+        ca = TestCA(self.tmp + "/ca", server_name="collector.test")
+        recv = OtlpReceiver(tls=(ca.server_cert, ca.server_key, ca.ca_file)).start()
+        self.addCleanup(recv.stop)
+        up = self.start_upstream()
+        t = {"otlp": {"endpoint": recv.url, "headers": {"x-api-key": "k-123", "Authorization": "Bearer t"},
+                      "tls": {"ca_file": ca.ca_file, "server_name": "collector.test",
+                              "cert_file": ca.client_cert, "key_file": ca.client_key}},
+             "sample": 1.0}
+        m = self.start_maitred(self.config([self.service(SVC, [up])], tracing=t))
+        self.call(m)
+        wait_until(lambda: len(recv.spans()) >= 1, CALL_LIMIT, "a span over https")
+        _, ctype, st, hdrs = recv.requests[0]
+        self.assertEqual((ctype, st), ("application/x-protobuf", 200))
+        low = {k.lower(): v for k, v in hdrs.items()}
+        self.assertEqual((low.get("x-api-key"), low.get("authorization")), ("k-123", "Bearer t"))
+
+    @maitred_only
+    def test_a_collector_with_a_certificate_of_another_ca_gets_nothing(self):
+        ca = TestCA(self.tmp + "/ca", server_name="collector.test")
+        other = TestCA(self.tmp + "/other", server_name="collector.test", ca_name="another CA")
+        recv = OtlpReceiver(tls=(other.server_cert, other.server_key)).start()
+        self.addCleanup(recv.stop)
+        up = self.start_upstream()
+        t = {"otlp": {"endpoint": recv.url, "tls": {"ca_file": ca.ca_file, "server_name": "collector.test"}},
+             "sample": 1.0}
+        cfg = self.config([self.service(SVC, [up])], tracing=t, admin="127.0.0.1:%d" % free_port())
+        m = self.start_maitred(cfg)
+        self.call(m)
+        admin_port = int(cfg["admin"].rsplit(":", 1)[1])
+        def failed():
+            got = re.search(r'^maitred_trace_exports_total\{result="failed"\} (\d+)$',
+                            admin_request(admin_port, "GET", "/metrics")[2], re.M)
+            return got is not None and int(got.group(1)) >= 1
+        wait_until(failed, 3 * CALL_LIMIT, "a failed export")
+        self.assertEqual(recv.spans(), [])
 
     @maitred_only
     def test_spans_from_two_workers_under_load_all_arrive(self):
