@@ -320,6 +320,10 @@ EOF
 	elif [ -n "${MAITRED_MAX_CONNECTIONS:-}" ]; then
 		echo "downstream: { max_connections: $MAITRED_MAX_CONNECTIONS }" >>"$T/maitred.yaml"
 	fi
+	# MAITRED_TRACING: a top-level tracing block, e.g.
+	# '{ otlp: { endpoint: "http://127.0.0.1:4318/v1/traces" }, sample: 0 }'
+	# (what tracing costs a call: docs/tracing.md, bench/proxy/README.md).
+	[ -n "${MAITRED_TRACING:-}" ] && echo "tracing: $MAITRED_TRACING" >>"$T/maitred.yaml"
 	PROXY_CMD=("$MAITRED_BIN" --config "$T/maitred.yaml")
 }
 # The row "maitred_base": the same config, another binary (MAITRED_BASE_BIN),

@@ -50,11 +50,19 @@ static uint64_t get64(const uint8_t *p)
 	return v;
 }
 
-/* An id of 8 bytes from what identifies the call, never zero. */
-static void derive(uint8_t out[8], const struct mtd_call *call, uint64_t salt)
+/* What identifies the call, mixed once: its ids are mixes of it. Two
+ * calls alive together differ by address; one address reused is a later
+ * start; workers differ by id. */
+static uint64_t call_base(const struct mtd_call *call)
 {
-	uint64_t v = mix(seed ^ mix((uint64_t)(uintptr_t)call ^ salt) ^ mix((uint64_t)call->start_ns + salt) ^
-	                 ((uint64_t)call->w->id << 48));
+	return mix(seed ^ (uint64_t)(uintptr_t)call ^ (uint64_t)call->start_ns * 0x9e3779b97f4a7c15ull ^
+	           (uint64_t)call->w->id << 56);
+}
+
+/* An id of 8 bytes of the call, never zero. */
+static void derive(uint8_t out[8], uint64_t base, uint64_t salt)
+{
+	uint64_t v = mix(base ^ salt);
 	put64(out, v ? v : 1);
 }
 
@@ -91,14 +99,16 @@ bool mtd_call_trace_of(const struct mtd_call *call, struct mtd_call_trace *t)
 			t->state = ts->value;
 			t->state_len = ts->valuelen;
 		}
-	} else {
-		derive(t->ctx.trace_id, call, 0x7472616365ull);     /* "trace" */
-		derive(t->ctx.trace_id + 8, call, 0x6964ull);       /* "id" */
+	}
+	uint64_t base = call_base(call);
+	if (!t->has_parent) {
+		derive(t->ctx.trace_id, base, 0x7472616365ull); /* "trace" */
+		derive(t->ctx.trace_id + 8, base, 0x6964ull);   /* "id" */
 		t->sampled = mtd_trace_sample(t->ctx.trace_id, sample_of(call, rt));
 		t->ctx.flags = t->sampled ? MTD_TRACE_SAMPLED : 0;
 		memset(t->parent, 0, 8);
 	}
-	derive(t->ctx.span_id, call, 0x7370616eull); /* "span" */
+	derive(t->ctx.span_id, base, 0x7370616eull); /* "span" */
 	return true;
 }
 
@@ -221,8 +231,8 @@ void mtd_call_trace_end(const struct mtd_call *call)
 void mtd_call_trace_attempt_end(const struct mtd_attempt *a)
 {
 	const struct mtd_call *call = a->call;
-	struct mtd_call_trace t;
-	if (!mtd_call_trace_of(call, &t) || !t.sampled)
+	const struct mtd_runtime *rt = rt_of(call);
+	if (!rt || !rt->tracer)
 		return;
 	bool won = a == call->ans;
 	int code = mtd_attempt_status_of(&a->resp_trailers);
@@ -231,6 +241,9 @@ void mtd_call_trace_attempt_end(const struct mtd_attempt *a)
 	bool failed = !(won && (code == MTD_GRPC_OK || (code < 0 && call->resp_eof)));
 	if (call->n_attempts <= 1 && !failed)
 		return; /* the call's own span says it all */
+	struct mtd_call_trace t;
+	if (!mtd_call_trace_of(call, &t) || !t.sampled)
+		return;
 	struct mtd_span s;
 	uint8_t id[8];
 	put64(id, mix(get64(t.ctx.span_id) ^ ((uint64_t)a->index + 1) * 0x9e3779b97f4a7c15ull) | 1);
