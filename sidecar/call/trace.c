@@ -83,7 +83,9 @@ static double sample_of(const struct mtd_call *call, const struct mtd_runtime *r
 bool mtd_call_trace_of(const struct mtd_call *call, struct mtd_call_trace *t)
 {
 	const struct mtd_runtime *rt = rt_of(call);
-	if (!rt || !rt->tracer)
+	/* A background call (a mirror copy, FAILBACK's re-send) has no span
+	 * of its own: its upstream gets the app's context as the app sent it. */
+	if (!rt || !rt->tracer || call->bg)
 		return false;
 	nghttp2_nv buf, sbuf;
 	const nghttp2_nv *tp = mtd_headers_find(&call->req_hdrs, "traceparent", &buf);
@@ -232,7 +234,7 @@ void mtd_call_trace_attempt_end(const struct mtd_attempt *a)
 {
 	const struct mtd_call *call = a->call;
 	const struct mtd_runtime *rt = rt_of(call);
-	if (!rt || !rt->tracer)
+	if (!rt || !rt->tracer || call->bg)
 		return;
 	bool won = a == call->ans;
 	int code = mtd_attempt_status_of(&a->resp_trailers);

@@ -36,7 +36,8 @@ struct mtd_call_trace {
 void mtd_call_trace_seed(uint64_t seed);
 
 /* The call's context. false: the call is not traced (no tracing in its
- * snapshot), t untouched. */
+ * snapshot, or a background call: a mirror copy or FAILBACK's re-send,
+ * whose upstream gets the app's context as the app sent it), t untouched. */
 bool mtd_call_trace_of(const struct mtd_call *call, struct mtd_call_trace *t);
 
 /* The traceparent an upstream of the call receives (MTD_TRACEPARENT_LEN
