@@ -356,10 +356,11 @@ static void send_body(struct mtd_tracer *tr)
 	evhttp_add_header(h, "User-Agent", "maitred/" PACKAGE_VERSION);
 	for (size_t i = 0; i < t->nh; i++)
 		evhttp_add_header(h, t->hn[i], t->hv[i]);
-	if (evbuffer_add(evhttp_request_get_output_buffer(req), tr->body, tr->body_len) != 0 ||
-	    evhttp_make_request(c, req, EVHTTP_REQ_POST, t->path) != 0) {
-		/* evhttp_make_request frees req on failure; evbuffer_add's failure
-		 * leaves it ours. */
+	bool queued = evbuffer_add(evhttp_request_get_output_buffer(req), tr->body, tr->body_len) == 0;
+	if (!queued)
+		evhttp_request_free(req); /* never handed to the connection: ours */
+	if (!queued || evhttp_make_request(c, req, EVHTTP_REQ_POST, t->path) != 0) {
+		/* (A request evhttp_make_request refused is evhttp's to free.) */
 		snprintf(tr->last_err, sizeof(tr->last_err), "%s: cannot send (out of memory?)", t->endpoint);
 		drop_body(tr, MTD_TRACE_DROP_EXPORT_FAILED);
 		tr->conn_dead = true;
