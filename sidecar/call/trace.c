@@ -181,6 +181,27 @@ static void submit(const struct mtd_call *call, const struct mtd_span *s)
 	mtd_tracer_submit(rt->tracer, call->w->id, s);
 }
 
+/* The split group the call went to: the answering (else last tried)
+ * endpoint's value of the split's metadata key, or NULL. A scan of the
+ * service's endpoints, for sampled calls of splitting services only. */
+static const char *split_group(const struct mtd_call *call)
+{
+	const struct mtd_rt_service *svc = call->svc;
+	const struct mtd_cfg_split *sp = call->method ? call->method->cfg->split : svc ? svc->cfg->split : NULL;
+	if (!sp || !svc->attrs || !call->mx_ep)
+		return NULL;
+	for (size_t i = 0; i < svc->n_eps; i++) {
+		if (svc->eps[i] != call->mx_ep)
+			continue;
+		const struct mtd_rt_epattr *a = &svc->attrs[i];
+		for (size_t k = 0; k < a->n_meta; k++)
+			if (strcmp(a->meta[k].key, sp->metadata_key) == 0)
+				return a->meta[k].value;
+		return NULL;
+	}
+	return NULL;
+}
+
 void mtd_call_trace_end(const struct mtd_call *call)
 {
 	struct mtd_call_trace t;
@@ -211,6 +232,9 @@ void mtd_call_trace_end(const struct mtd_call *call)
 		mtd_span_str(&s, "maitred.fault_mode", mode, strlen(mode));
 	}
 	mtd_span_int(&s, "maitred.attempts", call->n_attempts);
+	const char *group = split_group(call);
+	if (group)
+		mtd_span_str(&s, "maitred.split_group", group, strlen(group));
 	if (call->inbound) {
 		/* The caller's identity, from the x-forwarded-client-cert maitred
 		 * set on the call (the inbound step), typed as everywhere. */

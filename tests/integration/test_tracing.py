@@ -169,6 +169,17 @@ class Tracing(MaitredTest):
         self.assertEqual(len({t["span_id"] for t in tries} | {call["span_id"]}), 3)
 
     @maitred_only
+    def test_a_split_call_names_its_group(self):
+        ups = [self.start_upstream(n) for n in ("v1", "v2")]
+        svc = self.service(SVC, ups, split={"metadata_key": "version", "weights": {"v1": 0, "v2": 100}})
+        for ep, v in zip(svc["endpoints"], ("v1", "v2")):
+            ep["metadata"] = {"version": v}
+        m = self.start_maitred(self.config([svc], tracing=tracing(self.recv, 1.0)))
+        self.assertEqual(self.call(m).instance, "v2")
+        (s,) = self.spans(1, "the call's span")
+        self.assertEqual(s["attributes"]["maitred.split_group"], "v2")
+
+    @maitred_only
     def test_a_hedged_call_marks_its_winner(self):
         a = self.start_upstream("a")
         b = self.start_upstream("b")
