@@ -290,6 +290,61 @@ START_TEST(otlp_carries_ids_kinds_attributes_and_the_resource)
 }
 END_TEST
 
+START_TEST(otlp_full_spans_fit_their_bound_and_read_back)
+{
+	/* Every span at its limits: all attributes (long keys, values that
+	 * fill the text), a tracestate, an error status, dropped counts. */
+	enum { N = 300 };
+	struct mtd_span *sp = calloc(N, sizeof(*sp));
+	ck_assert_ptr_nonnull(sp);
+	struct mtd_trace_ctx c = ctx_of(TP);
+	char val[MTD_SPAN_TEXT];
+	memset(val, 'v', sizeof(val));
+	static const char *const keys[] = {"a.rather.long.attribute.key.of.forty.characters.xx", "k"};
+	for (int i = 0; i < N; i++) {
+		uint8_t id[8] = {1, 2, 3, 4, 5, 6, 7, (uint8_t)(i + 1)};
+		mtd_span_init(&sp[i], &c, id, c.span_id, MTD_SPAN_CLIENT, 1 + i);
+		mtd_span_name(&sp[i], val, 100);
+		mtd_span_tracestate(&sp[i], "rojo=1", 6);
+		mtd_span_status_error(&sp[i], val, 128);
+		for (int k = 0; k < MTD_SPAN_ATTRS + 2; k++) {
+			if (k % 3 == 0)
+				mtd_span_int(&sp[i], keys[k % 2], -(int64_t)k * 1000000007);
+			else if (k % 3 == 1)
+				mtd_span_bool(&sp[i], keys[k % 2], k & 1);
+			else
+				mtd_span_str(&sp[i], keys[k % 2], val, 60);
+		}
+		mtd_span_str(&sp[i], "x", val, sizeof(val)); /* does not fit: dropped */
+		sp[i].end_unix_ns = INT64_MAX;
+	}
+	struct mtd_otlp_resource res = {.service_name = "s"};
+	uint8_t *buf;
+	size_t len = mtd_otlp_encode(&res, sp, N, &buf);
+	ck_assert_uint_gt(len, 0);
+	Req *r = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(NULL, len, buf);
+	ck_assert_ptr_nonnull(r);
+	const Opentelemetry__Proto__Trace__V1__ScopeSpans *ss = r->resource_spans[0]->scope_spans[0];
+	ck_assert_uint_eq(ss->n_spans, N);
+	for (int i = 0; i < N; i++) {
+		const Opentelemetry__Proto__Trace__V1__Span *m = ss->spans[i];
+		ck_assert_uint_eq(m->span_id.data[7], (uint8_t)(i + 1));
+		ck_assert_uint_eq(m->n_attributes, sp[i].n_attrs);
+		ck_assert_uint_eq(m->dropped_attributes_count, sp[i].dropped_attrs);
+		ck_assert_uint_eq(m->start_time_unix_nano, (uint64_t)(1 + i));
+		ck_assert_uint_eq(m->end_time_unix_nano, (uint64_t)INT64_MAX);
+		ck_assert_int_eq(attr(m, keys[0])->value_case, OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE);
+		ck_assert_int_eq(attr(m, keys[0])->int_value, 0);
+		ck_assert_uint_eq(strlen(m->status->message), 128);
+	}
+	/* A negative integer attribute survives (ten varint bytes). */
+	ck_assert_int_eq(ss->spans[0]->attributes[3]->value->int_value, -3000000021LL);
+	opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(r, NULL);
+	free(buf);
+	free(sp);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("trace");
@@ -302,6 +357,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, sampling_reads_the_ids_random_part);
 	tcase_add_test(tc, a_span_keeps_what_fits_and_counts_the_rest);
 	tcase_add_test(tc, otlp_carries_ids_kinds_attributes_and_the_resource);
+	tcase_add_test(tc, otlp_full_spans_fit_their_bound_and_read_back);
 	suite_add_tcase(s, tc);
 	return s;
 }
