@@ -42,6 +42,7 @@
 #include <sys/queue.h>
 
 #include "sidecar/call/headers-t.h"
+#include "sidecar/io/downstream-t.h"
 #include "sidecar/io/stream-t.h"
 #include "core/bufq.h"
 #include "core/timers.h"
@@ -128,11 +129,14 @@ struct mtd_call_bg {
 struct mtd_call {
 	struct mtd_worker *w;
 	enum mtd_call_state state;
-	/* Downstream side. */
+	/* Downstream side: the client's stream down_sid on down (NULL once
+	 * it closed: call/down_port.c, the one writer of both), and what
+	 * io/ keeps of it (downstream-t.h: down's list; once released, down
+	 * NULL, the link of the worker's reap list). */
 	int32_t down_sid;
-	struct mtd_conn *down; /* NULL once the stream closed */
+	struct mtd_conn *down;
 	struct mtd_headers req_hdrs;
-	LIST_ENTRY(mtd_call) down_link; /* down's calls; once released (down NULL), the reap list */
+	struct mtd_down_stream ds;
 	/* Routing and policy: svc and picker belong to the snapshot of
 	 * `hold` (hold_prev: the one before a reroute, while attempts of it
 	 * remain). */
@@ -209,7 +213,7 @@ struct mtd_call {
 	bool resp_done; /* trailers / END_STREAM submitted downstream */
 	bool mx_ep_answered;
 	bool delayed; /* fault_injection delay: waiting on its retry timer, no attempt yet */
-	/* An inbound peer's call (io/inbound.c): 1 + its listener's index
+	/* An inbound peer's call (inbound_call.c): 1 + its listener's index
 	 * in the inbound set of the runtime it was routed with, found by key
 	 * at each routing (0 = the app's own call), and what authorization decided
 	 * (enum mtd_in_verdict), for routing and the access log. In the

@@ -44,7 +44,7 @@
 #include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
-#include "sidecar/io/inbound.h"
+#include "sidecar/call/inbound_call.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
@@ -114,7 +114,7 @@ void mtd_call_release(struct mtd_call *call)
 		mtd_metrics_call_end(call);
 	}
 	call->reaping = true;
-	LIST_INSERT_HEAD(&call->w->reap_calls, call, down_link);
+	LIST_INSERT_HEAD(&call->w->reap_calls, &call->ds, link);
 	mtd_worker_schedule_flush(call->w);
 }
 
@@ -185,9 +185,10 @@ void mtd_call_reap(struct mtd_worker *w)
 		LIST_REMOVE(a, call_link);
 		mtd_slab_free(&w->slab, a);
 	}
-	struct mtd_call *call;
-	while ((call = LIST_FIRST(&w->reap_calls))) {
-		LIST_REMOVE(call, down_link);
+	struct mtd_down_stream *ds;
+	while ((ds = LIST_FIRST(&w->reap_calls))) {
+		struct mtd_call *call = mtd_call_of_stream(ds);
+		LIST_REMOVE(ds, link);
 		call->reaping = false;
 		if (!call_held(call)) /* else held again since: released again later */
 			call_free(call);
@@ -817,7 +818,7 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 	/* An inbound peer's call goes to its listener's app, whatever the
 	 * :path names (io/inbound.h); the app's own calls take the routes
 	 * first, then :path. */
-	int si = call->inbound ? mtd_inbound_route(rt, call) : mtd_policy_route(rt, call, rp);
+	int si = call->inbound ? mtd_call_inbound_route(rt, call) : mtd_policy_route(rt, call, rp);
 	if (si < 0) {
 		call->svc = NULL; /* nothing of an older snapshot stays routed */
 		call->method = NULL;

@@ -15,6 +15,12 @@
 struct mtd_worker;
 struct mtd_rt_load;
 
+/* The call whose downstream stream (io/'s part of it) is ds. */
+static inline struct mtd_call *mtd_call_of_stream(struct mtd_down_stream *ds)
+{
+	return (struct mtd_call *)((char *)ds - offsetof(struct mtd_call, ds));
+}
+
 /* A stream's request headers are complete: route, pick, start attempt 1. */
 void mtd_call_start(struct mtd_call *call);
 /* Request DATA from the client. */

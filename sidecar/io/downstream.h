@@ -3,12 +3,14 @@
 #ifndef MTD_DOWNSTREAM_H
 #define MTD_DOWNSTREAM_H
 
+#include "sidecar/io/downstream-t.h"
+
 struct mtd_worker;
 struct mtd_conn;
-struct mtd_call;
 
-/* Per-worker nghttp2 callbacks and options. */
-int mtd_down_setup(struct mtd_worker *w);
+/* Per-worker nghttp2 callbacks and options; port: who owns the requests
+ * (the call engine's, call/down_port.c), kept in w->down_port. */
+int mtd_down_setup(struct mtd_worker *w, const struct mtd_down_port *port);
 void mtd_down_teardown(struct mtd_worker *w);
 int mtd_down_accept(struct mtd_worker *w, int fd);
 /* The kind's ops (inbound.c wraps them for its peers' connections). */

@@ -157,10 +157,13 @@ struct seam_cs *seam_call(struct seam *s, const char *path, const char *timeout,
 void seam_send(struct seam *s, struct seam_cs *cs, const void *p, size_t n, bool end);
 /* The client resets cs (RST_STREAM CANCEL). */
 void seam_cancel(struct seam *s, struct seam_cs *cs);
-/* From now on the client connection is an inbound peer's: its calls
- * start as inbound.c starts them, limited to max_concurrent_calls in
- * flight (counted in the first service's load), without authorization. */
+/* From now on the client connection is an inbound peer's (no
+ * certificate) of one listener whose app is the first service: its calls
+ * go through the engine's inbound step (call/inbound_call.c), limited to
+ * max_concurrent_calls in flight (counted in that service's load);
+ * authorization allows all, or (deny) nothing. */
 void seam_client_inbound(struct seam *s, uint32_t max_concurrent_calls);
+void seam_client_inbound_authz(struct seam *s, uint32_t max_concurrent_calls, bool deny);
 /* The engine's call for cs, or NULL once its stream closed. */
 struct mtd_call *seam_call_of(struct seam *s, const struct seam_cs *cs);
 
