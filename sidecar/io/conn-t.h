@@ -127,6 +127,7 @@ struct mtd_conn {
 	int32_t scan_rst_sids[MTD_SCAN_RST];
 	int32_t scan_end_sids[MTD_SCAN_RST];
 	uint8_t scan_rst_next, scan_end_next;
+	uint8_t scan_rst_n, scan_end_n; /* notes made, up to MTD_SCAN_RST (each ring) */
 	int32_t late_data_sid; /* the last one answered RST_STREAM(STREAM_CLOSED) for DATA after it */
 	/* Those answers, submitted once nghttp2 has read the bytes: at most
 	 * MTD_LATE_DATA_DUE per read (the DATA is dropped either way). */
