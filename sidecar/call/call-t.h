@@ -8,7 +8,8 @@
  *            each attempt in its list,       lets go            worker's turn
  *            its retry timer while armed,    (mtd_call_release)  (mtd_call_reap)
  *            its worker's ready list while
- *            its next attempt is due
+ *            its next attempt, or its
+ *            client's close, is due
  *   attempt: its call while live, a pool     not live and
  *            while PENDING, its upstream     no stream
  *            stream while `up` is set        (mtd_attempt_release)
@@ -169,8 +170,9 @@ struct mtd_call {
 	/* call->resp's bytes are counted in its client connection's resp_held
 	 * (all of them, or none: relay.c, the one writer of that sum). */
 	bool resp_counted;
-	/* Its next attempt starts at the end of the turn: held by its
-	 * worker's ready list (mtd_call_next_attempt_later). */
+	/* On its worker's ready list, which holds it: its next attempt, or
+	 * the engine's side of its client's close (down_closed), runs at the
+	 * end of the turn (mtd_call_next_attempt_later, _down_closed_later). */
 	bool next_due;
 	struct mtd_timer retry; /* backoff before the next attempt; FORKING: hedge delay;
 	                         * a FAILBACK re-send's wait */
@@ -220,6 +222,11 @@ struct mtd_call {
 	 * flags' padding: the call stays within its slab class. */
 	uint8_t inbound;
 	uint8_t verdict;
+	/* Its client's stream closed (1 + the HTTP/2 error code, 255 for any
+	 * past 253; 0 = not yet told): the port recorded it and listed the
+	 * call; the ready list runs the engine's side (down_port.c,
+	 * mtd_call_run_ready). No new attempt starts meanwhile. */
+	uint8_t down_closed;
 };
 
 #endif

@@ -699,7 +699,7 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 
 void mtd_call_next_attempt(struct mtd_call *call)
 {
-	if (call->state == MTD_CALL_DONE)
+	if (call->state == MTD_CALL_DONE || call->down_closed)
 		return;
 	if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns) {
 		mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded (%lld ms)",
@@ -709,24 +709,43 @@ void mtd_call_next_attempt(struct mtd_call *call)
 	mtd_call_start_keyed(call, false);
 }
 
-void mtd_call_next_attempt_later(struct mtd_call *call)
+/* Put call on its worker's ready list (which holds it) unless it is there
+ * already. 0, or -ENOMEM (not listed). */
+static int list_ready(struct mtd_call *call)
 {
 	struct mtd_worker *w = call->w;
-	if (call->next_due || call->state == MTD_CALL_DONE)
-		return;
+	if (call->next_due)
+		return 0;
 	if (w->n_ready == w->ready_cap) {
 		uint32_t cap = w->ready_cap ? w->ready_cap * 2 : 16;
 		struct mtd_call **r = realloc(w->ready, cap * sizeof(*r));
-		if (!r) {
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-			return;
-		}
+		if (!r)
+			return -ENOMEM;
 		w->ready = r;
 		w->ready_cap = cap;
 	}
 	w->ready[w->n_ready++] = call;
 	call->next_due = true;
 	mtd_worker_schedule_flush(w);
+	return 0;
+}
+
+void mtd_call_next_attempt_later(struct mtd_call *call)
+{
+	if (call->next_due || call->state == MTD_CALL_DONE)
+		return;
+	if (list_ready(call) < 0)
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+void mtd_call_down_closed_later(struct mtd_call *call, uint32_t error_code)
+{
+	call->down_closed = (uint8_t)(error_code < 254 ? error_code + 1 : 255);
+	if (list_ready(call) < 0) {
+		/* Out of memory for the list: the engine learns it now. */
+		call->down_closed = 0;
+		mtd_call_on_down_close(call, error_code);
+	}
 }
 
 void mtd_call_run_ready(struct mtd_worker *w)
@@ -736,7 +755,14 @@ void mtd_call_run_ready(struct mtd_worker *w)
 	for (uint32_t i = 0; i < w->n_ready; i++) {
 		struct mtd_call *call = w->ready[i];
 		call->next_due = false;
-		mtd_call_next_attempt(call);
+		if (call->down_closed) {
+			/* Its client's close, first: what was due after it is over. */
+			uint32_t code = call->down_closed - 1u;
+			call->down_closed = 0;
+			mtd_call_on_down_close(call, code);
+		} else {
+			mtd_call_next_attempt(call);
+		}
 		mtd_call_release(call); /* the list let go */
 	}
 	w->n_ready = 0;
@@ -869,7 +895,7 @@ static void on_delay(struct mtd_timer *t)
 {
 	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
 	call->delayed = false;
-	if (call->state != MTD_CALL_DONE)
+	if (call->state != MTD_CALL_DONE && !call->down_closed)
 		proceed(call);
 	mtd_call_release(call); /* the timer let go */
 }

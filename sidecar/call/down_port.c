@@ -1,8 +1,11 @@
 /* The downstream port, the call engine's side (io/downstream-t.h): what
  * downstream.c reports of a client's request stream becomes the call's
- * state here and in call.c, never in io/. A request's start runs the
- * engine on the stack of nghttp2's callback (docs/architecture.md, "No
- * re-entry from io/", says why that one stays synchronous). */
+ * state here and in call.c, never in io/. A stream's close, or its
+ * connection's, is recorded (call->down NULL, down_closed) and the engine
+ * learns it from the worker's ready list at the end of the turn, never on
+ * the stack of io/'s callback; a request's start, data and end run the
+ * engine at once (docs/architecture.md, "No re-entry from io/", says
+ * why). */
 #include "config.h"
 
 #include "core/log.h"
@@ -81,7 +84,7 @@ static void port_close(struct mtd_down_stream *ds, uint32_t error_code)
 		nghttp2_session_consume_connection(call->down->ng, call->req_unconsumed);
 	mtd_relay_down_gone(call);
 	call->down = NULL;
-	mtd_call_on_down_close(call, error_code);
+	mtd_call_down_closed_later(call, error_code);
 }
 
 static void port_gone(struct mtd_down_stream *ds)
@@ -90,7 +93,7 @@ static void port_gone(struct mtd_down_stream *ds)
 	mtd_relay_down_gone(call);
 	call->down = NULL;
 	/* The client is gone: its calls are cancelled. */
-	mtd_call_on_down_close(call, NGHTTP2_CANCEL);
+	mtd_call_down_closed_later(call, NGHTTP2_CANCEL);
 }
 
 const struct mtd_down_port mtd_call_down_port = {

@@ -773,6 +773,11 @@ static ssize_t cs_read(nghttp2_session *ng, int32_t sid, uint8_t *buf, size_t le
 	cs->req_sent += n;
 	if (cs->req_sent == cs->req.len && cs->req_end) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		if (cs->req_trailers) {
+			nghttp2_nv tr[] = {{(uint8_t *)"x-seam-trailer", (uint8_t *)"1", 14, 1, NGHTTP2_NV_FLAG_NONE}};
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+			ck_assert_int_eq(nghttp2_submit_trailer(ng, sid, tr, 1), 0);
+		}
 		return (ssize_t)n;
 	}
 	if (n == 0) {
@@ -1189,6 +1194,18 @@ void seam_send(struct seam *s, struct seam_cs *cs, const void *p, size_t n, bool
 		cs->req_deferred = false;
 		ck_assert_int_eq(nghttp2_session_resume_data(s->down->peer, cs->sid), 0);
 	}
+}
+
+void seam_send_trailers(struct seam *s, struct seam_cs *cs, const void *p, size_t n)
+{
+	cs->req_trailers = true;
+	seam_send(s, cs, p, n, true);
+}
+
+void seam_client_gone(struct seam *s)
+{
+	ck_assert_ptr_nonnull(s->down->c);
+	mtd_conn_close(s->down->c);
 }
 
 void seam_cancel(struct seam *s, struct seam_cs *cs)

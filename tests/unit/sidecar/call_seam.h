@@ -31,6 +31,7 @@ struct seam_cs {
 	size_t req_sent;
 	bool req_end;
 	bool req_deferred;
+	bool req_trailers; /* the request ends with a trailers HEADERS frame */
 	/* The answer. */
 	unsigned resp_headers; /* HEADERS blocks received (2 with trailers) */
 	int status;            /* grpc-status (headers or trailers), -1 none */
@@ -155,8 +156,14 @@ struct seam_cs *seam_call(struct seam *s, const char *path, const char *timeout,
                           bool end);
 /* More request bytes for cs (END_STREAM if end). */
 void seam_send(struct seam *s, struct seam_cs *cs, const void *p, size_t n, bool end);
+/* More request bytes for cs, then the request ends with trailers (a
+ * HEADERS frame, END_STREAM): gRPC clients send none, HTTP/2 allows them. */
+void seam_send_trailers(struct seam *s, struct seam_cs *cs, const void *p, size_t n);
 /* The client resets cs (RST_STREAM CANCEL). */
 void seam_cancel(struct seam *s, struct seam_cs *cs);
+/* maitred's side of the client connection closes, as on a read error
+ * (mtd_conn_close): one event, whose turn has NOT ended. */
+void seam_client_gone(struct seam *s);
 /* From now on the client connection is an inbound peer's (no
  * certificate) of one listener whose app is the first service: its calls
  * go through the engine's inbound step (call/inbound_call.c), limited to
