@@ -44,6 +44,7 @@
 #include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
+#include "sidecar/io/downstream.h"
 #include "sidecar/call/inbound_call.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/ops/metrics.h"
@@ -203,7 +204,7 @@ static void drop_request_bytes(struct mtd_call *call)
 	mtd_bufq_clear(&call->req);
 	release_retained(call);
 	if (call->down && call->req_unconsumed) {
-		nghttp2_session_consume(call->down->ng, call->down_sid, call->req_unconsumed);
+		mtd_down_consume(call->down, call->down_sid, call->req_unconsumed);
 		mtd_conn_want_flush(call->down);
 	}
 	call->req_unconsumed = 0;
@@ -253,7 +254,7 @@ static void take_req(struct mtd_call *call, struct mtd_attempt *a, size_t n)
 		size_t fresh = a->req_off - call->req_taken;
 		call->req_taken = a->req_off;
 		if (call->down) {
-			nghttp2_session_consume(call->down->ng, call->down_sid, fresh);
+			mtd_down_consume(call->down, call->down_sid, fresh);
 			mtd_conn_want_flush(call->down);
 		}
 		call->req_unconsumed -= fresh < call->req_unconsumed ? fresh : call->req_unconsumed;
@@ -1052,24 +1053,24 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 	call->bytes_in += n;
 	int rc = mtd_grpc_scan(&call->req_scan, p, n, max, waiting ? capture_first_message : NULL, call);
 	if (rc == MTD_GRPC_SCAN_TOO_BIG) {
-		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_down_consume(down, call->down_sid, n);
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "request message larger than the limit of %u bytes",
 		              max);
 		return;
 	}
 	if (rc < 0) {
-		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_down_consume(down, call->down_sid, n);
 		mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix in the request");
 		return;
 	}
 	if (call->req_sink) {
 		/* The answering upstream already finished (it answered before
 		 * reading the whole request): nobody will read these bytes. */
-		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_down_consume(down, call->down_sid, n);
 		return;
 	}
 	if (mtd_bufq_append(&call->req, p, n) < 0) {
-		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_down_consume(down, call->down_sid, n);
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}

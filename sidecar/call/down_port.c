@@ -16,6 +16,7 @@
 #include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
+#include "sidecar/io/downstream.h"
 #include "sidecar/turn.h"
 
 /* A call for stream sid of c (the time of its start: c's last activity,
@@ -65,7 +66,7 @@ static void port_data(struct mtd_down_stream *ds, const uint8_t *p, size_t n)
 	struct mtd_call *call = mtd_call_of_stream(ds);
 	if (call->state == MTD_CALL_DONE) {
 		/* Nobody will read these bytes: give the window back now. */
-		nghttp2_session_consume(call->down->ng, call->down_sid, n);
+		mtd_down_consume(call->down, call->down_sid, n);
 		return;
 	}
 	mtd_call_on_req_data(call, p, n);
@@ -81,7 +82,7 @@ static void port_close(struct mtd_down_stream *ds, uint32_t error_code)
 	struct mtd_call *call = mtd_call_of_stream(ds);
 	/* The stream is gone; its connection window is not. */
 	if (call->req_unconsumed)
-		nghttp2_session_consume_connection(call->down->ng, call->req_unconsumed);
+		mtd_down_consume_closed(call->down, call->req_unconsumed);
 	mtd_relay_down_gone(call);
 	call->down = NULL;
 	mtd_call_down_closed_later(call, error_code);

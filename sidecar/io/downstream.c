@@ -421,6 +421,28 @@ void mtd_down_shutdown(struct mtd_conn *c)
 	mtd_conn_want_flush(c);
 }
 
+int mtd_down_respond(struct mtd_conn *c, int32_t sid, const nghttp2_nv *nva, size_t n,
+                     const nghttp2_data_provider *prd)
+{
+	return nghttp2_submit_response(c->ng, sid, nva, n, prd);
+}
+
+void mtd_down_reset(struct mtd_conn *c, int32_t sid, uint32_t code)
+{
+	if (nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, code) != 0)
+		mtd_conn_doom(c); /* not even that: the connection goes */
+}
+
+void mtd_down_consume(struct mtd_conn *c, int32_t sid, size_t n)
+{
+	nghttp2_session_consume(c->ng, sid, n);
+}
+
+void mtd_down_consume_closed(struct mtd_conn *c, size_t n)
+{
+	nghttp2_session_consume_connection(c->ng, n);
+}
+
 /* ops.on_close: its streams' owners learn the client is gone; leave the
  * worker's list. */
 static void down_on_close(struct mtd_conn *c)
