@@ -712,13 +712,20 @@ static void scan_note(int32_t *ring, uint8_t *next, uint8_t *n, int32_t sid)
 }
 
 /* Whether sid is among the n notes of ring (a connection that never saw a
- * reset looks at none). */
+ * reset looks at none; a full ring is compared whole, without a branch per
+ * note). */
 static bool scan_saw(const int32_t *ring, uint8_t n, int32_t sid)
 {
-	for (unsigned i = 0; i < n; i++)
-		if (ring[i] == sid)
-			return true;
-	return false;
+	if (n < MTD_SCAN_RST) {
+		for (unsigned i = 0; i < n; i++)
+			if (ring[i] == sid)
+				return true;
+		return false;
+	}
+	unsigned hit = 0;
+	for (unsigned i = 0; i < MTD_SCAN_RST; i++)
+		hit |= ring[i] == sid;
+	return hit != 0;
 }
 
 /* A frame on a stream the peer reset (DATA, before nghttp2 drops it and
@@ -769,6 +776,8 @@ int mtd_conn_on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, voi
 	int32_t sid = hd->stream_id;
 	if (hd->type == NGHTTP2_RST_STREAM)
 		c->rst_recv_sid = sid; /* its close follows (mtd_conn_stream_closed) */
+	else if (hd->type == NGHTTP2_DATA)
+		return 0; /* on a closed stream, the scan answered it (nghttp2 drops it unseen) */
 	/* A server session's peer opens the streams. */
 	bool peer_opens = nghttp2_session_check_server_session(ng);
 	if (hd->type == NGHTTP2_HEADERS && sid > c->top_sid && peer_opens) {
