@@ -96,6 +96,20 @@ static bool call_held(const struct mtd_call *call)
 	return call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry) || call->next_due;
 }
 
+/* What others see of a client's call, once: its figures, its access-log
+ * line, and its place in the circuit breaker's count, which it leaves now
+ * (a client told of the end may ask /clusters next, and a call refused at
+ * max_calls must not be counted in flight by then). */
+static void count_end(struct mtd_call *call)
+{
+	if (call->bg || call->counted)
+		return;
+	call->counted = true;
+	if (call->load)
+		atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
+	mtd_metrics_call_end(call);
+}
+
 void mtd_call_release(struct mtd_call *call)
 {
 	if (call->reaping || call_held(call))
@@ -105,15 +119,7 @@ void mtd_call_release(struct mtd_call *call)
 	/* A client's call is over for good (nothing holds one again once its
 	 * stream is gone): its figures and access log line now, before the
 	 * flush writes its last bytes, as the client may read the log next. */
-	if (!call->bg && !call->counted) {
-		call->counted = true;
-		/* Out of the circuit breaker's count now too: a client told of
-		 * the end may ask /clusters next (and a call refused at
-		 * max_calls must not be counted in flight by then). */
-		if (call->load)
-			atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
-		mtd_metrics_call_end(call);
-	}
+	count_end(call);
 	call->reaping = true;
 	LIST_INSERT_HEAD(&call->w->reap_calls, &call->ds, link);
 	mtd_worker_schedule_flush(call->w);
@@ -741,6 +747,11 @@ void mtd_call_next_attempt_later(struct mtd_call *call)
 
 void mtd_call_down_closed_later(struct mtd_call *call, uint32_t error_code)
 {
+	/* A stream closes as its answer's last frame is serialized, before
+	 * the flush writes it: a call whose answer is complete shows its end
+	 * now, as its release did when it ran here (the rest waits). */
+	if (call->resp_done)
+		count_end(call);
 	call->down_closed = (uint8_t)(error_code < 254 ? error_code + 1 : 255);
 	if (list_ready(call) < 0) {
 		/* Out of memory for the list: the engine learns it now. */

@@ -458,6 +458,8 @@ ssize_t mtd_xprt_write(struct mtd_conn *c, const uint8_t *buf, size_t len)
 	struct seam_link *l = link_of(c);
 	if (!l)
 		return -EPIPE;
+	if (the_seam && l == the_seam->down)
+		seam_mx.ended_at_client_write = seam_mx.ended;
 	if (l->mode == SEAM_EP_UP)
 		buf_add(&l->to_peer, buf, len);
 	/* SILENT: the bytes go to a peer that never reads HTTP/2. */

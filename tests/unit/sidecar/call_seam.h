@@ -85,6 +85,9 @@ extern struct seam_connects seam_connects;
 struct seam_mx {
 	unsigned routed, ended, hedges_started, hedges_won;
 	unsigned attempts; /* the ended calls' attempts, as their access lines count them */
+	/* ended as it was when maitred last wrote to the client: a call's
+	 * figures are out before its answer's last bytes. */
+	unsigned ended_at_client_write;
 	unsigned failback_started, failback_dropped, decisions, circuit_rejected;
 	unsigned policy;        /* traffic policy events (rate limited, injected, mirrored) */
 	unsigned policy_by[32]; /* the same by enum mtd_mx_policy */

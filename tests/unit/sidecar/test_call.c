@@ -1642,6 +1642,25 @@ END_TEST
 
 /* ---- the downstream port (io/downstream-t.h, call/down_port.c) ----------------- */
 
+/* A call's figures (access log, /metrics, its circuit count) are out
+ * before maitred writes its answer's end: a client told of the end may
+ * look at once. The stream closes as its trailers are serialized, in the
+ * flush, just before the write; the engine's side of that close waits
+ * for the ready list, after the write, but the figures may not. */
+START_TEST(a_calls_figures_are_out_before_its_answer_is_written)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	seam_respond(s, seam_stream(s, 0), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_mx.ended_at_client_write, 1);
+	seam_free(s);
+}
+END_TEST
+
 /* The client's reset arrives while the call waits on the worker's ready
  * list (its first attempt's connect was refused at once): the port records
  * the close (the call's client is gone, the call still held) and the engine
@@ -1828,6 +1847,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set);
 	tcase_add_test(tc, forking_three_forks_all_leave_in_the_calls_first_step);
 	tcase_add_test(tc, inbound_call_under_a_circuit_breaker_is_counted_once);
+	tcase_add_test(tc, a_calls_figures_are_out_before_its_answer_is_written);
 	tcase_add_test(tc, a_client_reset_while_the_call_waits_on_the_ready_list);
 	tcase_add_test(tc, an_inbound_call_denied_then_data_trailers_and_the_client_gone);
 	tcase_add_test(tc, an_inbound_call_in_flight_when_the_client_goes);
