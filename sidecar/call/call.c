@@ -563,6 +563,11 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
  * current snapshot (the endpoint was removed). */
 bool mtd_call_launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedge, int64_t now)
 {
+	/* Its client's close is recorded, the engine's side due at the end
+	 * of the turn: no attempt is born for it meanwhile (a reroute, a
+	 * BROADCAST replay, whatever asks). */
+	if (call->down_closed)
+		return false;
 	const struct mtd_rt_service *svc = call->svc;
 	struct mtd_attempt *a = mtd_attempt_new(call);
 	if (!a) {

@@ -1695,6 +1695,30 @@ START_TEST(a_client_reset_while_the_call_waits_on_the_ready_list)
 }
 END_TEST
 
+/* The client resets a call waiting in the pool of an endpoint a reload
+ * then removes, both in one turn: the waiting attempt is rerouted (the
+ * pool retires) after the close was recorded and before the engine
+ * learned it. No attempt is born for a call whose client has gone: the
+ * new snapshot's endpoint is never asked. */
+START_TEST(a_reroute_after_the_clients_close_starts_nothing)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	seam_ep_mode(s, EP_A, SEAM_EP_SILENT); /* the attempt waits in A's pool */
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_ep_connects(s, EP_A), 1);
+	seam_cancel(s, cs);
+	seam_deliver_client(s); /* the RST_STREAM: recorded, the turn goes on */
+	seam_reload(s, config(EPS_B, NULL)); /* A's pool retires: its waiting attempt reroutes */
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert_uint_eq(seam_ep_connects(s, EP_B), 0);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 /* An inbound peer's call that authorization denies: PERMISSION_DENIED,
  * nothing upstream, counted as denied. The client goes on sending (DATA,
  * then trailers: a HEADERS block after the call failed) and then its
@@ -1849,6 +1873,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, inbound_call_under_a_circuit_breaker_is_counted_once);
 	tcase_add_test(tc, a_calls_figures_are_out_before_its_answer_is_written);
 	tcase_add_test(tc, a_client_reset_while_the_call_waits_on_the_ready_list);
+	tcase_add_test(tc, a_reroute_after_the_clients_close_starts_nothing);
 	tcase_add_test(tc, an_inbound_call_denied_then_data_trailers_and_the_client_gone);
 	tcase_add_test(tc, an_inbound_call_in_flight_when_the_client_goes);
 	suite_add_tcase(s, tc);
