@@ -7,12 +7,14 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/worker_turn.h sidecar/worker_turn.c sidecar/turn.h sidecar/turn.c \
 	sidecar/io/transport.h sidecar/io/transport.c \
 	sidecar/io/conn-t.h sidecar/io/conn.h sidecar/io/conn.c \
-	sidecar/io/downstream.h sidecar/io/downstream.c \
+	sidecar/io/downstream-t.h sidecar/io/downstream.h sidecar/io/downstream.c \
 	sidecar/io/inbound.h sidecar/io/inbound.c sidecar/io/listen.h sidecar/io/listen.c \
 	sidecar/io/upstream.h sidecar/io/upstream.c \
 	sidecar/io/pool-t.h sidecar/io/pool.h sidecar/io/pool.c sidecar/io/stream-t.h \
 	sidecar/call/headers-t.h sidecar/call/headers.h sidecar/call/headers.c \
 	sidecar/call/call-t.h sidecar/call/call.h sidecar/call/call.c \
+	sidecar/call/down_port.h sidecar/call/down_port.c \
+	sidecar/call/inbound_call.h sidecar/call/inbound_call.c \
 	sidecar/call/attempt.h sidecar/call/attempt.c sidecar/call/attempt_stream.c \
 	sidecar/call/relay.h sidecar/call/relay.c \
 	sidecar/call/trace.h sidecar/call/trace.c \
@@ -114,7 +116,8 @@ TESTS += tests/unit/test_call
 tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
 	tests/unit/sidecar/call_seam.h tests/unit/sidecar/call_seam.c \
 	sidecar/turn.c sidecar/worker_turn.c \
-	sidecar/call/call.c sidecar/call/attempt.c sidecar/call/attempt_stream.c sidecar/call/relay.c sidecar/call/policy.c \
+	sidecar/call/call.c sidecar/call/down_port.c sidecar/call/inbound_call.c \
+	sidecar/call/attempt.c sidecar/call/attempt_stream.c sidecar/call/relay.c sidecar/call/policy.c \
 	sidecar/call/mirror.c sidecar/call/trace.c \
 	sidecar/call/failback.c sidecar/call/headers.c sidecar/call/mode/registry.c sidecar/call/mode/failfast.c \
 	sidecar/call/mode/failover.c sidecar/call/mode/failsafe.c sidecar/call/mode/failback.c \

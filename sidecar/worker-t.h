@@ -22,6 +22,7 @@ struct mtd_conn;
 struct mtd_pool;
 struct mtd_call_bg;
 struct mtd_in_worker;
+struct mtd_down_port;
 
 /* What another thread may ring a worker's bell for. */
 enum {
@@ -69,7 +70,7 @@ struct mtd_worker {
 	LIST_HEAD(, mtd_pool) pools; /* every pool of this worker */
 	/* Calls and attempts released this turn, freed at its end (the call
 	 * engine's lifetime rule, call/call-t.h; mtd_call_reap). */
-	LIST_HEAD(, mtd_call) reap_calls;
+	LIST_HEAD(, mtd_down_stream) reap_calls; /* the calls (their ds link) */
 	LIST_HEAD(, mtd_attempt) reap_attempts;
 	/* Calls whose next attempt starts at the end of the turn, before the
 	 * connections are written (call.c mtd_call_run_ready): never on the
@@ -84,6 +85,9 @@ struct mtd_worker {
 	LIST_HEAD(, mtd_linger) lingering;
 	uint32_t n_lingering;
 	nghttp2_session_callbacks *down_cbs, *up_cbs;
+	/* Who owns the clients' requests (io/downstream-t.h): the call
+	 * engine's port (call/down_port.c). */
+	const struct mtd_down_port *down_port;
 	nghttp2_option *down_opt, *up_opt;
 	struct mtd_slab slab; /* recycled small blocks (calls, nghttp2) */
 	nghttp2_mem ng_mem;   /* nghttp2's allocations go to slab */

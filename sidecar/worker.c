@@ -29,6 +29,7 @@
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
+#include "sidecar/call/down_port.h"
 #include "sidecar/io/inbound.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/upstream.h"
@@ -253,7 +254,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	w->rbuf = malloc(w->rbuf_len);
 	if (!w->rbuf)
 		goto fail_mem;
-	if (mtd_down_setup(w) < 0)
+	if (mtd_down_setup(w, &mtd_call_down_port) < 0)
 		goto fail_mem;
 	if (mtd_up_setup(w) < 0)
 		goto fail_down;

@@ -8,7 +8,8 @@
  *            each attempt in its list,       lets go            worker's turn
  *            its retry timer while armed,    (mtd_call_release)  (mtd_call_reap)
  *            its worker's ready list while
- *            its next attempt is due
+ *            its next attempt, or its
+ *            client's close, is due
  *   attempt: its call while live, a pool     not live and
  *            while PENDING, its upstream     no stream
  *            stream while `up` is set        (mtd_attempt_release)
@@ -42,6 +43,7 @@
 #include <sys/queue.h>
 
 #include "sidecar/call/headers-t.h"
+#include "sidecar/io/downstream-t.h"
 #include "sidecar/io/stream-t.h"
 #include "core/bufq.h"
 #include "core/timers.h"
@@ -128,11 +130,14 @@ struct mtd_call_bg {
 struct mtd_call {
 	struct mtd_worker *w;
 	enum mtd_call_state state;
-	/* Downstream side. */
+	/* Downstream side: the client's stream down_sid on down (NULL once
+	 * it closed: call/down_port.c, the one writer of both), and what
+	 * io/ keeps of it (downstream-t.h: down's list; once released, down
+	 * NULL, the link of the worker's reap list). */
 	int32_t down_sid;
-	struct mtd_conn *down; /* NULL once the stream closed */
+	struct mtd_conn *down;
 	struct mtd_headers req_hdrs;
-	LIST_ENTRY(mtd_call) down_link; /* down's calls; once released (down NULL), the reap list */
+	struct mtd_down_stream ds;
 	/* Routing and policy: svc and picker belong to the snapshot of
 	 * `hold` (hold_prev: the one before a reroute, while attempts of it
 	 * remain). */
@@ -165,8 +170,9 @@ struct mtd_call {
 	/* call->resp's bytes are counted in its client connection's resp_held
 	 * (all of them, or none: relay.c, the one writer of that sum). */
 	bool resp_counted;
-	/* Its next attempt starts at the end of the turn: held by its
-	 * worker's ready list (mtd_call_next_attempt_later). */
+	/* On its worker's ready list, which holds it: its next attempt, or
+	 * the engine's side of its client's close (down_closed), runs at the
+	 * end of the turn (mtd_call_next_attempt_later, _down_closed_later). */
 	bool next_due;
 	struct mtd_timer retry; /* backoff before the next attempt; FORKING: hedge delay;
 	                         * a FAILBACK re-send's wait */
@@ -209,13 +215,18 @@ struct mtd_call {
 	bool resp_done; /* trailers / END_STREAM submitted downstream */
 	bool mx_ep_answered;
 	bool delayed; /* fault_injection delay: waiting on its retry timer, no attempt yet */
-	/* An inbound peer's call (io/inbound.c): 1 + its listener's index
+	/* An inbound peer's call (inbound_call.c): 1 + its listener's index
 	 * in the inbound set of the runtime it was routed with, found by key
 	 * at each routing (0 = the app's own call), and what authorization decided
 	 * (enum mtd_in_verdict), for routing and the access log. In the
 	 * flags' padding: the call stays within its slab class. */
 	uint8_t inbound;
 	uint8_t verdict;
+	/* Its client's stream closed (1 + the HTTP/2 error code, 255 for any
+	 * past 253; 0 = not yet told): the port recorded it and listed the
+	 * call; the ready list runs the engine's side (down_port.c,
+	 * mtd_call_run_ready). No new attempt starts meanwhile. */
+	uint8_t down_closed;
 };
 
 #endif

@@ -45,7 +45,8 @@
 #include "sidecar/call/trace.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
-#include "sidecar/io/inbound.h"
+#include "sidecar/io/downstream.h"
+#include "sidecar/call/inbound_call.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
@@ -96,6 +97,21 @@ static bool call_held(const struct mtd_call *call)
 	return call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry) || call->next_due;
 }
 
+/* What others see of a client's call, once: its figures, its access-log
+ * line, and its place in the circuit breaker's count, which it leaves now
+ * (a client told of the end may ask /clusters next, and a call refused at
+ * max_calls must not be counted in flight by then). */
+static void count_end(struct mtd_call *call)
+{
+	if (call->bg || call->counted)
+		return;
+	call->counted = true;
+	if (call->load)
+		atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
+	mtd_metrics_call_end(call);
+	mtd_call_trace_end(call);
+}
+
 void mtd_call_release(struct mtd_call *call)
 {
 	if (call->reaping || call_held(call))
@@ -105,18 +121,9 @@ void mtd_call_release(struct mtd_call *call)
 	/* A client's call is over for good (nothing holds one again once its
 	 * stream is gone): its figures and access log line now, before the
 	 * flush writes its last bytes, as the client may read the log next. */
-	if (!call->bg && !call->counted) {
-		call->counted = true;
-		/* Out of the circuit breaker's count now too: a client told of
-		 * the end may ask /clusters next (and a call refused at
-		 * max_calls must not be counted in flight by then). */
-		if (call->load)
-			atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
-		mtd_metrics_call_end(call);
-		mtd_call_trace_end(call);
-	}
+	count_end(call);
 	call->reaping = true;
-	LIST_INSERT_HEAD(&call->w->reap_calls, call, down_link);
+	LIST_INSERT_HEAD(&call->w->reap_calls, &call->ds, link);
 	mtd_worker_schedule_flush(call->w);
 }
 
@@ -187,9 +194,10 @@ void mtd_call_reap(struct mtd_worker *w)
 		LIST_REMOVE(a, call_link);
 		mtd_slab_free(&w->slab, a);
 	}
-	struct mtd_call *call;
-	while ((call = LIST_FIRST(&w->reap_calls))) {
-		LIST_REMOVE(call, down_link);
+	struct mtd_down_stream *ds;
+	while ((ds = LIST_FIRST(&w->reap_calls))) {
+		struct mtd_call *call = mtd_call_of_stream(ds);
+		LIST_REMOVE(ds, link);
 		call->reaping = false;
 		if (!call_held(call)) /* else held again since: released again later */
 			call_free(call);
@@ -204,7 +212,7 @@ static void drop_request_bytes(struct mtd_call *call)
 	mtd_bufq_clear(&call->req);
 	release_retained(call);
 	if (call->down && call->req_unconsumed) {
-		nghttp2_session_consume(call->down->ng, call->down_sid, call->req_unconsumed);
+		mtd_down_consume(call->down, call->down_sid, call->req_unconsumed);
 		mtd_conn_want_flush(call->down);
 	}
 	call->req_unconsumed = 0;
@@ -254,7 +262,7 @@ static void take_req(struct mtd_call *call, struct mtd_attempt *a, size_t n)
 		size_t fresh = a->req_off - call->req_taken;
 		call->req_taken = a->req_off;
 		if (call->down) {
-			nghttp2_session_consume(call->down->ng, call->down_sid, fresh);
+			mtd_down_consume(call->down, call->down_sid, fresh);
 			mtd_conn_want_flush(call->down);
 		}
 		call->req_unconsumed -= fresh < call->req_unconsumed ? fresh : call->req_unconsumed;
@@ -557,6 +565,11 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
  * current snapshot (the endpoint was removed). */
 bool mtd_call_launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedge, int64_t now)
 {
+	/* Its client's close is recorded, the engine's side due at the end
+	 * of the turn: no attempt is born for it meanwhile (a reroute, a
+	 * BROADCAST replay, whatever asks). */
+	if (call->down_closed)
+		return false;
 	const struct mtd_rt_service *svc = call->svc;
 	struct mtd_attempt *a = mtd_attempt_new(call);
 	if (!a) {
@@ -700,7 +713,7 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 
 void mtd_call_next_attempt(struct mtd_call *call)
 {
-	if (call->state == MTD_CALL_DONE)
+	if (call->state == MTD_CALL_DONE || call->down_closed)
 		return;
 	if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns) {
 		mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded (%lld ms)",
@@ -710,24 +723,48 @@ void mtd_call_next_attempt(struct mtd_call *call)
 	mtd_call_start_keyed(call, false);
 }
 
-void mtd_call_next_attempt_later(struct mtd_call *call)
+/* Put call on its worker's ready list (which holds it) unless it is there
+ * already. 0, or -ENOMEM (not listed). */
+static int list_ready(struct mtd_call *call)
 {
 	struct mtd_worker *w = call->w;
-	if (call->next_due || call->state == MTD_CALL_DONE)
-		return;
+	if (call->next_due)
+		return 0;
 	if (w->n_ready == w->ready_cap) {
 		uint32_t cap = w->ready_cap ? w->ready_cap * 2 : 16;
 		struct mtd_call **r = realloc(w->ready, cap * sizeof(*r));
-		if (!r) {
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-			return;
-		}
+		if (!r)
+			return -ENOMEM;
 		w->ready = r;
 		w->ready_cap = cap;
 	}
 	w->ready[w->n_ready++] = call;
 	call->next_due = true;
 	mtd_worker_schedule_flush(w);
+	return 0;
+}
+
+void mtd_call_next_attempt_later(struct mtd_call *call)
+{
+	if (call->next_due || call->state == MTD_CALL_DONE)
+		return;
+	if (list_ready(call) < 0)
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+void mtd_call_down_closed_later(struct mtd_call *call, uint32_t error_code)
+{
+	/* A stream closes as its answer's last frame is serialized, before
+	 * the flush writes it: a call whose answer is complete shows its end
+	 * now, as its release did when it ran here (the rest waits). */
+	if (call->resp_done)
+		count_end(call);
+	call->down_closed = (uint8_t)(error_code < 254 ? error_code + 1 : 255);
+	if (list_ready(call) < 0) {
+		/* Out of memory for the list: the engine learns it now. */
+		call->down_closed = 0;
+		mtd_call_on_down_close(call, error_code);
+	}
 }
 
 void mtd_call_run_ready(struct mtd_worker *w)
@@ -737,7 +774,14 @@ void mtd_call_run_ready(struct mtd_worker *w)
 	for (uint32_t i = 0; i < w->n_ready; i++) {
 		struct mtd_call *call = w->ready[i];
 		call->next_due = false;
-		mtd_call_next_attempt(call);
+		if (call->down_closed) {
+			/* Its client's close, first: what was due after it is over. */
+			uint32_t code = call->down_closed - 1u;
+			call->down_closed = 0;
+			mtd_call_on_down_close(call, code);
+		} else {
+			mtd_call_next_attempt(call);
+		}
 		mtd_call_release(call); /* the list let go */
 	}
 	w->n_ready = 0;
@@ -819,7 +863,7 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 	/* An inbound peer's call goes to its listener's app, whatever the
 	 * :path names (io/inbound.h); the app's own calls take the routes
 	 * first, then :path. */
-	int si = call->inbound ? mtd_inbound_route(rt, call) : mtd_policy_route(rt, call, rp);
+	int si = call->inbound ? mtd_call_inbound_route(rt, call) : mtd_policy_route(rt, call, rp);
 	if (si < 0) {
 		call->svc = NULL; /* nothing of an older snapshot stays routed */
 		call->method = NULL;
@@ -870,7 +914,7 @@ static void on_delay(struct mtd_timer *t)
 {
 	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, retry);
 	call->delayed = false;
-	if (call->state != MTD_CALL_DONE)
+	if (call->state != MTD_CALL_DONE && !call->down_closed)
 		proceed(call);
 	mtd_call_release(call); /* the timer let go */
 }
@@ -1027,24 +1071,24 @@ void mtd_call_on_req_data(struct mtd_call *call, const uint8_t *p, size_t n)
 	call->bytes_in += n;
 	int rc = mtd_grpc_scan(&call->req_scan, p, n, max, waiting ? capture_first_message : NULL, call);
 	if (rc == MTD_GRPC_SCAN_TOO_BIG) {
-		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_down_consume(down, call->down_sid, n);
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "request message larger than the limit of %u bytes",
 		              max);
 		return;
 	}
 	if (rc < 0) {
-		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_down_consume(down, call->down_sid, n);
 		mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed gRPC message prefix in the request");
 		return;
 	}
 	if (call->req_sink) {
 		/* The answering upstream already finished (it answered before
 		 * reading the whole request): nobody will read these bytes. */
-		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_down_consume(down, call->down_sid, n);
 		return;
 	}
 	if (mtd_bufq_append(&call->req, p, n) < 0) {
-		nghttp2_session_consume(down->ng, call->down_sid, n);
+		mtd_down_consume(down, call->down_sid, n);
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}

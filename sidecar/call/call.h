@@ -15,6 +15,12 @@
 struct mtd_worker;
 struct mtd_rt_load;
 
+/* The call whose downstream stream (io/'s part of it) is ds. */
+static inline struct mtd_call *mtd_call_of_stream(struct mtd_down_stream *ds)
+{
+	return (struct mtd_call *)((char *)ds - offsetof(struct mtd_call, ds));
+}
+
 /* A stream's request headers are complete: route, pick, start attempt 1. */
 void mtd_call_start(struct mtd_call *call);
 /* Request DATA from the client. */
@@ -76,9 +82,16 @@ void mtd_call_next_attempt(struct mtd_call *call);
  * next one there, or the engine recursed once per endpoint. The call
  * fails (out of memory) if it cannot be listed. */
 void mtd_call_next_attempt_later(struct mtd_call *call);
-/* The worker's flush (worker.c), before it writes the connections: start
- * the next attempt of each call on the ready list, those listed meanwhile
- * included, and let the list's holds go. */
+/* The client's stream of call closed (error_code: its RST_STREAM's, or
+ * NO_ERROR; CANCEL when its connection went), call->down already NULL:
+ * mtd_call_on_down_close at the end of the turn, from the ready list, not
+ * on the stack of io/'s callback (down_port.c). Meanwhile no attempt
+ * starts. Out of memory for the list: at once. */
+void mtd_call_down_closed_later(struct mtd_call *call, uint32_t error_code);
+/* The worker's flush (worker.c), before it writes the connections: for
+ * each call on the ready list, those listed meanwhile included, the
+ * engine's side of its client's close, else its next attempt; then let
+ * the list's holds go. */
 void mtd_call_run_ready(struct mtd_worker *w);
 /* Attempt a waits in a retired pool (its endpoint was removed): cancel it
  * (nobody is blamed) and start the call anew on the worker's current

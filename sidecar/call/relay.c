@@ -24,6 +24,7 @@
 #include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
+#include "sidecar/io/downstream.h"
 #include "sidecar/turn.h"
 
 /* The client's stream may take more of the response. */
@@ -148,8 +149,7 @@ static void reset_down(struct mtd_call *call, int rv)
 	mtd_call_drop_request(call);
 	call->resp_eof = true;
 	call->resp_done = true;
-	if (nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid, NGHTTP2_INTERNAL_ERROR) != 0)
-		mtd_conn_doom(call->down); /* not even that: the connection goes */
+	mtd_down_reset(call->down, call->down_sid, NGHTTP2_INTERNAL_ERROR);
 	mtd_conn_want_flush(call->down);
 }
 
@@ -170,7 +170,7 @@ static int submit_resp_headers(struct mtd_call *call, bool end_stream)
 		call->resp_done = true;
 		call->state = MTD_CALL_DONE;
 	}
-	int rv = nghttp2_submit_response(call->down->ng, call->down_sid, nva, n, end_stream ? NULL : &prd);
+	int rv = mtd_down_respond(call->down, call->down_sid, nva, n, end_stream ? NULL : &prd);
 	call->resp_headers_sent = true;
 	mtd_nv_release(nva, stack_nv);
 	if (rv != 0)
@@ -274,15 +274,13 @@ void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const 
 		/* PROTOCOL-HTTP2 Trailers-Only: one HEADERS frame, END_STREAM. */
 		struct mtd_headers *h = &call->resp_trailers;
 		if (synth_trailers(h, &call->w->slab, true, status, msg) < 0) {
-			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
-			                          NGHTTP2_INTERNAL_ERROR);
+			mtd_down_reset(call->down, call->down_sid, NGHTTP2_INTERNAL_ERROR);
 		} else {
 			/* No RST_STREAM(NO_ERROR) after it even if the client is still
 			 * sending (RFC 9113 §8.1 allows one): gRPC C-core turns it into
 			 * INTERNAL, hiding our status. Its DATA is dropped instead. */
 			nghttp2_nv nva[4]; /* synth_trailers' fields */
-			int rv = nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva),
-			                                 NULL);
+			int rv = mtd_down_respond(call->down, call->down_sid, nva, mtd_headers_nv(h, nva), NULL);
 			if (rv != 0)
 				reset_down(call, rv);
 		}
@@ -292,8 +290,7 @@ void mtd_relay_status(struct mtd_call *call, enum mtd_grpc_status status, const 
 		/* Headers went out already: end with trailers carrying the status
 		 * once the data provider runs dry (it is, we dropped the bytes). */
 		if (synth_trailers(&call->resp_trailers, &call->w->slab, false, status, msg) < 0) {
-			nghttp2_submit_rst_stream(call->down->ng, NGHTTP2_FLAG_NONE, call->down_sid,
-			                          NGHTTP2_INTERNAL_ERROR);
+			mtd_down_reset(call->down, call->down_sid, NGHTTP2_INTERNAL_ERROR);
 			call->resp_done = true;
 		}
 		resume_down(call);
@@ -330,7 +327,7 @@ void mtd_relay_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 	count_resp(call);
 	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = mtd_call_read_resp};
 	nghttp2_nv nva[2]; /* :status, content-type */
-	int rv = nghttp2_submit_response(call->down->ng, call->down_sid, nva, mtd_headers_nv(h, nva), &prd);
+	int rv = mtd_down_respond(call->down, call->down_sid, nva, mtd_headers_nv(h, nva), &prd);
 	call->resp_headers_sent = true;
 	if (rv != 0)
 		reset_down(call, rv);

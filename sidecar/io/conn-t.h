@@ -12,8 +12,7 @@
 #include <nghttp2/nghttp2.h>
 
 struct mtd_worker;
-struct mtd_call;
-struct mtd_attempt;
+struct mtd_down_stream;
 struct mtd_pool;
 struct mtd_up_stream;
 struct mtd_in_peer;
@@ -128,6 +127,7 @@ struct mtd_conn {
 	int32_t scan_rst_sids[MTD_SCAN_RST];
 	int32_t scan_end_sids[MTD_SCAN_RST];
 	uint8_t scan_rst_next, scan_end_next;
+	uint8_t scan_rst_n, scan_end_n; /* notes made, up to MTD_SCAN_RST (each ring) */
 	int32_t late_data_sid; /* the last one answered RST_STREAM(STREAM_CLOSED) for DATA after it */
 	/* Those answers, submitted once nghttp2 has read the bytes: at most
 	 * MTD_LATE_DATA_DUE per read (the DATA is dropped either way). */
@@ -155,7 +155,7 @@ struct mtd_conn {
 	 * c has no stream (conn.c out_release). */
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
-	LIST_HEAD(, mtd_call) calls;       /* downstream: calls with a stream here */
+	LIST_HEAD(, mtd_down_stream) down_streams; /* downstream: request streams open here (downstream-t.h) */
 	LIST_HEAD(, mtd_up_stream) streams; /* upstream: streams open here (io/stream-t.h) */
 	uint32_t n_streams;               /* streams open (length of that list) */
 	/* Streams that may be open at once: upstream, min(the peer's SETTINGS,

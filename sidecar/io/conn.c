@@ -706,18 +706,29 @@ void mtd_conn_stream_closed(struct mtd_conn *c, int32_t sid)
 		remember_closed(c, sid, CLOSED_OUR_RST);
 }
 
-static void scan_note(int32_t *ring, uint8_t *next, int32_t sid)
+static void scan_note(int32_t *ring, uint8_t *next, uint8_t *n, int32_t sid)
 {
 	ring[*next] = sid;
 	*next = (uint8_t)((*next + 1) % MTD_SCAN_RST);
+	if (*n < MTD_SCAN_RST)
+		(*n)++;
 }
 
-static bool scan_saw(const int32_t *ring, int32_t sid)
+/* Whether sid is among the n notes of ring (a connection that never saw a
+ * reset looks at none; a full ring is compared whole, without a branch per
+ * note). */
+static bool scan_saw(const int32_t *ring, uint8_t n, int32_t sid)
 {
+	if (n < MTD_SCAN_RST) {
+		for (unsigned i = 0; i < n; i++)
+			if (ring[i] == sid)
+				return true;
+		return false;
+	}
+	unsigned hit = 0;
 	for (unsigned i = 0; i < MTD_SCAN_RST; i++)
-		if (ring[i] == sid)
-			return true;
-	return false;
+		hit |= ring[i] == sid;
+	return hit != 0;
 }
 
 /* A frame on a stream the peer reset (DATA, before nghttp2 drops it and
@@ -768,6 +779,8 @@ int mtd_conn_on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, voi
 	int32_t sid = hd->stream_id;
 	if (hd->type == NGHTTP2_RST_STREAM)
 		c->rst_recv_sid = sid; /* its close follows (mtd_conn_stream_closed) */
+	else if (hd->type == NGHTTP2_DATA)
+		return 0; /* on a closed stream, the scan answered it (nghttp2 drops it unseen) */
 	/* A server session's peer opens the streams. */
 	bool peer_opens = nghttp2_session_check_server_session(ng);
 	if (hd->type == NGHTTP2_HEADERS && sid > c->top_sid && peer_opens) {
@@ -829,11 +842,11 @@ static int scan_data(struct mtd_conn *c, int32_t sid)
 	uint8_t how = nghttp2_session_find_stream(c->ng, sid) ? 0 : closed_how(c, sid);
 	if (how == CLOSED_OUR_RST)
 		return 0; /* may have been in flight: ignored */
-	if (how == CLOSED_PEER_RST || scan_saw(c->scan_rst_sids, sid)) {
+	if (how == CLOSED_PEER_RST || scan_saw(c->scan_rst_sids, c->scan_rst_n, sid)) {
 		data_after_peer_rst(c, sid);
 		return 0;
 	}
-	if (how == CLOSED_END || scan_saw(c->scan_end_sids, sid)) {
+	if (how == CLOSED_END || scan_saw(c->scan_end_sids, c->scan_end_n, sid)) {
 		mtd_conn_error(c->ng, c, NGHTTP2_STREAM_CLOSED, "DATA after the stream's END_STREAM (RFC 9113 §5.1)",
 		               sid);
 		return -EPROTO;
@@ -851,9 +864,18 @@ static uint32_t be31(const uint8_t *p)
 	return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]) & 0x7fffffffu;
 }
 
+/* The frame whose header is h carries a priority dependency: gather it
+ * next, its header kept in scan_hdr for the check (h may point into the
+ * read). */
+static void prio_next(struct mtd_conn *c, const uint8_t *h)
+{
+	if (h != c->scan_hdr)
+		memcpy(c->scan_hdr, h, 9);
+	c->scan_in_prio = true;
+}
+
 int mtd_conn_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 {
-	const uint8_t *h = c->scan_hdr;
 	while (n > 0) {
 		if (c->scan_skip) {
 			size_t k = n < c->scan_skip ? n : c->scan_skip;
@@ -874,6 +896,7 @@ int mtd_conn_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 				break;
 			c->scan_in_prio = false;
 			c->scan_have = 0;
+			const uint8_t *h = c->scan_hdr; /* the frame's (prio_next) */
 			uint32_t sid = be31(h + 5),
 			         pad = h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PADDED) ? 1 : 0;
 			/* RFC 9113 §5.3.1: a stream cannot depend on itself. */
@@ -885,22 +908,32 @@ int mtd_conn_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 			c->scan_skip = be24(h) - pad - 4;
 			continue;
 		}
-		size_t k = 9u - c->scan_have;
-		if (k > n)
-			k = n;
-		memcpy(c->scan_hdr + c->scan_have, p, k);
-		c->scan_have = (uint8_t)(c->scan_have + k);
-		p += k;
-		n -= k;
-		if (c->scan_have < 9)
-			break;
-		c->scan_have = 0;
+		/* The frame header: read in place when the read holds all of it
+		 * (nearly always), else gathered across reads in scan_hdr. */
+		const uint8_t *h;
+		if (c->scan_have == 0 && n >= 9) {
+			h = p;
+			p += 9;
+			n -= 9;
+		} else {
+			size_t k = 9u - c->scan_have;
+			if (k > n)
+				k = n;
+			memcpy(c->scan_hdr + c->scan_have, p, k);
+			c->scan_have = (uint8_t)(c->scan_have + k);
+			p += k;
+			n -= k;
+			if (c->scan_have < 9)
+				break;
+			c->scan_have = 0;
+			h = c->scan_hdr;
+		}
 		uint32_t len = be24(h), sid = be31(h + 5);
 		c->scan_skip = len;
 		if (h[3] == NGHTTP2_RST_STREAM) {
-			scan_note(c->scan_rst_sids, &c->scan_rst_next, (int32_t)sid); /* closes sid before what follows */
+			scan_note(c->scan_rst_sids, &c->scan_rst_next, &c->scan_rst_n, (int32_t)sid); /* closes sid before what follows */
 		} else if (h[3] == NGHTTP2_DATA && (sid & 1) &&
-		           ((int32_t)sid <= c->top_sid || scan_saw(c->scan_rst_sids, (int32_t)sid))) {
+		           ((int32_t)sid <= c->top_sid || scan_saw(c->scan_rst_sids, c->scan_rst_n, (int32_t)sid))) {
 			if (scan_data(c, (int32_t)sid) < 0)
 				return -EPROTO;
 		} else if (h[3] == NGHTTP2_PRIORITY) {
@@ -916,20 +949,20 @@ int mtd_conn_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 			}
 			if (len == 5) { /* other lengths: nghttp2's FRAME_SIZE_ERROR */
 				c->scan_skip = 0;
-				c->scan_in_prio = true;
+				prio_next(c, h);
 			}
 		} else if (h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PRIORITY)) {
 			uint32_t pad = h[4] & NGHTTP2_FLAG_PADDED ? 1 : 0;
 			if (len >= pad + 5) {
 				c->scan_skip = pad; /* the pad length, then the dependency */
-				c->scan_in_prio = true;
+				prio_next(c, h);
 			}
 		}
 		/* The peer's half ends with this frame: DATA after it is
 		 * STREAM_CLOSED (scan_data), though nghttp2 may have forgotten
 		 * the stream by then. */
 		if ((h[3] == NGHTTP2_DATA || h[3] == NGHTTP2_HEADERS) && (h[4] & NGHTTP2_FLAG_END_STREAM))
-			scan_note(c->scan_end_sids, &c->scan_end_next, (int32_t)sid);
+			scan_note(c->scan_end_sids, &c->scan_end_next, &c->scan_end_n, (int32_t)sid);
 	}
 	return 0;
 }

@@ -1,7 +1,8 @@
 /* Downstream: the local app's cleartext HTTP/2 connections (h2c with prior
  * knowledge). One nghttp2 server session per connection, hardened against
  * a peer's floods (HACKING.md "Output pressure", "Conformance"). The
- * callbacks only route bytes to calls (call.c). */
+ * callbacks only report a stream's events to its owner through the
+ * worker's downstream port (downstream-t.h; the call engine fills it). */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -15,9 +16,6 @@
 #include "core/log.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
-#include "sidecar/call/call.h"
-#include "sidecar/call/headers.h"
-#include "sidecar/call/relay.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
@@ -27,7 +25,7 @@
 /* Unsent bytes the kernel may hold for a client (TCP_NOTSENT_LOWAT). */
 #define NOTSENT_LOWAT (64 * 1024)
 
-static struct mtd_call *stream_call(nghttp2_session *ng, int32_t sid)
+static struct mtd_down_stream *stream_owner(nghttp2_session *ng, int32_t sid)
 {
 	return nghttp2_session_get_stream_user_data(ng, sid);
 }
@@ -111,20 +109,16 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 		return 0;
 	if (c->n_streams >= c->max_streams)
 		return refuse_stream(ng, c, frame->hd.stream_id);
-	struct mtd_call *call = mtd_slab_calloc(&c->w->slab, 1, sizeof(*call));
-	if (!call)
+	/* The stream's start (its owner reads it: a call's start time). */
+	c->last_active_ns = mtd_now_ns();
+	struct mtd_down_stream *ds = c->w->down_port->on_begin(c, frame->hd.stream_id);
+	if (!ds)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
-	call->w = c->w;
-	call->down = c;
-	call->down_sid = frame->hd.stream_id;
 	if (frame->hd.stream_id > c->max_sid)
 		c->max_sid = frame->hd.stream_id;
-	LIST_INIT(&call->attempts);
-	call->start_ns = mtd_now_ns();
-	LIST_INSERT_HEAD(&c->calls, call, down_link);
+	LIST_INSERT_HEAD(&c->down_streams, ds, link);
 	c->n_streams++;
-	c->last_active_ns = call->start_ns;
-	nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, call);
+	nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, ds);
 	return 0;
 }
 
@@ -132,24 +126,14 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	struct mtd_conn *c = ud;
-	struct mtd_call *call = mtd_conn_field_ud(c, frame->hd.stream_id);
-	if (!call || frame->hd.type != NGHTTP2_HEADERS)
+	struct mtd_down_stream *ds = mtd_conn_field_ud(c, frame->hd.stream_id);
+	if (!ds || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;
 	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0; /* request trailers: gRPC has none; not forwarded */
 	if (c->in && mtd_inbound_header_dropped(name, namelen))
 		return 0; /* an inbound peer's own x-forwarded-client-cert */
-	/* nghttp2 1.52 does not enforce our advertised
-	 * SETTINGS_MAX_HEADER_LIST_SIZE; RFC 9113 §6.5.2 counts name + value + 32. */
-	if (mtd_headers_size(&call->req_hdrs) + namelen + valuelen + 32 >
-	    c->w->rt->cfg->downstream.max_header_list_size) {
-		MTD_DEBUG("client %s: stream %d: header list too large", c->peer, frame->hd.stream_id);
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	}
-	if (mtd_headers_add(&call->req_hdrs, &c->w->slab, name, namelen, value, valuelen,
-	                    flags & NGHTTP2_NV_FLAG_NO_INDEX) < 0)
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	return 0;
+	return c->w->down_port->on_field(ds, name, namelen, value, valuelen, flags);
 }
 
 /* nghttp2 1.52 has no glitch limiter. Frames that cost us
@@ -201,7 +185,7 @@ static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
 {
 	struct mtd_conn *c = ud;
-	struct mtd_call *call;
+	struct mtd_down_stream *ds;
 	/* PRIORITY frames never get here (nghttp2 skips them without RFC 7540
 	 * priorities): the scan counts them (down_on_priority). */
 	if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
@@ -215,26 +199,21 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		break;
 	case NGHTTP2_HEADERS:
 		c->hdr_start_ns = 0;
-		call = stream_call(ng, frame->hd.stream_id);
-		if (!call)
+		ds = stream_owner(ng, frame->hd.stream_id);
+		if (!ds)
 			return 0;
 		if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
 			if (c->glitches > 0)
 				c->glitches--;
-			call->req_eof = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
-			/* An inbound peer's call is authorized first (inbound.c). */
-			if (c->in)
-				mtd_inbound_call_start(call);
-			else
-				mtd_call_start(call);
+			c->w->down_port->on_headers(ds, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
 		} else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-			mtd_call_on_req_end(call);
+			c->w->down_port->on_end(ds);
 		}
 		break;
 	case NGHTTP2_DATA:
-		call = stream_call(ng, frame->hd.stream_id);
-		if (call && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
-			mtd_call_on_req_end(call);
+		ds = stream_owner(ng, frame->hd.stream_id);
+		if (ds && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+			c->w->down_port->on_end(ds);
 		break;
 	default:
 		break;
@@ -245,35 +224,32 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data, size_t len,
                               void *ud)
 {
-	struct mtd_call *call = stream_call(ng, sid);
-	if (!call || call->state == MTD_CALL_DONE) {
+	struct mtd_conn *c = ud;
+	struct mtd_down_stream *ds = stream_owner(ng, sid);
+	if (!ds) {
 		/* Nobody will read these bytes: give the window back now. */
 		nghttp2_session_consume(ng, sid, len);
 		return 0;
 	}
-	mtd_call_on_req_data(call, data, len);
+	c->w->down_port->on_data(ds, data, len);
 	return 0;
 }
 
 static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
 {
 	struct mtd_conn *c = ud;
-	struct mtd_call *call = stream_call(ng, sid);
+	struct mtd_down_stream *ds = stream_owner(ng, sid);
 	mtd_conn_field_forget(c, sid);
 	if (sid == c->hdr_sid)
 		c->hdr_start_ns = 0; /* a block nghttp2 refused ends with its stream */
 	mtd_conn_stream_closed(c, sid);
-	if (!call)
+	if (!ds)
 		return 0;
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
-	if (call->req_unconsumed)
-		nghttp2_session_consume_connection(ng, call->req_unconsumed);
-	mtd_relay_down_gone(call);
-	LIST_REMOVE(call, down_link);
+	LIST_REMOVE(ds, link);
 	c->n_streams--;
 	c->last_active_ns = c->w->stream_end_ns = mtd_now_ns();
-	call->down = NULL;
-	mtd_call_on_down_close(call, error_code);
+	c->w->down_port->on_close(ds, error_code);
 	return 0;
 }
 
@@ -282,12 +258,13 @@ void mtd_down_on_priority(struct mtd_conn *c)
 	glitch(c->ng, c);
 }
 
-int mtd_down_setup(struct mtd_worker *w)
+int mtd_down_setup(struct mtd_worker *w, const struct mtd_down_port *port)
 {
 	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
-	/* Response DATA is written from the call's queue. */
-	static const struct mtd_conn_ng_hooks hooks = {on_header, on_frame_recv, on_data_chunk_recv, on_stream_close,
-	                                               mtd_call_send_resp};
+	/* Response DATA is written by the stream's owner (its queue). */
+	const struct mtd_conn_ng_hooks hooks = {on_header, on_frame_recv, on_data_chunk_recv, on_stream_close,
+	                                        port->send_data};
+	w->down_port = port;
 	if (mtd_conn_ng_setup(&w->down_cbs, &w->down_opt, &hooks) < 0)
 		return -ENOMEM;
 	nghttp2_session_callbacks_set_on_begin_headers_callback(w->down_cbs, on_begin_headers);
@@ -338,7 +315,7 @@ struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd)
 	c->fd = fd;
 	c->accepted_ns = c->last_active_ns = c->last_read_ns = mtd_now_ns();
 	c->scan_skip = NGHTTP2_CLIENT_MAGIC_LEN; /* the client preface, before any frame */
-	LIST_INIT(&c->calls);
+	LIST_INIT(&c->down_streams);
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	char host[INET6_ADDRSTRLEN] = "?";
@@ -444,20 +421,40 @@ void mtd_down_shutdown(struct mtd_conn *c)
 	mtd_conn_want_flush(c);
 }
 
-/* ops.on_close: detach its calls (cancelled), leave the worker's list. */
+int mtd_down_respond(struct mtd_conn *c, int32_t sid, const nghttp2_nv *nva, size_t n,
+                     const nghttp2_data_provider *prd)
+{
+	return nghttp2_submit_response(c->ng, sid, nva, n, prd);
+}
+
+void mtd_down_reset(struct mtd_conn *c, int32_t sid, uint32_t code)
+{
+	if (nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, sid, code) != 0)
+		mtd_conn_doom(c); /* not even that: the connection goes */
+}
+
+void mtd_down_consume(struct mtd_conn *c, int32_t sid, size_t n)
+{
+	nghttp2_session_consume(c->ng, sid, n);
+}
+
+void mtd_down_consume_closed(struct mtd_conn *c, size_t n)
+{
+	nghttp2_session_consume_connection(c->ng, n);
+}
+
+/* ops.on_close: its streams' owners learn the client is gone; leave the
+ * worker's list. */
 static void down_on_close(struct mtd_conn *c)
 {
 	struct mtd_worker *w = c->w;
 	LIST_REMOVE(c, link);
 	w->n_downs--;
-	struct mtd_call *call;
-	while ((call = LIST_FIRST(&c->calls))) {
-		LIST_REMOVE(call, down_link);
+	struct mtd_down_stream *ds;
+	while ((ds = LIST_FIRST(&c->down_streams))) {
+		LIST_REMOVE(ds, link);
 		c->n_streams--;
-		mtd_relay_down_gone(call);
-		call->down = NULL;
-		/* The client is gone: its calls are cancelled. */
-		mtd_call_on_down_close(call, NGHTTP2_CANCEL);
+		w->down_port->on_gone(ds);
 	}
 	if (!c->in) /* an inbound peer counts on its listener's (inbound.c) */
 		mtd_worker_down_closed();

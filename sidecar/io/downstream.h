@@ -3,12 +3,19 @@
 #ifndef MTD_DOWNSTREAM_H
 #define MTD_DOWNSTREAM_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "sidecar/io/downstream-t.h"
+
 struct mtd_worker;
 struct mtd_conn;
-struct mtd_call;
 
-/* Per-worker nghttp2 callbacks and options. */
-int mtd_down_setup(struct mtd_worker *w);
+/* Per-worker nghttp2 callbacks and options; port: who owns the requests
+ * (the call engine's, call/down_port.c), kept in w->down_port. */
+int mtd_down_setup(struct mtd_worker *w, const struct mtd_down_port *port);
 void mtd_down_teardown(struct mtd_worker *w);
 int mtd_down_accept(struct mtd_worker *w, int fd);
 /* The kind's ops (inbound.c wraps them for its peers' connections). */
@@ -29,5 +36,25 @@ int mtd_down_begin(struct mtd_conn *c);
 /* Tell the client to go away (SIGTERM drain, idle): GOAWAY, finish
  * streams; closed at once when the GOAWAY cannot be queued. */
 void mtd_down_shutdown(struct mtd_conn *c);
+
+/* ---- what a request stream's owner asks of its connection -----------------
+ *
+ * The downstream port's other direction (its events: downstream-t.h):
+ * stream sid of c, whose owner answers it. The connection is written at
+ * the end of the turn (the caller marks it: mtd_conn_want_flush). */
+
+/* Submit the response's headers nva[0..n), then DATA from prd (NULL: the
+ * headers end the stream, Trailers-Only). 0, or nghttp2's error with
+ * nothing submitted. */
+int mtd_down_respond(struct mtd_conn *c, int32_t sid, const nghttp2_nv *nva, size_t n,
+                     const nghttp2_data_provider *prd);
+/* Reset the stream (RST_STREAM code); when not even that can be queued,
+ * the connection is doomed (it goes, with its other streams). */
+void mtd_down_reset(struct mtd_conn *c, int32_t sid, uint32_t code);
+/* n request bytes of sid are read by their owner (kept, sent or
+ * dropped): the client's stream and connection windows reopen. */
+void mtd_down_consume(struct mtd_conn *c, int32_t sid, size_t n);
+/* The same for a stream that closed: its connection's window only. */
+void mtd_down_consume_closed(struct mtd_conn *c, size_t n);
 
 #endif

@@ -10,7 +10,7 @@
  * deadline downstream.preface_timeout on the connection's timer; what
  * ends it is counted by reason and logged at most once a second per peer
  * address (ops/mesh.h). Nothing reaches the app before READY, and then
- * only calls authorization allows (mtd_inbound_call_start). */
+ * only calls authorization allows (call/inbound_call.c). */
 #include "config.h"
 
 #include <errno.h>
@@ -33,8 +33,6 @@
 #include "lb/lb.h"
 #include "identity/identity.h"
 #include "route/route.h"
-#include "sidecar/call/call.h"
-#include "sidecar/call/headers.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
@@ -745,87 +743,16 @@ bool mtd_inbound_header_dropped(const uint8_t *name, size_t len)
 	return len == sizeof(MTD_XFCC_HEADER) - 1 && memcmp(name, MTD_XFCC_HEADER, len) == 0;
 }
 
-int mtd_inbound_route(const struct mtd_runtime *rt, struct mtd_call *call)
+const struct mtd_rt_inentry *mtd_inbound_entry(const struct mtd_worker *w, const struct mtd_in_peer *in, size_t *idx)
 {
-	const struct mtd_conn *c = call->down;
-	const struct mtd_rt_inentry *e = c && c->in ? mtd_inbound_set_find(rt->inbound, c->in->key) : NULL;
-	if (!e)
-		return -1;
-	call->inbound = (uint8_t)(e - rt->inbound->e + 1);
-	return (int)e->cfg->service;
+	return entry_of_policy(w, in->policy, idx);
 }
 
-const char *mtd_inbound_call_listener(const struct mtd_call *call)
+const struct mtd_rt_inentry *mtd_inbound_listener_entry(const struct mtd_runtime *rt, const struct mtd_in_peer *in,
+                                                        size_t *idx)
 {
-	const struct mtd_runtime *rt = call->hold ? call->hold->rt : call->w->rt;
-	if (!call->inbound || !rt->inbound || call->inbound > rt->inbound->n)
-		return "-";
-	return rt->inbound->e[call->inbound - 1].key;
-}
-
-void mtd_inbound_call_start(struct mtd_call *call)
-{
-	struct mtd_conn *c = call->down;
-	struct mtd_in_peer *in = c->in;
-	struct mtd_worker *w = call->w;
-	size_t idx;
-	const struct mtd_rt_inentry *e = entry_of_policy(w, in->policy, &idx);
-	if (!e) {
-		/* The snapshot swap sent this connection GOAWAY: a stream above
-		 * its last-stream-id never gets here; this one raced it. */
-		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
-		              "inbound %s: the connection was made under a TLS policy no longer in force; reconnect",
-		              in->key);
-		if (c->state == MTD_CONN_READY)
-			mtd_down_shutdown(c);
-		return;
-	}
-	const struct mtd_cfg_inbound *ib = e->cfg;
-	call->inbound = (uint8_t)(idx + 1);
-	/* Ours, on every call of an authenticated peer, before the decision:
-	 * the access log reads the identity from it. */
-	if (in->xfcc && mtd_headers_add(&call->req_hdrs, &w->slab, (const uint8_t *)MTD_XFCC_HEADER,
-	                                sizeof(MTD_XFCC_HEADER) - 1, (const uint8_t *)in->xfcc, in->xfcc_len, 0) < 0) {
-		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	nghttp2_nv path_buf;
-	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
-	const char *p = path ? (const char *)path->value : "";
-	size_t plen = path ? path->valuelen : 0;
-	struct mtd_route_path rp;
-	bool parsed = mtd_route_parse_path(p, plen, &rp) == 0;
-	struct mtd_authz_decision d = mtd_authz_decide(&ib->authz, in->authenticated, in->identity, p, plen);
-	if (!d.allowed) {
-		call->verdict = MTD_IN_DENIED;
-		mtd_mesh_count(in->mx, MTD_IN_DENIED);
-		if (parsed) /* its figures and access-log line name the method */
-			mtd_call_routed(call, p, plen, rp.service_len);
-		mtd_call_fail(call, MTD_GRPC_PERMISSION_DENIED, "inbound %s: %s is not allowed to call %.*s",
-		              ib->listen.text,
-		              in->identity        ? in->identity
-		              : in->authenticated ? "a caller whose certificate has no identity"
-		                                  : "a caller without a certificate",
-		              (int)(plen > 200 ? 200 : plen), p);
-		return;
-	}
-	uint32_t max = ib->max_concurrent_calls;
-	if (max) {
-		/* Counted on the app service's load, shared by the workers, once
-		 * (the circuit breaker's count is the same), and given back once
-		 * (call.c). */
-		const struct mtd_rt_service *svc = w->rt->services[ib->service];
-		if (!mtd_call_count_load(call, svc->load, max)) {
-			call->verdict = MTD_IN_SHED;
-			mtd_mesh_count(in->mx, MTD_IN_SHED);
-			if (parsed)
-				mtd_call_routed(call, p, plen, rp.service_len);
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
-			              "inbound %s: max_concurrent_calls (%u) calls in flight", ib->listen.text, max);
-			return;
-		}
-	}
-	call->verdict = MTD_IN_ALLOWED;
-	mtd_mesh_count(in->mx, MTD_IN_ALLOWED);
-	mtd_call_start(call);
+	const struct mtd_rt_inentry *e = mtd_inbound_set_find(rt->inbound, in->key);
+	if (e)
+		*idx = (size_t)(e - rt->inbound->e);
+	return e;
 }

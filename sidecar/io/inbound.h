@@ -15,9 +15,9 @@
 
 #include "config/config.h"
 #include "sidecar/control/runtime-t.h"
+#include "sidecar/io/conn-t.h"
 
 struct mtd_worker;
-struct mtd_call;
 struct mtd_conn;
 struct mtd_mesh_ident;
 struct ssl_ctx_st;
@@ -102,24 +102,25 @@ struct mtd_in_peer {
 	size_t xfcc_len;
 };
 
-/* A request's headers arrived on an inbound connection (downstream.c):
- * the client's own x-forwarded-client-cert removed and maitred's added;
- * authorization (PERMISSION_DENIED naming the identity and the method),
- * max_concurrent_calls (RESOURCE_EXHAUSTED); then mtd_call_start routes it
- * to the listener's app. Each decision goes to the access log and the
- * figures. */
-void mtd_inbound_call_start(struct mtd_call *call);
 /* A request field an inbound peer sends that is dropped as it arrives
  * (downstream.c on_header): its own x-forwarded-client-cert. */
 bool mtd_inbound_header_dropped(const uint8_t *name, size_t len);
 
-/* Route an inbound call on rt (call.c route()): the app service of the
- * entry of rt whose key is its connection's listener's, call->inbound
- * set to 1 + that entry's index in rt; -1 when rt has no such entry (the
- * listener was removed) or the client is gone. */
-int mtd_inbound_route(const struct mtd_runtime *rt, struct mtd_call *call);
-/* The listener an inbound call came through, as the runtime it was routed
- * with names it (the access log); "-" when unknown. */
-const char *mtd_inbound_call_listener(const struct mtd_call *call);
+/* What a call may read of its connection (call/inbound_call.c), read
+ * only: the inbound peer of c, or NULL (the app's connection). */
+static inline const struct mtd_in_peer *mtd_inbound_peer(const struct mtd_conn *c)
+{
+	return c->in;
+}
+/* The entry of w's snapshot in's connection was accepted under (its
+ * policy generation), *idx its index in the set; NULL when a snapshot
+ * swap retired that policy (the connection was sent GOAWAY). */
+const struct mtd_rt_inentry *mtd_inbound_entry(const struct mtd_worker *w, const struct mtd_in_peer *in,
+                                               size_t *idx);
+/* The entry of rt's set for in's listener (found by its key: rt may be
+ * another snapshot than the one it was accepted under), *idx its index in
+ * the set; NULL when rt has none (the listener was removed). */
+const struct mtd_rt_inentry *mtd_inbound_listener_entry(const struct mtd_runtime *rt, const struct mtd_in_peer *in,
+                                                        size_t *idx);
 
 #endif

@@ -19,7 +19,7 @@
 #include "sidecar/call/call-t.h"
 #include "sidecar/call/headers.h"
 #include "sidecar/control/runtime.h"
-#include "sidecar/io/inbound.h"
+#include "sidecar/call/inbound_call.h"
 #include "sidecar/call/trace.h"
 #include "sidecar/ops/access_log.h"
 #include "sidecar/ops/mesh.h"
@@ -122,7 +122,7 @@ static struct access_in access_inbound(const struct mtd_call *call)
 	struct access_in a = {0};
 	if (!call->inbound)
 		return a;
-	a.listener = mtd_inbound_call_listener(call);
+	a.listener = mtd_call_inbound_listener(call);
 	a.verdict = mtd_mesh_verdict_name((enum mtd_in_verdict)call->verdict);
 	nghttp2_nv buf;
 	const nghttp2_nv *x = mtd_headers_find(&call->req_hdrs, MTD_XFCC_HEADER, &buf);

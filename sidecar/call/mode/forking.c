@@ -20,7 +20,7 @@
 static void hedge(struct mtd_call *call)
 {
 	const struct mtd_fault_policy *f = call->fault;
-	if (call->state == MTD_CALL_DONE || call->committed || call->n_attempts >= f->forks)
+	if (call->state == MTD_CALL_DONE || call->down_closed || call->committed || call->n_attempts >= f->forks)
 		return;
 	if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns)
 		return;

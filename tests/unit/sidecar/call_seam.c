@@ -42,7 +42,9 @@
  *   - the worker's thread, bell, accept and housekeeping (worker.c): none,
  *     but seam_housekeeping's walk over the pools (mtd_pool_housekeeping
  *     itself is real); inbound.c's worker half (mtd_inbound_worker_sync,
- *     _fini): nothing, as no seam config has an inbound listener;
+ *     _fini): nothing, as no seam config has an inbound listener; what
+ *     a call reads of inbound.c (mtd_inbound_entry, _listener_entry): one
+ *     listener of seam_client_inbound's;
  *   - the connect (mtd_up_connect, wrapped): a connection object like the
  *     real one's, whose "TCP" comes up at the next pump (or stays silent,
  *     or stays connecting until seam_ep_connect / seam_ep_connect_fail, or
@@ -88,6 +90,7 @@
 #include "core/timers.h"
 #include "discovery/discovery.h"
 #include "sidecar/call/call.h"
+#include "sidecar/call/down_port.h"
 #include "sidecar/call/failback.h"
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/mailbox.h"
@@ -456,6 +459,8 @@ ssize_t mtd_xprt_write(struct mtd_conn *c, const uint8_t *buf, size_t len)
 	struct seam_link *l = link_of(c);
 	if (!l)
 		return -EPIPE;
+	if (the_seam && l == the_seam->down)
+		seam_mx.ended_at_client_write = seam_mx.ended;
 	if (l->mode == SEAM_EP_UP)
 		buf_add(&l->to_peer, buf, len);
 	/* SILENT: the bytes go to a peer that never reads HTTP/2. */
@@ -529,42 +534,54 @@ void mtd_metrics_circuit_rejected(struct mtd_call *call, enum mtd_mx_circuit lim
 
 /* ---- inbound listeners (none in the seam, but for seam_client_inbound) ------ */
 
-/* What the client's calls are limited to when seam_client_inbound made it
- * an inbound peer's connection (0: it is the app's). */
-static uint32_t inbound_max;
+/* What seam_client_inbound makes the client connection: an inbound peer
+ * (no certificate, no identity) of one listener, "seam-in", whose app is
+ * the seam's first service. The call engine's inbound step is the real
+ * one (call/inbound_call.c); what it reads of io/ (inbound.c's accessors
+ * and the snapshot's listener set) is this. */
+static struct mtd_cfg_inbound seam_in_cfg;
+static struct mtd_rt_inentry seam_in_entry = {.cfg = &seam_in_cfg, .key = "seam-in", .policy = 1};
+static struct mtd_in_peer seam_in_peer = {.key = "seam-in", .policy = 1};
+static bool seam_in_on;
 
 bool mtd_inbound_header_dropped(const uint8_t *name, size_t len)
 {
-	ck_assert_msg(inbound_max, "the seam has no inbound listener");
+	ck_assert_msg(seam_in_on, "the seam has no inbound listener");
 	return false;
 }
 
-/* inbound.c's call start, its limit only (no authorization, no
- * certificate): the call is counted in its listener's app service's load
- * (the seam's first service), then started. */
-void mtd_inbound_call_start(struct mtd_call *call)
+const struct mtd_rt_inentry *mtd_inbound_entry(const struct mtd_worker *w, const struct mtd_in_peer *in,
+                                               size_t *idx)
 {
-	ck_assert_msg(inbound_max, "the seam has no inbound listener");
-	const struct mtd_rt_service *svc = call->w->rt->services[0];
-	if (!mtd_call_count_load(call, svc->load, inbound_max)) {
-		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "inbound: max_concurrent_calls (%u) calls in flight",
-		              inbound_max);
-		return;
-	}
-	mtd_call_start(call);
+	ck_assert_ptr_eq(in, &seam_in_peer);
+	*idx = 0;
+	return &seam_in_entry;
+}
+
+const struct mtd_rt_inentry *mtd_inbound_listener_entry(const struct mtd_runtime *rt, const struct mtd_in_peer *in,
+                                                        size_t *idx)
+{
+	ck_assert_ptr_eq(in, &seam_in_peer);
+	*idx = 0;
+	return &seam_in_entry;
+}
+
+void seam_client_inbound_authz(struct seam *s, uint32_t max_concurrent_calls, bool deny)
+{
+	seam_in_cfg = (struct mtd_cfg_inbound){
+	        .max_concurrent_calls = max_concurrent_calls,
+	        .authz = {.def = deny ? MTD_AUTHZ_DENY : MTD_AUTHZ_ALLOW_ALL},
+	        .service = 0,
+	};
+	static char listen[] = "seam-in";
+	seam_in_cfg.listen.text = listen;
+	seam_in_on = true;
+	LIST_FIRST(&s->w->downs)->in = &seam_in_peer;
 }
 
 void seam_client_inbound(struct seam *s, uint32_t max_concurrent_calls)
 {
-	static char peer; /* never read: downstream.c only tests it */
-	inbound_max = max_concurrent_calls;
-	LIST_FIRST(&s->w->downs)->in = (struct mtd_in_peer *)&peer;
-}
-
-int mtd_inbound_route(const struct mtd_runtime *rt, struct mtd_call *call)
-{
-	ck_abort_msg("the seam has no inbound listener");
-	return -1;
+	seam_client_inbound_authz(s, max_concurrent_calls, false);
 }
 
 void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
@@ -759,6 +776,11 @@ static ssize_t cs_read(nghttp2_session *ng, int32_t sid, uint8_t *buf, size_t le
 	cs->req_sent += n;
 	if (cs->req_sent == cs->req.len && cs->req_end) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		if (cs->req_trailers) {
+			nghttp2_nv tr[] = {{(uint8_t *)"x-seam-trailer", (uint8_t *)"1", 14, 1, NGHTTP2_NV_FLAG_NONE}};
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+			ck_assert_int_eq(nghttp2_submit_trailer(ng, sid, tr, 1), 0);
+		}
 		return (ssize_t)n;
 	}
 	if (n == 0) {
@@ -1177,6 +1199,18 @@ void seam_send(struct seam *s, struct seam_cs *cs, const void *p, size_t n, bool
 	}
 }
 
+void seam_send_trailers(struct seam *s, struct seam_cs *cs, const void *p, size_t n)
+{
+	cs->req_trailers = true;
+	seam_send(s, cs, p, n, true);
+}
+
+void seam_client_gone(struct seam *s)
+{
+	ck_assert_ptr_nonnull(s->down->c);
+	mtd_conn_close(s->down->c);
+}
+
 void seam_cancel(struct seam *s, struct seam_cs *cs)
 {
 	ck_assert_int_eq(nghttp2_submit_rst_stream(s->down->peer, NGHTTP2_FLAG_NONE, cs->sid, NGHTTP2_CANCEL), 0);
@@ -1187,9 +1221,12 @@ struct mtd_call *seam_call_of(struct seam *s, const struct seam_cs *cs)
 	struct mtd_call *call;
 	if (!s->down->c)
 		return NULL;
-	LIST_FOREACH(call, &s->down->c->calls, down_link)
+	struct mtd_down_stream *ds;
+	LIST_FOREACH(ds, &s->down->c->down_streams, link) {
+		call = mtd_call_of_stream(ds);
 		if (call->down_sid == cs->sid)
 			return call;
+	}
 	return NULL;
 }
 
@@ -1232,7 +1269,7 @@ struct seam *seam_new(const char *yaml)
 	the_seam = s;
 	memset(&seam_mx, 0, sizeof(seam_mx));
 	memset(&seam_connects, 0, sizeof(seam_connects));
-	inbound_max = 0;
+	seam_in_on = false;
 	s->links_tail = &s->links;
 	s->streams_tail = &s->streams;
 	s->base = event_base_new();
@@ -1279,7 +1316,7 @@ struct seam *seam_new(const char *yaml)
 	 * clock, and never read (seam_run runs them). */
 	ck_assert_int_eq(event_assign(&w->flush_ev, w->base, -1, 0, flush_cb, w), 0);
 	ck_assert_int_eq(mtd_worker_turn_init(w), 0);
-	ck_assert_int_eq(mtd_down_setup(w), 0);
+	ck_assert_int_eq(mtd_down_setup(w, &mtd_call_down_port), 0);
 	ck_assert_int_eq(mtd_up_setup(w), 0);
 
 	/* The peers' callbacks. */
@@ -1319,6 +1356,7 @@ void seam_free(struct seam *s)
 	struct mtd_conn *c;
 	LIST_FOREACH(c, &w->downs, link)
 		c->in = NULL; /* seam_client_inbound's stand-in, not inbound.c's */
+	seam_in_on = false;
 	mtd_worker_close_all(w);
 	/* Every call is gone: every hold but the worker's own went, and
 	 * nobody uses that one; every block of the engine came back. */

@@ -31,6 +31,7 @@ struct seam_cs {
 	size_t req_sent;
 	bool req_end;
 	bool req_deferred;
+	bool req_trailers; /* the request ends with a trailers HEADERS frame */
 	/* The answer. */
 	unsigned resp_headers; /* HEADERS blocks received (2 with trailers) */
 	int status;            /* grpc-status (headers or trailers), -1 none */
@@ -84,6 +85,9 @@ extern struct seam_connects seam_connects;
 struct seam_mx {
 	unsigned routed, ended, hedges_started, hedges_won;
 	unsigned attempts; /* the ended calls' attempts, as their access lines count them */
+	/* ended as it was when maitred last wrote to the client: a call's
+	 * figures are out before its answer's last bytes. */
+	unsigned ended_at_client_write;
 	unsigned failback_started, failback_dropped, decisions, circuit_rejected;
 	unsigned policy;        /* traffic policy events (rate limited, injected, mirrored) */
 	unsigned policy_by[32]; /* the same by enum mtd_mx_policy */
@@ -155,12 +159,21 @@ struct seam_cs *seam_call(struct seam *s, const char *path, const char *timeout,
                           bool end);
 /* More request bytes for cs (END_STREAM if end). */
 void seam_send(struct seam *s, struct seam_cs *cs, const void *p, size_t n, bool end);
+/* More request bytes for cs, then the request ends with trailers (a
+ * HEADERS frame, END_STREAM): gRPC clients send none, HTTP/2 allows them. */
+void seam_send_trailers(struct seam *s, struct seam_cs *cs, const void *p, size_t n);
 /* The client resets cs (RST_STREAM CANCEL). */
 void seam_cancel(struct seam *s, struct seam_cs *cs);
-/* From now on the client connection is an inbound peer's: its calls
- * start as inbound.c starts them, limited to max_concurrent_calls in
- * flight (counted in the first service's load), without authorization. */
+/* maitred's side of the client connection closes, as on a read error
+ * (mtd_conn_close): one event, whose turn has NOT ended. */
+void seam_client_gone(struct seam *s);
+/* From now on the client connection is an inbound peer's (no
+ * certificate) of one listener whose app is the first service: its calls
+ * go through the engine's inbound step (call/inbound_call.c), limited to
+ * max_concurrent_calls in flight (counted in that service's load);
+ * authorization allows all, or (deny) nothing. */
 void seam_client_inbound(struct seam *s, uint32_t max_concurrent_calls);
+void seam_client_inbound_authz(struct seam *s, uint32_t max_concurrent_calls, bool deny);
 /* The engine's call for cs, or NULL once its stream closed. */
 struct mtd_call *seam_call_of(struct seam *s, const struct seam_cs *cs);
 

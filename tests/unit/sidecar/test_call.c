@@ -22,6 +22,7 @@
 #include "sidecar/call/call.h"
 #include "sidecar/call/mirror.h"
 #include "sidecar/call/policy.h"
+#include "sidecar/ops/mesh.h"
 #include "sidecar/ops/metrics-t.h"
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/io/conn-t.h"
@@ -1639,6 +1640,162 @@ START_TEST(inbound_call_under_a_circuit_breaker_is_counted_once)
 }
 END_TEST
 
+/* ---- the downstream port (io/downstream-t.h, call/down_port.c) ----------------- */
+
+/* A call's figures (access log, /metrics, its circuit count) are out
+ * before maitred writes its answer's end: a client told of the end may
+ * look at once. The stream closes as its trailers are serialized, in the
+ * flush, just before the write; the engine's side of that close waits
+ * for the ready list, after the write, but the figures may not. */
+START_TEST(a_calls_figures_are_out_before_its_answer_is_written)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	seam_respond(s, seam_stream(s, 0), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_mx.ended_at_client_write, 1);
+	seam_free(s);
+}
+END_TEST
+
+/* The client's reset arrives while the call waits on the worker's ready
+ * list (its first attempt's connect was refused at once): the port records
+ * the close (the call's client is gone, the call still held) and the engine
+ * learns it at the end of the turn, not on nghttp2's callback's stack; the
+ * attempt due is never started. */
+START_TEST(a_client_reset_while_the_call_waits_on_the_ready_list)
+{
+	struct seam *s = refusing_service(2, NULL);
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_deliver_client(s); /* the HEADERS: the call starts, its connect is refused */
+	struct mtd_call *call = seam_call_of(s, cs);
+	ck_assert_ptr_nonnull(call);
+	ck_assert(call->next_due); /* its next attempt waits for the end of the turn */
+	unsigned connects = seam_ep_connects(s, "10.0.1.0:50051") + seam_ep_connects(s, "10.0.1.1:50051");
+	ck_assert_uint_eq(connects, 1);
+	seam_cancel(s, cs);
+	seam_deliver_client(s); /* the RST_STREAM, in the same turn */
+	ck_assert(seam_block_live(call));
+	ck_assert_ptr_null(call->down);     /* the stream is gone ... */
+	ck_assert_uint_ne(call->down_closed, 0);
+	ck_assert_int_ne(call->state, MTD_CALL_DONE); /* ... the engine has not run on its stack */
+	ck_assert(call->next_due);
+	seam_end_turn(s);
+	seam_run(s);
+	/* The close came first: no other endpoint was tried for a call whose
+	 * client had gone. */
+	connects = seam_ep_connects(s, "10.0.1.0:50051") + seam_ep_connects(s, "10.0.1.1:50051");
+	ck_assert_uint_eq(connects, 1);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* The client resets a call waiting in the pool of an endpoint a reload
+ * then removes, both in one turn: the waiting attempt is rerouted (the
+ * pool retires) after the close was recorded and before the engine
+ * learned it. No attempt is born for a call whose client has gone: the
+ * new snapshot's endpoint is never asked. */
+START_TEST(a_reroute_after_the_clients_close_starts_nothing)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	seam_ep_mode(s, EP_A, SEAM_EP_SILENT); /* the attempt waits in A's pool */
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_ep_connects(s, EP_A), 1);
+	seam_cancel(s, cs);
+	seam_deliver_client(s); /* the RST_STREAM: recorded, the turn goes on */
+	seam_reload(s, config(EPS_B, NULL)); /* A's pool retires: its waiting attempt reroutes */
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert_uint_eq(seam_ep_connects(s, EP_B), 0);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* An inbound peer's call that authorization denies: PERMISSION_DENIED,
+ * nothing upstream, counted as denied. The client goes on sending (DATA,
+ * then trailers: a HEADERS block after the call failed) and then its
+ * connection goes: each event reaches a call that is over and changes
+ * nothing, and everything comes back. */
+START_TEST(an_inbound_call_denied_then_data_trailers_and_the_client_gone)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n");
+	seam_client_inbound_authz(s, 4, true);
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "ping", 4);
+	struct seam_cs *cs = seam_call(s, PATH, NULL, m, n, false);
+	seam_run(s);
+	/* Answered (Trailers-Only, END_STREAM), its request half still open. */
+	ck_assert_int_eq(cs->status, 7); /* PERMISSION_DENIED */
+	ck_assert(cs->ended && !cs->closed);
+	ck_assert_msg(strstr(cs->message, "without a certificate"), "%s", cs->message);
+	ck_assert_uint_eq(seam_streams(s, NULL), 0);
+	ck_assert_uint_eq(seam_mx.routed, 1); /* its figures name the method */
+	struct mtd_call *call = seam_call_of(s, cs);
+	ck_assert_ptr_nonnull(call); /* held by its stream, whose client half is open */
+	ck_assert_uint_eq(call->verdict, MTD_IN_DENIED);
+	ck_assert_int_eq(call->state, MTD_CALL_DONE);
+	seam_send_trailers(s, cs, m, n);
+	seam_run(s);
+	expect_status(cs, 7); /* closed now, no RST_STREAM */
+	ck_assert_ptr_null(seam_call_of(s, cs)); /* both halves closed: released */
+	ck_assert_uint_eq(load_calls(s), 0);
+	/* Another, then the connection goes with it open. */
+	struct seam_cs *two = seam_call(s, PATH, NULL, m, n, false);
+	seam_run(s);
+	ck_assert_int_eq(two->status, 7);
+	call = seam_call_of(s, two);
+	ck_assert_ptr_nonnull(call);
+	seam_client_gone(s);
+	ck_assert(seam_block_live(call));
+	ck_assert_ptr_null(call->down);
+	ck_assert_uint_eq(call->down_closed, NGHTTP2_CANCEL + 1);
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert_uint_eq(seam_mx.ended, 2);
+	ck_assert_uint_eq(seam_streams(s, NULL), 0);
+	ck_assert_uint_eq(load_calls(s), 0);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* An inbound call allowed, in flight upstream, when the client's
+ * connection goes: the port records it, the end of the turn cancels the
+ * upstream stream, and its count in max_concurrent_calls goes back. */
+START_TEST(an_inbound_call_in_flight_when_the_client_goes)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n");
+	seam_client_inbound(s, 1);
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	ck_assert_uint_eq(load_calls(s), 1);
+	struct mtd_call *call = seam_call_of(s, cs);
+	ck_assert_ptr_nonnull(call);
+	ck_assert_uint_eq(call->verdict, MTD_IN_ALLOWED);
+	seam_client_gone(s);
+	ck_assert_ptr_null(seam_call_of(s, cs));
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert_int_eq(seam_stream(s, 0)->rst, NGHTTP2_CANCEL);
+	ck_assert_uint_eq(load_calls(s), 0);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1714,6 +1871,11 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set);
 	tcase_add_test(tc, forking_three_forks_all_leave_in_the_calls_first_step);
 	tcase_add_test(tc, inbound_call_under_a_circuit_breaker_is_counted_once);
+	tcase_add_test(tc, a_calls_figures_are_out_before_its_answer_is_written);
+	tcase_add_test(tc, a_client_reset_while_the_call_waits_on_the_ready_list);
+	tcase_add_test(tc, a_reroute_after_the_clients_close_starts_nothing);
+	tcase_add_test(tc, an_inbound_call_denied_then_data_trailers_and_the_client_gone);
+	tcase_add_test(tc, an_inbound_call_in_flight_when_the_client_goes);
 	suite_add_tcase(s, tc);
 	return s;
 }

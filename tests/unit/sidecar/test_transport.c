@@ -206,7 +206,7 @@ static void pair_open(struct pair *p)
 	p->c.w = &p->w;
 	p->c.fd = sv[0];
 	snprintf(p->c.peer, sizeof(p->c.peer), "test");
-	LIST_INIT(&p->c.calls);
+	LIST_INIT(&p->c.down_streams);
 	ck_assert_int_eq(mtd_tls_client_start(&p->c, p->cctx, SERVER_NAME, NULL), 0);
 	ck_assert_ptr_eq(p->c.xprt, &mtd_xprt_tls);
 	/* Handshakes the client completed (a server counts its HelloRequest too). */
