@@ -6,7 +6,7 @@ lib_libmaitred_a_SOURCES += \
 	lib/config/build_service.c lib/config/build_lb.c lib/config/build_tls.c \
 	lib/config/build_discovery.c lib/config/build_fault.c \
 	lib/config/build_health.c lib/config/build_layer.c \
-	lib/config/build_policy.c lib/config/build_inbound.c \
+	lib/config/build_policy.c lib/config/build_inbound.c lib/config/build_xds.c \
 	lib/config/free.c lib/config/default.c
 
 check_PROGRAMS += tests/unit/test_config

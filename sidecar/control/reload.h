@@ -18,12 +18,14 @@ struct mtd_cfg;
 struct mtd_control;
 struct mtd_runtime;
 struct mtd_certwatch_next;
+struct mtd_xds;
 
 struct mtd_reload_tx {
 	struct mtd_runtime *rt;          /* built, not published (owns the config) */
 	int access_fd;                   /* the access log's new file, -1 = none / stderr */
 	struct mtd_certwatch_next *cw;   /* certwatch's entries for rt */
 	bool reg_changed;                /* register differs: started at commit */
+	struct mtd_xds *xds;             /* a new xDS client (xds block changed), NULL = keep / none */
 };
 
 /* Build what cfg needs (ownership of cfg taken, also on failure). 0, or

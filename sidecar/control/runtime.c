@@ -744,6 +744,9 @@ const char *mtd_runtime_waiting(const struct mtd_cfg_service *sc, char *buf, siz
 		snprintf(buf, len, "etcd: waiting for the first list of %s from %s", sc->etcd->prefix,
 		         sc->etcd->endpoints[0].text);
 		return buf;
+	case MTD_CFG_SOURCE_XDS:
+		snprintf(buf, len, "xds: waiting for cluster %s and its endpoints", sc->xds_cluster);
+		return buf;
 	case MTD_CFG_SOURCE_STATIC:
 		break;
 	}
@@ -1116,6 +1119,10 @@ static bool same_source(const struct mtd_cfg_service *old, const struct mtd_cfg_
 		                  new->etcd->n_endpoints) &&
 		       strcmp(old->etcd->prefix, new->etcd->prefix) == 0 &&
 		       same_file(old->etcd->username, new->etcd->username) && same_tls(old->etcd->tls, new->etcd->tls);
+	case MTD_CFG_SOURCE_XDS:
+		/* The last good assignment of the same cluster serves on, even
+		 * when the server changed, until the stream reports. */
+		return strcmp(old->xds_cluster, new->xds_cluster) == 0;
 	case MTD_CFG_SOURCE_STATIC:
 		break;
 	}

@@ -1,0 +1,988 @@
+/* The xDS client: one ADS stream, CDS then EDS, state of the world
+ * (xds.h says the contract). The resources are kept translated
+ * (lib/xds), never as the bytes that came: a cluster as its options, an
+ * assignment as its compact endpoint records.
+ *
+ *   DOWN --connect--> STREAMING --stream or connection ends--> DOWN
+ *    ^                                                           |
+ *    +--------------- retry timer (jittered backoff) <-----------+
+ *
+ * DOWN: no connection; the retry timer armed. STREAMING: a connection and
+ * its ADS call; every subscription sent on it. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/admin.h"
+#include "config/config.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "envoy/service/discovery/v3/discovery.pb-c.h"
+#include "sidecar/control/control-t.h"
+#include "sidecar/control/control.h"
+#include "sidecar/control/gclient.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/control/xds.h"
+#include "sidecar/io/transport.h"
+#include "sidecar/ops/metrics.h"
+#include "xds/xds.h"
+
+#define ADS_PATH           "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
+#define CONNECT_TIMEOUT_MS 5000
+#define KEEPALIVE_MS       30000
+#define BACKOFF_FIRST_MS   1000
+#define BACKOFF_MAX_MS     30000
+#define NACK_TEXT_MAX      4096 /* error_detail.message at most */
+#define USER_AGENT         "maitred"
+
+enum { T_CDS = 0, T_EDS = 1, N_TYPES };
+
+static const char *const type_url[N_TYPES] = {MTD_XDS_TYPE_CLUSTER, MTD_XDS_TYPE_ENDPOINT};
+static const char *const type_name[N_TYPES] = {"cluster", "endpoint"};
+
+/* A cluster subscribed to: its last good translation (have) and where it
+ * came from. */
+struct xds_cl {
+	char *name;
+	bool have;
+	struct mtd_xds_cluster c;
+	char *version, *nonce; /* of the response that brought it */
+	char *nack;            /* the last refusal of a resource of this name, NULL = none */
+};
+
+/* An assignment subscribed to (an EDS name of a cluster we have). */
+struct xds_cla {
+	char *name;
+	struct mtd_xds_cla *cla; /* last good, NULL = none yet */
+	char *version, *nonce;
+	char *nack;
+};
+
+/* Per resource type, the stream's side of it. */
+struct xds_type {
+	char *version;   /* last accepted version_info, NULL = none */
+	char *nonce;     /* the last response's nonce, NULL = none */
+	char *nack;      /* the last NACK's text, NULL = the last response was accepted */
+	bool subscribed; /* the current names went out on this stream */
+	int64_t nack_logged_ms;
+	uint64_t nacks_unlogged;
+};
+
+/* A service bound to a cluster (the per-service source's state). */
+struct xds_bind {
+	struct mtd_xds *x;
+	size_t service;
+	char *cluster;
+	const char *svc_name; /* the config's, valid while bound */
+};
+
+struct mtd_xds {
+	struct mtd_control *ctl;
+	struct event_base *base;
+	/* The config's block, copied (a reload frees the config). */
+	struct mtd_cfg_addr server;
+	char *node_id, *zone;
+	struct mtd_cfg_tls *tls_cfg; /* the files, for comparing */
+	struct ssl_ctx_st *ssl_ctx;  /* NULL = h2c */
+	struct mtd_gcli *conn;
+	struct mtd_gcli_call *ads;
+	bool node_sent; /* on this stream */
+	struct event *retry, *sync_ev;
+	unsigned failures; /* streams in a row without a response */
+	char *down_why;    /* why the last stream ended, NULL = never */
+	struct xds_type t[N_TYPES];
+	struct xds_cl *cls; /* sorted by name */
+	size_t n_cls;
+	struct xds_cla *clas; /* sorted by name */
+	size_t n_clas;
+	struct xds_bind **binds;
+	size_t n_binds;
+};
+
+static void connect_now(struct mtd_xds *x);
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static void set_str(char **slot, const char *s)
+{
+	char *c = s != NULL ? strdup(s) : NULL;
+
+	if (s != NULL && c == NULL)
+		return; /* out of memory: keep the old text, a display only */
+	free(*slot);
+	*slot = c;
+}
+
+static int cmp_name(const void *key, const void *elem)
+{
+	return strcmp(key, *(char *const *)elem); /* every table entry starts with its name */
+}
+
+static struct xds_cl *find_cl(struct mtd_xds *x, const char *name)
+{
+	return bsearch(name, x->cls, x->n_cls, sizeof(*x->cls), cmp_name);
+}
+
+static struct xds_cla *find_cla(struct mtd_xds *x, const char *name)
+{
+	return bsearch(name, x->clas, x->n_clas, sizeof(*x->clas), cmp_name);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void cl_clear(struct xds_cl *e)
+{
+	free(e->name);
+	mtd_xds_cluster_clear(&e->c);
+	free(e->version);
+	free(e->nonce);
+	free(e->nack);
+	memset(e, 0, sizeof(*e));
+}
+
+static void cla_clear(struct xds_cla *e)
+{
+	free(e->name);
+	mtd_xds_cla_free(e->cla);
+	free(e->version);
+	free(e->nonce);
+	free(e->nack);
+	memset(e, 0, sizeof(*e));
+}
+
+/* ---- the services ------------------------------------------------------------- */
+
+/* Give bound service b what its cluster holds now. */
+static void apply_bind(struct mtd_xds *x, const struct xds_bind *b)
+{
+	const struct xds_cl *cl = find_cl(x, b->cluster);
+	const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
+	char why[1200];
+
+	if (cl == NULL || !cl->have) {
+		snprintf(why, sizeof(why), "xds: %s cluster %s from %s", cl != NULL && cl->nack ? "refused" : "waiting for",
+		         b->cluster, x->server.text);
+		mtd_control_set_unavailable(x->ctl, b->service, why);
+		return;
+	}
+	if (ea == NULL || ea->cla == NULL) {
+		snprintf(why, sizeof(why), "xds: waiting for the endpoints of cluster %s (EDS %s) from %s", b->cluster,
+		         cl->c.eds_name, x->server.text);
+		mtd_control_set_unavailable(x->ctl, b->service, why);
+		return;
+	}
+	const struct mtd_xds_cla *c = ea->cla;
+	struct mtd_disc_endpoint *eps = calloc(c->n ? c->n : 1, sizeof(*eps));
+	if (eps == NULL) {
+		MTD_ERROR("xds: service %s: out of memory: its endpoint set stays as it was", b->svc_name);
+		return;
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		eps[i].address = c->eps[i].address;
+		eps[i].weight = c->eps[i].weight;
+		eps[i].zone = c->eps[i].zone;
+		(void)mtd_xds_sockaddr(c->eps[i].address, &eps[i].sa, &eps[i].salen); /* canonical: parses */
+	}
+	if (c->n == 0) {
+		snprintf(why, sizeof(why), "xds: cluster %s has no endpoint that may be picked", b->cluster);
+		mtd_control_set_unavailable(x->ctl, b->service, why);
+	}
+	if (mtd_control_set_endpoints(x->ctl, b->service, eps, c->n) == 0) {
+		struct mtd_mx_disc *mx = mtd_metrics_disc(b->svc_name, "xds");
+		if (mx != NULL) {
+			mx->endpoints = c->n;
+			mx->last_sync_ms = mtd_wall_ms();
+		}
+	}
+	free(eps);
+}
+
+/* Every service on a cluster named in changed[] (NULL = every one). */
+static void apply_clusters(struct mtd_xds *x, char *const *changed, size_t n_changed)
+{
+	for (size_t i = 0; i < x->n_binds; i++) {
+		const struct xds_bind *b = x->binds[i];
+		bool hit = changed == NULL;
+
+		for (size_t k = 0; k < n_changed && !hit; k++)
+			hit = strcmp(changed[k], b->cluster) == 0;
+		if (hit)
+			apply_bind(x, b);
+	}
+}
+
+/* ---- subscriptions ------------------------------------------------------------ */
+
+/* The names type t wants now, sorted and unique (borrowed from the
+ * tables). NULL with *n = 0 when none; -1 on out of memory. */
+static int wanted(struct mtd_xds *x, int t, const char ***out, size_t *n)
+{
+	size_t cap = t == T_CDS ? x->n_binds : x->n_cls, k = 0;
+	const char **v;
+
+	*out = NULL;
+	*n = 0;
+	if (cap == 0)
+		return 0;
+	v = calloc(cap, sizeof(*v));
+	if (v == NULL)
+		return -1;
+	for (size_t i = 0; i < cap; i++) {
+		if (t == T_CDS)
+			v[k++] = x->binds[i]->cluster;
+		else if (x->cls[i].have)
+			v[k++] = x->cls[i].c.eds_name;
+	}
+	qsort(v, k, sizeof(*v), cmp_str);
+	size_t u = 0;
+	for (size_t i = 0; i < k; i++)
+		if (u == 0 || strcmp(v[u - 1], v[i]) != 0)
+			v[u++] = v[i];
+	*out = v;
+	*n = u;
+	return 0;
+}
+
+/* Make the table of type t hold exactly the names wanted (entries kept by
+ * name). true when the set of names changed. */
+static bool retable(struct mtd_xds *x, int t)
+{
+	const char **names;
+	size_t n;
+	bool changed;
+
+	if (wanted(x, t, &names, &n) != 0) {
+		MTD_ERROR("xds: out of memory: subscriptions unchanged");
+		return false;
+	}
+	if (t == T_CDS) {
+		struct xds_cl *next = calloc(n ? n : 1, sizeof(*next));
+		changed = n != x->n_cls;
+		for (size_t i = 0; next != NULL && i < n; i++) {
+			struct xds_cl *old = find_cl(x, names[i]);
+			if (old != NULL) {
+				next[i] = *old;
+				memset(old, 0, sizeof(*old));
+			} else {
+				next[i].name = strdup(names[i]);
+				changed = true;
+			}
+		}
+		if (next == NULL) {
+			free(names);
+			return false;
+		}
+		for (size_t i = 0; i < x->n_cls; i++)
+			cl_clear(&x->cls[i]);
+		free(x->cls);
+		x->cls = next;
+		x->n_cls = n;
+	} else {
+		struct xds_cla *next = calloc(n ? n : 1, sizeof(*next));
+		changed = n != x->n_clas;
+		for (size_t i = 0; next != NULL && i < n; i++) {
+			struct xds_cla *old = find_cla(x, names[i]);
+			if (old != NULL) {
+				next[i] = *old;
+				memset(old, 0, sizeof(*old));
+			} else {
+				next[i].name = strdup(names[i]);
+				changed = true;
+			}
+		}
+		if (next == NULL) {
+			free(names);
+			return false;
+		}
+		for (size_t i = 0; i < x->n_clas; i++)
+			cla_clear(&x->clas[i]);
+		free(x->clas);
+		x->clas = next;
+		x->n_clas = n;
+	}
+	free(names);
+	return changed;
+}
+
+/* Send type t's request on the stream: the names in its table, the
+ * version last accepted, the nonce of the response it answers (nonce
+ * NULL: none, a new subscription), a NACK's text. */
+static void send_request(struct mtd_xds *x, int t, const char *nack)
+{
+	Envoy__Service__Discovery__V3__DiscoveryRequest req = ENVOY__SERVICE__DISCOVERY__V3__DISCOVERY_REQUEST__INIT;
+	Envoy__Config__Core__V3__Node node = ENVOY__CONFIG__CORE__V3__NODE__INIT;
+	Envoy__Config__Core__V3__Locality loc = ENVOY__CONFIG__CORE__V3__LOCALITY__INIT;
+	Google__Rpc__Status st = GOOGLE__RPC__STATUS__INIT;
+	size_t n = t == T_CDS ? x->n_cls : x->n_clas;
+	char **names;
+
+	/* No name: nothing to ask (an empty CDS list would be a wildcard,
+	 * every cluster the server has). */
+	if (x->ads == NULL || n == 0)
+		return;
+	names = calloc(n, sizeof(*names));
+	if (names == NULL) {
+		MTD_ERROR("xds: out of memory: a %s request not sent", type_name[t]);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		names[i] = t == T_CDS ? x->cls[i].name : x->clas[i].name;
+	req.type_url = (char *)type_url[t];
+	req.n_resource_names = n;
+	req.resource_names = names;
+	req.version_info = x->t[t].version != NULL ? x->t[t].version : (char *)"";
+	req.response_nonce = x->t[t].nonce != NULL ? x->t[t].nonce : (char *)"";
+	if (!x->node_sent) {
+		node.id = x->node_id;
+		node.cluster = (char *)"";
+		node.user_agent_name = (char *)USER_AGENT;
+		node.user_agent_version_type_case = ENVOY__CONFIG__CORE__V3__NODE__USER_AGENT_VERSION_TYPE_USER_AGENT_VERSION;
+		node.user_agent_version = (char *)PACKAGE_VERSION;
+		if (x->zone != NULL) {
+			loc.zone = x->zone;
+			node.locality = &loc;
+		}
+		req.node = &node;
+	}
+	if (nack != NULL) {
+		st.code = 3; /* INVALID_ARGUMENT */
+		st.message = (char *)nack;
+		req.error_detail = &st;
+	}
+	if (mtd_gcli_call_send(x->ads, &req.base, false) == 0) {
+		x->node_sent = true;
+		x->t[t].subscribed = true;
+	} else {
+		MTD_ERROR("xds: cannot send a %s request (out of memory)", type_name[t]);
+	}
+	free(names);
+}
+
+/* The bindings changed (a service started or stopped): subscribe to what
+ * the services name now and give each bound service what is known. Run
+ * from an event, once for all the changes of one turn (a reload stops
+ * and starts every source). */
+static void sync_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_xds *x = arg;
+
+	(void)fd;
+	(void)what;
+	if (retable(x, T_CDS) && x->ads != NULL)
+		send_request(x, T_CDS, NULL);
+	if (retable(x, T_EDS) && x->ads != NULL)
+		send_request(x, T_EDS, NULL);
+	apply_clusters(x, NULL, 0);
+}
+
+static void schedule_sync(struct mtd_xds *x)
+{
+	event_active(x->sync_ev, 0, 0);
+}
+
+/* ---- responses ---------------------------------------------------------------- */
+
+/* Append "name: why" to the NACK text. */
+static void nack_add(char *buf, size_t *len, const char *name, const char *why)
+{
+	int k;
+
+	if (*len + 8 >= NACK_TEXT_MAX)
+		return;
+	k = snprintf(buf + *len, NACK_TEXT_MAX - *len, "%s%s: %s", *len ? "; " : "", name, why);
+	if (k > 0)
+		*len += (size_t)k < NACK_TEXT_MAX - *len ? (size_t)k : NACK_TEXT_MAX - *len - 1;
+}
+
+static void log_nack(struct mtd_xds *x, int t, const char *text)
+{
+	int64_t now = mtd_mono_ms();
+	struct xds_type *ty = &x->t[t];
+
+	if (ty->nack_logged_ms != 0 && now - ty->nack_logged_ms < 1000) {
+		ty->nacks_unlogged++;
+		return;
+	}
+	if (ty->nacks_unlogged > 0)
+		MTD_WARN("xds: NACK of %s resources from %s (%" PRIu64 " more since the last line): %s", type_name[t],
+		         x->server.text, ty->nacks_unlogged, text);
+	else
+		MTD_WARN("xds: NACK of %s resources from %s: %s", type_name[t], x->server.text, text);
+	ty->nack_logged_ms = now;
+	ty->nacks_unlogged = 0;
+}
+
+/* A resource's name for a NACK, even when the rest does not translate. */
+static void name_of(const char *url, const ProtobufCBinaryData *v, char *name, size_t cap)
+{
+	if (mtd_xds_resource_name(url, v->data, v->len, name, cap) != 0)
+		snprintf(name, cap, "(unnamed)");
+}
+
+/* CDS: state of the world. Returns the names of the clusters whose
+ * translation changed (or that went), for apply_clusters. */
+static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
+                        size_t *nack_len)
+{
+	bool *seen = calloc(x->n_cls ? x->n_cls : 1, sizeof(*seen));
+	char **changed = calloc(x->n_cls ? x->n_cls : 1, sizeof(*changed));
+	size_t n_changed = 0;
+	char why[1024], name[MTD_XDS_NAME_MAX + 1];
+
+	if (seen == NULL || changed == NULL) {
+		nack_add(nack, nack_len, "(response)", "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < r->n_resources; i++) {
+		const Google__Protobuf__Any *any = r->resources[i];
+		struct mtd_xds_cluster c;
+
+		if (strcmp(any->type_url, MTD_XDS_TYPE_CLUSTER) != 0) {
+			nack_add(nack, nack_len, "(resource)", "not a Cluster");
+			continue;
+		}
+		int rc = mtd_xds_cluster_parse(any->value.data, any->value.len, &c, why, sizeof(why));
+		if (rc != 0) {
+			name_of(MTD_XDS_TYPE_CLUSTER, &any->value, name, sizeof(name));
+			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
+			struct xds_cl *e = find_cl(x, name);
+			if (e != NULL) {
+				seen[e - x->cls] = true; /* present, refused: the last good stays */
+				set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
+			}
+			continue;
+		}
+		struct xds_cl *e = find_cl(x, c.name);
+		if (e == NULL) {
+			mtd_xds_cluster_clear(&c); /* not asked for: a server may send more */
+			continue;
+		}
+		if (seen[e - x->cls]) {
+			nack_add(nack, nack_len, c.name, "sent twice in one response");
+			mtd_xds_cluster_clear(&c);
+			continue;
+		}
+		seen[e - x->cls] = true;
+		set_str(&e->nack, NULL);
+		set_str(&e->version, r->version_info);
+		set_str(&e->nonce, r->nonce);
+		if (e->have && mtd_xds_cluster_equal(&e->c, &c)) {
+			mtd_xds_cluster_clear(&c);
+			continue;
+		}
+		mtd_xds_cluster_clear(&e->c);
+		e->c = c;
+		e->have = true;
+		changed[n_changed++] = e->name;
+	}
+	/* A cluster the response lacks is gone (CDS is state of the world). */
+	for (size_t i = 0; i < x->n_cls; i++) {
+		if (seen[i] || !x->cls[i].have)
+			continue;
+		MTD_WARN("xds: cluster %s is no longer served by %s: its services have no endpoints", x->cls[i].name,
+		         x->server.text);
+		mtd_xds_cluster_clear(&x->cls[i].c);
+		x->cls[i].c.name = NULL;
+		x->cls[i].have = false;
+		changed[n_changed++] = x->cls[i].name;
+	}
+	if (n_changed > 0) {
+		/* EDS names follow the clusters: subscribe before applying, so a
+		 * service on a new EDS name waits for it. */
+		if (retable(x, T_EDS))
+			x->t[T_EDS].subscribed = false;
+		apply_clusters(x, changed, n_changed);
+	}
+out:
+	free(seen);
+	free(changed);
+}
+
+/* EDS: an assignment in the response replaces the last good one of its
+ * name; a name it lacks keeps its own. */
+static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
+                         size_t *nack_len)
+{
+	char why[1024], name[MTD_XDS_NAME_MAX + 1];
+
+	for (size_t i = 0; i < r->n_resources; i++) {
+		const Google__Protobuf__Any *any = r->resources[i];
+		struct mtd_xds_cla *c;
+
+		if (strcmp(any->type_url, MTD_XDS_TYPE_ENDPOINT) != 0) {
+			nack_add(nack, nack_len, "(resource)", "not a ClusterLoadAssignment");
+			continue;
+		}
+		int rc = mtd_xds_cla_parse(any->value.data, any->value.len, &c, why, sizeof(why));
+		if (rc != 0) {
+			name_of(MTD_XDS_TYPE_ENDPOINT, &any->value, name, sizeof(name));
+			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
+			struct xds_cla *e = find_cla(x, name);
+			if (e != NULL)
+				set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
+			continue;
+		}
+		struct xds_cla *e = find_cla(x, c->name);
+		if (e == NULL) {
+			mtd_xds_cla_free(c);
+			continue;
+		}
+		set_str(&e->nack, NULL);
+		set_str(&e->version, r->version_info);
+		set_str(&e->nonce, r->nonce);
+		mtd_xds_cla_free(e->cla);
+		e->cla = c;
+		/* The services of every cluster on this EDS name, and only those. */
+		for (size_t k = 0; k < x->n_binds; k++) {
+			const struct xds_cl *cl = find_cl(x, x->binds[k]->cluster);
+			if (cl != NULL && cl->have && strcmp(cl->c.eds_name, e->name) == 0)
+				apply_bind(x, x->binds[k]);
+		}
+	}
+}
+
+static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg)
+{
+	struct mtd_xds *x = arg;
+	Envoy__Service__Discovery__V3__DiscoveryResponse *r;
+	char *nack;
+	size_t nack_len = 0;
+	int t;
+
+	(void)call;
+	r = envoy__service__discovery__v3__discovery_response__unpack(NULL, len, msg);
+	if (r == NULL) {
+		MTD_WARN("xds: a DiscoveryResponse from %s does not decode (%zu bytes): ignored", x->server.text, len);
+		return;
+	}
+	x->failures = 0;
+	for (t = 0; t < N_TYPES && strcmp(r->type_url, type_url[t]) != 0; t++)
+		;
+	if (t == N_TYPES) {
+		MTD_WARN("xds: a response of type %.200s from %s, never asked for: ignored", r->type_url, x->server.text);
+		envoy__service__discovery__v3__discovery_response__free_unpacked(r, NULL);
+		return;
+	}
+	nack = calloc(1, NACK_TEXT_MAX);
+	if (nack == NULL) {
+		envoy__service__discovery__v3__discovery_response__free_unpacked(r, NULL);
+		return; /* unanswered: the server sends again or waits */
+	}
+	mtd_metrics_xds()->updates[t]++;
+	if (t == T_CDS)
+		on_clusters(x, r, nack, &nack_len);
+	else
+		on_endpoints(x, r, nack, &nack_len);
+	set_str(&x->t[t].nonce, r->nonce);
+	if (nack_len == 0) {
+		set_str(&x->t[t].version, r->version_info);
+		set_str(&x->t[t].nack, NULL);
+		mtd_metrics_xds()->acks++;
+		send_request(x, t, NULL);
+	} else {
+		set_str(&x->t[t].nack, nack);
+		mtd_metrics_xds()->nacks++;
+		log_nack(x, t, nack);
+		send_request(x, t, nack);
+	}
+	/* New EDS names (a cluster came or changed its service_name). */
+	if (t == T_CDS && !x->t[T_EDS].subscribed)
+		send_request(x, T_EDS, NULL);
+	free(nack);
+	envoy__service__discovery__v3__discovery_response__free_unpacked(r, NULL);
+}
+
+/* ---- the connection ----------------------------------------------------------- */
+
+static void stream_lost(struct mtd_xds *x, const char *why)
+{
+	if (x->down_why == NULL || strcmp(x->down_why, why) != 0 || x->failures == 0)
+		MTD_WARN("xds: %s: %s; the last good resources stay in force", x->server.text, why);
+	set_str(&x->down_why, why);
+	mtd_gcli_free(x->conn); /* cancels the call without a callback */
+	x->conn = NULL;
+	x->ads = NULL;
+	mtd_metrics_xds()->connected = false;
+	/* Jittered exponential backoff: the first retry within 1 s. */
+	unsigned k = x->failures < 5 ? x->failures : 5;
+	int64_t cap = (int64_t)BACKOFF_FIRST_MS << k;
+	if (cap > BACKOFF_MAX_MS)
+		cap = BACKOFF_MAX_MS;
+	int64_t ms = cap / 2 + (int64_t)(random() % (cap / 2 + 1));
+	x->failures++;
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+	if (evtimer_add(x->retry, &tv) != 0)
+		MTD_ERROR("xds: cannot arm the retry timer: no reconnection");
+}
+
+static void on_close(struct mtd_gcli_call *call, int status, const char *message, void *arg)
+{
+	struct mtd_xds *x = arg;
+	char why[512];
+
+	(void)call;
+	x->ads = NULL; /* freed by gclient when this returns */
+	snprintf(why, sizeof(why), "the ADS stream ended: status %d%s%.400s", status, message[0] ? ", " : "", message);
+	stream_lost(x, why);
+}
+
+static void on_down(struct mtd_gcli *c, const char *reason, void *arg)
+{
+	struct mtd_xds *x = arg;
+
+	(void)c;
+	stream_lost(x, reason);
+}
+
+static void on_up(struct mtd_gcli *c, void *arg)
+{
+	struct mtd_xds *x = arg;
+
+	(void)c;
+	if (x->down_why != NULL)
+		MTD_INFO("xds: connected to %s again", x->server.text);
+	mtd_metrics_xds()->connected = true;
+}
+
+static const struct mtd_gcli_cbs conn_cbs = {on_up, on_down};
+static const struct mtd_gcli_call_cbs call_cbs = {on_msg, on_close};
+
+static void connect_now(struct mtd_xds *x)
+{
+	struct ssl_st *ssl = NULL;
+
+	if (x->ssl_ctx != NULL) {
+		ssl = mtd_tls_client_ssl_new(x->ssl_ctx,
+		                             x->tls_cfg->server_name ? x->tls_cfg->server_name : x->server.host);
+		if (ssl == NULL) {
+			stream_lost(x, "TLS: out of memory");
+			return;
+		}
+	}
+	x->conn = mtd_gcli_new(x->base, (const struct sockaddr *)&x->server.sa, x->server.salen, x->server.text, ssl,
+	                       CONNECT_TIMEOUT_MS, KEEPALIVE_MS, &conn_cbs, x);
+	if (x->conn == NULL) {
+		stream_lost(x, "cannot create a connection");
+		return;
+	}
+	x->ads = mtd_gcli_call_start(x->conn, ADS_PATH, NULL, &call_cbs, x);
+	if (x->ads == NULL) {
+		stream_lost(x, "cannot start the ADS stream (out of memory)");
+		return;
+	}
+	x->node_sent = false;
+	for (int t = 0; t < N_TYPES; t++) {
+		x->t[t].subscribed = false;
+		/* A nonce belongs to its stream; the versions carry over. */
+		set_str(&x->t[t].nonce, NULL);
+	}
+	if (x->n_cls > 0)
+		send_request(x, T_CDS, NULL);
+	if (x->n_clas > 0)
+		send_request(x, T_EDS, NULL);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	connect_now(arg);
+}
+
+/* ---- lifetime ----------------------------------------------------------------- */
+
+static bool same_text(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static bool same_tls(const struct mtd_cfg_tls *a, const struct mtd_cfg_tls *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return same_text(a->ca_file, b->ca_file) && same_text(a->cert_file, b->cert_file) &&
+	       same_text(a->key_file, b->key_file) && same_text(a->server_name, b->server_name);
+}
+
+static bool same_config(const struct mtd_xds *x, const struct mtd_cfg_xds *c)
+{
+	return x != NULL && c != NULL && strcmp(x->server.text, c->server.text) == 0 &&
+	       same_text(x->node_id, c->node_id) && same_text(x->zone, c->zone) && same_tls(x->tls_cfg, c->tls);
+}
+
+static struct mtd_cfg_tls *tls_copy(const struct mtd_cfg_tls *t)
+{
+	struct mtd_cfg_tls *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	c->ca_file = t->ca_file ? strdup(t->ca_file) : NULL;
+	c->cert_file = t->cert_file ? strdup(t->cert_file) : NULL;
+	c->key_file = t->key_file ? strdup(t->key_file) : NULL;
+	c->server_name = t->server_name ? strdup(t->server_name) : NULL;
+	if ((t->ca_file && !c->ca_file) || (t->cert_file && !c->cert_file) || (t->key_file && !c->key_file) ||
+	    (t->server_name && !c->server_name)) {
+		free(c->ca_file);
+		free(c->cert_file);
+		free(c->key_file);
+		free(c->server_name);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void tls_copy_free(struct mtd_cfg_tls *c)
+{
+	if (c == NULL)
+		return;
+	free(c->ca_file);
+	free(c->cert_file);
+	free(c->key_file);
+	free(c->server_name);
+	free(c);
+}
+
+int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct mtd_xds **next, char *err,
+                    size_t errlen)
+{
+	const struct mtd_cfg_xds *c = cfg->xds;
+	struct mtd_xds *x;
+
+	*next = NULL;
+	if (c == NULL || same_config(ctl->xds, c))
+		return 0;
+	x = calloc(1, sizeof(*x));
+	if (x == NULL)
+		goto oom;
+	x->ctl = ctl;
+	x->base = mtd_control_base(ctl);
+	x->server = c->server;
+	x->server.text = strdup(c->server.text);
+	x->server.host = strdup(c->server.host);
+	x->node_id = strdup(c->node_id);
+	x->zone = c->zone != NULL ? strdup(c->zone) : NULL;
+	x->retry = evtimer_new(x->base, retry_cb, x);
+	x->sync_ev = event_new(x->base, -1, 0, sync_cb, x);
+	if (x->server.text == NULL || x->server.host == NULL || x->node_id == NULL || (c->zone && x->zone == NULL) ||
+	    x->retry == NULL || x->sync_ev == NULL)
+		goto oom;
+	if (c->tls != NULL) {
+		x->tls_cfg = tls_copy(c->tls);
+		if (x->tls_cfg == NULL)
+			goto oom;
+		char why[256];
+		x->ssl_ctx = mtd_tls_client_ctx_new(c->tls, why, sizeof(why));
+		if (x->ssl_ctx == NULL) {
+			snprintf(err, errlen, "xds.tls: %s", why);
+			mtd_xds_free(x);
+			return -1;
+		}
+	}
+	*next = x;
+	return 0;
+oom:
+	snprintf(err, errlen, "xds: out of memory");
+	mtd_xds_free(x);
+	return -1;
+}
+
+void mtd_xds_commit(struct mtd_control *ctl, struct mtd_xds *next)
+{
+	if (next == NULL) {
+		if (ctl->rt->cfg->xds == NULL && ctl->xds != NULL) {
+			MTD_INFO("xds: no xds block any more: the stream to %s closes", ctl->xds->server.text);
+			mtd_xds_free(ctl->xds);
+			ctl->xds = NULL;
+		}
+		return;
+	}
+	if (ctl->xds != NULL)
+		MTD_INFO("xds: the xds block changed: the stream to %s closes, one to %s opens", ctl->xds->server.text,
+		         next->server.text);
+	mtd_xds_free(ctl->xds);
+	ctl->xds = next;
+	MTD_INFO("xds: management server %s%s, node %s%s%s", next->server.text, next->ssl_ctx ? " (TLS)" : " (h2c)",
+	         next->node_id, next->zone ? ", zone " : "", next->zone ? next->zone : "");
+	connect_now(next);
+}
+
+void mtd_xds_free(struct mtd_xds *x)
+{
+	if (x == NULL)
+		return;
+	mtd_gcli_free(x->conn);
+	if (x->retry)
+		event_free(x->retry);
+	if (x->sync_ev)
+		event_free(x->sync_ev);
+	if (x->ssl_ctx)
+		mtd_tls_ctx_free(x->ssl_ctx);
+	tls_copy_free(x->tls_cfg);
+	free(x->server.text);
+	free(x->server.host);
+	free(x->node_id);
+	free(x->zone);
+	free(x->down_why);
+	for (int t = 0; t < N_TYPES; t++) {
+		free(x->t[t].version);
+		free(x->t[t].nonce);
+		free(x->t[t].nack);
+	}
+	for (size_t i = 0; i < x->n_cls; i++)
+		cl_clear(&x->cls[i]);
+	free(x->cls);
+	for (size_t i = 0; i < x->n_clas; i++)
+		cla_clear(&x->clas[i]);
+	free(x->clas);
+	/* Bindings belong to their sources, stopped before (sources.h). */
+	for (size_t i = 0; i < x->n_binds; i++)
+		x->binds[i]->x = NULL;
+	free(x->binds);
+	mtd_metrics_xds()->connected = false;
+	free(x);
+}
+
+/* ---- the per-service source ----------------------------------------------------- */
+
+static int xds_start(struct mtd_control *ctl, size_t service, const struct mtd_cfg_service *cfg, void **state)
+{
+	struct mtd_xds *x = ctl->xds;
+	struct xds_bind *b, **grown;
+	char why[1200];
+
+	if (x == NULL) {
+		mtd_control_set_unavailable(ctl, service, "xds: no management server (the xds block failed to start)");
+		return -EINVAL;
+	}
+	b = calloc(1, sizeof(*b));
+	grown = realloc(x->binds, (x->n_binds + 1) * sizeof(*grown));
+	if (grown != NULL)
+		x->binds = grown;
+	if (b == NULL || grown == NULL || (b->cluster = strdup(cfg->xds_cluster)) == NULL) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->x = x;
+	b->service = service;
+	b->svc_name = cfg->name;
+	x->binds[x->n_binds++] = b;
+	/* Until the first report the service keeps what a reload carried
+	 * over; with nothing, it names what it waits for. */
+	mtd_control_set_unavailable(ctl, service, mtd_runtime_waiting(cfg, why, sizeof(why)));
+	schedule_sync(x);
+	*state = b;
+	return 0;
+}
+
+static void xds_stop(void *state)
+{
+	struct xds_bind *b = state;
+	struct mtd_xds *x;
+
+	if (b == NULL)
+		return;
+	x = b->x;
+	if (x != NULL) {
+		for (size_t i = 0; i < x->n_binds; i++) {
+			if (x->binds[i] == b) {
+				x->binds[i] = x->binds[--x->n_binds];
+				break;
+			}
+		}
+		schedule_sync(x);
+	}
+	free(b->cluster);
+	free(b);
+}
+
+const struct mtd_disc_source_ops mtd_xds_source_ops = {
+        .name = "xds",
+        .start = xds_start,
+        .stop = xds_stop,
+};
+
+/* ---- /config_dump ----------------------------------------------------------------- */
+
+static void dump_opt(struct mtd_json *j, const char *key, const char *v)
+{
+	mtd_json_key(j, key);
+	if (v != NULL)
+		mtd_json_str(j, v);
+	else
+		mtd_json_null(j);
+}
+
+void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
+{
+	if (x == NULL) {
+		mtd_json_null(j);
+		return;
+	}
+	mtd_json_obj_begin(j);
+	dump_opt(j, "server", x->server.text);
+	mtd_json_key(j, "tls");
+	mtd_json_bool(j, x->ssl_ctx != NULL);
+	dump_opt(j, "node_id", x->node_id);
+	dump_opt(j, "zone", x->zone);
+	mtd_json_key(j, "connected");
+	mtd_json_bool(j, x->ads != NULL && mtd_metrics_xds()->connected);
+	dump_opt(j, "last_disconnect", x->down_why);
+	for (int t = 0; t < N_TYPES; t++) {
+		mtd_json_key(j, t == T_CDS ? "clusters" : "endpoints");
+		mtd_json_obj_begin(j);
+		mtd_json_key(j, "type_url");
+		mtd_json_str(j, type_url[t]);
+		dump_opt(j, "version", x->t[t].version);
+		dump_opt(j, "nonce", x->t[t].nonce);
+		dump_opt(j, "last_nack", x->t[t].nack);
+		mtd_json_key(j, "resources");
+		mtd_json_arr_begin(j);
+		size_t n = t == T_CDS ? x->n_cls : x->n_clas;
+		for (size_t i = 0; i < n; i++) {
+			mtd_json_obj_begin(j);
+			if (t == T_CDS) {
+				const struct xds_cl *e = &x->cls[i];
+				dump_opt(j, "name", e->name);
+				mtd_json_key(j, "state");
+				mtd_json_str(j, e->have ? "ACKED" : e->nack ? "NACKED" : "REQUESTED");
+				if (e->have) {
+					dump_opt(j, "eds_service_name", e->c.eds_name);
+					dump_opt(j, "lb_policy", e->c.lb.ops ? e->c.lb.ops->name : NULL);
+				}
+				dump_opt(j, "version", e->version);
+				dump_opt(j, "nonce", e->nonce);
+				dump_opt(j, "last_nack", e->nack);
+			} else {
+				const struct xds_cla *e = &x->clas[i];
+				dump_opt(j, "name", e->name);
+				mtd_json_key(j, "state");
+				mtd_json_str(j, e->cla ? "ACKED" : e->nack ? "NACKED" : "REQUESTED");
+				if (e->cla) {
+					mtd_json_key(j, "endpoints");
+					mtd_json_u64(j, e->cla->n);
+					mtd_json_key(j, "priority");
+					mtd_json_u64(j, e->cla->priority);
+					mtd_json_key(j, "not_picked");
+					mtd_json_u64(j, e->cla->n_skipped);
+				}
+				dump_opt(j, "version", e->version);
+				dump_opt(j, "nonce", e->nonce);
+				dump_opt(j, "last_nack", e->nack);
+			}
+			mtd_json_obj_end(j);
+		}
+		mtd_json_arr_end(j);
+		mtd_json_obj_end(j);
+	}
+	mtd_json_obj_end(j);
+}
