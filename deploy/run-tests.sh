@@ -52,7 +52,24 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y $missing
 }
 
+# Node.js runs the xDS test peers (tests/xds: a management server and a
+# proxyless gRPC client) and the tracing one (tests/otel: the OpenTelemetry
+# SDK's OTLP exporter), each pinned by its package-lock.json. Any Node.js with
+# its npm will do: a machine may have one that is not Debian's (whose
+# package then provides npm itself), so this asks for commands, not packages.
+install_node() {
+  local sudo=""
+  command -v node >/dev/null && command -v npm >/dev/null && return 0
+  if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
+  say "installing: nodejs npm"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y nodejs npm
+}
+
 install_missing
+install_node
+say "npm ci in tests/xds and tests/otel (the xDS and tracing test peers)"
+(cd tests/xds && npm ci --no-audit --no-fund)
+(cd tests/otel && npm ci --no-audit --no-fund)
 
 say "configuring build-asan/ (--enable-werror --enable-asan --enable-ubsan)"
 deploy/build-dir.sh build-asan --enable-werror --enable-asan --enable-ubsan PYTHON=/usr/bin/python3

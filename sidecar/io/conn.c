@@ -660,8 +660,11 @@ void mtd_conn_resume(struct mtd_conn *c, int32_t sid, const char *what)
  *             when response HEADERS cross its CANCEL). HEADERS and
  *             WINDOW_UPDATE are connection errors (§5.4.1 allows it).
  *   END       both sides ended it: DATA / HEADERS / CONTINUATION are
- *             STREAM_CLOSED; WINDOW_UPDATE and RST_STREAM may still be in
- *             flight (§5.1 "closed", §6.9) and are ignored
+ *             STREAM_CLOSED, a connection error, but for an upstream's
+ *             second trailers block (HEADERS with END_STREAM), a stream
+ *             error as after PEER_RST (gRPC's C core sends one when a
+ *             deadline races its answer); WINDOW_UPDATE and RST_STREAM may
+ *             still be in flight (§5.1 "closed", §6.9) and are ignored
  *   OUR_RST   maitred reset it while the peer could still send: every
  *             frame may be in flight and is ignored (§5.1 "closed")
  *
@@ -782,6 +785,17 @@ int mtd_conn_on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, voi
 	 * session would read the HEADERS as a new stream.) */
 	if (how == CLOSED_PEER_RST && !peer_opens &&
 	    (hd->type == NGHTTP2_HEADERS || hd->type == NGHTTP2_WINDOW_UPDATE)) {
+		data_after_peer_rst(c, sid);
+		return 0;
+	}
+	/* A second trailers block from an upstream, on a stream both sides
+	 * ended: answered the same way, the connection kept. The RFC allows
+	 * the connection error, but gRPC's C core sends exactly this when the
+	 * call's deadline fires as its handler answers (its own trailers, then
+	 * the DEADLINE_EXCEEDED ones; seen in test_interop_java about once in
+	 * fifteen runs), and the connection error cost every other call on the
+	 * connection. What follows no END_STREAM, or DATA, is still one. */
+	if (how == CLOSED_END && !peer_opens && hd->type == NGHTTP2_HEADERS && (hd->flags & NGHTTP2_FLAG_END_STREAM)) {
 		data_after_peer_rst(c, sid);
 		return 0;
 	}

@@ -9,6 +9,17 @@ EXTRA_DIST += \
 	tests/integration/upstream.py \
 	tests/integration/democlient.py \
 	tests/integration/h2raw.py \
+	tests/integration/xds.py \
+	tests/integration/test_xds_peers.py \
+	tests/xds/package.json \
+	tests/xds/package-lock.json \
+	tests/xds/server.js \
+	tests/xds/client.js \
+	tests/integration/otlp.py \
+	tests/integration/test_otlp_peers.py \
+	tests/otel/package.json \
+	tests/otel/package-lock.json \
+	tests/otel/export.js \
 	tests/integration/test_calls.py \
 	tests/integration/test_reload.py \
 	tests/integration/test_reload_diff.py \

@@ -1,4 +1,5 @@
-"""Compile protos/maitred/testing/v1/echo.proto at run time and import it.
+"""Compile protos/maitred/testing/v1/echo.proto (and OTLP's trace protos,
+for the tests' OTLP receiver) at run time and import them.
 
 The generated code goes to $MAITRED_TEST_GEN when set (run.sh compiles once
 per run), else to a fresh temporary directory removed at exit. Generated code
@@ -30,9 +31,23 @@ def compile_into(outdir):
                          timeout=120)
     if res.returncode != 0:
         raise RuntimeError("protoc failed: %s\n%s" % (" ".join(cmd), res.stdout.decode(errors="replace")))
-    # Make the output importable as maitred.testing.v1.echo_pb2.
-    for d in ("maitred", "maitred/testing", "maitred/testing/v1"):
+    otlp = ["opentelemetry/proto/" + p for p in OTLP_PROTOS]
+    cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", protos, "--python_out=" + outdir] + \
+        [os.path.join(protos, p) for p in otlp]
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    if res.returncode != 0:
+        raise RuntimeError("protoc failed: %s\n%s" % (" ".join(cmd), res.stdout.decode(errors="replace")))
+    # Make the output importable as maitred.testing.v1.echo_pb2 and
+    # opentelemetry.proto.collector.trace.v1.trace_service_pb2.
+    dirs = ["maitred", "maitred/testing", "maitred/testing/v1", "opentelemetry", "opentelemetry/proto"]
+    dirs += ["opentelemetry/proto/" + os.path.dirname(p) for p in OTLP_PROTOS]
+    dirs += ["opentelemetry/proto/collector"]
+    for d in dirs:
         open(os.path.join(outdir, d, "__init__.py"), "a").close()
+
+
+OTLP_PROTOS = ("common/v1/common.proto", "resource/v1/resource.proto", "trace/v1/trace.proto",
+               "collector/trace/v1/trace_service.proto")
 
 
 _loaded = None
@@ -54,6 +69,14 @@ def load():
     from maitred.testing.v1 import echo_pb2, echo_pb2_grpc  # noqa: E402
     _loaded = (echo_pb2, echo_pb2_grpc)
     return _loaded
+
+
+def load_otlp():
+    """The OTLP trace service module (ExportTraceServiceRequest), compiled
+    with echo.proto by load()."""
+    load()
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: E402
+    return trace_service_pb2
 
 
 if __name__ == "__main__":

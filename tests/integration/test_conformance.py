@@ -436,11 +436,26 @@ class UpstreamConformance(MaitredTest):
         self.data_after_end(apart=True)
 
     @maitred_only
-    def test_headers_after_the_upstreams_end_stream(self):
-        # 5.1/9
+    def test_trailers_after_the_upstreams_end_stream(self):
+        # 5.1/9, a second trailers block: the stream error STREAM_CLOSED,
+        # not the connection error the RFC allows. gRPC's C core sends one
+        # when a call's deadline fires as its handler answers, and a
+        # connection error cost every call on the connection.
         def script(sid, encode):
             return [frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY)),
                     frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY))]
+        up, m, _, _ = self.run_case(script)
+        self.assert_answer(up, RST_STREAM, E.STREAM_CLOSED)
+        self.assertIsNone(up.wait_frame(lambda t, *_: t == 0x7, 0.5), "a stream error cost the connection")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_headers_without_end_stream_after_the_upstreams_end_stream(self):
+        # 5.1/9 otherwise: HEADERS that ends nothing, after both ends, is
+        # the connection error STREAM_CLOSED.
+        def script(sid, encode):
+            return [frame(HEADERS, END_HEADERS | END_STREAM, sid, encode(TRAILERS_ONLY)),
+                    frame(HEADERS, END_HEADERS, sid, encode(RESP))]
         up, m, _, _ = self.run_case(script)
         self.assert_answer(up, 0x7, E.STREAM_CLOSED)
         self.stop_maitred(m)
