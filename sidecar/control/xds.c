@@ -126,12 +126,12 @@ static int cmp_name(const void *key, const void *elem)
 
 static struct xds_cl *find_cl(struct mtd_xds *x, const char *name)
 {
-	return bsearch(name, x->cls, x->n_cls, sizeof(*x->cls), cmp_name);
+	return x->n_cls ? bsearch(name, x->cls, x->n_cls, sizeof(*x->cls), cmp_name) : NULL;
 }
 
 static struct xds_cla *find_cla(struct mtd_xds *x, const char *name)
 {
-	return bsearch(name, x->clas, x->n_clas, sizeof(*x->clas), cmp_name);
+	return x->n_clas ? bsearch(name, x->clas, x->n_clas, sizeof(*x->clas), cmp_name) : NULL;
 }
 
 static int cmp_str(const void *a, const void *b)
