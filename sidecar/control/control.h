@@ -39,6 +39,14 @@ struct event_base *mtd_control_base(struct mtd_control *ctl);
  * Control thread only. */
 int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const struct mtd_disc_endpoint *eps, size_t n);
 
+/* As mtd_control_set_endpoints, with the service's config overridden by
+ * over (runtime-t.h; a reference transferred, also on failure; NULL = the
+ * config's own): what a control plane's cluster says of its policy and
+ * options. An unchanged set under the same override is a no-op. */
+struct mtd_rt_over;
+int mtd_control_set_endpoints_over(struct mtd_control *ctl, size_t service, struct mtd_rt_over *over,
+                                   const struct mtd_disc_endpoint *eps, size_t n);
+
 /* While service `service` has no endpoint, new calls to it fail
  * UNAVAILABLE with "<reason>" (e.g. "etcd 127.0.0.1:2379 unreachable:
  * connection refused"); NULL restores the default message. The text is

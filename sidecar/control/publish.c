@@ -121,6 +121,34 @@ int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const str
 	return 0;
 }
 
+int mtd_control_set_endpoints_over(struct mtd_control *ctl, size_t service, struct mtd_rt_over *over,
+                                   const struct mtd_disc_endpoint *eps, size_t n)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	char err[384];
+	bool same = false;
+
+	if (!cur || service >= cur->cfg->n_services) {
+		mtd_rt_over_unref(over);
+		return -EINVAL;
+	}
+	const struct mtd_rt_service *prev = cur->services[service];
+	struct mtd_runtime *rt = mtd_runtime_with_endpoints_over(ctl, service, over, eps, n, &same, err, sizeof(err));
+	mtd_rt_over_unref(over); /* the snapshot took its own */
+	if (!rt) {
+		if (same)
+			return 0;
+		MTD_WARN("%s; keeping its %zu endpoint%s", err, prev->n_eps, prev->n_eps == 1 ? "" : "s");
+		return strstr(err, "out of memory") ? -ENOMEM : -EINVAL;
+	}
+	size_t now = rt->services[service]->n_eps;
+	MTD_INFO("service %s: %zu endpoint%s%s%s", prev->cfg->name, now, now == 1 ? "" : "s",
+	         rt->services[service]->cfg->lb.ops ? ", policy " : "",
+	         rt->services[service]->cfg->lb.ops ? rt->services[service]->cfg->lb.ops->name : "");
+	mtd_control_publish(ctl, rt);
+	return 0;
+}
+
 /* Publish a new snapshot of service si over its current set: with a new
  * UNAVAILABLE message (set_unavailable), or to take what changed on its
  * identities (returned_ms). */

@@ -73,6 +73,22 @@ static void bucket_unref(struct mtd_rt_bucket *b)
 		free(b);
 }
 
+void mtd_rt_over_unref(struct mtd_rt_over *o)
+{
+	if (o == NULL || !mtd_ref_put(&o->ref))
+		return;
+	if (o->tls != NULL) {
+		free(o->tls->ca_file);
+		free(o->tls->cert_file);
+		free(o->tls->key_file);
+		free(o->tls->server_name);
+		free(o->tls->server_identity);
+		free(o->tls);
+	}
+	free(o->methods);
+	free(o);
+}
+
 static void service_free(struct mtd_rt_service *s)
 {
 	if (s->methods) {
@@ -102,6 +118,7 @@ static void service_free(struct mtd_rt_service *s)
 	free(s->lb_eps);
 	free(s->eps);
 	free(s->unavailable);
+	mtd_rt_over_unref(s->over);
 	cfgbox_unref(s->cfgbox);
 	free(s);
 }
@@ -459,6 +476,7 @@ struct build {
 	struct ssl_ctx_st *ssl_ctx;
 	bool set_unavailable;    /* replace prev's message by `unavailable` */
 	const char *unavailable; /* with set_unavailable */
+	struct mtd_rt_over *over; /* cfg is &over->svc (a reference taken), or NULL */
 };
 
 /* A snapshot of service b->cfg over b->eps, reusing the identities of
@@ -488,6 +506,10 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	mtd_ref_get(&box->ref);
 	s->cfgbox = box;
 	s->cfg = cfg;
+	if (b->over) {
+		mtd_ref_get(&b->over->ref);
+		s->over = b->over;
+	}
 	if (n > MTD_LB_MAX_ENDPOINTS) {
 		snprintf(err, errlen, "service %s: %zu endpoints, at most %u", cfg->name, n, MTD_LB_MAX_ENDPOINTS);
 		goto fail;
@@ -629,7 +651,9 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	s->tls_gen = prev && tls_policy_same(prev->cfg->tls, cfg->tls) ? prev->tls_gen : tls_gen_next();
 	if (b->ssl_ctx) {
 		s->ssl_ctx = mtd_tls_ctx_ref(b->ssl_ctx);
-	} else if (prev && prev->cfg == cfg && prev->ssl_ctx) {
+	} else if (prev && (prev->cfg == cfg || tls_policy_same(prev->cfg->tls, cfg->tls)) && prev->ssl_ctx) {
+		/* The same files (an override of the same service changed
+		 * something else): the context stays, as a rotation left it. */
 		s->ssl_ctx = mtd_tls_ctx_ref(prev->ssl_ctx);
 	} else if (cfg->tls) {
 		char why[256];
@@ -901,8 +925,13 @@ struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t s
 {
 	struct mtd_runtime *cur = ctl->rt;
 	struct mtd_rt_service *prev = cur->services[si];
-	struct build b = {
-	        .box = cur->cfgbox, .cfg = prev->cfg, .prev = prev, .eps = eps, .n = n, .n_workers = ctl->n_workers};
+	struct build b = {.box = cur->cfgbox,
+	                  .cfg = prev->cfg,
+	                  .over = prev->over,
+	                  .prev = prev,
+	                  .eps = eps,
+	                  .n = n,
+	                  .n_workers = ctl->n_workers};
 	struct mtd_rt_service *s = service_build(&b, same, err, errlen);
 	if (!s)
 		return NULL;
@@ -910,6 +939,41 @@ struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t s
 	mtd_rt_service_unref(s); /* the runtime holds it */
 	if (!rt)
 		snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
+	return rt;
+}
+
+struct mtd_runtime *mtd_runtime_with_endpoints_over(struct mtd_control *ctl, size_t si, struct mtd_rt_over *over,
+                                                    const struct mtd_disc_endpoint *eps, size_t n, bool *same,
+                                                    char *err, size_t errlen)
+{
+	struct mtd_runtime *cur = ctl->rt;
+	struct mtd_rt_service *prev = cur->services[si];
+	const struct mtd_cfg_service *base = &cur->cfg->services[si];
+
+	/* The same override as in force: keep it, so that an unchanged set
+	 * stays the same snapshot. */
+	if (over && prev->over && prev->over->base == over->base && prev->over->tag == over->tag)
+		over = prev->over;
+	if (over && over->base != base) {
+		snprintf(err, errlen, "service %s: an override made for another config", base->name);
+		return NULL;
+	}
+	struct build b = {.box = cur->cfgbox,
+	                  .cfg = over ? &over->svc : base,
+	                  .over = over,
+	                  .prev = prev,
+	                  .eps = eps,
+	                  .n = n,
+	                  .n_workers = ctl->n_workers,
+	                  .set_unavailable = true,
+	                  .unavailable = prev->unavailable};
+	struct mtd_rt_service *s = service_build(&b, same, err, errlen);
+	if (!s)
+		return NULL;
+	struct mtd_runtime *rt = replace_service(ctl, si, s);
+	mtd_rt_service_unref(s);
+	if (!rt)
+		snprintf(err, errlen, "service %s: out of memory", base->name);
 	return rt;
 }
 
@@ -929,6 +993,7 @@ static struct mtd_rt_service *service_rebuilt(const struct mtd_runtime *cur, str
 	bool same;
 	opt.box = cur->cfgbox;
 	opt.cfg = prev->cfg;
+	opt.over = prev->over;
 	opt.prev = prev;
 	opt.eps = set;
 	opt.n = prev->n_eps;

@@ -39,6 +39,15 @@ void mtd_runtime_tick(struct mtd_runtime *rt, mtd_runtime_back_fn *back);
  * published: the caller does (publish.c). Control thread. */
 struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t si, const struct mtd_disc_endpoint *eps,
                                                size_t n, bool *same, char *err, size_t errlen);
+/* As mtd_runtime_with_endpoints, with service si's config overridden by
+ * over (borrowed: the snapshot takes its own reference; NULL = the
+ * config's own). An over of the same base and tag as the current
+ * snapshot's is that one. */
+struct mtd_runtime *mtd_runtime_with_endpoints_over(struct mtd_control *ctl, size_t si, struct mtd_rt_over *over,
+                                                    const struct mtd_disc_endpoint *eps, size_t n, bool *same,
+                                                    char *err, size_t errlen);
+/* Drop a reference on an override; the last frees it (control thread). */
+void mtd_rt_over_unref(struct mtd_rt_over *o);
 /* A new runtime with service si rebuilt over its current set: with the
  * UNAVAILABLE message reason (set_unavailable), or to take what changed on
  * its identities (returned_ms: warmup restarts). NULL + err when out of

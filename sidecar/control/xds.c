@@ -27,6 +27,7 @@
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/control.h"
 #include "sidecar/control/gclient.h"
+#include "sidecar/control/runtime-t.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/control/xds.h"
 #include "sidecar/io/transport.h"
@@ -51,6 +52,8 @@ static const char *const type_name[N_TYPES] = {"cluster", "endpoint"};
 struct xds_cl {
 	char *name;
 	bool have;
+	bool removed; /* the server stopped sending it (CDS is state of the world) */
+	uint64_t gen; /* a new one at each change of c (the override's tag) */
 	struct mtd_xds_cluster c;
 	char *version, *nonce; /* of the response that brought it */
 	char *nack;            /* the last refusal of a resource of this name, NULL = none */
@@ -103,6 +106,7 @@ struct mtd_xds {
 	size_t n_clas;
 	struct xds_bind **binds;
 	size_t n_binds;
+	uint64_t next_gen;
 };
 
 static void connect_now(struct mtd_xds *x);
@@ -161,6 +165,76 @@ static void cla_clear(struct xds_cla *e)
 
 /* ---- the services ------------------------------------------------------------- */
 
+static bool lb_same(const struct mtd_lb_config *a, const struct mtd_lb_config *b)
+{
+	return a->ops == b->ops && a->choice_count == b->choice_count && a->ring_points == b->ring_points &&
+	       a->table_size == b->table_size && a->bounded_load_factor == b->bounded_load_factor &&
+	       a->warmup.duration_ms == b->warmup.duration_ms && a->warmup.curve == b->warmup.curve &&
+	       a->decay_ms == b->decay_ms && a->active_request_bias == b->active_request_bias;
+}
+
+/* The service's config as cluster c says (for a set of n endpoints):
+ * its policy always (lb_policy has a default), the rest where the cluster
+ * sets it. A method whose lb is the service's copy follows the cluster
+ * too; one with its own keeps it. NULL when out of memory. */
+static struct mtd_rt_over *over_new(const struct mtd_cfg_service *base, const struct xds_cl *cl, size_t n)
+{
+	const struct mtd_xds_cluster *c = &cl->c;
+	struct mtd_rt_over *o = calloc(1, sizeof(*o));
+	struct mtd_lb_config lb = c->lb;
+
+	if (o == NULL)
+		return NULL;
+	mtd_ref_init(&o->ref);
+	o->base = base;
+	lb.n_workers = base->lb.n_workers;
+	lb.hot_keys = base->lb.hot_keys;
+	lb.hot_keys.spread = 0;
+	if (c->ring_min != 0)
+		lb.ring_points = mtd_xds_ring_points(c, n);
+	o->tag = cl->gen << 24 ^ lb.ring_points;
+	o->svc = *base;
+	o->svc.lb = lb;
+	if (c->connect_timeout_ms > 0)
+		o->svc.upstream.connect_timeout_ms = c->connect_timeout_ms;
+	if (c->circuit.max_calls != 0)
+		o->svc.circuit.max_calls = c->circuit.max_calls;
+	if (c->circuit.max_pending != 0)
+		o->svc.circuit.max_pending = c->circuit.max_pending;
+	if (c->outlier.enabled)
+		o->svc.outlier = c->outlier;
+	if (base->n_methods > 0) {
+		o->methods = calloc(base->n_methods, sizeof(*o->methods));
+		if (o->methods == NULL)
+			goto oom;
+		for (size_t i = 0; i < base->n_methods; i++) {
+			o->methods[i] = base->methods[i];
+			if (lb_same(&base->methods[i].lb, &base->lb))
+				o->methods[i].lb = lb;
+		}
+		o->svc.methods = o->methods;
+	}
+	if (c->tls != NULL) {
+		o->tls = calloc(1, sizeof(*o->tls));
+		if (o->tls == NULL)
+			goto oom;
+		o->tls->ca_file = c->tls->ca_file ? strdup(c->tls->ca_file) : NULL;
+		o->tls->cert_file = c->tls->cert_file ? strdup(c->tls->cert_file) : NULL;
+		o->tls->key_file = c->tls->key_file ? strdup(c->tls->key_file) : NULL;
+		o->tls->server_name = c->tls->server_name ? strdup(c->tls->server_name) : NULL;
+		o->tls->server_identity = c->tls->server_identity ? strdup(c->tls->server_identity) : NULL;
+		if ((c->tls->ca_file && !o->tls->ca_file) || (c->tls->cert_file && !o->tls->cert_file) ||
+		    (c->tls->key_file && !o->tls->key_file) || (c->tls->server_name && !o->tls->server_name) ||
+		    (c->tls->server_identity && !o->tls->server_identity))
+			goto oom;
+		o->svc.tls = o->tls;
+	}
+	return o;
+oom:
+	mtd_rt_over_unref(o);
+	return NULL;
+}
+
 /* Give bound service b what its cluster holds now. */
 static void apply_bind(struct mtd_xds *x, const struct xds_bind *b)
 {
@@ -168,7 +242,15 @@ static void apply_bind(struct mtd_xds *x, const struct xds_bind *b)
 	const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
 	char why[1200];
 
+	if (cl != NULL && cl->removed) {
+		snprintf(why, sizeof(why), "xds: cluster %s was removed by %s", b->cluster, x->server.text);
+		mtd_control_set_unavailable(x->ctl, b->service, why);
+		static const struct mtd_disc_endpoint none[1];
+		mtd_control_set_endpoints_over(x->ctl, b->service, NULL, none, 0);
+		return;
+	}
 	if (cl == NULL || !cl->have) {
+		/* Nothing good yet: what a reload carried over serves on. */
 		snprintf(why, sizeof(why), "xds: %s cluster %s from %s", cl != NULL && cl->nack ? "refused" : "waiting for",
 		         b->cluster, x->server.text);
 		mtd_control_set_unavailable(x->ctl, b->service, why);
@@ -196,7 +278,13 @@ static void apply_bind(struct mtd_xds *x, const struct xds_bind *b)
 		snprintf(why, sizeof(why), "xds: cluster %s has no endpoint that may be picked", b->cluster);
 		mtd_control_set_unavailable(x->ctl, b->service, why);
 	}
-	if (mtd_control_set_endpoints(x->ctl, b->service, eps, c->n) == 0) {
+	struct mtd_rt_over *over = over_new(&x->ctl->rt->cfg->services[b->service], cl, c->n);
+	if (over == NULL) {
+		MTD_ERROR("xds: service %s: out of memory: its endpoint set stays as it was", b->svc_name);
+		free(eps);
+		return;
+	}
+	if (mtd_control_set_endpoints_over(x->ctl, b->service, over, eps, c->n) == 0) {
 		struct mtd_mx_disc *mx = mtd_metrics_disc(b->svc_name, "xds");
 		if (mx != NULL) {
 			mx->endpoints = c->n;
@@ -482,6 +570,8 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 		mtd_xds_cluster_clear(&e->c);
 		e->c = c;
 		e->have = true;
+		e->removed = false;
+		e->gen = ++x->next_gen;
 		changed[n_changed++] = e->name;
 	}
 	/* A cluster the response lacks is gone (CDS is state of the world). */
@@ -491,8 +581,8 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 		MTD_WARN("xds: cluster %s is no longer served by %s: its services have no endpoints", x->cls[i].name,
 		         x->server.text);
 		mtd_xds_cluster_clear(&x->cls[i].c);
-		x->cls[i].c.name = NULL;
 		x->cls[i].have = false;
+		x->cls[i].removed = true;
 		changed[n_changed++] = x->cls[i].name;
 	}
 	if (n_changed > 0) {

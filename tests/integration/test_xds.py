@@ -183,6 +183,59 @@ class XdsTest(MaitredTest):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_the_clusters_policy_and_the_weights_decide_the_spread(self):
+        """The service's own lb is plain ROUND_ROBIN (weights ignored); the
+        cluster's ROUND_ROBIN is Envoy's, weighted: 3:1 endpoint weights
+        and then 1:3 locality weights show in the spread."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.server.set("cluster", [cluster(SVC)])
+        self.server.set("endpoint", [assignment(SVC, [locality([lb_endpoint("127.0.0.1", a.port, weight=3),
+                                                                lb_endpoint("127.0.0.1", b.port, weight=1)])])])
+        svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"}, "discovery": {"xds": {}}}
+        m = self.start_maitred(self.xds_config([svc]))
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "a and b")
+        got = self.spread(stub, 40)
+        self.assertEqual((got.count("a"), got.count("b")), (30, 10), got)
+        self.assertTrue(self.log_lines(m, r"service %s: 2 endpoints, policy WEIGHTED_ROUND_ROBIN" % re.escape(SVC)),
+                        m.proc.output())
+        self.server.set("endpoint", [assignment(SVC, [locality([("127.0.0.1", a.port)], zone="z1", weight=1),
+                                                      locality([("127.0.0.1", b.port)], zone="z2", weight=3)])])
+
+        def b_three_of_four():
+            got = self.spread(stub, 40)
+            return (got.count("a"), got.count("b")) == (10, 30)
+        wait_until(b_three_of_four, WAIT, "the locality weights' 1:3 spread")
+        # Another policy from the cluster: LEAST_REQUEST, in force.
+        self.server.set("cluster", [cluster(SVC, lb_policy="LEAST_REQUEST",
+                                            least_request_lb_config={"choice_count": 2})])
+        wait_until(lambda: self.log_lines(m, r"service %s: 2 endpoints, policy LEAST_REQUEST" % re.escape(SVC)),
+                   WAIT, "the cluster's new policy")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_cluster_the_server_stops_sending_leaves_its_service_without_endpoints(self):
+        a = self.start_upstream("a")
+        self.server.start()
+        self.serve([a])
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        self.server.set("cluster", [])
+
+        def removed():
+            try:
+                stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            except grpc.RpcError as e:
+                return e.code() == grpc.StatusCode.UNAVAILABLE and "was removed by" in e.details()
+            return False
+        wait_until(removed, WAIT, "UNAVAILABLE naming the removed cluster")
+        self.serve([a])
+        self.wait_set(stub, "a", "a again once the cluster is back")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_priority_one_serves_while_priority_zero_has_no_healthy_endpoint(self):
         a, b = self.start_upstream("a"), self.start_upstream("b")
         self.server.start()
