@@ -145,7 +145,8 @@ void mtd_cfg__build_source(struct builder *b, const PbService *m, const char *pa
 	const PbDiscovery *dm = m->discovery;
 	char p[256], dpath[96];
 	bool has_xds = dm != NULL && dm->xds != NULL;
-	unsigned n = (m->n_endpoints != 0) + (dm != NULL && dm->etcd != NULL) + (dm != NULL && dm->dns != NULL) + has_xds;
+	unsigned n = (m->n_endpoints != 0) + (dm != NULL && dm->etcd != NULL) + (dm != NULL && dm->dns != NULL) +
+	             has_xds;
 
 	snprintf(dpath, sizeof(dpath), "%s.discovery", path);
 	if (dm != NULL && dm->etcd == NULL && dm->dns == NULL && !has_xds) {

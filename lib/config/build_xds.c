@@ -38,7 +38,8 @@ static yaml_node_t *member(yaml_document_t *doc, yaml_node_t *map, const char *k
 
 static yaml_node_t *first(yaml_document_t *doc, yaml_node_t *seq)
 {
-	if (seq == NULL || seq->type != YAML_SEQUENCE_NODE || seq->data.sequence.items.start == seq->data.sequence.items.top)
+	if (seq == NULL || seq->type != YAML_SEQUENCE_NODE ||
+	    seq->data.sequence.items.start == seq->data.sequence.items.top)
 		return NULL;
 	return yaml_document_get_node(doc, *seq->data.sequence.items.start);
 }
@@ -183,7 +184,9 @@ struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
 		bootstrap_fini(&bs);
 		return x;
 	}
-	node_id = m->node_id[0] != '\0' ? m->node_id : bs.node_id != NULL && bs.node_id[0] != '\0' ? bs.node_id : b->node_id;
+	node_id = m->node_id[0] != '\0'                         ? m->node_id
+	          : bs.node_id != NULL && bs.node_id[0] != '\0' ? bs.node_id
+	                                                        : b->node_id;
 	zone = m->zone[0] != '\0' ? m->zone : bs.zone != NULL && bs.zone[0] != '\0' ? bs.zone : b->zone;
 	if (strlen(node_id) > 1024 || (zone != NULL && strlen(zone) > 255))
 		BERR(mtd_cfg__at(b, m, "node_id", NULL), "xds.node_id", "node id (1024) or zone (255) too long");
@@ -194,8 +197,10 @@ struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
 	if (m->tls != NULL) {
 		x->tls = mtd_cfg__build_tls(b, m->tls, "xds.tls");
 		if (m->tls->server_identity[0] != '\0' || m->tls->n_allowed_identities != 0)
-			BERR(mtd_cfg__at(b, m->tls, "server_identity", NULL), mtd_cfg__sub(p, sizeof(p), "xds.tls", "server_identity"),
-			     "server_identity and allowed_identities are for a service's upstreams, not for the xds server");
+			BERR(mtd_cfg__at(b, m->tls, "server_identity", NULL),
+			     mtd_cfg__sub(p, sizeof(p), "xds.tls", "server_identity"),
+			     "server_identity and allowed_identities are for a service's upstreams, not for the xds "
+			     "server");
 	}
 	return x;
 }

@@ -12,6 +12,7 @@
 
 #include "envoy/config/endpoint/v3/endpoint.pb-c.h"
 #include "envoy/config/cluster/v3/cluster.pb-c.h"
+#include "config/config-int.h"
 #include "lb/lb-t.h"
 #include "xds/xds-int.h"
 #include "xds/xds.h"
@@ -23,8 +24,8 @@ typedef Envoy__Config__Endpoint__V3__LbEndpoint PbLbEndpoint;
 #define ADDR_TEXT_MAX (INET6_ADDRSTRLEN + 8) /* "[v6]:65535" */
 
 /* Canonical "ip:port" / "[v6]:port" of a socket address, or -EINVAL. */
-static int canonical(const Envoy__Config__Core__V3__SocketAddress *sa, char *out, size_t cap, char *why,
-                     size_t whylen, const char *where)
+static int canonical(const Envoy__Config__Core__V3__SocketAddress *sa, char *out, size_t cap, char *why, size_t whylen,
+                     const char *where)
 {
 	struct in6_addr a6;
 	struct in_addr a4;
@@ -128,7 +129,8 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 			                       MTD_XDS_MAX_PRIORITY);
 		if (l->load_balancing_weight != NULL) {
 			if (l->load_balancing_weight->value == 0)
-				return mtd_xds__refuse(why, whylen, "endpoints[%zu].load_balancing_weight: must be >= 1", i);
+				return mtd_xds__refuse(why, whylen,
+				                       "endpoints[%zu].load_balancing_weight: must be >= 1", i);
 			any_lw = true;
 		}
 		if (l->locality != NULL && strlen(l->locality->zone) > 255)
@@ -140,11 +142,14 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 			const PbLbEndpoint *e = l->lb_endpoints[j];
 
 			snprintf(where, sizeof(where), "endpoints[%zu].lb_endpoints[%zu]", i, j);
-			if (e->host_identifier_case != ENVOY__CONFIG__ENDPOINT__V3__LB_ENDPOINT__HOST_IDENTIFIER_ENDPOINT ||
-			    e->endpoint->address == NULL || e->endpoint->address->address_case !=
+			if (e->host_identifier_case !=
+			            ENVOY__CONFIG__ENDPOINT__V3__LB_ENDPOINT__HOST_IDENTIFIER_ENDPOINT ||
+			    e->endpoint->address == NULL ||
+			    e->endpoint->address->address_case !=
 			            ENVOY__CONFIG__CORE__V3__ADDRESS__ADDRESS_SOCKET_ADDRESS)
 				return mtd_xds__refuse(why, whylen, "%s: needs endpoint.address.socket_address", where);
-			if (canonical(e->endpoint->address->socket_address, text, sizeof(text), why, whylen, where) != 0)
+			if (canonical(e->endpoint->address->socket_address, text, sizeof(text), why, whylen, where) !=
+			    0)
 				return -EINVAL;
 			if (e->load_balancing_weight != NULL && e->load_balancing_weight->value == 0)
 				return mtd_xds__refuse(why, whylen, "%s.load_balancing_weight: must be >= 1", where);
@@ -170,7 +175,8 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 			bytes += strlen(l->locality->zone) + 1;
 		sum_lw += l->load_balancing_weight != NULL ? l->load_balancing_weight->value : 1.0;
 	}
-	struct mtd_xds_cla *c = calloc(1, sizeof(*c) + n * sizeof(c->eps[0]) + bytes + strlen(m->cluster_name) + 1);
+	struct mtd_xds_cla *c =
+	        mtd_cfg__calloc(1, sizeof(*c) + n * sizeof(c->eps[0]) + bytes + strlen(m->cluster_name) + 1);
 	if (c == NULL)
 		return -ENOMEM;
 	char *s = (char *)&c->eps[n];
@@ -221,30 +227,50 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 			if (any_lw)
 				eff = (double)MTD_XDS_WEIGHT_SCALE * (lw / sum_lw) * ((double)w / sum_ew);
 			else
-				eff = max_ew > MTD_XDS_WEIGHT_SCALE ? (double)w * MTD_XDS_WEIGHT_SCALE / max_ew : (double)w;
-			ep->weight = eff < 1.0 ? 1 : eff > MTD_XDS_WEIGHT_SCALE ? MTD_XDS_WEIGHT_SCALE : (int32_t)(eff + 0.5);
+				eff = max_ew > MTD_XDS_WEIGHT_SCALE ? (double)w * MTD_XDS_WEIGHT_SCALE / max_ew
+				                                    : (double)w;
+			ep->weight = eff < 1.0                    ? 1
+			             : eff > MTD_XDS_WEIGHT_SCALE ? MTD_XDS_WEIGHT_SCALE
+			                                          : (int32_t)(eff + 0.5);
 			c->n++;
 		}
 	}
+	/* Keep what was used of the block (the text was sized for the
+	 * longest address): the pointers moved along. */
+	size_t used = (size_t)(s - (char *)c);
+	struct mtd_xds_cla *d = mtd_cfg__malloc(used);
+	if (d == NULL) {
+		mtd_cfg__free(c);
+		return -ENOMEM;
+	}
+	memcpy(d, c, used);
+	d->name = (char *)d + (c->name - (char *)c);
+	for (size_t i = 0; i < d->n; i++) {
+		d->eps[i].address = (char *)d + (c->eps[i].address - (char *)c);
+		if (c->eps[i].zone != NULL)
+			d->eps[i].zone = (char *)d + (c->eps[i].zone - (char *)c);
+	}
+	mtd_cfg__free(c);
+	c = d;
 	/* The same address twice would be one endpoint counted twice. */
 	if (c->n > 1) {
-		struct mtd_xds_ep *sorted = malloc(c->n * sizeof(*sorted));
+		struct mtd_xds_ep *sorted = mtd_cfg__malloc(c->n * sizeof(*sorted));
 		if (sorted == NULL) {
-			free(c);
+			mtd_cfg__free(c);
 			return -ENOMEM;
 		}
 		memcpy(sorted, c->eps, c->n * sizeof(*sorted));
 		qsort(sorted, c->n, sizeof(*sorted), cmp_addr);
 		for (size_t i = 1; i < c->n; i++) {
 			if (strcmp(sorted[i - 1].address, sorted[i].address) == 0) {
-				mtd_xds__refuse(why, whylen, "endpoint %s appears twice in priority %u", sorted[i].address,
-				                c->priority);
-				free(sorted);
-				free(c);
+				mtd_xds__refuse(why, whylen, "endpoint %s appears twice in priority %u",
+				                sorted[i].address, c->priority);
+				mtd_cfg__free(sorted);
+				mtd_cfg__free(c);
 				return -EINVAL;
 			}
 		}
-		free(sorted);
+		mtd_cfg__free(sorted);
 	}
 	*out = c;
 	return 0;
@@ -256,17 +282,17 @@ int mtd_xds_cla_parse(const uint8_t *buf, size_t len, struct mtd_xds_cla **out, 
 	int rc;
 
 	*out = NULL;
-	m = envoy__config__endpoint__v3__cluster_load_assignment__unpack(NULL, len, buf);
+	m = envoy__config__endpoint__v3__cluster_load_assignment__unpack(&mtd_cfg__pb_allocator, len, buf);
 	if (m == NULL)
 		return mtd_xds__refuse(why, whylen, "the ClusterLoadAssignment does not decode");
 	rc = translate(m, out, why, whylen);
-	envoy__config__endpoint__v3__cluster_load_assignment__free_unpacked(m, NULL);
+	envoy__config__endpoint__v3__cluster_load_assignment__free_unpacked(m, &mtd_cfg__pb_allocator);
 	return rc;
 }
 
 void mtd_xds_cla_free(struct mtd_xds_cla *c)
 {
-	free(c);
+	mtd_cfg__free(c);
 }
 
 int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap)
@@ -276,21 +302,23 @@ int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, 
 	if (cap == 0)
 		return -EINVAL;
 	if (strcmp(type_url, MTD_XDS_TYPE_CLUSTER) == 0) {
-		Envoy__Config__Cluster__V3__Cluster *m = envoy__config__cluster__v3__cluster__unpack(NULL, len, buf);
+		Envoy__Config__Cluster__V3__Cluster *m =
+		        envoy__config__cluster__v3__cluster__unpack(&mtd_cfg__pb_allocator, len, buf);
 		if (m != NULL && mtd_xds__name_ok(m->name) && strlen(m->name) < cap) {
 			strcpy(name, m->name);
 			rc = 0;
 		}
 		if (m != NULL)
-			envoy__config__cluster__v3__cluster__free_unpacked(m, NULL);
+			envoy__config__cluster__v3__cluster__free_unpacked(m, &mtd_cfg__pb_allocator);
 	} else if (strcmp(type_url, MTD_XDS_TYPE_ENDPOINT) == 0) {
-		PbCla *m = envoy__config__endpoint__v3__cluster_load_assignment__unpack(NULL, len, buf);
+		PbCla *m =
+		        envoy__config__endpoint__v3__cluster_load_assignment__unpack(&mtd_cfg__pb_allocator, len, buf);
 		if (m != NULL && mtd_xds__name_ok(m->cluster_name) && strlen(m->cluster_name) < cap) {
 			strcpy(name, m->cluster_name);
 			rc = 0;
 		}
 		if (m != NULL)
-			envoy__config__endpoint__v3__cluster_load_assignment__free_unpacked(m, NULL);
+			envoy__config__endpoint__v3__cluster_load_assignment__free_unpacked(m, &mtd_cfg__pb_allocator);
 	}
 	return rc;
 }

@@ -12,6 +12,7 @@
 #include "envoy/config/cluster/v3/cluster.pb-c.h"
 #include "envoy/extensions/transport_sockets/tls/v3/tls.pb-c.h"
 #include "identity/identity.h"
+#include "config/config-int.h"
 #include "lb/lb.h"
 #include "xds/xds-int.h"
 #include "xds/xds.h"
@@ -24,10 +25,10 @@ typedef Envoy__Extensions__TransportSockets__Tls__V3__SubjectAltNameMatcher PbSa
 typedef Envoy__Type__Matcher__V3__StringMatcher PbStringMatcher;
 typedef Envoy__Config__Core__V3__DataSource PbDataSource;
 
-#define RING_MIN_DEFAULT    1024u
-#define RING_MAX_DEFAULT    8388608u /* Envoy's bound on both sizes */
-#define MAGLEV_DEFAULT      65537u
-#define DURATION_MAX_MS     (INT64_C(86400) * 1000)
+#define RING_MIN_DEFAULT 1024u
+#define RING_MAX_DEFAULT 8388608u /* Envoy's bound on both sizes */
+#define MAGLEV_DEFAULT   65537u
+#define DURATION_MAX_MS  (INT64_C(86400) * 1000)
 
 int mtd_xds__refuse(char *why, size_t whylen, const char *fmt, ...)
 {
@@ -92,7 +93,8 @@ static int slow_start(const PbSlowStart *ss, struct mtd_lb_config *lb, char *why
 	if (ss->min_weight_percent != NULL) {
 		double p = ss->min_weight_percent->value;
 		if (!isfinite(p) || p < 0.0 || p > 100.0)
-			return mtd_xds__refuse(why, whylen, "slow_start_config.min_weight_percent: must be in [0, 100]");
+			return mtd_xds__refuse(why, whylen,
+			                       "slow_start_config.min_weight_percent: must be in [0, 100]");
 		lb->warmup.min_weight_percent = p;
 	}
 	return 0;
@@ -112,12 +114,14 @@ static int lb_policy(const PbCluster *m, struct mtd_xds_cluster *c, char *why, s
 	case ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_POLICY__LEAST_REQUEST:
 		strategy(lb, "LEAST_REQUEST");
 		if (m->lb_config_case == ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_CONFIG_LEAST_REQUEST_LB_CONFIG) {
-			const Envoy__Config__Cluster__V3__Cluster__LeastRequestLbConfig *lr = m->least_request_lb_config;
+			const Envoy__Config__Cluster__V3__Cluster__LeastRequestLbConfig *lr =
+			        m->least_request_lb_config;
 			if (lr->choice_count != NULL) {
 				if (lr->choice_count->value < 2 || lr->choice_count->value > 100)
-					return mtd_xds__refuse(why, whylen,
-					                       "least_request_lb_config.choice_count: %u is not in 2..100",
-					                       lr->choice_count->value);
+					return mtd_xds__refuse(
+					        why, whylen,
+					        "least_request_lb_config.choice_count: %u is not in 2..100",
+					        lr->choice_count->value);
 				lb->choice_count = lr->choice_count->value;
 			}
 			ss = lr->slow_start_config;
@@ -172,8 +176,7 @@ static int lb_policy(const PbCluster *m, struct mtd_xds_cluster *c, char *why, s
 	return 0;
 }
 
-static int limit_u32(const Google__Protobuf__UInt32Value *v, uint32_t *out, const char *field, char *why,
-                     size_t whylen)
+static int limit_u32(const Google__Protobuf__UInt32Value *v, uint32_t *out, const char *field, char *why, size_t whylen)
 {
 	if (v == NULL)
 		return 0;
@@ -192,7 +195,8 @@ static int circuit(const PbCluster *m, struct mtd_xds_cluster *c, char *why, siz
 		if (t->priority != ENVOY__CONFIG__CORE__V3__ROUTING_PRIORITY__DEFAULT)
 			continue; /* HIGH: routes maitred does not have */
 		if (limit_u32(t->max_requests, &c->circuit.max_calls, "max_requests", why, whylen) != 0 ||
-		    limit_u32(t->max_pending_requests, &c->circuit.max_pending, "max_pending_requests", why, whylen) != 0)
+		    limit_u32(t->max_pending_requests, &c->circuit.max_pending, "max_pending_requests", why, whylen) !=
+		            0)
 			return -EINVAL;
 	}
 	return 0;
@@ -211,7 +215,8 @@ static int outlier(const PbOutlier *m, struct mtd_outlier_config *o, char *why, 
 	if (m == NULL)
 		return 0;
 	o->enabled = true;
-	o->consecutive_failures = m->consecutive_5xx != NULL ? m->consecutive_5xx->value : MTD_OUTLIER_DEFAULT_CONSECUTIVE;
+	o->consecutive_failures =
+	        m->consecutive_5xx != NULL ? m->consecutive_5xx->value : MTD_OUTLIER_DEFAULT_CONSECUTIVE;
 	if (percent(m->enforcing_consecutive_5xx, 100, &enforce5xx) != 0 ||
 	    percent(m->enforcing_failure_percentage, 0, &enforce_pct) != 0 ||
 	    percent(m->failure_percentage_threshold, 85, &pct) != 0 ||
@@ -222,7 +227,8 @@ static int outlier(const PbOutlier *m, struct mtd_outlier_config *o, char *why, 
 	if (enforce5xx == 0)
 		o->consecutive_failures = 0;
 	o->failure_percentage = enforce_pct > 0 ? (pct > 0 ? pct : 1) : 0;
-	o->min_requests = m->failure_percentage_request_volume != NULL ? m->failure_percentage_request_volume->value : 50;
+	o->min_requests =
+	        m->failure_percentage_request_volume != NULL ? m->failure_percentage_request_volume->value : 50;
 	if (o->min_requests == 0)
 		o->min_requests = 1;
 	o->interval_ms = mtd_xds__dur_ms(m->interval, MTD_OUTLIER_DEFAULT_INTERVAL_MS);
@@ -244,7 +250,7 @@ static int file_of(const PbDataSource *d, char **out, const char *field, char *w
 		return mtd_xds__refuse(why, whylen, "%s: maitred takes a file name only (filename)", field);
 	if (strlen(d->filename) > 4096)
 		return mtd_xds__refuse(why, whylen, "%s: file name too long", field);
-	*out = strdup(d->filename);
+	*out = mtd_cfg__strdup(d->filename);
 	return *out != NULL ? 0 : -ENOMEM;
 }
 
@@ -260,13 +266,16 @@ static int san(const PbSanMatcher *const *typed, size_t n_typed, const PbStringM
 	if (n_typed + n_plain == 0)
 		return 0;
 	if (n_typed + n_plain > 1)
-		return mtd_xds__refuse(why, whylen, "validation_context: maitred checks one SAN (server_identity), not %zu",
+		return mtd_xds__refuse(why, whylen,
+		                       "validation_context: maitred checks one SAN (server_identity), not %zu",
 		                       n_typed + n_plain);
 	if (n_typed == 1) {
 		sm = typed[0]->matcher;
-		if (typed[0]->san_type == ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__SUBJECT_ALT_NAME_MATCHER__SAN_TYPE__URI)
+		if (typed[0]->san_type ==
+		    ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__SUBJECT_ALT_NAME_MATCHER__SAN_TYPE__URI)
 			dns = false;
-		else if (typed[0]->san_type == ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__SUBJECT_ALT_NAME_MATCHER__SAN_TYPE__DNS)
+		else if (typed[0]->san_type ==
+		         ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__SUBJECT_ALT_NAME_MATCHER__SAN_TYPE__DNS)
 			dns = true;
 		else
 			return mtd_xds__refuse(why, whylen, "match_typed_subject_alt_names: only URI and DNS SANs");
@@ -276,13 +285,15 @@ static int san(const PbSanMatcher *const *typed, size_t n_typed, const PbStringM
 	}
 	if (sm == NULL || sm->match_pattern_case != ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_EXACT ||
 	    sm->ignore_case)
-		return mtd_xds__refuse(why, whylen, "validation_context: a SAN matcher must be exact (maitred's server_identity)");
+		return mtd_xds__refuse(why, whylen,
+		                       "validation_context: a SAN matcher must be exact (maitred's server_identity)");
 	if (strlen(sm->exact) > MTD_IDENTITY_MAX)
 		return mtd_xds__refuse(why, whylen, "validation_context: SAN too long");
 	snprintf(text, sizeof(text), "%s%s", dns ? "dns:" : "", sm->exact);
 	if (!mtd_identity_ok(text, &bad))
-		return mtd_xds__refuse(why, whylen, "validation_context: SAN \"%s\": %s", text, bad ? bad : "not an identity");
-	*out = strdup(text);
+		return mtd_xds__refuse(why, whylen, "validation_context: SAN \"%s\": %s", text,
+		                       bad ? bad : "not an identity");
+	*out = mtd_cfg__strdup(text);
 	return *out != NULL ? 0 : -ENOMEM;
 }
 
@@ -294,15 +305,16 @@ static int tls(const Envoy__Config__Core__V3__TransportSocket *ts, struct mtd_xd
 
 	if (ts == NULL)
 		return 0;
-	any = ts->config_type_case == ENVOY__CONFIG__CORE__V3__TRANSPORT_SOCKET__CONFIG_TYPE_TYPED_CONFIG ? ts->typed_config
-	                                                                                                   : NULL;
+	any = ts->config_type_case == ENVOY__CONFIG__CORE__V3__TRANSPORT_SOCKET__CONFIG_TYPE_TYPED_CONFIG
+	              ? ts->typed_config
+	              : NULL;
 	if (any == NULL || strcmp(any->type_url, MTD_XDS_TYPE_TLS) != 0)
 		return mtd_xds__refuse(why, whylen, "transport_socket: maitred takes an UpstreamTlsContext only");
-	m = envoy__extensions__transport_sockets__tls__v3__upstream_tls_context__unpack(NULL, any->value.len,
-	                                                                                any->value.data);
+	m = envoy__extensions__transport_sockets__tls__v3__upstream_tls_context__unpack(
+	        &mtd_cfg__pb_allocator, any->value.len, any->value.data);
 	if (m == NULL)
 		return mtd_xds__refuse(why, whylen, "transport_socket: the UpstreamTlsContext does not decode");
-	c->tls = calloc(1, sizeof(*c->tls));
+	c->tls = mtd_cfg__calloc(1, sizeof(*c->tls));
 	if (c->tls == NULL) {
 		rc = -ENOMEM;
 		goto out;
@@ -310,7 +322,7 @@ static int tls(const Envoy__Config__Core__V3__TransportSocket *ts, struct mtd_xd
 	const Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext *ctx = m->common_tls_context;
 	const Envoy__Extensions__TransportSockets__Tls__V3__CertificateValidationContext *vc =
 	        ctx != NULL && ctx->validation_context_type_case ==
-	                               ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_VALIDATION_CONTEXT
+	                                ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_VALIDATION_CONTEXT
 	                ? ctx->validation_context
 	                : NULL;
 	if (vc == NULL || vc->trusted_ca == NULL) {
@@ -328,12 +340,14 @@ static int tls(const Envoy__Config__Core__V3__TransportSocket *ts, struct mtd_xd
 	if (ctx->n_tls_certificates == 1) {
 		const Envoy__Extensions__TransportSockets__Tls__V3__TlsCertificate *tc = ctx->tls_certificates[0];
 		if (tc->certificate_chain == NULL || tc->private_key == NULL) {
-			rc = mtd_xds__refuse(why, whylen, "tls_certificates[0]: certificate_chain and private_key go together");
+			rc = mtd_xds__refuse(why, whylen,
+			                     "tls_certificates[0]: certificate_chain and private_key go together");
 			goto out;
 		}
-		if ((rc = file_of(tc->certificate_chain, &c->tls->cert_file, "tls_certificates[0].certificate_chain", why,
-		                  whylen)) != 0 ||
-		    (rc = file_of(tc->private_key, &c->tls->key_file, "tls_certificates[0].private_key", why, whylen)) != 0)
+		if ((rc = file_of(tc->certificate_chain, &c->tls->cert_file, "tls_certificates[0].certificate_chain",
+		                  why, whylen)) != 0 ||
+		    (rc = file_of(tc->private_key, &c->tls->key_file, "tls_certificates[0].private_key", why,
+		                  whylen)) != 0)
 			goto out;
 	}
 	rc = san((const PbSanMatcher *const *)vc->match_typed_subject_alt_names, vc->n_match_typed_subject_alt_names,
@@ -346,11 +360,11 @@ static int tls(const Envoy__Config__Core__V3__TransportSocket *ts, struct mtd_xd
 			rc = mtd_xds__refuse(why, whylen, "sni: not a server name");
 			goto out;
 		}
-		if ((c->tls->server_name = strdup(m->sni)) == NULL)
+		if ((c->tls->server_name = mtd_cfg__strdup(m->sni)) == NULL)
 			rc = -ENOMEM;
 	}
 out:
-	envoy__extensions__transport_sockets__tls__v3__upstream_tls_context__free_unpacked(m, NULL);
+	envoy__extensions__transport_sockets__tls__v3__upstream_tls_context__free_unpacked(m, &mtd_cfg__pb_allocator);
 	return rc;
 }
 
@@ -366,21 +380,24 @@ static int translate(const PbCluster *m, struct mtd_xds_cluster *c, char *why, s
 		return mtd_xds__refuse(why, whylen, "cluster %s: type must be EDS (maitred takes endpoints from EDS)",
 		                       m->name);
 	if (eds == NULL || eds->eds_config == NULL ||
-	    (eds->eds_config->config_source_specifier_case != ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__CONFIG_SOURCE_SPECIFIER_ADS &&
-	     eds->eds_config->config_source_specifier_case != ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__CONFIG_SOURCE_SPECIFIER_SELF))
+	    (eds->eds_config->config_source_specifier_case !=
+	             ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__CONFIG_SOURCE_SPECIFIER_ADS &&
+	     eds->eds_config->config_source_specifier_case !=
+	             ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__CONFIG_SOURCE_SPECIFIER_SELF))
 		return mtd_xds__refuse(why, whylen, "cluster %s: eds_cluster_config.eds_config must be ads (or self)",
 		                       m->name);
 	if (eds->service_name[0] != '\0' && !mtd_xds__name_ok(eds->service_name))
-		return mtd_xds__refuse(why, whylen, "cluster %s: eds_cluster_config.service_name: too long or not printable",
-		                       m->name);
-	c->name = strdup(m->name);
-	c->eds_name = strdup(eds->service_name[0] != '\0' ? eds->service_name : m->name);
+		return mtd_xds__refuse(
+		        why, whylen, "cluster %s: eds_cluster_config.service_name: too long or not printable", m->name);
+	c->name = mtd_cfg__strdup(m->name);
+	c->eds_name = mtd_cfg__strdup(eds->service_name[0] != '\0' ? eds->service_name : m->name);
 	if (c->name == NULL || c->eds_name == NULL)
 		return -ENOMEM;
 	if (m->connect_timeout != NULL) {
 		c->connect_timeout_ms = mtd_xds__dur_ms(m->connect_timeout, 0);
 		if (c->connect_timeout_ms <= 0 || c->connect_timeout_ms > 3600000)
-			return mtd_xds__refuse(why, whylen, "cluster %s: connect_timeout: out of range (0, 1h]", m->name);
+			return mtd_xds__refuse(why, whylen, "cluster %s: connect_timeout: out of range (0, 1h]",
+			                       m->name);
 	}
 	if ((rc = lb_policy(m, c, why, whylen)) != 0 || (rc = circuit(m, c, why, whylen)) != 0 ||
 	    (rc = outlier(m->outlier_detection, &c->outlier, why, whylen)) != 0 ||
@@ -395,11 +412,11 @@ int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, struct mtd_xds_cluster
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	m = envoy__config__cluster__v3__cluster__unpack(NULL, len, buf);
+	m = envoy__config__cluster__v3__cluster__unpack(&mtd_cfg__pb_allocator, len, buf);
 	if (m == NULL)
 		return mtd_xds__refuse(why, whylen, "the Cluster does not decode");
 	rc = translate(m, out, why, whylen);
-	envoy__config__cluster__v3__cluster__free_unpacked(m, NULL);
+	envoy__config__cluster__v3__cluster__free_unpacked(m, &mtd_cfg__pb_allocator);
 	if (rc != 0)
 		mtd_xds_cluster_clear(out);
 	return rc;
@@ -407,15 +424,15 @@ int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, struct mtd_xds_cluster
 
 void mtd_xds_cluster_clear(struct mtd_xds_cluster *c)
 {
-	free(c->name);
-	free(c->eds_name);
+	mtd_cfg__free(c->name);
+	mtd_cfg__free(c->eds_name);
 	if (c->tls != NULL) {
-		free(c->tls->ca_file);
-		free(c->tls->cert_file);
-		free(c->tls->key_file);
-		free(c->tls->server_name);
-		free(c->tls->server_identity);
-		free(c->tls);
+		mtd_cfg__free(c->tls->ca_file);
+		mtd_cfg__free(c->tls->cert_file);
+		mtd_cfg__free(c->tls->key_file);
+		mtd_cfg__free(c->tls->server_name);
+		mtd_cfg__free(c->tls->server_identity);
+		mtd_cfg__free(c->tls);
 	}
 	memset(c, 0, sizeof(*c));
 }

@@ -31,8 +31,8 @@
 /* The upstream TLS of a cluster's transport_socket (UpstreamTlsContext,
  * file names only). Strings owned. */
 struct mtd_xds_tls {
-	char *ca_file;         /* validation_context.trusted_ca.filename; required */
-	char *cert_file;       /* tls_certificates[0]: both or neither */
+	char *ca_file;   /* validation_context.trusted_ca.filename; required */
+	char *cert_file; /* tls_certificates[0]: both or neither */
 	char *key_file;
 	char *server_name;     /* sni; NULL = the endpoint's address */
 	char *server_identity; /* one exact SAN matcher as a typed identity ("spiffe://...", "dns:NAME") */
@@ -48,10 +48,10 @@ struct mtd_xds_cluster {
 	 * ring_points per endpoint when a set is built (mtd_xds_ring_points). */
 	struct mtd_lb_config lb;
 	uint64_t ring_min, ring_max;
-	int64_t connect_timeout_ms;         /* 0 = the service's own */
-	struct mtd_circuit_config circuit;  /* thresholds of priority DEFAULT; 0 = none */
-	struct mtd_outlier_config outlier;  /* enabled = outlier_detection set */
-	struct mtd_xds_tls *tls;            /* NULL = h2c */
+	int64_t connect_timeout_ms;        /* 0 = the service's own */
+	struct mtd_circuit_config circuit; /* thresholds of priority DEFAULT; 0 = none */
+	struct mtd_outlier_config outlier; /* enabled = outlier_detection set */
+	struct mtd_xds_tls *tls;           /* NULL = h2c */
 };
 
 /* One endpoint of an assignment, compact: the text is in the

@@ -470,12 +470,12 @@ struct build {
 	struct mtd_rt_service *const *built;
 	size_t n_built;
 	unsigned n_workers;
-	bool force;              /* build even when the set equals prev's */
+	bool force; /* build even when the set equals prev's */
 	/* A TLS context made from the service's files again (certwatch.c:
 	 * they changed), used instead of prev's; NULL = prev's / built. */
 	struct ssl_ctx_st *ssl_ctx;
-	bool set_unavailable;    /* replace prev's message by `unavailable` */
-	const char *unavailable; /* with set_unavailable */
+	bool set_unavailable;     /* replace prev's message by `unavailable` */
+	const char *unavailable;  /* with set_unavailable */
 	struct mtd_rt_over *over; /* cfg is &over->svc (a reference taken), or NULL */
 };
 

@@ -47,6 +47,13 @@ enum { T_CDS = 0, T_EDS = 1, N_TYPES };
 static const char *const type_url[N_TYPES] = {MTD_XDS_TYPE_CLUSTER, MTD_XDS_TYPE_ENDPOINT};
 static const char *const type_name[N_TYPES] = {"cluster", "endpoint"};
 
+/* The version and nonce of one response, shared by the resources it
+ * brought (one copy per response, not one per resource). */
+struct xds_stamp {
+	unsigned refs;
+	char *version, *nonce;
+};
+
 /* A cluster subscribed to: its last good translation (have) and where it
  * came from. */
 struct xds_cl {
@@ -55,15 +62,15 @@ struct xds_cl {
 	bool removed; /* the server stopped sending it (CDS is state of the world) */
 	uint64_t gen; /* a new one at each change of c (the override's tag) */
 	struct mtd_xds_cluster c;
-	char *version, *nonce; /* of the response that brought it */
-	char *nack;            /* the last refusal of a resource of this name, NULL = none */
+	struct xds_stamp *stamp; /* the response that brought it (a reference), NULL = none */
+	char *nack;              /* the last refusal of a resource of this name, NULL = none */
 };
 
 /* An assignment subscribed to (an EDS name of a cluster we have). */
 struct xds_cla {
 	char *name;
 	struct mtd_xds_cla *cla; /* last good, NULL = none yet */
-	char *version, *nonce;
+	struct xds_stamp *stamp;
 	char *nack;
 };
 
@@ -83,6 +90,7 @@ struct xds_bind {
 	size_t service;
 	char *cluster;
 	const char *svc_name; /* the config's, valid while bound */
+	bool applied;         /* what the client knows of its cluster was given to it */
 };
 
 struct mtd_xds {
@@ -112,6 +120,37 @@ struct mtd_xds {
 static void connect_now(struct mtd_xds *x);
 
 /* ---- small helpers ---------------------------------------------------------- */
+
+static void stamp_put(struct xds_stamp *st)
+{
+	if (st == NULL || --st->refs > 0)
+		return;
+	free(st->version);
+	free(st->nonce);
+	free(st);
+}
+
+/* slot takes a reference on the response's stamp, made at its first use
+ * (*st); out of memory leaves slot as it was (a display only). */
+static void stamp_take(struct xds_stamp **slot, struct xds_stamp **st,
+                       const Envoy__Service__Discovery__V3__DiscoveryResponse *r)
+{
+	if (*st == NULL) {
+		struct xds_stamp *n = calloc(1, sizeof(*n));
+		if (n == NULL || (n->version = strdup(r->version_info)) == NULL ||
+		    (n->nonce = strdup(r->nonce)) == NULL) {
+			if (n != NULL)
+				free(n->version);
+			free(n);
+			return;
+		}
+		n->refs = 1; /* the response's own, dropped when it is done */
+		*st = n;
+	}
+	(*st)->refs++;
+	stamp_put(*slot);
+	*slot = *st;
+}
 
 static void set_str(char **slot, const char *s)
 {
@@ -147,8 +186,7 @@ static void cl_clear(struct xds_cl *e)
 {
 	free(e->name);
 	mtd_xds_cluster_clear(&e->c);
-	free(e->version);
-	free(e->nonce);
+	stamp_put(e->stamp);
 	free(e->nack);
 	memset(e, 0, sizeof(*e));
 }
@@ -157,8 +195,7 @@ static void cla_clear(struct xds_cla *e)
 {
 	free(e->name);
 	mtd_xds_cla_free(e->cla);
-	free(e->version);
-	free(e->nonce);
+	stamp_put(e->stamp);
 	free(e->nack);
 	memset(e, 0, sizeof(*e));
 }
@@ -236,12 +273,13 @@ oom:
 }
 
 /* Give bound service b what its cluster holds now. */
-static void apply_bind(struct mtd_xds *x, const struct xds_bind *b)
+static void apply_bind(struct mtd_xds *x, struct xds_bind *b)
 {
 	const struct xds_cl *cl = find_cl(x, b->cluster);
 	const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
 	char why[1200];
 
+	b->applied = true;
 	if (cl != NULL && cl->removed) {
 		snprintf(why, sizeof(why), "xds: cluster %s was removed by %s", b->cluster, x->server.text);
 		mtd_control_set_unavailable(x->ctl, b->service, why);
@@ -251,8 +289,8 @@ static void apply_bind(struct mtd_xds *x, const struct xds_bind *b)
 	}
 	if (cl == NULL || !cl->have) {
 		/* Nothing good yet: what a reload carried over serves on. */
-		snprintf(why, sizeof(why), "xds: %s cluster %s from %s", cl != NULL && cl->nack ? "refused" : "waiting for",
-		         b->cluster, x->server.text);
+		snprintf(why, sizeof(why), "xds: %s cluster %s from %s",
+		         cl != NULL && cl->nack ? "refused" : "waiting for", b->cluster, x->server.text);
 		mtd_control_set_unavailable(x->ctl, b->service, why);
 		return;
 	}
@@ -294,12 +332,13 @@ static void apply_bind(struct mtd_xds *x, const struct xds_bind *b)
 	free(eps);
 }
 
-/* Every service on a cluster named in changed[] (NULL = every one). */
+/* Every service on a cluster named in changed[] (NULL = every one not
+ * given anything yet). */
 static void apply_clusters(struct mtd_xds *x, char *const *changed, size_t n_changed)
 {
 	for (size_t i = 0; i < x->n_binds; i++) {
-		const struct xds_bind *b = x->binds[i];
-		bool hit = changed == NULL;
+		struct xds_bind *b = x->binds[i];
+		bool hit = changed == NULL && !b->applied;
 
 		for (size_t k = 0; k < n_changed && !hit; k++)
 			hit = strcmp(changed[k], b->cluster) == 0;
@@ -433,7 +472,8 @@ static void send_request(struct mtd_xds *x, int t, const char *nack)
 		node.id = x->node_id;
 		node.cluster = (char *)"";
 		node.user_agent_name = (char *)USER_AGENT;
-		node.user_agent_version_type_case = ENVOY__CONFIG__CORE__V3__NODE__USER_AGENT_VERSION_TYPE_USER_AGENT_VERSION;
+		node.user_agent_version_type_case =
+		        ENVOY__CONFIG__CORE__V3__NODE__USER_AGENT_VERSION_TYPE_USER_AGENT_VERSION;
 		node.user_agent_version = (char *)PACKAGE_VERSION;
 		if (x->zone != NULL) {
 			loc.zone = x->zone;
@@ -519,7 +559,7 @@ static void name_of(const char *url, const ProtobufCBinaryData *v, char *name, s
 /* CDS: state of the world. Returns the names of the clusters whose
  * translation changed (or that went), for apply_clusters. */
 static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
-                        size_t *nack_len)
+                        size_t *nack_len, struct xds_stamp **st)
 {
 	bool *seen = calloc(x->n_cls ? x->n_cls : 1, sizeof(*seen));
 	char **changed = calloc(x->n_cls ? x->n_cls : 1, sizeof(*changed));
@@ -561,8 +601,7 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 		}
 		seen[e - x->cls] = true;
 		set_str(&e->nack, NULL);
-		set_str(&e->version, r->version_info);
-		set_str(&e->nonce, r->nonce);
+		stamp_take(&e->stamp, st, r);
 		if (e->have && mtd_xds_cluster_equal(&e->c, &c)) {
 			mtd_xds_cluster_clear(&c);
 			continue;
@@ -600,7 +639,7 @@ out:
 /* EDS: an assignment in the response replaces the last good one of its
  * name; a name it lacks keeps its own. */
 static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
-                         size_t *nack_len)
+                         size_t *nack_len, struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
 
@@ -627,8 +666,7 @@ static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3_
 			continue;
 		}
 		set_str(&e->nack, NULL);
-		set_str(&e->version, r->version_info);
-		set_str(&e->nonce, r->nonce);
+		stamp_take(&e->stamp, st, r);
 		mtd_xds_cla_free(e->cla);
 		e->cla = c;
 		/* The services of every cluster on this EDS name, and only those. */
@@ -658,7 +696,8 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 	for (t = 0; t < N_TYPES && strcmp(r->type_url, type_url[t]) != 0; t++)
 		;
 	if (t == N_TYPES) {
-		MTD_WARN("xds: a response of type %.200s from %s, never asked for: ignored", r->type_url, x->server.text);
+		MTD_WARN("xds: a response of type %.200s from %s, never asked for: ignored", r->type_url,
+		         x->server.text);
 		envoy__service__discovery__v3__discovery_response__free_unpacked(r, NULL);
 		return;
 	}
@@ -668,10 +707,12 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 		return; /* unanswered: the server sends again or waits */
 	}
 	mtd_metrics_xds()->updates[t]++;
+	struct xds_stamp *st = NULL;
 	if (t == T_CDS)
-		on_clusters(x, r, nack, &nack_len);
+		on_clusters(x, r, nack, &nack_len, &st);
 	else
-		on_endpoints(x, r, nack, &nack_len);
+		on_endpoints(x, r, nack, &nack_len, &st);
+	stamp_put(st); /* the resources that came hold their own */
 	set_str(&x->t[t].nonce, r->nonce);
 	if (nack_len == 0) {
 		set_str(&x->t[t].version, r->version_info);
@@ -842,8 +883,7 @@ static void tls_copy_free(struct mtd_cfg_tls *c)
 	free(c);
 }
 
-int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct mtd_xds **next, char *err,
-                    size_t errlen)
+int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct mtd_xds **next, char *err, size_t errlen)
 {
 	const struct mtd_cfg_xds *c = cfg->xds;
 	struct mtd_xds *x;
@@ -948,7 +988,6 @@ static int xds_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 {
 	struct mtd_xds *x = ctl->xds;
 	struct xds_bind *b, **grown;
-	char why[1200];
 
 	if (x == NULL) {
 		mtd_control_set_unavailable(ctl, service, "xds: no management server (the xds block failed to start)");
@@ -966,9 +1005,13 @@ static int xds_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 	b->service = service;
 	b->svc_name = cfg->name;
 	x->binds[x->n_binds++] = b;
-	/* Until the first report the service keeps what a reload carried
-	 * over; with nothing, it names what it waits for. */
-	mtd_control_set_unavailable(ctl, service, mtd_runtime_waiting(cfg, why, sizeof(why)));
+	/* A cluster the client has (a reload): its options again at once,
+	 * on the reloaded config. Else the service keeps what the reload
+	 * carried over, or names what it waits for (mtd_runtime_waiting, set
+	 * when its snapshot was built), until the cluster comes. */
+	const struct xds_cl *cl = find_cl(x, b->cluster);
+	if (cl != NULL && cl->have)
+		apply_bind(x, b);
 	schedule_sync(x);
 	*state = b;
 	return 0;
@@ -1049,8 +1092,8 @@ void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 					dump_opt(j, "eds_service_name", e->c.eds_name);
 					dump_opt(j, "lb_policy", e->c.lb.ops ? e->c.lb.ops->name : NULL);
 				}
-				dump_opt(j, "version", e->version);
-				dump_opt(j, "nonce", e->nonce);
+				dump_opt(j, "version", e->stamp ? e->stamp->version : NULL);
+				dump_opt(j, "nonce", e->stamp ? e->stamp->nonce : NULL);
 				dump_opt(j, "last_nack", e->nack);
 			} else {
 				const struct xds_cla *e = &x->clas[i];
@@ -1065,8 +1108,8 @@ void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 					mtd_json_key(j, "not_picked");
 					mtd_json_u64(j, e->cla->n_skipped);
 				}
-				dump_opt(j, "version", e->version);
-				dump_opt(j, "nonce", e->nonce);
+				dump_opt(j, "version", e->stamp ? e->stamp->version : NULL);
+				dump_opt(j, "nonce", e->stamp ? e->stamp->nonce : NULL);
 				dump_opt(j, "last_nack", e->nack);
 			}
 			mtd_json_obj_end(j);

@@ -14,6 +14,7 @@
 #include "envoy/config/cluster/v3/cluster.pb-c.h"
 #include "envoy/config/endpoint/v3/endpoint.pb-c.h"
 #include "envoy/extensions/transport_sockets/tls/v3/tls.pb-c.h"
+#include "config/config-int.h"
 #include "lb/lb-t.h"
 #include "xds/xds.h"
 
@@ -135,7 +136,8 @@ START_TEST(test_cluster_policies)
 	cluster_refused(&m, "choice_count: 1 is not in 2..100");
 
 	/* slow start */
-	Envoy__Config__Cluster__V3__Cluster__SlowStartConfig ss = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__SLOW_START_CONFIG__INIT;
+	Envoy__Config__Cluster__V3__Cluster__SlowStartConfig ss =
+	        ENVOY__CONFIG__CLUSTER__V3__CLUSTER__SLOW_START_CONFIG__INIT;
 	Google__Protobuf__Duration win = GOOGLE__PROTOBUF__DURATION__INIT;
 	Envoy__Config__Core__V3__RuntimeDouble agg = ENVOY__CONFIG__CORE__V3__RUNTIME_DOUBLE__INIT;
 	cc.value = 2;
@@ -156,8 +158,10 @@ START_TEST(test_cluster_policies)
 	cluster_refused(&m, "slow_start_window");
 
 	/* ring hash */
-	Envoy__Config__Cluster__V3__Cluster__RingHashLbConfig rh = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__RING_HASH_LB_CONFIG__INIT;
-	Google__Protobuf__UInt64Value mn = GOOGLE__PROTOBUF__UINT64_VALUE__INIT, mx = GOOGLE__PROTOBUF__UINT64_VALUE__INIT;
+	Envoy__Config__Cluster__V3__Cluster__RingHashLbConfig rh =
+	        ENVOY__CONFIG__CLUSTER__V3__CLUSTER__RING_HASH_LB_CONFIG__INIT;
+	Google__Protobuf__UInt64Value mn = GOOGLE__PROTOBUF__UINT64_VALUE__INIT,
+	                              mx = GOOGLE__PROTOBUF__UINT64_VALUE__INIT;
 	m.lb_policy = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_POLICY__RING_HASH;
 	m.lb_config_case = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_CONFIG_RING_HASH_LB_CONFIG;
 	m.ring_hash_lb_config = &rh;
@@ -182,7 +186,8 @@ START_TEST(test_cluster_policies)
 	cluster_refused(&m, "ring sizes");
 
 	/* maglev */
-	Envoy__Config__Cluster__V3__Cluster__MaglevLbConfig mg = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__MAGLEV_LB_CONFIG__INIT;
+	Envoy__Config__Cluster__V3__Cluster__MaglevLbConfig mg =
+	        ENVOY__CONFIG__CLUSTER__V3__CLUSTER__MAGLEV_LB_CONFIG__INIT;
 	Google__Protobuf__UInt64Value ts = GOOGLE__PROTOBUF__UINT64_VALUE__INIT;
 	m.lb_policy = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_POLICY__MAGLEV;
 	m.lb_config_case = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_CONFIG_MAGLEV_LB_CONFIG;
@@ -254,7 +259,8 @@ START_TEST(test_cluster_limits)
 	Envoy__Config__Cluster__V3__CircuitBreakers__Thresholds t1 =
 	        ENVOY__CONFIG__CLUSTER__V3__CIRCUIT_BREAKERS__THRESHOLDS__INIT;
 	Envoy__Config__Cluster__V3__CircuitBreakers__Thresholds *ts[] = {&t1, &t0};
-	Google__Protobuf__UInt32Value mr = GOOGLE__PROTOBUF__UINT32_VALUE__INIT, mp = GOOGLE__PROTOBUF__UINT32_VALUE__INIT,
+	Google__Protobuf__UInt32Value mr = GOOGLE__PROTOBUF__UINT32_VALUE__INIT,
+	                              mp = GOOGLE__PROTOBUF__UINT32_VALUE__INIT,
 	                              hi = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
 
 	eds_cluster(&m, "a");
@@ -277,7 +283,8 @@ START_TEST(test_cluster_limits)
 
 	eds_cluster(&m, "a");
 	Envoy__Config__Cluster__V3__OutlierDetection od = ENVOY__CONFIG__CLUSTER__V3__OUTLIER_DETECTION__INIT;
-	Google__Protobuf__UInt32Value c5 = GOOGLE__PROTOBUF__UINT32_VALUE__INIT, ef = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
+	Google__Protobuf__UInt32Value c5 = GOOGLE__PROTOBUF__UINT32_VALUE__INIT,
+	                              ef = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
 	Google__Protobuf__Duration base = GOOGLE__PROTOBUF__DURATION__INIT;
 	m.outlier_detection = &od;
 	ck_assert_int_eq(parse_cluster(&m, &c), 0);
@@ -747,6 +754,82 @@ START_TEST(test_resource_name)
 }
 END_TEST
 
+/* Every allocation failing in turn: -ENOMEM (or the decode refused, when
+ * protobuf-c's own allocation failed), nothing kept, nothing leaked (ASan). */
+START_TEST(test_failmalloc)
+{
+	PbCluster m;
+	struct loc a, b;
+	Envoy__Config__Cluster__V3__CircuitBreakers cb = ENVOY__CONFIG__CLUSTER__V3__CIRCUIT_BREAKERS__INIT;
+	Envoy__Config__Cluster__V3__OutlierDetection od = ENVOY__CONFIG__CLUSTER__V3__OUTLIER_DETECTION__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__UpstreamTlsContext up =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__UPSTREAM_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext ctx =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CertificateValidationContext vc =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__CERTIFICATE_VALIDATION_CONTEXT__INIT;
+	Envoy__Config__Core__V3__DataSource ca = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__INIT;
+	bool done = false;
+	size_t clen, alen;
+	static uint8_t cbuf[4096], abuf[4096];
+
+	eds_cluster(&m, "a");
+	m.circuit_breakers = &cb;
+	m.outlier_detection = &od;
+	ca.specifier_case = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__SPECIFIER_FILENAME;
+	ca.filename = (char *)"/etc/ca.pem";
+	vc.trusted_ca = &ca;
+	ctx.validation_context_type_case =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_VALIDATION_CONTEXT;
+	ctx.validation_context = &vc;
+	up.common_tls_context = &ctx;
+	up.sni = (char *)"echo.shop";
+	with_tls(&m, &up);
+	clen = envoy__config__cluster__v3__cluster__pack(&m, cbuf);
+	loc_init(&a, "z1", 0, 2);
+	loc_add(&a, "10.0.0.1", 80, 0);
+	loc_add(&a, "10.0.0.2", 80, 0);
+	loc_init(&b, "z2", 0, 1);
+	loc_add(&b, "::1", 80, 0);
+	alen = 0;
+	{
+		PbCla cm = ENVOY__CONFIG__ENDPOINT__V3__CLUSTER_LOAD_ASSIGNMENT__INIT;
+		PbLocality *pl[] = {&a.l, &b.l};
+		cm.cluster_name = (char *)"x";
+		cm.n_endpoints = 2;
+		cm.endpoints = pl;
+		alen = envoy__config__endpoint__v3__cluster_load_assignment__pack(&cm, abuf);
+	}
+	for (unsigned long n = 1; n < 10000 && !done; n++) {
+		struct mtd_xds_cluster c;
+		struct mtd_xds_cla *cla = NULL;
+		int rc1, rc2;
+
+		mtd_cfg__fail_alloc_after(n);
+		rc1 = mtd_xds_cluster_parse(cbuf, clen, &c, why, sizeof(why));
+		rc2 = mtd_xds_cla_parse(abuf, alen, &cla, why, sizeof(why));
+		done = !mtd_cfg__alloc_failed();
+		mtd_cfg__fail_alloc_after(0);
+		if (done) {
+			ck_assert_int_eq(rc1, 0);
+			ck_assert_int_eq(rc2, 0);
+			ck_assert_ptr_nonnull(c.tls);
+			ck_assert_uint_eq(cla->n, 3);
+		} else {
+			ck_assert(rc1 == 0 || rc1 == -ENOMEM || rc1 == -EINVAL);
+			ck_assert(rc2 == 0 || rc2 == -ENOMEM || rc2 == -EINVAL);
+			if (rc1 != 0)
+				ck_assert_ptr_null(c.name);
+			if (rc2 != 0)
+				ck_assert_ptr_null(cla);
+		}
+		mtd_xds_cluster_clear(&c);
+		mtd_xds_cla_free(cla);
+	}
+	ck_assert(done);
+}
+END_TEST
+
 static Suite *xds_suite(void)
 {
 	Suite *s = suite_create("xds");
@@ -763,6 +846,7 @@ static Suite *xds_suite(void)
 	tcase_add_test(tc, test_cla_refused);
 	tcase_add_test(tc, test_cla_too_many);
 	tcase_add_test(tc, test_resource_name);
+	tcase_add_test(tc, test_failmalloc);
 	suite_add_tcase(s, tc);
 	return s;
 }
