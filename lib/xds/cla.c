@@ -133,8 +133,10 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 				                       "endpoints[%zu].load_balancing_weight: must be >= 1", i);
 			any_lw = true;
 		}
-		if (l->locality != NULL && strlen(l->locality->zone) > 255)
-			return mtd_xds__refuse(why, whylen, "endpoints[%zu].locality.zone: longer than 255", i);
+		if (l->locality != NULL && l->locality->zone[0] != '\0' &&
+		    (strlen(l->locality->zone) > 255 || !mtd_xds__name_ok(l->locality->zone)))
+			return mtd_xds__refuse(why, whylen, "endpoints[%zu].locality.zone: longer than 255 or not printable",
+			                       i);
 		if (l->n_lb_endpoints > MTD_LB_MAX_ENDPOINTS || total + l->n_lb_endpoints > MTD_LB_MAX_ENDPOINTS)
 			return mtd_xds__refuse(why, whylen, "more than %u endpoints", MTD_LB_MAX_ENDPOINTS);
 		total += l->n_lb_endpoints;

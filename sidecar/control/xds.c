@@ -36,7 +36,10 @@
 
 #define ADS_PATH           "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
 #define CONNECT_TIMEOUT_MS 5000
-#define KEEPALIVE_MS       30000
+/* gRPC servers on grpc-go police PINGs: by default none more often than
+ * every 5 minutes, a few strikes and GOAWAY too_many_pings (HACKING.md,
+ * "Lessons"). Just past that: a dead server is found within minutes. */
+#define KEEPALIVE_MS       310000
 #define BACKOFF_FIRST_MS   1000
 #define BACKOFF_MAX_MS     30000
 #define NACK_TEXT_MAX      4096 /* error_detail.message at most */

@@ -17,8 +17,8 @@
  * What the services see: an assignment replaces the endpoint set of the
  * services on its cluster, and only theirs (mtd_control_set_endpoints);
  * until their cluster and its assignment arrived they answer UNAVAILABLE
- * naming what is awaited. The connection: 5 s to connect, a PING every 30
- * s; when the stream or the connection goes, it is made again after a
+ * naming what is awaited. The connection: 5 s to connect, a PING every
+ * 310 s (grpc-go servers refuse them more often); when the stream or the connection goes, it is made again after a
  * jittered backoff (first within 1 s, doubling to 30 s; a response on a
  * stream starts the count again), every name subscribed again with the
  * versions last accepted, and meanwhile the last good resources serve.

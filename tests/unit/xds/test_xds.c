@@ -676,6 +676,9 @@ START_TEST(test_cla_refused)
 	a.l.load_balancing_weight = &a.lw;
 	cla_refused("x", ls, 1, "endpoints[0].load_balancing_weight");
 	a.l.load_balancing_weight = NULL;
+	a.where.zone = (char *)"z\x11"; /* a control character (found by fuzz/xds_fuzz.c) */
+	cla_refused("x", ls, 1, "endpoints[0].locality.zone: longer than 255 or not printable");
+	a.where.zone = (char *)"z";
 	ck_assert_int_eq(parse_cla("x", ls, 1, &c), 0);
 	mtd_xds_cla_free(c);
 
