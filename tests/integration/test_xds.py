@@ -317,6 +317,36 @@ class XdsTest(MaitredTest):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_the_clusters_upstream_tls_reaches_an_mtls_upstream(self):
+        """transport_socket: an UpstreamTlsContext of file names (CA,
+        client certificate, SNI) makes the service's upstream connections
+        mTLS; the service's own config says nothing of TLS."""
+        ca = TestCA(os.path.join(self.tmp, "ca"), server_name="echo.test")
+        up = self.start_upstream("secure", tls=ca, client_ca=ca)
+        self.server.start()
+        tls = {"name": "envoy.transport_sockets.tls",
+               "typed_config": {
+                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                   "common_tls_context": {
+                       "tls_certificates": [{"certificate_chain": {"filename": ca.client_cert},
+                                             "private_key": {"filename": ca.client_key}}],
+                       "validation_context": {"trusted_ca": {"filename": ca.ca_file}}},
+                   "sni": "echo.test"}}
+        self.serve([up], transport_socket=tls)
+        m = self.start_maitred(self.xds_config())
+        self.wait_set(self.echo(m), ["secure"], "the mTLS upstream, through the cluster's TLS")
+        self.server.wait_for(lambda log: any(acked(r, xds.CDS) for r in log), WAIT, "the CDS ACK")
+        # Inline key material is not taken: NACKed, the last good cluster serves.
+        inline = json.loads(json.dumps(tls))
+        inline["typed_config"]["common_tls_context"]["tls_certificates"][0]["private_key"] = {
+            "inline_string": "-----BEGIN PRIVATE KEY-----"}
+        self.server.set("cluster", [cluster(SVC, transport_socket=inline)])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.CDS) for r in log), WAIT, "the CDS NACK")
+        self.assertIn("file name only", [r for r in log if nacked(r, xds.CDS)][0]["error_detail"]["message"])
+        self.assertEqual(set(self.spread(self.echo(m), 5)), {"secure"})
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_bootstrap_file_names_the_server_and_the_node(self):
         up = self.start_upstream("a")
         self.server.start()
