@@ -39,11 +39,11 @@
 /* gRPC servers on grpc-go police PINGs: by default none more often than
  * every 5 minutes, a few strikes and GOAWAY too_many_pings (HACKING.md,
  * "Lessons"). Just past that: a dead server is found within minutes. */
-#define KEEPALIVE_MS       310000
-#define BACKOFF_FIRST_MS   1000
-#define BACKOFF_MAX_MS     30000
-#define NACK_TEXT_MAX      4096 /* error_detail.message at most */
-#define USER_AGENT         "maitred"
+#define KEEPALIVE_MS     310000
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS   30000
+#define NACK_TEXT_MAX    4096 /* error_detail.message at most */
+#define USER_AGENT       "maitred"
 
 enum { T_CDS = 0, T_EDS = 1, N_TYPES };
 
@@ -63,6 +63,7 @@ struct xds_cl {
 	char *name;
 	bool have;
 	bool removed; /* the server stopped sending it (CDS is state of the world) */
+	bool dirty;   /* changed by the response at hand: its services to be given it */
 	uint64_t gen; /* a new one at each change of c (the override's tag) */
 	struct mtd_xds_cluster c;
 	struct xds_stamp *stamp; /* the response that brought it (a reference), NULL = none */
@@ -73,6 +74,7 @@ struct xds_cl {
 struct xds_cla {
 	char *name;
 	struct mtd_xds_cla *cla; /* last good, NULL = none yet */
+	bool dirty;              /* changed by the response at hand */
 	struct xds_stamp *stamp;
 	char *nack;
 };
@@ -335,19 +337,31 @@ static void apply_bind(struct mtd_xds *x, struct xds_bind *b)
 	free(eps);
 }
 
-/* Every service on a cluster named in changed[] (NULL = every one not
- * given anything yet). */
-static void apply_clusters(struct mtd_xds *x, char *const *changed, size_t n_changed)
+/* The services not given anything yet (just bound). */
+static void apply_new(struct mtd_xds *x)
+{
+	for (size_t i = 0; i < x->n_binds; i++)
+		if (!x->binds[i]->applied)
+			apply_bind(x, x->binds[i]);
+}
+
+/* The services whose cluster or assignment the response at hand changed
+ * (dirty), and only those: one pass over the services, each looking its
+ * cluster up (no scan per resource: a push of every cluster stays
+ * O(services log clusters) here). */
+static void apply_dirty(struct mtd_xds *x)
 {
 	for (size_t i = 0; i < x->n_binds; i++) {
-		struct xds_bind *b = x->binds[i];
-		bool hit = changed == NULL && !b->applied;
+		const struct xds_cl *cl = find_cl(x, x->binds[i]->cluster);
+		const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
 
-		for (size_t k = 0; k < n_changed && !hit; k++)
-			hit = strcmp(changed[k], b->cluster) == 0;
-		if (hit)
-			apply_bind(x, b);
+		if (cl != NULL && (cl->dirty || (ea != NULL && ea->dirty)))
+			apply_bind(x, x->binds[i]);
 	}
+	for (size_t i = 0; i < x->n_cls; i++)
+		x->cls[i].dirty = false;
+	for (size_t i = 0; i < x->n_clas; i++)
+		x->clas[i].dirty = false;
 }
 
 /* ---- subscriptions ------------------------------------------------------------ */
@@ -512,7 +526,7 @@ static void sync_cb(evutil_socket_t fd, short what, void *arg)
 		send_request(x, T_CDS, NULL);
 	if (retable(x, T_EDS) && x->ads != NULL)
 		send_request(x, T_EDS, NULL);
-	apply_clusters(x, NULL, 0);
+	apply_new(x);
 }
 
 static void schedule_sync(struct mtd_xds *x)
@@ -559,17 +573,16 @@ static void name_of(const char *url, const ProtobufCBinaryData *v, char *name, s
 		snprintf(name, cap, "(unnamed)");
 }
 
-/* CDS: state of the world. Returns the names of the clusters whose
- * translation changed (or that went), for apply_clusters. */
+/* CDS: state of the world. The clusters whose translation changed (or
+ * that went) are given to their services. */
 static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
                         size_t *nack_len, struct xds_stamp **st)
 {
 	bool *seen = calloc(x->n_cls ? x->n_cls : 1, sizeof(*seen));
-	char **changed = calloc(x->n_cls ? x->n_cls : 1, sizeof(*changed));
 	size_t n_changed = 0;
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
 
-	if (seen == NULL || changed == NULL) {
+	if (seen == NULL) {
 		nack_add(nack, nack_len, "(response)", "out of memory");
 		goto out;
 	}
@@ -614,7 +627,8 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 		e->have = true;
 		e->removed = false;
 		e->gen = ++x->next_gen;
-		changed[n_changed++] = e->name;
+		e->dirty = true;
+		n_changed++;
 	}
 	/* A cluster the response lacks is gone (CDS is state of the world). */
 	for (size_t i = 0; i < x->n_cls; i++) {
@@ -625,18 +639,18 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 		mtd_xds_cluster_clear(&x->cls[i].c);
 		x->cls[i].have = false;
 		x->cls[i].removed = true;
-		changed[n_changed++] = x->cls[i].name;
+		x->cls[i].dirty = true;
+		n_changed++;
 	}
 	if (n_changed > 0) {
 		/* EDS names follow the clusters: subscribe before applying, so a
 		 * service on a new EDS name waits for it. */
 		if (retable(x, T_EDS))
 			x->t[T_EDS].subscribed = false;
-		apply_clusters(x, changed, n_changed);
+		apply_dirty(x);
 	}
 out:
 	free(seen);
-	free(changed);
 }
 
 /* EDS: an assignment in the response replaces the last good one of its
@@ -672,13 +686,10 @@ static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3_
 		stamp_take(&e->stamp, st, r);
 		mtd_xds_cla_free(e->cla);
 		e->cla = c;
-		/* The services of every cluster on this EDS name, and only those. */
-		for (size_t k = 0; k < x->n_binds; k++) {
-			const struct xds_cl *cl = find_cl(x, x->binds[k]->cluster);
-			if (cl != NULL && cl->have && strcmp(cl->c.eds_name, e->name) == 0)
-				apply_bind(x, x->binds[k]);
-		}
+		e->dirty = true;
 	}
+	/* The services of every cluster on these EDS names, and only those. */
+	apply_dirty(x);
 }
 
 static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg)
