@@ -121,32 +121,47 @@ int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const str
 	return 0;
 }
 
-int mtd_control_set_endpoints_over(struct mtd_control *ctl, size_t service, struct mtd_rt_over *over,
-                                   const struct mtd_disc_endpoint *eps, size_t n)
+struct mtd_rt_batch *mtd_control_batch_begin(struct mtd_control *ctl)
 {
-	struct mtd_runtime *cur = ctl->rt;
-	char err[384];
-	bool same = false;
+	struct mtd_rt_batch *bt = ctl->rt ? mtd_runtime_batch_begin(ctl) : NULL;
 
-	if (!cur || service >= cur->cfg->n_services) {
+	if (!bt)
+		MTD_ERROR("out of memory: endpoint changes not applied");
+	return bt;
+}
+
+int mtd_control_batch_set(struct mtd_rt_batch *bt, size_t service, struct mtd_rt_over *over,
+                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable)
+{
+	char err[384];
+	int rc;
+
+	if (!bt) {
 		mtd_rt_over_unref(over);
-		return -EINVAL;
+		return -ENOMEM;
 	}
-	const struct mtd_rt_service *prev = cur->services[service];
-	struct mtd_runtime *rt = mtd_runtime_with_endpoints_over(ctl, service, over, eps, n, &same, err, sizeof(err));
+	const struct mtd_rt_service *prev = mtd_runtime_batch_service(bt, service);
+	size_t was = prev ? prev->n_eps : 0;
+	rc = mtd_runtime_batch_set(bt, service, over, eps, n, unavailable, err, sizeof(err));
 	mtd_rt_over_unref(over); /* the snapshot took its own */
-	if (!rt) {
-		if (same)
-			return 0;
-		MTD_WARN("%s; keeping its %zu endpoint%s", err, prev->n_eps, prev->n_eps == 1 ? "" : "s");
-		return strstr(err, "out of memory") ? -ENOMEM : -EINVAL;
+	if (rc < 0) {
+		MTD_WARN("%s; keeping its %zu endpoint%s", err, was, was == 1 ? "" : "s");
+		return rc;
 	}
-	size_t now = rt->services[service]->n_eps;
-	MTD_INFO("service %s: %zu endpoint%s%s%s", prev->cfg->name, now, now == 1 ? "" : "s",
-	         rt->services[service]->cfg->lb.ops ? ", policy " : "",
-	         rt->services[service]->cfg->lb.ops ? rt->services[service]->cfg->lb.ops->name : "");
-	mtd_control_publish(ctl, rt);
+	if (rc == 0 && eps) {
+		const struct mtd_rt_service *s = mtd_runtime_batch_service(bt, service);
+		MTD_INFO("service %s: %zu endpoint%s, policy %s", s->cfg->name, s->n_eps, s->n_eps == 1 ? "" : "s",
+		         s->cfg->lb.ops ? s->cfg->lb.ops->name : "?");
+	}
 	return 0;
+}
+
+void mtd_control_batch_publish(struct mtd_control *ctl, struct mtd_rt_batch *bt)
+{
+	struct mtd_runtime *rt = mtd_runtime_batch_end(bt);
+
+	if (rt)
+		mtd_control_publish(ctl, rt);
 }
 
 /* Publish a new snapshot of service si over its current set: with a new

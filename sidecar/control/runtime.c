@@ -942,42 +942,111 @@ struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t s
 	return rt;
 }
 
-struct mtd_runtime *mtd_runtime_with_endpoints_over(struct mtd_control *ctl, size_t si, struct mtd_rt_over *over,
-                                                    const struct mtd_disc_endpoint *eps, size_t n, bool *same,
-                                                    char *err, size_t errlen)
-{
-	struct mtd_runtime *cur = ctl->rt;
-	struct mtd_rt_service *prev = cur->services[si];
-	const struct mtd_cfg_service *base = &cur->cfg->services[si];
+static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev);
 
-	/* The same override as in force: keep it, so that an unchanged set
-	 * stays the same snapshot. */
-	if (over && prev->over && prev->over->base == over->base && prev->over->tag == over->tag)
+/* ---- batches: several services' changes, one runtime ---------------------- */
+
+struct mtd_rt_batch {
+	struct mtd_control *ctl;
+	struct mtd_runtime *base;     /* ctl->rt when begun (a reference) */
+	struct mtd_rt_service **svcs; /* parallel to base's, references held */
+	size_t n;
+	bool changed;
+};
+
+struct mtd_rt_batch *mtd_runtime_batch_begin(struct mtd_control *ctl)
+{
+	struct mtd_rt_batch *bt = calloc(1, sizeof(*bt));
+	size_t n = ctl->rt->cfg->n_services;
+
+	if (!bt || !(bt->svcs = calloc(n ? n : 1, sizeof(*bt->svcs)))) {
+		free(bt);
+		return NULL;
+	}
+	bt->ctl = ctl;
+	bt->base = ctl->rt;
+	mtd_ref_get(&bt->base->ref);
+	bt->n = n;
+	for (size_t i = 0; i < n; i++) {
+		bt->svcs[i] = ctl->rt->services[i];
+		mtd_ref_get(&bt->svcs[i]->ref);
+	}
+	return bt;
+}
+
+const struct mtd_rt_service *mtd_runtime_batch_service(const struct mtd_rt_batch *bt, size_t si)
+{
+	return si < bt->n ? bt->svcs[si] : NULL;
+}
+
+int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over *over,
+                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable, char *err,
+                          size_t errlen)
+{
+	if (si >= bt->n) {
+		snprintf(err, errlen, "service %zu: out of range", si);
+		return -EINVAL;
+	}
+	struct mtd_rt_service *prev = bt->svcs[si];
+	const struct mtd_cfg_service *base = &bt->base->cfg->services[si];
+	struct mtd_disc_endpoint *set = NULL;
+	bool same = false;
+
+	/* None, or the same override as in force: the one in force, so that
+	 * an unchanged set stays the same snapshot. */
+	if (!over || (prev->over && prev->over->base == over->base && prev->over->tag == over->tag))
 		over = prev->over;
 	if (over && over->base != base) {
 		snprintf(err, errlen, "service %s: an override made for another config", base->name);
-		return NULL;
+		return -EINVAL;
 	}
-	struct build b = {.box = cur->cfgbox,
+	if (!eps) { /* the current set, another config or message */
+		if (!(set = current_set(prev))) {
+			snprintf(err, errlen, "service %s: out of memory", base->name);
+			return -ENOMEM;
+		}
+		eps = set;
+		n = prev->n_eps;
+	}
+	bool msg_same = (unavailable == NULL && prev->unavailable == NULL) ||
+	                (unavailable && prev->unavailable && strcmp(unavailable, prev->unavailable) == 0);
+	struct build b = {.box = bt->base->cfgbox,
 	                  .cfg = over ? &over->svc : base,
 	                  .over = over,
 	                  .prev = prev,
 	                  .eps = eps,
 	                  .n = n,
-	                  .n_workers = ctl->n_workers,
+	                  .n_workers = bt->ctl->n_workers,
+	                  .force = !msg_same,
 	                  .set_unavailable = true,
-	                  .unavailable = prev->unavailable};
-	struct mtd_rt_service *s = service_build(&b, same, err, errlen);
+	                  .unavailable = unavailable};
+	struct mtd_rt_service *s = service_build(&b, &same, err, errlen);
+	free(set);
 	if (!s)
-		return NULL;
-	struct mtd_runtime *rt = replace_service(ctl, si, s);
-	mtd_rt_service_unref(s);
-	if (!rt)
-		snprintf(err, errlen, "service %s: out of memory", base->name);
-	return rt;
+		return same ? 1 : strstr(err, "out of memory") ? -ENOMEM : -EINVAL;
+	mtd_rt_service_unref(prev);
+	bt->svcs[si] = s;
+	bt->changed = true;
+	return 0;
 }
 
-static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev);
+struct mtd_runtime *mtd_runtime_batch_end(struct mtd_rt_batch *bt)
+{
+	struct mtd_runtime *rt = NULL;
+
+	if (!bt)
+		return NULL;
+	/* Built over the runtime current when it began: a publish between
+	 * (none on the control thread's one turn) would be undone. */
+	if (bt->changed && bt->ctl->rt == bt->base)
+		rt = runtime_assemble(bt->ctl, bt->base->cfgbox, bt->svcs);
+	for (size_t i = 0; i < bt->n; i++)
+		mtd_rt_service_unref(bt->svcs[i]);
+	free(bt->svcs);
+	mtd_runtime_unref(bt->base);
+	free(bt);
+	return rt;
+}
 
 /* Service prev of cur built again over its current endpoint set, forced
  * (a new snapshot even when nothing about the endpoints changed), with

@@ -72,6 +72,7 @@ void mtd_sources_start(struct mtd_control *ctl)
 		else
 			MTD_ERROR("service %s: cannot start its %s source", cfg->services[i].name, ops->name);
 	}
+	mtd_xds_sources_started(ctl->xds);
 }
 
 void mtd_sources_stop(struct mtd_control *ctl)

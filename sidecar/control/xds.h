@@ -48,6 +48,12 @@ struct mtd_json;
  * cluster on ctl->xds (none: the service stays UNAVAILABLE, logged). */
 extern const struct mtd_disc_source_ops mtd_xds_source_ops;
 
+/* Every source of the config started (sources.c): the services bound to
+ * x take what it holds now, in one snapshot, and the subscriptions
+ * follow them (after a reload: the cluster's options at once, not a turn
+ * later on the config's own). NULL x is a no-op. */
+void mtd_xds_sources_started(struct mtd_xds *x);
+
 /* A reload's first half: when cfg's xds block differs from the running
  * client's (or there is none running), a new client for it, built (its
  * TLS context loaded) but not connected, in *next; when it is the same, or
