@@ -12,7 +12,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <event2/event.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -409,64 +408,80 @@ static int wanted(struct mtd_xds *x, int t, const char ***out, size_t *n)
 }
 
 /* Make the table of type t hold exactly the names wanted (entries kept by
- * name). true when the set of names changed. */
+ * name). true when the set of names changed; out of memory leaves the
+ * table as it was (logged). */
 static bool retable(struct mtd_xds *x, int t)
 {
 	const char **names;
-	size_t n;
+	char **fresh = NULL;
+	void *next = NULL;
+	size_t n, esz = t == T_CDS ? sizeof(struct xds_cl) : sizeof(struct xds_cla);
 	bool changed;
 
-	if (wanted(x, t, &names, &n) != 0) {
-		MTD_ERROR("xds: out of memory: subscriptions unchanged");
-		return false;
+	if (wanted(x, t, &names, &n) != 0)
+		goto oom;
+	/* Every allocation first: nothing moves unless all succeeded. */
+	fresh = calloc(n ? n : 1, sizeof(*fresh));
+	next = calloc(n ? n : 1, esz);
+	if (fresh == NULL || next == NULL)
+		goto oom;
+	changed = n != (t == T_CDS ? x->n_cls : x->n_clas);
+	for (size_t i = 0; i < n; i++) {
+		bool known = t == T_CDS ? find_cl(x, names[i]) != NULL : find_cla(x, names[i]) != NULL;
+		if (!known && (fresh[i] = strdup(names[i])) == NULL)
+			goto oom;
+		changed |= !known;
 	}
-	if (t == T_CDS) {
-		struct xds_cl *next = calloc(n ? n : 1, sizeof(*next));
-		changed = n != x->n_cls;
-		for (size_t i = 0; next != NULL && i < n; i++) {
-			struct xds_cl *old = find_cl(x, names[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (t == T_CDS) {
+			struct xds_cl *e = (struct xds_cl *)next + i, *old = find_cl(x, names[i]);
 			if (old != NULL) {
-				next[i] = *old;
+				*e = *old;
+				/* Moved; its name stays for the lookups of the rest. */
 				memset(old, 0, sizeof(*old));
+				old->name = e->name;
 			} else {
-				next[i].name = strdup(names[i]);
-				changed = true;
+				e->name = fresh[i];
+			}
+		} else {
+			struct xds_cla *e = (struct xds_cla *)next + i, *old = find_cla(x, names[i]);
+			if (old != NULL) {
+				*e = *old;
+				memset(old, 0, sizeof(*old));
+				old->name = e->name;
+			} else {
+				e->name = fresh[i];
 			}
 		}
-		if (next == NULL) {
-			free(names);
-			return false;
-		}
+	}
+	/* The old tables: an entry that moved kept only its name, which the
+	 * new table owns now; the others (names no longer wanted) are freed. */
+	if (t == T_CDS) {
 		for (size_t i = 0; i < x->n_cls; i++)
-			cl_clear(&x->cls[i]);
+			if (n == 0 || !bsearch(x->cls[i].name, next, n, esz, cmp_name))
+				cl_clear(&x->cls[i]);
 		free(x->cls);
 		x->cls = next;
 		x->n_cls = n;
 	} else {
-		struct xds_cla *next = calloc(n ? n : 1, sizeof(*next));
-		changed = n != x->n_clas;
-		for (size_t i = 0; next != NULL && i < n; i++) {
-			struct xds_cla *old = find_cla(x, names[i]);
-			if (old != NULL) {
-				next[i] = *old;
-				memset(old, 0, sizeof(*old));
-			} else {
-				next[i].name = strdup(names[i]);
-				changed = true;
-			}
-		}
-		if (next == NULL) {
-			free(names);
-			return false;
-		}
 		for (size_t i = 0; i < x->n_clas; i++)
-			cla_clear(&x->clas[i]);
+			if (n == 0 || !bsearch(x->clas[i].name, next, n, esz, cmp_name))
+				cla_clear(&x->clas[i]);
 		free(x->clas);
 		x->clas = next;
 		x->n_clas = n;
 	}
+	free(fresh);
 	free(names);
 	return changed;
+oom:
+	MTD_ERROR("xds: out of memory: subscriptions unchanged");
+	for (size_t i = 0; fresh != NULL && i < n; i++)
+		free(fresh[i]);
+	free(fresh);
+	free(next);
+	free(names);
+	return false;
 }
 
 /* Send type t's request on the stream: the names in its table, the
@@ -632,8 +647,8 @@ static void log_nack(struct mtd_xds *x, int t, const char *text)
 		return;
 	}
 	if (ty->nacks_unlogged > 0)
-		MTD_WARN("xds: NACK of %s resources from %s (%" PRIu64 " more since the last line): %s", type_name[t],
-		         x->server.text, ty->nacks_unlogged, text);
+		MTD_WARN("xds: NACK of %s resources from %s (%llu more since the last line): %s", type_name[t],
+		         x->server.text, (unsigned long long)ty->nacks_unlogged, text);
 	else
 		MTD_WARN("xds: NACK of %s resources from %s: %s", type_name[t], x->server.text, text);
 	ty->nack_logged_ms = now;

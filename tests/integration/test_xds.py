@@ -361,6 +361,34 @@ class XdsTest(MaitredTest):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_reload_that_changes_which_clusters_are_named(self):
+        """Three services on three clusters; a reload drops one and adds
+        another: the subscription follows (the kept clusters kept, with
+        their endpoints, the new one asked for)."""
+        ups = {n: self.start_upstream(n) for n in "acd"}
+        self.server.start()
+        names = {n: "maitred.testing.v1.%s" % n.upper() for n in "abcd"}
+        self.server.set("cluster", [cluster("cl-" + n) for n in "abcd"])
+        self.server.set("endpoint", [assignment("cl-" + n, [locality([("127.0.0.1", ups[n if n in ups else "a"].port)])])
+                                     for n in "abcd"])
+
+        def services(which):
+            return [{"name": names[n], "discovery": {"xds": {"cluster": "cl-" + n}}} for n in which]
+        cfg = self.xds_config(services("abc"))
+        m = self.start_maitred(cfg)
+        for n in "ac":
+            raw = self.raw_unary(m, "/%s/Unary" % names[n])
+            wait_until(lambda: self._other_reaches(raw, n), WAIT, "service %s's endpoint" % n)
+        cfg["services"] = services("acd")
+        self.write_config(cfg, os.path.basename(m.config_path))
+        self.server.wait_for(lambda log: any(r["type_url"] == xds.CDS and r["resource_names"] == ["cl-a", "cl-c", "cl-d"]
+                                             for r in log), WAIT, "the CDS subscription after the reload")
+        for n in "acd":
+            raw = self.raw_unary(m, "/%s/Unary" % names[n])
+            wait_until(lambda: self._other_reaches(raw, n), WAIT, "service %s's endpoint after the reload" % n)
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_reload_keeps_the_stream_unless_the_xds_block_changed(self):
         a, b = self.start_upstream("a"), self.start_upstream("b")
         self.server.start()
