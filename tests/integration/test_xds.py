@@ -97,6 +97,36 @@ class XdsTest(MaitredTest):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_maitred_and_a_real_xds_client_reach_the_same_upstreams(self):
+        """The same resources, read by maitred and by @grpc/grpc-js-xds (a
+        proxyless gRPC client, through the listener and route it needs):
+        both spread over the same upstreams, and both follow a change of
+        the assignment the same way."""
+        ups = [self.start_upstream(n) for n in "abc"]
+        self.server.start()
+        s = self.server
+        s.set("listener", [xds.listener(SVC, "routes-1")])
+        s.set("route", [xds.route_config("routes-1", [xds.route_to(SVC)])])
+        self.serve(ups, eds_name=SVC + "-eds")
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "abc", "maitred over a, b and c")
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="witness")
+        out = xds.run_client(boot, "xds:///" + SVC, 30)
+        self.assertEqual(out["ok"], 30, out)
+        self.assertEqual(sorted(out["instances"]), ["a", "b", "c"])
+        self.serve(ups[1:], eds_name=SVC + "-eds")
+        self.wait_set(stub, "bc", "maitred over b and c after the change")
+        out = xds.run_client(boot, "xds:///" + SVC, 20)
+        self.assertEqual(out["ok"], 20, out)
+        self.assertEqual(sorted(out["instances"]), ["b", "c"])
+        # maitred asked for the cluster and its assignment only, never the
+        # listener or the route it does not read yet.
+        mine = [r for r in self.server.log() if r["node_id"] == "maitred-1"]
+        self.assertEqual({r["type_url"] for r in mine}, {xds.CDS, xds.EDS})
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_unavailable_naming_xds_until_the_cluster_and_its_endpoints_arrive(self):
         up = self.start_upstream("a")
         self.server.start()
