@@ -18,7 +18,7 @@ import re
 
 import grpc
 
-from harness import MaitredTest, TestCA, maitred_only, pb, free_port, wait_until, CALL_LIMIT
+from harness import MaitredTest, TestCA, maitred_only, pb, call_id, free_port, wait_until, CALL_LIMIT
 from test_admin import admin_request, samples, value
 from test_etcd import Load
 import xds
@@ -242,6 +242,31 @@ class XdsTest(MaitredTest):
                                             least_request_lb_config={"choice_count": 2})])
         wait_until(lambda: self.log_lines(m, r"service %s: 2 endpoints, policy LEAST_REQUEST" % re.escape(SVC)),
                    WAIT, "the cluster's new policy")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_the_clusters_circuit_breaker_limits_the_calls_in_flight(self):
+        """circuit_breakers.thresholds max_requests 2 (the service's own
+        config has no circuit breaker): a third call while two are held
+        ends RESOURCE_EXHAUSTED."""
+        up = self.start_upstream("a")
+        self.server.start()
+        self.serve([up], circuit_breakers={"thresholds": [{"max_requests": 2}]})
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        ids = [call_id() for _ in range(2)]
+        futs = [stub.Unary.future(pb.EchoRequest(call_id=c, hold=True), timeout=CALL_LIMIT) for c in ids]
+        for c in ids:
+            self.assertTrue(up.wait_call(c).started)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        for c in ids:
+            up.release(c)
+        for f in futs:
+            f.result()
+        self.assertEqual(set(self.spread(stub, 3)), {"a"})
         self.stop_maitred(m)
 
     @maitred_only
