@@ -6,9 +6,21 @@ PROTO_SRC = protos/maitred/config/v1/config.proto \
 	protos/opentelemetry/proto/common/v1/common.proto \
 	protos/opentelemetry/proto/resource/v1/resource.proto \
 	protos/opentelemetry/proto/trace/v1/trace.proto \
-	protos/opentelemetry/proto/collector/trace/v1/trace_service.proto
+	protos/opentelemetry/proto/collector/trace/v1/trace_service.proto \
+	protos/envoy/config/core/v3/base.proto \
+	protos/envoy/config/core/v3/address.proto \
+	protos/envoy/config/core/v3/config_source.proto \
+	protos/envoy/type/v3/percent.proto \
+	protos/envoy/type/matcher/v3/string.proto \
+	protos/envoy/config/cluster/v3/cluster.proto \
+	protos/envoy/config/cluster/v3/circuit_breaker.proto \
+	protos/envoy/config/cluster/v3/outlier_detection.proto \
+	protos/envoy/config/endpoint/v3/endpoint.proto \
+	protos/envoy/extensions/transport_sockets/tls/v3/tls.proto \
+	protos/envoy/service/discovery/v3/discovery.proto \
+	protos/google/rpc/status.proto
 PROTO_WKT = google/protobuf/duration.proto google/protobuf/wrappers.proto \
-	google/protobuf/timestamp.proto
+	google/protobuf/timestamp.proto google/protobuf/any.proto
 PROTO_GEN_C = gen/maitred/config/v1/config.pb-c.c \
 	gen/maitred/registry/v1/endpoint.pb-c.c \
 	gen/etcd/mvccpb/kv.pb-c.c gen/etcd/etcdserverpb/rpc.pb-c.c \
@@ -18,7 +30,19 @@ PROTO_GEN_C = gen/maitred/config/v1/config.pb-c.c \
 	gen/opentelemetry/proto/trace/v1/trace.pb-c.c \
 	gen/opentelemetry/proto/collector/trace/v1/trace_service.pb-c.c \
 	gen/google/protobuf/duration.pb-c.c gen/google/protobuf/wrappers.pb-c.c \
-	gen/google/protobuf/timestamp.pb-c.c
+	gen/google/protobuf/timestamp.pb-c.c gen/google/protobuf/any.pb-c.c \
+	gen/envoy/config/core/v3/base.pb-c.c \
+	gen/envoy/config/core/v3/address.pb-c.c \
+	gen/envoy/config/core/v3/config_source.pb-c.c \
+	gen/envoy/type/v3/percent.pb-c.c \
+	gen/envoy/type/matcher/v3/string.pb-c.c \
+	gen/envoy/config/cluster/v3/cluster.pb-c.c \
+	gen/envoy/config/cluster/v3/circuit_breaker.pb-c.c \
+	gen/envoy/config/cluster/v3/outlier_detection.pb-c.c \
+	gen/envoy/config/endpoint/v3/endpoint.pb-c.c \
+	gen/envoy/extensions/transport_sockets/tls/v3/tls.pb-c.c \
+	gen/envoy/service/discovery/v3/discovery.pb-c.c \
+	gen/google/rpc/status.pb-c.c
 PROTO_GEN_H = $(PROTO_GEN_C:.c=.h)
 
 EXTRA_DIST += $(PROTO_SRC)

@@ -38,6 +38,7 @@
 #include "sidecar/control/reload.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/control/sources.h"
+#include "sidecar/control/xds.h"
 #include "sidecar/io/inbound.h"
 #include "sidecar/io/listen.h"
 #include "sidecar/io/transport.h"
@@ -410,6 +411,7 @@ static int run(struct mtd_control *ctl)
 		        .start_wall_ms = mtd_wall_ms(),
 		        .drain = begin_drain,
 		        .arg = ctl,
+		        .xds = &ctl->xds,
 		};
 		admin = mtd_admin_start(ctl->base, cfg->admin, &view, err, sizeof(err));
 		if (!admin) {
@@ -492,6 +494,8 @@ static int run(struct mtd_control *ctl)
 		}
 	}
 	mtd_sources_stop(ctl);
+	mtd_xds_free(ctl->xds);
+	ctl->xds = NULL;
 	watch_stop(ctl);
 	for (unsigned i = 0; i < ctl->n_workers; i++) {
 		mtd_worker_free(ctl->workers[i]);

@@ -35,6 +35,8 @@ typedef Maitred__Config__V1__Discovery PbDiscovery;
 typedef Maitred__Config__V1__EtcdDiscovery PbEtcd;
 typedef Maitred__Config__V1__Register PbRegister;
 typedef Maitred__Config__V1__DnsDiscovery PbDns;
+typedef Maitred__Config__V1__XdsDiscovery PbXdsDiscovery;
+typedef Maitred__Config__V1__Xds PbXds;
 typedef Maitred__Config__V1__Log PbLog;
 typedef Google__Protobuf__Duration PbDuration;
 typedef Maitred__Config__V1__Routing PbRouting;
@@ -153,6 +155,9 @@ struct mtd_cfg_tls *mtd_cfg__build_tls(struct builder *b, const PbTls *m, const 
 
 /* build_discovery.c: a service's one endpoint source (endpoints, etcd or dns). */
 void mtd_cfg__build_source(struct builder *b, const PbService *m, const char *path, struct mtd_cfg_service *out);
+/* build_xds.c: the top-level xds block (its bootstrap file read), or
+ * NULL when the config has none (errors recorded). */
+struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m);
 /* build_discovery.c: register[i]. */
 void mtd_cfg__build_register(struct builder *b, const PbRegister *m, size_t i, struct mtd_cfg_register *out);
 

@@ -191,6 +191,7 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 	build_identity(b, m, cfg);
 	cfg->tracing = mtd_cfg__build_tracing(b, m->tracing);
 	b->tracing = cfg->tracing;
+	cfg->xds = mtd_cfg__build_xds(b, m->xds);
 	cfg->drain_timeout_ms = mtd_cfg__dur_ms(b, m->drain_timeout, 15000, ZERO_ALLOWED,
 	                                        mtd_cfg__at(b, m, "drain_timeout", NULL), "drain_timeout");
 	cfg->replay_buffer_total = m->replay_buffer_total != 0 ? m->replay_buffer_total : 64u << 20;

@@ -1,5 +1,5 @@
-/* Where a service's endpoints come from (endpoints, discovery.etcd or
- * discovery.dns), and the register entries this sidecar keeps in etcd. */
+/* Where a service's endpoints come from (endpoints, discovery.etcd,
+ * discovery.dns or discovery.xds), and the register entries this sidecar keeps in etcd. */
 #include <config.h> /* autoconf (lib/config/config.h is the API) */
 
 #include <stdio.h>
@@ -138,31 +138,34 @@ static struct mtd_cfg_dns *build_dns(struct builder *b, const PbDns *m, const ch
 	return d;
 }
 
-/* Exactly one endpoint source per service (endpoints, discovery.etcd or
- * discovery.dns); errors name the field. */
+/* Exactly one endpoint source per service (endpoints, discovery.etcd,
+ * discovery.dns or discovery.xds); errors name the field. */
 void mtd_cfg__build_source(struct builder *b, const PbService *m, const char *path, struct mtd_cfg_service *out)
 {
 	const PbDiscovery *dm = m->discovery;
 	char p[256], dpath[96];
-	unsigned n = (m->n_endpoints != 0) + (dm != NULL && dm->etcd != NULL) + (dm != NULL && dm->dns != NULL);
+	bool has_xds = dm != NULL && dm->xds != NULL;
+	unsigned n = (m->n_endpoints != 0) + (dm != NULL && dm->etcd != NULL) + (dm != NULL && dm->dns != NULL) +
+	             has_xds;
 
 	snprintf(dpath, sizeof(dpath), "%s.discovery", path);
-	if (dm != NULL && dm->etcd == NULL && dm->dns == NULL) {
-		BERR(mtd_cfg__at(b, m, "discovery", NULL), dpath, "needs etcd or dns");
+	if (dm != NULL && dm->etcd == NULL && dm->dns == NULL && !has_xds) {
+		BERR(mtd_cfg__at(b, m, "discovery", NULL), dpath, "needs etcd, dns or xds");
 		return;
 	}
 	if (n == 0) {
 		BERR(mtd_cfg__at(b, m, "endpoints", NULL), mtd_cfg__sub(p, sizeof(p), path, "endpoints"),
-		     "a service needs exactly one endpoint source: endpoints | discovery.etcd | discovery.dns");
+		     "a service needs exactly one endpoint source: endpoints | discovery.etcd | discovery.dns | "
+		     "discovery.xds");
 		return;
 	}
 	if (n > 1) {
-		const char *second = dm->dns != NULL ? "dns" : "etcd";
+		const char *second = has_xds ? "xds" : dm->dns != NULL ? "dns" : "etcd";
 
 		BERR(mtd_cfg__at(b, dm, second, NULL), mtd_cfg__sub(p, sizeof(p), dpath, second),
-		     "a service has exactly one endpoint source: endpoints | discovery.etcd | discovery.dns "
-		     "(this one is %s)",
-		     m->n_endpoints != 0 && dm->etcd != NULL && dm->dns != NULL ? "the third" : "the second");
+		     "a service has exactly one endpoint source: endpoints | discovery.etcd | discovery.dns | "
+		     "discovery.xds (this one makes %u)",
+		     n);
 		return;
 	}
 	if (dm == NULL) {
@@ -170,9 +173,21 @@ void mtd_cfg__build_source(struct builder *b, const PbService *m, const char *pa
 	} else if (dm->etcd != NULL) {
 		out->source = MTD_CFG_SOURCE_ETCD;
 		out->etcd = build_etcd(b, dm->etcd, mtd_cfg__sub(p, sizeof(p), dpath, "etcd"));
-	} else {
+	} else if (dm->dns != NULL) {
 		out->source = MTD_CFG_SOURCE_DNS;
 		out->dns = build_dns(b, dm->dns, mtd_cfg__sub(p, sizeof(p), dpath, "dns"));
+	} else {
+		const char *cluster = dm->xds->cluster[0] != '\0' ? dm->xds->cluster : m->name;
+
+		out->source = MTD_CFG_SOURCE_XDS;
+		if (b->root->xds == NULL)
+			BERR(mtd_cfg__at(b, dm, "xds", NULL), mtd_cfg__sub(p, sizeof(p), dpath, "xds"),
+			     "needs the top-level xds block (the management server: xds: {server: \"HOST:PORT\"})");
+		if (strlen(cluster) > 1024 || strchr(cluster, '\n') != NULL)
+			BERR(mtd_cfg__at(b, dm->xds, "cluster", dm), mtd_cfg__sub(p, sizeof(p), dpath, "xds.cluster"),
+			     "is not a cluster name (at most 1024 bytes, one line)");
+		else
+			out->xds_cluster = mtd_cfg__dup_or_oom(b, cluster);
 	}
 }
 

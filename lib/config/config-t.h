@@ -104,6 +104,7 @@ enum mtd_cfg_source {
 	MTD_CFG_SOURCE_STATIC = 0, /* `endpoints` */
 	MTD_CFG_SOURCE_ETCD,       /* `discovery.etcd` */
 	MTD_CFG_SOURCE_DNS,        /* `discovery.dns` */
+	MTD_CFG_SOURCE_XDS,        /* `discovery.xds`: the top-level xds server */
 };
 
 /* discovery.etcd. File names are resolved against the config file's
@@ -124,6 +125,16 @@ struct mtd_cfg_dns {
 	int64_t refresh_ms;             /* 5000 */
 	struct mtd_cfg_addr *resolvers; /* numeric "ip:port"; none = resolv.conf */
 	size_t n_resolvers;
+};
+
+/* xds: the management server services with discovery.xds follow (one ADS
+ * stream). From the config's own keys or a gRPC bootstrap file. */
+struct mtd_cfg_xds {
+	struct mtd_cfg_addr server; /* resolved at load */
+	char *node_id;              /* xds.node_id, bootstrap node.id, else Config.node_id; never NULL */
+	char *zone;                 /* xds.zone, bootstrap node.locality.zone, else Config.zone; NULL = none */
+	struct mtd_cfg_tls *tls;    /* NULL = h2c */
+	char *bootstrap;            /* the bootstrap file read (xds.bootstrap or GRPC_XDS_BOOTSTRAP), NULL = none */
 };
 
 /* register[]: an app of this pod kept in etcd. */
@@ -183,6 +194,7 @@ struct mtd_cfg_service {
 	size_t n_endpoints;                 /* >= 1 for STATIC, else 0 */
 	struct mtd_cfg_etcd *etcd;          /* source ETCD, else NULL */
 	struct mtd_cfg_dns *dns;            /* source DNS, else NULL */
+	char *xds_cluster;                  /* source XDS: the CDS cluster name, else NULL */
 	struct mtd_cfg_method *methods;     /* sorted by name (strcmp) */
 	size_t n_methods;
 	struct mtd_cfg_routing routing;
@@ -309,6 +321,7 @@ struct mtd_cfg {
 	char *zone;    /* NULL = none */
 	char *node_id; /* Config.node_id, else the host name; never NULL */
 	struct mtd_cfg_tracing *tracing; /* NULL = no tracing */
+	struct mtd_cfg_xds *xds; /* `xds`, NULL = none */
 };
 
 /* Every problem found in one load, in file order. Each message reads

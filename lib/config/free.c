@@ -93,6 +93,7 @@ static void service_fini(struct mtd_cfg_service *s)
 	}
 	mtd_cfg__free(s->endpoints);
 	etcd_free(s->etcd);
+	mtd_cfg__free(s->xds_cluster);
 	routing_fini(&s->routing);
 	if (s->dns != NULL) {
 		mtd_cfg__free(s->dns->name);
@@ -182,6 +183,14 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 	}
 	mtd_cfg__free(cfg->zone);
 	mtd_cfg__free(cfg->node_id);
+	if (cfg->xds != NULL) {
+		addr_fini(&cfg->xds->server);
+		mtd_cfg__free(cfg->xds->node_id);
+		mtd_cfg__free(cfg->xds->zone);
+		tls_free(cfg->xds->tls);
+		mtd_cfg__free(cfg->xds->bootstrap);
+		mtd_cfg__free(cfg->xds);
+	}
 	mtd_cfg__free(cfg->source);
 	mtd_cfg__free(cfg);
 }

@@ -17,6 +17,7 @@ struct mtd_register;
 struct mtd_health;
 struct mtd_certwatch;
 struct mtd_disc_source_ops;
+struct mtd_xds;
 
 struct mtd_control {
 	struct event_base *base;
@@ -34,6 +35,9 @@ struct mtd_control {
 	const struct mtd_disc_source_ops **src_ops;
 	void **src_state;
 	size_t n_src;
+	/* The xDS client while the config has an xds block (xds.h); the
+	 * services with discovery.xds bind to it through their source. */
+	struct mtd_xds *xds;
 	/* main.c: drain, reload, self-registration. */
 	bool draining;
 	int drain_signal;

@@ -39,6 +39,23 @@ struct event_base *mtd_control_base(struct mtd_control *ctl);
  * Control thread only. */
 int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const struct mtd_disc_endpoint *eps, size_t n);
 
+/* Several services' changes published as one snapshot (a control
+ * plane's response changes many at once: one runtime, not one per
+ * service). begin, then set each service, then publish; all within one
+ * turn of the control loop. begin returns NULL when out of memory
+ * (logged; set and publish then do nothing). set: service's endpoints
+ * become eps[0..n) (borrowed; NULL = its current set) under over (a
+ * control plane's override of its config, runtime-t.h; a reference
+ * transferred, also on failure; NULL = the override in force, if any)
+ * with the UNAVAILABLE message unavailable (NULL = none); 0, or -EINVAL /
+ * -ENOMEM (logged; the service keeps its set). */
+struct mtd_rt_over;
+struct mtd_rt_batch;
+struct mtd_rt_batch *mtd_control_batch_begin(struct mtd_control *ctl);
+int mtd_control_batch_set(struct mtd_rt_batch *bt, size_t service, struct mtd_rt_over *over,
+                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable);
+void mtd_control_batch_publish(struct mtd_control *ctl, struct mtd_rt_batch *bt);
+
 /* While service `service` has no endpoint, new calls to it fail
  * UNAVAILABLE with "<reason>" (e.g. "etcd 127.0.0.1:2379 unreachable:
  * connection refused"); NULL restores the default message. The text is

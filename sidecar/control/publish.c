@@ -126,6 +126,49 @@ int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const str
 	return 0;
 }
 
+struct mtd_rt_batch *mtd_control_batch_begin(struct mtd_control *ctl)
+{
+	struct mtd_rt_batch *bt = ctl->rt ? mtd_runtime_batch_begin(ctl) : NULL;
+
+	if (!bt)
+		MTD_ERROR("out of memory: endpoint changes not applied");
+	return bt;
+}
+
+int mtd_control_batch_set(struct mtd_rt_batch *bt, size_t service, struct mtd_rt_over *over,
+                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable)
+{
+	char err[384];
+	int rc;
+
+	if (!bt) {
+		mtd_rt_over_unref(over);
+		return -ENOMEM;
+	}
+	const struct mtd_rt_service *prev = mtd_runtime_batch_service(bt, service);
+	size_t was = prev ? prev->n_eps : 0;
+	rc = mtd_runtime_batch_set(bt, service, over, eps, n, unavailable, err, sizeof(err));
+	mtd_rt_over_unref(over); /* the snapshot took its own */
+	if (rc < 0) {
+		MTD_WARN("%s; keeping its %zu endpoint%s", err, was, was == 1 ? "" : "s");
+		return rc;
+	}
+	if (rc == 0 && eps) {
+		const struct mtd_rt_service *s = mtd_runtime_batch_service(bt, service);
+		MTD_INFO("service %s: %zu endpoint%s, policy %s", s->cfg->name, s->n_eps, s->n_eps == 1 ? "" : "s",
+		         s->cfg->lb.ops ? s->cfg->lb.ops->name : "?");
+	}
+	return 0;
+}
+
+void mtd_control_batch_publish(struct mtd_control *ctl, struct mtd_rt_batch *bt)
+{
+	struct mtd_runtime *rt = mtd_runtime_batch_end(bt);
+
+	if (rt)
+		mtd_control_publish(ctl, rt);
+}
+
 /* Publish a new snapshot of service si over its current set: with a new
  * UNAVAILABLE message (set_unavailable), or to take what changed on its
  * identities (returned_ms). */

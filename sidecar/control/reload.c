@@ -15,6 +15,7 @@
 #include "sidecar/control/reload.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/control/sources.h"
+#include "sidecar/control/xds.h"
 #include "sidecar/io/inbound.h"
 #include "sidecar/ops/access_log.h"
 #include "sidecar/ops/trace_export.h"
@@ -45,6 +46,8 @@ int mtd_reload_prepare(struct mtd_control *ctl, struct mtd_cfg *cfg, struct mtd_
 	if (mtd_certwatch_prepare(ctl->certs, tx->rt, &tx->cw, err, errlen) < 0)
 		goto fail;
 	if (mtd_reload_tracing(ctl, tx->rt, &tx->trace, err, errlen) < 0)
+		goto fail;
+	if (mtd_xds_prepare(ctl, tx->rt->cfg, &tx->xds, err, errlen) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -77,6 +80,7 @@ void mtd_reload_abort(struct mtd_reload_tx *tx)
 {
 	mtd_trace_target_free(tx->trace);
 	mtd_certwatch_abort(tx->cw);
+	mtd_xds_free(tx->xds);
 	/* Never published. The sockets of new listen addresses close now
 	 * (the set's last reference), not at the reclaim: nothing may
 	 * accept there meanwhile. The runtime goes to the reclaim mailbox. */
@@ -123,6 +127,9 @@ void mtd_reload_commit(struct mtd_control *ctl, struct mtd_reload_tx *tx)
 	mtd_control_publish(ctl, rt);
 	mtd_inbound_set_retire(was, rt->inbound);
 	mtd_rt_inset_unref(was);
+	/* Between the sources: the services bind to the client that stays or
+	 * to the new one. */
+	mtd_xds_commit(ctl, tx->xds);
 	mtd_sources_start(ctl);
 	if (tx->reg_changed)
 		reload_register(ctl);

@@ -19,6 +19,7 @@ struct mtd_control;
 struct mtd_runtime;
 struct mtd_certwatch_next;
 struct mtd_trace_target;
+struct mtd_xds;
 
 struct mtd_reload_tx {
 	struct mtd_runtime *rt;          /* built, not published (owns the config) */
@@ -26,6 +27,7 @@ struct mtd_reload_tx {
 	struct mtd_certwatch_next *cw;   /* certwatch's entries for rt */
 	bool reg_changed;                /* register differs: started at commit */
 	struct mtd_trace_target *trace;  /* where spans go under rt, NULL = no tracing */
+	struct mtd_xds *xds;             /* a new xDS client (xds block changed), NULL = keep / none */
 };
 
 /* Tracing's part of a prepare, also for the first config: where rt's spans

@@ -113,11 +113,28 @@ struct mtd_rt_epattr {
 	size_t n_meta;
 };
 
+/* A service's config as a control plane overrides it (xDS: its Cluster's
+ * policy and options, sidecar/control/xds.c): a copy of the config's
+ * service (`base`) whose pointers still reach into that config (every
+ * snapshot built on it holds the config too), with its own lb, circuit,
+ * outlier, connect timeout, TLS and methods. Immutable; shared by the
+ * snapshots of the service while it stays the same (same base, same tag),
+ * freed with the last (control thread). */
+struct mtd_rt_over {
+	struct mtd_ref ref;
+	struct mtd_cfg_service svc;         /* what snapshots read: svc.methods = methods, svc.tls = tls or base's */
+	const struct mtd_cfg_service *base; /* the config's own */
+	uint64_t tag;                       /* its maker's: equal tags over one base are the same override */
+	struct mtd_cfg_method *methods;     /* owned array of shallow copies, or NULL */
+	struct mtd_cfg_tls *tls;            /* owned (strings too), or NULL: base's */
+};
+
 /* One service's snapshot: its endpoint set and the pickers built on it. */
 struct mtd_rt_service {
 	struct mtd_ref ref;
 	struct mtd_cfg_box *cfgbox; /* keeps cfg alive */
-	const struct mtd_cfg_service *cfg;
+	const struct mtd_cfg_service *cfg; /* the config's, or &over->svc */
+	struct mtd_rt_over *over;          /* a control plane's override (reference held), or NULL */
 	struct mtd_endpoint **eps;      /* references held */
 	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see (weights) */
 	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has any */

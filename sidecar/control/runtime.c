@@ -73,6 +73,22 @@ static void bucket_unref(struct mtd_rt_bucket *b)
 		free(b);
 }
 
+void mtd_rt_over_unref(struct mtd_rt_over *o)
+{
+	if (o == NULL || !mtd_ref_put(&o->ref))
+		return;
+	if (o->tls != NULL) {
+		free(o->tls->ca_file);
+		free(o->tls->cert_file);
+		free(o->tls->key_file);
+		free(o->tls->server_name);
+		free(o->tls->server_identity);
+		free(o->tls);
+	}
+	free(o->methods);
+	free(o);
+}
+
 static void service_free(struct mtd_rt_service *s)
 {
 	if (s->methods) {
@@ -102,6 +118,7 @@ static void service_free(struct mtd_rt_service *s)
 	free(s->lb_eps);
 	free(s->eps);
 	free(s->unavailable);
+	mtd_rt_over_unref(s->over);
 	cfgbox_unref(s->cfgbox);
 	free(s);
 }
@@ -453,12 +470,13 @@ struct build {
 	struct mtd_rt_service *const *built;
 	size_t n_built;
 	unsigned n_workers;
-	bool force;              /* build even when the set equals prev's */
+	bool force; /* build even when the set equals prev's */
 	/* A TLS context made from the service's files again (certwatch.c:
 	 * they changed), used instead of prev's; NULL = prev's / built. */
 	struct ssl_ctx_st *ssl_ctx;
-	bool set_unavailable;    /* replace prev's message by `unavailable` */
-	const char *unavailable; /* with set_unavailable */
+	bool set_unavailable;     /* replace prev's message by `unavailable` */
+	const char *unavailable;  /* with set_unavailable */
+	struct mtd_rt_over *over; /* cfg is &over->svc (a reference taken), or NULL */
 };
 
 /* A snapshot of service b->cfg over b->eps, reusing the identities of
@@ -488,6 +506,10 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	mtd_ref_get(&box->ref);
 	s->cfgbox = box;
 	s->cfg = cfg;
+	if (b->over) {
+		mtd_ref_get(&b->over->ref);
+		s->over = b->over;
+	}
 	if (n > MTD_LB_MAX_ENDPOINTS) {
 		snprintf(err, errlen, "service %s: %zu endpoints, at most %u", cfg->name, n, MTD_LB_MAX_ENDPOINTS);
 		goto fail;
@@ -629,7 +651,9 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	s->tls_gen = prev && tls_policy_same(prev->cfg->tls, cfg->tls) ? prev->tls_gen : tls_gen_next();
 	if (b->ssl_ctx) {
 		s->ssl_ctx = mtd_tls_ctx_ref(b->ssl_ctx);
-	} else if (prev && prev->cfg == cfg && prev->ssl_ctx) {
+	} else if (prev && (prev->cfg == cfg || tls_policy_same(prev->cfg->tls, cfg->tls)) && prev->ssl_ctx) {
+		/* The same files (an override of the same service changed
+		 * something else): the context stays, as a rotation left it. */
 		s->ssl_ctx = mtd_tls_ctx_ref(prev->ssl_ctx);
 	} else if (cfg->tls) {
 		char why[256];
@@ -743,6 +767,9 @@ const char *mtd_runtime_waiting(const struct mtd_cfg_service *sc, char *buf, siz
 	case MTD_CFG_SOURCE_ETCD:
 		snprintf(buf, len, "etcd: waiting for the first list of %s from %s", sc->etcd->prefix,
 		         sc->etcd->endpoints[0].text);
+		return buf;
+	case MTD_CFG_SOURCE_XDS:
+		snprintf(buf, len, "xds: waiting for cluster %s and its endpoints", sc->xds_cluster);
 		return buf;
 	case MTD_CFG_SOURCE_STATIC:
 		break;
@@ -898,8 +925,13 @@ struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t s
 {
 	struct mtd_runtime *cur = ctl->rt;
 	struct mtd_rt_service *prev = cur->services[si];
-	struct build b = {
-	        .box = cur->cfgbox, .cfg = prev->cfg, .prev = prev, .eps = eps, .n = n, .n_workers = ctl->n_workers};
+	struct build b = {.box = cur->cfgbox,
+	                  .cfg = prev->cfg,
+	                  .over = prev->over,
+	                  .prev = prev,
+	                  .eps = eps,
+	                  .n = n,
+	                  .n_workers = ctl->n_workers};
 	struct mtd_rt_service *s = service_build(&b, same, err, errlen);
 	if (!s)
 		return NULL;
@@ -911,6 +943,110 @@ struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t s
 }
 
 static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev);
+
+/* ---- batches: several services' changes, one runtime ---------------------- */
+
+struct mtd_rt_batch {
+	struct mtd_control *ctl;
+	struct mtd_runtime *base;     /* ctl->rt when begun (a reference) */
+	struct mtd_rt_service **svcs; /* parallel to base's, references held */
+	size_t n;
+	bool changed;
+};
+
+struct mtd_rt_batch *mtd_runtime_batch_begin(struct mtd_control *ctl)
+{
+	struct mtd_rt_batch *bt = calloc(1, sizeof(*bt));
+	size_t n = ctl->rt->cfg->n_services;
+
+	if (!bt || !(bt->svcs = calloc(n ? n : 1, sizeof(*bt->svcs)))) {
+		free(bt);
+		return NULL;
+	}
+	bt->ctl = ctl;
+	bt->base = ctl->rt;
+	mtd_ref_get(&bt->base->ref);
+	bt->n = n;
+	for (size_t i = 0; i < n; i++) {
+		bt->svcs[i] = ctl->rt->services[i];
+		mtd_ref_get(&bt->svcs[i]->ref);
+	}
+	return bt;
+}
+
+const struct mtd_rt_service *mtd_runtime_batch_service(const struct mtd_rt_batch *bt, size_t si)
+{
+	return si < bt->n ? bt->svcs[si] : NULL;
+}
+
+int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over *over,
+                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable, char *err,
+                          size_t errlen)
+{
+	if (si >= bt->n) {
+		snprintf(err, errlen, "service %zu: out of range", si);
+		return -EINVAL;
+	}
+	struct mtd_rt_service *prev = bt->svcs[si];
+	const struct mtd_cfg_service *base = &bt->base->cfg->services[si];
+	struct mtd_disc_endpoint *set = NULL;
+	bool same = false;
+
+	/* None, or the same override as in force: the one in force, so that
+	 * an unchanged set stays the same snapshot. */
+	if (!over || (prev->over && prev->over->base == over->base && prev->over->tag == over->tag))
+		over = prev->over;
+	if (over && over->base != base) {
+		snprintf(err, errlen, "service %s: an override made for another config", base->name);
+		return -EINVAL;
+	}
+	if (!eps) { /* the current set, another config or message */
+		if (!(set = current_set(prev))) {
+			snprintf(err, errlen, "service %s: out of memory", base->name);
+			return -ENOMEM;
+		}
+		eps = set;
+		n = prev->n_eps;
+	}
+	bool msg_same = (unavailable == NULL && prev->unavailable == NULL) ||
+	                (unavailable && prev->unavailable && strcmp(unavailable, prev->unavailable) == 0);
+	struct build b = {.box = bt->base->cfgbox,
+	                  .cfg = over ? &over->svc : base,
+	                  .over = over,
+	                  .prev = prev,
+	                  .eps = eps,
+	                  .n = n,
+	                  .n_workers = bt->ctl->n_workers,
+	                  .force = !msg_same,
+	                  .set_unavailable = true,
+	                  .unavailable = unavailable};
+	struct mtd_rt_service *s = service_build(&b, &same, err, errlen);
+	free(set);
+	if (!s)
+		return same ? 1 : strstr(err, "out of memory") ? -ENOMEM : -EINVAL;
+	mtd_rt_service_unref(prev);
+	bt->svcs[si] = s;
+	bt->changed = true;
+	return 0;
+}
+
+struct mtd_runtime *mtd_runtime_batch_end(struct mtd_rt_batch *bt)
+{
+	struct mtd_runtime *rt = NULL;
+
+	if (!bt)
+		return NULL;
+	/* Built over the runtime current when it began: a publish between
+	 * (none on the control thread's one turn) would be undone. */
+	if (bt->changed && bt->ctl->rt == bt->base)
+		rt = runtime_assemble(bt->ctl, bt->base->cfgbox, bt->svcs);
+	for (size_t i = 0; i < bt->n; i++)
+		mtd_rt_service_unref(bt->svcs[i]);
+	free(bt->svcs);
+	mtd_runtime_unref(bt->base);
+	free(bt);
+	return rt;
+}
 
 /* Service prev of cur built again over its current endpoint set, forced
  * (a new snapshot even when nothing about the endpoints changed), with
@@ -926,6 +1062,7 @@ static struct mtd_rt_service *service_rebuilt(const struct mtd_runtime *cur, str
 	bool same;
 	opt.box = cur->cfgbox;
 	opt.cfg = prev->cfg;
+	opt.over = prev->over;
 	opt.prev = prev;
 	opt.eps = set;
 	opt.n = prev->n_eps;
@@ -1116,6 +1253,10 @@ static bool same_source(const struct mtd_cfg_service *old, const struct mtd_cfg_
 		                  new->etcd->n_endpoints) &&
 		       strcmp(old->etcd->prefix, new->etcd->prefix) == 0 &&
 		       same_file(old->etcd->username, new->etcd->username) && same_tls(old->etcd->tls, new->etcd->tls);
+	case MTD_CFG_SOURCE_XDS:
+		/* The last good assignment of the same cluster serves on, even
+		 * when the server changed, until the stream reports. */
+		return strcmp(old->xds_cluster, new->xds_cluster) == 0;
 	case MTD_CFG_SOURCE_STATIC:
 		break;
 	}

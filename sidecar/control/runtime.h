@@ -39,6 +39,29 @@ void mtd_runtime_tick(struct mtd_runtime *rt, mtd_runtime_back_fn *back);
  * published: the caller does (publish.c). Control thread. */
 struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t si, const struct mtd_disc_endpoint *eps,
                                                size_t n, bool *same, char *err, size_t errlen);
+/* Several services changed at once (a control plane's response): one
+ * runtime, assembled once, instead of one per service. Begin from the
+ * current runtime; set each service (its snapshot built at once, as
+ * mtd_runtime_with_endpoints does); end returns the new runtime (not
+ * published) or NULL when nothing changed (or out of memory: the
+ * services keep their sets). Control thread, within one turn. */
+struct mtd_rt_batch;
+struct mtd_rt_batch *mtd_runtime_batch_begin(struct mtd_control *ctl);
+/* Service si over eps[0..n) (borrowed; NULL = its current set) with the
+ * config overridden by over (borrowed: the snapshot takes a reference;
+ * NULL = the override in force, if any; an over of the same base and
+ * tag as the one in force is that one) and the UNAVAILABLE message
+ * unavailable (NULL = none). 0 (changed), 1 (nothing to change), or
+ * -EINVAL / -ENOMEM with the reason in err (the service keeps its
+ * snapshot). */
+int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over *over,
+                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable, char *err,
+                          size_t errlen);
+/* The snapshot of service si in the batch as it stands. */
+const struct mtd_rt_service *mtd_runtime_batch_service(const struct mtd_rt_batch *bt, size_t si);
+struct mtd_runtime *mtd_runtime_batch_end(struct mtd_rt_batch *bt);
+/* Drop a reference on an override; the last frees it (control thread). */
+void mtd_rt_over_unref(struct mtd_rt_over *o);
 /* A new runtime with service si rebuilt over its current set: with the
  * UNAVAILABLE message reason (set_unavailable), or to take what changed on
  * its identities (returned_ms: warmup restarts). NULL + err when out of

@@ -1,5 +1,5 @@
 /* The endpoint sources of the current config (sources.h): one per service
- * whose endpoints are not a static list of addresses (DNS, etcd), started
+ * whose endpoints are not a static list of addresses (DNS, etcd, xDS), started
  * after the snapshot is in force and stopped before a reload's is. A
  * source reports through control.h (mtd_control_set_endpoints); nothing
  * here publishes. Control thread only. */
@@ -14,6 +14,7 @@
 #include "sidecar/control/etcd.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/control/sources.h"
+#include "sidecar/control/xds.h"
 
 /* ---- endpoint sources ------------------------------------------------------ */
 
@@ -31,6 +32,8 @@ static const struct mtd_disc_source_ops *source_of(const struct mtd_cfg_service 
 		return NULL;
 	case MTD_CFG_SOURCE_ETCD:
 		return &mtd_etcd_source_ops;
+	case MTD_CFG_SOURCE_XDS:
+		return &mtd_xds_source_ops;
 	}
 	return NULL;
 }
@@ -50,6 +53,16 @@ void mtd_sources_start(struct mtd_control *ctl)
 		return;
 	}
 	ctl->n_src = cfg->n_services;
+	/* The first start: the xDS client the services bind to (a reload
+	 * prepares and commits its own, reload.c). */
+	if (cfg->xds != NULL && ctl->xds == NULL) {
+		struct mtd_xds *x = NULL;
+		char why[300];
+		if (mtd_xds_prepare(ctl, cfg, &x, why, sizeof(why)) != 0)
+			MTD_ERROR("%s: the services with discovery.xds get no endpoints", why);
+		else
+			mtd_xds_commit(ctl, x);
+	}
 	for (size_t i = 0; i < cfg->n_services; i++) {
 		const struct mtd_disc_source_ops *ops = source_of(&cfg->services[i]);
 		if (!ops)
@@ -59,6 +72,7 @@ void mtd_sources_start(struct mtd_control *ctl)
 		else
 			MTD_ERROR("service %s: cannot start its %s source", cfg->services[i].name, ops->name);
 	}
+	mtd_xds_sources_started(ctl->xds);
 }
 
 void mtd_sources_stop(struct mtd_control *ctl)

@@ -25,6 +25,7 @@
 #include "health/outlier.h"
 #include "lb/lb.h"
 #include "sidecar/control/runtime.h"
+#include "sidecar/control/xds.h"
 
 struct mtd_admin {
 	struct evhttp *http;
@@ -449,6 +450,10 @@ static void h_config_dump(struct mtd_admin *a, struct evhttp_request *req)
 	mtd_json_u64(&j, (*a->view.rt)->gen);
 	mtd_json_key(&j, "config");
 	mtd_admin_dump_message(&j, msg);
+	/* What the xDS server sent, as CSDS shows it: versions, nonces, NACKs
+	 * (names and figures only, no resource bytes). */
+	mtd_json_key(&j, "xds");
+	mtd_xds_dump(a->view.xds != NULL ? *a->view.xds : NULL, &j);
 	mtd_json_obj_end(&j);
 	mtd_abuf_add(&b, "\n", 1);
 	protobuf_c_message_free_unpacked(msg, NULL);

@@ -36,9 +36,11 @@ struct mtd_admin_view {
 	int64_t start_wall_ms;
 	void (*drain)(void *arg, const char *why); /* as SIGTERM */
 	void *arg;
+	struct mtd_xds *const *xds; /* the xDS client in use, for /config_dump; NULL = none */
 };
 
 struct mtd_admin;
+struct mtd_xds;
 
 /* Bind addr and serve on base. NULL with a message in err when the address
  * cannot be bound (or memory runs out). Control thread. */

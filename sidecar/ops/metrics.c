@@ -30,6 +30,12 @@ const char *const mtd_mx_circuit_names[MTD_MX_CIRCUIT_N] = {
 struct mtd_mx_worker *mtd_mx_workers;
 unsigned mtd_mx_n_workers;
 struct mtd_mx_disc *mtd_mx_discs;
+static struct mtd_mx_xds mx_xds;
+
+struct mtd_mx_xds *mtd_metrics_xds(void)
+{
+	return &mx_xds;
+}
 struct mtd_mx_cut *mtd_mx_cuts;
 
 int mtd_metrics_init(unsigned n_workers, const struct mtd_cfg *cfg, char *err, size_t errlen)

@@ -667,18 +667,44 @@ static void render_discovery(struct mtd_abuf *b, const struct mtd_runtime *rt)
 	                "Host names looked up for the service (discovery.dns, static host names), one per name per "
 	                "round.");
 	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
-		if (disc_current(rt, d, false)) {
+		if (disc_current(rt, d, false) && strcmp(d->source, "xds") != 0) {
 			const char *v[] = {d->service};
 			mtd_prom_sample_u64(b, "maitred_dns_resolutions_total", NULL, SS, v, 1, d->resolutions);
 		}
 	mtd_prom_family(b, "maitred_dns_resolution_failures_total", "counter",
 	                "Of those, lookups that gave no address (the name's last addresses stay).");
 	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
-		if (disc_current(rt, d, false)) {
+		if (disc_current(rt, d, false) && strcmp(d->source, "xds") != 0) {
 			const char *v[] = {d->service};
 			mtd_prom_sample_u64(b, "maitred_dns_resolution_failures_total", NULL, SS, v, 1,
 			                    d->resolve_fails);
 		}
+}
+
+/* The xDS client's figures: present only while the config has an xds
+ * block. */
+static void render_xds(struct mtd_abuf *b, const struct mtd_runtime *rt)
+{
+	static const char *const T[] = {"type"};
+	static const char *const types[] = {"cluster", "endpoint"};
+	const struct mtd_mx_xds *x = mtd_metrics_xds();
+
+	if (rt->cfg->xds == NULL)
+		return;
+	mtd_prom_family(b, "maitred_xds_updates_total", "counter",
+	                "xDS responses received from the management server, by resource type (cluster: CDS, "
+	                "endpoint: EDS).");
+	for (int t = 0; t < 2; t++) {
+		const char *v[] = {types[t]};
+		mtd_prom_sample_u64(b, "maitred_xds_updates_total", NULL, T, v, 1, x->updates[t]);
+	}
+	mtd_prom_family(b, "maitred_xds_acks_total", "counter", "xDS responses accepted (ACK).");
+	mtd_prom_sample_u64(b, "maitred_xds_acks_total", NULL, NULL, NULL, 0, x->acks);
+	mtd_prom_family(b, "maitred_xds_nacks_total", "counter",
+	                "xDS responses refused in whole or in part (NACK; the last good resources stay).");
+	mtd_prom_sample_u64(b, "maitred_xds_nacks_total", NULL, NULL, NULL, 0, x->nacks);
+	mtd_prom_family(b, "maitred_xds_connected", "gauge", "1 while the connection to the xDS server is up.");
+	mtd_prom_sample_u64(b, "maitred_xds_connected", NULL, NULL, NULL, 0, x->connected);
 }
 
 /* Resident set size from /proc/self/statm (pages). */
@@ -758,6 +784,7 @@ void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const 
 	render_endpoints(b, rt);
 	render_split(b, rt);
 	render_discovery(b, rt);
+	render_xds(b, rt);
 	mtd_mesh_render(b, rt->cfg);
 	render_tracing(b, rt);
 	render_process(b, proc);

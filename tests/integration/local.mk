@@ -11,6 +11,7 @@ EXTRA_DIST += \
 	tests/integration/h2raw.py \
 	tests/integration/xds.py \
 	tests/integration/test_xds_peers.py \
+	tests/integration/test_xds.py \
 	tests/xds/package.json \
 	tests/xds/package-lock.json \
 	tests/xds/server.js \

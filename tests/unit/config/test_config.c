@@ -424,12 +424,12 @@ START_TEST(err_missing_endpoints)
 	expect_error("services:\n"
 	             "  - name: a.B\n",
 	             "t.yaml:2:5: services[0].endpoints: a service needs exactly one endpoint source: "
-	             "endpoints | discovery.etcd | discovery.dns");
+	             "endpoints | discovery.etcd | discovery.dns | discovery.xds");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    endpoints: []\n",
 	             "t.yaml:3:16: services[0].endpoints: a service needs exactly one endpoint source: "
-	             "endpoints | discovery.etcd | discovery.dns");
+	             "endpoints | discovery.etcd | discovery.dns | discovery.xds");
 	expect_error("listen: \"127.0.0.1:1\"\n", "t.yaml:1:1: services: at least one service is required*");
 }
 END_TEST
@@ -442,11 +442,11 @@ START_TEST(err_endpoint_sources)
 	            "    endpoints: [{address: \"127.0.0.1:1\"}]\n"
 	            "    discovery: {dns: {name: a.example, port: 1}}\n",
 	            "t.yaml:4:22: services[0].discovery.dns: a service has exactly one endpoint source: "
-	            "endpoints | discovery.etcd | discovery.dns (this one is the second)");
+	            "endpoints | discovery.etcd | discovery.dns | discovery.xds (this one makes 2)");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    discovery: {}\n",
-	             "t.yaml:3:16: services[0].discovery: needs etcd or dns");
+	             "t.yaml:3:16: services[0].discovery: needs etcd, dns or xds");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    discovery:\n"
@@ -506,6 +506,166 @@ START_TEST(err_endpoint_sources)
 	             "  - name: a.B\n"
 	             "    discovery: {dns: {name: a.example, port: 1, resolvers: [\"localhost:53\"]}}\n",
 	             "t.yaml:3:60: services[0].discovery.dns.resolvers[0]: \"localhost\" is not an IP address");
+}
+END_TEST
+
+/* The top-level xds block and discovery.xds. */
+START_TEST(xds_ok)
+{
+	struct mtd_cfg *cfg;
+
+	unsetenv("GRPC_XDS_BOOTSTRAP");
+	cfg = load_ok("node_id: n1\n"
+	              "zone: z0\n"
+	              "xds: {server: \"127.0.0.1:18000\"}\n"
+	              "services:\n"
+	              "  - name: shop.Echo\n"
+	              "    discovery: {xds: {}}\n"
+	              "  - name: shop.Cart\n"
+	              "    discovery: {xds: {cluster: \"outbound|8080||cart\"}}\n");
+	ck_assert_ptr_nonnull(cfg->xds);
+	ck_assert_str_eq(cfg->xds->server.text, "127.0.0.1:18000");
+	ck_assert_str_eq(cfg->xds->node_id, "n1");
+	ck_assert_str_eq(cfg->xds->zone, "z0");
+	ck_assert_ptr_null(cfg->xds->tls);
+	ck_assert_ptr_null(cfg->xds->bootstrap);
+	ck_assert_int_eq(cfg->services[0].source, MTD_CFG_SOURCE_XDS);
+	ck_assert_str_eq(cfg->services[0].xds_cluster, "shop.Echo");
+	ck_assert_str_eq(cfg->services[1].xds_cluster, "outbound|8080||cart");
+	mtd_cfg_free(cfg);
+
+	cfg = load_ok("xds: {server: \"127.0.0.1:18000\", node_id: cart-7f9c, zone: eu-1a}\n"
+	              "services:\n"
+	              "  - name: shop.Echo\n"
+	              "    endpoints: [{address: \"127.0.0.1:1\"}]\n");
+	ck_assert_str_eq(cfg->xds->node_id, "cart-7f9c");
+	ck_assert_str_eq(cfg->xds->zone, "eu-1a");
+	ck_assert_int_eq(cfg->services[0].source, MTD_CFG_SOURCE_STATIC);
+	ck_assert_ptr_null(cfg->services[0].xds_cluster);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
+START_TEST(xds_errors)
+{
+	unsetenv("GRPC_XDS_BOOTSTRAP");
+	expect_only("services:\n"
+	            "  - name: a.B\n"
+	            "    discovery: {xds: {}}\n",
+	            "t.yaml:3:22: services[0].discovery.xds: needs the top-level xds block (the management server: "
+	            "xds: {server: \"HOST:PORT\"})");
+	expect_only("xds: {server: \"127.0.0.1:1\", bootstrap: b.json}\n"
+	            "services: [{name: a.B, discovery: {xds: {}}}]\n",
+	            "t.yaml:1:41: xds.bootstrap: and xds.server are both set: the server comes from one of them");
+	expect_error("xds: {server: \"127.0.0.1\"}\n"
+	             "services: [{name: a.B, discovery: {xds: {}}}]\n",
+	             "t.yaml:1:15: xds.server: *");
+	expect_only("xds: {}\n"
+	            "services: [{name: a.B, discovery: {xds: {}}}]\n",
+	            "t.yaml:1:6: xds.server: is required (\"HOST:PORT\"), or xds.bootstrap, or GRPC_XDS_BOOTSTRAP in "
+	            "the environment");
+	expect_only("xds: {server: \"127.0.0.1:1\", listener: maitred.outbound}\n"
+	            "services: [{name: a.B, discovery: {xds: {}}}]\n",
+	            "t.yaml:1:40: xds.listener: is not supported yet (LDS and RDS): services name their cluster with "
+	            "discovery.xds");
+	expect_error("xds: {server: \"127.0.0.1:1\"}\n"
+	             "services:\n"
+	             "  - name: a.B\n"
+	             "    discovery: {xds: {}, dns: {name: a.example, port: 1}}\n",
+	             "t.yaml:4:22: services[0].discovery.xds: a service has exactly one endpoint source: *");
+	expect_error("xds: {server: \"127.0.0.1:1\", tls: {ca_file: /nonexistent/ca.pem}}\n"
+	             "services: [{name: a.B, discovery: {xds: {}}}]\n",
+	             "t.yaml:1:45: xds.tls.ca_file: cannot read \"/nonexistent/ca.pem\"*");
+}
+END_TEST
+
+/* Some error contains text. */
+static void expect_error_with(const char *yaml, const char *text)
+{
+	struct mtd_cfg *cfg = (struct mtd_cfg *)1;
+	struct mtd_cfg_errors errs = {0};
+	bool found = false;
+
+	ck_assert_int_eq(mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_YAML, &cfg, &errs), -EINVAL);
+	for (size_t i = 0; i < errs.n; i++)
+		found = found || strstr(errs.msgs[i], text) != NULL;
+	for (size_t i = 0; i < errs.n && !found; i++)
+		fprintf(stderr, "  got: %s\n", errs.msgs[i]);
+	ck_assert_msg(found, "no error says: %s", text);
+	mtd_cfg_errors_clear(&errs);
+}
+
+/* A gRPC xDS bootstrap file: xds.bootstrap, or GRPC_XDS_BOOTSTRAP. */
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+START_TEST(xds_bootstrap)
+{
+	char dir[] = "/tmp/mtd-xds-XXXXXX", file[64], yaml[512];
+	struct mtd_cfg *cfg;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/bootstrap.json", dir);
+	write_file(file, "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:18001\", \"channel_creds\": "
+	                 "[{\"type\": \"insecure\"}], \"server_features\": [\"xds_v3\"]}],\n"
+	                 " \"node\": {\"id\": \"sidecar~10.0.0.1~cart\", \"metadata\": {\"A\": [1, {}]}, "
+	                 "\"locality\": {\"zone\": \"eu-1b\"}}, \"certificate_providers\": {}}\n");
+	unsetenv("GRPC_XDS_BOOTSTRAP");
+	snprintf(yaml, sizeof(yaml),
+	         "zone: z0\nxds: {bootstrap: \"%s\"}\nservices: [{name: a.B, discovery: {xds: {}}}]\n", file);
+	cfg = load_ok(yaml);
+	ck_assert_str_eq(cfg->xds->server.text, "127.0.0.1:18001");
+	ck_assert_str_eq(cfg->xds->node_id, "sidecar~10.0.0.1~cart");
+	ck_assert_str_eq(cfg->xds->zone, "eu-1b");
+	ck_assert_str_eq(cfg->xds->bootstrap, file);
+	mtd_cfg_free(cfg);
+
+	/* The config's own node_id beats the file's. */
+	snprintf(yaml, sizeof(yaml), "xds: {bootstrap: \"%s\", node_id: mine}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	         file);
+	cfg = load_ok(yaml);
+	ck_assert_str_eq(cfg->xds->node_id, "mine");
+	mtd_cfg_free(cfg);
+
+	/* GRPC_XDS_BOOTSTRAP when the block names no server. */
+	setenv("GRPC_XDS_BOOTSTRAP", file, 1);
+	cfg = load_ok("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n");
+	ck_assert_str_eq(cfg->xds->server.text, "127.0.0.1:18001");
+	ck_assert_str_eq(cfg->xds->bootstrap, file);
+	mtd_cfg_free(cfg);
+	cfg = load_ok("xds: {server: \"127.0.0.1:18002\"}\nservices: [{name: a.B, discovery: {xds: {}}}]\n");
+	ck_assert_str_eq(cfg->xds->server.text, "127.0.0.1:18002");
+	ck_assert_ptr_null(cfg->xds->bootstrap);
+	mtd_cfg_free(cfg);
+
+	/* TLS creds need xds.tls; no server_uri; not JSON; missing file. */
+	write_file(file, "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:1\", \"channel_creds\": [{\"type\": "
+	                 "\"google_default\"}]}]}");
+	expect_only("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	            "t.yaml:1:6: xds (GRPC_XDS_BOOTSTRAP): channel_creds \"google_default\": maitred speaks h2c, or "
+	            "TLS with xds.tls {ca_file, ...}");
+	write_file(file, "{\"node\": {\"id\": \"x\"}}");
+	expect_error_with("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	                  "/bootstrap.json\": xds_servers[0].server_uri is required");
+	write_file(file, "{\"xds_servers\": [");
+	expect_error_with("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n", "/bootstrap.json\" is not JSON");
+	write_file(file, "[1, 2]");
+	expect_error_with("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	                  "/bootstrap.json\": not a JSON object");
+	write_file(file, "{\"xds_servers\": [{\"server_uri\": \"no-port\"}]}");
+	expect_error_with("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	                  "xds.bootstrap: xds_servers[0].server_uri");
+	unlink(file);
+	expect_error("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	             "t.yaml:1:6: xds (GRPC_XDS_BOOTSTRAP): cannot read*");
+	unsetenv("GRPC_XDS_BOOTSTRAP");
+	rmdir(dir);
 }
 END_TEST
 
@@ -1277,7 +1437,7 @@ START_TEST(err_binary)
 {
 	static const char *const garbage[] = {"t.bin: not a valid serialized maitred.config.v1.Config", NULL};
 	static const char *const no_eps[] = {"t.pb: services[0].endpoints: a service needs exactly one endpoint "
-	                                     "source: endpoints | discovery.etcd | discovery.dns",
+	                                     "source: endpoints | discovery.etcd | discovery.dns | discovery.xds",
 	                                     NULL};
 	Maitred__Config__V1__Config c = MAITRED__CONFIG__V1__CONFIG__INIT;
 	Maitred__Config__V1__Service s = MAITRED__CONFIG__V1__SERVICE__INIT;
@@ -2639,6 +2799,9 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_duplicate_endpoint);
 	tcase_add_test(errors, err_endpoint_sources);
 	tcase_add_test(errors, inbound_ok);
+	tcase_add_test(errors, xds_errors);
+	tcase_add_test(ok, xds_ok);
+	tcase_add_test(ok, xds_bootstrap);
 	tcase_add_test(errors, err_inbound);
 	tcase_add_test(errors, register_ok);
 	tcase_add_test(errors, err_register);

@@ -1,0 +1,206 @@
+/* The top-level xds block: the management server services with
+ * discovery.xds follow, from the config's own keys or from a gRPC xDS
+ * bootstrap file (xds.bootstrap, else GRPC_XDS_BOOTSTRAP when the block
+ * names no server). */
+#include <config.h> /* autoconf (lib/config/config.h is the API) */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "config/build-int.h"
+
+#define BOOTSTRAP_MAX (1u << 20) /* bytes of a bootstrap file read at most */
+
+/* What maitred takes from a bootstrap file. Strings owned (free()). */
+struct bootstrap {
+	char *server_uri; /* xds_servers[0].server_uri */
+	char *creds;      /* xds_servers[0].channel_creds[0].type, NULL = none listed */
+	char *node_id;    /* node.id */
+	char *zone;       /* node.locality.zone */
+};
+
+static yaml_node_t *member(yaml_document_t *doc, yaml_node_t *map, const char *key)
+{
+	if (map == NULL || map->type != YAML_MAPPING_NODE)
+		return NULL;
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(doc, p->key);
+		if (k != NULL && k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, key) == 0)
+			return yaml_document_get_node(doc, p->value);
+	}
+	return NULL;
+}
+
+static yaml_node_t *first(yaml_document_t *doc, yaml_node_t *seq)
+{
+	if (seq == NULL || seq->type != YAML_SEQUENCE_NODE ||
+	    seq->data.sequence.items.start == seq->data.sequence.items.top)
+		return NULL;
+	return yaml_document_get_node(doc, *seq->data.sequence.items.start);
+}
+
+/* A scalar's text copied, NULL when absent or not a scalar; -1 on out of
+ * memory. */
+static int text_of(yaml_node_t *n, char **out)
+{
+	*out = NULL;
+	if (n == NULL || n->type != YAML_SCALAR_NODE)
+		return 0;
+	*out = strdup((const char *)n->data.scalar.value);
+	return *out != NULL ? 0 : -1;
+}
+
+/* Read and parse the bootstrap file: 0, or -1 with the reason in why. */
+static int read_bootstrap(const char *file, struct bootstrap *bs, char *why, size_t whylen)
+{
+	yaml_parser_t parser;
+	yaml_document_t doc;
+	char *data = NULL;
+	size_t len = 0;
+	ssize_t got;
+	int fd, rc = -1;
+
+	memset(bs, 0, sizeof(*bs));
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, whylen, "cannot read \"%s\": %s", file, strerror(errno));
+		return -1;
+	}
+	data = malloc(BOOTSTRAP_MAX + 1);
+	if (data == NULL) {
+		close(fd);
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	while (len <= BOOTSTRAP_MAX && (got = read(fd, data + len, BOOTSTRAP_MAX + 1 - len)) > 0)
+		len += (size_t)got;
+	close(fd);
+	if (len > BOOTSTRAP_MAX) {
+		snprintf(why, whylen, "\"%s\" is larger than %u bytes", file, BOOTSTRAP_MAX);
+		free(data);
+		return -1;
+	}
+	if (!yaml_parser_initialize(&parser)) {
+		free(data);
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+	if (!yaml_parser_load(&parser, &doc)) {
+		snprintf(why, whylen, "\"%s\" is not JSON: %s (line %zu)", file,
+		         parser.problem ? parser.problem : "syntax error", parser.problem_mark.line + 1);
+		yaml_parser_delete(&parser);
+		free(data);
+		return -1;
+	}
+	yaml_node_t *root = yaml_document_get_root_node(&doc);
+	yaml_node_t *server = first(&doc, member(&doc, root, "xds_servers"));
+	yaml_node_t *node = member(&doc, root, "node");
+	if (text_of(member(&doc, server, "server_uri"), &bs->server_uri) != 0 ||
+	    text_of(member(&doc, first(&doc, member(&doc, server, "channel_creds")), "type"), &bs->creds) != 0 ||
+	    text_of(member(&doc, node, "id"), &bs->node_id) != 0 ||
+	    text_of(member(&doc, member(&doc, node, "locality"), "zone"), &bs->zone) != 0)
+		snprintf(why, whylen, "out of memory");
+	else if (root == NULL || root->type != YAML_MAPPING_NODE)
+		snprintf(why, whylen, "\"%s\": not a JSON object", file);
+	else if (bs->server_uri == NULL || bs->server_uri[0] == '\0')
+		snprintf(why, whylen, "\"%s\": xds_servers[0].server_uri is required", file);
+	else
+		rc = 0;
+	yaml_document_delete(&doc);
+	yaml_parser_delete(&parser);
+	free(data);
+	return rc;
+}
+
+static void bootstrap_fini(struct bootstrap *bs)
+{
+	free(bs->server_uri);
+	free(bs->creds);
+	free(bs->node_id);
+	free(bs->zone);
+}
+
+struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
+{
+	const char *env = getenv("GRPC_XDS_BOOTSTRAP");
+	struct bootstrap bs = {0};
+	struct mtd_cfg_xds *x;
+	const char *server, *node_id, *zone;
+	char p[64], why[512];
+
+	if (m == NULL)
+		return NULL;
+	x = mtd_cfg__calloc(1, sizeof(*x));
+	if (x == NULL) {
+		b->d->oom = true;
+		return NULL;
+	}
+	if (m->listener[0] != '\0')
+		BERR(mtd_cfg__at(b, m, "listener", NULL), "xds.listener",
+		     "is not supported yet (LDS and RDS): services name their cluster with discovery.xds");
+	if (m->server[0] != '\0' && m->bootstrap[0] != '\0') {
+		BERR(mtd_cfg__at(b, m, "bootstrap", NULL), "xds.bootstrap",
+		     "and xds.server are both set: the server comes from one of them");
+		return x;
+	}
+	if (m->bootstrap[0] != '\0') {
+		x->bootstrap = mtd_cfg__tls_file(b, m, "bootstrap", m->bootstrap, "xds");
+	} else if (m->server[0] == '\0') {
+		if (env == NULL || env[0] == '\0') {
+			BERR(mtd_cfg__at(b, m, "server", NULL), "xds.server",
+			     "is required (\"HOST:PORT\"), or xds.bootstrap, or GRPC_XDS_BOOTSTRAP in the environment");
+			return x;
+		}
+		x->bootstrap = mtd_cfg__dup_or_oom(b, env);
+	}
+	if (b->d->oom)
+		return x;
+	server = m->server;
+	if (x->bootstrap != NULL) {
+		const char *field = m->bootstrap[0] != '\0' ? "xds.bootstrap" : "xds (GRPC_XDS_BOOTSTRAP)";
+
+		if (read_bootstrap(x->bootstrap, &bs, why, sizeof(why)) != 0) {
+			BERR(mtd_cfg__at(b, m, "bootstrap", NULL), field, "%s", why);
+			bootstrap_fini(&bs);
+			return x;
+		}
+		/* gRPC's bootstrap may spell the target as a URI scheme. */
+		server = bs.server_uri;
+		if (strncmp(server, "dns:///", 7) == 0)
+			server += 7;
+		if (m->tls == NULL && bs.creds != NULL && strcmp(bs.creds, "insecure") != 0)
+			BERR(mtd_cfg__at(b, m, "bootstrap", NULL), field,
+			     "channel_creds \"%s\": maitred speaks h2c, or TLS with xds.tls {ca_file, ...}", bs.creds);
+	}
+	if (mtd_cfg__build_addr(b, server, mtd_cfg__at(b, m, x->bootstrap != NULL ? "bootstrap" : "server", NULL),
+	                        x->bootstrap != NULL ? "xds.bootstrap: xds_servers[0].server_uri" : "xds.server",
+	                        &x->server) != 0) {
+		bootstrap_fini(&bs);
+		return x;
+	}
+	node_id = m->node_id[0] != '\0'                         ? m->node_id
+	          : bs.node_id != NULL && bs.node_id[0] != '\0' ? bs.node_id
+	                                                        : b->node_id;
+	zone = m->zone[0] != '\0' ? m->zone : bs.zone != NULL && bs.zone[0] != '\0' ? bs.zone : b->zone;
+	if (strlen(node_id) > 1024 || (zone != NULL && strlen(zone) > 255))
+		BERR(mtd_cfg__at(b, m, "node_id", NULL), "xds.node_id", "node id (1024) or zone (255) too long");
+	x->node_id = mtd_cfg__dup_or_oom(b, node_id);
+	if (zone != NULL)
+		x->zone = mtd_cfg__dup_or_oom(b, zone);
+	bootstrap_fini(&bs);
+	if (m->tls != NULL) {
+		x->tls = mtd_cfg__build_tls(b, m->tls, "xds.tls");
+		if (m->tls->server_identity[0] != '\0' || m->tls->n_allowed_identities != 0)
+			BERR(mtd_cfg__at(b, m->tls, "server_identity", NULL),
+			     mtd_cfg__sub(p, sizeof(p), "xds.tls", "server_identity"),
+			     "server_identity and allowed_identities are for a service's upstreams, not for the xds "
+			     "server");
+	}
+	return x;
+}

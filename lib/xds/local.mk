@@ -1,0 +1,11 @@
+# lib/xds: xDS resources (Envoy's protos/envoy/) translated into maitred's
+# terms: a Cluster into service options, a ClusterLoadAssignment into
+# endpoint records. Pure; the ADS client is sidecar/control/xds.c.
+lib_libmaitred_a_SOURCES += lib/xds/xds-t.h lib/xds/xds.h lib/xds/xds-int.h \
+	lib/xds/cluster.c lib/xds/cla.c
+
+check_PROGRAMS += tests/unit/test_xds
+TESTS += tests/unit/test_xds
+tests_unit_test_xds_SOURCES = tests/unit/xds/test_xds.c
+tests_unit_test_xds_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_xds_LDADD = $(TEST_UNIT_LIBS)

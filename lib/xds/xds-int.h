@@ -1,0 +1,18 @@
+/* Helpers lib/xds's translators share (not an API). */
+#ifndef MTD_XDS_INT_H
+#define MTD_XDS_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "google/protobuf/duration.pb-c.h"
+
+/* Write the reason (printf) into why; returns -EINVAL. */
+int mtd_xds__refuse(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A Duration in ms, in (0, 1 day]; absent: dflt; -1 when out of range. */
+int64_t mtd_xds__dur_ms(const Google__Protobuf__Duration *d, int64_t dflt);
+/* 1..MTD_XDS_NAME_MAX printable bytes. */
+bool mtd_xds__name_ok(const char *s);
+
+#endif

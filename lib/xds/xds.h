@@ -1,0 +1,69 @@
+/* xDS resources into maitred's terms (types: xds-t.h). Pure: no I/O, any
+ * thread. Every translator takes the serialized resource (the value of
+ * the response's google.protobuf.Any, its type URL already checked),
+ * and either fills its output and returns 0, or returns -EINVAL with the
+ * reason in why (what the ADS client sends back as the NACK's
+ * error_detail: names the field, never copies resource bytes beyond a
+ * name or an address), or -ENOMEM. Nothing is kept of the input. */
+#ifndef MTD_XDS_H
+#define MTD_XDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "xds/xds-t.h"
+
+/* A Cluster. Accepted: type EDS whose eds_config is ads or self (the one
+ * ADS stream). lb_policy ROUND_ROBIN -> WEIGHTED_ROUND_ROBIN and RANDOM ->
+ * WEIGHTED_RANDOM (Envoy's honour endpoint and locality weights; maitred's
+ * plain ones do not), LEAST_REQUEST -> LEAST_REQUEST
+ * (least_request_lb_config.choice_count, default 2), RING_HASH ->
+ * CONSISTENT_HASH (minimum / maximum_ring_size, default 1024 / 8M), MAGLEV
+ * -> MAGLEV (table_size, default 65537, prime); round_robin_lb_config or
+ * least_request_lb_config.slow_start_config -> warmup SLOW_START;
+ * connect_timeout; circuit_breakers' DEFAULT thresholds max_requests /
+ * max_pending_requests; outlier_detection (consecutive_5xx and the
+ * failure-percentage rule, interval, base / max ejection time, max
+ * ejection percent); transport_socket with an UpstreamTlsContext of file
+ * names. Refused: other cluster types, other config sources, the other
+ * policies, inline certificates, SAN matchers other than one exact URI or
+ * DNS name, zero limits, out-of-range values. out is cleared first; on
+ * error it holds nothing. */
+int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, struct mtd_xds_cluster *out, char *why, size_t whylen);
+/* Free what a parsed cluster owns (twice is fine). */
+void mtd_xds_cluster_clear(struct mtd_xds_cluster *c);
+/* a and b would configure a service the same way (name included). */
+bool mtd_xds_cluster_equal(const struct mtd_xds_cluster *a, const struct mtd_xds_cluster *b);
+/* CONSISTENT_HASH's points per endpoint for a set of n endpoints: the
+ * ring is minimum_ring_size points at least and maximum_ring_size at
+ * most, within maitred's per-endpoint bounds. */
+uint32_t mtd_xds_ring_points(const struct mtd_xds_cluster *c, size_t n);
+
+/* A ClusterLoadAssignment. Endpoints of health_status UNHEALTHY, DRAINING
+ * or TIMEOUT are never picked; of the rest, only those of the lowest
+ * priority that has one are kept (priority N+1 serves while N has none
+ * that may be picked; the control plane's health marks decide, not
+ * maitred's own checks). A locality's load_balancing_weight, when any
+ * locality has one, is its share of the calls: each endpoint's weight is
+ * its share of its locality times the locality's share, scaled to
+ * [1, MTD_XDS_WEIGHT_SCALE]; else the endpoints' own weights (default 1).
+ * The locality's zone is the endpoint's zone. Refused: no cluster_name,
+ * an endpoint without a numeric socket address and port 1..65535, a
+ * weight of 0, a priority above MTD_XDS_MAX_PRIORITY, more than
+ * MTD_LB_MAX_ENDPOINTS endpoints, the same address twice in one priority.
+ * An assignment with no endpoint that may be picked is valid (n == 0). */
+int mtd_xds_cla_parse(const uint8_t *buf, size_t len, struct mtd_xds_cla **out, char *why, size_t whylen);
+void mtd_xds_cla_free(struct mtd_xds_cla *c);
+/* The socket address of a canonical endpoint address as a translated
+ * assignment holds it. 0 or -EINVAL. */
+int mtd_xds_sockaddr(const char *address, struct sockaddr_storage *sa, socklen_t *salen);
+
+/* The name of a serialized resource of type_url (a Cluster's name, an
+ * assignment's cluster_name) written to name (cap bytes), for a NACK that
+ * names what it refused even when the rest does not translate. 0, or
+ * -EINVAL when it does not decode or has none. */
+int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);
+
+#endif

@@ -1,0 +1,1224 @@
+/* The xDS client: one ADS stream, CDS then EDS, state of the world
+ * (xds.h says the contract). The resources are kept translated
+ * (lib/xds), never as the bytes that came: a cluster as its options, an
+ * assignment as its compact endpoint records.
+ *
+ *   DOWN --connect--> STREAMING --stream or connection ends--> DOWN
+ *    ^                                                           |
+ *    +--------------- retry timer (jittered backoff) <-----------+
+ *
+ * DOWN: no connection; the retry timer armed. STREAMING: a connection and
+ * its ADS call; every subscription sent on it. */
+#include "config.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "admin/admin.h"
+#include "config/config.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "envoy/service/discovery/v3/discovery.pb-c.h"
+#include "sidecar/control/control-t.h"
+#include "sidecar/control/control.h"
+#include "sidecar/control/gclient.h"
+#include "sidecar/control/runtime-t.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/control/xds.h"
+#include "sidecar/io/transport.h"
+#include "sidecar/ops/metrics.h"
+#include "xds/xds.h"
+
+#define ADS_PATH           "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
+#define CONNECT_TIMEOUT_MS 5000
+/* gRPC servers on grpc-go police PINGs: by default none more often than
+ * every 5 minutes, a few strikes and GOAWAY too_many_pings (HACKING.md,
+ * "Lessons"). Just past that: a dead server is found within minutes. */
+#define KEEPALIVE_MS     310000
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS   30000
+#define NACK_TEXT_MAX    4096 /* error_detail.message at most */
+#define USER_AGENT       "maitred"
+
+enum { T_CDS = 0, T_EDS = 1, N_TYPES };
+
+static const char *const type_url[N_TYPES] = {MTD_XDS_TYPE_CLUSTER, MTD_XDS_TYPE_ENDPOINT};
+static const char *const type_name[N_TYPES] = {"cluster", "endpoint"};
+
+/* The version and nonce of one response, shared by the resources it
+ * brought (one copy per response, not one per resource). */
+struct xds_stamp {
+	unsigned refs;
+	char *version, *nonce;
+};
+
+/* A cluster subscribed to: its last good translation (have) and where it
+ * came from. */
+struct xds_cl {
+	char *name;
+	bool have;
+	bool removed; /* the server stopped sending it (CDS is state of the world) */
+	bool dirty;   /* changed by the response at hand: its services to be given it */
+	uint64_t gen; /* a new one at each change of c (the override's tag) */
+	struct mtd_xds_cluster c;
+	struct xds_stamp *stamp; /* the response that brought it (a reference), NULL = none */
+	char *nack;              /* the last refusal of a resource of this name, NULL = none */
+};
+
+/* An assignment subscribed to (an EDS name of a cluster we have). */
+struct xds_cla {
+	char *name;
+	struct mtd_xds_cla *cla; /* last good, NULL = none yet */
+	bool dirty;              /* changed by the response at hand */
+	struct xds_stamp *stamp;
+	char *nack;
+};
+
+/* Per resource type, the stream's side of it. */
+struct xds_type {
+	char *version;   /* last accepted version_info, NULL = none */
+	char *nonce;     /* the last response's nonce, NULL = none */
+	char *nack;      /* the last NACK's text, NULL = the last response was accepted */
+	bool subscribed; /* the current names went out on this stream */
+	int64_t nack_logged_ms;
+	uint64_t nacks_unlogged;
+};
+
+/* A service bound to a cluster (the per-service source's state). */
+struct xds_bind {
+	struct mtd_xds *x;
+	size_t service;
+	char *cluster;
+	const char *svc_name; /* the config's, valid while bound */
+	bool applied;         /* what the client knows of its cluster was given to it */
+};
+
+struct mtd_xds {
+	struct mtd_control *ctl;
+	struct event_base *base;
+	/* The config's block, copied (a reload frees the config). */
+	struct mtd_cfg_addr server;
+	char *node_id, *zone;
+	struct mtd_cfg_tls *tls_cfg; /* the files, for comparing */
+	struct ssl_ctx_st *ssl_ctx;  /* NULL = h2c */
+	struct mtd_gcli *conn;
+	struct mtd_gcli_call *ads;
+	bool node_sent; /* on this stream */
+	struct event *retry, *sync_ev;
+	unsigned failures; /* streams in a row without a response */
+	char *down_why;    /* why the last stream ended, NULL = never */
+	struct xds_type t[N_TYPES];
+	struct xds_cl *cls; /* sorted by name */
+	size_t n_cls;
+	struct xds_cla *clas; /* sorted by name */
+	size_t n_clas;
+	struct xds_bind **binds;
+	size_t n_binds;
+	uint64_t next_gen;
+};
+
+static void connect_now(struct mtd_xds *x);
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static void stamp_put(struct xds_stamp *st)
+{
+	if (st == NULL || --st->refs > 0)
+		return;
+	free(st->version);
+	free(st->nonce);
+	free(st);
+}
+
+/* slot takes a reference on the response's stamp, made at its first use
+ * (*st); out of memory leaves slot as it was (a display only). */
+static void stamp_take(struct xds_stamp **slot, struct xds_stamp **st,
+                       const Envoy__Service__Discovery__V3__DiscoveryResponse *r)
+{
+	if (*st == NULL) {
+		struct xds_stamp *n = calloc(1, sizeof(*n));
+		if (n == NULL || (n->version = strdup(r->version_info)) == NULL ||
+		    (n->nonce = strdup(r->nonce)) == NULL) {
+			if (n != NULL)
+				free(n->version);
+			free(n);
+			return;
+		}
+		n->refs = 1; /* the response's own, dropped when it is done */
+		*st = n;
+	}
+	(*st)->refs++;
+	stamp_put(*slot);
+	*slot = *st;
+}
+
+static void set_str(char **slot, const char *s)
+{
+	char *c = s != NULL ? strdup(s) : NULL;
+
+	if (s != NULL && c == NULL)
+		return; /* out of memory: keep the old text, a display only */
+	free(*slot);
+	*slot = c;
+}
+
+static int cmp_name(const void *key, const void *elem)
+{
+	return strcmp(key, *(char *const *)elem); /* every table entry starts with its name */
+}
+
+static struct xds_cl *find_cl(struct mtd_xds *x, const char *name)
+{
+	return x->n_cls ? bsearch(name, x->cls, x->n_cls, sizeof(*x->cls), cmp_name) : NULL;
+}
+
+static struct xds_cla *find_cla(struct mtd_xds *x, const char *name)
+{
+	return x->n_clas ? bsearch(name, x->clas, x->n_clas, sizeof(*x->clas), cmp_name) : NULL;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void cl_clear(struct xds_cl *e)
+{
+	free(e->name);
+	mtd_xds_cluster_clear(&e->c);
+	stamp_put(e->stamp);
+	free(e->nack);
+	memset(e, 0, sizeof(*e));
+}
+
+static void cla_clear(struct xds_cla *e)
+{
+	free(e->name);
+	mtd_xds_cla_free(e->cla);
+	stamp_put(e->stamp);
+	free(e->nack);
+	memset(e, 0, sizeof(*e));
+}
+
+/* ---- the services ------------------------------------------------------------- */
+
+static bool lb_same(const struct mtd_lb_config *a, const struct mtd_lb_config *b)
+{
+	return a->ops == b->ops && a->choice_count == b->choice_count && a->ring_points == b->ring_points &&
+	       a->table_size == b->table_size && a->bounded_load_factor == b->bounded_load_factor &&
+	       a->warmup.duration_ms == b->warmup.duration_ms && a->warmup.curve == b->warmup.curve &&
+	       a->decay_ms == b->decay_ms && a->active_request_bias == b->active_request_bias;
+}
+
+/* The service's config as cluster c says (for a set of n endpoints):
+ * its policy always (lb_policy has a default), the rest where the cluster
+ * sets it. A method whose lb is the service's copy follows the cluster
+ * too; one with its own keeps it. NULL when out of memory. */
+static struct mtd_rt_over *over_new(const struct mtd_cfg_service *base, const struct xds_cl *cl, size_t n)
+{
+	const struct mtd_xds_cluster *c = &cl->c;
+	struct mtd_rt_over *o = calloc(1, sizeof(*o));
+	struct mtd_lb_config lb = c->lb;
+
+	if (o == NULL)
+		return NULL;
+	mtd_ref_init(&o->ref);
+	o->base = base;
+	lb.n_workers = base->lb.n_workers;
+	lb.hot_keys = base->lb.hot_keys;
+	lb.hot_keys.spread = 0;
+	if (c->ring_min != 0)
+		lb.ring_points = mtd_xds_ring_points(c, n);
+	o->tag = cl->gen << 24 ^ lb.ring_points;
+	o->svc = *base;
+	o->svc.lb = lb;
+	if (c->connect_timeout_ms > 0)
+		o->svc.upstream.connect_timeout_ms = c->connect_timeout_ms;
+	if (c->circuit.max_calls != 0)
+		o->svc.circuit.max_calls = c->circuit.max_calls;
+	if (c->circuit.max_pending != 0)
+		o->svc.circuit.max_pending = c->circuit.max_pending;
+	if (c->outlier.enabled)
+		o->svc.outlier = c->outlier;
+	if (base->n_methods > 0) {
+		o->methods = calloc(base->n_methods, sizeof(*o->methods));
+		if (o->methods == NULL)
+			goto oom;
+		for (size_t i = 0; i < base->n_methods; i++) {
+			o->methods[i] = base->methods[i];
+			if (lb_same(&base->methods[i].lb, &base->lb))
+				o->methods[i].lb = lb;
+		}
+		o->svc.methods = o->methods;
+	}
+	if (c->tls != NULL) {
+		o->tls = calloc(1, sizeof(*o->tls));
+		if (o->tls == NULL)
+			goto oom;
+		o->tls->ca_file = c->tls->ca_file ? strdup(c->tls->ca_file) : NULL;
+		o->tls->cert_file = c->tls->cert_file ? strdup(c->tls->cert_file) : NULL;
+		o->tls->key_file = c->tls->key_file ? strdup(c->tls->key_file) : NULL;
+		o->tls->server_name = c->tls->server_name ? strdup(c->tls->server_name) : NULL;
+		o->tls->server_identity = c->tls->server_identity ? strdup(c->tls->server_identity) : NULL;
+		if ((c->tls->ca_file && !o->tls->ca_file) || (c->tls->cert_file && !o->tls->cert_file) ||
+		    (c->tls->key_file && !o->tls->key_file) || (c->tls->server_name && !o->tls->server_name) ||
+		    (c->tls->server_identity && !o->tls->server_identity))
+			goto oom;
+		o->svc.tls = o->tls;
+	}
+	return o;
+oom:
+	mtd_rt_over_unref(o);
+	return NULL;
+}
+
+/* Give bound service b what its cluster holds now, in batch bt (one
+ * snapshot for every service a response changes). */
+static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bind *b)
+{
+	const struct xds_cl *cl = find_cl(x, b->cluster);
+	const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
+	static const struct mtd_disc_endpoint none[1];
+	char why[1200];
+
+	b->applied = true;
+	if (cl != NULL && cl->removed) {
+		snprintf(why, sizeof(why), "xds: cluster %s was removed by %s", b->cluster, x->server.text);
+		mtd_control_batch_set(bt, b->service, NULL, none, 0, why);
+		return;
+	}
+	if (cl == NULL || !cl->have) {
+		/* Nothing good yet: what a reload carried over serves on. */
+		snprintf(why, sizeof(why), "xds: %s cluster %s from %s",
+		         cl != NULL && cl->nack ? "refused" : "waiting for", b->cluster, x->server.text);
+		mtd_control_batch_set(bt, b->service, NULL, NULL, 0, why);
+		return;
+	}
+	if (ea == NULL || ea->cla == NULL) {
+		snprintf(why, sizeof(why), "xds: waiting for the endpoints of cluster %s (EDS %s) from %s", b->cluster,
+		         cl->c.eds_name, x->server.text);
+		mtd_control_batch_set(bt, b->service, NULL, NULL, 0, why);
+		return;
+	}
+	const struct mtd_xds_cla *c = ea->cla;
+	struct mtd_disc_endpoint *eps = calloc(c->n ? c->n : 1, sizeof(*eps));
+	struct mtd_rt_over *over = over_new(&x->ctl->rt->cfg->services[b->service], cl, c->n);
+	if (eps == NULL || over == NULL) {
+		MTD_ERROR("xds: service %s: out of memory: its endpoint set stays as it was", b->svc_name);
+		free(eps);
+		mtd_rt_over_unref(over);
+		return;
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		eps[i].address = c->eps[i].address;
+		eps[i].weight = c->eps[i].weight;
+		eps[i].zone = c->eps[i].zone;
+		(void)mtd_xds_sockaddr(c->eps[i].address, &eps[i].sa, &eps[i].salen); /* canonical: parses */
+	}
+	if (c->n == 0)
+		snprintf(why, sizeof(why), "xds: cluster %s has no endpoint that may be picked", b->cluster);
+	if (mtd_control_batch_set(bt, b->service, over, eps, c->n, c->n == 0 ? why : NULL) == 0) {
+		struct mtd_mx_disc *mx = mtd_metrics_disc(b->svc_name, "xds");
+		if (mx != NULL) {
+			mx->endpoints = c->n;
+			mx->last_sync_ms = mtd_wall_ms();
+		}
+	}
+	free(eps);
+}
+
+/* The services not given anything yet (just bound). */
+static void apply_new(struct mtd_xds *x)
+{
+	struct mtd_rt_batch *bt = NULL;
+
+	for (size_t i = 0; i < x->n_binds; i++) {
+		if (x->binds[i]->applied)
+			continue;
+		if (bt == NULL && (bt = mtd_control_batch_begin(x->ctl)) == NULL)
+			return;
+		apply_bind(x, bt, x->binds[i]);
+	}
+	if (bt != NULL)
+		mtd_control_batch_publish(x->ctl, bt);
+}
+
+/* The services whose cluster or assignment the response at hand changed
+ * (dirty), and only those: one pass over the services, each looking its
+ * cluster up (no scan per resource: a push of every cluster stays
+ * O(services log clusters) here), and one snapshot for all of them. */
+static void apply_dirty(struct mtd_xds *x)
+{
+	struct mtd_rt_batch *bt = NULL;
+
+	for (size_t i = 0; i < x->n_binds; i++) {
+		const struct xds_cl *cl = find_cl(x, x->binds[i]->cluster);
+		const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
+
+		if (cl == NULL || !(cl->dirty || (ea != NULL && ea->dirty)))
+			continue;
+		if (bt == NULL && (bt = mtd_control_batch_begin(x->ctl)) == NULL)
+			break;
+		apply_bind(x, bt, x->binds[i]);
+	}
+	if (bt != NULL)
+		mtd_control_batch_publish(x->ctl, bt);
+	for (size_t i = 0; i < x->n_cls; i++)
+		x->cls[i].dirty = false;
+	for (size_t i = 0; i < x->n_clas; i++)
+		x->clas[i].dirty = false;
+}
+
+/* ---- subscriptions ------------------------------------------------------------ */
+
+/* The names type t wants now, sorted and unique (borrowed from the
+ * tables). NULL with *n = 0 when none; -1 on out of memory. */
+static int wanted(struct mtd_xds *x, int t, const char ***out, size_t *n)
+{
+	size_t cap = t == T_CDS ? x->n_binds : x->n_cls, k = 0;
+	const char **v;
+
+	*out = NULL;
+	*n = 0;
+	if (cap == 0)
+		return 0;
+	v = calloc(cap, sizeof(*v));
+	if (v == NULL)
+		return -1;
+	for (size_t i = 0; i < cap; i++) {
+		if (t == T_CDS)
+			v[k++] = x->binds[i]->cluster;
+		else if (x->cls[i].have)
+			v[k++] = x->cls[i].c.eds_name;
+	}
+	qsort(v, k, sizeof(*v), cmp_str);
+	size_t u = 0;
+	for (size_t i = 0; i < k; i++)
+		if (u == 0 || strcmp(v[u - 1], v[i]) != 0)
+			v[u++] = v[i];
+	*out = v;
+	*n = u;
+	return 0;
+}
+
+/* Make the table of type t hold exactly the names wanted (entries kept by
+ * name). true when the set of names changed; out of memory leaves the
+ * table as it was (logged). */
+static bool retable(struct mtd_xds *x, int t)
+{
+	const char **names;
+	char **fresh = NULL;
+	void *next = NULL;
+	size_t n, esz = t == T_CDS ? sizeof(struct xds_cl) : sizeof(struct xds_cla);
+	bool changed;
+
+	if (wanted(x, t, &names, &n) != 0)
+		goto oom;
+	/* Every allocation first: nothing moves unless all succeeded. */
+	fresh = calloc(n ? n : 1, sizeof(*fresh));
+	next = calloc(n ? n : 1, esz);
+	if (fresh == NULL || next == NULL)
+		goto oom;
+	changed = n != (t == T_CDS ? x->n_cls : x->n_clas);
+	for (size_t i = 0; i < n; i++) {
+		bool known = t == T_CDS ? find_cl(x, names[i]) != NULL : find_cla(x, names[i]) != NULL;
+		if (!known && (fresh[i] = strdup(names[i])) == NULL)
+			goto oom;
+		changed |= !known;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (t == T_CDS) {
+			struct xds_cl *e = (struct xds_cl *)next + i, *old = find_cl(x, names[i]);
+			if (old != NULL) {
+				*e = *old;
+				/* Moved; its name stays for the lookups of the rest. */
+				memset(old, 0, sizeof(*old));
+				old->name = e->name;
+			} else {
+				e->name = fresh[i];
+			}
+		} else {
+			struct xds_cla *e = (struct xds_cla *)next + i, *old = find_cla(x, names[i]);
+			if (old != NULL) {
+				*e = *old;
+				memset(old, 0, sizeof(*old));
+				old->name = e->name;
+			} else {
+				e->name = fresh[i];
+			}
+		}
+	}
+	/* The old tables: an entry that moved kept only its name, which the
+	 * new table owns now; the others (names no longer wanted) are freed. */
+	if (t == T_CDS) {
+		for (size_t i = 0; i < x->n_cls; i++)
+			if (n == 0 || !bsearch(x->cls[i].name, next, n, esz, cmp_name))
+				cl_clear(&x->cls[i]);
+		free(x->cls);
+		x->cls = next;
+		x->n_cls = n;
+	} else {
+		for (size_t i = 0; i < x->n_clas; i++)
+			if (n == 0 || !bsearch(x->clas[i].name, next, n, esz, cmp_name))
+				cla_clear(&x->clas[i]);
+		free(x->clas);
+		x->clas = next;
+		x->n_clas = n;
+	}
+	free(fresh);
+	free(names);
+	return changed;
+oom:
+	MTD_ERROR("xds: out of memory: subscriptions unchanged");
+	for (size_t i = 0; fresh != NULL && i < n; i++)
+		free(fresh[i]);
+	free(fresh);
+	free(next);
+	free(names);
+	return false;
+}
+
+/* Send type t's request on the stream: the names in its table, the
+ * version last accepted, the nonce of the response it answers (nonce
+ * NULL: none, a new subscription), a NACK's text. */
+static void send_request(struct mtd_xds *x, int t, const char *nack)
+{
+	Envoy__Service__Discovery__V3__DiscoveryRequest req = ENVOY__SERVICE__DISCOVERY__V3__DISCOVERY_REQUEST__INIT;
+	Envoy__Config__Core__V3__Node node = ENVOY__CONFIG__CORE__V3__NODE__INIT;
+	Envoy__Config__Core__V3__Locality loc = ENVOY__CONFIG__CORE__V3__LOCALITY__INIT;
+	Google__Rpc__Status st = GOOGLE__RPC__STATUS__INIT;
+	size_t n = t == T_CDS ? x->n_cls : x->n_clas;
+	char **names;
+
+	/* No name: nothing to ask (an empty CDS list would be a wildcard,
+	 * every cluster the server has). */
+	if (x->ads == NULL || n == 0)
+		return;
+	names = calloc(n, sizeof(*names));
+	if (names == NULL) {
+		MTD_ERROR("xds: out of memory: a %s request not sent", type_name[t]);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		names[i] = t == T_CDS ? x->cls[i].name : x->clas[i].name;
+	req.type_url = (char *)type_url[t];
+	req.n_resource_names = n;
+	req.resource_names = names;
+	req.version_info = x->t[t].version != NULL ? x->t[t].version : (char *)"";
+	req.response_nonce = x->t[t].nonce != NULL ? x->t[t].nonce : (char *)"";
+	if (!x->node_sent) {
+		node.id = x->node_id;
+		node.cluster = (char *)"";
+		node.user_agent_name = (char *)USER_AGENT;
+		node.user_agent_version_type_case =
+		        ENVOY__CONFIG__CORE__V3__NODE__USER_AGENT_VERSION_TYPE_USER_AGENT_VERSION;
+		node.user_agent_version = (char *)PACKAGE_VERSION;
+		if (x->zone != NULL) {
+			loc.zone = x->zone;
+			node.locality = &loc;
+		}
+		req.node = &node;
+	}
+	if (nack != NULL) {
+		st.code = 3; /* INVALID_ARGUMENT */
+		st.message = (char *)nack;
+		req.error_detail = &st;
+	}
+	if (mtd_gcli_call_send(x->ads, &req.base, false) == 0) {
+		x->node_sent = true;
+		x->t[t].subscribed = true;
+	} else {
+		MTD_ERROR("xds: cannot send a %s request (out of memory)", type_name[t]);
+	}
+	free(names);
+}
+
+/* The bindings changed (a service started or stopped): subscribe to what
+ * the services name now and give each bound service what is known. Run
+ * from an event, once for all the changes of one turn (a reload stops
+ * and starts every source). */
+static void sync_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_xds *x = arg;
+
+	(void)fd;
+	(void)what;
+	if (retable(x, T_CDS) && x->ads != NULL)
+		send_request(x, T_CDS, NULL);
+	if (retable(x, T_EDS) && x->ads != NULL)
+		send_request(x, T_EDS, NULL);
+	apply_new(x);
+}
+
+static void schedule_sync(struct mtd_xds *x)
+{
+	event_active(x->sync_ev, 0, 0);
+}
+
+void mtd_xds_sources_started(struct mtd_xds *x)
+{
+	if (x == NULL)
+		return;
+	event_del(x->sync_ev); /* done now, not again at the next turn */
+	sync_cb(-1, 0, x);
+}
+
+/* ---- responses ---------------------------------------------------------------- */
+
+/* A decoded response lives in an arena of mmap'd chunks, given back to
+ * the system whole when the response is done: its thousands of small
+ * pieces (each resource's bytes) left holes in the heap malloc kept
+ * (5,000 clusters of 10 endpoints: 290 B of private memory per cluster
+ * retained after the first push). */
+#define ARENA_CHUNK (1u << 20)
+
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t size, used;
+	max_align_t data[];
+};
+
+struct arena {
+	struct arena_chunk *head;
+};
+
+static void *arena_alloc(void *data, size_t size)
+{
+	struct arena *a = data;
+	struct arena_chunk *c = a->head;
+	size_t need = (size + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+
+	if (c == NULL || c->size - c->used < need) {
+		size_t total = sizeof(*c) + (need > ARENA_CHUNK ? need : ARENA_CHUNK);
+		void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return NULL;
+		c = m;
+		c->next = a->head;
+		c->size = total - sizeof(*c);
+		c->used = 0;
+		a->head = c;
+	}
+	void *p = (char *)c->data + c->used;
+	c->used += need;
+	return p;
+}
+
+static void arena_free(void *data, void *p)
+{
+	(void)data;
+	(void)p; /* all at once, arena_release */
+}
+
+static void arena_release(struct arena *a)
+{
+	while (a->head != NULL) {
+		struct arena_chunk *c = a->head;
+		a->head = c->next;
+		munmap(c, sizeof(*c) + c->size);
+	}
+}
+
+/* Append "name: why" to the NACK text. */
+static void nack_add(char *buf, size_t *len, const char *name, const char *why)
+{
+	int k;
+
+	if (*len + 8 >= NACK_TEXT_MAX)
+		return;
+	k = snprintf(buf + *len, NACK_TEXT_MAX - *len, "%s%s: %s", *len ? "; " : "", name, why);
+	if (k > 0)
+		*len += (size_t)k < NACK_TEXT_MAX - *len ? (size_t)k : NACK_TEXT_MAX - *len - 1;
+}
+
+static void log_nack(struct mtd_xds *x, int t, const char *text)
+{
+	int64_t now = mtd_mono_ms();
+	struct xds_type *ty = &x->t[t];
+
+	if (ty->nack_logged_ms != 0 && now - ty->nack_logged_ms < 1000) {
+		ty->nacks_unlogged++;
+		return;
+	}
+	if (ty->nacks_unlogged > 0)
+		MTD_WARN("xds: NACK of %s resources from %s (%llu more since the last line): %s", type_name[t],
+		         x->server.text, (unsigned long long)ty->nacks_unlogged, text);
+	else
+		MTD_WARN("xds: NACK of %s resources from %s: %s", type_name[t], x->server.text, text);
+	ty->nack_logged_ms = now;
+	ty->nacks_unlogged = 0;
+}
+
+/* A resource's name for a NACK, even when the rest does not translate. */
+static void name_of(const char *url, const ProtobufCBinaryData *v, char *name, size_t cap)
+{
+	if (mtd_xds_resource_name(url, v->data, v->len, name, cap) != 0)
+		snprintf(name, cap, "(unnamed)");
+}
+
+/* CDS: state of the world. The clusters whose translation changed (or
+ * that went) are given to their services. */
+static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
+                        size_t *nack_len, struct xds_stamp **st)
+{
+	bool *seen = calloc(x->n_cls ? x->n_cls : 1, sizeof(*seen));
+	size_t n_changed = 0;
+	char why[1024], name[MTD_XDS_NAME_MAX + 1];
+
+	if (seen == NULL) {
+		nack_add(nack, nack_len, "(response)", "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < r->n_resources; i++) {
+		const Google__Protobuf__Any *any = r->resources[i];
+		struct mtd_xds_cluster c;
+
+		if (strcmp(any->type_url, MTD_XDS_TYPE_CLUSTER) != 0) {
+			nack_add(nack, nack_len, "(resource)", "not a Cluster");
+			continue;
+		}
+		int rc = mtd_xds_cluster_parse(any->value.data, any->value.len, &c, why, sizeof(why));
+		if (rc != 0) {
+			name_of(MTD_XDS_TYPE_CLUSTER, &any->value, name, sizeof(name));
+			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
+			struct xds_cl *e = find_cl(x, name);
+			if (e != NULL) {
+				seen[e - x->cls] = true; /* present, refused: the last good stays */
+				set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
+			}
+			continue;
+		}
+		struct xds_cl *e = find_cl(x, c.name);
+		if (e == NULL) {
+			mtd_xds_cluster_clear(&c); /* not asked for: a server may send more */
+			continue;
+		}
+		if (seen[e - x->cls]) {
+			nack_add(nack, nack_len, c.name, "sent twice in one response");
+			mtd_xds_cluster_clear(&c);
+			continue;
+		}
+		seen[e - x->cls] = true;
+		set_str(&e->nack, NULL);
+		stamp_take(&e->stamp, st, r);
+		if (e->have && mtd_xds_cluster_equal(&e->c, &c)) {
+			mtd_xds_cluster_clear(&c);
+			continue;
+		}
+		mtd_xds_cluster_clear(&e->c);
+		e->c = c;
+		e->have = true;
+		e->removed = false;
+		e->gen = ++x->next_gen;
+		e->dirty = true;
+		n_changed++;
+	}
+	/* A cluster the response lacks is gone (CDS is state of the world). */
+	for (size_t i = 0; i < x->n_cls; i++) {
+		if (seen[i] || !x->cls[i].have)
+			continue;
+		MTD_WARN("xds: cluster %s is no longer served by %s: its services have no endpoints", x->cls[i].name,
+		         x->server.text);
+		mtd_xds_cluster_clear(&x->cls[i].c);
+		x->cls[i].have = false;
+		x->cls[i].removed = true;
+		x->cls[i].dirty = true;
+		n_changed++;
+	}
+	if (n_changed > 0) {
+		/* EDS names follow the clusters: subscribe before applying, so a
+		 * service on a new EDS name waits for it. */
+		if (retable(x, T_EDS))
+			x->t[T_EDS].subscribed = false;
+		apply_dirty(x);
+	}
+out:
+	free(seen);
+}
+
+/* EDS: an assignment in the response replaces the last good one of its
+ * name; a name it lacks keeps its own. */
+static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
+                         size_t *nack_len, struct xds_stamp **st)
+{
+	char why[1024], name[MTD_XDS_NAME_MAX + 1];
+
+	for (size_t i = 0; i < r->n_resources; i++) {
+		const Google__Protobuf__Any *any = r->resources[i];
+		struct mtd_xds_cla *c;
+
+		if (strcmp(any->type_url, MTD_XDS_TYPE_ENDPOINT) != 0) {
+			nack_add(nack, nack_len, "(resource)", "not a ClusterLoadAssignment");
+			continue;
+		}
+		int rc = mtd_xds_cla_parse(any->value.data, any->value.len, &c, why, sizeof(why));
+		if (rc != 0) {
+			name_of(MTD_XDS_TYPE_ENDPOINT, &any->value, name, sizeof(name));
+			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
+			struct xds_cla *e = find_cla(x, name);
+			if (e != NULL)
+				set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
+			continue;
+		}
+		struct xds_cla *e = find_cla(x, c->name);
+		if (e == NULL) {
+			mtd_xds_cla_free(c);
+			continue;
+		}
+		set_str(&e->nack, NULL);
+		stamp_take(&e->stamp, st, r);
+		mtd_xds_cla_free(e->cla);
+		e->cla = c;
+		e->dirty = true;
+	}
+	/* The services of every cluster on these EDS names, and only those. */
+	apply_dirty(x);
+}
+
+static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg)
+{
+	struct mtd_xds *x = arg;
+	Envoy__Service__Discovery__V3__DiscoveryResponse *r;
+	char *nack;
+	size_t nack_len = 0;
+	int t;
+
+	(void)call;
+	struct arena ar = {NULL};
+	ProtobufCAllocator alloc = {arena_alloc, arena_free, &ar};
+	r = envoy__service__discovery__v3__discovery_response__unpack(&alloc, len, msg);
+	if (r == NULL) {
+		MTD_WARN("xds: a DiscoveryResponse from %s does not decode (%zu bytes): ignored", x->server.text, len);
+		arena_release(&ar);
+		return;
+	}
+	x->failures = 0;
+	for (t = 0; t < N_TYPES && strcmp(r->type_url, type_url[t]) != 0; t++)
+		;
+	if (t == N_TYPES) {
+		MTD_WARN("xds: a response of type %.200s from %s, never asked for: ignored", r->type_url,
+		         x->server.text);
+		arena_release(&ar);
+		return;
+	}
+	nack = calloc(1, NACK_TEXT_MAX);
+	if (nack == NULL) {
+		arena_release(&ar);
+		return; /* unanswered: the server sends again or waits */
+	}
+	mtd_metrics_xds()->updates[t]++;
+	struct xds_stamp *st = NULL;
+	if (t == T_CDS)
+		on_clusters(x, r, nack, &nack_len, &st);
+	else
+		on_endpoints(x, r, nack, &nack_len, &st);
+	stamp_put(st); /* the resources that came hold their own */
+	set_str(&x->t[t].nonce, r->nonce);
+	if (nack_len == 0) {
+		set_str(&x->t[t].version, r->version_info);
+		set_str(&x->t[t].nack, NULL);
+		mtd_metrics_xds()->acks++;
+		send_request(x, t, NULL);
+	} else {
+		set_str(&x->t[t].nack, nack);
+		mtd_metrics_xds()->nacks++;
+		log_nack(x, t, nack);
+		send_request(x, t, nack);
+	}
+	/* New EDS names (a cluster came or changed its service_name). */
+	if (t == T_CDS && !x->t[T_EDS].subscribed)
+		send_request(x, T_EDS, NULL);
+	free(nack);
+	arena_release(&ar);
+}
+
+/* ---- the connection ----------------------------------------------------------- */
+
+static void stream_lost(struct mtd_xds *x, const char *why)
+{
+	if (x->down_why == NULL || strcmp(x->down_why, why) != 0 || x->failures == 0)
+		MTD_WARN("xds: %s: %s; the last good resources stay in force", x->server.text, why);
+	set_str(&x->down_why, why);
+	mtd_gcli_free(x->conn); /* cancels the call without a callback */
+	x->conn = NULL;
+	x->ads = NULL;
+	mtd_metrics_xds()->connected = false;
+	/* Jittered exponential backoff: the first retry within 1 s. */
+	unsigned k = x->failures < 5 ? x->failures : 5;
+	int64_t cap = (int64_t)BACKOFF_FIRST_MS << k;
+	if (cap > BACKOFF_MAX_MS)
+		cap = BACKOFF_MAX_MS;
+	int64_t ms = cap / 2 + (int64_t)(random() % (cap / 2 + 1));
+	x->failures++;
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+	if (evtimer_add(x->retry, &tv) != 0)
+		MTD_ERROR("xds: cannot arm the retry timer: no reconnection");
+}
+
+static void on_close(struct mtd_gcli_call *call, int status, const char *message, void *arg)
+{
+	struct mtd_xds *x = arg;
+	char why[512];
+
+	(void)call;
+	x->ads = NULL; /* freed by gclient when this returns */
+	snprintf(why, sizeof(why), "the ADS stream ended: status %d%s%.400s", status, message[0] ? ", " : "", message);
+	stream_lost(x, why);
+}
+
+static void on_down(struct mtd_gcli *c, const char *reason, void *arg)
+{
+	struct mtd_xds *x = arg;
+
+	(void)c;
+	stream_lost(x, reason);
+}
+
+static void on_up(struct mtd_gcli *c, void *arg)
+{
+	struct mtd_xds *x = arg;
+
+	(void)c;
+	if (x->down_why != NULL)
+		MTD_INFO("xds: connected to %s again", x->server.text);
+	mtd_metrics_xds()->connected = true;
+}
+
+static const struct mtd_gcli_cbs conn_cbs = {on_up, on_down};
+static const struct mtd_gcli_call_cbs call_cbs = {on_msg, on_close};
+
+static void connect_now(struct mtd_xds *x)
+{
+	struct ssl_st *ssl = NULL;
+
+	if (x->ssl_ctx != NULL) {
+		ssl = mtd_tls_client_ssl_new(x->ssl_ctx,
+		                             x->tls_cfg->server_name ? x->tls_cfg->server_name : x->server.host);
+		if (ssl == NULL) {
+			stream_lost(x, "TLS: out of memory");
+			return;
+		}
+	}
+	x->conn = mtd_gcli_new(x->base, (const struct sockaddr *)&x->server.sa, x->server.salen, x->server.text, ssl,
+	                       CONNECT_TIMEOUT_MS, KEEPALIVE_MS, &conn_cbs, x);
+	if (x->conn == NULL) {
+		stream_lost(x, "cannot create a connection");
+		return;
+	}
+	x->ads = mtd_gcli_call_start(x->conn, ADS_PATH, NULL, &call_cbs, x);
+	if (x->ads == NULL) {
+		stream_lost(x, "cannot start the ADS stream (out of memory)");
+		return;
+	}
+	x->node_sent = false;
+	for (int t = 0; t < N_TYPES; t++) {
+		x->t[t].subscribed = false;
+		/* A nonce belongs to its stream; the versions carry over. */
+		set_str(&x->t[t].nonce, NULL);
+	}
+	if (x->n_cls > 0)
+		send_request(x, T_CDS, NULL);
+	if (x->n_clas > 0)
+		send_request(x, T_EDS, NULL);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	connect_now(arg);
+}
+
+/* ---- lifetime ----------------------------------------------------------------- */
+
+static bool same_text(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static bool same_tls(const struct mtd_cfg_tls *a, const struct mtd_cfg_tls *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return same_text(a->ca_file, b->ca_file) && same_text(a->cert_file, b->cert_file) &&
+	       same_text(a->key_file, b->key_file) && same_text(a->server_name, b->server_name);
+}
+
+static bool same_config(const struct mtd_xds *x, const struct mtd_cfg_xds *c)
+{
+	return x != NULL && c != NULL && strcmp(x->server.text, c->server.text) == 0 &&
+	       same_text(x->node_id, c->node_id) && same_text(x->zone, c->zone) && same_tls(x->tls_cfg, c->tls);
+}
+
+static struct mtd_cfg_tls *tls_copy(const struct mtd_cfg_tls *t)
+{
+	struct mtd_cfg_tls *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	c->ca_file = t->ca_file ? strdup(t->ca_file) : NULL;
+	c->cert_file = t->cert_file ? strdup(t->cert_file) : NULL;
+	c->key_file = t->key_file ? strdup(t->key_file) : NULL;
+	c->server_name = t->server_name ? strdup(t->server_name) : NULL;
+	if ((t->ca_file && !c->ca_file) || (t->cert_file && !c->cert_file) || (t->key_file && !c->key_file) ||
+	    (t->server_name && !c->server_name)) {
+		free(c->ca_file);
+		free(c->cert_file);
+		free(c->key_file);
+		free(c->server_name);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void tls_copy_free(struct mtd_cfg_tls *c)
+{
+	if (c == NULL)
+		return;
+	free(c->ca_file);
+	free(c->cert_file);
+	free(c->key_file);
+	free(c->server_name);
+	free(c);
+}
+
+int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct mtd_xds **next, char *err, size_t errlen)
+{
+	const struct mtd_cfg_xds *c = cfg->xds;
+	struct mtd_xds *x;
+
+	*next = NULL;
+	if (c == NULL || same_config(ctl->xds, c))
+		return 0;
+	x = calloc(1, sizeof(*x));
+	if (x == NULL)
+		goto oom;
+	x->ctl = ctl;
+	x->base = mtd_control_base(ctl);
+	x->server = c->server;
+	x->server.text = strdup(c->server.text);
+	x->server.host = strdup(c->server.host);
+	x->node_id = strdup(c->node_id);
+	x->zone = c->zone != NULL ? strdup(c->zone) : NULL;
+	x->retry = evtimer_new(x->base, retry_cb, x);
+	x->sync_ev = event_new(x->base, -1, 0, sync_cb, x);
+	if (x->server.text == NULL || x->server.host == NULL || x->node_id == NULL || (c->zone && x->zone == NULL) ||
+	    x->retry == NULL || x->sync_ev == NULL)
+		goto oom;
+	if (c->tls != NULL) {
+		x->tls_cfg = tls_copy(c->tls);
+		if (x->tls_cfg == NULL)
+			goto oom;
+		char why[256];
+		x->ssl_ctx = mtd_tls_client_ctx_new(c->tls, why, sizeof(why));
+		if (x->ssl_ctx == NULL) {
+			snprintf(err, errlen, "xds.tls: %s", why);
+			mtd_xds_free(x);
+			return -1;
+		}
+	}
+	*next = x;
+	return 0;
+oom:
+	snprintf(err, errlen, "xds: out of memory");
+	mtd_xds_free(x);
+	return -1;
+}
+
+void mtd_xds_commit(struct mtd_control *ctl, struct mtd_xds *next)
+{
+	if (next == NULL) {
+		if (ctl->rt->cfg->xds == NULL && ctl->xds != NULL) {
+			MTD_INFO("xds: no xds block any more: the stream to %s closes", ctl->xds->server.text);
+			mtd_xds_free(ctl->xds);
+			ctl->xds = NULL;
+		}
+		return;
+	}
+	if (ctl->xds != NULL)
+		MTD_INFO("xds: the xds block changed: the stream to %s closes, one to %s opens", ctl->xds->server.text,
+		         next->server.text);
+	mtd_xds_free(ctl->xds);
+	ctl->xds = next;
+	MTD_INFO("xds: management server %s%s, node %s%s%s", next->server.text, next->ssl_ctx ? " (TLS)" : " (h2c)",
+	         next->node_id, next->zone ? ", zone " : "", next->zone ? next->zone : "");
+	connect_now(next);
+}
+
+void mtd_xds_free(struct mtd_xds *x)
+{
+	if (x == NULL)
+		return;
+	mtd_gcli_free(x->conn);
+	if (x->retry)
+		event_free(x->retry);
+	if (x->sync_ev)
+		event_free(x->sync_ev);
+	if (x->ssl_ctx)
+		mtd_tls_ctx_free(x->ssl_ctx);
+	tls_copy_free(x->tls_cfg);
+	free(x->server.text);
+	free(x->server.host);
+	free(x->node_id);
+	free(x->zone);
+	free(x->down_why);
+	for (int t = 0; t < N_TYPES; t++) {
+		free(x->t[t].version);
+		free(x->t[t].nonce);
+		free(x->t[t].nack);
+	}
+	for (size_t i = 0; i < x->n_cls; i++)
+		cl_clear(&x->cls[i]);
+	free(x->cls);
+	for (size_t i = 0; i < x->n_clas; i++)
+		cla_clear(&x->clas[i]);
+	free(x->clas);
+	/* Bindings belong to their sources, stopped before (sources.h). */
+	for (size_t i = 0; i < x->n_binds; i++)
+		x->binds[i]->x = NULL;
+	free(x->binds);
+	mtd_metrics_xds()->connected = false;
+	free(x);
+}
+
+/* ---- the per-service source ----------------------------------------------------- */
+
+static int xds_start(struct mtd_control *ctl, size_t service, const struct mtd_cfg_service *cfg, void **state)
+{
+	struct mtd_xds *x = ctl->xds;
+	struct xds_bind *b, **grown;
+
+	if (x == NULL) {
+		mtd_control_set_unavailable(ctl, service, "xds: no management server (the xds block failed to start)");
+		return -EINVAL;
+	}
+	b = calloc(1, sizeof(*b));
+	grown = realloc(x->binds, (x->n_binds + 1) * sizeof(*grown));
+	if (grown != NULL)
+		x->binds = grown;
+	if (b == NULL || grown == NULL || (b->cluster = strdup(cfg->xds_cluster)) == NULL) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->x = x;
+	b->service = service;
+	b->svc_name = cfg->name;
+	x->binds[x->n_binds++] = b;
+	/* Given what the client has at mtd_xds_sources_started, with every
+	 * other service started with it (one snapshot). Until then it keeps
+	 * what a reload carried over, or names what it waits for
+	 * (mtd_runtime_waiting, set when its snapshot was built). */
+	schedule_sync(x);
+	*state = b;
+	return 0;
+}
+
+static void xds_stop(void *state)
+{
+	struct xds_bind *b = state;
+	struct mtd_xds *x;
+
+	if (b == NULL)
+		return;
+	x = b->x;
+	if (x != NULL) {
+		for (size_t i = 0; i < x->n_binds; i++) {
+			if (x->binds[i] == b) {
+				x->binds[i] = x->binds[--x->n_binds];
+				break;
+			}
+		}
+		schedule_sync(x);
+	}
+	free(b->cluster);
+	free(b);
+}
+
+const struct mtd_disc_source_ops mtd_xds_source_ops = {
+        .name = "xds",
+        .start = xds_start,
+        .stop = xds_stop,
+};
+
+/* ---- /config_dump ----------------------------------------------------------------- */
+
+static void dump_opt(struct mtd_json *j, const char *key, const char *v)
+{
+	mtd_json_key(j, key);
+	if (v != NULL)
+		mtd_json_str(j, v);
+	else
+		mtd_json_null(j);
+}
+
+void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
+{
+	if (x == NULL) {
+		mtd_json_null(j);
+		return;
+	}
+	mtd_json_obj_begin(j);
+	dump_opt(j, "server", x->server.text);
+	mtd_json_key(j, "tls");
+	mtd_json_bool(j, x->ssl_ctx != NULL);
+	dump_opt(j, "node_id", x->node_id);
+	dump_opt(j, "zone", x->zone);
+	mtd_json_key(j, "connected");
+	mtd_json_bool(j, x->ads != NULL && mtd_metrics_xds()->connected);
+	dump_opt(j, "last_disconnect", x->down_why);
+	for (int t = 0; t < N_TYPES; t++) {
+		mtd_json_key(j, t == T_CDS ? "clusters" : "endpoints");
+		mtd_json_obj_begin(j);
+		mtd_json_key(j, "type_url");
+		mtd_json_str(j, type_url[t]);
+		dump_opt(j, "version", x->t[t].version);
+		dump_opt(j, "nonce", x->t[t].nonce);
+		dump_opt(j, "last_nack", x->t[t].nack);
+		mtd_json_key(j, "resources");
+		mtd_json_arr_begin(j);
+		size_t n = t == T_CDS ? x->n_cls : x->n_clas;
+		for (size_t i = 0; i < n; i++) {
+			mtd_json_obj_begin(j);
+			if (t == T_CDS) {
+				const struct xds_cl *e = &x->cls[i];
+				dump_opt(j, "name", e->name);
+				mtd_json_key(j, "state");
+				mtd_json_str(j, e->have ? "ACKED" : e->nack ? "NACKED" : "REQUESTED");
+				if (e->have) {
+					dump_opt(j, "eds_service_name", e->c.eds_name);
+					dump_opt(j, "lb_policy", e->c.lb.ops ? e->c.lb.ops->name : NULL);
+				}
+				dump_opt(j, "version", e->stamp ? e->stamp->version : NULL);
+				dump_opt(j, "nonce", e->stamp ? e->stamp->nonce : NULL);
+				dump_opt(j, "last_nack", e->nack);
+			} else {
+				const struct xds_cla *e = &x->clas[i];
+				dump_opt(j, "name", e->name);
+				mtd_json_key(j, "state");
+				mtd_json_str(j, e->cla ? "ACKED" : e->nack ? "NACKED" : "REQUESTED");
+				if (e->cla) {
+					mtd_json_key(j, "endpoints");
+					mtd_json_u64(j, e->cla->n);
+					mtd_json_key(j, "priority");
+					mtd_json_u64(j, e->cla->priority);
+					mtd_json_key(j, "not_picked");
+					mtd_json_u64(j, e->cla->n_skipped);
+				}
+				dump_opt(j, "version", e->stamp ? e->stamp->version : NULL);
+				dump_opt(j, "nonce", e->stamp ? e->stamp->nonce : NULL);
+				dump_opt(j, "last_nack", e->nack);
+			}
+			mtd_json_obj_end(j);
+		}
+		mtd_json_arr_end(j);
+		mtd_json_obj_end(j);
+	}
+	mtd_json_obj_end(j);
+}

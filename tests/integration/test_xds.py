@@ -1,0 +1,472 @@
+"""xDS discovery through the real maitred against tests/xds/server.js, a
+state-of-the-world ADS management server (test_xds_peers checks it
+against a real gRPC xDS client): clusters (CDS) and their endpoints (EDS)
+spread calls over grpcio upstreams; an endpoint added and removed under
+load without a failed call; a bad resource NACKed while the last good one
+serves; priority failover; the management server down and back with a
+changed assignment; a static service beside an xDS cluster of its name;
+TLS to the management server; a reload that keeps or restarts the stream.
+
+Every wait is bounded and only a hang guard: what is asserted is which
+instances calls reached, how many calls failed, and what maitred sent the
+server (ACKs, NACKs and their reasons, from the server's request log).
+"""
+
+import json
+import os
+import re
+
+import grpc
+
+from harness import MaitredTest, TestCA, maitred_only, pb, call_id, free_port, wait_until, CALL_LIMIT
+from test_admin import admin_request, samples, value
+from test_etcd import Load
+import xds
+from xds import XdsServer, acked, nacked, cluster, assignment, locality, lb_endpoint, bootstrap
+
+SVC = "maitred.testing.v1.Echo"
+WAIT = 30.0  # hang guard for a change to show up
+
+
+class XdsTest(MaitredTest):
+    def setUp(self):
+        super().setUp()
+        why = xds.node_missing()
+        if why:
+            self.fail(why)
+        self.server = XdsServer(self.tmp)
+        self.addCleanup(self.server.stop)
+
+    # --- helpers -------------------------------------------------------------
+
+    def xds_config(self, services=None, admin=False, **xds_block):
+        block = {"server": "127.0.0.1:%d" % self.server.port, "node_id": "maitred-1", "zone": "z1"}
+        block.update(xds_block)
+        top = {"xds": block}
+        if admin:
+            top["admin"] = "127.0.0.1:%d" % admin
+        return self.config(services or [{"name": SVC, "discovery": {"xds": {}}}], **top)
+
+    def spread(self, stub, n):
+        return [stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(n)]
+
+    def wait_set(self, stub, names, what):
+        """Until a window of calls reaches exactly the instances `names`
+        (failures meanwhile only mean "not yet")."""
+        want = set(names)
+        n = 4 * max(len(want), 1)
+
+        def reached():
+            try:
+                return set(self.spread(stub, n)) == want
+            except grpc.RpcError:
+                return False
+        wait_until(reached, WAIT, what, step=0.1)
+
+    def serve(self, ups, name=SVC, lb="ROUND_ROBIN", eds_name=None, **extra):
+        self.server.set("cluster", [cluster(name, lb_policy=lb, eds_name=eds_name, **extra)])
+        self.server.set("endpoint", [assignment(eds_name or name,
+                                                [locality([("127.0.0.1", u.port) for u in ups], zone="z1")])])
+
+    def log_lines(self, m, pattern):
+        return [line for line in m.proc.output().splitlines() if re.search(pattern, line)]
+
+    # --- the cases -------------------------------------------------------------
+
+    @maitred_only
+    def test_cds_and_eds_spread_calls_over_the_served_endpoints(self):
+        ups = [self.start_upstream(n) for n in "abc"]
+        self.server.start()
+        self.serve(ups, eds_name=SVC + "-eds")
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "abc", "calls spread over a, b and c")
+        got = self.spread(stub, 30)
+        self.assertEqual({i: got.count(i) for i in "abc"}, {"a": 10, "b": 10, "c": 10})
+        log = self.server.log()
+        self.assertTrue(any(acked(r, xds.CDS) for r in log), log)
+        self.assertTrue(any(acked(r, xds.EDS) for r in log), log)
+        # Exactly what the service names, then its EDS name; who we are.
+        cds = [r for r in log if r["type_url"] == xds.CDS]
+        eds = [r for r in log if r["type_url"] == xds.EDS]
+        self.assertEqual({tuple(r["resource_names"]) for r in cds}, {(SVC,)})
+        self.assertEqual({tuple(r["resource_names"]) for r in eds}, {(SVC + "-eds",)})
+        self.assertEqual({r["node_id"] for r in log}, {"maitred-1"})
+        self.assertEqual({r["zone"] for r in log}, {"z1"})
+        self.assertFalse([r for r in log if r["error_detail"]], "a NACK: %s" % log)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_maitred_and_a_real_xds_client_reach_the_same_upstreams(self):
+        """The same resources, read by maitred and by @grpc/grpc-js-xds (a
+        proxyless gRPC client, through the listener and route it needs):
+        both spread over the same upstreams, and both follow a change of
+        the assignment the same way."""
+        ups = [self.start_upstream(n) for n in "abc"]
+        self.server.start()
+        s = self.server
+        s.set("listener", [xds.listener(SVC, "routes-1")])
+        s.set("route", [xds.route_config("routes-1", [xds.route_to(SVC)])])
+        self.serve(ups, eds_name=SVC + "-eds")
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "abc", "maitred over a, b and c")
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="witness")
+        out = xds.run_client(boot, "xds:///" + SVC, 30)
+        self.assertEqual(out["ok"], 30, out)
+        self.assertEqual(sorted(out["instances"]), ["a", "b", "c"])
+        self.serve(ups[1:], eds_name=SVC + "-eds")
+        self.wait_set(stub, "bc", "maitred over b and c after the change")
+        out = xds.run_client(boot, "xds:///" + SVC, 20)
+        self.assertEqual(out["ok"], 20, out)
+        self.assertEqual(sorted(out["instances"]), ["b", "c"])
+        # maitred asked for the cluster and its assignment only, never the
+        # listener or the route it does not read yet.
+        mine = [r for r in self.server.log() if r["node_id"] == "maitred-1"]
+        self.assertEqual({r["type_url"] for r in mine}, {xds.CDS, xds.EDS})
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_unavailable_naming_xds_until_the_cluster_and_its_endpoints_arrive(self):
+        up = self.start_upstream("a")
+        self.server.start()
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.server.wait_for(lambda log: any(r["type_url"] == xds.CDS for r in log), WAIT, "a CDS request")
+        with self.assertRaises(grpc.RpcError) as e:
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("xds: waiting for", e.exception.details())
+        self.assertIn(SVC, e.exception.details())
+        self.server.set("cluster", [cluster(SVC)])
+        self.server.wait_for(lambda log: any(acked(r, xds.CDS) for r in log), WAIT, "the CDS ACK")
+
+        def waiting_for_endpoints():
+            try:
+                stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            except grpc.RpcError as err:
+                return "waiting for the endpoints of cluster" in err.details()
+            return False
+        wait_until(waiting_for_endpoints, WAIT, "UNAVAILABLE naming the awaited endpoints")
+        self.server.set("endpoint", [assignment(SVC, [locality([("127.0.0.1", up.port)])])])
+        self.wait_set(stub, "a", "a once its assignment came")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_an_endpoint_added_and_removed_under_load_fails_no_call(self):
+        a, b, c = (self.start_upstream(n) for n in "abc")
+        self.server.start()
+        self.serve([a, b])
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "a and b")
+        load = Load(self.echo(m))
+        self.serve([a, b, c])
+        self.wait_set(stub, "abc", "c added while calls run")
+        self.serve([b, c])
+        self.wait_set(stub, "bc", "a removed while calls run")
+        before = load.count()
+        wait_until(lambda: load.count() >= before + 20, WAIT, "more calls after the changes")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed while endpoints changed")
+        self.assertIn("c", load.instances)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_bad_resource_is_nacked_and_the_last_good_one_serves(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        admin = free_port()
+        self.server.start()
+        self.serve([a])
+        m = self.start_maitred(self.xds_config(admin=admin))
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        # An endpoint without a numeric address: the assignment is refused.
+        bad = assignment(SVC, [locality([lb_endpoint("a.example", b.port)])])
+        v = self.server.set("endpoint", [bad])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.EDS) for r in log), WAIT, "the EDS NACK")
+        nack = [r for r in log if nacked(r, xds.EDS)][0]
+        self.assertIn("is not a numeric IP", nack["error_detail"]["message"])
+        self.assertIn(SVC, nack["error_detail"]["message"])
+        self.assertEqual(nack["error_detail"]["code"], 3)
+        self.assertNotEqual(nack["version_info"], str(v), "a NACK names the last version accepted")
+        self.assertEqual(set(self.spread(stub, 10)), {"a"}, "the last good assignment serves on")
+        # An unsupported policy: the cluster is refused, the last good one serves.
+        self.server.set("cluster", [cluster(SVC, lb_policy="CLUSTER_PROVIDED")])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.CDS) for r in log), WAIT, "the CDS NACK")
+        self.assertIn("lb_policy", [r for r in log if nacked(r, xds.CDS)][0]["error_detail"]["message"])
+        self.assertEqual(set(self.spread(stub, 10)), {"a"})
+        self.assertTrue(self.log_lines(m, r"xds: NACK of endpoint resources .*is not a numeric IP"),
+                        m.proc.output())
+        # Figures and the dump say so.
+        metrics = admin_request(admin, "GET", "/metrics")[2]
+        self.assertGreaterEqual(value(samples(metrics), "maitred_xds_nacks_total"), 2)
+        self.assertGreaterEqual(value(samples(metrics), "maitred_xds_acks_total"), 2)
+        self.assertEqual(value(samples(metrics), "maitred_xds_connected"), 1)
+        dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]
+        self.assertIn("lb_policy", dump["clusters"]["last_nack"])
+        self.assertIn("numeric IP", dump["endpoints"]["resources"][0]["last_nack"])
+        self.assertEqual(dump["endpoints"]["resources"][0]["endpoints"], 1)
+        # A good one again: accepted and in force.
+        self.serve([b])
+        self.wait_set(stub, "b", "b after a good assignment again")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_the_clusters_policy_and_the_weights_decide_the_spread(self):
+        """The service's own lb is plain ROUND_ROBIN (weights ignored); the
+        cluster's ROUND_ROBIN is Envoy's, weighted: 3:1 endpoint weights
+        and then 1:3 locality weights show in the spread."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.server.set("cluster", [cluster(SVC)])
+        self.server.set("endpoint", [assignment(SVC, [locality([lb_endpoint("127.0.0.1", a.port, weight=3),
+                                                                lb_endpoint("127.0.0.1", b.port, weight=1)])])])
+        svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"}, "discovery": {"xds": {}}}
+        m = self.start_maitred(self.xds_config([svc]))
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "a and b")
+        got = self.spread(stub, 40)
+        self.assertEqual((got.count("a"), got.count("b")), (30, 10), got)
+        self.assertTrue(self.log_lines(m, r"service %s: 2 endpoints, policy WEIGHTED_ROUND_ROBIN" % re.escape(SVC)),
+                        m.proc.output())
+        self.server.set("endpoint", [assignment(SVC, [locality([("127.0.0.1", a.port)], zone="z1", weight=1),
+                                                      locality([("127.0.0.1", b.port)], zone="z2", weight=3)])])
+
+        def b_three_of_four():
+            got = self.spread(stub, 40)
+            return (got.count("a"), got.count("b")) == (10, 30)
+        wait_until(b_three_of_four, WAIT, "the locality weights' 1:3 spread")
+        # Another policy from the cluster: LEAST_REQUEST, in force.
+        self.server.set("cluster", [cluster(SVC, lb_policy="LEAST_REQUEST",
+                                            least_request_lb_config={"choice_count": 2})])
+        wait_until(lambda: self.log_lines(m, r"service %s: 2 endpoints, policy LEAST_REQUEST" % re.escape(SVC)),
+                   WAIT, "the cluster's new policy")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_the_clusters_circuit_breaker_limits_the_calls_in_flight(self):
+        """circuit_breakers.thresholds max_requests 2 (the service's own
+        config has no circuit breaker): a third call while two are held
+        ends RESOURCE_EXHAUSTED."""
+        up = self.start_upstream("a")
+        self.server.start()
+        self.serve([up], circuit_breakers={"thresholds": [{"max_requests": 2}]})
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        ids = [call_id() for _ in range(2)]
+        futs = [stub.Unary.future(pb.EchoRequest(call_id=c, hold=True), timeout=CALL_LIMIT) for c in ids]
+        for c in ids:
+            self.assertTrue(up.wait_call(c).started)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(payload=b"x"), timeout=CALL_LIMIT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        for c in ids:
+            up.release(c)
+        for f in futs:
+            f.result()
+        self.assertEqual(set(self.spread(stub, 3)), {"a"})
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_cluster_the_server_stops_sending_leaves_its_service_without_endpoints(self):
+        a = self.start_upstream("a")
+        self.server.start()
+        self.serve([a])
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        self.server.set("cluster", [])
+
+        def removed():
+            try:
+                stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            except grpc.RpcError as e:
+                return e.code() == grpc.StatusCode.UNAVAILABLE and "was removed by" in e.details()
+            return False
+        wait_until(removed, WAIT, "UNAVAILABLE naming the removed cluster")
+        self.serve([a])
+        self.wait_set(stub, "a", "a again once the cluster is back")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_priority_one_serves_while_priority_zero_has_no_healthy_endpoint(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.server.set("cluster", [cluster(SVC)])
+
+        def cla(a_health):
+            return assignment(SVC, [locality([lb_endpoint("127.0.0.1", a.port, health=a_health)], zone="z1"),
+                                    locality([("127.0.0.1", b.port)], zone="z2", priority=1)])
+        self.server.set("endpoint", [cla("HEALTHY")])
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "priority 0 only")
+        self.server.set("endpoint", [cla("UNHEALTHY")])
+        self.wait_set(stub, "b", "priority 1 while priority 0 has no healthy endpoint")
+        self.server.set("endpoint", [cla("DRAINING")])
+        self.assertEqual(set(self.spread(stub, 10)), {"b"})
+        self.server.set("endpoint", [cla("HEALTHY")])
+        self.wait_set(stub, "a", "back to priority 0")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_the_server_down_and_back_with_a_changed_assignment(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.serve([a])
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        self.server.stop()
+        # The last good resources serve while the server is away.
+        wait_until(lambda: self.log_lines(m, r"xds: 127\.0\.0\.1:\d+: .*last good resources stay"), WAIT,
+                   "maitred to notice the server went")
+        self.assertEqual(set(self.spread(stub, 10)), {"a"})
+        self.server.start(same_port=True)
+        self.serve([b])
+        self.wait_set(stub, "b", "b, the assignment the server has after its restart")
+        log = self.server.log()
+        self.assertTrue(any(acked(r, xds.EDS) for r in log), log)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_static_service_beside_a_cluster_of_its_name_is_never_changed(self):
+        a, b, c = (self.start_upstream(n) for n in "abc")
+        self.server.start()
+        other = "maitred.testing.v1.Other"
+        self.server.set("cluster", [cluster(SVC), cluster("echo-xds")])
+        self.server.set("endpoint", [assignment(SVC, [locality([("127.0.0.1", b.port)])]),
+                                     assignment("echo-xds", [locality([("127.0.0.1", c.port)])])])
+        cfg = self.xds_config([self.service(SVC, [a]),
+                               {"name": other, "discovery": {"xds": {"cluster": "echo-xds"}}}])
+        m = self.start_maitred(cfg)
+        self.wait_set(self.echo(m), "a", "the static service's own endpoint")
+        # The xDS service next to it follows its cluster; maitred asks
+        # for that one only, never for the static service's name.
+        raw = self.raw_unary(m, "/%s/Unary" % other)
+        wait_until(lambda: self._other_reaches(raw, "c"), WAIT, "the xds service's endpoint c")
+        log = self.server.log()
+        self.assertEqual({tuple(r["resource_names"]) for r in log if r["type_url"] == xds.CDS}, {("echo-xds",)})
+        self.assertEqual(set(self.spread(self.echo(m), 10)), {"a"})
+        self.stop_maitred(m)
+
+    def _other_reaches(self, raw, name):
+        try:
+            reply = pb.EchoResponse.FromString(raw(pb.EchoRequest().SerializeToString(), timeout=CALL_LIMIT))
+            return reply.instance == name
+        except grpc.RpcError:
+            return False
+
+    @maitred_only
+    def test_tls_to_the_management_server(self):
+        ca = TestCA(os.path.join(self.tmp, "ca"), server_name="xds.test")
+        up = self.start_upstream("a")
+        self.server = XdsServer(self.tmp, tls=dict(cert=ca.server_cert, key=ca.server_key))
+        self.server.start()
+        self.serve([up])
+        m = self.start_maitred(self.xds_config(tls={"ca_file": ca.ca_file, "server_name": "xds.test"}))
+        self.wait_set(self.echo(m), "a", "a, learnt over TLS")
+        self.assertTrue(self.log_lines(m, r"xds: management server .* \(TLS\)"), m.proc.output())
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_the_clusters_upstream_tls_reaches_an_mtls_upstream(self):
+        """transport_socket: an UpstreamTlsContext of file names (CA,
+        client certificate, SNI) makes the service's upstream connections
+        mTLS; the service's own config says nothing of TLS."""
+        ca = TestCA(os.path.join(self.tmp, "ca"), server_name="echo.test")
+        up = self.start_upstream("secure", tls=ca, client_ca=ca)
+        self.server.start()
+        tls = {"name": "envoy.transport_sockets.tls",
+               "typed_config": {
+                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                   "common_tls_context": {
+                       "tls_certificates": [{"certificate_chain": {"filename": ca.client_cert},
+                                             "private_key": {"filename": ca.client_key}}],
+                       "validation_context": {"trusted_ca": {"filename": ca.ca_file}}},
+                   "sni": "echo.test"}}
+        self.serve([up], transport_socket=tls)
+        m = self.start_maitred(self.xds_config())
+        self.wait_set(self.echo(m), ["secure"], "the mTLS upstream, through the cluster's TLS")
+        self.server.wait_for(lambda log: any(acked(r, xds.CDS) for r in log), WAIT, "the CDS ACK")
+        # Inline key material is not taken: NACKed, the last good cluster serves.
+        inline = json.loads(json.dumps(tls))
+        inline["typed_config"]["common_tls_context"]["tls_certificates"][0]["private_key"] = {
+            "inline_string": "-----BEGIN PRIVATE KEY-----"}
+        self.server.set("cluster", [cluster(SVC, transport_socket=inline)])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.CDS) for r in log), WAIT, "the CDS NACK")
+        self.assertIn("file name only", [r for r in log if nacked(r, xds.CDS)][0]["error_detail"]["message"])
+        self.assertEqual(set(self.spread(self.echo(m), 5)), {"secure"})
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_bootstrap_file_names_the_server_and_the_node(self):
+        up = self.start_upstream("a")
+        self.server.start()
+        self.serve([up])
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="boot-7", zone="z9")
+        cfg = self.config([{"name": SVC, "discovery": {"xds": {}}}], xds={})
+        m = self.start_maitred(cfg, env={"GRPC_XDS_BOOTSTRAP": boot})
+        self.wait_set(self.echo(m), "a", "a, from the server the bootstrap file names")
+        log = self.server.log()
+        self.assertEqual({r["node_id"] for r in log}, {"boot-7"})
+        self.assertEqual({r["zone"] for r in log}, {"z9"})
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_reload_that_changes_which_clusters_are_named(self):
+        """Three services on three clusters; a reload drops one and adds
+        another: the subscription follows (the kept clusters kept, with
+        their endpoints, the new one asked for)."""
+        ups = {n: self.start_upstream(n) for n in "acd"}
+        self.server.start()
+        names = {n: "maitred.testing.v1.%s" % n.upper() for n in "abcd"}
+        self.server.set("cluster", [cluster("cl-" + n) for n in "abcd"])
+        self.server.set("endpoint", [assignment("cl-" + n, [locality([("127.0.0.1", ups[n if n in ups else "a"].port)])])
+                                     for n in "abcd"])
+
+        def services(which):
+            return [{"name": names[n], "discovery": {"xds": {"cluster": "cl-" + n}}} for n in which]
+        cfg = self.xds_config(services("abc"))
+        m = self.start_maitred(cfg)
+        for n in "ac":
+            raw = self.raw_unary(m, "/%s/Unary" % names[n])
+            wait_until(lambda: self._other_reaches(raw, n), WAIT, "service %s's endpoint" % n)
+        cfg["services"] = services("acd")
+        self.write_config(cfg, os.path.basename(m.config_path))
+        self.server.wait_for(lambda log: any(r["type_url"] == xds.CDS and r["resource_names"] == ["cl-a", "cl-c", "cl-d"]
+                                             for r in log), WAIT, "the CDS subscription after the reload")
+        for n in "acd":
+            raw = self.raw_unary(m, "/%s/Unary" % names[n])
+            wait_until(lambda: self._other_reaches(raw, n), WAIT, "service %s's endpoint after the reload" % n)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_reload_keeps_the_stream_unless_the_xds_block_changed(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.serve([a])
+        cfg = self.xds_config()
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        streams = self.server.streams()
+        # Another setting, the same xds block: the stream stays.
+        cfg["drain_timeout"] = "4s"
+        self.write_config(cfg, os.path.basename(m.config_path))
+        wait_until(lambda: self.log_lines(m, r"reload"), WAIT, "the reload")
+        self.assertEqual(self.server.streams(), streams)
+        self.assertEqual(set(self.spread(stub, 10)), {"a"})
+        # Another node_id: a new stream, and the set served all along.
+        load = Load(self.echo(m))
+        cfg["xds"]["node_id"] = "maitred-2"
+        self.write_config(cfg, os.path.basename(m.config_path))
+        self.server.wait_for(lambda log: any(r["node_id"] == "maitred-2" and acked(r, xds.EDS) for r in log),
+                             WAIT, "an EDS ACK on the new stream")
+        self.serve([b])
+        self.wait_set(stub, "b", "b, through the new stream")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed across the restart of the stream")
+        self.stop_maitred(m)

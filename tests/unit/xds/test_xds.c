@@ -1,0 +1,866 @@
+/* Unit tests of lib/xds: Clusters and ClusterLoadAssignments, built with
+ * protobuf-c and serialized as a management server sends them, into
+ * maitred's terms; every refusal names its reason, and none crashes. */
+#include <config.h> /* autoconf */
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "envoy/config/cluster/v3/cluster.pb-c.h"
+#include "envoy/config/endpoint/v3/endpoint.pb-c.h"
+#include "envoy/extensions/transport_sockets/tls/v3/tls.pb-c.h"
+#include "config/config-int.h"
+#include "lb/lb-t.h"
+#include "xds/xds.h"
+
+typedef Envoy__Config__Cluster__V3__Cluster PbCluster;
+typedef Envoy__Config__Endpoint__V3__ClusterLoadAssignment PbCla;
+typedef Envoy__Config__Endpoint__V3__LocalityLbEndpoints PbLocality;
+typedef Envoy__Config__Endpoint__V3__LbEndpoint PbLbEndpoint;
+
+static char why[512];
+static uint8_t wire[1 << 16];
+
+/* ---- building Clusters ---------------------------------------------------- */
+
+static Envoy__Config__Core__V3__AggregatedConfigSource ads = ENVOY__CONFIG__CORE__V3__AGGREGATED_CONFIG_SOURCE__INIT;
+static Envoy__Config__Core__V3__ConfigSource eds_src = ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__INIT;
+static Envoy__Config__Cluster__V3__Cluster__EdsClusterConfig eds_cfg =
+        ENVOY__CONFIG__CLUSTER__V3__CLUSTER__EDS_CLUSTER_CONFIG__INIT;
+
+/* An EDS cluster over ADS, round robin: what the tests then change. */
+static void eds_cluster(PbCluster *m, const char *name)
+{
+	envoy__config__cluster__v3__cluster__init(m);
+	envoy__config__core__v3__config_source__init(&eds_src);
+	envoy__config__cluster__v3__cluster__eds_cluster_config__init(&eds_cfg);
+	eds_src.config_source_specifier_case = ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__CONFIG_SOURCE_SPECIFIER_ADS;
+	eds_src.ads = &ads;
+	eds_cfg.eds_config = &eds_src;
+	m->name = (char *)name;
+	m->cluster_discovery_type_case = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__CLUSTER_DISCOVERY_TYPE_TYPE;
+	m->type = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__DISCOVERY_TYPE__EDS;
+	m->eds_cluster_config = &eds_cfg;
+}
+
+static int parse_cluster(const PbCluster *m, struct mtd_xds_cluster *c)
+{
+	size_t n = envoy__config__cluster__v3__cluster__get_packed_size(m);
+
+	ck_assert_uint_lt(n, sizeof(wire));
+	envoy__config__cluster__v3__cluster__pack(m, wire);
+	why[0] = '\0';
+	return mtd_xds_cluster_parse(wire, n, c, why, sizeof(why));
+}
+
+static void cluster_refused(const PbCluster *m, const char *reason)
+{
+	struct mtd_xds_cluster c;
+
+	ck_assert_int_eq(parse_cluster(m, &c), -EINVAL);
+	ck_assert_msg(strstr(why, reason) != NULL, "reason \"%s\" lacks \"%s\"", why, reason);
+	ck_assert_ptr_null(c.name);
+	ck_assert_ptr_null(c.tls);
+}
+
+START_TEST(test_cluster_round_robin)
+{
+	PbCluster m;
+	struct mtd_xds_cluster c;
+
+	eds_cluster(&m, "shop.Echo");
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_str_eq(c.name, "shop.Echo");
+	ck_assert_str_eq(c.eds_name, "shop.Echo");
+	ck_assert_str_eq(c.lb.ops->name, "WEIGHTED_ROUND_ROBIN");
+	ck_assert_int_eq(c.lb.warmup.duration_ms, 0);
+	ck_assert_int_eq(c.connect_timeout_ms, 0);
+	ck_assert(!c.outlier.enabled);
+	ck_assert_uint_eq(c.circuit.max_calls, 0);
+	ck_assert_ptr_null(c.tls);
+
+	struct mtd_xds_cluster d;
+	eds_cfg.service_name = (char *)"shop-eds";
+	Google__Protobuf__Duration ct = GOOGLE__PROTOBUF__DURATION__INIT;
+	ct.seconds = 1;
+	ct.nanos = 500000000;
+	m.connect_timeout = &ct;
+	ck_assert_int_eq(parse_cluster(&m, &d), 0);
+	ck_assert_str_eq(d.eds_name, "shop-eds");
+	ck_assert_int_eq(d.connect_timeout_ms, 1500);
+	ck_assert(!mtd_xds_cluster_equal(&c, &d));
+	mtd_xds_cluster_clear(&d);
+	ck_assert_int_eq(parse_cluster(&m, &d), 0);
+	struct mtd_xds_cluster e;
+	ck_assert_int_eq(parse_cluster(&m, &e), 0);
+	ck_assert(mtd_xds_cluster_equal(&d, &e));
+	mtd_xds_cluster_clear(&c);
+	mtd_xds_cluster_clear(&d);
+	mtd_xds_cluster_clear(&e);
+	mtd_xds_cluster_clear(&e); /* twice is fine */
+}
+END_TEST
+
+START_TEST(test_cluster_policies)
+{
+	PbCluster m;
+	struct mtd_xds_cluster c;
+
+	eds_cluster(&m, "a");
+	m.lb_policy = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_POLICY__RANDOM;
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_str_eq(c.lb.ops->name, "WEIGHTED_RANDOM");
+	mtd_xds_cluster_clear(&c);
+
+	Envoy__Config__Cluster__V3__Cluster__LeastRequestLbConfig lr =
+	        ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LEAST_REQUEST_LB_CONFIG__INIT;
+	Google__Protobuf__UInt32Value cc = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
+	m.lb_policy = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_POLICY__LEAST_REQUEST;
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_str_eq(c.lb.ops->name, "LEAST_REQUEST");
+	ck_assert_uint_eq(c.lb.choice_count, 2);
+	mtd_xds_cluster_clear(&c);
+	m.lb_config_case = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_CONFIG_LEAST_REQUEST_LB_CONFIG;
+	m.least_request_lb_config = &lr;
+	lr.choice_count = &cc;
+	cc.value = 5;
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_uint_eq(c.lb.choice_count, 5);
+	mtd_xds_cluster_clear(&c);
+	cc.value = 1;
+	cluster_refused(&m, "choice_count: 1 is not in 2..100");
+
+	/* slow start */
+	Envoy__Config__Cluster__V3__Cluster__SlowStartConfig ss =
+	        ENVOY__CONFIG__CLUSTER__V3__CLUSTER__SLOW_START_CONFIG__INIT;
+	Google__Protobuf__Duration win = GOOGLE__PROTOBUF__DURATION__INIT;
+	Envoy__Config__Core__V3__RuntimeDouble agg = ENVOY__CONFIG__CORE__V3__RUNTIME_DOUBLE__INIT;
+	cc.value = 2;
+	win.seconds = 30;
+	ss.slow_start_window = &win;
+	agg.default_value = 2.0;
+	ss.aggression = &agg;
+	lr.slow_start_config = &ss;
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_int_eq(c.lb.warmup.duration_ms, 30000);
+	ck_assert_int_eq(c.lb.warmup.curve, MTD_LB_WARMUP_SLOW_START);
+	ck_assert(c.lb.warmup.aggression == 2.0);
+	mtd_xds_cluster_clear(&c);
+	agg.default_value = -1;
+	cluster_refused(&m, "aggression");
+	agg.default_value = 1;
+	win.seconds = -1;
+	cluster_refused(&m, "slow_start_window");
+
+	/* ring hash */
+	Envoy__Config__Cluster__V3__Cluster__RingHashLbConfig rh =
+	        ENVOY__CONFIG__CLUSTER__V3__CLUSTER__RING_HASH_LB_CONFIG__INIT;
+	Google__Protobuf__UInt64Value mn = GOOGLE__PROTOBUF__UINT64_VALUE__INIT,
+	                              mx = GOOGLE__PROTOBUF__UINT64_VALUE__INIT;
+	m.lb_policy = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_POLICY__RING_HASH;
+	m.lb_config_case = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_CONFIG_RING_HASH_LB_CONFIG;
+	m.ring_hash_lb_config = &rh;
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_str_eq(c.lb.ops->name, "CONSISTENT_HASH");
+	ck_assert_uint_eq(c.ring_min, 1024);
+	ck_assert_uint_eq(mtd_xds_ring_points(&c, 10), 103);
+	ck_assert_uint_eq(mtd_xds_ring_points(&c, 0), 1);
+	mtd_xds_cluster_clear(&c);
+	mn.value = 100;
+	mx.value = 200;
+	rh.minimum_ring_size = &mn;
+	rh.maximum_ring_size = &mx;
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_uint_eq(mtd_xds_ring_points(&c, 3), 34);
+	ck_assert_uint_eq(mtd_xds_ring_points(&c, 150), 1);
+	ck_assert_uint_eq(mtd_xds_ring_points(&c, 1), 100);
+	mtd_xds_cluster_clear(&c);
+	mn.value = 300;
+	cluster_refused(&m, "ring sizes");
+	mn.value = 0;
+	cluster_refused(&m, "ring sizes");
+
+	/* maglev */
+	Envoy__Config__Cluster__V3__Cluster__MaglevLbConfig mg =
+	        ENVOY__CONFIG__CLUSTER__V3__CLUSTER__MAGLEV_LB_CONFIG__INIT;
+	Google__Protobuf__UInt64Value ts = GOOGLE__PROTOBUF__UINT64_VALUE__INIT;
+	m.lb_policy = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_POLICY__MAGLEV;
+	m.lb_config_case = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_CONFIG_MAGLEV_LB_CONFIG;
+	m.maglev_lb_config = &mg;
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_str_eq(c.lb.ops->name, "MAGLEV");
+	ck_assert_uint_eq(c.lb.table_size, 65537);
+	mtd_xds_cluster_clear(&c);
+	mg.table_size = &ts;
+	ts.value = 65536;
+	cluster_refused(&m, "table_size");
+	ts.value = UINT64_MAX;
+	cluster_refused(&m, "table_size");
+
+	m.lb_config_case = 0;
+	m.lb_policy = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_POLICY__CLUSTER_PROVIDED;
+	cluster_refused(&m, "lb_policy 6");
+	m.lb_policy = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__LB_POLICY__LOAD_BALANCING_POLICY_CONFIG;
+	cluster_refused(&m, "lb_policy 7");
+	m.lb_policy = 42; /* an enum value from a newer Envoy */
+	cluster_refused(&m, "lb_policy 42");
+}
+END_TEST
+
+START_TEST(test_cluster_refused_shapes)
+{
+	PbCluster m;
+
+	eds_cluster(&m, "");
+	cluster_refused(&m, "name: empty");
+	char *long_name = malloc(MTD_XDS_NAME_MAX + 2);
+	memset(long_name, 'x', MTD_XDS_NAME_MAX + 1);
+	long_name[MTD_XDS_NAME_MAX + 1] = '\0';
+	eds_cluster(&m, long_name);
+	cluster_refused(&m, "too long");
+	free(long_name);
+	eds_cluster(&m, "bad\nname");
+	cluster_refused(&m, "not printable");
+
+	eds_cluster(&m, "a");
+	m.type = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__DISCOVERY_TYPE__STRICT_DNS;
+	cluster_refused(&m, "type must be EDS");
+	eds_cluster(&m, "a");
+	m.cluster_discovery_type_case = 0; /* absent: STATIC */
+	cluster_refused(&m, "type must be EDS");
+	eds_cluster(&m, "a");
+	m.eds_cluster_config = NULL;
+	cluster_refused(&m, "eds_config must be ads");
+	eds_cluster(&m, "a");
+	eds_src.config_source_specifier_case = 0;
+	cluster_refused(&m, "eds_config must be ads");
+
+	/* bytes that are no Cluster */
+	struct mtd_xds_cluster c;
+	static const uint8_t junk[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 'a'};
+	ck_assert_int_eq(mtd_xds_cluster_parse(junk, sizeof(junk), &c, why, sizeof(why)), -EINVAL);
+	ck_assert(strstr(why, "does not decode") != NULL);
+	ck_assert_int_eq(mtd_xds_cluster_parse(NULL, 0, &c, why, sizeof(why)), -EINVAL); /* empty: no name */
+}
+END_TEST
+
+START_TEST(test_cluster_limits)
+{
+	PbCluster m;
+	struct mtd_xds_cluster c;
+	Envoy__Config__Cluster__V3__CircuitBreakers cb = ENVOY__CONFIG__CLUSTER__V3__CIRCUIT_BREAKERS__INIT;
+	Envoy__Config__Cluster__V3__CircuitBreakers__Thresholds t0 =
+	        ENVOY__CONFIG__CLUSTER__V3__CIRCUIT_BREAKERS__THRESHOLDS__INIT;
+	Envoy__Config__Cluster__V3__CircuitBreakers__Thresholds t1 =
+	        ENVOY__CONFIG__CLUSTER__V3__CIRCUIT_BREAKERS__THRESHOLDS__INIT;
+	Envoy__Config__Cluster__V3__CircuitBreakers__Thresholds *ts[] = {&t1, &t0};
+	Google__Protobuf__UInt32Value mr = GOOGLE__PROTOBUF__UINT32_VALUE__INIT,
+	                              mp = GOOGLE__PROTOBUF__UINT32_VALUE__INIT,
+	                              hi = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
+
+	eds_cluster(&m, "a");
+	m.circuit_breakers = &cb;
+	cb.n_thresholds = 2;
+	cb.thresholds = ts;
+	t1.priority = ENVOY__CONFIG__CORE__V3__ROUTING_PRIORITY__HIGH;
+	hi.value = 0; /* HIGH is not maitred's: not even checked */
+	t1.max_requests = &hi;
+	mr.value = 100;
+	mp.value = 7;
+	t0.max_requests = &mr;
+	t0.max_pending_requests = &mp;
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_uint_eq(c.circuit.max_calls, 100);
+	ck_assert_uint_eq(c.circuit.max_pending, 7);
+	mtd_xds_cluster_clear(&c);
+	mp.value = 0;
+	cluster_refused(&m, "max_pending_requests: 0 would refuse");
+
+	eds_cluster(&m, "a");
+	Envoy__Config__Cluster__V3__OutlierDetection od = ENVOY__CONFIG__CLUSTER__V3__OUTLIER_DETECTION__INIT;
+	Google__Protobuf__UInt32Value c5 = GOOGLE__PROTOBUF__UINT32_VALUE__INIT,
+	                              ef = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
+	Google__Protobuf__Duration base = GOOGLE__PROTOBUF__DURATION__INIT;
+	m.outlier_detection = &od;
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert(c.outlier.enabled);
+	ck_assert_uint_eq(c.outlier.consecutive_failures, 5);
+	ck_assert_uint_eq(c.outlier.failure_percentage, 0);
+	ck_assert_int_eq(c.outlier.base_ejection_ms, 30000);
+	ck_assert_uint_eq(c.outlier.max_ejection_percent, 10);
+	mtd_xds_cluster_clear(&c);
+	c5.value = 3;
+	od.consecutive_5xx = &c5;
+	ef.value = 100;
+	od.enforcing_failure_percentage = &ef;
+	base.seconds = 5;
+	od.base_ejection_time = &base;
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_uint_eq(c.outlier.consecutive_failures, 3);
+	ck_assert_uint_eq(c.outlier.failure_percentage, 85);
+	ck_assert_int_eq(c.outlier.base_ejection_ms, 5000);
+	mtd_xds_cluster_clear(&c);
+	ef.value = 101;
+	cluster_refused(&m, "percentage above 100");
+	ef.value = 0;
+	base.seconds = INT64_MAX;
+	cluster_refused(&m, "duration out of range");
+}
+END_TEST
+
+/* ---- TLS -------------------------------------------------------------------- */
+
+static Google__Protobuf__Any tls_any = GOOGLE__PROTOBUF__ANY__INIT;
+static uint8_t tls_wire[4096];
+static Envoy__Config__Core__V3__TransportSocket tsock = ENVOY__CONFIG__CORE__V3__TRANSPORT_SOCKET__INIT;
+
+static void with_tls(PbCluster *m, const Envoy__Extensions__TransportSockets__Tls__V3__UpstreamTlsContext *t)
+{
+	tls_any.type_url = (char *)MTD_XDS_TYPE_TLS;
+	tls_any.value.len = envoy__extensions__transport_sockets__tls__v3__upstream_tls_context__pack(t, tls_wire);
+	tls_any.value.data = tls_wire;
+	tsock.name = (char *)"envoy.transport_sockets.tls";
+	tsock.config_type_case = ENVOY__CONFIG__CORE__V3__TRANSPORT_SOCKET__CONFIG_TYPE_TYPED_CONFIG;
+	tsock.typed_config = &tls_any;
+	m->transport_socket = &tsock;
+}
+
+START_TEST(test_cluster_tls)
+{
+	PbCluster m;
+	struct mtd_xds_cluster c;
+	Envoy__Extensions__TransportSockets__Tls__V3__UpstreamTlsContext up =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__UPSTREAM_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext ctx =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CertificateValidationContext vc =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__CERTIFICATE_VALIDATION_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__TlsCertificate tc =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__TLS_CERTIFICATE__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__TlsCertificate *tcs[] = {&tc, &tc};
+	Envoy__Config__Core__V3__DataSource ca = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__INIT,
+	                                    crt = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__INIT,
+	                                    key = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__SubjectAltNameMatcher sm =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__SUBJECT_ALT_NAME_MATCHER__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__SubjectAltNameMatcher *sms[] = {&sm, &sm};
+	Envoy__Type__Matcher__V3__StringMatcher str = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__INIT;
+
+	eds_cluster(&m, "a");
+	up.common_tls_context = &ctx;
+	with_tls(&m, &up);
+	cluster_refused(&m, "trusted_ca is required");
+
+	ca.specifier_case = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__SPECIFIER_FILENAME;
+	ca.filename = (char *)"/etc/ca.pem";
+	vc.trusted_ca = &ca;
+	ctx.validation_context_type_case =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_VALIDATION_CONTEXT;
+	ctx.validation_context = &vc;
+	up.sni = (char *)"echo.shop";
+	with_tls(&m, &up);
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_str_eq(c.tls->ca_file, "/etc/ca.pem");
+	ck_assert_str_eq(c.tls->server_name, "echo.shop");
+	ck_assert_ptr_null(c.tls->cert_file);
+	ck_assert_ptr_null(c.tls->server_identity);
+	mtd_xds_cluster_clear(&c);
+
+	crt.specifier_case = key.specifier_case = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__SPECIFIER_FILENAME;
+	crt.filename = (char *)"/etc/c.pem";
+	key.filename = (char *)"/etc/k.pem";
+	tc.certificate_chain = &crt;
+	tc.private_key = &key;
+	ctx.n_tls_certificates = 1;
+	ctx.tls_certificates = tcs;
+	sm.san_type = ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__SUBJECT_ALT_NAME_MATCHER__SAN_TYPE__URI;
+	str.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_EXACT;
+	str.exact = (char *)"spiffe://cluster.local/ns/shop/sa/echo";
+	sm.matcher = &str;
+	vc.n_match_typed_subject_alt_names = 1;
+	vc.match_typed_subject_alt_names = sms;
+	with_tls(&m, &up);
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_str_eq(c.tls->cert_file, "/etc/c.pem");
+	ck_assert_str_eq(c.tls->key_file, "/etc/k.pem");
+	ck_assert_str_eq(c.tls->server_identity, "spiffe://cluster.local/ns/shop/sa/echo");
+	mtd_xds_cluster_clear(&c);
+
+	sm.san_type = ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__SUBJECT_ALT_NAME_MATCHER__SAN_TYPE__DNS;
+	str.exact = (char *)"echo.shop.svc";
+	with_tls(&m, &up);
+	ck_assert_int_eq(parse_cluster(&m, &c), 0);
+	ck_assert_str_eq(c.tls->server_identity, "dns:echo.shop.svc");
+	mtd_xds_cluster_clear(&c);
+
+	str.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_PREFIX;
+	str.prefix = (char *)"echo";
+	with_tls(&m, &up);
+	cluster_refused(&m, "must be exact");
+	str.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_EXACT;
+	str.exact = (char *)"echo.shop.svc";
+	vc.n_match_typed_subject_alt_names = 2;
+	with_tls(&m, &up);
+	cluster_refused(&m, "one SAN");
+	vc.n_match_typed_subject_alt_names = 1;
+	sm.san_type = ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__SUBJECT_ALT_NAME_MATCHER__SAN_TYPE__EMAIL;
+	with_tls(&m, &up);
+	cluster_refused(&m, "only URI and DNS");
+	vc.n_match_typed_subject_alt_names = 0;
+
+	ctx.n_tls_certificates = 2;
+	with_tls(&m, &up);
+	cluster_refused(&m, "one certificate at most");
+	ctx.n_tls_certificates = 1;
+	key.specifier_case = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__SPECIFIER_INLINE_STRING;
+	key.inline_string = (char *)"-----BEGIN PRIVATE KEY-----";
+	with_tls(&m, &up);
+	cluster_refused(&m, "private_key: maitred takes a file name only");
+	tc.private_key = NULL;
+	with_tls(&m, &up);
+	cluster_refused(&m, "go together");
+
+	/* Another transport socket, or a TLS context that does not decode. */
+	with_tls(&m, &up);
+	tls_any.type_url = (char *)"type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer";
+	cluster_refused(&m, "UpstreamTlsContext only");
+	tls_any.type_url = (char *)MTD_XDS_TYPE_TLS;
+	static uint8_t junk[] = {0x0a, 0x80};
+	tls_any.value.data = junk;
+	tls_any.value.len = sizeof(junk);
+	cluster_refused(&m, "does not decode");
+}
+END_TEST
+
+/* ---- assignments ------------------------------------------------------------ */
+
+#define MAX_EPS 8
+struct loc {
+	PbLocality l;
+	Envoy__Config__Core__V3__Locality where;
+	Google__Protobuf__UInt32Value lw;
+	PbLbEndpoint e[MAX_EPS];
+	PbLbEndpoint *ep[MAX_EPS];
+	Envoy__Config__Endpoint__V3__Endpoint end[MAX_EPS];
+	Envoy__Config__Core__V3__Address addr[MAX_EPS];
+	Envoy__Config__Core__V3__SocketAddress sa[MAX_EPS];
+	Google__Protobuf__UInt32Value w[MAX_EPS];
+};
+
+static void loc_init(struct loc *L, const char *zone, uint32_t priority, uint32_t weight)
+{
+	memset(L, 0, sizeof(*L));
+	envoy__config__endpoint__v3__locality_lb_endpoints__init(&L->l);
+	envoy__config__core__v3__locality__init(&L->where);
+	L->where.zone = (char *)zone;
+	L->l.locality = &L->where;
+	L->l.priority = priority;
+	if (weight > 0) {
+		google__protobuf__uint32_value__init(&L->lw);
+		L->lw.value = weight;
+		L->l.load_balancing_weight = &L->lw;
+	}
+	L->l.lb_endpoints = L->ep;
+}
+
+static PbLbEndpoint *loc_add(struct loc *L, const char *ip, uint32_t port, uint32_t weight)
+{
+	size_t i = L->l.n_lb_endpoints++;
+
+	ck_assert_uint_lt(i, MAX_EPS);
+	envoy__config__endpoint__v3__lb_endpoint__init(&L->e[i]);
+	envoy__config__endpoint__v3__endpoint__init(&L->end[i]);
+	envoy__config__core__v3__address__init(&L->addr[i]);
+	envoy__config__core__v3__socket_address__init(&L->sa[i]);
+	L->sa[i].address = (char *)ip;
+	L->sa[i].port_specifier_case = ENVOY__CONFIG__CORE__V3__SOCKET_ADDRESS__PORT_SPECIFIER_PORT_VALUE;
+	L->sa[i].port_value = port;
+	L->addr[i].address_case = ENVOY__CONFIG__CORE__V3__ADDRESS__ADDRESS_SOCKET_ADDRESS;
+	L->addr[i].socket_address = &L->sa[i];
+	L->end[i].address = &L->addr[i];
+	L->e[i].host_identifier_case = ENVOY__CONFIG__ENDPOINT__V3__LB_ENDPOINT__HOST_IDENTIFIER_ENDPOINT;
+	L->e[i].endpoint = &L->end[i];
+	if (weight > 0) {
+		google__protobuf__uint32_value__init(&L->w[i]);
+		L->w[i].value = weight;
+		L->e[i].load_balancing_weight = &L->w[i];
+	}
+	L->ep[i] = &L->e[i];
+	return &L->e[i];
+}
+
+static int parse_cla(const char *name, struct loc **locs, size_t n, struct mtd_xds_cla **out)
+{
+	PbCla m = ENVOY__CONFIG__ENDPOINT__V3__CLUSTER_LOAD_ASSIGNMENT__INIT;
+	PbLocality *ls[8];
+
+	for (size_t i = 0; i < n; i++)
+		ls[i] = &locs[i]->l;
+	m.cluster_name = (char *)name;
+	m.n_endpoints = n;
+	m.endpoints = ls;
+	size_t len = envoy__config__endpoint__v3__cluster_load_assignment__pack(&m, wire);
+	why[0] = '\0';
+	return mtd_xds_cla_parse(wire, len, out, why, sizeof(why));
+}
+
+static void cla_refused(const char *name, struct loc **locs, size_t n, const char *reason)
+{
+	struct mtd_xds_cla *c = (void *)1;
+
+	ck_assert_int_eq(parse_cla(name, locs, n, &c), -EINVAL);
+	ck_assert_ptr_null(c);
+	ck_assert_msg(strstr(why, reason) != NULL, "reason \"%s\" lacks \"%s\"", why, reason);
+}
+
+START_TEST(test_cla_localities)
+{
+	struct loc a, b;
+	struct loc *ls[] = {&a, &b};
+	struct mtd_xds_cla *c;
+
+	/* No locality weight: the endpoints' own weights (default 1). */
+	loc_init(&a, "z1", 0, 0);
+	loc_add(&a, "127.0.0.1", 5001, 0);
+	loc_add(&a, "127.0.0.2", 5002, 3);
+	loc_init(&b, "", 0, 0);
+	loc_add(&b, "::1", 5003, 0);
+	ck_assert_int_eq(parse_cla("shop.Echo", ls, 2, &c), 0);
+	ck_assert_str_eq(c->name, "shop.Echo");
+	ck_assert_uint_eq(c->n, 3);
+	ck_assert_str_eq(c->eps[0].address, "127.0.0.1:5001");
+	ck_assert_str_eq(c->eps[0].zone, "z1");
+	ck_assert_int_eq(c->eps[0].weight, 1);
+	ck_assert_int_eq(c->eps[1].weight, 3);
+	ck_assert_str_eq(c->eps[2].address, "[::1]:5003");
+	ck_assert_ptr_null(c->eps[2].zone);
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	ck_assert_int_eq(mtd_xds_sockaddr(c->eps[2].address, &ss, &sl), 0);
+	ck_assert_int_eq(ss.ss_family, AF_INET6);
+	ck_assert_uint_eq(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 5003);
+	ck_assert_int_eq(mtd_xds_sockaddr(c->eps[1].address, &ss, &sl), 0);
+	ck_assert_int_eq(ss.ss_family, AF_INET);
+	ck_assert_uint_eq(sl, sizeof(struct sockaddr_in));
+	mtd_xds_cla_free(c);
+
+	/* Locality weights 3:1, the first locality's calls split 1:3. */
+	loc_init(&a, "z1", 0, 3);
+	loc_add(&a, "10.0.0.1", 1, 1);
+	loc_add(&a, "10.0.0.2", 1, 3);
+	loc_init(&b, "z2", 0, 1);
+	loc_add(&b, "10.0.0.3", 1, 0);
+	ck_assert_int_eq(parse_cla("x", ls, 2, &c), 0);
+	ck_assert_int_eq(c->eps[0].weight, 187500);
+	ck_assert_int_eq(c->eps[1].weight, 562500);
+	ck_assert_int_eq(c->eps[2].weight, 250000);
+	ck_assert_str_eq(c->eps[2].zone, "z2");
+	mtd_xds_cla_free(c);
+
+	/* Weights past maitred's range are scaled down, never to 0. */
+	loc_init(&a, "", 0, 0);
+	loc_add(&a, "10.0.0.1", 1, UINT32_MAX);
+	loc_add(&a, "10.0.0.2", 1, 1);
+	ck_assert_int_eq(parse_cla("x", ls, 1, &c), 0);
+	ck_assert_int_eq(c->eps[0].weight, MTD_XDS_WEIGHT_SCALE);
+	ck_assert_int_eq(c->eps[1].weight, 1);
+	mtd_xds_cla_free(c);
+}
+END_TEST
+
+START_TEST(test_cla_priority_and_health)
+{
+	struct loc p0, p1;
+	struct loc *ls[] = {&p1, &p0};
+	struct mtd_xds_cla *c;
+
+	loc_init(&p0, "z1", 0, 0);
+	loc_add(&p0, "10.0.0.1", 80, 0);
+	loc_add(&p0, "10.0.0.2", 80, 0)->health_status = ENVOY__CONFIG__CORE__V3__HEALTH_STATUS__DRAINING;
+	loc_init(&p1, "z2", 1, 0);
+	loc_add(&p1, "10.0.1.1", 80, 0);
+	ck_assert_int_eq(parse_cla("x", ls, 2, &c), 0);
+	ck_assert_uint_eq(c->priority, 0);
+	ck_assert_uint_eq(c->n, 1);
+	ck_assert_uint_eq(c->n_skipped, 2);
+	ck_assert_str_eq(c->eps[0].address, "10.0.0.1:80");
+	mtd_xds_cla_free(c);
+
+	/* Priority 0 has nothing that may be picked: priority 1 serves. */
+	p0.e[0].health_status = ENVOY__CONFIG__CORE__V3__HEALTH_STATUS__UNHEALTHY;
+	ck_assert_int_eq(parse_cla("x", ls, 2, &c), 0);
+	ck_assert_uint_eq(c->priority, 1);
+	ck_assert_uint_eq(c->n, 1);
+	ck_assert_str_eq(c->eps[0].address, "10.0.1.1:80");
+	mtd_xds_cla_free(c);
+
+	/* HEALTHY, UNKNOWN and DEGRADED are picked; TIMEOUT is not. */
+	p0.e[0].health_status = ENVOY__CONFIG__CORE__V3__HEALTH_STATUS__DEGRADED;
+	p0.e[1].health_status = ENVOY__CONFIG__CORE__V3__HEALTH_STATUS__HEALTHY;
+	ck_assert_int_eq(parse_cla("x", ls, 2, &c), 0);
+	ck_assert_uint_eq(c->n, 2);
+	mtd_xds_cla_free(c);
+	p0.e[0].health_status = p0.e[1].health_status = ENVOY__CONFIG__CORE__V3__HEALTH_STATUS__TIMEOUT;
+	p1.e[0].health_status = ENVOY__CONFIG__CORE__V3__HEALTH_STATUS__UNHEALTHY;
+	ck_assert_int_eq(parse_cla("x", ls, 2, &c), 0);
+	ck_assert_uint_eq(c->n, 0); /* valid: the service has no endpoint */
+	mtd_xds_cla_free(c);
+
+	/* The same address in two priorities is fine, twice in one is not. */
+	p0.e[0].health_status = p0.e[1].health_status = p1.e[0].health_status = 0;
+	p1.sa[0].address = (char *)"10.0.0.1";
+	ck_assert_int_eq(parse_cla("x", ls, 2, &c), 0);
+	mtd_xds_cla_free(c);
+	p0.sa[1].address = (char *)"10.0.0.1";
+	cla_refused("x", ls, 2, "endpoint 10.0.0.1:80 appears twice in priority 0");
+	p0.sa[1].address = (char *)"010.0.0.1"; /* not canonical: refused by inet_pton */
+	cla_refused("x", ls, 2, "not a numeric IP");
+}
+END_TEST
+
+START_TEST(test_cla_refused)
+{
+	struct loc a;
+	struct loc *ls[] = {&a};
+	struct mtd_xds_cla *c;
+
+	loc_init(&a, "z", 0, 0);
+	loc_add(&a, "10.0.0.1", 80, 0);
+	cla_refused("", ls, 1, "cluster_name");
+	a.sa[0].port_value = 0;
+	cla_refused("x", ls, 1, "port_value must be 1..65535");
+	a.sa[0].port_value = 70000;
+	cla_refused("x", ls, 1, "port_value must be 1..65535");
+	a.sa[0].port_value = 80;
+	a.sa[0].port_specifier_case = ENVOY__CONFIG__CORE__V3__SOCKET_ADDRESS__PORT_SPECIFIER_NAMED_PORT;
+	a.sa[0].named_port = (char *)"http";
+	cla_refused("x", ls, 1, "port_value must be");
+	a.sa[0].port_specifier_case = ENVOY__CONFIG__CORE__V3__SOCKET_ADDRESS__PORT_SPECIFIER_PORT_VALUE;
+	a.sa[0].port_value = 80; /* the oneof's union held the name */
+	a.sa[0].address = (char *)"echo.shop.svc";
+	cla_refused("x", ls, 1, "endpoints[0].lb_endpoints[0]: address \"echo.shop.svc\" is not a numeric IP");
+	a.sa[0].address = (char *)"";
+	cla_refused("x", ls, 1, "not a numeric IP");
+	a.sa[0].address = (char *)"10.0.0.1";
+	a.sa[0].resolver_name = (char *)"dns";
+	cla_refused("x", ls, 1, "resolver_name");
+	a.sa[0].resolver_name = (char *)"";
+	a.sa[0].protocol = ENVOY__CONFIG__CORE__V3__SOCKET_ADDRESS__PROTOCOL__UDP;
+	cla_refused("x", ls, 1, "protocol must be TCP");
+	a.sa[0].protocol = 0;
+	a.addr[0].address_case = 0;
+	cla_refused("x", ls, 1, "needs endpoint.address.socket_address");
+	a.addr[0].address_case = ENVOY__CONFIG__CORE__V3__ADDRESS__ADDRESS_SOCKET_ADDRESS;
+	a.end[0].address = NULL;
+	cla_refused("x", ls, 1, "needs endpoint.address");
+	a.end[0].address = &a.addr[0];
+	a.e[0].host_identifier_case = ENVOY__CONFIG__ENDPOINT__V3__LB_ENDPOINT__HOST_IDENTIFIER_ENDPOINT_NAME;
+	a.e[0].endpoint_name = (char *)"leds";
+	cla_refused("x", ls, 1, "needs endpoint");
+	a.e[0].host_identifier_case = ENVOY__CONFIG__ENDPOINT__V3__LB_ENDPOINT__HOST_IDENTIFIER_ENDPOINT;
+	a.e[0].endpoint = &a.end[0];
+	google__protobuf__uint32_value__init(&a.w[0]);
+	a.w[0].value = 0;
+	a.e[0].load_balancing_weight = &a.w[0];
+	cla_refused("x", ls, 1, "load_balancing_weight: must be >= 1");
+	a.e[0].load_balancing_weight = NULL;
+	a.l.priority = 129;
+	cla_refused("x", ls, 1, "priority: 129 is above 128");
+	a.l.priority = 0;
+	google__protobuf__uint32_value__init(&a.lw);
+	a.l.load_balancing_weight = &a.lw;
+	cla_refused("x", ls, 1, "endpoints[0].load_balancing_weight");
+	a.l.load_balancing_weight = NULL;
+	a.where.zone = (char *)"z\x11"; /* a control character (found by fuzz/xds_fuzz.c) */
+	cla_refused("x", ls, 1, "endpoints[0].locality.zone: longer than 255 or not printable");
+	a.where.zone = (char *)"z";
+	ck_assert_int_eq(parse_cla("x", ls, 1, &c), 0);
+	mtd_xds_cla_free(c);
+
+	static const uint8_t junk[] = {0x12, 0x05, 0x0a};
+	ck_assert_int_eq(mtd_xds_cla_parse(junk, sizeof(junk), &c, why, sizeof(why)), -EINVAL);
+	ck_assert(strstr(why, "does not decode") != NULL);
+	ck_assert_ptr_null(c);
+
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	ck_assert_int_eq(mtd_xds_sockaddr("10.0.0.1", &ss, &sl), -EINVAL);
+	ck_assert_int_eq(mtd_xds_sockaddr("10.0.0.1:0", &ss, &sl), -EINVAL);
+	ck_assert_int_eq(mtd_xds_sockaddr("[::1:80", &ss, &sl), -EINVAL);
+	ck_assert_int_eq(mtd_xds_sockaddr("[]:80", &ss, &sl), -EINVAL);
+	ck_assert_int_eq(mtd_xds_sockaddr("x:80", &ss, &sl), -EINVAL);
+}
+END_TEST
+
+/* The endpoint count bound holds before anything is allocated per
+ * endpoint: a locality claiming more than MTD_LB_MAX_ENDPOINTS. */
+START_TEST(test_cla_too_many)
+{
+	size_t n = MTD_LB_MAX_ENDPOINTS + 1;
+	PbCla m = ENVOY__CONFIG__ENDPOINT__V3__CLUSTER_LOAD_ASSIGNMENT__INIT;
+	PbLocality l = ENVOY__CONFIG__ENDPOINT__V3__LOCALITY_LB_ENDPOINTS__INIT;
+	PbLocality *ls[] = {&l};
+	PbLbEndpoint e = ENVOY__CONFIG__ENDPOINT__V3__LB_ENDPOINT__INIT;
+	PbLbEndpoint **eps = calloc(n, sizeof(*eps));
+	struct mtd_xds_cla *c;
+
+	for (size_t i = 0; i < n; i++)
+		eps[i] = &e; /* each an empty LbEndpoint: 2 bytes on the wire */
+	l.n_lb_endpoints = n;
+	l.lb_endpoints = eps;
+	m.cluster_name = (char *)"x";
+	m.n_endpoints = 1;
+	m.endpoints = ls;
+	size_t len = envoy__config__endpoint__v3__cluster_load_assignment__get_packed_size(&m);
+	uint8_t *buf = malloc(len);
+	envoy__config__endpoint__v3__cluster_load_assignment__pack(&m, buf);
+	ck_assert_int_eq(mtd_xds_cla_parse(buf, len, &c, why, sizeof(why)), -EINVAL);
+	ck_assert_msg(strstr(why, "more than 100000 endpoints") != NULL, "%s", why);
+	free(buf);
+	free(eps);
+}
+END_TEST
+
+START_TEST(test_resource_name)
+{
+	PbCluster m;
+	char name[64];
+	struct loc a;
+	struct loc *ls[] = {&a};
+	struct mtd_xds_cla *c;
+
+	eds_cluster(&m, "named");
+	m.type = ENVOY__CONFIG__CLUSTER__V3__CLUSTER__DISCOVERY_TYPE__STATIC; /* refused, but named */
+	size_t n = envoy__config__cluster__v3__cluster__pack(&m, wire);
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, n, name, sizeof(name)), 0);
+	ck_assert_str_eq(name, "named");
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, n, name, 3), -EINVAL);
+	ck_assert_int_eq(mtd_xds_resource_name("type.googleapis.com/x", wire, n, name, sizeof(name)), -EINVAL);
+	loc_init(&a, "", 0, 0);
+	loc_add(&a, "bad", 1, 0);
+	cla_refused("cla-name", ls, 1, "numeric");
+	/* a refused assignment still has its name for the NACK */
+	PbCla m2 = ENVOY__CONFIG__ENDPOINT__V3__CLUSTER_LOAD_ASSIGNMENT__INIT;
+	PbLocality *l2[] = {&a.l};
+	m2.cluster_name = (char *)"cla-name";
+	m2.n_endpoints = 1;
+	m2.endpoints = l2;
+	n = envoy__config__endpoint__v3__cluster_load_assignment__pack(&m2, wire);
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_ENDPOINT, wire, n, name, sizeof(name)), 0);
+	ck_assert_str_eq(name, "cla-name");
+	ck_assert_int_eq(mtd_xds_cla_parse(wire, n, &c, why, sizeof(why)), -EINVAL);
+}
+END_TEST
+
+/* Every allocation failing in turn: -ENOMEM (or the decode refused, when
+ * protobuf-c's own allocation failed), nothing kept, nothing leaked (ASan). */
+START_TEST(test_failmalloc)
+{
+	PbCluster m;
+	struct loc a, b;
+	Envoy__Config__Cluster__V3__CircuitBreakers cb = ENVOY__CONFIG__CLUSTER__V3__CIRCUIT_BREAKERS__INIT;
+	Envoy__Config__Cluster__V3__OutlierDetection od = ENVOY__CONFIG__CLUSTER__V3__OUTLIER_DETECTION__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__UpstreamTlsContext up =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__UPSTREAM_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext ctx =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CertificateValidationContext vc =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__CERTIFICATE_VALIDATION_CONTEXT__INIT;
+	Envoy__Config__Core__V3__DataSource ca = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__INIT;
+	bool done = false;
+	size_t clen, alen;
+	static uint8_t cbuf[4096], abuf[4096];
+
+	eds_cluster(&m, "a");
+	m.circuit_breakers = &cb;
+	m.outlier_detection = &od;
+	ca.specifier_case = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__SPECIFIER_FILENAME;
+	ca.filename = (char *)"/etc/ca.pem";
+	vc.trusted_ca = &ca;
+	ctx.validation_context_type_case =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_VALIDATION_CONTEXT;
+	ctx.validation_context = &vc;
+	up.common_tls_context = &ctx;
+	up.sni = (char *)"echo.shop";
+	with_tls(&m, &up);
+	clen = envoy__config__cluster__v3__cluster__pack(&m, cbuf);
+	loc_init(&a, "z1", 0, 2);
+	loc_add(&a, "10.0.0.1", 80, 0);
+	loc_add(&a, "10.0.0.2", 80, 0);
+	loc_init(&b, "z2", 0, 1);
+	loc_add(&b, "::1", 80, 0);
+	alen = 0;
+	{
+		PbCla cm = ENVOY__CONFIG__ENDPOINT__V3__CLUSTER_LOAD_ASSIGNMENT__INIT;
+		PbLocality *pl[] = {&a.l, &b.l};
+		cm.cluster_name = (char *)"x";
+		cm.n_endpoints = 2;
+		cm.endpoints = pl;
+		alen = envoy__config__endpoint__v3__cluster_load_assignment__pack(&cm, abuf);
+	}
+	for (unsigned long n = 1; n < 10000 && !done; n++) {
+		struct mtd_xds_cluster c;
+		struct mtd_xds_cla *cla = NULL;
+		int rc1, rc2;
+
+		mtd_cfg__fail_alloc_after(n);
+		rc1 = mtd_xds_cluster_parse(cbuf, clen, &c, why, sizeof(why));
+		rc2 = mtd_xds_cla_parse(abuf, alen, &cla, why, sizeof(why));
+		done = !mtd_cfg__alloc_failed();
+		mtd_cfg__fail_alloc_after(0);
+		if (done) {
+			ck_assert_int_eq(rc1, 0);
+			ck_assert_int_eq(rc2, 0);
+			ck_assert_ptr_nonnull(c.tls);
+			ck_assert_uint_eq(cla->n, 3);
+		} else {
+			ck_assert(rc1 == 0 || rc1 == -ENOMEM || rc1 == -EINVAL);
+			ck_assert(rc2 == 0 || rc2 == -ENOMEM || rc2 == -EINVAL);
+			if (rc1 != 0)
+				ck_assert_ptr_null(c.name);
+			if (rc2 != 0)
+				ck_assert_ptr_null(cla);
+		}
+		mtd_xds_cluster_clear(&c);
+		mtd_xds_cla_free(cla);
+	}
+	ck_assert(done);
+}
+END_TEST
+
+static Suite *xds_suite(void)
+{
+	Suite *s = suite_create("xds");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_cluster_round_robin);
+	tcase_add_test(tc, test_cluster_policies);
+	tcase_add_test(tc, test_cluster_refused_shapes);
+	tcase_add_test(tc, test_cluster_limits);
+	tcase_add_test(tc, test_cluster_tls);
+	tcase_add_test(tc, test_cla_localities);
+	tcase_add_test(tc, test_cla_priority_and_health);
+	tcase_add_test(tc, test_cla_refused);
+	tcase_add_test(tc, test_cla_too_many);
+	tcase_add_test(tc, test_resource_name);
+	tcase_add_test(tc, test_failmalloc);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(xds_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
