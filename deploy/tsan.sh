@@ -18,6 +18,7 @@
 #   test_etcd    a real etcd's watch feeding snapshots to the workers
 #   test_dns     DNS answers (evdns on the control thread) feeding them
 #   test_tracing two workers' span rings drained by the exporter thread
+#   test_xds     an xDS stream's responses published as snapshots to the workers
 # or, with --all, every unit suite (`make print-unit-tests`) and every
 # integration file (tests/integration/run.sh with no name).
 # A race stops maitred (or the unit test) with exit code 66 and fails the run
@@ -41,7 +42,7 @@ case "${1:-}" in
 esac
 
 TSAN_UNIT=${TSAN_UNIT:-"tests/unit/test_lb_threads tests/unit/test_lb_round_robin tests/unit/test_discovery tests/unit/test_health"}
-TSAN_INTEGRATION=${TSAN_INTEGRATION-"test_admin test_reload test_reload_diff test_inbound_reload test_health test_etcd test_dns test_tracing"}
+TSAN_INTEGRATION=${TSAN_INTEGRATION-"test_admin test_reload test_reload_diff test_inbound_reload test_health test_etcd test_dns test_tracing test_xds"}
 if [ "$all" = 1 ]; then TSAN_INTEGRATION=""; fi
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:exitcode=66}
 
