@@ -12,7 +12,7 @@ import unittest
 
 import grpc
 
-from harness import MaitredTest, TestCA, maitred_only, pb, wait_until, free_port, CALL_LIMIT
+from harness import MaitredTest, TestCA, maitred_only, needs_h2, pb, wait_until, free_port, CALL_LIMIT
 from otlp import OtlpReceiver
 from test_admin import admin_request
 import test_inbound
@@ -200,6 +200,47 @@ class Tracing(MaitredTest):
         resp = self.call(m, [("traceparent", "00-%s-%s-00" % (TRACE, PARENT)), ("tracestate", "Bad Key=1")])
         self.assertEqual(TP_RE.match(received(resp, "traceparent")).group(1), TRACE)
         self.assertIsNone(received(resp, "tracestate"))
+
+    def odd_path_call(self, m, path, trace):
+        f = self.channel(m).unary_unary(path)
+        with self.assertRaises(grpc.RpcError):  # no such service
+            f(b"", timeout=CALL_LIMIT, metadata=[("traceparent", "00-%s-%s-01" % (trace, PARENT))])
+
+    @maitred_only
+    def test_a_service_name_as_long_as_the_span_names_share_is_cut(self):
+        # The span's name keeps 384 bytes; a service of exactly that many
+        # once made the method's length -1 (a crash of the whole sidecar).
+        up = self.start_upstream()
+        m = self.start(ups=[up], sample=0.0)
+        traces = ["%032x" % (n + 1) for n in range(3)]
+        for trace, n in zip(traces, (383, 384, 385)):
+            self.odd_path_call(m, "/%s/M" % ("a" * n), trace)
+        self.call(m, [("traceparent", "00-%s-%s-01" % (TRACE, PARENT))])
+        spans = self.spans(4, "every call's span")
+        self.assertEqual(sorted(s["trace_id"] for s in spans), sorted(traces + [TRACE]))
+        self.assertTrue(all(len(s["name"]) <= 384 for s in spans))
+
+    @maitred_only
+    @needs_h2
+    def test_a_path_that_is_not_utf8_does_not_lose_the_batch(self):
+        # OTLP's strings are protobuf strings: a collector refuses a whole
+        # request with one that is not UTF-8 (this receiver too, as
+        # protobuf does), which lost every span batched with the odd one.
+        from h2raw import H2Client
+        up = self.start_upstream()
+        m = self.start(ups=[up], sample=0.0)
+        odd = "%032x" % 7
+        c = H2Client(m.port)
+        tp = ("00-%s-%s-01" % (odd, PARENT)).encode()
+        c.wait(c.call(b"/" + SVC.encode() + b"/Un\xffary", messages=[b""], headers=[(b"traceparent", tp)]))
+        # Valid UTF-8 that the name's 384 bytes cut inside a character.
+        cut = "%032x" % 8
+        self.odd_path_call(m, "/" + "a" * 383 + "\u00e9/M", cut)
+        self.call(m, [("traceparent", "00-%s-%s-01" % (TRACE, PARENT))])
+        spans = {s["trace_id"]: s for s in self.spans(3, "the three calls' spans")}
+        self.assertEqual(set(spans), {odd, cut, TRACE})
+        self.assertEqual(spans[odd]["name"], SVC + "/Un?ary")
+        self.assertEqual([st for _, _, st, _ in self.recv.requests if st != 200], [])
 
     @maitred_only
     def test_a_collector_refusing_slow_or_down_fails_no_call(self):
