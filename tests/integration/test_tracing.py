@@ -7,13 +7,16 @@ decided by counts (a sampled call sent after the unsampled ones is the
 only one that arrives), never by a quiet period.
 """
 
+import os
 import re
+import shutil
+import time
 import unittest
 
 import grpc
 
 from harness import MaitredTest, TestCA, maitred_only, needs_h2, pb, wait_until, free_port, CALL_LIMIT
-from otlp import OtlpReceiver
+from otlp import OtlpReceiver, RawCollector, read_request
 from test_admin import admin_request
 import test_inbound
 
@@ -269,6 +272,54 @@ class Tracing(MaitredTest):
         text = body if isinstance(body, str) else body.decode()
         self.assertIn("maitred_trace_spans_exported_total", text)
         self.assertIn('maitred_trace_exports_total{result="failed"}', text)
+
+    @maitred_only
+    def test_a_collector_answering_a_byte_at_a_time_is_given_up_at_the_timeout(self):
+        # evhttp's timeout is per read: an answer that trickles in kept the
+        # one export in flight for ever (and every later span waiting).
+        def trickle(c, h):
+            read_request(c)
+            c.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            while not h.stopped:
+                c.sendall(b"a")
+                time.sleep(0.2)
+        h = RawCollector(trickle)
+        self.addCleanup(h.stop)
+        up = self.start_upstream()
+        t = {"otlp": {"endpoint": h.url, "timeout": "1s"}, "sample": 1.0}
+        m = self.start_maitred(self.config([self.service(SVC, [up])], tracing=t))
+        self.call(m)
+        wait_until(lambda: h.conns and h.conns[0][1] is not None, CALL_LIMIT,
+                   "maitred to give the trickling export up")
+        # And it tries again (a timeout is worth a retry).
+        wait_until(lambda: len(h.conns) >= 2, CALL_LIMIT, "the retry")
+
+    @maitred_only
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"),
+                         "needs root: a mount namespace with a resolv.conf of its own, a resolver on port 53")
+    def test_sigterm_while_the_collectors_name_lookup_hangs_stops_at_once(self):
+        # The exporter looked the name up with a blocking getaddrinfo: a
+        # resolver that does not answer (here, 30 s x 5 tries) held the
+        # stop until it gave up. Now the lookup is on the exporter's loop.
+        import socket
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            u.bind(("127.0.0.53", 53))
+        except OSError as e:
+            self.skipTest("cannot listen on 127.0.0.53:53 (%s)" % e)
+        self.addCleanup(u.close)
+        conf = self.tmp + "/resolv.conf"
+        with open(conf, "w") as f:
+            f.write("nameserver 127.0.0.53\noptions timeout:30 attempts:5\n")
+        wrap = ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', conf]
+        up = self.start_upstream()
+        t = {"otlp": {"endpoint": "http://collector.example.test:4318/v1/traces", "timeout": "1s"},
+             "sample": 1.0}
+        m = self.start_maitred(self.config([self.service(SVC, [up])], tracing=t, drain_timeout="1s"), wrap=wrap)
+        self.call(m)
+        u.settimeout(CALL_LIMIT)
+        u.recvfrom(4096)  # the lookup is out, and will never be answered
+        self.stop_maitred(m)  # within the hang guard: 150 s of lookup exceed it
 
     @maitred_only
     def test_https_with_a_client_certificate_and_headers(self):
