@@ -204,6 +204,21 @@ class Tracing(MaitredTest):
         self.assertEqual(TP_RE.match(received(resp, "traceparent")).group(1), TRACE)
         self.assertIsNone(received(resp, "tracestate"))
 
+    @maitred_only
+    def test_two_traceparent_fields_are_ignored_as_one_malformed(self):
+        # Two fields are one list value, "a, b", which no traceparent is
+        # (the W3C test suite's duplicated-traceparent case).
+        up = self.start_upstream()
+        m = self.start(ups=[up], sample=0.0)
+        other = "00-%s-%s-01" % ("a" * 32, PARENT)
+        for second in (other, "00-%s-%s-01" % (TRACE, PARENT)):
+            resp = self.call(m, [("traceparent", "00-%s-%s-01" % (TRACE, PARENT)), ("traceparent", second),
+                                 ("tracestate", "rojo=1")])
+            sent = TP_RE.match(received(resp, "traceparent"))
+            self.assertNotIn(sent.group(1), (TRACE, "a" * 32))
+            self.assertEqual(sent.group(3), "00")  # a new trace, sample 0
+            self.assertIsNone(received(resp, "tracestate"))
+
     def odd_path_call(self, m, path, trace):
         f = self.channel(m).unary_unary(path)
         with self.assertRaises(grpc.RpcError):  # no such service
