@@ -100,6 +100,7 @@ struct mtd_tracer {
 	uint8_t *body; /* an encoded batch waiting to be sent, or in flight */
 	size_t body_len, body_spans;
 	bool in_flight;
+	int answer_code; /* the status line of the answer in flight, once read; 0 before */
 	unsigned tries;
 	int64_t retry_at_ns, backoff_ms;
 	int64_t last_log_ns;
@@ -315,7 +316,13 @@ static void answered(struct evhttp_request *req, void *arg)
 	struct mtd_tracer *tr = arg;
 	evtimer_del(tr->deadline);
 	tr->in_flight = false;
-	int code = req ? evhttp_request_get_response_code(req) : 0;
+	/* No request: the answer did not come whole (cut, too big, or the
+	 * timeout). A 2xx status line read before that is the collector's
+	 * word that it took the spans: sending them again would duplicate
+	 * them. */
+	int code = req ? evhttp_request_get_response_code(req) : tr->answer_code;
+	if (!req)
+		tr->conn_dead = true;
 	if (code >= 200 && code < 300) {
 		atomic_fetch_add_explicit(&tr->exported, tr->body_spans, memory_order_relaxed);
 		atomic_fetch_add_explicit(&tr->exports_ok, 1, memory_order_relaxed);
@@ -329,9 +336,8 @@ static void answered(struct evhttp_request *req, void *arg)
 	}
 	atomic_fetch_add_explicit(&tr->exports_failed, 1, memory_order_relaxed);
 	const char *where = tr->body_tgt ? tr->body_tgt->endpoint : "?";
-	if (code == 0) {
+	if (!req) {
 		snprintf(tr->last_err, sizeof(tr->last_err), "%s: no answer (refused, unreachable or timed out)", where);
-		tr->conn_dead = true;
 	} else {
 		snprintf(tr->last_err, sizeof(tr->last_err), "%s: HTTP %d", where, code);
 	}
@@ -364,6 +370,13 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	answered(NULL, tr);
 }
 
+static int got_status(struct evhttp_request *req, void *arg)
+{
+	struct mtd_tracer *tr = arg;
+	tr->answer_code = evhttp_request_get_response_code(req);
+	return 0;
+}
+
 static void send_body(struct mtd_tracer *tr)
 {
 	struct mtd_trace_target *t = tr->body_tgt;
@@ -381,6 +394,8 @@ static void send_body(struct mtd_tracer *tr)
 	evhttp_add_header(h, "User-Agent", "maitred/" PACKAGE_VERSION);
 	for (size_t i = 0; i < t->nh; i++)
 		evhttp_add_header(h, t->hn[i], t->hv[i]);
+	tr->answer_code = 0;
+	evhttp_request_set_header_cb(req, got_status);
 	bool queued = evbuffer_add(evhttp_request_get_output_buffer(req), tr->body, tr->body_len) == 0;
 	if (!queued)
 		evhttp_request_free(req); /* never handed to the connection: ours */
@@ -623,8 +638,17 @@ void mtd_tracer_stop(struct mtd_tracer *tr)
 	if (tr->body)
 		count_drop(tr, MTD_TRACE_DROP_SHUTDOWN, tr->body_spans);
 	free(tr->body);
+	/* The connection goes before its resolver; a lookup still pending
+	 * is failed, and its callback (which lets go of the connection's
+	 * bufferevent) runs on one more turn of the loop, in which nothing
+	 * of the exporter's own may run. */
+	event_del(tr->tick);
+	event_del(tr->wake);
+	event_del(tr->deadline);
 	if (tr->conn)
-		evhttp_connection_free(tr->conn); /* before its lookup's resolver */
+		evhttp_connection_free(tr->conn);
+	tr->conn = NULL;
+	tr->in_flight = false;
 	evdns_base_free(tr->dns, 1);
 	event_base_loop(tr->base, EVLOOP_NONBLOCK);
 	while (tr->retired) {

@@ -310,6 +310,31 @@ class Tracing(MaitredTest):
         wait_until(lambda: len(h.conns) >= 2, CALL_LIMIT, "the retry")
 
     @maitred_only
+    def test_a_2xx_whose_body_is_too_big_counts_as_taken(self):
+        # The collector said 200: the spans are in. The answer's body over
+        # evhttp's limit (1 MiB) used to count as no answer, and the batch
+        # went again, five times: five copies at the collector.
+        def huge(c, h):
+            while True:
+                read_request(c)
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (2 << 20) + b"x" * (2 << 20))
+        h = RawCollector(huge)
+        self.addCleanup(h.stop)
+        up = self.start_upstream()
+        t = {"otlp": {"endpoint": h.url}, "sample": 1.0}
+        cfg = self.config([self.service(SVC, [up])], tracing=t, admin="127.0.0.1:%d" % free_port())
+        m = self.start_maitred(cfg)
+        admin_port = int(cfg["admin"].rsplit(":", 1)[1])
+        self.call(m)
+
+        def exports():
+            text = admin_request(admin_port, "GET", "/metrics")[2]
+            return {r: int(n) for r, n in re.findall(r'^maitred_trace_exports_total\{result="(\w+)"\} (\d+)$',
+                                                       text, re.M)}
+        wait_until(lambda: sum(exports().values()) >= 1, CALL_LIMIT, "the export's answer")
+        self.assertEqual(exports(), {"ok": 1, "failed": 0})
+
+    @maitred_only
     @unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"),
                          "needs root: a mount namespace with a resolv.conf of its own, a resolver on port 53")
     def test_sigterm_while_the_collectors_name_lookup_hangs_stops_at_once(self):
