@@ -27,6 +27,61 @@ void mtd_span_init(struct mtd_span *s, const struct mtd_trace_ctx *ctx, const ui
 	s->end_unix_ns = start_unix_ns;
 }
 
+/* The length of the valid UTF-8 sequence at p (n bytes left), 0 when the
+ * byte at p does not start one (a stray continuation byte, an overlong
+ * form, a surrogate, above U+10FFFF, or cut short). */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	size_t len;
+	unsigned lo = 0x80, hi = 0xbf;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		if (c == 0xe0)
+			lo = 0xa0; /* overlong */
+		else if (c == 0xed)
+			hi = 0x9f; /* a surrogate */
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		if (c == 0xf0)
+			lo = 0x90; /* overlong */
+		else if (c == 0xf4)
+			hi = 0x8f; /* above U+10FFFF */
+	} else {
+		return 0;
+	}
+	if (n < len || p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+/* Copy n bytes of text into a span as valid UTF-8: OTLP's strings are
+ * protobuf strings, and a collector refuses a whole request with one
+ * string that is not UTF-8 (so one call's odd :path would lose every span
+ * batched with it). A byte that is not part of a valid sequence, one cut
+ * short by a length limit too, is written as '?'. */
+static void copy_text(char *dst, const char *src, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)src;
+	size_t i = 0;
+	while (i < n) {
+		size_t k = utf8_seq(p + i, n - i);
+		if (k == 0) {
+			dst[i++] = '?';
+			continue;
+		}
+		memcpy(dst + i, p + i, k);
+		i += k;
+	}
+}
+
 /* Room for n more bytes of text: their offset, or -1. */
 static int take_text(struct mtd_span *s, size_t n)
 {
@@ -47,7 +102,7 @@ void mtd_span_name2(struct mtd_span *s, const char *a, size_t alen, const char *
 	size_t n = alen + (b ? 1 + blen : 0);
 	if (n > MTD_SPAN_TEXT / 2) { /* an absurd :path: keep room for the rest */
 		n = MTD_SPAN_TEXT / 2;
-		if (alen > n)
+		if (alen >= n) /* no room for '/' and the method */
 			alen = n, b = NULL;
 		else if (b)
 			blen = n - alen - 1;
@@ -55,10 +110,10 @@ void mtd_span_name2(struct mtd_span *s, const char *a, size_t alen, const char *
 	int off = take_text(s, n);
 	if (off < 0)
 		return;
-	memcpy(s->text + off, a, alen);
+	copy_text(s->text + off, a, alen);
 	if (b) {
 		s->text[off + alen] = '/';
-		memcpy(s->text + off + alen + 1, b, blen);
+		copy_text(s->text + off + alen + 1, b, blen);
 	}
 	s->name_off = (uint16_t)off;
 	s->name_len = (uint16_t)n;
@@ -82,7 +137,7 @@ void mtd_span_status_error(struct mtd_span *s, const char *message, size_t len)
 	int off = take_text(s, len);
 	if (off < 0)
 		return;
-	memcpy(s->text + off, message, len);
+	copy_text(s->text + off, message, len);
 	s->status_off = (uint16_t)off;
 	s->status_len = (uint16_t)len;
 }
@@ -114,7 +169,7 @@ void mtd_span_str(struct mtd_span *s, const char *key, const char *v, size_t len
 		s->text_used = (uint16_t)off; /* give the text back */
 		return;
 	}
-	memcpy(s->text + off, v, len);
+	copy_text(s->text + off, v, len);
 	a->type = MTD_ATTR_STR;
 	a->off = (uint16_t)off;
 	a->len = (uint16_t)len;

@@ -6,7 +6,10 @@
  * Bounds: at most MTD_SPAN_ATTRS attributes and MTD_SPAN_TEXT bytes of
  * text (the name, the tracestate, string values). What does not fit is
  * left out and counted (dropped_attrs; a tracestate that does not fit is
- * left out of the span, never cut), so a span is never malformed. */
+ * left out of the span, never cut), so a span is never malformed. Text
+ * is kept as valid UTF-8 (OTLP's strings must be): a byte of a name or a
+ * string value that is not part of a valid sequence, or of one a cut left
+ * short, is written as '?'. */
 #ifndef MTD_TRACE_SPAN_H
 #define MTD_TRACE_SPAN_H
 

@@ -104,6 +104,21 @@ const nghttp2_nv *mtd_headers_find_n(const struct mtd_headers *h, const char *na
 	return NULL;
 }
 
+unsigned mtd_headers_count_n(const struct mtd_headers *h, const char *name, size_t len, unsigned max)
+{
+	unsigned n = 0;
+	for (uint32_t off = 0; off < h->mem_len && n < max;) {
+		const uint8_t *p = h->mem + off;
+		uint32_t lens[2];
+		memcpy(lens, p, FIELD_HDR);
+		uint32_t nlen = lens[0] & ~FIELD_NEVER_INDEXED;
+		if (nlen == len && p[FIELD_HDR] == (uint8_t)name[0] && memcmp(p + FIELD_HDR, name, len) == 0)
+			n++;
+		off += FIELD_HDR + nlen + lens[1] + 2;
+	}
+	return n;
+}
+
 bool mtd_headers_hop_by_hop(const nghttp2_nv *nv)
 {
 	switch (nv->namelen) {

@@ -47,6 +47,9 @@ static inline const nghttp2_nv *mtd_headers_find(const struct mtd_headers *h, co
 {
 	return mtd_headers_find_n(h, name, strlen(name), buf);
 }
+/* How many fields are called name (len bytes, len > 0), counting up to
+ * max at most (the walk stops there). */
+unsigned mtd_headers_count_n(const struct mtd_headers *h, const char *name, size_t len, unsigned max);
 /* True for a connection-specific field, which never crosses the proxy
  * in either direction (RFC 9113 §8.2.2): connection, keep-alive,
  * proxy-connection, transfer-encoding, upgrade. nv's name is lower case

@@ -89,7 +89,10 @@ bool mtd_call_trace_of(const struct mtd_call *call, struct mtd_call_trace *t)
 		return false;
 	nghttp2_nv buf, sbuf;
 	const nghttp2_nv *tp = mtd_headers_find(&call->req_hdrs, "traceparent", &buf);
-	t->has_parent = tp && mtd_traceparent_parse((const char *)tp->value, tp->valuelen, &t->ctx);
+	/* Several traceparent fields make one list value (RFC 9110 §5.3),
+	 * which no traceparent is: ignored as a malformed one. */
+	t->has_parent = tp && mtd_traceparent_parse((const char *)tp->value, tp->valuelen, &t->ctx) &&
+	                mtd_headers_count_n(&call->req_hdrs, "traceparent", 11, 2) == 1;
 	t->state = NULL;
 	t->state_len = 0;
 	if (t->has_parent) {

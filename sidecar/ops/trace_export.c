@@ -4,9 +4,13 @@
  * TICK_MS drains the workers' rings into the batch, sends the batch when
  * it is half full or a second old, and sends a batch waiting for its retry
  * when its time has come. One POST is in flight at a time (libevent's
- * evhttp client; over TLS on a bufferevent_openssl, HTTP/1.1 by ALPN).
- * Names are resolved by evhttp with getaddrinfo on this thread: a slow
- * resolver delays exports, never a call. */
+ * evhttp client; over TLS on a bufferevent_openssl, HTTP/1.1 by ALPN), and
+ * for at most the target's timeout, from the name's lookup to the answer's
+ * last byte (evhttp's own timeout is per read: a collector answering a
+ * byte at a time never reached it). Names are resolved with evdns on this
+ * thread's loop (resolv.conf, the hosts file), never by a blocking
+ * getaddrinfo: a resolver that does not answer delays exports, never a
+ * call, and never the stop. */
 #include "config.h"
 
 #include "sidecar/ops/trace_export.h"
@@ -21,6 +25,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/http.h>
 
@@ -73,6 +78,8 @@ struct mtd_tracer {
 	pthread_t thread;
 	struct event_base *base;
 	struct event *tick, *wake;
+	struct event *deadline;  /* the request in flight's timeout */
+	struct evdns_base *dns;  /* the collector's name, looked up on this loop */
 	struct ring *rings;
 	unsigned n_rings;
 
@@ -93,6 +100,7 @@ struct mtd_tracer {
 	uint8_t *body; /* an encoded batch waiting to be sent, or in flight */
 	size_t body_len, body_spans;
 	bool in_flight;
+	int answer_code; /* the status line of the answer in flight, once read; 0 before */
 	unsigned tries;
 	int64_t retry_at_ns, backoff_ms;
 	int64_t last_log_ns;
@@ -266,13 +274,13 @@ static struct evhttp_connection *conn_for(struct mtd_tracer *tr, struct mtd_trac
 			return NULL;
 		}
 		bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-		c = evhttp_connection_base_bufferevent_new(tr->base, NULL, bev, t->host, t->port);
+		c = evhttp_connection_base_bufferevent_new(tr->base, tr->dns, bev, t->host, t->port);
 		if (!c) {
 			bufferevent_free(bev);
 			return NULL;
 		}
 	} else {
-		c = evhttp_connection_base_new(tr->base, NULL, t->host, t->port);
+		c = evhttp_connection_base_new(tr->base, tr->dns, t->host, t->port);
 		if (!c)
 			return NULL;
 	}
@@ -306,8 +314,15 @@ static int64_t retry_delay_ms(struct mtd_tracer *tr, const char *retry_after)
 static void answered(struct evhttp_request *req, void *arg)
 {
 	struct mtd_tracer *tr = arg;
+	evtimer_del(tr->deadline);
 	tr->in_flight = false;
-	int code = req ? evhttp_request_get_response_code(req) : 0;
+	/* No request: the answer did not come whole (cut, too big, or the
+	 * timeout). A 2xx status line read before that is the collector's
+	 * word that it took the spans: sending them again would duplicate
+	 * them. */
+	int code = req ? evhttp_request_get_response_code(req) : tr->answer_code;
+	if (!req)
+		tr->conn_dead = true;
 	if (code >= 200 && code < 300) {
 		atomic_fetch_add_explicit(&tr->exported, tr->body_spans, memory_order_relaxed);
 		atomic_fetch_add_explicit(&tr->exports_ok, 1, memory_order_relaxed);
@@ -321,9 +336,8 @@ static void answered(struct evhttp_request *req, void *arg)
 	}
 	atomic_fetch_add_explicit(&tr->exports_failed, 1, memory_order_relaxed);
 	const char *where = tr->body_tgt ? tr->body_tgt->endpoint : "?";
-	if (code == 0) {
+	if (!req) {
 		snprintf(tr->last_err, sizeof(tr->last_err), "%s: no answer (refused, unreachable or timed out)", where);
-		tr->conn_dead = true;
 	} else {
 		snprintf(tr->last_err, sizeof(tr->last_err), "%s: HTTP %d", where, code);
 	}
@@ -337,6 +351,30 @@ static void answered(struct evhttp_request *req, void *arg)
 	}
 	const char *ra = req ? evhttp_find_header(evhttp_request_get_input_headers(req), "Retry-After") : NULL;
 	tr->retry_at_ns = mtd_now_ns() + retry_delay_ms(tr, ra) * 1000000;
+}
+
+/* The request in flight outlived the timeout (a lookup, a connect, or an
+ * answer that trickles in): its connection goes, with it the request
+ * (evhttp frees it without its callback), and it counts as no answer. */
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_tracer *tr = arg;
+	(void)fd;
+	(void)what;
+	if (!tr->in_flight || !tr->conn)
+		return;
+	evhttp_connection_free(tr->conn);
+	tr->conn = NULL;
+	tr->conn_tgt = NULL;
+	tr->conn_dead = false;
+	answered(NULL, tr);
+}
+
+static int got_status(struct evhttp_request *req, void *arg)
+{
+	struct mtd_tracer *tr = arg;
+	tr->answer_code = evhttp_request_get_response_code(req);
+	return 0;
 }
 
 static void send_body(struct mtd_tracer *tr)
@@ -356,6 +394,8 @@ static void send_body(struct mtd_tracer *tr)
 	evhttp_add_header(h, "User-Agent", "maitred/" PACKAGE_VERSION);
 	for (size_t i = 0; i < t->nh; i++)
 		evhttp_add_header(h, t->hn[i], t->hv[i]);
+	tr->answer_code = 0;
+	evhttp_request_set_header_cb(req, got_status);
 	bool queued = evbuffer_add(evhttp_request_get_output_buffer(req), tr->body, tr->body_len) == 0;
 	if (!queued)
 		evhttp_request_free(req); /* never handed to the connection: ours */
@@ -367,6 +407,8 @@ static void send_body(struct mtd_tracer *tr)
 		return;
 	}
 	tr->in_flight = true;
+	struct timeval tv = {.tv_sec = t->timeout_ms / 1000, .tv_usec = (t->timeout_ms % 1000) * 1000};
+	evtimer_add(tr->deadline, &tv);
 }
 
 static void encode_batch(struct mtd_tracer *tr)
@@ -518,7 +560,9 @@ struct mtd_tracer *mtd_tracer_start(unsigned n_workers, char *err, size_t errlen
 		goto oom;
 	tr->tick = event_new(tr->base, -1, EV_PERSIST, on_tick, tr);
 	tr->wake = event_new(tr->base, -1, 0, on_wake, tr);
-	if (!tr->tick || !tr->wake)
+	tr->deadline = evtimer_new(tr->base, on_deadline, tr);
+	tr->dns = evdns_base_new(tr->base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	if (!tr->tick || !tr->wake || !tr->deadline || !tr->dns)
 		goto oom;
 	struct timeval tv = {.tv_sec = 0, .tv_usec = TICK_MS * 1000};
 	event_add(tr->tick, &tv);
@@ -536,6 +580,10 @@ fail:
 			event_free(tr->tick);
 		if (tr->wake)
 			event_free(tr->wake);
+		if (tr->deadline)
+			event_free(tr->deadline);
+		if (tr->dns)
+			evdns_base_free(tr->dns, 0);
 		if (tr->base)
 			event_base_free(tr->base);
 		for (unsigned i = 0; tr->rings && i < tr->n_rings; i++)
@@ -590,8 +638,19 @@ void mtd_tracer_stop(struct mtd_tracer *tr)
 	if (tr->body)
 		count_drop(tr, MTD_TRACE_DROP_SHUTDOWN, tr->body_spans);
 	free(tr->body);
+	/* The connection goes before its resolver; a lookup still pending
+	 * is failed, and its callback (which lets go of the connection's
+	 * bufferevent) runs on one more turn of the loop, in which nothing
+	 * of the exporter's own may run. */
+	event_del(tr->tick);
+	event_del(tr->wake);
+	event_del(tr->deadline);
 	if (tr->conn)
 		evhttp_connection_free(tr->conn);
+	tr->conn = NULL;
+	tr->in_flight = false;
+	evdns_base_free(tr->dns, 1);
+	event_base_loop(tr->base, EVLOOP_NONBLOCK);
 	while (tr->retired) {
 		struct mtd_trace_target *r = tr->retired;
 		tr->retired = r->retired_next;
@@ -601,6 +660,7 @@ void mtd_tracer_stop(struct mtd_tracer *tr)
 	mtd_trace_target_free(tr->next);
 	event_free(tr->tick);
 	event_free(tr->wake);
+	event_free(tr->deadline);
 	event_base_free(tr->base);
 	for (unsigned i = 0; i < tr->n_rings; i++)
 		free(tr->rings[i].slot);

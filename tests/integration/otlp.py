@@ -139,3 +139,73 @@ class OtlpReceiver:
     def spans(self):
         with self._lock:
             return list(self._spans)
+
+
+class RawCollector:
+    """A collector that misbehaves as a test scripts it: each connection is
+    handed to script(sock, collector) on a thread of its own, after
+    read_request() if the script wants the request. conns: [accepted_at,
+    closed_at or None] per connection (closed_at: when the script returned,
+    i.e. when maitred closed it, if the script reads until then).
+
+        c = RawCollector(script)     # c.url; c.stop()
+    """
+
+    def __init__(self, script):
+        import socket
+        self.script = script
+        self.stopped = False
+        self.conns = []
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.port = self._sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d/v1/traces" % self.port
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self._sock.accept()
+            except OSError:
+                return
+            rec = [time.monotonic(), None]
+            self.conns.append(rec)
+            threading.Thread(target=self._one, args=(c, rec), daemon=True).start()
+
+    def _one(self, c, rec):
+        try:
+            self.script(c, self)
+        except OSError:
+            pass
+        rec[1] = time.monotonic()
+        c.close()
+
+    def stop(self):
+        self.stopped = True
+        self._sock.close()
+
+
+def read_request(sock):
+    """One HTTP/1.1 request with a Content-Length: (head, body); OSError
+    when the peer closes first."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = sock.recv(65536)
+        if not d:
+            raise OSError("closed")
+        buf += d
+    head, body = buf.split(b"\r\n\r\n", 1)
+    n = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            n = int(line.split(b":")[1])
+    while len(body) < n:
+        d = sock.recv(65536)
+        if not d:
+            raise OSError("closed")
+        body += d
+    return head, body

@@ -7,13 +7,16 @@ decided by counts (a sampled call sent after the unsampled ones is the
 only one that arrives), never by a quiet period.
 """
 
+import os
 import re
+import shutil
+import time
 import unittest
 
 import grpc
 
-from harness import MaitredTest, TestCA, maitred_only, pb, wait_until, free_port, CALL_LIMIT
-from otlp import OtlpReceiver
+from harness import MaitredTest, TestCA, maitred_only, needs_h2, pb, wait_until, free_port, CALL_LIMIT
+from otlp import OtlpReceiver, RawCollector, read_request
 from test_admin import admin_request
 import test_inbound
 
@@ -213,6 +216,62 @@ class Tracing(MaitredTest):
         self.assertIsNone(received(resp, "tracestate"))
 
     @maitred_only
+    def test_two_traceparent_fields_are_ignored_as_one_malformed(self):
+        # Two fields are one list value, "a, b", which no traceparent is
+        # (the W3C test suite's duplicated-traceparent case).
+        up = self.start_upstream()
+        m = self.start(ups=[up], sample=0.0)
+        other = "00-%s-%s-01" % ("a" * 32, PARENT)
+        for second in (other, "00-%s-%s-01" % (TRACE, PARENT)):
+            resp = self.call(m, [("traceparent", "00-%s-%s-01" % (TRACE, PARENT)), ("traceparent", second),
+                                 ("tracestate", "rojo=1")])
+            sent = TP_RE.match(received(resp, "traceparent"))
+            self.assertNotIn(sent.group(1), (TRACE, "a" * 32))
+            self.assertEqual(sent.group(3), "00")  # a new trace, sample 0
+            self.assertIsNone(received(resp, "tracestate"))
+
+    def odd_path_call(self, m, path, trace):
+        f = self.channel(m).unary_unary(path)
+        with self.assertRaises(grpc.RpcError):  # no such service
+            f(b"", timeout=CALL_LIMIT, metadata=[("traceparent", "00-%s-%s-01" % (trace, PARENT))])
+
+    @maitred_only
+    def test_a_service_name_as_long_as_the_span_names_share_is_cut(self):
+        # The span's name keeps 384 bytes; a service of exactly that many
+        # once made the method's length -1 (a crash of the whole sidecar).
+        up = self.start_upstream()
+        m = self.start(ups=[up], sample=0.0)
+        traces = ["%032x" % (n + 1) for n in range(3)]
+        for trace, n in zip(traces, (383, 384, 385)):
+            self.odd_path_call(m, "/%s/M" % ("a" * n), trace)
+        self.call(m, [("traceparent", "00-%s-%s-01" % (TRACE, PARENT))])
+        spans = self.spans(4, "every call's span")
+        self.assertEqual(sorted(s["trace_id"] for s in spans), sorted(traces + [TRACE]))
+        self.assertTrue(all(len(s["name"]) <= 384 for s in spans))
+
+    @maitred_only
+    @needs_h2
+    def test_a_path_that_is_not_utf8_does_not_lose_the_batch(self):
+        # OTLP's strings are protobuf strings: a collector refuses a whole
+        # request with one that is not UTF-8 (this receiver too, as
+        # protobuf does), which lost every span batched with the odd one.
+        from h2raw import H2Client
+        up = self.start_upstream()
+        m = self.start(ups=[up], sample=0.0)
+        odd = "%032x" % 7
+        c = H2Client(m.port)
+        tp = ("00-%s-%s-01" % (odd, PARENT)).encode()
+        c.wait(c.call(b"/" + SVC.encode() + b"/Un\xffary", messages=[b""], headers=[(b"traceparent", tp)]))
+        # Valid UTF-8 that the name's 384 bytes cut inside a character.
+        cut = "%032x" % 8
+        self.odd_path_call(m, "/" + "a" * 383 + "\u00e9/M", cut)
+        self.call(m, [("traceparent", "00-%s-%s-01" % (TRACE, PARENT))])
+        spans = {s["trace_id"]: s for s in self.spans(3, "the three calls' spans")}
+        self.assertEqual(set(spans), {odd, cut, TRACE})
+        self.assertEqual(spans[odd]["name"], SVC + "/Un?ary")
+        self.assertEqual([st for _, _, st, _ in self.recv.requests if st != 200], [])
+
+    @maitred_only
     def test_a_collector_refusing_slow_or_down_fails_no_call(self):
         up = self.start_upstream()
         m = self.start(ups=[up], admin=True)
@@ -239,6 +298,79 @@ class Tracing(MaitredTest):
         text = body if isinstance(body, str) else body.decode()
         self.assertIn("maitred_trace_spans_exported_total", text)
         self.assertIn('maitred_trace_exports_total{result="failed"}', text)
+
+    @maitred_only
+    def test_a_collector_answering_a_byte_at_a_time_is_given_up_at_the_timeout(self):
+        # evhttp's timeout is per read: an answer that trickles in kept the
+        # one export in flight for ever (and every later span waiting).
+        def trickle(c, h):
+            read_request(c)
+            c.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            while not h.stopped:
+                c.sendall(b"a")
+                time.sleep(0.2)
+        h = RawCollector(trickle)
+        self.addCleanup(h.stop)
+        up = self.start_upstream()
+        t = {"otlp": {"endpoint": h.url, "timeout": "1s"}, "sample": 1.0}
+        m = self.start_maitred(self.config([self.service(SVC, [up])], tracing=t))
+        self.call(m)
+        wait_until(lambda: h.conns and h.conns[0][1] is not None, CALL_LIMIT,
+                   "maitred to give the trickling export up")
+        # And it tries again (a timeout is worth a retry).
+        wait_until(lambda: len(h.conns) >= 2, CALL_LIMIT, "the retry")
+
+    @maitred_only
+    def test_a_2xx_whose_body_is_too_big_counts_as_taken(self):
+        # The collector said 200: the spans are in. The answer's body over
+        # evhttp's limit (1 MiB) used to count as no answer, and the batch
+        # went again, five times: five copies at the collector.
+        def huge(c, h):
+            while True:
+                read_request(c)
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (2 << 20) + b"x" * (2 << 20))
+        h = RawCollector(huge)
+        self.addCleanup(h.stop)
+        up = self.start_upstream()
+        t = {"otlp": {"endpoint": h.url}, "sample": 1.0}
+        cfg = self.config([self.service(SVC, [up])], tracing=t, admin="127.0.0.1:%d" % free_port())
+        m = self.start_maitred(cfg)
+        admin_port = int(cfg["admin"].rsplit(":", 1)[1])
+        self.call(m)
+
+        def exports():
+            text = admin_request(admin_port, "GET", "/metrics")[2]
+            return {r: int(n) for r, n in re.findall(r'^maitred_trace_exports_total\{result="(\w+)"\} (\d+)$',
+                                                       text, re.M)}
+        wait_until(lambda: sum(exports().values()) >= 1, CALL_LIMIT, "the export's answer")
+        self.assertEqual(exports(), {"ok": 1, "failed": 0})
+
+    @maitred_only
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"),
+                         "needs root: a mount namespace with a resolv.conf of its own, a resolver on port 53")
+    def test_sigterm_while_the_collectors_name_lookup_hangs_stops_at_once(self):
+        # The exporter looked the name up with a blocking getaddrinfo: a
+        # resolver that does not answer (here, 30 s x 5 tries) held the
+        # stop until it gave up. Now the lookup is on the exporter's loop.
+        import socket
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            u.bind(("127.0.0.53", 53))
+        except OSError as e:
+            self.skipTest("cannot listen on 127.0.0.53:53 (%s)" % e)
+        self.addCleanup(u.close)
+        conf = self.tmp + "/resolv.conf"
+        with open(conf, "w") as f:
+            f.write("nameserver 127.0.0.53\noptions timeout:30 attempts:5\n")
+        wrap = ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', conf]
+        up = self.start_upstream()
+        t = {"otlp": {"endpoint": "http://collector.example.test:4318/v1/traces", "timeout": "1s"},
+             "sample": 1.0}
+        m = self.start_maitred(self.config([self.service(SVC, [up])], tracing=t, drain_timeout="1s"), wrap=wrap)
+        self.call(m)
+        u.settimeout(CALL_LIMIT)
+        u.recvfrom(4096)  # the lookup is out, and will never be answered
+        self.stop_maitred(m)  # within the hang guard: 150 s of lookup exceed it
 
     @maitred_only
     def test_https_with_a_client_certificate_and_headers(self):

@@ -5,6 +5,8 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +209,78 @@ START_TEST(a_span_keeps_what_fits_and_counts_the_rest)
 }
 END_TEST
 
+START_TEST(a_span_name_of_a_service_as_long_as_the_limit_is_cut_not_overrun)
+{
+	/* :path "/" + 384 bytes + "/M": the service alone fills the name's
+	 * share; the method and its '/' are left out (once a memcpy of
+	 * SIZE_MAX bytes). */
+	struct mtd_trace_ctx c = ctx_of(TP);
+	uint8_t id[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	for (size_t alen = MTD_SPAN_TEXT / 2 - 2; alen <= MTD_SPAN_TEXT / 2 + 1; alen++) {
+		char a[MTD_SPAN_TEXT];
+		memset(a, 's', alen);
+		struct mtd_span s;
+		mtd_span_init(&s, &c, id, NULL, MTD_SPAN_CLIENT, 0);
+		mtd_span_name2(&s, a, alen, "M", 1);
+		ck_assert_uint_le(s.name_len, MTD_SPAN_TEXT / 2);
+		ck_assert_uint_eq(s.text_used, s.name_len);
+		ck_assert_int_eq(mtd_span_text(&s, s.name_off)[0], 's');
+	}
+}
+END_TEST
+
+/* Whether n bytes are valid UTF-8 (Python's idea of it: RFC 3629). */
+static bool utf8_ok(const char *p, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)p;
+	for (size_t i = 0; i < n;) {
+		unsigned c = u[i];
+		size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+		           : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+		if (len == 0 || i + len > n)
+			return false;
+		uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+		for (size_t k = 1; k < len; k++) {
+			if ((u[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (u[i + k] & 0x3f);
+		}
+		if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+START_TEST(span_text_is_always_valid_utf8)
+{
+	/* A collector refuses a whole request with one string that is not
+	 * UTF-8: a :path of raw bytes, or of UTF-8 that the name's limit
+	 * cuts in a character, must not lose the batch. */
+	struct mtd_trace_ctx c = ctx_of(TP);
+	uint8_t id[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	struct mtd_span s;
+	mtd_span_init(&s, &c, id, NULL, MTD_SPAN_CLIENT, 0);
+	mtd_span_name2(&s, "sh\xffop", 5, "G\xc3\xa9t\xed\xa0\x80\xc0\xaf\xf4\x90\x80\x80\xe2\x82", 15);
+	ck_assert_uint_eq(s.name_len, 21);
+	ck_assert(memcmp(mtd_span_text(&s, s.name_off), "sh?op/G\xc3\xa9t???????????", 21) == 0);
+	ck_assert(utf8_ok(mtd_span_text(&s, s.name_off), s.name_len));
+	/* A valid 2-byte character that the limit cuts in half. */
+	char a[MTD_SPAN_TEXT];
+	memset(a, 'a', sizeof(a));
+	a[MTD_SPAN_TEXT / 2 - 1] = (char)0xc3;
+	a[MTD_SPAN_TEXT / 2] = (char)0xa9;
+	mtd_span_init(&s, &c, id, NULL, MTD_SPAN_CLIENT, 0);
+	mtd_span_name2(&s, a, MTD_SPAN_TEXT / 2 + 1, "M", 1);
+	ck_assert(utf8_ok(mtd_span_text(&s, s.name_off), s.name_len));
+	mtd_span_str(&s, "v", "x\x80y", 3);
+	mtd_span_status_error(&s, "\xfe", 1);
+	ck_assert(memcmp(mtd_span_text(&s, s.attr[0].off), "x?y", 3) == 0);
+	ck_assert_int_eq(mtd_span_text(&s, s.status_off)[0], '?');
+}
+END_TEST
+
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest Req;
 
 static const Opentelemetry__Proto__Common__V1__AnyValue *attr(const Opentelemetry__Proto__Trace__V1__Span *s,
@@ -356,6 +430,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, ids_are_never_zero_and_do_not_repeat);
 	tcase_add_test(tc, sampling_reads_the_ids_random_part);
 	tcase_add_test(tc, a_span_keeps_what_fits_and_counts_the_rest);
+	tcase_add_test(tc, a_span_name_of_a_service_as_long_as_the_limit_is_cut_not_overrun);
+	tcase_add_test(tc, span_text_is_always_valid_utf8);
 	tcase_add_test(tc, otlp_carries_ids_kinds_attributes_and_the_resource);
 	tcase_add_test(tc, otlp_full_spans_fit_their_bound_and_read_back);
 	suite_add_tcase(s, tc);
