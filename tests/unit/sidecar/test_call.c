@@ -29,6 +29,7 @@
 #include "sidecar/io/pool.h"
 #include "sidecar/worker-t.h"
 #include "sidecar/worker.h"
+#include "sidecar/worker_turn.h"
 
 #define PATH    "/echo.Echo/Unary"
 #define EP_A    "10.0.0.1:50051"
@@ -1945,9 +1946,21 @@ START_TEST(the_client_gone_with_calls_in_every_state)
 	ck_assert_ptr_nonnull(ss_answered);
 	seam_respond(s, ss_answered, 0, "owt", 3);
 	seam_deliver(s, ss_answered);
+	struct mtd_call *calls[3] = {seam_call_of(s, flying), seam_call_of(s, answered), seam_call_of(s, waiting)};
 	seam_cancel(s, reset);
 	seam_deliver_client(s);
 	seam_client_gone(s);
+	/* No engine on io/'s stack: each close is recorded, none run yet (the
+	 * calls in flight and waiting still have their attempts). */
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert(seam_block_live(calls[i]));
+		ck_assert_ptr_null(calls[i]->down);
+		ck_assert_uint_eq(calls[i]->down_closed, NGHTTP2_CANCEL + 1);
+		ck_assert(calls[i]->next_due);
+	}
+	ck_assert_int_ne(calls[0]->state, MTD_CALL_DONE);
+	ck_assert_int_eq(n_attempts(calls[0]), 1);
+	ck_assert_int_eq(n_attempts(calls[2]), 1);
 	seam_end_turn(s);
 	seam_run(s);
 	(void)flying;
@@ -1989,6 +2002,44 @@ START_TEST(an_inbound_call_shed_then_the_client_gone)
 	ck_assert_uint_eq(load_calls(s), 0);
 	ck_assert_uint_eq(seam_mx.ended, 2);
 	ck_assert_int_eq(seam_stream(s, 0)->rst, NGHTTP2_CANCEL);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* The worker stops (mtd_worker_close_all, as mtd_worker_free runs it when
+ * its loop ended between an event and the end of its turn) with a call on
+ * the ready list (its next attempt due, its first connect refused) and
+ * another whose client's reset is recorded: neither starts an attempt,
+ * each ends once, everything comes back. */
+START_TEST(the_worker_stops_with_calls_on_the_ready_list)
+{
+	struct seam *s = refusing_service(3, NULL);
+	struct seam_cs *due = unary(s, NULL, "one");
+	struct seam_cs *reset = unary(s, NULL, "two");
+	seam_deliver_client(s); /* both start; each connect is refused at once */
+	struct mtd_call *a = seam_call_of(s, due), *b = seam_call_of(s, reset);
+	ck_assert(a->next_due && b->next_due);
+	seam_cancel(s, reset);
+	seam_deliver_client(s);
+	ck_assert_uint_ne(b->down_closed, 0);
+	unsigned connects = 0;
+	for (unsigned i = 0; i < 3; i++) {
+		char addr[32];
+		snprintf(addr, sizeof(addr), "10.0.1.%u:50051", i);
+		connects += seam_ep_connects(s, addr);
+	}
+	ck_assert_uint_eq(connects, 2);
+	mtd_worker_close_all(seam_worker(s)); /* mid-turn: the list is not run yet */
+	unsigned after = 0;
+	for (unsigned i = 0; i < 3; i++) {
+		char addr[32];
+		snprintf(addr, sizeof(addr), "10.0.1.%u:50051", i);
+		after += seam_ep_connects(s, addr);
+	}
+	ck_assert_uint_eq(after, 2);
+	ck_assert_uint_eq(seam_mx.ended, 2);
+	ck_assert_uint_eq(seam_worker(s)->n_ready, 0);
 	ck_assert_uint_eq(seam_live_blocks(), 0);
 	seam_free(s);
 }
@@ -2081,6 +2132,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_client_reset_then_its_hedge_in_one_turn);
 	tcase_add_test(tc, the_client_gone_with_calls_in_every_state);
 	tcase_add_test(tc, an_inbound_call_shed_then_the_client_gone);
+	tcase_add_test(tc, the_worker_stops_with_calls_on_the_ready_list);
 	suite_add_tcase(s, tc);
 	return s;
 }
