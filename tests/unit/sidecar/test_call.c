@@ -2045,6 +2045,34 @@ START_TEST(the_worker_stops_with_calls_on_the_ready_list)
 }
 END_TEST
 
+/* FAILBACK: the client resets its call, and its attempt fails in the same
+ * turn, before the engine learned of the close. A call whose client has
+ * gone has nobody to answer and nothing to re-send for: no background
+ * copy is queued (with the close run first, the attempt was cancelled and
+ * never failed). */
+START_TEST(a_client_reset_then_a_failback_failure_in_one_turn)
+{
+	struct seam *s = seam_new(config(EPS_A, FAILBACK));
+	struct seam_cs *cs = unary(s, NULL, "fire");
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	seam_cancel(s, cs);
+	seam_deliver_client(s); /* the reset: recorded */
+	seam_reset(s, ss, NGHTTP2_INTERNAL_ERROR);
+	seam_deliver(s, ss); /* the attempt fails, same turn */
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert_uint_eq(seam_worker(s)->n_bg, 0);
+	seam_advance_ms(s, 20);
+	ck_assert_uint_eq(seam_mx.failback_started, 0);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -2133,6 +2161,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, the_client_gone_with_calls_in_every_state);
 	tcase_add_test(tc, an_inbound_call_shed_then_the_client_gone);
 	tcase_add_test(tc, the_worker_stops_with_calls_on_the_ready_list);
+	tcase_add_test(tc, a_client_reset_then_a_failback_failure_in_one_turn);
 	suite_add_tcase(s, tc);
 	return s;
 }
