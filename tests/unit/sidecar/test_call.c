@@ -2073,6 +2073,47 @@ START_TEST(a_client_reset_then_a_failback_failure_in_one_turn)
 }
 END_TEST
 
+/* circuit_breaker.max_calls 1: one call in flight, the next refused
+ * (RESOURCE_EXHAUSTED) while its client keeps its request half open. The
+ * refused call is over: it is not counted in flight, and once the first
+ * ends a new call goes through though the refused one's stream is still
+ * open. */
+START_TEST(a_call_refused_at_max_calls_with_its_request_open_is_not_in_flight)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "    circuit_breaker: {max_calls: 1}\n");
+	struct seam_cs *one = unary(s, NULL, "one");
+	seam_run(s);
+	ck_assert_uint_eq(load_calls(s), 1);
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "two", 3);
+	struct seam_cs *two = seam_call(s, PATH, NULL, m, n, false);
+	seam_run(s);
+	ck_assert_int_eq(two->status, 8); /* RESOURCE_EXHAUSTED */
+	ck_assert(!two->closed);         /* its request half is open */
+	ck_assert_uint_eq(load_calls(s), 1);
+	seam_respond(s, seam_stream(s, 0), 0, "eno", 3);
+	seam_run(s);
+	expect_ok(one, "eno");
+	ck_assert_uint_eq(load_calls(s), 0);
+	struct seam_cs *three = unary(s, NULL, "three");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 2); /* not refused */
+	seam_respond(s, seam_stream(s, 1), 0, "eerht", 5);
+	seam_run(s);
+	expect_ok(three, "eerht");
+	seam_send(s, two, NULL, 0, true); /* the refused call's client ends its half */
+	seam_run(s);
+	expect_status(two, 8);
+	ck_assert_uint_eq(seam_mx.circuit_rejected, 1);
+	ck_assert_uint_eq(seam_mx.ended, 3);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -2160,6 +2201,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_client_reset_then_its_hedge_in_one_turn);
 	tcase_add_test(tc, the_client_gone_with_calls_in_every_state);
 	tcase_add_test(tc, an_inbound_call_shed_then_the_client_gone);
+	tcase_add_test(tc, a_call_refused_at_max_calls_with_its_request_open_is_not_in_flight);
 	tcase_add_test(tc, the_worker_stops_with_calls_on_the_ready_list);
 	tcase_add_test(tc, a_client_reset_then_a_failback_failure_in_one_turn);
 	suite_add_tcase(s, tc);
