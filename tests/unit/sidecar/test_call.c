@@ -2114,6 +2114,59 @@ START_TEST(a_call_refused_at_max_calls_with_its_request_open_is_not_in_flight)
 }
 END_TEST
 
+/* A reload in the turn a call waits on the ready list (its first connect
+ * refused at once, its next attempt due): the old endpoints are gone, so
+ * the due attempt goes to the new snapshot's endpoint, which answers. */
+START_TEST(a_reload_while_a_call_waits_on_the_ready_list)
+{
+	struct seam *s = refusing_service(2, NULL);
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_deliver_client(s);
+	struct mtd_call *call = seam_call_of(s, cs);
+	ck_assert(call->next_due);
+	seam_reload(s, config(EPS_B, NULL)); /* the refusing pools retire */
+	seam_end_turn(s);
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert_str_eq(ss->ep, EP_B);
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* FAILOVER over A and B: the first attempt fails, its retry waits for the
+ * backoff; a reload replaces both endpoints by C meanwhile. The retry goes
+ * to C: no endpoint the reload removed is asked (the one not tried yet
+ * had no pool to retire). */
+START_TEST(an_endpoint_removed_while_a_retry_waits_for_its_backoff)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FAILOVER, retries: 2, backoff: {base: 10ms, max: 10ms}"));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	seam_trailers_only(s, seam_stream(s, 0), 14);
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1); /* the backoff */
+	seam_reload(s, config("{address: \"" EP_C "\"}", "mode: FAILOVER, retries: 2, backoff: {base: 10ms, max: 10ms}"));
+	seam_run(s);
+	seam_advance_ms(s, 11);
+	ck_assert_uint_eq(seam_ep_connects(s, EP_A) + seam_ep_connects(s, EP_B), 1);
+	struct seam_ss *ss = seam_stream(s, 1);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert_str_eq(ss->ep, EP_C);
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -2203,6 +2256,8 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, an_inbound_call_shed_then_the_client_gone);
 	tcase_add_test(tc, a_call_refused_at_max_calls_with_its_request_open_is_not_in_flight);
 	tcase_add_test(tc, the_worker_stops_with_calls_on_the_ready_list);
+	tcase_add_test(tc, a_reload_while_a_call_waits_on_the_ready_list);
+	tcase_add_test(tc, an_endpoint_removed_while_a_retry_waits_for_its_backoff);
 	tcase_add_test(tc, a_client_reset_then_a_failback_failure_in_one_turn);
 	suite_add_tcase(s, tc);
 	return s;
