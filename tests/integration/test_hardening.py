@@ -176,3 +176,18 @@ class OneOwner(MaitredTest):
         # The held call is cancelled upstream, and maitred serves on.
         self.assertTrue(self.up.wait_call(cid, "ENDED").ended)
         self.assert_lines_settle_at(5)
+
+    @maitred_only
+    def test_a_reset_before_the_header_block_ends(self):
+        # HEADERS without END_HEADERS, then RST_STREAM where CONTINUATION
+        # must come: a connection error (RFC 9113 §6.10). The call begun
+        # for the stream ends once, with its connection.
+        c = H2Client(self.m.port)
+        self.addCleanup(c.close)
+        blk = c.conn.encoder.encode([(":method", "POST"), (":scheme", "http"), (":path", PATH),
+                                     (":authority", "maitred.test"), ("content-type", "application/grpc")])
+        c.sock.sendall(raw_frame(0x1, 0, 1, blk[:4]) + raw_frame(0x3, 0, 1, b"\0\0\0\x08"))
+        c.pump(lambda: c.goaway is not None or c.closed, CALL_LIMIT)
+        self.assertIsNotNone(c.goaway, "no GOAWAY")
+        self.assertEqual(c.goaway.error_code, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+        self.assert_lines_settle_at(1)
