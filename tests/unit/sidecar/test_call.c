@@ -2167,6 +2167,27 @@ START_TEST(an_endpoint_removed_while_a_retry_waits_for_its_backoff)
 }
 END_TEST
 
+/* FAILOVER: the first attempt failed, its retry waits for a long backoff;
+ * the client resets. The call is over at once: its figures and access
+ * line come out and it is freed at the end of that turn, not when the
+ * backoff would have ended. */
+START_TEST(a_client_reset_while_a_retry_waits_for_its_backoff_ends_the_call_at_once)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FAILOVER, retries: 2, backoff: {base: 5s, max: 5s}"));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	seam_trailers_only(s, seam_stream(s, 0), 14);
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1); /* the backoff */
+	seam_cancel(s, cs);
+	seam_run(s);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_worker(s)->timers.n, 0);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -2257,6 +2278,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_call_refused_at_max_calls_with_its_request_open_is_not_in_flight);
 	tcase_add_test(tc, the_worker_stops_with_calls_on_the_ready_list);
 	tcase_add_test(tc, a_reload_while_a_call_waits_on_the_ready_list);
+	tcase_add_test(tc, a_client_reset_while_a_retry_waits_for_its_backoff_ends_the_call_at_once);
 	tcase_add_test(tc, an_endpoint_removed_while_a_retry_waits_for_its_backoff);
 	tcase_add_test(tc, a_client_reset_then_a_failback_failure_in_one_turn);
 	suite_add_tcase(s, tc);
