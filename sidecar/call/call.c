@@ -112,9 +112,9 @@ static void leave_load(struct mtd_call *call)
 
 /* What others see of a client's call, once: its figures, its access-log
  * line, and its place in the circuit breaker's count, which it leaves now
- * if its settling did not (a client told of the end may ask /clusters
- * next, and a call refused at max_calls must not be counted in flight by
- * then). */
+ * unless maitred's own answer made it leave already (a client told of the
+ * end may ask /clusters next, and a call refused at max_calls must not be
+ * counted in flight by then). */
 static void count_end(struct mtd_call *call)
 {
 	if (call->bg || call->counted)
