@@ -253,6 +253,12 @@ void mtd_attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o
 	call->last_status = status;
 	if (call->state == MTD_CALL_DONE)
 		return;
+	/* Its client's close is recorded, the ready list settles the call at
+	 * the end of the turn: nobody to answer, and no fault action for it
+	 * (a FAILBACK copy queued here would re-send a call its client
+	 * cancelled). */
+	if (call->down_closed)
+		return;
 	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
 	if (mode->on_failure && mode->on_failure(a, o, status, what, refused_before))
 		return;

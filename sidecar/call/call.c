@@ -97,17 +97,31 @@ static bool call_held(const struct mtd_call *call)
 	return call->down || !LIST_EMPTY(&call->attempts) || mtd_timer_armed(&call->retry) || call->next_due;
 }
 
+/* The call leaves its service's calls in flight (circuit_breaker.max_calls,
+ * an inbound listener's max_concurrent_calls), once: call->load NULL
+ * after. */
+static void leave_load(struct mtd_call *call)
+{
+	struct mtd_rt_load *load = call->load;
+	if (!load)
+		return;
+	call->load = NULL;
+	atomic_fetch_sub_explicit(&load->calls, 1, memory_order_relaxed);
+	if (mtd_ref_put(&load->ref))
+		free(load);
+}
+
 /* What others see of a client's call, once: its figures, its access-log
  * line, and its place in the circuit breaker's count, which it leaves now
- * (a client told of the end may ask /clusters next, and a call refused at
- * max_calls must not be counted in flight by then). */
+ * unless maitred's own answer made it leave already (a client told of the
+ * end may ask /clusters next, and a call refused at max_calls must not be
+ * counted in flight by then). */
 static void count_end(struct mtd_call *call)
 {
 	if (call->bg || call->counted)
 		return;
 	call->counted = true;
-	if (call->load)
-		atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
+	leave_load(call);
 	mtd_metrics_call_end(call);
 	mtd_call_trace_end(call);
 }
@@ -176,12 +190,7 @@ static void call_free(struct mtd_call *call)
 		free(call->bc->msg);
 		mtd_slab_free(&call->w->slab, call->bc);
 	}
-	if (call->load) {
-		if (!call->counted)
-			atomic_fetch_sub_explicit(&call->load->calls, 1, memory_order_relaxed);
-		if (mtd_ref_put(&call->load->ref))
-			free(call->load);
-	}
+	leave_load(call);
 	mtd_worker_unhold(call->w, call->hold);
 	mtd_worker_unhold(call->w, call->hold_prev);
 	mtd_slab_free(&call->w->slab, call);
@@ -375,6 +384,7 @@ void mtd_call_answer_ok(struct mtd_call *call, const uint8_t *msg, size_t len)
 	if (call->resp_done || call->resp_eof)
 		return;
 	mtd_call_settle(call);
+	leave_load(call); /* maitred's own answer, whole: see mtd_call_fail */
 	drop_request_bytes(call);
 	mtd_relay_answer_ok(call, msg, len);
 	mtd_call_release(call);
@@ -385,6 +395,7 @@ void mtd_call_answer_held(struct mtd_call *call)
 	if (call->resp_done || call->resp_eof)
 		return;
 	mtd_call_settle(call);
+	leave_load(call); /* maitred's own answer, whole: see mtd_call_fail */
 	drop_request_bytes(call);
 	mtd_relay_held(call, call->bc->trailers_only);
 	mtd_call_release(call);
@@ -406,6 +417,11 @@ void mtd_call_fail(struct mtd_call *call, enum mtd_grpc_status status, const cha
 		          mtd_grpc_status_name(status), msg);
 	}
 	mtd_call_settle(call);
+	/* Over, whatever its client does next: out of its service's calls in
+	 * flight now, not when its stream closes (a client may keep its
+	 * request half open after the status: a call refused at max_calls or
+	 * shed at max_concurrent_calls would hold a place for as long). */
+	leave_load(call);
 	if (call->bg) {
 		/* A FAILBACK re-send has nobody to answer: this try failed. */
 		mtd_failback_failed(call, msg);

@@ -57,8 +57,10 @@ void mtd_call_drop_request(struct mtd_call *call);
  * circuit_breaker.max_calls and an inbound listener's
  * max_concurrent_calls limit), once: a call counted already (an inbound
  * peer's, at its listener, in the service it is routed to) is not counted
- * again. It is given back once, when the call is released (or freed).
- * true while the count, this call included, is within max. */
+ * again. It is given back once: when maitred answers it itself
+ * (mtd_call_fail, mtd_call_answer_ok, _held: its client may keep its
+ * request half open for long after), else when it is released (or
+ * freed). true while the count, this call included, is within max. */
 bool mtd_call_count_load(struct mtd_call *call, struct mtd_rt_load *load, uint32_t max);
 /* The call is routed to a service, path[1 .. 1 + svc_len): from here on
  * its figures and access-log line are its :path's (call->mx), whatever

@@ -2,10 +2,12 @@
 its kin): what nghttp2 1.52 does not limit by itself, maitred does,
 without hurting honest clients."""
 
+import os
+
 import h2.errors
 
-from h2raw import H2Client, echo_request
-from harness import MaitredTest, maitred_only, pb, CALL_LIMIT
+from h2raw import H2Client, echo_request, raw_frame
+from harness import MaitredTest, maitred_only, pb, call_id, wait_until, CALL_LIMIT
 
 PATH = "/maitred.testing.v1.Echo/Unary"
 
@@ -92,3 +94,100 @@ class Hardening(MaitredTest):
         st = c.wait(sid)
         self.assertIsNone(c.goaway, "GOAWAY after 2000 cancels")
         self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
+
+
+class OneOwner(MaitredTest):
+    """A hostile client against the call's one owner: every close a client
+    can make is recorded by io/ and run by the engine at the end of the
+    turn (docs/architecture.md, "No re-entry from io/"). Each call ends
+    once: its access-log line is written once, whatever state it was in."""
+
+    def setUp(self):
+        super().setUp()
+        self.up = self.start_upstream("a")
+        self.access = os.path.join(self.tmp, "access.log")
+        cfg = self.config([self.service("*", [self.up])], log={"access": {"path": self.access}})
+        self.m = self.start_maitred(cfg)
+
+    def access_lines(self):
+        try:
+            with open(self.access) as f:
+                return [ln for ln in f.read().splitlines() if " access " in ln]
+        except FileNotFoundError:
+            return []
+
+    def assert_lines_settle_at(self, n):
+        """Exactly n access lines: wait for n, then one more call (written
+        after every earlier one ended) makes n + 1, and no more."""
+        wait_until(lambda: len(self.access_lines()) >= n, CALL_LIMIT, "%d access lines" % n)
+        c = H2Client(self.m.port)
+        self.addCleanup(c.close)
+        st = c.wait(c.call(PATH, messages=[echo_request(key="last")]))
+        self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
+        wait_until(lambda: len(self.access_lines()) >= n + 1, CALL_LIMIT, "the last call's access line")
+        self.assertEqual(len(self.access_lines()), n + 1)
+
+    @maitred_only
+    def test_a_burst_opened_and_reset_in_one_write(self):
+        # 600 streams in one write: half reset after their HEADERS and a
+        # DATA frame (the request still open), half after END_STREAM (the
+        # call started upstream). The ready list takes every close at the
+        # end of the turn that read them.
+        c = H2Client(self.m.port)
+        self.addCleanup(c.close)
+        flush = c._flush
+        c._flush = lambda: None
+        n = 600
+        for i in range(n):
+            sid = c.call(PATH, messages=[echo_request(key="k%d" % i)], end=bool(i % 2))
+            c.reset(sid, h2.errors.ErrorCodes.CANCEL)
+        c._flush = flush
+        c._flush()
+        sid = c.call(PATH, messages=[echo_request(key="after")])
+        st = c.wait(sid)
+        self.assertIsNone(c.goaway, "GOAWAY after a burst of resets")
+        self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
+        self.assert_lines_settle_at(n + 1)
+
+    @maitred_only
+    def test_the_connection_closed_with_calls_in_every_state(self):
+        # Calls in every state a client can leave them in, then its
+        # connection closes: a request open (no END_STREAM), a call held
+        # upstream, one reset by the client in the same write, one whose
+        # answer is due, and one whose header block never ended.
+        cid = call_id()
+        c = H2Client(self.m.port)
+        flush = c._flush
+        c._flush = lambda: None
+        c.call(PATH, messages=[echo_request(key="open")], end=False)
+        c.call(PATH, messages=[echo_request(key="held", call_id=cid, hold=True)])
+        r = c.call(PATH, messages=[echo_request(key="reset")])
+        c.reset(r, h2.errors.ErrorCodes.CANCEL)
+        c.call(PATH, messages=[echo_request(key="answered")])
+        data = c.conn.data_to_send()
+        c._flush = flush
+        c.sock.sendall(data)
+        self.assertTrue(self.up.wait_call(cid, "STARTED").started)
+        # Half a header block on a new stream (no END_HEADERS), then close.
+        blk = c.conn.encoder.encode([(":method", "POST"), (":scheme", "http"), (":path", PATH),
+                                     (":authority", "maitred.test"), ("content-type", "application/grpc")])
+        c.sock.sendall(raw_frame(0x1, 0, 99, blk[:3]))
+        c.close()
+        # The held call is cancelled upstream, and maitred serves on.
+        self.assertTrue(self.up.wait_call(cid, "ENDED").ended)
+        self.assert_lines_settle_at(5)
+
+    @maitred_only
+    def test_a_reset_before_the_header_block_ends(self):
+        # HEADERS without END_HEADERS, then RST_STREAM where CONTINUATION
+        # must come: a connection error (RFC 9113 §6.10). The call begun
+        # for the stream ends once, with its connection.
+        c = H2Client(self.m.port)
+        self.addCleanup(c.close)
+        blk = c.conn.encoder.encode([(":method", "POST"), (":scheme", "http"), (":path", PATH),
+                                     (":authority", "maitred.test"), ("content-type", "application/grpc")])
+        c.sock.sendall(raw_frame(0x1, 0, 1, blk[:4]) + raw_frame(0x3, 0, 1, b"\0\0\0\x08"))
+        c.pump(lambda: c.goaway is not None or c.closed, CALL_LIMIT)
+        self.assertIsNotNone(c.goaway, "no GOAWAY")
+        self.assertEqual(c.goaway.error_code, h2.errors.ErrorCodes.PROTOCOL_ERROR)
+        self.assert_lines_settle_at(1)

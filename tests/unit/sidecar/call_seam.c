@@ -1152,6 +1152,12 @@ void seam_advance_ms(struct seam *s, int64_t ms)
 	seam_run(s);
 }
 
+void seam_timers_mid_turn(struct seam *s, int64_t ms)
+{
+	clock_ns += ms * 1000000;
+	mtd_worker_run_timers(s->w);
+}
+
 void seam_deliver(struct seam *s, struct seam_ss *ss)
 {
 	ck_assert(deliver(ss->link));

@@ -121,6 +121,9 @@ void seam_end_turn(struct seam *s);
 /* Move the clock on by ms, then seam_run (which runs the timers due,
  * mtd_worker_run_timers). */
 void seam_advance_ms(struct seam *s, int64_t ms);
+/* Move the clock on by ms and run the timers due, in the current turn:
+ * its end is not run (seam_end_turn next). */
+void seam_timers_mid_turn(struct seam *s, int64_t ms);
 /* The clock (mtd_now_ns, wrapped). */
 int64_t seam_now_ns(void);
 /* Step the wall clock (mtd_wall_ms, wrapped: the real one plus every step

@@ -29,6 +29,7 @@
 #include "sidecar/io/pool.h"
 #include "sidecar/worker-t.h"
 #include "sidecar/worker.h"
+#include "sidecar/worker_turn.h"
 
 #define PATH    "/echo.Echo/Unary"
 #define EP_A    "10.0.0.1:50051"
@@ -1796,6 +1797,397 @@ START_TEST(an_inbound_call_in_flight_when_the_client_goes)
 }
 END_TEST
 
+/* ---- the ready list's window, attacked (a client's close recorded, the
+ * engine's side not yet run: whatever else the same turn brings) ---------- */
+
+/* The client resets a call waiting in a pool, and its deadline passes in
+ * the same turn, before the engine learned of the close: the deadline
+ * fails a call whose client is gone; the close then finds it over. One
+ * end, nothing left. */
+START_TEST(a_client_reset_then_its_deadline_in_one_turn)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	seam_ep_mode(s, EP_A, SEAM_EP_SILENT);
+	struct seam_cs *cs = unary(s, "100m", "ping");
+	seam_run(s);
+	struct mtd_pool *p = seam_pool(s, EP_A);
+	ck_assert_uint_eq(p->n_pending, 1);
+	seam_cancel(s, cs);
+	seam_deliver_client(s);
+	seam_timers_mid_turn(s, 101); /* the deadline, in the same turn */
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert_uint_eq(p->n_pending, 0);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_worker(s)->timers.n, 0);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* The client resets a call and its endpoint's whole answer is read in the
+ * same turn: relayed to nobody (the client's stream is gone), one end. */
+START_TEST(a_client_reset_then_its_answer_in_one_turn)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_cancel(s, cs);
+	seam_deliver_client(s); /* the RST_STREAM: recorded */
+	seam_deliver(s, ss);    /* the answer, whole: the call's client is gone */
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert(ss->closed);
+	ck_assert_uint_eq(cs->data.len, 0);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* The call's answer is complete (its endpoint's trailers read, the
+ * client's data provider not yet run: nothing written) when the client's
+ * reset arrives in the same turn: its figures come out once, nothing is
+ * left. */
+START_TEST(an_answer_complete_then_the_client_reset_before_the_flush)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_deliver(s, ss); /* the answer, whole, submitted downstream */
+	struct mtd_call *call = seam_call_of(s, cs);
+	ck_assert_ptr_nonnull(call);
+	ck_assert(call->resp_eof);
+	seam_cancel(s, cs);
+	seam_deliver_client(s); /* the reset, before the flush */
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* FAILOVER: the first attempt failed, the retry waits for its backoff;
+ * the client resets and the backoff ends in the same turn: no retry for
+ * a call whose client is gone. */
+START_TEST(a_client_reset_then_its_retry_backoff_in_one_turn)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FAILOVER, retries: 2, backoff: {base: 10ms, max: 10ms}"));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	seam_trailers_only(s, seam_stream(s, 0), 14); /* UNAVAILABLE: retried */
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1); /* the backoff */
+	seam_cancel(s, cs);
+	seam_deliver_client(s);
+	seam_timers_mid_turn(s, 11); /* the backoff ends, same turn */
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* FORKING: the first fork runs, the hedge is due after 50 ms; the client
+ * resets and the hedge delay ends in the same turn: no fork is born. */
+START_TEST(a_client_reset_then_its_hedge_in_one_turn)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FORKING, forks: 2, hedge_delay: 50ms"));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	seam_cancel(s, cs);
+	seam_deliver_client(s);
+	seam_timers_mid_turn(s, 51);
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	ck_assert_int_eq(seam_stream(s, 0)->rst, NGHTTP2_CANCEL);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_mx.hedges_started, 0);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* The client's connection goes with calls in several states: one in
+ * flight upstream, one whose answer is complete and not written, one
+ * waiting for a connection (a silent endpoint), one reset by the client
+ * in the same turn. Each ends once; nothing is left. */
+START_TEST(the_client_gone_with_calls_in_every_state)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "  - name: \"other.Other\"\n"
+	                          "    endpoints: [" EPS_B "]\n");
+	seam_ep_mode(s, EP_B, SEAM_EP_SILENT);
+	struct seam_cs *flying = unary(s, NULL, "one");
+	struct seam_cs *answered = unary(s, NULL, "two");
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "three", 5);
+	struct seam_cs *waiting = seam_call(s, "/other.Other/Unary", NULL, m, n, true);
+	struct seam_cs *reset = unary(s, NULL, "four");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 3);
+	struct seam_ss *ss_answered = NULL;
+	for (unsigned i = 0; seam_stream(s, i); i++)
+		if (seam_stream(s, i)->req.len == seam_grpc_msg(m, "two", 3))
+			ss_answered = seam_stream(s, i);
+	ck_assert_ptr_nonnull(ss_answered);
+	seam_respond(s, ss_answered, 0, "owt", 3);
+	seam_deliver(s, ss_answered);
+	struct mtd_call *calls[3] = {seam_call_of(s, flying), seam_call_of(s, answered), seam_call_of(s, waiting)};
+	seam_cancel(s, reset);
+	seam_deliver_client(s);
+	seam_client_gone(s);
+	/* No engine on io/'s stack: each close is recorded, none run yet (the
+	 * calls in flight and waiting still have their attempts). */
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert(seam_block_live(calls[i]));
+		ck_assert_ptr_null(calls[i]->down);
+		ck_assert_uint_eq(calls[i]->down_closed, NGHTTP2_CANCEL + 1);
+		ck_assert(calls[i]->next_due);
+	}
+	ck_assert_int_ne(calls[0]->state, MTD_CALL_DONE);
+	ck_assert_int_eq(n_attempts(calls[0]), 1);
+	ck_assert_int_eq(n_attempts(calls[2]), 1);
+	seam_end_turn(s);
+	seam_run(s);
+	(void)flying;
+	(void)answered;
+	(void)waiting;
+	ck_assert_uint_eq(seam_mx.ended, 4);
+	for (unsigned i = 0; seam_stream(s, i); i++)
+		ck_assert(seam_stream(s, i)->closed);
+	ck_assert_uint_eq(seam_pool(s, EP_B)->n_pending, 0);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* An inbound peer with max_concurrent_calls 1: one call in flight, the
+ * next shed (RESOURCE_EXHAUSTED, its request half still open), then the
+ * connection goes: each ends once, the count goes back to 0. */
+START_TEST(an_inbound_call_shed_then_the_client_gone)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n");
+	seam_client_inbound(s, 1);
+	struct seam_cs *one = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(load_calls(s), 1);
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "ping", 4);
+	struct seam_cs *two = seam_call(s, PATH, NULL, m, n, false);
+	seam_run(s);
+	ck_assert_int_eq(two->status, 8); /* RESOURCE_EXHAUSTED */
+	ck_assert_uint_eq(load_calls(s), 1);
+	seam_send(s, two, m, n, false); /* more DATA on a shed call */
+	seam_deliver_client(s);
+	seam_client_gone(s);
+	seam_end_turn(s);
+	seam_run(s);
+	(void)one;
+	ck_assert_uint_eq(load_calls(s), 0);
+	ck_assert_uint_eq(seam_mx.ended, 2);
+	ck_assert_int_eq(seam_stream(s, 0)->rst, NGHTTP2_CANCEL);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* The worker stops (mtd_worker_close_all, as mtd_worker_free runs it when
+ * its loop ended between an event and the end of its turn) with a call on
+ * the ready list (its next attempt due, its first connect refused) and
+ * another whose client's reset is recorded: neither starts an attempt,
+ * each ends once, everything comes back. */
+START_TEST(the_worker_stops_with_calls_on_the_ready_list)
+{
+	struct seam *s = refusing_service(3, NULL);
+	struct seam_cs *due = unary(s, NULL, "one");
+	struct seam_cs *reset = unary(s, NULL, "two");
+	seam_deliver_client(s); /* both start; each connect is refused at once */
+	struct mtd_call *a = seam_call_of(s, due), *b = seam_call_of(s, reset);
+	ck_assert(a->next_due && b->next_due);
+	seam_cancel(s, reset);
+	seam_deliver_client(s);
+	ck_assert_uint_ne(b->down_closed, 0);
+	unsigned connects = 0;
+	for (unsigned i = 0; i < 3; i++) {
+		char addr[32];
+		snprintf(addr, sizeof(addr), "10.0.1.%u:50051", i);
+		connects += seam_ep_connects(s, addr);
+	}
+	ck_assert_uint_eq(connects, 2);
+	mtd_worker_close_all(seam_worker(s)); /* mid-turn: the list is not run yet */
+	unsigned after = 0;
+	for (unsigned i = 0; i < 3; i++) {
+		char addr[32];
+		snprintf(addr, sizeof(addr), "10.0.1.%u:50051", i);
+		after += seam_ep_connects(s, addr);
+	}
+	ck_assert_uint_eq(after, 2);
+	ck_assert_uint_eq(seam_mx.ended, 2);
+	ck_assert_uint_eq(seam_worker(s)->n_ready, 0);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* FAILBACK: the client resets its call, and its attempt fails in the same
+ * turn, before the engine learned of the close. A call whose client has
+ * gone has nobody to answer and nothing to re-send for: no background
+ * copy is queued (with the close run first, the attempt was cancelled and
+ * never failed). */
+START_TEST(a_client_reset_then_a_failback_failure_in_one_turn)
+{
+	struct seam *s = seam_new(config(EPS_A, FAILBACK));
+	struct seam_cs *cs = unary(s, NULL, "fire");
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	seam_cancel(s, cs);
+	seam_deliver_client(s); /* the reset: recorded */
+	seam_reset(s, ss, NGHTTP2_INTERNAL_ERROR);
+	seam_deliver(s, ss); /* the attempt fails, same turn */
+	seam_end_turn(s);
+	seam_run(s);
+	ck_assert_uint_eq(seam_worker(s)->n_bg, 0);
+	seam_advance_ms(s, 20);
+	ck_assert_uint_eq(seam_mx.failback_started, 0);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* circuit_breaker.max_calls 1: one call in flight, the next refused
+ * (RESOURCE_EXHAUSTED) while its client keeps its request half open. The
+ * refused call is over: it is not counted in flight, and once the first
+ * ends a new call goes through though the refused one's stream is still
+ * open. */
+START_TEST(a_call_refused_at_max_calls_with_its_request_open_is_not_in_flight)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "    circuit_breaker: {max_calls: 1}\n");
+	struct seam_cs *one = unary(s, NULL, "one");
+	seam_run(s);
+	ck_assert_uint_eq(load_calls(s), 1);
+	uint8_t m[64];
+	size_t n = seam_grpc_msg(m, "two", 3);
+	struct seam_cs *two = seam_call(s, PATH, NULL, m, n, false);
+	seam_run(s);
+	ck_assert_int_eq(two->status, 8); /* RESOURCE_EXHAUSTED */
+	ck_assert(!two->closed);         /* its request half is open */
+	ck_assert_uint_eq(load_calls(s), 1);
+	seam_respond(s, seam_stream(s, 0), 0, "eno", 3);
+	seam_run(s);
+	expect_ok(one, "eno");
+	ck_assert_uint_eq(load_calls(s), 0);
+	struct seam_cs *three = unary(s, NULL, "three");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 2); /* not refused */
+	seam_respond(s, seam_stream(s, 1), 0, "eerht", 5);
+	seam_run(s);
+	expect_ok(three, "eerht");
+	seam_send(s, two, NULL, 0, true); /* the refused call's client ends its half */
+	seam_run(s);
+	expect_status(two, 8);
+	ck_assert_uint_eq(seam_mx.circuit_rejected, 1);
+	ck_assert_uint_eq(seam_mx.ended, 3);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* A reload in the turn a call waits on the ready list (its first connect
+ * refused at once, its next attempt due): the old endpoints are gone, so
+ * the due attempt goes to the new snapshot's endpoint, which answers. */
+START_TEST(a_reload_while_a_call_waits_on_the_ready_list)
+{
+	struct seam *s = refusing_service(2, NULL);
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_deliver_client(s);
+	struct mtd_call *call = seam_call_of(s, cs);
+	ck_assert(call->next_due);
+	seam_reload(s, config(EPS_B, NULL)); /* the refusing pools retire */
+	seam_end_turn(s);
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert_str_eq(ss->ep, EP_B);
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* FAILOVER over A and B: the first attempt fails, its retry waits for the
+ * backoff; a reload replaces both endpoints by C meanwhile. The retry goes
+ * to C: no endpoint the reload removed is asked (the one not tried yet
+ * had no pool to retire). */
+START_TEST(an_endpoint_removed_while_a_retry_waits_for_its_backoff)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FAILOVER, retries: 2, backoff: {base: 10ms, max: 10ms}"));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	seam_trailers_only(s, seam_stream(s, 0), 14);
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1); /* the backoff */
+	seam_reload(s, config("{address: \"" EP_C "\"}", "mode: FAILOVER, retries: 2, backoff: {base: 10ms, max: 10ms}"));
+	seam_run(s);
+	seam_advance_ms(s, 11);
+	ck_assert_uint_eq(seam_ep_connects(s, EP_A) + seam_ep_connects(s, EP_B), 1);
+	struct seam_ss *ss = seam_stream(s, 1);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert_str_eq(ss->ep, EP_C);
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+/* FAILOVER: the first attempt failed, its retry waits for a long backoff;
+ * the client resets. The call is over at once: its figures and access
+ * line come out and it is freed at the end of that turn, not when the
+ * backoff would have ended. */
+START_TEST(a_client_reset_while_a_retry_waits_for_its_backoff_ends_the_call_at_once)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FAILOVER, retries: 2, backoff: {base: 5s, max: 5s}"));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	seam_trailers_only(s, seam_stream(s, 0), 14);
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1); /* the backoff */
+	seam_cancel(s, cs);
+	seam_run(s);
+	ck_assert_uint_eq(seam_mx.ended, 1);
+	ck_assert_uint_eq(seam_worker(s)->timers.n, 0);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -1876,6 +2268,19 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_reroute_after_the_clients_close_starts_nothing);
 	tcase_add_test(tc, an_inbound_call_denied_then_data_trailers_and_the_client_gone);
 	tcase_add_test(tc, an_inbound_call_in_flight_when_the_client_goes);
+	tcase_add_test(tc, a_client_reset_then_its_deadline_in_one_turn);
+	tcase_add_test(tc, a_client_reset_then_its_answer_in_one_turn);
+	tcase_add_test(tc, an_answer_complete_then_the_client_reset_before_the_flush);
+	tcase_add_test(tc, a_client_reset_then_its_retry_backoff_in_one_turn);
+	tcase_add_test(tc, a_client_reset_then_its_hedge_in_one_turn);
+	tcase_add_test(tc, the_client_gone_with_calls_in_every_state);
+	tcase_add_test(tc, an_inbound_call_shed_then_the_client_gone);
+	tcase_add_test(tc, a_call_refused_at_max_calls_with_its_request_open_is_not_in_flight);
+	tcase_add_test(tc, the_worker_stops_with_calls_on_the_ready_list);
+	tcase_add_test(tc, a_reload_while_a_call_waits_on_the_ready_list);
+	tcase_add_test(tc, a_client_reset_while_a_retry_waits_for_its_backoff_ends_the_call_at_once);
+	tcase_add_test(tc, an_endpoint_removed_while_a_retry_waits_for_its_backoff);
+	tcase_add_test(tc, a_client_reset_then_a_failback_failure_in_one_turn);
 	suite_add_tcase(s, tc);
 	return s;
 }
