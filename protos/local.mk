@@ -6,7 +6,8 @@ PROTO_SRC = protos/maitred/config/v1/config.proto \
 	protos/opentelemetry/proto/common/v1/common.proto \
 	protos/opentelemetry/proto/resource/v1/resource.proto \
 	protos/opentelemetry/proto/trace/v1/trace.proto \
-	protos/opentelemetry/proto/collector/trace/v1/trace_service.proto
+	protos/opentelemetry/proto/collector/trace/v1/trace_service.proto \
+	protos/xds/data/orca/v3/orca_load_report.proto
 PROTO_WKT = google/protobuf/duration.proto google/protobuf/wrappers.proto \
 	google/protobuf/timestamp.proto
 PROTO_GEN_C = gen/maitred/config/v1/config.pb-c.c \
@@ -17,6 +18,7 @@ PROTO_GEN_C = gen/maitred/config/v1/config.pb-c.c \
 	gen/opentelemetry/proto/resource/v1/resource.pb-c.c \
 	gen/opentelemetry/proto/trace/v1/trace.pb-c.c \
 	gen/opentelemetry/proto/collector/trace/v1/trace_service.pb-c.c \
+	gen/xds/data/orca/v3/orca_load_report.pb-c.c \
 	gen/google/protobuf/duration.pb-c.c gen/google/protobuf/wrappers.pb-c.c \
 	gen/google/protobuf/timestamp.pb-c.c
 PROTO_GEN_H = $(PROTO_GEN_C:.c=.h)
