@@ -108,6 +108,24 @@ static void hedge_learn(struct mtd_attempt *a, bool answered, int64_t latency_us
 		mtd_metrics_hedge_sample(call, latency_us);
 }
 
+/* The attempt's ORCA load report (endpoint-load-metrics-bin, in its
+ * trailers, or in its headers for a Trailers-Only answer) into res, as
+ * received: pointers into the attempt's header block, which lib/lb decodes
+ * once, on its stack; what the app receives is not touched. */
+static void orca_report_of(const struct mtd_attempt *a, struct mtd_lb_result *res, int64_t now)
+{
+	static const char name[] = "endpoint-load-metrics-bin";
+	nghttp2_nv buf;
+	const nghttp2_nv *nv = mtd_headers_find_n(&a->resp_trailers, name, sizeof(name) - 1, &buf);
+	if (!nv)
+		nv = mtd_headers_find_n(&a->resp_hdrs, name, sizeof(name) - 1, &buf);
+	if (!nv)
+		return;
+	res->orca = nv->value;
+	res->orca_len = nv->valuelen;
+	res->now_ns = now;
+}
+
 /* Tell the balancer, and outlier detection, how the endpoint did, once
  * per attempt. */
 void mtd_attempt_lb_end(struct mtd_attempt *a, bool ok, bool neutral)
@@ -118,6 +136,9 @@ void mtd_attempt_lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 	int64_t now = mtd_now_ns();
 	int64_t until = a->first_ns ? a->first_ns : now;
 	struct mtd_lb_result res = {.ok = ok, .neutral = neutral, .latency_us = (until - a->start_ns) / 1000};
+	/* Only a policy that reads load reports pays for looking. */
+	if (!neutral && a->picker && (a->picker->ops->caps & MTD_LB_CAP_ORCA))
+		orca_report_of(a, &res, now);
 	if (ok && !neutral)
 		hedge_learn(a, true, res.latency_us);
 	if (a->layer)
