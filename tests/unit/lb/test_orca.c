@@ -358,6 +358,55 @@ START_TEST(drained_and_excluded)
 }
 END_TEST
 
+/* Through the routing layer (a tag group per version, one picker each):
+ * the reports reach the group's picker through mtd_lb_layer_call_end and
+ * its tick, and shares follow them inside the group. */
+START_TEST(through_the_routing_layer)
+{
+	static struct t_set s;
+	static const struct mtd_lb_meta v1 = {"version", "v1"}, v2 = {"version", "v2"};
+	struct mtd_lb_layer_config lc = {.metadata_key = "version", .min_healthy_percent = 70};
+	struct mtd_lb_config cfg;
+	struct mtd_lb_layer *l;
+	struct mtd_lb_pick_ctx ctx;
+	uint64_t counts[T_MAX_EPS] = {0};
+	const double cpu[6] = {0.2, 0.4, 0.8, 0.5, 0.5, 0.5};
+	char text[1024];
+
+	t_set_init(&s, 6, NULL);
+	for (size_t i = 0; i < 6; i++) {
+		s.eps[i].meta = i < 3 ? &v1 : &v2;
+		s.eps[i].n_meta = 1;
+	}
+	mtd_lb_config_defaults(&cfg, mtd_lb_find("CLIENT_SIDE_WEIGHTED_ROUND_ROBIN"));
+	cfg.orca.blackout_ms = 0;
+	l = mtd_lb_layer_new(&lc, &cfg, s.eps, s.n, NULL);
+	ck_assert_ptr_nonnull(l);
+	for (size_t i = 0; i < 6; i++) {
+		struct mtd_lb_result res = {.ok = true, .latency_us = 100, .now_ns = 1000 * 1000000LL};
+
+		res.orca_len = encode(text, cpu[i], 0, 100, 0, false);
+		res.orca = (const uint8_t *)text;
+		mtd_lb_layer_call_begin(l, i);
+		mtd_lb_layer_call_end(l, i, &res, res.now_ns);
+	}
+	mtd_lb_layer_tick(l, 1000000, 1500 * 1000000LL);
+	ctx = t_ctx(&s);
+	ctx.excluded = NULL;
+	for (int k = 0; k < 7000; k++) {
+		int i = mtd_lb_layer_pick(l, "v1", 2, &ctx);
+
+		ck_assert_int_ge(i, 0);
+		ck_assert_int_lt(i, 3);
+		counts[i]++;
+	}
+	ck_assert_uint_le((uint64_t)llabs((long long)counts[0] - 4000), 10);
+	ck_assert_uint_le((uint64_t)llabs((long long)counts[1] - 2000), 10);
+	ck_assert_uint_le((uint64_t)llabs((long long)counts[2] - 1000), 10);
+	mtd_lb_layer_free(l);
+}
+END_TEST
+
 START_TEST(config_checks)
 {
 	struct mtd_lb_config c;
@@ -394,6 +443,7 @@ static Suite *orca_suite(void)
 	tcase_add_test(tc, shares_follow_reported_utilization);
 	tcase_add_test(tc, update_period_and_new_set);
 	tcase_add_test(tc, drained_and_excluded);
+	tcase_add_test(tc, through_the_routing_layer);
 	tcase_add_test(tc, config_checks);
 	suite_add_tcase(s, tc);
 	return s;
