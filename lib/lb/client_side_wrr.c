@@ -15,8 +15,9 @@
  * few dozen calls). Without a table (plain round robin, or no tick for
  * MTD_LB__WARM_MAX_AGE_MS) the counter picks in turn.
  *
- * Configured endpoint weights are not honoured (the reports decide),
- * except that weight <= 0 drains an endpoint (lb-impl.h "last resort").
+ * Configured endpoint weights are not honoured (the reports decide; config
+ * refuses them: no MTD_LB_CAP_WEIGHTS), except that weight <= 0 drains an
+ * endpoint (lb-impl.h "last resort").
  */
 #include "config.h"
 
