@@ -528,7 +528,8 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				continue;
 			if ((f == EP_HEALTHY || f == EP_HC_FAILURES) && !s->cfg->health_check.enabled)
 				continue;
-			if (f >= EP_ORCA_UTIL && !reads_orca(s))
+			bool orca_family = f >= EP_ORCA_UTIL && f <= EP_ORCA_INVALID;
+			if (orca_family && !reads_orca(s))
 				continue;
 			for (size_t i = 0; i < s->n_eps; i++) {
 				const struct mtd_endpoint *e = s->eps[i];
@@ -538,7 +539,7 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				const char *name = ep_families[f].name;
 				int64_t a;
 				struct mtd_lb_orca_view ov;
-				if (f >= EP_ORCA_UTIL)
+				if (orca_family)
 					mtd_lb_orca_view(st, &ov);
 				switch (f) {
 				case EP_PICKS:
