@@ -35,6 +35,10 @@
  *       version, v1 90 / v2 10, 3 / 100 / 1,000 endpoints)
  *       next to the same policy's plain pick and the layer's pick
  *       without a split, and the groups' shares over 1,000,000 picks.
+ * orca  heterogeneous backends reporting their utilization (ORCA): max/mean
+ *       utilization, p50/p99 and the half-capacity one's share under
+ *       ROUND_ROBIN, LEAST_REQUEST, PEAK_EWMA and
+ *       CLIENT_SIDE_WEIGHTED_ROUND_ROBIN (orca_one).
  * limit ns per rate-limit check (mtd_limit_take): one thread, then two
  *       threads contending on one bucket, every check taking a token
  *       (the compare-and-swap written each time), and two threads on a
@@ -97,6 +101,44 @@ static struct mtd_lb_picker *new_picker(const struct mtd_lb_ops *ops, size_t n, 
 	return p;
 }
 
+/* An ORCA load report (cpu_utilization, rps_fractional) as the
+ * endpoint-load-metrics-bin trailer carries it: serialized, then base64
+ * without padding (what grpc sends). out: room for 32 characters. */
+static size_t orca_text(double cpu, double qps, char *out)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	uint8_t msg[18];
+	uint64_t u;
+	size_t o = 0;
+
+	msg[0] = 0x09; /* field 1, I64 */
+	memcpy(&u, &cpu, 8);
+	for (int k = 0; k < 8; k++)
+		msg[1 + k] = (uint8_t)(u >> (8 * k));
+	msg[9] = 0x31; /* field 6, I64 */
+	memcpy(&u, &qps, 8);
+	for (int k = 0; k < 8; k++)
+		msg[10 + k] = (uint8_t)(u >> (8 * k));
+	for (size_t i = 0; i < sizeof(msg); i += 3) {
+		uint32_t v = (uint32_t)msg[i] << 16 | (uint32_t)msg[i + 1] << 8 | msg[i + 2];
+
+		for (int k = 0; k < 4; k++)
+			out[o++] = tab[v >> (18 - 6 * k) & 63];
+	}
+	return o;
+}
+
+/* One answer of endpoint i at now_ns carrying a load report. */
+static void orca_answer(struct mtd_lb_picker *p, size_t i, double cpu, double qps, int64_t latency_us, int64_t now_ns)
+{
+	char text[32];
+	struct mtd_lb_result r = {.ok = true, .latency_us = latency_us, .now_ns = now_ns};
+
+	r.orca_len = orca_text(cpu, qps, text);
+	r.orca = (const uint8_t *)text;
+	mtd_lb_call_end(p, i, &r, now_ns);
+}
+
 /* ---- pick ---------------------------------------------------------------- */
 
 #define PICK_TRIALS 10
@@ -123,6 +165,8 @@ static double time_cell(const struct mtd_lb_ops *ops, size_t n, bool calls, bool
 		for (size_t i = 0; i < n; i += 10)
 			eps[i].start_ms = ctx.now_ms - 10000;
 	}
+	if (ops->caps & MTD_LB_CAP_ORCA)
+		cfg.orca.blackout_ms = 0; /* the weights' table at once */
 	p = mtd_lb_picker_new(&cfg, eps, n, NULL);
 	if (p == NULL) {
 		fprintf(stderr, "%s: picker_new failed\n", ops->name);
@@ -134,7 +178,10 @@ static double time_cell(const struct mtd_lb_ops *ops, size_t n, bool calls, bool
 		struct mtd_lb_result r = {true, 1000 + (int64_t)(i % 7) * 100};
 
 		mtd_lb_call_begin(p, i);
-		mtd_lb_call_end(p, i, &r, 1000000000);
+		if (ops->caps & MTD_LB_CAP_ORCA) /* reported utilizations 0.2 .. 0.9 */
+			orca_answer(p, i, 0.2 + 0.1 * (double)(i % 8), 100.0, r.latency_us, 1000000000);
+		else
+			mtd_lb_call_end(p, i, &r, 1000000000);
 	}
 	mtd_lb_tick(p, 1000000, 1000000000);
 	/* Best of PICK_TRIALS runs of at least 20 ms of this thread's CPU
@@ -349,6 +396,153 @@ static void bench_sim(void)
 		sim_one(all[s], 0.0, all[s]->name);
 	sim_one(mtd_lb_find("CONSISTENT_HASH"), 1.25, "CONSISTENT_HASH, bounded 1.25");
 	sim_one(mtd_lb_find("MAGLEV"), 1.25, "MAGLEV, bounded 1.25");
+}
+
+/* ---- orca ---------------------------------------------------------------- */
+
+/* Heterogeneous backends that report their load: 10 endpoints of 4 slots,
+ * exponential service times of 1 ms except one at 2 ms (half the capacity;
+ * its latency rises with its load as its queue grows), Poisson arrivals at
+ * ORCA_LOAD of the fleet's capacity. Each answer carries an ORCA report of
+ * its endpoint's utilization (busy slot time / slots) and completions per
+ * second over the last closed window of ORCA_WINDOW_S (honest figures, a
+ * window late), the way a gRPC server's metrics recorder does. Printed per
+ * policy, over the steady state (from ORCA_SKIP_S of simulated time on):
+ * the utilization of the busiest endpoint over the mean, p50 / p99
+ * latency, and the half-capacity endpoint's share. */
+#define ORCA_N        10
+#define ORCA_SLOTS    4
+#define ORCA_CALLS    1000000
+#define ORCA_LOAD     0.8
+#define ORCA_WINDOW_S 0.1
+#define ORCA_BINS     1024 /* windows: the run lasts about 33 s */
+#define ORCA_SKIP_S   5.0  /* figures from then on: the steady state */
+
+/* Busy slot time of one endpoint per window: the service [a, b) spread
+ * over the windows it covers. */
+static void orca_busy(double *bins, double a, double b)
+{
+	for (long k = (long)(a / ORCA_WINDOW_S); k < ORCA_BINS && k * ORCA_WINDOW_S < b; k++) {
+		double lo = fmax(a, (double)k * ORCA_WINDOW_S), hi = fmin(b, (double)(k + 1) * ORCA_WINDOW_S);
+
+		if (hi > lo)
+			bins[k] += hi - lo;
+	}
+}
+
+static void orca_one(const char *name)
+{
+	static double bins[ORCA_N][ORCA_BINS];
+	const struct mtd_lb_ops *ops = mtd_lb_find(name);
+	double *lat = malloc(ORCA_CALLS * sizeof(*lat));
+	double slot_free[ORCA_N][ORCA_SLOTS], win_done[ORCA_N] = {0}, rep_util[ORCA_N] = {0}, rep_qps[ORCA_N] = {0};
+	double mean[ORCA_N], capacity = 0, lambda, t = 0, next_tick = 1.0;
+	double umax = 0, usum = 0;
+	long win = 0, last_win;
+	uint64_t rng = 7;
+	size_t sent_slow = 0, sent = 0, nlat = 0;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+
+	if (lat == NULL || ops == NULL)
+		exit(1);
+	memset(bins, 0, sizeof(bins));
+	for (int i = 0; i < ORCA_N; i++)
+		mean[i] = i == 0 ? 0.002 : 0.001;
+	make_eps(ORCA_N, false);
+	mtd_lb_config_defaults(&cfg, ops);
+	cfg.orca.blackout_ms = 1000; /* the default 10 s is a third of the run */
+	p = mtd_lb_picker_new(&cfg, eps, ORCA_N, NULL);
+	if (p == NULL)
+		exit(1);
+	memset(slot_free, 0, sizeof(slot_free));
+	heap_len = 0;
+	for (int i = 0; i < ORCA_N; i++)
+		capacity += ORCA_SLOTS / mean[i];
+	lambda = ORCA_LOAD * capacity;
+
+	for (size_t c = 0; c < ORCA_CALLS; c++) {
+		struct mtd_lb_pick_ctx ctx = {0};
+		int e, best = 0;
+		double start, svc;
+
+		t += expo(&rng, 1.0 / lambda);
+		while (heap_len > 0 && heap[0].t <= t) {
+			struct done d = heap_pop();
+			int64_t now_ns = (int64_t)(d.t * 1e9) + 1000000000;
+
+			/* A window closed: what the reports say from now on. */
+			while ((double)(win + 1) * ORCA_WINDOW_S <= d.t && win + 1 < ORCA_BINS) {
+				for (int i = 0; i < ORCA_N; i++) {
+					rep_util[i] = bins[i][win] / (ORCA_SLOTS * ORCA_WINDOW_S);
+					rep_qps[i] = win_done[i] / ORCA_WINDOW_S;
+					win_done[i] = 0;
+				}
+				win++;
+			}
+			while (next_tick <= d.t) {
+				mtd_lb_tick(p, (int64_t)(next_tick * 1000) + 1000000, (int64_t)(next_tick * 1e9) + 1000000000);
+				next_tick += 1.0;
+			}
+			win_done[d.ep]++;
+			orca_answer(p, (size_t)d.ep, rep_util[d.ep], rep_qps[d.ep], (int64_t)(d.latency * 1e6), now_ns);
+			if (d.t - d.latency >= ORCA_SKIP_S)
+				lat[nlat++] = d.latency;
+		}
+		ctx.now_ms = (int64_t)(t * 1000) + 1000000;
+		ctx.now_ns = (int64_t)(t * 1e9) + 1000000000;
+		ctx.rng = &rng;
+		e = mtd_lb_pick(p, &ctx);
+		mtd_lb_call_begin(p, (size_t)e);
+		if (t >= ORCA_SKIP_S) {
+			sent++;
+			sent_slow += e == 0;
+		}
+		for (int s = 1; s < ORCA_SLOTS; s++)
+			if (slot_free[e][s] < slot_free[e][best])
+				best = s;
+		start = fmax(t, slot_free[e][best]);
+		svc = expo(&rng, mean[e]);
+		slot_free[e][best] = start + svc;
+		orca_busy(bins[e], start, start + svc);
+		heap_push((struct done){start + svc, e, start + svc - t});
+	}
+	while (heap_len > 0) {
+		struct done d = heap_pop();
+		struct mtd_lb_result r = {.ok = true, .latency_us = (int64_t)(d.latency * 1e6)};
+
+		mtd_lb_call_end(p, (size_t)d.ep, &r, (int64_t)(d.t * 1e9) + 1000000000);
+		if (d.t - d.latency >= ORCA_SKIP_S)
+			lat[nlat++] = d.latency;
+	}
+	/* Utilization from ORCA_SKIP_S to the last arrival. */
+	last_win = (long)(t / ORCA_WINDOW_S);
+	for (int i = 0; i < ORCA_N; i++) {
+		double b = 0, u;
+
+		for (long k = (long)(ORCA_SKIP_S / ORCA_WINDOW_S); k < last_win && k < ORCA_BINS; k++)
+			b += bins[i][k];
+		u = b / (ORCA_SLOTS * ((double)last_win * ORCA_WINDOW_S - ORCA_SKIP_S));
+		umax = fmax(umax, u);
+		usum += u;
+	}
+	qsort(lat, nlat, sizeof(lat[0]), cmp_double);
+	printf("| %s | %.3f | %.2f | %.2f | %.1f %% |\n", name, umax / (usum / ORCA_N), lat[nlat / 2] * 1e3,
+	       lat[nlat * 99 / 100] * 1e3, 100.0 * (double)sent_slow / (double)sent);
+	fflush(stdout);
+	mtd_lb_picker_free(p);
+	free(lat);
+}
+
+static void bench_orca(void)
+{
+	static const char *const rows[] = {"ROUND_ROBIN", "LEAST_REQUEST", "PEAK_EWMA",
+	                                   "CLIENT_SIDE_WEIGHTED_ROUND_ROBIN"};
+
+	printf("| strategy | max/mean utilization | p50 ms | p99 ms | share to the half-capacity one |\n");
+	printf("|---|---:|---:|---:|---:|\n");
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		orca_one(rows[i]);
 }
 
 /* ---- ring ---------------------------------------------------------------- */
@@ -1147,6 +1341,10 @@ int main(int argc, char **argv)
 		printf("## split: ns per pick (one thread)\n\n");
 		bench_split();
 		printf("\n");
+	}
+	if (all || strcmp(what, "orca") == 0) {
+		printf("## orca: backends of unequal capacity reporting their load\n\n");
+		bench_orca();
 	}
 	if (all || strcmp(what, "limit") == 0) {
 		printf("## rate limit: one atomic bucket\n\n");

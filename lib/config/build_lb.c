@@ -31,6 +31,47 @@ static bool lb_opt_allowed(struct builder *b, const struct lb_info *info, bool a
 	return false;
 }
 
+/* lb.orca: durations and the penalty, each range refused with its reason
+ * here (lib/lb checks the same ranges again: mtd_lb_config_check). */
+static void build_orca(struct builder *b, const Maitred__Config__V1__Orca *m, const char *path,
+                       struct mtd_lb_orca_config *out)
+{
+	char p[256], op[256];
+
+	mtd_cfg__sub(op, sizeof(op), path, "orca");
+	out->blackout_ms =
+	        mtd_cfg__dur_ms(b, m->blackout_period, MTD_LB_DEFAULT_ORCA_BLACKOUT_MS, ZERO_ALLOWED,
+	                        mtd_cfg__at(b, m, "blackout_period", NULL), mtd_cfg__sub(p, sizeof(p), op, "blackout_period"));
+	out->expiration_ms = mtd_cfg__dur_ms(b, m->weight_expiration_period, MTD_LB_DEFAULT_ORCA_EXPIRATION_MS,
+	                                     ZERO_IS_ERROR, mtd_cfg__at(b, m, "weight_expiration_period", NULL),
+	                                     mtd_cfg__sub(p, sizeof(p), op, "weight_expiration_period"));
+	out->update_ms = mtd_cfg__dur_ms(b, m->weight_update_period, MTD_LB_DEFAULT_ORCA_UPDATE_MS, ZERO_IS_ERROR,
+	                                 mtd_cfg__at(b, m, "weight_update_period", NULL),
+	                                 mtd_cfg__sub(p, sizeof(p), op, "weight_update_period"));
+	if (m->weight_update_period != NULL && out->update_ms > 0 && out->update_ms < MTD_LB_MIN_ORCA_UPDATE_MS) {
+		BERR(mtd_cfg__at(b, m, "weight_update_period", NULL), p, "must be at least %dms, got %lldms",
+		     MTD_LB_MIN_ORCA_UPDATE_MS, (long long)out->update_ms);
+		out->update_ms = MTD_LB_DEFAULT_ORCA_UPDATE_MS;
+	}
+	if (m->error_utilization_penalty != NULL) {
+		double v = m->error_utilization_penalty->value;
+
+		if (!(isfinite(v) && v >= 0.0))
+			BERR(mtd_cfg__at(b, m, "error_utilization_penalty", NULL),
+			     mtd_cfg__sub(p, sizeof(p), op, "error_utilization_penalty"),
+			     "must be a finite number >= 0, got %g", v);
+		else
+			out->error_penalty = v;
+	}
+	out->oob_period_ms = mtd_cfg__dur_ms(b, m->oob_reporting_period, MTD_LB_DEFAULT_ORCA_OOB_MS, ZERO_IS_ERROR,
+	                                     mtd_cfg__at(b, m, "oob_reporting_period", NULL),
+	                                     mtd_cfg__sub(p, sizeof(p), op, "oob_reporting_period"));
+	if (m->out_of_band)
+		BERR(mtd_cfg__at(b, m, "out_of_band", NULL), mtd_cfg__sub(p, sizeof(p), op, "out_of_band"),
+		     "not supported yet: load reports are read from the endpoint-load-metrics-bin trailer only "
+		     "(set false or leave it out)");
+}
+
 /* The options as written, with lib/lb's defaults for the rest. The values
  * the strategy range-checks itself are checked by mtd_cfg__lb_check(), with the
  * strategy's own rule; choice_count keeps its stricter config cap here. */
@@ -94,6 +135,8 @@ void mtd_cfg__build_lb(struct builder *b, const PbLb *m, const void *owner, cons
 		                                             : MTD_LB_DEFAULT_HOT_THRESHOLD;
 		out->hot_keys.spread = m->hot_keys->spread != 0 ? m->hot_keys->spread : MTD_LB_DEFAULT_HOT_SPREAD;
 	}
+	if (m->orca != NULL && lb_opt_allowed(b, info, caps & MTD_LB_CAP_ORCA, m, "orca", path))
+		build_orca(b, m->orca, path, &out->orca);
 }
 
 /* The rule of lib/lb/picker.c's mtd_lb_config_check() that refused `field`,
@@ -135,6 +178,10 @@ static bool lb_rule(struct mtd_lb_config *lb, const char *field, char *buf, size
 	} else if (strcmp(field, "warmup.min_weight_percent") == 0) {
 		snprintf(buf, size, "must be in 0..100");
 		lb->warmup.min_weight_percent = def.warmup.min_weight_percent;
+	} else if (strncmp(field, "orca.", 5) == 0) {
+		/* build_orca() refused these with their reasons already. */
+		snprintf(buf, size, "out of range");
+		lb->orca = def.orca;
 	} else if (strcmp(field, "hot_keys.spread") == 0) {
 		snprintf(buf, size, "must be in 2..%u, got %u", MTD_LB_MAX_HOT_SPREAD, (unsigned)lb->hot_keys.spread);
 		lb->hot_keys.spread = MTD_LB_DEFAULT_HOT_SPREAD;

@@ -29,6 +29,11 @@ extern const struct mtd_lb_ops mtd_lb_ops_peak_ewma;
 extern const struct mtd_lb_ops mtd_lb_ops_shortest_response;
 extern const struct mtd_lb_ops mtd_lb_ops_consistent_hash;
 extern const struct mtd_lb_ops mtd_lb_ops_maglev;
+extern const struct mtd_lb_ops mtd_lb_ops_client_side_wrr;
+
+/* The weight the last recomputation gave st's endpoint, for the admin
+ * (orca.c; 0 = none: round robin, or drained). */
+void mtd_lb__orca_set_used(struct mtd_lb_stats *st, double w);
 
 static inline bool mtd_lb__excluded(const struct mtd_lb_pick_ctx *ctx, size_t i)
 {

@@ -21,6 +21,21 @@
  * mtd_lb_lat_upper_us(b); 1 us to 2^26 us (67 s), the last open. */
 #define MTD_LB_LAT_BUCKETS 53
 
+/* What an endpoint's ORCA load reports said (orca.c), shared by every
+ * worker: any worker records a report (each field one relaxed atomic, the
+ * weight's three published in an order tick() relies on: see
+ * mtd_lb_orca_record), the control thread's tick reads. Doubles are stored
+ * as their bits. Written only through mtd_lb_orca_record. */
+struct mtd_lb_orca_state {
+	_Atomic uint64_t weight_bits; /* qps / (utilization + eps / qps x penalty), last report */
+	_Atomic int64_t since_ms;     /* monotonic ms of the first report of this run (blackout) */
+	_Atomic int64_t last_ms;      /* monotonic ms of the last report that gave a weight; 0 = none */
+	_Atomic uint64_t cpu_bits, mem_bits, app_bits, qps_bits, eps_bits; /* last report read (display) */
+	_Atomic uint64_t reports; /* reports read whole */
+	_Atomic uint64_t invalid; /* reports that did not parse (ignored) */
+	_Atomic uint64_t used_bits; /* the weight the last tick gave the endpoint (display); 0 = none */
+};
+
 /* Live figures of one endpoint, shared by every worker thread. Owned by the
  * data plane's endpoint object, which outlives every picker pointing at it,
  * and survives endpoint-set changes (an endpoint keeps its stats while it
@@ -40,6 +55,7 @@ struct mtd_lb_stats {
 	/* Successes by latency (to the first response message), for the
 	 * admin's p99 per endpoint and split group (the live page). */
 	_Atomic uint64_t lat[MTD_LB_LAT_BUCKETS];
+	struct mtd_lb_orca_state orca;
 };
 
 /* One key/value of an endpoint's metadata (Endpoint.metadata, or the
@@ -89,6 +105,16 @@ struct mtd_lb_hot_keys {
 	uint32_t spread;               /* 2..MTD_LB_MAX_HOT_SPREAD; default 3 when set */
 };
 
+/* LoadBalancing.orca (CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, gRFC A58). */
+struct mtd_lb_orca_config {
+	int64_t blackout_ms;    /* a weight counts after reports for this long; default 10 s */
+	int64_t expiration_ms;  /* dropped after this long without a report; default 180 s */
+	int64_t update_ms;      /* weights recomputed this often (at tick()); default 1 s */
+	double error_penalty;   /* error_utilization_penalty, >= 0; default 1.0 */
+	bool out_of_band;       /* not supported yet: config refuses true */
+	int64_t oob_period_ms;  /* default 10 s */
+};
+
 /* Validated options of one `lb` block (service level, or a method override),
  * with every default already applied by the config layer. */
 struct mtd_lb_config {
@@ -101,6 +127,7 @@ struct mtd_lb_config {
 	int64_t decay_ms;            /* PEAK_EWMA / WEIGHTED_RESPONSE_TIME */
 	struct mtd_lb_warmup warmup; /* from the service */
 	struct mtd_lb_hot_keys hot_keys;
+	struct mtd_lb_orca_config orca; /* CLIENT_SIDE_WEIGHTED_ROUND_ROBIN */
 	unsigned n_workers; /* pick() callers pass worker < n_workers */
 };
 
@@ -196,6 +223,12 @@ struct mtd_lb_result {
 	 * only `active` changes, and strategies' report hooks are not called. */
 	bool neutral;
 	int64_t latency_us; /* to the first response message (or the end) */
+	/* The answer's endpoint-load-metrics-bin value as received (base64,
+	 * padded or not), NULL when none or when the policy reads no reports
+	 * (MTD_LB_CAP_ORCA); borrowed for the call_end only. */
+	const uint8_t *orca;
+	size_t orca_len;
+	int64_t now_ns; /* monotonic, set with orca */
 };
 
 /* Capabilities: what config may ask of a strategy. Config validation rejects
@@ -210,6 +243,7 @@ enum {
 	MTD_LB_CAP_RING_POINTS = 1u << 6, /* CONSISTENT_HASH ring_points */
 	MTD_LB_CAP_TABLE_SIZE = 1u << 7,  /* MAGLEV table_size */
 	MTD_LB_CAP_HOT_KEYS = 1u << 8,    /* hot_keys */
+	MTD_LB_CAP_ORCA = 1u << 9,        /* orca: reads load reports (mtd_lb_result.orca) */
 	                                  /* CAP_CHOICE_COUNT also covers active_request_bias (LEAST_REQUEST). */
 };
 
@@ -224,6 +258,12 @@ enum {
 #define MTD_LB_DEFAULT_HOT_THRESHOLD 100u /* calls per second */
 #define MTD_LB_DEFAULT_HOT_SPREAD    3u
 #define MTD_LB_MAX_HOT_SPREAD        16u
+#define MTD_LB_DEFAULT_ORCA_BLACKOUT_MS   10000
+#define MTD_LB_DEFAULT_ORCA_EXPIRATION_MS 180000
+#define MTD_LB_DEFAULT_ORCA_UPDATE_MS     1000
+#define MTD_LB_MIN_ORCA_UPDATE_MS         100 /* gRFC A58's floor */
+#define MTD_LB_DEFAULT_ORCA_OOB_MS        10000
+#define MTD_LB_ORCA_MAX_REPORT            4096 /* decoded bytes; a longer report is invalid */
 #define MTD_LB_WINDOW_SLIDE_NS       30000000000LL /* Dubbo slidePeriod, 30 s */
 /* A failed call is fed to the latency estimate as at least this slow. */
 #define MTD_LB_FAILURE_PENALTY_US     1000000.0

@@ -7,6 +7,8 @@
 #ifndef MTD_LB_H
 #define MTD_LB_H
 
+#include <sys/types.h> /* ssize_t */
+
 #include "lb/lb-t.h"
 
 /* Strategy registry (the C counterpart of a Java SPI factory): the ops
@@ -180,6 +182,55 @@ struct mtd_lb_guard_cut {
  * with at least min_calls calls in the window (both groups). Returns the
  * groups cut now (at most cap described in out). No split or no guard: 0. */
 size_t mtd_lb_layer_guard(struct mtd_lb_layer *l, int64_t now_ms, struct mtd_lb_guard_cut *out, size_t cap);
+
+/* ---- ORCA load reports (orca.c) ---------------------------------------- */
+
+/* The figures of one xds.data.orca.v3.OrcaLoadReport that lib/lb uses. */
+struct mtd_lb_orca_report {
+	double cpu, mem, app; /* cpu_utilization, mem_utilization, application_utilization */
+	double qps, eps;      /* rps_fractional, eps */
+	uint64_t rps;         /* the deprecated integer rps (not used for weights) */
+};
+
+/* Parse a serialized OrcaLoadReport p[0..n): 0, or -EINVAL when it is not
+ * well-formed protobuf, a known field has the wrong wire type, a map entry
+ * is malformed, or a figure is out of range (negative or not finite;
+ * mem_utilization above 1). *out is only written on success. Pure. */
+int mtd_lb_orca_parse(const uint8_t *p, size_t n, struct mtd_lb_orca_report *out);
+
+/* Base64 (the standard alphabet or the URL-safe one, padding optional)
+ * text[0..n) into out[0..cap): the decoded length, or -EINVAL (a bad
+ * character, a bad length, non-zero trailing bits, more than cap bytes). */
+ssize_t mtd_lb_orca_b64_decode(const uint8_t *text, size_t n, uint8_t *out, size_t cap);
+
+/* A -bin trailer value as received: decoded (at most MTD_LB_ORCA_MAX_REPORT
+ * bytes, on the stack) and parsed. 0 or -EINVAL. */
+int mtd_lb_orca_parse_b64(const uint8_t *text, size_t n, struct mtd_lb_orca_report *out);
+
+/* gRFC A58's weight: qps / (u + eps / qps x penalty), u the application
+ * utilization when > 0, else the CPU's; 0 when qps or u is not > 0. */
+double mtd_lb_orca_weight(const struct mtd_lb_orca_report *r, double penalty);
+
+/* A report of st's endpoint arrived at now_ms (monotonic): text is the
+ * trailer's value as received. Invalid: counted in st->orca.invalid,
+ * nothing else changes, -EINVAL. Else its figures are stored, and when it
+ * gives a weight that weight is the endpoint's, its run (blackout) starting
+ * now when the last weight had expired. Any worker, lock-free. */
+int mtd_lb_orca_record(struct mtd_lb_stats *st, const uint8_t *text, size_t n, const struct mtd_lb_orca_config *cfg,
+                       int64_t now_ms);
+
+/* The weight st's endpoint may use at now_ms (monotonic): 0 without a
+ * report, past cfg->expiration_ms since the last, or within
+ * cfg->blackout_ms of its run's first. Any thread. */
+double mtd_lb_orca_weight_at(const struct mtd_lb_stats *st, const struct mtd_lb_orca_config *cfg, int64_t now_ms);
+
+/* What the admin shows of an endpoint's reports (figures of the last valid
+ * report; weight: what the last recomputation gave it, 0 = none yet). */
+struct mtd_lb_orca_view {
+	uint64_t reports, invalid;
+	double cpu, mem, app, utilization, qps, eps, weight;
+};
+void mtd_lb_orca_view(const struct mtd_lb_stats *st, struct mtd_lb_orca_view *out);
 
 /* ---- hashing (hash.c) -------------------------------------------------- */
 

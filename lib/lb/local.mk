@@ -11,7 +11,8 @@ lib_libmaitred_a_SOURCES += \
 	lib/lb/least_active.c lib/lb/least_request.c \
 	lib/lb/weighted_response_time.c lib/lb/peak_ewma.c \
 	lib/lb/shortest_response.c \
-	lib/lb/consistent_hash.c lib/lb/maglev.c
+	lib/lb/consistent_hash.c lib/lb/maglev.c \
+	lib/lb/orca.c lib/lb/client_side_wrr.c
 
 # One Check suite per strategy/module (tests/unit/lb/test_<name>.c).
 LB_UNIT_TESTS = \
@@ -26,7 +27,8 @@ LB_UNIT_TESTS = \
 	tests/unit/test_lb_threads \
 	tests/unit/test_lb_ring \
 	tests/unit/test_lb_layer \
-	tests/unit/test_lb_split
+	tests/unit/test_lb_split \
+	tests/unit/test_lb_orca
 
 check_PROGRAMS += $(LB_UNIT_TESTS)
 TESTS += $(LB_UNIT_TESTS)
@@ -81,3 +83,7 @@ tests_unit_test_lb_layer_LDADD = $(TEST_UNIT_LIBS)
 tests_unit_test_lb_split_SOURCES = tests/unit/lb/test_split.c tests/unit/lb/lb-test.h
 tests_unit_test_lb_split_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_lb_split_LDADD = $(TEST_UNIT_LIBS)
+
+tests_unit_test_lb_orca_SOURCES = tests/unit/lb/test_orca.c tests/unit/lb/lb-test.h
+tests_unit_test_lb_orca_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_lb_orca_LDADD = $(TEST_UNIT_LIBS)

@@ -36,6 +36,15 @@ void mtd_lb_config_defaults(struct mtd_lb_config *cfg, const struct mtd_lb_ops *
 	                        .min_weight_percent = 10.0,
 	                },
 	        .hot_keys = {.threshold_per_second = MTD_LB_DEFAULT_HOT_THRESHOLD, .spread = 0},
+	        .orca =
+	                {
+	                        .blackout_ms = MTD_LB_DEFAULT_ORCA_BLACKOUT_MS,
+	                        .expiration_ms = MTD_LB_DEFAULT_ORCA_EXPIRATION_MS,
+	                        .update_ms = MTD_LB_DEFAULT_ORCA_UPDATE_MS,
+	                        .error_penalty = 1.0,
+	                        .out_of_band = false,
+	                        .oob_period_ms = MTD_LB_DEFAULT_ORCA_OOB_MS,
+	                },
 	        .n_workers = 1,
 	};
 }
@@ -69,6 +78,16 @@ int mtd_lb_config_check(const struct mtd_lb_config *cfg, const char **field)
 		bad = "hot_keys.spread";
 	else if ((caps & MTD_LB_CAP_HOT_KEYS) && cfg->hot_keys.spread != 0 && cfg->hot_keys.threshold_per_second == 0)
 		bad = "hot_keys.threshold_per_second";
+	else if ((caps & MTD_LB_CAP_ORCA) && cfg->orca.blackout_ms < 0)
+		bad = "orca.blackout_period";
+	else if ((caps & MTD_LB_CAP_ORCA) && cfg->orca.expiration_ms <= 0)
+		bad = "orca.weight_expiration_period";
+	else if ((caps & MTD_LB_CAP_ORCA) && cfg->orca.update_ms < MTD_LB_MIN_ORCA_UPDATE_MS)
+		bad = "orca.weight_update_period";
+	else if ((caps & MTD_LB_CAP_ORCA) && (!(cfg->orca.error_penalty >= 0.0) || !isfinite(cfg->orca.error_penalty)))
+		bad = "orca.error_utilization_penalty";
+	else if ((caps & MTD_LB_CAP_ORCA) && (cfg->orca.out_of_band || cfg->orca.oob_period_ms <= 0))
+		bad = cfg->orca.out_of_band ? "orca.out_of_band" : "orca.oob_reporting_period";
 	else if (!(caps & MTD_LB_CAP_WARMUP) || cfg->warmup.duration_ms == 0)
 		bad = NULL;
 	else if (cfg->warmup.duration_ms < 0)

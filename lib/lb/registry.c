@@ -15,6 +15,7 @@ static const struct mtd_lb_ops *const strategies[] = {
         &mtd_lb_ops_least_request,   &mtd_lb_ops_weighted_response_time,
         &mtd_lb_ops_peak_ewma,       &mtd_lb_ops_shortest_response,
         &mtd_lb_ops_consistent_hash, &mtd_lb_ops_maglev,
+        &mtd_lb_ops_client_side_wrr,
 };
 
 const struct mtd_lb_ops *const *mtd_lb_all(size_t *n)

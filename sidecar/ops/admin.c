@@ -333,6 +333,9 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 		struct mtd_mx_warm *warm = mtd_metrics_warmups(s, now_ms);
 		if (!warm)
 			b.oom = true; /* answered as 500 below */
+		bool orca = c->lb.ops && (c->lb.ops->caps & MTD_LB_CAP_ORCA);
+		for (size_t m = 0; m < c->n_methods; m++)
+			orca |= c->methods[m].lb.ops && (c->methods[m].lb.ops->caps & MTD_LB_CAP_ORCA);
 		for (size_t i = 0; warm && i < s->n_eps; i++) {
 			const struct mtd_endpoint *e = s->eps[i];
 			const struct mtd_lb_stats *st = &e->stats;
@@ -358,6 +361,32 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 			mtd_json_u64(&j, atomic_load(&st->failures));
 			mtd_json_key(&j, "latency_ewma_s");
 			mtd_json_dbl(&j, mtd_lb_stats_ewma_us(st, now_ns, c->lb.decay_ms) / 1e6);
+			if (orca) {
+				/* What the endpoint's ORCA load reports said. */
+				struct mtd_lb_orca_view ov;
+				mtd_lb_orca_view(st, &ov);
+				mtd_json_key(&j, "orca");
+				mtd_json_obj_begin(&j);
+				mtd_json_key(&j, "utilization");
+				mtd_json_dbl(&j, ov.utilization);
+				mtd_json_key(&j, "cpu_utilization");
+				mtd_json_dbl(&j, ov.cpu);
+				mtd_json_key(&j, "application_utilization");
+				mtd_json_dbl(&j, ov.app);
+				mtd_json_key(&j, "mem_utilization");
+				mtd_json_dbl(&j, ov.mem);
+				mtd_json_key(&j, "qps");
+				mtd_json_dbl(&j, ov.qps);
+				mtd_json_key(&j, "eps");
+				mtd_json_dbl(&j, ov.eps);
+				mtd_json_key(&j, "weight");
+				mtd_json_dbl(&j, ov.weight);
+				mtd_json_key(&j, "reports");
+				mtd_json_u64(&j, ov.reports);
+				mtd_json_key(&j, "reports_invalid");
+				mtd_json_u64(&j, ov.invalid);
+				mtd_json_obj_end(&j);
+			}
 			mtd_json_key(&j, "connections");
 			mtd_json_i64(&j, conns > 0 ? conns : 0);
 			mtd_json_key(&j, "connect_failures");

@@ -350,6 +350,15 @@ enum ep_fig {
 	EP_EJECTIONS,
 	EP_HEALTHY,
 	EP_HC_FAILURES,
+	EP_ORCA_UTIL,
+	EP_ORCA_CPU,
+	EP_ORCA_APP,
+	EP_ORCA_MEM,
+	EP_ORCA_QPS,
+	EP_ORCA_EPS,
+	EP_ORCA_WEIGHT,
+	EP_ORCA_REPORTS,
+	EP_ORCA_INVALID,
 	EP_N
 };
 
@@ -385,7 +394,40 @@ static const struct {
         [EP_HC_FAILURES] = {"maitred_endpoint_health_check_failures_total", "counter",
                             "Active health checks of the endpoint that failed (an error, no answer in time, "
                             "or not SERVING); services with health_check only."},
+        [EP_ORCA_UTIL] = {"maitred_orca_utilization", "gauge",
+                          "Utilization the endpoint's last ORCA load report gave (application_utilization when "
+                          "above 0, else cpu_utilization); services whose policy reads load reports only."},
+        [EP_ORCA_CPU] = {"maitred_orca_cpu_utilization", "gauge",
+                         "cpu_utilization of the endpoint's last ORCA load report."},
+        [EP_ORCA_APP] = {"maitred_orca_application_utilization", "gauge",
+                         "application_utilization of the endpoint's last ORCA load report."},
+        [EP_ORCA_MEM] = {"maitred_orca_mem_utilization", "gauge",
+                         "mem_utilization of the endpoint's last ORCA load report."},
+        [EP_ORCA_QPS] = {"maitred_orca_qps", "gauge",
+                         "Queries per second (rps_fractional) of the endpoint's last ORCA load report."},
+        [EP_ORCA_EPS] = {"maitred_orca_eps", "gauge",
+                         "Errors per second of the endpoint's last ORCA load report."},
+        [EP_ORCA_WEIGHT] = {"maitred_orca_weight", "gauge",
+                            "Weight CLIENT_SIDE_WEIGHTED_ROUND_ROBIN gave the endpoint at its last recomputation "
+                            "(its own, or the mean of the weighted ones); 0 while the policy is plain round "
+                            "robin (fewer than two weighted endpoints)."},
+        [EP_ORCA_REPORTS] = {"maitred_orca_reports_total", "counter",
+                             "ORCA load reports read from the endpoint's trailers."},
+        [EP_ORCA_INVALID] = {"maitred_orca_reports_invalid_total", "counter",
+                             "ORCA load reports from the endpoint that did not parse (bad base64 or protobuf, a "
+                             "figure out of range) and were ignored."},
 };
+
+/* The service or one of its methods balances on ORCA load reports. */
+static bool reads_orca(const struct mtd_rt_service *s)
+{
+	if (s->cfg->lb.ops && (s->cfg->lb.ops->caps & MTD_LB_CAP_ORCA))
+		return true;
+	for (size_t m = 0; m < s->cfg->n_methods; m++)
+		if (s->cfg->methods[m].lb.ops && (s->cfg->methods[m].lb.ops->caps & MTD_LB_CAP_ORCA))
+			return true;
+	return false;
+}
 
 static void add_outliers(struct mtd_mx_health *out, const struct mtd_outlier_set *set, size_t i)
 {
@@ -486,6 +528,9 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				continue;
 			if ((f == EP_HEALTHY || f == EP_HC_FAILURES) && !s->cfg->health_check.enabled)
 				continue;
+			bool orca_family = f >= EP_ORCA_UTIL && f <= EP_ORCA_INVALID;
+			if (orca_family && !reads_orca(s))
+				continue;
 			for (size_t i = 0; i < s->n_eps; i++) {
 				const struct mtd_endpoint *e = s->eps[i];
 				struct mtd_mx_health h;
@@ -493,6 +538,9 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				const char *v[] = {s->cfg->name, e->addr.text};
 				const char *name = ep_families[f].name;
 				int64_t a;
+				struct mtd_lb_orca_view ov;
+				if (orca_family)
+					mtd_lb_orca_view(st, &ov);
 				switch (f) {
 				case EP_PICKS:
 					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->picks));
@@ -547,6 +595,33 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				case EP_HC_FAILURES:
 					mtd_metrics_health(s, i, &h);
 					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, h.hc_failures);
+					break;
+				case EP_ORCA_UTIL:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, ov.utilization);
+					break;
+				case EP_ORCA_CPU:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, ov.cpu);
+					break;
+				case EP_ORCA_APP:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, ov.app);
+					break;
+				case EP_ORCA_MEM:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, ov.mem);
+					break;
+				case EP_ORCA_QPS:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, ov.qps);
+					break;
+				case EP_ORCA_EPS:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, ov.eps);
+					break;
+				case EP_ORCA_WEIGHT:
+					mtd_prom_sample(b, name, NULL, SE, v, 2, ov.weight);
+					break;
+				case EP_ORCA_REPORTS:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, ov.reports);
+					break;
+				case EP_ORCA_INVALID:
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, ov.invalid);
 					break;
 				}
 			}

@@ -39,6 +39,7 @@ EXTRA_DIST += \
 	tests/integration/test_drain.py \
 	tests/integration/test_lb.py \
 	tests/integration/test_lb_fleet.py \
+	tests/integration/test_orca.py \
 	tests/integration/test_policy.py \
 	tests/integration/test_tls_resume.py \
 	tests/integration/test_hardening.py \

@@ -44,6 +44,48 @@ def compile_into(outdir):
     dirs += ["opentelemetry/proto/collector"]
     for d in dirs:
         open(os.path.join(outdir, d, "__init__.py"), "a").close()
+    compile_orca(outdir)
+
+
+ORCA_PROTO = "xds/data/orca/v3/orca_load_report.proto"
+
+
+def compile_orca(outdir):
+    """protos/xds/.../orca_load_report.proto into outdir/orca (its own
+    directory: a package called xds on sys.path would hide the tests'
+    xds.py)."""
+    protos = os.path.join(srcdir(), "protos")
+    out = os.path.join(outdir, "orca")
+    os.makedirs(out, exist_ok=True)
+    cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", protos, "--python_out=" + out,
+           os.path.join(protos, ORCA_PROTO)]
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    if res.returncode != 0:
+        raise RuntimeError("protoc failed: %s\n%s" % (" ".join(cmd), res.stdout.decode(errors="replace")))
+
+
+_orca = None
+
+
+def load_orca():
+    """The OrcaLoadReport module (xds.data.orca.v3), loaded from its file
+    (it imports nothing), compiled first when needed."""
+    global _orca
+    if _orca is not None:
+        return _orca
+    import importlib.util
+    gen = os.environ.get("MAITRED_TEST_GEN")
+    if not gen:
+        gen = tempfile.mkdtemp(prefix="maitred-gen-")
+        atexit.register(shutil.rmtree, gen, True)
+    path = os.path.join(gen, "orca", ORCA_PROTO.replace(".proto", "_pb2.py"))
+    if not os.path.exists(path):
+        compile_orca(gen)
+    spec = importlib.util.spec_from_file_location("orca_load_report_pb2", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    _orca = mod
+    return mod
 
 
 OTLP_PROTOS = ("common/v1/common.proto", "resource/v1/resource.proto", "trace/v1/trace.proto",

@@ -51,6 +51,17 @@ def log(msg):
 
 
 ARGS = None
+ORCA_KEY = "endpoint-load-metrics-bin"
+ORCA_REPORT = None  # the serialized OrcaLoadReport every answer's trailers carry (--orca-*)
+
+
+def orca_report(cpu=0.0, app=0.0, qps=0.0, eps=0.0, mem=0.0):
+    """A serialized xds.data.orca.v3.OrcaLoadReport (also what the tests
+    compare the app's trailer with)."""
+    m = protogen.load_orca().OrcaLoadReport(cpu_utilization=cpu, application_utilization=app,
+                                             rps_fractional=qps, eps=eps, mem_utilization=mem)
+    m.named_metrics["queue"] = 1.0
+    return m.SerializeToString()
 SLOW_RNG = random.Random()  # --slow-fraction's draws (random() holds the GIL: thread-safe)
 
 
@@ -218,6 +229,11 @@ class EchoServicer(pb_grpc.EchoServicer):
     def _trailers(self, req, context):
         md = self._echo_md(context)
         md.extend((t.key, t.value if t.key.endswith("-bin") else t.value.decode()) for t in req.status.trailers)
+        # An ORCA load report (--orca-*), unless the request asked for
+        # its own endpoint-load-metrics-bin or --orca-off-file exists.
+        if ORCA_REPORT is not None and not any(t.key == ORCA_KEY for t in req.status.trailers) and \
+                not (ARGS.orca_off_file and os.path.exists(ARGS.orca_off_file)):
+            md.append((ORCA_KEY, ORCA_REPORT))
         return md
 
     def _response(self, call, req, context, index, received=0, nbytes=0):
@@ -490,7 +506,16 @@ def main():
                          "answers anything, headers included (default 0)")
     ap.add_argument("--slow-ms", type=int, default=50, help="the wait of a slow call (default 50)")
     ap.add_argument("--seed", type=int, help="seed of the --slow-fraction draws (default: random)")
+    ap.add_argument("--orca-cpu", type=float, help="send an ORCA load report (endpoint-load-metrics-bin) in "
+                    "every answer's trailers with this cpu_utilization (and the other --orca-* figures)")
+    ap.add_argument("--orca-app", type=float, default=0.0, help="the report's application_utilization")
+    ap.add_argument("--orca-qps", type=float, default=0.0, help="the report's rps_fractional")
+    ap.add_argument("--orca-eps", type=float, default=0.0, help="the report's eps")
+    ap.add_argument("--orca-off-file", help="no report while this file exists")
     ARGS = ap.parse_args()
+    global ORCA_REPORT
+    if ARGS.orca_cpu is not None:
+        ORCA_REPORT = orca_report(ARGS.orca_cpu, ARGS.orca_app, ARGS.orca_qps, ARGS.orca_eps)
     if not 0.0 <= ARGS.slow_fraction <= 1.0 or ARGS.slow_ms < 0:
         ap.error("--slow-fraction must be in [0, 1] and --slow-ms >= 0")
     SLOW_RNG.seed(ARGS.seed)

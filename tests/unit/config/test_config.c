@@ -173,7 +173,7 @@ START_TEST(err_unknown_key)
 	             "      polcy: ROUND_ROBIN\n" EP,
 	             "t.yaml:4:7: services[0].lb.polcy: unknown field (expected one "
 	             "of policy, choice_count, active_request_bias, ring_points, "
-	             "table_size, bounded_load_factor, decay, hot_keys)");
+	             "table_size, bounded_load_factor, decay, hot_keys, orca)");
 	{
 		static const char json[] = "{\n  \"workers\": 1,\n  \"listn\": \"x\"\n}";
 		/* '*': other helpers' top-level keys follow (field order) */
@@ -1909,6 +1909,49 @@ START_TEST(err_traffic_policy)
 }
 END_TEST
 
+START_TEST(err_lb_orca)
+{
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: ROUND_ROBIN, orca: {}}\n" EP,
+	             "t.yaml:3:*: services[0].lb.orca: policy ROUND_ROBIN does not use orca");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, orca: {out_of_band: true}}\n" EP,
+	             "t.yaml:3:*: services[0].lb.orca.out_of_band: not supported yet*");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, orca: {weight_update_period: 50ms}}\n" EP,
+	             "t.yaml:3:*: services[0].lb.orca.weight_update_period: must be at least 100ms, got 50ms");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, orca: {weight_expiration_period: 0s}}\n" EP,
+	             "t.yaml:3:*: services[0].lb.orca.weight_expiration_period: *");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, orca: {error_utilization_penalty: -1}}\n" EP,
+	             "t.yaml:3:*: services[0].lb.orca.error_utilization_penalty: must be a finite number >= 0, got -1");
+}
+END_TEST
+
+START_TEST(ok_lb_orca)
+{
+	struct mtd_cfg *cfg =
+	        load_ok("services:\n"
+	                "  - name: a.B\n"
+	                "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, orca: {blackout_period: 0s,\n"
+	                "         weight_expiration_period: 3s, weight_update_period: 100ms,\n"
+	                "         error_utilization_penalty: 0.5}}\n" EP "  - name: c.D\n"
+	                "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN}\n" EP);
+	const struct mtd_lb_orca_config *o = &cfg->services[0].lb.orca, *d = &cfg->services[1].lb.orca;
+
+	ck_assert(o->blackout_ms == 0 && o->expiration_ms == 3000 && o->update_ms == 100 && o->error_penalty == 0.5);
+	ck_assert(d->blackout_ms == 10000 && d->expiration_ms == 180000 && d->update_ms == 1000 &&
+	          d->error_penalty == 1.0 && !d->out_of_band && d->oob_period_ms == 10000);
+	mtd_cfg_free(cfg);
+}
+END_TEST
+
 START_TEST(ok_lb_fleet_options)
 {
 	struct mtd_cfg *cfg =
@@ -2825,6 +2868,8 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, ok_authority);
 	tcase_add_test(ok, ok_yaml_values2);
 	tcase_add_test(ok, ok_lb_fleet_options);
+	tcase_add_test(ok, ok_lb_orca);
+	tcase_add_test(ok, err_lb_orca);
 	tcase_add_test(ok, ok_routing_layer_options);
 	tcase_add_test(ok, ok_traffic_policy);
 	tcase_add_test(errors, err_traffic_policy);

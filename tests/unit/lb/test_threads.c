@@ -10,6 +10,8 @@
  *     out-of-range pick;
  *   - SMOOTH_WEIGHTED_ROUND_ROBIN: the picks of all threads together are
  *     exactly the cycle's shares (one global sequence);
+ *   - CLIENT_SIDE_WEIGHTED_ROUND_ROBIN while workers record load reports
+ *     and a ticker thread recomputes and republishes the weights;
  *   - every stats counter adds up.
  * Meant to run under ThreadSanitizer as well (HACKING.md: configure a clean
  * checkout with --enable-tsan), where it proves the absence of data races;
@@ -247,6 +249,135 @@ START_TEST(weighted_round_robin_warm_threads)
 }
 END_TEST
 
+/* CLIENT_SIDE_WEIGHTED_ROUND_ROBIN: workers record ORCA load reports on
+ * every answer (the shared per-endpoint report state, many writers) while
+ * a ticker thread recomputes the weights and republishes their table (one
+ * writer) and the workers pick from it. No pick is out of range or lands on
+ * a drained endpoint, every report is counted, and the endpoints reporting
+ * the least utilization get the most picks. Under ThreadSanitizer: no race
+ * between records, ticks and picks. */
+static _Atomic int64_t orca_clock_ms = 1000;
+static char orca_text[5][32];
+static size_t orca_len[5];
+
+static void *orca_ticker_main(void *argp)
+{
+	struct mtd_lb_picker *p = argp;
+
+	while (atomic_load(&ticking)) {
+		int64_t now = atomic_fetch_add(&orca_clock_ms, 100) + 100;
+
+		mtd_lb_tick(p, 1000000, now * 1000000);
+	}
+	return NULL;
+}
+
+static void *orca_worker_main(void *argp)
+{
+	struct worker_arg *a = argp;
+	uint64_t rng = T_SEED + a->worker;
+
+	for (int r = 0; r < ROUNDS; r++) {
+		struct mtd_lb_pick_ctx ctx = {
+		        .now_ms = 1000000, .now_ns = 1000000000, .worker = a->worker, .rng = &rng};
+		int i = mtd_lb_pick(a->p, &ctx);
+		struct mtd_lb_result res = {.ok = true, .latency_us = 100};
+
+		ck_assert_int_ge(i, 0);
+		ck_assert_int_lt(i, (int)a->s->n);
+		a->counts[i]++;
+		mtd_lb_call_begin(a->p, (size_t)i);
+		res.orca = (const uint8_t *)orca_text[i % 5];
+		res.orca_len = orca_len[i % 5];
+		res.now_ns = atomic_load(&orca_clock_ms) * 1000000;
+		mtd_lb_call_end(a->p, (size_t)i, &res, res.now_ns);
+	}
+	return NULL;
+}
+
+/* base64 (no padding) of a report: cpu_utilization, rps_fractional 100. */
+static size_t orca_encode(double cpu, char *out)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	double qps = 100.0;
+	uint8_t msg[18];
+	uint64_t u;
+	size_t o = 0;
+
+	msg[0] = 0x09;
+	memcpy(&u, &cpu, 8);
+	for (int k = 0; k < 8; k++)
+		msg[1 + k] = (uint8_t)(u >> (8 * k));
+	msg[9] = 0x31;
+	memcpy(&u, &qps, 8);
+	for (int k = 0; k < 8; k++)
+		msg[10 + k] = (uint8_t)(u >> (8 * k));
+	for (size_t i = 0; i < sizeof(msg); i += 3) {
+		uint32_t v = (uint32_t)msg[i] << 16 | (uint32_t)msg[i + 1] << 8 | msg[i + 2];
+
+		for (int k = 0; k < 4; k++)
+			out[o++] = tab[v >> (18 - 6 * k) & 63];
+	}
+	return o;
+}
+
+START_TEST(client_side_wrr_threads)
+{
+	static struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	uint64_t counts[N_EPS], picks = 0, reports = 0, light = 0, heavy = 0;
+	int32_t w[N_EPS];
+	pthread_t ticker;
+	pthread_t th[THREADS];
+	static struct worker_arg args[THREADS];
+
+	for (int k = 0; k < 5; k++)
+		orca_len[k] = orca_encode(0.1 + 0.2 * k, orca_text[k]); /* 0.1 .. 0.9 */
+	for (size_t i = 0; i < N_EPS; i++)
+		w[i] = i % 10 == 9 ? 0 : 100;
+	t_set_init(&s, N_EPS, w);
+	mtd_lb_config_defaults(&cfg, mtd_lb_find("CLIENT_SIDE_WEIGHTED_ROUND_ROBIN"));
+	cfg.n_workers = THREADS;
+	cfg.orca.blackout_ms = 0;
+	cfg.orca.update_ms = 100;
+	p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+	ck_assert_ptr_nonnull(p);
+	atomic_store(&ticking, true);
+	ck_assert_int_eq(pthread_create(&ticker, NULL, orca_ticker_main, p), 0);
+	for (unsigned t = 0; t < THREADS; t++) {
+		args[t] = (struct worker_arg){.p = p, .s = &s, .worker = t};
+		ck_assert_int_eq(pthread_create(&th[t], NULL, orca_worker_main, &args[t]), 0);
+	}
+	for (unsigned t = 0; t < THREADS; t++)
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+	atomic_store(&ticking, false);
+	ck_assert_int_eq(pthread_join(ticker, NULL), 0);
+	memset(counts, 0, sizeof(counts));
+	for (unsigned t = 0; t < THREADS; t++)
+		for (size_t i = 0; i < N_EPS; i++)
+			counts[i] += args[t].counts[i];
+	for (size_t i = 0; i < N_EPS; i++) {
+		struct mtd_lb_orca_view v;
+
+		mtd_lb_orca_view(&s.stats[i], &v);
+		ck_assert_uint_eq(v.invalid, 0);
+		ck_assert_uint_eq(v.reports, counts[i]);
+		if (w[i] == 0)
+			ck_assert_uint_eq(counts[i], 0);
+		light += i % 5 == 0 ? counts[i] : 0; /* cpu 0.1 */
+		heavy += i % 5 == 4 ? counts[i] : 0; /* cpu 0.9 */
+		picks += counts[i];
+		reports += v.reports;
+	}
+	ck_assert_uint_eq(picks, (uint64_t)THREADS * ROUNDS);
+	ck_assert_uint_eq(reports, picks);
+	/* Weighted once the first tick saw the reports: 9 to 1 after that. */
+	ck_assert_uint_gt(light, 2 * heavy);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 static void *pick_only_main(void *argp)
 {
 	struct worker_arg *a = argp;
@@ -327,6 +458,7 @@ static Suite *threads_suite(void)
 	tcase_add_test(tc, swrr_threads_one_sequence);
 	tcase_add_test(tc, weighted_random_warm_threads);
 	tcase_add_test(tc, weighted_round_robin_warm_threads);
+	tcase_add_test(tc, client_side_wrr_threads);
 	suite_add_tcase(s, tc);
 	return s;
 }

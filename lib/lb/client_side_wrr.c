@@ -1,0 +1,209 @@
+/* CLIENT_SIDE_WEIGHTED_ROUND_ROBIN (gRFC A58; Envoy's
+ * client_side_weighted_round_robin): weights from what the endpoints
+ * report in their ORCA load reports (orca.c), not from the config.
+ *
+ * Reports land in each endpoint's shared stats (report hook, any worker).
+ * Every orca.update_ms, tick() (the control thread) turns them into
+ * weights: an endpoint's own while it is past its blackout and not
+ * expired, the mean of those for the others; with fewer than two weighted
+ * endpoints, every endpoint weighs the same (round robin). Each tick then
+ * publishes those weights, times the warmup ramp, as the cumulative table
+ * of weights.c (mtd_lb__warm_cdf: double buffer under a seqlock, one
+ * writer), and a pick binary-searches it at the golden-ratio point of a
+ * shared counter: O(log n), lock-free, deterministic and interleaved (a
+ * low-discrepancy sequence, so shares follow the weights closely over a
+ * few dozen calls). Without a table (plain round robin, or no tick for
+ * MTD_LB__WARM_MAX_AGE_MS) the counter picks in turn.
+ *
+ * Configured endpoint weights are not honoured (the reports decide; config
+ * refuses them: no MTD_LB_CAP_WEIGHTS), except that weight <= 0 drains an
+ * endpoint (lb-impl.h "last resort").
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "lb/lb.h"
+#include "lb/lb-impl.h"
+
+#define WEIGHT_SCALE 0x1.0p52 /* sum of a published table, about */
+#define EXCLUDED_PROBES 4
+
+struct cswrr_state {
+	_Alignas(MTD_LB_CACHELINE) _Atomic uint64_t next;
+	_Alignas(MTD_LB_CACHELINE) const struct mtd_lb_endpoint *eps;
+	size_t n;
+	struct mtd_lb_orca_config orca;
+	struct mtd_lb_warm_span span;
+	struct mtd_lb__warm_cdf cdf;
+	/* Control thread only: */
+	double *w;           /* weights of the last recomputation (1 each: unweighted) */
+	bool weighted;       /* at least two endpoints had a weight of their own */
+	int64_t updated_ms;  /* monotonic ms of the last recomputation; INT64_MIN: none */
+	int64_t tick_wall_ms, tick_mono_ms; /* the last tick's clocks; INT64_MIN: none */
+};
+
+/* The weights from the reports as of mono_ms (header comment). */
+static void recompute(struct cswrr_state *s, int64_t mono_ms)
+{
+	size_t k = 0;
+	double sum = 0.0, mean;
+
+	for (size_t i = 0; i < s->n; i++) {
+		s->w[i] = s->eps[i].weight > 0 ? mtd_lb_orca_weight_at(s->eps[i].stats, &s->orca, mono_ms) : 0.0;
+		if (s->w[i] > 0.0) {
+			k++;
+			sum += s->w[i];
+		}
+	}
+	s->weighted = k >= 2;
+	mean = k > 0 ? sum / (double)k : 1.0;
+	for (size_t i = 0; i < s->n; i++) {
+		if (!s->weighted)
+			s->w[i] = 1.0;
+		else if (!(s->w[i] > 0.0))
+			s->w[i] = mean;
+		mtd_lb__orca_set_used(s->eps[i].stats, s->weighted && s->eps[i].weight > 0 ? s->w[i] : 0.0);
+	}
+	s->updated_ms = mono_ms;
+}
+
+/* Publish the weights times the warmup ramp at wall_ms, or unpublish when
+ * the counter alone picks as well (unweighted, nobody ramping). */
+static void publish(struct cswrr_state *s, int64_t wall_ms)
+{
+	struct mtd_lb__warm_cdf *c = &s->cdf;
+	bool warming = mtd_lb__warming(&s->span, wall_ms);
+	uint64_t g = atomic_load_explicit(&c->gen, memory_order_relaxed) + 1;
+	_Atomic uint64_t *cum = c->cum[g & 1];
+	double total = 0.0, acc = 0.0;
+
+	if (!s->weighted && !warming) {
+		atomic_store_explicit(&c->at_ms, INT64_MIN, memory_order_release);
+		return;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		const struct mtd_lb_endpoint *ep = &s->eps[i];
+
+		if (ep->weight > 0)
+			total += s->w[i] * (warming ? mtd_lb__weight_at(&s->span, ep, wall_ms) / ep->weight : 1.0);
+	}
+	if (!(total > 0.0)) {
+		atomic_store_explicit(&c->at_ms, INT64_MIN, memory_order_release);
+		return;
+	}
+	/* Seqlock writer, as weights.c's mtd_lb__warm_cdf_tick. */
+	atomic_store_explicit(&c->writing, g, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	for (size_t i = 0; i < s->n; i++) {
+		const struct mtd_lb_endpoint *ep = &s->eps[i];
+
+		if (ep->weight > 0)
+			acc += s->w[i] * (warming ? mtd_lb__weight_at(&s->span, ep, wall_ms) / ep->weight : 1.0);
+		atomic_store_explicit(&cum[i], (uint64_t)(acc / total * WEIGHT_SCALE), memory_order_relaxed);
+	}
+	atomic_store_explicit(&c->gen, g, memory_order_release);
+	atomic_store_explicit(&c->at_ms, wall_ms, memory_order_release);
+}
+
+static void cswrr_destroy(void *state)
+{
+	struct cswrr_state *s = state;
+
+	if (s == NULL)
+		return;
+	mtd_lb__warm_cdf_free(&s->cdf);
+	free(s->w);
+	free(s);
+}
+
+static void cswrr_tick(void *state, int64_t now_ms, int64_t now_ns)
+{
+	struct cswrr_state *s = state;
+	int64_t mono_ms = now_ns / 1000000;
+
+	if (s->updated_ms == INT64_MIN || mono_ms - s->updated_ms >= s->orca.update_ms || mono_ms < s->updated_ms)
+		recompute(s, mono_ms);
+	publish(s, now_ms);
+	s->tick_wall_ms = now_ms;
+	s->tick_mono_ms = mono_ms;
+}
+
+static int cswrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
+                      void **out)
+{
+	const struct cswrr_state *old = prev;
+	struct cswrr_state *s;
+	int rc = -ENOMEM;
+
+	s = aligned_alloc(MTD_LB_CACHELINE, (sizeof(*s) + MTD_LB_CACHELINE - 1) / MTD_LB_CACHELINE * MTD_LB_CACHELINE);
+	if (s == NULL)
+		return -ENOMEM;
+	*s = (struct cswrr_state){.eps = eps, .n = n, .orca = cfg->orca, .updated_ms = INT64_MIN,
+	                          .tick_wall_ms = INT64_MIN, .tick_mono_ms = INT64_MIN};
+	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
+	s->w = calloc(n, sizeof(*s->w));
+	if (s->w == NULL)
+		goto free_state;
+	for (size_t i = 0; i < n; i++)
+		s->w[i] = 1.0;
+	rc = mtd_lb__warm_cdf_init(&s->cdf, n);
+	if (rc != 0) {
+		s->cdf = (struct mtd_lb__warm_cdf){0};
+		goto free_state;
+	}
+	atomic_init(&s->next, old != NULL ? atomic_load(&old->next) : mtd_lb__entropy());
+	/* The reports live in the endpoints' stats: a new set is weighed at
+	 * once, as of the previous set's last tick, not a tick later. */
+	if (old != NULL && old->tick_mono_ms != INT64_MIN)
+		cswrr_tick(s, old->tick_wall_ms, old->tick_mono_ms * 1000000);
+	*out = s;
+	return 0;
+
+free_state:
+	cswrr_destroy(s);
+	return rc;
+}
+
+/* Weyl sequence c * (golden ratio - 1) mod 1, as 53-bit fixed point. */
+static inline double weyl(uint64_t c)
+{
+	return (double)(c * 0x9e3779b97f4a7c15ULL >> 11) * 0x1.0p-53;
+}
+
+static int cswrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
+{
+	struct cswrr_state *s = state;
+	uint64_t c = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
+	int probes = ctx->excluded != NULL ? EXCLUDED_PROBES : 1, i;
+
+	if (atomic_load_explicit(&s->cdf.at_ms, memory_order_relaxed) != INT64_MIN)
+		/* An excluded or drained landing tries other points of the
+		 * sequence (far apart), then the turn below. */
+		for (int k = 0; k < probes; k++) {
+			i = mtd_lb__warm_cdf_pick(&s->cdf, s->eps, ctx, weyl(c + ((uint64_t)k << 40)));
+			if (i >= 0)
+				return i;
+		}
+	i = mtd_lb__scan(s->eps, s->n, ctx, (size_t)(c % s->n), true);
+	return i >= 0 ? i : mtd_lb__scan(s->eps, s->n, ctx, (size_t)(c % s->n), false);
+}
+
+static void cswrr_report(void *state, size_t idx, const struct mtd_lb_result *res)
+{
+	struct cswrr_state *s = state;
+
+	if (idx < s->n && res->orca != NULL)
+		mtd_lb_orca_record(s->eps[idx].stats, res->orca, res->orca_len, &s->orca, res->now_ns / 1000000);
+}
+
+const struct mtd_lb_ops mtd_lb_ops_client_side_wrr = {
+        .name = "CLIENT_SIDE_WEIGHTED_ROUND_ROBIN",
+        .caps = MTD_LB_CAP_WARMUP | MTD_LB_CAP_ORCA,
+        .init = cswrr_init,
+        .pick = cswrr_pick,
+        .report = cswrr_report,
+        .tick = cswrr_tick,
+        .destroy = cswrr_destroy,
+};

@@ -1,0 +1,346 @@
+/* ORCA load reports (xds.data.orca.v3.OrcaLoadReport, gRFC A51) and what
+ * CLIENT_SIDE_WEIGHTED_ROUND_ROBIN makes of them (gRFC A58).
+ *
+ * The report arrives in the endpoint-load-metrics-bin trailer, base64 as
+ * every -bin metadata value on the wire. It is decoded once, into a stack
+ * buffer, and read by a strict wire-format reader of its own (no
+ * allocation): a report that is malformed anywhere, or carries a figure
+ * out of its range (negative, not finite, memory above 1), is ignored
+ * whole and counted in the endpoint's `invalid`.
+ *
+ * Shared state (struct mtd_lb_orca_state, one per endpoint, every worker
+ * writes): each figure is one relaxed atomic. The weight's three fields
+ * are written weight, since, then last (release); tick() reads last
+ * (acquire) first, so a tick that sees a report's time also sees its
+ * weight and the start of its run. Two workers recording at once store
+ * figures of one report or the other, never a torn double.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "lb/lb.h"
+#include "lb/lb-impl.h"
+
+static uint64_t bits_of(double d)
+{
+	uint64_t u;
+
+	memcpy(&u, &d, sizeof(u));
+	return u;
+}
+
+static double double_of(uint64_t u)
+{
+	double d;
+
+	memcpy(&d, &u, sizeof(d));
+	return d;
+}
+
+/* ---- wire format ------------------------------------------------------- */
+
+struct rd {
+	const uint8_t *p, *end;
+};
+
+static int varint(struct rd *r, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		uint8_t b;
+
+		if (r->p >= r->end)
+			return -EINVAL;
+		b = *r->p++;
+		if (shift == 63 && b > 1)
+			return -EINVAL;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int fixed64(struct rd *r, double *out)
+{
+	uint64_t u = 0;
+
+	if (r->end - r->p < 8)
+		return -EINVAL;
+	for (int i = 7; i >= 0; i--)
+		u = u << 8 | r->p[i];
+	r->p += 8;
+	*out = double_of(u);
+	return 0;
+}
+
+/* Skip one field's value of wire type wt; groups are refused. */
+static int skip(struct rd *r, unsigned wt)
+{
+	uint64_t v;
+
+	switch (wt) {
+	case 0:
+		return varint(r, &v);
+	case 1:
+		if (r->end - r->p < 8)
+			return -EINVAL;
+		r->p += 8;
+		return 0;
+	case 2:
+		if (varint(r, &v) != 0 || v > (uint64_t)(r->end - r->p))
+			return -EINVAL;
+		r->p += v;
+		return 0;
+	case 5:
+		if (r->end - r->p < 4)
+			return -EINVAL;
+		r->p += 4;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+/* A map<string, double> entry: key 1 (LEN), value 2 (I64), in any order,
+ * unknown fields skipped. */
+static int map_entry(const uint8_t *p, size_t n)
+{
+	struct rd r = {p, p + n};
+
+	while (r.p < r.end) {
+		uint64_t key;
+		unsigned wt;
+		double d;
+
+		if (varint(&r, &key) != 0 || key >> 3 == 0 || key >> 3 > UINT32_MAX)
+			return -EINVAL;
+		wt = (unsigned)(key & 7);
+		if (key >> 3 == 1 && wt != 2)
+			return -EINVAL;
+		if (key >> 3 == 2) {
+			if (wt != 1 || fixed64(&r, &d) != 0)
+				return -EINVAL;
+			continue;
+		}
+		if (skip(&r, wt) != 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static bool in_range(double v, double max)
+{
+	return isfinite(v) && v >= 0.0 && v <= max;
+}
+
+int mtd_lb_orca_parse(const uint8_t *p, size_t n, struct mtd_lb_orca_report *out)
+{
+	struct rd r = {p, p + n};
+	struct mtd_lb_orca_report rep = {0};
+	uint64_t rps = 0;
+
+	if (n > 0 && p == NULL)
+		return -EINVAL;
+	while (r.p < r.end) {
+		uint64_t key, len;
+		unsigned wt;
+		uint64_t field;
+		double *dst = NULL;
+
+		if (varint(&r, &key) != 0)
+			return -EINVAL;
+		field = key >> 3;
+		wt = (unsigned)(key & 7);
+		if (field == 0 || field > 536870911u)
+			return -EINVAL;
+		switch (field) {
+		case 1:
+			dst = &rep.cpu;
+			break;
+		case 2:
+			dst = &rep.mem;
+			break;
+		case 6:
+			dst = &rep.qps;
+			break;
+		case 7:
+			dst = &rep.eps;
+			break;
+		case 9:
+			dst = &rep.app;
+			break;
+		case 3:
+			if (wt != 0 || varint(&r, &rps) != 0)
+				return -EINVAL;
+			continue;
+		case 4:
+		case 5:
+		case 8:
+			if (wt != 2 || varint(&r, &len) != 0 || len > (uint64_t)(r.end - r.p) ||
+			    map_entry(r.p, (size_t)len) != 0)
+				return -EINVAL;
+			r.p += len;
+			continue;
+		default:
+			if (skip(&r, wt) != 0)
+				return -EINVAL;
+			continue;
+		}
+		if (wt != 1 || fixed64(&r, dst) != 0)
+			return -EINVAL;
+	}
+	if (!in_range(rep.cpu, INFINITY) || !in_range(rep.mem, 1.0) || !in_range(rep.qps, INFINITY) ||
+	    !in_range(rep.eps, INFINITY) || !in_range(rep.app, INFINITY))
+		return -EINVAL;
+	rep.rps = rps;
+	*out = rep;
+	return 0;
+}
+
+/* ---- base64 ------------------------------------------------------------ */
+
+static int b64_val(uint8_t c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || c == '-')
+		return 62;
+	if (c == '/' || c == '_')
+		return 63;
+	return -1;
+}
+
+ssize_t mtd_lb_orca_b64_decode(const uint8_t *text, size_t n, uint8_t *out, size_t cap)
+{
+	uint32_t acc = 0;
+	unsigned bits = 0;
+	size_t o = 0;
+
+	/* Padding optional; when present, only at the end and at most two. */
+	if (n > 0 && text[n - 1] == '=')
+		n--;
+	if (n > 0 && text[n - 1] == '=')
+		n--;
+	if (n % 4 == 1)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		int v = b64_val(text[i]);
+
+		if (v < 0)
+			return -EINVAL;
+		acc = acc << 6 | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (o >= cap)
+				return -EINVAL;
+			out[o++] = (uint8_t)(acc >> bits);
+		}
+	}
+	/* The bits left over must be zero (canonical encoding). */
+	if ((acc & ((1u << bits) - 1)) != 0)
+		return -EINVAL;
+	return (ssize_t)o;
+}
+
+int mtd_lb_orca_parse_b64(const uint8_t *text, size_t n, struct mtd_lb_orca_report *out)
+{
+	uint8_t buf[MTD_LB_ORCA_MAX_REPORT];
+	ssize_t len;
+
+	if (n > (MTD_LB_ORCA_MAX_REPORT / 3) * 4 + 4)
+		return -EINVAL;
+	len = mtd_lb_orca_b64_decode(text, n, buf, sizeof(buf));
+	if (len < 0)
+		return -EINVAL;
+	return mtd_lb_orca_parse(buf, (size_t)len, out);
+}
+
+/* ---- weights ----------------------------------------------------------- */
+
+double mtd_lb_orca_weight(const struct mtd_lb_orca_report *r, double penalty)
+{
+	double util = r->app > 0.0 ? r->app : r->cpu;
+
+	if (!(r->qps > 0.0) || !(util > 0.0))
+		return 0.0;
+	util += r->eps / r->qps * penalty;
+	return r->qps / util;
+}
+
+int mtd_lb_orca_record(struct mtd_lb_stats *st, const uint8_t *text, size_t n, const struct mtd_lb_orca_config *cfg,
+                       int64_t now_ms)
+{
+	struct mtd_lb_orca_state *o = &st->orca;
+	struct mtd_lb_orca_report r;
+	double w;
+	int64_t last;
+
+	if (mtd_lb_orca_parse_b64(text, n, &r) != 0) {
+		atomic_fetch_add_explicit(&o->invalid, 1, memory_order_relaxed);
+		return -EINVAL;
+	}
+	atomic_fetch_add_explicit(&o->reports, 1, memory_order_relaxed);
+	atomic_store_explicit(&o->cpu_bits, bits_of(r.cpu), memory_order_relaxed);
+	atomic_store_explicit(&o->mem_bits, bits_of(r.mem), memory_order_relaxed);
+	atomic_store_explicit(&o->app_bits, bits_of(r.app), memory_order_relaxed);
+	atomic_store_explicit(&o->qps_bits, bits_of(r.qps), memory_order_relaxed);
+	atomic_store_explicit(&o->eps_bits, bits_of(r.eps), memory_order_relaxed);
+	w = mtd_lb_orca_weight(&r, cfg->error_penalty);
+	if (!(w > 0.0) || !isfinite(w))
+		return 0; /* A58: a report without a weight leaves the old one to expire */
+	if (now_ms <= 0)
+		now_ms = 1; /* 0 means "no report" */
+	last = atomic_load_explicit(&o->last_ms, memory_order_relaxed);
+	if (last == 0 || now_ms - last >= cfg->expiration_ms)
+		atomic_store_explicit(&o->since_ms, now_ms, memory_order_relaxed);
+	atomic_store_explicit(&o->weight_bits, bits_of(w), memory_order_relaxed);
+	atomic_store_explicit(&o->last_ms, now_ms, memory_order_release);
+	return 0;
+}
+
+double mtd_lb_orca_weight_at(const struct mtd_lb_stats *st, const struct mtd_lb_orca_config *cfg, int64_t now_ms)
+{
+	const struct mtd_lb_orca_state *o = &st->orca;
+	int64_t last = atomic_load_explicit(&o->last_ms, memory_order_acquire), since;
+
+	if (last == 0 || now_ms - last >= cfg->expiration_ms)
+		return 0.0;
+	since = atomic_load_explicit(&o->since_ms, memory_order_relaxed);
+	if (cfg->blackout_ms > 0 && now_ms - since < cfg->blackout_ms)
+		return 0.0;
+	return double_of(atomic_load_explicit(&o->weight_bits, memory_order_relaxed));
+}
+
+void mtd_lb_orca_view(const struct mtd_lb_stats *st, struct mtd_lb_orca_view *out)
+{
+	const struct mtd_lb_orca_state *o = &st->orca;
+
+	*out = (struct mtd_lb_orca_view){
+	        .reports = atomic_load_explicit(&o->reports, memory_order_relaxed),
+	        .invalid = atomic_load_explicit(&o->invalid, memory_order_relaxed),
+	        .cpu = double_of(atomic_load_explicit(&o->cpu_bits, memory_order_relaxed)),
+	        .mem = double_of(atomic_load_explicit(&o->mem_bits, memory_order_relaxed)),
+	        .app = double_of(atomic_load_explicit(&o->app_bits, memory_order_relaxed)),
+	        .qps = double_of(atomic_load_explicit(&o->qps_bits, memory_order_relaxed)),
+	        .eps = double_of(atomic_load_explicit(&o->eps_bits, memory_order_relaxed)),
+	        .weight = double_of(atomic_load_explicit(&o->used_bits, memory_order_relaxed)),
+	};
+	out->utilization = out->app > 0.0 ? out->app : out->cpu;
+}
+
+void mtd_lb__orca_set_used(struct mtd_lb_stats *st, double w)
+{
+	atomic_store_explicit(&st->orca.used_bits, bits_of(w), memory_order_relaxed);
+}
