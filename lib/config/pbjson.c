@@ -38,6 +38,7 @@
 #include <yaml.h>
 
 #include "config/config-int.h"
+#include "core/base64.h"
 
 /* Aliases can make a document a graph (even a cycle: "&a [*a]"), so the
  * walk is bounded in depth and in total nodes visited. */
@@ -289,54 +290,19 @@ static int parse_double(const char *s, double *out)
 	return end == s || *end != '\0' ? -1 : 0;
 }
 
-static int b64_val(int c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
 /* Base64, standard or URL-safe, padding optional. 0, -1 bad, -ENOMEM. */
 static int b64_decode(const char *s, size_t n, ProtobufCBinaryData *out)
 {
-	uint8_t *buf;
-	size_t o = 0;
-	uint32_t acc = 0;
-	int bits = 0;
-
-	while (n > 0 && s[n - 1] == '=')
-		n--;
-	buf = mtd_cfg__malloc(n * 3 / 4 + 1);
+	uint8_t *buf = mtd_cfg__malloc(n * 3 / 4 + 1);
 	if (buf == NULL)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		int v = b64_val((unsigned char)s[i]);
-
-		if (v < 0) {
-			mtd_cfg__free(buf);
-			return -1;
-		}
-		acc = acc << 6 | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			buf[o++] = (uint8_t)(acc >> bits);
-		}
-	}
-	if (bits >= 6) { /* a single dangling character */
+	ssize_t len = mtd_base64_decode((const uint8_t *)s, n, buf, n * 3 / 4 + 1);
+	if (len < 0) {
 		mtd_cfg__free(buf);
 		return -1;
 	}
 	out->data = buf;
-	out->len = o;
+	out->len = (size_t)len;
 	return 0;
 }
 

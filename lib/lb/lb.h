@@ -198,10 +198,6 @@ struct mtd_lb_orca_report {
  * mem_utilization above 1). *out is only written on success. Pure. */
 int mtd_lb_orca_parse(const uint8_t *p, size_t n, struct mtd_lb_orca_report *out);
 
-/* Base64 (the standard alphabet or the URL-safe one, padding optional)
- * text[0..n) into out[0..cap): the decoded length, or -EINVAL (a bad
- * character, a bad length, non-zero trailing bits, more than cap bytes). */
-ssize_t mtd_lb_orca_b64_decode(const uint8_t *text, size_t n, uint8_t *out, size_t cap);
 
 /* A -bin trailer value as received: decoded (at most MTD_LB_ORCA_MAX_REPORT
  * bytes, on the stack) and parsed. 0 or -EINVAL. */

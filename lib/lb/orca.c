@@ -17,6 +17,8 @@
  */
 #include "config.h"
 
+#include "core/base64.h"
+
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -204,56 +206,6 @@ int mtd_lb_orca_parse(const uint8_t *p, size_t n, struct mtd_lb_orca_report *out
 	return 0;
 }
 
-/* ---- base64 ------------------------------------------------------------ */
-
-static int b64_val(uint8_t c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
-ssize_t mtd_lb_orca_b64_decode(const uint8_t *text, size_t n, uint8_t *out, size_t cap)
-{
-	uint32_t acc = 0;
-	unsigned bits = 0;
-	size_t o = 0;
-
-	/* Padding optional; when present, only at the end and at most two. */
-	if (n > 0 && text[n - 1] == '=')
-		n--;
-	if (n > 0 && text[n - 1] == '=')
-		n--;
-	if (n % 4 == 1)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		int v = b64_val(text[i]);
-
-		if (v < 0)
-			return -EINVAL;
-		acc = acc << 6 | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (o >= cap)
-				return -EINVAL;
-			out[o++] = (uint8_t)(acc >> bits);
-		}
-	}
-	/* The bits left over must be zero (canonical encoding). */
-	if ((acc & ((1u << bits) - 1)) != 0)
-		return -EINVAL;
-	return (ssize_t)o;
-}
-
 int mtd_lb_orca_parse_b64(const uint8_t *text, size_t n, struct mtd_lb_orca_report *out)
 {
 	uint8_t buf[MTD_LB_ORCA_MAX_REPORT];
@@ -261,7 +213,7 @@ int mtd_lb_orca_parse_b64(const uint8_t *text, size_t n, struct mtd_lb_orca_repo
 
 	if (n > (MTD_LB_ORCA_MAX_REPORT / 3) * 4 + 4)
 		return -EINVAL;
-	len = mtd_lb_orca_b64_decode(text, n, buf, sizeof(buf));
+	len = mtd_base64_decode(text, n, buf, sizeof(buf));
 	if (len < 0)
 		return -EINVAL;
 	return mtd_lb_orca_parse(buf, (size_t)len, out);

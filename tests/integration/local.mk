@@ -10,6 +10,7 @@ EXTRA_DIST += \
 	tests/integration/democlient.py \
 	tests/integration/h2raw.py \
 	tests/integration/xds.py \
+	tests/integration/nodepeers.py \
 	tests/integration/test_xds_peers.py \
 	tests/integration/test_xds.py \
 	tests/xds/package.json \

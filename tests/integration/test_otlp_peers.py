@@ -6,13 +6,12 @@ tracing tests rely on this receiver; this file is what makes it
 trustworthy. No maitred here.
 """
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 import unittest
 
+import nodepeers
 from harness import MaitredTest
 from otlp import OtlpReceiver
 
@@ -22,18 +21,8 @@ PEER = os.path.join(SRC, "tests", "otel")
 
 
 def install_peer():
-    """npm ci in tests/otel once (a lock makes concurrent callers wait)."""
-    if not shutil.which("node") or not shutil.which("npm"):
-        raise AssertionError("node and npm are not installed (deploy/run-tests.sh installs them)")
-    marker = os.path.join(PEER, "node_modules", ".package-lock.json")
-    with open(os.path.join(PEER, ".install.lock"), "w") as lk:
-        fcntl.flock(lk, fcntl.LOCK_EX)
-        if os.path.exists(marker):
-            return
-        r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=PEER,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-        if r.returncode != 0:
-            raise AssertionError("npm ci in tests/otel failed:\n" + r.stdout.decode(errors="replace"))
+    """npm ci in tests/otel once."""
+    nodepeers.install("otel")
 
 
 class OtlpPeers(MaitredTest):

@@ -16,13 +16,13 @@ files running side by side install once; deploy/run-tests.sh installs them
 before the tests.
 """
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 import time
 import urllib.request
+
+import nodepeers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("MAITRED_SRCDIR") or os.path.dirname(os.path.dirname(HERE))
@@ -41,24 +41,12 @@ START_LIMIT = 30.0
 
 def node_missing():
     """Why the Node peers cannot run here, or None."""
-    if not shutil.which("node") or not shutil.which("npm"):
-        return "node and npm are not installed (deploy/run-tests.sh installs them)"
-    return None
+    return nodepeers.node_missing()
 
 
 def install_peers():
-    """npm ci in tests/xds once (a lock makes concurrent callers wait)."""
-    marker = os.path.join(PEERS, "node_modules", ".package-lock.json")
-    if os.path.exists(marker):
-        return
-    with open(os.path.join(PEERS, ".install.lock"), "w") as lk:
-        fcntl.flock(lk, fcntl.LOCK_EX)
-        if os.path.exists(marker):
-            return
-        r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=PEERS,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-        if r.returncode != 0:
-            raise AssertionError("npm ci in tests/xds failed:\n" + r.stdout.decode(errors="replace"))
+    """npm ci in tests/xds once."""
+    nodepeers.install("xds")
 
 
 class XdsServer:

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 
+#include "core/base64.h"
 #include "lb-test.h"
 #include "xds/data/orca/v3/orca_load_report.pb-c.h"
 
@@ -126,16 +127,16 @@ START_TEST(base64_variants)
 {
 	uint8_t out[8];
 
-	ck_assert_int_eq(mtd_lb_orca_b64_decode((const uint8_t *)"+/8=", 4, out, sizeof(out)), 2);
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"+/8=", 4, out, sizeof(out)), 2);
 	ck_assert(out[0] == 0xfb && out[1] == 0xff);
-	ck_assert_int_eq(mtd_lb_orca_b64_decode((const uint8_t *)"-_8", 3, out, sizeof(out)), 2);
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"-_8", 3, out, sizeof(out)), 2);
 	ck_assert(out[0] == 0xfb && out[1] == 0xff);
-	ck_assert_int_eq(mtd_lb_orca_b64_decode((const uint8_t *)"QQ", 2, out, sizeof(out)), 1);
-	ck_assert_int_eq(mtd_lb_orca_b64_decode((const uint8_t *)"QR", 2, out, sizeof(out)), -EINVAL); /* trailing bits */
-	ck_assert_int_eq(mtd_lb_orca_b64_decode((const uint8_t *)"Q", 1, out, sizeof(out)), -EINVAL);
-	ck_assert_int_eq(mtd_lb_orca_b64_decode((const uint8_t *)"QQ=A", 4, out, sizeof(out)), -EINVAL);
-	ck_assert_int_eq(mtd_lb_orca_b64_decode((const uint8_t *)"Q Q=", 4, out, sizeof(out)), -EINVAL);
-	ck_assert_int_eq(mtd_lb_orca_b64_decode((const uint8_t *)"QUFBQUFBQUFB", 12, out, sizeof(out)), -EINVAL);
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"QQ", 2, out, sizeof(out)), 1);
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"QR", 2, out, sizeof(out)), -EINVAL); /* trailing bits */
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"Q", 1, out, sizeof(out)), -EINVAL);
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"QQ=A", 4, out, sizeof(out)), -EINVAL);
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"Q Q=", 4, out, sizeof(out)), -EINVAL);
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"QUFBQUFBQUFB", 12, out, sizeof(out)), -EINVAL);
 }
 END_TEST
 
