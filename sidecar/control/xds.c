@@ -143,7 +143,6 @@ struct mtd_xds {
 
 static void connect_now(struct mtd_xds *x);
 static void send_request(struct mtd_xds *x, int t, const char *nack);
-static int install_routes(struct mtd_xds *x, struct mtd_xds_routes_box *box, char *why, size_t whylen);
 
 /* ---- small helpers ---------------------------------------------------------- */
 
@@ -593,14 +592,19 @@ void mtd_xds_sources_started(struct mtd_xds *x)
 		return;
 	event_del(x->sync_ev); /* done now, not again at the next turn */
 	sync_cb(-1, 0, x);
-	/* A new config's services: the routes in force bound to them again. */
-	if (x->routes != NULL && x->ctl->rt->xroutes == NULL) {
-		char why[1024];
-		if (install_routes(x, x->routes, why, sizeof(why)) != 0)
-			MTD_WARN("xds: the routes of %s no longer fit the config (%s): calls are routed by :path "
-			         "until a route configuration that does arrives",
-			         x->routes->r->name, why);
-	}
+}
+
+void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt)
+{
+	char why[1024];
+
+	if (x == NULL || x->routes == NULL || rt->xroutes != NULL || rt->cfg->xds == NULL)
+		return;
+	rt->xroutes = mtd_xds_routes_bind(rt->cfg, x->routes, why, sizeof(why));
+	if (rt->xroutes == NULL)
+		MTD_WARN("xds: the routes of %s no longer fit the config (%s): calls are routed by :path until a "
+		         "route configuration that does arrives",
+		         x->routes->r->name, why);
 }
 
 /* ---- responses ---------------------------------------------------------------- */

@@ -621,3 +621,53 @@ class XdsRoutesTest(XdsBase):
         self.assertEqual(out["ok"], 10, out)
         self.assertEqual(sorted(out["instances"]), ["b"])
         self.stop_maitred(m)
+
+    @maitred_only
+    def test_retry_policy_and_max_stream_duration_of_a_route(self):
+        """The default route retries UNAVAILABLE (its cluster has an
+        instance failing every call with it); the header route caps the
+        deadline at 300 ms."""
+        bad = self.start_upstream("bad", extra_args=["--fail-status", "14"])  # UNAVAILABLE
+        good, b = self.start_upstream("g"), self.start_upstream("b")
+        self.server.start()
+        self.pools([bad, good], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        slow = self.header_route("x-track", "slow", "cluster-b")
+        slow["route"]["max_stream_duration"] = {"max_stream_duration": "0.300s"}
+        dflt = xds.route_to("cluster-a", prefix="")
+        dflt["route"]["retry_policy"] = {"retry_on": "5xx,unavailable", "num_retries": 3}
+        self.set_routes([slow, dflt])
+        m = self.start_maitred(self.routes_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "g", "the default route answered by g (bad's failures retried)")
+        self.assertEqual(set(self.spread(stub, 20)), {"g"})  # none failed: each retried
+        md = (("x-track", "slow"),)
+        self.assertEqual(stub.Unary(pb.EchoRequest(), metadata=md, timeout=CALL_LIMIT).instance, "b")
+        with self.assertRaises(grpc.RpcError) as e:
+            stub.Unary(pb.EchoRequest(delay_ms=4000), metadata=md, timeout=CALL_LIMIT)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED, e.exception.details())
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_reload_keeps_the_routes_without_a_failed_call(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([self.header_route("x-track", "beta", "cluster-b"), xds.route_to("cluster-a", prefix="")])
+        cfg = self.routes_config()
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "the default route to cluster-a")
+        load = Load(self.echo(m))
+        for i in range(3):
+            cfg["drain_timeout"] = "%ds" % (4 + i)
+            self.write_config(cfg, os.path.basename(m.config_path))
+            wait_until(lambda: len(self.log_lines(m, r"reload: .* applied")) > i, WAIT, "reload %d" % (i + 1))
+        n = load.count()
+        wait_until(lambda: load.count() > n + 20, WAIT, "calls after the reloads")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed across the reloads")
+        self.assertEqual(set(load.instances), {"a"})
+        self.assertEqual(set(self.by_header(stub, 10, "beta")), {"b"})
+        self.stop_maitred(m)
