@@ -488,10 +488,10 @@ class XdsRoutesTest(XdsBase):
             assignment("cluster-a", [locality([("127.0.0.1", u.port) for u in a], zone="z1")]),
             assignment("cluster-b", [locality([("127.0.0.1", u.port) for u in b], zone="z1")])])
 
-    def routes_config(self, admin=False):
+    def routes_config(self, admin=False, extra=()):
         services = [{"name": "pool-a", "discovery": {"xds": {"cluster": "cluster-a"}}},
                     {"name": "pool-b", "discovery": {"xds": {"cluster": "cluster-b"}}}]
-        return self.xds_config(services, admin=admin, listener=self.LIS)
+        return self.xds_config(services + list(extra), admin=admin, listener=self.LIS)
 
     def set_routes(self, routes, name="routes-1"):
         return self.server.set("route", [xds.route_config(name, routes)])
@@ -578,18 +578,26 @@ class XdsRoutesTest(XdsBase):
         self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
         self.set_routes([xds.route_to("cluster-a", prefix="")])
         admin = free_port()
-        m = self.start_maitred(self.routes_config(admin=admin))
+        static = {"name": "shop.Static", "endpoints": [{"address": "127.0.0.1:%d" % b.port}]}
+        m = self.start_maitred(self.routes_config(admin=admin, extra=[static]))
         stub = self.echo(m)
         self.wait_set(stub, "a", "the route to cluster-a")
+        # A cluster named after a static service: xDS never takes it over.
+        self.set_routes([xds.route_to("shop.Static", prefix="")])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
+        why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
+        self.assertIn("service shop.Static of that name is not an xDS service", json.dumps(why))
+        self.assertEqual(set(self.spread(stub, 10)), {"a"})
         # A regex match, then a cluster no service follows: both refused.
         self.set_routes([{"match": {"safe_regex": {"regex": ".*"}}, "route": {"cluster": "cluster-b"}}])
-        log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
+        log = self.server.wait_for(lambda log: len([r for r in log if nacked(r, xds.RDS)]) >= 2, WAIT,
+                                   "a second RDS NACK")
         why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
         self.assertIn("only prefix and path are supported", json.dumps(why))
         self.assertEqual(set(self.spread(stub, 10)), {"a"})
         self.set_routes([xds.route_to("cluster-x", prefix="")])
-        log = self.server.wait_for(lambda log: len([r for r in log if nacked(r, xds.RDS)]) >= 2, WAIT,
-                                   "a second RDS NACK")
+        log = self.server.wait_for(lambda log: len([r for r in log if nacked(r, xds.RDS)]) >= 3, WAIT,
+                                   "a third RDS NACK")
         why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
         self.assertIn("no service has discovery.xds cluster cluster-x", json.dumps(why))
         self.assertEqual(set(self.spread(stub, 10)), {"a"})
@@ -620,6 +628,14 @@ class XdsRoutesTest(XdsBase):
         out = xds.run_client(boot, "xds:///" + SVC, 10)
         self.assertEqual(out["ok"], 10, out)
         self.assertEqual(sorted(out["instances"]), ["b"])
+        # Weighted clusters 1:1: both reach both (40 calls miss one cluster
+        # with a chance of 2 in 10^12).
+        self.set_routes([{"match": {"prefix": ""}, "route": {"weighted_clusters": {"clusters": [
+            {"name": "cluster-a", "weight": 1}, {"name": "cluster-b", "weight": 1}]}}}])
+        self.wait_set(stub, "ab", "maitred over both clusters")
+        out = xds.run_client(boot, "xds:///" + SVC, 40)
+        self.assertEqual(out["ok"], 40, out)
+        self.assertEqual(sorted(out["instances"]), ["a", "b"])
         self.stop_maitred(m)
 
     @maitred_only
