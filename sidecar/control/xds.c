@@ -598,7 +598,9 @@ void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt)
 {
 	char why[1024];
 
-	if (x == NULL || x->routes == NULL || rt->xroutes != NULL || rt->cfg->xds == NULL)
+	/* The new config's listener must be the one whose routes they are. */
+	if (x == NULL || x->routes == NULL || rt->xroutes != NULL || rt->cfg->xds == NULL ||
+	    !same_str(rt->cfg->xds->listener, x->lds.name))
 		return;
 	rt->xroutes = mtd_xds_routes_bind(rt->cfg, x->routes, why, sizeof(why));
 	if (rt->xroutes == NULL)
@@ -1238,6 +1240,12 @@ void mtd_xds_commit(struct mtd_control *ctl, struct mtd_xds *next)
 	if (ctl->xds != NULL)
 		MTD_INFO("xds: the xds block changed: the stream to %s closes, one to %s opens", ctl->xds->server.text,
 		         next->server.text);
+	/* The routes in force (carried into the new runtime) stay the new
+	 * client's until its stream brings the listener's own. */
+	if (ctl->xds != NULL && ctl->xds->routes != NULL && same_str(ctl->xds->lds.name, next->lds.name)) {
+		ctl->xds->routes->refs++;
+		next->routes = ctl->xds->routes;
+	}
 	mtd_xds_free(ctl->xds);
 	ctl->xds = next;
 	MTD_INFO("xds: management server %s%s, node %s%s%s", next->server.text, next->ssl_ctx ? " (TLS)" : " (h2c)",

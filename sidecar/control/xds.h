@@ -57,9 +57,10 @@ void mtd_xds_sources_started(struct mtd_xds *x);
 /* A reload's new runtime rt, not yet published, takes the routes in
  * force of x (xds.listener's), bound to its config's services, so that
  * no call of the new config misses them (a route that no longer fits is
- * logged, and calls go by :path until routes that fit arrive). NULL x
- * (the xds block changed or went), no routes, or routes already: a
- * no-op. */
+ * logged, and calls go by :path until routes that fit arrive); also when
+ * the xds block changed but names the same listener (the new client
+ * keeps them until its own arrive: mtd_xds_commit). NULL x, no routes,
+ * another listener or none in rt's config, or routes already: a no-op. */
 struct mtd_runtime;
 void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt);
 

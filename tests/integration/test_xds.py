@@ -682,6 +682,14 @@ class XdsRoutesTest(XdsBase):
             wait_until(lambda: len(self.log_lines(m, r"reload: .* applied")) > i, WAIT, "reload %d" % (i + 1))
         n = load.count()
         wait_until(lambda: load.count() > n + 20, WAIT, "calls after the reloads")
+        # Another node_id: a new stream, the same listener: the routes in
+        # force serve until the new stream brings them again.
+        cfg["xds"]["node_id"] = "maitred-2"
+        self.write_config(cfg, os.path.basename(m.config_path))
+        self.server.wait_for(lambda log: any(r["node_id"] == "maitred-2" and acked(r, xds.RDS) for r in log),
+                             WAIT, "an RDS ACK on the new stream")
+        n = load.count()
+        wait_until(lambda: load.count() > n + 20, WAIT, "calls after the new stream")
         load.stop()
         self.assertEqual(load.errors, [], "calls failed across the reloads")
         self.assertEqual(set(load.instances), {"a"})
