@@ -1,7 +1,8 @@
-/* libFuzzer target for the xDS translators (lib/xds): a Cluster or a
- * ClusterLoadAssignment as any management server, or anyone in its
- * place, may send. The first byte chooses which; the rest is the
- * resource's serialized bytes.
+/* libFuzzer target for the xDS translators (lib/xds): a Cluster, a
+ * ClusterLoadAssignment, a RouteConfiguration or a Listener as any
+ * management server, or anyone in its place, may send. The first byte
+ * chooses which ('R' routes, 'L' a listener, else odd a cluster, even an
+ * assignment); the rest is the resource's serialized bytes.
  *
  * A resource either translates into one that keeps every documented
  * bound (xds.h: names printable and bounded, a strategy, weights in
@@ -35,6 +36,31 @@ static void check_refused(int rc, const char *why, size_t cap)
 		abort();
 }
 
+/* Translated routes keep their bounds: at most MTD_XDS_ROUTES_MAX, each
+ * its own index, a service, a header when matched on one, clusters named
+ * with weights that sum to 1..UINT32_MAX (or none), retries bounded. */
+static void check_routes(const struct mtd_xds_routes *r)
+{
+	check_name(r->name, MTD_XDS_NAME_MAX);
+	if (r->n > MTD_XDS_ROUTES_MAX)
+		abort();
+	for (size_t i = 0; i < r->n; i++) {
+		const struct mtd_xds_route *t = &r->routes[i];
+		uint64_t sum = 0;
+		if (t->rule.to != (int)i || !t->rule.service || t->rule.service_len != strlen(t->rule.service) ||
+		    (t->rule.kind != MTD_ROUTE_HEADER_NONE && !t->rule.header) ||
+		    t->act.n_clusters > MTD_XDS_WEIGHTED_MAX || t->act.deadline_cap_ms < 0 ||
+		    (t->act.retry && (t->act.retries < 1 || t->act.retries > 10 || !t->act.retry_on)))
+			abort();
+		for (size_t k = 0; k < t->act.n_clusters; k++) {
+			check_name(t->act.clusters[k], MTD_XDS_NAME_MAX);
+			sum += t->act.weights[k];
+		}
+		if (t->act.n_clusters && (sum == 0 || sum > UINT32_MAX))
+			abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
@@ -42,6 +68,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	memset(why, 0, sizeof(why));
+	if (data[0] == 'R') {
+		struct mtd_xds_routes *r;
+		int rc = mtd_xds_routes_parse(data + 1, size - 1, &r, why, sizeof(why));
+		if (rc != 0) {
+			check_refused(rc, why, sizeof(why));
+			if (r)
+				abort();
+			return 0;
+		}
+		check_routes(r);
+		mtd_xds_routes_free(r);
+		return 0;
+	}
+	if (data[0] == 'L') {
+		struct mtd_xds_listener l;
+		int rc = mtd_xds_listener_parse(data + 1, size - 1, &l, why, sizeof(why));
+		if (rc != 0) {
+			check_refused(rc, why, sizeof(why));
+			if (l.name || l.routes || l.rds_name)
+				abort();
+			return 0;
+		}
+		check_name(l.name, MTD_XDS_NAME_MAX);
+		if (!l.rds_name == !l.routes)
+			abort();
+		if (l.routes)
+			check_routes(l.routes);
+		mtd_xds_listener_clear(&l);
+		return 0;
+	}
 	if (data[0] & 1) {
 		struct mtd_xds_cluster c;
 		int rc = mtd_xds_cluster_parse(data + 1, size - 1, &c, why, sizeof(why));

@@ -19,6 +19,9 @@ PROTO_SRC = protos/maitred/config/v1/config.proto \
 	protos/envoy/config/endpoint/v3/endpoint.proto \
 	protos/envoy/extensions/transport_sockets/tls/v3/tls.proto \
 	protos/envoy/service/discovery/v3/discovery.proto \
+	protos/envoy/config/route/v3/route.proto \
+	protos/envoy/config/listener/v3/listener.proto \
+	protos/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto \
 	protos/google/rpc/status.proto
 PROTO_WKT = google/protobuf/duration.proto google/protobuf/wrappers.proto \
 	google/protobuf/timestamp.proto google/protobuf/any.proto
@@ -44,6 +47,9 @@ PROTO_GEN_C = gen/maitred/config/v1/config.pb-c.c \
 	gen/envoy/config/endpoint/v3/endpoint.pb-c.c \
 	gen/envoy/extensions/transport_sockets/tls/v3/tls.pb-c.c \
 	gen/envoy/service/discovery/v3/discovery.pb-c.c \
+	gen/envoy/config/route/v3/route.pb-c.c \
+	gen/envoy/config/listener/v3/listener.pb-c.c \
+	gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.pb-c.c \
 	gen/google/rpc/status.pb-c.c
 PROTO_GEN_H = $(PROTO_GEN_C:.c=.h)
 

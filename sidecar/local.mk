@@ -27,6 +27,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/control/control-t.h sidecar/control/control.h sidecar/control/publish.c \
 	sidecar/control/sources.h sidecar/control/sources.c \
 	sidecar/control/xds.h sidecar/control/xds.c \
+	sidecar/control/xds_routes.h sidecar/control/xds_routes.c \
 	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime.c \
 	sidecar/control/mailbox.h sidecar/control/mailbox.c \
 	sidecar/control/dns.h sidecar/control/dns.c \

@@ -141,9 +141,17 @@ struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
 		b->d->oom = true;
 		return NULL;
 	}
-	if (m->listener[0] != '\0')
-		BERR(mtd_cfg__at(b, m, "listener", NULL), "xds.listener",
-		     "is not supported yet (LDS and RDS): services name their cluster with discovery.xds");
+	if (m->listener[0] != '\0') {
+		size_t n = strlen(m->listener);
+		bool printable = n <= 1024;
+		for (size_t i = 0; i < n && printable; i++)
+			printable = (unsigned char)m->listener[i] > 0x20 && m->listener[i] != 0x7f;
+		if (!printable)
+			BERR(mtd_cfg__at(b, m, "listener", NULL), "xds.listener",
+			     "must be a Listener name: at most 1024 printable characters, no spaces");
+		else
+			x->listener = mtd_cfg__dup_or_oom(b, m->listener);
+	}
 	if (m->server[0] != '\0' && m->bootstrap[0] != '\0') {
 		BERR(mtd_cfg__at(b, m, "bootstrap", NULL), "xds.bootstrap",
 		     "and xds.server are both set: the server comes from one of them");

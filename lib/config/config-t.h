@@ -135,6 +135,7 @@ struct mtd_cfg_xds {
 	char *zone;                 /* xds.zone, bootstrap node.locality.zone, else Config.zone; NULL = none */
 	struct mtd_cfg_tls *tls;    /* NULL = h2c */
 	char *bootstrap;            /* the bootstrap file read (xds.bootstrap or GRPC_XDS_BOOTSTRAP), NULL = none */
+	char *listener;             /* xds.listener: the LDS Listener whose routes route calls, NULL = none */
 };
 
 /* register[]: an app of this pod kept in etcd. */

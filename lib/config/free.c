@@ -189,6 +189,7 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 		mtd_cfg__free(cfg->xds->zone);
 		tls_free(cfg->xds->tls);
 		mtd_cfg__free(cfg->xds->bootstrap);
+		mtd_cfg__free(cfg->xds->listener);
 		mtd_cfg__free(cfg->xds);
 	}
 	mtd_cfg__free(cfg->source);

@@ -321,6 +321,8 @@ int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, 
 		}
 		if (m != NULL)
 			envoy__config__endpoint__v3__cluster_load_assignment__free_unpacked(m, &mtd_cfg__pb_allocator);
+	} else {
+		rc = mtd_xds__route_resource_name(type_url, buf, len, name, cap);
 	}
 	return rc;
 }

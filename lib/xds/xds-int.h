@@ -15,4 +15,7 @@ int64_t mtd_xds__dur_ms(const Google__Protobuf__Duration *d, int64_t dflt);
 /* 1..MTD_XDS_NAME_MAX printable bytes. */
 bool mtd_xds__name_ok(const char *s);
 
+/* mtd_xds_resource_name for a Listener or a RouteConfiguration. */
+int mtd_xds__route_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);
+
 #endif

@@ -14,10 +14,16 @@
 
 #include "health/health-t.h"
 #include "lb/lb-t.h"
+#include "route/route.h"
 
 #define MTD_XDS_TYPE_CLUSTER  "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 #define MTD_XDS_TYPE_ENDPOINT "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 #define MTD_XDS_TYPE_TLS      "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
+#define MTD_XDS_TYPE_LISTENER "type.googleapis.com/envoy.config.listener.v3.Listener"
+#define MTD_XDS_TYPE_ROUTE    "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+#define MTD_XDS_TYPE_HCM                                                                                             \
+	"type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+#define MTD_XDS_TYPE_ROUTER "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 
 /* A resource name (cluster, EDS service name) is at most this long: a
  * longer one is refused rather than kept. */
@@ -27,6 +33,12 @@
 /* Endpoint weights after locality shares are applied stay within
  * [1, MTD_XDS_WEIGHT_SCALE] (maitred's registry weight range). */
 #define MTD_XDS_WEIGHT_SCALE 1000000
+/* A RouteConfiguration translates into at most this many routes (over
+ * all its virtual hosts): each call walks them in order, so a bigger
+ * table is refused rather than slowing every call. */
+#define MTD_XDS_ROUTES_MAX 1024
+/* A weighted_clusters action names at most this many clusters. */
+#define MTD_XDS_WEIGHTED_MAX 64
 
 /* The upstream TLS of a cluster's transport_socket (UpstreamTlsContext,
  * file names only). Strings owned. */
@@ -71,6 +83,56 @@ struct mtd_xds_cla {
 	uint32_t n_skipped; /* endpoints not picked (health_status, other priorities) */
 	size_t n;
 	struct mtd_xds_ep eps[];
+};
+
+/* What a route does with the calls it matches. */
+struct mtd_xds_action {
+	/* The clusters the calls go to: one (RouteAction.cluster, weight 1)
+	 * or weighted_clusters' (weights as given, their sum in
+	 * (0, UINT32_MAX]); n_clusters 0 = none: the calls fail UNAVAILABLE
+	 * (a virtual host's calls that none of its routes matched). */
+	char **clusters;
+	uint32_t *weights;
+	size_t n_clusters;
+	/* The call's deadline is at most this (max_stream_duration's
+	 * grpc_timeout_header_max, else its max_stream_duration, else the
+	 * route's timeout); 0 = no cap. */
+	int64_t deadline_cap_ms;
+	/* retry_policy as FAILOVER: retry set when it retries at all (a
+	 * gRPC code in retry_on and num_retries >= 1). */
+	bool retry;
+	uint32_t retries;          /* 1..MTD_FAULT_RETRIES_MAX */
+	uint32_t retry_on;         /* bit per gRPC status */
+	int64_t per_try_timeout_ms; /* 0 = none */
+	int64_t backoff_base_ms, backoff_max_ms;
+	char *hash_header; /* hash_policy's header, lower case; NULL = none */
+};
+
+/* One route: the call it takes (a maitred route rule whose strings point
+ * into this structure's own: service, method, header, value) and what it
+ * does (rule.to is the route's own index). */
+struct mtd_xds_route {
+	struct mtd_route_rule rule;
+	struct mtd_xds_action act;
+	char *name; /* Route.name, NULL = none (for logs) */
+};
+
+/* A RouteConfiguration in maitred's terms: the routes of every usable
+ * virtual host in the order a call tries them (mtd_xds_routes_parse).
+ * Everything owned (mtd_xds_routes_free). */
+struct mtd_xds_routes {
+	char *name;
+	struct mtd_xds_route *routes;
+	size_t n;
+};
+
+/* A Listener's connection manager: where its routes come from. Exactly
+ * one of rds_name (a RouteConfiguration to subscribe to by RDS) and
+ * routes (inline) is set. Owned (mtd_xds_listener_clear). */
+struct mtd_xds_listener {
+	char *name;
+	char *rds_name;
+	struct mtd_xds_routes *routes;
 };
 
 #endif

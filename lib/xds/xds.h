@@ -60,8 +60,55 @@ void mtd_xds_cla_free(struct mtd_xds_cla *c);
  * assignment holds it. 0 or -EINVAL. */
 int mtd_xds_sockaddr(const char *address, struct sockaddr_storage *sa, socklen_t *salen);
 
-/* The name of a serialized resource of type_url (a Cluster's name, an
- * assignment's cluster_name) written to name (cap bytes), for a NACK that
+/* A RouteConfiguration into maitred's routes (struct mtd_xds_routes).
+ *
+ * Virtual hosts: one is for the calls of a service when a domain of it is
+ * that service's name, else the one with domain "*"; other domains
+ * (wildcards like "*.local" or "api.*") are not matched (a host with none
+ * of the two forms is left out). The routes come out in the order a call
+ * tries them: every named host's (each closed by a route that takes the
+ * rest of its service's calls and fails them: in Envoy a call that
+ * reaches a host and none of its routes is not routed), then the "*"
+ * host's. At most one host per name and one "*".
+ *
+ * A match: prefix "" or "/" (every call), "/SERVICE/" (the service's
+ * calls), or a whole "/SERVICE/METHOD"; path "/SERVICE/METHOD"; at most
+ * one header matcher (maitred's rules test one header): exact_match,
+ * prefix_match, present_match true, or string_match exact / prefix, the
+ * name lower-cased. Refused: safe_regex and the other path forms,
+ * case_sensitive false, query_parameters, runtime_fraction, a prefix
+ * that ends inside a service or method name, a header matcher of another
+ * form (suffix, contains, regex, range), invert_match,
+ * treat_missing_header_as_empty, ignore_case, pseudo-headers (":path").
+ *
+ * An action: cluster, or weighted_clusters (1..MTD_XDS_WEIGHTED_MAX,
+ * names without cluster_header, weights summing to 1..UINT32_MAX);
+ * max_stream_duration / timeout as the deadline cap; retry_policy as
+ * FAILOVER (retry_on's gRPC codes cancelled, deadline-exceeded,
+ * internal, resource-exhausted, unavailable; other conditions, which
+ * are HTTP's, are ignored as gRPC's clients do; num_retries default 1,
+ * at most MTD_FAULT_RETRIES_MAX; retry_back_off base default 25 ms, max
+ * default 10 x base); hash_policy: one header policy as the hash key
+ * (others ignored, as gRPC's clients do; two header policies refused).
+ * Refused: a route without a route action (redirect, direct_response,
+ * ...), cluster_header and cluster specifier plugins, more than
+ * MTD_XDS_ROUTES_MAX routes in all, bad names and durations. The refusal
+ * names the virtual host and route by position. *out is NULL on error. */
+int mtd_xds_routes_parse(const uint8_t *buf, size_t len, struct mtd_xds_routes **out, char *why, size_t whylen);
+void mtd_xds_routes_free(struct mtd_xds_routes *r);
+
+/* A Listener: its HttpConnectionManager (the api_listener's, else the
+ * first filter of type HttpConnectionManager in its first filter chain)
+ * and where its routes are (rds over ADS or self, or route_config inline,
+ * translated as mtd_xds_routes_parse does). Its http_filters must end
+ * with the router; any other filter is refused unless is_optional
+ * (maitred runs none of Envoy's HTTP filters). out is cleared first; on
+ * error it holds nothing. */
+int mtd_xds_listener_parse(const uint8_t *buf, size_t len, struct mtd_xds_listener *out, char *why, size_t whylen);
+void mtd_xds_listener_clear(struct mtd_xds_listener *l);
+
+/* The name of a serialized resource of type_url (a Cluster's, Listener's
+ * or RouteConfiguration's name, an assignment's cluster_name) written to name (cap bytes), for a NACK that
  * names what it refused even when the rest does not translate. 0, or
  * -EINVAL when it does not decode or has none. */
 int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);

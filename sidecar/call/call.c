@@ -868,8 +868,9 @@ static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, con
 /* ---- request ----------------------------------------------------------- */
 
 /* Route the call by its :path on the worker's current snapshot: svc,
- * method and fault set. false when no service has the name. */
-static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
+ * method and fault set (a control plane's route: its retry policy, and
+ * in *xr what else it adds). false when no service has the name. */
+static bool route(struct mtd_call *call, const struct mtd_route_path *rp, struct mtd_policy_xroute *xr)
 {
 	/* The call keeps the worker's current snapshot alive until it is
 	 * freed (the reclaim rule, lib/discovery/discovery.h). */
@@ -879,7 +880,8 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 	/* An inbound peer's call goes to its listener's app, whatever the
 	 * :path names (io/inbound.h); the app's own calls take the routes
 	 * first, then :path. */
-	int si = call->inbound ? mtd_call_inbound_route(rt, call) : mtd_policy_route(rt, call, rp);
+	*xr = (struct mtd_policy_xroute){0};
+	int si = call->inbound ? mtd_call_inbound_route(rt, call) : mtd_policy_route(rt, call, rp, xr);
 	if (si < 0) {
 		call->svc = NULL; /* nothing of an older snapshot stays routed */
 		call->method = NULL;
@@ -889,7 +891,7 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp)
 	const struct mtd_cfg_service *sc = call->svc->cfg;
 	const struct mtd_cfg_method *m = mtd_cfg_service_method(sc, rp->method, rp->method_len);
 	call->method = m ? &call->svc->methods[m - sc->methods] : NULL;
-	call->fault = m ? &m->fault : &sc->fault;
+	call->fault = xr->fault ? xr->fault : m ? &m->fault : &sc->fault;
 	return true;
 }
 
@@ -906,7 +908,9 @@ static bool route_again(struct mtd_call *call)
 	nghttp2_nv path_buf;
 	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
 	struct mtd_route_path rp;
-	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 || !route(call, &rp)) {
+	struct mtd_policy_xroute xr;
+	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 ||
+	    !route(call, &rp, &xr)) {
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");
 		return false;
 	}
@@ -946,9 +950,15 @@ void mtd_call_start(struct mtd_call *call)
 		              path ? (const char *)path->value : "");
 		return;
 	}
-	if (!route(call, &rp)) {
-		mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED, "unknown service %.*s: no route in maitred's config",
-		              (int)(rp.service_len > 200 ? 200 : rp.service_len), rp.service);
+	struct mtd_policy_xroute xr;
+	if (!route(call, &rp, &xr)) {
+		if (xr.failed)
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "xds: %s matches %.*s and has no cluster", xr.failed,
+			              (int)(rp.service_len > 200 ? 200 : rp.service_len), rp.service);
+		else
+			mtd_call_fail(call, MTD_GRPC_UNIMPLEMENTED,
+			              "unknown service %.*s: no route in maitred's config",
+			              (int)(rp.service_len > 200 ? 200 : rp.service_len), rp.service);
 		return;
 	}
 	/* Counted from here on as its service's (a refusal below included). */
@@ -972,9 +982,9 @@ void mtd_call_start(struct mtd_call *call)
 		mtd_fault_budget_call(call->svc->budget, call->start_ns / 1000000000);
 	nghttp2_nv tmo_buf;
 	const nghttp2_nv *tmo = mtd_headers_find(&call->req_hdrs, "grpc-timeout", &tmo_buf);
-	if (tmo) {
-		int64_t ns;
-		if (mtd_grpc_timeout_parse((const char *)tmo->value, tmo->valuelen, &ns) < 0) {
+	if (tmo || xr.deadline_cap_ms > 0) {
+		int64_t ns = INT64_MAX;
+		if (tmo && mtd_grpc_timeout_parse((const char *)tmo->value, tmo->valuelen, &ns) < 0) {
 			mtd_call_fail(call, MTD_GRPC_INTERNAL, "malformed grpc-timeout \"%.*s\"",
 			              (int)(tmo->valuelen > 32 ? 32 : tmo->valuelen), (const char *)tmo->value);
 			return;
@@ -983,6 +993,9 @@ void mtd_call_start(struct mtd_call *call)
 			mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded before the call started");
 			return;
 		}
+		/* A control plane's route caps the deadline (max_stream_duration). */
+		if (xr.deadline_cap_ms > 0 && ns > xr.deadline_cap_ms * 1000000)
+			ns = xr.deadline_cap_ms * 1000000;
 		/* Far deadlines (beyond ~100 days) are as good as none. */
 		if (ns < (int64_t)100 * 86400 * 1000000000) {
 			call->deadline_ns = call->start_ns + ns;

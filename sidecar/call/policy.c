@@ -23,6 +23,7 @@
 #include "sidecar/control/runtime.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
+#include "sidecar/worker-t.h"
 
 /* ---- routes ------------------------------------------------------------- */
 
@@ -37,14 +38,41 @@ static const char *req_header(void *arg, const char *name, size_t *len)
 	return (const char *)v->value;
 }
 
-int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, const struct mtd_route_path *rp)
+int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, const struct mtd_route_path *rp,
+                     struct mtd_policy_xroute *xr)
 {
 	const struct mtd_cfg *cfg = rt->cfg;
+	*xr = (struct mtd_policy_xroute){0};
 	if (cfg->n_routes) {
 		/* Before the lookup by :path, first match wins. */
 		int r = mtd_route_match(cfg->routes, cfg->n_routes, rp, req_header, (void *)call);
 		if (r >= 0)
 			return cfg->routes[r].to;
+	}
+	const struct mtd_rt_xroutes *xs = rt->xroutes;
+	if (xs != NULL) {
+		/* The config's own routes first: a control plane never
+		 * overrides what the file says. */
+		int r = mtd_route_match(xs->rules, xs->n, rp, req_header, (void *)call);
+		if (r >= 0) {
+			const struct mtd_rt_xroute *x = &xs->r[r];
+			if (x->n_targets == 0) {
+				xr->failed = x->name;
+				return -1;
+			}
+			const struct mtd_rt_xtarget *t = &x->targets[0];
+			if (x->n_targets > 1) {
+				uint32_t draw = (uint32_t)(mtd_lb_rand(&call->w->rng) % x->total);
+				for (size_t i = 0; i < x->n_targets; i++)
+					if (draw < x->targets[i].upto) {
+						t = &x->targets[i];
+						break;
+					}
+			}
+			xr->fault = t->has_fault ? &t->fault : NULL;
+			xr->deadline_cap_ms = x->deadline_cap_ms;
+			return t->service;
+		}
 	}
 	return mtd_route_lookup(rt->routes, rp->service, rp->service_len);
 }

@@ -14,10 +14,22 @@ struct mtd_call;
 struct mtd_route_path;
 struct mtd_runtime;
 
+struct mtd_fault_policy;
+
+/* What a control plane's route (xDS) adds to the call it routes. */
+struct mtd_policy_xroute {
+	const struct mtd_fault_policy *fault; /* its retry_policy, NULL = the service's */
+	int64_t deadline_cap_ms;              /* 0 = none */
+	const char *failed;                   /* the call fails: this route has no cluster, NULL = no */
+};
+
 /* The services[] entry of rt a call goes to: the first of the config's
- * routes that matches it (its :path rp and its request headers), else the
- * lookup by :path; -1 when neither has one. */
-int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, const struct mtd_route_path *rp);
+ * routes that matches it (its :path rp and its request headers), else
+ * the first of the control plane's (rt->xroutes: a weighted draw among
+ * its clusters' services, what it adds in *xr), else the lookup by
+ * :path; -1 when none has one (or xr->failed). *xr is cleared first. */
+int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, const struct mtd_route_path *rp,
+                     struct mtd_policy_xroute *xr);
 
 /* A call just routed (call->svc, method, mx set): rate_limit, then
  * fault_injection's abort. false when it ended the call (RESOURCE_EXHAUSTED

@@ -124,6 +124,8 @@ void mtd_reload_commit(struct mtd_control *ctl, struct mtd_reload_tx *tx)
 		mtd_tracer_set_target(ctl->tracer, tx->trace); /* NULL: tracing off */
 	tx->trace = NULL;
 	mtd_sources_stop(ctl);
+	/* The xds client's routes, bound to the new services. */
+	mtd_xds_carry_routes(ctl->xds, rt);
 	mtd_control_publish(ctl, rt);
 	mtd_inbound_set_retire(was, rt->inbound);
 	mtd_rt_inset_unref(was);

@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "discovery/discovery.h"
+#include "fault/fault-t.h"
 #include "lb/lb-t.h"
 #include "limit/limit.h"
 #include "sidecar/ops/metrics-t.h"
@@ -231,6 +232,38 @@ struct mtd_cfg_box {
 	struct mtd_cfg *cfg; /* owned */
 };
 
+/* A control plane's routes (xDS RDS, sidecar/control/xds.c) over one
+ * config: what a call whose :path and headers match rules[i] does. Tried
+ * after the config's own routes and before the lookup by :path.
+ * Immutable; shared by the runtimes over the same config, freed with the
+ * last (control thread). */
+struct mtd_rt_xtarget {
+	int service;    /* the services[] entry */
+	uint32_t upto;  /* cumulative weight: picked when the draw is below upto */
+	/* retry_policy as FAILOVER over the service's own policy; used
+	 * instead of the service's and its methods' when has_fault. */
+	struct mtd_fault_policy fault;
+	bool has_fault;
+};
+
+struct mtd_rt_xroute {
+	struct mtd_rt_xtarget *targets; /* none: the call fails (its virtual host had no route for it) */
+	size_t n_targets;
+	uint32_t total;          /* the last target's upto */
+	int64_t deadline_cap_ms; /* 0 = none */
+	const char *name;        /* for messages: "Route.name", or the virtual host's "(no route)" */
+};
+
+struct mtd_rt_xroutes {
+	struct mtd_ref ref;
+	struct mtd_route_rule *rules; /* strings in `owner` */
+	struct mtd_rt_xroute *r;      /* parallel to rules */
+	size_t n;
+	void *owner;        /* the translated RouteConfiguration (struct mtd_xds_routes) */
+	void (*owner_free)(void *);
+	char *name;         /* the RouteConfiguration's name */
+};
+
 struct mtd_runtime {
 	struct mtd_ref ref;
 	uint64_t gen; /* 1, 2, ...: every published change */
@@ -239,6 +272,7 @@ struct mtd_runtime {
 	struct mtd_route_table *routes;
 	struct mtd_rt_service **services; /* parallel to cfg->services, references held */
 	struct mtd_rt_inset *inbound;     /* parallel to cfg->inbound (reference held), NULL = none */
+	struct mtd_rt_xroutes *xroutes;   /* a control plane's routes (reference held), NULL = none */
 	struct mtd_control *ctl;
 	/* The span exporter while this config traces, else NULL (it outlives
 	 * every runtime: stopped after the workers). */

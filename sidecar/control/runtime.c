@@ -147,9 +147,24 @@ void mtd_rt_inset_unref(struct mtd_rt_inset *set)
 	free(set);
 }
 
+void mtd_rt_xroutes_unref(struct mtd_rt_xroutes *xr)
+{
+	if (xr == NULL || !mtd_ref_put(&xr->ref))
+		return;
+	for (size_t i = 0; i < xr->n; i++)
+		free(xr->r[i].targets);
+	free(xr->r);
+	free(xr->rules);
+	if (xr->owner_free != NULL)
+		xr->owner_free(xr->owner);
+	free(xr->name);
+	free(xr);
+}
+
 static void runtime_free(struct mtd_runtime *rt)
 {
 	mtd_rt_inset_unref(rt->inbound);
+	mtd_rt_xroutes_unref(rt->xroutes);
 	if (rt->services) {
 		for (size_t i = 0; i < rt->cfg->n_services; i++)
 			if (rt->services[i] && mtd_ref_put(&rt->services[i]->ref))
@@ -812,6 +827,12 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 		mtd_ref_get(&ctl->rt->inbound->ref);
 		rt->inbound = ctl->rt->inbound;
 	}
+	/* So do its control plane's routes (their services[] indices are
+	 * that config's): a new config's are set again by their client. */
+	if (ctl->rt && ctl->rt->cfgbox == box && ctl->rt->xroutes) {
+		mtd_ref_get(&ctl->rt->xroutes->ref);
+		rt->xroutes = ctl->rt->xroutes;
+	}
 	rt->gen = ++ctl->next_gen;
 	/* Before publishing: every identity in it is live at rt->gen. */
 	for (size_t i = 0; i < cfg->n_services; i++)
@@ -952,7 +973,21 @@ struct mtd_rt_batch {
 	struct mtd_rt_service **svcs; /* parallel to base's, references held */
 	size_t n;
 	bool changed;
+	bool xroutes_set;               /* xroutes replaces the base's */
+	struct mtd_rt_xroutes *xroutes; /* a reference held, NULL = none */
 };
+
+void mtd_runtime_batch_set_xroutes(struct mtd_rt_batch *bt, struct mtd_rt_xroutes *xr)
+{
+	if (bt == NULL) {
+		mtd_rt_xroutes_unref(xr);
+		return;
+	}
+	mtd_rt_xroutes_unref(bt->xroutes);
+	bt->xroutes = xr;
+	bt->xroutes_set = true;
+	bt->changed = true;
+}
 
 struct mtd_rt_batch *mtd_runtime_batch_begin(struct mtd_control *ctl)
 {
@@ -1040,6 +1075,12 @@ struct mtd_runtime *mtd_runtime_batch_end(struct mtd_rt_batch *bt)
 	 * (none on the control thread's one turn) would be undone. */
 	if (bt->changed && bt->ctl->rt == bt->base)
 		rt = runtime_assemble(bt->ctl, bt->base->cfgbox, bt->svcs);
+	if (rt != NULL && bt->xroutes_set) {
+		mtd_rt_xroutes_unref(rt->xroutes);
+		rt->xroutes = bt->xroutes;
+		bt->xroutes = NULL;
+	}
+	mtd_rt_xroutes_unref(bt->xroutes);
 	for (size_t i = 0; i < bt->n; i++)
 		mtd_rt_service_unref(bt->svcs[i]);
 	free(bt->svcs);
@@ -1078,9 +1119,9 @@ struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool
 {
 	struct mtd_runtime *cur = ctl->rt;
 	struct mtd_rt_service *prev = cur->services[si];
-	struct mtd_rt_service *s = service_rebuilt(
-	        cur, prev, ctl->n_workers, (struct build){.set_unavailable = set_unavailable, .unavailable = reason}, err,
-	        errlen);
+	struct mtd_rt_service *s =
+	        service_rebuilt(cur, prev, ctl->n_workers,
+	                        (struct build){.set_unavailable = set_unavailable, .unavailable = reason}, err, errlen);
 	if (!s)
 		return NULL;
 	struct mtd_runtime *rt = replace_service(ctl, si, s);

@@ -62,6 +62,13 @@ const struct mtd_rt_service *mtd_runtime_batch_service(const struct mtd_rt_batch
 struct mtd_runtime *mtd_runtime_batch_end(struct mtd_rt_batch *bt);
 /* Drop a reference on an override; the last frees it (control thread). */
 void mtd_rt_over_unref(struct mtd_rt_over *o);
+/* The batch's runtime takes xr as its control plane's routes (a
+ * reference transferred, also on failure; NULL = none), a new runtime
+ * even when no service changed. xr's service indices are the batch's
+ * config's. */
+void mtd_runtime_batch_set_xroutes(struct mtd_rt_batch *bt, struct mtd_rt_xroutes *xr);
+/* Drop a reference on a control plane's routes (control thread). */
+void mtd_rt_xroutes_unref(struct mtd_rt_xroutes *xr);
 /* A new runtime with service si rebuilt over its current set: with the
  * UNAVAILABLE message reason (set_unavailable), or to take what changed on
  * its identities (returned_ms: warmup restarts). NULL + err when out of

@@ -31,6 +31,7 @@
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/control/xds.h"
+#include "sidecar/control/xds_routes.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/ops/metrics.h"
 #include "xds/xds.h"
@@ -46,10 +47,11 @@
 #define NACK_TEXT_MAX    4096 /* error_detail.message at most */
 #define USER_AGENT       "maitred"
 
-enum { T_CDS = 0, T_EDS = 1, N_TYPES };
+enum { T_CDS = 0, T_EDS = 1, T_LDS = 2, T_RDS = 3, N_TYPES };
 
-static const char *const type_url[N_TYPES] = {MTD_XDS_TYPE_CLUSTER, MTD_XDS_TYPE_ENDPOINT};
-static const char *const type_name[N_TYPES] = {"cluster", "endpoint"};
+static const char *const type_url[N_TYPES] = {MTD_XDS_TYPE_CLUSTER, MTD_XDS_TYPE_ENDPOINT, MTD_XDS_TYPE_LISTENER,
+                                              MTD_XDS_TYPE_ROUTE};
+static const char *const type_name[N_TYPES] = {"cluster", "endpoint", "listener", "route"};
 
 /* The version and nonce of one response, shared by the resources it
  * brought (one copy per response, not one per resource). */
@@ -78,6 +80,15 @@ struct xds_cla {
 	bool dirty;              /* changed by the response at hand */
 	struct xds_stamp *stamp;
 	char *nack;
+};
+
+/* The one Listener (xds.listener) or RouteConfiguration subscribed to. */
+struct xds_one {
+	char *name;              /* NULL = none subscribed */
+	bool have;               /* a good one came */
+	struct xds_stamp *stamp; /* the response that brought the last good one */
+	char *nack;
+	char *detail; /* what it says: "rds NAME", "inline routes", "N routes" */
 };
 
 /* Per resource type, the stream's side of it. */
@@ -121,9 +132,17 @@ struct mtd_xds {
 	struct xds_bind **binds;
 	size_t n_binds;
 	uint64_t next_gen;
+	/* LDS and RDS (xds.listener): the listener, the route configuration
+	 * its connection manager names (name NULL: inline, or none yet), and
+	 * the routes in force (the last good, inline or by RDS), kept to bind
+	 * again to a reloaded config's services. */
+	struct xds_one lds, rds;
+	bool rds_resub; /* rds.name changed: its request goes out after the listener's answer */
+	struct mtd_xds_routes_box *routes;
 };
 
 static void connect_now(struct mtd_xds *x);
+static void send_request(struct mtd_xds *x, int t, const char *nack);
 
 /* ---- small helpers ---------------------------------------------------------- */
 
@@ -156,6 +175,11 @@ static void stamp_take(struct xds_stamp **slot, struct xds_stamp **st,
 	(*st)->refs++;
 	stamp_put(*slot);
 	*slot = *st;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
 static void set_str(char **slot, const char *s)
@@ -493,11 +517,12 @@ static void send_request(struct mtd_xds *x, int t, const char *nack)
 	Envoy__Config__Core__V3__Node node = ENVOY__CONFIG__CORE__V3__NODE__INIT;
 	Envoy__Config__Core__V3__Locality loc = ENVOY__CONFIG__CORE__V3__LOCALITY__INIT;
 	Google__Rpc__Status st = GOOGLE__RPC__STATUS__INIT;
-	size_t n = t == T_CDS ? x->n_cls : x->n_clas;
+	const struct xds_one *one = t == T_LDS ? &x->lds : t == T_RDS ? &x->rds : NULL;
+	size_t n = t == T_CDS ? x->n_cls : t == T_EDS ? x->n_clas : one->name != NULL;
 	char **names;
 
-	/* No name: nothing to ask (an empty CDS list would be a wildcard,
-	 * every cluster the server has). */
+	/* No name: nothing to ask (an empty list would be a wildcard,
+	 * every resource of the type the server has). */
 	if (x->ads == NULL || n == 0)
 		return;
 	names = calloc(n, sizeof(*names));
@@ -506,7 +531,7 @@ static void send_request(struct mtd_xds *x, int t, const char *nack)
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		names[i] = t == T_CDS ? x->cls[i].name : x->clas[i].name;
+		names[i] = t == T_CDS ? x->cls[i].name : t == T_EDS ? x->clas[i].name : one->name;
 	req.type_url = (char *)type_url[t];
 	req.n_resource_names = n;
 	req.resource_names = names;
@@ -567,6 +592,21 @@ void mtd_xds_sources_started(struct mtd_xds *x)
 		return;
 	event_del(x->sync_ev); /* done now, not again at the next turn */
 	sync_cb(-1, 0, x);
+}
+
+void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt)
+{
+	char why[1024];
+
+	/* The new config's listener must be the one whose routes they are. */
+	if (x == NULL || x->routes == NULL || rt->xroutes != NULL || rt->cfg->xds == NULL ||
+	    !same_str(rt->cfg->xds->listener, x->lds.name))
+		return;
+	rt->xroutes = mtd_xds_routes_bind(rt->cfg, x->routes, why, sizeof(why));
+	if (rt->xroutes == NULL)
+		MTD_WARN("xds: the routes of %s no longer fit the config (%s): calls are routed by :path until a "
+		         "route configuration that does arrives",
+		         x->routes->r->name, why);
 }
 
 /* ---- responses ---------------------------------------------------------------- */
@@ -781,6 +821,148 @@ static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3_
 	apply_dirty(x);
 }
 
+/* ---- LDS and RDS ------------------------------------------------------------ */
+
+static void one_clear(struct xds_one *o)
+{
+	free(o->name);
+	stamp_put(o->stamp);
+	free(o->nack);
+	free(o->detail);
+	memset(o, 0, sizeof(*o));
+}
+
+/* The routes of box (a reference transferred) become the ones in force:
+ * bound to the running config's services and published in one snapshot.
+ * 0, or -1 with the reason in why (the routes in force stay). */
+static int install_routes(struct mtd_xds *x, struct mtd_xds_routes_box *box, char *why, size_t whylen)
+{
+	struct mtd_rt_xroutes *xr = mtd_xds_routes_bind(x->ctl->rt->cfg, box, why, whylen);
+
+	if (xr == NULL)
+		return -1;
+	struct mtd_rt_batch *bt = mtd_control_batch_begin(x->ctl);
+	if (bt == NULL) {
+		mtd_rt_xroutes_unref(xr);
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	mtd_runtime_batch_set_xroutes(bt, xr);
+	mtd_control_batch_publish(x->ctl, bt);
+	if (box != x->routes) {
+		box->refs++;
+		mtd_xds_routes_box_put(x->routes);
+		x->routes = box;
+	}
+	MTD_INFO("xds: %zu route%s of route configuration %s in force", box->r->n, box->r->n == 1 ? "" : "s",
+	         box->r->name);
+	return 0;
+}
+
+/* The translated routes r (taken) of resource o: installed, or refused
+ * into the NACK text. */
+static void take_routes(struct mtd_xds *x, struct xds_one *o, const char *name, struct mtd_xds_routes *r, char *nack,
+                        size_t *nack_len)
+{
+	char why[1024];
+	struct mtd_xds_routes_box *box = mtd_xds_routes_box_new(r);
+
+	if (box == NULL || install_routes(x, box, why, sizeof(why)) != 0) {
+		if (box == NULL)
+			snprintf(why, sizeof(why), "out of memory");
+		nack_add(nack, nack_len, name, why);
+		set_str(&o->nack, why);
+	}
+	mtd_xds_routes_box_put(box);
+}
+
+/* LDS: the one listener of xds.listener. Its connection manager names a
+ * route configuration (subscribed by RDS; the routes in force stay until
+ * it comes) or carries one inline. A listener the response lacks keeps
+ * the routes in force. */
+static void on_listener(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
+                        size_t *nack_len, struct xds_stamp **st)
+{
+	char why[1024], name[MTD_XDS_NAME_MAX + 1];
+
+	for (size_t i = 0; i < r->n_resources; i++) {
+		const Google__Protobuf__Any *any = r->resources[i];
+		struct mtd_xds_listener l;
+
+		if (strcmp(any->type_url, MTD_XDS_TYPE_LISTENER) != 0) {
+			nack_add(nack, nack_len, "(resource)", "not a Listener");
+			continue;
+		}
+		name_of(MTD_XDS_TYPE_LISTENER, &any->value, name, sizeof(name));
+		if (x->lds.name == NULL || strcmp(name, x->lds.name) != 0)
+			continue; /* not asked for */
+		int rc = mtd_xds_listener_parse(any->value.data, any->value.len, &l, why, sizeof(why));
+		if (rc != 0) {
+			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
+			set_str(&x->lds.nack, rc == -ENOMEM ? "out of memory" : why);
+			continue;
+		}
+		size_t before = *nack_len;
+		if (l.routes != NULL) {
+			take_routes(x, &x->lds, name, l.routes, nack, nack_len);
+			l.routes = NULL;
+		}
+		if (*nack_len != before) {
+			mtd_xds_listener_clear(&l);
+			continue;
+		}
+		x->lds.have = true;
+		set_str(&x->lds.nack, NULL);
+		stamp_take(&x->lds.stamp, st, r);
+		snprintf(why, sizeof(why), "%s%.1000s", l.rds_name ? "rds " : "inline routes",
+		         l.rds_name ? l.rds_name : "");
+		set_str(&x->lds.detail, why);
+		if (!same_str(x->rds.name, l.rds_name)) {
+			one_clear(&x->rds);
+			x->rds.name = l.rds_name; /* taken */
+			l.rds_name = NULL;
+			x->t[T_RDS].subscribed = false;
+			x->rds_resub = true;
+		}
+		mtd_xds_listener_clear(&l);
+	}
+}
+
+/* RDS: the route configuration the listener names. */
+static void on_routes(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
+                      size_t *nack_len, struct xds_stamp **st)
+{
+	char why[1024], name[MTD_XDS_NAME_MAX + 1];
+
+	for (size_t i = 0; i < r->n_resources; i++) {
+		const Google__Protobuf__Any *any = r->resources[i];
+		struct mtd_xds_routes *routes;
+
+		if (strcmp(any->type_url, MTD_XDS_TYPE_ROUTE) != 0) {
+			nack_add(nack, nack_len, "(resource)", "not a RouteConfiguration");
+			continue;
+		}
+		name_of(MTD_XDS_TYPE_ROUTE, &any->value, name, sizeof(name));
+		if (x->rds.name == NULL || strcmp(name, x->rds.name) != 0)
+			continue;
+		int rc = mtd_xds_routes_parse(any->value.data, any->value.len, &routes, why, sizeof(why));
+		if (rc != 0) {
+			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
+			set_str(&x->rds.nack, rc == -ENOMEM ? "out of memory" : why);
+			continue;
+		}
+		size_t before = *nack_len, n = routes->n;
+		take_routes(x, &x->rds, name, routes, nack, nack_len);
+		if (*nack_len != before)
+			continue;
+		x->rds.have = true;
+		set_str(&x->rds.nack, NULL);
+		stamp_take(&x->rds.stamp, st, r);
+		snprintf(why, sizeof(why), "%zu route%s", n, n == 1 ? "" : "s");
+		set_str(&x->rds.detail, why);
+	}
+}
+
 static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg)
 {
 	struct mtd_xds *x = arg;
@@ -816,8 +998,12 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 	struct xds_stamp *st = NULL;
 	if (t == T_CDS)
 		on_clusters(x, r, nack, &nack_len, &st);
-	else
+	else if (t == T_EDS)
 		on_endpoints(x, r, nack, &nack_len, &st);
+	else if (t == T_LDS)
+		on_listener(x, r, nack, &nack_len, &st);
+	else
+		on_routes(x, r, nack, &nack_len, &st);
 	stamp_put(st); /* the resources that came hold their own */
 	set_str(&x->t[t].nonce, r->nonce);
 	if (nack_len == 0) {
@@ -834,6 +1020,11 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 	/* New EDS names (a cluster came or changed its service_name). */
 	if (t == T_CDS && !x->t[T_EDS].subscribed)
 		send_request(x, T_EDS, NULL);
+	/* The listener named another route configuration. */
+	if (t == T_LDS && x->rds_resub) {
+		x->rds_resub = false;
+		send_request(x, T_RDS, NULL);
+	}
 	free(nack);
 	arena_release(&ar);
 }
@@ -926,6 +1117,8 @@ static void connect_now(struct mtd_xds *x)
 		send_request(x, T_CDS, NULL);
 	if (x->n_clas > 0)
 		send_request(x, T_EDS, NULL);
+	send_request(x, T_LDS, NULL); /* each: when it has a name */
+	send_request(x, T_RDS, NULL);
 }
 
 static void retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -953,7 +1146,8 @@ static bool same_tls(const struct mtd_cfg_tls *a, const struct mtd_cfg_tls *b)
 static bool same_config(const struct mtd_xds *x, const struct mtd_cfg_xds *c)
 {
 	return x != NULL && c != NULL && strcmp(x->server.text, c->server.text) == 0 &&
-	       same_text(x->node_id, c->node_id) && same_text(x->zone, c->zone) && same_tls(x->tls_cfg, c->tls);
+	       same_text(x->node_id, c->node_id) && same_text(x->zone, c->zone) && same_tls(x->tls_cfg, c->tls) &&
+	       same_text(x->lds.name, c->listener);
 }
 
 static struct mtd_cfg_tls *tls_copy(const struct mtd_cfg_tls *t)
@@ -1007,10 +1201,11 @@ int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct m
 	x->server.host = strdup(c->server.host);
 	x->node_id = strdup(c->node_id);
 	x->zone = c->zone != NULL ? strdup(c->zone) : NULL;
+	x->lds.name = c->listener != NULL ? strdup(c->listener) : NULL;
 	x->retry = evtimer_new(x->base, retry_cb, x);
 	x->sync_ev = event_new(x->base, -1, 0, sync_cb, x);
 	if (x->server.text == NULL || x->server.host == NULL || x->node_id == NULL || (c->zone && x->zone == NULL) ||
-	    x->retry == NULL || x->sync_ev == NULL)
+	    (c->listener && x->lds.name == NULL) || x->retry == NULL || x->sync_ev == NULL)
 		goto oom;
 	if (c->tls != NULL) {
 		x->tls_cfg = tls_copy(c->tls);
@@ -1045,6 +1240,12 @@ void mtd_xds_commit(struct mtd_control *ctl, struct mtd_xds *next)
 	if (ctl->xds != NULL)
 		MTD_INFO("xds: the xds block changed: the stream to %s closes, one to %s opens", ctl->xds->server.text,
 		         next->server.text);
+	/* The routes in force (carried into the new runtime) stay the new
+	 * client's until its stream brings the listener's own. */
+	if (ctl->xds != NULL && ctl->xds->routes != NULL && same_str(ctl->xds->lds.name, next->lds.name)) {
+		ctl->xds->routes->refs++;
+		next->routes = ctl->xds->routes;
+	}
 	mtd_xds_free(ctl->xds);
 	ctl->xds = next;
 	MTD_INFO("xds: management server %s%s, node %s%s%s", next->server.text, next->ssl_ctx ? " (TLS)" : " (h2c)",
@@ -1080,6 +1281,9 @@ void mtd_xds_free(struct mtd_xds *x)
 	for (size_t i = 0; i < x->n_clas; i++)
 		cla_clear(&x->clas[i]);
 	free(x->clas);
+	one_clear(&x->lds);
+	one_clear(&x->rds);
+	mtd_xds_routes_box_put(x->routes);
 	/* Bindings belong to their sources, stopped before (sources.h). */
 	for (size_t i = 0; i < x->n_binds; i++)
 		x->binds[i]->x = NULL;
@@ -1158,6 +1362,35 @@ static void dump_opt(struct mtd_json *j, const char *key, const char *v)
 		mtd_json_null(j);
 }
 
+/* LDS or RDS: its one resource. */
+static void dump_one(struct mtd_json *j, const struct mtd_xds *x, int t)
+{
+	const struct xds_one *o = t == T_LDS ? &x->lds : &x->rds;
+
+	mtd_json_key(j, t == T_LDS ? "listeners" : "routes");
+	mtd_json_obj_begin(j);
+	mtd_json_key(j, "type_url");
+	mtd_json_str(j, type_url[t]);
+	dump_opt(j, "version", x->t[t].version);
+	dump_opt(j, "nonce", x->t[t].nonce);
+	dump_opt(j, "last_nack", x->t[t].nack);
+	mtd_json_key(j, "resources");
+	mtd_json_arr_begin(j);
+	if (o->name != NULL) {
+		mtd_json_obj_begin(j);
+		dump_opt(j, "name", o->name);
+		mtd_json_key(j, "state");
+		mtd_json_str(j, o->have ? "ACKED" : o->nack ? "NACKED" : "REQUESTED");
+		dump_opt(j, "detail", o->detail);
+		dump_opt(j, "version", o->stamp ? o->stamp->version : NULL);
+		dump_opt(j, "nonce", o->stamp ? o->stamp->nonce : NULL);
+		dump_opt(j, "last_nack", o->nack);
+		mtd_json_obj_end(j);
+	}
+	mtd_json_arr_end(j);
+	mtd_json_obj_end(j);
+}
+
 void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 {
 	if (x == NULL) {
@@ -1174,6 +1407,10 @@ void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 	mtd_json_bool(j, x->ads != NULL && mtd_metrics_xds()->connected);
 	dump_opt(j, "last_disconnect", x->down_why);
 	for (int t = 0; t < N_TYPES; t++) {
+		if (t == T_LDS || t == T_RDS) {
+			dump_one(j, x, t);
+			continue;
+		}
 		mtd_json_key(j, t == T_CDS ? "clusters" : "endpoints");
 		mtd_json_obj_begin(j);
 		mtd_json_key(j, "type_url");

@@ -54,6 +54,16 @@ extern const struct mtd_disc_source_ops mtd_xds_source_ops;
  * later on the config's own). NULL x is a no-op. */
 void mtd_xds_sources_started(struct mtd_xds *x);
 
+/* A reload's new runtime rt, not yet published, takes the routes in
+ * force of x (xds.listener's), bound to its config's services, so that
+ * no call of the new config misses them (a route that no longer fits is
+ * logged, and calls go by :path until routes that fit arrive); also when
+ * the xds block changed but names the same listener (the new client
+ * keeps them until its own arrive: mtd_xds_commit). NULL x, no routes,
+ * another listener or none in rt's config, or routes already: a no-op. */
+struct mtd_runtime;
+void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt);
+
 /* A reload's first half: when cfg's xds block differs from the running
  * client's (or there is none running), a new client for it, built (its
  * TLS context loaded) but not connected, in *next; when it is the same, or

@@ -118,7 +118,7 @@ const struct mtd_mx_disc *mtd_metrics_disc_find(const char *service);
 /* The xDS client's figures (sidecar/control/xds.c), for the process's
  * life. Written and read on the control thread: plain fields. */
 struct mtd_mx_xds {
-	uint64_t updates[2]; /* responses received: [0] clusters (CDS), [1] endpoints (EDS) */
+	uint64_t updates[4]; /* responses received: clusters (CDS), endpoints (EDS), listeners (LDS), routes (RDS) */
 	uint64_t acks;       /* responses accepted */
 	uint64_t nacks;      /* responses refused (in part or whole) */
 	bool connected;      /* the ADS stream's connection is up */

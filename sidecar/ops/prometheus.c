@@ -761,15 +761,16 @@ static void render_discovery(struct mtd_abuf *b, const struct mtd_runtime *rt)
 static void render_xds(struct mtd_abuf *b, const struct mtd_runtime *rt)
 {
 	static const char *const T[] = {"type"};
-	static const char *const types[] = {"cluster", "endpoint"};
+	static const char *const types[] = {"cluster", "endpoint", "listener", "route"};
 	const struct mtd_mx_xds *x = mtd_metrics_xds();
 
 	if (rt->cfg->xds == NULL)
 		return;
 	mtd_prom_family(b, "maitred_xds_updates_total", "counter",
 	                "xDS responses received from the management server, by resource type (cluster: CDS, "
-	                "endpoint: EDS).");
-	for (int t = 0; t < 2; t++) {
+	                "endpoint: EDS, listener: LDS, route: RDS).");
+	/* listener and route only where xds.listener subscribes to them. */
+	for (int t = 0; t < (rt->cfg->xds->listener ? 4 : 2); t++) {
 		const char *v[] = {types[t]};
 		mtd_prom_sample_u64(b, "maitred_xds_updates_total", NULL, T, v, 1, x->updates[t]);
 	}

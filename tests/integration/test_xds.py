@@ -28,7 +28,7 @@ SVC = "maitred.testing.v1.Echo"
 WAIT = 30.0  # hang guard for a change to show up
 
 
-class XdsTest(MaitredTest):
+class XdsBase(MaitredTest):
     def setUp(self):
         super().setUp()
         why = xds.node_missing()
@@ -71,6 +71,9 @@ class XdsTest(MaitredTest):
     def log_lines(self, m, pattern):
         return [line for line in m.proc.output().splitlines() if re.search(pattern, line)]
 
+
+
+class XdsTest(XdsBase):
     # --- the cases -------------------------------------------------------------
 
     @maitred_only
@@ -469,4 +472,226 @@ class XdsTest(MaitredTest):
         self.wait_set(stub, "b", "b, through the new stream")
         load.stop()
         self.assertEqual(load.errors, [], "calls failed across the restart of the stream")
+        self.stop_maitred(m)
+
+
+class XdsRoutesTest(XdsBase):
+    """LDS and RDS: xds.listener names the Listener whose routes route the
+    calls to the services of their clusters (pool-a on cluster-a, pool-b on
+    cluster-b: names no :path reaches, so only the routes do)."""
+
+    LIS = SVC  # what a grpc-js-xds client asks for with target xds:///SVC
+
+    def pools(self, a, b):
+        self.server.set("cluster", [cluster("cluster-a"), cluster("cluster-b")])
+        self.server.set("endpoint", [
+            assignment("cluster-a", [locality([("127.0.0.1", u.port) for u in a], zone="z1")]),
+            assignment("cluster-b", [locality([("127.0.0.1", u.port) for u in b], zone="z1")])])
+
+    def routes_config(self, admin=False, extra=()):
+        services = [{"name": "pool-a", "discovery": {"xds": {"cluster": "cluster-a"}}},
+                    {"name": "pool-b", "discovery": {"xds": {"cluster": "cluster-b"}}}]
+        return self.xds_config(services + list(extra), admin=admin, listener=self.LIS)
+
+    def set_routes(self, routes, name="routes-1"):
+        return self.server.set("route", [xds.route_config(name, routes)])
+
+    @staticmethod
+    def header_route(header, value, cluster_name):
+        return {"match": {"prefix": "", "headers": [{"name": header, "string_match": {"exact": value}}]},
+                "route": {"cluster": cluster_name}}
+
+    def by_header(self, stub, n, track=None):
+        md = (("x-track", track),) if track else ()
+        return [stub.Unary(pb.EchoRequest(), metadata=md, timeout=CALL_LIMIT).instance for _ in range(n)]
+
+    @maitred_only
+    def test_a_header_route_and_a_default_route_reach_their_clusters(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([self.header_route("x-track", "beta", "cluster-b"), xds.route_to("cluster-a", prefix="")])
+        m = self.start_maitred(self.routes_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "the default route to cluster-a")
+        self.assertEqual(set(self.by_header(stub, 10)), {"a"})
+        self.assertEqual(set(self.by_header(stub, 10, "beta")), {"b"})
+        self.assertEqual(set(self.by_header(stub, 10, "stable")), {"a"})
+        log = self.server.log()
+        lds = [r for r in log if r["type_url"] == xds.LDS]
+        rds = [r for r in log if r["type_url"] == xds.RDS]
+        self.assertEqual({tuple(r["resource_names"]) for r in lds}, {(self.LIS,)})
+        self.assertEqual({tuple(r["resource_names"]) for r in rds}, {("routes-1",)})
+        self.assertTrue(any(acked(r, xds.LDS) for r in lds), lds)
+        self.assertTrue(any(acked(r, xds.RDS) for r in rds), rds)
+        self.assertFalse([r for r in log if r["error_detail"]], "a NACK: %s" % log)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_weighted_clusters_spread_calls_by_their_weights(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([{"match": {"prefix": ""}, "route": {"weighted_clusters": {"clusters": [
+            {"name": "cluster-a", "weight": 3}, {"name": "cluster-b", "weight": 1}]}}}])
+        m = self.start_maitred(self.routes_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "calls over both clusters")
+        got = self.spread(stub, 400)
+        # A draw per call: 300 expected on a; 240..360 is over 6 standard
+        # deviations either side.
+        self.assertTrue(240 <= got.count("a") <= 360, {i: got.count(i) for i in "ab"})
+        self.assertEqual(got.count("a") + got.count("b"), 400)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_route_update_applies_without_a_failed_call(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([xds.route_to("cluster-a", prefix="")])
+        m = self.start_maitred(self.routes_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "the route to cluster-a")
+        load = Load(self.echo(m))
+        wait_until(lambda: load.count() > 20, WAIT, "calls under way")
+        version = self.set_routes([xds.route_to("cluster-b", prefix="")])
+        self.server.wait_for(lambda log: any(acked(r, xds.RDS, version) for r in log), WAIT,
+                             "the ACK of the new routes")
+        self.wait_set(stub, "b", "the route to cluster-b")
+        n = load.count()
+        wait_until(lambda: load.count() > n + 20, WAIT, "more calls after the change")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed across the route change")
+        self.assertIn("a", load.instances)
+        self.assertEqual(load.instances[-1], "b")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_bad_route_configuration_is_nacked_and_the_last_good_kept(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([xds.route_to("cluster-a", prefix="")])
+        admin = free_port()
+        static = {"name": "shop.Static", "endpoints": [{"address": "127.0.0.1:%d" % b.port}]}
+        m = self.start_maitred(self.routes_config(admin=admin, extra=[static]))
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "the route to cluster-a")
+        # A cluster named after a static service: xDS never takes it over.
+        self.set_routes([xds.route_to("shop.Static", prefix="")])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
+        why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
+        self.assertIn("service shop.Static of that name is not an xDS service", json.dumps(why))
+        self.assertEqual(set(self.spread(stub, 10)), {"a"})
+        # A regex match, then a cluster no service follows: both refused.
+        self.set_routes([{"match": {"safe_regex": {"regex": ".*"}}, "route": {"cluster": "cluster-b"}}])
+        log = self.server.wait_for(lambda log: len([r for r in log if nacked(r, xds.RDS)]) >= 2, WAIT,
+                                   "a second RDS NACK")
+        why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
+        self.assertIn("only prefix and path are supported", json.dumps(why))
+        self.assertEqual(set(self.spread(stub, 10)), {"a"})
+        self.set_routes([xds.route_to("cluster-x", prefix="")])
+        log = self.server.wait_for(lambda log: len([r for r in log if nacked(r, xds.RDS)]) >= 3, WAIT,
+                                   "a third RDS NACK")
+        why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
+        self.assertIn("no service has discovery.xds cluster cluster-x", json.dumps(why))
+        self.assertEqual(set(self.spread(stub, 10)), {"a"})
+        self.assertTrue(self.log_lines(m, r"xds: NACK of route resources"))
+        # /config_dump shows both resources, the last NACK on the route.
+        dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]
+        self.assertEqual(dump["listeners"]["resources"][0]["state"], "ACKED")
+        self.assertIn("rds routes-1", dump["listeners"]["resources"][0]["detail"])
+        self.assertIn("cluster-x", dump["routes"]["resources"][0]["last_nack"])
+        # A good one again applies.
+        self.set_routes([xds.route_to("cluster-b", prefix="")])
+        self.wait_set(stub, "b", "the route to cluster-b")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_real_xds_client_takes_the_same_routes(self):
+        """The listener and routes maitred follows route a grpc-js-xds
+        client the same way (its default route's cluster)."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([xds.route_to("cluster-b", prefix="")])
+        m = self.start_maitred(self.routes_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "b", "maitred on cluster-b")
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="witness")
+        out = xds.run_client(boot, "xds:///" + SVC, 10)
+        self.assertEqual(out["ok"], 10, out)
+        self.assertEqual(sorted(out["instances"]), ["b"])
+        # Weighted clusters 1:1: both reach both (40 calls miss one cluster
+        # with a chance of 2 in 10^12).
+        self.set_routes([{"match": {"prefix": ""}, "route": {"weighted_clusters": {"clusters": [
+            {"name": "cluster-a", "weight": 1}, {"name": "cluster-b", "weight": 1}]}}}])
+        self.wait_set(stub, "ab", "maitred over both clusters")
+        out = xds.run_client(boot, "xds:///" + SVC, 40)
+        self.assertEqual(out["ok"], 40, out)
+        self.assertEqual(sorted(out["instances"]), ["a", "b"])
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_retry_policy_and_max_stream_duration_of_a_route(self):
+        """The default route retries UNAVAILABLE (its cluster has an
+        instance failing every call with it); the header route caps the
+        deadline at 300 ms."""
+        bad = self.start_upstream("bad", extra_args=["--fail-status", "14"])  # UNAVAILABLE
+        good, b = self.start_upstream("g"), self.start_upstream("b")
+        self.server.start()
+        self.pools([bad, good], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        slow = self.header_route("x-track", "slow", "cluster-b")
+        slow["route"]["max_stream_duration"] = {"max_stream_duration": "0.300s"}
+        dflt = xds.route_to("cluster-a", prefix="")
+        dflt["route"]["retry_policy"] = {"retry_on": "5xx,unavailable", "num_retries": 3}
+        self.set_routes([slow, dflt])
+        m = self.start_maitred(self.routes_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "g", "the default route answered by g (bad's failures retried)")
+        self.assertEqual(set(self.spread(stub, 20)), {"g"})  # none failed: each retried
+        md = (("x-track", "slow"),)
+        self.assertEqual(stub.Unary(pb.EchoRequest(), metadata=md, timeout=CALL_LIMIT).instance, "b")
+        with self.assertRaises(grpc.RpcError) as e:
+            stub.Unary(pb.EchoRequest(delay_ms=4000), metadata=md, timeout=CALL_LIMIT)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED, e.exception.details())
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_reload_keeps_the_routes_without_a_failed_call(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([self.header_route("x-track", "beta", "cluster-b"), xds.route_to("cluster-a", prefix="")])
+        cfg = self.routes_config()
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "the default route to cluster-a")
+        load = Load(self.echo(m))
+        for i in range(3):
+            cfg["drain_timeout"] = "%ds" % (4 + i)
+            self.write_config(cfg, os.path.basename(m.config_path))
+            wait_until(lambda: len(self.log_lines(m, r"reload: .* applied")) > i, WAIT, "reload %d" % (i + 1))
+        n = load.count()
+        wait_until(lambda: load.count() > n + 20, WAIT, "calls after the reloads")
+        # Another node_id: a new stream, the same listener: the routes in
+        # force serve until the new stream brings them again.
+        cfg["xds"]["node_id"] = "maitred-2"
+        self.write_config(cfg, os.path.basename(m.config_path))
+        self.server.wait_for(lambda log: any(r["node_id"] == "maitred-2" and acked(r, xds.RDS) for r in log),
+                             WAIT, "an RDS ACK on the new stream")
+        n = load.count()
+        wait_until(lambda: load.count() > n + 20, WAIT, "calls after the new stream")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed across the reloads")
+        self.assertEqual(set(load.instances), {"a"})
+        self.assertEqual(set(self.by_header(stub, 10, "beta")), {"b"})
         self.stop_maitred(m)

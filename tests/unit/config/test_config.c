@@ -529,6 +529,7 @@ START_TEST(xds_ok)
 	ck_assert_str_eq(cfg->xds->zone, "z0");
 	ck_assert_ptr_null(cfg->xds->tls);
 	ck_assert_ptr_null(cfg->xds->bootstrap);
+	ck_assert_ptr_null(cfg->xds->listener);
 	ck_assert_int_eq(cfg->services[0].source, MTD_CFG_SOURCE_XDS);
 	ck_assert_str_eq(cfg->services[0].xds_cluster, "shop.Echo");
 	ck_assert_str_eq(cfg->services[1].xds_cluster, "outbound|8080||cart");
@@ -542,6 +543,11 @@ START_TEST(xds_ok)
 	ck_assert_str_eq(cfg->xds->zone, "eu-1a");
 	ck_assert_int_eq(cfg->services[0].source, MTD_CFG_SOURCE_STATIC);
 	ck_assert_ptr_null(cfg->services[0].xds_cluster);
+	mtd_cfg_free(cfg);
+
+	cfg = load_ok("xds: {server: \"127.0.0.1:18000\", listener: maitred.outbound}\n"
+	              "services: [{name: shop.Echo, discovery: {xds: {}}}]\n");
+	ck_assert_str_eq(cfg->xds->listener, "maitred.outbound");
 	mtd_cfg_free(cfg);
 }
 END_TEST
@@ -564,10 +570,9 @@ START_TEST(xds_errors)
 	            "services: [{name: a.B, discovery: {xds: {}}}]\n",
 	            "t.yaml:1:6: xds.server: is required (\"HOST:PORT\"), or xds.bootstrap, or GRPC_XDS_BOOTSTRAP in "
 	            "the environment");
-	expect_only("xds: {server: \"127.0.0.1:1\", listener: maitred.outbound}\n"
+	expect_only("xds: {server: \"127.0.0.1:1\", listener: \"maitred outbound\"}\n"
 	            "services: [{name: a.B, discovery: {xds: {}}}]\n",
-	            "t.yaml:1:40: xds.listener: is not supported yet (LDS and RDS): services name their cluster with "
-	            "discovery.xds");
+	            "t.yaml:1:40: xds.listener: must be a Listener name: at most 1024 printable characters, no spaces");
 	expect_error("xds: {server: \"127.0.0.1:1\"}\n"
 	             "services:\n"
 	             "  - name: a.B\n"

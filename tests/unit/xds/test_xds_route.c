@@ -1,0 +1,820 @@
+/* Unit tests of lib/xds/route.c: RouteConfigurations and Listeners, built
+ * with protobuf-c and serialized as a management server sends them, into
+ * maitred's routes; the routes then route calls through lib/route as the
+ * sidecar would; every refusal names its reason, none crashes. */
+#include <config.h> /* autoconf */
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config-int.h"
+#include "envoy/config/listener/v3/listener.pb-c.h"
+#include "envoy/config/route/v3/route.pb-c.h"
+#include "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.pb-c.h"
+#include "grpc/grpc.h"
+#include "route/route.h"
+#include "xds/xds.h"
+
+typedef Envoy__Config__Route__V3__RouteConfiguration PbRouteConfig;
+typedef Envoy__Config__Route__V3__VirtualHost PbVhost;
+typedef Envoy__Config__Route__V3__Route PbRoute;
+typedef Envoy__Config__Route__V3__RouteMatch PbMatch;
+typedef Envoy__Config__Route__V3__HeaderMatcher PbHeader;
+typedef Envoy__Config__Route__V3__RouteAction PbAction;
+typedef Envoy__Config__Listener__V3__Listener PbListener;
+typedef Envoy__Extensions__Filters__Network__HttpConnectionManager__V3__HttpConnectionManager PbHcm;
+typedef Envoy__Extensions__Filters__Network__HttpConnectionManager__V3__HttpFilter PbHttpFilter;
+
+static char why[512];
+static uint8_t wire[1 << 20];
+
+/* ---- building resources ------------------------------------------------------- */
+
+/* A route with its own match and action: what the tests then change. */
+struct rt {
+	PbRoute r;
+	PbMatch m;
+	PbAction a;
+	PbHeader h;
+	PbHeader *hs[2];
+};
+
+static void rt_prefix(struct rt *t, const char *prefix, const char *cluster)
+{
+	envoy__config__route__v3__route__init(&t->r);
+	envoy__config__route__v3__route_match__init(&t->m);
+	envoy__config__route__v3__route_action__init(&t->a);
+	envoy__config__route__v3__header_matcher__init(&t->h);
+	t->m.path_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_MATCH__PATH_SPECIFIER_PREFIX;
+	t->m.prefix = (char *)prefix;
+	t->a.cluster_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_ACTION__CLUSTER_SPECIFIER_CLUSTER;
+	t->a.cluster = (char *)cluster;
+	t->r.match = &t->m;
+	t->r.action_case = ENVOY__CONFIG__ROUTE__V3__ROUTE__ACTION_ROUTE;
+	t->r.route = &t->a;
+}
+
+static void rt_header_exact(struct rt *t, const char *name, const char *value)
+{
+	t->h.name = (char *)name;
+	t->h.header_match_specifier_case = ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_EXACT_MATCH;
+	t->h.exact_match = (char *)value;
+	t->hs[0] = &t->h;
+	t->m.n_headers = 1;
+	t->m.headers = t->hs;
+}
+
+static void vhost(PbVhost *v, char **domains, size_t nd, PbRoute **routes, size_t nr)
+{
+	envoy__config__route__v3__virtual_host__init(v);
+	v->name = (char *)"vh";
+	v->domains = domains;
+	v->n_domains = nd;
+	v->routes = routes;
+	v->n_routes = nr;
+}
+
+static size_t pack_rc(const PbRouteConfig *m)
+{
+	size_t n = envoy__config__route__v3__route_configuration__get_packed_size(m);
+
+	ck_assert_uint_lt(n, sizeof(wire));
+	return envoy__config__route__v3__route_configuration__pack(m, wire);
+}
+
+static int parse_rc(const PbRouteConfig *m, struct mtd_xds_routes **out)
+{
+	size_t n = pack_rc(m);
+
+	why[0] = '\0';
+	return mtd_xds_routes_parse(wire, n, out, why, sizeof(why));
+}
+
+/* One "*" host of the given routes. */
+static int parse_routes(PbRoute **routes, size_t n, struct mtd_xds_routes **out)
+{
+	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
+	PbVhost v, *vs[] = {&v};
+	char *any[] = {(char *)"*"};
+
+	vhost(&v, any, 1, routes, n);
+	rc.name = (char *)"rc";
+	rc.virtual_hosts = vs;
+	rc.n_virtual_hosts = 1;
+	return parse_rc(&rc, out);
+}
+
+static void refused(struct rt *t, const char *reason)
+{
+	PbRoute *rs[] = {&t->r};
+	struct mtd_xds_routes *out = (void *)1;
+
+	ck_assert_int_eq(parse_routes(rs, 1, &out), -EINVAL);
+	ck_assert_msg(strstr(why, reason) != NULL, "reason \"%s\" lacks \"%s\"", why, reason);
+	ck_assert_ptr_null(out);
+}
+
+/* ---- routing a call with the result ----------------------------------------- */
+
+struct hdrs {
+	const char *name, *value;
+};
+
+static const char *hdr(void *arg, const char *name, size_t *len)
+{
+	const struct hdrs *h = arg;
+	for (; h != NULL && h->name != NULL; h++)
+		if (strcmp(h->name, name) == 0) {
+			*len = strlen(h->value);
+			return h->value;
+		}
+	return NULL;
+}
+
+/* The cluster a call of path with headers h goes to: "" = the route has
+ * none (fails), NULL = no route. */
+static const char *route_call(const struct mtd_xds_routes *r, const char *path, const struct hdrs *h)
+{
+	static struct mtd_route_rule rules[MTD_XDS_ROUTES_MAX];
+	struct mtd_route_path p;
+
+	ck_assert_int_eq(mtd_route_parse_path(path, strlen(path), &p), 0);
+	for (size_t i = 0; i < r->n; i++)
+		rules[i] = r->routes[i].rule;
+	int i = mtd_route_match(rules, r->n, &p, hdr, (void *)h);
+	if (i < 0)
+		return NULL;
+	ck_assert_int_eq(r->routes[i].rule.to, i);
+	return r->routes[i].act.n_clusters ? r->routes[i].act.clusters[0] : "";
+}
+
+/* ---- tests ---------------------------------------------------------------------- */
+
+START_TEST(test_header_route_and_default)
+{
+	struct rt canary, dflt;
+	PbRoute *rs[] = {&canary.r, &dflt.r};
+	struct mtd_xds_routes *out;
+	struct hdrs beta[] = {{"x-track", "beta"}, {NULL, NULL}};
+	struct hdrs other[] = {{"x-track", "stable"}, {NULL, NULL}};
+
+	rt_prefix(&canary, "", "cart-beta");
+	rt_header_exact(&canary, "X-Track", "beta");
+	rt_prefix(&dflt, "/", "cart");
+	ck_assert_int_eq(parse_routes(rs, 2, &out), 0);
+	ck_assert_str_eq(out->name, "rc");
+	ck_assert_uint_eq(out->n, 2);
+	ck_assert_str_eq(out->routes[0].rule.header, "x-track"); /* lower-cased */
+	ck_assert_int_eq(out->routes[0].rule.kind, MTD_ROUTE_HEADER_VALUE);
+	ck_assert_uint_eq(out->routes[0].act.weights[0], 1);
+	ck_assert(!out->routes[0].act.retry);
+	ck_assert_int_eq(out->routes[0].act.deadline_cap_ms, 0);
+	ck_assert_str_eq(route_call(out, "/shop.Cart/Get", beta), "cart-beta");
+	ck_assert_str_eq(route_call(out, "/shop.Cart/Get", other), "cart");
+	ck_assert_str_eq(route_call(out, "/any.Thing/Do", NULL), "cart");
+	mtd_xds_routes_free(out);
+}
+END_TEST
+
+/* Header matchers in the older fields and in string_match. */
+START_TEST(test_header_forms)
+{
+	struct rt a, b, c, d;
+	PbRoute *rs[] = {&a.r, &b.r, &c.r, &d.r};
+	Envoy__Type__Matcher__V3__StringMatcher sm = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__INIT;
+	struct mtd_xds_routes *out;
+
+	rt_prefix(&a, "", "by-prefix");
+	rt_header_exact(&a, "x-user", NULL);
+	a.h.header_match_specifier_case = ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_PREFIX_MATCH;
+	a.h.prefix_match = (char *)"vip-";
+	rt_prefix(&b, "", "by-string-exact");
+	rt_header_exact(&b, "x-user", NULL);
+	b.h.header_match_specifier_case = ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_STRING_MATCH;
+	sm.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_EXACT;
+	sm.exact = (char *)"bob";
+	b.h.string_match = &sm;
+	rt_prefix(&c, "", "by-present");
+	rt_header_exact(&c, "x-debug", NULL);
+	c.h.header_match_specifier_case =
+	        ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_PRESENT_MATCH;
+	c.h.present_match = true;
+	rt_prefix(&d, "", "rest");
+	ck_assert_int_eq(parse_routes(rs, 4, &out), 0);
+	ck_assert_str_eq(route_call(out, "/a.B/C", (struct hdrs[]){{"x-user", "vip-1"}, {NULL, NULL}}), "by-prefix");
+	ck_assert_str_eq(route_call(out, "/a.B/C", (struct hdrs[]){{"x-user", "bob"}, {NULL, NULL}}),
+	                 "by-string-exact");
+	ck_assert_str_eq(route_call(out, "/a.B/C", (struct hdrs[]){{"x-user", "bobby"}, {NULL, NULL}}), "rest");
+	ck_assert_str_eq(route_call(out, "/a.B/C", (struct hdrs[]){{"x-debug", ""}, {NULL, NULL}}), "by-present");
+	ck_assert_str_eq(route_call(out, "/a.B/C", NULL), "rest");
+	mtd_xds_routes_free(out);
+	sm.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_PREFIX;
+	sm.prefix = (char *)"b";
+	ck_assert_int_eq(parse_routes(rs, 4, &out), 0);
+	ck_assert_str_eq(route_call(out, "/a.B/C", (struct hdrs[]){{"x-user", "bobby"}, {NULL, NULL}}),
+	                 "by-string-exact");
+	mtd_xds_routes_free(out);
+}
+END_TEST
+
+/* Paths: a service's prefix, a whole path, and a host named for a
+ * service: its routes first, the rest of its calls failed, then "*". */
+START_TEST(test_paths_and_hosts)
+{
+	struct rt get, svc, all, other;
+	PbRoute *named[] = {&get.r, &other.r}, *star[] = {&svc.r, &all.r};
+	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
+	PbVhost v1, v2, *vs[] = {&v2, &v1}; /* "*" first: named hosts still win */
+	char *cart[] = {(char *)"shop.Cart", (char *)"*.svc.local"}, *any[] = {(char *)"*"};
+	struct mtd_xds_routes *out;
+
+	rt_prefix(&get, "", "cart-get");
+	get.m.path_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_MATCH__PATH_SPECIFIER_PATH;
+	get.m.path = (char *)"/shop.Cart/Get";
+	rt_prefix(&other, "/shop.Other/", "never"); /* another service in shop.Cart's host */
+	rt_prefix(&svc, "/shop.Pay/", "pay");
+	rt_prefix(&all, "", "default");
+	vhost(&v1, cart, 2, named, 2);
+	vhost(&v2, any, 1, star, 2);
+	rc.name = (char *)"rc";
+	rc.virtual_hosts = vs;
+	rc.n_virtual_hosts = 2;
+	ck_assert_int_eq(parse_rc(&rc, &out), 0);
+	ck_assert_uint_eq(out->n, 4); /* Get, shop.Cart's rest, shop.Pay, default */
+	ck_assert_str_eq(route_call(out, "/shop.Cart/Get", NULL), "cart-get");
+	ck_assert_str_eq(route_call(out, "/shop.Cart/Put", NULL), ""); /* its host has no route for it */
+	ck_assert_str_eq(route_call(out, "/shop.Pay/Charge", NULL), "pay");
+	ck_assert_str_eq(route_call(out, "/shop.Other/X", NULL), "default");
+	mtd_xds_routes_free(out);
+
+	/* A configuration without a "*" host leaves other calls unrouted. */
+	rc.virtual_hosts = &vs[1];
+	rc.n_virtual_hosts = 1;
+	ck_assert_int_eq(parse_rc(&rc, &out), 0);
+	ck_assert_ptr_null(route_call(out, "/shop.Pay/Charge", NULL));
+	mtd_xds_routes_free(out);
+
+	/* The same name in two hosts, two "*" hosts: refused. */
+	PbVhost *twice[] = {&v1, &v1};
+	rc.virtual_hosts = twice;
+	rc.n_virtual_hosts = 2;
+	ck_assert_int_eq(parse_rc(&rc, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "\"shop.Cart\" is also host 0's"));
+	PbVhost *stars[] = {&v2, &v2};
+	rc.virtual_hosts = stars;
+	ck_assert_int_eq(parse_rc(&rc, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "domain \"*\" is also host 0's"));
+}
+END_TEST
+
+START_TEST(test_weighted_clusters)
+{
+	struct rt t;
+	Envoy__Config__Route__V3__WeightedCluster wc = ENVOY__CONFIG__ROUTE__V3__WEIGHTED_CLUSTER__INIT;
+	Envoy__Config__Route__V3__WeightedCluster__ClusterWeight a, b;
+	Envoy__Config__Route__V3__WeightedCluster__ClusterWeight *cws[] = {&a, &b};
+	Google__Protobuf__UInt32Value wa = GOOGLE__PROTOBUF__UINT32_VALUE__INIT,
+	                              wb = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
+	PbRoute *rs[] = {&t.r};
+	struct mtd_xds_routes *out;
+
+	envoy__config__route__v3__weighted_cluster__cluster_weight__init(&a);
+	envoy__config__route__v3__weighted_cluster__cluster_weight__init(&b);
+	a.name = (char *)"cart-v1";
+	wa.value = 75;
+	a.weight = &wa;
+	b.name = (char *)"cart-v2";
+	wb.value = 25;
+	b.weight = &wb;
+	wc.clusters = cws;
+	wc.n_clusters = 2;
+	rt_prefix(&t, "", NULL);
+	t.a.cluster_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_ACTION__CLUSTER_SPECIFIER_WEIGHTED_CLUSTERS;
+	t.a.weighted_clusters = &wc;
+	ck_assert_int_eq(parse_routes(rs, 1, &out), 0);
+	ck_assert_uint_eq(out->routes[0].act.n_clusters, 2);
+	ck_assert_str_eq(out->routes[0].act.clusters[1], "cart-v2");
+	ck_assert_uint_eq(out->routes[0].act.weights[0], 75);
+	ck_assert_uint_eq(out->routes[0].act.weights[1], 25);
+	mtd_xds_routes_free(out);
+
+	wb.value = UINT32_MAX;
+	refused(&t, "the weights sum to 4294967370");
+	wa.value = 0;
+	wb.value = 0;
+	refused(&t, "the weights sum to 0");
+	wa.value = 1;
+	b.name = (char *)"cart-v1";
+	refused(&t, "cluster \"cart-v1\" twice");
+	b.name = (char *)"";
+	refused(&t, "clusters[1].name: empty");
+	b.name = (char *)"cart-v2";
+	b.cluster_header = (char *)"x-cluster";
+	refused(&t, "clusters[1].cluster_header is not supported");
+	wc.n_clusters = 0;
+	refused(&t, "weighted_clusters: 0 clusters");
+}
+END_TEST
+
+START_TEST(test_timeouts_retry_hash)
+{
+	struct rt t;
+	Google__Protobuf__Duration to = GOOGLE__PROTOBUF__DURATION__INIT, msd = GOOGLE__PROTOBUF__DURATION__INIT;
+	Google__Protobuf__Duration per = GOOGLE__PROTOBUF__DURATION__INIT, base = GOOGLE__PROTOBUF__DURATION__INIT;
+	Google__Protobuf__Duration max = GOOGLE__PROTOBUF__DURATION__INIT;
+	Envoy__Config__Route__V3__RouteAction__MaxStreamDuration md =
+	        ENVOY__CONFIG__ROUTE__V3__ROUTE_ACTION__MAX_STREAM_DURATION__INIT;
+	Envoy__Config__Route__V3__RetryPolicy rp = ENVOY__CONFIG__ROUTE__V3__RETRY_POLICY__INIT;
+	Envoy__Config__Route__V3__RetryPolicy__RetryBackOff bo =
+	        ENVOY__CONFIG__ROUTE__V3__RETRY_POLICY__RETRY_BACK_OFF__INIT;
+	Google__Protobuf__UInt32Value nr = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
+	Envoy__Config__Route__V3__RouteAction__HashPolicy
+	        hp1 = ENVOY__CONFIG__ROUTE__V3__ROUTE_ACTION__HASH_POLICY__INIT,
+	        hp2 = ENVOY__CONFIG__ROUTE__V3__ROUTE_ACTION__HASH_POLICY__INIT;
+	Envoy__Config__Route__V3__RouteAction__HashPolicy__Header hh =
+	        ENVOY__CONFIG__ROUTE__V3__ROUTE_ACTION__HASH_POLICY__HEADER__INIT;
+	Envoy__Config__Route__V3__RouteAction__HashPolicy *hps[] = {&hp1, &hp2};
+	PbRoute *rs[] = {&t.r};
+	struct mtd_xds_routes *out;
+
+	rt_prefix(&t, "", "cart");
+	to.seconds = 5;
+	t.a.timeout = &to;
+	ck_assert_int_eq(parse_routes(rs, 1, &out), 0);
+	ck_assert_int_eq(out->routes[0].act.deadline_cap_ms, 5000);
+	mtd_xds_routes_free(out);
+	/* max_stream_duration over timeout; 0 = no cap. */
+	msd.nanos = 250000000;
+	md.max_stream_duration = &msd;
+	t.a.max_stream_duration = &md;
+	ck_assert_int_eq(parse_routes(rs, 1, &out), 0);
+	ck_assert_int_eq(out->routes[0].act.deadline_cap_ms, 250);
+	mtd_xds_routes_free(out);
+	msd.nanos = 0;
+	ck_assert_int_eq(parse_routes(rs, 1, &out), 0);
+	ck_assert_int_eq(out->routes[0].act.deadline_cap_ms, 0);
+	mtd_xds_routes_free(out);
+	to.seconds = -1;
+	refused(&t, "routes[0].route.timeout: out of range");
+	to.seconds = 5;
+
+	/* retry_policy: gRPC codes only, HTTP conditions ignored. */
+	rp.retry_on = (char *)"5xx, unavailable,cancelled ,reset,resource-exhausted";
+	t.a.retry_policy = &rp;
+	ck_assert_int_eq(parse_routes(rs, 1, &out), 0);
+	const struct mtd_xds_action *a = &out->routes[0].act;
+	ck_assert(a->retry);
+	ck_assert_uint_eq(a->retry_on, (1u << MTD_GRPC_UNAVAILABLE) | (1u << MTD_GRPC_CANCELLED) |
+	                                       (1u << MTD_GRPC_RESOURCE_EXHAUSTED));
+	ck_assert_uint_eq(a->retries, 1);
+	ck_assert_int_eq(a->backoff_base_ms, 25);
+	ck_assert_int_eq(a->backoff_max_ms, 250);
+	ck_assert_int_eq(a->per_try_timeout_ms, 0);
+	mtd_xds_routes_free(out);
+	nr.value = 1000;
+	rp.num_retries = &nr;
+	per.nanos = 100000000;
+	rp.per_try_timeout = &per;
+	base.nanos = 10000000;
+	max.seconds = 1;
+	bo.base_interval = &base;
+	bo.max_interval = &max;
+	rp.retry_back_off = &bo;
+	ck_assert_int_eq(parse_routes(rs, 1, &out), 0);
+	a = &out->routes[0].act;
+	ck_assert_uint_eq(a->retries, 10); /* capped */
+	ck_assert_int_eq(a->per_try_timeout_ms, 100);
+	ck_assert_int_eq(a->backoff_base_ms, 10);
+	ck_assert_int_eq(a->backoff_max_ms, 1000);
+	mtd_xds_routes_free(out);
+	rp.retry_on = (char *)"5xx,gateway-error";
+	ck_assert_int_eq(parse_routes(rs, 1, &out), 0);
+	ck_assert(!out->routes[0].act.retry);
+	mtd_xds_routes_free(out);
+	rp.retry_on = (char *)"unavailable";
+	max.seconds = 0;
+	max.nanos = 1000000;
+	refused(&t, "retry_back_off.max_interval: out of range or below base_interval");
+	bo.base_interval = NULL;
+	refused(&t, "retry_back_off.base_interval: required");
+	rp.retry_back_off = NULL;
+
+	/* hash_policy: the header, lower-cased; another kind ignored; two headers refused. */
+	hh.header_name = (char *)"X-User";
+	hp2.policy_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_ACTION__HASH_POLICY__POLICY_SPECIFIER_HEADER;
+	hp2.header = &hh;
+	t.a.hash_policy = hps;
+	t.a.n_hash_policy = 2;
+	ck_assert_int_eq(parse_routes(rs, 1, &out), 0);
+	ck_assert_str_eq(out->routes[0].act.hash_header, "x-user");
+	mtd_xds_routes_free(out);
+	hp1 = hp2;
+	refused(&t, "two header policies");
+	t.a.n_hash_policy = 1;
+	hh.header_name = (char *)":authority";
+	refused(&t, "hash_policy[0].header.header_name: empty, too long or a pseudo-header");
+}
+END_TEST
+
+START_TEST(test_refused_matches)
+{
+	struct rt t;
+	Envoy__Type__Matcher__V3__StringMatcher sm = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__INIT;
+	Google__Protobuf__BoolValue no = GOOGLE__PROTOBUF__BOOL_VALUE__INIT;
+	ProtobufCMessageUnknownField uf = {
+	        .tag = 7, .wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, .len = 1, .data = (uint8_t *)"\0"};
+
+	rt_prefix(&t, "", "c");
+	t.m.path_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_MATCH__PATH_SPECIFIER__NOT_SET;
+	refused(&t, "routes[0].match: only prefix and path are supported");
+	rt_prefix(&t, "/shop.Ca", "c");
+	refused(&t, "a prefix ending inside a name is not supported");
+	rt_prefix(&t, "/shop.Cart/Ge", "c"); /* a whole path as a prefix is fine */
+	t.m.prefix = (char *)"/shop.Cart/G/x";
+	refused(&t, "is not \"\", \"/\", \"/SERVICE/\" or a gRPC path");
+	rt_prefix(&t, "", "c");
+	t.m.path_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_MATCH__PATH_SPECIFIER_PATH;
+	t.m.path = (char *)"/shop.Cart/";
+	refused(&t, "match.path: \"/shop.Cart/\" is not a gRPC path");
+	rt_prefix(&t, "", "c");
+	t.m.case_sensitive = &no;
+	refused(&t, "case_sensitive: false is not supported");
+	rt_prefix(&t, "", "c");
+	t.m.base.n_unknown_fields = 1;
+	t.m.base.unknown_fields = &uf;
+	refused(&t, "query_parameters and runtime_fraction are not supported");
+
+	rt_prefix(&t, "", "c");
+	rt_header_exact(&t, "x-a", "1");
+	t.hs[1] = &t.h;
+	t.m.n_headers = 2;
+	refused(&t, "2 matchers; maitred's routes test at most one header");
+	rt_header_exact(&t, ":path", "1");
+	refused(&t, "headers[0].name: empty, too long or a pseudo-header");
+	rt_header_exact(&t, "", "1");
+	refused(&t, "headers[0].name: empty");
+	rt_header_exact(&t, "x-a", "1");
+	t.h.invert_match = true;
+	refused(&t, "invert_match is not supported");
+	t.h.invert_match = false;
+	t.h.treat_missing_header_as_empty = true;
+	refused(&t, "treat_missing_header_as_empty is not supported");
+	t.h.treat_missing_header_as_empty = false;
+	t.h.header_match_specifier_case = ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER__NOT_SET;
+	refused(&t, "only exact_match, prefix_match, present_match and string_match");
+	t.h.header_match_specifier_case =
+	        ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_PRESENT_MATCH;
+	t.h.present_match = false;
+	refused(&t, "present_match: false is not supported");
+	t.h.header_match_specifier_case = ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_STRING_MATCH;
+	t.h.string_match = &sm;
+	sm.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_SUFFIX;
+	sm.suffix = (char *)"x";
+	refused(&t, "string_match: only exact and prefix are supported");
+	sm.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_EXACT;
+	sm.exact = (char *)"x";
+	sm.ignore_case = true;
+	refused(&t, "ignore_case is not supported");
+}
+END_TEST
+
+START_TEST(test_refused_actions)
+{
+	struct rt t;
+
+	rt_prefix(&t, "", "c");
+	t.r.action_case = ENVOY__CONFIG__ROUTE__V3__ROUTE__ACTION__NOT_SET;
+	refused(&t, "routes[0]: only a route action is supported");
+	rt_prefix(&t, "", "c");
+	t.a.cluster_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_ACTION__CLUSTER_SPECIFIER__NOT_SET;
+	refused(&t, "only cluster and weighted_clusters are supported");
+	rt_prefix(&t, "", "");
+	refused(&t, "route.cluster: empty");
+	rt_prefix(&t, "", "bad\nname");
+	refused(&t, "route.cluster: empty, too long or not printable");
+	t.r.match = NULL;
+	refused(&t, "routes[0].match: required");
+}
+END_TEST
+
+/* A route table too big for a per-call walk is refused, at the bound. */
+START_TEST(test_limits)
+{
+	static struct rt ts[MTD_XDS_ROUTES_MAX + 1];
+	static PbRoute *rs[MTD_XDS_ROUTES_MAX + 1];
+	struct mtd_xds_routes *out;
+
+	for (size_t i = 0; i <= MTD_XDS_ROUTES_MAX; i++) {
+		rt_prefix(&ts[i], "", "c");
+		rs[i] = &ts[i].r;
+	}
+	ck_assert_int_eq(parse_routes(rs, MTD_XDS_ROUTES_MAX, &out), 0);
+	ck_assert_uint_eq(out->n, MTD_XDS_ROUTES_MAX);
+	mtd_xds_routes_free(out);
+	ck_assert_int_eq(parse_routes(rs, MTD_XDS_ROUTES_MAX + 1, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "more than 1024 routes in all"));
+
+	/* Many names for one host multiply its routes: bounded the same. */
+	static char names[MTD_XDS_ROUTES_MAX][16];
+	static char *doms[MTD_XDS_ROUTES_MAX];
+	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
+	PbVhost v, *vs[] = {&v};
+	for (size_t i = 0; i < MTD_XDS_ROUTES_MAX; i++) {
+		snprintf(names[i], sizeof(names[i]), "s%zu", i);
+		doms[i] = names[i];
+	}
+	vhost(&v, doms, MTD_XDS_ROUTES_MAX, rs, 2);
+	rc.name = (char *)"rc";
+	rc.virtual_hosts = vs;
+	rc.n_virtual_hosts = 1;
+	ck_assert_int_eq(parse_rc(&rc, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "more than 1024 routes in all"));
+	static char *many[5000];
+	for (size_t i = 0; i < 5000; i++)
+		many[i] = (char *)"*.x";
+	vhost(&v, many, 5000, rs, 1);
+	ck_assert_int_eq(parse_rc(&rc, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "5000 domains in all (at most 4096)"));
+	rc.name = (char *)"";
+	v.n_domains = 1;
+	ck_assert_int_eq(parse_rc(&rc, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "name: empty"));
+}
+END_TEST
+
+/* ---- Listeners ------------------------------------------------------------------ */
+
+static Google__Protobuf__Any hcm_any = GOOGLE__PROTOBUF__ANY__INIT, router_any = GOOGLE__PROTOBUF__ANY__INIT;
+static uint8_t hcm_buf[1 << 16];
+
+static void pack_hcm(PbHcm *h)
+{
+	hcm_any.type_url = (char *)MTD_XDS_TYPE_HCM;
+	hcm_any.value.len =
+	        envoy__extensions__filters__network__http_connection_manager__v3__http_connection_manager__pack(
+	                h, hcm_buf);
+	hcm_any.value.data = hcm_buf;
+}
+
+static int parse_listener(const PbListener *m, struct mtd_xds_listener *out)
+{
+	size_t n = envoy__config__listener__v3__listener__pack(m, wire);
+
+	why[0] = '\0';
+	return mtd_xds_listener_parse(wire, n, out, why, sizeof(why));
+}
+
+START_TEST(test_listener)
+{
+	PbHcm h = ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__INIT;
+	Envoy__Extensions__Filters__Network__HttpConnectionManager__V3__Rds rds =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__RDS__INIT;
+	Envoy__Config__Core__V3__ConfigSource cs = ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__INIT;
+	Envoy__Config__Core__V3__AggregatedConfigSource ads = ENVOY__CONFIG__CORE__V3__AGGREGATED_CONFIG_SOURCE__INIT;
+	PbHttpFilter fault, router, *fs[] = {&fault, &router};
+	Envoy__Config__Listener__V3__ApiListener api = ENVOY__CONFIG__LISTENER__V3__API_LISTENER__INIT;
+	Envoy__Config__Listener__V3__Filter f = ENVOY__CONFIG__LISTENER__V3__FILTER__INIT, *ffs[] = {&f};
+	Envoy__Config__Listener__V3__FilterChain fc = ENVOY__CONFIG__LISTENER__V3__FILTER_CHAIN__INIT, *fcs[] = {&fc};
+	PbListener l = ENVOY__CONFIG__LISTENER__V3__LISTENER__INIT;
+	struct mtd_xds_listener out;
+
+	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&fault);
+	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&router);
+	router_any.type_url = (char *)MTD_XDS_TYPE_ROUTER;
+	router.name = (char *)"envoy.filters.http.router";
+	router.config_type_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_FILTER__CONFIG_TYPE_TYPED_CONFIG;
+	router.typed_config = &router_any;
+	fault.name = (char *)"envoy.filters.http.fault";
+	cs.config_source_specifier_case = ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__CONFIG_SOURCE_SPECIFIER_ADS;
+	cs.ads = &ads;
+	rds.config_source = &cs;
+	rds.route_config_name = (char *)"outbound-routes";
+	h.route_specifier_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER_RDS;
+	h.rds = &rds;
+	h.http_filters = &fs[1];
+	h.n_http_filters = 1;
+	pack_hcm(&h);
+	api.api_listener = &hcm_any;
+	l.name = (char *)"maitred.outbound";
+	l.api_listener = &api;
+	ck_assert_int_eq(parse_listener(&l, &out), 0);
+	ck_assert_str_eq(out.name, "maitred.outbound");
+	ck_assert_str_eq(out.rds_name, "outbound-routes");
+	ck_assert_ptr_null(out.routes);
+	mtd_xds_listener_clear(&out);
+
+	/* A normal listener: its first chain's connection manager, inline routes. */
+	struct rt t;
+	PbRoute *rs[] = {&t.r};
+	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
+	PbVhost v, *vs[] = {&v};
+	char *any[] = {(char *)"*"};
+	rt_prefix(&t, "", "cart");
+	vhost(&v, any, 1, rs, 1);
+	rc.name = (char *)"inline";
+	rc.virtual_hosts = vs;
+	rc.n_virtual_hosts = 1;
+	h.route_specifier_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER_ROUTE_CONFIG;
+	h.route_config = &rc;
+	pack_hcm(&h);
+	f.name = (char *)"envoy.filters.network.http_connection_manager";
+	f.config_type_case = ENVOY__CONFIG__LISTENER__V3__FILTER__CONFIG_TYPE_TYPED_CONFIG;
+	f.typed_config = &hcm_any;
+	fc.filters = ffs;
+	fc.n_filters = 1;
+	l.api_listener = NULL;
+	l.filter_chains = fcs;
+	l.n_filter_chains = 1;
+	ck_assert_int_eq(parse_listener(&l, &out), 0);
+	ck_assert_ptr_null(out.rds_name);
+	ck_assert_str_eq(out.routes->name, "inline");
+	ck_assert_str_eq(out.routes->routes[0].act.clusters[0], "cart");
+	mtd_xds_listener_clear(&out);
+
+	/* An inline route refused names where. */
+	t.a.cluster = (char *)"";
+	pack_hcm(&h);
+	ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "route_config: virtual_hosts[0].routes[0].route.cluster: empty"));
+	ck_assert_ptr_null(out.name);
+
+	/* Filters: the router last; another only when optional. */
+	t.a.cluster = (char *)"cart";
+	h.http_filters = fs;
+	h.n_http_filters = 2;
+	pack_hcm(&h);
+	ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "http_filters[0] \"envoy.filters.http.fault\": not supported"));
+	fault.is_optional = true;
+	pack_hcm(&h);
+	ck_assert_int_eq(parse_listener(&l, &out), 0);
+	mtd_xds_listener_clear(&out);
+	h.n_http_filters = 1;
+	pack_hcm(&h);
+	ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "http_filters: the last must be the router"));
+	h.n_http_filters = 0;
+	pack_hcm(&h);
+	ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "http_filters: empty"));
+
+	/* Where the manager is, and where RDS comes from. */
+	h.http_filters = &fs[1];
+	h.n_http_filters = 1;
+	h.route_specifier_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER__NOT_SET;
+	pack_hcm(&h);
+	ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "neither rds nor route_config"));
+	h.route_specifier_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER_RDS;
+	h.rds = &rds; /* a union with route_config */
+	cs.config_source_specifier_case = ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__CONFIG_SOURCE_SPECIFIER__NOT_SET;
+	pack_hcm(&h);
+	ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "rds.config_source: must be ads or self"));
+	f.typed_config = &router_any;
+	ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "filter_chains[0]: no HttpConnectionManager filter"));
+	l.n_filter_chains = 0;
+	ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "neither api_listener nor filter_chains"));
+	api.api_listener = &router_any;
+	l.api_listener = &api;
+	ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "api_listener: not an HttpConnectionManager"));
+	l.name = (char *)"";
+	ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "name: empty"));
+
+	/* The names of both kinds, for a NACK. */
+	char name[64];
+	l.name = (char *)"lis";
+	size_t n = envoy__config__listener__v3__listener__pack(&l, wire);
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, wire, n, name, sizeof(name)), 0);
+	ck_assert_str_eq(name, "lis");
+	n = pack_rc(&rc);
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_ROUTE, wire, n, name, sizeof(name)), 0);
+	ck_assert_str_eq(name, "inline");
+}
+END_TEST
+
+/* Bytes that are not a resource, or a resource cut anywhere: refused or
+ * translated, never a crash (ASan). */
+START_TEST(test_garbage)
+{
+	struct rt a, b;
+	PbRoute *rs[] = {&a.r, &b.r};
+	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
+	PbVhost v, *vs[] = {&v};
+	char *any[] = {(char *)"*"};
+	static uint8_t full[4096];
+	struct mtd_xds_routes *out;
+	struct mtd_xds_listener l;
+
+	rt_prefix(&a, "/x.Y/", "c1");
+	rt_header_exact(&a, "x-a", "1");
+	rt_prefix(&b, "", "c2");
+	vhost(&v, any, 1, rs, 2);
+	rc.name = (char *)"rc";
+	rc.virtual_hosts = vs;
+	rc.n_virtual_hosts = 1;
+	size_t n = envoy__config__route__v3__route_configuration__pack(&rc, full);
+	for (size_t cut = 0; cut <= n; cut++) {
+		int r = mtd_xds_routes_parse(full, cut, &out, why, sizeof(why));
+		ck_assert(r == 0 || r == -EINVAL);
+		mtd_xds_routes_free(out);
+		r = mtd_xds_listener_parse(full, cut, &l, why, sizeof(why));
+		ck_assert(r == 0 || r == -EINVAL);
+		mtd_xds_listener_clear(&l);
+	}
+	for (size_t i = 0; i < n; i++) {
+		full[i] ^= 0x5a;
+		int r = mtd_xds_routes_parse(full, n, &out, why, sizeof(why));
+		ck_assert(r == 0 || r == -EINVAL);
+		mtd_xds_routes_free(out);
+		full[i] ^= 0x5a;
+	}
+}
+END_TEST
+
+/* Every allocation failing in turn: -ENOMEM or refused, nothing kept,
+ * nothing leaked (ASan). */
+START_TEST(test_failmalloc)
+{
+	struct rt a, b;
+	PbRoute *rs[] = {&a.r, &b.r};
+	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
+	PbVhost v1, v2, *vs[] = {&v1, &v2};
+	char *named[] = {(char *)"x.Y"}, *any[] = {(char *)"*"};
+	Envoy__Config__Route__V3__RetryPolicy rp = ENVOY__CONFIG__ROUTE__V3__RETRY_POLICY__INIT;
+	static uint8_t buf[4096];
+	bool done = false;
+
+	rt_prefix(&a, "/x.Y/Z", "c1");
+	rt_header_exact(&a, "X-A", "1");
+	rp.retry_on = (char *)"unavailable";
+	a.a.retry_policy = &rp;
+	rt_prefix(&b, "", "c2");
+	vhost(&v1, named, 1, rs, 2);
+	vhost(&v2, any, 1, rs, 2);
+	rc.name = (char *)"rc";
+	rc.virtual_hosts = vs;
+	rc.n_virtual_hosts = 2;
+	size_t n = envoy__config__route__v3__route_configuration__pack(&rc, buf);
+	for (unsigned long k = 1; k < 10000 && !done; k++) {
+		struct mtd_xds_routes *out = (void *)1;
+		mtd_cfg__fail_alloc_after(k);
+		int r = mtd_xds_routes_parse(buf, n, &out, why, sizeof(why));
+		done = !mtd_cfg__alloc_failed();
+		mtd_cfg__fail_alloc_after(0);
+		if (done) {
+			ck_assert_int_eq(r, 0);
+			ck_assert_uint_eq(out->n, 5); /* x.Y's two, its rest, "*"'s two */
+		} else {
+			ck_assert(r == -ENOMEM || r == -EINVAL);
+			ck_assert_ptr_null(out);
+		}
+		mtd_xds_routes_free(out);
+	}
+	ck_assert(done);
+}
+END_TEST
+
+static Suite *xds_route_suite(void)
+{
+	Suite *s = suite_create("xds_route");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_header_route_and_default);
+	tcase_add_test(tc, test_header_forms);
+	tcase_add_test(tc, test_paths_and_hosts);
+	tcase_add_test(tc, test_weighted_clusters);
+	tcase_add_test(tc, test_timeouts_retry_hash);
+	tcase_add_test(tc, test_refused_matches);
+	tcase_add_test(tc, test_refused_actions);
+	tcase_add_test(tc, test_limits);
+	tcase_add_test(tc, test_listener);
+	tcase_add_test(tc, test_garbage);
+	tcase_add_test(tc, test_failmalloc);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(xds_route_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
