@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/addr.h"
+#include "core/base64.h"
 #include "core/bits.h"
 #include "core/clock.h"
 #include "core/bufq.h"
@@ -391,11 +392,34 @@ START_TEST(addr_text_one_spelling)
 }
 END_TEST
 
+START_TEST(base64_both_alphabets_padding_optional_strict_otherwise)
+{
+	uint8_t out[16];
+	const char *ok[][2] = {{"", ""}, {"TQ==", "M"}, {"TQ", "M"}, {"TWE=", "Ma"}, {"TWFu", "Man"}};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		ssize_t n = mtd_base64_decode((const uint8_t *)ok[i][0], strlen(ok[i][0]), out, sizeof(out));
+		ck_assert_int_eq(n, (ssize_t)strlen(ok[i][1]));
+		ck_assert(memcmp(out, ok[i][1], (size_t)n) == 0);
+	}
+	/* 0xfb 0xff: "+/8" standard, "-_8" URL-safe. */
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"+/8=", 4, out, sizeof(out)), 2);
+	ck_assert_uint_eq(out[0], 0xfb);
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"-_8", 3, out, sizeof(out)), 2);
+	ck_assert_uint_eq(out[1], 0xff);
+	const char *bad[] = {"T", "TQ===", "T=Q=", "TR==", "TQ Q", "TQ\n", "*A=="};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_int_eq(mtd_base64_decode((const uint8_t *)bad[i], strlen(bad[i]), out, sizeof(out)), -EINVAL);
+	/* Never past cap. */
+	ck_assert_int_eq(mtd_base64_decode((const uint8_t *)"TWFu", 4, out, 2), -EINVAL);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("core");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, bits_across_words);
+	tcase_add_test(tc, base64_both_alphabets_padding_optional_strict_otherwise);
 	tcase_add_test(tc, bufq_fifo_across_chunks);
 	tcase_add_test(tc, bufq_big_append_and_clear);
 	tcase_add_test(tc, bufq_copy_at_and_drop);
