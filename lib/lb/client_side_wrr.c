@@ -71,7 +71,10 @@ static void recompute(struct cswrr_state *s, int64_t mono_ms)
 
 /* Publish the weights times the warmup ramp at wall_ms, or unpublish when
  * the counter alone picks as well (unweighted, nobody ramping). */
-static void publish(struct cswrr_state *s, int64_t wall_ms)
+/* Never inlined: gcc 12 refuses the seqlock's release fence under
+ * -fsanitize=thread (-Wtsan, an error with --enable-werror) when this is
+ * inlined into the tick, as weights.c's writer, which is not, is not. */
+static __attribute__((noinline)) void publish(struct cswrr_state *s, int64_t wall_ms)
 {
 	struct mtd_lb__warm_cdf *c = &s->cdf;
 	bool warming = mtd_lb__warming(&s->span, wall_ms);
