@@ -138,7 +138,13 @@ class Mesh(MaitredTest):
         if authorization is not None:
             entry["authorization"] = authorization
         entry.update(inbound)
-        cfg = {"listen": "127.0.0.1:%d" % free_port(), "workers": 1, "drain_timeout": "5s",
+        # Another port than the inbound one: a port given back by a
+        # stopped maitred (a restart on the same inbound port) is free and
+        # free_port() may well hand it out again.
+        listen = free_port()
+        while listen == port:
+            listen = free_port()
+        cfg = {"listen": "127.0.0.1:%d" % listen, "workers": 1, "drain_timeout": "5s",
                "services": [], "inbound": [entry]}
         if admin:
             cfg["admin"] = "127.0.0.1:%d" % free_port()
