@@ -155,62 +155,19 @@ bool mtd_tracestate_valid(const char *v, size_t len)
 	return true;
 }
 
-static uint64_t rotl(uint64_t x, int k)
+uint64_t mtd_trace_mix(uint64_t z)
 {
-	return (x << k) | (x >> (64 - k));
-}
-
-/* splitmix64 spreads the one seed over the four words. */
-static uint64_t splitmix(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
 }
 
-void mtd_trace_ids_seed(struct mtd_trace_ids *g, uint64_t seed)
+void mtd_trace_id8(uint8_t out[8], uint64_t v)
 {
-	for (int i = 0; i < 4; i++)
-		g->s[i] = splitmix(&seed);
-}
-
-/* xoshiro256++ */
-static uint64_t next(struct mtd_trace_ids *g)
-{
-	uint64_t *s = g->s;
-	uint64_t r = rotl(s[0] + s[3], 23) + s[0];
-	uint64_t t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return r;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
-void mtd_trace_new_trace_id(struct mtd_trace_ids *g, uint8_t out[16])
-{
-	do {
-		put64(out, next(g));
-		put64(out + 8, next(g));
-	} while (all_zero(out, 16));
-}
-
-void mtd_trace_new_span_id(struct mtd_trace_ids *g, uint8_t out[8])
-{
-	do
-		put64(out, next(g));
-	while (all_zero(out, 8));
+	if (v == 0)
+		v = 1;
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		out[i] = (uint8_t)v;
 }
 
 bool mtd_trace_sample(const uint8_t trace_id[16], double ratio)

@@ -43,15 +43,13 @@ void mtd_traceparent_format(char out[MTD_TRACEPARENT_LEN], const struct mtd_trac
  * characters; empty members (",,", surrounding spaces and tabs) allowed. */
 bool mtd_tracestate_valid(const char *v, size_t len);
 
-/* A thread's source of ids: xoshiro128++-style, seeded once (from
- * getrandom() by the owner). Not cryptographic: ids need to be unique and
- * uniformly spread (sampling reads their bits), not secret. */
-struct mtd_trace_ids {
-	uint64_t s[4];
-};
-void mtd_trace_ids_seed(struct mtd_trace_ids *g, uint64_t seed);
-void mtd_trace_new_trace_id(struct mtd_trace_ids *g, uint8_t out[16]);
-void mtd_trace_new_span_id(struct mtd_trace_ids *g, uint8_t out[8]);
+/* Ids are not drawn but derived (sidecar/call/trace.c): a 64-bit value
+ * that identifies their owner, mixed. mtd_trace_mix is splitmix64's
+ * finalizer (one to one, every input bit reaching every output bit, so
+ * the sampling verdict below reads evenly spread bits); mtd_trace_id8
+ * writes a mixed value as 8 id bytes, big-endian, never all zero. */
+uint64_t mtd_trace_mix(uint64_t z);
+void mtd_trace_id8(uint8_t out[8], uint64_t v);
 
 /* The sampling verdict for a trace that starts here, from its id alone, so
  * that every sidecar seeing the same trace id with the same ratio agrees:

@@ -28,42 +28,19 @@ void mtd_call_trace_seed(uint64_t s)
 	seed = s;
 }
 
-/* splitmix64's finalizer: a 64-bit mix, one to one. */
-static uint64_t mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		p[i] = (uint8_t)v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
 /* What identifies the call, mixed once: its ids are mixes of it. Two
  * calls alive together differ by address; one address reused is a later
  * start; workers differ by id. */
 static uint64_t call_base(const struct mtd_call *call)
 {
-	return mix(seed ^ (uint64_t)(uintptr_t)call ^ (uint64_t)call->start_ns * 0x9e3779b97f4a7c15ull ^
-	           (uint64_t)call->w->id << 56);
+	return mtd_trace_mix(seed ^ (uint64_t)(uintptr_t)call ^ (uint64_t)call->start_ns * 0x9e3779b97f4a7c15ull ^
+	                     (uint64_t)call->w->id << 56);
 }
 
 /* An id of 8 bytes of the call, never zero. */
 static void derive(uint8_t out[8], uint64_t base, uint64_t salt)
 {
-	uint64_t v = mix(base ^ salt);
-	put64(out, v ? v : 1);
+	mtd_trace_id8(out, mtd_trace_mix(base ^ salt));
 }
 
 static const struct mtd_runtime *rt_of(const struct mtd_call *call)
@@ -275,7 +252,7 @@ void mtd_call_trace_attempt_end(const struct mtd_attempt *a)
 		return;
 	struct mtd_span s;
 	uint8_t id[8];
-	put64(id, mix(get64(t.ctx.span_id) ^ ((uint64_t)a->index + 1) * 0x9e3779b97f4a7c15ull) | 1);
+	derive(id, call_base(call), 0x617474656d7074ull + a->index); /* "attempt" + its number */
 	mtd_span_init(&s, &t.ctx, id, t.ctx.span_id, MTD_SPAN_CLIENT, unix_ns(a->start_ns));
 	s.end_unix_ns = unix_ns(mtd_now_ns());
 	const char *svc, *meth;
