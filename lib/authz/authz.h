@@ -54,6 +54,10 @@ size_t mtd_xfcc_format(char *out, size_t cap, const char *by, const char *hash_h
  * typed text is "dns:" and the name, lib/identity). false when it names
  * none. */
 bool mtd_xfcc_identity(const char *v, size_t n, const char **id, size_t *len, bool *dns_only);
+/* The same identity as its typed text ("spiffe://...", or "dns:" and the
+ * name) into out (cap bytes, NUL-terminated, cut to fit): its length, 0
+ * when v names none. */
+size_t mtd_xfcc_typed_identity(const char *v, size_t n, char *out, size_t cap);
 
 /* The sha256 hex (64 characters + NUL) of len bytes of DER, into out[65]:
  * a caller hashes with its own library (the sidecar: transport.c), this

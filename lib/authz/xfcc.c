@@ -108,3 +108,24 @@ void mtd_xfcc_hex(const unsigned char digest[32], char out[65])
 	}
 	out[64] = '\0';
 }
+
+size_t mtd_xfcc_typed_identity(const char *v, size_t n, char *out, size_t cap)
+{
+	const char *id;
+	size_t len;
+	bool dns;
+	if (cap == 0)
+		return 0;
+	out[0] = '\0';
+	if (!mtd_xfcc_identity(v, n, &id, &len, &dns))
+		return 0;
+	size_t pre = dns ? 4 : 0;
+	if (pre >= cap)
+		return 0;
+	memcpy(out, "dns:", pre);
+	if (len > cap - 1 - pre)
+		len = cap - 1 - pre;
+	memcpy(out + pre, id, len);
+	out[pre + len] = '\0';
+	return pre + len;
+}

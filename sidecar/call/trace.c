@@ -220,16 +220,10 @@ void mtd_call_trace_end(const struct mtd_call *call)
 		 * set on the call (the inbound step), typed as everywhere. */
 		nghttp2_nv xbuf;
 		const nghttp2_nv *x = mtd_headers_find(&call->req_hdrs, MTD_XFCC_HEADER, &xbuf);
-		const char *id;
-		size_t id_len;
-		bool dns;
-		if (x && mtd_xfcc_identity((const char *)x->value, x->valuelen, &id, &id_len, &dns)) {
-			char typed[4 + 256];
-			size_t k = id_len > 256 ? 256 : id_len, pre = dns ? 4 : 0;
-			memcpy(typed, "dns:", pre);
-			memcpy(typed + pre, id, k);
-			mtd_span_str(&s, "maitred.caller", typed, pre + k);
-		}
+		char typed[4 + 257];
+		size_t n = x ? mtd_xfcc_typed_identity((const char *)x->value, x->valuelen, typed, sizeof(typed)) : 0;
+		if (n)
+			mtd_span_str(&s, "maitred.caller", typed, n);
 	}
 	submit(call, &s);
 }

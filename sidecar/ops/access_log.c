@@ -111,9 +111,8 @@ static size_t text_safe(char *out, size_t cap, const char *s, size_t n)
  * its first header on: io/inbound.c) and what authorization decided. */
 struct access_in {
 	const char *listener; /* NULL: not an inbound call */
-	const char *id; /* the SAN's value ... */
+	char id[4 + 257];     /* the caller's typed identity, "" for none */
 	size_t id_len;
-	bool dns;       /* ... of a DNS identity: its typed text is "dns:" and id */
 	const char *verdict;
 };
 
@@ -126,10 +125,8 @@ static struct access_in access_inbound(const struct mtd_call *call)
 	a.verdict = mtd_mesh_verdict_name((enum mtd_in_verdict)call->verdict);
 	nghttp2_nv buf;
 	const nghttp2_nv *x = mtd_headers_find(&call->req_hdrs, MTD_XFCC_HEADER, &buf);
-	if (!x || !mtd_xfcc_identity((const char *)x->value, x->valuelen, &a.id, &a.id_len, &a.dns)) {
-		a.id = "";
-		a.id_len = 0;
-	}
+	if (x)
+		a.id_len = mtd_xfcc_typed_identity((const char *)x->value, x->valuelen, a.id, sizeof(a.id));
 	return a;
 }
 
@@ -191,12 +188,8 @@ void mtd_access_log_line(const struct mtd_call *call, const char *path, size_t s
 		if (in.listener) {
 			mtd_json_key(&j, "inbound");
 			mtd_json_str(&j, in.listener);
-			char typed[4 + 256];
-			size_t k = in.id_len > 256 ? 256 : in.id_len;
-			memcpy(typed, "dns:", in.dns ? 4 : 0);
-			memcpy(typed + (in.dns ? 4 : 0), in.id, k);
 			mtd_json_key(&j, "identity");
-			mtd_json_strn(&j, typed, k + (in.dns ? 4 : 0));
+			mtd_json_strn(&j, in.id, in.id_len);
 			mtd_json_key(&j, "authz");
 			mtd_json_str(&j, in.verdict);
 		}
@@ -215,9 +208,7 @@ void mtd_access_log_line(const struct mtd_call *call, const char *path, size_t s
 	text_safe(s, sizeof(s), svc, svc_len);
 	text_safe(m, sizeof(m), method, mlen);
 	if (in.listener) {
-		size_t pre = in.dns && in.id_len ? 4 : 0;
-		memcpy(id, "dns:", pre);
-		text_safe(id + pre, sizeof(id) - pre, in.id, in.id_len);
+		text_safe(id, sizeof(id), in.id, in.id_len);
 		snprintf(tail, sizeof(tail), " inbound=%s identity=%s authz=%s", in.listener, id[0] ? id : "-",
 		         in.verdict);
 	}

@@ -176,6 +176,18 @@ START_TEST(xfcc_element)
 	ck_assert(dns_only); /* the access log writes it typed, "dns:cart.shop.svc" */
 	mtd_xfcc_format(out, sizeof(out), "spiffe://srv", hex, NULL, NULL);
 	ck_assert(!mtd_xfcc_identity(out, strlen(out), &id, &idlen, &dns_only));
+	/* Typed, as the access log and spans name it. */
+	char typed[16];
+	mtd_xfcc_format(out, sizeof(out), NULL, hex, NULL, "cart.shop.svc");
+	ck_assert_uint_eq(mtd_xfcc_typed_identity(out, strlen(out), typed, sizeof(typed)), 15);
+	ck_assert_str_eq(typed, "dns:cart.shop.s"); /* cut to fit, terminated */
+	char big[128];
+	mtd_xfcc_format(out, sizeof(out), "spiffe://srv", hex, CART, NULL);
+	ck_assert_uint_eq(mtd_xfcc_typed_identity(out, strlen(out), big, sizeof(big)), strlen(CART));
+	ck_assert_str_eq(big, CART);
+	mtd_xfcc_format(out, sizeof(out), "spiffe://srv", hex, NULL, NULL);
+	ck_assert_uint_eq(mtd_xfcc_typed_identity(out, strlen(out), big, sizeof(big)), 0);
+	ck_assert_str_eq(big, "");
 	/* A quoted value with a ';' in it is one value. */
 	mtd_xfcc_format(out, sizeof(out), "By;x", hex, "spiffe://x/a;b", NULL);
 	ck_assert(mtd_xfcc_identity(out, strlen(out), &id, &idlen, &dns_only));
