@@ -93,6 +93,8 @@ static int st_submit(struct mtd_up_stream *s, struct mtd_conn *c)
 	 * the call's (trace.h). */
 	struct mtd_call_trace tr;
 	bool traced = mtd_call_trace_of(call, &tr);
+	if (traced && !tr.sampled)
+		call->trace_unsampled = true; /* its ends need not derive it again */
 	nghttp2_nv f;
 	bool regular = false;
 	for (uint32_t off = 0; mtd_headers_next(h, &off, &f);) {

@@ -213,8 +213,15 @@ struct mtd_call {
 	bool resp_eof;          /* the answer is complete (trailers or synth) */
 	bool resp_deferred;
 	bool resp_done; /* trailers / END_STREAM submitted downstream */
-	bool mx_ep_answered;
-	bool delayed; /* fault_injection delay: waiting on its retry timer, no attempt yet */
+	/* One byte of bits: */
+	bool mx_ep_answered : 1;
+	bool delayed : 1; /* fault_injection delay: waiting on its retry timer, no attempt yet */
+	/* Tracing (trace.c): the request has a traceparent field (set as the
+	 * header block arrives, so that a call without one never searches
+	 * for it), and the call's context, once derived, was not sampled (its
+	 * end writes no span and derives nothing again). */
+	bool trace_tp : 1;
+	bool trace_unsampled : 1;
 	/* An inbound peer's call (inbound_call.c): 1 + its listener's index
 	 * in the inbound set of the runtime it was routed with, found by key
 	 * at each routing (0 = the app's own call), and what authorization decided

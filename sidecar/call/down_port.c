@@ -8,6 +8,8 @@
  * why). */
 #include "config.h"
 
+#include <string.h>
+
 #include "core/log.h"
 #include "sidecar/call/call.h"
 #include "sidecar/call/down_port.h"
@@ -47,6 +49,8 @@ static int port_field(struct mtd_down_stream *ds, const uint8_t *name, size_t nl
 	if (mtd_headers_add(&call->req_hdrs, &call->w->slab, name, nlen, value, vlen, flags & NGHTTP2_NV_FLAG_NO_INDEX) <
 	    0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	if (nlen == 11 && memcmp(name, "traceparent", 11) == 0)
+		call->trace_tp = true; /* nghttp2 passes names lower case (RFC 9113 §8.2.1) */
 	return 0;
 }
 

@@ -65,7 +65,7 @@ bool mtd_call_trace_of(const struct mtd_call *call, struct mtd_call_trace *t)
 	if (!rt || !rt->tracer || call->bg)
 		return false;
 	nghttp2_nv buf, sbuf;
-	const nghttp2_nv *tp = mtd_headers_find(&call->req_hdrs, "traceparent", &buf);
+	const nghttp2_nv *tp = call->trace_tp ? mtd_headers_find(&call->req_hdrs, "traceparent", &buf) : NULL;
 	/* Several traceparent fields make one list value (RFC 9110 §5.3),
 	 * which no traceparent is: ignored as a malformed one. */
 	t->has_parent = tp && mtd_traceparent_parse((const char *)tp->value, tp->valuelen, &t->ctx) &&
@@ -185,7 +185,7 @@ static const char *split_group(const struct mtd_call *call)
 void mtd_call_trace_end(const struct mtd_call *call)
 {
 	struct mtd_call_trace t;
-	if (!mtd_call_trace_of(call, &t) || !t.sampled)
+	if (call->trace_unsampled || !mtd_call_trace_of(call, &t) || !t.sampled)
 		return;
 	struct mtd_span s;
 	mtd_span_init(&s, &t.ctx, t.ctx.span_id, t.has_parent ? t.parent : NULL,
@@ -232,7 +232,7 @@ void mtd_call_trace_attempt_end(const struct mtd_attempt *a)
 {
 	const struct mtd_call *call = a->call;
 	const struct mtd_runtime *rt = rt_of(call);
-	if (!rt || !rt->tracer || call->bg)
+	if (!rt || !rt->tracer || call->bg || call->trace_unsampled)
 		return;
 	bool won = a == call->ans;
 	int code = mtd_attempt_status_of(&a->resp_trailers);

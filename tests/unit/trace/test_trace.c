@@ -41,6 +41,32 @@ START_TEST(traceparent_reads_the_specs_example_and_writes_it_back)
 }
 END_TEST
 
+/* Every byte value in every position of every id, written as snprintf
+ * writes it (the writer converts four bytes at a time). */
+START_TEST(traceparent_writes_every_byte_in_every_position)
+{
+	for (unsigned pos = 0; pos < 25; pos++) {
+		for (unsigned v = 0; v < 256; v++) {
+			struct mtd_trace_ctx c;
+			memset(&c, 0x5a, sizeof(c));
+			uint8_t *bytes = pos < 16 ? &c.trace_id[pos] : pos < 24 ? &c.span_id[pos - 16] : &c.flags;
+			*bytes = (uint8_t)v;
+			char want[MTD_TRACEPARENT_LEN + 1], *w = want;
+			w += sprintf(w, "00-");
+			for (int i = 0; i < 16; i++)
+				w += sprintf(w, "%02x", c.trace_id[i]);
+			w += sprintf(w, "-");
+			for (int i = 0; i < 8; i++)
+				w += sprintf(w, "%02x", c.span_id[i]);
+			sprintf(w, "-%02x", c.flags);
+			char out[MTD_TRACEPARENT_LEN + 1] = {0};
+			mtd_traceparent_format(out, &c);
+			ck_assert_str_eq(out, want);
+		}
+	}
+}
+END_TEST
+
 START_TEST(traceparent_refuses_what_the_spec_calls_invalid)
 {
 	ck_assert(!parses(""));
@@ -426,6 +452,7 @@ static Suite *suite(void)
 	Suite *s = suite_create("trace");
 	TCase *tc = tcase_create("trace");
 	tcase_add_test(tc, traceparent_reads_the_specs_example_and_writes_it_back);
+	tcase_add_test(tc, traceparent_writes_every_byte_in_every_position);
 	tcase_add_test(tc, traceparent_refuses_what_the_spec_calls_invalid);
 	tcase_add_test(tc, traceparent_reads_a_future_version_by_its_first_fields);
 	tcase_add_test(tc, tracestate_passes_well_formed_lists_only);
