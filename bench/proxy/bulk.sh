@@ -104,7 +104,7 @@ mem_sampler() {
 
 # run_workload ROW WORKLOAD: prints "MBps cpu_ms_per_MiB anon_MiB dirty_MiB"
 run_workload() {
-	local row=$1 wl=$2 port pids=() t0 t1 args out=$T/$row.$wl.$RANDOM sp=""
+	local row=$1 wl=$2 port pids=() t0 t1 args out=$T/$1.$2.$RANDOM sp=""
 	case $wl in
 	unary) UP_EXTRA=(-z 1048576 -W $END_WINDOW); args=(-m unary -n "$CALLS" -c 4 -s 1048576) ;;
 	server) UP_EXTRA=(-z 65536 -W $END_WINDOW); args=(-m server -n "$STREAM_MSGS") ;;
