@@ -446,6 +446,7 @@ run_load() {
 	if [ "$row" != direct ]; then
 		a0=($(counters "${apids[@]}")); b0=($(counters "${bpids[@]}"))
 		perf_start a "${apids[@]}"; perf_start b "${bpids[@]}"
+		[ "$PERF_OK" = 1 ] && sleep 0.3	# perf attached before the first call
 	fi
 	u0=$(cpu_ticks "$APP_PID"); n0=$(up_stat calls)
 	if [ "$load" = sat ]; then
