@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # bench/proxy/bulk.sh: large messages through maitred and nghttpx, and
-# directly. Three workloads, each on one h2c client connection
-# (grpc_bulk) to two grpc_upstreams:
+# directly. Four workloads against two grpc_upstreams; the first three on one
+# h2c client connection (grpc_bulk):
 #   unary   CALLS unary calls, 1 MiB request and 1 MiB response, 4 in flight
 #   server  one server-streaming call of 1 GiB in 64 KiB messages
 #   client  the same, client streaming
+#   answers ANSWERS unary calls of a small request (the 18 bytes of run.sh's
+#           calls) answered with a 1 MiB message, from h2load: 4 client
+#           connections x 4 streams, 16 MiB stream and connection windows
+#           (the answer direction, several streams sharing a connection)
 # For each row: MB/s (message bytes both ways over wall time), the proxy's
 # CPU per MiB moved (utime+stime from /proc/PID/stat over its process tree,
 # as run.sh), and the peak of its private memory (smaps_rollup Anonymous and
@@ -17,13 +21,14 @@ top=$(cd "$here/../.." && pwd)
 
 MODE=h2c
 PROXIES="direct nghttpx maitred"
-WORKLOADS="unary server client"
+WORKLOADS="unary server client answers"
 CPU_PROXY=1
 CPU_LOAD=0
 PORT_BASE=25200
 KEEP=0
 REPS=1
 CALLS=256            # unary calls
+ANSWERS=400          # answers: calls (h2load -n), 4 connections x 4 streams
 STREAM_MSGS=16384    # 64 KiB messages per streaming call (1 GiB)
 PROXY_WINDOW=1048576 # stream window both proxies open on each side
 END_WINDOW=16777216  # stream window the client and the upstreams open
@@ -37,6 +42,7 @@ usage: $0 [options]
   -w LIST        workloads, comma separated (default "$WORKLOADS")
   -p LIST        rows (default "$PROXIES")
   -n N           unary calls (default $CALLS)
+  -a N           answers: calls answered with 1 MiB (default $ANSWERS)
   -s N           64 KiB messages per streaming call (default $STREAM_MSGS = 1 GiB)
   -W BYTES       stream window of both proxies (default $PROXY_WINDOW: maitred's
                  default; nghttpx is given the same)
@@ -49,11 +55,12 @@ Environment: UPSTREAM_BIN, BULK_BIN (default beside UPSTREAM_BIN), MAITRED_BIN, 
 EOF
 }
 
-while getopts "w:p:n:s:W:t:R:P:C:kh" opt; do
+while getopts "w:p:n:a:s:W:t:R:P:C:kh" opt; do
 	case $opt in
 	w) WORKLOADS=${OPTARG//,/ } ;;
 	p) PROXIES=${OPTARG//,/ } ;;
 	n) CALLS=$OPTARG ;;
+	a) ANSWERS=$OPTARG ;;
 	s) STREAM_MSGS=$OPTARG ;;
 	W) PROXY_WINDOW=$OPTARG ;;
 	t) MODE=$OPTARG ;;
@@ -97,11 +104,13 @@ mem_sampler() {
 
 # run_workload ROW WORKLOAD: prints "MBps cpu_ms_per_MiB anon_MiB dirty_MiB"
 run_workload() {
-	local row=$1 wl=$2 port pids=() t0 t1 args out=$T/$row.$wl.$RANDOM sp=""
+	local row=$1 wl=$2 port pids=() t0 t1 args out=$T/$1.$2.$RANDOM sp=""
 	case $wl in
 	unary) UP_EXTRA=(-z 1048576 -W $END_WINDOW); args=(-m unary -n "$CALLS" -c 4 -s 1048576) ;;
 	server) UP_EXTRA=(-z 65536 -W $END_WINDOW); args=(-m server -n "$STREAM_MSGS") ;;
 	client) UP_EXTRA=(-z 16 -W $END_WINDOW); args=(-m client -n "$STREAM_MSGS" -s 65536) ;;
+	answers) UP_EXTRA=(-z 1048576 -W $END_WINDOW) ;;
+	*) log "unknown workload $wl"; echo "- - - -"; return 0 ;;
 	esac
 	start_upstreams || return 1
 	if [ "$row" = direct ]; then
@@ -114,8 +123,13 @@ run_workload() {
 		sp=$!
 	fi
 	t0=$([ ${#pids[@]} -gt 0 ] && cpu_ticks "${pids[@]}" || echo 0)
-	timeout -k 5 600 taskset -c "$CPU_LOAD" "$BULK_BIN" -p "$port" -w $END_WINDOW "${args[@]}" >"$out" 2>&1
-	local rc=$?
+	local rc
+	if [ "$wl" = answers ]; then
+		h2load_answers "$port" "$out"
+	else
+		timeout -k 5 600 taskset -c "$CPU_LOAD" "$BULK_BIN" -p "$port" -w $END_WINDOW "${args[@]}" >"$out" 2>&1
+	fi
+	rc=$?
 	t1=$([ ${#pids[@]} -gt 0 ] && cpu_ticks "${pids[@]}" || echo 0)
 	if [ -n "$sp" ]; then
 		kill -TERM "$sp"
@@ -137,6 +151,31 @@ run_workload() {
 			getline m < memf; split(m, mm, " ")
 			printf "%s %.3f %.1f %.1f\n", v["MBps"], (t1 - t0) * 1000 / tck / mib, mm[1] / 1024, mm[2] / 1024
 		}' "$out"
+}
+
+# h2load_answers PORT OUT: the answers workload against PORT; writes to OUT
+# h2load's output and then a line in grpc_bulk's format ("bulk ... sent=
+# received= seconds= MBps="): sent is the request messages, received the
+# DATA bytes h2load counted (the answers' messages with their prefixes),
+# seconds h2load's wall time. Non-zero when a call failed or an answer came
+# back short.
+h2load_answers() {
+	local port=$1 out=$2 bits
+	# h2load opens windows of 2^bits - 1 bytes: the largest under END_WINDOW
+	bits=$(awk -v w="$END_WINDOW" 'BEGIN { b = 16; while (2 ^ (b + 1) - 1 <= w && b < 30) b++; print b }')
+	TARGET_URI="http://127.0.0.1:$port$PATH_URI" DUR=540 WARM=0 h2load_run "$out.h2load" \
+		-n "$ANSWERS" -c 4 -m 4 -w "$bits" -W "$bits" || return 1
+	[ "$(h2load_bad "$out.h2load")" = 0 ] || { cat "$out.h2load" >"$out"; return 1; }
+	awk -v req="$(stat -c %s "$T/body.bin")" '
+		/^finished in/ { t = $3; sub(/,$/, "", t)
+			if (t ~ /ms$/) { sub(/ms$/, "", t); t /= 1000 } else if (t ~ /us$/) { sub(/us$/, "", t); t /= 1e6 } else sub(/s$/, "", t) }
+		/^requests:/ { ok = $8 }
+		/^traffic:/ { for (i = 1; i < NF; i++) if ($(i + 1) == "data") { d = $i; gsub(/[()]/, "", d) } }
+		END {
+			if (t <= 0 || ok == 0 || d < ok * 1048576) exit 1
+			printf "bulk mode=answers calls=%d sent=%d received=%d seconds=%.3f MBps=%.1f\n",
+				ok, ok * req, d, t, (ok * req + d) / t / 1e6
+		}' "$out.h2load" >"$out"
 }
 
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0 || a[1] == "-") print "-"; else print a[int((NR + 1) / 2)] }'; }
