@@ -122,9 +122,13 @@ static int st_submit(struct mtd_up_stream *s, struct mtd_conn *c)
 		mtd_call_trace_parent_header(&tr, tpbuf);
 		nva[n++] = (nghttp2_nv){(uint8_t *)"traceparent", (uint8_t *)tpbuf, 11, sizeof(tpbuf),
 		                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_INDEX};
+		/* The app's one field lives as long as the call; fields joined
+		 * live on this stack (trace.h): nghttp2 copies those. */
 		if (tr.state)
 			nva[n++] = (nghttp2_nv){(uint8_t *)"tracestate", (uint8_t *)(uintptr_t)tr.state, 10,
-			                        tr.state_len, NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+			                        tr.state_len,
+			                        NGHTTP2_NV_FLAG_NO_COPY_NAME |
+			                                (tr.state == (const uint8_t *)tr.joined ? 0 : NGHTTP2_NV_FLAG_NO_COPY_VALUE)};
 	}
 	char tbuf[MTD_GRPC_TIMEOUT_BUFLEN], abuf[12];
 	int64_t now = mtd_now_ns();

@@ -57,6 +57,44 @@ static double sample_of(const struct mtd_call *call, const struct mtd_runtime *r
 	return rt->cfg->tracing ? rt->cfg->tracing->sample : 0;
 }
 
+/* The incoming tracestate into t->state: one field as it came; several
+ * joined with "," into t->joined, as one list value. Left NULL when the
+ * whole is not well formed or longer than MTD_TRACESTATE_MAX (the
+ * spec's choice: dropped, never cut). */
+static void read_state(const struct mtd_call *call, struct mtd_call_trace *t)
+{
+	const uint8_t *first = NULL;
+	size_t first_len = 0, n = 0;
+	unsigned fields = 0;
+	nghttp2_nv f;
+	for (uint32_t off = 0; mtd_headers_next(&call->req_hdrs, &off, &f);) {
+		if (f.namelen != 10 || memcmp(f.name, "tracestate", 10) != 0)
+			continue;
+		if (++fields == 1) {
+			first = f.value;
+			first_len = f.valuelen;
+			continue;
+		}
+		if (fields == 2) {
+			if (first_len > sizeof(t->joined))
+				return;
+			memcpy(t->joined, first, first_len);
+			n = first_len;
+		}
+		if (n + 1 + f.valuelen > sizeof(t->joined))
+			return;
+		t->joined[n++] = ',';
+		memcpy(t->joined + n, f.value, f.valuelen);
+		n += f.valuelen;
+	}
+	const uint8_t *v = fields > 1 ? (const uint8_t *)t->joined : first;
+	size_t len = fields > 1 ? n : first_len;
+	if (v && mtd_tracestate_valid((const char *)v, len)) {
+		t->state = v;
+		t->state_len = len;
+	}
+}
+
 bool mtd_call_trace_of(const struct mtd_call *call, struct mtd_call_trace *t)
 {
 	const struct mtd_runtime *rt = rt_of(call);
@@ -64,7 +102,7 @@ bool mtd_call_trace_of(const struct mtd_call *call, struct mtd_call_trace *t)
 	 * of its own: its upstream gets the app's context as the app sent it. */
 	if (!rt || !rt->tracer || call->bg)
 		return false;
-	nghttp2_nv buf, sbuf;
+	nghttp2_nv buf;
 	const nghttp2_nv *tp = call->trace_tp ? mtd_headers_find(&call->req_hdrs, "traceparent", &buf) : NULL;
 	/* Several traceparent fields make one list value (RFC 9110 §5.3),
 	 * which no traceparent is: ignored as a malformed one. */
@@ -76,11 +114,7 @@ bool mtd_call_trace_of(const struct mtd_call *call, struct mtd_call_trace *t)
 		memcpy(t->parent, t->ctx.span_id, 8);
 		t->sampled = t->ctx.flags & MTD_TRACE_SAMPLED;
 		/* tracestate goes with a traceparent that parsed, never alone. */
-		const nghttp2_nv *ts = mtd_headers_find(&call->req_hdrs, "tracestate", &sbuf);
-		if (ts && mtd_tracestate_valid((const char *)ts->value, ts->valuelen)) {
-			t->state = ts->value;
-			t->state_len = ts->valuelen;
-		}
+		read_state(call, t);
 	}
 	uint64_t base = call_base(call);
 	if (!t->has_parent) {

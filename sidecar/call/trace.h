@@ -30,6 +30,9 @@ struct mtd_call_trace {
 	bool sampled;              /* its spans are exported */
 	const uint8_t *state;      /* the incoming tracestate to pass on (well formed), or NULL */
 	size_t state_len;
+	/* Several incoming tracestate fields are one list (RFC 9110 §5.3):
+	 * joined here, and state points here. */
+	char joined[MTD_TRACESTATE_MAX];
 };
 
 /* The process's seed (random, set once before the workers start). */

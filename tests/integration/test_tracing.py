@@ -216,6 +216,29 @@ class Tracing(MaitredTest):
         self.assertIsNone(received(resp, "tracestate"))
 
     @maitred_only
+    def test_several_tracestate_fields_are_one_list(self):
+        # RFC 9110 §5.3: fields of one name are one comma-joined list; the
+        # upstream gets it as one field, the span carries it whole.
+        up = self.start_upstream()
+        m = self.start(ups=[up], sample=0.0)
+        tp = "00-%s-%s-01" % (TRACE, PARENT)
+        resp = self.call(m, [("traceparent", tp), ("tracestate", "rojo=1"), ("tracestate", "congo=t61rcWkgMzE")])
+        vals = [md.value.decode() for md in resp.metadata if md.key == "tracestate"]
+        self.assertEqual(vals, ["rojo=1,congo=t61rcWkgMzE"])
+        (s,) = self.spans(1, "the call's span")
+        self.assertEqual(s["trace_state"], "rojo=1,congo=t61rcWkgMzE")
+        # One malformed field spoils the list: dropped whole, the context kept.
+        resp = self.call(m, [("traceparent", tp), ("tracestate", "rojo=1"), ("tracestate", "Bad Key=1")])
+        self.assertEqual(TP_RE.match(received(resp, "traceparent")).group(1), TRACE)
+        self.assertIsNone(received(resp, "tracestate"))
+        # Joined past 512 bytes: dropped, never cut.
+        long = "k%d=" + "v" * 250
+        resp = self.call(m, [("traceparent", tp), ("tracestate", long % 1), ("tracestate", long % 2),
+                             ("tracestate", long % 3)])
+        self.assertEqual(TP_RE.match(received(resp, "traceparent")).group(1), TRACE)
+        self.assertIsNone(received(resp, "tracestate"))
+
+    @maitred_only
     def test_two_traceparent_fields_are_ignored_as_one_malformed(self):
         # Two fields are one list value, "a, b", which no traceparent is
         # (the W3C test suite's duplicated-traceparent case).
