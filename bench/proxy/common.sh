@@ -328,7 +328,10 @@ EOF
 }
 # The row "maitred_base": the same config, another binary (MAITRED_BASE_BIN),
 # so a change can be measured side by side with the build before it.
+# MAITRED_BASE_TRACING, when set (even empty), is its tracing block instead
+# of MAITRED_TRACING: one binary with and without tracing in one run.
 conf_maitred_base() {
+	local MAITRED_TRACING=${MAITRED_BASE_TRACING-${MAITRED_TRACING:-}}
 	conf_maitred
 	PROXY_CMD=("$MAITRED_BASE_BIN" --config "$T/maitred.yaml")
 }

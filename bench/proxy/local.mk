@@ -12,4 +12,4 @@ bench_proxy_grpc_bulk_SOURCES = bench/proxy/grpc_bulk.c
 bench_proxy_grpc_bulk_CFLAGS = $(AM_CFLAGS)
 bench_proxy_grpc_bulk_LDADD = $(NGHTTP2_LIBS)
 EXTRA_DIST += bench/proxy/bulk.sh
-EXTRA_DIST += bench/proxy/steady.sh bench/proxy/mesh.sh
+EXTRA_DIST += bench/proxy/steady.sh bench/proxy/mesh.sh bench/proxy/otlp_sink.py
