@@ -38,6 +38,7 @@ struct oob {
 	struct event *retry;
 	unsigned failures; /* in a row, since the last report */
 	bool unimpl_logged;
+	char last_why[160]; /* the last failure logged */
 };
 
 struct mtd_orca_oob {
@@ -83,11 +84,14 @@ static void lost(struct oob *st, const char *why, bool unimplemented)
 {
 	enum mtd_lb_orca_oob was = mtd_lb_orca_oob_state(&st->ep->stats);
 
-	if (was == MTD_LB_ORCA_OOB_OPEN)
-		MTD_WARN("service %s: endpoint %s: the ORCA out-of-band stream ended (%s); reconnecting", st->svc,
-		         st->ep->addr.text, why);
+	/* Logged when it ends after reports, or fails another way than last
+	 * time (not once per retry). */
+	if (was == MTD_LB_ORCA_OOB_OPEN || (!unimplemented && strcmp(st->last_why, why) != 0))
+		MTD_WARN("service %s: endpoint %s: the ORCA out-of-band stream %s: %s; reconnecting", st->svc,
+		         st->ep->addr.text, was == MTD_LB_ORCA_OOB_OPEN ? "ended" : "failed", why);
 	else
 		MTD_DEBUG("service %s: endpoint %s: ORCA out-of-band stream: %s", st->svc, st->ep->addr.text, why);
+	snprintf(st->last_why, sizeof(st->last_why), "%s", why);
 	mtd_gcli_free(st->conn); /* inside its callback: freed when that returns */
 	st->conn = NULL;
 	st->call = NULL;
@@ -125,6 +129,7 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 		return;
 	}
 	st->failures = 0;
+	st->last_why[0] = '\0';
 	if (mtd_lb_orca_oob_state(&st->ep->stats) != MTD_LB_ORCA_OOB_OPEN) {
 		if (st->unimpl_logged)
 			MTD_INFO("service %s: endpoint %s: ORCA out-of-band reports again", st->svc, st->ep->addr.text);
@@ -160,7 +165,7 @@ static void connect_now(struct oob *st)
 	struct ssl_st *ssl = NULL;
 
 	if (st->ssl_ctx != NULL) {
-		ssl = mtd_tls_client_ssl_new(st->ssl_ctx, name);
+		ssl = mtd_tls_endpoint_ssl_new(st->ssl_ctx, name);
 		if (ssl == NULL) {
 			lost(st, "TLS: out of memory", false);
 			return;
@@ -170,7 +175,7 @@ static void connect_now(struct oob *st)
 	 * period is what shows the stream alive. */
 	st->conn = mtd_gcli_new(st->o->ctl->base, (const struct sockaddr *)&a->sa, a->salen,
 	                        st->server_name ? st->server_name : a->text, ssl, CONNECT_TIMEOUT_MS, 0, &conn_cbs, st);
-	if (st->conn == NULL) {
+	if (st->conn == NULL || (ssl != NULL && mtd_gcli_check_peer(st->conn, st->ep->identity) != 0)) {
 		lost(st, "cannot create a connection", false);
 		return;
 	}

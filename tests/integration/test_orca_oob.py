@@ -26,8 +26,8 @@ import sys
 import unittest
 
 from h2raw import H2Client, grpc_messages  # noqa: E402
-from harness import (MaitredTest, Proc, maitred_only, pb, wait_until, free_port, port_accepts, to_yaml,
-                     CALL_LIMIT, HERE)
+from harness import (Proc, TestCA, maitred_only, pb, wait_until, free_port, port_accepts, to_yaml, CALL_LIMIT,
+                     HERE)
 
 sys.path.insert(0, HERE)
 import nodepeers  # noqa: E402
@@ -240,6 +240,37 @@ class Unimplemented(OobTest):
         self.assertEqual(self.streams_gauge(), {"open": 1, "waiting": 0, "unimplemented": 1})
         self.stop_maitred(m)
         self.assertEqual(m.proc.output().count(UNIMPLEMENTED_LOG), 1, m.proc.output())
+
+
+class Tls(OobTest):
+    @maitred_only
+    def test_the_stream_goes_over_the_services_tls_and_checks_its_identity(self):
+        ca = TestCA(os.path.join(self.tmp, "ca"))
+        tls = dict(cert=ca.server_cert, key=ca.server_key)
+        a = self.start_node("a", oob_cpu=0.2, oob_qps=100, tls_cert=tls["cert"], tls_key=tls["key"])
+        b = self.start_node("b", oob_cpu=0.4, oob_qps=100, tls_cert=tls["cert"], tls_key=tls["key"])
+        self.admin_port, self.port = free_port(), free_port()
+        # The identity alone names the server (no server_name), as for
+        # calls: the certificate's DNS SAN, not the address dialled.
+        svc = self.service(SVC, [a, b], policy=POLICY, tls={"ca_file": ca.ca_file,
+                                                              "server_identity": "dns:" + ca.server_name})
+        svc["lb"]["orca"] = OOB
+        other = self.service("maitred.testing.v1.Other", [a], policy=POLICY,
+                             tls={"ca_file": ca.ca_file, "server_identity": "dns:other.test"})
+        other["lb"]["orca"] = OOB
+        m = self.start_maitred(self.config([svc, other], port=self.port, admin="127.0.0.1:%d" % self.admin_port))
+        wait_until(lambda: port_accepts(self.admin_port, 0.5), CALL_LIMIT, "the admin port")
+        wait_until(lambda: set(self.oob_states().values()) == {"open"}, WEIGHT_LIMIT, "the streams over TLS")
+        got = self.count(self.echo(m), 300)  # 500 : 250 -> 200 : 100
+        self.near(got["a"], 200, "a (cpu 0.2)")
+        self.near(got["b"], 100, "b (cpu 0.4)")
+        # The other service expects another identity: its stream to a
+        # fails after the handshake, before any request (a's one stream
+        # is the first service's).
+        mismatch = "expected dns:other.test, presented dns:" + ca.server_name
+        wait_until(lambda: mismatch in m.proc.output(), WEIGHT_LIMIT, "the identity mismatch logged")
+        self.assertEqual(a.stream_events(), ["open 200"])
+        self.stop_maitred(m)
 
 
 class Invalid(OobTest):

@@ -13,6 +13,7 @@
 //                          as each report (a malformed one, say)
 //        [--events F]      append "open <interval_ms>" / "close" per
 //                          out-of-band stream
+//        [--tls-cert F --tls-key F]  serve TLS (h2 by ALPN) instead of h2c
 //
 // Without --oob-* / --oob-raw the server has no OpenRcaService: grpc-js
 // answers StreamCoreMetrics UNIMPLEMENTED. Writes its port to the ready
@@ -92,7 +93,12 @@ if (args.oob_raw !== undefined) {
   rec.addToServer(server);
 }
 
-server.bindAsync('127.0.0.1:' + (args.port || 0), grpc.ServerCredentials.createInsecure(), (err, port) => {
+const creds = args.tls_cert
+  ? grpc.ServerCredentials.createSsl(null, [{
+    cert_chain: fs.readFileSync(args.tls_cert), private_key: fs.readFileSync(args.tls_key),
+  }], false)
+  : grpc.ServerCredentials.createInsecure();
+server.bindAsync('127.0.0.1:' + (args.port || 0), creds, (err, port) => {
   if (err) {
     console.error(err.message);
     process.exit(1);
