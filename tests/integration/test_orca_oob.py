@@ -73,6 +73,22 @@ def decode_report(data):
     return out
 
 
+def varint(v):
+    out = b""
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+
+
+def oob_request(ms):
+    """An OrcaLoadReportRequest asking for a report every ms (below 1 s),
+    encoded here: report_interval (1) = Duration{nanos (2)}."""
+    d = b"\x10" + varint(ms * 1000000)
+    return b"\x0a" + varint(len(d)) + d
+
+
 class NodeBackend:
     def __init__(self, name, port, proc, events):
         self.name, self.port, self.proc, self.events = name, port, proc, events
@@ -155,6 +171,12 @@ class OutOfBand(OobTest):
         # One stream each, asking for the configured period (200 ms).
         for u in ups:
             self.assertEqual(u.stream_events(), ["open 200"], u.name)
+        # What the backends send on it, asked directly and decoded here.
+        stream = self.channel("127.0.0.1:%d" % ups[2].port).unary_stream(
+            "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics")
+        it = stream(oob_request(100), timeout=CALL_LIMIT)
+        self.assertEqual(decode_report(next(it)), {1: 0.8, 6: 100.0})
+        it.cancel()
         self.assertEqual(set(self.oob_states().values()), {"open"})
         self.assertEqual(self.streams_gauge(), {"open": 3, "waiting": 0, "unimplemented": 0})
         w = self.weights()
