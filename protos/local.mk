@@ -2,6 +2,7 @@
 PROTO_SRC = protos/maitred/config/v1/config.proto \
 	protos/maitred/registry/v1/endpoint.proto \
 	protos/xds/data/orca/v3/orca_load_report.proto \
+	protos/xds/service/orca/v3/orca.proto \
 	protos/etcd/mvccpb/kv.proto protos/etcd/etcdserverpb/rpc.proto \
 	protos/grpc/health/v1/health.proto \
 	protos/opentelemetry/proto/common/v1/common.proto \
@@ -28,6 +29,7 @@ PROTO_WKT = google/protobuf/duration.proto google/protobuf/wrappers.proto \
 PROTO_GEN_C = gen/maitred/config/v1/config.pb-c.c \
 	gen/maitred/registry/v1/endpoint.pb-c.c \
 	gen/xds/data/orca/v3/orca_load_report.pb-c.c \
+	gen/xds/service/orca/v3/orca.pb-c.c \
 	gen/etcd/mvccpb/kv.pb-c.c gen/etcd/etcdserverpb/rpc.pb-c.c \
 	gen/grpc/health/v1/health.pb-c.c \
 	gen/opentelemetry/proto/common/v1/common.pb-c.c \

@@ -32,6 +32,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/control/mailbox.h sidecar/control/mailbox.c \
 	sidecar/control/dns.h sidecar/control/dns.c \
 	sidecar/control/health.h sidecar/control/health.c \
+	sidecar/control/orca_oob.h sidecar/control/orca_oob.c \
 	sidecar/control/certwatch.h sidecar/control/certwatch.c \
 	sidecar/control/reload.h sidecar/control/reload.c \
 	sidecar/control/gclient.h sidecar/control/gclient.c \

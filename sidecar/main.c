@@ -29,6 +29,7 @@
 #include "sidecar/control/control.h"
 #include "sidecar/control/etcd.h"
 #include "sidecar/control/health.h"
+#include "sidecar/control/orca_oob.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/ops/trace_export.h"
 #include "core/clock.h"
@@ -480,6 +481,7 @@ static int run(struct mtd_control *ctl)
 				watch_start(ctl);
 			mtd_sources_start(ctl);
 			ctl->health = mtd_health_start(ctl);
+			ctl->orca_oob = mtd_orca_oob_start(ctl);
 			ctl->certs = mtd_certwatch_start(ctl);
 			event_base_dispatch(ctl->base);
 		}
@@ -505,6 +507,8 @@ static int run(struct mtd_control *ctl)
 	ctl->reg = NULL;
 	mtd_health_free(ctl->health);
 	ctl->health = NULL;
+	mtd_orca_oob_free(ctl->orca_oob);
+	ctl->orca_oob = NULL;
 	mtd_certwatch_free(ctl->certs);
 	ctl->certs = NULL;
 	event_free(sigterm);

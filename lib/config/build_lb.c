@@ -66,10 +66,12 @@ static void build_orca(struct builder *b, const Maitred__Config__V1__Orca *m, co
 	out->oob_period_ms = mtd_cfg__dur_ms(b, m->oob_reporting_period, MTD_LB_DEFAULT_ORCA_OOB_MS, ZERO_IS_ERROR,
 	                                     mtd_cfg__at(b, m, "oob_reporting_period", NULL),
 	                                     mtd_cfg__sub(p, sizeof(p), op, "oob_reporting_period"));
-	if (m->out_of_band)
-		BERR(mtd_cfg__at(b, m, "out_of_band", NULL), mtd_cfg__sub(p, sizeof(p), op, "out_of_band"),
-		     "not supported yet: load reports are read from the endpoint-load-metrics-bin trailer only "
-		     "(set false or leave it out)");
+	if (m->oob_reporting_period != NULL && out->oob_period_ms > 0 && out->oob_period_ms < MTD_LB_MIN_ORCA_OOB_MS) {
+		BERR(mtd_cfg__at(b, m, "oob_reporting_period", NULL), p, "must be at least %dms, got %lldms",
+		     MTD_LB_MIN_ORCA_OOB_MS, (long long)out->oob_period_ms);
+		out->oob_period_ms = MTD_LB_DEFAULT_ORCA_OOB_MS;
+	}
+	out->out_of_band = m->out_of_band;
 }
 
 /* The options as written, with lib/lb's defaults for the rest. The values

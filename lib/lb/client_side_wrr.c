@@ -2,7 +2,10 @@
  * client_side_weighted_round_robin): weights from what the endpoints
  * report in their ORCA load reports (orca.c), not from the config.
  *
- * Reports land in each endpoint's shared stats (report hook, any worker).
+ * Reports land in each endpoint's shared stats: a trailer's through the
+ * report hook (any worker), unless the endpoint has an out-of-band stream
+ * (orca.out_of_band: the control thread's sidecar/control/orca_oob.c
+ * records what the stream sends, and the trailers are ignored).
  * Every orca.update_ms, tick() (the control thread) turns them into
  * weights: an endpoint's own while it is past its blackout and not
  * expired, the mean of those for the others; with fewer than two weighted
@@ -197,7 +200,9 @@ static void cswrr_report(void *state, size_t idx, const struct mtd_lb_result *re
 {
 	struct cswrr_state *s = state;
 
-	if (idx < s->n && res->orca != NULL)
+	/* With an out-of-band stream for the endpoint, its reports are the
+	 * stream's and the trailers are ignored (gRFC A58). */
+	if (idx < s->n && res->orca != NULL && mtd_lb_orca_trailers_count(s->eps[idx].stats))
 		mtd_lb_orca_record(s->eps[idx].stats, res->orca, res->orca_len, &s->orca, res->now_ns / 1000000);
 }
 

@@ -34,6 +34,19 @@ struct mtd_lb_orca_state {
 	_Atomic uint64_t reports; /* reports read whole */
 	_Atomic uint64_t invalid; /* reports that did not parse (ignored) */
 	_Atomic uint64_t used_bits; /* the weight the last tick gave the endpoint (display); 0 = none */
+	/* Its out-of-band stream (enum mtd_lb_orca_oob), written by the
+	 * control thread alone (mtd_lb_orca_set_oob): while WAITING or OPEN
+	 * the reports come from that stream and the trailers' are not
+	 * recorded (gRFC A58). */
+	_Atomic uint32_t oob;
+};
+
+/* Where an endpoint's reports come from (mtd_lb_orca_state.oob). */
+enum mtd_lb_orca_oob {
+	MTD_LB_ORCA_OOB_OFF = 0,           /* no stream: the trailers' reports */
+	MTD_LB_ORCA_OOB_WAITING = 1,       /* a stream wanted, connecting or backing off */
+	MTD_LB_ORCA_OOB_OPEN = 2,          /* a stream that delivered a report */
+	MTD_LB_ORCA_OOB_UNIMPLEMENTED = 3, /* the endpoint has no OpenRcaService: the trailers' */
 };
 
 /* Live figures of one endpoint, shared by every worker thread. Owned by the
@@ -111,8 +124,8 @@ struct mtd_lb_orca_config {
 	int64_t expiration_ms;  /* dropped after this long without a report; default 180 s */
 	int64_t update_ms;      /* weights recomputed this often (at tick()); default 1 s */
 	double error_penalty;   /* error_utilization_penalty, >= 0; default 1.0 */
-	bool out_of_band;       /* not supported yet: config refuses true */
-	int64_t oob_period_ms;  /* default 10 s */
+	bool out_of_band;       /* reports from an OpenRcaService stream per endpoint (control thread) */
+	int64_t oob_period_ms;  /* the report_interval asked on it; default 10 s */
 };
 
 /* Validated options of one `lb` block (service level, or a method override),
@@ -263,6 +276,7 @@ enum {
 #define MTD_LB_DEFAULT_ORCA_UPDATE_MS     1000
 #define MTD_LB_MIN_ORCA_UPDATE_MS         100 /* gRFC A58's floor */
 #define MTD_LB_DEFAULT_ORCA_OOB_MS        10000
+#define MTD_LB_MIN_ORCA_OOB_MS            100 /* a report a tenth of a second at most */
 #define MTD_LB_ORCA_MAX_REPORT            4096 /* decoded bytes; a longer report is invalid */
 #define MTD_LB_WINDOW_SLIDE_NS       30000000000LL /* Dubbo slidePeriod, 30 s */
 /* A failed call is fed to the latency estimate as at least this slow. */

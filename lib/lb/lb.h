@@ -215,6 +215,19 @@ double mtd_lb_orca_weight(const struct mtd_lb_orca_report *r, double penalty);
 int mtd_lb_orca_record(struct mtd_lb_stats *st, const uint8_t *text, size_t n, const struct mtd_lb_orca_config *cfg,
                        int64_t now_ms);
 
+/* The same for a report received whole on an out-of-band stream: p[0..n)
+ * is the serialized OrcaLoadReport (no base64). Any thread. */
+int mtd_lb_orca_record_raw(struct mtd_lb_stats *st, const uint8_t *p, size_t n,
+                           const struct mtd_lb_orca_config *cfg, int64_t now_ms);
+
+/* Where st's reports come from now (the control thread sets it as its
+ * out-of-band stream for the endpoint goes); a trailer's report is
+ * recorded only when this is OFF or UNIMPLEMENTED
+ * (mtd_lb_orca_trailers_count). */
+void mtd_lb_orca_set_oob(struct mtd_lb_stats *st, enum mtd_lb_orca_oob state);
+enum mtd_lb_orca_oob mtd_lb_orca_oob_state(const struct mtd_lb_stats *st);
+bool mtd_lb_orca_trailers_count(const struct mtd_lb_stats *st);
+
 /* The weight st's endpoint may use at now_ms (monotonic): 0 without a
  * report, past cfg->expiration_ms since the last, or within
  * cfg->blackout_ms of its run's first. Any thread. */
@@ -224,6 +237,7 @@ double mtd_lb_orca_weight_at(const struct mtd_lb_stats *st, const struct mtd_lb_
  * report; weight: what the last recomputation gave it, 0 = none yet). */
 struct mtd_lb_orca_view {
 	uint64_t reports, invalid;
+	enum mtd_lb_orca_oob oob;
 	double cpu, mem, app, utilization, qps, eps, weight;
 };
 void mtd_lb_orca_view(const struct mtd_lb_stats *st, struct mtd_lb_orca_view *out);

@@ -231,18 +231,20 @@ double mtd_lb_orca_weight(const struct mtd_lb_orca_report *r, double penalty)
 	return r->qps / util;
 }
 
-int mtd_lb_orca_record(struct mtd_lb_stats *st, const uint8_t *text, size_t n, const struct mtd_lb_orca_config *cfg,
-                       int64_t now_ms)
+/* A report that parsed (rc 0) or did not: stored, or counted. */
+static int record(struct mtd_lb_stats *st, int rc, const struct mtd_lb_orca_report *rp,
+                  const struct mtd_lb_orca_config *cfg, int64_t now_ms)
 {
 	struct mtd_lb_orca_state *o = &st->orca;
 	struct mtd_lb_orca_report r;
 	double w;
 	int64_t last;
 
-	if (mtd_lb_orca_parse_b64(text, n, &r) != 0) {
+	if (rc != 0) {
 		atomic_fetch_add_explicit(&o->invalid, 1, memory_order_relaxed);
 		return -EINVAL;
 	}
+	r = *rp;
 	atomic_fetch_add_explicit(&o->reports, 1, memory_order_relaxed);
 	atomic_store_explicit(&o->cpu_bits, bits_of(r.cpu), memory_order_relaxed);
 	atomic_store_explicit(&o->mem_bits, bits_of(r.mem), memory_order_relaxed);
@@ -260,6 +262,39 @@ int mtd_lb_orca_record(struct mtd_lb_stats *st, const uint8_t *text, size_t n, c
 	atomic_store_explicit(&o->weight_bits, bits_of(w), memory_order_relaxed);
 	atomic_store_explicit(&o->last_ms, now_ms, memory_order_release);
 	return 0;
+}
+
+int mtd_lb_orca_record(struct mtd_lb_stats *st, const uint8_t *text, size_t n, const struct mtd_lb_orca_config *cfg,
+                       int64_t now_ms)
+{
+	struct mtd_lb_orca_report r;
+
+	return record(st, mtd_lb_orca_parse_b64(text, n, &r), &r, cfg, now_ms);
+}
+
+int mtd_lb_orca_record_raw(struct mtd_lb_stats *st, const uint8_t *p, size_t n, const struct mtd_lb_orca_config *cfg,
+                           int64_t now_ms)
+{
+	struct mtd_lb_orca_report r;
+
+	return record(st, mtd_lb_orca_parse(p, n, &r), &r, cfg, now_ms);
+}
+
+void mtd_lb_orca_set_oob(struct mtd_lb_stats *st, enum mtd_lb_orca_oob state)
+{
+	atomic_store_explicit(&st->orca.oob, (uint32_t)state, memory_order_relaxed);
+}
+
+enum mtd_lb_orca_oob mtd_lb_orca_oob_state(const struct mtd_lb_stats *st)
+{
+	return (enum mtd_lb_orca_oob)atomic_load_explicit(&st->orca.oob, memory_order_relaxed);
+}
+
+bool mtd_lb_orca_trailers_count(const struct mtd_lb_stats *st)
+{
+	enum mtd_lb_orca_oob s = mtd_lb_orca_oob_state(st);
+
+	return s == MTD_LB_ORCA_OOB_OFF || s == MTD_LB_ORCA_OOB_UNIMPLEMENTED;
 }
 
 double mtd_lb_orca_weight_at(const struct mtd_lb_stats *st, const struct mtd_lb_orca_config *cfg, int64_t now_ms)
@@ -282,6 +317,7 @@ void mtd_lb_orca_view(const struct mtd_lb_stats *st, struct mtd_lb_orca_view *ou
 	*out = (struct mtd_lb_orca_view){
 	        .reports = atomic_load_explicit(&o->reports, memory_order_relaxed),
 	        .invalid = atomic_load_explicit(&o->invalid, memory_order_relaxed),
+	        .oob = mtd_lb_orca_oob_state(st),
 	        .cpu = double_of(atomic_load_explicit(&o->cpu_bits, memory_order_relaxed)),
 	        .mem = double_of(atomic_load_explicit(&o->mem_bits, memory_order_relaxed)),
 	        .app = double_of(atomic_load_explicit(&o->app_bits, memory_order_relaxed)),

@@ -86,8 +86,8 @@ int mtd_lb_config_check(const struct mtd_lb_config *cfg, const char **field)
 		bad = "orca.weight_update_period";
 	else if ((caps & MTD_LB_CAP_ORCA) && (!(cfg->orca.error_penalty >= 0.0) || !isfinite(cfg->orca.error_penalty)))
 		bad = "orca.error_utilization_penalty";
-	else if ((caps & MTD_LB_CAP_ORCA) && (cfg->orca.out_of_band || cfg->orca.oob_period_ms <= 0))
-		bad = cfg->orca.out_of_band ? "orca.out_of_band" : "orca.oob_reporting_period";
+	else if ((caps & MTD_LB_CAP_ORCA) && cfg->orca.oob_period_ms < MTD_LB_MIN_ORCA_OOB_MS)
+		bad = "orca.oob_reporting_period";
 	else if (!(caps & MTD_LB_CAP_WARMUP) || cfg->warmup.duration_ms == 0)
 		bad = NULL;
 	else if (cfg->warmup.duration_ms < 0)

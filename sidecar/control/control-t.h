@@ -15,6 +15,7 @@ struct mtd_runtime;
 struct mtd_worker;
 struct mtd_register;
 struct mtd_health;
+struct mtd_orca_oob;
 struct mtd_certwatch;
 struct mtd_disc_source_ops;
 struct mtd_xds;
@@ -45,6 +46,7 @@ struct mtd_control {
 	bool listening;            /* every worker's listener is up (admin /ready) */
 	struct mtd_register *reg;  /* Config.register, NULL without */
 	struct mtd_health *health; /* active health checks (health.c) */
+	struct mtd_orca_oob *orca_oob; /* ORCA out-of-band streams (orca_oob.c) */
 	struct mtd_certwatch *certs; /* certificate rotation (certwatch.c) */
 	/* The span exporter (ops/trace_export.h), started with the first
 	 * config that traces; until the stop, after the workers. */

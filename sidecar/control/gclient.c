@@ -66,6 +66,8 @@ struct mtd_gcli {
 	LIST_HEAD(, mtd_gcli_call) calls;
 	int64_t keepalive_ms;
 	bool tls;
+	bool check_peer;         /* mtd_gcli_check_peer */
+	char *registry_identity; /* its argument, owned, or NULL */
 	bool up, down, dead, ping_out, want_flush;
 	int busy;
 };
@@ -162,6 +164,7 @@ static void destroy(struct mtd_gcli *c)
 		event_free(c->connect_timer);
 	if (c->ping_timer)
 		event_free(c->ping_timer);
+	free(c->registry_identity);
 	free(c);
 }
 
@@ -377,6 +380,12 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		int one = 1;
 
 		evtimer_del(c->connect_timer);
+		if (c->tls && c->check_peer &&
+		    mtd_tls_ssl_check_peer(bufferevent_openssl_get_ssl(bev), c->registry_identity, why, sizeof(why)) < 0) {
+			fail(c, why);
+			leave(c);
+			return;
+		}
 		setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->up = true;
 		c->want_flush = true;
@@ -522,6 +531,14 @@ fail:
 	destroy(c);
 	errno = ENOMEM;
 	return NULL;
+}
+
+int mtd_gcli_check_peer(struct mtd_gcli *c, const char *registry_identity)
+{
+	if (registry_identity != NULL && (c->registry_identity = strdup(registry_identity)) == NULL)
+		return -ENOMEM;
+	c->check_peer = true;
+	return 0;
 }
 
 static int reserve(struct mtd_gcli_call *call, size_t extra)

@@ -63,6 +63,12 @@ struct ssl_st;
 struct mtd_gcli *mtd_gcli_new(struct event_base *base, const struct sockaddr *sa, socklen_t salen,
                               const char *authority, struct ssl_st *ssl, int64_t connect_timeout_ms,
                               int64_t keepalive_ms, const struct mtd_gcli_cbs *cbs, void *arg);
+/* Over TLS: once the handshake is done, check the peer as an upstream
+ * connection to a service's endpoint is checked (mtd_tls_ssl_check_peer:
+ * ALPN h2, the server identity; registry_identity, copied, is the
+ * endpoint's record's), else the connection goes down with the reason.
+ * Call before the connection is up. 0 or -ENOMEM. */
+int mtd_gcli_check_peer(struct mtd_gcli *c, const char *registry_identity);
 /* Close c now (RST of nothing: the socket just closes) and cancel its calls
  * without calling them back. NULL is a no-op. */
 void mtd_gcli_free(struct mtd_gcli *c);

@@ -304,20 +304,20 @@ int mtd_tls_file_identity(const char *cert_file, char *id, size_t cap, enum mtd_
  * certificate's identity (lib/identity: typed, the X509-SVID rule) is the
  * one expected (the context's, or the endpoint's registry record's). 0,
  * or -EPROTO with both identities in err. */
-static int check_server_identity(struct mtd_conn *c, char *err, size_t errlen)
+static int identity_check(SSL *ssl, const char *registry_identity, char *err, size_t errlen)
 {
-	const struct client_naming *n = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(c->ssl), ctx_ex_index);
+	const struct client_naming *n = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_ex_index);
 	if (!n)
 		return 0;
 	const char *want = n->identity;
 	if (n->from_registry)
-		want = c->pool && c->pool->ep ? c->pool->ep->identity : NULL;
+		want = registry_identity;
 	if (!want) {
 		/* Refused when the record was read (etcd_watch.c); never connected. */
 		snprintf(err, errlen, "TLS server identity: the endpoint's registry record names none");
 		return -EPROTO;
 	}
-	X509 *cert = SSL_get0_peer_certificate(c->ssl);
+	X509 *cert = SSL_get0_peer_certificate(ssl);
 	char got[MTD_IDENTITY_TEXT_SIZE];
 	enum mtd_identity_none none = cert ? cert_identity(cert, got, sizeof(got)) : MTD_IDENTITY_NO_SAN;
 	if (cert && none == MTD_IDENTITY_HAS && mtd_identity_equal(want, got))
@@ -328,6 +328,12 @@ static int check_server_identity(struct mtd_conn *c, char *err, size_t errlen)
 	         cert && none != MTD_IDENTITY_HAS ? mtd_identity_none_text(none) : "");
 	return -EPROTO;
 }
+
+static int check_server_identity(struct mtd_conn *c, char *err, size_t errlen)
+{
+	return identity_check(c->ssl, c->pool && c->pool->ep ? c->pool->ep->identity : NULL, err, errlen);
+}
+
 
 /* ---- inbound (server) contexts --------------------------------------------- */
 
@@ -791,6 +797,29 @@ struct ssl_st *mtd_tls_client_ssl_new(struct ssl_ctx_st *ctx, const char *server
 		ssl = NULL;
 	}
 	return ssl;
+}
+
+struct ssl_st *mtd_tls_endpoint_ssl_new(struct ssl_ctx_st *ctx, const char *server_name)
+{
+	SSL *ssl = SSL_new(ctx);
+	if (ssl && set_peer_name_or_identity(ssl, ctx, server_name) != 0) {
+		SSL_free(ssl);
+		ssl = NULL;
+	}
+	return ssl;
+}
+
+int mtd_tls_ssl_check_peer(struct ssl_st *ssl, const char *registry_identity, char *err, size_t errlen)
+{
+	const unsigned char *proto = NULL;
+	unsigned int len = 0;
+	SSL_get0_alpn_selected(ssl, &proto, &len);
+	/* RFC 9113 §3.2: h2 over TLS is negotiated with ALPN. */
+	if (len != 2 || memcmp(proto, "h2", 2) != 0) {
+		snprintf(err, errlen, "TLS peer did not negotiate ALPN h2");
+		return -EPROTO;
+	}
+	return identity_check(ssl, registry_identity, err, errlen);
 }
 
 void mtd_tls_ssl_free(struct ssl_st *ssl)

@@ -179,6 +179,16 @@ int mtd_tls_file_identity(const char *cert_file, char *id, size_t cap, enum mtd_
  * the same SNI and certificate check as an upstream's. NULL on out of
  * memory. */
 struct ssl_st *mtd_tls_client_ssl_new(struct ssl_ctx_st *ctx, const char *server_name);
+/* A client SSL for a control-thread connection to a service's endpoint
+ * (orca_oob.c's out-of-band streams): named as that endpoint's calls are
+ * (server_name, or with a server identity and no server_name the identity
+ * alone, checked by mtd_tls_ssl_check_peer). NULL on out of memory. */
+struct ssl_st *mtd_tls_endpoint_ssl_new(struct ssl_ctx_st *ctx, const char *server_name);
+/* Once such an SSL's handshake is done: ALPN h2 and the server identity
+ * the context requires (FROM_REGISTRY: registry_identity, the endpoint's
+ * record's), as an upstream connection's handshake checks. 0, or -EPROTO
+ * with the reason in err. */
+int mtd_tls_ssl_check_peer(struct ssl_st *ssl, const char *registry_identity, char *err, size_t errlen);
 void mtd_tls_ssl_free(struct ssl_st *ssl); /* NULL is a no-op */
 /* OpenSSL's text for error code e (bufferevent_get_openssl_error()). */
 void mtd_tls_error_string(unsigned long e, char *buf, size_t len);

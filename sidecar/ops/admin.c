@@ -385,6 +385,11 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 				mtd_json_u64(&j, ov.reports);
 				mtd_json_key(&j, "reports_invalid");
 				mtd_json_u64(&j, ov.invalid);
+				/* Its out-of-band stream: "off" (trailers), "waiting",
+				 * "open", "unimplemented" (trailers). */
+				static const char *const oob[] = {"off", "waiting", "open", "unimplemented"};
+				mtd_json_key(&j, "out_of_band");
+				mtd_json_str(&j, (unsigned)ov.oob < 4 ? oob[ov.oob] : "off");
 				mtd_json_obj_end(&j);
 			}
 			mtd_json_key(&j, "connections");

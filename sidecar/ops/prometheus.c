@@ -783,6 +783,34 @@ static void render_xds(struct mtd_abuf *b, const struct mtd_runtime *rt)
 	mtd_prom_sample_u64(b, "maitred_xds_connected", NULL, NULL, NULL, 0, x->connected);
 }
 
+/* ORCA out-of-band streams by state (sidecar/control/orca_oob.c): every
+ * endpoint whose state is not OFF has one; shown once any does. */
+static void render_orca_oob(struct mtd_abuf *b, const struct mtd_runtime *rt)
+{
+	static const char *const names[] = {"waiting", "open", "unimplemented"};
+	uint64_t n[3] = {0};
+	const char *k[] = {"state"};
+
+	for (size_t si = 0; si < rt->cfg->n_services; si++) {
+		const struct mtd_rt_service *s = rt->services[si];
+		for (size_t e = 0; e < s->n_eps; e++) {
+			enum mtd_lb_orca_oob st = mtd_lb_orca_oob_state(&s->eps[e]->stats);
+			if (st != MTD_LB_ORCA_OOB_OFF)
+				n[st - MTD_LB_ORCA_OOB_WAITING]++;
+		}
+	}
+	if (n[0] + n[1] + n[2] == 0)
+		return;
+	mtd_prom_family(b, "maitred_orca_oob_streams", "gauge",
+	                "ORCA out-of-band streams (lb.orca.out_of_band), one per endpoint, by state: open (delivering "
+	                "reports), waiting (connecting or backing off), unimplemented (the endpoint has no "
+	                "OpenRcaService: its trailers' reports are used).");
+	for (int i = 0; i < 3; i++) {
+		const char *v[] = {names[i]};
+		mtd_prom_sample_u64(b, "maitred_orca_oob_streams", NULL, k, v, 1, n[i]);
+	}
+}
+
 /* Resident set size from /proc/self/statm (pages). */
 static uint64_t rss_bytes(void)
 {
@@ -861,6 +889,7 @@ void mtd_metrics_render(struct mtd_abuf *b, const struct mtd_runtime *rt, const 
 	render_split(b, rt);
 	render_discovery(b, rt);
 	render_xds(b, rt);
+	render_orca_oob(b, rt);
 	mtd_mesh_render(b, rt->cfg);
 	render_tracing(b, rt);
 	render_process(b, proc);

@@ -1922,8 +1922,12 @@ START_TEST(err_lb_orca)
 	             "t.yaml:3:*: services[0].lb.orca: policy ROUND_ROBIN does not use orca");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
-	             "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, orca: {out_of_band: true}}\n" EP,
-	             "t.yaml:3:*: services[0].lb.orca.out_of_band: not supported yet*");
+	             "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, orca: {out_of_band: true, oob_reporting_period: 50ms}}\n" EP,
+	             "t.yaml:3:*: services[0].lb.orca.oob_reporting_period: must be at least 100ms, got 50ms");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, orca: {oob_reporting_period: 0s}}\n" EP,
+	             "t.yaml:3:*: services[0].lb.orca.oob_reporting_period: *");
 	expect_error("services:\n"
 	             "  - name: a.B\n"
 	             "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, orca: {weight_update_period: 50ms}}\n" EP,
@@ -1946,11 +1950,13 @@ START_TEST(ok_lb_orca)
 	                "  - name: a.B\n"
 	                "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, orca: {blackout_period: 0s,\n"
 	                "         weight_expiration_period: 3s, weight_update_period: 100ms,\n"
-	                "         error_utilization_penalty: 0.5}}\n" EP "  - name: c.D\n"
+	                "         error_utilization_penalty: 0.5, out_of_band: true, oob_reporting_period: 250ms}}\n" EP
+	                "  - name: c.D\n"
 	                "    lb: {policy: CLIENT_SIDE_WEIGHTED_ROUND_ROBIN}\n" EP);
 	const struct mtd_lb_orca_config *o = &cfg->services[0].lb.orca, *d = &cfg->services[1].lb.orca;
 
 	ck_assert(o->blackout_ms == 0 && o->expiration_ms == 3000 && o->update_ms == 100 && o->error_penalty == 0.5);
+	ck_assert(o->out_of_band && o->oob_period_ms == 250);
 	ck_assert(d->blackout_ms == 10000 && d->expiration_ms == 180000 && d->update_ms == 1000 &&
 	          d->error_penalty == 1.0 && !d->out_of_band && d->oob_period_ms == 10000);
 	mtd_cfg_free(cfg);

@@ -425,9 +425,100 @@ START_TEST(config_checks)
 	ck_assert_int_eq(mtd_lb_config_check(&c, &field), -EINVAL);
 	ck_assert_str_eq(field, "orca.error_utilization_penalty");
 	c.orca.error_penalty = 0;
-	c.orca.out_of_band = true;
+	c.orca.out_of_band = true; /* supported: the control thread's streams */
+	ck_assert_int_eq(mtd_lb_config_check(&c, &field), 0);
+	c.orca.oob_period_ms = 99;
 	ck_assert_int_eq(mtd_lb_config_check(&c, &field), -EINVAL);
-	ck_assert_str_eq(field, "orca.out_of_band");
+	ck_assert_str_eq(field, "orca.oob_reporting_period");
+}
+END_TEST
+
+/* A report as an out-of-band stream delivers it: the serialized message,
+ * no base64. */
+static size_t encode_raw(uint8_t *out, size_t cap, double cpu, double qps)
+{
+	PbReport r = XDS__DATA__ORCA__V3__ORCA_LOAD_REPORT__INIT;
+	size_t n;
+
+	r.cpu_utilization = cpu;
+	r.rps_fractional = qps;
+	n = xds__data__orca__v3__orca_load_report__get_packed_size(&r);
+	ck_assert_uint_le(n, cap);
+	xds__data__orca__v3__orca_load_report__pack(&r, out);
+	return n;
+}
+
+START_TEST(out_of_band_reports)
+{
+	static struct mtd_lb_stats st;
+	struct mtd_lb_orca_config c = cfg_of(0, 180000);
+	struct mtd_lb_orca_view v;
+	uint8_t buf[128];
+	size_t n = encode_raw(buf, sizeof(buf), 0.5, 100);
+
+	memset(&st, 0, sizeof(st));
+	ck_assert_int_eq(mtd_lb_orca_record_raw(&st, buf, n, &c, 1000), 0);
+	ck_assert_double_eq_tol(mtd_lb_orca_weight_at(&st, &c, 1000), 200.0, 1e-9);
+	/* Malformed (a truncated fixed64): ignored whole, counted. */
+	ck_assert_int_eq(mtd_lb_orca_record_raw(&st, buf, n - 1, &c, 2000), -EINVAL);
+	/* An empty message is a report of zeros: no weight, the old one stays. */
+	ck_assert_int_eq(mtd_lb_orca_record_raw(&st, NULL, 0, &c, 3000), 0);
+	ck_assert_double_eq_tol(mtd_lb_orca_weight_at(&st, &c, 3000), 200.0, 1e-9);
+	mtd_lb_orca_view(&st, &v);
+	ck_assert_uint_eq(v.reports, 2);
+	ck_assert_uint_eq(v.invalid, 1);
+	ck_assert_int_eq(v.oob, MTD_LB_ORCA_OOB_OFF);
+	/* Whether trailers count follows the stream's state. */
+	ck_assert(mtd_lb_orca_trailers_count(&st));
+	mtd_lb_orca_set_oob(&st, MTD_LB_ORCA_OOB_WAITING);
+	ck_assert(!mtd_lb_orca_trailers_count(&st));
+	mtd_lb_orca_set_oob(&st, MTD_LB_ORCA_OOB_OPEN);
+	ck_assert(!mtd_lb_orca_trailers_count(&st));
+	mtd_lb_orca_view(&st, &v);
+	ck_assert_int_eq(v.oob, MTD_LB_ORCA_OOB_OPEN);
+	mtd_lb_orca_set_oob(&st, MTD_LB_ORCA_OOB_UNIMPLEMENTED);
+	ck_assert(mtd_lb_orca_trailers_count(&st));
+}
+END_TEST
+
+/* With an out-of-band stream, the picker records none of the trailers'
+ * reports (gRFC A58): the weights are the stream's; without (or when the
+ * endpoint has no OpenRcaService) it records them again. */
+START_TEST(trailers_ignored_while_out_of_band)
+{
+	static struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_orca_view v;
+	uint64_t counts[T_MAX_EPS];
+	uint8_t buf[128];
+	const double oob_cpu[3] = {0.2, 0.4, 0.8};
+
+	t_set_init(&s, 3, NULL);
+	p = cswrr(&s, &cfg);
+	for (size_t i = 0; i < 3; i++) {
+		size_t n = encode_raw(buf, sizeof(buf), oob_cpu[i], 100);
+
+		mtd_lb_orca_set_oob(&s.stats[i], MTD_LB_ORCA_OOB_OPEN);
+		ck_assert_int_eq(mtd_lb_orca_record_raw(&s.stats[i], buf, n, &cfg.orca, 1000), 0);
+		/* The trailers say the opposite: ignored. */
+		answer(p, i, oob_cpu[2 - i], 100, 1000);
+	}
+	mtd_lb_orca_view(&s.stats[0], &v);
+	ck_assert_uint_eq(v.reports, 1);
+	ck_assert_double_eq_tol(v.cpu, 0.2, 1e-12);
+	tick(p, 3000);
+	t_count(p, &s, counts, 7000);
+	ck_assert_uint_le((uint64_t)llabs((long long)counts[0] - 4000), 10);
+	ck_assert_uint_le((uint64_t)llabs((long long)counts[1] - 2000), 10);
+	ck_assert_uint_le((uint64_t)llabs((long long)counts[2] - 1000), 10);
+	/* Endpoint 0 answers UNIMPLEMENTED: its trailers count again. */
+	mtd_lb_orca_set_oob(&s.stats[0], MTD_LB_ORCA_OOB_UNIMPLEMENTED);
+	answer(p, 0, 0.8, 100, 3100);
+	mtd_lb_orca_view(&s.stats[0], &v);
+	ck_assert_uint_eq(v.reports, 2);
+	ck_assert_double_eq_tol(v.cpu, 0.8, 1e-12);
+	mtd_lb_picker_free(p);
 }
 END_TEST
 
@@ -446,6 +537,8 @@ static Suite *orca_suite(void)
 	tcase_add_test(tc, drained_and_excluded);
 	tcase_add_test(tc, through_the_routing_layer);
 	tcase_add_test(tc, config_checks);
+	tcase_add_test(tc, out_of_band_reports);
+	tcase_add_test(tc, trailers_ignored_while_out_of_band);
 	suite_add_tcase(s, tc);
 	return s;
 }
