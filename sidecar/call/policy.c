@@ -56,6 +56,7 @@ int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, 
 		int r = mtd_route_match(xs->rules, xs->n, rp, req_header, (void *)call);
 		if (r >= 0) {
 			const struct mtd_rt_xroute *x = &xs->r[r];
+			xr->route = x;
 			if (x->n_targets == 0) {
 				xr->failed = x->name;
 				return -1;

@@ -123,11 +123,9 @@ struct mtd_rt_xroutes *mtd_xds_routes_bind(const struct mtd_cfg *cfg, struct mtd
 		dst->name = src->name ? src->name : xr->name;
 		dst->deadline_cap_ms = src->act.deadline_cap_ms;
 		if (src->act.hash_header != NULL) {
-			snprintf(why, whylen,
-			         "route %zu (%.128s): hash_policy is not supported (a call's hash key is its "
-			         "service's hash_key)",
-			         i, rname);
-			goto fail;
+			/* hash_policy: the header's value is the calls' hash key. */
+			dst->hash_key.kind = MTD_CFG_HASH_HEADER;
+			dst->hash_key.header = src->act.hash_header;
 		}
 		if (src->act.n_clusters == 0)
 			continue;

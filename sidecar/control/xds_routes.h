@@ -7,7 +7,8 @@
  * names is refused, and so is one that only a service of another source
  * is named after (xDS never changes or shadows a static service). A
  * route's retry_policy becomes FAILOVER over its service's own fault
- * policy; hash_policy is refused (a call's hash key is its service's).
+ * policy; a header hash_policy is the hash key of the calls the route
+ * takes (struct mtd_rt_xroute.hash_key; without one, the service's).
  *
  * Control thread. */
 #ifndef MTD_XDS_ROUTES_H

@@ -665,6 +665,41 @@ class XdsRoutesTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_routes_hash_policy_header_is_the_calls_hash_key(self):
+        """cluster-a hashes (RING_HASH); its route's hash_policy names
+        x-user: a user's calls all reach one instance, users spread over
+        them, and a call without the header is answered (a random hash)."""
+        ups = [self.start_upstream(n) for n in "abcd"]
+        self.server.start()
+        self.server.set("cluster", [cluster("cluster-a", lb_policy="RING_HASH"), cluster("cluster-b")])
+        self.server.set("endpoint", [
+            assignment("cluster-a", [locality([("127.0.0.1", u.port) for u in ups], zone="z1")]),
+            assignment("cluster-b", [locality([("127.0.0.1", ups[0].port)], zone="z1")])])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        route = xds.route_to("cluster-a", prefix="")
+        route["route"]["hash_policy"] = [{"header": {"header_name": "X-User"}}]
+        self.set_routes([route])
+        m = self.start_maitred(self.routes_config())
+        stub = self.echo(m)
+        # Without the header each call hashes at random: all four answer.
+        self.wait_set(stub, "abcd", "calls without x-user over the four instances")
+
+        def user_calls(user, n):
+            md = (("x-user", user),)
+            return {stub.Unary(pb.EchoRequest(), metadata=md, timeout=CALL_LIMIT).instance for _ in range(n)}
+        seen = {}
+        for i in range(40):
+            got = user_calls("user-%d" % i, 10)
+            self.assertEqual(len(got), 1, "user-%d reached %s" % (i, got))
+            seen["user-%d" % i] = got.pop()
+        # 40 users on at most two of four equal shares of the ring: a
+        # chance of 6 in 2^40.
+        self.assertGreaterEqual(len(set(seen.values())), 3, seen)
+        self.assertEqual(user_calls("user-7", 10), {seen["user-7"]})
+        self.assertFalse([r for r in self.server.log() if r["error_detail"]], "a NACK")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_reload_keeps_the_routes_without_a_failed_call(self):
         a, b = self.start_upstream("a"), self.start_upstream("b")
         self.server.start()
