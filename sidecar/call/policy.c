@@ -89,8 +89,12 @@ bool mtd_policy_drawn(struct mtd_call *call, double percent)
 	return (double)(mtd_lb_rand(&call->w->rng) >> 11) * 0x1p-53 * 100.0 < percent;
 }
 
+/* A control plane's fault filter for the calls of its route, else the
+ * method's fault_injection, else the service's. */
 static const struct mtd_cfg_fault_injection *call_faults(const struct mtd_call *call)
 {
+	if (call->xroute && call->xroute->has_fault_injection)
+		return &call->xroute->fault_injection;
 	return call->method ? &call->method->cfg->fault_injection : &call->svc->cfg->fault_injection;
 }
 

@@ -139,6 +139,7 @@ struct mtd_xds {
 	struct xds_one lds, rds;
 	bool rds_resub; /* rds.name changed: its request goes out after the listener's answer */
 	struct mtd_xds_routes_box *routes;
+	struct mtd_xds_fault fault; /* the listener's fault filter (filter NULL: none) */
 };
 
 static void connect_now(struct mtd_xds *x);
@@ -602,7 +603,7 @@ void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt)
 	if (x == NULL || x->routes == NULL || rt->xroutes != NULL || rt->cfg->xds == NULL ||
 	    !same_str(rt->cfg->xds->listener, x->lds.name))
 		return;
-	rt->xroutes = mtd_xds_routes_bind(rt->cfg, x->routes, why, sizeof(why));
+	rt->xroutes = mtd_xds_routes_bind(rt->cfg, x->routes, &x->fault, why, sizeof(why));
 	if (rt->xroutes == NULL)
 		MTD_WARN("xds: the routes of %s no longer fit the config (%s): calls are routed by :path until a "
 		         "route configuration that does arrives",
@@ -832,12 +833,21 @@ static void one_clear(struct xds_one *o)
 	memset(o, 0, sizeof(*o));
 }
 
+static bool fault_same(const struct mtd_xds_fault *a, const struct mtd_xds_fault *b)
+{
+	const struct mtd_cfg_fault_injection *p = &a->fi, *q = &b->fi;
+
+	return same_str(a->filter, b->filter) && p->abort == q->abort && p->abort_percent == q->abort_percent &&
+	       p->abort_status == q->abort_status && p->delay == q->delay && p->delay_percent == q->delay_percent &&
+	       p->delay_ms == q->delay_ms;
+}
+
 /* The routes of box (a reference transferred) become the ones in force:
  * bound to the running config's services and published in one snapshot.
  * 0, or -1 with the reason in why (the routes in force stay). */
 static int install_routes(struct mtd_xds *x, struct mtd_xds_routes_box *box, char *why, size_t whylen)
 {
-	struct mtd_rt_xroutes *xr = mtd_xds_routes_bind(x->ctl->rt->cfg, box, why, whylen);
+	struct mtd_rt_xroutes *xr = mtd_xds_routes_bind(x->ctl->rt->cfg, box, &x->fault, why, whylen);
 
 	if (xr == NULL)
 		return -1;
@@ -903,11 +913,23 @@ static void on_listener(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 			continue;
 		}
 		size_t before = *nack_len;
+		/* The new fault filter binds the routes from here on; given
+		 * back if they do not bind under it. */
+		bool fault_changed = !fault_same(&x->fault, &l.fault);
+		struct mtd_xds_fault old = x->fault;
+		x->fault = l.fault;
+		l.fault = old;
 		if (l.routes != NULL) {
 			take_routes(x, &x->lds, name, l.routes, nack, nack_len);
 			l.routes = NULL;
+		} else if (fault_changed && x->routes != NULL && install_routes(x, x->routes, why, sizeof(why)) != 0) {
+			nack_add(nack, nack_len, name, why);
+			set_str(&x->lds.nack, why);
 		}
 		if (*nack_len != before) {
+			old = x->fault;
+			x->fault = l.fault;
+			l.fault = old;
 			mtd_xds_listener_clear(&l);
 			continue;
 		}
@@ -1245,6 +1267,8 @@ void mtd_xds_commit(struct mtd_control *ctl, struct mtd_xds *next)
 	if (ctl->xds != NULL && ctl->xds->routes != NULL && same_str(ctl->xds->lds.name, next->lds.name)) {
 		ctl->xds->routes->refs++;
 		next->routes = ctl->xds->routes;
+		next->fault = ctl->xds->fault; /* taken, with the routes it binds */
+		ctl->xds->fault = (struct mtd_xds_fault){0};
 	}
 	mtd_xds_free(ctl->xds);
 	ctl->xds = next;
@@ -1284,6 +1308,7 @@ void mtd_xds_free(struct mtd_xds *x)
 	one_clear(&x->lds);
 	one_clear(&x->rds);
 	mtd_xds_routes_box_put(x->routes);
+	free(x->fault.filter);
 	/* Bindings belong to their sources, stopped before (sources.h). */
 	for (size_t i = 0; i < x->n_binds; i++)
 		x->binds[i]->x = NULL;

@@ -89,8 +89,21 @@ static void xroute_fault(struct mtd_rt_xtarget *t, const struct mtd_cfg_service 
 	t->has_fault = true;
 }
 
-struct mtd_rt_xroutes *mtd_xds_routes_bind(const struct mtd_cfg *cfg, struct mtd_xds_routes_box *box, char *why,
-                                           size_t whylen)
+/* The fault config route r's calls take under filter: its override (its
+ * own or its host's), else the filter's; NULL when there is no filter. */
+static const struct mtd_cfg_fault_injection *route_fault(const struct mtd_xds_route *r,
+                                                         const struct mtd_xds_fault *filter)
+{
+	if (filter == NULL || filter->filter == NULL)
+		return NULL;
+	for (size_t i = 0; i < r->n_faults; i++)
+		if (strcmp(r->faults[i].filter, filter->filter) == 0)
+			return &r->faults[i].fi;
+	return &filter->fi;
+}
+
+struct mtd_rt_xroutes *mtd_xds_routes_bind(const struct mtd_cfg *cfg, struct mtd_xds_routes_box *box,
+                                           const struct mtd_xds_fault *filter, char *why, size_t whylen)
 {
 	const struct mtd_xds_routes *r = box->r;
 	struct mtd_rt_xroutes *xr = calloc(1, sizeof(*xr));
@@ -126,6 +139,11 @@ struct mtd_rt_xroutes *mtd_xds_routes_bind(const struct mtd_cfg *cfg, struct mtd
 			/* hash_policy: the header's value is the calls' hash key. */
 			dst->hash_key.kind = MTD_CFG_HASH_HEADER;
 			dst->hash_key.header = src->act.hash_header;
+		}
+		const struct mtd_cfg_fault_injection *fi = route_fault(src, filter);
+		if (fi != NULL && (fi->abort || fi->delay)) {
+			dst->fault_injection = *fi;
+			dst->has_fault_injection = true;
 		}
 		if (src->act.n_clusters == 0)
 			continue;

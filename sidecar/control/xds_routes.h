@@ -9,6 +9,10 @@
  * route's retry_policy becomes FAILOVER over its service's own fault
  * policy; a header hash_policy is the hash key of the calls the route
  * takes (struct mtd_rt_xroute.hash_key; without one, the service's).
+ * With the listener's fault filter, each route's calls take its
+ * override of it, else its virtual host's, else the filter's own config
+ * (struct mtd_rt_xroute.fault_injection; none that aborts or delays: the
+ * service's own fault_injection).
  *
  * Control thread. */
 #ifndef MTD_XDS_ROUTES_H
@@ -19,6 +23,7 @@
 struct mtd_cfg;
 struct mtd_rt_xroutes;
 struct mtd_xds_routes;
+struct mtd_xds_fault;
 
 /* A translated RouteConfiguration shared by the client (its last good)
  * and every mtd_rt_xroutes bound from it; freed with the last holder. */
@@ -31,10 +36,11 @@ struct mtd_xds_routes_box {
 struct mtd_xds_routes_box *mtd_xds_routes_box_new(struct mtd_xds_routes *r);
 void mtd_xds_routes_box_put(struct mtd_xds_routes_box *b);
 
-/* The routes of box bound to cfg's services: a new mtd_rt_xroutes (one
+/* The routes of box bound to cfg's services under the listener's fault
+ * filter (NULL, or filter->filter NULL: none): a new mtd_rt_xroutes (one
  * reference, holding one on box), or NULL with the reason in why (a
  * NACK's text: which route and cluster), or "out of memory". */
-struct mtd_rt_xroutes *mtd_xds_routes_bind(const struct mtd_cfg *cfg, struct mtd_xds_routes_box *box, char *why,
-                                           size_t whylen);
+struct mtd_rt_xroutes *mtd_xds_routes_bind(const struct mtd_cfg *cfg, struct mtd_xds_routes_box *box,
+                                           const struct mtd_xds_fault *filter, char *why, size_t whylen);
 
 #endif

@@ -699,6 +699,92 @@ class XdsRoutesTest(XdsBase):
         self.assertFalse([r for r in self.server.log() if r["error_detail"]], "a NACK")
         self.stop_maitred(m)
 
+    def injected(self, admin, kind):
+        """Calls of the :path's service aborted or delayed (whatever pool)."""
+        ss = samples(admin_request(admin, "GET", "/metrics")[2])
+        return value(ss, "maitred_fault_injected_total", service=SVC, method="Unary", fault=kind) or 0
+
+    @maitred_only
+    def test_the_fault_filter_aborts_delays_and_a_routes_override_wins(self):
+        """The listener's fault filter aborts every call with ABORTED; the
+        route for x-track: slow overrides it with a delay, x-track: half
+        with an abort of half the calls (UNAVAILABLE, from HTTP 503), and
+        x-track: off has it disabled; a grpc-js-xds client reads the
+        same filter."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1", fault=xds.fault_abort(10))])
+        slow = self.header_route("x-track", "slow", "cluster-b")
+        slow["typed_per_filter_config"] = {"fault": dict({"@type": xds.FAULT}, **xds.fault_delay("1s"))}
+        half = self.header_route("x-track", "half", "cluster-b")
+        half["typed_per_filter_config"] = {
+            "fault": dict({"@type": xds.FAULT}, **xds.fault_abort(503, 500000, "MILLION", http=True))}
+        off = self.header_route("x-track", "off", "cluster-b")
+        off["typed_per_filter_config"] = {"fault": {"@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig",
+                                                    "config": {"@type": xds.FAULT}, "disabled": True}}
+        self.set_routes([slow, half, xds.route_to("cluster-a", prefix="")])
+        admin = free_port()
+        m = self.start_maitred(self.routes_config(admin=admin))
+        stub = self.echo(m)
+
+        def aborted():
+            try:
+                stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            except grpc.RpcError as e:
+                return e.code() == grpc.StatusCode.ABORTED
+            return False
+        wait_until(aborted, WAIT, "the default route's calls aborted")
+        for _ in range(20):
+            with self.assertRaises(grpc.RpcError) as e:
+                stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.ABORTED)
+            self.assertIn("fault_injection", e.exception.details())
+        self.assertEqual(a.stats().total, 0)  # never reached
+        aborts = self.injected(admin, "abort")
+        self.assertGreaterEqual(aborts, 21)
+        # The route's override replaces the filter's config: a delay, no abort.
+        md = (("x-track", "slow"),)
+        with self.assertRaises(grpc.RpcError) as e:
+            stub.Unary(pb.EchoRequest(), metadata=md, timeout=0.3)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertEqual(b.stats().total, 0)  # it ended while delayed
+        self.assertEqual(stub.Unary(pb.EchoRequest(), metadata=md, timeout=CALL_LIMIT).instance, "b")
+        self.assertEqual(self.injected(admin, "delay"), 2)
+        # Half the calls: 200 calls, 100 expected; 60..140 is over 5
+        # standard deviations either side.
+        md = (("x-track", "half"),)
+        ok = failed = 0
+        for _ in range(200):
+            try:
+                stub.Unary(pb.EchoRequest(), metadata=md, timeout=CALL_LIMIT)
+                ok += 1
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE)
+                failed += 1
+        self.assertTrue(60 <= failed <= 140, "%d of 200 aborted" % failed)
+        self.assertEqual(self.injected(admin, "abort"), aborts + failed)
+        self.assertFalse([r for r in self.server.log() if r["error_detail"]], "a NACK")
+        # A real xDS client reads the same filter: its default route's
+        # calls are aborted too.
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="witness")
+        out = xds.run_client(boot, "xds:///" + SVC, 10)
+        self.assertEqual(out["ok"], 0, out)
+        self.assertEqual(sum(v for k, v in out["failed"].items() if k.startswith("ABORTED")), 10, out)
+        # Disabled for a route (a FilterConfig, which grpc-js-xds 1.x
+        # misreads: after its check): no fault.
+        version = self.set_routes([slow, half, off, xds.route_to("cluster-a", prefix="")])
+        self.server.wait_for(lambda log: any(acked(r, xds.RDS, version) for r in log), WAIT,
+                             "the ACK of the routes with x-track: off")
+        self.assertEqual(set(self.by_header(stub, 10, "off")), {"b"})
+        # A fault a request header would decide is refused, naming it.
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1", fault={"abort": {"header_abort": {}}})])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.LDS) for r in log), WAIT, "an LDS NACK")
+        why = [r["error_detail"] for r in log if nacked(r, xds.LDS)][-1]
+        self.assertIn("header_abort is not supported", json.dumps(why))
+        self.assertTrue(aborted(), "the last good filter config stays in force")
+        self.stop_maitred(m)
+
     @maitred_only
     def test_a_reload_keeps_the_routes_without_a_failed_call(self):
         a, b = self.start_upstream("a"), self.start_upstream("b")
