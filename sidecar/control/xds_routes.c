@@ -68,10 +68,7 @@ static int find_service(const struct mtd_cfg *cfg, const struct by_cluster *idx,
 			         cluster, cfg->services[i].name);
 			return -1;
 		}
-	snprintf(why, whylen,
-	         "cluster %.128s: no service has discovery.xds cluster %.128s (maitred does not create services "
-	         "from routes)",
-	         cluster, cluster);
+	snprintf(why, whylen, "cluster %.128s: no service has discovery.xds cluster %.128s", cluster, cluster);
 	return -1;
 }
 
@@ -177,4 +174,72 @@ fail:
 	free(idx);
 	mtd_rt_xroutes_unref(xr);
 	return NULL;
+}
+
+/* ---- services created for the routes' clusters ----------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static bool in_sorted(const char **v, size_t n, const char *s)
+{
+	return n != 0 && bsearch(&s, v, n, sizeof(*v), cmp_str) != NULL;
+}
+
+int mtd_xds_routes_created(const struct mtd_cfg *cfg, const struct mtd_xds_routes *r, const char ***out, size_t *n)
+{
+	size_t n_file = 0, n_all = 0, n_out = 0;
+
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < r->n; i++)
+		n_all += r->routes[i].act.n_clusters;
+	/* What the file's services take: their clusters and their names. */
+	const char **taken = calloc(2 * cfg->n_routed + 1, sizeof(*taken));
+	const char **want = calloc(n_all + 1, sizeof(*want));
+	if (taken == NULL || want == NULL) {
+		free(taken);
+		free(want);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < cfg->n_routed; i++) {
+		const struct mtd_cfg_service *s = &cfg->services[i];
+		if (s->xds_created)
+			continue;
+		taken[n_file++] = s->name;
+		if (s->source == MTD_CFG_SOURCE_XDS)
+			taken[n_file++] = s->xds_cluster;
+	}
+	qsort(taken, n_file, sizeof(*taken), cmp_str);
+	for (size_t i = 0; i < r->n; i++)
+		for (size_t k = 0; k < r->routes[i].act.n_clusters; k++) {
+			const char *c = r->routes[i].act.clusters[k];
+			if (!in_sorted(taken, n_file, c))
+				want[n_out++] = c;
+		}
+	free(taken);
+	qsort(want, n_out, sizeof(*want), cmp_str);
+	size_t u = 0;
+	for (size_t i = 0; i < n_out; i++)
+		if (u == 0 || strcmp(want[u - 1], want[i]) != 0)
+			want[u++] = want[i];
+	*out = want;
+	*n = u;
+	return 0;
+}
+
+bool mtd_xds_routes_created_same(const struct mtd_cfg *cfg, const char *const *names, size_t n)
+{
+	size_t have = 0;
+
+	for (size_t i = 0; i < cfg->n_routed; i++) {
+		if (!cfg->services[i].xds_created)
+			continue;
+		if (have == n || !in_sorted((const char **)names, n, cfg->services[i].name))
+			return false;
+		have++;
+	}
+	return have == n;
 }

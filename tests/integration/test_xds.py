@@ -15,6 +15,7 @@ server (ACKs, NACKs and their reasons, from the server's request log).
 import json
 import os
 import re
+import signal
 
 import grpc
 
@@ -588,25 +589,19 @@ class XdsRoutesTest(XdsBase):
         why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
         self.assertIn("service shop.Static of that name is not an xDS service", json.dumps(why))
         self.assertEqual(set(self.spread(stub, 10)), {"a"})
-        # A regex match, then a cluster no service follows: both refused.
+        # A regex match: refused.
         self.set_routes([{"match": {"safe_regex": {"regex": ".*"}}, "route": {"cluster": "cluster-b"}}])
         log = self.server.wait_for(lambda log: len([r for r in log if nacked(r, xds.RDS)]) >= 2, WAIT,
                                    "a second RDS NACK")
         why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
         self.assertIn("only prefix and path are supported", json.dumps(why))
         self.assertEqual(set(self.spread(stub, 10)), {"a"})
-        self.set_routes([xds.route_to("cluster-x", prefix="")])
-        log = self.server.wait_for(lambda log: len([r for r in log if nacked(r, xds.RDS)]) >= 3, WAIT,
-                                   "a third RDS NACK")
-        why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
-        self.assertIn("no service has discovery.xds cluster cluster-x", json.dumps(why))
-        self.assertEqual(set(self.spread(stub, 10)), {"a"})
         self.assertTrue(self.log_lines(m, r"xds: NACK of route resources"))
         # /config_dump shows both resources, the last NACK on the route.
         dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]
         self.assertEqual(dump["listeners"]["resources"][0]["state"], "ACKED")
         self.assertIn("rds routes-1", dump["listeners"]["resources"][0]["detail"])
-        self.assertIn("cluster-x", dump["routes"]["resources"][0]["last_nack"])
+        self.assertIn("only prefix and path", dump["routes"]["resources"][0]["last_nack"])
         # A good one again applies.
         self.set_routes([xds.route_to("cluster-b", prefix="")])
         self.wait_set(stub, "b", "the route to cluster-b")
@@ -783,6 +778,57 @@ class XdsRoutesTest(XdsBase):
         why = [r["error_detail"] for r in log if nacked(r, xds.LDS)][-1]
         self.assertIn("header_abort is not supported", json.dumps(why))
         self.assertTrue(aborted(), "the last good filter config stays in force")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_route_to_a_cluster_no_service_follows_creates_its_service(self):
+        """The routes name cluster SVC, which no service of the config
+        follows: a service SVC is created on it (its endpoints from EDS),
+        kept across a SIGHUP reload of the same file, and gone once no
+        route names it (calls to it are then an unknown service's)."""
+        a, c = self.start_upstream("a"), self.start_upstream("c")
+        self.server.start()
+        self.server.set("cluster", [cluster("cluster-a"), cluster("cluster-b"), cluster(SVC)])
+        self.server.set("endpoint", [
+            assignment(name, [locality([("127.0.0.1", u.port)], zone="z1")])
+            for name, u in (("cluster-a", a), ("cluster-b", a), (SVC, c))])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([xds.route_to(SVC, prefix="")])
+        static = {"name": "shop.Static", "endpoints": [{"address": "127.0.0.1:%d" % a.port}]}
+        m = self.start_maitred(self.routes_config(extra=[static]))
+        stub = self.echo(m)
+        self.wait_set(stub, "c", "calls on the created service's endpoints")
+        self.assertTrue(any(r["type_url"] == xds.CDS and SVC in r["resource_names"] for r in self.server.log()))
+        self.assertTrue(self.log_lines(m, r"xds: 1 service created for the clusters of route configuration"))
+        # SIGHUP, the file unchanged: the service stays, no call fails.
+        load = Load(self.echo(m))
+        wait_until(lambda: load.count() > 20, WAIT, "calls under way")
+        m.proc.signal(signal.SIGHUP)
+        wait_until(lambda: self.log_lines(m, r"reload: .* applied \(4 services\)"), WAIT, "the reload")
+        n = load.count()
+        wait_until(lambda: load.count() > n + 20, WAIT, "calls after the reload")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed across the reload")
+        self.assertEqual(set(load.instances), {"c"})
+        # A static service's name is never taken: refused, nothing created.
+        self.set_routes([xds.route_to("shop.Static", prefix="")])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
+        why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
+        self.assertIn("service shop.Static of that name is not an xDS service", json.dumps(why))
+        self.assertEqual(set(self.spread(stub, 10)), {"c"})
+        # No route names it any more: it goes.
+        version = self.set_routes([xds.route_to("cluster-a", prefix="/other.Svc/")])
+        self.server.wait_for(lambda log: any(acked(r, xds.RDS, version) for r in log), WAIT,
+                             "the ACK of the routes without it")
+
+        def unknown():
+            try:
+                stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            except grpc.RpcError as e:
+                return e.code() == grpc.StatusCode.UNIMPLEMENTED and "unknown service" in e.details()
+            return False
+        wait_until(unknown, WAIT, "calls to the removed service refused as an unknown service's")
+        self.assertTrue(self.log_lines(m, r"xds: 0 services created"))
         self.stop_maitred(m)
 
     @maitred_only
