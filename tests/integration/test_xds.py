@@ -816,7 +816,9 @@ class XdsRoutesTest(XdsBase):
         why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
         self.assertIn("service shop.Static of that name is not an xDS service", json.dumps(why))
         self.assertEqual(set(self.spread(stub, 10)), {"c"})
-        # No route names it any more: it goes.
+        # No route names it any more: it goes; a call in flight on it
+        # (answered after 3 s) finishes there.
+        slow = stub.Unary.future(pb.EchoRequest(delay_ms=3000), timeout=CALL_LIMIT)
         version = self.set_routes([xds.route_to("cluster-a", prefix="/other.Svc/")])
         self.server.wait_for(lambda log: any(acked(r, xds.RDS, version) for r in log), WAIT,
                              "the ACK of the routes without it")
@@ -829,6 +831,7 @@ class XdsRoutesTest(XdsBase):
             return False
         wait_until(unknown, WAIT, "calls to the removed service refused as an unknown service's")
         self.assertTrue(self.log_lines(m, r"xds: 0 services created"))
+        self.assertEqual(slow.result().instance, "c")
         self.stop_maitred(m)
 
     @maitred_only
