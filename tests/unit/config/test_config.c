@@ -591,6 +591,25 @@ START_TEST(xds_created_services)
 	ck_assert_uint_eq(errs.n, 0);
 	mtd_cfg_free(none);
 	mtd_cfg_free(one);
+	/* Out of memory anywhere: -ENOMEM, nothing built, nothing leaked. */
+	unsigned long k;
+	for (k = 1; k < 100000; k++) {
+		struct mtd_cfg *cfg = NULL;
+		mtd_cfg__fail_alloc_after(k);
+		int rc = mtd_cfg_with_xds_services(two, names, 2, &cfg, &errs);
+		bool failed = mtd_cfg__alloc_failed();
+		mtd_cfg__fail_alloc_after(0);
+		mtd_cfg_errors_clear(&errs);
+		if (!failed) {
+			ck_assert_int_eq(rc, 0);
+			ck_assert_uint_eq(cfg->n_routed, 4);
+			mtd_cfg_free(cfg);
+			break;
+		}
+		ck_assert_msg(rc == -ENOMEM, "allocation %lu: rc %d", k, rc);
+		ck_assert_ptr_null(cfg);
+	}
+	ck_assert_uint_gt(k, 20);
 	mtd_cfg_free(two);
 	mtd_cfg_free(base);
 }
