@@ -23,6 +23,8 @@ PROTO_SRC = protos/maitred/config/v1/config.proto \
 	protos/envoy/config/route/v3/route.proto \
 	protos/envoy/config/listener/v3/listener.proto \
 	protos/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto \
+	protos/envoy/extensions/filters/common/fault/v3/fault.proto \
+	protos/envoy/extensions/filters/http/fault/v3/fault.proto \
 	protos/google/rpc/status.proto
 PROTO_WKT = google/protobuf/duration.proto google/protobuf/wrappers.proto \
 	google/protobuf/timestamp.proto google/protobuf/any.proto
@@ -52,6 +54,8 @@ PROTO_GEN_C = gen/maitred/config/v1/config.pb-c.c \
 	gen/envoy/config/route/v3/route.pb-c.c \
 	gen/envoy/config/listener/v3/listener.pb-c.c \
 	gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.pb-c.c \
+	gen/envoy/extensions/filters/common/fault/v3/fault.pb-c.c \
+	gen/envoy/extensions/filters/http/fault/v3/fault.pb-c.c \
 	gen/google/rpc/status.pb-c.c
 PROTO_GEN_H = $(PROTO_GEN_C:.c=.h)
 

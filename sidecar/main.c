@@ -200,6 +200,9 @@ static void reload(struct mtd_control *ctl, const char *why)
 	struct mtd_cfg *cfg = reload_config(ctl->config_path);
 	if (!cfg)
 		return;
+	/* The services created for a control plane's routes stay while its
+	 * routes name them. */
+	cfg = mtd_xds_keep_created(ctl->xds, cfg);
 	/* What the running process cannot change: logged, the rest applies.
 	 * Compared with what it runs (not the last config applied, which may
 	 * have asked for a restart already). */

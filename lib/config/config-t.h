@@ -196,6 +196,10 @@ struct mtd_cfg_service {
 	struct mtd_cfg_etcd *etcd;          /* source ETCD, else NULL */
 	struct mtd_cfg_dns *dns;            /* source DNS, else NULL */
 	char *xds_cluster;                  /* source XDS: the CDS cluster name, else NULL */
+	/* Not in the file: created for a cluster a control plane's route
+	 * names (mtd_cfg_with_xds_services), named after it; such services
+	 * come last among the first n_routed. */
+	bool xds_created;
 	struct mtd_cfg_method *methods;     /* sorted by name (strcmp) */
 	size_t n_methods;
 	struct mtd_cfg_routing routing;

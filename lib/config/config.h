@@ -22,6 +22,15 @@ int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt, struct mtd_cfg 
 /* Same from memory; name is used in messages in place of a file name. */
 int mtd_cfg_load_buffer(const char *name, const void *data, size_t len, enum mtd_cfg_format fmt, struct mtd_cfg **out,
                         struct mtd_cfg_errors *errs);
+/* base's config as it was loaded (base->pb, names resolved against the
+ * directory of base->source again), without the services created
+ * before and with one created for each of the n clusters, as if the file
+ * had {name: C, discovery: {xds: {cluster: C}}} last among its services
+ * (every other option its default; xds_created set). The caller passes
+ * only clusters no service of the file is named after or follows.
+ * Returns as mtd_cfg_load_file. */
+int mtd_cfg_with_xds_services(const struct mtd_cfg *base, const char *const *clusters, size_t n,
+                              struct mtd_cfg **out, struct mtd_cfg_errors *errs);
 void mtd_cfg_free(struct mtd_cfg *cfg);
 void mtd_cfg_errors_clear(struct mtd_cfg_errors *errs);
 

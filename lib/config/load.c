@@ -80,8 +80,96 @@ static enum mtd_cfg_format sniff(const char *data, size_t len)
 	return i < len && data[i] == '{' ? MTD_CFG_FORMAT_JSON : MTD_CFG_FORMAT_YAML;
 }
 
+/* ---- services xDS creates ---------------------------------------------------- */
+
+static void *pb_alloc(size_t n)
+{
+	return mtd_cfg__pb_allocator.alloc(mtd_cfg__pb_allocator.allocator_data, n);
+}
+
+static char *pb_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *c = pb_alloc(n);
+
+	if (c != NULL)
+		memcpy(c, s, n);
+	return c;
+}
+
+/* m's services without the last n_drop (those created before), then one
+ * per cluster: {name: C, discovery: {xds: {cluster: C}}}, every part
+ * allocated as an unpacked message's are (freed with it). 0 or -ENOMEM
+ * (m still whole, to be freed). */
+static int set_created(Maitred__Config__V1__Config *m, size_t n_drop, const char *const *clusters, size_t n)
+{
+	size_t keep = m->n_services - n_drop;
+	Maitred__Config__V1__Service **list = pb_alloc((keep + n + 1) * sizeof(*list));
+
+	if (list == NULL)
+		return -ENOMEM;
+	for (size_t i = keep; i < m->n_services; i++)
+		protobuf_c_message_free_unpacked(&m->services[i]->base, &mtd_cfg__pb_allocator);
+	memcpy(list, m->services, keep * sizeof(*list));
+	mtd_cfg__pb_allocator.free(mtd_cfg__pb_allocator.allocator_data, m->services);
+	m->services = list;
+	m->n_services = keep;
+	for (size_t i = 0; i < n; i++) {
+		Maitred__Config__V1__Service *s = pb_alloc(sizeof(*s));
+		Maitred__Config__V1__Discovery *d = pb_alloc(sizeof(*d));
+		Maitred__Config__V1__XdsDiscovery *x = pb_alloc(sizeof(*x));
+		char *name = pb_strdup(clusters[i]), *cluster = pb_strdup(clusters[i]);
+		if (s == NULL || d == NULL || x == NULL || name == NULL || cluster == NULL) {
+			void *parts[] = {s, d, x, name, cluster};
+			for (size_t k = 0; k < 5; k++)
+				mtd_cfg__pb_allocator.free(mtd_cfg__pb_allocator.allocator_data, parts[k]);
+			return -ENOMEM;
+		}
+		maitred__config__v1__service__init(s);
+		maitred__config__v1__discovery__init(d);
+		maitred__config__v1__xds_discovery__init(x);
+		x->cluster = cluster;
+		d->xds = x;
+		s->name = name;
+		s->discovery = d;
+		m->services[m->n_services++] = s;
+	}
+	return 0;
+}
+
+static int load_with(const char *name, const char *basedir, const void *data, size_t len, enum mtd_cfg_format fmt,
+                     size_t n_drop, const char *const *created, size_t n_created, struct mtd_cfg **out,
+                     struct mtd_cfg_errors *errs);
+
 static int load(const char *name, const char *basedir, const void *data, size_t len, enum mtd_cfg_format fmt,
                 struct mtd_cfg **out, struct mtd_cfg_errors *errs)
+{
+	return load_with(name, basedir, data, len, fmt, 0, NULL, 0, out, errs);
+}
+
+int mtd_cfg_with_xds_services(const struct mtd_cfg *base, const char *const *clusters, size_t n,
+                              struct mtd_cfg **out, struct mtd_cfg_errors *errs)
+{
+	size_t n_drop = 0;
+	const char *slash = strrchr(base->source, '/');
+	char *basedir = slash != NULL && base->source[0] != '<'
+	                        ? mtd_cfg__strndup(base->source, (size_t)(slash - base->source) + 1)
+	                        : mtd_cfg__strdup("");
+
+	*out = NULL;
+	if (basedir == NULL)
+		return -ENOMEM;
+	for (size_t i = base->n_routed; i > 0 && base->services[i - 1].xds_created; i--)
+		n_drop++;
+	int rc = load_with(base->source, basedir, base->pb, base->pb_len, MTD_CFG_FORMAT_BINARY, n_drop, clusters, n,
+	                   out, errs);
+	mtd_cfg__free(basedir);
+	return rc;
+}
+
+static int load_with(const char *name, const char *basedir, const void *data, size_t len, enum mtd_cfg_format fmt,
+                     size_t n_drop, const char *const *created, size_t n_created, struct mtd_cfg **out,
+                     struct mtd_cfg_errors *errs)
 {
 	const ProtobufCMessageDescriptor *desc = &maitred__config__v1__config__descriptor;
 	struct mtd_cfg__diag d;
@@ -110,9 +198,19 @@ static int load(const char *name, const char *basedir, const void *data, size_t 
 		if (mtd_cfg__pbjson_load(data, len, fmt == MTD_CFG_FORMAT_JSON, desc, &d, &msg) != 0)
 			goto out;
 	}
+	size_t n_file = 0;
+	if (msg != NULL && (n_drop != 0 || n_created != 0)) {
+		Maitred__Config__V1__Config *m = (Maitred__Config__V1__Config *)msg;
+		if (set_created(m, n_drop, created, n_created) != 0)
+			d.oom = true;
+		n_file = m->n_services - n_created;
+	}
 	/* Build even after mapping errors, so one run reports them all. */
 	if (msg != NULL && !d.oom)
 		mtd_cfg__build((const Maitred__Config__V1__Config *)msg, name, basedir, &d, &cfg);
+	if (cfg != NULL)
+		for (size_t i = 0; i < n_created; i++)
+			cfg->services[n_file + i].xds_created = true;
 out:
 	if (msg != NULL)
 		protobuf_c_message_free_unpacked(msg, &mtd_cfg__pb_allocator);

@@ -56,6 +56,9 @@ static void route_clear(struct mtd_xds_route *r)
 	free((char *)r->rule.value);
 	action_clear(&r->act);
 	free(r->name);
+	for (size_t i = 0; i < r->n_faults; i++)
+		free(r->faults[i].filter);
+	free(r->faults);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -285,6 +288,23 @@ static int clusters(const PbAction *pa, struct mtd_xds_action *a, const char *wh
 			return mtd_xds__refuse(
 			        why, whylen, "%s.route.weighted_clusters.clusters[%zu].cluster_header is not supported",
 			        where, i);
+		for (size_t k = 0; k < cw->n_typed_per_filter_config; k++) {
+			struct mtd_cfg_fault_injection fi;
+			char at[160];
+			snprintf(at, sizeof(at), "%s.route.weighted_clusters.clusters[%zu].typed_per_filter_config", where,
+			         i);
+			int frc = cw->typed_per_filter_config[k]->value == NULL
+			                  ? 0
+			                  : mtd_xds__fault_override(cw->typed_per_filter_config[k]->value, &fi, at, why,
+			                                            whylen);
+			if (frc < 0)
+				return frc;
+			if (frc > 0)
+				return mtd_xds__refuse(why, whylen,
+				                       "%s: a fault override per cluster is not supported (per route "
+				                       "or virtual host it is)",
+				                       at);
+		}
 		if (!mtd_xds__name_ok(cw->name))
 			return mtd_xds__refuse(why, whylen,
 			                       "%s.route.weighted_clusters.clusters[%zu].name: empty, too long or not "
@@ -474,6 +494,55 @@ static struct mtd_xds_route *next_route(struct building *b, const char *where, c
 	return r;
 }
 
+typedef Envoy__Config__Route__V3__Route__TypedPerFilterConfigEntry PbRouteFilterEntry;
+typedef Envoy__Config__Route__V3__VirtualHost__TypedPerFilterConfigEntry PbVhostFilterEntry;
+
+/* One typed_per_filter_config entry (key, value) into r's fault
+ * overrides, unless r has one of that filter's already (the route's
+ * own come first: they win over its host's). */
+static int add_override(struct mtd_xds_route *r, const char *key, const Google__Protobuf__Any *value,
+                        const char *where, char *why, size_t whylen)
+{
+	struct mtd_cfg_fault_injection fi;
+	char at[192];
+
+	if (value == NULL)
+		return 0;
+	snprintf(at, sizeof(at), "%s.typed_per_filter_config[\"%.64s\"]", where, key);
+	for (size_t i = 0; i < r->n_faults; i++)
+		if (strcmp(r->faults[i].filter, key) == 0)
+			return 0;
+	int rc = mtd_xds__fault_override(value, &fi, at, why, whylen);
+	if (rc <= 0)
+		return rc;
+	if (!mtd_xds__name_ok(key))
+		return mtd_xds__refuse(why, whylen, "%s: the filter name is empty, too long or not printable", where);
+	struct mtd_xds_fault *f = mtd_cfg__realloc(r->faults, (r->n_faults + 1) * sizeof(*f));
+	if (f == NULL)
+		return -ENOMEM;
+	r->faults = f;
+	if ((f[r->n_faults].filter = mtd_cfg__strdup(key)) == NULL)
+		return -ENOMEM;
+	f[r->n_faults++].fi = fi;
+	return 0;
+}
+
+static int route_overrides(struct mtd_xds_route *r, const PbRoute *pr, const PbVhost *v, const char *where,
+                           const char *vwhere, char *why, size_t whylen)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < pr->n_typed_per_filter_config && rc == 0; i++) {
+		const PbRouteFilterEntry *e = pr->typed_per_filter_config[i];
+		rc = add_override(r, e->key, e->value, where, why, whylen);
+	}
+	for (size_t i = 0; i < v->n_typed_per_filter_config && rc == 0; i++) {
+		const PbVhostFilterEntry *e = v->typed_per_filter_config[i];
+		rc = add_override(r, e->key, e->value, vwhere, why, whylen);
+	}
+	return rc;
+}
+
 /* The routes of virtual host v for service `svc` (NULL = any: the "*"
  * host), then for a named host the route failing the rest of its calls. */
 static int vhost_routes(struct building *b, const PbVhost *v, size_t vi, const char *svc, char *why, size_t whylen)
@@ -492,6 +561,10 @@ static int vhost_routes(struct building *b, const PbVhost *v, size_t vi, const c
 		if ((rc = path_match(pr->match, &r->rule, where, why, whylen)) != 0 ||
 		    (rc = header_match(pr->match, &r->rule, where, why, whylen)) != 0 ||
 		    (rc = action(pr, &r->act, where, why, whylen)) != 0)
+			return rc;
+		char vwhere[48];
+		snprintf(vwhere, sizeof(vwhere), "virtual_hosts[%zu]", vi);
+		if ((rc = route_overrides(r, pr, v, where, vwhere, why, whylen)) != 0)
 			return rc;
 		if (pr->name[0] != '\0' && mtd_xds__name_ok(pr->name) && (r->name = mtd_cfg__strdup(pr->name)) == NULL)
 			return -ENOMEM;
@@ -629,10 +702,14 @@ void mtd_xds_listener_clear(struct mtd_xds_listener *l)
 	free(l->name);
 	free(l->rds_name);
 	mtd_xds_routes_free(l->routes);
+	free(l->fault.filter);
 	memset(l, 0, sizeof(*l));
 }
 
-static int hcm_filters(const PbHcm *h, char *why, size_t whylen)
+/* The manager's http_filters: the router last; before it at most one
+ * fault filter (taken into out->fault) and optional filters of other
+ * kinds (skipped). */
+static int hcm_filters(const PbHcm *h, struct mtd_xds_listener *out, char *why, size_t whylen)
 {
 	if (h->n_http_filters == 0)
 		return mtd_xds__refuse(why, whylen, "http_filters: empty (the router must be last)");
@@ -640,15 +717,33 @@ static int hcm_filters(const PbHcm *h, char *why, size_t whylen)
 		const Envoy__Extensions__Filters__Network__HttpConnectionManager__V3__HttpFilter *f =
 		        h->http_filters[i];
 		bool router = f->typed_config != NULL && strcmp(f->typed_config->type_url, MTD_XDS_TYPE_ROUTER) == 0;
+		bool fault = f->typed_config != NULL && strcmp(f->typed_config->type_url, MTD_XDS_TYPE_FAULT) == 0;
 		bool last = i + 1 == h->n_http_filters;
 		if (last && !router)
 			return mtd_xds__refuse(why, whylen, "http_filters: the last must be the router");
 		if (!last && router)
 			return mtd_xds__refuse(why, whylen, "http_filters[%zu]: the router must be last", i);
+		if (fault) {
+			char where[48];
+			snprintf(where, sizeof(where), "http_filters[%zu]", i);
+			if (out->fault.filter != NULL)
+				return mtd_xds__refuse(why, whylen,
+				                       "%s: a second fault filter (maitred runs one: \"%.128s\")", where,
+				                       out->fault.filter);
+			if (!mtd_xds__name_ok(f->name))
+				return mtd_xds__refuse(why, whylen, "%s.name: empty, too long or not printable", where);
+			int rc = mtd_xds__fault(f->typed_config->value.data, f->typed_config->value.len,
+			                        &out->fault.fi, where, why, whylen);
+			if (rc != 0)
+				return rc;
+			if ((out->fault.filter = mtd_cfg__strdup(f->name)) == NULL)
+				return -ENOMEM;
+			continue;
+		}
 		if (!last && !f->is_optional)
 			return mtd_xds__refuse(why, whylen,
-			                       "http_filters[%zu] \"%.128s\": not supported (maitred runs none of the "
-			                       "HTTP filters; is_optional ones are skipped)",
+			                       "http_filters[%zu] \"%.128s\": not supported (maitred runs the fault "
+			                       "filter and the router; other is_optional ones are skipped)",
 			                       i, f->name);
 	}
 	return 0;
@@ -662,7 +757,7 @@ static int hcm(const ProtobufCBinaryData *v, struct mtd_xds_listener *out, char 
 
 	if (h == NULL)
 		return mtd_xds__refuse(why, whylen, "the HttpConnectionManager does not decode");
-	if ((rc = hcm_filters(h, why, whylen)) != 0)
+	if ((rc = hcm_filters(h, out, why, whylen)) != 0)
 		goto done;
 	if (h->route_specifier_case ==
 	    ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER_RDS) {

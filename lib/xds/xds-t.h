@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config-t.h"
 #include "health/health-t.h"
 #include "lb/lb-t.h"
 #include "route/route.h"
@@ -24,6 +25,8 @@
 #define MTD_XDS_TYPE_HCM                                                                                             \
 	"type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 #define MTD_XDS_TYPE_ROUTER "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+#define MTD_XDS_TYPE_FAULT  "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault"
+#define MTD_XDS_TYPE_FILTER_CONFIG "type.googleapis.com/envoy.config.route.v3.FilterConfig"
 
 /* A resource name (cluster, EDS service name) is at most this long: a
  * longer one is refused rather than kept. */
@@ -108,6 +111,14 @@ struct mtd_xds_action {
 	char *hash_header; /* hash_policy's header, lower case; NULL = none */
 };
 
+/* An HTTP fault filter's config, or an override of it, by the filter's
+ * name (the key of typed_per_filter_config), in maitred's
+ * fault_injection terms (neither abort nor delay: no fault). */
+struct mtd_xds_fault {
+	char *filter; /* owned; NULL = no fault filter (a listener's) */
+	struct mtd_cfg_fault_injection fi;
+};
+
 /* One route: the call it takes (a maitred route rule whose strings point
  * into this structure's own: service, method, header, value) and what it
  * does (rule.to is the route's own index). */
@@ -115,6 +126,11 @@ struct mtd_xds_route {
 	struct mtd_route_rule rule;
 	struct mtd_xds_action act;
 	char *name; /* Route.name, NULL = none (for logs) */
+	/* The fault filter overrides the route's calls take, by filter
+	 * name: the route's own typed_per_filter_config entries, then its
+	 * virtual host's for the names the route has none of. */
+	struct mtd_xds_fault *faults;
+	size_t n_faults;
 };
 
 /* A RouteConfiguration in maitred's terms: the routes of every usable
@@ -133,6 +149,7 @@ struct mtd_xds_listener {
 	char *name;
 	char *rds_name;
 	struct mtd_xds_routes *routes;
+	struct mtd_xds_fault fault; /* its http_filters' fault filter, if any */
 };
 
 #endif

@@ -101,9 +101,18 @@ void mtd_xds_routes_free(struct mtd_xds_routes *r);
  * first filter of type HttpConnectionManager in its first filter chain)
  * and where its routes are (rds over ADS or self, or route_config inline,
  * translated as mtd_xds_routes_parse does). Its http_filters must end
- * with the router; any other filter is refused unless is_optional
- * (maitred runs none of Envoy's HTTP filters). out is cleared first; on
- * error it holds nothing. */
+ * with the router; before it one fault filter (HTTPFault: out->fault,
+ * its name and config) is taken, any other filter is refused unless
+ * is_optional (maitred runs no other of Envoy's HTTP filters). The fault
+ * config (and a route's or virtual host's override of it in
+ * typed_per_filter_config, kept per route by mtd_xds_routes_parse:
+ * an HTTPFault, or a FilterConfig wrapping one, disabled = none):
+ * abort grpc_status 1..16 or http_status 200..599 (as gRPC reads it),
+ * delay fixed_delay 1 ms..1 h, each for its percentage (unset = 0);
+ * refused: header_abort, header_delay, headers, upstream_cluster,
+ * downstream_nodes, max_active_faults, response_rate_limit, a second
+ * fault filter, an override per weighted cluster. out is cleared
+ * first; on error it holds nothing. */
 int mtd_xds_listener_parse(const uint8_t *buf, size_t len, struct mtd_xds_listener *out, char *why, size_t whylen);
 void mtd_xds_listener_clear(struct mtd_xds_listener *l);
 

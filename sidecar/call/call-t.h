@@ -201,19 +201,19 @@ struct mtd_call {
 	struct mtd_call_bc *bc;           /* BROADCAST (mode/broadcast.c), else NULL */
 	struct mtd_call_bg *bg;           /* a background call (failback.c, mirror.c), else NULL */
 	struct mtd_call *mirror;          /* its mirror copy while that runs (mirror.c), else NULL */
-	/* Flags, together (no padding after each). */
-	bool reaping;   /* on its worker's reap list (released) */
-	bool counted;   /* its end is in the figures, the access log and the circuit count */
-	bool committed; /* no replay any more (headers relayed / outgrown) */
-	bool req_sink;  /* nobody reads the request any more: drop it */
-	bool req_eof;   /* client sent END_STREAM */
-	bool key_ready; /* captured all we will read of it */
-	bool key_compressed;
-	bool resp_headers_sent; /* we submitted headers downstream */
-	bool resp_eof;          /* the answer is complete (trailers or synth) */
-	bool resp_deferred;
-	bool resp_done; /* trailers / END_STREAM submitted downstream */
-	/* One byte of bits: */
+	/* Flags, together, one bit each (what made room for xroute below;
+	 * none has its address taken). */
+	bool reaping : 1;   /* on its worker's reap list (released) */
+	bool counted : 1;   /* its end is in the figures, the access log and the circuit count */
+	bool committed : 1; /* no replay any more (headers relayed / outgrown) */
+	bool req_sink : 1;  /* nobody reads the request any more: drop it */
+	bool req_eof : 1;   /* client sent END_STREAM */
+	bool key_ready : 1; /* captured all we will read of it */
+	bool key_compressed : 1;
+	bool resp_headers_sent : 1; /* we submitted headers downstream */
+	bool resp_eof : 1;          /* the answer is complete (trailers or synth) */
+	bool resp_deferred : 1;
+	bool resp_done : 1; /* trailers / END_STREAM submitted downstream */
 	bool mx_ep_answered : 1;
 	bool delayed : 1; /* fault_injection delay: waiting on its retry timer, no attempt yet */
 	/* Tracing (trace.c): the request has a traceparent field (set as the
@@ -234,6 +234,9 @@ struct mtd_call {
 	 * call; the ready list runs the engine's side (down_port.c,
 	 * mtd_call_run_ready). No new attempt starts meanwhile. */
 	uint8_t down_closed;
+	/* The control plane's route the call took (in hold's runtime's
+	 * xroutes), NULL = none: its hash key and fault injection. */
+	const struct mtd_rt_xroute *xroute;
 };
 
 #endif

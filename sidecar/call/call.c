@@ -72,8 +72,12 @@ static struct mtd_outlier_set *call_outliers(const struct mtd_call *call)
 	return call->method && call->method->outliers ? call->method->outliers : call->svc->outliers;
 }
 
+/* A control plane's route with a hash_policy decides the key of the
+ * calls it takes; else the method's, else the service's hash_key. */
 static const struct mtd_cfg_hash_key *call_hash_key(const struct mtd_call *call)
 {
+	if (call->xroute && call->xroute->hash_key.kind != MTD_CFG_HASH_NONE)
+		return &call->xroute->hash_key;
 	return call->method ? &call->method->cfg->hash_key : &call->svc->cfg->hash_key;
 }
 
@@ -882,6 +886,7 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp, struct
 	 * first, then :path. */
 	*xr = (struct mtd_policy_xroute){0};
 	int si = call->inbound ? mtd_call_inbound_route(rt, call) : mtd_policy_route(rt, call, rp, xr);
+	call->xroute = xr->route;
 	if (si < 0) {
 		call->svc = NULL; /* nothing of an older snapshot stays routed */
 		call->method = NULL;

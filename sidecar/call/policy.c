@@ -56,6 +56,7 @@ int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, 
 		int r = mtd_route_match(xs->rules, xs->n, rp, req_header, (void *)call);
 		if (r >= 0) {
 			const struct mtd_rt_xroute *x = &xs->r[r];
+			xr->route = x;
 			if (x->n_targets == 0) {
 				xr->failed = x->name;
 				return -1;
@@ -88,8 +89,12 @@ bool mtd_policy_drawn(struct mtd_call *call, double percent)
 	return (double)(mtd_lb_rand(&call->w->rng) >> 11) * 0x1p-53 * 100.0 < percent;
 }
 
+/* A control plane's fault filter for the calls of its route, else the
+ * method's fault_injection, else the service's. */
 static const struct mtd_cfg_fault_injection *call_faults(const struct mtd_call *call)
 {
+	if (call->xroute && call->xroute->has_fault_injection)
+		return &call->xroute->fault_injection;
 	return call->method ? &call->method->cfg->fault_injection : &call->svc->cfg->fault_injection;
 }
 

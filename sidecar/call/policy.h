@@ -21,6 +21,7 @@ struct mtd_policy_xroute {
 	const struct mtd_fault_policy *fault; /* its retry_policy, NULL = the service's */
 	int64_t deadline_cap_ms;              /* 0 = none */
 	const char *failed;                   /* the call fails: this route has no cluster, NULL = no */
+	const struct mtd_rt_xroute *route;    /* the control plane's route taken, NULL = none */
 };
 
 /* The services[] entry of rt a call goes to: the first of the config's

@@ -252,6 +252,16 @@ struct mtd_rt_xroute {
 	uint32_t total;          /* the last target's upto */
 	int64_t deadline_cap_ms; /* 0 = none */
 	const char *name;        /* for messages: "Route.name", or the virtual host's "(no route)" */
+	/* hash_policy's header as the calls' hash key (kind HEADER, never
+	 * fail_on_missing: a call without it hashes at random), else kind
+	 * NONE: the service's own hash_key. header points into `owner`. */
+	struct mtd_cfg_hash_key hash_key;
+	/* The fault filter's config the route's calls take (the route's
+	 * override, else its virtual host's, else the filter's own), used
+	 * instead of the service's and its methods' fault_injection when
+	 * has_fault_injection (it aborts or delays). */
+	struct mtd_cfg_fault_injection fault_injection;
+	bool has_fault_injection;
 };
 
 struct mtd_rt_xroutes {

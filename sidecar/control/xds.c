@@ -28,6 +28,7 @@
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/control.h"
 #include "sidecar/control/gclient.h"
+#include "sidecar/control/reload.h"
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/control/xds.h"
@@ -139,6 +140,7 @@ struct mtd_xds {
 	struct xds_one lds, rds;
 	bool rds_resub; /* rds.name changed: its request goes out after the listener's answer */
 	struct mtd_xds_routes_box *routes;
+	struct mtd_xds_fault fault; /* the listener's fault filter (filter NULL: none) */
 };
 
 static void connect_now(struct mtd_xds *x);
@@ -594,6 +596,36 @@ void mtd_xds_sources_started(struct mtd_xds *x)
 	sync_cb(-1, 0, x);
 }
 
+struct mtd_cfg *mtd_xds_keep_created(struct mtd_xds *x, struct mtd_cfg *cfg)
+{
+	const char **want;
+	size_t n_want;
+
+	if (x == NULL || x->routes == NULL || cfg->xds == NULL || !same_str(cfg->xds->listener, x->lds.name))
+		return cfg;
+	if (mtd_xds_routes_created(cfg, x->routes->r, &want, &n_want) != 0) {
+		MTD_WARN("xds: out of memory: the services created for the routes' clusters are not kept");
+		return cfg;
+	}
+	if (n_want == 0) {
+		free(want);
+		return cfg;
+	}
+	struct mtd_cfg_errors errs = {0};
+	struct mtd_cfg *with;
+	int rc = mtd_cfg_with_xds_services(cfg, want, n_want, &with, &errs);
+	free(want);
+	if (rc != 0) {
+		MTD_WARN("xds: the services created for the routes' clusters are not kept (%s)",
+		         errs.n ? errs.msgs[0] : "out of memory");
+		mtd_cfg_errors_clear(&errs);
+		return cfg;
+	}
+	mtd_cfg_errors_clear(&errs);
+	mtd_cfg_free(cfg);
+	return with;
+}
+
 void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt)
 {
 	char why[1024];
@@ -602,7 +634,7 @@ void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt)
 	if (x == NULL || x->routes == NULL || rt->xroutes != NULL || rt->cfg->xds == NULL ||
 	    !same_str(rt->cfg->xds->listener, x->lds.name))
 		return;
-	rt->xroutes = mtd_xds_routes_bind(rt->cfg, x->routes, why, sizeof(why));
+	rt->xroutes = mtd_xds_routes_bind(rt->cfg, x->routes, &x->fault, why, sizeof(why));
 	if (rt->xroutes == NULL)
 		MTD_WARN("xds: the routes of %s no longer fit the config (%s): calls are routed by :path until a "
 		         "route configuration that does arrives",
@@ -832,12 +864,83 @@ static void one_clear(struct xds_one *o)
 	memset(o, 0, sizeof(*o));
 }
 
+static bool fault_same(const struct mtd_xds_fault *a, const struct mtd_xds_fault *b)
+{
+	const struct mtd_cfg_fault_injection *p = &a->fi, *q = &b->fi;
+
+	return same_str(a->filter, b->filter) && p->abort == q->abort && p->abort_percent == q->abort_percent &&
+	       p->abort_status == q->abort_status && p->delay == q->delay && p->delay_percent == q->delay_percent &&
+	       p->delay_ms == q->delay_ms;
+}
+
+/* The running config with the services created for want (n sorted
+ * cluster names) in place of those it has: a reload of the same config
+ * (reload.h: one snapshot, calls in flight finish on the old one), whose
+ * commit binds box's routes (carry_routes) to its services. 0, or -1 with
+ * the reason in why (nothing changed). */
+static int recreate(struct mtd_xds *x, struct mtd_xds_routes_box *box, const char *const *want, size_t n, char *why,
+                    size_t whylen)
+{
+	struct mtd_control *ctl = x->ctl;
+	struct mtd_cfg_errors errs = {0};
+	struct mtd_cfg *cfg;
+	struct mtd_reload_tx tx;
+
+	if (ctl->draining) {
+		snprintf(why, whylen, "maitred is draining: no service is created or removed");
+		return -1;
+	}
+	int rc = mtd_cfg_with_xds_services(ctl->rt->cfg, want, n, &cfg, &errs);
+	if (rc != 0) {
+		snprintf(why, whylen, "the services for its clusters: %s",
+		         errs.n ? errs.msgs[0] : rc == -ENOMEM ? "out of memory" : "refused");
+		mtd_cfg_errors_clear(&errs);
+		return -1;
+	}
+	mtd_cfg_errors_clear(&errs);
+	struct mtd_rt_xroutes *probe = mtd_xds_routes_bind(cfg, box, &x->fault, why, whylen);
+	if (probe == NULL) {
+		mtd_cfg_free(cfg);
+		return -1;
+	}
+	mtd_rt_xroutes_unref(probe);
+	if (mtd_reload_prepare(ctl, cfg, &tx, why, whylen) < 0)
+		return -1;
+	if (box != x->routes) {
+		box->refs++;
+		mtd_xds_routes_box_put(x->routes);
+		x->routes = box;
+	}
+	mtd_reload_commit(ctl, &tx);
+	MTD_INFO("xds: %zu service%s created for the clusters of route configuration %s (%zu in all)", n,
+	         n == 1 ? "" : "s", box->r->name, ctl->rt->cfg->n_routed);
+	return 0;
+}
+
 /* The routes of box (a reference transferred) become the ones in force:
- * bound to the running config's services and published in one snapshot.
+ * bound to the running config's services and published in one snapshot;
+ * when they name clusters no service of the file follows, with the
+ * services created for them (and those no route names any more gone).
  * 0, or -1 with the reason in why (the routes in force stay). */
 static int install_routes(struct mtd_xds *x, struct mtd_xds_routes_box *box, char *why, size_t whylen)
 {
-	struct mtd_rt_xroutes *xr = mtd_xds_routes_bind(x->ctl->rt->cfg, box, why, whylen);
+	const char **want;
+	size_t n_want;
+
+	if (mtd_xds_routes_created(x->ctl->rt->cfg, box->r, &want, &n_want) != 0) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	if (!mtd_xds_routes_created_same(x->ctl->rt->cfg, want, n_want)) {
+		int rc = recreate(x, box, want, n_want, why, whylen);
+		free(want);
+		if (rc == 0)
+			MTD_INFO("xds: %zu route%s of route configuration %s in force", box->r->n,
+			         box->r->n == 1 ? "" : "s", box->r->name);
+		return rc;
+	}
+	free(want);
+	struct mtd_rt_xroutes *xr = mtd_xds_routes_bind(x->ctl->rt->cfg, box, &x->fault, why, whylen);
 
 	if (xr == NULL)
 		return -1;
@@ -903,11 +1006,23 @@ static void on_listener(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 			continue;
 		}
 		size_t before = *nack_len;
+		/* The new fault filter binds the routes from here on; given
+		 * back if they do not bind under it. */
+		bool fault_changed = !fault_same(&x->fault, &l.fault);
+		struct mtd_xds_fault old = x->fault;
+		x->fault = l.fault;
+		l.fault = old;
 		if (l.routes != NULL) {
 			take_routes(x, &x->lds, name, l.routes, nack, nack_len);
 			l.routes = NULL;
+		} else if (fault_changed && x->routes != NULL && install_routes(x, x->routes, why, sizeof(why)) != 0) {
+			nack_add(nack, nack_len, name, why);
+			set_str(&x->lds.nack, why);
 		}
 		if (*nack_len != before) {
+			old = x->fault;
+			x->fault = l.fault;
+			l.fault = old;
 			mtd_xds_listener_clear(&l);
 			continue;
 		}
@@ -1245,6 +1360,8 @@ void mtd_xds_commit(struct mtd_control *ctl, struct mtd_xds *next)
 	if (ctl->xds != NULL && ctl->xds->routes != NULL && same_str(ctl->xds->lds.name, next->lds.name)) {
 		ctl->xds->routes->refs++;
 		next->routes = ctl->xds->routes;
+		next->fault = ctl->xds->fault; /* taken, with the routes it binds */
+		ctl->xds->fault = (struct mtd_xds_fault){0};
 	}
 	mtd_xds_free(ctl->xds);
 	ctl->xds = next;
@@ -1284,6 +1401,7 @@ void mtd_xds_free(struct mtd_xds *x)
 	one_clear(&x->lds);
 	one_clear(&x->rds);
 	mtd_xds_routes_box_put(x->routes);
+	free(x->fault.filter);
 	/* Bindings belong to their sources, stopped before (sources.h). */
 	for (size_t i = 0; i < x->n_binds; i++)
 		x->binds[i]->x = NULL;

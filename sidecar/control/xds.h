@@ -63,6 +63,12 @@ void mtd_xds_sources_started(struct mtd_xds *x);
  * another listener or none in rt's config, or routes already: a no-op. */
 struct mtd_runtime;
 void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt);
+/* A config just loaded for a reload (taken), given the services created
+ * for the clusters of the routes in force that none of its own follows
+ * (x's listener being its xds.listener): the reloaded process keeps
+ * them as a fresh one would have them. cfg itself when there are none
+ * or they cannot be made (logged). */
+struct mtd_cfg *mtd_xds_keep_created(struct mtd_xds *x, struct mtd_cfg *cfg);
 
 /* A reload's first half: when cfg's xds block differs from the running
  * client's (or there is none running), a new client for it, built (its

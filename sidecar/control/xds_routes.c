@@ -68,10 +68,7 @@ static int find_service(const struct mtd_cfg *cfg, const struct by_cluster *idx,
 			         cluster, cfg->services[i].name);
 			return -1;
 		}
-	snprintf(why, whylen,
-	         "cluster %.128s: no service has discovery.xds cluster %.128s (maitred does not create services "
-	         "from routes)",
-	         cluster, cluster);
+	snprintf(why, whylen, "cluster %.128s: no service has discovery.xds cluster %.128s", cluster, cluster);
 	return -1;
 }
 
@@ -89,8 +86,21 @@ static void xroute_fault(struct mtd_rt_xtarget *t, const struct mtd_cfg_service 
 	t->has_fault = true;
 }
 
-struct mtd_rt_xroutes *mtd_xds_routes_bind(const struct mtd_cfg *cfg, struct mtd_xds_routes_box *box, char *why,
-                                           size_t whylen)
+/* The fault config route r's calls take under filter: its override (its
+ * own or its host's), else the filter's; NULL when there is no filter. */
+static const struct mtd_cfg_fault_injection *route_fault(const struct mtd_xds_route *r,
+                                                         const struct mtd_xds_fault *filter)
+{
+	if (filter == NULL || filter->filter == NULL)
+		return NULL;
+	for (size_t i = 0; i < r->n_faults; i++)
+		if (strcmp(r->faults[i].filter, filter->filter) == 0)
+			return &r->faults[i].fi;
+	return &filter->fi;
+}
+
+struct mtd_rt_xroutes *mtd_xds_routes_bind(const struct mtd_cfg *cfg, struct mtd_xds_routes_box *box,
+                                           const struct mtd_xds_fault *filter, char *why, size_t whylen)
 {
 	const struct mtd_xds_routes *r = box->r;
 	struct mtd_rt_xroutes *xr = calloc(1, sizeof(*xr));
@@ -123,11 +133,14 @@ struct mtd_rt_xroutes *mtd_xds_routes_bind(const struct mtd_cfg *cfg, struct mtd
 		dst->name = src->name ? src->name : xr->name;
 		dst->deadline_cap_ms = src->act.deadline_cap_ms;
 		if (src->act.hash_header != NULL) {
-			snprintf(why, whylen,
-			         "route %zu (%.128s): hash_policy is not supported (a call's hash key is its "
-			         "service's hash_key)",
-			         i, rname);
-			goto fail;
+			/* hash_policy: the header's value is the calls' hash key. */
+			dst->hash_key.kind = MTD_CFG_HASH_HEADER;
+			dst->hash_key.header = src->act.hash_header;
+		}
+		const struct mtd_cfg_fault_injection *fi = route_fault(src, filter);
+		if (fi != NULL && (fi->abort || fi->delay)) {
+			dst->fault_injection = *fi;
+			dst->has_fault_injection = true;
 		}
 		if (src->act.n_clusters == 0)
 			continue;
@@ -161,4 +174,72 @@ fail:
 	free(idx);
 	mtd_rt_xroutes_unref(xr);
 	return NULL;
+}
+
+/* ---- services created for the routes' clusters ----------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static bool in_sorted(const char **v, size_t n, const char *s)
+{
+	return n != 0 && bsearch(&s, v, n, sizeof(*v), cmp_str) != NULL;
+}
+
+int mtd_xds_routes_created(const struct mtd_cfg *cfg, const struct mtd_xds_routes *r, const char ***out, size_t *n)
+{
+	size_t n_file = 0, n_all = 0, n_out = 0;
+
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < r->n; i++)
+		n_all += r->routes[i].act.n_clusters;
+	/* What the file's services take: their clusters and their names. */
+	const char **taken = calloc(2 * cfg->n_routed + 1, sizeof(*taken));
+	const char **want = calloc(n_all + 1, sizeof(*want));
+	if (taken == NULL || want == NULL) {
+		free(taken);
+		free(want);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < cfg->n_routed; i++) {
+		const struct mtd_cfg_service *s = &cfg->services[i];
+		if (s->xds_created)
+			continue;
+		taken[n_file++] = s->name;
+		if (s->source == MTD_CFG_SOURCE_XDS)
+			taken[n_file++] = s->xds_cluster;
+	}
+	qsort(taken, n_file, sizeof(*taken), cmp_str);
+	for (size_t i = 0; i < r->n; i++)
+		for (size_t k = 0; k < r->routes[i].act.n_clusters; k++) {
+			const char *c = r->routes[i].act.clusters[k];
+			if (!in_sorted(taken, n_file, c))
+				want[n_out++] = c;
+		}
+	free(taken);
+	qsort(want, n_out, sizeof(*want), cmp_str);
+	size_t u = 0;
+	for (size_t i = 0; i < n_out; i++)
+		if (u == 0 || strcmp(want[u - 1], want[i]) != 0)
+			want[u++] = want[i];
+	*out = want;
+	*n = u;
+	return 0;
+}
+
+bool mtd_xds_routes_created_same(const struct mtd_cfg *cfg, const char *const *names, size_t n)
+{
+	size_t have = 0;
+
+	for (size_t i = 0; i < cfg->n_routed; i++) {
+		if (!cfg->services[i].xds_created)
+			continue;
+		if (have == n || !in_sorted((const char **)names, n, cfg->services[i].name))
+			return false;
+		have++;
+	}
+	return have == n;
 }

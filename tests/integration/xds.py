@@ -35,6 +35,7 @@ RDS = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 HCM = ("type.googleapis.com/envoy.extensions.filters.network."
        "http_connection_manager.v3.HttpConnectionManager")
 ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+FAULT = "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault"
 
 START_LIMIT = 30.0
 
@@ -188,14 +189,28 @@ def assignment(name, localities):
     return {"cluster_name": name, "endpoints": localities}
 
 
-def listener(name, route_name):
+def listener(name, route_name, fault=None):
     """An API listener (as proxyless gRPC clients take one) whose
-    HttpConnectionManager names a RouteConfiguration over ADS."""
+    HttpConnectionManager names a RouteConfiguration over ADS; with
+    fault (an HTTPFault dict), the fault filter "fault" before the router."""
+    filters = [{"name": "router", "typed_config": {"@type": ROUTER}}]
+    if fault is not None:
+        filters.insert(0, {"name": "fault", "typed_config": dict({"@type": FAULT}, **fault)})
     return {"name": name,
             "api_listener": {"api_listener": {
                 "@type": HCM,
                 "rds": {"route_config_name": route_name, "config_source": {"ads": {}}},
-                "http_filters": [{"name": "router", "typed_config": {"@type": ROUTER}}]}}}
+                "http_filters": filters}}}
+
+
+def fault_abort(status, numerator=100, denominator="HUNDRED", http=False):
+    """An HTTPFault's abort: a gRPC status (or an HTTP one) for a share."""
+    return {"abort": {("http_status" if http else "grpc_status"): status,
+                      "percentage": {"numerator": numerator, "denominator": denominator}}}
+
+
+def fault_delay(duration, numerator=100, denominator="HUNDRED"):
+    return {"delay": {"fixed_delay": duration, "percentage": {"numerator": numerator, "denominator": denominator}}}
 
 
 def route_config(name, routes, domains=("*",)):

@@ -552,6 +552,69 @@ START_TEST(xds_ok)
 }
 END_TEST
 
+/* Services a control plane's routes name: the config as loaded plus one
+ * per cluster, options at their defaults, replaced as a whole each time. */
+START_TEST(xds_created_services)
+{
+	struct mtd_cfg *base = load_ok("xds: {server: \"127.0.0.1:18000\", listener: maitred.outbound}\n"
+	                               "services:\n"
+	                               "  - {name: pool-a, discovery: {xds: {cluster: cluster-a}}}\n"
+	                               "  - {name: shop.Static, endpoints: [{address: \"127.0.0.1:1\"}]}\n");
+	struct mtd_cfg_errors errs = {0};
+	struct mtd_cfg *two, *one, *none;
+	const char *const names[] = {"outbound|8080||cart", "shop.Cart"};
+
+	ck_assert_int_eq(mtd_cfg_with_xds_services(base, names, 2, &two, &errs), 0);
+	ck_assert_uint_eq(two->n_routed, 4);
+	ck_assert(!two->services[0].xds_created && !two->services[1].xds_created);
+	for (size_t i = 2; i < 4; i++) {
+		const struct mtd_cfg_service *s = &two->services[i];
+		ck_assert(s->xds_created);
+		ck_assert_str_eq(s->name, names[i - 2]);
+		ck_assert_int_eq(s->source, MTD_CFG_SOURCE_XDS);
+		ck_assert_str_eq(s->xds_cluster, names[i - 2]);
+		/* The defaults of an entry without options: pool-a's. */
+		ck_assert_ptr_eq(s->lb.ops, two->services[0].lb.ops);
+		ck_assert_int_eq(s->fault.mode, two->services[0].fault.mode);
+		ck_assert_ptr_null(s->tls);
+	}
+	ck_assert_str_eq(two->services[1].name, "shop.Static");
+	ck_assert_str_eq(two->source, base->source);
+	/* Replaced, not added to; none again is the file's own. */
+	ck_assert_int_eq(mtd_cfg_with_xds_services(two, &names[1], 1, &one, &errs), 0);
+	ck_assert_uint_eq(one->n_routed, 3);
+	ck_assert_str_eq(one->services[2].name, "shop.Cart");
+	ck_assert(one->services[2].xds_created);
+	ck_assert_int_eq(mtd_cfg_with_xds_services(one, NULL, 0, &none, &errs), 0);
+	ck_assert_uint_eq(none->n_routed, 2);
+	ck_assert(!none->services[1].xds_created);
+	ck_assert_uint_eq(errs.n, 0);
+	mtd_cfg_free(none);
+	mtd_cfg_free(one);
+	/* Out of memory anywhere: -ENOMEM, nothing built, nothing leaked. */
+	unsigned long k;
+	for (k = 1; k < 100000; k++) {
+		struct mtd_cfg *cfg = NULL;
+		mtd_cfg__fail_alloc_after(k);
+		int rc = mtd_cfg_with_xds_services(two, names, 2, &cfg, &errs);
+		bool failed = mtd_cfg__alloc_failed();
+		mtd_cfg__fail_alloc_after(0);
+		mtd_cfg_errors_clear(&errs);
+		if (!failed) {
+			ck_assert_int_eq(rc, 0);
+			ck_assert_uint_eq(cfg->n_routed, 4);
+			mtd_cfg_free(cfg);
+			break;
+		}
+		ck_assert_msg(rc == -ENOMEM, "allocation %lu: rc %d", k, rc);
+		ck_assert_ptr_null(cfg);
+	}
+	ck_assert_uint_gt(k, 20);
+	mtd_cfg_free(two);
+	mtd_cfg_free(base);
+}
+END_TEST
+
 START_TEST(xds_errors)
 {
 	unsetenv("GRPC_XDS_BOOTSTRAP");
@@ -2855,6 +2918,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, inbound_ok);
 	tcase_add_test(errors, xds_errors);
 	tcase_add_test(ok, xds_ok);
+	tcase_add_test(ok, xds_created_services);
 	tcase_add_test(ok, xds_bootstrap);
 	tcase_add_test(errors, err_inbound);
 	tcase_add_test(errors, register_ok);

@@ -13,6 +13,7 @@
 #include "config/config-int.h"
 #include "envoy/config/listener/v3/listener.pb-c.h"
 #include "envoy/config/route/v3/route.pb-c.h"
+#include "envoy/extensions/filters/http/fault/v3/fault.pb-c.h"
 #include "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.pb-c.h"
 #include "grpc/grpc.h"
 #include "route/route.h"
@@ -705,6 +706,309 @@ START_TEST(test_listener)
 }
 END_TEST
 
+/* ---- the fault filter (A33) -------------------------------------------------- */
+
+typedef Envoy__Extensions__Filters__Http__Fault__V3__HTTPFault PbHttpFault;
+
+/* An HTTPFault packed into any (its bytes in buf), extra appended to
+ * the wire (fields maitred's proto leaves out). */
+static void pack_fault(const PbHttpFault *f, Google__Protobuf__Any *any, uint8_t *buf, const uint8_t *extra,
+                       size_t extra_len)
+{
+	size_t n = envoy__extensions__filters__http__fault__v3__httpfault__pack(f, buf);
+	if (extra_len > 0)
+		memcpy(buf + n, extra, extra_len);
+	google__protobuf__any__init(any);
+	any->type_url = (char *)MTD_XDS_TYPE_FAULT;
+	any->value.data = buf;
+	any->value.len = n + extra_len;
+}
+
+START_TEST(test_fault_filter)
+{
+	PbHcm h = ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__INIT;
+	Envoy__Extensions__Filters__Network__HttpConnectionManager__V3__Rds rds =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__RDS__INIT;
+	Envoy__Config__Core__V3__ConfigSource cs = ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__INIT;
+	Envoy__Config__Core__V3__AggregatedConfigSource ads = ENVOY__CONFIG__CORE__V3__AGGREGATED_CONFIG_SOURCE__INIT;
+	PbHttpFilter fault, fault2, router, *fs[] = {&fault, &fault2, &router};
+	Envoy__Config__Listener__V3__ApiListener api = ENVOY__CONFIG__LISTENER__V3__API_LISTENER__INIT;
+	PbListener l = ENVOY__CONFIG__LISTENER__V3__LISTENER__INIT;
+	PbHttpFault hf = ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__HTTPFAULT__INIT;
+	Envoy__Extensions__Filters__Http__Fault__V3__FaultAbort ab =
+	        ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__FAULT_ABORT__INIT;
+	Envoy__Extensions__Filters__Http__Fault__V3__FaultAbort__HeaderAbort hab =
+	        ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__FAULT_ABORT__HEADER_ABORT__INIT;
+	Envoy__Extensions__Filters__Common__Fault__V3__FaultDelay dl =
+	        ENVOY__EXTENSIONS__FILTERS__COMMON__FAULT__V3__FAULT_DELAY__INIT;
+	Envoy__Extensions__Filters__Common__Fault__V3__FaultDelay__HeaderDelay hdl =
+	        ENVOY__EXTENSIONS__FILTERS__COMMON__FAULT__V3__FAULT_DELAY__HEADER_DELAY__INIT;
+	Envoy__Type__V3__FractionalPercent pa = ENVOY__TYPE__V3__FRACTIONAL_PERCENT__INIT,
+	                                   pd = ENVOY__TYPE__V3__FRACTIONAL_PERCENT__INIT;
+	Google__Protobuf__Duration d200 = GOOGLE__PROTOBUF__DURATION__INIT;
+	Google__Protobuf__Any fany, fany2;
+	static uint8_t fbuf[512], fbuf2[512];
+	struct mtd_xds_listener out;
+
+	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&fault);
+	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&fault2);
+	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&router);
+	router_any.type_url = (char *)MTD_XDS_TYPE_ROUTER;
+	router.name = (char *)"router";
+	router.config_type_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_FILTER__CONFIG_TYPE_TYPED_CONFIG;
+	router.typed_config = &router_any;
+	cs.config_source_specifier_case = ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__CONFIG_SOURCE_SPECIFIER_ADS;
+	cs.ads = &ads;
+	rds.config_source = &cs;
+	rds.route_config_name = (char *)"routes";
+	h.route_specifier_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER_RDS;
+	h.rds = &rds;
+	h.http_filters = &fs[1];
+	h.n_http_filters = 2;
+	l.name = (char *)"lis";
+	l.api_listener = &api;
+
+	/* abort UNAVAILABLE for 50 in 100 calls; delay 200 ms for 10,000 in a million. */
+	ab.error_type_case = ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__FAULT_ABORT__ERROR_TYPE_GRPC_STATUS;
+	ab.grpc_status = MTD_GRPC_UNAVAILABLE;
+	pa.numerator = 50;
+	ab.percentage = &pa;
+	d200.nanos = 200000000;
+	dl.fault_delay_secifier_case =
+	        ENVOY__EXTENSIONS__FILTERS__COMMON__FAULT__V3__FAULT_DELAY__FAULT_DELAY_SECIFIER_FIXED_DELAY;
+	dl.fixed_delay = &d200;
+	pd.numerator = 10000;
+	pd.denominator = ENVOY__TYPE__V3__FRACTIONAL_PERCENT__DENOMINATOR_TYPE__MILLION;
+	dl.percentage = &pd;
+	hf.abort = &ab;
+	hf.delay = &dl;
+	pack_fault(&hf, &fany, fbuf, NULL, 0);
+	fault2.name = (char *)"envoy.filters.http.fault";
+	fault2.config_type_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_FILTER__CONFIG_TYPE_TYPED_CONFIG;
+	fault2.typed_config = &fany;
+	pack_hcm(&h);
+	api.api_listener = &hcm_any;
+	ck_assert_int_eq(parse_listener(&l, &out), 0);
+	ck_assert_str_eq(out.fault.filter, "envoy.filters.http.fault");
+	ck_assert(out.fault.fi.abort);
+	ck_assert_int_eq(out.fault.fi.abort_status, MTD_GRPC_UNAVAILABLE);
+	ck_assert_double_eq_tol(out.fault.fi.abort_percent, 50.0, 1e-9);
+	ck_assert(out.fault.fi.delay);
+	ck_assert_int_eq(out.fault.fi.delay_ms, 200);
+	ck_assert_double_eq_tol(out.fault.fi.delay_percent, 1.0, 1e-9);
+	mtd_xds_listener_clear(&out);
+
+	/* An HTTP status as a gRPC client reads it; a numerator over its
+	 * denominator is every call; no percentage is none. */
+	ab.error_type_case = ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__FAULT_ABORT__ERROR_TYPE_HTTP_STATUS;
+	ab.http_status = 403;
+	pa.numerator = 20000;
+	pa.denominator = ENVOY__TYPE__V3__FRACTIONAL_PERCENT__DENOMINATOR_TYPE__TEN_THOUSAND;
+	dl.percentage = NULL;
+	pack_fault(&hf, &fany, fbuf, NULL, 0);
+	pack_hcm(&h);
+	ck_assert_int_eq(parse_listener(&l, &out), 0);
+	ck_assert_int_eq(out.fault.fi.abort_status, MTD_GRPC_PERMISSION_DENIED);
+	ck_assert_double_eq_tol(out.fault.fi.abort_percent, 100.0, 1e-9);
+	ck_assert(out.fault.fi.delay);
+	ck_assert_double_eq_tol(out.fault.fi.delay_percent, 0.0, 1e-9);
+	mtd_xds_listener_clear(&out);
+	ab.http_status = 200;
+	pack_fault(&hf, &fany, fbuf, NULL, 0);
+	pack_hcm(&h);
+	ck_assert_int_eq(parse_listener(&l, &out), 0);
+	ck_assert_int_eq(out.fault.fi.abort_status, MTD_GRPC_UNKNOWN);
+	mtd_xds_listener_clear(&out);
+
+	/* Refused: statuses out of range, faults a header decides, the
+	 * fields maitred does not run, two fault filters. */
+	struct {
+		int what;
+		const char *reason;
+	} bad[] = {
+	        {0, "abort.http_status: 600 is not in 200..599"},
+	        {1, "abort.grpc_status: 0 is not a gRPC status other than OK"},
+	        {2, "abort.header_abort is not supported"},
+	        {3, "delay.header_delay is not supported"},
+	        {4, "delay.fixed_delay: out of range"},
+	        {5, "max_active_faults is not supported"},
+	        {6, "headers is not supported"},
+	        {7, "a second fault filter"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		static const uint8_t max_active[] = {0x32, 0x02, 0x08, 0x05}; /* 6: {value: 5} */
+		static const uint8_t headers[] = {0x22, 0x03, 0x0a, 0x01, 0x78}; /* 4: {name: "x"} */
+		const uint8_t *extra = NULL;
+		size_t extra_len = 0;
+		ab.error_type_case = ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__FAULT_ABORT__ERROR_TYPE_GRPC_STATUS;
+		ab.grpc_status = MTD_GRPC_INTERNAL;
+		dl.fault_delay_secifier_case =
+		        ENVOY__EXTENSIONS__FILTERS__COMMON__FAULT__V3__FAULT_DELAY__FAULT_DELAY_SECIFIER_FIXED_DELAY;
+		dl.fixed_delay = &d200;
+		h.http_filters = &fs[1];
+		h.n_http_filters = 2;
+		switch (bad[i].what) {
+		case 0:
+			ab.error_type_case =
+			        ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__FAULT_ABORT__ERROR_TYPE_HTTP_STATUS;
+			ab.http_status = 600;
+			break;
+		case 1:
+			ab.grpc_status = 0;
+			break;
+		case 2:
+			ab.error_type_case =
+			        ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__FAULT_ABORT__ERROR_TYPE_HEADER_ABORT;
+			ab.header_abort = &hab;
+			break;
+		case 3:
+			dl.fault_delay_secifier_case =
+			        ENVOY__EXTENSIONS__FILTERS__COMMON__FAULT__V3__FAULT_DELAY__FAULT_DELAY_SECIFIER_HEADER_DELAY;
+			dl.header_delay = &hdl;
+			break;
+		case 4:
+			d200.seconds = 3601;
+			break;
+		case 5:
+			extra = max_active, extra_len = sizeof(max_active);
+			break;
+		case 6:
+			extra = headers, extra_len = sizeof(headers);
+			break;
+		case 7:
+			h.http_filters = fs;
+			h.n_http_filters = 3;
+			fault.name = (char *)"fault-1";
+			fault.config_type_case = fault2.config_type_case;
+			fault.typed_config = &fany2;
+			break;
+		}
+		pack_fault(&hf, &fany, fbuf, extra, extra_len);
+		pack_fault(&hf, &fany2, fbuf2, NULL, 0);
+		pack_hcm(&h);
+		ck_assert_int_eq(parse_listener(&l, &out), -EINVAL);
+		ck_assert_msg(strstr(why, bad[i].reason) != NULL, "reason \"%s\" lacks \"%s\"", why, bad[i].reason);
+		ck_assert_ptr_null(out.fault.filter);
+		d200.seconds = 0;
+	}
+}
+END_TEST
+
+/* typed_per_filter_config: a route's own override first, then its
+ * virtual host's; a FilterConfig wrapping one, disabled = no fault;
+ * other filters' configs skipped; per weighted cluster refused. */
+START_TEST(test_fault_overrides)
+{
+	struct rt a, b;
+	PbRoute *rs[] = {&a.r, &b.r};
+	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
+	PbVhost v, *vs[] = {&v};
+	char *any[] = {(char *)"*"};
+	PbHttpFault hf = ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__HTTPFAULT__INIT;
+	Envoy__Extensions__Filters__Http__Fault__V3__FaultAbort ab =
+	        ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__FAULT_ABORT__INIT;
+	Envoy__Type__V3__FractionalPercent pct = ENVOY__TYPE__V3__FRACTIONAL_PERCENT__INIT;
+	Google__Protobuf__Any route_any, vhost_any, other_any = GOOGLE__PROTOBUF__ANY__INIT, wrapped_any;
+	Envoy__Config__Route__V3__FilterConfig fcfg = ENVOY__CONFIG__ROUTE__V3__FILTER_CONFIG__INIT;
+	Envoy__Config__Route__V3__Route__TypedPerFilterConfigEntry re =
+	        ENVOY__CONFIG__ROUTE__V3__ROUTE__TYPED_PER_FILTER_CONFIG_ENTRY__INIT, *res[] = {&re};
+	Envoy__Config__Route__V3__VirtualHost__TypedPerFilterConfigEntry ve =
+	        ENVOY__CONFIG__ROUTE__V3__VIRTUAL_HOST__TYPED_PER_FILTER_CONFIG_ENTRY__INIT,
+	                                                                 vo = ENVOY__CONFIG__ROUTE__V3__VIRTUAL_HOST__TYPED_PER_FILTER_CONFIG_ENTRY__INIT,
+	                                                                 *ves[] = {&vo, &ve};
+	static uint8_t rbuf[256], vbuf[256], wbuf[512];
+	struct mtd_xds_routes *out;
+
+	ab.error_type_case = ENVOY__EXTENSIONS__FILTERS__HTTP__FAULT__V3__FAULT_ABORT__ERROR_TYPE_GRPC_STATUS;
+	pct.numerator = 100;
+	ab.percentage = &pct;
+	hf.abort = &ab;
+	ab.grpc_status = MTD_GRPC_ABORTED;
+	pack_fault(&hf, &route_any, rbuf, NULL, 0);
+	ab.grpc_status = MTD_GRPC_DATA_LOSS;
+	pack_fault(&hf, &vhost_any, vbuf, NULL, 0);
+	other_any.type_url = (char *)"type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBACPerRoute";
+	rt_prefix(&a, "/x.Y/", "c1");
+	rt_prefix(&b, "", "c2");
+	re.key = (char *)"fault";
+	re.value = &route_any;
+	a.r.typed_per_filter_config = res;
+	a.r.n_typed_per_filter_config = 1;
+	ve.key = (char *)"fault";
+	ve.value = &vhost_any;
+	vo.key = (char *)"rbac";
+	vo.value = &other_any;
+	vhost(&v, any, 1, rs, 2);
+	v.typed_per_filter_config = ves;
+	v.n_typed_per_filter_config = 2;
+	rc.name = (char *)"rc";
+	rc.virtual_hosts = vs;
+	rc.n_virtual_hosts = 1;
+	ck_assert_int_eq(parse_rc(&rc, &out), 0);
+	ck_assert_uint_eq(out->routes[0].n_faults, 1);
+	ck_assert_str_eq(out->routes[0].faults[0].filter, "fault");
+	ck_assert_int_eq(out->routes[0].faults[0].fi.abort_status, MTD_GRPC_ABORTED);
+	ck_assert_uint_eq(out->routes[1].n_faults, 1);
+	ck_assert_int_eq(out->routes[1].faults[0].fi.abort_status, MTD_GRPC_DATA_LOSS);
+	ck_assert_double_eq_tol(out->routes[1].faults[0].fi.abort_percent, 100.0, 1e-9);
+	mtd_xds_routes_free(out);
+
+	/* A FilterConfig: wrapping an HTTPFault, or disabled (no fault). */
+	fcfg.config = &route_any;
+	size_t n = envoy__config__route__v3__filter_config__pack(&fcfg, wbuf);
+	google__protobuf__any__init(&wrapped_any);
+	wrapped_any.type_url = (char *)MTD_XDS_TYPE_FILTER_CONFIG;
+	wrapped_any.value.data = wbuf;
+	wrapped_any.value.len = n;
+	ve.value = &wrapped_any;
+	ck_assert_int_eq(parse_rc(&rc, &out), 0);
+	ck_assert_int_eq(out->routes[1].faults[0].fi.abort_status, MTD_GRPC_ABORTED);
+	mtd_xds_routes_free(out);
+	fcfg.config = NULL;
+	fcfg.disabled = true;
+	wrapped_any.value.len = envoy__config__route__v3__filter_config__pack(&fcfg, wbuf);
+	ck_assert_int_eq(parse_rc(&rc, &out), 0);
+	ck_assert_uint_eq(out->routes[1].n_faults, 1);
+	ck_assert(!out->routes[1].faults[0].fi.abort && !out->routes[1].faults[0].fi.delay);
+	mtd_xds_routes_free(out);
+
+	/* A bad override names where it is. */
+	ab.grpc_status = 17;
+	pack_fault(&hf, &route_any, rbuf, NULL, 0);
+	ck_assert_int_eq(parse_rc(&rc, &out), -EINVAL);
+	ck_assert_msg(strstr(why, "virtual_hosts[0].routes[0].typed_per_filter_config[\"fault\"].abort.grpc_status") !=
+	                      NULL,
+	              "%s", why);
+
+	/* Per weighted cluster: refused. */
+	ab.grpc_status = MTD_GRPC_ABORTED;
+	pack_fault(&hf, &route_any, rbuf, NULL, 0);
+	Envoy__Config__Route__V3__WeightedCluster wc = ENVOY__CONFIG__ROUTE__V3__WEIGHTED_CLUSTER__INIT;
+	Envoy__Config__Route__V3__WeightedCluster__ClusterWeight cw =
+	        ENVOY__CONFIG__ROUTE__V3__WEIGHTED_CLUSTER__CLUSTER_WEIGHT__INIT, *cws[] = {&cw};
+	Envoy__Config__Route__V3__WeightedCluster__ClusterWeight__TypedPerFilterConfigEntry ce =
+	        ENVOY__CONFIG__ROUTE__V3__WEIGHTED_CLUSTER__CLUSTER_WEIGHT__TYPED_PER_FILTER_CONFIG_ENTRY__INIT,
+	        *ces[] = {&ce};
+	Google__Protobuf__UInt32Value w1 = GOOGLE__PROTOBUF__UINT32_VALUE__INIT;
+	w1.value = 1;
+	cw.name = (char *)"c1";
+	cw.weight = &w1;
+	ce.key = (char *)"fault";
+	ce.value = &route_any;
+	cw.typed_per_filter_config = ces;
+	cw.n_typed_per_filter_config = 1;
+	wc.clusters = cws;
+	wc.n_clusters = 1;
+	b.a.cluster_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_ACTION__CLUSTER_SPECIFIER_WEIGHTED_CLUSTERS;
+	b.a.weighted_clusters = &wc;
+	ck_assert_int_eq(parse_rc(&rc, &out), -EINVAL);
+	ck_assert_msg(strstr(why, "a fault override per cluster is not supported") != NULL, "%s", why);
+}
+END_TEST
+
 /* Bytes that are not a resource, or a resource cut anywhere: refused or
  * translated, never a crash (ASan). */
 START_TEST(test_garbage)
@@ -802,6 +1106,8 @@ static Suite *xds_route_suite(void)
 	tcase_add_test(tc, test_refused_actions);
 	tcase_add_test(tc, test_limits);
 	tcase_add_test(tc, test_listener);
+	tcase_add_test(tc, test_fault_filter);
+	tcase_add_test(tc, test_fault_overrides);
 	tcase_add_test(tc, test_garbage);
 	tcase_add_test(tc, test_failmalloc);
 	suite_add_tcase(s, tc);
