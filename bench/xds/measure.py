@@ -41,6 +41,7 @@ include waiting for a core on a loaded machine.
 """
 
 import json
+import shutil
 import os
 import statistics
 import subprocess
@@ -161,6 +162,7 @@ class Maitred:
         for name, cl in services:
             lines.append("  - name: \"%s\"" % name)
             lines.append("    discovery: { xds: { cluster: \"%s\" } }" % cl)
+        self.tmp = tmp
         self.path = os.path.join(tmp, "maitred.yaml")
         with open(self.path, "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -204,7 +206,7 @@ class Server(XdsServer):
 
     def __init__(self, tmp):
         super().__init__(tmp)
-        self.seen = 0
+        self.entries = []  # the server's request log, as read so far
 
     def call(self, method, path, body=None):
         data = None if body is None else json.dumps(body).encode()
@@ -222,14 +224,15 @@ class Server(XdsServer):
                 for r in self.call("POST", "/batch", [dict(method=m, kind=k, resources=r) for m, k, r in steps])]
 
     def new_log(self):
-        part = self.call("GET", "/log?since=%d&brief=1" % self.seen)
-        self.seen += len(part)
+        part = self.call("GET", "/log?since=%d&brief=1" % len(self.entries))
+        self.entries += part
         return part
 
     def wait_ack(self, type_url, version, what):
         """The arrival time (ns) of maitred's ACK of version; NACK: exit."""
         def found():
-            for e in self.new_log():
+            self.new_log()
+            for e in self.entries:
                 if e["type_url"] == type_url and e["error_detail"]:
                     raise SystemExit("maitred NACKed %s: %s" % (what, e["error_detail"]))
                 if (e["type_url"] == type_url and e["response_nonce"] and
@@ -256,6 +259,8 @@ class Probe:
             except grpc.RpcError:
                 self.failed += 1
                 continue
+            except ValueError:
+                return  # the channel closed under it (an abort)
             self.seen.append((t0, time.monotonic_ns(), inst))
 
     def first(self, inst, after_ns):
@@ -286,15 +291,20 @@ def fmt_ms(ns):
 
 
 def summary(label, xs, unit_ns=1e6, unit="ms"):
+    """Median, mean, min, max. For CPU read the mean: the idle tick (once a
+    second) falls in some rounds' windows and not others, and what is
+    taken off is its average over the window."""
     xs = sorted(xs)
-    return "%s median %.3f %s (min %.3f, max %.3f, n %d)" % (
-        label, statistics.median(xs) / unit_ns, unit, xs[0] / unit_ns, xs[-1] / unit_ns, len(xs))
+    return "%s median %.3f %s, mean %.3f (min %.3f, max %.3f, n %d)" % (
+        label, statistics.median(xs) / unit_ns, unit, statistics.mean(xs) / unit_ns, xs[0] / unit_ns,
+        xs[-1] / unit_ns, len(xs))
 
 
 def eds_update(server, m, probe_on, name, hosts, ups, k):
     """One EDS update of cluster name: every endpoint moves to ups[k % 2]'s
     port. Returns a dict of figures."""
     to = ups[k % 2]
+    w0 = time.monotonic_ns()
     c0, p0 = cpu_ns(m.pid)
     probe = Probe(m.stub) if probe_on else None
     if probe:
@@ -312,7 +322,59 @@ def eds_update(server, m, probe_on, name, hosts, ups, k):
     time.sleep(SETTLE)
     c1, p1 = cpu_ns(m.pid)
     out["ctl"], out["all"] = c1 - c0, p1 - p0
+    out["window"] = time.monotonic_ns() - w0
     return out
+
+
+PERF_HZ = 999
+PERF_SYMBOLS = ("on_msg", "envoy__service__discovery__v3__discovery_response__unpack", "on_clusters",
+                "on_endpoints", "mtd_xds_cluster_parse", "mtd_xds_cla_parse", "retable", "apply_dirty",
+                "runtime_assemble", "mtd_history_tick")
+
+
+def perf_split(pid, fn, tmp, label):
+    """Run fn() while perf samples the control thread (PERF_HZ samples per
+    second of its run time, DWARF call chains); the run time under each of
+    PERF_SYMBOLS (children included), ms, from the sample counts. None
+    without perf (or PERF=0)."""
+    if os.environ.get("PERF", "1") == "0" or not shutil.which("perf"):
+        fn()
+        return None
+    data = os.path.join(tmp, "perf-%s.data" % label)
+    rec = subprocess.Popen(["perf", "record", "-q", "-F", str(PERF_HZ), "--call-graph", "dwarf,16384", "-t",
+                            str(pid), "-o", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    try:
+        fn()
+    finally:
+        rec.send_signal(2)
+        rec.wait(60)
+    return perf_parse(data)
+
+
+def perf_parse(data):
+    rep = subprocess.run(["perf", "report", "-i", data, "--children", "-n", "--sort", "symbol", "--stdio",
+                          "-g", "none"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=120).stdout.decode()
+    out, total = {}, 0
+    for line in rep.splitlines():
+        if line.startswith("# Samples:"):
+            t = line.split()[2]
+            total = int(float(t[:-1]) * 1000) if t.endswith("K") else int(t)
+        parts = line.split()
+        if len(parts) >= 5 and parts[0].endswith("%") and "[.]" in parts:
+            sym = parts[parts.index("[.]") + 1].split(".")[0]
+            if sym in PERF_SYMBOLS:  # children's share of every sample, as ms
+                out[sym] = max(out.get(sym, 0), float(parts[0][:-1]) / 100 * total * 1000.0 / PERF_HZ)
+    out["all samples"] = total * 1000.0 / PERF_HZ
+    return out
+
+
+def print_split(split, rounds):
+    print("  perf of the control thread over %d more such rounds (and the idle seconds between), per round:"
+          % rounds)
+    for sym in ("all samples",) + PERF_SYMBOLS:
+        if sym in split:
+            print("    %-60s %8.1f ms" % (sym, split[sym] / rounds))
 
 
 def idle_rate(m, secs=1.0):
@@ -339,12 +401,13 @@ def run_eds(tmp, rounds, sizes):
             v, _ = server.push("PUT", "endpoint", [cla("echo", hosts, ups[1].port)])
             server.wait_ack(EDS, v, "the first assignment of %d" % n)
             calls_reach(m.stub, "B", "calls to reach B")
-            idle_c, idle_p = idle_rate(m)
+            idle_c, idle_p = idle_rate(m, 2.0)
             with_probe = [eds_update(server, m, True, "echo", hosts, ups, k) for k in range(rounds)]
             quiet = [eds_update(server, m, False, "echo", hosts, ups, k + rounds) for k in range(rounds)]
-            win = SETTLE * 1e9  # roughly; the idle tick over a round is subtracted
-            ctl = [r["ctl"] - idle_c * (win + r["ack"]) / 1e9 for r in quiet]
-            allc = [r["all"] - idle_p * (win + r["ack"]) / 1e9 for r in quiet]
+            # The idle run time (the control thread's 1 s tick) over each
+            # round's window is taken off.
+            ctl = [r["ctl"] - idle_c * r["window"] / 1e9 for r in quiet]
+            allc = [r["all"] - idle_p * r["window"] / 1e9 for r in quiet]
             row = dict(n=n, first=[r["first_end"] for r in with_probe], first_start=[r["first_start"] for r in with_probe],
                        ack=[r["ack"] for r in quiet], ack_probe=[r["ack"] for r in with_probe], ctl=ctl, all=allc,
                        failed=sum(r["failed"] for r in with_probe),
@@ -418,30 +481,50 @@ def run_mesh(tmp, rounds, n):
         d = (full[0] - none[0]) * 1024
         print("  difference: %.1f MiB = %.0f B per cluster (with its 10 endpoints), %.0f B per endpoint if all"
               " of it were the endpoints'" % (d / 2**20, d / n, d / (10 * n)))
-        idle_c, _ = idle_rate(m)
+        idle_c, _ = idle_rate(m, 3.0)
+        print("control thread while idle: %.1f ms/s (its 1 s tick over %d endpoints)" % (idle_c / 1e6, 10 * n))
 
         # One CDS change among n (one cluster's lb_policy): the whole list
         # is sent again (state of the world); one service changes.
         cds = []
-        for k in range(rounds):
+
+        def cds_rounds():
+            for k in range(rounds):
+                cds_round(k)
+
+        def cds_round(k):
             lb = "LEAST_REQUEST" if k % 2 == 0 else "ROUND_ROBIN"
+            w0 = time.monotonic_ns()
             ca, _ = cpu_ns(m.pid)
             v, sent = server.push("PATCH", "cluster", [cluster(names[5][1], lb_policy=lb, connect_timeout="1s")])
             ack = server.wait_ack(CDS, v, "one CDS change")
             time.sleep(SETTLE)
             cb, _ = cpu_ns(m.pid)
-            cds.append((ack - sent, cb - ca - idle_c * (SETTLE + (ack - sent) / 1e9)))
+            cds.append((ack - sent, cb - ca - idle_c * (time.monotonic_ns() - w0) / 1e9))
+        cds_rounds()
+        # The same rounds again under perf (its sampling costs the thread
+        # some run time: apart from the figures above).
+        plain, cds = cds, []
+        split = perf_split(m.pid, cds_rounds, m.tmp, "cds")
+        cds = plain
         print("\none CDS change among %d (lb_policy of one cluster; the server sends all %d), %d rounds:"
               % (n, n, rounds))
         print("  " + summary("sent -> ACK:", [a for a, _ in cds]))
-        print("  " + summary("control thread CPU:", [c for _, c in cds]))
+        print("  " + summary("control thread CPU (idle rate taken off):", [c for _, c in cds]))
+        if split:
+            print_split(split, rounds)
 
         # An EDS change alone: the Echo cluster's 10 endpoints move.
         alone = [eds_update(server, m, True, echo_cl, echo_hosts, ups, k) for k in range(rounds)]
+        split = perf_split(m.pid, lambda: [eds_update(server, m, False, echo_cl, echo_hosts, ups, k)
+                                           for k in range(rounds)], m.tmp, "eds")
         print("\nan EDS change of one cluster of 10 among %d (the server sends all %d assignments):" % (n, n))
         print("  " + summary("sent -> first call answered by the new set ends:", [r["first_end"] for r in alone]))
         print("  " + summary("sent -> ACK:", [r["ack"] for r in alone]))
-        print("  " + summary("control thread CPU:", [r["ctl"] - idle_c * (SETTLE + r["ack"] / 1e9) for r in alone]))
+        print("  " + summary("control thread CPU (idle rate taken off):",
+                             [r["ctl"] - idle_c * r["window"] / 1e9 for r in alone]))
+        if split:
+            print_split(split, rounds)
 
         # The same EDS change right behind a CDS push in flight: every
         # cluster changed (connect_timeout), then the EDS change, pushed
@@ -496,7 +579,8 @@ def main():
         sizes = [int(s) for s in (sys.argv[3] if len(sys.argv) > 3 else "10,1000,10000").split(",")]
         run_eds(tmp, rounds, sizes)
     elif what == "mesh":
-        rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+        rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+        rounds += rounds % 2  # even: each phase ends where the next expects
         n = int(sys.argv[3]) if len(sys.argv) > 3 else 10000
         run_mesh(tmp, rounds, n)
     else:
