@@ -329,7 +329,8 @@ def eds_update(server, m, probe_on, name, hosts, ups, k):
 PERF_HZ = 999
 PERF_SYMBOLS = ("on_msg", "envoy__service__discovery__v3__discovery_response__unpack", "on_clusters",
                 "on_endpoints", "mtd_xds_cluster_parse", "mtd_xds_cla_parse", "retable", "apply_dirty",
-                "runtime_assemble", "mtd_history_tick")
+                "runtime_assemble", "endpoint_new", "mtd_disc_match", "mtd_control_publish",
+                "mtd_history_tick")
 
 
 def perf_split(pid, fn, tmp, label):
@@ -404,6 +405,11 @@ def run_eds(tmp, rounds, sizes):
             idle_c, idle_p = idle_rate(m, 2.0)
             with_probe = [eds_update(server, m, True, "echo", hosts, ups, k) for k in range(rounds)]
             quiet = [eds_update(server, m, False, "echo", hosts, ups, k + rounds) for k in range(rounds)]
+            # The same rounds again under perf: the control thread's run
+            # time in on_msg (the response's decode, translation, apply and
+            # publish), apart from its idle tick.
+            split = perf_split(m.pid, lambda: [eds_update(server, m, False, "echo", hosts, ups, k)
+                                               for k in range(rounds)], tmp, "eds%d" % n)
             # The idle run time (the control thread's 1 s tick) over each
             # round's window is taken off.
             ctl = [r["ctl"] - idle_c * r["window"] / 1e9 for r in quiet]
@@ -425,6 +431,9 @@ def run_eds(tmp, rounds, sizes):
             print("  " + summary("  per endpoint:", [c / n for c in allc], 1e3, "us"))
             print("  probe calls: median %.2f ms each, %d failed; control thread idle: %.2f ms/s"
                   % (row["call"] / 1e6, row["failed"], idle_c / 1e6))
+            if split:
+                print_split(split, rounds)
+                print("    on_msg per endpoint: %.3f us" % (split.get("on_msg", 0) / rounds / n * 1e3))
         print("\nload average after: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
         return rows
     finally:
