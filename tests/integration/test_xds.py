@@ -401,6 +401,7 @@ class XdsTest(XdsBase):
         ca = TestCA(os.path.join(self.tmp, "ca"), server_name="xds.test")
         up = self.start_upstream("a")
         self.server = XdsServer(self.tmp, tls=dict(cert=ca.server_cert, key=ca.server_key))
+        self.addCleanup(self.server.stop)  # setUp's cleanup stops the plain server it replaced
         self.server.start()
         self.serve([up])
         m = self.start_maitred(self.xds_config(tls={"ca_file": ca.ca_file, "server_name": "xds.test"}))
