@@ -217,6 +217,40 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_discovery_figures_follow_each_services_assignment(self):
+        """maitred_discovery_endpoints{source="xds"} of each service
+        follows its own cluster's assignment, push after push (the figures'
+        entry is found once per service, not at each set)."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        admin = free_port()
+        self.server.start()
+        services = [{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}},
+                    {"name": "other.v1.Other", "discovery": {"xds": {"cluster": "cl-other"}}}]
+        self.server.set("cluster", [cluster("cl-echo"), cluster("cl-other")])
+
+        def assign(n_echo, n_other):
+            ports = [a.port, b.port]
+            self.server.set("endpoint", [
+                assignment("cl-echo", [locality([("127.0.0.1", p) for p in ports[:n_echo]])]),
+                assignment("cl-other", [locality([("127.0.0.%d" % (9 + i), 9) for i in range(n_other)])])])
+
+        def figures():
+            ss = samples(admin_request(admin, "GET", "/metrics")[2])
+            return tuple(value(ss, "maitred_discovery_endpoints", service=s, source="xds")
+                         for s in (SVC, "other.v1.Other"))
+        assign(2, 3)
+        m = self.start_maitred(self.xds_config(services, admin=admin))
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "a and b")
+        wait_until(lambda: figures() == (2, 3), WAIT, "figures 2 and 3")
+        assign(1, 3)
+        self.wait_set(stub, "a", "a alone")
+        wait_until(lambda: figures() == (1, 3), WAIT, "figures 1 and 3")
+        assign(1, 5)
+        wait_until(lambda: figures() == (1, 5), WAIT, "figures 1 and 5")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_the_clusters_policy_and_the_weights_decide_the_spread(self):
         """The service's own lb is plain ROUND_ROBIN (weights ignored); the
         cluster's ROUND_ROBIN is Envoy's, weighted: 3:1 endpoint weights
@@ -368,6 +402,7 @@ class XdsTest(XdsBase):
         ca = TestCA(os.path.join(self.tmp, "ca"), server_name="xds.test")
         up = self.start_upstream("a")
         self.server = XdsServer(self.tmp, tls=dict(cert=ca.server_cert, key=ca.server_key))
+        self.addCleanup(self.server.stop)  # setUp's cleanup stops the plain server it replaced
         self.server.start()
         self.serve([up])
         m = self.start_maitred(self.xds_config(tls={"ca_file": ca.ca_file, "server_name": "xds.test"}))

@@ -18,10 +18,27 @@
 //                            {"seconds": 1}, an Any as {"@type":
 //                            "type.googleapis.com/...", ...}.
 //                            400 with the reason when a resource does not
-//                            encode.
+//                            encode. Answers {version, sent_ns}: sent_ns,
+//                            the monotonic clock (CLOCK_MONOTONIC, ns, as a
+//                            string) when the response was handed to the
+//                            last stream's grpc-js call, null if none asked.
+//   PATCH /resources/<kind>  as PUT, but the resources in the body replace or
+//                            add only those of their names; the others stay
+//                            (a change of one among 10,000 without sending
+//                            and encoding all of them again). The response
+//                            pushed is still the whole state of the world.
 //   GET  /log                a JSON array, one entry per DiscoveryRequest:
 //                            {stream, type_url, version_info, response_nonce,
-//                             resource_names, error_detail, node_id, zone}
+//                             resource_names, error_detail, node_id, zone,
+//                             at_ns: CLOCK_MONOTONIC in ns when it arrived}
+//   GET  /log?since=N&brief=1  the same from entry N on; brief: each entry's
+//                            resource_names replaced by their count,
+//                            n_resource_names (10,000 names a request)
+//   POST /batch              body: a JSON array of {method: "PUT" | "PATCH",
+//                            kind, resources}, applied and pushed in order
+//                            in one go (a CDS push, then an EDS change
+//                            right behind it on the stream); answers an
+//                            array of the {version, sent_ns} of each
 //   GET  /streams            how many ADS streams are open now
 //
 // Subscription rules (state of the world): an empty resource_names list is
@@ -164,6 +181,7 @@ function onRequest(st, req) {
     error_detail: req.error_detail ? { code: req.error_detail.code, message: req.error_detail.message } : null,
     node_id: st.node ? st.node.id : '',
     zone: st.node && st.node.locality ? st.node.locality.zone : '',
+    at_ns: String(process.hrtime.bigint()),
   });
   if (!kind) return;
   const names = req.resource_names || [];
@@ -199,8 +217,10 @@ function ads(call) {
   call.on('cancelled', () => streams.delete(st));
 }
 
-function setResources(kind, list) {
-  const m = new Map();
+// Returns when the response went to the last stream that asked (process.hrtime,
+// ns), or null.
+function setResources(kind, list, merge) {
+  const m = merge ? new Map(state[kind].resources) : new Map();
   for (const r of list) {
     const name = kind === 'endpoint' ? r.cluster_name : r.name;
     if (!name) throw new Error('a ' + kind + ' without a name');
@@ -208,7 +228,14 @@ function setResources(kind, list) {
   }
   state[kind].resources = m;
   state[kind].version++;
-  for (const st of streams) if (st.subs.has(kind)) send(st, kind);
+  let sent = null;
+  for (const st of streams) {
+    if (st.subs.has(kind)) {
+      send(st, kind);
+      sent = process.hrtime.bigint();
+    }
+  }
+  return sent;
 }
 
 function control(req, res) {
@@ -221,11 +248,32 @@ function control(req, res) {
     };
     try {
       const m = req.url.match(/^\/resources\/(\w+)$/);
-      if (req.method === 'PUT' && m && KINDS[m[1]]) {
-        setResources(m[1], JSON.parse(body));
-        return reply(200, { version: state[m[1]].version });
+      if ((req.method === 'PUT' || req.method === 'PATCH') && m && KINDS[m[1]]) {
+        const sent = setResources(m[1], JSON.parse(body), req.method === 'PATCH');
+        return reply(200, { version: state[m[1]].version, sent_ns: sent === null ? null : String(sent) });
       }
       if (req.method === 'GET' && req.url === '/log') return reply(200, log);
+      const lm = req.url.match(/^\/log\?since=(\d+)(&brief=1)?$/);
+      if (req.method === 'GET' && lm) {
+        const part = log.slice(Number(lm[1]));
+        if (!lm[2]) return reply(200, part);
+        return reply(200, part.map((e) => {
+          const b = Object.assign({}, e, { n_resource_names: e.resource_names.length });
+          delete b.resource_names;
+          return b;
+        }));
+      }
+      if (req.method === 'POST' && req.url === '/batch') {
+        const out = [];
+        for (const op of JSON.parse(body)) {
+          if (!KINDS[op.kind] || (op.method !== 'PUT' && op.method !== 'PATCH')) {
+            throw new Error('a batch step is {method: PUT | PATCH, kind, resources}');
+          }
+          const sent = setResources(op.kind, op.resources, op.method === 'PATCH');
+          out.push({ version: state[op.kind].version, sent_ns: sent === null ? null : String(sent) });
+        }
+        return reply(200, out);
+      }
       if (req.method === 'GET' && req.url === '/streams') return reply(200, { open: streams.size });
       return reply(404, { error: 'no such thing: ' + req.method + ' ' + req.url });
     } catch (e) {
