@@ -48,6 +48,8 @@ struct mtd_gcli_call {
 	/* Response bytes not yet a whole message. */
 	uint8_t *in;
 	size_t in_len, in_cap;
+	uint32_t max_msg; /* mtd_gcli_call_limit */
+	size_t skip;      /* bytes of a message too large still to discard as they come */
 	int http_status;
 	int status; /* -1 until grpc-status (or a local failure) decides */
 	char message[256];
@@ -265,6 +267,14 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_
 
 	if (call == NULL || call->cancelled || call->status >= 0)
 		return 0;
+	if (call->skip > 0) {
+		size_t k = call->skip < len ? call->skip : len;
+		call->skip -= k;
+		data += k;
+		len -= k;
+		if (len == 0)
+			return 0;
+	}
 	if (call->in_len + len > call->in_cap) {
 		size_t cap = call->in_cap ? call->in_cap : 4096;
 		uint8_t *p;
@@ -292,7 +302,19 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_
 			call_local_fail(call, MTD_GRPC_INTERNAL, "compressed response message (none was asked for)");
 			break;
 		}
-		if (mlen > MTD_GCLI_MAX_MSG) {
+		if (mlen > call->max_msg && call->cbs->on_too_large) {
+			/* Skipped: what is buffered of it now, the rest as it comes. */
+			size_t have = call->in_len - off - 5;
+			call->cbs->on_too_large(call, mlen, call->arg);
+			if (have >= mlen) {
+				off += 5 + (size_t)mlen;
+				continue;
+			}
+			call->skip = mlen - have;
+			off = call->in_len;
+			break;
+		}
+		if (mlen > call->max_msg) {
 			call_local_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "response message too large");
 			break;
 		}
@@ -572,6 +594,7 @@ struct mtd_gcli_call *mtd_gcli_call_start(struct mtd_gcli *c, const char *path, 
 	call->cbs = cbs;
 	call->arg = arg;
 	call->status = -1;
+	call->max_msg = MTD_GCLI_MAX_MSG;
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NO_COPY_NAME}
 	nghttp2_nv nv[] = {
 	        NV(":method", "POST"),           NV(":scheme", c->tls ? "https" : "http"), NV(":path", path),
@@ -590,6 +613,11 @@ struct mtd_gcli_call *mtd_gcli_call_start(struct mtd_gcli *c, const char *path, 
 	c->want_flush = true;
 	leave(c);
 	return call;
+}
+
+void mtd_gcli_call_limit(struct mtd_gcli_call *call, uint32_t max_msg)
+{
+	call->max_msg = max_msg < MTD_GCLI_MAX_MSG ? max_msg : MTD_GCLI_MAX_MSG;
 }
 
 int mtd_gcli_call_send(struct mtd_gcli_call *call, const ProtobufCMessage *msg, bool last)

@@ -138,6 +138,18 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 	}
 }
 
+/* A report longer than any the trailers may carry: skipped unread as it
+ * arrives (never held whole), counted as one that does not parse. */
+static void on_too_large(struct mtd_gcli_call *call, size_t len, void *arg)
+{
+	struct oob *st = arg;
+
+	(void)call;
+	mtd_lb_orca_record_raw(&st->ep->stats, NULL, len, &st->cfg, mtd_mono_ms());
+	MTD_DEBUG("service %s: endpoint %s: an out-of-band load report of %zu bytes (more than %d): ignored", st->svc,
+	          st->ep->addr.text, len, MTD_LB_ORCA_MAX_REPORT);
+}
+
 static void on_close(struct mtd_gcli_call *call, int status, const char *message, void *arg)
 {
 	struct oob *st = arg;
@@ -156,7 +168,7 @@ static void on_down(struct mtd_gcli *c, const char *reason, void *arg)
 }
 
 static const struct mtd_gcli_cbs conn_cbs = {NULL, on_down};
-static const struct mtd_gcli_call_cbs call_cbs = {on_msg, on_close};
+static const struct mtd_gcli_call_cbs call_cbs = {on_msg, on_close, on_too_large};
 
 static void connect_now(struct oob *st)
 {
@@ -184,6 +196,7 @@ static void connect_now(struct oob *st)
 		lost(st, "cannot start the stream (out of memory)", false);
 		return;
 	}
+	mtd_gcli_call_limit(st->call, MTD_LB_ORCA_MAX_REPORT);
 	Google__Protobuf__Duration every = GOOGLE__PROTOBUF__DURATION__INIT;
 	Xds__Service__Orca__V3__OrcaLoadReportRequest req = XDS__SERVICE__ORCA__V3__ORCA_LOAD_REPORT_REQUEST__INIT;
 	every.seconds = st->cfg.oob_period_ms / 1000;

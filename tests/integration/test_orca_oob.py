@@ -320,6 +320,29 @@ class Invalid(OobTest):
         self.assertEqual(sorted(got.values()), [10, 10], got)
         self.stop_maitred(m)
 
+    @maitred_only
+    def test_an_out_of_band_report_too_long_is_skipped_unread(self):
+        # a's reports say cpu 0.2, qps 100, then 100,000 bytes of an unknown
+        # field: longer than a trailer's report may be (4096 bytes), so
+        # invalid, skipped as it arrives (never held whole), the stream kept.
+        cpu_qps = struct.pack("<BdBd", 1 << 3 | 1, 0.2, 6 << 3 | 1, 100.0)
+        a = self.start_node("a", oob_raw=cpu_qps.hex(), oob_pad=100000)
+        b = self.start_node("b", oob_cpu=0.4, oob_qps=100)
+        m = self.start_orca([a, b], **OOB)
+        stub = self.echo(m)
+
+        def a_counted():
+            return self.clusters()[a.address]["orca"]["reports_invalid"] >= 3
+        wait_until(a_counted, WEIGHT_LIMIT, "a's reports too long counted")
+        o = self.clusters()[a.address]["orca"]
+        self.assertEqual(o["reports"], 0)
+        self.assertEqual(o["weight"], 0.0)
+        # One stream all along: each report skipped, the next one read.
+        self.assertEqual(a.stream_events(), ["open 200"])
+        got = self.count(stub, 20)
+        self.assertEqual(sorted(got.values()), [10, 10], got)
+        self.stop_maitred(m)
+
 
 class Trailer(OobTest):
     @maitred_only
