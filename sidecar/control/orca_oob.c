@@ -258,8 +258,23 @@ static struct oob *stream_new(struct mtd_orca_oob *o, const struct mtd_rt_servic
 	return st;
 }
 
+/* A certificate rotation (certwatch.c) gives the service a new context
+ * under the same policy (same tls_gen): a stream that is up keeps its
+ * connection, its next connection takes the new context, as the calls'
+ * do. Kept, the old one would reconnect with an expired certificate or a
+ * CA the backends no longer use, for as long as the process runs. */
+static void take_ctx(struct oob *st, const struct mtd_rt_service *s)
+{
+	if (s->ssl_ctx == NULL || st->ssl_ctx == s->ssl_ctx)
+		return;
+	if (st->ssl_ctx)
+		mtd_tls_ctx_free(st->ssl_ctx);
+	st->ssl_ctx = mtd_tls_ctx_ref(s->ssl_ctx);
+}
+
 /* Follow the current runtime: keep the streams of endpoints that stay
- * with the same period and TLS policy, open new ones, close the others. */
+ * with the same period and TLS policy (their next connection with the
+ * service's current context), open new ones, close the others. */
 static void resync(struct mtd_orca_oob *o)
 {
 	struct mtd_runtime *rt = o->ctl->rt;
@@ -289,10 +304,12 @@ static void resync(struct mtd_orca_oob *o)
 				stream_free(st, false); /* asked again, as the new settings say */
 				st = NULL;
 			}
-			if (st)
+			if (st) {
 				st->cfg = *cfg; /* the weighing options may have changed */
-			else
+				take_ctx(st, s);
+			} else {
 				st = stream_new(o, s, s->eps[e], cfg);
+			}
 			if (st)
 				next[n++] = st;
 		}

@@ -20,6 +20,7 @@ then checks (streams opened, weights published).
 
 import base64
 import os
+import shutil
 import signal
 import struct
 import sys
@@ -292,6 +293,40 @@ class Tls(OobTest):
         mismatch = "expected dns:other.test, presented dns:" + ca.server_name
         wait_until(lambda: mismatch in m.proc.output(), WEIGHT_LIMIT, "the identity mismatch logged")
         self.assertEqual(a.stream_events(), ["open 200"])
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_stream_reconnects_with_the_rotated_certificates(self):
+        # The service's CA file is rotated in place (certwatch: same files,
+        # a new context); the backend comes back with a certificate of the
+        # new CA. The stream's next connection must take the new context,
+        # as the calls' do.
+        old, new = TestCA(os.path.join(self.tmp, "old")), TestCA(os.path.join(self.tmp, "new"))
+        tls_dir = os.path.join(self.tmp, "tls")
+        os.makedirs(tls_dir)
+        ca_file = os.path.join(tls_dir, "ca.pem")
+        shutil.copy(old.ca_file, ca_file)
+        a = self.start_node("a", oob_cpu=0.2, oob_qps=100, tls_cert=old.server_cert, tls_key=old.server_key)
+        self.admin_port, self.port = free_port(), free_port()
+        svc = self.service(SVC, [a], policy=POLICY, tls={"ca_file": ca_file, "server_name": old.server_name})
+        svc["lb"]["orca"] = OOB
+        m = self.start_maitred(self.config([svc], port=self.port, admin="127.0.0.1:%d" % self.admin_port))
+        wait_until(lambda: port_accepts(self.admin_port, 0.5), CALL_LIMIT, "the admin port")
+        wait_until(lambda: self.oob_states() == {a.address: "open"}, WEIGHT_LIMIT, "the stream over TLS")
+        shutil.copy(new.ca_file, ca_file + ".tmp")
+        os.rename(ca_file + ".tmp", ca_file)
+        wait_until(lambda: "changed: new handshakes use them" in m.proc.output(), WEIGHT_LIMIT,
+                   "the new CA loaded")
+        a.proc.stop()
+        b = self.start_node("b", port=a.port, oob_cpu=0.4, oob_qps=100, tls_cert=new.server_cert,
+                            tls_key=new.server_key)
+        self.assertEqual(self.count(self.echo(m), 3), {"b": 3})  # the calls' connections: the new CA
+
+        def reports_again():
+            o = self.clusters()[a.address]["orca"]
+            return o["out_of_band"] == "open" and o["cpu_utilization"] == 0.4
+        wait_until(reports_again, WEIGHT_LIMIT, "the stream back, over the new CA", step=0.5)
+        self.assertEqual(b.stream_events(), ["open 200"])
         self.stop_maitred(m)
 
 
