@@ -47,7 +47,9 @@ struct mtd_gcli_call_cbs {
 	/* One complete response message (borrowed for the callback). */
 	void (*on_msg)(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg);
 	/* The call ended: status is the gRPC status (0 = OK) from the trailers,
-	 * or one maitred decided (UNAVAILABLE when the connection went away),
+	 * or one maitred decided (UNAVAILABLE when the connection went away;
+	 * an answer without grpc-status by its HTTP status as gRPC maps it:
+	 * 404 UNIMPLEMENTED, 503 UNAVAILABLE...),
 	 * message its grpc-message or maitred's reason ("" when none). The
 	 * call is freed when this returns. */
 	void (*on_close)(struct mtd_gcli_call *call, int status, const char *message, void *arg);

@@ -264,6 +264,27 @@ class Unimplemented(OobTest):
         self.stop_maitred(m)
         self.assertEqual(m.proc.output().count(UNIMPLEMENTED_LOG), 1, m.proc.output())
 
+    @maitred_only
+    def test_a_backend_answering_http_404_is_unimplemented(self):
+        # A server or proxy without the path answers a bare HTTP 404, which
+        # gRPC maps to UNIMPLEMENTED: the trailers count for that endpoint
+        # (it was taken as UNAVAILABLE: waiting for ever, trailers ignored).
+        import h2raw
+
+        def script(path, headers):
+            if path.startswith("/xds.service.orca.v3.OpenRcaService/"):
+                return ("http", 404)
+            return ("respond", pb.EchoResponse(instance="a").SerializeToString())
+        a = h2raw.H2Upstream(script)
+        self.addCleanup(a.close)
+        b = self.start_node("b", oob_cpu=0.4, oob_qps=100)
+        m = self.start_orca([a, b], **OOB)
+        wait_until(lambda: self.oob_states() == {a.address: "unimplemented", b.address: "open"}, WEIGHT_LIMIT,
+                   "a unimplemented, b open")
+        self.assertEqual(sum(self.count(self.echo(m), 10).values()), 10)
+        self.stop_maitred(m)
+        self.assertEqual(m.proc.output().count(UNIMPLEMENTED_LOG), 1, m.proc.output())
+
 
 class Tls(OobTest):
     @maitred_only
