@@ -23,6 +23,13 @@
 #define CONNECT_TIMEOUT_MS 5000
 #define BACKOFF_FIRST_MS   1000
 #define BACKOFF_MAX_MS     30000
+/* A stream silent this long past its period is taken as dead and opened
+ * again: no PING goes on these connections, so a peer that vanished
+ * without a FIN or RST (a host gone, a partition, a process hung) would
+ * otherwise hold the endpoint's stream, and its trailers ignored, for
+ * ever. A minute of slack: gRPC servers may send less often than asked
+ * (grpc-go and grpc-java send at most every 30 s by default). */
+#define SILENCE_SLACK_MS   60000
 
 /* One endpoint's stream. */
 struct oob {
@@ -36,6 +43,7 @@ struct oob {
 	struct mtd_gcli *conn;
 	struct mtd_gcli_call *call;
 	struct event *retry;
+	struct event *silence; /* no message for period + SILENCE_SLACK_MS: lost */
 	unsigned failures; /* in a row, since the last report */
 	bool unimpl_logged;
 	char last_why[160]; /* the last failure logged */
@@ -92,6 +100,7 @@ static void lost(struct oob *st, const char *why, bool unimplemented)
 	else
 		MTD_DEBUG("service %s: endpoint %s: ORCA out-of-band stream: %s", st->svc, st->ep->addr.text, why);
 	snprintf(st->last_why, sizeof(st->last_why), "%s", why);
+	evtimer_del(st->silence);
 	mtd_gcli_free(st->conn); /* inside its callback: freed when that returns */
 	st->conn = NULL;
 	st->call = NULL;
@@ -117,11 +126,31 @@ static void lost(struct oob *st, const char *why, bool unimplemented)
 		          st->ep->addr.text);
 }
 
+/* The stream said something (or started): silence counts from now. */
+static void heard(struct oob *st)
+{
+	struct timeval tv = tv_ms(st->cfg.oob_period_ms + SILENCE_SLACK_MS);
+
+	evtimer_add(st->silence, &tv);
+}
+
+static void silence_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct oob *st = arg;
+	char why[96];
+
+	(void)fd;
+	(void)what;
+	snprintf(why, sizeof(why), "no message for %lld s", (long long)(st->cfg.oob_period_ms + SILENCE_SLACK_MS) / 1000);
+	lost(st, why, false);
+}
+
 static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg)
 {
 	struct oob *st = arg;
 
 	(void)call;
+	heard(st);
 	if (mtd_lb_orca_record_raw(&st->ep->stats, msg, len, &st->cfg, mtd_mono_ms()) != 0) {
 		MTD_DEBUG(
 		        "service %s: endpoint %s: an out-of-band load report that does not parse (%zu bytes): ignored",
@@ -145,6 +174,7 @@ static void on_too_large(struct mtd_gcli_call *call, size_t len, void *arg)
 	struct oob *st = arg;
 
 	(void)call;
+	heard(st);
 	mtd_lb_orca_record_raw(&st->ep->stats, NULL, len, &st->cfg, mtd_mono_ms());
 	MTD_DEBUG("service %s: endpoint %s: an out-of-band load report of %zu bytes (more than %d): ignored", st->svc,
 	          st->ep->addr.text, len, MTD_LB_ORCA_MAX_REPORT);
@@ -184,7 +214,7 @@ static void connect_now(struct oob *st)
 		}
 	}
 	/* No keepalive PING: gRPC servers police them (A8); a report every
-	 * period is what shows the stream alive. */
+	 * period is what shows the stream alive (SILENCE_SLACK_MS). */
 	st->conn = mtd_gcli_new(st->o->ctl->base, (const struct sockaddr *)&a->sa, a->salen,
 	                        st->server_name ? st->server_name : a->text, ssl, CONNECT_TIMEOUT_MS, 0, &conn_cbs, st);
 	if (st->conn == NULL || (ssl != NULL && mtd_gcli_check_peer(st->conn, st->ep->identity) != 0)) {
@@ -204,6 +234,8 @@ static void connect_now(struct oob *st)
 	req.report_interval = &every;
 	if (mtd_gcli_call_send(st->call, &req.base, true) != 0)
 		lost(st, "cannot send the request (out of memory)", false);
+	else
+		heard(st);
 }
 
 static void retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -220,6 +252,8 @@ static void stream_free(struct oob *st, bool to_off)
 	mtd_gcli_free(st->conn);
 	if (st->retry)
 		event_free(st->retry);
+	if (st->silence)
+		event_free(st->silence);
 	if (to_off)
 		set_state(st, MTD_LB_ORCA_OOB_OFF);
 	if (st->ssl_ctx)
@@ -248,7 +282,8 @@ static struct oob *stream_new(struct mtd_orca_oob *o, const struct mtd_rt_servic
 	if (s->cfg->tls && s->cfg->tls->server_name)
 		st->server_name = strdup(s->cfg->tls->server_name);
 	st->retry = evtimer_new(o->ctl->base, retry_cb, st);
-	if (st->svc == NULL || st->retry == NULL || (s->cfg->tls && s->cfg->tls->server_name && !st->server_name)) {
+	st->silence = evtimer_new(o->ctl->base, silence_cb, st);
+	if (st->svc == NULL || st->retry == NULL || st->silence == NULL || (s->cfg->tls && s->cfg->tls->server_name && !st->server_name)) {
 		stream_free(st, false);
 		return NULL;
 	}

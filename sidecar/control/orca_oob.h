@@ -16,7 +16,8 @@
  *                     ^  |                  |
  *                     |  +-- UNIMPLEMENTED --+--> UNIMPLEMENTED (logged once;
  *                     |      (retried at the backoff's cap)      trailers count)
- *                     +---- the stream ends or fails: jittered backoff
+ *                     +---- the stream ends, fails, or is silent for its
+ *                           period + a minute: jittered backoff
  *
  * An endpoint that leaves, or a reload that turns out_of_band off, closes
  * its stream and puts it back to OFF. The set of streams follows the

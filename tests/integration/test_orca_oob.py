@@ -351,6 +351,22 @@ class Tls(OobTest):
         self.stop_maitred(m)
 
 
+class Silence(OobTest):
+    @maitred_only
+    def test_a_stream_silent_past_its_period_and_a_minute_is_opened_again(self):
+        # a's stream sends one report, then nothing, the connection kept (a
+        # hung peer, or one gone without a FIN): no PING runs on it, so
+        # only the silence tells. Past 200 ms + 60 s, a new stream.
+        cpu_qps = struct.pack("<BdBd", 1 << 3 | 1, 0.2, 6 << 3 | 1, 100.0)
+        a = self.start_node("a", oob_raw=cpu_qps.hex(), oob_count=1)
+        m = self.start_orca([a], **OOB)
+        wait_until(lambda: self.oob_states() == {a.address: "open"}, WEIGHT_LIMIT, "a's stream open")
+        wait_until(lambda: a.stream_events()[:3] == ["open 200", "close", "open 200"], 60.2 + 2 * WEIGHT_LIMIT,
+                   "a's silent stream closed and opened again", step=1.0)
+        self.assertIn("the ORCA out-of-band stream ended: no message for 60 s", m.proc.output())
+        self.stop_maitred(m)
+
+
 class Invalid(OobTest):
     @maitred_only
     def test_a_malformed_out_of_band_report_is_counted_and_ignored(self):

@@ -13,6 +13,8 @@
 //                          as each report (a malformed one, say)
 //        [--oob-pad N]     with --oob-raw: N bytes more in each, as an
 //                          unknown field (15, LEN) after those bytes
+//        [--oob-count N]   with --oob-raw: N reports, then silence (the
+//                          stream kept open, as a hung peer's would be)
 //        [--events F]      append "open <interval_ms>" / "close" per
 //                          out-of-band stream
 //        [--tls-cert F --tls-key F]  serve TLS (h2 by ALPN) instead of h2c
@@ -82,7 +84,10 @@ if (args.oob_raw !== undefined) {
     StreamCoreMetrics(call) {
       const ms = intervalMs(call.request);
       event('open ' + ms);
-      const t = setInterval(() => call.write(raw), ms);
+      let sent = 0;
+      const t = setInterval(() => {
+        if (args.oob_count === undefined || sent++ < Number(args.oob_count)) call.write(raw);
+      }, ms);
       call.on('cancelled', () => { clearInterval(t); event('close'); });
     },
   });
