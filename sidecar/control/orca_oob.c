@@ -29,7 +29,7 @@
  * otherwise hold the endpoint's stream, and its trailers ignored, for
  * ever. A minute of slack: gRPC servers may send less often than asked
  * (grpc-go and grpc-java send at most every 30 s by default). */
-#define SILENCE_SLACK_MS   60000
+#define SILENCE_SLACK_MS 60000
 
 /* One endpoint's stream. */
 struct oob {
@@ -44,7 +44,7 @@ struct oob {
 	struct mtd_gcli_call *call;
 	struct event *retry;
 	struct event *silence; /* no message for period + SILENCE_SLACK_MS: lost */
-	unsigned failures; /* in a row, since the last report */
+	unsigned failures;     /* in a row, since the last report */
 	bool unimpl_logged;
 	char last_why[160]; /* the last failure logged */
 };
@@ -141,7 +141,8 @@ static void silence_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	snprintf(why, sizeof(why), "no message for %lld s", (long long)(st->cfg.oob_period_ms + SILENCE_SLACK_MS) / 1000);
+	snprintf(why, sizeof(why), "no message for %lld s",
+	         (long long)(st->cfg.oob_period_ms + SILENCE_SLACK_MS) / 1000);
 	lost(st, why, false);
 }
 
@@ -283,7 +284,8 @@ static struct oob *stream_new(struct mtd_orca_oob *o, const struct mtd_rt_servic
 		st->server_name = strdup(s->cfg->tls->server_name);
 	st->retry = evtimer_new(o->ctl->base, retry_cb, st);
 	st->silence = evtimer_new(o->ctl->base, silence_cb, st);
-	if (st->svc == NULL || st->retry == NULL || st->silence == NULL || (s->cfg->tls && s->cfg->tls->server_name && !st->server_name)) {
+	if (st->svc == NULL || st->retry == NULL || st->silence == NULL ||
+	    (s->cfg->tls && s->cfg->tls->server_name && !st->server_name)) {
 		stream_free(st, false);
 		return NULL;
 	}
