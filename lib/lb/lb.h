@@ -216,7 +216,9 @@ int mtd_lb_orca_record(struct mtd_lb_stats *st, const uint8_t *text, size_t n, c
                        int64_t now_ms);
 
 /* The same for a report received whole on an out-of-band stream: p[0..n)
- * is the serialized OrcaLoadReport (no base64). Any thread. */
+ * is the serialized OrcaLoadReport (no base64); longer than
+ * MTD_LB_ORCA_MAX_REPORT it is invalid as a trailer's would be (p is not
+ * read: NULL then is fine). Any thread. */
 int mtd_lb_orca_record_raw(struct mtd_lb_stats *st, const uint8_t *p, size_t n,
                            const struct mtd_lb_orca_config *cfg, int64_t now_ms);
 

@@ -277,6 +277,9 @@ int mtd_lb_orca_record_raw(struct mtd_lb_stats *st, const uint8_t *p, size_t n, 
 {
 	struct mtd_lb_orca_report r;
 
+	/* The trailers' bound (mtd_lb_orca_record's decoded bytes). */
+	if (n > MTD_LB_ORCA_MAX_REPORT)
+		return record(st, -EINVAL, NULL, cfg, now_ms);
 	return record(st, mtd_lb_orca_parse(p, n, &r), &r, cfg, now_ms);
 }
 

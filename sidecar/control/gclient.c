@@ -48,6 +48,8 @@ struct mtd_gcli_call {
 	/* Response bytes not yet a whole message. */
 	uint8_t *in;
 	size_t in_len, in_cap;
+	uint32_t max_msg; /* mtd_gcli_call_limit */
+	size_t skip;      /* bytes of a message too large still to discard as they come */
 	int http_status;
 	int status; /* -1 until grpc-status (or a local failure) decides */
 	char message[256];
@@ -265,6 +267,14 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_
 
 	if (call == NULL || call->cancelled || call->status >= 0)
 		return 0;
+	if (call->skip > 0) {
+		size_t k = call->skip < len ? call->skip : len;
+		call->skip -= k;
+		data += k;
+		len -= k;
+		if (len == 0)
+			return 0;
+	}
 	if (call->in_len + len > call->in_cap) {
 		size_t cap = call->in_cap ? call->in_cap : 4096;
 		uint8_t *p;
@@ -292,7 +302,19 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_
 			call_local_fail(call, MTD_GRPC_INTERNAL, "compressed response message (none was asked for)");
 			break;
 		}
-		if (mlen > MTD_GCLI_MAX_MSG) {
+		if (mlen > call->max_msg && call->cbs->on_too_large) {
+			/* Skipped: what is buffered of it now, the rest as it comes. */
+			size_t have = call->in_len - off - 5;
+			call->cbs->on_too_large(call, mlen, call->arg);
+			if (have >= mlen) {
+				off += 5 + (size_t)mlen;
+				continue;
+			}
+			call->skip = mlen - have;
+			off = call->in_len;
+			break;
+		}
+		if (mlen > call->max_msg) {
 			call_local_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "response message too large");
 			break;
 		}
@@ -311,6 +333,30 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_
 	return 0;
 }
 
+/* gRPC's mapping of an answer without grpc-status by its HTTP status
+ * (doc/http-grpc-status-mapping.md): a server or proxy with no such path
+ * says 404, which is UNIMPLEMENTED, as a gRPC server's own answer is. */
+static int status_of_http(int http_status)
+{
+	switch (http_status) {
+	case 400:
+		return MTD_GRPC_INTERNAL;
+	case 401:
+		return MTD_GRPC_UNAUTHENTICATED;
+	case 403:
+		return MTD_GRPC_PERMISSION_DENIED;
+	case 404:
+		return MTD_GRPC_UNIMPLEMENTED;
+	case 429:
+	case 502:
+	case 503:
+	case 504:
+		return MTD_GRPC_UNAVAILABLE;
+	default:
+		return MTD_GRPC_UNKNOWN;
+	}
+}
+
 static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
 {
 	struct mtd_gcli_call *call = stream_call(ng, sid);
@@ -323,7 +369,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 		call_finish(call, call->status, call->message);
 	} else if (call->http_status != 0 && call->http_status != 200) {
 		snprintf(why, sizeof(why), "HTTP status %d", call->http_status);
-		call_finish(call, MTD_GRPC_UNAVAILABLE, why);
+		call_finish(call, status_of_http(call->http_status), why);
 	} else {
 		snprintf(why, sizeof(why), "stream closed without grpc-status (%s)",
 		         nghttp2_http2_strerror(error_code));
@@ -572,6 +618,7 @@ struct mtd_gcli_call *mtd_gcli_call_start(struct mtd_gcli *c, const char *path, 
 	call->cbs = cbs;
 	call->arg = arg;
 	call->status = -1;
+	call->max_msg = MTD_GCLI_MAX_MSG;
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NO_COPY_NAME}
 	nghttp2_nv nv[] = {
 	        NV(":method", "POST"),           NV(":scheme", c->tls ? "https" : "http"), NV(":path", path),
@@ -590,6 +637,11 @@ struct mtd_gcli_call *mtd_gcli_call_start(struct mtd_gcli *c, const char *path, 
 	c->want_flush = true;
 	leave(c);
 	return call;
+}
+
+void mtd_gcli_call_limit(struct mtd_gcli_call *call, uint32_t max_msg)
+{
+	call->max_msg = max_msg < MTD_GCLI_MAX_MSG ? max_msg : MTD_GCLI_MAX_MSG;
 }
 
 int mtd_gcli_call_send(struct mtd_gcli_call *call, const ProtobufCMessage *msg, bool last)

@@ -11,8 +11,10 @@
  * callback returned. After mtd_gcli_free() or mtd_gcli_call_cancel() no
  * callback of that object runs again.
  *
- * Bounds: a response message larger than MTD_GCLI_MAX_MSG fails its call
- * (RESOURCE_EXHAUSTED); compressed messages are refused (maitred sends no
+ * Bounds: a response message larger than MTD_GCLI_MAX_MSG (or the call's
+ * own limit, mtd_gcli_call_limit) fails its call (RESOURCE_EXHAUSTED),
+ * unless the call has on_too_large: then it is skipped unread, never
+ * buffered; compressed messages are refused (maitred sends no
  * grpc-accept-encoding, so a server must not compress). */
 #ifndef MTD_GCLIENT_H
 #define MTD_GCLIENT_H
@@ -45,10 +47,16 @@ struct mtd_gcli_call_cbs {
 	/* One complete response message (borrowed for the callback). */
 	void (*on_msg)(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg);
 	/* The call ended: status is the gRPC status (0 = OK) from the trailers,
-	 * or one maitred decided (UNAVAILABLE when the connection went away),
+	 * or one maitred decided (UNAVAILABLE when the connection went away;
+	 * an answer without grpc-status by its HTTP status as gRPC maps it:
+	 * 404 UNIMPLEMENTED, 503 UNAVAILABLE...),
 	 * message its grpc-message or maitred's reason ("" when none). The
 	 * call is freed when this returns. */
 	void (*on_close)(struct mtd_gcli_call *call, int status, const char *message, void *arg);
+	/* Optional: a response message of len bytes, past the call's limit,
+	 * skipped as it arrives (its bytes are never held); the call goes on.
+	 * Without it such a message fails the call. */
+	void (*on_too_large)(struct mtd_gcli_call *call, size_t len, void *arg);
 };
 
 /* Connect to sa (numeric; authority is the :authority sent, e.g.
@@ -78,6 +86,10 @@ void mtd_gcli_free(struct mtd_gcli *c);
  * connection is down or out of memory. */
 struct mtd_gcli_call *mtd_gcli_call_start(struct mtd_gcli *c, const char *path, const char *token,
                                           const struct mtd_gcli_call_cbs *cbs, void *arg);
+/* The largest response message call accepts from now on (at most
+ * MTD_GCLI_MAX_MSG, the default): what a stream of small messages sets
+ * so that a peer cannot make it hold a large one. */
+void mtd_gcli_call_limit(struct mtd_gcli_call *call, uint32_t max_msg);
 /* Queue one request message; last = half-close after it (a unary call
  * sends one message with last = true). 0, -ENOMEM, -EPIPE (already
  * half-closed or ended). */

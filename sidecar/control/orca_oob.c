@@ -23,6 +23,13 @@
 #define CONNECT_TIMEOUT_MS 5000
 #define BACKOFF_FIRST_MS   1000
 #define BACKOFF_MAX_MS     30000
+/* A stream silent this long past its period is taken as dead and opened
+ * again: no PING goes on these connections, so a peer that vanished
+ * without a FIN or RST (a host gone, a partition, a process hung) would
+ * otherwise hold the endpoint's stream, and its trailers ignored, for
+ * ever. A minute of slack: gRPC servers may send less often than asked
+ * (grpc-go and grpc-java send at most every 30 s by default). */
+#define SILENCE_SLACK_MS 60000
 
 /* One endpoint's stream. */
 struct oob {
@@ -36,7 +43,8 @@ struct oob {
 	struct mtd_gcli *conn;
 	struct mtd_gcli_call *call;
 	struct event *retry;
-	unsigned failures; /* in a row, since the last report */
+	struct event *silence; /* no message for period + SILENCE_SLACK_MS: lost */
+	unsigned failures;     /* in a row, since the last report */
 	bool unimpl_logged;
 	char last_why[160]; /* the last failure logged */
 };
@@ -92,6 +100,7 @@ static void lost(struct oob *st, const char *why, bool unimplemented)
 	else
 		MTD_DEBUG("service %s: endpoint %s: ORCA out-of-band stream: %s", st->svc, st->ep->addr.text, why);
 	snprintf(st->last_why, sizeof(st->last_why), "%s", why);
+	evtimer_del(st->silence);
 	mtd_gcli_free(st->conn); /* inside its callback: freed when that returns */
 	st->conn = NULL;
 	st->call = NULL;
@@ -117,11 +126,32 @@ static void lost(struct oob *st, const char *why, bool unimplemented)
 		          st->ep->addr.text);
 }
 
+/* The stream said something (or started): silence counts from now. */
+static void heard(struct oob *st)
+{
+	struct timeval tv = tv_ms(st->cfg.oob_period_ms + SILENCE_SLACK_MS);
+
+	evtimer_add(st->silence, &tv);
+}
+
+static void silence_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct oob *st = arg;
+	char why[96];
+
+	(void)fd;
+	(void)what;
+	snprintf(why, sizeof(why), "no message for %lld s",
+	         (long long)(st->cfg.oob_period_ms + SILENCE_SLACK_MS) / 1000);
+	lost(st, why, false);
+}
+
 static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg)
 {
 	struct oob *st = arg;
 
 	(void)call;
+	heard(st);
 	if (mtd_lb_orca_record_raw(&st->ep->stats, msg, len, &st->cfg, mtd_mono_ms()) != 0) {
 		MTD_DEBUG(
 		        "service %s: endpoint %s: an out-of-band load report that does not parse (%zu bytes): ignored",
@@ -136,6 +166,19 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 		st->unimpl_logged = false;
 		set_state(st, MTD_LB_ORCA_OOB_OPEN);
 	}
+}
+
+/* A report longer than any the trailers may carry: skipped unread as it
+ * arrives (never held whole), counted as one that does not parse. */
+static void on_too_large(struct mtd_gcli_call *call, size_t len, void *arg)
+{
+	struct oob *st = arg;
+
+	(void)call;
+	heard(st);
+	mtd_lb_orca_record_raw(&st->ep->stats, NULL, len, &st->cfg, mtd_mono_ms());
+	MTD_DEBUG("service %s: endpoint %s: an out-of-band load report of %zu bytes (more than %d): ignored", st->svc,
+	          st->ep->addr.text, len, MTD_LB_ORCA_MAX_REPORT);
 }
 
 static void on_close(struct mtd_gcli_call *call, int status, const char *message, void *arg)
@@ -156,7 +199,7 @@ static void on_down(struct mtd_gcli *c, const char *reason, void *arg)
 }
 
 static const struct mtd_gcli_cbs conn_cbs = {NULL, on_down};
-static const struct mtd_gcli_call_cbs call_cbs = {on_msg, on_close};
+static const struct mtd_gcli_call_cbs call_cbs = {on_msg, on_close, on_too_large};
 
 static void connect_now(struct oob *st)
 {
@@ -172,7 +215,7 @@ static void connect_now(struct oob *st)
 		}
 	}
 	/* No keepalive PING: gRPC servers police them (A8); a report every
-	 * period is what shows the stream alive. */
+	 * period is what shows the stream alive (SILENCE_SLACK_MS). */
 	st->conn = mtd_gcli_new(st->o->ctl->base, (const struct sockaddr *)&a->sa, a->salen,
 	                        st->server_name ? st->server_name : a->text, ssl, CONNECT_TIMEOUT_MS, 0, &conn_cbs, st);
 	if (st->conn == NULL || (ssl != NULL && mtd_gcli_check_peer(st->conn, st->ep->identity) != 0)) {
@@ -184,6 +227,7 @@ static void connect_now(struct oob *st)
 		lost(st, "cannot start the stream (out of memory)", false);
 		return;
 	}
+	mtd_gcli_call_limit(st->call, MTD_LB_ORCA_MAX_REPORT);
 	Google__Protobuf__Duration every = GOOGLE__PROTOBUF__DURATION__INIT;
 	Xds__Service__Orca__V3__OrcaLoadReportRequest req = XDS__SERVICE__ORCA__V3__ORCA_LOAD_REPORT_REQUEST__INIT;
 	every.seconds = st->cfg.oob_period_ms / 1000;
@@ -191,6 +235,8 @@ static void connect_now(struct oob *st)
 	req.report_interval = &every;
 	if (mtd_gcli_call_send(st->call, &req.base, true) != 0)
 		lost(st, "cannot send the request (out of memory)", false);
+	else
+		heard(st);
 }
 
 static void retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -207,6 +253,8 @@ static void stream_free(struct oob *st, bool to_off)
 	mtd_gcli_free(st->conn);
 	if (st->retry)
 		event_free(st->retry);
+	if (st->silence)
+		event_free(st->silence);
 	if (to_off)
 		set_state(st, MTD_LB_ORCA_OOB_OFF);
 	if (st->ssl_ctx)
@@ -235,7 +283,9 @@ static struct oob *stream_new(struct mtd_orca_oob *o, const struct mtd_rt_servic
 	if (s->cfg->tls && s->cfg->tls->server_name)
 		st->server_name = strdup(s->cfg->tls->server_name);
 	st->retry = evtimer_new(o->ctl->base, retry_cb, st);
-	if (st->svc == NULL || st->retry == NULL || (s->cfg->tls && s->cfg->tls->server_name && !st->server_name)) {
+	st->silence = evtimer_new(o->ctl->base, silence_cb, st);
+	if (st->svc == NULL || st->retry == NULL || st->silence == NULL ||
+	    (s->cfg->tls && s->cfg->tls->server_name && !st->server_name)) {
 		stream_free(st, false);
 		return NULL;
 	}
@@ -245,8 +295,23 @@ static struct oob *stream_new(struct mtd_orca_oob *o, const struct mtd_rt_servic
 	return st;
 }
 
+/* A certificate rotation (certwatch.c) gives the service a new context
+ * under the same policy (same tls_gen): a stream that is up keeps its
+ * connection, its next connection takes the new context, as the calls'
+ * do. Kept, the old one would reconnect with an expired certificate or a
+ * CA the backends no longer use, for as long as the process runs. */
+static void take_ctx(struct oob *st, const struct mtd_rt_service *s)
+{
+	if (s->ssl_ctx == NULL || st->ssl_ctx == s->ssl_ctx)
+		return;
+	if (st->ssl_ctx)
+		mtd_tls_ctx_free(st->ssl_ctx);
+	st->ssl_ctx = mtd_tls_ctx_ref(s->ssl_ctx);
+}
+
 /* Follow the current runtime: keep the streams of endpoints that stay
- * with the same period and TLS policy, open new ones, close the others. */
+ * with the same period and TLS policy (their next connection with the
+ * service's current context), open new ones, close the others. */
 static void resync(struct mtd_orca_oob *o)
 {
 	struct mtd_runtime *rt = o->ctl->rt;
@@ -276,10 +341,12 @@ static void resync(struct mtd_orca_oob *o)
 				stream_free(st, false); /* asked again, as the new settings say */
 				st = NULL;
 			}
-			if (st)
+			if (st) {
 				st->cfg = *cfg; /* the weighing options may have changed */
-			else
+				take_ctx(st, s);
+			} else {
 				st = stream_new(o, s, s->eps[e], cfg);
+			}
 			if (st)
 				next[n++] = st;
 		}

@@ -16,12 +16,14 @@
  *                     ^  |                  |
  *                     |  +-- UNIMPLEMENTED --+--> UNIMPLEMENTED (logged once;
  *                     |      (retried at the backoff's cap)      trailers count)
- *                     +---- the stream ends or fails: jittered backoff
+ *                     +---- the stream ends, fails, or is silent for its
+ *                           period + a minute: jittered backoff
  *
  * An endpoint that leaves, or a reload that turns out_of_band off, closes
  * its stream and puts it back to OFF. The set of streams follows the
  * current runtime (reloads, discovery), compared by generation every
- * second, as active health checks do. /metrics counts the streams by
+ * second, as active health checks do; a certificate rotation (same TLS
+ * policy, a new context) is taken at a stream's next connection. /metrics counts the streams by
  * state (maitred_orca_oob_streams, from the endpoints' oob) and /clusters
  * shows each endpoint's. */
 #ifndef MTD_SIDECAR_ORCA_OOB_H

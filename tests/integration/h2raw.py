@@ -241,6 +241,8 @@ class H2Upstream(RawServer):
                                 a `declared`-byte message and n bytes of it
       ("status", code, extra)   Trailers-Only with grpc-status `code` and the
                                 (name, value) pairs in `extra`
+      ("http", code)            a bare HTTP answer: :status `code`, no
+                                grpc-status, no body
     """
 
     def __init__(self, script):
@@ -314,6 +316,8 @@ class H2Upstream(RawServer):
         elif what[0] == "status":
             conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc"),
                                     ("grpc-status", str(what[1]))] + list(what[2]), end_stream=True)
+        elif what[0] == "http":
+            conn.send_headers(sid, [(":status", str(what[1])), ("content-type", "text/plain")], end_stream=True)
         elif what[0] == "headers_then_reset":
             conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
             conn.reset_stream(sid, what[1])

@@ -20,6 +20,7 @@ then checks (streams opened, weights published).
 
 import base64
 import os
+import shutil
 import signal
 import struct
 import sys
@@ -263,6 +264,27 @@ class Unimplemented(OobTest):
         self.stop_maitred(m)
         self.assertEqual(m.proc.output().count(UNIMPLEMENTED_LOG), 1, m.proc.output())
 
+    @maitred_only
+    def test_a_backend_answering_http_404_is_unimplemented(self):
+        # A server or proxy without the path answers a bare HTTP 404, which
+        # gRPC maps to UNIMPLEMENTED: the trailers count for that endpoint
+        # (it was taken as UNAVAILABLE: waiting for ever, trailers ignored).
+        import h2raw
+
+        def script(path, headers):
+            if path.startswith("/xds.service.orca.v3.OpenRcaService/"):
+                return ("http", 404)
+            return ("respond", pb.EchoResponse(instance="a").SerializeToString())
+        a = h2raw.H2Upstream(script)
+        self.addCleanup(a.close)
+        b = self.start_node("b", oob_cpu=0.4, oob_qps=100)
+        m = self.start_orca([a, b], **OOB)
+        wait_until(lambda: self.oob_states() == {a.address: "unimplemented", b.address: "open"}, WEIGHT_LIMIT,
+                   "a unimplemented, b open")
+        self.assertEqual(sum(self.count(self.echo(m), 10).values()), 10)
+        self.stop_maitred(m)
+        self.assertEqual(m.proc.output().count(UNIMPLEMENTED_LOG), 1, m.proc.output())
+
 
 class Tls(OobTest):
     @maitred_only
@@ -294,6 +316,56 @@ class Tls(OobTest):
         self.assertEqual(a.stream_events(), ["open 200"])
         self.stop_maitred(m)
 
+    @maitred_only
+    def test_a_stream_reconnects_with_the_rotated_certificates(self):
+        # The service's CA file is rotated in place (certwatch: same files,
+        # a new context); the backend comes back with a certificate of the
+        # new CA. The stream's next connection must take the new context,
+        # as the calls' do.
+        old, new = TestCA(os.path.join(self.tmp, "old")), TestCA(os.path.join(self.tmp, "new"))
+        tls_dir = os.path.join(self.tmp, "tls")
+        os.makedirs(tls_dir)
+        ca_file = os.path.join(tls_dir, "ca.pem")
+        shutil.copy(old.ca_file, ca_file)
+        a = self.start_node("a", oob_cpu=0.2, oob_qps=100, tls_cert=old.server_cert, tls_key=old.server_key)
+        self.admin_port, self.port = free_port(), free_port()
+        svc = self.service(SVC, [a], policy=POLICY, tls={"ca_file": ca_file, "server_name": old.server_name})
+        svc["lb"]["orca"] = OOB
+        m = self.start_maitred(self.config([svc], port=self.port, admin="127.0.0.1:%d" % self.admin_port))
+        wait_until(lambda: port_accepts(self.admin_port, 0.5), CALL_LIMIT, "the admin port")
+        wait_until(lambda: self.oob_states() == {a.address: "open"}, WEIGHT_LIMIT, "the stream over TLS")
+        shutil.copy(new.ca_file, ca_file + ".tmp")
+        os.rename(ca_file + ".tmp", ca_file)
+        wait_until(lambda: "changed: new handshakes use them" in m.proc.output(), WEIGHT_LIMIT,
+                   "the new CA loaded")
+        a.proc.stop()
+        b = self.start_node("b", port=a.port, oob_cpu=0.4, oob_qps=100, tls_cert=new.server_cert,
+                            tls_key=new.server_key)
+        self.assertEqual(self.count(self.echo(m), 3), {"b": 3})  # the calls' connections: the new CA
+
+        def reports_again():
+            o = self.clusters()[a.address]["orca"]
+            return o["out_of_band"] == "open" and o["cpu_utilization"] == 0.4
+        wait_until(reports_again, WEIGHT_LIMIT, "the stream back, over the new CA", step=0.5)
+        self.assertEqual(b.stream_events(), ["open 200"])
+        self.stop_maitred(m)
+
+
+class Silence(OobTest):
+    @maitred_only
+    def test_a_stream_silent_past_its_period_and_a_minute_is_opened_again(self):
+        # a's stream sends one report, then nothing, the connection kept (a
+        # hung peer, or one gone without a FIN): no PING runs on it, so
+        # only the silence tells. Past 200 ms + 60 s, a new stream.
+        cpu_qps = struct.pack("<BdBd", 1 << 3 | 1, 0.2, 6 << 3 | 1, 100.0)
+        a = self.start_node("a", oob_raw=cpu_qps.hex(), oob_count=1)
+        m = self.start_orca([a], **OOB)
+        wait_until(lambda: self.oob_states() == {a.address: "open"}, WEIGHT_LIMIT, "a's stream open")
+        wait_until(lambda: a.stream_events()[:3] == ["open 200", "close", "open 200"], 60.2 + 2 * WEIGHT_LIMIT,
+                   "a's silent stream closed and opened again", step=1.0)
+        self.assertIn("the ORCA out-of-band stream ended: no message for 60 s", m.proc.output())
+        self.stop_maitred(m)
+
 
 class Invalid(OobTest):
     @maitred_only
@@ -316,6 +388,29 @@ class Invalid(OobTest):
                                             endpoint=a.address), 3)
         self.assertEqual(admin.value(ss, "maitred_orca_reports_invalid_total", service=SVC, endpoint=b.address), 0)
         # Only b has a weight: fewer than two, so round robin, calls served.
+        got = self.count(stub, 20)
+        self.assertEqual(sorted(got.values()), [10, 10], got)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_an_out_of_band_report_too_long_is_skipped_unread(self):
+        # a's reports say cpu 0.2, qps 100, then 100,000 bytes of an unknown
+        # field: longer than a trailer's report may be (4096 bytes), so
+        # invalid, skipped as it arrives (never held whole), the stream kept.
+        cpu_qps = struct.pack("<BdBd", 1 << 3 | 1, 0.2, 6 << 3 | 1, 100.0)
+        a = self.start_node("a", oob_raw=cpu_qps.hex(), oob_pad=100000)
+        b = self.start_node("b", oob_cpu=0.4, oob_qps=100)
+        m = self.start_orca([a, b], **OOB)
+        stub = self.echo(m)
+
+        def a_counted():
+            return self.clusters()[a.address]["orca"]["reports_invalid"] >= 3
+        wait_until(a_counted, WEIGHT_LIMIT, "a's reports too long counted")
+        o = self.clusters()[a.address]["orca"]
+        self.assertEqual(o["reports"], 0)
+        self.assertEqual(o["weight"], 0.0)
+        # One stream all along: each report skipped, the next one read.
+        self.assertEqual(a.stream_events(), ["open 200"])
         got = self.count(stub, 20)
         self.assertEqual(sorted(got.values()), [10, 10], got)
         self.stop_maitred(m)

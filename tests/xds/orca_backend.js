@@ -11,6 +11,10 @@
 //        [--oob-cpu X --oob-app X --oob-qps X --oob-eps X] out-of-band report
 //        [--oob-raw HEX]   serve OpenRcaService by hand, sending these bytes
 //                          as each report (a malformed one, say)
+//        [--oob-pad N]     with --oob-raw: N bytes more in each, as an
+//                          unknown field (15, LEN) after those bytes
+//        [--oob-count N]   with --oob-raw: N reports, then silence (the
+//                          stream kept open, as a hung peer's would be)
 //        [--events F]      append "open <interval_ms>" / "close" per
 //                          out-of-band stream
 //        [--tls-cert F --tls-key F]  serve TLS (h2 by ALPN) instead of h2c
@@ -65,13 +69,25 @@ if (args.oob_raw !== undefined) {
     keepCase: true, longs: String, defaults: true, includeDirs: [args.proto],
   });
   const req = grpc.loadPackageDefinition(orcaDef).xds.service.orca.v3.OpenRcaService.service.StreamCoreMetrics;
-  const raw = Buffer.from(args.oob_raw, 'hex');
+  let raw = Buffer.from(args.oob_raw, 'hex');
+  if (args.oob_pad !== undefined) {
+    const pad = Number(args.oob_pad);
+    const len = [];
+    for (let v = pad; ; v = Math.floor(v / 128)) {
+      if (v < 128) { len.push(v); break; }
+      len.push((v % 128) | 128);
+    }
+    raw = Buffer.concat([raw, Buffer.from([(15 << 3) | 2, ...len]), Buffer.alloc(pad, 0x78)]);
+  }
   const def = { StreamCoreMetrics: { ...req, responseSerialize: (b) => b, responseDeserialize: (b) => b } };
   server.addService(def, {
     StreamCoreMetrics(call) {
       const ms = intervalMs(call.request);
       event('open ' + ms);
-      const t = setInterval(() => call.write(raw), ms);
+      let sent = 0;
+      const t = setInterval(() => {
+        if (args.oob_count === undefined || sent++ < Number(args.oob_count)) call.write(raw);
+      }, ms);
       call.on('cancelled', () => { clearInterval(t); event('close'); });
     },
   });

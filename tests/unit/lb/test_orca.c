@@ -448,6 +448,43 @@ static size_t encode_raw(uint8_t *out, size_t cap, double cpu, double qps)
 	return n;
 }
 
+/* A report of n bytes (n >= 200): cpu 0.5, qps 100, then an unknown
+ * LEN field padding it out (what many named metrics would make). */
+static size_t padded_report(uint8_t *out, size_t n)
+{
+	size_t k = encode_raw(out, 128, 0.5, 100), pad = n - k - 3;
+
+	ck_assert_uint_ge(pad, 128);
+	ck_assert_uint_lt(pad, 16384);
+	out[k++] = 15 << 3 | 2;
+	out[k++] = (uint8_t)(0x80 | (pad & 0x7f));
+	out[k++] = (uint8_t)(pad >> 7);
+	memset(out + k, 'x', pad);
+	return k + pad;
+}
+
+/* An out-of-band report is bounded as a trailer's is: longer than
+ * MTD_LB_ORCA_MAX_REPORT, invalid (counted, nothing of it used). */
+START_TEST(out_of_band_report_bounded_as_a_trailers)
+{
+	static struct mtd_lb_stats st;
+	static uint8_t buf[MTD_LB_ORCA_MAX_REPORT + 1];
+	struct mtd_lb_orca_config c = cfg_of(0, 180000);
+	struct mtd_lb_orca_view v;
+
+	memset(&st, 0, sizeof(st));
+	ck_assert_uint_eq(padded_report(buf, MTD_LB_ORCA_MAX_REPORT), MTD_LB_ORCA_MAX_REPORT);
+	ck_assert_int_eq(mtd_lb_orca_record_raw(&st, buf, MTD_LB_ORCA_MAX_REPORT, &c, 1000), 0);
+	ck_assert_uint_eq(padded_report(buf, MTD_LB_ORCA_MAX_REPORT + 1), MTD_LB_ORCA_MAX_REPORT + 1);
+	ck_assert_int_eq(mtd_lb_orca_record_raw(&st, buf, MTD_LB_ORCA_MAX_REPORT + 1, &c, 2000), -EINVAL);
+	/* Its length alone decides: the bytes are not read. */
+	ck_assert_int_eq(mtd_lb_orca_record_raw(&st, NULL, 1u << 20, &c, 3000), -EINVAL);
+	mtd_lb_orca_view(&st, &v);
+	ck_assert_uint_eq(v.reports, 1);
+	ck_assert_uint_eq(v.invalid, 2);
+}
+END_TEST
+
 START_TEST(out_of_band_reports)
 {
 	static struct mtd_lb_stats st;
@@ -538,6 +575,7 @@ static Suite *orca_suite(void)
 	tcase_add_test(tc, through_the_routing_layer);
 	tcase_add_test(tc, config_checks);
 	tcase_add_test(tc, out_of_band_reports);
+	tcase_add_test(tc, out_of_band_report_bounded_as_a_trailers);
 	tcase_add_test(tc, trailers_ignored_while_out_of_band);
 	suite_add_tcase(s, tc);
 	return s;
