@@ -70,6 +70,17 @@ static void read_state(const struct mtd_call *call, struct mtd_call_trace *t)
 	for (uint32_t off = 0; mtd_headers_next(&call->req_hdrs, &off, &f);) {
 		if (f.namelen != 10 || memcmp(f.name, "tracestate", 10) != 0)
 			continue;
+		/* A field's own spaces are no part of the list (RFC 9110 §5.5):
+		 * joined, they would end a header value, which an upstream may
+		 * refuse; an empty field adds no member. */
+		while (f.valuelen > 0 && (f.value[0] == ' ' || f.value[0] == '\t')) {
+			f.value++;
+			f.valuelen--;
+		}
+		while (f.valuelen > 0 && (f.value[f.valuelen - 1] == ' ' || f.value[f.valuelen - 1] == '\t'))
+			f.valuelen--;
+		if (f.valuelen == 0)
+			continue;
 		if (++fields == 1) {
 			first = f.value;
 			first_len = f.valuelen;

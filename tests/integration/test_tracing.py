@@ -227,6 +227,11 @@ class Tracing(MaitredTest):
         self.assertEqual(vals, ["rojo=1,congo=t61rcWkgMzE"])
         (s,) = self.spans(1, "the call's span")
         self.assertEqual(s["trace_state"], "rojo=1,congo=t61rcWkgMzE")
+        # Empty and blank fields add no member, and no space ends the value.
+        resp = self.call(m, [("traceparent", tp), ("tracestate", "rojo=1"), ("tracestate", "  "),
+                             ("tracestate", ""), ("tracestate", " congo=2")])
+        vals = [md.value.decode() for md in resp.metadata if md.key == "tracestate"]
+        self.assertEqual(vals, ["rojo=1,congo=2"])
         # One malformed field spoils the list: dropped whole, the context kept.
         resp = self.call(m, [("traceparent", tp), ("tracestate", "rojo=1"), ("tracestate", "Bad Key=1")])
         self.assertEqual(TP_RE.match(received(resp, "traceparent")).group(1), TRACE)
