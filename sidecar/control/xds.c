@@ -25,6 +25,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "envoy/service/discovery/v3/discovery.pb-c.h"
+#include "pbwire/pbwire.h"
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/control.h"
 #include "sidecar/control/gclient.h"
@@ -78,7 +79,14 @@ struct xds_cl {
 struct xds_cla {
 	char *name;
 	struct mtd_xds_cla *cla; /* last good, NULL = none yet */
+	/* The last good's resource as it came (NULL: none, or out of memory):
+	 * the same bytes again translate to the same records, so a state of
+	 * the world that resends it is neither decoded nor applied again. */
+	uint8_t *raw;
+	size_t raw_len;
+	uint64_t updates;        /* responses that changed it (each given to its services) */
 	bool dirty;              /* changed by the response at hand */
+	bool resent;             /* the response at hand brought it again, unchanged */
 	struct xds_stamp *stamp;
 	char *nack;
 };
@@ -228,6 +236,7 @@ static void cla_clear(struct xds_cla *e)
 {
 	free(e->name);
 	mtd_xds_cla_free(e->cla);
+	free(e->raw);
 	stamp_put(e->stamp);
 	free(e->nack);
 	memset(e, 0, sizeof(*e));
@@ -393,6 +402,12 @@ static void apply_dirty(struct mtd_xds *x)
 		const struct xds_cl *cl = find_cl(x, x->binds[i]->cluster);
 		const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
 
+		if (cl != NULL && !cl->dirty && ea != NULL && ea->resent && !ea->dirty) {
+			/* Unchanged, not rebuilt; its source answered all the same. */
+			if (x->binds[i]->applied && x->binds[i]->mx != NULL)
+				x->binds[i]->mx->last_sync_ms = mtd_wall_ms();
+			continue;
+		}
 		if (cl == NULL || !(cl->dirty || (ea != NULL && ea->dirty)))
 			continue;
 		if (bt == NULL && (bt = mtd_control_batch_begin(x->ctl)) == NULL)
@@ -404,7 +419,7 @@ static void apply_dirty(struct mtd_xds *x)
 	for (size_t i = 0; i < x->n_cls; i++)
 		x->cls[i].dirty = false;
 	for (size_t i = 0; i < x->n_clas; i++)
-		x->clas[i].dirty = false;
+		x->clas[i].dirty = x->clas[i].resent = false;
 }
 
 /* ---- subscriptions ------------------------------------------------------------ */
@@ -820,8 +835,31 @@ out:
 	free(seen);
 }
 
+/* The subscribed assignment whose last good one came as exactly these
+ * bytes, or NULL (its name is read from the wire, not decoded: the bytes
+ * compared decide, whatever the name read). */
+static struct xds_cla *same_as_last_good(struct mtd_xds *x, const ProtobufCBinaryData *v)
+{
+	static const uint32_t cluster_name[] = {1};
+	struct mtd_pbwire_value f;
+	char name[MTD_XDS_NAME_MAX + 1];
+
+	if (mtd_pbwire_find(v->data, v->len, true, cluster_name, 1, &f) != 1 || f.type != MTD_PBWIRE_LEN ||
+	    f.len >= sizeof(name))
+		return NULL;
+	memcpy(name, f.data, f.len);
+	name[f.len] = '\0';
+	struct xds_cla *e = find_cla(x, name);
+	if (e == NULL || e->cla == NULL || e->raw == NULL || e->raw_len != v->len ||
+	    memcmp(e->raw, v->data, v->len) != 0)
+		return NULL;
+	return e;
+}
+
 /* EDS: an assignment in the response replaces the last good one of its
- * name; a name it lacks keeps its own. */
+ * name; a name it lacks keeps its own. One equal to the one in force
+ * (the same bytes) only takes the response's stamp: its services keep
+ * their snapshot. */
 static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
                          size_t *nack_len, struct xds_stamp **st)
 {
@@ -833,6 +871,13 @@ static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3_
 
 		if (strcmp(any->type_url, MTD_XDS_TYPE_ENDPOINT) != 0) {
 			nack_add(nack, nack_len, "(resource)", "not a ClusterLoadAssignment");
+			continue;
+		}
+		struct xds_cla *same = same_as_last_good(x, &any->value);
+		if (same != NULL) {
+			set_str(&same->nack, NULL);
+			stamp_take(&same->stamp, st, r);
+			same->resent = true;
 			continue;
 		}
 		int rc = mtd_xds_cla_parse(any->value.data, any->value.len, &c, why, sizeof(why));
@@ -853,6 +898,11 @@ static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3_
 		stamp_take(&e->stamp, st, r);
 		mtd_xds_cla_free(e->cla);
 		e->cla = c;
+		free(e->raw);
+		e->raw_len = any->value.len;
+		if ((e->raw = malloc(e->raw_len ? e->raw_len : 1)) != NULL)
+			memcpy(e->raw, any->value.data, e->raw_len);
+		e->updates++;
 		e->dirty = true;
 	}
 	/* The services of every cluster on these EDS names, and only those. */
@@ -1572,6 +1622,8 @@ void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 					mtd_json_key(j, "not_picked");
 					mtd_json_u64(j, e->cla->n_skipped);
 				}
+				mtd_json_key(j, "updates");
+				mtd_json_u64(j, e->updates);
 				dump_opt(j, "version", e->stamp ? e->stamp->version : NULL);
 				dump_opt(j, "nonce", e->stamp ? e->stamp->nonce : NULL);
 				dump_opt(j, "last_nack", e->nack);
