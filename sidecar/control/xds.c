@@ -355,7 +355,7 @@ static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bi
 		eps[i].address = c->eps[i].address;
 		eps[i].weight = c->eps[i].weight;
 		eps[i].zone = c->eps[i].zone;
-		(void)mtd_xds_sockaddr(c->eps[i].address, &eps[i].sa, &eps[i].salen); /* canonical: parses */
+		mtd_xds_ep_sockaddr(&c->eps[i], &eps[i].sa, &eps[i].salen);
 	}
 	if (c->n == 0)
 		snprintf(why, sizeof(why), "xds: cluster %s has no endpoint that may be picked", b->cluster);
