@@ -762,6 +762,7 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 {
 	bool *seen = calloc(x->n_cls ? x->n_cls : 1, sizeof(*seen));
 	size_t n_changed = 0;
+	bool eds_names = false; /* a cluster came, went or changed its EDS name */
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
 
 	if (seen == NULL) {
@@ -804,6 +805,8 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 			mtd_xds_cluster_clear(&c);
 			continue;
 		}
+		if (!e->have || strcmp(e->c.eds_name, c.eds_name) != 0)
+			eds_names = true;
 		mtd_xds_cluster_clear(&e->c);
 		e->c = c;
 		e->have = true;
@@ -822,12 +825,14 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 		x->cls[i].have = false;
 		x->cls[i].removed = true;
 		x->cls[i].dirty = true;
+		eds_names = true;
 		n_changed++;
 	}
 	if (n_changed > 0) {
 		/* EDS names follow the clusters: subscribe before applying, so a
-		 * service on a new EDS name waits for it. */
-		if (retable(x, T_EDS))
+		 * service on a new EDS name waits for it (the table is rebuilt
+		 * only when a name may have changed: 10,000 names sorted). */
+		if (eds_names && retable(x, T_EDS))
 			x->t[T_EDS].subscribed = false;
 		apply_dirty(x);
 	}
