@@ -25,8 +25,8 @@ typedef Envoy__Config__Endpoint__V3__LbEndpoint PbLbEndpoint;
 
 /* Check a socket address and parse it into e's port, v6 and ip, or
  * -EINVAL (each endpoint is parsed once: addr_text prints the parse). */
-static int parse_addr(const Envoy__Config__Core__V3__SocketAddress *sa, struct mtd_xds_ep *e, char *why,
-                      size_t whylen, const char *where)
+static int parse_addr(const Envoy__Config__Core__V3__SocketAddress *sa, struct mtd_xds_ep *e, char *why, size_t whylen,
+                      const char *where)
 {
 	if (sa->protocol != ENVOY__CONFIG__CORE__V3__SOCKET_ADDRESS__PROTOCOL__TCP)
 		return mtd_xds__refuse(why, whylen, "%s: protocol must be TCP", where);
@@ -201,7 +201,8 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 		}
 		if (l->locality != NULL && l->locality->zone[0] != '\0' &&
 		    (strlen(l->locality->zone) > 255 || !mtd_xds__name_ok(l->locality->zone))) {
-			mtd_xds__refuse(why, whylen, "endpoints[%zu].locality.zone: longer than 255 or not printable", i);
+			mtd_xds__refuse(why, whylen, "endpoints[%zu].locality.zone: longer than 255 or not printable",
+			                i);
 			goto fail;
 		}
 		if (l->n_lb_endpoints > MTD_LB_MAX_ENDPOINTS || total + l->n_lb_endpoints > MTD_LB_MAX_ENDPOINTS) {
@@ -222,7 +223,8 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 				mtd_xds__refuse(why, whylen, "%s: needs endpoint.address.socket_address", where);
 				goto fail;
 			}
-			if (parse_addr(e->endpoint->address->socket_address, &parsed[first + j], why, whylen, where) != 0)
+			if (parse_addr(e->endpoint->address->socket_address, &parsed[first + j], why, whylen, where) !=
+			    0)
 				goto fail;
 			if (e->load_balancing_weight != NULL && e->load_balancing_weight->value == 0) {
 				mtd_xds__refuse(why, whylen, "%s.load_balancing_weight: must be >= 1", where);

@@ -84,9 +84,9 @@ struct xds_cla {
 	 * the world that resends it is neither decoded nor applied again. */
 	uint8_t *raw;
 	size_t raw_len;
-	uint64_t updates;        /* responses that changed it (each given to its services) */
-	bool dirty;              /* changed by the response at hand */
-	bool resent;             /* the response at hand brought it again, unchanged */
+	uint64_t updates; /* responses that changed it (each given to its services) */
+	bool dirty;       /* changed by the response at hand */
+	bool resent;      /* the response at hand brought it again, unchanged */
 	struct xds_stamp *stamp;
 	char *nack;
 };
