@@ -118,6 +118,7 @@ struct xds_bind {
 	const char *svc_name; /* the config's, valid while bound */
 	struct mtd_mx_disc *mx; /* its discovery figures, NULL = not yet (lives as long as the process) */
 	bool applied;         /* what the client knows of its cluster was given to it */
+	size_t cl_at, cla_at; /* where its cluster and assignment were last found (bind_cl, bind_cla) */
 };
 
 struct mtd_xds {
@@ -314,12 +315,36 @@ oom:
 	return NULL;
 }
 
+/* Binding b's cluster (find_cl) and the assignment of its EDS name
+ * (find_cla), looked up where they were found last (the tables move
+ * when rebuilt: the name there decides) before a search: every response
+ * visits every binding (10,000 of them in a large mesh). */
+static struct xds_cl *bind_cl(struct mtd_xds *x, struct xds_bind *b)
+{
+	if (b->cl_at < x->n_cls && strcmp(x->cls[b->cl_at].name, b->cluster) == 0)
+		return &x->cls[b->cl_at];
+	struct xds_cl *cl = find_cl(x, b->cluster);
+	if (cl != NULL)
+		b->cl_at = (size_t)(cl - x->cls);
+	return cl;
+}
+
+static struct xds_cla *bind_cla(struct mtd_xds *x, struct xds_bind *b, const char *eds_name)
+{
+	if (b->cla_at < x->n_clas && strcmp(x->clas[b->cla_at].name, eds_name) == 0)
+		return &x->clas[b->cla_at];
+	struct xds_cla *ea = find_cla(x, eds_name);
+	if (ea != NULL)
+		b->cla_at = (size_t)(ea - x->clas);
+	return ea;
+}
+
 /* Give bound service b what its cluster holds now, in batch bt (one
  * snapshot for every service a response changes). */
 static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bind *b)
 {
-	const struct xds_cl *cl = find_cl(x, b->cluster);
-	const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
+	const struct xds_cl *cl = bind_cl(x, b);
+	const struct xds_cla *ea = cl != NULL && cl->have ? bind_cla(x, b, cl->c.eds_name) : NULL;
 	static const struct mtd_disc_endpoint none[1];
 	char why[1200];
 
@@ -399,8 +424,8 @@ static void apply_dirty(struct mtd_xds *x)
 	struct mtd_rt_batch *bt = NULL;
 
 	for (size_t i = 0; i < x->n_binds; i++) {
-		const struct xds_cl *cl = find_cl(x, x->binds[i]->cluster);
-		const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
+		const struct xds_cl *cl = bind_cl(x, x->binds[i]);
+		const struct xds_cla *ea = cl != NULL && cl->have ? bind_cla(x, x->binds[i], cl->c.eds_name) : NULL;
 
 		if (cl != NULL && !cl->dirty && ea != NULL && ea->resent && !ea->dirty) {
 			/* Unchanged, not rebuilt; its source answered all the same. */
