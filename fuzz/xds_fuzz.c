@@ -138,8 +138,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		socklen_t sl;
 		if (a->eps[i].weight < 1 || a->eps[i].weight > MTD_XDS_WEIGHT_SCALE)
 			abort();
+		struct sockaddr_storage kept;
+		socklen_t kl;
 		if (mtd_xds_sockaddr(a->eps[i].address, &ss, &sl) != 0)
 			abort();
+		mtd_xds_ep_sockaddr(&a->eps[i], &kept, &kl);
+		if (kl != sl || memcmp(&kept, &ss, sizeof(ss)) != 0)
+			abort(); /* the parse kept is the text's */
 		if (a->eps[i].zone)
 			check_name(a->eps[i].zone, 255);
 		for (size_t k = 0; k < i && a->n < 64; k++)

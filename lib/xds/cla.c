@@ -23,14 +23,11 @@ typedef Envoy__Config__Endpoint__V3__LbEndpoint PbLbEndpoint;
 
 #define ADDR_TEXT_MAX (INET6_ADDRSTRLEN + 8) /* "[v6]:65535" */
 
-/* Canonical "ip:port" / "[v6]:port" of a socket address, or -EINVAL. */
-static int canonical(const Envoy__Config__Core__V3__SocketAddress *sa, char *out, size_t cap, char *why, size_t whylen,
-                     const char *where)
+/* Check a socket address and parse it into e's port, v6 and ip, or
+ * -EINVAL (each endpoint is parsed once: addr_text prints the parse). */
+static int parse_addr(const Envoy__Config__Core__V3__SocketAddress *sa, struct mtd_xds_ep *e, char *why, size_t whylen,
+                      const char *where)
 {
-	struct in6_addr a6;
-	struct in_addr a4;
-	char host[INET6_ADDRSTRLEN];
-
 	if (sa->protocol != ENVOY__CONFIG__CORE__V3__SOCKET_ADDRESS__PROTOCOL__TCP)
 		return mtd_xds__refuse(why, whylen, "%s: protocol must be TCP", where);
 	if (sa->resolver_name[0] != '\0')
@@ -38,17 +35,73 @@ static int canonical(const Envoy__Config__Core__V3__SocketAddress *sa, char *out
 	if (sa->port_specifier_case != ENVOY__CONFIG__CORE__V3__SOCKET_ADDRESS__PORT_SPECIFIER_PORT_VALUE ||
 	    sa->port_value == 0 || sa->port_value > 65535)
 		return mtd_xds__refuse(why, whylen, "%s: port_value must be 1..65535", where);
-	if (strlen(sa->address) < INET6_ADDRSTRLEN && inet_pton(AF_INET, sa->address, &a4) == 1) {
-		inet_ntop(AF_INET, &a4, host, sizeof(host));
-		snprintf(out, cap, "%s:%u", host, sa->port_value);
+	e->port = (uint16_t)sa->port_value;
+	if (strlen(sa->address) < INET6_ADDRSTRLEN && inet_pton(AF_INET, sa->address, e->ip) == 1) {
+		e->v6 = false;
 		return 0;
 	}
-	if (strlen(sa->address) < INET6_ADDRSTRLEN && inet_pton(AF_INET6, sa->address, &a6) == 1) {
-		inet_ntop(AF_INET6, &a6, host, sizeof(host));
-		snprintf(out, cap, "[%s]:%u", host, sa->port_value);
+	if (strlen(sa->address) < INET6_ADDRSTRLEN && inet_pton(AF_INET6, sa->address, e->ip) == 1) {
+		e->v6 = true;
 		return 0;
 	}
 	return mtd_xds__refuse(why, whylen, "%s: address \"%.64s\" is not a numeric IP", where, sa->address);
+}
+
+static char *put_uint(char *p, unsigned v)
+{
+	char d[10];
+	size_t n = 0;
+
+	do
+		d[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (n > 0)
+		*p++ = d[--n];
+	return p;
+}
+
+/* The canonical "ip:port" / "[v6]:port" of e's parsed address into out
+ * (ADDR_TEXT_MAX bytes): inet_ntop's text of the address (IPv4's dotted
+ * quad written here, the same digits), the port in decimal. Returns the
+ * end (the NUL). */
+static char *addr_text(const struct mtd_xds_ep *e, char *out)
+{
+	char *p = out;
+
+	if (e->v6) {
+		*p++ = '[';
+		inet_ntop(AF_INET6, e->ip, p, INET6_ADDRSTRLEN);
+		p += strlen(p);
+		*p++ = ']';
+	} else {
+		for (int i = 0; i < 4; i++) {
+			p = put_uint(p, e->ip[i]);
+			*p++ = i < 3 ? '.' : ':';
+		}
+		p--;
+	}
+	*p++ = ':';
+	p = put_uint(p, e->port);
+	*p = '\0';
+	return p;
+}
+
+void mtd_xds_ep_sockaddr(const struct mtd_xds_ep *e, struct sockaddr_storage *ss, socklen_t *salen)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (e->v6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(e->port);
+		memcpy(&s6->sin6_addr, e->ip, 16);
+		*salen = sizeof(*s6);
+		return;
+	}
+	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+	s4->sin_family = AF_INET;
+	s4->sin_port = htons(e->port);
+	memcpy(&s4->sin_addr, e->ip, 4);
+	*salen = sizeof(*s4);
 }
 
 int mtd_xds_sockaddr(const char *address, struct sockaddr_storage *ss, socklen_t *salen)
@@ -112,33 +165,51 @@ static int cmp_addr(const void *a, const void *b)
 
 static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t whylen)
 {
-	char where[96], text[ADDR_TEXT_MAX];
+	char where[96];
 	uint32_t best = UINT32_MAX;
-	size_t total = 0, n = 0, bytes = 0;
+	size_t total = 0, n = 0, bytes = 0, cap = 0;
 	bool any_lw = false;
 	double sum_lw = 0.0;
+	int rc = -EINVAL;
 
 	if (!mtd_xds__name_ok(m->cluster_name))
 		return mtd_xds__refuse(why, whylen, "cluster_name: empty, too long or not printable");
+	/* Every endpoint's address as parsed by the first pass, in wire
+	 * order (at most the endpoints the first pass lets through). */
+	for (size_t i = 0; i < m->n_endpoints && cap < MTD_LB_MAX_ENDPOINTS; i++)
+		cap += m->endpoints[i]->n_lb_endpoints;
+	if (cap > MTD_LB_MAX_ENDPOINTS)
+		cap = MTD_LB_MAX_ENDPOINTS;
+	struct mtd_xds_ep *parsed = mtd_cfg__calloc(cap ? cap : 1, sizeof(*parsed));
+	if (parsed == NULL)
+		return -ENOMEM;
 	/* First pass: validate everything, find the priority in use. */
 	for (size_t i = 0; i < m->n_endpoints; i++) {
 		const PbLocality *l = m->endpoints[i];
 
-		if (l->priority > MTD_XDS_MAX_PRIORITY)
-			return mtd_xds__refuse(why, whylen, "endpoints[%zu].priority: %u is above %u", i, l->priority,
-			                       MTD_XDS_MAX_PRIORITY);
+		if (l->priority > MTD_XDS_MAX_PRIORITY) {
+			mtd_xds__refuse(why, whylen, "endpoints[%zu].priority: %u is above %u", i, l->priority,
+			                MTD_XDS_MAX_PRIORITY);
+			goto fail;
+		}
 		if (l->load_balancing_weight != NULL) {
-			if (l->load_balancing_weight->value == 0)
-				return mtd_xds__refuse(why, whylen,
-				                       "endpoints[%zu].load_balancing_weight: must be >= 1", i);
+			if (l->load_balancing_weight->value == 0) {
+				mtd_xds__refuse(why, whylen, "endpoints[%zu].load_balancing_weight: must be >= 1", i);
+				goto fail;
+			}
 			any_lw = true;
 		}
 		if (l->locality != NULL && l->locality->zone[0] != '\0' &&
-		    (strlen(l->locality->zone) > 255 || !mtd_xds__name_ok(l->locality->zone)))
-			return mtd_xds__refuse(why, whylen, "endpoints[%zu].locality.zone: longer than 255 or not printable",
-			                       i);
-		if (l->n_lb_endpoints > MTD_LB_MAX_ENDPOINTS || total + l->n_lb_endpoints > MTD_LB_MAX_ENDPOINTS)
-			return mtd_xds__refuse(why, whylen, "more than %u endpoints", MTD_LB_MAX_ENDPOINTS);
+		    (strlen(l->locality->zone) > 255 || !mtd_xds__name_ok(l->locality->zone))) {
+			mtd_xds__refuse(why, whylen, "endpoints[%zu].locality.zone: longer than 255 or not printable",
+			                i);
+			goto fail;
+		}
+		if (l->n_lb_endpoints > MTD_LB_MAX_ENDPOINTS || total + l->n_lb_endpoints > MTD_LB_MAX_ENDPOINTS) {
+			mtd_xds__refuse(why, whylen, "more than %u endpoints", MTD_LB_MAX_ENDPOINTS);
+			goto fail;
+		}
+		size_t first = total; /* this locality's first in parsed[] */
 		total += l->n_lb_endpoints;
 		for (size_t j = 0; j < l->n_lb_endpoints; j++) {
 			const PbLbEndpoint *e = l->lb_endpoints[j];
@@ -148,13 +219,17 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 			            ENVOY__CONFIG__ENDPOINT__V3__LB_ENDPOINT__HOST_IDENTIFIER_ENDPOINT ||
 			    e->endpoint->address == NULL ||
 			    e->endpoint->address->address_case !=
-			            ENVOY__CONFIG__CORE__V3__ADDRESS__ADDRESS_SOCKET_ADDRESS)
-				return mtd_xds__refuse(why, whylen, "%s: needs endpoint.address.socket_address", where);
-			if (canonical(e->endpoint->address->socket_address, text, sizeof(text), why, whylen, where) !=
+			            ENVOY__CONFIG__CORE__V3__ADDRESS__ADDRESS_SOCKET_ADDRESS) {
+				mtd_xds__refuse(why, whylen, "%s: needs endpoint.address.socket_address", where);
+				goto fail;
+			}
+			if (parse_addr(e->endpoint->address->socket_address, &parsed[first + j], why, whylen, where) !=
 			    0)
-				return -EINVAL;
-			if (e->load_balancing_weight != NULL && e->load_balancing_weight->value == 0)
-				return mtd_xds__refuse(why, whylen, "%s.load_balancing_weight: must be >= 1", where);
+				goto fail;
+			if (e->load_balancing_weight != NULL && e->load_balancing_weight->value == 0) {
+				mtd_xds__refuse(why, whylen, "%s.load_balancing_weight: must be >= 1", where);
+				goto fail;
+			}
 			if (pickable(e) && l->priority < best)
 				best = l->priority;
 		}
@@ -179,19 +254,24 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 	}
 	struct mtd_xds_cla *c =
 	        mtd_cfg__calloc(1, sizeof(*c) + n * sizeof(c->eps[0]) + bytes + strlen(m->cluster_name) + 1);
-	if (c == NULL)
-		return -ENOMEM;
+	if (c == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
 	char *s = (char *)&c->eps[n];
 	c->name = s;
 	s = stpcpy(s, m->cluster_name) + 1;
 	c->priority = best == UINT32_MAX ? 0 : best;
 	c->n_skipped = (uint32_t)(total - n);
+	size_t next_first = 0; /* the next locality's first in parsed[] */
 	for (size_t i = 0; i < m->n_endpoints && n > 0; i++) {
 		const PbLocality *l = m->endpoints[i];
 		const char *zone = NULL;
 		double sum_ew = 0.0, lw;
 		uint32_t max_ew = 1;
+		size_t first = next_first;
 
+		next_first += l->n_lb_endpoints;
 		if (l->priority != best)
 			continue;
 		for (size_t j = 0; j < l->n_lb_endpoints; j++) {
@@ -218,9 +298,11 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 
 			if (!pickable(e))
 				continue;
-			canonical(e->endpoint->address->socket_address, s, ADDR_TEXT_MAX, why, whylen, "");
+			ep->port = parsed[first + j].port;
+			ep->v6 = parsed[first + j].v6;
+			memcpy(ep->ip, parsed[first + j].ip, sizeof(ep->ip));
 			ep->address = s;
-			s += strlen(s) + 1;
+			s = addr_text(ep, s) + 1;
 			ep->zone = zone;
 			/* The locality's share of the calls split among its
 			 * endpoints by their weights; without locality
@@ -240,6 +322,8 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 	/* Keep what was used of the block (the text was sized for the
 	 * longest address): the pointers moved along. */
 	size_t used = (size_t)(s - (char *)c);
+	mtd_cfg__free(parsed);
+	parsed = NULL;
 	struct mtd_xds_cla *d = mtd_cfg__malloc(used);
 	if (d == NULL) {
 		mtd_cfg__free(c);
@@ -276,6 +360,9 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 	}
 	*out = c;
 	return 0;
+fail:
+	mtd_cfg__free(parsed);
+	return rc;
 }
 
 int mtd_xds_cla_parse(const uint8_t *buf, size_t len, struct mtd_xds_cla **out, char *why, size_t whylen)

@@ -75,6 +75,10 @@ struct mtd_xds_ep {
 	const char *address; /* canonical numeric "ip:port" / "[v6]:port" */
 	const char *zone;    /* the locality's zone, NULL = none */
 	int32_t weight;      /* 1..MTD_XDS_WEIGHT_SCALE, locality share applied */
+	/* address, parsed (the one parse; mtd_xds_ep_sockaddr) */
+	uint16_t port;
+	bool v6;
+	uint8_t ip[16]; /* network order; IPv4: the first 4 */
 };
 
 /* A ClusterLoadAssignment in maitred's terms: the endpoints of its

@@ -59,6 +59,9 @@ void mtd_xds_cla_free(struct mtd_xds_cla *c);
 /* The socket address of a canonical endpoint address as a translated
  * assignment holds it. 0 or -EINVAL. */
 int mtd_xds_sockaddr(const char *address, struct sockaddr_storage *sa, socklen_t *salen);
+/* The same from the endpoint's parsed address (no text parsed): what
+ * mtd_xds_sockaddr(e->address) gives. */
+void mtd_xds_ep_sockaddr(const struct mtd_xds_ep *e, struct sockaddr_storage *sa, socklen_t *salen);
 
 /* A RouteConfiguration into maitred's routes (struct mtd_xds_routes).
  *

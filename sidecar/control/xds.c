@@ -25,6 +25,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "envoy/service/discovery/v3/discovery.pb-c.h"
+#include "pbwire/pbwire.h"
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/control.h"
 #include "sidecar/control/gclient.h"
@@ -78,7 +79,14 @@ struct xds_cl {
 struct xds_cla {
 	char *name;
 	struct mtd_xds_cla *cla; /* last good, NULL = none yet */
-	bool dirty;              /* changed by the response at hand */
+	/* The last good's resource as it came (NULL: none, or out of memory):
+	 * the same bytes again translate to the same records, so a state of
+	 * the world that resends it is neither decoded nor applied again. */
+	uint8_t *raw;
+	size_t raw_len;
+	uint64_t updates; /* responses that changed it (each given to its services) */
+	bool dirty;       /* changed by the response at hand */
+	bool resent;      /* the response at hand brought it again, unchanged */
 	struct xds_stamp *stamp;
 	char *nack;
 };
@@ -110,6 +118,7 @@ struct xds_bind {
 	const char *svc_name; /* the config's, valid while bound */
 	struct mtd_mx_disc *mx; /* its discovery figures, NULL = not yet (lives as long as the process) */
 	bool applied;         /* what the client knows of its cluster was given to it */
+	size_t cl_at, cla_at; /* where its cluster and assignment were last found (bind_cl, bind_cla) */
 };
 
 struct mtd_xds {
@@ -228,6 +237,7 @@ static void cla_clear(struct xds_cla *e)
 {
 	free(e->name);
 	mtd_xds_cla_free(e->cla);
+	free(e->raw);
 	stamp_put(e->stamp);
 	free(e->nack);
 	memset(e, 0, sizeof(*e));
@@ -305,12 +315,36 @@ oom:
 	return NULL;
 }
 
+/* Binding b's cluster (find_cl) and the assignment of its EDS name
+ * (find_cla), looked up where they were found last (the tables move
+ * when rebuilt: the name there decides) before a search: every response
+ * visits every binding (10,000 of them in a large mesh). */
+static struct xds_cl *bind_cl(struct mtd_xds *x, struct xds_bind *b)
+{
+	if (b->cl_at < x->n_cls && strcmp(x->cls[b->cl_at].name, b->cluster) == 0)
+		return &x->cls[b->cl_at];
+	struct xds_cl *cl = find_cl(x, b->cluster);
+	if (cl != NULL)
+		b->cl_at = (size_t)(cl - x->cls);
+	return cl;
+}
+
+static struct xds_cla *bind_cla(struct mtd_xds *x, struct xds_bind *b, const char *eds_name)
+{
+	if (b->cla_at < x->n_clas && strcmp(x->clas[b->cla_at].name, eds_name) == 0)
+		return &x->clas[b->cla_at];
+	struct xds_cla *ea = find_cla(x, eds_name);
+	if (ea != NULL)
+		b->cla_at = (size_t)(ea - x->clas);
+	return ea;
+}
+
 /* Give bound service b what its cluster holds now, in batch bt (one
  * snapshot for every service a response changes). */
 static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bind *b)
 {
-	const struct xds_cl *cl = find_cl(x, b->cluster);
-	const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
+	const struct xds_cl *cl = bind_cl(x, b);
+	const struct xds_cla *ea = cl != NULL && cl->have ? bind_cla(x, b, cl->c.eds_name) : NULL;
 	static const struct mtd_disc_endpoint none[1];
 	char why[1200];
 
@@ -346,7 +380,7 @@ static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bi
 		eps[i].address = c->eps[i].address;
 		eps[i].weight = c->eps[i].weight;
 		eps[i].zone = c->eps[i].zone;
-		(void)mtd_xds_sockaddr(c->eps[i].address, &eps[i].sa, &eps[i].salen); /* canonical: parses */
+		mtd_xds_ep_sockaddr(&c->eps[i], &eps[i].sa, &eps[i].salen);
 	}
 	if (c->n == 0)
 		snprintf(why, sizeof(why), "xds: cluster %s has no endpoint that may be picked", b->cluster);
@@ -390,9 +424,15 @@ static void apply_dirty(struct mtd_xds *x)
 	struct mtd_rt_batch *bt = NULL;
 
 	for (size_t i = 0; i < x->n_binds; i++) {
-		const struct xds_cl *cl = find_cl(x, x->binds[i]->cluster);
-		const struct xds_cla *ea = cl != NULL && cl->have ? find_cla(x, cl->c.eds_name) : NULL;
+		const struct xds_cl *cl = bind_cl(x, x->binds[i]);
+		const struct xds_cla *ea = cl != NULL && cl->have ? bind_cla(x, x->binds[i], cl->c.eds_name) : NULL;
 
+		if (cl != NULL && !cl->dirty && ea != NULL && ea->resent && !ea->dirty) {
+			/* Unchanged, not rebuilt; its source answered all the same. */
+			if (x->binds[i]->applied && x->binds[i]->mx != NULL)
+				x->binds[i]->mx->last_sync_ms = mtd_wall_ms();
+			continue;
+		}
 		if (cl == NULL || !(cl->dirty || (ea != NULL && ea->dirty)))
 			continue;
 		if (bt == NULL && (bt = mtd_control_batch_begin(x->ctl)) == NULL)
@@ -404,7 +444,7 @@ static void apply_dirty(struct mtd_xds *x)
 	for (size_t i = 0; i < x->n_cls; i++)
 		x->cls[i].dirty = false;
 	for (size_t i = 0; i < x->n_clas; i++)
-		x->clas[i].dirty = false;
+		x->clas[i].dirty = x->clas[i].resent = false;
 }
 
 /* ---- subscriptions ------------------------------------------------------------ */
@@ -747,6 +787,7 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 {
 	bool *seen = calloc(x->n_cls ? x->n_cls : 1, sizeof(*seen));
 	size_t n_changed = 0;
+	bool eds_names = false; /* a cluster came, went or changed its EDS name */
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
 
 	if (seen == NULL) {
@@ -789,6 +830,8 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 			mtd_xds_cluster_clear(&c);
 			continue;
 		}
+		if (!e->have || strcmp(e->c.eds_name, c.eds_name) != 0)
+			eds_names = true;
 		mtd_xds_cluster_clear(&e->c);
 		e->c = c;
 		e->have = true;
@@ -807,12 +850,14 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 		x->cls[i].have = false;
 		x->cls[i].removed = true;
 		x->cls[i].dirty = true;
+		eds_names = true;
 		n_changed++;
 	}
 	if (n_changed > 0) {
 		/* EDS names follow the clusters: subscribe before applying, so a
-		 * service on a new EDS name waits for it. */
-		if (retable(x, T_EDS))
+		 * service on a new EDS name waits for it (the table is rebuilt
+		 * only when a name may have changed: 10,000 names sorted). */
+		if (eds_names && retable(x, T_EDS))
 			x->t[T_EDS].subscribed = false;
 		apply_dirty(x);
 	}
@@ -820,8 +865,31 @@ out:
 	free(seen);
 }
 
+/* The subscribed assignment whose last good one came as exactly these
+ * bytes, or NULL (its name is read from the wire, not decoded: the bytes
+ * compared decide, whatever the name read). */
+static struct xds_cla *same_as_last_good(struct mtd_xds *x, const ProtobufCBinaryData *v)
+{
+	static const uint32_t cluster_name[] = {1};
+	struct mtd_pbwire_value f;
+	char name[MTD_XDS_NAME_MAX + 1];
+
+	if (mtd_pbwire_find(v->data, v->len, true, cluster_name, 1, &f) != 1 || f.type != MTD_PBWIRE_LEN ||
+	    f.len >= sizeof(name))
+		return NULL;
+	memcpy(name, f.data, f.len);
+	name[f.len] = '\0';
+	struct xds_cla *e = find_cla(x, name);
+	if (e == NULL || e->cla == NULL || e->raw == NULL || e->raw_len != v->len ||
+	    memcmp(e->raw, v->data, v->len) != 0)
+		return NULL;
+	return e;
+}
+
 /* EDS: an assignment in the response replaces the last good one of its
- * name; a name it lacks keeps its own. */
+ * name; a name it lacks keeps its own. One equal to the one in force
+ * (the same bytes) only takes the response's stamp: its services keep
+ * their snapshot. */
 static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
                          size_t *nack_len, struct xds_stamp **st)
 {
@@ -833,6 +901,13 @@ static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3_
 
 		if (strcmp(any->type_url, MTD_XDS_TYPE_ENDPOINT) != 0) {
 			nack_add(nack, nack_len, "(resource)", "not a ClusterLoadAssignment");
+			continue;
+		}
+		struct xds_cla *same = same_as_last_good(x, &any->value);
+		if (same != NULL) {
+			set_str(&same->nack, NULL);
+			stamp_take(&same->stamp, st, r);
+			same->resent = true;
 			continue;
 		}
 		int rc = mtd_xds_cla_parse(any->value.data, any->value.len, &c, why, sizeof(why));
@@ -853,6 +928,11 @@ static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3_
 		stamp_take(&e->stamp, st, r);
 		mtd_xds_cla_free(e->cla);
 		e->cla = c;
+		free(e->raw);
+		e->raw_len = any->value.len;
+		if ((e->raw = malloc(e->raw_len ? e->raw_len : 1)) != NULL)
+			memcpy(e->raw, any->value.data, e->raw_len);
+		e->updates++;
 		e->dirty = true;
 	}
 	/* The services of every cluster on these EDS names, and only those. */
@@ -1572,6 +1652,8 @@ void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 					mtd_json_key(j, "not_picked");
 					mtd_json_u64(j, e->cla->n_skipped);
 				}
+				mtd_json_key(j, "updates");
+				mtd_json_u64(j, e->updates);
 				dump_opt(j, "version", e->stamp ? e->stamp->version : NULL);
 				dump_opt(j, "nonce", e->stamp ? e->stamp->nonce : NULL);
 				dump_opt(j, "last_nack", e->nack);

@@ -36,30 +36,63 @@ struct series {
 	int64_t last_ms, seen_ms;
 	struct point pts[MTD_HISTORY_POINTS];
 	size_t head, n; /* ring: the oldest at head */
+	uint64_t key;   /* key_of(service, method, name) */
 	struct series *next;
+	struct series *chain; /* the next in its bucket */
 };
 
+/* The series, and a hash of them by (service, method, name): the tick
+ * looks up every endpoint of every service each second (100,000 of them
+ * in a large mesh), which a walk of the list made O(endpoints x series). */
+#define N_BUCKETS 1024 /* a power of two, above the caps' 320 */
 static struct series *all;
+static struct series *bucket[N_BUCKETS];
 static size_t n_endpoint, n_group;
+
+/* FNV-1a, continued from h. */
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return (h ^ 0xff) * 0x100000001b3ull; /* the end of a part: "ab"+"c" differs from "a"+"bc" */
+}
+
+#define HASH_START 0xcbf29ce484222325ull
+
+/* The key of (service, method, name) from the service's own hash
+ * (hash_str(HASH_START, service)), computed once per service a tick. */
+static uint64_t key_of(uint64_t service_hash, const char *method, const char *name)
+{
+	uint64_t h = method ? hash_str(service_hash ^ 1, method) : service_hash;
+	return hash_str(h, name);
+}
 
 static bool same(const char *a, const char *b)
 {
 	return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
 }
 
-static struct series *find(const char *service, const char *method, const char *name)
+static struct series *find_keyed(uint64_t key, const char *service, const char *method, const char *name)
 {
-	for (struct series *s = all; s; s = s->next)
-		if (strcmp(s->name, name) == 0 && strcmp(s->service, service) == 0 && same(s->method, method))
+	for (struct series *s = bucket[key & (N_BUCKETS - 1)]; s; s = s->chain)
+		if (s->key == key && strcmp(s->name, name) == 0 && strcmp(s->service, service) == 0 &&
+		    same(s->method, method))
 			return s;
 	return NULL;
 }
 
-/* The series of (service, method, name), made on first sight within the
- * caps; NULL beyond them or out of memory (then simply not plotted). */
-static struct series *get(const char *service, const char *method, const char *name)
+static struct series *find(const char *service, const char *method, const char *name)
 {
-	struct series *s = find(service, method, name);
+	return find_keyed(key_of(hash_str(HASH_START, service), method, name), service, method, name);
+}
+
+/* The series of (service, method, name), made on first sight within the
+ * caps; NULL beyond them or out of memory (then simply not plotted).
+ * service_hash: hash_str(HASH_START, service). */
+static struct series *get(uint64_t service_hash, const char *service, const char *method, const char *name)
+{
+	uint64_t key = key_of(service_hash, method, name);
+	struct series *s = find_keyed(key, service, method, name);
 	if (s)
 		return s;
 	if (method ? n_group >= MTD_HISTORY_MAX_GROUP : n_endpoint >= MTD_HISTORY_MAX_ENDPOINT)
@@ -78,9 +111,20 @@ static struct series *get(const char *service, const char *method, const char *n
 		n_group++;
 	else
 		n_endpoint++;
+	s->key = key;
 	s->next = all;
 	all = s;
+	s->chain = bucket[key & (N_BUCKETS - 1)];
+	bucket[key & (N_BUCKETS - 1)] = s;
 	return s;
+}
+
+static void unhash(struct series *s)
+{
+	struct series **pp = &bucket[s->key & (N_BUCKETS - 1)];
+	while (*pp != s)
+		pp = &(*pp)->chain;
+	*pp = s->chain;
 }
 
 static void add_stats(struct figs *f, const struct mtd_lb_stats *st)
@@ -134,14 +178,14 @@ static const char *meta_of(const struct mtd_rt_service *s, size_t i, const char 
 }
 
 /* The split groups of one routing layer (method "*": the service's). */
-static void tick_groups(const struct mtd_rt_service *s, const char *method, const struct mtd_lb_layer *l,
-                        const struct mtd_cfg_split *sp, int64_t now_ms)
+static void tick_groups(const struct mtd_rt_service *s, uint64_t service_hash, const char *method,
+                        const struct mtd_lb_layer *l, const struct mtd_cfg_split *sp, int64_t now_ms)
 {
 	struct mtd_lb_split_group g;
 	if (!l || !sp || !sp->metadata_key)
 		return;
 	for (size_t k = 0; mtd_lb_layer_split_group(l, k, &g); k++) {
-		struct series *se = get(s->cfg->name, method, g.value);
+		struct series *se = get(service_hash, s->cfg->name, method, g.value);
 		if (!se)
 			continue;
 		struct figs f = {0};
@@ -160,8 +204,9 @@ void mtd_history_tick(const struct mtd_runtime *rt, int64_t now_ms)
 		return;
 	for (size_t si = 0; si < rt->cfg->n_services; si++) {
 		const struct mtd_rt_service *s = rt->services[si];
+		uint64_t h = hash_str(HASH_START, s->cfg->name);
 		for (size_t i = 0; i < s->n_eps; i++) {
-			struct series *se = get(s->cfg->name, NULL, s->eps[i]->addr.text);
+			struct series *se = get(h, s->cfg->name, NULL, s->eps[i]->addr.text);
 			if (!se)
 				continue;
 			struct figs f = {0};
@@ -171,11 +216,11 @@ void mtd_history_tick(const struct mtd_runtime *rt, int64_t now_ms)
 		/* A group's figures are its endpoints' (every method's calls):
 		 * one series for the service's split, one per method with a
 		 * split of its own. */
-		tick_groups(s, "*", s->layer, s->cfg->split, now_ms);
+		tick_groups(s, h, "*", s->layer, s->cfg->split, now_ms);
 		for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
 			if (s->cfg->methods[m].split_own)
-				tick_groups(s, s->cfg->methods[m].name, s->methods[m].layer, s->cfg->methods[m].split,
-				            now_ms);
+				tick_groups(s, h, s->cfg->methods[m].name, s->methods[m].layer,
+				            s->cfg->methods[m].split, now_ms);
 	}
 	/* Forget what left the config long ago. */
 	for (struct series **pp = &all; *pp;) {
@@ -185,6 +230,7 @@ void mtd_history_tick(const struct mtd_runtime *rt, int64_t now_ms)
 			continue;
 		}
 		*pp = s->next;
+		unhash(s);
 		if (s->method)
 			n_group--;
 		else
@@ -283,5 +329,6 @@ void mtd_history_fini(void)
 		free(s->name);
 		free(s);
 	}
+	memset(bucket, 0, sizeof(bucket));
 	n_endpoint = n_group = 0;
 }

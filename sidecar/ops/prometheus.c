@@ -682,7 +682,9 @@ static void render_split(struct mtd_abuf *b, const struct mtd_runtime *rt)
 
 /* Discovery: one entry per (service, source) of the running config; the
  * entries of services a reload removed are left out. */
-static bool disc_current(const struct mtd_runtime *rt, const struct mtd_mx_disc *d, bool etcd)
+/* Whether entry d belongs to a service of the running config, of etcd
+ * discovery (etcd) or not: the first service of its name decides. */
+static bool disc_current_scan(const struct mtd_runtime *rt, const struct mtd_mx_disc *d, bool etcd)
 {
 	if ((strcmp(d->source, "etcd") == 0) != etcd)
 		return false;
@@ -694,21 +696,90 @@ static bool disc_current(const struct mtd_runtime *rt, const struct mtd_mx_disc 
 	return false;
 }
 
+/* disc_current_scan of every entry, found once for render_discovery's
+ * nine loops through the services sorted by name (a scan per entry and
+ * loop was O(services x entries): 10,000 services, seconds a scrape). */
+struct disc_view {
+	const struct mtd_runtime *rt;
+	bool *cur; /* per entry, in list order: current for its own kind (etcd or not); NULL = out of memory: scan */
+};
+
+static int cmp_service_name(const void *a, const void *b, void *arg)
+{
+	const struct mtd_cfg_service *sv = arg;
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	int c = strcmp(sv[i].name, sv[j].name);
+	return c != 0 ? c : i < j ? -1 : i > j;
+}
+
+static void disc_view_init(struct disc_view *v, const struct mtd_runtime *rt)
+{
+	const struct mtd_cfg_service *sv = rt->cfg->services;
+	size_t n_sv = rt->cfg->n_services, n_d = 0, *by_name;
+
+	v->rt = rt;
+	v->cur = NULL;
+	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
+		n_d++;
+	by_name = malloc((n_sv ? n_sv : 1) * sizeof(*by_name));
+	v->cur = calloc(n_d ? n_d : 1, sizeof(*v->cur));
+	if (by_name == NULL || v->cur == NULL) {
+		free(by_name);
+		free(v->cur);
+		v->cur = NULL;
+		return;
+	}
+	for (size_t i = 0; i < n_sv; i++)
+		by_name[i] = i;
+	qsort_r(by_name, n_sv, sizeof(*by_name), cmp_service_name, (void *)sv);
+	size_t k = 0;
+	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next, k++) {
+		/* The first service of the name: the lowest index among equals
+		 * sorts first. */
+		size_t lo = 0, hi = n_sv;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (strcmp(sv[by_name[mid]].name, d->service) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo == n_sv || strcmp(sv[by_name[lo]].name, d->service) != 0)
+			continue;
+		bool etcd = strcmp(d->source, "etcd") == 0;
+		v->cur[k] = etcd == (sv[by_name[lo]].source == MTD_CFG_SOURCE_ETCD);
+	}
+	free(by_name);
+}
+
+/* Entry d, the k-th of the list: disc_current_scan(rt, d, etcd). */
+static bool disc_current(const struct disc_view *v, size_t k, const struct mtd_mx_disc *d, bool etcd)
+{
+	if (v->cur == NULL)
+		return disc_current_scan(v->rt, d, etcd);
+	return v->cur[k] && (strcmp(d->source, "etcd") == 0) == etcd;
+}
+
 static void render_discovery(struct mtd_abuf *b, const struct mtd_runtime *rt)
 {
 	static const char *const SS[] = {"service", "source"};
+	const struct mtd_mx_disc *d;
+	struct disc_view view;
+	size_t k;
+
+	disc_view_init(&view, rt);
 	mtd_prom_family(b, "maitred_discovery_updates_total", "counter",
 	                "Registry record changes (puts and deletes, listed or watched) that changed the service's "
 	                "endpoint set.");
-	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
-		if (disc_current(rt, d, true)) {
+	for (k = 0, d = mtd_mx_discs; d; d = d->next, k++)
+		if (disc_current(&view, k, d, true)) {
 			const char *v[] = {d->service, d->source};
 			mtd_prom_sample_u64(b, "maitred_discovery_updates_total", NULL, SS, v, 2, d->updates);
 		}
 	mtd_prom_family(b, "maitred_discovery_connected", "gauge",
 	                "1 while the service's link to its etcd cluster is up (listed or watching), else 0.");
-	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
-		if (disc_current(rt, d, true)) {
+	for (k = 0, d = mtd_mx_discs; d; d = d->next, k++)
+		if (disc_current(&view, k, d, true)) {
 			const char *v[] = {d->service, d->source};
 			mtd_prom_sample_u64(b, "maitred_discovery_connected", NULL, SS, v, 2, d->connected);
 		}
@@ -716,8 +787,8 @@ static void render_discovery(struct mtd_abuf *b, const struct mtd_runtime *rt)
 	                "When the service's source last answered well (etcd list or watch, a DNS resolution), "
 	                "Unix seconds; absent before the first.");
 	for (int etcd = 1; etcd >= 0; etcd--)
-		for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
-			if (disc_current(rt, d, etcd) && d->last_sync_ms > 0) {
+		for (k = 0, d = mtd_mx_discs; d; d = d->next, k++)
+			if (disc_current(&view, k, d, etcd) && d->last_sync_ms > 0) {
 				const char *v[] = {d->service, d->source};
 				mtd_prom_sample(b, "maitred_discovery_last_sync_timestamp_seconds", NULL, SS, v, 2,
 				                (double)d->last_sync_ms / 1e3);
@@ -725,35 +796,36 @@ static void render_discovery(struct mtd_abuf *b, const struct mtd_runtime *rt)
 	mtd_prom_family(b, "maitred_discovery_endpoints", "gauge",
 	                "Endpoints in the set the service's source last handed over.");
 	for (int etcd = 1; etcd >= 0; etcd--)
-		for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
-			if (disc_current(rt, d, etcd)) {
+		for (k = 0, d = mtd_mx_discs; d; d = d->next, k++)
+			if (disc_current(&view, k, d, etcd)) {
 				const char *v[] = {d->service, d->source};
 				mtd_prom_sample_u64(b, "maitred_discovery_endpoints", NULL, SS, v, 2, d->endpoints);
 			}
 	mtd_prom_family(b, "maitred_discovery_records_refused_total", "counter",
 	                "etcd: registry records refused for the identity they name (tls.server_identity "
 	                "FROM_REGISTRY: none, untyped, or matching none of tls.allowed_identities); never used.");
-	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
-		if (disc_current(rt, d, true)) {
+	for (k = 0, d = mtd_mx_discs; d; d = d->next, k++)
+		if (disc_current(&view, k, d, true)) {
 			const char *v[] = {d->service, d->source};
 			mtd_prom_sample_u64(b, "maitred_discovery_records_refused_total", NULL, SS, v, 2, d->refused);
 		}
 	mtd_prom_family(b, "maitred_dns_resolutions_total", "counter",
 	                "Host names looked up for the service (discovery.dns, static host names), one per name per "
 	                "round.");
-	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
-		if (disc_current(rt, d, false) && strcmp(d->source, "xds") != 0) {
+	for (k = 0, d = mtd_mx_discs; d; d = d->next, k++)
+		if (disc_current(&view, k, d, false) && strcmp(d->source, "xds") != 0) {
 			const char *v[] = {d->service};
 			mtd_prom_sample_u64(b, "maitred_dns_resolutions_total", NULL, SS, v, 1, d->resolutions);
 		}
 	mtd_prom_family(b, "maitred_dns_resolution_failures_total", "counter",
 	                "Of those, lookups that gave no address (the name's last addresses stay).");
-	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
-		if (disc_current(rt, d, false) && strcmp(d->source, "xds") != 0) {
+	for (k = 0, d = mtd_mx_discs; d; d = d->next, k++)
+		if (disc_current(&view, k, d, false) && strcmp(d->source, "xds") != 0) {
 			const char *v[] = {d->service};
 			mtd_prom_sample_u64(b, "maitred_dns_resolution_failures_total", NULL, SS, v, 1,
 			                    d->resolve_fails);
 		}
+	free(view.cur);
 }
 
 /* The xDS client's figures: present only while the config has an xds

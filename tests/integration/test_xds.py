@@ -251,6 +251,41 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_an_eds_push_rebuilds_only_the_services_whose_assignment_changed(self):
+        """A state-of-the-world EDS response resends every assignment: one
+        equal to the one in force is not applied again (its "updates" in
+        /config_dump stays), the changed one is; both take the version."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        admin = free_port()
+        self.server.start()
+        services = [{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}},
+                    {"name": "other.v1.Other", "discovery": {"xds": {"cluster": "cl-other"}}}]
+        self.server.set("cluster", [cluster("cl-echo"), cluster("cl-other")])
+
+        def assign(echo_ports):
+            return self.server.set("endpoint", [
+                assignment("cl-echo", [locality([("127.0.0.1", p) for p in echo_ports])]),
+                assignment("cl-other", [locality([("127.0.0.9", 9)])])])
+
+        def resources():
+            dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]
+            return {r["name"]: r for r in dump["endpoints"]["resources"]}
+        assign([a.port])
+        m = self.start_maitred(self.xds_config(services, admin=admin))
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        wait_until(lambda: all(r["state"] == "ACKED" for r in resources().values()), WAIT, "both ACKED")
+        self.assertEqual({n: r["updates"] for n, r in resources().items()}, {"cl-echo": 1, "cl-other": 1})
+        v = assign([b.port])
+        self.wait_set(stub, "b", "b after the change of cl-echo")
+        self.server.wait_for(lambda log: any(acked(r, xds.EDS, v) for r in log), WAIT, "the ACK")
+        got = resources()
+        self.assertEqual({n: r["updates"] for n, r in got.items()}, {"cl-echo": 2, "cl-other": 1},
+                         "only the changed assignment was applied again")
+        self.assertEqual({n: r["version"] for n, r in got.items()}, {"cl-echo": str(v), "cl-other": str(v)})
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_the_clusters_policy_and_the_weights_decide_the_spread(self):
         """The service's own lb is plain ROUND_ROBIN (weights ignored); the
         cluster's ROUND_ROBIN is Envoy's, weighted: 3:1 endpoint weights

@@ -518,6 +518,35 @@ static void cla_refused(const char *name, struct loc **locs, size_t n, const cha
 	ck_assert_msg(strstr(why, reason) != NULL, "reason \"%s\" lacks \"%s\"", why, reason);
 }
 
+/* An address's text is inet_ntop's, whatever its digits. */
+START_TEST(test_cla_address_text)
+{
+	static const char *const ips[] = {"0.0.0.0", "255.255.255.255", "10.0.100.9", "1.20.255.0", "::",
+	                                  "2001:db8::1", "::ffff:10.0.0.1", "fe80:0:0:0:0:0:0:1"};
+	static const uint32_t ports[] = {1, 65535, 80, 9090, 7, 443, 10000, 59999};
+	struct loc a;
+	struct loc *ls[] = {&a};
+	struct mtd_xds_cla *c;
+	size_t n = sizeof(ips) / sizeof(ips[0]);
+
+	loc_init(&a, "", 0, 0);
+	for (size_t i = 0; i < n; i++)
+		loc_add(&a, ips[i], ports[i], 0);
+	ck_assert_int_eq(parse_cla("x", ls, 1, &c), 0);
+	ck_assert_uint_eq(c->n, n);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char bin[16];
+		char host[INET6_ADDRSTRLEN], want[INET6_ADDRSTRLEN + 8];
+		int v6 = strchr(ips[i], ':') != NULL;
+		ck_assert_int_eq(inet_pton(v6 ? AF_INET6 : AF_INET, ips[i], bin), 1);
+		inet_ntop(v6 ? AF_INET6 : AF_INET, bin, host, sizeof(host));
+		snprintf(want, sizeof(want), v6 ? "[%s]:%u" : "%s:%u", host, ports[i]);
+		ck_assert_str_eq(c->eps[i].address, want);
+	}
+	mtd_xds_cla_free(c);
+}
+END_TEST
+
 START_TEST(test_cla_localities)
 {
 	struct loc a, b;
@@ -547,6 +576,15 @@ START_TEST(test_cla_localities)
 	ck_assert_int_eq(mtd_xds_sockaddr(c->eps[1].address, &ss, &sl), 0);
 	ck_assert_int_eq(ss.ss_family, AF_INET);
 	ck_assert_uint_eq(sl, sizeof(struct sockaddr_in));
+	/* The parse kept beside the text is the text's parse. */
+	for (size_t i = 0; i < c->n; i++) {
+		struct sockaddr_storage kept;
+		socklen_t kl;
+		ck_assert_int_eq(mtd_xds_sockaddr(c->eps[i].address, &ss, &sl), 0);
+		mtd_xds_ep_sockaddr(&c->eps[i], &kept, &kl);
+		ck_assert_uint_eq(kl, sl);
+		ck_assert_int_eq(memcmp(&kept, &ss, sizeof(ss)), 0);
+	}
 	mtd_xds_cla_free(c);
 
 	/* Locality weights 3:1, the first locality's calls split 1:3. */
@@ -845,6 +883,7 @@ static Suite *xds_suite(void)
 	tcase_add_test(tc, test_cluster_limits);
 	tcase_add_test(tc, test_cluster_tls);
 	tcase_add_test(tc, test_cla_localities);
+	tcase_add_test(tc, test_cla_address_text);
 	tcase_add_test(tc, test_cla_priority_and_health);
 	tcase_add_test(tc, test_cla_refused);
 	tcase_add_test(tc, test_cla_too_many);
