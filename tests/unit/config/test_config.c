@@ -615,6 +615,27 @@ START_TEST(xds_created_services)
 }
 END_TEST
 
+/* A control plane's cluster named "*" gets no service: one of that name
+ * would be the catch-all, taking the calls of every service maitred
+ * does not know. */
+START_TEST(xds_created_not_catch_all)
+{
+	struct mtd_cfg *base = load_ok("xds: {server: \"127.0.0.1:18000\", listener: maitred.outbound}\n"
+	                               "services:\n"
+	                               "  - {name: pool-a, discovery: {xds: {cluster: cluster-a}}}\n");
+	struct mtd_cfg_errors errs = {0};
+	struct mtd_cfg *cfg = NULL;
+	const char *const names[] = {"*", "shop.Cart"};
+
+	ck_assert_int_eq(mtd_cfg_with_xds_services(base, names, 2, &cfg, &errs), -EINVAL);
+	ck_assert_ptr_null(cfg);
+	ck_assert_uint_eq(errs.n, 1);
+	ck_assert_msg(strstr(errs.msgs[0], "catch-all") != NULL, "%s", errs.msgs[0]);
+	mtd_cfg_errors_clear(&errs);
+	mtd_cfg_free(base);
+}
+END_TEST
+
 START_TEST(xds_errors)
 {
 	unsetenv("GRPC_XDS_BOOTSTRAP");
@@ -2919,6 +2940,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, xds_errors);
 	tcase_add_test(ok, xds_ok);
 	tcase_add_test(ok, xds_created_services);
+	tcase_add_test(errors, xds_created_not_catch_all);
 	tcase_add_test(ok, xds_bootstrap);
 	tcase_add_test(errors, err_inbound);
 	tcase_add_test(errors, register_ok);
