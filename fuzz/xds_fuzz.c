@@ -111,7 +111,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_name(c.eds_name, MTD_XDS_NAME_MAX);
 		if (!c.lb.ops || c.connect_timeout_ms < 0 || (c.ring_min && c.ring_min > c.ring_max))
 			abort();
-		uint32_t pts = mtd_xds_ring_points(&c, 1 + data[0]);
+		struct mtd_xds_ep eps[256];
+		for (size_t i = 0; i < 256; i++)
+			eps[i] = (struct mtd_xds_ep){"127.0.0.1:1", NULL, 1 + (int32_t)i * 3907};
+		uint32_t pts = mtd_xds_ring_points(&c, eps, 1 + (size_t)data[0]);
 		if (pts < 1 || pts > MTD_LB_MAX_RING_POINTS)
 			abort();
 		if (c.tls && !c.tls->ca_file)

@@ -150,6 +150,44 @@ static unsigned cpu_count(void)
 	return n < 1 ? 1 : n > WORKERS_MAX ? WORKERS_MAX : (unsigned)n;
 }
 
+static const PbConfig *sort_root; /* first_of_names' comparator's context */
+
+static int by_name_then_index(const void *x, const void *y)
+{
+	size_t a = *(const size_t *)x, b = *(const size_t *)y;
+	int c = strcmp(sort_root->services[a]->name, sort_root->services[b]->name);
+
+	return c != 0 ? c : a < b ? -1 : a > b;
+}
+
+/* For each of m's services the index of the first service of its name
+ * (itself when none before has it; so for the unnamed), by one sort.
+ * NULL when there is none or out of memory. */
+static size_t *first_of_names(const PbConfig *m)
+{
+	size_t n = m->n_services;
+	size_t *order = n != 0 ? mtd_cfg__malloc(n * sizeof(*order)) : NULL;
+	size_t *first = n != 0 ? mtd_cfg__malloc(n * sizeof(*first)) : NULL;
+
+	if (order == NULL || first == NULL) {
+		mtd_cfg__free(order);
+		mtd_cfg__free(first);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		order[i] = first[i] = i;
+	sort_root = m;
+	qsort(order, n, sizeof(*order), by_name_then_index);
+	sort_root = NULL;
+	for (size_t k = 1; k < n; k++) {
+		const char *name = m->services[order[k]]->name;
+		if (name[0] != '\0' && strcmp(name, m->services[order[k - 1]]->name) == 0)
+			first[order[k]] = first[order[k - 1]];
+	}
+	mtd_cfg__free(order);
+	return first;
+}
+
 int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, struct mtd_cfg__diag *d,
                    struct mtd_cfg **out)
 {
@@ -212,13 +250,20 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 			goto fail_cfg;
 		cfg->n_services = cfg->n_routed = m->n_services;
 	}
+	/* Services a control plane creates come by the thousand: the
+	 * duplicates by one sort, not by comparing every pair. */
+	size_t *first_of = first_of_names(m);
+	if (m->n_services != 0 && first_of == NULL)
+		goto fail_cfg;
 	for (size_t i = 0; i < m->n_services; i++) {
 		const PbService *s = m->services[i];
 		char p[64];
 
 		mtd_cfg__build_service(b, s, i, &cfg->services[i]);
-		if (d->oom)
+		if (d->oom) {
+			mtd_cfg__free(first_of);
 			goto fail_cfg;
+		}
 		snprintf(p, sizeof(p), "services[%zu].name", i);
 		if (strcmp(s->name, "*") == 0) {
 			if (star != SIZE_MAX)
@@ -228,14 +273,11 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 				star = i;
 			continue;
 		}
-		for (size_t j = 0; j < i && s->name[0] != '\0'; j++) {
-			if (strcmp(m->services[j]->name, s->name) == 0) {
-				BERR(mtd_cfg__at(b, s, "name", NULL), p,
-				     "duplicate service \"%s\" (also services[%zu])", s->name, j);
-				break;
-			}
-		}
+		if (first_of != NULL && first_of[i] != i)
+			BERR(mtd_cfg__at(b, s, "name", NULL), p, "duplicate service \"%s\" (also services[%zu])",
+			     s->name, first_of[i]);
 	}
+	mtd_cfg__free(first_of);
 	if (m->n_routes != 0) {
 		cfg->routes = mtd_cfg__calloc(m->n_routes, sizeof(*cfg->routes));
 		if (cfg->routes == NULL)

@@ -110,6 +110,8 @@ static void build_endpoint_tags(struct builder *b, const PbEndpoint *e, struct m
 
 /* A service with discovery.xds under an xds.listener: the control
  * plane's routes reach it by its cluster, whatever its name. */
+/* Checked before mtd_cfg__reached_by_name, which scans every service:
+ * the services a control plane creates (by the thousand) pass here. */
 static bool reached_by_xds_routes(struct builder *b, const PbService *m)
 {
 	const PbConfig *root = b->root;
@@ -133,7 +135,7 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 		BERR(mtd_cfg__at(b, m, "name", NULL), mtd_cfg__sub(p, sizeof(p), path, "name"),
 		     "is required (\"package.Service\" or \"*\")");
 	else if (strcmp(m->name, "*") != 0 && !mtd_cfg__service_name_ok(m->name) &&
-	         !mtd_cfg__reached_by_name(b, m->name) && !reached_by_xds_routes(b, m))
+	         !reached_by_xds_routes(b, m) && !mtd_cfg__reached_by_name(b, m->name))
 		BERR(mtd_cfg__at(b, m, "name", NULL), mtd_cfg__sub(p, sizeof(p), path, "name"),
 		     "\"%s\" is not a fully-qualified gRPC service name "
 		     "(\"package.Service\") or \"*\", nor an entry that routes or a mirror reach",

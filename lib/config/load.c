@@ -205,6 +205,16 @@ static int load_with(const char *name, const char *basedir, const void *data, si
 			d.oom = true;
 		n_file = m->n_services - n_created;
 	}
+	/* "*" is maitred's catch-all: a service created under that name
+	 * would take the calls of every service the config does not know. */
+	for (size_t i = 0; i < n_created && !d.oom; i++)
+		if (strcmp(created[i], "*") == 0) {
+			char path[64];
+			snprintf(path, sizeof(path), "services[%zu].name", n_file + i);
+			mtd_cfg__error(&d, (struct mtd_cfg__mark){0, 0}, path,
+			               "no service is created for cluster \"*\" (a service of that name is the "
+			               "catch-all of every service the config does not name)");
+		}
 	/* Build even after mapping errors, so one run reports them all. */
 	if (msg != NULL && !d.oom)
 		mtd_cfg__build((const Maitred__Config__V1__Config *)msg, name, basedir, &d, &cfg);

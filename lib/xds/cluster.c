@@ -458,15 +458,23 @@ bool mtd_xds_cluster_equal(const struct mtd_xds_cluster *a, const struct mtd_xds
 	       same_str(a->tls->server_identity, b->tls->server_identity);
 }
 
-uint32_t mtd_xds_ring_points(const struct mtd_xds_cluster *c, size_t n)
+uint32_t mtd_xds_ring_points(const struct mtd_xds_cluster *c, const struct mtd_xds_ep *eps, size_t n)
 {
-	uint64_t pts;
+	/* The picker gives an endpoint ring_points * weight / 100 points
+	 * (lb-t.h): the ring's size is ring_points * total / 100, whatever
+	 * scale the weights are on (1 each, or shares of
+	 * MTD_XDS_WEIGHT_SCALE with locality weights). */
+	uint64_t total = 0, pts;
 
-	if (n == 0)
+	for (size_t i = 0; i < n; i++)
+		total += eps[i].weight > 0 ? (uint64_t)eps[i].weight : 0;
+	if (total == 0)
+		total = 100 * (uint64_t)n; /* no weight at all: 100 each, as the picker reads it */
+	if (total == 0)
 		return 1;
-	pts = (c->ring_min + n - 1) / n;
-	if (pts * n > c->ring_max)
-		pts = c->ring_max / n;
+	pts = ((uint64_t)c->ring_min * 100 + total - 1) / total;
+	if (pts * total > (uint64_t)c->ring_max * 100)
+		pts = (uint64_t)c->ring_max * 100 / total;
 	if (pts < 1)
 		pts = 1;
 	if (pts > MTD_LB_MAX_RING_POINTS)

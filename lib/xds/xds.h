@@ -36,10 +36,12 @@ int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, struct mtd_xds_cluster
 void mtd_xds_cluster_clear(struct mtd_xds_cluster *c);
 /* a and b would configure a service the same way (name included). */
 bool mtd_xds_cluster_equal(const struct mtd_xds_cluster *a, const struct mtd_xds_cluster *b);
-/* CONSISTENT_HASH's points per endpoint for a set of n endpoints: the
- * ring is minimum_ring_size points at least and maximum_ring_size at
- * most, within maitred's per-endpoint bounds. */
-uint32_t mtd_xds_ring_points(const struct mtd_xds_cluster *c, size_t n);
+/* CONSISTENT_HASH's ring_points (points per endpoint of weight 100) for
+ * the set of n endpoints eps, by their weights: the ring is
+ * minimum_ring_size points at least and maximum_ring_size at most,
+ * within maitred's bounds (at least one point per 100 of weight, at
+ * most MTD_LB_MAX_RING_POINTS). */
+uint32_t mtd_xds_ring_points(const struct mtd_xds_cluster *c, const struct mtd_xds_ep *eps, size_t n);
 
 /* A ClusterLoadAssignment. Endpoints of health_status UNHEALTHY, DRAINING
  * or TIMEOUT are never picked; of the rest, only those of the lowest

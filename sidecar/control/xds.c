@@ -253,11 +253,13 @@ static bool lb_same(const struct mtd_lb_config *a, const struct mtd_lb_config *b
 	       a->decay_ms == b->decay_ms && a->active_request_bias == b->active_request_bias;
 }
 
-/* The service's config as cluster c says (for a set of n endpoints):
+/* The service's config as cluster c says (for the endpoints of set):
  * its policy always (lb_policy has a default), the rest where the cluster
- * sets it. A method whose lb is the service's copy follows the cluster
- * too; one with its own keeps it. NULL when out of memory. */
-static struct mtd_rt_over *over_new(const struct mtd_cfg_service *base, const struct xds_cl *cl, size_t n)
+ * sets it (its ring sized for the endpoint set). A method whose lb is
+ * the service's copy follows the cluster too; one with its own keeps it.
+ * NULL when out of memory. */
+static struct mtd_rt_over *over_new(const struct mtd_cfg_service *base, const struct xds_cl *cl,
+                                    const struct mtd_xds_cla *set)
 {
 	const struct mtd_xds_cluster *c = &cl->c;
 	struct mtd_rt_over *o = calloc(1, sizeof(*o));
@@ -271,7 +273,7 @@ static struct mtd_rt_over *over_new(const struct mtd_cfg_service *base, const st
 	lb.hot_keys = base->lb.hot_keys;
 	lb.hot_keys.spread = 0;
 	if (c->ring_min != 0)
-		lb.ring_points = mtd_xds_ring_points(c, n);
+		lb.ring_points = mtd_xds_ring_points(c, set->eps, set->n);
 	o->tag = cl->gen << 24 ^ lb.ring_points;
 	o->svc = *base;
 	o->svc.lb = lb;
@@ -369,7 +371,7 @@ static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bi
 	}
 	const struct mtd_xds_cla *c = ea->cla;
 	struct mtd_disc_endpoint *eps = calloc(c->n ? c->n : 1, sizeof(*eps));
-	struct mtd_rt_over *over = over_new(&x->ctl->rt->cfg->services[b->service], cl, c->n);
+	struct mtd_rt_over *over = over_new(&x->ctl->rt->cfg->services[b->service], cl, c);
 	if (eps == NULL || over == NULL) {
 		MTD_ERROR("xds: service %s: out of memory: its endpoint set stays as it was", b->svc_name);
 		free(eps);

@@ -855,7 +855,8 @@ class XdsRoutesTest(XdsBase):
         """The routes name cluster SVC, which no service of the config
         follows: a service SVC is created on it (its endpoints from EDS),
         kept across a SIGHUP reload of the same file, and gone once no
-        route names it (calls to it are then an unknown service's)."""
+        route names it (calls to it are then an unknown service's). No
+        service is created for a static service's name, nor for "*"."""
         a, c = self.start_upstream("a"), self.start_upstream("c")
         self.server.start()
         self.server.set("cluster", [cluster("cluster-a"), cluster("cluster-b"), cluster(SVC)])
@@ -885,6 +886,12 @@ class XdsRoutesTest(XdsBase):
         log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
         why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
         self.assertIn("service shop.Static of that name is not an xDS service", json.dumps(why))
+        self.assertEqual(set(self.spread(stub, 10)), {"c"})
+        # Nor is "*": a service of that name would be the catch-all of
+        # every service the config does not name (SVC's calls among them).
+        self.set_routes([xds.route_to("*", prefix="/nothing.Here/")])
+        self.server.wait_for(lambda log: any(nacked(r, xds.RDS) and "catch-all" in json.dumps(r["error_detail"])
+                                             for r in log), WAIT, "the NACK of cluster *")
         self.assertEqual(set(self.spread(stub, 10)), {"c"})
         # No route names it any more: it goes; a call in flight on it
         # (answered after 3 s) finishes there.

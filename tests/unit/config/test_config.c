@@ -386,6 +386,29 @@ START_TEST(err_duplicate_service)
 }
 END_TEST
 
+/* Each later one names the first of its name, in the services' order;
+ * other names between them are not duplicates. */
+START_TEST(err_duplicate_services_many)
+{
+	const char *yaml = "services:\n"
+	                   "  - {name: c.D, endpoints: [{address: \"127.0.0.1:1\"}]}\n"
+	                   "  - {name: a.B, endpoints: [{address: \"127.0.0.1:1\"}]}\n"
+	                   "  - {name: e.F, endpoints: [{address: \"127.0.0.1:1\"}]}\n"
+	                   "  - {name: a.B, endpoints: [{address: \"127.0.0.1:1\"}]}\n"
+	                   "  - {name: c.D, endpoints: [{address: \"127.0.0.1:1\"}]}\n"
+	                   "  - {name: a.B, endpoints: [{address: \"127.0.0.1:1\"}]}\n";
+	struct mtd_cfg *cfg = NULL;
+	struct mtd_cfg_errors errs = {0};
+
+	ck_assert_int_eq(mtd_cfg_load_buffer("t.yaml", yaml, strlen(yaml), MTD_CFG_FORMAT_AUTO, &cfg, &errs), -EINVAL);
+	ck_assert_uint_eq(errs.n, 3);
+	ck_assert_str_eq(errs.msgs[0], "t.yaml:5:12: services[3].name: duplicate service \"a.B\" (also services[1])");
+	ck_assert_str_eq(errs.msgs[1], "t.yaml:6:12: services[4].name: duplicate service \"c.D\" (also services[0])");
+	ck_assert_str_eq(errs.msgs[2], "t.yaml:7:12: services[5].name: duplicate service \"a.B\" (also services[1])");
+	mtd_cfg_errors_clear(&errs);
+}
+END_TEST
+
 START_TEST(err_two_catch_all)
 {
 	expect_error("services:\n"
@@ -611,6 +634,27 @@ START_TEST(xds_created_services)
 	}
 	ck_assert_uint_gt(k, 20);
 	mtd_cfg_free(two);
+	mtd_cfg_free(base);
+}
+END_TEST
+
+/* A control plane's cluster named "*" gets no service: one of that name
+ * would be the catch-all, taking the calls of every service maitred
+ * does not know. */
+START_TEST(xds_created_not_catch_all)
+{
+	struct mtd_cfg *base = load_ok("xds: {server: \"127.0.0.1:18000\", listener: maitred.outbound}\n"
+	                               "services:\n"
+	                               "  - {name: pool-a, discovery: {xds: {cluster: cluster-a}}}\n");
+	struct mtd_cfg_errors errs = {0};
+	struct mtd_cfg *cfg = NULL;
+	const char *const names[] = {"*", "shop.Cart"};
+
+	ck_assert_int_eq(mtd_cfg_with_xds_services(base, names, 2, &cfg, &errs), -EINVAL);
+	ck_assert_ptr_null(cfg);
+	ck_assert_uint_eq(errs.n, 1);
+	ck_assert_msg(strstr(errs.msgs[0], "catch-all") != NULL, "%s", errs.msgs[0]);
+	mtd_cfg_errors_clear(&errs);
 	mtd_cfg_free(base);
 }
 END_TEST
@@ -2910,6 +2954,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_bad_address);
 	tcase_add_test(errors, err_unresolvable);
 	tcase_add_test(errors, err_duplicate_service);
+	tcase_add_test(errors, err_duplicate_services_many);
 	tcase_add_test(errors, err_two_catch_all);
 	tcase_add_test(errors, err_bad_names);
 	tcase_add_test(errors, err_missing_endpoints);
@@ -2919,6 +2964,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, xds_errors);
 	tcase_add_test(ok, xds_ok);
 	tcase_add_test(ok, xds_created_services);
+	tcase_add_test(errors, xds_created_not_catch_all);
 	tcase_add_test(ok, xds_bootstrap);
 	tcase_add_test(errors, err_inbound);
 	tcase_add_test(errors, register_ok);

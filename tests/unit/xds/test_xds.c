@@ -106,6 +106,17 @@ START_TEST(test_cluster_round_robin)
 }
 END_TEST
 
+/* mtd_xds_ring_points for n endpoints of one weight. */
+static uint32_t ring_points(const struct mtd_xds_cluster *c, size_t n, int32_t weight)
+{
+	static struct mtd_xds_ep eps[2048];
+
+	ck_assert_uint_le(n, 2048);
+	for (size_t i = 0; i < n; i++)
+		eps[i] = (struct mtd_xds_ep){"127.0.0.1:1", NULL, weight};
+	return mtd_xds_ring_points(c, eps, n);
+}
+
 START_TEST(test_cluster_policies)
 {
 	PbCluster m;
@@ -168,17 +179,25 @@ START_TEST(test_cluster_policies)
 	ck_assert_int_eq(parse_cluster(&m, &c), 0);
 	ck_assert_str_eq(c.lb.ops->name, "CONSISTENT_HASH");
 	ck_assert_uint_eq(c.ring_min, 1024);
-	ck_assert_uint_eq(mtd_xds_ring_points(&c, 10), 103);
-	ck_assert_uint_eq(mtd_xds_ring_points(&c, 0), 1);
+	ck_assert_uint_eq(ring_points(&c, 10, 100), 103);
+	ck_assert_uint_eq(ring_points(&c, 0, 100), 1);
+	/* The points follow the weights' scale: with locality weights an
+	 * endpoint's weight is its share of MTD_XDS_WEIGHT_SCALE, and one
+	 * point per 100 of it is already 10,000 points (not 10 million);
+	 * endpoints of weight 1 get the most maitred gives. */
+	ck_assert_uint_eq(ring_points(&c, 1, MTD_XDS_WEIGHT_SCALE), 1);
+	ck_assert_uint_eq(ring_points(&c, 4, MTD_XDS_WEIGHT_SCALE / 4), 1);
+	ck_assert_uint_eq(ring_points(&c, 4, 1), MTD_LB_MAX_RING_POINTS);
+	ck_assert_uint_eq(ring_points(&c, 1024, 1), 100);
 	mtd_xds_cluster_clear(&c);
 	mn.value = 100;
 	mx.value = 200;
 	rh.minimum_ring_size = &mn;
 	rh.maximum_ring_size = &mx;
 	ck_assert_int_eq(parse_cluster(&m, &c), 0);
-	ck_assert_uint_eq(mtd_xds_ring_points(&c, 3), 34);
-	ck_assert_uint_eq(mtd_xds_ring_points(&c, 150), 1);
-	ck_assert_uint_eq(mtd_xds_ring_points(&c, 1), 100);
+	ck_assert_uint_eq(ring_points(&c, 3, 100), 34);
+	ck_assert_uint_eq(ring_points(&c, 150, 100), 1);
+	ck_assert_uint_eq(ring_points(&c, 1, 100), 100);
 	mtd_xds_cluster_clear(&c);
 	mn.value = 300;
 	cluster_refused(&m, "ring sizes");
