@@ -21,6 +21,12 @@
  * mtd_lb_lat_upper_us(b); 1 us to 2^26 us (67 s), the last open. */
 #define MTD_LB_LAT_BUCKETS 53
 
+/* That histogram, out of line (mtd_lb_stats.lat): 424 bytes that only an
+ * endpoint which answered a call needs. */
+struct mtd_lb_lat_hist {
+	_Atomic uint64_t b[MTD_LB_LAT_BUCKETS];
+};
+
 /* What an endpoint's ORCA load reports said (orca.c), shared by every
  * worker: any worker records a report (each field one relaxed atomic, the
  * weight's three published in an order tick() relies on: see
@@ -66,8 +72,13 @@ struct mtd_lb_stats {
 	_Atomic uint64_t window_count;   /* (successes only; halved every */
 	_Atomic int64_t window_stamp_ns; /*  MTD_LB_WINDOW_SLIDE_NS) */
 	/* Successes by latency (to the first response message), for the
-	 * admin's p99 per endpoint and split group (the live page). */
-	_Atomic uint64_t lat[MTD_LB_LAT_BUCKETS];
+	 * admin's p99 per endpoint and split group (the live page). NULL
+	 * until the first success is recorded: a sidecar knows thousands of
+	 * endpoints and calls few. Whichever thread records first installs
+	 * it (compare-and-swap; a loser frees its copy and counts into the
+	 * winner's); readers take NULL as empty (mtd_lb_stats_lat_add).
+	 * Freed by mtd_lb_stats_fini. */
+	struct mtd_lb_lat_hist *_Atomic lat;
 	struct mtd_lb_orca_state orca;
 };
 

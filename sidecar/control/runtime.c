@@ -37,6 +37,7 @@ static void endpoint_free(struct mtd_endpoint *ep)
 {
 	/* Every pool held a reference: none is left. */
 	free(ep->pools);
+	mtd_lb_stats_fini(&ep->stats);
 	free(ep->key);
 	free(ep->identity);
 	free(ep->addr.text);
