@@ -230,6 +230,7 @@ void mtd_lb_stats_lat_add(const struct mtd_lb_stats *st, uint64_t *hist)
 void mtd_lb_stats_fini(struct mtd_lb_stats *st)
 {
 	free(atomic_exchange_explicit(&st->lat, NULL, memory_order_acquire));
+	free(atomic_exchange_explicit(&st->orca, NULL, memory_order_acquire));
 }
 
 void mtd_lb_stats_begin(struct mtd_lb_stats *st)
