@@ -215,6 +215,40 @@ START_TEST(blackout_and_expiration)
 }
 END_TEST
 
+/* An endpoint without reports (most: a sidecar knows thousands and calls
+ * few) has no report state: it reads as none, its out-of-band state is
+ * kept apart, and a tick's 0 makes none; its first report or a weight
+ * does. */
+START_TEST(no_state_until_a_report)
+{
+	static struct mtd_lb_stats st;
+	struct mtd_lb_orca_config c = cfg_of(0, 180000);
+	struct mtd_lb_orca_view v;
+
+	memset(&st, 0, sizeof(st));
+	mtd_lb_orca_set_oob(&st, MTD_LB_ORCA_OOB_WAITING);
+	mtd_lb__orca_set_used(&st, 0.0);
+	ck_assert_ptr_null(atomic_load(&st.orca));
+	ck_assert(mtd_lb_orca_weight_at(&st, &c, 1000) == 0.0);
+	mtd_lb_orca_view(&st, &v);
+	ck_assert(v.reports == 0 && v.invalid == 0 && v.weight == 0 && v.cpu == 0 && v.utilization == 0);
+	ck_assert_int_eq(v.oob, MTD_LB_ORCA_OOB_WAITING);
+	ck_assert(!mtd_lb_orca_trailers_count(&st));
+	mtd_lb__orca_set_used(&st, 5.0);
+	ck_assert_ptr_nonnull(atomic_load(&st.orca));
+	mtd_lb_orca_view(&st, &v);
+	ck_assert(v.weight == 5.0 && v.reports == 0);
+	ck_assert_int_eq(v.oob, MTD_LB_ORCA_OOB_WAITING);
+	mtd_lb_stats_fini(&st);
+	ck_assert_ptr_null(atomic_load(&st.orca));
+	/* A malformed first report makes it too: it is counted. */
+	ck_assert_int_eq(mtd_lb_orca_record(&st, (const uint8_t *)"CQ!", 3, &c, 600000), -EINVAL);
+	mtd_lb_orca_view(&st, &v);
+	ck_assert_uint_eq(v.invalid, 1);
+	mtd_lb_stats_fini(&st);
+}
+END_TEST
+
 /* A CLIENT_SIDE_WEIGHTED_ROUND_ROBIN picker over s with short periods;
  * now_ms: monotonic ms of the clock the tests drive. */
 static struct mtd_lb_picker *cswrr(struct t_set *s, struct mtd_lb_config *cfg)
@@ -449,40 +483,6 @@ static size_t encode_raw(uint8_t *out, size_t cap, double cpu, double qps)
 	xds__data__orca__v3__orca_load_report__pack(&r, out);
 	return n;
 }
-
-/* An endpoint without reports (most: a sidecar knows thousands and calls
- * few) has no report state: it reads as none, its out-of-band state is
- * kept apart, and a tick's 0 makes none; its first report or a weight
- * does. */
-START_TEST(no_state_until_a_report)
-{
-	static struct mtd_lb_stats st;
-	struct mtd_lb_orca_config c = cfg_of(0, 180000);
-	struct mtd_lb_orca_view v;
-
-	memset(&st, 0, sizeof(st));
-	mtd_lb_orca_set_oob(&st, MTD_LB_ORCA_OOB_WAITING);
-	mtd_lb__orca_set_used(&st, 0.0);
-	ck_assert_ptr_null(atomic_load(&st.orca));
-	ck_assert(mtd_lb_orca_weight_at(&st, &c, 1000) == 0.0);
-	mtd_lb_orca_view(&st, &v);
-	ck_assert(v.reports == 0 && v.invalid == 0 && v.weight == 0 && v.cpu == 0 && v.utilization == 0);
-	ck_assert_int_eq(v.oob, MTD_LB_ORCA_OOB_WAITING);
-	ck_assert(!mtd_lb_orca_trailers_count(&st));
-	mtd_lb__orca_set_used(&st, 5.0);
-	ck_assert_ptr_nonnull(atomic_load(&st.orca));
-	mtd_lb_orca_view(&st, &v);
-	ck_assert(v.weight == 5.0 && v.reports == 0);
-	ck_assert_int_eq(v.oob, MTD_LB_ORCA_OOB_WAITING);
-	mtd_lb_stats_fini(&st);
-	ck_assert_ptr_null(atomic_load(&st.orca));
-	/* A malformed first report makes it too: it is counted. */
-	ck_assert_int_eq(mtd_lb_orca_record(&st, (const uint8_t *)"CQ!", 3, &c, 600000), -EINVAL);
-	mtd_lb_orca_view(&st, &v);
-	ck_assert_uint_eq(v.invalid, 1);
-	mtd_lb_stats_fini(&st);
-}
-END_TEST
 
 START_TEST(out_of_band_reports)
 {
