@@ -241,8 +241,7 @@ static __attribute__((noinline)) struct mtd_lb_orca_state *orca_install(struct m
 
 	if (!mine)
 		return atomic_load_explicit(&st->orca, memory_order_acquire);
-	if (atomic_compare_exchange_strong_explicit(&st->orca, &cur, mine, memory_order_acq_rel,
-	                                            memory_order_acquire))
+	if (atomic_compare_exchange_strong_explicit(&st->orca, &cur, mine, memory_order_acq_rel, memory_order_acquire))
 		return mine;
 	free(mine);
 	return cur;

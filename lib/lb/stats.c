@@ -201,8 +201,7 @@ static __attribute__((noinline, cold)) struct mtd_lb_lat_hist *lat_install(struc
 	if (!mine)
 		return atomic_load_explicit(&st->lat, memory_order_acquire);
 	/* Release: the zeroes are visible to whoever loads the pointer. */
-	if (atomic_compare_exchange_strong_explicit(&st->lat, &cur, mine, memory_order_acq_rel,
-	                                            memory_order_acquire))
+	if (atomic_compare_exchange_strong_explicit(&st->lat, &cur, mine, memory_order_acq_rel, memory_order_acquire))
 		return mine;
 	free(mine);
 	return cur;
