@@ -21,7 +21,13 @@
  * mtd_lb_lat_upper_us(b); 1 us to 2^26 us (67 s), the last open. */
 #define MTD_LB_LAT_BUCKETS 53
 
-/* What an endpoint's ORCA load reports said (orca.c), shared by every
+/* That histogram, out of line (mtd_lb_stats.lat): 424 bytes that only an
+ * endpoint which answered a call needs. */
+struct mtd_lb_lat_hist {
+	_Atomic uint64_t b[MTD_LB_LAT_BUCKETS];
+};
+
+/* What an endpoint's ORCA load reports said (orca.c; mtd_lb_stats.orca), shared by every
  * worker: any worker records a report (each field one relaxed atomic, the
  * weight's three published in an order tick() relies on: see
  * mtd_lb_orca_record), the control thread's tick reads. Doubles are stored
@@ -34,11 +40,6 @@ struct mtd_lb_orca_state {
 	_Atomic uint64_t reports; /* reports read whole */
 	_Atomic uint64_t invalid; /* reports that did not parse (ignored) */
 	_Atomic uint64_t used_bits; /* the weight the last tick gave the endpoint (display); 0 = none */
-	/* Its out-of-band stream (enum mtd_lb_orca_oob), written by the
-	 * control thread alone (mtd_lb_orca_set_oob): while WAITING or OPEN
-	 * the reports come from that stream and the trailers' are not
-	 * recorded (gRFC A58). */
-	_Atomic uint32_t oob;
 };
 
 /* Where an endpoint's reports come from (mtd_lb_orca_state.oob). */
@@ -66,9 +67,23 @@ struct mtd_lb_stats {
 	_Atomic uint64_t window_count;   /* (successes only; halved every */
 	_Atomic int64_t window_stamp_ns; /*  MTD_LB_WINDOW_SLIDE_NS) */
 	/* Successes by latency (to the first response message), for the
-	 * admin's p99 per endpoint and split group (the live page). */
-	_Atomic uint64_t lat[MTD_LB_LAT_BUCKETS];
-	struct mtd_lb_orca_state orca;
+	 * admin's p99 per endpoint and split group (the live page). NULL
+	 * until the first success is recorded: a sidecar knows thousands of
+	 * endpoints and calls few. Whichever thread records first installs
+	 * it (compare-and-swap; a loser frees its copy and counts into the
+	 * winner's); readers take NULL as empty (mtd_lb_stats_lat_add).
+	 * Freed by mtd_lb_stats_fini. */
+	struct mtd_lb_lat_hist *_Atomic lat;
+	/* Its ORCA reports, out of line like lat and for the same reason:
+	 * installed by the first report recorded (or the first non-zero
+	 * weight a tick gives it), NULL read as none. Freed by
+	 * mtd_lb_stats_fini. */
+	struct mtd_lb_orca_state *_Atomic orca;
+	/* Its out-of-band stream (enum mtd_lb_orca_oob), written by the
+	 * control thread alone (mtd_lb_orca_set_oob): while WAITING or OPEN
+	 * the reports come from that stream and the trailers' are not
+	 * recorded (gRFC A58). */
+	_Atomic uint32_t orca_oob;
 };
 
 /* One key/value of an endpoint's metadata (Endpoint.metadata, or the

@@ -74,6 +74,14 @@ void mtd_lb_call_end(struct mtd_lb_picker *p, size_t idx, const struct mtd_lb_re
 void mtd_lb_stats_begin(struct mtd_lb_stats *st);
 void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, int64_t now_ns, int64_t decay_ms);
 
+/* Adds st's latency histogram into hist (MTD_LB_LAT_BUCKETS counts):
+ * nothing while st has none (no success recorded yet). Any thread. */
+void mtd_lb_stats_lat_add(const struct mtd_lb_stats *st, uint64_t *hist);
+
+/* Frees what st's recording allocated (its histogram, its ORCA state) and leaves st as
+ * zeroed. Only once no thread can record into st or read it. */
+void mtd_lb_stats_fini(struct mtd_lb_stats *st);
+
 /* The peak-EWMA latency estimate of st in us, decayed to now_ns (0 when
  * no call has completed yet). */
 double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns, int64_t decay_ms);
@@ -208,8 +216,9 @@ int mtd_lb_orca_parse_b64(const uint8_t *text, size_t n, struct mtd_lb_orca_repo
 double mtd_lb_orca_weight(const struct mtd_lb_orca_report *r, double penalty);
 
 /* A report of st's endpoint arrived at now_ms (monotonic): text is the
- * trailer's value as received. Invalid: counted in st->orca.invalid,
- * nothing else changes, -EINVAL. Else its figures are stored, and when it
+ * trailer's value as received. Invalid: counted in st->orca->invalid,
+ * nothing else changes, -EINVAL. -ENOMEM when st's first report finds no
+ * memory for its state (not recorded). Else its figures are stored, and when it
  * gives a weight that weight is the endpoint's, its run (blackout) starting
  * now when the last weight had expired. Any worker, lock-free. */
 int mtd_lb_orca_record(struct mtd_lb_stats *st, const uint8_t *text, size_t n, const struct mtd_lb_orca_config *cfg,

@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lb/lb.h"
@@ -231,15 +232,39 @@ double mtd_lb_orca_weight(const struct mtd_lb_orca_report *r, double penalty)
 	return r->qps / util;
 }
 
+/* st's report state, installed by the first thread that needs one
+ * (compare-and-swap, as stats.c's histogram; a loser frees its copy);
+ * NULL only out of memory. */
+static __attribute__((noinline)) struct mtd_lb_orca_state *orca_install(struct mtd_lb_stats *st)
+{
+	struct mtd_lb_orca_state *mine = calloc(1, sizeof(*mine)), *cur = NULL;
+
+	if (!mine)
+		return atomic_load_explicit(&st->orca, memory_order_acquire);
+	if (atomic_compare_exchange_strong_explicit(&st->orca, &cur, mine, memory_order_acq_rel, memory_order_acquire))
+		return mine;
+	free(mine);
+	return cur;
+}
+
+static struct mtd_lb_orca_state *orca_of(struct mtd_lb_stats *st)
+{
+	struct mtd_lb_orca_state *o = atomic_load_explicit(&st->orca, memory_order_acquire);
+
+	return o ? o : orca_install(st);
+}
+
 /* A report that parsed (rc 0) or did not: stored, or counted. */
 static int record(struct mtd_lb_stats *st, int rc, const struct mtd_lb_orca_report *rp,
                   const struct mtd_lb_orca_config *cfg, int64_t now_ms)
 {
-	struct mtd_lb_orca_state *o = &st->orca;
+	struct mtd_lb_orca_state *o = orca_of(st);
 	struct mtd_lb_orca_report r;
 	double w;
 	int64_t last;
 
+	if (!o)
+		return -ENOMEM;
 	if (rc != 0) {
 		atomic_fetch_add_explicit(&o->invalid, 1, memory_order_relaxed);
 		return -EINVAL;
@@ -285,12 +310,12 @@ int mtd_lb_orca_record_raw(struct mtd_lb_stats *st, const uint8_t *p, size_t n, 
 
 void mtd_lb_orca_set_oob(struct mtd_lb_stats *st, enum mtd_lb_orca_oob state)
 {
-	atomic_store_explicit(&st->orca.oob, (uint32_t)state, memory_order_relaxed);
+	atomic_store_explicit(&st->orca_oob, (uint32_t)state, memory_order_relaxed);
 }
 
 enum mtd_lb_orca_oob mtd_lb_orca_oob_state(const struct mtd_lb_stats *st)
 {
-	return (enum mtd_lb_orca_oob)atomic_load_explicit(&st->orca.oob, memory_order_relaxed);
+	return (enum mtd_lb_orca_oob)atomic_load_explicit(&st->orca_oob, memory_order_relaxed);
 }
 
 bool mtd_lb_orca_trailers_count(const struct mtd_lb_stats *st)
@@ -302,8 +327,8 @@ bool mtd_lb_orca_trailers_count(const struct mtd_lb_stats *st)
 
 double mtd_lb_orca_weight_at(const struct mtd_lb_stats *st, const struct mtd_lb_orca_config *cfg, int64_t now_ms)
 {
-	const struct mtd_lb_orca_state *o = &st->orca;
-	int64_t last = atomic_load_explicit(&o->last_ms, memory_order_acquire), since;
+	const struct mtd_lb_orca_state *o = atomic_load_explicit(&st->orca, memory_order_acquire);
+	int64_t last = o ? atomic_load_explicit(&o->last_ms, memory_order_acquire) : 0, since;
 
 	if (last == 0 || now_ms - last >= cfg->expiration_ms)
 		return 0.0;
@@ -315,8 +340,12 @@ double mtd_lb_orca_weight_at(const struct mtd_lb_stats *st, const struct mtd_lb_
 
 void mtd_lb_orca_view(const struct mtd_lb_stats *st, struct mtd_lb_orca_view *out)
 {
-	const struct mtd_lb_orca_state *o = &st->orca;
+	const struct mtd_lb_orca_state *o = atomic_load_explicit(&st->orca, memory_order_acquire);
 
+	if (!o) {
+		*out = (struct mtd_lb_orca_view){.oob = mtd_lb_orca_oob_state(st)};
+		return;
+	}
 	*out = (struct mtd_lb_orca_view){
 	        .reports = atomic_load_explicit(&o->reports, memory_order_relaxed),
 	        .invalid = atomic_load_explicit(&o->invalid, memory_order_relaxed),
@@ -333,5 +362,11 @@ void mtd_lb_orca_view(const struct mtd_lb_stats *st, struct mtd_lb_orca_view *ou
 
 void mtd_lb__orca_set_used(struct mtd_lb_stats *st, double w)
 {
-	atomic_store_explicit(&st->orca.used_bits, bits_of(w), memory_order_relaxed);
+	struct mtd_lb_orca_state *o = atomic_load_explicit(&st->orca, memory_order_acquire);
+
+	/* No state reads as "none" (0): an endpoint without reports gets
+	 * none made for a 0. */
+	if (!o && (w == 0.0 || !(o = orca_install(st))))
+		return;
+	atomic_store_explicit(&o->used_bits, bits_of(w), memory_order_relaxed);
 }

@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -190,6 +191,47 @@ double mtd_lb_lat_quantile_ms(const uint64_t *hist, double q)
 	return mtd_lb_lat_upper_us(MTD_LB_LAT_BUCKETS - 1) / 1000.0;
 }
 
+/* The first success of st: a zeroed histogram installed, or the one
+ * another thread installed first. NULL only when out of memory (the
+ * sample is then not counted in the histogram; its other figures are). */
+static __attribute__((noinline, cold)) struct mtd_lb_lat_hist *lat_install(struct mtd_lb_stats *st)
+{
+	struct mtd_lb_lat_hist *mine = calloc(1, sizeof(*mine)), *cur = NULL;
+
+	if (!mine)
+		return atomic_load_explicit(&st->lat, memory_order_acquire);
+	/* Release: the zeroes are visible to whoever loads the pointer. */
+	if (atomic_compare_exchange_strong_explicit(&st->lat, &cur, mine, memory_order_acq_rel, memory_order_acquire))
+		return mine;
+	free(mine);
+	return cur;
+}
+
+static inline void lat_record(struct mtd_lb_stats *st, int64_t lat)
+{
+	struct mtd_lb_lat_hist *h = atomic_load_explicit(&st->lat, memory_order_acquire);
+
+	if (__builtin_expect(h == NULL, 0) && !(h = lat_install(st)))
+		return;
+	atomic_fetch_add_explicit(&h->b[mtd_lb_lat_bucket(lat)], 1, memory_order_relaxed);
+}
+
+void mtd_lb_stats_lat_add(const struct mtd_lb_stats *st, uint64_t *hist)
+{
+	const struct mtd_lb_lat_hist *h = atomic_load_explicit(&st->lat, memory_order_acquire);
+
+	if (!h)
+		return;
+	for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
+		hist[b] += atomic_load_explicit(&h->b[b], memory_order_relaxed);
+}
+
+void mtd_lb_stats_fini(struct mtd_lb_stats *st)
+{
+	free(atomic_exchange_explicit(&st->lat, NULL, memory_order_acquire));
+	free(atomic_exchange_explicit(&st->orca, NULL, memory_order_acquire));
+}
+
 void mtd_lb_stats_begin(struct mtd_lb_stats *st)
 {
 	atomic_fetch_add_explicit(&st->active, 1, memory_order_relaxed);
@@ -207,7 +249,7 @@ void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, 
 		atomic_fetch_add_explicit(&st->successes, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&st->latency_sum_us, (uint64_t)lat, memory_order_relaxed);
 		atomic_fetch_add_explicit(&st->latency_count, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&st->lat[mtd_lb_lat_bucket(lat)], 1, memory_order_relaxed);
+		lat_record(st, lat);
 		window_observe(st, lat, now_ns);
 		ewma_observe(st, (double)lat, now_ns, decay_ms);
 	} else {

@@ -37,10 +37,10 @@ static void endpoint_free(struct mtd_endpoint *ep)
 {
 	/* Every pool held a reference: none is left. */
 	free(ep->pools);
+	mtd_lb_stats_fini(&ep->stats);
 	free(ep->key);
 	free(ep->identity);
-	free(ep->addr.text);
-	free(ep->addr.host);
+	free(ep->addr.text); /* host too (set_addr) */
 	free(ep);
 }
 
@@ -231,8 +231,10 @@ void mtd_runtime_reclaim(struct mtd_control *ctl)
 
 /* ---- building ------------------------------------------------------------ */
 
-/* "host:port" / "[v6]:port" -> a->host (NULL host = from address), a->port. */
-static int set_host(struct mtd_cfg_addr *a, const char *address, const char *host)
+/* "host:port" / "[v6]:port" -> a->text (a copy of address), a->host (host,
+ * or NULL: address's), a->port. text and host are one allocation, text's
+ * (host points past text's NUL): one block less per endpoint. */
+static int set_addr(struct mtd_cfg_addr *a, const char *address, const char *host)
 {
 	const char *colon = strrchr(address, ':');
 	if (!colon || colon == address)
@@ -242,9 +244,19 @@ static int set_host(struct mtd_cfg_addr *a, const char *address, const char *hos
 		h++;
 		e--;
 	}
-	a->host = host ? strdup(host) : strndup(h, (size_t)(e - h));
-	if (!a->host)
+	if (host) {
+		h = host;
+		e = host + strlen(host);
+	}
+	size_t nt = strlen(address), nh = (size_t)(e - h);
+	char *block = malloc(nt + 1 + nh + 1);
+	if (!block)
 		return -ENOMEM;
+	memcpy(block, address, nt + 1);
+	memcpy(block + nt + 1, h, nh);
+	block[nt + 1 + nh] = '\0';
+	a->text = block;
+	a->host = block + nt + 1;
 	a->port = (uint16_t)strtoul(colon + 1, NULL, 10);
 	return 0;
 }
@@ -257,14 +269,13 @@ static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, cons
 		return NULL;
 	mtd_ref_init(&ep->ref);
 	ep->pools = calloc(n_workers ? n_workers : 1, sizeof(*ep->pools));
-	ep->addr.text = strdup(d->address);
 	if (d->key)
 		ep->key = strdup(d->key);
 	bool has_id = d->identity && d->identity[0];
 	if (has_id)
 		ep->identity = strdup(d->identity);
-	if (!ep->pools || !ep->addr.text || (d->key && !ep->key) || (has_id && !ep->identity) ||
-	    set_host(&ep->addr, d->address, host) < 0)
+	if (!ep->pools || (d->key && !ep->key) || (has_id && !ep->identity) ||
+	    set_addr(&ep->addr, d->address, host) < 0)
 		goto fail;
 	memcpy(&ep->addr.sa, &d->sa, d->salen);
 	ep->addr.salen = d->salen;

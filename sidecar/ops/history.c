@@ -132,8 +132,7 @@ static void add_stats(struct figs *f, const struct mtd_lb_stats *st)
 	f->picks += atomic_load_explicit(&st->picks, memory_order_relaxed);
 	f->ok += atomic_load_explicit(&st->successes, memory_order_relaxed);
 	f->failed += atomic_load_explicit(&st->failures, memory_order_relaxed);
-	for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
-		f->lat[b] += atomic_load_explicit(&st->lat[b], memory_order_relaxed);
+	mtd_lb_stats_lat_add(st, f->lat);
 }
 
 static uint64_t up(uint64_t now, uint64_t before)

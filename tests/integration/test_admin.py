@@ -993,6 +993,35 @@ class LivePage(AdminBase):
         self.assertIn("1 ejected", dom)  # the service's heading
 
     @maitred_only
+    def test_figures_of_endpoints_never_called(self):
+        """An endpoint nobody called has no latency histogram (lib/lb makes
+        it at the first answered call): /history, /clusters and /metrics
+        still answer for it, its points read as no calls and a p99 of 0,
+        and the called endpoint's p99 is there."""
+        a = self.start_upstream("called")
+        idle = ["127.0.0.1:9", "127.0.0.2:9"]  # never picked, so never connected
+        m = self.start_admin(services=[self.service(SVC, [a]), self.service("idle.v1.Idle", idle)], workers=2)
+        stub = self.echo(m)
+        eps = {}
+
+        def enough():
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            st, _, body = self.get("/history")
+            self.assertEqual(st, 200, body)
+            eps.clear()
+            eps.update({e["endpoint"]: e["points"] for e in json.loads(body)["endpoints"]})
+            return (all(len(eps.get(x, [])) >= 2 for x in [a.address] + idle) and
+                    any(p[3] > 0 for p in eps[a.address]))
+        wait_until(enough, CALL_LIMIT * 2, "two points of every endpoint, a p99 of the called one", step=0.2)
+        for x in idle:
+            self.assertTrue(all(p[1] == 0 and p[2] == 0 and p[3] == 0 for p in eps[x]), eps[x])
+        body = json.dumps(self.clusters())
+        for x in idle:
+            self.assertIn(x, body)
+        self.metrics()
+        st, _, _ = self.get("/")
+        self.assertEqual(st, 200)
+
     def test_live_page_plots_endpoints_and_split_groups(self):
         """Plots of the last five minutes (calls/s, error ratio,
         p99) per endpoint and per split group, drawn from /history; a group

@@ -42,6 +42,14 @@ static inline void t_set_init(struct t_set *s, size_t n, const int32_t *weights)
 	}
 }
 
+/* Frees what recording into the set's stats allocated (their latency
+ * histograms): before the set is left or initialised again. */
+static inline void t_set_fini(struct t_set *s)
+{
+	for (size_t i = 0; i < T_MAX_EPS; i++)
+		mtd_lb_stats_fini(&s->stats[i]);
+}
+
 static inline void t_exclude(struct t_set *s, size_t i)
 {
 	s->excluded[i / 64] |= 1ULL << (i % 64);

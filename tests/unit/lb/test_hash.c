@@ -83,6 +83,7 @@ START_TEST(sticky_and_spread)
 	ratio = (double)max / (NKEYS / 10.0);
 	ck_assert_msg(ratio < bound[_i], "%s max/mean %.3f", policy, ratio);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -124,6 +125,7 @@ START_TEST(remap_on_remove_and_add)
 	ck_assert_uint_ge(moved, on_removed);
 
 	/* Add an 11th endpoint to the original 10. */
+	t_set_fini(&t);
 	t_set_init(&t, N + 1, NULL);
 	added = t.ids[N];
 	map_keys(policy, &t, after);
@@ -139,6 +141,8 @@ START_TEST(remap_on_remove_and_add)
 		ck_assert_uint_eq(to_new, moved); /* only to the newcomer */
 	else
 		ck_assert_uint_ge(to_new * 10, moved * 9);
+	t_set_fini(&s);
+	t_set_fini(&t);
 }
 END_TEST
 
@@ -157,6 +161,8 @@ START_TEST(order_independent)
 	map_keys(policy, &t, b);
 	for (unsigned k = 0; k < NKEYS; k++)
 		ck_assert_str_eq(a[k], b[k]);
+	t_set_fini(&s);
+	t_set_fini(&t);
 }
 END_TEST
 
@@ -204,6 +210,7 @@ START_TEST(bounded_load_never_exceeded)
 	}
 	ck_assert_uint_gt(spilled, 0);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -252,6 +259,7 @@ START_TEST(excluded_missing_key_weights)
 	ctx.key_len = 0; /* an empty key is a key */
 	ck_assert_int_ge(mtd_lb_pick(p, &ctx), 0);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -277,6 +285,7 @@ START_TEST(maglev_table_checks)
 	cfg.ring_points = 0;
 	ck_assert_int_ne(mtd_lb_config_check(&cfg, &field), 0);
 	ck_assert_str_eq(field, "ring_points");
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -334,6 +343,7 @@ START_TEST(ring_lookup_matches_sorted_ring)
 		ck_assert_int_eq(pick_key(p, &s, k), (int)ref[lo == len ? 0 : lo].idx);
 	}
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 

@@ -47,6 +47,7 @@ START_TEST(ewma_peak_and_decay)
 	ck_assert_uint_eq(st.successes, 3);
 	ck_assert_uint_eq(st.latency_count, 3);
 	ck_assert_uint_eq(st.latency_sum_us, 7000);
+	mtd_lb_stats_fini(&st);
 }
 END_TEST
 
@@ -71,6 +72,7 @@ START_TEST(ewma_failure_is_slow)
 	}
 	double e = mtd_lb_stats_ewma_us(&st, SEC + 3000, 10000);
 	ck_assert(e >= MTD_LB_FAILURE_PENALTY_US && e <= MTD_LB_FAILURE_PENALTY_MAX_US);
+	mtd_lb_stats_fini(&st);
 }
 END_TEST
 
@@ -89,6 +91,7 @@ START_TEST(window_halves_each_slide)
 	mtd_lb_stats_end(&st, &r, SEC + MTD_LB_WINDOW_SLIDE_NS, 0);
 	ck_assert_uint_eq(st.window_count, 5);
 	ck_assert_uint_eq(st.window_sum_us, 500);
+	mtd_lb_stats_fini(&st);
 }
 END_TEST
 
@@ -110,6 +113,7 @@ START_TEST(peak_ewma_avoids_slow)
 	ck_assert_uint_gt(counts[0], 12000);
 	ck_assert_uint_gt(counts[1], 12000);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -126,6 +130,7 @@ START_TEST(peak_ewma_fast_failure_not_attractive)
 	t_count(p, &s, counts, 1000);
 	ck_assert_uint_eq(counts[0], 1000);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -150,6 +155,7 @@ START_TEST(peak_ewma_load_counts)
 	t_exclude(&s, 0);
 	ck_assert_int_eq(mtd_lb_pick(p, &ctx), -1);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -176,6 +182,7 @@ START_TEST(wrt_round_robin_then_inverse_latency)
 	mtd_lb_tick(p, 1000000, SEC);
 	t_assert_shares(p, &s, share, 140000);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -198,6 +205,7 @@ START_TEST(wrt_new_picker_keeps_weights_and_failures_count)
 	ck_assert_uint_gt(counts[0], 9900);
 	mtd_lb_picker_free(p);
 	/* Equal latency: even. */
+	t_set_fini(&s);
 	t_set_init(&s, 2, NULL);
 	p = t_picker("WEIGHTED_RESPONSE_TIME", &s, NULL);
 	feed(p, 0, true, 500, SEC, 10);
@@ -205,6 +213,7 @@ START_TEST(wrt_new_picker_keeps_weights_and_failures_count)
 	mtd_lb_tick(p, 1000000, SEC);
 	t_assert_shares(p, &s, share, 50000);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -229,6 +238,7 @@ START_TEST(wrt_decay_ignores_a_wall_clock_step)
 	t_count(p, &s, counts, 10000);
 	ck_assert_msg(counts[0] > 5800, "endpoint 0 got %llu of 10000", (unsigned long long)counts[0]);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 

@@ -59,6 +59,7 @@ START_TEST(least_active_always_minimum)
 		ck_assert_int_eq(s.stats[i].active, least);
 	}
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -82,6 +83,7 @@ START_TEST(least_active_sees_dearer_at_once)
 		ck_assert_msg(i == 7 || i == 31, "picked %d", i);
 	}
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -97,6 +99,7 @@ START_TEST(least_active_ties_weighted)
 	p = t_picker("LEAST_ACTIVE", &s, NULL);
 	t_assert_shares(p, &s, share, 100000);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -122,6 +125,7 @@ START_TEST(least_active_drained_and_all_excluded)
 	t_exclude(&s, 2);
 	ck_assert_int_eq(mtd_lb_pick(p, &ctx), -1);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -138,6 +142,7 @@ START_TEST(least_request_prefers_idle)
 	t_count(p, &s, counts, 10000);
 	ck_assert_uint_eq(counts[1], 10000);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -176,6 +181,7 @@ START_TEST(least_request_never_worst_of_choices)
 		t_exclude(&s, k);
 	ck_assert_int_eq(mtd_lb_pick(p, &ctx), -1);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -200,6 +206,7 @@ START_TEST(least_request_weights_under_load)
 	ck_assert_int_ge(s.stats[0].active, 2990);
 	ck_assert_int_le(s.stats[0].active, 3010);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -227,6 +234,7 @@ START_TEST(shortest_response_minimum)
 	for (int k = 0; k < 100; k++)
 		ck_assert_int_eq(mtd_lb_pick(p, &ctx), 0);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -241,6 +249,7 @@ START_TEST(shortest_response_no_data_weighted)
 	p = t_picker("SHORTEST_RESPONSE", &s, NULL);
 	t_assert_shares(p, &s, share, 100000);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -266,6 +275,7 @@ START_TEST(shortest_response_window_from_calls)
 	set_active(&s, 1, 9);
 	ck_assert_int_eq(mtd_lb_pick(p, &ctx), 0);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 

@@ -9,6 +9,7 @@
 
 #include "core/base64.h"
 #include "lb-test.h"
+#include "lb/lb-impl.h"
 #include "xds/data/orca/v3/orca_load_report.pb-c.h"
 
 typedef Xds__Data__Orca__V3__OrcaLoadReport PbReport;
@@ -207,9 +208,44 @@ START_TEST(blackout_and_expiration)
 	ck_assert(v.cpu == 0.25 && v.qps == 0 && v.mem == 0.25);
 	/* blackout 0: the first report counts at once. */
 	c = cfg_of(0, 180000);
-	memset(&st, 0, sizeof(st));
+	mtd_lb_stats_fini(&st);
 	ck_assert_int_eq(record(&st, 0.5, 100, &c, 1000), 0);
 	ck_assert_double_eq_tol(mtd_lb_orca_weight_at(&st, &c, 1000), 200.0, 1e-9);
+	mtd_lb_stats_fini(&st);
+}
+END_TEST
+
+/* An endpoint without reports (most: a sidecar knows thousands and calls
+ * few) has no report state: it reads as none, its out-of-band state is
+ * kept apart, and a tick's 0 makes none; its first report or a weight
+ * does. */
+START_TEST(no_state_until_a_report)
+{
+	static struct mtd_lb_stats st;
+	struct mtd_lb_orca_config c = cfg_of(0, 180000);
+	struct mtd_lb_orca_view v;
+
+	memset(&st, 0, sizeof(st));
+	mtd_lb_orca_set_oob(&st, MTD_LB_ORCA_OOB_WAITING);
+	mtd_lb__orca_set_used(&st, 0.0);
+	ck_assert_ptr_null(atomic_load(&st.orca));
+	ck_assert(mtd_lb_orca_weight_at(&st, &c, 1000) == 0.0);
+	mtd_lb_orca_view(&st, &v);
+	ck_assert(v.reports == 0 && v.invalid == 0 && v.weight == 0 && v.cpu == 0 && v.utilization == 0);
+	ck_assert_int_eq(v.oob, MTD_LB_ORCA_OOB_WAITING);
+	ck_assert(!mtd_lb_orca_trailers_count(&st));
+	mtd_lb__orca_set_used(&st, 5.0);
+	ck_assert_ptr_nonnull(atomic_load(&st.orca));
+	mtd_lb_orca_view(&st, &v);
+	ck_assert(v.weight == 5.0 && v.reports == 0);
+	ck_assert_int_eq(v.oob, MTD_LB_ORCA_OOB_WAITING);
+	mtd_lb_stats_fini(&st);
+	ck_assert_ptr_null(atomic_load(&st.orca));
+	/* A malformed first report makes it too: it is counted. */
+	ck_assert_int_eq(mtd_lb_orca_record(&st, (const uint8_t *)"CQ!", 3, &c, 600000), -EINVAL);
+	mtd_lb_orca_view(&st, &v);
+	ck_assert_uint_eq(v.invalid, 1);
+	mtd_lb_stats_fini(&st);
 }
 END_TEST
 
@@ -569,6 +605,7 @@ static Suite *orca_suite(void)
 	tcase_add_test(tc, base64_variants);
 	tcase_add_test(tc, weight_formula);
 	tcase_add_test(tc, blackout_and_expiration);
+	tcase_add_test(tc, no_state_until_a_report);
 	tcase_add_test(tc, shares_follow_reported_utilization);
 	tcase_add_test(tc, update_period_and_new_set);
 	tcase_add_test(tc, drained_and_excluded);

@@ -462,10 +462,55 @@ START_TEST(latency_histogram_buckets_and_quantile)
 	mtd_lb_stats_begin(&s.stats[0]);
 	mtd_lb_stats_end(&s.stats[0], &bad, 1, 0);
 	uint64_t total = 0;
+	memset(h, 0, sizeof(h));
+	mtd_lb_stats_lat_add(&s.stats[0], h);
 	for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
-		total += atomic_load(&s.stats[0].lat[b]);
+		total += h[b];
 	ck_assert_uint_eq(total, 1);
-	ck_assert_uint_eq(atomic_load(&s.stats[0].lat[mtd_lb_lat_bucket(3000)]), 1);
+	ck_assert_uint_eq(h[mtd_lb_lat_bucket(3000)], 1);
+	/* Added to what the caller holds (the live page sums endpoints). */
+	mtd_lb_stats_lat_add(&s.stats[0], h);
+	ck_assert_uint_eq(h[mtd_lb_lat_bucket(3000)], 2);
+	mtd_lb_stats_fini(&s.stats[0]);
+	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
+}
+END_TEST
+
+/* An endpoint never answered (the common case: a sidecar knows thousands
+ * of endpoints and calls few) has no histogram: its figures read as
+ * empty. Picks, failures and calls in flight do not make one; the first
+ * success does, and fini frees it. */
+START_TEST(latency_histogram_only_once_answered)
+{
+	static struct t_set s;
+	uint64_t h[MTD_LB_LAT_BUCKETS];
+	struct mtd_lb_result bad = {.ok = false, .latency_us = 2000}, neutral = {.neutral = true, .ok = true},
+	                     ok = {.ok = true, .latency_us = 700};
+
+	t_set_init(&s, 2, NULL);
+	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
+	memset(h, 0, sizeof(h));
+	mtd_lb_stats_lat_add(&s.stats[0], h);
+	for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
+		ck_assert_uint_eq(h[b], 0);
+	ck_assert_double_eq(mtd_lb_lat_quantile_ms(h, 0.99), 0);
+	mtd_lb_stats_begin(&s.stats[0]);
+	mtd_lb_stats_end(&s.stats[0], &bad, 1, 0);
+	mtd_lb_stats_begin(&s.stats[0]);
+	mtd_lb_stats_end(&s.stats[0], &neutral, 1, 0);
+	mtd_lb_stats_begin(&s.stats[0]);
+	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
+	ck_assert_uint_eq(atomic_load(&s.stats[0].picks), 3);
+	ck_assert_uint_eq(atomic_load(&s.stats[0].failures), 1);
+	mtd_lb_stats_end(&s.stats[0], &ok, 1, 0);
+	ck_assert_ptr_nonnull(atomic_load(&s.stats[0].lat));
+	mtd_lb_stats_lat_add(&s.stats[0], h);
+	ck_assert_uint_eq(h[mtd_lb_lat_bucket(700)], 1);
+	/* Its neighbour, never called, still has none. */
+	ck_assert_ptr_null(atomic_load(&s.stats[1].lat));
+	mtd_lb_stats_fini(&s.stats[1]);
+	mtd_lb_stats_fini(&s.stats[0]);
+	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
 }
 END_TEST
 
@@ -481,6 +526,7 @@ static Suite *split_suite(void)
 	tcase_add_test(tc, guard_cuts_by_errors_and_keeps_it_until_the_split_changes);
 	tcase_add_test(tc, guard_cuts_by_latency_and_forgets_the_old_window);
 	tcase_add_test(tc, latency_histogram_buckets_and_quantile);
+	tcase_add_test(tc, latency_histogram_only_once_answered);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -12,7 +12,8 @@
  *     exactly the cycle's shares (one global sequence);
  *   - CLIENT_SIDE_WEIGHTED_ROUND_ROBIN while workers record load reports
  *     and a ticker thread recomputes and republishes the weights;
- *   - every stats counter adds up.
+ *   - every stats counter adds up;
+ *   - first successes recorded at once install one latency histogram.
  * Meant to run under ThreadSanitizer as well (HACKING.md: configure a clean
  * checkout with --enable-tsan), where it proves the absence of data races;
  * without TSan it still checks the invariants. */
@@ -375,6 +376,7 @@ START_TEST(client_side_wrr_threads)
 	/* Weighted once the first tick saw the reports: 9 to 1 after that. */
 	ck_assert_uint_gt(light, 2 * heavy);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -422,6 +424,7 @@ START_TEST(swrr_threads_one_sequence)
 		mtd_lb_tick(p, k * 1000, (int64_t)k * 1000000000);
 	mtd_lb_picker_free(p);
 
+	t_set_fini(&s);
 	t_set_init(&s, N_EPS, w);
 	p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
 	ck_assert_ptr_nonnull(p);
@@ -444,6 +447,69 @@ START_TEST(swrr_threads_one_sequence)
 	for (size_t i = 0; i < N_EPS; i++)
 		ck_assert_uint_eq(counts[i], (uint64_t)w[i] * (THREADS * ROUNDS / 800));
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
+}
+END_TEST
+
+/* The latency histogram is installed by an endpoint's first success
+ * (stats.c): threads that record the first successes of the same fresh
+ * endpoints at once (a barrier before each) install one histogram each,
+ * and no sample is lost (one installed over another would lose the
+ * first's counts; a loser's copy not freed would be a leak under ASan). */
+#define HIST_EPS    64
+#define HIST_ROUNDS 50
+
+struct hist_arg {
+	struct mtd_lb_stats *st;
+	pthread_barrier_t *go;
+	unsigned worker;
+};
+
+static void *first_records_main(void *argp)
+{
+	struct hist_arg *a = argp;
+	struct mtd_lb_result r = {.ok = true, .latency_us = 1000 * (int64_t)(a->worker + 1)};
+
+	for (size_t i = 0; i < HIST_EPS; i++) {
+		pthread_barrier_wait(a->go);
+		for (int k = 0; k < HIST_ROUNDS; k++) {
+			mtd_lb_stats_begin(&a->st[i]);
+			mtd_lb_stats_end(&a->st[i], &r, 1000000000, 0);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(latency_histogram_first_records_race)
+{
+	static struct mtd_lb_stats st[HIST_EPS];
+	pthread_barrier_t go;
+	pthread_t th[THREADS];
+	struct hist_arg args[THREADS];
+	uint64_t want[MTD_LB_LAT_BUCKETS] = {0};
+
+	memset(st, 0, sizeof(st));
+	ck_assert_int_eq(pthread_barrier_init(&go, NULL, THREADS), 0);
+	for (unsigned t = 0; t < THREADS; t++) {
+		args[t] = (struct hist_arg){.st = st, .go = &go, .worker = t};
+		ck_assert_int_eq(pthread_create(&th[t], NULL, first_records_main, &args[t]), 0);
+	}
+	for (unsigned t = 0; t < THREADS; t++) {
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+		want[mtd_lb_lat_bucket(1000 * (int64_t)(t + 1))] += HIST_ROUNDS;
+	}
+	pthread_barrier_destroy(&go);
+	for (size_t i = 0; i < HIST_EPS; i++) {
+		uint64_t h[MTD_LB_LAT_BUCKETS] = {0};
+
+		ck_assert_ptr_nonnull(atomic_load(&st[i].lat));
+		ck_assert_uint_eq(atomic_load(&st[i].latency_count), (uint64_t)THREADS * HIST_ROUNDS);
+		mtd_lb_stats_lat_add(&st[i], h);
+		for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
+			ck_assert_uint_eq(h[b], want[b]);
+		mtd_lb_stats_fini(&st[i]);
+		ck_assert_ptr_null(atomic_load(&st[i].lat));
+	}
 }
 END_TEST
 
@@ -459,6 +525,7 @@ static Suite *threads_suite(void)
 	tcase_add_test(tc, weighted_random_warm_threads);
 	tcase_add_test(tc, weighted_round_robin_warm_threads);
 	tcase_add_test(tc, client_side_wrr_threads);
+	tcase_add_test(tc, latency_histogram_first_records_race);
 	suite_add_tcase(s, tc);
 	return s;
 }
