@@ -228,6 +228,21 @@ class H2Client:
         except OSError:
             pass
 
+    def close_after_peer_read(self, limit=5.0):
+        """Close so that the peer reads every byte sent first: FIN after
+        them, then what the peer sends is read and dropped until it closes
+        too (at most `limit` seconds), then the socket is closed. A plain
+        close with unread bytes sends an RST, and a peer's kernel that
+        takes the RST before the peer read the last bytes drops them."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+            self.sock.settimeout(limit)
+            while self.sock.recv(65536):
+                pass
+        except OSError:
+            pass
+        self.close()
+
 
 class H2Upstream(RawServer):
     """An h2c upstream on 127.0.0.1 that never enforces deadlines. For each
