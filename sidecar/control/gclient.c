@@ -333,30 +333,6 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_
 	return 0;
 }
 
-/* gRPC's mapping of an answer without grpc-status by its HTTP status
- * (doc/http-grpc-status-mapping.md): a server or proxy with no such path
- * says 404, which is UNIMPLEMENTED, as a gRPC server's own answer is. */
-static int status_of_http(int http_status)
-{
-	switch (http_status) {
-	case 400:
-		return MTD_GRPC_INTERNAL;
-	case 401:
-		return MTD_GRPC_UNAUTHENTICATED;
-	case 403:
-		return MTD_GRPC_PERMISSION_DENIED;
-	case 404:
-		return MTD_GRPC_UNIMPLEMENTED;
-	case 429:
-	case 502:
-	case 503:
-	case 504:
-		return MTD_GRPC_UNAVAILABLE;
-	default:
-		return MTD_GRPC_UNKNOWN;
-	}
-}
-
 static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
 {
 	struct mtd_gcli_call *call = stream_call(ng, sid);
@@ -369,7 +345,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 		call_finish(call, call->status, call->message);
 	} else if (call->http_status != 0 && call->http_status != 200) {
 		snprintf(why, sizeof(why), "HTTP status %d", call->http_status);
-		call_finish(call, status_of_http(call->http_status), why);
+		call_finish(call, (int)mtd_grpc_status_from_http(call->http_status), why);
 	} else {
 		snprintf(why, sizeof(why), "stream closed without grpc-status (%s)",
 		         nghttp2_http2_strerror(error_code));
