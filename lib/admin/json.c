@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "admin/admin.h"
+#include "core/utf8.h"
 
 void mtd_json_init(struct mtd_json *j, struct mtd_abuf *b)
 {
@@ -63,36 +64,6 @@ void mtd_json_arr_end(struct mtd_json *j)
 	close_(j, ']');
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid
- * (RFC 3629 §4: no overlongs, no surrogates, at most U+10FFFF). */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t k;
-	unsigned min;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		k = 2, min = 0x80;
-	else if (c >= 0xe0 && c <= 0xef)
-		k = 3, min = 0x800;
-	else if (c >= 0xf0 && c <= 0xf4)
-		k = 4, min = 0x10000;
-	else
-		return 0;
-	if (n < k)
-		return 0;
-	unsigned cp = c & (0x7f >> k);
-	for (size_t i = 1; i < k; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return k;
-}
-
 void mtd_json_escape(struct mtd_abuf *b, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -116,7 +87,7 @@ void mtd_json_escape(struct mtd_abuf *b, const char *s, size_t n)
 			snprintf(ubuf, sizeof(ubuf), "\\u%04x", c);
 			esc = ubuf;
 		} else if (c >= 0x80) {
-			k = utf8_len(p + i, n - i);
+			k = mtd_utf8_seq(p + i, n - i);
 			if (k == 0) {
 				esc = "\\ufffd";
 				k = 1;

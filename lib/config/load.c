@@ -11,6 +11,7 @@
 
 #include "config/config.h"
 #include "config/config-int.h"
+#include "core/utf8.h"
 
 #define CFG_FILE_MAX (64u << 20) /* no config is 64 MiB; refuse to try */
 
@@ -43,7 +44,6 @@ static bool looks_binary(const unsigned char *p, size_t n)
 		i = 3; /* UTF-8 BOM */
 	while (i < n) {
 		unsigned c = p[i];
-		size_t extra;
 
 		if (c < 0x80) {
 			if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
@@ -53,18 +53,10 @@ static bool looks_binary(const unsigned char *p, size_t n)
 			i++;
 			continue;
 		}
-		if (c >= 0xc2 && c <= 0xdf)
-			extra = 1;
-		else if (c >= 0xe0 && c <= 0xef)
-			extra = 2;
-		else if (c >= 0xf0 && c <= 0xf4)
-			extra = 3;
-		else
+		size_t k = mtd_utf8_seq(p + i, n - i);
+		if (k == 0)
 			return true;
-		for (size_t k = 1; k <= extra; k++)
-			if (i + k >= n || (p[i + k] & 0xc0) != 0x80)
-				return true;
-		i += extra + 1;
+		i += k;
 	}
 	return false;
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "config/config-int.h"
+#include "core/utf8.h"
 #include "discovery/record.h"
 #include "maitred/registry/v1/endpoint.pb-c.h"
 
@@ -45,6 +46,10 @@ static const char *bad_string(const char *s, size_t max, bool nonempty)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
 			return "contains a control character";
+	/* The binary form's strings are bytes to protobuf-c; proto3 (and the
+	 * JSON form, and the identities they are compared with) say UTF-8. */
+	if (!mtd_utf8_valid(s, n))
+		return "is not valid UTF-8";
 	return NULL;
 }
 

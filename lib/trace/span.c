@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "trace/span.h"
+#include "core/utf8.h"
 
 #include <string.h>
 
@@ -27,41 +28,6 @@ void mtd_span_init(struct mtd_span *s, const struct mtd_trace_ctx *ctx, const ui
 	s->end_unix_ns = start_unix_ns;
 }
 
-/* The length of the valid UTF-8 sequence at p (n bytes left), 0 when the
- * byte at p does not start one (a stray continuation byte, an overlong
- * form, a surrogate, above U+10FFFF, or cut short). */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-	unsigned c = p[0];
-	size_t len;
-	unsigned lo = 0x80, hi = 0xbf;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef) {
-		len = 3;
-		if (c == 0xe0)
-			lo = 0xa0; /* overlong */
-		else if (c == 0xed)
-			hi = 0x9f; /* a surrogate */
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4;
-		if (c == 0xf0)
-			lo = 0x90; /* overlong */
-		else if (c == 0xf4)
-			hi = 0x8f; /* above U+10FFFF */
-	} else {
-		return 0;
-	}
-	if (n < len || p[1] < lo || p[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if (p[i] < 0x80 || p[i] > 0xbf)
-			return 0;
-	return len;
-}
-
 /* Copy n bytes of text into a span as valid UTF-8: OTLP's strings are
  * protobuf strings, and a collector refuses a whole request with one
  * string that is not UTF-8 (so one call's odd :path would lose every span
@@ -72,7 +38,7 @@ static void copy_text(char *dst, const char *src, size_t n)
 	const unsigned char *p = (const unsigned char *)src;
 	size_t i = 0;
 	while (i < n) {
-		size_t k = utf8_seq(p + i, n - i);
+		size_t k = mtd_utf8_seq(p + i, n - i);
 		if (k == 0) {
 			dst[i++] = '?';
 			continue;

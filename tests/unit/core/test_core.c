@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/slab.h"
 #include "core/timers.h"
+#include "core/utf8.h"
 
 START_TEST(bits_across_words)
 {
@@ -414,6 +415,29 @@ START_TEST(base64_both_alphabets_padding_optional_strict_otherwise)
 }
 END_TEST
 
+START_TEST(utf8_rfc3629_only)
+{
+	/* Valid: ASCII, 2, 3 and 4 bytes, the edges U+0080, U+07FF, U+0800,
+	 * U+D7FF, U+E000, U+FFFF, U+10000, U+10FFFF. */
+	static const char *ok[] = {"", "a", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xc2\x80",
+	                           "\xdf\xbf", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xee\x80\x80", "\xef\xbf\xbf",
+	                           "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf"};
+	/* Invalid: a stray continuation, C0/C1 overlongs, E0/F0 overlongs, a
+	 * surrogate, above U+10FFFF, F5+, cut short, a bad continuation. */
+	static const char *bad[] = {"\x80", "\xbf", "\xc0\x80", "\xc1\xbf", "\xe0\x9f\xbf", "\xf0\x8f\xbf\xbf",
+	                            "\xed\xa0\x80", "\xed\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff",
+	                            "\xc3", "\xe2\x82", "\xf0\x9f\x98", "\xc3\x28", "\xe2\x28\xac", "eu-1\x9f"};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		ck_assert_msg(mtd_utf8_valid(ok[i], strlen(ok[i])), "ok[%zu]", i);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(!mtd_utf8_valid(bad[i], strlen(bad[i])), "bad[%zu]", i);
+	/* The length of one sequence, bounded by what is left. */
+	ck_assert_uint_eq(mtd_utf8_seq((const unsigned char *)"\xf0\x9f\x98\x80", 4), 4);
+	ck_assert_uint_eq(mtd_utf8_seq((const unsigned char *)"\xf0\x9f\x98\x80", 3), 0);
+	ck_assert_uint_eq(mtd_utf8_seq((const unsigned char *)"\xe2\x82\xac!", 4), 3);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("core");
@@ -431,6 +455,7 @@ int main(void)
 	tcase_add_test(tc, timers_heap_order);
 	tcase_add_test(tc, wall_of_mono_is_one_value_for_every_reader);
 	tcase_add_test(tc, addr_text_one_spelling);
+	tcase_add_test(tc, utf8_rfc3629_only);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

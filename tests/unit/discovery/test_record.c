@@ -247,6 +247,32 @@ START_TEST(test_binary)
 	n = pack(&m, buf);
 	ck_assert_int_eq(mtd_record_parse(buf, n, NOW_MS, &r, why, sizeof(why)), -EINVAL);
 	ck_assert_msg(strstr(why, "address") != NULL, "%s", why);
+
+	/* protobuf-c passes a string field's bytes as they are: one that is
+	 * not UTF-8 is refused like a control character, whichever field (the
+	 * fuzzer's identity "eu-1\x9f" formatted back into JSON no JSON reader
+	 * would take). */
+	char bad_id[] = "eu-1\x9f", overlong[] = "\xc0\xaf", surrogate[] = "\xed\xa0\x80", ok_id[] = "spiffe://t/\xc3\xa9";
+	m.address = addr;
+	m.identity = bad_id;
+	n = pack(&m, buf);
+	ck_assert_int_eq(mtd_record_parse(buf, n, NOW_MS, &r, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "identity: is not valid UTF-8");
+	m.identity = ok_id;
+	m.zone = overlong;
+	n = pack(&m, buf);
+	ck_assert_int_eq(mtd_record_parse(buf, n, NOW_MS, &r, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "zone: is not valid UTF-8");
+	m.zone = NULL;
+	e1.value = surrogate;
+	n = pack(&m, buf);
+	ck_assert_int_eq(mtd_record_parse(buf, n, NOW_MS, &r, why, sizeof(why)), -EINVAL);
+	ck_assert_msg(strstr(why, "not valid UTF-8") != NULL, "%s", why);
+	e1.value = first;
+	n = pack(&m, buf);
+	ck_assert_int_eq(mtd_record_parse(buf, n, NOW_MS, &r, why, sizeof(why)), 0);
+	ck_assert_str_eq(r.identity, "spiffe://t/\xc3\xa9");
+	mtd_record_clear(&r);
 }
 END_TEST
 
