@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "health/outlier.h"
 
 /* ejected_until_ms while an ejection is being written (never a real time). */
@@ -50,10 +51,7 @@ int64_t mtd_outlier_ejection_ms(const struct mtd_outlier_config *cfg, uint32_t k
 
 static uint64_t hash_id(const char *s)
 {
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ull;
-	return h;
+	return mtd_fnv1a_str(MTD_FNV1A_START, s);
 }
 
 /* prev entry index per new entry (SIZE_MAX = new), via an open-addressing

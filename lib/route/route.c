@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "route/route.h"
 
 struct route_slot {
@@ -22,12 +23,7 @@ struct mtd_route_table {
 
 static uint64_t name_hash(const char *s, size_t len)
 {
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211ull;
-	}
-	return h;
+	return mtd_fnv1a(MTD_FNV1A_START, s, len);
 }
 
 static int valid_part(const char *p, size_t len)

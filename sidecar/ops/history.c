@@ -13,6 +13,7 @@
 
 #include "admin/admin.h"
 #include "core/clock.h"
+#include "core/hash.h"
 #include "lb/lb.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/ops/history.h"
@@ -49,15 +50,14 @@ static struct series *all;
 static struct series *bucket[N_BUCKETS];
 static size_t n_endpoint, n_group;
 
-/* FNV-1a, continued from h. */
+/* FNV-1a, continued from h over one part of a key. */
 static uint64_t hash_str(uint64_t h, const char *s)
 {
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return (h ^ 0xff) * 0x100000001b3ull; /* the end of a part: "ab"+"c" differs from "a"+"bc" */
+	/* The end of a part: "ab"+"c" differs from "a"+"bc". */
+	return (mtd_fnv1a_str(h, s) ^ 0xff) * MTD_FNV1A_PRIME;
 }
 
-#define HASH_START 0xcbf29ce484222325ull
+#define HASH_START MTD_FNV1A_START
 
 /* The key of (service, method, name) from the service's own hash
  * (hash_str(HASH_START, service)), computed once per service a tick. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/hash.h"
 #include "sidecar/call/attempt.h"
 #include "sidecar/call/headers.h"
 #include "sidecar/ops/access_log.h"
@@ -140,14 +141,6 @@ const struct mtd_mx_disc *mtd_metrics_disc_find(const char *service)
 
 /* ---- call path (worker threads) --------------------------------------- */
 
-static uint64_t fnv1a(const char *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
-	return h;
-}
-
 static struct mtd_mx_method *method_new(const char *path, size_t len, size_t svc_len, uint64_t h)
 {
 	struct mtd_mx_method *m = calloc(1, sizeof(*m));
@@ -168,7 +161,7 @@ static struct mtd_mx_method *method_new(const char *path, size_t len, size_t svc
 
 static struct mtd_mx_method *lookup(struct mtd_mx_worker *mw, const char *path, size_t len, size_t svc_len)
 {
-	uint64_t h = fnv1a(path, len);
+	uint64_t h = mtd_fnv1a(MTD_FNV1A_START, path, len);
 	size_t i = (size_t)h & (MTD_MX_SLOTS - 1);
 	for (;;) {
 		/* The owner reads its own slots: relaxed is enough. */
