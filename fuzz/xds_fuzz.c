@@ -1,8 +1,15 @@
 /* libFuzzer target for the xDS translators (lib/xds): a Cluster, a
  * ClusterLoadAssignment, a RouteConfiguration or a Listener as any
  * management server, or anyone in its place, may send. The first byte
- * chooses which ('R' routes, 'L' a listener, else odd a cluster, even an
- * assignment); the rest is the resource's serialized bytes.
+ * chooses which ('R' routes, 'L' a listener, 'D' a whole
+ * DiscoveryResponse, else odd a cluster, even an assignment); the rest is
+ * the serialized bytes.
+ *
+ * A DiscoveryResponse read from the wire (mtd_xds_response_read) is
+ * never read where protobuf-c's unpack of the same bytes refuses, and
+ * where both read it they agree: the same strings, the same resources
+ * (the reader is the stricter: a NUL inside a string, a field number past
+ * 2^29 - 1).
  *
  * A resource either translates into one that keeps every documented
  * bound (xds.h: names printable and bounded, a strategy, weights in
@@ -14,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envoy/service/discovery/v3/discovery.pb-c.h"
 #include "lb/lb-t.h"
 #include "xds/xds.h"
 
@@ -61,6 +69,53 @@ static void check_routes(const struct mtd_xds_routes *r)
 	}
 }
 
+/* The wire reader against protobuf-c's unpack. */
+static void check_response(const uint8_t *data, size_t size)
+{
+	struct mtd_xds_response r;
+	int rc = mtd_xds_response_read(data, size, &r);
+	Envoy__Service__Discovery__V3__DiscoveryResponse *pb =
+	        envoy__service__discovery__v3__discovery_response__unpack(NULL, size, data);
+
+	if (rc == -ENOMEM) {
+		if (pb)
+			envoy__service__discovery__v3__discovery_response__free_unpacked(pb, NULL);
+		return;
+	}
+	if (rc != 0 && rc != -EBADMSG)
+		abort();
+	if (pb == NULL) {
+		if (rc == 0)
+			abort(); /* read what protobuf-c refuses */
+		return;
+	}
+	if (rc != 0) {
+		/* Stricter than protobuf-c, never laxer: it lets through a NUL
+		 * inside a string and field numbers past 2^29 - 1 (a tag's
+		 * varint cut to 32 bits), which the reader refuses. */
+		envoy__service__discovery__v3__discovery_response__free_unpacked(pb, NULL);
+		return;
+	}
+	if (strcmp(r.version_info, pb->version_info) != 0 || strcmp(r.type_url, pb->type_url) != 0 ||
+	    strcmp(r.nonce, pb->nonce) != 0 || r.n_res != pb->n_resources)
+		abort();
+	for (size_t i = 0; i < r.n_res; i++) {
+		const Google__Protobuf__Any *a = pb->resources[i];
+		const struct mtd_xds_any *m = &r.res[i];
+		if (m->len != a->value.len ||
+		    (m->len && (memcmp(m->value, a->value.data, m->len) != 0 || m->value < data ||
+		                m->value + m->len > data + size)))
+			abort(); /* the same bytes, a slice of the input (empty: anywhere) */
+		/* An Any's type URL may hold a NUL protobuf-c's C string cuts. */
+		size_t tl = strlen(a->type_url);
+		if (m->type_url_len < tl || memcmp(m->type_url, a->type_url, tl) != 0 ||
+		    (m->type_url_len != tl && memchr(m->type_url, 0, m->type_url_len) == NULL))
+			abort();
+	}
+	mtd_xds_response_clear(&r);
+	envoy__service__discovery__v3__discovery_response__free_unpacked(pb, NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
@@ -68,6 +123,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	memset(why, 0, sizeof(why));
+	if (data[0] == 'D') {
+		check_response(data + 1, size - 1);
+		return 0;
+	}
 	if (data[0] == 'R') {
 		struct mtd_xds_routes *r;
 		int rc = mtd_xds_routes_parse(data + 1, size - 1, &r, why, sizeof(why));

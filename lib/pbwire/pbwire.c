@@ -306,3 +306,48 @@ int mtd_pbwire_path_parse(const char *text, uint32_t path[MTD_PBWIRE_MAX_DEPTH],
 	*depth = d;
 	return 0;
 }
+
+int mtd_pbwire_next(struct mtd_pbwire_iter *it, uint32_t *field, struct mtd_pbwire_value *out)
+{
+	while (it->pos < it->len) {
+		uint32_t f;
+		unsigned wt;
+		uint64_t v = 0;
+		enum rd r = read_tag(it->msg, &it->pos, it->len, &f, &wt);
+
+		if (r == RD_OK) {
+			switch (wt) {
+			case 0:
+				r = read_varint(it->msg, &it->pos, it->len, &v);
+				break;
+			case 1:
+				r = read_fixed(it->msg, &it->pos, it->len, 8, &v);
+				break;
+			case 5:
+				r = read_fixed(it->msg, &it->pos, it->len, 4, &v);
+				break;
+			case 2:
+				r = read_varint(it->msg, &it->pos, it->len, &v);
+				if (r == RD_OK && v > it->len - it->pos)
+					r = RD_SHORT;
+				break;
+			default:
+				r = RD_BAD; /* a group: proto3 has none */
+				break;
+			}
+		}
+		if (r != RD_OK) {
+			it->pos = it->len + 1; /* stays malformed */
+			return -EBADMSG;
+		}
+		*field = f;
+		out->type = (enum mtd_pbwire_type)wt;
+		out->num = wt == 2 ? 0 : v;
+		out->data = wt == 2 ? it->msg + it->pos : NULL;
+		out->len = wt == 2 ? (size_t)v : 0;
+		if (wt == 2)
+			it->pos += (size_t)v;
+		return 1;
+	}
+	return it->pos == it->len ? 0 : -EBADMSG;
+}

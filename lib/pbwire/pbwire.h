@@ -96,4 +96,26 @@ int mtd_pbwire_find_grpc(const uint8_t *frame, size_t len, size_t lookahead, con
  * Numbers are written to buf. Sets *key and returns the length. */
 size_t mtd_pbwire_key_bytes(const struct mtd_pbwire_value *v, char buf[MTD_PBWIRE_NUMBUF], const uint8_t **key);
 
+/* Walking the top-level fields of a whole message in wire order, the
+ * way a reader of a known message does without generated code (the xDS
+ * DiscoveryResponse, whose resources are only sliced, never copied). */
+struct mtd_pbwire_iter {
+	const uint8_t *msg;
+	size_t pos, len;
+};
+
+static inline void mtd_pbwire_iter_init(struct mtd_pbwire_iter *it, const uint8_t *msg, size_t len)
+{
+	it->msg = msg;
+	it->pos = 0;
+	it->len = len;
+}
+
+/* The next field: 1 with *field and *out set (out->data points into the
+ * message), 0 at the end, -EBADMSG when the message is malformed from
+ * here (truncated, bad varint or wire type, field 0 or past 2^29 - 1, a
+ * group: proto3 has none, and protobuf-c refuses them too); after
+ * -EBADMSG it returns -EBADMSG again. */
+int mtd_pbwire_next(struct mtd_pbwire_iter *it, uint32_t *field, struct mtd_pbwire_value *out);
+
 #endif

@@ -127,4 +127,32 @@ void mtd_xds_listener_clear(struct mtd_xds_listener *l);
  * -EINVAL when it does not decode or has none. */
 int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);
 
+/* One resource of a DiscoveryResponse: its google.protobuf.Any as slices
+ * of the response's bytes (valid while they are; type_url is not
+ * NUL-terminated). */
+struct mtd_xds_any {
+	const char *type_url;
+	size_t type_url_len;
+	const uint8_t *value;
+	size_t len;
+};
+
+/* A DiscoveryResponse (state of the world): its strings copied (absent =
+ * ""), its resources sliced from msg, which must outlive it. */
+struct mtd_xds_response {
+	char *version_info, *type_url, *nonce;
+	struct mtd_xds_any *res;
+	size_t n_res;
+};
+
+/* Read msg[0..len) as a DiscoveryResponse. 0; -EBADMSG when it does not
+ * decode (malformed wire, a known field of the wrong wire type, a NUL
+ * inside one of its three strings); -ENOMEM. On error out holds nothing.
+ * Unknown fields are skipped; a field written twice: the last counts. */
+int mtd_xds_response_read(const uint8_t *msg, size_t len, struct mtd_xds_response *out);
+void mtd_xds_response_clear(struct mtd_xds_response *r);
+
+/* Whether resource a's type URL is type_url. */
+bool mtd_xds_any_is(const struct mtd_xds_any *a, const char *type_url);
+
 #endif

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "admin/admin.h"
 #include "config/config.h"
@@ -71,6 +70,11 @@ struct xds_cl {
 	bool dirty;   /* changed by the response at hand: its services to be given it */
 	uint64_t gen; /* a new one at each change of c (the override's tag) */
 	struct mtd_xds_cluster c;
+	/* c's resource as it last came (NULL: none, or out of memory): a
+	 * state of the world resends every cluster, and the same bytes are
+	 * neither decoded nor compared again. */
+	uint8_t *raw;
+	size_t raw_len;
 	struct xds_stamp *stamp; /* the response that brought it (a reference), NULL = none */
 	char *nack;              /* the last refusal of a resource of this name, NULL = none */
 };
@@ -170,7 +174,7 @@ static void stamp_put(struct xds_stamp *st)
 /* slot takes a reference on the response's stamp, made at its first use
  * (*st); out of memory leaves slot as it was (a display only). */
 static void stamp_take(struct xds_stamp **slot, struct xds_stamp **st,
-                       const Envoy__Service__Discovery__V3__DiscoveryResponse *r)
+                       const struct mtd_xds_response *r)
 {
 	if (*st == NULL) {
 		struct xds_stamp *n = calloc(1, sizeof(*n));
@@ -228,6 +232,7 @@ static void cl_clear(struct xds_cl *e)
 {
 	free(e->name);
 	mtd_xds_cluster_clear(&e->c);
+	free(e->raw);
 	stamp_put(e->stamp);
 	free(e->nack);
 	memset(e, 0, sizeof(*e));
@@ -691,60 +696,6 @@ void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt)
 
 /* ---- responses ---------------------------------------------------------------- */
 
-/* A decoded response lives in an arena of mmap'd chunks, given back to
- * the system whole when the response is done: its thousands of small
- * pieces (each resource's bytes) left holes in the heap malloc kept
- * (5,000 clusters of 10 endpoints: 290 B of private memory per cluster
- * retained after the first push). */
-#define ARENA_CHUNK (1u << 20)
-
-struct arena_chunk {
-	struct arena_chunk *next;
-	size_t size, used;
-	max_align_t data[];
-};
-
-struct arena {
-	struct arena_chunk *head;
-};
-
-static void *arena_alloc(void *data, size_t size)
-{
-	struct arena *a = data;
-	struct arena_chunk *c = a->head;
-	size_t need = (size + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
-
-	if (c == NULL || c->size - c->used < need) {
-		size_t total = sizeof(*c) + (need > ARENA_CHUNK ? need : ARENA_CHUNK);
-		void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m == MAP_FAILED)
-			return NULL;
-		c = m;
-		c->next = a->head;
-		c->size = total - sizeof(*c);
-		c->used = 0;
-		a->head = c;
-	}
-	void *p = (char *)c->data + c->used;
-	c->used += need;
-	return p;
-}
-
-static void arena_free(void *data, void *p)
-{
-	(void)data;
-	(void)p; /* all at once, arena_release */
-}
-
-static void arena_release(struct arena *a)
-{
-	while (a->head != NULL) {
-		struct arena_chunk *c = a->head;
-		a->head = c->next;
-		munmap(c, sizeof(*c) + c->size);
-	}
-}
-
 /* Append "name: why" to the NACK text. */
 static void nack_add(char *buf, size_t *len, const char *name, const char *why)
 {
@@ -776,15 +727,46 @@ static void log_nack(struct mtd_xds *x, int t, const char *text)
 }
 
 /* A resource's name for a NACK, even when the rest does not translate. */
-static void name_of(const char *url, const ProtobufCBinaryData *v, char *name, size_t cap)
+static void name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap)
 {
-	if (mtd_xds_resource_name(url, v->data, v->len, name, cap) != 0)
+	if (mtd_xds_resource_name(url, v->value, v->len, name, cap) != 0)
 		snprintf(name, cap, "(unnamed)");
+}
+
+/* The name a Cluster (field 1, name) or an assignment (field 1,
+ * cluster_name) gives itself, read from the wire without decoding the
+ * rest; false when there is none to read. */
+static bool wire_name(const struct mtd_xds_any *v, char name[MTD_XDS_NAME_MAX + 1])
+{
+	static const uint32_t field_1[] = {1};
+	struct mtd_pbwire_value f;
+
+	if (mtd_pbwire_find(v->value, v->len, true, field_1, 1, &f) != 1 || f.type != MTD_PBWIRE_LEN ||
+	    f.len > MTD_XDS_NAME_MAX)
+		return false;
+	memcpy(name, f.data, f.len);
+	name[f.len] = '\0';
+	return true;
+}
+
+static bool same_bytes(const uint8_t *raw, size_t raw_len, const struct mtd_xds_any *v)
+{
+	return raw != NULL && raw_len == v->len && memcmp(raw, v->value, v->len) == 0;
+}
+
+/* Keep v's bytes as the last good resource's (none when out of memory:
+ * the next resend is then decoded and compared, as before there were). */
+static void raw_keep(uint8_t **raw, size_t *raw_len, const struct mtd_xds_any *v)
+{
+	free(*raw);
+	*raw_len = v->len;
+	if ((*raw = malloc(v->len ? v->len : 1)) != NULL)
+		memcpy(*raw, v->value, v->len);
 }
 
 /* CDS: state of the world. The clusters whose translation changed (or
  * that went) are given to their services. */
-static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
+static void on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *nack,
                         size_t *nack_len, struct xds_stamp **st)
 {
 	bool *seen = calloc(x->n_cls ? x->n_cls : 1, sizeof(*seen));
@@ -796,17 +778,29 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 		nack_add(nack, nack_len, "(response)", "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < r->n_resources; i++) {
-		const Google__Protobuf__Any *any = r->resources[i];
+	for (size_t i = 0; i < r->n_res; i++) {
+		const struct mtd_xds_any *any = &r->res[i];
 		struct mtd_xds_cluster c;
 
-		if (strcmp(any->type_url, MTD_XDS_TYPE_CLUSTER) != 0) {
+		if (!mtd_xds_any_is(any, MTD_XDS_TYPE_CLUSTER)) {
 			nack_add(nack, nack_len, "(resource)", "not a Cluster");
 			continue;
 		}
-		int rc = mtd_xds_cluster_parse(any->value.data, any->value.len, &c, why, sizeof(why));
+		struct xds_cl *same = wire_name(any, name) ? find_cl(x, name) : NULL;
+		if (same != NULL && same->have && same_bytes(same->raw, same->raw_len, any)) {
+			/* Resent as it was: what its bytes said last time. */
+			if (seen[same - x->cls]) {
+				nack_add(nack, nack_len, same->name, "sent twice in one response");
+				continue;
+			}
+			seen[same - x->cls] = true;
+			set_str(&same->nack, NULL);
+			stamp_take(&same->stamp, st, r);
+			continue;
+		}
+		int rc = mtd_xds_cluster_parse(any->value, any->len, &c, why, sizeof(why));
 		if (rc != 0) {
-			name_of(MTD_XDS_TYPE_CLUSTER, &any->value, name, sizeof(name));
+			name_of(MTD_XDS_TYPE_CLUSTER, any, name, sizeof(name));
 			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			struct xds_cl *e = find_cl(x, name);
 			if (e != NULL) {
@@ -828,6 +822,7 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 		seen[e - x->cls] = true;
 		set_str(&e->nack, NULL);
 		stamp_take(&e->stamp, st, r);
+		raw_keep(&e->raw, &e->raw_len, any);
 		if (e->have && mtd_xds_cluster_equal(&e->c, &c)) {
 			mtd_xds_cluster_clear(&c);
 			continue;
@@ -849,6 +844,8 @@ static void on_clusters(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 		MTD_WARN("xds: cluster %s is no longer served by %s: its services have no endpoints", x->cls[i].name,
 		         x->server.text);
 		mtd_xds_cluster_clear(&x->cls[i].c);
+		free(x->cls[i].raw);
+		x->cls[i].raw = NULL;
 		x->cls[i].have = false;
 		x->cls[i].removed = true;
 		x->cls[i].dirty = true;
@@ -868,53 +865,42 @@ out:
 }
 
 /* The subscribed assignment whose last good one came as exactly these
- * bytes, or NULL (its name is read from the wire, not decoded: the bytes
- * compared decide, whatever the name read). */
-static struct xds_cla *same_as_last_good(struct mtd_xds *x, const ProtobufCBinaryData *v)
+ * bytes, or NULL (the bytes compared decide, whatever the name read). */
+static struct xds_cla *same_as_last_good(struct mtd_xds *x, const struct mtd_xds_any *v)
 {
-	static const uint32_t cluster_name[] = {1};
-	struct mtd_pbwire_value f;
 	char name[MTD_XDS_NAME_MAX + 1];
+	struct xds_cla *e = wire_name(v, name) ? find_cla(x, name) : NULL;
 
-	if (mtd_pbwire_find(v->data, v->len, true, cluster_name, 1, &f) != 1 || f.type != MTD_PBWIRE_LEN ||
-	    f.len >= sizeof(name))
-		return NULL;
-	memcpy(name, f.data, f.len);
-	name[f.len] = '\0';
-	struct xds_cla *e = find_cla(x, name);
-	if (e == NULL || e->cla == NULL || e->raw == NULL || e->raw_len != v->len ||
-	    memcmp(e->raw, v->data, v->len) != 0)
-		return NULL;
-	return e;
+	return e != NULL && e->cla != NULL && same_bytes(e->raw, e->raw_len, v) ? e : NULL;
 }
 
 /* EDS: an assignment in the response replaces the last good one of its
  * name; a name it lacks keeps its own. One equal to the one in force
  * (the same bytes) only takes the response's stamp: its services keep
  * their snapshot. */
-static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
+static void on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char *nack,
                          size_t *nack_len, struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
 
-	for (size_t i = 0; i < r->n_resources; i++) {
-		const Google__Protobuf__Any *any = r->resources[i];
+	for (size_t i = 0; i < r->n_res; i++) {
+		const struct mtd_xds_any *any = &r->res[i];
 		struct mtd_xds_cla *c;
 
-		if (strcmp(any->type_url, MTD_XDS_TYPE_ENDPOINT) != 0) {
+		if (!mtd_xds_any_is(any, MTD_XDS_TYPE_ENDPOINT)) {
 			nack_add(nack, nack_len, "(resource)", "not a ClusterLoadAssignment");
 			continue;
 		}
-		struct xds_cla *same = same_as_last_good(x, &any->value);
+		struct xds_cla *same = same_as_last_good(x, any);
 		if (same != NULL) {
 			set_str(&same->nack, NULL);
 			stamp_take(&same->stamp, st, r);
 			same->resent = true;
 			continue;
 		}
-		int rc = mtd_xds_cla_parse(any->value.data, any->value.len, &c, why, sizeof(why));
+		int rc = mtd_xds_cla_parse(any->value, any->len, &c, why, sizeof(why));
 		if (rc != 0) {
-			name_of(MTD_XDS_TYPE_ENDPOINT, &any->value, name, sizeof(name));
+			name_of(MTD_XDS_TYPE_ENDPOINT, any, name, sizeof(name));
 			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			struct xds_cla *e = find_cla(x, name);
 			if (e != NULL)
@@ -930,10 +916,7 @@ static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3_
 		stamp_take(&e->stamp, st, r);
 		mtd_xds_cla_free(e->cla);
 		e->cla = c;
-		free(e->raw);
-		e->raw_len = any->value.len;
-		if ((e->raw = malloc(e->raw_len ? e->raw_len : 1)) != NULL)
-			memcpy(e->raw, any->value.data, e->raw_len);
+		raw_keep(&e->raw, &e->raw_len, any);
 		e->updates++;
 		e->dirty = true;
 	}
@@ -1071,23 +1054,23 @@ static void take_routes(struct mtd_xds *x, struct xds_one *o, const char *name, 
  * route configuration (subscribed by RDS; the routes in force stay until
  * it comes) or carries one inline. A listener the response lacks keeps
  * the routes in force. */
-static void on_listener(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
+static void on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *nack,
                         size_t *nack_len, struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
 
-	for (size_t i = 0; i < r->n_resources; i++) {
-		const Google__Protobuf__Any *any = r->resources[i];
+	for (size_t i = 0; i < r->n_res; i++) {
+		const struct mtd_xds_any *any = &r->res[i];
 		struct mtd_xds_listener l;
 
-		if (strcmp(any->type_url, MTD_XDS_TYPE_LISTENER) != 0) {
+		if (!mtd_xds_any_is(any, MTD_XDS_TYPE_LISTENER)) {
 			nack_add(nack, nack_len, "(resource)", "not a Listener");
 			continue;
 		}
-		name_of(MTD_XDS_TYPE_LISTENER, &any->value, name, sizeof(name));
+		name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name));
 		if (x->lds.name == NULL || strcmp(name, x->lds.name) != 0)
 			continue; /* not asked for */
-		int rc = mtd_xds_listener_parse(any->value.data, any->value.len, &l, why, sizeof(why));
+		int rc = mtd_xds_listener_parse(any->value, any->len, &l, why, sizeof(why));
 		if (rc != 0) {
 			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			set_str(&x->lds.nack, rc == -ENOMEM ? "out of memory" : why);
@@ -1132,23 +1115,23 @@ static void on_listener(struct mtd_xds *x, const Envoy__Service__Discovery__V3__
 }
 
 /* RDS: the route configuration the listener names. */
-static void on_routes(struct mtd_xds *x, const Envoy__Service__Discovery__V3__DiscoveryResponse *r, char *nack,
+static void on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char *nack,
                       size_t *nack_len, struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
 
-	for (size_t i = 0; i < r->n_resources; i++) {
-		const Google__Protobuf__Any *any = r->resources[i];
+	for (size_t i = 0; i < r->n_res; i++) {
+		const struct mtd_xds_any *any = &r->res[i];
 		struct mtd_xds_routes *routes;
 
-		if (strcmp(any->type_url, MTD_XDS_TYPE_ROUTE) != 0) {
+		if (!mtd_xds_any_is(any, MTD_XDS_TYPE_ROUTE)) {
 			nack_add(nack, nack_len, "(resource)", "not a RouteConfiguration");
 			continue;
 		}
-		name_of(MTD_XDS_TYPE_ROUTE, &any->value, name, sizeof(name));
+		name_of(MTD_XDS_TYPE_ROUTE, any, name, sizeof(name));
 		if (x->rds.name == NULL || strcmp(name, x->rds.name) != 0)
 			continue;
-		int rc = mtd_xds_routes_parse(any->value.data, any->value.len, &routes, why, sizeof(why));
+		int rc = mtd_xds_routes_parse(any->value, any->len, &routes, why, sizeof(why));
 		if (rc != 0) {
 			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			set_str(&x->rds.nack, rc == -ENOMEM ? "out of memory" : why);
@@ -1169,18 +1152,17 @@ static void on_routes(struct mtd_xds *x, const Envoy__Service__Discovery__V3__Di
 static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg)
 {
 	struct mtd_xds *x = arg;
-	Envoy__Service__Discovery__V3__DiscoveryResponse *r;
+	struct mtd_xds_response resp, *r = &resp;
 	char *nack;
 	size_t nack_len = 0;
-	int t;
+	int t, rc;
 
 	(void)call;
-	struct arena ar = {NULL};
-	ProtobufCAllocator alloc = {arena_alloc, arena_free, &ar};
-	r = envoy__service__discovery__v3__discovery_response__unpack(&alloc, len, msg);
-	if (r == NULL) {
-		MTD_WARN("xds: a DiscoveryResponse from %s does not decode (%zu bytes): ignored", x->server.text, len);
-		arena_release(&ar);
+	if ((rc = mtd_xds_response_read(msg, len, r)) != 0) {
+		/* Unanswered when out of memory: the server sends again or waits. */
+		if (rc == -EBADMSG)
+			MTD_WARN("xds: a DiscoveryResponse from %s does not decode (%zu bytes): ignored",
+			         x->server.text, len);
 		return;
 	}
 	x->failures = 0;
@@ -1189,12 +1171,12 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 	if (t == N_TYPES) {
 		MTD_WARN("xds: a response of type %.200s from %s, never asked for: ignored", r->type_url,
 		         x->server.text);
-		arena_release(&ar);
+		mtd_xds_response_clear(r);
 		return;
 	}
 	nack = calloc(1, NACK_TEXT_MAX);
 	if (nack == NULL) {
-		arena_release(&ar);
+		mtd_xds_response_clear(r);
 		return; /* unanswered: the server sends again or waits */
 	}
 	mtd_metrics_xds()->updates[t]++;
@@ -1229,7 +1211,7 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 		send_request(x, T_RDS, NULL);
 	}
 	free(nack);
-	arena_release(&ar);
+	mtd_xds_response_clear(r);
 }
 
 /* ---- the connection ----------------------------------------------------------- */

@@ -375,6 +375,66 @@ START_TEST(hostile_random_input)
 }
 END_TEST
 
+/* The iterator: every top-level field in wire order with its value, the
+ * end, and a malformation (a group among them) that stays one. */
+START_TEST(iterate_fields)
+{
+	struct buf m = {.n = 0}, sub = {.n = 0};
+	struct mtd_pbwire_iter it;
+	struct mtd_pbwire_value v;
+	uint32_t f;
+
+	put_str(&sub, 1, "in");
+	put_uint(&m, 3, 300);
+	put_msg(&m, 2, &sub);
+	put_tag(&m, 9, 5);
+	memcpy(m.b + m.n, "\x01\x00\x00\x00", 4);
+	m.n += 4;
+	put_str(&m, 2, "");
+	mtd_pbwire_iter_init(&it, m.b, m.n);
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), 1);
+	ck_assert_uint_eq(f, 3);
+	ck_assert_int_eq(v.type, MTD_PBWIRE_VARINT);
+	ck_assert_uint_eq(v.num, 300);
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), 1);
+	ck_assert_uint_eq(f, 2);
+	ck_assert_int_eq(v.type, MTD_PBWIRE_LEN);
+	ck_assert_uint_eq(v.len, sub.n);
+	ck_assert_mem_eq(v.data, sub.b, sub.n);
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), 1);
+	ck_assert_uint_eq(f, 9);
+	ck_assert_int_eq(v.type, MTD_PBWIRE_I32);
+	ck_assert_uint_eq(v.num, 1);
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), 1);
+	ck_assert_uint_eq(f, 2);
+	ck_assert_uint_eq(v.len, 0);
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), 0);
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), 0);
+	/* Empty. */
+	mtd_pbwire_iter_init(&it, NULL, 0);
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), 0);
+	/* A LEN longer than what is left, after a good field: the good one,
+	 * then -EBADMSG, and -EBADMSG again. */
+	struct buf bad = {.n = 0};
+	put_uint(&bad, 1, 1);
+	put_tag(&bad, 2, 2);
+	put_varint(&bad, 10);
+	bad.b[bad.n++] = 'x';
+	mtd_pbwire_iter_init(&it, bad.b, bad.n);
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), 1);
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), -EBADMSG);
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), -EBADMSG);
+	/* A group (balanced), a stray end of group, wire type 6, field 0, a
+	 * cut varint. */
+	static const uint8_t strays[][4] = {{0x0b, 0x08, 0x01, 0x0c}, {0x0c}, {0x0e}, {0x00, 0x01}, {0x08, 0x80}};
+	static const size_t stray_len[] = {4, 1, 1, 2, 2};
+	for (size_t i = 0; i < 5; i++) {
+		mtd_pbwire_iter_init(&it, strays[i], stray_len[i]);
+		ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), -EBADMSG);
+	}
+}
+END_TEST
+
 START_TEST(grpc_prefix)
 {
 	struct buf m = {.n = 0}, f = {.n = 0};
@@ -417,6 +477,7 @@ static Suite *pbwire_suite(void)
 	tcase_add_test(tc, oversized_and_malformed);
 	tcase_add_test(tc, hostile_random_input);
 	tcase_add_test(tc, grpc_prefix);
+	tcase_add_test(tc, iterate_fields);
 	suite_add_tcase(s, tc);
 	return s;
 }

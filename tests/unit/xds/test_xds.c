@@ -14,6 +14,7 @@
 #include "envoy/config/cluster/v3/cluster.pb-c.h"
 #include "envoy/config/endpoint/v3/endpoint.pb-c.h"
 #include "envoy/extensions/transport_sockets/tls/v3/tls.pb-c.h"
+#include "envoy/service/discovery/v3/discovery.pb-c.h"
 #include "config/config-int.h"
 #include "lb/lb-t.h"
 #include "xds/xds.h"
@@ -814,6 +815,81 @@ START_TEST(test_resource_name)
 }
 END_TEST
 
+/* A DiscoveryResponse read from the wire says what protobuf-c's unpack
+ * says: the three strings, each resource's type URL and bytes, in order;
+ * a field written twice counts last; what does not decode is refused. */
+START_TEST(test_response_read)
+{
+	Envoy__Service__Discovery__V3__DiscoveryResponse m = ENVOY__SERVICE__DISCOVERY__V3__DISCOVERY_RESPONSE__INIT;
+	Google__Protobuf__Any a1 = GOOGLE__PROTOBUF__ANY__INIT, a2 = GOOGLE__PROTOBUF__ANY__INIT,
+	                      a3 = GOOGLE__PROTOBUF__ANY__INIT;
+	Google__Protobuf__Any *res[] = {&a1, &a2, &a3};
+	struct mtd_xds_response r;
+	static uint8_t v1[] = {0x0a, 0x01, 'a'};
+
+	m.version_info = (char *)"v7";
+	m.type_url = (char *)MTD_XDS_TYPE_CLUSTER;
+	m.nonce = (char *)"n-1";
+	m.canary = true; /* skipped */
+	a1.type_url = (char *)MTD_XDS_TYPE_CLUSTER;
+	a1.value.data = v1;
+	a1.value.len = sizeof(v1);
+	a2.type_url = (char *)"type.googleapis.com/other";
+	a3.type_url = (char *)MTD_XDS_TYPE_CLUSTER; /* no value: proto3's empty bytes */
+	m.resources = res;
+	m.n_resources = 3;
+	size_t n = envoy__service__discovery__v3__discovery_response__pack(&m, wire);
+	ck_assert_int_eq(mtd_xds_response_read(wire, n, &r), 0);
+	ck_assert_str_eq(r.version_info, "v7");
+	ck_assert_str_eq(r.type_url, MTD_XDS_TYPE_CLUSTER);
+	ck_assert_str_eq(r.nonce, "n-1");
+	ck_assert_uint_eq(r.n_res, 3);
+	ck_assert(mtd_xds_any_is(&r.res[0], MTD_XDS_TYPE_CLUSTER));
+	ck_assert(!mtd_xds_any_is(&r.res[0], MTD_XDS_TYPE_ENDPOINT));
+	ck_assert(!mtd_xds_any_is(&r.res[0], "type.googleapis.com/envoy.config.cluster.v3.Cluste"));
+	ck_assert_uint_eq(r.res[0].len, sizeof(v1));
+	ck_assert_mem_eq(r.res[0].value, v1, sizeof(v1));
+	ck_assert(r.res[0].value >= wire && r.res[0].value < wire + n); /* a slice, not a copy */
+	ck_assert(mtd_xds_any_is(&r.res[1], "type.googleapis.com/other"));
+	ck_assert_uint_eq(r.res[2].len, 0);
+	ck_assert_ptr_nonnull(r.res[2].value);
+	mtd_xds_response_clear(&r);
+
+	/* Nothing at all: proto3's defaults. */
+	ck_assert_int_eq(mtd_xds_response_read(wire, 0, &r), 0);
+	ck_assert_str_eq(r.version_info, "");
+	ck_assert_str_eq(r.nonce, "");
+	ck_assert_uint_eq(r.n_res, 0);
+	mtd_xds_response_clear(&r);
+
+	/* The nonce twice: the last counts, as protobuf-c's unpack says. */
+	wire[n++] = 0x2a;
+	wire[n++] = 2;
+	wire[n++] = 'n';
+	wire[n++] = '2';
+	ck_assert_int_eq(mtd_xds_response_read(wire, n, &r), 0);
+	ck_assert_str_eq(r.nonce, "n2");
+	Envoy__Service__Discovery__V3__DiscoveryResponse *pb =
+	        envoy__service__discovery__v3__discovery_response__unpack(NULL, n, wire);
+	ck_assert_ptr_nonnull(pb);
+	ck_assert_str_eq(pb->nonce, r.nonce);
+	envoy__service__discovery__v3__discovery_response__free_unpacked(pb, NULL);
+	mtd_xds_response_clear(&r);
+
+	/* Refused: cut short; the nonce as a varint; a resource as a varint;
+	 * an Any whose value is a varint; a NUL inside the version. */
+	ck_assert_int_eq(mtd_xds_response_read(wire, n - 1, &r), -EBADMSG);
+	ck_assert_ptr_null(r.res);
+	static const uint8_t bad[][8] = {{0x28, 0x01}, {0x10, 0x01}, {0x12, 0x02, 0x10, 0x01},
+	                                 {0x0a, 0x03, 'v', 0, '1'}};
+	static const size_t bad_len[] = {2, 2, 4, 5};
+	for (size_t i = 0; i < 4; i++) {
+		ck_assert_int_eq(mtd_xds_response_read(bad[i], bad_len[i], &r), -EBADMSG);
+		ck_assert_ptr_null(r.version_info);
+	}
+}
+END_TEST
+
 /* Every allocation failing in turn: -ENOMEM (or the decode refused, when
  * protobuf-c's own allocation failed), nothing kept, nothing leaked (ASan). */
 START_TEST(test_failmalloc)
@@ -908,6 +984,7 @@ static Suite *xds_suite(void)
 	tcase_add_test(tc, test_cla_too_many);
 	tcase_add_test(tc, test_resource_name);
 	tcase_add_test(tc, test_failmalloc);
+	tcase_add_test(tc, test_response_read);
 	suite_add_tcase(s, tc);
 	return s;
 }
