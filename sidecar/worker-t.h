@@ -68,6 +68,11 @@ struct mtd_worker {
 	uint32_t n_downs;
 	TAILQ_HEAD(, mtd_conn) graveyard;
 	LIST_HEAD(, mtd_pool) pools; /* every pool of this worker */
+	/* A pool was made since the last snapshot was taken: it may be on an
+	 * older snapshot of its service than the worker's (made for a call
+	 * that holds one), so the next one taken sets every pool's service,
+	 * not only those of services it changed (worker_turn.c). */
+	bool pools_born;
 	/* Calls and attempts released this turn, freed at its end (the call
 	 * engine's lifetime rule, call/call-t.h; mtd_call_reap). */
 	LIST_HEAD(, mtd_down_stream) reap_calls; /* the calls (their ds link) */

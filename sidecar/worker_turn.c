@@ -71,16 +71,24 @@ int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
 	/* Compared while the old snapshot is still held: a change of the
 	 * endpoint sets keeps the inbound set (the same object). */
 	bool inbound_changed = !w->rt || w->rt->inbound != rt->inbound;
+	const struct mtd_runtime *prev = w->rt; /* valid until old is retired, below */
 	w->hold = h;
 	w->rt = rt;
-	mtd_worker_hold_retire(w, old);
 	/* Inbound listeners and connections follow a new set by key (it walks
 	 * every client connection: not for a change that kept the set). */
 	if (inbound_changed)
 		mtd_inbound_worker_sync(w);
-	/* Pools of endpoints that stay take the new snapshot's settings. */
+	/* Pools of endpoints that stay take the new snapshot's settings. A
+	 * service whose snapshot the change kept (the same object, over the
+	 * same config) has its pools on it already, unless a pool was made
+	 * since for a call on an older one (pools_born): one changed service
+	 * among 10,000 of 10 endpoints is not a walk over 100,000 endpoints. */
+	bool same_config = prev != NULL && prev->cfgbox == rt->cfgbox && !w->pools_born;
+	w->pools_born = false;
 	for (size_t i = 0; i < rt->cfg->n_services; i++) {
 		struct mtd_rt_service *s = rt->services[i];
+		if (same_config && prev->services[i] == s)
+			continue;
 		for (size_t e = 0; e < s->n_eps; e++) {
 			struct mtd_pool *p = s->eps[e]->pools[w->id];
 			if (p)
@@ -92,6 +100,7 @@ int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
 	LIST_FOREACH(p, &w->pools, link)
 		if (!p->retired && atomic_load_explicit(&p->ep->last_gen, memory_order_relaxed) < rt->gen)
 			mtd_pool_retire(p);
+	mtd_worker_hold_retire(w, old);
 	return 0;
 }
 

@@ -62,6 +62,7 @@ static void attrs_free(struct mtd_rt_epattr *a, size_t n)
 static void cfgbox_unref(struct mtd_cfg_box *b)
 {
 	if (b && mtd_ref_put(&b->ref)) {
+		mtd_route_table_free(b->routes);
 		mtd_cfg_free(b->cfg);
 		free(b);
 	}
@@ -171,8 +172,7 @@ static void runtime_free(struct mtd_runtime *rt)
 				service_free(rt->services[i]);
 		free(rt->services);
 	}
-	mtd_route_table_free(rt->routes);
-	cfgbox_unref(rt->cfgbox);
+	cfgbox_unref(rt->cfgbox); /* rt->routes is the box's */
 	free(rt);
 }
 
@@ -809,8 +809,8 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 {
 	const struct mtd_cfg *cfg = box->cfg;
 	struct mtd_runtime *rt = calloc(1, sizeof(*rt));
-	const char **names = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*names));
-	if (!rt || !names)
+	const char **names = box->routes ? NULL : calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*names));
+	if (!rt || (!box->routes && !names))
 		goto fail;
 	mtd_ref_init(&rt->ref);
 	rt->ctl = ctl;
@@ -822,16 +822,18 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 		goto fail;
 	for (size_t i = 0; i < cfg->n_services; i++) {
 		/* An entry only routes or mirrors reach is not looked up by :path. */
-		names[i] = cfg->services[i].by_path ? cfg->services[i].name : NULL;
+		if (names)
+			names[i] = cfg->services[i].by_path ? cfg->services[i].name : NULL;
 		mtd_ref_get(&services[i]->ref);
 		rt->services[i] = services[i];
 	}
 	/* Only the user's services are routes: an inbound app is reached
 	 * from its own listener, never by a :path (mtd_cfg.n_routed). */
-	rt->routes = mtd_route_table_new(names, cfg->n_routed);
-	if (!rt->routes)
+	if (!box->routes && !(box->routes = mtd_route_table_new(names, cfg->n_routed)))
 		goto fail;
+	rt->routes = box->routes;
 	free(names);
+	names = NULL;
 	/* A change over the same config keeps its inbound listener set; a
 	 * new config's is the caller's (mtd_runtime_set_inbound). */
 	if (ctl->rt && ctl->rt->cfgbox == box && ctl->rt->inbound) {

@@ -74,6 +74,7 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 	TAILQ_INIT(&p->pending);
 	LIST_INSERT_HEAD(&w->pools, p, link);
 	ep->pools[w->id] = p;
+	w->pools_born = true;
 	/* Asked for by a call or a check of an older snapshot, for an
 	 * identity the worker's current one no longer holds: its pool was
 	 * retired at the swap and freed once drained, and a new one must not
