@@ -233,7 +233,8 @@ static void bench_pick(const char *only, size_t only_n, bool calls)
 	static const char *const warm_rows[] = {"WEIGHTED_RANDOM", "WEIGHTED_ROUND_ROBIN", "LEAST_ACTIVE",
 	                                        "SHORTEST_RESPONSE"};
 	static const char *const loaded_rows[] = {"CLIENT_SIDE_WEIGHTED_ROUND_ROBIN"};
-	size_t nops, nwarm = sizeof(warm_rows) / sizeof(warm_rows[0]), nloaded = sizeof(loaded_rows) / sizeof(loaded_rows[0]);
+	size_t nops, nwarm = sizeof(warm_rows) / sizeof(warm_rows[0]),
+	             nloaded = sizeof(loaded_rows) / sizeof(loaded_rows[0]);
 	const struct mtd_lb_ops *const *all = mtd_lb_all(&nops);
 
 	for (int k = 0; k < 1024; k++)
@@ -249,7 +250,9 @@ static void bench_pick(const char *only, size_t only_n, bool calls)
 		if (only != NULL && strcmp(only, ops->name) != 0)
 			continue;
 		printf("| %s%s |", ops->name,
-		       warming ? ", every 10th endpoint warming" : loaded ? ", 1 to 3 calls in flight on every endpoint" : "");
+		       warming  ? ", every 10th endpoint warming"
+		       : loaded ? ", 1 to 3 calls in flight on every endpoint"
+		                : "");
 		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 			if (only_n != 0 && sizes[z] != only_n)
 				printf(" |");
@@ -466,8 +469,7 @@ static void orca_one(const char *name, const struct orca_fleet *f, uint64_t seed
 	static double bins[ORCA_N][ORCA_BINS];
 	const struct mtd_lb_ops *ops = mtd_lb_find(name);
 	double *lat = malloc(ORCA_CALLS * sizeof(*lat));
-	double slot_free[ORCA_N][ORCA_MAX_SLOTS], win_done[ORCA_N] = {0}, rep_util[ORCA_N] = {0},
-	                                          rep_qps[ORCA_N] = {0};
+	double slot_free[ORCA_N][ORCA_MAX_SLOTS], win_done[ORCA_N] = {0}, rep_util[ORCA_N] = {0}, rep_qps[ORCA_N] = {0};
 	double mean[ORCA_N], capacity = 0, lambda, t = 0, next_tick = 1.0;
 	double umax = 0, usum = 0;
 	int slots[ORCA_N];
@@ -516,7 +518,8 @@ static void orca_one(const char *name, const struct orca_fleet *f, uint64_t seed
 				win++;
 			}
 			while (next_tick <= d.t) {
-				mtd_lb_tick(p, (int64_t)(next_tick * 1000) + 1000000, (int64_t)(next_tick * 1e9) + 1000000000);
+				mtd_lb_tick(p, (int64_t)(next_tick * 1000) + 1000000,
+				            (int64_t)(next_tick * 1e9) + 1000000000);
 				next_tick += 1.0;
 			}
 			win_done[d.ep]++;
@@ -605,8 +608,8 @@ static void bench_orca(void)
 				sum.p50_ms += r.p50_ms;
 				sum.share0 += r.share0;
 			}
-			printf("| %s | %.3f to %.3f | %.2f | %.2f to %.2f | %.1f %% |\n", rows[i], lo.max_mean, hi.max_mean,
-			       sum.p50_ms / ORCA_SEEDS, lo.p99_ms, hi.p99_ms, sum.share0 / ORCA_SEEDS);
+			printf("| %s | %.3f to %.3f | %.2f | %.2f to %.2f | %.1f %% |\n", rows[i], lo.max_mean,
+			       hi.max_mean, sum.p50_ms / ORCA_SEEDS, lo.p99_ms, hi.p99_ms, sum.share0 / ORCA_SEEDS);
 			fflush(stdout);
 		}
 	}
