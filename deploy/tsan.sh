@@ -41,7 +41,7 @@ case "${1:-}" in
 *) echo "usage: deploy/tsan.sh [--all]" >&2; exit 2 ;;
 esac
 
-TSAN_UNIT=${TSAN_UNIT:-"tests/unit/test_lb_threads tests/unit/test_lb_round_robin tests/unit/test_discovery tests/unit/test_health"}
+TSAN_UNIT=${TSAN_UNIT:-"tests/unit/test_lb_threads tests/unit/test_lb_round_robin tests/unit/test_lb_orca tests/unit/test_discovery tests/unit/test_health"}
 TSAN_INTEGRATION=${TSAN_INTEGRATION-"test_admin test_reload test_reload_diff test_inbound_reload test_health test_etcd test_dns test_tracing test_xds"}
 if [ "$all" = 1 ]; then TSAN_INTEGRATION=""; fi
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:exitcode=66}

@@ -6,8 +6,9 @@
  *       endpoints (one thread, weights 50..150, keys rotating; best of
  *       ten runs of at least 20 ms of thread CPU time), then
  *       the weighted and least-cost strategies with every 10th endpoint
- *       warming up. "pick NAME [N]": one strategy (and one size), to
- *       profile a cell.
+ *       warming up, and CLIENT_SIDE_WEIGHTED_ROUND_ROBIN with calls in
+ *       flight everywhere (its pick then compares endpoints). "pick NAME
+ *       [N]": one strategy (and one size), to profile a cell.
  * call  the same table for a whole call's work on the picker: pick, then
  *       begin and end (what LEAST_ACTIVE's tree pays on updates).
  * sim   a discrete-event simulation: 10 endpoints, each a FCFS server
@@ -35,10 +36,12 @@
  *       version, v1 90 / v2 10, 3 / 100 / 1,000 endpoints)
  *       next to the same policy's plain pick and the layer's pick
  *       without a split, and the groups' shares over 1,000,000 picks.
- * orca  heterogeneous backends reporting their utilization (ORCA): max/mean
- *       utilization, p50/p99 and the half-capacity one's share under
- *       ROUND_ROBIN, LEAST_REQUEST, PEAK_EWMA and
- *       CLIENT_SIDE_WEIGHTED_ROUND_ROBIN (orca_one).
+ * orca  heterogeneous backends reporting their utilization (ORCA), three
+ *       fleets (one endpoint at half the capacity; one with twice the
+ *       slots; one slow per call with many slots): max/mean utilization,
+ *       p50/p99 and the odd endpoint's share under ROUND_ROBIN,
+ *       LEAST_REQUEST, PEAK_EWMA and CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, five
+ *       seeds each (orca_one, bench_orca).
  * limit ns per rate-limit check (mtd_limit_take): one thread, then two
  *       threads contending on one bucket, every check taking a token
  *       (the compare-and-swap written each time), and two threads on a
@@ -148,8 +151,9 @@ static char pick_keys[1024][16];
 /* ns per pick (calls: per pick + begin + end, what the data plane pays per
  * call) of ops over the first n endpoints; warming: a warmup window of 60 s
  * in which every tenth endpoint started 10 s ago, one tick() at the picks'
- * time. */
-static double time_cell(const struct mtd_lb_ops *ops, size_t n, bool calls, bool warming)
+ * time; loaded: every endpoint has 1 to 3 calls in flight (the policies
+ * that look at them then take their whole path on every pick). */
+static double time_cell(const struct mtd_lb_ops *ops, size_t n, bool calls, bool warming, bool loaded)
 {
 	struct mtd_lb_config cfg;
 	struct mtd_lb_picker *p;
@@ -184,6 +188,9 @@ static double time_cell(const struct mtd_lb_ops *ops, size_t n, bool calls, bool
 			mtd_lb_call_end(p, i, &r, 1000000000);
 	}
 	mtd_lb_tick(p, 1000000, 1000000000);
+	for (size_t i = 0; loaded && i < n; i++)
+		for (size_t k = 0; k <= i % 3; k++)
+			mtd_lb_call_begin(p, i);
 	/* Best of PICK_TRIALS runs of at least 20 ms of this thread's CPU
 	 * time each: the machine is shared, the minimum is the least
 	 * disturbed (other processes still share the caches). */
@@ -225,25 +232,32 @@ static void bench_pick(const char *only, size_t only_n, bool calls)
 	static const size_t sizes[] = {3, 100, 1000, 10000};
 	static const char *const warm_rows[] = {"WEIGHTED_RANDOM", "WEIGHTED_ROUND_ROBIN", "LEAST_ACTIVE",
 	                                        "SHORTEST_RESPONSE"};
-	size_t nops, nwarm = sizeof(warm_rows) / sizeof(warm_rows[0]);
+	static const char *const loaded_rows[] = {"CLIENT_SIDE_WEIGHTED_ROUND_ROBIN"};
+	size_t nops, nwarm = sizeof(warm_rows) / sizeof(warm_rows[0]),
+	             nloaded = sizeof(loaded_rows) / sizeof(loaded_rows[0]);
 	const struct mtd_lb_ops *const *all = mtd_lb_all(&nops);
 
 	for (int k = 0; k < 1024; k++)
 		snprintf(pick_keys[k], sizeof(pick_keys[k]), "user-%d", k * 7919);
 	printf("| strategy | 3 eps | 100 eps | 1000 eps | 10000 eps |\n");
 	printf("|---|---:|---:|---:|---:|\n");
-	for (size_t s = 0; s < nops + nwarm; s++) {
-		const struct mtd_lb_ops *ops = s < nops ? all[s] : mtd_lb_find(warm_rows[s - nops]);
-		bool warming = s >= nops;
+	for (size_t s = 0; s < nops + nwarm + nloaded; s++) {
+		const struct mtd_lb_ops *ops = s < nops           ? all[s]
+		                               : s < nops + nwarm ? mtd_lb_find(warm_rows[s - nops])
+		                                                  : mtd_lb_find(loaded_rows[s - nops - nwarm]);
+		bool warming = s >= nops && s < nops + nwarm, loaded = s >= nops + nwarm;
 
 		if (only != NULL && strcmp(only, ops->name) != 0)
 			continue;
-		printf("| %s%s |", ops->name, warming ? ", every 10th endpoint warming" : "");
+		printf("| %s%s |", ops->name,
+		       warming  ? ", every 10th endpoint warming"
+		       : loaded ? ", 1 to 3 calls in flight on every endpoint"
+		                : "");
 		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 			if (only_n != 0 && sizes[z] != only_n)
 				printf(" |");
 			else
-				printf(" %.0f |", time_cell(ops, sizes[z], calls, warming));
+				printf(" %.0f |", time_cell(ops, sizes[z], calls, warming, loaded));
 		}
 		printf("\n");
 		fflush(stdout);
@@ -400,23 +414,38 @@ static void bench_sim(void)
 
 /* ---- orca ---------------------------------------------------------------- */
 
-/* Heterogeneous backends that report their load: 10 endpoints of 4 slots,
- * exponential service times of 1 ms except one at 2 ms (half the capacity;
- * its latency rises with its load as its queue grows), Poisson arrivals at
- * ORCA_LOAD of the fleet's capacity. Each answer carries an ORCA report of
- * its endpoint's utilization (busy slot time / slots) and completions per
+/* Heterogeneous backends that report their load: 10 endpoints, each a FCFS
+ * server with some slots and exponential service times; endpoint 0 differs
+ * from the nine others (struct orca_fleet), Poisson arrivals at ORCA_LOAD
+ * of the fleet's capacity. Each answer carries an ORCA report of its
+ * endpoint's utilization (busy slot time / slots) and completions per
  * second over the last closed window of ORCA_WINDOW_S (honest figures, a
  * window late), the way a gRPC server's metrics recorder does. Printed per
  * policy, over the steady state (from ORCA_SKIP_S of simulated time on):
  * the utilization of the busiest endpoint over the mean, p50 / p99
- * latency, and the half-capacity endpoint's share. */
-#define ORCA_N        10
-#define ORCA_SLOTS    4
-#define ORCA_CALLS    1000000
-#define ORCA_LOAD     0.8
-#define ORCA_WINDOW_S 0.1
-#define ORCA_BINS     1024 /* windows: the run lasts about 33 s */
-#define ORCA_SKIP_S   5.0  /* figures from then on: the steady state */
+ * latency, and endpoint 0's share. */
+#define ORCA_N         10
+#define ORCA_MAX_SLOTS 16
+#define ORCA_CALLS     1000000
+#define ORCA_LOAD      0.8
+#define ORCA_WINDOW_S  0.1
+#define ORCA_BINS      1024 /* windows: the run lasts about 33 s */
+#define ORCA_SKIP_S    5.0  /* figures from then on: the steady state */
+
+/* Endpoint 0 against the nine others: slots and mean service time each. */
+struct orca_fleet {
+	const char *title;
+	int slots0, slots;
+	double mean0, mean;
+};
+
+static const struct orca_fleet orca_fleets[] = {
+        {"endpoint 0 at half the capacity: 4 slots of 2 ms, the others 4 of 1 ms", 4, 4, 0.002, 0.001},
+        {"endpoint 0 with twice the slots at the same speed: 8 slots of 1 ms, the others 4 of 1 ms", 8, 4, 0.001,
+         0.001},
+        {"endpoint 0 slow per call with many slots, half the capacity: 8 slots of 4 ms, the others 4 of 1 ms", 8, 4,
+         0.004, 0.001},
+};
 
 /* Busy slot time of one endpoint per window: the service [a, b) spread
  * over the windows it covers. */
@@ -430,16 +459,22 @@ static void orca_busy(double *bins, double a, double b)
 	}
 }
 
-static void orca_one(const char *name)
+/* One run's figures (orca_one). */
+struct orca_fig {
+	double max_mean, p50_ms, p99_ms, share0;
+};
+
+static void orca_one(const char *name, const struct orca_fleet *f, uint64_t seed, struct orca_fig *out)
 {
 	static double bins[ORCA_N][ORCA_BINS];
 	const struct mtd_lb_ops *ops = mtd_lb_find(name);
 	double *lat = malloc(ORCA_CALLS * sizeof(*lat));
-	double slot_free[ORCA_N][ORCA_SLOTS], win_done[ORCA_N] = {0}, rep_util[ORCA_N] = {0}, rep_qps[ORCA_N] = {0};
+	double slot_free[ORCA_N][ORCA_MAX_SLOTS], win_done[ORCA_N] = {0}, rep_util[ORCA_N] = {0}, rep_qps[ORCA_N] = {0};
 	double mean[ORCA_N], capacity = 0, lambda, t = 0, next_tick = 1.0;
 	double umax = 0, usum = 0;
+	int slots[ORCA_N];
 	long win = 0, last_win;
-	uint64_t rng = 7;
+	uint64_t rng = seed;
 	size_t sent_slow = 0, sent = 0, nlat = 0;
 	struct mtd_lb_config cfg;
 	struct mtd_lb_picker *p;
@@ -447,8 +482,10 @@ static void orca_one(const char *name)
 	if (lat == NULL || ops == NULL)
 		exit(1);
 	memset(bins, 0, sizeof(bins));
-	for (int i = 0; i < ORCA_N; i++)
-		mean[i] = i == 0 ? 0.002 : 0.001;
+	for (int i = 0; i < ORCA_N; i++) {
+		mean[i] = i == 0 ? f->mean0 : f->mean;
+		slots[i] = i == 0 ? f->slots0 : f->slots;
+	}
 	make_eps(ORCA_N, false);
 	mtd_lb_config_defaults(&cfg, ops);
 	cfg.orca.blackout_ms = 1000; /* the default 10 s is a third of the run */
@@ -458,7 +495,7 @@ static void orca_one(const char *name)
 	memset(slot_free, 0, sizeof(slot_free));
 	heap_len = 0;
 	for (int i = 0; i < ORCA_N; i++)
-		capacity += ORCA_SLOTS / mean[i];
+		capacity += slots[i] / mean[i];
 	lambda = ORCA_LOAD * capacity;
 
 	for (size_t c = 0; c < ORCA_CALLS; c++) {
@@ -474,14 +511,15 @@ static void orca_one(const char *name)
 			/* A window closed: what the reports say from now on. */
 			while ((double)(win + 1) * ORCA_WINDOW_S <= d.t && win + 1 < ORCA_BINS) {
 				for (int i = 0; i < ORCA_N; i++) {
-					rep_util[i] = bins[i][win] / (ORCA_SLOTS * ORCA_WINDOW_S);
+					rep_util[i] = bins[i][win] / (slots[i] * ORCA_WINDOW_S);
 					rep_qps[i] = win_done[i] / ORCA_WINDOW_S;
 					win_done[i] = 0;
 				}
 				win++;
 			}
 			while (next_tick <= d.t) {
-				mtd_lb_tick(p, (int64_t)(next_tick * 1000) + 1000000, (int64_t)(next_tick * 1e9) + 1000000000);
+				mtd_lb_tick(p, (int64_t)(next_tick * 1000) + 1000000,
+				            (int64_t)(next_tick * 1e9) + 1000000000);
 				next_tick += 1.0;
 			}
 			win_done[d.ep]++;
@@ -498,7 +536,7 @@ static void orca_one(const char *name)
 			sent++;
 			sent_slow += e == 0;
 		}
-		for (int s = 1; s < ORCA_SLOTS; s++)
+		for (int s = 1; s < slots[e]; s++)
 			if (slot_free[e][s] < slot_free[e][best])
 				best = s;
 		start = fmax(t, slot_free[e][best]);
@@ -522,27 +560,59 @@ static void orca_one(const char *name)
 
 		for (long k = (long)(ORCA_SKIP_S / ORCA_WINDOW_S); k < last_win && k < ORCA_BINS; k++)
 			b += bins[i][k];
-		u = b / (ORCA_SLOTS * ((double)last_win * ORCA_WINDOW_S - ORCA_SKIP_S));
+		u = b / (slots[i] * ((double)last_win * ORCA_WINDOW_S - ORCA_SKIP_S));
 		umax = fmax(umax, u);
 		usum += u;
 	}
 	qsort(lat, nlat, sizeof(lat[0]), cmp_double);
-	printf("| %s | %.3f | %.2f | %.2f | %.1f %% |\n", name, umax / (usum / ORCA_N), lat[nlat / 2] * 1e3,
-	       lat[nlat * 99 / 100] * 1e3, 100.0 * (double)sent_slow / (double)sent);
-	fflush(stdout);
+	*out = (struct orca_fig){umax / (usum / ORCA_N), lat[nlat / 2] * 1e3, lat[nlat * 99 / 100] * 1e3,
+	                         100.0 * (double)sent_slow / (double)sent};
 	mtd_lb_picker_free(p);
 	free(lat);
 }
+
+/* Every fleet, every policy, ORCA_SEEDS runs each (seeds 7, 8, ...: the
+ * arrivals, service times and random draws; CLIENT_SIDE_WEIGHTED_ROUND_ROBIN's
+ * sequence also starts at a random point): the extremes of max/mean and
+ * p99 over the runs, the means of p50 and the share. ORCA_FLEET=k in the
+ * environment: fleet k only. */
+#define ORCA_SEEDS 5
 
 static void bench_orca(void)
 {
 	static const char *const rows[] = {"ROUND_ROBIN", "LEAST_REQUEST", "PEAK_EWMA",
 	                                   "CLIENT_SIDE_WEIGHTED_ROUND_ROBIN"};
+	const char *only = getenv("ORCA_FLEET");
 
-	printf("| strategy | max/mean utilization | p50 ms | p99 ms | share to the half-capacity one |\n");
-	printf("|---|---:|---:|---:|---:|\n");
-	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-		orca_one(rows[i]);
+	for (size_t k = 0; k < sizeof(orca_fleets) / sizeof(orca_fleets[0]); k++) {
+		const struct orca_fleet *f = &orca_fleets[k];
+		double cap0 = f->slots0 / f->mean0, cap = f->slots / f->mean;
+
+		if (only != NULL && (size_t)atoi(only) != k)
+			continue;
+		printf("%s%s (endpoint 0's share of the capacity: %.1f %%), %d runs\n\n", k > 0 ? "\n" : "", f->title,
+		       100.0 * cap0 / (cap0 + (ORCA_N - 1) * cap), ORCA_SEEDS);
+		printf("| strategy | max/mean utilization | p50 ms | p99 ms | share to endpoint 0 |\n");
+		printf("|---|---:|---:|---:|---:|\n");
+		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+			struct orca_fig lo = {INFINITY, INFINITY, INFINITY, INFINITY}, hi = {0}, sum = {0};
+
+			for (uint64_t seed = 7; seed < 7 + ORCA_SEEDS; seed++) {
+				struct orca_fig r;
+
+				orca_one(rows[i], f, seed, &r);
+				lo.max_mean = fmin(lo.max_mean, r.max_mean);
+				hi.max_mean = fmax(hi.max_mean, r.max_mean);
+				lo.p99_ms = fmin(lo.p99_ms, r.p99_ms);
+				hi.p99_ms = fmax(hi.p99_ms, r.p99_ms);
+				sum.p50_ms += r.p50_ms;
+				sum.share0 += r.share0;
+			}
+			printf("| %s | %.3f to %.3f | %.2f | %.2f to %.2f | %.1f %% |\n", rows[i], lo.max_mean,
+			       hi.max_mean, sum.p50_ms / ORCA_SEEDS, lo.p99_ms, hi.p99_ms, sum.share0 / ORCA_SEEDS);
+			fflush(stdout);
+		}
+	}
 }
 
 /* ---- ring ---------------------------------------------------------------- */

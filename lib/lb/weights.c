@@ -261,24 +261,24 @@ int mtd_lb__warm_cdf_pick(const struct mtd_lb__warm_cdf *c, const struct mtd_lb_
 	int64_t at = atomic_load_explicit(&c->at_ms, memory_order_acquire);
 	uint64_t g, total, r;
 	const _Atomic uint64_t *cum;
-	size_t lo = 0, hi;
+	size_t lo = 0, len = c->n;
 
 	if (at == INT64_MIN || ctx->now_ms < at || ctx->now_ms - at > MTD_LB__WARM_MAX_AGE_MS)
 		return -1;
 	g = atomic_load_explicit(&c->gen, memory_order_acquire);
 	cum = c->cum[g & 1];
-	hi = c->n - 1;
-	total = atomic_load_explicit(&cum[hi], memory_order_relaxed);
+	total = atomic_load_explicit(&cum[c->n - 1], memory_order_relaxed);
 	r = (uint64_t)(u * (double)total);
 	if (r >= total)
 		return -1;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
+	/* The first entry above r, in [lo, lo + len): halved without a
+	 * branch on the data (a conditional move), since random points
+	 * would mispredict about every other step. */
+	while (len > 1) {
+		size_t half = len / 2;
 
-		if (atomic_load_explicit(&cum[mid], memory_order_relaxed) > r)
-			hi = mid;
-		else
-			lo = mid + 1;
+		lo += atomic_load_explicit(&cum[lo + half - 1], memory_order_relaxed) <= r ? half : 0;
+		len -= half;
 	}
 	/* Seqlock reader: the table read is g's unless a tick has since begun
 	 * generation g + 2, the next to reuse it. */

@@ -2,10 +2,13 @@
  * (client_side_wrr.c): the report reader checked against protobuf-c's
  * encoder (an independent implementation of the same proto), base64 as
  * -bin metadata arrives, gRFC A58's weight, blackout and expiration, and
- * the policy's shares, fallbacks, drains and exclusions. */
+ * the policy's shares, fallbacks, drains and exclusions, its pick's
+ * correction by calls in flight and the concurrency scales it learns,
+ * and the pick under threads while the control thread ticks. */
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 
 #include "core/base64.h"
 #include "lb-test.h"
@@ -331,6 +334,243 @@ START_TEST(shares_follow_reported_utilization)
 }
 END_TEST
 
+/* n calls begun on endpoint i and left in flight. */
+static void hold(struct mtd_lb_picker *p, size_t i, int n)
+{
+	for (int k = 0; k < n; k++)
+		mtd_lb_call_begin(p, i);
+}
+
+/* n of endpoint i's calls in flight end (neutral: a cancelled call). */
+static void release(struct mtd_lb_picker *p, size_t i, int n)
+{
+	struct mtd_lb_result res = {.neutral = true};
+
+	for (int k = 0; k < n; k++)
+		mtd_lb_call_end(p, i, &res, 0);
+}
+
+/* picks calls, each begun and ended at once (what is in flight stays):
+ * the calls started per endpoint into counts. */
+static void run_calls(struct mtd_lb_picker *p, struct t_set *s, uint64_t *counts, uint64_t picks)
+{
+	struct mtd_lb_pick_ctx ctx = t_ctx(s);
+	struct mtd_lb_result res = {.ok = true, .latency_us = 100};
+
+	memset(counts, 0, sizeof(counts[0]) * s->n);
+	for (uint64_t k = 0; k < picks; k++) {
+		int i = mtd_lb_pick(p, &ctx);
+
+		ck_assert_int_ge(i, 0);
+		counts[i]++;
+		mtd_lb_call_begin(p, (size_t)i);
+		mtd_lb_call_end(p, (size_t)i, &res, 0);
+	}
+}
+
+/* An endpoint with a queue (calls in flight) is passed over for one
+ * without, whatever the weighted sequence says; without a queue anywhere
+ * the sequence alone picks (the shares above are exact). */
+START_TEST(queued_endpoint_avoided)
+{
+	static struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 3, NULL);
+	p = cswrr(&s, &cfg);
+	for (size_t i = 0; i < 3; i++)
+		answer(p, i, 0.5, 100, 1000);
+	tick(p, 3500);
+	t_count(p, &s, counts, 3000);
+	ck_assert_uint_le((uint64_t)llabs((long long)counts[0] - 1000), 3);
+	/* Endpoint 0 has 50 calls in flight, the others 1 each: it gets a
+	 * call only when all CHOICES draws land on it (its sequence turn
+	 * and three more draws at a third each: 1/81 of the calls), where
+	 * the sequence alone would give it a third. */
+	hold(p, 0, 50);
+	hold(p, 1, 1);
+	hold(p, 2, 1);
+	t_count(p, &s, counts, 8100);
+	ck_assert_uint_lt(counts[0], 300);
+	ck_assert_uint_gt(counts[1], 3000);
+	ck_assert_uint_gt(counts[2], 3000);
+	/* Its queue gone and the others still busy, it is taken on its own
+	 * turns and whenever one of the other turns draws it. */
+	release(p, 0, 50);
+	t_count(p, &s, counts, 3000);
+	ck_assert_uint_gt(counts[0], 2000);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+/* In the blackout (no weights: round robin, gRFC A58) calls in flight
+ * change nothing: the turn is exact. */
+START_TEST(round_robin_ignores_calls_in_flight)
+{
+	static struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 3, NULL);
+	p = cswrr(&s, &cfg);
+	for (size_t i = 0; i < 3; i++)
+		answer(p, i, 0.2 * (double)(i + 1), 100, 1000);
+	tick(p, 1500);
+	hold(p, 0, 50);
+	t_count(p, &s, counts, 3000);
+	ck_assert_uint_eq(counts[0], 1000);
+	ck_assert_uint_eq(counts[1], 1000);
+	ck_assert_uint_eq(counts[2], 1000);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+/* An endpoint that always has more calls in flight than the others for
+ * the same share (it runs more at once) loses every comparison by raw
+ * calls in flight and gets far less than its share; one update period
+ * later its scale has caught up: it gets at least its share. And where
+ * the shares were met, the scales do not move. */
+START_TEST(scales_learnt_from_shares)
+{
+	static struct t_set s;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 2, NULL);
+	p = cswrr(&s, &cfg);
+	answer(p, 0, 0.5, 100, 1000);
+	answer(p, 1, 0.5, 100, 1000);
+	tick(p, 3500);
+	/* Both idle over a period: the shares are exact, nothing moves. */
+	run_calls(p, &s, counts, 4000);
+	ck_assert_uint_le((uint64_t)llabs((long long)counts[0] - 2000), 3);
+	tick(p, 4500);
+	hold(p, 0, 3);
+	hold(p, 1, 1);
+	run_calls(p, &s, counts, 4000);
+	/* 3 against 1 in flight at equal scales: endpoint 0 only when all
+	 * four draws are its (1/16 of its turns). */
+	ck_assert_uint_lt(counts[0], 400);
+	tick(p, 5500);
+	run_calls(p, &s, counts, 4000);
+	ck_assert_uint_ge(counts[0], 2000);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+/* Workers picking with calls in flight (so the comparison runs), ending
+ * them with reports, while the control thread ticks a new update period
+ * each time (weights, scales and the table rewritten under the picks).
+ * Every pick in range and never the drained endpoint; under
+ * ThreadSanitizer (deploy/tsan.sh with TSAN_UNIT=tests/unit/test_lb_orca):
+ * no race. */
+#define TH_WORKERS   4
+#define TH_PICKS     20000
+#define TH_IN_FLIGHT 8
+
+struct th_arg {
+	struct mtd_lb_picker *p;
+	struct t_set *s;
+	unsigned worker;
+	uint64_t counts[T_MAX_EPS];
+	bool bad;
+};
+
+static _Atomic bool th_ticking;
+
+static void *th_worker(void *argp)
+{
+	struct th_arg *a = argp;
+	struct mtd_lb_pick_ctx ctx = {.now_ms = 1000000, .now_ns = 1000000000, .worker = a->worker};
+	uint64_t rng = 0x9e3779b97f4a7c15ULL * (a->worker + 1);
+	int held[TH_IN_FLIGHT];
+	char text[1024];
+	size_t len = encode(text, 0.5, 0, 100, 0, false);
+
+	ctx.rng = &rng;
+	for (int k = 0; k < TH_PICKS; k++) {
+		int i = mtd_lb_pick(a->p, &ctx);
+
+		if (i < 0 || i >= (int)a->s->n || a->s->eps[i].weight <= 0) {
+			a->bad = true;
+			break;
+		}
+		a->counts[i]++;
+		mtd_lb_call_begin(a->p, (size_t)i);
+		if (k >= TH_IN_FLIGHT) {
+			struct mtd_lb_result res = {.ok = true, .latency_us = 100, .now_ns = 2000000000};
+			size_t e = (size_t)held[k % TH_IN_FLIGHT];
+
+			res.orca = (const uint8_t *)text;
+			res.orca_len = len;
+			mtd_lb_call_end(a->p, e, &res, res.now_ns);
+		}
+		held[k % TH_IN_FLIGHT] = i;
+	}
+	for (int k = 0; k < TH_IN_FLIGHT && !a->bad; k++) {
+		struct mtd_lb_result res = {.neutral = true};
+
+		mtd_lb_call_end(a->p, (size_t)held[k], &res, 0);
+	}
+	return NULL;
+}
+
+static void *th_ticker(void *argp)
+{
+	struct mtd_lb_picker *p = argp;
+
+	for (int64_t k = 1; atomic_load(&th_ticking); k++)
+		mtd_lb_tick(p, 1000000, (2000 + k * 1000) * 1000000LL);
+	return NULL;
+}
+
+START_TEST(threads_pick_while_ticking)
+{
+	static struct t_set s;
+	static struct th_arg args[TH_WORKERS];
+	int32_t w[8] = {100, 100, 100, 0, 100, 100, 100, 100};
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *p;
+	pthread_t th[TH_WORKERS], ticker;
+	uint64_t total = 0;
+
+	t_set_init(&s, 8, w);
+	mtd_lb_config_defaults(&cfg, mtd_lb_find("CLIENT_SIDE_WEIGHTED_ROUND_ROBIN"));
+	cfg.orca.blackout_ms = 0;
+	cfg.orca.expiration_ms = INT64_MAX / 4; /* the ticker's clock runs fast */
+	cfg.orca.update_ms = 1000;
+	cfg.n_workers = TH_WORKERS;
+	p = t_picker("CLIENT_SIDE_WEIGHTED_ROUND_ROBIN", &s, &cfg);
+	for (size_t i = 0; i < 8; i++)
+		answer(p, i, 0.1 * (double)(i + 1), 100, 1000);
+	tick(p, 1500);
+	atomic_store(&th_ticking, true);
+	ck_assert_int_eq(pthread_create(&ticker, NULL, th_ticker, p), 0);
+	for (unsigned t = 0; t < TH_WORKERS; t++) {
+		args[t] = (struct th_arg){.p = p, .s = &s, .worker = t};
+		ck_assert_int_eq(pthread_create(&th[t], NULL, th_worker, &args[t]), 0);
+	}
+	for (unsigned t = 0; t < TH_WORKERS; t++)
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+	atomic_store(&th_ticking, false);
+	ck_assert_int_eq(pthread_join(ticker, NULL), 0);
+	for (unsigned t = 0; t < TH_WORKERS; t++) {
+		ck_assert(!args[t].bad);
+		ck_assert_uint_eq(args[t].counts[3], 0);
+		for (size_t i = 0; i < 8; i++)
+			total += args[t].counts[i];
+	}
+	ck_assert_uint_eq(total, (uint64_t)TH_WORKERS * TH_PICKS);
+	for (size_t i = 0; i < 8; i++)
+		ck_assert_int_eq(atomic_load(&s.stats[i].active), 0);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 START_TEST(update_period_and_new_set)
 {
 	static struct t_set s;
@@ -607,6 +847,10 @@ static Suite *orca_suite(void)
 	tcase_add_test(tc, blackout_and_expiration);
 	tcase_add_test(tc, no_state_until_a_report);
 	tcase_add_test(tc, shares_follow_reported_utilization);
+	tcase_add_test(tc, queued_endpoint_avoided);
+	tcase_add_test(tc, round_robin_ignores_calls_in_flight);
+	tcase_add_test(tc, scales_learnt_from_shares);
+	tcase_add_test(tc, threads_pick_while_ticking);
 	tcase_add_test(tc, update_period_and_new_set);
 	tcase_add_test(tc, drained_and_excluded);
 	tcase_add_test(tc, through_the_routing_layer);
