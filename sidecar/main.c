@@ -311,8 +311,10 @@ static void watch_start(struct mtd_control *ctl)
 	bool ok;
 	ctl->config_hash = file_hash(ctl->config_path, &ok);
 	ctl->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (ctl->watch_fd < 0 ||
-	    inotify_add_watch(ctl->watch_fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY) < 0) {
+	/* No IN_MODIFY: it fires on every write(2) to any file of the
+	 * directory, and a log kept open there would wake the control thread
+	 * once per line. A file edited in place is seen when it is closed. */
+	if (ctl->watch_fd < 0 || inotify_add_watch(ctl->watch_fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
 		MTD_WARN("cannot watch %s for changes (%s): reload with SIGHUP", ctl->config_path, strerror(errno));
 		if (ctl->watch_fd >= 0)
 			close(ctl->watch_fd);

@@ -21,6 +21,13 @@ fi
 
 T=$(mktemp -d /tmp/maitred-bench.XXXXXX)
 chmod 755 "$T"
+# h2load's --log-file (a line written per call) goes in a folder of its
+# own, not beside the configs and TLS files in $T: maitred watches their
+# folders, and a file growing there must cost no row anything (maitred
+# used to wake for every write there: one wake-up per call per hop in
+# every phase with a log, only in its rows).
+CALL_LOGS=$T/calls
+mkdir -p "$CALL_LOGS"
 PIDS=()
 cleanup() {
 	local p

@@ -450,9 +450,9 @@ run_load() {
 	fi
 	u0=$(cpu_ticks "$APP_PID"); n0=$(up_stat calls)
 	if [ "$load" = sat ]; then
-		h2load_run "$out" -D "$DUR" --warm-up-time "$WARM" -c "$CLIENTS" -m "$STREAMS" --log-file "$out.log"
+		h2load_run "$out" -D "$DUR" --warm-up-time "$WARM" -c "$CLIENTS" -m "$STREAMS" --log-file "$CALL_LOGS/${out##*/}.log"
 	else
-		h2load_run "$out" -D "$DUR" -c "$RATE_CLIENTS" -m 64 --rps $((load / RATE_CLIENTS)) --log-file "$out.log"
+		h2load_run "$out" -D "$DUR" -c "$RATE_CLIENTS" -m 64 --rps $((load / RATE_CLIENTS)) --log-file "$CALL_LOGS/${out##*/}.log"
 	fi
 	u1=$(cpu_ticks "$APP_PID"); n1=$(up_stat calls)
 	n=$((n1 - n0))
@@ -474,10 +474,10 @@ run_load() {
 	bad=$(h2load_bad "$out"); bad=${bad:-all}
 	put "$load" "$row" failed "$bad"
 	[ "$bad" = 0 ] || note "$row" "$bad failed calls at $load (see $(basename "$out"))"
-	set -- $(quantiles "$out.log")
+	set -- $(quantiles "$CALL_LOGS/${out##*/}.log")
 	put "$load" "$row" p50 "$1"; put "$load" "$row" p90 "$2"
 	put "$load" "$row" p99 "$3"; put "$load" "$row" p999 "$4"
-	rm -f "$out.log"	# large at saturation
+	rm -f "$CALL_LOGS/${out##*/}.log"	# large at saturation
 }
 
 run_row() {

@@ -269,8 +269,8 @@ run_row() {
 
 	# Latency at a fixed moderate rate.
 	h2load_run "$T/$row.rate" -D "$DUR" -c "$RATE_CLIENTS" -m 64 \
-		--rps $((RATE / RATE_CLIENTS)) --log-file "$T/$row.rate.log"
-	set -- $(percentiles "$T/$row.rate.log")
+		--rps $((RATE / RATE_CLIENTS)) --log-file "$CALL_LOGS/$row.rate.log"
+	set -- $(percentiles "$CALL_LOGS/$row.rate.log")
 	R[$row,p50]=$1; R[$row,p99]=$2
 	R[$row,rate]=$(h2load_rps "$T/$row.rate")
 	[ "$(h2load_bad "$T/$row.rate")" = 0 ] || R[$row,note]="${R[$row,note]} rate: $(h2load_bad "$T/$row.rate") failed calls;"

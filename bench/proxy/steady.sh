@@ -137,12 +137,12 @@ run_phase() {
 		PIDS+=($sc)
 	fi
 	h2load_run "$T/$row.$rate" -D "$DUR" -c "$CLIENTS" -m 64 \
-		--rps $((rate / CLIENTS)) --log-file "$T/$row.$rate.log"
+		--rps $((rate / CLIENTS)) --log-file "$CALL_LOGS/$row.$rate.log"
 	b=($(counters $pids)); n1=$(up_stat calls)
 	if [ -n "$sc" ]; then kill -INT "$sc" 2>/dev/null; wait "$sc" 2>/dev/null; fi
 	c0=$((a[0] + a[1])); c1=$((b[0] + b[1])); n=$((n1 - n0))
 	[ "$(h2load_bad "$T/$row.$rate")" = 0 ] || { log "$row @$rate: $(h2load_bad "$T/$row.$rate") failed calls"; KEEP=1; }
-	set -- $(quantiles "$T/$row.$rate.log")
+	set -- $(quantiles "$CALL_LOGS/$row.$rate.log")
 	ALL[$rate,$row,p50]+="$1 "; ALL[$rate,$row,p90]+="$2 "
 	ALL[$rate,$row,p99]+="$3 "; ALL[$rate,$row,p999]+="$4 "
 	if [ -n "$pids" ] && [ $((n1 - n0)) -gt 0 ]; then

@@ -296,9 +296,15 @@ static void watch_dirs(struct mtd_certwatch *cw)
 			char dir[4096];
 			const char *slash = strrchr(f, '/');
 			snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - f + 1) : 1, slash ? f : ".");
-			/* The same directory twice is one watch (the kernel's). */
-			if (inotify_add_watch(cw->ifd, dir,
-			                      IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY | IN_DELETE) < 0)
+			/* The same directory twice is one watch (the kernel's).
+			 * A file is new once written and closed, renamed or
+			 * linked into place, or removed; not IN_MODIFY, which
+			 * fires on every write(2) to any file of the directory:
+			 * a log kept open beside the certificates (a benchmark's
+			 * per-call log, the app's) woke this thread once per
+			 * line it wrote. The 10 s check sees a writer that never
+			 * closes. */
+			if (inotify_add_watch(cw->ifd, dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE) < 0)
 				MTD_WARN("cannot watch %s for TLS file changes (%s): they are read every %d s", dir,
 				         strerror(errno), PERIOD_S);
 		}

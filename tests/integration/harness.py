@@ -223,6 +223,29 @@ def port_in_use(port):
         s.close()
 
 
+def wakeups(pid):
+    """How many times the main thread of process `pid` (maitred's control
+    thread) has slept and been woken since it started: its
+    voluntary_ctxt_switches. A count, not a time."""
+    with open("/proc/%d/task/%d/status" % (pid, pid)) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches for %d" % pid)
+
+
+def grow_log(path, lines):
+    """What a busy neighbour of maitred's files does, a log: one file kept
+    open, a line written and flushed at a time, a millisecond apart (so
+    that a thread woken by each write would wake for each, and a test
+    counting wake-ups can fail)."""
+    with open(path, "w") as f:
+        for i in range(lines):
+            f.write("line %d\n" % i)
+            f.flush()
+            time.sleep(0.001)
+
+
 def wait_until(pred, limit, what, step=0.05):
     """Poll pred() until true; raise AssertionError after `limit` seconds."""
     end = time.monotonic() + limit

@@ -31,8 +31,8 @@ import test_calls
 import test_conformance
 import test_deadline_cancel
 import test_metadata
-from harness import (MaitredTest, maitred_only, needs_h2, pb, pb_grpc, call_id, free_port, port_accepts,
-                     wait_until, CALL_LIMIT, START_LIMIT, CHANNEL_OPTIONS, SLOW)
+from harness import (MaitredTest, grow_log, maitred_only, needs_h2, pb, pb_grpc, call_id, free_port, port_accepts,
+                     wait_until, wakeups, CALL_LIMIT, START_LIMIT, CHANNEL_OPTIONS, SLOW)
 
 NS = "spiffe://cluster.local/ns/shop/sa/"
 CART = NS + "cart"                # the client side's identity (A)
@@ -674,6 +674,27 @@ class Rotation(Mesh):
             t.join(CALL_LIMIT)
         self.assertEqual(failures, [])
         self.assertEqual(metric(self.scrape(b), "maitred_tls_reloads_total", files=label, result="ok"), 1)
+
+    @maitred_only
+    def test_a_log_growing_beside_the_certificates_wakes_nothing(self):
+        # A file kept open in the certificates' directory and written line
+        # by line (a log) is no rotation: the control thread sleeps through
+        # its writes (watched for IN_MODIFY, it woke once per line), and a
+        # rotation after it is still seen.
+        lines = 300
+        app = self.start_upstream("app")
+        cert, key = self.copy_pair(self.server_cert, self.server_key, "b")
+        b, addr = self.start_server_side(app, self.allow_cart(), cert=cert, key=key)
+        before = wakeups(b.proc.pid)
+        grow_log(os.path.join(os.path.dirname(cert), "app.log"), lines)
+        woke = wakeups(b.proc.pid) - before
+        self.assertLess(woke, lines // 3, "the control thread woke %d times for %d lines written beside its "
+                        "certificates" % (woke, lines))
+        new_cert, new_key = self.ca.leaf("cart-server", uri=SERVER, serial=4545)
+        self.replace(cert, new_cert)
+        self.replace(key, new_key)
+        wait_until(lambda: self.reloaded(b, "inbound " + addr), CALL_LIMIT, "the rotation after the log")
+        self.assertEqual(self.presented(b.inbound_port), der_of(new_cert))
 
     @maitred_only
     def test_half_written_pair_is_ignored_with_one_warning(self):
