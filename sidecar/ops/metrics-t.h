@@ -39,6 +39,13 @@ enum mtd_mx_policy {
 	MTD_MX_MIRROR_REROUTED,     /* its endpoint left the mirror entry (never re-routed) */
 	MTD_MX_MIRROR_NO_MEMORY,    /* out of memory making it */
 	MTD_MX_MIRROR_SHUTDOWN,     /* still running when its worker stopped */
+	/* Calls that waited for their service's first endpoint set
+	 * (call/park.c), those whose wait ended at their deadline or at
+	 * discovery.initial_wait, and those refused a wait (the worker's
+	 * MTD_CALL_PARKED_MAX waiting already). */
+	MTD_MX_FIRST_WAITED,
+	MTD_MX_FIRST_WAIT_EXPIRED,
+	MTD_MX_FIRST_WAIT_FULL,
 	MTD_MX_POLICY_N
 };
 

@@ -250,6 +250,18 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 	         MTD_MX_MIRROR_FAILED},
 	        {"maitred_mirror_cancelled_total", "mirror: copies still running when the primary ended, cancelled.",
 	         MTD_MX_MIRROR_CANCELLED},
+	        {"maitred_first_endpoints_waits_total",
+	         "Calls that waited for their service's first endpoint set, its source not answered yet "
+	         "(discovery.initial_wait).",
+	         MTD_MX_FIRST_WAITED},
+	        {"maitred_first_endpoints_wait_expired_total",
+	         "Calls whose wait for their service's first endpoint set ended at their deadline "
+	         "(DEADLINE_EXCEEDED) or at discovery.initial_wait (UNAVAILABLE).",
+	         MTD_MX_FIRST_WAIT_EXPIRED},
+	        {"maitred_first_endpoints_wait_refused_total",
+	         "Calls refused a wait for their service's first endpoints (UNAVAILABLE at once): their worker had "
+	         "4096 calls waiting already.",
+	         MTD_MX_FIRST_WAIT_FULL},
 	};
 	for (size_t f = 0; f < sizeof(policy_families) / sizeof(policy_families[0]); f++) {
 		mtd_prom_family(b, policy_families[f].name, "counter", policy_families[f].help);

@@ -1303,6 +1303,7 @@ struct seam *seam_new(const char *yaml)
 	w->rt = s->ctl.rt;
 	LIST_INIT(&w->pools);
 	LIST_INIT(&w->bg_calls);
+	LIST_INIT(&w->parked);
 	LIST_INIT(&w->lingering);
 	w->listen_fd = -1;
 	w->timer_fd = -1;
