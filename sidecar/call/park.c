@@ -54,7 +54,8 @@ static void wait_over(struct mtd_timer *t)
 	if (call->deadline_ns && now >= call->deadline_ns)
 		mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED,
 		              "deadline exceeded (%lld ms) waiting for the first endpoints of service %s: %s",
-		              (long long)((call->deadline_ns - call->start_ns) / 1000000), svc->cfg->name, awaited(svc));
+		              (long long)((call->deadline_ns - call->start_ns) / 1000000), svc->cfg->name,
+		              awaited(svc));
 	else
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
 		              "service %s has no endpoint: %s (the call waited %lld ms for the first ones, "
@@ -73,8 +74,9 @@ bool mtd_call_park(struct mtd_call *call)
 	    !call->down || call->down_closed)
 		return false;
 	if (w->draining) {
-		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service %s has no endpoint: %s (maitred is draining: no wait)",
-		              svc->cfg->name, awaited(svc));
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+		              "service %s has no endpoint: %s (maitred is draining: no wait)", svc->cfg->name,
+		              awaited(svc));
 		return true;
 	}
 	if (w->n_parked >= MTD_CALL_PARKED_MAX) {

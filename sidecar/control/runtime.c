@@ -1153,10 +1153,9 @@ struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool
 	/* A new message is the source's word: an error (an answer), or what
 	 * it still waits for; the same set otherwise keeps prev's. */
 	enum rt_await aw = !set_unavailable ? AWAIT_AS_PREV : waiting ? AWAIT_WAITING : AWAIT_ANSWERED;
-	struct mtd_rt_service *s =
-	        service_rebuilt(cur, prev, ctl->n_workers,
-	                        (struct build){.set_unavailable = set_unavailable, .unavailable = reason, .awaiting = aw},
-	                        err, errlen);
+	struct mtd_rt_service *s = service_rebuilt(
+	        cur, prev, ctl->n_workers,
+	        (struct build){.set_unavailable = set_unavailable, .unavailable = reason, .awaiting = aw}, err, errlen);
 	if (!s)
 		return NULL;
 	struct mtd_runtime *rt = replace_service(ctl, si, s);
