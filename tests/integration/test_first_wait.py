@@ -213,6 +213,34 @@ class FirstWaitTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_past_4096_waiting_calls_a_call_fails_at_once_naming_the_cap(self):
+        """A client cannot grow maitred without bound by opening calls to a
+        service that never answers: past 4,096 waiting calls on a worker
+        (one here), a call fails at once; the waiting ones wait on."""
+        self.server.start()
+        m, _ = self.start()
+        clients = [H2Client(m.port) for _ in range(5)]
+        for c in clients:
+            self.addCleanup(c.close)
+            c.pump(lambda: c.conn.remote_settings.max_concurrent_streams > 1000, 5)
+        msg = pb.EchoRequest().SerializeToString()
+        for i, c in enumerate(clients):
+            for _ in range(1000 if i < 4 else 96):
+                c.call(PATH, messages=[msg])
+        wait_until(lambda: waits(self.admin) >= 4096, WAIT, "4,096 calls waiting")
+        last = clients[-1]
+        sid = last.call(PATH, messages=[msg])
+        code, text = status_of(last.wait(sid))
+        self.assertEqual(code, "14", text)  # UNAVAILABLE, at once
+        self.assertIn("4096 calls of this worker wait for first endpoints already", text)
+        self.assertIn("xds: waiting for cluster " + SVC, text)
+        self.assertEqual(waits(self.admin), 4096)
+        self.assertEqual(total(self.admin, "maitred_first_endpoints_wait_refused_total"), 1)
+        self.assertFalse(any(st.done for c in clients for s_id, st in c.streams.items() if s_id != sid),
+                         "a waiting call ended")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_reload_that_removes_the_service_ends_its_waiting_calls(self):
         up = self.start_upstream("a")
         self.server.start()
