@@ -19,7 +19,7 @@ import urllib.parse
 
 import grpc
 
-from harness import maitred_only, pb, free_port, wait_until, CALL_LIMIT
+from harness import maitred_only, pb, free_port, wait_until, CALL_LIMIT, STOP_LIMIT
 from h2raw import H2Client, grpc_frame
 from test_admin import admin_request, samples
 from test_etcd import Load
@@ -260,8 +260,10 @@ class FirstWaitTest(XdsBase):
 
     @maitred_only
     def test_a_drain_ends_the_waiting_calls_at_once(self):
+        """The calls would wait an hour: the drain ends them, and maitred
+        exits (its drain_timeout, 5 s, is not what ends them)."""
         self.server.start()
-        m, cfg = self.start()
+        m, cfg = self.start(initial_wait="3600s")
         stub = self.echo(m)
         calls = self.futures(stub, 3)
         wait_until(lambda: waits(self.admin) >= 3, WAIT, "three calls waiting")
@@ -271,7 +273,10 @@ class FirstWaitTest(XdsBase):
                 f.result(timeout=CALL_LIMIT)
             self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
             self.assertIn("maitred is draining", e.exception.details())
-        self.stop_maitred(m)
+        m.proc.checked = True
+        rc = m.proc.wait(STOP_LIMIT)
+        self.assertEqual(rc, 0, "maitred exited %s after SIGTERM" % rc)
+        self.assertEqual(m.proc.sanitizer_report(), [])
 
 
 class FirstWaitRoutesTest(XdsBase):
@@ -304,6 +309,14 @@ class FirstWaitRoutesTest(XdsBase):
         # answer lacks it, the calls routed there wait.
         self.server.set("route", [xds.route_config("routes-1", [xds.route_to("cluster-c", prefix="")])])
         wait_until(lambda: waits(self.admin) >= 1, WAIT, "a call waiting for cluster-c")
+        # One whose deadline comes first ends naming what it waited for.
+        h2 = H2Client(m.port)
+        self.addCleanup(h2.close)
+        sid = h2.call(PATH, messages=[pb.EchoRequest().SerializeToString()], timeout_header="200m")
+        code, text = status_of(h2.wait(sid))
+        self.assertEqual(code, "4", text)  # DEADLINE_EXCEEDED
+        self.assertIn("waiting for the first endpoints of service cluster-c: xds: waiting for cluster cluster-c",
+                      text)
         self.server.set("cluster", [cluster("cluster-a"), cluster("cluster-c")])
         self.server.set("endpoint", [assignment("cluster-a", [locality([("127.0.0.1", a.port)], zone="z1")]),
                                      assignment("cluster-c", [locality([("127.0.0.1", c.port)], zone="z1")])])
