@@ -928,7 +928,8 @@ static void on_endpoints(struct mtd_xds *x, const Envoy__Service__Discovery__V3_
 			struct xds_cla *e = find_cla(x, name);
 			if (e != NULL) {
 				set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
-				e->dirty = e->cla == NULL; /* none to keep: its services hear of it */
+				if (e->cla == NULL)
+					e->dirty = true; /* none to keep: its services hear of the refusal */
 			}
 			continue;
 		}

@@ -183,6 +183,20 @@ class FirstWaitTest(XdsBase):
                 f.result(timeout=CALL_LIMIT)
             self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
             self.assertIn("xds: refused cluster " + SVC, e.exception.details())
+            self.assertIn("lb_policy", e.exception.details())
+        # A good cluster: calls wait for its endpoints; a refused first
+        # assignment ends them too.
+        self.server.set("cluster", [cluster(SVC)])
+        self.server.wait_for(lambda log: any(r["type_url"] == xds.EDS for r in log), WAIT, "the EDS request")
+        calls = self.futures(stub, 2)
+        wait_until(lambda: waits(self.admin) >= 4, WAIT, "two calls waiting for the endpoints")
+        self.server.set("endpoint", [assignment(SVC, [locality([xds.lb_endpoint("a.example", 1)])])])
+        for f in calls:
+            with self.assertRaises(grpc.RpcError) as e:
+                f.result(timeout=CALL_LIMIT)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            self.assertIn("xds: refused the endpoints of cluster " + SVC, e.exception.details())
+            self.assertIn("is not a numeric IP", e.exception.details())
         self.stop_maitred(m)
 
     @maitred_only
