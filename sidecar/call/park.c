@@ -26,6 +26,7 @@ static void list_parked(struct mtd_call *call)
 	struct mtd_worker *w = call->w;
 	LIST_INSERT_HEAD(&w->parked, call, park_link);
 	w->n_parked++;
+	mtd_metrics_parked(w->id, w->n_parked);
 	call->state = MTD_CALL_PARKED;
 }
 
@@ -37,6 +38,7 @@ void mtd_call_unpark(struct mtd_call *call)
 	/* The link's words are the call's inline tried/refused bitmaps. */
 	call->tried_inline = call->refused_inline = 0;
 	call->w->n_parked--;
+	mtd_metrics_parked(call->w->id, call->w->n_parked);
 	call->state = MTD_CALL_RUNNING;
 }
 
@@ -149,6 +151,7 @@ void mtd_call_parked_swap(struct mtd_worker *w)
 		}
 		wake(call);
 	}
+	mtd_metrics_parked(w->id, w->n_parked);
 }
 
 void mtd_call_parked_fail_all(struct mtd_worker *w)

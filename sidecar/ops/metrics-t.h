@@ -89,6 +89,7 @@ struct mtd_mx_worker {
 	/* Calls that never reached a service (bad :path, unknown service). */
 	_Atomic uint64_t unrouted_by_code[MTD_MX_CODES];
 	_Atomic uint64_t access_logged; /* access-log lines written */
+	_Atomic uint64_t parked;        /* calls waiting for a first endpoint set now (call/park.c) */
 };
 
 /* Per endpoint, shared by the workers (multi-writer atomics; connection

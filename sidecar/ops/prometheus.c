@@ -931,6 +931,13 @@ static void render_process(struct mtd_abuf *b, const struct mtd_mx_process *p)
 		logged += ld(&mtd_mx_workers[w].access_logged);
 	mtd_prom_family(b, "maitred_access_log_lines_total", "counter", "Access-log lines written.");
 	mtd_prom_sample_u64(b, "maitred_access_log_lines_total", NULL, NULL, NULL, 0, logged);
+	uint64_t parked = 0;
+	for (unsigned w = 0; w < mtd_mx_n_workers; w++)
+		parked += ld(&mtd_mx_workers[w].parked);
+	mtd_prom_family(b, "maitred_first_endpoints_waiting", "gauge",
+	                "Calls waiting now for their service's first endpoint set (discovery.initial_wait; at most "
+	                "4096 per worker).");
+	mtd_prom_sample_u64(b, "maitred_first_endpoints_waiting", NULL, NULL, NULL, 0, parked);
 	mtd_prom_family(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
 	mtd_prom_sample_u64(b, "process_resident_memory_bytes", NULL, NULL, NULL, 0, rss_bytes());
 	mtd_prom_family(b, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.");

@@ -79,10 +79,12 @@ class FirstWaitTest(XdsBase):
         wait_until(lambda: waits(self.admin) >= 8, WAIT, "two more calls waiting, for the endpoints")
         for f in calls + more:
             self.assertFalse(f.done(), "a call ended before its service had endpoints")
+        self.assertEqual(total(self.admin, "maitred_first_endpoints_waiting"), 8)
         self.server.set("endpoint", [assignment(SVC, [locality([("127.0.0.1", up.port)])])])
         for i, f in enumerate(calls + more):
             r = f.result(timeout=CALL_LIMIT)
             self.assertEqual(r.instance, "a")
+        self.assertEqual(total(self.admin, "maitred_first_endpoints_waiting"), 0)
         self.assertEqual(total(self.admin, "maitred_first_endpoints_wait_expired_total"), 0)
         self.stop_maitred(m)
 
@@ -218,8 +220,10 @@ class FirstWaitTest(XdsBase):
         for sid in s1:
             c1.reset(sid)
         c2.close()
-        # A reset call's end is in the access figures: the calls ended.
+        # A reset call's end is in the access figures: the calls ended, and
+        # none waits any more.
         wait_until(lambda: total(self.admin, "maitred_calls_total") >= 80, WAIT, "the calls' ends counted")
+        wait_until(lambda: total(self.admin, "maitred_first_endpoints_waiting") == 0, WAIT, "no call waiting")
         self.serve([up])
         stub = self.echo(m)
         self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "a")

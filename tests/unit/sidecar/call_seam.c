@@ -593,6 +593,11 @@ void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
 		seam_mx.policy_by[what]++;
 }
 
+void mtd_metrics_parked(unsigned worker, uint32_t n)
+{
+	seam_mx.parked = n;
+}
+
 void mtd_metrics_guard_cut(const char *service, const char *method, const char *group)
 {
 	seam_mx.guard_cuts++;

@@ -92,6 +92,7 @@ struct seam_mx {
 	unsigned policy;        /* traffic policy events (rate limited, injected, mirrored) */
 	unsigned policy_by[32]; /* the same by enum mtd_mx_policy */
 	unsigned guard_cuts;    /* split.guard cuts (seam_runtime_tick) */
+	unsigned parked;        /* the worker's calls waiting for a first set, as last published */
 	unsigned hedge_samples; /* hedge_delay AUTO's samples, and the last one (us) */
 	int64_t hedge_sample_us;
 	char last_ep[64]; /* the endpoint the last call's access line names ("-": none) */

@@ -2218,6 +2218,7 @@ START_TEST(a_parked_call_proceeds_on_the_first_set)
 	ck_assert_ptr_nonnull(call);
 	ck_assert_int_eq(call->state, MTD_CALL_PARKED);
 	ck_assert_uint_eq(w->n_parked, 1);
+	ck_assert_uint_eq(seam_mx.parked, 1);
 	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_FIRST_WAITED], 1);
 	ck_assert(!cs->closed);
 	/* The body that comes meanwhile is held, not consumed. */
@@ -2232,6 +2233,7 @@ START_TEST(a_parked_call_proceeds_on_the_first_set)
 	 * the swap's turn (the ready list). */
 	seam_set_endpoints(s, 0, ONLY_A, 1);
 	ck_assert_uint_eq(w->n_parked, 0);
+	ck_assert_uint_eq(seam_mx.parked, 0);
 	ck_assert_int_eq(call->state, MTD_CALL_RUNNING);
 	ck_assert_ptr_eq(call->hold->rt, w->rt);
 	ck_assert(call->next_due);
@@ -2362,6 +2364,7 @@ START_TEST(a_parked_call_cancelled_or_gone_is_freed_and_never_woken)
 	seam_set_endpoints(s, 0, ONLY_A, 1);
 	seam_end_turn(s);
 	ck_assert_uint_eq(seam_worker(s)->n_parked, 0);
+	ck_assert_uint_eq(seam_mx.parked, 0);
 	seam_run(s);
 	ck_assert_uint_eq(seam_streams(s, NULL), 0);
 	ck_assert_uint_eq(seam_live_blocks(), 0);
