@@ -20,6 +20,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/call/trace.h sidecar/call/trace.c \
 	sidecar/call/failback.h sidecar/call/failback.c \
 	sidecar/call/policy.h sidecar/call/policy.c \
+	sidecar/call/park.h sidecar/call/park.c \
 	sidecar/call/mirror.h sidecar/call/mirror.c \
 	sidecar/call/fault_mode-t.h sidecar/call/mode/mode.h sidecar/call/mode/registry.c \
 	sidecar/call/mode/failfast.c sidecar/call/mode/failover.c sidecar/call/mode/failsafe.c \
@@ -121,7 +122,7 @@ tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
 	sidecar/turn.c sidecar/worker_turn.c \
 	sidecar/call/call.c sidecar/call/down_port.c sidecar/call/inbound_call.c \
 	sidecar/call/attempt.c sidecar/call/attempt_stream.c sidecar/call/relay.c sidecar/call/policy.c \
-	sidecar/call/mirror.c sidecar/call/trace.c \
+	sidecar/call/mirror.c sidecar/call/trace.c sidecar/call/park.c \
 	sidecar/call/failback.c sidecar/call/headers.c sidecar/call/mode/registry.c sidecar/call/mode/failfast.c \
 	sidecar/call/mode/failover.c sidecar/call/mode/failsafe.c sidecar/call/mode/failback.c \
 	sidecar/call/mode/forking.c sidecar/call/mode/broadcast.c \

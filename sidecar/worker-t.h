@@ -20,6 +20,7 @@ struct mtd_runtime;
 struct mtd_rt_hold;
 struct mtd_conn;
 struct mtd_pool;
+struct mtd_call;
 struct mtd_call_bg;
 struct mtd_in_worker;
 struct mtd_down_port;
@@ -82,6 +83,10 @@ struct mtd_worker {
 	 * stack of the failure that asked for it. */
 	struct mtd_call **ready;
 	uint32_t n_ready, ready_cap;
+	/* Calls waiting for their service's first endpoint set (call/park.c),
+	 * held by their client's stream; at most MTD_CALL_PARKED_MAX. */
+	LIST_HEAD(, mtd_call) parked;
+	uint32_t n_parked;
 	struct mtd_rt_hold *unhold_later; /* holds with users to drop at the reap */
 	/* Holds alive: the current one and the retired ones calls still use
 	 * (turn.c mtd_worker_hold_new ... mtd_worker_hold_release). */

@@ -30,6 +30,7 @@
 #include "sidecar/io/conn.h"
 #include "sidecar/io/downstream.h"
 #include "sidecar/call/down_port.h"
+#include "sidecar/call/park.h"
 #include "sidecar/io/inbound.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/upstream.h"
@@ -178,6 +179,8 @@ static void drain(struct mtd_worker *w)
 	close(w->listen_fd);
 	w->listen_fd = -1;
 	mtd_inbound_worker_drain(w);
+	/* No call waits for a first endpoint set through a drain. */
+	mtd_call_parked_fail_all(w);
 	struct mtd_conn *c, *next;
 	for (c = LIST_FIRST(&w->downs); c; c = next) {
 		next = LIST_NEXT(c, link);
@@ -232,6 +235,7 @@ struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int liste
 	w->rt = rt;
 	LIST_INIT(&w->pools);
 	LIST_INIT(&w->bg_calls);
+	LIST_INIT(&w->parked);
 	LIST_INIT(&w->lingering);
 	w->listen_fd = listen_fd;
 	w->timer_fd = -1;

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "sidecar/call/call.h"
 #include "sidecar/call/failback.h"
+#include "sidecar/call/park.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/inbound.h"
@@ -100,6 +101,8 @@ int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
 	LIST_FOREACH(p, &w->pools, link)
 		if (!p->retired && atomic_load_explicit(&p->ep->last_gen, memory_order_relaxed) < rt->gen)
 			mtd_pool_retire(p);
+	/* Calls waiting for a first endpoint set look at this one. */
+	mtd_call_parked_swap(w);
 	mtd_worker_hold_retire(w, old);
 	return 0;
 }

@@ -168,6 +168,17 @@ void mtd_cfg__build_source(struct builder *b, const PbService *m, const char *pa
 		     n);
 		return;
 	}
+	if (dm != NULL) {
+		out->initial_wait_ms = mtd_cfg__dur_ms(b, dm->initial_wait, MTD_CFG_INITIAL_WAIT_MS, ZERO_ALLOWED,
+		                                       mtd_cfg__at(b, dm, "initial_wait", m),
+		                                       mtd_cfg__sub(p, sizeof(p), dpath, "initial_wait"));
+		if (out->initial_wait_ms > MTD_CFG_INITIAL_WAIT_MAX_MS) {
+			BERR(mtd_cfg__at(b, dm, "initial_wait", m), mtd_cfg__sub(p, sizeof(p), dpath, "initial_wait"),
+			     "must be at most 1h (calls past it fail UNAVAILABLE; a client's deadline ends them "
+			     "sooner)");
+			out->initial_wait_ms = MTD_CFG_INITIAL_WAIT_MS;
+		}
+	}
 	if (dm == NULL) {
 		out->source = MTD_CFG_SOURCE_STATIC;
 	} else if (dm->etcd != NULL) {

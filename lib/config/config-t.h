@@ -20,6 +20,10 @@
 #define MTD_CFG_FIELD_PATH_MAX 8
 /* inbound listeners at most (a call keeps 1 + its listener's index in a byte) */
 #define MTD_CFG_INBOUND_MAX 16
+/* discovery.initial_wait: its default (Envoy's initial_fetch_timeout) and
+ * its largest value. */
+#define MTD_CFG_INITIAL_WAIT_MS     15000
+#define MTD_CFG_INITIAL_WAIT_MAX_MS 3600000
 
 struct mtd_cfg_addr {
 	char *text; /* as written: "127.0.0.1:50051" */
@@ -196,6 +200,10 @@ struct mtd_cfg_service {
 	struct mtd_cfg_etcd *etcd;          /* source ETCD, else NULL */
 	struct mtd_cfg_dns *dns;            /* source DNS, else NULL */
 	char *xds_cluster;                  /* source XDS: the CDS cluster name, else NULL */
+	/* discovery.initial_wait: how long a call may wait for the first
+	 * endpoint set of a source that has not answered yet (0 = not at
+	 * all; STATIC: 0). */
+	int64_t initial_wait_ms;
 	/* Not in the file: created for a cluster a control plane's route
 	 * names (mtd_cfg_with_xds_services), named after it; such services
 	 * come last among the first n_routed. */

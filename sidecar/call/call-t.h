@@ -87,6 +87,9 @@ enum mtd_call_state {
 	MTD_CALL_HEADERS,  /* reading the request headers */
 	MTD_CALL_WAIT_KEY, /* hashing a message field: waiting for message 1 */
 	MTD_CALL_RUNNING,  /* attempts going on (or a retry waiting), relaying */
+	/* Routed to a service whose source has not answered yet: no attempt,
+	 * on its worker's parked list until the first set (park.c). */
+	MTD_CALL_PARKED,
 	MTD_CALL_DONE,     /* response finished or failed; draining streams */
 };
 
@@ -151,8 +154,16 @@ struct mtd_call {
 	struct mtd_rt_load *load;             /* counted in load->calls (reference held), or NULL */
 	/* Endpoints this call failed on, and those that refused it (gRPC
 	 * transparent retry: once per endpoint); bitmaps over the service's
-	 * endpoints: inline up to 64, else allocated (tried, then refused). */
-	uint64_t tried_inline, refused_inline;
+	 * endpoints: inline up to 64, else allocated (tried, then refused).
+	 * Before its first pick (tried NULL) a call has no use for the
+	 * inline words: while PARKED they are its link in its worker's
+	 * parked list (park.c), zeroed again when it leaves it. */
+	union {
+		struct {
+			uint64_t tried_inline, refused_inline;
+		};
+		LIST_ENTRY(mtd_call) park_link;
+	};
 	uint64_t *tried, *refused;
 	uint32_t n_tried;
 	enum mtd_grpc_status last_status; /* the status last_failure goes with */

@@ -40,6 +40,7 @@
 #include "sidecar/call/headers.h"
 #include "sidecar/call/mirror.h"
 #include "sidecar/call/mode/mode.h"
+#include "sidecar/call/park.h"
 #include "sidecar/call/policy.h"
 #include "sidecar/call/relay.h"
 #include "sidecar/call/trace.h"
@@ -379,6 +380,7 @@ static void cancel_attempts(struct mtd_call *call)
 void mtd_call_settle(struct mtd_call *call)
 {
 	mtd_worker_timer_disarm(call->w, &call->deadline);
+	mtd_call_unpark(call); /* off its worker's parked list, whatever ended it */
 	call->state = MTD_CALL_DONE;
 	cancel_attempts(call);
 }
@@ -441,6 +443,16 @@ static void on_deadline(struct mtd_timer *t)
 	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, deadline);
 	mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED, "deadline exceeded (%lld ms)",
 	              (long long)((call->deadline_ns - call->start_ns) / 1000000));
+}
+
+int mtd_call_arm_deadline(struct mtd_call *call)
+{
+	if (!call->deadline_ns) {
+		mtd_worker_timer_disarm(call->w, &call->deadline);
+		return 0;
+	}
+	int64_t left = call->deadline_ns - mtd_now_ns();
+	return mtd_worker_timer_arm(call->w, &call->deadline, on_deadline, left > 0 ? left : 0);
 }
 
 /* ---- picking ----------------------------------------------------------- */
@@ -667,6 +679,10 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		              hk->kind == MTD_CFG_HASH_HEADER ? hk->header : "field");
 		return;
 	}
+	/* No endpoint because its source has not answered yet: the call
+	 * waits for the first set (park.h), whatever its mode. */
+	if (svc->n_eps == 0 && !hedge && mtd_call_park(call))
+		return;
 	if (!call->tried) {
 		size_t words = (svc->n_eps + 63) / 64;
 		if (words <= 1) {
@@ -900,6 +916,18 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp, struct
 	return true;
 }
 
+/* Route the call by its :path again (checked when it started) on the
+ * worker's current snapshot; false when no service has that name any more. */
+static bool route_by_path(struct mtd_call *call)
+{
+	nghttp2_nv path_buf;
+	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
+	struct mtd_route_path rp;
+	struct mtd_policy_xroute xr;
+	return path && mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) >= 0 &&
+	       route(call, &rp, &xr);
+}
+
 /* Route a call again (a re-send, or its endpoint gone while it waited) on
  * the worker's current snapshot. Its :path was checked when it started;
  * false when no service has that name any more, the call failed so. */
@@ -910,16 +938,19 @@ static bool route_again(struct mtd_call *call)
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "mirror copy: its endpoint left the mirror entry");
 		return false;
 	}
-	nghttp2_nv path_buf;
-	const nghttp2_nv *path = mtd_headers_find(&call->req_hdrs, ":path", &path_buf);
-	struct mtd_route_path rp;
-	struct mtd_policy_xroute xr;
-	if (!path || mtd_route_parse_path((const char *)path->value, path->valuelen, &rp) < 0 ||
-	    !route(call, &rp, &xr)) {
+	if (!route_by_path(call)) {
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service no longer in maitred's config");
 		return false;
 	}
 	return true;
+}
+
+bool mtd_call_route_current(struct mtd_call *call)
+{
+	/* What this turn read of the old snapshot stays valid until its end. */
+	mtd_worker_unhold_later(call->w, call->hold);
+	call->hold = NULL;
+	return route_by_path(call);
 }
 
 /* The call's first pick, once routed and past its policy. */

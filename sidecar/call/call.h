@@ -95,6 +95,15 @@ void mtd_call_down_closed_later(struct mtd_call *call, uint32_t error_code);
  * engine's side of its client's close, else its next attempt; then let
  * the list's holds go. */
 void mtd_call_run_ready(struct mtd_worker *w);
+/* Arm the call's deadline timer at call->deadline_ns (none: disarmed),
+ * the call's own callback (DEADLINE_EXCEEDED): a timer a waiting call
+ * moved earlier goes back (park.c). 0, or -ENOMEM. */
+int mtd_call_arm_deadline(struct mtd_call *call);
+/* Route a call that has no attempt again by its :path on the worker's
+ * current snapshot (call->svc, method, fault, xroute), the snapshot it
+ * held let go at the end of the turn. false when no service has that
+ * name any more (nothing failed: call->svc NULL, the caller ends it). */
+bool mtd_call_route_current(struct mtd_call *call);
 /* Attempt a waits in a retired pool (its endpoint was removed): cancel it
  * (nobody is blamed) and start the call anew on the worker's current
  * snapshot. */

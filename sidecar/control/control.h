@@ -9,6 +9,7 @@
 #ifndef MTD_CONTROL_H
 #define MTD_CONTROL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "discovery/discovery-t.h"
@@ -47,20 +48,30 @@ int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const str
  * become eps[0..n) (borrowed; NULL = its current set) under over (a
  * control plane's override of its config, runtime-t.h; a reference
  * transferred, also on failure; NULL = the override in force, if any)
- * with the UNAVAILABLE message unavailable (NULL = none); 0, or -EINVAL /
- * -ENOMEM (logged; the service keeps its set). */
+ * with the UNAVAILABLE message unavailable (NULL = none); without a set
+ * (eps NULL), waiting says the source has not answered yet and the
+ * message names what it waits for (calls to an empty set wait for the
+ * first one, discovery.initial_wait), else the message is its error; a
+ * set is an answer. 0, or -EINVAL / -ENOMEM (logged; the service keeps
+ * its set). */
 struct mtd_rt_over;
 struct mtd_rt_batch;
 struct mtd_rt_batch *mtd_control_batch_begin(struct mtd_control *ctl);
 int mtd_control_batch_set(struct mtd_rt_batch *bt, size_t service, struct mtd_rt_over *over,
-                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable);
+                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable, bool waiting);
 void mtd_control_batch_publish(struct mtd_control *ctl, struct mtd_rt_batch *bt);
 
-/* While service `service` has no endpoint, new calls to it fail
- * UNAVAILABLE with "<reason>" (e.g. "etcd 127.0.0.1:2379 unreachable:
- * connection refused"); NULL restores the default message. The text is
- * copied. 0, -EINVAL or -ENOMEM. Control thread only. */
+/* The source of service `service` reported an error: while the service
+ * has no endpoint, new calls to it fail UNAVAILABLE with "<reason>" (e.g.
+ * "etcd 127.0.0.1:2379 unreachable: connection refused"), and calls that
+ * waited for its first set fail so; NULL restores the default message.
+ * The text is copied. 0, -EINVAL or -ENOMEM. Control thread only. */
 int mtd_control_set_unavailable(struct mtd_control *ctl, size_t service, const char *reason);
+/* The source of service `service` has not answered yet, and `what` says
+ * what it waits for (mtd_runtime_waiting's text): while the service has
+ * no endpoint, calls to it wait for the first set (discovery.initial_wait)
+ * and fail naming `what` past it. 0, -EINVAL or -ENOMEM. Control thread. */
+int mtd_control_set_waiting(struct mtd_control *ctl, size_t service, const char *what);
 
 
 /* An endpoint source (DNS, etcd) bound to one service of the current

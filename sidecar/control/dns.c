@@ -123,6 +123,14 @@ static void publish(struct dns_src *s)
 			                                      .weight = nm->weight};
 		}
 	}
+	if (n == 0 && sc->source == MTD_CFG_SOURCE_DNS && s->n_names > 0) {
+		/* Its answer, an empty one: calls stop waiting for a first set
+		 * and fail saying why. */
+		char why[300];
+		const struct dns_name *nm = &s->names[0];
+		snprintf(why, sizeof(why), "dns: %s has no address%s%s", nm->host, nm->why[0] ? ": " : "", nm->why);
+		mtd_control_set_unavailable(s->ctl, s->service, why);
+	}
 	if (mtd_control_set_endpoints(s->ctl, s->service, set, n) == 0 && s->mx)
 		s->mx->endpoints = n;
 out:

@@ -515,7 +515,7 @@ static int etcd_start(struct mtd_control *ctl, size_t service, const struct mtd_
 		         "record under the prefix names is trusted (write access to it equals impersonation)",
 		         w->what);
 	char why[300];
-	mtd_control_set_unavailable(ctl, service, mtd_runtime_waiting(cfg, why, sizeof(why)));
+	mtd_control_set_waiting(ctl, service, mtd_runtime_waiting(cfg, why, sizeof(why)));
 	mtd_etcd__link_connect(&w->link);
 	*state = w;
 	return 0;

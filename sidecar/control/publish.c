@@ -136,7 +136,7 @@ struct mtd_rt_batch *mtd_control_batch_begin(struct mtd_control *ctl)
 }
 
 int mtd_control_batch_set(struct mtd_rt_batch *bt, size_t service, struct mtd_rt_over *over,
-                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable)
+                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable, bool waiting)
 {
 	char err[384];
 	int rc;
@@ -147,7 +147,7 @@ int mtd_control_batch_set(struct mtd_rt_batch *bt, size_t service, struct mtd_rt
 	}
 	const struct mtd_rt_service *prev = mtd_runtime_batch_service(bt, service);
 	size_t was = prev ? prev->n_eps : 0;
-	rc = mtd_runtime_batch_set(bt, service, over, eps, n, unavailable, err, sizeof(err));
+	rc = mtd_runtime_batch_set(bt, service, over, eps, n, unavailable, waiting, err, sizeof(err));
 	mtd_rt_over_unref(over); /* the snapshot took its own */
 	if (rc < 0) {
 		MTD_WARN("%s; keeping its %zu endpoint%s", err, was, was == 1 ? "" : "s");
@@ -170,12 +170,13 @@ void mtd_control_batch_publish(struct mtd_control *ctl, struct mtd_rt_batch *bt)
 }
 
 /* Publish a new snapshot of service si over its current set: with a new
- * UNAVAILABLE message (set_unavailable), or to take what changed on its
- * identities (returned_ms). */
-static int rebuild(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason)
+ * UNAVAILABLE message (set_unavailable; waiting: what the source still
+ * waits for, else its error), or to take what changed on its identities
+ * (returned_ms). */
+static int rebuild(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason, bool waiting)
 {
 	char err[384];
-	struct mtd_runtime *rt = mtd_runtime_rebuilt(ctl, si, set_unavailable, reason, err, sizeof(err));
+	struct mtd_runtime *rt = mtd_runtime_rebuilt(ctl, si, set_unavailable, reason, waiting, err, sizeof(err));
 	if (!rt) {
 		if (set_unavailable)
 			MTD_WARN("%s", err);
@@ -187,17 +188,28 @@ static int rebuild(struct mtd_control *ctl, size_t si, bool set_unavailable, con
 	return 0;
 }
 
-int mtd_control_set_unavailable(struct mtd_control *ctl, size_t service, const char *reason)
+static int set_message(struct mtd_control *ctl, size_t service, const char *reason, bool waiting)
 {
 	struct mtd_runtime *cur = ctl->rt;
 	if (!cur || service >= cur->cfg->n_services)
 		return -EINVAL;
 	struct mtd_rt_service *prev = cur->services[service];
-	if ((reason == NULL && prev->unavailable == NULL) ||
-	    (reason && prev->unavailable && strcmp(reason, prev->unavailable) == 0))
+	if (((reason == NULL && prev->unavailable == NULL) ||
+	     (reason && prev->unavailable && strcmp(reason, prev->unavailable) == 0)) &&
+	    prev->awaiting == waiting)
 		return 0;
 	/* A new snapshot of the same set, with the new message. */
-	return rebuild(ctl, service, true, reason);
+	return rebuild(ctl, service, true, reason, waiting);
+}
+
+int mtd_control_set_unavailable(struct mtd_control *ctl, size_t service, const char *reason)
+{
+	return set_message(ctl, service, reason, false);
+}
+
+int mtd_control_set_waiting(struct mtd_control *ctl, size_t service, const char *what)
+{
+	return set_message(ctl, service, what, true);
 }
 
 int mtd_control_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n)
@@ -215,7 +227,7 @@ int mtd_control_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *
 		         eps[k]->addr.text);
 	}
 	/* The same set; the builder sees the new start (returned_ms). */
-	return rebuild(ctl, si, false, NULL);
+	return rebuild(ctl, si, false, NULL, false);
 }
 
 static void came_back(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n)

@@ -156,6 +156,12 @@ struct mtd_rt_service {
 	 * stream (pool.c). Never 0. */
 	uint64_t tls_gen;
 	char *unavailable;             /* why the set is empty (UNAVAILABLE message), or NULL */
+	/* Its source has not answered yet (no set, no error): while the set
+	 * is empty, a call waits for the first one (discovery.initial_wait,
+	 * call/park.c) instead of failing with `unavailable`. False for a
+	 * static service, and from a source's first answer on: a set (empty
+	 * or not) or an error it reports (mtd_control_set_unavailable). */
+	bool awaiting;
 	/* retry_budget's window: shared by every worker (atomics) and by the
 	 * snapshots of one service (it goes on across changes and reloads). */
 	struct mtd_fault_budget *budget;

@@ -483,6 +483,14 @@ static int health_init(struct mtd_rt_service *s, const struct mtd_rt_service *pr
 	return rc;
 }
 
+/* What a build says of its source's first answer (the snapshot's
+ * `awaiting`, runtime-t.h). */
+enum rt_await {
+	AWAIT_AS_PREV = 0, /* not a source's report: prev's (none: answered) */
+	AWAIT_ANSWERED,    /* a set or an error came: calls no longer wait */
+	AWAIT_WAITING,     /* the source has not answered yet */
+};
+
 /* What a new service snapshot is built from. */
 struct build {
 	struct mtd_cfg_box *box;
@@ -502,8 +510,14 @@ struct build {
 	struct ssl_ctx_st *ssl_ctx;
 	bool set_unavailable;     /* replace prev's message by `unavailable` */
 	const char *unavailable;  /* with set_unavailable */
+	enum rt_await awaiting;   /* the snapshot's `awaiting` */
 	struct mtd_rt_over *over; /* cfg is &over->svc (a reference taken), or NULL */
 };
+
+static bool awaiting_of(const struct build *b)
+{
+	return b->awaiting == AWAIT_AS_PREV ? b->prev && b->prev->awaiting : b->awaiting == AWAIT_WAITING;
+}
 
 /* A snapshot of service b->cfg over b->eps, reusing the identities of
  * b->prev and building each picker with prev's as `prev`. *same: the set
@@ -607,7 +621,8 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		        .user = ep,
 		};
 	}
-	if (prev && !changed && prev->cfg == cfg && !b->force) {
+	s->awaiting = awaiting_of(b);
+	if (prev && !changed && prev->cfg == cfg && !b->force && s->awaiting == prev->awaiting) {
 		*same = true;
 		goto fail; /* not an error: nothing to build */
 	}
@@ -921,6 +936,7 @@ struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg
 		                  .n_workers = n_workers,
 		                  .set_unavailable = true,
 		                  .unavailable = mtd_runtime_waiting(sc, wbuf, sizeof(wbuf))};
+		b.awaiting = b.unavailable ? AWAIT_WAITING : AWAIT_ANSWERED;
 		svcs[built] = service_build(&b, &same, err, errlen);
 		free(set);
 		free(hosts);
@@ -965,7 +981,8 @@ struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t s
 	                  .prev = prev,
 	                  .eps = eps,
 	                  .n = n,
-	                  .n_workers = ctl->n_workers};
+	                  .n_workers = ctl->n_workers,
+	                  .awaiting = AWAIT_ANSWERED};
 	struct mtd_rt_service *s = service_build(&b, same, err, errlen);
 	if (!s)
 		return NULL;
@@ -1028,8 +1045,8 @@ const struct mtd_rt_service *mtd_runtime_batch_service(const struct mtd_rt_batch
 }
 
 int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over *over,
-                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable, char *err,
-                          size_t errlen)
+                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable, bool waiting,
+                          char *err, size_t errlen)
 {
 	if (si >= bt->n) {
 		snprintf(err, errlen, "service %zu: out of range", si);
@@ -1048,6 +1065,8 @@ int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over
 		snprintf(err, errlen, "service %s: an override made for another config", base->name);
 		return -EINVAL;
 	}
+	/* A set given is an answer; none, the source's word on the current one. */
+	bool awaiting = eps == NULL && waiting;
 	if (!eps) { /* the current set, another config or message */
 		if (!(set = current_set(prev))) {
 			snprintf(err, errlen, "service %s: out of memory", base->name);
@@ -1067,7 +1086,8 @@ int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over
 	                  .n_workers = bt->ctl->n_workers,
 	                  .force = !msg_same,
 	                  .set_unavailable = true,
-	                  .unavailable = unavailable};
+	                  .unavailable = unavailable,
+	                  .awaiting = awaiting ? AWAIT_WAITING : AWAIT_ANSWERED};
 	struct mtd_rt_service *s = service_build(&b, &same, err, errlen);
 	free(set);
 	if (!s)
@@ -1128,13 +1148,16 @@ static struct mtd_rt_service *service_rebuilt(const struct mtd_runtime *cur, str
 }
 
 struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason,
-                                        char *err, size_t errlen)
+                                        bool waiting, char *err, size_t errlen)
 {
 	struct mtd_runtime *cur = ctl->rt;
 	struct mtd_rt_service *prev = cur->services[si];
-	struct mtd_rt_service *s =
-	        service_rebuilt(cur, prev, ctl->n_workers,
-	                        (struct build){.set_unavailable = set_unavailable, .unavailable = reason}, err, errlen);
+	/* A new message is the source's word: an error (an answer), or what
+	 * it still waits for; the same set otherwise keeps prev's. */
+	enum rt_await aw = !set_unavailable ? AWAIT_AS_PREV : waiting ? AWAIT_WAITING : AWAIT_ANSWERED;
+	struct mtd_rt_service *s = service_rebuilt(
+	        cur, prev, ctl->n_workers,
+	        (struct build){.set_unavailable = set_unavailable, .unavailable = reason, .awaiting = aw}, err, errlen);
 	if (!s)
 		return NULL;
 	struct mtd_runtime *rt = replace_service(ctl, si, s);
@@ -1401,21 +1424,25 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 		char(*texts)[64] = NULL;
 		size_t n;
 		const char *waiting = NULL;
+		enum rt_await aw = AWAIT_ANSWERED; /* static: nothing to wait for */
 		char wbuf[300];
 		bool same;
 		if (sc->source == MTD_CFG_SOURCE_STATIC) {
 			set = static_set(sc, &hosts, &texts);
 			n = sc->n_endpoints;
 		} else if (prev && same_source(prev->cfg, sc)) {
+			/* The same source goes on: what it said (or had not yet) stays. */
 			set = current_set(prev);
 			n = prev->n_eps;
 			waiting = prev->unavailable;
+			aw = prev->awaiting ? AWAIT_WAITING : AWAIT_ANSWERED;
 			if (set)
 				drop_refused(sc, set, &n);
 		} else {
 			set = calloc(1, sizeof(*set));
 			n = 0;
 			waiting = mtd_runtime_waiting(sc, wbuf, sizeof(wbuf));
+			aw = AWAIT_WAITING;
 		}
 		if (!set) {
 			snprintf(err, errlen, "service %s: out of memory", sc->name);
@@ -1432,7 +1459,8 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 		                  .n_workers = ctl->n_workers,
 		                  .force = true,
 		                  .set_unavailable = true,
-		                  .unavailable = waiting};
+		                  .unavailable = waiting,
+		                  .awaiting = aw};
 		svcs[built] = service_build(&b, &same, err, errlen);
 		free(set);
 		free(hosts);

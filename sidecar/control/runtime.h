@@ -51,12 +51,15 @@ struct mtd_rt_batch *mtd_runtime_batch_begin(struct mtd_control *ctl);
  * config overridden by over (borrowed: the snapshot takes a reference;
  * NULL = the override in force, if any; an over of the same base and
  * tag as the one in force is that one) and the UNAVAILABLE message
- * unavailable (NULL = none). 0 (changed), 1 (nothing to change), or
+ * unavailable (NULL = none). A set given (eps) is the source's answer;
+ * without one, waiting says the source has still not answered (the
+ * message names what it waits for: calls wait, runtime-t.h `awaiting`)
+ * rather than reported an error. 0 (changed), 1 (nothing to change), or
  * -EINVAL / -ENOMEM with the reason in err (the service keeps its
  * snapshot). */
 int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over *over,
-                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable, char *err,
-                          size_t errlen);
+                          const struct mtd_disc_endpoint *eps, size_t n, const char *unavailable, bool waiting,
+                          char *err, size_t errlen);
 /* The snapshot of service si in the batch as it stands. */
 const struct mtd_rt_service *mtd_runtime_batch_service(const struct mtd_rt_batch *bt, size_t si);
 struct mtd_runtime *mtd_runtime_batch_end(struct mtd_rt_batch *bt);
@@ -70,11 +73,13 @@ void mtd_runtime_batch_set_xroutes(struct mtd_rt_batch *bt, struct mtd_rt_xroute
 /* Drop a reference on a control plane's routes (control thread). */
 void mtd_rt_xroutes_unref(struct mtd_rt_xroutes *xr);
 /* A new runtime with service si rebuilt over its current set: with the
- * UNAVAILABLE message reason (set_unavailable), or to take what changed on
- * its identities (returned_ms: warmup restarts). NULL + err when out of
- * memory. Not published. Control thread. */
+ * UNAVAILABLE message reason (set_unavailable; waiting: the source has
+ * not answered yet and reason says what it waits for, else the reason is
+ * its error, an answer), or to take what changed on its identities
+ * (returned_ms: warmup restarts). NULL + err when out of memory. Not
+ * published. Control thread. */
 struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool set_unavailable, const char *reason,
-                                        char *err, size_t errlen);
+                                        bool waiting, char *err, size_t errlen);
 /* A new runtime: the current one with every service whose TLS context is
  * `old` rebuilt over its current set with `ctx` (a context made again
  * from the same files: certwatch.c), a reference of its own taken. NULL +
@@ -118,12 +123,13 @@ bool mtd_rt_host_is_literal(const char *host);
  * while etcd is unreachable). */
 const char *mtd_runtime_identity_refused(const struct mtd_cfg_tls *tls, const char *identity);
 
-/* The reason calls to a discovered service fail with before its source's
- * first report: in the snapshots built before the source starts (the
- * listener may take calls then) and what the source sets when it starts, one
- * text for both: "waiting for the first DNS answer", "etcd: waiting for the
- * first list of PREFIX from ADDRESS". Written to buf (len bytes) when it
- * needs one; NULL for a STATIC service. */
+/* What a discovered service waits for before its source's first report
+ * (what its calls wait for, and fail with past discovery.initial_wait):
+ * in the snapshots built before the source starts (the listener may take
+ * calls then) and what the source sets when it starts, one text for both:
+ * "waiting for the first DNS answer", "etcd: waiting for the first list
+ * of PREFIX from ADDRESS". Written to buf (len bytes) when it needs one;
+ * NULL for a STATIC service. */
 const char *mtd_runtime_waiting(const struct mtd_cfg_service *sc, char *buf, size_t len);
 
 #endif

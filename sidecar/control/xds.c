@@ -358,20 +358,23 @@ static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bi
 	b->applied = true;
 	if (cl != NULL && cl->removed) {
 		snprintf(why, sizeof(why), "xds: cluster %s was removed by %s", b->cluster, x->server.text);
-		mtd_control_batch_set(bt, b->service, NULL, none, 0, why);
+		mtd_control_batch_set(bt, b->service, NULL, none, 0, why, false);
 		return;
 	}
 	if (cl == NULL || !cl->have) {
 		/* Nothing good yet: what a reload carried over serves on. */
-		snprintf(why, sizeof(why), "xds: %s cluster %s from %s",
-		         cl != NULL && cl->nack ? "refused" : "waiting for", b->cluster, x->server.text);
-		mtd_control_batch_set(bt, b->service, NULL, NULL, 0, why);
+		bool refused = cl != NULL && cl->nack;
+		snprintf(why, sizeof(why), "xds: %s cluster %s from %s%s%s", refused ? "refused" : "waiting for",
+		         b->cluster, x->server.text, refused ? ": " : "", refused ? cl->nack : "");
+		mtd_control_batch_set(bt, b->service, NULL, NULL, 0, why, !refused);
 		return;
 	}
 	if (ea == NULL || ea->cla == NULL) {
-		snprintf(why, sizeof(why), "xds: waiting for the endpoints of cluster %s (EDS %s) from %s", b->cluster,
-		         cl->c.eds_name, x->server.text);
-		mtd_control_batch_set(bt, b->service, NULL, NULL, 0, why);
+		bool refused = ea != NULL && ea->nack != NULL;
+		snprintf(why, sizeof(why), "xds: %s the endpoints of cluster %s (EDS %s) from %s%s%s",
+		         refused ? "refused" : "waiting for", b->cluster, cl->c.eds_name, x->server.text,
+		         refused ? ": " : "", refused ? ea->nack : "");
+		mtd_control_batch_set(bt, b->service, NULL, NULL, 0, why, !refused);
 		return;
 	}
 	const struct mtd_xds_cla *c = ea->cla;
@@ -391,7 +394,7 @@ static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bi
 	}
 	if (c->n == 0)
 		snprintf(why, sizeof(why), "xds: cluster %s has no endpoint that may be picked", b->cluster);
-	if (mtd_control_batch_set(bt, b->service, over, eps, c->n, c->n == 0 ? why : NULL) == 0) {
+	if (mtd_control_batch_set(bt, b->service, over, eps, c->n, c->n == 0 ? why : NULL, false) == 0) {
 		/* Looked up once per binding, not at every set: the lookup walks
 		 * every service's entry, and a state-of-the-world EDS response
 		 * applies every assignment (10,000 services: 0.6 s of the
@@ -806,6 +809,12 @@ static void on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 			if (e != NULL) {
 				seen[e - x->cls] = true; /* present, refused: the last good stays */
 				set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
+				if (!e->have) {
+					/* No good one to keep: its services' calls stop
+					 * waiting for it and fail with the refusal. */
+					e->dirty = true;
+					n_changed++;
+				}
 			}
 			continue;
 		}
@@ -903,8 +912,11 @@ static void on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, ch
 			name_of(MTD_XDS_TYPE_ENDPOINT, any, name, sizeof(name));
 			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			struct xds_cla *e = find_cla(x, name);
-			if (e != NULL)
+			if (e != NULL) {
 				set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
+				if (e->cla == NULL)
+					e->dirty = true; /* none to keep: its services hear of the refusal */
+			}
 			continue;
 		}
 		struct xds_cla *e = find_cla(x, c->name);

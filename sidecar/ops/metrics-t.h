@@ -39,6 +39,13 @@ enum mtd_mx_policy {
 	MTD_MX_MIRROR_REROUTED,     /* its endpoint left the mirror entry (never re-routed) */
 	MTD_MX_MIRROR_NO_MEMORY,    /* out of memory making it */
 	MTD_MX_MIRROR_SHUTDOWN,     /* still running when its worker stopped */
+	/* Calls that waited for their service's first endpoint set
+	 * (call/park.c), those whose wait ended at their deadline or at
+	 * discovery.initial_wait, and those refused a wait (the worker's
+	 * MTD_CALL_PARKED_MAX waiting already). */
+	MTD_MX_FIRST_WAITED,
+	MTD_MX_FIRST_WAIT_EXPIRED,
+	MTD_MX_FIRST_WAIT_FULL,
 	MTD_MX_POLICY_N
 };
 
@@ -82,6 +89,7 @@ struct mtd_mx_worker {
 	/* Calls that never reached a service (bad :path, unknown service). */
 	_Atomic uint64_t unrouted_by_code[MTD_MX_CODES];
 	_Atomic uint64_t access_logged; /* access-log lines written */
+	_Atomic uint64_t parked;        /* calls waiting for a first endpoint set now (call/park.c) */
 };
 
 /* Per endpoint, shared by the workers (multi-writer atomics; connection

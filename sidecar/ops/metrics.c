@@ -267,6 +267,12 @@ void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
 		mtd_mx_add(&call->mx->policy[what], 1);
 }
 
+void mtd_metrics_parked(unsigned worker, uint32_t n)
+{
+	if (worker < mtd_mx_n_workers)
+		atomic_store_explicit(&mtd_mx_workers[worker].parked, n, memory_order_relaxed);
+}
+
 /* FORKING's hedges. */
 void mtd_metrics_hedge_started(struct mtd_call *call)
 {

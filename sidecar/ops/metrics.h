@@ -60,6 +60,9 @@ void mtd_metrics_failback(struct mtd_call *call, bool dropped);
  * aborted or delayed by fault_injection; a mirror copy sent, not made, failed
  * or cancelled (counted under the primary's :path). */
 void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what);
+/* Worker thread: how many of its calls wait for a first endpoint set
+ * now (call/park.c, after each change). */
+void mtd_metrics_parked(unsigned worker, uint32_t n);
 /* Worker thread. FORKING: a hedge started / a hedge's answer won. */
 void mtd_metrics_hedge_started(struct mtd_call *call);
 void mtd_metrics_hedge_won(struct mtd_call *call);

@@ -250,6 +250,18 @@ static void render_calls(struct mtd_abuf *b, struct agg *a, size_t n)
 	         MTD_MX_MIRROR_FAILED},
 	        {"maitred_mirror_cancelled_total", "mirror: copies still running when the primary ended, cancelled.",
 	         MTD_MX_MIRROR_CANCELLED},
+	        {"maitred_first_endpoints_waits_total",
+	         "Calls that waited for their service's first endpoint set, its source not answered yet "
+	         "(discovery.initial_wait).",
+	         MTD_MX_FIRST_WAITED},
+	        {"maitred_first_endpoints_wait_expired_total",
+	         "Calls whose wait for their service's first endpoint set ended at their deadline "
+	         "(DEADLINE_EXCEEDED) or at discovery.initial_wait (UNAVAILABLE).",
+	         MTD_MX_FIRST_WAIT_EXPIRED},
+	        {"maitred_first_endpoints_wait_refused_total",
+	         "Calls refused a wait for their service's first endpoints (UNAVAILABLE at once): their worker had "
+	         "4096 calls waiting already.",
+	         MTD_MX_FIRST_WAIT_FULL},
 	};
 	for (size_t f = 0; f < sizeof(policy_families) / sizeof(policy_families[0]); f++) {
 		mtd_prom_family(b, policy_families[f].name, "counter", policy_families[f].help);
@@ -919,6 +931,13 @@ static void render_process(struct mtd_abuf *b, const struct mtd_mx_process *p)
 		logged += ld(&mtd_mx_workers[w].access_logged);
 	mtd_prom_family(b, "maitred_access_log_lines_total", "counter", "Access-log lines written.");
 	mtd_prom_sample_u64(b, "maitred_access_log_lines_total", NULL, NULL, NULL, 0, logged);
+	uint64_t parked = 0;
+	for (unsigned w = 0; w < mtd_mx_n_workers; w++)
+		parked += ld(&mtd_mx_workers[w].parked);
+	mtd_prom_family(b, "maitred_first_endpoints_waiting", "gauge",
+	                "Calls waiting now for their service's first endpoint set (discovery.initial_wait; at most "
+	                "4096 per worker).");
+	mtd_prom_sample_u64(b, "maitred_first_endpoints_waiting", NULL, NULL, NULL, 0, parked);
 	mtd_prom_family(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
 	mtd_prom_sample_u64(b, "process_resident_memory_bytes", NULL, NULL, NULL, 0, rss_bytes());
 	mtd_prom_family(b, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.");

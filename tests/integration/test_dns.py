@@ -14,13 +14,16 @@ import os
 import re
 import shutil
 import signal
+import socket
 import unittest
+import urllib.parse
 
 import grpc
 
 from harness import (MaitredTest, Proc, maitred_only, pb, free_port, wait_until,
                      CALL_LIMIT, START_LIMIT)
 from test_admin import admin_request, samples, value
+from h2raw import H2Client
 
 SVC = "maitred.testing.v1.Echo"
 NAME = "echo.maitred.test"
@@ -150,14 +153,33 @@ class Dns(MaitredTest):
         self.assertGreaterEqual(d["resolution_failures"], fails2)
         self.stop_maitred(m)
 
-    def test_no_answer_yet_is_unavailable_naming_why(self):
+    def test_no_answer_yet_waits_then_a_failed_resolution_is_unavailable_naming_why(self):
+        """Until the resolver answers, a call waits for the first set
+        (discovery.initial_wait): its deadline ends it naming the wait.
+        Once the lookup fails (the resolver never answers: evdns gives
+        up), that is the source's answer: calls fail UNAVAILABLE at once,
+        naming it."""
         self.hosts_path = os.path.join(self.tmp, "hosts")
-        self.dns_port = free_port()  # nothing listens there
+        mute = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # reads nothing, answers nothing
+        self.addCleanup(mute.close)
+        mute.bind(("127.0.0.1", 0))
+        self.dns_port = mute.getsockname()[1]
         m = self.start_maitred(self.config([self.dns_service(1)]))
-        with self.assertRaises(grpc.RpcError) as e:
-            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
-        self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
-        self.assertIn("waiting for the first DNS answer", e.exception.details())
+        c = H2Client(m.port)
+        self.addCleanup(c.close)
+        sid = c.call("/%s/Unary" % SVC, messages=[pb.EchoRequest().SerializeToString()], timeout_header="200m")
+        h = c.wait(sid).status_headers() or {}
+        self.assertEqual(h.get("grpc-status"), "4", h)  # DEADLINE_EXCEEDED, maitred's own
+        self.assertIn("waiting for the first DNS answer", urllib.parse.unquote(h.get("grpc-message", "")))
+
+        def failed_at_once():
+            try:
+                self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            except grpc.RpcError as e:
+                return e if "dns: %s has no address" % NAME in e.details() else None
+            return None
+        e = wait_until(failed_at_once, CALL_LIMIT, "the failed lookup to be the service's reason")
+        self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE)
         self.stop_maitred(m)
 
 

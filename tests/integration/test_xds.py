@@ -132,15 +132,18 @@ class XdsTest(XdsBase):
 
     @maitred_only
     def test_unavailable_naming_xds_until_the_cluster_and_its_endpoints_arrive(self):
+        """Calls wait up to discovery.initial_wait for the first set
+        (test_first_wait), then fail naming what is awaited."""
         up = self.start_upstream("a")
         self.server.start()
-        m = self.start_maitred(self.xds_config())
+        m = self.start_maitred(self.xds_config([{"name": SVC, "discovery": {"xds": {}, "initial_wait": "200ms"}}]))
         stub = self.echo(m)
         self.server.wait_for(lambda log: any(r["type_url"] == xds.CDS for r in log), WAIT, "a CDS request")
         with self.assertRaises(grpc.RpcError) as e:
             stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
         self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
         self.assertIn("xds: waiting for", e.exception.details())
+        self.assertIn("discovery.initial_wait", e.exception.details())
         self.assertIn(SVC, e.exception.details())
         self.server.set("cluster", [cluster(SVC)])
         self.server.wait_for(lambda log: any(acked(r, xds.CDS) for r in log), WAIT, "the CDS ACK")

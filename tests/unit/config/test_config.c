@@ -529,6 +529,35 @@ START_TEST(err_endpoint_sources)
 	             "  - name: a.B\n"
 	             "    discovery: {dns: {name: a.example, port: 1, resolvers: [\"localhost:53\"]}}\n",
 	             "t.yaml:3:60: services[0].discovery.dns.resolvers[0]: \"localhost\" is not an IP address");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery: {dns: {name: a.example, port: 1}, initial_wait: 2h}\n",
+	             "t.yaml:3:64: services[0].discovery.initial_wait: must be at most 1h *");
+	expect_error("services:\n"
+	             "  - name: a.B\n"
+	             "    discovery: {dns: {name: a.example, port: 1}, initial_wait: -1s}\n",
+	             "t.yaml:3:64: services[0].discovery.initial_wait: must not be negative");
+}
+END_TEST
+
+/* discovery.initial_wait: 15 s unless set, 0 allowed (no wait), none
+ * for static endpoints. */
+START_TEST(initial_wait)
+{
+	struct mtd_cfg *cfg = load_ok("services:\n"
+	                              "  - name: a.A\n"
+	                              "    discovery: {dns: {name: a.example, port: 1}}\n"
+	                              "  - name: a.B\n"
+	                              "    discovery: {dns: {name: a.example, port: 1}, initial_wait: 0s}\n"
+	                              "  - name: a.C\n"
+	                              "    discovery: {dns: {name: a.example, port: 1}, initial_wait: 250ms}\n"
+	                              "  - name: a.D\n"
+	                              "    endpoints: [{address: \"127.0.0.1:1\"}]\n");
+	ck_assert_int_eq(cfg->services[0].initial_wait_ms, 15000);
+	ck_assert_int_eq(cfg->services[1].initial_wait_ms, 0);
+	ck_assert_int_eq(cfg->services[2].initial_wait_ms, 250);
+	ck_assert_int_eq(cfg->services[3].initial_wait_ms, 0);
+	mtd_cfg_free(cfg);
 }
 END_TEST
 
@@ -2963,6 +2992,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, inbound_ok);
 	tcase_add_test(errors, xds_errors);
 	tcase_add_test(ok, xds_ok);
+	tcase_add_test(ok, initial_wait);
 	tcase_add_test(ok, xds_created_services);
 	tcase_add_test(errors, xds_created_not_catch_all);
 	tcase_add_test(ok, xds_bootstrap);

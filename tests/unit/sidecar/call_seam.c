@@ -76,6 +76,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -589,6 +591,11 @@ void mtd_metrics_policy(struct mtd_call *call, enum mtd_mx_policy what)
 	seam_mx.policy++;
 	if ((unsigned)what < sizeof(seam_mx.policy_by) / sizeof(seam_mx.policy_by[0]))
 		seam_mx.policy_by[what]++;
+}
+
+void mtd_metrics_parked(unsigned worker, uint32_t n)
+{
+	seam_mx.parked = n;
 }
 
 void mtd_metrics_guard_cut(const char *service, const char *method, const char *group)
@@ -1250,12 +1257,50 @@ static struct mtd_cfg *load(const char *yaml)
 	return cfg;
 }
 
+static void publish(struct seam *s, struct mtd_runtime *rt);
+
 void seam_reload(struct seam *s, const char *yaml)
 {
 	char err[384];
 	struct mtd_runtime *rt = mtd_runtime_reload(&s->ctl, load(yaml), err, sizeof(err));
 	ck_assert_msg(rt != NULL, "reload: %s", err);
-	/* publish.c mtd_control_publish, for the one worker. */
+	publish(s, rt);
+}
+
+void seam_set_endpoints(struct seam *s, size_t si, const char *const *addrs, size_t n)
+{
+	struct mtd_disc_endpoint eps[8];
+	ck_assert_uint_le(n, 8);
+	for (size_t i = 0; i < n; i++) {
+		char ip[64];
+		const char *colon = strrchr(addrs[i], ':');
+		ck_assert_ptr_nonnull(colon);
+		snprintf(ip, sizeof(ip), "%.*s", (int)(colon - addrs[i]), addrs[i]);
+		eps[i] = (struct mtd_disc_endpoint){.address = addrs[i], .weight = 100};
+		struct sockaddr_in *sin = (struct sockaddr_in *)&eps[i].sa;
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)atoi(colon + 1));
+		ck_assert_int_eq(inet_pton(AF_INET, ip, &sin->sin_addr), 1);
+		eps[i].salen = sizeof(*sin);
+	}
+	char err[384];
+	bool same;
+	struct mtd_runtime *rt = mtd_runtime_with_endpoints(&s->ctl, si, eps, n, &same, err, sizeof(err));
+	ck_assert_msg(rt != NULL, "endpoints: %s", same ? "the same set" : err);
+	publish(s, rt);
+}
+
+void seam_set_unavailable(struct seam *s, size_t si, const char *reason, bool waiting)
+{
+	char err[384];
+	struct mtd_runtime *rt = mtd_runtime_rebuilt(&s->ctl, si, true, reason, waiting, err, sizeof(err));
+	ck_assert_msg(rt != NULL, "rebuilt: %s", err);
+	publish(s, rt);
+}
+
+/* publish.c mtd_control_publish, for the one worker, and the bell's swap. */
+static void publish(struct seam *s, struct mtd_runtime *rt)
+{
 	struct mtd_runtime *old = s->ctl.rt;
 	s->ctl.rt = rt;
 	mtd_ref_get(&rt->ref);
@@ -1303,6 +1348,7 @@ struct seam *seam_new(const char *yaml)
 	w->rt = s->ctl.rt;
 	LIST_INIT(&w->pools);
 	LIST_INIT(&w->bg_calls);
+	LIST_INIT(&w->parked);
 	LIST_INIT(&w->lingering);
 	w->listen_fd = -1;
 	w->timer_fd = -1;

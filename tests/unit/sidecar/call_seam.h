@@ -92,6 +92,7 @@ struct seam_mx {
 	unsigned policy;        /* traffic policy events (rate limited, injected, mirrored) */
 	unsigned policy_by[32]; /* the same by enum mtd_mx_policy */
 	unsigned guard_cuts;    /* split.guard cuts (seam_runtime_tick) */
+	unsigned parked;        /* the worker's calls waiting for a first set, as last published */
 	unsigned hedge_samples; /* hedge_delay AUTO's samples, and the last one (us) */
 	int64_t hedge_sample_us;
 	char last_ep[64]; /* the endpoint the last call's access line names ("-": none) */
@@ -141,6 +142,14 @@ void seam_runtime_tick(struct seam *s);
  * one event, whose turn has NOT ended yet: call seam_end_turn / seam_run
  * next. */
 void seam_reload(struct seam *s, const char *yaml);
+/* The source of service si (an index of the config's services) answers:
+ * its endpoint set becomes addrs[0..n) ("IP:PORT", at most 8; n 0: an
+ * empty answer), published and taken by the worker as seam_reload's (its
+ * turn NOT ended). */
+void seam_set_endpoints(struct seam *s, size_t si, const char *const *addrs, size_t n);
+/* The source of service si reports reason: an error (an answer), or
+ * (waiting) what it still waits for. Published and taken as above. */
+void seam_set_unavailable(struct seam *s, size_t si, const char *reason, bool waiting);
 /* The control thread's turn: free every snapshot whose last reference
  * went (mtd_runtime_reclaim). Returns the runtimes freed. */
 unsigned seam_reclaim(struct seam *s);

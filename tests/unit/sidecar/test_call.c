@@ -21,6 +21,7 @@
 #include "lb/lb.h"
 #include "sidecar/call/call.h"
 #include "sidecar/call/mirror.h"
+#include "sidecar/call/park.h"
 #include "sidecar/call/policy.h"
 #include "sidecar/ops/mesh.h"
 #include "sidecar/ops/metrics-t.h"
@@ -2188,6 +2189,239 @@ START_TEST(a_client_reset_while_a_retry_waits_for_its_backoff_ends_the_call_at_o
 }
 END_TEST
 
+/* ---- waiting for a first endpoint set (call/park.c) ------------------------- */
+
+/* echo.Echo fed by a source (DNS) that has not answered: the seam starts
+ * no source, the test answers for it (seam_set_endpoints). */
+static const char *awaiting_config(const char *initial_wait)
+{
+	static char buf[512];
+	snprintf(buf, sizeof(buf),
+	         "services:\n"
+	         "  - name: \"echo.Echo\"\n"
+	         "    discovery: {dns: {name: a.example, port: 50051}%s%s}\n"
+	         "  - name: \"other.Other\"\n"
+	         "    endpoints: [" EPS_B "]\n",
+	         initial_wait ? ", initial_wait: " : "", initial_wait ? initial_wait : "");
+	return buf;
+}
+
+static const char *const ONLY_A[] = {EP_A};
+
+START_TEST(a_parked_call_proceeds_on_the_first_set)
+{
+	struct seam *s = seam_new(awaiting_config(NULL));
+	struct mtd_worker *w = seam_worker(s);
+	struct seam_cs *cs = seam_call(s, PATH, NULL, NULL, 0, false);
+	seam_run(s);
+	struct mtd_call *call = seam_call_of(s, cs);
+	ck_assert_ptr_nonnull(call);
+	ck_assert_int_eq(call->state, MTD_CALL_PARKED);
+	ck_assert_uint_eq(w->n_parked, 1);
+	ck_assert_uint_eq(seam_mx.parked, 1);
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_FIRST_WAITED], 1);
+	ck_assert(!cs->closed);
+	/* The body that comes meanwhile is held, not consumed. */
+	uint8_t m[256];
+	size_t n = seam_grpc_msg(m, "ping", 4);
+	seam_send(s, cs, m, n, true);
+	seam_run(s);
+	ck_assert_uint_eq(call->req.len, n);
+	ck_assert_uint_eq(call->req_unconsumed, n);
+	ck_assert_uint_eq(seam_streams(s, NULL), 0);
+	/* The first set: the call goes on, on the new snapshot, at the end of
+	 * the swap's turn (the ready list). */
+	seam_set_endpoints(s, 0, ONLY_A, 1);
+	ck_assert_uint_eq(w->n_parked, 0);
+	ck_assert_uint_eq(seam_mx.parked, 0);
+	ck_assert_int_eq(call->state, MTD_CALL_RUNNING);
+	ck_assert_ptr_eq(call->hold->rt, w->rt);
+	ck_assert(call->next_due);
+	ck_assert_uint_eq(call->tried_inline, 0); /* the list's link, cleared */
+	seam_run(s);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert_str_eq(ss->ep, EP_A);
+	expect_request(ss, "ping");
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(a_parked_call_ends_at_its_deadline_naming_the_wait)
+{
+	struct seam *s = seam_new(awaiting_config(NULL));
+	struct seam_cs *cs = unary(s, "100m", "ping");
+	seam_run(s);
+	ck_assert_uint_eq(seam_worker(s)->n_parked, 1);
+	seam_advance_ms(s, 99);
+	ck_assert(!cs->closed);
+	seam_advance_ms(s, 1);
+	expect_status(cs, 4); /* DEADLINE_EXCEEDED */
+	ck_assert_ptr_nonnull(strstr(cs->message, "waiting for the first endpoints of service echo.Echo"));
+	ck_assert_ptr_nonnull(strstr(cs->message, "waiting for the first DNS answer"));
+	ck_assert_uint_eq(seam_worker(s)->n_parked, 0);
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_FIRST_WAIT_EXPIRED], 1);
+	/* The set later reaches nobody. */
+	seam_set_endpoints(s, 0, ONLY_A, 1);
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 0);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(initial_wait_bounds_a_longer_deadline_and_a_set_in_time_restores_it)
+{
+	struct seam *s = seam_new(awaiting_config("50ms"));
+	struct seam_cs *late = unary(s, "10S", "late");
+	seam_run(s);
+	seam_advance_ms(s, 50);
+	expect_status(late, 14); /* UNAVAILABLE at the bound, not the deadline */
+	ck_assert_ptr_nonnull(strstr(late->message, "discovery.initial_wait"));
+	ck_assert_ptr_nonnull(strstr(late->message, "waiting for the first DNS answer"));
+	/* One in time: its deadline (200 ms) is its own again once it goes on. */
+	struct seam_cs *cs = unary(s, "200m", "ping");
+	seam_run(s);
+	struct mtd_call *call = seam_call_of(s, cs);
+	seam_advance_ms(s, 10);
+	seam_set_endpoints(s, 0, ONLY_A, 1);
+	seam_run(s);
+	ck_assert_int_eq(call->deadline.at_ns, call->deadline_ns);
+	seam_advance_ms(s, 100); /* past where the wait would have ended */
+	ck_assert(!cs->closed);
+	seam_advance_ms(s, 90);
+	expect_status(cs, 4);
+	ck_assert_ptr_nonnull(strstr(cs->message, "deadline exceeded (200 ms)"));
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(an_empty_answer_or_a_sources_error_ends_the_wait_with_its_reason)
+{
+	struct seam *s = seam_new(awaiting_config(NULL));
+	struct seam_cs *a = unary(s, NULL, "a");
+	seam_run(s);
+	/* Still waiting, in other words: the calls wait on. */
+	seam_set_unavailable(s, 0, "waiting for something else", true);
+	seam_run(s);
+	ck_assert(!a->closed);
+	ck_assert_uint_eq(seam_worker(s)->n_parked, 1);
+	/* An error: an answer. */
+	seam_set_unavailable(s, 0, "dns: a.example has no address: nope", false);
+	seam_run(s);
+	expect_status(a, 14);
+	ck_assert_ptr_nonnull(strstr(a->message, "dns: a.example has no address: nope"));
+	/* Later calls fail at once. */
+	struct seam_cs *b = unary(s, NULL, "b");
+	seam_run(s);
+	expect_status(b, 14);
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_FIRST_WAITED], 1);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+
+	/* An empty set is an answer too. */
+	s = seam_new(awaiting_config(NULL));
+	a = unary(s, NULL, "a");
+	seam_run(s);
+	seam_set_endpoints(s, 0, NULL, 0);
+	seam_run(s);
+	expect_status(a, 14);
+	ck_assert_ptr_nonnull(strstr(a->message, "service echo.Echo has no endpoint"));
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+
+	/* initial_wait 0: no wait at all. */
+	s = seam_new(awaiting_config("0s"));
+	a = unary(s, NULL, "a");
+	seam_run(s);
+	expect_status(a, 14);
+	ck_assert_ptr_nonnull(strstr(a->message, "waiting for the first DNS answer"));
+	ck_assert_uint_eq(seam_mx.policy_by[MTD_MX_FIRST_WAITED], 0);
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(a_parked_call_cancelled_or_gone_is_freed_and_never_woken)
+{
+	struct seam *s = seam_new(awaiting_config(NULL));
+	struct seam_cs *a = unary(s, "1S", "a");
+	struct seam_cs *b = seam_call(s, PATH, NULL, NULL, 0, false);
+	seam_run(s);
+	ck_assert_uint_eq(seam_worker(s)->n_parked, 2);
+	seam_cancel(s, a);
+	seam_run(s);
+	ck_assert_ptr_null(seam_call_of(s, a));
+	ck_assert_uint_eq(seam_worker(s)->n_parked, 1);
+	ck_assert_uint_eq(seam_worker(s)->timers.n, 1); /* b's wait (initial_wait), a's deadline gone */
+	/* The client's connection goes, and the first set comes, in one turn:
+	 * the close is due at the turn's end, the swap starts nothing for it. */
+	seam_client_gone(s);
+	seam_set_endpoints(s, 0, ONLY_A, 1);
+	seam_end_turn(s);
+	ck_assert_uint_eq(seam_worker(s)->n_parked, 0);
+	ck_assert_uint_eq(seam_mx.parked, 0);
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 0);
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	(void)b;
+	seam_free(s);
+}
+END_TEST
+
+START_TEST(a_reload_without_the_service_or_a_drain_ends_the_parked_calls)
+{
+	struct seam *s = seam_new(awaiting_config(NULL));
+	struct seam_cs *a = unary(s, NULL, "a");
+	seam_run(s);
+	/* A reload that keeps the service (same source): waits on. */
+	seam_reload(s, awaiting_config(NULL));
+	seam_run(s);
+	ck_assert(!a->closed);
+	ck_assert_uint_eq(seam_worker(s)->n_parked, 1);
+	seam_reload(s, config(EPS_B, NULL) /* echo.Echo static now: proceeds */);
+	seam_run(s);
+	ck_assert_uint_eq(seam_worker(s)->n_parked, 0);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert_str_eq(ss->ep, EP_B);
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(a, "pong");
+	/* Removed: UNAVAILABLE at once. */
+	seam_reload(s, awaiting_config(NULL));
+	struct seam_cs *b = unary(s, NULL, "b");
+	seam_run(s);
+	ck_assert_uint_eq(seam_worker(s)->n_parked, 1);
+	seam_reload(s, "services:\n"
+	               "  - name: \"other.Other\"\n"
+	               "    endpoints: [" EPS_B "]\n");
+	seam_run(s);
+	expect_status(b, 14);
+	ck_assert_ptr_nonnull(strstr(b->message, "left maitred's config while the call waited"));
+	/* A drain: the waiting calls end at once, new ones do not wait. */
+	seam_reload(s, awaiting_config(NULL));
+	struct seam_cs *c = unary(s, NULL, "c");
+	seam_run(s);
+	ck_assert_uint_eq(seam_worker(s)->n_parked, 1);
+	seam_worker(s)->draining = true;
+	mtd_call_parked_fail_all(seam_worker(s));
+	seam_run(s);
+	expect_status(c, 14);
+	ck_assert_ptr_nonnull(strstr(c->message, "maitred is draining"));
+	struct seam_cs *d = unary(s, NULL, "d");
+	seam_run(s);
+	expect_status(d, 14);
+	ck_assert_ptr_nonnull(strstr(d->message, "maitred is draining"));
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
@@ -2225,6 +2459,15 @@ static Suite *call_suite(void)
 
 	tc = tcase_create("reroute");
 	tcase_add_test(tc, reroute_endpoint_removed_while_waiting);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("first_wait");
+	tcase_add_test(tc, a_parked_call_proceeds_on_the_first_set);
+	tcase_add_test(tc, a_parked_call_ends_at_its_deadline_naming_the_wait);
+	tcase_add_test(tc, initial_wait_bounds_a_longer_deadline_and_a_set_in_time_restores_it);
+	tcase_add_test(tc, an_empty_answer_or_a_sources_error_ends_the_wait_with_its_reason);
+	tcase_add_test(tc, a_parked_call_cancelled_or_gone_is_freed_and_never_woken);
+	tcase_add_test(tc, a_reload_without_the_service_or_a_drain_ends_the_parked_calls);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("forking_commit");

@@ -1,0 +1,169 @@
+/* Calls waiting for their service's first endpoint set (park.h: the
+ * states and how each wait ends). The parked list holds nothing: a
+ * parked call is held by its client's stream, as any call before its
+ * first attempt, and leaves the list whatever ends it (mtd_call_settle
+ * calls mtd_call_unpark), so the list never names a call that is over. */
+#include "config.h"
+
+#include <stdint.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "sidecar/call/call.h"
+#include "sidecar/call/park.h"
+#include "sidecar/control/runtime.h"
+#include "sidecar/ops/metrics.h"
+#include "sidecar/turn.h"
+
+/* What the call's service waits for, for messages. */
+static const char *awaited(const struct mtd_rt_service *svc)
+{
+	return svc->unavailable ? svc->unavailable : "its source has not answered yet";
+}
+
+static void list_parked(struct mtd_call *call)
+{
+	struct mtd_worker *w = call->w;
+	LIST_INSERT_HEAD(&w->parked, call, park_link);
+	w->n_parked++;
+	mtd_metrics_parked(w->id, w->n_parked);
+	call->state = MTD_CALL_PARKED;
+}
+
+void mtd_call_unpark(struct mtd_call *call)
+{
+	if (call->state != MTD_CALL_PARKED)
+		return;
+	LIST_REMOVE(call, park_link);
+	/* The link's words are the call's inline tried/refused bitmaps. */
+	call->tried_inline = call->refused_inline = 0;
+	call->w->n_parked--;
+	mtd_metrics_parked(call->w->id, call->w->n_parked);
+	call->state = MTD_CALL_RUNNING;
+}
+
+/* The call's deadline timer while it waits: its deadline, or the end of
+ * its wait (discovery.initial_wait), whichever came. */
+static void wait_over(struct mtd_timer *t)
+{
+	struct mtd_call *call = MTD_CONTAINER_OF(t, struct mtd_call, deadline);
+	if (call->state != MTD_CALL_PARKED)
+		return;
+	const struct mtd_rt_service *svc = call->svc;
+	int64_t now = mtd_now_ns();
+	mtd_call_unpark(call);
+	mtd_metrics_policy(call, MTD_MX_FIRST_WAIT_EXPIRED);
+	if (call->deadline_ns && now >= call->deadline_ns)
+		mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED,
+		              "deadline exceeded (%lld ms) waiting for the first endpoints of service %s: %s",
+		              (long long)((call->deadline_ns - call->start_ns) / 1000000), svc->cfg->name,
+		              awaited(svc));
+	else
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+		              "service %s has no endpoint: %s (the call waited %lld ms for the first ones, "
+		              "discovery.initial_wait)",
+		              svc->cfg->name, awaited(svc), (long long)((now - call->start_ns) / 1000000));
+}
+
+bool mtd_call_park(struct mtd_call *call)
+{
+	struct mtd_worker *w = call->w;
+	const struct mtd_rt_service *svc = call->svc;
+	int64_t wait_ms = svc->cfg->initial_wait_ms;
+	/* Only a client's call, at its first pick (its tried bitmaps not
+	 * made yet: their inline words become the list's link). */
+	if (!svc->awaiting || svc->n_eps != 0 || wait_ms <= 0 || call->bg || call->tried || call->n_attempts ||
+	    !call->down || call->down_closed)
+		return false;
+	if (w->draining) {
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+		              "service %s has no endpoint: %s (maitred is draining: no wait)", svc->cfg->name,
+		              awaited(svc));
+		return true;
+	}
+	if (w->n_parked >= MTD_CALL_PARKED_MAX) {
+		mtd_metrics_policy(call, MTD_MX_FIRST_WAIT_FULL);
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+		              "service %s has no endpoint: %s (%u calls of this worker wait for first endpoints "
+		              "already, the most that may)",
+		              svc->cfg->name, awaited(svc), (unsigned)MTD_CALL_PARKED_MAX);
+		return true;
+	}
+	int64_t now = mtd_now_ns(), until = now + wait_ms * 1000000;
+	if (call->deadline_ns && call->deadline_ns < until)
+		until = call->deadline_ns;
+	if (mtd_worker_timer_arm(w, &call->deadline, wait_over, until > now ? until - now : 0) < 0) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return true;
+	}
+	mtd_metrics_policy(call, MTD_MX_FIRST_WAITED);
+	MTD_DEBUG("call: service %s has no endpoint yet (%s): waiting up to %lld ms", svc->cfg->name, awaited(svc),
+	          (long long)((until - now) / 1000000));
+	list_parked(call);
+	return true;
+}
+
+/* A parked call, taken off the list, on the worker's new snapshot. */
+static void wake(struct mtd_call *call)
+{
+	/* Its old snapshot stays until the end of the turn (let go later):
+	 * the name may be read meanwhile. */
+	const char *name = call->svc->cfg->name;
+	if (!mtd_call_route_current(call)) {
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+		              "service %s left maitred's config while the call waited for its first endpoints", name);
+		return;
+	}
+	const struct mtd_rt_service *svc = call->svc;
+	if (svc->n_eps == 0 && svc->awaiting && svc->cfg->initial_wait_ms > 0) {
+		/* Not yet: waits on, until the end it was given. */
+		list_parked(call);
+		return;
+	}
+	if (mtd_call_arm_deadline(call) < 0) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	/* The first pick at the end of the turn, on this snapshot (an empty
+	 * set fails then, with the source's reason). */
+	mtd_call_next_attempt_later(call);
+}
+
+void mtd_call_parked_swap(struct mtd_worker *w)
+{
+	LIST_HEAD(, mtd_call) todo = LIST_HEAD_INITIALIZER(todo);
+	struct mtd_call *call;
+	/* Taken off first: a call that still waits goes back on the list. */
+	while ((call = LIST_FIRST(&w->parked))) {
+		LIST_REMOVE(call, park_link);
+		LIST_INSERT_HEAD(&todo, call, park_link);
+	}
+	while ((call = LIST_FIRST(&todo))) {
+		LIST_REMOVE(call, park_link);
+		call->tried_inline = call->refused_inline = 0;
+		w->n_parked--;
+		call->state = MTD_CALL_RUNNING;
+		if (call->down_closed) {
+			/* Its client's close runs at the end of the turn: nothing
+			 * starts for it meanwhile. */
+			list_parked(call);
+			continue;
+		}
+		wake(call);
+	}
+	mtd_metrics_parked(w->id, w->n_parked);
+}
+
+void mtd_call_parked_fail_all(struct mtd_worker *w)
+{
+	struct mtd_call *call;
+	while ((call = LIST_FIRST(&w->parked))) {
+		mtd_call_unpark(call);
+		if (call->down_closed)
+			continue; /* its close, due at the end of the turn, ends it */
+		const struct mtd_rt_service *svc = call->svc;
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+		              "service %s has no endpoint: %s (maitred is draining: the call waits no more)",
+		              svc->cfg->name, awaited(svc));
+	}
+}
