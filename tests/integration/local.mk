@@ -13,6 +13,7 @@ EXTRA_DIST += \
 	tests/integration/nodepeers.py \
 	tests/integration/test_xds_peers.py \
 	tests/integration/test_xds.py \
+	tests/integration/test_xds_wire.py \
 	tests/xds/package.json \
 	tests/xds/package-lock.json \
 	tests/xds/server.js \
