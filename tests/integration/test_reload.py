@@ -198,6 +198,28 @@ class Reload(MaitredTest):
                    "calls to reach b")
         self.stop_maitred(m)
 
+    @maitred_only
+    def test_a_reload_changes_the_keepalive_of_an_endpoint_that_stays(self):
+        # The endpoint stays, so do its pools and connections: the new
+        # keepalive_interval must reach them (a call held open on the
+        # connection made before, PINGed once the new interval passes
+        # without a frame from the upstream).
+        import h2raw
+        up = h2raw.H2Upstream(lambda path, headers: ("hold",))
+        self.addCleanup(up.close)
+        cfg = self.config([self.service(SVC, [up.address], upstream={"keepalive_interval": "3600s"})])
+        m = self.start_maitred(cfg)
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        c.call("/%s/Unary" % SVC, [h2raw.echo_request()], timeout_header="60S")
+        up.wait_request()
+        cfg["services"][0]["upstream"] = {"keepalive_interval": "200ms"}
+        self.rewrite(m, cfg)
+        self.wait_log(m, r"reload: .* applied")
+        wait_until(lambda: up.pings > 0, CALL_LIMIT, "a PING at the new keepalive interval")
+        self.assertEqual(up.conns, 1, "the connection made before the reload carries the call")
+        self.stop_maitred(m)
+
     def test_a_log_growing_beside_the_config_wakes_nothing(self):
         # The config's directory is watched for the file's changes. A file
         # kept open there and written line by line (a log: the app's, a
