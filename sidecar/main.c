@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/thread.h>
@@ -281,16 +282,25 @@ static void watch_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_control *ctl = arg;
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	bool hit = false;
+	bool hit = false, other = false;
 	ssize_t n;
 	while ((n = read(fd, buf, sizeof(buf))) > 0) {
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *ev = (const struct inotify_event *)(void *)p;
 			if (ev->len && strcmp(ev->name, ctl->config_base) == 0)
 				hit = true;
+			else if (ev->len)
+				other = true;
 			p += sizeof(*ev) + ev->len;
 		}
 	}
+	/* A config reached through a symbolic link changes when a link it
+	 * goes through is replaced under another name of the directory: a
+	 * Kubernetes ConfigMap renames a new "..data" over the old. The hash
+	 * after the settle decides whether it changed. */
+	struct stat st;
+	if (!hit && other && lstat(ctl->config_path, &st) == 0 && S_ISLNK(st.st_mode))
+		hit = true;
 	if (hit) {
 		struct timeval tv = {0, WATCH_SETTLE_MS * 1000};
 		evtimer_add(ctl->watch_settle, &tv);

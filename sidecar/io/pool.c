@@ -178,6 +178,12 @@ void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc)
 	if (p->svc == svc)
 		return;
 	bool new_policy = p->svc->tls_gen != svc->tls_gen;
+	/* A keepalive_interval the config changed applies to the pool's
+	 * connections from now on; an unchanged one keeps what the endpoint
+	 * taught it (doubled at each too_many_pings, upstream.c). */
+	int64_t ka = svc->cfg->upstream.keepalive_interval_ms;
+	if (ka != p->svc->cfg->upstream.keepalive_interval_ms)
+		p->keepalive_ms = ka;
 	mtd_ref_get(&svc->ref);
 	mtd_rt_service_unref(p->svc);
 	p->svc = svc;

@@ -264,6 +264,7 @@ class H2Upstream(RawServer):
         self.script = script
         self.cond = threading.Condition()
         self.requests = []   # dicts: headers, resets (list of codes)
+        self.pings = 0       # PING frames received (h2 acknowledges them)
         RawServer.__init__(self)
 
     def _serve(self, sock, n):
@@ -297,6 +298,10 @@ class H2Upstream(RawServer):
                             with self.cond:
                                 rec["received"] += len(ev.data)
                                 self.cond.notify_all()
+                    elif isinstance(ev, h2.events.PingReceived):
+                        with self.cond:
+                            self.pings += 1
+                            self.cond.notify_all()
                     elif isinstance(ev, h2.events.StreamReset):
                         rec = by_sid.get(ev.stream_id)
                         if rec is not None:

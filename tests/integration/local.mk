@@ -14,6 +14,7 @@ EXTRA_DIST += \
 	tests/integration/test_xds_peers.py \
 	tests/integration/test_xds.py \
 	tests/integration/test_first_wait.py \
+	tests/integration/test_xds_wire.py \
 	tests/xds/package.json \
 	tests/xds/package-lock.json \
 	tests/xds/server.js \

@@ -169,6 +169,57 @@ class Reload(MaitredTest):
                    "calls to reach b")
         self.stop_maitred(m)
 
+    def test_a_config_map_swap_reloads_without_signal(self):
+        # Kubernetes mounts a ConfigMap as NAME -> ..data/NAME, ..data -> a
+        # folder of the version, and updates it by renaming a new ..data
+        # link over the old one: no event names the config's own file.
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        cfg = self.cfg([a], None)
+        port = int(cfg["listen"].rsplit(":", 1)[1])
+        d = self.tmp
+        # The name start_maitred writes its config to (through the links).
+        name = "maitred.yaml" if self._n == 0 else "maitred%d.yaml" % (self._n + 1)
+
+        def version(tag, text):
+            os.mkdir(os.path.join(d, tag))
+            with open(os.path.join(d, tag, name), "w") as f:
+                f.write(text)
+            os.symlink(tag, os.path.join(d, "..data_tmp"))
+            os.rename(os.path.join(d, "..data_tmp"), os.path.join(d, "..data"))
+        version("..v1", "")
+        os.symlink(os.path.join("..data", name), os.path.join(d, name))
+        m = self.start_maitred(cfg)
+        self.assertTrue(os.path.islink(m.config_path))
+        stub = self.echo(m)
+        self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "a")
+        version("..v2", __import__("harness").to_yaml(self.cfg([b], port)) + "\n")
+        self.wait_log(m, r"config file changed: reloading", what="inotify to see the swap")
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "b", CALL_LIMIT,
+                   "calls to reach b")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_reload_changes_the_keepalive_of_an_endpoint_that_stays(self):
+        # The endpoint stays, so do its pools and connections: the new
+        # keepalive_interval must reach them (a call held open on the
+        # connection made before, PINGed once the new interval passes
+        # without a frame from the upstream).
+        import h2raw
+        up = h2raw.H2Upstream(lambda path, headers: ("hold",))
+        self.addCleanup(up.close)
+        cfg = self.config([self.service(SVC, [up.address], upstream={"keepalive_interval": "3600s"})])
+        m = self.start_maitred(cfg)
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        c.call("/%s/Unary" % SVC, [h2raw.echo_request()], timeout_header="60S")
+        up.wait_request()
+        cfg["services"][0]["upstream"] = {"keepalive_interval": "200ms"}
+        self.rewrite(m, cfg)
+        self.wait_log(m, r"reload: .* applied")
+        wait_until(lambda: up.pings > 0, CALL_LIMIT, "a PING at the new keepalive interval")
+        self.assertEqual(up.conns, 1, "the connection made before the reload carries the call")
+        self.stop_maitred(m)
+
     def test_a_log_growing_beside_the_config_wakes_nothing(self):
         # The config's directory is watched for the file's changes. A file
         # kept open there and written line by line (a log: the app's, a

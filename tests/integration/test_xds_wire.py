@@ -1,0 +1,233 @@
+"""xDS from a management server that writes its own bytes: a small ADS
+server here (grpcio, a generic handler, messages hand-encoded) sends
+DiscoveryResponses tests/xds/server.js cannot (protobufjs encodes only
+well-formed, one-per-name resources): a cluster twice in one response,
+resent byte for byte after a NACK, a name field written twice, an Any
+without a value, a NUL in a type URL, ten thousand resources. What is
+asserted is what maitred answered (ACK or NACK, from the requests it sent)
+and where calls went; every wait is a hang guard.
+"""
+
+import json
+import queue
+import threading
+import unittest
+from concurrent import futures
+
+import grpc
+
+from harness import MaitredTest, maitred_only, free_port, wait_until, CALL_LIMIT, pb
+from test_admin import admin_request
+
+SVC = "maitred.testing.v1.Echo"
+CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+EDS = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+WAIT = 30.0
+
+
+# --- protobuf wire, by hand ---------------------------------------------------
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7f, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(no, v):
+    """Field no: a varint for an int, else length-delimited bytes or text."""
+    if isinstance(v, int):
+        return varint(no << 3) + varint(v)
+    v = v.encode() if isinstance(v, str) else v
+    return varint(no << 3 | 2) + varint(len(v)) + v
+
+
+def cluster(name, lb_policy=0):
+    """An EDS Cluster over ADS (name 1, type 2 = EDS, eds_cluster_config 3
+    {eds_config 1 {ads 3}}, lb_policy 6)."""
+    b = field(1, name) + field(2, 3) + field(3, field(1, field(3, b"")))
+    return b + (field(6, lb_policy) if lb_policy else b"")
+
+
+def assignment(name, port):
+    """cluster_name 1, endpoints 2 {locality 1 {zone 2}, lb_endpoints 2
+    {endpoint 1 {address 1 {socket_address 1 {address 2, port_value 3}}}},
+    load_balancing_weight 3 {value 1}}."""
+    sa = field(2, "127.0.0.1") + field(3, port)
+    loc = field(1, field(2, "z1")) + field(2, field(1, field(1, field(1, sa)))) + field(3, field(1, 1))
+    return field(1, name) + field(2, loc)
+
+
+def any_of(url, value=None):
+    return field(1, url) + (field(2, value) if value is not None else b"")
+
+
+def response(version, url, resources, nonce):
+    return b"".join([field(1, version)] + [field(2, r) for r in resources] + [field(4, url), field(5, nonce)])
+
+
+def fields(b):
+    """(number, int or bytes) of each top-level field (varint and LEN only)."""
+    i, out = 0, []
+
+    def v():
+        nonlocal i
+        n = s = 0
+        while True:
+            c = b[i]
+            i += 1
+            n |= (c & 0x7f) << s
+            s += 7
+            if c < 0x80:
+                return n
+    while i < len(b):
+        tag = v()
+        if tag & 7 == 0:
+            out.append((tag >> 3, v()))
+        elif tag & 7 == 2:
+            n = v()
+            out.append((tag >> 3, b[i:i + n]))
+            i += n
+        else:
+            raise ValueError("wire type %d in a DiscoveryRequest" % (tag & 7))
+    return out
+
+
+def request(b):
+    """A DiscoveryRequest: version_info 1, type_url 4, response_nonce 5,
+    error_detail 6 {message 2}."""
+    r = {"version": "", "type": "", "nonce": "", "nack": None}
+    for no, v in fields(b):
+        if no == 1:
+            r["version"] = v.decode()
+        elif no == 4:
+            r["type"] = v.decode()
+        elif no == 5:
+            r["nonce"] = v.decode()
+        elif no == 6:
+            r["nack"] = dict(fields(v)).get(2, b"").decode()
+    return r
+
+
+class RawAds:
+    """One ADS stream at a time; send() queues bytes on it; log holds every
+    DiscoveryRequest decoded."""
+
+    def __init__(self):
+        self.log, self.stream = [], None
+        self.lock = threading.Lock()
+        self.server = grpc.server(futures.ThreadPoolExecutor(4))
+        handler = grpc.method_handlers_generic_handler(
+            "envoy.service.discovery.v3.AggregatedDiscoveryService",
+            {"StreamAggregatedResources": grpc.stream_stream_rpc_method_handler(self.ads)})
+        self.server.add_generic_rpc_handlers((handler,))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+        self.nonce = 0
+
+    def ads(self, requests, context):
+        q = queue.Queue()
+        self.stream = q
+
+        def read():
+            try:
+                for b in requests:
+                    with self.lock:
+                        self.log.append(request(b))
+            except grpc.RpcError:
+                pass  # the stream ended: maitred stopped
+            q.put(None)
+        threading.Thread(target=read, daemon=True).start()
+        while True:
+            m = q.get()
+            if m is None:
+                return
+            yield m
+
+    def asked(self, url):
+        with self.lock:
+            return self.stream is not None and any(r["type"] == url for r in self.log)
+
+    def send(self, version, url, resources):
+        """Send a response; the request answering it (ACK or NACK)."""
+        self.nonce += 1
+        nonce = "n%d" % self.nonce
+        self.stream.put(response(version, url, resources, nonce))
+
+        def answer():
+            with self.lock:
+                return next((r for r in self.log if r["nonce"] == nonce), None)
+        return wait_until(answer, WAIT, "maitred's answer to " + version)
+
+    def stop(self):
+        if self.stream is not None:
+            self.stream.put(None)
+        self.server.stop(0)
+
+
+class XdsWireTest(MaitredTest):
+    @maitred_only
+    def test_a_hostile_servers_responses_are_acked_nacked_and_applied_as_a_fresh_client_would(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        ads = RawAds()
+        self.addCleanup(ads.stop)
+        admin = free_port()
+        cfg = self.config([{"name": SVC, "discovery": {"xds": {}}}], admin="127.0.0.1:%d" % admin,
+                          xds={"server": "127.0.0.1:%d" % ads.port, "node_id": "n", "zone": "z1"})
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+        wait_until(lambda: ads.asked(CDS), WAIT, "the CDS request")
+        good, other = cluster(SVC), cluster(SVC, lb_policy=1)  # ROUND_ROBIN, LEAST_REQUEST
+        cds = lambda version, resources: ads.send(version, CDS, [any_of(CDS, r) for r in resources])
+
+        def policy():
+            dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]["clusters"]
+            return [(c["name"], c["lb_policy"], c["last_nack"]) for c in dump["resources"]]
+
+        self.assertIsNone(cds("1", [good])["nack"])
+        wait_until(lambda: ads.asked(EDS), WAIT, "the EDS request")
+        self.assertIsNone(ads.send("e1", EDS, [any_of(EDS, assignment(SVC, a.port))])["nack"])
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
+        rr = policy()[0][1]
+
+        # The cluster in force twice, byte for byte: refused all the same.
+        r = cds("2", [good, good])
+        self.assertEqual((r["version"], r["nack"]), ("1", SVC + ": sent twice in one response"))
+        self.assertIsNone(cds("3", [good])["nack"])
+        # Refused, then the last good bytes again: accepted, the refusal gone.
+        r = cds("4", [cluster(SVC, lb_policy=6)])
+        self.assertIn("lb_policy 6", r["nack"])
+        self.assertEqual(policy(), [(SVC, rr, r["nack"][len(SVC + ": "):])])
+        r = cds("5", [good])
+        self.assertEqual((r["version"], r["nack"]), ("5", None))
+        self.assertEqual(policy(), [(SVC, rr, None)])
+        # A name written twice: the last one counts (protobuf's rule), as
+        # the cluster it names is read, resent or not.
+        twice = cluster("not." + SVC) + field(1, SVC)
+        self.assertIsNone(cds("6", [twice])["nack"])
+        self.assertIsNone(cds("7", [twice])["nack"])
+        self.assertEqual(cds("8", [twice, good])["nack"], SVC + ": sent twice in one response")
+        # Two of one name, the first changed: the first applies (as in a
+        # client that never saw the cluster), the second is refused.
+        self.assertEqual(cds("9", [other, good])["nack"], SVC + ": sent twice in one response")
+        self.assertNotEqual(policy()[0][1], rr)
+        self.assertEqual(cds("10", [good, other])["nack"], SVC + ": sent twice in one response")
+        self.assertEqual(policy()[0][1], rr)
+        # An Any without a value, one whose type URL has a NUL in it.
+        self.assertIn("(unnamed)", cds("11", [good, b""])["nack"])
+        r = ads.send("12", CDS, [any_of(CDS, good), any_of(CDS + "\0", good)])
+        self.assertEqual(r["nack"], "(resource): not a Cluster")
+        # Ten thousand clusters, one of them asked for.
+        many = [cluster("other.%05d" % i) for i in range(10000)] + [good]
+        self.assertEqual(cds("13", many)["nack"], None)
+        self.assertEqual(policy(), [(SVC, rr, None)])
+        self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(5)}, {"a"})
+        self.assertIsNone(ads.send("e2", EDS, [any_of(EDS, assignment(SVC, b.port))])["nack"])
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "b", WAIT, "calls on b")
+        self.stop_maitred(m)
+
+
+if __name__ == "__main__":
+    unittest.main()
