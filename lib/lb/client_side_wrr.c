@@ -89,22 +89,6 @@ struct cswrr_state {
 	int64_t tick_wall_ms, tick_mono_ms; /* the last tick's clocks; INT64_MIN: none */
 };
 
-static uint64_t bits_of(double v)
-{
-	uint64_t u;
-
-	memcpy(&u, &v, sizeof(u));
-	return u;
-}
-
-static double double_of(uint64_t u)
-{
-	double v;
-
-	memcpy(&v, &u, sizeof(v));
-	return v;
-}
-
 /* The concurrency scales after an update period (header comment): each
  * endpoint's calls started (its stats' pick counter since picks0) against
  * its share of the table published over the period. An endpoint without a
@@ -141,7 +125,7 @@ static void rescale(struct cswrr_state *s)
 		if (!(s->share[i] > 0.0))
 			continue;
 		s->log_scale[i] = fmin(fmax(s->log_scale[i] - mean, -log(SCALE_RANGE)), log(SCALE_RANGE));
-		atomic_store_explicit(&s->scale[i], bits_of(exp(s->log_scale[i])), memory_order_relaxed);
+		atomic_store_explicit(&s->scale[i], mtd_lb__bits_of(exp(s->log_scale[i])), memory_order_relaxed);
 	}
 }
 
@@ -311,7 +295,7 @@ static int cswrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpo
 	if (old != NULL && inherit_scales(s, old) != 0)
 		goto free_state;
 	for (size_t i = 0; i < n; i++)
-		atomic_init(&s->scale[i], bits_of(exp(s->log_scale[i])));
+		atomic_init(&s->scale[i], mtd_lb__bits_of(exp(s->log_scale[i])));
 	rc = mtd_lb__warm_cdf_init(&s->cdf, n);
 	if (rc != 0) {
 		s->cdf = (struct mtd_lb__warm_cdf){0};
@@ -338,7 +322,7 @@ static inline double weyl(uint64_t c)
 
 static double scale_of(const struct cswrr_state *s, size_t i)
 {
-	return double_of(atomic_load_explicit(&s->scale[i], memory_order_relaxed));
+	return mtd_lb__double_of(atomic_load_explicit(&s->scale[i], memory_order_relaxed));
 }
 
 /* The sequence's endpoint i, or, when it has calls in flight, the one

@@ -12,7 +12,25 @@
 #ifndef MTD_LB_IMPL_H
 #define MTD_LB_IMPL_H
 
+#include <string.h>
+
 #include "lb/lb-t.h"
+
+/* A double kept in an _Atomic uint64_t (shared figures that workers read
+ * and the tick writes, lock-free): its bits, and back. */
+static inline uint64_t mtd_lb__bits_of(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, sizeof(u));
+	return u;
+}
+
+static inline double mtd_lb__double_of(uint64_t u)
+{
+	double d;
+	memcpy(&d, &u, sizeof(d));
+	return d;
+}
 
 /* Per-worker slots are padded to this so workers never share a line. */
 #define MTD_LB_CACHELINE 64

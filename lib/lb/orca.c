@@ -27,22 +27,6 @@
 #include "lb/lb.h"
 #include "lb/lb-impl.h"
 
-static uint64_t bits_of(double d)
-{
-	uint64_t u;
-
-	memcpy(&u, &d, sizeof(u));
-	return u;
-}
-
-static double double_of(uint64_t u)
-{
-	double d;
-
-	memcpy(&d, &u, sizeof(d));
-	return d;
-}
-
 /* ---- wire format ------------------------------------------------------- */
 
 struct rd {
@@ -79,7 +63,7 @@ static int fixed64(struct rd *r, double *out)
 	for (int i = 7; i >= 0; i--)
 		u = u << 8 | r->p[i];
 	r->p += 8;
-	*out = double_of(u);
+	*out = mtd_lb__double_of(u);
 	return 0;
 }
 
@@ -271,11 +255,11 @@ static int record(struct mtd_lb_stats *st, int rc, const struct mtd_lb_orca_repo
 	}
 	r = *rp;
 	atomic_fetch_add_explicit(&o->reports, 1, memory_order_relaxed);
-	atomic_store_explicit(&o->cpu_bits, bits_of(r.cpu), memory_order_relaxed);
-	atomic_store_explicit(&o->mem_bits, bits_of(r.mem), memory_order_relaxed);
-	atomic_store_explicit(&o->app_bits, bits_of(r.app), memory_order_relaxed);
-	atomic_store_explicit(&o->qps_bits, bits_of(r.qps), memory_order_relaxed);
-	atomic_store_explicit(&o->eps_bits, bits_of(r.eps), memory_order_relaxed);
+	atomic_store_explicit(&o->cpu_bits, mtd_lb__bits_of(r.cpu), memory_order_relaxed);
+	atomic_store_explicit(&o->mem_bits, mtd_lb__bits_of(r.mem), memory_order_relaxed);
+	atomic_store_explicit(&o->app_bits, mtd_lb__bits_of(r.app), memory_order_relaxed);
+	atomic_store_explicit(&o->qps_bits, mtd_lb__bits_of(r.qps), memory_order_relaxed);
+	atomic_store_explicit(&o->eps_bits, mtd_lb__bits_of(r.eps), memory_order_relaxed);
 	w = mtd_lb_orca_weight(&r, cfg->error_penalty);
 	if (!(w > 0.0) || !isfinite(w))
 		return 0; /* A58: a report without a weight leaves the old one to expire */
@@ -284,7 +268,7 @@ static int record(struct mtd_lb_stats *st, int rc, const struct mtd_lb_orca_repo
 	last = atomic_load_explicit(&o->last_ms, memory_order_relaxed);
 	if (last == 0 || now_ms - last >= cfg->expiration_ms)
 		atomic_store_explicit(&o->since_ms, now_ms, memory_order_relaxed);
-	atomic_store_explicit(&o->weight_bits, bits_of(w), memory_order_relaxed);
+	atomic_store_explicit(&o->weight_bits, mtd_lb__bits_of(w), memory_order_relaxed);
 	atomic_store_explicit(&o->last_ms, now_ms, memory_order_release);
 	return 0;
 }
@@ -335,7 +319,7 @@ double mtd_lb_orca_weight_at(const struct mtd_lb_stats *st, const struct mtd_lb_
 	since = atomic_load_explicit(&o->since_ms, memory_order_relaxed);
 	if (cfg->blackout_ms > 0 && now_ms - since < cfg->blackout_ms)
 		return 0.0;
-	return double_of(atomic_load_explicit(&o->weight_bits, memory_order_relaxed));
+	return mtd_lb__double_of(atomic_load_explicit(&o->weight_bits, memory_order_relaxed));
 }
 
 void mtd_lb_orca_view(const struct mtd_lb_stats *st, struct mtd_lb_orca_view *out)
@@ -350,12 +334,12 @@ void mtd_lb_orca_view(const struct mtd_lb_stats *st, struct mtd_lb_orca_view *ou
 	        .reports = atomic_load_explicit(&o->reports, memory_order_relaxed),
 	        .invalid = atomic_load_explicit(&o->invalid, memory_order_relaxed),
 	        .oob = mtd_lb_orca_oob_state(st),
-	        .cpu = double_of(atomic_load_explicit(&o->cpu_bits, memory_order_relaxed)),
-	        .mem = double_of(atomic_load_explicit(&o->mem_bits, memory_order_relaxed)),
-	        .app = double_of(atomic_load_explicit(&o->app_bits, memory_order_relaxed)),
-	        .qps = double_of(atomic_load_explicit(&o->qps_bits, memory_order_relaxed)),
-	        .eps = double_of(atomic_load_explicit(&o->eps_bits, memory_order_relaxed)),
-	        .weight = double_of(atomic_load_explicit(&o->used_bits, memory_order_relaxed)),
+	        .cpu = mtd_lb__double_of(atomic_load_explicit(&o->cpu_bits, memory_order_relaxed)),
+	        .mem = mtd_lb__double_of(atomic_load_explicit(&o->mem_bits, memory_order_relaxed)),
+	        .app = mtd_lb__double_of(atomic_load_explicit(&o->app_bits, memory_order_relaxed)),
+	        .qps = mtd_lb__double_of(atomic_load_explicit(&o->qps_bits, memory_order_relaxed)),
+	        .eps = mtd_lb__double_of(atomic_load_explicit(&o->eps_bits, memory_order_relaxed)),
+	        .weight = mtd_lb__double_of(atomic_load_explicit(&o->used_bits, memory_order_relaxed)),
 	};
 	out->utilization = out->app > 0.0 ? out->app : out->cpu;
 }
@@ -368,5 +352,5 @@ void mtd_lb__orca_set_used(struct mtd_lb_stats *st, double w)
 	 * none made for a 0. */
 	if (!o && (w == 0.0 || !(o = orca_install(st))))
 		return;
-	atomic_store_explicit(&o->used_bits, bits_of(w), memory_order_relaxed);
+	atomic_store_explicit(&o->used_bits, mtd_lb__bits_of(w), memory_order_relaxed);
 }
