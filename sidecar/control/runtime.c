@@ -578,7 +578,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			    prev->lb_eps[map[i]].start_ms < ep->returned_ms || map[i] != i)
 				changed = true;
 		} else {
-			if (eps[i].salen == 0 || eps[i].salen > sizeof(struct sockaddr_storage)) {
+			if (eps[i].salen == 0 || eps[i].salen > sizeof(union mtd_sockaddr)) {
 				snprintf(err, errlen, "service %s: endpoint %s has no address", cfg->name,
 				         eps[i].address);
 				goto fail;
@@ -761,19 +761,19 @@ static struct mtd_disc_endpoint *static_set(const struct mtd_cfg_service *cfg, c
 		const struct mtd_cfg_endpoint *e = &cfg->endpoints[i];
 		const char *id = mtd_rt_host_is_literal(e->addr.host)
 		                         ? e->addr.text
-		                         : mtd_addr_text(&e->addr.sa, (*texts)[i], sizeof((*texts)[i]));
+		                         : mtd_addr_text(&e->addr.sa.sa, (*texts)[i], sizeof((*texts)[i]));
 		/* A name's endpoints are keyed by the name as written:
 		 * "localhost:80" next to "127.0.0.1:80" is two endpoints, as the
 		 * config allows (and as dns.c names them on each refresh). */
 		d[i] = (struct mtd_disc_endpoint){.key = id == e->addr.text ? NULL : e->addr.text,
 		                                  .address = id,
-		                                  .sa = e->addr.sa,
 		                                  .salen = e->addr.salen,
 		                                  .weight = e->weight,
 		                                  .zone = e->zone,
 		                                  /* both {key, value} */
 		                                  .metadata = (const struct mtd_disc_meta *)e->meta,
 		                                  .n_metadata = e->n_meta};
+		memcpy(&d[i].sa, &e->addr.sa, e->addr.salen);
 		(*hosts)[i] = e->addr.host;
 	}
 	return d;
@@ -1329,13 +1329,13 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 		set[i] = (struct mtd_disc_endpoint){.key = ep->key,
 		                                    .identity = ep->identity,
 		                                    .address = ep->addr.text,
-		                                    .sa = ep->addr.sa,
 		                                    .salen = ep->addr.salen,
 		                                    .weight = prev->lb_eps[i].weight,
 		                                    .zone = a ? a->zone : NULL,
 		                                    .metadata = a ? a->meta : NULL,
 		                                    .n_metadata = a ? a->n_meta : 0,
 		                                    .start_ms = prev->lb_eps[i].start_ms};
+		memcpy(&set[i].sa, &ep->addr.sa, ep->addr.salen);
 	}
 	return set;
 }
