@@ -58,7 +58,6 @@ struct mtd_endpoint {
 	 * last_gen < g (removed). Written by the control thread before it
 	 * publishes g. */
 	_Atomic uint64_t last_gen;
-	struct mtd_pool **pools; /* [n_workers]: slot i is worker i's, only it touches it */
 	/* Bit i: worker i (< 64) has a connection to it that took the peer's
 	 * SETTINGS and is not closed; set and cleared by that worker (pool.c),
 	 * read by health.c to run a check where a connection already is. */
@@ -72,6 +71,9 @@ struct mtd_endpoint {
 	 * (mtd_control_rewarm). Control thread. */
 	int64_t returned_ms;
 	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_eps */
+	/* [n_workers] (at least 1), in the endpoint's own allocation: slot i
+	 * is worker i's, only it touches it. */
+	struct mtd_pool *pools[];
 };
 
 /* A rate_limit's token bucket, shared by every worker and by

@@ -36,7 +36,6 @@
 static void endpoint_free(struct mtd_endpoint *ep)
 {
 	/* Every pool held a reference: none is left. */
-	free(ep->pools);
 	mtd_lb_stats_fini(&ep->stats);
 	free(ep->key);
 	free(ep->identity);
@@ -264,17 +263,16 @@ static int set_addr(struct mtd_cfg_addr *a, const char *address, const char *hos
 static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, const char *host, unsigned n_workers,
                                          int64_t now_ms)
 {
-	struct mtd_endpoint *ep = calloc(1, sizeof(*ep));
+	struct mtd_endpoint *ep = calloc(1, sizeof(*ep) + (n_workers ? n_workers : 1) * sizeof(ep->pools[0]));
 	if (!ep)
 		return NULL;
 	mtd_ref_init(&ep->ref);
-	ep->pools = calloc(n_workers ? n_workers : 1, sizeof(*ep->pools));
 	if (d->key)
 		ep->key = strdup(d->key);
 	bool has_id = d->identity && d->identity[0];
 	if (has_id)
 		ep->identity = strdup(d->identity);
-	if (!ep->pools || (d->key && !ep->key) || (has_id && !ep->identity) ||
+	if ((d->key && !ep->key) || (has_id && !ep->identity) ||
 	    set_addr(&ep->addr, d->address, host) < 0)
 		goto fail;
 	memcpy(&ep->addr.sa, &d->sa, d->salen);
