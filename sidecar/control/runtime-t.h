@@ -111,7 +111,7 @@ struct mtd_rt_hc {
 
 /* Per snapshot attributes of an endpoint that may change while it stays. */
 struct mtd_rt_epattr {
-	char *zone;                 /* NULL = none */
+	const char *zone;           /* NULL = none; one of its snapshot's zones[] */
 	struct mtd_disc_meta *meta; /* owned copies */
 	size_t n_meta;
 };
@@ -142,6 +142,10 @@ struct mtd_rt_service {
 	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see (weights) */
 	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has any */
 	size_t n_eps;
+	/* The zone strings attrs[].zone point to, owned: the endpoints of a
+	 * zone share one copy (runtime.c zone_intern). */
+	char **zones;
+	size_t n_zones;
 	struct mtd_lb_picker *picker; /* the service-level policy */
 	/* The routing layer (lib/lb/layer.c) over the same endpoints, when
 	 * the service uses subset, locality or routing; calls then pick,

@@ -48,7 +48,6 @@ static void attrs_free(struct mtd_rt_epattr *a, size_t n)
 	if (!a)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		free(a[i].zone);
 		for (size_t m = 0; m < a[i].n_meta; m++) {
 			free((char *)a[i].meta[m].key);
 			free((char *)a[i].meta[m].value);
@@ -108,6 +107,9 @@ static void service_free(struct mtd_rt_service *s)
 		if (s->eps[i] && mtd_ref_put(&s->eps[i]->ref))
 			endpoint_free(s->eps[i]);
 	attrs_free(s->attrs, s->n_eps);
+	for (size_t i = 0; i < s->n_zones; i++)
+		free(s->zones[i]);
+	free(s->zones);
 	if (s->budget_box && mtd_ref_put(&s->budget_box->ref))
 		free(s->budget_box);
 	if (s->load && mtd_ref_put(&s->load->ref))
@@ -301,9 +303,39 @@ static bool attr_same(const struct mtd_rt_epattr *a, const struct mtd_disc_endpo
 	return true;
 }
 
-static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
+/* How many of a snapshot's zones, the newest first, an endpoint's zone is
+ * looked for among before it gets a copy of its own: a set lists the
+ * endpoints of a zone together (xDS by locality, a registry by instance
+ * group), so a few find nearly every repeat, and the search stays bounded
+ * whatever the number of zones (a zone further back is merely copied
+ * again). */
+#define ZONE_LOOKBACK 8
+
+/* zone's copy among s->zones (cap: the array's size), made if none of the
+ * last ZONE_LOOKBACK is it; NULL when out of memory. */
+static const char *zone_intern(struct mtd_rt_service *s, size_t *cap, const char *zone)
 {
-	if (d->zone && d->zone[0] && !(a->zone = strdup(d->zone)))
+	for (size_t k = s->n_zones; k > 0 && s->n_zones - k < ZONE_LOOKBACK; k--)
+		if (strcmp(s->zones[k - 1], zone) == 0)
+			return s->zones[k - 1];
+	if (s->n_zones == *cap) {
+		size_t nc = *cap ? *cap * 2 : 1;
+		char **z = realloc(s->zones, nc * sizeof(*z));
+		if (!z)
+			return NULL;
+		s->zones = z;
+		*cap = nc;
+	}
+	char *copy = strdup(zone);
+	if (copy)
+		s->zones[s->n_zones++] = copy;
+	return copy;
+}
+
+static int attr_copy(struct mtd_rt_service *s, size_t *zones_cap, struct mtd_rt_epattr *a,
+                     const struct mtd_disc_endpoint *d)
+{
+	if (d->zone && d->zone[0] && !(a->zone = zone_intern(s, zones_cap, d->zone)))
 		return -ENOMEM;
 	if (d->n_metadata == 0)
 		return 0;
@@ -610,11 +642,12 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		goto fail; /* not an error: nothing to build */
 	}
 	if (any_attr) {
+		size_t zones_cap = 0;
 		s->attrs = calloc(n, sizeof(*s->attrs));
 		if (!s->attrs)
 			goto nomem;
 		for (size_t i = 0; i < n; i++)
-			if (attr_copy(&s->attrs[i], &eps[i]) < 0)
+			if (attr_copy(s, &zones_cap, &s->attrs[i], &eps[i]) < 0)
 				goto nomem;
 	}
 	/* Config validation rejects every option set a picker would refuse for
