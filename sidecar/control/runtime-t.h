@@ -49,7 +49,9 @@ struct mtd_endpoint {
 	 * server presents it), or NULL. Part of what the record
 	 * says, like the address: a changed one is another identity. */
 	char *identity;
-	struct mtd_cfg_addr addr;  /* owned copies: text (the id pickers hash), host (SNI default), sa */
+	/* text (the id pickers hash) and host (SNI default) are in the
+	 * endpoint's own allocation, after pools[] (runtime.c endpoint_new). */
+	struct mtd_cfg_addr addr;
 	int64_t start_ms;          /* warmup start: the record's, or when first seen */
 	struct mtd_lb_stats stats; /* shared by every worker; survives set changes */
 	struct mtd_mx_endpoint mx; /* connection figures, shared (metrics.h) */

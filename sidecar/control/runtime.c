@@ -39,8 +39,7 @@ static void endpoint_free(struct mtd_endpoint *ep)
 	mtd_lb_stats_fini(&ep->stats);
 	free(ep->key);
 	free(ep->identity);
-	free(ep->addr.text); /* host too (set_addr) */
-	free(ep);
+	free(ep); /* its pool slots and address text too (endpoint_new) */
 }
 
 static void attrs_free(struct mtd_rt_epattr *a, size_t n)
@@ -232,50 +231,54 @@ void mtd_runtime_reclaim(struct mtd_control *ctl)
 
 /* ---- building ------------------------------------------------------------ */
 
-/* "host:port" / "[v6]:port" -> a->text (a copy of address), a->host (host,
- * or NULL: address's), a->port. text and host are one allocation, text's
- * (host points past text's NUL): one block less per endpoint. */
-static int set_addr(struct mtd_cfg_addr *a, const char *address, const char *host)
+/* "host:port" / "[v6]:port" -> its host (*h, *nh bytes; host instead when
+ * given) and *port. -EINVAL when address has no port. */
+static int addr_parts(const char *address, const char *host, const char **h, size_t *nh, uint16_t *port)
 {
 	const char *colon = strrchr(address, ':');
 	if (!colon || colon == address)
 		return -EINVAL;
-	const char *h = address, *e = colon;
-	if (*h == '[' && e[-1] == ']') {
-		h++;
-		e--;
+	const char *start = address, *end = colon;
+	if (*start == '[' && end[-1] == ']') {
+		start++;
+		end--;
 	}
 	if (host) {
-		h = host;
-		e = host + strlen(host);
+		start = host;
+		end = host + strlen(host);
 	}
-	size_t nt = strlen(address), nh = (size_t)(e - h);
-	char *block = malloc(nt + 1 + nh + 1);
-	if (!block)
-		return -ENOMEM;
-	memcpy(block, address, nt + 1);
-	memcpy(block + nt + 1, h, nh);
-	block[nt + 1 + nh] = '\0';
-	a->text = block;
-	a->host = block + nt + 1;
-	a->port = (uint16_t)strtoul(colon + 1, NULL, 10);
+	*h = start;
+	*nh = (size_t)(end - start);
+	*port = (uint16_t)strtoul(colon + 1, NULL, 10);
 	return 0;
 }
 
+/* One allocation: the endpoint, its pool slots, then its address's text
+ * and host (addr.text and addr.host, each NUL-terminated), freed with it. */
 static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, const char *host, unsigned n_workers,
                                          int64_t now_ms)
 {
-	struct mtd_endpoint *ep = calloc(1, sizeof(*ep) + (n_workers ? n_workers : 1) * sizeof(ep->pools[0]));
+	const char *h;
+	size_t nh, nt = strlen(d->address), slots = n_workers ? n_workers : 1;
+	uint16_t port;
+	if (addr_parts(d->address, host, &h, &nh, &port) < 0)
+		return NULL;
+	struct mtd_endpoint *ep = calloc(1, sizeof(*ep) + slots * sizeof(ep->pools[0]) + nt + 1 + nh + 1);
 	if (!ep)
 		return NULL;
 	mtd_ref_init(&ep->ref);
+	char *text = (char *)&ep->pools[slots];
+	memcpy(text, d->address, nt + 1);
+	memcpy(text + nt + 1, h, nh); /* its NUL is calloc's */
+	ep->addr.text = text;
+	ep->addr.host = text + nt + 1;
+	ep->addr.port = port;
 	if (d->key)
 		ep->key = strdup(d->key);
 	bool has_id = d->identity && d->identity[0];
 	if (has_id)
 		ep->identity = strdup(d->identity);
-	if ((d->key && !ep->key) || (has_id && !ep->identity) ||
-	    set_addr(&ep->addr, d->address, host) < 0)
+	if ((d->key && !ep->key) || (has_id && !ep->identity))
 		goto fail;
 	memcpy(&ep->addr.sa, &d->sa, d->salen);
 	ep->addr.salen = d->salen;
