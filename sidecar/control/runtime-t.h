@@ -111,9 +111,9 @@ struct mtd_rt_hc {
 	_Atomic uint64_t down_bits[]; /* (n_eps + 63) / 64 words */
 };
 
-/* Per snapshot attributes of an endpoint that may change while it stays. */
+/* Per snapshot metadata of an endpoint (it may change while the endpoint
+ * stays; its zone, which may too, is lb_eps[i].zone). */
 struct mtd_rt_epattr {
-	const char *zone;           /* NULL = none; one of its snapshot's zones[] */
 	struct mtd_disc_meta *meta; /* owned copies */
 	size_t n_meta;
 };
@@ -142,9 +142,9 @@ struct mtd_rt_service {
 	struct mtd_rt_over *over;          /* a control plane's override (reference held), or NULL */
 	struct mtd_endpoint **eps;      /* references held */
 	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see (weights) */
-	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has any */
+	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has metadata */
 	size_t n_eps;
-	/* The zone strings attrs[].zone point to, owned: the endpoints of a
+	/* The zone strings lb_eps[].zone point to, owned: the endpoints of a
 	 * zone share one copy (runtime.c zone_intern). */
 	char **zones;
 	size_t n_zones;

@@ -291,9 +291,12 @@ fail:
 	return NULL;
 }
 
-static bool attr_same(const struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
+/* d's zone and metadata are those of the endpoint whose lb_eps entry is le
+ * and attributes a (NULL: none). */
+static bool attr_same(const struct mtd_lb_endpoint *le, const struct mtd_rt_epattr *a,
+                      const struct mtd_disc_endpoint *d)
 {
-	const char *az = a ? a->zone : NULL, *dz = d->zone && d->zone[0] ? d->zone : NULL;
+	const char *az = le->zone, *dz = d->zone && d->zone[0] ? d->zone : NULL;
 	if ((az == NULL) != (dz == NULL) || (az && strcmp(az, dz) != 0))
 		return false;
 	size_t an = a ? a->n_meta : 0;
@@ -335,11 +338,8 @@ static const char *zone_intern(struct mtd_rt_service *s, size_t *cap, const char
 	return copy;
 }
 
-static int attr_copy(struct mtd_rt_service *s, size_t *zones_cap, struct mtd_rt_epattr *a,
-                     const struct mtd_disc_endpoint *d)
+static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
 {
-	if (d->zone && d->zone[0] && !(a->zone = zone_intern(s, zones_cap, d->zone)))
-		return -ENOMEM;
 	if (d->n_metadata == 0)
 		return 0;
 	a->meta = calloc(d->n_metadata, sizeof(*a->meta));
@@ -606,7 +606,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			ep = prev->eps[map[i]];
 			mtd_ref_get(&ep->ref);
 			if (prev->lb_eps[map[i]].weight != eps[i].weight ||
-			    !attr_same(prev->attrs ? &prev->attrs[map[i]] : NULL, &eps[i]) ||
+			    !attr_same(&prev->lb_eps[map[i]], prev->attrs ? &prev->attrs[map[i]] : NULL, &eps[i]) ||
 			    (eps[i].start_ms > 0 && eps[i].start_ms != ep->start_ms) ||
 			    prev->lb_eps[map[i]].start_ms < ep->returned_ms || map[i] != i)
 				changed = true;
@@ -625,7 +625,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		}
 		s->eps[i] = ep;
 		s->n_eps = i + 1;
-		any_attr |= (eps[i].zone && eps[i].zone[0]) || eps[i].n_metadata;
+		any_attr |= eps[i].n_metadata > 0;
 		/* A registry's start time, when it names one, is the newest
 		 * word; else the identity's own first sighting; unless it came
 		 * back since (a returning endpoint ramps up through its warmup again). */
@@ -644,13 +644,16 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		*same = true;
 		goto fail; /* not an error: nothing to build */
 	}
+	size_t zones_cap = 0;
+	for (size_t i = 0; i < n; i++)
+		if (eps[i].zone && eps[i].zone[0] && !(s->lb_eps[i].zone = zone_intern(s, &zones_cap, eps[i].zone)))
+			goto nomem;
 	if (any_attr) {
-		size_t zones_cap = 0;
 		s->attrs = calloc(n, sizeof(*s->attrs));
 		if (!s->attrs)
 			goto nomem;
 		for (size_t i = 0; i < n; i++)
-			if (attr_copy(s, &zones_cap, &s->attrs[i], &eps[i]) < 0)
+			if (attr_copy(&s->attrs[i], &eps[i]) < 0)
 				goto nomem;
 	}
 	/* Config validation rejects every option set a picker would refuse for
@@ -664,9 +667,8 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		         cfg->lb.ops->name, s->n_eps);
 		goto fail;
 	}
-	/* What the routing layer reads, from the kept copies. */
+	/* What the routing layer reads, from the kept copies (zones above). */
 	for (size_t i = 0; s->attrs && i < n; i++) {
-		s->lb_eps[i].zone = s->attrs[i].zone;
 		/* struct mtd_disc_meta and struct mtd_lb_meta are both {key, value}. */
 		s->lb_eps[i].meta = (const struct mtd_lb_meta *)s->attrs[i].meta;
 		s->lb_eps[i].n_meta = s->attrs[i].n_meta;
@@ -1365,7 +1367,7 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 		                                    .address = ep->addr.text,
 		                                    .salen = ep->addr.salen,
 		                                    .weight = prev->lb_eps[i].weight,
-		                                    .zone = a ? a->zone : NULL,
+		                                    .zone = prev->lb_eps[i].zone,
 		                                    .metadata = a ? a->meta : NULL,
 		                                    .n_metadata = a ? a->n_meta : 0,
 		                                    .start_ms = prev->lb_eps[i].start_ms};
