@@ -35,11 +35,11 @@
 /* 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104. */
 static bool is_loopback(const struct mtd_cfg_addr *a)
 {
-	if (a->sa.ss_family == AF_INET) {
+	if (a->sa.sa.sa_family == AF_INET) {
 		const struct sockaddr_in *in = (const struct sockaddr_in *)&a->sa;
 		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
 	}
-	if (a->sa.ss_family == AF_INET6) {
+	if (a->sa.sa.sa_family == AF_INET6) {
 		const struct in6_addr *in6 = &((const struct sockaddr_in6 *)&a->sa)->sin6_addr;
 		return IN6_IS_ADDR_LOOPBACK(in6) || (IN6_IS_ADDR_V4MAPPED(in6) && in6->s6_addr[12] == 127);
 	}

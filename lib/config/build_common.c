@@ -219,6 +219,11 @@ int mtd_cfg__build_addr_as(struct builder *b, const char *text, struct mtd_cfg__
 		     rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
 		return -1;
 	}
+	if (res->ai_addrlen > sizeof(a->sa)) { /* neither AF_INET nor AF_INET6 */
+		BERR(where, path, "\"%s\" is not an IP address", a->host);
+		freeaddrinfo(res);
+		return -1;
+	}
 	memcpy(&a->sa, res->ai_addr, res->ai_addrlen);
 	a->salen = res->ai_addrlen;
 	freeaddrinfo(res);

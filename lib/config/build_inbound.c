@@ -160,7 +160,7 @@ void mtd_cfg__build_inbound_app(struct builder *b, const PbInbound *m, const str
 	mtd_cfg__build_service(b, &ps, si, out);
 	mtd_cfg__free(out->name);
 	char key[MTD_ADDR_TEXT_SIZE];
-	out->name = listen->salen ? mtd_cfg__asprintf("inbound:%s", mtd_addr_text(&listen->sa, key, sizeof(key)))
+	out->name = listen->salen ? mtd_cfg__asprintf("inbound:%s", mtd_addr_text(&listen->sa.sa, key, sizeof(key)))
 	                          : mtd_cfg__asprintf("inbound:%s", m->listen);
 	if (out->name == NULL)
 		b->d->oom = true;
@@ -169,9 +169,9 @@ void mtd_cfg__build_inbound_app(struct builder *b, const PbInbound *m, const str
 
 static bool is_wildcard(const struct mtd_cfg_addr *a)
 {
-	if (a->sa.ss_family == AF_INET)
+	if (a->sa.sa.sa_family == AF_INET)
 		return ((const struct sockaddr_in *)&a->sa)->sin_addr.s_addr == htonl(INADDR_ANY);
-	if (a->sa.ss_family == AF_INET6)
+	if (a->sa.sa.sa_family == AF_INET6)
 		return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)&a->sa)->sin6_addr);
 	return false;
 }
@@ -180,12 +180,12 @@ static bool is_wildcard(const struct mtd_cfg_addr *a)
  * ("localhost:P" and "127.0.0.1:P"). */
 static bool same_resolved(const struct mtd_cfg_addr *x, const struct mtd_cfg_addr *y)
 {
-	if (x->salen == 0 || y->salen == 0 || x->port != y->port || x->sa.ss_family != y->sa.ss_family)
+	if (x->salen == 0 || y->salen == 0 || x->port != y->port || x->sa.sa.sa_family != y->sa.sa.sa_family)
 		return false;
-	if (x->sa.ss_family == AF_INET)
+	if (x->sa.sa.sa_family == AF_INET)
 		return ((const struct sockaddr_in *)&x->sa)->sin_addr.s_addr ==
 		       ((const struct sockaddr_in *)&y->sa)->sin_addr.s_addr;
-	if (x->sa.ss_family == AF_INET6) {
+	if (x->sa.sa.sa_family == AF_INET6) {
 		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&x->sa, *c = (const struct sockaddr_in6 *)&y->sa;
 		return IN6_ARE_ADDR_EQUAL(&a->sin6_addr, &c->sin6_addr) && a->sin6_scope_id == c->sin6_scope_id;
 	}

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "authz/authz-t.h"
+#include "core/addr.h"
 #include "fault/fault-t.h"
 #include "health/health-t.h"
 #include "lb/lb-t.h"
@@ -29,7 +30,7 @@ struct mtd_cfg_addr {
 	char *text; /* as written: "127.0.0.1:50051" */
 	char *host; /* "127.0.0.1" / "::1" / "svc.local" */
 	uint16_t port;
-	struct sockaddr_storage sa; /* resolved at load (first address) */
+	union mtd_sockaddr sa; /* resolved at load (first address), AF_INET or AF_INET6 */
 	socklen_t salen;
 };
 

@@ -7,10 +7,10 @@
 
 #include "core/addr.h"
 
-const char *mtd_addr_text(const struct sockaddr_storage *sa, char *buf, size_t size)
+const char *mtd_addr_text(const struct sockaddr *sa, char *buf, size_t size)
 {
 	char ip[INET6_ADDRSTRLEN];
-	if (sa->ss_family == AF_INET6) {
+	if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
 		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
 		snprintf(buf, size, "[%s]:%u", ip, (unsigned)ntohs(s6->sin6_port));

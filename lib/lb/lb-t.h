@@ -99,6 +99,12 @@ struct mtd_lb_endpoint {
 	const char *id;                 /* stable identity ("host:port"), hashed by rings */
 	int32_t weight;                 /* configured weight; <= 0 means "no traffic while
 	                               a positive-weight endpoint is eligible" */
+	/* start_ms is when the endpoint came back (active checks SERVING
+	 * again, or its ejection ended: a returning endpoint gets its traffic
+	 * back through warmup, not all at once): its ramp applies even while
+	 * every endpoint is within its own window (warmup.c). Beside weight,
+	 * in what would be padding (one copy per endpoint per snapshot). */
+	bool returned;
 	int64_t start_ms;               /* wall-clock ms the instance started (registry
 	                               record) or was first seen; 0 = unknown/old */
 	struct mtd_lb_stats *stats;     /* never NULL */
@@ -106,11 +112,6 @@ struct mtd_lb_endpoint {
 	const char *zone;               /* NULL or "" = unknown (routing layer) */
 	const struct mtd_lb_meta *meta; /* n_meta entries (routing layer) */
 	size_t n_meta;
-	/* start_ms is when the endpoint came back (active checks SERVING
-	 * again, or its ejection ended: a returning endpoint gets its traffic
-	 * back through warmup, not all at once): its ramp applies even while
-	 * every endpoint is within its own window (warmup.c). */
-	bool returned;
 };
 
 enum mtd_lb_warmup_curve {

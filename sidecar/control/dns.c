@@ -104,13 +104,13 @@ static void publish(struct dns_src *s)
 		const struct mtd_cfg_endpoint *e = &sc->endpoints[i];
 		if (!mtd_rt_host_is_literal(e->addr.host))
 			continue;
-		set[n++] = (struct mtd_disc_endpoint){
-		        .address = e->addr.text, .sa = e->addr.sa, .salen = e->addr.salen, .weight = e->weight};
+		set[n] = (struct mtd_disc_endpoint){.address = e->addr.text, .salen = e->addr.salen, .weight = e->weight};
+		memcpy(&set[n++].sa, &e->addr.sa, e->addr.salen);
 	}
 	for (size_t i = 0; i < s->n_names; i++) {
 		const struct dns_name *nm = &s->names[i];
 		for (size_t a = 0; a < nm->n_good; a++) {
-			const char *id = mtd_addr_text(&nm->good[a], texts[t++], sizeof(texts[0]));
+			const char *id = mtd_addr_text((const struct sockaddr *)&nm->good[a], texts[t++], sizeof(texts[0]));
 			/* A static name's addresses are keyed by the name as
 			 * written (runtime.c static_set): two names giving one
 			 * address are two endpoints, as the config allows. */

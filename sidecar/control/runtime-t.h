@@ -49,7 +49,9 @@ struct mtd_endpoint {
 	 * server presents it), or NULL. Part of what the record
 	 * says, like the address: a changed one is another identity. */
 	char *identity;
-	struct mtd_cfg_addr addr;  /* owned copies: text (the id pickers hash), host (SNI default), sa */
+	/* text (the id pickers hash) and host (SNI default) are in the
+	 * endpoint's own allocation, after pools[] (runtime.c endpoint_new). */
+	struct mtd_cfg_addr addr;
 	int64_t start_ms;          /* warmup start: the record's, or when first seen */
 	struct mtd_lb_stats stats; /* shared by every worker; survives set changes */
 	struct mtd_mx_endpoint mx; /* connection figures, shared (metrics.h) */
@@ -58,7 +60,6 @@ struct mtd_endpoint {
 	 * last_gen < g (removed). Written by the control thread before it
 	 * publishes g. */
 	_Atomic uint64_t last_gen;
-	struct mtd_pool **pools; /* [n_workers]: slot i is worker i's, only it touches it */
 	/* Bit i: worker i (< 64) has a connection to it that took the peer's
 	 * SETTINGS and is not closed; set and cleared by that worker (pool.c),
 	 * read by health.c to run a check where a connection already is. */
@@ -72,6 +73,9 @@ struct mtd_endpoint {
 	 * (mtd_control_rewarm). Control thread. */
 	int64_t returned_ms;
 	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_eps */
+	/* [n_workers] (at least 1), in the endpoint's own allocation: slot i
+	 * is worker i's, only it touches it. */
+	struct mtd_pool *pools[];
 };
 
 /* A rate_limit's token bucket, shared by every worker and by
@@ -107,9 +111,9 @@ struct mtd_rt_hc {
 	_Atomic uint64_t down_bits[]; /* (n_eps + 63) / 64 words */
 };
 
-/* Per snapshot attributes of an endpoint that may change while it stays. */
+/* Per snapshot metadata of an endpoint (it may change while the endpoint
+ * stays; its zone, which may too, is lb_eps[i].zone). */
 struct mtd_rt_epattr {
-	char *zone;                 /* NULL = none */
 	struct mtd_disc_meta *meta; /* owned copies */
 	size_t n_meta;
 };
@@ -138,8 +142,12 @@ struct mtd_rt_service {
 	struct mtd_rt_over *over;          /* a control plane's override (reference held), or NULL */
 	struct mtd_endpoint **eps;      /* references held */
 	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see (weights) */
-	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has any */
+	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has metadata */
 	size_t n_eps;
+	/* The zone strings lb_eps[].zone point to, owned: the endpoints of a
+	 * zone share one copy (runtime.c zone_intern). */
+	char **zones;
+	size_t n_zones;
 	struct mtd_lb_picker *picker; /* the service-level policy */
 	/* The routing layer (lib/lb/layer.c) over the same endpoints, when
 	 * the service uses subset, locality or routing; calls then pick,

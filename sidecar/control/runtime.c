@@ -36,12 +36,10 @@
 static void endpoint_free(struct mtd_endpoint *ep)
 {
 	/* Every pool held a reference: none is left. */
-	free(ep->pools);
 	mtd_lb_stats_fini(&ep->stats);
 	free(ep->key);
 	free(ep->identity);
-	free(ep->addr.text); /* host too (set_addr) */
-	free(ep);
+	free(ep); /* its pool slots and address text too (endpoint_new) */
 }
 
 static void attrs_free(struct mtd_rt_epattr *a, size_t n)
@@ -49,7 +47,6 @@ static void attrs_free(struct mtd_rt_epattr *a, size_t n)
 	if (!a)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		free(a[i].zone);
 		for (size_t m = 0; m < a[i].n_meta; m++) {
 			free((char *)a[i].meta[m].key);
 			free((char *)a[i].meta[m].value);
@@ -109,6 +106,9 @@ static void service_free(struct mtd_rt_service *s)
 		if (s->eps[i] && mtd_ref_put(&s->eps[i]->ref))
 			endpoint_free(s->eps[i]);
 	attrs_free(s->attrs, s->n_eps);
+	for (size_t i = 0; i < s->n_zones; i++)
+		free(s->zones[i]);
+	free(s->zones);
 	if (s->budget_box && mtd_ref_put(&s->budget_box->ref))
 		free(s->budget_box);
 	if (s->load && mtd_ref_put(&s->load->ref))
@@ -231,51 +231,54 @@ void mtd_runtime_reclaim(struct mtd_control *ctl)
 
 /* ---- building ------------------------------------------------------------ */
 
-/* "host:port" / "[v6]:port" -> a->text (a copy of address), a->host (host,
- * or NULL: address's), a->port. text and host are one allocation, text's
- * (host points past text's NUL): one block less per endpoint. */
-static int set_addr(struct mtd_cfg_addr *a, const char *address, const char *host)
+/* "host:port" / "[v6]:port" -> its host (*h, *nh bytes; host instead when
+ * given) and *port. -EINVAL when address has no port. */
+static int addr_parts(const char *address, const char *host, const char **h, size_t *nh, uint16_t *port)
 {
 	const char *colon = strrchr(address, ':');
 	if (!colon || colon == address)
 		return -EINVAL;
-	const char *h = address, *e = colon;
-	if (*h == '[' && e[-1] == ']') {
-		h++;
-		e--;
+	const char *start = address, *end = colon;
+	if (*start == '[' && end[-1] == ']') {
+		start++;
+		end--;
 	}
 	if (host) {
-		h = host;
-		e = host + strlen(host);
+		start = host;
+		end = host + strlen(host);
 	}
-	size_t nt = strlen(address), nh = (size_t)(e - h);
-	char *block = malloc(nt + 1 + nh + 1);
-	if (!block)
-		return -ENOMEM;
-	memcpy(block, address, nt + 1);
-	memcpy(block + nt + 1, h, nh);
-	block[nt + 1 + nh] = '\0';
-	a->text = block;
-	a->host = block + nt + 1;
-	a->port = (uint16_t)strtoul(colon + 1, NULL, 10);
+	*h = start;
+	*nh = (size_t)(end - start);
+	*port = (uint16_t)strtoul(colon + 1, NULL, 10);
 	return 0;
 }
 
+/* One allocation: the endpoint, its pool slots, then its address's text
+ * and host (addr.text and addr.host, each NUL-terminated), freed with it. */
 static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, const char *host, unsigned n_workers,
                                          int64_t now_ms)
 {
-	struct mtd_endpoint *ep = calloc(1, sizeof(*ep));
+	const char *h;
+	size_t nh, nt = strlen(d->address), slots = n_workers ? n_workers : 1;
+	uint16_t port;
+	if (addr_parts(d->address, host, &h, &nh, &port) < 0)
+		return NULL;
+	struct mtd_endpoint *ep = calloc(1, sizeof(*ep) + slots * sizeof(ep->pools[0]) + nt + 1 + nh + 1);
 	if (!ep)
 		return NULL;
 	mtd_ref_init(&ep->ref);
-	ep->pools = calloc(n_workers ? n_workers : 1, sizeof(*ep->pools));
+	char *text = (char *)&ep->pools[slots];
+	memcpy(text, d->address, nt + 1);
+	memcpy(text + nt + 1, h, nh); /* its NUL is calloc's */
+	ep->addr.text = text;
+	ep->addr.host = text + nt + 1;
+	ep->addr.port = port;
 	if (d->key)
 		ep->key = strdup(d->key);
 	bool has_id = d->identity && d->identity[0];
 	if (has_id)
 		ep->identity = strdup(d->identity);
-	if (!ep->pools || (d->key && !ep->key) || (has_id && !ep->identity) ||
-	    set_addr(&ep->addr, d->address, host) < 0)
+	if ((d->key && !ep->key) || (has_id && !ep->identity))
 		goto fail;
 	memcpy(&ep->addr.sa, &d->sa, d->salen);
 	ep->addr.salen = d->salen;
@@ -288,9 +291,12 @@ fail:
 	return NULL;
 }
 
-static bool attr_same(const struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
+/* d's zone and metadata are those of the endpoint whose lb_eps entry is le
+ * and attributes a (NULL: none). */
+static bool attr_same(const struct mtd_lb_endpoint *le, const struct mtd_rt_epattr *a,
+                      const struct mtd_disc_endpoint *d)
 {
-	const char *az = a ? a->zone : NULL, *dz = d->zone && d->zone[0] ? d->zone : NULL;
+	const char *az = le->zone, *dz = d->zone && d->zone[0] ? d->zone : NULL;
 	if ((az == NULL) != (dz == NULL) || (az && strcmp(az, dz) != 0))
 		return false;
 	size_t an = a ? a->n_meta : 0;
@@ -303,10 +309,37 @@ static bool attr_same(const struct mtd_rt_epattr *a, const struct mtd_disc_endpo
 	return true;
 }
 
+/* How many of a snapshot's zones, the newest first, an endpoint's zone is
+ * looked for among before it gets a copy of its own: a set lists the
+ * endpoints of a zone together (xDS by locality, a registry by instance
+ * group), so a few find nearly every repeat, and the search stays bounded
+ * whatever the number of zones (a zone further back is merely copied
+ * again). */
+#define ZONE_LOOKBACK 8
+
+/* zone's copy among s->zones (cap: the array's size), made if none of the
+ * last ZONE_LOOKBACK is it; NULL when out of memory. */
+static const char *zone_intern(struct mtd_rt_service *s, size_t *cap, const char *zone)
+{
+	for (size_t k = s->n_zones; k > 0 && s->n_zones - k < ZONE_LOOKBACK; k--)
+		if (strcmp(s->zones[k - 1], zone) == 0)
+			return s->zones[k - 1];
+	if (s->n_zones == *cap) {
+		size_t nc = *cap ? *cap * 2 : 1;
+		char **z = realloc(s->zones, nc * sizeof(*z));
+		if (!z)
+			return NULL;
+		s->zones = z;
+		*cap = nc;
+	}
+	char *copy = strdup(zone);
+	if (copy)
+		s->zones[s->n_zones++] = copy;
+	return copy;
+}
+
 static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
 {
-	if (d->zone && d->zone[0] && !(a->zone = strdup(d->zone)))
-		return -ENOMEM;
 	if (d->n_metadata == 0)
 		return 0;
 	a->meta = calloc(d->n_metadata, sizeof(*a->meta));
@@ -587,12 +620,12 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			ep = prev->eps[map[i]];
 			mtd_ref_get(&ep->ref);
 			if (prev->lb_eps[map[i]].weight != eps[i].weight ||
-			    !attr_same(prev->attrs ? &prev->attrs[map[i]] : NULL, &eps[i]) ||
+			    !attr_same(&prev->lb_eps[map[i]], prev->attrs ? &prev->attrs[map[i]] : NULL, &eps[i]) ||
 			    (eps[i].start_ms > 0 && eps[i].start_ms != ep->start_ms) ||
 			    prev->lb_eps[map[i]].start_ms < ep->returned_ms || map[i] != i)
 				changed = true;
 		} else {
-			if (eps[i].salen == 0 || eps[i].salen > sizeof(struct sockaddr_storage)) {
+			if (eps[i].salen == 0 || eps[i].salen > sizeof(union mtd_sockaddr)) {
 				snprintf(err, errlen, "service %s: endpoint %s has no address", cfg->name,
 				         eps[i].address);
 				goto fail;
@@ -606,7 +639,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		}
 		s->eps[i] = ep;
 		s->n_eps = i + 1;
-		any_attr |= (eps[i].zone && eps[i].zone[0]) || eps[i].n_metadata;
+		any_attr |= eps[i].n_metadata > 0;
 		/* A registry's start time, when it names one, is the newest
 		 * word; else the identity's own first sighting; unless it came
 		 * back since (a returning endpoint ramps up through its warmup again). */
@@ -626,6 +659,10 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		*same = true;
 		goto fail; /* not an error: nothing to build */
 	}
+	size_t zones_cap = 0;
+	for (size_t i = 0; i < n; i++)
+		if (eps[i].zone && eps[i].zone[0] && !(s->lb_eps[i].zone = zone_intern(s, &zones_cap, eps[i].zone)))
+			goto nomem;
 	if (any_attr) {
 		s->attrs = calloc(n, sizeof(*s->attrs));
 		if (!s->attrs)
@@ -645,9 +682,8 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		         cfg->lb.ops->name, s->n_eps);
 		goto fail;
 	}
-	/* What the routing layer reads, from the kept copies. */
+	/* What the routing layer reads, from the kept copies (zones above). */
 	for (size_t i = 0; s->attrs && i < n; i++) {
-		s->lb_eps[i].zone = s->attrs[i].zone;
 		/* struct mtd_disc_meta and struct mtd_lb_meta are both {key, value}. */
 		s->lb_eps[i].meta = (const struct mtd_lb_meta *)s->attrs[i].meta;
 		s->lb_eps[i].n_meta = s->attrs[i].n_meta;
@@ -776,19 +812,19 @@ static struct mtd_disc_endpoint *static_set(const struct mtd_cfg_service *cfg, c
 		const struct mtd_cfg_endpoint *e = &cfg->endpoints[i];
 		const char *id = mtd_rt_host_is_literal(e->addr.host)
 		                         ? e->addr.text
-		                         : mtd_addr_text(&e->addr.sa, (*texts)[i], sizeof((*texts)[i]));
+		                         : mtd_addr_text(&e->addr.sa.sa, (*texts)[i], sizeof((*texts)[i]));
 		/* A name's endpoints are keyed by the name as written:
 		 * "localhost:80" next to "127.0.0.1:80" is two endpoints, as the
 		 * config allows (and as dns.c names them on each refresh). */
 		d[i] = (struct mtd_disc_endpoint){.key = id == e->addr.text ? NULL : e->addr.text,
 		                                  .address = id,
-		                                  .sa = e->addr.sa,
 		                                  .salen = e->addr.salen,
 		                                  .weight = e->weight,
 		                                  .zone = e->zone,
 		                                  /* both {key, value} */
 		                                  .metadata = (const struct mtd_disc_meta *)e->meta,
 		                                  .n_metadata = e->n_meta};
+		memcpy(&d[i].sa, &e->addr.sa, e->addr.salen);
 		(*hosts)[i] = e->addr.host;
 	}
 	return d;
@@ -1352,13 +1388,13 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 		set[i] = (struct mtd_disc_endpoint){.key = ep->key,
 		                                    .identity = ep->identity,
 		                                    .address = ep->addr.text,
-		                                    .sa = ep->addr.sa,
 		                                    .salen = ep->addr.salen,
 		                                    .weight = prev->lb_eps[i].weight,
-		                                    .zone = a ? a->zone : NULL,
+		                                    .zone = prev->lb_eps[i].zone,
 		                                    .metadata = a ? a->meta : NULL,
 		                                    .n_metadata = a ? a->n_meta : 0,
 		                                    .start_ms = prev->lb_eps[i].start_ms};
+		memcpy(&set[i].sa, &ep->addr.sa, ep->addr.salen);
 	}
 	return set;
 }

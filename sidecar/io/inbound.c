@@ -195,7 +195,7 @@ struct mtd_rt_inset *mtd_inbound_set_build(const struct mtd_cfg *cfg, const stru
 		struct mtd_rt_inentry *e = &set->e[i];
 		char why[384];
 		e->cfg = ib;
-		mtd_addr_text(&ib->listen.sa, e->key, sizeof(e->key));
+		mtd_addr_text(&ib->listen.sa.sa, e->key, sizeof(e->key));
 		/* One entry per key (the config refuses two on one address;
 		 * this keeps a set from ever serving one of them silently). */
 		for (size_t j = 0; j < i; j++)

@@ -10,7 +10,7 @@
 
 int mtd_listen_check_free(const struct mtd_cfg_addr *a)
 {
-	int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(a->sa.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	int one = 1, rc = 0;
@@ -23,7 +23,7 @@ int mtd_listen_check_free(const struct mtd_cfg_addr *a)
 
 int mtd_listen_open(const struct mtd_cfg_addr *a)
 {
-	int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = socket(a->sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	int one = 1;

@@ -345,7 +345,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	c->opened_ns = mtd_now_ns();
 	LIST_INIT(&c->streams);
 	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
-	c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	c->fd = socket(a->sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		/* EMFILE, ENFILE, ENOBUFS...: as good as a failed connect for the
 		 * calls waiting; nothing else would wake them. */

@@ -562,7 +562,7 @@ struct mtd_admin *mtd_admin_start(struct event_base *base, const struct mtd_cfg_
 	evhttp_set_max_headers_size(a->http, 16384);
 	evhttp_set_max_body_size(a->http, 4096);
 	evhttp_set_gencb(a->http, handle, a);
-	fd = socket(addr->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(addr->sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		goto sys;
 	int one = 1;

@@ -238,7 +238,7 @@ void mtd_mesh_render(struct mtd_abuf *b, const struct mtd_cfg *cfg)
 	int slots[MTD_CFG_INBOUND_MAX];
 	size_t n = cfg->n_inbound < MTD_CFG_INBOUND_MAX ? cfg->n_inbound : MTD_CFG_INBOUND_MAX;
 	for (size_t i = 0; i < n; i++) {
-		mtd_addr_text(&cfg->inbound[i].listen.sa, keys[i], sizeof(keys[i]));
+		mtd_addr_text(&cfg->inbound[i].listen.sa.sa, keys[i], sizeof(keys[i]));
 		slots[i] = slot_of(keys[i]);
 	}
 	static const char *const kc[] = {"listener", "identity", "decision"};

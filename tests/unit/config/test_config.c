@@ -1622,7 +1622,7 @@ START_TEST(ok_defaults)
 	ck_assert_str_eq(cfg->listen.text, "127.0.0.1:15001");
 	ck_assert_str_eq(cfg->listen.host, "127.0.0.1");
 	ck_assert_uint_eq(cfg->listen.port, 15001);
-	ck_assert_int_eq(cfg->listen.sa.ss_family, AF_INET);
+	ck_assert_int_eq(cfg->listen.sa.sa.sa_family, AF_INET);
 	ck_assert_ptr_null(cfg->admin);
 	ck_assert_uint_eq(cfg->workers, cpus < 1 ? 1 : (unsigned)cpus);
 	ck_assert_uint_eq(cfg->downstream.max_concurrent_streams, 1024);
@@ -1696,7 +1696,7 @@ START_TEST(ok_yaml_values2)
 	                              "min_weight_percent: 25}\n");
 	const struct mtd_cfg_service *s0 = &cfg->services[0], *s1 = &cfg->services[1];
 
-	ck_assert_int_eq(cfg->listen.sa.ss_family, AF_INET6);
+	ck_assert_int_eq(cfg->listen.sa.sa.sa_family, AF_INET6);
 	ck_assert_str_eq(cfg->listen.host, "::1");
 	ck_assert_ptr_nonnull(cfg->admin);
 	ck_assert_str_eq(cfg->admin->host, "localhost");
@@ -2335,7 +2335,7 @@ START_TEST(ok_file_relative_tls)
 	ck_assert_str_eq(cfg->services[0].tls->ca_file, ca);
 	ck_assert_ptr_null(cfg->services[0].tls->server_name);
 	ck_assert_int_eq(cfg->drain_timeout_ms, 1500);
-	ck_assert_int_eq(cfg->listen.sa.ss_family, AF_INET6);
+	ck_assert_int_eq(cfg->listen.sa.sa.sa_family, AF_INET6);
 	mtd_cfg_free(cfg);
 }
 END_TEST
@@ -2485,7 +2485,7 @@ START_TEST(ok_example_file)
 	ck_assert_str_eq(cfg->services[0].tls->ca_file, "certs/ca.pem");
 	ck_assert_str_eq(cfg->services[0].tls->server_name, "svc.example");
 	ck_assert_str_eq(cfg->services[0].tls->key_file, "certs/client.key");
-	ck_assert_int_eq(cfg->services[0].endpoints[1].addr.sa.ss_family, AF_INET6);
+	ck_assert_int_eq(cfg->services[0].endpoints[1].addr.sa.sa.sa_family, AF_INET6);
 	cart = &cfg->services[1];
 	ck_assert_int_eq(cart->lb.warmup.duration_ms, 60000);
 	m = mtd_cfg_service_method(cart, "GetCart", 7);

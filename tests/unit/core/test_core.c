@@ -382,15 +382,15 @@ START_TEST(addr_text_one_spelling)
 	s4->sin_family = AF_INET;
 	s4->sin_port = htons(8080);
 	inet_pton(AF_INET, "127.0.0.1", &s4->sin_addr);
-	ck_assert_str_eq(mtd_addr_text(&ss, buf, sizeof(buf)), "127.0.0.1:8080");
+	ck_assert_str_eq(mtd_addr_text((const struct sockaddr *)&ss, buf, sizeof(buf)), "127.0.0.1:8080");
 	memset(&ss, 0, sizeof(ss));
 	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
 	s6->sin6_family = AF_INET6;
 	s6->sin6_port = htons(443);
 	inet_pton(AF_INET6, "0:0:0:0:0:0:0:1", &s6->sin6_addr);
-	ck_assert_str_eq(mtd_addr_text(&ss, buf, sizeof(buf)), "[::1]:443");
+	ck_assert_str_eq(mtd_addr_text((const struct sockaddr *)&ss, buf, sizeof(buf)), "[::1]:443");
 	/* Too small a buffer: cut, terminated. */
-	ck_assert_str_eq(mtd_addr_text(&ss, buf, 4), "[::");
+	ck_assert_str_eq(mtd_addr_text((const struct sockaddr *)&ss, buf, 4), "[::");
 }
 END_TEST
 

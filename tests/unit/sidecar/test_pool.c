@@ -174,8 +174,7 @@ struct fx {
 	struct mtd_cfg_service scfg;
 	struct mtd_rt_service svc;
 	struct mtd_rt_load load;
-	struct mtd_endpoint ep;
-	struct mtd_pool *pools[1];
+	struct mtd_endpoint *ep; /* with its pools[1] (allocated: the array is its last member) */
 	int lfd;  /* the upstream's listening socket */
 	int peer; /* the upstream's side of the last connection accepted, or -1 */
 	char text[64];
@@ -216,12 +215,13 @@ static void fx_open(struct fx *f)
 	mtd_ref_init(&f->load.ref);
 	f->svc.cfg = &f->scfg;
 	f->svc.load = &f->load;
-	mtd_ref_init(&f->ep.ref);
-	f->ep.addr.text = f->text;
-	f->ep.addr.host = (char *)"127.0.0.1";
-	memcpy(&f->ep.addr.sa, &sin, sizeof(sin));
-	f->ep.addr.salen = sizeof(sin);
-	f->ep.pools = f->pools;
+	f->ep = calloc(1, sizeof(*f->ep) + sizeof(f->ep->pools[0]));
+	ck_assert_ptr_nonnull(f->ep);
+	mtd_ref_init(&f->ep->ref);
+	f->ep->addr.text = f->text;
+	f->ep->addr.host = (char *)"127.0.0.1";
+	memcpy(&f->ep->addr.sa, &sin, sizeof(sin));
+	f->ep->addr.salen = sizeof(sin);
 
 	struct mtd_worker *w = &f->w;
 	w->base = event_base_new();
@@ -296,14 +296,14 @@ static bool has_stream(struct fx *f)
 
 static bool transport_up(struct fx *f)
 {
-	struct mtd_conn *c = LIST_FIRST(&f->ep.pools[0]->conns);
+	struct mtd_conn *c = LIST_FIRST(&f->ep->pools[0]->conns);
 	return c && c->state == MTD_CONN_READY;
 }
 
 static void fx_close(struct fx *f)
 {
-	if (f->ep.pools[0])
-		mtd_pool_free(f->ep.pools[0]);
+	if (f->ep->pools[0])
+		mtd_pool_free(f->ep->pools[0]);
 	turn(f);
 	if (f->peer >= 0)
 		close(f->peer);
@@ -316,7 +316,8 @@ static void fx_close(struct fx *f)
 	free(f->w.rbuf);
 	/* Every reference the pool took was given back. */
 	ck_assert_uint_eq(atomic_load(&f->svc.ref.n), 1);
-	ck_assert_uint_eq(atomic_load(&f->ep.ref.n), 1);
+	ck_assert_uint_eq(atomic_load(&f->ep->ref.n), 1);
+	free(f->ep);
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -330,7 +331,7 @@ START_TEST(retired_pool_whose_connection_fails_opens_none)
 {
 	struct fx f;
 	fx_open(&f);
-	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	ck_assert_ptr_nonnull(p);
 	struct mtd_up_stream *a1 = attempt_new(&f), *a2 = attempt_new(&f);
 	ck_assert_int_eq(mtd_pool_enqueue(p, a1), 0);
@@ -372,7 +373,7 @@ START_TEST(connect_timeout_that_cannot_be_armed_fails_the_connect)
 {
 	struct fx f;
 	fx_open(&f);
-	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	struct mtd_up_stream *a = attempt_new(&f);
 	fail_timer_adds = 1;
 	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
@@ -392,7 +393,7 @@ START_TEST(settings_timeout_that_cannot_be_armed_fails_the_connect)
 {
 	struct fx f;
 	fx_open(&f);
-	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	struct mtd_up_stream *a = attempt_new(&f);
 	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
 	ck_assert_uint_eq(p->n_conns, 1);
@@ -416,7 +417,7 @@ START_TEST(circuit_count_follows_the_service)
 {
 	struct fx f;
 	fx_open(&f);
-	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	struct mtd_up_stream *a[3];
 	for (int i = 0; i < 3; i++) {
 		a[i] = attempt_new(&f);
@@ -452,7 +453,7 @@ START_TEST(authority_rule)
 {
 	struct fx f;
 	fx_open(&f);
-	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	/* No override: calls keep the app's, a check names the endpoint. */
 	ck_assert_ptr_null(mtd_pool_authority(p, true));
 	ck_assert_str_eq(mtd_pool_authority(p, false), f.text);
@@ -536,20 +537,20 @@ START_TEST(pool_of_an_endpoint_that_left_is_born_retired)
 	struct fx f;
 	fx_open(&f);
 	f.rt.gen = 7;
-	atomic_store(&f.ep.last_gen, 7);
-	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	atomic_store(&f.ep->last_gen, 7);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	ck_assert(!p->retired);
 	mtd_pool_free(p);
 	/* The worker took generation 8, which lacks the endpoint. */
 	f.rt.gen = 8;
-	p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	ck_assert_ptr_nonnull(p);
 	ck_assert_msg(p->retired, "a pool was made for an endpoint the current snapshot no longer holds");
 	mtd_pool_dispatch(p);
 	ck_assert_uint_eq(p->n_conns, 0);
 	/* Housekeeping frees it like any drained retired pool. */
 	mtd_pool_housekeeping(p, mtd_now_ns());
-	ck_assert_ptr_null(f.ep.pools[0]);
+	ck_assert_ptr_null(f.ep->pools[0]);
 	fx_close(&f);
 }
 END_TEST
@@ -563,7 +564,7 @@ START_TEST(tls_policy_change_drains_the_connections_made_under_the_old)
 	struct fx f;
 	fx_open(&f);
 	f.svc.tls_gen = 1;
-	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	struct mtd_up_stream *a1 = attempt_new(&f), *a2 = attempt_new(&f);
 	struct mtd_conn *c = busy_conn(&f, p, a1);
 	ck_assert(c->tls_gen == 1);
@@ -614,7 +615,7 @@ START_TEST(tls_policy_change_replaces_a_connection_not_up_yet)
 	struct fx f;
 	fx_open(&f);
 	f.svc.tls_gen = 1;
-	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	struct mtd_up_stream *a = attempt_new(&f);
 	ck_assert_int_eq(mtd_pool_enqueue(p, a), 0);
 	ck_assert(turn_until(&f, accepted));
@@ -644,7 +645,7 @@ START_TEST(max_connection_age_drains)
 	struct fx f;
 	fx_open(&f);
 	f.scfg.upstream.max_connection_age_ms = 1000;
-	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, &f.ep);
+	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	struct mtd_up_stream *a1 = attempt_new(&f);
 	struct mtd_conn *c = busy_conn(&f, p, a1);
 	bool preface = false;
