@@ -313,8 +313,13 @@ int mtd_pbwire_next(struct mtd_pbwire_iter *it, uint32_t *field, struct mtd_pbwi
 		uint32_t f;
 		unsigned wt;
 		uint64_t v = 0;
+		size_t at = it->pos;
 		enum rd r = read_tag(it->msg, &it->pos, it->len, &f, &wt);
 
+		/* A tag is a 32-bit varint: at most 5 bytes (protobuf-c refuses
+		 * a longer one, however small its value). */
+		if (r == RD_OK && it->pos - at > 5)
+			r = RD_BAD;
 		if (r == RD_OK) {
 			switch (wt) {
 			case 0:
@@ -327,7 +332,10 @@ int mtd_pbwire_next(struct mtd_pbwire_iter *it, uint32_t *field, struct mtd_pbwi
 				r = read_fixed(it->msg, &it->pos, it->len, 4, &v);
 				break;
 			case 2:
+				at = it->pos;
 				r = read_varint(it->msg, &it->pos, it->len, &v);
+				if (r == RD_OK && it->pos - at > 5)
+					r = RD_BAD; /* a length is a 32-bit varint too */
 				if (r == RD_OK && v > it->len - it->pos)
 					r = RD_SHORT;
 				break;

@@ -114,8 +114,9 @@ static inline void mtd_pbwire_iter_init(struct mtd_pbwire_iter *it, const uint8_
 /* The next field: 1 with *field and *out set (out->data points into the
  * message), 0 at the end, -EBADMSG when the message is malformed from
  * here (truncated, bad varint or wire type, field 0 or past 2^29 - 1, a
- * group: proto3 has none, and protobuf-c refuses them too); after
- * -EBADMSG it returns -EBADMSG again. */
+ * tag or a length written in more than 5 bytes, a group: proto3 has
+ * none; protobuf-c refuses each of these too); after -EBADMSG it returns
+ * -EBADMSG again. */
 int mtd_pbwire_next(struct mtd_pbwire_iter *it, uint32_t *field, struct mtd_pbwire_value *out);
 
 #endif

@@ -99,7 +99,7 @@ int mtd_xds_response_read(const uint8_t *msg, size_t len, struct mtd_xds_respons
 			rc = f.type == MTD_PBWIRE_LEN ? any_read(&f, &out->res[out->n_res++]) : -EBADMSG;
 			break;
 		default:
-			break; /* canary, control_plane, and what a later version adds */
+			break; /* canary, and what a later version adds */
 		}
 	}
 	/* Absent strings are proto3's empty ones. */

@@ -413,6 +413,12 @@ START_TEST(iterate_fields)
 	/* Empty. */
 	mtd_pbwire_iter_init(&it, NULL, 0);
 	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), 0);
+	/* A tag in 5 bytes is still one. */
+	static const uint8_t five[] = {0x88, 0x80, 0x80, 0x80, 0x00, 0x07};
+	mtd_pbwire_iter_init(&it, five, sizeof(five));
+	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), 1);
+	ck_assert_uint_eq(f, 1);
+	ck_assert_uint_eq(v.num, 7);
 	/* A LEN longer than what is left, after a good field: the good one,
 	 * then -EBADMSG, and -EBADMSG again. */
 	struct buf bad = {.n = 0};
@@ -425,10 +431,17 @@ START_TEST(iterate_fields)
 	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), -EBADMSG);
 	ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), -EBADMSG);
 	/* A group (balanced), a stray end of group, wire type 6, field 0, a
-	 * cut varint. */
-	static const uint8_t strays[][4] = {{0x0b, 0x08, 0x01, 0x0c}, {0x0c}, {0x0e}, {0x00, 0x01}, {0x08, 0x80}};
-	static const size_t stray_len[] = {4, 1, 1, 2, 2};
-	for (size_t i = 0; i < 5; i++) {
+	 * cut varint, a tag in 6 bytes (field 1 varint, zeros past the value:
+	 * small, but longer than a 32-bit varint), a length in 6 bytes. */
+	static const uint8_t strays[][8] = {{0x0b, 0x08, 0x01, 0x0c},
+	                                    {0x0c},
+	                                    {0x0e},
+	                                    {0x00, 0x01},
+	                                    {0x08, 0x80},
+	                                    {0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01},
+	                                    {0x0a, 0x81, 0x80, 0x80, 0x80, 0x80, 0x00, 'x'}};
+	static const size_t stray_len[] = {4, 1, 1, 2, 2, 7, 8};
+	for (size_t i = 0; i < 7; i++) {
 		mtd_pbwire_iter_init(&it, strays[i], stray_len[i]);
 		ck_assert_int_eq(mtd_pbwire_next(&it, &f, &v), -EBADMSG);
 	}
