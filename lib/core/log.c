@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "core/utf8.h"
 
 _Atomic int mtd_log_threshold = MTD_LOG_INFO;
 _Atomic bool mtd_log_json;
@@ -46,36 +47,71 @@ void mtd_log_timestamp(char *buf, size_t len)
 	         tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 }
 
-/* msg as the inside of a JSON string (RFC 8259 §7) onto out[*n..cap). */
+/* msg as the inside of a JSON string (RFC 8259 §7) onto out[*n..cap):
+ * valid UTF-8 passes as it is; control characters and bytes that do not
+ * form UTF-8 (a peer's text, cut anywhere) become \u00XX, so that the
+ * line stays one valid JSON object whatever the bytes were. */
 static void json_escape(char *out, size_t *n, size_t cap, const char *msg)
 {
-	for (const unsigned char *p = (const unsigned char *)msg; *p && *n + 7 < cap; p++) {
+	const unsigned char *p = (const unsigned char *)msg;
+	size_t left = strlen(msg);
+
+	while (left > 0 && *n + 7 < cap) {
 		unsigned c = *p;
+		size_t k = c >= 0x80 ? mtd_utf8_seq(p, left) : 1;
 		if (c == '"' || c == '\\') {
 			out[(*n)++] = '\\';
 			out[(*n)++] = (char)c;
-		} else if (c < 0x20 || c >= 0x7f) {
-			/* Bytes >= 0x80 (a peer's text) as Latin-1 code points: the
-			 * line stays valid JSON whatever the bytes were. */
+		} else if (c < 0x20 || c == 0x7f || k == 0) {
 			*n += (size_t)snprintf(out + *n, cap - *n, "\\u%04x", c);
+			k = 1;
 		} else {
-			out[(*n)++] = (char)c;
+			memcpy(out + *n, p, k);
+			*n += k;
 		}
+		p += k;
+		left -= k;
 	}
+}
+
+size_t mtd_log_escape_text(char *out, size_t cap, const char *msg)
+{
+	const unsigned char *p = (const unsigned char *)msg;
+	size_t n = 0, left = strlen(msg);
+
+	if (cap == 0)
+		return 0;
+	while (left > 0 && n + 5 < cap) {
+		unsigned c = *p;
+		size_t k = c >= 0x80 ? mtd_utf8_seq(p, left) : 1;
+		if (c == '\n' || c == '\r' || c == '\t') {
+			out[n++] = '\\';
+			out[n++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+		} else if (c < 0x20 || c == 0x7f || k == 0) {
+			n += (size_t)snprintf(out + n, cap - n, "\\x%02x", c);
+			k = 1;
+		} else {
+			memcpy(out + n, p, k);
+			n += k;
+		}
+		p += k;
+		left -= k;
+	}
+	out[n] = '\0';
+	return n;
 }
 
 void mtd_log(enum mtd_log_level lvl, const char *fmt, ...)
 {
 	if (!mtd_log_enabled(lvl))
 		return;
-	char line[1024], ts[32];
-	mtd_log_timestamp(ts, sizeof(ts));
+	char line[1024], msg[900], ts[32];
 	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	mtd_log_timestamp(ts, sizeof(ts));
 	if (atomic_load_explicit(&mtd_log_json, memory_order_relaxed)) {
-		char msg[900];
-		va_start(ap, fmt);
-		vsnprintf(msg, sizeof(msg), fmt, ap);
-		va_end(ap);
 		size_t k = (size_t)snprintf(line, sizeof(line), "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"", ts,
 		                            level_names[lvl]);
 		json_escape(line, &k, sizeof(line) - 4, msg);
@@ -84,12 +120,9 @@ void mtd_log(enum mtd_log_level lvl, const char *fmt, ...)
 		return;
 	}
 	int n = snprintf(line, sizeof(line), "%s %-5s ", ts, level_names[lvl]);
-	va_start(ap, fmt);
-	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-	if (len > sizeof(line) - 2)
-		len = sizeof(line) - 2;
+	/* A message carries peers' text (resource names, NACK reasons, header
+	 * values): escaped, it can never end the line or forge another. */
+	size_t len = (size_t)n + mtd_log_escape_text(line + n, sizeof(line) - (size_t)n - 1, msg);
 	line[len++] = '\n';
 	/* One write per line: lines from different threads never interleave. */
 	fwrite(line, 1, len, stderr);

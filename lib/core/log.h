@@ -28,6 +28,14 @@ void mtd_log_timestamp(char *buf, size_t len);
 /* Parse "debug"/"info"/"warn"/"error"; -EINVAL otherwise. */
 int mtd_log_parse_level(const char *s, enum mtd_log_level *out);
 
+/* msg as one text log line's message into out (cap > 0 bytes, always
+ * NUL-terminated; cut short at cap): valid UTF-8 as it is; newline,
+ * carriage return and tab as \n \r \t; other control characters and
+ * bytes that do not form UTF-8 as \xNN. Returns the length written. */
+size_t mtd_log_escape_text(char *out, size_t cap, const char *msg);
+
+/* One line on stderr, escaped (text: mtd_log_escape_text; JSON: a valid
+ * JSON object whatever the bytes) so that no argument can break a line. */
 void mtd_log(enum mtd_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define mtd_log_enabled(lvl) ((int)(lvl) >= atomic_load_explicit(&mtd_log_threshold, memory_order_relaxed))

@@ -8,7 +8,10 @@
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/addr.h"
 #include "core/base64.h"
@@ -203,6 +206,57 @@ START_TEST(log_gate_one_line_per_interval)
 	ck_assert(!mtd_log_gate_pass(&z, 5 * s, 10 * s, &held));
 	ck_assert(mtd_log_gate_pass(&z, 10 * s + 1, 10 * s, &held));
 	ck_assert_uint_eq(held, 1);
+}
+END_TEST
+
+/* A peer's text cannot end a text log line or forge another: control
+ * characters and bytes that are not UTF-8 are escaped, UTF-8 stays. */
+START_TEST(log_text_escapes_what_could_break_a_line)
+{
+	char out[64];
+	ck_assert_uint_eq(mtd_log_escape_text(out, sizeof(out), "c1: bad\n2026 error forged"), 26);
+	ck_assert_str_eq(out, "c1: bad\\n2026 error forged");
+	mtd_log_escape_text(out, sizeof(out), "a\rb\tc\x1b[31md\x7f");
+	ck_assert_str_eq(out, "a\\rb\\tc\\x1b[31md\\x7f");
+	mtd_log_escape_text(out, sizeof(out), "zone \xc3\xa9t\xc3\xa9 \x9f\xc3");
+	ck_assert_str_eq(out, "zone \xc3\xa9t\xc3\xa9 \\x9f\\xc3");
+	/* Cut at cap, never inside an escape, always terminated. */
+	ck_assert_uint_eq(mtd_log_escape_text(out, 8, "\n\n\n\n\n"), 4);
+	ck_assert_str_eq(out, "\\n\\n");
+	ck_assert_uint_eq(mtd_log_escape_text(out, 1, "abc"), 0);
+	ck_assert_str_eq(out, "");
+}
+END_TEST
+
+/* What reaches stderr: one line per call, in both formats. */
+static void logged(bool json, const char *arg, char *got, size_t cap)
+{
+	fflush(stderr);
+	int saved = dup(2);
+	FILE *f = tmpfile();
+	ck_assert_ptr_nonnull(f);
+	dup2(fileno(f), 2);
+	atomic_store(&mtd_log_json, json);
+	mtd_log(MTD_LOG_ERROR, "name %s end", arg);
+	fflush(stderr);
+	atomic_store(&mtd_log_json, false);
+	dup2(saved, 2);
+	close(saved);
+	rewind(f);
+	size_t n = fread(got, 1, cap - 1, f);
+	got[n] = '\0';
+	fclose(f);
+}
+
+START_TEST(log_line_is_one_line_whatever_the_arguments)
+{
+	char got[2048];
+	logged(false, "x\n2026-01-01T00:00:00.000Z error forged", got, sizeof(got));
+	ck_assert_ptr_eq(strchr(got, '\n'), got + strlen(got) - 1);
+	ck_assert_ptr_nonnull(strstr(got, " error name x\\n2026-01-01T00:00:00.000Z error forged end\n"));
+	logged(true, "\"q\" \xc3\xa9 \x9f\n", got, sizeof(got));
+	ck_assert_ptr_eq(strchr(got, '\n'), got + strlen(got) - 1);
+	ck_assert_ptr_nonnull(strstr(got, "\"msg\":\"name \\\"q\\\" \xc3\xa9 \\u009f\\u000a end\"}\n"));
 }
 END_TEST
 
@@ -465,6 +519,8 @@ int main(void)
 	tcase_add_test(tc, bufq_recycles_full_chunks_up_to_its_bound);
 	tcase_add_test(tc, log_levels);
 	tcase_add_test(tc, log_gate_one_line_per_interval);
+	tcase_add_test(tc, log_text_escapes_what_could_break_a_line);
+	tcase_add_test(tc, log_line_is_one_line_whatever_the_arguments);
 	tcase_add_test(tc, slab_classes_reuse_and_realloc);
 	tcase_add_test(tc, slab_passthrough_keeps_nothing);
 	tcase_add_test(tc, timers_heap_order);
