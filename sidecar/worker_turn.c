@@ -12,6 +12,7 @@
 #include "sidecar/call/park.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
+#include "sidecar/io/downstream.h"
 #include "sidecar/io/inbound.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/turn.h"
@@ -79,6 +80,10 @@ int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
 	 * every client connection: not for a change that kept the set). */
 	if (inbound_changed)
 		mtd_inbound_worker_sync(w);
+	/* What client connections took at their start follows the new config
+	 * by their reconnecting (not for a change of endpoints: same cfg). */
+	if (prev && prev->cfg != rt->cfg && mtd_down_settings_differ(&prev->cfg->downstream, &rt->cfg->downstream))
+		mtd_down_settings_changed(w);
 	/* Pools of endpoints that stay take the new snapshot's settings. A
 	 * service whose snapshot the change kept (the same object, over the
 	 * same config) has its pools on it already, unless a pool was made

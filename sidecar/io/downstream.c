@@ -258,9 +258,20 @@ void mtd_down_on_priority(struct mtd_conn *c)
 	glitch(c->ng, c);
 }
 
+/* The session options' stream-reset limit: new sessions take d's. */
+static void set_reset_limit(struct mtd_worker *w, const struct mtd_cfg_downstream *d)
+{
+#ifdef HAVE_NGHTTP2_OPTION_SET_STREAM_RESET_RATE_LIMIT
+	/* gRPC cancels are normal traffic: the library default (1000 burst,
+	 * 33/s) would GOAWAY an app cancelling calls in a brownout. */
+	nghttp2_option_set_stream_reset_rate_limit(w->down_opt, d->reset_burst, d->reset_rate);
+#else
+	(void)w, (void)d;
+#endif
+}
+
 int mtd_down_setup(struct mtd_worker *w, const struct mtd_down_port *port)
 {
-	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
 	/* Response DATA is written by the stream's owner (its queue). */
 	const struct mtd_conn_ng_hooks hooks = {on_header, on_frame_recv, on_data_chunk_recv, on_stream_close,
 	                                        port->send_data};
@@ -276,16 +287,41 @@ int mtd_down_setup(struct mtd_worker *w, const struct mtd_down_port *port)
 	nghttp2_option_set_no_closed_streams(w->down_opt, 1);
 	nghttp2_option_set_max_settings(w->down_opt, 32);
 	nghttp2_option_set_max_outbound_ack(w->down_opt, 1000);
-#ifdef HAVE_NGHTTP2_OPTION_SET_STREAM_RESET_RATE_LIMIT
-	/* gRPC cancels are normal traffic: the library default (1000 burst,
-	 * 33/s) would GOAWAY an app cancelling calls in a brownout. */
-	nghttp2_option_set_stream_reset_rate_limit(w->down_opt, d->reset_burst, d->reset_rate);
-#endif
+	set_reset_limit(w, &w->rt->cfg->downstream);
 #ifdef HAVE_NGHTTP2_OPTION_SET_MAX_CONTINUATIONS
 	nghttp2_option_set_max_continuations(w->down_opt, 8);
 #endif
-	(void)d;
 	return 0;
+}
+
+bool mtd_down_settings_differ(const struct mtd_cfg_downstream *a, const struct mtd_cfg_downstream *b)
+{
+	return a->max_concurrent_streams != b->max_concurrent_streams ||
+	       a->initial_window_size != b->initial_window_size ||
+	       a->max_header_list_size != b->max_header_list_size || a->reset_burst != b->reset_burst ||
+	       a->reset_rate != b->reset_rate;
+}
+
+void mtd_down_settings_changed(struct mtd_worker *w)
+{
+	const struct mtd_cfg_downstream *d = &w->rt->cfg->downstream;
+	unsigned n = 0;
+	struct mtd_conn *c, *next;
+
+	set_reset_limit(w, d);
+	for (c = LIST_FIRST(&w->downs); c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (c->state != MTD_CONN_READY)
+			continue;
+		mtd_down_shutdown(c);
+		n++;
+	}
+	if (n > 0)
+		MTD_INFO("worker %u: reload: downstream connection settings changed (max_concurrent_streams %u, "
+		         "initial_window_size %u, max_header_list_size %u, reset_burst %u, reset_rate %u): %u "
+		         "client connections get GOAWAY, calls in flight finish",
+		         w->id, d->max_concurrent_streams, d->initial_window_size, d->max_header_list_size,
+		         d->reset_burst, d->reset_rate, n);
 }
 
 void mtd_down_teardown(struct mtd_worker *w)

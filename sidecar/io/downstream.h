@@ -3,6 +3,7 @@
 #ifndef MTD_DOWNSTREAM_H
 #define MTD_DOWNSTREAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,21 @@ int mtd_down_begin(struct mtd_conn *c);
 /* Tell the client to go away (SIGTERM drain, idle): GOAWAY, finish
  * streams; closed at once when the GOAWAY cannot be queued. */
 void mtd_down_shutdown(struct mtd_conn *c);
+
+struct mtd_cfg_downstream;
+/* Whether a and b differ in what a client connection takes once, at its
+ * start: its SETTINGS (max_concurrent_streams, initial_window_size,
+ * max_header_list_size) and its session's stream-reset limit
+ * (reset_burst, reset_rate). The other downstream keys are read where
+ * they apply, from the snapshot in force. */
+bool mtd_down_settings_differ(const struct mtd_cfg_downstream *a, const struct mtd_cfg_downstream *b);
+/* The snapshot w just took changed those settings: sessions made from now
+ * on take the new reset limit, and every open client connection (the
+ * app's and inbound peers') gets GOAWAY, its calls in flight finishing,
+ * so that its client reconnects under the new settings, as with a
+ * maitred started afresh on them. Connections of inbound peers still in
+ * their TLS handshake keep the SETTINGS queued at accept. */
+void mtd_down_settings_changed(struct mtd_worker *w);
 
 /* ---- what a request stream's owner asks of its connection -----------------
  *

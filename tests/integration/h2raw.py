@@ -249,6 +249,8 @@ class H2Upstream(RawServer):
     request it records the headers and any RST_STREAM it receives, then acts
     on `script(path, headers)`, which returns one of:
       ("hold",)                 answer nothing (until reset)
+      ("until", event, message) as "respond", once the threading.Event is
+                                set (looked at every 0.2 s)
       ("reset", code)           RST_STREAM with that HTTP/2 error code
       ("respond", message)      200, one gRPC message, grpc-status 0
       ("headers_then_reset", code)  response headers, then RST_STREAM
@@ -273,9 +275,14 @@ class H2Upstream(RawServer):
             client_side=False, header_encoding=None, validate_inbound_headers=False))
         conn.initiate_connection()
         by_sid = {}
+        self._later = []  # (event, sid, message) of "until" answers
         try:
             sock.sendall(conn.data_to_send())
             while not self.stop.is_set():
+                for ev, sid, message in [x for x in self._later if x[0].is_set()]:
+                    self._later.remove((ev, sid, message))
+                    self._act_now(conn, sid, ("respond", message))
+                    sock.sendall(conn.data_to_send())
                 try:
                     data = sock.recv(65536)
                 except socket.timeout:
@@ -318,6 +325,12 @@ class H2Upstream(RawServer):
 
     def _act(self, conn, sid, headers):
         what = self.script(headers.get(":path", ""), headers)
+        if what[0] == "until":
+            self._later.append((what[1], sid, what[2]))
+            return
+        self._act_now(conn, sid, what)
+
+    def _act_now(self, conn, sid, what):
         if what[0] == "hold":
             return
         if what[0] == "reset":

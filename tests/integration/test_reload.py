@@ -220,6 +220,47 @@ class Reload(MaitredTest):
         self.assertEqual(up.conns, 1, "the connection made before the reload carries the call")
         self.stop_maitred(m)
 
+    @maitred_only
+    def test_a_reload_of_the_downstream_settings_reaches_open_connections(self):
+        # A client connection takes its SETTINGS and its session's reset
+        # limit once, at its start, and an app's channel lives for days: a
+        # reload that changes them sends the open connection GOAWAY (its
+        # call in flight finishing), and the connection the client opens
+        # next runs under the new values, as with a fresh maitred.
+        import h2raw
+        release = threading.Event()
+        up = h2raw.H2Upstream(lambda path, headers: ("until", release, b""))
+        self.addCleanup(up.close)
+        self.addCleanup(release.set)
+        cfg = self.config([self.service(SVC, [up.address])], downstream={"max_concurrent_streams": 100})
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+        held = stub.Unary.future(pb.EchoRequest(), timeout=CALL_LIMIT)
+        up.wait_request()
+        cfg["downstream"] = {"max_concurrent_streams": 8, "reset_burst": 4, "reset_rate": 1}
+        self.rewrite(m, cfg)
+        self.wait_log(m, r"downstream connection settings changed \(max_concurrent_streams 8, .*\): 1 client "
+                         r"connections get GOAWAY")
+        release.set()
+        self.assertEqual(held.result(timeout=CALL_LIMIT).instance, "", "the call in flight finished")
+        stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        d = h2raw.H2Client(m.port)
+        self.addCleanup(d.close)
+        self.assertTrue(d.pump(lambda: d.conn.remote_settings.max_concurrent_streams == 8),
+                        "the next connection gets the new SETTINGS")
+        # The reset limit too: streams opened and reset past its burst of 4
+        # end the new connection (nghttp2 ends it with GOAWAY
+        # INTERNAL_ERROR); the old burst (10000) would have let them all
+        # through.
+        for _ in range(40):
+            if d.closed or d.goaway is not None:
+                break
+            d.reset(d.call("/%s/Unary" % SVC, end=False))
+            d.pump(lambda: False, 0.05)
+        self.assertTrue(d.pump(lambda: d.goaway is not None, 5), "the new reset limit ends the flood")
+        self.assertEqual(d.goaway.error_code, 2, "INTERNAL_ERROR")
+        self.stop_maitred(m)
+
     def test_a_log_growing_beside_the_config_wakes_nothing(self):
         # The config's directory is watched for the file's changes. A file
         # kept open there and written line by line (a log: the app's, a
