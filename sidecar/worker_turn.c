@@ -82,8 +82,17 @@ int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
 		mtd_inbound_worker_sync(w);
 	/* What client connections took at their start follows the new config
 	 * by their reconnecting (not for a change of endpoints: same cfg). */
-	if (prev && prev->cfg != rt->cfg && mtd_down_settings_differ(&prev->cfg->downstream, &rt->cfg->downstream))
+	if (prev && prev->cfg != rt->cfg && mtd_down_settings_differ(&prev->cfg->downstream, &rt->cfg->downstream)) {
 		mtd_down_settings_changed(w);
+		/* Upstream connections advertise the same bounds: told live. */
+		const struct mtd_cfg_downstream *a = &prev->cfg->downstream, *b = &rt->cfg->downstream;
+		if (a->initial_window_size != b->initial_window_size ||
+		    a->max_header_list_size != b->max_header_list_size) {
+			struct mtd_pool *p;
+			LIST_FOREACH(p, &w->pools, link)
+				mtd_pool_settings_changed(p);
+		}
+	}
 	/* Pools of endpoints that stay take the new snapshot's settings. A
 	 * service whose snapshot the change kept (the same object, over the
 	 * same config) has its pools on it already, unless a pool was made

@@ -195,6 +195,13 @@ void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc)
 		supersede(p);
 }
 
+void mtd_pool_settings_changed(struct mtd_pool *p)
+{
+	struct mtd_conn *c;
+	LIST_FOREACH(c, &p->conns, link)
+		mtd_up_settings_changed(c);
+}
+
 void mtd_pool_retire(struct mtd_pool *p)
 {
 	struct mtd_conn *c, *next;

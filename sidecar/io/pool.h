@@ -29,6 +29,9 @@ const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app);
  * old one take no new stream: idle or not up yet they close, busy they
  * send GOAWAY and drain; the calls waiting get new connections. */
 void mtd_pool_set_service(struct mtd_pool *p, struct mtd_rt_service *svc);
+/* A reload changed the SETTINGS maitred's upstream connections advertise
+ * (mtd_up_settings_changed): each of p's connections sends them. */
+void mtd_pool_settings_changed(struct mtd_pool *p);
 /* The worker moved to a snapshot without p's endpoint. */
 void mtd_pool_retire(struct mtd_pool *p);
 void mtd_pool_free(struct mtd_pool *p);

@@ -232,10 +232,38 @@ static int arm_connect_timer(struct mtd_conn *c, void (*fn)(struct mtd_conn *c))
 	return mtd_conn_timer_arm(c, fn, c->pool->svc->cfg->upstream.connect_timeout_ms);
 }
 
+/* The SETTINGS that follow the config (downstream's window and header
+ * list budget, which bound what maitred buffers for each side) queued on
+ * c, with the connection window to match. 0, or nghttp2's error. */
+static int submit_config_settings(struct mtd_conn *c, bool first)
+{
+	const struct mtd_cfg_downstream *d = &c->w->rt->cfg->downstream;
+	nghttp2_settings_entry iv[] = {
+	        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size},
+	        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size},
+	        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+	        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+	};
+	/* Push and priorities are said once, in the first SETTINGS. */
+	return mtd_conn_submit_settings(c, iv, first ? 4 : 2, d->initial_window_size);
+}
+
+void mtd_up_settings_changed(struct mtd_conn *c)
+{
+	if (c->ng == NULL || c->state != MTD_CONN_READY)
+		return; /* a connection still connecting sends them when it is up */
+	int rv = submit_config_settings(c, false);
+	if (rv != 0) {
+		MTD_WARN("upstream %s: cannot queue the reload's SETTINGS (%s): it keeps the previous ones", c->peer,
+		         nghttp2_strerror(rv));
+		return;
+	}
+	mtd_conn_want_flush(c);
+}
+
 /* Transport is up: start HTTP/2. */
 static void up_ready(struct mtd_conn *c)
 {
-	const struct mtd_cfg_downstream *d = &c->w->rt->cfg->downstream;
 	mtd_conn_timer_disarm(c);
 	event_del(&c->rev);
 	event_del(&c->wev);
@@ -243,14 +271,7 @@ static void up_ready(struct mtd_conn *c)
 		up_fail(c, "out of memory");
 		return;
 	}
-	nghttp2_settings_entry iv[] = {
-	        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-	        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size},
-	        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, d->max_header_list_size},
-	        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
-	};
-	if (mtd_conn_submit_settings(c, iv, sizeof(iv) / sizeof(iv[0]), d->initial_window_size) != 0 ||
-	    mtd_conn_start_io(c) < 0) {
+	if (submit_config_settings(c, true) != 0 || mtd_conn_start_io(c) < 0) {
 		up_fail(c, "cannot start HTTP/2");
 		return;
 	}

@@ -28,6 +28,13 @@ int mtd_up_open_stream(struct mtd_conn *c, struct mtd_up_stream *s, const nghttp
  * while output waits (a stuck upstream); its calls end UNAVAILABLE. true
  * when c was closed. */
 bool mtd_up_check_write_stall(struct mtd_conn *c, int64_t now_ns);
+/* A reload changed downstream.initial_window_size or max_header_list_size
+ * (the bounds of what maitred buffers, which its upstream connections
+ * advertise too): a connection already up sends the new SETTINGS and
+ * moves its connection window to match; one still connecting sends them
+ * when it is up. A SETTINGS nghttp2 cannot queue leaves the previous
+ * values, logged. */
+void mtd_up_settings_changed(struct mtd_conn *c);
 
 /* The upstream kind's connection ops (conn-t.h), set by mtd_up_connect;
  * public for a test seam that makes its connections without sockets. */

@@ -267,6 +267,7 @@ class H2Upstream(RawServer):
         self.cond = threading.Condition()
         self.requests = []   # dicts: headers, resets (list of codes)
         self.pings = 0       # PING frames received (h2 acknowledges them)
+        self.settings = []   # (connection number, {setting: value}) of each SETTINGS received
         RawServer.__init__(self)
 
     def _serve(self, sock, n):
@@ -305,6 +306,10 @@ class H2Upstream(RawServer):
                             with self.cond:
                                 rec["received"] += len(ev.data)
                                 self.cond.notify_all()
+                    elif isinstance(ev, h2.events.RemoteSettingsChanged):
+                        with self.cond:
+                            self.settings.append((n, {int(k): v.new_value for k, v in ev.changed_settings.items()}))
+                            self.cond.notify_all()
                     elif isinstance(ev, h2.events.PingReceived):
                         with self.cond:
                             self.pings += 1

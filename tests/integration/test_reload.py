@@ -237,13 +237,19 @@ class Reload(MaitredTest):
         stub = self.echo(m)
         held = stub.Unary.future(pb.EchoRequest(), timeout=CALL_LIMIT)
         up.wait_request()
-        cfg["downstream"] = {"max_concurrent_streams": 8, "reset_burst": 4, "reset_rate": 1}
+        cfg["downstream"] = {"max_concurrent_streams": 8, "reset_burst": 4, "reset_rate": 1,
+                             "initial_window_size": 300000}
         self.rewrite(m, cfg)
         self.wait_log(m, r"downstream connection settings changed \(max_concurrent_streams 8, .*\): 1 client "
                          r"connections get GOAWAY")
+        # The upstream connection advertises the same bounds: it is told
+        # the new window without being closed.
+        wait_until(lambda: any(n == 1 and st.get(4) == 300000 for n, st in up.settings), CALL_LIMIT,
+                   "the upstream connection's SETTINGS with the new initial_window_size")
         release.set()
         self.assertEqual(held.result(timeout=CALL_LIMIT).instance, "", "the call in flight finished")
         stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(up.conns, 1, "the upstream connection carried on")
         d = h2raw.H2Client(m.port)
         self.addCleanup(d.close)
         self.assertTrue(d.pump(lambda: d.conn.remote_settings.max_concurrent_streams == 8),
