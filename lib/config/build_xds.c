@@ -152,6 +152,13 @@ struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
 		else
 			x->listener = mtd_cfg__dup_or_oom(b, m->listener);
 	}
+	x->initial_wait_ms = mtd_cfg__dur_ms(b, m->initial_wait, MTD_CFG_INITIAL_WAIT_MS, ZERO_ALLOWED,
+	                                     mtd_cfg__at(b, m, "initial_wait", NULL), "xds.initial_wait");
+	if (x->initial_wait_ms > MTD_CFG_INITIAL_WAIT_MAX_MS) {
+		BERR(mtd_cfg__at(b, m, "initial_wait", NULL), "xds.initial_wait",
+		     "must be at most 1h (calls past it are routed by :path; a client's deadline ends them sooner)");
+		x->initial_wait_ms = MTD_CFG_INITIAL_WAIT_MS;
+	}
 	if (m->server[0] != '\0' && m->bootstrap[0] != '\0') {
 		BERR(mtd_cfg__at(b, m, "bootstrap", NULL), "xds.bootstrap",
 		     "and xds.server are both set: the server comes from one of them");

@@ -141,6 +141,7 @@ struct mtd_cfg_xds {
 	struct mtd_cfg_tls *tls;    /* NULL = h2c */
 	char *bootstrap;            /* the bootstrap file read (xds.bootstrap or GRPC_XDS_BOOTSTRAP), NULL = none */
 	char *listener;             /* xds.listener: the LDS Listener whose routes route calls, NULL = none */
+	int64_t initial_wait_ms;    /* xds.initial_wait: a call's wait for the listener's first routes; 0 = none */
 };
 
 /* register[]: an app of this pod kept in etcd. */

@@ -233,6 +233,9 @@ struct mtd_call {
 	 * end writes no span and derives nothing again). */
 	bool trace_tp : 1;
 	bool trace_unsampled : 1;
+	/* Routed once, or done waiting for the listener's first routes
+	 * (park.c): routing again never waits for them. */
+	bool routes_waited : 1;
 	/* An inbound peer's call (inbound_call.c): 1 + its listener's index
 	 * in the inbound set of the runtime it was routed with, found by key
 	 * at each routing (0 = the app's own call), and what authorization decided

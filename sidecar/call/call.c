@@ -815,6 +815,11 @@ void mtd_call_run_ready(struct mtd_worker *w)
 			uint32_t code = call->down_closed - 1u;
 			call->down_closed = 0;
 			mtd_call_on_down_close(call, code);
+		} else if (!call->svc) {
+			/* It waited for the listener's routes (park.c): routed
+			 * from the start now, unless something ended it since. */
+			if (call->state != MTD_CALL_DONE)
+				mtd_call_start(call);
 		} else {
 			mtd_call_next_attempt(call);
 		}
@@ -883,6 +888,30 @@ static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, con
 	}
 	if (call->key_msg_have >= want)
 		call->key_ready = true; /* the message, or its look-ahead, is here */
+}
+
+/* A call routed once request bytes were queued (it waited for the
+ * listener's routes, park.c): its first message's look-ahead taken from
+ * the queue, as capture_first_message takes it from the wire; the bytes
+ * still to come continue it there. Nothing was sent yet: the queue starts
+ * at the request's first byte. */
+static void capture_queued(struct mtd_call *call)
+{
+	uint8_t hdr[5], buf[4096];
+	if (mtd_bufq_copy_at(&call->req, 0, hdr, sizeof(hdr)) < sizeof(hdr))
+		return; /* the prefix is not all here: the scan captures it all */
+	uint32_t len = (uint32_t)hdr[1] << 24 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 8 | hdr[4];
+	size_t off = 0;
+	while (!call->key_ready && off < len) {
+		size_t k = mtd_bufq_copy_at(&call->req, 5 + off, buf, len - off < sizeof(buf) ? len - off : sizeof(buf));
+		if (k == 0)
+			break;
+		capture_first_message(call, len, (uint32_t)off, buf, k);
+		off += k;
+	}
+	if (len == 0)
+		call->key_ready = true; /* an empty first message: nothing to read the key from */
+	call->key_compressed = hdr[0] == 1;
 }
 
 /* ---- request ----------------------------------------------------------- */
@@ -987,7 +1016,15 @@ void mtd_call_start(struct mtd_call *call)
 		return;
 	}
 	struct mtd_policy_xroute xr;
-	if (!route(call, &rp, &xr)) {
+	bool routed = route(call, &rp, &xr);
+	if (!routed && xr.awaiting) {
+		if (mtd_call_park_for_routes(call))
+			return;
+		call->routes_waited = true; /* it may not wait: by :path now */
+		routed = route(call, &rp, &xr);
+	}
+	call->routes_waited = true;
+	if (!routed) {
 		if (xr.failed)
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "xds: %s matches %.*s and has no cluster", xr.failed,
 			              (int)(rp.service_len > 200 ? 200 : rp.service_len), rp.service);
@@ -1043,8 +1080,10 @@ void mtd_call_start(struct mtd_call *call)
 		}
 	}
 	bool field_key = call_hash_key(call)->kind == MTD_CFG_HASH_FIELD;
-	if (field_key)
+	if (field_key) {
 		call->state = MTD_CALL_WAIT_KEY; /* the first message is captured from now on */
+		capture_queued(call);
+	}
 	int64_t delay = mtd_policy_delay_ns(call);
 	if (delay > 0) {
 		/* fault_injection delay: within the deadline (armed above, it

@@ -9,7 +9,9 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "grpc/grpc.h"
 #include "sidecar/call/call.h"
+#include "sidecar/call/headers.h"
 #include "sidecar/call/park.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/ops/metrics.h"
@@ -19,6 +21,13 @@
 static const char *awaited(const struct mtd_rt_service *svc)
 {
 	return svc->unavailable ? svc->unavailable : "its source has not answered yet";
+}
+
+/* The listener whose routes a call without a service waits for. */
+static const char *listener_of(const struct mtd_call *call)
+{
+	const struct mtd_cfg *cfg = call->w->rt->cfg;
+	return cfg->xds && cfg->xds->listener ? cfg->xds->listener : "(none)";
 }
 
 static void list_parked(struct mtd_call *call)
@@ -42,6 +51,34 @@ void mtd_call_unpark(struct mtd_call *call)
 	call->state = MTD_CALL_RUNNING;
 }
 
+/* A call that waited for the listener's routes, routed from the start at
+ * the end of the turn (call.c mtd_call_run_ready: no service yet) on the
+ * worker's snapshot then. */
+static void restart(struct mtd_call *call)
+{
+	mtd_worker_unhold_later(call->w, call->hold);
+	call->hold = NULL;
+	call->deadline_ns = 0; /* armed again as the call starts */
+	mtd_call_next_attempt_later(call);
+}
+
+/* A call that may not wait for the listener's routes, or waited for them
+ * long enough (xds.initial_wait): routed from the start by what there is
+ * (the file's routes, then its :path); at its deadline it ends. */
+static void routes_wait_over(struct mtd_call *call, int64_t now)
+{
+	if (call->deadline_ns && now >= call->deadline_ns) {
+		mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED,
+		              "deadline exceeded (%lld ms) waiting for the routes of xds listener %s",
+		              (long long)((call->deadline_ns - call->start_ns) / 1000000), listener_of(call));
+		return;
+	}
+	MTD_DEBUG("call: the routes of xds listener %s did not come within xds.initial_wait: routed by :path",
+	          listener_of(call));
+	call->routes_waited = true;
+	restart(call);
+}
+
 /* The call's deadline timer while it waits: its deadline, or the end of
  * its wait (discovery.initial_wait), whichever came. */
 static void wait_over(struct mtd_timer *t)
@@ -52,6 +89,10 @@ static void wait_over(struct mtd_timer *t)
 	const struct mtd_rt_service *svc = call->svc;
 	int64_t now = mtd_now_ns();
 	mtd_call_unpark(call);
+	if (svc == NULL) {
+		routes_wait_over(call, now);
+		return;
+	}
 	mtd_metrics_policy(call, MTD_MX_FIRST_WAIT_EXPIRED);
 	if (call->deadline_ns && now >= call->deadline_ns)
 		mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED,
@@ -63,6 +104,46 @@ static void wait_over(struct mtd_timer *t)
 		              "service %s has no endpoint: %s (the call waited %lld ms for the first ones, "
 		              "discovery.initial_wait)",
 		              svc->cfg->name, awaited(svc), (long long)((now - call->start_ns) / 1000000));
+}
+
+bool mtd_call_park_for_routes(struct mtd_call *call)
+{
+	struct mtd_worker *w = call->w;
+	const struct mtd_cfg *cfg = call->hold->rt->cfg;
+	int64_t wait_ms = cfg->xds ? cfg->xds->initial_wait_ms : 0;
+	if (wait_ms <= 0 || call->bg || !call->down || call->down_closed)
+		return false;
+	int64_t now = mtd_now_ns(), until = now + wait_ms * 1000000, ns = 0;
+	nghttp2_nv tmo_buf;
+	const nghttp2_nv *tmo = mtd_headers_find(&call->req_hdrs, "grpc-timeout", &tmo_buf);
+	if (tmo != NULL) {
+		/* A malformed or spent timeout fails as the call starts. */
+		if (mtd_grpc_timeout_parse((const char *)tmo->value, tmo->valuelen, &ns) < 0 || ns <= 0)
+			return false;
+		if (ns < (int64_t)100 * 86400 * 1000000000 && call->start_ns + ns < until)
+			until = call->deadline_ns = call->start_ns + ns;
+	}
+	if (w->draining) {
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+		              "the routes of xds listener %s have not come (maitred is draining: no wait)",
+		              cfg->xds->listener);
+		return true;
+	}
+	if (w->n_parked >= MTD_CALL_PARKED_MAX) {
+		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+		              "the routes of xds listener %s have not come (%u calls of this worker wait already, "
+		              "the most that may)",
+		              cfg->xds->listener, (unsigned)MTD_CALL_PARKED_MAX);
+		return true;
+	}
+	if (mtd_worker_timer_arm(w, &call->deadline, wait_over, until > now ? until - now : 0) < 0) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return true;
+	}
+	MTD_DEBUG("call: the routes of xds listener %s have not come: waiting up to %lld ms", cfg->xds->listener,
+	          (long long)((until - now) / 1000000));
+	list_parked(call);
+	return true;
 }
 
 bool mtd_call_park(struct mtd_call *call)
@@ -106,6 +187,15 @@ bool mtd_call_park(struct mtd_call *call)
 /* A parked call, taken off the list, on the worker's new snapshot. */
 static void wake(struct mtd_call *call)
 {
+	if (call->svc == NULL) {
+		if (call->w->rt->routes_awaited) {
+			list_parked(call); /* not yet: waits on, until the end it was given */
+			return;
+		}
+		mtd_worker_timer_disarm(call->w, &call->deadline);
+		restart(call);
+		return;
+	}
 	/* Its old snapshot stays until the end of the turn (let go later):
 	 * the name may be read meanwhile. */
 	const char *name = call->svc->cfg->name;
@@ -162,6 +252,13 @@ void mtd_call_parked_fail_all(struct mtd_worker *w)
 		if (call->down_closed)
 			continue; /* its close, due at the end of the turn, ends it */
 		const struct mtd_rt_service *svc = call->svc;
+		if (svc == NULL) {
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
+			              "the routes of xds listener %s have not come (maitred is draining: the call "
+			              "waits no more)",
+			              listener_of(call));
+			continue;
+		}
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
 		              "service %s has no endpoint: %s (maitred is draining: the call waits no more)",
 		              svc->cfg->name, awaited(svc));

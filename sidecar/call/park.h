@@ -44,6 +44,15 @@ struct mtd_worker;
  * memory). false: not a wait (the source answered, initial_wait 0, a
  * background call, a later attempt): the caller fails it as before. */
 bool mtd_call_park(struct mtd_call *call);
+/* At the call's first routing, the control plane's routes awaited
+ * (runtime-t.h `routes_awaited`; the file's routes did not take it): park
+ * it, without a service, until a snapshot has them or says there are
+ * none, then route it from the start; at xds.initial_wait it is routed
+ * by :path; at its deadline, DEADLINE_EXCEEDED. true: parked, or failed
+ * (drain, MTD_CALL_PARKED_MAX, out of memory); false: it may not wait
+ * (xds.initial_wait 0, a background call, a malformed or spent
+ * grpc-timeout): the caller routes it by :path at once. */
+bool mtd_call_park_for_routes(struct mtd_call *call);
 /* The call leaves the parked list (state RUNNING) if it is on it:
  * mtd_call_settle, whatever ends it. */
 void mtd_call_unpark(struct mtd_call *call);

@@ -50,6 +50,12 @@ int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, 
 			return cfg->routes[r].to;
 	}
 	const struct mtd_rt_xroutes *xs = rt->xroutes;
+	if (xs == NULL && rt->routes_awaited && !call->routes_waited) {
+		/* Not where its :path alone would send it: a route may say
+		 * another cluster, or a split. */
+		xr->awaiting = true;
+		return -1;
+	}
 	if (xs != NULL) {
 		/* The config's own routes first: a control plane never
 		 * overrides what the file says. */

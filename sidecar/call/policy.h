@@ -22,13 +22,16 @@ struct mtd_policy_xroute {
 	int64_t deadline_cap_ms;              /* 0 = none */
 	const char *failed;                   /* the call fails: this route has no cluster, NULL = no */
 	const struct mtd_rt_xroute *route;    /* the control plane's route taken, NULL = none */
+	bool awaiting; /* -1: the listener's first routes have not come (rt->routes_awaited) */
 };
 
 /* The services[] entry of rt a call goes to: the first of the config's
  * routes that matches it (its :path rp and its request headers), else
  * the first of the control plane's (rt->xroutes: a weighted draw among
  * its clusters' services, what it adds in *xr), else the lookup by
- * :path; -1 when none has one (or xr->failed). *xr is cleared first. */
+ * :path; -1 when none has one (or xr->failed), or when the control
+ * plane's routes are awaited and the call has not waited for them yet
+ * (xr->awaiting). *xr is cleared first. */
 int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, const struct mtd_route_path *rp,
                      struct mtd_policy_xroute *xr);
 

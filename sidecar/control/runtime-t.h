@@ -302,6 +302,14 @@ struct mtd_runtime {
 	struct mtd_rt_service **services; /* parallel to cfg->services, references held */
 	struct mtd_rt_inset *inbound;     /* parallel to cfg->inbound (reference held), NULL = none */
 	struct mtd_rt_xroutes *xroutes;   /* a control plane's routes (reference held), NULL = none */
+	/* xds.listener is set and its client has had no answer for it yet
+	 * (no routes in force, the listener or its route configuration
+	 * neither given nor refused nor said absent): a call the file's
+	 * routes do not take waits for them (call/park.c) instead of being
+	 * routed by :path. Over the same config it carries over; a new
+	 * config starts true when it has a listener, and the client that
+	 * answered for that listener already clears it (mtd_xds_carry_routes). */
+	bool routes_awaited;
 	struct mtd_control *ctl;
 	/* The span exporter while this config traces, else NULL (it outlives
 	 * every runtime: stopped after the workers). */

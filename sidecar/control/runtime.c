@@ -897,6 +897,8 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 		mtd_ref_get(&ctl->rt->xroutes->ref);
 		rt->xroutes = ctl->rt->xroutes;
 	}
+	rt->routes_awaited = ctl->rt && ctl->rt->cfgbox == box ? ctl->rt->routes_awaited
+	                                                       : cfg->xds != NULL && cfg->xds->listener != NULL;
 	rt->gen = ++ctl->next_gen;
 	/* Before publishing: every identity in it is live at rt->gen. */
 	for (size_t i = 0; i < cfg->n_services; i++)
@@ -1041,7 +1043,16 @@ struct mtd_rt_batch {
 	bool changed;
 	bool xroutes_set;               /* xroutes replaces the base's */
 	struct mtd_rt_xroutes *xroutes; /* a reference held, NULL = none */
+	bool routes_answered;           /* routes_awaited ends */
 };
+
+void mtd_runtime_batch_routes_answered(struct mtd_rt_batch *bt)
+{
+	if (bt == NULL)
+		return;
+	bt->routes_answered = true;
+	bt->changed = true;
+}
 
 void mtd_runtime_batch_set_xroutes(struct mtd_rt_batch *bt, struct mtd_rt_xroutes *xr)
 {
@@ -1149,6 +1160,8 @@ struct mtd_runtime *mtd_runtime_batch_end(struct mtd_rt_batch *bt)
 		rt->xroutes = bt->xroutes;
 		bt->xroutes = NULL;
 	}
+	if (rt != NULL && bt->routes_answered)
+		rt->routes_awaited = false;
 	mtd_rt_xroutes_unref(bt->xroutes);
 	for (size_t i = 0; i < bt->n; i++)
 		mtd_rt_service_unref(bt->svcs[i]);

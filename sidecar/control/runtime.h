@@ -70,6 +70,10 @@ void mtd_rt_over_unref(struct mtd_rt_over *o);
  * even when no service changed. xr's service indices are the batch's
  * config's. */
 void mtd_runtime_batch_set_xroutes(struct mtd_rt_batch *bt, struct mtd_rt_xroutes *xr);
+/* The batch's runtime no longer awaits the listener's routes (runtime-t.h
+ * `routes_awaited`): they came, or the server said there are none. A new
+ * runtime even when nothing else changed. */
+void mtd_runtime_batch_routes_answered(struct mtd_rt_batch *bt);
 /* Drop a reference on a control plane's routes (control thread). */
 void mtd_rt_xroutes_unref(struct mtd_rt_xroutes *xr);
 /* A new runtime with service si rebuilt over its current set: with the

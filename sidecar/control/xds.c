@@ -155,6 +155,12 @@ struct mtd_xds {
 	bool rds_resub; /* rds.name changed: its request goes out after the listener's answer */
 	struct mtd_xds_routes_box *routes;
 	struct mtd_xds_fault fault; /* the listener's fault filter (filter NULL: none) */
+	/* The server answered for the listener: its routes came, or it said
+	 * there are none (the listener or its route configuration absent
+	 * from a response, or refused). Until then calls wait for them
+	 * (runtime-t.h `routes_awaited`); from then on, never again for this
+	 * listener, whatever the stream does. */
+	bool routes_answered;
 };
 
 static void connect_now(struct mtd_xds *x);
@@ -687,8 +693,11 @@ void mtd_xds_carry_routes(struct mtd_xds *x, struct mtd_runtime *rt)
 	char why[1024];
 
 	/* The new config's listener must be the one whose routes they are. */
-	if (x == NULL || x->routes == NULL || rt->xroutes != NULL || rt->cfg->xds == NULL ||
-	    !same_str(rt->cfg->xds->listener, x->lds.name))
+	if (x == NULL || rt->cfg->xds == NULL || !same_str(rt->cfg->xds->listener, x->lds.name))
+		return;
+	if (x->routes_answered)
+		rt->routes_awaited = false;
+	if (x->routes == NULL || rt->xroutes != NULL)
 		return;
 	rt->xroutes = mtd_xds_routes_bind(rt->cfg, x->routes, &x->fault, why, sizeof(why));
 	if (rt->xroutes == NULL)
@@ -1010,6 +1019,10 @@ static int install_routes(struct mtd_xds *x, struct mtd_xds_routes_box *box, cha
 	const char **want;
 	size_t n_want;
 
+	/* Before a reload for the services they create: the new runtime
+	 * takes the answer with the routes (mtd_xds_carry_routes). */
+	x->routes_answered = true;
+
 	if (mtd_xds_routes_created(x->ctl->rt->cfg, box->r, &want, &n_want) != 0) {
 		snprintf(why, whylen, "out of memory");
 		return -1;
@@ -1034,6 +1047,7 @@ static int install_routes(struct mtd_xds *x, struct mtd_xds_routes_box *box, cha
 		return -1;
 	}
 	mtd_runtime_batch_set_xroutes(bt, xr);
+	mtd_runtime_batch_routes_answered(bt);
 	mtd_control_batch_publish(x->ctl, bt);
 	if (box != x->routes) {
 		box->refs++;
@@ -1043,6 +1057,25 @@ static int install_routes(struct mtd_xds *x, struct mtd_xds_routes_box *box, cha
 	MTD_INFO("xds: %zu route%s of route configuration %s in force", box->r->n, box->r->n == 1 ? "" : "s",
 	         box->r->name);
 	return 0;
+}
+
+/* The server answered for the listener without routes to install (see
+ * `routes_answered`): calls waiting for them go on by :path. */
+static void answered_without_routes(struct mtd_xds *x, const char *what)
+{
+	x->routes_answered = true;
+	if (!x->ctl->rt->routes_awaited)
+		return;
+	struct mtd_rt_batch *bt = mtd_control_batch_begin(x->ctl);
+	if (bt == NULL) {
+		/* The calls' wait (xds.initial_wait) ends them instead. */
+		MTD_WARN("xds: out of memory: calls waiting for the routes of %s wait out xds.initial_wait",
+		         x->lds.name);
+		return;
+	}
+	mtd_runtime_batch_routes_answered(bt);
+	mtd_control_batch_publish(x->ctl, bt);
+	MTD_INFO("xds: listener %s: %s: calls are routed by :path", x->lds.name, what);
 }
 
 /* The translated routes r (taken) of resource o: installed, or refused
@@ -1070,6 +1103,7 @@ static void on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, cha
                         size_t *nack_len, struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
+	bool found = false, refused = false;
 
 	for (size_t i = 0; i < r->n_res; i++) {
 		const struct mtd_xds_any *any = &r->res[i];
@@ -1082,10 +1116,12 @@ static void on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 		name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name));
 		if (x->lds.name == NULL || strcmp(name, x->lds.name) != 0)
 			continue; /* not asked for */
+		found = true;
 		int rc = mtd_xds_listener_parse(any->value, any->len, &l, why, sizeof(why));
 		if (rc != 0) {
 			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			set_str(&x->lds.nack, rc == -ENOMEM ? "out of memory" : why);
+			refused = true;
 			continue;
 		}
 		size_t before = *nack_len;
@@ -1107,6 +1143,7 @@ static void on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 			x->fault = l.fault;
 			l.fault = old;
 			mtd_xds_listener_clear(&l);
+			refused = true;
 			continue;
 		}
 		x->lds.have = true;
@@ -1124,6 +1161,8 @@ static void on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 		}
 		mtd_xds_listener_clear(&l);
 	}
+	if (x->lds.name != NULL && (!found || refused))
+		answered_without_routes(x, found ? "refused" : "absent from the server's listeners");
 }
 
 /* RDS: the route configuration the listener names. */
@@ -1131,6 +1170,7 @@ static void on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char 
                       size_t *nack_len, struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
+	bool refused = false;
 
 	for (size_t i = 0; i < r->n_res; i++) {
 		const struct mtd_xds_any *any = &r->res[i];
@@ -1147,18 +1187,26 @@ static void on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 		if (rc != 0) {
 			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			set_str(&x->rds.nack, rc == -ENOMEM ? "out of memory" : why);
+			refused = true;
 			continue;
 		}
 		size_t before = *nack_len, n = routes->n;
 		take_routes(x, &x->rds, name, routes, nack, nack_len);
-		if (*nack_len != before)
+		if (*nack_len != before) {
+			refused = true;
 			continue;
+		}
 		x->rds.have = true;
 		set_str(&x->rds.nack, NULL);
 		stamp_take(&x->rds.stamp, st, r);
 		snprintf(why, sizeof(why), "%zu route%s", n, n == 1 ? "" : "s");
 		set_str(&x->rds.detail, why);
 	}
+	/* A route configuration the response lacks is not one the server
+	 * says it has not (unlike a listener: LDS responses hold every
+	 * resource asked for): calls wait on, at most xds.initial_wait. */
+	if (x->rds.name != NULL && refused)
+		answered_without_routes(x, "its route configuration was refused");
 }
 
 static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg)
@@ -1439,6 +1487,8 @@ void mtd_xds_commit(struct mtd_control *ctl, struct mtd_xds *next)
 		         next->server.text);
 	/* The routes in force (carried into the new runtime) stay the new
 	 * client's until its stream brings the listener's own. */
+	if (ctl->xds != NULL && same_str(ctl->xds->lds.name, next->lds.name))
+		next->routes_answered = ctl->xds->routes_answered;
 	if (ctl->xds != NULL && ctl->xds->routes != NULL && same_str(ctl->xds->lds.name, next->lds.name)) {
 		ctl->xds->routes->refs++;
 		next->routes = ctl->xds->routes;

@@ -13,6 +13,7 @@ before the set is given, so no timing decides a pass.
 """
 
 import os
+import re
 import signal
 import time
 import urllib.parse
@@ -25,7 +26,7 @@ from test_admin import admin_request, samples
 from test_etcd import Load
 from test_xds import XdsBase, SVC, WAIT
 import xds
-from xds import cluster, assignment, locality
+from xds import cluster, assignment, locality, nacked
 
 PATH = "/" + SVC + "/Unary"
 
@@ -370,4 +371,130 @@ class FirstWaitRoutesTest(XdsBase):
         self.assertEqual(errors, [], "calls failed while the route flapped")
         self.assertTrue({"c", "d"} & set(i for ld in loads for i in ld.instances))
         self.assertGreater(waits(self.admin), 0, "no call had to wait: the test proved nothing")
+        self.stop_maitred(m)
+
+
+class ListenerRoutesWaitTest(XdsBase):
+    """With xds.listener, a call the file's routes do not take waits for
+    the listener's first routes (xds.initial_wait) rather than go where
+    its :path alone would send it: here the :path names no service, so
+    without the wait it would fail at once."""
+
+    LIS = SVC
+
+    def start(self, initial_wait=None, listener=True, routes=None):
+        """maitred, the server with cluster-a, the listener (naming
+        routes-1) unless not `listener`, and `routes` as routes-1 if any."""
+        self.admin = free_port()
+        a = self.start_upstream("a")
+        self.server.start()
+        self.server.set("cluster", [cluster("cluster-a")])
+        self.server.set("endpoint", [assignment("cluster-a", [locality([("127.0.0.1", a.port)], zone="z1")])])
+        if listener:
+            self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        if routes is not None:
+            self.server.set("route", [xds.route_config("routes-1", routes)])
+        block = {"listener": self.LIS}
+        if initial_wait is not None:
+            block["initial_wait"] = initial_wait
+        cfg = self.xds_config([{"name": "pool-a", "discovery": {"xds": {"cluster": "cluster-a"}}}],
+                              admin=self.admin, **block)
+        m = self.start_maitred(cfg)
+        return m, cfg
+
+    def waiting(self):
+        return total(self.admin, "maitred_first_endpoints_waiting")
+
+    @maitred_only
+    def test_a_call_waits_for_the_listeners_first_routes(self):
+        # The listener names a route configuration the server has not got
+        # yet: its RDS answer lacks it, which is not "it does not exist".
+        m, _ = self.start()
+        self.server.wait_for(lambda log: any(r["type_url"] == xds.RDS for r in log), WAIT, "an RDS request")
+        stub = self.echo(m)
+        f = stub.Unary.future(pb.EchoRequest(payload=b"x" * 100), timeout=CALL_LIMIT)
+        wait_until(lambda: self.waiting() == 1, WAIT, "the call waiting for the routes")
+        self.server.set("route", [xds.route_config("routes-1", [xds.route_to("cluster-a", prefix="")])])
+        self.assertEqual(f.result(timeout=CALL_LIMIT).instance, "a")
+        self.assertEqual(self.waiting(), 0)
+        # Answered: later calls go at once, and a reload with the same
+        # listener does not wait again.
+        self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "a")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_listener_the_server_does_not_have_ends_the_wait(self):
+        # An LDS answer holds every listener asked for: one without it says
+        # there is none, and calls are routed by :path from then on.
+        m, _ = self.start(listener=False)
+        wait_until(lambda: re.search(r"xds: listener %s: absent from the server's listeners: calls are routed "
+                                     r"by :path" % re.escape(self.LIS), m.proc.output()), WAIT, "the answer logged")
+        with self.assertRaises(grpc.RpcError) as e:
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        self.assertIn("unknown service " + SVC, e.exception.details())
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_refused_route_configuration_ends_the_wait(self):
+        m, _ = self.start(routes=[{"match": {"safe_regex": {"regex": ".*"}}, "route": {"cluster": "cluster-a"}}])
+        self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
+        wait_until(lambda: "its route configuration was refused: calls are routed by :path" in m.proc.output(),
+                   WAIT, "the answer logged")
+        with self.assertRaises(grpc.RpcError) as e:
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_xds_initial_wait_ends_the_wait_then_the_path_decides(self):
+        m, _ = self.start(initial_wait="500ms")
+        self.server.wait_for(lambda log: any(r["type_url"] == xds.RDS for r in log), WAIT, "an RDS request")
+        # The wait runs out: routed by its :path, which names no service.
+        with self.assertRaises(grpc.RpcError) as e:
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        self.assertIn("unknown service " + SVC, e.exception.details())
+        self.assertEqual(self.waiting(), 0)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_deadline_shorter_than_the_wait_ends_the_call(self):
+        m, _ = self.start(initial_wait="60s")
+        self.server.wait_for(lambda log: any(r["type_url"] == xds.RDS for r in log), WAIT, "an RDS request")
+        # maitred's own answer (a raw client: no deadline of its own).
+        c = H2Client(m.port)
+        self.addCleanup(c.close)
+        st = c.wait(c.call(PATH, [pb.EchoRequest().SerializeToString()], timeout_header="500m"))
+        code, msg = status_of(st)
+        self.assertEqual(code, "4", msg)
+        self.assertIn("waiting for the routes of xds listener " + self.LIS, msg)
+        wait_until(lambda: self.waiting() == 0, WAIT, "the gauge back to 0")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_message_field_key_is_read_from_the_request_that_waited(self):
+        # The request's message arrived while the call waited: the pick
+        # after the wait reads its hash key from the bytes queued (with
+        # on_missing FAIL, a key not read fails the call).
+        self.admin = free_port()
+        a = self.start_upstream("a")
+        self.server.start()
+        self.server.set("cluster", [cluster("cluster-a", lb_policy="RING_HASH")])
+        self.server.set("endpoint", [assignment("cluster-a", [locality([("127.0.0.1", a.port)], zone="z1")])])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        svc = {"name": "pool-a", "discovery": {"xds": {"cluster": "cluster-a"}},
+               "lb": {"policy": "CONSISTENT_HASH"}, "hash_key": {"field": "2", "on_missing": "FAIL"}}
+        m = self.start_maitred(self.xds_config([svc], admin=self.admin, listener=self.LIS))
+        self.server.wait_for(lambda log: any(r["type_url"] == xds.RDS for r in log), WAIT, "an RDS request")
+        stub = self.echo(m)
+        f = stub.Unary.future(pb.EchoRequest(key="user-7", payload=b"p" * 3000), timeout=CALL_LIMIT)
+        wait_until(lambda: self.waiting() == 1, WAIT, "the call waiting for the routes")
+        self.server.set("route", [xds.route_config("routes-1", [xds.route_to("cluster-a", prefix="")])])
+        self.assertEqual(f.result(timeout=CALL_LIMIT).instance, "a")
+        # The same rule refuses a call without the field, so the key above
+        # was read.
+        with self.assertRaises(grpc.RpcError) as e:
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.stop_maitred(m)

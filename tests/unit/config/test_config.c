@@ -600,7 +600,21 @@ START_TEST(xds_ok)
 	cfg = load_ok("xds: {server: \"127.0.0.1:18000\", listener: maitred.outbound}\n"
 	              "services: [{name: shop.Echo, discovery: {xds: {}}}]\n");
 	ck_assert_str_eq(cfg->xds->listener, "maitred.outbound");
+	ck_assert_int_eq(cfg->xds->initial_wait_ms, 15000); /* the default */
 	mtd_cfg_free(cfg);
+
+	/* xds.initial_wait: a call's wait for the listener's first routes. */
+	cfg = load_ok("xds: {server: \"127.0.0.1:18000\", listener: l, initial_wait: 0s}\n"
+	              "services: [{name: shop.Echo, discovery: {xds: {}}}]\n");
+	ck_assert_int_eq(cfg->xds->initial_wait_ms, 0);
+	mtd_cfg_free(cfg);
+	cfg = load_ok("xds: {server: \"127.0.0.1:18000\", listener: l, initial_wait: 2500ms}\n"
+	              "services: [{name: shop.Echo, discovery: {xds: {}}}]\n");
+	ck_assert_int_eq(cfg->xds->initial_wait_ms, 2500);
+	mtd_cfg_free(cfg);
+	expect_error("xds: {server: \"127.0.0.1:18000\", listener: l, initial_wait: 2h}\n"
+	             "services: [{name: shop.Echo, discovery: {xds: {}}}]\n",
+	             "t.yaml:1:61: xds.initial_wait: must be at most 1h *");
 }
 END_TEST
 
