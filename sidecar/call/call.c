@@ -845,6 +845,41 @@ static void pick_with_field_key(struct mtd_call *call, bool hedge)
 	start_attempt(call, NULL, 0, hedge);
 }
 
+/* Start an attempt hashing request header `name`: its value, or, sent
+ * more than once, its values joined by "," in their order (what the
+ * fields mean as one, RFC 9110 §5.3; gRPC's ring hash reads a repeated
+ * header so), so that no value is left out of the key. */
+static void start_with_header_key(struct mtd_call *call, const char *name, bool hedge)
+{
+	size_t nlen = strlen(name);
+	nghttp2_nv v_buf, nv;
+	const nghttp2_nv *v = mtd_headers_find_n(&call->req_hdrs, name, nlen, &v_buf);
+	if (v == NULL || mtd_headers_count_n(&call->req_hdrs, name, nlen, 2) < 2) {
+		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0, hedge);
+		return;
+	}
+	size_t total = 0, len = 0;
+	uint32_t off = 0;
+	while (mtd_headers_next(&call->req_hdrs, &off, &nv))
+		if (nv.namelen == nlen && memcmp(nv.name, name, nlen) == 0)
+			total += nv.valuelen + 1;
+	uint8_t stack[256], *key = total <= sizeof(stack) ? stack : malloc(total);
+	if (key == NULL) {
+		start_attempt(call, v->value, v->valuelen, hedge); /* out of memory: the first value */
+		return;
+	}
+	for (off = 0; mtd_headers_next(&call->req_hdrs, &off, &nv);)
+		if (nv.namelen == nlen && memcmp(nv.name, name, nlen) == 0) {
+			if (len > 0)
+				key[len++] = ',';
+			memcpy(key + len, nv.value, nv.valuelen);
+			len += nv.valuelen;
+		}
+	start_attempt(call, key, len, hedge);
+	if (key != stack)
+		free(key);
+}
+
 /* Start an attempt with the call's hash key read where it is: a request
  * header, or the first message captured (every attempt, retries and
  * hedges included, hashes the same key; no copy of it is kept). */
@@ -854,9 +889,7 @@ void mtd_call_start_keyed(struct mtd_call *call, bool hedge)
 	if (hk->kind == MTD_CFG_HASH_FIELD) {
 		pick_with_field_key(call, hedge);
 	} else if (hk->kind == MTD_CFG_HASH_HEADER) {
-		nghttp2_nv v_buf;
-		const nghttp2_nv *v = mtd_headers_find(&call->req_hdrs, hk->header, &v_buf);
-		start_attempt(call, v ? v->value : NULL, v ? v->valuelen : 0, hedge);
+		start_with_header_key(call, hk->header, hedge);
 	} else {
 		start_attempt(call, NULL, 0, hedge);
 	}

@@ -340,6 +340,25 @@ class Spread(LbTest):
         self.check_hash_spread("MAGLEV", {"header": USER},
                                lambda k: (pb.EchoRequest(), ((USER, k),)), table_size=251)
 
+    @maitred_only
+    def test_a_header_sent_twice_hashes_all_its_values(self):
+        # Two fields of one name are one value joined by "," (RFC 9110):
+        # the call hashes "k,x", never only its first value "k".
+        m = self.maitred_for(self.svc(self.ups, "CONSISTENT_HASH", hash_key={"header": USER}))
+        stub = self.echo(m)
+
+        def where(*values):
+            return stub.Unary(pb.EchoRequest(), metadata=tuple((USER, v) for v in values),
+                              timeout=CALL_LIMIT).instance
+        differs = 0
+        for i in range(40):
+            k = "user-%d" % i
+            joined = where(k + ",extra")
+            self.assertEqual(where(k, "extra"), joined, k)
+            differs += where(k) != joined
+        self.assertGreater(differs, 0, "no key moved: the test cannot tell the first value from the joined ones")
+        self.stop_maitred(m)
+
 
 # --- load-aware policies: one slow instance -----------------------------------
 
