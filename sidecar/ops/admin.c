@@ -251,9 +251,10 @@ static void clusters_health(struct mtd_json *j, const struct mtd_rt_service *s, 
 }
 
 /* Where a service's endpoints come from, and how its source is doing. */
-static void clusters_discovery(struct mtd_json *j, const struct mtd_cfg_service *c)
+static void clusters_discovery(struct mtd_json *j, const struct mtd_cfg_service *c,
+                               const struct mtd_mx_disc_index *ix)
 {
-	const struct mtd_mx_disc *d = mtd_metrics_disc_find(c->name);
+	const struct mtd_mx_disc *d = mtd_metrics_disc_lookup(ix, c->name);
 	bool etcd = c->source == MTD_CFG_SOURCE_ETCD;
 	if (!d || (strcmp(d->source, "etcd") == 0) != etcd)
 		return; /* static endpoints (no host name to resolve) */
@@ -296,6 +297,8 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 	struct mtd_mx_service *figs = rt ? mtd_metrics_services(rt) : NULL;
 	if (rt && !figs)
 		b.oom = true; /* answered as 500 below */
+	struct mtd_mx_disc_index discs;
+	(void)mtd_metrics_disc_index(&discs); /* out of memory: looked up one by one */
 	for (size_t si = 0; figs && si < rt->cfg->n_services; si++) {
 		const struct mtd_rt_service *s = rt->services[si];
 		const struct mtd_cfg_service *c = s->cfg;
@@ -327,7 +330,7 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 		mtd_json_arr_end(&j);
 		clusters_split(&j, s->layer, c->split);
 		clusters_health(&j, s, &figs[si]);
-		clusters_discovery(&j, c);
+		clusters_discovery(&j, c, &discs);
 		mtd_json_key(&j, "endpoints");
 		mtd_json_arr_begin(&j);
 		struct mtd_mx_warm *warm = mtd_metrics_warmups(s, now_ms);
@@ -438,6 +441,7 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 		mtd_json_obj_end(&j);
 	}
 	free(figs);
+	mtd_metrics_disc_index_free(&discs);
 	mtd_json_arr_end(&j);
 	mtd_json_obj_end(&j);
 	mtd_abuf_add(&b, "\n", 1);

@@ -139,6 +139,58 @@ const struct mtd_mx_disc *mtd_metrics_disc_find(const char *service)
 	return NULL;
 }
 
+/* An entry and its place in the list (the newest first: the first of
+ * equal names is mtd_metrics_disc_find's). */
+struct mtd_mx_disc_ref {
+	const struct mtd_mx_disc *d;
+	size_t k;
+};
+
+static int cmp_disc_ref(const void *a, const void *b)
+{
+	const struct mtd_mx_disc_ref *x = a, *y = b;
+	int c = strcmp(x->d->service, y->d->service);
+	return c != 0 ? c : x->k < y->k ? -1 : x->k > y->k;
+}
+
+int mtd_metrics_disc_index(struct mtd_mx_disc_index *ix)
+{
+	size_t n = 0;
+	*ix = (struct mtd_mx_disc_index){0};
+	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next)
+		n++;
+	if (n == 0)
+		return 0;
+	ix->v = malloc(n * sizeof(*ix->v));
+	if (ix->v == NULL)
+		return -ENOMEM;
+	for (const struct mtd_mx_disc *d = mtd_mx_discs; d; d = d->next, ix->n++)
+		ix->v[ix->n] = (struct mtd_mx_disc_ref){d, ix->n};
+	qsort(ix->v, ix->n, sizeof(*ix->v), cmp_disc_ref);
+	return 0;
+}
+
+const struct mtd_mx_disc *mtd_metrics_disc_lookup(const struct mtd_mx_disc_index *ix, const char *service)
+{
+	if (ix->v == NULL)
+		return mtd_metrics_disc_find(service);
+	size_t lo = 0, hi = ix->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(ix->v[mid].d->service, service) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < ix->n && strcmp(ix->v[lo].d->service, service) == 0 ? ix->v[lo].d : NULL;
+}
+
+void mtd_metrics_disc_index_free(struct mtd_mx_disc_index *ix)
+{
+	free(ix->v);
+	*ix = (struct mtd_mx_disc_index){0};
+}
+
 /* ---- call path (worker threads) --------------------------------------- */
 
 static struct mtd_mx_method *method_new(const char *path, size_t len, size_t svc_len, uint64_t h)

@@ -117,6 +117,20 @@ void mtd_metrics_guard_cut(const char *service, const char *method, const char *
 /* The discovery entry of service name (any source: the newest made), or
  * NULL. Control thread. */
 const struct mtd_mx_disc *mtd_metrics_disc_find(const char *service);
+/* The entries sorted by service name, for a caller that finds the entry
+ * of every service (one /clusters: a walk per service was O(services x
+ * entries), seconds at 10,000). Made by mtd_metrics_disc_index (0, or
+ * -ENOMEM: then empty, and lookups walk the list), valid until the next
+ * entry is made; mtd_metrics_disc_index_free gives it back. Control
+ * thread. */
+struct mtd_mx_disc_index {
+	struct mtd_mx_disc_ref *v;
+	size_t n;
+};
+int mtd_metrics_disc_index(struct mtd_mx_disc_index *ix);
+/* mtd_metrics_disc_find's answer, in O(log entries). */
+const struct mtd_mx_disc *mtd_metrics_disc_lookup(const struct mtd_mx_disc_index *ix, const char *service);
+void mtd_metrics_disc_index_free(struct mtd_mx_disc_index *ix);
 
 /* The xDS client's figures (sidecar/control/xds.c), for the process's
  * life. Written and read on the control thread: plain fields. */
