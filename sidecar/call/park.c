@@ -1,5 +1,5 @@
-/* Calls waiting for their service's first endpoint set (park.h: the
- * states and how each wait ends). The parked list holds nothing: a
+/* Calls waiting for their service's first endpoint set or the xDS
+ * listener's first routes (park.h: the states and how each wait ends). The parked list holds nothing: a
  * parked call is held by its client's stream, as any call before its
  * first attempt, and leaves the list whatever ends it (mtd_call_settle
  * calls mtd_call_unpark), so the list never names a call that is over. */

@@ -1,4 +1,5 @@
-/* A call waiting for its service's first endpoint set (park.c).
+/* A call waiting for its service's first endpoint set, or for the xDS
+ * listener's first routes (park.c).
  *
  * A service whose source has not answered yet (runtime-t.h `awaiting`:
  * at startup, after a reload that added it or changed its source, a
@@ -23,7 +24,15 @@
  *
  * While PARKED the call's deadline timer runs at the earlier of its
  * deadline and the end of its wait (park.c's callback), and goes back to
- * the deadline alone when it leaves. Worker thread only. */
+ * the deadline alone when it leaves.
+ *
+ * A call may also wait before it has a service: routed while the xDS
+ * listener's first routes are awaited (runtime-t.h `routes_awaited`), it
+ * parks with call->svc NULL (mtd_call_park_for_routes) and leaves the
+ * same ways, except that a snapshot with the routes (or the server's
+ * word that there are none) and the end of xds.initial_wait both route
+ * it from the start, at the end of the turn (call.c mtd_call_run_ready),
+ * the latter by :path. Worker thread only. */
 #ifndef MTD_PARK_H
 #define MTD_PARK_H
 
