@@ -102,6 +102,14 @@ mem_sampler() {
 	done
 }
 
+# ctx_switches PIDS...: "voluntary involuntary" context switches summed
+# over PIDS' threads.
+ctx_switches() {
+	local p
+	for p in "$@"; do cat /proc/$p/task/*/status 2>/dev/null; done |
+		awk '$1 == "voluntary_ctxt_switches:" { v += $2 } $1 == "nonvoluntary_ctxt_switches:" { n += $2 } END { print v + 0, n + 0 }'
+}
+
 # run_workload ROW WORKLOAD: prints "MBps cpu_ms_per_MiB anon_MiB dirty_MiB"
 run_workload() {
 	local row=$1 wl=$2 port pids=() t0 t1 args out=$T/$1.$2.$RANDOM sp=""
@@ -123,7 +131,17 @@ run_workload() {
 		sp=$!
 	fi
 	t0=$([ ${#pids[@]} -gt 0 ] && cpu_ticks "${pids[@]}" || echo 0)
-	local rc
+	local rc probe=
+	if [ -n "${PROBE:-}" ] && [ ${#pids[@]} -gt 0 ]; then
+		# PROBE: a command run on the proxy's processes while the load
+		# runs, stopped with SIGINT after it (perf stat, perf record,
+		# strace -c): $PIDS (comma separated) and $PROBE_OUT (a file
+		# under the temp dir, kept with -k) are set for it.
+		PIDS=$(IFS=,; echo "${pids[*]}") PROBE_OUT=$T/probe.$row.$wl.$RANDOM bash -c "$PROBE" </dev/null >/dev/null 2>&1 &
+		probe=$!
+		ctx0=$(ctx_switches "${pids[@]}")
+		sleep 0.3
+	fi
 	if [ "$wl" = answers ]; then
 		h2load_answers "$port" "$out"
 	else
@@ -131,6 +149,12 @@ run_workload() {
 	fi
 	rc=$?
 	t1=$([ ${#pids[@]} -gt 0 ] && cpu_ticks "${pids[@]}" || echo 0)
+	if [ -n "$probe" ]; then
+		log "$row $wl: voluntary / involuntary context switches $(ctx_switches "${pids[@]}" | awk -v a="$ctx0" 'BEGIN { split(a, x, " ") } { print $1 - x[1], "/", $2 - x[2] }')"
+		kill -INT "$probe" 2>/dev/null
+		pkill -INT -P "$probe" 2>/dev/null
+		wait "$probe" 2>/dev/null
+	fi
 	if [ -n "$sp" ]; then
 		kill -TERM "$sp"
 		wait "$sp" 2>/dev/null
