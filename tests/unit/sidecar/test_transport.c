@@ -892,6 +892,56 @@ START_TEST(data_is_written_from_the_queue)
 }
 END_TEST
 
+/* Output appended while spans wait behind a partial write: the buffer is
+ * compacted (or grown) under them and every byte still goes out in
+ * order, each span between the bytes it was queued between. */
+START_TEST(spans_keep_their_place_when_the_output_moves)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	ck_assert_int_eq(mtd_conn_flush(&p.c), 0);
+	uint8_t junk[4096];
+	while (read(p.peer, junk, sizeof(junk)) > 0)
+		;
+	int small = 4096;
+	ck_assert_int_eq(setsockopt(p.c.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	enum { FRAME = 8192, TAIL = 30000 };
+	static uint8_t want[2 * FRAME], tail[TAIL], expect[2 * (9 + FRAME) + TAIL], got[sizeof(expect)];
+	struct mtd_bufq q = {0};
+	pattern_queue(&q, want, sizeof(want));
+	p.c.n_streams = 1;
+	uint8_t hd1[9] = {0, 0x20, 0, 0, 0, 0, 0, 0, 1}, hd2[9] = {0, 0x20, 0, 0, 0, 0, 0, 0, 2};
+	ck_assert_int_eq(mtd_conn_send_data(&p.c, hd1, &q, 0, FRAME), 0);
+	ck_assert_int_eq(mtd_conn_send_data(&p.c, hd2, &q, FRAME, FRAME), 0);
+	mtd_bufq_clear(&q);
+	/* Part of it goes out: out_off moves past the first header. */
+	ck_assert_int_eq(mtd_conn_flush(&p.c), 0);
+	ck_assert_uint_gt(p.c.out_off, 0);
+	ck_assert_uint_gt(p.c.ref_bytes, 0);
+	/* More than the room left: out is compacted, then grown. */
+	for (size_t i = 0; i < TAIL; i++)
+		tail[i] = (uint8_t)(i * 3 + 11);
+	ck_assert_int_eq(mtd_conn_out_append(&p.c, tail, TAIL), 0);
+	size_t at = 0;
+	memcpy(expect + at, hd1, 9), at += 9;
+	memcpy(expect + at, want, FRAME), at += FRAME;
+	memcpy(expect + at, hd2, 9), at += 9;
+	memcpy(expect + at, want + FRAME, FRAME), at += FRAME;
+	memcpy(expect + at, tail, TAIL);
+	size_t have = 0;
+	for (int round = 0; round < 1000 && have < sizeof(got); round++) {
+		ck_assert_int_eq(mtd_conn_flush(&p.c), 0);
+		ssize_t n = read(p.peer, got + have, sizeof(got) - have);
+		if (n > 0)
+			have += (size_t)n;
+	}
+	ck_assert_uint_eq(have, sizeof(got));
+	ck_assert_mem_eq(got, expect, sizeof(expect));
+	ck_assert_uint_eq(p.c.ref_bytes, 0);
+	tcp_close(&p);
+}
+END_TEST
+
 /* TLS writes one buffer (SSL_write): there the frame is copied into
  * c->out, and so is a frame under 4 KiB on plain TCP. */
 START_TEST(data_is_copied_under_tls_and_when_small)
@@ -944,6 +994,7 @@ static Suite *transport_suite(void)
 	tcase_add_test(tcp, eagain_is_a_wait);
 	tcase_add_test(tcp, data_is_written_from_the_queue);
 	tcase_add_test(tcp, data_is_copied_under_tls_and_when_small);
+	tcase_add_test(tcp, spans_keep_their_place_when_the_output_moves);
 	tcase_add_test(tcp, connection_window);
 	tcase_add_test(tcp, flush_that_cannot_wait_for_writability_closes);
 	tcase_add_test(tcp, read_that_cannot_wait_for_writability_closes);
