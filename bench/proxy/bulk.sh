@@ -144,7 +144,7 @@ run_workload() {
 	if [ -n "${PROBE:-}" ] && [ ${#pids[@]} -gt 0 ]; then
 		# PROBE: a command run on the proxy's processes while the load
 		# runs, stopped with SIGINT after it (perf stat, perf record,
-		# strace -c): $PIDS (comma separated) and $PROBE_OUT (a file
+		# strace -c; anything else gets TERM 5 s later): $PIDS (comma separated) and $PROBE_OUT (a file
 		# under the temp dir, kept with -k) are set for it.
 		PIDS=$(IFS=,; echo "${pids[*]}") PROBE_OUT=$T/probe.$row.$wl.$RANDOM bash -c "$PROBE" </dev/null >/dev/null 2>&1 &
 		probe=$!
@@ -162,6 +162,12 @@ run_workload() {
 		log "$row $wl: voluntary / involuntary context switches $(ctx_switches "${pids[@]}" | awk -v a="$ctx0" 'BEGIN { split(a, x, " ") } { print $1 - x[1], "/", $2 - x[2] }')"
 		kill -INT "$probe" 2>/dev/null
 		pkill -INT -P "$probe" 2>/dev/null
+		# A shell's trap on INT never fires here (a background shell
+		# ignores SIGINT from the start): past 5 s, TERM.
+		local i
+		for i in $(seq 50); do kill -0 "$probe" 2>/dev/null || break; sleep 0.1; done
+		pkill -TERM -P "$probe" 2>/dev/null
+		kill -TERM "$probe" 2>/dev/null
 		wait "$probe" 2>/dev/null
 	fi
 	if [ -n "$sp" ]; then
