@@ -75,7 +75,7 @@ tests_unit_test_transport_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_transport_LDADD = $(TEST_UNIT_LIBS)
 # read(2), send(2) and event_add fail on demand (what a socket or
 # libevent may answer).
-tests_unit_test_transport_LDFLAGS = -Wl,--wrap=read,--wrap=send,--wrap=event_add
+tests_unit_test_transport_LDFLAGS = -Wl,--wrap=read,--wrap=send,--wrap=sendmsg,--wrap=event_add
 
 # Pools and upstream connections (pool.c, upstream.c) over loopback, the
 # call engine and health checks stubbed; event_add fails on demand.

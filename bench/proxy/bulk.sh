@@ -10,9 +10,10 @@
 #           connections x 4 streams, 16 MiB stream and connection windows
 #           (the answer direction, several streams sharing a connection)
 # For each row: MB/s (message bytes both ways over wall time), the proxy's
-# CPU per MiB moved (utime+stime from /proc/PID/stat over its process tree,
-# as run.sh), and the peak of its private memory (smaps_rollup Anonymous and
-# Private_Dirty, sampled every 20 ms, summed over its processes). See
+# CPU per MiB moved (time on a CPU from /proc/PID/task/*/schedstat over its
+# process tree: ns, where run.sh's utime+stime count 10 ms ticks), and the
+# peak of its private memory (smaps_rollup Anonymous and Private_Dirty,
+# sampled every 20 ms, summed over its processes). See
 # bench/proxy/README.md "Bulk throughput".
 set -u -o pipefail
 
@@ -102,6 +103,22 @@ mem_sampler() {
 	done
 }
 
+# cpu_ns PIDS...: nanoseconds on a CPU (/proc/PID/task/*/schedstat)
+# summed over PIDS' threads: utime+stime's 10 ms ticks were 0.16 ms per
+# MiB over a 64 MiB stream. Both proxies' threads live as long as they do.
+cpu_ns() {
+	local p
+	for p in "$@"; do cat /proc/$p/task/*/schedstat 2>/dev/null; done | awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
+# ctx_switches PIDS...: "voluntary involuntary" context switches summed
+# over PIDS' threads.
+ctx_switches() {
+	local p
+	for p in "$@"; do cat /proc/$p/task/*/status 2>/dev/null; done |
+		awk '$1 == "voluntary_ctxt_switches:" { v += $2 } $1 == "nonvoluntary_ctxt_switches:" { n += $2 } END { print v + 0, n + 0 }'
+}
+
 # run_workload ROW WORKLOAD: prints "MBps cpu_ms_per_MiB anon_MiB dirty_MiB"
 run_workload() {
 	local row=$1 wl=$2 port pids=() t0 t1 args out=$T/$1.$2.$RANDOM sp=""
@@ -122,15 +139,37 @@ run_workload() {
 		mem_sampler "$out.mem" "${pids[@]}" &
 		sp=$!
 	fi
-	t0=$([ ${#pids[@]} -gt 0 ] && cpu_ticks "${pids[@]}" || echo 0)
-	local rc
+	t0=$([ ${#pids[@]} -gt 0 ] && cpu_ns "${pids[@]}" || echo 0)
+	local rc probe=
+	if [ -n "${PROBE:-}" ] && [ ${#pids[@]} -gt 0 ]; then
+		# PROBE: a command run on the proxy's processes while the load
+		# runs, stopped with SIGINT after it (perf stat, perf record,
+		# strace -c; anything else gets TERM 5 s later): $PIDS (comma separated) and $PROBE_OUT (a file
+		# under the temp dir, kept with -k) are set for it.
+		PIDS=$(IFS=,; echo "${pids[*]}") PROBE_OUT=$T/probe.$row.$wl.$RANDOM bash -c "$PROBE" </dev/null >/dev/null 2>&1 &
+		probe=$!
+		ctx0=$(ctx_switches "${pids[@]}")
+		sleep 0.3
+	fi
 	if [ "$wl" = answers ]; then
 		h2load_answers "$port" "$out"
 	else
 		timeout -k 5 600 taskset -c "$CPU_LOAD" "$BULK_BIN" -p "$port" -w $END_WINDOW "${args[@]}" >"$out" 2>&1
 	fi
 	rc=$?
-	t1=$([ ${#pids[@]} -gt 0 ] && cpu_ticks "${pids[@]}" || echo 0)
+	t1=$([ ${#pids[@]} -gt 0 ] && cpu_ns "${pids[@]}" || echo 0)
+	if [ -n "$probe" ]; then
+		log "$row $wl: voluntary / involuntary context switches $(ctx_switches "${pids[@]}" | awk -v a="$ctx0" 'BEGIN { split(a, x, " ") } { print $1 - x[1], "/", $2 - x[2] }')"
+		kill -INT "$probe" 2>/dev/null
+		pkill -INT -P "$probe" 2>/dev/null
+		# A shell's trap on INT never fires here (a background shell
+		# ignores SIGINT from the start): past 5 s, TERM.
+		local i
+		for i in $(seq 50); do kill -0 "$probe" 2>/dev/null || break; sleep 0.1; done
+		pkill -TERM -P "$probe" 2>/dev/null
+		kill -TERM "$probe" 2>/dev/null
+		wait "$probe" 2>/dev/null
+	fi
 	if [ -n "$sp" ]; then
 		kill -TERM "$sp"
 		wait "$sp" 2>/dev/null
@@ -143,13 +182,13 @@ run_workload() {
 		echo "- - - -"
 		return 0
 	fi
-	awk -v t0="$t0" -v t1="$t1" -v tck="$TCK" -v row="$row" -v memf="$out.mem" '
+	awk -v t0="$t0" -v t1="$t1" -v row="$row" -v memf="$out.mem" '
 		/^bulk / { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
 		END {
 			mib = (v["sent"] + v["received"]) / 1048576
 			if (row == "direct") { print v["MBps"], "-", "-", "-"; exit }
 			getline m < memf; split(m, mm, " ")
-			printf "%s %.3f %.1f %.1f\n", v["MBps"], (t1 - t0) * 1000 / tck / mib, mm[1] / 1024, mm[2] / 1024
+			printf "%s %.3f %.1f %.1f\n", v["MBps"], (t1 - t0) / 1e6 / mib, mm[1] / 1024, mm[2] / 1024
 		}' "$out"
 }
 

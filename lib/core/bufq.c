@@ -27,6 +27,8 @@ static struct mtd_bufq_chunk *chunk_new(size_t cap)
 
 static void chunk_free(struct mtd_bufq_chunk *c)
 {
+	if (--c->refs > 0)
+		return; /* a span still holds it */
 #if MTD_BUFQ_KEEP > 0
 	if (kept.keep == 0)
 		kept.keep = mtd_slab_env_passthrough() ? -1 : 1;
@@ -90,6 +92,7 @@ int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n)
 	c->start = 0;
 	c->end = n;
 	c->cap = cap;
+	c->refs = 1;
 	memcpy(c->data, p, n);
 	if (t)
 		t->next = c;
@@ -134,6 +137,33 @@ size_t mtd_bufq_copy_at(const struct mtd_bufq *q, size_t off, uint8_t *out, size
 		done += k;
 	}
 	return done;
+}
+
+size_t mtd_bufq_ref_at(const struct mtd_bufq *q, size_t off, size_t n, struct mtd_bufq_span *out, size_t max,
+                       size_t *covered)
+{
+	struct mtd_bufq_chunk *c = q->head;
+	size_t done = 0, k = 0;
+
+	while (c && off >= c->end - c->start) {
+		off -= c->end - c->start;
+		c = c->next;
+	}
+	for (; c && done < n && k < max; c = c->next, off = 0) {
+		size_t len = c->end - c->start - off;
+		if (len > n - done)
+			len = n - done;
+		c->refs++;
+		out[k++] = (struct mtd_bufq_span){c, c->data + c->start + off, len};
+		done += len;
+	}
+	*covered = done;
+	return k;
+}
+
+void mtd_bufq_unref(struct mtd_bufq_chunk *c)
+{
+	chunk_free(c);
 }
 
 size_t mtd_bufq_drop(struct mtd_bufq *q, size_t n)

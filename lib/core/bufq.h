@@ -11,7 +11,20 @@ struct mtd_bufq_chunk {
 	struct mtd_bufq_chunk *next;
 	size_t start, end; /* readable bytes are data[start, end) */
 	size_t cap;
+	/* Holders: the queue while the chunk is in it, plus each span taken
+	 * with mtd_bufq_ref_at. A chunk is freed (or kept for reuse) when the
+	 * last one lets go. Bytes once appended are never rewritten, so a
+	 * span stays valid after the queue dropped them. */
+	uint32_t refs;
 	uint8_t data[];
+};
+
+/* Bytes of a chunk held past the queue (a writer that sends them from
+ * where they are instead of copying them). */
+struct mtd_bufq_span {
+	struct mtd_bufq_chunk *chunk;
+	const uint8_t *p;
+	size_t n;
 };
 
 struct mtd_bufq {
@@ -55,6 +68,16 @@ size_t mtd_bufq_read(struct mtd_bufq *q, uint8_t *out, size_t n);
 /* Copy up to n bytes starting off bytes past the head to out, dropping
  * nothing (a reader that replays what it keeps). Returns the count. */
 size_t mtd_bufq_copy_at(const struct mtd_bufq *q, size_t off, uint8_t *out, size_t n);
+
+/* Spans over up to n bytes starting off bytes past the head, at most max
+ * of them (one per chunk crossed), each holding its chunk (released with
+ * mtd_bufq_unref). Returns the spans filled; *covered, the bytes they
+ * hold. */
+size_t mtd_bufq_ref_at(const struct mtd_bufq *q, size_t off, size_t n, struct mtd_bufq_span *out, size_t max,
+                       size_t *covered);
+
+/* Let go of a span's chunk. */
+void mtd_bufq_unref(struct mtd_bufq_chunk *c);
 
 /* Drop up to n bytes from the head. Returns the count dropped. */
 size_t mtd_bufq_drop(struct mtd_bufq *q, size_t n);

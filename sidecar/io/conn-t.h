@@ -16,10 +16,19 @@ struct mtd_down_stream;
 struct mtd_pool;
 struct mtd_up_stream;
 struct mtd_in_peer;
+struct mtd_bufq_chunk;
 struct mtd_xprt_ops;
 struct ssl_st;
 
 struct mtd_conn;
+
+/* A span of a call's queue waiting in a connection's output (conn.c). */
+struct mtd_out_ref {
+	struct mtd_bufq_chunk *chunk;
+	const uint8_t *p;
+	size_t n;
+	size_t at; /* written after out[..at) */
+};
 
 /* What differs between the two kinds of connection for the I/O core
  * (conn.c), which knows no kind (an ops table per kind, like
@@ -155,6 +164,14 @@ struct mtd_conn {
 	 * c has no stream (conn.c out_release). */
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
+	/* DATA payloads written from the calls' queues where they are, not
+	 * copied into out (plain TCP only: conn.c out_ref): each goes out
+	 * between out[..at) and out[at..), its chunk held until it is
+	 * written. refs[ref_head, n_refs) wait; ref_bytes, their bytes.
+	 * NULL while none waits and c has no stream, as out. */
+	struct mtd_out_ref *refs;
+	uint16_t ref_head, n_refs;
+	size_t ref_bytes;
 	LIST_HEAD(, mtd_down_stream) down_streams; /* downstream: request streams open here (downstream-t.h) */
 	LIST_HEAD(, mtd_up_stream) streams; /* upstream: streams open here (io/stream-t.h) */
 	uint32_t n_streams;               /* streams open (length of that list) */

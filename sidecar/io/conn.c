@@ -3,7 +3,8 @@
  *
  * Output is gathered from nghttp2_session_mem_send() into c->out and written
  * with one write per flush, so a turn that touched many streams costs one
- * syscall per connection; a big read is fed to nghttp2 in slices, and what
+ * syscall per connection (on plain TCP, DATA payloads stay in their calls'
+ * queues and one sendmsg gathers them with c->out: out_ref); a big read is fed to nghttp2 in slices, and what
  * each slice queued on other connections is serialized in between (memory,
  * not syscalls: gather_others). While the socket is backed up we stop pulling
  * frames out of the session and stop reading from the peer
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -54,6 +56,20 @@
 #define RECV_SLICE 4096
 /* A frame header's length (RFC 9113 §4.1). */
 #define FRAME_HD_LEN 9
+/* On plain TCP a DATA frame of at least this much is written from its
+ * call's queue where it is (out_ref), its header in out, one sendmsg
+ * gathering both: a smaller one is copied, cheaper than an iovec. */
+#define REF_MIN 4096
+/* Spans one connection's output may hold; past it frames are copied.
+ * The mark bounds them anyway: 64 KiB in frames of 4 KiB or more, two
+ * spans each where a frame crosses a chunk. */
+#define REFS_MAX 64
+
+/* Output not written yet: in out and in the spans. */
+static size_t out_pending(const struct mtd_conn *c)
+{
+	return c->out_len - c->out_off + c->ref_bytes;
+}
 
 static void conn_io_cb(evutil_socket_t fd, short what, void *arg);
 
@@ -202,16 +218,27 @@ void mtd_conn_doom(struct mtd_conn *c)
 	}
 }
 
+/* Move out[out_off, out_len) to the front; the spans waiting keep
+ * their places among those bytes. */
+static void out_shift(struct mtd_conn *c)
+{
+	size_t d = c->out_off;
+	if (c->out_len > d)
+		memmove(c->out, c->out + d, c->out_len - d);
+	c->out_len -= d;
+	c->out_off = 0;
+	for (unsigned i = c->ref_head; i < c->n_refs; i++)
+		c->refs[i].at -= d;
+}
+
 static int out_reserve(struct mtd_conn *c, size_t n)
 {
 	if (c->out_off > 0 && c->out_off == c->out_len)
-		c->out_off = c->out_len = 0;
+		out_shift(c);
 	if (c->out_cap - c->out_len >= n)
 		return 0;
 	if (c->out_off > 0) {
-		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
-		c->out_len -= c->out_off;
-		c->out_off = 0;
+		out_shift(c);
 		if (c->out_cap - c->out_len >= n)
 			return 0;
 	}
@@ -231,17 +258,45 @@ static int out_reserve(struct mtd_conn *c, size_t n)
 	return 0;
 }
 
+/* Queue q's bytes [off, off + n) after out's as spans, while c has
+ * room for them. Returns the bytes queued so. */
+static size_t out_ref(struct mtd_conn *c, const struct mtd_bufq *q, size_t off, size_t n)
+{
+	if (!c->refs && !(c->refs = malloc(REFS_MAX * sizeof(*c->refs))))
+		return 0; /* copied instead */
+	size_t done = 0;
+	while (done < n && c->n_refs < REFS_MAX) {
+		struct mtd_bufq_span sp[8];
+		size_t room = REFS_MAX - c->n_refs, got;
+		size_t k = mtd_bufq_ref_at(q, off + done, n - done, sp, room < 8 ? room : 8, &got);
+		if (k == 0)
+			break;
+		for (size_t i = 0; i < k; i++)
+			c->refs[c->n_refs++] = (struct mtd_out_ref){sp[i].chunk, sp[i].p, sp[i].n, c->out_len};
+		c->ref_bytes += got;
+		done += got;
+	}
+	return done;
+}
+
 int mtd_conn_send_data(struct mtd_conn *c, const uint8_t *framehd, const struct mtd_bufq *q, size_t off, size_t n)
 {
-	if (out_reserve(c, FRAME_HD_LEN + n) < 0)
+	/* A span is written by sendmsg: TLS needs the bytes in one buffer
+	 * (SSL_write), so it copies them (one record per flush). */
+	bool by_ref = !c->xprt && n >= REF_MIN;
+	if (out_reserve(c, FRAME_HD_LEN + (by_ref ? 0 : n)) < 0)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	memcpy(c->out + c->out_len, framehd, FRAME_HD_LEN);
-	if (mtd_bufq_copy_at(q, off, c->out + c->out_len + FRAME_HD_LEN, n) != n)
-		return NGHTTP2_ERR_CALLBACK_FAILURE; /* the caller's bug: fail the session, not the frame's framing */
-	c->out_len += FRAME_HD_LEN + n;
+	c->out_len += FRAME_HD_LEN;
+	size_t done = by_ref ? out_ref(c, q, off, n) : 0;
+	if (done < n) {
+		if (out_reserve(c, n - done) < 0 || mtd_bufq_copy_at(q, off + done, c->out + c->out_len, n - done) != n - done)
+			return NGHTTP2_ERR_CALLBACK_FAILURE; /* the caller's bug: fail the session, not the frame's framing */
+		c->out_len += n - done;
+	}
 	/* mem_send would go on to the next frame inside this same call: stop
 	 * it at the mark, as gather() does between frames. */
-	return c->out_len - c->out_off >= OUT_HIGH_WATER ? NGHTTP2_ERR_PAUSE : 0;
+	return out_pending(c) >= OUT_HIGH_WATER ? NGHTTP2_ERR_PAUSE : 0;
 }
 
 int mtd_conn_out_append(struct mtd_conn *c, const uint8_t *p, size_t n)
@@ -269,16 +324,71 @@ static void out_release(struct mtd_conn *c)
 		free(c->out);
 	c->out = NULL;
 	c->out_cap = c->out_len = c->out_off = 0;
+	free(c->refs); /* drained: no span waits */
+	c->refs = NULL;
+}
+
+/* m bytes of the output were written: out's and the spans', in order. */
+static void out_consume(struct mtd_conn *c, size_t m)
+{
+	while (m > 0) {
+		struct mtd_out_ref *r = c->ref_head < c->n_refs ? &c->refs[c->ref_head] : NULL;
+		size_t upto = r ? r->at : c->out_len;
+		if (c->out_off < upto) {
+			size_t k = upto - c->out_off < m ? upto - c->out_off : m;
+			c->out_off += k;
+			m -= k;
+			continue;
+		}
+		if (!r)
+			break; /* more than was pending: cannot happen */
+		size_t k = r->n < m ? r->n : m;
+		r->p += k;
+		r->n -= k;
+		c->ref_bytes -= k;
+		m -= k;
+		if (r->n == 0) {
+			mtd_bufq_unref(r->chunk);
+			c->ref_head++;
+		}
+	}
+	if (c->ref_head == c->n_refs)
+		c->ref_head = c->n_refs = 0;
+}
+
+/* The pending output as iovecs, in order, at most max (>= 2) of them.
+ * Returns the count. */
+static int out_iov(const struct mtd_conn *c, struct iovec *iov, int max)
+{
+	int k = 0;
+	size_t pos = c->out_off;
+	unsigned i;
+	for (i = c->ref_head; i < c->n_refs && k + 2 <= max; i++) {
+		const struct mtd_out_ref *r = &c->refs[i];
+		if (r->at > pos)
+			iov[k++] = (struct iovec){c->out + pos, r->at - pos};
+		pos = r->at;
+		iov[k++] = (struct iovec){(void *)r->p, r->n};
+	}
+	if (i == c->n_refs && pos < c->out_len && k < max)
+		iov[k++] = (struct iovec){c->out + pos, c->out_len - pos};
+	return k;
 }
 
 /* Write what is buffered. 0 when all written, MTD_IO_WANT_WRITE or
  * MTD_IO_WANT_READ (transport.h), or -errno. */
 static int write_out(struct mtd_conn *c)
 {
-	while (c->out_off < c->out_len) {
-		ssize_t n = mtd_xprt_write(c, c->out + c->out_off, c->out_len - c->out_off);
+	while (out_pending(c) > 0) {
+		ssize_t n;
+		if (c->ref_head < c->n_refs) {
+			struct iovec iov[2 * REFS_MAX + 1];
+			n = mtd_xprt_writev(c, iov, out_iov(c, iov, 2 * REFS_MAX + 1));
+		} else {
+			n = mtd_xprt_write(c, c->out + c->out_off, c->out_len - c->out_off);
+		}
 		if (n > 0) {
-			c->out_off += (size_t)n;
+			out_consume(c, (size_t)n);
 			c->stalled_ns = 0; /* the peer reads */
 			c->stalled_read = 0;
 			continue;
@@ -303,7 +413,7 @@ bool mtd_conn_write_stalled(const struct mtd_conn *c, int64_t now_ns, int64_t ti
  * mark, without writing. 0, or -errno with the connection closed. */
 static int gather(struct mtd_conn *c)
 {
-	while (c->ng && c->out_len - c->out_off < OUT_HIGH_WATER) {
+	while (c->ng && out_pending(c) < OUT_HIGH_WATER) {
 		const uint8_t *data;
 		ssize_t n = nghttp2_session_mem_send(c->ng, &data);
 		if (n < 0) {
@@ -355,7 +465,7 @@ static void gather_others(struct mtd_worker *w, const struct mtd_conn *reader)
  * TCP_NOTSENT_LOWAT, and what was read since it took none). */
 static bool output_pressed(const struct mtd_conn *c)
 {
-	return c->out_len - c->out_off >= OUT_HIGH_WATER || c->stalled_read > STALLED_READ_MAX ||
+	return out_pending(c) >= OUT_HIGH_WATER || c->stalled_read > STALLED_READ_MAX ||
 	       (c->ng && nghttp2_session_get_outbound_queue_size(c->ng) > OUTBOUND_QUEUE_MAX);
 }
 
@@ -378,7 +488,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 		int rc = gather(c);
 		if (rc < 0)
 			return rc;
-		if (c->out_len == c->out_off)
+		if (out_pending(c) == 0)
 			break;
 		rc = write_out(c);
 		if (mtd_io_wants(rc)) {
@@ -408,7 +518,7 @@ int mtd_conn_flush(struct mtd_conn *c)
 		return io_wait_failed(c);
 	/* Drained: a connection without streams keeps no output buffer, nor
 	 * one that grew big. */
-	if (c->out && (c->n_streams == 0 || c->out_cap > OUT_KEEP_MAX))
+	if ((c->out || c->refs) && (c->n_streams == 0 || c->out_cap > OUT_KEEP_MAX))
 		out_release(c);
 	/* A session with nothing left to do on either side is finished. */
 	if (c->ng && !nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng)) {
@@ -622,6 +732,9 @@ void mtd_conn_free(struct mtd_conn *c)
 {
 	if (c->ng)
 		nghttp2_session_del(c->ng);
+	for (unsigned i = c->ref_head; i < c->n_refs; i++)
+		mtd_bufq_unref(c->refs[i].chunk);
+	free(c->refs);
 	free(c->out);
 	free(c);
 }

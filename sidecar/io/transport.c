@@ -1023,6 +1023,12 @@ ssize_t mtd_xprt_write(struct mtd_conn *c, const uint8_t *buf, size_t len)
 	return ops(c)->write(c, buf, len);
 }
 
+ssize_t mtd_xprt_writev(struct mtd_conn *c, const struct iovec *iov, int n)
+{
+	struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
+	return tcp_result(sendmsg(c->fd, &m, MSG_NOSIGNAL), MTD_IO_WANT_WRITE);
+}
+
 int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen)
 {
 	return ops(c)->handshake(c, err, errlen);

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "config/config.h"
 #include "identity/identity.h"
@@ -81,6 +82,10 @@ extern const struct mtd_xprt_ops mtd_xprt_tls;
 /* The connection's ops (conn.c and upstream.c call through these). */
 ssize_t mtd_xprt_read(struct mtd_conn *c, uint8_t *buf, size_t len);
 ssize_t mtd_xprt_write(struct mtd_conn *c, const uint8_t *buf, size_t len);
+/* One sendmsg of iov[0..n) (a flush whose DATA stays in the calls'
+ * queues, conn.c): plain TCP only (c->xprt NULL). Bytes sent, a WANT
+ * result or -errno, as write. */
+ssize_t mtd_xprt_writev(struct mtd_conn *c, const struct iovec *iov, int n);
 int mtd_tls_handshake(struct mtd_conn *c, char *err, size_t errlen);
 void mtd_xprt_close(struct mtd_conn *c);
 bool mtd_xprt_pending(const struct mtd_conn *c);

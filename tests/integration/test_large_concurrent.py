@@ -102,6 +102,21 @@ class Concurrency(MaitredTest):
             got = list(st)
             self.assertEqual([(r.key, r.index) for r in got], [(str(i), 0), (str(i), 1), (str(i), 2)])
 
+    def test_16_concurrent_big_payloads_arrive_intact(self):
+        # Many streams' DATA in one connection's gathered writes, each
+        # frame from its own call's queue, both ways: every byte must
+        # arrive at its own stream, in order.
+        up = self.start_upstream("alpha")
+        m = self.start_maitred(upstreams=[up])
+        stub = self.echo(m)
+        datas = [os.urandom(MiB + 4096 * i + i) for i in range(16)]
+        futs = [stub.Unary.future(pb.EchoRequest(key=str(i), payload=d), timeout=CALL_LIMIT * 3)
+                for i, d in enumerate(datas)]
+        for i, f in enumerate(futs):
+            r = f.result()
+            self.assertEqual(r.key, str(i))
+            self.assertTrue(r.payload == datas[i], "payload of call %d corrupted on the way" % i)
+
     @maitred_only
     def test_300_concurrent_over_three_upstreams_two_workers(self):
         ups = [self.start_upstream(n) for n in ("a", "b", "c")]

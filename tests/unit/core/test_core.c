@@ -155,6 +155,53 @@ START_TEST(bufq_copy_at_and_drop)
 }
 END_TEST
 
+/* Spans hold their chunks: the bytes stay readable after the queue
+ * dropped them, and a full chunk is kept for reuse (or freed) only when
+ * its last span lets go. Under AddressSanitizer a span that did not hold
+ * its chunk is a use after free here. */
+START_TEST(bufq_spans_outlive_the_queue)
+{
+	mtd_bufq_release_kept();
+	struct mtd_bufq q = {0};
+	static uint8_t in[3 * MTD_BUFQ_CHUNK];
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (uint8_t)(i * 13 + 5);
+	for (size_t put = 0; put < sizeof(in); put += 5000)
+		ck_assert_int_eq(mtd_bufq_append(&q, in + put, sizeof(in) - put < 5000 ? sizeof(in) - put : 5000), 0);
+	/* A span per chunk crossed, from an offset inside the first. */
+	struct mtd_bufq_span sp[8];
+	size_t covered = 0, off = 1000, want = sizeof(in) - 1000;
+	size_t k = mtd_bufq_ref_at(&q, off, want, sp, 8, &covered);
+	ck_assert_uint_eq(covered, want);
+	ck_assert_uint_gt(k, 1);
+	/* At most max spans: the bytes covered say how far they reach. */
+	struct mtd_bufq_span one;
+	size_t c1 = 0;
+	ck_assert_uint_eq(mtd_bufq_ref_at(&q, off, want, &one, 1, &c1), 1);
+	ck_assert_uint_eq(c1, one.n);
+	ck_assert_uint_lt(c1, want);
+	ck_assert_mem_eq(one.p, in + off, c1);
+	/* The queue lets go of everything; the spans still read right. */
+	unsigned kept = mtd_bufq_kept();
+	mtd_bufq_clear(&q);
+	ck_assert_uint_eq(mtd_bufq_kept(), kept); /* every full chunk is held */
+	size_t at = off;
+	for (size_t i = 0; i < k; i++) {
+		ck_assert_mem_eq(sp[i].p, in + at, sp[i].n);
+		at += sp[i].n;
+	}
+	ck_assert_uint_eq(at, off + want);
+	mtd_bufq_unref(one.chunk);
+	for (size_t i = 0; i < k; i++)
+		mtd_bufq_unref(sp[i].chunk);
+#if MTD_BUFQ_KEEP > 0
+	/* The full chunks came back for reuse with their last span. */
+	ck_assert_uint_gt(mtd_bufq_kept(), kept);
+#endif
+	mtd_bufq_release_kept();
+}
+END_TEST
+
 START_TEST(bufq_big_append_and_clear)
 {
 	struct mtd_bufq q = {0};
@@ -516,6 +563,7 @@ int main(void)
 	tcase_add_test(tc, bufq_fifo_across_chunks);
 	tcase_add_test(tc, bufq_big_append_and_clear);
 	tcase_add_test(tc, bufq_copy_at_and_drop);
+	tcase_add_test(tc, bufq_spans_outlive_the_queue);
 	tcase_add_test(tc, bufq_recycles_full_chunks_up_to_its_bound);
 	tcase_add_test(tc, log_levels);
 	tcase_add_test(tc, log_gate_one_line_per_interval);

@@ -469,6 +469,20 @@ ssize_t mtd_xprt_write(struct mtd_conn *c, const uint8_t *buf, size_t len)
 	return (ssize_t)len;
 }
 
+/* A gathered write (DATA from the calls' queues, conn.c): each piece as
+ * one write, all of it taken. */
+ssize_t mtd_xprt_writev(struct mtd_conn *c, const struct iovec *iov, int n)
+{
+	ssize_t done = 0;
+	for (int i = 0; i < n; i++) {
+		ssize_t k = mtd_xprt_write(c, iov[i].iov_base, iov[i].iov_len);
+		if (k < 0)
+			return done ? done : k;
+		done += k;
+	}
+	return done;
+}
+
 void mtd_xprt_close(struct mtd_conn *c)
 {
 	struct seam_link *l = link_of(c);

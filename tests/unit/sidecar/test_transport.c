@@ -22,6 +22,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "core/bufq.h"
 #include "core/clock.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool-t.h"
@@ -64,6 +65,22 @@ ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags)
 		return -1;
 	}
 	return __real_send(fd, buf, n, flags);
+}
+
+/* sendmsg(2) counted (-Wl,--wrap=sendmsg): the gathered writes. */
+static unsigned n_sendmsg;
+
+ssize_t __real_sendmsg(int fd, const struct msghdr *m, int flags);
+ssize_t __wrap_sendmsg(int fd, const struct msghdr *m, int flags);
+
+ssize_t __wrap_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	if (fd == fail_fd) {
+		errno = fail_errno;
+		return -1;
+	}
+	n_sendmsg++;
+	return __real_sendmsg(fd, m, flags);
 }
 
 /* event_add of one event fails (-Wl,--wrap=event_add), as libevent's does
@@ -667,6 +684,9 @@ static void tcp_close(struct tcp_pair *p)
 		close(p->c.fd);
 	}
 	nghttp2_session_del(p->c.ng);
+	for (unsigned i = p->c.ref_head; i < p->c.n_refs; i++)
+		mtd_bufq_unref(p->c.refs[i].chunk);
+	free(p->c.refs);
 	free(p->c.out);
 	close(p->peer);
 	mtd_conn_linger_end_all(&p->w); /* the graceful closes' sockets */
@@ -810,6 +830,150 @@ START_TEST(eagain_is_a_wait)
 }
 END_TEST
 
+/* A queue of n bytes of a pattern, appended unevenly so that frames
+ * cross its chunks. */
+static void pattern_queue(struct mtd_bufq *q, uint8_t *want, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		want[i] = (uint8_t)(i * 7 + 1);
+	for (size_t put = 0; put < n; put += 5000)
+		ck_assert_int_eq(mtd_bufq_append(q, want + put, n - put < 5000 ? n - put : 5000), 0);
+}
+
+/* On plain TCP a DATA frame of 4 KiB or more is written from its call's
+ * queue where it is: only its header goes into c->out, one sendmsg
+ * gathers both, the bytes outlive the queue dropping them (the call
+ * takes them as soon as the frame is queued), a write the socket takes
+ * in part goes on mid-span, and the output's mark counts the spans'
+ * bytes (the fourth 16 KiB frame pauses the session). */
+START_TEST(data_is_written_from_the_queue)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	/* The session's preface and SETTINGS out of the way first. */
+	ck_assert_int_eq(mtd_conn_flush(&p.c), 0);
+	uint8_t junk[4096];
+	while (read(p.peer, junk, sizeof(junk)) > 0)
+		;
+	int small = 8192;
+	ck_assert_int_eq(setsockopt(p.c.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	enum { FRAME = 16384, FRAMES = 4 };
+	static uint8_t want[FRAMES * FRAME], got[FRAMES * (9 + FRAME)];
+	struct mtd_bufq q = {0};
+	pattern_queue(&q, want, sizeof(want));
+	p.c.n_streams = 1; /* as while a call is open: the buffers stay */
+	for (int f = 0; f < FRAMES; f++) {
+		uint8_t hd[9] = {0, 0x40, 0, 0, 0, 0, 0, 0, (uint8_t)(f + 1)};
+		int rv = mtd_conn_send_data(&p.c, hd, &q, (size_t)f * FRAME, FRAME);
+		ck_assert_int_eq(rv, f == FRAMES - 1 ? NGHTTP2_ERR_PAUSE : 0);
+	}
+	ck_assert_uint_eq(p.c.out_len, FRAMES * 9); /* the headers alone were copied */
+	ck_assert_uint_eq(p.c.ref_bytes, sizeof(want));
+	mtd_bufq_clear(&q);
+	n_sendmsg = 0;
+	size_t have = 0;
+	for (int round = 0; round < 1000 && have < sizeof(got); round++) {
+		ck_assert_int_eq(mtd_conn_flush(&p.c), 0);
+		ssize_t n = read(p.peer, got + have, sizeof(got) - have);
+		if (n > 0)
+			have += (size_t)n;
+	}
+	ck_assert_uint_eq(have, sizeof(got));
+	ck_assert_uint_gt(n_sendmsg, 1); /* the socket took it in parts */
+	for (int f = 0; f < FRAMES; f++) {
+		const uint8_t *fr = got + (size_t)f * (9 + FRAME);
+		ck_assert_uint_eq(fr[8], f + 1);
+		ck_assert_mem_eq(fr + 9, want + (size_t)f * FRAME, FRAME);
+	}
+	ck_assert_uint_eq(mtd_conn_flush(&p.c), 0);
+	ck_assert_uint_eq(p.c.ref_bytes, 0);
+	ck_assert_uint_eq(p.c.n_refs, 0);
+	tcp_close(&p);
+}
+END_TEST
+
+/* Output appended while spans wait behind a partial write: the buffer is
+ * compacted (or grown) under them and every byte still goes out in
+ * order, each span between the bytes it was queued between. */
+START_TEST(spans_keep_their_place_when_the_output_moves)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	ck_assert_int_eq(mtd_conn_flush(&p.c), 0);
+	uint8_t junk[4096];
+	while (read(p.peer, junk, sizeof(junk)) > 0)
+		;
+	int small = 4096;
+	ck_assert_int_eq(setsockopt(p.c.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	enum { FRAME = 8192, TAIL = 30000 };
+	static uint8_t want[2 * FRAME], tail[TAIL], expect[2 * (9 + FRAME) + TAIL], got[sizeof(expect)];
+	struct mtd_bufq q = {0};
+	pattern_queue(&q, want, sizeof(want));
+	p.c.n_streams = 1;
+	uint8_t hd1[9] = {0, 0x20, 0, 0, 0, 0, 0, 0, 1}, hd2[9] = {0, 0x20, 0, 0, 0, 0, 0, 0, 2};
+	ck_assert_int_eq(mtd_conn_send_data(&p.c, hd1, &q, 0, FRAME), 0);
+	ck_assert_int_eq(mtd_conn_send_data(&p.c, hd2, &q, FRAME, FRAME), 0);
+	mtd_bufq_clear(&q);
+	/* Part of it goes out: out_off moves past the first header. */
+	ck_assert_int_eq(mtd_conn_flush(&p.c), 0);
+	ck_assert_uint_gt(p.c.out_off, 0);
+	ck_assert_uint_gt(p.c.ref_bytes, 0);
+	/* More than the room left: out is compacted, then grown. */
+	for (size_t i = 0; i < TAIL; i++)
+		tail[i] = (uint8_t)(i * 3 + 11);
+	ck_assert_int_eq(mtd_conn_out_append(&p.c, tail, TAIL), 0);
+	size_t at = 0;
+	memcpy(expect + at, hd1, 9), at += 9;
+	memcpy(expect + at, want, FRAME), at += FRAME;
+	memcpy(expect + at, hd2, 9), at += 9;
+	memcpy(expect + at, want + FRAME, FRAME), at += FRAME;
+	memcpy(expect + at, tail, TAIL);
+	size_t have = 0;
+	for (int round = 0; round < 1000 && have < sizeof(got); round++) {
+		ck_assert_int_eq(mtd_conn_flush(&p.c), 0);
+		ssize_t n = read(p.peer, got + have, sizeof(got) - have);
+		if (n > 0)
+			have += (size_t)n;
+	}
+	ck_assert_uint_eq(have, sizeof(got));
+	ck_assert_mem_eq(got, expect, sizeof(expect));
+	ck_assert_uint_eq(p.c.ref_bytes, 0);
+	tcp_close(&p);
+}
+END_TEST
+
+/* TLS writes one buffer (SSL_write): there the frame is copied into
+ * c->out, and so is a frame under 4 KiB on plain TCP. */
+START_TEST(data_is_copied_under_tls_and_when_small)
+{
+	struct tcp_pair p;
+	tcp_open(&p);
+	static uint8_t want[24000];
+	struct mtd_bufq q = {0};
+	pattern_queue(&q, want, sizeof(want));
+	uint8_t hd[9] = {0};
+	ck_assert_int_eq(mtd_conn_send_data(&p.c, hd, &q, 0, 4095), 0);
+	ck_assert_uint_eq(p.c.out_len, 9 + 4095);
+	ck_assert_uint_eq(p.c.ref_bytes, 0);
+	static const struct mtd_xprt_ops tls_like = {
+	        .name = "test",
+	        .read = test_read_wants_write,
+	        .write = test_write_nothing,
+	        .handshake = test_handshake,
+	        .close = test_xprt_close,
+	        .pending = test_pending,
+	};
+	p.c.xprt = &tls_like;
+	ck_assert_int_eq(mtd_conn_send_data(&p.c, hd, &q, 4095, 16384), 0);
+	ck_assert_uint_eq(p.c.out_len, 2 * 9 + 4095 + 16384);
+	ck_assert_uint_eq(p.c.ref_bytes, 0);
+	ck_assert_mem_eq(p.c.out + 2 * 9 + 4095, want + 4095, 16384);
+	p.c.xprt = NULL;
+	mtd_bufq_clear(&q);
+	tcp_close(&p);
+}
+END_TEST
+
 static Suite *transport_suite(void)
 {
 	Suite *s = suite_create("transport");
@@ -828,6 +992,9 @@ static Suite *transport_suite(void)
 	tcase_add_test(tcp, enomem_from_read_closes_the_connection);
 	tcase_add_test(tcp, enomem_from_send_closes_the_connection);
 	tcase_add_test(tcp, eagain_is_a_wait);
+	tcase_add_test(tcp, data_is_written_from_the_queue);
+	tcase_add_test(tcp, data_is_copied_under_tls_and_when_small);
+	tcase_add_test(tcp, spans_keep_their_place_when_the_output_moves);
 	tcase_add_test(tcp, connection_window);
 	tcase_add_test(tcp, flush_that_cannot_wait_for_writability_closes);
 	tcase_add_test(tcp, read_that_cannot_wait_for_writability_closes);
