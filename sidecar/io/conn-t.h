@@ -162,6 +162,10 @@ struct mtd_conn {
 	 * the config's cap); downstream, what its SETTINGS advertised (a
 	 * request past it is refused, downstream.c). */
 	uint32_t max_streams;
+	/* Downstream: the SETTINGS_INITIAL_WINDOW_SIZE its SETTINGS
+	 * advertised, its streams' window for its whole life (a reload that
+	 * changes the config's sends it GOAWAY; it is never told a new one). */
+	uint32_t stream_window;
 	int64_t last_active_ns;           /* last stream end or start, for idle */
 	/* An inbound peer's connection (inbound.c: listener, identity,
 	 * x-forwarded-client-cert), owned; NULL for the app's and upstream. */

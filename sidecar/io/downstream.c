@@ -382,6 +382,7 @@ struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd)
 		return NULL;
 	}
 	c->max_streams = d->max_concurrent_streams;
+	c->stream_window = d->initial_window_size;
 	nghttp2_settings_entry iv[] = {
 	        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, NO_LIMIT}, /* c->max_streams on the wire */
 	        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, d->initial_window_size},
