@@ -166,6 +166,11 @@ struct mtd_conn {
 	 * advertised, its streams' window for its whole life (a reload that
 	 * changes the config's sends it GOAWAY; it is never told a new one). */
 	uint32_t stream_window;
+	/* Downstream: when a reload that changed its settings sent it the
+	 * GOAWAY that refuses nothing (mtd_down_settings_changed), 0 = none;
+	 * the real one follows a housekeeping tick (1 s) later at the
+	 * earliest (mtd_down_settings_tick). */
+	int64_t settings_notice_ns;
 	int64_t last_active_ns;           /* last stream end or start, for idle */
 	/* An inbound peer's connection (inbound.c: listener, identity,
 	 * x-forwarded-client-cert), owned; NULL for the app's and upstream. */

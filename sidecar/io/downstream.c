@@ -308,13 +308,25 @@ void mtd_down_settings_changed(struct mtd_worker *w)
 	unsigned n = 0;
 	struct mtd_conn *c, *next;
 
+	int64_t now = mtd_now_ns();
+
 	set_reset_limit(w, d);
 	for (c = LIST_FIRST(&w->downs); c; c = next) {
 		next = LIST_NEXT(c, link);
-		if (c->state != MTD_CONN_READY)
+		if (c->state != MTD_CONN_READY || c->settings_notice_ns)
 			continue;
-		mtd_down_shutdown(c);
 		n++;
+		/* Two steps, as for max_connection_age (inbound.c): a GOAWAY
+		 * that refuses nothing (last stream id 2^31-1), the real one a
+		 * tick later. A lone GOAWAY refused the streams the client had
+		 * sent before it saw it: under load, calls failed UNAVAILABLE
+		 * ("GOAWAY received") at a reload. */
+		if (nghttp2_submit_shutdown_notice(c->ng) == 0) {
+			c->settings_notice_ns = now;
+			mtd_conn_want_flush(c);
+			continue;
+		}
+		mtd_down_shutdown(c);
 	}
 	if (n > 0)
 		MTD_INFO("worker %u: reload: downstream connection settings changed (max_concurrent_streams %u, "
@@ -322,6 +334,14 @@ void mtd_down_settings_changed(struct mtd_worker *w)
 		         "client connections get GOAWAY, calls in flight finish",
 		         w->id, d->max_concurrent_streams, d->initial_window_size, d->max_header_list_size,
 		         d->reset_burst, d->reset_rate, n);
+}
+
+void mtd_down_settings_tick(struct mtd_conn *c, int64_t now_ns)
+{
+	if (c->settings_notice_ns == 0 || c->state != MTD_CONN_READY || now_ns - c->settings_notice_ns < 1000000000)
+		return;
+	c->settings_notice_ns = 0;
+	mtd_down_shutdown(c);
 }
 
 void mtd_down_teardown(struct mtd_worker *w)

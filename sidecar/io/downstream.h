@@ -49,9 +49,14 @@ bool mtd_down_settings_differ(const struct mtd_cfg_downstream *a, const struct m
  * on take the new reset limit, and every open client connection (the
  * app's and inbound peers') gets GOAWAY, its calls in flight finishing,
  * so that its client reconnects under the new settings, as with a
- * maitred started afresh on them. Connections of inbound peers still in
- * their TLS handshake keep the SETTINGS queued at accept. */
+ * maitred started afresh on them. In two steps, so that no stream the
+ * client sent meanwhile is refused: a GOAWAY that refuses nothing now,
+ * the real one from mtd_down_settings_tick. Connections of inbound peers
+ * still in their TLS handshake keep the SETTINGS queued at accept. */
 void mtd_down_settings_changed(struct mtd_worker *w);
+/* Housekeeping (each second) for client connection c: a second after the
+ * notice of mtd_down_settings_changed, at the earliest, the real GOAWAY. */
+void mtd_down_settings_tick(struct mtd_conn *c, int64_t now_ns);
 
 /* ---- what a request stream's owner asks of its connection -----------------
  *

@@ -268,6 +268,47 @@ class Reload(MaitredTest):
         self.assertEqual(d.goaway.error_code, 2, "INTERNAL_ERROR")
         self.stop_maitred(m)
 
+    def test_a_call_sent_as_the_settings_change_is_not_refused(self):
+        # The client sends a call before it reads the GOAWAY a settings
+        # reload sends (a race every busy client runs). A lone GOAWAY
+        # refused it (not processed: gRPC fails it UNAVAILABLE "GOAWAY
+        # received" unless it retries); the notice that refuses nothing,
+        # the real GOAWAY a second later, lets it through.
+        import h2raw
+        a = self.start_upstream("a")
+        cfg = self.config([self.service(SVC, [a])])
+        m = self.start_maitred(cfg)
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        path = "/%s/Unary" % SVC
+        first = c.wait(c.call(path, [pb.EchoRequest().SerializeToString()]))
+        self.assertEqual(first.status_headers().get("grpc-status"), "0", first.events)
+        cfg["downstream"] = {"max_concurrent_streams": 50}
+        self.rewrite(m, cfg)
+        m.proc.signal(signal.SIGHUP)
+        self.wait_log(m, r"downstream connection settings changed .*: 1 client connections get GOAWAY")
+        # Sent before this client reads what maitred sent since.
+        sid = c.call(path, [pb.EchoRequest().SerializeToString()])
+        # python3-h2 takes any GOAWAY for the end: the frames, read raw.
+        buf, answered, closed = b"", False, False
+        deadline = time.monotonic() + CALL_LIMIT
+        while not answered and not closed and time.monotonic() < deadline:
+            try:
+                data = c.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                data = b""
+            closed = not data
+            buf += data
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                length = int.from_bytes(buf[:3], "big")
+                ftype, flags, fsid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                buf = buf[9 + length:]
+                answered |= ftype == 1 and fsid == sid and bool(flags & 1)
+        self.assertTrue(answered, "the call sent as the GOAWAY came was answered (connection closed: %s)" % closed)
+        self.stop_maitred(m)
+
     def test_a_window_raised_while_a_call_reads_its_hash_key(self):
         # A call hashing on a message field reads its first message's
         # look-ahead (half the stream window, at most 64 KiB) before its
