@@ -171,6 +171,7 @@ struct mtd_conn {
 	 * the real one follows a housekeeping tick (1 s) later at the
 	 * earliest (mtd_down_settings_tick). */
 	int64_t settings_notice_ns;
+	uint32_t settings_gen; /* downstream: its worker's down_settings_gen when it was made */
 	int64_t last_active_ns;           /* last stream end or start, for idle */
 	/* An inbound peer's connection (inbound.c: listener, identity,
 	 * x-forwarded-client-cert), owned; NULL for the app's and upstream. */

@@ -31,8 +31,10 @@ void mtd_down_on_priority(struct mtd_conn *c);
  * memory (fd left to the caller). */
 struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd);
 /* Such a connection, its transport up: on the worker's list (drain, the
- * deadlines of housekeeping, the preface one from now), READY, reading.
- * 0, or -EIO with c closed (libevent refused its events). */
+ * deadlines of housekeeping, the preface one from now), READY, reading;
+ * told to go (as mtd_down_settings_changed tells the open ones) when a
+ * reload changed the downstream settings since it was made. 0, or -EIO
+ * with c closed (libevent refused its events). */
 int mtd_down_begin(struct mtd_conn *c);
 /* Tell the client to go away (SIGTERM drain, idle): GOAWAY, finish
  * streams; closed at once when the GOAWAY cannot be queued. */
@@ -52,7 +54,8 @@ bool mtd_down_settings_differ(const struct mtd_cfg_downstream *a, const struct m
  * maitred started afresh on them. In two steps, so that no stream the
  * client sent meanwhile is refused: a GOAWAY that refuses nothing now,
  * the real one from mtd_down_settings_tick. Connections of inbound peers
- * still in their TLS handshake keep the SETTINGS queued at accept. */
+ * still in their TLS handshake (their SETTINGS queued at accept) are told
+ * as they begin (mtd_down_begin). */
 void mtd_down_settings_changed(struct mtd_worker *w);
 /* Housekeeping (each second) for client connection c: a second after the
  * notice of mtd_down_settings_changed, at the earliest, the real GOAWAY. */
