@@ -67,6 +67,11 @@ struct mtd_worker {
 	TAILQ_HEAD(, mtd_conn) dirty;
 	LIST_HEAD(, mtd_conn) downs;
 	uint32_t n_downs;
+	/* Reloads that changed the client connections' settings so far
+	 * (mtd_down_settings_changed): a connection made under an older count
+	 * (an inbound peer's, in its TLS handshake then) is told to go as it
+	 * begins. */
+	uint32_t down_settings_gen;
 	TAILQ_HEAD(, mtd_conn) graveyard;
 	LIST_HEAD(, mtd_pool) pools; /* every pool of this worker */
 	/* A pool was made since the last snapshot was taken: it may be on an

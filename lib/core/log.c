@@ -47,9 +47,18 @@ void mtd_log_timestamp(char *buf, size_t len)
 	         tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 }
 
+/* Whether the UTF-8 sequence of k bytes at p is a C1 control character
+ * (U+0080..U+009F): NEL ends a line for Unicode line breaking, CSI
+ * (U+009B) starts a terminal's escape sequence as ESC [ does. */
+static bool is_c1(const unsigned char *p, size_t k)
+{
+	return k == 2 && p[0] == 0xc2 && p[1] < 0xa0;
+}
+
 /* msg as the inside of a JSON string (RFC 8259 §7) onto out[*n..cap):
- * valid UTF-8 passes as it is; control characters and bytes that do not
- * form UTF-8 (a peer's text, cut anywhere) become \u00XX, so that the
+ * valid UTF-8 passes as it is; control characters (C0, DEL, C1) and
+ * bytes that do not form UTF-8 (a peer's text, cut anywhere) become
+ * \u00XX, so that the
  * line stays one valid JSON object whatever the bytes were. */
 static void json_escape(char *out, size_t *n, size_t cap, const char *msg)
 {
@@ -65,6 +74,8 @@ static void json_escape(char *out, size_t *n, size_t cap, const char *msg)
 		} else if (c < 0x20 || c == 0x7f || k == 0) {
 			*n += (size_t)snprintf(out + *n, cap - *n, "\\u%04x", c);
 			k = 1;
+		} else if (is_c1(p, k)) {
+			*n += (size_t)snprintf(out + *n, cap - *n, "\\u%04x", p[1]);
 		} else {
 			memcpy(out + *n, p, k);
 			*n += k;
@@ -90,6 +101,10 @@ size_t mtd_log_escape_text(char *out, size_t cap, const char *msg)
 		} else if (c < 0x20 || c == 0x7f || k == 0) {
 			n += (size_t)snprintf(out + n, cap - n, "\\x%02x", c);
 			k = 1;
+		} else if (is_c1(p, k)) {
+			if (n + 9 >= cap)
+				break;
+			n += (size_t)snprintf(out + n, cap - n, "\\x%02x\\x%02x", p[0], p[1]);
 		} else {
 			memcpy(out + n, p, k);
 			n += k;

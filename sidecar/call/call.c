@@ -899,8 +899,13 @@ static void capture_first_message(void *arg, uint32_t msg_len, uint32_t off, con
 {
 	struct mtd_call *call = arg;
 	/* The look-ahead must fit in the stream window, which stays closed
-	 * until the pick is made (else the call would wait forever). */
-	uint32_t limit = call->w->rt->cfg->downstream.initial_window_size / 2;
+	 * until the pick is made (else the call would wait forever): the
+	 * window its connection advertised, not the config's, which a reload
+	 * may have raised since key_msg was sized from it (the same `want`
+	 * at every chunk: no copy past its end, no wait for bytes the window
+	 * never lets in). */
+	uint32_t window = call->down ? call->down->stream_window : call->w->rt->cfg->downstream.initial_window_size;
+	uint32_t limit = window / 2;
 	if (limit > KEY_LOOKAHEAD)
 		limit = KEY_LOOKAHEAD;
 	uint32_t want = msg_len < limit ? msg_len : limit;

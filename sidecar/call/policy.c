@@ -50,9 +50,11 @@ int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, 
 			return cfg->routes[r].to;
 	}
 	const struct mtd_rt_xroutes *xs = rt->xroutes;
-	if (xs == NULL && rt->routes_awaited && !call->routes_waited) {
+	if (xs == NULL && rt->routes_awaited && !call->routes_waited && !call->bg) {
 		/* Not where its :path alone would send it: a route may say
-		 * another cluster, or a split. */
+		 * another cluster, or a split. A background call (a FAILBACK
+		 * re-send, routed anew at each try) never waits: its client's
+		 * call waited already, and only a client's call may park. */
 		xr->awaiting = true;
 		return -1;
 	}

@@ -30,8 +30,8 @@ struct mtd_policy_xroute {
  * the first of the control plane's (rt->xroutes: a weighted draw among
  * its clusters' services, what it adds in *xr), else the lookup by
  * :path; -1 when none has one (or xr->failed), or when the control
- * plane's routes are awaited and the call has not waited for them yet
- * (xr->awaiting). *xr is cleared first. */
+ * plane's routes are awaited and the call, a client's, has not waited for
+ * them yet (xr->awaiting). *xr is cleared first. */
 int mtd_policy_route(const struct mtd_runtime *rt, const struct mtd_call *call, const struct mtd_route_path *rp,
                      struct mtd_policy_xroute *xr);
 

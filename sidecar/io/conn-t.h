@@ -179,6 +179,16 @@ struct mtd_conn {
 	 * the config's cap); downstream, what its SETTINGS advertised (a
 	 * request past it is refused, downstream.c). */
 	uint32_t max_streams;
+	/* Downstream: the SETTINGS_INITIAL_WINDOW_SIZE its SETTINGS
+	 * advertised, its streams' window for its whole life (a reload that
+	 * changes the config's sends it GOAWAY; it is never told a new one). */
+	uint32_t stream_window;
+	/* Downstream: when a reload that changed its settings sent it the
+	 * GOAWAY that refuses nothing (mtd_down_settings_changed), 0 = none;
+	 * the real one follows a housekeeping tick (1 s) later at the
+	 * earliest (mtd_down_settings_tick). */
+	int64_t settings_notice_ns;
+	uint32_t settings_gen; /* downstream: its worker's down_settings_gen when it was made */
 	int64_t last_active_ns;           /* last stream end or start, for idle */
 	/* An inbound peer's connection (inbound.c: listener, identity,
 	 * x-forwarded-client-cert), owned; NULL for the app's and upstream. */

@@ -31,8 +31,10 @@ void mtd_down_on_priority(struct mtd_conn *c);
  * memory (fd left to the caller). */
 struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd);
 /* Such a connection, its transport up: on the worker's list (drain, the
- * deadlines of housekeeping, the preface one from now), READY, reading.
- * 0, or -EIO with c closed (libevent refused its events). */
+ * deadlines of housekeeping, the preface one from now), READY, reading;
+ * told to go (as mtd_down_settings_changed tells the open ones) when a
+ * reload changed the downstream settings since it was made. 0, or -EIO
+ * with c closed (libevent refused its events). */
 int mtd_down_begin(struct mtd_conn *c);
 /* Tell the client to go away (SIGTERM drain, idle): GOAWAY, finish
  * streams; closed at once when the GOAWAY cannot be queued. */
@@ -49,9 +51,15 @@ bool mtd_down_settings_differ(const struct mtd_cfg_downstream *a, const struct m
  * on take the new reset limit, and every open client connection (the
  * app's and inbound peers') gets GOAWAY, its calls in flight finishing,
  * so that its client reconnects under the new settings, as with a
- * maitred started afresh on them. Connections of inbound peers still in
- * their TLS handshake keep the SETTINGS queued at accept. */
+ * maitred started afresh on them. In two steps, so that no stream the
+ * client sent meanwhile is refused: a GOAWAY that refuses nothing now,
+ * the real one from mtd_down_settings_tick. Connections of inbound peers
+ * still in their TLS handshake (their SETTINGS queued at accept) are told
+ * as they begin (mtd_down_begin). */
 void mtd_down_settings_changed(struct mtd_worker *w);
+/* Housekeeping (each second) for client connection c: a second after the
+ * notice of mtd_down_settings_changed, at the earliest, the real GOAWAY. */
+void mtd_down_settings_tick(struct mtd_conn *c, int64_t now_ns);
 
 /* ---- what a request stream's owner asks of its connection -----------------
  *

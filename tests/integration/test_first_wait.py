@@ -473,6 +473,28 @@ class ListenerRoutesWaitTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_failback_resend_never_waits_for_the_routes(self):
+        # The server never sends the route configuration: the client's call
+        # waits xds.initial_wait, then goes by its :path to a dead endpoint
+        # and FAILBACK answers it and queues a re-send. The re-send, a
+        # background call routed anew at each try, took the wait's answer
+        # for "no service" (route_again: "service no longer in maitred's
+        # config") at every try while the routes were awaited: it never
+        # reached the instance once it came back.
+        port = free_port()
+        self.server.start()
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        svc = {"name": SVC, "endpoints": [{"address": "127.0.0.1:%d" % port}],
+               "fault": {"mode": "FAILBACK", "backoff": {"base": "100ms", "max": "300ms"},
+                         "failback": {"queue": 10, "retries": 100}}}
+        m = self.start_maitred(self.xds_config([svc], listener=self.LIS, initial_wait="300ms"))
+        self.server.wait_for(lambda log: any(r["type_url"] == xds.RDS for r in log), WAIT, "an RDS request")
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(payload=b"fire"), timeout=CALL_LIMIT), pb.EchoResponse())
+        up = self.start_upstream("back", port=port)
+        wait_until(lambda: up.stats().total >= 1, CALL_LIMIT, "the re-sent call to reach the instance")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_message_field_key_is_read_from_the_request_that_waited(self):
         # The request's message arrived while the call waited: the pick
         # after the wait reads its hash key from the bytes queued (with

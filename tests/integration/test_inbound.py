@@ -546,6 +546,51 @@ class Handshakes(Mesh):
         self.assertEqual(metric(text, "maitred_inbound_handshakes_total", listener=addr, session="new"), 1)
 
 
+    @needs_h2
+    @maitred_only
+    def test_a_handshake_across_a_settings_reload_gets_goaway(self):
+        # A peer's connection takes its SETTINGS at accept, before its TLS
+        # handshake. A reload changing them while the handshake was under
+        # way left that connection out of the GOAWAY every open one got:
+        # it ran on the old SETTINGS and the old stream-reset limit for its
+        # whole life (an attacker's handshake held across the reload that
+        # lowered the limit kept the higher one).
+        from h2raw import H2Client
+        import h2.config
+        import h2.connection
+        app = self.start_upstream("app")
+        b, addr = self.start_server_side(app, {"default": "ALLOW_AUTHENTICATED"})
+
+        def sockets():
+            fd_dir = "/proc/%d/fd" % b.proc.pid
+            return sum(1 for f in os.listdir(fd_dir) if os.readlink(os.path.join(fd_dir, f)).startswith("socket:"))
+        before = sockets()
+        raw = socket.create_connection(("127.0.0.1", b.inbound_port), timeout=5)
+        self.addCleanup(raw.close)
+        wait_until(lambda: sockets() > before, CALL_LIMIT, "maitred to accept the connection")
+        applied = b.proc.output().count("applied")
+        with open(b.config_path, "a") as f:
+            f.write("downstream:\n  initial_window_size: 300000\n")
+        b.proc.signal(signal.SIGHUP)
+        wait_until(lambda: b.proc.output().count("applied") > applied, CALL_LIMIT, "the reload")
+        # Now the handshake, and HTTP/2.
+        ctx = ssl.create_default_context(cafile=self.ca.ca_file)
+        ctx.load_cert_chain(self.client_cert, self.client_key)
+        ctx.set_alpn_protocols(["h2"])
+        c = H2Client.__new__(H2Client)
+        c.sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+        c.sock.settimeout(0.2)
+        c.conn = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=True, header_encoding=None, validate_inbound_headers=False))
+        c.conn.initiate_connection()
+        c.streams, c.goaway, c.rsts, c.closed, c._raw = {}, None, [], False, b""
+        c._flush()
+        self.assertTrue(c.pump(lambda: c.conn.remote_settings.initial_window_size == 300000 or c.goaway is not None),
+                        "the connection runs on the old SETTINGS (initial_window_size %d), without GOAWAY"
+                        % c.conn.remote_settings.initial_window_size)
+        c.close()
+
+
 def H2ClientOn(ctx, port, session=None):
     """h2raw's client over a TLS connection that may resume `session`."""
     from h2raw import H2Client

@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -265,6 +266,116 @@ class Reload(MaitredTest):
             d.pump(lambda: False, 0.05)
         self.assertTrue(d.pump(lambda: d.goaway is not None, 5), "the new reset limit ends the flood")
         self.assertEqual(d.goaway.error_code, 2, "INTERNAL_ERROR")
+        self.stop_maitred(m)
+
+    def test_a_call_sent_as_the_settings_change_is_not_refused(self):
+        # The client sends a call before it reads the GOAWAY a settings
+        # reload sends (a race every busy client runs). A lone GOAWAY
+        # refused it (not processed: gRPC fails it UNAVAILABLE "GOAWAY
+        # received" unless it retries); the notice that refuses nothing,
+        # the real GOAWAY a second later, lets it through.
+        import h2raw
+        a = self.start_upstream("a")
+        cfg = self.config([self.service(SVC, [a])])
+        m = self.start_maitred(cfg)
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        path = "/%s/Unary" % SVC
+        first = c.wait(c.call(path, [pb.EchoRequest().SerializeToString()]))
+        self.assertEqual(first.status_headers().get("grpc-status"), "0", first.events)
+        cfg["downstream"] = {"max_concurrent_streams": 50}
+        self.rewrite(m, cfg)
+        m.proc.signal(signal.SIGHUP)
+        self.wait_log(m, r"downstream connection settings changed .*: 1 client connections get GOAWAY")
+        # Sent before this client reads what maitred sent since.
+        sid = c.call(path, [pb.EchoRequest().SerializeToString()])
+        # python3-h2 takes any GOAWAY for the end: the frames, read raw.
+        buf, answered, closed = b"", False, False
+        deadline = time.monotonic() + CALL_LIMIT
+        while not answered and not closed and time.monotonic() < deadline:
+            try:
+                data = c.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                data = b""
+            closed = not data
+            buf += data
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                length = int.from_bytes(buf[:3], "big")
+                ftype, flags, fsid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                buf = buf[9 + length:]
+                answered |= ftype == 1 and fsid == sid and bool(flags & 1)
+        self.assertTrue(answered, "the call sent as the GOAWAY came was answered (connection closed: %s)" % closed)
+        self.stop_maitred(m)
+
+    def test_a_window_raised_while_a_call_reads_its_hash_key(self):
+        # A call hashing on a message field reads its first message's
+        # look-ahead (half the stream window, at most 64 KiB) before its
+        # pick, the window closed meanwhile. A reload raising
+        # initial_window_size in the middle of that read left the call on
+        # its connection's window (65535: a 32767-byte look-ahead, allocated
+        # so) but measured the rest against the new one (64 KiB): ASan's
+        # heap-buffer-overflow in capture_first_message, and without ASan a
+        # look-ahead that window could never fill (the call hung).
+        import h2raw
+        a = self.start_upstream("a")
+        cfg = self.config([self.service(SVC, [a], "CONSISTENT_HASH", hash_key={"field": "2"})],
+                          downstream={"initial_window_size": 65535})
+        m = self.start_maitred(cfg)
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        msg = h2raw.grpc_frame(pb.EchoRequest(key="user-7", payload=b"p" * 100000).SerializeToString())
+        sid = c.call("/%s/Unary" % SVC, end=False, timeout_header="20S")
+        # Less than the old look-ahead: the pick still waits for it.
+        c.conn.send_data(sid, msg[:16000])
+        c._flush()
+        c.pump(lambda: False, 0.3)
+        cfg["downstream"] = {"initial_window_size": 1048576}
+        self.rewrite(m, cfg)
+        m.proc.signal(signal.SIGHUP)
+        self.wait_log(m, r"reload: .* applied")
+        # The connection has GOAWAY now, which python3-h2 takes for its
+        # end: the rest of the call in raw frames, within the windows
+        # maitred opens.
+        sent, conn_win, stream_win = 16000, c.conn.outbound_flow_control_window, 65535 - 16000
+        got, done, buf = b"", False, b""
+        deadline = time.monotonic() + CALL_LIMIT
+        c.sock.settimeout(0.1)
+        while not done and time.monotonic() < deadline:
+            n = min(conn_win, stream_win, 16384, len(msg) - sent)
+            if n > 0:
+                last = sent + n == len(msg)
+                c.sock.sendall(h2raw.raw_frame(0, 1 if last else 0, sid, msg[sent:sent + n]))
+                sent, conn_win, stream_win = sent + n, conn_win - n, stream_win - n
+                continue
+            try:
+                data = c.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                break
+            buf += data
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                length = int.from_bytes(buf[:3], "big")
+                ftype, flags, fsid = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                payload, buf = buf[9:9 + length], buf[9 + length:]
+                if ftype == 8 and length == 4:
+                    inc = int.from_bytes(payload, "big") & 0x7FFFFFFF
+                    if fsid == 0:
+                        conn_win += inc
+                    elif fsid == sid:
+                        stream_win += inc
+                elif ftype == 0 and fsid == sid:
+                    got += payload
+                    if length:
+                        inc = struct.pack(">I", length)
+                        c.sock.sendall(h2raw.raw_frame(8, 0, 0, inc) + h2raw.raw_frame(8, 0, sid, inc))
+                elif ftype == 1 and fsid == sid and flags & 1:
+                    done = True
+        self.assertTrue(done, "the call in flight finished (%d of %d bytes sent)" % (sent, len(msg)))
+        self.assertEqual(sent, len(msg))
+        self.assertEqual(pb.EchoResponse.FromString(got[5:]).instance, "a")
         self.stop_maitred(m)
 
     def test_a_log_growing_beside_the_config_wakes_nothing(self):

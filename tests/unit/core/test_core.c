@@ -267,6 +267,12 @@ START_TEST(log_text_escapes_what_could_break_a_line)
 	ck_assert_str_eq(out, "a\\rb\\tc\\x1b[31md\\x7f");
 	mtd_log_escape_text(out, sizeof(out), "zone \xc3\xa9t\xc3\xa9 \x9f\xc3");
 	ck_assert_str_eq(out, "zone \xc3\xa9t\xc3\xa9 \\x9f\\xc3");
+	/* C1 controls are control characters too: NEL (U+0085) ends a line
+	 * for Unicode line breaking, CSI (U+009B) is a terminal's ESC [. */
+	mtd_log_escape_text(out, sizeof(out), "a\xc2\x85" "b\xc2\x9b" "2J\xc2\xa0");
+	ck_assert_str_eq(out, "a\\xc2\\x85b\\xc2\\x9b2J\xc2\xa0");
+	ck_assert_uint_eq(mtd_log_escape_text(out, 9, "\xc2\x85"), 0); /* whole or not at all */
+	ck_assert_uint_eq(mtd_log_escape_text(out, 10, "\xc2\x85"), 8);
 	/* Cut at cap, never inside an escape, always terminated. */
 	ck_assert_uint_eq(mtd_log_escape_text(out, 8, "\n\n\n\n\n"), 4);
 	ck_assert_str_eq(out, "\\n\\n");
@@ -304,6 +310,8 @@ START_TEST(log_line_is_one_line_whatever_the_arguments)
 	logged(true, "\"q\" \xc3\xa9 \x9f\n", got, sizeof(got));
 	ck_assert_ptr_eq(strchr(got, '\n'), got + strlen(got) - 1);
 	ck_assert_ptr_nonnull(strstr(got, "\"msg\":\"name \\\"q\\\" \xc3\xa9 \\u009f\\u000a end\"}\n"));
+	logged(true, "\xc2\x85\xc2\x9b", got, sizeof(got));
+	ck_assert_ptr_nonnull(strstr(got, "\"msg\":\"name \\u0085\\u009b end\"}\n"));
 }
 END_TEST
 
