@@ -189,7 +189,12 @@ static void wake(struct mtd_call *call)
 {
 	if (call->svc == NULL) {
 		if (call->w->rt->routes_awaited) {
-			list_parked(call); /* not yet: waits on, until the end it was given */
+			/* Not yet: waits on, until the end it was given, holding
+			 * the current snapshot rather than the one it came on (a
+			 * wait may last xds.initial_wait, up to an hour). */
+			mtd_worker_unhold_later(call->w, call->hold);
+			call->hold = mtd_worker_hold(call->w);
+			list_parked(call);
 			return;
 		}
 		mtd_worker_timer_disarm(call->w, &call->deadline);

@@ -2251,6 +2251,50 @@ START_TEST(a_parked_call_proceeds_on_the_first_set)
 }
 END_TEST
 
+/* A call waiting for the xDS listener's first routes (no service yet)
+ * holds the snapshot in force, not the one it came on, across the swaps
+ * of its wait; at xds.initial_wait it goes by its :path. */
+START_TEST(a_call_waiting_for_routes_holds_the_current_snapshot)
+{
+	struct seam *s = seam_new("xds: {server: \"127.0.0.1:9\", listener: lis, initial_wait: 2s}\n"
+	                          "services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "  - name: \"other.Other\"\n"
+	                          "    discovery: {dns: {name: a.example, port: 50051}}\n");
+	struct mtd_worker *w = seam_worker(s);
+	struct seam_cs *cs = seam_call(s, PATH, NULL, NULL, 0, false);
+	seam_run(s);
+	struct mtd_call *call = seam_call_of(s, cs);
+	ck_assert_ptr_nonnull(call);
+	ck_assert_int_eq(call->state, MTD_CALL_PARKED);
+	ck_assert_ptr_null(call->svc);
+	ck_assert_uint_eq(w->n_parked, 1);
+	const struct mtd_runtime *first = w->rt;
+	/* Another service's set: a swap, the routes still awaited. */
+	seam_set_endpoints(s, 1, ONLY_A, 1);
+	ck_assert_ptr_ne(w->rt, first);
+	ck_assert_int_eq(call->state, MTD_CALL_PARKED);
+	ck_assert_ptr_eq(call->hold->rt, w->rt);
+	/* The wait runs out: routed by :path, to echo.Echo's endpoint. */
+	uint8_t m[256];
+	size_t n = seam_grpc_msg(m, "ping", 4);
+	seam_send(s, cs, m, n, true);
+	seam_advance_ms(s, 2001);
+	seam_run(s);
+	ck_assert_uint_eq(w->n_parked, 0);
+	struct seam_ss *ss = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert_str_eq(ss->ep, EP_A);
+	expect_request(ss, "ping");
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
+
 START_TEST(a_parked_call_ends_at_its_deadline_naming_the_wait)
 {
 	struct seam *s = seam_new(awaiting_config(NULL));
@@ -2463,6 +2507,7 @@ static Suite *call_suite(void)
 
 	tc = tcase_create("first_wait");
 	tcase_add_test(tc, a_parked_call_proceeds_on_the_first_set);
+	tcase_add_test(tc, a_call_waiting_for_routes_holds_the_current_snapshot);
 	tcase_add_test(tc, a_parked_call_ends_at_its_deadline_naming_the_wait);
 	tcase_add_test(tc, initial_wait_bounds_a_longer_deadline_and_a_set_in_time_restores_it);
 	tcase_add_test(tc, an_empty_answer_or_a_sources_error_ends_the_wait_with_its_reason);
