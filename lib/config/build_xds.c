@@ -154,7 +154,11 @@ struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
 	}
 	x->initial_wait_ms = mtd_cfg__dur_ms(b, m->initial_wait, MTD_CFG_INITIAL_WAIT_MS, ZERO_ALLOWED,
 	                                     mtd_cfg__at(b, m, "initial_wait", NULL), "xds.initial_wait");
-	if (x->initial_wait_ms > MTD_CFG_INITIAL_WAIT_MAX_MS) {
+	if (m->initial_wait != NULL && m->listener[0] == '\0')
+		BERR(mtd_cfg__at(b, m, "initial_wait", NULL), "xds.initial_wait",
+		     "is the wait for xds.listener's first routes, and no listener is set (a service's wait for its "
+		     "first endpoints is its discovery.initial_wait)");
+	else if (x->initial_wait_ms > MTD_CFG_INITIAL_WAIT_MAX_MS) {
 		BERR(mtd_cfg__at(b, m, "initial_wait", NULL), "xds.initial_wait",
 		     "must be at most 1h (calls past it are routed by :path; a client's deadline ends them sooner)");
 		x->initial_wait_ms = MTD_CFG_INITIAL_WAIT_MS;

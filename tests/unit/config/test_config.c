@@ -615,6 +615,9 @@ START_TEST(xds_ok)
 	expect_error("xds: {server: \"127.0.0.1:18000\", listener: l, initial_wait: 2h}\n"
 	             "services: [{name: shop.Echo, discovery: {xds: {}}}]\n",
 	             "t.yaml:1:61: xds.initial_wait: must be at most 1h *");
+	expect_error("xds: {server: \"127.0.0.1:18000\", initial_wait: 5s}\n"
+	             "services: [{name: shop.Echo, discovery: {xds: {}}}]\n",
+	             "t.yaml:1:*: xds.initial_wait: is the wait for xds.listener's first routes, and no listener is set *");
 }
 END_TEST
 
