@@ -77,6 +77,30 @@ START_TEST(wrr_many_weights)
 }
 END_TEST
 
+/* Equal weights (a cycle built without the heap): one turn each, in
+ * index order, those of weight 0 skipped; as the weighted layouts give. */
+START_TEST(wrr_equal_weights_in_index_order)
+{
+	int32_t w[5] = {7, 7, 0, 7, 7};
+	static const int next[5] = {1, 3, -1, 4, 0};
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+	int prev;
+
+	t_set_init(&s, 5, w);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	ctx = t_ctx(&s);
+	prev = mtd_lb_pick(p, &ctx);
+	for (int k = 0; k < 12; k++) {
+		int i = mtd_lb_pick(p, &ctx);
+		ck_assert_int_eq(i, next[prev]);
+		prev = i;
+	}
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 START_TEST(wrr_zero_and_excluded)
 {
 	int32_t w[4] = {200, 0, 100, -2};
@@ -325,6 +349,7 @@ static Suite *wrr_suite(void)
 	tcase_add_test(tc, wrr_exact_cycle_and_interleaved);
 	tcase_add_test(tc, wrr_many_weights);
 	tcase_add_test(tc, wrr_zero_and_excluded);
+	tcase_add_test(tc, wrr_equal_weights_in_index_order);
 	tcase_add_test(tc, swrr_nginx_sequence);
 	tcase_add_test(tc, swrr_workers_share_the_sequence);
 	tcase_add_test(tc, swrr_cycle_is_nginx_sequence);
