@@ -11,6 +11,10 @@
  * (the reader is the stricter: a NUL inside a string, a field number past
  * 2^29 - 1).
  *
+ * A ClusterLoadAssignment read from the wire (lib/xds/cla.c) is held to
+ * the same: never read where protobuf-c refuses it, and where both read
+ * it every field the translation uses is the same.
+ *
  * A resource either translates into one that keeps every documented
  * bound (xds.h: names printable and bounded, a strategy, weights in
  * 1..MTD_XDS_WEIGHT_SCALE, addresses that parse back, at most
@@ -21,8 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envoy/config/endpoint/v3/endpoint.pb-c.h"
 #include "envoy/service/discovery/v3/discovery.pb-c.h"
 #include "lb/lb-t.h"
+#include "xds/xds-int.h"
 #include "xds/xds.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -116,6 +122,81 @@ static void check_response(const uint8_t *data, size_t size)
 	envoy__service__discovery__v3__discovery_response__free_unpacked(pb, NULL);
 }
 
+static bool same_text(const char *s, uint32_t n, const char *pb)
+{
+	return strlen(pb) == n && (n == 0 || memcmp(s, pb, n) == 0);
+}
+
+static bool same_u32(bool has, uint32_t v, const Google__Protobuf__UInt32Value *pb)
+{
+	return has == (pb != NULL) && (pb == NULL || v == pb->value);
+}
+
+static void check_endpoint(const struct mtd_xds__wire_ep *e, const Envoy__Config__Endpoint__V3__LbEndpoint *pb)
+{
+	if (e->health != (int32_t)pb->health_status || !same_u32(e->has_weight, e->weight, pb->load_balancing_weight) ||
+	    e->host_case != (uint8_t)pb->host_identifier_case)
+		abort();
+	const Envoy__Config__Core__V3__Address *a =
+	        pb->host_identifier_case == ENVOY__CONFIG__ENDPOINT__V3__LB_ENDPOINT__HOST_IDENTIFIER_ENDPOINT
+	                ? pb->endpoint->address
+	                : NULL;
+	if (e->has_address != (a != NULL))
+		abort();
+	const Envoy__Config__Core__V3__SocketAddress *sa =
+	        a != NULL && a->address_case == ENVOY__CONFIG__CORE__V3__ADDRESS__ADDRESS_SOCKET_ADDRESS
+	                ? a->socket_address
+	                : NULL;
+	if (e->has_socket != (sa != NULL))
+		abort();
+	if (sa == NULL)
+		return;
+	if (e->protocol != (uint32_t)sa->protocol || !same_text(e->address, e->address_len, sa->address) ||
+	    e->port_case != (uint8_t)sa->port_specifier_case ||
+	    (e->port_case == 3 && e->port != sa->port_value) || e->resolver_name != (sa->resolver_name[0] != '\0'))
+		abort();
+}
+
+/* The assignment's reader against protobuf-c's unpack. */
+static void check_cla_reader(const uint8_t *data, size_t size)
+{
+	struct mtd_xds__wire_cla w;
+	int rc = mtd_xds__cla_read(data, size, &w);
+	Envoy__Config__Endpoint__V3__ClusterLoadAssignment *pb =
+	        envoy__config__endpoint__v3__cluster_load_assignment__unpack(NULL, size, data);
+
+	if (rc != 0 && rc != -EBADMSG && rc != -ENOMEM)
+		abort();
+	if (pb == NULL) {
+		if (rc == 0)
+			abort(); /* read what protobuf-c refuses */
+		return;
+	}
+	if (rc != 0) { /* stricter (a NUL in a string, a field written twice), or out of memory */
+		envoy__config__endpoint__v3__cluster_load_assignment__free_unpacked(pb, NULL);
+		return;
+	}
+	if (!same_text(w.name, w.name_len, pb->cluster_name) || w.n_locs != pb->n_endpoints)
+		abort();
+	size_t first = 0;
+	for (size_t i = 0; i < w.n_locs; i++) {
+		const struct mtd_xds__wire_loc *l = &w.locs[i];
+		const Envoy__Config__Endpoint__V3__LocalityLbEndpoints *L = pb->endpoints[i];
+		if (l->has_locality != (L->locality != NULL) ||
+		    !same_text(l->zone, l->zone_len, L->locality != NULL ? L->locality->zone : "") ||
+		    !same_u32(l->has_weight, l->weight, L->load_balancing_weight) || l->priority != L->priority ||
+		    l->first != first || l->n != L->n_lb_endpoints)
+			abort();
+		for (size_t j = 0; j < l->n; j++)
+			check_endpoint(&w.eps[l->first + j], L->lb_endpoints[j]);
+		first += l->n;
+	}
+	if (first != w.n_eps)
+		abort();
+	mtd_xds__cla_wire_clear(&w);
+	envoy__config__endpoint__v3__cluster_load_assignment__free_unpacked(pb, NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
@@ -184,6 +265,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		mtd_xds_cluster_clear(&c);
 		return 0;
 	}
+	check_cla_reader(data + 1, size - 1);
 	struct mtd_xds_cla *a;
 	int rc = mtd_xds_cla_parse(data + 1, size - 1, &a, why, sizeof(why));
 	if (rc != 0) {

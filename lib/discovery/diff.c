@@ -2,6 +2,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,24 +19,65 @@ int mtd_disc_id_cmp(const struct mtd_disc_id *a, const struct mtd_disc_id *b)
 	return c != 0 ? c : strcmp(a->address, b->address);
 }
 
-static int by_id(const void *x, const void *y, void *arg)
+/* FNV-1a over the key (a marker for none) and the address: equal
+ * identities hash alike; a collision only costs a comparison. */
+static uint32_t id_hash(const char *key, const char *address)
 {
-	const struct mtd_disc_id *ids = arg;
+	uint64_t h = 14695981039346656037ull;
 
-	return mtd_disc_id_cmp(&ids[*(const size_t *)x], &ids[*(const size_t *)y]);
+	if (key != NULL) {
+		for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+			h = (h ^ *p) * 1099511628211ull;
+		h = (h ^ 1) * 1099511628211ull;
+	} else {
+		h = (h ^ 2) * 1099511628211ull;
+	}
+	for (const unsigned char *p = (const unsigned char *)address; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+/* An open-addressing table of indices into an array of identities:
+ * slot.at is the index + 1 (0 = empty), slot.hash its id_hash. */
+struct slot {
+	uint32_t at, hash;
+};
+
+static size_t table_size(size_t n)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * n)
+		cap *= 2;
+	return cap;
+}
+
+/* The slot of the identity `id` (hash h) in t (cap slots, over ids[]):
+ * the one holding it, or the empty one where it would go. */
+static struct slot *table_find(struct slot *t, size_t cap, const struct mtd_disc_id *ids, const struct mtd_disc_id *id,
+                               uint32_t h)
+{
+	for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1))
+		if (t[i].at == 0 || (t[i].hash == h && mtd_disc_id_cmp(&ids[t[i].at - 1], id) == 0))
+			return &t[i];
 }
 
 int mtd_disc_match(const struct mtd_disc_id *old, size_t n_old, const struct mtd_disc_endpoint *eps, size_t n,
                    size_t *old_of_new, struct mtd_disc_diff *diff, size_t *dup)
 {
-	struct mtd_disc_id *ids;
-	size_t *o_ord, *n_ord, kept = 0;
+	struct mtd_disc_id *ids = NULL;
+	struct slot *t_new = NULL, *t_old = NULL;
+	uint32_t *hash = NULL;
+	size_t kept = 0, cap_new = table_size(n), cap_old = table_size(n_old);
 	int rc = 0;
 
+	if (n >= UINT32_MAX / 4 || n_old >= UINT32_MAX / 4)
+		return -ENOMEM;
 	ids = calloc(n ? n : 1, sizeof(*ids));
-	o_ord = calloc(n_old ? n_old : 1, sizeof(*o_ord));
-	n_ord = calloc(n ? n : 1, sizeof(*n_ord));
-	if (ids == NULL || o_ord == NULL || n_ord == NULL) {
+	hash = calloc(n ? n : 1, sizeof(*hash));
+	t_new = calloc(cap_new, sizeof(*t_new));
+	t_old = calloc(cap_old, sizeof(*t_old));
+	if (ids == NULL || hash == NULL || t_new == NULL || t_old == NULL) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -47,40 +89,36 @@ int mtd_disc_match(const struct mtd_disc_id *old, size_t n_old, const struct mtd
 			goto out;
 		}
 		ids[i] = (struct mtd_disc_id){eps[i].key, eps[i].address};
-		n_ord[i] = i;
 	}
-	/* Duplicates in the new set: neighbours once sorted. */
-	qsort_r(n_ord, n, sizeof(*n_ord), by_id, ids);
-	for (size_t i = 1; i < n; i++) {
-		if (mtd_disc_id_cmp(&ids[n_ord[i - 1]], &ids[n_ord[i]]) == 0) {
+	/* Duplicates in the new set: the second of a pair finds the first. */
+	for (size_t i = 0; i < n; i++) {
+		hash[i] = id_hash(ids[i].key, ids[i].address);
+		struct slot *sl = table_find(t_new, cap_new, ids, &ids[i], hash[i]);
+		if (sl->at != 0) {
 			if (dup != NULL)
-				*dup = n_ord[i] > n_ord[i - 1] ? n_ord[i] : n_ord[i - 1];
+				*dup = i;
 			rc = -EINVAL;
 			goto out;
 		}
+		*sl = (struct slot){(uint32_t)i + 1, hash[i]};
 	}
-	for (size_t i = 0; i < n_old; i++)
-		o_ord[i] = i;
-	qsort_r(o_ord, n_old, sizeof(*o_ord), by_id, (void *)old);
-	/* Merge the two sorted orders. */
-	for (size_t i = 0, j = 0; i < n; i++) {
-		const struct mtd_disc_id *id = &ids[n_ord[i]];
-		int c = 1;
-
-		while (j < n_old && (c = mtd_disc_id_cmp(&old[o_ord[j]], id)) < 0)
-			j++;
-		if (j < n_old && c == 0) {
-			old_of_new[n_ord[i]] = o_ord[j++];
-			kept++;
-		} else {
-			old_of_new[n_ord[i]] = SIZE_MAX;
-		}
+	for (size_t j = 0; j < n_old; j++) {
+		uint32_t h = id_hash(old[j].key, old[j].address);
+		struct slot *sl = table_find(t_old, cap_old, old, &old[j], h);
+		if (sl->at == 0) /* old holds no duplicates (the contract); the first counts */
+			*sl = (struct slot){(uint32_t)j + 1, h};
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct slot *sl = table_find(t_old, cap_old, old, &ids[i], hash[i]);
+		old_of_new[i] = sl->at != 0 ? sl->at - 1 : SIZE_MAX;
+		kept += sl->at != 0;
 	}
 	if (diff != NULL)
 		*diff = (struct mtd_disc_diff){.kept = kept, .added = n - kept, .removed = n_old - kept};
 out:
 	free(ids);
-	free(o_ord);
-	free(n_ord);
+	free(hash);
+	free(t_new);
+	free(t_old);
 	return rc;
 }

@@ -46,8 +46,8 @@ struct mtd_disc_diff {
 
 /* Match set eps[0..n) against old[0..n_old) by identity: old_of_new[i]
  * receives the index in old of eps[i]'s identity, or SIZE_MAX for a new
- * one; *diff (may be NULL) the counts. O((n + n_old) log n_old); allocates
- * scratch space. Returns 0, -EINVAL when two entries of eps share an
+ * one; *diff (may be NULL) the counts. O(n + n_old) expected (a hash of
+ * the identities, whatever their order); allocates scratch space. Returns 0, -EINVAL when two entries of eps share an
  * identity or one has a NULL address (*dup, if dup != NULL, receives the
  * index of the second of them), or -ENOMEM. old must not hold duplicates
  * (it was accepted by this function before). Any thread. */

@@ -41,6 +41,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -286,6 +287,46 @@ static void swrr_destroy(void *state)
 	free(s);
 }
 
+struct kept_health {
+	const struct mtd_lb_stats *stats;
+	int32_t health;
+};
+
+static int kept_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)((const struct kept_health *)a)->stats,
+	          y = (uintptr_t)((const struct kept_health *)b)->stats;
+
+	return (x > y) - (x < y);
+}
+
+/* Every endpoint of s starts at full health, but one that stays in the
+ * set (the same stats: an endpoint keeps them while it stays) keeps its
+ * health from old (NULL: none). Matched in O(n log n), not by a scan of
+ * old per endpoint (10,000 x 10,000 comparisons for a large set). 0 or
+ * -ENOMEM. */
+static int inherit_health(struct swrr_state *s, const struct swrr_state *old)
+{
+	struct kept_health *kept = NULL;
+	size_t n_old = old != NULL ? old->n : 0;
+
+	if (n_old > 0 && (kept = calloc(n_old, sizeof(*kept))) == NULL)
+		return -ENOMEM;
+	for (size_t j = 0; j < n_old; j++)
+		kept[j] = (struct kept_health){old->eps[j].stats, atomic_load(&old->health[j])};
+	if (n_old > 0)
+		qsort(kept, n_old, sizeof(*kept), kept_cmp);
+	for (size_t i = 0; i < s->n; i++) {
+		struct kept_health key = {.stats = s->eps[i].stats};
+		const struct kept_health *k = n_old > 0 ? bsearch(&key, kept, n_old, sizeof(*kept), kept_cmp) : NULL;
+
+		atomic_init(&s->health[i], k != NULL ? k->health : HEALTH_FULL);
+		atomic_init(&s->credit[i], 0);
+	}
+	free(kept);
+	return 0;
+}
+
 static int swrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
                      void **out)
 {
@@ -305,19 +346,9 @@ static int swrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoi
 	rc = build_cycle(s);
 	if (rc != 0)
 		goto free_state;
-	for (size_t i = 0; i < n; i++) {
-		int32_t h = HEALTH_FULL;
-
-		/* Keep the health of an endpoint that stays in the set. */
-		if (old != NULL)
-			for (size_t j = 0; j < old->n; j++)
-				if (old->eps[j].stats == eps[i].stats) {
-					h = atomic_load(&old->health[j]);
-					break;
-				}
-		atomic_init(&s->health[i], h);
-		atomic_init(&s->credit[i], 0);
-	}
+	rc = inherit_health(s, old);
+	if (rc != 0)
+		goto free_state;
 	/* nginx starts every sequence at its first turn; a new set carries
 	 * on from the old position. */
 	atomic_init(&s->next, old != NULL ? atomic_load(&old->next) : 0);

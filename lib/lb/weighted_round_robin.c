@@ -8,7 +8,9 @@
  * one turn) as the nginx smooth sequence (see smooth_wrr.c): {5,1,1} gives
  * a a b a c a a. That costs O(cycle x n) once; past SMOOTH_BUDGET steps it
  * is laid out by earliest deadline first instead (turn k of endpoint i due
- * at (k + 1/2) / w_i, O(cycle log n), nearly as even). A pick is then a
+ * at (k + 1/2) / w_i, O(cycle log n), nearly as even). Equal weights (the
+ * common case of a discovered set) need neither: one turn each in index
+ * order, which both give, O(n). A pick is then a
  * shared atomic counter modulo the cycle: O(1), lock-free, exact across
  * workers, no run of one endpoint longer than the weights force.
  *
@@ -88,6 +90,15 @@ static void edf_sift_down(struct edf *e, size_t i)
 	}
 }
 
+static size_t count_positive(const uint64_t *w, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += w[i] > 0;
+	return k;
+}
+
 static int build_cycle(struct wrr_state *s)
 {
 	struct edf e = {0};
@@ -130,6 +141,17 @@ static int build_cycle(struct wrr_state *s)
 	s->cycle = calloc(total, sizeof(*s->cycle));
 	if (s->cycle == NULL)
 		goto free_edf;
+	if (total == (uint64_t)count_positive(e.w, s->n)) {
+		/* Every turn-holder of weight 1 (equal weights, the gcd taken
+		 * out): both layouts below give each one turn in index order
+		 * (ties go to the lower index), with no heap to build. */
+		for (size_t i = 0, k = 0; i < s->n; i++)
+			if (e.w[i] > 0)
+				s->cycle[k++] = (uint32_t)i;
+		s->len = total;
+		rc = 0;
+		goto free_edf;
+	}
 	if (total * s->n <= SMOOTH_BUDGET) {
 		int64_t *cur = (int64_t *)e.turns; /* reuse: same size */
 

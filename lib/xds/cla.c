@@ -13,39 +13,13 @@
 #include "envoy/config/endpoint/v3/endpoint.pb-c.h"
 #include "envoy/config/cluster/v3/cluster.pb-c.h"
 #include "config/config-int.h"
+#include "pbwire/pbwire.h"
 #include "lb/lb-t.h"
 #include "xds/xds-int.h"
 #include "xds/xds.h"
 
-typedef Envoy__Config__Endpoint__V3__ClusterLoadAssignment PbCla;
-typedef Envoy__Config__Endpoint__V3__LocalityLbEndpoints PbLocality;
-typedef Envoy__Config__Endpoint__V3__LbEndpoint PbLbEndpoint;
 
 #define ADDR_TEXT_MAX (INET6_ADDRSTRLEN + 8) /* "[v6]:65535" */
-
-/* Check a socket address and parse it into e's port, v6 and ip, or
- * -EINVAL (each endpoint is parsed once: addr_text prints the parse). */
-static int parse_addr(const Envoy__Config__Core__V3__SocketAddress *sa, struct mtd_xds_ep *e, char *why, size_t whylen,
-                      const char *where)
-{
-	if (sa->protocol != ENVOY__CONFIG__CORE__V3__SOCKET_ADDRESS__PROTOCOL__TCP)
-		return mtd_xds__refuse(why, whylen, "%s: protocol must be TCP", where);
-	if (sa->resolver_name[0] != '\0')
-		return mtd_xds__refuse(why, whylen, "%s: resolver_name is not supported (a numeric address)", where);
-	if (sa->port_specifier_case != ENVOY__CONFIG__CORE__V3__SOCKET_ADDRESS__PORT_SPECIFIER_PORT_VALUE ||
-	    sa->port_value == 0 || sa->port_value > 65535)
-		return mtd_xds__refuse(why, whylen, "%s: port_value must be 1..65535", where);
-	e->port = (uint16_t)sa->port_value;
-	if (strlen(sa->address) < INET6_ADDRSTRLEN && inet_pton(AF_INET, sa->address, e->ip) == 1) {
-		e->v6 = false;
-		return 0;
-	}
-	if (strlen(sa->address) < INET6_ADDRSTRLEN && inet_pton(AF_INET6, sa->address, e->ip) == 1) {
-		e->v6 = true;
-		return 0;
-	}
-	return mtd_xds__refuse(why, whylen, "%s: address \"%.64s\" is not a numeric IP", where, sa->address);
-}
 
 static char *put_uint(char *p, unsigned v)
 {
@@ -146,9 +120,337 @@ int mtd_xds_sockaddr(const char *address, struct sockaddr_storage *ss, socklen_t
 	return 0;
 }
 
-static bool pickable(const PbLbEndpoint *e)
+/* ---- the assignment read from the wire ------------------------------------- */
+
+/* Field numbers (protos/envoy/config/endpoint/v3/endpoint.proto,
+ * core/v3/address.proto, core/v3/base.proto, google/protobuf/wrappers). */
+enum { CLA_NAME = 1, CLA_ENDPOINTS = 2 };
+enum { LOC_LOCALITY = 1, LOC_LB_ENDPOINTS = 2, LOC_WEIGHT = 3, LOC_PRIORITY = 5 };
+enum { LOCALITY_REGION = 1, LOCALITY_ZONE = 2, LOCALITY_SUB_ZONE = 3 };
+enum { LBE_ENDPOINT = 1, LBE_HEALTH = 2, LBE_WEIGHT = 4, LBE_NAME = 5 };
+enum { EP_ADDRESS = 1, EP_HOSTNAME = 3 };
+enum { ADDR_SOCKET = 1 };
+enum { SA_PROTOCOL = 1, SA_ADDRESS = 2, SA_PORT = 3, SA_NAMED_PORT = 4, SA_RESOLVER = 5 };
+enum { U32_VALUE = 1 };
+
+/* A known field of the wrong wire type: protobuf-c refuses the message. */
+static bool is(const struct mtd_pbwire_value *v, enum mtd_pbwire_type t)
 {
-	switch (e->health_status) {
+	return v->type == t;
+}
+
+/* A string maitred reads: LEN with no NUL inside (protobuf-c would cut
+ * it there; refused instead). */
+static int text(const struct mtd_pbwire_value *v, const char **s, uint32_t *len)
+{
+	if (!is(v, MTD_PBWIRE_LEN) || v->len > UINT32_MAX || memchr(v->data, '\0', v->len) != NULL)
+		return -EBADMSG;
+	*s = (const char *)v->data;
+	*len = (uint32_t)v->len;
+	return 0;
+}
+
+/* A message whose fields are only checked for their wire types: every
+ * one listed in len_fields is LEN (strings maitred does not read). */
+static int only_len(const struct mtd_pbwire_value *v, uint32_t a, uint32_t b, uint32_t c)
+{
+	struct mtd_pbwire_iter it;
+	struct mtd_pbwire_value f;
+	uint32_t field;
+	int rc;
+
+	mtd_pbwire_iter_init(&it, v->data, v->len);
+	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1)
+		if ((field == a || field == b || field == c) && !is(&f, MTD_PBWIRE_LEN))
+			return -EBADMSG;
+	return rc;
+}
+
+/* google.protobuf.UInt32Value: its value, the low 32 bits of the varint
+ * as protobuf-c takes them. */
+static int read_u32_value(const struct mtd_pbwire_value *v, uint32_t *out)
+{
+	struct mtd_pbwire_iter it;
+	struct mtd_pbwire_value f;
+	uint32_t field;
+	int rc;
+
+	*out = 0;
+	mtd_pbwire_iter_init(&it, v->data, v->len);
+	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
+		if (field != U32_VALUE)
+			continue;
+		if (!is(&f, MTD_PBWIRE_VARINT))
+			return -EBADMSG;
+		*out = (uint32_t)f.num;
+	}
+	return rc;
+}
+
+static int read_socket(const struct mtd_pbwire_value *v, struct mtd_xds__wire_ep *e)
+{
+	struct mtd_pbwire_iter it;
+	struct mtd_pbwire_value f;
+	uint32_t field, unused;
+	const char *ignored;
+	int rc;
+
+	mtd_pbwire_iter_init(&it, v->data, v->len);
+	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
+		switch (field) {
+		case SA_PROTOCOL:
+			if (!is(&f, MTD_PBWIRE_VARINT))
+				return -EBADMSG;
+			e->protocol = (uint32_t)f.num;
+			break;
+		case SA_ADDRESS:
+			if (text(&f, &e->address, &e->address_len) != 0)
+				return -EBADMSG;
+			break;
+		case SA_PORT:
+		case SA_NAMED_PORT:
+			/* One member of the oneof, once (stricter than
+			 * protobuf-c, which keeps the last). */
+			if (e->port_case != 0)
+				return -EBADMSG;
+			e->port_case = (uint8_t)field;
+			if (field == SA_PORT) {
+				if (!is(&f, MTD_PBWIRE_VARINT))
+					return -EBADMSG;
+				e->port = (uint32_t)f.num;
+			} else if (text(&f, &ignored, &unused) != 0) {
+				return -EBADMSG;
+			}
+			break;
+		case SA_RESOLVER:
+			if (text(&f, &ignored, &unused) != 0)
+				return -EBADMSG;
+			e->resolver_name = unused > 0;
+			break;
+		default:
+			break;
+		}
+	}
+	return rc;
+}
+
+/* Endpoint, then its Address, then the SocketAddress. A message field
+ * written twice would be merged by protobuf-c: refused here. */
+static int read_endpoint(const struct mtd_pbwire_value *v, struct mtd_xds__wire_ep *e)
+{
+	struct mtd_pbwire_iter it, ia;
+	struct mtd_pbwire_value f, g;
+	uint32_t field;
+	int rc;
+
+	mtd_pbwire_iter_init(&it, v->data, v->len);
+	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
+		if (field == EP_HOSTNAME && !is(&f, MTD_PBWIRE_LEN))
+			return -EBADMSG;
+		if (field != EP_ADDRESS)
+			continue;
+		if (!is(&f, MTD_PBWIRE_LEN) || e->has_address)
+			return -EBADMSG;
+		e->has_address = true;
+		mtd_pbwire_iter_init(&ia, f.data, f.len);
+		while ((rc = mtd_pbwire_next(&ia, &field, &g)) == 1) {
+			if (field != ADDR_SOCKET)
+				continue;
+			if (!is(&g, MTD_PBWIRE_LEN) || e->has_socket)
+				return -EBADMSG;
+			e->has_socket = true;
+			if (read_socket(&g, e) != 0)
+				return -EBADMSG;
+		}
+		if (rc != 0)
+			return rc;
+	}
+	return rc;
+}
+
+static int read_lb_endpoint(const struct mtd_pbwire_value *v, struct mtd_xds__wire_ep *e)
+{
+	struct mtd_pbwire_iter it;
+	struct mtd_pbwire_value f;
+	uint32_t field, unused;
+	const char *ignored;
+	int rc;
+
+	mtd_pbwire_iter_init(&it, v->data, v->len);
+	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
+		switch (field) {
+		case LBE_ENDPOINT:
+		case LBE_NAME:
+			if (!is(&f, MTD_PBWIRE_LEN) || e->host_case != 0)
+				return -EBADMSG;
+			e->host_case = (uint8_t)field;
+			if (field == LBE_ENDPOINT ? read_endpoint(&f, e) != 0 : text(&f, &ignored, &unused) != 0)
+				return -EBADMSG;
+			break;
+		case LBE_HEALTH:
+			if (!is(&f, MTD_PBWIRE_VARINT))
+				return -EBADMSG;
+			e->health = (int32_t)(uint32_t)f.num;
+			break;
+		case LBE_WEIGHT:
+			if (!is(&f, MTD_PBWIRE_LEN) || e->has_weight || read_u32_value(&f, &e->weight) != 0)
+				return -EBADMSG;
+			e->has_weight = true;
+			break;
+		default:
+			break;
+		}
+	}
+	return rc;
+}
+
+/* A LocalityLbEndpoints' own fields into l; its lb_endpoints counted
+ * (eps == NULL) or read into eps[l->first...]. */
+static int read_locality(const struct mtd_pbwire_value *v, struct mtd_xds__wire_loc *l, struct mtd_xds__wire_ep *eps)
+{
+	struct mtd_pbwire_iter it, iz;
+	struct mtd_pbwire_value f, g;
+	uint32_t field;
+	int rc;
+
+	mtd_pbwire_iter_init(&it, v->data, v->len);
+	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
+		if (eps == NULL) {
+			if (field == LOC_LB_ENDPOINTS)
+				l->n++;
+			continue;
+		}
+		switch (field) {
+		case LOC_LOCALITY:
+			if (!is(&f, MTD_PBWIRE_LEN) || l->has_locality || only_len(&f, LOCALITY_REGION, LOCALITY_ZONE,
+			                                                          LOCALITY_SUB_ZONE) != 0)
+				return -EBADMSG;
+			l->has_locality = true;
+			mtd_pbwire_iter_init(&iz, f.data, f.len);
+			while (mtd_pbwire_next(&iz, &field, &g) == 1)
+				if (field == LOCALITY_ZONE && text(&g, &l->zone, &l->zone_len) != 0)
+					return -EBADMSG;
+			break;
+		case LOC_LB_ENDPOINTS:
+			if (!is(&f, MTD_PBWIRE_LEN) || read_lb_endpoint(&f, &eps[l->first + l->n++]) != 0)
+				return -EBADMSG;
+			break;
+		case LOC_WEIGHT:
+			if (!is(&f, MTD_PBWIRE_LEN) || l->has_weight || read_u32_value(&f, &l->weight) != 0)
+				return -EBADMSG;
+			l->has_weight = true;
+			break;
+		case LOC_PRIORITY:
+			if (!is(&f, MTD_PBWIRE_VARINT))
+				return -EBADMSG;
+			l->priority = (uint32_t)f.num;
+			break;
+		default:
+			break;
+		}
+	}
+	return rc;
+}
+
+int mtd_xds__cla_read(const uint8_t *buf, size_t len, struct mtd_xds__wire_cla *w)
+{
+	struct mtd_pbwire_iter it;
+	struct mtd_pbwire_value f;
+	uint32_t field;
+	size_t n_eps = 0;
+	int rc;
+
+	memset(w, 0, sizeof(*w));
+	w->name = "";
+	/* First pass: the top level is well formed, the localities and their
+	 * endpoints counted (each locality's fields only skimmed). */
+	mtd_pbwire_iter_init(&it, buf, len);
+	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
+		if (field == CLA_NAME) {
+			if (text(&f, &w->name, &w->name_len) != 0)
+				return -EBADMSG;
+		} else if (field == CLA_ENDPOINTS) {
+			struct mtd_xds__wire_loc l = {0};
+			if (!is(&f, MTD_PBWIRE_LEN) || read_locality(&f, &l, NULL) != 0)
+				return -EBADMSG;
+			w->n_locs++;
+			n_eps += l.n;
+		}
+	}
+	if (rc != 0)
+		return rc;
+	/* One block: the localities, then the endpoints. */
+	if (w->n_locs > 0) {
+		w->locs = mtd_cfg__calloc(1, w->n_locs * sizeof(*w->locs) + n_eps * sizeof(*w->eps));
+		if (w->locs == NULL)
+			return -ENOMEM;
+		w->eps = (struct mtd_xds__wire_ep *)&w->locs[w->n_locs];
+	}
+	size_t k = 0;
+	mtd_pbwire_iter_init(&it, buf, len);
+	while (mtd_pbwire_next(&it, &field, &f) == 1) {
+		if (field != CLA_ENDPOINTS)
+			continue;
+		struct mtd_xds__wire_loc *l = &w->locs[k++];
+		l->first = w->n_eps;
+		if (read_locality(&f, l, w->eps) != 0) {
+			mtd_xds__cla_wire_clear(w);
+			return -EBADMSG;
+		}
+		w->n_eps += l->n;
+	}
+	return 0;
+}
+
+void mtd_xds__cla_wire_clear(struct mtd_xds__wire_cla *w)
+{
+	mtd_cfg__free(w->locs);
+	memset(w, 0, sizeof(*w));
+	w->name = "";
+}
+
+/* ---- the translation ---------------------------------------------------------- */
+
+/* Check endpoints[i].lb_endpoints[j]'s socket address and parse it into
+ * e's port, v6 and ip, or -EINVAL (each endpoint is parsed once:
+ * addr_text prints the parse). */
+static int parse_addr(const struct mtd_xds__wire_ep *w, struct mtd_xds_ep *e, char *why, size_t whylen, size_t i,
+                      size_t j)
+{
+	char ip[INET6_ADDRSTRLEN];
+	const char *bad;
+
+	if (w->protocol != 0)
+		bad = "protocol must be TCP";
+	else if (w->resolver_name)
+		bad = "resolver_name is not supported (a numeric address)";
+	else if (w->port_case != SA_PORT || w->port == 0 || w->port > 65535)
+		bad = "port_value must be 1..65535";
+	else
+		bad = NULL;
+	if (bad != NULL)
+		return mtd_xds__refuse(why, whylen, "endpoints[%zu].lb_endpoints[%zu]: %s", i, j, bad);
+	e->port = (uint16_t)w->port;
+	if (w->address_len < sizeof(ip)) {
+		if (w->address_len > 0)
+			memcpy(ip, w->address, w->address_len);
+		ip[w->address_len] = '\0';
+		if (inet_pton(AF_INET, ip, e->ip) == 1) {
+			e->v6 = false;
+			return 0;
+		}
+		if (inet_pton(AF_INET6, ip, e->ip) == 1) {
+			e->v6 = true;
+			return 0;
+		}
+	}
+	return mtd_xds__refuse(why, whylen, "endpoints[%zu].lb_endpoints[%zu]: address \"%.*s\" is not a numeric IP", i,
+	                       j, (int)(w->address_len < 64 ? w->address_len : 64), w->address_len ? w->address : "");
+}
+
+static bool pickable(const struct mtd_xds__wire_ep *e)
+{
+	switch (e->health) {
 	case ENVOY__CONFIG__CORE__V3__HEALTH_STATUS__UNHEALTHY:
 	case ENVOY__CONFIG__CORE__V3__HEALTH_STATUS__DRAINING:
 	case ENVOY__CONFIG__CORE__V3__HEALTH_STATUS__TIMEOUT:
@@ -158,76 +460,89 @@ static bool pickable(const PbLbEndpoint *e)
 	}
 }
 
+/* Equal parses, equal canonical text: the same address. */
 static int cmp_addr(const void *a, const void *b)
 {
-	return strcmp(((const struct mtd_xds_ep *)a)->address, ((const struct mtd_xds_ep *)b)->address);
+	const struct mtd_xds_ep *x = a, *y = b;
+	int c = memcmp(x->ip, y->ip, sizeof(x->ip));
+
+	if (c != 0)
+		return c;
+	if (x->v6 != y->v6)
+		return x->v6 ? 1 : -1;
+	return x->port < y->port ? -1 : x->port > y->port;
 }
 
-static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t whylen)
+static int translate(const struct mtd_xds__wire_cla *m, struct mtd_xds_cla **out, char *why, size_t whylen)
 {
-	char where[96];
+	char name[MTD_XDS_NAME_MAX + 1];
 	uint32_t best = UINT32_MAX;
 	size_t total = 0, n = 0, bytes = 0, cap = 0;
 	bool any_lw = false;
 	double sum_lw = 0.0;
 	int rc = -EINVAL;
 
-	if (!mtd_xds__name_ok(m->cluster_name))
+	if (m->name_len > MTD_XDS_NAME_MAX)
+		return mtd_xds__refuse(why, whylen, "cluster_name: empty, too long or not printable");
+	memcpy(name, m->name, m->name_len);
+	name[m->name_len] = '\0';
+	if (!mtd_xds__name_ok(name))
 		return mtd_xds__refuse(why, whylen, "cluster_name: empty, too long or not printable");
 	/* Every endpoint's address as parsed by the first pass, in wire
 	 * order (at most the endpoints the first pass lets through). */
-	for (size_t i = 0; i < m->n_endpoints && cap < MTD_LB_MAX_ENDPOINTS; i++)
-		cap += m->endpoints[i]->n_lb_endpoints;
-	if (cap > MTD_LB_MAX_ENDPOINTS)
-		cap = MTD_LB_MAX_ENDPOINTS;
+	cap = m->n_eps < MTD_LB_MAX_ENDPOINTS ? m->n_eps : MTD_LB_MAX_ENDPOINTS;
 	struct mtd_xds_ep *parsed = mtd_cfg__calloc(cap ? cap : 1, sizeof(*parsed));
 	if (parsed == NULL)
 		return -ENOMEM;
 	/* First pass: validate everything, find the priority in use. */
-	for (size_t i = 0; i < m->n_endpoints; i++) {
-		const PbLocality *l = m->endpoints[i];
+	for (size_t i = 0; i < m->n_locs; i++) {
+		const struct mtd_xds__wire_loc *l = &m->locs[i];
 
 		if (l->priority > MTD_XDS_MAX_PRIORITY) {
 			mtd_xds__refuse(why, whylen, "endpoints[%zu].priority: %u is above %u", i, l->priority,
 			                MTD_XDS_MAX_PRIORITY);
 			goto fail;
 		}
-		if (l->load_balancing_weight != NULL) {
-			if (l->load_balancing_weight->value == 0) {
+		if (l->has_weight) {
+			if (l->weight == 0) {
 				mtd_xds__refuse(why, whylen, "endpoints[%zu].load_balancing_weight: must be >= 1", i);
 				goto fail;
 			}
 			any_lw = true;
 		}
-		if (l->locality != NULL && l->locality->zone[0] != '\0' &&
-		    (strlen(l->locality->zone) > 255 || !mtd_xds__name_ok(l->locality->zone))) {
-			mtd_xds__refuse(why, whylen, "endpoints[%zu].locality.zone: longer than 255 or not printable",
-			                i);
-			goto fail;
+		if (l->zone_len > 0) {
+			char zone[256];
+			bool ok = l->zone_len <= 255;
+			if (ok) {
+				memcpy(zone, l->zone, l->zone_len);
+				zone[l->zone_len] = '\0';
+				ok = mtd_xds__name_ok(zone);
+			}
+			if (!ok) {
+				mtd_xds__refuse(why, whylen,
+				                "endpoints[%zu].locality.zone: longer than 255 or not printable", i);
+				goto fail;
+			}
 		}
-		if (l->n_lb_endpoints > MTD_LB_MAX_ENDPOINTS || total + l->n_lb_endpoints > MTD_LB_MAX_ENDPOINTS) {
+		if (l->n > MTD_LB_MAX_ENDPOINTS || total + l->n > MTD_LB_MAX_ENDPOINTS) {
 			mtd_xds__refuse(why, whylen, "more than %u endpoints", MTD_LB_MAX_ENDPOINTS);
 			goto fail;
 		}
-		size_t first = total; /* this locality's first in parsed[] */
-		total += l->n_lb_endpoints;
-		for (size_t j = 0; j < l->n_lb_endpoints; j++) {
-			const PbLbEndpoint *e = l->lb_endpoints[j];
+		total += l->n;
+		for (size_t j = 0; j < l->n; j++) {
+			const struct mtd_xds__wire_ep *e = &m->eps[l->first + j];
 
-			snprintf(where, sizeof(where), "endpoints[%zu].lb_endpoints[%zu]", i, j);
-			if (e->host_identifier_case !=
-			            ENVOY__CONFIG__ENDPOINT__V3__LB_ENDPOINT__HOST_IDENTIFIER_ENDPOINT ||
-			    e->endpoint->address == NULL ||
-			    e->endpoint->address->address_case !=
-			            ENVOY__CONFIG__CORE__V3__ADDRESS__ADDRESS_SOCKET_ADDRESS) {
-				mtd_xds__refuse(why, whylen, "%s: needs endpoint.address.socket_address", where);
+			if (e->host_case != LBE_ENDPOINT || !e->has_address || !e->has_socket) {
+				mtd_xds__refuse(why, whylen,
+				                "endpoints[%zu].lb_endpoints[%zu]: needs endpoint.address.socket_address",
+				                i, j);
 				goto fail;
 			}
-			if (parse_addr(e->endpoint->address->socket_address, &parsed[first + j], why, whylen, where) !=
-			    0)
+			if (parse_addr(e, &parsed[l->first + j], why, whylen, i, j) != 0)
 				goto fail;
-			if (e->load_balancing_weight != NULL && e->load_balancing_weight->value == 0) {
-				mtd_xds__refuse(why, whylen, "%s.load_balancing_weight: must be >= 1", where);
+			if (e->has_weight && e->weight == 0) {
+				mtd_xds__refuse(why, whylen, "endpoints[%zu].lb_endpoints[%zu].load_balancing_weight: must be >= 1",
+				                i, j);
 				goto fail;
 			}
 			if (pickable(e) && l->priority < best)
@@ -235,48 +550,44 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 		}
 	}
 	/* Second pass: the chosen priority's endpoints, sized. */
-	for (size_t i = 0; i < m->n_endpoints; i++) {
-		const PbLocality *l = m->endpoints[i];
+	for (size_t i = 0; i < m->n_locs; i++) {
+		const struct mtd_xds__wire_loc *l = &m->locs[i];
 		size_t k = 0;
 
 		if (l->priority != best)
 			continue;
-		for (size_t j = 0; j < l->n_lb_endpoints; j++)
-			if (pickable(l->lb_endpoints[j]))
+		for (size_t j = 0; j < l->n; j++)
+			if (pickable(&m->eps[l->first + j]))
 				k++;
 		if (k == 0)
 			continue;
 		n += k;
 		bytes += k * ADDR_TEXT_MAX;
-		if (l->locality != NULL && l->locality->zone[0] != '\0')
-			bytes += strlen(l->locality->zone) + 1;
-		sum_lw += l->load_balancing_weight != NULL ? l->load_balancing_weight->value : 1.0;
+		if (l->zone_len > 0)
+			bytes += l->zone_len + 1;
+		sum_lw += l->has_weight ? l->weight : 1.0;
 	}
-	struct mtd_xds_cla *c =
-	        mtd_cfg__calloc(1, sizeof(*c) + n * sizeof(c->eps[0]) + bytes + strlen(m->cluster_name) + 1);
+	struct mtd_xds_cla *c = mtd_cfg__calloc(1, sizeof(*c) + n * sizeof(c->eps[0]) + bytes + m->name_len + 1);
 	if (c == NULL) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	char *s = (char *)&c->eps[n];
 	c->name = s;
-	s = stpcpy(s, m->cluster_name) + 1;
+	s = stpcpy(s, name) + 1;
 	c->priority = best == UINT32_MAX ? 0 : best;
 	c->n_skipped = (uint32_t)(total - n);
-	size_t next_first = 0; /* the next locality's first in parsed[] */
-	for (size_t i = 0; i < m->n_endpoints && n > 0; i++) {
-		const PbLocality *l = m->endpoints[i];
+	for (size_t i = 0; i < m->n_locs && n > 0; i++) {
+		const struct mtd_xds__wire_loc *l = &m->locs[i];
 		const char *zone = NULL;
 		double sum_ew = 0.0, lw;
 		uint32_t max_ew = 1;
-		size_t first = next_first;
 
-		next_first += l->n_lb_endpoints;
 		if (l->priority != best)
 			continue;
-		for (size_t j = 0; j < l->n_lb_endpoints; j++) {
-			const PbLbEndpoint *e = l->lb_endpoints[j];
-			uint32_t w = e->load_balancing_weight != NULL ? e->load_balancing_weight->value : 1;
+		for (size_t j = 0; j < l->n; j++) {
+			const struct mtd_xds__wire_ep *e = &m->eps[l->first + j];
+			uint32_t w = e->has_weight ? e->weight : 1;
 			if (!pickable(e))
 				continue;
 			sum_ew += w;
@@ -285,22 +596,24 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 		}
 		if (sum_ew == 0.0)
 			continue;
-		if (l->locality != NULL && l->locality->zone[0] != '\0') {
+		if (l->zone_len > 0) {
 			zone = s;
-			s = stpcpy(s, l->locality->zone) + 1;
+			memcpy(s, l->zone, l->zone_len);
+			s[l->zone_len] = '\0';
+			s += l->zone_len + 1;
 		}
-		lw = l->load_balancing_weight != NULL ? l->load_balancing_weight->value : 1.0;
-		for (size_t j = 0; j < l->n_lb_endpoints; j++) {
-			const PbLbEndpoint *e = l->lb_endpoints[j];
+		lw = l->has_weight ? l->weight : 1.0;
+		for (size_t j = 0; j < l->n; j++) {
+			const struct mtd_xds__wire_ep *e = &m->eps[l->first + j];
 			struct mtd_xds_ep *ep = &c->eps[c->n];
-			uint32_t w = e->load_balancing_weight != NULL ? e->load_balancing_weight->value : 1;
+			uint32_t w = e->has_weight ? e->weight : 1;
 			double eff;
 
 			if (!pickable(e))
 				continue;
-			ep->port = parsed[first + j].port;
-			ep->v6 = parsed[first + j].v6;
-			memcpy(ep->ip, parsed[first + j].ip, sizeof(ep->ip));
+			ep->port = parsed[l->first + j].port;
+			ep->v6 = parsed[l->first + j].v6;
+			memcpy(ep->ip, parsed[l->first + j].ip, sizeof(ep->ip));
 			ep->address = s;
 			s = addr_text(ep, s) + 1;
 			ep->zone = zone;
@@ -319,11 +632,32 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 			c->n++;
 		}
 	}
+	mtd_cfg__free(parsed);
+	parsed = NULL;
+	/* The same address twice would be one endpoint counted twice
+	 * (checked on the parses: equal parses print the same text). */
+	if (c->n > 1) {
+		struct mtd_xds_ep *sorted = mtd_cfg__malloc(c->n * sizeof(*sorted));
+		if (sorted == NULL) {
+			mtd_cfg__free(c);
+			return -ENOMEM;
+		}
+		memcpy(sorted, c->eps, c->n * sizeof(*sorted));
+		qsort(sorted, c->n, sizeof(*sorted), cmp_addr);
+		for (size_t i = 1; i < c->n; i++) {
+			if (cmp_addr(&sorted[i - 1], &sorted[i]) == 0) {
+				mtd_xds__refuse(why, whylen, "endpoint %s appears twice in priority %u",
+				                sorted[i].address, c->priority);
+				mtd_cfg__free(sorted);
+				mtd_cfg__free(c);
+				return -EINVAL;
+			}
+		}
+		mtd_cfg__free(sorted);
+	}
 	/* Keep what was used of the block (the text was sized for the
 	 * longest address): the pointers moved along. */
 	size_t used = (size_t)(s - (char *)c);
-	mtd_cfg__free(parsed);
-	parsed = NULL;
 	struct mtd_xds_cla *d = mtd_cfg__malloc(used);
 	if (d == NULL) {
 		mtd_cfg__free(c);
@@ -337,28 +671,7 @@ static int translate(const PbCla *m, struct mtd_xds_cla **out, char *why, size_t
 			d->eps[i].zone = (char *)d + (c->eps[i].zone - (char *)c);
 	}
 	mtd_cfg__free(c);
-	c = d;
-	/* The same address twice would be one endpoint counted twice. */
-	if (c->n > 1) {
-		struct mtd_xds_ep *sorted = mtd_cfg__malloc(c->n * sizeof(*sorted));
-		if (sorted == NULL) {
-			mtd_cfg__free(c);
-			return -ENOMEM;
-		}
-		memcpy(sorted, c->eps, c->n * sizeof(*sorted));
-		qsort(sorted, c->n, sizeof(*sorted), cmp_addr);
-		for (size_t i = 1; i < c->n; i++) {
-			if (strcmp(sorted[i - 1].address, sorted[i].address) == 0) {
-				mtd_xds__refuse(why, whylen, "endpoint %s appears twice in priority %u",
-				                sorted[i].address, c->priority);
-				mtd_cfg__free(sorted);
-				mtd_cfg__free(c);
-				return -EINVAL;
-			}
-		}
-		mtd_cfg__free(sorted);
-	}
-	*out = c;
+	*out = d;
 	return 0;
 fail:
 	mtd_cfg__free(parsed);
@@ -367,15 +680,17 @@ fail:
 
 int mtd_xds_cla_parse(const uint8_t *buf, size_t len, struct mtd_xds_cla **out, char *why, size_t whylen)
 {
-	PbCla *m;
+	struct mtd_xds__wire_cla w;
 	int rc;
 
 	*out = NULL;
-	m = envoy__config__endpoint__v3__cluster_load_assignment__unpack(&mtd_cfg__pb_allocator, len, buf);
-	if (m == NULL)
+	rc = mtd_xds__cla_read(buf, len, &w);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc != 0)
 		return mtd_xds__refuse(why, whylen, "the ClusterLoadAssignment does not decode");
-	rc = translate(m, out, why, whylen);
-	envoy__config__endpoint__v3__cluster_load_assignment__free_unpacked(m, &mtd_cfg__pb_allocator);
+	rc = translate(&w, out, why, whylen);
+	mtd_xds__cla_wire_clear(&w);
 	return rc;
 }
 
@@ -400,14 +715,15 @@ int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, 
 		if (m != NULL)
 			envoy__config__cluster__v3__cluster__free_unpacked(m, &mtd_cfg__pb_allocator);
 	} else if (strcmp(type_url, MTD_XDS_TYPE_ENDPOINT) == 0) {
-		PbCla *m =
-		        envoy__config__endpoint__v3__cluster_load_assignment__unpack(&mtd_cfg__pb_allocator, len, buf);
-		if (m != NULL && mtd_xds__name_ok(m->cluster_name) && strlen(m->cluster_name) < cap) {
-			strcpy(name, m->cluster_name);
-			rc = 0;
+		struct mtd_xds__wire_cla w;
+		if (mtd_xds__cla_read(buf, len, &w) == 0) {
+			if (w.name_len < cap) {
+				memcpy(name, w.name, w.name_len);
+				name[w.name_len] = '\0';
+				rc = mtd_xds__name_ok(name) ? 0 : -EINVAL;
+			}
+			mtd_xds__cla_wire_clear(&w);
 		}
-		if (m != NULL)
-			envoy__config__endpoint__v3__cluster_load_assignment__free_unpacked(m, &mtd_cfg__pb_allocator);
 	} else {
 		rc = mtd_xds__route_resource_name(type_url, buf, len, name, cap);
 	}

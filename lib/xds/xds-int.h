@@ -27,6 +27,51 @@ int mtd_xds__fault(const uint8_t *buf, size_t len, struct mtd_cfg_fault_injectio
 int mtd_xds__fault_override(const Google__Protobuf__Any *any, struct mtd_cfg_fault_injection *fi, const char *where,
                             char *why, size_t whylen);
 
+/* A ClusterLoadAssignment as read from the wire by cla.c, before it is
+ * translated: strings are slices of the input (no NUL inside), absent
+ * ones empty; numbers as protobuf-c takes them (a uint32 or an enum: the
+ * varint's low 32 bits). xds_fuzz compares it with protobuf-c's unpack. */
+struct mtd_xds__wire_ep {
+	const char *address; /* endpoint.address.socket_address.address */
+	uint32_t address_len;
+	uint32_t port;        /* port_value (port_case SA_PORT = 3) */
+	uint32_t weight;      /* load_balancing_weight.value, has_weight */
+	uint32_t protocol;    /* SocketAddress.protocol (0 = TCP) */
+	int32_t health;       /* health_status */
+	uint8_t host_case;    /* 0 none, 1 endpoint, 5 endpoint_name */
+	uint8_t port_case;    /* 0 none, 3 port_value, 4 named_port */
+	bool has_weight;
+	bool has_address;     /* endpoint.address present */
+	bool has_socket;      /* its socket_address present */
+	bool resolver_name;   /* a non-empty resolver_name */
+};
+
+struct mtd_xds__wire_loc {
+	const char *zone; /* locality.zone */
+	uint32_t zone_len;
+	uint32_t weight;  /* load_balancing_weight.value, has_weight */
+	uint32_t priority;
+	bool has_locality;
+	bool has_weight;
+	size_t first, n; /* its lb_endpoints: eps[first .. first + n) */
+};
+
+struct mtd_xds__wire_cla {
+	const char *name; /* cluster_name */
+	uint32_t name_len;
+	struct mtd_xds__wire_loc *locs; /* one block with eps */
+	struct mtd_xds__wire_ep *eps;
+	size_t n_locs, n_eps;
+};
+
+/* Read buf[0..len) into w: 0, -ENOMEM, or -EBADMSG where protobuf-c's
+ * unpack refuses the bytes, and more strictly also where a string it
+ * reads holds a NUL or a message field or a oneof is written twice
+ * (protobuf-c would merge or replace; no serializer writes that). On 0,
+ * mtd_xds__cla_wire_clear(w) when done; on error w holds nothing. */
+int mtd_xds__cla_read(const uint8_t *buf, size_t len, struct mtd_xds__wire_cla *w);
+void mtd_xds__cla_wire_clear(struct mtd_xds__wire_cla *w);
+
 /* mtd_xds_resource_name for a Listener or a RouteConfiguration. */
 int mtd_xds__route_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);
 

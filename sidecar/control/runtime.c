@@ -1038,7 +1038,11 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev);
 struct mtd_rt_batch {
 	struct mtd_control *ctl;
 	struct mtd_runtime *base;     /* ctl->rt when begun (a reference) */
-	struct mtd_rt_service **svcs; /* parallel to base's, references held */
+	/* Parallel to base's: base's own (borrowed: base holds them while the
+	 * batch holds base) until replaced by one the batch built (a
+	 * reference held): a batch that changes one service among 10,000
+	 * takes and drops no reference on the others. */
+	struct mtd_rt_service **svcs;
 	size_t n;
 	bool changed;
 	bool xroutes_set;               /* xroutes replaces the base's */
@@ -1079,10 +1083,7 @@ struct mtd_rt_batch *mtd_runtime_batch_begin(struct mtd_control *ctl)
 	bt->base = ctl->rt;
 	mtd_ref_get(&bt->base->ref);
 	bt->n = n;
-	for (size_t i = 0; i < n; i++) {
-		bt->svcs[i] = ctl->rt->services[i];
-		mtd_ref_get(&bt->svcs[i]->ref);
-	}
+	memcpy(bt->svcs, ctl->rt->services, n * sizeof(*bt->svcs));
 	return bt;
 }
 
@@ -1139,7 +1140,8 @@ int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over
 	free(set);
 	if (!s)
 		return same ? 1 : strstr(err, "out of memory") ? -ENOMEM : -EINVAL;
-	mtd_rt_service_unref(prev);
+	if (prev != bt->base->services[si])
+		mtd_rt_service_unref(prev); /* built by this batch */
 	bt->svcs[si] = s;
 	bt->changed = true;
 	return 0;
@@ -1164,7 +1166,8 @@ struct mtd_runtime *mtd_runtime_batch_end(struct mtd_rt_batch *bt)
 		rt->routes_awaited = false;
 	mtd_rt_xroutes_unref(bt->xroutes);
 	for (size_t i = 0; i < bt->n; i++)
-		mtd_rt_service_unref(bt->svcs[i]);
+		if (bt->svcs[i] != bt->base->services[i])
+			mtd_rt_service_unref(bt->svcs[i]);
 	free(bt->svcs);
 	mtd_runtime_unref(bt->base);
 	free(bt);

@@ -1,7 +1,8 @@
 /* The xDS client: one ADS stream, CDS then EDS, state of the world
- * (xds.h says the contract). The resources are kept translated
- * (lib/xds), never as the bytes that came: a cluster as its options, an
- * assignment as its compact endpoint records.
+ * (xds.h says the contract). A cluster is kept translated (lib/xds: its
+ * options) and as the bytes that came (to know a resend); an assignment
+ * only as its bytes, translated again when its services are given it
+ * (the records of one just received serve until it is applied).
  *
  *   DOWN --connect--> STREAMING --stream or connection ends--> DOWN
  *    ^                                                           |
@@ -79,15 +80,24 @@ struct xds_cl {
 	char *nack;              /* the last refusal of a resource of this name, NULL = none */
 };
 
+/* An assignment of at least this many endpoints keeps its translation
+ * from its arrival until it is applied (struct xds_cla's fresh). */
+#define FRESH_MIN 64
+
 /* An assignment subscribed to (an EDS name of a cluster we have). */
 struct xds_cla {
 	char *name;
-	struct mtd_xds_cla *cla; /* last good, NULL = none yet */
-	/* The last good's resource as it came (NULL: none, or out of memory):
+	/* The last good one as it came, the one form kept (NULL = none yet):
 	 * the same bytes again translate to the same records, so a state of
-	 * the world that resends it is neither decoded nor applied again. */
+	 * the world that resends it is neither decoded nor applied again, and
+	 * its services are given it translated again (cla_records). */
 	uint8_t *raw;
 	size_t raw_len;
+	/* Its translation while the response that brought it is applied
+	 * (on_endpoints to apply_dirty), else NULL; only a large one's
+	 * (FRESH_MIN endpoints or more, see on_endpoints). */
+	struct mtd_xds_cla *fresh;
+	uint32_t n, priority, n_skipped; /* of its translation, for /config_dump */
 	uint64_t updates; /* responses that changed it (each given to its services) */
 	bool dirty;       /* changed by the response at hand */
 	bool resent;      /* the response at hand brought it again, unchanged */
@@ -247,7 +257,7 @@ static void cl_clear(struct xds_cl *e)
 static void cla_clear(struct xds_cla *e)
 {
 	free(e->name);
-	mtd_xds_cla_free(e->cla);
+	mtd_xds_cla_free(e->fresh);
 	free(e->raw);
 	stamp_put(e->stamp);
 	free(e->nack);
@@ -352,6 +362,22 @@ static struct xds_cla *bind_cla(struct mtd_xds *x, struct xds_bind *b, const cha
 	return ea;
 }
 
+/* The records of ea's last good assignment: its fresh translation, or its
+ * bytes translated again into *again (the caller frees it); NULL when
+ * out of memory (the bytes were accepted once: the same translate
+ * alike). */
+static const struct mtd_xds_cla *cla_records(const struct xds_cla *ea, struct mtd_xds_cla **again)
+{
+	char why[256];
+
+	*again = NULL;
+	if (ea->fresh != NULL)
+		return ea->fresh;
+	if (mtd_xds_cla_parse(ea->raw, ea->raw_len, again, why, sizeof(why)) != 0)
+		return NULL;
+	return *again;
+}
+
 /* Give bound service b what its cluster holds now, in batch bt (one
  * snapshot for every service a response changes). */
 static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bind *b)
@@ -375,7 +401,7 @@ static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bi
 		mtd_control_batch_set(bt, b->service, NULL, NULL, 0, why, !refused);
 		return;
 	}
-	if (ea == NULL || ea->cla == NULL) {
+	if (ea == NULL || ea->raw == NULL) {
 		bool refused = ea != NULL && ea->nack != NULL;
 		snprintf(why, sizeof(why), "xds: %s the endpoints of cluster %s (EDS %s) from %s%s%s",
 		         refused ? "refused" : "waiting for", b->cluster, cl->c.eds_name, x->server.text,
@@ -383,13 +409,15 @@ static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bi
 		mtd_control_batch_set(bt, b->service, NULL, NULL, 0, why, !refused);
 		return;
 	}
-	const struct mtd_xds_cla *c = ea->cla;
-	struct mtd_disc_endpoint *eps = calloc(c->n ? c->n : 1, sizeof(*eps));
-	struct mtd_rt_over *over = over_new(&x->ctl->rt->cfg->services[b->service], cl, c);
+	struct mtd_xds_cla *again = NULL;
+	const struct mtd_xds_cla *c = cla_records(ea, &again);
+	struct mtd_disc_endpoint *eps = c != NULL ? calloc(c->n ? c->n : 1, sizeof(*eps)) : NULL;
+	struct mtd_rt_over *over = c != NULL ? over_new(&x->ctl->rt->cfg->services[b->service], cl, c) : NULL;
 	if (eps == NULL || over == NULL) {
 		MTD_ERROR("xds: service %s: out of memory: its endpoint set stays as it was", b->svc_name);
 		free(eps);
 		mtd_rt_over_unref(over);
+		mtd_xds_cla_free(again);
 		return;
 	}
 	for (size_t i = 0; i < c->n; i++) {
@@ -413,6 +441,7 @@ static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bi
 		}
 	}
 	free(eps);
+	mtd_xds_cla_free(again);
 }
 
 /* The services not given anything yet (just bound). */
@@ -459,8 +488,11 @@ static void apply_dirty(struct mtd_xds *x)
 		mtd_control_batch_publish(x->ctl, bt);
 	for (size_t i = 0; i < x->n_cls; i++)
 		x->cls[i].dirty = false;
-	for (size_t i = 0; i < x->n_clas; i++)
+	for (size_t i = 0; i < x->n_clas; i++) {
 		x->clas[i].dirty = x->clas[i].resent = false;
+		mtd_xds_cla_free(x->clas[i].fresh);
+		x->clas[i].fresh = NULL;
+	}
 }
 
 /* ---- subscriptions ------------------------------------------------------------ */
@@ -776,6 +808,16 @@ static void raw_keep(uint8_t **raw, size_t *raw_len, const struct mtd_xds_any *v
 		memcpy(*raw, v->value, v->len);
 }
 
+/* A copy of v's bytes, or NULL (out of memory). */
+static uint8_t *bytes_dup(const struct mtd_xds_any *v)
+{
+	uint8_t *p = malloc(v->len ? v->len : 1);
+
+	if (p != NULL)
+		memcpy(p, v->value, v->len);
+	return p;
+}
+
 /* CDS: state of the world. The clusters whose translation changed (or
  * that went) are given to their services. */
 static void on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *nack,
@@ -889,7 +931,7 @@ static struct xds_cla *same_as_last_good(struct mtd_xds *x, const struct mtd_xds
 	char name[MTD_XDS_NAME_MAX + 1];
 	struct xds_cla *e = wire_name(v, name) ? find_cla(x, name) : NULL;
 
-	return e != NULL && e->cla != NULL && same_bytes(e->raw, e->raw_len, v) ? e : NULL;
+	return e != NULL && e->raw != NULL && same_bytes(e->raw, e->raw_len, v) ? e : NULL;
 }
 
 /* EDS: an assignment in the response replaces the last good one of its
@@ -923,7 +965,7 @@ static void on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, ch
 			struct xds_cla *e = find_cla(x, name);
 			if (e != NULL) {
 				set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
-				if (e->cla == NULL)
+				if (e->raw == NULL)
 					e->dirty = true; /* none to keep: its services hear of the refusal */
 			}
 			continue;
@@ -933,11 +975,34 @@ static void on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, ch
 			mtd_xds_cla_free(c);
 			continue;
 		}
+		uint8_t *raw = bytes_dup(any);
+		if (raw == NULL) {
+			/* The bytes are the one form kept: the last good stays. */
+			nack_add(nack, nack_len, c->name, "out of memory");
+			set_str(&e->nack, "out of memory");
+			mtd_xds_cla_free(c);
+			continue;
+		}
 		set_str(&e->nack, NULL);
 		stamp_take(&e->stamp, st, r);
-		mtd_xds_cla_free(e->cla);
-		e->cla = c;
-		raw_keep(&e->raw, &e->raw_len, any);
+		free(e->raw);
+		e->raw = raw;
+		e->raw_len = any->len;
+		e->n = (uint32_t)c->n;
+		e->priority = c->priority;
+		e->n_skipped = c->n_skipped;
+		/* A large assignment's records serve its services (translating
+		 * 10,000 endpoints again would cost a fifth of the update); a
+		 * small one is translated again when applied: held until then,
+		 * the records of every assignment of a state-of-the-world push
+		 * would all be alive at once, and their freed chunks would stay
+		 * in the heap (about 640 B a cluster of 10). */
+		mtd_xds_cla_free(e->fresh); /* the same name twice in one response: the last counts */
+		e->fresh = NULL;
+		if (c->n >= FRESH_MIN)
+			e->fresh = c;
+		else
+			mtd_xds_cla_free(c);
 		e->updates++;
 		e->dirty = true;
 	}
@@ -1689,14 +1754,14 @@ void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 				const struct xds_cla *e = &x->clas[i];
 				dump_opt(j, "name", e->name);
 				mtd_json_key(j, "state");
-				mtd_json_str(j, e->cla ? "ACKED" : e->nack ? "NACKED" : "REQUESTED");
-				if (e->cla) {
+				mtd_json_str(j, e->raw ? "ACKED" : e->nack ? "NACKED" : "REQUESTED");
+				if (e->raw) {
 					mtd_json_key(j, "endpoints");
-					mtd_json_u64(j, e->cla->n);
+					mtd_json_u64(j, e->n);
 					mtd_json_key(j, "priority");
-					mtd_json_u64(j, e->cla->priority);
+					mtd_json_u64(j, e->priority);
 					mtd_json_key(j, "not_picked");
-					mtd_json_u64(j, e->cla->n_skipped);
+					mtd_json_u64(j, e->n_skipped);
 				}
 				mtd_json_key(j, "updates");
 				mtd_json_u64(j, e->updates);

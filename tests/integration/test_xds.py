@@ -289,6 +289,52 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_cluster_change_applies_the_assignment_kept_as_its_bytes(self):
+        """An assignment is kept only as the bytes that came: a CDS change
+        alone gives each service its assignment translated again, a small
+        one (2 endpoints) and a large one (70, whose translation on
+        arrival serves until it is applied), and the calls go on."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        admin = free_port()
+        self.server.start()
+        services = [{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}},
+                    {"name": "other.v1.Other", "discovery": {"xds": {"cluster": "cl-big"}}}]
+        big = ["127.0.1.%d:9" % (i + 1) for i in range(70)]
+
+        def clusters(lb):
+            self.server.set("cluster", [cluster("cl-echo", lb_policy=lb), cluster("cl-big", lb_policy=lb)])
+
+        def assign(n_big):
+            self.server.set("endpoint", [
+                assignment("cl-echo", [locality([("127.0.0.1", a.port), ("127.0.0.1", b.port)])]),
+                assignment("cl-big", [locality([(e.split(":")[0], 9) for e in big[:n_big]])])])
+
+        def state():
+            got = json.loads(admin_request(admin, "GET", "/clusters")[2])["services"]
+            return {s["name"]: (s["policy"], sorted(e["address"] for e in s["endpoints"])) for s in got}
+
+        def want(lb, n_big):
+            return {SVC: (lb, sorted("127.0.0.1:%d" % u.port for u in (a, b))),
+                    "other.v1.Other": (lb, sorted(big[:n_big]))}
+        clusters("ROUND_ROBIN")
+        assign(70)
+        m = self.start_maitred(self.xds_config(services, admin=admin))
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "a and b")
+        wait_until(lambda: state() == want("WEIGHTED_ROUND_ROBIN", 70), WAIT, "both sets")
+        load = Load(self.echo(m))
+        clusters("LEAST_REQUEST")
+        wait_until(lambda: state() == want("LEAST_REQUEST", 70), WAIT, "the new policy over the same sets")
+        assign(66)
+        wait_until(lambda: state() == want("LEAST_REQUEST", 66), WAIT, "66 endpoints")
+        before = load.count()
+        wait_until(lambda: load.count() >= before + 20, WAIT, "more calls after the changes")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed across the changes")
+        self.assertEqual(set(load.instances), {"a", "b"})
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_the_clusters_policy_and_the_weights_decide_the_spread(self):
         """The service's own lb is plain ROUND_ROBIN (weights ignored); the
         cluster's ROUND_ROBIN is Envoy's, weighted: 3:1 endpoint weights

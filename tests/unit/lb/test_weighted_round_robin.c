@@ -77,6 +77,30 @@ START_TEST(wrr_many_weights)
 }
 END_TEST
 
+/* Equal weights (a cycle built without the heap): one turn each, in
+ * index order, those of weight 0 skipped; as the weighted layouts give. */
+START_TEST(wrr_equal_weights_in_index_order)
+{
+	int32_t w[5] = {7, 7, 0, 7, 7};
+	static const int next[5] = {1, 3, -1, 4, 0};
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+	int prev;
+
+	t_set_init(&s, 5, w);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	ctx = t_ctx(&s);
+	prev = mtd_lb_pick(p, &ctx);
+	for (int k = 0; k < 12; k++) {
+		int i = mtd_lb_pick(p, &ctx);
+		ck_assert_int_eq(i, next[prev]);
+		prev = i;
+	}
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 START_TEST(wrr_zero_and_excluded)
 {
 	int32_t w[4] = {200, 0, 100, -2};
@@ -245,6 +269,43 @@ START_TEST(swrr_failure_shares_follow_health)
 }
 END_TEST
 
+/* A new set keeps the health of the endpoints that stay (matched by their
+ * stats, wherever they are in the new set); a new one starts healthy. */
+START_TEST(swrr_health_follows_the_endpoint_into_a_new_set)
+{
+	int32_t w[3] = {100, 100, 100};
+	struct t_set s, s2;
+	struct mtd_lb_picker *p, *q;
+	struct mtd_lb_config cfg;
+	uint64_t counts[T_MAX_EPS];
+	struct mtd_lb_result fail = {.ok = false, .latency_us = 10};
+
+	t_set_init(&s, 2, w);
+	p = t_picker("SMOOTH_WEIGHTED_ROUND_ROBIN", &s, NULL);
+	for (int k = 0; k < 6; k++) { /* endpoint 1 cut to no traffic */
+		mtd_lb_call_begin(p, 1);
+		mtd_lb_call_end(p, 1, &fail, 1);
+	}
+	t_count(p, &s, counts, 100);
+	ck_assert_uint_eq(counts[1], 0);
+	/* The new set: endpoint 1 first, then 0, then a new one. */
+	t_set_init(&s2, 3, w);
+	s2.eps[0].stats = &s.stats[1];
+	s2.eps[1].stats = &s.stats[0];
+	mtd_lb_config_defaults(&cfg, mtd_lb_find("SMOOTH_WEIGHTED_ROUND_ROBIN"));
+	q = mtd_lb_picker_new(&cfg, s2.eps, 3, p);
+	ck_assert_ptr_nonnull(q);
+	t_count(q, &s2, counts, 1000);
+	ck_assert_uint_eq(counts[0], 0);
+	ck_assert_uint_eq(counts[1], 500);
+	ck_assert_uint_eq(counts[2], 500);
+	mtd_lb_picker_free(q);
+	mtd_lb_picker_free(p);
+	t_set_fini(&s2);
+	t_set_fini(&s);
+}
+END_TEST
+
 START_TEST(swrr_failure_cut_and_recovery)
 {
 	int32_t w[2] = {100, 100};
@@ -325,11 +386,13 @@ static Suite *wrr_suite(void)
 	tcase_add_test(tc, wrr_exact_cycle_and_interleaved);
 	tcase_add_test(tc, wrr_many_weights);
 	tcase_add_test(tc, wrr_zero_and_excluded);
+	tcase_add_test(tc, wrr_equal_weights_in_index_order);
 	tcase_add_test(tc, swrr_nginx_sequence);
 	tcase_add_test(tc, swrr_workers_share_the_sequence);
 	tcase_add_test(tc, swrr_cycle_is_nginx_sequence);
 	tcase_add_test(tc, swrr_failure_shares_follow_health);
 	tcase_add_test(tc, swrr_failure_cut_and_recovery);
+	tcase_add_test(tc, swrr_health_follows_the_endpoint_into_a_new_set);
 	tcase_add_test(tc, swrr_zero_excluded_single);
 	suite_add_tcase(s, tc);
 	return s;

@@ -755,6 +755,92 @@ START_TEST(test_cla_refused)
 }
 END_TEST
 
+/* A field: its tag and, for LEN, a one-byte length and the bytes. */
+static size_t put_len(uint8_t *p, unsigned field, const void *data, size_t n)
+{
+	ck_assert_uint_lt(n, 128);
+	p[0] = (uint8_t)(field << 3 | 2);
+	p[1] = (uint8_t)n;
+	memcpy(p + 2, data, n);
+	return n + 2;
+}
+
+/* An assignment "x" of one endpoint whose SocketAddress is sa[0..n),
+ * written as a serializer would around it. */
+static int cla_with_socket(const uint8_t *sa, size_t n, struct mtd_xds_cla **out)
+{
+	uint8_t a[128], e[128], lbe[128], loc[128];
+	size_t na = put_len(a, 1, sa, n);          /* Address.socket_address */
+	size_t ne = put_len(e, 1, a, na);          /* Endpoint.address */
+	size_t nl = put_len(lbe, 1, e, ne);        /* LbEndpoint.endpoint */
+	size_t nloc = put_len(loc, 2, lbe, nl);    /* LocalityLbEndpoints.lb_endpoints */
+	size_t len = put_len(wire, 1, "x", 1);     /* cluster_name */
+	len += put_len(wire + len, 2, loc, nloc);  /* endpoints */
+	why[0] = '\0';
+	*out = (void *)1;
+	return mtd_xds_cla_parse(wire, len, out, why, sizeof(why));
+}
+
+/* The assignment is read from the wire as protobuf-c reads it, and more
+ * strictly where protobuf-c would quietly cut or merge: a NUL inside the
+ * address (protobuf-c's C string ends there: "10.0.0.1\0junk" was read as
+ * 10.0.0.1), a message field written twice (protobuf-c merges the two).
+ * No serializer writes either. */
+START_TEST(test_cla_wire_strictness)
+{
+	struct mtd_xds_cla *c;
+	uint8_t sa[64];
+	size_t n;
+
+	/* address "10.0.0.1", port_value 80: read. */
+	n = put_len(sa, 2, "10.0.0.1", 8);
+	sa[n++] = 3 << 3;
+	sa[n++] = 80;
+	ck_assert_int_eq(cla_with_socket(sa, n, &c), 0);
+	ck_assert_uint_eq(c->n, 1);
+	ck_assert_str_eq(c->eps[0].address, "10.0.0.1:80");
+	mtd_xds_cla_free(c);
+	/* port_value as a varint past 32 bits: its low 32 bits, as protobuf-c. */
+	n = put_len(sa, 2, "10.0.0.1", 8);
+	memcpy(sa + n, "\x18\xd0\x80\x80\x80\x10", 6); /* 2^32 + 80 */
+	n += 6;
+	ck_assert_int_eq(cla_with_socket(sa, n, &c), 0);
+	ck_assert_str_eq(c->eps[0].address, "10.0.0.1:80");
+	mtd_xds_cla_free(c);
+	/* A NUL inside the address. */
+	n = put_len(sa, 2, "10.0.0.1\0junk", 13);
+	sa[n++] = 3 << 3;
+	sa[n++] = 80;
+	ck_assert_int_eq(cla_with_socket(sa, n, &c), -EINVAL);
+	ck_assert_ptr_null(c);
+	ck_assert_str_eq(why, "the ClusterLoadAssignment does not decode");
+	/* The port as a string where a varint belongs. */
+	n = put_len(sa, 2, "10.0.0.1", 8);
+	n += put_len(sa + n, 3, "80", 2);
+	ck_assert_int_eq(cla_with_socket(sa, n, &c), -EINVAL);
+	ck_assert_str_eq(why, "the ClusterLoadAssignment does not decode");
+	/* The socket address written twice, its address in the first and its
+	 * port in the second. */
+	{
+		uint8_t one[32], two[8], a[64], e[80], lbe[96], loc[112];
+		size_t n1 = put_len(one, 2, "10.0.0.1", 8), n2 = 0, na;
+		two[n2++] = 3 << 3;
+		two[n2++] = 80;
+		na = put_len(a, 1, one, n1);
+		na += put_len(a + na, 1, two, n2);
+		size_t ne = put_len(e, 1, a, na);
+		size_t nl = put_len(lbe, 1, e, ne);
+		size_t nloc = put_len(loc, 2, lbe, nl);
+		size_t len = put_len(wire, 1, "x", 1);
+		len += put_len(wire + len, 2, loc, nloc);
+		c = (void *)1;
+		ck_assert_int_eq(mtd_xds_cla_parse(wire, len, &c, why, sizeof(why)), -EINVAL);
+		ck_assert_ptr_null(c);
+		ck_assert_str_eq(why, "the ClusterLoadAssignment does not decode");
+	}
+}
+END_TEST
+
 /* The endpoint count bound holds before anything is allocated per
  * endpoint: a locality claiming more than MTD_LB_MAX_ENDPOINTS. */
 START_TEST(test_cla_too_many)
@@ -991,6 +1077,7 @@ static Suite *xds_suite(void)
 	tcase_add_test(tc, test_cla_priority_and_health);
 	tcase_add_test(tc, test_cla_refused);
 	tcase_add_test(tc, test_cla_too_many);
+	tcase_add_test(tc, test_cla_wire_strictness);
 	tcase_add_test(tc, test_resource_name);
 	tcase_add_test(tc, test_failmalloc);
 	tcase_add_test(tc, test_response_read);
