@@ -863,7 +863,8 @@ static void start_with_header_key(struct mtd_call *call, const char *name, bool 
 	while (mtd_headers_next(&call->req_hdrs, &off, &nv))
 		if (nv.namelen == nlen && memcmp(nv.name, name, nlen) == 0)
 			total += nv.valuelen + 1;
-	uint8_t stack[256], *key = total <= sizeof(stack) ? stack : malloc(total);
+	uint8_t stack[256] = {0}; /* = {0}: LTO cannot see the loop below fills what it hashes */
+	uint8_t *key = total <= sizeof(stack) ? stack : malloc(total);
 	if (key == NULL) {
 		start_attempt(call, v->value, v->valuelen, hedge); /* out of memory: the first value */
 		return;
