@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "discovery/discovery.h"
 
 int mtd_disc_id_cmp(const struct mtd_disc_id *a, const struct mtd_disc_id *b)
@@ -19,21 +20,20 @@ int mtd_disc_id_cmp(const struct mtd_disc_id *a, const struct mtd_disc_id *b)
 	return c != 0 ? c : strcmp(a->address, b->address);
 }
 
-/* FNV-1a over the key (a marker for none) and the address: equal
- * identities hash alike; a collision only costs a comparison. */
+/* FNV-1a (core/hash.h) over the key (a marker for none) and the address:
+ * equal identities hash alike; a collision only costs a comparison. The
+ * identities come from the service's own source (its config, registry or
+ * control plane), which could collide them at will only to slow its own
+ * updates. */
 static uint32_t id_hash(const char *key, const char *address)
 {
-	uint64_t h = 14695981039346656037ull;
+	uint64_t h = MTD_FNV1A_START;
+	uint8_t mark = key != NULL ? 1 : 2;
 
-	if (key != NULL) {
-		for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-			h = (h ^ *p) * 1099511628211ull;
-		h = (h ^ 1) * 1099511628211ull;
-	} else {
-		h = (h ^ 2) * 1099511628211ull;
-	}
-	for (const unsigned char *p = (const unsigned char *)address; *p; p++)
-		h = (h ^ *p) * 1099511628211ull;
+	if (key != NULL)
+		h = mtd_fnv1a_str(h, key);
+	h = mtd_fnv1a(h, &mark, 1);
+	h = mtd_fnv1a_str(h, address);
 	return (uint32_t)(h ^ (h >> 32));
 }
 
