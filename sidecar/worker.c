@@ -147,7 +147,7 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		if (c->in)
 			mtd_inbound_conn_tick(c, now); /* max_connection_age */
-		mtd_down_settings_tick(c, now); /* a reload's new settings */
+		mtd_down_tick(c, now); /* the second GOAWAY of mtd_down_notice */
 		if (c->n_streams == 0 && now - c->last_active_ns > idle_ns) {
 			MTD_DEBUG("client %s: idle, closing", c->peer);
 			mtd_down_shutdown(c);

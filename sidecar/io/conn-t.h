@@ -183,11 +183,11 @@ struct mtd_conn {
 	 * advertised, its streams' window for its whole life (a reload that
 	 * changes the config's sends it GOAWAY; it is never told a new one). */
 	uint32_t stream_window;
-	/* Downstream: when a reload that changed its settings sent it the
-	 * GOAWAY that refuses nothing (mtd_down_settings_changed), 0 = none;
-	 * the real one follows a housekeeping tick (1 s) later at the
-	 * earliest (mtd_down_settings_tick). */
-	int64_t settings_notice_ns;
+	/* Downstream: when it was sent the GOAWAY that refuses nothing
+	 * (mtd_down_notice: a reload's new settings, max_connection_age),
+	 * 0 = never; the real one follows a housekeeping tick (1 s) later at
+	 * the earliest (mtd_down_tick). */
+	int64_t notice_ns;
 	uint32_t settings_gen; /* downstream: its worker's down_settings_gen when it was made */
 	int64_t last_active_ns;           /* last stream end or start, for idle */
 	/* An inbound peer's connection (inbound.c: listener, identity,

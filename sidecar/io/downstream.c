@@ -302,21 +302,26 @@ bool mtd_down_settings_differ(const struct mtd_cfg_downstream *a, const struct m
 	       a->reset_rate != b->reset_rate;
 }
 
-/* Client connection c (ready) runs on settings a reload changed: it is
- * told to go. Two steps, as for max_connection_age (inbound.c): a GOAWAY
- * that refuses nothing (last stream id 2^31-1) now, the real one a tick
- * later (mtd_down_settings_tick). A lone GOAWAY refused the streams the
- * client had sent before it saw it: under load, calls failed UNAVAILABLE
- * ("GOAWAY received") at a reload. */
-static void settings_notice(struct mtd_conn *c, int64_t now_ns)
+void mtd_down_notice(struct mtd_conn *c, int64_t now_ns)
 {
-	if (c->settings_notice_ns)
-		return; /* told already */
+	if (c->notice_ns || c->state != MTD_CONN_READY)
+		return; /* told already, or going */
+	/* A lone GOAWAY refuses the streams the client sent before it saw
+	 * it: under load, calls failed UNAVAILABLE ("GOAWAY received"). */
 	if (nghttp2_submit_shutdown_notice(c->ng) == 0) {
-		c->settings_notice_ns = now_ns;
+		c->notice_ns = now_ns;
 		mtd_conn_want_flush(c);
 		return;
 	}
+	mtd_down_shutdown(c);
+}
+
+void mtd_down_tick(struct mtd_conn *c, int64_t now_ns)
+{
+	/* A tick after the notice: the streams the client opened before it
+	 * saw the notice are here by now. */
+	if (c->notice_ns == 0 || c->state != MTD_CONN_READY || now_ns - c->notice_ns < 1000000000)
+		return;
 	mtd_down_shutdown(c);
 }
 
@@ -331,10 +336,10 @@ void mtd_down_settings_changed(struct mtd_worker *w)
 	set_reset_limit(w, d);
 	for (c = LIST_FIRST(&w->downs); c; c = next) {
 		next = LIST_NEXT(c, link);
-		if (c->state != MTD_CONN_READY || c->settings_notice_ns)
+		if (c->state != MTD_CONN_READY || c->notice_ns)
 			continue;
 		n++;
-		settings_notice(c, now);
+		mtd_down_notice(c, now);
 	}
 	if (n > 0)
 		MTD_INFO("worker %u: reload: downstream connection settings changed (max_concurrent_streams %u, "
@@ -342,14 +347,6 @@ void mtd_down_settings_changed(struct mtd_worker *w)
 		         "client connections get GOAWAY, calls in flight finish",
 		         w->id, d->max_concurrent_streams, d->initial_window_size, d->max_header_list_size,
 		         d->reset_burst, d->reset_rate, n);
-}
-
-void mtd_down_settings_tick(struct mtd_conn *c, int64_t now_ns)
-{
-	if (c->settings_notice_ns == 0 || c->state != MTD_CONN_READY || now_ns - c->settings_notice_ns < 1000000000)
-		return;
-	c->settings_notice_ns = 0;
-	mtd_down_shutdown(c);
 }
 
 void mtd_down_teardown(struct mtd_worker *w)
@@ -464,7 +461,7 @@ int mtd_down_begin(struct mtd_conn *c)
 		/* Its SETTINGS and session were made before a reload changed
 		 * them (at accept, before its TLS handshake): it goes too. */
 		MTD_DEBUG("%s %s: made before the last downstream settings change: GOAWAY", c->ops->role, c->peer);
-		settings_notice(c, mtd_now_ns());
+		mtd_down_notice(c, mtd_now_ns());
 	}
 	mtd_conn_want_flush(c);
 	return 0;

@@ -39,6 +39,18 @@ int mtd_down_begin(struct mtd_conn *c);
 /* Tell the client to go away (SIGTERM drain, idle): GOAWAY, finish
  * streams; closed at once when the GOAWAY cannot be queued. */
 void mtd_down_shutdown(struct mtd_conn *c);
+/* Tell the client to go in two steps, as gRPC servers do, so that no
+ * stream it sent meanwhile is refused (RFC 9113 §6.8): a GOAWAY that
+ * refuses nothing (last stream id 2^31-1: it opens no new stream here)
+ * now, and the real one (mtd_down_shutdown) from mtd_down_tick a second
+ * later at the earliest. Once per connection; a connection not READY,
+ * or told already, is left as it is; mtd_down_shutdown at once when the
+ * notice cannot be queued. For a reload's new settings and an inbound
+ * peer's max_connection_age. */
+void mtd_down_notice(struct mtd_conn *c, int64_t now_ns);
+/* Housekeeping (each second) for client connection c: the real GOAWAY a
+ * second after mtd_down_notice's, at the earliest. */
+void mtd_down_tick(struct mtd_conn *c, int64_t now_ns);
 
 struct mtd_cfg_downstream;
 /* Whether a and b differ in what a client connection takes once, at its
@@ -51,15 +63,11 @@ bool mtd_down_settings_differ(const struct mtd_cfg_downstream *a, const struct m
  * on take the new reset limit, and every open client connection (the
  * app's and inbound peers') gets GOAWAY, its calls in flight finishing,
  * so that its client reconnects under the new settings, as with a
- * maitred started afresh on them. In two steps, so that no stream the
- * client sent meanwhile is refused: a GOAWAY that refuses nothing now,
- * the real one from mtd_down_settings_tick. Connections of inbound peers
+ * maitred started afresh on them, in two steps (mtd_down_notice).
+ * Connections of inbound peers
  * still in their TLS handshake (their SETTINGS queued at accept) are told
  * as they begin (mtd_down_begin). */
 void mtd_down_settings_changed(struct mtd_worker *w);
-/* Housekeeping (each second) for client connection c: a second after the
- * notice of mtd_down_settings_changed, at the earliest, the real GOAWAY. */
-void mtd_down_settings_tick(struct mtd_conn *c, int64_t now_ns);
 
 /* ---- what a request stream's owner asks of its connection -----------------
  *

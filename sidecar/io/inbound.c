@@ -687,32 +687,15 @@ void mtd_inbound_worker_sync(struct mtd_worker *w)
 void mtd_inbound_conn_tick(struct mtd_conn *c, int64_t now_ns)
 {
 	struct mtd_in_peer *in = c->in;
-	if (in->aged == 2 || c->state != MTD_CONN_READY)
-		return;
-	if (in->aged == 1) {
-		/* The notice went out at least a tick (1 s) ago: streams the
-		 * peer opened before it saw the notice are here by now. */
-		in->aged = 2;
-		mtd_down_shutdown(c);
-		return;
-	}
+	if (c->notice_ns || c->state != MTD_CONN_READY)
+		return; /* told to go already */
 	const struct mtd_rt_inentry *e = entry_of_policy(c->w, in->policy, NULL);
 	int64_t age_ms = e ? e->cfg->max_connection_age_ms : 0;
 	if (age_ms <= 0 || now_ns - c->accepted_ns < age_ms * 1000000)
 		return;
 	MTD_DEBUG("peer %s: inbound %s: older than max_connection_age (%lld ms): GOAWAY", c->peer, in->key,
 	          (long long)age_ms);
-	/* Two steps, as gRPC servers do: a GOAWAY that refuses nothing (last
-	 * stream id 2^31-1: the peer opens no new stream here), then the
-	 * real one at the next tick, so that no call the peer sent meanwhile
-	 * is lost (RFC 9113 §6.8). */
-	if (nghttp2_submit_shutdown_notice(c->ng) == 0) {
-		in->aged = 1;
-		mtd_conn_want_flush(c);
-		return;
-	}
-	in->aged = 2;
-	mtd_down_shutdown(c);
+	mtd_down_notice(c, now_ns);
 }
 
 void mtd_inbound_worker_drain(struct mtd_worker *w)

@@ -89,7 +89,6 @@ struct mtd_in_peer {
 	uint64_t policy;          /* the policy generation it was accepted under */
 	unsigned slot;            /* its listener's figures slot (ops/mesh.h) */
 	struct mtd_rt_insocks *socks; /* counts it (inbound[].max_connections); reference held */
-	uint8_t aged;             /* max_connection_age: 1 notice sent, 2 GOAWAY sent */
 	bool hs_counted;          /* counted in its source address's pending handshakes */
 	unsigned hs_bucket;
 	bool handshaking;          /* on its worker's handshake list, not yet a downstream */
