@@ -318,8 +318,6 @@ static void watch_start(struct mtd_control *ctl)
 	else
 		snprintf(dir, sizeof(dir), ".");
 	ctl->config_base = slash ? slash + 1 : ctl->config_path;
-	bool ok;
-	ctl->config_hash = file_hash(ctl->config_path, &ok);
 	ctl->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	/* No IN_MODIFY: it fires on every write(2) to any file of the
 	 * directory, and a log kept open there would wake the control thread
@@ -333,8 +331,17 @@ static void watch_start(struct mtd_control *ctl)
 	}
 	ctl->watch_ev = event_new(ctl->base, ctl->watch_fd, EV_READ | EV_PERSIST, watch_cb, ctl);
 	ctl->watch_settle = evtimer_new(ctl->base, watch_settle_cb, ctl);
-	if (!ctl->watch_ev || !ctl->watch_settle || event_add(ctl->watch_ev, NULL) < 0)
+	if (!ctl->watch_ev || !ctl->watch_settle || event_add(ctl->watch_ev, NULL) < 0) {
 		MTD_WARN("cannot watch %s for changes: reload with SIGHUP", ctl->config_path);
+		return;
+	}
+	/* The workers serve before the watch exists: a file replaced in
+	 * between (a config manager's write as the port opened) is compared
+	 * with what was loaded, as a change the watch saw would be, after
+	 * the same settle (a SIGHUP sent with that write, pending since
+	 * main's start, is taken first and makes it one reload). */
+	struct timeval tv = {0, WATCH_SETTLE_MS * 1000};
+	evtimer_add(ctl->watch_settle, &tv);
 }
 
 static void watch_stop(struct mtd_control *ctl)
@@ -617,6 +624,10 @@ int main(int argc, char **argv)
 		MTD_ERROR("cannot initialise libevent threads / OpenSSL");
 		return 1;
 	}
+	/* The content about to be loaded, hashed first (as SIGHUP does): a
+	 * change made before the file watch starts is then still a change. */
+	bool hashed = false;
+	uint64_t loaded_hash = config_path ? file_hash(config_path, &hashed) : 0;
 	struct mtd_cfg *cfg = load_config(config_path);
 	if (!cfg)
 		return 1;
@@ -646,6 +657,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ctl.config_path = config_path;
+	ctl.config_hash = loaded_hash;
 	char err[512];
 	ctl.rt = mtd_runtime_new(&ctl, cfg, cfg->workers, err, sizeof(err));
 	if (!ctl.rt) {
