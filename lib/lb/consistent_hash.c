@@ -81,6 +81,45 @@ static int point_cmp(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
+/* The ring in point_cmp's order: by hash (a least-significant-digit radix
+ * sort, four passes of 8 bits; qsort's comparisons took 200 ms over the
+ * 1.6 million points of 10,000 endpoints), then each run of equal hashes
+ * (rare: a 32-bit collision) by id and index. tmp: len entries. */
+static void ring_sort(struct ring_point *ring, struct ring_point *tmp, size_t len)
+{
+	static uint32_t count[1u << 8];
+	struct ring_point *from = ring, *to = tmp;
+
+	for (unsigned shift = 0; shift < 32; shift += 8) {
+		uint32_t at = 0;
+
+		memset(count, 0, sizeof(count));
+		for (size_t k = 0; k < len; k++)
+			count[from[k].hash >> shift & 0xff]++;
+		for (size_t d = 0; d < 1u << 8; d++) {
+			uint32_t c = count[d];
+
+			count[d] = at;
+			at += c;
+		}
+		for (size_t k = 0; k < len; k++)
+			to[count[from[k].hash >> shift & 0xff]++] = from[k];
+		struct ring_point *t = from;
+		from = to;
+		to = t;
+	}
+	/* An even number of passes: the sorted points are back in ring. */
+	for (size_t k = 0; k + 1 < len;) {
+		size_t end = k + 1;
+
+		while (end < len && ring[end].hash == ring[k].hash)
+			end++;
+		if (end - k > 1)
+			qsort(ring + k, end - k, sizeof(*ring), point_cmp);
+		k = end;
+	}
+}
+
 static void ch_destroy(void *state)
 {
 	struct ch_state *s = state;
@@ -147,10 +186,15 @@ static int ch_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 		for (uint32_t k = 0; k < points_of[i]; k++)
 			s->ring[s->len++] = (struct ring_point){pts[k], (uint32_t)i};
 	}
-	/* Control thread only, so the comparator's context can be static. */
+	/* Control thread only, so the comparator's context and the radix
+	 * counts can be static. */
+	struct ring_point *tmp = malloc(s->len * sizeof(*tmp));
+	if (tmp == NULL)
+		goto free_state;
 	sort_eps = eps;
-	qsort(s->ring, s->len, sizeof(*s->ring), point_cmp);
+	ring_sort(s->ring, tmp, s->len);
 	sort_eps = NULL;
+	free(tmp);
 	s->nb = s->len / BUCKET_POINTS + 1;
 	s->find = calloc(s->nb + 1, sizeof(*s->find));
 	if (s->find == NULL)
