@@ -44,9 +44,9 @@
  *       seeds each (orca_one, bench_orca).
  * build ms of the control thread's CPU to build each strategy's picker
  *       over 1,000 and 10,000 endpoints (weights 50..150): fresh, and over
- *       a previous picker of the same strategy whose set had every other
- *       endpoint of this one (what a discovery update pays); best of
- *       three. "build NAME": one strategy.
+ *       a previous picker of the same strategy whose set lacked one
+ *       endpoint in 100 of this one (what a discovery update pays); best
+ *       of three. "build NAME": one strategy.
  * limit ns per rate-limit check (mtd_limit_take): one thread, then two
  *       threads contending on one bucket, every check taking a token
  *       (the compare-and-swap written each time), and two threads on a
@@ -1282,13 +1282,14 @@ static double build_ms(const struct mtd_lb_ops *ops, size_t n, bool over_prev)
 		double t0, t1;
 
 		if (over_prev) {
-			/* The previous set: every other endpoint (ids 0, 2, 4...),
-			 * packed at the front as a source would list them. */
-			static struct mtd_lb_endpoint half[MAXN];
+			/* The previous set: this one less one endpoint in 100,
+			 * packed as a source would list them. */
+			static struct mtd_lb_endpoint before[MAXN];
 			size_t k = 0;
-			for (size_t i = 0; i < n; i += 2)
-				half[k++] = eps[i];
-			prev = mtd_lb_picker_new(&cfg, half, k, NULL);
+			for (size_t i = 0; i < n; i++)
+				if (i % 100 != 50)
+					before[k++] = eps[i];
+			prev = mtd_lb_picker_new(&cfg, before, k, NULL);
 			if (prev == NULL)
 				return -1;
 		}
