@@ -54,7 +54,9 @@ struct mtd_endpoint {
 	struct mtd_cfg_addr addr;
 	int64_t start_ms;          /* warmup start: the record's, or when first seen */
 	struct mtd_lb_stats stats; /* shared by every worker; survives set changes */
-	struct mtd_mx_endpoint mx; /* connection figures, shared (metrics.h) */
+	/* Connection figures, shared; NULL until its first connection or
+	 * health check (metrics.h mtd_mx_ep_add, mtd_mx_ep_view). */
+	struct mtd_mx_endpoint *_Atomic mx;
 	/* Newest runtime generation whose snapshot holds this identity: a
 	 * worker serving generation g retires the pools of identities with
 	 * last_gen < g (removed). Written by the control thread before it

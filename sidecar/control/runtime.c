@@ -37,6 +37,7 @@ static void endpoint_free(struct mtd_endpoint *ep)
 {
 	/* Every pool held a reference: none is left. */
 	mtd_lb_stats_fini(&ep->stats);
+	mtd_lazy_free(&ep->mx);
 	free(ep->key);
 	free(ep->identity);
 	free(ep); /* its pool slots and address text too (endpoint_new) */

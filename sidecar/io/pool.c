@@ -18,6 +18,7 @@
 #include "sidecar/io/stream-t.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
+#include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
 
 /* Circuit counts (runtime-t.h) are freed by whoever drops the last
@@ -93,7 +94,7 @@ void mtd_pool_free(struct mtd_pool *p)
 	struct mtd_up_stream *s;
 	p->stopping = true; /* no reconnects while tearing down */
 	if (p->connect_failures > 0)
-		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
+		mtd_mx_ep_add(p->ep, pools_failing, -1);
 	while ((s = TAILQ_FIRST(&p->pending))) {
 		mtd_pool_dequeue(s);
 		s->ops->on_wait_end(s, MTD_UP_STOPPING, NULL);
@@ -249,10 +250,10 @@ bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns)
 
 void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason)
 {
-	atomic_fetch_add_explicit(&p->ep->mx.connect_failures, 1, memory_order_relaxed);
+	mtd_mx_ep_add(p->ep, connect_failures, 1);
 	/* One warning per outage; the attempts during it are debug lines. */
 	if (p->connect_failures++ == 0) {
-		atomic_fetch_add_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
+		mtd_mx_ep_add(p->ep, pools_failing, 1);
 		MTD_WARN("%s", reason);
 	} else
 		MTD_DEBUG("%s (%u failures in a row)", reason, p->connect_failures);
@@ -268,7 +269,7 @@ void mtd_pool_connect_succeeded(struct mtd_pool *p)
 		MTD_INFO("upstream %s: connected again after %u failed attempts", p->ep->addr.text,
 		         p->connect_failures);
 	if (p->connect_failures > 0)
-		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
+		mtd_mx_ep_add(p->ep, pools_failing, -1);
 	p->connect_failures = 0;
 	p->backoff_ns = p->retry_at_ns = 0;
 	mtd_pool_note_usable(p);

@@ -506,10 +506,10 @@ START_TEST(canary_with_zones_and_call_accounting)
 	 * keeps LEAST_ACTIVE inside the part: still 0, the only local one. */
 	ck_assert_int_eq(mtd_lb_layer_pick(l, "v1", 2, &ctx), 0);
 	mtd_lb_layer_call_begin(l, 0);
-	ck_assert_int_eq(atomic_load(&s.stats[0].active), 1);
+	ck_assert_int_eq(atomic_load(&t_live(&s.stats[0])->active), 1);
 	ck_assert_int_eq(mtd_lb_layer_pick(l, "v1", 2, &ctx), 0);
 	mtd_lb_layer_call_end(l, 0, &ok, 1);
-	ck_assert_int_eq(atomic_load(&s.stats[0].active), 0);
+	ck_assert_int_eq(atomic_load(&t_live(&s.stats[0])->active), 0);
 	/* Untagged: 3 (b), 4 (a), 5 (b): local is 4. */
 	ck_assert_int_eq(mtd_lb_layer_pick(l, NULL, 0, &ctx), 4);
 	mtd_lb_layer_tick(l, 1000, 1000);

@@ -472,7 +472,7 @@ START_TEST(latency_histogram_buckets_and_quantile)
 	mtd_lb_stats_lat_add(&s.stats[0], h);
 	ck_assert_uint_eq(h[mtd_lb_lat_bucket(3000)], 2);
 	mtd_lb_stats_fini(&s.stats[0]);
-	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
+	ck_assert_ptr_null(t_lat(&s.stats[0]));
 }
 END_TEST
 
@@ -488,7 +488,7 @@ START_TEST(latency_histogram_only_once_answered)
 	                     ok = {.ok = true, .latency_us = 700};
 
 	t_set_init(&s, 2, NULL);
-	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
+	ck_assert_ptr_null(t_lat(&s.stats[0]));
 	memset(h, 0, sizeof(h));
 	mtd_lb_stats_lat_add(&s.stats[0], h);
 	for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
@@ -499,18 +499,18 @@ START_TEST(latency_histogram_only_once_answered)
 	mtd_lb_stats_begin(&s.stats[0]);
 	mtd_lb_stats_end(&s.stats[0], &neutral, 1, 0);
 	mtd_lb_stats_begin(&s.stats[0]);
-	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
-	ck_assert_uint_eq(atomic_load(&s.stats[0].picks), 3);
-	ck_assert_uint_eq(atomic_load(&s.stats[0].failures), 1);
+	ck_assert_ptr_null(t_lat(&s.stats[0]));
+	ck_assert_uint_eq(atomic_load(&t_live(&s.stats[0])->picks), 3);
+	ck_assert_uint_eq(atomic_load(&t_live(&s.stats[0])->failures), 1);
 	mtd_lb_stats_end(&s.stats[0], &ok, 1, 0);
-	ck_assert_ptr_nonnull(atomic_load(&s.stats[0].lat));
+	ck_assert_ptr_nonnull(t_lat(&s.stats[0]));
 	mtd_lb_stats_lat_add(&s.stats[0], h);
 	ck_assert_uint_eq(h[mtd_lb_lat_bucket(700)], 1);
 	/* Its neighbour, never called, still has none. */
-	ck_assert_ptr_null(atomic_load(&s.stats[1].lat));
+	ck_assert_ptr_null(t_lat(&s.stats[1]));
 	mtd_lb_stats_fini(&s.stats[1]);
 	mtd_lb_stats_fini(&s.stats[0]);
-	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
+	ck_assert_ptr_null(t_lat(&s.stats[0]));
 }
 END_TEST
 

@@ -23,12 +23,15 @@
 #include <event2/event.h>
 
 #include "core/clock.h"
+#include "core/lazy.h"
 #include "discovery/discovery.h"
+#include "lb/lb.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/stream-t.h"
 #include "sidecar/io/upstream.h"
+#include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
 
@@ -317,6 +320,8 @@ static void fx_close(struct fx *f)
 	/* Every reference the pool took was given back. */
 	ck_assert_uint_eq(atomic_load(&f->svc.ref.n), 1);
 	ck_assert_uint_eq(atomic_load(&f->ep->ref.n), 1);
+	mtd_lazy_free(&f->ep->mx); /* its connection figures (metrics.h) */
+	mtd_lb_stats_fini(&f->ep->stats);
 	free(f->ep);
 }
 
@@ -333,9 +338,13 @@ START_TEST(retired_pool_whose_connection_fails_opens_none)
 	fx_open(&f);
 	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	ck_assert_ptr_nonnull(p);
+	/* No connection yet: no connection figures (metrics.h), read as 0. */
+	ck_assert_ptr_null(atomic_load(&f.ep->mx));
+	ck_assert_int_eq(atomic_load(&mtd_mx_ep_view(&f.ep->mx)->conns_open), 0);
 	struct mtd_up_stream *a1 = attempt_new(&f), *a2 = attempt_new(&f);
 	ck_assert_int_eq(mtd_pool_enqueue(p, a1), 0);
 	ck_assert_uint_eq(p->n_conns, 1);
+	ck_assert_int_eq(atomic_load(&mtd_mx_ep_view(&f.ep->mx)->conns_open), 1);
 	/* The upstream accepts and sends its SETTINGS: a1's stream opens. */
 	ck_assert(turn_until(&f, accepted));
 	ck_assert(turn_until(&f, transport_up));
@@ -353,6 +362,7 @@ START_TEST(retired_pool_whose_connection_fails_opens_none)
 	ck_assert(mtd_up_check_write_stall(c, INT64_MAX / 2));
 	ck_assert_int_eq(n_conn_lost, 1);
 	ck_assert_uint_eq(p->n_conns, 0);
+	ck_assert_int_eq(atomic_load(&mtd_mx_ep_view(&f.ep->mx)->conns_open), 0);
 	turn(&f);
 
 	/* Whatever waits there now, the pool opens no connection. */
