@@ -117,7 +117,6 @@ struct mtd_lb_endpoint {
 	int64_t start_ms;               /* wall-clock ms the instance started (registry
 	                               record) or was first seen; 0 = unknown/old */
 	struct mtd_lb_stats *stats;     /* never NULL */
-	void *user;                     /* the data plane's endpoint object */
 	const char *zone;               /* NULL or "" = unknown (routing layer) */
 	const struct mtd_lb_meta *meta; /* n_meta entries (routing layer) */
 	size_t n_meta;

@@ -44,6 +44,11 @@ struct ssl_ctx_st;
 /* One endpoint identity (lib/discovery/discovery-t.h). */
 struct mtd_endpoint {
 	struct mtd_ref ref;
+	/* Active health checks (health.c) found it unhealthy; control thread
+	 * writes it (from the results workers send back), and each snapshot's
+	 * unhealthy bitmap starts from it. Beside ref, in what would be
+	 * padding. */
+	bool hc_down;
 	char *key;                 /* registry key, or NULL */
 	/* The identity its registry record names (FROM_REGISTRY checks the
 	 * server presents it), or NULL. Part of what the record
@@ -66,10 +71,6 @@ struct mtd_endpoint {
 	 * SETTINGS and is not closed; set and cleared by that worker (pool.c),
 	 * read by health.c to run a check where a connection already is. */
 	_Atomic uint64_t pooled;
-	/* Active health checks (health.c) found it unhealthy; control thread
-	 * writes it (from the results workers send back), and each snapshot's
-	 * unhealthy bitmap starts from it. */
-	bool hc_down;
 	/* When it last came back (active checks SERVING again, or its
 	 * ejection ended), 0 = never: its warmup restarts from then
 	 * (mtd_control_rewarm). Control thread. */

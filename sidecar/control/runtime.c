@@ -652,7 +652,6 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		        .start_ms = returned ? ep->returned_ms : start,
 		        .returned = returned,
 		        .stats = &ep->stats,
-		        .user = ep,
 		};
 	}
 	s->awaiting = awaiting_of(b);
