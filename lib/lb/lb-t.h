@@ -102,6 +102,12 @@ struct mtd_lb_meta {
 	const char *value;
 };
 
+/* An endpoint's metadata: n entries (the routing layer's tags). */
+struct mtd_lb_metas {
+	const struct mtd_lb_meta *kv;
+	size_t n;
+};
+
 /* One endpoint as a strategy sees it. The array handed to a picker is
  * immutable for the picker's lifetime. */
 struct mtd_lb_endpoint {
@@ -118,8 +124,7 @@ struct mtd_lb_endpoint {
 	                               record) or was first seen; 0 = unknown/old */
 	struct mtd_lb_stats *stats;     /* never NULL */
 	const char *zone;               /* NULL or "" = unknown (routing layer) */
-	const struct mtd_lb_meta *meta; /* n_meta entries (routing layer) */
-	size_t n_meta;
+	const struct mtd_lb_metas *meta; /* NULL = none (routing layer) */
 };
 
 enum mtd_lb_warmup_curve {

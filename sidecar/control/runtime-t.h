@@ -117,8 +117,7 @@ struct mtd_rt_hc {
 /* Per snapshot metadata of an endpoint (it may change while the endpoint
  * stays; its zone, which may too, is lb_eps[i].zone). */
 struct mtd_rt_epattr {
-	struct mtd_disc_meta *meta; /* owned copies */
-	size_t n_meta;
+	struct mtd_lb_metas meta; /* kv: owned copies (strings too); lb_eps[i].meta points here */
 };
 
 /* A service's config as a control plane overrides it (xDS: its Cluster's

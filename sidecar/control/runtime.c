@@ -48,11 +48,11 @@ static void attrs_free(struct mtd_rt_epattr *a, size_t n)
 	if (!a)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		for (size_t m = 0; m < a[i].n_meta; m++) {
-			free((char *)a[i].meta[m].key);
-			free((char *)a[i].meta[m].value);
+		for (size_t m = 0; m < a[i].meta.n; m++) {
+			free((char *)a[i].meta.kv[m].key);
+			free((char *)a[i].meta.kv[m].value);
 		}
-		free(a[i].meta);
+		free((struct mtd_lb_meta *)a[i].meta.kv);
 	}
 	free(a);
 }
@@ -300,12 +300,12 @@ static bool attr_same(const struct mtd_lb_endpoint *le, const struct mtd_rt_epat
 	const char *az = le->zone, *dz = d->zone && d->zone[0] ? d->zone : NULL;
 	if ((az == NULL) != (dz == NULL) || (az && strcmp(az, dz) != 0))
 		return false;
-	size_t an = a ? a->n_meta : 0;
+	size_t an = a ? a->meta.n : 0;
 	if (an != d->n_metadata)
 		return false;
 	for (size_t i = 0; i < an; i++)
-		if (strcmp(a->meta[i].key, d->metadata[i].key) != 0 ||
-		    strcmp(a->meta[i].value, d->metadata[i].value) != 0)
+		if (strcmp(a->meta.kv[i].key, d->metadata[i].key) != 0 ||
+		    strcmp(a->meta.kv[i].value, d->metadata[i].value) != 0)
 			return false;
 	return true;
 }
@@ -343,14 +343,15 @@ static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
 {
 	if (d->n_metadata == 0)
 		return 0;
-	a->meta = calloc(d->n_metadata, sizeof(*a->meta));
-	if (!a->meta)
+	struct mtd_lb_meta *kv = calloc(d->n_metadata, sizeof(*kv));
+	if (!kv)
 		return -ENOMEM;
+	a->meta.kv = kv;
 	for (size_t i = 0; i < d->n_metadata; i++) {
-		a->n_meta = i + 1;
-		a->meta[i].key = strdup(d->metadata[i].key);
-		a->meta[i].value = strdup(d->metadata[i].value);
-		if (!a->meta[i].key || !a->meta[i].value)
+		a->meta.n = i + 1;
+		kv[i].key = strdup(d->metadata[i].key);
+		kv[i].value = strdup(d->metadata[i].value);
+		if (!kv[i].key || !kv[i].value)
 			return -ENOMEM;
 	}
 	return 0;
@@ -684,9 +685,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	}
 	/* What the routing layer reads, from the kept copies (zones above). */
 	for (size_t i = 0; s->attrs && i < n; i++) {
-		/* struct mtd_disc_meta and struct mtd_lb_meta are both {key, value}. */
-		s->lb_eps[i].meta = (const struct mtd_lb_meta *)s->attrs[i].meta;
-		s->lb_eps[i].n_meta = s->attrs[i].n_meta;
+		s->lb_eps[i].meta = s->attrs[i].meta.n > 0 ? &s->attrs[i].meta : NULL;
 	}
 	if (layer_wanted(&cfg->layer)) {
 		s->layer = mtd_lb_layer_new(&cfg->layer, &cfg->lb, s->lb_eps, s->n_eps, prev ? prev->layer : NULL);
@@ -1407,8 +1406,9 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 		                                    .salen = ep->addr.salen,
 		                                    .weight = prev->lb_eps[i].weight,
 		                                    .zone = prev->lb_eps[i].zone,
-		                                    .metadata = a ? a->meta : NULL,
-		                                    .n_metadata = a ? a->n_meta : 0,
+		                                    /* both {key, value} */
+		                                    .metadata = a ? (const struct mtd_disc_meta *)a->meta.kv : NULL,
+		                                    .n_metadata = a ? a->meta.n : 0,
 		                                    .start_ms = prev->lb_eps[i].start_ms};
 		memcpy(&set[i].sa, &ep->addr.sa, ep->addr.salen);
 	}

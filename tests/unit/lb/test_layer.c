@@ -415,19 +415,16 @@ END_TEST
 static const struct mtd_lb_meta v1[] = {{"version", "v1"}, {"team", "x"}};
 static const struct mtd_lb_meta v2[] = {{"version", "v2"}};
 static const struct mtd_lb_meta other[] = {{"team", "y"}};
+static const struct mtd_lb_metas l_v1 = {v1, 2}, l_v2 = {v2, 1}, l_other = {other, 1};
 
 /* 0..1 version v1, 2 version v2, 3..5 untagged (4 has another key). */
 static void tagged(struct t_set *s)
 {
 	t_set_init(s, 6, NULL);
-	s->eps[0].meta = v1;
-	s->eps[0].n_meta = 2;
-	s->eps[1].meta = v1;
-	s->eps[1].n_meta = 2;
-	s->eps[2].meta = v2;
-	s->eps[2].n_meta = 1;
-	s->eps[4].meta = other;
-	s->eps[4].n_meta = 1;
+	s->eps[0].meta = &l_v1;
+	s->eps[1].meta = &l_v1;
+	s->eps[2].meta = &l_v2;
+	s->eps[4].meta = &l_other;
 }
 
 START_TEST(canary_selection_and_fallback)
