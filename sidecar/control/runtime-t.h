@@ -49,13 +49,14 @@ struct mtd_endpoint {
 	 * unhealthy bitmap starts from it. Beside ref, in what would be
 	 * padding. */
 	bool hc_down;
+	uint16_t n_slots; /* pools[]'s length: the workers when it was made (at least 1) */
 	char *key;                 /* registry key, or NULL */
 	/* The identity its registry record names (FROM_REGISTRY checks the
 	 * server presents it), or NULL. Part of what the record
 	 * says, like the address: a changed one is another identity. */
 	char *identity;
 	/* text (the id pickers hash) and host (SNI default) are in the
-	 * endpoint's own allocation, after pools[] (runtime.c endpoint_new). */
+	 * endpoint's own allocation, after it (runtime.c endpoint_new). */
 	struct mtd_cfg_addr addr;
 	int64_t start_ms;          /* warmup start: the record's, or when first seen */
 	struct mtd_lb_stats stats; /* shared by every worker; survives set changes */
@@ -76,9 +77,11 @@ struct mtd_endpoint {
 	 * (mtd_control_rewarm). Control thread. */
 	int64_t returned_ms;
 	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_eps */
-	/* [n_workers] (at least 1), in the endpoint's own allocation: slot i
-	 * is worker i's, only it touches it. */
-	struct mtd_pool *pools[];
+	/* [n_slots], made by the first pool any worker makes for it
+	 * (pool.c; core/lazy.h: compare-and-swap), NULL until then: most
+	 * endpoints a sidecar knows are never called. Slot i is worker i's,
+	 * only it touches it. Freed with the endpoint. */
+	struct mtd_pool **_Atomic pools;
 };
 
 /* A rate_limit's token bucket, shared by every worker and by

@@ -38,9 +38,10 @@ static void endpoint_free(struct mtd_endpoint *ep)
 	/* Every pool held a reference: none is left. */
 	mtd_lb_stats_fini(&ep->stats);
 	mtd_lazy_free(&ep->mx);
+	mtd_lazy_free(&ep->pools);
 	free(ep->key);
 	free(ep->identity);
-	free(ep); /* its pool slots and address text too (endpoint_new) */
+	free(ep); /* its address text too (endpoint_new) */
 }
 
 static void attrs_free(struct mtd_rt_epattr *a, size_t n)
@@ -264,11 +265,12 @@ static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, cons
 	uint16_t port;
 	if (addr_parts(d->address, host, &h, &nh, &port) < 0)
 		return NULL;
-	struct mtd_endpoint *ep = calloc(1, sizeof(*ep) + slots * sizeof(ep->pools[0]) + nt + 1 + nh + 1);
+	struct mtd_endpoint *ep = calloc(1, sizeof(*ep) + nt + 1 + nh + 1);
 	if (!ep)
 		return NULL;
 	mtd_ref_init(&ep->ref);
-	char *text = (char *)&ep->pools[slots];
+	ep->n_slots = (uint16_t)slots;
+	char *text = (char *)(ep + 1);
 	memcpy(text, d->address, nt + 1);
 	memcpy(text + nt + 1, h, nh); /* its NUL is calloc's */
 	ep->addr.text = text;

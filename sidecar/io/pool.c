@@ -18,6 +18,7 @@
 #include "sidecar/io/stream-t.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
+#include "core/lazy.h"
 #include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
 
@@ -58,9 +59,12 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 {
 	/* Keyed by endpoint identity: the pool (and its connections) stays
 	 * while the endpoint stays in the worker's snapshots. */
-	struct mtd_pool *p = ep->pools[w->id];
+	struct mtd_pool **slots = mtd_lazy_peek(&ep->pools);
+	struct mtd_pool *p = slots ? slots[w->id] : NULL;
 	if (p)
 		return p;
+	if (!slots && !(slots = mtd_lazy_get_n(&ep->pools, ep->n_slots)))
+		return NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
@@ -74,7 +78,7 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 	LIST_INIT(&p->conns);
 	TAILQ_INIT(&p->pending);
 	LIST_INSERT_HEAD(&w->pools, p, link);
-	ep->pools[w->id] = p;
+	slots[w->id] = p;
 	w->pools_born = true;
 	/* Asked for by a call or a check of an older snapshot, for an
 	 * identity the worker's current one no longer holds: its pool was
@@ -105,7 +109,7 @@ void mtd_pool_free(struct mtd_pool *p)
 		mtd_tls_session_free(p->tls_session);
 	count_pending_in(p, NULL); /* none waits: gives back nothing, drops the reference */
 	LIST_REMOVE(p, link);
-	p->ep->pools[p->w->id] = NULL;
+	mtd_lazy_peek(&p->ep->pools)[p->w->id] = NULL; /* made with p */
 	mtd_endpoint_unref(p->ep);
 	mtd_rt_service_unref(p->svc);
 	free(p);
