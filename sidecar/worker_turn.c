@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
+#include "core/lazy.h"
 #include "core/log.h"
 #include "sidecar/call/call.h"
 #include "sidecar/call/failback.h"
@@ -105,7 +106,8 @@ int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
 		if (same_config && prev->services[i] == s)
 			continue;
 		for (size_t e = 0; e < s->n_eps; e++) {
-			struct mtd_pool *p = s->eps[e]->pools[w->id];
+			struct mtd_pool **slots = mtd_lazy_peek(&s->eps[e]->pools);
+			struct mtd_pool *p = slots ? slots[w->id] : NULL;
 			if (p)
 				mtd_pool_set_service(p, s);
 		}

@@ -153,7 +153,7 @@ class Upstream:
 
 
 class Maitred:
-    def __init__(self, tmp, xds_port, services):
+    def __init__(self, tmp, xds_port, services, env=None):
         self.port, self.admin = free_port(), free_port()
         lines = ["listen: \"127.0.0.1:%d\"" % self.port, "admin: \"127.0.0.1:%d\"" % self.admin, "workers: 2",
                  "drain_timeout: \"1s\"", "log:", "  level: WARN",
@@ -169,7 +169,7 @@ class Maitred:
         self.logpath = os.path.join(tmp, "maitred.log")
         self.log = open(self.logpath, "ab")
         self.p = subprocess.Popen([BIN, "--config", self.path], stdout=self.log, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL, env=env)
         self.pid = self.p.pid
 
         def listening():

@@ -11,10 +11,15 @@ what an endpoint costs alone; over N, with the first K, a cluster.
   memory.py [N] [K,K...]      default 10000 and 10,1
 
 A measurement, not a test; MAITRED_BIN picks the binary (a build without
-sanitizers), as for measure.py.
+sanitizers), as for measure.py. HEAPPROF=1 also runs maitred under
+heapprof.c (built here with cc) and prints, per cluster, the live malloc
+chunks by the code that allocated them that the clusters and assignments
+added (the two dumps' difference; chunks, not touched pages: the
+private figures above then include the profiler's own table).
 """
 
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,21 +30,73 @@ from measure import (CDS, EDS, Maitred, Server, cla, fake_address, mesh_clusters
                      private_kib, wait_for)
 
 
+def heapprof_env(tmp, k):
+    """The environment maitred runs in under heapprof.so, or None."""
+    if not os.environ.get("HEAPPROF"):
+        return None
+    so = os.path.join(tmp, "heapprof.so")
+    if not os.path.exists(so):
+        subprocess.check_call(["cc", "-O2", "-shared", "-fPIC", "-o", so,
+                               os.path.join(os.path.dirname(os.path.abspath(__file__)), "heapprof.c"),
+                               "-ldl", "-lpthread"])
+    return dict(os.environ, LD_PRELOAD=so, HEAPPROF_OUT=os.path.join(tmp, "heap-%d" % k))
+
+
+def heap_dump(env):
+    """Asks heapprof for a dump; its live chunks by caller: {(obj, addr): (n, bytes)}."""
+    out = env["HEAPPROF_OUT"]
+    seq = heap_dump.seq = getattr(heap_dump, "seq", {})
+    i = seq.get(out, 0)
+    seq[out] = i + 1
+    open(out + ".req", "w").close()
+    wait_for(lambda: os.path.exists("%s.%d" % (out, i)), "the heap profile")
+    d = {}
+    for line in open("%s.%d" % (out, i)):
+        n, b, addr, obj = line.split(None, 3)
+        d[(obj.strip(), addr)] = (int(n), int(b))
+    return d
+
+
+def heap_report(before, after, n, top=30):
+    diff = []
+    for key, (cn, cb) in after.items():
+        bn, bb = before.get(key, (0, 0))
+        if cb != bb:
+            diff.append((cb - bb, cn - bn, key))
+    diff.sort(reverse=True)
+    total = sum(d[0] for d in diff)
+    print("  heap profile: %.0f B of chunks per cluster; largest, by caller:" % (total / n))
+    for db, dn, (obj, addr) in diff[:top]:
+        where = "%s+%s" % (os.path.basename(obj), addr)
+        try:
+            r = subprocess.run(["addr2line", "-f", "-i", "-C", "-e", obj, "%x" % (int(addr, 16) - 1)],
+                               capture_output=True, text=True, timeout=30).stdout.split("\n")
+            where = "%s (%s)" % (r[0], os.path.basename(r[1])) if r and r[0] != "??" else where
+        except (OSError, subprocess.SubprocessError):
+            pass
+        print("  %8.1f B %7.2f chunks  %s" % (db / n, dn / n, where))
+
+
 def one(tmp, n, k):
     names = mesh_names(n)
     server = Server(tmp).start()
-    m = Maitred(tmp, server.port, names)
+    env = heapprof_env(tmp, k)
+    m = Maitred(tmp, server.port, names, env=env)
     try:
         wait_for(lambda: any(e["type_url"] == CDS for e in server.new_log()), "maitred's CDS request")
         time.sleep(2)
         none = private_kib(m.pid)
+        heap0 = heap_dump(env) if env else None
         v, _ = server.push("PUT", "cluster", mesh_clusters(names))
         server.wait_ack(CDS, v, "%d clusters" % n)
         v, _ = server.push("PUT", "endpoint",
                            [cla(cl, [fake_address(i, j) for j in range(k)], 9) for i, (_, cl) in enumerate(names)])
         server.wait_ack(EDS, v, "%d assignments" % n)
         time.sleep(3)
-        return none, private_kib(m.pid)
+        full = private_kib(m.pid)
+        if env:
+            heap_report(heap0, heap_dump(env), n)
+        return none, full
     finally:
         m.stop()
         server.stop()

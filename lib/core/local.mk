@@ -4,6 +4,7 @@ lib_libmaitred_a_SOURCES += lib/core/log.h lib/core/log.c \
 	lib/core/timers.h lib/core/timers.c \
 	lib/core/clock.h lib/core/clock.c lib/core/bits.h lib/core/ref.h lib/core/hash.h \
 	lib/core/addr.h lib/core/addr.c \
+	lib/core/lazy.h lib/core/lazy.c \
 	lib/core/base64.h lib/core/base64.c \
 	lib/core/utf8.h lib/core/utf8.c
 

@@ -100,7 +100,7 @@ static void rescale(struct cswrr_state *s)
 	size_t k = 0;
 
 	for (size_t i = 0; i < s->n; i++) {
-		uint64_t now = atomic_load_explicit(&s->eps[i].stats->picks, memory_order_relaxed);
+		uint64_t now = atomic_load_explicit(&mtd_lb_stats_view(s->eps[i].stats)->picks, memory_order_relaxed);
 
 		s->started[i] = (double)(now - s->picks0[i]);
 		s->picks0[i] = now;
@@ -290,7 +290,7 @@ static int cswrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpo
 		goto free_state;
 	for (size_t i = 0; i < n; i++) {
 		s->w[i] = 1.0;
-		s->picks0[i] = atomic_load_explicit(&eps[i].stats->picks, memory_order_relaxed);
+		s->picks0[i] = atomic_load_explicit(&mtd_lb_stats_view(eps[i].stats)->picks, memory_order_relaxed);
 	}
 	if (old != NULL && inherit_scales(s, old) != 0)
 		goto free_state;

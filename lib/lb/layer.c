@@ -89,9 +89,11 @@ struct mtd_lb_layer {
 
 static const char *meta_value(const struct mtd_lb_endpoint *ep, const char *key)
 {
-	for (size_t k = 0; k < ep->n_meta; k++)
-		if (ep->meta[k].key != NULL && strcmp(ep->meta[k].key, key) == 0)
-			return ep->meta[k].value != NULL ? ep->meta[k].value : "";
+	for (size_t k = 0; ep->meta != NULL && k < ep->meta->n; k++) {
+		const struct mtd_lb_meta *m = &ep->meta->kv[k];
+		if (m->key != NULL && strcmp(m->key, key) == 0)
+			return m->value != NULL ? m->value : "";
+	}
 	return NULL;
 }
 

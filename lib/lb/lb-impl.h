@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "lb/lb-t.h"
+#include "lb/lb.h"
 
 /* A double kept in an _Atomic uint64_t (shared figures that workers read
  * and the tick writes, lock-free): its bits, and back. */
@@ -209,7 +210,7 @@ static inline int mtd_lb__argmin_weighted(const void *state, mtd_lb__cost_fn *co
 
 static inline int64_t mtd_lb__active_of(const struct mtd_lb_stats *st)
 {
-	int64_t a = atomic_load_explicit(&st->active, memory_order_relaxed);
+	int64_t a = atomic_load_explicit(&mtd_lb_stats_view(st)->active, memory_order_relaxed);
 
 	return a > 0 ? a : 0;
 }

@@ -50,11 +50,12 @@ enum mtd_lb_orca_oob {
 	MTD_LB_ORCA_OOB_UNIMPLEMENTED = 3, /* the endpoint has no OpenRcaService: the trailers' */
 };
 
-/* Live figures of one endpoint, shared by every worker thread. Owned by the
- * data plane's endpoint object, which outlives every picker pointing at it,
- * and survives endpoint-set changes (an endpoint keeps its stats while it
- * stays in the set). Written only through mtd_lb_stats_*(). */
-struct mtd_lb_stats {
+/* Live figures of one endpoint, shared by every worker thread: what
+ * calls and reports write. Allocated by the endpoint's first write (its
+ * first pick, or an ORCA report): a sidecar knows thousands of endpoints
+ * and calls few (struct mtd_lb_stats.live). Written only through
+ * mtd_lb_stats_*() and orca.c. */
+struct mtd_lb_live {
 	_Atomic int64_t active;          /* calls in flight, all workers */
 	_Atomic uint64_t picks;          /* calls started */
 	_Atomic uint64_t successes;      /* calls ended OK (any gRPC status from the peer) */
@@ -67,18 +68,26 @@ struct mtd_lb_stats {
 	_Atomic uint64_t window_count;   /* (successes only; halved every */
 	_Atomic int64_t window_stamp_ns; /*  MTD_LB_WINDOW_SLIDE_NS) */
 	/* Successes by latency (to the first response message), for the
-	 * admin's p99 per endpoint and split group (the live page). NULL
-	 * until the first success is recorded: a sidecar knows thousands of
-	 * endpoints and calls few. Whichever thread records first installs
-	 * it (compare-and-swap; a loser frees its copy and counts into the
-	 * winner's); readers take NULL as empty (mtd_lb_stats_lat_add).
-	 * Freed by mtd_lb_stats_fini. */
+	 * admin's p99 per endpoint and split group (the live page): out of
+	 * line again (424 B), installed by the first success recorded
+	 * (core/lazy.h; NULL read as empty, mtd_lb_stats_lat_add). */
 	struct mtd_lb_lat_hist *_Atomic lat;
 	/* Its ORCA reports, out of line like lat and for the same reason:
 	 * installed by the first report recorded (or the first non-zero
-	 * weight a tick gives it), NULL read as none. Freed by
-	 * mtd_lb_stats_fini. */
+	 * weight a tick gives it), NULL read as none. */
 	struct mtd_lb_orca_state *_Atomic orca;
+};
+
+/* One endpoint's figures as its owner holds them (the data plane's
+ * endpoint object, which outlives every picker pointing at it, and
+ * survives endpoint-set changes: an endpoint keeps its stats while it
+ * stays in the set). 16 bytes until the endpoint is used. Freed by
+ * mtd_lb_stats_fini. */
+struct mtd_lb_stats {
+	/* NULL until the first write; whichever thread writes first
+	 * installs it (core/lazy.h: compare-and-swap, the loser frees its
+	 * copy); readers take NULL as every figure zero. */
+	struct mtd_lb_live *_Atomic live;
 	/* Its out-of-band stream (enum mtd_lb_orca_oob), written by the
 	 * control thread alone (mtd_lb_orca_set_oob): while WAITING or OPEN
 	 * the reports come from that stream and the trailers' are not
@@ -91,6 +100,12 @@ struct mtd_lb_stats {
 struct mtd_lb_meta {
 	const char *key;
 	const char *value;
+};
+
+/* An endpoint's metadata: n entries (the routing layer's tags). */
+struct mtd_lb_metas {
+	const struct mtd_lb_meta *kv;
+	size_t n;
 };
 
 /* One endpoint as a strategy sees it. The array handed to a picker is
@@ -108,10 +123,8 @@ struct mtd_lb_endpoint {
 	int64_t start_ms;               /* wall-clock ms the instance started (registry
 	                               record) or was first seen; 0 = unknown/old */
 	struct mtd_lb_stats *stats;     /* never NULL */
-	void *user;                     /* the data plane's endpoint object */
 	const char *zone;               /* NULL or "" = unknown (routing layer) */
-	const struct mtd_lb_meta *meta; /* n_meta entries (routing layer) */
-	size_t n_meta;
+	const struct mtd_lb_metas *meta; /* NULL = none (routing layer) */
 };
 
 enum mtd_lb_warmup_curve {

@@ -7,6 +7,7 @@
 #ifndef MTD_LB_H
 #define MTD_LB_H
 
+#include <stdatomic.h>
 #include <sys/types.h> /* ssize_t */
 
 #include "lb/lb-t.h"
@@ -73,6 +74,17 @@ void mtd_lb_call_end(struct mtd_lb_picker *p, size_t idx, const struct mtd_lb_re
  * decay_ms: the service's lb decay (<= 0: the default). */
 void mtd_lb_stats_begin(struct mtd_lb_stats *st);
 void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, int64_t now_ns, int64_t decay_ms);
+
+/* st's figures to read, any thread: its live block, or a block of
+ * zeroes while st was never written (no pick, no report yet). Acquire:
+ * the block's zeroes are seen before its pointer (core/lazy.h). */
+extern const struct mtd_lb_live mtd_lb__live_zero;
+static inline const struct mtd_lb_live *mtd_lb_stats_view(const struct mtd_lb_stats *st)
+{
+	const struct mtd_lb_live *l = atomic_load_explicit(&st->live, memory_order_acquire);
+
+	return l != NULL ? l : &mtd_lb__live_zero;
+}
 
 /* Adds st's latency histogram into hist (MTD_LB_LAT_BUCKETS counts):
  * nothing while st has none (no success recorded yet). Any thread. */

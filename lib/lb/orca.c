@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include "core/base64.h"
+#include "core/lazy.h"
 
 #include <errno.h>
 #include <math.h>
@@ -216,26 +217,19 @@ double mtd_lb_orca_weight(const struct mtd_lb_orca_report *r, double penalty)
 	return r->qps / util;
 }
 
-/* st's report state, installed by the first thread that needs one
- * (compare-and-swap, as stats.c's histogram; a loser frees its copy);
- * NULL only out of memory. */
-static __attribute__((noinline)) struct mtd_lb_orca_state *orca_install(struct mtd_lb_stats *st)
-{
-	struct mtd_lb_orca_state *mine = calloc(1, sizeof(*mine)), *cur = NULL;
-
-	if (!mine)
-		return atomic_load_explicit(&st->orca, memory_order_acquire);
-	if (atomic_compare_exchange_strong_explicit(&st->orca, &cur, mine, memory_order_acq_rel, memory_order_acquire))
-		return mine;
-	free(mine);
-	return cur;
-}
-
+/* st's report state, installed by the first report (core/lazy.h: st's
+ * live block first, then the state in it); NULL only out of memory. */
 static struct mtd_lb_orca_state *orca_of(struct mtd_lb_stats *st)
 {
-	struct mtd_lb_orca_state *o = atomic_load_explicit(&st->orca, memory_order_acquire);
+	struct mtd_lb_live *l = mtd_lazy_get(&st->live);
 
-	return o ? o : orca_install(st);
+	return l != NULL ? mtd_lazy_get(&l->orca) : NULL;
+}
+
+/* st's report state to read: NULL while it has none. */
+static struct mtd_lb_orca_state *orca_peek(const struct mtd_lb_stats *st)
+{
+	return mtd_lazy_peek(&mtd_lb_stats_view(st)->orca);
 }
 
 /* A report that parsed (rc 0) or did not: stored, or counted. */
@@ -311,7 +305,7 @@ bool mtd_lb_orca_trailers_count(const struct mtd_lb_stats *st)
 
 double mtd_lb_orca_weight_at(const struct mtd_lb_stats *st, const struct mtd_lb_orca_config *cfg, int64_t now_ms)
 {
-	const struct mtd_lb_orca_state *o = atomic_load_explicit(&st->orca, memory_order_acquire);
+	const struct mtd_lb_orca_state *o = orca_peek(st);
 	int64_t last = o ? atomic_load_explicit(&o->last_ms, memory_order_acquire) : 0, since;
 
 	if (last == 0 || now_ms - last >= cfg->expiration_ms)
@@ -324,7 +318,7 @@ double mtd_lb_orca_weight_at(const struct mtd_lb_stats *st, const struct mtd_lb_
 
 void mtd_lb_orca_view(const struct mtd_lb_stats *st, struct mtd_lb_orca_view *out)
 {
-	const struct mtd_lb_orca_state *o = atomic_load_explicit(&st->orca, memory_order_acquire);
+	const struct mtd_lb_orca_state *o = orca_peek(st);
 
 	if (!o) {
 		*out = (struct mtd_lb_orca_view){.oob = mtd_lb_orca_oob_state(st)};
@@ -346,11 +340,11 @@ void mtd_lb_orca_view(const struct mtd_lb_stats *st, struct mtd_lb_orca_view *ou
 
 void mtd_lb__orca_set_used(struct mtd_lb_stats *st, double w)
 {
-	struct mtd_lb_orca_state *o = atomic_load_explicit(&st->orca, memory_order_acquire);
+	struct mtd_lb_orca_state *o = orca_peek(st);
 
 	/* No state reads as "none" (0): an endpoint without reports gets
 	 * none made for a 0. */
-	if (!o && (w == 0.0 || !(o = orca_install(st))))
+	if (!o && (w == 0.0 || !(o = orca_of(st))))
 		return;
 	atomic_store_explicit(&o->used_bits, mtd_lb__bits_of(w), memory_order_relaxed);
 }

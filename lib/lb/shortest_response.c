@@ -12,12 +12,13 @@
 
 #include "lb/lb-impl.h"
 
-static uint32_t sr_cost(const struct mtd_lb_stats *st)
+static uint32_t sr_cost(const struct mtd_lb_stats *stats)
 {
+	const struct mtd_lb_live *st = mtd_lb_stats_view(stats);
 	uint64_t sum = atomic_load_explicit(&st->window_sum_us, memory_order_relaxed);
 	uint64_t cnt = atomic_load_explicit(&st->window_count, memory_order_relaxed);
 	uint64_t avg = cnt > 0 ? sum / cnt : 0;
-	uint64_t load = (uint64_t)mtd_lb__active_of(st) + 1;
+	uint64_t load = (uint64_t)mtd_lb__active_of(stats) + 1;
 
 	if (avg == 0)
 		return 0;

@@ -12,8 +12,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/lazy.h"
 #include "lb/lb.h"
 #include "lb/lb-impl.h"
+
+const struct mtd_lb_live mtd_lb__live_zero;
 
 uint64_t mtd_lb_rand(uint64_t *state)
 {
@@ -84,7 +87,7 @@ int mtd_lb__any_eligible(const struct mtd_lb_endpoint *eps, size_t n, const stru
 
 /* ---- call accounting ---------------------------------------------------- */
 
-static double ewma_load(const struct mtd_lb_stats *st)
+static double ewma_load(const struct mtd_lb_live *st)
 {
 	uint64_t bits = atomic_load_explicit(&st->ewma_bits, memory_order_relaxed);
 	double v;
@@ -93,8 +96,9 @@ static double ewma_load(const struct mtd_lb_stats *st)
 	return v;
 }
 
-double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns, int64_t decay_ms)
+double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *stats, int64_t now_ns, int64_t decay_ms)
 {
+	const struct mtd_lb_live *st = mtd_lb_stats_view(stats);
 	double cost = ewma_load(st);
 	int64_t stamp = atomic_load_explicit(&st->ewma_stamp_ns, memory_order_relaxed);
 	double tau_ns = (double)(decay_ms > 0 ? decay_ms : MTD_LB_DEFAULT_DECAY_MS) * 1e6;
@@ -110,7 +114,7 @@ double mtd_lb_stats_ewma_us(const struct mtd_lb_stats *st, int64_t now_ns, int64
 /* Peak EWMA (Finagle/linkerd): a sample above the estimate replaces it at
  * once (the peak); a lower one is blended in with weight 1 - e^(-dt/tau).
  * Concurrent writers race on a CAS; a lost race retries with fresh data. */
-static void ewma_observe(struct mtd_lb_stats *st, double rtt_us, int64_t now_ns, int64_t decay_ms)
+static void ewma_observe(struct mtd_lb_live *st, double rtt_us, int64_t now_ns, int64_t decay_ms)
 {
 	double tau_ns = (double)(decay_ms > 0 ? decay_ms : MTD_LB_DEFAULT_DECAY_MS) * 1e6;
 	int64_t stamp = atomic_exchange_explicit(&st->ewma_stamp_ns, now_ns, memory_order_relaxed);
@@ -137,7 +141,7 @@ static void ewma_observe(struct mtd_lb_stats *st, double rtt_us, int64_t now_ns,
  * count every period instead of zeroing them, so an estimate never drops
  * to "no data" at a boundary and old samples fade geometrically. Two
  * threads may both see a stale stamp; only the CAS winner halves. */
-static void window_observe(struct mtd_lb_stats *st, int64_t latency_us, int64_t now_ns)
+static void window_observe(struct mtd_lb_live *st, int64_t latency_us, int64_t now_ns)
 {
 	int64_t stamp = atomic_load_explicit(&st->window_stamp_ns, memory_order_relaxed);
 
@@ -191,34 +195,18 @@ double mtd_lb_lat_quantile_ms(const uint64_t *hist, double q)
 	return mtd_lb_lat_upper_us(MTD_LB_LAT_BUCKETS - 1) / 1000.0;
 }
 
-/* The first success of st: a zeroed histogram installed, or the one
- * another thread installed first. NULL only when out of memory (the
- * sample is then not counted in the histogram; its other figures are). */
-static __attribute__((noinline, cold)) struct mtd_lb_lat_hist *lat_install(struct mtd_lb_stats *st)
+static inline void lat_record(struct mtd_lb_live *st, int64_t lat)
 {
-	struct mtd_lb_lat_hist *mine = calloc(1, sizeof(*mine)), *cur = NULL;
+	struct mtd_lb_lat_hist *h = mtd_lazy_get(&st->lat);
 
-	if (!mine)
-		return atomic_load_explicit(&st->lat, memory_order_acquire);
-	/* Release: the zeroes are visible to whoever loads the pointer. */
-	if (atomic_compare_exchange_strong_explicit(&st->lat, &cur, mine, memory_order_acq_rel, memory_order_acquire))
-		return mine;
-	free(mine);
-	return cur;
-}
-
-static inline void lat_record(struct mtd_lb_stats *st, int64_t lat)
-{
-	struct mtd_lb_lat_hist *h = atomic_load_explicit(&st->lat, memory_order_acquire);
-
-	if (__builtin_expect(h == NULL, 0) && !(h = lat_install(st)))
+	if (h == NULL) /* out of memory: the sample is not in the histogram */
 		return;
 	atomic_fetch_add_explicit(&h->b[mtd_lb_lat_bucket(lat)], 1, memory_order_relaxed);
 }
 
 void mtd_lb_stats_lat_add(const struct mtd_lb_stats *st, uint64_t *hist)
 {
-	const struct mtd_lb_lat_hist *h = atomic_load_explicit(&st->lat, memory_order_acquire);
+	const struct mtd_lb_lat_hist *h = mtd_lazy_peek(&mtd_lb_stats_view(st)->lat);
 
 	if (!h)
 		return;
@@ -228,20 +216,35 @@ void mtd_lb_stats_lat_add(const struct mtd_lb_stats *st, uint64_t *hist)
 
 void mtd_lb_stats_fini(struct mtd_lb_stats *st)
 {
-	free(atomic_exchange_explicit(&st->lat, NULL, memory_order_acquire));
-	free(atomic_exchange_explicit(&st->orca, NULL, memory_order_acquire));
+	struct mtd_lb_live *l = mtd_lazy_peek(&st->live);
+
+	if (l != NULL) {
+		mtd_lazy_free(&l->lat);
+		mtd_lazy_free(&l->orca);
+		mtd_lazy_free(&st->live);
+	}
+	atomic_store_explicit(&st->orca_oob, 0, memory_order_relaxed);
 }
 
-void mtd_lb_stats_begin(struct mtd_lb_stats *st)
+/* Out of memory at the first pick: the call is not counted (its end may
+ * then count one call fewer in flight; readers clamp at 0). */
+void mtd_lb_stats_begin(struct mtd_lb_stats *stats)
 {
+	struct mtd_lb_live *st = mtd_lazy_get(&stats->live);
+
+	if (st == NULL)
+		return;
 	atomic_fetch_add_explicit(&st->active, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&st->picks, 1, memory_order_relaxed);
 }
 
-void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, int64_t now_ns, int64_t decay_ms)
+void mtd_lb_stats_end(struct mtd_lb_stats *stats, const struct mtd_lb_result *res, int64_t now_ns, int64_t decay_ms)
 {
+	struct mtd_lb_live *st = mtd_lazy_get(&stats->live);
 	int64_t lat = res->latency_us > 0 ? res->latency_us : 0;
 
+	if (st == NULL)
+		return;
 	atomic_fetch_sub_explicit(&st->active, 1, memory_order_relaxed);
 	if (res->neutral)
 		return;
@@ -255,7 +258,7 @@ void mtd_lb_stats_end(struct mtd_lb_stats *st, const struct mtd_lb_result *res, 
 	} else {
 		/* PEAK_EWMA: failures count as slow, so an instance
 		 * that fails fast does not look fast and attract traffic. */
-		double cost = mtd_lb_stats_ewma_us(st, now_ns, decay_ms);
+		double cost = mtd_lb_stats_ewma_us(stats, now_ns, decay_ms);
 		double pen = fmax((double)lat, fmax(MTD_LB_FAILURE_PENALTY_US, MTD_LB_FAILURE_PENALTY_FACTOR * cost));
 		if (pen > MTD_LB_FAILURE_PENALTY_MAX_US)
 			pen = MTD_LB_FAILURE_PENALTY_MAX_US;

@@ -115,7 +115,7 @@ static int wrt_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoin
 	    s->seen_fail == NULL || s->scratch == NULL)
 		goto free_state;
 	for (size_t i = 0; i < n; i++) {
-		const struct mtd_lb_stats *st = eps[i].stats;
+		const struct mtd_lb_live *st = mtd_lb_stats_view(eps[i].stats);
 		uint64_t sum = atomic_load(&st->latency_sum_us);
 		uint64_t cnt = atomic_load(&st->latency_count);
 		uint64_t fail = atomic_load(&st->failures);
@@ -147,7 +147,7 @@ static void wrt_tick(void *state, int64_t now_ms, int64_t now_ns)
 
 	s->last_tick_ns = now_ns;
 	for (size_t i = 0; i < s->n; i++) {
-		const struct mtd_lb_stats *st = s->eps[i].stats;
+		const struct mtd_lb_live *st = mtd_lb_stats_view(s->eps[i].stats);
 		uint64_t sum = atomic_load_explicit(&st->latency_sum_us, memory_order_relaxed);
 		uint64_t cnt = atomic_load_explicit(&st->latency_count, memory_order_relaxed);
 		uint64_t fail = atomic_load_explicit(&st->failures, memory_order_relaxed);

@@ -495,8 +495,9 @@ static bool too_slow(const struct mtd_call *call, const struct mtd_endpoint *ep,
 {
 	if (!call->deadline_ns)
 		return false;
-	uint64_t n = atomic_load_explicit(&ep->stats.window_count, memory_order_relaxed);
-	uint64_t sum = atomic_load_explicit(&ep->stats.window_sum_us, memory_order_relaxed);
+	const struct mtd_lb_live *st = mtd_lb_stats_view(&ep->stats);
+	uint64_t n = atomic_load_explicit(&st->window_count, memory_order_relaxed);
+	uint64_t sum = atomic_load_explicit(&st->window_sum_us, memory_order_relaxed);
 	int64_t left_us = (call->deadline_ns - now_ns) / 1000;
 	if (n < 5 || (int64_t)(sum / n) <= left_us)
 		return false;
@@ -513,7 +514,7 @@ static enum skip skip_reason(const struct mtd_call *call, const struct mtd_endpo
                              int64_t now_ns)
 {
 	uint32_t cap = call->svc->cfg->circuit.max_calls_per_endpoint;
-	if (cap && atomic_load_explicit(&ep->stats.active, memory_order_relaxed) >= (int64_t)cap)
+	if (cap && atomic_load_explicit(&mtd_lb_stats_view(&ep->stats)->active, memory_order_relaxed) >= (int64_t)cap)
 		return SKIP_FULL;
 	if (mtd_pool_backing_off(p, now_ns))
 		return SKIP_BACKOFF;

@@ -56,6 +56,19 @@ struct mtd_gcli_call {
 	bool cancelled;
 };
 
+/* A call's buffer once it holds nothing: kept when small (the next
+ * message reuses it), freed past BUF_KEEP so that one large message (an
+ * xDS state of the world: megabytes) is not held for the stream's life. */
+#define BUF_KEEP (64 * 1024)
+static void buf_idle(uint8_t **buf, size_t *cap)
+{
+	if (*cap > BUF_KEEP) {
+		free(*buf);
+		*buf = NULL;
+		*cap = 0;
+	}
+}
+
 struct mtd_gcli {
 	struct event_base *base;
 	struct bufferevent *bev;
@@ -193,8 +206,10 @@ static ssize_t read_req(nghttp2_session *ng, int32_t sid, uint8_t *buf, size_t l
 	}
 	memcpy(buf, call->out + call->out_off, n);
 	call->out_off += n;
-	if (call->out_off == call->out_len)
+	if (call->out_off == call->out_len) {
 		call->out_off = call->out_len = 0;
+		buf_idle(&call->out, &call->out_cap);
+	}
 	if (call->out_len == 0 && call->out_eof)
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 	return (ssize_t)n;
@@ -329,6 +344,8 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_
 	if (off > 0) {
 		memmove(call->in, call->in + off, call->in_len - off);
 		call->in_len -= off;
+		if (call->in_len == 0)
+			buf_idle(&call->in, &call->in_cap);
 	}
 	return 0;
 }

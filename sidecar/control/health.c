@@ -121,9 +121,9 @@ static void result(struct target *t, bool ok, const char *why)
 		return;
 	const struct mtd_hc_config *c = &s->cfg->health_check;
 	/* For the admin (metrics.h: the control thread is the one writer). */
-	mtd_mx_add(&t->ep->mx.hc_checks, 1);
+	mtd_mx_ep_add(t->ep, hc_checks, 1);
 	if (!ok)
-		mtd_mx_add(&t->ep->mx.hc_failures, 1);
+		mtd_mx_ep_add(t->ep, hc_failures, 1);
 	if (ok) {
 		t->fails = 0;
 		t->oks++;

@@ -44,17 +44,25 @@ struct ssl_ctx_st;
 /* One endpoint identity (lib/discovery/discovery-t.h). */
 struct mtd_endpoint {
 	struct mtd_ref ref;
+	/* Active health checks (health.c) found it unhealthy; control thread
+	 * writes it (from the results workers send back), and each snapshot's
+	 * unhealthy bitmap starts from it. Beside ref, in what would be
+	 * padding. */
+	bool hc_down;
+	uint16_t n_slots; /* pools[]'s length: the workers when it was made (at least 1) */
 	char *key;                 /* registry key, or NULL */
 	/* The identity its registry record names (FROM_REGISTRY checks the
 	 * server presents it), or NULL. Part of what the record
 	 * says, like the address: a changed one is another identity. */
 	char *identity;
 	/* text (the id pickers hash) and host (SNI default) are in the
-	 * endpoint's own allocation, after pools[] (runtime.c endpoint_new). */
+	 * endpoint's own allocation, after it (runtime.c endpoint_new). */
 	struct mtd_cfg_addr addr;
 	int64_t start_ms;          /* warmup start: the record's, or when first seen */
 	struct mtd_lb_stats stats; /* shared by every worker; survives set changes */
-	struct mtd_mx_endpoint mx; /* connection figures, shared (metrics.h) */
+	/* Connection figures, shared; NULL until its first connection or
+	 * health check (metrics.h mtd_mx_ep_add, mtd_mx_ep_view). */
+	struct mtd_mx_endpoint *_Atomic mx;
 	/* Newest runtime generation whose snapshot holds this identity: a
 	 * worker serving generation g retires the pools of identities with
 	 * last_gen < g (removed). Written by the control thread before it
@@ -64,18 +72,16 @@ struct mtd_endpoint {
 	 * SETTINGS and is not closed; set and cleared by that worker (pool.c),
 	 * read by health.c to run a check where a connection already is. */
 	_Atomic uint64_t pooled;
-	/* Active health checks (health.c) found it unhealthy; control thread
-	 * writes it (from the results workers send back), and each snapshot's
-	 * unhealthy bitmap starts from it. */
-	bool hc_down;
 	/* When it last came back (active checks SERVING again, or its
 	 * ejection ended), 0 = never: its warmup restarts from then
 	 * (mtd_control_rewarm). Control thread. */
 	int64_t returned_ms;
 	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_eps */
-	/* [n_workers] (at least 1), in the endpoint's own allocation: slot i
-	 * is worker i's, only it touches it. */
-	struct mtd_pool *pools[];
+	/* [n_slots], made by the first pool any worker makes for it
+	 * (pool.c; core/lazy.h: compare-and-swap), NULL until then: most
+	 * endpoints a sidecar knows are never called. Slot i is worker i's,
+	 * only it touches it. Freed with the endpoint. */
+	struct mtd_pool **_Atomic pools;
 };
 
 /* A rate_limit's token bucket, shared by every worker and by
@@ -114,8 +120,7 @@ struct mtd_rt_hc {
 /* Per snapshot metadata of an endpoint (it may change while the endpoint
  * stays; its zone, which may too, is lb_eps[i].zone). */
 struct mtd_rt_epattr {
-	struct mtd_disc_meta *meta; /* owned copies */
-	size_t n_meta;
+	struct mtd_lb_metas meta; /* kv: owned copies (strings too); lb_eps[i].meta points here */
 };
 
 /* A service's config as a control plane overrides it (xDS: its Cluster's

@@ -37,9 +37,11 @@ static void endpoint_free(struct mtd_endpoint *ep)
 {
 	/* Every pool held a reference: none is left. */
 	mtd_lb_stats_fini(&ep->stats);
+	mtd_lazy_free(&ep->mx);
+	mtd_lazy_free(&ep->pools);
 	free(ep->key);
 	free(ep->identity);
-	free(ep); /* its pool slots and address text too (endpoint_new) */
+	free(ep); /* its address text too (endpoint_new) */
 }
 
 static void attrs_free(struct mtd_rt_epattr *a, size_t n)
@@ -47,11 +49,11 @@ static void attrs_free(struct mtd_rt_epattr *a, size_t n)
 	if (!a)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		for (size_t m = 0; m < a[i].n_meta; m++) {
-			free((char *)a[i].meta[m].key);
-			free((char *)a[i].meta[m].value);
+		for (size_t m = 0; m < a[i].meta.n; m++) {
+			free((char *)a[i].meta.kv[m].key);
+			free((char *)a[i].meta.kv[m].value);
 		}
-		free(a[i].meta);
+		free((struct mtd_lb_meta *)a[i].meta.kv);
 	}
 	free(a);
 }
@@ -264,11 +266,12 @@ static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, cons
 	uint16_t port;
 	if (addr_parts(d->address, host, &h, &nh, &port) < 0)
 		return NULL;
-	struct mtd_endpoint *ep = calloc(1, sizeof(*ep) + slots * sizeof(ep->pools[0]) + nt + 1 + nh + 1);
+	struct mtd_endpoint *ep = calloc(1, sizeof(*ep) + nt + 1 + nh + 1);
 	if (!ep)
 		return NULL;
 	mtd_ref_init(&ep->ref);
-	char *text = (char *)&ep->pools[slots];
+	ep->n_slots = (uint16_t)slots;
+	char *text = (char *)(ep + 1);
 	memcpy(text, d->address, nt + 1);
 	memcpy(text + nt + 1, h, nh); /* its NUL is calloc's */
 	ep->addr.text = text;
@@ -300,12 +303,12 @@ static bool attr_same(const struct mtd_lb_endpoint *le, const struct mtd_rt_epat
 	const char *az = le->zone, *dz = d->zone && d->zone[0] ? d->zone : NULL;
 	if ((az == NULL) != (dz == NULL) || (az && strcmp(az, dz) != 0))
 		return false;
-	size_t an = a ? a->n_meta : 0;
+	size_t an = a ? a->meta.n : 0;
 	if (an != d->n_metadata)
 		return false;
 	for (size_t i = 0; i < an; i++)
-		if (strcmp(a->meta[i].key, d->metadata[i].key) != 0 ||
-		    strcmp(a->meta[i].value, d->metadata[i].value) != 0)
+		if (strcmp(a->meta.kv[i].key, d->metadata[i].key) != 0 ||
+		    strcmp(a->meta.kv[i].value, d->metadata[i].value) != 0)
 			return false;
 	return true;
 }
@@ -343,14 +346,15 @@ static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
 {
 	if (d->n_metadata == 0)
 		return 0;
-	a->meta = calloc(d->n_metadata, sizeof(*a->meta));
-	if (!a->meta)
+	struct mtd_lb_meta *kv = calloc(d->n_metadata, sizeof(*kv));
+	if (!kv)
 		return -ENOMEM;
+	a->meta.kv = kv;
 	for (size_t i = 0; i < d->n_metadata; i++) {
-		a->n_meta = i + 1;
-		a->meta[i].key = strdup(d->metadata[i].key);
-		a->meta[i].value = strdup(d->metadata[i].value);
-		if (!a->meta[i].key || !a->meta[i].value)
+		a->meta.n = i + 1;
+		kv[i].key = strdup(d->metadata[i].key);
+		kv[i].value = strdup(d->metadata[i].value);
+		if (!kv[i].key || !kv[i].value)
 			return -ENOMEM;
 	}
 	return 0;
@@ -652,7 +656,6 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		        .start_ms = returned ? ep->returned_ms : start,
 		        .returned = returned,
 		        .stats = &ep->stats,
-		        .user = ep,
 		};
 	}
 	s->awaiting = awaiting_of(b);
@@ -685,9 +688,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	}
 	/* What the routing layer reads, from the kept copies (zones above). */
 	for (size_t i = 0; s->attrs && i < n; i++) {
-		/* struct mtd_disc_meta and struct mtd_lb_meta are both {key, value}. */
-		s->lb_eps[i].meta = (const struct mtd_lb_meta *)s->attrs[i].meta;
-		s->lb_eps[i].n_meta = s->attrs[i].n_meta;
+		s->lb_eps[i].meta = s->attrs[i].meta.n > 0 ? &s->attrs[i].meta : NULL;
 	}
 	if (layer_wanted(&cfg->layer)) {
 		s->layer = mtd_lb_layer_new(&cfg->layer, &cfg->lb, s->lb_eps, s->n_eps, prev ? prev->layer : NULL);
@@ -1408,8 +1409,9 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 		                                    .salen = ep->addr.salen,
 		                                    .weight = prev->lb_eps[i].weight,
 		                                    .zone = prev->lb_eps[i].zone,
-		                                    .metadata = a ? a->meta : NULL,
-		                                    .n_metadata = a ? a->n_meta : 0,
+		                                    /* both {key, value} */
+		                                    .metadata = a ? (const struct mtd_disc_meta *)a->meta.kv : NULL,
+		                                    .n_metadata = a ? a->meta.n : 0,
 		                                    .start_ms = prev->lb_eps[i].start_ms};
 		memcpy(&set[i].sa, &ep->addr.sa, ep->addr.salen);
 	}

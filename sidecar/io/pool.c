@@ -18,6 +18,8 @@
 #include "sidecar/io/stream-t.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
+#include "core/lazy.h"
+#include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
 
 /* Circuit counts (runtime-t.h) are freed by whoever drops the last
@@ -57,9 +59,12 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 {
 	/* Keyed by endpoint identity: the pool (and its connections) stays
 	 * while the endpoint stays in the worker's snapshots. */
-	struct mtd_pool *p = ep->pools[w->id];
+	struct mtd_pool **slots = mtd_lazy_peek(&ep->pools);
+	struct mtd_pool *p = slots ? slots[w->id] : NULL;
 	if (p)
 		return p;
+	if (!slots && !(slots = mtd_lazy_get_n(&ep->pools, ep->n_slots)))
+		return NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
@@ -73,7 +78,7 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 	LIST_INIT(&p->conns);
 	TAILQ_INIT(&p->pending);
 	LIST_INSERT_HEAD(&w->pools, p, link);
-	ep->pools[w->id] = p;
+	slots[w->id] = p;
 	w->pools_born = true;
 	/* Asked for by a call or a check of an older snapshot, for an
 	 * identity the worker's current one no longer holds: its pool was
@@ -93,7 +98,7 @@ void mtd_pool_free(struct mtd_pool *p)
 	struct mtd_up_stream *s;
 	p->stopping = true; /* no reconnects while tearing down */
 	if (p->connect_failures > 0)
-		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
+		mtd_mx_ep_add(p->ep, pools_failing, -1);
 	while ((s = TAILQ_FIRST(&p->pending))) {
 		mtd_pool_dequeue(s);
 		s->ops->on_wait_end(s, MTD_UP_STOPPING, NULL);
@@ -104,7 +109,7 @@ void mtd_pool_free(struct mtd_pool *p)
 		mtd_tls_session_free(p->tls_session);
 	count_pending_in(p, NULL); /* none waits: gives back nothing, drops the reference */
 	LIST_REMOVE(p, link);
-	p->ep->pools[p->w->id] = NULL;
+	mtd_lazy_peek(&p->ep->pools)[p->w->id] = NULL; /* made with p */
 	mtd_endpoint_unref(p->ep);
 	mtd_rt_service_unref(p->svc);
 	free(p);
@@ -249,10 +254,10 @@ bool mtd_pool_backing_off(const struct mtd_pool *p, int64_t now_ns)
 
 void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason)
 {
-	atomic_fetch_add_explicit(&p->ep->mx.connect_failures, 1, memory_order_relaxed);
+	mtd_mx_ep_add(p->ep, connect_failures, 1);
 	/* One warning per outage; the attempts during it are debug lines. */
 	if (p->connect_failures++ == 0) {
-		atomic_fetch_add_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
+		mtd_mx_ep_add(p->ep, pools_failing, 1);
 		MTD_WARN("%s", reason);
 	} else
 		MTD_DEBUG("%s (%u failures in a row)", reason, p->connect_failures);
@@ -268,7 +273,7 @@ void mtd_pool_connect_succeeded(struct mtd_pool *p)
 		MTD_INFO("upstream %s: connected again after %u failed attempts", p->ep->addr.text,
 		         p->connect_failures);
 	if (p->connect_failures > 0)
-		atomic_fetch_sub_explicit(&p->ep->mx.pools_failing, 1, memory_order_relaxed);
+		mtd_mx_ep_add(p->ep, pools_failing, -1);
 	p->connect_failures = 0;
 	p->backoff_ns = p->retry_at_ns = 0;
 	mtd_pool_note_usable(p);

@@ -23,6 +23,7 @@
 #include "sidecar/io/stream-t.h"
 #include "sidecar/io/transport.h"
 #include "sidecar/io/upstream.h"
+#include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
 
 /* Past this the interval stops doubling (about 12 days). */
@@ -382,7 +383,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	}
 	LIST_INSERT_HEAD(&p->conns, c, link);
 	p->n_conns++;
-	atomic_fetch_add_explicit(&p->ep->mx.conns_open, 1, memory_order_relaxed);
+	mtd_mx_ep_add(p->ep, conns_open, 1);
 	/* Issue 15, defect 8: without its timeout a connect to a peer that
 	 * never answers would keep the calls waiting for it forever. */
 	if (arm_connect_timer(c, connect_timeout) < 0) {
@@ -453,7 +454,7 @@ static void up_on_close(struct mtd_conn *c)
 	struct mtd_pool *p = c->pool;
 	LIST_REMOVE(c, link);
 	p->n_conns--;
-	atomic_fetch_sub_explicit(&p->ep->mx.conns_open, 1, memory_order_relaxed);
+	mtd_mx_ep_add(p->ep, conns_open, -1);
 	mtd_pool_note_usable(p);
 	struct mtd_up_stream *s;
 	char reason[128];

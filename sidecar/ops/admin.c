@@ -342,9 +342,11 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 		for (size_t i = 0; warm && i < s->n_eps; i++) {
 			const struct mtd_endpoint *e = s->eps[i];
 			const struct mtd_lb_stats *st = &e->stats;
+			const struct mtd_lb_live *live = mtd_lb_stats_view(st);
+			const struct mtd_mx_endpoint *mx = mtd_mx_ep_view(&e->mx);
 			double eff = warm[i].effective, progress = warm[i].progress;
-			int64_t active = atomic_load(&st->active), conns = atomic_load(&e->mx.conns_open);
-			bool reachable = atomic_load(&e->mx.pools_failing) <= 0;
+			int64_t active = atomic_load(&live->active), conns = atomic_load(&mx->conns_open);
+			bool reachable = atomic_load(&mx->pools_failing) <= 0;
 			mtd_json_obj_begin(&j);
 			mtd_json_key(&j, "address");
 			mtd_json_str(&j, e->addr.text);
@@ -355,13 +357,13 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 			mtd_json_key(&j, "warmup_progress");
 			mtd_json_dbl(&j, progress);
 			mtd_json_key(&j, "picks");
-			mtd_json_u64(&j, atomic_load(&st->picks));
+			mtd_json_u64(&j, atomic_load(&live->picks));
 			mtd_json_key(&j, "in_flight");
 			mtd_json_i64(&j, active > 0 ? active : 0);
 			mtd_json_key(&j, "responses");
-			mtd_json_u64(&j, atomic_load(&st->successes));
+			mtd_json_u64(&j, atomic_load(&live->successes));
 			mtd_json_key(&j, "failures");
-			mtd_json_u64(&j, atomic_load(&st->failures));
+			mtd_json_u64(&j, atomic_load(&live->failures));
 			mtd_json_key(&j, "latency_ewma_s");
 			mtd_json_dbl(&j, mtd_lb_stats_ewma_us(st, now_ns, c->lb.decay_ms) / 1e6);
 			if (orca) {
@@ -398,7 +400,7 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 			mtd_json_key(&j, "connections");
 			mtd_json_i64(&j, conns > 0 ? conns : 0);
 			mtd_json_key(&j, "connect_failures");
-			mtd_json_u64(&j, atomic_load(&e->mx.connect_failures));
+			mtd_json_u64(&j, atomic_load(&mx->connect_failures));
 			struct mtd_mx_health h;
 			mtd_metrics_health(s, i, &h);
 			if (c->outlier.enabled) {

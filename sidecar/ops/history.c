@@ -127,12 +127,14 @@ static void unhash(struct series *s)
 	*pp = s->chain;
 }
 
-static void add_stats(struct figs *f, const struct mtd_lb_stats *st)
+static void add_stats(struct figs *f, const struct mtd_lb_stats *stats)
 {
+	const struct mtd_lb_live *st = mtd_lb_stats_view(stats);
+
 	f->picks += atomic_load_explicit(&st->picks, memory_order_relaxed);
 	f->ok += atomic_load_explicit(&st->successes, memory_order_relaxed);
 	f->failed += atomic_load_explicit(&st->failures, memory_order_relaxed);
-	mtd_lb_stats_lat_add(st, f->lat);
+	mtd_lb_stats_lat_add(stats, f->lat);
 }
 
 static uint64_t up(uint64_t now, uint64_t before)
@@ -170,9 +172,9 @@ static const char *meta_of(const struct mtd_rt_service *s, size_t i, const char 
 {
 	if (!s->attrs)
 		return NULL;
-	for (size_t m = 0; m < s->attrs[i].n_meta; m++)
-		if (strcmp(s->attrs[i].meta[m].key, key) == 0)
-			return s->attrs[i].meta[m].value;
+	for (size_t m = 0; m < s->attrs[i].meta.n; m++)
+		if (strcmp(s->attrs[i].meta.kv[m].key, key) == 0)
+			return s->attrs[i].meta.kv[m].value;
 	return NULL;
 }
 

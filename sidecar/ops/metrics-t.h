@@ -93,7 +93,8 @@ struct mtd_mx_worker {
 };
 
 /* Per endpoint, shared by the workers (multi-writer atomics; connection
- * events are rare next to calls). */
+ * events are rare next to calls). Made by the endpoint's first
+ * connection or health check (mtd_mx_ep_add). */
 struct mtd_mx_endpoint {
 	_Atomic int64_t conns_open;        /* upstream connections, connecting included */
 	_Atomic uint64_t connect_failures; /* failed connects and TLS handshakes */

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/lazy.h"
 #include "sidecar/ops/metrics-t.h"
 
 struct mtd_call;
@@ -84,6 +85,27 @@ static inline void mtd_mx_add(_Atomic uint64_t *c, uint64_t n)
 {
 	/* Single writer: no read-modify-write needed (see the top). */
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+/* Adds n (negative: subtracts) to field f of endpoint ep's connection
+ * figures, made by its first connection event (core/lazy.h: installed
+ * by compare-and-swap; out of memory the event is not counted). Any
+ * thread. */
+#define mtd_mx_ep_add(ep, f, n)                                                           \
+	do {                                                                              \
+		struct mtd_mx_endpoint *mx_ = mtd_lazy_get(&(ep)->mx);                    \
+		if (mx_ != NULL)                                                          \
+			atomic_fetch_add_explicit(&mx_->f, (n), memory_order_relaxed);   \
+	} while (0)
+
+/* An endpoint's connection figures to read (struct mtd_endpoint.mx): a
+ * block of zeroes while it has had no connection event. Any thread. */
+static inline const struct mtd_mx_endpoint *mtd_mx_ep_view(struct mtd_mx_endpoint *_Atomic const *slot)
+{
+	static const struct mtd_mx_endpoint zero;
+	const struct mtd_mx_endpoint *mx = atomic_load_explicit(slot, memory_order_acquire);
+
+	return mx != NULL ? mx : &zero;
 }
 
 /* ---- discovery (control thread) ------------------------------------- */

@@ -467,8 +467,9 @@ void mtd_metrics_health(const struct mtd_rt_service *s, size_t i, struct mtd_mx_
 		add_outliers(out, s->methods[m].outliers, i);
 	if (s->cfg->health_check.enabled) {
 		const struct mtd_endpoint *ep = s->eps[i];
-		out->hc_checks = atomic_load_explicit(&ep->mx.hc_checks, memory_order_relaxed);
-		out->hc_failures = atomic_load_explicit(&ep->mx.hc_failures, memory_order_relaxed);
+		const struct mtd_mx_endpoint *mx = mtd_mx_ep_view(&ep->mx);
+		out->hc_checks = atomic_load_explicit(&mx->hc_checks, memory_order_relaxed);
+		out->hc_failures = atomic_load_explicit(&mx->hc_failures, memory_order_relaxed);
 		/* hc_down: the control thread's, which the admin runs on. */
 		out->hc = ep->hc_down ? MTD_MX_HC_NOT_SERVING : out->hc_checks ? MTD_MX_HC_SERVING : MTD_MX_HC_UNKNOWN;
 	}
@@ -547,6 +548,7 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				const struct mtd_endpoint *e = s->eps[i];
 				struct mtd_mx_health h;
 				const struct mtd_lb_stats *st = &e->stats;
+				const struct mtd_lb_live *live = mtd_lb_stats_view(st);
 				const char *v[] = {s->cfg->name, e->addr.text};
 				const char *name = ep_families[f].name;
 				int64_t a;
@@ -555,17 +557,17 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 					mtd_lb_orca_view(st, &ov);
 				switch (f) {
 				case EP_PICKS:
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->picks));
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&live->picks));
 					break;
 				case EP_ACTIVE:
-					a = atomic_load(&st->active);
+					a = atomic_load(&live->active);
 					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, a > 0 ? (uint64_t)a : 0);
 					break;
 				case EP_SUCCESSES:
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->successes));
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&live->successes));
 					break;
 				case EP_FAILURES:
-					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&st->failures));
+					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, atomic_load(&live->failures));
 					break;
 				case EP_EWMA:
 					mtd_prom_sample(b, name, NULL, SE, v, 2,
@@ -581,16 +583,16 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 					mtd_prom_sample(b, name, NULL, SE, v, 2, wm[i].progress);
 					break;
 				case EP_CONNS:
-					a = atomic_load(&e->mx.conns_open);
+					a = atomic_load(&mtd_mx_ep_view(&e->mx)->conns_open);
 					mtd_prom_sample_u64(b, name, NULL, SE, v, 2, a > 0 ? (uint64_t)a : 0);
 					break;
 				case EP_CONNECT_FAILURES:
 					mtd_prom_sample_u64(b, name, NULL, SE, v, 2,
-					                    atomic_load(&e->mx.connect_failures));
+					                    atomic_load(&mtd_mx_ep_view(&e->mx)->connect_failures));
 					break;
 				case EP_REACHABLE:
 					mtd_prom_sample_u64(b, name, NULL, SE, v, 2,
-					                    atomic_load(&e->mx.pools_failing) <= 0);
+					                    atomic_load(&mtd_mx_ep_view(&e->mx)->pools_failing) <= 0);
 					break;
 				case EP_EJECTED:
 					mtd_metrics_health(s, i, &h);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/lazy.h"
 #include "lb/lb.h"
 
 #define T_MAX_EPS 1024
@@ -48,6 +49,26 @@ static inline void t_set_fini(struct t_set *s)
 {
 	for (size_t i = 0; i < T_MAX_EPS; i++)
 		mtd_lb_stats_fini(&s->stats[i]);
+}
+
+/* st's live figures, made if none yet (to set or read one directly);
+ * its histogram and ORCA state as they are (NULL: none yet). */
+static inline struct mtd_lb_live *t_live(struct mtd_lb_stats *st)
+{
+	struct mtd_lb_live *l = mtd_lazy_get(&st->live);
+
+	ck_assert_ptr_nonnull(l);
+	return l;
+}
+
+static inline struct mtd_lb_lat_hist *t_lat(const struct mtd_lb_stats *st)
+{
+	return mtd_lazy_peek(&mtd_lb_stats_view(st)->lat);
+}
+
+static inline struct mtd_lb_orca_state *t_orca(const struct mtd_lb_stats *st)
+{
+	return mtd_lazy_peek(&mtd_lb_stats_view(st)->orca);
 }
 
 static inline void t_exclude(struct t_set *s, size_t i)

@@ -190,14 +190,14 @@ START_TEST(bounded_load_never_exceeded)
 		int i;
 
 		for (size_t k = 0; k < s.n; k++)
-			m += s.stats[k].active;
+			m += t_live(&s.stats[k])->active;
 		i = pick_key(p, &s, key);
 		ck_assert_int_ge(i, 0);
 		cap = ceil(factor * (double)(m + 1) / (double)s.n);
 		/* no endpoint takes more than factor x the mean */
-		ck_assert_msg((double)(s.stats[i].active + 1) <= cap, "%s: active %lld + 1 > cap %.0f", policy,
-		              (long long)s.stats[i].active, cap);
-		spilled += key == 7 && s.stats[i].active > 0;
+		ck_assert_msg((double)(t_live(&s.stats[i])->active + 1) <= cap, "%s: active %lld + 1 > cap %.0f", policy,
+		              (long long)t_live(&s.stats[i])->active, cap);
+		spilled += key == 7 && t_live(&s.stats[i])->active > 0;
 		mtd_lb_call_begin(p, (size_t)i);
 		inflight[nin++] = i;
 		/* End a random call when 60 are in flight, sometimes more. */

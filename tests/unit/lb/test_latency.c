@@ -19,6 +19,38 @@ static void feed(struct mtd_lb_picker *p, size_t i, bool ok, int64_t lat_us, int
 	}
 }
 
+/* An endpoint's live figures cost nothing until its first pick
+ * (core/lazy.h): reads see zeroes, the first begin makes them, and the
+ * fini frees them (with what recording hung on them). */
+START_TEST(live_figures_made_at_the_first_pick)
+{
+	struct mtd_lb_stats st;
+	struct mtd_lb_result r = {.ok = true, .latency_us = 1000};
+	uint64_t h[MTD_LB_LAT_BUCKETS] = {0};
+
+	memset(&st, 0, sizeof(st));
+	ck_assert_ptr_null(atomic_load(&st.live));
+	ck_assert_uint_eq(atomic_load(&mtd_lb_stats_view(&st)->picks), 0);
+	ck_assert(mtd_lb_stats_ewma_us(&st, SEC, 10000) == 0.0);
+	mtd_lb_stats_lat_add(&st, h);
+	ck_assert_ptr_null(atomic_load(&st.live)); /* reading made nothing */
+	mtd_lb_stats_begin(&st);
+	struct mtd_lb_live *l = atomic_load(&st.live);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_ptr_eq(mtd_lb_stats_view(&st), l);
+	ck_assert_uint_eq(atomic_load(&l->picks), 1);
+	ck_assert_int_eq(atomic_load(&l->active), 1);
+	ck_assert_ptr_null(t_lat(&st)); /* no success yet */
+	mtd_lb_stats_end(&st, &r, SEC, 10000);
+	ck_assert_ptr_eq(atomic_load(&st.live), l); /* the same block on */
+	ck_assert_int_eq(atomic_load(&l->active), 0);
+	ck_assert_ptr_nonnull(t_lat(&st));
+	mtd_lb_stats_fini(&st);
+	ck_assert_ptr_null(atomic_load(&st.live));
+	ck_assert_uint_eq(atomic_load(&mtd_lb_stats_view(&st)->picks), 0);
+}
+END_TEST
+
 START_TEST(ewma_peak_and_decay)
 {
 	struct mtd_lb_stats st;
@@ -43,10 +75,10 @@ START_TEST(ewma_peak_and_decay)
 	ck_assert_double_eq_tol(v, 5000 * exp(-1) + 1000 * (1 - exp(-1)), 1e-6);
 	/* Read 10 s later without samples: decayed by 1/e. */
 	ck_assert_double_eq_tol(mtd_lb_stats_ewma_us(&st, 21 * SEC + 1, 10000), v * exp(-1), 1e-6);
-	ck_assert_int_eq(st.active, 0);
-	ck_assert_uint_eq(st.successes, 3);
-	ck_assert_uint_eq(st.latency_count, 3);
-	ck_assert_uint_eq(st.latency_sum_us, 7000);
+	ck_assert_int_eq(t_live(&st)->active, 0);
+	ck_assert_uint_eq(t_live(&st)->successes, 3);
+	ck_assert_uint_eq(t_live(&st)->latency_count, 3);
+	ck_assert_uint_eq(t_live(&st)->latency_sum_us, 7000);
 	mtd_lb_stats_fini(&st);
 }
 END_TEST
@@ -63,8 +95,8 @@ START_TEST(ewma_failure_is_slow)
 	mtd_lb_stats_begin(&st);
 	mtd_lb_stats_end(&st, &fail, SEC + 1000, 10000);
 	ck_assert(mtd_lb_stats_ewma_us(&st, SEC + 1000, 10000) >= MTD_LB_FAILURE_PENALTY_US);
-	ck_assert_uint_eq(st.failures, 1);
-	ck_assert_uint_eq(st.latency_count, 1); /* failures: no latency */
+	ck_assert_uint_eq(t_live(&st)->failures, 1);
+	ck_assert_uint_eq(t_live(&st)->latency_count, 1); /* failures: no latency */
 	/* A run of failures saturates: each multiplies the estimate, up to the cap. */
 	for (int i = 0; i < 400; i++) {
 		mtd_lb_stats_begin(&st);
@@ -86,11 +118,11 @@ START_TEST(window_halves_each_slide)
 		mtd_lb_stats_begin(&st);
 		mtd_lb_stats_end(&st, &r, SEC, 0);
 	}
-	ck_assert_uint_eq(st.window_count, 8);
+	ck_assert_uint_eq(t_live(&st)->window_count, 8);
 	mtd_lb_stats_begin(&st);
 	mtd_lb_stats_end(&st, &r, SEC + MTD_LB_WINDOW_SLIDE_NS, 0);
-	ck_assert_uint_eq(st.window_count, 5);
-	ck_assert_uint_eq(st.window_sum_us, 500);
+	ck_assert_uint_eq(t_live(&st)->window_count, 5);
+	ck_assert_uint_eq(t_live(&st)->window_sum_us, 500);
 	mtd_lb_stats_fini(&st);
 }
 END_TEST
@@ -148,7 +180,7 @@ START_TEST(peak_ewma_load_counts)
 	ctx.now_ns = SEC;
 	ck_assert_int_eq(mtd_lb_pick(p, &ctx), 0);
 	/* 1000 x (3 + 1) > 3000 x 1 */
-	atomic_store(&s.stats[0].active, 3);
+	atomic_store(&t_live(&s.stats[0])->active, 3);
 	ck_assert_int_eq(mtd_lb_pick(p, &ctx), 1);
 	t_exclude(&s, 1);
 	ck_assert_int_eq(mtd_lb_pick(p, &ctx), 0);
@@ -247,6 +279,7 @@ static Suite *latency_suite(void)
 	Suite *s = suite_create("lb_latency");
 	TCase *tc = tcase_create("core");
 
+	tcase_add_test(tc, live_figures_made_at_the_first_pick);
 	tcase_add_test(tc, ewma_peak_and_decay);
 	tcase_add_test(tc, ewma_failure_is_slow);
 	tcase_add_test(tc, window_halves_each_slide);

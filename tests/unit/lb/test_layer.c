@@ -415,19 +415,16 @@ END_TEST
 static const struct mtd_lb_meta v1[] = {{"version", "v1"}, {"team", "x"}};
 static const struct mtd_lb_meta v2[] = {{"version", "v2"}};
 static const struct mtd_lb_meta other[] = {{"team", "y"}};
+static const struct mtd_lb_metas l_v1 = {v1, 2}, l_v2 = {v2, 1}, l_other = {other, 1};
 
 /* 0..1 version v1, 2 version v2, 3..5 untagged (4 has another key). */
 static void tagged(struct t_set *s)
 {
 	t_set_init(s, 6, NULL);
-	s->eps[0].meta = v1;
-	s->eps[0].n_meta = 2;
-	s->eps[1].meta = v1;
-	s->eps[1].n_meta = 2;
-	s->eps[2].meta = v2;
-	s->eps[2].n_meta = 1;
-	s->eps[4].meta = other;
-	s->eps[4].n_meta = 1;
+	s->eps[0].meta = &l_v1;
+	s->eps[1].meta = &l_v1;
+	s->eps[2].meta = &l_v2;
+	s->eps[4].meta = &l_other;
 }
 
 START_TEST(canary_selection_and_fallback)
@@ -506,10 +503,10 @@ START_TEST(canary_with_zones_and_call_accounting)
 	 * keeps LEAST_ACTIVE inside the part: still 0, the only local one. */
 	ck_assert_int_eq(mtd_lb_layer_pick(l, "v1", 2, &ctx), 0);
 	mtd_lb_layer_call_begin(l, 0);
-	ck_assert_int_eq(atomic_load(&s.stats[0].active), 1);
+	ck_assert_int_eq(atomic_load(&t_live(&s.stats[0])->active), 1);
 	ck_assert_int_eq(mtd_lb_layer_pick(l, "v1", 2, &ctx), 0);
 	mtd_lb_layer_call_end(l, 0, &ok, 1);
-	ck_assert_int_eq(atomic_load(&s.stats[0].active), 0);
+	ck_assert_int_eq(atomic_load(&t_live(&s.stats[0])->active), 0);
 	/* Untagged: 3 (b), 4 (a), 5 (b): local is 4. */
 	ck_assert_int_eq(mtd_lb_layer_pick(l, NULL, 0, &ctx), 4);
 	mtd_lb_layer_tick(l, 1000, 1000);

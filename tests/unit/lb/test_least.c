@@ -12,7 +12,7 @@ static Suite *least_suite(void);
 
 static void set_active(struct t_set *s, size_t i, int64_t a)
 {
-	atomic_store(&s->stats[i].active, a);
+	atomic_store(&t_live(&s->stats[i])->active, a);
 }
 
 START_TEST(least_active_always_minimum)
@@ -40,7 +40,7 @@ START_TEST(least_active_always_minimum)
 				size_t k = (size_t)(mtd_lb_rand(&s.rng) % s.n);
 				struct mtd_lb_result ok = {.ok = true, .latency_us = 5};
 
-				if (s.stats[k].active > 0 && mtd_lb_rand(&s.rng) % 2)
+				if (t_live(&s.stats[k])->active > 0 && mtd_lb_rand(&s.rng) % 2)
 					mtd_lb_call_end(p, k, &ok, 1);
 				else
 					mtd_lb_call_begin(p, k);
@@ -51,12 +51,12 @@ START_TEST(least_active_always_minimum)
 			t_exclude(&s, (size_t)(mtd_lb_rand(&s.rng) % s.n));
 		}
 		for (size_t k = 0; k < s.n; k++)
-			if (!(s.excluded[k / 64] >> (k % 64) & 1) && s.stats[k].active < least)
-				least = s.stats[k].active;
+			if (!(s.excluded[k / 64] >> (k % 64) & 1) && t_live(&s.stats[k])->active < least)
+				least = t_live(&s.stats[k])->active;
 		i = mtd_lb_pick(p, &ctx);
 		ck_assert_int_ge(i, 0);
 		ck_assert_msg(!(s.excluded[i / 64] >> (i % 64) & 1), "excluded");
-		ck_assert_int_eq(s.stats[i].active, least);
+		ck_assert_int_eq(t_live(&s.stats[i])->active, least);
 	}
 	mtd_lb_picker_free(p);
 	t_set_fini(&s);
@@ -203,8 +203,8 @@ START_TEST(least_request_weights_under_load)
 		ck_assert_int_ge(i, 0);
 		mtd_lb_call_begin(p, (size_t)i);
 	}
-	ck_assert_int_ge(s.stats[0].active, 2990);
-	ck_assert_int_le(s.stats[0].active, 3010);
+	ck_assert_int_ge(t_live(&s.stats[0])->active, 2990);
+	ck_assert_int_le(t_live(&s.stats[0])->active, 3010);
 	mtd_lb_picker_free(p);
 	t_set_fini(&s);
 }
@@ -221,8 +221,8 @@ START_TEST(shortest_response_minimum)
 
 	t_set_init(&s, 4, NULL);
 	for (size_t k = 0; k < 4; k++) {
-		atomic_store(&s.stats[k].window_sum_us, avg[k] * 10);
-		atomic_store(&s.stats[k].window_count, 10);
+		atomic_store(&t_live(&s.stats[k])->window_sum_us, avg[k] * 10);
+		atomic_store(&t_live(&s.stats[k])->window_count, 10);
 		set_active(&s, k, act[k]);
 	}
 	/* estimates: 100, 80, 120, 500 -> endpoint 1 */

@@ -231,19 +231,19 @@ START_TEST(no_state_until_a_report)
 	memset(&st, 0, sizeof(st));
 	mtd_lb_orca_set_oob(&st, MTD_LB_ORCA_OOB_WAITING);
 	mtd_lb__orca_set_used(&st, 0.0);
-	ck_assert_ptr_null(atomic_load(&st.orca));
+	ck_assert_ptr_null(t_orca(&st));
 	ck_assert(mtd_lb_orca_weight_at(&st, &c, 1000) == 0.0);
 	mtd_lb_orca_view(&st, &v);
 	ck_assert(v.reports == 0 && v.invalid == 0 && v.weight == 0 && v.cpu == 0 && v.utilization == 0);
 	ck_assert_int_eq(v.oob, MTD_LB_ORCA_OOB_WAITING);
 	ck_assert(!mtd_lb_orca_trailers_count(&st));
 	mtd_lb__orca_set_used(&st, 5.0);
-	ck_assert_ptr_nonnull(atomic_load(&st.orca));
+	ck_assert_ptr_nonnull(t_orca(&st));
 	mtd_lb_orca_view(&st, &v);
 	ck_assert(v.weight == 5.0 && v.reports == 0);
 	ck_assert_int_eq(v.oob, MTD_LB_ORCA_OOB_WAITING);
 	mtd_lb_stats_fini(&st);
-	ck_assert_ptr_null(atomic_load(&st.orca));
+	ck_assert_ptr_null(t_orca(&st));
 	/* A malformed first report makes it too: it is counted. */
 	ck_assert_int_eq(mtd_lb_orca_record(&st, (const uint8_t *)"CQ!", 3, &c, 600000), -EINVAL);
 	mtd_lb_orca_view(&st, &v);
@@ -566,7 +566,7 @@ START_TEST(threads_pick_while_ticking)
 	}
 	ck_assert_uint_eq(total, (uint64_t)TH_WORKERS * TH_PICKS);
 	for (size_t i = 0; i < 8; i++)
-		ck_assert_int_eq(atomic_load(&s.stats[i].active), 0);
+		ck_assert_int_eq(atomic_load(&t_live(&s.stats[i])->active), 0);
 	mtd_lb_picker_free(p);
 }
 END_TEST
@@ -642,6 +642,7 @@ START_TEST(through_the_routing_layer)
 {
 	static struct t_set s;
 	static const struct mtd_lb_meta v1 = {"version", "v1"}, v2 = {"version", "v2"};
+	static const struct mtd_lb_metas l1 = {&v1, 1}, l2 = {&v2, 1};
 	struct mtd_lb_layer_config lc = {.metadata_key = "version", .min_healthy_percent = 70};
 	struct mtd_lb_config cfg;
 	struct mtd_lb_layer *l;
@@ -652,8 +653,7 @@ START_TEST(through_the_routing_layer)
 
 	t_set_init(&s, 6, NULL);
 	for (size_t i = 0; i < 6; i++) {
-		s.eps[i].meta = i < 3 ? &v1 : &v2;
-		s.eps[i].n_meta = 1;
+		s.eps[i].meta = i < 3 ? &l1 : &l2;
 	}
 	mtd_lb_config_defaults(&cfg, mtd_lb_find("CLIENT_SIDE_WEIGHTED_ROUND_ROBIN"));
 	cfg.orca.blackout_ms = 0;

@@ -272,14 +272,15 @@ START_TEST(slots_walk_order_exclusions_bound)
 	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &off, w, s.eps, NULL, &ctx), -1);
 
 	memset(s.excluded, 0, sizeof(s.excluded));
-	atomic_store(&s.stats[2].active, 1);
+	atomic_store(&t_live(&s.stats[2])->active, 1);
 	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &off, w, s.eps, NULL, &ctx), 2);
 	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &one, w, s.eps, NULL, &ctx), 0);
-	atomic_store(&s.stats[0].active, 1);
+	atomic_store(&t_live(&s.stats[0])->active, 1);
 	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &one, w, s.eps, NULL, &ctx), 1);
-	atomic_store(&s.stats[1].active, 1);
-	atomic_store(&s.stats[3].active, 1);
+	atomic_store(&t_live(&s.stats[1])->active, 1);
+	atomic_store(&t_live(&s.stats[3])->active, 1);
 	ck_assert_int_eq(mtd_lb__slots_walk(t_table, 0, &one, w, s.eps, NULL, &ctx), -1);
+	t_set_fini(&s);
 }
 END_TEST
 

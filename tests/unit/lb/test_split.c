@@ -10,20 +10,18 @@
 static const struct mtd_lb_meta m_v1[] = {{"version", "v1"}};
 static const struct mtd_lb_meta m_v2[] = {{"version", "v2"}};
 static const struct mtd_lb_meta m_v3[] = {{"version", "v3"}};
+static const struct mtd_lb_metas l_v1 = {m_v1, 1}, l_v2 = {m_v2, 1}, l_v3 = {m_v3, 1};
 
 /* 0, 1, 2: v1; 3: v2; 4, 5: v3; 6: untagged. */
 static void versions(struct t_set *s)
 {
 	t_set_init(s, 7, NULL);
 	for (size_t i = 0; i < 3; i++) {
-		s->eps[i].meta = m_v1;
-		s->eps[i].n_meta = 1;
+		s->eps[i].meta = &l_v1;
 	}
-	s->eps[3].meta = m_v2;
-	s->eps[3].n_meta = 1;
+	s->eps[3].meta = &l_v2;
 	for (size_t i = 4; i < 6; i++) {
-		s->eps[i].meta = m_v3;
-		s->eps[i].n_meta = 1;
+		s->eps[i].meta = &l_v3;
 	}
 }
 
@@ -472,7 +470,7 @@ START_TEST(latency_histogram_buckets_and_quantile)
 	mtd_lb_stats_lat_add(&s.stats[0], h);
 	ck_assert_uint_eq(h[mtd_lb_lat_bucket(3000)], 2);
 	mtd_lb_stats_fini(&s.stats[0]);
-	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
+	ck_assert_ptr_null(t_lat(&s.stats[0]));
 }
 END_TEST
 
@@ -488,7 +486,7 @@ START_TEST(latency_histogram_only_once_answered)
 	                     ok = {.ok = true, .latency_us = 700};
 
 	t_set_init(&s, 2, NULL);
-	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
+	ck_assert_ptr_null(t_lat(&s.stats[0]));
 	memset(h, 0, sizeof(h));
 	mtd_lb_stats_lat_add(&s.stats[0], h);
 	for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
@@ -499,18 +497,18 @@ START_TEST(latency_histogram_only_once_answered)
 	mtd_lb_stats_begin(&s.stats[0]);
 	mtd_lb_stats_end(&s.stats[0], &neutral, 1, 0);
 	mtd_lb_stats_begin(&s.stats[0]);
-	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
-	ck_assert_uint_eq(atomic_load(&s.stats[0].picks), 3);
-	ck_assert_uint_eq(atomic_load(&s.stats[0].failures), 1);
+	ck_assert_ptr_null(t_lat(&s.stats[0]));
+	ck_assert_uint_eq(atomic_load(&t_live(&s.stats[0])->picks), 3);
+	ck_assert_uint_eq(atomic_load(&t_live(&s.stats[0])->failures), 1);
 	mtd_lb_stats_end(&s.stats[0], &ok, 1, 0);
-	ck_assert_ptr_nonnull(atomic_load(&s.stats[0].lat));
+	ck_assert_ptr_nonnull(t_lat(&s.stats[0]));
 	mtd_lb_stats_lat_add(&s.stats[0], h);
 	ck_assert_uint_eq(h[mtd_lb_lat_bucket(700)], 1);
 	/* Its neighbour, never called, still has none. */
-	ck_assert_ptr_null(atomic_load(&s.stats[1].lat));
+	ck_assert_ptr_null(t_lat(&s.stats[1]));
 	mtd_lb_stats_fini(&s.stats[1]);
 	mtd_lb_stats_fini(&s.stats[0]);
-	ck_assert_ptr_null(atomic_load(&s.stats[0].lat));
+	ck_assert_ptr_null(t_lat(&s.stats[0]));
 }
 END_TEST
 

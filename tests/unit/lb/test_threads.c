@@ -151,8 +151,8 @@ static void check_least(const char *policy, bool warm)
 		ck_assert_uint_eq(leaf & 0xffffffffu, warm ? atomic_load(&st->warm_tw[i]) : st->tw[i]);
 		if (warm && i % 3 == 0)
 			ck_assert_uint_lt(leaf & 0xffffffffu, st->tw[i]);
-		picks += atomic_load(&s.stats[i].picks);
-		active += (uint64_t)atomic_load(&s.stats[i].active);
+		picks += atomic_load(&t_live(&s.stats[i])->picks);
+		active += (uint64_t)atomic_load(&t_live(&s.stats[i])->active);
 	}
 	ck_assert_uint_eq(picks, (uint64_t)THREADS * ROUNDS);
 	ck_assert_uint_le(active, (uint64_t)THREADS * MAX_FLIGHT);
@@ -502,13 +502,13 @@ START_TEST(latency_histogram_first_records_race)
 	for (size_t i = 0; i < HIST_EPS; i++) {
 		uint64_t h[MTD_LB_LAT_BUCKETS] = {0};
 
-		ck_assert_ptr_nonnull(atomic_load(&st[i].lat));
-		ck_assert_uint_eq(atomic_load(&st[i].latency_count), (uint64_t)THREADS * HIST_ROUNDS);
+		ck_assert_ptr_nonnull(t_lat(&st[i]));
+		ck_assert_uint_eq(atomic_load(&t_live(&st[i])->latency_count), (uint64_t)THREADS * HIST_ROUNDS);
 		mtd_lb_stats_lat_add(&st[i], h);
 		for (size_t b = 0; b < MTD_LB_LAT_BUCKETS; b++)
 			ck_assert_uint_eq(h[b], want[b]);
 		mtd_lb_stats_fini(&st[i]);
-		ck_assert_ptr_null(atomic_load(&st[i].lat));
+		ck_assert_ptr_null(t_lat(&st[i]));
 	}
 }
 END_TEST

@@ -303,6 +303,7 @@ START_TEST(swrr_failure_shares_follow_health)
 		ck_assert_msg(fabs((double)counts[i] - share[i] * 75000) <= 20, "endpoint %zu: %llu", i,
 		              (unsigned long long)counts[i]);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 
@@ -378,6 +379,7 @@ START_TEST(swrr_failure_cut_and_recovery)
 	ck_assert_uint_ge(counts[1], 498);
 	ck_assert_uint_le(counts[1], 502);
 	mtd_lb_picker_free(p);
+	t_set_fini(&s);
 }
 END_TEST
 

@@ -1043,7 +1043,7 @@ struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p)
 	ck_assert_int_ge(c->fd, 0);
 	LIST_INSERT_HEAD(&p->conns, c, link);
 	p->n_conns++;
-	atomic_fetch_add_explicit(&p->ep->mx.conns_open, 1, memory_order_relaxed);
+	mtd_mx_ep_add(p->ep, conns_open, 1);
 	ck_assert_int_eq(mtd_conn_timer_init(c), 0);
 	event_assign(&c->rev, c->w->base, c->fd, EV_READ, noop_cb, c);
 	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, noop_cb, c);

@@ -23,12 +23,15 @@
 #include <event2/event.h>
 
 #include "core/clock.h"
+#include "core/lazy.h"
 #include "discovery/discovery.h"
+#include "lb/lb.h"
 #include "sidecar/control/runtime.h"
 #include "sidecar/io/conn.h"
 #include "sidecar/io/pool.h"
 #include "sidecar/io/stream-t.h"
 #include "sidecar/io/upstream.h"
+#include "sidecar/ops/metrics.h"
 #include "sidecar/turn.h"
 #include "sidecar/worker.h"
 
@@ -174,7 +177,7 @@ struct fx {
 	struct mtd_cfg_service scfg;
 	struct mtd_rt_service svc;
 	struct mtd_rt_load load;
-	struct mtd_endpoint *ep; /* with its pools[1] (allocated: the array is its last member) */
+	struct mtd_endpoint *ep; /* one worker's: n_slots 1 */
 	int lfd;  /* the upstream's listening socket */
 	int peer; /* the upstream's side of the last connection accepted, or -1 */
 	char text[64];
@@ -215,9 +218,10 @@ static void fx_open(struct fx *f)
 	mtd_ref_init(&f->load.ref);
 	f->svc.cfg = &f->scfg;
 	f->svc.load = &f->load;
-	f->ep = calloc(1, sizeof(*f->ep) + sizeof(f->ep->pools[0]));
+	f->ep = calloc(1, sizeof(*f->ep));
 	ck_assert_ptr_nonnull(f->ep);
 	mtd_ref_init(&f->ep->ref);
+	f->ep->n_slots = 1;
 	f->ep->addr.text = f->text;
 	f->ep->addr.host = (char *)"127.0.0.1";
 	memcpy(&f->ep->addr.sa, &sin, sizeof(sin));
@@ -294,16 +298,23 @@ static bool has_stream(struct fx *f)
 	return n_on_stream > 0;
 }
 
+/* The worker's pool for the endpoint, or NULL (none made yet, or freed). */
+static struct mtd_pool *pool_of(struct fx *f)
+{
+	struct mtd_pool **slots = mtd_lazy_peek(&f->ep->pools);
+	return slots ? slots[0] : NULL;
+}
+
 static bool transport_up(struct fx *f)
 {
-	struct mtd_conn *c = LIST_FIRST(&f->ep->pools[0]->conns);
+	struct mtd_conn *c = LIST_FIRST(&pool_of(f)->conns);
 	return c && c->state == MTD_CONN_READY;
 }
 
 static void fx_close(struct fx *f)
 {
-	if (f->ep->pools[0])
-		mtd_pool_free(f->ep->pools[0]);
+	if (pool_of(f))
+		mtd_pool_free(pool_of(f));
 	turn(f);
 	if (f->peer >= 0)
 		close(f->peer);
@@ -317,6 +328,9 @@ static void fx_close(struct fx *f)
 	/* Every reference the pool took was given back. */
 	ck_assert_uint_eq(atomic_load(&f->svc.ref.n), 1);
 	ck_assert_uint_eq(atomic_load(&f->ep->ref.n), 1);
+	mtd_lazy_free(&f->ep->mx); /* its connection figures (metrics.h) */
+	mtd_lazy_free(&f->ep->pools);
+	mtd_lb_stats_fini(&f->ep->stats);
 	free(f->ep);
 }
 
@@ -331,11 +345,18 @@ START_TEST(retired_pool_whose_connection_fails_opens_none)
 {
 	struct fx f;
 	fx_open(&f);
+	ck_assert_ptr_null(atomic_load(&f.ep->pools)); /* no pool: no slots either */
 	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_eq(pool_of(&f), p); /* the first pool made them */
+	ck_assert_ptr_eq(mtd_pool_get(&f.w, &f.svc, f.ep), p);
+	/* No connection yet: no connection figures (metrics.h), read as 0. */
+	ck_assert_ptr_null(atomic_load(&f.ep->mx));
+	ck_assert_int_eq(atomic_load(&mtd_mx_ep_view(&f.ep->mx)->conns_open), 0);
 	struct mtd_up_stream *a1 = attempt_new(&f), *a2 = attempt_new(&f);
 	ck_assert_int_eq(mtd_pool_enqueue(p, a1), 0);
 	ck_assert_uint_eq(p->n_conns, 1);
+	ck_assert_int_eq(atomic_load(&mtd_mx_ep_view(&f.ep->mx)->conns_open), 1);
 	/* The upstream accepts and sends its SETTINGS: a1's stream opens. */
 	ck_assert(turn_until(&f, accepted));
 	ck_assert(turn_until(&f, transport_up));
@@ -353,6 +374,7 @@ START_TEST(retired_pool_whose_connection_fails_opens_none)
 	ck_assert(mtd_up_check_write_stall(c, INT64_MAX / 2));
 	ck_assert_int_eq(n_conn_lost, 1);
 	ck_assert_uint_eq(p->n_conns, 0);
+	ck_assert_int_eq(atomic_load(&mtd_mx_ep_view(&f.ep->mx)->conns_open), 0);
 	turn(&f);
 
 	/* Whatever waits there now, the pool opens no connection. */
@@ -550,7 +572,7 @@ START_TEST(pool_of_an_endpoint_that_left_is_born_retired)
 	ck_assert_uint_eq(p->n_conns, 0);
 	/* Housekeeping frees it like any drained retired pool. */
 	mtd_pool_housekeeping(p, mtd_now_ns());
-	ck_assert_ptr_null(f.ep->pools[0]);
+	ck_assert_ptr_null(pool_of(&f));
 	fx_close(&f);
 }
 END_TEST
