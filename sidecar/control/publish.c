@@ -37,6 +37,9 @@ int mtd_control_init(struct mtd_control *ctl)
 	ctl->base = event_base_new();
 	if (!ctl->base)
 		goto fail;
+	/* libevent's default priority is the middle one: MTD_CONTROL_PRIO_NORMAL. */
+	if (event_base_priority_init(ctl->base, MTD_CONTROL_N_PRIOS) != 0)
+		goto free_base;
 	rc = mtd_mbox_init(&ctl->reclaim_rts, ctl->base, reclaim_cb, ctl);
 	if (rc < 0)
 		goto free_base;

@@ -159,7 +159,7 @@ struct xds_pending {
 	struct xds_bind **q; /* queued in [head, tail), NULL where one left early */
 	size_t head, tail, n;
 	size_t cap;       /* at least the number of bindings: queuing never allocates */
-	struct event *ev; /* the next slice (a timer: the loop polls its sockets between two) */
+	struct event *ev; /* the next slice: a timer of background priority (control.h) */
 	size_t slice_max; /* services at most per slice (test-only limit, see rebuild_limits) */
 	int64_t slice_ns; /* time at most per slice (one service at least) */
 	int64_t gap_ms;   /* delay before each slice (test-only, see rebuild_limits; else 0) */
@@ -1744,6 +1744,10 @@ int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct m
 	x->retry = evtimer_new(x->base, retry_cb, x);
 	x->sync_ev = event_new(x->base, -1, 0, sync_cb, x);
 	x->pending.ev = evtimer_new(x->base, rebuild_slice, x);
+	/* After every response already on the socket (a base without the
+	 * control loop's priorities, in a unit test, runs it as any event). */
+	if (x->pending.ev != NULL)
+		(void)event_priority_set(x->pending.ev, MTD_CONTROL_PRIO_BACKGROUND);
 	rebuild_limits(&x->pending);
 	if (x->server.text == NULL || x->server.host == NULL || x->node_id == NULL || (c->zone && x->zone == NULL) ||
 	    (c->listener && x->lds.name == NULL) || x->retry == NULL || x->sync_ev == NULL || x->pending.ev == NULL)
