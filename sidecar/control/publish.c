@@ -96,6 +96,8 @@ struct event_base *mtd_control_base(struct mtd_control *ctl)
 void mtd_control_publish(struct mtd_control *ctl, struct mtd_runtime *rt)
 {
 	struct mtd_runtime *old = ctl->rt;
+	if (old)
+		mtd_runtime_mark_gone(old, rt);
 	ctl->rt = rt;
 	for (unsigned i = 0; i < ctl->n_workers; i++) {
 		mtd_ref_get(&rt->ref);
