@@ -137,8 +137,9 @@ struct xds_bind {
 };
 
 /* The pending rebuilds: the bound services whose cluster changed since
- * their snapshot was built, rebuilt a slice at a time, one slice per
- * event-loop turn, so that a CDS response that changes many clusters is
+ * their snapshot was built, rebuilt a slice at a time, a slice in a turn
+ * of the event loop with nothing else ready (background priority,
+ * control.h), so that a CDS response that changes many clusters is
  * answered at once and an EDS response read meanwhile is applied at once
  * for its services, not behind the whole rebuild.
  *
@@ -146,7 +147,9 @@ struct xds_bind {
  * its service's snapshot may lack its cluster's newest accepted
  * translation. Whatever gives a binding what the client holds now
  * (apply_bind: a slice, an EDS response for its assignment, a new
- * binding's first apply) takes it out of the queue; so a newer CDS
+ * binding's first apply) takes it out of the queue (out of memory there:
+ * it keeps its snapshot until its cluster or assignment changes again, as
+ * it did before there was a queue); so a newer CDS
  * response only queues what is not queued yet (a service is rebuilt once,
  * from the newest cluster), and an EDS response rebuilds its queued
  * services then, with the newest cluster. A binding that stops leaves it
@@ -396,9 +399,9 @@ static struct xds_cla *bind_cla(struct mtd_xds *x, struct xds_bind *b, const cha
 
 /* ---- the pending rebuilds (struct xds_pending) ----------------------------------- */
 
-/* A slice's time: an EDS response read behind a CDS push waits at most
+/* A slice's time: a response that arrives during a slice waits at most
  * about this long for the control thread (10,000 services of 10
- * endpoints rebuild in about 300 ms: some 30 slices, each published). */
+ * endpoints rebuild in about 220 ms: 15-20 slices, each published). */
 #define SLICE_MS 8
 
 /* Test-only limits (a test shows the rebuild in progress, which one slice
