@@ -365,7 +365,8 @@ class XdsTest(XdsBase):
         queued; the EDS change is applied at once, with the newest cluster,
         while the others still wait for their rebuild. A newer CDS push
         queues each service once; a reconnect keeps what is queued; a reload
-        gives every service the newest, as a fresh maitred would."""
+        gives every service the newest, as a fresh maitred would, and so
+        does a new stream after a reload that changes the xds block."""
         a, b = self.start_upstream("a"), self.start_upstream("b")
         admin = free_port()
         self.server.start()
@@ -436,8 +437,22 @@ class XdsTest(XdsBase):
         self.assertEqual(self.rebuilds_pending(admin), (0, 0))
         before = load.count()
         wait_until(lambda: load.count() >= before + 20, WAIT, "more calls after the reload")
+
+        # Rebuilds pending, then a reload that changes the xds block: the
+        # old client goes with its queue; the new stream's responses give
+        # every service the newest cluster.
+        cv = self.server.set("cluster", clusters("LEAST_REQUEST"))
+        self.server.wait_for(lambda log: any(acked(r, xds.CDS, cv) for r in log), WAIT, "the third CDS ACK")
+        self.assertEqual(self.rebuilds_pending(admin), (4, 4))
+        cfg["xds"]["node_id"] = "maitred-2"
+        self.write_config(cfg, os.path.basename(m.config_path))
+        wait_until(lambda: self.clusters_state(admin) == want("LEAST_REQUEST", b, "LEAST_REQUEST"), WAIT,
+                   "every service on the newest cluster through the new stream")
+        self.assertEqual(self.rebuilds_pending(admin), (0, 0))
+        before = load.count()
+        wait_until(lambda: load.count() >= before + 20, WAIT, "more calls after the second reload")
         load.stop()
-        self.assertEqual(load.errors, [], "calls failed across the reload")
+        self.assertEqual(load.errors, [], "calls failed across the reloads")
         self.stop_maitred(m)
 
     @maitred_only
