@@ -5,7 +5,9 @@ spread calls over grpcio upstreams; an endpoint added and removed under
 load without a failed call; a bad resource NACKed while the last good one
 serves; priority failover; the management server down and back with a
 changed assignment; a static service beside an xDS cluster of its name;
-TLS to the management server; a reload that keeps or restarts the stream.
+TLS to the management server; a reload that keeps or restarts the stream;
+an EDS change right behind a CDS push applied while the push's rebuilds
+are still pending (test-only MAITRED_TEST_XDS_SLICE / _GAP_MS).
 
 Every wait is bounded and only a hang guard: what is asserted is which
 instances calls reached, how many calls failed, and what maitred sent the
