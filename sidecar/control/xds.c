@@ -899,7 +899,8 @@ static void sync_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (!x->binds_sorted) {
-		qsort(x->binds, x->n_binds, sizeof(*x->binds), cmp_bind);
+		if (x->n_binds > 1) /* binds is NULL while none was ever bound */
+			qsort(x->binds, x->n_binds, sizeof(*x->binds), cmp_bind);
 		x->binds_sorted = true;
 	}
 	if (retable(x, T_CDS) && x->ads != NULL)
