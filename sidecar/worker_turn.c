@@ -115,7 +115,7 @@ int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
 	/* Pools of endpoints it no longer holds drain. */
 	struct mtd_pool *p;
 	LIST_FOREACH(p, &w->pools, link)
-		if (!p->retired && atomic_load_explicit(&p->ep->last_gen, memory_order_relaxed) < rt->gen)
+		if (!p->retired && mtd_endpoint_gone(p->ep, rt->gen))
 			mtd_pool_retire(p);
 	/* Calls waiting for a first endpoint set look at this one. */
 	mtd_call_parked_swap(w);

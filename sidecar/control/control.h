@@ -22,6 +22,14 @@ struct mtd_endpoint;
 
 /* The control loop's event base, for a source's sockets and timers. */
 struct event_base *mtd_control_base(struct mtd_control *ctl);
+/* The control loop's event priorities (libevent's, lower runs first): every
+ * event has MTD_CONTROL_PRIO_NORMAL unless set otherwise. An event of
+ * MTD_CONTROL_PRIO_BACKGROUND runs only in a turn of the loop in which no
+ * other event is ready: background work (xds.c's rebuild slices) yields to
+ * every socket read, so that a response that arrives meanwhile is taken
+ * first, even one that takes many turns to read (libevent reads at most
+ * 4 KiB a socket per turn). */
+enum { MTD_CONTROL_PRIO_NORMAL = 1, MTD_CONTROL_PRIO_BACKGROUND = 2, MTD_CONTROL_N_PRIOS = 3 };
 
 /* Replace the endpoint set of service `service` (an index into the current
  * config's services) with eps[0..n). Identities in both the old and the new

@@ -40,6 +40,9 @@ int mtd_control_init(struct mtd_control *ctl)
 	ctl->base = event_base_new();
 	if (!ctl->base)
 		goto fail;
+	/* libevent's default priority is the middle one: MTD_CONTROL_PRIO_NORMAL. */
+	if (event_base_priority_init(ctl->base, MTD_CONTROL_N_PRIOS) != 0)
+		goto free_base;
 	rc = mtd_mbox_init(&ctl->reclaim_rts, ctl->base, reclaim_cb, ctl);
 	if (rc < 0)
 		goto free_base;
@@ -96,6 +99,8 @@ struct event_base *mtd_control_base(struct mtd_control *ctl)
 void mtd_control_publish(struct mtd_control *ctl, struct mtd_runtime *rt)
 {
 	struct mtd_runtime *old = ctl->rt;
+	if (old)
+		mtd_runtime_mark_gone(old, rt);
 	ctl->rt = rt;
 	for (unsigned i = 0; i < ctl->n_workers; i++) {
 		mtd_ref_get(&rt->ref);

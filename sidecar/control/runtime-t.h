@@ -63,11 +63,14 @@ struct mtd_endpoint {
 	/* Connection figures, shared; NULL until its first connection or
 	 * health check (metrics.h mtd_mx_ep_add, mtd_mx_ep_view). */
 	struct mtd_mx_endpoint *_Atomic mx;
-	/* Newest runtime generation whose snapshot holds this identity: a
-	 * worker serving generation g retires the pools of identities with
-	 * last_gen < g (removed). Written by the control thread before it
-	 * publishes g. */
-	_Atomic uint64_t last_gen;
+	/* The generation of the first published runtime that no longer holds
+	 * this identity, 0 while the current one holds it (or it was never
+	 * published): a worker serving generation g retires its pools once
+	 * mtd_endpoint_gone(ep, g). Written by the control thread before it
+	 * publishes that runtime (mtd_runtime_mark_gone, which looks only at the
+	 * services the runtime changed); never cleared (an identity that left
+	 * never comes back: a snapshot reuses only its predecessor's). */
+	_Atomic uint64_t gone_gen;
 	/* Bit i: worker i (< 64) has a connection to it that took the peer's
 	 * SETTINGS and is not closed; set and cleared by that worker (pool.c),
 	 * read by health.c to run a check where a connection already is. */
@@ -83,6 +86,14 @@ struct mtd_endpoint {
 	 * only it touches it. Freed with the endpoint. */
 	struct mtd_pool **_Atomic pools;
 };
+
+/* Whether a worker serving generation gen must no longer use ep: the
+ * runtime it serves, or an older one, dropped it (gone_gen). Any thread. */
+static inline bool mtd_endpoint_gone(const struct mtd_endpoint *ep, uint64_t gen)
+{
+	uint64_t g = atomic_load_explicit(&ep->gone_gen, memory_order_relaxed);
+	return g != 0 && g <= gen;
+}
 
 /* A rate_limit's token bucket, shared by every worker and by
  * the snapshots of one service (or method) while its figures stay. */

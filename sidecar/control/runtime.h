@@ -63,6 +63,11 @@ int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over
 /* The snapshot of service si in the batch as it stands. */
 const struct mtd_rt_service *mtd_runtime_batch_service(const struct mtd_rt_batch *bt, size_t si);
 struct mtd_runtime *mtd_runtime_batch_end(struct mtd_rt_batch *bt);
+/* Before rt is published over old (the current runtime, ctl->rt): mark
+ * gone at rt->gen every identity old holds and rt does not (runtime-t.h
+ * gone_gen), so that a worker taking rt retires their pools. Visits only
+ * the services rt changed. Control thread. */
+void mtd_runtime_mark_gone(const struct mtd_runtime *old, const struct mtd_runtime *rt);
 /* Drop a reference on an override; the last frees it (control thread). */
 void mtd_rt_over_unref(struct mtd_rt_over *o);
 /* The batch's runtime takes xr as its control plane's routes (a

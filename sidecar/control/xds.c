@@ -68,7 +68,7 @@ struct xds_cl {
 	char *name;
 	bool have;
 	bool removed; /* the server stopped sending it (CDS is state of the world) */
-	bool dirty;   /* changed by the response at hand: its services to be given it */
+	bool dirty;   /* changed by the response at hand: its services to be queued (on_clusters) */
 	uint64_t gen; /* a new one at each change of c (the override's tag) */
 	struct mtd_xds_cluster c;
 	/* c's resource as it last came (NULL: none, or out of memory): a
@@ -133,6 +133,39 @@ struct xds_bind {
 	struct mtd_mx_disc *mx; /* its discovery figures, NULL = not yet (lives as long as the process) */
 	bool applied;         /* what the client knows of its cluster was given to it */
 	size_t cl_at, cla_at; /* where its cluster and assignment were last found (bind_cl, bind_cla) */
+	size_t pending_at;    /* its slot in the pending rebuilds plus one; 0 = not queued */
+};
+
+/* The pending rebuilds: the bound services whose cluster changed since
+ * their snapshot was built, rebuilt a slice at a time, a slice in a turn
+ * of the event loop with nothing else ready (background priority,
+ * control.h), so that a CDS response that changes many clusters is
+ * answered at once and an EDS response read meanwhile is applied at once
+ * for its services, not behind the whole rebuild.
+ *
+ * Contract: a binding is queued at most once, and is queued exactly while
+ * its service's snapshot may lack its cluster's newest accepted
+ * translation. Whatever gives a binding what the client holds now
+ * (apply_bind: a slice, an EDS response for its assignment, a new
+ * binding's first apply) takes it out of the queue (out of memory there:
+ * it keeps its snapshot until its cluster or assignment changes again, as
+ * it did before there was a queue); so a newer CDS
+ * response only queues what is not queued yet (a service is rebuilt once,
+ * from the newest cluster), and an EDS response rebuilds its queued
+ * services then, with the newest cluster. A binding that stops leaves it
+ * (a reload stops every binding; its new ones are each given everything
+ * the client holds, as a fresh maitred's are). A rebuild is one service's
+ * whole snapshot: it holds the old cluster or the new, never part of each.
+ * The stream does not matter: what was accepted is rebuilt while the
+ * server is away. Control thread. */
+struct xds_pending {
+	struct xds_bind **q; /* queued in [head, tail), NULL where one left early */
+	size_t head, tail, n;
+	size_t cap;       /* at least the number of bindings: queuing never allocates */
+	struct event *ev; /* the next slice: a timer of background priority (control.h) */
+	size_t slice_max; /* services at most per slice (test-only limit, see rebuild_limits) */
+	int64_t slice_ns; /* time at most per slice (one service at least) */
+	int64_t gap_ms;   /* delay before each slice (test-only, see rebuild_limits; else 0) */
 };
 
 struct mtd_xds {
@@ -154,8 +187,10 @@ struct mtd_xds {
 	size_t n_cls;
 	struct xds_cla *clas; /* sorted by name */
 	size_t n_clas;
-	struct xds_bind **binds;
+	struct xds_bind **binds; /* sorted by cluster name while binds_sorted (sync_cb) */
 	size_t n_binds;
+	bool binds_sorted;
+	struct xds_pending pending;
 	uint64_t next_gen;
 	/* LDS and RDS (xds.listener): the listener, the route configuration
 	 * its connection manager names (name NULL: inline, or none yet), and
@@ -362,6 +397,130 @@ static struct xds_cla *bind_cla(struct mtd_xds *x, struct xds_bind *b, const cha
 	return ea;
 }
 
+/* ---- the pending rebuilds (struct xds_pending) ----------------------------------- */
+
+/* A slice's time: a response that arrives during a slice waits at most
+ * about this long for the control thread (10,000 services of 10
+ * endpoints rebuild in about 220 ms: 15-20 slices, each published). */
+#define SLICE_MS 8
+
+/* Test-only limits (a test shows the rebuild in progress, which one slice
+ * per turn at full speed hides): MAITRED_TEST_XDS_SLICE, services per
+ * slice at most; MAITRED_TEST_XDS_SLICE_GAP_MS, the delay before each
+ * slice. Read once, at the first client's start; a bad value is ignored
+ * (logged). Not for production: a gap delays every cluster change. */
+static void rebuild_limits(struct xds_pending *p)
+{
+	static bool read;
+	static size_t slice_max = SIZE_MAX;
+	static int64_t gap_ms;
+
+	if (!read) {
+		const char *v;
+		char *end;
+		read = true;
+		if ((v = getenv("MAITRED_TEST_XDS_SLICE")) != NULL) {
+			unsigned long long n = strtoull(v, &end, 10);
+			if (*v != '\0' && *end == '\0' && n > 0)
+				slice_max = (size_t)n;
+			else
+				MTD_WARN("xds: MAITRED_TEST_XDS_SLICE=%.40s is not a positive count: ignored", v);
+		}
+		if ((v = getenv("MAITRED_TEST_XDS_SLICE_GAP_MS")) != NULL) {
+			long long n = strtoll(v, &end, 10);
+			if (*v != '\0' && *end == '\0' && n >= 0 && n <= 86400000)
+				gap_ms = n;
+			else
+				MTD_WARN("xds: MAITRED_TEST_XDS_SLICE_GAP_MS=%.40s is not 0..86400000: ignored", v);
+		}
+		if (slice_max != SIZE_MAX || gap_ms != 0)
+			MTD_WARN("xds: test-only rebuild limits: %zu service(s) a slice at most, %lld ms before each",
+			         slice_max, (long long)gap_ms);
+	}
+	p->slice_max = slice_max;
+	p->slice_ns = (int64_t)SLICE_MS * 1000000;
+	p->gap_ms = gap_ms;
+}
+
+static void pending_count(struct mtd_xds *x)
+{
+	mtd_metrics_xds()->rebuilds_pending = x->pending.n;
+}
+
+/* Room to queue every binding (called as one is added): 0, or -ENOMEM. */
+static int pending_reserve(struct xds_pending *p, size_t n_binds)
+{
+	if (p->cap >= n_binds)
+		return 0;
+	size_t cap = p->cap ? p->cap : 16;
+	while (cap < n_binds)
+		cap *= 2;
+	struct xds_bind **q = realloc(p->q, cap * sizeof(*q));
+	if (q == NULL)
+		return -ENOMEM;
+	p->q = q;
+	p->cap = cap;
+	return 0;
+}
+
+/* The queued bindings moved to the front (slots left by those taken out
+ * early are dropped). */
+static void pending_compact(struct xds_pending *p)
+{
+	size_t k = 0;
+
+	for (size_t i = p->head; i < p->tail; i++) {
+		if (p->q[i] == NULL)
+			continue;
+		p->q[k] = p->q[i];
+		p->q[k]->pending_at = k + 1;
+		k++;
+	}
+	p->head = 0;
+	p->tail = k;
+}
+
+static void pending_arm(struct mtd_xds *x)
+{
+	struct timeval tv = {(time_t)(x->pending.gap_ms / 1000), (suseconds_t)(x->pending.gap_ms % 1000 * 1000)};
+
+	if (x->pending.n > 0 && !evtimer_pending(x->pending.ev, NULL) && evtimer_add(x->pending.ev, &tv) != 0)
+		MTD_ERROR("xds: cannot arm the rebuild timer: %zu service(s) wait for the next cluster change",
+		          x->pending.n);
+}
+
+/* Queue binding b's service for a rebuild (a no-op when it is queued). */
+static void pending_add(struct mtd_xds *x, struct xds_bind *b)
+{
+	struct xds_pending *p = &x->pending;
+
+	if (b->pending_at != 0)
+		return;
+	if (p->tail == p->cap)
+		pending_compact(p); /* room: n < bindings <= cap */
+	p->q[p->tail++] = b;
+	b->pending_at = p->tail;
+	p->n++;
+	pending_count(x);
+	pending_arm(x);
+}
+
+static void pending_remove(struct mtd_xds *x, struct xds_bind *b)
+{
+	struct xds_pending *p = &x->pending;
+
+	if (b->pending_at == 0)
+		return;
+	p->q[b->pending_at - 1] = NULL;
+	b->pending_at = 0;
+	if (--p->n == 0) {
+		p->head = p->tail = 0;
+		if (p->ev != NULL)
+			evtimer_del(p->ev);
+	}
+	pending_count(x);
+}
+
 /* The records of ea's last good assignment: its fresh translation, or its
  * bytes translated again into *again (the caller frees it); NULL when
  * out of memory (the bytes were accepted once: the same translate
@@ -388,6 +547,7 @@ static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bi
 	char why[1200];
 
 	b->applied = true;
+	pending_remove(x, b); /* given the newest: its rebuild is done */
 	if (cl != NULL && cl->removed) {
 		snprintf(why, sizeof(why), "xds: cluster %s was removed by %s", b->cluster, x->server.text);
 		mtd_control_batch_set(bt, b->service, NULL, none, 0, why, false);
@@ -460,10 +620,12 @@ static void apply_new(struct mtd_xds *x)
 		mtd_control_batch_publish(x->ctl, bt);
 }
 
-/* The services whose cluster or assignment the response at hand changed
- * (dirty), and only those: one pass over the services, each looking its
- * cluster up (no scan per resource: a push of every cluster stays
- * O(services log clusters) here), and one snapshot for all of them. */
+/* The services whose assignment the EDS response at hand changed (dirty),
+ * and only those, each with its cluster's newest translation (a service
+ * queued for a rebuild is rebuilt now, not after the queue): one pass over
+ * the services, each looking its cluster up (no scan per resource: a push
+ * of every assignment stays O(services log clusters) here), and one
+ * snapshot for all of them. */
 static void apply_dirty(struct mtd_xds *x)
 {
 	struct mtd_rt_batch *bt = NULL;
@@ -472,13 +634,13 @@ static void apply_dirty(struct mtd_xds *x)
 		const struct xds_cl *cl = bind_cl(x, x->binds[i]);
 		const struct xds_cla *ea = cl != NULL && cl->have ? bind_cla(x, x->binds[i], cl->c.eds_name) : NULL;
 
-		if (cl != NULL && !cl->dirty && ea != NULL && ea->resent && !ea->dirty) {
+		if (ea != NULL && ea->resent && !ea->dirty) {
 			/* Unchanged, not rebuilt; its source answered all the same. */
 			if (x->binds[i]->applied && x->binds[i]->mx != NULL)
 				x->binds[i]->mx->last_sync_ms = mtd_wall_ms();
 			continue;
 		}
-		if (cl == NULL || !(cl->dirty || (ea != NULL && ea->dirty)))
+		if (ea == NULL || !ea->dirty)
 			continue;
 		if (bt == NULL && (bt = mtd_control_batch_begin(x->ctl)) == NULL)
 			break;
@@ -486,12 +648,73 @@ static void apply_dirty(struct mtd_xds *x)
 	}
 	if (bt != NULL)
 		mtd_control_batch_publish(x->ctl, bt);
-	for (size_t i = 0; i < x->n_cls; i++)
-		x->cls[i].dirty = false;
 	for (size_t i = 0; i < x->n_clas; i++) {
 		x->clas[i].dirty = x->clas[i].resent = false;
 		mtd_xds_cla_free(x->clas[i].fresh);
 		x->clas[i].fresh = NULL;
+	}
+}
+
+/* One slice of the pending rebuilds: the queue's first services, as many
+ * as fit in its time (one at least) and its count, in one snapshot. */
+static void rebuild_slice(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_xds *x = arg;
+	struct xds_pending *p = &x->pending;
+	struct mtd_rt_batch *bt = NULL;
+	int64_t start = mtd_now_ns();
+	size_t done = 0;
+
+	(void)fd;
+	(void)what;
+	while (p->n > 0 && done < p->slice_max && (done == 0 || mtd_now_ns() - start < p->slice_ns)) {
+		while (p->q[p->head] == NULL)
+			p->head++;
+		if (bt == NULL && (bt = mtd_control_batch_begin(x->ctl)) == NULL)
+			break; /* out of memory: the next slice tries again */
+		apply_bind(x, bt, p->q[p->head]); /* takes it out */
+		done++;
+	}
+	if (bt != NULL)
+		mtd_control_batch_publish(x->ctl, bt);
+	pending_arm(x);
+}
+
+/* The first binding of cluster name in the sorted bindings (n_binds when
+ * none is). */
+static size_t binds_lower(const struct mtd_xds *x, const char *name)
+{
+	size_t lo = 0, hi = x->n_binds;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(x->binds[mid]->cluster, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Queue the services of every cluster the CDS response at hand changed
+ * (dirty), and only those (found by a search of the bindings sorted by
+ * cluster: one change among 10,000 visits its own services). */
+static void queue_changed(struct mtd_xds *x)
+{
+	for (size_t i = 0; i < x->n_cls; i++) {
+		struct xds_cl *cl = &x->cls[i];
+		if (!cl->dirty)
+			continue;
+		cl->dirty = false;
+		if (!x->binds_sorted) {
+			for (size_t k = 0; k < x->n_binds; k++)
+				if (strcmp(x->binds[k]->cluster, cl->name) == 0)
+					pending_add(x, x->binds[k]);
+			continue;
+		}
+		for (size_t k = binds_lower(x, cl->name); k < x->n_binds && strcmp(x->binds[k]->cluster, cl->name) == 0;
+		     k++)
+			pending_add(x, x->binds[k]);
 	}
 }
 
@@ -660,6 +883,11 @@ static void send_request(struct mtd_xds *x, int t, const char *nack)
 	free(names);
 }
 
+static int cmp_bind(const void *a, const void *b)
+{
+	return strcmp((*(struct xds_bind *const *)a)->cluster, (*(struct xds_bind *const *)b)->cluster);
+}
+
 /* The bindings changed (a service started or stopped): subscribe to what
  * the services name now and give each bound service what is known. Run
  * from an event, once for all the changes of one turn (a reload stops
@@ -670,6 +898,11 @@ static void sync_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (!x->binds_sorted) {
+		if (x->n_binds > 1) /* binds is NULL while none was ever bound */
+			qsort(x->binds, x->n_binds, sizeof(*x->binds), cmp_bind);
+		x->binds_sorted = true;
+	}
 	if (retable(x, T_CDS) && x->ads != NULL)
 		send_request(x, T_CDS, NULL);
 	if (retable(x, T_EDS) && x->ads != NULL)
@@ -918,7 +1151,7 @@ static void on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 		 * only when a name may have changed: 10,000 names sorted). */
 		if (eds_names && retable(x, T_EDS))
 			x->t[T_EDS].subscribed = false;
-		apply_dirty(x);
+		queue_changed(x);
 	}
 out:
 	free(seen);
@@ -1514,8 +1747,14 @@ int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct m
 	x->lds.name = c->listener != NULL ? strdup(c->listener) : NULL;
 	x->retry = evtimer_new(x->base, retry_cb, x);
 	x->sync_ev = event_new(x->base, -1, 0, sync_cb, x);
+	x->pending.ev = evtimer_new(x->base, rebuild_slice, x);
+	/* After every response already on the socket (a base without the
+	 * control loop's priorities, in a unit test, runs it as any event). */
+	if (x->pending.ev != NULL)
+		(void)event_priority_set(x->pending.ev, MTD_CONTROL_PRIO_BACKGROUND);
+	rebuild_limits(&x->pending);
 	if (x->server.text == NULL || x->server.host == NULL || x->node_id == NULL || (c->zone && x->zone == NULL) ||
-	    (c->listener && x->lds.name == NULL) || x->retry == NULL || x->sync_ev == NULL)
+	    (c->listener && x->lds.name == NULL) || x->retry == NULL || x->sync_ev == NULL || x->pending.ev == NULL)
 		goto oom;
 	if (c->tls != NULL) {
 		x->tls_cfg = tls_copy(c->tls);
@@ -1576,6 +1815,8 @@ void mtd_xds_free(struct mtd_xds *x)
 		event_free(x->retry);
 	if (x->sync_ev)
 		event_free(x->sync_ev);
+	if (x->pending.ev)
+		event_free(x->pending.ev);
 	if (x->ssl_ctx)
 		mtd_tls_ctx_free(x->ssl_ctx);
 	tls_copy_free(x->tls_cfg);
@@ -1600,10 +1841,16 @@ void mtd_xds_free(struct mtd_xds *x)
 	mtd_xds_routes_box_put(x->routes);
 	free(x->fault.filter);
 	/* Bindings belong to their sources, stopped before (sources.h). */
-	for (size_t i = 0; i < x->n_binds; i++)
+	for (size_t i = 0; i < x->n_binds; i++) {
 		x->binds[i]->x = NULL;
+		x->binds[i]->pending_at = 0;
+	}
 	free(x->binds);
-	mtd_metrics_xds()->connected = false;
+	free(x->pending.q);
+	if (x->ctl->xds == x) {
+		mtd_metrics_xds()->connected = false;
+		mtd_metrics_xds()->rebuilds_pending = 0;
+	}
 	free(x);
 }
 
@@ -1622,7 +1869,8 @@ static int xds_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 	grown = realloc(x->binds, (x->n_binds + 1) * sizeof(*grown));
 	if (grown != NULL)
 		x->binds = grown;
-	if (b == NULL || grown == NULL || (b->cluster = strdup(cfg->xds_cluster)) == NULL) {
+	if (b == NULL || grown == NULL || pending_reserve(&x->pending, x->n_binds + 1) != 0 ||
+	    (b->cluster = strdup(cfg->xds_cluster)) == NULL) {
 		free(b);
 		return -ENOMEM;
 	}
@@ -1630,6 +1878,7 @@ static int xds_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 	b->service = service;
 	b->svc_name = cfg->name;
 	x->binds[x->n_binds++] = b;
+	x->binds_sorted = false;
 	/* Given what the client has at mtd_xds_sources_started, with every
 	 * other service started with it (one snapshot). Until then it keeps
 	 * what a reload carried over, or names what it waits for
@@ -1648,6 +1897,8 @@ static void xds_stop(void *state)
 		return;
 	x = b->x;
 	if (x != NULL) {
+		pending_remove(x, b);
+		x->binds_sorted = false;
 		for (size_t i = 0; i < x->n_binds; i++) {
 			if (x->binds[i] == b) {
 				x->binds[i] = x->binds[--x->n_binds];
@@ -1721,6 +1972,8 @@ void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 	mtd_json_key(j, "connected");
 	mtd_json_bool(j, x->ads != NULL && mtd_metrics_xds()->connected);
 	dump_opt(j, "last_disconnect", x->down_why);
+	mtd_json_key(j, "rebuilds_pending");
+	mtd_json_u64(j, x->pending.n);
 	for (int t = 0; t < N_TYPES; t++) {
 		if (t == T_LDS || t == T_RDS) {
 			dump_one(j, x, t);

@@ -87,7 +87,7 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 	 * whoever asked moves on as from any retired pool (a call picks again
 	 * in the current snapshot, a check answers "skip"), and housekeeping
 	 * frees it. */
-	if (w->rt && atomic_load_explicit(&ep->last_gen, memory_order_relaxed) < w->rt->gen)
+	if (w->rt && mtd_endpoint_gone(ep, w->rt->gen))
 		p->retired = true;
 	return p;
 }

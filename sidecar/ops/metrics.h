@@ -161,6 +161,7 @@ struct mtd_mx_xds {
 	uint64_t acks;       /* responses accepted */
 	uint64_t nacks;      /* responses refused (in part or whole) */
 	bool connected;      /* the ADS stream's connection is up */
+	size_t rebuilds_pending; /* services whose cluster changed, waiting for their rebuild (xds.c) */
 };
 struct mtd_mx_xds *mtd_metrics_xds(void);
 #endif

@@ -867,6 +867,10 @@ static void render_xds(struct mtd_abuf *b, const struct mtd_runtime *rt)
 	mtd_prom_sample_u64(b, "maitred_xds_nacks_total", NULL, NULL, NULL, 0, x->nacks);
 	mtd_prom_family(b, "maitred_xds_connected", "gauge", "1 while the connection to the xDS server is up.");
 	mtd_prom_sample_u64(b, "maitred_xds_connected", NULL, NULL, NULL, 0, x->connected);
+	mtd_prom_family(b, "maitred_xds_rebuilds_pending", "gauge",
+	                "Services whose cluster changed and whose snapshot is still to be rebuilt (a few per "
+	                "event-loop turn; an EDS update of one of them rebuilds it at once).");
+	mtd_prom_sample_u64(b, "maitred_xds_rebuilds_pending", NULL, NULL, NULL, 0, x->rebuilds_pending);
 }
 
 /* ORCA out-of-band streams by state (sidecar/control/orca_oob.c): every

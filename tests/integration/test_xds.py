@@ -5,7 +5,9 @@ spread calls over grpcio upstreams; an endpoint added and removed under
 load without a failed call; a bad resource NACKed while the last good one
 serves; priority failover; the management server down and back with a
 changed assignment; a static service beside an xDS cluster of its name;
-TLS to the management server; a reload that keeps or restarts the stream.
+TLS to the management server; a reload that keeps or restarts the stream;
+an EDS change right behind a CDS push applied while the push's rebuilds
+are still pending (test-only MAITRED_TEST_XDS_SLICE / _GAP_MS).
 
 Every wait is bounded and only a hang guard: what is asserted is which
 instances calls reached, how many calls failed, and what maitred sent the
@@ -332,6 +334,159 @@ class XdsTest(XdsBase):
         load.stop()
         self.assertEqual(load.errors, [], "calls failed across the changes")
         self.assertEqual(set(load.instances), {"a", "b"})
+        self.stop_maitred(m)
+
+    # The pending rebuilds (sidecar/control/xds.c, struct xds_pending): a
+    # CDS response is answered at once and its services rebuilt a slice per
+    # event-loop turn. MAITRED_TEST_XDS_SLICE and _GAP_MS (test-only) make
+    # the slices one service each, a day apart: the rebuild stays pending
+    # for the whole test, whatever the machine's speed.
+    SLOW_REBUILD = {"MAITRED_TEST_XDS_SLICE": "1", "MAITRED_TEST_XDS_SLICE_GAP_MS": "86400000"}
+
+    def four_services(self, a):
+        """SVC on cl-echo (upstream a), three others on fake endpoints."""
+        others = ["other.v1.B", "other.v1.C", "other.v1.D"]
+        services = [{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}}] + \
+            [{"name": n, "discovery": {"xds": {"cluster": "cl-" + n[-1].lower()}}} for n in others]
+        fake = {"cl-b": "127.0.0.11", "cl-c": "127.0.0.12", "cl-d": "127.0.0.13"}
+        return services, others, fake
+
+    def clusters_state(self, admin):
+        got = json.loads(admin_request(admin, "GET", "/clusters")[2])["services"]
+        return {s["name"]: (s["policy"], sorted(e["address"] for e in s["endpoints"])) for s in got}
+
+    def rebuilds_pending(self, admin):
+        ss = samples(admin_request(admin, "GET", "/metrics")[2])
+        dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]
+        return value(ss, "maitred_xds_rebuilds_pending"), dump.get("rebuilds_pending")
+
+    @maitred_only
+    def test_an_eds_change_right_behind_a_cds_push_is_not_delayed_by_its_rebuild(self):
+        """A CDS push changing every cluster, then an EDS change of one, back
+        to back on the stream: the CDS response is ACKed and its services
+        queued; the EDS change is applied at once, with the newest cluster,
+        while the others still wait for their rebuild. A newer CDS push
+        queues each service once; a reconnect keeps what is queued; a reload
+        gives every service the newest, as a fresh maitred would, and so
+        does a new stream after a reload that changes the xds block."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        admin = free_port()
+        self.server.start()
+        services, others, fake = self.four_services(a)
+
+        def clusters(lb):
+            return [cluster(n, lb_policy=lb) for n in ["cl-echo"] + sorted(fake)]
+
+        def assign(echo_port):
+            return [assignment("cl-echo", [locality([("127.0.0.1", echo_port)])])] + \
+                [assignment(n, [locality([(h, 9)])]) for n, h in sorted(fake.items())]
+
+        def want(echo_lb, echo_up, other_lb):
+            w = {SVC: (echo_lb, ["127.0.0.1:%d" % echo_up.port])}
+            w.update({n: (other_lb, [fake["cl-" + n[-1].lower()] + ":9"]) for n in others})
+            return w
+        self.server.set("cluster", clusters("ROUND_ROBIN"))
+        self.server.set("endpoint", assign(a.port))
+        cfg = self.xds_config(services, admin=admin)
+        m = self.start_maitred(cfg, env=self.SLOW_REBUILD)
+        stub = self.echo(m)
+        # The first CDS response queues all four; each is given its
+        # cluster with its assignment by the EDS response.
+        self.wait_set(stub, "a", "a")
+        wait_until(lambda: self.clusters_state(admin) == want("WEIGHTED_ROUND_ROBIN", a, "WEIGHTED_ROUND_ROBIN"),
+                   WAIT, "every service on its cluster")
+
+        cv, ev = self.server.batch([("cluster", clusters("LEAST_REQUEST")), ("endpoint", assign(b.port))])
+        self.wait_set(stub, "b", "b, the EDS change behind the CDS push")
+        self.server.wait_for(lambda log: any(acked(r, xds.CDS, cv) for r in log), WAIT, "the CDS ACK")
+        self.server.wait_for(lambda log: any(acked(r, xds.EDS, ev) for r in log), WAIT, "the EDS ACK")
+        self.assertEqual(self.clusters_state(admin), want("LEAST_REQUEST", b, "WEIGHTED_ROUND_ROBIN"),
+                         "the EDS change took the newest cluster; the others wait for their rebuild")
+        self.assertEqual(self.rebuilds_pending(admin), (3, 3))
+
+        # A newer CDS push: every service queued once (four, not seven).
+        cv = self.server.set("cluster", clusters("RANDOM"))
+        self.server.wait_for(lambda log: any(acked(r, xds.CDS, cv) for r in log), WAIT, "the second CDS ACK")
+        self.assertEqual(self.rebuilds_pending(admin), (4, 4))
+        self.assertEqual(self.clusters_state(admin), want("LEAST_REQUEST", b, "WEIGHTED_ROUND_ROBIN"))
+
+        # The server away and back with the same resources: nothing is
+        # queued again, nothing leaves the queue; an EDS change of cl-b
+        # on the new stream rebuilds other.v1.B at once, with RANDOM.
+        self.server.stop()
+        wait_until(lambda: self.log_lines(m, r"xds: 127\.0\.0\.1:\d+: .*last good resources stay"), WAIT,
+                   "maitred to notice the server went")
+        self.assertEqual(self.rebuilds_pending(admin), (4, 4))
+        self.server.start(same_port=True)
+        self.server.wait_for(lambda log: sum(1 for r in log if acked(r, xds.EDS)) >= 1, WAIT,
+                             "an EDS ACK on the new stream")
+        self.assertEqual(self.rebuilds_pending(admin), (4, 4))
+        fake["cl-b"] = "127.0.0.21"
+        ev = self.server.set("endpoint", assign(b.port))
+        self.server.wait_for(lambda log: any(acked(r, xds.EDS, ev) for r in log), WAIT, "the EDS ACK of cl-b")
+        got = self.clusters_state(admin)
+        self.assertEqual(got["other.v1.B"], ("WEIGHTED_RANDOM", ["127.0.0.21:9"]))
+        self.assertEqual(got["other.v1.C"], ("WEIGHTED_ROUND_ROBIN", ["127.0.0.12:9"]))
+        self.assertEqual(self.rebuilds_pending(admin), (3, 3))
+
+        # A reload (the same services, another setting): its services are
+        # given the newest clusters at once, nothing stays queued.
+        load = Load(self.echo(m))
+        cfg["drain_timeout"] = "4s"
+        self.write_config(cfg, os.path.basename(m.config_path))
+        wait_until(lambda: self.clusters_state(admin) == want("WEIGHTED_RANDOM", b, "WEIGHTED_RANDOM"), WAIT,
+                   "every service on the newest cluster after the reload")
+        self.assertEqual(self.rebuilds_pending(admin), (0, 0))
+        before = load.count()
+        wait_until(lambda: load.count() >= before + 20, WAIT, "more calls after the reload")
+
+        # Rebuilds pending, then a reload that changes the xds block: the
+        # old client goes with its queue; the new stream's responses give
+        # every service the newest cluster.
+        cv = self.server.set("cluster", clusters("LEAST_REQUEST"))
+        self.server.wait_for(lambda log: any(acked(r, xds.CDS, cv) for r in log), WAIT, "the third CDS ACK")
+        self.assertEqual(self.rebuilds_pending(admin), (4, 4))
+        cfg["xds"]["node_id"] = "maitred-2"
+        self.write_config(cfg, os.path.basename(m.config_path))
+        wait_until(lambda: self.clusters_state(admin) == want("LEAST_REQUEST", b, "LEAST_REQUEST"), WAIT,
+                   "every service on the newest cluster through the new stream")
+        self.assertEqual(self.rebuilds_pending(admin), (0, 0))
+        before = load.count()
+        wait_until(lambda: load.count() >= before + 20, WAIT, "more calls after the second reload")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed across the reloads")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_cds_push_is_rebuilt_a_slice_at_a_time_to_the_end(self):
+        """One service per slice, no delay: every service of a CDS push of
+        every cluster reaches the new policy, the queue empties, and no
+        call fails meanwhile."""
+        a = self.start_upstream("a")
+        admin = free_port()
+        self.server.start()
+        names = ["other.v1.S%02d" % i for i in range(12)]
+        services = [{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}}] + \
+            [{"name": n, "discovery": {"xds": {"cluster": "cl-" + n[-3:]}}} for n in names]
+        cls = ["cl-echo"] + ["cl-" + n[-3:] for n in names]
+        self.server.set("cluster", [cluster(c) for c in cls])
+        self.server.set("endpoint", [assignment("cl-echo", [locality([("127.0.0.1", a.port)])])] +
+                        [assignment(c, [locality([("127.0.1.%d" % i, 9)])]) for i, c in enumerate(cls[1:])])
+        m = self.start_maitred(self.xds_config(services, admin=admin), env={"MAITRED_TEST_XDS_SLICE": "1"})
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        wait_until(lambda: {p for p, _ in self.clusters_state(admin).values()} == {"WEIGHTED_ROUND_ROBIN"}, WAIT,
+                   "every service on its cluster")
+        load = Load(self.echo(m))
+        self.server.set("cluster", [cluster(c, lb_policy="LEAST_REQUEST") for c in cls])
+        wait_until(lambda: {p for p, _ in self.clusters_state(admin).values()} == {"LEAST_REQUEST"}, WAIT,
+                   "every service on the new policy")
+        self.assertEqual(self.rebuilds_pending(admin), (0, 0))
+        self.assertEqual(len(self.log_lines(m, r"test-only rebuild limits: 1 service")), 1)
+        before = load.count()
+        wait_until(lambda: load.count() >= before + 20, WAIT, "more calls after the change")
+        load.stop()
+        self.assertEqual(load.errors, [], "calls failed across the rebuild")
         self.stop_maitred(m)
 
     @maitred_only

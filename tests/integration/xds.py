@@ -127,6 +127,15 @@ class XdsServer:
         self._resources[kind] = resources
         return self._put(kind, resources)["version"]
 
+    def batch(self, steps):
+        """Replace several kinds' resources, [(kind, resources)], pushed
+        back to back on each stream in that order (POST /batch: an EDS
+        change right behind a CDS push); their versions."""
+        for kind, res in steps:
+            self._resources[kind] = res
+        got = self._http("POST", "/batch", [dict(method="PUT", kind=k, resources=r) for k, r in steps])
+        return [r["version"] for r in got]
+
     def log(self):
         return self._http("GET", "/log")
 

@@ -1316,6 +1316,8 @@ void seam_set_unavailable(struct seam *s, size_t si, const char *reason, bool wa
 static void publish(struct seam *s, struct mtd_runtime *rt)
 {
 	struct mtd_runtime *old = s->ctl.rt;
+	if (old)
+		mtd_runtime_mark_gone(old, rt); /* as mtd_control_publish does */
 	s->ctl.rt = rt;
 	mtd_ref_get(&rt->ref);
 	mtd_runtime_unref(old);

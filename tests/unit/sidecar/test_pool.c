@@ -559,7 +559,7 @@ START_TEST(pool_of_an_endpoint_that_left_is_born_retired)
 	struct fx f;
 	fx_open(&f);
 	f.rt.gen = 7;
-	atomic_store(&f.ep->last_gen, 7);
+	atomic_store(&f.ep->gone_gen, 8); /* generation 8 dropped it; the worker serves 7 */
 	struct mtd_pool *p = mtd_pool_get(&f.w, &f.svc, f.ep);
 	ck_assert(!p->retired);
 	mtd_pool_free(p);
