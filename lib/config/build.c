@@ -246,8 +246,11 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 	if (m->n_services + m->n_inbound != 0) {
 		/* The user's services, then one per inbound entry (its app). */
 		cfg->services = mtd_cfg__calloc(m->n_services + m->n_inbound, sizeof(*cfg->services));
-		if (cfg->services == NULL)
+		cfg->service_locals = mtd_cfg__calloc(m->n_services + m->n_inbound, sizeof(*cfg->service_locals));
+		if (cfg->services == NULL || cfg->service_locals == NULL)
 			goto fail_cfg;
+		for (size_t i = 0; i < m->n_services + m->n_inbound; i++)
+			cfg->services[i].local = &cfg->service_locals[i];
 		cfg->n_services = cfg->n_routed = m->n_services;
 	}
 	/* Services a control plane creates come by the thousand: the

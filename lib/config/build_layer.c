@@ -29,7 +29,7 @@ void mtd_cfg__build_routing(struct builder *b, const PbRouting *m, const char *p
 void mtd_cfg__layer_resolve(struct builder *b, const struct mtd_cfg_service *svc, const struct mtd_cfg_routing *r,
                             struct mtd_lb_layer_config *out)
 {
-	*out = svc->layer;
+	*out = svc->local->layer;
 	out->metadata_key = r->metadata_key;
 	out->fallback_fail = r->fallback_fail;
 }
@@ -97,21 +97,21 @@ void mtd_cfg__build_locality(struct builder *b, const PbService *m, const char *
 	const PbLocality *l = m->locality;
 	char p[256];
 
-	out->layer.zone = b->zone;
-	out->layer.node_id = b->node_id;
-	out->layer.min_healthy_percent = MTD_LB_DEFAULT_MIN_HEALTHY_PERCENT;
+	out->local->layer.zone = b->zone;
+	out->local->layer.node_id = b->node_id;
+	out->local->layer.min_healthy_percent = MTD_LB_DEFAULT_MIN_HEALTHY_PERCENT;
 	/* Setting the top-level zone is asking to prefer it: PREFER_LOCAL is
 	 * the default then (config.proto's Locality). */
-	out->layer.locality = b->zone != NULL ? MTD_LB_LOCALITY_PREFER_LOCAL : MTD_LB_LOCALITY_OFF;
-	build_subset(b, m->subset, path, &out->layer.subset);
+	out->local->layer.locality = b->zone != NULL ? MTD_LB_LOCALITY_PREFER_LOCAL : MTD_LB_LOCALITY_OFF;
+	build_subset(b, m->subset, path, &out->local->layer.subset);
 	if (l == NULL)
 		return;
 	switch (l->mode) {
 	case MAITRED__CONFIG__V1__LOCALITY__MODE__STRICT:
-		out->layer.locality = MTD_LB_LOCALITY_STRICT;
+		out->local->layer.locality = MTD_LB_LOCALITY_STRICT;
 		break;
 	case MAITRED__CONFIG__V1__LOCALITY__MODE__OFF:
-		out->layer.locality = MTD_LB_LOCALITY_OFF;
+		out->local->layer.locality = MTD_LB_LOCALITY_OFF;
 		break;
 	default:
 		break;
@@ -127,6 +127,6 @@ void mtd_cfg__build_locality(struct builder *b, const PbService *m, const char *
 			BERR(mtd_cfg__at(b, l, "min_healthy_percent", NULL),
 			     mtd_cfg__sub(p, sizeof(p), path, "locality.min_healthy_percent"), "must be in 0..100");
 		else
-			out->layer.min_healthy_percent = v;
+			out->local->layer.min_healthy_percent = v;
 	}
 }

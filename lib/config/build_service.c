@@ -147,31 +147,31 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 	out->lb.warmup = warmup;
 	mtd_cfg__lb_check(b, m->lb, m, mtd_cfg__sub(p, sizeof(p), path, "lb"), m, path, &out->lb);
 	if (m->hash_key != NULL)
-		mtd_cfg__build_hash_key(b, m->hash_key, mtd_cfg__sub(p, sizeof(p), path, "hash_key"), &out->hash_key);
+		mtd_cfg__build_hash_key(b, m->hash_key, mtd_cfg__sub(p, sizeof(p), path, "hash_key"), &out->local->hash_key);
 	if (m->tls != NULL)
 		out->tls = mtd_cfg__build_tls(b, m->tls, mtd_cfg__sub(p, sizeof(p), path, "tls"));
 	build_upstream(b, m->upstream, mtd_cfg__sub(p, sizeof(p), path, "upstream"), &out->upstream);
-	mtd_cfg__build_fault(b, m->fault, mtd_cfg__sub(p, sizeof(p), path, "fault"), &out->fault);
+	mtd_cfg__build_fault(b, m->fault, mtd_cfg__sub(p, sizeof(p), path, "fault"), &out->local->fault);
 	mtd_cfg__build_retry_budget(b, m->retry_budget, mtd_cfg__sub(p, sizeof(p), path, "retry_budget"),
-	                            &out->retry_budget);
+	                            &out->local->retry_budget);
 	build_authority(b, m, mtd_cfg__sub(p, sizeof(p), path, "authority"), out);
 	mtd_cfg__build_outlier(b, m->outlier_detection, mtd_cfg__sub(p, sizeof(p), path, "outlier_detection"), out);
 	mtd_cfg__build_circuit(m->circuit_breaker, &out->circuit);
 	mtd_cfg__build_health_check(b, m->health_check, mtd_cfg__sub(p, sizeof(p), path, "health_check"),
-	                            &out->health_check);
+	                            &out->local->health_check);
 	mtd_cfg__build_locality(b, m, path, out);
 	if (m->routing != NULL)
-		mtd_cfg__build_routing(b, m->routing, mtd_cfg__sub(p, sizeof(p), path, "routing"), &out->routing);
-	mtd_cfg__layer_resolve(b, out, &out->routing, &out->layer);
+		mtd_cfg__build_routing(b, m->routing, mtd_cfg__sub(p, sizeof(p), path, "routing"), &out->local->routing);
+	mtd_cfg__layer_resolve(b, out, &out->local->routing, &out->local->layer);
 	if (m->split != NULL) {
 		out->split = mtd_cfg__build_split(b, m->split, mtd_cfg__sub(p, sizeof(p), path, "split"));
 		if (b->d->oom)
 			return;
 	}
-	mtd_cfg__layer_split(b, &out->layer, out->split, m, path);
-	mtd_cfg__build_rate_limit(b, m->rate_limit, mtd_cfg__sub(p, sizeof(p), path, "rate_limit"), &out->rate_limit);
+	mtd_cfg__layer_split(b, &out->local->layer, out->split, m, path);
+	mtd_cfg__build_rate_limit(b, m->rate_limit, mtd_cfg__sub(p, sizeof(p), path, "rate_limit"), &out->local->rate_limit);
 	mtd_cfg__build_fault_injection(b, m->fault_injection, mtd_cfg__sub(p, sizeof(p), path, "fault_injection"),
-	                               &out->fault_injection);
+	                               &out->local->fault_injection);
 	out->trace_sample = mtd_cfg__trace_sample(b, m->tracing, b->tracing ? b->tracing->sample : 0,
 	                                          mtd_cfg__sub(p, sizeof(p), path, "tracing"));
 	out->mirror = -1;
@@ -281,14 +281,14 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 			mtd_cfg__build_fault(b, mm->fault, mtd_cfg__sub(p, sizeof(p), mpath, "fault"), &om->fault);
 			om->fault_own = true;
 		} else {
-			om->fault = out->fault; /* shares the service's fallback bytes */
+			om->fault = out->local->fault; /* shares the service's fallback bytes */
 		}
 		if (mm->routing != NULL) {
 			mtd_cfg__build_routing(b, mm->routing, mtd_cfg__sub(p, sizeof(p), mpath, "routing"),
 			                       &om->routing);
 			om->routing_own = true;
 		} else {
-			om->routing = out->routing; /* shares the service's strings */
+			om->routing = out->local->routing; /* shares the service's strings */
 		}
 		mtd_cfg__layer_resolve(b, out, &om->routing, &om->layer);
 		if (mm->split != NULL) {
@@ -310,13 +310,13 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 			                               mtd_cfg__sub(p, sizeof(p), mpath, "fault_injection"),
 			                               &om->fault_injection);
 		else
-			om->fault_injection = out->fault_injection;
+			om->fault_injection = out->local->fault_injection;
 		if (mm->hash_key != NULL) {
 			any_method_key = true;
 			mtd_cfg__build_hash_key(b, mm->hash_key, mtd_cfg__sub(p, sizeof(p), mpath, "hash_key"),
 			                        &om->hash_key);
 		} else {
-			mtd_cfg__hash_key_copy(b, &om->hash_key, &out->hash_key);
+			mtd_cfg__hash_key_copy(b, &om->hash_key, &out->local->hash_key);
 		}
 		if (b->d->oom)
 			break;

@@ -79,7 +79,7 @@ static void etcd_free(struct mtd_cfg_etcd *e)
 static void service_fini(struct mtd_cfg_service *s)
 {
 	mtd_cfg__free(s->name);
-	mtd_cfg__free(s->hash_key.header);
+	mtd_cfg__free(s->local->hash_key.header);
 	mtd_cfg__free(s->authority);
 	tls_free(s->tls);
 	for (size_t i = 0; i < s->n_endpoints; i++) {
@@ -94,7 +94,7 @@ static void service_fini(struct mtd_cfg_service *s)
 	mtd_cfg__free(s->endpoints);
 	etcd_free(s->etcd);
 	mtd_cfg__free(s->xds_cluster);
-	routing_fini(&s->routing);
+	routing_fini(&s->local->routing);
 	if (s->dns != NULL) {
 		mtd_cfg__free(s->dns->name);
 		for (size_t i = 0; i < s->dns->n_resolvers; i++)
@@ -114,8 +114,8 @@ static void service_fini(struct mtd_cfg_service *s)
 	}
 	split_free(s->split);
 	mtd_cfg__free(s->methods);
-	fault_fini(&s->fault);
-	mtd_cfg__free(s->health_check.service_name);
+	fault_fini(&s->local->fault);
+	mtd_cfg__free(s->local->health_check.service_name);
 }
 
 void mtd_cfg_free(struct mtd_cfg *cfg)
@@ -125,6 +125,7 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 	for (size_t i = 0; i < cfg->n_services; i++)
 		service_fini(&cfg->services[i]);
 	mtd_cfg__free(cfg->services);
+	mtd_cfg__free(cfg->service_locals);
 	for (size_t i = 0; i < cfg->n_routes; i++)
 		route_fini(&cfg->routes[i]);
 	mtd_cfg__free(cfg->routes);

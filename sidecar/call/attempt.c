@@ -305,7 +305,7 @@ void mtd_attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o
 	        .deadline_ns = call->deadline_ns,
 	};
 	struct mtd_fault_decision d;
-	mtd_fault_decide(call->fault, o, &fc, svc->budget, &svc->cfg->retry_budget, &call->w->rng, &d);
+	mtd_fault_decide(call->fault, o, &fc, svc->budget, &svc->cfg->local->retry_budget, &call->w->rng, &d);
 	mtd_metrics_fault_decision(call, &d);
 	if (call->bg && d.action != MTD_FAULT_RETRY) {
 		/* A FAILBACK re-send: nobody to answer; try again later. */

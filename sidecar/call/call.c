@@ -79,12 +79,12 @@ static const struct mtd_cfg_hash_key *call_hash_key(const struct mtd_call *call)
 {
 	if (call->xroute && call->xroute->hash_key.kind != MTD_CFG_HASH_NONE)
 		return &call->xroute->hash_key;
-	return call->method ? &call->method->cfg->hash_key : &call->svc->cfg->hash_key;
+	return call->method ? &call->method->cfg->hash_key : &call->svc->cfg->local->hash_key;
 }
 
 static const char *call_route_header(const struct mtd_call *call)
 {
-	return call->method ? call->method->cfg->routing.header : call->svc->cfg->routing.header;
+	return call->method ? call->method->cfg->routing.header : call->svc->cfg->local->routing.header;
 }
 
 /* ---- lifetime ---------------------------------------------------------- */
@@ -981,7 +981,7 @@ static bool route(struct mtd_call *call, const struct mtd_route_path *rp, struct
 	const struct mtd_cfg_service *sc = call->svc->cfg;
 	const struct mtd_cfg_method *m = mtd_cfg_service_method(sc, rp->method, rp->method_len);
 	call->method = m ? &call->svc->methods[m - sc->methods] : NULL;
-	call->fault = xr->fault ? xr->fault : m ? &m->fault : &sc->fault;
+	call->fault = xr->fault ? xr->fault : m ? &m->fault : &sc->local->fault;
 	return true;
 }
 
@@ -1091,7 +1091,7 @@ void mtd_call_start(struct mtd_call *call)
 			return;
 		}
 	}
-	if (call->svc->cfg->retry_budget.set)
+	if (call->svc->cfg->local->retry_budget.set)
 		mtd_fault_budget_call(call->svc->budget, call->start_ns / 1000000000);
 	nghttp2_nv tmo_buf;
 	const nghttp2_nv *tmo = mtd_headers_find(&call->req_hdrs, "grpc-timeout", &tmo_buf);

@@ -173,7 +173,7 @@ void mtd_mirror_start(struct mtd_call *call)
 	copy->hold = mtd_worker_hold_again(w, call->hold);
 	copy->svc = target;
 	copy->method = tm;
-	copy->fault = m ? &m->fault : &target->cfg->fault;
+	copy->fault = m ? &m->fault : &target->cfg->local->fault;
 	/* In flight at the mirror entry until freed, counted where every call
 	 * is (the check above decided; two workers racing there may let one
 	 * copy past the limit, never a primary). */

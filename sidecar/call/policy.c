@@ -103,7 +103,7 @@ static const struct mtd_cfg_fault_injection *call_faults(const struct mtd_call *
 {
 	if (call->xroute && call->xroute->has_fault_injection)
 		return &call->xroute->fault_injection;
-	return call->method ? &call->method->cfg->fault_injection : &call->svc->cfg->fault_injection;
+	return call->method ? &call->method->cfg->fault_injection : &call->svc->cfg->local->fault_injection;
 }
 
 bool mtd_policy_admit(struct mtd_call *call)

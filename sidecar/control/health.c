@@ -119,7 +119,7 @@ static void result(struct target *t, bool ok, const char *why)
 	struct mtd_rt_service *s = current(t);
 	if (!s)
 		return;
-	const struct mtd_hc_config *c = &s->cfg->health_check;
+	const struct mtd_hc_config *c = &s->cfg->local->health_check;
 	/* For the admin (metrics.h: the control thread is the one writer). */
 	mtd_mx_ep_add(t->ep, hc_checks, 1);
 	if (!ok)
@@ -192,9 +192,9 @@ static void check_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct target *t = arg;
 	struct mtd_rt_service *s = current(t);
-	if (!s || !s->cfg->health_check.enabled)
+	if (!s || !s->cfg->local->health_check.enabled)
 		return; /* the next sync drops this target */
-	const struct mtd_hc_config *c = &s->cfg->health_check;
+	const struct mtd_hc_config *c = &s->cfg->local->health_check;
 	struct timeval tv = tv_ms(c->interval_ms);
 	evtimer_add(t->next, &tv);
 	if (t->res || t->h->ctl->n_workers == 0)
@@ -271,7 +271,7 @@ static void resync(struct mtd_health *h)
 	struct mtd_runtime *rt = h->ctl->rt;
 	size_t want = 0;
 	for (size_t si = 0; si < rt->cfg->n_services; si++)
-		if (rt->services[si]->cfg->health_check.enabled)
+		if (rt->services[si]->cfg->local->health_check.enabled)
 			want += rt->services[si]->n_eps;
 	struct target **next = calloc(want ? want : 1, sizeof(*next));
 	if (!next)
@@ -279,7 +279,7 @@ static void resync(struct mtd_health *h)
 	size_t n = 0;
 	for (size_t si = 0; si < rt->cfg->n_services; si++) {
 		struct mtd_rt_service *s = rt->services[si];
-		if (!s->cfg->health_check.enabled)
+		if (!s->cfg->local->health_check.enabled)
 			continue;
 		for (size_t e = 0; e < s->n_eps; e++) {
 			struct target *t = NULL;
@@ -293,7 +293,7 @@ static void resync(struct mtd_health *h)
 			if (!t)
 				t = target_new(
 				        h, si, s->eps[e],
-				        (int64_t)(e * (uint64_t)s->cfg->health_check.interval_ms / 10 / s->n_eps),
+				        (int64_t)(e * (uint64_t)s->cfg->local->health_check.interval_ms / 10 / s->n_eps),
 				        h->ctl->n_workers ? (unsigned)(n % h->ctl->n_workers) : 0);
 			if (t)
 				next[n++] = t;

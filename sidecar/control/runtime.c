@@ -487,7 +487,7 @@ static int health_init(struct mtd_rt_service *s, const struct mtd_rt_service *pr
 	const struct mtd_cfg_service *cfg = s->cfg;
 	if (s->n_eps == 0)
 		return 0;
-	if (cfg->health_check.enabled) {
+	if (cfg->local->health_check.enabled) {
 		s->hc = calloc(1, sizeof(*s->hc) + (s->n_eps + 63) / 64 * sizeof(s->hc->down_bits[0]));
 		if (!s->hc)
 			return -1;
@@ -690,8 +690,8 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	for (size_t i = 0; s->attrs && i < n; i++) {
 		s->lb_eps[i].meta = s->attrs[i].meta.n > 0 ? &s->attrs[i].meta : NULL;
 	}
-	if (layer_wanted(&cfg->layer)) {
-		s->layer = mtd_lb_layer_new(&cfg->layer, &cfg->lb, s->lb_eps, s->n_eps, prev ? prev->layer : NULL);
+	if (layer_wanted(&cfg->local->layer)) {
+		s->layer = mtd_lb_layer_new(&cfg->local->layer, &cfg->lb, s->lb_eps, s->n_eps, prev ? prev->layer : NULL);
 		if (!s->layer) {
 			snprintf(err, errlen, "service %s: cannot build the routing layer over %zu endpoints",
 			         cfg->name, s->n_eps);
@@ -767,7 +767,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	if (health_init(s, prev, mtd_mono_ms()) < 0)
 		goto nomem;
 	bool oom = false;
-	s->limit = bucket_for(&cfg->rate_limit, prev ? prev->limit : NULL, &oom);
+	s->limit = bucket_for(&cfg->local->rate_limit, prev ? prev->limit : NULL, &oom);
 	for (size_t i = 0; i < cfg->n_methods; i++) {
 		struct mtd_rt_bucket *was = NULL;
 		for (size_t m = 0; prev && m < prev->cfg->n_methods && !was; m++)

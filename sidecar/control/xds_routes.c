@@ -76,7 +76,7 @@ static void xroute_fault(struct mtd_rt_xtarget *t, const struct mtd_cfg_service 
 {
 	if (!a->retry)
 		return;
-	t->fault = sc->fault;
+	t->fault = sc->local->fault;
 	t->fault.mode = MTD_FAULT_FAILOVER;
 	t->fault.retries = a->retries;
 	t->fault.retry_on = a->retry_on;

@@ -235,7 +235,7 @@ static void clusters_health(struct mtd_json *j, const struct mtd_rt_service *s, 
 	mtd_json_obj_end(j);
 	mtd_json_key(j, "retries");
 	mtd_json_u64(j, f->retries);
-	if (c->retry_budget.set) {
+	if (c->local->retry_budget.set) {
 		mtd_json_key(j, "retry_budget");
 		mtd_json_obj_begin(j);
 		mtd_json_key(j, "spent");
@@ -422,7 +422,7 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 			}
 			mtd_json_key(&j, "health");
 			mtd_json_str(&j, mtd_mx_hc_names[h.hc]);
-			if (c->health_check.enabled) {
+			if (c->local->health_check.enabled) {
 				mtd_json_key(&j, "health_checks");
 				mtd_json_u64(&j, h.hc_checks);
 				mtd_json_key(&j, "health_check_failures");

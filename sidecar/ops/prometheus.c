@@ -465,7 +465,7 @@ void mtd_metrics_health(const struct mtd_rt_service *s, size_t i, struct mtd_mx_
 	add_outliers(out, s->outliers, i);
 	for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
 		add_outliers(out, s->methods[m].outliers, i);
-	if (s->cfg->health_check.enabled) {
+	if (s->cfg->local->health_check.enabled) {
 		const struct mtd_endpoint *ep = s->eps[i];
 		const struct mtd_mx_endpoint *mx = mtd_mx_ep_view(&ep->mx);
 		out->hc_checks = atomic_load_explicit(&mx->hc_checks, memory_order_relaxed);
@@ -539,7 +539,7 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				continue; /* out of memory: leave the samples out */
 			if ((f == EP_EJECTED || f == EP_EJECTIONS) && !s->cfg->outlier.enabled)
 				continue;
-			if ((f == EP_HEALTHY || f == EP_HC_FAILURES) && !s->cfg->health_check.enabled)
+			if ((f == EP_HEALTHY || f == EP_HC_FAILURES) && !s->cfg->local->health_check.enabled)
 				continue;
 			bool orca_family = f >= EP_ORCA_UTIL && f <= EP_ORCA_INVALID;
 			if (orca_family && !reads_orca(s))

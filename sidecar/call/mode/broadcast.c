@@ -105,7 +105,7 @@ static void settle(struct mtd_call *call)
 	        .refused_here_before = true,
 	};
 	struct mtd_fault_decision d;
-	mtd_fault_decide(call->fault, &call->bc->o, &fc, call->svc->budget, &call->svc->cfg->retry_budget,
+	mtd_fault_decide(call->fault, &call->bc->o, &fc, call->svc->budget, &call->svc->cfg->local->retry_budget,
 	                 &call->w->rng, &d);
 	if (d.action == MTD_FAULT_WAIT)
 		return;
@@ -136,7 +136,7 @@ static bool on_failure(struct mtd_attempt *a, const struct mtd_fault_outcome *o,
 		        .deadline_ns = call->deadline_ns,
 		};
 		struct mtd_fault_decision d;
-		mtd_fault_decide(call->fault, o, &fc, call->svc->budget, &call->svc->cfg->retry_budget, &call->w->rng,
+		mtd_fault_decide(call->fault, o, &fc, call->svc->budget, &call->svc->cfg->local->retry_budget, &call->w->rng,
 		                 &d);
 		if (d.action == MTD_FAULT_RETRY) {
 			mtd_metrics_fault_decision(call, &d);

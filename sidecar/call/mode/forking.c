@@ -25,7 +25,7 @@ static void hedge(struct mtd_call *call)
 	if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns)
 		return;
 	/* Hedges are retries for the budget (linkerd): they stay under it. */
-	if (!mtd_fault_budget_take(call->svc->budget, &call->svc->cfg->retry_budget, mtd_now_ns() / 1000000000))
+	if (!mtd_fault_budget_take(call->svc->budget, &call->svc->cfg->local->retry_budget, mtd_now_ns() / 1000000000))
 		return;
 	mtd_call_start_keyed(call, true);
 }

@@ -644,7 +644,7 @@ START_TEST(xds_created_services)
 		ck_assert_str_eq(s->xds_cluster, names[i - 2]);
 		/* The defaults of an entry without options: pool-a's. */
 		ck_assert_ptr_eq(s->lb.ops, two->services[0].lb.ops);
-		ck_assert_int_eq(s->fault.mode, two->services[0].fault.mode);
+		ck_assert_int_eq(s->local->fault.mode, two->services[0].local->fault.mode);
 		ck_assert_ptr_null(s->tls);
 	}
 	ck_assert_str_eq(two->services[1].name, "shop.Static");
@@ -868,7 +868,7 @@ START_TEST(inbound_ok)
 	ck_assert_int_eq(app->inbound, 0);
 	ck_assert_str_eq(app->name, "inbound:127.0.0.1:15443");
 	ck_assert_uint_eq(app->n_endpoints, 1);
-	ck_assert_int_eq(app->fault.mode, MTD_FAULT_FAILFAST);
+	ck_assert_int_eq(app->local->fault.mode, MTD_FAULT_FAILFAST);
 	mtd_cfg_free(cfg);
 
 	/* Without a client CA, only ALLOW_ALL lets anyone in; unset is DENY. */
@@ -1669,7 +1669,7 @@ START_TEST(ok_defaults)
 	ck_assert(s->lb.warmup.aggression == 1.0);
 	ck_assert(s->lb.warmup.min_weight_percent == 10);
 	ck_assert_uint_eq(s->lb.n_workers, cfg->workers);
-	ck_assert_int_eq(s->hash_key.kind, MTD_CFG_HASH_NONE);
+	ck_assert_int_eq(s->local->hash_key.kind, MTD_CFG_HASH_NONE);
 	ck_assert_ptr_null(s->tls);
 	ck_assert_uint_eq(s->n_endpoints, 1);
 	ck_assert_int_eq(s->endpoints[0].weight, 100);
@@ -1774,14 +1774,14 @@ START_TEST(ok_routing_layer_options)
 	e1 = &s0->endpoints[1];
 	ck_assert_str_eq(cfg->zone, "eu-1a");
 	ck_assert_str_eq(cfg->node_id, "pod-7");
-	ck_assert_uint_eq(s0->layer.subset.size, 25);
-	ck_assert_int_eq(s0->layer.locality, MTD_LB_LOCALITY_PREFER_LOCAL); /* the default with a zone */
-	ck_assert(s0->layer.min_healthy_percent == 70);
-	ck_assert_str_eq(s0->layer.zone, "eu-1a");
-	ck_assert_str_eq(s0->layer.node_id, "pod-7");
-	ck_assert_str_eq(s0->routing.header, "x-canary");
-	ck_assert_str_eq(s0->layer.metadata_key, "version");
-	ck_assert(s0->layer.fallback_fail);
+	ck_assert_uint_eq(s0->local->layer.subset.size, 25);
+	ck_assert_int_eq(s0->local->layer.locality, MTD_LB_LOCALITY_PREFER_LOCAL); /* the default with a zone */
+	ck_assert(s0->local->layer.min_healthy_percent == 70);
+	ck_assert_str_eq(s0->local->layer.zone, "eu-1a");
+	ck_assert_str_eq(s0->local->layer.node_id, "pod-7");
+	ck_assert_str_eq(s0->local->routing.header, "x-canary");
+	ck_assert_str_eq(s0->local->layer.metadata_key, "version");
+	ck_assert(s0->local->layer.fallback_fail);
 	ck_assert_ptr_null(s0->endpoints[0].zone);
 	ck_assert_str_eq(e1->zone, "eu-1b");
 	ck_assert_uint_eq(e1->n_meta, 2);
@@ -1793,15 +1793,15 @@ START_TEST(ok_routing_layer_options)
 	ck_assert(!s0->methods[0].layer.fallback_fail);
 	ck_assert_uint_eq(s0->methods[0].layer.subset.size, 25);
 	ck_assert_str_eq(s0->methods[1].routing.header, "x-canary");
-	ck_assert_int_eq(cfg->services[1].layer.locality, MTD_LB_LOCALITY_STRICT);
-	ck_assert(cfg->services[1].layer.min_healthy_percent == 50);
+	ck_assert_int_eq(cfg->services[1].local->layer.locality, MTD_LB_LOCALITY_STRICT);
+	ck_assert(cfg->services[1].local->layer.min_healthy_percent == 50);
 	mtd_cfg_free(cfg);
 
 	/* Without a zone: locality off; node_id is the host name. */
 	cfg = load_ok("services:\n  - name: a.B\n" EP);
 	ck_assert_ptr_null(cfg->zone);
 	ck_assert_ptr_nonnull(cfg->node_id);
-	ck_assert_int_eq(cfg->services[0].layer.locality, MTD_LB_LOCALITY_OFF);
+	ck_assert_int_eq(cfg->services[0].local->layer.locality, MTD_LB_LOCALITY_OFF);
 	mtd_cfg_free(cfg);
 	expect_error("services:\n"
 	             "  - name: a.B\n"
@@ -1819,13 +1819,13 @@ START_TEST(ok_routing_layer_options)
 	              "    subset: {size: 25, mode: RING, index: 0, count: 100}\n" EP "  - name: c.D\n"
 	              "    subset: {size: 25, index: 99, count: 100}\n" EP "  - name: e.F\n"
 	              "    subset: {size: 25}\n" EP);
-	ck_assert_int_eq(cfg->services[0].layer.subset.mode, MTD_LB_SUBSET_RING);
-	ck_assert_uint_eq(cfg->services[0].layer.subset.index, 0);
-	ck_assert_uint_eq(cfg->services[0].layer.subset.count, 100);
-	ck_assert_int_eq(cfg->services[1].layer.subset.mode, MTD_LB_SUBSET_RING);
-	ck_assert_uint_eq(cfg->services[1].layer.subset.index, 99);
-	ck_assert_int_eq(cfg->services[2].layer.subset.mode, MTD_LB_SUBSET_RENDEZVOUS);
-	ck_assert_uint_eq(cfg->services[2].layer.subset.size, 25);
+	ck_assert_int_eq(cfg->services[0].local->layer.subset.mode, MTD_LB_SUBSET_RING);
+	ck_assert_uint_eq(cfg->services[0].local->layer.subset.index, 0);
+	ck_assert_uint_eq(cfg->services[0].local->layer.subset.count, 100);
+	ck_assert_int_eq(cfg->services[1].local->layer.subset.mode, MTD_LB_SUBSET_RING);
+	ck_assert_uint_eq(cfg->services[1].local->layer.subset.index, 99);
+	ck_assert_int_eq(cfg->services[2].local->layer.subset.mode, MTD_LB_SUBSET_RENDEZVOUS);
+	ck_assert_uint_eq(cfg->services[2].local->layer.subset.size, 25);
 	mtd_cfg_free(cfg);
 	expect_error("services:\n"
 	             "  - name: a.B\n"
@@ -1929,20 +1929,20 @@ START_TEST(ok_traffic_policy)
 	ck_assert_double_eq(s->split->lb.guard.max_p99_ratio, 0.0);
 	ck_assert_uint_eq(s->split->lb.guard.min_calls, 50);
 	ck_assert_int_eq(s->split->lb.guard.window_ms, 10000);
-	ck_assert_ptr_eq(s->layer.split, &s->split->lb);
-	ck_assert_str_eq(s->layer.metadata_key, "version");
+	ck_assert_ptr_eq(s->local->layer.split, &s->split->lb);
+	ck_assert_str_eq(s->local->layer.metadata_key, "version");
 	/* rate_limit: burst defaults to the rate. */
-	ck_assert(s->rate_limit.set);
-	ck_assert_uint_eq(s->rate_limit.per_second, 50);
-	ck_assert_uint_eq(s->rate_limit.burst, 50);
+	ck_assert(s->local->rate_limit.set);
+	ck_assert_uint_eq(s->local->rate_limit.per_second, 50);
+	ck_assert_uint_eq(s->local->rate_limit.burst, 50);
 	ck_assert_int_eq(s->mirror, 1);
 	ck_assert_double_eq(s->mirror_percent, 12.5);
-	ck_assert(s->fault_injection.abort);
-	ck_assert_double_eq(s->fault_injection.abort_percent, 100.0);
-	ck_assert_int_eq(s->fault_injection.abort_status, 14);
-	ck_assert(s->fault_injection.delay);
-	ck_assert_double_eq(s->fault_injection.delay_percent, 50.0);
-	ck_assert_int_eq(s->fault_injection.delay_ms, 100);
+	ck_assert(s->local->fault_injection.abort);
+	ck_assert_double_eq(s->local->fault_injection.abort_percent, 100.0);
+	ck_assert_int_eq(s->local->fault_injection.abort_status, 14);
+	ck_assert(s->local->fault_injection.delay);
+	ck_assert_double_eq(s->local->fault_injection.delay_percent, 50.0);
+	ck_assert_int_eq(s->local->fault_injection.delay_ms, 100);
 	/* Methods sorted by name: Get inherits, Put has its own. */
 	const struct mtd_cfg_method *get = mtd_cfg_service_method(s, "Get", 3);
 	const struct mtd_cfg_method *put = mtd_cfg_service_method(s, "Put", 3);
@@ -1962,8 +1962,8 @@ START_TEST(ok_traffic_policy)
 	mtd_cfg_free(cfg);
 	/* A split alone: its key makes the layer's groups. */
 	cfg = load_ok("services:\n  - name: a.B\n    split: {metadata_key: tier, weights: {gold: 1}}\n" EP);
-	ck_assert_str_eq(cfg->services[0].layer.metadata_key, "tier");
-	ck_assert_ptr_null(cfg->services[0].routing.header);
+	ck_assert_str_eq(cfg->services[0].local->layer.metadata_key, "tier");
+	ck_assert_ptr_null(cfg->services[0].local->routing.header);
 	mtd_cfg_free(cfg);
 }
 END_TEST
@@ -2159,9 +2159,9 @@ START_TEST(ok_lower_camel)
 	ck_assert_uint_eq(cfg->downstream.initial_window_size, 65535);
 	ck_assert_uint_eq(s->lb.choice_count, 5);
 	ck_assert(s->lb.active_request_bias == 0.5);
-	ck_assert_int_eq(s->hash_key.kind, MTD_CFG_HASH_HEADER);
-	ck_assert_str_eq(s->hash_key.header, "x-tenant");
-	ck_assert(s->hash_key.fail_on_missing);
+	ck_assert_int_eq(s->local->hash_key.kind, MTD_CFG_HASH_HEADER);
+	ck_assert_str_eq(s->local->hash_key.header, "x-tenant");
+	ck_assert(s->local->hash_key.fail_on_missing);
 	ck_assert_ptr_nonnull(m);
 	ck_assert_str_eq(m->lb.ops->name, "CONSISTENT_HASH");
 	ck_assert_uint_eq(m->lb.ring_points, 10);
@@ -2204,7 +2204,7 @@ START_TEST(ok_method_inheritance)
 	ck_assert_uint_eq(m1->lb.ring_points, 50);
 	ck_assert_int_eq(m1->hash_key.kind, MTD_CFG_HASH_HEADER);
 	ck_assert_str_eq(m1->hash_key.header, "x-user");
-	ck_assert_ptr_ne(m1->hash_key.header, s->hash_key.header); /* own copy */
+	ck_assert_ptr_ne(m1->hash_key.header, s->local->hash_key.header); /* own copy */
 	/* M2: the service's lb, its own key */
 	ck_assert_uint_eq(m2->lb.ring_points, 50);
 	ck_assert_int_eq(m2->hash_key.kind, MTD_CFG_HASH_FIELD);
@@ -2269,7 +2269,7 @@ START_TEST(ok_field_path_agrees_with_pbwire)
 		ck_assert_msg((rc == 0) == (ok && !reserved && paths[i][0] != '\0'), "\"%s\": config rc %d, pbwire %d",
 		              paths[i], rc, ok);
 		if (rc == 0) {
-			const struct mtd_cfg_hash_key *hk = &cfg->services[0].hash_key;
+			const struct mtd_cfg_hash_key *hk = &cfg->services[0].local->hash_key;
 
 			ck_assert_int_eq(hk->kind, MTD_CFG_HASH_FIELD);
 			ck_assert_uint_eq(hk->field_depth, depth);
@@ -2496,8 +2496,8 @@ START_TEST(ok_example_file)
 	ck_assert_ptr_nonnull(cfg->services[0].split);
 	ck_assert_uint_eq(cfg->services[0].split->lb.n, 2);
 	ck_assert(cfg->services[0].split->lb.guard.on);
-	ck_assert_ptr_eq(cfg->services[0].layer.split, &cfg->services[0].split->lb);
-	ck_assert_uint_eq(cfg->services[0].rate_limit.burst, 200);
+	ck_assert_ptr_eq(cfg->services[0].local->layer.split, &cfg->services[0].split->lb);
+	ck_assert_uint_eq(cfg->services[0].local->rate_limit.burst, 200);
 	ck_assert_ptr_nonnull(cfg->admin);
 	ck_assert_str_eq(cfg->services[0].tls->ca_file, "certs/ca.pem");
 	ck_assert_str_eq(cfg->services[0].tls->server_name, "svc.example");
@@ -2686,7 +2686,7 @@ START_TEST(ok_fault)
 	                              "      - name: List\n"
 	                              "  - name: other.Svc\n" EP);
 	const struct mtd_cfg_service *s = &cfg->services[0];
-	const struct mtd_fault_policy *f = &s->fault;
+	const struct mtd_fault_policy *f = &s->local->fault;
 	const struct mtd_cfg_method *m;
 
 	ck_assert_uint_eq(cfg->replay_buffer_total, 1048576);
@@ -2704,9 +2704,9 @@ START_TEST(ok_fault)
 	                 "\x0a\x03"
 	                 "abc",
 	                 5);
-	ck_assert(s->retry_budget.set);
-	ck_assert_double_eq(s->retry_budget.ratio, 0.5);
-	ck_assert_uint_eq(s->retry_budget.min_per_second, 10);
+	ck_assert(s->local->retry_budget.set);
+	ck_assert_double_eq(s->local->retry_budget.ratio, 0.5);
+	ck_assert_uint_eq(s->local->retry_budget.min_per_second, 10);
 	/* A method's fault replaces the service's whole; without one it has the service's. */
 	m = mtd_cfg_service_method(s, "Get", 3);
 	ck_assert_int_eq(m->fault.mode, MTD_FAULT_FAILSAFE);
@@ -2720,11 +2720,11 @@ START_TEST(ok_fault)
 	ck_assert_int_eq(m->fault.mode, MTD_FAULT_FAILOVER);
 	ck_assert_uint_eq(m->fault.retries, 3);
 	/* Defaults: FAILFAST, not budgeted. */
-	f = &cfg->services[1].fault;
+	f = &cfg->services[1].local->fault;
 	ck_assert_int_eq(f->mode, MTD_FAULT_FAILFAST);
 	ck_assert_uint_eq(f->replay_buffer, 256 * 1024);
 	ck_assert_int_eq(f->per_try_timeout_ms, 0);
-	ck_assert(!cfg->services[1].retry_budget.set);
+	ck_assert(!cfg->services[1].local->retry_budget.set);
 	mtd_cfg_free(cfg);
 	cfg = load_ok("services:\n  - name: a.B\n" EP);
 	ck_assert_uint_eq(cfg->replay_buffer_total, 64u << 20);
@@ -2733,16 +2733,16 @@ START_TEST(ok_fault)
 	cfg = load_ok(
 	        "services:\n  - name: a.B\n    fault: { mode: FAILBACK, backoff: { base: 1s }, failback: { queue: "
 	        "7, retries: 9 } }\n" EP "  - name: c.D\n    fault: { mode: FAILBACK }\n" EP);
-	ck_assert_int_eq(cfg->services[0].fault.mode, MTD_FAULT_FAILBACK);
-	ck_assert_uint_eq(cfg->services[0].fault.failback_queue, 7);
-	ck_assert_uint_eq(cfg->services[0].fault.failback_retries, 9);
-	ck_assert_int_eq(cfg->services[0].fault.backoff_base_ms, 1000);
-	ck_assert_uint_eq(cfg->services[1].fault.failback_queue, 100);
-	ck_assert_uint_eq(cfg->services[1].fault.failback_retries, 3);
+	ck_assert_int_eq(cfg->services[0].local->fault.mode, MTD_FAULT_FAILBACK);
+	ck_assert_uint_eq(cfg->services[0].local->fault.failback_queue, 7);
+	ck_assert_uint_eq(cfg->services[0].local->fault.failback_retries, 9);
+	ck_assert_int_eq(cfg->services[0].local->fault.backoff_base_ms, 1000);
+	ck_assert_uint_eq(cfg->services[1].local->fault.failback_queue, 100);
+	ck_assert_uint_eq(cfg->services[1].local->fault.failback_retries, 3);
 	mtd_cfg_free(cfg);
 	/* hedge_delay: AUTO (the delay follows the method's p95). */
 	cfg = load_ok("services:\n  - name: a.B\n    fault: { mode: FORKING, hedge_delay: AUTO }\n" EP);
-	ck_assert_int_eq(cfg->services[0].fault.hedge_delay_ms, MTD_FAULT_HEDGE_AUTO);
+	ck_assert_int_eq(cfg->services[0].local->fault.hedge_delay_ms, MTD_FAULT_HEDGE_AUTO);
 	mtd_cfg_free(cfg);
 }
 END_TEST
@@ -2819,18 +2819,18 @@ START_TEST(health_options)
 	ck_assert_uint_eq(s->circuit.max_calls, 7);
 	ck_assert_uint_eq(s->circuit.max_pending, 3);
 	ck_assert_uint_eq(s->circuit.max_calls_per_endpoint, 2);
-	ck_assert(s->health_check.enabled);
-	ck_assert_int_eq(s->health_check.interval_ms, 2000);
-	ck_assert_int_eq(s->health_check.timeout_ms, 1000);
-	ck_assert_uint_eq(s->health_check.unhealthy_threshold, 4);
-	ck_assert_uint_eq(s->health_check.healthy_threshold, 2);
-	ck_assert_str_eq(s->health_check.service_name, "cart");
+	ck_assert(s->local->health_check.enabled);
+	ck_assert_int_eq(s->local->health_check.interval_ms, 2000);
+	ck_assert_int_eq(s->local->health_check.timeout_ms, 1000);
+	ck_assert_uint_eq(s->local->health_check.unhealthy_threshold, 4);
+	ck_assert_uint_eq(s->local->health_check.healthy_threshold, 2);
+	ck_assert_str_eq(s->local->health_check.service_name, "cart");
 	/* Absent blocks: no ejection, no limits, the default failure list. */
 	const struct mtd_cfg_service *o = &cfg->services[1];
 	ck_assert(!o->outlier.enabled);
 	ck_assert_uint_eq(o->failure_statuses, MTD_FAULT_FAILURE_STATUSES);
 	ck_assert_uint_eq(o->circuit.max_calls, 0);
-	ck_assert(!o->health_check.enabled);
+	ck_assert(!o->local->health_check.enabled);
 	mtd_cfg_free(cfg);
 
 #define SVC "services:\n  - name: a.B\n" EP
