@@ -42,6 +42,11 @@
  *       p50/p99 and the odd endpoint's share under ROUND_ROBIN,
  *       LEAST_REQUEST, PEAK_EWMA and CLIENT_SIDE_WEIGHTED_ROUND_ROBIN, five
  *       seeds each (orca_one, bench_orca).
+ * build ms of the control thread's CPU to build each strategy's picker
+ *       over 1,000 and 10,000 endpoints (weights 50..150): fresh, and over
+ *       a previous picker of the same strategy whose set lacked one
+ *       endpoint in 100 of this one (what a discovery update pays); best
+ *       of three. "build NAME": one strategy.
  * limit ns per rate-limit check (mtd_limit_take): one thread, then two
  *       threads contending on one bucket, every check taking a token
  *       (the compare-and-swap written each time), and two threads on a
@@ -1264,6 +1269,63 @@ struct limit_run {
 	double wall0, wall1; /* when it ran (CLOCK_MONOTONIC, s) */
 };
 
+/* ---- build --------------------------------------------------------------- */
+
+static double build_ms(const struct mtd_lb_ops *ops, size_t n, bool over_prev)
+{
+	struct mtd_lb_config cfg;
+	double best = 1e30;
+
+	mtd_lb_config_defaults(&cfg, ops);
+	for (int run = 0; run < 3; run++) {
+		struct mtd_lb_picker *prev = NULL, *p;
+		double t0, t1;
+
+		if (over_prev) {
+			/* The previous set: this one less one endpoint in 100,
+			 * packed as a source would list them. */
+			static struct mtd_lb_endpoint before[MAXN];
+			size_t k = 0;
+			for (size_t i = 0; i < n; i++)
+				if (i % 100 != 50)
+					before[k++] = eps[i];
+			prev = mtd_lb_picker_new(&cfg, before, k, NULL);
+			if (prev == NULL)
+				return -1;
+		}
+		t0 = cpu_s();
+		p = mtd_lb_picker_new(&cfg, eps, n, prev);
+		t1 = cpu_s();
+		if (p == NULL)
+			return -1;
+		mtd_lb_picker_free(p);
+		mtd_lb_picker_free(prev);
+		if ((t1 - t0) * 1e3 < best)
+			best = (t1 - t0) * 1e3;
+	}
+	return best;
+}
+
+static void bench_build(const char *only)
+{
+	static const size_t sizes[] = {1000, 10000};
+	size_t nops;
+	const struct mtd_lb_ops *const *all = mtd_lb_all(&nops);
+
+	make_eps(MAXN, true);
+	printf("| strategy | 1000 eps | over a previous | 10000 eps | over a previous |\n");
+	printf("|---|---:|---:|---:|---:|\n");
+	for (size_t s = 0; s < nops; s++) {
+		if (only != NULL && strcmp(only, all[s]->name) != 0)
+			continue;
+		printf("| %s |", all[s]->name);
+		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
+			printf(" %.2f | %.2f |", build_ms(all[s], sizes[z], false), build_ms(all[s], sizes[z], true));
+		printf("\n");
+		fflush(stdout);
+	}
+}
+
 static double wall_s(void)
 {
 	struct timespec ts;
@@ -1415,6 +1477,11 @@ int main(int argc, char **argv)
 	if (all || strcmp(what, "orca") == 0) {
 		printf("## orca: backends of unequal capacity reporting their load\n\n");
 		bench_orca();
+	}
+	if (all || strcmp(what, "build") == 0) {
+		printf("## ms to build a picker (one thread)\n\n");
+		bench_build(argc > 2 && !all ? argv[2] : NULL);
+		printf("\n");
 	}
 	if (all || strcmp(what, "limit") == 0) {
 		printf("## rate limit: one atomic bucket\n\n");

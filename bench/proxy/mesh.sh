@@ -477,7 +477,7 @@ run_load() {
 	set -- $(quantiles "$CALL_LOGS/${out##*/}.log")
 	put "$load" "$row" p50 "$1"; put "$load" "$row" p90 "$2"
 	put "$load" "$row" p99 "$3"; put "$load" "$row" p999 "$4"
-	rm -f "$CALL_LOGS/${out##*/}.log"	# large at saturation
+	[ "$KEEP" = 1 ] || rm -f "$CALL_LOGS/${out##*/}.log"	# large at saturation; -k keeps it
 }
 
 run_row() {

@@ -15,6 +15,12 @@ the new snapshot and free the old one (SETTLE seconds). Per reload:
   cpu    every thread's CPU time across the reload and the settle: the sum
          of /proc/PID/task/*/schedstat's run time (ns), and /proc/PID/stat's
          utime+stime (clock ticks, coarse) as a cross-check
+  faults the minor page faults of the reload and the settle (pages the
+         new generation touched for the first time)
+  priv   private memory after the settle (smaps_rollup Private_Clean +
+         Private_Dirty, KiB); and once more QUIET seconds after the last
+         reload: a reloaded maitred should then hold about what a fresh one
+         does
 
 Prints each reload and the median, min and max. Not a test: nothing is
 asserted. Idle maitred threads use no CPU, so the settle adds nothing but
@@ -41,6 +47,7 @@ RELOADS = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 SERVICES = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 ENDPOINTS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 SETTLE = 0.5
+QUIET = 11.0  # after the last reload: past the 10 s after which maitred gives freed memory back
 LIMIT = 120.0  # hang guard for any one wait
 TICK = os.sysconf("SC_CLK_TCK")
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z")
@@ -70,7 +77,7 @@ def config(port, drain):
 
 
 def cpu(pid):
-    """(schedstat ns over every thread, utime+stime ticks)."""
+    """(schedstat ns over every thread, utime+stime ticks, minor faults)."""
     ns = 0
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
@@ -80,7 +87,16 @@ def cpu(pid):
             pass  # a thread that ended meanwhile
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return ns, int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return ns, int(fields[11]) + int(fields[12]), int(fields[7])  # utime, stime (14, 15); minflt (10)
+
+
+def private_kib(pid):
+    kib = 0
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                kib += int(line.split()[1])
+    return kib
 
 
 def stamp(line):
@@ -133,23 +149,27 @@ def main():
         print("maitred %s: %d services x %d endpoints, %d bytes of YAML, listening after %.2f s"
               % (BIN, SERVICES, ENDPOINTS, os.path.getsize(path), time.monotonic() - t0))
         time.sleep(SETTLE)
+        print("before any reload: priv %d KiB" % private_kib(p.pid))
         rows = []
         for n in range(1, RELOADS + 1):
             tmpfile = path + ".new"
             with open(tmpfile, "w") as f:
                 f.write(config(port, "6s" if n % 2 else "5s"))
             os.rename(tmpfile, path)
-            ns0, tk0 = cpu(p.pid)
+            ns0, tk0, pf0 = cpu(p.pid)
             p.send_signal(signal.SIGHUP)
             wait_for(lambda: applied() >= n, "reload %d to apply" % n)
             time.sleep(SETTLE)
-            ns1, tk1 = cpu(p.pid)
+            ns1, tk1, pf1 = cpu(p.pid)
             lines = output().splitlines()
             start = [stamp(x) for x in lines if "SIGHUP: reloading" in x][n - 1]
             done = [stamp(x) for x in lines if "reload: %s applied" % path in x][n - 1]
             wall = (done - start).total_seconds() * 1000
-            rows.append((wall, (ns1 - ns0) / 1e6, (tk1 - tk0) * 1000.0 / TICK))
-            print("reload %2d: wall %7.1f ms  cpu %7.1f ms (schedstat)  %5.0f ms (utime+stime)" % ((n,) + rows[-1]))
+            rows.append((wall, (ns1 - ns0) / 1e6, (tk1 - tk0) * 1000.0 / TICK, private_kib(p.pid), pf1 - pf0))
+            print("reload %2d: wall %7.1f ms  cpu %7.1f ms (schedstat)  %5.0f ms (utime+stime)  priv %d KiB  "
+                  "faults %d" % ((n,) + rows[-1]))
+        time.sleep(QUIET)
+        print("%.0f s after the last reload: priv %d KiB" % (QUIET, private_kib(p.pid)))
         if output().count("config file changed: reloading"):
             print("note: the file watch reloaded too (%d times)" % output().count("config file changed: reloading"))
         for i, name in enumerate(("wall", "cpu (schedstat)", "cpu (utime+stime)")):

@@ -95,9 +95,9 @@ size_t mtd_log_escape_text(char *out, size_t cap, const char *msg)
 	while (left > 0 && n + 5 < cap) {
 		unsigned c = *p;
 		size_t k = c >= 0x80 ? mtd_utf8_seq(p, left) : 1;
-		if (c == '\n' || c == '\r' || c == '\t') {
+		if (c == '\n' || c == '\r' || c == '\t' || c == '\\') {
 			out[n++] = '\\';
-			out[n++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+			out[n++] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : '\\';
 		} else if (c < 0x20 || c == 0x7f || k == 0) {
 			n += (size_t)snprintf(out + n, cap - n, "\\x%02x", c);
 			k = 1;

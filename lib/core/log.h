@@ -32,7 +32,9 @@ int mtd_log_parse_level(const char *s, enum mtd_log_level *out);
  * NUL-terminated; cut short at cap): valid UTF-8 as it is; newline,
  * carriage return and tab as \n \r \t; other control characters (C0,
  * DEL, and C1 such as NEL and CSI, each of its two bytes) and bytes that
- * do not form UTF-8 as \xNN. Returns the length written. */
+ * do not form UTF-8 as \xNN; a backslash as \\, so that a peer's own
+ * "\n" (two characters) never reads as an escaped newline. Returns the
+ * length written. */
 size_t mtd_log_escape_text(char *out, size_t cap, const char *msg);
 
 /* One line on stderr, escaped (text: mtd_log_escape_text; JSON: a valid

@@ -56,6 +56,7 @@ struct ch_state {
 	uint32_t *find;
 	size_t nb;
 	double *w; /* ring weight of each endpoint (0: no points) */
+	uint32_t *points_of; /* its number of points (what the next ring may reuse) */
 	double factor;
 	struct mtd_lb_warm_span span;
 	struct mtd_lb__hot hot;
@@ -81,6 +82,45 @@ static int point_cmp(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
+/* The ring in point_cmp's order: by hash (a least-significant-digit radix
+ * sort, four passes of 8 bits; qsort's comparisons took 200 ms over the
+ * 1.6 million points of 10,000 endpoints), then each run of equal hashes
+ * (rare: a 32-bit collision) by id and index. tmp: len entries. */
+static void ring_sort(struct ring_point *ring, struct ring_point *tmp, size_t len)
+{
+	static uint32_t count[1u << 8];
+	struct ring_point *from = ring, *to = tmp;
+
+	for (unsigned shift = 0; shift < 32; shift += 8) {
+		uint32_t at = 0;
+
+		memset(count, 0, sizeof(count));
+		for (size_t k = 0; k < len; k++)
+			count[from[k].hash >> shift & 0xff]++;
+		for (size_t d = 0; d < 1u << 8; d++) {
+			uint32_t c = count[d];
+
+			count[d] = at;
+			at += c;
+		}
+		for (size_t k = 0; k < len; k++)
+			to[count[from[k].hash >> shift & 0xff]++] = from[k];
+		struct ring_point *t = from;
+		from = to;
+		to = t;
+	}
+	/* An even number of passes: the sorted points are back in ring. */
+	for (size_t k = 0; k + 1 < len;) {
+		size_t end = k + 1;
+
+		while (end < len && ring[end].hash == ring[k].hash)
+			end++;
+		if (end - k > 1)
+			qsort(ring + k, end - k, sizeof(*ring), point_cmp);
+		k = end;
+	}
+}
+
 static void ch_destroy(void *state)
 {
 	struct ch_state *s = state;
@@ -91,14 +131,144 @@ static void ch_destroy(void *state)
 	free(s->find);
 	free(s->ring);
 	free(s->w);
+	free(s->points_of);
 	free(s);
+}
+
+/* For each endpoint of s, the index of the endpoint of prev with the same
+ * id and number of points (its points are the same), or UINT32_MAX: an
+ * open-addressed table of s's ids, each claimed once (an id listed twice
+ * keeps at most one match). map: s->n entries. -ENOMEM or 0. */
+static int ring_reuse_map(const struct ch_state *s, const struct ch_state *prev, uint32_t *map)
+{
+	size_t cap = 16;
+	uint32_t *slot;
+
+	while (cap < 2 * s->n)
+		cap *= 2;
+	slot = malloc(cap * sizeof(*slot));
+	if (slot == NULL)
+		return -ENOMEM;
+	memset(slot, 0xff, cap * sizeof(*slot));
+	for (size_t i = 0; i < s->n; i++) {
+		size_t h = (size_t)mtd_lb_hash64(s->eps[i].id, strlen(s->eps[i].id), 0) & (cap - 1);
+
+		map[i] = UINT32_MAX;
+		while (slot[h] != UINT32_MAX)
+			h = (h + 1) & (cap - 1);
+		slot[h] = (uint32_t)i;
+	}
+	for (size_t j = 0; j < prev->n; j++) {
+		const char *id = prev->eps[j].id;
+		size_t h = (size_t)mtd_lb_hash64(id, strlen(id), 0) & (cap - 1);
+
+		for (; slot[h] != UINT32_MAX; h = (h + 1) & (cap - 1)) {
+			uint32_t i = slot[h];
+
+			if (strcmp(s->eps[i].id, id) != 0)
+				continue;
+			if (map[i] == UINT32_MAX && s->points_of[i] == prev->points_of[j] && s->points_of[i] > 0)
+				map[i] = (uint32_t)j;
+			break;
+		}
+	}
+	free(slot);
+	return 0;
+}
+
+/* s->ring[0..total) sorted: every endpoint's s->points_of[i] points.
+ * An endpoint that prev (the ring this one replaces, or NULL) had with as
+ * many points keeps them, read in order from prev's ring; only the others
+ * are hashed (MD5) and sorted, then both merged: an update of one
+ * endpoint in 100 among 10,000 rebuilds in 18 ms instead of 136
+ * (bench/lb/README.md). The ring is the same as a fresh one's. */
+static int ring_fill(struct ch_state *s, const struct ch_state *prev, size_t total)
+{
+	uint32_t *map = NULL, *old_to_new = NULL, *pts = NULL;
+	struct ring_point *fresh = NULL, *tmp = NULL;
+	size_t n_fresh = 0, k = 0;
+	int rc = -ENOMEM;
+
+	if (prev != NULL && prev->points_of != NULL && prev->len > 0 && s->n > 0) {
+		map = malloc(s->n * sizeof(*map));
+		old_to_new = malloc(prev->n * sizeof(*old_to_new));
+		if (map == NULL || old_to_new == NULL || ring_reuse_map(s, prev, map) != 0)
+			goto out;
+		memset(old_to_new, 0xff, prev->n * sizeof(*old_to_new));
+		for (size_t i = 0; i < s->n; i++)
+			if (map[i] != UINT32_MAX)
+				old_to_new[map[i]] = (uint32_t)i;
+	}
+	for (size_t i = 0; i < s->n; i++)
+		if (map == NULL || map[i] == UINT32_MAX)
+			n_fresh += s->points_of[i];
+	/* Without a ring to reuse, the fresh points are the ring. */
+	fresh = map == NULL ? s->ring : malloc((n_fresh > 0 ? n_fresh : 1) * sizeof(*fresh));
+	tmp = malloc((n_fresh > 0 ? n_fresh : 1) * sizeof(*tmp));
+	if (fresh == NULL || tmp == NULL)
+		goto out;
+	for (size_t i = 0, at = 0; i < s->n; i++) {
+		uint32_t reps = (s->points_of[i] + 3) / 4;
+
+		if (s->points_of[i] == 0 || (map != NULL && map[i] != UINT32_MAX))
+			continue;
+		free(pts);
+		pts = calloc((size_t)reps * 4, sizeof(*pts));
+		if (pts == NULL)
+			goto out;
+		rc = mtd_lb_ketama_points(s->eps[i].id, reps, pts);
+		if (rc != 0)
+			goto out;
+		rc = -ENOMEM;
+		for (uint32_t p = 0; p < s->points_of[i]; p++)
+			fresh[at++] = (struct ring_point){pts[p], (uint32_t)i};
+	}
+	/* Control thread only, so the comparator's context and the radix
+	 * counts can be static. */
+	sort_eps = s->eps;
+	ring_sort(fresh, tmp, n_fresh);
+	if (map != NULL) {
+		/* prev's ring less the endpoints that left or changed, as the
+		 * new indices, merged with the fresh points. */
+		size_t i = 0, j = 0;
+
+		for (;;) {
+			while (i < prev->len && old_to_new[prev->ring[i].idx] == UINT32_MAX)
+				i++;
+			if (i < prev->len) {
+				struct ring_point a = {prev->ring[i].hash, old_to_new[prev->ring[i].idx]};
+
+				if (j == n_fresh || point_cmp(&a, &fresh[j]) <= 0) {
+					s->ring[k++] = a;
+					i++;
+					continue;
+				}
+			}
+			if (j == n_fresh)
+				break;
+			s->ring[k++] = fresh[j++];
+		}
+	} else {
+		k = n_fresh;
+	}
+	sort_eps = NULL;
+	s->len = k;
+	rc = k == total ? 0 : -EIO; /* each kept endpoint's points: as many as it had */
+out:
+	free(tmp);
+	if (fresh != s->ring)
+		free(fresh);
+	free(pts);
+	free(old_to_new);
+	free(map);
+	return rc;
 }
 
 static int ch_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint *eps, size_t n, const void *prev,
                    void **out)
 {
 	struct ch_state *s;
-	uint32_t *pts = NULL, *points_of = NULL;
+	uint32_t *points_of = NULL;
 	uint64_t total = 0;
 	double scale = 1.0;
 	int rc = -ENOMEM;
@@ -131,26 +301,12 @@ static int ch_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 	s->ring = calloc(total, sizeof(*s->ring));
 	if (s->ring == NULL)
 		goto free_state;
-	for (size_t i = 0; i < n; i++) {
-		uint32_t reps = (points_of[i] + 3) / 4;
-
-		if (points_of[i] == 0)
-			continue;
-		free(pts);
-		pts = calloc((size_t)reps * 4, sizeof(*pts));
-		if (pts == NULL)
-			goto free_state;
-		rc = mtd_lb_ketama_points(eps[i].id, reps, pts);
-		if (rc != 0)
-			goto free_state;
-		rc = -ENOMEM;
-		for (uint32_t k = 0; k < points_of[i]; k++)
-			s->ring[s->len++] = (struct ring_point){pts[k], (uint32_t)i};
-	}
-	/* Control thread only, so the comparator's context can be static. */
-	sort_eps = eps;
-	qsort(s->ring, s->len, sizeof(*s->ring), point_cmp);
-	sort_eps = NULL;
+	s->points_of = points_of;
+	points_of = NULL;
+	rc = ring_fill(s, prev, total);
+	if (rc != 0)
+		goto free_state;
+	rc = -ENOMEM;
 	s->nb = s->len / BUCKET_POINTS + 1;
 	s->find = calloc(s->nb + 1, sizeof(*s->find));
 	if (s->find == NULL)
@@ -160,13 +316,10 @@ static int ch_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoint
 			at++;
 		s->find[b] = (uint32_t)at;
 	}
-	free(pts);
-	free(points_of);
 	*out = s;
 	return 0;
 
 free_state:
-	free(pts);
 	free(points_of);
 	ch_destroy(s);
 fail:

@@ -6,23 +6,30 @@
  * init() lays out one cycle (sum of weights / their gcd turns; a cycle
  * longer than MAX_CYCLE is scaled down, every endpoint keeping at least
  * one turn) as the nginx smooth sequence (see smooth_wrr.c): {5,1,1} gives
- * a a b a c a a. That costs O(cycle x n) once; past SMOOTH_BUDGET steps it
- * is laid out by earliest deadline first instead (turn k of endpoint i due
- * at (k + 1/2) / w_i, O(cycle log n), nearly as even). Equal weights (the
- * common case of a discovered set) need neither: one turn each in index
- * order, which both give, O(n). A pick is then a
- * shared atomic counter modulo the cycle: O(1), lock-free, exact across
- * workers, no run of one endpoint longer than the weights force.
+ * a a b a c a a. That costs O(cycle x n) once, and a pick is then a shared
+ * atomic counter modulo the cycle: O(1), lock-free, exact across workers,
+ * no run of one endpoint longer than the weights force. Equal weights (the
+ * common case of a discovered set) need no layout: one turn each in index
+ * order, which the sequence gives too, O(n).
+ *
+ * Past SMOOTH_BUDGET steps (large sets of unequal weights: 10,000
+ * endpoints of weights 50..150 make a cycle of a million turns) no cycle
+ * is laid out: a pick takes the counter's golden-ratio point (a Weyl
+ * sequence, low-discrepancy) of the cumulative weights and binary-searches
+ * it, O(log n). Still deterministic and interleaved, each endpoint's share
+ * within a few calls of its weight over any run of calls, built in O(n)
+ * (the earliest-deadline layout it replaced took 170 ms at that size, and
+ * 4 MB, for every set change).
  *
  * While some endpoint warms up, weights change with time and the schedule
  * cannot follow; picks then take the cumulative warmed weights at the
- * golden-ratio point of the counter (a low-discrepancy sequence: still
- * interleaved and deterministic) until the ramp ends. Each tick()
- * publishes those weights as a table (lb-impl.h mtd_lb__warm_cdf) that a
- * pick binary-searches, O(log n); the documented approximation: a ramping
- * endpoint's share lags its curve by at most one tick. Without a table
- * from a tick at most MTD_LB__WARM_MAX_AGE_MS old, or when the turn lands
- * on an excluded endpoint, the pick walks the exact warmed weights, O(n).
+ * golden-ratio point of the counter (the same sequence) until the ramp
+ * ends. Each tick() publishes those weights as a table (lb-impl.h
+ * mtd_lb__warm_cdf) that a pick binary-searches, O(log n); the documented
+ * approximation: a ramping endpoint's share lags its curve by at most one
+ * tick. Without a table from a tick at most MTD_LB__WARM_MAX_AGE_MS old,
+ * or when the turn lands on an excluded endpoint, the pick walks the exact
+ * warmed weights, O(n).
  */
 #include "config.h"
 
@@ -39,8 +46,9 @@ struct wrr_state {
 	_Alignas(MTD_LB_CACHELINE) _Atomic uint64_t next;
 	_Alignas(MTD_LB_CACHELINE) const struct mtd_lb_endpoint *eps;
 	size_t n;
-	uint32_t *cycle;
+	uint32_t *cycle; /* one cycle of turns (len), or NULL: cum instead */
 	size_t len;
+	uint64_t *cum;   /* without a cycle: prefix sums of the weights (n) */
 	struct mtd_lb_warm_span span;
 	bool has_cdf; /* warmup configured: cdf allocated */
 	struct mtd_lb__warm_cdf cdf;
@@ -57,39 +65,6 @@ static uint64_t gcd64(uint64_t a, uint64_t b)
 	return a;
 }
 
-/* Binary min-heap of endpoints by next deadline (2k + 1) / w. */
-struct edf {
-	uint32_t *heap;
-	uint64_t *turns, *w;
-	size_t len;
-};
-
-static bool edf_before(const struct edf *e, uint32_t a, uint32_t b)
-{
-	unsigned __int128 da = (unsigned __int128)(2 * e->turns[a] + 1) * e->w[b];
-	unsigned __int128 db = (unsigned __int128)(2 * e->turns[b] + 1) * e->w[a];
-
-	return da < db || (da == db && a < b);
-}
-
-static void edf_sift_down(struct edf *e, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-
-		if (l < e->len && edf_before(e, e->heap[l], e->heap[m]))
-			m = l;
-		if (r < e->len && edf_before(e, e->heap[r], e->heap[m]))
-			m = r;
-		if (m == i)
-			return;
-		uint32_t t = e->heap[i];
-		e->heap[i] = e->heap[m];
-		e->heap[m] = t;
-		i = m;
-	}
-}
-
 static size_t count_positive(const uint64_t *w, size_t n)
 {
 	size_t k = 0;
@@ -101,96 +76,86 @@ static size_t count_positive(const uint64_t *w, size_t n)
 
 static int build_cycle(struct wrr_state *s)
 {
-	struct edf e = {0};
-	uint64_t g = 0, total = 0;
+	uint64_t *w, g = 0, total = 0;
 	int rc = -ENOMEM;
 	bool any_positive = false;
 
-	e.turns = calloc(s->n, sizeof(*e.turns));
-	e.w = calloc(s->n, sizeof(*e.w));
-	e.heap = calloc(s->n, sizeof(*e.heap));
-	if (e.turns == NULL || e.w == NULL || e.heap == NULL)
-		goto free_edf;
+	w = calloc(s->n, sizeof(*w));
+	if (w == NULL)
+		return -ENOMEM;
 	for (size_t i = 0; i < s->n; i++)
 		any_positive |= s->eps[i].weight > 0;
 	for (size_t i = 0; i < s->n; i++) {
 		/* Drained endpoints have no turn unless everyone is drained,
 		 * then everyone has weight 1 (lb-impl.h "last resort"). */
-		e.w[i] = any_positive ? (s->eps[i].weight > 0 ? (uint64_t)s->eps[i].weight : 0) : 1;
-		if (e.w[i] > 0)
-			g = gcd64(g, e.w[i]);
+		w[i] = any_positive ? (s->eps[i].weight > 0 ? (uint64_t)s->eps[i].weight : 0) : 1;
+		if (w[i] > 0)
+			g = gcd64(g, w[i]);
 	}
 	for (size_t i = 0; i < s->n; i++) {
-		e.w[i] /= g;
-		total += e.w[i];
+		w[i] /= g;
+		total += w[i];
 	}
 	if (total > MAX_CYCLE && total > s->n) {
 		uint64_t cap = MAX_CYCLE > s->n ? MAX_CYCLE : s->n;
 		uint64_t t2 = 0;
 
 		for (size_t i = 0; i < s->n; i++) {
-			if (e.w[i] == 0)
+			if (w[i] == 0)
 				continue;
-			e.w[i] = (uint64_t)((double)e.w[i] * (double)cap / (double)total);
-			if (e.w[i] == 0)
-				e.w[i] = 1;
-			t2 += e.w[i];
+			w[i] = (uint64_t)((double)w[i] * (double)cap / (double)total);
+			if (w[i] == 0)
+				w[i] = 1;
+			t2 += w[i];
 		}
 		total = t2;
 	}
+	if (total != (uint64_t)count_positive(w, s->n) && total * s->n > SMOOTH_BUDGET) {
+		/* No cycle: the cumulative weights (the picks' Weyl points). */
+		s->cum = calloc(s->n, sizeof(*s->cum));
+		if (s->cum == NULL)
+			goto out;
+		uint64_t sum = 0;
+		for (size_t i = 0; i < s->n; i++)
+			s->cum[i] = sum += w[i];
+		rc = 0;
+		goto out;
+	}
 	s->cycle = calloc(total, sizeof(*s->cycle));
 	if (s->cycle == NULL)
-		goto free_edf;
-	if (total == (uint64_t)count_positive(e.w, s->n)) {
-		/* Every turn-holder of weight 1 (equal weights, the gcd taken
-		 * out): both layouts below give each one turn in index order
-		 * (ties go to the lower index), with no heap to build. */
-		for (size_t i = 0, k = 0; i < s->n; i++)
-			if (e.w[i] > 0)
-				s->cycle[k++] = (uint32_t)i;
-		s->len = total;
-		rc = 0;
-		goto free_edf;
-	}
-	if (total * s->n <= SMOOTH_BUDGET) {
-		int64_t *cur = (int64_t *)e.turns; /* reuse: same size */
-
-		for (uint64_t k = 0; k < total; k++) {
-			size_t best = SIZE_MAX;
-
-			for (size_t i = 0; i < s->n; i++) {
-				if (e.w[i] == 0)
-					continue;
-				cur[i] += (int64_t)e.w[i];
-				if (best == SIZE_MAX || cur[i] > cur[best])
-					best = i;
-			}
-			cur[best] -= (int64_t)total;
-			s->cycle[k] = (uint32_t)best;
-		}
-		s->len = total;
-		rc = 0;
-		goto free_edf;
-	}
-	for (size_t i = 0; i < s->n; i++)
-		if (e.w[i] > 0)
-			e.heap[e.len++] = (uint32_t)i;
-	for (size_t i = e.len / 2; i-- > 0;)
-		edf_sift_down(&e, i);
-	for (uint64_t k = 0; k < total; k++) {
-		uint32_t top = e.heap[0];
-
-		s->cycle[k] = top;
-		e.turns[top]++;
-		edf_sift_down(&e, 0);
-	}
+		goto out;
 	s->len = total;
 	rc = 0;
+	if (total == (uint64_t)count_positive(w, s->n)) {
+		/* Every turn-holder of weight 1 (equal weights, the gcd taken
+		 * out): the sequence gives each one turn in index order (ties
+		 * go to the lower index); no need to run it. */
+		for (size_t i = 0, k = 0; i < s->n; i++)
+			if (w[i] > 0)
+				s->cycle[k++] = (uint32_t)i;
+		goto out;
+	}
+	int64_t *cur = calloc(s->n, sizeof(*cur));
+	if (cur == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t k = 0; k < total; k++) {
+		size_t best = SIZE_MAX;
 
-free_edf:
-	free(e.heap);
-	free(e.w);
-	free(e.turns);
+		for (size_t i = 0; i < s->n; i++) {
+			if (w[i] == 0)
+				continue;
+			cur[i] += (int64_t)w[i];
+			if (best == SIZE_MAX || cur[i] > cur[best])
+				best = i;
+		}
+		cur[best] -= (int64_t)total;
+		s->cycle[k] = (uint32_t)best;
+	}
+	free(cur);
+out:
+	free(w);
 	return rc;
 }
 
@@ -201,6 +166,7 @@ static void wrr_destroy(void *state)
 	if (s == NULL)
 		return;
 	free(s->cycle);
+	free(s->cum);
 	if (s->has_cdf)
 		mtd_lb__warm_cdf_free(&s->cdf);
 	free(s);
@@ -276,6 +242,22 @@ static int warming_pick(struct wrr_state *s, const struct mtd_lb_pick_ctx *ctx, 
 	return last;
 }
 
+/* The endpoint of the turn at Weyl point u of the cumulative weights:
+ * the first whose prefix sum passes it. */
+static size_t cum_find(const struct wrr_state *s, double u)
+{
+	uint64_t r = (uint64_t)(u * (double)s->cum[s->n - 1]);
+	size_t lo = 0, len = s->n;
+
+	while (len > 1) {
+		size_t half = len / 2;
+
+		lo += s->cum[lo + half - 1] <= r ? half : 0;
+		len -= half;
+	}
+	return lo;
+}
+
 static int wrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 {
 	struct wrr_state *s = state;
@@ -284,6 +266,17 @@ static int wrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 
 	if (mtd_lb__warming(&s->span, ctx->now_ms))
 		return warming_pick(s, ctx, c);
+	if (s->cycle == NULL) {
+		/* A drained endpoint has no width to land in; an excluded
+		 * turn passes to the next points. */
+		for (uint64_t k = 0; k < 16; k++) {
+			size_t i = cum_find(s, weyl(c + k));
+
+			if (!mtd_lb__excluded(ctx, i))
+				return (int)i;
+		}
+		return mtd_lb__wrandom_slow(&s->span, s->eps, s->n, ctx);
+	}
 	/* An excluded turn passes to the next turns of the cycle. */
 	probes = s->len < 16 ? s->len : 16;
 	for (size_t k = 0; k < probes; k++) {

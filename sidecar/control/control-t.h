@@ -32,6 +32,10 @@ struct mtd_control {
 	struct mtd_mbox reclaim_rts;
 	struct mtd_mbox reclaim_svcs;
 	struct mtd_mbox reclaim_eps;
+	/* When the last runtime was freed (CLOCK_MONOTONIC ms), until a tick
+	 * gives malloc's free pages back to the kernel: 0 = nothing to give
+	 * (publish.c give_back_heap). */
+	int64_t heap_freed_ms;
 	/* Endpoint sources of the current config: one per service, or NULL. */
 	const struct mtd_disc_source_ops **src_ops;
 	void **src_state;

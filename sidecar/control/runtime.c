@@ -215,6 +215,7 @@ void mtd_runtime_reclaim(struct mtd_control *ctl)
 			struct mtd_runtime *rt = MTD_MBOX_ITEM(rts, struct mtd_runtime, reclaim);
 			rts = rts->next;
 			runtime_free(rt);
+			ctl->heap_freed_ms = mtd_mono_ms();
 		}
 		while (svcs) {
 			struct mtd_rt_service *s = MTD_MBOX_ITEM(svcs, struct mtd_rt_service, reclaim);

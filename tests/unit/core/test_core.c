@@ -278,6 +278,9 @@ START_TEST(log_text_escapes_what_could_break_a_line)
 	ck_assert_str_eq(out, "\\n\\n");
 	ck_assert_uint_eq(mtd_log_escape_text(out, 1, "abc"), 0);
 	ck_assert_str_eq(out, "");
+	/* A peer's backslash is escaped too: its "\n" is not a newline's. */
+	mtd_log_escape_text(out, sizeof(out), "a\\nb\n");
+	ck_assert_str_eq(out, "a\\\\nb\\n");
 }
 END_TEST
 

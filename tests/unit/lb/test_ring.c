@@ -388,6 +388,54 @@ START_TEST(slots_hot_spread_over_distinct_candidates)
 }
 END_TEST
 
+/* A ring built over the previous one (its kept endpoints' points reused,
+ * the others hashed and merged in) is the ring a fresh build makes:
+ * endpoints removed, added, reweighted (other points) and listed in
+ * another order, every key lands on the same endpoint. */
+START_TEST(ring_over_a_previous_is_the_fresh_ring)
+{
+	static struct t_set a, b;
+	struct mtd_lb_config cfg;
+	struct mtd_lb_picker *pa, *pb, *fresh;
+	size_t nb = 0;
+
+	t_set_init(&a, 600, NULL);
+	for (size_t i = 0; i < 600; i++)
+		a.eps[i].weight = i % 50 == 3 ? 0 : 50 + (int32_t)(i * 37 % 101);
+	t_set_init(&b, 0, NULL);
+	for (size_t i = 600; i-- > 0;) { /* reversed */
+		if (i % 7 == 0)
+			continue; /* removed */
+		snprintf(b.ids[nb], sizeof(b.ids[nb]), "%s", a.ids[i]);
+		b.eps[nb].weight = i % 11 == 0 ? a.eps[i].weight + 40 : a.eps[i].weight;
+		nb++;
+	}
+	for (size_t i = 0; i < 50; i++, nb++) { /* added */
+		snprintf(b.ids[nb], sizeof(b.ids[nb]), "10.9.%zu.%zu:8080", i / 256, i % 256);
+		b.eps[nb].weight = 100;
+	}
+	for (size_t i = 0; i < nb; i++) {
+		b.eps[i].id = b.ids[i];
+		b.eps[i].stats = &b.stats[i];
+	}
+	b.n = nb;
+	mtd_lb_config_defaults(&cfg, mtd_lb_find("CONSISTENT_HASH"));
+	pa = mtd_lb_picker_new(&cfg, a.eps, a.n, NULL);
+	ck_assert_ptr_nonnull(pa);
+	pb = mtd_lb_picker_new(&cfg, b.eps, b.n, pa);
+	fresh = mtd_lb_picker_new(&cfg, b.eps, b.n, NULL);
+	ck_assert_ptr_nonnull(pb);
+	ck_assert_ptr_nonnull(fresh);
+	for (unsigned k = 0; k < NKEYS; k++) {
+		int x = pick_key_at(pb, &b, k, 1000000), y = pick_key_at(fresh, &b, k, 1000000);
+		ck_assert_msg(x == y && x >= 0, "key %u: %d over the previous ring, %d fresh", k, x, y);
+	}
+	mtd_lb_picker_free(fresh);
+	mtd_lb_picker_free(pb);
+	mtd_lb_picker_free(pa);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
 	Suite *s = suite_create("lb_ring");
@@ -402,6 +450,7 @@ static Suite *ring_suite(void)
 	tcase_add_test(tc, slots_walk_order_exclusions_bound);
 	tcase_add_test(tc, slots_walk_warmup_refusals_and_fallback);
 	tcase_add_test(tc, slots_hot_spread_over_distinct_candidates);
+	tcase_add_test(tc, ring_over_a_previous_is_the_fresh_ring);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -3,6 +3,8 @@
  * recovery, per-worker rows, exclusions, weights 0/negative. */
 #include "config.h"
 
+#include <inttypes.h>
+
 #include "lb-test.h"
 #include "lb/lb-impl.h"
 
@@ -97,6 +99,41 @@ START_TEST(wrr_equal_weights_in_index_order)
 		ck_assert_int_eq(i, next[prev]);
 		prev = i;
 	}
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
+/* A large set of unequal weights (a cycle of about 100,000 turns over
+ * 1,000 endpoints, past the smooth layout's budget) has no cycle: the
+ * picks' Weyl points over the cumulative weights still give each endpoint
+ * its weight's share within a few calls, none to a drained one, and an
+ * excluded one's turns to others. */
+START_TEST(wrr_large_set_without_a_cycle)
+{
+	static int32_t w[1000];
+	static struct t_set s;
+	struct mtd_lb_picker *p;
+	static uint64_t counts[T_MAX_EPS];
+	uint64_t total = 0, worst = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		w[i] = i % 100 == 7 ? 0 : 50 + (i * 37) % 101;
+		total += (uint64_t)w[i];
+	}
+	t_set_init(&s, 1000, w);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	t_count(p, &s, counts, total * 2);
+	for (int i = 0; i < 1000; i++) {
+		uint64_t want = 2 * (uint64_t)w[i], d = counts[i] > want ? counts[i] - want : want - counts[i];
+		if (d > worst)
+			worst = d;
+	}
+	ck_assert_msg(worst <= 3, "an endpoint's count is %" PRIu64 " calls off its share", worst);
+	for (int i = 7; i < 1000; i += 100)
+		ck_assert_uint_eq(counts[i], 0);
+	t_exclude(&s, 0);
+	t_count(p, &s, counts, total);
+	ck_assert_uint_eq(counts[0], 0);
 	mtd_lb_picker_free(p);
 }
 END_TEST
@@ -386,6 +423,7 @@ static Suite *wrr_suite(void)
 	tcase_add_test(tc, wrr_exact_cycle_and_interleaved);
 	tcase_add_test(tc, wrr_many_weights);
 	tcase_add_test(tc, wrr_zero_and_excluded);
+	tcase_add_test(tc, wrr_large_set_without_a_cycle);
 	tcase_add_test(tc, wrr_equal_weights_in_index_order);
 	tcase_add_test(tc, swrr_nginx_sequence);
 	tcase_add_test(tc, swrr_workers_share_the_sequence);
