@@ -437,6 +437,71 @@ START_TEST(ring_over_a_previous_is_the_fresh_ring)
 }
 END_TEST
 
+/* The same over many random pairs of sets (a fixed seed): ids drawn from
+ * a small pool (so the sets share some, and a set may list one twice),
+ * weights 0, negative, 1, small and huge (the points scaled to the
+ * ring's cap), sets of one, and the previous ring of another ring_points
+ * (whose points are not the new ones'). Every key lands as on a fresh
+ * ring. */
+static uint64_t prop_rng = 0x2545f4914f6cdd1dULL;
+
+static uint64_t prop_next(void)
+{
+	prop_rng ^= prop_rng << 13;
+	prop_rng ^= prop_rng >> 7;
+	prop_rng ^= prop_rng << 17;
+	return prop_rng;
+}
+
+static void prop_fill(struct t_set *s, size_t n, unsigned pool, bool huge, const struct t_set *from)
+{
+	t_set_init(s, n, NULL);
+	for (size_t i = 0; i < n; i++) {
+		unsigned id = (unsigned)(prop_next() % pool);
+		uint64_t r = prop_next() % 10;
+		snprintf(s->ids[i], sizeof(s->ids[i]), "10.1.%u.%u:80", id / 256, id % 256);
+		s->eps[i].weight = r == 0 ? 0 : r == 1 ? -2 : r == 2 ? 1 : r == 3 && huge ? INT32_MAX : (int32_t)(prop_next() % 300);
+		if (from != NULL && from->n > 0 && prop_next() % 2 == 0) {
+			size_t j = prop_next() % from->n;
+			snprintf(s->ids[i], sizeof(s->ids[i]), "%s", from->ids[j]);
+			if (prop_next() % 3 != 0)
+				s->eps[i].weight = from->eps[j].weight;
+		}
+	}
+}
+
+START_TEST(ring_over_a_previous_is_the_fresh_ring_random_sets)
+{
+	static struct t_set a, b;
+
+	for (int it = 0; it < 40; it++) {
+		struct mtd_lb_config ca, cb;
+		unsigned pool = 1 + (unsigned)(prop_next() % 300);
+		size_t na = prop_next() % 4 == 0 ? 1 : prop_next() % 300, nb = prop_next() % 4 == 0 ? 1 : prop_next() % 300;
+
+		prop_fill(&a, na, pool, it == 3, NULL);
+		prop_fill(&b, nb, pool, it == 3, &a);
+		mtd_lb_config_defaults(&ca, mtd_lb_find("CONSISTENT_HASH"));
+		cb = ca;
+		if (prop_next() % 4 == 0)
+			ca.ring_points = 1 + (uint32_t)(prop_next() % 500);
+		if (prop_next() % 4 == 0)
+			cb.ring_points = 1 + (uint32_t)(prop_next() % 500);
+		struct mtd_lb_picker *pa = mtd_lb_picker_new(&ca, a.eps, a.n, NULL);
+		struct mtd_lb_picker *pb = mtd_lb_picker_new(&cb, b.eps, b.n, pa);
+		struct mtd_lb_picker *fresh = mtd_lb_picker_new(&cb, b.eps, b.n, NULL);
+		ck_assert_msg((pa != NULL || a.n == 0) && pb != NULL && fresh != NULL, "set %d: a picker not built", it);
+		for (unsigned k = 0; k < 2000; k++) {
+			int x = pick_key_at(pb, &b, k, 1000000), y = pick_key_at(fresh, &b, k, 1000000);
+			ck_assert_msg(x == y, "set %d, key %u: %d over the previous ring, %d fresh", it, k, x, y);
+		}
+		mtd_lb_picker_free(fresh);
+		mtd_lb_picker_free(pb);
+		mtd_lb_picker_free(pa);
+	}
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
 	Suite *s = suite_create("lb_ring");
@@ -452,6 +517,7 @@ static Suite *ring_suite(void)
 	tcase_add_test(tc, slots_walk_warmup_refusals_and_fallback);
 	tcase_add_test(tc, slots_hot_spread_over_distinct_candidates);
 	tcase_add_test(tc, ring_over_a_previous_is_the_fresh_ring);
+	tcase_add_test(tc, ring_over_a_previous_is_the_fresh_ring_random_sets);
 	suite_add_tcase(s, tc);
 	return s;
 }
