@@ -28,11 +28,10 @@ struct event_base *mtd_control_base(struct mtd_control *ctl);
  * other event is ready: background work (xds.c's rebuild slices) yields to
  * every socket read, so that a response that arrives meanwhile is taken
  * first, even one that takes many turns to read (libevent reads at most
- * 4 KiB a socket per turn). There is no bound on the wait: a loop that
- * had a normal event ready in every turn for good would hold background
- * work back as long (not seen: an admin port flooded by h2load, 16
- * connections, delayed a rebuild of 12 services one at a time by nothing
- * measurable; a deadline timer of normal priority would bound it). */
+ * 4 KiB a socket per turn). Such work must bound its own wait (a loop
+ * with a normal event ready in every turn would hold it back for as long):
+ * xds.c's rebuild runs a slice from a timer of normal priority when none
+ * ran for 250 ms. */
 enum { MTD_CONTROL_PRIO_NORMAL = 1, MTD_CONTROL_PRIO_BACKGROUND = 2, MTD_CONTROL_N_PRIOS = 3 };
 
 /* Replace the endpoint set of service `service` (an index into the current

@@ -166,6 +166,12 @@ struct xds_pending {
 	size_t slice_max; /* services at most per slice (test-only limit, see rebuild_limits) */
 	int64_t slice_ns; /* time at most per slice (one service at least) */
 	int64_t gap_ms;   /* delay before each slice (test-only, see rebuild_limits; else 0) */
+	/* The bound on background priority's wait: a timer of normal
+	 * priority that runs a slice when none ran for late_ms (a control
+	 * loop with a normal event ready in every turn would otherwise hold
+	 * the rebuild back for as long). Re-armed by every slice. */
+	struct event *late;
+	int64_t late_ms;
 };
 
 struct mtd_xds {
@@ -404,16 +410,22 @@ static struct xds_cla *bind_cla(struct mtd_xds *x, struct xds_bind *b, const cha
  * endpoints rebuild in about 220 ms: 15-20 slices, each published). */
 #define SLICE_MS 8
 
+/* A slice runs at most this long after the previous one (or the queue's
+ * first entry), whatever else the control loop has to do. */
+#define LATE_MS 250
+
 /* Test-only limits (a test shows the rebuild in progress, which one slice
  * per turn at full speed hides): MAITRED_TEST_XDS_SLICE, services per
  * slice at most; MAITRED_TEST_XDS_SLICE_GAP_MS, the delay before each
- * slice. Read once, at the first client's start; a bad value is ignored
- * (logged). Not for production: a gap delays every cluster change. */
+ * slice; MAITRED_TEST_XDS_SLICE_LATE_MS, the bound on a slice's wait
+ * (default LATE_MS after the gap). Read once, at the first client's
+ * start; a bad value is ignored (logged). Not for production: a gap
+ * delays every cluster change. */
 static void rebuild_limits(struct xds_pending *p)
 {
 	static bool read;
 	static size_t slice_max = SIZE_MAX;
-	static int64_t gap_ms;
+	static int64_t gap_ms, late_ms;
 
 	if (!read) {
 		const char *v;
@@ -433,13 +445,22 @@ static void rebuild_limits(struct xds_pending *p)
 			else
 				MTD_WARN("xds: MAITRED_TEST_XDS_SLICE_GAP_MS=%.40s is not 0..86400000: ignored", v);
 		}
-		if (slice_max != SIZE_MAX || gap_ms != 0)
-			MTD_WARN("xds: test-only rebuild limits: %zu service(s) a slice at most, %lld ms before each",
-			         slice_max, (long long)gap_ms);
+		if ((v = getenv("MAITRED_TEST_XDS_SLICE_LATE_MS")) != NULL) {
+			long long n = strtoll(v, &end, 10);
+			if (*v != '\0' && *end == '\0' && n >= 1 && n <= 86400000)
+				late_ms = n;
+			else
+				MTD_WARN("xds: MAITRED_TEST_XDS_SLICE_LATE_MS=%.40s is not 1..86400000: ignored", v);
+		}
+		if (slice_max != SIZE_MAX || gap_ms != 0 || late_ms != 0)
+			MTD_WARN("xds: test-only rebuild limits: %zu service(s) a slice at most, %lld ms before each, "
+			         "%lld ms at most",
+			         slice_max, (long long)gap_ms, (long long)(late_ms ? late_ms : gap_ms + LATE_MS));
 	}
 	p->slice_max = slice_max;
 	p->slice_ns = (int64_t)SLICE_MS * 1000000;
 	p->gap_ms = gap_ms;
+	p->late_ms = late_ms ? late_ms : gap_ms + LATE_MS;
 }
 
 static void pending_count(struct mtd_xds *x)
@@ -482,11 +503,16 @@ static void pending_compact(struct xds_pending *p)
 
 static void pending_arm(struct mtd_xds *x)
 {
-	struct timeval tv = {(time_t)(x->pending.gap_ms / 1000), (suseconds_t)(x->pending.gap_ms % 1000 * 1000)};
+	struct xds_pending *p = &x->pending;
+	struct timeval tv = {(time_t)(p->gap_ms / 1000), (suseconds_t)(p->gap_ms % 1000 * 1000)};
+	struct timeval late = {(time_t)(p->late_ms / 1000), (suseconds_t)(p->late_ms % 1000 * 1000)};
 
-	if (x->pending.n > 0 && !evtimer_pending(x->pending.ev, NULL) && evtimer_add(x->pending.ev, &tv) != 0)
-		MTD_ERROR("xds: cannot arm the rebuild timer: %zu service(s) wait for the next cluster change",
-		          x->pending.n);
+	if (p->n == 0)
+		return;
+	if (!evtimer_pending(p->ev, NULL) && evtimer_add(p->ev, &tv) != 0)
+		MTD_ERROR("xds: cannot arm the rebuild timer: %zu service(s) wait for the next cluster change", p->n);
+	if (!evtimer_pending(p->late, NULL))
+		(void)evtimer_add(p->late, &late); /* the background timer alone still runs the rebuild */
 }
 
 /* Queue binding b's service for a rebuild (a no-op when it is queued). */
@@ -517,6 +543,8 @@ static void pending_remove(struct mtd_xds *x, struct xds_bind *b)
 		p->head = p->tail = 0;
 		if (p->ev != NULL)
 			evtimer_del(p->ev);
+		if (p->late != NULL)
+			evtimer_del(p->late);
 	}
 	pending_count(x);
 }
@@ -667,6 +695,7 @@ static void rebuild_slice(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	evtimer_del(p->late); /* a slice ran: the bound counts from now */
 	while (p->n > 0 && done < p->slice_max && (done == 0 || mtd_now_ns() - start < p->slice_ns)) {
 		while (p->q[p->head] == NULL)
 			p->head++;
@@ -1748,13 +1777,15 @@ int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct m
 	x->retry = evtimer_new(x->base, retry_cb, x);
 	x->sync_ev = event_new(x->base, -1, 0, sync_cb, x);
 	x->pending.ev = evtimer_new(x->base, rebuild_slice, x);
+	x->pending.late = evtimer_new(x->base, rebuild_slice, x);
 	/* After every response already on the socket (a base without the
 	 * control loop's priorities, in a unit test, runs it as any event). */
 	if (x->pending.ev != NULL)
 		(void)event_priority_set(x->pending.ev, MTD_CONTROL_PRIO_BACKGROUND);
 	rebuild_limits(&x->pending);
 	if (x->server.text == NULL || x->server.host == NULL || x->node_id == NULL || (c->zone && x->zone == NULL) ||
-	    (c->listener && x->lds.name == NULL) || x->retry == NULL || x->sync_ev == NULL || x->pending.ev == NULL)
+	    (c->listener && x->lds.name == NULL) || x->retry == NULL || x->sync_ev == NULL || x->pending.ev == NULL ||
+	    x->pending.late == NULL)
 		goto oom;
 	if (c->tls != NULL) {
 		x->tls_cfg = tls_copy(c->tls);
@@ -1817,6 +1848,8 @@ void mtd_xds_free(struct mtd_xds *x)
 		event_free(x->sync_ev);
 	if (x->pending.ev)
 		event_free(x->pending.ev);
+	if (x->pending.late)
+		event_free(x->pending.late);
 	if (x->ssl_ctx)
 		mtd_tls_ctx_free(x->ssl_ctx);
 	tls_copy_free(x->tls_cfg);

@@ -7,7 +7,8 @@ serves; priority failover; the management server down and back with a
 changed assignment; a static service beside an xDS cluster of its name;
 TLS to the management server; a reload that keeps or restarts the stream;
 an EDS change right behind a CDS push applied while the push's rebuilds
-are still pending (test-only MAITRED_TEST_XDS_SLICE / _GAP_MS).
+are still pending (test-only MAITRED_TEST_XDS_SLICE / _GAP_MS), and that
+a rebuild whose background slices never run still ends (_LATE_MS).
 
 Every wait is bounded and only a hang guard: what is asserted is which
 instances calls reached, how many calls failed, and what maitred sent the
@@ -487,6 +488,36 @@ class XdsTest(XdsBase):
         wait_until(lambda: load.count() >= before + 20, WAIT, "more calls after the change")
         load.stop()
         self.assertEqual(load.errors, [], "calls failed across the rebuild")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_rebuild_whose_background_slices_never_run_still_ends(self):
+        """The slices run at a background priority, after every other event
+        of the control loop; a loop busy in every turn would hold them back
+        for good. A timer of normal priority bounds the wait: here the
+        background slices are a day apart (as if starved) and the bound is
+        50 ms, and the rebuild of every service still ends."""
+        a = self.start_upstream("a")
+        admin = free_port()
+        self.server.start()
+        names = ["other.v1.S%02d" % i for i in range(6)]
+        services = [{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}}] + \
+            [{"name": n, "discovery": {"xds": {"cluster": "cl-" + n[-3:]}}} for n in names]
+        cls = ["cl-echo"] + ["cl-" + n[-3:] for n in names]
+        self.server.set("cluster", [cluster(c) for c in cls])
+        self.server.set("endpoint", [assignment("cl-echo", [locality([("127.0.0.1", a.port)])])] +
+                        [assignment(c, [locality([("127.0.1.%d" % i, 9)])]) for i, c in enumerate(cls[1:])])
+        env = dict(self.SLOW_REBUILD, MAITRED_TEST_XDS_SLICE_LATE_MS="50")
+        m = self.start_maitred(self.xds_config(services, admin=admin), env=env)
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        wait_until(lambda: {p for p, _ in self.clusters_state(admin).values()} == {"WEIGHTED_ROUND_ROBIN"}, WAIT,
+                   "every service on its cluster")
+        self.server.set("cluster", [cluster(c, lb_policy="LEAST_REQUEST") for c in cls])
+        wait_until(lambda: {p for p, _ in self.clusters_state(admin).values()} == {"LEAST_REQUEST"}, WAIT,
+                   "every service on the new policy, the background slices a day apart")
+        self.assertEqual(self.rebuilds_pending(admin), (0, 0))
+        self.assertEqual(len(self.log_lines(m, r"test-only rebuild limits: 1 service.*, 50 ms at most")), 1)
         self.stop_maitred(m)
 
     @maitred_only
