@@ -433,7 +433,8 @@ static void rebuild_limits(struct xds_pending *p)
 		read = true;
 		if ((v = getenv("MAITRED_TEST_XDS_SLICE")) != NULL) {
 			unsigned long long n = strtoull(v, &end, 10);
-			if (*v != '\0' && *end == '\0' && n > 0)
+			/* strtoull takes "-1" as its largest value: digits only. */
+			if (*v >= '0' && *v <= '9' && *end == '\0' && n > 0)
 				slice_max = (size_t)n;
 			else
 				MTD_WARN("xds: MAITRED_TEST_XDS_SLICE=%.40s is not a positive count: ignored", v);

@@ -521,6 +521,20 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_bad_test_only_rebuild_limits_are_refused(self):
+        """The test-only limits refuse what is not a count: "-1" is not
+        read as no limit (strtoull's largest value), 0 ms is no bound."""
+        self.server.start()
+        env = {"MAITRED_TEST_XDS_SLICE": "-1", "MAITRED_TEST_XDS_SLICE_LATE_MS": "0"}
+        m = self.start_maitred(self.xds_config([{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}}]),
+                               env=env)
+        wait_until(lambda: self.log_lines(m, r"MAITRED_TEST_XDS_SLICE_LATE_MS=0 is not"), WAIT,
+                   "the bad bound refused")
+        self.assertEqual(len(self.log_lines(m, r"MAITRED_TEST_XDS_SLICE=-1 is not a positive count: ignored")), 1)
+        self.assertEqual(self.log_lines(m, r"test-only rebuild limits"), [])
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_the_clusters_policy_and_the_weights_decide_the_spread(self):
         """The service's own lb is plain ROUND_ROBIN (weights ignored); the
         cluster's ROUND_ROBIN is Envoy's, weighted: 3:1 endpoint weights
