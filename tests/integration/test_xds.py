@@ -356,6 +356,26 @@ class XdsTest(XdsBase):
         got = json.loads(admin_request(admin, "GET", "/clusters")[2])["services"]
         return {s["name"]: (s["policy"], sorted(e["address"] for e in s["endpoints"])) for s in got}
 
+    def many_services(self, n, env):
+        """maitred (environment env) with SVC on cl-echo (an upstream) and
+        n others on a fake endpoint each, every service on its cluster;
+        (maitred, its admin port, the cluster names)."""
+        a = self.start_upstream("a")
+        admin = free_port()
+        self.server.start()
+        names = ["other.v1.S%02d" % i for i in range(n)]
+        services = [{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}}] + \
+            [{"name": s, "discovery": {"xds": {"cluster": "cl-" + s[-3:]}}} for s in names]
+        cls = ["cl-echo"] + ["cl-" + s[-3:] for s in names]
+        self.server.set("cluster", [cluster(c) for c in cls])
+        self.server.set("endpoint", [assignment("cl-echo", [locality([("127.0.0.1", a.port)])])] +
+                        [assignment(c, [locality([("127.0.1.%d" % i, 9)])]) for i, c in enumerate(cls[1:])])
+        m = self.start_maitred(self.xds_config(services, admin=admin), env=env)
+        self.wait_set(self.echo(m), "a", "a")
+        wait_until(lambda: {p for p, _ in self.clusters_state(admin).values()} == {"WEIGHTED_ROUND_ROBIN"}, WAIT,
+                   "every service on its cluster")
+        return m, admin, cls
+
     def rebuilds_pending(self, admin):
         ss = samples(admin_request(admin, "GET", "/metrics")[2])
         dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]
@@ -463,21 +483,7 @@ class XdsTest(XdsBase):
         """One service per slice, no delay: every service of a CDS push of
         every cluster reaches the new policy, the queue empties, and no
         call fails meanwhile."""
-        a = self.start_upstream("a")
-        admin = free_port()
-        self.server.start()
-        names = ["other.v1.S%02d" % i for i in range(12)]
-        services = [{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}}] + \
-            [{"name": n, "discovery": {"xds": {"cluster": "cl-" + n[-3:]}}} for n in names]
-        cls = ["cl-echo"] + ["cl-" + n[-3:] for n in names]
-        self.server.set("cluster", [cluster(c) for c in cls])
-        self.server.set("endpoint", [assignment("cl-echo", [locality([("127.0.0.1", a.port)])])] +
-                        [assignment(c, [locality([("127.0.1.%d" % i, 9)])]) for i, c in enumerate(cls[1:])])
-        m = self.start_maitred(self.xds_config(services, admin=admin), env={"MAITRED_TEST_XDS_SLICE": "1"})
-        stub = self.echo(m)
-        self.wait_set(stub, "a", "a")
-        wait_until(lambda: {p for p, _ in self.clusters_state(admin).values()} == {"WEIGHTED_ROUND_ROBIN"}, WAIT,
-                   "every service on its cluster")
+        m, admin, cls = self.many_services(12, {"MAITRED_TEST_XDS_SLICE": "1"})
         load = Load(self.echo(m))
         self.server.set("cluster", [cluster(c, lb_policy="LEAST_REQUEST") for c in cls])
         wait_until(lambda: {p for p, _ in self.clusters_state(admin).values()} == {"LEAST_REQUEST"}, WAIT,
@@ -497,22 +503,7 @@ class XdsTest(XdsBase):
         for good. A timer of normal priority bounds the wait: here the
         background slices are a day apart (as if starved) and the bound is
         50 ms, and the rebuild of every service still ends."""
-        a = self.start_upstream("a")
-        admin = free_port()
-        self.server.start()
-        names = ["other.v1.S%02d" % i for i in range(6)]
-        services = [{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}}] + \
-            [{"name": n, "discovery": {"xds": {"cluster": "cl-" + n[-3:]}}} for n in names]
-        cls = ["cl-echo"] + ["cl-" + n[-3:] for n in names]
-        self.server.set("cluster", [cluster(c) for c in cls])
-        self.server.set("endpoint", [assignment("cl-echo", [locality([("127.0.0.1", a.port)])])] +
-                        [assignment(c, [locality([("127.0.1.%d" % i, 9)])]) for i, c in enumerate(cls[1:])])
-        env = dict(self.SLOW_REBUILD, MAITRED_TEST_XDS_SLICE_LATE_MS="50")
-        m = self.start_maitred(self.xds_config(services, admin=admin), env=env)
-        stub = self.echo(m)
-        self.wait_set(stub, "a", "a")
-        wait_until(lambda: {p for p, _ in self.clusters_state(admin).values()} == {"WEIGHTED_ROUND_ROBIN"}, WAIT,
-                   "every service on its cluster")
+        m, admin, cls = self.many_services(6, dict(self.SLOW_REBUILD, MAITRED_TEST_XDS_SLICE_LATE_MS="50"))
         self.server.set("cluster", [cluster(c, lb_policy="LEAST_REQUEST") for c in cls])
         wait_until(lambda: {p for p, _ in self.clusters_state(admin).values()} == {"LEAST_REQUEST"}, WAIT,
                    "every service on the new policy, the background slices a day apart")
