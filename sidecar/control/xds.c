@@ -421,47 +421,42 @@ static struct xds_cla *bind_cla(struct mtd_xds *x, struct xds_bind *b, const cha
  * (default LATE_MS after the gap). Read once, at the first client's
  * start; a bad value is ignored (logged). Not for production: a gap
  * delays every cluster change. */
+/* Test-only environment variable name as a whole number in [lo, hi] into
+ * *out (digits only: strtoull would read "-1" as its largest value);
+ * absent leaves *out, anything else is logged and ignored. */
+static void env_count(const char *name, unsigned long long lo, unsigned long long hi, unsigned long long *out)
+{
+	const char *v = getenv(name);
+	char *end;
+
+	if (v == NULL)
+		return;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (*v >= '0' && *v <= '9' && *end == '\0' && n >= lo && n <= hi)
+		*out = n;
+	else
+		MTD_WARN("xds: %s=%.40s is not %llu..%llu: ignored", name, v, lo, hi);
+}
+
 static void rebuild_limits(struct xds_pending *p)
 {
 	static bool read;
-	static size_t slice_max = SIZE_MAX;
-	static int64_t gap_ms, late_ms;
+	static unsigned long long slice_max = SIZE_MAX, gap_ms, late_ms;
 
 	if (!read) {
-		const char *v;
-		char *end;
 		read = true;
-		if ((v = getenv("MAITRED_TEST_XDS_SLICE")) != NULL) {
-			unsigned long long n = strtoull(v, &end, 10);
-			/* strtoull takes "-1" as its largest value: digits only. */
-			if (*v >= '0' && *v <= '9' && *end == '\0' && n > 0)
-				slice_max = (size_t)n;
-			else
-				MTD_WARN("xds: MAITRED_TEST_XDS_SLICE=%.40s is not a positive count: ignored", v);
-		}
-		if ((v = getenv("MAITRED_TEST_XDS_SLICE_GAP_MS")) != NULL) {
-			long long n = strtoll(v, &end, 10);
-			if (*v != '\0' && *end == '\0' && n >= 0 && n <= 86400000)
-				gap_ms = n;
-			else
-				MTD_WARN("xds: MAITRED_TEST_XDS_SLICE_GAP_MS=%.40s is not 0..86400000: ignored", v);
-		}
-		if ((v = getenv("MAITRED_TEST_XDS_SLICE_LATE_MS")) != NULL) {
-			long long n = strtoll(v, &end, 10);
-			if (*v != '\0' && *end == '\0' && n >= 1 && n <= 86400000)
-				late_ms = n;
-			else
-				MTD_WARN("xds: MAITRED_TEST_XDS_SLICE_LATE_MS=%.40s is not 1..86400000: ignored", v);
-		}
+		env_count("MAITRED_TEST_XDS_SLICE", 1, SIZE_MAX, &slice_max);
+		env_count("MAITRED_TEST_XDS_SLICE_GAP_MS", 0, 86400000, &gap_ms);
+		env_count("MAITRED_TEST_XDS_SLICE_LATE_MS", 1, 86400000, &late_ms);
 		if (slice_max != SIZE_MAX || gap_ms != 0 || late_ms != 0)
-			MTD_WARN("xds: test-only rebuild limits: %zu service(s) a slice at most, %lld ms before each, "
-			         "%lld ms at most",
-			         slice_max, (long long)gap_ms, (long long)(late_ms ? late_ms : gap_ms + LATE_MS));
+			MTD_WARN("xds: test-only rebuild limits: %llu service(s) a slice at most, %llu ms before each, "
+			         "%llu ms at most",
+			         slice_max, gap_ms, late_ms ? late_ms : gap_ms + LATE_MS);
 	}
-	p->slice_max = slice_max;
+	p->slice_max = (size_t)slice_max;
 	p->slice_ns = (int64_t)SLICE_MS * 1000000;
-	p->gap_ms = gap_ms;
-	p->late_ms = late_ms ? late_ms : gap_ms + LATE_MS;
+	p->gap_ms = (int64_t)gap_ms;
+	p->late_ms = (int64_t)(late_ms ? late_ms : gap_ms + LATE_MS);
 }
 
 static void pending_count(struct mtd_xds *x)
