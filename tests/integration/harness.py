@@ -33,6 +33,7 @@ import atexit
 import errno
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -190,8 +191,45 @@ def maitred_only(fn):
     return unittest.skipIf(DIRECT, "checks maitred itself (MAITRED_TEST_DIRECT=1)")(fn)
 
 
+_ports_handed = set()
+_ports_rng = random.Random(os.getpid() ^ time.time_ns())
+
+
+def _ephemeral_low():
+    """The first port of the kernel's ephemeral range (32768 by default)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def free_port():
-    """A loopback TCP port that was free a moment ago."""
+    """A loopback TCP port that was free a moment ago, never one this
+    process handed out before, and below the kernel's ephemeral range: a
+    port the kernel picked for a `--port 0` server or an outgoing
+    connection in the meantime cannot be it (a port taken from bind(0)
+    could be handed to the next such socket before maitred bound it:
+    "cannot listen on admin ...: Address already in use")."""
+    low = _ephemeral_low()
+    lo, hi = max(10000, low - 12000), low - 1
+    if hi - lo >= 1000:
+        for _ in range(500):
+            port = _ports_rng.randint(lo, hi)
+            if port not in _ports_handed and _bindable(port):
+                _ports_handed.add(port)
+                return port
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.bind(("127.0.0.1", 0))
