@@ -204,17 +204,6 @@ def _ephemeral_low():
         return 32768
 
 
-def _bindable(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
 def free_port():
     """A loopback TCP port that was free a moment ago, never one this
     process handed out before, and below the kernel's ephemeral range: a
@@ -227,7 +216,7 @@ def free_port():
     if hi - lo >= 1000:
         for _ in range(500):
             port = _ports_rng.randint(lo, hi)
-            if port not in _ports_handed and _bindable(port):
+            if port not in _ports_handed and not port_in_use(port):
                 _ports_handed.add(port)
                 return port
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
