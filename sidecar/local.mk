@@ -27,7 +27,9 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/call/mode/failback.c sidecar/call/mode/forking.c sidecar/call/mode/broadcast.c \
 	sidecar/control/control-t.h sidecar/control/control.h sidecar/control/publish.c \
 	sidecar/control/sources.h sidecar/control/sources.c \
-	sidecar/control/xds.h sidecar/control/xds.c \
+	sidecar/control/xds.h sidecar/control/xds-int.h sidecar/control/xds.c \
+	sidecar/control/xds_subscribe.c sidecar/control/xds_clusters.c sidecar/control/xds_listener.c \
+	sidecar/control/xds_services.c sidecar/control/xds_dump.c \
 	sidecar/control/xds_routes.h sidecar/control/xds_routes.c \
 	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime.c \
 	sidecar/control/mailbox.h sidecar/control/mailbox.c \

@@ -2,7 +2,7 @@
 # terms: a Cluster into service options, a ClusterLoadAssignment into
 # endpoint records, a RouteConfiguration into routes, a Listener into
 # where its routes are; a DiscoveryResponse sliced from the wire. Pure;
-# the ADS client is sidecar/control/xds.c.
+# the ADS client is sidecar/control/xds*.c.
 lib_libmaitred_a_SOURCES += lib/xds/xds-t.h lib/xds/xds.h lib/xds/xds-int.h \
 	lib/xds/cluster.c lib/xds/cla.c lib/xds/route.c lib/xds/fault.c \
 	lib/xds/response.c

@@ -1,7 +1,7 @@
 /* xDS resources as maitred keeps them: a Cluster (CDS) and a
  * ClusterLoadAssignment (EDS) translated into maitred's own terms, the
  * protobuf dropped. Pure data; lib/xds/xds.h translates, the ADS client
- * (sidecar/control/xds.c) keeps the last good one of each name.
+ * (sidecar/control/xds_clusters.c) keeps the last good one of each name.
  *
  * What maps onto what (and what is refused) is written on the
  * translators in xds.h. */

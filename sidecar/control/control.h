@@ -25,12 +25,12 @@ struct event_base *mtd_control_base(struct mtd_control *ctl);
 /* The control loop's event priorities (libevent's, lower runs first): every
  * event has MTD_CONTROL_PRIO_NORMAL unless set otherwise. An event of
  * MTD_CONTROL_PRIO_BACKGROUND runs only in a turn of the loop in which no
- * other event is ready: background work (xds.c's rebuild slices) yields to
+ * other event is ready: background work (xds_services.c's rebuild slices) yields to
  * every socket read, so that a response that arrives meanwhile is taken
  * first, even one that takes many turns to read (libevent reads at most
  * 4 KiB a socket per turn). Such work must bound its own wait (a loop
  * with a normal event ready in every turn would hold it back for as long):
- * xds.c's rebuild runs a slice from a timer of normal priority when none
+ * xds_services.c's rebuild runs a slice from a timer of normal priority when none
  * ran for 250 ms. */
 enum { MTD_CONTROL_PRIO_NORMAL = 1, MTD_CONTROL_PRIO_BACKGROUND = 2, MTD_CONTROL_N_PRIOS = 3 };
 

@@ -135,7 +135,7 @@ struct mtd_rt_epattr {
 };
 
 /* A service's config as a control plane overrides it (xDS: its Cluster's
- * policy and options, sidecar/control/xds.c): a copy of the config's
+ * policy and options, sidecar/control/xds_services.c): a copy of the config's
  * service (`base`) whose pointers still reach into that config (every
  * snapshot built on it holds the config too; `svc.local`, what no
  * control plane sets, is the base's), with its own lb, circuit,
@@ -268,7 +268,7 @@ struct mtd_cfg_box {
 	struct mtd_route_table *routes;
 };
 
-/* A control plane's routes (xDS RDS, sidecar/control/xds.c) over one
+/* A control plane's routes (xDS RDS, sidecar/control/xds_listener.c) over one
  * config: what a call whose :path and headers match rules[i] does. Tried
  * after the config's own routes and before the lookup by :path.
  * Immutable; shared by the runtimes over the same config, freed with the

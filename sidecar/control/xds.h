@@ -1,6 +1,7 @@
-/* The xDS client (xds.c): one ADS stream to the management server of the
- * config's `xds` block, on the control thread's gRPC client (gclient.h),
- * feeding the services whose source is discovery.xds.
+/* The xDS client (xds.c, whose header says which xds_*.c beside it owns
+ * what): one ADS stream to the management server of the config's `xds`
+ * block, on the control thread's gRPC client (gclient.h), feeding the
+ * services whose source is discovery.xds.
  *
  * Protocol (state of the world, envoy.service.discovery.v3): CDS for
  * exactly the clusters the running services name, then EDS for their EDS

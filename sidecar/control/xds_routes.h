@@ -3,7 +3,7 @@
  * (struct mtd_rt_xroutes) and policy.c matches calls against.
  *
  * A route's cluster is the cluster of a service with discovery.xds: the
- * file's, or one created for it (xds.c, mtd_cfg_with_xds_services); a
+ * file's, or one created for it (xds_listener.c, mtd_cfg_with_xds_services); a
  * cluster that only a service of another source is named after is
  * refused (xDS never changes or shadows a static service). A
  * route's retry_policy becomes FAILOVER over its service's own fault

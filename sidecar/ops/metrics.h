@@ -154,14 +154,14 @@ int mtd_metrics_disc_index(struct mtd_mx_disc_index *ix);
 const struct mtd_mx_disc *mtd_metrics_disc_lookup(const struct mtd_mx_disc_index *ix, const char *service);
 void mtd_metrics_disc_index_free(struct mtd_mx_disc_index *ix);
 
-/* The xDS client's figures (sidecar/control/xds.c), for the process's
+/* The xDS client's figures (sidecar/control/xds*.c), for the process's
  * life. Written and read on the control thread: plain fields. */
 struct mtd_mx_xds {
 	uint64_t updates[4]; /* responses received: clusters (CDS), endpoints (EDS), listeners (LDS), routes (RDS) */
 	uint64_t acks;       /* responses accepted */
 	uint64_t nacks;      /* responses refused (in part or whole) */
 	bool connected;      /* the ADS stream's connection is up */
-	size_t rebuilds_pending; /* services whose cluster changed, waiting for their rebuild (xds.c) */
+	size_t rebuilds_pending; /* services whose cluster changed, waiting for their rebuild (xds_services.c) */
 };
 struct mtd_mx_xds *mtd_metrics_xds(void);
 #endif

@@ -337,7 +337,7 @@ class XdsTest(XdsBase):
         self.assertEqual(set(load.instances), {"a", "b"})
         self.stop_maitred(m)
 
-    # The pending rebuilds (sidecar/control/xds.c, struct xds_pending): a
+    # The pending rebuilds (sidecar/control/xds_services.c, struct xds_pending): a
     # CDS response is answered at once and its services rebuilt a slice per
     # event-loop turn. MAITRED_TEST_XDS_SLICE and _GAP_MS (test-only) make
     # the slices one service each, a day apart: the rebuild stays pending
