@@ -123,8 +123,9 @@ void mtd_xds_listener_clear(struct mtd_xds_listener *l);
 
 /* The name of a serialized resource of type_url (a Cluster's, Listener's
  * or RouteConfiguration's name, an assignment's cluster_name) written to name (cap bytes), for a NACK that
- * names what it refused even when the rest does not translate. 0, or
- * -EINVAL when it does not decode or has none. */
+ * names what it refused even when the rest does not translate or does
+ * not decode (then the last name field read before the bytes went wrong).
+ * 0, or -EINVAL when there is no printable name to read. */
 int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);
 
 /* One resource of a DiscoveryResponse: its google.protobuf.Any as slices

@@ -1028,11 +1028,15 @@ static void log_nack(struct mtd_xds *x, int t, const char *text)
 	ty->nacks_unlogged = 0;
 }
 
-/* A resource's name for a NACK, even when the rest does not translate. */
-static void name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap)
+/* A resource's name for a NACK, even when the rest does not translate;
+ * false (name "(unnamed)") when none can be read: it may be any of the
+ * resources asked for. */
+static bool name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap)
 {
-	if (mtd_xds_resource_name(url, v->value, v->len, name, cap) != 0)
-		snprintf(name, cap, "(unnamed)");
+	if (mtd_xds_resource_name(url, v->value, v->len, name, cap) == 0)
+		return true;
+	snprintf(name, cap, "(unnamed)");
+	return false;
 }
 
 /* The name a Cluster (field 1, name) or an assignment (field 1,
@@ -1084,6 +1088,7 @@ static void on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 	bool *seen = calloc(x->n_cls ? x->n_cls : 1, sizeof(*seen));
 	size_t n_changed = 0;
 	bool eds_names = false; /* a cluster came, went or changed its EDS name */
+	bool unnamed = false;   /* a resource refused whose name cannot be read */
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
 
 	if (seen == NULL) {
@@ -1096,6 +1101,7 @@ static void on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 
 		if (!mtd_xds_any_is(any, MTD_XDS_TYPE_CLUSTER)) {
 			nack_add(nack, nack_len, "(resource)", "not a Cluster");
+			unnamed = true;
 			continue;
 		}
 		struct xds_cl *same = wire_name(any, name) ? find_cl(x, name) : NULL;
@@ -1112,7 +1118,7 @@ static void on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 		}
 		int rc = mtd_xds_cluster_parse(any->value, any->len, &c, why, sizeof(why));
 		if (rc != 0) {
-			name_of(MTD_XDS_TYPE_CLUSTER, any, name, sizeof(name));
+			unnamed |= !name_of(MTD_XDS_TYPE_CLUSTER, any, name, sizeof(name));
 			nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			struct xds_cl *e = find_cl(x, name);
 			if (e != NULL) {
@@ -1155,8 +1161,11 @@ static void on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 		e->dirty = true;
 		n_changed++;
 	}
-	/* A cluster the response lacks is gone (CDS is state of the world). */
-	for (size_t i = 0; i < x->n_cls; i++) {
+	/* A cluster the response lacks is gone (CDS is state of the world),
+	 * unless a resource refused could not be named: it may be that
+	 * cluster, and the whole response is NACKed (Envoy keeps every
+	 * cluster then). */
+	for (size_t i = 0; i < x->n_cls && !unnamed; i++) {
 		if (seen[i] || !x->cls[i].have)
 			continue;
 		MTD_WARN("xds: cluster %s is no longer served by %s: its services have no endpoints", x->cls[i].name,
@@ -1426,7 +1435,7 @@ static void on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, cha
                         size_t *nack_len, struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
-	bool found = false, refused = false;
+	bool found = false, refused = false, unnamed = false;
 
 	for (size_t i = 0; i < r->n_res; i++) {
 		const struct mtd_xds_any *any = &r->res[i];
@@ -1434,9 +1443,15 @@ static void on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 
 		if (!mtd_xds_any_is(any, MTD_XDS_TYPE_LISTENER)) {
 			nack_add(nack, nack_len, "(resource)", "not a Listener");
+			unnamed = true;
 			continue;
 		}
-		name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name));
+		if (!name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name))) {
+			/* It may be the one asked for: refused, not taken as absent. */
+			nack_add(nack, nack_len, name, "a Listener whose name cannot be read (it does not decode)");
+			unnamed = true;
+			continue;
+		}
 		if (x->lds.name == NULL || strcmp(name, x->lds.name) != 0)
 			continue; /* not asked for */
 		found = true;
@@ -1484,7 +1499,7 @@ static void on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 		}
 		mtd_xds_listener_clear(&l);
 	}
-	if (x->lds.name != NULL && (!found || refused))
+	if (x->lds.name != NULL && ((!found && !unnamed) || refused))
 		answered_without_routes(x, found ? "refused" : "absent from the server's listeners");
 }
 
@@ -1503,7 +1518,11 @@ static void on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 			nack_add(nack, nack_len, "(resource)", "not a RouteConfiguration");
 			continue;
 		}
-		name_of(MTD_XDS_TYPE_ROUTE, any, name, sizeof(name));
+		if (!name_of(MTD_XDS_TYPE_ROUTE, any, name, sizeof(name))) {
+			nack_add(nack, nack_len, name,
+			         "a RouteConfiguration whose name cannot be read (it does not decode)");
+			continue;
+		}
 		if (x->rds.name == NULL || strcmp(name, x->rds.name) != 0)
 			continue;
 		int rc = mtd_xds_routes_parse(any->value, any->len, &routes, why, sizeof(why));

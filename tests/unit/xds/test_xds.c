@@ -885,6 +885,12 @@ START_TEST(test_resource_name)
 	ck_assert_str_eq(name, "named");
 	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, n, name, 3), -EINVAL);
 	ck_assert_int_eq(mtd_xds_resource_name("type.googleapis.com/x", wire, n, name, sizeof(name)), -EINVAL);
+	/* Cut short: it does not decode, its name is still read (the last
+	 * one written before the bytes end), as for the other types. */
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, n - 1, name, sizeof(name)), 0);
+	ck_assert_str_eq(name, "named");
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, wire, n - 1, name, sizeof(name)), 0);
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, 3, name, sizeof(name)), -EINVAL);
 	loc_init(&a, "", 0, 0);
 	loc_add(&a, "bad", 1, 0);
 	cla_refused("cla-name", ls, 1, "numeric");
