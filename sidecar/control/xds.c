@@ -1041,17 +1041,28 @@ static bool name_of(const char *url, const struct mtd_xds_any *v, char *name, si
 
 /* The name a Cluster (field 1, name) or an assignment (field 1,
  * cluster_name) gives itself, read from the wire without decoding the
- * rest; false when there is none to read. */
+ * rest: the last one written, as protobuf keeps; false when there is none
+ * to read or the top level does not scan (the resource is decoded then,
+ * and refused). */
 static bool wire_name(const struct mtd_xds_any *v, char name[MTD_XDS_NAME_MAX + 1])
 {
-	static const uint32_t field_1[] = {1};
-	struct mtd_pbwire_value f;
+	struct mtd_pbwire_iter it;
+	struct mtd_pbwire_value f, last = {0};
+	uint32_t field;
+	int rc;
 
-	if (mtd_pbwire_find(v->value, v->len, true, field_1, 1, &f) != 1 || f.type != MTD_PBWIRE_LEN ||
-	    f.len > MTD_XDS_NAME_MAX)
+	mtd_pbwire_iter_init(&it, v->value, v->len);
+	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
+		if (field != 1)
+			continue;
+		if (f.type != MTD_PBWIRE_LEN)
+			return false;
+		last = f;
+	}
+	if (rc != 0 || last.data == NULL || last.len > MTD_XDS_NAME_MAX || memchr(last.data, '\0', last.len) != NULL)
 		return false;
-	memcpy(name, f.data, f.len);
-	name[f.len] = '\0';
+	memcpy(name, last.data, last.len);
+	name[last.len] = '\0';
 	return true;
 }
 
@@ -1104,7 +1115,10 @@ static void on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, cha
 			unnamed = true;
 			continue;
 		}
-		struct xds_cl *same = wire_name(any, name) ? find_cl(x, name) : NULL;
+		bool named = wire_name(any, name);
+		struct xds_cl *same = named ? find_cl(x, name) : NULL;
+		if (named && same == NULL)
+			continue; /* not asked for: skipped unread, as gRPC's clients do (istiod sends every cluster) */
 		if (same != NULL && same->have && same_bytes(same->raw, same->raw_len, any)) {
 			/* Resent as it was: what its bytes said last time. */
 			if (seen[same - x->cls]) {
@@ -1218,6 +1232,8 @@ static void on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, ch
 			nack_add(nack, nack_len, "(resource)", "not a ClusterLoadAssignment");
 			continue;
 		}
+		if (wire_name(any, name) && find_cla(x, name) == NULL)
+			continue; /* not asked for: skipped unread */
 		struct xds_cla *same = same_as_last_good(x, any);
 		if (same != NULL) {
 			set_str(&same->nack, NULL);

@@ -5,7 +5,8 @@ well-formed, one-per-name resources): a cluster twice in one response,
 resent byte for byte after a NACK, a name field written twice, an Any
 without a value, a NUL in a type URL, ten thousand resources, resources
 that do not decode (a cluster's last good kept, not taken as removed; a
-Listener or RouteConfiguration NACKed, not ACKed as absent). What is
+Listener or RouteConfiguration NACKed, not ACKed as absent), resources
+not asked for (skipped unread: never a NACK). What is
 asserted is what maitred answered (ACK or NACK, from the requests it sent)
 and where calls went; every wait is a hang guard.
 """
@@ -302,6 +303,28 @@ class XdsWireTest(MaitredTest):
         self.assertTrue(r["nack"].startswith("R: "), r["nack"])
         self.stop_maitred(m)
 
+
+    @maitred_only
+    def test_resources_not_asked_for_are_not_judged(self):
+        """A server may send more than was asked for (istiod answers CDS
+        with every cluster of the mesh: STATIC, ORIGINAL_DST, STRICT_DNS
+        ones too). gRPC's clients skip what they did not subscribe to and
+        Envoy takes every type: a response whose subscribed resources are
+        good is ACKed, whatever the others hold."""
+        a = self.start_upstream("a")
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}])
+        stub = self.echo(m)
+        wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
+        static = field(1, "BlackHoleCluster") + field(2, 0)  # type STATIC
+        r = self.send_cds("1", [any_of(CDS, static), any_of(CDS, cluster(SVC))])
+        self.assertEqual((r["version"], r["nack"]), ("1", None))
+        wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
+        dns = field(1, "outbound|80||example.com") + field(2, field(2, field(1, field(1, field(1, field(
+            1, field(2, "example.com") + field(3, 80)))))))
+        r = self.ads.send("e1", EDS, [any_of(EDS, dns), any_of(EDS, assignment(SVC, a.port))])
+        self.assertEqual((r["version"], r["nack"]), ("e1", None))
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
+        self.stop_maitred(m)
 
 if __name__ == "__main__":
     unittest.main()
