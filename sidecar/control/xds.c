@@ -1599,7 +1599,12 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 	}
 	mtd_metrics_xds()->updates[t]++;
 	struct xds_stamp *st = NULL;
-	if (t == T_CDS)
+	if (r->too_many > 0) {
+		char why[96];
+		snprintf(why, sizeof(why), "%zu resources, more than %u in one response: none read", r->too_many,
+		         MTD_XDS_MAX_RESOURCES);
+		nack_add(nack, &nack_len, "(response)", why);
+	} else if (t == T_CDS)
 		on_clusters(x, r, nack, &nack_len, &st);
 	else if (t == T_EDS)
 		on_endpoints(x, r, nack, &nack_len, &st);

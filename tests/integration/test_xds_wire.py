@@ -6,7 +6,7 @@ resent byte for byte after a NACK, a name field written twice, an Any
 without a value, a NUL in a type URL, ten thousand resources, resources
 that do not decode (a cluster's last good kept, not taken as removed; a
 Listener or RouteConfiguration NACKed, not ACKed as absent), resources
-not asked for (skipped unread: never a NACK). What is
+not asked for (skipped unread: never a NACK), a million empty ones. What is
 asserted is what maitred answered (ACK or NACK, from the requests it sent)
 and where calls went; every wait is a hang guard.
 """
@@ -324,6 +324,26 @@ class XdsWireTest(MaitredTest):
         r = self.ads.send("e1", EDS, [any_of(EDS, dns), any_of(EDS, assignment(SVC, a.port))])
         self.assertEqual((r["version"], r["nack"]), ("e1", None))
         wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_response_of_too_many_resources_is_nacked_unread(self):
+        """A million and one empty resources (2 MB): NACKed naming the
+        bound, none read (their slices alone would take 32 MB; 60 MB of
+        them took maitred's resident memory to 1 GB), the last good
+        cluster kept."""
+        a = self.start_upstream("a")
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}])
+        stub = self.echo(m)
+        wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
+        self.assertIsNone(self.send_cds("1", [any_of(CDS, cluster(SVC))])["nack"])
+        wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
+        self.assertIsNone(self.ads.send("e1", EDS, [any_of(EDS, assignment(SVC, a.port))])["nack"])
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
+        r = self.send_cds("2", [any_of(CDS, cluster(SVC, lb_policy=1))] + [b""] * 1000001)
+        self.assertEqual((r["version"], r["nack"]),
+                         ("1", "(response): 1000002 resources, more than 1000000 in one response: none read"))
+        self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(5)}, {"a"})
         self.stop_maitred(m)
 
 if __name__ == "__main__":

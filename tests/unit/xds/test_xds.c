@@ -947,6 +947,28 @@ START_TEST(test_response_read)
 	ck_assert_ptr_nonnull(r.res[2].value);
 	mtd_xds_response_clear(&r);
 
+	/* More resources than MTD_XDS_MAX_RESOURCES (empty ones, 2 bytes
+	 * each): the strings only, none sliced (they would take 32 bytes
+	 * each); a resource of the wrong wire type is still refused. */
+	size_t big_n = 2 * (MTD_XDS_MAX_RESOURCES + 1) + 4;
+	uint8_t *big = malloc(big_n + 2);
+	ck_assert_ptr_nonnull(big);
+	for (size_t i = 0; i < MTD_XDS_MAX_RESOURCES + 1; i++) {
+		big[2 * i] = 0x12;
+		big[2 * i + 1] = 0;
+	}
+	memcpy(big + big_n - 4, "\x2a\x02n3", 4);
+	ck_assert_int_eq(mtd_xds_response_read(big, big_n, &r), 0);
+	ck_assert_uint_eq(r.too_many, MTD_XDS_MAX_RESOURCES + 1);
+	ck_assert_uint_eq(r.n_res, 0);
+	ck_assert_ptr_null(r.res);
+	ck_assert_str_eq(r.nonce, "n3");
+	mtd_xds_response_clear(&r);
+	big[big_n] = 0x10; /* field 2 as a varint */
+	big[big_n + 1] = 1;
+	ck_assert_int_eq(mtd_xds_response_read(big, big_n + 2, &r), -EBADMSG);
+	free(big);
+
 	/* Nothing at all: proto3's defaults. */
 	ck_assert_int_eq(mtd_xds_response_read(wire, 0, &r), 0);
 	ck_assert_str_eq(r.version_info, "");
