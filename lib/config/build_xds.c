@@ -192,7 +192,10 @@ struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
 		return x;
 	}
 	if (m->bootstrap[0] != '\0') {
+		size_t errs = b->d->n_errs;
 		x->bootstrap = mtd_cfg__tls_file(b, m, "bootstrap", m->bootstrap, "xds");
+		if (b->d->n_errs != errs)
+			return x; /* unreadable, said once */
 	} else if (m->server[0] == '\0') {
 		if (env == NULL || env[0] == '\0') {
 			BERR(mtd_cfg__at(b, m, "server", NULL), "xds.server",

@@ -833,6 +833,9 @@ START_TEST(xds_bootstrap)
 	unlink(file);
 	expect_error("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
 	             "t.yaml:1:6: xds (GRPC_XDS_BOOTSTRAP): cannot read*");
+	/* A missing xds.bootstrap said once. */
+	expect_only("xds: {bootstrap: /nonexistent/b.json}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	            "t.yaml:1:18: xds.bootstrap: cannot read \"/nonexistent/b.json\": No such file or directory");
 	unsetenv("GRPC_XDS_BOOTSTRAP");
 	rmdir(dir);
 }
