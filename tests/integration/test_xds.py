@@ -686,6 +686,20 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_an_unusable_xds_tls_file_is_refused_at_start(self):
+        """As a reload refuses it, and as a service's own TLS files are:
+        not a maitred that runs on and whose xDS services never get an
+        endpoint."""
+        self.server.start()
+        bad = os.path.join(self.tmp, "not-a-ca.pem")
+        with open(bad, "w") as f:
+            f.write("not a certificate\n")
+        m = self.start_maitred(self.xds_config(tls={"ca_file": bad}), check_exit=False, wait=False)
+        self.assertEqual(m.proc.wait(CALL_LIMIT + 10), 1, m.proc.output())
+        m.proc.checked = True
+        self.assertIn("xds.tls: %s" % bad, m.proc.output())
+
+    @maitred_only
     def test_the_clusters_upstream_tls_reaches_an_mtls_upstream(self):
         """transport_socket: an UpstreamTlsContext of file names (CA,
         client certificate, SNI) makes the service's upstream connections
