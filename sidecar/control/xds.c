@@ -188,6 +188,7 @@ struct mtd_xds {
 	struct event *retry, *sync_ev;
 	unsigned failures; /* streams in a row without a response */
 	char *down_why;    /* why the last stream ended, NULL = never */
+	bool away;         /* a stream ended and no response came since: "answers again" is due */
 	struct xds_type t[N_TYPES];
 	struct xds_cl *cls; /* sorted by name */
 	size_t n_cls;
@@ -1584,6 +1585,12 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 		return;
 	}
 	x->failures = 0;
+	if (x->away) {
+		/* A response, not a TCP connection that the server may drop at
+		 * once, ends the outage. */
+		MTD_INFO("xds: %s answers again", x->server.text);
+		x->away = false;
+	}
 	for (t = 0; t < N_TYPES && strcmp(r->type_url, type_url[t]) != 0; t++)
 		;
 	if (t == N_TYPES) {
@@ -1644,6 +1651,7 @@ static void stream_lost(struct mtd_xds *x, const char *why)
 	if (x->down_why == NULL || strcmp(x->down_why, why) != 0 || x->failures == 0)
 		MTD_WARN("xds: %s: %s; the last good resources stay in force", x->server.text, why);
 	set_str(&x->down_why, why);
+	x->away = true;
 	mtd_gcli_free(x->conn); /* cancels the call without a callback */
 	x->conn = NULL;
 	x->ads = NULL;
@@ -1681,11 +1689,8 @@ static void on_down(struct mtd_gcli *c, const char *reason, void *arg)
 
 static void on_up(struct mtd_gcli *c, void *arg)
 {
-	struct mtd_xds *x = arg;
-
 	(void)c;
-	if (x->down_why != NULL)
-		MTD_INFO("xds: connected to %s again", x->server.text);
+	(void)arg;
 	mtd_metrics_xds()->connected = true;
 }
 

@@ -640,8 +640,28 @@ class XdsTest(XdsBase):
         self.server.start(same_port=True)
         self.serve([b])
         self.wait_set(stub, "b", "b, the assignment the server has after its restart")
+        self.assertTrue(self.log_lines(m, r"xds: 127\.0\.0\.1:\d+ answers again"), m.proc.output())
         log = self.server.log()
         self.assertTrue(any(acked(r, xds.EDS) for r in log), log)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_server_that_drops_each_connection_is_never_said_to_be_back(self):
+        """A port that accepts each connection and closes it: maitred
+        retries (the first retry within 1 s, then backing off), says that
+        the stream ended, and never that the server is back."""
+        import socket
+        ls = socket.socket()
+        self.addCleanup(ls.close)
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(8)
+        ls.settimeout(CALL_LIMIT)
+        self.server.port = ls.getsockname()[1]
+        m = self.start_maitred(self.xds_config())
+        for _ in range(3):  # the first connection and two retries (about 0.5-1 s, then 1-2 s later)
+            ls.accept()[0].close()
+        self.assertTrue(self.log_lines(m, r"xds: 127\.0\.0\.1:\d+: .*the last good resources stay"), m.proc.output())
+        self.assertEqual(self.log_lines(m, r"again"), [])
         self.stop_maitred(m)
 
     @maitred_only
