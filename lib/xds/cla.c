@@ -577,6 +577,7 @@ static int translate(const struct mtd_xds__wire_cla *m, struct mtd_xds_cla **out
 	s = stpcpy(s, name) + 1;
 	c->priority = best == UINT32_MAX ? 0 : best;
 	c->n_skipped = (uint32_t)(total - n);
+	c->locality_weighted = any_lw;
 	for (size_t i = 0; i < m->n_locs && n > 0; i++) {
 		const struct mtd_xds__wire_loc *l = &m->locs[i];
 		const char *zone = NULL;

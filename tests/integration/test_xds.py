@@ -558,6 +558,40 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_locality_weights_decide_the_share_whatever_maitreds_zone(self):
+        """maitred's zone is z1 (top level: zone routing on). Localities
+        z1 and z2 weighted 1:3 get a quarter and three quarters of the
+        calls, as the grpc-js-xds client spreads them (before: all 40 on
+        z1); without locality weights, the zone routing meets the
+        localities' zones: every call on z1."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.server.set("cluster", [cluster(SVC)])
+        weighted = [locality([("127.0.0.1", a.port)], zone="z1", weight=1),
+                    locality([("127.0.0.1", b.port)], zone="z2", weight=3)]
+        self.server.set("endpoint", [assignment(SVC, weighted)])
+        self.server.set("listener", [xds.listener(SVC, "routes-1")])
+        self.server.set("route", [xds.route_config("routes-1", [xds.route_to(SVC)])])
+        cfg = self.xds_config()
+        cfg["zone"] = "z1"
+        del cfg["xds"]["zone"]
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "a and b")
+        got = self.spread(stub, 40)
+        self.assertEqual((got.count("a"), got.count("b")), (10, 30), got)
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="witness", zone="z1")
+        out = xds.run_client(boot, "xds:///" + SVC, 40)
+        self.assertEqual(out["ok"], 40, out)
+        self.assertEqual(sorted(out["instances"]), ["a", "b"], out)
+        unweighted = [dict(loc) for loc in weighted]
+        for loc in unweighted:
+            del loc["load_balancing_weight"]
+        self.server.set("endpoint", [assignment(SVC, unweighted)])
+        self.wait_set(stub, "a", "every call on maitred's own zone")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_the_clusters_circuit_breaker_limits_the_calls_in_flight(self):
         """circuit_breakers.thresholds max_requests 2 (the service's own
         config has no circuit breaker): a third call while two are held
