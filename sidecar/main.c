@@ -667,6 +667,20 @@ int main(int argc, char **argv)
 		mtd_metrics_fini();
 		return 1;
 	}
+	/* The xds.tls files, refused at start as a reload refuses them
+	 * (mtd_xds_prepare), rather than a maitred whose xDS services never
+	 * get an endpoint. */
+	if (cfg->xds != NULL && cfg->xds->tls != NULL) {
+		struct ssl_ctx_st *x = mtd_tls_client_ctx_new(cfg->xds->tls, err, sizeof(err));
+		if (x == NULL) {
+			fprintf(stderr, "%s: xds.tls: %s\n", config_path ? config_path : "<embedded default>", err);
+			mtd_rt_inset_unref(in);
+			mtd_control_fini(&ctl);
+			mtd_metrics_fini();
+			return 1;
+		}
+		SSL_CTX_free(x);
+	}
 	mtd_runtime_set_inbound(ctl.rt, in);
 	int rc = run(&ctl);
 	mtd_control_fini(&ctl);

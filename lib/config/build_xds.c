@@ -19,7 +19,9 @@
 /* What maitred takes from a bootstrap file. Strings owned (free()). */
 struct bootstrap {
 	char *server_uri; /* xds_servers[0].server_uri */
-	char *creds;      /* xds_servers[0].channel_creds[0].type, NULL = none listed */
+	char *creds;      /* the first of xds_servers[0].channel_creds[].type maitred speaks ("insecure",
+	                   * "tls"), as gRPC takes the first it supports; else the first listed; NULL =
+	                   * none listed */
 	char *node_id;    /* node.id */
 	char *zone;       /* node.locality.zone */
 };
@@ -34,6 +36,27 @@ static yaml_node_t *member(yaml_document_t *doc, yaml_node_t *map, const char *k
 			return yaml_document_get_node(doc, p->value);
 	}
 	return NULL;
+}
+
+/* The type of the first channel_creds entry maitred speaks, else of the
+ * first entry; NULL when there is none. */
+static yaml_node_t *creds_type(yaml_document_t *doc, yaml_node_t *seq)
+{
+	yaml_node_t *first = NULL;
+
+	if (seq == NULL || seq->type != YAML_SEQUENCE_NODE)
+		return NULL;
+	for (yaml_node_item_t *i = seq->data.sequence.items.start; i < seq->data.sequence.items.top; i++) {
+		yaml_node_t *t = member(doc, yaml_document_get_node(doc, *i), "type");
+		if (t == NULL || t->type != YAML_SCALAR_NODE)
+			continue;
+		if (strcmp((const char *)t->data.scalar.value, "insecure") == 0 ||
+		    strcmp((const char *)t->data.scalar.value, "tls") == 0)
+			return t;
+		if (first == NULL)
+			first = t;
+	}
+	return first;
 }
 
 static yaml_node_t *first(yaml_document_t *doc, yaml_node_t *seq)
@@ -102,7 +125,7 @@ static int read_bootstrap(const char *file, struct bootstrap *bs, char *why, siz
 	yaml_node_t *server = first(&doc, member(&doc, root, "xds_servers"));
 	yaml_node_t *node = member(&doc, root, "node");
 	if (text_of(member(&doc, server, "server_uri"), &bs->server_uri) != 0 ||
-	    text_of(member(&doc, first(&doc, member(&doc, server, "channel_creds")), "type"), &bs->creds) != 0 ||
+	    text_of(creds_type(&doc, member(&doc, server, "channel_creds")), &bs->creds) != 0 ||
 	    text_of(member(&doc, node, "id"), &bs->node_id) != 0 ||
 	    text_of(member(&doc, member(&doc, node, "locality"), "zone"), &bs->zone) != 0)
 		snprintf(why, whylen, "out of memory");
@@ -169,7 +192,10 @@ struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
 		return x;
 	}
 	if (m->bootstrap[0] != '\0') {
+		size_t errs = b->d->n_errs;
 		x->bootstrap = mtd_cfg__tls_file(b, m, "bootstrap", m->bootstrap, "xds");
+		if (b->d->n_errs != errs)
+			return x; /* unreadable, said once */
 	} else if (m->server[0] == '\0') {
 		if (env == NULL || env[0] == '\0') {
 			BERR(mtd_cfg__at(b, m, "server", NULL), "xds.server",

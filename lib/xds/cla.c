@@ -577,6 +577,7 @@ static int translate(const struct mtd_xds__wire_cla *m, struct mtd_xds_cla **out
 	s = stpcpy(s, name) + 1;
 	c->priority = best == UINT32_MAX ? 0 : best;
 	c->n_skipped = (uint32_t)(total - n);
+	c->locality_weighted = any_lw;
 	for (size_t i = 0; i < m->n_locs && n > 0; i++) {
 		const struct mtd_xds__wire_loc *l = &m->locs[i];
 		const char *zone = NULL;
@@ -699,7 +700,8 @@ void mtd_xds_cla_free(struct mtd_xds_cla *c)
 	mtd_cfg__free(c);
 }
 
-int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap)
+/* The name as the whole resource decoded says it. */
+static int typed_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap)
 {
 	int rc = -EINVAL;
 
@@ -728,4 +730,39 @@ int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, 
 		rc = mtd_xds__route_resource_name(type_url, buf, len, name, cap);
 	}
 	return rc;
+}
+
+/* The last name (field 1 of each of the four types, a string) written
+ * before the bytes stop making sense: the name protobuf would keep, read
+ * from a resource that does not decode as a whole. */
+static int name_from_wire(const uint8_t *buf, size_t len, char *name, size_t cap)
+{
+	struct mtd_pbwire_iter it;
+	struct mtd_pbwire_value f;
+	uint32_t field;
+	bool found = false;
+
+	mtd_pbwire_iter_init(&it, buf, len);
+	while (mtd_pbwire_next(&it, &field, &f) == 1) {
+		if (field != 1)
+			continue;
+		found = f.type == MTD_PBWIRE_LEN && f.len < cap && memchr(f.data, '\0', f.len) == NULL;
+		if (found) {
+			memcpy(name, f.data, f.len);
+			name[f.len] = '\0';
+		}
+	}
+	return found && mtd_xds__name_ok(name) ? 0 : -EINVAL;
+}
+
+int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap)
+{
+	int rc = typed_name(type_url, buf, len, name, cap);
+
+	if (rc == 0 || cap == 0)
+		return rc;
+	if (strcmp(type_url, MTD_XDS_TYPE_CLUSTER) != 0 && strcmp(type_url, MTD_XDS_TYPE_ENDPOINT) != 0 &&
+	    strcmp(type_url, MTD_XDS_TYPE_LISTENER) != 0 && strcmp(type_url, MTD_XDS_TYPE_ROUTE) != 0)
+		return rc;
+	return name_from_wire(buf, len, name, cap);
 }

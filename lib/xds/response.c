@@ -81,6 +81,10 @@ int mtd_xds_response_read(const uint8_t *msg, size_t len, struct mtd_xds_respons
 			n++;
 	if (rc != 0)
 		return rc;
+	if (n > MTD_XDS_MAX_RESOURCES) {
+		out->too_many = n;
+		n = 0;
+	}
 	if (n > 0 && (out->res = calloc(n, sizeof(*out->res))) == NULL)
 		return -ENOMEM;
 	mtd_pbwire_iter_init(&it, msg, len);
@@ -96,7 +100,10 @@ int mtd_xds_response_read(const uint8_t *msg, size_t len, struct mtd_xds_respons
 			rc = text_take(&out->nonce, &f);
 			break;
 		case F_RESOURCES:
-			rc = f.type == MTD_PBWIRE_LEN ? any_read(&f, &out->res[out->n_res++]) : -EBADMSG;
+			if (f.type != MTD_PBWIRE_LEN)
+				rc = -EBADMSG;
+			else if (out->too_many == 0)
+				rc = any_read(&f, &out->res[out->n_res++]);
 			break;
 		default:
 			break; /* canary, and what a later version adds */

@@ -88,6 +88,7 @@ struct mtd_xds_cla {
 	char *name;         /* cluster_name */
 	uint32_t priority;  /* the priority the endpoints are of */
 	uint32_t n_skipped; /* endpoints not picked (health_status, other priorities) */
+	bool locality_weighted; /* a locality has load_balancing_weight: the weights give each its share */
 	size_t n;
 	struct mtd_xds_ep eps[];
 };

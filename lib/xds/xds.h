@@ -123,8 +123,9 @@ void mtd_xds_listener_clear(struct mtd_xds_listener *l);
 
 /* The name of a serialized resource of type_url (a Cluster's, Listener's
  * or RouteConfiguration's name, an assignment's cluster_name) written to name (cap bytes), for a NACK that
- * names what it refused even when the rest does not translate. 0, or
- * -EINVAL when it does not decode or has none. */
+ * names what it refused even when the rest does not translate or does
+ * not decode (then the last name field read before the bytes went wrong).
+ * 0, or -EINVAL when there is no printable name to read. */
 int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);
 
 /* One resource of a DiscoveryResponse: its google.protobuf.Any as slices
@@ -137,17 +138,25 @@ struct mtd_xds_any {
 	size_t len;
 };
 
+/* The resources of one response read at most: a slice is 32 bytes and a
+ * resource as small as 2 (an empty Any), so a 64 MB response of those
+ * would take 1 GB of slices; a real resource holds its type URL (49 bytes
+ * at least), so a response of 64 MB (gclient's limit) has fewer. */
+#define MTD_XDS_MAX_RESOURCES 1000000u
+
 /* A DiscoveryResponse (state of the world): its strings copied (absent =
  * ""), its resources sliced from msg, which must outlive it. */
 struct mtd_xds_response {
 	char *version_info, *type_url, *nonce;
 	struct mtd_xds_any *res;
 	size_t n_res;
+	size_t too_many; /* its resources when more than MTD_XDS_MAX_RESOURCES: none read (n_res 0) */
 };
 
 /* Read msg[0..len) as a DiscoveryResponse. 0; -EBADMSG when it does not
  * decode (malformed wire, a known field of the wrong wire type, a NUL
  * inside one of its three strings); -ENOMEM. On error out holds nothing.
+ * Past MTD_XDS_MAX_RESOURCES resources only the strings are read.
  * Unknown fields are skipped; a field written twice: the last counts. */
 int mtd_xds_response_read(const uint8_t *msg, size_t len, struct mtd_xds_response *out);
 void mtd_xds_response_clear(struct mtd_xds_response *r);

@@ -149,6 +149,7 @@ struct mtd_rt_over {
 	uint64_t tag;                       /* its maker's: equal tags over one base are the same override */
 	struct mtd_cfg_method *methods;     /* owned array of shallow copies, or NULL */
 	struct mtd_cfg_tls *tls;            /* owned (strings too), or NULL: base's */
+	struct mtd_cfg_service_local *local; /* owned shallow copy (svc.local), or NULL: base's */
 };
 
 /* One service's snapshot: its endpoint set and the pickers built on it. */

@@ -86,6 +86,7 @@ void mtd_rt_over_unref(struct mtd_rt_over *o)
 		free(o->tls);
 	}
 	free(o->methods);
+	free(o->local);
 	free(o);
 }
 

@@ -165,6 +165,7 @@ struct mtd_xds {
 	struct event *retry, *sync_ev;
 	unsigned failures; /* streams in a row without a response */
 	char *down_why;    /* why the last stream ended, NULL = never */
+	bool away;         /* a stream ended and no response came since: "answers again" is due */
 	struct xds_type t[N_TYPES];
 	struct xds_cl *cls; /* sorted by name */
 	size_t n_cls;
@@ -236,9 +237,10 @@ void xds_schedule_sync(struct mtd_xds *x);
 /* Append "name: why" to a response's NACK text buf (*len bytes so far;
  * what does not fit is cut). */
 void xds_nack_add(char *buf, size_t *len, const char *name, const char *why);
-/* The name resource v of type url gives itself, into name (cap bytes),
- * "(unnamed)" when it does not translate so far. */
-void xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap);
+/* The name resource v of type url gives itself, into name (cap bytes);
+ * false (name "(unnamed)") when none can be read: it may be any of the
+ * resources asked for. */
+bool xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap);
 /* gclient's message callback on the ADS call (arg: x): a response
  * decoded, given to its type's handler, then ACKed or NACKed. */
 void xds_on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg);

@@ -151,6 +151,7 @@ static void stream_lost(struct mtd_xds *x, const char *why)
 	if (x->down_why == NULL || strcmp(x->down_why, why) != 0 || x->failures == 0)
 		MTD_WARN("xds: %s: %s; the last good resources stay in force", x->server.text, why);
 	xds_set_str(&x->down_why, why);
+	x->away = true;
 	mtd_gcli_free(x->conn); /* cancels the call without a callback */
 	x->conn = NULL;
 	x->ads = NULL;
@@ -188,11 +189,8 @@ static void on_down(struct mtd_gcli *c, const char *reason, void *arg)
 
 static void on_up(struct mtd_gcli *c, void *arg)
 {
-	struct mtd_xds *x = arg;
-
 	(void)c;
-	if (x->down_why != NULL)
-		MTD_INFO("xds: connected to %s again", x->server.text);
+	(void)arg;
 	mtd_metrics_xds()->connected = true;
 }
 

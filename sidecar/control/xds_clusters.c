@@ -19,17 +19,28 @@
 
 /* The name a Cluster (field 1, name) or an assignment (field 1,
  * cluster_name) gives itself, read from the wire without decoding the
- * rest; false when there is none to read. */
+ * rest: the last one written, as protobuf keeps; false when there is none
+ * to read or the top level does not scan (the resource is decoded then,
+ * and refused). */
 static bool wire_name(const struct mtd_xds_any *v, char name[MTD_XDS_NAME_MAX + 1])
 {
-	static const uint32_t field_1[] = {1};
-	struct mtd_pbwire_value f;
+	struct mtd_pbwire_iter it;
+	struct mtd_pbwire_value f, last = {0};
+	uint32_t field;
+	int rc;
 
-	if (mtd_pbwire_find(v->value, v->len, true, field_1, 1, &f) != 1 || f.type != MTD_PBWIRE_LEN ||
-	    f.len > MTD_XDS_NAME_MAX)
+	mtd_pbwire_iter_init(&it, v->value, v->len);
+	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
+		if (field != 1)
+			continue;
+		if (f.type != MTD_PBWIRE_LEN)
+			return false;
+		last = f;
+	}
+	if (rc != 0 || last.data == NULL || last.len > MTD_XDS_NAME_MAX || memchr(last.data, '\0', last.len) != NULL)
 		return false;
-	memcpy(name, f.data, f.len);
-	name[f.len] = '\0';
+	memcpy(name, last.data, last.len);
+	name[last.len] = '\0';
 	return true;
 }
 
@@ -66,6 +77,7 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 	bool *seen = calloc(x->n_cls ? x->n_cls : 1, sizeof(*seen));
 	size_t n_changed = 0;
 	bool eds_names = false; /* a cluster came, went or changed its EDS name */
+	bool unnamed = false;   /* a resource refused whose name cannot be read */
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
 
 	if (seen == NULL) {
@@ -78,9 +90,13 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 
 		if (!mtd_xds_any_is(any, MTD_XDS_TYPE_CLUSTER)) {
 			xds_nack_add(nack, nack_len, "(resource)", "not a Cluster");
+			unnamed = true;
 			continue;
 		}
-		struct xds_cl *same = wire_name(any, name) ? xds_find_cl(x, name) : NULL;
+		bool named = wire_name(any, name);
+		struct xds_cl *same = named ? xds_find_cl(x, name) : NULL;
+		if (named && same == NULL)
+			continue; /* not asked for: skipped unread, as gRPC's clients do (istiod sends every cluster) */
 		if (same != NULL && same->have && same_bytes(same->raw, same->raw_len, any)) {
 			/* Resent as it was: what its bytes said last time. */
 			if (seen[same - x->cls]) {
@@ -94,7 +110,7 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		}
 		int rc = mtd_xds_cluster_parse(any->value, any->len, &c, why, sizeof(why));
 		if (rc != 0) {
-			xds_name_of(MTD_XDS_TYPE_CLUSTER, any, name, sizeof(name));
+			unnamed |= !xds_name_of(MTD_XDS_TYPE_CLUSTER, any, name, sizeof(name));
 			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			struct xds_cl *e = xds_find_cl(x, name);
 			if (e != NULL) {
@@ -137,8 +153,11 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		e->dirty = true;
 		n_changed++;
 	}
-	/* A cluster the response lacks is gone (CDS is state of the world). */
-	for (size_t i = 0; i < x->n_cls; i++) {
+	/* A cluster the response lacks is gone (CDS is state of the world),
+	 * unless a resource refused could not be named: it may be that
+	 * cluster, and the whole response is NACKed (Envoy keeps every
+	 * cluster then). */
+	for (size_t i = 0; i < x->n_cls && !unnamed; i++) {
 		if (seen[i] || !x->cls[i].have)
 			continue;
 		MTD_WARN("xds: cluster %s is no longer served by %s: its services have no endpoints", x->cls[i].name,
@@ -191,6 +210,8 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 			xds_nack_add(nack, nack_len, "(resource)", "not a ClusterLoadAssignment");
 			continue;
 		}
+		if (wire_name(any, name) && xds_find_cla(x, name) == NULL)
+			continue; /* not asked for: skipped unread */
 		struct xds_cla *same = same_as_last_good(x, any);
 		if (same != NULL) {
 			xds_set_str(&same->nack, NULL);

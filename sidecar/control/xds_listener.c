@@ -181,7 +181,7 @@ void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *
                      size_t *nack_len, struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
-	bool found = false, refused = false;
+	bool found = false, refused = false, unnamed = false;
 
 	for (size_t i = 0; i < r->n_res; i++) {
 		const struct mtd_xds_any *any = &r->res[i];
@@ -189,9 +189,15 @@ void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 
 		if (!mtd_xds_any_is(any, MTD_XDS_TYPE_LISTENER)) {
 			xds_nack_add(nack, nack_len, "(resource)", "not a Listener");
+			unnamed = true;
 			continue;
 		}
-		xds_name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name));
+		if (!xds_name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name))) {
+			/* It may be the one asked for: refused, not taken as absent. */
+			xds_nack_add(nack, nack_len, name, "a Listener whose name cannot be read (it does not decode)");
+			unnamed = true;
+			continue;
+		}
 		if (x->lds.name == NULL || strcmp(name, x->lds.name) != 0)
 			continue; /* not asked for */
 		found = true;
@@ -239,7 +245,7 @@ void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		}
 		mtd_xds_listener_clear(&l);
 	}
-	if (x->lds.name != NULL && (!found || refused))
+	if (x->lds.name != NULL && ((!found && !unnamed) || refused))
 		answered_without_routes(x, found ? "refused" : "absent from the server's listeners");
 }
 
@@ -258,7 +264,11 @@ void xds_on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char *na
 			xds_nack_add(nack, nack_len, "(resource)", "not a RouteConfiguration");
 			continue;
 		}
-		xds_name_of(MTD_XDS_TYPE_ROUTE, any, name, sizeof(name));
+		if (!xds_name_of(MTD_XDS_TYPE_ROUTE, any, name, sizeof(name))) {
+			xds_nack_add(nack, nack_len, name,
+			         "a RouteConfiguration whose name cannot be read (it does not decode)");
+			continue;
+		}
 		if (x->rds.name == NULL || strcmp(name, x->rds.name) != 0)
 			continue;
 		int rc = mtd_xds_routes_parse(any->value, any->len, &routes, why, sizeof(why));

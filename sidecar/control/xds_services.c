@@ -37,7 +37,10 @@ static bool lb_same(const struct mtd_lb_config *a, const struct mtd_lb_config *b
  * its policy always (lb_policy has a default), the rest where the cluster
  * sets it (its ring sized for the endpoint set). A method whose lb is
  * the service's copy follows the cluster too; one with its own keeps it.
- * NULL when out of memory. */
+ * An assignment with locality weights gives each locality its share of
+ * the calls: the routing layer's zone preference (maitred's zone) is off
+ * then, as Envoy's zone-aware routing is beside locality-weighted
+ * balancing and as gRPC's clients do. NULL when out of memory. */
 static struct mtd_rt_over *over_new(const struct mtd_cfg_service *base, const struct xds_cl *cl,
                                     const struct mtd_xds_cla *set)
 {
@@ -54,9 +57,18 @@ static struct mtd_rt_over *over_new(const struct mtd_cfg_service *base, const st
 	lb.hot_keys.spread = 0;
 	if (c->ring_min != 0)
 		lb.ring_points = mtd_xds_ring_points(c, set->eps, set->n);
-	o->tag = cl->gen << 24 ^ lb.ring_points;
+	o->tag = cl->gen << 24 ^ (uint64_t)set->locality_weighted << 23 ^ lb.ring_points;
 	o->svc = *base;
 	o->svc.lb = lb;
+	bool unzone = set->locality_weighted && base->local->layer.locality != MTD_LB_LOCALITY_OFF;
+	if (unzone) {
+		o->local = malloc(sizeof(*o->local));
+		if (o->local == NULL)
+			goto oom;
+		*o->local = *base->local;
+		o->local->layer.locality = MTD_LB_LOCALITY_OFF;
+		o->svc.local = o->local;
+	}
 	if (c->connect_timeout_ms > 0)
 		o->svc.upstream.connect_timeout_ms = c->connect_timeout_ms;
 	if (c->circuit.max_calls != 0)
@@ -73,6 +85,8 @@ static struct mtd_rt_over *over_new(const struct mtd_cfg_service *base, const st
 			o->methods[i] = base->methods[i];
 			if (lb_same(&base->methods[i].lb, &base->lb))
 				o->methods[i].lb = lb;
+			if (set->locality_weighted)
+				o->methods[i].layer.locality = MTD_LB_LOCALITY_OFF;
 		}
 		o->svc.methods = o->methods;
 	}

@@ -271,12 +271,16 @@ static void log_nack(struct mtd_xds *x, int t, const char *text)
 	ty->nacks_unlogged = 0;
 }
 
-/* A resource's name for a NACK, even when the rest does not translate. */
-void xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap)
+/* A resource's name for a NACK, even when the rest does not translate;
+ * false (name "(unnamed)") when none can be read. */
+bool xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap)
 {
-	if (mtd_xds_resource_name(url, v->value, v->len, name, cap) != 0)
-		snprintf(name, cap, "(unnamed)");
+	if (mtd_xds_resource_name(url, v->value, v->len, name, cap) == 0)
+		return true;
+	snprintf(name, cap, "(unnamed)");
+	return false;
 }
+
 void xds_on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg)
 {
 	struct mtd_xds *x = arg;
@@ -294,6 +298,12 @@ void xds_on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void
 		return;
 	}
 	x->failures = 0;
+	if (x->away) {
+		/* A response, not a TCP connection that the server may drop at
+		 * once, ends the outage. */
+		MTD_INFO("xds: %s answers again", x->server.text);
+		x->away = false;
+	}
 	for (t = 0; t < N_TYPES && strcmp(r->type_url, xds_type_url[t]) != 0; t++)
 		;
 	if (t == N_TYPES) {
@@ -309,7 +319,12 @@ void xds_on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void
 	}
 	mtd_metrics_xds()->updates[t]++;
 	struct xds_stamp *st = NULL;
-	if (t == T_CDS)
+	if (r->too_many > 0) {
+		char why[96];
+		snprintf(why, sizeof(why), "%zu resources, more than %u in one response: none read", r->too_many,
+		         MTD_XDS_MAX_RESOURCES);
+		xds_nack_add(nack, &nack_len, "(response)", why);
+	} else if (t == T_CDS)
 		xds_on_clusters(x, r, nack, &nack_len, &st);
 	else if (t == T_EDS)
 		xds_on_endpoints(x, r, nack, &nack_len, &st);

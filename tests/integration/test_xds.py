@@ -558,6 +558,40 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_locality_weights_decide_the_share_whatever_maitreds_zone(self):
+        """maitred's zone is z1 (top level: zone routing on). Localities
+        z1 and z2 weighted 1:3 get a quarter and three quarters of the
+        calls, as the grpc-js-xds client spreads them (before: all 40 on
+        z1); without locality weights, the zone routing meets the
+        localities' zones: every call on z1."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.server.set("cluster", [cluster(SVC)])
+        weighted = [locality([("127.0.0.1", a.port)], zone="z1", weight=1),
+                    locality([("127.0.0.1", b.port)], zone="z2", weight=3)]
+        self.server.set("endpoint", [assignment(SVC, weighted)])
+        self.server.set("listener", [xds.listener(SVC, "routes-1")])
+        self.server.set("route", [xds.route_config("routes-1", [xds.route_to(SVC)])])
+        cfg = self.xds_config()
+        cfg["zone"] = "z1"
+        del cfg["xds"]["zone"]
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+        self.wait_set(stub, "ab", "a and b")
+        got = self.spread(stub, 40)
+        self.assertEqual((got.count("a"), got.count("b")), (10, 30), got)
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="witness", zone="z1")
+        out = xds.run_client(boot, "xds:///" + SVC, 40)
+        self.assertEqual(out["ok"], 40, out)
+        self.assertEqual(sorted(out["instances"]), ["a", "b"], out)
+        unweighted = [dict(loc) for loc in weighted]
+        for loc in unweighted:
+            del loc["load_balancing_weight"]
+        self.server.set("endpoint", [assignment(SVC, unweighted)])
+        self.wait_set(stub, "a", "every call on maitred's own zone")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_the_clusters_circuit_breaker_limits_the_calls_in_flight(self):
         """circuit_breakers.thresholds max_requests 2 (the service's own
         config has no circuit breaker): a third call while two are held
@@ -640,8 +674,28 @@ class XdsTest(XdsBase):
         self.server.start(same_port=True)
         self.serve([b])
         self.wait_set(stub, "b", "b, the assignment the server has after its restart")
+        self.assertTrue(self.log_lines(m, r"xds: 127\.0\.0\.1:\d+ answers again"), m.proc.output())
         log = self.server.log()
         self.assertTrue(any(acked(r, xds.EDS) for r in log), log)
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_server_that_drops_each_connection_is_never_said_to_be_back(self):
+        """A port that accepts each connection and closes it: maitred
+        retries (the first retry within 1 s, then backing off), says that
+        the stream ended, and never that the server is back."""
+        import socket
+        ls = socket.socket()
+        self.addCleanup(ls.close)
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(8)
+        ls.settimeout(CALL_LIMIT)
+        self.server.port = ls.getsockname()[1]
+        m = self.start_maitred(self.xds_config())
+        for _ in range(3):  # the first connection and two retries (about 0.5-1 s, then 1-2 s later)
+            ls.accept()[0].close()
+        self.assertTrue(self.log_lines(m, r"xds: 127\.0\.0\.1:\d+: .*the last good resources stay"), m.proc.output())
+        self.assertEqual(self.log_lines(m, r"again"), [])
         self.stop_maitred(m)
 
     @maitred_only
@@ -684,6 +738,20 @@ class XdsTest(XdsBase):
         self.wait_set(self.echo(m), "a", "a, learnt over TLS")
         self.assertTrue(self.log_lines(m, r"xds: management server .* \(TLS\)"), m.proc.output())
         self.stop_maitred(m)
+
+    @maitred_only
+    def test_an_unusable_xds_tls_file_is_refused_at_start(self):
+        """As a reload refuses it, and as a service's own TLS files are:
+        not a maitred that runs on and whose xDS services never get an
+        endpoint."""
+        self.server.start()
+        bad = os.path.join(self.tmp, "not-a-ca.pem")
+        with open(bad, "w") as f:
+            f.write("not a certificate\n")
+        m = self.start_maitred(self.xds_config(tls={"ca_file": bad}), check_exit=False, wait=False)
+        self.assertEqual(m.proc.wait(CALL_LIMIT + 10), 1, m.proc.output())
+        m.proc.checked = True
+        self.assertIn("xds.tls: %s" % bad, m.proc.output())
 
     @maitred_only
     def test_the_clusters_upstream_tls_reaches_an_mtls_upstream(self):

@@ -3,7 +3,10 @@ server here (grpcio, a generic handler, messages hand-encoded) sends
 DiscoveryResponses tests/xds/server.js cannot (protobufjs encodes only
 well-formed, one-per-name resources): a cluster twice in one response,
 resent byte for byte after a NACK, a name field written twice, an Any
-without a value, a NUL in a type URL, ten thousand resources. What is
+without a value, a NUL in a type URL, ten thousand resources, resources
+that do not decode (a cluster's last good kept, not taken as removed; a
+Listener or RouteConfiguration NACKed, not ACKed as absent), resources
+not asked for (skipped unread: never a NACK), a million empty ones. What is
 asserted is what maitred answered (ACK or NACK, from the requests it sent)
 and where calls went; every wait is a hang guard.
 """
@@ -22,6 +25,10 @@ from test_admin import admin_request
 SVC = "maitred.testing.v1.Echo"
 CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 EDS = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+LDS = "type.googleapis.com/envoy.config.listener.v3.Listener"
+RDS = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 WAIT = 30.0
 
 
@@ -58,6 +65,15 @@ def assignment(name, port):
     sa = field(2, "127.0.0.1") + field(3, port)
     loc = field(1, field(2, "z1")) + field(2, field(1, field(1, field(1, sa)))) + field(3, field(1, 1))
     return field(1, name) + field(2, loc)
+
+
+def listener(name, rds_name):
+    """An api_listener (name 1, api_listener 19 {api_listener 1: Any}) whose
+    HttpConnectionManager (rds 3 {config_source 1 {ads 3}, route_config_name
+    2}, http_filters 5 [{name 1, typed_config 4}]) names rds_name."""
+    rds = field(1, field(3, b"")) + field(2, rds_name)
+    hcm = field(3, rds) + field(5, field(1, "router") + field(4, any_of(ROUTER, b"")))
+    return field(1, name) + field(19, field(1, any_of(HCM, hcm)))
 
 
 def any_of(url, value=None):
@@ -228,6 +244,107 @@ class XdsWireTest(MaitredTest):
         wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "b", WAIT, "calls on b")
         self.stop_maitred(m)
 
+    def start_raw(self, services, **xds_extra):
+        self.ads = RawAds()
+        self.addCleanup(self.ads.stop)
+        block = {"server": "127.0.0.1:%d" % self.ads.port, "node_id": "n", "zone": "z1"}
+        block.update(xds_extra)
+        return self.start_maitred(self.config(services, xds=block))
+
+    def send_cds(self, version, resources):
+        return self.ads.send(version, CDS, resources)
+
+    @maitred_only
+    def test_an_undecodable_cluster_does_not_remove_the_clusters_in_force(self):
+        """A CDS response with one resource whose name cannot be read (its
+        bytes do not decode, or its Any names another type) is NACKed; the
+        clusters it lacks may be that very resource: Envoy rejects the
+        whole update and keeps every cluster. maitred must not take the
+        endpoints of a cluster it cannot know was removed."""
+        a = self.start_upstream("a")
+        services = [{"name": SVC, "discovery": {"xds": {"cluster": "cl-echo"}}},
+                    {"name": "other.v1.Other", "discovery": {"xds": {"cluster": "cl-other"}}}]
+        m = self.start_raw(services)
+        stub = self.echo(m)
+        wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
+        good = [any_of(CDS, cluster("cl-echo")), any_of(CDS, cluster("cl-other"))]
+        self.assertIsNone(self.send_cds("1", good)["nack"])
+        wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
+        self.assertIsNone(self.ads.send("e1", EDS, [any_of(EDS, assignment("cl-echo", a.port))])["nack"])
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
+        # cl-echo's bytes cut short: refused under the name read before
+        # they end (lib/xds mtd_xds_resource_name), its last good kept.
+        broken = cluster("cl-echo")[:-3]
+        r = self.send_cds("2", [any_of(CDS, cluster("cl-other")), any_of(CDS, broken)])
+        self.assertTrue(r["nack"].startswith("cl-echo: "), r["nack"])
+        self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(5)}, {"a"})
+        # cl-echo wrapped in an Any of another type.
+        r = self.send_cds("3", [any_of(CDS, cluster("cl-other")), any_of(EDS, cluster("cl-echo"))])
+        self.assertIsNotNone(r["nack"])
+        self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(5)}, {"a"})
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_an_undecodable_listener_or_route_configuration_is_nacked(self):
+        """A Listener (or RouteConfiguration) whose bytes do not decode is
+        NACKed (as Envoy and gRPC do), not ACKed as if absent."""
+        self.start_upstream("a")
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}], listener="L")
+        wait_until(lambda: self.ads.asked(LDS), WAIT, "the LDS request")
+        # name L, then api_listener (19) as a varint: protobuf-c refuses it.
+        r = self.ads.send("l1", LDS, [any_of(LDS, field(1, "L") + field(19, 5))])
+        self.assertIsNotNone(r["nack"], "an undecodable Listener was ACKed")
+        self.assertTrue(r["nack"].startswith("L: "), r["nack"])
+        # A good listener naming R, then R undecodable.
+        self.assertIsNone(self.ads.send("l2", LDS, [any_of(LDS, listener("L", "R"))])["nack"])
+        wait_until(lambda: self.ads.asked(RDS), WAIT, "the RDS request")
+        r = self.ads.send("r1", RDS, [any_of(RDS, field(1, "R") + field(2, 7))])
+        self.assertIsNotNone(r["nack"], "an undecodable RouteConfiguration was ACKed")
+        self.assertTrue(r["nack"].startswith("R: "), r["nack"])
+        self.stop_maitred(m)
+
+
+    @maitred_only
+    def test_resources_not_asked_for_are_not_judged(self):
+        """A server may send more than was asked for (istiod answers CDS
+        with every cluster of the mesh: STATIC, ORIGINAL_DST, STRICT_DNS
+        ones too). gRPC's clients skip what they did not subscribe to and
+        Envoy takes every type: a response whose subscribed resources are
+        good is ACKed, whatever the others hold."""
+        a = self.start_upstream("a")
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}])
+        stub = self.echo(m)
+        wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
+        static = field(1, "BlackHoleCluster") + field(2, 0)  # type STATIC
+        r = self.send_cds("1", [any_of(CDS, static), any_of(CDS, cluster(SVC))])
+        self.assertEqual((r["version"], r["nack"]), ("1", None))
+        wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
+        dns = field(1, "outbound|80||example.com") + field(2, field(2, field(1, field(1, field(1, field(
+            1, field(2, "example.com") + field(3, 80)))))))
+        r = self.ads.send("e1", EDS, [any_of(EDS, dns), any_of(EDS, assignment(SVC, a.port))])
+        self.assertEqual((r["version"], r["nack"]), ("e1", None))
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_response_of_too_many_resources_is_nacked_unread(self):
+        """A million and one empty resources (2 MB): NACKed naming the
+        bound, none read (their slices alone would take 32 MB; 60 MB of
+        them took maitred's resident memory to 1 GB), the last good
+        cluster kept."""
+        a = self.start_upstream("a")
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}])
+        stub = self.echo(m)
+        wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
+        self.assertIsNone(self.send_cds("1", [any_of(CDS, cluster(SVC))])["nack"])
+        wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
+        self.assertIsNone(self.ads.send("e1", EDS, [any_of(EDS, assignment(SVC, a.port))])["nack"])
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
+        r = self.send_cds("2", [any_of(CDS, cluster(SVC, lb_policy=1))] + [b""] * 1000001)
+        self.assertEqual((r["version"], r["nack"]),
+                         ("1", "(response): 1000002 resources, more than 1000000 in one response: none read"))
+        self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(5)}, {"a"})
+        self.stop_maitred(m)
 
 if __name__ == "__main__":
     unittest.main()

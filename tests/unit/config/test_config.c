@@ -808,6 +808,17 @@ START_TEST(xds_bootstrap)
 	expect_only("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
 	            "t.yaml:1:6: xds (GRPC_XDS_BOOTSTRAP): channel_creds \"google_default\": maitred speaks h2c, or "
 	            "TLS with xds.tls {ca_file, ...}");
+	/* The first channel_creds maitred speaks, as gRPC takes them. */
+	write_file(file, "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:1\", \"channel_creds\": [{\"type\": "
+	                 "\"google_default\"}, {\"type\": \"insecure\"}]}]}");
+	cfg = load_ok("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n");
+	ck_assert_str_eq(cfg->xds->server.text, "127.0.0.1:1");
+	mtd_cfg_free(cfg);
+	write_file(file, "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:1\", \"channel_creds\": [{\"type\": "
+	                 "\"google_default\"}, {\"type\": \"tls\"}, {\"type\": \"insecure\"}]}]}");
+	expect_only("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	            "t.yaml:1:6: xds (GRPC_XDS_BOOTSTRAP): channel_creds \"tls\": maitred speaks h2c, or "
+	            "TLS with xds.tls {ca_file, ...}");
 	write_file(file, "{\"node\": {\"id\": \"x\"}}");
 	expect_error_with("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
 	                  "/bootstrap.json\": xds_servers[0].server_uri is required");
@@ -822,6 +833,9 @@ START_TEST(xds_bootstrap)
 	unlink(file);
 	expect_error("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
 	             "t.yaml:1:6: xds (GRPC_XDS_BOOTSTRAP): cannot read*");
+	/* A missing xds.bootstrap said once. */
+	expect_only("xds: {bootstrap: /nonexistent/b.json}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	            "t.yaml:1:18: xds.bootstrap: cannot read \"/nonexistent/b.json\": No such file or directory");
 	unsetenv("GRPC_XDS_BOOTSTRAP");
 	rmdir(dir);
 }

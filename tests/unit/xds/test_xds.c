@@ -885,6 +885,12 @@ START_TEST(test_resource_name)
 	ck_assert_str_eq(name, "named");
 	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, n, name, 3), -EINVAL);
 	ck_assert_int_eq(mtd_xds_resource_name("type.googleapis.com/x", wire, n, name, sizeof(name)), -EINVAL);
+	/* Cut short: it does not decode, its name is still read (the last
+	 * one written before the bytes end), as for the other types. */
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, n - 1, name, sizeof(name)), 0);
+	ck_assert_str_eq(name, "named");
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, wire, n - 1, name, sizeof(name)), 0);
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, 3, name, sizeof(name)), -EINVAL);
 	loc_init(&a, "", 0, 0);
 	loc_add(&a, "bad", 1, 0);
 	cla_refused("cla-name", ls, 1, "numeric");
@@ -940,6 +946,28 @@ START_TEST(test_response_read)
 	ck_assert_uint_eq(r.res[2].len, 0);
 	ck_assert_ptr_nonnull(r.res[2].value);
 	mtd_xds_response_clear(&r);
+
+	/* More resources than MTD_XDS_MAX_RESOURCES (empty ones, 2 bytes
+	 * each): the strings only, none sliced (they would take 32 bytes
+	 * each); a resource of the wrong wire type is still refused. */
+	size_t big_n = 2 * (MTD_XDS_MAX_RESOURCES + 1) + 4;
+	uint8_t *big = malloc(big_n + 2);
+	ck_assert_ptr_nonnull(big);
+	for (size_t i = 0; i < MTD_XDS_MAX_RESOURCES + 1; i++) {
+		big[2 * i] = 0x12;
+		big[2 * i + 1] = 0;
+	}
+	memcpy(big + big_n - 4, "\x2a\x02n3", 4);
+	ck_assert_int_eq(mtd_xds_response_read(big, big_n, &r), 0);
+	ck_assert_uint_eq(r.too_many, MTD_XDS_MAX_RESOURCES + 1);
+	ck_assert_uint_eq(r.n_res, 0);
+	ck_assert_ptr_null(r.res);
+	ck_assert_str_eq(r.nonce, "n3");
+	mtd_xds_response_clear(&r);
+	big[big_n] = 0x10; /* field 2 as a varint */
+	big[big_n + 1] = 1;
+	ck_assert_int_eq(mtd_xds_response_read(big, big_n + 2, &r), -EBADMSG);
+	free(big);
 
 	/* Nothing at all: proto3's defaults. */
 	ck_assert_int_eq(mtd_xds_response_read(wire, 0, &r), 0);
