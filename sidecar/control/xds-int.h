@@ -99,6 +99,7 @@ struct xds_type {
 	bool subscribed; /* the current names went out on this stream */
 	int64_t nack_logged_ms;
 	uint64_t nacks_unlogged;
+	char *nack_held; /* the last NACK not logged (the one-a-second bound), logged when the second is over */
 };
 
 /* A service bound to a cluster (the per-service source's state). */
@@ -163,6 +164,7 @@ struct mtd_xds {
 	struct mtd_gcli_call *ads;
 	bool node_sent; /* on this stream */
 	struct event *retry, *sync_ev;
+	struct event *nack_ev; /* logs the NACKs held back (nack_flush) */
 	unsigned failures; /* streams in a row without a response */
 	char *down_why;    /* why the last stream ended, NULL = never */
 	bool away;         /* a stream ended and no response came since: "answers again" is due */

@@ -316,6 +316,7 @@ int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct m
 	x->zone = c->zone != NULL ? strdup(c->zone) : NULL;
 	x->lds.name = c->listener != NULL ? strdup(c->listener) : NULL;
 	x->retry = evtimer_new(x->base, retry_cb, x);
+	x->nack_ev = evtimer_new(x->base, nack_flush, x);
 	x->sync_ev = event_new(x->base, -1, 0, xds_sync_cb, x);
 	x->pending.ev = evtimer_new(x->base, xds_rebuild_slice, x);
 	x->pending.late = evtimer_new(x->base, xds_rebuild_slice, x);
@@ -325,7 +326,7 @@ int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct m
 		(void)event_priority_set(x->pending.ev, MTD_CONTROL_PRIO_BACKGROUND);
 	xds_rebuild_limits(&x->pending);
 	if (x->server.text == NULL || x->server.host == NULL || x->node_id == NULL || (c->zone && x->zone == NULL) ||
-	    (c->listener && x->lds.name == NULL) || x->retry == NULL || x->sync_ev == NULL || x->pending.ev == NULL ||
+	    (c->listener && x->lds.name == NULL) || x->retry == NULL || x->nack_ev == NULL || x->sync_ev == NULL || x->pending.ev == NULL ||
 	    x->pending.late == NULL)
 		goto oom;
 	if (c->tls != NULL) {
@@ -385,6 +386,8 @@ void mtd_xds_free(struct mtd_xds *x)
 	mtd_gcli_free(x->conn);
 	if (x->retry)
 		event_free(x->retry);
+	if (x->nack_ev)
+		event_free(x->nack_ev);
 	if (x->sync_ev)
 		event_free(x->sync_ev);
 	if (x->pending.ev)
@@ -403,6 +406,7 @@ void mtd_xds_free(struct mtd_xds *x)
 		free(x->t[t].version);
 		free(x->t[t].nonce);
 		free(x->t[t].nack);
+		free(x->t[t].nack_held);
 	}
 	for (size_t i = 0; i < x->n_cls; i++)
 		xds_cl_clear(&x->cls[i]);

@@ -253,6 +253,49 @@ void xds_nack_add(char *buf, size_t *len, const char *name, const char *why)
 		*len += (size_t)k < NACK_TEXT_MAX - *len ? (size_t)k : NACK_TEXT_MAX - *len - 1;
 }
 
+/* Log type t's NACK text now; unlogged: the NACKs held back before it. */
+static void nack_line(struct mtd_xds *x, int t, const char *text, uint64_t unlogged, int64_t now)
+{
+	struct xds_type *ty = &x->t[t];
+
+	if (unlogged > 0)
+		MTD_WARN("xds: NACK of %s resources from %s (%llu more since the last line): %s", type_name[t],
+		         x->server.text, (unsigned long long)unlogged, text);
+	else
+		MTD_WARN("xds: NACK of %s resources from %s: %s", type_name[t], x->server.text, text);
+	ty->nack_logged_ms = now;
+	ty->nacks_unlogged = 0;
+	set_str(&ty->nack_held, NULL);
+}
+
+/* The NACKs held back: the last of each type logged once its second is
+ * over (else a refusal that no other follows would never be logged). */
+static void nack_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct mtd_xds *x = arg;
+	int64_t now = mtd_mono_ms(), next = 0;
+
+	(void)fd;
+	(void)what;
+	for (int t = 0; t < N_TYPES; t++) {
+		struct xds_type *ty = &x->t[t];
+		if (ty->nack_held == NULL)
+			continue;
+		if (now - ty->nack_logged_ms >= 1000) {
+			char *text = ty->nack_held;
+			ty->nack_held = NULL;
+			nack_line(x, t, text, ty->nacks_unlogged - 1, now);
+			free(text);
+		} else if (next == 0 || ty->nack_logged_ms + 1000 < next) {
+			next = ty->nack_logged_ms + 1000;
+		}
+	}
+	if (next != 0) {
+		struct timeval tv = {0, (suseconds_t)((next - now) * 1000)};
+		evtimer_add(x->nack_ev, &tv);
+	}
+}
+
 static void log_nack(struct mtd_xds *x, int t, const char *text)
 {
 	int64_t now = mtd_mono_ms();
@@ -260,15 +303,14 @@ static void log_nack(struct mtd_xds *x, int t, const char *text)
 
 	if (ty->nack_logged_ms != 0 && now - ty->nack_logged_ms < 1000) {
 		ty->nacks_unlogged++;
+		set_str(&ty->nack_held, text);
+		if (!evtimer_pending(x->nack_ev, NULL)) {
+			struct timeval tv = {0, (suseconds_t)((ty->nack_logged_ms + 1000 - now) * 1000)};
+			evtimer_add(x->nack_ev, &tv);
+		}
 		return;
 	}
-	if (ty->nacks_unlogged > 0)
-		MTD_WARN("xds: NACK of %s resources from %s (%llu more since the last line): %s", type_name[t],
-		         x->server.text, (unsigned long long)ty->nacks_unlogged, text);
-	else
-		MTD_WARN("xds: NACK of %s resources from %s: %s", type_name[t], x->server.text, text);
-	ty->nack_logged_ms = now;
-	ty->nacks_unlogged = 0;
+	nack_line(x, t, text, ty->nacks_unlogged, now);
 }
 
 /* A resource's name for a NACK, even when the rest does not translate;

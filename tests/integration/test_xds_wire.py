@@ -346,5 +346,25 @@ class XdsWireTest(MaitredTest):
         self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(5)}, {"a"})
         self.stop_maitred(m)
 
+    @maitred_only
+    def test_a_nack_held_back_by_the_rate_limit_is_logged_once_the_second_is_over(self):
+        """Two NACKs of clusters within a second, then none: the first is
+        logged at once, the second (another reason) once the second is
+        over, not never."""
+        self.start_upstream("a")
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}])
+        wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
+        r1 = self.send_cds("1", [any_of(CDS, cluster(SVC, lb_policy=6))])
+        r2 = self.send_cds("2", [any_of(CDS, cluster(SVC, lb_policy=7))])
+        self.assertIn("lb_policy 6", r1["nack"])
+        self.assertIn("lb_policy 7", r2["nack"])
+
+        def logged(what):
+            return [line for line in m.proc.output().splitlines() if "NACK of cluster" in line and what in line]
+        wait_until(lambda: logged("lb_policy 7"), WAIT, "the second NACK's line")
+        self.assertEqual(len(logged("lb_policy 6")), 1)
+        self.assertEqual(len(logged("lb_policy 7")), 1)
+        self.stop_maitred(m)
+
 if __name__ == "__main__":
     unittest.main()
