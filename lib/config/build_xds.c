@@ -219,6 +219,14 @@ struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
 		server = bs.server_uri;
 		if (strncmp(server, "dns:///", 7) == 0)
 			server += 7;
+		if (strncmp(server, "unix:", 5) == 0) {
+			/* istio-agent's bootstrap for proxyless gRPC names its socket. */
+			BERR(mtd_cfg__at(b, m, "bootstrap", NULL), field,
+			     "xds_servers[0].server_uri \"%.200s\" is a Unix socket: maitred dials HOST:PORT (h2c or TLS)",
+			     server);
+			bootstrap_fini(&bs);
+			return x;
+		}
 		if (m->tls == NULL && bs.creds != NULL && strcmp(bs.creds, "insecure") != 0)
 			BERR(mtd_cfg__at(b, m, "bootstrap", NULL), field,
 			     "channel_creds \"%s\": maitred speaks h2c, or TLS with xds.tls {ca_file, ...}", bs.creds);

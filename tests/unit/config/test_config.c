@@ -819,6 +819,10 @@ START_TEST(xds_bootstrap)
 	expect_only("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
 	            "t.yaml:1:6: xds (GRPC_XDS_BOOTSTRAP): channel_creds \"tls\": maitred speaks h2c, or "
 	            "TLS with xds.tls {ca_file, ...}");
+	write_file(file, "{\"xds_servers\": [{\"server_uri\": \"unix:///etc/istio/proxy/XDS\"}]}");
+	expect_only("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	            "t.yaml:1:6: xds (GRPC_XDS_BOOTSTRAP): xds_servers[0].server_uri \"unix:///etc/istio/proxy/XDS\" is "
+	            "a Unix socket: maitred dials HOST:PORT (h2c or TLS)");
 	write_file(file, "{\"node\": {\"id\": \"x\"}}");
 	expect_error_with("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
 	                  "/bootstrap.json\": xds_servers[0].server_uri is required");
