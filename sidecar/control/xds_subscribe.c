@@ -268,6 +268,13 @@ static void nack_line(struct mtd_xds *x, int t, const char *text, uint64_t unlog
 	set_str(&ty->nack_held, NULL);
 }
 
+static void nack_arm(struct mtd_xds *x, int64_t ms)
+{
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000 * 1000)};
+
+	evtimer_add(x->nack_ev, &tv);
+}
+
 /* The NACKs held back: the last of each type logged once its second is
  * over (else a refusal that no other follows would never be logged). */
 static void nack_flush(evutil_socket_t fd, short what, void *arg)
@@ -290,10 +297,8 @@ static void nack_flush(evutil_socket_t fd, short what, void *arg)
 			next = ty->nack_logged_ms + 1000;
 		}
 	}
-	if (next != 0) {
-		struct timeval tv = {0, (suseconds_t)((next - now) * 1000)};
-		evtimer_add(x->nack_ev, &tv);
-	}
+	if (next != 0)
+		nack_arm(x, next - now);
 }
 
 static void log_nack(struct mtd_xds *x, int t, const char *text)
@@ -304,10 +309,8 @@ static void log_nack(struct mtd_xds *x, int t, const char *text)
 	if (ty->nack_logged_ms != 0 && now - ty->nack_logged_ms < 1000) {
 		ty->nacks_unlogged++;
 		set_str(&ty->nack_held, text);
-		if (!evtimer_pending(x->nack_ev, NULL)) {
-			struct timeval tv = {0, (suseconds_t)((ty->nack_logged_ms + 1000 - now) * 1000)};
-			evtimer_add(x->nack_ev, &tv);
-		}
+		if (!evtimer_pending(x->nack_ev, NULL))
+			nack_arm(x, ty->nack_logged_ms + 1000 - now);
 		return;
 	}
 	nack_line(x, t, text, ty->nacks_unlogged, now);
