@@ -8,7 +8,10 @@ changed assignment; a static service beside an xDS cluster of its name;
 TLS to the management server; a reload that keeps or restarts the stream;
 an EDS change right behind a CDS push applied while the push's rebuilds
 are still pending (test-only MAITRED_TEST_XDS_SLICE / _GAP_MS), and that
-a rebuild whose background slices never run still ends (_LATE_MS).
+a rebuild whose background slices never run still ends (_LATE_MS);
+unusable xds.tls files refused at start; a server that drops every
+connection never said to be back; locality weights that decide the share
+beside maitred's own zone, as the grpc-js-xds client spreads them.
 
 Every wait is bounded and only a hang guard: what is asserted is which
 instances calls reached, how many calls failed, and what maitred sent the
