@@ -146,10 +146,25 @@ void xds_cla_clear(struct xds_cla *e)
 
 /* ---- the connection ----------------------------------------------------------- */
 
+/* Whether a resource was ever accepted from this server (a cluster, an
+ * assignment, the listener or its routes). */
+static bool any_good(const struct mtd_xds *x)
+{
+	for (size_t i = 0; i < x->n_cls; i++)
+		if (x->cls[i].have)
+			return true;
+	for (size_t i = 0; i < x->n_clas; i++)
+		if (x->clas[i].raw != NULL)
+			return true;
+	return x->lds.have || x->rds.have;
+}
+
 static void stream_lost(struct mtd_xds *x, const char *why)
 {
 	if (x->down_why == NULL || strcmp(x->down_why, why) != 0 || x->failures == 0)
-		MTD_WARN("xds: %s: %s; the last good resources stay in force", x->server.text, why);
+		MTD_WARN("xds: %s: %s; %s", x->server.text, why,
+		         any_good(x) ? "the last good resources stay in force"
+		                     : "nothing received from it yet: the services with discovery.xds wait for it");
 	xds_set_str(&x->down_why, why);
 	x->away = true;
 	mtd_gcli_free(x->conn); /* cancels the call without a callback */

@@ -697,7 +697,9 @@ class XdsTest(XdsBase):
         m = self.start_maitred(self.xds_config())
         for _ in range(3):  # the first connection and two retries (about 0.5-1 s, then 1-2 s later)
             ls.accept()[0].close()
-        self.assertTrue(self.log_lines(m, r"xds: 127\.0\.0\.1:\d+: .*the last good resources stay"), m.proc.output())
+        self.assertTrue(self.log_lines(m, r"xds: 127\.0\.0\.1:\d+: .*; nothing received from it yet: the services "
+                                          r"with discovery\.xds wait for it"), m.proc.output())
+        self.assertEqual(self.log_lines(m, r"last good resources"), [])
         self.assertEqual(self.log_lines(m, r"again"), [])
         self.stop_maitred(m)
 
