@@ -246,6 +246,10 @@ bool xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_
 /* gclient's message callback on the ADS call (arg: x): a response
  * decoded, given to its type's handler, then ACKed or NACKed. */
 void xds_on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg);
+/* x->nack_ev's callback (arg: x): the last NACK of each type held back
+ * by the one-a-second bound logged once its second is over, the timer
+ * armed again for the types whose second is not. */
+void xds_nack_flush(evutil_socket_t fd, short what, void *arg);
 
 /* ---- the responses of each type ------------------------------------------------- */
 

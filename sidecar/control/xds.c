@@ -331,7 +331,7 @@ int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct m
 	x->zone = c->zone != NULL ? strdup(c->zone) : NULL;
 	x->lds.name = c->listener != NULL ? strdup(c->listener) : NULL;
 	x->retry = evtimer_new(x->base, retry_cb, x);
-	x->nack_ev = evtimer_new(x->base, nack_flush, x);
+	x->nack_ev = evtimer_new(x->base, xds_nack_flush, x);
 	x->sync_ev = event_new(x->base, -1, 0, xds_sync_cb, x);
 	x->pending.ev = evtimer_new(x->base, xds_rebuild_slice, x);
 	x->pending.late = evtimer_new(x->base, xds_rebuild_slice, x);

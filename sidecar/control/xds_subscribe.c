@@ -265,7 +265,7 @@ static void nack_line(struct mtd_xds *x, int t, const char *text, uint64_t unlog
 		MTD_WARN("xds: NACK of %s resources from %s: %s", type_name[t], x->server.text, text);
 	ty->nack_logged_ms = now;
 	ty->nacks_unlogged = 0;
-	set_str(&ty->nack_held, NULL);
+	xds_set_str(&ty->nack_held, NULL);
 }
 
 static void nack_arm(struct mtd_xds *x, int64_t ms)
@@ -275,9 +275,9 @@ static void nack_arm(struct mtd_xds *x, int64_t ms)
 	evtimer_add(x->nack_ev, &tv);
 }
 
-/* The NACKs held back: the last of each type logged once its second is
+/* The NACKs held back (xds-int.h): the last of each type logged once its second is
  * over (else a refusal that no other follows would never be logged). */
-static void nack_flush(evutil_socket_t fd, short what, void *arg)
+void xds_nack_flush(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_xds *x = arg;
 	int64_t now = mtd_mono_ms(), next = 0;
@@ -308,7 +308,7 @@ static void log_nack(struct mtd_xds *x, int t, const char *text)
 
 	if (ty->nack_logged_ms != 0 && now - ty->nack_logged_ms < 1000) {
 		ty->nacks_unlogged++;
-		set_str(&ty->nack_held, text);
+		xds_set_str(&ty->nack_held, text);
 		if (!evtimer_pending(x->nack_ev, NULL))
 			nack_arm(x, ty->nack_logged_ms + 1000 - now);
 		return;
