@@ -33,17 +33,6 @@
 
 /* ---- freeing (control thread) ------------------------------------------ */
 
-static void endpoint_free(struct mtd_endpoint *ep)
-{
-	/* Every pool held a reference: none is left. */
-	mtd_lb_stats_fini(&ep->stats);
-	mtd_lazy_free(&ep->mx);
-	mtd_lazy_free(&ep->pools);
-	free(ep->key);
-	free(ep->identity);
-	free(ep); /* its address text too (endpoint_new) */
-}
-
 static void attrs_free(struct mtd_rt_epattr *a, size_t n)
 {
 	if (!a)
@@ -106,7 +95,7 @@ static void service_free(struct mtd_rt_service *s)
 		mtd_tls_ctx_free(s->ssl_ctx);
 	for (size_t i = 0; i < s->n_eps; i++)
 		if (s->eps[i] && mtd_ref_put(&s->eps[i]->ref))
-			endpoint_free(s->eps[i]);
+			mtd_endpoint_free(s->eps[i]);
 	attrs_free(s->attrs, s->n_eps);
 	for (size_t i = 0; i < s->n_zones; i++)
 		free(s->zones[i]);
@@ -227,73 +216,12 @@ void mtd_runtime_reclaim(struct mtd_control *ctl)
 		while (eps) {
 			struct mtd_endpoint *ep = MTD_MBOX_ITEM(eps, struct mtd_endpoint, reclaim);
 			eps = eps->next;
-			endpoint_free(ep);
+			mtd_endpoint_free(ep);
 		}
 	}
 }
 
 /* ---- building ------------------------------------------------------------ */
-
-/* "host:port" / "[v6]:port" -> its host (*h, *nh bytes; host instead when
- * given) and *port. -EINVAL when address has no port. */
-static int addr_parts(const char *address, const char *host, const char **h, size_t *nh, uint16_t *port)
-{
-	const char *colon = strrchr(address, ':');
-	if (!colon || colon == address)
-		return -EINVAL;
-	const char *start = address, *end = colon;
-	if (*start == '[' && end[-1] == ']') {
-		start++;
-		end--;
-	}
-	if (host) {
-		start = host;
-		end = host + strlen(host);
-	}
-	*h = start;
-	*nh = (size_t)(end - start);
-	*port = (uint16_t)strtoul(colon + 1, NULL, 10);
-	return 0;
-}
-
-/* One allocation: the endpoint, its pool slots, then its address's text
- * and host (addr.text and addr.host, each NUL-terminated), freed with it. */
-static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, const char *host, unsigned n_workers,
-                                         int64_t now_ms)
-{
-	const char *h;
-	size_t nh, nt = strlen(d->address), slots = n_workers ? n_workers : 1;
-	uint16_t port;
-	if (addr_parts(d->address, host, &h, &nh, &port) < 0)
-		return NULL;
-	struct mtd_endpoint *ep = calloc(1, sizeof(*ep) + nt + 1 + nh + 1);
-	if (!ep)
-		return NULL;
-	mtd_ref_init(&ep->ref);
-	ep->n_slots = (uint16_t)slots;
-	char *text = (char *)(ep + 1);
-	memcpy(text, d->address, nt + 1);
-	memcpy(text + nt + 1, h, nh); /* its NUL is calloc's */
-	ep->addr.text = text;
-	ep->addr.host = text + nt + 1;
-	ep->addr.port = port;
-	if (d->key)
-		ep->key = strdup(d->key);
-	bool has_id = d->identity && d->identity[0];
-	if (has_id)
-		ep->identity = strdup(d->identity);
-	if ((d->key && !ep->key) || (has_id && !ep->identity))
-		goto fail;
-	memcpy(&ep->addr.sa, &d->sa, d->salen);
-	ep->addr.salen = d->salen;
-	/* Issue 3: a registry record's start time, else the moment maitred
-	 * first saw the identity; kept while the identity stays. */
-	ep->start_ms = d->start_ms > 0 ? d->start_ms : now_ms;
-	return ep;
-fail:
-	endpoint_free(ep);
-	return NULL;
-}
 
 /* d's zone and metadata are those of the endpoint whose lb_eps entry is le
  * and attributes a (NULL: none). */
@@ -601,7 +529,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	if (!old_ids || !map || !s->eps || !s->lb_eps || !s->methods)
 		goto nomem;
 	for (size_t i = 0; i < n_old; i++)
-		old_ids[i] = (struct mtd_disc_id){prev->eps[i]->key, prev->eps[i]->addr.text};
+		old_ids[i] = (struct mtd_disc_id){mtd_endpoint_key(prev->eps[i]), mtd_endpoint_text(prev->eps[i])};
 	rc = mtd_disc_match(old_ids, n_old, eps, n, map, &diff, &dup);
 	if (rc == -ENOMEM)
 		goto nomem;
@@ -617,7 +545,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		/* Another identity presented is another endpoint: its
 		 * pools connect expecting the identity they were made for. */
 		const char *id = eps[i].identity && eps[i].identity[0] ? eps[i].identity : NULL;
-		if (map[i] != SIZE_MAX && !same_file(prev->eps[map[i]]->identity, id)) {
+		if (map[i] != SIZE_MAX && !same_file(mtd_endpoint_identity(prev->eps[map[i]]), id)) {
 			map[i] = SIZE_MAX;
 			changed = true;
 		}
@@ -630,7 +558,9 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			    prev->lb_eps[map[i]].start_ms < ep->returned_ms || map[i] != i)
 				changed = true;
 		} else {
-			if (eps[i].salen == 0 || eps[i].salen > sizeof(union mtd_sockaddr)) {
+			sa_family_t fam = eps[i].sa.ss_family;
+			if ((fam != AF_INET && fam != AF_INET6) ||
+			    eps[i].salen < (fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6))) {
 				snprintf(err, errlen, "service %s: endpoint %s has no address", cfg->name,
 				         eps[i].address);
 				goto fail;
@@ -638,7 +568,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			/* SNI and certificate name default (upstream.c): the name a
 			 * DNS service resolves, else the address's host. */
 			const char *host = hosts ? hosts[i] : cfg->dns ? cfg->dns->name : NULL;
-			ep = endpoint_new(&eps[i], host, n_workers, now_ms);
+			ep = mtd_endpoint_new(&eps[i], host, n_workers, now_ms);
 			if (!ep)
 				goto nomem;
 		}
@@ -651,7 +581,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		int64_t start = eps[i].start_ms > 0 ? eps[i].start_ms : ep->start_ms;
 		bool returned = ep->returned_ms > start;
 		s->lb_eps[i] = (struct mtd_lb_endpoint){
-		        .id = ep->addr.text,
+		        .id = mtd_endpoint_text(ep),
 		        .weight = eps[i].weight,
 		        .start_ms = returned ? ep->returned_ms : start,
 		        .returned = returned,
@@ -1430,17 +1360,17 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 	for (size_t i = 0; i < prev->n_eps; i++) {
 		const struct mtd_endpoint *ep = prev->eps[i];
 		const struct mtd_rt_epattr *a = prev->attrs ? &prev->attrs[i] : NULL;
-		set[i] = (struct mtd_disc_endpoint){.key = ep->key,
-		                                    .identity = ep->identity,
-		                                    .address = ep->addr.text,
-		                                    .salen = ep->addr.salen,
+		set[i] = (struct mtd_disc_endpoint){.key = mtd_endpoint_key(ep),
+		                                    .identity = mtd_endpoint_identity(ep),
+		                                    .address = mtd_endpoint_text(ep),
+		                                    .salen = mtd_endpoint_salen(ep),
 		                                    .weight = prev->lb_eps[i].weight,
 		                                    .zone = prev->lb_eps[i].zone,
 		                                    /* both {key, value} */
 		                                    .metadata = a ? (const struct mtd_disc_meta *)a->meta.kv : NULL,
 		                                    .n_metadata = a ? a->meta.n : 0,
 		                                    .start_ms = prev->lb_eps[i].start_ms};
-		memcpy(&set[i].sa, &ep->addr.sa, ep->addr.salen);
+		memcpy(&set[i].sa, mtd_endpoint_sa(ep), mtd_endpoint_salen(ep));
 	}
 	return set;
 }

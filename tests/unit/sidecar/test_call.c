@@ -607,7 +607,7 @@ START_TEST(reroute_endpoint_removed_while_waiting)
 	ck_assert_uint_eq(n_attempts(call), 1);
 	struct mtd_attempt *moved = LIST_FIRST(&call->attempts);
 	ck_assert_ptr_ne(moved, a);
-	ck_assert_str_eq(moved->ep->addr.text, EP_B);
+	ck_assert_str_eq(mtd_endpoint_text(moved->ep), EP_B);
 	ck_assert_uint_eq(seam_holds_alive(s), 2);
 	ck_assert_uint_eq(seam_runtimes_freed(s), 0);
 
@@ -716,7 +716,7 @@ START_TEST(forking_outgrown_request_after_the_newest_fork_failed_completes)
 	ck_assert_ptr_nonnull(call);
 	ck_assert(call->committed);
 	ck_assert_ptr_nonnull(call->cur);
-	ck_assert_str_eq(call->cur->ep->addr.text, older->ep);
+	ck_assert_str_eq(mtd_endpoint_text(call->cur->ep), older->ep);
 	seam_respond(s, older, 0, "done", 4);
 	seam_run(s);
 	expect_ok(cs, "done");
@@ -747,7 +747,7 @@ START_TEST(forking_outgrown_request_commits_to_the_sending_fork_not_a_newer_one_
 	/* Committed to the fork that sent the bytes; the one behind is
 	 * cancelled, and nothing reaches its endpoint when it connects. */
 	ck_assert(call->committed);
-	ck_assert_str_eq(call->cur->ep->addr.text, first->ep);
+	ck_assert_str_eq(mtd_endpoint_text(call->cur->ep), first->ep);
 	ck_assert_uint_eq(p->n_pending, 0);
 	ck_assert_uint_eq(first->req.len, len);
 	ck_assert_mem_eq(first->req.p, big, len);
@@ -1151,7 +1151,7 @@ static size_t ep_index(struct seam *s, const char *addr)
 {
 	const struct mtd_rt_service *svc = seam_worker(s)->rt->services[0];
 	for (size_t i = 0; i < svc->n_eps; i++)
-		if (strcmp(svc->eps[i]->addr.text, addr) == 0)
+		if (strcmp(mtd_endpoint_text(svc->eps[i]), addr) == 0)
 			return i;
 	ck_abort_msg("no endpoint %s", addr);
 	return 0;
@@ -1537,7 +1537,7 @@ START_TEST(old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set)
 	struct mtd_call *call = seam_call_of(s, cs);
 	struct mtd_attempt *b_fork = NULL, *a;
 	LIST_FOREACH(a, &call->attempts, call_link)
-		if (strcmp(a->ep->addr.text, EP_B) == 0)
+		if (strcmp(mtd_endpoint_text(a->ep), EP_B) == 0)
 			b_fork = a;
 	ck_assert_ptr_nonnull(b_fork);
 	ck_assert_int_eq(b_fork->ep_idx, 1);
