@@ -219,9 +219,9 @@ static const char *split_group(const struct mtd_call *call)
 		if (svc->eps[i] != call->mx_ep)
 			continue;
 		const struct mtd_rt_epattr *a = &svc->attrs[i];
-		for (size_t k = 0; k < a->meta.n; k++)
-			if (strcmp(a->meta.kv[k].key, sp->metadata_key) == 0)
-				return a->meta.kv[k].value;
+		for (size_t k = 0; k < a->a.meta.n; k++)
+			if (strcmp(a->a.meta.kv[k].key, sp->metadata_key) == 0)
+				return a->a.meta.kv[k].value;
 		return NULL;
 	}
 	return NULL;

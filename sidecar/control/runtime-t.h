@@ -178,10 +178,12 @@ struct mtd_rt_hc {
 	_Atomic uint64_t down_bits[]; /* (n_eps + 63) / 64 words */
 };
 
-/* Per snapshot metadata of an endpoint (it may change while the endpoint
- * stays; its zone, which may too, is lb_eps[i].zone). */
+/* Per snapshot zone and metadata of an endpoint that has metadata (they
+ * may change while the endpoint stays); lb_eps[i].attrs points here then. */
 struct mtd_rt_epattr {
-	struct mtd_lb_metas meta; /* kv: owned copies (strings too); lb_eps[i].meta points here */
+	/* zone: the snapshot's copy (zones[]), or NULL; meta.kv: owned
+	 * copies (strings too). */
+	struct mtd_lb_attrs a;
 };
 
 /* A service's config as a control plane overrides it (xDS: its Cluster's
@@ -211,9 +213,11 @@ struct mtd_rt_service {
 	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see (weights) */
 	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has metadata */
 	size_t n_eps;
-	/* The zone strings lb_eps[].zone point to, owned: the endpoints of a
-	 * zone share one copy (runtime.c zone_intern). */
-	char **zones;
+	/* Its zones, owned, each a struct mtd_lb_attrs without metadata (the
+	 * zone's string after it): lb_eps[i].attrs of an endpoint in a zone
+	 * without metadata, and attrs[i].a.zone, point into them; the
+	 * endpoints of a zone share one (runtime.c zone_intern). */
+	struct mtd_lb_attrs **zones;
 	size_t n_zones;
 	struct mtd_lb_picker *picker; /* the service-level policy */
 	/* The routing layer (lib/lb/layer.c) over the same endpoints, when

@@ -38,11 +38,11 @@ static void attrs_free(struct mtd_rt_epattr *a, size_t n)
 	if (!a)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		for (size_t m = 0; m < a[i].meta.n; m++) {
-			free((char *)a[i].meta.kv[m].key);
-			free((char *)a[i].meta.kv[m].value);
+		for (size_t m = 0; m < a[i].a.meta.n; m++) {
+			free((char *)a[i].a.meta.kv[m].key);
+			free((char *)a[i].a.meta.kv[m].value);
 		}
-		free((struct mtd_lb_meta *)a[i].meta.kv);
+		free((struct mtd_lb_meta *)a[i].a.meta.kv);
 	}
 	free(a);
 }
@@ -228,15 +228,15 @@ void mtd_runtime_reclaim(struct mtd_control *ctl)
 static bool attr_same(const struct mtd_lb_endpoint *le, const struct mtd_rt_epattr *a,
                       const struct mtd_disc_endpoint *d)
 {
-	const char *az = le->zone, *dz = d->zone && d->zone[0] ? d->zone : NULL;
+	const char *az = le->attrs ? le->attrs->zone : NULL, *dz = d->zone && d->zone[0] ? d->zone : NULL;
 	if ((az == NULL) != (dz == NULL) || (az && strcmp(az, dz) != 0))
 		return false;
-	size_t an = a ? a->meta.n : 0;
+	size_t an = a ? a->a.meta.n : 0;
 	if (an != d->n_metadata)
 		return false;
 	for (size_t i = 0; i < an; i++)
-		if (strcmp(a->meta.kv[i].key, d->metadata[i].key) != 0 ||
-		    strcmp(a->meta.kv[i].value, d->metadata[i].value) != 0)
+		if (strcmp(a->a.meta.kv[i].key, d->metadata[i].key) != 0 ||
+		    strcmp(a->a.meta.kv[i].value, d->metadata[i].value) != 0)
 			return false;
 	return true;
 }
@@ -249,25 +249,28 @@ static bool attr_same(const struct mtd_lb_endpoint *le, const struct mtd_rt_epat
  * again). */
 #define ZONE_LOOKBACK 8
 
-/* zone's copy among s->zones (cap: the array's size), made if none of the
- * last ZONE_LOOKBACK is it; NULL when out of memory. */
-static const char *zone_intern(struct mtd_rt_service *s, size_t *cap, const char *zone)
+/* zone's record among s->zones (cap: the array's size), made if none of
+ * the last ZONE_LOOKBACK is it; NULL when out of memory. */
+static const struct mtd_lb_attrs *zone_intern(struct mtd_rt_service *s, size_t *cap, const char *zone)
 {
 	for (size_t k = s->n_zones; k > 0 && s->n_zones - k < ZONE_LOOKBACK; k--)
-		if (strcmp(s->zones[k - 1], zone) == 0)
+		if (strcmp(s->zones[k - 1]->zone, zone) == 0)
 			return s->zones[k - 1];
 	if (s->n_zones == *cap) {
 		size_t nc = *cap ? *cap * 2 : 1;
-		char **z = realloc(s->zones, nc * sizeof(*z));
+		struct mtd_lb_attrs **z = realloc(s->zones, nc * sizeof(*z));
 		if (!z)
 			return NULL;
 		s->zones = z;
 		*cap = nc;
 	}
-	char *copy = strdup(zone);
-	if (copy)
-		s->zones[s->n_zones++] = copy;
-	return copy;
+	size_t len = strlen(zone) + 1;
+	struct mtd_lb_attrs *rec = calloc(1, sizeof(*rec) + len);
+	if (!rec)
+		return NULL;
+	rec->zone = memcpy(rec + 1, zone, len);
+	s->zones[s->n_zones++] = rec;
+	return rec;
 }
 
 static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
@@ -277,9 +280,9 @@ static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
 	struct mtd_lb_meta *kv = calloc(d->n_metadata, sizeof(*kv));
 	if (!kv)
 		return -ENOMEM;
-	a->meta.kv = kv;
+	a->a.meta.kv = kv;
 	for (size_t i = 0; i < d->n_metadata; i++) {
-		a->meta.n = i + 1;
+		a->a.meta.n = i + 1;
 		kv[i].key = strdup(d->metadata[i].key);
 		kv[i].value = strdup(d->metadata[i].value);
 		if (!kv[i].key || !kv[i].value)
@@ -593,17 +596,24 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		*same = true;
 		goto fail; /* not an error: nothing to build */
 	}
+	/* What the routing layer reads (lb_eps[i].attrs): the zone's record,
+	 * or the endpoint's own when it has metadata. */
 	size_t zones_cap = 0;
 	for (size_t i = 0; i < n; i++)
-		if (eps[i].zone && eps[i].zone[0] && !(s->lb_eps[i].zone = zone_intern(s, &zones_cap, eps[i].zone)))
+		if (eps[i].zone && eps[i].zone[0] && !(s->lb_eps[i].attrs = zone_intern(s, &zones_cap, eps[i].zone)))
 			goto nomem;
 	if (any_attr) {
 		s->attrs = calloc(n, sizeof(*s->attrs));
 		if (!s->attrs)
 			goto nomem;
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
 			if (attr_copy(&s->attrs[i], &eps[i]) < 0)
 				goto nomem;
+			if (s->attrs[i].a.meta.n == 0)
+				continue;
+			s->attrs[i].a.zone = s->lb_eps[i].attrs ? s->lb_eps[i].attrs->zone : NULL;
+			s->lb_eps[i].attrs = &s->attrs[i].a;
+		}
 	}
 	/* Config validation rejects every option set a picker would refuse for
 	 * static endpoints; a discovered set may still be refused (MAGLEV
@@ -615,10 +625,6 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		snprintf(err, errlen, "service %s: cannot build the %s picker over %zu endpoints", cfg->name,
 		         cfg->lb.ops->name, s->n_eps);
 		goto fail;
-	}
-	/* What the routing layer reads, from the kept copies (zones above). */
-	for (size_t i = 0; s->attrs && i < n; i++) {
-		s->lb_eps[i].meta = s->attrs[i].meta.n > 0 ? &s->attrs[i].meta : NULL;
 	}
 	if (layer_wanted(&cfg->local->layer)) {
 		s->layer = mtd_lb_layer_new(&cfg->local->layer, &cfg->lb, s->lb_eps, s->n_eps, prev ? prev->layer : NULL);
@@ -1365,10 +1371,10 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 		                                    .address = mtd_endpoint_text(ep),
 		                                    .salen = mtd_endpoint_salen(ep),
 		                                    .weight = prev->lb_eps[i].weight,
-		                                    .zone = prev->lb_eps[i].zone,
+		                                    .zone = prev->lb_eps[i].attrs ? prev->lb_eps[i].attrs->zone : NULL,
 		                                    /* both {key, value} */
-		                                    .metadata = a ? (const struct mtd_disc_meta *)a->meta.kv : NULL,
-		                                    .n_metadata = a ? a->meta.n : 0,
+		                                    .metadata = a ? (const struct mtd_disc_meta *)a->a.meta.kv : NULL,
+		                                    .n_metadata = a ? a->a.meta.n : 0,
 		                                    .start_ms = prev->lb_eps[i].start_ms};
 		memcpy(&set[i].sa, mtd_endpoint_sa(ep), mtd_endpoint_salen(ep));
 	}

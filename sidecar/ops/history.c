@@ -172,9 +172,9 @@ static const char *meta_of(const struct mtd_rt_service *s, size_t i, const char 
 {
 	if (!s->attrs)
 		return NULL;
-	for (size_t m = 0; m < s->attrs[i].meta.n; m++)
-		if (strcmp(s->attrs[i].meta.kv[m].key, key) == 0)
-			return s->attrs[i].meta.kv[m].value;
+	for (size_t m = 0; m < s->attrs[i].a.meta.n; m++)
+		if (strcmp(s->attrs[i].a.meta.kv[m].key, key) == 0)
+			return s->attrs[i].a.meta.kv[m].value;
 	return NULL;
 }
 

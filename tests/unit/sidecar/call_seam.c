@@ -1303,6 +1303,18 @@ void seam_set_endpoints(struct seam *s, size_t si, const char *const *addrs, siz
 	publish(s, rt);
 }
 
+bool seam_set_disc(struct seam *s, size_t si, const struct mtd_disc_endpoint *eps, size_t n)
+{
+	char err[384];
+	bool same;
+	struct mtd_runtime *rt = mtd_runtime_with_endpoints(&s->ctl, si, eps, n, &same, err, sizeof(err));
+	ck_assert_msg(rt != NULL || same, "endpoints: %s", err);
+	if (rt == NULL)
+		return false;
+	publish(s, rt);
+	return true;
+}
+
 void seam_set_unavailable(struct seam *s, size_t si, const char *reason, bool waiting)
 {
 	char err[384];
