@@ -369,8 +369,8 @@ static void on_timeout(struct mtd_timer *t)
 {
 	struct mtd_attempt *a = MTD_CONTAINER_OF(t, struct mtd_attempt, timer);
 	char msg[192];
-	snprintf(msg, sizeof(msg), "upstream %s: no response within the per-try timeout (%lld ms)", mtd_endpoint_text(a->ep),
-	         (long long)a->call->fault->per_try_timeout_ms);
+	snprintf(msg, sizeof(msg), "upstream %s: no response within the per-try timeout (%lld ms)",
+	         mtd_endpoint_text(a->ep), (long long)a->call->fault->per_try_timeout_ms);
 	struct mtd_fault_outcome o = {.failure = MTD_FAULT_TIMEOUT};
 	mtd_attempt_failed(a, &o, MTD_GRPC_DEADLINE_EXCEEDED, msg);
 	mtd_attempt_release(a);
@@ -429,7 +429,8 @@ static int translate_http_answer(struct mtd_attempt *a, int http)
 		         mtd_endpoint_text(a->ep), ct ? (int)(ct->valuelen > 64 ? 64 : ct->valuelen) : 0,
 		         ct ? (const char *)ct->value : "");
 	else
-		snprintf(msg, sizeof(msg), "upstream %s answered HTTP %d without grpc-status", mtd_endpoint_text(a->ep), http);
+		snprintf(msg, sizeof(msg), "upstream %s answered HTTP %d without grpc-status", mtd_endpoint_text(a->ep),
+		         http);
 	size_t elen = mtd_grpc_message_encode(msg, enc, sizeof(enc));
 	struct mtd_headers *h = &a->resp_hdrs;
 	struct mtd_slab *slab = &a->call->w->slab;

@@ -98,7 +98,8 @@ static void lost(struct oob *st, const char *why, bool unimplemented)
 		MTD_WARN("service %s: endpoint %s: the ORCA out-of-band stream %s: %s; reconnecting", st->svc,
 		         mtd_endpoint_text(st->ep), was == MTD_LB_ORCA_OOB_OPEN ? "ended" : "failed", why);
 	else
-		MTD_DEBUG("service %s: endpoint %s: ORCA out-of-band stream: %s", st->svc, mtd_endpoint_text(st->ep), why);
+		MTD_DEBUG("service %s: endpoint %s: ORCA out-of-band stream: %s", st->svc, mtd_endpoint_text(st->ep),
+		          why);
 	snprintf(st->last_why, sizeof(st->last_why), "%s", why);
 	evtimer_del(st->silence);
 	mtd_gcli_free(st->conn); /* inside its callback: freed when that returns */
@@ -162,7 +163,8 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 	st->last_why[0] = '\0';
 	if (mtd_lb_orca_oob_state(&st->ep->stats) != MTD_LB_ORCA_OOB_OPEN) {
 		if (st->unimpl_logged)
-			MTD_INFO("service %s: endpoint %s: ORCA out-of-band reports again", st->svc, mtd_endpoint_text(st->ep));
+			MTD_INFO("service %s: endpoint %s: ORCA out-of-band reports again", st->svc,
+			         mtd_endpoint_text(st->ep));
 		st->unimpl_logged = false;
 		set_state(st, MTD_LB_ORCA_OOB_OPEN);
 	}
@@ -218,7 +220,8 @@ static void connect_now(struct oob *st)
 	/* No keepalive PING: gRPC servers police them (A8); a report every
 	 * period is what shows the stream alive (SILENCE_SLACK_MS). */
 	st->conn = mtd_gcli_new(st->o->ctl->base, mtd_endpoint_sa(ep), mtd_endpoint_salen(ep),
-	                        st->server_name ? st->server_name : mtd_endpoint_text(ep), ssl, CONNECT_TIMEOUT_MS, 0, &conn_cbs, st);
+	                        st->server_name ? st->server_name : mtd_endpoint_text(ep), ssl, CONNECT_TIMEOUT_MS, 0,
+	                        &conn_cbs, st);
 	if (st->conn == NULL || (ssl != NULL && mtd_gcli_check_peer(st->conn, mtd_endpoint_identity(st->ep)) != 0)) {
 		lost(st, "cannot create a connection", false);
 		return;

@@ -562,8 +562,8 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 				changed = true;
 		} else {
 			sa_family_t fam = eps[i].sa.ss_family;
-			if ((fam != AF_INET && fam != AF_INET6) ||
-			    eps[i].salen < (fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6))) {
+			socklen_t need = fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+			if ((fam != AF_INET && fam != AF_INET6) || eps[i].salen < need) {
 				snprintf(err, errlen, "service %s: endpoint %s has no address", cfg->name,
 				         eps[i].address);
 				goto fail;

@@ -172,8 +172,8 @@ static void supersede(struct mtd_pool *p)
 	}
 	if (n == 0)
 		return;
-	MTD_DEBUG("worker %u: service %s's TLS policy changed: %u connections to %s drain", p->w->id,
-	          p->svc->cfg->name, n, mtd_endpoint_text(p->ep));
+	MTD_DEBUG("worker %u: service %s's TLS policy changed: %u connections to %s drain", p->w->id, p->svc->cfg->name,
+	          n, mtd_endpoint_text(p->ep));
 	mtd_pool_note_usable(p);
 	mtd_pool_dispatch(p);
 }

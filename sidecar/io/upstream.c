@@ -327,8 +327,8 @@ static void connected_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	const struct mtd_cfg_service *svc = c->pool->svc->cfg;
 	char host[256];
-	const char *sni = svc->tls->server_name ? svc->tls->server_name
-	                                        : mtd_endpoint_host(c->pool->ep, host, sizeof(host));
+	const char *sni =
+	        svc->tls->server_name ? svc->tls->server_name : mtd_endpoint_host(c->pool->ep, host, sizeof(host));
 	if (mtd_tls_client_start(c, c->pool->svc->ssl_ctx, sni, c->pool->tls_session) < 0) {
 		up_fail(c, "TLS setup failed");
 		return;

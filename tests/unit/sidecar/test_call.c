@@ -121,8 +121,12 @@ static unsigned n_attempts(const struct mtd_call *call)
 static struct mtd_disc_endpoint disc_ep(const char *text, const char *zone, const struct mtd_disc_meta *meta,
                                         size_t n_meta)
 {
-	struct mtd_disc_endpoint d = {.address = text, .weight = 100, .zone = zone, .metadata = meta,
-	                              .n_metadata = n_meta, .salen = sizeof(struct sockaddr_in)};
+	struct mtd_disc_endpoint d = {.address = text,
+	                              .weight = 100,
+	                              .zone = zone,
+	                              .metadata = meta,
+	                              .n_metadata = n_meta,
+	                              .salen = sizeof(struct sockaddr_in)};
 	struct sockaddr_in *sin = (struct sockaddr_in *)&d.sa;
 	char ip[32];
 	const char *colon = strrchr(text, ':');
