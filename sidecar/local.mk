@@ -32,6 +32,7 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/control/xds_services.c sidecar/control/xds_dump.c \
 	sidecar/control/xds_routes.h sidecar/control/xds_routes.c \
 	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime.c \
+	sidecar/control/endpoint.c \
 	sidecar/control/mailbox.h sidecar/control/mailbox.c \
 	sidecar/control/dns.h sidecar/control/dns.c \
 	sidecar/control/health.h sidecar/control/health.c \
@@ -84,10 +85,19 @@ tests_unit_test_transport_LDFLAGS = -Wl,--wrap=read,--wrap=send,--wrap=sendmsg,-
 check_PROGRAMS += tests/unit/test_pool
 TESTS += tests/unit/test_pool
 tests_unit_test_pool_SOURCES = tests/unit/sidecar/test_pool.c \
-	sidecar/io/pool.c sidecar/io/upstream.c sidecar/io/conn.c sidecar/io/transport.c
+	sidecar/io/pool.c sidecar/io/upstream.c sidecar/io/conn.c sidecar/io/transport.c \
+	sidecar/control/endpoint.c
 tests_unit_test_pool_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_pool_LDADD = $(TEST_UNIT_LIBS)
 tests_unit_test_pool_LDFLAGS = -Wl,--wrap=event_add
+
+# An endpoint identity's allocation (endpoint.c): its address, its
+# registry names, what it refuses, its size.
+check_PROGRAMS += tests/unit/test_endpoint
+TESTS += tests/unit/test_endpoint
+tests_unit_test_endpoint_SOURCES = tests/unit/sidecar/test_endpoint.c sidecar/control/endpoint.c
+tests_unit_test_endpoint_CFLAGS = $(TEST_UNIT_CFLAGS)
+tests_unit_test_endpoint_LDADD = $(TEST_UNIT_LIBS)
 
 # A worker's timers on a real libevent loop (turn.c): woken at their due
 # time through the timerfd, never a turn early, the fd quiet when idle; its
@@ -129,7 +139,7 @@ tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
 	sidecar/call/mode/failover.c sidecar/call/mode/failsafe.c sidecar/call/mode/failback.c \
 	sidecar/call/mode/forking.c sidecar/call/mode/broadcast.c \
 	sidecar/io/conn.c sidecar/io/downstream.c sidecar/io/upstream.c sidecar/io/pool.c \
-	sidecar/control/runtime.c sidecar/control/mailbox.c
+	sidecar/control/runtime.c sidecar/control/endpoint.c sidecar/control/mailbox.c
 tests_unit_test_call_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_call_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=mtd_now_ns -Wl,--wrap=mtd_wall_ms -Wl,--wrap=mtd_up_connect \
 	-Wl,--wrap=mtd_slab_malloc -Wl,--wrap=mtd_slab_calloc -Wl,--wrap=mtd_slab_realloc \

@@ -1135,7 +1135,7 @@ static void bench_subset(void)
 
 static const struct mtd_lb_meta split_v1[] = {{"version", "v1"}};
 static const struct mtd_lb_meta split_v2[] = {{"version", "v2"}};
-static const struct mtd_lb_metas split_m1 = {split_v1, 1}, split_m2 = {split_v2, 1};
+static const struct mtd_lb_attrs split_m1 = {.meta = {split_v1, 1}}, split_m2 = {.meta = {split_v2, 1}};
 
 /* ns per pick through f over the first n endpoints (best of PICK_TRIALS
  * runs of >= 20 ms of thread CPU time, as time_cell). */
@@ -1205,7 +1205,7 @@ static void bench_split(void)
 			make_eps(n, true);
 			/* A tenth v2 (at least one), the rest v1. */
 			for (size_t i = 0; i < n; i++) {
-				eps[i].meta = i % 10 == 9 || (n < 10 && i == n - 1) ? &split_m2 : &split_m1;
+				eps[i].attrs = i % 10 == 9 || (n < 10 && i == n - 1) ? &split_m2 : &split_m1;
 			}
 			mtd_lb_config_defaults(&cfg, mtd_lb_find(policies[p]));
 			struct mtd_lb_picker *plain = mtd_lb_picker_new(&cfg, eps, n, NULL);
@@ -1226,7 +1226,7 @@ static void bench_split(void)
 			mtd_lb_layer_free(split);
 			mtd_lb_layer_free(tags);
 			for (size_t i = 0; i < n; i++) {
-				eps[i].meta = NULL;
+				eps[i].attrs = NULL;
 			}
 		}
 	}
@@ -1237,7 +1237,7 @@ static void bench_split(void)
 
 	make_eps(100, false);
 	for (size_t i = 0; i < 100; i++) {
-		eps[i].meta = i % 10 == 9 ? &split_m2 : &split_m1;
+		eps[i].attrs = i % 10 == 9 ? &split_m2 : &split_m1;
 	}
 	mtd_lb_config_defaults(&cfg, mtd_lb_find("ROUND_ROBIN"));
 	struct mtd_lb_layer *l = mtd_lb_layer_new(&lc_split, &cfg, eps, 100, NULL);
@@ -1248,7 +1248,7 @@ static void bench_split(void)
 	       100.0 - (double)v2 / 1e4, (double)v2 / 1e4);
 	mtd_lb_layer_free(l);
 	for (size_t i = 0; i < 100; i++) {
-		eps[i].meta = NULL;
+		eps[i].attrs = NULL;
 	}
 }
 

@@ -89,8 +89,8 @@ struct mtd_lb_layer {
 
 static const char *meta_value(const struct mtd_lb_endpoint *ep, const char *key)
 {
-	for (size_t k = 0; ep->meta != NULL && k < ep->meta->n; k++) {
-		const struct mtd_lb_meta *m = &ep->meta->kv[k];
+	for (size_t k = 0; ep->attrs != NULL && k < ep->attrs->meta.n; k++) {
+		const struct mtd_lb_meta *m = &ep->attrs->meta.kv[k];
 		if (m->key != NULL && strcmp(m->key, key) == 0)
 			return m->value != NULL ? m->value : "";
 	}
@@ -104,7 +104,7 @@ static char *dup_or_null(const char *s)
 
 static bool same_zone(const struct mtd_lb_endpoint *ep, const char *zone)
 {
-	return ep->zone != NULL && strcmp(ep->zone, zone) == 0;
+	return ep->attrs != NULL && ep->attrs->zone != NULL && strcmp(ep->attrs->zone, zone) == 0;
 }
 
 static void part_free(struct part *pt)

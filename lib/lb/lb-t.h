@@ -108,6 +108,15 @@ struct mtd_lb_metas {
 	size_t n;
 };
 
+/* What the routing layer reads of an endpoint beyond its weight: its zone
+ * and metadata, as its set says. Owned with the endpoint array, and shared
+ * by the endpoints that say the same (a runtime snapshot has one per zone
+ * for its endpoints without metadata). */
+struct mtd_lb_attrs {
+	const char *zone;         /* NULL or "" = unknown */
+	struct mtd_lb_metas meta; /* n = 0: none */
+};
+
 /* One endpoint as a strategy sees it. The array handed to a picker is
  * immutable for the picker's lifetime. */
 struct mtd_lb_endpoint {
@@ -123,8 +132,7 @@ struct mtd_lb_endpoint {
 	int64_t start_ms;               /* wall-clock ms the instance started (registry
 	                               record) or was first seen; 0 = unknown/old */
 	struct mtd_lb_stats *stats;     /* never NULL */
-	const char *zone;               /* NULL or "" = unknown (routing layer) */
-	const struct mtd_lb_metas *meta; /* NULL = none (routing layer) */
+	const struct mtd_lb_attrs *attrs; /* NULL = no zone, no metadata (routing layer) */
 };
 
 enum mtd_lb_warmup_curve {

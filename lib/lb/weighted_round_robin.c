@@ -10,7 +10,8 @@
  * atomic counter modulo the cycle: O(1), lock-free, exact across workers,
  * no run of one endpoint longer than the weights force. Equal weights (the
  * common case of a discovered set) need no layout: one turn each in index
- * order, which the sequence gives too, O(n).
+ * order, which the sequence gives too, O(n); when every endpoint has a turn
+ * (none drained) the turn is the index and no cycle is stored at all.
  *
  * Past SMOOTH_BUDGET steps (large sets of unequal weights: 10,000
  * endpoints of weights 50..150 make a cycle of a million turns) no cycle
@@ -42,16 +43,20 @@
 #define MAX_CYCLE     (1u << 20)
 #define SMOOTH_BUDGET (1u << 26)
 
+/* The counter alone on its line (every worker's pick writes it), what
+ * picks only read on the next two: 192 bytes. */
 struct wrr_state {
 	_Alignas(MTD_LB_CACHELINE) _Atomic uint64_t next;
 	_Alignas(MTD_LB_CACHELINE) const struct mtd_lb_endpoint *eps;
 	size_t n;
-	uint32_t *cycle; /* one cycle of turns (len), or NULL: cum instead */
+	/* One cycle of turns (len of them), the endpoint of each; or NULL
+	 * with cum NULL: every endpoint one turn in index order (len = n),
+	 * the turn its index; or NULL with cum set. */
+	uint32_t *cycle;
 	size_t len;
-	uint64_t *cum;   /* without a cycle: prefix sums of the weights (n) */
+	uint64_t *cum; /* without a cycle, past SMOOTH_BUDGET: prefix sums of the weights (n) */
 	struct mtd_lb_warm_span span;
-	bool has_cdf; /* warmup configured: cdf allocated */
-	struct mtd_lb__warm_cdf cdf;
+	struct mtd_lb__warm_cdf *cdf; /* warmup configured: its tables (owned), else NULL */
 };
 
 static uint64_t gcd64(uint64_t a, uint64_t b)
@@ -121,15 +126,22 @@ static int build_cycle(struct wrr_state *s)
 		rc = 0;
 		goto out;
 	}
+	if (total == s->n) {
+		/* Every endpoint of weight 1 (equal weights, the gcd taken
+		 * out, none drained): the sequence gives each one turn in index
+		 * order (ties go to the lower index): turn k is endpoint k. */
+		s->len = total;
+		rc = 0;
+		goto out;
+	}
 	s->cycle = calloc(total, sizeof(*s->cycle));
 	if (s->cycle == NULL)
 		goto out;
 	s->len = total;
 	rc = 0;
 	if (total == (uint64_t)count_positive(w, s->n)) {
-		/* Every turn-holder of weight 1 (equal weights, the gcd taken
-		 * out): the sequence gives each one turn in index order (ties
-		 * go to the lower index); no need to run it. */
+		/* Every turn-holder of weight 1, some drained: one turn each
+		 * in index order, as above; no need to run the sequence. */
 		for (size_t i = 0, k = 0; i < s->n; i++)
 			if (w[i] > 0)
 				s->cycle[k++] = (uint32_t)i;
@@ -167,8 +179,10 @@ static void wrr_destroy(void *state)
 		return;
 	free(s->cycle);
 	free(s->cum);
-	if (s->has_cdf)
-		mtd_lb__warm_cdf_free(&s->cdf);
+	if (s->cdf != NULL) {
+		mtd_lb__warm_cdf_free(s->cdf);
+		free(s->cdf);
+	}
 	free(s);
 }
 
@@ -185,10 +199,18 @@ static int wrr_init(const struct mtd_lb_config *cfg, const struct mtd_lb_endpoin
 	*s = (struct wrr_state){.eps = eps, .n = n};
 	mtd_lb__warm_span(&cfg->warmup, eps, n, &s->span);
 	if (cfg->warmup.duration_ms > 0) {
-		rc = mtd_lb__warm_cdf_init(&s->cdf, n);
-		if (rc != 0)
+		struct mtd_lb__warm_cdf *cdf = calloc(1, sizeof(*cdf));
+
+		if (cdf == NULL) {
+			rc = -ENOMEM;
 			goto free_state;
-		s->has_cdf = true;
+		}
+		rc = mtd_lb__warm_cdf_init(cdf, n);
+		if (rc != 0) {
+			free(cdf);
+			goto free_state;
+		}
+		s->cdf = cdf;
 	}
 	rc = build_cycle(s);
 	if (rc != 0)
@@ -213,8 +235,8 @@ static int warming_pick(struct wrr_state *s, const struct mtd_lb_pick_ctx *ctx, 
 	double total = 0.0, x;
 	int last = -1;
 
-	if (s->has_cdf) {
-		int i = mtd_lb__warm_cdf_pick(&s->cdf, s->eps, ctx, weyl(c));
+	if (s->cdf != NULL) {
+		int i = mtd_lb__warm_cdf_pick(s->cdf, s->eps, ctx, weyl(c));
 
 		if (i >= 0)
 			return i;
@@ -266,7 +288,7 @@ static int wrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 
 	if (mtd_lb__warming(&s->span, ctx->now_ms))
 		return warming_pick(s, ctx, c);
-	if (s->cycle == NULL) {
+	if (s->cum != NULL) {
 		/* A drained endpoint has no width to land in; an excluded
 		 * turn passes to the next points. */
 		for (uint64_t k = 0; k < 16; k++) {
@@ -280,7 +302,8 @@ static int wrr_pick(void *state, const struct mtd_lb_pick_ctx *ctx)
 	/* An excluded turn passes to the next turns of the cycle. */
 	probes = s->len < 16 ? s->len : 16;
 	for (size_t k = 0; k < probes; k++) {
-		uint32_t i = s->cycle[(c + k) % s->len];
+		size_t t = (size_t)((c + k) % s->len);
+		size_t i = s->cycle != NULL ? s->cycle[t] : t;
 
 		if (!mtd_lb__excluded(ctx, i))
 			return (int)i;
@@ -293,8 +316,8 @@ static void wrr_tick(void *state, int64_t now_ms, int64_t now_ns)
 	struct wrr_state *s = state;
 
 	(void)now_ns;
-	if (s->has_cdf)
-		mtd_lb__warm_cdf_tick(&s->cdf, &s->span, s->eps, now_ms);
+	if (s->cdf != NULL)
+		mtd_lb__warm_cdf_tick(s->cdf, &s->span, s->eps, now_ms);
 }
 
 const struct mtd_lb_ops mtd_lb_ops_weighted_round_robin = {

@@ -159,7 +159,7 @@ void mtd_attempt_lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 	struct mtd_outlier_set *os = a->outliers;
 	if (!neutral && os && mtd_outlier_report(os, (size_t)a->ep_idx, !ok, now / 1000000))
 		MTD_WARN("service %s: endpoint %s ejected (outlier detection: %u failures in a row), for %lld ms",
-		         a->call->svc->cfg->name, a->ep->addr.text, os->cfg.consecutive_failures,
+		         a->call->svc->cfg->name, mtd_endpoint_text(a->ep), os->cfg.consecutive_failures,
 		         (long long)mtd_outlier_ejection_ms(&os->cfg,
 		                                            atomic_load(&os->entries[a->ep_idx].times_ejected)));
 }
@@ -369,8 +369,8 @@ static void on_timeout(struct mtd_timer *t)
 {
 	struct mtd_attempt *a = MTD_CONTAINER_OF(t, struct mtd_attempt, timer);
 	char msg[192];
-	snprintf(msg, sizeof(msg), "upstream %s: no response within the per-try timeout (%lld ms)", a->ep->addr.text,
-	         (long long)a->call->fault->per_try_timeout_ms);
+	snprintf(msg, sizeof(msg), "upstream %s: no response within the per-try timeout (%lld ms)",
+	         mtd_endpoint_text(a->ep), (long long)a->call->fault->per_try_timeout_ms);
 	struct mtd_fault_outcome o = {.failure = MTD_FAULT_TIMEOUT};
 	mtd_attempt_failed(a, &o, MTD_GRPC_DEADLINE_EXCEEDED, msg);
 	mtd_attempt_release(a);
@@ -426,10 +426,11 @@ static int translate_http_answer(struct mtd_attempt *a, int http)
 	const nghttp2_nv *ct = mtd_headers_find(&a->resp_hdrs, "content-type", &ct_buf);
 	if (http == 200)
 		snprintf(msg, sizeof(msg), "upstream %s answered HTTP 200 with content-type \"%.*s\", not gRPC",
-		         a->ep->addr.text, ct ? (int)(ct->valuelen > 64 ? 64 : ct->valuelen) : 0,
+		         mtd_endpoint_text(a->ep), ct ? (int)(ct->valuelen > 64 ? 64 : ct->valuelen) : 0,
 		         ct ? (const char *)ct->value : "");
 	else
-		snprintf(msg, sizeof(msg), "upstream %s answered HTTP %d without grpc-status", a->ep->addr.text, http);
+		snprintf(msg, sizeof(msg), "upstream %s answered HTTP %d without grpc-status", mtd_endpoint_text(a->ep),
+		         http);
 	size_t elen = mtd_grpc_message_encode(msg, enc, sizeof(enc));
 	struct mtd_headers *h = &a->resp_hdrs;
 	struct mtd_slab *slab = &a->call->w->slab;
@@ -471,7 +472,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 			/* OK only if all are (BROADCAST); no status is not OK. */
 			char msg[192];
 			snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status",
-			         a->ep->addr.text);
+			         mtd_endpoint_text(a->ep));
 			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = MTD_GRPC_INTERNAL};
 			mtd_attempt_failed(a, &o, MTD_GRPC_INTERNAL, msg);
 			mtd_attempt_release(a);
@@ -489,7 +490,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 			nghttp2_nv gbuf;
 			const nghttp2_nv *gm = mtd_headers_find(&a->resp_hdrs, "grpc-message", &gbuf);
 			char msg[384];
-			snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", a->ep->addr.text,
+			snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", mtd_endpoint_text(a->ep),
 			         mtd_grpc_status_name(st), gm ? ": " : "",
 			         gm ? (int)(gm->valuelen > 200 ? 200 : gm->valuelen) : 0,
 			         gm ? (const char *)gm->value : "");
@@ -560,7 +561,7 @@ void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
 		int st = mtd_attempt_status_of(&a->resp_trailers);
 		if (st > 0 && mtd_fault_retry_on(call->fault, st)) {
 			char msg[192];
-			snprintf(msg, sizeof(msg), "upstream %s answered %s", a->ep->addr.text,
+			snprintf(msg, sizeof(msg), "upstream %s answered %s", mtd_endpoint_text(a->ep),
 			         mtd_grpc_status_name(st));
 			struct mtd_fault_outcome o = {.failure = MTD_FAULT_STATUS, .status = st};
 			mtd_attempt_failed(a, &o, (enum mtd_grpc_status)st, msg);
@@ -590,7 +591,7 @@ void mtd_attempt_on_up_close(struct mtd_attempt *a, uint32_t error_code)
 {
 	struct mtd_call *call = a->call;
 	if (a->state == MTD_ATTEMPT_OPEN || a->state == MTD_ATTEMPT_ANSWERING) {
-		const char *peer = a->ep->addr.text;
+		const char *peer = mtd_endpoint_text(a->ep);
 		char msg[192];
 		if (call->deadline_ns && mtd_now_ns() >= call->deadline_ns) {
 			/* Both deadlines fire together (HACKING.md): ours decides.

@@ -648,8 +648,8 @@ bool mtd_call_launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool he
 			              svc->cfg->name, svc->cfg->circuit.max_pending);
 		} else {
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
-			              "upstream %s: too many calls waiting for a connection (%u)", p->ep->addr.text,
-			              p->n_pending);
+			              "upstream %s: too many calls waiting for a connection (%u)",
+			              mtd_endpoint_text(p->ep), p->n_pending);
 		}
 		return false;
 	}
@@ -740,8 +740,9 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 			return;
 		mtd_call_fail(call, call->last_failure ? call->last_status : MTD_GRPC_DEADLINE_EXCEEDED,
 		              "%s (no retry: %s answers in about %lld ms, %lld ms are left)",
-		              call->last_failure ? call->last_failure : "the attempt ended", svc->eps[idx]->addr.text,
-		              (long long)est_ms, (long long)((call->deadline_ns - now) / 1000000));
+		              call->last_failure ? call->last_failure : "the attempt ended",
+		              mtd_endpoint_text(svc->eps[idx]), (long long)est_ms,
+		              (long long)((call->deadline_ns - now) / 1000000));
 		return;
 	}
 	if (mtd_call_launch(call, idx, p, hedge, now) && mode->on_started)
@@ -1177,8 +1178,8 @@ void mtd_call_reroute(struct mtd_attempt *a)
 		/* Done, or moved once already with attempts of the first
 		 * snapshot still around: let it fail where it is. */
 		if (call->state != MTD_CALL_DONE)
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "endpoint %s left service %s", a->ep->addr.text,
-			              call->svc->cfg->name);
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "endpoint %s left service %s",
+			              mtd_endpoint_text(a->ep), call->svc->cfg->name);
 		goto out;
 	}
 	/* The new snapshot's indices differ: forget what was tried. */

@@ -247,7 +247,7 @@ void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
 	nghttp2_nv buf;
 	if (a->resp_trailers.n == 0 || !mtd_headers_find(&a->resp_trailers, "grpc-status", &buf)) {
 		/* PROTOCOL-HTTP2: a response ends with grpc-status. */
-		const char *peer = a->s.conn ? a->s.conn->peer : a->ep->addr.text;
+		const char *peer = a->s.conn ? a->s.conn->peer : mtd_endpoint_text(a->ep);
 		char msg[160];
 		snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status", peer);
 		if (synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_INTERNAL, msg) < 0) {

@@ -219,9 +219,9 @@ static const char *split_group(const struct mtd_call *call)
 		if (svc->eps[i] != call->mx_ep)
 			continue;
 		const struct mtd_rt_epattr *a = &svc->attrs[i];
-		for (size_t k = 0; k < a->meta.n; k++)
-			if (strcmp(a->meta.kv[k].key, sp->metadata_key) == 0)
-				return a->meta.kv[k].value;
+		for (size_t k = 0; k < a->a.meta.n; k++)
+			if (strcmp(a->a.meta.kv[k].key, sp->metadata_key) == 0)
+				return a->a.meta.kv[k].value;
 		return NULL;
 	}
 	return NULL;
@@ -247,7 +247,7 @@ void mtd_call_trace_end(const struct mtd_call *call)
 	mtd_span_str(&s, "rpc.method", meth, meth_len);
 	status_attrs(&s, mtd_metrics_call_code(call));
 	if (call->mx_ep)
-		server_attrs(&s, call->mx_ep->addr.text);
+		server_attrs(&s, mtd_endpoint_text(call->mx_ep));
 	const struct mtd_lb_picker *picker = call->method ? call->method->picker : call->svc ? call->svc->picker : NULL;
 	if (picker) {
 		mtd_span_str(&s, "maitred.policy", picker->ops->name, strlen(picker->ops->name));
@@ -303,7 +303,7 @@ void mtd_call_trace_attempt_end(const struct mtd_attempt *a)
 	mtd_span_bool(&s, "maitred.hedge", a->hedge);
 	mtd_span_bool(&s, "maitred.won", won);
 	if (a->ep)
-		server_attrs(&s, a->ep->addr.text);
+		server_attrs(&s, mtd_endpoint_text(a->ep));
 	if (code >= 0)
 		status_attrs(&s, code);
 	else if (failed)

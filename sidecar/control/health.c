@@ -131,7 +131,7 @@ static void result(struct target *t, bool ok, const char *why)
 			t->ep->hc_down = false;
 			mirror(s, t->ep);
 			MTD_INFO("service %s: endpoint %s is healthy again (%u health checks SERVING)", s->cfg->name,
-			         t->ep->addr.text, t->oks);
+			         mtd_endpoint_text(t->ep), t->oks);
 			/* SERVING brings it back through warmup, not at full
 			 * share at once. */
 			mtd_control_rewarm(t->h->ctl, t->si, &t->ep, 1);
@@ -143,7 +143,7 @@ static void result(struct target *t, bool ok, const char *why)
 			t->ep->hc_down = true;
 			mirror(s, t->ep);
 			MTD_WARN("service %s: endpoint %s is unhealthy (%u health checks failed in a row, last: %s)",
-			         s->cfg->name, t->ep->addr.text, t->fails, why);
+			         s->cfg->name, mtd_endpoint_text(t->ep), t->fails, why);
 		}
 	}
 }
@@ -426,7 +426,7 @@ static void probe_begin(struct mtd_worker *w, struct mtd_hc_probe *pr)
 	if (mtd_pool_backing_off(p, mtd_now_ns())) {
 		/* Its connects fail: the check fails the same way, without one
 		 * more attempt inside the pool's backoff. */
-		snprintf(why, sizeof(why), "upstream %s: connecting fails (%u in a row)", pr->ep->addr.text,
+		snprintf(why, sizeof(why), "upstream %s: connecting fails (%u in a row)", mtd_endpoint_text(pr->ep),
 		         p->connect_failures);
 		finish(pr, false, false, why);
 		return;

@@ -96,9 +96,10 @@ static void lost(struct oob *st, const char *why, bool unimplemented)
 	 * time (not once per retry). */
 	if (was == MTD_LB_ORCA_OOB_OPEN || (!unimplemented && strcmp(st->last_why, why) != 0))
 		MTD_WARN("service %s: endpoint %s: the ORCA out-of-band stream %s: %s; reconnecting", st->svc,
-		         st->ep->addr.text, was == MTD_LB_ORCA_OOB_OPEN ? "ended" : "failed", why);
+		         mtd_endpoint_text(st->ep), was == MTD_LB_ORCA_OOB_OPEN ? "ended" : "failed", why);
 	else
-		MTD_DEBUG("service %s: endpoint %s: ORCA out-of-band stream: %s", st->svc, st->ep->addr.text, why);
+		MTD_DEBUG("service %s: endpoint %s: ORCA out-of-band stream: %s", st->svc, mtd_endpoint_text(st->ep),
+		          why);
 	snprintf(st->last_why, sizeof(st->last_why), "%s", why);
 	evtimer_del(st->silence);
 	mtd_gcli_free(st->conn); /* inside its callback: freed when that returns */
@@ -108,7 +109,7 @@ static void lost(struct oob *st, const char *why, bool unimplemented)
 		if (!st->unimpl_logged)
 			MTD_WARN("service %s: endpoint %s does not serve xds.service.orca.v3.OpenRcaService "
 			         "(UNIMPLEMENTED): its load reports are read from its trailers; asked again every %d s",
-			         st->svc, st->ep->addr.text, BACKOFF_MAX_MS / 1000);
+			         st->svc, mtd_endpoint_text(st->ep), BACKOFF_MAX_MS / 1000);
 		st->unimpl_logged = true;
 		set_state(st, MTD_LB_ORCA_OOB_UNIMPLEMENTED);
 	} else if (was == MTD_LB_ORCA_OOB_OPEN) {
@@ -123,7 +124,7 @@ static void lost(struct oob *st, const char *why, bool unimplemented)
 	struct timeval tv = tv_ms(ms);
 	if (evtimer_add(st->retry, &tv) != 0)
 		MTD_ERROR("service %s: endpoint %s: cannot arm the ORCA stream's retry timer: no reconnection", st->svc,
-		          st->ep->addr.text);
+		          mtd_endpoint_text(st->ep));
 }
 
 /* The stream said something (or started): silence counts from now. */
@@ -155,14 +156,15 @@ static void on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, v
 	if (mtd_lb_orca_record_raw(&st->ep->stats, msg, len, &st->cfg, mtd_mono_ms()) != 0) {
 		MTD_DEBUG(
 		        "service %s: endpoint %s: an out-of-band load report that does not parse (%zu bytes): ignored",
-		        st->svc, st->ep->addr.text, len);
+		        st->svc, mtd_endpoint_text(st->ep), len);
 		return;
 	}
 	st->failures = 0;
 	st->last_why[0] = '\0';
 	if (mtd_lb_orca_oob_state(&st->ep->stats) != MTD_LB_ORCA_OOB_OPEN) {
 		if (st->unimpl_logged)
-			MTD_INFO("service %s: endpoint %s: ORCA out-of-band reports again", st->svc, st->ep->addr.text);
+			MTD_INFO("service %s: endpoint %s: ORCA out-of-band reports again", st->svc,
+			         mtd_endpoint_text(st->ep));
 		st->unimpl_logged = false;
 		set_state(st, MTD_LB_ORCA_OOB_OPEN);
 	}
@@ -178,7 +180,7 @@ static void on_too_large(struct mtd_gcli_call *call, size_t len, void *arg)
 	heard(st);
 	mtd_lb_orca_record_raw(&st->ep->stats, NULL, len, &st->cfg, mtd_mono_ms());
 	MTD_DEBUG("service %s: endpoint %s: an out-of-band load report of %zu bytes (more than %d): ignored", st->svc,
-	          st->ep->addr.text, len, MTD_LB_ORCA_MAX_REPORT);
+	          mtd_endpoint_text(st->ep), len, MTD_LB_ORCA_MAX_REPORT);
 }
 
 static void on_close(struct mtd_gcli_call *call, int status, const char *message, void *arg)
@@ -203,8 +205,9 @@ static const struct mtd_gcli_call_cbs call_cbs = {on_msg, on_close, on_too_large
 
 static void connect_now(struct oob *st)
 {
-	const struct mtd_cfg_addr *a = &st->ep->addr;
-	const char *name = st->server_name ? st->server_name : a->host;
+	const struct mtd_endpoint *ep = st->ep;
+	char host[256];
+	const char *name = st->server_name ? st->server_name : mtd_endpoint_host(ep, host, sizeof(host));
 	struct ssl_st *ssl = NULL;
 
 	if (st->ssl_ctx != NULL) {
@@ -216,9 +219,10 @@ static void connect_now(struct oob *st)
 	}
 	/* No keepalive PING: gRPC servers police them (A8); a report every
 	 * period is what shows the stream alive (SILENCE_SLACK_MS). */
-	st->conn = mtd_gcli_new(st->o->ctl->base, (const struct sockaddr *)&a->sa, a->salen,
-	                        st->server_name ? st->server_name : a->text, ssl, CONNECT_TIMEOUT_MS, 0, &conn_cbs, st);
-	if (st->conn == NULL || (ssl != NULL && mtd_gcli_check_peer(st->conn, st->ep->identity) != 0)) {
+	st->conn = mtd_gcli_new(st->o->ctl->base, mtd_endpoint_sa(ep), mtd_endpoint_salen(ep),
+	                        st->server_name ? st->server_name : mtd_endpoint_text(ep), ssl, CONNECT_TIMEOUT_MS, 0,
+	                        &conn_cbs, st);
+	if (st->conn == NULL || (ssl != NULL && mtd_gcli_check_peer(st->conn, mtd_endpoint_identity(st->ep)) != 0)) {
 		lost(st, "cannot create a connection", false);
 		return;
 	}

@@ -232,7 +232,7 @@ int mtd_control_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *
 	for (size_t k = 0; k < n; k++) {
 		eps[k]->returned_ms = now_ms;
 		MTD_INFO("service %s: endpoint %s is back: its warmup starts again", prev->cfg->name,
-		         eps[k]->addr.text);
+		         mtd_endpoint_text(eps[k]));
 	}
 	/* The same set; the builder sees the new start (returned_ms). */
 	return rebuild(ctl, si, false, NULL, false);

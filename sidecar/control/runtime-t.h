@@ -7,8 +7,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "config/config.h"
+#include "core/addr.h"
 #include "discovery/discovery.h"
 #include "fault/fault-t.h"
 #include "lb/lb-t.h"
@@ -41,7 +44,21 @@ struct ssl_ctx_st;
  * reference goes is freed on the control thread (pickers are freed there,
  * lb.h), at its next turn. */
 
-/* One endpoint identity (lib/discovery/discovery-t.h). */
+/* An endpoint's registry key and identity (both NULL for xDS, DNS and
+ * static endpoints, which then have none of this block): one allocation,
+ * the strings after the struct, freed with the endpoint. */
+struct mtd_endpoint_names {
+	const char *key; /* registry key, or NULL */
+	/* The identity its registry record names (FROM_REGISTRY checks the
+	 * server presents it), or NULL. Part of what the record says, like
+	 * the address: a changed one is another identity. */
+	const char *identity;
+};
+
+/* One endpoint identity (lib/discovery/discovery-t.h): one allocation, the
+ * struct then its address (addr[]), made by mtd_endpoint_new (endpoint.c).
+ * 88 bytes and the address: an IPv4 one of up to 16 bytes of text (NUL
+ * included) fits glibc's 128-byte chunk. */
 struct mtd_endpoint {
 	struct mtd_ref ref;
 	/* Active health checks (health.c) found it unhealthy; control thread
@@ -49,15 +66,11 @@ struct mtd_endpoint {
 	 * unhealthy bitmap starts from it. Beside ref, in what would be
 	 * padding. */
 	bool hc_down;
+	/* Its host (SNI and certificate name default) is stored after its
+	 * text: it is not the text's own (a DNS service's name). Immutable. */
+	bool own_host;
 	uint16_t n_slots; /* pools[]'s length: the workers when it was made (at least 1) */
-	char *key;                 /* registry key, or NULL */
-	/* The identity its registry record names (FROM_REGISTRY checks the
-	 * server presents it), or NULL. Part of what the record
-	 * says, like the address: a changed one is another identity. */
-	char *identity;
-	/* text (the id pickers hash) and host (SNI default) are in the
-	 * endpoint's own allocation, after it (runtime.c endpoint_new). */
-	struct mtd_cfg_addr addr;
+	const struct mtd_endpoint_names *names; /* NULL: no key, no identity */
 	int64_t start_ms;          /* warmup start: the record's, or when first seen */
 	struct mtd_lb_stats stats; /* shared by every worker; survives set changes */
 	/* Connection figures, shared; NULL until its first connection or
@@ -85,7 +98,44 @@ struct mtd_endpoint {
 	 * endpoints a sidecar knows are never called. Slot i is worker i's,
 	 * only it touches it. Freed with the endpoint. */
 	struct mtd_pool **_Atomic pools;
+	/* Its address, immutable, read with the functions below: the
+	 * sockaddr (AF_INET or AF_INET6, as long as its family needs: 16 or
+	 * 28 bytes), then the text (NUL-terminated: "127.0.0.1:50051", the
+	 * id pickers hash), then the host (NUL-terminated) when own_host;
+	 * else the host is the text's without the port (and the brackets). */
+	unsigned char addr[];
 };
+
+_Static_assert(offsetof(struct mtd_endpoint, addr) % _Alignof(union mtd_sockaddr) == 0,
+               "an endpoint's sockaddr is aligned");
+
+static inline const struct sockaddr *mtd_endpoint_sa(const struct mtd_endpoint *ep)
+{
+	return (const struct sockaddr *)(const void *)ep->addr;
+}
+
+/* Its sockaddr's length: the family's. */
+static inline socklen_t mtd_endpoint_salen(const struct mtd_endpoint *ep)
+{
+	return mtd_endpoint_sa(ep)->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+/* Its address as text ("127.0.0.1:50051", "[::1]:50051"): the id pickers
+ * hash, what logs and metrics name. Lives as long as the endpoint. */
+static inline const char *mtd_endpoint_text(const struct mtd_endpoint *ep)
+{
+	return (const char *)ep->addr + mtd_endpoint_salen(ep);
+}
+
+static inline const char *mtd_endpoint_key(const struct mtd_endpoint *ep)
+{
+	return ep->names ? ep->names->key : NULL;
+}
+
+static inline const char *mtd_endpoint_identity(const struct mtd_endpoint *ep)
+{
+	return ep->names ? ep->names->identity : NULL;
+}
 
 /* Whether a worker serving generation gen must no longer use ep: the
  * runtime it serves, or an older one, dropped it (gone_gen). Any thread. */
@@ -128,10 +178,12 @@ struct mtd_rt_hc {
 	_Atomic uint64_t down_bits[]; /* (n_eps + 63) / 64 words */
 };
 
-/* Per snapshot metadata of an endpoint (it may change while the endpoint
- * stays; its zone, which may too, is lb_eps[i].zone). */
+/* Per snapshot zone and metadata of an endpoint that has metadata (they
+ * may change while the endpoint stays); lb_eps[i].attrs points here then. */
 struct mtd_rt_epattr {
-	struct mtd_lb_metas meta; /* kv: owned copies (strings too); lb_eps[i].meta points here */
+	/* zone: the snapshot's copy (zones[]), or NULL; meta.kv: owned
+	 * copies (strings too). */
+	struct mtd_lb_attrs a;
 };
 
 /* A service's config as a control plane overrides it (xDS: its Cluster's
@@ -162,9 +214,11 @@ struct mtd_rt_service {
 	struct mtd_lb_endpoint *lb_eps; /* parallel to eps, what pickers see (weights) */
 	struct mtd_rt_epattr *attrs;    /* parallel to eps, or NULL when none has metadata */
 	size_t n_eps;
-	/* The zone strings lb_eps[].zone point to, owned: the endpoints of a
-	 * zone share one copy (runtime.c zone_intern). */
-	char **zones;
+	/* Its zones, owned, each a struct mtd_lb_attrs without metadata (the
+	 * zone's string after it): lb_eps[i].attrs of an endpoint in a zone
+	 * without metadata, and attrs[i].a.zone, point into them; the
+	 * endpoints of a zone share one (runtime.c zone_intern). */
+	struct mtd_lb_attrs **zones;
 	size_t n_zones;
 	struct mtd_lb_picker *picker; /* the service-level policy */
 	/* The routing layer (lib/lb/layer.c) over the same endpoints, when

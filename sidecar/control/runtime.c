@@ -33,27 +33,16 @@
 
 /* ---- freeing (control thread) ------------------------------------------ */
 
-static void endpoint_free(struct mtd_endpoint *ep)
-{
-	/* Every pool held a reference: none is left. */
-	mtd_lb_stats_fini(&ep->stats);
-	mtd_lazy_free(&ep->mx);
-	mtd_lazy_free(&ep->pools);
-	free(ep->key);
-	free(ep->identity);
-	free(ep); /* its address text too (endpoint_new) */
-}
-
 static void attrs_free(struct mtd_rt_epattr *a, size_t n)
 {
 	if (!a)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		for (size_t m = 0; m < a[i].meta.n; m++) {
-			free((char *)a[i].meta.kv[m].key);
-			free((char *)a[i].meta.kv[m].value);
+		for (size_t m = 0; m < a[i].a.meta.n; m++) {
+			free((char *)a[i].a.meta.kv[m].key);
+			free((char *)a[i].a.meta.kv[m].value);
 		}
-		free((struct mtd_lb_meta *)a[i].meta.kv);
+		free((struct mtd_lb_meta *)a[i].a.meta.kv);
 	}
 	free(a);
 }
@@ -107,7 +96,7 @@ static void service_free(struct mtd_rt_service *s)
 		mtd_tls_ctx_free(s->ssl_ctx);
 	for (size_t i = 0; i < s->n_eps; i++)
 		if (s->eps[i] && mtd_ref_put(&s->eps[i]->ref))
-			endpoint_free(s->eps[i]);
+			mtd_endpoint_free(s->eps[i]);
 	attrs_free(s->attrs, s->n_eps);
 	for (size_t i = 0; i < s->n_zones; i++)
 		free(s->zones[i]);
@@ -228,88 +217,27 @@ void mtd_runtime_reclaim(struct mtd_control *ctl)
 		while (eps) {
 			struct mtd_endpoint *ep = MTD_MBOX_ITEM(eps, struct mtd_endpoint, reclaim);
 			eps = eps->next;
-			endpoint_free(ep);
+			mtd_endpoint_free(ep);
 		}
 	}
 }
 
 /* ---- building ------------------------------------------------------------ */
 
-/* "host:port" / "[v6]:port" -> its host (*h, *nh bytes; host instead when
- * given) and *port. -EINVAL when address has no port. */
-static int addr_parts(const char *address, const char *host, const char **h, size_t *nh, uint16_t *port)
-{
-	const char *colon = strrchr(address, ':');
-	if (!colon || colon == address)
-		return -EINVAL;
-	const char *start = address, *end = colon;
-	if (*start == '[' && end[-1] == ']') {
-		start++;
-		end--;
-	}
-	if (host) {
-		start = host;
-		end = host + strlen(host);
-	}
-	*h = start;
-	*nh = (size_t)(end - start);
-	*port = (uint16_t)strtoul(colon + 1, NULL, 10);
-	return 0;
-}
-
-/* One allocation: the endpoint, its pool slots, then its address's text
- * and host (addr.text and addr.host, each NUL-terminated), freed with it. */
-static struct mtd_endpoint *endpoint_new(const struct mtd_disc_endpoint *d, const char *host, unsigned n_workers,
-                                         int64_t now_ms)
-{
-	const char *h;
-	size_t nh, nt = strlen(d->address), slots = n_workers ? n_workers : 1;
-	uint16_t port;
-	if (addr_parts(d->address, host, &h, &nh, &port) < 0)
-		return NULL;
-	struct mtd_endpoint *ep = calloc(1, sizeof(*ep) + nt + 1 + nh + 1);
-	if (!ep)
-		return NULL;
-	mtd_ref_init(&ep->ref);
-	ep->n_slots = (uint16_t)slots;
-	char *text = (char *)(ep + 1);
-	memcpy(text, d->address, nt + 1);
-	memcpy(text + nt + 1, h, nh); /* its NUL is calloc's */
-	ep->addr.text = text;
-	ep->addr.host = text + nt + 1;
-	ep->addr.port = port;
-	if (d->key)
-		ep->key = strdup(d->key);
-	bool has_id = d->identity && d->identity[0];
-	if (has_id)
-		ep->identity = strdup(d->identity);
-	if ((d->key && !ep->key) || (has_id && !ep->identity))
-		goto fail;
-	memcpy(&ep->addr.sa, &d->sa, d->salen);
-	ep->addr.salen = d->salen;
-	/* Issue 3: a registry record's start time, else the moment maitred
-	 * first saw the identity; kept while the identity stays. */
-	ep->start_ms = d->start_ms > 0 ? d->start_ms : now_ms;
-	return ep;
-fail:
-	endpoint_free(ep);
-	return NULL;
-}
-
 /* d's zone and metadata are those of the endpoint whose lb_eps entry is le
  * and attributes a (NULL: none). */
 static bool attr_same(const struct mtd_lb_endpoint *le, const struct mtd_rt_epattr *a,
                       const struct mtd_disc_endpoint *d)
 {
-	const char *az = le->zone, *dz = d->zone && d->zone[0] ? d->zone : NULL;
+	const char *az = le->attrs ? le->attrs->zone : NULL, *dz = d->zone && d->zone[0] ? d->zone : NULL;
 	if ((az == NULL) != (dz == NULL) || (az && strcmp(az, dz) != 0))
 		return false;
-	size_t an = a ? a->meta.n : 0;
+	size_t an = a ? a->a.meta.n : 0;
 	if (an != d->n_metadata)
 		return false;
 	for (size_t i = 0; i < an; i++)
-		if (strcmp(a->meta.kv[i].key, d->metadata[i].key) != 0 ||
-		    strcmp(a->meta.kv[i].value, d->metadata[i].value) != 0)
+		if (strcmp(a->a.meta.kv[i].key, d->metadata[i].key) != 0 ||
+		    strcmp(a->a.meta.kv[i].value, d->metadata[i].value) != 0)
 			return false;
 	return true;
 }
@@ -322,25 +250,28 @@ static bool attr_same(const struct mtd_lb_endpoint *le, const struct mtd_rt_epat
  * again). */
 #define ZONE_LOOKBACK 8
 
-/* zone's copy among s->zones (cap: the array's size), made if none of the
- * last ZONE_LOOKBACK is it; NULL when out of memory. */
-static const char *zone_intern(struct mtd_rt_service *s, size_t *cap, const char *zone)
+/* zone's record among s->zones (cap: the array's size), made if none of
+ * the last ZONE_LOOKBACK is it; NULL when out of memory. */
+static const struct mtd_lb_attrs *zone_intern(struct mtd_rt_service *s, size_t *cap, const char *zone)
 {
 	for (size_t k = s->n_zones; k > 0 && s->n_zones - k < ZONE_LOOKBACK; k--)
-		if (strcmp(s->zones[k - 1], zone) == 0)
+		if (strcmp(s->zones[k - 1]->zone, zone) == 0)
 			return s->zones[k - 1];
 	if (s->n_zones == *cap) {
 		size_t nc = *cap ? *cap * 2 : 1;
-		char **z = realloc(s->zones, nc * sizeof(*z));
+		struct mtd_lb_attrs **z = realloc(s->zones, nc * sizeof(*z));
 		if (!z)
 			return NULL;
 		s->zones = z;
 		*cap = nc;
 	}
-	char *copy = strdup(zone);
-	if (copy)
-		s->zones[s->n_zones++] = copy;
-	return copy;
+	size_t len = strlen(zone) + 1;
+	struct mtd_lb_attrs *rec = calloc(1, sizeof(*rec) + len);
+	if (!rec)
+		return NULL;
+	rec->zone = memcpy(rec + 1, zone, len);
+	s->zones[s->n_zones++] = rec;
+	return rec;
 }
 
 static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
@@ -350,9 +281,9 @@ static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
 	struct mtd_lb_meta *kv = calloc(d->n_metadata, sizeof(*kv));
 	if (!kv)
 		return -ENOMEM;
-	a->meta.kv = kv;
+	a->a.meta.kv = kv;
 	for (size_t i = 0; i < d->n_metadata; i++) {
-		a->meta.n = i + 1;
+		a->a.meta.n = i + 1;
 		kv[i].key = strdup(d->metadata[i].key);
 		kv[i].value = strdup(d->metadata[i].value);
 		if (!kv[i].key || !kv[i].value)
@@ -602,7 +533,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	if (!old_ids || !map || !s->eps || !s->lb_eps || !s->methods)
 		goto nomem;
 	for (size_t i = 0; i < n_old; i++)
-		old_ids[i] = (struct mtd_disc_id){prev->eps[i]->key, prev->eps[i]->addr.text};
+		old_ids[i] = (struct mtd_disc_id){mtd_endpoint_key(prev->eps[i]), mtd_endpoint_text(prev->eps[i])};
 	rc = mtd_disc_match(old_ids, n_old, eps, n, map, &diff, &dup);
 	if (rc == -ENOMEM)
 		goto nomem;
@@ -618,7 +549,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		/* Another identity presented is another endpoint: its
 		 * pools connect expecting the identity they were made for. */
 		const char *id = eps[i].identity && eps[i].identity[0] ? eps[i].identity : NULL;
-		if (map[i] != SIZE_MAX && !same_file(prev->eps[map[i]]->identity, id)) {
+		if (map[i] != SIZE_MAX && !same_file(mtd_endpoint_identity(prev->eps[map[i]]), id)) {
 			map[i] = SIZE_MAX;
 			changed = true;
 		}
@@ -631,7 +562,9 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			    prev->lb_eps[map[i]].start_ms < ep->returned_ms || map[i] != i)
 				changed = true;
 		} else {
-			if (eps[i].salen == 0 || eps[i].salen > sizeof(union mtd_sockaddr)) {
+			sa_family_t fam = eps[i].sa.ss_family;
+			socklen_t need = fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+			if ((fam != AF_INET && fam != AF_INET6) || eps[i].salen < need) {
 				snprintf(err, errlen, "service %s: endpoint %s has no address", cfg->name,
 				         eps[i].address);
 				goto fail;
@@ -639,7 +572,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			/* SNI and certificate name default (upstream.c): the name a
 			 * DNS service resolves, else the address's host. */
 			const char *host = hosts ? hosts[i] : cfg->dns ? cfg->dns->name : NULL;
-			ep = endpoint_new(&eps[i], host, n_workers, now_ms);
+			ep = mtd_endpoint_new(&eps[i], host, n_workers, now_ms);
 			if (!ep)
 				goto nomem;
 		}
@@ -652,7 +585,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		int64_t start = eps[i].start_ms > 0 ? eps[i].start_ms : ep->start_ms;
 		bool returned = ep->returned_ms > start;
 		s->lb_eps[i] = (struct mtd_lb_endpoint){
-		        .id = ep->addr.text,
+		        .id = mtd_endpoint_text(ep),
 		        .weight = eps[i].weight,
 		        .start_ms = returned ? ep->returned_ms : start,
 		        .returned = returned,
@@ -664,17 +597,24 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		*same = true;
 		goto fail; /* not an error: nothing to build */
 	}
+	/* What the routing layer reads (lb_eps[i].attrs): the zone's record,
+	 * or the endpoint's own when it has metadata. */
 	size_t zones_cap = 0;
 	for (size_t i = 0; i < n; i++)
-		if (eps[i].zone && eps[i].zone[0] && !(s->lb_eps[i].zone = zone_intern(s, &zones_cap, eps[i].zone)))
+		if (eps[i].zone && eps[i].zone[0] && !(s->lb_eps[i].attrs = zone_intern(s, &zones_cap, eps[i].zone)))
 			goto nomem;
 	if (any_attr) {
 		s->attrs = calloc(n, sizeof(*s->attrs));
 		if (!s->attrs)
 			goto nomem;
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
 			if (attr_copy(&s->attrs[i], &eps[i]) < 0)
 				goto nomem;
+			if (s->attrs[i].a.meta.n == 0)
+				continue;
+			s->attrs[i].a.zone = s->lb_eps[i].attrs ? s->lb_eps[i].attrs->zone : NULL;
+			s->lb_eps[i].attrs = &s->attrs[i].a;
+		}
 	}
 	/* Config validation rejects every option set a picker would refuse for
 	 * static endpoints; a discovered set may still be refused (MAGLEV
@@ -686,10 +626,6 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		snprintf(err, errlen, "service %s: cannot build the %s picker over %zu endpoints", cfg->name,
 		         cfg->lb.ops->name, s->n_eps);
 		goto fail;
-	}
-	/* What the routing layer reads, from the kept copies (zones above). */
-	for (size_t i = 0; s->attrs && i < n; i++) {
-		s->lb_eps[i].meta = s->attrs[i].meta.n > 0 ? &s->attrs[i].meta : NULL;
 	}
 	if (layer_wanted(&cfg->local->layer)) {
 		s->layer = mtd_lb_layer_new(&cfg->local->layer, &cfg->lb, s->lb_eps, s->n_eps, prev ? prev->layer : NULL);
@@ -1431,17 +1367,17 @@ static struct mtd_disc_endpoint *current_set(const struct mtd_rt_service *prev)
 	for (size_t i = 0; i < prev->n_eps; i++) {
 		const struct mtd_endpoint *ep = prev->eps[i];
 		const struct mtd_rt_epattr *a = prev->attrs ? &prev->attrs[i] : NULL;
-		set[i] = (struct mtd_disc_endpoint){.key = ep->key,
-		                                    .identity = ep->identity,
-		                                    .address = ep->addr.text,
-		                                    .salen = ep->addr.salen,
+		set[i] = (struct mtd_disc_endpoint){.key = mtd_endpoint_key(ep),
+		                                    .identity = mtd_endpoint_identity(ep),
+		                                    .address = mtd_endpoint_text(ep),
+		                                    .salen = mtd_endpoint_salen(ep),
 		                                    .weight = prev->lb_eps[i].weight,
-		                                    .zone = prev->lb_eps[i].zone,
+		                                    .zone = prev->lb_eps[i].attrs ? prev->lb_eps[i].attrs->zone : NULL,
 		                                    /* both {key, value} */
-		                                    .metadata = a ? (const struct mtd_disc_meta *)a->meta.kv : NULL,
-		                                    .n_metadata = a ? a->meta.n : 0,
+		                                    .metadata = a ? (const struct mtd_disc_meta *)a->a.meta.kv : NULL,
+		                                    .n_metadata = a ? a->a.meta.n : 0,
 		                                    .start_ms = prev->lb_eps[i].start_ms};
-		memcpy(&set[i].sa, &ep->addr.sa, ep->addr.salen);
+		memcpy(&set[i].sa, mtd_endpoint_sa(ep), mtd_endpoint_salen(ep));
 	}
 	return set;
 }

@@ -26,6 +26,20 @@ struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg
 void mtd_runtime_unref(struct mtd_runtime *rt);
 void mtd_rt_service_unref(struct mtd_rt_service *s);
 void mtd_endpoint_unref(struct mtd_endpoint *ep);
+/* A new endpoint identity for d (borrowed: copied) with one reference,
+ * room for n_workers pool slots, its warmup started at d's start or
+ * now_ms; host is its SNI and certificate name default (NULL: the
+ * address's own host). NULL when out of memory, or when d's address is
+ * not AF_INET or AF_INET6 or its text has no port. Control thread (tests
+ * too). Freed by mtd_endpoint_free once its last reference went
+ * (mtd_endpoint_unref: the control thread's reclaim). */
+struct mtd_endpoint *mtd_endpoint_new(const struct mtd_disc_endpoint *d, const char *host, unsigned n_workers,
+                                      int64_t now_ms);
+void mtd_endpoint_free(struct mtd_endpoint *ep);
+/* Its host (SNI and certificate name default): the one it was made with,
+ * or its text's own host, copied into buf (size bytes, cut to fit). Any
+ * thread; the result lives as long as ep or buf. */
+const char *mtd_endpoint_host(const struct mtd_endpoint *ep, char *buf, size_t size);
 /* Called by mtd_runtime_tick with endpoints eps[0..n) of service si whose
  * service-level ejection just ended (the caller restarts their warmup). */
 typedef void mtd_runtime_back_fn(struct mtd_control *ctl, size_t si, struct mtd_endpoint *const *eps, size_t n);

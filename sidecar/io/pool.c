@@ -122,7 +122,7 @@ const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app)
 		return svc->authority;
 	if (keep_app && !svc->authority_from_endpoint)
 		return NULL;
-	return svc->tls && svc->tls->server_name ? svc->tls->server_name : p->ep->addr.text;
+	return svc->tls && svc->tls->server_name ? svc->tls->server_name : mtd_endpoint_text(p->ep);
 }
 
 /* c takes no new stream, whatever it carries (an old TLS policy, its
@@ -172,8 +172,8 @@ static void supersede(struct mtd_pool *p)
 	}
 	if (n == 0)
 		return;
-	MTD_DEBUG("worker %u: service %s's TLS policy changed: %u connections to %s drain", p->w->id,
-	          p->svc->cfg->name, n, p->ep->addr.text);
+	MTD_DEBUG("worker %u: service %s's TLS policy changed: %u connections to %s drain", p->w->id, p->svc->cfg->name,
+	          n, mtd_endpoint_text(p->ep));
 	mtd_pool_note_usable(p);
 	mtd_pool_dispatch(p);
 }
@@ -215,7 +215,7 @@ void mtd_pool_retire(struct mtd_pool *p)
 		return;
 	p->retired = true;
 	MTD_DEBUG("worker %u: endpoint %s left service %s: draining its pool (%u connections, %u calls waiting)",
-	          p->w->id, p->ep->addr.text, p->svc->cfg->name, p->n_conns, p->n_pending);
+	          p->w->id, mtd_endpoint_text(p->ep), p->svc->cfg->name, p->n_conns, p->n_pending);
 	/* Issue 7: calls waiting here move to an endpoint of the current
 	 * snapshot (their owner's doing); calls in flight finish where they
 	 * are. */
@@ -270,7 +270,7 @@ void mtd_pool_connect_failed(struct mtd_pool *p, const char *reason)
 void mtd_pool_connect_succeeded(struct mtd_pool *p)
 {
 	if (p->connect_failures > 1)
-		MTD_INFO("upstream %s: connected again after %u failed attempts", p->ep->addr.text,
+		MTD_INFO("upstream %s: connected again after %u failed attempts", mtd_endpoint_text(p->ep),
 		         p->connect_failures);
 	if (p->connect_failures > 0)
 		mtd_mx_ep_add(p->ep, pools_failing, -1);

@@ -331,7 +331,7 @@ static int identity_check(SSL *ssl, const char *registry_identity, char *err, si
 
 static int check_server_identity(struct mtd_conn *c, char *err, size_t errlen)
 {
-	return identity_check(c->ssl, c->pool && c->pool->ep ? c->pool->ep->identity : NULL, err, errlen);
+	return identity_check(c->ssl, c->pool && c->pool->ep ? mtd_endpoint_identity(c->pool->ep) : NULL, err, errlen);
 }
 
 

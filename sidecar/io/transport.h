@@ -175,7 +175,7 @@ int mtd_tls_file_identity(const char *cert_file, char *id, size_t cap, enum mtd_
  * certificate's identity equals that one (typed: a URI identity is met
  * only by the certificate's one URI SAN, a "dns:" one by its first DNS SAN
  * when it has no URI SAN; FROM_REGISTRY: the identity its endpoint's
- * record names, c->pool->ep->identity), else mtd_tls_handshake fails
+ * record names, mtd_endpoint_identity(c->pool->ep)), else mtd_tls_handshake fails
  * -EPROTO with "TLS server identity mismatch: expected X, presented Y".
  * A certificate with several URI SANs has no identity and fails every
  * check. Without server_name, that replaces the host name check. */

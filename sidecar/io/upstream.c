@@ -326,7 +326,9 @@ static void connected_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	const struct mtd_cfg_service *svc = c->pool->svc->cfg;
-	const char *sni = svc->tls->server_name ? svc->tls->server_name : c->pool->ep->addr.host;
+	char host[256];
+	const char *sni =
+	        svc->tls->server_name ? svc->tls->server_name : mtd_endpoint_host(c->pool->ep, host, sizeof(host));
 	if (mtd_tls_client_start(c, c->pool->svc->ssl_ctx, sni, c->pool->tls_session) < 0) {
 		up_fail(c, "TLS setup failed");
 		return;
@@ -351,11 +353,12 @@ const struct mtd_conn_ops mtd_up_conn_ops = {
 
 struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 {
-	const struct mtd_cfg_addr *a = &p->ep->addr;
+	const struct mtd_endpoint *ep = p->ep;
+	const char *text = mtd_endpoint_text(ep);
 	char reason[160];
 	struct mtd_conn *c = calloc(1, sizeof(*c));
 	if (!c) {
-		snprintf(reason, sizeof(reason), "upstream %s: out of memory for a connection", a->text);
+		snprintf(reason, sizeof(reason), "upstream %s: out of memory for a connection", text);
 		goto fail;
 	}
 	c->ops = &mtd_up_conn_ops;
@@ -366,19 +369,19 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 	c->tls_gen = p->svc->tls_gen;
 	c->opened_ns = mtd_now_ns();
 	LIST_INIT(&c->streams);
-	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
-	c->fd = socket(a->sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	snprintf(c->peer, sizeof(c->peer), "%s", text);
+	c->fd = socket(mtd_endpoint_sa(ep)->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		/* EMFILE, ENFILE, ENOBUFS...: as good as a failed connect for the
 		 * calls waiting; nothing else would wake them. */
-		snprintf(reason, sizeof(reason), "upstream %s: socket: %s", a->text, strerror(errno));
+		snprintf(reason, sizeof(reason), "upstream %s: socket: %s", text, strerror(errno));
 		goto fail_free;
 	}
 	int one = 1;
 	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (event_assign(&c->rev, c->w->base, c->fd, EV_READ, connected_cb, c) != 0 ||
 	    event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, connected_cb, c) != 0 || mtd_conn_timer_init(c) < 0) {
-		snprintf(reason, sizeof(reason), "upstream %s: cannot register the connection's events", a->text);
+		snprintf(reason, sizeof(reason), "upstream %s: cannot register the connection's events", text);
 		goto fail_fd;
 	}
 	LIST_INSERT_HEAD(&p->conns, c, link);
@@ -392,7 +395,7 @@ struct mtd_conn *mtd_up_connect(struct mtd_pool *p)
 		return NULL;
 	}
 	MTD_DEBUG("upstream %s: connecting", c->peer);
-	if (connect(c->fd, (const struct sockaddr *)&a->sa, a->salen) < 0 && errno != EINPROGRESS) {
+	if (connect(c->fd, mtd_endpoint_sa(ep), mtd_endpoint_salen(ep)) < 0 && errno != EINPROGRESS) {
 		int e = errno;
 		up_fail(c, "connect: %s", strerror(e));
 		return NULL;

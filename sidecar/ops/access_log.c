@@ -142,7 +142,7 @@ void mtd_access_log_line(const struct mtd_call *call, const char *path, size_t s
 		svc = method = "";
 		svc_len = mlen = 0;
 	}
-	const char *ep = call->mx_ep ? call->mx_ep->addr.text : "-";
+	const char *ep = call->mx_ep ? mtd_endpoint_text(call->mx_ep) : "-";
 	unsigned attempts = call->n_attempts;
 	/* A traced call's trace id (32 hex digits), "" otherwise. */
 	char trace_id[33] = "";

@@ -349,7 +349,7 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 			bool reachable = atomic_load(&mx->pools_failing) <= 0;
 			mtd_json_obj_begin(&j);
 			mtd_json_key(&j, "address");
-			mtd_json_str(&j, e->addr.text);
+			mtd_json_str(&j, mtd_endpoint_text(e));
 			mtd_json_key(&j, "weight");
 			mtd_json_i64(&j, s->lb_eps[i].weight);
 			mtd_json_key(&j, "effective_weight");

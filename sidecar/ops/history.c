@@ -172,9 +172,9 @@ static const char *meta_of(const struct mtd_rt_service *s, size_t i, const char 
 {
 	if (!s->attrs)
 		return NULL;
-	for (size_t m = 0; m < s->attrs[i].meta.n; m++)
-		if (strcmp(s->attrs[i].meta.kv[m].key, key) == 0)
-			return s->attrs[i].meta.kv[m].value;
+	for (size_t m = 0; m < s->attrs[i].a.meta.n; m++)
+		if (strcmp(s->attrs[i].a.meta.kv[m].key, key) == 0)
+			return s->attrs[i].a.meta.kv[m].value;
 	return NULL;
 }
 
@@ -207,7 +207,7 @@ void mtd_history_tick(const struct mtd_runtime *rt, int64_t now_ms)
 		const struct mtd_rt_service *s = rt->services[si];
 		uint64_t h = hash_str(HASH_START, s->cfg->name);
 		for (size_t i = 0; i < s->n_eps; i++) {
-			struct series *se = get(h, s->cfg->name, NULL, s->eps[i]->addr.text);
+			struct series *se = get(h, s->cfg->name, NULL, mtd_endpoint_text(s->eps[i]));
 			if (!se)
 				continue;
 			struct figs f = {0};
@@ -301,8 +301,8 @@ void mtd_history_json(struct mtd_json *j, const struct mtd_runtime *rt, int64_t 
 			mtd_json_key(j, "service");
 			mtd_json_str(j, s->cfg->name);
 			mtd_json_key(j, "endpoint");
-			mtd_json_str(j, s->eps[i]->addr.text);
-			points_json(j, find(s->cfg->name, NULL, s->eps[i]->addr.text), since_ms);
+			mtd_json_str(j, mtd_endpoint_text(s->eps[i]));
+			points_json(j, find(s->cfg->name, NULL, mtd_endpoint_text(s->eps[i])), since_ms);
 			mtd_json_obj_end(j);
 		}
 	}

@@ -549,7 +549,7 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				struct mtd_mx_health h;
 				const struct mtd_lb_stats *st = &e->stats;
 				const struct mtd_lb_live *live = mtd_lb_stats_view(st);
-				const char *v[] = {s->cfg->name, e->addr.text};
+				const char *v[] = {s->cfg->name, mtd_endpoint_text(e)};
 				const char *name = ep_families[f].name;
 				int64_t a;
 				struct mtd_lb_orca_view ov;

@@ -205,9 +205,9 @@ static void on_trailers(struct mtd_attempt *a)
 		char msg[384];
 		if (st < 0)
 			snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status",
-			         a->ep->addr.text);
+			         mtd_endpoint_text(a->ep));
 		else
-			snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", a->ep->addr.text,
+			snprintf(msg, sizeof(msg), "upstream %s answered %s%s%.*s", mtd_endpoint_text(a->ep),
 			         mtd_grpc_status_name(st), gm ? ": " : "",
 			         gm ? (int)(gm->valuelen > 200 ? 200 : gm->valuelen) : 0,
 			         gm ? (const char *)gm->value : "");

@@ -24,6 +24,7 @@ struct t_set {
 	struct mtd_lb_endpoint eps[T_MAX_EPS];
 	struct mtd_lb_stats stats[T_MAX_EPS];
 	char ids[T_MAX_EPS][32];
+	struct mtd_lb_attrs attrs[T_MAX_EPS]; /* t_zone's */
 	size_t n;
 	uint64_t rng;
 	uint64_t excluded[T_MAX_EPS / 64];
@@ -41,6 +42,17 @@ static inline void t_set_init(struct t_set *s, size_t n, const int32_t *weights)
 		s->eps[i].weight = weights != NULL ? weights[i] : 100;
 		s->eps[i].stats = &s->stats[i];
 	}
+}
+
+/* Endpoint i in zone, its metadata (if any) kept: its attrs become the
+ * set's own copy. */
+static inline void t_zone(struct t_set *s, size_t i, const char *zone)
+{
+	struct mtd_lb_attrs a = s->eps[i].attrs != NULL ? *s->eps[i].attrs : (struct mtd_lb_attrs){0};
+
+	a.zone = zone;
+	s->attrs[i] = a;
+	s->eps[i].attrs = &s->attrs[i];
 }
 
 /* Frees what recording into the set's stats allocated (their latency

@@ -319,7 +319,7 @@ static void zones(struct t_set *s)
 {
 	t_set_init(s, 25, NULL);
 	for (size_t i = 0; i < s->n; i++)
-		s->eps[i].zone = i < 10 ? "a" : i < 20 ? "b" : "c";
+		t_zone(s, i, i < 10 ? "a" : i < 20 ? "b" : "c");
 }
 
 static uint64_t sum_range(const uint64_t *c, size_t from, size_t to)
@@ -415,16 +415,16 @@ END_TEST
 static const struct mtd_lb_meta v1[] = {{"version", "v1"}, {"team", "x"}};
 static const struct mtd_lb_meta v2[] = {{"version", "v2"}};
 static const struct mtd_lb_meta other[] = {{"team", "y"}};
-static const struct mtd_lb_metas l_v1 = {v1, 2}, l_v2 = {v2, 1}, l_other = {other, 1};
+static const struct mtd_lb_attrs l_v1 = {.meta = {v1, 2}}, l_v2 = {.meta = {v2, 1}}, l_other = {.meta = {other, 1}};
 
 /* 0..1 version v1, 2 version v2, 3..5 untagged (4 has another key). */
 static void tagged(struct t_set *s)
 {
 	t_set_init(s, 6, NULL);
-	s->eps[0].meta = &l_v1;
-	s->eps[1].meta = &l_v1;
-	s->eps[2].meta = &l_v2;
-	s->eps[4].meta = &l_other;
+	s->eps[0].attrs = &l_v1;
+	s->eps[1].attrs = &l_v1;
+	s->eps[2].attrs = &l_v2;
+	s->eps[4].attrs = &l_other;
 }
 
 START_TEST(canary_selection_and_fallback)
@@ -493,7 +493,7 @@ START_TEST(canary_with_zones_and_call_accounting)
 
 	tagged(&s);
 	for (size_t i = 0; i < s.n; i++)
-		s.eps[i].zone = i % 2 == 0 ? "a" : "b";
+		t_zone(&s, i, i % 2 == 0 ? "a" : "b");
 	mtd_lb_config_defaults(&cfg, mtd_lb_find("LEAST_ACTIVE"));
 	l = mtd_lb_layer_new(&lc, &cfg, s.eps, s.n, NULL);
 	ck_assert_ptr_nonnull(l);

@@ -642,7 +642,7 @@ START_TEST(through_the_routing_layer)
 {
 	static struct t_set s;
 	static const struct mtd_lb_meta v1 = {"version", "v1"}, v2 = {"version", "v2"};
-	static const struct mtd_lb_metas l1 = {&v1, 1}, l2 = {&v2, 1};
+	static const struct mtd_lb_attrs l1 = {.meta = {&v1, 1}}, l2 = {.meta = {&v2, 1}};
 	struct mtd_lb_layer_config lc = {.metadata_key = "version", .min_healthy_percent = 70};
 	struct mtd_lb_config cfg;
 	struct mtd_lb_layer *l;
@@ -653,7 +653,7 @@ START_TEST(through_the_routing_layer)
 
 	t_set_init(&s, 6, NULL);
 	for (size_t i = 0; i < 6; i++) {
-		s.eps[i].meta = i < 3 ? &l1 : &l2;
+		s.eps[i].attrs = i < 3 ? &l1 : &l2;
 	}
 	mtd_lb_config_defaults(&cfg, mtd_lb_find("CLIENT_SIDE_WEIGHTED_ROUND_ROBIN"));
 	cfg.orca.blackout_ms = 0;

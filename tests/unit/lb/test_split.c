@@ -10,18 +10,18 @@
 static const struct mtd_lb_meta m_v1[] = {{"version", "v1"}};
 static const struct mtd_lb_meta m_v2[] = {{"version", "v2"}};
 static const struct mtd_lb_meta m_v3[] = {{"version", "v3"}};
-static const struct mtd_lb_metas l_v1 = {m_v1, 1}, l_v2 = {m_v2, 1}, l_v3 = {m_v3, 1};
+static const struct mtd_lb_attrs l_v1 = {.meta = {m_v1, 1}}, l_v2 = {.meta = {m_v2, 1}}, l_v3 = {.meta = {m_v3, 1}};
 
 /* 0, 1, 2: v1; 3: v2; 4, 5: v3; 6: untagged. */
 static void versions(struct t_set *s)
 {
 	t_set_init(s, 7, NULL);
 	for (size_t i = 0; i < 3; i++) {
-		s->eps[i].meta = &l_v1;
+		s->eps[i].attrs = &l_v1;
 	}
-	s->eps[3].meta = &l_v2;
+	s->eps[3].attrs = &l_v2;
 	for (size_t i = 4; i < 6; i++) {
-		s->eps[i].meta = &l_v3;
+		s->eps[i].attrs = &l_v3;
 	}
 }
 
@@ -231,7 +231,7 @@ START_TEST(subset_and_zones_apply_inside_groups)
 	mtd_lb_layer_free(l);
 	/* STRICT zone a: v1's endpoints 0 and 2 are in a, v3's 4 in a. */
 	for (size_t i = 0; i < s.n; i++)
-		s.eps[i].zone = i % 2 == 0 ? "a" : "b";
+		t_zone(&s, i, i % 2 == 0 ? "a" : "b");
 	lc.subset.size = 0;
 	lc.zone = "a";
 	lc.locality = MTD_LB_LOCALITY_STRICT;

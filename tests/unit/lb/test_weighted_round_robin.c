@@ -103,6 +103,64 @@ START_TEST(wrr_equal_weights_in_index_order)
 }
 END_TEST
 
+/* Every endpoint of one weight, none drained (a discovered set: no cycle
+ * stored, the turn is the index): one turn each in index order, an
+ * excluded one's turn to the next, the same when every one is drained
+ * (all of weight 1 then), and exact shares over a large set. */
+START_TEST(wrr_every_endpoint_one_turn)
+{
+	static int32_t w[1000];
+	static struct t_set s;
+	struct mtd_lb_picker *p;
+	struct mtd_lb_pick_ctx ctx;
+	static uint64_t counts[T_MAX_EPS];
+	int prev;
+
+	for (int i = 0; i < 5; i++)
+		w[i] = 5;
+	t_set_init(&s, 5, w);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	ctx = t_ctx(&s);
+	prev = mtd_lb_pick(p, &ctx);
+	for (int k = 0; k < 12; k++) {
+		int i = mtd_lb_pick(p, &ctx);
+		ck_assert_int_eq(i, (prev + 1) % 5);
+		prev = i;
+	}
+	/* Turn k still goes to endpoint k, but turn 2 to the next one. */
+	t_exclude(&s, 2);
+	ctx = t_ctx(&s);
+	for (int k = 0, turn = prev; k < 12; k++) {
+		int i = mtd_lb_pick(p, &ctx);
+		turn = (turn + 1) % 5;
+		ck_assert_int_eq(i, turn == 2 ? 3 : turn);
+	}
+	mtd_lb_picker_free(p);
+
+	for (int i = 0; i < 3; i++)
+		w[i] = 0;
+	t_set_init(&s, 3, w);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	ctx = t_ctx(&s);
+	prev = mtd_lb_pick(p, &ctx);
+	for (int k = 0; k < 6; k++) {
+		int i = mtd_lb_pick(p, &ctx);
+		ck_assert_int_eq(i, (prev + 1) % 3);
+		prev = i;
+	}
+	mtd_lb_picker_free(p);
+
+	for (int i = 0; i < 1000; i++)
+		w[i] = 40;
+	t_set_init(&s, 1000, w);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	t_count(p, &s, counts, 3000);
+	for (int i = 0; i < 1000; i++)
+		ck_assert_uint_eq(counts[i], 3);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 /* A large set of unequal weights (a cycle of about 100,000 turns over
  * 1,000 endpoints, past the smooth layout's budget) has no cycle: the
  * picks' Weyl points over the cumulative weights still give each endpoint
@@ -425,6 +483,7 @@ static Suite *wrr_suite(void)
 	tcase_add_test(tc, wrr_exact_cycle_and_interleaved);
 	tcase_add_test(tc, wrr_many_weights);
 	tcase_add_test(tc, wrr_zero_and_excluded);
+	tcase_add_test(tc, wrr_every_endpoint_one_turn);
 	tcase_add_test(tc, wrr_large_set_without_a_cycle);
 	tcase_add_test(tc, wrr_equal_weights_in_index_order);
 	tcase_add_test(tc, swrr_nginx_sequence);

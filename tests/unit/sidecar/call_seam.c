@@ -652,7 +652,7 @@ void mtd_metrics_call_end(struct mtd_call *call)
 {
 	seam_mx.ended++;
 	seam_mx.attempts += call->n_attempts;
-	const char *ep = call->mx_ep ? call->mx_ep->addr.text : "-";
+	const char *ep = call->mx_ep ? mtd_endpoint_text(call->mx_ep) : "-";
 	snprintf(seam_mx.last_ep, sizeof(seam_mx.last_ep), "%s", ep);
 }
 
@@ -1024,8 +1024,7 @@ struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p);
 struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p)
 {
 	struct seam *s = the_seam;
-	const struct mtd_cfg_addr *a = &p->ep->addr;
-	struct seam_ep *e = ep_of(s, a->text);
+	struct seam_ep *e = ep_of(s, mtd_endpoint_text(p->ep));
 	e->connects++;
 	/* upstream.c mtd_up_connect's connection, without socket() and
 	 * connect(): the fd is an eventfd for conn.c's events. */
@@ -1038,7 +1037,7 @@ struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p)
 	c->max_streams = p->svc->cfg->upstream.max_concurrent_streams;
 	c->tls_gen = p->svc->tls_gen; /* h2c: its policy is fixed at once */
 	LIST_INIT(&c->streams);
-	snprintf(c->peer, sizeof(c->peer), "%s", a->text);
+	snprintf(c->peer, sizeof(c->peer), "%s", mtd_endpoint_text(p->ep));
 	c->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	ck_assert_int_ge(c->fd, 0);
 	LIST_INSERT_HEAD(&p->conns, c, link);
@@ -1047,7 +1046,7 @@ struct mtd_conn *__wrap_mtd_up_connect(struct mtd_pool *p)
 	ck_assert_int_eq(mtd_conn_timer_init(c), 0);
 	event_assign(&c->rev, c->w->base, c->fd, EV_READ, noop_cb, c);
 	event_assign(&c->wev, c->w->base, c->fd, EV_WRITE, noop_cb, c);
-	struct seam_link *l = link_new(s, c, false, e->mode, a->text);
+	struct seam_link *l = link_new(s, c, false, e->mode, mtd_endpoint_text(p->ep));
 	l->connect_due = e->mode == SEAM_EP_UP || e->mode == SEAM_EP_SILENT;
 	/* How deep the engine's stack is here, and how many connects are on
 	 * it (issue 24: one per endpoint when a refused connect started the
@@ -1099,7 +1098,7 @@ struct mtd_pool *seam_pool(struct seam *s, const char *addr)
 {
 	struct mtd_pool *p;
 	LIST_FOREACH(p, &s->w->pools, link)
-		if (strcmp(p->ep->addr.text, addr) == 0)
+		if (strcmp(mtd_endpoint_text(p->ep), addr) == 0)
 			return p;
 	return NULL;
 }
@@ -1302,6 +1301,18 @@ void seam_set_endpoints(struct seam *s, size_t si, const char *const *addrs, siz
 	struct mtd_runtime *rt = mtd_runtime_with_endpoints(&s->ctl, si, eps, n, &same, err, sizeof(err));
 	ck_assert_msg(rt != NULL, "endpoints: %s", same ? "the same set" : err);
 	publish(s, rt);
+}
+
+bool seam_set_disc(struct seam *s, size_t si, const struct mtd_disc_endpoint *eps, size_t n)
+{
+	char err[384];
+	bool same;
+	struct mtd_runtime *rt = mtd_runtime_with_endpoints(&s->ctl, si, eps, n, &same, err, sizeof(err));
+	ck_assert_msg(rt != NULL || same, "endpoints: %s", err);
+	if (rt == NULL)
+		return false;
+	publish(s, rt);
+	return true;
 }
 
 void seam_set_unavailable(struct seam *s, size_t si, const char *reason, bool waiting)

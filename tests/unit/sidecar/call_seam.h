@@ -16,6 +16,7 @@ struct mtd_pool;
 struct mtd_worker;
 struct mtd_control;
 struct mtd_runtime;
+struct mtd_disc_endpoint;
 
 /* A growable byte buffer. */
 struct seam_buf {
@@ -147,6 +148,10 @@ void seam_reload(struct seam *s, const char *yaml);
  * empty answer), published and taken by the worker as seam_reload's (its
  * turn NOT ended). */
 void seam_set_endpoints(struct seam *s, size_t si, const char *const *addrs, size_t n);
+/* The same with the source's records as they are (eps[0..n): zones,
+ * metadata); false when the set equals the one in force (nothing
+ * published). */
+bool seam_set_disc(struct seam *s, size_t si, const struct mtd_disc_endpoint *eps, size_t n);
 /* The source of service si reports reason: an error (an answer), or
  * (waiting) what it still waits for. Published and taken as above. */
 void seam_set_unavailable(struct seam *s, size_t si, const char *reason, bool waiting);

@@ -7,6 +7,7 @@
  * seam found are in the found_by_the_seam case. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <check.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -114,6 +115,81 @@ static unsigned n_attempts(const struct mtd_call *call)
 		n++;
 	return n;
 }
+
+/* ---- a snapshot's zones and metadata (runtime.c) ----------------------------- */
+
+static struct mtd_disc_endpoint disc_ep(const char *text, const char *zone, const struct mtd_disc_meta *meta,
+                                        size_t n_meta)
+{
+	struct mtd_disc_endpoint d = {.address = text,
+	                              .weight = 100,
+	                              .zone = zone,
+	                              .metadata = meta,
+	                              .n_metadata = n_meta,
+	                              .salen = sizeof(struct sockaddr_in)};
+	struct sockaddr_in *sin = (struct sockaddr_in *)&d.sa;
+	char ip[32];
+	const char *colon = strrchr(text, ':');
+	snprintf(ip, sizeof(ip), "%.*s", (int)(colon - text), text);
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)atoi(colon + 1));
+	ck_assert_int_eq(inet_pton(AF_INET, ip, &sin->sin_addr), 1);
+	return d;
+}
+
+/* What the routing layer reads of each endpoint (lb_eps[i].attrs): one
+ * record per zone shared by the zone's endpoints without metadata, an
+ * endpoint's own (zone included) when it has metadata, none without
+ * either; a set that says the same again is the same set, a changed zone
+ * or metadata a new one. */
+START_TEST(snapshot_zone_records_and_metadata)
+{
+	struct seam *s = seam_new(config(EPS_AB, NULL));
+	static const struct mtd_disc_meta v2[] = {{"version", "v2"}}, v3[] = {{"version", "v3"}};
+	struct mtd_disc_endpoint eps[4] = {
+	        disc_ep("10.0.0.1:1", "z1", NULL, 0),
+	        disc_ep("10.0.0.2:1", "z1", NULL, 0),
+	        disc_ep("10.0.0.3:1", "z1", v2, 1),
+	        disc_ep("10.0.0.4:1", NULL, NULL, 0),
+	};
+	ck_assert_uint_eq(sizeof(struct mtd_lb_endpoint), 40);
+	ck_assert(seam_set_disc(s, 0, eps, 4));
+	const struct mtd_rt_service *svc = seam_worker(s)->rt->services[0];
+	const struct mtd_lb_endpoint *le = svc->lb_eps;
+	ck_assert_uint_eq(svc->n_zones, 1);
+	ck_assert_ptr_nonnull(le[0].attrs);
+	ck_assert_ptr_eq(le[0].attrs, le[1].attrs);
+	ck_assert_ptr_eq(le[0].attrs, svc->zones[0]);
+	ck_assert_str_eq(le[0].attrs->zone, "z1");
+	ck_assert_uint_eq(le[0].attrs->meta.n, 0);
+	ck_assert_ptr_nonnull(svc->attrs);
+	ck_assert_ptr_eq(le[2].attrs, &svc->attrs[2].a);
+	ck_assert_ptr_eq(le[2].attrs->zone, le[0].attrs->zone); /* the zone's one copy */
+	ck_assert_uint_eq(le[2].attrs->meta.n, 1);
+	ck_assert_str_eq(le[2].attrs->meta.kv[0].key, "version");
+	ck_assert_str_eq(le[2].attrs->meta.kv[0].value, "v2");
+	ck_assert_ptr_null(le[3].attrs);
+
+	ck_assert(!seam_set_disc(s, 0, eps, 4)); /* the same set */
+	eps[2].metadata = v3;
+	ck_assert(seam_set_disc(s, 0, eps, 4));
+	svc = seam_worker(s)->rt->services[0];
+	ck_assert_str_eq(svc->lb_eps[2].attrs->meta.kv[0].value, "v3");
+	eps[1].zone = "z2";
+	ck_assert(seam_set_disc(s, 0, eps, 4));
+	svc = seam_worker(s)->rt->services[0];
+	le = svc->lb_eps;
+	ck_assert_uint_eq(svc->n_zones, 2); /* z1, z2, then z1 found again */
+	ck_assert_str_eq(le[1].attrs->zone, "z2");
+	ck_assert_str_eq(le[0].attrs->zone, "z1");
+	ck_assert_str_eq(le[2].attrs->zone, "z1");
+	ck_assert_ptr_null(svc->lb_eps[3].attrs);
+	eps[3].zone = "z1";
+	ck_assert(seam_set_disc(s, 0, eps, 4));
+	ck_assert_str_eq(seam_worker(s)->rt->services[0]->lb_eps[3].attrs->zone, "z1");
+	seam_free(s);
+}
+END_TEST
 
 /* ---- calls, retries, hedges, cancels, deadlines ---------------------------- */
 
@@ -607,7 +683,7 @@ START_TEST(reroute_endpoint_removed_while_waiting)
 	ck_assert_uint_eq(n_attempts(call), 1);
 	struct mtd_attempt *moved = LIST_FIRST(&call->attempts);
 	ck_assert_ptr_ne(moved, a);
-	ck_assert_str_eq(moved->ep->addr.text, EP_B);
+	ck_assert_str_eq(mtd_endpoint_text(moved->ep), EP_B);
 	ck_assert_uint_eq(seam_holds_alive(s), 2);
 	ck_assert_uint_eq(seam_runtimes_freed(s), 0);
 
@@ -716,7 +792,7 @@ START_TEST(forking_outgrown_request_after_the_newest_fork_failed_completes)
 	ck_assert_ptr_nonnull(call);
 	ck_assert(call->committed);
 	ck_assert_ptr_nonnull(call->cur);
-	ck_assert_str_eq(call->cur->ep->addr.text, older->ep);
+	ck_assert_str_eq(mtd_endpoint_text(call->cur->ep), older->ep);
 	seam_respond(s, older, 0, "done", 4);
 	seam_run(s);
 	expect_ok(cs, "done");
@@ -747,7 +823,7 @@ START_TEST(forking_outgrown_request_commits_to_the_sending_fork_not_a_newer_one_
 	/* Committed to the fork that sent the bytes; the one behind is
 	 * cancelled, and nothing reaches its endpoint when it connects. */
 	ck_assert(call->committed);
-	ck_assert_str_eq(call->cur->ep->addr.text, first->ep);
+	ck_assert_str_eq(mtd_endpoint_text(call->cur->ep), first->ep);
 	ck_assert_uint_eq(p->n_pending, 0);
 	ck_assert_uint_eq(first->req.len, len);
 	ck_assert_mem_eq(first->req.p, big, len);
@@ -1151,7 +1227,7 @@ static size_t ep_index(struct seam *s, const char *addr)
 {
 	const struct mtd_rt_service *svc = seam_worker(s)->rt->services[0];
 	for (size_t i = 0; i < svc->n_eps; i++)
-		if (strcmp(svc->eps[i]->addr.text, addr) == 0)
+		if (strcmp(mtd_endpoint_text(svc->eps[i]), addr) == 0)
 			return i;
 	ck_abort_msg("no endpoint %s", addr);
 	return 0;
@@ -1537,7 +1613,7 @@ START_TEST(old_forks_failure_after_a_reroute_marks_nothing_in_the_new_set)
 	struct mtd_call *call = seam_call_of(s, cs);
 	struct mtd_attempt *b_fork = NULL, *a;
 	LIST_FOREACH(a, &call->attempts, call_link)
-		if (strcmp(a->ep->addr.text, EP_B) == 0)
+		if (strcmp(mtd_endpoint_text(a->ep), EP_B) == 0)
 			b_fork = a;
 	ck_assert_ptr_nonnull(b_fork);
 	ck_assert_int_eq(b_fork->ep_idx, 1);
@@ -2470,6 +2546,7 @@ static Suite *call_suite(void)
 {
 	Suite *s = suite_create("call");
 	TCase *tc = tcase_create("calls");
+	tcase_add_test(tc, snapshot_zone_records_and_metadata);
 	tcase_add_test(tc, unary_ok_through_one_attempt);
 	tcase_add_test(tc, failover_after_a_reset_retries_on_the_other_endpoint);
 	tcase_add_test(tc, per_try_timeout_then_retry);

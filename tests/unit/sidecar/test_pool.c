@@ -218,14 +218,10 @@ static void fx_open(struct fx *f)
 	mtd_ref_init(&f->load.ref);
 	f->svc.cfg = &f->scfg;
 	f->svc.load = &f->load;
-	f->ep = calloc(1, sizeof(*f->ep));
+	struct mtd_disc_endpoint d = {.address = f->text, .salen = sizeof(sin)};
+	memcpy(&d.sa, &sin, sizeof(sin));
+	f->ep = mtd_endpoint_new(&d, NULL, 1, 0);
 	ck_assert_ptr_nonnull(f->ep);
-	mtd_ref_init(&f->ep->ref);
-	f->ep->n_slots = 1;
-	f->ep->addr.text = f->text;
-	f->ep->addr.host = (char *)"127.0.0.1";
-	memcpy(&f->ep->addr.sa, &sin, sizeof(sin));
-	f->ep->addr.salen = sizeof(sin);
 
 	struct mtd_worker *w = &f->w;
 	w->base = event_base_new();
@@ -328,10 +324,7 @@ static void fx_close(struct fx *f)
 	/* Every reference the pool took was given back. */
 	ck_assert_uint_eq(atomic_load(&f->svc.ref.n), 1);
 	ck_assert_uint_eq(atomic_load(&f->ep->ref.n), 1);
-	mtd_lazy_free(&f->ep->mx); /* its connection figures (metrics.h) */
-	mtd_lazy_free(&f->ep->pools);
-	mtd_lb_stats_fini(&f->ep->stats);
-	free(f->ep);
+	mtd_endpoint_free(f->ep); /* its connection figures and pool slots too */
 }
 
 /* ---- tests -------------------------------------------------------------- */
