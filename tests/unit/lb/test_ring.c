@@ -439,10 +439,12 @@ END_TEST
 
 /* The same over many random pairs of sets (a fixed seed): ids drawn from
  * a small pool (so the sets share some, and a set may list one twice),
- * weights 0, negative, 1, small and huge (the points scaled to the
- * ring's cap), sets of one, and the previous ring of another ring_points
- * (whose points are not the new ones'). Every key lands as on a fresh
- * ring. */
+ * weights 0, negative, 1 and small, sets of one, and the previous ring of
+ * another ring_points (whose points are not the new ones'). Every key
+ * lands as on a fresh ring. No weight here is large enough to scale the
+ * ring to its cap of 2^24 points: three such rings took four minutes under
+ * ASan, and reuse is decided by an endpoint's count of points, whatever
+ * made it (a scaled ring is one more way to change that count). */
 static uint64_t prop_rng = 0x2545f4914f6cdd1dULL;
 
 static uint64_t prop_next(void)
@@ -453,14 +455,14 @@ static uint64_t prop_next(void)
 	return prop_rng;
 }
 
-static void prop_fill(struct t_set *s, size_t n, unsigned pool, bool huge, const struct t_set *from)
+static void prop_fill(struct t_set *s, size_t n, unsigned pool, const struct t_set *from)
 {
 	t_set_init(s, n, NULL);
 	for (size_t i = 0; i < n; i++) {
 		unsigned id = (unsigned)(prop_next() % pool);
 		uint64_t r = prop_next() % 10;
 		snprintf(s->ids[i], sizeof(s->ids[i]), "10.1.%u.%u:80", id / 256, id % 256);
-		s->eps[i].weight = r == 0 ? 0 : r == 1 ? -2 : r == 2 ? 1 : r == 3 && huge ? INT32_MAX : (int32_t)(prop_next() % 300);
+		s->eps[i].weight = r == 0 ? 0 : r == 1 ? -2 : r == 2 ? 1 : (int32_t)(prop_next() % 300);
 		if (from != NULL && from->n > 0 && prop_next() % 2 == 0) {
 			size_t j = prop_next() % from->n;
 			snprintf(s->ids[i], sizeof(s->ids[i]), "%s", from->ids[j]);
@@ -479,8 +481,8 @@ START_TEST(ring_over_a_previous_is_the_fresh_ring_random_sets)
 		unsigned pool = 1 + (unsigned)(prop_next() % 300);
 		size_t na = prop_next() % 4 == 0 ? 1 : prop_next() % 300, nb = prop_next() % 4 == 0 ? 1 : prop_next() % 300;
 
-		prop_fill(&a, na, pool, it == 3, NULL);
-		prop_fill(&b, nb, pool, it == 3, &a);
+		prop_fill(&a, na, pool, NULL);
+		prop_fill(&b, nb, pool, &a);
 		mtd_lb_config_defaults(&ca, mtd_lb_find("CONSISTENT_HASH"));
 		cb = ca;
 		if (prop_next() % 4 == 0)
