@@ -250,6 +250,37 @@ def port_in_use(port):
         s.close()
 
 
+def accepted(pid, local_port, remote_port):
+    """True once process `pid` holds its side of the TCP connection
+    127.0.0.1:remote_port -> 127.0.0.1:local_port as an open file: the
+    connection was accept()ed, not only queued by the kernel (a queued one
+    has no inode in /proc/net/tcp). Unlike counting the process's sockets,
+    another connection closing at the same moment cannot hide it."""
+    inodes = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            lp = int(parts[1].rsplit(":", 1)[1], 16)
+            rp = int(parts[2].rsplit(":", 1)[1], 16)
+            if lp == local_port and rp == remote_port and parts[9] != "0":
+                inodes.add("socket:[%s]" % parts[9])
+    if not inodes:
+        return False
+    fd_dir = "/proc/%d/fd" % pid
+    for f in os.listdir(fd_dir):
+        try:
+            if os.readlink(os.path.join(fd_dir, f)) in inodes:
+                return True
+        except OSError:
+            continue  # closed while we looked
+    return False
+
+
 def wakeups(pid):
     """How many times the main thread of process `pid` (maitred's control
     thread) has slept and been woken since it started: its

@@ -31,7 +31,7 @@ import test_calls
 import test_conformance
 import test_deadline_cancel
 import test_metadata
-from harness import (MaitredTest, grow_log, maitred_only, needs_h2, pb, pb_grpc, call_id, free_port, port_accepts,
+from harness import (MaitredTest, accepted, grow_log, maitred_only, needs_h2, pb, pb_grpc, call_id, free_port, port_accepts,
                      wait_until, wakeups, CALL_LIMIT, START_LIMIT, CHANNEL_OPTIONS, SLOW)
 
 NS = "spiffe://cluster.local/ns/shop/sa/"
@@ -561,13 +561,10 @@ class Handshakes(Mesh):
         app = self.start_upstream("app")
         b, addr = self.start_server_side(app, {"default": "ALLOW_AUTHENTICATED"})
 
-        def sockets():
-            fd_dir = "/proc/%d/fd" % b.proc.pid
-            return sum(1 for f in os.listdir(fd_dir) if os.readlink(os.path.join(fd_dir, f)).startswith("socket:"))
-        before = sockets()
         raw = socket.create_connection(("127.0.0.1", b.inbound_port), timeout=5)
         self.addCleanup(raw.close)
-        wait_until(lambda: sockets() > before, CALL_LIMIT, "maitred to accept the connection")
+        wait_until(lambda: accepted(b.proc.pid, b.inbound_port, raw.getsockname()[1]), CALL_LIMIT,
+                   "maitred to accept the connection")
         applied = b.proc.output().count("applied")
         with open(b.config_path, "a") as f:
             f.write("downstream:\n  initial_window_size: 300000\n")
