@@ -126,10 +126,11 @@ static int build_cycle(struct wrr_state *s)
 		rc = 0;
 		goto out;
 	}
-	if (total == s->n) {
+	if (total == s->n && count_positive(w, s->n) == s->n) {
 		/* Every endpoint of weight 1 (equal weights, the gcd taken
-		 * out, none drained): the sequence gives each one turn in index
-		 * order (ties go to the lower index): turn k is endpoint k. */
+		 * out, none drained: a sum of n alone is not that, 2:0:1 has
+		 * it): the sequence gives each one turn in index order (ties go
+		 * to the lower index): turn k is endpoint k. */
 		s->len = total;
 		rc = 0;
 		goto out;

@@ -196,6 +196,34 @@ START_TEST(wrr_large_set_without_a_cycle)
 }
 END_TEST
 
+/* Weights whose sum, the gcd taken out, is the number of endpoints while
+ * some are drained (2:0:1, 3:1:0:0) are no set of one turn each: a drained
+ * endpoint gets none, the others their weight's share. */
+START_TEST(wrr_drained_sum_equal_to_count)
+{
+	int32_t w3[3] = {200, 0, 100}, w4[4] = {30, 10, 0, 0};
+	struct t_set s;
+	struct mtd_lb_picker *p;
+	uint64_t counts[T_MAX_EPS];
+
+	t_set_init(&s, 3, w3);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	t_count(p, &s, counts, 3000);
+	ck_assert_uint_eq(counts[0], 2000);
+	ck_assert_uint_eq(counts[1], 0);
+	ck_assert_uint_eq(counts[2], 1000);
+	mtd_lb_picker_free(p);
+
+	t_set_init(&s, 4, w4);
+	p = t_picker("WEIGHTED_ROUND_ROBIN", &s, NULL);
+	t_count(p, &s, counts, 4000);
+	ck_assert_uint_eq(counts[0], 3000);
+	ck_assert_uint_eq(counts[1], 1000);
+	ck_assert_uint_eq(counts[2] + counts[3], 0);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 START_TEST(wrr_zero_and_excluded)
 {
 	int32_t w[4] = {200, 0, 100, -2};
@@ -483,6 +511,7 @@ static Suite *wrr_suite(void)
 	tcase_add_test(tc, wrr_exact_cycle_and_interleaved);
 	tcase_add_test(tc, wrr_many_weights);
 	tcase_add_test(tc, wrr_zero_and_excluded);
+	tcase_add_test(tc, wrr_drained_sum_equal_to_count);
 	tcase_add_test(tc, wrr_every_endpoint_one_turn);
 	tcase_add_test(tc, wrr_large_set_without_a_cycle);
 	tcase_add_test(tc, wrr_equal_weights_in_index_order);
