@@ -11,7 +11,8 @@
  *
  * A round resolves every name; a name whose resolution fails keeps its
  * last good addresses, and the failure is logged once per outage. The set
- * (literal endpoints + every name's addresses) goes to
+ * (literal endpoints + every name's addresses, each with its config
+ * endpoint's zone and metadata) goes to
  * mtd_control_set_endpoints, which ignores a set equal to the current one. */
 #include "config.h"
 
@@ -41,6 +42,9 @@ struct dns_name {
 	struct dns_src *src;
 	const char *host; /* borrowed from the config */
 	const char *key;  /* static: the endpoint as written; DNS: NULL */
+	/* static: the config's endpoint (its zone and metadata go with each
+	 * of its addresses); DNS: NULL */
+	const struct mtd_cfg_endpoint *ep;
 	uint16_t port;
 	int32_t weight;
 	/* The last good answer. */
@@ -104,7 +108,13 @@ static void publish(struct dns_src *s)
 		const struct mtd_cfg_endpoint *e = &sc->endpoints[i];
 		if (!mtd_rt_host_is_literal(e->addr.host))
 			continue;
-		set[n] = (struct mtd_disc_endpoint){.address = e->addr.text, .salen = e->addr.salen, .weight = e->weight};
+		set[n] = (struct mtd_disc_endpoint){.address = e->addr.text,
+		                                    .salen = e->addr.salen,
+		                                    .weight = e->weight,
+		                                    .zone = e->zone,
+		                                    /* both {key, value} */
+		                                    .metadata = (const struct mtd_disc_meta *)e->meta,
+		                                    .n_metadata = e->n_meta};
 		memcpy(&set[n++].sa, &e->addr.sa, e->addr.salen);
 	}
 	for (size_t i = 0; i < s->n_names; i++) {
@@ -114,13 +124,16 @@ static void publish(struct dns_src *s)
 			/* A static name's addresses are keyed by the name as
 			 * written (runtime.c static_set): two names giving one
 			 * address are two endpoints, as the config allows. */
-			set[n++] = (struct mtd_disc_endpoint){.key = nm->key,
-			                                      .address = id,
-			                                      .sa = nm->good[a],
-			                                      .salen = nm->good[a].ss_family == AF_INET6
-			                                                       ? sizeof(struct sockaddr_in6)
-			                                                       : sizeof(struct sockaddr_in),
-			                                      .weight = nm->weight};
+			set[n++] = (struct mtd_disc_endpoint){
+			        .key = nm->key,
+			        .address = id,
+			        .sa = nm->good[a],
+			        .salen = nm->good[a].ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+			                                                   : sizeof(struct sockaddr_in),
+			        .weight = nm->weight,
+			        .zone = nm->ep ? nm->ep->zone : NULL,
+			        .metadata = nm->ep ? (const struct mtd_disc_meta *)nm->ep->meta : NULL,
+			        .n_metadata = nm->ep ? nm->ep->n_meta : 0};
 		}
 	}
 	if (n == 0 && sc->source == MTD_CFG_SOURCE_DNS && s->n_names > 0) {
@@ -361,6 +374,7 @@ static int src_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 			*nm = (struct dns_name){.src = s,
 			                        .host = e->addr.host,
 			                        .key = e->addr.text,
+			                        .ep = e,
 			                        .port = e->addr.port,
 			                        .weight = e->weight};
 			/* What getaddrinfo found at load is the last good answer. */

@@ -232,3 +232,34 @@ class StaticHostname(MaitredTest):
             seen[r.instance] = seen.get(r.instance, 0) + 1
         self.assertEqual(seen, {"u2": 10, "u3": 10}, "round robin over every address of the name")
         self.stop_maitred(m)
+
+    def test_a_static_name_keeps_its_endpoints_zone_and_metadata(self):
+        """The resolver's set carries the config's zone and metadata, of
+        the name's addresses and of the literal endpoints beside it: with
+        this sidecar in z1, the name's endpoint in z2 gets no call while
+        the literal one in z1 answers."""
+        hosts = os.path.join(self.tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 localhost\n127.0.0.2 %s\n" % NAME)
+        far = self.start_upstream("far", host="127.0.0.2")
+        near = self.start_upstream("near")
+        svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
+               "endpoints": [{"address": "%s:%d" % (NAME, far.port), "zone": "z2", "metadata": {"v": "2"}},
+                             {"address": near.address, "zone": "z1", "metadata": {"v": "1"}}]}
+        admin = free_port()
+        m = self.start_maitred(self.config([svc], zone="z1", admin="127.0.0.1:%d" % admin),
+                               wrap=[UNSHARE, "--mount", "sh", "-c",
+                                     'mount --bind "$0" /etc/hosts && exec "$@"', hosts])
+
+        def resolved():
+            st, _, body = admin_request(admin, "GET", "/metrics")
+            return st == 200 and value(samples(body), "maitred_discovery_endpoints", service=SVC, source="dns") == 2
+        # The resolver's first set applied (the config's own came before it).
+        wait_until(resolved, CALL_LIMIT, "the resolver's set")
+        stub = self.echo(m)
+        seen = {}
+        for _ in range(20):
+            r = stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            seen[r.instance] = seen.get(r.instance, 0) + 1
+        self.assertEqual(seen, {"near": 20}, "the local zone only")
+        self.stop_maitred(m)
