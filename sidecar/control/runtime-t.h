@@ -189,9 +189,10 @@ struct mtd_rt_epattr {
 /* A service's config as a control plane overrides it (xDS: its Cluster's
  * policy and options, sidecar/control/xds_services.c): a copy of the config's
  * service (`base`) whose pointers still reach into that config (every
- * snapshot built on it holds the config too; `svc.local`, what no
- * control plane sets, is the base's), with its own lb, circuit,
- * outlier, connect timeout, TLS and methods. Immutable; shared by the
+ * snapshot built on it holds the config too; `svc.local` is the base's
+ * but when an assignment's locality weights turn the zone preference off:
+ * then `local`, a copy), with its own lb, circuit, outlier, connect
+ * timeout, TLS and methods. Immutable; shared by the
  * snapshots of the service while it stays the same (same base, same tag),
  * freed with the last (control thread). */
 struct mtd_rt_over {
