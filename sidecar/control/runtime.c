@@ -292,6 +292,20 @@ static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
 	return 0;
 }
 
+/* The host name a static endpoint keyed key (its address as written) was
+ * written with, or NULL: the name whose addresses the resolver gives
+ * (dns.c) is each one's SNI and certificate name, as it is for the
+ * address getaddrinfo gave at load (static_set's hosts). */
+static const char *static_host(const struct mtd_cfg_service *cfg, const char *key)
+{
+	if (cfg->source != MTD_CFG_SOURCE_STATIC || !key)
+		return NULL;
+	for (size_t i = 0; i < cfg->n_endpoints; i++)
+		if (strcmp(cfg->endpoints[i].addr.text, key) == 0)
+			return cfg->endpoints[i].addr.host;
+	return NULL;
+}
+
 /* The routing layer is built only where an option asks for it, so a
  * service without them picks exactly as it would without a layer (a split
  * needs one). */
@@ -570,8 +584,9 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 				goto fail;
 			}
 			/* SNI and certificate name default (upstream.c): the name a
-			 * DNS service resolves, else the address's host. */
-			const char *host = hosts ? hosts[i] : cfg->dns ? cfg->dns->name : NULL;
+			 * DNS service resolves, or a static endpoint was written
+			 * with, else the address's host. */
+			const char *host = hosts ? hosts[i] : cfg->dns ? cfg->dns->name : static_host(cfg, eps[i].key);
 			ep = mtd_endpoint_new(&eps[i], host, n_workers, now_ms);
 			if (!ep)
 				goto nomem;

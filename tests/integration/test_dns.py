@@ -252,7 +252,10 @@ class StaticHostname(MaitredTest):
                                      'mount --bind "$0" /etc/hosts && exec "$@"', hosts])
 
         def resolved():
-            st, _, body = admin_request(admin, "GET", "/metrics")
+            try:
+                st, _, body = admin_request(admin, "GET", "/metrics")
+            except OSError:
+                return False  # the admin port not open yet
             return st == 200 and value(samples(body), "maitred_discovery_endpoints", service=SVC, source="dns") == 2
         # The resolver's first set applied (the config's own came before it).
         wait_until(resolved, CALL_LIMIT, "the resolver's set")
@@ -262,4 +265,33 @@ class StaticHostname(MaitredTest):
             r = stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
             seen[r.instance] = seen.get(r.instance, 0) + 1
         self.assertEqual(seen, {"near": 20}, "the local zone only")
+        self.stop_maitred(m)
+
+    def test_every_address_of_a_static_name_is_checked_against_the_name(self):
+        """TLS without server_name: each address of a static host name
+        presents a certificate for the name (SNI and check), the addresses
+        the resolver found beside getaddrinfo's first too."""
+        from harness import TestCA
+        ca = TestCA(os.path.join(self.tmp, "ca"), server_name=NAME)
+        hosts = os.path.join(self.tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 localhost\n127.0.0.2 %s\n127.0.0.3 %s\n" % (NAME, NAME))
+        u2 = self.start_upstream("u2", host="127.0.0.2", tls=ca)
+        u3 = self.start_upstream("u3", host="127.0.0.3", port=u2.port, tls=ca)
+        svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"}, "tls": {"ca_file": ca.ca_file},
+               "endpoints": [{"address": "%s:%d" % (NAME, u2.port)}]}
+        m = self.start_maitred(self.config([svc]),
+                               wrap=[UNSHARE, "--mount", "sh", "-c",
+                                     'mount --bind "$0" /etc/hosts && exec "$@"', hosts])
+        wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT,
+                   "both addresses of %s" % NAME)
+        stub = self.echo(m)
+        seen = {}
+        for _ in range(20):
+            try:
+                r = stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+                seen[r.instance] = seen.get(r.instance, 0) + 1
+            except grpc.RpcError as e:
+                seen[e.details()] = seen.get(e.details(), 0) + 1
+        self.assertEqual(seen, {"u2": 10, "u3": 10})
         self.stop_maitred(m)
