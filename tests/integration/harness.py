@@ -250,13 +250,19 @@ def port_in_use(port):
         s.close()
 
 
-def accepted(pid, local_port, remote_port):
-    """True once process `pid` holds its side of the TCP connection
-    127.0.0.1:remote_port -> 127.0.0.1:local_port as an open file: the
-    connection was accept()ed, not only queued by the kernel (a queued one
-    has no inode in /proc/net/tcp). Unlike counting the process's sockets,
-    another connection closing at the same moment cannot hide it."""
-    inodes = set()
+class TcpSocket(tuple):
+    """One row of /proc/net/tcp or tcp6: ports, state ("01" is
+    ESTABLISHED) and inode ("0" while only queued, not accept()ed)."""
+    __slots__ = ()
+    local_port = property(lambda self: self[0])
+    remote_port = property(lambda self: self[1])
+    state = property(lambda self: self[2])
+    inode = property(lambda self: self[3])
+
+
+def tcp_sockets():
+    """Every loopback TCP socket of the machine, IPv4 and IPv6, as
+    TcpSocket rows: the one reader of /proc/net/tcp the tests share."""
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(name) as f:
@@ -265,10 +271,18 @@ def accepted(pid, local_port, remote_port):
             continue
         for line in lines:
             parts = line.split()
-            lp = int(parts[1].rsplit(":", 1)[1], 16)
-            rp = int(parts[2].rsplit(":", 1)[1], 16)
-            if lp == local_port and rp == remote_port and parts[9] != "0":
-                inodes.add("socket:[%s]" % parts[9])
+            yield TcpSocket((int(parts[1].rsplit(":", 1)[1], 16), int(parts[2].rsplit(":", 1)[1], 16),
+                             parts[3], parts[9]))
+
+
+def accepted(pid, local_port, remote_port):
+    """True once process `pid` holds its side of the TCP connection
+    127.0.0.1:remote_port -> 127.0.0.1:local_port as an open file: the
+    connection was accept()ed, not only queued by the kernel (a queued one
+    has no inode in /proc/net/tcp). Unlike counting the process's sockets,
+    another connection closing at the same moment cannot hide it."""
+    inodes = {"socket:[%s]" % t.inode for t in tcp_sockets()
+              if t.local_port == local_port and t.remote_port == remote_port and t.inode != "0"}
     if not inodes:
         return False
     fd_dir = "/proc/%d/fd" % pid

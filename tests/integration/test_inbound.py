@@ -12,7 +12,6 @@ by timing: every wait is a bounded loop whose limit is a hang guard."""
 import hashlib
 import json
 import os
-import queue
 import re
 import shutil
 import signal

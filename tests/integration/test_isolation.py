@@ -16,7 +16,7 @@ import h2.connection
 import h2.settings
 
 from h2raw import H2Client, echo_request
-from harness import MaitredTest, call_id, maitred_only, pb, wait_until, CALL_LIMIT, MiB
+from harness import MaitredTest, call_id, maitred_only, pb, tcp_sockets, wait_until, CALL_LIMIT, MiB
 
 PATH = "/maitred.testing.v1.Echo/Unary"
 
@@ -32,19 +32,8 @@ def rss_kib(pid, field="VmRSS"):
 def established(local_port, remote_port):
     """True while the TCP connection local_port -> remote_port on 127.0.0.1
     is ESTABLISHED (maitred's side of a test client's connection)."""
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(name) as f:
-                lines = f.readlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            parts = line.split()
-            lp = int(parts[1].rsplit(":", 1)[1], 16)
-            rp = int(parts[2].rsplit(":", 1)[1], 16)
-            if lp == local_port and rp == remote_port and parts[3] == "01":
-                return True
-    return False
+    return any(t.local_port == local_port and t.remote_port == remote_port and t.state == "01"
+               for t in tcp_sockets())
 
 
 def raw_frame(ftype, flags, sid, payload):

@@ -11,7 +11,7 @@ another, routing by exact rules); no assertion depends on timing.
 
 import grpc
 
-from harness import MaitredTest, maitred_only, pb, CALL_LIMIT
+from harness import MaitredTest, maitred_only, pb, tcp_sockets, CALL_LIMIT
 
 SVC = "maitred.testing.v1.Echo"
 
@@ -19,15 +19,7 @@ SVC = "maitred.testing.v1.Echo"
 def established_to(port):
     """Established TCP connections whose remote end is 127.0.0.1:port (the
     connections some client - here maitred - holds to that listener)."""
-    n = 0
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            fields = line.split()
-            rem, state = fields[2], fields[3]
-            if state == "01" and int(rem.split(":")[1], 16) == port:
-                n += 1
-    return n
+    return sum(1 for t in tcp_sockets() if t.state == "01" and t.remote_port == port)
 
 
 class Fleet(MaitredTest):

@@ -23,7 +23,7 @@ import unittest
 import grpc
 
 from harness import (MaitredTest, Maitred, Proc, grow_log, maitred_argv, maitred_env, maitred_only, pb, free_port,
-                     port_accepts, to_yaml, wait_until, wakeups, CALL_LIMIT, LOG_LEVEL, MAITRED_BIN, START_LIMIT)
+                     port_accepts, tcp_sockets, to_yaml, wait_until, wakeups, CALL_LIMIT, LOG_LEVEL, MAITRED_BIN, START_LIMIT)
 
 SVC = "maitred.testing.v1.Echo"
 
@@ -31,14 +31,7 @@ SVC = "maitred.testing.v1.Echo"
 def conns_to(port):
     """Local ports of the established loopback TCP connections whose peer
     is `port` (maitred's connections to an upstream), from /proc/net/tcp."""
-    out = set()
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            fields = line.split()
-            local, remote, state = fields[1], fields[2], fields[3]
-            if state == "01" and int(remote.split(":")[1], 16) == port:
-                out.add(int(local.split(":")[1], 16))
-    return out
+    return {t.local_port for t in tcp_sockets() if t.state == "01" and t.remote_port == port}
 
 
 class Load:
