@@ -21,12 +21,14 @@ static void dump_opt(struct mtd_json *j, const char *key, const char *v)
 		mtd_json_null(j);
 }
 
-/* LDS or RDS: its one resource. */
-static void dump_one(struct mtd_json *j, const struct mtd_xds *x, int t)
+/* Type t's object, named by its resources ("clusters", ...): what the
+ * type's last response said, then its resources' array, left open. */
+static void type_begin(struct mtd_json *j, const struct mtd_xds *x, int t)
 {
-	const struct xds_one *o = t == T_LDS ? &x->lds : &x->rds;
+	static const char *const key[N_TYPES] = {
+	        [T_CDS] = "clusters", [T_EDS] = "endpoints", [T_LDS] = "listeners", [T_RDS] = "routes"};
 
-	mtd_json_key(j, t == T_LDS ? "listeners" : "routes");
+	mtd_json_key(j, key[t]);
 	mtd_json_obj_begin(j);
 	mtd_json_key(j, "type_url");
 	mtd_json_str(j, xds_type_url[t]);
@@ -35,6 +37,14 @@ static void dump_one(struct mtd_json *j, const struct mtd_xds *x, int t)
 	dump_opt(j, "last_nack", x->t[t].nack);
 	mtd_json_key(j, "resources");
 	mtd_json_arr_begin(j);
+}
+
+/* LDS or RDS: its one resource. */
+static void dump_one(struct mtd_json *j, const struct mtd_xds *x, int t)
+{
+	const struct xds_one *o = t == T_LDS ? &x->lds : &x->rds;
+
+	type_begin(j, x, t);
 	if (o->name != NULL) {
 		mtd_json_obj_begin(j);
 		dump_opt(j, "name", o->name);
@@ -72,15 +82,7 @@ void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 			dump_one(j, x, t);
 			continue;
 		}
-		mtd_json_key(j, t == T_CDS ? "clusters" : "endpoints");
-		mtd_json_obj_begin(j);
-		mtd_json_key(j, "type_url");
-		mtd_json_str(j, xds_type_url[t]);
-		dump_opt(j, "version", x->t[t].version);
-		dump_opt(j, "nonce", x->t[t].nonce);
-		dump_opt(j, "last_nack", x->t[t].nack);
-		mtd_json_key(j, "resources");
-		mtd_json_arr_begin(j);
+		type_begin(j, x, t);
 		size_t n = t == T_CDS ? x->n_cls : x->n_clas;
 		for (size_t i = 0; i < n; i++) {
 			mtd_json_obj_begin(j);
