@@ -212,17 +212,26 @@ class StaticHostname(MaitredTest):
     PID through the execs), so the name's addresses are known and on
     loopback."""
 
+    def hosts_file(self, text):
+        """A hosts file of the test's, for hosts_wrap."""
+        path = os.path.join(self.tmp, "hosts")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    @staticmethod
+    def hosts_wrap(hosts):
+        """maitred's wrap: its own mount namespace whose /etc/hosts is `hosts`."""
+        return [UNSHARE, "--mount", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
+
     def test_every_address_of_a_static_name_is_an_endpoint(self):
-        hosts = os.path.join(self.tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("127.0.0.1 localhost\n127.0.0.2 %s\n127.0.0.3 %s\n" % (NAME, NAME))
+        hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.2 %s\n127.0.0.3 %s\n" % (NAME, NAME))
         u2 = self.start_upstream("u2", host="127.0.0.2")
         u3 = self.start_upstream("u3", host="127.0.0.3", port=u2.port)
         svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
                "endpoints": [{"address": "%s:%d" % (NAME, u2.port)}]}
         m = self.start_maitred(self.config([svc]),
-                               wrap=[UNSHARE, "--mount", "sh", "-c",
-                                     'mount --bind "$0" /etc/hosts && exec "$@"', hosts])
+                               wrap=self.hosts_wrap(hosts))
         wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT,
                    "both addresses of %s" % NAME)
         stub = self.echo(m)
@@ -238,9 +247,7 @@ class StaticHostname(MaitredTest):
         the name's addresses and of the literal endpoints beside it: with
         this sidecar in z1, the name's endpoint in z2 gets no call while
         the literal one in z1 answers."""
-        hosts = os.path.join(self.tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("127.0.0.1 localhost\n127.0.0.2 %s\n" % NAME)
+        hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.2 %s\n" % NAME)
         far = self.start_upstream("far", host="127.0.0.2")
         near = self.start_upstream("near")
         svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
@@ -248,8 +255,7 @@ class StaticHostname(MaitredTest):
                              {"address": near.address, "zone": "z1", "metadata": {"v": "1"}}]}
         admin = free_port()
         m = self.start_maitred(self.config([svc], zone="z1", admin="127.0.0.1:%d" % admin),
-                               wrap=[UNSHARE, "--mount", "sh", "-c",
-                                     'mount --bind "$0" /etc/hosts && exec "$@"', hosts])
+                               wrap=self.hosts_wrap(hosts))
 
         def resolved():
             try:
@@ -273,16 +279,13 @@ class StaticHostname(MaitredTest):
         the resolver found beside getaddrinfo's first too."""
         from harness import TestCA
         ca = TestCA(os.path.join(self.tmp, "ca"), server_name=NAME)
-        hosts = os.path.join(self.tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("127.0.0.1 localhost\n127.0.0.2 %s\n127.0.0.3 %s\n" % (NAME, NAME))
+        hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.2 %s\n127.0.0.3 %s\n" % (NAME, NAME))
         u2 = self.start_upstream("u2", host="127.0.0.2", tls=ca)
         u3 = self.start_upstream("u3", host="127.0.0.3", port=u2.port, tls=ca)
         svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"}, "tls": {"ca_file": ca.ca_file},
                "endpoints": [{"address": "%s:%d" % (NAME, u2.port)}]}
         m = self.start_maitred(self.config([svc]),
-                               wrap=[UNSHARE, "--mount", "sh", "-c",
-                                     'mount --bind "$0" /etc/hosts && exec "$@"', hosts])
+                               wrap=self.hosts_wrap(hosts))
         wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT,
                    "both addresses of %s" % NAME)
         stub = self.echo(m)
