@@ -19,6 +19,8 @@
 
 struct event;
 struct event_base;
+struct evdns_base;
+struct evdns_getaddrinfo_request;
 struct mtd_control;
 struct mtd_gcli;
 struct mtd_gcli_call;
@@ -165,6 +167,15 @@ struct mtd_xds {
 	bool node_sent; /* on this stream */
 	struct event *retry, *sync_ev;
 	struct event *nack_ev; /* logs the NACKs held back (nack_flush) */
+	/* A server written with a name is looked up again before each
+	 * reconnect (one at load only would pin a moved server's old
+	 * address): a resolver made afresh for each lookup, so resolv.conf
+	 * and the hosts file are read again. by_name false: an address. */
+	bool by_name;
+	struct evdns_base *dns;
+	struct evdns_getaddrinfo_request *lookup; /* pending, or NULL */
+	char *lookup_why; /* the last lookup's failure (said once), NULL = none */
+	unsigned turn;    /* lookups so far: which of the name's addresses is next */
 	unsigned failures; /* streams in a row without a response */
 	char *down_why;    /* why the last stream ended, NULL = never */
 	bool away;         /* a stream ended and no response came since: "answers again" is due */

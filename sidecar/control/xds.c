@@ -35,12 +35,15 @@
  * would name the same dependency less plainly. Control thread only. */
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <event2/dns.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config/config.h"
+#include "core/addr.h"
 #include "core/log.h"
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/control.h"
@@ -249,11 +252,83 @@ static void connect_now(struct mtd_xds *x)
 	xds_send_request(x, T_RDS, NULL);
 }
 
+/* The lookup's answer: the next of the name's addresses in turn (a
+ * server that went takes the next one at the next retry), or, when the
+ * name has none, the last address it had, the failure said once. */
+static void lookup_cb(int result, struct evutil_addrinfo *res, void *arg)
+{
+	struct mtd_xds *x = arg;
+	union mtd_sockaddr got[8];
+	size_t n = 0;
+	char was[MTD_ADDR_TEXT_SIZE], now[MTD_ADDR_TEXT_SIZE], why[256];
+
+	if (result == EVUTIL_EAI_CANCEL) { /* x is being freed */
+		if (res != NULL)
+			evutil_freeaddrinfo(res);
+		return;
+	}
+	x->lookup = NULL;
+	for (struct evutil_addrinfo *ai = res; ai != NULL && n < sizeof(got) / sizeof(got[0]); ai = ai->ai_next) {
+		if (ai->ai_family == AF_INET && ai->ai_addrlen >= sizeof(struct sockaddr_in)) {
+			memcpy(&got[n].in, ai->ai_addr, sizeof(got[n].in));
+			got[n++].in.sin_port = htons(x->server.port);
+		} else if (ai->ai_family == AF_INET6 && ai->ai_addrlen >= sizeof(struct sockaddr_in6)) {
+			memcpy(&got[n].in6, ai->ai_addr, sizeof(got[n].in6));
+			got[n++].in6.sin6_port = htons(x->server.port);
+		}
+	}
+	if (res != NULL)
+		evutil_freeaddrinfo(res);
+	mtd_addr_text(&x->server.sa.sa, was, sizeof(was));
+	if (n == 0) {
+		snprintf(why, sizeof(why), "%s", result != 0 ? evutil_gai_strerror(result) : "no IPv4 or IPv6 address");
+		if (!xds_same_str(x->lookup_why, why))
+			MTD_WARN("xds: %s: cannot look up %s (%s): connecting to its last address, %s", x->server.text,
+			         x->server.host, why, was);
+		xds_set_str(&x->lookup_why, why);
+	} else {
+		union mtd_sockaddr *a = &got[x->turn++ % n];
+		socklen_t len = a->sa.sa_family == AF_INET ? sizeof(a->in) : sizeof(a->in6);
+		if (len != x->server.salen || memcmp(a, &x->server.sa, len) != 0)
+			MTD_INFO("xds: %s: connecting to %s (was %s): %s has %zu address%s", x->server.text,
+			         mtd_addr_text(&a->sa, now, sizeof(now)), was, x->server.host, n, n == 1 ? "" : "es");
+		memcpy(&x->server.sa, a, len);
+		x->server.salen = len;
+		xds_set_str(&x->lookup_why, NULL);
+	}
+	connect_now(x);
+}
+
+/* Looks the server's name up (resolv.conf and the hosts file read
+ * again), then connects; an answer at once (the hosts file) connects
+ * before this returns. */
+static void look_up(struct mtd_xds *x)
+{
+	struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+
+	if (x->dns != NULL)
+		evdns_base_free(x->dns, 0); /* the last lookup's, answered */
+	x->dns = evdns_base_new(x->base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	if (x->dns == NULL) {
+		lookup_cb(EVUTIL_EAI_MEMORY, NULL, x);
+		return;
+	}
+	/* A resolver that does not answer delays a reconnect by 4 s at most. */
+	evdns_base_set_option(x->dns, "timeout:", "2");
+	evdns_base_set_option(x->dns, "attempts:", "2");
+	x->lookup = evdns_getaddrinfo(x->dns, x->server.host, NULL, &hints, lookup_cb, x);
+}
+
 static void retry_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct mtd_xds *x = arg;
+
 	(void)fd;
 	(void)what;
-	connect_now(arg);
+	if (x->by_name)
+		look_up(x);
+	else
+		connect_now(x);
 }
 
 /* ---- lifetime ----------------------------------------------------------------- */
@@ -330,6 +405,10 @@ int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct m
 	x->node_id = strdup(c->node_id);
 	x->zone = c->zone != NULL ? strdup(c->zone) : NULL;
 	x->lds.name = c->listener != NULL ? strdup(c->listener) : NULL;
+	if (x->server.host != NULL) {
+		unsigned char a[sizeof(struct in6_addr)];
+		x->by_name = inet_pton(AF_INET, x->server.host, a) != 1 && inet_pton(AF_INET6, x->server.host, a) != 1;
+	}
 	x->retry = evtimer_new(x->base, retry_cb, x);
 	x->nack_ev = evtimer_new(x->base, xds_nack_flush, x);
 	x->sync_ev = event_new(x->base, -1, 0, xds_sync_cb, x);
@@ -399,6 +478,11 @@ void mtd_xds_free(struct mtd_xds *x)
 	if (x == NULL)
 		return;
 	mtd_gcli_free(x->conn);
+	if (x->lookup)
+		evdns_getaddrinfo_cancel(x->lookup); /* its callback returns at once */
+	if (x->dns)
+		evdns_base_free(x->dns, 0);
+	free(x->lookup_why);
 	if (x->retry)
 		event_free(x->retry);
 	if (x->nack_ev)

@@ -174,6 +174,27 @@ def maitred_argv(args, wrap=None):
     return list(wrap or []) + WRAP + [MAITRED_BIN] + list(args)
 
 
+UNSHARE = shutil.which("unshare")
+
+
+def can_bind_mount():
+    """True when this process may give a child its own /etc/hosts (root,
+    and a kernel that allows mount namespaces)."""
+    if UNSHARE is None or os.geteuid() != 0:
+        return False
+    r = subprocess.run([UNSHARE, "--mount", "sh", "-c", "mount --bind /dev/null /etc/hosts"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return r.returncode == 0
+
+
+def hosts_wrap(hosts):
+    """A wrap (maitred_argv's) that runs the rest in its own mount
+    namespace whose /etc/hosts is the file `hosts` (util-linux's unshare;
+    the process keeps its PID through the execs). The file is bound, not
+    copied: rewritten in place, the process sees the new names."""
+    return [UNSHARE or "unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
+
+
 def maitred_env(extra=None):
     """maitred's environment: ours, with passthrough slabs under a wrap,
     and a test's `extra` variables."""
@@ -664,6 +685,14 @@ class MaitredTest(unittest.TestCase):
         up = Upstream(proc, info, tls, host)
         self._upstreams.append(up)
         return up
+
+    def hosts_file(self, text):
+        """The test's hosts file (for hosts_wrap), written with text; again
+        in place (the same inode, so a bound /etc/hosts follows)."""
+        path = os.path.join(self.tmp, "hosts")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
 
     def write_config(self, cfg, name="maitred.yaml"):
         path = os.path.join(self.tmp, name)

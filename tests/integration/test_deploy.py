@@ -13,7 +13,8 @@ import unittest
 
 import yaml
 
-from harness import MaitredTest, TestCA, MAITRED_BIN, SRCDIR, BUILDDIR, CALL_LIMIT, free_port, port_accepts, wait_until
+from harness import (MaitredTest, TestCA, MAITRED_BIN, SRCDIR, BUILDDIR, CALL_LIMIT, free_port, hosts_wrap, port_accepts,
+                     wait_until)
 
 DEPLOY = os.path.join(SRCDIR, "deploy")
 
@@ -87,13 +88,8 @@ class Kubernetes(CertsMixin, MaitredTest):
     def check_config_with_hosts(self, path, hosts):
         """--check-config resolves host names; cluster DNS names resolve to
         127.0.0.1 in a private mount namespace with its own /etc/hosts."""
-        hosts_file = os.path.join(self.tmp, "hosts")
-        with open(hosts_file, "w") as f:
-            f.write("127.0.0.1 localhost\n::1 localhost\n")
-            for h in hosts:
-                f.write("127.0.0.1 %s\n" % h)
-        argv = ["unshare", "-m", "sh", "-c", 'mount --bind "$1" /etc/hosts && exec "$2" --check-config "$3"',
-                "sh", hosts_file, MAITRED_BIN, path]
+        hosts = self.hosts_file("127.0.0.1 localhost\n::1 localhost\n" + "".join("127.0.0.1 %s\n" % h for h in hosts))
+        argv = hosts_wrap(hosts) + [MAITRED_BIN, "--check-config", path]
         res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=CALL_LIMIT)
         err = res.stderr.decode(errors="replace")
         if res.returncode != 0 and ("unshare" in err or "mount" in err) and "maitred" not in err:

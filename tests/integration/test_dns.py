@@ -20,7 +20,7 @@ import urllib.parse
 
 import grpc
 
-from harness import (MaitredTest, Proc, maitred_only, pb, free_port, wait_until,
+from harness import (MaitredTest, Proc, can_bind_mount, hosts_wrap, maitred_only, pb, free_port, wait_until,
                      CALL_LIMIT, START_LIMIT)
 from test_admin import admin_request, samples, value
 from h2raw import H2Client
@@ -183,25 +183,6 @@ class Dns(MaitredTest):
         self.stop_maitred(m)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
-
-UNSHARE = shutil.which("unshare")
-
-
-def can_bind_mount():
-    """True when this process may give a child its own /etc/hosts (root,
-    and a kernel that allows mount namespaces)."""
-    if UNSHARE is None or os.geteuid() != 0:
-        return False
-    import subprocess
-    r = subprocess.run([UNSHARE, "--mount", "sh", "-c", "mount --bind /dev/null /etc/hosts"],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return r.returncode == 0
-
-
 @maitred_only
 @unittest.skipUnless(can_bind_mount(), "needs root and mount namespaces (unshare --mount) for a private /etc/hosts")
 class StaticHostname(MaitredTest):
@@ -212,18 +193,6 @@ class StaticHostname(MaitredTest):
     PID through the execs), so the name's addresses are known and on
     loopback."""
 
-    def hosts_file(self, text):
-        """A hosts file of the test's, for hosts_wrap."""
-        path = os.path.join(self.tmp, "hosts")
-        with open(path, "w") as f:
-            f.write(text)
-        return path
-
-    @staticmethod
-    def hosts_wrap(hosts):
-        """maitred's wrap: its own mount namespace whose /etc/hosts is `hosts`."""
-        return [UNSHARE, "--mount", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
-
     def test_every_address_of_a_static_name_is_an_endpoint(self):
         hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.2 %s\n127.0.0.3 %s\n" % (NAME, NAME))
         u2 = self.start_upstream("u2", host="127.0.0.2")
@@ -231,7 +200,7 @@ class StaticHostname(MaitredTest):
         svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
                "endpoints": [{"address": "%s:%d" % (NAME, u2.port)}]}
         m = self.start_maitred(self.config([svc]),
-                               wrap=self.hosts_wrap(hosts))
+                               wrap=hosts_wrap(hosts))
         wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT,
                    "both addresses of %s" % NAME)
         stub = self.echo(m)
@@ -255,7 +224,7 @@ class StaticHostname(MaitredTest):
                              {"address": near.address, "zone": "z1", "metadata": {"v": "1"}}]}
         admin = free_port()
         m = self.start_maitred(self.config([svc], zone="z1", admin="127.0.0.1:%d" % admin),
-                               wrap=self.hosts_wrap(hosts))
+                               wrap=hosts_wrap(hosts))
 
         def resolved():
             try:
@@ -285,7 +254,7 @@ class StaticHostname(MaitredTest):
         svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"}, "tls": {"ca_file": ca.ca_file},
                "endpoints": [{"address": "%s:%d" % (NAME, u2.port)}]}
         m = self.start_maitred(self.config([svc]),
-                               wrap=self.hosts_wrap(hosts))
+                               wrap=hosts_wrap(hosts))
         wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT,
                    "both addresses of %s" % NAME)
         stub = self.echo(m)
@@ -298,3 +267,7 @@ class StaticHostname(MaitredTest):
                 seen[e.details()] = seen.get(e.details(), 0) + 1
         self.assertEqual(seen, {"u2": 10, "u3": 10})
         self.stop_maitred(m)
+
+
+if __name__ == "__main__":
+    unittest.main()

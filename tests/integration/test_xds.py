@@ -22,10 +22,12 @@ import json
 import os
 import re
 import signal
+import unittest
 
 import grpc
 
-from harness import MaitredTest, TestCA, maitred_only, pb, call_id, free_port, wait_until, CALL_LIMIT
+from harness import (MaitredTest, TestCA, can_bind_mount, hosts_wrap, maitred_only, pb, call_id, free_port, wait_until,
+                     CALL_LIMIT)
 from test_admin import admin_request, samples, value
 from test_etcd import Load
 import xds
@@ -680,6 +682,45 @@ class XdsTest(XdsBase):
         self.assertTrue(self.log_lines(m, r"xds: 127\.0\.0\.1:\d+ answers again"), m.proc.output())
         log = self.server.log()
         self.assertTrue(any(acked(r, xds.EDS) for r in log), log)
+        self.stop_maitred(m)
+
+    @maitred_only
+    @unittest.skipUnless(can_bind_mount(), "needs root and mount namespaces (unshare --mount) for a private /etc/hosts")
+    def test_a_server_name_is_looked_up_again_at_each_reconnect(self):
+        """The management server written with a name (as istiod's Service
+        is): when the server moves, the name's new address is where the
+        next reconnect goes, not the address found at load; a name that
+        no longer resolves keeps the last address. maitred runs with its
+        own /etc/hosts (the test's file, rewritten in place)."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        name = "xds.maitred.test"
+        hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.1 %s\n" % name)
+        self.server.start()
+        port = self.server.port
+        self.serve([a])
+        m = self.start_maitred(self.xds_config(server="%s:%d" % (name, port)), wrap=hosts_wrap(hosts))
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        # The server moves to 127.0.0.2 (the same port); the name follows it.
+        self.server.stop()
+        self.hosts_file("127.0.0.1 localhost\n127.0.0.2 %s\n" % name)
+        self.server = XdsServer(self.tmp, host="127.0.0.2")
+        self.addCleanup(self.server.stop)
+        self.server.port = port
+        self.server.start(same_port=True)
+        self.serve([b])
+        self.wait_set(stub, "b", "b, from the server at the name's new address")
+        self.assertTrue(self.log_lines(m, r"xds: %s:%d: connecting to 127\.0\.0\.2:%d \(was 127\.0\.0\.1:%d\)"
+                                       % (re.escape(name), port, port, port)), m.proc.output())
+        # The name goes from the hosts file: the last address serves on.
+        self.server.stop()
+        self.hosts_file("127.0.0.1 localhost\n")
+        self.server.start(same_port=True)
+        self.serve([a])
+        self.wait_set(stub, "a", "a, from the last address the name had")
+        self.assertTrue(self.log_lines(m, r"xds: %s:%d: cannot look up %s \(.*\): connecting to its last address, "
+                                          r"127\.0\.0\.2:%d" % (re.escape(name), port, re.escape(name), port)),
+                        m.proc.output())
         self.stop_maitred(m)
 
     @maitred_only

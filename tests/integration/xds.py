@@ -51,9 +51,12 @@ def install_peers():
 
 
 class XdsServer:
-    def __init__(self, tmp, tls=None):
+    def __init__(self, tmp, tls=None, host="127.0.0.1"):
+        """host: the loopback address the ADS port is bound to (the
+        control port is always on 127.0.0.1)."""
         self.tmp = tmp
         self.tls = tls
+        self.host = host
         self.port = 0
         self.control = 0
         self.proc = None
@@ -62,7 +65,8 @@ class XdsServer:
 
     def start(self, same_port=False):
         install_peers()
-        argv = ["node", os.path.join(PEERS, "server.js"), "--port", str(self.port if same_port else 0)]
+        argv = ["node", os.path.join(PEERS, "server.js"), "--host", self.host,
+                "--port", str(self.port if same_port else 0)]
         if self.tls:
             argv += ["--tls-cert", self.tls["cert"], "--tls-key", self.tls["key"]]
             if self.tls.get("ca"):

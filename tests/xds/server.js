@@ -4,7 +4,7 @@
 // test sets, recording every DiscoveryRequest it receives (ACKs and NACKs
 // among them). Envoy's API protos come from @grpc/grpc-js-xds's deps/.
 //
-//   node server.js [--port N] [--tls-cert F --tls-key F [--tls-ca F]]
+//   node server.js [--host A] [--port N] [--tls-cert F --tls-key F [--tls-ca F]]
 //
 // prints one JSON line on stdout once it serves: {"ads_port":N,"control_port":M}
 // (--port 0 or none: any free port). The control port speaks HTTP/1.1 on
@@ -68,7 +68,7 @@ const typeUrl = (kind) => 'type.googleapis.com/' + KINDS[kind];
 const kindOf = (url) => Object.keys(KINDS).find((k) => typeUrl(k) === url);
 
 function parseArgs(argv) {
-  const o = { port: 0 };
+  const o = { port: 0, host: '127.0.0.1' };
   for (let i = 2; i < argv.length; i += 2) {
     const k = argv[i].replace(/^--/, '');
     o[k.replace(/-/g, '_')] = argv[i + 1];
@@ -298,7 +298,7 @@ function main() {
     creds = grpc.ServerCredentials.createSsl(o.tls_ca ? fs.readFileSync(o.tls_ca) : null,
       [{ cert_chain: fs.readFileSync(o.tls_cert), private_key: fs.readFileSync(o.tls_key) }], !!o.tls_ca);
   }
-  server.bindAsync('127.0.0.1:' + o.port, creds, (err, port) => {
+  server.bindAsync(o.host + ':' + o.port, creds, (err, port) => {
     if (err) {
       process.stderr.write('xds server: ' + err.message + '\n');
       process.exit(1);
