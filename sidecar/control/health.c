@@ -9,6 +9,7 @@
 
 #include <event2/event.h>
 
+#include "core/lazy.h"
 #include "core/log.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "sidecar/control/health.h"
@@ -157,7 +158,8 @@ static void result(struct target *t, bool ok, const char *why)
 static unsigned pick_worker(struct target *t)
 {
 	unsigned n = t->h->ctl->n_workers;
-	uint64_t m = atomic_load_explicit(&t->ep->pooled, memory_order_relaxed);
+	const struct mtd_ep_pools *ps = mtd_lazy_peek(&t->ep->pools);
+	uint64_t m = ps ? atomic_load_explicit(&ps->pooled, memory_order_relaxed) : 0;
 	if (t->worker < 64 && (m >> t->worker) & 1)
 		return t->worker;
 	if (m && (unsigned)__builtin_ctzll(m) < n)

@@ -297,8 +297,8 @@ static bool has_stream(struct fx *f)
 /* The worker's pool for the endpoint, or NULL (none made yet, or freed). */
 static struct mtd_pool *pool_of(struct fx *f)
 {
-	struct mtd_pool **slots = mtd_lazy_peek(&f->ep->pools);
-	return slots ? slots[0] : NULL;
+	struct mtd_ep_pools *slots = mtd_lazy_peek(&f->ep->pools);
+	return slots ? slots->slot[0] : NULL;
 }
 
 static bool transport_up(struct fx *f)
