@@ -131,8 +131,8 @@ static void result(struct target *t, bool ok, const char *why)
 		if (t->ep->hc_down && t->oks >= c->healthy_threshold) {
 			t->ep->hc_down = false;
 			mirror(s, t->ep);
-			MTD_INFO("service %s: endpoint %s is healthy again (%u health checks SERVING)", s->cfg->name,
-			         mtd_endpoint_text(t->ep), t->oks);
+			MTD_INFO("service %s: endpoint %s is healthy again (%u health checks SERVING)",
+			         s->cfg->local->name, mtd_endpoint_text(t->ep), t->oks);
 			/* SERVING brings it back through warmup, not at full
 			 * share at once. */
 			mtd_control_rewarm(t->h->ctl, t->si, &t->ep, 1);
@@ -144,7 +144,7 @@ static void result(struct target *t, bool ok, const char *why)
 			t->ep->hc_down = true;
 			mirror(s, t->ep);
 			MTD_WARN("service %s: endpoint %s is unhealthy (%u health checks failed in a row, last: %s)",
-			         s->cfg->name, mtd_endpoint_text(t->ep), t->fails, why);
+			         s->cfg->local->name, mtd_endpoint_text(t->ep), t->fails, why);
 		}
 	}
 }

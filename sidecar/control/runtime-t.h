@@ -199,19 +199,24 @@ struct mtd_rt_epattr {
  * service (`base`) whose pointers still reach into that config (every
  * snapshot built on it holds the config too; `svc.local` is the base's
  * but when an assignment's locality weights turn the zone preference off:
- * then `local`, a copy), with its own lb, circuit, outlier, connect
+ * then a copy), with its own lb, circuit, outlier, connect
  * timeout, TLS and methods. Immutable; shared by the
  * snapshots of the service while it stays the same (same base, same tag),
  * freed with the last (control thread). */
 struct mtd_rt_over {
 	struct mtd_ref ref;
-	struct mtd_cfg_service svc;         /* what snapshots read: svc.methods = methods, svc.tls = tls or base's */
+	/* What svc points to that it owns (MTD_RT_OVER_OWNS_*), else base's:
+	 * svc.methods an array of shallow copies, svc.tls (its strings too),
+	 * svc.local a shallow copy. */
+	uint8_t owns;
+	struct mtd_cfg_service svc;         /* what snapshots read */
 	const struct mtd_cfg_service *base; /* the config's own */
 	uint64_t tag;                       /* its maker's: equal tags over one base are the same override */
-	struct mtd_cfg_method *methods;     /* owned array of shallow copies, or NULL */
-	struct mtd_cfg_tls *tls;            /* owned (strings too), or NULL: base's */
-	struct mtd_cfg_service_local *local; /* owned shallow copy (svc.local), or NULL: base's */
 };
+
+#define MTD_RT_OVER_OWNS_METHODS 1u
+#define MTD_RT_OVER_OWNS_TLS     2u
+#define MTD_RT_OVER_OWNS_LOCAL   4u
 
 /* One service's snapshot: its endpoint set and the pickers built on it. */
 struct mtd_rt_service {

@@ -118,9 +118,9 @@ void mtd_pool_free(struct mtd_pool *p)
 const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app)
 {
 	const struct mtd_cfg_service *svc = p->svc->cfg;
-	if (svc->authority)
-		return svc->authority;
-	if (keep_app && !svc->authority_from_endpoint)
+	if (svc->local->authority)
+		return svc->local->authority;
+	if (keep_app && !svc->local->authority_from_endpoint)
 		return NULL;
 	return svc->tls && svc->tls->server_name ? svc->tls->server_name : mtd_endpoint_text(p->ep);
 }
@@ -172,8 +172,8 @@ static void supersede(struct mtd_pool *p)
 	}
 	if (n == 0)
 		return;
-	MTD_DEBUG("worker %u: service %s's TLS policy changed: %u connections to %s drain", p->w->id, p->svc->cfg->name,
-	          n, mtd_endpoint_text(p->ep));
+	MTD_DEBUG("worker %u: service %s's TLS policy changed: %u connections to %s drain", p->w->id,
+	          p->svc->cfg->local->name, n, mtd_endpoint_text(p->ep));
 	mtd_pool_note_usable(p);
 	mtd_pool_dispatch(p);
 }
@@ -215,7 +215,7 @@ void mtd_pool_retire(struct mtd_pool *p)
 		return;
 	p->retired = true;
 	MTD_DEBUG("worker %u: endpoint %s left service %s: draining its pool (%u connections, %u calls waiting)",
-	          p->w->id, mtd_endpoint_text(p->ep), p->svc->cfg->name, p->n_conns, p->n_pending);
+	          p->w->id, mtd_endpoint_text(p->ep), p->svc->cfg->local->name, p->n_conns, p->n_pending);
 	/* Issue 7: calls waiting here move to an endpoint of the current
 	 * snapshot (their owner's doing); calls in flight finish where they
 	 * are. */
