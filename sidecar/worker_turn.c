@@ -106,8 +106,8 @@ int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt)
 		if (same_config && prev->services[i] == s)
 			continue;
 		for (size_t e = 0; e < s->n_eps; e++) {
-			struct mtd_pool **slots = mtd_lazy_peek(&s->eps[e]->pools);
-			struct mtd_pool *p = slots ? slots[w->id] : NULL;
+			struct mtd_ep_pools *slots = mtd_lazy_peek(&s->eps[e]->pools);
+			struct mtd_pool *p = slots ? slots->slot[w->id] : NULL;
 			if (p)
 				mtd_pool_set_service(p, s);
 		}

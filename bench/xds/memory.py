@@ -10,6 +10,9 @@ what an endpoint costs alone; over N, with the first K, a cluster.
 
   memory.py [N] [K,K...]      default 10000 and 10,1
 
+The endpoints are 127.x.y.z:9 (11-15 bytes of text); POD=1 makes them
+pod addresses as a mesh's control plane sends them, 10.244-246.x.y:8080
+(16-19 bytes: what an endpoint's allocation holds depends on it).
 A measurement, not a test; MAITRED_BIN picks the binary (a build without
 sanitizers), as for measure.py. HEAPPROF=1 also runs maitred under
 heapprof.c (built here with cc) and prints, per cluster, the live malloc
@@ -77,6 +80,12 @@ def heap_report(before, after, n, top=30):
         print("  %8.1f B %7.2f chunks  %s" % (db / n, dn / n, where))
 
 
+def pod_address(c, j):
+    """Endpoint j of cluster c as a pod address (10.244.0.0/15 and up), every one its own."""
+    k = c * 16 + j
+    return "10.%d.%d.%d" % (244 + k // 62500, (k // 250) % 250 + 1, k % 250 + 1)
+
+
 def one(tmp, n, k):
     names = mesh_names(n)
     server = Server(tmp).start()
@@ -89,8 +98,9 @@ def one(tmp, n, k):
         heap0 = heap_dump(env) if env else None
         v, _ = server.push("PUT", "cluster", mesh_clusters(names))
         server.wait_ack(CDS, v, "%d clusters" % n)
+        address, port = (pod_address, 8080) if os.environ.get("POD") else (fake_address, 9)
         v, _ = server.push("PUT", "endpoint",
-                           [cla(cl, [fake_address(i, j) for j in range(k)], 9) for i, (_, cl) in enumerate(names)])
+                           [cla(cl, [address(i, j) for j in range(k)], port) for i, (_, cl) in enumerate(names)])
         server.wait_ack(EDS, v, "%d assignments" % n)
         time.sleep(3)
         full = private_kib(m.pid)
@@ -106,8 +116,9 @@ def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
     ks = [int(s) for s in (sys.argv[2] if len(sys.argv) > 2 else "10,1").split(",")]
     tmp = tempfile.mkdtemp(prefix="maitred-bench-xds-mem-")
-    print("maitred %s, %d services on xDS; load average %s"
-          % (measure.BIN, n, " ".join(open("/proc/loadavg").read().split()[:3])))
+    print("maitred %s, %d services on xDS, %s endpoints; load average %s"
+          % (measure.BIN, n, "pod (10.244.x.y:8080)" if os.environ.get("POD") else "127.x.y.z:9",
+             " ".join(open("/proc/loadavg").read().split()[:3])))
     full = {}
     for k in ks:
         none, full[k] = one(tmp, n, k)

@@ -169,28 +169,28 @@ void mtd_cfg__build_source(struct builder *b, const PbService *m, const char *pa
 		return;
 	}
 	if (dm != NULL) {
-		out->initial_wait_ms = mtd_cfg__dur_ms(b, dm->initial_wait, MTD_CFG_INITIAL_WAIT_MS, ZERO_ALLOWED,
-		                                       mtd_cfg__at(b, dm, "initial_wait", m),
-		                                       mtd_cfg__sub(p, sizeof(p), dpath, "initial_wait"));
-		if (out->initial_wait_ms > MTD_CFG_INITIAL_WAIT_MAX_MS) {
+		out->local->initial_wait_ms = mtd_cfg__dur_ms(b, dm->initial_wait, MTD_CFG_INITIAL_WAIT_MS,
+		                                              ZERO_ALLOWED, mtd_cfg__at(b, dm, "initial_wait", m),
+		                                              mtd_cfg__sub(p, sizeof(p), dpath, "initial_wait"));
+		if (out->local->initial_wait_ms > MTD_CFG_INITIAL_WAIT_MAX_MS) {
 			BERR(mtd_cfg__at(b, dm, "initial_wait", m), mtd_cfg__sub(p, sizeof(p), dpath, "initial_wait"),
 			     "must be at most 1h (calls past it fail UNAVAILABLE; a client's deadline ends them "
 			     "sooner)");
-			out->initial_wait_ms = MTD_CFG_INITIAL_WAIT_MS;
+			out->local->initial_wait_ms = MTD_CFG_INITIAL_WAIT_MS;
 		}
 	}
 	if (dm == NULL) {
-		out->source = MTD_CFG_SOURCE_STATIC;
+		out->local->source = MTD_CFG_SOURCE_STATIC;
 	} else if (dm->etcd != NULL) {
-		out->source = MTD_CFG_SOURCE_ETCD;
-		out->etcd = build_etcd(b, dm->etcd, mtd_cfg__sub(p, sizeof(p), dpath, "etcd"));
+		out->local->source = MTD_CFG_SOURCE_ETCD;
+		out->local->etcd = build_etcd(b, dm->etcd, mtd_cfg__sub(p, sizeof(p), dpath, "etcd"));
 	} else if (dm->dns != NULL) {
-		out->source = MTD_CFG_SOURCE_DNS;
-		out->dns = build_dns(b, dm->dns, mtd_cfg__sub(p, sizeof(p), dpath, "dns"));
+		out->local->source = MTD_CFG_SOURCE_DNS;
+		out->local->dns = build_dns(b, dm->dns, mtd_cfg__sub(p, sizeof(p), dpath, "dns"));
 	} else {
 		const char *cluster = dm->xds->cluster[0] != '\0' ? dm->xds->cluster : m->name;
 
-		out->source = MTD_CFG_SOURCE_XDS;
+		out->local->source = MTD_CFG_SOURCE_XDS;
 		if (b->root->xds == NULL)
 			BERR(mtd_cfg__at(b, dm, "xds", NULL), mtd_cfg__sub(p, sizeof(p), dpath, "xds"),
 			     "needs the top-level xds block (the management server: xds: {server: \"HOST:PORT\"})");
@@ -198,7 +198,7 @@ void mtd_cfg__build_source(struct builder *b, const PbService *m, const char *pa
 			BERR(mtd_cfg__at(b, dm->xds, "cluster", dm), mtd_cfg__sub(p, sizeof(p), dpath, "xds.cluster"),
 			     "is not a cluster name (at most 1024 bytes, one line)");
 		else
-			out->xds_cluster = mtd_cfg__dup_or_oom(b, cluster);
+			out->local->xds_cluster = mtd_cfg__dup_or_oom(b, cluster);
 	}
 }
 

@@ -27,7 +27,7 @@ void mtd_cfg__build_outlier(struct builder *b, const PbOutlier *m, const char *p
 	char p[256];
 
 	mtd_outlier_config_defaults(&out->outlier);
-	out->failure_statuses = MTD_FAULT_FAILURE_STATUSES;
+	out->local->failure_statuses = MTD_FAULT_FAILURE_STATUSES;
 	if (m == NULL)
 		return;
 	struct mtd_outlier_config *o = &out->outlier;
@@ -64,7 +64,7 @@ void mtd_cfg__build_outlier(struct builder *b, const PbOutlier *m, const char *p
 		BERR(mtd_cfg__at(b, m, NULL, NULL), path,
 		     "ejects nothing: set consecutive_failures or failure_percentage (or remove the block)");
 	if (m->n_failure_statuses != 0) {
-		out->failure_statuses = 0;
+		out->local->failure_statuses = 0;
 		for (size_t i = 0; i < m->n_failure_statuses; i++) {
 			int code = (int)m->failure_statuses[i];
 
@@ -74,7 +74,7 @@ void mtd_cfg__build_outlier(struct builder *b, const PbOutlier *m, const char *p
 			else if (code < 0 || code > 16)
 				BERR(mtd_cfg__at(b, m, "failure_statuses", NULL), p, "unknown status number %d", code);
 			else
-				out->failure_statuses |= 1u << code;
+				out->local->failure_statuses |= 1u << code;
 		}
 	}
 	out->outlier_method_scoped = m->method_scoped;

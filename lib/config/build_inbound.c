@@ -158,13 +158,14 @@ void mtd_cfg__build_inbound_app(struct builder *b, const PbInbound *m, const str
 	ps.endpoints = eps;
 	ps.n_endpoints = 1;
 	mtd_cfg__build_service(b, &ps, si, out);
-	mtd_cfg__free(out->name);
+	mtd_cfg__free(out->local->name);
 	char key[MTD_ADDR_TEXT_SIZE];
-	out->name = listen->salen ? mtd_cfg__asprintf("inbound:%s", mtd_addr_text(&listen->sa.sa, key, sizeof(key)))
-	                          : mtd_cfg__asprintf("inbound:%s", m->listen);
-	if (out->name == NULL)
+	out->local->name = listen->salen
+	                           ? mtd_cfg__asprintf("inbound:%s", mtd_addr_text(&listen->sa.sa, key, sizeof(key)))
+	                           : mtd_cfg__asprintf("inbound:%s", m->listen);
+	if (out->local->name == NULL)
 		b->d->oom = true;
-	out->inbound = (int)i;
+	out->local->inbound = (int)i;
 }
 
 static bool is_wildcard(const struct mtd_cfg_addr *a)

@@ -248,10 +248,10 @@ void mtd_cfg__lb_fits_endpoints(struct builder *b, const PbLb *m, const void *ow
 
 	if (lb->ops == NULL || !(lb->ops->caps & MTD_LB_CAP_TABLE_SIZE))
 		return;
-	for (size_t i = 0; i < svc->n_endpoints; i++)
-		members += svc->endpoints[i].weight > 0;
+	for (size_t i = 0; i < svc->local->n_endpoints; i++)
+		members += svc->local->endpoints[i].weight > 0;
 	if (members == 0)
-		members = svc->n_endpoints;
+		members = svc->local->n_endpoints;
 	if (members <= lb->table_size)
 		return;
 	/* The smallest table lib/lb accepts that is large enough (members <=

@@ -300,7 +300,7 @@ void mtd_cfg__resolve_targets(struct builder *b, const PbConfig *m, struct mtd_c
 	for (size_t i = 0; i < cfg->n_services; i++) {
 		const PbService *s = m->services[i];
 
-		cfg->services[i].mirror = -1;
+		cfg->services[i].local->mirror = -1;
 		if (s->mirror == NULL)
 			continue;
 		snprintf(p, sizeof(p), "services[%zu].mirror.service", i);
@@ -309,11 +309,11 @@ void mtd_cfg__resolve_targets(struct builder *b, const PbConfig *m, struct mtd_c
 			     "is required (the services[] entry the copies go to)");
 			continue;
 		}
-		cfg->services[i].mirror = service_index(m, s->mirror->service);
-		if (cfg->services[i].mirror < 0)
+		cfg->services[i].local->mirror = service_index(m, s->mirror->service);
+		if (cfg->services[i].local->mirror < 0)
 			BERR(mtd_cfg__at(b, s->mirror, "service", NULL), p, "no services[] entry is named \"%s\"",
 			     s->mirror->service);
-		else if (cfg->services[i].mirror == (int)i)
+		else if (cfg->services[i].local->mirror == (int)i)
 			BERR(mtd_cfg__at(b, s->mirror, "service", NULL), p,
 			     "\"%s\" is this entry: a mirror goes to another", s->mirror->service);
 	}

@@ -68,7 +68,7 @@ static void build_authority(struct builder *b, const PbService *m, const char *p
 	if (m->authority[0] == '\0')
 		return;
 	if (strcmp(m->authority, "FROM_ENDPOINT") == 0) {
-		out->authority_from_endpoint = true;
+		out->local->authority_from_endpoint = true;
 		return;
 	}
 	if (!authority_ok(m->authority)) {
@@ -77,7 +77,7 @@ static void build_authority(struct builder *b, const PbService *m, const char *p
 		     m->authority);
 		return;
 	}
-	out->authority = mtd_cfg__dup_or_oom(b, m->authority);
+	out->local->authority = mtd_cfg__dup_or_oom(b, m->authority);
 }
 
 /* Endpoint.zone and Endpoint.metadata (sorted by key: the map has no
@@ -129,8 +129,8 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 	bool any_weights, any_warmup, svc_hash, svc_key_used, any_method_key = false;
 
 	snprintf(path, sizeof(path), "services[%zu]", si);
-	out->inbound = -1;
-	out->name = mtd_cfg__dup_or_oom(b, m->name);
+	out->local->inbound = -1;
+	out->local->name = mtd_cfg__dup_or_oom(b, m->name);
 	if (m->name[0] == '\0')
 		BERR(mtd_cfg__at(b, m, "name", NULL), mtd_cfg__sub(p, sizeof(p), path, "name"),
 		     "is required (\"package.Service\" or \"*\")");
@@ -140,7 +140,7 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 		     "\"%s\" is not a fully-qualified gRPC service name "
 		     "(\"package.Service\") or \"*\", nor an entry that routes or a mirror reach",
 		     m->name);
-	out->by_path = strcmp(m->name, "*") == 0 || mtd_cfg__service_name_ok(m->name);
+	out->local->by_path = strcmp(m->name, "*") == 0 || mtd_cfg__service_name_ok(m->name);
 
 	mtd_cfg__build_lb(b, m->lb, m, mtd_cfg__sub(p, sizeof(p), path, "lb"), &out->lb, &svc_info);
 	mtd_cfg__build_warmup(b, m->warmup, mtd_cfg__sub(p, sizeof(p), path, "warmup"), &warmup);
@@ -164,45 +164,45 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 		mtd_cfg__build_routing(b, m->routing, mtd_cfg__sub(p, sizeof(p), path, "routing"), &out->local->routing);
 	mtd_cfg__layer_resolve(b, out, &out->local->routing, &out->local->layer);
 	if (m->split != NULL) {
-		out->split = mtd_cfg__build_split(b, m->split, mtd_cfg__sub(p, sizeof(p), path, "split"));
+		out->local->split = mtd_cfg__build_split(b, m->split, mtd_cfg__sub(p, sizeof(p), path, "split"));
 		if (b->d->oom)
 			return;
 	}
-	mtd_cfg__layer_split(b, &out->local->layer, out->split, m, path);
+	mtd_cfg__layer_split(b, &out->local->layer, out->local->split, m, path);
 	mtd_cfg__build_rate_limit(b, m->rate_limit, mtd_cfg__sub(p, sizeof(p), path, "rate_limit"), &out->local->rate_limit);
 	mtd_cfg__build_fault_injection(b, m->fault_injection, mtd_cfg__sub(p, sizeof(p), path, "fault_injection"),
 	                               &out->local->fault_injection);
-	out->trace_sample = mtd_cfg__trace_sample(b, m->tracing, b->tracing ? b->tracing->sample : 0,
-	                                          mtd_cfg__sub(p, sizeof(p), path, "tracing"));
-	out->mirror = -1;
+	out->local->trace_sample = mtd_cfg__trace_sample(b, m->tracing, b->tracing ? b->tracing->sample : 0,
+	                                                 mtd_cfg__sub(p, sizeof(p), path, "tracing"));
+	out->local->mirror = -1;
 	if (m->mirror != NULL)
-		out->mirror_percent = mtd_cfg__percent_of(b, m->mirror->percent, m->mirror,
-		                                          mtd_cfg__sub(p, sizeof(p), path, "mirror"));
+		out->local->mirror_percent = mtd_cfg__percent_of(b, m->mirror->percent, m->mirror,
+		                                                 mtd_cfg__sub(p, sizeof(p), path, "mirror"));
 
 	/* endpoints */
 	mtd_cfg__build_source(b, m, path, out);
 	if (b->d->oom)
 		goto out;
-	if (out->tls != NULL && out->tls->server_identity_registry && out->source != MTD_CFG_SOURCE_ETCD)
+	if (out->tls != NULL && out->tls->server_identity_registry && out->local->source != MTD_CFG_SOURCE_ETCD)
 		BERR(mtd_cfg__at(b, m->tls, "server_identity", NULL),
 		     mtd_cfg__sub(p, sizeof(p), path, "tls.server_identity"),
 		     "FROM_REGISTRY needs discovery.etcd (the identity is each endpoint's registry record's)");
-	n_eps = out->source == MTD_CFG_SOURCE_STATIC ? m->n_endpoints : 0;
+	n_eps = out->local->source == MTD_CFG_SOURCE_STATIC ? m->n_endpoints : 0;
 	if (n_eps > MTD_LB_MAX_ENDPOINTS) {
 		/* mtd_lb_picker_new() refuses more; none is built (nor resolved). */
 		BERR(mtd_cfg__at(b, m, "endpoints", NULL), mtd_cfg__sub(p, sizeof(p), path, "endpoints"),
 		     "at most %u endpoints per service, got %zu", MTD_LB_MAX_ENDPOINTS, n_eps);
 		n_eps = 0;
 	}
-	out->endpoints = mtd_cfg__calloc(n_eps, sizeof(*out->endpoints));
-	if (out->endpoints == NULL) {
+	out->local->endpoints = mtd_cfg__calloc(n_eps, sizeof(*out->local->endpoints));
+	if (out->local->endpoints == NULL) {
 		b->d->oom = true;
 		return;
 	}
-	out->n_endpoints = n_eps;
+	out->local->n_endpoints = n_eps;
 	for (size_t i = 0; i < n_eps; i++) {
 		const PbEndpoint *e = m->endpoints[i];
-		struct mtd_cfg_endpoint *oe = &out->endpoints[i];
+		struct mtd_cfg_endpoint *oe = &out->local->endpoints[i];
 
 		snprintf(p, sizeof(p), "%s.endpoints[%zu].address", path, i);
 		oe->weight = 100;
@@ -210,7 +210,7 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 			BERR(mtd_cfg__at(b, e, "address", NULL), p, "is required (\"HOST:PORT\")");
 		else if (mtd_cfg__build_addr(b, e->address, mtd_cfg__at(b, e, "address", NULL), p, &oe->addr) == 0) {
 			for (size_t j = 0; j < i; j++) {
-				if (mtd_cfg__same_endpoint(&out->endpoints[j].addr, &oe->addr)) {
+				if (mtd_cfg__same_endpoint(&out->local->endpoints[j].addr, &oe->addr)) {
 					BERR(mtd_cfg__at(b, e, "address", NULL), p,
 					     "duplicate endpoint \"%s\" (also endpoints[%zu])", e->address, j);
 					break;
@@ -297,13 +297,13 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 			if (b->d->oom)
 				break;
 		} else {
-			om->split = out->split;
+			om->split = out->local->split;
 		}
 		mtd_cfg__layer_split(b, &om->layer, om->split, mm, mpath);
 		if (mm->rate_limit != NULL)
 			mtd_cfg__build_rate_limit(b, mm->rate_limit, mtd_cfg__sub(p, sizeof(p), mpath, "rate_limit"),
 			                          &om->rate_limit);
-		om->trace_sample = mtd_cfg__trace_sample(b, mm->tracing, out->trace_sample,
+		om->trace_sample = mtd_cfg__trace_sample(b, mm->tracing, out->local->trace_sample,
 		                                         mtd_cfg__sub(p, sizeof(p), mpath, "tracing"));
 		if (mm->fault_injection != NULL)
 			mtd_cfg__build_fault_injection(b, mm->fault_injection,

@@ -190,28 +190,16 @@ struct mtd_cfg_method {
 	struct mtd_cfg_fault_injection fault_injection;
 };
 
-/* A service's call policy no control plane overrides (struct
- * mtd_cfg_service.local): its hashing, routing layer, retries and
- * hedging, health checks, rate limit and fault injection. */
+/* What a service's config alone says, never a control plane (struct
+ * mtd_cfg_service.local): its name and where its endpoints come from, how
+ * calls reach it (:path, :authority), and its call policy (hashing,
+ * routing layer, retries and hedging, health checks, traffic policy,
+ * tracing). An override (sidecar/control/runtime-t.h struct mtd_rt_over)
+ * shares it with its base. */
 struct mtd_cfg_service_local {
-	struct mtd_cfg_hash_key hash_key;
-	struct mtd_cfg_routing routing;
-	/* The routing layer's options, resolved (lib/lb/layer.c): zone and
-	 * node_id point into struct mtd_cfg, metadata_key into routing. */
-	struct mtd_lb_layer_config layer;
-	struct mtd_fault_policy fault; /* default FAILFAST */
-	struct mtd_fault_budget_cfg retry_budget;
-	struct mtd_hc_config health_check;
-	struct mtd_cfg_rate_limit rate_limit;
-	struct mtd_cfg_fault_injection fault_injection;
-};
-
-struct mtd_cfg_service {
 	char *name; /* "pkg.Service" or "*"; an inbound app's: "inbound:LISTEN" */
 	int inbound; /* the inbound entry whose app it is, or -1 (a user's service) */
 	enum mtd_cfg_source source;
-	struct mtd_lb_config lb;
-	struct mtd_cfg_tls *tls; /* NULL = h2c upstream */
 	struct mtd_cfg_endpoint *endpoints; /* source STATIC */
 	size_t n_endpoints;                 /* >= 1 for STATIC, else 0 */
 	struct mtd_cfg_etcd *etcd;          /* source ETCD, else NULL */
@@ -221,39 +209,58 @@ struct mtd_cfg_service {
 	 * endpoint set of a source that has not answered yet (0 = not at
 	 * all; STATIC: 0). */
 	int64_t initial_wait_ms;
-	struct mtd_cfg_method *methods;     /* sorted by name (strcmp) */
-	size_t n_methods;
-	struct mtd_cfg_upstream upstream;
-	/* What only this config sets (never a control plane), out of line
-	 * so that an override (sidecar/control/runtime-t.h struct
-	 * mtd_rt_over, a copy of the service) shares it with its base: one
-	 * of struct mtd_cfg's service_locals. Never NULL once built. */
-	struct mtd_cfg_service_local *local;
 	/* :authority sent upstream: NULL and !authority_from_endpoint = the
 	 * app's; else this literal, or the endpoint's name (tls->server_name,
 	 * else the address as written). */
 	char *authority; /* with authority_from_endpoint below */
-	struct mtd_outlier_config outlier; /* enabled = outlier_detection set */
 	/* Upstream statuses that are the endpoint's failure (outlier ejection
 	 * and the balancer's figures); bit per code. */
 	uint32_t failure_statuses;
 	int mirror; /* services[] index of mirror.service, -1 = none; mirror_percent below */
-	struct mtd_circuit_config circuit;
 	/* Not in the file: created for a cluster a control plane's route
 	 * names (mtd_cfg_with_xds_services), named after it; such services
 	 * come last among the first n_routed. */
 	bool xds_created;
 	bool authority_from_endpoint; /* with authority above */
-	bool outlier_method_scoped;
 	/* Reached by :path (its name is a gRPC service name or "*"); false:
 	 * only routes or mirrors reach it (any name, e.g. "beta-pool"). */
 	bool by_path;
-	/* Traffic policy (the rest is in local). */
+	struct mtd_cfg_hash_key hash_key;
+	struct mtd_cfg_routing routing;
+	/* The routing layer's options, resolved (lib/lb/layer.c): zone and
+	 * node_id point into struct mtd_cfg, metadata_key into routing. */
+	struct mtd_lb_layer_config layer;
+	struct mtd_fault_policy fault; /* default FAILFAST */
+	struct mtd_fault_budget_cfg retry_budget;
+	struct mtd_hc_config health_check;
+	/* Traffic policy */
+	struct mtd_cfg_rate_limit rate_limit;
+	struct mtd_cfg_fault_injection fault_injection;
 	struct mtd_cfg_split *split; /* NULL = none */
-	double mirror_percent; /* 0..100 */
+	double mirror_percent;       /* 0..100 */
 	/* tracing.sample for its calls: its own, else the top-level's (0 when
 	 * there is no tracing block). */
 	double trace_sample;
+};
+
+/* A service: what a control plane may override (its cluster's policy,
+ * connection options, circuit limits, outlier detection, TLS), and the
+ * rest through local. A snapshot's copy of it (struct mtd_rt_over) is
+ * what every override costs: keep it to what a cluster sets or the data
+ * path reads beside it. */
+struct mtd_cfg_service {
+	struct mtd_lb_config lb;
+	struct mtd_cfg_tls *tls;        /* NULL = h2c upstream */
+	struct mtd_cfg_method *methods; /* sorted by name (strcmp) */
+	size_t n_methods;
+	struct mtd_cfg_upstream upstream;
+	/* What only this config sets (never a control plane), out of line
+	 * so that an override shares it with its base: one of struct
+	 * mtd_cfg's service_locals. Never NULL once built. */
+	struct mtd_cfg_service_local *local;
+	struct mtd_outlier_config outlier; /* enabled = outlier_detection set */
+	bool outlier_method_scoped;
+	struct mtd_circuit_config circuit;
 };
 
 /* tracing: W3C trace context through calls, spans exported over OTLP/HTTP

@@ -78,29 +78,29 @@ static void etcd_free(struct mtd_cfg_etcd *e)
 
 static void service_fini(struct mtd_cfg_service *s)
 {
-	mtd_cfg__free(s->name);
+	mtd_cfg__free(s->local->name);
 	mtd_cfg__free(s->local->hash_key.header);
-	mtd_cfg__free(s->authority);
+	mtd_cfg__free(s->local->authority);
 	tls_free(s->tls);
-	for (size_t i = 0; i < s->n_endpoints; i++) {
-		addr_fini(&s->endpoints[i].addr);
-		mtd_cfg__free(s->endpoints[i].zone);
-		for (size_t k = 0; k < s->endpoints[i].n_meta; k++) {
-			mtd_cfg__free((char *)s->endpoints[i].meta[k].key);
-			mtd_cfg__free((char *)s->endpoints[i].meta[k].value);
+	for (size_t i = 0; i < s->local->n_endpoints; i++) {
+		addr_fini(&s->local->endpoints[i].addr);
+		mtd_cfg__free(s->local->endpoints[i].zone);
+		for (size_t k = 0; k < s->local->endpoints[i].n_meta; k++) {
+			mtd_cfg__free((char *)s->local->endpoints[i].meta[k].key);
+			mtd_cfg__free((char *)s->local->endpoints[i].meta[k].value);
 		}
-		mtd_cfg__free(s->endpoints[i].meta);
+		mtd_cfg__free(s->local->endpoints[i].meta);
 	}
-	mtd_cfg__free(s->endpoints);
-	etcd_free(s->etcd);
-	mtd_cfg__free(s->xds_cluster);
+	mtd_cfg__free(s->local->endpoints);
+	etcd_free(s->local->etcd);
+	mtd_cfg__free(s->local->xds_cluster);
 	routing_fini(&s->local->routing);
-	if (s->dns != NULL) {
-		mtd_cfg__free(s->dns->name);
-		for (size_t i = 0; i < s->dns->n_resolvers; i++)
-			addr_fini(&s->dns->resolvers[i]);
-		mtd_cfg__free(s->dns->resolvers);
-		mtd_cfg__free(s->dns);
+	if (s->local->dns != NULL) {
+		mtd_cfg__free(s->local->dns->name);
+		for (size_t i = 0; i < s->local->dns->n_resolvers; i++)
+			addr_fini(&s->local->dns->resolvers[i]);
+		mtd_cfg__free(s->local->dns->resolvers);
+		mtd_cfg__free(s->local->dns);
 	}
 	for (size_t i = 0; i < s->n_methods; i++) {
 		mtd_cfg__free(s->methods[i].name);
@@ -112,7 +112,7 @@ static void service_fini(struct mtd_cfg_service *s)
 		if (s->methods[i].split_own)
 			split_free(s->methods[i].split);
 	}
-	split_free(s->split);
+	split_free(s->local->split);
 	mtd_cfg__free(s->methods);
 	fault_fini(&s->local->fault);
 	mtd_cfg__free(s->local->health_check.service_name);

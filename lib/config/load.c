@@ -151,7 +151,7 @@ int mtd_cfg_with_xds_services(const struct mtd_cfg *base, const char *const *clu
 	*out = NULL;
 	if (basedir == NULL)
 		return -ENOMEM;
-	for (size_t i = base->n_routed; i > 0 && base->services[i - 1].xds_created; i--)
+	for (size_t i = base->n_routed; i > 0 && base->services[i - 1].local->xds_created; i--)
 		n_drop++;
 	int rc = load_with(base->source, basedir, base->pb, base->pb_len, MTD_CFG_FORMAT_BINARY, n_drop, clusters, n,
 	                   out, errs);
@@ -212,7 +212,7 @@ static int load_with(const char *name, const char *basedir, const void *data, si
 		mtd_cfg__build((const Maitred__Config__V1__Config *)msg, name, basedir, &d, &cfg);
 	if (cfg != NULL)
 		for (size_t i = 0; i < n_created; i++)
-			cfg->services[n_file + i].xds_created = true;
+			cfg->services[n_file + i].local->xds_created = true;
 out:
 	if (msg != NULL)
 		protobuf_c_message_free_unpacked(msg, &mtd_cfg__pb_allocator);

@@ -31,16 +31,16 @@ void *mtd_lazy__install(void *_Atomic *slot, size_t size);
 
 #define mtd_lazy_peek(slot) atomic_load_explicit((slot), memory_order_acquire)
 
-#define mtd_lazy_get(slot) mtd_lazy_get_n(slot, 1)
+#define mtd_lazy_get(slot) mtd_lazy_get_size(slot, sizeof(*mtd_lazy_peek(slot)))
 
-/* The same for a block that is an array of n elements (n the same for
- * every caller of one slot). */
-#define mtd_lazy_get_n(slot, n)                                                                                 \
-	__extension__({                                                                                          \
-		__typeof__(mtd_lazy_peek(slot)) lazy_p_ = mtd_lazy_peek(slot);                                   \
-		if (__builtin_expect(lazy_p_ == NULL, 0))                                                        \
-			lazy_p_ = mtd_lazy__install((void *_Atomic *)(slot), (n) * sizeof(*lazy_p_));            \
-		lazy_p_;                                                                                         \
+/* The same for a block of size bytes (a struct and its flexible array
+ * member; size the same for every caller of one slot). */
+#define mtd_lazy_get_size(slot, size)                                                 \
+	__extension__({                                                               \
+		__typeof__(mtd_lazy_peek(slot)) lazy_p_ = mtd_lazy_peek(slot);        \
+		if (__builtin_expect(lazy_p_ == NULL, 0))                             \
+			lazy_p_ = mtd_lazy__install((void *_Atomic *)(slot), (size)); \
+		lazy_p_;                                                              \
 	})
 
 /* Free the slot's block (if any) and leave NULL: its owner, once no

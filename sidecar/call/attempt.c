@@ -85,7 +85,7 @@ static void disarm(struct mtd_attempt *a)
  * UNKNOWN, DATA_LOSS). */
 static bool status_blames(const struct mtd_call *call, int st)
 {
-	return st > 0 && st < 32 && ((call->svc->cfg->failure_statuses >> st) & 1u);
+	return st > 0 && st < 32 && ((call->svc->cfg->local->failure_statuses >> st) & 1u);
 }
 
 /* hedge_delay AUTO learns how long a call's attempts go unanswered: one
@@ -159,7 +159,7 @@ void mtd_attempt_lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 	struct mtd_outlier_set *os = a->outliers;
 	if (!neutral && os && mtd_outlier_report(os, (size_t)a->ep_idx, !ok, now / 1000000))
 		MTD_WARN("service %s: endpoint %s ejected (outlier detection: %u failures in a row), for %lld ms",
-		         a->call->svc->cfg->name, mtd_endpoint_text(a->ep), os->cfg.consecutive_failures,
+		         a->call->svc->cfg->local->name, mtd_endpoint_text(a->ep), os->cfg.consecutive_failures,
 		         (long long)mtd_outlier_ejection_ms(&os->cfg,
 		                                            atomic_load(&os->entries[a->ep_idx].times_ejected)));
 }

@@ -645,7 +645,7 @@ bool mtd_call_launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool he
 			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_PENDING);
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 			              "circuit breaker: service %s has circuit_breaker.max_pending (%u) calls waiting",
-			              svc->cfg->name, svc->cfg->circuit.max_pending);
+			              svc->cfg->local->name, svc->cfg->circuit.max_pending);
 		} else {
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
 			              "upstream %s: too many calls waiting for a connection (%u)",
@@ -715,20 +715,21 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_CALLS_PER_ENDPOINT);
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 		              "circuit breaker: every endpoint of %s is at circuit_breaker.max_calls_per_endpoint (%u)",
-		              svc->cfg->name, svc->cfg->circuit.max_calls_per_endpoint);
+		              svc->cfg->local->name, svc->cfg->circuit.max_calls_per_endpoint);
 		return;
 	}
 	if (idx < 0) {
 		if (call->n_tried)
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "%s (and no other endpoint of %s is left)",
 			              call->last_failure ? call->last_failure : "every endpoint failed",
-			              svc->cfg->name);
+			              svc->cfg->local->name);
 		else if (svc->n_eps == 0)
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service %s has no endpoint%s%s", svc->cfg->name,
-			              svc->unavailable ? ": " : "", svc->unavailable ? svc->unavailable : "");
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service %s has no endpoint%s%s",
+			              svc->cfg->local->name, svc->unavailable ? ": " : "",
+			              svc->unavailable ? svc->unavailable : "");
 		else
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
-			              svc->cfg->name);
+			              svc->cfg->local->name);
 		return;
 	}
 	int64_t now = mtd_now_ns(), est_ms;
@@ -1088,7 +1089,7 @@ void mtd_call_start(struct mtd_call *call)
 			mtd_metrics_circuit_rejected(call, MTD_MX_CIRCUIT_MAX_CALLS);
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 			              "circuit breaker: service %s has circuit_breaker.max_calls (%u) calls in flight",
-			              call->svc->cfg->name, max_calls);
+			              call->svc->cfg->local->name, max_calls);
 			return;
 		}
 	}
@@ -1179,7 +1180,7 @@ void mtd_call_reroute(struct mtd_attempt *a)
 		 * snapshot still around: let it fail where it is. */
 		if (call->state != MTD_CALL_DONE)
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "endpoint %s left service %s",
-			              mtd_endpoint_text(a->ep), call->svc->cfg->name);
+			              mtd_endpoint_text(a->ep), call->svc->cfg->local->name);
 		goto out;
 	}
 	/* The new snapshot's indices differ: forget what was tried. */

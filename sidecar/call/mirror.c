@@ -113,7 +113,7 @@ void mtd_mirror_start(struct mtd_call *call)
 	if (!call->svc || call->bg || !call->down || call->mirror || call->state == MTD_CALL_DONE)
 		return;
 	const struct mtd_cfg_service *sc = call->svc->cfg;
-	if (sc->mirror < 0 || !mtd_policy_drawn(call, sc->mirror_percent))
+	if (sc->local->mirror < 0 || !mtd_policy_drawn(call, sc->local->mirror_percent))
 		return;
 	/* The whole request, kept from its first byte: a copy never holds
 	 * the primary back, so it is made only from what is still here. */
@@ -122,11 +122,11 @@ void mtd_mirror_start(struct mtd_call *call)
 	    w->replay_bytes + len > w->rt->cfg->replay_buffer_total) {
 		mtd_metrics_policy(call, MTD_MX_MIRROR_TOO_LARGE);
 		MTD_DEBUG("mirror: %zu-byte request not mirrored to %s (over fault.replay_buffer %u, or not kept)", len,
-		          call->hold->rt->cfg->services[sc->mirror].name, call->fault->replay_buffer);
+		          call->hold->rt->cfg->services[sc->local->mirror].local->name, call->fault->replay_buffer);
 		return;
 	}
 	const struct mtd_runtime *rt = call->hold->rt;
-	struct mtd_rt_service *target = rt->services[sc->mirror];
+	struct mtd_rt_service *target = rt->services[sc->local->mirror];
 	const struct mtd_cfg_method *m = mirror_method(target, call);
 	struct mtd_rt_method *tm = m ? &target->methods[m - target->cfg->methods] : NULL;
 	/* A copy is a call to the mirror entry: its rate_limit and circuit
@@ -135,14 +135,14 @@ void mtd_mirror_start(struct mtd_call *call)
 	struct mtd_rt_bucket *lim = tm && tm->limit ? tm->limit : target->limit;
 	if (lim && !mtd_limit_take(&lim->b, mtd_now_ns())) {
 		mtd_metrics_policy(call, MTD_MX_MIRROR_RATE_LIMITED);
-		MTD_DEBUG("mirror: copy to %s dropped: over its rate_limit", target->cfg->name);
+		MTD_DEBUG("mirror: copy to %s dropped: over its rate_limit", target->cfg->local->name);
 		return;
 	}
 	uint32_t max_calls = target->cfg->circuit.max_calls;
 	if (max_calls && atomic_load_explicit(&target->load->calls, memory_order_relaxed) >= max_calls) {
 		mtd_metrics_policy(call, MTD_MX_MIRROR_CIRCUIT_OPEN);
-		MTD_DEBUG("mirror: copy to %s dropped: circuit_breaker.max_calls (%u) in flight", target->cfg->name,
-		          max_calls);
+		MTD_DEBUG("mirror: copy to %s dropped: circuit_breaker.max_calls (%u) in flight",
+		          target->cfg->local->name, max_calls);
 		return;
 	}
 	struct mtd_call *copy = mtd_slab_calloc(&w->slab, 1, sizeof(*copy));
@@ -243,5 +243,5 @@ void mtd_mirror_ended(struct mtd_call *copy, bool ok, const char *what)
 	}
 	copy->state = MTD_CALL_DONE; /* over: later events are ignored */
 	mtd_metrics_policy(copy, drop_reason(what));
-	MTD_DEBUG("mirror: copy to %s failed: %s", copy->svc ? copy->svc->cfg->name : "?", what);
+	MTD_DEBUG("mirror: copy to %s failed: %s", copy->svc ? copy->svc->cfg->local->name : "?", what);
 }

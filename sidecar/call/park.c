@@ -97,13 +97,13 @@ static void wait_over(struct mtd_timer *t)
 	if (call->deadline_ns && now >= call->deadline_ns)
 		mtd_call_fail(call, MTD_GRPC_DEADLINE_EXCEEDED,
 		              "deadline exceeded (%lld ms) waiting for the first endpoints of service %s: %s",
-		              (long long)((call->deadline_ns - call->start_ns) / 1000000), svc->cfg->name,
+		              (long long)((call->deadline_ns - call->start_ns) / 1000000), svc->cfg->local->name,
 		              awaited(svc));
 	else
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
 		              "service %s has no endpoint: %s (the call waited %lld ms for the first ones, "
 		              "discovery.initial_wait)",
-		              svc->cfg->name, awaited(svc), (long long)((now - call->start_ns) / 1000000));
+		              svc->cfg->local->name, awaited(svc), (long long)((now - call->start_ns) / 1000000));
 }
 
 bool mtd_call_park_for_routes(struct mtd_call *call)
@@ -150,7 +150,7 @@ bool mtd_call_park(struct mtd_call *call)
 {
 	struct mtd_worker *w = call->w;
 	const struct mtd_rt_service *svc = call->svc;
-	int64_t wait_ms = svc->cfg->initial_wait_ms;
+	int64_t wait_ms = svc->cfg->local->initial_wait_ms;
 	/* Only a client's call, at its first pick (its tried bitmaps not
 	 * made yet: their inline words become the list's link). */
 	if (!svc->awaiting || svc->n_eps != 0 || wait_ms <= 0 || call->bg || call->tried || call->n_attempts ||
@@ -158,7 +158,7 @@ bool mtd_call_park(struct mtd_call *call)
 		return false;
 	if (w->draining) {
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
-		              "service %s has no endpoint: %s (maitred is draining: no wait)", svc->cfg->name,
+		              "service %s has no endpoint: %s (maitred is draining: no wait)", svc->cfg->local->name,
 		              awaited(svc));
 		return true;
 	}
@@ -167,7 +167,7 @@ bool mtd_call_park(struct mtd_call *call)
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
 		              "service %s has no endpoint: %s (%u calls of this worker wait for first endpoints "
 		              "already, the most that may)",
-		              svc->cfg->name, awaited(svc), (unsigned)MTD_CALL_PARKED_MAX);
+		              svc->cfg->local->name, awaited(svc), (unsigned)MTD_CALL_PARKED_MAX);
 		return true;
 	}
 	int64_t now = mtd_now_ns(), until = now + wait_ms * 1000000;
@@ -178,8 +178,8 @@ bool mtd_call_park(struct mtd_call *call)
 		return true;
 	}
 	mtd_metrics_policy(call, MTD_MX_FIRST_WAITED);
-	MTD_DEBUG("call: service %s has no endpoint yet (%s): waiting up to %lld ms", svc->cfg->name, awaited(svc),
-	          (long long)((until - now) / 1000000));
+	MTD_DEBUG("call: service %s has no endpoint yet (%s): waiting up to %lld ms", svc->cfg->local->name,
+	          awaited(svc), (long long)((until - now) / 1000000));
 	list_parked(call);
 	return true;
 }
@@ -203,14 +203,14 @@ static void wake(struct mtd_call *call)
 	}
 	/* Its old snapshot stays until the end of the turn (let go later):
 	 * the name may be read meanwhile. */
-	const char *name = call->svc->cfg->name;
+	const char *name = call->svc->cfg->local->name;
 	if (!mtd_call_route_current(call)) {
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
 		              "service %s left maitred's config while the call waited for its first endpoints", name);
 		return;
 	}
 	const struct mtd_rt_service *svc = call->svc;
-	if (svc->n_eps == 0 && svc->awaiting && svc->cfg->initial_wait_ms > 0) {
+	if (svc->n_eps == 0 && svc->awaiting && svc->cfg->local->initial_wait_ms > 0) {
 		/* Not yet: waits on, until the end it was given. */
 		list_parked(call);
 		return;
@@ -266,6 +266,6 @@ void mtd_call_parked_fail_all(struct mtd_worker *w)
 		}
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,
 		              "service %s has no endpoint: %s (maitred is draining: the call waits no more)",
-		              svc->cfg->name, awaited(svc));
+		              svc->cfg->local->name, awaited(svc));
 	}
 }

@@ -115,11 +115,11 @@ bool mtd_policy_admit(struct mtd_call *call)
 		if (lim == call->svc->limit)
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 			              "rate_limit: service %s is over %u calls per second (burst %u)",
-			              call->svc->cfg->name, lim->b.rate, lim->b.burst);
+			              call->svc->cfg->local->name, lim->b.rate, lim->b.burst);
 		else
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,
 			              "rate_limit: method %s/%s is over %u calls per second (burst %u)",
-			              call->svc->cfg->name, call->method->cfg->name, lim->b.rate, lim->b.burst);
+			              call->svc->cfg->local->name, call->method->cfg->name, lim->b.rate, lim->b.burst);
 		return false;
 	}
 	const struct mtd_cfg_fault_injection *fi = call_faults(call);

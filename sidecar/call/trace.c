@@ -53,7 +53,7 @@ static double sample_of(const struct mtd_call *call, const struct mtd_runtime *r
 	if (call->method)
 		return call->method->cfg->trace_sample;
 	if (call->svc)
-		return call->svc->cfg->trace_sample;
+		return call->svc->cfg->local->trace_sample;
 	return rt->cfg->tracing ? rt->cfg->tracing->sample : 0;
 }
 
@@ -212,7 +212,7 @@ static void submit(const struct mtd_call *call, const struct mtd_span *s)
 static const char *split_group(const struct mtd_call *call)
 {
 	const struct mtd_rt_service *svc = call->svc;
-	const struct mtd_cfg_split *sp = call->method ? call->method->cfg->split : svc ? svc->cfg->split : NULL;
+	const struct mtd_cfg_split *sp = call->method ? call->method->cfg->split : svc ? svc->cfg->local->split : NULL;
 	if (!sp || !svc->attrs || !call->mx_ep)
 		return NULL;
 	for (size_t i = 0; i < svc->n_eps; i++) {

@@ -150,7 +150,7 @@ static struct cw_entry *entries_of(const struct mtd_runtime *rt, size_t *n)
 			continue; /* one context, one entry */
 		const struct mtd_cfg_tls *t = s->cfg->tls;
 		char label[192];
-		snprintf(label, sizeof(label), "service %s", s->cfg->name);
+		snprintf(label, sizeof(label), "service %s", s->cfg->local->name);
 		if (entry_set(&e[k++], CW_SERVICE, si, label, t->cert_file, t->key_file, t->ca_file) < 0)
 			goto nomem;
 	}

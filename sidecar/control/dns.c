@@ -96,16 +96,16 @@ static void publish(struct dns_src *s)
 	for (size_t i = 0; i < s->n_names; i++)
 		total += s->names[i].n_good;
 	const struct mtd_cfg_service *sc = s->cfg;
-	size_t n_lit = sc->source == MTD_CFG_SOURCE_STATIC ? sc->n_endpoints : 0;
+	size_t n_lit = sc->local->source == MTD_CFG_SOURCE_STATIC ? sc->local->n_endpoints : 0;
 	struct mtd_disc_endpoint *set = calloc(total + n_lit + 1, sizeof(*set));
 	char(*texts)[64] = calloc(total + 1, sizeof(*texts));
 	size_t n = 0, t = 0;
 	if (!set || !texts) {
-		MTD_ERROR("service %s: out of memory building the resolved endpoint set", sc->name);
+		MTD_ERROR("service %s: out of memory building the resolved endpoint set", sc->local->name);
 		goto out;
 	}
 	for (size_t i = 0; i < n_lit; i++) {
-		const struct mtd_cfg_endpoint *e = &sc->endpoints[i];
+		const struct mtd_cfg_endpoint *e = &sc->local->endpoints[i];
 		if (!mtd_rt_host_is_literal(e->addr.host))
 			continue;
 		set[n] = (struct mtd_disc_endpoint){.address = e->addr.text,
@@ -136,7 +136,7 @@ static void publish(struct dns_src *s)
 			        .n_metadata = nm->ep ? nm->ep->n_meta : 0};
 		}
 	}
-	if (n == 0 && sc->source == MTD_CFG_SOURCE_DNS && s->n_names > 0) {
+	if (n == 0 && sc->local->source == MTD_CFG_SOURCE_DNS && s->n_names > 0) {
 		/* Its answer, an empty one: calls stop waiting for a first set
 		 * and fail saying why. */
 		char why[300];
@@ -169,15 +169,15 @@ static void name_done(struct dns_name *nm)
 		nm->got = NULL;
 		nm->n_got = 0;
 		if (nm->failing)
-			MTD_INFO("service %s: %s resolves again (%zu address%s)", s->cfg->name, nm->host, nm->n_good,
-			         nm->n_good == 1 ? "" : "es");
+			MTD_INFO("service %s: %s resolves again (%zu address%s)", s->cfg->local->name, nm->host,
+			         nm->n_good, nm->n_good == 1 ? "" : "es");
 		nm->failing = false;
 	} else {
 		free(nm->got);
 		nm->got = NULL;
 		if (!nm->failing)
-			MTD_WARN("service %s: cannot resolve %s: %s; keeping its last %zu address%s", s->cfg->name,
-			         nm->host, nm->why[0] ? nm->why : "no address", nm->n_good,
+			MTD_WARN("service %s: cannot resolve %s: %s; keeping its last %zu address%s",
+			         s->cfg->local->name, nm->host, nm->why[0] ? nm->why : "no address", nm->n_good,
 			         nm->n_good == 1 ? "" : "es");
 		nm->failing = true;
 	}
@@ -272,7 +272,7 @@ static void round_start(struct dns_src *s)
 		struct dns_name *nm = &s->names[i];
 		nm->why[0] = '\0';
 		nm->n_got = 0;
-		if (s->cfg->source == MTD_CFG_SOURCE_DNS) {
+		if (s->cfg->local->source == MTD_CFG_SOURCE_DNS) {
 			nm->pending = 3; /* A, AAAA, and this loop's own */
 			nm->req[0] = evdns_base_resolve_ipv4(s->dns, nm->host, DNS_QUERY_NO_SEARCH, resolve_cb, nm);
 			if (!nm->req[0])
@@ -335,8 +335,8 @@ static int src_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 	s->ctl = ctl;
 	s->service = service;
 	s->cfg = cfg;
-	s->mx = mtd_metrics_disc(cfg->name, "dns");
-	const struct mtd_cfg_dns *d = cfg->dns;
+	s->mx = mtd_metrics_disc(cfg->local->name, "dns");
+	const struct mtd_cfg_dns *d = cfg->local->dns;
 	s->system = !d || d->n_resolvers == 0;
 	s->period_ms = d ? d->refresh_ms : STATIC_REFRESH_MS;
 	s->dns = evdns_base_new(mtd_control_base(ctl),
@@ -345,11 +345,11 @@ static int src_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 	if (!s->dns || !s->timer)
 		goto fail;
 	if (!s->system && evdns_base_load_hosts(s->dns, NULL) < 0)
-		MTD_DEBUG("service %s: no hosts file for the resolver", cfg->name);
+		MTD_DEBUG("service %s: no hosts file for the resolver", cfg->local->name);
 	for (size_t i = 0; d && i < d->n_resolvers; i++) {
 		if (evdns_base_nameserver_sockaddr_add(s->dns, (const struct sockaddr *)&d->resolvers[i].sa,
 		                                       d->resolvers[i].salen, 0) != 0) {
-			MTD_ERROR("service %s: cannot use resolver %s", cfg->name, d->resolvers[i].text);
+			MTD_ERROR("service %s: cannot use resolver %s", cfg->local->name, d->resolvers[i].text);
 			goto fail;
 		}
 	}
@@ -363,11 +363,11 @@ static int src_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 		s->names[0] = (struct dns_name){.src = s, .host = d->name, .port = d->port, .weight = 100};
 		s->n_names = 1;
 	} else {
-		s->names = calloc(cfg->n_endpoints, sizeof(*s->names));
+		s->names = calloc(cfg->local->n_endpoints, sizeof(*s->names));
 		if (!s->names)
 			goto fail;
-		for (size_t i = 0; i < cfg->n_endpoints; i++) {
-			const struct mtd_cfg_endpoint *e = &cfg->endpoints[i];
+		for (size_t i = 0; i < cfg->local->n_endpoints; i++) {
+			const struct mtd_cfg_endpoint *e = &cfg->local->endpoints[i];
 			if (mtd_rt_host_is_literal(e->addr.host))
 				continue;
 			struct dns_name *nm = &s->names[s->n_names++];
@@ -386,7 +386,7 @@ static int src_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 		}
 	}
 	*state = s;
-	MTD_INFO("service %s: resolving %s%s every %lld ms%s", cfg->name, d ? d->name : "its host names",
+	MTD_INFO("service %s: resolving %s%s every %lld ms%s", cfg->local->name, d ? d->name : "its host names",
 	         d ? "" : " in endpoints", (long long)s->period_ms, s->system ? " (resolv.conf)" : "");
 	if (d) {
 		round_start(s);

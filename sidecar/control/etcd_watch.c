@@ -482,14 +482,14 @@ static int etcd_start(struct mtd_control *ctl, size_t service, const struct mtd_
 	w->ctl = ctl;
 	w->service = service;
 	w->cfg = cfg;
-	w->range_end_buf = malloc(strlen(cfg->etcd->prefix) + 1);
+	w->range_end_buf = malloc(strlen(cfg->local->etcd->prefix) + 1);
 	if (w->range_end_buf == NULL) {
 		free(w);
 		return -ENOMEM;
 	}
-	w->range_end = mtd_etcd__prefix_end(cfg->etcd->prefix, w->range_end_buf);
-	snprintf(w->what, sizeof(w->what), "service %s, prefix %s", cfg->name, cfg->etcd->prefix);
-	int rc = mtd_etcd__link_init(&w->link, mtd_control_base(ctl), cfg->etcd, w->what);
+	w->range_end = mtd_etcd__prefix_end(cfg->local->etcd->prefix, w->range_end_buf);
+	snprintf(w->what, sizeof(w->what), "service %s, prefix %s", cfg->local->name, cfg->local->etcd->prefix);
+	int rc = mtd_etcd__link_init(&w->link, mtd_control_base(ctl), cfg->local->etcd, w->what);
 	if (rc != 0) {
 		if (rc == -EINVAL) /* the TLS files (logged) */
 			mtd_control_set_unavailable(ctl, service, "etcd: the discovery.etcd.tls files are unusable");
@@ -507,7 +507,7 @@ static int etcd_start(struct mtd_control *ctl, size_t service, const struct mtd_
 	}
 	w->link.on_ready = watcher_ready;
 	w->link.on_lost = watcher_lost;
-	w->mx = mtd_metrics_disc(cfg->name, "etcd");
+	w->mx = mtd_metrics_disc(cfg->local->name, "etcd");
 	if (w->mx)
 		w->mx->connected = false;
 	if (cfg->tls && cfg->tls->server_identity_registry && cfg->tls->n_allowed_identities == 0)

@@ -9,6 +9,7 @@
 
 #include <event2/event.h>
 
+#include "core/lazy.h"
 #include "core/log.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "sidecar/control/health.h"
@@ -130,8 +131,8 @@ static void result(struct target *t, bool ok, const char *why)
 		if (t->ep->hc_down && t->oks >= c->healthy_threshold) {
 			t->ep->hc_down = false;
 			mirror(s, t->ep);
-			MTD_INFO("service %s: endpoint %s is healthy again (%u health checks SERVING)", s->cfg->name,
-			         mtd_endpoint_text(t->ep), t->oks);
+			MTD_INFO("service %s: endpoint %s is healthy again (%u health checks SERVING)",
+			         s->cfg->local->name, mtd_endpoint_text(t->ep), t->oks);
 			/* SERVING brings it back through warmup, not at full
 			 * share at once. */
 			mtd_control_rewarm(t->h->ctl, t->si, &t->ep, 1);
@@ -143,7 +144,7 @@ static void result(struct target *t, bool ok, const char *why)
 			t->ep->hc_down = true;
 			mirror(s, t->ep);
 			MTD_WARN("service %s: endpoint %s is unhealthy (%u health checks failed in a row, last: %s)",
-			         s->cfg->name, mtd_endpoint_text(t->ep), t->fails, why);
+			         s->cfg->local->name, mtd_endpoint_text(t->ep), t->fails, why);
 		}
 	}
 }
@@ -157,7 +158,8 @@ static void result(struct target *t, bool ok, const char *why)
 static unsigned pick_worker(struct target *t)
 {
 	unsigned n = t->h->ctl->n_workers;
-	uint64_t m = atomic_load_explicit(&t->ep->pooled, memory_order_relaxed);
+	const struct mtd_ep_pools *ps = mtd_lazy_peek(&t->ep->pools);
+	uint64_t m = ps ? atomic_load_explicit(&ps->pooled, memory_order_relaxed) : 0;
 	if (t->worker < 64 && (m >> t->worker) & 1)
 		return t->worker;
 	if (m && (unsigned)__builtin_ctzll(m) < n)

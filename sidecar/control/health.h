@@ -22,7 +22,7 @@
  * hc_down, the bitmaps). At each interval it hands the check to one
  * worker (its mailbox, sidecar/control/mailbox.h: struct
  * mtd_worker.hc_inbox): one whose pool has a usable connection to the
- * endpoint (mtd_endpoint.pooled), else the target's own. The worker puts it in
+ * endpoint (struct mtd_ep_pools.pooled), else the target's own. The worker puts it in
  * its pool for the endpoint: it takes the first free stream slot of a
  * connection that has the peer's SETTINGS, before waiting calls; only
  * when the pool has no usable connection does the pool open one, counted

@@ -281,7 +281,7 @@ static struct oob *stream_new(struct mtd_orca_oob *o, const struct mtd_rt_servic
 	st->ep = ep;
 	st->cfg = *cfg;
 	st->tls_gen = s->tls_gen;
-	st->svc = strdup(s->cfg->name);
+	st->svc = strdup(s->cfg->local->name);
 	if (s->ssl_ctx)
 		st->ssl_ctx = mtd_tls_ctx_ref(s->ssl_ctx);
 	if (s->cfg->tls && s->cfg->tls->server_name)

@@ -129,7 +129,7 @@ int mtd_control_set_endpoints(struct mtd_control *ctl, size_t service, const str
 		return strstr(err, "out of memory") ? -ENOMEM : -EINVAL;
 	}
 	size_t now = rt->services[service]->n_eps;
-	MTD_INFO("service %s: %zu endpoint%s", prev->cfg->name, now, now == 1 ? "" : "s");
+	MTD_INFO("service %s: %zu endpoint%s", prev->cfg->local->name, now, now == 1 ? "" : "s");
 	mtd_control_publish(ctl, rt);
 	return 0;
 }
@@ -163,8 +163,8 @@ int mtd_control_batch_set(struct mtd_rt_batch *bt, size_t service, struct mtd_rt
 	}
 	if (rc == 0 && eps) {
 		const struct mtd_rt_service *s = mtd_runtime_batch_service(bt, service);
-		MTD_INFO("service %s: %zu endpoint%s, policy %s", s->cfg->name, s->n_eps, s->n_eps == 1 ? "" : "s",
-		         s->cfg->lb.ops ? s->cfg->lb.ops->name : "?");
+		MTD_INFO("service %s: %zu endpoint%s, policy %s", s->cfg->local->name, s->n_eps,
+		         s->n_eps == 1 ? "" : "s", s->cfg->lb.ops ? s->cfg->lb.ops->name : "?");
 	}
 	return 0;
 }
@@ -231,7 +231,7 @@ int mtd_control_rewarm(struct mtd_control *ctl, size_t si, struct mtd_endpoint *
 	int64_t now_ms = mtd_wall_ms();
 	for (size_t k = 0; k < n; k++) {
 		eps[k]->returned_ms = now_ms;
-		MTD_INFO("service %s: endpoint %s is back: its warmup starts again", prev->cfg->name,
+		MTD_INFO("service %s: endpoint %s is back: its warmup starts again", prev->cfg->local->name,
 		         mtd_endpoint_text(eps[k]));
 	}
 	/* The same set; the builder sees the new start (returned_ms). */

@@ -55,10 +55,23 @@ struct mtd_endpoint_names {
 	const char *identity;
 };
 
+/* An endpoint's pools, one slot per worker, and which workers have a
+ * usable connection: made by its first pool (struct mtd_endpoint.pools). */
+struct mtd_ep_pools {
+	/* Bit i: worker i (< 64) has a connection to it that took the peer's
+	 * SETTINGS and is not closed; set and cleared by that worker (pool.c),
+	 * read by health.c to run a check where a connection already is (no
+	 * block: no bit). */
+	_Atomic uint64_t pooled;
+	/* [n_slots]: slot i is worker i's, only it touches it. */
+	struct mtd_pool *slot[];
+};
+
 /* One endpoint identity (lib/discovery/discovery-t.h): one allocation, the
  * struct then its address (addr[]), made by mtd_endpoint_new (endpoint.c).
- * 88 bytes and the address: an IPv4 one of up to 16 bytes of text (NUL
- * included) fits glibc's 128-byte chunk. */
+ * 80 bytes and the address: an IPv4 one of up to 24 bytes of text (NUL
+ * included: "10.244.12.34:8080" and any other ip:port but the longest
+ * ones) fits glibc's 128-byte chunk. */
 struct mtd_endpoint {
 	struct mtd_ref ref;
 	/* Active health checks (health.c) found it unhealthy; control thread
@@ -84,20 +97,15 @@ struct mtd_endpoint {
 	 * services the runtime changed); never cleared (an identity that left
 	 * never comes back: a snapshot reuses only its predecessor's). */
 	_Atomic uint64_t gone_gen;
-	/* Bit i: worker i (< 64) has a connection to it that took the peer's
-	 * SETTINGS and is not closed; set and cleared by that worker (pool.c),
-	 * read by health.c to run a check where a connection already is. */
-	_Atomic uint64_t pooled;
 	/* When it last came back (active checks SERVING again, or its
 	 * ejection ended), 0 = never: its warmup restarts from then
 	 * (mtd_control_rewarm). Control thread. */
 	int64_t returned_ms;
 	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_eps */
-	/* [n_slots], made by the first pool any worker makes for it
-	 * (pool.c; core/lazy.h: compare-and-swap), NULL until then: most
-	 * endpoints a sidecar knows are never called. Slot i is worker i's,
-	 * only it touches it. Freed with the endpoint. */
-	struct mtd_pool **_Atomic pools;
+	/* Made by the first pool any worker makes for it (pool.c; core/lazy.h:
+	 * compare-and-swap), NULL until then: most endpoints a sidecar knows
+	 * are never called. Freed with the endpoint. */
+	struct mtd_ep_pools *_Atomic pools;
 	/* Its address, immutable, read with the functions below: the
 	 * sockaddr (AF_INET or AF_INET6, as long as its family needs: 16 or
 	 * 28 bytes), then the text (NUL-terminated: "127.0.0.1:50051", the
@@ -191,19 +199,24 @@ struct mtd_rt_epattr {
  * service (`base`) whose pointers still reach into that config (every
  * snapshot built on it holds the config too; `svc.local` is the base's
  * but when an assignment's locality weights turn the zone preference off:
- * then `local`, a copy), with its own lb, circuit, outlier, connect
+ * then a copy), with its own lb, circuit, outlier, connect
  * timeout, TLS and methods. Immutable; shared by the
  * snapshots of the service while it stays the same (same base, same tag),
  * freed with the last (control thread). */
 struct mtd_rt_over {
 	struct mtd_ref ref;
-	struct mtd_cfg_service svc;         /* what snapshots read: svc.methods = methods, svc.tls = tls or base's */
+	/* What svc points to that it owns (MTD_RT_OVER_OWNS_*), else base's:
+	 * svc.methods an array of shallow copies, svc.tls (its strings too),
+	 * svc.local a shallow copy. */
+	uint8_t owns;
+	struct mtd_cfg_service svc;         /* what snapshots read */
 	const struct mtd_cfg_service *base; /* the config's own */
 	uint64_t tag;                       /* its maker's: equal tags over one base are the same override */
-	struct mtd_cfg_method *methods;     /* owned array of shallow copies, or NULL */
-	struct mtd_cfg_tls *tls;            /* owned (strings too), or NULL: base's */
-	struct mtd_cfg_service_local *local; /* owned shallow copy (svc.local), or NULL: base's */
 };
+
+#define MTD_RT_OVER_OWNS_METHODS 1u
+#define MTD_RT_OVER_OWNS_TLS     2u
+#define MTD_RT_OVER_OWNS_LOCAL   4u
 
 /* One service's snapshot: its endpoint set and the pickers built on it. */
 struct mtd_rt_service {

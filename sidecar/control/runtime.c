@@ -66,16 +66,18 @@ void mtd_rt_over_unref(struct mtd_rt_over *o)
 {
 	if (o == NULL || !mtd_ref_put(&o->ref))
 		return;
-	if (o->tls != NULL) {
-		free(o->tls->ca_file);
-		free(o->tls->cert_file);
-		free(o->tls->key_file);
-		free(o->tls->server_name);
-		free(o->tls->server_identity);
-		free(o->tls);
+	if (o->owns & MTD_RT_OVER_OWNS_TLS) {
+		free(o->svc.tls->ca_file);
+		free(o->svc.tls->cert_file);
+		free(o->svc.tls->key_file);
+		free(o->svc.tls->server_name);
+		free(o->svc.tls->server_identity);
+		free(o->svc.tls);
 	}
-	free(o->methods);
-	free(o->local);
+	if (o->owns & MTD_RT_OVER_OWNS_METHODS)
+		free(o->svc.methods);
+	if (o->owns & MTD_RT_OVER_OWNS_LOCAL)
+		free(o->svc.local);
 	free(o);
 }
 
@@ -298,11 +300,11 @@ static int attr_copy(struct mtd_rt_epattr *a, const struct mtd_disc_endpoint *d)
  * address getaddrinfo gave at load (static_set's hosts). */
 static const char *static_host(const struct mtd_cfg_service *cfg, const char *key)
 {
-	if (cfg->source != MTD_CFG_SOURCE_STATIC || !key)
+	if (cfg->local->source != MTD_CFG_SOURCE_STATIC || !key)
 		return NULL;
-	for (size_t i = 0; i < cfg->n_endpoints; i++)
-		if (strcmp(cfg->endpoints[i].addr.text, key) == 0)
-			return cfg->endpoints[i].addr.host;
+	for (size_t i = 0; i < cfg->local->n_endpoints; i++)
+		if (strcmp(cfg->local->endpoints[i].addr.text, key) == 0)
+			return cfg->local->endpoints[i].addr.host;
 	return NULL;
 }
 
@@ -535,7 +537,8 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		s->over = b->over;
 	}
 	if (n > MTD_LB_MAX_ENDPOINTS) {
-		snprintf(err, errlen, "service %s: %zu endpoints, at most %u", cfg->name, n, MTD_LB_MAX_ENDPOINTS);
+		snprintf(err, errlen, "service %s: %zu endpoints, at most %u", cfg->local->name, n,
+		         MTD_LB_MAX_ENDPOINTS);
 		goto fail;
 	}
 	size_t n_old = prev ? prev->n_eps : 0;
@@ -552,7 +555,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	if (rc == -ENOMEM)
 		goto nomem;
 	if (rc < 0) {
-		snprintf(err, errlen, "service %s: endpoint %s%s%s given twice", cfg->name,
+		snprintf(err, errlen, "service %s: endpoint %s%s%s given twice", cfg->local->name,
 		         eps[dup].key ? eps[dup].key : "", eps[dup].key ? " " : "",
 		         eps[dup].address ? eps[dup].address : "(no address)");
 		goto fail;
@@ -579,14 +582,16 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			sa_family_t fam = eps[i].sa.ss_family;
 			socklen_t need = fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 			if ((fam != AF_INET && fam != AF_INET6) || eps[i].salen < need) {
-				snprintf(err, errlen, "service %s: endpoint %s has no address", cfg->name,
+				snprintf(err, errlen, "service %s: endpoint %s has no address", cfg->local->name,
 				         eps[i].address);
 				goto fail;
 			}
 			/* SNI and certificate name default (upstream.c): the name a
 			 * DNS service resolves, or a static endpoint was written
 			 * with, else the address's host. */
-			const char *host = hosts ? hosts[i] : cfg->dns ? cfg->dns->name : static_host(cfg, eps[i].key);
+			const char *host = hosts             ? hosts[i]
+			                   : cfg->local->dns ? cfg->local->dns->name
+			                                     : static_host(cfg, eps[i].key);
 			ep = mtd_endpoint_new(&eps[i], host, n_workers, now_ms);
 			if (!ep)
 				goto nomem;
@@ -638,7 +643,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	 * prev of another strategy (a reload may change the policy). */
 	s->picker = mtd_lb_picker_new(&cfg->lb, s->lb_eps, s->n_eps, prev ? prev->picker : NULL);
 	if (!s->picker) {
-		snprintf(err, errlen, "service %s: cannot build the %s picker over %zu endpoints", cfg->name,
+		snprintf(err, errlen, "service %s: cannot build the %s picker over %zu endpoints", cfg->local->name,
 		         cfg->lb.ops->name, s->n_eps);
 		goto fail;
 	}
@@ -646,11 +651,11 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		s->layer = mtd_lb_layer_new(&cfg->local->layer, &cfg->lb, s->lb_eps, s->n_eps, prev ? prev->layer : NULL);
 		if (!s->layer) {
 			snprintf(err, errlen, "service %s: cannot build the routing layer over %zu endpoints",
-			         cfg->name, s->n_eps);
+			         cfg->local->name, s->n_eps);
 			goto fail;
 		}
 	}
-	log_readmitted(cfg->name, "*", prev ? prev->layer : NULL, s->layer);
+	log_readmitted(cfg->local->name, "*", prev ? prev->layer : NULL, s->layer);
 	for (size_t i = 0; i < cfg->n_methods; i++) {
 		s->methods[i].cfg = &cfg->methods[i];
 		const struct mtd_lb_picker *mprev = NULL;
@@ -668,14 +673,14 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 			if (!s->methods[i].layer) {
 				snprintf(err, errlen,
 				         "service %s, method %s: cannot build the routing layer over %zu endpoints",
-				         cfg->name, cfg->methods[i].name, s->n_eps);
+				         cfg->local->name, cfg->methods[i].name, s->n_eps);
 				goto fail;
 			}
-			log_readmitted(cfg->name, cfg->methods[i].name, lprev, s->methods[i].layer);
+			log_readmitted(cfg->local->name, cfg->methods[i].name, lprev, s->methods[i].layer);
 		}
 		if (!s->methods[i].picker) {
 			snprintf(err, errlen, "service %s, method %s: cannot build the %s picker over %zu endpoints",
-			         cfg->name, cfg->methods[i].name, cfg->methods[i].lb.ops->name, s->n_eps);
+			         cfg->local->name, cfg->methods[i].name, cfg->methods[i].lb.ops->name, s->n_eps);
 			goto fail;
 		}
 	}
@@ -691,7 +696,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 		struct ssl_ctx_st *shared = shared_ctx(b->built, b->n_built, cfg->tls);
 		s->ssl_ctx = shared ? mtd_tls_ctx_ref(shared) : mtd_tls_client_ctx_new(cfg->tls, why, sizeof(why));
 		if (!s->ssl_ctx) {
-			snprintf(err, errlen, "service %s: TLS: %s", cfg->name, why);
+			snprintf(err, errlen, "service %s: TLS: %s", cfg->local->name, why);
 			goto fail;
 		}
 	}
@@ -736,7 +741,7 @@ static struct mtd_rt_service *service_build(const struct build *b, bool *same, c
 	free(map);
 	return s;
 nomem:
-	snprintf(err, errlen, "service %s: out of memory", cfg ? cfg->name : "?");
+	snprintf(err, errlen, "service %s: out of memory", cfg ? cfg->local->name : "?");
 fail:
 	free(old_ids);
 	free(map);
@@ -751,19 +756,19 @@ fail:
  * first refresh keeps it. */
 static struct mtd_disc_endpoint *static_set(const struct mtd_cfg_service *cfg, const char ***hosts, char (**texts)[64])
 {
-	*texts = calloc(cfg->n_endpoints ? cfg->n_endpoints : 1, sizeof(**texts));
+	*texts = calloc(cfg->local->n_endpoints ? cfg->local->n_endpoints : 1, sizeof(**texts));
 	if (!*texts)
 		return NULL;
-	struct mtd_disc_endpoint *d = calloc(cfg->n_endpoints ? cfg->n_endpoints : 1, sizeof(*d));
-	*hosts = calloc(cfg->n_endpoints ? cfg->n_endpoints : 1, sizeof(**hosts));
+	struct mtd_disc_endpoint *d = calloc(cfg->local->n_endpoints ? cfg->local->n_endpoints : 1, sizeof(*d));
+	*hosts = calloc(cfg->local->n_endpoints ? cfg->local->n_endpoints : 1, sizeof(**hosts));
 	if (!d || !*hosts) {
 		free(d);
 		free(*hosts);
 		free(*texts);
 		return NULL;
 	}
-	for (size_t i = 0; i < cfg->n_endpoints; i++) {
-		const struct mtd_cfg_endpoint *e = &cfg->endpoints[i];
+	for (size_t i = 0; i < cfg->local->n_endpoints; i++) {
+		const struct mtd_cfg_endpoint *e = &cfg->local->endpoints[i];
 		const char *id = mtd_rt_host_is_literal(e->addr.host)
 		                         ? e->addr.text
 		                         : mtd_addr_text(&e->addr.sa.sa, (*texts)[i], sizeof((*texts)[i]));
@@ -792,15 +797,15 @@ bool mtd_rt_host_is_literal(const char *host)
 
 const char *mtd_runtime_waiting(const struct mtd_cfg_service *sc, char *buf, size_t len)
 {
-	switch (sc->source) {
+	switch (sc->local->source) {
 	case MTD_CFG_SOURCE_DNS:
 		return "waiting for the first DNS answer";
 	case MTD_CFG_SOURCE_ETCD:
-		snprintf(buf, len, "etcd: waiting for the first list of %s from %s", sc->etcd->prefix,
-		         sc->etcd->endpoints[0].text);
+		snprintf(buf, len, "etcd: waiting for the first list of %s from %s", sc->local->etcd->prefix,
+		         sc->local->etcd->endpoints[0].text);
 		return buf;
 	case MTD_CFG_SOURCE_XDS:
-		snprintf(buf, len, "xds: waiting for cluster %s and its endpoints", sc->xds_cluster);
+		snprintf(buf, len, "xds: waiting for cluster %s and its endpoints", sc->local->xds_cluster);
 		return buf;
 	case MTD_CFG_SOURCE_STATIC:
 		break;
@@ -828,7 +833,7 @@ static struct mtd_runtime *runtime_assemble(struct mtd_control *ctl, struct mtd_
 	for (size_t i = 0; i < cfg->n_services; i++) {
 		/* An entry only routes or mirrors reach is not looked up by :path. */
 		if (names)
-			names[i] = cfg->services[i].by_path ? cfg->services[i].name : NULL;
+			names[i] = cfg->services[i].local->by_path ? cfg->services[i].local->name : NULL;
 		mtd_ref_get(&services[i]->ref);
 		rt->services[i] = services[i];
 	}
@@ -941,14 +946,14 @@ struct mtd_runtime *mtd_runtime_new(struct mtd_control *ctl, struct mtd_cfg *cfg
 		struct mtd_disc_endpoint *set = static_set(sc, &hosts, &texts);
 		bool same;
 		if (!set) {
-			snprintf(err, errlen, "service %s: out of memory", sc->name);
+			snprintf(err, errlen, "service %s: out of memory", sc->local->name);
 			goto out;
 		}
 		char wbuf[300];
 		struct build b = {.box = box,
 		                  .cfg = sc,
 		                  .eps = set,
-		                  .n = sc->n_endpoints,
+		                  .n = sc->local->n_endpoints,
 		                  .hosts = hosts,
 		                  .built = svcs,
 		                  .n_built = built,
@@ -1008,7 +1013,7 @@ struct mtd_runtime *mtd_runtime_with_endpoints(struct mtd_control *ctl, size_t s
 	struct mtd_runtime *rt = replace_service(ctl, si, s);
 	mtd_rt_service_unref(s); /* the runtime holds it */
 	if (!rt)
-		snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
+		snprintf(err, errlen, "service %s: out of memory", prev->cfg->local->name);
 	return rt;
 }
 
@@ -1091,14 +1096,14 @@ int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over
 	if (!over || (prev->over && prev->over->base == over->base && prev->over->tag == over->tag))
 		over = prev->over;
 	if (over && over->base != base) {
-		snprintf(err, errlen, "service %s: an override made for another config", base->name);
+		snprintf(err, errlen, "service %s: an override made for another config", base->local->name);
 		return -EINVAL;
 	}
 	/* A set given is an answer; none, the source's word on the current one. */
 	bool awaiting = eps == NULL && waiting;
 	if (!eps) { /* the current set, another config or message */
 		if (!(set = current_set(prev))) {
-			snprintf(err, errlen, "service %s: out of memory", base->name);
+			snprintf(err, errlen, "service %s: out of memory", base->local->name);
 			return -ENOMEM;
 		}
 		eps = set;
@@ -1163,7 +1168,7 @@ static struct mtd_rt_service *service_rebuilt(const struct mtd_runtime *cur, str
 {
 	struct mtd_disc_endpoint *set = current_set(prev);
 	if (!set) {
-		snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
+		snprintf(err, errlen, "service %s: out of memory", prev->cfg->local->name);
 		return NULL;
 	}
 	bool same;
@@ -1196,7 +1201,7 @@ struct mtd_runtime *mtd_runtime_rebuilt(struct mtd_control *ctl, size_t si, bool
 	struct mtd_runtime *rt = replace_service(ctl, si, s);
 	mtd_rt_service_unref(s);
 	if (!rt)
-		snprintf(err, errlen, "service %s: out of memory", prev->cfg->name);
+		snprintf(err, errlen, "service %s: out of memory", prev->cfg->local->name);
 	return rt;
 }
 
@@ -1279,7 +1284,7 @@ static void outlier_tick(struct mtd_runtime *rt, size_t si, int64_t mono_ms, mtd
 				was[n_was++] = i;
 	}
 	if (mtd_outlier_tick(o, mono_ms))
-		MTD_INFO("service %s: ejections changed (%u of %zu endpoints out)", s->cfg->name,
+		MTD_INFO("service %s: ejections changed (%u of %zu endpoints out)", s->cfg->local->name,
 		         (unsigned)atomic_load(&o->n_ejected), s->n_eps);
 	struct mtd_endpoint **back = n_was ? calloc(n_was, sizeof(*back)) : NULL;
 	size_t k = 0;
@@ -1305,10 +1310,10 @@ static void guard_tick(const struct mtd_cfg_service *sc, const char *method, str
 		const struct mtd_lb_guard_cut *c = &cut[k];
 		/* Weight 0 until a reload changes the split (troubleshooting.md). */
 		MTD_WARN("service %s%s%s: split.guard cut %s: %llu/%llu failed, p99 %.1f ms (%s: %llu/%llu, %.1f ms)",
-		         sc->name, method[0] == '*' ? "" : ", method ", method[0] == '*' ? "" : method, c->value,
+		         sc->local->name, method[0] == '*' ? "" : ", method ", method[0] == '*' ? "" : method, c->value,
 		         (unsigned long long)c->failed, (unsigned long long)c->calls, c->p99_ms, c->reference,
 		         (unsigned long long)c->ref_failed, (unsigned long long)c->ref_calls, c->ref_p99_ms);
-		mtd_metrics_guard_cut(sc->name, method, c->value);
+		mtd_metrics_guard_cut(sc->local->name, method, c->value);
 	}
 }
 
@@ -1351,22 +1356,24 @@ static bool same_addrs(const struct mtd_cfg_addr *a, size_t na, const struct mtd
 /* The discovered set of old can serve new until new's source reports. */
 static bool same_source(const struct mtd_cfg_service *old, const struct mtd_cfg_service *new)
 {
-	if (old->source != new->source)
+	if (old->local->source != new->local->source)
 		return false;
-	switch (new->source) {
+	switch (new->local->source) {
 	case MTD_CFG_SOURCE_DNS:
-		return strcmp(old->dns->name, new->dns->name) == 0 &&
-		       old->dns->port == new->dns->port &&same_addrs(old->dns->resolvers, old->dns->n_resolvers,
-		                                                     new->dns->resolvers, new->dns->n_resolvers);
+		return strcmp(old->local->dns->name, new->local->dns->name) == 0 &&
+		       old->local->dns->port == new->local->dns->port &&same_addrs(
+		                                        old->local->dns->resolvers, old->local->dns->n_resolvers,
+		                                        new->local->dns->resolvers, new->local->dns->n_resolvers);
 	case MTD_CFG_SOURCE_ETCD:
-		return same_addrs(old->etcd->endpoints, old->etcd->n_endpoints, new->etcd->endpoints,
-		                  new->etcd->n_endpoints) &&
-		       strcmp(old->etcd->prefix, new->etcd->prefix) == 0 &&
-		       same_file(old->etcd->username, new->etcd->username) && same_tls(old->etcd->tls, new->etcd->tls);
+		return same_addrs(old->local->etcd->endpoints, old->local->etcd->n_endpoints,
+		                  new->local->etcd->endpoints, new->local->etcd->n_endpoints) &&
+		       strcmp(old->local->etcd->prefix, new->local->etcd->prefix) == 0 &&
+		       same_file(old->local->etcd->username, new->local->etcd->username) &&
+		       same_tls(old->local->etcd->tls, new->local->etcd->tls);
 	case MTD_CFG_SOURCE_XDS:
 		/* The last good assignment of the same cluster serves on, even
 		 * when the server changed, until the stream reports. */
-		return strcmp(old->xds_cluster, new->xds_cluster) == 0;
+		return strcmp(old->local->xds_cluster, new->local->xds_cluster) == 0;
 	case MTD_CFG_SOURCE_STATIC:
 		break;
 	}
@@ -1424,7 +1431,7 @@ static void drop_refused(const struct mtd_cfg_service *sc, struct mtd_disc_endpo
 	for (size_t i = 0; i < *n; i++) {
 		const char *why = mtd_runtime_identity_refused(sc->tls, set[i].identity);
 		if (why) {
-			MTD_WARN("reload: service %s: endpoint %s dropped: %s (FROM_REGISTRY)", sc->name,
+			MTD_WARN("reload: service %s: endpoint %s dropped: %s (FROM_REGISTRY)", sc->local->name,
 			         set[i].address ? set[i].address : "?", why);
 			continue;
 		}
@@ -1436,7 +1443,7 @@ static void drop_refused(const struct mtd_cfg_service *sc, struct mtd_disc_endpo
 static struct mtd_rt_service *find_service(const struct mtd_runtime *rt, const char *name)
 {
 	for (size_t i = 0; i < rt->cfg->n_services; i++)
-		if (strcmp(rt->cfg->services[i].name, name) == 0)
+		if (strcmp(rt->cfg->services[i].local->name, name) == 0)
 			return rt->services[i];
 	return NULL;
 }
@@ -1452,7 +1459,7 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 		return NULL;
 	for (; built < cfg->n_services; built++) {
 		const struct mtd_cfg_service *sc = &cfg->services[built];
-		struct mtd_rt_service *prev = find_service(ctl->rt, sc->name);
+		struct mtd_rt_service *prev = find_service(ctl->rt, sc->local->name);
 		struct mtd_disc_endpoint *set;
 		const char **hosts = NULL;
 		char(*texts)[64] = NULL;
@@ -1461,9 +1468,9 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 		enum rt_await aw = AWAIT_ANSWERED; /* static: nothing to wait for */
 		char wbuf[300];
 		bool same;
-		if (sc->source == MTD_CFG_SOURCE_STATIC) {
+		if (sc->local->source == MTD_CFG_SOURCE_STATIC) {
 			set = static_set(sc, &hosts, &texts);
-			n = sc->n_endpoints;
+			n = sc->local->n_endpoints;
 		} else if (prev && same_source(prev->cfg, sc)) {
 			/* The same source goes on: what it said (or had not yet) stays. */
 			set = current_set(prev);
@@ -1479,7 +1486,7 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 			aw = AWAIT_WAITING;
 		}
 		if (!set) {
-			snprintf(err, errlen, "service %s: out of memory", sc->name);
+			snprintf(err, errlen, "service %s: out of memory", sc->local->name);
 			goto out;
 		}
 		struct build b = {.box = box,

@@ -20,14 +20,14 @@
 
 static const struct mtd_disc_source_ops *source_of(const struct mtd_cfg_service *sc)
 {
-	switch (sc->source) {
+	switch (sc->local->source) {
 	case MTD_CFG_SOURCE_DNS:
 		return &mtd_dns_source_ops;
 	case MTD_CFG_SOURCE_STATIC:
 		/* Host names in static endpoints: all their addresses, refreshed
 		 * through the same resolver as discovery.dns. */
-		for (size_t i = 0; i < sc->n_endpoints; i++)
-			if (!mtd_rt_host_is_literal(sc->endpoints[i].addr.host))
+		for (size_t i = 0; i < sc->local->n_endpoints; i++)
+			if (!mtd_rt_host_is_literal(sc->local->endpoints[i].addr.host))
 				return &mtd_dns_static_source_ops;
 		return NULL;
 	case MTD_CFG_SOURCE_ETCD:
@@ -70,7 +70,7 @@ void mtd_sources_start(struct mtd_control *ctl)
 		if (ops->start(ctl, i, &cfg->services[i], &ctl->src_state[i]) == 0)
 			ctl->src_ops[i] = ops;
 		else
-			MTD_ERROR("service %s: cannot start its %s source", cfg->services[i].name, ops->name);
+			MTD_ERROR("service %s: cannot start its %s source", cfg->services[i].local->name, ops->name);
 	}
 	mtd_xds_sources_started(ctl->xds);
 }

@@ -61,11 +61,11 @@ static int find_service(const struct mtd_cfg *cfg, const struct by_cluster *idx,
 	if (hit != NULL)
 		return hit->service;
 	for (size_t i = 0; i < cfg->n_routed; i++)
-		if (strcmp(cfg->services[i].name, cluster) == 0) {
+		if (strcmp(cfg->services[i].local->name, cluster) == 0) {
 			snprintf(why, whylen,
 			         "cluster %.128s: service %.128s of that name is not an xDS service (xDS never "
 			         "changes or shadows a service of another source)",
-			         cluster, cfg->services[i].name);
+			         cluster, cfg->services[i].local->name);
 			return -1;
 		}
 	snprintf(why, whylen, "cluster %.128s: no service has discovery.xds cluster %.128s", cluster, cluster);
@@ -113,8 +113,8 @@ struct mtd_rt_xroutes *mtd_xds_routes_bind(const struct mtd_cfg *cfg, struct mtd
 	if (xr == NULL || idx == NULL)
 		goto oom;
 	for (size_t i = 0; i < cfg->n_routed; i++)
-		if (cfg->services[i].source == MTD_CFG_SOURCE_XDS)
-			idx[n_idx++] = (struct by_cluster){cfg->services[i].xds_cluster, (int)i};
+		if (cfg->services[i].local->source == MTD_CFG_SOURCE_XDS)
+			idx[n_idx++] = (struct by_cluster){cfg->services[i].local->xds_cluster, (int)i};
 	qsort(idx, n_idx, sizeof(*idx), cmp_cluster);
 	snprintf(buf, sizeof(buf), "route configuration %.400s", r->name);
 	xr->name = strdup(buf);
@@ -206,11 +206,11 @@ int mtd_xds_routes_created(const struct mtd_cfg *cfg, const struct mtd_xds_route
 	}
 	for (size_t i = 0; i < cfg->n_routed; i++) {
 		const struct mtd_cfg_service *s = &cfg->services[i];
-		if (s->xds_created)
+		if (s->local->xds_created)
 			continue;
-		taken[n_file++] = s->name;
-		if (s->source == MTD_CFG_SOURCE_XDS)
-			taken[n_file++] = s->xds_cluster;
+		taken[n_file++] = s->local->name;
+		if (s->local->source == MTD_CFG_SOURCE_XDS)
+			taken[n_file++] = s->local->xds_cluster;
 	}
 	qsort(taken, n_file, sizeof(*taken), cmp_str);
 	for (size_t i = 0; i < r->n; i++)
@@ -235,9 +235,9 @@ bool mtd_xds_routes_created_same(const struct mtd_cfg *cfg, const char *const *n
 	size_t have = 0;
 
 	for (size_t i = 0; i < cfg->n_routed; i++) {
-		if (!cfg->services[i].xds_created)
+		if (!cfg->services[i].local->xds_created)
 			continue;
-		if (have == n || !in_sorted((const char **)names, n, cfg->services[i].name))
+		if (have == n || !in_sorted((const char **)names, n, cfg->services[i].local->name))
 			return false;
 		have++;
 	}

@@ -62,12 +62,13 @@ static struct mtd_rt_over *over_new(const struct mtd_cfg_service *base, const st
 	o->svc.lb = lb;
 	bool unzone = set->locality_weighted && base->local->layer.locality != MTD_LB_LOCALITY_OFF;
 	if (unzone) {
-		o->local = malloc(sizeof(*o->local));
-		if (o->local == NULL)
+		struct mtd_cfg_service_local *local = malloc(sizeof(*local));
+		if (local == NULL)
 			goto oom;
-		*o->local = *base->local;
-		o->local->layer.locality = MTD_LB_LOCALITY_OFF;
-		o->svc.local = o->local;
+		*local = *base->local;
+		local->layer.locality = MTD_LB_LOCALITY_OFF;
+		o->svc.local = local;
+		o->owns |= MTD_RT_OVER_OWNS_LOCAL;
 	}
 	if (c->connect_timeout_ms > 0)
 		o->svc.upstream.connect_timeout_ms = c->connect_timeout_ms;
@@ -78,32 +79,34 @@ static struct mtd_rt_over *over_new(const struct mtd_cfg_service *base, const st
 	if (c->outlier.enabled)
 		o->svc.outlier = c->outlier;
 	if (base->n_methods > 0) {
-		o->methods = calloc(base->n_methods, sizeof(*o->methods));
-		if (o->methods == NULL)
+		struct mtd_cfg_method *methods = calloc(base->n_methods, sizeof(*methods));
+		if (methods == NULL)
 			goto oom;
 		for (size_t i = 0; i < base->n_methods; i++) {
-			o->methods[i] = base->methods[i];
+			methods[i] = base->methods[i];
 			if (lb_same(&base->methods[i].lb, &base->lb))
-				o->methods[i].lb = lb;
+				methods[i].lb = lb;
 			if (set->locality_weighted)
-				o->methods[i].layer.locality = MTD_LB_LOCALITY_OFF;
+				methods[i].layer.locality = MTD_LB_LOCALITY_OFF;
 		}
-		o->svc.methods = o->methods;
+		o->svc.methods = methods;
+		o->owns |= MTD_RT_OVER_OWNS_METHODS;
 	}
 	if (c->tls != NULL) {
-		o->tls = calloc(1, sizeof(*o->tls));
-		if (o->tls == NULL)
+		struct mtd_cfg_tls *tls = calloc(1, sizeof(*tls));
+		if (tls == NULL)
 			goto oom;
-		o->tls->ca_file = c->tls->ca_file ? strdup(c->tls->ca_file) : NULL;
-		o->tls->cert_file = c->tls->cert_file ? strdup(c->tls->cert_file) : NULL;
-		o->tls->key_file = c->tls->key_file ? strdup(c->tls->key_file) : NULL;
-		o->tls->server_name = c->tls->server_name ? strdup(c->tls->server_name) : NULL;
-		o->tls->server_identity = c->tls->server_identity ? strdup(c->tls->server_identity) : NULL;
-		if ((c->tls->ca_file && !o->tls->ca_file) || (c->tls->cert_file && !o->tls->cert_file) ||
-		    (c->tls->key_file && !o->tls->key_file) || (c->tls->server_name && !o->tls->server_name) ||
-		    (c->tls->server_identity && !o->tls->server_identity))
+		o->svc.tls = tls;
+		o->owns |= MTD_RT_OVER_OWNS_TLS;
+		tls->ca_file = c->tls->ca_file ? strdup(c->tls->ca_file) : NULL;
+		tls->cert_file = c->tls->cert_file ? strdup(c->tls->cert_file) : NULL;
+		tls->key_file = c->tls->key_file ? strdup(c->tls->key_file) : NULL;
+		tls->server_name = c->tls->server_name ? strdup(c->tls->server_name) : NULL;
+		tls->server_identity = c->tls->server_identity ? strdup(c->tls->server_identity) : NULL;
+		if ((c->tls->ca_file && !tls->ca_file) || (c->tls->cert_file && !tls->cert_file) ||
+		    (c->tls->key_file && !tls->key_file) || (c->tls->server_name && !tls->server_name) ||
+		    (c->tls->server_identity && !tls->server_identity))
 			goto oom;
-		o->svc.tls = o->tls;
 	}
 	return o;
 oom:
@@ -491,13 +494,13 @@ static int xds_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 	if (grown != NULL)
 		x->binds = grown;
 	if (b == NULL || grown == NULL || pending_reserve(&x->pending, x->n_binds + 1) != 0 ||
-	    (b->cluster = strdup(cfg->xds_cluster)) == NULL) {
+	    (b->cluster = strdup(cfg->local->xds_cluster)) == NULL) {
 		free(b);
 		return -ENOMEM;
 	}
 	b->x = x;
 	b->service = service;
-	b->svc_name = cfg->name;
+	b->svc_name = cfg->local->name;
 	x->binds[x->n_binds++] = b;
 	x->binds_sorted = false;
 	/* Given what the client has at mtd_xds_sources_started, with every

@@ -14,7 +14,7 @@ struct mtd_rt_load;
 struct mtd_endpoint;
 struct ssl_session_st;
 
-/* A pool belongs to one worker and one endpoint identity (ep->pools[w->id]);
+/* A pool belongs to one worker and one endpoint identity (ep->pools->slot[w->id]);
  * it holds a reference on ep and on the service snapshot whose settings it
  * uses (the newest its worker has seen holding ep). Retired when its
  * worker serves a snapshot without ep: it takes no new attempt, its idle

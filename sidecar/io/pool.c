@@ -59,11 +59,11 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 {
 	/* Keyed by endpoint identity: the pool (and its connections) stays
 	 * while the endpoint stays in the worker's snapshots. */
-	struct mtd_pool **slots = mtd_lazy_peek(&ep->pools);
-	struct mtd_pool *p = slots ? slots[w->id] : NULL;
+	struct mtd_ep_pools *slots = mtd_lazy_peek(&ep->pools);
+	struct mtd_pool *p = slots ? slots->slot[w->id] : NULL;
 	if (p)
 		return p;
-	if (!slots && !(slots = mtd_lazy_get_n(&ep->pools, ep->n_slots)))
+	if (!slots && !(slots = mtd_lazy_get_size(&ep->pools, sizeof(*slots) + ep->n_slots * sizeof(slots->slot[0]))))
 		return NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -78,7 +78,7 @@ struct mtd_pool *mtd_pool_get(struct mtd_worker *w, struct mtd_rt_service *svc, 
 	LIST_INIT(&p->conns);
 	TAILQ_INIT(&p->pending);
 	LIST_INSERT_HEAD(&w->pools, p, link);
-	slots[w->id] = p;
+	slots->slot[w->id] = p;
 	w->pools_born = true;
 	/* Asked for by a call or a check of an older snapshot, for an
 	 * identity the worker's current one no longer holds: its pool was
@@ -109,7 +109,7 @@ void mtd_pool_free(struct mtd_pool *p)
 		mtd_tls_session_free(p->tls_session);
 	count_pending_in(p, NULL); /* none waits: gives back nothing, drops the reference */
 	LIST_REMOVE(p, link);
-	mtd_lazy_peek(&p->ep->pools)[p->w->id] = NULL; /* made with p */
+	mtd_lazy_peek(&p->ep->pools)->slot[p->w->id] = NULL; /* made with p */
 	mtd_endpoint_unref(p->ep);
 	mtd_rt_service_unref(p->svc);
 	free(p);
@@ -118,9 +118,9 @@ void mtd_pool_free(struct mtd_pool *p)
 const char *mtd_pool_authority(const struct mtd_pool *p, bool keep_app)
 {
 	const struct mtd_cfg_service *svc = p->svc->cfg;
-	if (svc->authority)
-		return svc->authority;
-	if (keep_app && !svc->authority_from_endpoint)
+	if (svc->local->authority)
+		return svc->local->authority;
+	if (keep_app && !svc->local->authority_from_endpoint)
 		return NULL;
 	return svc->tls && svc->tls->server_name ? svc->tls->server_name : mtd_endpoint_text(p->ep);
 }
@@ -172,8 +172,8 @@ static void supersede(struct mtd_pool *p)
 	}
 	if (n == 0)
 		return;
-	MTD_DEBUG("worker %u: service %s's TLS policy changed: %u connections to %s drain", p->w->id, p->svc->cfg->name,
-	          n, mtd_endpoint_text(p->ep));
+	MTD_DEBUG("worker %u: service %s's TLS policy changed: %u connections to %s drain", p->w->id,
+	          p->svc->cfg->local->name, n, mtd_endpoint_text(p->ep));
 	mtd_pool_note_usable(p);
 	mtd_pool_dispatch(p);
 }
@@ -215,7 +215,7 @@ void mtd_pool_retire(struct mtd_pool *p)
 		return;
 	p->retired = true;
 	MTD_DEBUG("worker %u: endpoint %s left service %s: draining its pool (%u connections, %u calls waiting)",
-	          p->w->id, mtd_endpoint_text(p->ep), p->svc->cfg->name, p->n_conns, p->n_pending);
+	          p->w->id, mtd_endpoint_text(p->ep), p->svc->cfg->local->name, p->n_conns, p->n_pending);
 	/* Issue 7: calls waiting here move to an endpoint of the current
 	 * snapshot (their owner's doing); calls in flight finish where they
 	 * are. */
@@ -295,10 +295,11 @@ void mtd_pool_note_usable(struct mtd_pool *p)
 	struct mtd_conn *c;
 	LIST_FOREACH(c, &p->conns, link)
 		any |= usable(c);
+	_Atomic uint64_t *pooled = &mtd_lazy_peek(&p->ep->pools)->pooled; /* made with p */
 	if (any)
-		atomic_fetch_or_explicit(&p->ep->pooled, 1ull << id, memory_order_relaxed);
+		atomic_fetch_or_explicit(pooled, 1ull << id, memory_order_relaxed);
 	else
-		atomic_fetch_and_explicit(&p->ep->pooled, ~(1ull << id), memory_order_relaxed);
+		atomic_fetch_and_explicit(pooled, ~(1ull << id), memory_order_relaxed);
 }
 
 /* Waiting attempts are counted per pool (upstream.max_pending) and per

@@ -59,7 +59,7 @@ int mtd_pool_enqueue(struct mtd_pool *p, struct mtd_up_stream *s);
 void mtd_pool_dequeue(struct mtd_up_stream *s);
 /* A connection gained room (ready, stream closed) or went away. */
 void mtd_pool_dispatch(struct mtd_pool *p);
-/* Recompute p's bit in its endpoint's `pooled` after a connection took
+/* Recompute p's bit in its endpoint's `pools->pooled` after a connection took
  * SETTINGS or closed. */
 void mtd_pool_note_usable(struct mtd_pool *p);
 /* The worker's 1 s housekeeping for one pool: idle close, keepalive,

@@ -100,7 +100,8 @@ static void h_ready(struct mtd_admin *a, struct evhttp_request *req)
 		mtd_abuf_puts(&b, "not ready: no config loaded\n");
 	for (size_t i = 0; rt && i < rt->cfg->n_services; i++)
 		if (rt->services[i]->n_eps == 0)
-			mtd_abuf_printf(&b, "not ready: service %s has no endpoint\n", rt->services[i]->cfg->name);
+			mtd_abuf_printf(&b, "not ready: service %s has no endpoint\n",
+			                rt->services[i]->cfg->local->name);
 	if (b.len == 0 && !b.oom) {
 		reply_text(req, 200, "OK", "ready\n");
 	} else if (b.oom) {
@@ -254,8 +255,8 @@ static void clusters_health(struct mtd_json *j, const struct mtd_rt_service *s, 
 static void clusters_discovery(struct mtd_json *j, const struct mtd_cfg_service *c,
                                const struct mtd_mx_disc_index *ix)
 {
-	const struct mtd_mx_disc *d = mtd_metrics_disc_lookup(ix, c->name);
-	bool etcd = c->source == MTD_CFG_SOURCE_ETCD;
+	const struct mtd_mx_disc *d = mtd_metrics_disc_lookup(ix, c->local->name);
+	bool etcd = c->local->source == MTD_CFG_SOURCE_ETCD;
 	if (!d || (strcmp(d->source, "etcd") == 0) != etcd)
 		return; /* static endpoints (no host name to resolve) */
 	mtd_json_key(j, "discovery");
@@ -304,7 +305,7 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 		const struct mtd_cfg_service *c = s->cfg;
 		mtd_json_obj_begin(&j);
 		mtd_json_key(&j, "name");
-		mtd_json_str(&j, c->name);
+		mtd_json_str(&j, c->local->name);
 		mtd_json_key(&j, "policy");
 		mtd_json_str(&j, c->lb.ops->name);
 		mtd_json_key(&j, "tls");
@@ -328,7 +329,7 @@ static void h_clusters(struct mtd_admin *a, struct evhttp_request *req)
 			mtd_json_obj_end(&j);
 		}
 		mtd_json_arr_end(&j);
-		clusters_split(&j, s->layer, c->split);
+		clusters_split(&j, s->layer, c->local->split);
 		clusters_health(&j, s, &figs[si]);
 		clusters_discovery(&j, c, &discs);
 		mtd_json_key(&j, "endpoints");

@@ -186,7 +186,7 @@ static void tick_groups(const struct mtd_rt_service *s, uint64_t service_hash, c
 	if (!l || !sp || !sp->metadata_key)
 		return;
 	for (size_t k = 0; mtd_lb_layer_split_group(l, k, &g); k++) {
-		struct series *se = get(service_hash, s->cfg->name, method, g.value);
+		struct series *se = get(service_hash, s->cfg->local->name, method, g.value);
 		if (!se)
 			continue;
 		struct figs f = {0};
@@ -205,9 +205,9 @@ void mtd_history_tick(const struct mtd_runtime *rt, int64_t now_ms)
 		return;
 	for (size_t si = 0; si < rt->cfg->n_services; si++) {
 		const struct mtd_rt_service *s = rt->services[si];
-		uint64_t h = hash_str(HASH_START, s->cfg->name);
+		uint64_t h = hash_str(HASH_START, s->cfg->local->name);
 		for (size_t i = 0; i < s->n_eps; i++) {
-			struct series *se = get(h, s->cfg->name, NULL, mtd_endpoint_text(s->eps[i]));
+			struct series *se = get(h, s->cfg->local->name, NULL, mtd_endpoint_text(s->eps[i]));
 			if (!se)
 				continue;
 			struct figs f = {0};
@@ -217,7 +217,7 @@ void mtd_history_tick(const struct mtd_runtime *rt, int64_t now_ms)
 		/* A group's figures are its endpoints' (every method's calls):
 		 * one series for the service's split, one per method with a
 		 * split of its own. */
-		tick_groups(s, h, "*", s->layer, s->cfg->split, now_ms);
+		tick_groups(s, h, "*", s->layer, s->cfg->local->split, now_ms);
 		for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
 			if (s->cfg->methods[m].split_own)
 				tick_groups(s, h, s->cfg->methods[m].name, s->methods[m].layer,
@@ -268,7 +268,7 @@ static void groups_json(struct mtd_json *j, const struct mtd_rt_service *s, cons
 	for (size_t k = 0; l && mtd_lb_layer_split_group(l, k, &g); k++) {
 		mtd_json_obj_begin(j);
 		mtd_json_key(j, "service");
-		mtd_json_str(j, s->cfg->name);
+		mtd_json_str(j, s->cfg->local->name);
 		mtd_json_key(j, "method");
 		mtd_json_str(j, method);
 		mtd_json_key(j, "group");
@@ -282,7 +282,7 @@ static void groups_json(struct mtd_json *j, const struct mtd_rt_service *s, cons
 			mtd_json_i64(j, mtd_wall_of_mono_ms(g.cut_ms));
 		else
 			mtd_json_null(j);
-		points_json(j, find(s->cfg->name, method, g.value), since_ms);
+		points_json(j, find(s->cfg->local->name, method, g.value), since_ms);
 		mtd_json_obj_end(j);
 	}
 }
@@ -299,10 +299,10 @@ void mtd_history_json(struct mtd_json *j, const struct mtd_runtime *rt, int64_t 
 		for (size_t i = 0; i < s->n_eps; i++) {
 			mtd_json_obj_begin(j);
 			mtd_json_key(j, "service");
-			mtd_json_str(j, s->cfg->name);
+			mtd_json_str(j, s->cfg->local->name);
 			mtd_json_key(j, "endpoint");
 			mtd_json_str(j, mtd_endpoint_text(s->eps[i]));
-			points_json(j, find(s->cfg->name, NULL, mtd_endpoint_text(s->eps[i])), since_ms);
+			points_json(j, find(s->cfg->local->name, NULL, mtd_endpoint_text(s->eps[i])), since_ms);
 			mtd_json_obj_end(j);
 		}
 	}
@@ -311,7 +311,7 @@ void mtd_history_json(struct mtd_json *j, const struct mtd_runtime *rt, int64_t 
 	mtd_json_arr_begin(j);
 	for (size_t si = 0; rt && si < rt->cfg->n_services; si++) {
 		const struct mtd_rt_service *s = rt->services[si];
-		groups_json(j, s, "*", s->cfg->split ? s->layer : NULL, since_ms);
+		groups_json(j, s, "*", s->cfg->local->split ? s->layer : NULL, since_ms);
 		for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
 			if (s->cfg->methods[m].split_own)
 				groups_json(j, s, s->cfg->methods[m].name, s->methods[m].layer, since_ms);

@@ -549,7 +549,7 @@ static void render_endpoints(struct mtd_abuf *b, const struct mtd_runtime *rt)
 				struct mtd_mx_health h;
 				const struct mtd_lb_stats *st = &e->stats;
 				const struct mtd_lb_live *live = mtd_lb_stats_view(st);
-				const char *v[] = {s->cfg->name, mtd_endpoint_text(e)};
+				const char *v[] = {s->cfg->local->name, mtd_endpoint_text(e)};
 				const char *name = ep_families[f].name;
 				int64_t a;
 				struct mtd_lb_orca_view ov;
@@ -677,10 +677,10 @@ static void render_split(struct mtd_abuf *b, const struct mtd_runtime *rt)
 		for (size_t si = 0; si < rt->cfg->n_services; si++) {
 			const struct mtd_rt_service *s = rt->services[si];
 			if (s->layer)
-				render_split_layer(b, s->cfg->name, "*", s->layer, calls);
+				render_split_layer(b, s->cfg->local->name, "*", s->layer, calls);
 			for (size_t m = 0; s->methods && m < s->cfg->n_methods; m++)
 				if (s->methods[m].layer)
-					render_split_layer(b, s->cfg->name, s->cfg->methods[m].name,
+					render_split_layer(b, s->cfg->local->name, s->cfg->methods[m].name,
 					                   s->methods[m].layer, calls);
 		}
 	}
@@ -704,8 +704,8 @@ static bool disc_current_scan(const struct mtd_runtime *rt, const struct mtd_mx_
 		return false;
 	for (size_t i = 0; i < rt->cfg->n_services; i++) {
 		const struct mtd_cfg_service *c = &rt->cfg->services[i];
-		if (strcmp(c->name, d->service) == 0)
-			return etcd ? c->source == MTD_CFG_SOURCE_ETCD : c->source != MTD_CFG_SOURCE_ETCD;
+		if (strcmp(c->local->name, d->service) == 0)
+			return etcd ? c->local->source == MTD_CFG_SOURCE_ETCD : c->local->source != MTD_CFG_SOURCE_ETCD;
 	}
 	return false;
 }
@@ -722,7 +722,7 @@ static int cmp_service_name(const void *a, const void *b, void *arg)
 {
 	const struct mtd_cfg_service *sv = arg;
 	size_t i = *(const size_t *)a, j = *(const size_t *)b;
-	int c = strcmp(sv[i].name, sv[j].name);
+	int c = strcmp(sv[i].local->name, sv[j].local->name);
 	return c != 0 ? c : i < j ? -1 : i > j;
 }
 
@@ -753,15 +753,15 @@ static void disc_view_init(struct disc_view *v, const struct mtd_runtime *rt)
 		size_t lo = 0, hi = n_sv;
 		while (lo < hi) {
 			size_t mid = lo + (hi - lo) / 2;
-			if (strcmp(sv[by_name[mid]].name, d->service) < 0)
+			if (strcmp(sv[by_name[mid]].local->name, d->service) < 0)
 				lo = mid + 1;
 			else
 				hi = mid;
 		}
-		if (lo == n_sv || strcmp(sv[by_name[lo]].name, d->service) != 0)
+		if (lo == n_sv || strcmp(sv[by_name[lo]].local->name, d->service) != 0)
 			continue;
 		bool etcd = strcmp(d->source, "etcd") == 0;
-		v->cur[k] = etcd == (sv[by_name[lo]].source == MTD_CFG_SOURCE_ETCD);
+		v->cur[k] = etcd == (sv[by_name[lo]].local->source == MTD_CFG_SOURCE_ETCD);
 	}
 	free(by_name);
 }

@@ -61,11 +61,12 @@ static void start(struct mtd_call *call)
 		free(scratch);
 	if (call->state != MTD_CALL_DONE && started == 0) {
 		if (svc->n_eps == 0)
-			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service %s has no endpoint%s%s", svc->cfg->name,
-			              svc->unavailable ? ": " : "", svc->unavailable ? svc->unavailable : "");
+			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "service %s has no endpoint%s%s",
+			              svc->cfg->local->name, svc->unavailable ? ": " : "",
+			              svc->unavailable ? svc->unavailable : "");
 		else
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
-			              svc->cfg->name);
+			              svc->cfg->local->name);
 	}
 	call->cur = NULL; /* no one attempt is "the" attempt */
 }
@@ -93,7 +94,7 @@ static void settle(struct mtd_call *call)
 			mtd_call_answer_held(call); /* every endpoint answered OK */
 		else
 			mtd_call_fail(call, MTD_GRPC_UNAVAILABLE, "no endpoint available for service %s",
-			              call->svc->cfg->name);
+			              call->svc->cfg->local->name);
 		return;
 	}
 	/* The first failure decides, once the others ended too. */

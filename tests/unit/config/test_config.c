@@ -138,23 +138,23 @@ static void assert_pickers_build(const struct mtd_cfg *cfg)
 {
 	for (size_t s = 0; s < cfg->n_services; s++) {
 		const struct mtd_cfg_service *svc = &cfg->services[s];
-		struct mtd_lb_endpoint *eps = calloc(svc->n_endpoints, sizeof(*eps));
-		struct mtd_lb_stats *st = calloc(svc->n_endpoints, sizeof(*st));
+		struct mtd_lb_endpoint *eps = calloc(svc->local->n_endpoints, sizeof(*eps));
+		struct mtd_lb_stats *st = calloc(svc->local->n_endpoints, sizeof(*st));
 		struct mtd_lb_picker *p;
 
 		ck_assert_ptr_nonnull(eps);
 		ck_assert_ptr_nonnull(st);
-		for (size_t i = 0; i < svc->n_endpoints; i++)
+		for (size_t i = 0; i < svc->local->n_endpoints; i++)
 			eps[i] = (struct mtd_lb_endpoint){
-			        .id = svc->endpoints[i].addr.text,
-			        .weight = svc->endpoints[i].weight,
+			        .id = svc->local->endpoints[i].addr.text,
+			        .weight = svc->local->endpoints[i].weight,
 			        .stats = &st[i],
 			};
-		p = mtd_lb_picker_new(&svc->lb, eps, svc->n_endpoints, NULL);
-		ck_assert_msg(p != NULL, "service %s: no picker", svc->name);
+		p = mtd_lb_picker_new(&svc->lb, eps, svc->local->n_endpoints, NULL);
+		ck_assert_msg(p != NULL, "service %s: no picker", svc->local->name);
 		mtd_lb_picker_free(p);
 		for (size_t m = 0; m < svc->n_methods; m++) {
-			p = mtd_lb_picker_new(&svc->methods[m].lb, eps, svc->n_endpoints, NULL);
+			p = mtd_lb_picker_new(&svc->methods[m].lb, eps, svc->local->n_endpoints, NULL);
 			ck_assert_msg(p != NULL, "method %s: no picker", svc->methods[m].name);
 			mtd_lb_picker_free(p);
 		}
@@ -483,10 +483,10 @@ START_TEST(err_endpoint_sources)
 		                              "    discovery:\n"
 		                              "      etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /p/}\n");
 
-		ck_assert_int_eq(cfg->services[0].source, MTD_CFG_SOURCE_ETCD);
-		ck_assert_uint_eq(cfg->services[0].n_endpoints, 0);
-		ck_assert_str_eq(cfg->services[0].etcd->prefix, "/p/");
-		ck_assert_uint_eq(cfg->services[0].etcd->n_endpoints, 1);
+		ck_assert_int_eq(cfg->services[0].local->source, MTD_CFG_SOURCE_ETCD);
+		ck_assert_uint_eq(cfg->services[0].local->n_endpoints, 0);
+		ck_assert_str_eq(cfg->services[0].local->etcd->prefix, "/p/");
+		ck_assert_uint_eq(cfg->services[0].local->etcd->n_endpoints, 1);
 		mtd_cfg_free(cfg);
 	}
 	expect_error("services:\n"
@@ -553,10 +553,10 @@ START_TEST(initial_wait)
 	                              "    discovery: {dns: {name: a.example, port: 1}, initial_wait: 250ms}\n"
 	                              "  - name: a.D\n"
 	                              "    endpoints: [{address: \"127.0.0.1:1\"}]\n");
-	ck_assert_int_eq(cfg->services[0].initial_wait_ms, 15000);
-	ck_assert_int_eq(cfg->services[1].initial_wait_ms, 0);
-	ck_assert_int_eq(cfg->services[2].initial_wait_ms, 250);
-	ck_assert_int_eq(cfg->services[3].initial_wait_ms, 0);
+	ck_assert_int_eq(cfg->services[0].local->initial_wait_ms, 15000);
+	ck_assert_int_eq(cfg->services[1].local->initial_wait_ms, 0);
+	ck_assert_int_eq(cfg->services[2].local->initial_wait_ms, 250);
+	ck_assert_int_eq(cfg->services[3].local->initial_wait_ms, 0);
 	mtd_cfg_free(cfg);
 }
 END_TEST
@@ -582,9 +582,9 @@ START_TEST(xds_ok)
 	ck_assert_ptr_null(cfg->xds->tls);
 	ck_assert_ptr_null(cfg->xds->bootstrap);
 	ck_assert_ptr_null(cfg->xds->listener);
-	ck_assert_int_eq(cfg->services[0].source, MTD_CFG_SOURCE_XDS);
-	ck_assert_str_eq(cfg->services[0].xds_cluster, "shop.Echo");
-	ck_assert_str_eq(cfg->services[1].xds_cluster, "outbound|8080||cart");
+	ck_assert_int_eq(cfg->services[0].local->source, MTD_CFG_SOURCE_XDS);
+	ck_assert_str_eq(cfg->services[0].local->xds_cluster, "shop.Echo");
+	ck_assert_str_eq(cfg->services[1].local->xds_cluster, "outbound|8080||cart");
 	mtd_cfg_free(cfg);
 
 	cfg = load_ok("xds: {server: \"127.0.0.1:18000\", node_id: cart-7f9c, zone: eu-1a}\n"
@@ -593,8 +593,8 @@ START_TEST(xds_ok)
 	              "    endpoints: [{address: \"127.0.0.1:1\"}]\n");
 	ck_assert_str_eq(cfg->xds->node_id, "cart-7f9c");
 	ck_assert_str_eq(cfg->xds->zone, "eu-1a");
-	ck_assert_int_eq(cfg->services[0].source, MTD_CFG_SOURCE_STATIC);
-	ck_assert_ptr_null(cfg->services[0].xds_cluster);
+	ck_assert_int_eq(cfg->services[0].local->source, MTD_CFG_SOURCE_STATIC);
+	ck_assert_ptr_null(cfg->services[0].local->xds_cluster);
 	mtd_cfg_free(cfg);
 
 	cfg = load_ok("xds: {server: \"127.0.0.1:18000\", listener: maitred.outbound}\n"
@@ -635,28 +635,28 @@ START_TEST(xds_created_services)
 
 	ck_assert_int_eq(mtd_cfg_with_xds_services(base, names, 2, &two, &errs), 0);
 	ck_assert_uint_eq(two->n_routed, 4);
-	ck_assert(!two->services[0].xds_created && !two->services[1].xds_created);
+	ck_assert(!two->services[0].local->xds_created && !two->services[1].local->xds_created);
 	for (size_t i = 2; i < 4; i++) {
 		const struct mtd_cfg_service *s = &two->services[i];
-		ck_assert(s->xds_created);
-		ck_assert_str_eq(s->name, names[i - 2]);
-		ck_assert_int_eq(s->source, MTD_CFG_SOURCE_XDS);
-		ck_assert_str_eq(s->xds_cluster, names[i - 2]);
+		ck_assert(s->local->xds_created);
+		ck_assert_str_eq(s->local->name, names[i - 2]);
+		ck_assert_int_eq(s->local->source, MTD_CFG_SOURCE_XDS);
+		ck_assert_str_eq(s->local->xds_cluster, names[i - 2]);
 		/* The defaults of an entry without options: pool-a's. */
 		ck_assert_ptr_eq(s->lb.ops, two->services[0].lb.ops);
 		ck_assert_int_eq(s->local->fault.mode, two->services[0].local->fault.mode);
 		ck_assert_ptr_null(s->tls);
 	}
-	ck_assert_str_eq(two->services[1].name, "shop.Static");
+	ck_assert_str_eq(two->services[1].local->name, "shop.Static");
 	ck_assert_str_eq(two->source, base->source);
 	/* Replaced, not added to; none again is the file's own. */
 	ck_assert_int_eq(mtd_cfg_with_xds_services(two, &names[1], 1, &one, &errs), 0);
 	ck_assert_uint_eq(one->n_routed, 3);
-	ck_assert_str_eq(one->services[2].name, "shop.Cart");
-	ck_assert(one->services[2].xds_created);
+	ck_assert_str_eq(one->services[2].local->name, "shop.Cart");
+	ck_assert(one->services[2].local->xds_created);
 	ck_assert_int_eq(mtd_cfg_with_xds_services(one, NULL, 0, &none, &errs), 0);
 	ck_assert_uint_eq(none->n_routed, 2);
-	ck_assert(!none->services[1].xds_created);
+	ck_assert(!none->services[1].local->xds_created);
 	ck_assert_uint_eq(errs.n, 0);
 	mtd_cfg_free(none);
 	mtd_cfg_free(one);
@@ -883,9 +883,9 @@ START_TEST(inbound_ok)
 	ck_assert_uint_eq(in->authz.rules[1].n_principals, 0);
 	ck_assert_ptr_nonnull(in->client_ca_file);
 	const struct mtd_cfg_service *app = &cfg->services[in->service];
-	ck_assert_int_eq(app->inbound, 0);
-	ck_assert_str_eq(app->name, "inbound:127.0.0.1:15443");
-	ck_assert_uint_eq(app->n_endpoints, 1);
+	ck_assert_int_eq(app->local->inbound, 0);
+	ck_assert_str_eq(app->local->name, "inbound:127.0.0.1:15443");
+	ck_assert_uint_eq(app->local->n_endpoints, 1);
 	ck_assert_int_eq(app->local->fault.mode, MTD_FAULT_FAILFAST);
 	mtd_cfg_free(cfg);
 
@@ -916,7 +916,7 @@ START_TEST(inbound_ok)
 	ck_assert_uint_eq(cfg->inbound[1].service, 2);
 	ck_assert_uint_eq(cfg->inbound[1].max_connections, 7);
 	ck_assert_int_eq(cfg->inbound[1].max_connection_age_ms, 90000);
-	ck_assert_int_eq(cfg->services[2].inbound, 1);
+	ck_assert_int_eq(cfg->services[2].local->inbound, 1);
 	mtd_cfg_free(cfg);
 
 	/* A register entry on an inbound listener's port advertises it (the
@@ -1149,14 +1149,14 @@ START_TEST(ok_dns_source)
 	                              "      dns: {name: a.example, port: 8080, resolvers: [\"127.0.0.1:5353\"]}\n");
 	const struct mtd_cfg_service *s = &cfg->services[0];
 
-	ck_assert_int_eq(s->source, MTD_CFG_SOURCE_DNS);
-	ck_assert_uint_eq(s->n_endpoints, 0);
-	ck_assert_ptr_nonnull(s->dns);
-	ck_assert_str_eq(s->dns->name, "a.example");
-	ck_assert_uint_eq(s->dns->port, 8080);
-	ck_assert_int_eq(s->dns->refresh_ms, 5000);
-	ck_assert_uint_eq(s->dns->n_resolvers, 1);
-	ck_assert_uint_eq(s->dns->resolvers[0].port, 5353);
+	ck_assert_int_eq(s->local->source, MTD_CFG_SOURCE_DNS);
+	ck_assert_uint_eq(s->local->n_endpoints, 0);
+	ck_assert_ptr_nonnull(s->local->dns);
+	ck_assert_str_eq(s->local->dns->name, "a.example");
+	ck_assert_uint_eq(s->local->dns->port, 8080);
+	ck_assert_int_eq(s->local->dns->refresh_ms, 5000);
+	ck_assert_uint_eq(s->local->dns->n_resolvers, 1);
+	ck_assert_uint_eq(s->local->dns->resolvers[0].port, 5353);
 	mtd_cfg_free(cfg);
 }
 END_TEST
@@ -1228,13 +1228,13 @@ START_TEST(ok_authority)
 	                              "    authority: FROM_ENDPOINT\n" EP "  - name: g.H\n"
 	                              "    authority: \"[::1]:50051\"\n" EP);
 	ck_assert_uint_eq(cfg->n_services, 4);
-	ck_assert_ptr_null(cfg->services[0].authority);
-	ck_assert(!cfg->services[0].authority_from_endpoint);
-	ck_assert_str_eq(cfg->services[1].authority, "api.internal:8443");
-	ck_assert(!cfg->services[1].authority_from_endpoint);
-	ck_assert_ptr_null(cfg->services[2].authority);
-	ck_assert(cfg->services[2].authority_from_endpoint);
-	ck_assert_str_eq(cfg->services[3].authority, "[::1]:50051");
+	ck_assert_ptr_null(cfg->services[0].local->authority);
+	ck_assert(!cfg->services[0].local->authority_from_endpoint);
+	ck_assert_str_eq(cfg->services[1].local->authority, "api.internal:8443");
+	ck_assert(!cfg->services[1].local->authority_from_endpoint);
+	ck_assert_ptr_null(cfg->services[2].local->authority);
+	ck_assert(cfg->services[2].local->authority_from_endpoint);
+	ck_assert_str_eq(cfg->services[3].local->authority, "[::1]:50051");
 	mtd_cfg_free(cfg);
 }
 END_TEST
@@ -1674,7 +1674,7 @@ START_TEST(ok_defaults)
 	ck_assert_uint_eq(cfg->downstream.max_buffered_response, 64u << 20);
 	ck_assert_int_eq(cfg->drain_timeout_ms, 15000);
 	ck_assert_uint_eq(cfg->n_services, 1);
-	ck_assert_str_eq(s->name, "*");
+	ck_assert_str_eq(s->local->name, "*");
 	ck_assert_str_eq(s->lb.ops->name, "ROUND_ROBIN");
 	ck_assert_uint_eq(s->lb.choice_count, 2);
 	ck_assert(s->lb.active_request_bias == 1.0);
@@ -1689,9 +1689,9 @@ START_TEST(ok_defaults)
 	ck_assert_uint_eq(s->lb.n_workers, cfg->workers);
 	ck_assert_int_eq(s->local->hash_key.kind, MTD_CFG_HASH_NONE);
 	ck_assert_ptr_null(s->tls);
-	ck_assert_uint_eq(s->n_endpoints, 1);
-	ck_assert_int_eq(s->endpoints[0].weight, 100);
-	ck_assert_uint_eq(s->endpoints[0].addr.port, 50051);
+	ck_assert_uint_eq(s->local->n_endpoints, 1);
+	ck_assert_int_eq(s->local->endpoints[0].weight, 100);
+	ck_assert_uint_eq(s->local->endpoints[0].addr.port, 50051);
 	ck_assert_uint_eq(s->n_methods, 0);
 	ck_assert_int_eq(s->upstream.connect_timeout_ms, 2000);
 	ck_assert_int_eq(s->upstream.idle_timeout_ms, 300000);
@@ -1748,14 +1748,14 @@ START_TEST(ok_yaml_values2)
 	ck_assert_int_eq(cfg->downstream.header_timeout_ms, 1500);
 	ck_assert_str_eq(s0->lb.ops->name, "SHORTEST_RESPONSE");
 	ck_assert_uint_eq(s0->lb.n_workers, 3);
-	ck_assert_int_eq(s0->endpoints[0].weight, 0);
-	ck_assert_int_eq(s0->endpoints[1].weight, 300);
+	ck_assert_int_eq(s0->local->endpoints[0].weight, 0);
+	ck_assert_int_eq(s0->local->endpoints[1].weight, 300);
 	ck_assert_int_eq(s0->upstream.keepalive_interval_ms, 30000);
 	ck_assert_int_eq(s0->upstream.connect_timeout_ms, 1500);
 	ck_assert_int_eq(s0->upstream.write_timeout_ms, 4000);
 	ck_assert_int_eq(s0->upstream.max_connection_age_ms, 600000);
-	ck_assert_uint_eq(s1->n_endpoints, 2);
-	ck_assert_int_eq(s1->endpoints[1].weight, 300);
+	ck_assert_uint_eq(s1->local->n_endpoints, 2);
+	ck_assert_int_eq(s1->local->endpoints[1].weight, 300);
 	ck_assert_int_eq(s1->lb.warmup.duration_ms, 120000);
 	ck_assert_int_eq(s1->lb.warmup.curve, MTD_LB_WARMUP_SLOW_START);
 	ck_assert(s1->lb.warmup.aggression == 0.5);
@@ -1789,7 +1789,7 @@ START_TEST(ok_routing_layer_options)
 
 	cfg = load_ok(yaml);
 	s0 = &cfg->services[0];
-	e1 = &s0->endpoints[1];
+	e1 = &s0->local->endpoints[1];
 	ck_assert_str_eq(cfg->zone, "eu-1a");
 	ck_assert_str_eq(cfg->node_id, "pod-7");
 	ck_assert_uint_eq(s0->local->layer.subset.size, 25);
@@ -1800,7 +1800,7 @@ START_TEST(ok_routing_layer_options)
 	ck_assert_str_eq(s0->local->routing.header, "x-canary");
 	ck_assert_str_eq(s0->local->layer.metadata_key, "version");
 	ck_assert(s0->local->layer.fallback_fail);
-	ck_assert_ptr_null(s0->endpoints[0].zone);
+	ck_assert_ptr_null(s0->local->endpoints[0].zone);
 	ck_assert_str_eq(e1->zone, "eu-1b");
 	ck_assert_uint_eq(e1->n_meta, 2);
 	ck_assert_str_eq(e1->meta[0].key, "team"); /* sorted by key */
@@ -1936,25 +1936,25 @@ START_TEST(ok_traffic_policy)
 	ck_assert_int_eq(cfg->routes[2].to, 0);
 	ck_assert_int_eq(cfg->routes[3].kind, MTD_ROUTE_HEADER_VALUE);
 	ck_assert_uint_eq(cfg->routes[3].value_len, 0);
-	ck_assert(!cfg->services[1].by_path);
+	ck_assert(!cfg->services[1].local->by_path);
 	/* split: weights sorted by value, guard defaults where unset. */
-	ck_assert_ptr_nonnull(s->split);
-	ck_assert_uint_eq(s->split->lb.n, 2);
-	ck_assert_str_eq(s->split->lb.weights[0].value, "v1");
-	ck_assert_uint_eq(s->split->lb.weights[0].weight, 90);
-	ck_assert(s->split->lb.guard.on);
-	ck_assert_double_eq(s->split->lb.guard.max_error_ratio, 2.0);
-	ck_assert_double_eq(s->split->lb.guard.max_p99_ratio, 0.0);
-	ck_assert_uint_eq(s->split->lb.guard.min_calls, 50);
-	ck_assert_int_eq(s->split->lb.guard.window_ms, 10000);
-	ck_assert_ptr_eq(s->local->layer.split, &s->split->lb);
+	ck_assert_ptr_nonnull(s->local->split);
+	ck_assert_uint_eq(s->local->split->lb.n, 2);
+	ck_assert_str_eq(s->local->split->lb.weights[0].value, "v1");
+	ck_assert_uint_eq(s->local->split->lb.weights[0].weight, 90);
+	ck_assert(s->local->split->lb.guard.on);
+	ck_assert_double_eq(s->local->split->lb.guard.max_error_ratio, 2.0);
+	ck_assert_double_eq(s->local->split->lb.guard.max_p99_ratio, 0.0);
+	ck_assert_uint_eq(s->local->split->lb.guard.min_calls, 50);
+	ck_assert_int_eq(s->local->split->lb.guard.window_ms, 10000);
+	ck_assert_ptr_eq(s->local->layer.split, &s->local->split->lb);
 	ck_assert_str_eq(s->local->layer.metadata_key, "version");
 	/* rate_limit: burst defaults to the rate. */
 	ck_assert(s->local->rate_limit.set);
 	ck_assert_uint_eq(s->local->rate_limit.per_second, 50);
 	ck_assert_uint_eq(s->local->rate_limit.burst, 50);
-	ck_assert_int_eq(s->mirror, 1);
-	ck_assert_double_eq(s->mirror_percent, 12.5);
+	ck_assert_int_eq(s->local->mirror, 1);
+	ck_assert_double_eq(s->local->mirror_percent, 12.5);
 	ck_assert(s->local->fault_injection.abort);
 	ck_assert_double_eq(s->local->fault_injection.abort_percent, 100.0);
 	ck_assert_int_eq(s->local->fault_injection.abort_status, 14);
@@ -1964,8 +1964,8 @@ START_TEST(ok_traffic_policy)
 	/* Methods sorted by name: Get inherits, Put has its own. */
 	const struct mtd_cfg_method *get = mtd_cfg_service_method(s, "Get", 3);
 	const struct mtd_cfg_method *put = mtd_cfg_service_method(s, "Put", 3);
-	ck_assert_ptr_eq(get->split, s->split);
-	ck_assert_ptr_eq(get->layer.split, &s->split->lb);
+	ck_assert_ptr_eq(get->split, s->local->split);
+	ck_assert_ptr_eq(get->layer.split, &s->local->split->lb);
 	ck_assert(!get->rate_limit.set);
 	ck_assert(get->fault_injection.delay);
 	ck_assert(put->split_own);
@@ -1975,7 +1975,7 @@ START_TEST(ok_traffic_policy)
 	ck_assert(put->fault_injection.abort);
 	ck_assert(!put->fault_injection.delay);
 	ck_assert_int_eq(put->fault_injection.abort_status, 13);
-	ck_assert_int_eq(cfg->services[1].mirror, -1);
+	ck_assert_int_eq(cfg->services[1].local->mirror, -1);
 	assert_pickers_build(cfg);
 	mtd_cfg_free(cfg);
 	/* A split alone: its key makes the layer's groups. */
@@ -2350,7 +2350,7 @@ START_TEST(ok_json)
 	ck_assert_uint_eq(cfg->listen.port, 15002);
 	ck_assert_str_eq(cfg->services[0].lb.ops->name, "LEAST_REQUEST");
 	ck_assert_uint_eq(cfg->services[0].lb.choice_count, 3);
-	ck_assert_int_eq(cfg->services[0].endpoints[0].weight, 7);
+	ck_assert_int_eq(cfg->services[0].local->endpoints[0].weight, 7);
 	/* a UTF-16 surrogate pair escape, which libyaml alone rejects */
 	ck_assert_str_eq(cfg->services[0].tls->server_name, "\xf0\x9f\x98\x80.example");
 	mtd_cfg_free(cfg);
@@ -2428,10 +2428,10 @@ START_TEST(ok_binary_round_trip)
 	ck_assert_uint_eq(cfg->listen.port, 15009);
 	ck_assert_uint_eq(cfg->workers, 2);
 	ck_assert_int_eq(cfg->drain_timeout_ms, 3500);
-	ck_assert_str_eq(cfg->services[0].name, "pkg.Svc");
+	ck_assert_str_eq(cfg->services[0].local->name, "pkg.Svc");
 	ck_assert_str_eq(cfg->services[0].lb.ops->name, "WEIGHTED_RANDOM");
-	ck_assert_int_eq(cfg->services[0].endpoints[0].weight, 5);
-	ck_assert_int_eq(cfg->services[0].endpoints[1].weight, 100);
+	ck_assert_int_eq(cfg->services[0].local->endpoints[0].weight, 5);
+	ck_assert_int_eq(cfg->services[0].local->endpoints[1].weight, 100);
 	ck_assert_str_eq(cfg->services[0].methods[0].lb.ops->name, "WEIGHTED_RANDOM");
 	mtd_cfg_free(cfg);
 	ck_assert_int_eq(mtd_cfg_load_buffer("t", buf, n, MTD_CFG_FORMAT_BINARY, &cfg, &errs), 0);
@@ -2450,12 +2450,12 @@ START_TEST(ok_embedded_default)
 	ck_assert_str_eq(cfg->listen.text, "127.0.0.1:15001");
 	ck_assert_uint_eq(cfg->workers, 1);
 	ck_assert_uint_eq(cfg->n_services, 1);
-	ck_assert_str_eq(cfg->services[0].name, "*");
+	ck_assert_str_eq(cfg->services[0].local->name, "*");
 	ck_assert_str_eq(cfg->services[0].lb.ops->name, "ROUND_ROBIN");
-	ck_assert_uint_eq(cfg->services[0].n_endpoints, 3);
+	ck_assert_uint_eq(cfg->services[0].local->n_endpoints, 3);
 	for (unsigned i = 0; i < 3; i++) {
-		ck_assert_str_eq(cfg->services[0].endpoints[i].addr.host, "127.0.0.1");
-		ck_assert_uint_eq(cfg->services[0].endpoints[i].addr.port, 50051 + i);
+		ck_assert_str_eq(cfg->services[0].local->endpoints[i].addr.host, "127.0.0.1");
+		ck_assert_uint_eq(cfg->services[0].local->endpoints[i].addr.port, 50051 + i);
 	}
 	mtd_cfg_free(cfg);
 }
@@ -2493,34 +2493,34 @@ START_TEST(ok_example_file)
 	ck_assert_uint_eq(cfg->n_services, 6);
 	ck_assert_uint_eq(cfg->n_inbound, 1);
 	ck_assert_uint_eq(cfg->inbound[0].service, 5);
-	ck_assert_str_eq(cfg->services[5].name, "inbound:0.0.0.0:15443");
-	ck_assert_int_eq(cfg->services[5].inbound, 0);
-	ck_assert_int_eq(cfg->services[0].inbound, -1);
-	ck_assert_str_eq(cfg->services[5].endpoints[0].addr.text, "127.0.0.1:50051");
+	ck_assert_str_eq(cfg->services[5].local->name, "inbound:0.0.0.0:15443");
+	ck_assert_int_eq(cfg->services[5].local->inbound, 0);
+	ck_assert_int_eq(cfg->services[0].local->inbound, -1);
+	ck_assert_str_eq(cfg->services[5].local->endpoints[0].addr.text, "127.0.0.1:50051");
 	ck_assert_ptr_null(cfg->services[5].tls);
 	ck_assert_int_eq(cfg->inbound[0].authz.def, MTD_AUTHZ_DENY);
 	ck_assert_uint_eq(cfg->inbound[0].authz.n_rules, 1);
 	ck_assert_str_eq(cfg->inbound[0].authz.rules[0].methods[0], "/shop.Cart/*");
 	ck_assert_str_eq(cfg->inbound[0].client_ca_file, "certs/ca.pem");
-	ck_assert_int_eq(cfg->services[3].source, MTD_CFG_SOURCE_DNS);
+	ck_assert_int_eq(cfg->services[3].local->source, MTD_CFG_SOURCE_DNS);
 	/* beta-pool is reached by routes and a mirror only. */
-	ck_assert_str_eq(cfg->services[4].name, "beta-pool");
-	ck_assert(!cfg->services[4].by_path);
-	ck_assert(cfg->services[0].by_path);
-	ck_assert_int_eq(cfg->services[0].mirror, 4);
+	ck_assert_str_eq(cfg->services[4].local->name, "beta-pool");
+	ck_assert(!cfg->services[4].local->by_path);
+	ck_assert(cfg->services[0].local->by_path);
+	ck_assert_int_eq(cfg->services[0].local->mirror, 4);
 	ck_assert_uint_eq(cfg->n_routes, 2);
 	ck_assert_int_eq(cfg->routes[0].to, 4);
 	ck_assert_int_eq(cfg->routes[1].kind, MTD_ROUTE_HEADER_PRESENT);
-	ck_assert_ptr_nonnull(cfg->services[0].split);
-	ck_assert_uint_eq(cfg->services[0].split->lb.n, 2);
-	ck_assert(cfg->services[0].split->lb.guard.on);
-	ck_assert_ptr_eq(cfg->services[0].local->layer.split, &cfg->services[0].split->lb);
+	ck_assert_ptr_nonnull(cfg->services[0].local->split);
+	ck_assert_uint_eq(cfg->services[0].local->split->lb.n, 2);
+	ck_assert(cfg->services[0].local->split->lb.guard.on);
+	ck_assert_ptr_eq(cfg->services[0].local->layer.split, &cfg->services[0].local->split->lb);
 	ck_assert_uint_eq(cfg->services[0].local->rate_limit.burst, 200);
 	ck_assert_ptr_nonnull(cfg->admin);
 	ck_assert_str_eq(cfg->services[0].tls->ca_file, "certs/ca.pem");
 	ck_assert_str_eq(cfg->services[0].tls->server_name, "svc.example");
 	ck_assert_str_eq(cfg->services[0].tls->key_file, "certs/client.key");
-	ck_assert_int_eq(cfg->services[0].endpoints[1].addr.sa.sa.sa_family, AF_INET6);
+	ck_assert_int_eq(cfg->services[0].local->endpoints[1].addr.sa.sa.sa_family, AF_INET6);
 	cart = &cfg->services[1];
 	ck_assert_int_eq(cart->lb.warmup.duration_ms, 60000);
 	m = mtd_cfg_service_method(cart, "GetCart", 7);
@@ -2532,7 +2532,7 @@ START_TEST(ok_example_file)
 	ck_assert_ptr_nonnull(m);
 	ck_assert_int_eq(m->hash_key.kind, MTD_CFG_HASH_FIELD);
 	ck_assert(m->hash_key.fail_on_missing);
-	ck_assert_str_eq(cfg->services[2].name, "*");
+	ck_assert_str_eq(cfg->services[2].local->name, "*");
 	assert_pickers_build(cfg);
 	mtd_cfg_free(cfg);
 	free(text);
@@ -2832,7 +2832,7 @@ START_TEST(health_options)
 	ck_assert_int_eq(s->outlier.max_ejection_ms, MTD_OUTLIER_DEFAULT_MAX_MS);
 	ck_assert_uint_eq(s->outlier.max_ejection_percent, 50);
 	ck_assert_uint_eq(s->outlier.panic_percent, MTD_OUTLIER_DEFAULT_PANIC_PERCENT);
-	ck_assert_uint_eq(s->failure_statuses, (1u << 14) | (1u << 8));
+	ck_assert_uint_eq(s->local->failure_statuses, (1u << 14) | (1u << 8));
 	ck_assert(s->outlier_method_scoped);
 	ck_assert_uint_eq(s->circuit.max_calls, 7);
 	ck_assert_uint_eq(s->circuit.max_pending, 3);
@@ -2846,7 +2846,7 @@ START_TEST(health_options)
 	/* Absent blocks: no ejection, no limits, the default failure list. */
 	const struct mtd_cfg_service *o = &cfg->services[1];
 	ck_assert(!o->outlier.enabled);
-	ck_assert_uint_eq(o->failure_statuses, MTD_FAULT_FAILURE_STATUSES);
+	ck_assert_uint_eq(o->local->failure_statuses, MTD_FAULT_FAILURE_STATUSES);
 	ck_assert_uint_eq(o->circuit.max_calls, 0);
 	ck_assert(!o->local->health_check.enabled);
 	mtd_cfg_free(cfg);
@@ -2926,10 +2926,10 @@ START_TEST(ok_tracing_defaults_and_overrides)
 	ck_assert_int_eq(t->timeout_ms, 5000);
 	ck_assert(t->sample == 0.01);
 	ck_assert_str_eq(t->service_name, "n-1");
-	ck_assert(cfg->services[0].trace_sample == 0.5);
+	ck_assert(cfg->services[0].local->trace_sample == 0.5);
 	ck_assert(cfg->services[0].methods[0].trace_sample == 1.0);
 	ck_assert(cfg->services[0].methods[1].trace_sample == 0.5);
-	ck_assert(cfg->services[1].trace_sample == 0.01);
+	ck_assert(cfg->services[1].local->trace_sample == 0.01);
 	mtd_cfg_free(cfg);
 
 	char yaml[1024];
@@ -2957,7 +2957,7 @@ START_TEST(ok_tracing_defaults_and_overrides)
 
 	cfg = load_ok(SVC1);
 	ck_assert_ptr_null(cfg->tracing);
-	ck_assert(cfg->services[0].trace_sample == 0);
+	ck_assert(cfg->services[0].local->trace_sample == 0);
 	mtd_cfg_free(cfg);
 }
 END_TEST

@@ -175,6 +175,7 @@ struct fx {
 	struct mtd_cfg cfg;
 	struct mtd_runtime rt;
 	struct mtd_cfg_service scfg;
+	struct mtd_cfg_service_local slocal; /* scfg.local */
 	struct mtd_rt_service svc;
 	struct mtd_rt_load load;
 	struct mtd_endpoint *ep; /* one worker's: n_slots 1 */
@@ -203,7 +204,8 @@ static void fx_open(struct fx *f)
 	f->cfg.downstream.initial_window_size = 65535;
 	f->cfg.downstream.max_header_list_size = 65536;
 	f->rt.cfg = &f->cfg;
-	f->scfg.name = (char *)"test.Svc";
+	f->scfg.local = &f->slocal;
+	f->scfg.local->name = (char *)"test.Svc";
 	f->scfg.upstream = (struct mtd_cfg_upstream){
 	        .connect_timeout_ms = 2000,
 	        .idle_timeout_ms = 300000,
@@ -297,8 +299,8 @@ static bool has_stream(struct fx *f)
 /* The worker's pool for the endpoint, or NULL (none made yet, or freed). */
 static struct mtd_pool *pool_of(struct fx *f)
 {
-	struct mtd_pool **slots = mtd_lazy_peek(&f->ep->pools);
-	return slots ? slots[0] : NULL;
+	struct mtd_ep_pools *slots = mtd_lazy_peek(&f->ep->pools);
+	return slots ? slots->slot[0] : NULL;
 }
 
 static bool transport_up(struct fx *f)
@@ -473,16 +475,16 @@ START_TEST(authority_rule)
 	ck_assert_ptr_null(mtd_pool_authority(p, true));
 	ck_assert_str_eq(mtd_pool_authority(p, false), f.text);
 	/* FROM_ENDPOINT: the endpoint's name for both, the TLS name first. */
-	f.scfg.authority_from_endpoint = true;
+	f.scfg.local->authority_from_endpoint = true;
 	ck_assert_str_eq(mtd_pool_authority(p, true), f.text);
 	struct mtd_cfg_tls tls = {.server_name = (char *)"echo.test"};
 	f.scfg.tls = &tls;
 	ck_assert_str_eq(mtd_pool_authority(p, true), "echo.test");
-	f.scfg.authority_from_endpoint = false;
+	f.scfg.local->authority_from_endpoint = false;
 	ck_assert_ptr_null(mtd_pool_authority(p, true));
 	ck_assert_str_eq(mtd_pool_authority(p, false), "echo.test");
 	/* A literal wins for both. */
-	f.scfg.authority = (char *)"api.example:443";
+	f.scfg.local->authority = (char *)"api.example:443";
 	ck_assert_str_eq(mtd_pool_authority(p, true), "api.example:443");
 	ck_assert_str_eq(mtd_pool_authority(p, false), "api.example:443");
 	fx_close(&f);
