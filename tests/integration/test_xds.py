@@ -994,7 +994,8 @@ class XdsRoutesTest(XdsBase):
     REGEX_ROUTES = [
         {"match": {"prefix": "", "headers": [{"name": "x-track", "string_match": {
             "safe_regex": {"regex": "canary-[0-9]+"}}}]}, "route": {"cluster": "cluster-a"}},
-        {"match": {"safe_regex": {"regex": r"/maitred\.testing\.v1\.Ech[a-z]/Un.*"}}, "route": {"cluster": "cluster-b"}},
+        {"match": {"safe_regex": {"regex": r"/maitred\.testing\.v1\.Ech[a-z]/Un.*"}},
+         "route": {"cluster": "cluster-b"}},
         {"match": {"prefix": ""}, "route": {"cluster": "cluster-a"}},
     ]
 
