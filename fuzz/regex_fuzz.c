@@ -1,8 +1,8 @@
 /* libFuzzer target for lib/route/regex.c.
  *
  * The input is a pattern, then a NUL, then a subject. A pattern either
- * compiles or is refused with a reason that says where ("at byte N") or
- * which cap it is over; what compiles matches the subject (and itself)
+ * compiles or is refused with a reason in printable ASCII that says
+ * where ("at byte N") or which cap it is over; what compiles matches the subject (and itself)
  * in time linear in them, which libFuzzer's -timeout watches, and gives
  * the same answer twice (the program is immutable). */
 #include <errno.h>
@@ -27,6 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc == -EINVAL) {
 		if (re != NULL || (strstr(why, " at byte ") == NULL && strstr(why, " over ") == NULL))
 			abort();
+		for (const char *c = why; *c; c++)
+			if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+				abort(); /* it goes into a NACK's text */
 		return 0;
 	}
 	if (rc != 0 || re == NULL || strlen(mtd_regex_pattern(re)) > plen)

@@ -348,6 +348,9 @@ static int posix_class(struct parser *ps, uint8_t *set)
 		ps->i = end + 2;
 		return 1;
 	}
+	for (size_t k = i; k < end; k++)
+		if (!is_word(ps->p[k]))
+			return fail(ps, at, "an unknown POSIX class");
 	return fail(ps, at, "an unknown POSIX class [:%.*s:]", (int)(end - i), (const char *)ps->p + i);
 }
 
@@ -411,9 +414,10 @@ static int bracket(struct parser *ps, int *out)
 			ps->i++;
 			if ((rc = class_byte(ps, &hi, set)) < 0)
 				return rc;
-			if (hi < lo)
-				return fail(ps, at, "a reversed range %.*s", (int)(ps->i - at),
-				            (const char *)ps->p + at);
+			if (hi < lo && lo > 0x20 && lo < 0x7f && hi > 0x20 && hi < 0x7f)
+				return fail(ps, at, "a reversed range %c-%c", lo, hi);
+			if (hi < lo) /* not quoted: a refusal's text stays printable */
+				return fail(ps, at, "a reversed range \\x%02X-\\x%02X", lo, hi);
 			set_range(set, lo, hi);
 		} else {
 			set_bit(set, lo);

@@ -48,8 +48,8 @@ struct mtd_regex;
 
 /* Compile pattern[0..len) (need not be NUL-terminated). 0 and *out
  * (the caller's, mtd_regex_free); -EINVAL with the reason in why
- * ("flags (?...) are not supported at byte 1"); -ENOMEM. *out is NULL
- * on error. */
+ * ("flags (?...) are not supported at byte 1": printable ASCII whatever
+ * the pattern's bytes); -ENOMEM. *out is NULL on error. */
 int mtd_regex_compile(const char *pattern, size_t len, struct mtd_regex **out, char *why, size_t whylen);
 
 /* Whether the whole of s[0..len) matches. Any thread, concurrently. */

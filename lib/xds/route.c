@@ -124,8 +124,13 @@ static int regex_of(const Envoy__Type__Matcher__V3__RegexMatcher *rm, const stru
 	int rc = mtd_regex_compile(rm->regex, strlen(rm->regex), &re, inner, sizeof(inner));
 	if (rc == -ENOMEM)
 		return rc;
-	if (rc != 0)
+	bool printable = true; /* a NACK's message is text: quote only printable ASCII */
+	for (const char *c = rm->regex; *c != '\0' && printable; c++)
+		printable = (unsigned char)*c >= 0x20 && (unsigned char)*c < 0x7f;
+	if (rc != 0 && printable)
 		return mtd_xds__refuse(why, whylen, "%s.%s.regex \"%.128s\": %s", where, field, rm->regex, inner);
+	if (rc != 0)
+		return mtd_xds__refuse(why, whylen, "%s.%s.regex: %s", where, field, inner);
 	*out = re;
 	return 0;
 }

@@ -530,6 +530,8 @@ START_TEST(test_refused_regexes)
 	sm.safe_regex = &rm;
 	rm.regex = (char *)"[z-a]";
 	refused(&t, "headers[0].string_match.safe_regex.regex \"[z-a]\": a reversed range z-a at byte 1");
+	rm.regex = (char *)"\x01[z-a]"; /* not quoted: a NACK's message stays printable */
+	refused(&t, "headers[0].string_match.safe_regex.regex: a reversed range z-a at byte 2");
 	sm.ignore_case = true;
 	rm.regex = (char *)"a";
 	refused(&t, "ignore_case is not supported");
