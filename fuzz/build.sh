@@ -32,7 +32,7 @@ build=$(cd "${build:-$top}" && pwd)
 out=${FUZZ_OUT:-$build/fuzz/out}
 time=${FUZZ_TIME:-60}
 cc=${FUZZ_CC:-clang}
-targets=${*:-"pbwire grpc_scan grpc_timeout config record xds downstream"}
+targets=${*:-"pbwire grpc_scan grpc_timeout config record xds regex downstream"}
 jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
 
 if [ ! -f "$build/config.h" ] || [ ! -d "$build/gen" ]; then

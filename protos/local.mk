@@ -13,6 +13,7 @@ PROTO_SRC = protos/maitred/config/v1/config.proto \
 	protos/envoy/config/core/v3/address.proto \
 	protos/envoy/config/core/v3/config_source.proto \
 	protos/envoy/type/v3/percent.proto \
+	protos/envoy/type/matcher/v3/regex.proto \
 	protos/envoy/type/matcher/v3/string.proto \
 	protos/envoy/config/cluster/v3/cluster.proto \
 	protos/envoy/config/cluster/v3/circuit_breaker.proto \
@@ -44,6 +45,7 @@ PROTO_GEN_C = gen/maitred/config/v1/config.pb-c.c \
 	gen/envoy/config/core/v3/address.pb-c.c \
 	gen/envoy/config/core/v3/config_source.pb-c.c \
 	gen/envoy/type/v3/percent.pb-c.c \
+	gen/envoy/type/matcher/v3/regex.pb-c.c \
 	gen/envoy/type/matcher/v3/string.pb-c.c \
 	gen/envoy/config/cluster/v3/cluster.pb-c.c \
 	gen/envoy/config/cluster/v3/circuit_breaker.pb-c.c \

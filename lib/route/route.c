@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "route/regex.h"
 #include "route/route.h"
 
 struct route_slot {
@@ -47,6 +48,8 @@ int mtd_route_parse_path(const char *path, size_t len, struct mtd_route_path *ou
 	size_t method_len = len - svc_len - 2;
 	if (!valid_part(path + 1, svc_len) || !valid_part(slash + 1, method_len))
 		return -EINVAL;
+	out->path = path;
+	out->path_len = len;
 	out->service = path + 1;
 	out->service_len = svc_len;
 	out->method = slash + 1;
@@ -118,6 +121,8 @@ int mtd_route_match(const struct mtd_route_rule *rules, size_t n, const struct m
 			continue;
 		if (r->method && !same(r->method, r->method_len, p->method, p->method_len))
 			continue;
+		if (r->path_re != NULL && !mtd_regex_match(r->path_re, p->path, p->path_len))
+			continue;
 		if (r->kind != MTD_ROUTE_HEADER_NONE) {
 			size_t len = 0;
 			const char *v = hdr(arg, r->header, &len);
@@ -127,6 +132,8 @@ int mtd_route_match(const struct mtd_route_rule *rules, size_t n, const struct m
 				continue;
 			if (r->kind == MTD_ROUTE_HEADER_PREFIX &&
 			    (len < r->value_len || memcmp(v, r->value, r->value_len)))
+				continue;
+			if (r->kind == MTD_ROUTE_HEADER_REGEX && !mtd_regex_match(r->value_re, v, len))
 				continue;
 		}
 		return (int)i;

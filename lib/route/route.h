@@ -6,8 +6,13 @@
 
 #include <stddef.h>
 
-/* "/pkg.Service/Method" split into its parts (pointers into the input). */
+struct mtd_regex;
+
+/* "/pkg.Service/Method" split into its parts (pointers into the input,
+ * path the whole of it). */
 struct mtd_route_path {
+	const char *path;
+	size_t path_len;
 	const char *service;
 	size_t service_len;
 	const char *method;
@@ -39,11 +44,15 @@ enum mtd_route_header_kind {
 	MTD_ROUTE_HEADER_VALUE,    /* the value is exactly `value` */
 	MTD_ROUTE_HEADER_PREFIX,   /* the value starts with `value` */
 	MTD_ROUTE_HEADER_PRESENT,  /* the header is there, whatever its value */
+	MTD_ROUTE_HEADER_REGEX,    /* the whole value matches `value_re` */
 };
 
-/* One route: match {service, method, header} -> to. Strings are borrowed
- * (the config owns them) and need not be NUL-terminated except header,
- * which is passed to the caller's lookup. */
+/* One route: match {service, method, path, header} -> to. Strings and
+ * compiled patterns are borrowed (their owner - the config, or an xDS
+ * route - outlives every reader of the rule) and strings need not be
+ * NUL-terminated except header, which is passed to the caller's lookup.
+ * A rule with path_re usually has service "*" (a pattern may match
+ * several services' calls) or its virtual host's service. */
 struct mtd_route_rule {
 	const char *service; /* "*" = any service */
 	size_t service_len;
@@ -53,7 +62,9 @@ struct mtd_route_rule {
 	enum mtd_route_header_kind kind;
 	const char *value; /* VALUE, PREFIX */
 	size_t value_len;
-	int to; /* the services[] entry (the caller's index) */
+	int to;                           /* the services[] entry (the caller's index) */
+	const struct mtd_regex *path_re;  /* NULL, or the whole :path matches it */
+	const struct mtd_regex *value_re; /* REGEX */
 };
 
 /* The request's value of header `name` (lower case, NUL-terminated):
@@ -62,7 +73,8 @@ typedef const char *mtd_route_header_fn(void *arg, const char *name, size_t *len
 
 /* Index of the first of rules[0..n) that matches the call (its :path p,
  * and its headers through hdr(arg, ...), asked only of rules whose
- * service and method match), or -1: first match wins. O(n). */
+ * service, method and path pattern match), or -1: first match wins.
+ * O(n) rules, each pattern linear in what it reads; no allocation. */
 int mtd_route_match(const struct mtd_route_rule *rules, size_t n, const struct mtd_route_path *p,
                     mtd_route_header_fn *hdr, void *arg);
 

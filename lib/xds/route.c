@@ -15,6 +15,7 @@
 #include "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.pb-c.h"
 #include "fault/fault-t.h"
 #include "grpc/grpc.h"
+#include "route/regex.h"
 #include "xds/xds-int.h"
 #include "xds/xds.h"
 
@@ -49,11 +50,13 @@ static void action_clear(struct mtd_xds_action *a)
 
 static void route_clear(struct mtd_xds_route *r)
 {
-	/* service, method, header and value are this route's own copies. */
+	/* service, method, header, value and the patterns are this route's own. */
 	free((char *)r->rule.service);
 	free((char *)r->rule.method);
 	free((char *)r->rule.header);
 	free((char *)r->rule.value);
+	mtd_regex_free((struct mtd_regex *)r->rule.path_re);
+	mtd_regex_free((struct mtd_regex *)r->rule.value_re);
 	action_clear(&r->act);
 	free(r->name);
 	for (size_t i = 0; i < r->n_faults; i++)
@@ -105,13 +108,47 @@ static bool has_unknown(const ProtobufCMessage *m, uint32_t tag)
 	return false;
 }
 
-/* The :path part of a match into rule's service and method (service
- * NULL on return = any service, then the caller sets "*"). */
+/* A RegexMatcher (Envoy's safe_regex: RE2 syntax, a whole match) compiled
+ * into *out; `field` names it in a refusal. */
+static int regex_of(const Envoy__Type__Matcher__V3__RegexMatcher *rm, const struct mtd_regex **out, const char *where,
+                    const char *field, char *why, size_t whylen)
+{
+	char inner[192];
+	struct mtd_regex *re;
+
+	if (rm->base.n_unknown_fields > 0)
+		return mtd_xds__refuse(why, whylen, "%s.%s: a field maitred does not know (only regex is read)", where,
+		                       field);
+	if (rm->regex[0] == '\0')
+		return mtd_xds__refuse(why, whylen, "%s.%s.regex: empty", where, field);
+	int rc = mtd_regex_compile(rm->regex, strlen(rm->regex), &re, inner, sizeof(inner));
+	if (rc == -ENOMEM)
+		return rc;
+	bool printable = true; /* a NACK's message is text: quote only printable ASCII */
+	for (const char *c = rm->regex; *c != '\0' && printable; c++)
+		printable = (unsigned char)*c >= 0x20 && (unsigned char)*c < 0x7f;
+	if (rc != 0 && printable)
+		return mtd_xds__refuse(why, whylen, "%s.%s.regex \"%.128s\": %s", where, field, rm->regex, inner);
+	if (rc != 0)
+		return mtd_xds__refuse(why, whylen, "%s.%s.regex: %s", where, field, inner);
+	*out = re;
+	return 0;
+}
+
+/* The :path part of a match into rule's service and method, or its
+ * pattern (service NULL on return = any service, then the caller sets
+ * its virtual host's or "*"). */
 static int path_match(const PbMatch *m, struct mtd_route_rule *rule, const char *where, char *why, size_t whylen)
 {
 	const char *p;
 	bool whole;
 
+	if (has_unknown(&m->base, MATCH_QUERY_PARAMETERS) || has_unknown(&m->base, MATCH_RUNTIME_FRACTION))
+		return mtd_xds__refuse(why, whylen, "%s.match: query_parameters and runtime_fraction are not supported",
+		                       where);
+	if (m->path_specifier_case == ENVOY__CONFIG__ROUTE__V3__ROUTE_MATCH__PATH_SPECIFIER_SAFE_REGEX)
+		/* Envoy ignores case_sensitive for safe_regex; so does maitred. */
+		return regex_of(m->safe_regex, &rule->path_re, where, "match.safe_regex", why, whylen);
 	if (m->path_specifier_case == ENVOY__CONFIG__ROUTE__V3__ROUTE_MATCH__PATH_SPECIFIER_PREFIX) {
 		p = m->prefix;
 		whole = false;
@@ -120,15 +157,12 @@ static int path_match(const PbMatch *m, struct mtd_route_rule *rule, const char 
 		whole = true;
 	} else {
 		return mtd_xds__refuse(why, whylen,
-		                       "%s.match: only prefix and path are supported (safe_regex and the other "
-		                       "path forms are not)",
+		                       "%s.match: only prefix, path and safe_regex are supported (the other path "
+		                       "forms are not)",
 		                       where);
 	}
 	if (m->case_sensitive != NULL && !m->case_sensitive->value)
 		return mtd_xds__refuse(why, whylen, "%s.match.case_sensitive: false is not supported", where);
-	if (has_unknown(&m->base, MATCH_QUERY_PARAMETERS) || has_unknown(&m->base, MATCH_RUNTIME_FRACTION))
-		return mtd_xds__refuse(why, whylen, "%s.match: query_parameters and runtime_fraction are not supported",
-		                       where);
 	size_t n = strlen(p);
 	if (!whole && (n == 0 || (n == 1 && p[0] == '/')))
 		return 0; /* every call */
@@ -204,17 +238,33 @@ static int header_match(const PbMatch *m, struct mtd_route_rule *rule, const cha
 		} else if (sm->match_pattern_case == ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_PREFIX) {
 			rule->kind = MTD_ROUTE_HEADER_PREFIX;
 			value = sm->prefix;
+		} else if (sm->match_pattern_case ==
+		           ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_SAFE_REGEX) {
+			rule->kind = MTD_ROUTE_HEADER_REGEX;
+			int rc = regex_of(sm->safe_regex, &rule->value_re, where,
+			                  "match.headers[0].string_match.safe_regex", why, whylen);
+			if (rc != 0)
+				return rc;
 		} else {
 			return mtd_xds__refuse(why, whylen,
-			                       "%s.match.headers[0].string_match: only exact and prefix are supported",
+			                       "%s.match.headers[0].string_match: only exact, prefix and safe_regex "
+			                       "are supported",
 			                       where);
 		}
 		break;
 	}
+	case ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_SAFE_REGEX_MATCH: {
+		rule->kind = MTD_ROUTE_HEADER_REGEX;
+		int rc = regex_of(h->safe_regex_match, &rule->value_re, where, "match.headers[0].safe_regex_match", why,
+		                  whylen);
+		if (rc != 0)
+			return rc;
+		break;
+	}
 	default:
 		return mtd_xds__refuse(why, whylen,
-		                       "%s.match.headers[0]: only exact_match, prefix_match, present_match and "
-		                       "string_match are supported",
+		                       "%s.match.headers[0]: only exact_match, prefix_match, present_match, "
+		                       "safe_regex_match and string_match are supported",
 		                       where);
 	}
 	char *name = dup_n(h->name, n);

@@ -77,14 +77,24 @@ void mtd_xds_ep_sockaddr(const struct mtd_xds_ep *e, struct sockaddr_storage *sa
  * host's. At most one host per name and one "*".
  *
  * A match: prefix "" or "/" (every call), "/SERVICE/" (the service's
- * calls), or a whole "/SERVICE/METHOD"; path "/SERVICE/METHOD"; at most
- * one header matcher (maitred's rules test one header): exact_match,
- * prefix_match, present_match true, or string_match exact / prefix, the
- * name lower-cased. Refused: safe_regex and the other path forms,
- * case_sensitive false, query_parameters, runtime_fraction, a prefix
+ * calls), or a whole "/SERVICE/METHOD"; path "/SERVICE/METHOD";
+ * safe_regex (its regex, RE2 syntax as lib/route/regex.h reads it, must
+ * match the whole :path; the rule's service is its virtual host's, or
+ * "*" in the "*" host: a pattern may match several services' calls;
+ * case_sensitive is ignored, as Envoy does; google_re2 is deprecated and
+ * read as nothing); at most one header matcher (maitred's rules test one
+ * header): exact_match, prefix_match, present_match true,
+ * safe_regex_match, or string_match exact / prefix / safe_regex (a
+ * pattern matches the whole value; a missing header matches none), the
+ * name lower-cased. Refused: the other path forms, case_sensitive false
+ * (but with safe_regex), query_parameters, runtime_fraction, a prefix
  * that ends inside a service or method name, a header matcher of another
- * form (suffix, contains, regex, range), invert_match,
- * treat_missing_header_as_empty, ignore_case, pseudo-headers (":path").
+ * form (suffix, contains, range), invert_match,
+ * treat_missing_header_as_empty, ignore_case, pseudo-headers (":path"),
+ * a RegexMatcher with a field maitred does not read, an empty pattern,
+ * and a pattern lib/route/regex.h refuses (the refusal quotes it and
+ * says the construct and its byte: flags, \b, backreferences, a program
+ * over MTD_REGEX_PROGRAM_MAX instructions, ...).
  *
  * An action: cluster, or weighted_clusters (1..MTD_XDS_WEIGHTED_MAX,
  * names without cluster_header, weights summing to 1..UINT32_MAX);

@@ -437,7 +437,7 @@ class ListenerRoutesWaitTest(XdsBase):
 
     @maitred_only
     def test_a_refused_route_configuration_ends_the_wait(self):
-        m, _ = self.start(routes=[{"match": {"safe_regex": {"regex": ".*"}}, "route": {"cluster": "cluster-a"}}])
+        m, _ = self.start(routes=[{"match": {"safe_regex": {"regex": "(?i).*"}}, "route": {"cluster": "cluster-a"}}])
         self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
         wait_until(lambda: "its route configuration was refused: calls are routed by :path" in m.proc.output(),
                    WAIT, "the answer logged")

@@ -1013,22 +1013,69 @@ class XdsRoutesTest(XdsBase):
         why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
         self.assertIn("service shop.Static of that name is not an xDS service", json.dumps(why))
         self.assertEqual(set(self.spread(stub, 10)), {"a"})
-        # A regex match: refused.
-        self.set_routes([{"match": {"safe_regex": {"regex": ".*"}}, "route": {"cluster": "cluster-b"}}])
+        # A path form maitred does not take: refused.
+        self.set_routes([{"match": {"path_separated_prefix": "/x"}, "route": {"cluster": "cluster-b"}}])
         log = self.server.wait_for(lambda log: len([r for r in log if nacked(r, xds.RDS)]) >= 2, WAIT,
                                    "a second RDS NACK")
         why = [r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]
-        self.assertIn("only prefix and path are supported", json.dumps(why))
+        self.assertIn("only prefix, path and safe_regex are supported", json.dumps(why))
         self.assertEqual(set(self.spread(stub, 10)), {"a"})
         self.assertTrue(self.log_lines(m, r"xds: NACK of route resources"))
         # /config_dump shows both resources, the last NACK on the route.
         dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]
         self.assertEqual(dump["listeners"]["resources"][0]["state"], "ACKED")
         self.assertIn("rds routes-1", dump["listeners"]["resources"][0]["detail"])
-        self.assertIn("only prefix and path", dump["routes"]["resources"][0]["last_nack"])
+        self.assertIn("only prefix, path and safe_regex", dump["routes"]["resources"][0]["last_nack"])
         # A good one again applies.
         self.set_routes([xds.route_to("cluster-b", prefix="")])
         self.wait_set(stub, "b", "the route to cluster-b")
+        self.stop_maitred(m)
+
+    # Patterns (safe_regex): a header's, then a path's, then the rest.
+    REGEX_ROUTES = [
+        {"match": {"prefix": "", "headers": [{"name": "x-track", "string_match": {
+            "safe_regex": {"regex": "canary-[0-9]+"}}}]}, "route": {"cluster": "cluster-a"}},
+        {"match": {"safe_regex": {"regex": r"/maitred\.testing\.v1\.Ech[a-z]/Un.*"}},
+         "route": {"cluster": "cluster-b"}},
+        {"match": {"prefix": ""}, "route": {"cluster": "cluster-a"}},
+    ]
+
+    @maitred_only
+    def test_regex_routes_send_calls_by_path_and_header_as_a_real_xds_client_does(self):
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        version = self.set_routes(self.REGEX_ROUTES)
+        admin = free_port()
+        m = self.start_maitred(self.routes_config(admin=admin))
+        stub = self.echo(m)
+        # Unary by the path's pattern, ServerStream (another method) by the rest.
+        self.wait_set(stub, "b", "Unary on cluster-b by the path's pattern")
+        self.server.wait_for(lambda log: any(acked(r, xds.RDS, version) for r in log), WAIT, "the RDS ACK")
+        streamed = [r.instance for r in stub.ServerStream(pb.EchoRequest(), timeout=CALL_LIMIT)]
+        self.assertEqual(set(streamed), {"a"})
+        # The header's pattern matches the whole value, or the call goes on.
+        self.assertEqual(set(self.by_header(stub, 10, "canary-42")), {"a"})
+        self.assertEqual(set(self.by_header(stub, 10, "canary-42x")), {"b"})
+        self.assertEqual(set(self.by_header(stub, 10, "xcanary-4")), {"b"})
+        self.assertEqual(set(self.by_header(stub, 10)), {"b"})
+        # A real xDS client routes the same calls the same way.
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="witness")
+        for header, want in ((None, "b"), (("x-track", "canary-7"), "a"), (("x-track", "canary-"), "b")):
+            out = xds.run_client(boot, "xds:///" + SVC, 6, header=header)
+            self.assertEqual((out["ok"], sorted(out["instances"])), (6, [want]), (header, out))
+        # A pattern maitred refuses: NACKed with the construct and its
+        # byte, and the routes in force keep routing.
+        self.set_routes([{"match": {"safe_regex": {"regex": "(?i)/maitred.*"}}, "route": {"cluster": "cluster-a"}}])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "the RDS NACK")
+        why = json.loads(json.dumps([r["error_detail"] for r in log if nacked(r, xds.RDS)][-1]))["message"]
+        self.assertIn('routes[0].match.safe_regex.regex "(?i)/maitred.*": flags (?...) are not supported at byte 0',
+                      why)
+        self.assertEqual(set(self.by_header(stub, 10)), {"b"})
+        self.assertEqual(set(self.by_header(stub, 10, "canary-1")), {"a"})
+        dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]
+        self.assertIn("flags (?...) are not supported", dump["routes"]["resources"][0]["last_nack"])
         self.stop_maitred(m)
 
     @maitred_only

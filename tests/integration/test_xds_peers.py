@@ -96,6 +96,25 @@ class XdsPeers(MaitredTest):
         self.assertEqual(out["ok"], 6)
         self.assertEqual(sorted(out["instances"]), sorted(u.name for u in self.ups[:2]))
 
+    def test_a_real_client_routes_by_path_and_header_patterns(self):
+        """safe_regex as maitred reads it (test_xds's regex routes): a
+        header's pattern and a path's, each matching the whole value."""
+        s = self.server
+        a, b = self.ups[0], self.ups[1]
+        s.set("listener", [listener(NAME, "routes-1")])
+        s.set("route", [route_config("routes-1", [
+            {"match": {"prefix": "", "headers": [{"name": "x-track", "safe_regex_match": {"regex": "canary-[0-9]+"}}]},
+             "route": {"cluster": "cl-a"}},
+            {"match": {"safe_regex": {"regex": r"/maitred\.testing\.v1\.Ech[a-z]/Un.*"}}, "route": {"cluster": "cl-b"}},
+            {"match": {"prefix": ""}, "route": {"cluster": "cl-a"}}])])
+        s.set("cluster", [cluster("cl-a"), cluster("cl-b")])
+        s.set("endpoint", [assignment("cl-a", [locality([("127.0.0.1", a.port)])]),
+                           assignment("cl-b", [locality([("127.0.0.1", b.port)])])])
+        for header, want in ((None, b), (("x-track", "canary-12"), a), (("x-track", "canary-12x"), b)):
+            out = run_client(self.boot, "xds:///" + NAME, 4, header=header)
+            self.assertEqual((out["ok"], sorted(out["instances"])), (4, [want.name]), (header, out))
+        self.assertTrue(any(acked(r, xds.RDS) for r in self.server.log()))
+
 
 if __name__ == "__main__":
     import unittest

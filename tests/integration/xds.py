@@ -246,13 +246,15 @@ def bootstrap(path, port, node_id="maitred-test", zone="", tls=False):
     return path
 
 
-def run_client(bootstrap_path, target, calls, limit=60.0):
-    """tests/xds/client.js: calls unary Echo calls through grpc-js-xds;
-    returns its JSON summary (ok, failed, instances)."""
+def run_client(bootstrap_path, target, calls, limit=60.0, header=None):
+    """tests/xds/client.js: calls unary Echo calls through grpc-js-xds
+    (header: a (name, value) request header on each); returns its JSON
+    summary (ok, failed, instances)."""
     install_peers()
     env = dict(os.environ, GRPC_XDS_BOOTSTRAP=bootstrap_path)
+    extra = ["--header", "%s=%s" % header] if header else []
     r = subprocess.run(["node", os.path.join(PEERS, "client.js"), "--target", target,
-                        "--calls", str(calls)], env=env, stdout=subprocess.PIPE,
+                        "--calls", str(calls)] + extra, env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=limit)
     if r.returncode != 0 or not r.stdout.strip():
         raise AssertionError("xds client failed (rc %d):\n%s" % (r.returncode, r.stderr.decode(errors="replace")))

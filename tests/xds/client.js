@@ -3,8 +3,10 @@
 // tests/xds/server.js serves resources a real xDS client understands:
 //
 //   GRPC_XDS_BOOTSTRAP=FILE node client.js --target xds:///NAME --calls N [--timeout-ms T]
+//                                          [--header NAME=VALUE]
 //
-// sends N unary maitred.testing.v1.Echo/Unary calls through the xDS
+// sends N unary maitred.testing.v1.Echo/Unary calls (with that request
+// header, if given) through the xDS
 // resolver and prints one JSON line: {"ok": n, "failed": {"CODE message": n},
 // "instances": {"up1": n, ...}} (instances from the answers' "maitred-instance"
 // header). Exits 0 whatever the calls did; the test reads the line.
@@ -28,12 +30,15 @@ const Echo = grpc.loadPackageDefinition(def).maitred.testing.v1.Echo;
 const target = arg('target');
 const calls = Number(arg('calls', '10'));
 const timeoutMs = Number(arg('timeout-ms', '10000'));
+const header = arg('header', '');
 const client = new Echo(target, grpc.credentials.createInsecure());
 const out = { ok: 0, failed: {}, instances: {} };
 
 function one(i) {
   return new Promise((resolve) => {
-    const call = client.Unary({ call_id: 'xds-client-' + i }, { deadline: Date.now() + timeoutMs }, (err) => {
+    const md = new grpc.Metadata();
+    if (header) md.set(header.slice(0, header.indexOf('=')), header.slice(header.indexOf('=') + 1));
+    const call = client.Unary({ call_id: 'xds-client-' + i }, md, { deadline: Date.now() + timeoutMs }, (err) => {
       if (err) {
         const k = grpc.status[err.code] + ' ' + err.details;
         out.failed[k] = (out.failed[k] || 0) + 1;

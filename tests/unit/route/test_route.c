@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "route/regex.h"
 #include "route/route.h"
 
 START_TEST(parse_valid)
@@ -17,6 +18,7 @@ START_TEST(parse_valid)
 	ck_assert_uint_eq(p.service_len, strlen("grpc.testing.TestService"));
 	ck_assert(memcmp(p.service, "grpc.testing.TestService", p.service_len) == 0);
 	ck_assert_uint_eq(p.method_len, strlen("UnaryCall"));
+	ck_assert(p.path == path && p.path_len == strlen(path));
 	ck_assert(memcmp(p.method, "UnaryCall", p.method_len) == 0);
 }
 END_TEST
@@ -103,8 +105,8 @@ static size_t len0(const char *s)
 	return s ? strlen(s) : 0;
 }
 
-#define RULE(svc, meth, hdr, k, val, to)                                              \
-	{                                                                             \
+#define RULE(svc, meth, hdr, k, val, to)                                           \
+	{                                                                          \
 		svc, sizeof(svc) - 1, meth, len0(meth), hdr, k, val, len0(val), to \
 	}
 
@@ -151,6 +153,45 @@ START_TEST(routes_first_match_wins)
 }
 END_TEST
 
+static struct mtd_regex *re(const char *p)
+{
+	struct mtd_regex *r;
+	char why[128];
+	ck_assert_int_eq(mtd_regex_compile(p, strlen(p), &r, why, sizeof(why)), 0);
+	return r;
+}
+
+/* A path pattern matches the whole :path, after service and method; a
+ * header pattern the whole value of a header that is there. */
+START_TEST(routes_by_pattern)
+{
+	struct mtd_regex *path = re("/shop\\.(Cart|Pay)/Get.*"), *tenant = re("ac(me|orn)");
+	struct mtd_route_rule r[] = {
+	        {.service = "*", .service_len = 1, .path_re = path, .to = 10},
+	        {.service = "*",
+	         .service_len = 1,
+	         .header = "x-tenant",
+	         .kind = MTD_ROUTE_HEADER_REGEX,
+	         .value_re = tenant,
+	         .to = 11},
+	        {.service = "shop.Cart", .service_len = 9, .path_re = tenant, .to = 12}, /* matches no :path */
+	};
+	const char *acme[] = {"x-tenant", "acme", NULL};
+	const char *acm[] = {"x-tenant", "acm", NULL};
+	const char *none[] = {NULL};
+	int asked;
+	ck_assert_int_eq(match(r, 3, "/shop.Cart/GetAll", none, NULL), 0);
+	ck_assert_int_eq(match(r, 3, "/shop.Pay/Get", none, NULL), 0);
+	ck_assert_int_eq(match(r, 3, "/shop.Pay/Put", acme, NULL), 1);
+	ck_assert_int_eq(match(r, 3, "/shopXPay/Get", acme, NULL), 1);     /* the escaped dot is a dot */
+	ck_assert_int_eq(match(r, 3, "/shop.Cart/Put", acm, NULL), -1);    /* the whole value */
+	ck_assert_int_eq(match(r, 3, "/x.Cart/GetAll", none, &asked), -1); /* a missing header */
+	ck_assert_int_eq(asked, 1);
+	mtd_regex_free(path);
+	mtd_regex_free(tenant);
+}
+END_TEST
+
 START_TEST(table_leaves_out_null_names)
 {
 	const char *names[] = {"a.Svc", NULL, "b.Svc"};
@@ -172,6 +213,7 @@ int main(void)
 	tcase_add_test(tc, lookup_exact_and_catch_all);
 	tcase_add_test(tc, lookup_without_catch_all_and_many);
 	tcase_add_test(tc, routes_first_match_wins);
+	tcase_add_test(tc, routes_by_pattern);
 	tcase_add_test(tc, table_leaves_out_null_names);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

@@ -420,6 +420,124 @@ START_TEST(test_timeouts_retry_hash)
 }
 END_TEST
 
+static void rt_regex(struct rt *t, Envoy__Type__Matcher__V3__RegexMatcher *rm, const char *regex, const char *cluster)
+{
+	rt_prefix(t, "", cluster);
+	envoy__type__matcher__v3__regex_matcher__init(rm);
+	rm->regex = (char *)regex;
+	t->m.path_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_MATCH__PATH_SPECIFIER_SAFE_REGEX;
+	t->m.safe_regex = rm;
+}
+
+/* safe_regex on the path (a whole match, in a named host only its
+ * service's calls), in safe_regex_match and in string_match. */
+START_TEST(test_regex_matches)
+{
+	struct rt get, hdr, str, all, pay;
+	Envoy__Type__Matcher__V3__RegexMatcher r1, r2, r3, r4;
+	Envoy__Type__Matcher__V3__StringMatcher sm = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__INIT;
+	Envoy__Type__Matcher__V3__RegexMatcher__GoogleRE2 re2 =
+	        ENVOY__TYPE__MATCHER__V3__REGEX_MATCHER__GOOGLE_RE2__INIT;
+	Google__Protobuf__BoolValue no = GOOGLE__PROTOBUF__BOOL_VALUE__INIT;
+	PbRoute *named[] = {&pay.r}, *star[] = {&get.r, &hdr.r, &str.r, &all.r};
+	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
+	PbVhost v1, v2, *vs[] = {&v1, &v2};
+	char *paydom[] = {(char *)"shop.Pay"}, *any[] = {(char *)"*"};
+	struct mtd_xds_routes *out;
+
+	rt_regex(&pay, &r4, "/shop\\.\\w+/Get.*", "pay-get"); /* in shop.Pay's host: its calls only */
+	rt_regex(&get, &r1, "/shop\\.(Cart|Pay)/Get[A-Z]\\w*", "get");
+	get.m.case_sensitive = &no; /* ignored for safe_regex, as Envoy does */
+	envoy__type__matcher__v3__regex_matcher__init(&r2);
+	r2.regex = (char *)"v[0-9]+(-beta)?";
+	r2.engine_type_case = ENVOY__TYPE__MATCHER__V3__REGEX_MATCHER__ENGINE_TYPE_GOOGLE_RE2;
+	r2.google_re2 = &re2; /* deprecated, read as nothing */
+	rt_prefix(&hdr, "", "by-version");
+	rt_header_exact(&hdr, "X-Version", NULL);
+	hdr.h.header_match_specifier_case =
+	        ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_SAFE_REGEX_MATCH;
+	hdr.h.safe_regex_match = &r2;
+	envoy__type__matcher__v3__regex_matcher__init(&r3);
+	r3.regex = (char *)"(alice|bob)@[a-z]+\\.example";
+	rt_prefix(&str, "", "by-user");
+	rt_header_exact(&str, "x-user", NULL);
+	str.h.header_match_specifier_case =
+	        ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_STRING_MATCH;
+	sm.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_SAFE_REGEX;
+	sm.safe_regex = &r3;
+	str.h.string_match = &sm;
+	rt_prefix(&all, "", "default");
+	vhost(&v1, paydom, 1, named, 1);
+	vhost(&v2, any, 1, star, 4);
+	rc.name = (char *)"rc";
+	rc.virtual_hosts = vs;
+	rc.n_virtual_hosts = 2;
+	ck_assert_int_eq(parse_rc(&rc, &out), 0);
+	ck_assert_uint_eq(out->n, 6); /* pay-get, shop.Pay's rest, get, by-version, by-user, default */
+	ck_assert_str_eq(out->routes[0].rule.service, "shop.Pay");
+	ck_assert_str_eq(out->routes[2].rule.service, "*");
+	ck_assert_int_eq(out->routes[3].rule.kind, MTD_ROUTE_HEADER_REGEX);
+	ck_assert_str_eq(route_call(out, "/shop.Pay/GetAll", NULL), "pay-get");
+	ck_assert_str_eq(route_call(out, "/shop.Pay/Put", NULL), ""); /* its host has no route for it */
+	ck_assert_str_eq(route_call(out, "/shop.Cart/GetItems", NULL), "get");
+	ck_assert_str_eq(route_call(out, "/shop.Cart/Getitems", NULL), "default");  /* case-sensitive */
+	ck_assert_str_eq(route_call(out, "/shop.Carts/GetItems", NULL), "default"); /* a whole match */
+	ck_assert_str_eq(route_call(out, "/x.Y/Z", (struct hdrs[]){{"x-version", "v12-beta"}, {NULL, NULL}}),
+	                 "by-version");
+	ck_assert_str_eq(route_call(out, "/x.Y/Z", (struct hdrs[]){{"x-version", "v12-beta2"}, {NULL, NULL}}),
+	                 "default");
+	ck_assert_str_eq(route_call(out, "/x.Y/Z", (struct hdrs[]){{"x-user", "bob@eu.example"}, {NULL, NULL}}),
+	                 "by-user");
+	ck_assert_str_eq(route_call(out, "/x.Y/Z", (struct hdrs[]){{"x-user", "bob@eu.example.org"}, {NULL, NULL}}),
+	                 "default");
+	ck_assert_str_eq(route_call(out, "/x.Y/Z", NULL), "default"); /* missing headers match no pattern */
+	mtd_xds_routes_free(out);
+}
+END_TEST
+
+/* A pattern refused: the route named by position, the field, the
+ * pattern and the construct at its byte. */
+START_TEST(test_refused_regexes)
+{
+	struct rt t;
+	Envoy__Type__Matcher__V3__RegexMatcher rm;
+	Envoy__Type__Matcher__V3__StringMatcher sm = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__INIT;
+	ProtobufCMessageUnknownField uf = {
+	        .tag = 3, .wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, .len = 1, .data = (uint8_t *)"\0"};
+
+	rt_regex(&t, &rm, "(?i)/shop.*", "c");
+	refused(&t, "routes[0].match.safe_regex.regex \"(?i)/shop.*\": flags (?...) are not supported at byte 0");
+	rt_regex(&t, &rm, "(a{1000}){1000}", "c");
+	refused(&t, "the program is over 2048 instructions (counted repetitions expanded) at byte 9");
+	rt_regex(&t, &rm, "", "c");
+	refused(&t, "routes[0].match.safe_regex.regex: empty");
+	rt_regex(&t, &rm, ".*", "c");
+	rm.base.n_unknown_fields = 1;
+	rm.base.unknown_fields = &uf;
+	refused(&t, "routes[0].match.safe_regex: a field maitred does not know");
+	rm.base.n_unknown_fields = 0;
+	rt_prefix(&t, "", "c");
+	rt_header_exact(&t, "x-a", NULL);
+	t.h.header_match_specifier_case =
+	        ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_SAFE_REGEX_MATCH;
+	t.h.safe_regex_match = &rm;
+	rm.regex = (char *)"a\\1";
+	refused(&t, "routes[0].match.headers[0].safe_regex_match.regex \"a\\1\": backreferences (\\1) are not "
+	            "supported at byte 1");
+	t.h.header_match_specifier_case = ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_STRING_MATCH;
+	t.h.string_match = &sm;
+	sm.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_SAFE_REGEX;
+	sm.safe_regex = &rm;
+	rm.regex = (char *)"[z-a]";
+	refused(&t, "headers[0].string_match.safe_regex.regex \"[z-a]\": a reversed range z-a at byte 1");
+	rm.regex = (char *)"\x01[z-a]"; /* not quoted: a NACK's message stays printable */
+	refused(&t, "headers[0].string_match.safe_regex.regex: a reversed range z-a at byte 2");
+	sm.ignore_case = true;
+	rm.regex = (char *)"a";
+	refused(&t, "ignore_case is not supported");
+}
+END_TEST
+
 START_TEST(test_refused_matches)
 {
 	struct rt t;
@@ -430,7 +548,7 @@ START_TEST(test_refused_matches)
 
 	rt_prefix(&t, "", "c");
 	t.m.path_specifier_case = ENVOY__CONFIG__ROUTE__V3__ROUTE_MATCH__PATH_SPECIFIER__NOT_SET;
-	refused(&t, "routes[0].match: only prefix and path are supported");
+	refused(&t, "routes[0].match: only prefix, path and safe_regex are supported");
 	rt_prefix(&t, "/shop.Ca", "c");
 	refused(&t, "a prefix ending inside a name is not supported");
 	rt_prefix(&t, "/shop.Cart/Ge", "c"); /* a whole path as a prefix is fine */
@@ -465,7 +583,7 @@ START_TEST(test_refused_matches)
 	refused(&t, "treat_missing_header_as_empty is not supported");
 	t.h.treat_missing_header_as_empty = false;
 	t.h.header_match_specifier_case = ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER__NOT_SET;
-	refused(&t, "only exact_match, prefix_match, present_match and string_match");
+	refused(&t, "only exact_match, prefix_match, present_match, safe_regex_match and string_match");
 	t.h.header_match_specifier_case =
 	        ENVOY__CONFIG__ROUTE__V3__HEADER_MATCHER__HEADER_MATCH_SPECIFIER_PRESENT_MATCH;
 	t.h.present_match = false;
@@ -474,7 +592,7 @@ START_TEST(test_refused_matches)
 	t.h.string_match = &sm;
 	sm.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_SUFFIX;
 	sm.suffix = (char *)"x";
-	refused(&t, "string_match: only exact and prefix are supported");
+	refused(&t, "string_match: only exact, prefix and safe_regex are supported");
 	sm.match_pattern_case = ENVOY__TYPE__MATCHER__V3__STRING_MATCHER__MATCH_PATTERN_EXACT;
 	sm.exact = (char *)"x";
 	sm.ignore_case = true;
@@ -1065,7 +1183,8 @@ START_TEST(test_failmalloc)
 	rt_header_exact(&a, "X-A", "1");
 	rp.retry_on = (char *)"unavailable";
 	a.a.retry_policy = &rp;
-	rt_prefix(&b, "", "c2");
+	Envoy__Type__Matcher__V3__RegexMatcher rm;
+	rt_regex(&b, &rm, "/x\\.Y/.*", "c2"); /* its program freed with its route */
 	vhost(&v1, named, 1, rs, 2);
 	vhost(&v2, any, 1, rs, 2);
 	rc.name = (char *)"rc";
@@ -1098,6 +1217,8 @@ static Suite *xds_route_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_header_route_and_default);
+	tcase_add_test(tc, test_regex_matches);
+	tcase_add_test(tc, test_refused_regexes);
 	tcase_add_test(tc, test_header_forms);
 	tcase_add_test(tc, test_paths_and_hosts);
 	tcase_add_test(tc, test_weighted_clusters);
