@@ -40,6 +40,13 @@ struct mtd_lb_orca_state {
 	_Atomic uint64_t reports; /* reports read whole */
 	_Atomic uint64_t invalid; /* reports that did not parse (ignored) */
 	_Atomic uint64_t used_bits; /* the weight the last tick gave the endpoint (display); 0 = none */
+	/* Its out-of-band stream (enum mtd_lb_orca_oob), written by the
+	 * control thread alone (mtd_lb_orca_set_oob, which installs the state
+	 * for any but OFF): while WAITING or OPEN the reports come from that
+	 * stream and the trailers' are not recorded (gRFC A58). No state
+	 * reads as OFF. Here rather than in struct mtd_lb_stats, which every
+	 * endpoint holds: only one with ORCA pays for it. */
+	_Atomic uint32_t oob;
 };
 
 /* Where an endpoint's reports come from (mtd_lb_orca_state.oob). */
@@ -81,18 +88,14 @@ struct mtd_lb_live {
 /* One endpoint's figures as its owner holds them (the data plane's
  * endpoint object, which outlives every picker pointing at it, and
  * survives endpoint-set changes: an endpoint keeps its stats while it
- * stays in the set). 16 bytes until the endpoint is used. Freed by
- * mtd_lb_stats_fini. */
+ * stays in the set). 8 bytes until the endpoint is used (the ORCA
+ * out-of-band state is in the report state, mtd_lb_orca_state.oob).
+ * Freed by mtd_lb_stats_fini. */
 struct mtd_lb_stats {
 	/* NULL until the first write; whichever thread writes first
 	 * installs it (core/lazy.h: compare-and-swap, the loser frees its
 	 * copy); readers take NULL as every figure zero. */
 	struct mtd_lb_live *_Atomic live;
-	/* Its out-of-band stream (enum mtd_lb_orca_oob), written by the
-	 * control thread alone (mtd_lb_orca_set_oob): while WAITING or OPEN
-	 * the reports come from that stream and the trailers' are not
-	 * recorded (gRFC A58). */
-	_Atomic uint32_t orca_oob;
 };
 
 /* One key/value of an endpoint's metadata (Endpoint.metadata, or the

@@ -246,7 +246,8 @@ int mtd_lb_orca_record_raw(struct mtd_lb_stats *st, const uint8_t *p, size_t n,
 /* Where st's reports come from now (the control thread sets it as its
  * out-of-band stream for the endpoint goes); a trailer's report is
  * recorded only when this is OFF or UNIMPLEMENTED
- * (mtd_lb_orca_trailers_count). */
+ * (mtd_lb_orca_trailers_count). A state other than OFF installs the
+ * endpoint's report state (out of memory: not recorded, read as OFF). */
 void mtd_lb_orca_set_oob(struct mtd_lb_stats *st, enum mtd_lb_orca_oob state);
 enum mtd_lb_orca_oob mtd_lb_orca_oob_state(const struct mtd_lb_stats *st);
 bool mtd_lb_orca_trailers_count(const struct mtd_lb_stats *st);

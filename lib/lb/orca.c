@@ -288,12 +288,19 @@ int mtd_lb_orca_record_raw(struct mtd_lb_stats *st, const uint8_t *p, size_t n, 
 
 void mtd_lb_orca_set_oob(struct mtd_lb_stats *st, enum mtd_lb_orca_oob state)
 {
-	atomic_store_explicit(&st->orca_oob, (uint32_t)state, memory_order_relaxed);
+	struct mtd_lb_orca_state *o = orca_peek(st);
+
+	/* No state reads as OFF: none is made for an OFF. */
+	if (!o && (state == MTD_LB_ORCA_OOB_OFF || !(o = orca_of(st))))
+		return;
+	atomic_store_explicit(&o->oob, (uint32_t)state, memory_order_relaxed);
 }
 
 enum mtd_lb_orca_oob mtd_lb_orca_oob_state(const struct mtd_lb_stats *st)
 {
-	return (enum mtd_lb_orca_oob)atomic_load_explicit(&st->orca_oob, memory_order_relaxed);
+	const struct mtd_lb_orca_state *o = orca_peek(st);
+
+	return o ? (enum mtd_lb_orca_oob)atomic_load_explicit(&o->oob, memory_order_relaxed) : MTD_LB_ORCA_OOB_OFF;
 }
 
 bool mtd_lb_orca_trailers_count(const struct mtd_lb_stats *st)

@@ -223,7 +223,6 @@ void mtd_lb_stats_fini(struct mtd_lb_stats *st)
 		mtd_lazy_free(&l->orca);
 		mtd_lazy_free(&st->live);
 	}
-	atomic_store_explicit(&st->orca_oob, 0, memory_order_relaxed);
 }
 
 /* Out of memory at the first pick: the call is not counted (its end may

@@ -69,9 +69,9 @@ struct mtd_ep_pools {
 
 /* One endpoint identity (lib/discovery/discovery-t.h): one allocation, the
  * struct then its address (addr[]), made by mtd_endpoint_new (endpoint.c).
- * 80 bytes and the address: an IPv4 one of up to 24 bytes of text (NUL
- * included: "10.244.12.34:8080" and any other ip:port but the longest
- * ones) fits glibc's 128-byte chunk. */
+ * 64 bytes and the address: an IPv4 one of up to 24 bytes of text (NUL
+ * included: "10.244.123.234:18080", any ip:port with a port of up to 5
+ * digits) fits glibc's 112-byte chunk (104 usable). */
 struct mtd_endpoint {
 	struct mtd_ref ref;
 	/* Active health checks (health.c) found it unhealthy; control thread
@@ -97,11 +97,26 @@ struct mtd_endpoint {
 	 * services the runtime changed); never cleared (an identity that left
 	 * never comes back: a snapshot reuses only its predecessor's). */
 	_Atomic uint64_t gone_gen;
-	/* When it last came back (active checks SERVING again, or its
-	 * ejection ended), 0 = never: its warmup restarts from then
-	 * (mtd_control_rewarm). Control thread. */
-	int64_t returned_ms;
-	struct mtd_mbox_link reclaim; /* in the control thread's reclaim_eps */
+	/* One word for two lives that do not meet:
+	 * - returned_ms: when it last came back (active checks SERVING
+	 *   again, or its ejection ended), 0 = never: its warmup restarts
+	 *   from then. Control thread, and only while it holds a reference:
+	 *   mtd_control_rewarm writes it for endpoints of the current
+	 *   runtime's service (the tick's) or of a health check's target
+	 *   (health.c, a reference held); the builder (runtime.c) reads it
+	 *   of the endpoints of the snapshot it builds or of its predecessor,
+	 *   which hold theirs.
+	 * - reclaim: its link in the control thread's reclaim_eps, written
+	 *   by mtd_mbox_post on the thread that dropped the last reference
+	 *   (mtd_endpoint_unref), then read by the control thread's reclaim,
+	 *   which frees the endpoint. No reference is left by then, so no
+	 *   one reads or writes returned_ms again.
+	 * (8 B: with ORCA's out-of-band state out of struct mtd_lb_stats,
+	 * the struct is 64 B, test_endpoint.) */
+	union {
+		int64_t returned_ms;
+		struct mtd_mbox_link reclaim;
+	};
 	/* Made by the first pool any worker makes for it (pool.c; core/lazy.h:
 	 * compare-and-swap), NULL until then: most endpoints a sidecar knows
 	 * are never called. Freed with the endpoint. */

@@ -86,17 +86,35 @@ static struct series *find(const char *service, const char *method, const char *
 	return find_keyed(key_of(hash_str(HASH_START, service), method, name), service, method, name);
 }
 
-/* The series of (service, method, name), made on first sight within the
- * caps; NULL beyond them or out of memory (then simply not plotted).
- * service_hash: hash_str(HASH_START, service). */
-static struct series *get(uint64_t service_hash, const char *service, const char *method, const char *name)
+/* The previous tick's time when every endpoint and group it found
+ * without a series had figures of zero (none was refused one for the
+ * caps or memory), else 0: a series made now starts from zeroes then. */
+static int64_t zero_ms;
+static bool refused; /* this tick refused a series with figures */
+
+static bool all_zero(const struct figs *f)
+{
+	return f->picks == 0 && f->ok == 0 && f->failed == 0;
+}
+
+/* The series of (service, method, name), made at its first figures that
+ * are not all zero (a first call: an endpoint or group never called
+ * costs nothing here, the common case of a mesh's thousands of idle
+ * endpoints; they read as no points), within the caps; NULL before that,
+ * beyond the caps or out of memory (then simply not plotted). A series
+ * made so starts from zeroes at the previous tick, so its first point
+ * holds the first calls. service_hash: hash_str(HASH_START, service). */
+static struct series *get(uint64_t service_hash, const char *service, const char *method, const char *name,
+                          const struct figs *f)
 {
 	uint64_t key = key_of(service_hash, method, name);
 	struct series *s = find_keyed(key, service, method, name);
-	if (s)
+	if (s || all_zero(f))
 		return s;
-	if (method ? n_group >= MTD_HISTORY_MAX_GROUP : n_endpoint >= MTD_HISTORY_MAX_ENDPOINT)
+	if (method ? n_group >= MTD_HISTORY_MAX_GROUP : n_endpoint >= MTD_HISTORY_MAX_ENDPOINT) {
+		refused = true;
 		return NULL;
+	}
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->service = strdup(service)) || !(s->name = strdup(name)) ||
 	    (method && !(s->method = strdup(method)))) {
@@ -105,8 +123,10 @@ static struct series *get(uint64_t service_hash, const char *service, const char
 			free(s->name);
 		}
 		free(s);
+		refused = true;
 		return NULL;
 	}
+	s->last_ms = zero_ms; /* s->last: zeroes */
 	if (method)
 		n_group++;
 	else
@@ -186,16 +206,15 @@ static void tick_groups(const struct mtd_rt_service *s, uint64_t service_hash, c
 	if (!l || !sp || !sp->metadata_key)
 		return;
 	for (size_t k = 0; mtd_lb_layer_split_group(l, k, &g); k++) {
-		struct series *se = get(service_hash, s->cfg->local->name, method, g.value);
-		if (!se)
-			continue;
 		struct figs f = {0};
 		for (size_t i = 0; i < s->n_eps; i++) {
 			const char *v = meta_of(s, i, sp->metadata_key);
 			if (v && strcmp(v, g.value) == 0)
 				add_stats(&f, &s->eps[i]->stats);
 		}
-		sample(se, &f, now_ms);
+		struct series *se = get(service_hash, s->cfg->local->name, method, g.value, &f);
+		if (se)
+			sample(se, &f, now_ms);
 	}
 }
 
@@ -203,16 +222,16 @@ void mtd_history_tick(const struct mtd_runtime *rt, int64_t now_ms)
 {
 	if (!rt)
 		return;
+	refused = false;
 	for (size_t si = 0; si < rt->cfg->n_services; si++) {
 		const struct mtd_rt_service *s = rt->services[si];
 		uint64_t h = hash_str(HASH_START, s->cfg->local->name);
 		for (size_t i = 0; i < s->n_eps; i++) {
-			struct series *se = get(h, s->cfg->local->name, NULL, mtd_endpoint_text(s->eps[i]));
-			if (!se)
-				continue;
 			struct figs f = {0};
 			add_stats(&f, &s->eps[i]->stats);
-			sample(se, &f, now_ms);
+			struct series *se = get(h, s->cfg->local->name, NULL, mtd_endpoint_text(s->eps[i]), &f);
+			if (se)
+				sample(se, &f, now_ms);
 		}
 		/* A group's figures are its endpoints' (every method's calls):
 		 * one series for the service's split, one per method with a
@@ -223,6 +242,7 @@ void mtd_history_tick(const struct mtd_runtime *rt, int64_t now_ms)
 				tick_groups(s, h, s->cfg->methods[m].name, s->methods[m].layer,
 				            s->cfg->methods[m].split, now_ms);
 	}
+	zero_ms = refused ? 0 : now_ms;
 	/* Forget what left the config long ago. */
 	for (struct series **pp = &all; *pp;) {
 		struct series *s = *pp;
@@ -332,4 +352,5 @@ void mtd_history_fini(void)
 	}
 	memset(bucket, 0, sizeof(bucket));
 	n_endpoint = n_group = 0;
+	zero_ms = 0;
 }

@@ -3,8 +3,11 @@
  * per endpoint and per split group, sampled once a second on the control
  * thread from the figures the admin already reads (the endpoints'
  * mtd_lb_stats, their latency histogram included; a split group is the
- * sum of the endpoints whose metadata carries its value). Nothing on the
- * call path. Control thread only. */
+ * sum of the endpoints whose metadata carries its value). A series is
+ * made at its first call (the first sample whose figures are not all
+ * zero), within the caps: an endpoint or group never called has none and
+ * no points (a mesh's thousands of idle endpoints cost nothing here).
+ * Nothing on the call path. Control thread only. */
 #ifndef MTD_HISTORY_H
 #define MTD_HISTORY_H
 
@@ -26,7 +29,8 @@ void mtd_history_tick(const struct mtd_runtime *rt, int64_t now_ms);
  * [[t_ms, calls_s, error_ratio, p99_s], ...]}], "groups": [{"service",
  * "method", "group", "weight", "current_weight", "cut_at", "points"}]}, the
  * series of rt's endpoints and split groups in its order, with the points
- * after since_ms (0: all five minutes). */
+ * after since_ms (0: all five minutes); "points" is empty for one never
+ * called. */
 void mtd_history_json(struct mtd_json *j, const struct mtd_runtime *rt, int64_t since_ms, int64_t now_ms);
 
 /* Free every series (after the admin stopped). */

@@ -219,9 +219,11 @@ START_TEST(blackout_and_expiration)
 END_TEST
 
 /* An endpoint without reports (most: a sidecar knows thousands and calls
- * few) has no report state: it reads as none, its out-of-band state is
- * kept apart, and a tick's 0 makes none; its first report or a weight
- * does. */
+ * few) has no report state: it reads as none and as no out-of-band
+ * stream (OFF), and a tick's 0 or an OFF makes none; its first report, a
+ * weight or an out-of-band stream wanted does (the state holds the
+ * stream's state: struct mtd_lb_stats, in every endpoint, is one
+ * pointer). */
 START_TEST(no_state_until_a_report)
 {
 	static struct mtd_lb_stats st;
@@ -229,9 +231,14 @@ START_TEST(no_state_until_a_report)
 	struct mtd_lb_orca_view v;
 
 	memset(&st, 0, sizeof(st));
-	mtd_lb_orca_set_oob(&st, MTD_LB_ORCA_OOB_WAITING);
+	mtd_lb_orca_set_oob(&st, MTD_LB_ORCA_OOB_OFF);
 	mtd_lb__orca_set_used(&st, 0.0);
 	ck_assert_ptr_null(t_orca(&st));
+	ck_assert_int_eq(mtd_lb_orca_oob_state(&st), MTD_LB_ORCA_OOB_OFF);
+	ck_assert(mtd_lb_orca_trailers_count(&st));
+	ck_assert_uint_eq(sizeof(st), sizeof(void *));
+	mtd_lb_orca_set_oob(&st, MTD_LB_ORCA_OOB_WAITING);
+	ck_assert_ptr_nonnull(t_orca(&st));
 	ck_assert(mtd_lb_orca_weight_at(&st, &c, 1000) == 0.0);
 	mtd_lb_orca_view(&st, &v);
 	ck_assert(v.reports == 0 && v.invalid == 0 && v.weight == 0 && v.cpu == 0 && v.utilization == 0);
