@@ -13,6 +13,9 @@ what an endpoint costs alone; over N, with the first K, a cluster.
 The endpoints are 127.x.y.z:9 (11-15 bytes of text); POD=1 makes them
 pod addresses as a mesh's control plane sends them, 10.244-246.x.y:8080
 (16-19 bytes: what an endpoint's allocation holds depends on it).
+Each size is measured twice: 3 s after the assignments were applied, and
+settled, SETTLE_S later, once the control thread has handed malloc's free
+pages back (what the node pays from then on).
 A measurement, not a test; MAITRED_BIN picks the binary (a build without
 sanitizers), as for measure.py. HEAPPROF=1 also runs maitred under
 heapprof.c (built here with cc) and prints, per cluster, the live malloc
@@ -31,6 +34,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import measure  # noqa: E402
 from measure import (CDS, EDS, Maitred, Server, cla, fake_address, mesh_clusters, mesh_names,  # noqa: E402
                      private_kib, wait_for)
+
+
+SETTLE_S = 13  # past publish.c's HEAP_QUIET_MS (10 s) and its next tick
 
 
 def heapprof_env(tmp, k):
@@ -93,7 +99,7 @@ def one(tmp, n, k):
     m = Maitred(tmp, server.port, names, env=env)
     try:
         wait_for(lambda: any(e["type_url"] == CDS for e in server.new_log()), "maitred's CDS request")
-        time.sleep(2)
+        time.sleep(SETTLE_S)  # the baseline settled too: a fair difference
         none = private_kib(m.pid)
         heap0 = heap_dump(env) if env else None
         v, _ = server.push("PUT", "cluster", mesh_clusters(names))
@@ -106,7 +112,12 @@ def one(tmp, n, k):
         full = private_kib(m.pid)
         if env:
             heap_report(heap0, heap_dump(env), n)
-        return none, full
+        # Settled: once no generation has changed for 10 s, the control
+        # thread hands malloc's free pages back (publish.c give_back_heap):
+        # the freed response buffers and the old generations' blocks.
+        time.sleep(SETTLE_S)
+        settled = private_kib(m.pid)
+        return none, full, settled
     finally:
         m.stop()
         server.stop()
@@ -119,16 +130,19 @@ def main():
     print("maitred %s, %d services on xDS, %s endpoints; load average %s"
           % (measure.BIN, n, "pod (10.244.x.y:8080)" if os.environ.get("POD") else "127.x.y.z:9",
              " ".join(open("/proc/loadavg").read().split()[:3])))
-    full = {}
+    full, settled = {}, {}
     for k in ks:
-        none, full[k] = one(tmp, n, k)
+        none, full[k], settled[k] = one(tmp, n, k)
         d = (full[k][0] - none[0]) * 1024
         print("%d x %d endpoints: private %d KiB (none: %d KiB; Anonymous %d, Rss %d): %.0f B per cluster of %d"
               % (n, k, full[k][0], none[0], full[k][1], full[k][2], d / n, k))
+        print("  settled (%d s later, malloc's free pages given back): private %d KiB: %.0f B per cluster of %d"
+              % (SETTLE_S, settled[k][0], (settled[k][0] - none[0]) * 1024 / n, k))
     for a, b in zip(ks, ks[1:]):
         if a != b:
-            print("per endpoint (%d vs %d a cluster): %.0f B"
-                  % (a, b, (full[a][0] - full[b][0]) * 1024 / (n * (a - b))))
+            print("per endpoint (%d vs %d a cluster): %.0f B; settled %.0f B"
+                  % (a, b, (full[a][0] - full[b][0]) * 1024 / (n * (a - b)),
+                     (settled[a][0] - settled[b][0]) * 1024 / (n * (a - b))))
     print("logs: %s" % tmp)
 
 
