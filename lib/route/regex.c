@@ -605,6 +605,11 @@ static int repeat(struct parser *ps, int *out, int depth)
 		if (ps->i < ps->len && ps->p[ps->i] == '?')
 			ps->i++; /* non-greedy: the same set of whole matches */
 		size_t s = ps->nodes[*out].size;
+		if (s == 0)
+			/* Something of no instruction matches only the empty
+			 * string, however repeated; emitted once per copy, nested
+			 * counts of it would cost 1000^depth emits for nothing. */
+			continue;
 		size_t size = max < 0 ? (min == 0 ? s + 2 : (size_t)min * s + 1)
 		                      : (size_t)min * s + (size_t)(max - min) * (s + 1);
 		int k = node_new(ps, N_REPEAT, size, at, &rc);

@@ -300,6 +300,26 @@ START_TEST(pathological_patterns_stay_linear)
 }
 END_TEST
 
+/* Counted repetitions of something of no instruction (an empty group)
+ * nested four deep: compiled by walking the tree once per copy, this
+ * took 1000^4 steps (the control thread hung on one RDS response);
+ * Check's timeout, not a clock, judges it. */
+START_TEST(nested_counts_of_nothing_compile_at_once)
+{
+	static const char *pats[] = {"((((){1000}){1000}){1000}){1000}", "((((?:){1000}){999,}){1000}){0,1000}x",
+	                             "(((((()()){1000}){1000}){1000}){1000}|a){100}"};
+	static const bool empty_matches[] = {true, false, true};
+
+	for (size_t i = 0; i < sizeof(pats) / sizeof(pats[0]); i++) {
+		struct mtd_regex *re = compile(pats[i]);
+		ck_assert_msg(mtd_regex_match(re, "", 0) == empty_matches[i], "%s", pats[i]);
+		ck_assert_msg(mtd_regex_match(re, "x", 1) == (i == 1), "%s", pats[i]);
+		ck_assert_msg(mtd_regex_match(re, "aaa", 3) == (i == 2), "%s", pats[i]);
+		mtd_regex_free(re);
+	}
+}
+END_TEST
+
 /* ---- a cross-check with glibc's regexec ---------------------------------- */
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
@@ -390,6 +410,7 @@ int main(void)
 	tcase_add_test(tc, refuses_with_reason);
 	tcase_add_test(tc, refuses_over_the_size_caps);
 	tcase_add_test(tc, pathological_patterns_stay_linear);
+	tcase_add_test(tc, nested_counts_of_nothing_compile_at_once);
 	tcase_add_test(tc, agrees_with_glibc);
 	tcase_add_test(tc, refusal_frees_a_half_built_tree);
 	tcase_set_timeout(tc, 60);
