@@ -20,7 +20,7 @@
 struct event;
 struct event_base;
 struct evdns_base;
-struct evdns_getaddrinfo_request;
+struct xds_lookup;
 struct mtd_control;
 struct mtd_gcli;
 struct mtd_gcli_call;
@@ -173,7 +173,7 @@ struct mtd_xds {
 	 * and the hosts file are read again. by_name false: an address. */
 	bool by_name;
 	struct evdns_base *dns;
-	struct evdns_getaddrinfo_request *lookup; /* pending, or NULL */
+	struct xds_lookup *lookup; /* pending (its callback's argument), or NULL */
 	char *lookup_why; /* the last lookup's failure (said once), NULL = none */
 	unsigned turn;    /* lookups so far: which of the name's addresses is next */
 	unsigned failures; /* streams in a row without a response */

@@ -252,22 +252,24 @@ static void connect_now(struct mtd_xds *x)
 	xds_send_request(x, T_RDS, NULL);
 }
 
+/* A lookup's callback argument: its client, or NULL once the client is
+ * freed (a reload, a stop): the callback then comes later (libevent
+ * defers it), when the client and its resolver are gone, and touches
+ * neither. Not cancelled instead: libevent's cancel defers work that
+ * reads the resolver, which the client frees at once. */
+struct xds_lookup {
+	struct mtd_xds *x;
+};
+
 /* The lookup's answer: the next of the name's addresses in turn (a
  * server that went takes the next one at the next retry), or, when the
  * name has none, the last address it had, the failure said once. */
-static void lookup_cb(int result, struct evutil_addrinfo *res, void *arg)
+static void lookup_done(struct mtd_xds *x, int result, struct evutil_addrinfo *res)
 {
-	struct mtd_xds *x = arg;
 	union mtd_sockaddr got[8];
 	size_t n = 0;
 	char was[MTD_ADDR_TEXT_SIZE], now[MTD_ADDR_TEXT_SIZE], why[256];
 
-	if (result == EVUTIL_EAI_CANCEL) { /* x is being freed */
-		if (res != NULL)
-			evutil_freeaddrinfo(res);
-		return;
-	}
-	x->lookup = NULL;
 	for (struct evutil_addrinfo *ai = res; ai != NULL && n < sizeof(got) / sizeof(got[0]); ai = ai->ai_next) {
 		if (ai->ai_family == AF_INET && ai->ai_addrlen >= sizeof(struct sockaddr_in)) {
 			memcpy(&got[n].in, ai->ai_addr, sizeof(got[n].in));
@@ -299,6 +301,21 @@ static void lookup_cb(int result, struct evutil_addrinfo *res, void *arg)
 	connect_now(x);
 }
 
+static void lookup_cb(int result, struct evutil_addrinfo *res, void *arg)
+{
+	struct xds_lookup *lk = arg;
+	struct mtd_xds *x = lk->x;
+
+	free(lk);
+	if (x == NULL) { /* its client was freed */
+		if (res != NULL)
+			evutil_freeaddrinfo(res);
+		return;
+	}
+	x->lookup = NULL;
+	lookup_done(x, result, res);
+}
+
 /* Looks the server's name up (resolv.conf and the hosts file read
  * again), then connects; an answer at once (the hosts file) connects
  * before this returns. */
@@ -309,14 +326,18 @@ static void look_up(struct mtd_xds *x)
 	if (x->dns != NULL)
 		evdns_base_free(x->dns, 0); /* the last lookup's, answered */
 	x->dns = evdns_base_new(x->base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	if (x->dns == NULL) {
-		lookup_cb(EVUTIL_EAI_MEMORY, NULL, x);
+	struct xds_lookup *lk = x->dns != NULL ? malloc(sizeof(*lk)) : NULL;
+	if (lk == NULL) {
+		lookup_done(x, EVUTIL_EAI_MEMORY, NULL);
 		return;
 	}
 	/* A resolver that does not answer delays a reconnect by 4 s at most. */
 	evdns_base_set_option(x->dns, "timeout:", "2");
 	evdns_base_set_option(x->dns, "attempts:", "2");
-	x->lookup = evdns_getaddrinfo(x->dns, x->server.host, NULL, &hints, lookup_cb, x);
+	lk->x = x;
+	x->lookup = lk;
+	/* Its callback always comes (at once when the hosts file answers). */
+	(void)evdns_getaddrinfo(x->dns, x->server.host, NULL, &hints, lookup_cb, lk);
 }
 
 static void retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -479,9 +500,9 @@ void mtd_xds_free(struct mtd_xds *x)
 		return;
 	mtd_gcli_free(x->conn);
 	if (x->lookup)
-		evdns_getaddrinfo_cancel(x->lookup); /* its callback returns at once */
-	if (x->dns)
-		evdns_base_free(x->dns, 0);
+		x->lookup->x = NULL;
+	if (x->dns) /* a pending lookup fails, its callback deferred */
+		evdns_base_free(x->dns, 1);
 	free(x->lookup_why);
 	if (x->retry)
 		event_free(x->retry);

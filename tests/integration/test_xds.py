@@ -724,6 +724,58 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    @unittest.skipUnless(can_bind_mount(), "needs root and mount namespaces (unshare --mount) for a private /etc/hosts")
+    def test_a_reload_while_the_servers_name_is_looked_up(self):
+        """The xds block changes (a reload) while the server's name is
+        being looked up (a resolver that never answers): the old client
+        and its resolver go at once, the lookup's late callback touches
+        neither, and the new client connects. Red under memcheck before
+        (MAITRED_WRAP: libevent's deferred cancel read the freed
+        resolver); maitred runs with its own /etc/hosts and resolv.conf."""
+        import socket
+        import subprocess
+        from harness import UNSHARE
+        a = self.start_upstream("a")
+        name = "xds.maitred.test"
+        hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.1 %s\n" % name)
+        silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a resolver that reads and never answers
+        self.addCleanup(silent.close)
+        silent.bind(("127.0.0.77", 53))
+        silent.settimeout(WAIT)
+        resolv = os.path.join(self.tmp, "resolv.conf")
+        with open(resolv, "w") as f:
+            f.write("nameserver 127.0.0.77\n")
+        wrap = [UNSHARE or "unshare", "--mount", "sh", "-c",
+                'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"',
+                hosts, resolv]
+        self.server.start()
+        port = self.server.port
+        self.serve([a])
+        cfg = self.xds_config(server="%s:%d" % (name, port))
+        m = self.start_maitred(cfg, wrap=wrap)
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        # The name leaves the hosts file and the server goes: the
+        # reconnect asks the resolver, which never answers.
+        self.hosts_file("127.0.0.1 localhost\n")
+        self.server.stop()
+        silent.recvfrom(512)  # the lookup is pending
+        # The name back (the reload resolves it at load), the xds block
+        # changed: the client with the pending lookup is freed.
+        self.hosts_file("127.0.0.1 localhost\n127.0.0.1 %s\n" % name)
+        cfg["xds"]["node_id"] = "maitred-2"
+        self.write_config(cfg, os.path.basename(m.config_path))
+        m.proc.signal(signal.SIGHUP)
+        wait_until(lambda: self.log_lines(m, r"xds: the xds block changed"), WAIT, "the reload")
+        self.server.start(same_port=True)
+        self.serve([a])
+        self.server.wait_for(lambda log: any(r.get("node_id") == "maitred-2" for r in log), WAIT,
+                             "the new client's stream")
+        self.wait_set(stub, "a", "a, through the new client")
+        self.assertEqual(self.log_lines(m, r"ERROR"), [], m.proc.output())
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_server_that_drops_each_connection_is_never_said_to_be_back(self):
         """A port that accepts each connection and closes it: maitred
         retries (the first retry within 1 s, then backing off), says that
