@@ -74,10 +74,16 @@ struct dns_src {
 	size_t n_names;
 	int pending; /* names not done this round */
 	bool stopping;
+	/* A stopped source's cancelled host-name lookups whose callbacks have
+	 * not come yet: the source and its resolver stay until the last one
+	 * (libevent defers a cancelled lookup's callback, and that work reads
+	 * the resolver). */
+	size_t cancelled;
 	struct mtd_mx_disc *mx; /* the admin's figures (metrics.h), or NULL */
 };
 
 static void round_start(struct dns_src *s);
+static void src_destroy(struct dns_src *s);
 
 static void arm(struct dns_src *s)
 {
@@ -246,6 +252,8 @@ static void gai_cb(int result, struct evutil_addrinfo *res, void *arg)
 	if (result == EVUTIL_EAI_CANCEL || s->stopping) {
 		if (res)
 			evutil_freeaddrinfo(res);
+		if (s->stopping && --s->cancelled == 0)
+			src_destroy(s); /* after this, libevent reads neither */
 		return;
 	}
 	if (result == 0) {
@@ -309,16 +317,25 @@ static void src_free(struct dns_src *s)
 	if (!s)
 		return;
 	s->stopping = true;
-	for (size_t i = 0; i < s->n_names; i++) {
-		struct dns_name *nm = &s->names[i];
-		if (nm->gai)
-			evdns_getaddrinfo_cancel(nm->gai);
-		nm->gai = NULL;
-	}
-	if (s->dns)
-		evdns_base_free(s->dns, 0); /* pending A/AAAA requests go without callbacks */
 	if (s->timer)
 		event_free(s->timer);
+	s->timer = NULL;
+	/* Each cancelled lookup's callback comes later (EVUTIL_EAI_CANCEL);
+	 * the last frees s. The +1: none of them frees it while this runs. */
+	s->cancelled = 1;
+	for (size_t i = 0; i < s->n_names; i++)
+		if (s->names[i].gai) {
+			s->cancelled++;
+			evdns_getaddrinfo_cancel(s->names[i].gai);
+		}
+	if (--s->cancelled == 0)
+		src_destroy(s);
+}
+
+static void src_destroy(struct dns_src *s)
+{
+	if (s->dns)
+		evdns_base_free(s->dns, 0); /* pending A/AAAA requests go without callbacks */
 	for (size_t i = 0; i < s->n_names; i++) {
 		free(s->names[i].good);
 		free(s->names[i].got);

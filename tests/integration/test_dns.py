@@ -211,6 +211,74 @@ class StaticHostname(MaitredTest):
         self.assertEqual(seen, {"u2": 10, "u3": 10}, "round robin over every address of the name")
         self.stop_maitred(m)
 
+    def test_a_reload_while_a_static_name_is_looked_up(self):
+        """A reload (every source stops and starts again) while the
+        resolver has not answered a static name's lookup: the stopped
+        source's lookup ends without touching it. The test's resolver
+        answers getaddrinfo at load (a name as written, lower case) and
+        not maitred's own resolver (evdns randomizes the case of a name)
+        until told to. Red before under ASan: the lookup's late callback
+        wrote its name's slot, freed with the source."""
+        import struct
+        import threading
+        up = self.start_upstream("u")
+        hosts = self.hosts_file("127.0.0.1 localhost\n")
+        dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.addCleanup(dns.close)
+        dns.bind(("127.0.0.79", 53))
+        dns.settimeout(0.2)
+        state = {"mute": True, "dropped": 0, "answered_evdns": 0, "stop": False}
+
+        def serve():
+            while not state["stop"]:
+                try:
+                    q, peer = dns.recvfrom(512)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    return
+                i, labels = 12, []
+                while i < len(q) and q[i]:
+                    labels.append(q[i + 1:i + 1 + q[i]])
+                    i += 1 + q[i]
+                qtype = struct.unpack("!H", q[i + 1:i + 3])[0]
+                name = b".".join(labels)
+                evdns = name != name.lower()
+                if evdns and state["mute"]:
+                    state["dropped"] += 1
+                    continue
+                question = q[12:i + 5]
+                an = qtype == 1 and name.lower() == NAME.encode()
+                r = q[:2] + struct.pack("!HHHHH", 0x8180, 1, 1 if an else 0, 0, 0) + question
+                if an:
+                    r += struct.pack("!HHHIH", 0xc00c, 1, 1, 60, 4) + socket.inet_aton("127.0.0.1")
+                dns.sendto(r, peer)
+                if evdns:
+                    state["answered_evdns"] += 1
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        self.addCleanup(t.join)
+        self.addCleanup(state.__setitem__, "stop", True)
+        resolv = os.path.join(self.tmp, "resolv.conf")
+        with open(resolv, "w") as f:
+            f.write("nameserver 127.0.0.79\n")
+        wrap = hosts_wrap(hosts)
+        wrap[4] = 'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"'
+        wrap.append(resolv)
+        svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
+               "endpoints": [{"address": "%s:%d" % (NAME, up.port)}]}
+        m = self.start_maitred(self.config([svc]), wrap=wrap)
+        wait_until(lambda: state["dropped"] > 0, CALL_LIMIT, "maitred's lookup of %s, unanswered" % NAME)
+        m.proc.signal(signal.SIGHUP)
+        wait_until(lambda: re.search(r"reload: .* applied", m.proc.output()), CALL_LIMIT, "the reload")
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "u")
+        # The new source's lookup answered (evdns asks again), so none is
+        # pending when maitred stops.
+        state["mute"] = False
+        wait_until(lambda: state["answered_evdns"] >= 2, CALL_LIMIT, "maitred's lookup answered")
+        self.assertEqual(self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "u")
+        self.stop_maitred(m)
+
     def test_a_static_name_keeps_its_endpoints_zone_and_metadata(self):
         """The resolver's set carries the config's zone and metadata, of
         the name's addresses and of the literal endpoints beside it: with
