@@ -362,6 +362,8 @@ static int class_byte(struct parser *ps, unsigned *c, uint8_t *set)
 
 	if (b == '\\') {
 		int rc = escape(ps, c, set);
+		if (rc == 0 && *c >= 0x80)
+			return fail(ps, at, "a non-ASCII character in a class (matching is by bytes)");
 		return rc < 0 ? rc : rc == 1 ? fail(ps, at, "a class escape inside a range") : 0;
 	}
 	if (b >= 0x80)
@@ -406,6 +408,8 @@ static int bracket(struct parser *ps, int *out)
 					return fail(ps, at, "a range from a class escape");
 				continue;
 			}
+			if (lo >= 0x80) /* RE2's \xE9 is U+00E9, two bytes in UTF-8 */
+				return fail(ps, at, "a non-ASCII character in a class (matching is by bytes)");
 		} else if ((rc = class_byte(ps, &lo, set)) < 0) {
 			return rc;
 		}
@@ -564,6 +568,13 @@ static int atom(struct parser *ps, int *out, int depth)
 			return rc;
 		bool is_class = rc == 1;
 		rc = 0;
+		if (!is_class && b >= 0x80) {
+			/* \x80-\xFF is a code point, as in RE2: its UTF-8 bytes */
+			int hi = node_byte(ps, 0xc0 | (b >> 6), at, &rc);
+			int lo = hi < 0 ? -1 : node_byte(ps, 0x80 | (b & 0x3f), at, &rc);
+			*out = lo < 0 ? -1 : node_pair(ps, N_CAT, hi, lo, at, &rc);
+			return rc;
+		}
 		*out = is_class ? node_class(ps, set, at, &rc) : node_byte(ps, b, at, &rc);
 		return rc;
 	}

@@ -9,7 +9,9 @@
  *
  * Supported: literals; `\` before a punctuation character (that
  * character); \d \D \w \W \s \S (RE2's: [0-9], [0-9A-Za-z_],
- * [\t\n\f\r ]) \t \n \r \f \v \a \xHH \x{HH}; `.` (any byte but \n);
+ * [\t\n\f\r ]) \t \n \r \f \v \a \xHH \x{HH} (80-FF: that code point, its
+ * two UTF-8 bytes, as RE2 reads it; refused in a class); `.` (any byte
+ * but \n);
  * bracket classes with ranges, negation, `]` first or `-` first or last
  * as themselves, the escapes above and [:alpha:]-style POSIX classes
  * ([:^alpha:] negated) inside; groups ( ), (?: ), (?P<name> ), (?<name> );

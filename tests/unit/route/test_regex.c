@@ -136,6 +136,12 @@ static const struct {
         {"..", "\xc3\xa9", true}, /* one byte each: é is two */
         {"\xc3\xa9+", "\xc3\xa9\xc3\xa9", true},
         {"\xc3\xa9+", "\xc3\xa9\xa9", false}, /* the character repeats, not its last byte */
+        /* \x80-\xFF is a code point (RE2's): its UTF-8 bytes, repeated whole */
+        {"caf\\xE9", "caf\xc3\xa9", true},
+        {"caf\\xE9", "caf\xe9", false},
+        {"\\x{ff}+", "\xc3\xbf\xc3\xbf", true},
+        {"\\x{ff}+", "\xc3\xbf\xbf", false},
+        {"\\x7f", "\x7f", true},
         /* groups */
         {"(?:ab)+", "abab", true},
         {"(?P<x>ab)+", "abab", true},
@@ -217,6 +223,9 @@ static const struct {
         {"[\\x01-\\x00]", "a reversed range \\x01-\\x00 at byte 1"},
         {"[\\x7f-\\x01]", "a reversed range \\x7F-\\x01 at byte 1"},
         {"[\xc3\xa9]", "a non-ASCII byte in a class (matching is by bytes) at byte 1"},
+        {"[\\xe9]", "a non-ASCII character in a class (matching is by bytes) at byte 1"},
+        {"[a-\\x{ff}]", "a non-ASCII character in a class (matching is by bytes) at byte 3"},
+        {"[\\x80-\\xff]", "a non-ASCII character in a class (matching is by bytes) at byte 1"},
         {"*a", "a repetition of nothing (*) at byte 0"},
         {"a|+", "a repetition of nothing (+) at byte 2"},
         {"(?)", "flags (?...) are not supported at byte 0"},
