@@ -23,7 +23,9 @@
  *
  * Matching is by bytes: `.`, \D, \W, \S and a negated class take one
  * byte, where RE2 takes one UTF-8 code point (so `^.$` matches "é" in
- * RE2 and not here, `^..$` the reverse). A multi-byte character written
+ * RE2 and not here, `^..$` the reverse). Where calls are matched the two
+ * agree: gRPC's :path and its ASCII metadata values are printable ASCII
+ * (PROTOCOL-HTTP2; -bin values are base64). A multi-byte character written
  * in the pattern is one atom (`é+` repeats it whole); inside a class it
  * is refused.
  *
