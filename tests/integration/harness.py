@@ -187,12 +187,17 @@ def can_bind_mount():
     return r.returncode == 0
 
 
-def hosts_wrap(hosts):
+def hosts_wrap(hosts, resolv=None):
     """A wrap (maitred_argv's) that runs the rest in its own mount
-    namespace whose /etc/hosts is the file `hosts` (util-linux's unshare;
-    the process keeps its PID through the execs). The file is bound, not
-    copied: rewritten in place, the process sees the new names."""
-    return [UNSHARE or "unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
+    namespace whose /etc/hosts is the file `hosts`, and /etc/resolv.conf
+    the file `resolv` when given (util-linux's unshare; the process keeps
+    its PID through the execs). The files are bound, not copied:
+    rewritten in place, the process sees the new names."""
+    if resolv is None:
+        return [UNSHARE or "unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
+    return [UNSHARE or "unshare", "--mount", "sh", "-c",
+            'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"',
+            hosts, resolv]
 
 
 def maitred_env(extra=None):

@@ -262,9 +262,7 @@ class StaticHostname(MaitredTest):
         resolv = os.path.join(self.tmp, "resolv.conf")
         with open(resolv, "w") as f:
             f.write("nameserver 127.0.0.79\n")
-        wrap = hosts_wrap(hosts)
-        wrap[4] = 'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"'
-        wrap.append(resolv)
+        wrap = hosts_wrap(hosts, resolv)
         svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
                "endpoints": [{"address": "%s:%d" % (NAME, up.port)}]}
         m = self.start_maitred(self.config([svc]), wrap=wrap)

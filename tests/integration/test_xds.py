@@ -733,8 +733,6 @@ class XdsTest(XdsBase):
         (MAITRED_WRAP: libevent's deferred cancel read the freed
         resolver); maitred runs with its own /etc/hosts and resolv.conf."""
         import socket
-        import subprocess
-        from harness import UNSHARE
         a = self.start_upstream("a")
         name = "xds.maitred.test"
         hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.1 %s\n" % name)
@@ -745,9 +743,7 @@ class XdsTest(XdsBase):
         resolv = os.path.join(self.tmp, "resolv.conf")
         with open(resolv, "w") as f:
             f.write("nameserver 127.0.0.77\n")
-        wrap = [UNSHARE or "unshare", "--mount", "sh", "-c",
-                'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"',
-                hosts, resolv]
+        wrap = hosts_wrap(hosts, resolv)
         self.server.start()
         port = self.server.port
         self.serve([a])
