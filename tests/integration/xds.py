@@ -67,6 +67,14 @@ class XdsServer:
         install_peers()
         argv = ["node", os.path.join(PEERS, "server.js"), "--host", self.host,
                 "--port", str(self.port if same_port else 0)]
+        if self._resources:
+            # A restarted server serves what was set before it went down,
+            # from its first stream on: a client reconnecting before a PUT
+            # would otherwise be sent an empty state of the world.
+            state = os.path.join(self.tmp, "xds-resources.json")
+            with open(state, "w") as f:
+                json.dump(self._resources, f)
+            argv += ["--resources", state]
         if self.tls:
             argv += ["--tls-cert", self.tls["cert"], "--tls-key", self.tls["key"]]
             if self.tls.get("ca"):
@@ -76,9 +84,6 @@ class XdsServer:
         line = self._readline(START_LIMIT)
         info = json.loads(line)
         self.port, self.control = info["ads_port"], info["control_port"]
-        # A restarted server serves what was set before it went down.
-        for kind, res in self._resources.items():
-            self._put(kind, res)
         return self
 
     def _readline(self, limit):

@@ -4,10 +4,14 @@
 // test sets, recording every DiscoveryRequest it receives (ACKs and NACKs
 // among them). Envoy's API protos come from @grpc/grpc-js-xds's deps/.
 //
-//   node server.js [--host A] [--port N] [--tls-cert F --tls-key F [--tls-ca F]]
+//   node server.js [--host A] [--port N] [--resources F]
+//                  [--tls-cert F --tls-key F [--tls-ca F]]
 //
 // prints one JSON line on stdout once it serves: {"ads_port":N,"control_port":M}
-// (--port 0 or none: any free port). The control port speaks HTTP/1.1 on
+// (--port 0 or none: any free port). --resources F: a JSON object
+// {kind: [resources]} served from the first stream on, as if PUT before
+// the ADS port opened (a restarted server never answers a client that
+// reconnects at once with an empty state of the world). The control port speaks HTTP/1.1 on
 // 127.0.0.1:
 //   PUT  /resources/<kind>   body: a JSON array of resources in proto3 JSON
 //                            with Envoy's field names (snake_case), kind one of
@@ -288,6 +292,13 @@ function main() {
     keepCase: true, longs: String, enums: String, defaults: true, oneofs: true, includeDirs,
   });
   const proto = grpc.loadPackageDefinition(def);
+  if (o.resources) {
+    const initial = JSON.parse(fs.readFileSync(o.resources, 'utf8'));
+    for (const kind of Object.keys(initial)) {
+      if (!KINDS[kind]) throw new Error('--resources: no such kind: ' + kind);
+      setResources(kind, initial[kind], false);
+    }
+  }
   const server = new grpc.Server();
   server.addService(proto.envoy.service.discovery.v3.AggregatedDiscoveryService.service, {
     StreamAggregatedResources: ads,
