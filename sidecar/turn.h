@@ -10,12 +10,48 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/clock.h"
 #include "core/timers.h"
 #include "sidecar/worker-t.h"
 
 struct mtd_runtime;
 struct mtd_rt_hold;
 struct mtd_conn;
+
+/* The turn's clock: mtd_now_ns's clock, read once per turn of the loop (at
+ * its first use after the loop woke) and the same for every callback of
+ * that turn, as libev's ev_now and HAProxy's and nginx's loop times are.
+ * What a call measures and stamps reads it: one clock read a turn
+ * instead of some eleven a call on each hop (a read costs 37 ns in a
+ * loop on the bench VM's kvm-clock, and orders the pipeline around it;
+ * bench/proxy/README.md "The turn's clock"). It is never later than
+ * mtd_now_ns and never earlier than the loop's wake-up, so it is behind
+ * the exact clock by at most the turn's own work so far. What must not be
+ * early or late by that reads mtd_now_ns: a timer's due time
+ * (mtd_worker_timer_arm: delay from the real now), which timers are due,
+ * a deadline's time left, the grpc-timeout forwarded. A worker's code
+ * outside its loop (a test's seam, mtd_worker_free) calls
+ * mtd_turn_forget where its own turn begins. */
+static inline int64_t mtd_turn_now_ns(struct mtd_worker *w)
+{
+	if (!w->turn_ns)
+		w->turn_ns = mtd_now_ns();
+	return w->turn_ns;
+}
+
+/* The same for the wall clock (mtd_wall_ms): a pick's now_ms (warmup). */
+static inline int64_t mtd_turn_wall_ms(struct mtd_worker *w)
+{
+	if (!w->turn_wall_ms)
+		w->turn_wall_ms = mtd_wall_ms();
+	return w->turn_wall_ms;
+}
+
+/* A new turn: both clocks are read again at their next use. */
+static inline void mtd_turn_forget(struct mtd_worker *w)
+{
+	w->turn_ns = w->turn_wall_ms = 0;
+}
 
 /* Schedule the end of the turn (worker_turn.h mtd_worker_end_turn: ready
  * calls started, dirty connections written once each, the dead freed, the

@@ -55,6 +55,11 @@ struct mtd_worker {
 	struct event listen_ev;
 	struct event flush_ev;        /* the end of the turn (mtd_worker_end_turn) */
 	bool flush_due;               /* flush_ev is active (mtd_worker_schedule_flush) */
+	/* The turn's clocks (turn.h mtd_turn_now_ns, mtd_turn_wall_ms): each
+	 * read at its first use in this turn of the loop, 0 until then;
+	 * worker_main sets them to 0 before each turn (mtd_turn_forget). */
+	int64_t turn_ns;
+	int64_t turn_wall_ms;
 	struct event housekeeping_ev; /* 1 s timer */
 	/* The timers of its calls and attempts (lib/core/timers.h), and the
 	 * one timerfd for the earliest (turn.c), read by timers_ev:

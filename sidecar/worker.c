@@ -300,7 +300,18 @@ static void *worker_main(void *arg)
 {
 	struct mtd_worker *w = arg;
 	MTD_DEBUG("worker %u: running", w->id);
-	event_base_dispatch(w->base);
+	/* One turn of the loop per pass (EVLOOP_ONCE: wait for events, run
+	 * their callbacks and those they made active, return), so that the
+	 * turn's clock (turn.h mtd_turn_now_ns) is read again after each
+	 * wait: it is never older than the turn. The loop ends as
+	 * event_base_dispatch's would, on event_base_loopexit (the bell's
+	 * STOP, a drain done) or an error. */
+	do {
+		mtd_turn_forget(w);
+		if (event_base_loop(w->base, EVLOOP_ONCE) != 0)
+			break;
+	} while (!event_base_got_exit(w->base) && !event_base_got_break(w->base));
+	mtd_turn_forget(w); /* mtd_worker_free's close_all reads them again */
 	/* The chunks this thread kept for reuse die with it (bufq.h). */
 	mtd_bufq_release_kept();
 	return NULL;

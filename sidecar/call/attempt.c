@@ -144,7 +144,7 @@ void mtd_attempt_lb_end(struct mtd_attempt *a, bool ok, bool neutral)
 	if (!a->lb_begun)
 		return;
 	a->lb_begun = false;
-	int64_t now = mtd_now_ns();
+	int64_t now = mtd_turn_now_ns(a->call->w);
 	int64_t until = a->first_ns ? a->first_ns : now;
 	struct mtd_lb_result res = {.ok = ok, .neutral = neutral, .latency_us = (until - a->start_ns) / 1000};
 	/* Only a policy that reads load reports pays for looking. */
@@ -219,7 +219,7 @@ void mtd_attempt_cancel(struct mtd_attempt *a)
 	disarm(a);
 	mtd_attempt_reset_stream(a);
 	if (a->lb_begun)
-		hedge_learn(a, false, (mtd_now_ns() - a->start_ns) / 1000); /* lost the race, if it did */
+		hedge_learn(a, false, (mtd_turn_now_ns(a->call->w) - a->start_ns) / 1000); /* lost the race, if it did */
 	mtd_attempt_lb_end(a, true, true);
 	if (a->call->cur == a)
 		a->call->cur = NULL;
@@ -294,7 +294,7 @@ void mtd_attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o
 	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
 	if (mode->on_failure && mode->on_failure(a, o, status, what, refused_before))
 		return;
-	int64_t now = mtd_now_ns();
+	int64_t now = mtd_turn_now_ns(call->w);
 	struct mtd_fault_call fc = {
 	        .retries_done = call->retries_done,
 	        .committed = call->committed,
@@ -463,7 +463,7 @@ void mtd_attempt_on_resp_headers(struct mtd_attempt *a, bool end_stream)
 		end_stream = true;
 	}
 	if (end_stream)
-		a->first_ns = mtd_now_ns();
+		a->first_ns = mtd_turn_now_ns(a->call->w);
 	disarm(a);
 	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
 	if (end_stream) {
@@ -548,7 +548,7 @@ void mtd_attempt_on_resp_data(struct mtd_attempt *a, const uint8_t *p, size_t n)
 		return;
 	}
 	if (!a->first_ns)
-		a->first_ns = mtd_now_ns();
+		a->first_ns = mtd_turn_now_ns(a->call->w);
 	mtd_relay_data(call, p, n);
 }
 
@@ -581,7 +581,7 @@ void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
 		return;
 	mtd_attempt_step(a, MTD_AEV_TRAILERS);
 	if (!a->first_ns)
-		a->first_ns = mtd_now_ns();
+		a->first_ns = mtd_turn_now_ns(a->call->w);
 	int st = mtd_attempt_status_of(&a->resp_trailers);
 	mtd_attempt_lb_end(a, st >= 0 && !status_blames(call, st), false);
 	mtd_relay_trailers(call, a);

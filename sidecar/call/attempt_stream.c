@@ -131,9 +131,11 @@ static int st_submit(struct mtd_up_stream *s, struct mtd_conn *c)
 			                                (tr.state == (const uint8_t *)tr.joined ? 0 : NGHTTP2_NV_FLAG_NO_COPY_VALUE)};
 	}
 	char tbuf[MTD_GRPC_TIMEOUT_BUFLEN], abuf[12];
-	int64_t now = mtd_now_ns();
-	int64_t left = call->deadline_ns ? call->deadline_ns - now : INT64_MAX;
 	int64_t per_try = call->fault->per_try_timeout_ms * 1000000;
+	/* The exact clock, not the turn's: the time left forwarded must not
+	 * be more than is left. Read only for a call with a bound. */
+	int64_t now = call->deadline_ns || per_try > 0 ? mtd_now_ns() : 0;
+	int64_t left = call->deadline_ns ? call->deadline_ns - now : INT64_MAX;
 	if (per_try > 0 && per_try - (now - a->start_ns) < left)
 		left = per_try - (now - a->start_ns); /* the attempt's own bound, from its pick */
 	if (left != INT64_MAX) {

@@ -547,8 +547,8 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 	struct mtd_lb_pick_ctx ctx = {
 	        .key = key,
 	        .key_len = key_len,
-	        .now_ms = mtd_wall_ms(),
-	        .now_ns = mtd_now_ns(),
+	        .now_ms = mtd_turn_wall_ms(call->w),
+	        .now_ns = mtd_turn_now_ns(call->w),
 	        .worker = call->w->id,
 	        .rng = &call->w->rng,
 	};
@@ -664,7 +664,7 @@ void mtd_call_relaunch(struct mtd_call *call, int idx)
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	mtd_call_launch(call, idx, p, false, mtd_now_ns());
+	mtd_call_launch(call, idx, p, false, mtd_turn_now_ns(call->w));
 	if (mtd_call_mode(call)->holds_answer)
 		call->cur = NULL;
 }
@@ -732,7 +732,7 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 			              svc->cfg->local->name);
 		return;
 	}
-	int64_t now = mtd_now_ns(), est_ms;
+	int64_t now = mtd_turn_now_ns(call->w), est_ms;
 	if (call->n_attempts > 0 && too_slow(call, svc->eps[idx], now, &est_ms)) {
 		/* No retry or hedge that cannot finish in time. A
 		 * hedge is not started (the forks racing go on); a retry is not,

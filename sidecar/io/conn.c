@@ -550,7 +550,7 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			mtd_conn_close(c);
 			return false;
 		}
-		c->last_read_ns = mtd_now_ns();
+		c->last_read_ns = mtd_turn_now_ns(c->w);
 		if (c->stalled_ns)
 			c->stalled_read += (size_t)n;
 		if (c->ops->prescan && c->ops->prescan(c, w->rbuf, (size_t)n) < 0)

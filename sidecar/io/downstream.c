@@ -110,7 +110,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 	if (c->n_streams >= c->max_streams)
 		return refuse_stream(ng, c, frame->hd.stream_id);
 	/* The stream's start (its owner reads it: a call's start time). */
-	c->last_active_ns = mtd_now_ns();
+	c->last_active_ns = mtd_turn_now_ns(c->w);
 	struct mtd_down_stream *ds = c->w->down_port->on_begin(c, frame->hd.stream_id);
 	if (!ds)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
@@ -248,7 +248,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
 	LIST_REMOVE(ds, link);
 	c->n_streams--;
-	c->last_active_ns = c->w->stream_end_ns = mtd_now_ns();
+	c->last_active_ns = c->w->stream_end_ns = mtd_turn_now_ns(c->w);
 	c->w->down_port->on_close(ds, error_code);
 	return 0;
 }

@@ -186,7 +186,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
 	LIST_REMOVE(s, conn_link);
 	c->n_streams--;
-	c->last_active_ns = mtd_now_ns();
+	c->last_active_ns = mtd_turn_now_ns(c->w);
 	s->conn = NULL;
 	s->ops->on_close(s, error_code, NULL);
 	/* A slot is free: give it to a waiting call. */
@@ -433,7 +433,7 @@ int mtd_up_open_stream(struct mtd_conn *c, struct mtd_up_stream *s, const nghttp
 		c->top_sid = sid;
 	LIST_INSERT_HEAD(&c->streams, s, conn_link);
 	c->n_streams++;
-	c->last_active_ns = mtd_now_ns();
+	c->last_active_ns = mtd_turn_now_ns(c->w);
 	mtd_conn_want_flush(c);
 	return 0;
 }

@@ -378,7 +378,7 @@ void mtd_metrics_call_end(struct mtd_call *call)
 		return;
 	struct mtd_mx_worker *mw = &mtd_mx_workers[call->w->id];
 	int code = mtd_metrics_call_code(call);
-	int64_t dur = mtd_now_ns() - call->start_ns;
+	int64_t dur = mtd_turn_now_ns(call->w) - call->start_ns;
 	struct mtd_mx_method *m = call->mx;
 	if (dur < 0)
 		dur = 0;

@@ -33,7 +33,9 @@
  *
  * FAKE (this file):
  *   - the clock: mtd_now_ns is wrapped (-Wl,--wrap=mtd_now_ns) and only
- *     moves when the test says (seam_advance_ms); mtd_wall_ms is real;
+ *     moves when the test says (seam_advance_ms, which starts a turn: the
+ *     turn's clock, turn.h mtd_turn_now_ns, is read again; not
+ *     seam_timers_mid_turn); mtd_wall_ms is real;
  *   - the transport (transport.c): each connection's bytes go to an
  *     in-memory buffer its peer session reads, and come back the same
  *     way; no TLS (its functions fail the test if reached). A connection's
@@ -1169,6 +1171,7 @@ void seam_run(struct seam *s)
 void seam_advance_ms(struct seam *s, int64_t ms)
 {
 	clock_ns += ms * 1000000;
+	mtd_turn_forget(s->w); /* a later turn: its clocks are read again */
 	seam_run(s);
 }
 

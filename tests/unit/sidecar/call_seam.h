@@ -129,7 +129,8 @@ void seam_timers_mid_turn(struct seam *s, int64_t ms);
 /* The clock (mtd_now_ns, wrapped). */
 int64_t seam_now_ns(void);
 /* Step the wall clock (mtd_wall_ms, wrapped: the real one plus every step
- * so far) by ms, back when negative; the monotonic clock does not move. */
+ * so far) by ms, back when negative; the monotonic clock does not move.
+ * The worker sees the step from its next turn on (seam_advance_ms). */
 void seam_step_wall_ms(int64_t ms);
 /* The control thread's once-a-second tick over the current snapshot
  * (mtd_runtime_tick: outlier ejection, split.guard, pickers). */
