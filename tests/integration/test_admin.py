@@ -156,6 +156,25 @@ class Metrics(AdminBase):
         self.assertIsNone(value(ss2, "maitred_calls_total", service="other.Svc", method="Call",
                                 grpc_code="UNIMPLEMENTED"))
 
+
+    @maitred_only
+    def test_a_calls_duration_spans_the_loops_waits(self):
+        """A call's duration is read on its worker's turn clock (turn.h
+        mtd_turn_now_ns: one read a turn of the loop, forgotten before the
+        loop waits again). Three calls the upstream answers 300 ms later
+        are in no bucket up to 0.25 s and add at least 0.9 s to the sum:
+        a reading kept across the wait would have made each one 0 s. Only
+        lower bounds: a slow machine cannot make them fail."""
+        m = self.start_admin(upstreams=[self.start_upstream("alpha")])
+        stub = self.echo(m)
+        for _ in range(3):
+            stub.Unary(pb.EchoRequest(delay_ms=300), timeout=CALL_LIMIT)
+        ss = self.metrics()
+        lab = dict(service=SVC, method="Unary")
+        self.assertEqual(value(ss, "maitred_call_duration_seconds_count", **lab), 3)
+        self.assertEqual(value(ss, "maitred_call_duration_seconds_bucket", le="0.25", **lab), 0)
+        self.assertGreaterEqual(value(ss, "maitred_call_duration_seconds_sum", **lab), 0.9)
+
     @maitred_only
     def test_scrapes_during_traffic_stay_consistent(self):
         """Traffic on two workers while /metrics and /clusters are read in a
