@@ -136,8 +136,11 @@ static int st_submit(struct mtd_up_stream *s, struct mtd_conn *c)
 	 * be more than is left. Read only for a call with a bound. */
 	int64_t now = call->deadline_ns || per_try > 0 ? mtd_now_ns() : 0;
 	int64_t left = call->deadline_ns ? call->deadline_ns - now : INT64_MAX;
-	if (per_try > 0 && per_try - (now - a->start_ns) < left)
-		left = per_try - (now - a->start_ns); /* the attempt's own bound, from its pick */
+	/* The attempt's own bound as its timer counts it (armed from the exact
+	 * clock at its pick, mtd_attempt_new), not per_try from a->start_ns:
+	 * that is the turn's clock, early by the turn's work before the pick. */
+	if (per_try > 0 && mtd_timer_armed(&a->timer) && a->timer.at_ns - now < left)
+		left = a->timer.at_ns - now;
 	if (left != INT64_MAX) {
 		/* PROTOCOL-HTTP2: forward the time remaining, not the original;
 		 * it shrinks with each attempt. Never indexed (RFC 7541 §6.2.3):

@@ -18,6 +18,7 @@
 
 #include "call_seam.h"
 #include "core/log.h"
+#include "grpc/grpc.h"
 #include "health/outlier.h"
 #include "lb/lb.h"
 #include "sidecar/call/call.h"
@@ -1246,6 +1247,48 @@ static void one_call(struct seam *s, unsigned *nth, const char *ok_ep)
 	seam_run(s);
 	ck_assert(cs->closed);
 }
+
+/* A turn that read the clock, then ran long (a snapshot swap, a burst
+ * of reads, a throttled CPU) before a retry's backoff ran out in it: the
+ * attempt it starts forwards its per-try bound as its own timer counts
+ * it, from when the attempt really began, not from the turn's start
+ * (turn.h: the turn's clock is behind by the turn's work so far). */
+START_TEST(a_retry_late_in_a_long_turn_forwards_its_whole_per_try_bound)
+{
+	struct seam *s = seam_new(
+	        config(EPS_AB, "mode: FAILOVER, retries: 2, per_try_timeout: 100ms, backoff: {base: 50ms, max: 50ms}"));
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	struct seam_ss *first = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(first);
+	/* A turn: the first try's bound (the retry within 50 ms), and another
+	 * call, whose start reads the turn's clock. */
+	seam_advance_ms(s, 101);
+	ck_assert_int_eq(first->rst, NGHTTP2_CANCEL);
+	struct seam_cs *other = unary(s, NULL, "other");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 2);
+	seam_respond(s, seam_stream(s, 1), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(other, "pong");
+	seam_timers_mid_turn(s, 61); /* the turn runs on 61 ms; the backoff ends in it */
+	seam_run(s);
+	struct seam_ss *retry = seam_stream(s, 2);
+	ck_assert_ptr_nonnull(retry);
+	ck_assert_int_eq(retry->prev_attempts, 1);
+	int64_t ns = 0;
+	ck_assert_int_eq(mtd_grpc_timeout_parse(retry->timeout, strlen(retry->timeout), &ns), 0);
+	/* Its timer gives it 100 ms from now: so does its upstream. */
+	ck_assert_int_ge(ns, 100 * (int64_t)1000000);
+	seam_advance_ms(s, 99);
+	ck_assert_int_eq(retry->rst, -1);
+	seam_respond(s, retry, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	ck_assert_uint_eq(seam_live_blocks(), 0);
+	seam_free(s);
+}
+END_TEST
 
 START_TEST(wall_clock_step_back_does_not_hold_an_ejection)
 {
@@ -2574,6 +2617,7 @@ static Suite *call_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("clocks");
+	tcase_add_test(tc, a_retry_late_in_a_long_turn_forwards_its_whole_per_try_bound);
 	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
 	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
