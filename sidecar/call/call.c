@@ -1113,9 +1113,12 @@ void mtd_call_start(struct mtd_call *call)
 			ns = xr.deadline_cap_ms * 1000000;
 		/* Far deadlines (beyond ~100 days) are as good as none. */
 		if (ns < (int64_t)100 * 86400 * 1000000000) {
-			call->deadline_ns = call->start_ns + ns;
-			if (mtd_worker_timer_arm(call->w, &call->deadline, on_deadline,
-			                         call->deadline_ns - mtd_now_ns()) < 0) {
+			/* From the exact clock, not the call's start (the turn's
+			 * clock, turn.h): a request read late in a long turn may
+			 * have been sent after the turn began, its app's deadline
+			 * counting from then. */
+			call->deadline_ns = mtd_now_ns() + ns;
+			if (mtd_worker_timer_arm(call->w, &call->deadline, on_deadline, ns) < 0) {
 				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 				return;
 			}

@@ -1290,6 +1290,37 @@ START_TEST(a_retry_late_in_a_long_turn_forwards_its_whole_per_try_bound)
 }
 END_TEST
 
+/* A request the worker reads late in a long turn (its bytes came while
+ * the worker was busy with the turn's earlier callbacks): its deadline
+ * counts from when it was read, as the app's own began before that, not
+ * from the turn's clock, which is as old as the turn (turn.h). */
+START_TEST(a_call_read_late_in_a_long_turn_keeps_its_whole_deadline)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct seam_cs *a = unary(s, NULL, "a"); /* its start reads the turn's clock */
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	seam_timers_mid_turn(s, 50); /* the turn runs on 50 ms */
+	struct seam_cs *b = unary(s, "20m", "b");
+	seam_run(s);
+	ck_assert_msg(!b->closed, "ended at once: %d %s", b->status, b->message);
+	struct seam_ss *sb = seam_stream(s, 1);
+	ck_assert_ptr_nonnull(sb);
+	expect_request(sb, "b");
+	int64_t ns = 0;
+	ck_assert_int_eq(mtd_grpc_timeout_parse(sb->timeout, strlen(sb->timeout), &ns), 0);
+	ck_assert_int_ge(ns, 20 * (int64_t)1000000);
+	seam_advance_ms(s, 19);
+	ck_assert(!b->closed);
+	seam_respond(s, sb, 0, "pong", 4);
+	seam_respond(s, seam_stream(s, 0), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(b, "pong");
+	expect_ok(a, "pong");
+	seam_free(s);
+}
+END_TEST
+
 START_TEST(wall_clock_step_back_does_not_hold_an_ejection)
 {
 	char yaml[2048];
@@ -2618,6 +2649,7 @@ static Suite *call_suite(void)
 
 	tc = tcase_create("clocks");
 	tcase_add_test(tc, a_retry_late_in_a_long_turn_forwards_its_whole_per_try_bound);
+	tcase_add_test(tc, a_call_read_late_in_a_long_turn_keeps_its_whole_deadline);
 	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
 	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
