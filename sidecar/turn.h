@@ -30,7 +30,8 @@ struct mtd_conn;
  * early or late by that reads mtd_now_ns: a timer's due time
  * (mtd_worker_timer_arm: delay from the real now), which timers are due,
  * a call's deadline (the real now plus its grpc-timeout), a deadline's
- * time left, the grpc-timeout forwarded. A worker's code
+ * time left, the grpc-timeout forwarded, a rate limit's take (a bucket
+ * every worker shares). A worker's code
  * outside its loop (a test's seam, mtd_worker_free) calls
  * mtd_turn_forget where its own turn begins. */
 static inline int64_t mtd_turn_now_ns(struct mtd_worker *w)

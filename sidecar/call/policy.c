@@ -13,6 +13,7 @@
  * The mirror copy, sent once the request is complete, is mirror.c's. */
 #include "config.h"
 
+#include "core/clock.h"
 #include "discovery/discovery.h"
 #include "lb/lb.h"
 #include "limit/limit.h"
@@ -110,7 +111,10 @@ bool mtd_policy_admit(struct mtd_call *call)
 {
 	/* The method's own bucket, else the service's. */
 	struct mtd_rt_bucket *lim = call->method && call->method->limit ? call->method->limit : call->svc->limit;
-	if (lim && !mtd_limit_take(&lim->b, call->start_ns)) {
+	/* At the exact clock, not the call's start (the turn's clock,
+	 * turn.h): the bucket is every worker's, and refuses a time behind
+	 * another worker's last take as a straggler's (limit.h). */
+	if (lim && !mtd_limit_take(&lim->b, mtd_now_ns())) {
 		mtd_metrics_policy(call, MTD_MX_RATE_LIMITED);
 		if (lim == call->svc->limit)
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED,

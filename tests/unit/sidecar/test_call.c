@@ -21,6 +21,7 @@
 #include "grpc/grpc.h"
 #include "health/outlier.h"
 #include "lb/lb.h"
+#include "limit/limit.h"
 #include "sidecar/call/call.h"
 #include "sidecar/call/mirror.h"
 #include "sidecar/call/park.h"
@@ -1317,6 +1318,41 @@ START_TEST(a_call_read_late_in_a_long_turn_keeps_its_whole_deadline)
 	seam_run(s);
 	expect_ok(b, "pong");
 	expect_ok(a, "pong");
+	seam_free(s);
+}
+END_TEST
+
+/* The service's rate limit is one bucket for every worker. A request read
+ * late in a long turn takes from it at the time it was read: another
+ * worker's takes meanwhile moved the bucket past the turn's clock
+ * (turn.h), which the bucket refuses as a straggler's (limit.h), though
+ * tokens are left. */
+START_TEST(a_call_read_late_in_a_long_turn_takes_a_token_left_in_a_shared_rate_limit)
+{
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "    rate_limit: {calls_per_second: 1000, burst: 10}\n");
+	seam_advance_ms(s, 100); /* a full bucket: 10 tokens */
+	struct seam_cs *a = unary(s, NULL, "a"); /* its start reads the turn's clock */
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, EP_A), 1);
+	seam_timers_mid_turn(s, 5); /* the turn runs on 5 ms */
+	/* Another worker, on its own clock, takes 7 of the 9 left (and the 5
+	 * that came in 5 ms fill only to the burst): 3 are left. */
+	struct mtd_limit_bucket *b = &seam_worker(s)->rt->services[0]->limit->b;
+	for (int i = 0; i < 7; i++)
+		ck_assert(mtd_limit_take(b, seam_now_ns()));
+	ck_assert_uint_eq(mtd_limit_tokens(b, seam_now_ns()), 3);
+	struct seam_cs *c = unary(s, NULL, "c");
+	seam_run(s);
+	ck_assert_msg(!c->closed, "refused: %d %s", c->status, c->message);
+	ck_assert_uint_eq(seam_streams(s, EP_A), 2);
+	for (unsigned i = 0; i < 2; i++)
+		seam_respond(s, seam_stream(s, i), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(a, "pong");
+	expect_ok(c, "pong");
 	seam_free(s);
 }
 END_TEST
@@ -2650,6 +2686,7 @@ static Suite *call_suite(void)
 	tc = tcase_create("clocks");
 	tcase_add_test(tc, a_retry_late_in_a_long_turn_forwards_its_whole_per_try_bound);
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_keeps_its_whole_deadline);
+	tcase_add_test(tc, a_call_read_late_in_a_long_turn_takes_a_token_left_in_a_shared_rate_limit);
 	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
 	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
