@@ -31,7 +31,7 @@ struct mtd_conn;
  * (mtd_worker_timer_arm: delay from the real now), which timers are due,
  * a call's deadline (the real now plus its grpc-timeout), a deadline's
  * time left, the grpc-timeout forwarded, a rate limit's take (a bucket
- * every worker shares). A worker's code
+ * every worker shares), a failed attempt's fault decision. A worker's code
  * outside its loop (a test's seam, mtd_worker_free) calls
  * mtd_turn_forget where its own turn begins. */
 static inline int64_t mtd_turn_now_ns(struct mtd_worker *w)

@@ -294,7 +294,10 @@ void mtd_attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o
 	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
 	if (mode->on_failure && mode->on_failure(a, o, status, what, refused_before))
 		return;
-	int64_t now = mtd_turn_now_ns(call->w);
+	/* The exact clock, not the turn's (turn.h): whether a retry can start
+	 * before the deadline must not be judged as long before as the turn
+	 * began. A failure's path, not every call's: the read costs nothing. */
+	int64_t now = mtd_now_ns();
 	struct mtd_fault_call fc = {
 	        .retries_done = call->retries_done,
 	        .committed = call->committed,

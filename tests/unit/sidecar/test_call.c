@@ -1357,6 +1357,37 @@ START_TEST(a_call_read_late_in_a_long_turn_takes_a_token_left_in_a_shared_rate_l
 }
 END_TEST
 
+/* An attempt that fails late in a long turn, near its call's deadline: no
+ * retry whose backoff ends past the deadline (lib/fault policy.c), judged
+ * at the time of the failure, not at the turn's clock (turn.h), which is
+ * as old as the turn. The call ends with the attempt's failure, not with
+ * a DEADLINE_EXCEEDED after a retry that could not start. */
+START_TEST(an_attempt_failing_late_in_a_long_turn_near_the_deadline_is_not_retried_past_it)
+{
+	struct seam *s = seam_new(
+	        config(EPS_AB, "mode: FAILOVER, retries: 2, backoff: {base: 50ms, max: 50ms}"));
+	struct seam_cs *cs = unary(s, "100m", "ping");
+	seam_run(s);
+	struct seam_ss *first = seam_stream(s, 0);
+	ck_assert_ptr_nonnull(first);
+	seam_advance_ms(s, 48); /* a new turn: another call's start reads its clock */
+	struct seam_cs *other = unary(s, NULL, "other");
+	seam_run(s);
+	seam_respond(s, seam_stream(s, 1), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(other, "pong");
+	seam_timers_mid_turn(s, 51); /* the turn runs on: 1 ms of the deadline left */
+	seam_reset(s, first, NGHTTP2_INTERNAL_ERROR);
+	seam_run(s);
+	/* A backoff (up to 50 ms) cannot end within 1 ms but by luck: the
+	 * attempt's failure is the call's. */
+	ck_assert_msg(cs->closed, "a retry waits past the deadline");
+	ck_assert_int_ne(cs->status, 4);
+	ck_assert_uint_eq(seam_streams(s, NULL), 2);
+	seam_free(s);
+}
+END_TEST
+
 START_TEST(wall_clock_step_back_does_not_hold_an_ejection)
 {
 	char yaml[2048];
@@ -2687,6 +2718,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_retry_late_in_a_long_turn_forwards_its_whole_per_try_bound);
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_keeps_its_whole_deadline);
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_takes_a_token_left_in_a_shared_rate_limit);
+	tcase_add_test(tc, an_attempt_failing_late_in_a_long_turn_near_the_deadline_is_not_retried_past_it);
 	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
 	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
