@@ -1388,6 +1388,47 @@ START_TEST(an_attempt_failing_late_in_a_long_turn_near_the_deadline_is_not_retri
 }
 END_TEST
 
+/* A retry due late in a long turn, near its call's deadline: "no retry
+ * that cannot finish in time" (call.c too_slow) weighs the endpoints'
+ * answers against the time left now, not at the turn's clock (turn.h),
+ * which is as old as the turn. */
+START_TEST(a_retry_due_late_in_a_long_turn_is_weighed_against_the_time_left_now)
+{
+	struct seam *s = seam_new(config(EPS_AB, "mode: FAILOVER, retries: 2, backoff: {base: 1ms, max: 1ms}"));
+	/* Both endpoints answer in 30 ms (their windows: 5 answers or more). */
+	unsigned n = 0;
+	for (; n < 16; n++) {
+		struct seam_cs *w = unary(s, NULL, "warm");
+		seam_run(s);
+		seam_advance_ms(s, 30);
+		seam_respond(s, seam_stream(s, n), 0, "pong", 4);
+		seam_run(s);
+		expect_ok(w, "pong");
+	}
+	struct seam_cs *cs = unary(s, "100m", "ping");
+	seam_run(s);
+	struct seam_ss *first = seam_stream(s, n++);
+	ck_assert_ptr_nonnull(first);
+	seam_advance_ms(s, 30); /* a new turn: another call's start reads its clock */
+	struct seam_cs *other = unary(s, NULL, "other");
+	seam_run(s);
+	seam_respond(s, seam_stream(s, n++), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(other, "pong");
+	seam_timers_mid_turn(s, 50); /* the turn runs on: 20 ms of the deadline left */
+	seam_reset(s, first, NGHTTP2_INTERNAL_ERROR);
+	seam_run(s);
+	ck_assert(!cs->closed); /* a retry, after its backoff */
+	seam_timers_mid_turn(s, 1); /* the backoff ends in the same turn */
+	seam_run(s);
+	/* 19 ms left; both answer in 30: no retry. */
+	ck_assert_msg(cs->closed, "a retry started");
+	ck_assert_ptr_nonnull(strstr(cs->message, "no retry"));
+	ck_assert_uint_eq(seam_streams(s, NULL), n);
+	seam_free(s);
+}
+END_TEST
+
 START_TEST(wall_clock_step_back_does_not_hold_an_ejection)
 {
 	char yaml[2048];
@@ -2719,6 +2760,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_keeps_its_whole_deadline);
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_takes_a_token_left_in_a_shared_rate_limit);
 	tcase_add_test(tc, an_attempt_failing_late_in_a_long_turn_near_the_deadline_is_not_retried_past_it);
+	tcase_add_test(tc, a_retry_due_late_in_a_long_turn_is_weighed_against_the_time_left_now);
 	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
 	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
