@@ -26,14 +26,20 @@ struct mtd_conn;
  * loop on the bench VM's kvm-clock, and orders the pipeline around it;
  * bench/proxy/README.md "The turn's clock"). It is never later than
  * mtd_now_ns and never earlier than the loop's wake-up, so it is behind
- * the exact clock by at most the turn's own work so far. What must not be
+ * the exact clock by at most the turn's own work so far: besides the
+ * events the wait returned, one event_base_loop(EVLOOP_ONCE) runs those
+ * their callbacks make active (a flush asked for during
+ * mtd_worker_end_turn, a TLS read-ahead's "next turn", conn.c), and
+ * whatever blocks in them (an access-log write). What must not be
  * early or late by that reads mtd_now_ns: a timer's due time
  * (mtd_worker_timer_arm: delay from the real now), which timers are due,
  * a call's deadline (the real now plus its grpc-timeout), a deadline's
  * time left, the grpc-timeout forwarded, a rate limit's take (a bucket
- * every worker shares), a failed attempt's fault decision. A worker's code
- * outside its loop (a test's seam, mtd_worker_free) calls
- * mtd_turn_forget where its own turn begins. */
+ * every worker shares), a failed attempt's fault decision. Outside the
+ * loop: worker_main forgets the turn after it (mtd_worker_free's
+ * close_all reads the clock again); test_call's seam forgets it when its
+ * clock moves (seam_advance_ms); test_pool's and test_transport's
+ * fixtures never do (their turn's clock stays at its first reading). */
 static inline int64_t mtd_turn_now_ns(struct mtd_worker *w)
 {
 	if (!w->turn_ns)
