@@ -120,8 +120,9 @@ bool mtd_call_park_for_routes(struct mtd_call *call)
 		/* A malformed or spent timeout fails as the call starts. */
 		if (mtd_grpc_timeout_parse((const char *)tmo->value, tmo->valuelen, &ns) < 0 || ns <= 0)
 			return false;
-		if (ns < (int64_t)100 * 86400 * 1000000000 && call->start_ns + ns < until)
-			until = call->deadline_ns = call->start_ns + ns;
+		/* From now, as call.c's: its start is the turn's clock (turn.h). */
+		if (ns < (int64_t)100 * 86400 * 1000000000 && now + ns < until)
+			until = call->deadline_ns = now + ns;
 	}
 	if (w->draining) {
 		mtd_call_fail(call, MTD_GRPC_UNAVAILABLE,

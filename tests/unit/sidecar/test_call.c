@@ -1429,6 +1429,39 @@ START_TEST(a_retry_due_late_in_a_long_turn_is_weighed_against_the_time_left_now)
 }
 END_TEST
 
+/* A call read late in a long turn that waits for a control plane's
+ * routes: the wait its deadline bounds counts from when it was read, not
+ * from the turn's clock (turn.h), as its deadline does once routed. */
+START_TEST(a_call_read_late_in_a_long_turn_waits_for_routes_its_whole_deadline)
+{
+	struct seam *s = seam_new("xds: {server: \"127.0.0.1:9\", listener: lis, initial_wait: 2s}\n"
+	                          "services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_A "]\n"
+	                          "  - name: \"other.Other\"\n"
+	                          "    discovery: {dns: {name: a.example, port: 50051}}\n");
+	struct mtd_worker *w = seam_worker(s);
+	struct seam_cs *a = seam_call(s, PATH, NULL, NULL, 0, false); /* its start reads the turn's clock */
+	seam_run(s);
+	ck_assert_uint_eq(w->n_parked, 1);
+	seam_timers_mid_turn(s, 50); /* the turn runs on 50 ms */
+	struct seam_cs *b = seam_call(s, PATH, "100m", NULL, 0, false);
+	seam_run(s);
+	ck_assert_uint_eq(w->n_parked, 2);
+	seam_advance_ms(s, 99);
+	ck_assert_msg(b->status == -1, "answered: %d %s", b->status, b->message);
+	ck_assert_uint_eq(w->n_parked, 2);
+	seam_advance_ms(s, 2);
+	ck_assert_int_eq(b->status, 4);
+	ck_assert_uint_eq(w->n_parked, 1);
+	seam_cancel(s, b);
+	seam_cancel(s, a);
+	seam_run(s);
+	ck_assert_uint_eq(w->n_parked, 0);
+	seam_free(s);
+}
+END_TEST
+
 START_TEST(wall_clock_step_back_does_not_hold_an_ejection)
 {
 	char yaml[2048];
@@ -2761,6 +2794,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_takes_a_token_left_in_a_shared_rate_limit);
 	tcase_add_test(tc, an_attempt_failing_late_in_a_long_turn_near_the_deadline_is_not_retried_past_it);
 	tcase_add_test(tc, a_retry_due_late_in_a_long_turn_is_weighed_against_the_time_left_now);
+	tcase_add_test(tc, a_call_read_late_in_a_long_turn_waits_for_routes_its_whole_deadline);
 	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
 	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
