@@ -21,8 +21,8 @@ struct mtd_conn;
 /* The turn's clock: mtd_now_ns's clock, read once per turn of the loop (at
  * its first use after the loop woke) and the same for every callback of
  * that turn, as libev's ev_now and HAProxy's and nginx's loop times are.
- * What a call measures and stamps reads it: one clock read a turn
- * instead of some eleven a call on each hop (a read costs 37 ns in a
+ * What a call measures and stamps reads it: one clock read a turn, and
+ * one an attempt, instead of some eleven a call on each hop (a read costs 37 ns in a
  * loop on the bench VM's kvm-clock, and orders the pipeline around it;
  * bench/proxy/README.md "The turn's clock"). It is never later than
  * mtd_now_ns and never earlier than the loop's wake-up, so it is behind
@@ -35,7 +35,8 @@ struct mtd_conn;
  * (mtd_worker_timer_arm: delay from the real now), which timers are due,
  * a call's deadline (the real now plus its grpc-timeout), a deadline's
  * time left, the grpc-timeout forwarded, a rate limit's take (a bucket
- * every worker shares), a failed attempt's fault decision. Outside the
+ * every worker shares), a failed attempt's fault decision, an attempt's
+ * start (its endpoint's latency counts from it). Outside the
  * loop: worker_main forgets the turn after it (mtd_worker_free's
  * close_all reads the clock again); test_call's seam forgets it when its
  * clock moves (seam_advance_ms); test_pool's and test_transport's

@@ -664,7 +664,7 @@ void mtd_call_relaunch(struct mtd_call *call, int idx)
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	mtd_call_launch(call, idx, p, false, mtd_turn_now_ns(call->w));
+	mtd_call_launch(call, idx, p, false, mtd_now_ns()); /* as start_attempt's */
 	if (mtd_call_mode(call)->holds_answer)
 		call->cur = NULL;
 }
@@ -732,12 +732,13 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 			              svc->cfg->local->name);
 		return;
 	}
-	int64_t now = mtd_turn_now_ns(call->w), est_ms;
-	/* A retry or a hedge weighs the time left at the exact clock (read
-	 * for one of a call with a deadline only), not at the turn's, which
-	 * is as old as the turn (turn.h). */
-	int64_t left_at = call->n_attempts > 0 && call->deadline_ns ? mtd_now_ns() : now;
-	if (call->n_attempts > 0 && too_slow(call, svc->eps[idx], left_at, &est_ms)) {
+	/* The exact clock, not the turn's (turn.h): an attempt's start is
+	 * what its endpoint's latency counts from (the balancer, the learnt
+	 * hedge delay), which must not hold the turn's work before the pick;
+	 * and a retry or a hedge weighs the time left at it. One read an
+	 * attempt. */
+	int64_t now = mtd_now_ns(), est_ms;
+	if (call->n_attempts > 0 && too_slow(call, svc->eps[idx], now, &est_ms)) {
 		/* No retry or hedge that cannot finish in time. A
 		 * hedge is not started (the forks racing go on); a retry is not,
 		 * and the call ends with the failure it has. */
@@ -747,7 +748,7 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		              "%s (no retry: %s answers in about %lld ms, %lld ms are left)",
 		              call->last_failure ? call->last_failure : "the attempt ended",
 		              mtd_endpoint_text(svc->eps[idx]), (long long)est_ms,
-		              (long long)((call->deadline_ns - left_at) / 1000000));
+		              (long long)((call->deadline_ns - now) / 1000000));
 		return;
 	}
 	if (mtd_call_launch(call, idx, p, hedge, now) && mode->on_started)

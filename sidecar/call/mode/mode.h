@@ -41,9 +41,10 @@ int mtd_attempt_status_of(const struct mtd_headers *h);
 /* attempt.c: report a's end to the balancer (ok, or neutral), once. */
 void mtd_attempt_lb_end(struct mtd_attempt *a, bool ok, bool neutral);
 
-/* call.c: start an attempt of call on endpoint idx through pool p; false
- * when the call failed instead (see launch), or its client's close is
- * recorded (call->down_closed: no attempt is born then). */
+/* call.c: start an attempt of call on endpoint idx through pool p, its
+ * start at now (the exact clock, mtd_now_ns: what its latency counts
+ * from); false when the call failed instead (see launch), or its client's
+ * close is recorded (call->down_closed: no attempt is born then). */
 bool mtd_call_launch(struct mtd_call *call, int idx, struct mtd_pool *p, bool hedge, int64_t now);
 /* call.c: start an attempt with the call's hash key read where it is
  * (hedge: a FORKING attempt after the first). */

@@ -1322,6 +1322,37 @@ START_TEST(a_call_read_late_in_a_long_turn_keeps_its_whole_deadline)
 }
 END_TEST
 
+/* An attempt's start is what its endpoint's latency counts from (the
+ * balancer's window and peak EWMA, deadline-aware picking, the learnt hedge
+ * delay): an attempt picked late in a long turn is not charged the turn's
+ * work before its pick, which was not the endpoint's. */
+START_TEST(an_attempt_picked_late_in_a_long_turn_is_charged_its_own_latency)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct seam_cs *a = unary(s, NULL, "a"); /* its start reads the turn's clock */
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	seam_timers_mid_turn(s, 50); /* the turn runs on 50 ms */
+	struct seam_cs *b = unary(s, NULL, "b");
+	seam_run(s);
+	struct seam_ss *sb = seam_stream(s, 1);
+	ck_assert_ptr_nonnull(sb);
+	seam_advance_ms(s, 1);
+	seam_respond(s, sb, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(b, "pong");
+	const struct mtd_lb_live *lv = mtd_lb_stats_view(&seam_worker(s)->rt->services[0]->eps[0]->stats);
+	ck_assert_uint_eq(atomic_load(&lv->window_count), 1);
+	uint64_t us = atomic_load(&lv->window_sum_us);
+	ck_assert_msg(us >= 1000 && us <= 2000, "b's latency: %llu us, not the 1 ms its endpoint took",
+	              (unsigned long long)us);
+	seam_respond(s, seam_stream(s, 0), 0, "pong", 4);
+	seam_run(s);
+	expect_ok(a, "pong");
+	seam_free(s);
+}
+END_TEST
+
 /* The service's rate limit is one bucket for every worker. A request read
  * late in a long turn takes from it at the time it was read: another
  * worker's takes meanwhile moved the bucket past the turn's clock
@@ -2791,6 +2822,7 @@ static Suite *call_suite(void)
 	tc = tcase_create("clocks");
 	tcase_add_test(tc, a_retry_late_in_a_long_turn_forwards_its_whole_per_try_bound);
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_keeps_its_whole_deadline);
+	tcase_add_test(tc, an_attempt_picked_late_in_a_long_turn_is_charged_its_own_latency);
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_takes_a_token_left_in_a_shared_rate_limit);
 	tcase_add_test(tc, an_attempt_failing_late_in_a_long_turn_near_the_deadline_is_not_retried_past_it);
 	tcase_add_test(tc, a_retry_due_late_in_a_long_turn_is_weighed_against_the_time_left_now);
