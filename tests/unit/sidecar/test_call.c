@@ -1291,6 +1291,18 @@ START_TEST(a_retry_late_in_a_long_turn_forwards_its_whole_per_try_bound)
 }
 END_TEST
 
+/* A call "a" whose start reads the turn's clock (turn.h), its stream
+ * upstream, then the same turn running on for ms: what the worker reads
+ * next in it comes late in a long turn. */
+static struct seam_cs *a_long_turn(struct seam *s, int64_t ms)
+{
+	struct seam_cs *a = unary(s, NULL, "a");
+	seam_run(s);
+	ck_assert_uint_eq(seam_streams(s, NULL), 1);
+	seam_timers_mid_turn(s, ms);
+	return a;
+}
+
 /* A request the worker reads late in a long turn (its bytes came while
  * the worker was busy with the turn's earlier callbacks): its deadline
  * counts from when it was read, as the app's own began before that, not
@@ -1298,10 +1310,7 @@ END_TEST
 START_TEST(a_call_read_late_in_a_long_turn_keeps_its_whole_deadline)
 {
 	struct seam *s = seam_new(config(EPS_A, NULL));
-	struct seam_cs *a = unary(s, NULL, "a"); /* its start reads the turn's clock */
-	seam_run(s);
-	ck_assert_uint_eq(seam_streams(s, NULL), 1);
-	seam_timers_mid_turn(s, 50); /* the turn runs on 50 ms */
+	struct seam_cs *a = a_long_turn(s, 50);
 	struct seam_cs *b = unary(s, "20m", "b");
 	seam_run(s);
 	ck_assert_msg(!b->closed, "ended at once: %d %s", b->status, b->message);
@@ -1329,10 +1338,7 @@ END_TEST
 START_TEST(an_attempt_picked_late_in_a_long_turn_is_charged_its_own_latency)
 {
 	struct seam *s = seam_new(config(EPS_A, NULL));
-	struct seam_cs *a = unary(s, NULL, "a"); /* its start reads the turn's clock */
-	seam_run(s);
-	ck_assert_uint_eq(seam_streams(s, NULL), 1);
-	seam_timers_mid_turn(s, 50); /* the turn runs on 50 ms */
+	struct seam_cs *a = a_long_turn(s, 50);
 	struct seam_cs *b = unary(s, NULL, "b");
 	seam_run(s);
 	struct seam_ss *sb = seam_stream(s, 1);
