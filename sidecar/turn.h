@@ -22,9 +22,9 @@ struct mtd_conn;
  * its first use after the loop woke) and the same for every callback of
  * that turn, as libev's ev_now and HAProxy's and nginx's loop times are.
  * What a call measures and stamps reads it: one clock read a turn, and
- * one an attempt, instead of some eleven a call on each hop (a read costs 37 ns in a
- * loop on the bench VM's kvm-clock, and orders the pipeline around it;
- * bench/proxy/README.md "The turn's clock"). It is never later than
+ * one an attempt, instead of some eleven a call on each hop (a read
+ * costs 37 ns in a loop on the bench VM's kvm-clock, and orders the
+ * pipeline around it; bench/proxy/README.md "The turn's clock"). It is never later than
  * mtd_now_ns and never earlier than the loop's wake-up, so it is behind
  * the exact clock by at most the turn's own work so far: besides the
  * events the wait returned, one event_base_loop(EVLOOP_ONCE) runs those

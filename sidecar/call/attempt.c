@@ -296,7 +296,8 @@ void mtd_attempt_failed(struct mtd_attempt *a, const struct mtd_fault_outcome *o
 		return;
 	/* The exact clock, not the turn's (turn.h): whether a retry can start
 	 * before the deadline must not be judged as long before as the turn
-	 * began. A failure's path, not every call's: the read costs nothing. */
+	 * began. A failure's path, not every call's: the read is not one the
+	 * turn's clock saves. */
 	int64_t now = mtd_now_ns();
 	struct mtd_fault_call fc = {
 	        .retries_done = call->retries_done,

@@ -193,11 +193,10 @@ def hosts_wrap(hosts, resolv=None):
     the file `resolv` when given (util-linux's unshare; the process keeps
     its PID through the execs). The files are bound, not copied:
     rewritten in place, the process sees the new names."""
-    if resolv is None:
-        return [UNSHARE or "unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
-    return [UNSHARE or "unshare", "--mount", "sh", "-c",
-            'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"',
-            hosts, resolv]
+    script, files = 'mount --bind "$0" /etc/hosts && ', [hosts]
+    if resolv is not None:
+        script, files = script + 'mount --bind "$1" /etc/resolv.conf && shift && ', files + [resolv]
+    return [UNSHARE or "unshare", "--mount", "sh", "-c", script + 'exec "$@"'] + files
 
 
 def maitred_env(extra=None):
