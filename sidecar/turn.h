@@ -36,8 +36,8 @@ struct mtd_conn;
  * a call's deadline (the real now plus its grpc-timeout), a deadline's
  * time left, the grpc-timeout forwarded, a rate limit's take (a bucket
  * every worker shares), a failed attempt's fault decision, an attempt's
- * start (its endpoint's latency counts from it). Outside the
- * loop: worker_main forgets the turn after it (mtd_worker_free's
+ * start (its endpoint's latency counts from it; its pick weighs the
+ * deadline's time left at it). Outside the loop: worker_main forgets the turn after it (mtd_worker_free's
  * close_all reads the clock again); test_call's seam forgets it when its
  * clock moves (seam_advance_ms); test_pool's and test_transport's
  * fixtures never do (their turn's clock stays at its first reading). */
@@ -54,6 +54,24 @@ static inline int64_t mtd_turn_wall_ms(struct mtd_worker *w)
 	if (!w->turn_wall_ms)
 		w->turn_wall_ms = mtd_wall_ms();
 	return w->turn_wall_ms;
+}
+
+/* A call's start, for a call a client began: the turn's clock, or one ns
+ * after the worker's last call's start when that is as late (calls of one
+ * turn). So no two of a worker's calls start at the same ns, even two of
+ * one turn of which the second took the first's freed block (its end and
+ * the reap ran between them, as a read the transport's read-ahead brings
+ * back after the turn's flush does): with the worker's id the start names
+ * the call, and its trace ids are derived from that (call/trace.c). At
+ * most one ns a call ahead of the turn's clock, so still behind the exact
+ * one (a call takes far longer than a ns to begin). */
+static inline int64_t mtd_turn_call_start_ns(struct mtd_worker *w)
+{
+	int64_t t = mtd_turn_now_ns(w);
+	if (t <= w->last_call_start_ns)
+		t = w->last_call_start_ns + 1;
+	w->last_call_start_ns = t;
+	return t;
 }
 
 /* A new turn: both clocks are read again at their next use. */

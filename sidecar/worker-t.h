@@ -60,6 +60,9 @@ struct mtd_worker {
 	 * worker_main sets them to 0 before each turn (mtd_turn_forget). */
 	int64_t turn_ns;
 	int64_t turn_wall_ms;
+	/* The start of the last call a client began here (turn.h
+	 * mtd_turn_call_start_ns): the next one starts later. */
+	int64_t last_call_start_ns;
 	struct event housekeeping_ev; /* 1 s timer */
 	/* The timers of its calls and attempts (lib/core/timers.h), and the
 	 * one timerfd for the earliest (turn.c), read by timers_ev:

@@ -516,7 +516,7 @@ static enum skip skip_reason(const struct mtd_call *call, const struct mtd_endpo
 	uint32_t cap = call->svc->cfg->circuit.max_calls_per_endpoint;
 	if (cap && atomic_load_explicit(&mtd_lb_stats_view(&ep->stats)->active, memory_order_relaxed) >= (int64_t)cap)
 		return SKIP_FULL;
-	if (mtd_pool_backing_off(p, now_ns))
+	if (mtd_pool_backing_off(p, mtd_turn_now_ns(call->w)))
 		return SKIP_BACKOFF;
 	if (too_slow(call, ep, now_ns, NULL))
 		return SKIP_SLOW;
@@ -527,13 +527,14 @@ static enum skip skip_reason(const struct mtd_call *call, const struct mtd_endpo
  * policy's choice is taken as it is. */
 #define MAX_SKIPS 16
 
-/* Pick an endpoint for the next attempt. Returns its index and *pool, or
- * -1 when no endpoint is left, -EBUSY when every eligible one is full
- * (circuit breaking), -ENOMEM. Endpoints that are backing off after failed
- * connects, full, or too slow for the deadline are passed over while
- * another is eligible; if none is, the first one passed over that is not
- * full is taken anyway (it may be back). */
-static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struct mtd_pool **pool)
+/* Pick an endpoint for the next attempt, which starts at now (the exact
+ * clock: the deadline's time left is weighed at it). Returns its index and
+ * *pool, or -1 when no endpoint is left, -EBUSY when every eligible one is
+ * full (circuit breaking), -ENOMEM. Endpoints that are backing off after
+ * failed connects, full, or too slow for the deadline are passed over
+ * while another is eligible; if none is, the first one passed over that is
+ * not full is taken anyway (it may be back). */
+static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, int64_t now, struct mtd_pool **pool)
 {
 	struct mtd_rt_service *svc = call->svc;
 	uint64_t *bits = call->tried;
@@ -570,7 +571,7 @@ static int pick(struct mtd_call *call, const uint8_t *key, size_t key_len, struc
 			idx = -ENOMEM;
 			break;
 		}
-		enum skip why = n_skipped < MAX_SKIPS ? skip_reason(call, svc->eps[idx], p, ctx.now_ns) : SKIP_NONE;
+		enum skip why = n_skipped < MAX_SKIPS ? skip_reason(call, svc->eps[idx], p, now) : SKIP_NONE;
 		if (why == SKIP_NONE)
 			break;
 		if (why == SKIP_FULL)
@@ -703,8 +704,14 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 		mode->start(call);
 		return;
 	}
+	/* The exact clock, not the turn's (turn.h), read once an attempt: an
+	 * attempt's start is what its endpoint's latency counts from (the
+	 * balancer, the learnt hedge delay), which must not hold the turn's
+	 * work before it; and the pick, and a retry or a hedge, weigh the
+	 * deadline's time left at it. */
+	int64_t now = mtd_now_ns(), est_ms;
 	struct mtd_pool *p;
-	int idx = pick(call, key, key_len, &p);
+	int idx = pick(call, key, key_len, now, &p);
 	if (idx == -ENOMEM) {
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
@@ -732,12 +739,6 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 			              svc->cfg->local->name);
 		return;
 	}
-	/* The exact clock, not the turn's (turn.h): an attempt's start is
-	 * what its endpoint's latency counts from (the balancer, the learnt
-	 * hedge delay), which must not hold the turn's work before the pick;
-	 * and a retry or a hedge weighs the time left at it. One read an
-	 * attempt. */
-	int64_t now = mtd_now_ns(), est_ms;
 	if (call->n_attempts > 0 && too_slow(call, svc->eps[idx], now, &est_ms)) {
 		/* No retry or hedge that cannot finish in time. A
 		 * hedge is not started (the forks racing go on); a retry is not,

@@ -21,8 +21,8 @@
 #include "sidecar/io/downstream.h"
 #include "sidecar/turn.h"
 
-/* A call for stream sid of c (the time of its start: c's last activity,
- * which downstream.c just set). */
+/* A call for stream sid of c, started at the turn's clock, distinct from
+ * any other of the worker's calls (turn.h mtd_turn_call_start_ns). */
 static struct mtd_down_stream *port_begin(struct mtd_conn *c, int32_t sid)
 {
 	struct mtd_call *call = mtd_slab_calloc(&c->w->slab, 1, sizeof(*call));
@@ -32,7 +32,7 @@ static struct mtd_down_stream *port_begin(struct mtd_conn *c, int32_t sid)
 	call->down = c;
 	call->down_sid = sid;
 	LIST_INIT(&call->attempts);
-	call->start_ns = c->last_active_ns;
+	call->start_ns = mtd_turn_call_start_ns(c->w);
 	return &call->ds;
 }
 

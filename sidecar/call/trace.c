@@ -28,13 +28,13 @@ void mtd_call_trace_seed(uint64_t s)
 	seed = s;
 }
 
-/* What identifies the call, mixed once: its ids are mixes of it. Two
- * calls alive together differ by address; one address reused is a later
- * start; workers differ by id. */
+/* What identifies the call, mixed once: its ids are mixes of it. A
+ * worker's calls start at distinct ns (turn.h mtd_turn_call_start_ns), even
+ * two of one turn in one reused block; workers differ by id. (Background
+ * calls, which start elsewhere, have no ids: mtd_call_trace_of.) */
 static uint64_t call_base(const struct mtd_call *call)
 {
-	return mtd_trace_mix(seed ^ (uint64_t)(uintptr_t)call ^ (uint64_t)call->start_ns * 0x9e3779b97f4a7c15ull ^
-	                     (uint64_t)call->w->id << 56);
+	return mtd_trace_mix(seed ^ (uint64_t)call->start_ns * 0x9e3779b97f4a7c15ull ^ (uint64_t)call->w->id << 56);
 }
 
 /* An id of 8 bytes of the call, never zero. */

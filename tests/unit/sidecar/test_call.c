@@ -26,6 +26,7 @@
 #include "sidecar/call/mirror.h"
 #include "sidecar/call/park.h"
 #include "sidecar/call/policy.h"
+#include "sidecar/call/trace.h"
 #include "sidecar/ops/mesh.h"
 #include "sidecar/ops/metrics-t.h"
 #include "sidecar/control/runtime-t.h"
@@ -1499,6 +1500,126 @@ START_TEST(a_call_read_late_in_a_long_turn_waits_for_routes_its_whole_deadline)
 }
 END_TEST
 
+/* A retry late in a long turn, with an endpoint too slow for the time
+ * left and another fast enough: the pick passes the slow one over by the
+ * time left now (call.c too_slow at the exact clock), not at the turn's
+ * clock, which is as old as the turn (turn.h) and would let the pick take
+ * the slow one, only for the check after it to refuse the retry. */
+START_TEST(a_retry_late_in_a_long_turn_passes_over_an_endpoint_too_slow_for_the_time_left)
+{
+	/* Round robin, so that the pick's order is known: A, B, C. */
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_ABC "]\n"
+	                          "    lb: {policy: ROUND_ROBIN}\n"
+	                          "    fault: {mode: FAILOVER, retries: 2, backoff: {base: 1ms, max: 1ms}}\n");
+	/* A answers in 30 ms, B and C in 2 (their windows: 5 answers or
+	 * more); the warm-up ends when the next pick is C's. */
+	unsigned n = 0, on_a = 0;
+	for (; n < 60 && (on_a < 5 || strcmp(seam_stream(s, n - 1)->ep, EP_B) != 0); n++) {
+		struct seam_cs *w = unary(s, NULL, "warm");
+		seam_run(s);
+		struct seam_ss *ss = seam_stream(s, n);
+		ck_assert_ptr_nonnull(ss);
+		bool slow = strcmp(ss->ep, EP_A) == 0;
+		on_a += slow;
+		seam_advance_ms(s, slow ? 30 : 2);
+		seam_respond(s, ss, 0, "pong", 4);
+		seam_run(s);
+		expect_ok(w, "pong");
+	}
+	ck_assert_uint_ge(on_a, 5);
+	seam_advance_ms(s, 1); /* a new turn: the call's start reads its clock */
+	struct seam_cs *cs = unary(s, "100m", "ping");
+	seam_run(s);
+	struct seam_ss *first = seam_stream(s, n++);
+	ck_assert_ptr_nonnull(first);
+	ck_assert_str_eq(first->ep, EP_C);
+	/* The turn runs on: 20 ms of the deadline left when C fails, 19 at
+	 * the retry, which round robin would send to A (30 ms) next. */
+	seam_timers_mid_turn(s, 80);
+	seam_reset(s, first, NGHTTP2_INTERNAL_ERROR);
+	seam_run(s);
+	seam_timers_mid_turn(s, 1);
+	seam_run(s);
+	ck_assert_msg(!cs->closed, "no retry: %s", cs->message);
+	struct seam_ss *retry = seam_stream(s, n);
+	ck_assert_ptr_nonnull(retry);
+	ck_assert_str_eq(retry->ep, EP_B);
+	ck_assert_int_eq(retry->prev_attempts, 1);
+	seam_respond(s, retry, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	seam_free(s);
+}
+END_TEST
+
+/* A call's trace and span ids (call/trace.c), derived as a traced
+ * snapshot would: the seam's trace nothing, and only whether a tracer is
+ * there is read. */
+static void trace_ids(struct seam *s, const struct seam_cs *cs, uint8_t out[24])
+{
+	struct mtd_call *call = seam_call_of(s, cs);
+	ck_assert_ptr_nonnull(call);
+	/* Changed for the derivation only, and put back. */
+	struct mtd_runtime *rt = (struct mtd_runtime *)(call->hold ? call->hold->rt : seam_worker(s)->rt);
+	struct mtd_tracer *was = rt->tracer;
+	rt->tracer = (struct mtd_tracer *)rt;
+	struct mtd_call_trace t;
+	bool traced = mtd_call_trace_of(call, &t);
+	rt->tracer = was;
+	ck_assert(traced);
+	ck_assert(!t.has_parent);
+	memcpy(out, t.ctx.trace_id, 16);
+	memcpy(out + 16, t.ctx.span_id, 8);
+}
+
+/* Calls of one turn, each over and freed (the turn's flush) before the
+ * next begins, as a read the transport read ahead brings back after the
+ * flush does (io/conn.c): each starts at its own ns (turn.h
+ * mtd_turn_call_start_ns), and one that begins in an earlier one's block
+ * has ids of its own. They were mixed from the call's address and its
+ * start, which were the same (red so in the release build). A slab that
+ * keeps freed blocks gives the block back to the next call; under
+ * AddressSanitizer it keeps none, and only the starts are compared. */
+START_TEST(calls_of_one_turn_start_apart_and_have_their_own_trace_ids)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	seam_worker(s)->slab.passthrough = false;
+	uint8_t m[256];
+	size_t len = seam_grpc_msg(m, "a", 1);
+	struct seam_cs *first = seam_call(s, PATH, NULL, m, len, false);
+	seam_run(s);
+	struct mtd_call *block = seam_call_of(s, first);
+	int64_t last = block->start_ns;
+	uint8_t ids_first[24], ids[24];
+	trace_ids(s, first, ids_first);
+	seam_cancel(s, first);
+	seam_run(s);
+	ck_assert(first->closed);
+	ck_assert(!seam_block_live(block));
+	bool again = false;
+	for (int i = 0; i < 8; i++) {
+		struct seam_cs *cs = seam_call(s, PATH, NULL, m, len, false);
+		seam_run(s);
+		struct mtd_call *call = seam_call_of(s, cs);
+		ck_assert_int_gt(call->start_ns, last);
+		last = call->start_ns;
+		if (call == block) {
+			again = true;
+			trace_ids(s, cs, ids);
+			ck_assert_msg(memcmp(ids_first, ids, 16) != 0, "the same trace id");
+			ck_assert_msg(memcmp(ids_first + 16, ids + 16, 8) != 0, "the same span id");
+		}
+		seam_cancel(s, cs);
+		seam_run(s);
+		ck_assert(cs->closed);
+	}
+	ck_assert_int_eq(again, MTD_SLAB_KEEP_BYTES > 0);
+	seam_free(s);
+}
+END_TEST
+
 START_TEST(wall_clock_step_back_does_not_hold_an_ejection)
 {
 	char yaml[2048];
@@ -2833,6 +2954,8 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, an_attempt_failing_late_in_a_long_turn_near_the_deadline_is_not_retried_past_it);
 	tcase_add_test(tc, a_retry_due_late_in_a_long_turn_is_weighed_against_the_time_left_now);
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_waits_for_routes_its_whole_deadline);
+	tcase_add_test(tc, a_retry_late_in_a_long_turn_passes_over_an_endpoint_too_slow_for_the_time_left);
+	tcase_add_test(tc, calls_of_one_turn_start_apart_and_have_their_own_trace_ids);
 	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
 	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
