@@ -7,19 +7,30 @@
 #include "core/bufq.h"
 #include "core/slab.h"
 
-/* The calling thread's recycled MTD_BUFQ_CHUNK chunks (bufq.h). */
-static _Thread_local struct {
+/* The calling thread's recycled chunks (bufq.h): a queue's first ones,
+ * and full ones. */
+struct kept_list {
 	struct mtd_bufq_chunk *head;
-	unsigned n;
+	unsigned n, max;
+};
+static _Thread_local struct {
+	struct kept_list first, full;
 	int8_t keep; /* 0: not decided yet, 1: keep, -1: the environment says no */
-} kept;
+} kept = {.first.max = MTD_BUFQ_KEEP_FIRST, .full.max = MTD_BUFQ_KEEP};
+
+/* The list chunks of payload cap are kept on, or NULL: no other size is. */
+static struct kept_list *kept_list_of(size_t cap)
+{
+	return cap == MTD_BUFQ_CHUNK ? &kept.full : cap == MTD_BUFQ_FIRST_CHUNK ? &kept.first : NULL;
+}
 
 static struct mtd_bufq_chunk *chunk_new(size_t cap)
 {
-	if (cap == MTD_BUFQ_CHUNK && kept.head) {
-		struct mtd_bufq_chunk *c = kept.head;
-		kept.head = c->next;
-		kept.n--;
+	struct kept_list *l = kept_list_of(cap);
+	if (l && l->head) {
+		struct mtd_bufq_chunk *c = l->head;
+		l->head = c->next;
+		l->n--;
 		return c;
 	}
 	return malloc(sizeof(struct mtd_bufq_chunk) + cap);
@@ -32,29 +43,37 @@ static void chunk_free(struct mtd_bufq_chunk *c)
 #if MTD_BUFQ_KEEP > 0
 	if (kept.keep == 0)
 		kept.keep = mtd_slab_env_passthrough() ? -1 : 1;
-	if (c->cap == MTD_BUFQ_CHUNK && kept.keep > 0 && kept.n < MTD_BUFQ_KEEP) {
-		c->next = kept.head;
-		kept.head = c;
-		kept.n++;
+	struct kept_list *l = kept_list_of(c->cap);
+	if (l && kept.keep > 0 && l->n < l->max) {
+		c->next = l->head;
+		l->head = c;
+		l->n++;
 		return;
 	}
 #endif
 	free(c);
 }
 
-unsigned mtd_bufq_kept(void)
+unsigned mtd_bufq_kept(size_t cap)
 {
-	return kept.n;
+	const struct kept_list *l = kept_list_of(cap);
+	return l ? l->n : 0;
+}
+
+static void release(struct kept_list *l)
+{
+	while (l->head) {
+		struct mtd_bufq_chunk *c = l->head;
+		l->head = c->next;
+		free(c);
+	}
+	l->n = 0;
 }
 
 void mtd_bufq_release_kept(void)
 {
-	while (kept.head) {
-		struct mtd_bufq_chunk *c = kept.head;
-		kept.head = c->next;
-		free(c);
-	}
-	kept.n = 0;
+	release(&kept.first);
+	release(&kept.full);
 }
 
 int mtd_bufq_append(struct mtd_bufq *q, const uint8_t *p, size_t n)

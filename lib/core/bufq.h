@@ -46,15 +46,22 @@ struct mtd_bufq {
  * kernel (malloc trims its arena's top past 128 KiB) and came back as page
  * faults, about a third of maitred's CPU per MiB (bench/proxy/README.md,
  * "Bulk throughput"). MTD_BUFQ_KEEP chunks are 1 MiB: the default stream
- * window, what one streaming call holds at most. */
+ * window, what one streaming call holds at most. A queue's first chunks
+ * (MTD_BUFQ_FIRST_CHUNK) are recycled the same way, up to
+ * MTD_BUFQ_KEEP_FIRST (about 74 KiB): a unary call takes one in each
+ * direction on each hop, and gave them back to malloc at its end, past
+ * glibc's per-thread cache of seven when a turn ends many calls. */
 #if defined(__SANITIZE_ADDRESS__)
-#define MTD_BUFQ_KEEP 0
+#define MTD_BUFQ_KEEP       0
+#define MTD_BUFQ_KEEP_FIRST 0
 #else
-#define MTD_BUFQ_KEEP 64
+#define MTD_BUFQ_KEEP       64
+#define MTD_BUFQ_KEEP_FIRST 256
 #endif
 
-/* Chunks kept for reuse on the calling thread (for tests and figures). */
-unsigned mtd_bufq_kept(void);
+/* Chunks of payload cap (MTD_BUFQ_FIRST_CHUNK or MTD_BUFQ_CHUNK) kept for
+ * reuse on the calling thread (for tests and figures); 0 for any other. */
+unsigned mtd_bufq_kept(size_t cap);
 
 /* Free the calling thread's kept chunks (a worker that stops). */
 void mtd_bufq_release_kept(void);

@@ -98,9 +98,9 @@ START_TEST(bufq_recycles_full_chunks_up_to_its_bound)
 		ck_assert_mem_eq(in, out, sizeof(in));
 		/* 256, 512, ... 8 KiB then full 16 KiB chunks: only those are
 		 * kept, none under ASan. */
-		ck_assert_uint_le(mtd_bufq_kept(), MTD_BUFQ_KEEP);
+		ck_assert_uint_le(mtd_bufq_kept(MTD_BUFQ_CHUNK), MTD_BUFQ_KEEP);
 		if (MTD_BUFQ_KEEP > 0)
-			ck_assert_uint_gt(mtd_bufq_kept(), 0);
+			ck_assert_uint_gt(mtd_bufq_kept(MTD_BUFQ_CHUNK), 0);
 		for (size_t i = 0; i < sizeof(in); i++)
 			in[i] ^= 0x5a;
 	}
@@ -108,9 +108,39 @@ START_TEST(bufq_recycles_full_chunks_up_to_its_bound)
 	for (int i = 0; i < 2 * MTD_BUFQ_KEEP + 8; i++)
 		ck_assert_int_eq(mtd_bufq_append(&q, in, MTD_BUFQ_CHUNK), 0);
 	mtd_bufq_clear(&q);
-	ck_assert_uint_le(mtd_bufq_kept(), MTD_BUFQ_KEEP);
+	ck_assert_uint_le(mtd_bufq_kept(MTD_BUFQ_CHUNK), MTD_BUFQ_KEEP);
 	mtd_bufq_release_kept();
-	ck_assert_uint_eq(mtd_bufq_kept(), 0);
+	ck_assert_uint_eq(mtd_bufq_kept(MTD_BUFQ_CHUNK), 0);
+}
+END_TEST
+
+/* A queue's first chunk (a unary call's whole message) is recycled too,
+ * up to its own bound, and a kept one carries the new bytes. */
+START_TEST(bufq_recycles_first_chunks_up_to_their_bound)
+{
+	mtd_bufq_release_kept();
+	enum { N = 2 * MTD_BUFQ_KEEP_FIRST + 8 };
+	static struct mtd_bufq q[N];
+	uint8_t msg[100], out[sizeof(msg)];
+	for (int round = 0; round < 2; round++) {
+		for (size_t i = 0; i < N; i++) {
+			memset(msg, (int)(i * 7 + (size_t)round), sizeof(msg));
+			ck_assert_int_eq(mtd_bufq_append(&q[i], msg, sizeof(msg)), 0);
+			ck_assert_uint_eq(q[i].head->cap, MTD_BUFQ_FIRST_CHUNK);
+		}
+		for (size_t i = 0; i < N; i++) {
+			memset(msg, (int)(i * 7 + (size_t)round), sizeof(msg));
+			ck_assert_uint_eq(mtd_bufq_read(&q[i], out, sizeof(out)), sizeof(msg));
+			ck_assert_mem_eq(out, msg, sizeof(msg));
+		}
+		/* Never more than the bound, however many go at once; none
+		 * under ASan. */
+		ck_assert_uint_eq(mtd_bufq_kept(MTD_BUFQ_FIRST_CHUNK), MTD_BUFQ_KEEP_FIRST);
+		ck_assert_uint_eq(mtd_bufq_kept(MTD_BUFQ_CHUNK), 0);
+	}
+	ck_assert_uint_eq(mtd_bufq_kept(512), 0); /* no other size is kept */
+	mtd_bufq_release_kept();
+	ck_assert_uint_eq(mtd_bufq_kept(MTD_BUFQ_FIRST_CHUNK), 0);
 }
 END_TEST
 
@@ -184,9 +214,9 @@ START_TEST(bufq_spans_outlive_the_queue)
 	ck_assert_uint_lt(c1, want);
 	ck_assert_mem_eq(one.p, in + off, c1);
 	/* The queue lets go of everything; the spans still read right. */
-	unsigned kept = mtd_bufq_kept();
+	unsigned kept = mtd_bufq_kept(MTD_BUFQ_CHUNK);
 	mtd_bufq_clear(&q);
-	ck_assert_uint_eq(mtd_bufq_kept(), kept); /* every full chunk is held */
+	ck_assert_uint_eq(mtd_bufq_kept(MTD_BUFQ_CHUNK), kept); /* every full chunk is held */
 	size_t at = off;
 	for (size_t i = 0; i < k; i++) {
 		ck_assert_mem_eq(sp[i].p, in + at, sp[i].n);
@@ -198,7 +228,7 @@ START_TEST(bufq_spans_outlive_the_queue)
 		mtd_bufq_unref(sp[i].chunk);
 #if MTD_BUFQ_KEEP > 0
 	/* The full chunks came back for reuse with their last span. */
-	ck_assert_uint_gt(mtd_bufq_kept(), kept);
+	ck_assert_uint_gt(mtd_bufq_kept(MTD_BUFQ_CHUNK), kept);
 #endif
 	mtd_bufq_release_kept();
 }
@@ -619,6 +649,7 @@ int main(void)
 	tcase_add_test(tc, bufq_copy_at_and_drop);
 	tcase_add_test(tc, bufq_spans_outlive_the_queue);
 	tcase_add_test(tc, bufq_recycles_full_chunks_up_to_its_bound);
+	tcase_add_test(tc, bufq_recycles_first_chunks_up_to_their_bound);
 	tcase_add_test(tc, log_levels);
 	tcase_add_test(tc, log_gate_one_line_per_interval);
 	tcase_add_test(tc, log_text_escapes_what_could_break_a_line);
