@@ -209,9 +209,9 @@ void mtd_conn_doom(struct mtd_conn *c)
 	/* The timer's other use (the upstream connect timeout) is over. */
 	if (mtd_conn_timer_arm(c, doom_expired, DOOM_NS / 1000000) < 0) {
 		/* Without its deadline a doomed connection lasts as long as its
-		 * peer does not read: it ends at the next turn instead, after
-		 * the flush above (not here: its session's callback may be
-		 * running). */
+		 * peer does not read: it ends once the callbacks already due
+		 * have run instead (event_active), after the flush above (not
+		 * here: its session's callback may be running). */
 		MTD_WARN("%s %s: cannot arm the close deadline: closing at the next turn", c->ops->role, c->peer);
 		c->timer_fn = doom_expired;
 		event_active(&c->timer, EV_TIMEOUT, 0);
@@ -606,8 +606,10 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		if (!c->ssl && (size_t)n < w->rbuf_len)
 			break;
 	}
-	/* Out of rounds with bytes the transport read ahead: come back next
-	 * turn, as the socket's readiness would not say so. */
+	/* Out of rounds with bytes the transport read ahead: come back once
+	 * the callbacks already due have run (event_active: later in this
+	 * turn of the loop, on the same turn's clock), as the socket's
+	 * readiness would not say so. */
 	if (round == READ_ROUNDS && !c->read_paused && mtd_xprt_pending(c))
 		event_active(&c->rev, EV_READ, 0);
 	mtd_conn_want_flush(c);
