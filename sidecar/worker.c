@@ -101,7 +101,7 @@ static void give_back_memory(struct mtd_worker *w, int64_t now)
 	while (w->n_spare_out)
 		free(w->spare_out[--w->n_spare_out]);
 	mtd_slab_drain(&w->slab);
-	mtd_bufq_release_kept(); /* the relay's recycled chunks, up to 1 MiB after a bulk stream */
+	mtd_bufq_release_kept(); /* the relay's recycled chunks: up to 1 MiB of full ones, 74 KiB of first ones */
 #ifdef HAVE_MALLOC_TRIM
 	malloc_trim(0);
 #endif
