@@ -13,3 +13,9 @@ bench_proxy_grpc_bulk_CFLAGS = $(AM_CFLAGS)
 bench_proxy_grpc_bulk_LDADD = $(NGHTTP2_LIBS)
 EXTRA_DIST += bench/proxy/bulk.sh
 EXTRA_DIST += bench/proxy/steady.sh bench/proxy/mesh.sh bench/proxy/otlp_sink.py
+# bench/proxy/splice_relay.sh's relay, source and sink: what splice(2) would
+# save a relay of DATA payloads on loopback. No library.
+noinst_PROGRAMS += bench/proxy/splice_relay
+bench_proxy_splice_relay_SOURCES = bench/proxy/splice_relay.c
+bench_proxy_splice_relay_CFLAGS = $(AM_CFLAGS)
+EXTRA_DIST += bench/proxy/splice_relay.sh
