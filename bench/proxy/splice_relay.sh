@@ -7,7 +7,8 @@
 # For each run: the relay's MB/s, its CPU per MiB (ns from
 # CLOCK_PROCESS_CPUTIME_ID, as /proc/PID/schedstat; user and sys from
 # getrusage), its syscalls per MiB, and the 1-minute load average when the
-# run started. Rounds interleave every mode and frame size; medians at the
+# run started; and the CPU per MiB of relay, source and sink together (the
+# loopback TCP work moves between their contexts). Rounds interleave every mode and frame size; medians at the
 # end. See bench/proxy/README.md "Splice on loopback".
 set -u -o pipefail
 
@@ -103,7 +104,8 @@ wait_pid() {
 }
 
 # run_one MODE PIPE FRAME: prints "MBps cpu_ms_per_MiB user_ms sys_ms
-# syscalls_per_MiB load1", or "-" fields on failure.
+# syscalls_per_MiB all3_cpu_ms_per_MiB load1", or "-" fields on failure
+# (all3: relay, source and sink together, whole lives).
 run_one() {
 	local mode=$1 pipe=$2 frame=$3 d n sink relay src probe= rc=0 load
 	d=$(mktemp -d "$T/run.XXXXXX")
@@ -111,17 +113,17 @@ run_one() {
 	load=$(cut -d' ' -f1 /proc/loadavg)
 	taskset -c "$CPU_LOAD" "$RELAY_BIN" sink -o "$d/sink.port" -f "$frame" -n "$n" >"$d/sink.out" 2>"$d/sink.err" &
 	sink=$!; PIDS+=("$sink")
-	wait_file "$d/sink.port" "$sink" || { log "sink did not start: $(cat "$d/sink.err")"; echo "- - - - - $load"; return 0; }
+	wait_file "$d/sink.port" "$sink" || { log "sink did not start: $(cat "$d/sink.err")"; echo "- - - - - - $load"; return 0; }
 	taskset -c "$CPU_RELAY" "$RELAY_BIN" relay -m "$mode" -z "$pipe" -o "$d/relay.port" -p "$(cat "$d/sink.port")" \
 		>"$d/relay.out" 2>"$d/relay.err" &
 	relay=$!; PIDS+=("$relay")
-	wait_file "$d/relay.port" "$relay" || { log "relay did not start: $(cat "$d/relay.err")"; stop_pid "$sink"; echo "- - - - - $load"; return 0; }
+	wait_file "$d/relay.port" "$relay" || { log "relay did not start: $(cat "$d/relay.err")"; stop_pid "$sink"; echo "- - - - - - $load"; return 0; }
 	if [ -n "${PROBE:-}" ]; then
 		PID=$relay PROBE_OUT=$T/probe.$mode.$pipe.$frame.$RANDOM bash -c "$PROBE" </dev/null >/dev/null 2>&1 &
 		probe=$!; PIDS+=("$probe")
 		sleep 0.5	# perf attaches before the first byte
 	fi
-	taskset -c "$CPU_LOAD" "$RELAY_BIN" source -p "$(cat "$d/relay.port")" -f "$frame" -n "$n" 2>"$d/source.err" &
+	taskset -c "$CPU_LOAD" "$RELAY_BIN" source -p "$(cat "$d/relay.port")" -f "$frame" -n "$n" >"$d/source.out" 2>"$d/source.err" &
 	src=$!; PIDS+=("$src")
 	wait_pid "$src" 300 || rc=1
 	wait_pid "$relay" 60 || rc=1
@@ -129,15 +131,19 @@ run_one() {
 	[ -n "$probe" ] && { wait_pid "$probe" 10 || true; }
 	if [ $rc != 0 ]; then
 		log "run $mode pipe=$pipe frame=$frame failed: $(cat "$d"/*.err)"
-		echo "- - - - - $load"
+		echo "- - - - - - $load"
 		return 0
 	fi
 	# relay mode=M pipe=P bytes=B seconds=S cpu_ns=N user_us=U sys_us=Y syscalls=C
-	awk -v load="$load" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-		mib = v["bytes"] / 1048576
-		printf "%.0f %.4f %.4f %.4f %.2f %s\n", v["bytes"] / v["seconds"] / 1e6,
-			v["cpu_ns"] / 1e6 / mib, v["user_us"] / 1e3 / mib, v["sys_us"] / 1e3 / mib,
-			v["syscalls"] / mib, load }' "$d/relay.out"
+	# source frames=F cpu_ns=N; sink frames=F bytes=B cpu_ns=N
+	cat "$d/relay.out" "$d/source.out" "$d/sink.out" | awk -v load="$load" '
+		{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[$1 "." kv[1]] = kv[2] } }
+		END {
+			mib = v["relay.bytes"] / 1048576
+			printf "%.0f %.4f %.4f %.4f %.2f %.4f %s\n", v["relay.bytes"] / v["relay.seconds"] / 1e6,
+				v["relay.cpu_ns"] / 1e6 / mib, v["relay.user_us"] / 1e3 / mib, v["relay.sys_us"] / 1e3 / mib,
+				v["relay.syscalls"] / mib,
+				(v["relay.cpu_ns"] + v["source.cpu_ns"] + v["sink.cpu_ns"]) / 1e6 / mib, load }' 
 	[ "$KEEP" = 1 ] || rm -rf "$d"
 }
 
@@ -146,7 +152,7 @@ median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0 || a[1] == "-") print
 declare -A R
 log "$(date -u +%FT%TZ) $(nproc) CPUs, kernel $(uname -r); relay on cpu$CPU_RELAY, source and sink on cpu$CPU_LOAD;" \
 	"$BYTES payload bytes a run, $REPS rounds"
-echo "round mode pipe frame MBps cpu_ms/MiB user_ms/MiB sys_ms/MiB syscalls/MiB load1"
+echo "round mode pipe frame MBps cpu_ms/MiB user_ms/MiB sys_ms/MiB syscalls/MiB all3_ms/MiB load1"
 for round in $(seq "$REPS"); do
 	for frame in $FRAMES_SIZES; do
 		for m in $MODES; do
@@ -162,14 +168,14 @@ done
 
 echo
 echo "medians of $REPS rounds"
-echo "mode pipe frame MBps cpu_ms/MiB user_ms/MiB sys_ms/MiB syscalls/MiB load1(min-max)"
+echo "mode pipe frame MBps cpu_ms/MiB user_ms/MiB sys_ms/MiB syscalls/MiB all3_ms/MiB load1(min-max)"
 for frame in $FRAMES_SIZES; do
 	for m in $MODES; do
 		cols=()
-		for i in 1 2 3 4 5; do
+		for i in 1 2 3 4 5 6; do
 			cols+=("$(printf '%s' "${R[$frame.$m]}" | awk -v i=$i 'NF { print $i }' | median)")
 		done
-		loads=$(printf '%s' "${R[$frame.$m]}" | awk 'NF { print $6 }' | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { print a "-" b }')
+		loads=$(printf '%s' "${R[$frame.$m]}" | awk 'NF { print $7 }' | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { print a "-" b }')
 		mode=${m%%:*} shown=-
 		case $mode in copy|copy2) ;; *) shown=65536; [ "$m" != "$mode" ] && shown=${m#*:} ;; esac
 		echo "$mode $shown $frame ${cols[*]} $loads"
