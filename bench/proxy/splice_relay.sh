@@ -107,7 +107,7 @@ wait_pid() {
 # syscalls_per_MiB all3_cpu_ms_per_MiB load1", or "-" fields on failure
 # (all3: relay, source and sink together, whole lives).
 run_one() {
-	local mode=$1 pipe=$2 frame=$3 d n sink relay src probe= rc=0 load
+	local mode=$1 pipe=$2 frame=$3 d n sink relay src probe="" rc=0 load
 	d=$(mktemp -d "$T/run.XXXXXX")
 	n=$((BYTES / frame))
 	load=$(cut -d' ' -f1 /proc/loadavg)
@@ -159,7 +159,11 @@ for round in $(seq "$REPS"); do
 			mode=${m%%:*} pipe=65536 shown=-
 			[ "$m" != "$mode" ] && pipe=${m#*:}
 			case $mode in copy|copy2) ;; *) shown=$pipe ;; esac
-			line=$(run_one "$mode" "$pipe" "$frame")
+			# In this shell, not a $(...) one: PIDS must be this
+			# shell's for the EXIT trap to stop them.
+			run_one "$mode" "$pipe" "$frame" >"$T/line"
+			PIDS=()	# every one of them waited for or stopped
+			line=$(cat "$T/line")
 			echo "$round $mode $shown $frame $line"
 			R[$frame.$m]+="$line"$'\n'
 		done
