@@ -354,6 +354,10 @@ static void splice_through(int in, const int pipefd[2], int out, size_t n, size_
 					continue;
 				die("splice out");
 			}
+			if (w == 0) {
+				fprintf(stderr, "splice_relay: splice out moved nothing\n");
+				exit(1);
+			}
 			inpipe -= (size_t)w;
 		}
 	}
