@@ -28,6 +28,10 @@
  *                     splice(2) its payload socket -> pipe -> socket
  *                     (SPLICE_F_MORE); the output pushed (TCP_NODELAY set
  *                     again) only when no next header has arrived
+ *         splicepipe  per frame: recv(2) its header, write(2) a header into
+ *                     the pipe, splice(2) the payload socket -> pipe (without
+ *                     waiting); the pipe spliced into the output socket in
+ *                     one call when full or when no next header has arrived
  *         splicebatch headers peeked ahead (SO_PEEK_OFF: a 9-byte peek and a
  *                     setsockopt past the payload per frame) as far as the
  *                     bytes received go; every whole frame known, headers
@@ -418,6 +422,110 @@ static uint64_t relay_splice(int in, int out, const int pipefd[2], size_t pipesz
 	return moved;
 }
 
+/* Empty the pipe into out: inpipe bytes. more: more follow at once (the
+ * segment may wait to fill). */
+static void pipe_flush(const int pipefd[2], int out, size_t inpipe, bool more)
+{
+	while (inpipe > 0) {
+		ssize_t w = splice(pipefd[0], NULL, out, NULL, inpipe,
+				   SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0));
+		syscalls++;
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			die("splice out");
+		}
+		if (w == 0) {
+			fprintf(stderr, "splice_relay: splice out moved nothing\n");
+			exit(1);
+		}
+		inpipe -= (size_t)w;
+	}
+}
+
+/* Headers of the relay's own written into the pipe between the payloads,
+ * the pipe emptied into out in one call when it is full or the input has
+ * run dry: the shape a relay that rewrites every header could have. */
+static uint64_t relay_splicepipe(int in, int out, const int pipefd[2], size_t pipesz)
+{
+	uint8_t hdr[FRAME_HDR];
+	uint64_t moved = 0;
+	size_t inpipe = 0;
+
+	for (;;) {
+		ssize_t r = recv(in, hdr, FRAME_HDR, MSG_DONTWAIT);
+		syscalls++;
+		if (r < 0 && errno != EAGAIN && errno != EINTR)
+			die("recv");
+		if (r != FRAME_HDR) {
+			/* Nothing waiting (or EOF): send what the pipe holds. */
+			pipe_flush(pipefd, out, inpipe, false);
+			inpipe = 0;
+			if (r == 0)
+				return moved;
+			if (r < 0)
+				r = 0;
+			if (!read_exact(in, hdr + r, FRAME_HDR - (size_t)r)) {
+				if (r == 0)
+					return moved;
+				fprintf(stderr, "splice_relay: EOF inside a frame header\n");
+				exit(1);
+			}
+		}
+		uint32_t len = frame_length(hdr);
+		if (inpipe + FRAME_HDR + len > pipesz) {
+			pipe_flush(pipefd, out, inpipe, true);
+			inpipe = 0;
+		}
+		/* maitred would write a header of its own (its stream id). */
+		for (;;) {
+			ssize_t w = write(pipefd[1], hdr, FRAME_HDR);
+			syscalls++;
+			if (w == FRAME_HDR)
+				break;
+			if (w < 0 && errno == EINTR)
+				continue;
+			die("write pipe");
+		}
+		inpipe += FRAME_HDR;
+		for (size_t left = len; left > 0;) {
+			ssize_t n = splice(in, NULL, pipefd[1], NULL, left, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			syscalls++;
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno != EAGAIN)
+				die("splice in");
+			if (n == 0) {
+				fprintf(stderr, "splice_relay: EOF inside a frame\n");
+				exit(1);
+			}
+			if (n > 0) {
+				left -= (size_t)n;
+				inpipe += (size_t)n;
+				continue;
+			}
+			/* EAGAIN: the pipe's slots are full (a payload's pages
+			 * need not fill them) or the payload has not all
+			 * arrived. Empty the pipe, then wait for the bytes. */
+			pipe_flush(pipefd, out, inpipe, true);
+			inpipe = 0;
+			n = splice(in, NULL, pipefd[1], NULL, left, SPLICE_F_MOVE);
+			syscalls++;
+			if (n < 0 && errno != EINTR)
+				die("splice in");
+			if (n == 0) {
+				fprintf(stderr, "splice_relay: EOF inside a frame\n");
+				exit(1);
+			}
+			if (n > 0) {
+				left -= (size_t)n;
+				inpipe += (size_t)n;
+			}
+		}
+		moved += FRAME_HDR + (uint64_t)len;
+	}
+}
+
 /* Peek headers ahead with SO_PEEK_OFF: the socket's peek offset is where the
  * next unknown header starts, relative to the first byte not yet spliced. */
 static uint64_t relay_splicebatch(int in, int out, const int pipefd[2], size_t pipesz)
@@ -537,6 +645,8 @@ static int run_relay(const char *mode, const char *portfile, int sinkport, size_
 		moved = relay_copy(in, out, queue);
 	else if (!strcmp(mode, "splice"))
 		moved = relay_splice(in, out, pipefd, pipesz);
+	else if (!strcmp(mode, "splicepipe"))
+		moved = relay_splicepipe(in, out, pipefd, pipesz);
 	else if (!strcmp(mode, "splicebatch"))
 		moved = relay_splicebatch(in, out, pipefd, pipesz);
 	else if (!strcmp(mode, "splicerun"))
@@ -564,7 +674,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: splice_relay sink -o PORTFILE -f FRAME -n FRAMES\n"
 			"       splice_relay source -p PORT -f FRAME -n FRAMES\n"
-			"       splice_relay relay -m copy|copy2|splice|splicebatch|splicerun -o PORTFILE -p SINKPORT\n"
+			"       splice_relay relay -m copy|copy2|splice|splicepipe|splicebatch|splicerun -o PORTFILE -p SINKPORT\n"
 			"                          [-z PIPE_BYTES] [-q QUEUE_BYTES]\n");
 }
 

@@ -28,7 +28,8 @@ usage() {
 	cat <<EOF
 usage: $0 [options]
   -m LIST        modes, comma separated, MODE or MODE:PIPE_BYTES (default
-                 "${MODES// /,}"); modes: copy copy2 splice splicebatch splicerun
+                 "${MODES// /,}"); modes: copy copy2 splice splicepipe splicebatch
+                 splicerun
   -f LIST        frame payload sizes (default "${FRAMES_SIZES// /,}")
   -b BYTES       payload bytes per run (default $BYTES)
   -R N           rounds, every mode and size in each (default $REPS); medians
