@@ -29,8 +29,9 @@
  *                     (SPLICE_F_MORE); the output pushed (TCP_NODELAY set
  *                     again) only when no next header has arrived
  *         splicepipe  per frame: recv(2) its header, write(2) a header into
- *                     the pipe, splice(2) the payload socket -> pipe (without
- *                     waiting); the pipe spliced into the output socket in
+ *                     the pipe, splice(2) the payload socket -> pipe
+ *                     (SPLICE_F_NONBLOCK: a full pipe answers EAGAIN instead
+ *                     of waiting); the pipe spliced into the output socket in
  *                     one call when full or when no next header has arrived
  *         splicebatch headers peeked ahead (SO_PEEK_OFF: a 9-byte peek and a
  *                     setsockopt past the payload per frame) as far as the
@@ -505,8 +506,7 @@ static uint64_t relay_splicepipe(int in, int out, const int pipefd[2], size_t pi
 				continue;
 			}
 			/* EAGAIN: the pipe's slots are full (a payload's pages
-			 * need not fill them) or the payload has not all
-			 * arrived. Empty the pipe, then wait for the bytes. */
+			 * need not fill them). Empty it, then splice again. */
 			pipe_flush(pipefd, out, inpipe, true);
 			inpipe = 0;
 			n = splice(in, NULL, pipefd[1], NULL, left, SPLICE_F_MOVE);
