@@ -29,7 +29,7 @@
 #include "config/config.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:15001"
-#define WORKERS_MAX    1024
+#define WORKERS_MAX    MTD_CFG_WORKERS_MAX
 #define INBOUND_MAX    MTD_CFG_INBOUND_MAX
 
 /* 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104. */

@@ -21,6 +21,9 @@
 #define MTD_CFG_FIELD_PATH_MAX 8
 /* inbound listeners at most (a call keeps 1 + its listener's index in a byte) */
 #define MTD_CFG_INBOUND_MAX 16
+/* workers at most (a call's trace ids hold its worker's id in 10 bits,
+ * call/trace.c) */
+#define MTD_CFG_WORKERS_MAX 1024
 /* discovery.initial_wait: its default (Envoy's initial_fetch_timeout) and
  * its largest value. */
 #define MTD_CFG_INITIAL_WAIT_MS     15000

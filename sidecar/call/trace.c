@@ -30,11 +30,18 @@ void mtd_call_trace_seed(uint64_t s)
 
 /* What identifies the call, mixed once: its ids are mixes of it. A
  * worker's calls start at distinct ns (turn.h mtd_turn_call_start_ns), even
- * two of one turn in one reused block; workers differ by id. (Background
- * calls, which start elsewhere, have no ids: mtd_call_trace_of.) */
+ * two of one turn in one reused block; workers differ by id, and two
+ * workers' calls may start at the same ns. The id takes the top
+ * WORKER_BITS, which the odd multiple of the start leaves to it: two
+ * calls of two workers can only meet 2^54 ns (208 days) apart, or a
+ * multiple of that. (Background calls, which start elsewhere, have no
+ * ids: mtd_call_trace_of.) */
+#define WORKER_BITS 10
+_Static_assert(MTD_CFG_WORKERS_MAX <= 1u << WORKER_BITS, "a worker id fits in WORKER_BITS");
 static uint64_t call_base(const struct mtd_call *call)
 {
-	return mtd_trace_mix(seed ^ (uint64_t)call->start_ns * 0x9e3779b97f4a7c15ull ^ (uint64_t)call->w->id << 56);
+	return mtd_trace_mix(seed ^ (uint64_t)call->start_ns * 0x9e3779b97f4a7c15ull ^
+	                     (uint64_t)call->w->id << (64 - WORKER_BITS));
 }
 
 /* An id of 8 bytes of the call, never zero. */

@@ -1620,6 +1620,42 @@ START_TEST(calls_of_one_turn_start_apart_and_have_their_own_trace_ids)
 }
 END_TEST
 
+/* Two workers' calls can start at the same ns: each worker's turn clock
+ * is its own reading (at 10,000 calls a second on each of two workers,
+ * about one pair of starts in ten seconds is the same ns). A process runs
+ * up to 1024 workers (config: workers, 0 = one per CPU), and the worker's
+ * id is what tells two such calls apart (call/trace.c): for any two
+ * workers, their calls' ids differ. The second call stands for another
+ * worker's first of the same turn: started at the same ns (its worker's
+ * last start was earlier), renumbered for the derivation. */
+START_TEST(calls_of_two_workers_starting_at_one_ns_have_their_own_trace_ids)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct mtd_worker *w = seam_worker(s);
+	uint8_t m[256];
+	size_t len = seam_grpc_msg(m, "a", 1);
+	struct seam_cs *zero = seam_call(s, PATH, NULL, m, len, false);
+	seam_run(s);
+	w->last_call_start_ns = 0;
+	struct seam_cs *other = seam_call(s, PATH, NULL, m, len, false);
+	seam_run(s);
+	ck_assert_int_eq(seam_call_of(s, zero)->start_ns, seam_call_of(s, other)->start_ns);
+	uint8_t ids_zero[24], ids[24];
+	trace_ids(s, zero, ids_zero);
+	for (unsigned id = 1; id < 1024; id++) {
+		w->id = id;
+		trace_ids(s, other, ids);
+		w->id = 0;
+		ck_assert_msg(memcmp(ids_zero, ids, 16) != 0, "workers 0 and %u: the same trace id", id);
+		ck_assert_msg(memcmp(ids_zero + 16, ids + 16, 8) != 0, "workers 0 and %u: the same span id", id);
+	}
+	seam_cancel(s, zero);
+	seam_cancel(s, other);
+	seam_run(s);
+	seam_free(s);
+}
+END_TEST
+
 START_TEST(wall_clock_step_back_does_not_hold_an_ejection)
 {
 	char yaml[2048];
@@ -2956,6 +2992,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_waits_for_routes_its_whole_deadline);
 	tcase_add_test(tc, a_retry_late_in_a_long_turn_passes_over_an_endpoint_too_slow_for_the_time_left);
 	tcase_add_test(tc, calls_of_one_turn_start_apart_and_have_their_own_trace_ids);
+	tcase_add_test(tc, calls_of_two_workers_starting_at_one_ns_have_their_own_trace_ids);
 	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
 	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
