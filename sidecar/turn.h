@@ -29,7 +29,9 @@ struct mtd_conn;
  * the exact clock by at most the turn's own work so far: besides the
  * events the wait returned, one event_base_loop(EVLOOP_ONCE) runs those
  * their callbacks make active (a flush asked for during
- * mtd_worker_end_turn, a TLS read-ahead's "next turn", conn.c), and
+ * mtd_worker_end_turn, reading resumed with bytes TLS read ahead,
+ * conn.c; a read-ahead left after a read's rounds waits for the next
+ * turn), and
  * whatever blocks in them (an access-log write). What must not be
  * early or late by that reads mtd_now_ns: a timer's due time
  * (mtd_worker_timer_arm: delay from the real now), which timers are due,
@@ -60,8 +62,8 @@ static inline int64_t mtd_turn_wall_ms(struct mtd_worker *w)
  * after the worker's last call's start when that is as late (calls of one
  * turn). So no two of a worker's calls start at the same ns, even two of
  * one turn of which the second took the first's freed block (its end and
- * the reap ran between them, as a read the transport's read-ahead brings
- * back after the turn's flush does): with the worker's id the start names
+ * the reap ran between them, as a read resumed by the turn's flush with
+ * bytes TLS read ahead does, conn.c): with the worker's id the start names
  * the call, and its trace ids are derived from that (call/trace.c). At
  * most one ns a call ahead of the turn's clock, so still behind the exact
  * one (a call takes far longer than a ns to begin). */

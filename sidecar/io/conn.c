@@ -606,12 +606,20 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 		if (!c->ssl && (size_t)n < w->rbuf_len)
 			break;
 	}
-	/* Out of rounds with bytes the transport read ahead: come back once
-	 * the callbacks already due have run (event_active: later in this
-	 * turn of the loop, on the same turn's clock), as the socket's
-	 * readiness would not say so. */
-	if (round == READ_ROUNDS && !c->read_paused && mtd_xprt_pending(c))
-		event_active(&c->rev, EV_READ, 0);
+	/* Out of rounds with bytes the transport read ahead: come back at
+	 * the next turn, as the socket's readiness would not say so. Not
+	 * event_active, which runs it again in this turn of the loop
+	 * (turn.h): a peer that keeps the read-ahead full (TLS, frames
+	 * nghttp2 ignores) would hold the worker in one turn, its other
+	 * sockets and its timers unread, as long as it sends. A timeout of
+	 * 0 on the read event runs it once after the next wait, with
+	 * whatever else that wait found, on the next turn's clock
+	 * (EV_TIMEOUT, conn_io_cb: not renewed, and the event put back). */
+	if (round == READ_ROUNDS && !c->read_paused && mtd_xprt_pending(c)) {
+		static const struct timeval next_turn = {0, 0};
+		if (event_add(&c->rev, &next_turn) != 0)
+			event_active(&c->rev, EV_READ, 0);
+	}
 	mtd_conn_want_flush(c);
 	return true;
 }
@@ -630,7 +638,16 @@ static void conn_io_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		mtd_conn_want_flush(c);
 	}
-	if (what & EV_READ)
+	/* EV_TIMEOUT: the read-ahead left for this turn (mtd_conn_on_readable).
+	 * libevent took the read event off the socket to run its timeout,
+	 * and a timeout of 0 does not put it back (a persistent event's
+	 * timeout is renewed only when set): put it back, or the socket is
+	 * read no more. */
+	if ((what & EV_TIMEOUT) && event_add(&c->rev, NULL) != 0) {
+		io_wait_failed(c);
+		return;
+	}
+	if (what & (EV_READ | EV_TIMEOUT))
 		mtd_conn_on_readable(c);
 }
 
