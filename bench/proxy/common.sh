@@ -41,19 +41,9 @@ log() { echo "# $*" >&2; }
 
 # ---- process helpers --------------------------------------------------------
 
-# stop_pid PID: SIGTERM, up to 5 s, then SIGKILL. Only PIDs we started.
-stop_pid() {
-	local p=$1 i
-	kill -0 "$p" 2>/dev/null || return 0
-	kill -TERM "$p" 2>/dev/null
-	for i in $(seq 50); do
-		kill -0 "$p" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
-	return 0
-}
+# stop_pid PID (procs.sh).
+# shellcheck source=procs.sh
+. "$here/procs.sh"
 
 # tree_pids PID: PID and all its descendants (nginx/nghttpx fork workers).
 tree_pids() {

@@ -332,39 +332,56 @@ static uint64_t relay_copy(int in, int out, size_t queue)
 	return moved;
 }
 
+/* Splice up to want bytes from in into the pipe: the count (never 0: EOF
+ * inside a frame ends the run), or -1 when a non-blocking splice finds the
+ * pipe full (EAGAIN). Retried on EINTR; any other error ends the run. */
+static ssize_t splice_in(int in, const int pipefd[2], size_t want, unsigned fl)
+{
+	for (;;) {
+		ssize_t n = splice(in, NULL, pipefd[1], NULL, want, SPLICE_F_MOVE | fl);
+		syscalls++;
+		if (n > 0)
+			return n;
+		if (n == 0) {
+			fprintf(stderr, "splice_relay: EOF inside a frame\n");
+			exit(1);
+		}
+		if (errno == EAGAIN && (fl & SPLICE_F_NONBLOCK))
+			return -1;
+		if (errno != EINTR)
+			die("splice in");
+	}
+}
+
+/* Empty the pipe into out: inpipe bytes. more: more follow at once (the
+ * segment may wait to fill). */
+static void pipe_flush(const int pipefd[2], int out, size_t inpipe, bool more)
+{
+	while (inpipe > 0) {
+		ssize_t w = splice(pipefd[0], NULL, out, NULL, inpipe,
+				   SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0));
+		syscalls++;
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			die("splice out");
+		}
+		if (w == 0) {
+			fprintf(stderr, "splice_relay: splice out moved nothing\n");
+			exit(1);
+		}
+		inpipe -= (size_t)w;
+	}
+}
+
 /* Move n bytes in -> pipe -> out, pipe-sized pieces at a time; the pipe is
  * empty on entry and on return. more: more bytes follow at once. */
 static void splice_through(int in, const int pipefd[2], int out, size_t n, size_t pipesz, bool more)
 {
 	while (n > 0) {
-		size_t want = n < pipesz ? n : pipesz;
-		ssize_t r = splice(in, NULL, pipefd[1], NULL, want, SPLICE_F_MOVE);
-		syscalls++;
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			die("splice in");
-		}
-		if (r == 0) {
-			fprintf(stderr, "splice_relay: EOF inside a frame\n");
-			exit(1);
-		}
-		n -= (size_t)r;
-		for (size_t inpipe = (size_t)r; inpipe > 0;) {
-			unsigned fl = SPLICE_F_MOVE | (n > 0 || more ? SPLICE_F_MORE : 0);
-			ssize_t w = splice(pipefd[0], NULL, out, NULL, inpipe, fl);
-			syscalls++;
-			if (w < 0) {
-				if (errno == EINTR)
-					continue;
-				die("splice out");
-			}
-			if (w == 0) {
-				fprintf(stderr, "splice_relay: splice out moved nothing\n");
-				exit(1);
-			}
-			inpipe -= (size_t)w;
-		}
+		size_t r = (size_t)splice_in(in, pipefd, n < pipesz ? n : pipesz, 0);
+		n -= r;
+		pipe_flush(pipefd, out, r, n > 0 || more);
 	}
 }
 
@@ -423,26 +440,6 @@ static uint64_t relay_splice(int in, int out, const int pipefd[2], size_t pipesz
 	return moved;
 }
 
-/* Empty the pipe into out: inpipe bytes. more: more follow at once (the
- * segment may wait to fill). */
-static void pipe_flush(const int pipefd[2], int out, size_t inpipe, bool more)
-{
-	while (inpipe > 0) {
-		ssize_t w = splice(pipefd[0], NULL, out, NULL, inpipe,
-				   SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0));
-		syscalls++;
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			die("splice out");
-		}
-		if (w == 0) {
-			fprintf(stderr, "splice_relay: splice out moved nothing\n");
-			exit(1);
-		}
-		inpipe -= (size_t)w;
-	}
-}
 
 /* Headers of the relay's own written into the pipe between the payloads,
  * the pipe emptied into out in one call when it is full or the input has
@@ -490,37 +487,16 @@ static uint64_t relay_splicepipe(int in, int out, const int pipefd[2], size_t pi
 		}
 		inpipe += FRAME_HDR;
 		for (size_t left = len; left > 0;) {
-			ssize_t n = splice(in, NULL, pipefd[1], NULL, left, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			syscalls++;
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && errno != EAGAIN)
-				die("splice in");
-			if (n == 0) {
-				fprintf(stderr, "splice_relay: EOF inside a frame\n");
-				exit(1);
+			ssize_t n = splice_in(in, pipefd, left, SPLICE_F_NONBLOCK);
+			if (n < 0) {
+				/* EAGAIN: the pipe's slots are full (a payload's pages
+				 * need not fill them). Empty it, then splice again. */
+				pipe_flush(pipefd, out, inpipe, true);
+				inpipe = 0;
+				n = splice_in(in, pipefd, left, 0);
 			}
-			if (n > 0) {
-				left -= (size_t)n;
-				inpipe += (size_t)n;
-				continue;
-			}
-			/* EAGAIN: the pipe's slots are full (a payload's pages
-			 * need not fill them). Empty it, then splice again. */
-			pipe_flush(pipefd, out, inpipe, true);
-			inpipe = 0;
-			n = splice(in, NULL, pipefd[1], NULL, left, SPLICE_F_MOVE);
-			syscalls++;
-			if (n < 0 && errno != EINTR)
-				die("splice in");
-			if (n == 0) {
-				fprintf(stderr, "splice_relay: EOF inside a frame\n");
-				exit(1);
-			}
-			if (n > 0) {
-				left -= (size_t)n;
-				inpipe += (size_t)n;
-			}
+			left -= (size_t)n;
+			inpipe += (size_t)n;
 		}
 		moved += FRAME_HDR + (uint64_t)len;
 	}

@@ -59,18 +59,8 @@ command -v taskset >/dev/null || { echo "missing taskset (util-linux)" >&2; exit
 
 T=$(mktemp -d /tmp/maitred-splice.XXXXXX)
 PIDS=()
-stop_pid() {
-	local p=$1 i
-	kill -0 "$p" 2>/dev/null || return 0
-	kill -TERM "$p" 2>/dev/null
-	for i in $(seq 50); do
-		kill -0 "$p" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
-	return 0
-}
+# shellcheck source=procs.sh
+. "$here/procs.sh" # stop_pid
 cleanup() {
 	local p
 	for p in "${PIDS[@]}"; do stop_pid "$p"; done
