@@ -28,22 +28,14 @@ chmod 755 "$T"
 # every phase with a log, only in its rows).
 CALL_LOGS=$T/calls
 mkdir -p "$CALL_LOGS"
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do stop_pid "$p"; done
-	if [ "$KEEP" = 1 ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
-}
+# PIDS, cleanup, log, stop_pid (procs.sh).
+# shellcheck source=procs.sh
+. "$here/procs.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log() { echo "# $*" >&2; }
-
 # ---- process helpers --------------------------------------------------------
 
-# stop_pid PID (procs.sh).
-# shellcheck source=procs.sh
-. "$here/procs.sh"
 
 # tree_pids PID: PID and all its descendants (nginx/nghttpx fork workers).
 tree_pids() {

@@ -58,18 +58,11 @@ done
 command -v taskset >/dev/null || { echo "missing taskset (util-linux)" >&2; exit 2; }
 
 T=$(mktemp -d /tmp/maitred-splice.XXXXXX)
-PIDS=()
+# PIDS, cleanup, log, stop_pid (procs.sh).
 # shellcheck source=procs.sh
-. "$here/procs.sh" # stop_pid
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do stop_pid "$p"; done
-	if [ "$KEEP" = 1 ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
-}
+. "$here/procs.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-log() { echo "# $*" >&2; }
 
 # wait_file FILE PID: up to 10 s for FILE to exist while PID lives.
 wait_file() {
