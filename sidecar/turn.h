@@ -39,10 +39,11 @@ struct mtd_conn;
  * time left, the grpc-timeout forwarded, a rate limit's take (a bucket
  * every worker shares), a failed attempt's fault decision, an attempt's
  * start (its endpoint's latency counts from it; its pick weighs the
- * deadline's time left at it). Outside the loop: worker_main forgets the turn after it (mtd_worker_free's
- * close_all reads the clock again); test_call's seam forgets it when its
- * clock moves (seam_advance_ms); test_pool's and test_transport's
- * fixtures never do (their turn's clock stays at its first reading). */
+ * deadline's time left at it). Outside the loop: worker_main forgets the
+ * turn after it (mtd_worker_free's close_all reads the clock again);
+ * test_call's seam forgets it when its clock moves (seam_advance_ms);
+ * test_pool's and test_transport's fixtures never do (their turn's clock
+ * stays at its first reading). */
 static inline int64_t mtd_turn_now_ns(struct mtd_worker *w)
 {
 	if (!w->turn_ns)

@@ -212,7 +212,8 @@ void mtd_conn_doom(struct mtd_conn *c)
 		 * peer does not read: it ends once the callbacks already due
 		 * have run instead (event_active), after the flush above (not
 		 * here: its session's callback may be running). */
-		MTD_WARN("%s %s: cannot arm the close deadline: closing it now, after its output is flushed", c->ops->role, c->peer);
+		MTD_WARN("%s %s: cannot arm the close deadline: closing it now, after its output is flushed",
+		         c->ops->role, c->peer);
 		c->timer_fn = doom_expired;
 		event_active(&c->timer, EV_TIMEOUT, 0);
 	}
