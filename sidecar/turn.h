@@ -29,10 +29,9 @@ struct mtd_conn;
  * the exact clock by at most the turn's own work so far: besides the
  * events the wait returned, one event_base_loop(EVLOOP_ONCE) runs those
  * their callbacks make active (a flush asked for during
- * mtd_worker_end_turn, reading resumed with bytes TLS read ahead,
- * conn.c; a read-ahead left after a read's rounds waits for the next
- * turn), and
- * whatever blocks in them (an access-log write). What must not be
+ * mtd_worker_end_turn; bytes TLS read ahead are read at the next turn,
+ * conn.c read_next_turn), and whatever blocks in them (an access-log
+ * write). What must not be
  * early or late by that reads mtd_now_ns: a timer's due time
  * (mtd_worker_timer_arm: delay from the real now), which timers are due,
  * a call's deadline (the real now plus its grpc-timeout), a deadline's
@@ -62,9 +61,9 @@ static inline int64_t mtd_turn_wall_ms(struct mtd_worker *w)
 /* A call's start, for a call a client began: the turn's clock, or one ns
  * after the worker's last call's start when that is as late (calls of one
  * turn). So no two of a worker's calls start at the same ns, even two of
- * one turn of which the second took the first's freed block (its end and
- * the reap ran between them, as a read resumed by the turn's flush with
- * bytes TLS read ahead does, conn.c): with the worker's id the start names
+ * one turn of which the second took the first's freed block (a flush,
+ * whose reap frees the first, and a callback after it that begins the
+ * second, as the turn's clock is one): with the worker's id the start names
  * the call, and its trace ids are derived from that (call/trace.c). At
  * most one ns a call ahead of the turn's clock, so still behind the exact
  * one (a call takes far longer than a ns to begin). */

@@ -124,6 +124,23 @@ void *mtd_conn_field_ud(struct mtd_conn *c, int32_t sid)
 	return c->field_ud;
 }
 
+/* Read c again at the next turn of the loop though its socket may say
+ * nothing: bytes the transport read ahead wake nobody (transport.h). A
+ * timeout of 0 on the read event runs it once after the next wait, with
+ * whatever else that wait found, on the next turn's clock (conn_io_cb's
+ * EV_TIMEOUT puts the event back on the socket: libevent took it off to
+ * run the timeout, and does not renew a timeout of 0). Not event_active,
+ * which runs it again in this turn of the loop (turn.h): a peer that keeps
+ * the read-ahead full (TLS, frames nghttp2 ignores) would hold the worker
+ * in one turn, its other sockets and its timers unread, as long as it
+ * sends. The read event must be on (added). */
+static void read_next_turn(struct mtd_conn *c)
+{
+	static const struct timeval next_turn = {0, 0};
+	if (event_add(&c->rev, &next_turn) != 0)
+		event_active(&c->rev, EV_READ, 0); /* no room for the timeout: in this turn */
+}
+
 int mtd_conn_start_io(struct mtd_conn *c)
 {
 	if (event_assign(&c->rev, c->w->base, c->fd, EV_READ | EV_PERSIST, conn_io_cb, c) != 0 ||
@@ -131,7 +148,7 @@ int mtd_conn_start_io(struct mtd_conn *c)
 		return -EIO;
 	/* The TLS handshake may have read ahead the peer's first frames. */
 	if (mtd_xprt_pending(c))
-		event_active(&c->rev, EV_READ, 0);
+		read_next_turn(c);
 	return 0;
 }
 
@@ -180,9 +197,8 @@ static int set_read_paused(struct mtd_conn *c, bool paused)
 	if (on) {
 		if (event_add(&c->rev, NULL) != 0)
 			return -EIO;
-		/* What the transport read ahead wakes nobody (transport.h). */
 		if (mtd_xprt_pending(c))
-			event_active(&c->rev, EV_READ, 0);
+			read_next_turn(c);
 	} else {
 		event_del(&c->rev);
 	}
@@ -608,19 +624,9 @@ bool mtd_conn_on_readable(struct mtd_conn *c)
 			break;
 	}
 	/* Out of rounds with bytes the transport read ahead: come back at
-	 * the next turn, as the socket's readiness would not say so. Not
-	 * event_active, which runs it again in this turn of the loop
-	 * (turn.h): a peer that keeps the read-ahead full (TLS, frames
-	 * nghttp2 ignores) would hold the worker in one turn, its other
-	 * sockets and its timers unread, as long as it sends. A timeout of
-	 * 0 on the read event runs it once after the next wait, with
-	 * whatever else that wait found, on the next turn's clock
-	 * (EV_TIMEOUT, conn_io_cb: not renewed, and the event put back). */
-	if (round == READ_ROUNDS && !c->read_paused && mtd_xprt_pending(c)) {
-		static const struct timeval next_turn = {0, 0};
-		if (event_add(&c->rev, &next_turn) != 0)
-			event_active(&c->rev, EV_READ, 0);
-	}
+	 * the next turn, as the socket's readiness would not say so. */
+	if (round == READ_ROUNDS && !c->read_paused && mtd_xprt_pending(c))
+		read_next_turn(c);
 	mtd_conn_want_flush(c);
 	return true;
 }
@@ -639,7 +645,7 @@ static void conn_io_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		mtd_conn_want_flush(c);
 	}
-	/* EV_TIMEOUT: the read-ahead left for this turn (mtd_conn_on_readable).
+	/* EV_TIMEOUT: the read-ahead left for this turn (read_next_turn).
 	 * libevent took the read event off the socket to run its timeout,
 	 * and a timeout of 0 does not put it back (a persistent event's
 	 * timeout is renewed only when set): put it back, or the socket is
