@@ -634,6 +634,54 @@ START_TEST(read_ahead_left_after_the_rounds_is_read_next_turn)
 }
 END_TEST
 
+/* What the TLS handshake read ahead (the peer's first frames, no
+ * readiness left on the socket) is read when the connection's I/O starts,
+ * at the next turn too (conn.c read_next_turn), not in the turn that
+ * started it: as the worker does, mtd_conn_start_io runs here inside a
+ * callback of the loop. */
+static void start_io_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct mtd_conn *c = arg;
+	event_del(&c->rev);
+	ck_assert_int_eq(mtd_conn_start_io(c), 0);
+}
+
+START_TEST(read_ahead_at_the_start_of_io_is_read_next_turn)
+{
+	struct pair p;
+	pair_open(&p);
+	static const uint8_t settings[9] = {0, 0, 0, NGHTTP2_SETTINGS, 0, 0, 0, 0, 0};
+	ck_assert_int_eq(SSL_write(p.srv, settings, sizeof(settings)), (int)sizeof(settings));
+	static uint8_t frame[9 + 100];
+	frame[2] = 100;
+	frame[3] = 0xfa; /* an unknown type: ignored (RFC 9113 §4.1) */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(SSL_write(p.srv, frame, sizeof(frame)), (int)sizeof(frame));
+	/* The session takes the SETTINGS; the rest waits in the read-ahead. */
+	uint8_t buf[sizeof(settings)];
+	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), (int)sizeof(buf));
+	ck_assert_int_eq(nghttp2_session_mem_recv(p.c.ng, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	ck_assert_int_eq(recv(p.c.fd, buf, 1, MSG_PEEK | MSG_DONTWAIT), -1);
+	ck_assert(mtd_xprt_pending(&p.c));
+	ck_assert_int_eq(event_base_once(p.base, -1, EV_TIMEOUT, start_io_cb, &p.c, NULL), 0);
+	event_base_loop(p.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert_msg(mtd_xprt_pending(&p.c), "the read-ahead was read in the turn that started the I/O");
+	for (int i = 0; i < 4 && mtd_xprt_pending(&p.c); i++)
+		event_base_loop(p.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert(!mtd_xprt_pending(&p.c));
+	ck_assert_int_ne(p.c.state, MTD_CONN_CLOSED);
+	/* And the socket is still read when more comes. */
+	ck_assert(event_pending(&p.c.rev, EV_READ, NULL));
+	ck_assert_int_eq(SSL_write(p.srv, frame, sizeof(frame)), (int)sizeof(frame));
+	event_base_loop(p.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert_int_eq(recv(p.c.fd, buf, 1, MSG_PEEK | MSG_DONTWAIT), -1);
+	ck_assert_int_ne(p.c.state, MTD_CONN_CLOSED);
+	pair_close(&p);
+}
+END_TEST
+
 /* ---- plain TCP ---------------------------------------------------------- */
 
 /* A transport whose reads always want writability. */
@@ -997,6 +1045,7 @@ static Suite *transport_suite(void)
 	tcase_add_test(tc, read_gathers_records);
 	tcase_add_test(tc, read_ahead_takes_the_socket_at_once);
 	tcase_add_test(tc, read_ahead_left_after_the_rounds_is_read_next_turn);
+	tcase_add_test(tc, read_ahead_at_the_start_of_io_is_read_next_turn);
 	tcase_add_test(tc, inbound_sessions_end_an_hour_after_the_full_handshake);
 	tcase_add_test(tc, upstream_sessions_end_an_hour_after_the_full_handshake);
 	suite_add_tcase(s, tc);
