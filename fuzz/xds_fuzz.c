@@ -1,7 +1,8 @@
 /* libFuzzer target for the xDS translators (lib/xds): a Cluster, a
  * ClusterLoadAssignment, a RouteConfiguration or a Listener as any
  * management server, or anyone in its place, may send. The first byte
- * chooses which ('R' routes, 'L' a listener, 'D' a whole
+ * chooses which ('R' routes, 'H' routes for a listener named as a host,
+ * 'L' a listener, 'D' a whole
  * DiscoveryResponse, else odd a cluster, even an assignment); the rest is
  * the serialized bytes.
  *
@@ -208,9 +209,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_response(data + 1, size - 1);
 		return 0;
 	}
-	if (data[0] == 'R') {
+	if (data[0] == 'R' || data[0] == 'H') {
+		/* 'H': the same, for a listener named as a host (wildcard domains) */
 		struct mtd_xds_routes *r;
-		int rc = mtd_xds_routes_parse(data + 1, size - 1, &r, why, sizeof(why));
+		const char *host = data[0] == 'H' ? "api.shop.svc:8080" : NULL;
+		int rc = mtd_xds_routes_parse(data + 1, size - 1, host, &r, why, sizeof(why));
 		if (rc != 0) {
 			check_refused(rc, why, sizeof(why));
 			if (r)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h> /* strncasecmp */
 
 #include "config/config-int.h"
 #include "envoy/config/listener/v3/listener.pb-c.h"
@@ -517,6 +518,54 @@ static bool vhost_any(const PbVhost *v)
 	return false;
 }
 
+/* How domain d matches host, in the order Envoy searches a route
+ * configuration's domains and gRPC's clients match their authority: a
+ * better rank wins, then within the suffix and prefix ranks the longer
+ * domain. Case is ignored (host names'); a wildcard stands for at least
+ * one character. */
+enum domain_rank { DOMAIN_NONE, DOMAIN_ANY, DOMAIN_PREFIX, DOMAIN_SUFFIX, DOMAIN_EXACT };
+static enum domain_rank domain_rank(const char *d, const char *host)
+{
+	size_t dl = strlen(d), hl = strlen(host);
+	const char *star = strchr(d, '*');
+
+	if (star == NULL)
+		return dl == hl && strncasecmp(d, host, hl) == 0 ? DOMAIN_EXACT : DOMAIN_NONE;
+	if (dl == 1)
+		return DOMAIN_ANY;
+	if (strchr(star + 1, '*') != NULL || (star != d && star != d + dl - 1))
+		return DOMAIN_NONE; /* "a*b", "**", "*a*": no form of Envoy's or gRPC's */
+	if (hl < dl)
+		return DOMAIN_NONE; /* the wildcard's character or more, and the rest */
+	if (star == d)
+		return strncasecmp(d + 1, host + hl - (dl - 1), dl - 1) == 0 ? DOMAIN_SUFFIX : DOMAIN_NONE;
+	return strncasecmp(d, host, dl - 1) == 0 ? DOMAIN_PREFIX : DOMAIN_NONE;
+}
+
+/* The virtual host host selects (domain_rank; the first of equals), or
+ * SIZE_MAX when none of m's domains matches it. host NULL: the "*" host. */
+static size_t vhost_for(const PbRouteConfig *m, const char *host)
+{
+	size_t best = SIZE_MAX, best_len = 0;
+	enum domain_rank best_rank = DOMAIN_NONE;
+
+	for (size_t vi = 0; vi < m->n_virtual_hosts; vi++) {
+		const PbVhost *v = m->virtual_hosts[vi];
+		for (size_t d = 0; d < v->n_domains; d++) {
+			const char *dom = v->domains[d];
+			enum domain_rank r = host != NULL ? domain_rank(dom, host)
+			                                  : strcmp(dom, "*") == 0 ? DOMAIN_ANY : DOMAIN_NONE;
+			size_t len = strlen(dom);
+			if (r > best_rank || (r == best_rank && r != DOMAIN_NONE && len > best_len)) {
+				best = vi;
+				best_rank = r;
+				best_len = len;
+			}
+		}
+	}
+	return best;
+}
+
 struct building {
 	struct mtd_xds_routes *out;
 	size_t cap;
@@ -642,7 +691,8 @@ static int vhost_routes(struct building *b, const PbVhost *v, size_t vi, const c
 	return 0;
 }
 
-static int routes_from(const PbRouteConfig *m, struct mtd_xds_routes **out, char *why, size_t whylen)
+static int routes_from(const PbRouteConfig *m, const char *host, struct mtd_xds_routes **out, char *why,
+                       size_t whylen)
 {
 	struct building b = {.out = mtd_cfg__calloc(1, sizeof(*b.out))};
 	int rc = 0;
@@ -666,7 +716,8 @@ static int routes_from(const PbRouteConfig *m, struct mtd_xds_routes **out, char
 		                     DOMAINS_MAX);
 		goto fail;
 	}
-	/* Named hosts first, each name at most once; then the "*" host. */
+	/* Named hosts first, each name at most once; then the one host
+	 * selects. */
 	for (size_t vi = 0; vi < m->n_virtual_hosts && rc == 0; vi++) {
 		const PbVhost *v = m->virtual_hosts[vi];
 		if (vhost_any(v)) {
@@ -696,8 +747,9 @@ static int routes_from(const PbRouteConfig *m, struct mtd_xds_routes **out, char
 				rc = vhost_routes(&b, v, vi, v->domains[d], why, whylen);
 		}
 	}
-	if (rc == 0 && any != SIZE_MAX)
-		rc = vhost_routes(&b, m->virtual_hosts[any], any, NULL, why, whylen);
+	size_t chosen = rc == 0 ? vhost_for(m, host) : SIZE_MAX;
+	if (chosen != SIZE_MAX)
+		rc = vhost_routes(&b, m->virtual_hosts[chosen], chosen, NULL, why, whylen);
 	if (rc != 0)
 		goto fail;
 	*out = b.out;
@@ -707,13 +759,14 @@ fail:
 	return rc;
 }
 
-int mtd_xds_routes_parse(const uint8_t *buf, size_t len, struct mtd_xds_routes **out, char *why, size_t whylen)
+int mtd_xds_routes_parse(const uint8_t *buf, size_t len, const char *host, struct mtd_xds_routes **out, char *why,
+                         size_t whylen)
 {
 	*out = NULL;
 	PbRouteConfig *m = envoy__config__route__v3__route_configuration__unpack(&mtd_cfg__pb_allocator, len, buf);
 	if (m == NULL)
 		return mtd_xds__refuse(why, whylen, "not a RouteConfiguration (it does not decode)");
-	int rc = routes_from(m, out, why, whylen);
+	int rc = routes_from(m, host, out, why, whylen);
 	envoy__config__route__v3__route_configuration__free_unpacked(m, &mtd_cfg__pb_allocator);
 	if (rc == -ENOMEM)
 		mtd_xds__refuse(why, whylen, "out of memory");
@@ -828,7 +881,7 @@ static int hcm(const ProtobufCBinaryData *v, struct mtd_xds_listener *out, char 
 	        h->route_specifier_case ==
 	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER_ROUTE_CONFIG) {
 		char inner[384];
-		rc = routes_from(h->route_config, &out->routes, inner, sizeof(inner));
+		rc = routes_from(h->route_config, out->name, &out->routes, inner, sizeof(inner));
 		if (rc == -EINVAL)
 			mtd_xds__refuse(why, whylen, "route_config: %s", inner);
 	} else {

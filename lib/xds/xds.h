@@ -68,19 +68,25 @@ void mtd_xds_ep_sockaddr(const struct mtd_xds_ep *e, struct sockaddr_storage *sa
 /* A RouteConfiguration into maitred's routes (struct mtd_xds_routes).
  *
  * Virtual hosts: one is for the calls of a service when a domain of it is
- * that service's name, else the one with domain "*"; other domains
- * (wildcards like "*.local" or "api.*") are not matched (a host with none
- * of the two forms is left out). The routes come out in the order a call
- * tries them: every named host's (each closed by a route that takes the
- * rest of its service's calls and fails them: in Envoy a call that
- * reaches a host and none of its routes is not routed), then the "*"
- * host's. At most one host per name and one "*".
+ * that service's name; the calls of other services take the host that
+ * host (the Listener's name, NULL = none) selects as the authority of a
+ * gRPC client whose target names that Listener does (gRPC A27/A28,
+ * Envoy's domain search): an exact domain, case aside, then the longest
+ * suffix wildcard ("*.shop", "*-cart.shop"), then the longest prefix
+ * wildcard ("cart.*"), then "*"; a wildcard stands for one character or
+ * more, and a domain with a "*" anywhere else matches nothing (with host
+ * NULL, only "*" is matched). The routes come
+ * out in the order a call tries them: every named host's (each closed by
+ * a route that takes the rest of its service's calls and fails them: in
+ * Envoy a call that reaches a host and none of its routes is not
+ * routed), then the selected host's (a call none of them matches goes
+ * on by its :path). At most one host per name and one "*".
  *
  * A match: prefix "" or "/" (every call), "/SERVICE/" (the service's
  * calls), or a whole "/SERVICE/METHOD"; path "/SERVICE/METHOD";
  * safe_regex (its regex, RE2 syntax as lib/route/regex.h reads it, must
  * match the whole :path; the rule's service is its virtual host's, or
- * "*" in the "*" host: a pattern may match several services' calls;
+ * "*" in the selected host: a pattern may match several services' calls;
  * case_sensitive is ignored, as Envoy does; google_re2 is deprecated and
  * read as nothing); at most one header matcher (maitred's rules test one
  * header): exact_match, prefix_match, present_match true,
@@ -109,13 +115,14 @@ void mtd_xds_ep_sockaddr(const struct mtd_xds_ep *e, struct sockaddr_storage *sa
  * ...), cluster_header and cluster specifier plugins, more than
  * MTD_XDS_ROUTES_MAX routes in all, bad names and durations. The refusal
  * names the virtual host and route by position. *out is NULL on error. */
-int mtd_xds_routes_parse(const uint8_t *buf, size_t len, struct mtd_xds_routes **out, char *why, size_t whylen);
+int mtd_xds_routes_parse(const uint8_t *buf, size_t len, const char *host, struct mtd_xds_routes **out, char *why,
+                         size_t whylen);
 void mtd_xds_routes_free(struct mtd_xds_routes *r);
 
 /* A Listener: its HttpConnectionManager (the api_listener's, else the
  * first filter of type HttpConnectionManager in its first filter chain)
  * and where its routes are (rds over ADS or self, or route_config inline,
- * translated as mtd_xds_routes_parse does). Its http_filters must end
+ * translated as mtd_xds_routes_parse does, the Listener's name as host). Its http_filters must end
  * with the router; before it one fault filter (HTTPFault: out->fault,
  * its name and config) is taken, any other filter is refused unless
  * is_optional (maitred runs no other of Envoy's HTTP filters). The fault

@@ -271,7 +271,7 @@ void xds_on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char *na
 		}
 		if (x->rds.name == NULL || strcmp(name, x->rds.name) != 0)
 			continue;
-		int rc = mtd_xds_routes_parse(any->value, any->len, &routes, why, sizeof(why));
+		int rc = mtd_xds_routes_parse(any->value, any->len, x->lds.name, &routes, why, sizeof(why));
 		if (rc != 0) {
 			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			xds_set_str(&x->rds.nack, rc == -ENOMEM ? "out of memory" : why);

@@ -1127,6 +1127,38 @@ class XdsRoutesTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_listener_named_as_a_host_routes_by_the_virtual_host_a_real_client_takes(self):
+        """gRPC's xDS clients match a route configuration's domains against
+        their target's authority, which names their listener, in Envoy's
+        order (exact, longest suffix wildcard, longest prefix wildcard,
+        "*"); maitred's calls of services no host names take the host its
+        listener's name selects, the one such a client takes."""
+        host = "echo.testing.svc:8080"
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(host, "routes-1")])
+
+        def vhost(name, domains, cluster_name):
+            return {"name": name, "domains": domains, "routes": [xds.route_to(cluster_name, prefix="")]}
+        self.server.set("route", [{"name": "routes-1", "virtual_hosts": [
+            vhost("any", ["*"], "cluster-a"),
+            vhost("short", ["*.svc:8080"], "cluster-a"),
+            vhost("long", ["*.testing.svc:8080"], "cluster-b"),
+            vhost("prefix", ["echo.*"], "cluster-a")]}])
+        services = [{"name": "pool-a", "discovery": {"xds": {"cluster": "cluster-a"}}},
+                    {"name": "pool-b", "discovery": {"xds": {"cluster": "cluster-b"}}}]
+        m = self.start_maitred(self.xds_config(services, listener=host))
+        stub = self.echo(m)
+        self.wait_set(stub, "b", "cluster-b, the host *.testing.svc:8080")
+        self.assertEqual(set(self.by_header(stub, 10)), {"b"})
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="witness")
+        out = xds.run_client(boot, "xds:///" + host, 6)
+        self.assertEqual((out["ok"], sorted(out["instances"])), (6, ["b"]), out)
+        self.assertFalse([r for r in self.server.log() if r["error_detail"]], "a NACK")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_real_xds_client_takes_the_same_routes(self):
         """The listener and routes maitred follows route a grpc-js-xds
         client the same way (its default route's cluster)."""

@@ -86,12 +86,18 @@ static size_t pack_rc(const PbRouteConfig *m)
 	return envoy__config__route__v3__route_configuration__pack(m, wire);
 }
 
-static int parse_rc(const PbRouteConfig *m, struct mtd_xds_routes **out)
+/* m's routes as the Listener called host (NULL: none) takes them. */
+static int parse_rc_for(const PbRouteConfig *m, const char *host, struct mtd_xds_routes **out)
 {
 	size_t n = pack_rc(m);
 
 	why[0] = '\0';
-	return mtd_xds_routes_parse(wire, n, out, why, sizeof(why));
+	return mtd_xds_routes_parse(wire, n, host, out, why, sizeof(why));
+}
+
+static int parse_rc(const PbRouteConfig *m, struct mtd_xds_routes **out)
+{
+	return parse_rc_for(m, NULL, out);
 }
 
 /* One "*" host of the given routes. */
@@ -268,6 +274,85 @@ START_TEST(test_paths_and_hosts)
 	rc.virtual_hosts = stars;
 	ck_assert_int_eq(parse_rc(&rc, &out), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(why, "domain \"*\" is also host 0's"));
+}
+END_TEST
+
+/* The cluster a call of another service than shop.Cart takes, with the
+ * hosts vs[0..n) and the listener called host. */
+static const char *other_call_for(PbVhost **vs, size_t n, const char *host)
+{
+	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
+	static char got[32];
+	struct mtd_xds_routes *out;
+
+	rc.name = (char *)"rc";
+	rc.virtual_hosts = vs;
+	rc.n_virtual_hosts = n;
+	ck_assert_int_eq(parse_rc_for(&rc, host, &out), 0);
+	ck_assert_str_eq(route_call(out, "/shop.Cart/Get", NULL), "cart"); /* its own host, whatever the listener */
+	const char *c = route_call(out, "/shop.Pay/Charge", NULL);
+	snprintf(got, sizeof(got), "%s", c ? c : "(none)");
+	mtd_xds_routes_free(out);
+	return got;
+}
+
+/* A gRPC client whose target names the listener matches the virtual
+ * hosts' domains against that name (Envoy's search order): maitred's
+ * calls of services no host names take the host it would. */
+START_TEST(test_the_listener_name_selects_a_host_as_a_clients_authority)
+{
+	enum { CART, EXACT, LONG, SHORT, PREFIX, BAD, ANY, N };
+	static const char *clusters[N] = {"cart", "exact", "suffix-long", "suffix-short", "prefix", "bad", "any"};
+	char *doms[N][2] = {{(char *)"shop.Cart"},
+	                    {(char *)"API.shop.svc:8080"},
+	                    {(char *)"*.shop.svc:8080"},
+	                    {(char *)"*.svc:8080"},
+	                    {(char *)"api.*"},
+	                    {(char *)"a*i.shop.svc:8080", (char *)"**"},
+	                    {(char *)"*"}};
+	static const size_t nd[N] = {1, 1, 1, 1, 1, 2, 1};
+	struct rt r[N];
+	PbRoute *rs[N][1];
+	PbVhost v[N], *all[N];
+
+	for (int i = 0; i < N; i++) {
+		rt_prefix(&r[i], "", clusters[i]);
+		rs[i][0] = &r[i].r;
+		vhost(&v[i], doms[i], nd[i], rs[i], 1);
+	}
+	/* All, then the best left out in turn: exact (case aside), the
+	 * longer suffix, the shorter, the prefix, "*". "*" listed first and
+	 * the wildcards out of order: the rank decides, not the order. */
+	PbVhost *order[N] = {&v[ANY], &v[CART], &v[SHORT], &v[BAD], &v[PREFIX], &v[LONG], &v[EXACT]};
+	static const char *want[] = {"exact", "suffix-long", "suffix-short", "prefix", "any"};
+	for (int drop = 0; drop < 5; drop++) {
+		size_t n = 0;
+		for (int i = 0; i < N; i++) {
+			int k = (int)(order[i] - v);
+			if ((k == EXACT && drop >= 1) || (k == LONG && drop >= 2) || (k == SHORT && drop >= 3) ||
+			    (k == PREFIX && drop >= 4))
+				continue;
+			all[n++] = order[i];
+		}
+		ck_assert_msg(strcmp(other_call_for(all, n, "api.shop.svc:8080"), want[drop]) == 0,
+		              "with %d left out: %s, not %s", drop, other_call_for(all, n, "api.shop.svc:8080"), want[drop]);
+	}
+	/* No listener name: "*" only. */
+	for (int i = 0; i < N; i++)
+		all[i] = order[i];
+	ck_assert_str_eq(other_call_for(all, N, NULL), "any");
+	/* A wildcard stands for one character or more: ".svc:8080" is not
+	 * "*.svc:8080"'s, nor "api." "api.*"'s. */
+	ck_assert_str_eq(other_call_for(all, N, ".svc:8080"), "any");
+	ck_assert_str_eq(other_call_for(all, N, "api."), "any");
+	ck_assert_str_eq(other_call_for(all, N, "api.x"), "prefix");
+	/* "a*i..." and "**" are no form of Envoy's: never matched. */
+	ck_assert_str_eq(other_call_for(all, N, "axi.shop.svc:8080"), "suffix-long");
+	/* Without "*", a name nothing matches leaves other calls unrouted. */
+	ck_assert_str_eq(other_call_for(all + 1, N - 1, "cart.other"), "(none)");
+	/* A listener named as a service: that service's host takes every
+	 * other call too (the client's channel would), not "*". */
+	ck_assert_str_eq(other_call_for(all, N, "shop.cart"), "cart");
 }
 END_TEST
 
@@ -1149,7 +1234,7 @@ START_TEST(test_garbage)
 	rc.n_virtual_hosts = 1;
 	size_t n = envoy__config__route__v3__route_configuration__pack(&rc, full);
 	for (size_t cut = 0; cut <= n; cut++) {
-		int r = mtd_xds_routes_parse(full, cut, &out, why, sizeof(why));
+		int r = mtd_xds_routes_parse(full, cut, NULL, &out, why, sizeof(why));
 		ck_assert(r == 0 || r == -EINVAL);
 		mtd_xds_routes_free(out);
 		r = mtd_xds_listener_parse(full, cut, &l, why, sizeof(why));
@@ -1158,7 +1243,7 @@ START_TEST(test_garbage)
 	}
 	for (size_t i = 0; i < n; i++) {
 		full[i] ^= 0x5a;
-		int r = mtd_xds_routes_parse(full, n, &out, why, sizeof(why));
+		int r = mtd_xds_routes_parse(full, n, NULL, &out, why, sizeof(why));
 		ck_assert(r == 0 || r == -EINVAL);
 		mtd_xds_routes_free(out);
 		full[i] ^= 0x5a;
@@ -1194,7 +1279,7 @@ START_TEST(test_failmalloc)
 	for (unsigned long k = 1; k < 10000 && !done; k++) {
 		struct mtd_xds_routes *out = (void *)1;
 		mtd_cfg__fail_alloc_after(k);
-		int r = mtd_xds_routes_parse(buf, n, &out, why, sizeof(why));
+		int r = mtd_xds_routes_parse(buf, n, NULL, &out, why, sizeof(why));
 		done = !mtd_cfg__alloc_failed();
 		mtd_cfg__fail_alloc_after(0);
 		if (done) {
@@ -1221,6 +1306,7 @@ static Suite *xds_route_suite(void)
 	tcase_add_test(tc, test_refused_regexes);
 	tcase_add_test(tc, test_header_forms);
 	tcase_add_test(tc, test_paths_and_hosts);
+	tcase_add_test(tc, test_the_listener_name_selects_a_host_as_a_clients_authority);
 	tcase_add_test(tc, test_weighted_clusters);
 	tcase_add_test(tc, test_timeouts_retry_hash);
 	tcase_add_test(tc, test_refused_matches);
