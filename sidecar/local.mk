@@ -31,7 +31,8 @@ sidecar_maitred_SOURCES = sidecar/main.c sidecar/worker-t.h sidecar/worker.h sid
 	sidecar/control/xds_subscribe.c sidecar/control/xds_clusters.c sidecar/control/xds_listener.c \
 	sidecar/control/xds_services.c sidecar/control/xds_dump.c \
 	sidecar/control/xds_routes.h sidecar/control/xds_routes.c \
-	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime.c \
+	sidecar/control/runtime-t.h sidecar/control/runtime.h sidecar/control/runtime-int.h \
+	sidecar/control/runtime.c sidecar/control/runtime_service.c \
 	sidecar/control/endpoint.c \
 	sidecar/control/mailbox.h sidecar/control/mailbox.c \
 	sidecar/control/dns.h sidecar/control/dns.c \
@@ -139,7 +140,8 @@ tests_unit_test_call_SOURCES = tests/unit/sidecar/test_call.c \
 	sidecar/call/mode/failover.c sidecar/call/mode/failsafe.c sidecar/call/mode/failback.c \
 	sidecar/call/mode/forking.c sidecar/call/mode/broadcast.c \
 	sidecar/io/conn.c sidecar/io/downstream.c sidecar/io/upstream.c sidecar/io/pool.c \
-	sidecar/control/runtime.c sidecar/control/endpoint.c sidecar/control/mailbox.c
+	sidecar/control/runtime.c sidecar/control/runtime_service.c sidecar/control/endpoint.c \
+	sidecar/control/mailbox.c
 tests_unit_test_call_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_call_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=mtd_now_ns -Wl,--wrap=mtd_wall_ms -Wl,--wrap=mtd_up_connect \
 	-Wl,--wrap=mtd_slab_malloc -Wl,--wrap=mtd_slab_calloc -Wl,--wrap=mtd_slab_realloc \
