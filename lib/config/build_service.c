@@ -119,13 +119,145 @@ static bool reached_by_xds_routes(struct builder *b, const PbService *m)
 	return root->xds != NULL && root->xds->listener[0] != '\0' && m->discovery != NULL && m->discovery->xds != NULL;
 }
 
+/* The static endpoints (services[].endpoints) into out->local->endpoints:
+ * each address, once; tags; weights. *first_weighted: the first whose
+ * weight is not the default 100 (index *first_weighted_i), for the check
+ * that the policy reads weights. */
+static void build_endpoints(struct builder *b, const PbService *m, const char *path, struct mtd_cfg_service *out,
+                            const PbEndpoint **first_weighted, size_t *first_weighted_i)
+{
+	char p[256];
+	size_t n_eps = out->local->source == MTD_CFG_SOURCE_STATIC ? m->n_endpoints : 0;
+
+	if (n_eps > MTD_LB_MAX_ENDPOINTS) {
+		/* mtd_lb_picker_new() refuses more; none is built (nor resolved). */
+		BERR(mtd_cfg__at(b, m, "endpoints", NULL), mtd_cfg__sub(p, sizeof(p), path, "endpoints"),
+		     "at most %u endpoints per service, got %zu", MTD_LB_MAX_ENDPOINTS, n_eps);
+		n_eps = 0;
+	}
+	out->local->endpoints = mtd_cfg__calloc(n_eps, sizeof(*out->local->endpoints));
+	if (out->local->endpoints == NULL) {
+		b->d->oom = true;
+		return;
+	}
+	out->local->n_endpoints = n_eps;
+	for (size_t i = 0; i < n_eps; i++) {
+		const PbEndpoint *e = m->endpoints[i];
+		struct mtd_cfg_endpoint *oe = &out->local->endpoints[i];
+
+		snprintf(p, sizeof(p), "%s.endpoints[%zu].address", path, i);
+		oe->weight = 100;
+		if (e->address[0] == '\0')
+			BERR(mtd_cfg__at(b, e, "address", NULL), p, "is required (\"HOST:PORT\")");
+		else if (mtd_cfg__build_addr(b, e->address, mtd_cfg__at(b, e, "address", NULL), p, &oe->addr) == 0) {
+			for (size_t j = 0; j < i; j++) {
+				if (mtd_cfg__same_endpoint(&out->local->endpoints[j].addr, &oe->addr)) {
+					BERR(mtd_cfg__at(b, e, "address", NULL), p,
+					     "duplicate endpoint \"%s\" (also endpoints[%zu])", e->address, j);
+					break;
+				}
+			}
+		}
+		build_endpoint_tags(b, e, oe);
+		if (e->weight != NULL) {
+			snprintf(p, sizeof(p), "%s.endpoints[%zu].weight", path, i);
+			if (e->weight->value > INT32_MAX)
+				BERR(mtd_cfg__at(b, e, "weight", NULL), p, "must be at most %d", INT32_MAX);
+			else
+				oe->weight = (int32_t)e->weight->value;
+			if (e->weight->value != 100 && *first_weighted == NULL) {
+				*first_weighted = e;
+				*first_weighted_i = i;
+			}
+		}
+		if (b->d->oom)
+			return;
+	}
+}
+
+/* Method i of m into out->methods[i] (its lb facts into *info): what it
+ * sets of its own, else its service's (shared, not copied, where the
+ * method's _own flag says so). */
+static void build_method(struct builder *b, const PbService *m, size_t i, const char *path,
+                         const struct mtd_lb_warmup *warmup, const struct lb_info *svc_info,
+                         struct mtd_cfg_service *out, struct lb_info *info)
+{
+	const PbMethod *mm = m->methods[i];
+	struct mtd_cfg_method *om = &out->methods[i];
+	char mpath[96], p[256];
+
+	snprintf(mpath, sizeof(mpath), "%s.methods[%zu]", path, i);
+	om->name = mtd_cfg__dup_or_oom(b, mm->name);
+	if (om->name == NULL)
+		return;
+	if (mm->name[0] == '\0') {
+		BERR(mtd_cfg__at(b, mm, "name", NULL), mtd_cfg__sub(p, sizeof(p), mpath, "name"),
+		     "is required (\"GetCart\")");
+	} else if (!mtd_cfg__ident_ok(mm->name, strlen(mm->name))) {
+		BERR(mtd_cfg__at(b, mm, "name", NULL), mtd_cfg__sub(p, sizeof(p), mpath, "name"),
+		     "\"%s\" is not a valid method name", mm->name);
+	} else {
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(m->methods[j]->name, mm->name) == 0) {
+				BERR(mtd_cfg__at(b, mm, "name", NULL), mtd_cfg__sub(p, sizeof(p), mpath, "name"),
+				     "duplicate method \"%s\" (also methods[%zu])", mm->name, j);
+				break;
+			}
+		}
+	}
+	if (mm->lb != NULL) {
+		mtd_cfg__build_lb(b, mm->lb, mm, mtd_cfg__sub(p, sizeof(p), mpath, "lb"), &om->lb, info);
+		om->lb.warmup = *warmup;
+		mtd_cfg__lb_check(b, mm->lb, mm, mtd_cfg__sub(p, sizeof(p), mpath, "lb"), m, path, &om->lb);
+	} else {
+		om->lb = out->lb; /* the service's, whole */
+		*info = *svc_info;
+	}
+	if (mm->fault != NULL) {
+		mtd_cfg__build_fault(b, mm->fault, mtd_cfg__sub(p, sizeof(p), mpath, "fault"), &om->fault);
+		om->fault_own = true;
+	} else {
+		om->fault = out->local->fault; /* shares the service's fallback bytes */
+	}
+	if (mm->routing != NULL) {
+		mtd_cfg__build_routing(b, mm->routing, mtd_cfg__sub(p, sizeof(p), mpath, "routing"), &om->routing);
+		om->routing_own = true;
+	} else {
+		om->routing = out->local->routing; /* shares the service's strings */
+	}
+	mtd_cfg__layer_resolve(b, out, &om->routing, &om->layer);
+	if (mm->split != NULL) {
+		om->split = mtd_cfg__build_split(b, mm->split, mtd_cfg__sub(p, sizeof(p), mpath, "split"));
+		om->split_own = true;
+		if (b->d->oom)
+			return;
+	} else {
+		om->split = out->local->split;
+	}
+	mtd_cfg__layer_split(b, &om->layer, om->split, mm, mpath);
+	if (mm->rate_limit != NULL)
+		mtd_cfg__build_rate_limit(b, mm->rate_limit, mtd_cfg__sub(p, sizeof(p), mpath, "rate_limit"),
+		                          &om->rate_limit);
+	om->trace_sample = mtd_cfg__trace_sample(b, mm->tracing, out->local->trace_sample,
+	                                         mtd_cfg__sub(p, sizeof(p), mpath, "tracing"));
+	if (mm->fault_injection != NULL)
+		mtd_cfg__build_fault_injection(b, mm->fault_injection,
+		                               mtd_cfg__sub(p, sizeof(p), mpath, "fault_injection"), &om->fault_injection);
+	else
+		om->fault_injection = out->local->fault_injection;
+	if (mm->hash_key != NULL)
+		mtd_cfg__build_hash_key(b, mm->hash_key, mtd_cfg__sub(p, sizeof(p), mpath, "hash_key"), &om->hash_key);
+	else
+		mtd_cfg__hash_key_copy(b, &om->hash_key, &out->local->hash_key);
+}
+
 void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, struct mtd_cfg_service *out)
 {
 	char path[64], p[256];
 	struct lb_info svc_info, *minfo = NULL;
 	struct mtd_lb_warmup warmup;
 	const PbEndpoint *first_weighted = NULL;
-	size_t first_weighted_i = 0, n_eps;
+	size_t first_weighted_i = 0;
 	bool any_weights, any_warmup, svc_hash, svc_key_used, any_method_key = false;
 
 	snprintf(path, sizeof(path), "services[%zu]", si);
@@ -187,51 +319,9 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 		BERR(mtd_cfg__at(b, m->tls, "server_identity", NULL),
 		     mtd_cfg__sub(p, sizeof(p), path, "tls.server_identity"),
 		     "FROM_REGISTRY needs discovery.etcd (the identity is each endpoint's registry record's)");
-	n_eps = out->local->source == MTD_CFG_SOURCE_STATIC ? m->n_endpoints : 0;
-	if (n_eps > MTD_LB_MAX_ENDPOINTS) {
-		/* mtd_lb_picker_new() refuses more; none is built (nor resolved). */
-		BERR(mtd_cfg__at(b, m, "endpoints", NULL), mtd_cfg__sub(p, sizeof(p), path, "endpoints"),
-		     "at most %u endpoints per service, got %zu", MTD_LB_MAX_ENDPOINTS, n_eps);
-		n_eps = 0;
-	}
-	out->local->endpoints = mtd_cfg__calloc(n_eps, sizeof(*out->local->endpoints));
-	if (out->local->endpoints == NULL) {
-		b->d->oom = true;
+	build_endpoints(b, m, path, out, &first_weighted, &first_weighted_i);
+	if (out->local->endpoints == NULL || b->d->oom)
 		return;
-	}
-	out->local->n_endpoints = n_eps;
-	for (size_t i = 0; i < n_eps; i++) {
-		const PbEndpoint *e = m->endpoints[i];
-		struct mtd_cfg_endpoint *oe = &out->local->endpoints[i];
-
-		snprintf(p, sizeof(p), "%s.endpoints[%zu].address", path, i);
-		oe->weight = 100;
-		if (e->address[0] == '\0')
-			BERR(mtd_cfg__at(b, e, "address", NULL), p, "is required (\"HOST:PORT\")");
-		else if (mtd_cfg__build_addr(b, e->address, mtd_cfg__at(b, e, "address", NULL), p, &oe->addr) == 0) {
-			for (size_t j = 0; j < i; j++) {
-				if (mtd_cfg__same_endpoint(&out->local->endpoints[j].addr, &oe->addr)) {
-					BERR(mtd_cfg__at(b, e, "address", NULL), p,
-					     "duplicate endpoint \"%s\" (also endpoints[%zu])", e->address, j);
-					break;
-				}
-			}
-		}
-		build_endpoint_tags(b, e, oe);
-		if (e->weight != NULL) {
-			snprintf(p, sizeof(p), "%s.endpoints[%zu].weight", path, i);
-			if (e->weight->value > INT32_MAX)
-				BERR(mtd_cfg__at(b, e, "weight", NULL), p, "must be at most %d", INT32_MAX);
-			else
-				oe->weight = (int32_t)e->weight->value;
-			if (e->weight->value != 100 && first_weighted == NULL) {
-				first_weighted = e;
-				first_weighted_i = i;
-			}
-		}
-		if (b->d->oom)
-			return;
-	}
 
 	/* methods */
 	if (m->n_methods != 0) {
@@ -244,82 +334,9 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 		}
 		out->n_methods = m->n_methods;
 	}
-	for (size_t i = 0; i < m->n_methods; i++) {
-		const PbMethod *mm = m->methods[i];
-		struct mtd_cfg_method *om = &out->methods[i];
-		char mpath[96];
-
-		snprintf(mpath, sizeof(mpath), "%s.methods[%zu]", path, i);
-		om->name = mtd_cfg__dup_or_oom(b, mm->name);
-		if (om->name == NULL)
-			break;
-		if (mm->name[0] == '\0') {
-			BERR(mtd_cfg__at(b, mm, "name", NULL), mtd_cfg__sub(p, sizeof(p), mpath, "name"),
-			     "is required (\"GetCart\")");
-		} else if (!mtd_cfg__ident_ok(mm->name, strlen(mm->name))) {
-			BERR(mtd_cfg__at(b, mm, "name", NULL), mtd_cfg__sub(p, sizeof(p), mpath, "name"),
-			     "\"%s\" is not a valid method name", mm->name);
-		} else {
-			for (size_t j = 0; j < i; j++) {
-				if (strcmp(m->methods[j]->name, mm->name) == 0) {
-					BERR(mtd_cfg__at(b, mm, "name", NULL),
-					     mtd_cfg__sub(p, sizeof(p), mpath, "name"),
-					     "duplicate method \"%s\" (also methods[%zu])", mm->name, j);
-					break;
-				}
-			}
-		}
-		if (mm->lb != NULL) {
-			mtd_cfg__build_lb(b, mm->lb, mm, mtd_cfg__sub(p, sizeof(p), mpath, "lb"), &om->lb, &minfo[i]);
-			om->lb.warmup = warmup;
-			mtd_cfg__lb_check(b, mm->lb, mm, mtd_cfg__sub(p, sizeof(p), mpath, "lb"), m, path, &om->lb);
-		} else {
-			om->lb = out->lb; /* the service's, whole */
-			minfo[i] = svc_info;
-		}
-		if (mm->fault != NULL) {
-			mtd_cfg__build_fault(b, mm->fault, mtd_cfg__sub(p, sizeof(p), mpath, "fault"), &om->fault);
-			om->fault_own = true;
-		} else {
-			om->fault = out->local->fault; /* shares the service's fallback bytes */
-		}
-		if (mm->routing != NULL) {
-			mtd_cfg__build_routing(b, mm->routing, mtd_cfg__sub(p, sizeof(p), mpath, "routing"),
-			                       &om->routing);
-			om->routing_own = true;
-		} else {
-			om->routing = out->local->routing; /* shares the service's strings */
-		}
-		mtd_cfg__layer_resolve(b, out, &om->routing, &om->layer);
-		if (mm->split != NULL) {
-			om->split = mtd_cfg__build_split(b, mm->split, mtd_cfg__sub(p, sizeof(p), mpath, "split"));
-			om->split_own = true;
-			if (b->d->oom)
-				break;
-		} else {
-			om->split = out->local->split;
-		}
-		mtd_cfg__layer_split(b, &om->layer, om->split, mm, mpath);
-		if (mm->rate_limit != NULL)
-			mtd_cfg__build_rate_limit(b, mm->rate_limit, mtd_cfg__sub(p, sizeof(p), mpath, "rate_limit"),
-			                          &om->rate_limit);
-		om->trace_sample = mtd_cfg__trace_sample(b, mm->tracing, out->local->trace_sample,
-		                                         mtd_cfg__sub(p, sizeof(p), mpath, "tracing"));
-		if (mm->fault_injection != NULL)
-			mtd_cfg__build_fault_injection(b, mm->fault_injection,
-			                               mtd_cfg__sub(p, sizeof(p), mpath, "fault_injection"),
-			                               &om->fault_injection);
-		else
-			om->fault_injection = out->local->fault_injection;
-		if (mm->hash_key != NULL) {
-			any_method_key = true;
-			mtd_cfg__build_hash_key(b, mm->hash_key, mtd_cfg__sub(p, sizeof(p), mpath, "hash_key"),
-			                        &om->hash_key);
-		} else {
-			mtd_cfg__hash_key_copy(b, &om->hash_key, &out->local->hash_key);
-		}
-		if (b->d->oom)
-			break;
+	for (size_t i = 0; i < m->n_methods && !b->d->oom; i++) {
+		build_method(b, m, i, path, &warmup, &svc_info, out, &minfo[i]);
+		any_method_key |= m->methods[i]->hash_key != NULL;
 	}
 	if (b->d->oom)
 		goto out;
