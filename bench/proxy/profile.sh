@@ -5,7 +5,9 @@
 #   perf       the top symbols (perf record attached to the proxy's processes)
 #   strace     syscalls per call, by syscall (strace -c -f attached)
 #   callgrind  instructions per call and the top functions (valgrind,
-#              started under it; slow: use fewer calls)
+#              started under it; slow: use fewer calls; maitred and
+#              nghttpx, whose single-process mode keeps its worker in the
+#              process valgrind starts)
 # Each tool gets its own fresh proxy and upstreams. See README.md.
 set -u -o pipefail
 
@@ -143,12 +145,19 @@ run_strace() {
 run_callgrind() {
 	local calls n=$((CALLS / 10))
 	command -v valgrind >/dev/null || { echo "callgrind: not installed (apt-get install valgrind)"; return; }
-	if [ "$ROW" != maitred ]; then
-		echo "callgrind: only for maitred (the peers fork workers)"; return
-	fi
+	local extra=${NGHTTPX_EXTRA:-}
+	case $ROW in
+	maitred) ;;
+	# nghttpx forks its worker; single-process mode runs the same worker
+	# code in the process valgrind starts.
+	nghttpx) NGHTTPX_EXTRA="${extra:+$extra
+}single-process=yes" ;;
+	*) echo "callgrind: only for maitred and nghttpx (the other peers fork workers)"; return ;;
+	esac
 	PROXY_WRAP=(valgrind --tool=callgrind --callgrind-out-file="$T/callgrind.out")
 	LISTEN_TRIES=600 begin
 	PROXY_WRAP=()
+	NGHTTPX_EXTRA=$extra
 	calls=$(drive "$n")
 	end
 	echo "## callgrind: $ROW, $calls calls (including start-up and one check call)"
