@@ -683,6 +683,61 @@ START_TEST(read_ahead_at_the_start_of_io_is_read_next_turn)
 }
 END_TEST
 
+/* The third site: reading paused while the output could not drain
+ * (conn.c set_read_paused), with bytes TLS read ahead, resumes when it
+ * drained; those bytes are read at the next turn too, not in the turn
+ * whose flush resumed reading. As the worker's flush does, the flush runs
+ * here inside a callback of the loop. */
+enum { RESUME_OUT = 1 << 20 };
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct pair *p = arg;
+	static uint8_t scratch[64 * 1024];
+	for (int i = 0; i < 10000 && p->c.read_paused; i++) {
+		server_drain(p, scratch, sizeof(scratch));
+		ck_assert_int_eq(mtd_conn_flush(&p->c), 0);
+	}
+	ck_assert_msg(!p->c.read_paused, "reading did not resume once the output drained");
+}
+
+START_TEST(read_ahead_when_reading_resumes_is_read_next_turn)
+{
+	struct pair p;
+	pair_open(&p);
+	ck_assert_int_eq(SSL_write(p.srv, settings, sizeof(settings)), (int)sizeof(settings));
+	static uint8_t frame[9 + 100];
+	frame[2] = 100;
+	frame[3] = 0xfa; /* an unknown type: ignored (RFC 9113 §4.1) */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(SSL_write(p.srv, frame, sizeof(frame)), (int)sizeof(frame));
+	/* The session takes the SETTINGS; the rest waits in the read-ahead. */
+	uint8_t buf[sizeof(settings)];
+	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), (int)sizeof(buf));
+	ck_assert_int_eq(nghttp2_session_mem_recv(p.c.ng, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	ck_assert(mtd_xprt_pending(&p.c));
+	/* More output than the socket takes and than the read-pause mark:
+	 * the flush waits for writability and stops reading. */
+	int small = 4096;
+	ck_assert_int_eq(setsockopt(p.c.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	p.c.out = malloc(RESUME_OUT);
+	ck_assert_ptr_nonnull(p.c.out);
+	memset(p.c.out, 'y', RESUME_OUT);
+	p.c.out_len = p.c.out_cap = RESUME_OUT;
+	ck_assert_int_eq(mtd_conn_flush(&p.c), 0);
+	ck_assert(p.c.read_paused);
+	ck_assert(!event_pending(&p.c.rev, EV_READ, NULL));
+	ck_assert(mtd_xprt_pending(&p.c));
+	ck_assert_int_eq(event_base_once(p.base, -1, EV_TIMEOUT, resume_cb, &p, NULL), 0);
+	event_base_loop(p.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert_msg(mtd_xprt_pending(&p.c), "the read-ahead was read in the turn that resumed reading");
+	read_ahead_read_in_later_turns(&p, frame, sizeof(frame));
+	pair_close(&p);
+}
+END_TEST
+
 /* ---- plain TCP ---------------------------------------------------------- */
 
 /* A transport whose reads always want writability. */
@@ -1047,6 +1102,7 @@ static Suite *transport_suite(void)
 	tcase_add_test(tc, read_ahead_takes_the_socket_at_once);
 	tcase_add_test(tc, read_ahead_left_after_the_rounds_is_read_next_turn);
 	tcase_add_test(tc, read_ahead_at_the_start_of_io_is_read_next_turn);
+	tcase_add_test(tc, read_ahead_when_reading_resumes_is_read_next_turn);
 	tcase_add_test(tc, inbound_sessions_end_an_hour_after_the_full_handshake);
 	tcase_add_test(tc, upstream_sessions_end_an_hour_after_the_full_handshake);
 	suite_add_tcase(s, tc);
