@@ -124,8 +124,8 @@ struct mtd_worker {
 	uint8_t *spare_out[MTD_SPARE_OUT];
 	unsigned n_spare_out;
 	/* When a client stream last ended (downstream.c), and when
-	 * housekeeping last gave freed memory back (worker.c
-	 * give_back_memory): once per quiet spell after calls. */
+	 * housekeeping last gave freed memory back (worker_turn.c
+	 * mtd_worker_give_back): once per quiet spell after calls. */
 	int64_t stream_end_ns;
 	int64_t gave_back_ns;
 	uint64_t rng;

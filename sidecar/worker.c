@@ -11,9 +11,6 @@
 #include "config.h"
 
 #include <errno.h>
-#ifdef HAVE_MALLOC_TRIM
-#include <malloc.h>
-#endif
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -81,32 +78,6 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	}
 }
 
-/* How long a worker's client connections have had no stream before
- * housekeeping gives freed memory back. */
-#define GIVE_BACK_QUIET_NS (5 * (int64_t)1000000000)
-
-/* Issue 19 §3/§6: after a burst, the blocks its calls freed stay private
- * memory, in the slab's free lists (up to 256 KiB a class) and in malloc's
- * arena, fragmented: 512 calls in flight left 2.4 MB where the idle worker
- * had 0.8 (bench/proxy/README.md). Once the worker has been quiet for a
- * while (no client stream for GIVE_BACK_QUIET_NS, calls since the last
- * time), the slab goes back to malloc and malloc gives the free pages of
- * its arenas back to the kernel (glibc malloc_trim: every arena, so other
- * workers' too; rare enough that its locks cost nothing). */
-static void give_back_memory(struct mtd_worker *w, int64_t now)
-{
-	if (w->stream_end_ns <= w->gave_back_ns || now - w->stream_end_ns < GIVE_BACK_QUIET_NS)
-		return;
-	w->gave_back_ns = now;
-	while (w->n_spare_out)
-		free(w->spare_out[--w->n_spare_out]);
-	mtd_slab_drain(&w->slab);
-	mtd_bufq_release_kept(); /* the relay's recycled chunks: up to 1 MiB of full ones, 74 KiB of first ones */
-#ifdef HAVE_MALLOC_TRIM
-	malloc_trim(0);
-#endif
-}
-
 static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mtd_worker *w = arg;
@@ -154,7 +125,7 @@ static void housekeeping_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	if (quiet)
-		give_back_memory(w, now);
+		mtd_worker_give_back(w);
 }
 
 /* The control thread published a runtime (its slot, mtd_worker_set_runtime):

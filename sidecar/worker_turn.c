@@ -1,13 +1,20 @@
 /* What a worker does between its events (worker_turn.h): the end of a
- * turn, a snapshot swap, closing everything at the end. No socket of its
- * own, no thread, no libevent call: the seam links it as it is. */
+ * turn, a snapshot swap, closing everything at the end, memory given back
+ * after a quiet spell. No socket of its own, no thread, no libevent call:
+ * the seam links it as it is. */
 #include "config.h"
 
 #include <errno.h>
+#ifdef HAVE_MALLOC_TRIM
+#include <malloc.h>
+#endif
 #include <stdatomic.h>
+#include <stdlib.h>
 
+#include "core/bufq.h"
 #include "core/lazy.h"
 #include "core/log.h"
+#include "core/slab.h"
 #include "sidecar/call/call.h"
 #include "sidecar/call/failback.h"
 #include "sidecar/call/park.h"
@@ -142,4 +149,32 @@ void mtd_worker_close_all(struct mtd_worker *w)
 	}
 	free_buried(w);
 	reap(w);
+}
+
+/* How long a worker's client connections have had no stream before its
+ * freed memory goes back. */
+#define GIVE_BACK_QUIET_NS (5 * (int64_t)1000000000)
+
+/* After a burst, the blocks its calls freed stay private memory, in the
+ * slab's free lists (up to 256 KiB a class) and in malloc's arena,
+ * fragmented: 512 calls in flight left 2.4 MB where the idle worker had
+ * 0.8 (bench/proxy/README.md). Once the worker has been quiet for a while
+ * (no client stream for GIVE_BACK_QUIET_NS, calls since the last time),
+ * the slab goes back to malloc and malloc gives the free pages of its
+ * arenas back to the kernel (glibc malloc_trim: every arena, so other
+ * workers' too; rare enough that its locks cost nothing). */
+bool mtd_worker_give_back(struct mtd_worker *w)
+{
+	int64_t now = mtd_now_ns();
+	if (w->stream_end_ns <= w->gave_back_ns || now - w->stream_end_ns < GIVE_BACK_QUIET_NS)
+		return false;
+	w->gave_back_ns = now;
+	while (w->n_spare_out)
+		free(w->spare_out[--w->n_spare_out]);
+	mtd_slab_drain(&w->slab);
+	mtd_bufq_release_kept(); /* the relay's recycled chunks: up to 1 MiB of full ones, 74 KiB of first ones */
+#ifdef HAVE_MALLOC_TRIM
+	malloc_trim(0);
+#endif
+	return true;
 }

@@ -1,11 +1,14 @@
 /* What a worker does between its events (worker_turn.c): the end of a
- * turn, taking a new snapshot, closing everything when it stops. Above the
- * rooms it runs (io/, call/), below the thread, the accept, the
- * housekeeping and the drain (worker.c), so that the call engine's seam
- * (tests/unit/sidecar/call_seam.c) runs this code, without a socket or a
- * thread, rather than a copy of it. Worker thread only. */
+ * turn, taking a new snapshot, closing everything when it stops, giving
+ * memory back when quiet. Above the rooms it runs (io/, call/), below the
+ * thread, the accept, the housekeeping and the drain (worker.c), so that
+ * the call engine's seam (tests/unit/sidecar/call_seam.c) runs this code,
+ * without a socket or a thread, rather than a copy of it. Worker thread
+ * only. */
 #ifndef MTD_WORKER_TURN_H
 #define MTD_WORKER_TURN_H
+
+#include <stdbool.h>
 
 #include "sidecar/worker-t.h"
 
@@ -38,5 +41,12 @@ int mtd_worker_take_runtime(struct mtd_worker *w, struct mtd_runtime *rt);
  * connection or pool is left, and only the worker's own hold (w->hold) is
  * alive, with no user. */
 void mtd_worker_close_all(struct mtd_worker *w);
+
+/* Housekeeping found the worker quiet (no client stream, no FAILBACK
+ * copy): once a client stream ended since the last give-back and none
+ * for 5 s, its kept memory goes back (connection output spares, the
+ * slab's free blocks, the relay's recycled chunks, malloc's free pages).
+ * Whether it gave back. */
+bool mtd_worker_give_back(struct mtd_worker *w);
 
 #endif
