@@ -123,11 +123,12 @@ struct mtd_worker {
 	 * upstream's. */
 	uint8_t *spare_out[MTD_SPARE_OUT];
 	unsigned n_spare_out;
-	/* When a client stream last ended (downstream.c), and when
-	 * housekeeping last gave freed memory back (worker_turn.c
-	 * mtd_worker_give_back): once per quiet spell after calls. */
+	/* When a client stream last ended (downstream.c, the turn's clock),
+	 * and the stream end the last give-back of freed memory followed
+	 * (worker_turn.c mtd_worker_give_back): once per quiet spell after
+	 * calls. */
 	int64_t stream_end_ns;
-	int64_t gave_back_ns;
+	int64_t gave_back_end_ns;
 	uint64_t rng;
 	bool draining;
 	bool drained; /* said so once */

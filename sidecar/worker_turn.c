@@ -165,10 +165,15 @@ void mtd_worker_close_all(struct mtd_worker *w)
  * workers' too; rare enough that its locks cost nothing). */
 bool mtd_worker_give_back(struct mtd_worker *w)
 {
-	int64_t now = mtd_now_ns();
-	if (w->stream_end_ns <= w->gave_back_ns || now - w->stream_end_ns < GIVE_BACK_QUIET_NS)
+	/* One clock: a stream's end is stamped with the turn's
+	 * (downstream.c), and so the quiet spell is measured on it, and "a
+	 * call since" is a stream end other than the one the last give-back
+	 * followed. An exact reading beside it took a stream that ended
+	 * later in the give-back's turn, stamped with the turn's earlier
+	 * clock, for one before it: that burst's memory stayed. */
+	if (w->stream_end_ns == w->gave_back_end_ns || mtd_turn_now_ns(w) - w->stream_end_ns < GIVE_BACK_QUIET_NS)
 		return false;
-	w->gave_back_ns = now;
+	w->gave_back_end_ns = w->stream_end_ns;
 	while (w->n_spare_out)
 		free(w->spare_out[--w->n_spare_out]);
 	mtd_slab_drain(&w->slab);

@@ -46,6 +46,7 @@ void mtd_worker_close_all(struct mtd_worker *w);
  * copy): once a client stream ended since the last give-back and none
  * for 5 s, its kept memory goes back (connection output spares, the
  * slab's free blocks, the relay's recycled chunks, malloc's free pages).
+ * Both measured on the turn's clock (turn.h), as the stream's end is.
  * Whether it gave back. */
 bool mtd_worker_give_back(struct mtd_worker *w);
 

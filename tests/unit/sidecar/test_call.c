@@ -32,6 +32,7 @@
 #include "sidecar/control/runtime-t.h"
 #include "sidecar/io/conn-t.h"
 #include "sidecar/io/pool.h"
+#include "sidecar/turn.h"
 #include "sidecar/worker-t.h"
 #include "sidecar/worker.h"
 #include "sidecar/worker_turn.h"
@@ -1554,6 +1555,36 @@ START_TEST(a_retry_late_in_a_long_turn_passes_over_an_endpoint_too_slow_for_the_
 }
 END_TEST
 
+/* A worker gives its freed memory back once per quiet spell after calls
+ * (worker_turn.c mtd_worker_give_back). A call that ends in the turn of a
+ * give-back, after it, is a call since: the next quiet spell gives back
+ * again. Its stream's end is stamped with the turn's clock (downstream.c);
+ * the give-back was stamped with the exact one, read later in that turn,
+ * so the end looked older than the give-back and the burst's memory
+ * stayed. */
+START_TEST(a_call_ending_in_the_turn_of_a_give_back_is_a_call_since)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct mtd_worker *w = seam_worker(s);
+	ck_assert(!mtd_worker_give_back(w)); /* no call yet */
+	unsigned nth = 0;
+	one_call(s, &nth, EP_A);
+	seam_advance_ms(s, 4000);
+	ck_assert(!mtd_worker_give_back(w)); /* not quiet for long enough */
+	/* A turn whose clock a callback read, then the give-back later in it. */
+	seam_advance_ms(s, 2000);
+	mtd_turn_now_ns(w);
+	seam_timers_mid_turn(s, 1);
+	ck_assert(mtd_worker_give_back(w));
+	ck_assert(!mtd_worker_give_back(w)); /* once a spell */
+	/* Later in that turn, a call begins and ends. */
+	one_call(s, &nth, EP_A);
+	seam_advance_ms(s, 6000);
+	ck_assert_msg(mtd_worker_give_back(w), "the call after the give-back went unseen");
+	seam_free(s);
+}
+END_TEST
+
 /* A call's trace and span ids (call/trace.c), derived as a traced
  * snapshot would: the seam's trace nothing, and only whether a tracer is
  * there is read. */
@@ -2991,6 +3022,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_retry_due_late_in_a_long_turn_is_weighed_against_the_time_left_now);
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_waits_for_routes_its_whole_deadline);
 	tcase_add_test(tc, a_retry_late_in_a_long_turn_passes_over_an_endpoint_too_slow_for_the_time_left);
+	tcase_add_test(tc, a_call_ending_in_the_turn_of_a_give_back_is_a_call_since);
 	tcase_add_test(tc, calls_of_one_turn_start_apart_and_have_their_own_trace_ids);
 	tcase_add_test(tc, calls_of_two_workers_starting_at_one_ns_have_their_own_trace_ids);
 	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
