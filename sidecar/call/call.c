@@ -516,7 +516,10 @@ static enum skip skip_reason(const struct mtd_call *call, const struct mtd_endpo
 	uint32_t cap = call->svc->cfg->circuit.max_calls_per_endpoint;
 	if (cap && atomic_load_explicit(&mtd_lb_stats_view(&ep->stats)->active, memory_order_relaxed) >= (int64_t)cap)
 		return SKIP_FULL;
-	if (mtd_pool_backing_off(p, mtd_turn_now_ns(call->w)))
+	/* The exact clock, as the backoff's end (pool.c) and the time left:
+	 * at the turn's, an endpoint whose backoff ended in this turn's work
+	 * was still passed over. */
+	if (mtd_pool_backing_off(p, now_ns))
 		return SKIP_BACKOFF;
 	if (too_slow(call, ep, now_ns, NULL))
 		return SKIP_SLOW;

@@ -1555,6 +1555,53 @@ START_TEST(a_retry_late_in_a_long_turn_passes_over_an_endpoint_too_slow_for_the_
 }
 END_TEST
 
+/* An endpoint whose connect backoff (pool.c, set from the exact clock)
+ * runs out late in a long turn is not passed over by a pick in it: the
+ * pick weighs the backoff at the exact clock, as it does the time left
+ * (call.c skip_reason). At the turn's clock, as old as the turn (turn.h),
+ * it was still backing off, and the call went to the other endpoint. */
+START_TEST(an_endpoint_whose_backoff_ran_out_late_in_a_long_turn_is_not_passed_over)
+{
+	/* Round robin, so that the pick's order is known once A was tried:
+	 * A (refused), B (the call moved there), then A again. */
+	struct seam *s = seam_new("services:\n"
+	                          "  - name: \"echo.Echo\"\n"
+	                          "    endpoints: [" EPS_AB "]\n"
+	                          "    lb: {policy: ROUND_ROBIN}\n");
+	seam_ep_mode(s, EP_A, SEAM_EP_REFUSED);
+	unsigned nth = 0;
+	struct seam_cs *cs;
+	struct seam_ss *ss;
+	while (seam_ep_connects(s, EP_A) == 0 && nth < 2) { /* round robin starts anywhere */
+		cs = unary(s, NULL, "ping");
+		seam_run(s);
+		ss = seam_stream(s, nth++);
+		ck_assert_ptr_nonnull(ss);
+		ck_assert_str_eq(ss->ep, EP_B);
+		seam_respond(s, ss, 0, "pong", 4);
+		seam_run(s);
+		expect_ok(cs, "pong");
+	}
+	ck_assert_uint_eq(seam_ep_connects(s, EP_A), 1); /* refused: 250 ms of backoff */
+	seam_ep_mode(s, EP_A, SEAM_EP_UP);
+	/* A turn that read its clock 1 ms before the backoff's end, then ran
+	 * on 2 ms: the next call, round robin's A, is read in it. */
+	seam_advance_ms(s, 249);
+	ck_assert(mtd_pool_backing_off(seam_pool(s, EP_A), mtd_turn_now_ns(seam_worker(s))));
+	seam_timers_mid_turn(s, 2);
+	ck_assert(!mtd_pool_backing_off(seam_pool(s, EP_A), seam_now_ns()));
+	cs = unary(s, NULL, "ping");
+	seam_run(s);
+	ss = seam_stream(s, nth);
+	ck_assert_ptr_nonnull(ss);
+	ck_assert_str_eq(ss->ep, EP_A);
+	seam_respond(s, ss, 0, "pong", 4);
+	seam_run(s);
+	expect_ok(cs, "pong");
+	seam_free(s);
+}
+END_TEST
+
 /* A worker gives its freed memory back once per quiet spell after calls
  * (worker_turn.c mtd_worker_give_back). A call that ends in the turn of a
  * give-back, after it, is a call since: the next quiet spell gives back
@@ -3022,6 +3069,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_retry_due_late_in_a_long_turn_is_weighed_against_the_time_left_now);
 	tcase_add_test(tc, a_call_read_late_in_a_long_turn_waits_for_routes_its_whole_deadline);
 	tcase_add_test(tc, a_retry_late_in_a_long_turn_passes_over_an_endpoint_too_slow_for_the_time_left);
+	tcase_add_test(tc, an_endpoint_whose_backoff_ran_out_late_in_a_long_turn_is_not_passed_over);
 	tcase_add_test(tc, a_call_ending_in_the_turn_of_a_give_back_is_a_call_since);
 	tcase_add_test(tc, calls_of_one_turn_start_apart_and_have_their_own_trace_ids);
 	tcase_add_test(tc, calls_of_two_workers_starting_at_one_ns_have_their_own_trace_ids);
