@@ -51,13 +51,25 @@ void mtd_lb__hot_free(struct mtd_lb__hot *h)
 static double count(_Atomic uint64_t *s, uint64_t e, double frac)
 {
 	uint64_t v = atomic_load_explicit(s, memory_order_relaxed), next = 0, cur, last;
+	double f = frac;
 
 	for (int tries = 0; tries < 3; tries++) {
-		uint64_t ve = v >> 48;
+		uint64_t ve = v >> 48, at = e;
 
+		f = frac;
 		cur = v >> 24 & FIELD_MAX;
 		last = v & FIELD_MAX;
 		if (ve == (e & 0xffffu)) {
+			cur = cur < FIELD_MAX ? cur + 1 : cur;
+		} else if (ve == ((e + 1) & 0xffffu)) {
+			/* A now behind the slot's second: a worker's turn clock,
+			 * read before another worker's pick moved the slot on (a
+			 * pick's now_ns is its turn's, sidecar/turn.h), or a
+			 * thread that read the clock before a faster one. Counted
+			 * in the slot's second, which has just begun: moving the
+			 * slot back a second would drop what it counted. */
+			at = e + 1;
+			f = 0.0;
 			cur = cur < FIELD_MAX ? cur + 1 : cur;
 		} else if (ve == ((e - 1) & 0xffffu)) {
 			last = cur;
@@ -66,11 +78,11 @@ static double count(_Atomic uint64_t *s, uint64_t e, double frac)
 			last = 0;
 			cur = 1;
 		}
-		next = pack(e, cur, last);
+		next = pack(at, cur, last);
 		if (atomic_compare_exchange_weak_explicit(s, &v, next, memory_order_relaxed, memory_order_relaxed))
 			break;
 	}
-	return (double)(next >> 24 & FIELD_MAX) + (double)(next & FIELD_MAX) * (1.0 - frac);
+	return (double)(next >> 24 & FIELD_MAX) + (double)(next & FIELD_MAX) * (1.0 - f);
 }
 
 bool mtd_lb__hot_observe(struct mtd_lb__hot *h, uint64_t key_hash, int64_t now_ms)

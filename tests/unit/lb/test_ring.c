@@ -211,6 +211,49 @@ START_TEST(hot_keys_window_ignores_a_wall_clock_step)
 }
 END_TEST
 
+/* A hot key stays hot when a pick's now is a little behind the window's
+ * second: workers share the sketch, each pick's now is its worker's turn
+ * clock (sidecar/turn.h), read when its turn began, and another worker's
+ * pick may have crossed into the next second meanwhile. 600 calls a
+ * second, one of them just after a second began 5 ms behind, in the
+ * second before: the 80 calls after it still spread over 3 endpoints (it
+ * moved the counters back a second, emptying them, and they all went
+ * home until 100 more calls had been counted). */
+START_TEST(hot_keys_window_counts_a_pick_a_turn_behind)
+{
+	const char *policy = policies[_i];
+	struct t_set s;
+	struct mtd_lb_config cfg;
+	uint64_t counts[T_MAX_EPS] = {0};
+
+	t_set_init(&s, 10, NULL);
+	mtd_lb_config_defaults(&cfg, mtd_lb_find(policy));
+	cfg.hot_keys.threshold_per_second = 100;
+	cfg.hot_keys.spread = 3;
+	struct mtd_lb_picker *p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
+	ck_assert_ptr_nonnull(p);
+	struct mtd_lb_pick_ctx ctx = t_ctx(&s);
+	ctx.key = (const uint8_t *)"key-hot";
+	ctx.key_len = 7;
+	for (int64_t c = 0; c < 1200; c++) {
+		int64_t mono_ms = T0 + c * 1000 / 600;
+		if (c == 601)
+			mono_ms -= 5; /* T0 + 996: the second before */
+		ctx.now_ns = mono_ms * 1000000;
+		ctx.now_ms = mono_ms;
+		int i = mtd_lb_pick(p, &ctx);
+		ck_assert_int_ge(i, 0);
+		if (c > 601 && c <= 681)
+			counts[i]++;
+	}
+	size_t used = 0;
+	for (size_t i = 0; i < s.n; i++)
+		used += counts[i] > 0;
+	ck_assert_uint_eq(used, 3);
+	mtd_lb_picker_free(p);
+}
+END_TEST
+
 START_TEST(hot_keys_options_checked)
 {
 	struct mtd_lb_config cfg;
@@ -514,6 +557,7 @@ static Suite *ring_suite(void)
 	tcase_add_loop_test(tc, warmup_inert_when_all_start_together, 0, 2);
 	tcase_add_loop_test(tc, hot_keys_spread_only_above_threshold, 0, 2);
 	tcase_add_loop_test(tc, hot_keys_window_ignores_a_wall_clock_step, 0, 2);
+	tcase_add_loop_test(tc, hot_keys_window_counts_a_pick_a_turn_behind, 0, 2);
 	tcase_add_test(tc, hot_keys_options_checked);
 	tcase_add_test(tc, slots_walk_order_exclusions_bound);
 	tcase_add_test(tc, slots_walk_warmup_refusals_and_fallback);
