@@ -772,6 +772,39 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    @unittest.skipUnless(can_bind_mount(), "needs root and mount namespaces (unshare --mount) for a private /etc/hosts")
+    def test_sigterm_while_the_servers_name_is_looked_up_exits_clean(self):
+        """SIGTERM while the server's name is being looked up (a resolver
+        that never answers): the client is freed after the control loop
+        ended, its resolver with it, which fails the lookup; libevent
+        defers that callback, which frees its records of the lookup. Red
+        before under ASan (LeakSanitizer at exit: about 1.5 KiB, the
+        callback never ran); maitred runs with its own /etc/hosts and
+        resolv.conf."""
+        import socket
+        a = self.start_upstream("a")
+        name = "xds.maitred.test"
+        hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.1 %s\n" % name)
+        silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a resolver that reads and never answers
+        self.addCleanup(silent.close)
+        silent.bind(("127.0.0.78", 53))
+        silent.settimeout(WAIT)
+        resolv = os.path.join(self.tmp, "resolv.conf")
+        with open(resolv, "w") as f:
+            f.write("nameserver 127.0.0.78\n")
+        self.server.start()
+        self.serve([a])
+        m = self.start_maitred(self.xds_config(server="%s:%d" % (name, self.server.port)),
+                               wrap=hosts_wrap(hosts, resolv))
+        self.wait_set(self.echo(m), "a", "a")
+        # The name leaves the hosts file and the server goes: the
+        # reconnect asks the resolver, which never answers.
+        self.hosts_file("127.0.0.1 localhost\n")
+        self.server.stop()
+        silent.recvfrom(512)  # the lookup is pending
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_server_that_drops_each_connection_is_never_said_to_be_back(self):
         """A port that accepts each connection and closes it: maitred
         retries (the first retry within 1 s, then backing off), says that
