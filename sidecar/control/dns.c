@@ -74,16 +74,25 @@ struct dns_src {
 	size_t n_names;
 	int pending; /* names not done this round */
 	bool stopping;
-	/* A stopped source's cancelled host-name lookups whose callbacks have
-	 * not come yet: the source and its resolver stay until the last one
-	 * (libevent defers a cancelled lookup's callback, and that work reads
-	 * the resolver). */
+	/* A stopped source's lookups whose callbacks have not come yet, each
+	 * cancelled (A, AAAA and host-name lookups alike): the source and its
+	 * resolver stay until the last one. libevent defers a lookup's
+	 * callback, an answer's too: one already due when the source stops
+	 * comes after, and reads the source; a cancelled one's work reads the
+	 * resolver. */
 	size_t cancelled;
 	struct mtd_mx_disc *mx; /* the admin's figures (metrics.h), or NULL */
 };
 
 static void round_start(struct dns_src *s);
 static void src_destroy(struct dns_src *s);
+
+/* A stopped source's lookup called back: the last one frees the source. */
+static void stopped_callback(struct dns_src *s)
+{
+	if (--s->cancelled == 0)
+		src_destroy(s); /* after this, libevent reads neither */
+}
 
 static void arm(struct dns_src *s)
 {
@@ -221,19 +230,21 @@ static void add_addr(struct dns_name *nm, int family, const void *ip)
 	nm->n_got++;
 }
 
-/* discovery.dns: one A or AAAA answer. */
-static void resolve_cb(int result, char type, int count, int ttl, void *addresses, void *arg)
+/* discovery.dns: one A (which 0) or AAAA (1) answer. Each request has a
+ * callback of its own: libevent says the type of an answer, not of an
+ * error. */
+static void resolved(struct dns_name *nm, int which, int result, int count, int ttl, void *addresses)
 {
-	struct dns_name *nm = arg;
 	struct dns_src *s = nm->src;
-	int which = type == DNS_IPv6_AAAA ? 1 : 0;
 	nm->req[which] = NULL;
-	if (result == DNS_ERR_SHUTDOWN || result == DNS_ERR_CANCEL || s->stopping)
+	if (s->stopping) {
+		stopped_callback(s);
 		return;
+	}
 	if (result == DNS_ERR_NONE) {
 		for (int i = 0; i < count; i++)
-			add_addr(nm, type == DNS_IPv6_AAAA ? AF_INET6 : AF_INET,
-			         (const uint8_t *)addresses + (size_t)i * (type == DNS_IPv6_AAAA ? 16 : 4));
+			add_addr(nm, which ? AF_INET6 : AF_INET,
+			         (const uint8_t *)addresses + (size_t)i * (which ? 16 : 4));
 		if (count > 0 && ttl >= 0 && (uint32_t)ttl < s->min_ttl)
 			s->min_ttl = (uint32_t)ttl;
 	} else if (!nm->why[0] || result != DNS_ERR_NOTEXIST) {
@@ -243,17 +254,26 @@ static void resolve_cb(int result, char type, int count, int ttl, void *addresse
 		name_done(nm);
 }
 
+static void resolve4_cb(int result, char type, int count, int ttl, void *addresses, void *arg)
+{
+	resolved(arg, 0, result, count, ttl, addresses);
+}
+
+static void resolve6_cb(int result, char type, int count, int ttl, void *addresses, void *arg)
+{
+	resolved(arg, 1, result, count, ttl, addresses);
+}
+
 /* Static host names: evdns_getaddrinfo (hosts file, then DNS). */
 static void gai_cb(int result, struct evutil_addrinfo *res, void *arg)
 {
 	struct dns_name *nm = arg;
 	struct dns_src *s = nm->src;
 	nm->gai = NULL;
-	if (result == EVUTIL_EAI_CANCEL || s->stopping) {
+	if (s->stopping) {
 		if (res)
 			evutil_freeaddrinfo(res);
-		if (s->stopping && --s->cancelled == 0)
-			src_destroy(s); /* after this, libevent reads neither */
+		stopped_callback(s);
 		return;
 	}
 	if (result == 0) {
@@ -282,10 +302,10 @@ static void round_start(struct dns_src *s)
 		nm->n_got = 0;
 		if (s->cfg->local->source == MTD_CFG_SOURCE_DNS) {
 			nm->pending = 3; /* A, AAAA, and this loop's own */
-			nm->req[0] = evdns_base_resolve_ipv4(s->dns, nm->host, DNS_QUERY_NO_SEARCH, resolve_cb, nm);
+			nm->req[0] = evdns_base_resolve_ipv4(s->dns, nm->host, DNS_QUERY_NO_SEARCH, resolve4_cb, nm);
 			if (!nm->req[0])
 				nm->pending--;
-			nm->req[1] = evdns_base_resolve_ipv6(s->dns, nm->host, DNS_QUERY_NO_SEARCH, resolve_cb, nm);
+			nm->req[1] = evdns_base_resolve_ipv6(s->dns, nm->host, DNS_QUERY_NO_SEARCH, resolve6_cb, nm);
 			if (!nm->req[1])
 				nm->pending--;
 		} else {
@@ -320,14 +340,24 @@ static void src_free(struct dns_src *s)
 	if (s->timer)
 		event_free(s->timer);
 	s->timer = NULL;
-	/* Each cancelled lookup's callback comes later (EVUTIL_EAI_CANCEL);
-	 * the last frees s. The +1: none of them frees it while this runs. */
+	/* Each lookup whose callback has not come is cancelled; its callback
+	 * comes later all the same (DNS_ERR_CANCEL, EVUTIL_EAI_CANCEL, or the
+	 * answer already due, which a cancel leaves as it is), and the last
+	 * frees s: none reads a source freed here. The +1: none of them frees
+	 * it while this runs. */
 	s->cancelled = 1;
-	for (size_t i = 0; i < s->n_names; i++)
-		if (s->names[i].gai) {
+	for (size_t i = 0; i < s->n_names; i++) {
+		struct dns_name *nm = &s->names[i];
+		for (int k = 0; k < 2; k++)
+			if (nm->req[k]) {
+				s->cancelled++;
+				evdns_cancel_request(s->dns, nm->req[k]);
+			}
+		if (nm->gai) {
 			s->cancelled++;
-			evdns_getaddrinfo_cancel(s->names[i].gai);
+			evdns_getaddrinfo_cancel(nm->gai);
 		}
+	}
 	if (--s->cancelled == 0)
 		src_destroy(s);
 }
@@ -335,7 +365,7 @@ static void src_free(struct dns_src *s)
 static void src_destroy(struct dns_src *s)
 {
 	if (s->dns)
-		evdns_base_free(s->dns, 0); /* pending A/AAAA requests go without callbacks */
+		evdns_base_free(s->dns, 0); /* no lookup left: each has called back */
 	for (size_t i = 0; i < s->n_names; i++) {
 		free(s->names[i].good);
 		free(s->names[i].got);

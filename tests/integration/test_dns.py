@@ -21,7 +21,7 @@ import urllib.parse
 import grpc
 
 from harness import (MaitredTest, Proc, can_bind_mount, hosts_wrap, maitred_only, pb, free_port, wait_until,
-                     CALL_LIMIT, START_LIMIT)
+                     CALL_LIMIT, START_LIMIT, STOP_LIMIT)
 from test_admin import admin_request, samples, value
 from h2raw import H2Client
 
@@ -184,8 +184,19 @@ class Dns(MaitredTest):
 
 
 @maitred_only
-class SilentResolver(MaitredTest):
-    """A DNS service whose resolver reads its queries and never answers."""
+class ResolverByHand(MaitredTest):
+    """A DNS service whose resolver is a UDP socket of the test's: it
+    reads the queries, and answers only when the test does."""
+
+    def resolver(self):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.addCleanup(sock.close)
+        sock.bind(("127.0.0.1", 0))
+        sock.settimeout(CALL_LIMIT)
+        svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
+               "discovery": {"dns": {"name": NAME, "port": 1, "refresh": "1s",
+                                     "resolvers": ["127.0.0.1:%d" % sock.getsockname()[1]]}}}
+        return sock, svc
 
     def test_sigterm_while_the_lookup_is_in_flight_exits_clean(self):
         """SIGTERM while the source's lookup waits for an answer that never
@@ -197,15 +208,44 @@ class SilentResolver(MaitredTest):
         (libevent frees a failed lookup's records only in its deferred
         callback: the control loop now runs those it owes before its base
         goes)."""
-        mute = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.addCleanup(mute.close)
-        mute.bind(("127.0.0.1", 0))
-        mute.settimeout(CALL_LIMIT)
-        svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
-               "discovery": {"dns": {"name": NAME, "port": 1, "refresh": "1s",
-                                     "resolvers": ["127.0.0.1:%d" % mute.getsockname()[1]]}}}
+        mute, svc = self.resolver()
         m = self.start_maitred(self.config([svc]))
         mute.recvfrom(512)  # the lookup is out, and will never be answered
+        self.stop_maitred(m)
+
+    def test_sigterm_in_the_turn_of_an_answer_exits_clean(self):
+        """The answer to the source's lookup and SIGTERM come in one turn
+        of the control loop, the answer first: libevent defers the
+        answer's callback to after the signal's, whose stop of the source
+        must not free what that callback reads. maitred is stopped
+        (SIGSTOP) while both arrive, so that one wait of its loop returns
+        both. Red before under ASan: the source and its names were freed
+        at the stop, and the callback read them (heap-use-after-free)."""
+        import struct
+        dns, svc = self.resolver()
+        m = self.start_maitred(self.config([svc]))
+        for _ in range(2):  # its A and AAAA queries
+            q, peer = dns.recvfrom(512)
+            i = 12
+            while i < len(q) and q[i]:
+                i += 1 + q[i]
+            if struct.unpack("!H", q[i + 1:i + 3])[0] == 1:
+                break
+        else:
+            self.fail("no A query from maitred")
+        answer = (q[:2] + struct.pack("!HHHHH", 0x8180, 1, 1, 0, 0) + q[12:i + 5]
+                  + struct.pack("!HHHIH", 0xc00c, 1, 1, 60, 4) + socket.inet_aton("127.0.0.2"))
+
+        def stopped():
+            with open("/proc/%d/stat" % m.proc.pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        m.proc.signal(signal.SIGSTOP)
+        self.addCleanup(m.proc.signal, signal.SIGCONT)
+        wait_until(stopped, CALL_LIMIT, "maitred to stop")
+        dns.sendto(answer, peer)
+        m.proc.signal(signal.SIGTERM)
+        m.proc.signal(signal.SIGCONT)
+        m.proc.wait(STOP_LIMIT)
         self.stop_maitred(m)
 
 
