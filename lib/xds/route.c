@@ -522,24 +522,28 @@ static bool vhost_any(const PbVhost *v)
  * configuration's domains and gRPC's clients match their authority: a
  * better rank wins, then within the suffix and prefix ranks the longer
  * domain. Case is ignored (host names'); a wildcard stands for at least
- * one character. */
+ * one character. A "*" first makes the rest a suffix, else a "*" last
+ * the rest a prefix, whatever "*" the rest holds ("*b*" is the suffix
+ * "b*"), as Envoy, gRPC C-core and grpc-js read a domain; a domain with
+ * a "*" only elsewhere ("a*b"), or empty, matches nothing. */
 enum domain_rank { DOMAIN_NONE, DOMAIN_ANY, DOMAIN_PREFIX, DOMAIN_SUFFIX, DOMAIN_EXACT };
 static enum domain_rank domain_rank(const char *d, const char *host)
 {
 	size_t dl = strlen(d), hl = strlen(host);
-	const char *star = strchr(d, '*');
 
-	if (star == NULL)
+	if (dl == 0)
+		return DOMAIN_NONE;
+	if (strchr(d, '*') == NULL)
 		return dl == hl && strncasecmp(d, host, hl) == 0 ? DOMAIN_EXACT : DOMAIN_NONE;
 	if (dl == 1)
 		return DOMAIN_ANY;
-	if (strchr(star + 1, '*') != NULL || (star != d && star != d + dl - 1))
-		return DOMAIN_NONE; /* "a*b", "**", "*a*": no form of Envoy's or gRPC's */
 	if (hl < dl)
 		return DOMAIN_NONE; /* the wildcard's character or more, and the rest */
-	if (star == d)
+	if (d[0] == '*')
 		return strncasecmp(d + 1, host + hl - (dl - 1), dl - 1) == 0 ? DOMAIN_SUFFIX : DOMAIN_NONE;
-	return strncasecmp(d, host, dl - 1) == 0 ? DOMAIN_PREFIX : DOMAIN_NONE;
+	if (d[dl - 1] == '*')
+		return strncasecmp(d, host, dl - 1) == 0 ? DOMAIN_PREFIX : DOMAIN_NONE;
+	return DOMAIN_NONE;
 }
 
 /* The virtual host host selects (domain_rank; the first of equals), or

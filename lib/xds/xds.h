@@ -74,7 +74,9 @@ void mtd_xds_ep_sockaddr(const struct mtd_xds_ep *e, struct sockaddr_storage *sa
  * Envoy's domain search): an exact domain, case aside, then the longest
  * suffix wildcard ("*.shop", "*-cart.shop"), then the longest prefix
  * wildcard ("cart.*"), then "*"; a wildcard stands for one character or
- * more, and a domain with a "*" anywhere else matches nothing (with host
+ * more; a "*" first makes the rest a suffix, else a "*" last the rest a
+ * prefix, whatever "*" the rest holds ("*b*" is the suffix "b*"), and a
+ * domain with a "*" only elsewhere matches nothing (with host
  * NULL, only "*" is matched). The routes come
  * out in the order a call tries them: every named host's (each closed by
  * a route that takes the rest of its service's calls and fails them: in

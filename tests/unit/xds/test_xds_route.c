@@ -346,13 +346,43 @@ START_TEST(test_the_listener_name_selects_a_host_as_a_clients_authority)
 	ck_assert_str_eq(other_call_for(all, N, ".svc:8080"), "any");
 	ck_assert_str_eq(other_call_for(all, N, "api."), "any");
 	ck_assert_str_eq(other_call_for(all, N, "api.x"), "prefix");
-	/* "a*i..." and "**" are no form of Envoy's: never matched. */
+	/* "a*i..." matches nothing; "**" is the suffix "*", no name here's. */
 	ck_assert_str_eq(other_call_for(all, N, "axi.shop.svc:8080"), "suffix-long");
 	/* Without "*", a name nothing matches leaves other calls unrouted. */
 	ck_assert_str_eq(other_call_for(all + 1, N - 1, "cart.other"), "(none)");
 	/* A listener named as a service: that service's host takes every
 	 * other call too (the client's channel would), not "*". */
 	ck_assert_str_eq(other_call_for(all, N, "shop.cart"), "cart");
+}
+END_TEST
+
+/* A "*" first makes the rest a suffix and a "*" last the rest a prefix,
+ * whatever else they hold, as Envoy, gRPC C-core and grpc-js classify a
+ * domain ("*b*" is the suffix "b*", "a**" the prefix "a*"); only a "*"
+ * neither first nor last matches nothing. xds.listener may hold a "*". */
+START_TEST(test_a_wildcard_first_or_last_reads_the_rest_as_text)
+{
+	enum { CART, SUF, PRE, MID, ANY, N };
+	static const char *clusters[N] = {"cart", "suffix", "prefix", "mid", "any"};
+	char *doms[N][1] = {{(char *)"shop.Cart"}, {(char *)"*b*"}, {(char *)"a**"}, {(char *)"a*b"}, {(char *)"*"}};
+	struct rt r[N];
+	PbRoute *rs[N][1];
+	PbVhost v[N], *all[N], *no_prefix[N - 1];
+
+	for (int i = 0; i < N; i++) {
+		rt_prefix(&r[i], "", clusters[i]);
+		rs[i][0] = &r[i].r;
+		vhost(&v[i], doms[i], 1, rs[i], 1);
+		all[i] = &v[i];
+	}
+	ck_assert_str_eq(other_call_for(all, N, "xb*"), "suffix");
+	ck_assert_str_eq(other_call_for(all, N, "a*z"), "prefix");
+	ck_assert_str_eq(other_call_for(all, N, "b*"), "any"); /* the "*" stands for one character or more */
+	no_prefix[0] = &v[CART];
+	no_prefix[1] = &v[SUF];
+	no_prefix[2] = &v[MID];
+	no_prefix[3] = &v[ANY];
+	ck_assert_str_eq(other_call_for(no_prefix, N - 1, "a*b"), "any");
 }
 END_TEST
 
@@ -1307,6 +1337,7 @@ static Suite *xds_route_suite(void)
 	tcase_add_test(tc, test_header_forms);
 	tcase_add_test(tc, test_paths_and_hosts);
 	tcase_add_test(tc, test_the_listener_name_selects_a_host_as_a_clients_authority);
+	tcase_add_test(tc, test_a_wildcard_first_or_last_reads_the_rest_as_text);
 	tcase_add_test(tc, test_weighted_clusters);
 	tcase_add_test(tc, test_timeouts_retry_hash);
 	tcase_add_test(tc, test_refused_matches);
