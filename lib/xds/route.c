@@ -16,6 +16,7 @@
 #include "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.pb-c.h"
 #include "fault/fault-t.h"
 #include "grpc/grpc.h"
+#include "pbwire/pbwire.h"
 #include "route/regex.h"
 #include "xds/xds-int.h"
 #include "xds/xds.h"
@@ -570,6 +571,35 @@ static size_t vhost_for(const PbRouteConfig *m, const char *host)
 	return best;
 }
 
+/* A domain with a NUL inside, which protobuf-c cuts there ("*\0x" would
+ * read "*", "api\0x" "api"), emptied: the whole string is no listener's
+ * nor service's name (neither holds a NUL), so it matches nothing, as in
+ * gRPC's clients, which compare the whole string (Envoy refuses it). m
+ * is decoded from buf[0..len): its hosts in the order written. */
+static void domains_cut_at_nul(const PbRouteConfig *m, const uint8_t *buf, size_t len)
+{
+	struct mtd_pbwire_iter it, hit;
+	struct mtd_pbwire_value f, g;
+	uint32_t field;
+	size_t vi = 0;
+
+	mtd_pbwire_iter_init(&it, buf, len);
+	while (mtd_pbwire_next(&it, &field, &f) == 1 && vi < m->n_virtual_hosts) {
+		if (field != 2 || f.type != MTD_PBWIRE_LEN) /* virtual_hosts */
+			continue;
+		const PbVhost *v = m->virtual_hosts[vi++];
+		size_t d = 0;
+		mtd_pbwire_iter_init(&hit, f.data, f.len);
+		while (mtd_pbwire_next(&hit, &field, &g) == 1 && d < v->n_domains) {
+			if (field != 2 || g.type != MTD_PBWIRE_LEN) /* domains */
+				continue;
+			if (memchr(g.data, '\0', g.len) != NULL)
+				v->domains[d][0] = '\0';
+			d++;
+		}
+	}
+}
+
 struct building {
 	struct mtd_xds_routes *out;
 	size_t cap;
@@ -770,6 +800,7 @@ int mtd_xds_routes_parse(const uint8_t *buf, size_t len, const char *host, struc
 	PbRouteConfig *m = envoy__config__route__v3__route_configuration__unpack(&mtd_cfg__pb_allocator, len, buf);
 	if (m == NULL)
 		return mtd_xds__refuse(why, whylen, "not a RouteConfiguration (it does not decode)");
+	domains_cut_at_nul(m, buf, len);
 	int rc = routes_from(m, host, out, why, whylen);
 	envoy__config__route__v3__route_configuration__free_unpacked(m, &mtd_cfg__pb_allocator);
 	if (rc == -ENOMEM)
@@ -885,6 +916,16 @@ static int hcm(const ProtobufCBinaryData *v, struct mtd_xds_listener *out, char 
 	        h->route_specifier_case ==
 	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER_ROUTE_CONFIG) {
 		char inner[384];
+		/* route_config, the last one written (a oneof's member again
+		 * replaces the first, protobuf-c merges nothing there). */
+		struct mtd_pbwire_iter it;
+		struct mtd_pbwire_value f, rc_bytes = {0};
+		uint32_t field;
+		mtd_pbwire_iter_init(&it, v->data, v->len);
+		while (mtd_pbwire_next(&it, &field, &f) == 1)
+			if (field == 4 && f.type == MTD_PBWIRE_LEN)
+				rc_bytes = f;
+		domains_cut_at_nul(h->route_config, rc_bytes.data, rc_bytes.len);
 		rc = routes_from(h->route_config, out->name, &out->routes, inner, sizeof(inner));
 		if (rc == -EINVAL)
 			mtd_xds__refuse(why, whylen, "route_config: %s", inner);

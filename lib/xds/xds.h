@@ -76,7 +76,7 @@ void mtd_xds_ep_sockaddr(const struct mtd_xds_ep *e, struct sockaddr_storage *sa
  * wildcard ("cart.*"), then "*"; a wildcard stands for one character or
  * more; a "*" first makes the rest a suffix, else a "*" last the rest a
  * prefix, whatever "*" the rest holds ("*b*" is the suffix "b*"), and a
- * domain with a "*" only elsewhere matches nothing (with host
+ * domain with a "*" only elsewhere, or a NUL inside, matches nothing (with host
  * NULL, only "*" is matched). The routes come
  * out in the order a call tries them: every named host's (each closed by
  * a route that takes the rest of its service's calls and fails them: in

@@ -1325,6 +1325,91 @@ START_TEST(test_failmalloc)
 }
 END_TEST
 
+/* buf[0..n) with every '#' made a NUL: a string protobuf-c cuts there. */
+static void hash_to_nul(uint8_t *buf, size_t n)
+{
+	for (uint8_t *p = buf; (p = memchr(p, '#', (size_t)(buf + n - p))) != NULL;)
+		*p++ = '\0';
+}
+
+/* The cluster of a call to path with the hosts of domains d0 and d1
+ * ('#' a NUL inside), their routes to c0 and c1, for the listener host:
+ * through RDS, and inline in that Listener (the same). */
+static const char *nul_call(char *d0, char *d1, const char *host, const char *path)
+{
+	static char got[2][48];
+	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
+	struct rt r[2];
+	PbRoute *rs[2][1] = {{&r[0].r}, {&r[1].r}};
+	char *doms[2][1] = {{d0}, {d1}};
+	PbVhost v[2], *vs[] = {&v[0], &v[1]};
+	struct mtd_xds_routes *out;
+	struct mtd_xds_listener l;
+
+	for (int i = 0; i < 2; i++) {
+		rt_prefix(&r[i], "", i ? "c1" : "c0");
+		vhost(&v[i], doms[i], 1, rs[i], 1);
+	}
+	rc.name = (char *)"rc";
+	rc.virtual_hosts = vs;
+	rc.n_virtual_hosts = 2;
+	size_t n = pack_rc(&rc);
+	hash_to_nul(wire, n);
+	int e = mtd_xds_routes_parse(wire, n, host, &out, why, sizeof(why));
+	const char *c = e != 0 ? why : route_call(out, path, NULL);
+	snprintf(got[0], sizeof(got[0]), "%.40s", c ? c : "(none)");
+	if (e == 0)
+		mtd_xds_routes_free(out);
+
+	PbHcm h = ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__INIT;
+	PbHttpFilter router, *fs[] = {&router};
+	Envoy__Config__Listener__V3__ApiListener api = ENVOY__CONFIG__LISTENER__V3__API_LISTENER__INIT;
+	PbListener pl = ENVOY__CONFIG__LISTENER__V3__LISTENER__INIT;
+	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&router);
+	router_any.type_url = (char *)MTD_XDS_TYPE_ROUTER;
+	router.name = (char *)"envoy.filters.http.router";
+	router.config_type_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_FILTER__CONFIG_TYPE_TYPED_CONFIG;
+	router.typed_config = &router_any;
+	h.http_filters = fs;
+	h.n_http_filters = 1;
+	h.route_specifier_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER_ROUTE_CONFIG;
+	h.route_config = &rc;
+	pack_hcm(&h);
+	api.api_listener = &hcm_any;
+	pl.name = (char *)host;
+	pl.api_listener = &api;
+	n = envoy__config__listener__v3__listener__pack(&pl, wire);
+	hash_to_nul(wire, n);
+	e = mtd_xds_listener_parse(wire, n, &l, why, sizeof(why));
+	c = e != 0 ? why : route_call(l.routes, path, NULL);
+	snprintf(got[1], sizeof(got[1]), "%.40s", c ? c : "(none)");
+	if (e == 0)
+		mtd_xds_listener_clear(&l);
+	ck_assert_msg(strcmp(got[0], got[1]) == 0, "RDS %s, inline %s", got[0], got[1]);
+	return got[0];
+}
+
+/* A domain with a NUL inside: protobuf-c cuts it there ("*\0x" would
+ * read "*", "api.shop\0x" "api.shop"), but the whole string is no
+ * listener's nor service's name (neither holds a NUL: xds.listener is
+ * printable, a Listener's name too): it matches nothing, as in gRPC's
+ * clients, which compare the whole string. */
+START_TEST(test_a_domain_with_a_nul_inside_matches_nothing)
+{
+	/* Not "*": the listener "api.shop" takes no host of these two. */
+	ck_assert_str_eq(nul_call((char *)"*#x", (char *)"other.*", "api.shop", "/x.Other/M"), "(none)");
+	/* Not the exact name: the suffix wins. */
+	ck_assert_str_eq(nul_call((char *)"api.shop#x", (char *)"*.shop", "api.shop", "/x.Other/M"), "c1");
+	/* Not a service's name: its calls take the "*" host. */
+	ck_assert_str_eq(nul_call((char *)"x.Other#x", (char *)"*", "api.shop", "/x.Other/M"), "c1");
+	/* Not a second "*" (nor a second name): nothing to refuse. */
+	ck_assert_str_eq(nul_call((char *)"*#", (char *)"*", "api.shop", "/x.Other/M"), "c1");
+	ck_assert_str_eq(nul_call((char *)"x.Other#", (char *)"x.Other", "api.shop", "/x.Other/M"), "c1");
+}
+END_TEST
+
 static Suite *xds_route_suite(void)
 {
 	Suite *s = suite_create("xds_route");
@@ -1338,6 +1423,7 @@ static Suite *xds_route_suite(void)
 	tcase_add_test(tc, test_paths_and_hosts);
 	tcase_add_test(tc, test_the_listener_name_selects_a_host_as_a_clients_authority);
 	tcase_add_test(tc, test_a_wildcard_first_or_last_reads_the_rest_as_text);
+	tcase_add_test(tc, test_a_domain_with_a_nul_inside_matches_nothing);
 	tcase_add_test(tc, test_weighted_clusters);
 	tcase_add_test(tc, test_timeouts_retry_hash);
 	tcase_add_test(tc, test_refused_matches);
