@@ -1192,6 +1192,51 @@ class XdsRoutesTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_reload_that_renames_the_listener_takes_the_host_the_new_name_selects(self):
+        """Two listeners share one route configuration whose hosts are
+        selected by the listener's name: a reload to the other name, and
+        one while a call waits for a third name's routes, route by the
+        host the new name selects, not by the routes derived for the
+        old one (they are not carried: the RDS resource is read again)."""
+        one, two, three = "one.testing.svc:8080", "two.testing.svc:8080", "three.testing.svc:8080"
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.start()
+        self.pools([a], [b])
+        self.server.set("listener", [xds.listener(one, "routes-1"), xds.listener(two, "routes-1"),
+                                     xds.listener(three, "routes-3")])
+        self.server.set("route", [{"name": "routes-1", "virtual_hosts": [
+            {"name": "one", "domains": ["one.*"], "routes": [xds.route_to("cluster-a", prefix="")]},
+            {"name": "two", "domains": ["*o.testing.svc:8080"], "routes": [xds.route_to("cluster-b", prefix="")]}]}])
+        admin = free_port()
+        services = [{"name": "pool-a", "discovery": {"xds": {"cluster": "cluster-a"}}},
+                    {"name": "pool-b", "discovery": {"xds": {"cluster": "cluster-b"}}}]
+        cfg = self.xds_config(services, admin=admin, listener=one, initial_wait="60s")
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "cluster-a, the host one.* of listener one")
+        cfg["xds"]["listener"] = two
+        self.write_config(cfg, os.path.basename(m.config_path))
+        self.wait_set(stub, "b", "cluster-b, the host of listener two after the reload")
+        self.assertEqual(set(self.by_header(stub, 10)), {"b"})
+        # A third name whose route configuration the server lacks: calls wait.
+        cfg["xds"]["listener"] = three
+        self.write_config(cfg, os.path.basename(m.config_path))
+        self.server.wait_for(lambda log: any(r["type_url"] == xds.RDS and r["resource_names"] == ["routes-3"]
+                                             for r in log), WAIT, "an RDS request for routes-3")
+        def waiting():
+            return sum(v for (n, _), v in samples(admin_request(admin, "GET", "/metrics")[2]).items()
+                       if n == "maitred_first_endpoints_waiting")
+        f = stub.Unary.future(pb.EchoRequest(), timeout=CALL_LIMIT)
+        wait_until(lambda: waiting() == 1, WAIT, "the call waiting for the routes of listener three")
+        # Back to the first name while it waits: the waiting call takes one's host.
+        cfg["xds"]["listener"] = one
+        self.write_config(cfg, os.path.basename(m.config_path))
+        self.assertEqual(f.result(timeout=CALL_LIMIT).instance, "a")
+        self.assertEqual(set(self.by_header(stub, 10)), {"a"})
+        self.assertFalse([r for r in self.server.log() if r["error_detail"]], "a NACK")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_real_xds_client_takes_the_same_routes(self):
         """The listener and routes maitred follows route a grpc-js-xds
         client the same way (its default route's cluster)."""
