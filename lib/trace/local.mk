@@ -1,5 +1,7 @@
-# lib/trace: W3C trace context, span records, OTLP encoding; pure.
+# lib/trace: W3C trace context, the ids' keyed hash, span records, OTLP
+# encoding; pure.
 lib_libmaitred_a_SOURCES += lib/trace/context.h lib/trace/context.c \
+	lib/trace/siphash.h lib/trace/siphash.c \
 	lib/trace/span.h lib/trace/span.c lib/trace/otlp.h lib/trace/otlp.c
 
 check_PROGRAMS += tests/unit/test_trace

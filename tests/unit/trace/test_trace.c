@@ -1,10 +1,14 @@
 /* Unit tests for lib/trace: traceparent and tracestate as W3C Trace Context
  * level 1 reads and writes them (the spec's examples, and what a careless
  * or hostile app sends), ids, the sampling verdict, span records' bounds,
- * and the OTLP request read back with protobuf-c. */
+ * the OTLP request read back with protobuf-c, and SipHash-2-4 against the
+ * paper's vectors and OpenSSL's implementation. */
 #include "config.h"
 
 #include <check.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +18,7 @@
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "trace/context.h"
 #include "trace/otlp.h"
+#include "trace/siphash.h"
 #include "trace/span.h"
 
 #define TP "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -146,24 +151,27 @@ START_TEST(tracestate_passes_well_formed_lists_only)
 }
 END_TEST
 
+/* A key of the paper's vectors: 00 01 .. 0f. */
+static const uint8_t key0f[MTD_SIPHASH_KEY_LEN] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+static uint64_t hash_u64(uint64_t v)
+{
+	return mtd_siphash24(key0f, &v, sizeof(v));
+}
+
 START_TEST(ids_are_never_zero_and_do_not_repeat)
 {
-	/* As the call derives them: a mix of what identifies the owner. */
-	uint8_t a[16], b[16], s[8], t[8];
-	mtd_trace_id8(a, mtd_trace_mix(1));
-	mtd_trace_id8(a + 8, mtd_trace_mix(1 ^ 0x6964));
-	mtd_trace_id8(b, mtd_trace_mix(2));
-	mtd_trace_id8(b + 8, mtd_trace_mix(2 ^ 0x6964));
-	ck_assert(memcmp(a, b, 16) != 0);
+	/* As the call derives them: a keyed hash of what identifies it. */
+	uint8_t s[8], t[8];
 	static const uint8_t zero[16];
-	for (int i = 0; i < 10000; i++) {
-		mtd_trace_id8(s, mtd_trace_mix((uint64_t)i));
+	for (uint64_t i = 0; i < 10000; i++) {
+		mtd_trace_id8(s, hash_u64(i));
 		ck_assert(memcmp(s, zero, 8) != 0);
 		if (i)
 			ck_assert(memcmp(s, t, 8) != 0);
 		memcpy(t, s, 8);
 	}
-	mtd_trace_id8(s, 0); /* a value that mixes to 0 still gives an id */
+	mtd_trace_id8(s, 0); /* a hash that is 0 still gives an id */
 	ck_assert(memcmp(s, zero, 8) != 0);
 }
 END_TEST
@@ -181,16 +189,83 @@ START_TEST(sampling_reads_the_ids_random_part)
 	memset(id, 0xff, 9); /* the first 9 bytes do not count */
 	id[9] = 0x00;
 	ck_assert(mtd_trace_sample(id, 0.01));
-	/* Over ids derived from consecutive values (calls' addresses and
-	 * starts are close to each other), the share sampled is the ratio. */
+	/* Over ids hashed from consecutive values (calls' starts are close
+	 * to each other), the share sampled is the ratio. */
 	unsigned in = 0;
 	for (uint64_t i = 0; i < 20000; i++) {
-		mtd_trace_id8(id, mtd_trace_mix(i * 64));
-		mtd_trace_id8(id + 8, mtd_trace_mix(i * 64 ^ 0x6964));
+		mtd_trace_id8(id, hash_u64(i * 64));
+		mtd_trace_id8(id + 8, hash_u64(i * 64 ^ 0x6964));
 		in += mtd_trace_sample(id, 0.25);
 	}
 	ck_assert_uint_gt(in, 4700);
 	ck_assert_uint_lt(in, 5300);
+}
+END_TEST
+
+/* ---- SipHash-2-4 -------------------------------------------------------- */
+
+/* The paper's (Appendix A) vector, and the empty message's, under key
+ * 00..0f: the reference implementation's first test vector, its 8 output
+ * bytes read little-endian. */
+START_TEST(siphash_gives_the_papers_vectors)
+{
+	uint8_t m[15];
+	for (unsigned i = 0; i < sizeof(m); i++)
+		m[i] = (uint8_t)i;
+	ck_assert_uint_eq(mtd_siphash24(key0f, m, 15), 0xa129ca6149be45e5ull);
+	ck_assert_uint_eq(mtd_siphash24(key0f, NULL, 0), 0x726fdb47dd0e0e31ull);
+}
+END_TEST
+
+/* The test's own inputs: xorshift64*, fixed start, so a failure repeats. */
+static uint64_t rnd(uint64_t *x)
+{
+	*x ^= *x >> 12;
+	*x ^= *x << 25;
+	*x ^= *x >> 27;
+	return *x * 0x2545f4914f6cdd1dull;
+}
+
+/* OpenSSL's own SipHash, 8 bytes out (its default is 16, a variant). */
+static uint64_t openssl_siphash(EVP_MAC_CTX *ctx, const uint8_t key[16], const uint8_t *m, size_t len)
+{
+	size_t size = 8;
+	OSSL_PARAM params[] = {OSSL_PARAM_construct_size_t(OSSL_MAC_PARAM_SIZE, &size), OSSL_PARAM_construct_end()};
+	ck_assert_int_eq(EVP_MAC_init(ctx, key, 16, params), 1);
+	ck_assert_int_eq(EVP_MAC_update(ctx, m, len), 1);
+	uint8_t out[16];
+	size_t n = 0;
+	ck_assert_int_eq(EVP_MAC_final(ctx, out, &n, sizeof(out)), 1);
+	ck_assert_uint_eq(n, 8);
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | out[i];
+	return v;
+}
+
+/* An implementation of its own against ours: 1000 random keys, each with
+ * a random message of every length from 0 to 64 (every tail length, up
+ * to eight full blocks). */
+START_TEST(siphash_agrees_with_openssl_over_random_keys_and_lengths)
+{
+	EVP_MAC *mac = EVP_MAC_fetch(NULL, "SIPHASH", NULL);
+	ck_assert_ptr_nonnull(mac);
+	EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(mac);
+	ck_assert_ptr_nonnull(ctx);
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	uint8_t key[16], m[64];
+	for (int k = 0; k < 1000; k++) {
+		for (unsigned i = 0; i < sizeof(key); i++)
+			key[i] = (uint8_t)rnd(&x);
+		for (size_t len = 0; len <= sizeof(m); len++) {
+			for (size_t i = 0; i < len; i++)
+				m[i] = (uint8_t)rnd(&x);
+			uint64_t want = openssl_siphash(ctx, key, m, len);
+			ck_assert_msg(mtd_siphash24(key, m, len) == want, "key %d, length %zu", k, len);
+		}
+	}
+	EVP_MAC_CTX_free(ctx);
+	EVP_MAC_free(mac);
 }
 END_TEST
 
@@ -463,6 +538,11 @@ static Suite *suite(void)
 	tcase_add_test(tc, span_text_is_always_valid_utf8);
 	tcase_add_test(tc, otlp_carries_ids_kinds_attributes_and_the_resource);
 	tcase_add_test(tc, otlp_full_spans_fit_their_bound_and_read_back);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("siphash");
+	tcase_add_test(tc, siphash_gives_the_papers_vectors);
+	tcase_add_test(tc, siphash_agrees_with_openssl_over_random_keys_and_lengths);
 	suite_add_tcase(s, tc);
 	return s;
 }
