@@ -17,6 +17,7 @@
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/thread.h>
@@ -367,6 +368,37 @@ static void *join_all(void *arg)
 	return NULL;
 }
 
+/* The key of the ids of the traces calls start (call/trace.h), drawn once:
+ * getrandom, which waits at early boot until the kernel's pool is ready,
+ * so it fails only where the call itself is missing (an old kernel, a
+ * seccomp filter) or a signal keeps interrupting it. Then the sidecar
+ * still starts, with a key from the clocks and the pid, and says so once:
+ * its ids stay unique and evenly spread (sampling unchanged), only
+ * guessable by one who knows when and as which pid it started. Refusing
+ * to start would make that tracing property an outage of the app's calls. */
+static void trace_key(void)
+{
+	uint8_t key[MTD_SIPHASH_KEY_LEN];
+	ssize_t n = -1;
+	for (int tries = 0; tries < 8; tries++) {
+		n = getrandom(key, sizeof(key), 0);
+		if (n >= 0 || errno != EINTR)
+			break;
+	}
+	if (n != (ssize_t)sizeof(key)) {
+		MTD_WARN("trace ids: no random key (getrandom: %s): the ids of new traces are guessable",
+		         n < 0 ? strerror(errno) : "short read");
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t k0 = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30;
+		uint64_t k1 = (uint64_t)mtd_now_ns() ^ (uint64_t)getpid() << 40;
+		memcpy(key, &k0, 8);
+		memcpy(key + 8, &k1, 8);
+	}
+	mtd_call_trace_key(key);
+	explicit_bzero(key, sizeof(key));
+}
+
 static int run(struct mtd_control *ctl)
 {
 	const struct mtd_cfg *cfg = ctl->rt->cfg;
@@ -383,11 +415,7 @@ static int run(struct mtd_control *ctl)
 		return 1;
 	}
 	{
-		/* The seed of the ids of the traces calls start (call/trace.h). */
-		uint64_t seed;
-		if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
-			seed = (uint64_t)mtd_now_ns() ^ ((uint64_t)getpid() << 32);
-		mtd_call_trace_seed(seed);
+		trace_key();
 		struct mtd_trace_target *trace;
 		char err[256];
 		if (mtd_reload_tracing(ctl, ctl->rt, &trace, err, sizeof(err)) < 0) {

@@ -155,13 +155,6 @@ bool mtd_tracestate_valid(const char *v, size_t len)
 	return true;
 }
 
-uint64_t mtd_trace_mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 void mtd_trace_id8(uint8_t out[8], uint64_t v)
 {
 	if (v == 0)

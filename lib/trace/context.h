@@ -43,12 +43,11 @@ void mtd_traceparent_format(char out[MTD_TRACEPARENT_LEN], const struct mtd_trac
  * characters; empty members (",,", surrounding spaces and tabs) allowed. */
 bool mtd_tracestate_valid(const char *v, size_t len);
 
-/* Ids are not drawn but derived (sidecar/call/trace.c): a 64-bit value
- * that identifies their owner, mixed. mtd_trace_mix is splitmix64's
- * finalizer (one to one, every input bit reaching every output bit, so
- * the sampling verdict below reads evenly spread bits); mtd_trace_id8
- * writes a mixed value as 8 id bytes, big-endian, never all zero. */
-uint64_t mtd_trace_mix(uint64_t z);
+/* Ids are not drawn but derived (sidecar/call/trace.c): a keyed hash
+ * (trace/siphash.h) of what identifies their owner, unpredictable without
+ * the process's key, and its bits evenly spread (which the sampling
+ * verdict below reads). mtd_trace_id8 writes such a value as 8 id bytes,
+ * big-endian, never all zero (0 is written as 1). */
 void mtd_trace_id8(uint8_t out[8], uint64_t v);
 
 /* The sampling verdict for a trace that starts here, from its id alone, so

@@ -19,35 +19,37 @@
 #include "sidecar/ops/metrics.h"
 #include "sidecar/ops/trace_export.h"
 #include "sidecar/worker-t.h"
+#include "trace/siphash.h"
 #include "trace/span.h"
 
-static uint64_t seed;
+static uint8_t key[MTD_SIPHASH_KEY_LEN];
 
-void mtd_call_trace_seed(uint64_t s)
+void mtd_call_trace_key(const uint8_t k[MTD_SIPHASH_KEY_LEN])
 {
-	seed = s;
+	memcpy(key, k, sizeof(key));
 }
 
-/* What identifies the call, mixed once: its ids are mixes of it. A
- * worker's calls start at distinct ns (turn.h mtd_turn_call_start_ns), even
- * two of one turn in one reused block; workers differ by id, and two
- * workers' calls may start at the same ns. The id takes the top
- * WORKER_BITS, which the odd multiple of the start leaves to it: two
- * calls of two workers can only meet 2^54 ns (208 days) apart, or a
- * multiple of that. (Background calls, which start elsewhere, have no
- * ids: mtd_call_trace_of.) */
-#define WORKER_BITS 10
-_Static_assert(MTD_CFG_WORKERS_MAX <= 1u << WORKER_BITS, "a worker id fits in WORKER_BITS");
-static uint64_t call_base(const struct mtd_call *call)
+/* An id of the call, 8 bytes, never zero: SipHash-2-4 under the process's
+ * key (W3C Trace Context level 2: an id's random part unpredictable) of
+ * what identifies the call and which of its ids this is (salt). A
+ * worker's calls start at distinct ns (turn.h mtd_turn_call_start_ns),
+ * even two of one turn in one reused block; workers differ by id, and two
+ * workers' calls may start at the same ns: (start, worker) is the call's
+ * alone, and the message, (start, salt, worker), is one id's alone. Two
+ * distinct messages' hashes meet by chance only, as two random ids would:
+ * 2^-64 for two span ids, 2^-128 for two trace ids. (Background calls,
+ * which start elsewhere, have no ids: mtd_call_trace_of.) 18 bytes: two
+ * words and a tail, three compressions. */
+_Static_assert(MTD_CFG_WORKERS_MAX <= UINT16_MAX + 1u, "a worker id fits in 16 bits");
+static void derive(uint8_t out[8], const struct mtd_call *call, uint64_t salt)
 {
-	return mtd_trace_mix(seed ^ (uint64_t)call->start_ns * 0x9e3779b97f4a7c15ull ^
-	                     (uint64_t)call->w->id << (64 - WORKER_BITS));
-}
-
-/* An id of 8 bytes of the call, never zero. */
-static void derive(uint8_t out[8], uint64_t base, uint64_t salt)
-{
-	mtd_trace_id8(out, mtd_trace_mix(base ^ salt));
+	uint64_t start = (uint64_t)call->start_ns;
+	uint16_t worker = (uint16_t)call->w->id;
+	uint8_t m[8 + 8 + 2];
+	memcpy(m, &start, 8); /* host order: the message is this process's only */
+	memcpy(m + 8, &salt, 8);
+	memcpy(m + 16, &worker, 2);
+	mtd_trace_id8(out, mtd_siphash24(key, m, sizeof(m)));
 }
 
 static const struct mtd_runtime *rt_of(const struct mtd_call *call)
@@ -134,15 +136,14 @@ bool mtd_call_trace_of(const struct mtd_call *call, struct mtd_call_trace *t)
 		/* tracestate goes with a traceparent that parsed, never alone. */
 		read_state(call, t);
 	}
-	uint64_t base = call_base(call);
 	if (!t->has_parent) {
-		derive(t->ctx.trace_id, base, 0x7472616365ull); /* "trace" */
-		derive(t->ctx.trace_id + 8, base, 0x6964ull);   /* "id" */
+		derive(t->ctx.trace_id, call, 0x7472616365ull); /* "trace" */
+		derive(t->ctx.trace_id + 8, call, 0x6964ull);   /* "id" */
 		t->sampled = mtd_trace_sample(t->ctx.trace_id, sample_of(call, rt));
 		t->ctx.flags = t->sampled ? MTD_TRACE_SAMPLED : 0;
 		memset(t->parent, 0, 8);
 	}
-	derive(t->ctx.span_id, base, 0x7370616eull); /* "span" */
+	derive(t->ctx.span_id, call, 0x7370616eull); /* "span" */
 	return true;
 }
 
@@ -298,7 +299,7 @@ void mtd_call_trace_attempt_end(const struct mtd_attempt *a)
 		return;
 	struct mtd_span s;
 	uint8_t id[8];
-	derive(id, call_base(call), 0x617474656d7074ull + a->index); /* "attempt" + its number */
+	derive(id, call, 0x617474656d7074ull + a->index); /* "attempt" + its number */
 	mtd_span_init(&s, &t.ctx, id, t.ctx.span_id, MTD_SPAN_CLIENT, unix_ns(a->start_ns));
 	s.end_unix_ns = unix_ns(mtd_now_ns());
 	const char *svc, *meth;

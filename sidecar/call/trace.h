@@ -4,10 +4,12 @@
  * Nothing of it is stored in the call (struct mtd_call has no room, and
  * needs none): the context is derived again where it is needed, the same
  * every time, from the request's traceparent and tracestate and from what
- * identifies the call (its address, its start time, its worker, a
- * per-process seed): the call's span id, and the trace id of a trace it
- * starts, are hashes of those. The derivation costs one header lookup and
- * one parse; it runs at each attempt's submit, at the call's end, and for
+ * identifies the call (its start time and its worker): the call's span
+ * id, and the trace id of a trace it starts, are SipHash-2-4 of those
+ * under a per-process secret key (trace/siphash.h), so that no id tells
+ * the key, the call's start, or another call's ids. The derivation costs
+ * one header lookup, one parse and a hash per id (three without a parent,
+ * one with); it runs at each attempt's submit, at the call's end, and for
  * its access-log line, and not at all without tracing.
  *
  * Worker thread of the call. */
@@ -19,6 +21,7 @@
 #include <stdint.h>
 
 #include "trace/context.h"
+#include "trace/siphash.h"
 
 struct mtd_call;
 struct mtd_attempt;
@@ -35,8 +38,9 @@ struct mtd_call_trace {
 	char joined[MTD_TRACESTATE_MAX];
 };
 
-/* The process's seed (random, set once before the workers start). */
-void mtd_call_trace_seed(uint64_t seed);
+/* The process's key of the ids (16 random bytes, set once before the
+ * workers start; copied). Unset, it is all zero: tests only. */
+void mtd_call_trace_key(const uint8_t key[MTD_SIPHASH_KEY_LEN]);
 
 /* The call's context. false: the call is not traced (no tracing in its
  * snapshot, or a background call: a mirror copy or FAILBACK's re-send,

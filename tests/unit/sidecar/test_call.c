@@ -1734,6 +1734,151 @@ START_TEST(calls_of_two_workers_starting_at_one_ns_have_their_own_trace_ids)
 }
 END_TEST
 
+/* Under one key a call's ids are the same each time they are derived (its
+ * attempts, its span and its log line name one trace); under another,
+ * even one bit apart, they are others: every bit of the key goes into
+ * every id. */
+START_TEST(a_calls_trace_ids_stay_under_one_key_and_change_with_any_bit_of_it)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	uint8_t m[256];
+	size_t len = seam_grpc_msg(m, "a", 1);
+	struct seam_cs *cs = seam_call(s, PATH, NULL, m, len, false);
+	seam_run(s);
+	uint8_t key[MTD_SIPHASH_KEY_LEN];
+	for (unsigned i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)(0xa5 ^ i * 17);
+	uint8_t ids[24], again[24], other[24];
+	mtd_call_trace_key(key);
+	trace_ids(s, cs, ids);
+	trace_ids(s, cs, again);
+	ck_assert_msg(memcmp(ids, again, 24) == 0, "derived twice, the ids differ");
+	for (unsigned bit = 0; bit < 8 * sizeof(key); bit++) {
+		key[bit / 8] ^= (uint8_t)(1u << bit % 8);
+		mtd_call_trace_key(key);
+		trace_ids(s, cs, other);
+		key[bit / 8] ^= (uint8_t)(1u << bit % 8);
+		ck_assert_msg(memcmp(ids, other, 16) != 0, "key bit %u: the same trace id", bit);
+		ck_assert_msg(memcmp(ids + 16, other + 16, 8) != 0, "key bit %u: the same span id", bit);
+	}
+	mtd_call_trace_key(key);
+	trace_ids(s, cs, again);
+	ck_assert_msg(memcmp(ids, again, 24) == 0, "the key back, the ids differ");
+	static const uint8_t zero[MTD_SIPHASH_KEY_LEN];
+	mtd_call_trace_key(zero);
+	seam_cancel(s, cs);
+	seam_run(s);
+	seam_free(s);
+}
+END_TEST
+
+/* The ids' former derivation, as one who sees an id would undo it:
+ * splitmix64's finalizer (z ^= z >> 30, *= c1, ^= >> 27, *= c2, ^= >> 31)
+ * and its inverse. */
+static uint64_t old_mix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t undo_xorshift(uint64_t y, unsigned k)
+{
+	uint64_t x = y;
+	for (unsigned i = 0; i < 64 / k + 1; i++)
+		x = y ^ (x >> k);
+	return x;
+}
+
+static uint64_t mul_inverse(uint64_t c) /* c odd: Newton's, 3 -> 96 bits */
+{
+	uint64_t x = c;
+	for (int i = 0; i < 5; i++)
+		x *= 2 - c * x;
+	return x;
+}
+
+static uint64_t old_unmix(uint64_t z)
+{
+	z = undo_xorshift(z, 31) * mul_inverse(0x94d049bb133111ebull);
+	z = undo_xorshift(z, 27) * mul_inverse(0xbf58476d1ce4e5b9ull);
+	return undo_xorshift(z, 30);
+}
+
+static uint64_t be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* One who sees the trace id of one call maitred started (any service
+ * downstream, any trace backend) and knows when it and another call
+ * started cannot tell the other's trace id. Ids were mixes of (seed ^
+ * start * golden ^ worker << 54) and a salt, by an invertible mix: the
+ * seed came back from one id, and every other call's ids with it (red so
+ * before ids were keyed). */
+START_TEST(one_trace_id_does_not_give_away_another_calls)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	uint8_t key[MTD_SIPHASH_KEY_LEN];
+	for (unsigned i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)(0x3c + i * 29);
+	mtd_call_trace_key(key);
+	uint8_t m[256];
+	size_t len = seam_grpc_msg(m, "a", 1);
+	struct seam_cs *seen = seam_call(s, PATH, NULL, m, len, false);
+	struct seam_cs *next = seam_call(s, PATH, NULL, m, len, false);
+	seam_run(s);
+	uint8_t ids_seen[24], ids_next[24];
+	trace_ids(s, seen, ids_seen);
+	trace_ids(s, next, ids_next);
+	const uint64_t golden = 0x9e3779b97f4a7c15ull, salt = 0x7472616365ull; /* "trace" */
+	uint64_t worker = (uint64_t)seam_worker(s)->id << 54;
+	uint64_t start_seen = (uint64_t)seam_call_of(s, seen)->start_ns;
+	uint64_t start_next = (uint64_t)seam_call_of(s, next)->start_ns;
+	uint64_t seed = old_unmix(old_unmix(be64(ids_seen)) ^ salt) ^ start_seen * golden ^ worker;
+	uint64_t guess = old_mix(old_mix(seed ^ start_next * golden ^ worker) ^ salt);
+	ck_assert_msg(guess != be64(ids_next), "the next call's trace id follows from the first's");
+	ck_assert(memcmp(ids_seen, ids_next, 16) != 0);
+	static const uint8_t zero[MTD_SIPHASH_KEY_LEN];
+	mtd_call_trace_key(zero);
+	seam_cancel(s, seen);
+	seam_cancel(s, next);
+	seam_run(s);
+	seam_free(s);
+}
+END_TEST
+
+/* The sampling verdict reads the trace id's last 56 bits: over calls
+ * starting one ns apart, one worker, one key, the share sampled is the
+ * ratio (binomial: 5000 expected, sd 61). */
+START_TEST(trace_ids_of_calls_a_ns_apart_are_sampled_at_the_ratio)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	uint8_t m[256];
+	size_t len = seam_grpc_msg(m, "a", 1);
+	struct seam_cs *cs = seam_call(s, PATH, NULL, m, len, false);
+	seam_run(s);
+	struct mtd_call *call = seam_call_of(s, cs);
+	int64_t start = call->start_ns;
+	unsigned in = 0;
+	uint8_t ids[24];
+	for (int64_t i = 0; i < 20000; i++) {
+		call->start_ns = start + i;
+		trace_ids(s, cs, ids);
+		in += mtd_trace_sample(ids, 0.25);
+	}
+	call->start_ns = start;
+	ck_assert_uint_gt(in, 4700);
+	ck_assert_uint_lt(in, 5300);
+	seam_cancel(s, cs);
+	seam_run(s);
+	seam_free(s);
+}
+END_TEST
+
 START_TEST(wall_clock_step_back_does_not_hold_an_ejection)
 {
 	char yaml[2048];
@@ -3073,6 +3218,9 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_call_ending_in_the_turn_of_a_give_back_is_a_call_since);
 	tcase_add_test(tc, calls_of_one_turn_start_apart_and_have_their_own_trace_ids);
 	tcase_add_test(tc, calls_of_two_workers_starting_at_one_ns_have_their_own_trace_ids);
+	tcase_add_test(tc, a_calls_trace_ids_stay_under_one_key_and_change_with_any_bit_of_it);
+	tcase_add_test(tc, one_trace_id_does_not_give_away_another_calls);
+	tcase_add_test(tc, trace_ids_of_calls_a_ns_apart_are_sampled_at_the_ratio);
 	tcase_add_test(tc, wall_clock_step_back_does_not_hold_an_ejection);
 	tcase_add_test(tc, wall_clock_step_back_does_not_stop_the_guard);
 	suite_add_tcase(s, tc);
