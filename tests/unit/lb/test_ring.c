@@ -173,14 +173,13 @@ START_TEST(hot_keys_spread_only_above_threshold)
 }
 END_TEST
 
-/* A hot key stays hot across a wall-clock step: its window counts on the
- * monotonic clock. 600 calls a second for 2 s, the wall clock stepping an
- * hour back halfway: the 80 calls right after the step still spread over
- * 3 endpoints (on the wall clock the step emptied the window, and they all
- * went home until 100 more calls had been counted). */
-START_TEST(hot_keys_window_ignores_a_wall_clock_step)
+/* A hot key (threshold 100 a second, spread 3) picked 1,200 times at 600
+ * a second by policy, each pick's clocks set by clock (call c's monotonic
+ * and wall ms, both T0 + c * 1000 / 600 before it changes them): how many
+ * endpoints the calls from..to (inclusive) went to. */
+static size_t hot_key_spread(const char *policy, void (*clock)(int64_t c, int64_t *mono_ms, int64_t *wall_ms),
+                             int64_t from, int64_t to)
 {
-	const char *policy = policies[_i];
 	struct t_set s;
 	struct mtd_lb_config cfg;
 	uint64_t counts[T_MAX_EPS] = {0};
@@ -195,21 +194,47 @@ START_TEST(hot_keys_window_ignores_a_wall_clock_step)
 	ctx.key = (const uint8_t *)"key-hot";
 	ctx.key_len = 7;
 	for (int64_t c = 0; c < 1200; c++) {
-		int64_t mono_ms = T0 + c * 1000 / 600;
+		int64_t mono_ms = T0 + c * 1000 / 600, wall_ms = mono_ms;
+		clock(c, &mono_ms, &wall_ms);
 		ctx.now_ns = mono_ms * 1000000;
-		ctx.now_ms = c < 600 ? mono_ms : mono_ms - 3600 * 1000;
+		ctx.now_ms = wall_ms;
 		int i = mtd_lb_pick(p, &ctx);
 		ck_assert_int_ge(i, 0);
-		if (c >= 600 && c < 680)
+		if (c >= from && c <= to)
 			counts[i]++;
 	}
+	mtd_lb_picker_free(p);
 	size_t used = 0;
 	for (size_t i = 0; i < s.n; i++)
 		used += counts[i] > 0;
-	ck_assert_uint_eq(used, 3);
-	mtd_lb_picker_free(p);
+	return used;
+}
+
+static void wall_steps_back_at_600(int64_t c, int64_t *mono_ms, int64_t *wall_ms)
+{
+	(void)mono_ms;
+	if (c >= 600)
+		*wall_ms -= 3600 * 1000;
+}
+
+/* A hot key stays hot across a wall-clock step: its window counts on the
+ * monotonic clock. 600 calls a second for 2 s, the wall clock stepping an
+ * hour back halfway: the 80 calls right after the step still spread over
+ * 3 endpoints (on the wall clock the step emptied the window, and they all
+ * went home until 100 more calls had been counted). */
+START_TEST(hot_keys_window_ignores_a_wall_clock_step)
+{
+	ck_assert_uint_eq(hot_key_spread(policies[_i], wall_steps_back_at_600, 600, 679), 3);
 }
 END_TEST
+
+static void call_601_a_turn_behind(int64_t c, int64_t *mono_ms, int64_t *wall_ms)
+{
+	if (c == 601) {
+		*mono_ms -= 5; /* T0 + 996: the second before */
+		*wall_ms -= 5;
+	}
+}
 
 /* A hot key stays hot when a pick's now is a little behind the window's
  * second: workers share the sketch, each pick's now is its worker's turn
@@ -221,36 +246,7 @@ END_TEST
  * home until 100 more calls had been counted). */
 START_TEST(hot_keys_window_counts_a_pick_a_turn_behind)
 {
-	const char *policy = policies[_i];
-	struct t_set s;
-	struct mtd_lb_config cfg;
-	uint64_t counts[T_MAX_EPS] = {0};
-
-	t_set_init(&s, 10, NULL);
-	mtd_lb_config_defaults(&cfg, mtd_lb_find(policy));
-	cfg.hot_keys.threshold_per_second = 100;
-	cfg.hot_keys.spread = 3;
-	struct mtd_lb_picker *p = mtd_lb_picker_new(&cfg, s.eps, s.n, NULL);
-	ck_assert_ptr_nonnull(p);
-	struct mtd_lb_pick_ctx ctx = t_ctx(&s);
-	ctx.key = (const uint8_t *)"key-hot";
-	ctx.key_len = 7;
-	for (int64_t c = 0; c < 1200; c++) {
-		int64_t mono_ms = T0 + c * 1000 / 600;
-		if (c == 601)
-			mono_ms -= 5; /* T0 + 996: the second before */
-		ctx.now_ns = mono_ms * 1000000;
-		ctx.now_ms = mono_ms;
-		int i = mtd_lb_pick(p, &ctx);
-		ck_assert_int_ge(i, 0);
-		if (c > 601 && c <= 681)
-			counts[i]++;
-	}
-	size_t used = 0;
-	for (size_t i = 0; i < s.n; i++)
-		used += counts[i] > 0;
-	ck_assert_uint_eq(used, 3);
-	mtd_lb_picker_free(p);
+	ck_assert_uint_eq(hot_key_spread(policies[_i], call_601_a_turn_behind, 602, 681), 3);
 }
 END_TEST
 
