@@ -645,6 +645,22 @@ START_TEST(read_ahead_left_after_the_rounds_is_read_next_turn)
 }
 END_TEST
 
+/* The server's SETTINGS, then three copies of frame (len bytes, made a
+ * frame of an unknown type: ignored, RFC 9113 §4.1), all in one TLS
+ * read: the session takes the SETTINGS, the frames wait in the
+ * read-ahead. */
+static void frames_in_read_ahead(struct pair *p, uint8_t *frame, size_t len)
+{
+	ck_assert_int_eq(SSL_write(p->srv, settings, sizeof(settings)), (int)sizeof(settings));
+	frame[2] = (uint8_t)(len - 9);
+	frame[3] = 0xfa;
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(SSL_write(p->srv, frame, (int)len), (int)len);
+	uint8_t buf[sizeof(settings)];
+	ck_assert_int_eq(mtd_xprt_read(&p->c, buf, sizeof(buf)), (int)sizeof(buf));
+	ck_assert_int_eq(nghttp2_session_mem_recv(p->c.ng, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+}
+
 /* What the TLS handshake read ahead (the peer's first frames, no
  * readiness left on the socket) is read when the connection's I/O starts,
  * at the next turn too (conn.c read_next_turn), not in the turn that
@@ -663,17 +679,10 @@ START_TEST(read_ahead_at_the_start_of_io_is_read_next_turn)
 {
 	struct pair p;
 	pair_open(&p);
-	ck_assert_int_eq(SSL_write(p.srv, settings, sizeof(settings)), (int)sizeof(settings));
 	static uint8_t frame[9 + 100];
-	frame[2] = 100;
-	frame[3] = 0xfa; /* an unknown type: ignored (RFC 9113 §4.1) */
-	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(SSL_write(p.srv, frame, sizeof(frame)), (int)sizeof(frame));
-	/* The session takes the SETTINGS; the rest waits in the read-ahead. */
-	uint8_t buf[sizeof(settings)];
-	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), (int)sizeof(buf));
-	ck_assert_int_eq(nghttp2_session_mem_recv(p.c.ng, buf, sizeof(buf)), (ssize_t)sizeof(buf));
-	ck_assert_int_eq(recv(p.c.fd, buf, 1, MSG_PEEK | MSG_DONTWAIT), -1);
+	frames_in_read_ahead(&p, frame, sizeof(frame));
+	uint8_t peek;
+	ck_assert_int_eq(recv(p.c.fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT), -1);
 	ck_assert(mtd_xprt_pending(&p.c));
 	ck_assert_int_eq(event_base_once(p.base, -1, EV_TIMEOUT, start_io_cb, &p.c, NULL), 0);
 	event_base_loop(p.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
@@ -707,16 +716,8 @@ START_TEST(read_ahead_when_reading_resumes_is_read_next_turn)
 {
 	struct pair p;
 	pair_open(&p);
-	ck_assert_int_eq(SSL_write(p.srv, settings, sizeof(settings)), (int)sizeof(settings));
 	static uint8_t frame[9 + 100];
-	frame[2] = 100;
-	frame[3] = 0xfa; /* an unknown type: ignored (RFC 9113 §4.1) */
-	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(SSL_write(p.srv, frame, sizeof(frame)), (int)sizeof(frame));
-	/* The session takes the SETTINGS; the rest waits in the read-ahead. */
-	uint8_t buf[sizeof(settings)];
-	ck_assert_int_eq(mtd_xprt_read(&p.c, buf, sizeof(buf)), (int)sizeof(buf));
-	ck_assert_int_eq(nghttp2_session_mem_recv(p.c.ng, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	frames_in_read_ahead(&p, frame, sizeof(frame));
 	ck_assert(mtd_xprt_pending(&p.c));
 	/* More output than the socket takes and than the read-pause mark:
 	 * the flush waits for writability and stops reading. */
