@@ -723,6 +723,36 @@ class XdsTest(XdsBase):
                         m.proc.output())
         self.stop_maitred(m)
 
+    NAME = "xds.maitred.test"
+
+    def lookup_pending(self, resolver_ip):
+        """maitred (its own /etc/hosts and resolv.conf) on a management
+        server it found by NAME, then the name gone from the hosts file
+        and the server stopped: the reconnect asks the resolver at
+        resolver_ip, a socket that reads and never answers, and returns
+        once the lookup is pending. Returns maitred, its Echo stub, its
+        config, the upstream and the wrap."""
+        import socket
+        a = self.start_upstream("a")
+        hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.1 %s\n" % self.NAME)
+        silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.addCleanup(silent.close)
+        silent.bind((resolver_ip, 53))
+        silent.settimeout(WAIT)
+        resolv = os.path.join(self.tmp, "resolv.conf")
+        with open(resolv, "w") as f:
+            f.write("nameserver %s\n" % resolver_ip)
+        self.server.start()
+        self.serve([a])
+        cfg = self.xds_config(server="%s:%d" % (self.NAME, self.server.port))
+        m = self.start_maitred(cfg, wrap=hosts_wrap(hosts, resolv))
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        self.hosts_file("127.0.0.1 localhost\n")
+        self.server.stop()
+        silent.recvfrom(512)  # the lookup is pending
+        return m, stub, cfg, a
+
     @maitred_only
     @unittest.skipUnless(can_bind_mount(), "needs root and mount namespaces (unshare --mount) for a private /etc/hosts")
     def test_a_reload_while_the_servers_name_is_looked_up(self):
@@ -731,34 +761,11 @@ class XdsTest(XdsBase):
         and its resolver go at once, the lookup's late callback touches
         neither, and the new client connects. Red under memcheck before
         (MAITRED_WRAP: libevent's deferred cancel read the freed
-        resolver); maitred runs with its own /etc/hosts and resolv.conf."""
-        import socket
-        a = self.start_upstream("a")
-        name = "xds.maitred.test"
-        hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.1 %s\n" % name)
-        silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a resolver that reads and never answers
-        self.addCleanup(silent.close)
-        silent.bind(("127.0.0.77", 53))
-        silent.settimeout(WAIT)
-        resolv = os.path.join(self.tmp, "resolv.conf")
-        with open(resolv, "w") as f:
-            f.write("nameserver 127.0.0.77\n")
-        wrap = hosts_wrap(hosts, resolv)
-        self.server.start()
-        port = self.server.port
-        self.serve([a])
-        cfg = self.xds_config(server="%s:%d" % (name, port))
-        m = self.start_maitred(cfg, wrap=wrap)
-        stub = self.echo(m)
-        self.wait_set(stub, "a", "a")
-        # The name leaves the hosts file and the server goes: the
-        # reconnect asks the resolver, which never answers.
-        self.hosts_file("127.0.0.1 localhost\n")
-        self.server.stop()
-        silent.recvfrom(512)  # the lookup is pending
+        resolver)."""
+        m, stub, cfg, a = self.lookup_pending("127.0.0.77")
         # The name back (the reload resolves it at load), the xds block
         # changed: the client with the pending lookup is freed.
-        self.hosts_file("127.0.0.1 localhost\n127.0.0.1 %s\n" % name)
+        self.hosts_file("127.0.0.1 localhost\n127.0.0.1 %s\n" % self.NAME)
         cfg["xds"]["node_id"] = "maitred-2"
         self.write_config(cfg, os.path.basename(m.config_path))
         m.proc.signal(signal.SIGHUP)
@@ -779,29 +786,8 @@ class XdsTest(XdsBase):
         ended, its resolver with it, which fails the lookup; libevent
         defers that callback, which frees its records of the lookup. Red
         before under ASan (LeakSanitizer at exit: about 1.5 KiB, the
-        callback never ran); maitred runs with its own /etc/hosts and
-        resolv.conf."""
-        import socket
-        a = self.start_upstream("a")
-        name = "xds.maitred.test"
-        hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.1 %s\n" % name)
-        silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a resolver that reads and never answers
-        self.addCleanup(silent.close)
-        silent.bind(("127.0.0.78", 53))
-        silent.settimeout(WAIT)
-        resolv = os.path.join(self.tmp, "resolv.conf")
-        with open(resolv, "w") as f:
-            f.write("nameserver 127.0.0.78\n")
-        self.server.start()
-        self.serve([a])
-        m = self.start_maitred(self.xds_config(server="%s:%d" % (name, self.server.port)),
-                               wrap=hosts_wrap(hosts, resolv))
-        self.wait_set(self.echo(m), "a", "a")
-        # The name leaves the hosts file and the server goes: the
-        # reconnect asks the resolver, which never answers.
-        self.hosts_file("127.0.0.1 localhost\n")
-        self.server.stop()
-        silent.recvfrom(512)  # the lookup is pending
+        callback never ran)."""
+        m, _, _, _ = self.lookup_pending("127.0.0.78")
         self.stop_maitred(m)
 
     @maitred_only
