@@ -782,6 +782,17 @@ END_TEST
 /* ---- Listeners ------------------------------------------------------------------ */
 
 static Google__Protobuf__Any hcm_any = GOOGLE__PROTOBUF__ANY__INIT, router_any = GOOGLE__PROTOBUF__ANY__INIT;
+
+/* f: the router filter called name (its typed_config an empty Router). */
+static void router_filter(PbHttpFilter *f, const char *name)
+{
+	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(f);
+	router_any.type_url = (char *)MTD_XDS_TYPE_ROUTER;
+	f->name = (char *)name;
+	f->config_type_case =
+	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_FILTER__CONFIG_TYPE_TYPED_CONFIG;
+	f->typed_config = &router_any;
+}
 static uint8_t hcm_buf[1 << 16];
 
 static void pack_hcm(PbHcm *h)
@@ -816,12 +827,7 @@ START_TEST(test_listener)
 	struct mtd_xds_listener out;
 
 	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&fault);
-	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&router);
-	router_any.type_url = (char *)MTD_XDS_TYPE_ROUTER;
-	router.name = (char *)"envoy.filters.http.router";
-	router.config_type_case =
-	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_FILTER__CONFIG_TYPE_TYPED_CONFIG;
-	router.typed_config = &router_any;
+	router_filter(&router, "envoy.filters.http.router");
 	fault.name = (char *)"envoy.filters.http.fault";
 	cs.config_source_specifier_case = ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__CONFIG_SOURCE_SPECIFIER_ADS;
 	cs.ads = &ads;
@@ -985,12 +991,7 @@ START_TEST(test_fault_filter)
 
 	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&fault);
 	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&fault2);
-	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&router);
-	router_any.type_url = (char *)MTD_XDS_TYPE_ROUTER;
-	router.name = (char *)"router";
-	router.config_type_case =
-	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_FILTER__CONFIG_TYPE_TYPED_CONFIG;
-	router.typed_config = &router_any;
+	router_filter(&router, "router");
 	cs.config_source_specifier_case = ENVOY__CONFIG__CORE__V3__CONFIG_SOURCE__CONFIG_SOURCE_SPECIFIER_ADS;
 	cs.ads = &ads;
 	rds.config_source = &cs;
@@ -1365,12 +1366,7 @@ static const char *nul_call(char *d0, char *d1, const char *host, const char *pa
 	PbHttpFilter router, *fs[] = {&router};
 	Envoy__Config__Listener__V3__ApiListener api = ENVOY__CONFIG__LISTENER__V3__API_LISTENER__INIT;
 	PbListener pl = ENVOY__CONFIG__LISTENER__V3__LISTENER__INIT;
-	envoy__extensions__filters__network__http_connection_manager__v3__http_filter__init(&router);
-	router_any.type_url = (char *)MTD_XDS_TYPE_ROUTER;
-	router.name = (char *)"envoy.filters.http.router";
-	router.config_type_case =
-	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_FILTER__CONFIG_TYPE_TYPED_CONFIG;
-	router.typed_config = &router_any;
+	router_filter(&router, "envoy.filters.http.router");
 	h.http_filters = fs;
 	h.n_http_filters = 1;
 	h.route_specifier_case =
