@@ -22,6 +22,10 @@
 
 #define HOT_ROWS  2
 #define FIELD_MAX 0xffffffu
+/* A now at most this many seconds behind its slot's is a late pick, not a
+ * slot idle for 18 h (the 16-bit epoch's wrap): a turn lasts less. An
+ * empty slot (epoch 0 from the start) is never ahead: it starts at now. */
+#define BEHIND_MAX_S 8u
 
 static inline uint64_t pack(uint64_t epoch, uint64_t cur, uint64_t last)
 {
@@ -61,14 +65,14 @@ static double count(_Atomic uint64_t *s, uint64_t e, double frac)
 		last = v & FIELD_MAX;
 		if (ve == (e & 0xffffu)) {
 			cur = cur < FIELD_MAX ? cur + 1 : cur;
-		} else if (ve == ((e + 1) & 0xffffu)) {
+		} else if (((ve - e) & 0xffffu) <= BEHIND_MAX_S && (cur | last) != 0) {
 			/* A now behind the slot's second: a worker's turn clock,
 			 * read before another worker's pick moved the slot on (a
-			 * pick's now_ns is its turn's, sidecar/turn.h), or a
-			 * thread that read the clock before a faster one. Counted
-			 * in the slot's second, which has just begun: moving the
-			 * slot back a second would drop what it counted. */
-			at = e + 1;
+			 * pick's now_ns is its turn's, sidecar/turn.h), a turn
+			 * that lasted seconds, or a thread that read the clock
+			 * before a faster one. Counted in the slot's second:
+			 * moving the slot back would drop what it counted. */
+			at = ve;
 			f = 0.0;
 			cur = cur < FIELD_MAX ? cur + 1 : cur;
 		} else if (ve == ((e - 1) & 0xffffu)) {

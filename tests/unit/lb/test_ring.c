@@ -11,6 +11,7 @@
 
 #include "lb-test.h"
 #include "lb/bounded.h"
+#include "lb/lb-impl.h"
 
 static Suite *ring_suite(void);
 
@@ -228,25 +229,48 @@ START_TEST(hot_keys_window_ignores_a_wall_clock_step)
 }
 END_TEST
 
-static void call_601_a_turn_behind(int64_t c, int64_t *mono_ms, int64_t *wall_ms)
+static int64_t behind_ms; /* call_601_behind's lag */
+
+static void call_601_behind(int64_t c, int64_t *mono_ms, int64_t *wall_ms)
 {
 	if (c == 601) {
-		*mono_ms -= 5; /* T0 + 996: the second before */
-		*wall_ms -= 5;
+		*mono_ms -= behind_ms;
+		*wall_ms -= behind_ms;
 	}
 }
 
-/* A hot key stays hot when a pick's now is a little behind the window's
- * second: workers share the sketch, each pick's now is its worker's turn
- * clock (sidecar/turn.h), read when its turn began, and another worker's
- * pick may have crossed into the next second meanwhile. 600 calls a
- * second, one of them just after a second began 5 ms behind, in the
- * second before: the 80 calls after it still spread over 3 endpoints (it
- * moved the counters back a second, emptying them, and they all went
- * home until 100 more calls had been counted). */
+/* A hot key stays hot when a pick's now is behind the window's second:
+ * workers share the sketch, each pick's now is its worker's turn clock
+ * (sidecar/turn.h), read when its turn began, and another worker's pick
+ * may have crossed into the next second meanwhile. 600 calls a second,
+ * one of them just after a second began 5 ms behind, in the second
+ * before; or 1.5 s behind, two seconds before (a turn that lasted that
+ * long: a worker descheduled, a long TLS burst): the 80 calls after it
+ * still spread over 3 endpoints (it moved the counters back, emptying
+ * them, and they all went home until 100 more calls had been counted). */
 START_TEST(hot_keys_window_counts_a_pick_a_turn_behind)
 {
-	ck_assert_uint_eq(hot_key_spread(policies[_i], call_601_a_turn_behind, 602, 681), 3);
+	static const int64_t lag_ms[] = {5, 1500};
+	behind_ms = lag_ms[_i / 2];
+	ck_assert_uint_eq(hot_key_spread(policies[_i % 2], call_601_behind, 602, 681), 3);
+}
+END_TEST
+
+/* A counter never used is empty, its epoch second 0: it is not a second
+ * ahead of a now 65,530 s after boot (0 is that second's + 6 in 16 bits),
+ * where 40 calls a second for 5 s, all counted in one "second", read as
+ * 200 a second, over the threshold of 100. */
+START_TEST(hot_keys_empty_counter_is_not_ahead_at_the_epochs_wrap)
+{
+	struct mtd_lb_hot_keys cfg = {.threshold_per_second = 100, .spread = 3};
+	struct mtd_lb__hot h;
+	ck_assert_int_eq(mtd_lb__hot_init(&h, &cfg), 0);
+	for (int64_t c = 0; c < 200; c++) {
+		int64_t now_ms = 65530 * 1000ll + c * 1000 / 40;
+		ck_assert_msg(!mtd_lb__hot_observe(&h, 0x1234567887654321ull, now_ms), "hot at call %lld",
+		              (long long)c);
+	}
+	mtd_lb__hot_free(&h);
 }
 END_TEST
 
@@ -553,7 +577,8 @@ static Suite *ring_suite(void)
 	tcase_add_loop_test(tc, warmup_inert_when_all_start_together, 0, 2);
 	tcase_add_loop_test(tc, hot_keys_spread_only_above_threshold, 0, 2);
 	tcase_add_loop_test(tc, hot_keys_window_ignores_a_wall_clock_step, 0, 2);
-	tcase_add_loop_test(tc, hot_keys_window_counts_a_pick_a_turn_behind, 0, 2);
+	tcase_add_loop_test(tc, hot_keys_window_counts_a_pick_a_turn_behind, 0, 4);
+	tcase_add_test(tc, hot_keys_empty_counter_is_not_ahead_at_the_epochs_wrap);
 	tcase_add_test(tc, hot_keys_options_checked);
 	tcase_add_test(tc, slots_walk_order_exclusions_bound);
 	tcase_add_test(tc, slots_walk_warmup_refusals_and_fallback);
