@@ -248,6 +248,44 @@ class ResolverByHand(MaitredTest):
         m.proc.wait(STOP_LIMIT)
         self.stop_maitred(m)
 
+    def test_sighup_in_the_turn_of_an_answer_and_a_failure(self):
+        """The A answer, a SERVFAIL for the AAAA query and SIGHUP come in
+        one turn of the control loop: the reload stops the source with
+        both callbacks due (one per request: the failure carries no
+        type), and each comes once, the last freeing the source. maitred
+        applies the reload, keeps serving its control loop, and exits
+        clean (ASan). A guard of the stopped source's count."""
+        import struct
+        dns, svc = self.resolver()
+        m = self.start_maitred(self.config([svc]))
+        queries = {}
+        while len(queries) < 2:  # its A and AAAA queries
+            q, peer = dns.recvfrom(512)
+            i = 12
+            while i < len(q) and q[i]:
+                i += 1 + q[i]
+            queries[struct.unpack("!H", q[i + 1:i + 3])[0]] = (q, i, peer)
+        self.assertEqual(sorted(queries), [1, 28])
+        q, i, peer = queries[1]
+        answer = (q[:2] + struct.pack("!HHHHH", 0x8180, 1, 1, 0, 0) + q[12:i + 5]
+                  + struct.pack("!HHHIH", 0xc00c, 1, 1, 60, 4) + socket.inet_aton("127.0.0.2"))
+        q6, i6, peer6 = queries[28]
+        servfail = q6[:2] + struct.pack("!HHHHH", 0x8182, 1, 0, 0, 0) + q6[12:i6 + 5]
+
+        def stopped():
+            with open("/proc/%d/stat" % m.proc.pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        m.proc.signal(signal.SIGSTOP)
+        self.addCleanup(m.proc.signal, signal.SIGCONT)
+        wait_until(stopped, CALL_LIMIT, "maitred to stop")
+        dns.sendto(answer, peer)
+        dns.sendto(servfail, peer6)
+        m.proc.signal(signal.SIGHUP)
+        m.proc.signal(signal.SIGCONT)
+        wait_until(lambda: re.search(r"reload: .* applied", m.proc.output()), CALL_LIMIT, "the reload")
+        dns.recvfrom(512)  # the new source asks again: its loop runs
+        self.stop_maitred(m)
+
 
 @maitred_only
 @unittest.skipUnless(can_bind_mount(), "needs root and mount namespaces (unshare --mount) for a private /etc/hosts")
