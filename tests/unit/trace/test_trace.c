@@ -269,6 +269,34 @@ START_TEST(siphash_agrees_with_openssl_over_random_keys_and_lengths)
 }
 END_TEST
 
+/* The key and the message at any address (a caller's bytes need not be
+ * 8-byte aligned: words are read as bytes), and lengths past 255 (the
+ * last block carries the length mod 256). */
+START_TEST(siphash_agrees_with_openssl_at_any_alignment_and_past_255_bytes)
+{
+	EVP_MAC *mac = EVP_MAC_fetch(NULL, "SIPHASH", NULL);
+	ck_assert_ptr_nonnull(mac);
+	EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(mac);
+	ck_assert_ptr_nonnull(ctx);
+	static const size_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 18, 63, 64, 255, 256, 257, 264, 520};
+	uint64_t x = 0x2545f4914f6cdd1dull;
+	_Alignas(8) uint8_t key[16 + 8], m[520 + 8];
+	for (unsigned off = 0; off < 8; off++) {
+		for (unsigned i = 0; i < sizeof(key); i++)
+			key[i] = (uint8_t)rnd(&x);
+		for (unsigned i = 0; i < sizeof(m); i++)
+			m[i] = (uint8_t)rnd(&x);
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+			uint64_t want = openssl_siphash(ctx, key + off, m + off, lens[l]);
+			ck_assert_msg(mtd_siphash24(key + off, m + off, lens[l]) == want, "offset %u, length %zu", off,
+			              lens[l]);
+		}
+	}
+	EVP_MAC_CTX_free(ctx);
+	EVP_MAC_free(mac);
+}
+END_TEST
+
 static struct mtd_trace_ctx ctx_of(const char *tp)
 {
 	struct mtd_trace_ctx c;
@@ -543,6 +571,7 @@ static Suite *suite(void)
 	tc = tcase_create("siphash");
 	tcase_add_test(tc, siphash_gives_the_papers_vectors);
 	tcase_add_test(tc, siphash_agrees_with_openssl_over_random_keys_and_lengths);
+	tcase_add_test(tc, siphash_agrees_with_openssl_at_any_alignment_and_past_255_bytes);
 	suite_add_tcase(s, tc);
 	return s;
 }
