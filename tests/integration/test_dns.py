@@ -198,6 +198,38 @@ class ResolverByHand(MaitredTest):
                                      "resolvers": ["127.0.0.1:%d" % sock.getsockname()[1]]}}}
         return sock, svc
 
+    @staticmethod
+    def queries(dns):
+        """maitred's A and AAAA queries: {1: (query, end of its name,
+        peer), 28: ...}."""
+        import struct
+        got = {}
+        while len(got) < 2:
+            q, peer = dns.recvfrom(512)
+            i = 12
+            while i < len(q) and q[i]:
+                i += 1 + q[i]
+            got[struct.unpack("!H", q[i + 1:i + 3])[0]] = (q, i, peer)
+        return got
+
+    @staticmethod
+    def reply(q, i, rcode=0, a=None):
+        """The reply to query q (its name ending at i): with a, one A
+        record of that address; else none, with rcode."""
+        import struct
+        head = q[:2] + struct.pack("!HHHHH", 0x8180 | rcode, 1, 1 if a else 0, 0, 0) + q[12:i + 5]
+        return head + (struct.pack("!HHHIH", 0xc00c, 1, 1, 60, 4) + socket.inet_aton(a) if a else b"")
+
+    def hold(self, m):
+        """maitred stopped (SIGSTOP) until the test sends SIGCONT: what
+        arrives meanwhile is read in one wait of its loop."""
+        def stopped():
+            with open("/proc/%d/stat" % m.proc.pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        m.proc.signal(signal.SIGSTOP)
+        self.addCleanup(m.proc.signal, signal.SIGCONT)
+        wait_until(stopped, CALL_LIMIT, "maitred to stop")
+
     def test_sigterm_while_the_lookup_is_in_flight_exits_clean(self):
         """SIGTERM while the source's lookup waits for an answer that never
         comes: maitred exits 0 at once, and under ASan LeakSanitizer finds
@@ -221,27 +253,11 @@ class ResolverByHand(MaitredTest):
         (SIGSTOP) while both arrive, so that one wait of its loop returns
         both. Red before under ASan: the source and its names were freed
         at the stop, and the callback read them (heap-use-after-free)."""
-        import struct
         dns, svc = self.resolver()
         m = self.start_maitred(self.config([svc]))
-        for _ in range(2):  # its A and AAAA queries
-            q, peer = dns.recvfrom(512)
-            i = 12
-            while i < len(q) and q[i]:
-                i += 1 + q[i]
-            if struct.unpack("!H", q[i + 1:i + 3])[0] == 1:
-                break
-        else:
-            self.fail("no A query from maitred")
-        answer = (q[:2] + struct.pack("!HHHHH", 0x8180, 1, 1, 0, 0) + q[12:i + 5]
-                  + struct.pack("!HHHIH", 0xc00c, 1, 1, 60, 4) + socket.inet_aton("127.0.0.2"))
-
-        def stopped():
-            with open("/proc/%d/stat" % m.proc.pid) as f:
-                return f.read().rsplit(")", 1)[1].split()[0] == "T"
-        m.proc.signal(signal.SIGSTOP)
-        self.addCleanup(m.proc.signal, signal.SIGCONT)
-        wait_until(stopped, CALL_LIMIT, "maitred to stop")
+        q, i, peer = self.queries(dns)[1]
+        answer = self.reply(q, i, a="127.0.0.2")
+        self.hold(m)
         dns.sendto(answer, peer)
         m.proc.signal(signal.SIGTERM)
         m.proc.signal(signal.SIGCONT)
@@ -255,29 +271,15 @@ class ResolverByHand(MaitredTest):
         type), and each comes once, the last freeing the source. maitred
         applies the reload, keeps serving its control loop, and exits
         clean (ASan). A guard of the stopped source's count."""
-        import struct
         dns, svc = self.resolver()
         m = self.start_maitred(self.config([svc]))
-        queries = {}
-        while len(queries) < 2:  # its A and AAAA queries
-            q, peer = dns.recvfrom(512)
-            i = 12
-            while i < len(q) and q[i]:
-                i += 1 + q[i]
-            queries[struct.unpack("!H", q[i + 1:i + 3])[0]] = (q, i, peer)
+        queries = self.queries(dns)
         self.assertEqual(sorted(queries), [1, 28])
         q, i, peer = queries[1]
-        answer = (q[:2] + struct.pack("!HHHHH", 0x8180, 1, 1, 0, 0) + q[12:i + 5]
-                  + struct.pack("!HHHIH", 0xc00c, 1, 1, 60, 4) + socket.inet_aton("127.0.0.2"))
+        answer = self.reply(q, i, a="127.0.0.2")
         q6, i6, peer6 = queries[28]
-        servfail = q6[:2] + struct.pack("!HHHHH", 0x8182, 1, 0, 0, 0) + q6[12:i6 + 5]
-
-        def stopped():
-            with open("/proc/%d/stat" % m.proc.pid) as f:
-                return f.read().rsplit(")", 1)[1].split()[0] == "T"
-        m.proc.signal(signal.SIGSTOP)
-        self.addCleanup(m.proc.signal, signal.SIGCONT)
-        wait_until(stopped, CALL_LIMIT, "maitred to stop")
+        servfail = self.reply(q6, i6, rcode=2)
+        self.hold(m)
         dns.sendto(answer, peer)
         dns.sendto(servfail, peer6)
         m.proc.signal(signal.SIGHUP)
