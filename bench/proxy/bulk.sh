@@ -103,14 +103,6 @@ mem_sampler() {
 	done
 }
 
-# cpu_ns PIDS...: nanoseconds on a CPU (/proc/PID/task/*/schedstat)
-# summed over PIDS' threads: utime+stime's 10 ms ticks were 0.16 ms per
-# MiB over a 64 MiB stream. Both proxies' threads live as long as they do.
-cpu_ns() {
-	local p
-	for p in "$@"; do cat /proc/$p/task/*/schedstat 2>/dev/null; done | awk '{ s += $1 } END { printf "%.0f\n", s }'
-}
-
 # ctx_switches PIDS...: "voluntary involuntary" context switches summed
 # over PIDS' threads.
 ctx_switches() {

@@ -45,6 +45,16 @@ tree_pids() {
 	for c in $(cat /proc/$p/task/*/children 2>/dev/null); do tree_pids "$c"; done
 }
 
+# cpu_ns PID...: nanoseconds on a CPU (/proc/PID/task/*/schedstat) summed
+# over the processes' threads: what the scheduler counted, to the ns, where
+# utime+stime move in 10 ms ticks (at 2,000 calls/s for 5 s a proxy's 150 ms
+# of CPU is 15 ticks: a 7 % step). The threads must live as long as the
+# phase (a thread that exits takes its count with it).
+cpu_ns() {
+	local p
+	for p in "$@"; do cat /proc/$p/task/*/schedstat 2>/dev/null; done | awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
 # cpu_ticks PID...: utime+stime summed over the given processes (all threads).
 cpu_ticks() {
 	local p s f sum=0
@@ -177,6 +187,21 @@ up_stat() {
 }
 
 # ---- proxy configs --------------------------------------------------------------
+
+# The "relay" row: bench/proxy/tcp_relay, a hop that carries bytes and does
+# nothing else, each client connection on its own upstream connection (round
+# robin over both upstreams). The floor any proxy pays for a hop on this
+# machine (README "The floor of a hop"). With TLS upstreams the client
+# speaks TLS through it (proxy_scheme), so the relay still only carries
+# bytes and stays a floor: a proxy that terminates TLS does more.
+RELAY_BIN=${RELAY_BIN:-$top/build/bench/proxy/tcp_relay}
+conf_relay() {
+	PROXY_CMD=("$RELAY_BIN" -l "$PROXY_PORT" -u "$UP1,$UP2")
+}
+# proxy_scheme ROW: the scheme h2load speaks to ROW's port.
+proxy_scheme() {
+	if [ "$1" = relay ] && [ "$MODE" = tls ]; then echo https; else echo http; fi
+}
 # One worker each; access logs off; frontend stream limit 1024 (maitred's
 # default) so that the 512-in-flight phase fits on one client connection.
 
@@ -329,6 +354,7 @@ conf_maitred_base() {
 available() {
 	case $1 in
 	direct) ;;
+	relay) [ -x "$RELAY_BIN" ] || echo "no $RELAY_BIN: run 'make -C build bench/proxy/tcp_relay'" ;;
 	nghttpx) command -v nghttpx >/dev/null || echo "nghttpx not installed (apt-get install nghttp2-proxy)" ;;
 	haproxy) command -v haproxy >/dev/null || echo "haproxy not installed (apt-get install haproxy)" ;;
 	nginx) command -v nginx >/dev/null || echo "nginx not installed (apt-get install nginx)" ;;

@@ -19,3 +19,8 @@ noinst_PROGRAMS += bench/proxy/splice_relay
 bench_proxy_splice_relay_SOURCES = bench/proxy/splice_relay.c
 bench_proxy_splice_relay_CFLAGS = $(AM_CFLAGS)
 EXTRA_DIST += bench/proxy/splice_relay.sh
+# bench/proxy's "relay" row: a hop that only carries bytes, the floor of a
+# proxy at a steady rate (README "The floor of a hop"). No library.
+noinst_PROGRAMS += bench/proxy/tcp_relay
+bench_proxy_tcp_relay_SOURCES = bench/proxy/tcp_relay.c
+bench_proxy_tcp_relay_CFLAGS = $(AM_CFLAGS)

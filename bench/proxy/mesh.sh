@@ -9,7 +9,10 @@
 # call, and hands the calls to the app in h2c. The same topology for every
 # row: maitred (a service with tls on A, an inbound[] listener with an
 # authorization rule on B), HAProxy and nghttpx; "direct" is the client on
-# the app with no proxy, the floor every latency is compared with. One PKI
+# the app with no proxy, the floor every latency is compared with; "relay"
+# is two hops that only carry bytes (tcp_relay: no TLS, no HTTP/2, no
+# authorization, so no pre-flight check), the floor of any two hops'
+# latency and CPU on this machine (README "The floor of a hop"). One PKI
 # made here with openssl: a CA, A's and B's certificates with SPIFFE-style
 # URI SANs (B's also a DNS SAN it is reached by), and for the pre-flight
 # check a second CA's certificate claiming A's identity.
@@ -47,7 +50,7 @@ usage: $0 [options]
   -d SECONDS     each measured phase (default $DUR)
   -l LIST        loads, comma separated: calls/s in all, or sat (default "$LOADS")
   -c N, -m N     saturation: h2load connections and streams each (default $CLIENTS, $STREAMS)
-  -p LIST        rows among direct, nghttpx, haproxy, maitred (default "$PROXIES")
+  -p LIST        rows among direct, relay, nghttpx, haproxy, maitred (default "$PROXIES")
   -L split|pod   where the processes run. split (default): A and B on cpu1,
                  h2load and the app on cpu0 (run.sh's split: the proxies on
                  a core of their own). pod: each sidecar shares its app's
@@ -283,6 +286,10 @@ start_app() {
 	wait_listen $UP1 200 || { log "the app did not listen within 10 s: $(tail -1 "$T/up$UP1.log")"; return 1; }
 }
 
+# The relay row: bytes only, A to B, B to the app (common.sh's tcp_relay).
+conf_relay_a() { HOP_CMD=("$RELAY_BIN" -l "$PORT_A" -u "$PORT_B"); }
+conf_relay_b() { HOP_CMD=("$RELAY_BIN" -l "$PORT_B" -u "$UP1"); }
+
 # start_hop ROW a|b: the hop's config, the process on its core; sets
 # HOP_PID_a or HOP_PID_b.
 HOP_PID_a='' HOP_PID_b=''
@@ -313,19 +320,16 @@ stop_row() {
 
 # ---- what is counted --------------------------------------------------------------
 
-# counters PID...: "ticks switches" of the processes, every thread:
-# utime+stime (/proc/PID/stat) and voluntary + involuntary context switches
-# (each thread's status; the process's own status counts its main thread).
+# counters PID...: "ns switches" of the processes, every thread: ns on a CPU
+# (cpu_ns, schedstat) and voluntary + involuntary context switches (each
+# thread's status; the process's own status counts its main thread).
 counters() {
-	local p s f ticks=0 sw=0
+	local p sw=0
 	for p in "$@"; do
-		s=$(cat /proc/$p/stat 2>/dev/null) || continue
-		f=(${s##*) })
-		ticks=$((ticks + f[11] + f[12]))
 		sw=$((sw + $(cat /proc/$p/task/*/status 2>/dev/null |
 			awk '$1 ~ /ctxt_switches:$/ { n += $2 } END { print n + 0 }')))
 	done
-	echo "$ticks $sw"
+	echo "$(cpu_ns "$@") $sw"
 }
 
 # private_kb PID...: "ANON PRIV", smaps_rollup's Anonymous and
@@ -386,7 +390,7 @@ put() { ALL[$1,$2,$3]+="$4 "; }	# LOAD ROW FIELD VALUE
 per_call() {	# COUNT CALLS [SCALE]: COUNT * SCALE / CALLS, or -
 	awk -v c="$1" -v n="$2" -v s="${3:-1}" 'BEGIN { if (n > 0 && c != "") printf "%.2f", c * s / n; else print "-" }'
 }
-US_PER_TICK=$(awk -v t="$TCK" 'BEGIN { print 1e6 / t }')
+US_PER_NS=0.001
 
 # ---- the pre-flight check -----------------------------------------------------------
 
@@ -448,27 +452,27 @@ run_load() {
 		perf_start a "${apids[@]}"; perf_start b "${bpids[@]}"
 		[ "$PERF_OK" = 1 ] && sleep 0.3	# perf attached before the first call
 	fi
-	u0=$(cpu_ticks "$APP_PID"); n0=$(up_stat calls)
+	u0=$(cpu_ns "$APP_PID"); n0=$(up_stat calls)
 	if [ "$load" = sat ]; then
 		h2load_run "$out" -D "$DUR" --warm-up-time "$WARM" -c "$CLIENTS" -m "$STREAMS" --log-file "$CALL_LOGS/${out##*/}.log"
 	else
 		h2load_run "$out" -D "$DUR" -c "$RATE_CLIENTS" -m 64 --rps $((load / RATE_CLIENTS)) --log-file "$CALL_LOGS/${out##*/}.log"
 	fi
-	u1=$(cpu_ticks "$APP_PID"); n1=$(up_stat calls)
+	u1=$(cpu_ns "$APP_PID"); n1=$(up_stat calls)
 	n=$((n1 - n0))
 	if [ "$row" != direct ]; then
 		a1=($(counters "${apids[@]}")); b1=($(counters "${bpids[@]}"))
 		perf_stop a; sa=$PERF_COUNT
 		perf_stop b; sb=$PERF_COUNT
-		put "$load" "$row" cpua "$(per_call $((a1[0] - a0[0])) $n "$US_PER_TICK")"
-		put "$load" "$row" cpub "$(per_call $((b1[0] - b0[0])) $n "$US_PER_TICK")"
-		put "$load" "$row" cpu "$(per_call $((a1[0] - a0[0] + b1[0] - b0[0])) $n "$US_PER_TICK")"
+		put "$load" "$row" cpua "$(per_call $((a1[0] - a0[0])) $n "$US_PER_NS")"
+		put "$load" "$row" cpub "$(per_call $((b1[0] - b0[0])) $n "$US_PER_NS")"
+		put "$load" "$row" cpu "$(per_call $((a1[0] - a0[0] + b1[0] - b0[0])) $n "$US_PER_NS")"
 		put "$load" "$row" swa "$(per_call $((a1[1] - a0[1])) $n)"
 		put "$load" "$row" swb "$(per_call $((b1[1] - b0[1])) $n)"
 		[ -n "$sa" ] && put "$load" "$row" sysa "$(per_call "$sa" $n)"
 		[ -n "$sb" ] && put "$load" "$row" sysb "$(per_call "$sb" $n)"
 	fi
-	put "$load" "$row" appcpu "$(per_call $((u1 - u0)) $n "$US_PER_TICK")"
+	put "$load" "$row" appcpu "$(per_call $((u1 - u0)) $n "$US_PER_NS")"
 	put "$load" "$row" rps "$(h2load_rps "$out" | awk '{ printf "%.0f", $1 }')"
 	local bad
 	bad=$(h2load_bad "$out"); bad=${bad:-all}
@@ -495,7 +499,7 @@ run_row() {
 		note "$row" "a call did not end with grpc-status 0 (see check.out)"; stop_row; return
 	fi
 	if [ "$row" != direct ]; then
-		preflight "$row" || { stop_row; return; }
+		[ "$row" = relay ] || preflight "$row" || { stop_row; return; }
 		sleep 0.2
 		m=($(private_kb $(tree_pids "$HOP_PID_a")) $(private_kb $(tree_pids "$HOP_PID_b")))
 		put mem "$row" a0 "${m[0]}"; put mem "$row" b0 "${m[2]}"
@@ -521,8 +525,8 @@ ROWS=()
 declare -A SKIP
 for row in $PROXIES; do
 	case $row in
-	direct | nghttpx | haproxy | maitred) why=$(available "$row") ;;
-	*) why="unknown row (direct, nghttpx, haproxy, maitred)" ;;
+	direct | relay | nghttpx | haproxy | maitred) why=$(available "$row") ;;
+	*) why="unknown row (direct, relay, nghttpx, haproxy, maitred)" ;;
 	esac
 	if [ -n "$why" ]; then log "skip $row: $why"; SKIP[$row]=$why; continue; fi
 	ROWS+=("$row")

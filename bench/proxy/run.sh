@@ -209,7 +209,7 @@ run_row() {
 		if [ "$MODE" = tls ]; then TARGET_URI="https://127.0.0.1:$UP1$PATH_URI"
 		else TARGET_URI="http://127.0.0.1:$UP1$PATH_URI"; fi
 	else
-		TARGET_URI="http://127.0.0.1:$PROXY_PORT$PATH_URI"
+		TARGET_URI="$(proxy_scheme "$row")://127.0.0.1:$PROXY_PORT$PATH_URI"
 	fi
 
 	# Idle client connections, on a fresh proxy for each count (a loaded

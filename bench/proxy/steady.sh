@@ -4,7 +4,9 @@
 # saturation. For every rate and row it runs h2load at that rate and reports
 # p50 / p90 / p99 / p99.9 of every call (h2load --log-file), the latency the
 # proxy adds over the direct path at the same percentile, and the proxy's CPU
-# per call over the phase. Rows: direct, nghttpx, maitred and, with
+# per call over the phase. Rows: direct, relay (a hop that only carries
+# bytes: the floor of any proxy, README "The floor of a hop"), nghttpx,
+# maitred and, with
 # BASE_BIN=/path/to/maitred, "base" (another maitred build, for a before /
 # after in one run). See README.md "Steady rate".
 set -u -o pipefail
@@ -16,7 +18,7 @@ DUR=10
 RATES="2000 10000"
 CLIENTS=4        # h2load -c, each --rps RATE/CLIENTS
 MODE=h2c
-PROXIES="direct nghttpx maitred"
+PROXIES="direct relay nghttpx maitred"
 CPU_PROXY=1
 CPU_LOAD=0
 PORT_BASE=25200
@@ -33,7 +35,7 @@ usage: $0 [options]
   -r LIST        rates, calls/s in all (default "$RATES")
   -c N           client connections sharing the rate (default $CLIENTS)
   -t h2c|tls     upstream transport (default $MODE)
-  -p LIST        rows among direct, nghttpx, maitred, base (default
+  -p LIST        rows among direct, relay, nghttpx, maitred, base (default
                  "$PROXIES", plus base when BASE_BIN is set)
   -R N           rounds; rows interleaved inside each round; medians (default $REPS)
   -P PORT_BASE   as in run.sh (default $PORT_BASE)
@@ -88,10 +90,12 @@ quantiles() {
 
 declare -A ALL	# ALL[rate,row,field]: values of every round, space separated
 
-# counters PID...: "utime stime sleeps" summed over every thread of the
-# given processes, without perturbing them: CPU ticks from /proc/PID/stat,
-# and the times a thread went to sleep (voluntary context switches: one
-# per event-loop wait that found nothing ready) from each task's status.
+# counters PID...: "utime stime sleeps ns" summed over every thread of the
+# given processes, without perturbing them: CPU ticks from /proc/PID/stat
+# (only their split between user and kernel is used), the times a thread
+# went to sleep (voluntary context switches: one per event-loop wait that
+# found nothing ready) from each task's status, and the ns on a CPU
+# (cpu_ns, schedstat: the CPU a call is reported from).
 counters() {
 	local p t s f ut=0 st=0 sl=0
 	for p in "$@"; do
@@ -102,7 +106,7 @@ counters() {
 			sl=$((sl + $(awk '$1 == "voluntary_ctxt_switches:" { print $2 }' $t/status 2>/dev/null || echo 0)))
 		done
 	done
-	echo "$ut $st $sl"
+	echo "$ut $st $sl $(cpu_ns "$@")"
 }
 
 # run_phase ROW RATE: one fresh upstream pair and proxy, one checked call,
@@ -114,7 +118,7 @@ run_phase() {
 		[ "$MODE" = tls ] && scheme=https
 		TARGET_URI="$scheme://127.0.0.1:$UP1$PATH_URI"
 	else
-		TARGET_URI="http://127.0.0.1:$PROXY_PORT$PATH_URI"
+		TARGET_URI="$(proxy_scheme "$row")://127.0.0.1:$PROXY_PORT$PATH_URI"
 		start_proxy "$row" || { stop_upstreams; return; }
 		pids=$(tree_pids "$PROXY_PID")
 	fi
@@ -146,8 +150,10 @@ run_phase() {
 	ALL[$rate,$row,p50]+="$1 "; ALL[$rate,$row,p90]+="$2 "
 	ALL[$rate,$row,p99]+="$3 "; ALL[$rate,$row,p999]+="$4 "
 	if [ -n "$pids" ] && [ $((n1 - n0)) -gt 0 ]; then
-		ALL[$rate,$row,cpu]+="$(awk -v c=$((c1 - c0)) -v n=$n -v t=$TCK 'BEGIN { printf "%.1f", c / t / n * 1e6 }') "
-		ALL[$rate,$row,sys]+="$(awk -v c=$((b[1] - a[1])) -v n=$n -v t=$TCK 'BEGIN { printf "%.1f", c / t / n * 1e6 }') "
+		# µs a call from the ns; its kernel part by the ticks' split
+		ALL[$rate,$row,cpu]+="$(awk -v c=$((b[3] - a[3])) -v n=$n 'BEGIN { printf "%.2f", c / n / 1e3 }') "
+		ALL[$rate,$row,sys]+="$(awk -v c=$((b[3] - a[3])) -v k=$((b[1] - a[1])) -v t=$((c1 - c0)) -v n=$n \
+			'BEGIN { printf "%.1f", (t > 0 ? c * k / t / n / 1e3 : 0) }') "
 		ALL[$rate,$row,sleeps]+="$(awk -v c=$((b[2] - a[2])) -v n=$n 'BEGIN { printf "%.2f", c / n }') "
 		[ -n "$sc" ] && ALL[$rate,$row,sysc]+="$(awk -F, -v n=$n '$3 ~ /sys_enter/ && $1 ~ /^[0-9]+$/ { printf "%.2f", $1 / n }' "$T/$row.$rate.perf") "
 	fi
