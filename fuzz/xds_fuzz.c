@@ -16,6 +16,12 @@
  * the same: never read where protobuf-c refuses it, and where both read
  * it every field the translation uses is the same.
  *
+ * The guard against a NUL inside a string (mtd_xds__strings_whole) walks
+ * every resource protobuf-c decodes to its end, and never takes for
+ * nested too deep what protobuf-c read; it is stricter only where pbwire
+ * is (a field number past 2^29 - 1, which protobuf-c reads cut to 32
+ * bits): such a resource does not decode.
+ *
  * A resource either translates into one that keeps every documented
  * bound (xds.h: names printable and bounded, a strategy, weights in
  * 1..MTD_XDS_WEIGHT_SCALE, addresses that parse back, at most
@@ -26,7 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envoy/config/cluster/v3/cluster.pb-c.h"
 #include "envoy/config/endpoint/v3/endpoint.pb-c.h"
+#include "envoy/config/listener/v3/listener.pb-c.h"
+#include "envoy/config/route/v3/route.pb-c.h"
 #include "envoy/service/discovery/v3/discovery.pb-c.h"
 #include "lb/lb-t.h"
 #include "xds/xds-int.h"
@@ -158,6 +167,20 @@ static void check_endpoint(const struct mtd_xds__wire_ep *e, const Envoy__Config
 		abort();
 }
 
+/* The guard against protobuf-c's unpack of a resource of type d. */
+static void check_guard(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t size)
+{
+	char why[512];
+	ProtobufCMessage *pb = protobuf_c_message_unpack(d, NULL, size, data);
+	int rc = mtd_xds__strings_whole(d, data, size, NULL, why, sizeof(why));
+
+	if (pb == NULL)
+		return;
+	if (rc == -EINVAL && strstr(why, "a NUL in string field ") != why)
+		abort(); /* nested too deep, where protobuf-c read it */
+	protobuf_c_message_free_unpacked(pb, NULL);
+}
+
 /* The assignment's reader against protobuf-c's unpack. */
 static void check_cla_reader(const uint8_t *data, size_t size)
 {
@@ -213,6 +236,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* 'H': the same, for a listener named as a host (wildcard domains) */
 		struct mtd_xds_routes *r;
 		const char *host = data[0] == 'H' ? "api.shop.svc:8080" : NULL;
+		check_guard(&envoy__config__route__v3__route_configuration__descriptor, data + 1, size - 1);
 		int rc = mtd_xds_routes_parse(data + 1, size - 1, host, &r, why, sizeof(why));
 		if (rc != 0) {
 			check_refused(rc, why, sizeof(why));
@@ -226,6 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (data[0] == 'L') {
 		struct mtd_xds_listener l;
+		check_guard(&envoy__config__listener__v3__listener__descriptor, data + 1, size - 1);
 		int rc = mtd_xds_listener_parse(data + 1, size - 1, &l, why, sizeof(why));
 		if (rc != 0) {
 			check_refused(rc, why, sizeof(why));
@@ -243,6 +268,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (data[0] & 1) {
 		struct mtd_xds_cluster c;
+		check_guard(&envoy__config__cluster__v3__cluster__descriptor, data + 1, size - 1);
 		int rc = mtd_xds_cluster_parse(data + 1, size - 1, &c, why, sizeof(why));
 		if (rc != 0) {
 			check_refused(rc, why, sizeof(why));
@@ -269,6 +295,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	check_cla_reader(data + 1, size - 1);
+	check_guard(&envoy__config__endpoint__v3__cluster_load_assignment__descriptor, data + 1, size - 1);
 	struct mtd_xds_cla *a;
 	int rc = mtd_xds_cla_parse(data + 1, size - 1, &a, why, sizeof(why));
 	if (rc != 0) {

@@ -310,10 +310,12 @@ static int tls(const Envoy__Config__Core__V3__TransportSocket *ts, struct mtd_xd
 	              : NULL;
 	if (any == NULL || strcmp(any->type_url, MTD_XDS_TYPE_TLS) != 0)
 		return mtd_xds__refuse(why, whylen, "transport_socket: maitred takes an UpstreamTlsContext only");
-	m = envoy__extensions__transport_sockets__tls__v3__upstream_tls_context__unpack(
-	        &mtd_cfg__pb_allocator, any->value.len, any->value.data);
-	if (m == NULL)
+	rc = mtd_xds__unpack(&envoy__extensions__transport_sockets__tls__v3__upstream_tls_context__descriptor,
+	                     any->value.data, any->value.len, "transport_socket.typed_config", &m, why, whylen);
+	if (rc == -EBADMSG)
 		return mtd_xds__refuse(why, whylen, "transport_socket: the UpstreamTlsContext does not decode");
+	if (rc != 0)
+		return rc;
 	c->tls = mtd_cfg__calloc(1, sizeof(*c->tls));
 	if (c->tls == NULL) {
 		rc = -ENOMEM;
@@ -412,9 +414,11 @@ int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, struct mtd_xds_cluster
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	m = envoy__config__cluster__v3__cluster__unpack(&mtd_cfg__pb_allocator, len, buf);
-	if (m == NULL)
+	rc = mtd_xds__unpack(&envoy__config__cluster__v3__cluster__descriptor, buf, len, NULL, &m, why, whylen);
+	if (rc == -EBADMSG)
 		return mtd_xds__refuse(why, whylen, "the Cluster does not decode");
+	if (rc != 0)
+		return rc;
 	rc = translate(m, out, why, whylen);
 	envoy__config__cluster__v3__cluster__free_unpacked(m, &mtd_cfg__pb_allocator);
 	if (rc != 0)

@@ -123,10 +123,13 @@ int mtd_xds__fault(const uint8_t *buf, size_t len, struct mtd_cfg_fault_injectio
                    size_t whylen)
 {
 	memset(fi, 0, sizeof(*fi));
-	PbFault *m = envoy__extensions__filters__http__fault__v3__httpfault__unpack(&mtd_cfg__pb_allocator, len, buf);
-	if (m == NULL)
+	PbFault *m;
+	int rc = mtd_xds__unpack(&envoy__extensions__filters__http__fault__v3__httpfault__descriptor, buf, len, where,
+	                         &m, why, whylen);
+	if (rc == -EBADMSG)
 		return mtd_xds__refuse(why, whylen, "%s: not an HTTPFault (it does not decode)", where);
-	int rc = 0;
+	if (rc != 0)
+		return rc;
 	for (size_t i = 0; i < sizeof(refused_fields) / sizeof(refused_fields[0]) && rc == 0; i++)
 		for (unsigned k = 0; k < m->base.n_unknown_fields; k++)
 			if (m->base.unknown_fields[k].tag == refused_fields[i].tag) {
@@ -151,11 +154,13 @@ int mtd_xds__fault_override(const Google__Protobuf__Any *any, struct mtd_cfg_fau
 		return mtd_xds__fault(any->value.data, any->value.len, fi, where, why, whylen) == 0 ? 1 : -EINVAL;
 	if (strcmp(any->type_url, MTD_XDS_TYPE_FILTER_CONFIG) != 0)
 		return 0; /* another filter's: maitred runs none */
-	Envoy__Config__Route__V3__FilterConfig *fc =
-	        envoy__config__route__v3__filter_config__unpack(&mtd_cfg__pb_allocator, any->value.len, any->value.data);
-	if (fc == NULL)
+	Envoy__Config__Route__V3__FilterConfig *fc;
+	int rc = mtd_xds__unpack(&envoy__config__route__v3__filter_config__descriptor, any->value.data, any->value.len,
+	                         where, &fc, why, whylen);
+	if (rc == -EBADMSG)
 		return mtd_xds__refuse(why, whylen, "%s: not a FilterConfig (it does not decode)", where);
-	int rc = 0;
+	if (rc != 0)
+		return rc;
 	if (fc->disabled) {
 		/* The filter is off for these calls: no fault. */
 		memset(fi, 0, sizeof(*fi));

@@ -5,7 +5,7 @@
 # the ADS client is sidecar/control/xds*.c.
 lib_libmaitred_a_SOURCES += lib/xds/xds-t.h lib/xds/xds.h lib/xds/xds-int.h \
 	lib/xds/cluster.c lib/xds/cla.c lib/xds/route.c lib/xds/fault.c \
-	lib/xds/response.c
+	lib/xds/response.c lib/xds/unpack.c
 
 check_PROGRAMS += tests/unit/test_xds
 TESTS += tests/unit/test_xds

@@ -16,7 +16,6 @@
 #include "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.pb-c.h"
 #include "fault/fault-t.h"
 #include "grpc/grpc.h"
-#include "pbwire/pbwire.h"
 #include "route/regex.h"
 #include "xds/xds-int.h"
 #include "xds/xds.h"
@@ -571,35 +570,6 @@ static size_t vhost_for(const PbRouteConfig *m, const char *host)
 	return best;
 }
 
-/* A domain with a NUL inside, which protobuf-c cuts there ("*\0x" would
- * read "*", "api\0x" "api"), emptied: the whole string is no listener's
- * nor service's name (neither holds a NUL), so it matches nothing, as in
- * gRPC's clients, which compare the whole string (Envoy refuses it). m
- * is decoded from buf[0..len): its hosts in the order written. */
-static void domains_cut_at_nul(const PbRouteConfig *m, const uint8_t *buf, size_t len)
-{
-	struct mtd_pbwire_iter it, hit;
-	struct mtd_pbwire_value f, g;
-	uint32_t field;
-	size_t vi = 0;
-
-	mtd_pbwire_iter_init(&it, buf, len);
-	while (mtd_pbwire_next(&it, &field, &f) == 1 && vi < m->n_virtual_hosts) {
-		if (field != 2 || f.type != MTD_PBWIRE_LEN) /* virtual_hosts */
-			continue;
-		const PbVhost *v = m->virtual_hosts[vi++];
-		size_t d = 0;
-		mtd_pbwire_iter_init(&hit, f.data, f.len);
-		while (mtd_pbwire_next(&hit, &field, &g) == 1 && d < v->n_domains) {
-			if (field != 2 || g.type != MTD_PBWIRE_LEN) /* domains */
-				continue;
-			if (memchr(g.data, '\0', g.len) != NULL)
-				v->domains[d][0] = '\0';
-			d++;
-		}
-	}
-}
-
 struct building {
 	struct mtd_xds_routes *out;
 	size_t cap;
@@ -797,39 +767,17 @@ int mtd_xds_routes_parse(const uint8_t *buf, size_t len, const char *host, struc
                          size_t whylen)
 {
 	*out = NULL;
-	PbRouteConfig *m = envoy__config__route__v3__route_configuration__unpack(&mtd_cfg__pb_allocator, len, buf);
-	if (m == NULL)
+	PbRouteConfig *m;
+	int rc = mtd_xds__unpack(&envoy__config__route__v3__route_configuration__descriptor, buf, len, NULL, &m, why,
+	                         whylen);
+	if (rc == -EBADMSG)
 		return mtd_xds__refuse(why, whylen, "not a RouteConfiguration (it does not decode)");
-	domains_cut_at_nul(m, buf, len);
-	int rc = routes_from(m, host, out, why, whylen);
+	if (rc != 0)
+		return rc;
+	rc = routes_from(m, host, out, why, whylen);
 	envoy__config__route__v3__route_configuration__free_unpacked(m, &mtd_cfg__pb_allocator);
 	if (rc == -ENOMEM)
 		mtd_xds__refuse(why, whylen, "out of memory");
-	return rc;
-}
-
-int mtd_xds__route_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap)
-{
-	int rc = -EINVAL;
-
-	if (strcmp(type_url, MTD_XDS_TYPE_LISTENER) == 0) {
-		PbListener *m = envoy__config__listener__v3__listener__unpack(&mtd_cfg__pb_allocator, len, buf);
-		if (m != NULL && mtd_xds__name_ok(m->name) && strlen(m->name) < cap) {
-			strcpy(name, m->name);
-			rc = 0;
-		}
-		if (m != NULL)
-			envoy__config__listener__v3__listener__free_unpacked(m, &mtd_cfg__pb_allocator);
-	} else if (strcmp(type_url, MTD_XDS_TYPE_ROUTE) == 0) {
-		PbRouteConfig *m =
-		        envoy__config__route__v3__route_configuration__unpack(&mtd_cfg__pb_allocator, len, buf);
-		if (m != NULL && mtd_xds__name_ok(m->name) && strlen(m->name) < cap) {
-			strcpy(name, m->name);
-			rc = 0;
-		}
-		if (m != NULL)
-			envoy__config__route__v3__route_configuration__free_unpacked(m, &mtd_cfg__pb_allocator);
-	}
 	return rc;
 }
 
@@ -889,12 +837,15 @@ static int hcm_filters(const PbHcm *h, struct mtd_xds_listener *out, char *why, 
 
 static int hcm(const ProtobufCBinaryData *v, struct mtd_xds_listener *out, char *why, size_t whylen)
 {
-	PbHcm *h = envoy__extensions__filters__network__http_connection_manager__v3__http_connection_manager__unpack(
-	        &mtd_cfg__pb_allocator, v->len, v->data);
-	int rc;
+	PbHcm *h;
+	int rc = mtd_xds__unpack(
+	        &envoy__extensions__filters__network__http_connection_manager__v3__http_connection_manager__descriptor,
+	        v->data, v->len, "the HttpConnectionManager", &h, why, whylen);
 
-	if (h == NULL)
+	if (rc == -EBADMSG)
 		return mtd_xds__refuse(why, whylen, "the HttpConnectionManager does not decode");
+	if (rc != 0)
+		return rc;
 	if ((rc = hcm_filters(h, out, why, whylen)) != 0)
 		goto done;
 	if (h->route_specifier_case ==
@@ -916,16 +867,6 @@ static int hcm(const ProtobufCBinaryData *v, struct mtd_xds_listener *out, char 
 	        h->route_specifier_case ==
 	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER_ROUTE_CONFIG) {
 		char inner[384];
-		/* route_config, the last one written (a oneof's member again
-		 * replaces the first, protobuf-c merges nothing there). */
-		struct mtd_pbwire_iter it;
-		struct mtd_pbwire_value f, rc_bytes = {0};
-		uint32_t field;
-		mtd_pbwire_iter_init(&it, v->data, v->len);
-		while (mtd_pbwire_next(&it, &field, &f) == 1)
-			if (field == 4 && f.type == MTD_PBWIRE_LEN)
-				rc_bytes = f;
-		domains_cut_at_nul(h->route_config, rc_bytes.data, rc_bytes.len);
 		rc = routes_from(h->route_config, out->name, &out->routes, inner, sizeof(inner));
 		if (rc == -EINVAL)
 			mtd_xds__refuse(why, whylen, "route_config: %s", inner);
@@ -967,10 +908,13 @@ static int listener_from(const PbListener *m, struct mtd_xds_listener *out, char
 int mtd_xds_listener_parse(const uint8_t *buf, size_t len, struct mtd_xds_listener *out, char *why, size_t whylen)
 {
 	memset(out, 0, sizeof(*out));
-	PbListener *m = envoy__config__listener__v3__listener__unpack(&mtd_cfg__pb_allocator, len, buf);
-	if (m == NULL)
+	PbListener *m;
+	int rc = mtd_xds__unpack(&envoy__config__listener__v3__listener__descriptor, buf, len, NULL, &m, why, whylen);
+	if (rc == -EBADMSG)
 		return mtd_xds__refuse(why, whylen, "not a Listener (it does not decode)");
-	int rc = listener_from(m, out, why, whylen);
+	if (rc != 0)
+		return rc;
+	rc = listener_from(m, out, why, whylen);
 	envoy__config__listener__v3__listener__free_unpacked(m, &mtd_cfg__pb_allocator);
 	if (rc != 0)
 		mtd_xds_listener_clear(out);

@@ -9,6 +9,7 @@
 #include "config/config-t.h"
 #include "google/protobuf/any.pb-c.h"
 #include "google/protobuf/duration.pb-c.h"
+#include <protobuf-c/protobuf-c.h>
 
 /* Write the reason (printf) into why; returns -EINVAL. */
 int mtd_xds__refuse(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -16,6 +17,37 @@ int mtd_xds__refuse(char *why, size_t whylen, const char *fmt, ...) __attribute_
 int64_t mtd_xds__dur_ms(const Google__Protobuf__Duration *d, int64_t dflt);
 /* 1..MTD_XDS_NAME_MAX printable bytes. */
 bool mtd_xds__name_ok(const char *s);
+
+/* How deep a resource's messages may nest: no xDS message maitred reads
+ * holds itself, so a decodable one nests as deep as its schema at most
+ * (an HttpConnectionManager's, the deepest: 9; test_xds_route checks). */
+#define MTD_XDS_NEST_MAX 32
+
+/* Whether every string field of msg[0..len), read as a message of type
+ * d, is free of NUL bytes: protobuf-c's char * ends at the first, so
+ * "a\0x" reads as "a" and would alias the name "a" (a cluster, an EDS
+ * service, a domain, a route's prefix, an address...). Nested messages
+ * are walked into, their repeated and map fields and oneofs too; an
+ * Any's value is bytes, checked where it is unpacked. The one guard of
+ * lib/xds: mtd_xds__unpack runs it on every resource and Any payload
+ * protobuf-c unpacks; cla.c's reader refuses a NUL in every string it
+ * reads itself, and asks it which. 0; -EINVAL with why "WHERE: a NUL in
+ * string field PATH" (PATH by name and index:
+ * "virtual_hosts[0].domains[1]"; where NULL: no "WHERE: "), or messages
+ * nested past MTD_XDS_NEST_MAX; -EBADMSG (why untouched) when the bytes
+ * do not decode before any of that is found. */
+int mtd_xds__strings_whole(const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len, const char *where,
+                           char *why, size_t whylen);
+
+/* buf[0..len) unpacked by protobuf-c as a message of type d into *(T **)out
+ * (with mtd_cfg__pb_allocator: T's free_unpacked with it frees it), then
+ * held to mtd_xds__strings_whole. 0; -EBADMSG when protobuf-c refuses the
+ * bytes or the guard's walk does (pbwire is the stricter: a field number
+ * past 2^29 - 1, which protobuf-c reads cut to 32 bits; why untouched:
+ * the caller names what does not decode); -EINVAL (why set). On error *out is NULL. Every resource and Any payload
+ * lib/xds reads through protobuf-c is unpacked here. */
+int mtd_xds__unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t len, const char *where, void *out,
+                    char *why, size_t whylen);
 
 /* An HTTPFault (the fault filter's config, or an override of it) into
  * fi; where names it in the refusal. 0 or -EINVAL (fi cleared). */
@@ -71,8 +103,5 @@ struct mtd_xds__wire_cla {
  * mtd_xds__cla_wire_clear(w) when done; on error w holds nothing. */
 int mtd_xds__cla_read(const uint8_t *buf, size_t len, struct mtd_xds__wire_cla *w);
 void mtd_xds__cla_wire_clear(struct mtd_xds__wire_cla *w);
-
-/* mtd_xds_resource_name for a Listener or a RouteConfiguration. */
-int mtd_xds__route_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);
 
 #endif

@@ -4,7 +4,12 @@
  * and either fills its output and returns 0, or returns -EINVAL with the
  * reason in why (what the ADS client sends back as the NACK's
  * error_detail: names the field, never copies resource bytes beyond a
- * name or an address), or -ENOMEM. Nothing is kept of the input. */
+ * name or an address), or -ENOMEM. Nothing is kept of the input. A
+ * resource with a NUL byte inside a string field is refused whole ("a
+ * NUL in string field virtual_hosts[0].domains[1]"): protobuf-c's C
+ * string would end at it, "a\0x" read as the name "a" (every string
+ * field of a Cluster, Listener, RouteConfiguration and the Any payloads
+ * read in them; of an assignment, every string read). */
 #ifndef MTD_XDS_H
 #define MTD_XDS_H
 
@@ -76,7 +81,7 @@ void mtd_xds_ep_sockaddr(const struct mtd_xds_ep *e, struct sockaddr_storage *sa
  * wildcard ("cart.*"), then "*"; a wildcard stands for one character or
  * more; a "*" first makes the rest a suffix, else a "*" last the rest a
  * prefix, whatever "*" the rest holds ("*b*" is the suffix "b*"), and a
- * domain with a "*" only elsewhere, or a NUL inside, matches nothing (with host
+ * domain with a "*" only elsewhere matches nothing (with host
  * NULL, only "*" is matched). The routes come
  * out in the order a call tries them: every named host's (each closed by
  * a route that takes the rest of its service's calls and fails them: in

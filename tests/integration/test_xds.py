@@ -228,6 +228,31 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_cluster_named_with_a_nul_is_nacked_and_the_last_good_one_serves(self):
+        """A cluster named SVC + "\\0x": protobuf-c's C string would end at
+        the NUL and read it as SVC's cluster (its EDS name taking the calls
+        to b); it is NACKed naming the field, removes no cluster, and the
+        last good cluster serves on."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.server.every = "cluster"  # the NUL-named one is no name maitred asks for
+        self.server.start()
+        self.serve([a])
+        m = self.start_maitred(self.xds_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "a")
+        self.server.set("endpoint", [assignment(SVC, [locality([("127.0.0.1", a.port)], zone="z1")]),
+                                     assignment("evil", [locality([("127.0.0.1", b.port)], zone="z1")])])
+        self.server.set("cluster", [cluster(SVC + "\0x", eds_name="evil")])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.CDS) for r in log), WAIT, "the CDS NACK")
+        nack = [r for r in log if nacked(r, xds.CDS)][0]["error_detail"]
+        self.assertIn("(unnamed): a NUL in string field name", nack["message"])
+        self.assertEqual(nack["code"], 3)
+        self.assertEqual(set(self.spread(stub, 10)), {"a"}, "the last good cluster serves on")
+        self.assertTrue(self.log_lines(m, r"xds: NACK of cluster resources .*a NUL in string field name"),
+                        m.proc.output())
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_discovery_figures_follow_each_services_assignment(self):
         """maitred_discovery_endpoints{source="xds"} of each service
         follows its own cluster's assignment, push after push (the figures'

@@ -51,12 +51,15 @@ def install_peers():
 
 
 class XdsServer:
-    def __init__(self, tmp, tls=None, host="127.0.0.1"):
+    def __init__(self, tmp, tls=None, host="127.0.0.1", every=None):
         """host: the loopback address the ADS port is bound to (the
-        control port is always on 127.0.0.1)."""
+        control port is always on 127.0.0.1); every: a kind ("cluster")
+        whose every resource goes to whoever asked for that kind, whatever
+        names it asked for (as istiod sends every cluster)."""
         self.tmp = tmp
         self.tls = tls
         self.host = host
+        self.every = every
         self.port = 0
         self.control = 0
         self.proc = None
@@ -75,6 +78,8 @@ class XdsServer:
             with open(state, "w") as f:
                 json.dump(self._resources, f)
             argv += ["--resources", state]
+        if self.every:
+            argv += ["--every", self.every]
         if self.tls:
             argv += ["--tls-cert", self.tls["cert"], "--tls-key", self.tls["key"]]
             if self.tls.get("ca"):

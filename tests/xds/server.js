@@ -4,14 +4,16 @@
 // test sets, recording every DiscoveryRequest it receives (ACKs and NACKs
 // among them). Envoy's API protos come from @grpc/grpc-js-xds's deps/.
 //
-//   node server.js [--host A] [--port N] [--resources F]
+//   node server.js [--host A] [--port N] [--resources F] [--every KIND]
 //                  [--tls-cert F --tls-key F [--tls-ca F]]
 //
 // prints one JSON line on stdout once it serves: {"ads_port":N,"control_port":M}
 // (--port 0 or none: any free port). --resources F: a JSON object
 // {kind: [resources]} served from the first stream on, as if PUT before
 // the ADS port opened (a restarted server never answers a client that
-// reconnects at once with an empty state of the world). The control port speaks HTTP/1.1 on
+// reconnects at once with an empty state of the world). --every KIND: every
+// resource of KIND goes to every stream that asked for KIND, whatever names
+// it asked for (istiod answers CDS with every cluster of the mesh). The control port speaks HTTP/1.1 on
 // 127.0.0.1:
 //   PUT  /resources/<kind>   body: a JSON array of resources in proto3 JSON
 //                            with Envoy's field names (snake_case), kind one of
@@ -158,6 +160,7 @@ const log = [];
 const streams = new Set();
 let streamSeq = 0;
 let nonceSeq = 0;
+let every = null; // --every
 
 function send(st, kind) {
   const sub = st.subs.get(kind);
@@ -165,7 +168,9 @@ function send(st, kind) {
   const s = state[kind];
   const resources = [];
   for (const [name, bytes] of s.resources) {
-    if (sub.wildcard || sub.names.has(name)) resources.push({ type_url: typeUrl(kind), value: bytes });
+    if (sub.wildcard || every === kind || sub.names.has(name)) {
+      resources.push({ type_url: typeUrl(kind), value: bytes });
+    }
   }
   const nonce = String(++nonceSeq);
   sub.sentVersion = s.version;
@@ -288,6 +293,7 @@ function control(req, res) {
 
 function main() {
   const o = parseArgs(process.argv);
+  every = o.every || null;
   const def = protoLoader.loadSync('envoy/service/discovery/v3/ads.proto', {
     keepCase: true, longs: String, enums: String, defaults: true, oneofs: true, includeDirs,
   });

@@ -807,13 +807,14 @@ START_TEST(test_cla_wire_strictness)
 	ck_assert_int_eq(cla_with_socket(sa, n, &c), 0);
 	ck_assert_str_eq(c->eps[0].address, "10.0.0.1:80");
 	mtd_xds_cla_free(c);
-	/* A NUL inside the address. */
+	/* A NUL inside the address: refused, the field named. */
 	n = put_len(sa, 2, "10.0.0.1\0junk", 13);
 	sa[n++] = 3 << 3;
 	sa[n++] = 80;
 	ck_assert_int_eq(cla_with_socket(sa, n, &c), -EINVAL);
 	ck_assert_ptr_null(c);
-	ck_assert_str_eq(why, "the ClusterLoadAssignment does not decode");
+	ck_assert_str_eq(why,
+	                 "a NUL in string field endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address");
 	/* The port as a string where a varint belongs. */
 	n = put_len(sa, 2, "10.0.0.1", 8);
 	n += put_len(sa + n, 3, "80", 2);
@@ -837,6 +838,81 @@ START_TEST(test_cla_wire_strictness)
 		ck_assert_int_eq(mtd_xds_cla_parse(wire, len, &c, why, sizeof(why)), -EINVAL);
 		ck_assert_ptr_null(c);
 		ck_assert_str_eq(why, "the ClusterLoadAssignment does not decode");
+	}
+}
+END_TEST
+
+/* buf[0..n) with every '#' made a NUL: a string protobuf-c cuts there. */
+static void hash_to_nul(uint8_t *buf, size_t n)
+{
+	for (uint8_t *p = buf; (p = memchr(p, '#', (size_t)(buf + n - p))) != NULL;)
+		*p++ = '\0';
+}
+
+/* cluster m packed, its '#' made NULs: refused for reason. */
+static void nul_cluster_refused(const PbCluster *m, const char *reason)
+{
+	struct mtd_xds_cluster c;
+	size_t n = envoy__config__cluster__v3__cluster__pack(m, wire);
+
+	hash_to_nul(wire, n);
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n, &c, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, reason);
+	ck_assert_ptr_null(c.name);
+}
+
+/* A string with a NUL inside refuses the whole resource, naming the
+ * field: protobuf-c's C string ends at the NUL, and the rest would alias
+ * another name (the cluster "a\0x" read as the cluster "a"). */
+START_TEST(test_a_nul_in_a_string_refuses_the_resource)
+{
+	PbCluster m;
+	char name[64];
+	struct loc a;
+	struct mtd_xds_cla *c;
+
+	eds_cluster(&m, "a#x");
+	nul_cluster_refused(&m, "a NUL in string field name");
+	/* Not named "a" in the NACK either. */
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire,
+	                                       envoy__config__cluster__v3__cluster__get_packed_size(&m), name,
+	                                       sizeof(name)),
+	                 -EINVAL);
+	eds_cluster(&m, "a");
+	eds_cfg.service_name = (char *)"svc#x";
+	nul_cluster_refused(&m, "a NUL in string field eds_cluster_config.service_name");
+	/* In the UpstreamTlsContext, unpacked on its own. */
+	Envoy__Extensions__TransportSockets__Tls__V3__UpstreamTlsContext up =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__UPSTREAM_TLS_CONTEXT__INIT;
+	eds_cluster(&m, "a");
+	up.sni = (char *)"api#x";
+	with_tls(&m, &up);
+	nul_cluster_refused(&m, "transport_socket.typed_config: a NUL in string field sni");
+	/* An assignment's name, an endpoint's address (the one
+	 * test_cla_wire_strictness writes by hand), a locality's zone. */
+	PbCla m2 = ENVOY__CONFIG__ENDPOINT__V3__CLUSTER_LOAD_ASSIGNMENT__INIT;
+	PbLocality *l2[] = {&a.l};
+	m2.n_endpoints = 1;
+	m2.endpoints = l2;
+	static const struct {
+		const char *name, *ip, *zone, *why;
+	} cases[] = {
+	        {"c#x", "10.0.0.1", "z1", "a NUL in string field cluster_name"},
+	        {"c", "10.0.0.1#", "z1",
+	         "a NUL in string field endpoints[0].lb_endpoints[1].endpoint.address.socket_address.address"},
+	        {"c", "10.0.0.2", "z#1", "a NUL in string field endpoints[0].locality.zone"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		loc_init(&a, cases[i].zone, 0, 0);
+		loc_add(&a, "10.0.0.9", 80, 0);
+		loc_add(&a, cases[i].ip, 80, 0);
+		m2.cluster_name = (char *)cases[i].name;
+		size_t n = envoy__config__endpoint__v3__cluster_load_assignment__pack(&m2, wire);
+		hash_to_nul(wire, n);
+		c = (void *)1;
+		ck_assert_int_eq(mtd_xds_cla_parse(wire, n, &c, why, sizeof(why)), -EINVAL);
+		ck_assert_ptr_null(c);
+		ck_assert_str_eq(why, cases[i].why);
 	}
 }
 END_TEST
@@ -1106,6 +1182,7 @@ static Suite *xds_suite(void)
 	tcase_add_test(tc, test_cla_refused);
 	tcase_add_test(tc, test_cla_too_many);
 	tcase_add_test(tc, test_cla_wire_strictness);
+	tcase_add_test(tc, test_a_nul_in_a_string_refuses_the_resource);
 	tcase_add_test(tc, test_resource_name);
 	tcase_add_test(tc, test_failmalloc);
 	tcase_add_test(tc, test_response_read);

@@ -11,12 +11,16 @@
 #include <string.h>
 
 #include "config/config-int.h"
+#include "envoy/config/cluster/v3/cluster.pb-c.h"
+#include "envoy/config/endpoint/v3/endpoint.pb-c.h"
 #include "envoy/config/listener/v3/listener.pb-c.h"
 #include "envoy/config/route/v3/route.pb-c.h"
 #include "envoy/extensions/filters/http/fault/v3/fault.pb-c.h"
 #include "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.pb-c.h"
+#include "envoy/extensions/transport_sockets/tls/v3/tls.pb-c.h"
 #include "grpc/grpc.h"
 #include "route/route.h"
+#include "xds/xds-int.h"
 #include "xds/xds.h"
 
 typedef Envoy__Config__Route__V3__RouteConfiguration PbRouteConfig;
@@ -1333,34 +1337,34 @@ static void hash_to_nul(uint8_t *buf, size_t n)
 		*p++ = '\0';
 }
 
-/* The cluster of a call to path with the hosts of domains d0 and d1
- * ('#' a NUL inside), their routes to c0 and c1, for the listener host:
- * through RDS, and inline in that Listener (the same). */
-static const char *nul_call(char *d0, char *d1, const char *host, const char *path)
+/* The refusal of the routes of two hosts, domains d0 and d1, routes
+ * r[0] and r[1], with every '#' in them a NUL (a length of 35 would be
+ * one too: the refusal would not name the field), through RDS, and inline
+ * in the Listener api.shop, whose refusal names the same field in its
+ * route_config. RDS's is returned. */
+static const char *nul_refusal(char *d0, char *d1, struct rt *r)
 {
-	static char got[2][48];
+	static char got[sizeof(why)];
 	PbRouteConfig rc = ENVOY__CONFIG__ROUTE__V3__ROUTE_CONFIGURATION__INIT;
-	struct rt r[2];
 	PbRoute *rs[2][1] = {{&r[0].r}, {&r[1].r}};
 	char *doms[2][1] = {{d0}, {d1}};
 	PbVhost v[2], *vs[] = {&v[0], &v[1]};
-	struct mtd_xds_routes *out;
+	struct mtd_xds_routes *out = (void *)1;
 	struct mtd_xds_listener l;
+	char inline_why[sizeof(got) + 64];
+	const char *field = "a NUL in string field ";
 
-	for (int i = 0; i < 2; i++) {
-		rt_prefix(&r[i], "", i ? "c1" : "c0");
+	for (int i = 0; i < 2; i++)
 		vhost(&v[i], doms[i], 1, rs[i], 1);
-	}
 	rc.name = (char *)"rc";
 	rc.virtual_hosts = vs;
 	rc.n_virtual_hosts = 2;
 	size_t n = pack_rc(&rc);
 	hash_to_nul(wire, n);
-	int e = mtd_xds_routes_parse(wire, n, host, &out, why, sizeof(why));
-	const char *c = e != 0 ? why : route_call(out, path, NULL);
-	snprintf(got[0], sizeof(got[0]), "%.40s", c ? c : "(none)");
-	if (e == 0)
-		mtd_xds_routes_free(out);
+	ck_assert_int_eq(mtd_xds_routes_parse(wire, n, "api.shop", &out, why, sizeof(why)), -EINVAL);
+	ck_assert_ptr_null(out);
+	snprintf(got, sizeof(got), "%s", why);
+	ck_assert_msg(strncmp(got, field, strlen(field)) == 0, "%s", got);
 
 	PbHcm h = ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__INIT;
 	PbHttpFilter router, *fs[] = {&router};
@@ -1373,36 +1377,102 @@ static const char *nul_call(char *d0, char *d1, const char *host, const char *pa
 	        ENVOY__EXTENSIONS__FILTERS__NETWORK__HTTP_CONNECTION_MANAGER__V3__HTTP_CONNECTION_MANAGER__ROUTE_SPECIFIER_ROUTE_CONFIG;
 	h.route_config = &rc;
 	pack_hcm(&h);
+	hash_to_nul(hcm_buf, hcm_any.value.len);
 	api.api_listener = &hcm_any;
-	pl.name = (char *)host;
+	pl.name = (char *)"api.shop";
 	pl.api_listener = &api;
 	n = envoy__config__listener__v3__listener__pack(&pl, wire);
-	hash_to_nul(wire, n);
-	e = mtd_xds_listener_parse(wire, n, &l, why, sizeof(why));
-	c = e != 0 ? why : route_call(l.routes, path, NULL);
-	snprintf(got[1], sizeof(got[1]), "%.40s", c ? c : "(none)");
-	if (e == 0)
-		mtd_xds_listener_clear(&l);
-	ck_assert_msg(strcmp(got[0], got[1]) == 0, "RDS %s, inline %s", got[0], got[1]);
-	return got[0];
+	ck_assert_int_eq(mtd_xds_listener_parse(wire, n, &l, why, sizeof(why)), -EINVAL);
+	ck_assert_ptr_null(l.routes);
+	snprintf(inline_why, sizeof(inline_why), "the HttpConnectionManager: %sroute_config.%s", field,
+	         got + strlen(field));
+	ck_assert_str_eq(why, inline_why);
+	return got;
 }
 
-/* A domain with a NUL inside: protobuf-c cuts it there ("*\0x" would
- * read "*", "api.shop\0x" "api.shop"), but the whole string is no
- * listener's nor service's name (neither holds a NUL: xds.listener is
- * printable, a Listener's name too): it matches nothing, as in gRPC's
- * clients, which compare the whole string. */
-START_TEST(test_a_domain_with_a_nul_inside_matches_nothing)
+/* A string with a NUL inside refuses the whole RouteConfiguration (or
+ * Listener), naming the field: protobuf-c cuts it at the NUL, and the
+ * rest would alias another name ("*\0x" the host "*", "c\0x" the
+ * cluster "c", "/x.Other/\0" the prefix "/x.Other/"). */
+START_TEST(test_a_nul_in_a_string_refuses_the_routes)
 {
-	/* Not "*": the listener "api.shop" takes no host of these two. */
-	ck_assert_str_eq(nul_call((char *)"*#x", (char *)"other.*", "api.shop", "/x.Other/M"), "(none)");
-	/* Not the exact name: the suffix wins. */
-	ck_assert_str_eq(nul_call((char *)"api.shop#x", (char *)"*.shop", "api.shop", "/x.Other/M"), "c1");
-	/* Not a service's name: its calls take the "*" host. */
-	ck_assert_str_eq(nul_call((char *)"x.Other#x", (char *)"*", "api.shop", "/x.Other/M"), "c1");
-	/* Not a second "*" (nor a second name): nothing to refuse. */
-	ck_assert_str_eq(nul_call((char *)"*#", (char *)"*", "api.shop", "/x.Other/M"), "c1");
-	ck_assert_str_eq(nul_call((char *)"x.Other#", (char *)"x.Other", "api.shop", "/x.Other/M"), "c1");
+	struct rt r[2];
+	struct mtd_xds_listener l;
+	char name[64];
+
+	rt_prefix(&r[0], "", "c0");
+	rt_prefix(&r[1], "", "c1");
+	ck_assert_str_eq(nul_refusal((char *)"*#x", (char *)"other.*", r),
+	                 "a NUL in string field virtual_hosts[0].domains[0]");
+	ck_assert_str_eq(nul_refusal((char *)"*", (char *)"api.shop#x", r),
+	                 "a NUL in string field virtual_hosts[1].domains[0]");
+	rt_prefix(&r[1], "/x.Other/M#", "c1");
+	ck_assert_str_eq(nul_refusal((char *)"*", (char *)"x.Other", r),
+	                 "a NUL in string field virtual_hosts[1].routes[0].match.prefix");
+	rt_prefix(&r[1], "", "c#1");
+	ck_assert_str_eq(nul_refusal((char *)"*", (char *)"x.Other", r),
+	                 "a NUL in string field virtual_hosts[1].routes[0].route.cluster");
+	rt_prefix(&r[1], "", "c1");
+	rt_header_exact(&r[1], "x-user", "a#b");
+	ck_assert_str_eq(nul_refusal((char *)"*", (char *)"x.Other", r),
+	                 "a NUL in string field virtual_hosts[1].routes[0].match.headers[0].exact_match");
+
+	/* A Listener's name: refused, and not named "api" in the NACK. */
+	PbListener pl = ENVOY__CONFIG__LISTENER__V3__LISTENER__INIT;
+	pl.name = (char *)"api#shop";
+	size_t n = envoy__config__listener__v3__listener__pack(&pl, wire);
+	hash_to_nul(wire, n);
+	ck_assert_int_eq(mtd_xds_listener_parse(wire, n, &l, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "a NUL in string field name");
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, wire, n, name, sizeof(name)), -EINVAL);
+}
+END_TEST
+
+/* How deep messages of type d nest (0: no message field), -1 when d
+ * holds itself somewhere; stack[0..n) the types it is inside. */
+static int nest_depth(const ProtobufCMessageDescriptor *d, const ProtobufCMessageDescriptor **stack, int n)
+{
+	int deepest = 0;
+
+	for (int i = 0; i < n; i++)
+		if (stack[i] == d)
+			return -1;
+	if (n == MTD_XDS_NEST_MAX)
+		return MTD_XDS_NEST_MAX; /* too deep already */
+	stack[n] = d;
+	for (unsigned f = 0; f < d->n_fields; f++) {
+		if (d->fields[f].type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		int k = nest_depth(d->fields[f].descriptor, stack, n + 1);
+		if (k < 0)
+			return -1;
+		if (k + 1 > deepest)
+			deepest = k + 1;
+	}
+	return deepest;
+}
+
+/* The guard's bound on nesting (xds-int.h) refuses no resource
+ * protobuf-c decodes: no type lib/xds unpacks holds itself, and none
+ * nests as deep as MTD_XDS_NEST_MAX. */
+START_TEST(test_no_resource_nests_past_the_guards_bound)
+{
+	static const ProtobufCMessageDescriptor *const types[] = {
+	        &envoy__config__cluster__v3__cluster__descriptor,
+	        &envoy__extensions__transport_sockets__tls__v3__upstream_tls_context__descriptor,
+	        &envoy__config__endpoint__v3__cluster_load_assignment__descriptor,
+	        &envoy__config__route__v3__route_configuration__descriptor,
+	        &envoy__config__listener__v3__listener__descriptor,
+	        &envoy__extensions__filters__network__http_connection_manager__v3__http_connection_manager__descriptor,
+	        &envoy__extensions__filters__http__fault__v3__httpfault__descriptor,
+	        &envoy__config__route__v3__filter_config__descriptor,
+	};
+	const ProtobufCMessageDescriptor *stack[MTD_XDS_NEST_MAX + 1];
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		int k = nest_depth(types[i], stack, 0);
+		ck_assert_msg(k >= 0 && k < MTD_XDS_NEST_MAX, "%s nests %d deep", types[i]->name, k);
+	}
 }
 END_TEST
 
@@ -1419,7 +1489,8 @@ static Suite *xds_route_suite(void)
 	tcase_add_test(tc, test_paths_and_hosts);
 	tcase_add_test(tc, test_the_listener_name_selects_a_host_as_a_clients_authority);
 	tcase_add_test(tc, test_a_wildcard_first_or_last_reads_the_rest_as_text);
-	tcase_add_test(tc, test_a_domain_with_a_nul_inside_matches_nothing);
+	tcase_add_test(tc, test_a_nul_in_a_string_refuses_the_routes);
+	tcase_add_test(tc, test_no_resource_nests_past_the_guards_bound);
 	tcase_add_test(tc, test_weighted_clusters);
 	tcase_add_test(tc, test_timeouts_retry_hash);
 	tcase_add_test(tc, test_refused_matches);
