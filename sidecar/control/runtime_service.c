@@ -218,6 +218,15 @@ static void log_readmitted(const char *svc, const char *method, const struct mtd
 	}
 }
 
+/* Method i of s->cfg in prev (the same name), or -1. */
+static ptrdiff_t prev_method(const struct mtd_rt_service *prev, const struct mtd_cfg_service *cfg, size_t i)
+{
+	for (size_t m = 0; prev && m < prev->cfg->n_methods; m++)
+		if (strcmp(prev->cfg->methods[m].name, cfg->methods[i].name) == 0)
+			return (ptrdiff_t)m;
+	return -1;
+}
+
 /* The health state of snapshot s (built over its endpoints): outlier
  * ejection sets (outlier_detection; one per listed method when
  * method_scoped), carried over from prev's for endpoints that stay
@@ -250,10 +259,8 @@ static int health_init(struct mtd_rt_service *s, const struct mtd_rt_service *pr
 	if (!s->outliers)
 		rc = -1;
 	for (size_t m = 0; rc == 0 && cfg->outlier_method_scoped && m < cfg->n_methods; m++) {
-		const struct mtd_outlier_set *was = NULL;
-		for (size_t k = 0; prev && k < prev->cfg->n_methods; k++)
-			if (strcmp(prev->cfg->methods[k].name, cfg->methods[m].name) == 0)
-				was = prev->methods[k].outliers;
+		ptrdiff_t k = prev_method(prev, cfg, m);
+		const struct mtd_outlier_set *was = k >= 0 ? prev->methods[k].outliers : NULL;
 		s->methods[m].outliers = mtd_outlier_set_new(&cfg->outlier, ids, s->n_eps, was, now_ms);
 		if (!s->methods[m].outliers)
 			rc = -1;
@@ -388,15 +395,6 @@ static int take_attrs(const struct mtd_rt_build *b, struct mtd_rt_service *s)
 		s->lb_eps[i].attrs = &s->attrs[i].a;
 	}
 	return 0;
-}
-
-/* Method i of s->cfg in prev (the same name), or -1. */
-static ptrdiff_t prev_method(const struct mtd_rt_service *prev, const struct mtd_cfg_service *cfg, size_t i)
-{
-	for (size_t m = 0; prev && m < prev->cfg->n_methods; m++)
-		if (strcmp(prev->cfg->methods[m].name, cfg->methods[i].name) == 0)
-			return (ptrdiff_t)m;
-	return -1;
 }
 
 /* s's pickers and routing layers, the service's and each method's, each

@@ -9,6 +9,7 @@ got; the only waits are bounded ones for something to happen."""
 import json
 import os
 import re
+import signal
 import time
 
 import grpc
@@ -111,14 +112,16 @@ class Ejection(MaitredTest):
         self.calls(stub, 10)
         self.assertEqual(up.stats().total, before + 5)
 
-    @maitred_only
-    @needs_h2
-    def test_method_scoped_ejection(self):
+    def method_scoped_ejection(self, reload=None):
+        """An instance failing Unary and serving ServerStream beside a good
+        one, under method_scoped ejection: ejected for Unary after two
+        calls, still taking its round-robin share of ServerStream. reload:
+        the methods the config is reloaded with once it is ejected, the
+        ejection kept."""
         import h2raw
         ok = h2raw.grpc_frame(pb.EchoResponse(payload=b"ok").SerializeToString())
 
         def flaky(path, headers):
-            # This instance fails Unary and serves ServerStream.
             if path.endswith("/Unary"):
                 return ("status", UNAVAILABLE, [])
             return ("respond", ok)
@@ -127,16 +130,41 @@ class Ejection(MaitredTest):
         good = self.start_upstream("good")
         od = {"consecutive_failures": 2, "base_ejection_time": "600s", "max_ejection_percent": 50,
               "method_scoped": True}
-        methods = [{"name": "Unary"}, {"name": "ServerStream"}]
-        m = self.start_maitred(self.config([svc([raw.address, good], outlier_detection=od, methods=methods)]))
+        cfg = self.config([svc([raw.address, good], outlier_detection=od,
+                               methods=[{"name": "Unary"}, {"name": "ServerStream"}])])
+        m = self.start_maitred(cfg)
         stub = self.echo(m)
+
+        def on_raw(method):
+            return sum(1 for r in raw.requests if dict(r["headers"])[":path"].endswith("/" + method))
         self.calls(stub, 20)
-        unary_on_raw = sum(1 for r in raw.requests if dict(r["headers"])[":path"].endswith("/Unary"))
-        self.assertEqual(unary_on_raw, 2)  # ejected for Unary after two
+        self.assertEqual(on_raw("Unary"), 2)  # ejected for Unary after two
+        if reload is not None:
+            applied = len(re.findall(r"reload: .* applied", m.proc.output()))
+            cfg["services"] = [svc([raw.address, good], outlier_detection=od, methods=reload)]
+            self.write_config(cfg, os.path.basename(m.config_path))
+            m.proc.signal(signal.SIGHUP)
+            wait_until(lambda: len(re.findall(r"reload: .* applied", m.proc.output())) > applied, CALL_LIMIT,
+                       "the reload to apply")
+            self.assertEqual(self.calls(stub, 20), [grpc.StatusCode.OK] * 20)
+            self.assertEqual(on_raw("Unary"), 2, "Unary's ejection of raw was lost in the reload")
         for _ in range(10):
             list(stub.ServerStream(pb.EchoRequest(response_count=1), timeout=CALL_LIMIT))
-        streams_on_raw = sum(1 for r in raw.requests if dict(r["headers"])[":path"].endswith("/ServerStream"))
-        self.assertEqual(streams_on_raw, 5)  # still its round-robin share
+        self.assertEqual(on_raw("ServerStream"), 5)  # still its round-robin share
+
+    @maitred_only
+    @needs_h2
+    def test_method_scoped_ejection(self):
+        self.method_scoped_ejection()
+
+    @maitred_only
+    @needs_h2
+    def test_a_method_scoped_ejection_outlives_a_reload_that_moves_the_method(self):
+        """A reload rebuilds the service's snapshot: each method's
+        ejections carry over to the method of the same name, wherever the
+        new list puts it (runtime_service.c health_init, prev_method): a
+        method added before Unary (the list is sorted by name) moves it."""
+        self.method_scoped_ejection(reload=[{"name": "ClientStream"}, {"name": "Unary"}, {"name": "ServerStream"}])
 
     def wait_ejections(self, m, up, n, stub):
         """Calls (one at a time, their outcome ignored) until maitred logged
