@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/proxy/bulk.sh: large messages through maitred and nghttpx, and
-# directly. Four workloads against two grpc_upstreams; the first three on one
+# bench/proxy/bulk.sh: large messages through maitred and nghttpx, through
+# a relay that only carries bytes (tcp_relay: the floor of a hop, README
+# "The floor of a hop"), and directly. Four workloads against two grpc_upstreams; the first three on one
 # h2c client connection (grpc_bulk):
 #   unary   CALLS unary calls, 1 MiB request and 1 MiB response, 4 in flight
 #   server  one server-streaming call of 1 GiB in 64 KiB messages
@@ -21,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 
 MODE=h2c
-PROXIES="direct nghttpx maitred"
+PROXIES="direct relay nghttpx maitred"
 WORKLOADS="unary server client answers"
 CPU_PROXY=1
 CPU_LOAD=0
@@ -220,6 +221,8 @@ row_available() {
 	if [ "$1" = base ]; then
 		[ -n "$BASE_BIN" ] || { echo "BASE_BIN not set"; return; }
 		MAITRED_BIN=$BASE_BIN available maitred
+	elif [ "$1" = relay ] && [ "$MODE" = tls ]; then
+		echo "the bulk client speaks h2c only: no relay to TLS upstreams"
 	else
 		available "$1"
 	fi
