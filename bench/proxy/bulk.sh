@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/proxy/bulk.sh: large messages through maitred and nghttpx, through
 # a relay that only carries bytes (tcp_relay: the floor of a hop, README
-# "The floor of a hop"), and directly. Four workloads against two grpc_upstreams; the first three on one
-# h2c client connection (grpc_bulk):
+# "The floor of a hop"), and directly. Four workloads against two
+# grpc_upstreams; the first three on one h2c client connection (grpc_bulk):
 #   unary   CALLS unary calls, 1 MiB request and 1 MiB response, 4 in flight
 #   server  one server-streaming call of 1 GiB in 64 KiB messages
 #   client  the same, client streaming
