@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <string.h>
+
 #include "core/utf8.h"
 
 size_t mtd_utf8_seq(const unsigned char *p, size_t n)
@@ -50,4 +52,21 @@ bool mtd_utf8_valid(const char *p, size_t n)
 		i += k;
 	}
 	return true;
+}
+
+void mtd_utf8_copy(char *dst, const char *src, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)src;
+	size_t i = 0;
+
+	while (i < n) {
+		size_t k = mtd_utf8_seq(p + i, n - i);
+		if (k == 0) {
+			dst[i++] = '?';
+			continue;
+		}
+		if (dst != src)
+			memcpy(dst + i, p + i, k);
+		i += k;
+	}
 }

@@ -15,4 +15,11 @@ size_t mtd_utf8_seq(const unsigned char *p, size_t n);
 /* Whether the n bytes at p are valid UTF-8 throughout. */
 bool mtd_utf8_valid(const char *p, size_t n);
 
+/* The n bytes at src into dst as valid UTF-8, for a protobuf string a
+ * strict peer decodes (a collector's, an xDS server's: one that is not
+ * UTF-8 fails the whole message): a byte that is not part of a valid
+ * sequence, one cut short by a length limit too, is written as '?'. dst
+ * may be src. */
+void mtd_utf8_copy(char *dst, const char *src, size_t n);
+
 #endif

@@ -28,26 +28,6 @@ void mtd_span_init(struct mtd_span *s, const struct mtd_trace_ctx *ctx, const ui
 	s->end_unix_ns = start_unix_ns;
 }
 
-/* Copy n bytes of text into a span as valid UTF-8: OTLP's strings are
- * protobuf strings, and a collector refuses a whole request with one
- * string that is not UTF-8 (so one call's odd :path would lose every span
- * batched with it). A byte that is not part of a valid sequence, one cut
- * short by a length limit too, is written as '?'. */
-static void copy_text(char *dst, const char *src, size_t n)
-{
-	const unsigned char *p = (const unsigned char *)src;
-	size_t i = 0;
-	while (i < n) {
-		size_t k = mtd_utf8_seq(p + i, n - i);
-		if (k == 0) {
-			dst[i++] = '?';
-			continue;
-		}
-		memcpy(dst + i, p + i, k);
-		i += k;
-	}
-}
-
 /* Room for n more bytes of text: their offset, or -1. */
 static int take_text(struct mtd_span *s, size_t n)
 {
@@ -76,10 +56,10 @@ void mtd_span_name2(struct mtd_span *s, const char *a, size_t alen, const char *
 	int off = take_text(s, n);
 	if (off < 0)
 		return;
-	copy_text(s->text + off, a, alen);
+	mtd_utf8_copy(s->text + off, a, alen);
 	if (b) {
 		s->text[off + alen] = '/';
-		copy_text(s->text + off + alen + 1, b, blen);
+		mtd_utf8_copy(s->text + off + alen + 1, b, blen);
 	}
 	s->name_off = (uint16_t)off;
 	s->name_len = (uint16_t)n;
@@ -103,7 +83,7 @@ void mtd_span_status_error(struct mtd_span *s, const char *message, size_t len)
 	int off = take_text(s, len);
 	if (off < 0)
 		return;
-	copy_text(s->text + off, message, len);
+	mtd_utf8_copy(s->text + off, message, len);
 	s->status_off = (uint16_t)off;
 	s->status_len = (uint16_t)len;
 }
@@ -135,7 +115,7 @@ void mtd_span_str(struct mtd_span *s, const char *key, const char *v, size_t len
 		s->text_used = (uint16_t)off; /* give the text back */
 		return;
 	}
-	copy_text(s->text + off, v, len);
+	mtd_utf8_copy(s->text + off, v, len);
 	a->type = MTD_ATTR_STR;
 	a->off = (uint16_t)off;
 	a->len = (uint16_t)len;

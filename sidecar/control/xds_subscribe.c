@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/utf8.h"
 #include "envoy/service/discovery/v3/discovery.pb-c.h"
 #include "sidecar/control/gclient.h"
 #include "sidecar/control/xds-int.h"
@@ -379,6 +380,10 @@ void xds_on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void
 		xds_on_routes(x, r, nack, &nack_len, &st);
 	xds_stamp_put(st); /* the resources that came hold their own */
 	xds_set_str(&x->t[t].nonce, r->nonce);
+	/* error_detail.message is a proto3 string: a server decoding strictly
+	 * (protobuf-go's, C++'s) fails the whole request unless it is UTF-8,
+	 * and a text quoted from a resource may be cut inside a character. */
+	mtd_utf8_copy(nack, nack, nack_len);
 	if (nack_len == 0) {
 		xds_set_str(&x->t[t].version, r->version_info);
 		xds_set_str(&x->t[t].nack, NULL);

@@ -1123,6 +1123,30 @@ class XdsRoutesTest(XdsBase):
         self.wait_set(stub, "b", "the route to cluster-b")
         self.stop_maitred(m)
 
+    @maitred_only
+    def test_a_nack_cut_inside_a_character_is_still_utf8(self):
+        """A NACK quotes a refused prefix cut at 128 bytes: here in the
+        middle of an "é" (its first byte the 128th). error_detail.message is
+        a proto3 string, which a strict server (protobuf-go's, protobuf's
+        C++) refuses to decode unless it is UTF-8, failing the whole
+        request: the half character must not go out as it is (the harness's
+        decoder shows it as U+FFFD)."""
+        a = self.start_upstream("a")
+        self.server.start()
+        self.pools([a], [a])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([xds.route_to("cluster-a", prefix="")])
+        m = self.start_maitred(self.routes_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "the route to cluster-a")
+        self.set_routes([xds.route_to("cluster-a", prefix="/" + "a" * 126 + "\u00e9" + "z")])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
+        msg = [r for r in log if nacked(r, xds.RDS)][-1]["error_detail"]["message"]
+        self.assertIn("a gRPC path", msg)
+        self.assertIn("/" + "a" * 126, msg)
+        self.assertNotIn("\ufffd", msg, "error_detail.message is not UTF-8: %r" % msg)
+        self.stop_maitred(m)
+
     # Patterns (safe_regex): a header's, then a path's, then the rest.
     REGEX_ROUTES = [
         {"match": {"prefix": "", "headers": [{"name": "x-track", "string_match": {

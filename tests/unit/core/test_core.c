@@ -583,6 +583,20 @@ START_TEST(utf8_rfc3629_only)
 }
 END_TEST
 
+/* mtd_utf8_copy: each byte outside a valid sequence as '?', a sequence cut
+ * at the end too, the length kept; in place as well. */
+START_TEST(utf8_copy_repairs_in_place)
+{
+	char out[16], in_place[] = "a\xc3\xa9\xff\xe2\x82\xac\xf0\x9f\x98";
+	const char *src = "a\xc3\xa9\xff\xe2\x82\xac\xf0\x9f\x98";
+
+	mtd_utf8_copy(out, src, strlen(src));
+	ck_assert_mem_eq(out, "a\xc3\xa9?\xe2\x82\xac???", 10);
+	mtd_utf8_copy(in_place, in_place, strlen(in_place));
+	ck_assert_str_eq(in_place, "a\xc3\xa9?\xe2\x82\xac???");
+}
+END_TEST
+
 START_TEST(fnv1a_published_vectors)
 {
 	/* FNV-1a 64's published test vectors: the offset basis must be the
@@ -660,6 +674,7 @@ int main(void)
 	tcase_add_test(tc, wall_of_mono_is_one_value_for_every_reader);
 	tcase_add_test(tc, addr_text_one_spelling);
 	tcase_add_test(tc, utf8_rfc3629_only);
+	tcase_add_test(tc, utf8_copy_repairs_in_place);
 	tcase_add_test(tc, fnv1a_published_vectors);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
