@@ -3,8 +3,10 @@
  * the response's google.protobuf.Any, its type URL already checked),
  * and either fills its output and returns 0, or returns -EINVAL with the
  * reason in why (what the ADS client sends back as the NACK's
- * error_detail: names the field, never copies resource bytes beyond a
- * name or an address), or -ENOMEM. Nothing is kept of the input. A
+ * error_detail: names the field, quotes at most a bounded piece of the
+ * resource: a name, an address, a path or a pattern of up to 128 bytes;
+ * the ADS client sends its control bytes and broken UTF-8 as '?'), or
+ * -ENOMEM. Nothing is kept of the input. A
  * resource with a NUL byte inside a string field is refused whole ("a
  * NUL in string field virtual_hosts[0].domains[1]"): protobuf-c's C
  * string would end at it, "a\0x" read as the name "a" (every string

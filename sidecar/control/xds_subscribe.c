@@ -327,6 +327,22 @@ bool xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_
 	return false;
 }
 
+/* The NACK's text as it may go out. error_detail.message is a proto3
+ * string: a server decoding strictly (protobuf-go's, C++'s) fails the
+ * whole request unless it is UTF-8, and a text quoted from a resource may
+ * be cut inside a character; such a byte becomes '?'. A control byte
+ * quoted from a resource (a route's path, a filter's name) becomes '?'
+ * too: the text lands in the server's logs and dashboards, where an
+ * escape sequence or a line break is the resource's author writing
+ * there. */
+static void nack_text_clean(char *s, size_t n)
+{
+	mtd_utf8_copy(s, s, n);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			s[i] = '?';
+}
+
 void xds_on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg)
 {
 	struct mtd_xds *x = arg;
@@ -380,10 +396,7 @@ void xds_on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void
 		xds_on_routes(x, r, nack, &nack_len, &st);
 	xds_stamp_put(st); /* the resources that came hold their own */
 	xds_set_str(&x->t[t].nonce, r->nonce);
-	/* error_detail.message is a proto3 string: a server decoding strictly
-	 * (protobuf-go's, C++'s) fails the whole request unless it is UTF-8,
-	 * and a text quoted from a resource may be cut inside a character. */
-	mtd_utf8_copy(nack, nack, nack_len);
+	nack_text_clean(nack, nack_len);
 	if (nack_len == 0) {
 		xds_set_str(&x->t[t].version, r->version_info);
 		xds_set_str(&x->t[t].nack, NULL);

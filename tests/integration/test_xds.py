@@ -1147,6 +1147,26 @@ class XdsRoutesTest(XdsBase):
         self.assertNotIn("\ufffd", msg, "error_detail.message is not UTF-8: %r" % msg)
         self.stop_maitred(m)
 
+    def test_a_nack_quotes_no_control_byte(self):
+        """A refused prefix holding an escape sequence and a line break is
+        quoted with '?' for each control byte: the NACK's text lands in the
+        control plane's logs, where the resource's author must not write."""
+        a = self.start_upstream("a")
+        self.server.start()
+        self.pools([a], [a])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([xds.route_to("cluster-a", prefix="")])
+        m = self.start_maitred(self.routes_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "the route to cluster-a")
+        self.set_routes([xds.route_to("cluster-a", prefix="bad\x1b[2J\nprefix\x7f")])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
+        msg = [r for r in log if nacked(r, xds.RDS)][-1]["error_detail"]["message"]
+        self.assertIn("bad?[2J?prefix?", msg)
+        self.assertFalse(any(ord(c) < 0x20 or ord(c) == 0x7f for c in msg), "a control byte in %r" % msg)
+        self.assertEqual(set(self.spread(stub, 4)), {"a"}, "the last good routes still serve")
+        self.stop_maitred(m)
+
     # Patterns (safe_regex): a header's, then a path's, then the rest.
     REGEX_ROUTES = [
         {"match": {"prefix": "", "headers": [{"name": "x-track", "string_match": {
