@@ -245,6 +245,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			return 0;
 		}
 		check_routes(r);
+		/* The name read for a NACK (from the wire) is the parse's. */
+		if (r->name && (mtd_xds_resource_name(MTD_XDS_TYPE_ROUTE, data + 1, size - 1, name, sizeof(name)) != 0 ||
+		                strcmp(name, r->name) != 0))
+			abort();
 		mtd_xds_routes_free(r);
 		return 0;
 	}
@@ -259,6 +263,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			return 0;
 		}
 		check_name(l.name, MTD_XDS_NAME_MAX);
+		if (mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, data + 1, size - 1, name, sizeof(name)) != 0 ||
+		    strcmp(name, l.name) != 0)
+			abort();
 		if (!l.rds_name == !l.routes)
 			abort();
 		if (l.routes)

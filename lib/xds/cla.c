@@ -11,9 +11,6 @@
 #include <string.h>
 
 #include "envoy/config/endpoint/v3/endpoint.pb-c.h"
-#include "envoy/config/cluster/v3/cluster.pb-c.h"
-#include "envoy/config/listener/v3/listener.pb-c.h"
-#include "envoy/config/route/v3/route.pb-c.h"
 #include "config/config-int.h"
 #include "pbwire/pbwire.h"
 #include "lb/lb-t.h"
@@ -708,50 +705,20 @@ void mtd_xds_cla_free(struct mtd_xds_cla *c)
 	mtd_cfg__free(c);
 }
 
-/* The type of a resource type_url names whose name protobuf-c reads
- * (field 1, a string, in each), or NULL. */
-static const ProtobufCMessageDescriptor *named_type(const char *type_url)
+/* An assignment's name as the whole assignment read says it. */
+static int cla_name(const uint8_t *buf, size_t len, char *name, size_t cap)
 {
-	if (strcmp(type_url, MTD_XDS_TYPE_CLUSTER) == 0)
-		return &envoy__config__cluster__v3__cluster__descriptor;
-	if (strcmp(type_url, MTD_XDS_TYPE_LISTENER) == 0)
-		return &envoy__config__listener__v3__listener__descriptor;
-	if (strcmp(type_url, MTD_XDS_TYPE_ROUTE) == 0)
-		return &envoy__config__route__v3__route_configuration__descriptor;
-	return NULL;
-}
-
-/* The name as the whole resource decoded says it. */
-static int typed_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap)
-{
-	const ProtobufCMessageDescriptor *d = named_type(type_url);
+	struct mtd_xds__wire_cla w;
 	int rc = -EINVAL;
 
-	if (cap == 0)
+	if (cap == 0 || mtd_xds__cla_read(buf, len, &w) != 0)
 		return -EINVAL;
-	if (d != NULL) {
-		ProtobufCMessage *m;
-		char why[8]; /* the refusal is not said: the name is what is wanted */
-		if (mtd_xds__unpack(d, buf, len, NULL, &m, why, sizeof(why)) == 0) {
-			const char *n = *(char *const *)((const char *)m +
-			                                 protobuf_c_message_descriptor_get_field(d, 1)->offset);
-			if (mtd_xds__name_ok(n) && strlen(n) < cap) {
-				strcpy(name, n);
-				rc = 0;
-			}
-			protobuf_c_message_free_unpacked(m, &mtd_cfg__pb_allocator);
-		}
-	} else if (strcmp(type_url, MTD_XDS_TYPE_ENDPOINT) == 0) {
-		struct mtd_xds__wire_cla w;
-		if (mtd_xds__cla_read(buf, len, &w) == 0) {
-			if (w.name_len < cap) {
-				memcpy(name, w.name, w.name_len);
-				name[w.name_len] = '\0';
-				rc = mtd_xds__name_ok(name) ? 0 : -EINVAL;
-			}
-			mtd_xds__cla_wire_clear(&w);
-		}
+	if (w.name_len < cap) {
+		memcpy(name, w.name, w.name_len);
+		name[w.name_len] = '\0';
+		rc = mtd_xds__name_ok(name) ? 0 : -EINVAL;
 	}
+	mtd_xds__cla_wire_clear(&w);
 	return rc;
 }
 
@@ -778,14 +745,21 @@ static int name_from_wire(const uint8_t *buf, size_t len, char *name, size_t cap
 	return found && mtd_xds__name_ok(name) ? 0 : -EINVAL;
 }
 
+/* A Cluster's, Listener's or RouteConfiguration's name is read from the
+ * wire alone: where the whole resource decodes and holds no NUL in a
+ * string (mtd_xds__unpack), the last field 1 on the wire is the name
+ * protobuf-c would keep, and where it does not, the wire is all there is.
+ * An unpack of the whole resource for its name alone (LDS and RDS read
+ * every resource's name before its parse) would cost as much as the
+ * parse. */
 int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap)
 {
-	int rc = typed_name(type_url, buf, len, name, cap);
-
-	if (rc == 0 || cap == 0)
-		return rc;
+	if (cap == 0)
+		return -EINVAL;
+	if (strcmp(type_url, MTD_XDS_TYPE_ENDPOINT) == 0 && cla_name(buf, len, name, cap) == 0)
+		return 0;
 	if (strcmp(type_url, MTD_XDS_TYPE_CLUSTER) != 0 && strcmp(type_url, MTD_XDS_TYPE_ENDPOINT) != 0 &&
 	    strcmp(type_url, MTD_XDS_TYPE_LISTENER) != 0 && strcmp(type_url, MTD_XDS_TYPE_ROUTE) != 0)
-		return rc;
+		return -EINVAL;
 	return name_from_wire(buf, len, name, cap);
 }
