@@ -553,6 +553,16 @@ vs() {	# LOAD ROW FIELD: the row's median over nghttpx's and HAProxy's
 	echo "$a / $b"
 }
 
+over_relay() {	# LOAD ROW: (row - relay) / (peer - relay) for nghttpx, HAProxy
+	local peer out="" r
+	r=$(v "$1" relay cpu)
+	for peer in nghttpx haproxy; do
+		out+="${out:+ / }$([ "$2" = "$peer" ] && echo - || awk -v a="$(v "$1" "$2" cpu)" -v b="$(v "$1" "$peer" cpu)" -v r="$r" 'BEGIN {
+			if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && r ~ /^[0-9.]+$/ && b > r) printf "%.2f", (a - r) / (b - r); else print "-" }')"
+	done
+	echo "$out"
+}
+
 echo
 echo "### mesh, two hops with mTLS — $(date -u +%Y-%m-%dT%H:%MZ), placement $PLACEMENT, $(nproc) CPUs, load $LOAD0 at start"
 echo
@@ -564,8 +574,8 @@ echo "${DUR}s per phase; rates: h2load -c $RATE_CLIENTS --rps RATE/$RATE_CLIENTS
 for load in $LOADS; do
 	label=$([ "$load" = sat ] && echo "saturation" || echo "$load/s")
 	echo
-	echo "| @ $label | calls/s | failed | p50 | p90 | p99 | p99.9 | added p50 / p90 / p99 / p99.9 | µs CPU/call A | B | A+B | syscalls/call A | B | switches/call A | B | app µs CPU/call | A+B CPU vs | p99 vs |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+	echo "| @ $label | calls/s | failed | p50 | p90 | p99 | p99.9 | added p50 / p90 / p99 / p99.9 | µs CPU/call A | B | A+B | syscalls/call A | B | switches/call A | B | app µs CPU/call | A+B CPU vs | p99 vs | A+B CPU over relay vs |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
 	for row in "${ROWS[@]}"; do
 		added=-
 		if [ "$row" != direct ] && [[ " ${ROWS[*]} " == *" direct "* ]]; then
@@ -575,9 +585,12 @@ for load in $LOADS; do
 				for (i = 1; i <= 4; i++) printf "%s%s", (i > 1 ? " / " : ""),
 					(x[i] ~ /^[0-9]+$/ && y[i] ~ /^[0-9]+$/) ? x[i] - y[i] : "-" }')
 		fi
-		cvs=-; pvs=-
+		cvs=-; pvs=-; ovs=-
 		[ "$row" != direct ] && cvs=$(vs "$load" "$row" cpu) && pvs=$(vs "$load" "$row" p99)
-		echo "| $row | $(v "$load" "$row" rps) | $(v "$load" "$row" failed) | $(v "$load" "$row" p50) | $(v "$load" "$row" p90) | $(v "$load" "$row" p99) | $(v "$load" "$row" p999) | $added | $(v "$load" "$row" cpua) | $(v "$load" "$row" cpub) | $(v "$load" "$row" cpu) | $(v "$load" "$row" sysa) | $(v "$load" "$row" sysb) | $(v "$load" "$row" swa) | $(v "$load" "$row" swb) | $(v "$load" "$row" appcpu) | $cvs | $pvs |"
+		# the row's A+B CPU less the relays', over nghttpx's and HAProxy's
+		# less the relays': the proxies' own part, the hops' price out
+		[[ $row != direct && $row != relay ]] && ovs=$(over_relay "$load" "$row")
+		echo "| $row | $(v "$load" "$row" rps) | $(v "$load" "$row" failed) | $(v "$load" "$row" p50) | $(v "$load" "$row" p90) | $(v "$load" "$row" p99) | $(v "$load" "$row" p999) | $added | $(v "$load" "$row" cpua) | $(v "$load" "$row" cpub) | $(v "$load" "$row" cpu) | $(v "$load" "$row" sysa) | $(v "$load" "$row" sysb) | $(v "$load" "$row" swa) | $(v "$load" "$row" swb) | $(v "$load" "$row" appcpu) | $cvs | $pvs | $ovs |"
 	done
 done
 mib() { awk -v k="$1" 'BEGIN { if (k ~ /^[0-9.]+$/) printf "%.1f", k / 1024; else print "-" }'; }

@@ -188,8 +188,8 @@ echo "h2load -c $CLIENTS --rps RATE/$CLIENTS, ${DUR}s per phase after 1 s unmeas
 echo "\"added\" is the row's p50 minus direct's p50; ratios are against nghttpx in the same rounds."
 for rate in $RATES; do
 	echo
-	echo "| @ $rate/s | achieved/s | p50 | p90 | p99 | p99.9 | added p50 | proxy µs CPU/call (of it kernel) | sleeps/call | syscalls/call | p50/p90/p99 vs nghttpx | CPU vs nghttpx |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+	echo "| @ $rate/s | achieved/s | p50 | p90 | p99 | p99.9 | added p50 | proxy µs CPU/call (of it kernel) | sleeps/call | syscalls/call | p50/p90/p99 vs nghttpx | CPU vs nghttpx | CPU over relay vs nghttpx's |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"
 	declare -A M=()
 	for row in "${ROWS[@]}"; do
 		for f in achieved p50 p90 p99 p999 cpu sys sleeps sysc; do M[$row,$f]=$(median "${ALL[$rate,$row,$f]:-}"); done
@@ -204,7 +204,13 @@ for rate in $RATES; do
 				for (i = 1; i <= 3; i++) printf "%s%.2f", (i > 1 ? " / " : ""), (y[i] > 0 ? x[i] / y[i] : 0) }')
 			cvs=$(awk -v a="${M[$row,cpu]}" -v b="${M[nghttpx,cpu]:-0}" 'BEGIN { if (b > 0 && a != "-") printf "%.2f", a / b; else print "-" }')
 		fi
-		echo "| $row | ${M[$row,achieved]} | ${M[$row,p50]} | ${M[$row,p90]} | ${M[$row,p99]} | ${M[$row,p999]} | $added | ${M[$row,cpu]:--} (${M[$row,sys]:--}) | ${M[$row,sleeps]:--} | ${M[$row,sysc]:--} | $vs | $cvs |"
+		# What the row adds to the relay's CPU a call over what nghttpx
+		# adds: the proxy's own part of a call, the hop's price taken out.
+		ovs=-
+		[[ $row != direct && $row != relay && $row != nghttpx ]] &&
+			ovs=$(awk -v a="${M[$row,cpu]}" -v b="${M[nghttpx,cpu]:--}" -v r="${M[relay,cpu]:--}" 'BEGIN {
+				if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && r ~ /^[0-9.]+$/ && b > r) printf "%.2f", (a - r) / (b - r); else print "-" }')
+		echo "| $row | ${M[$row,achieved]} | ${M[$row,p50]} | ${M[$row,p90]} | ${M[$row,p99]} | ${M[$row,p999]} | $added | ${M[$row,cpu]:--} (${M[$row,sys]:--}) | ${M[$row,sleeps]:--} | ${M[$row,sysc]:--} | $vs | $cvs | $ovs |"
 	done
 	unset M
 done
