@@ -194,7 +194,8 @@ void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		}
 		if (!xds_name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name))) {
 			/* It may be the one asked for: refused, not taken as absent. */
-			xds_nack_add(nack, nack_len, name, "a Listener whose name cannot be read (it does not decode, or holds a NUL)");
+			xds_nack_add(nack, nack_len, name,
+			             "a Listener whose name cannot be read (it does not decode, or holds a NUL)");
 			unnamed = true;
 			continue;
 		}
