@@ -1123,6 +1123,21 @@ class XdsRoutesTest(XdsBase):
         self.wait_set(stub, "b", "the route to cluster-b")
         self.stop_maitred(m)
 
+    def nack_of_prefix(self, prefix):
+        """maitred on routes to cluster-a, then a route whose prefix is
+        refused: the RDS NACK's error_detail.message, the stub and maitred."""
+        a = self.start_upstream("a")
+        self.server.start()
+        self.pools([a], [a])
+        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
+        self.set_routes([xds.route_to("cluster-a", prefix="")])
+        m = self.start_maitred(self.routes_config())
+        stub = self.echo(m)
+        self.wait_set(stub, "a", "the route to cluster-a")
+        self.set_routes([xds.route_to("cluster-a", prefix=prefix)])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
+        return [r for r in log if nacked(r, xds.RDS)][-1]["error_detail"]["message"], stub, m
+
     @maitred_only
     def test_a_nack_cut_inside_a_character_is_still_utf8(self):
         """A NACK quotes a refused prefix cut at 128 bytes: here in the
@@ -1131,37 +1146,18 @@ class XdsRoutesTest(XdsBase):
         C++) refuses to decode unless it is UTF-8, failing the whole
         request: the half character must not go out as it is (the harness's
         decoder shows it as U+FFFD)."""
-        a = self.start_upstream("a")
-        self.server.start()
-        self.pools([a], [a])
-        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
-        self.set_routes([xds.route_to("cluster-a", prefix="")])
-        m = self.start_maitred(self.routes_config())
-        stub = self.echo(m)
-        self.wait_set(stub, "a", "the route to cluster-a")
-        self.set_routes([xds.route_to("cluster-a", prefix="/" + "a" * 126 + "\u00e9" + "z")])
-        log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
-        msg = [r for r in log if nacked(r, xds.RDS)][-1]["error_detail"]["message"]
+        msg, _, m = self.nack_of_prefix("/" + "a" * 126 + "\u00e9" + "z")
         self.assertIn("a gRPC path", msg)
         self.assertIn("/" + "a" * 126, msg)
         self.assertNotIn("\ufffd", msg, "error_detail.message is not UTF-8: %r" % msg)
         self.stop_maitred(m)
 
+    @maitred_only
     def test_a_nack_quotes_no_control_byte(self):
         """A refused prefix holding an escape sequence and a line break is
         quoted with '?' for each control byte: the NACK's text lands in the
         control plane's logs, where the resource's author must not write."""
-        a = self.start_upstream("a")
-        self.server.start()
-        self.pools([a], [a])
-        self.server.set("listener", [xds.listener(self.LIS, "routes-1")])
-        self.set_routes([xds.route_to("cluster-a", prefix="")])
-        m = self.start_maitred(self.routes_config())
-        stub = self.echo(m)
-        self.wait_set(stub, "a", "the route to cluster-a")
-        self.set_routes([xds.route_to("cluster-a", prefix="bad\x1b[2J\nprefix\x7f")])
-        log = self.server.wait_for(lambda log: any(nacked(r, xds.RDS) for r in log), WAIT, "an RDS NACK")
-        msg = [r for r in log if nacked(r, xds.RDS)][-1]["error_detail"]["message"]
+        msg, stub, m = self.nack_of_prefix("bad\x1b[2J\nprefix\x7f")
         self.assertIn("bad?[2J?prefix?", msg)
         self.assertFalse(any(ord(c) < 0x20 or ord(c) == 0x7f for c in msg), "a control byte in %r" % msg)
         self.assertEqual(set(self.spread(stub, 4)), {"a"}, "the last good routes still serve")
