@@ -246,7 +246,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		check_routes(r);
 		/* The name read for a NACK (from the wire) is the parse's. */
-		if (r->name && (mtd_xds_resource_name(MTD_XDS_TYPE_ROUTE, data + 1, size - 1, name, sizeof(name)) != 0 ||
+		if (r->name && (mtd_xds_resource_name(MTD_XDS_TYPE_ROUTE, data + 1, size - 1, name, sizeof(name)) != MTD_XDS_NAME_EXACT ||
 		                strcmp(name, r->name) != 0))
 			abort();
 		mtd_xds_routes_free(r);
@@ -263,7 +263,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			return 0;
 		}
 		check_name(l.name, MTD_XDS_NAME_MAX);
-		if (mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, data + 1, size - 1, name, sizeof(name)) != 0 ||
+		if (mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, data + 1, size - 1, name, sizeof(name)) != MTD_XDS_NAME_EXACT ||
 		    strcmp(name, l.name) != 0)
 			abort();
 		if (!l.rds_name == !l.routes)
@@ -295,7 +295,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (c.tls && !c.tls->ca_file)
 			abort();
-		if (mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, data + 1, size - 1, name, sizeof(name)) != 0 ||
+		if (mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, data + 1, size - 1, name, sizeof(name)) != MTD_XDS_NAME_EXACT ||
 		    strcmp(name, c.name) != 0)
 			abort();
 		mtd_xds_cluster_clear(&c);

@@ -1,5 +1,6 @@
 /* protobuf-c's unpack of an xDS resource, and the strings it cuts
- * (xds-int.h: mtd_xds__unpack). protobuf-c hands a string field on as
+ * (xds-int.h: mtd_xds__unpack); a resource's name read without either
+ * (xds.h: mtd_xds_resource_name). protobuf-c hands a string field on as
  * a NUL-terminated char *: one with a NUL inside reads as the bytes
  * before it ("a\0x" as "a"), and would alias another name. The unpacked
  * message no longer says where its strings ended, so the bytes are read
@@ -14,6 +15,7 @@
 #include "config/config-int.h"
 #include "pbwire/pbwire.h"
 #include "xds/xds-int.h"
+#include "xds/xds.h"
 
 /* One message being walked: its type, the field of its parent it is
  * (NULL at the top), where its bytes start in the parent's. */
@@ -117,4 +119,52 @@ int mtd_xds__unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, siz
 		*m = NULL;
 	}
 	return rc;
+}
+
+/* ---- a resource's name, from the wire alone ---------------------------------- */
+
+/* The name (field 1 of each of the four types, a string) read from the
+ * wire alone. MTD_XDS_NAME_EXACT when the top level scans to its end,
+ * every field 1 is a string and the last one (the one protobuf keeps)
+ * fits cap and holds no NUL: the name any decoder gives the resource,
+ * printable or not. MTD_XDS_NAME_GUESS when the bytes go wrong: the last
+ * printable name read before, which only a NACK's text may quote (the
+ * resource may be any other). */
+static int name_from_wire(const uint8_t *buf, size_t len, char *name, size_t cap)
+{
+	struct mtd_pbwire_iter it;
+	struct mtd_pbwire_value f;
+	uint32_t field;
+	bool found = false, clean = true;
+	int rc;
+
+	mtd_pbwire_iter_init(&it, buf, len);
+	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
+		if (field != 1)
+			continue;
+		found = f.type == MTD_PBWIRE_LEN && f.len < cap && memchr(f.data, '\0', f.len) == NULL;
+		clean &= f.type == MTD_PBWIRE_LEN;
+		if (found) {
+			memcpy(name, f.data, f.len);
+			name[f.len] = '\0';
+		}
+	}
+	if (found && clean && rc == 0)
+		return MTD_XDS_NAME_EXACT;
+	return found && mtd_xds__name_ok(name) ? MTD_XDS_NAME_GUESS : -EINVAL;
+}
+
+/* Field 1 is the name in all four types. Where the whole resource
+ * decodes, the last field 1 on the wire is the name protobuf-c keeps;
+ * where it does not, the wire is all there is. An unpack of the whole
+ * resource for its name alone (every resource's name is read before its
+ * parse, most to be skipped) would cost as much as the parse. */
+int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap)
+{
+	if (cap == 0)
+		return -EINVAL;
+	if (strcmp(type_url, MTD_XDS_TYPE_CLUSTER) != 0 && strcmp(type_url, MTD_XDS_TYPE_ENDPOINT) != 0 &&
+	    strcmp(type_url, MTD_XDS_TYPE_LISTENER) != 0 && strcmp(type_url, MTD_XDS_TYPE_ROUTE) != 0)
+		return -EINVAL;
+	return name_from_wire(buf, len, name, cap);
 }

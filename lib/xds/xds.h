@@ -148,10 +148,17 @@ int mtd_xds_listener_parse(const uint8_t *buf, size_t len, struct mtd_xds_listen
 void mtd_xds_listener_clear(struct mtd_xds_listener *l);
 
 /* The name of a serialized resource of type_url (a Cluster's, Listener's
- * or RouteConfiguration's name, an assignment's cluster_name) written to name (cap bytes), for a NACK that
- * names what it refused even when the rest does not translate or does
- * not decode (then the last name field read before the bytes went wrong).
- * 0, or -EINVAL when there is no printable name to read. */
+ * or RouteConfiguration's name, an assignment's cluster_name) written to
+ * name (cap bytes), read without decoding the rest:
+ * - MTD_XDS_NAME_EXACT: the top level decodes; the name is the one any
+ *   decoder gives the resource (it may not be printable). What a client
+ *   may skip unread or take as present.
+ * - MTD_XDS_NAME_GUESS: the bytes do not decode; the last printable name
+ *   read before they went wrong, for a NACK's text only (the resource
+ *   may be any other).
+ * - -EINVAL: no name (none, a NUL in it, longer than cap - 1). */
+#define MTD_XDS_NAME_EXACT 0
+#define MTD_XDS_NAME_GUESS 1
 int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);
 
 /* One resource of a DiscoveryResponse: its google.protobuf.Any as slices

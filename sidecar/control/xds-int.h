@@ -250,10 +250,12 @@ void xds_schedule_sync(struct mtd_xds *x);
 /* Append "name: why" to a response's NACK text buf (*len bytes so far;
  * what does not fit is cut). */
 void xds_nack_add(char *buf, size_t *len, const char *name, const char *why);
-/* The name resource v of type url gives itself, into name (cap bytes);
- * false (name "(unnamed)") when none can be read: it may be any of the
+/* The name resource v of type url gives itself, into name (cap bytes):
+ * MTD_XDS_NAME_EXACT (skip it unread if not asked for), or, when its
+ * bytes do not decode, MTD_XDS_NAME_GUESS (a name for the NACK only) or
+ * -EINVAL (name "(unnamed)"). Unless exact, it may be any of the
  * resources asked for. */
-bool xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap);
+int xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap);
 /* gclient's message callback on the ADS call (arg: x): a response
  * decoded, given to its type's handler, then ACKed or NACKed. */
 void xds_on_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len, void *arg);

@@ -12,37 +12,9 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "pbwire/pbwire.h"
 #include "sidecar/control/xds-int.h"
 
 /* ---- responses: CDS and EDS ---------------------------------------------------- */
-
-/* The name a Cluster (field 1, name) or an assignment (field 1,
- * cluster_name) gives itself, read from the wire without decoding the
- * rest: the last one written, as protobuf keeps; false when there is none
- * to read or the top level does not scan (the resource is decoded then,
- * and refused). */
-static bool wire_name(const struct mtd_xds_any *v, char name[MTD_XDS_NAME_MAX + 1])
-{
-	struct mtd_pbwire_iter it;
-	struct mtd_pbwire_value f, last = {0};
-	uint32_t field;
-	int rc;
-
-	mtd_pbwire_iter_init(&it, v->value, v->len);
-	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
-		if (field != 1)
-			continue;
-		if (f.type != MTD_PBWIRE_LEN)
-			return false;
-		last = f;
-	}
-	if (rc != 0 || last.data == NULL || last.len > MTD_XDS_NAME_MAX || memchr(last.data, '\0', last.len) != NULL)
-		return false;
-	memcpy(name, last.data, last.len);
-	name[last.len] = '\0';
-	return true;
-}
 
 static bool same_bytes(const uint8_t *raw, size_t raw_len, const struct mtd_xds_any *v)
 {
@@ -93,9 +65,9 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 			unnamed = true;
 			continue;
 		}
-		bool named = wire_name(any, name);
-		struct xds_cl *same = named ? xds_find_cl(x, name) : NULL;
-		if (named && same == NULL)
+		int named = xds_name_of(MTD_XDS_TYPE_CLUSTER, any, name, sizeof(name));
+		struct xds_cl *same = named == MTD_XDS_NAME_EXACT ? xds_find_cl(x, name) : NULL;
+		if (named == MTD_XDS_NAME_EXACT && same == NULL)
 			continue; /* not asked for: skipped unread, as gRPC's clients do (istiod sends every cluster) */
 		if (same != NULL && same->have && same_bytes(same->raw, same->raw_len, any)) {
 			/* Resent as it was: what its bytes said last time. */
@@ -110,7 +82,8 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		}
 		int rc = mtd_xds_cluster_parse(any->value, any->len, &c, why, sizeof(why));
 		if (rc != 0) {
-			unnamed |= !xds_name_of(MTD_XDS_TYPE_CLUSTER, any, name, sizeof(name));
+			/* Named by a guess or not at all, it may be any cluster. */
+			unnamed |= named != MTD_XDS_NAME_EXACT;
 			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			struct xds_cl *e = xds_find_cl(x, name);
 			if (e != NULL) {
@@ -183,13 +156,10 @@ out:
 	free(seen);
 }
 
-/* The subscribed assignment whose last good one came as exactly these
- * bytes, or NULL (the bytes compared decide, whatever the name read). */
-static struct xds_cla *same_as_last_good(struct mtd_xds *x, const struct mtd_xds_any *v)
+/* The subscribed assignment e whose last good one came as exactly v's
+ * bytes, or NULL. */
+static struct xds_cla *same_as_last_good(struct xds_cla *e, const struct mtd_xds_any *v)
 {
-	char name[MTD_XDS_NAME_MAX + 1];
-	struct xds_cla *e = wire_name(v, name) ? xds_find_cla(x, name) : NULL;
-
 	return e != NULL && e->raw != NULL && same_bytes(e->raw, e->raw_len, v) ? e : NULL;
 }
 
@@ -210,9 +180,11 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 			xds_nack_add(nack, nack_len, "(resource)", "not a ClusterLoadAssignment");
 			continue;
 		}
-		if (wire_name(any, name) && xds_find_cla(x, name) == NULL)
+		bool exact = xds_name_of(MTD_XDS_TYPE_ENDPOINT, any, name, sizeof(name)) == MTD_XDS_NAME_EXACT;
+		struct xds_cla *asked = exact ? xds_find_cla(x, name) : NULL;
+		if (exact && asked == NULL)
 			continue; /* not asked for: skipped unread */
-		struct xds_cla *same = same_as_last_good(x, any);
+		struct xds_cla *same = same_as_last_good(asked, any);
 		if (same != NULL) {
 			xds_set_str(&same->nack, NULL);
 			xds_stamp_take(&same->stamp, st, r);
@@ -221,7 +193,6 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 		}
 		int rc = mtd_xds_cla_parse(any->value, any->len, &c, why, sizeof(why));
 		if (rc != 0) {
-			xds_name_of(MTD_XDS_TYPE_ENDPOINT, any, name, sizeof(name));
 			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			struct xds_cla *e = xds_find_cla(x, name);
 			if (e != NULL) {

@@ -192,15 +192,17 @@ void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 			unnamed = true;
 			continue;
 		}
-		if (!xds_name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name))) {
+		int named = xds_name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name));
+		bool asked = x->lds.name != NULL && strcmp(name, x->lds.name) == 0;
+		if (named == MTD_XDS_NAME_EXACT && !asked)
+			continue; /* not asked for */
+		if (!asked) {
 			/* It may be the one asked for: refused, not taken as absent. */
 			xds_nack_add(nack, nack_len, name,
-			             "a Listener whose name cannot be read (it does not decode, or holds a NUL)");
+			             "a Listener whose name is not sure (it does not decode, or holds a NUL)");
 			unnamed = true;
 			continue;
 		}
-		if (x->lds.name == NULL || strcmp(name, x->lds.name) != 0)
-			continue; /* not asked for */
 		found = true;
 		int rc = mtd_xds_listener_parse(any->value, any->len, &l, why, sizeof(why));
 		if (rc != 0) {
@@ -265,13 +267,15 @@ void xds_on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char *na
 			xds_nack_add(nack, nack_len, "(resource)", "not a RouteConfiguration");
 			continue;
 		}
-		if (!xds_name_of(MTD_XDS_TYPE_ROUTE, any, name, sizeof(name))) {
+		int named = xds_name_of(MTD_XDS_TYPE_ROUTE, any, name, sizeof(name));
+		bool asked = x->rds.name != NULL && strcmp(name, x->rds.name) == 0;
+		if (named == MTD_XDS_NAME_EXACT && !asked)
+			continue; /* not asked for */
+		if (!asked) {
 			xds_nack_add(nack, nack_len, name,
-			         "a RouteConfiguration whose name cannot be read (it does not decode, or holds a NUL)");
+			         "a RouteConfiguration whose name is not sure (it does not decode, or holds a NUL)");
 			continue;
 		}
-		if (x->rds.name == NULL || strcmp(name, x->rds.name) != 0)
-			continue;
 		int rc = mtd_xds_routes_parse(any->value, any->len, x->lds.name, &routes, why, sizeof(why));
 		if (rc != 0) {
 			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);

@@ -317,14 +317,13 @@ static void log_nack(struct mtd_xds *x, int t, const char *text)
 	nack_line(x, t, text, ty->nacks_unlogged, now);
 }
 
-/* A resource's name for a NACK, even when the rest does not translate;
- * false (name "(unnamed)") when none can be read. */
-bool xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap)
+int xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap)
 {
-	if (mtd_xds_resource_name(url, v->value, v->len, name, cap) == 0)
-		return true;
-	snprintf(name, cap, "(unnamed)");
-	return false;
+	int rc = mtd_xds_resource_name(url, v->value, v->len, name, cap);
+
+	if (rc < 0)
+		snprintf(name, cap, "(unnamed)");
+	return rc;
 }
 
 /* The NACK's text as it may go out. error_detail.message is a proto3

@@ -282,6 +282,12 @@ class XdsWireTest(MaitredTest):
         r = self.send_cds("3", [any_of(CDS, cluster("cl-other")), any_of(EDS, cluster("cl-echo"))])
         self.assertIsNotNone(r["nack"])
         self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(5)}, {"a"})
+        # Bytes cut short after another name: quoted in the NACK, but only
+        # a guess (the bytes that went wrong may be cl-echo's), so cl-echo,
+        # absent from the response, is not taken as removed.
+        r = self.send_cds("4", [any_of(CDS, cluster("cl-other")), any_of(CDS, cluster("cl-zz")[:-3])])
+        self.assertTrue(r["nack"].startswith("cl-zz: "), r["nack"])
+        self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(5)}, {"a"})
         self.stop_maitred(m)
 
     @maitred_only
@@ -291,6 +297,11 @@ class XdsWireTest(MaitredTest):
         self.start_upstream("a")
         m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}], listener="L")
         wait_until(lambda: self.ads.asked(LDS), WAIT, "the LDS request")
+        # A Listener cut short after the name M: it may be L, so L is not
+        # absent (calls are not yet routed by :path; they wait for L).
+        r = self.ads.send("l0", LDS, [any_of(LDS, listener("M", "R")[:-2])])
+        self.assertTrue(r["nack"].startswith("M: a Listener whose name is not sure"), r["nack"])
+        self.assertNotIn("absent from the server's listeners", m.proc.output())
         # name L, then api_listener (19) as a varint: protobuf-c refuses it.
         r = self.ads.send("l1", LDS, [any_of(LDS, field(1, "L") + field(19, 5))])
         self.assertIsNotNone(r["nack"], "an undecodable Listener was ACKed")

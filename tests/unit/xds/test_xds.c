@@ -962,11 +962,33 @@ START_TEST(test_resource_name)
 	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, n, name, 3), -EINVAL);
 	ck_assert_int_eq(mtd_xds_resource_name("type.googleapis.com/x", wire, n, name, sizeof(name)), -EINVAL);
 	/* Cut short: it does not decode, its name is still read (the last
-	 * one written before the bytes end), as for the other types. */
-	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, n - 1, name, sizeof(name)), 0);
+	 * one written before the bytes end), as for the other types, but
+	 * only as a guess: the resource may be any other. */
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, n - 1, name, sizeof(name)),
+	                 MTD_XDS_NAME_GUESS);
 	ck_assert_str_eq(name, "named");
-	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, wire, n - 1, name, sizeof(name)), 0);
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, wire, n - 1, name, sizeof(name)),
+	                 MTD_XDS_NAME_GUESS);
 	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, wire, 3, name, sizeof(name)), -EINVAL);
+	/* Sure only when the top level decodes and every field 1 is a string:
+	 * a name, then field 1 as a varint (protobuf refuses the resource),
+	 * then another name. */
+	static const uint8_t twice[] = {0x0a, 1, 'a', 0x08, 5, 0x0a, 1, 'b'}, last_ok[] = {0x0a, 1, 'a', 0x0a, 1, 'b'};
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_ENDPOINT, twice, sizeof(twice), name, sizeof(name)),
+	                 MTD_XDS_NAME_GUESS);
+	ck_assert_str_eq(name, "b");
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_ENDPOINT, twice, 5, name, sizeof(name)), -EINVAL);
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_ROUTE, last_ok, sizeof(last_ok), name, sizeof(name)),
+	                 MTD_XDS_NAME_EXACT);
+	ck_assert_str_eq(name, "b");
+	/* A sure name need not be printable (it is compared, never logged
+	 * unescaped); a guess must be. */
+	uint8_t ctl[] = {0x0a, 2, 'a', 0x1b, 0x10}; /* then field 2's tag, its value cut */
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, ctl, 4, name, sizeof(name)), MTD_XDS_NAME_EXACT);
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, ctl, 5, name, sizeof(name)), -EINVAL);
+	ctl[3] = 'b';
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, ctl, 5, name, sizeof(name)), MTD_XDS_NAME_GUESS);
+	ck_assert_str_eq(name, "ab");
 	loc_init(&a, "", 0, 0);
 	loc_add(&a, "bad", 1, 0);
 	cla_refused("cla-name", ls, 1, "numeric");
