@@ -192,8 +192,9 @@ void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 			unnamed = true;
 			continue;
 		}
+		/* Unnamed (name "(unnamed)"), it is not the one of that name. */
 		int named = xds_name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name));
-		bool asked = x->lds.name != NULL && strcmp(name, x->lds.name) == 0;
+		bool asked = named >= 0 && x->lds.name != NULL && strcmp(name, x->lds.name) == 0;
 		if (named == MTD_XDS_NAME_EXACT && !asked)
 			continue; /* not asked for */
 		if (!asked) {
@@ -268,7 +269,7 @@ void xds_on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char *na
 			continue;
 		}
 		int named = xds_name_of(MTD_XDS_TYPE_ROUTE, any, name, sizeof(name));
-		bool asked = x->rds.name != NULL && strcmp(name, x->rds.name) == 0;
+		bool asked = named >= 0 && x->rds.name != NULL && strcmp(name, x->rds.name) == 0;
 		if (named == MTD_XDS_NAME_EXACT && !asked)
 			continue; /* not asked for */
 		if (!asked) {

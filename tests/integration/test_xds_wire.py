@@ -314,6 +314,33 @@ class XdsWireTest(MaitredTest):
         self.assertTrue(r["nack"].startswith("R: "), r["nack"])
         self.stop_maitred(m)
 
+    @maitred_only
+    def test_a_resource_whose_name_cannot_be_read_is_not_the_one_named_unnamed(self):
+        """"(unnamed)" is what maitred calls a resource whose name it cannot
+        read (none, longer than 1024 bytes, a NUL in it), and a name a
+        listener or route configuration may have too. A Listener or
+        RouteConfiguration without a name, or with one of 1025 bytes, is
+        not the one asked for under that name (a gRPC client would not take
+        it): NACKed as one whose name is not sure, not refused as that one
+        (which sent the calls waiting for its routes on by :path)."""
+        self.start_upstream("a")
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}], listener="(unnamed)")
+        wait_until(lambda: self.ads.asked(LDS), WAIT, "the LDS request")
+        nameless = listener("(unnamed)", "(unnamed)")[len(field(1, "(unnamed)")):]
+        r = self.ads.send("l1", LDS, [any_of(LDS, nameless)])
+        self.assertTrue(r["nack"].startswith("(unnamed): a Listener whose name is not sure"), r["nack"])
+        self.assertNotIn("refused: calls are routed by :path", m.proc.output())
+        self.assertIsNone(self.ads.send("l2", LDS, [any_of(LDS, listener("(unnamed)", "(unnamed)"))])["nack"])
+        wait_until(lambda: self.ads.asked(RDS), WAIT, "the RDS request")
+        # virtual_hosts 2 {name 1, domains 2, routes 3 {match 1 {prefix 1}, route 2 {cluster 1}}}
+        routes = field(2, field(1, "vh") + field(2, "*") + field(3, field(1, field(1, "/")) + field(2, field(1, SVC))))
+        for i, body in enumerate((routes, field(1, "n" * 1025) + routes)):
+            r = self.ads.send("r%d" % i, RDS, [any_of(RDS, body)])
+            self.assertTrue(r["nack"].startswith("(unnamed): a RouteConfiguration whose name is not sure"),
+                            r["nack"])
+        self.assertNotIn("its route configuration was refused", m.proc.output())
+        self.stop_maitred(m)
+
 
     @maitred_only
     def test_resources_not_asked_for_are_not_judged(self):
