@@ -85,7 +85,8 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 			/* Named by a guess or not at all, it may be any cluster. */
 			unnamed |= named != MTD_XDS_NAME_EXACT;
 			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
-			struct xds_cl *e = xds_find_cl(x, name);
+			/* Unnamed (name "(unnamed)"), it is not the cluster of that name. */
+			struct xds_cl *e = named >= 0 ? xds_find_cl(x, name) : NULL;
 			if (e != NULL) {
 				seen[e - x->cls] = true; /* present, refused: the last good stays */
 				xds_set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
@@ -180,7 +181,8 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 			xds_nack_add(nack, nack_len, "(resource)", "not a ClusterLoadAssignment");
 			continue;
 		}
-		bool exact = xds_name_of(MTD_XDS_TYPE_ENDPOINT, any, name, sizeof(name)) == MTD_XDS_NAME_EXACT;
+		int named = xds_name_of(MTD_XDS_TYPE_ENDPOINT, any, name, sizeof(name));
+		bool exact = named == MTD_XDS_NAME_EXACT;
 		struct xds_cla *asked = exact ? xds_find_cla(x, name) : NULL;
 		if (exact && asked == NULL)
 			continue; /* not asked for: skipped unread */
@@ -194,7 +196,7 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 		int rc = mtd_xds_cla_parse(any->value, any->len, &c, why, sizeof(why));
 		if (rc != 0) {
 			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
-			struct xds_cla *e = xds_find_cla(x, name);
+			struct xds_cla *e = named >= 0 ? xds_find_cla(x, name) : NULL;
 			if (e != NULL) {
 				xds_set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
 				if (e->raw == NULL)

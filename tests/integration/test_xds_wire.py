@@ -291,6 +291,42 @@ class XdsWireTest(MaitredTest):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_refused_resource_whose_name_cannot_be_read_is_not_the_cluster_named_unnamed(self):
+        """A Cluster or an assignment refused without a name read (none,
+        1025 bytes) is NACKed under "(unnamed)"; the refusal is not the
+        cluster or EDS name "(unnamed)"'s: its services wait for it on,
+        they are not failed with another resource's refusal."""
+        a = self.start_upstream("a")
+        self.ads = RawAds()
+        self.addCleanup(self.ads.stop)
+        admin = free_port()
+        cfg = self.config([{"name": SVC, "discovery": {"xds": {"cluster": "(unnamed)"}}}],
+                          admin="127.0.0.1:%d" % admin,
+                          xds={"server": "127.0.0.1:%d" % self.ads.port, "node_id": "n", "zone": "z1"})
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+
+        def nacks(kind):
+            dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"][kind]
+            return [(c["name"], c.get("last_nack")) for c in dump["resources"]]
+        wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
+        nameless = cluster("(unnamed)")[len(field(1, "(unnamed)")):]
+        for i, body in enumerate((nameless, field(1, "n" * 1025) + nameless)):
+            r = self.send_cds("c%d" % i, [any_of(CDS, body)])
+            self.assertTrue(r["nack"].startswith("(unnamed): "), r["nack"])
+            self.assertEqual(nacks("clusters"), [("(unnamed)", None)])
+        self.assertIsNone(self.send_cds("1", [any_of(CDS, cluster("(unnamed)"))])["nack"])
+        wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
+        nameless = assignment("(unnamed)", a.port)[len(field(1, "(unnamed)")):]
+        for i, body in enumerate((nameless, field(1, "n" * 1025) + nameless)):
+            r = self.ads.send("e%d" % i, EDS, [any_of(EDS, body)])
+            self.assertTrue(r["nack"].startswith("(unnamed): "), r["nack"])
+            self.assertEqual(nacks("endpoints"), [("(unnamed)", None)])
+        self.assertIsNone(self.ads.send("e9", EDS, [any_of(EDS, assignment("(unnamed)", a.port))])["nack"])
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_an_undecodable_listener_or_route_configuration_is_nacked(self):
         """A Listener (or RouteConfiguration) whose bytes do not decode is
         NACKed (as Envoy and gRPC do), not ACKed as if absent."""
