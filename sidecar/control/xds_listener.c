@@ -200,7 +200,8 @@ void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		if (!asked) {
 			/* It may be the one asked for: refused, not taken as absent. */
 			xds_nack_add(nack, nack_len, name,
-			             "a Listener whose name is not sure (it does not decode, or holds a NUL)");
+			             "a Listener whose name is not sure (it does not decode, or its name is missing, "
+			             "longer than 1024 bytes or holds a NUL)");
 			unnamed = true;
 			continue;
 		}
@@ -274,7 +275,8 @@ void xds_on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char *na
 			continue; /* not asked for */
 		if (!asked) {
 			xds_nack_add(nack, nack_len, name,
-			         "a RouteConfiguration whose name is not sure (it does not decode, or holds a NUL)");
+			             "a RouteConfiguration whose name is not sure (it does not decode, or its name is "
+			             "missing, longer than 1024 bytes or holds a NUL)");
 			continue;
 		}
 		int rc = mtd_xds_routes_parse(any->value, any->len, x->lds.name, &routes, why, sizeof(why));
