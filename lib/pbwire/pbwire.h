@@ -115,8 +115,10 @@ static inline void mtd_pbwire_iter_init(struct mtd_pbwire_iter *it, const uint8_
  * message), 0 at the end, -EBADMSG when the message is malformed from
  * here (truncated, bad varint or wire type, field 0 or past 2^29 - 1, a
  * tag or a length written in more than 5 bytes, a group: proto3 has
- * none; protobuf-c refuses each of these too); after -EBADMSG it returns
- * -EBADMSG again. */
+ * none); after -EBADMSG it returns -EBADMSG again. protobuf-c refuses
+ * most of these too, not all: it reads a field 0 whose tag takes two
+ * bytes or more, a field number past 2^29 - 1 and a 10-byte varint past
+ * 64 bits as unknown fields (a decoder on this is the stricter). */
 int mtd_pbwire_next(struct mtd_pbwire_iter *it, uint32_t *field, struct mtd_pbwire_value *out);
 
 #endif

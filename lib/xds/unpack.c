@@ -82,7 +82,7 @@ int mtd_xds__strings_whole(const ProtobufCMessageDescriptor *d, const uint8_t *m
 			depth--;
 			continue;
 		}
-		if (rc < 0) /* bytes protobuf-c refuses too (cla.c's reader's) */
+		if (rc < 0) /* as cla.c's reader (pbwire.h: stricter than protobuf-c) */
 			return -EBADMSG;
 		if (v.type != MTD_PBWIRE_LEN)
 			continue;

@@ -42,8 +42,9 @@ int mtd_xds__strings_whole(const ProtobufCMessageDescriptor *d, const uint8_t *m
 /* buf[0..len) unpacked by protobuf-c as a message of type d into *(T **)out
  * (with mtd_cfg__pb_allocator: T's free_unpacked with it frees it), then
  * held to mtd_xds__strings_whole. 0; -EBADMSG when protobuf-c refuses the
- * bytes or the guard's walk does (pbwire is the stricter: a field number
- * past 2^29 - 1, which protobuf-c reads cut to 32 bits; why untouched:
+ * bytes or the guard's walk does (pbwire is the stricter: a field 0 in
+ * a tag of two bytes or more, a field number past 2^29 - 1, a varint
+ * past 64 bits, which protobuf-c reads as unknown fields; why untouched:
  * the caller names what does not decode); -EINVAL (why set). On error *out is NULL. Every resource and Any payload
  * lib/xds reads through protobuf-c is unpacked here. */
 int mtd_xds__unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t len, const char *where, void *out,

@@ -151,11 +151,12 @@ void mtd_xds_listener_clear(struct mtd_xds_listener *l);
  * or RouteConfiguration's name, an assignment's cluster_name) written to
  * name (cap bytes), read without decoding the rest:
  * - MTD_XDS_NAME_EXACT: the top level decodes; the name is the one any
- *   decoder gives the resource (it may not be printable). What a client
- *   may skip unread or take as present.
- * - MTD_XDS_NAME_GUESS: the bytes do not decode; the last printable name
- *   read before they went wrong, for a NACK's text only (the resource
- *   may be any other).
+ *   decoder that takes the resource gives it (it may not be printable).
+ *   What a client may skip unread or take as present.
+ * - MTD_XDS_NAME_GUESS: the bytes do not decode as pbwire reads them
+ *   (stricter than protobuf-c: pbwire.h), or a field 1 is not a string;
+ *   the last printable name read before, for a NACK's text only (the
+ *   resource may be any other).
  * - -EINVAL: no name (none, a NUL in it, longer than cap - 1). */
 #define MTD_XDS_NAME_EXACT 0
 #define MTD_XDS_NAME_GUESS 1

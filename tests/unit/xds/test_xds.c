@@ -989,6 +989,30 @@ START_TEST(test_resource_name)
 	ctl[3] = 'b';
 	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_LISTENER, ctl, 5, name, sizeof(name)), MTD_XDS_NAME_GUESS);
 	ck_assert_str_eq(name, "ab");
+	/* Stricter than protobuf-c, as pbwire is: after the name, a field 0
+	 * whose tag takes two bytes, a field number past 2^29 - 1, a varint
+	 * of 10 bytes past 64 bits. protobuf-c unpacks each (named "x"); to
+	 * the reader they do not decode (a guess), and the Cluster does not
+	 * parse: maitred's decoding is pbwire's. */
+	static const struct {
+		uint8_t b[14];
+		size_t n;
+	} lax[] = {
+		{{0x0a, 1, 'x', 0x80, 0x00, 0x05}, 6},
+		{{0x0a, 1, 'x', 0x80, 0x80, 0x80, 0x80, 0x10, 0x05}, 9},
+		{{0x0a, 1, 'x', 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}, 14},
+	};
+	for (size_t i = 0; i < sizeof(lax) / sizeof(lax[0]); i++) {
+		PbCluster *u = envoy__config__cluster__v3__cluster__unpack(NULL, lax[i].n, lax[i].b);
+		ck_assert_ptr_nonnull(u);
+		ck_assert_str_eq(u->name, "x");
+		envoy__config__cluster__v3__cluster__free_unpacked(u, NULL);
+		ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, lax[i].b, lax[i].n, name, sizeof(name)),
+		                 MTD_XDS_NAME_GUESS);
+		struct mtd_xds_cluster cl;
+		ck_assert_int_eq(mtd_xds_cluster_parse(lax[i].b, lax[i].n, &cl, why, sizeof(why)), -EINVAL);
+		ck_assert_str_eq(why, "the Cluster does not decode");
+	}
 	loc_init(&a, "", 0, 0);
 	loc_add(&a, "bad", 1, 0);
 	cla_refused("cla-name", ls, 1, "numeric");
