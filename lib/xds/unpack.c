@@ -126,10 +126,10 @@ int mtd_xds__unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, siz
 /* The name (field 1 of each of the four types, a string) read from the
  * wire alone. MTD_XDS_NAME_EXACT when the top level scans to its end,
  * every field 1 is a string and the last one (the one protobuf keeps)
- * fits cap and holds no NUL: the name any decoder gives the resource,
- * printable or not. MTD_XDS_NAME_GUESS when the bytes go wrong: the last
- * printable name read before, which only a NACK's text may quote (the
- * resource may be any other). */
+ * is not empty, fits cap and holds no NUL: the name any decoder gives
+ * the resource, printable or not. MTD_XDS_NAME_GUESS when the bytes go
+ * wrong: the last printable name read before, which only a NACK's text
+ * may quote (the resource may be any other). */
 static int name_from_wire(const uint8_t *buf, size_t len, char *name, size_t cap)
 {
 	struct mtd_pbwire_iter it;
@@ -142,7 +142,8 @@ static int name_from_wire(const uint8_t *buf, size_t len, char *name, size_t cap
 	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
 		if (field != 1)
 			continue;
-		found = f.type == MTD_PBWIRE_LEN && f.len < cap && memchr(f.data, '\0', f.len) == NULL;
+		/* Empty, it is no name: the same message as one without it. */
+		found = f.type == MTD_PBWIRE_LEN && f.len > 0 && f.len < cap && memchr(f.data, '\0', f.len) == NULL;
 		clean &= f.type == MTD_PBWIRE_LEN;
 		if (found) {
 			memcpy(name, f.data, f.len);

@@ -157,7 +157,8 @@ void mtd_xds_listener_clear(struct mtd_xds_listener *l);
  *   (stricter than protobuf-c: pbwire.h), or a field 1 is not a string;
  *   the last printable name read before, for a NACK's text only (the
  *   resource may be any other).
- * - -EINVAL: no name (none, a NUL in it, longer than cap - 1). */
+ * - -EINVAL: no name (none, an empty one: to protobuf the same, a NUL
+ *   in it, longer than cap - 1). */
 #define MTD_XDS_NAME_EXACT 0
 #define MTD_XDS_NAME_GUESS 1
 int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);

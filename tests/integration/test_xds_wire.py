@@ -288,6 +288,14 @@ class XdsWireTest(MaitredTest):
         r = self.send_cds("4", [any_of(CDS, cluster("cl-other")), any_of(CDS, cluster("cl-zz")[:-3])])
         self.assertTrue(r["nack"].startswith("cl-zz: "), r["nack"])
         self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(5)}, {"a"})
+        # A cluster without a name, its name left out (as proto3 writers
+        # do) or written empty: one message to any decoder, no name to
+        # read either way, so it may be cl-echo.
+        nameless = cluster("cl-echo")[len(field(1, "cl-echo")):]
+        for i, body in enumerate((nameless, field(1, "") + nameless)):
+            r = self.send_cds("5.%d" % i, [any_of(CDS, cluster("cl-other")), any_of(CDS, body)])
+            self.assertEqual(r["nack"], "(unnamed): name: empty, too long or not printable")
+            self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(5)}, {"a"})
         self.stop_maitred(m)
 
     @maitred_only

@@ -981,6 +981,10 @@ START_TEST(test_resource_name)
 	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_ROUTE, last_ok, sizeof(last_ok), name, sizeof(name)),
 	                 MTD_XDS_NAME_EXACT);
 	ck_assert_str_eq(name, "b");
+	/* An empty name is none (the same message as one without it). */
+	static const uint8_t empty[] = {0x10, 3, 0x0a, 0};
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, empty, 2, name, sizeof(name)), -EINVAL);
+	ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, empty, 4, name, sizeof(name)), -EINVAL);
 	/* A sure name need not be printable (it is compared, never logged
 	 * unescaped); a guess must be. */
 	uint8_t ctl[] = {0x0a, 2, 'a', 0x1b, 0x10}; /* then field 2's tag, its value cut */
