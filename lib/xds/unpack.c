@@ -127,7 +127,8 @@ int mtd_xds__unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, siz
  * wire alone. MTD_XDS_NAME_EXACT when the top level scans to its end,
  * every field 1 is a string and the last one (the one protobuf keeps)
  * is not empty, fits cap and holds no NUL: the name any decoder gives
- * the resource, printable or not. MTD_XDS_NAME_GUESS when the bytes go
+ * the resource, printable or not; MTD_XDS_NAME_LONG when that name
+ * does not fit cap. MTD_XDS_NAME_GUESS when the bytes go
  * wrong: the last printable name read before, which only a NACK's text
  * may quote (the resource may be any other). */
 static int name_from_wire(const uint8_t *buf, size_t len, char *name, size_t cap)
@@ -135,23 +136,28 @@ static int name_from_wire(const uint8_t *buf, size_t len, char *name, size_t cap
 	struct mtd_pbwire_iter it;
 	struct mtd_pbwire_value f;
 	uint32_t field;
-	bool found = false, clean = true;
+	bool found = false, clean = true, too_long = false;
 	int rc;
 
 	mtd_pbwire_iter_init(&it, buf, len);
 	while ((rc = mtd_pbwire_next(&it, &field, &f)) == 1) {
 		if (field != 1)
 			continue;
+		bool text = f.type == MTD_PBWIRE_LEN && memchr(f.data, '\0', f.len) == NULL;
 		/* Empty, it is no name: the same message as one without it. */
-		found = f.type == MTD_PBWIRE_LEN && f.len > 0 && f.len < cap && memchr(f.data, '\0', f.len) == NULL;
+		found = text && f.len > 0 && f.len < cap;
+		too_long = text && f.len >= cap;
 		clean &= f.type == MTD_PBWIRE_LEN;
 		if (found) {
 			memcpy(name, f.data, f.len);
 			name[f.len] = '\0';
 		}
 	}
-	if (found && clean && rc == 0)
-		return MTD_XDS_NAME_EXACT;
+	if (clean && rc == 0 && (found || too_long)) {
+		if (too_long)
+			name[0] = '\0'; /* equal to no name asked for */
+		return too_long ? MTD_XDS_NAME_LONG : MTD_XDS_NAME_EXACT;
+	}
 	return found && mtd_xds__name_ok(name) ? MTD_XDS_NAME_GUESS : -EINVAL;
 }
 

@@ -157,10 +157,14 @@ void mtd_xds_listener_clear(struct mtd_xds_listener *l);
  *   (stricter than protobuf-c: pbwire.h), or a field 1 is not a string;
  *   the last printable name read before, for a NACK's text only (the
  *   resource may be any other).
+ * - MTD_XDS_NAME_LONG: as EXACT, but the name is longer than cap - 1
+ *   (name is set to ""). With cap MTD_XDS_NAME_MAX + 1, longer than any
+ *   name maitred asks for: what a client skips unread.
  * - -EINVAL: no name (none, an empty one: to protobuf the same, a NUL
- *   in it, longer than cap - 1). */
+ *   in it; a guess longer than cap - 1 or not printable). */
 #define MTD_XDS_NAME_EXACT 0
 #define MTD_XDS_NAME_GUESS 1
+#define MTD_XDS_NAME_LONG 2
 int mtd_xds_resource_name(const char *type_url, const uint8_t *buf, size_t len, char *name, size_t cap);
 
 /* One resource of a DiscoveryResponse: its google.protobuf.Any as slices

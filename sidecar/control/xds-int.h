@@ -251,10 +251,11 @@ void xds_schedule_sync(struct mtd_xds *x);
  * what does not fit is cut). */
 void xds_nack_add(char *buf, size_t *len, const char *name, const char *why);
 /* The name resource v of type url gives itself, into name (cap bytes):
- * MTD_XDS_NAME_EXACT (skip it unread if not asked for), or, when its
- * bytes do not decode, MTD_XDS_NAME_GUESS (a name for the NACK only) or
- * -EINVAL (name "(unnamed)"). Unless exact, it may be any of the
- * resources asked for. */
+ * MTD_XDS_NAME_EXACT (skip it unread if not asked for), MTD_XDS_NAME_LONG
+ * (longer than any asked for: skip it), or, when its bytes do not decode
+ * or its name cannot be read, MTD_XDS_NAME_GUESS (a name for the NACK
+ * only) or -EINVAL (name "(unnamed)"). Unless exact or long, it may be
+ * any of the resources asked for. */
 int xds_name_of(const char *url, const struct mtd_xds_any *v, char *name, size_t cap);
 /* gclient's message callback on the ADS call (arg: x): a response
  * decoded, given to its type's handler, then ACKed or NACKed. */

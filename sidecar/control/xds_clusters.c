@@ -67,7 +67,7 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		}
 		int named = xds_name_of(MTD_XDS_TYPE_CLUSTER, any, name, sizeof(name));
 		struct xds_cl *same = named == MTD_XDS_NAME_EXACT ? xds_find_cl(x, name) : NULL;
-		if (named == MTD_XDS_NAME_EXACT && same == NULL)
+		if ((named == MTD_XDS_NAME_EXACT && same == NULL) || named == MTD_XDS_NAME_LONG)
 			continue; /* not asked for: skipped unread, as gRPC's clients do (istiod sends every cluster) */
 		if (same != NULL && same->have && same_bytes(same->raw, same->raw_len, any)) {
 			/* Resent as it was: what its bytes said last time. */
@@ -184,7 +184,7 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 		int named = xds_name_of(MTD_XDS_TYPE_ENDPOINT, any, name, sizeof(name));
 		bool exact = named == MTD_XDS_NAME_EXACT;
 		struct xds_cla *asked = exact ? xds_find_cla(x, name) : NULL;
-		if (exact && asked == NULL)
+		if ((exact && asked == NULL) || named == MTD_XDS_NAME_LONG)
 			continue; /* not asked for: skipped unread */
 		struct xds_cla *same = same_as_last_good(asked, any);
 		if (same != NULL) {

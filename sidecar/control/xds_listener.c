@@ -195,13 +195,13 @@ void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		/* Unnamed (name "(unnamed)"), it is not the one of that name. */
 		int named = xds_name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name));
 		bool asked = named >= 0 && x->lds.name != NULL && strcmp(name, x->lds.name) == 0;
-		if (named == MTD_XDS_NAME_EXACT && !asked)
+		if ((named == MTD_XDS_NAME_EXACT || named == MTD_XDS_NAME_LONG) && !asked)
 			continue; /* not asked for */
 		if (!asked) {
 			/* It may be the one asked for: refused, not taken as absent. */
 			xds_nack_add(nack, nack_len, name,
-			             "a Listener whose name is not sure (it does not decode, or its name is missing, "
-			             "longer than 1024 bytes or holds a NUL)");
+			             "a Listener whose name is not sure (it does not decode, or its name is missing "
+			             "or holds a NUL)");
 			unnamed = true;
 			continue;
 		}
@@ -271,12 +271,12 @@ void xds_on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char *na
 		}
 		int named = xds_name_of(MTD_XDS_TYPE_ROUTE, any, name, sizeof(name));
 		bool asked = named >= 0 && x->rds.name != NULL && strcmp(name, x->rds.name) == 0;
-		if (named == MTD_XDS_NAME_EXACT && !asked)
+		if ((named == MTD_XDS_NAME_EXACT || named == MTD_XDS_NAME_LONG) && !asked)
 			continue; /* not asked for */
 		if (!asked) {
 			xds_nack_add(nack, nack_len, name,
 			             "a RouteConfiguration whose name is not sure (it does not decode, or its name is "
-			             "missing, longer than 1024 bytes or holds a NUL)");
+			             "missing or holds a NUL)");
 			continue;
 		}
 		int rc = mtd_xds_routes_parse(any->value, any->len, x->lds.name, &routes, why, sizeof(why));

@@ -301,7 +301,7 @@ class XdsWireTest(MaitredTest):
     @maitred_only
     def test_a_refused_resource_whose_name_cannot_be_read_is_not_the_cluster_named_unnamed(self):
         """A Cluster or an assignment refused without a name read (none,
-        1025 bytes) is NACKed under "(unnamed)"; the refusal is not the
+        a NUL in it) is NACKed under "(unnamed)"; the refusal is not the
         cluster or EDS name "(unnamed)"'s: its services wait for it on,
         they are not failed with another resource's refusal."""
         a = self.start_upstream("a")
@@ -319,14 +319,14 @@ class XdsWireTest(MaitredTest):
             return [(c["name"], c.get("last_nack")) for c in dump["resources"]]
         wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
         nameless = cluster("(unnamed)")[len(field(1, "(unnamed)")):]
-        for i, body in enumerate((nameless, field(1, "n" * 1025) + nameless)):
+        for i, body in enumerate((nameless, field(1, "(unnamed)\0") + nameless)):
             r = self.send_cds("c%d" % i, [any_of(CDS, body)])
             self.assertTrue(r["nack"].startswith("(unnamed): "), r["nack"])
             self.assertEqual(nacks("clusters"), [("(unnamed)", None)])
         self.assertIsNone(self.send_cds("1", [any_of(CDS, cluster("(unnamed)"))])["nack"])
         wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
         nameless = assignment("(unnamed)", a.port)[len(field(1, "(unnamed)")):]
-        for i, body in enumerate((nameless, field(1, "n" * 1025) + nameless)):
+        for i, body in enumerate((nameless, field(1, "(unnamed)\0") + nameless)):
             r = self.ads.send("e%d" % i, EDS, [any_of(EDS, body)])
             self.assertTrue(r["nack"].startswith("(unnamed): "), r["nack"])
             self.assertEqual(nacks("endpoints"), [("(unnamed)", None)])
@@ -361,10 +361,10 @@ class XdsWireTest(MaitredTest):
     @maitred_only
     def test_a_resource_whose_name_cannot_be_read_is_not_the_one_named_unnamed(self):
         """"(unnamed)" is what maitred calls a resource whose name it cannot
-        read (none, longer than 1024 bytes, a NUL in it), and a name a
-        listener or route configuration may have too. A Listener or
-        RouteConfiguration without a name, or with one of 1025 bytes, is
-        not the one asked for under that name (a gRPC client would not take
+        read (none, a NUL in it), and a name a listener or route
+        configuration may have too. A Listener or RouteConfiguration
+        without a name, or with a NUL in it, is not the one asked for
+        under that name (a gRPC client would not take
         it): NACKed as one whose name is not sure, not refused as that one
         (which sent the calls waiting for its routes on by :path)."""
         self.start_upstream("a")
@@ -374,16 +374,18 @@ class XdsWireTest(MaitredTest):
         r = self.ads.send("l1", LDS, [any_of(LDS, nameless)])
         # It decodes and holds no NUL: the NACK says why its name is not sure.
         self.assertEqual(r["nack"], "(unnamed): a Listener whose name is not sure (it does not decode, or its name "
-                                    "is missing, longer than 1024 bytes or holds a NUL)")
+                                    "is missing or holds a NUL)")
         self.assertNotIn("refused: calls are routed by :path", m.proc.output())
         self.assertIsNone(self.ads.send("l2", LDS, [any_of(LDS, listener("(unnamed)", "(unnamed)"))])["nack"])
         wait_until(lambda: self.ads.asked(RDS), WAIT, "the RDS request")
         # virtual_hosts 2 {name 1, domains 2, routes 3 {match 1 {prefix 1}, route 2 {cluster 1}}}
         routes = field(2, field(1, "vh") + field(2, "*") + field(3, field(1, field(1, "/")) + field(2, field(1, SVC))))
-        for i, body in enumerate((routes, field(1, "n" * 1025) + routes)):
+        for i, body in enumerate((routes, field(1, "(unnamed)\0") + routes)):
             r = self.ads.send("r%d" % i, RDS, [any_of(RDS, body)])
             self.assertEqual(r["nack"], "(unnamed): a RouteConfiguration whose name is not sure (it does not "
-                                        "decode, or its name is missing, longer than 1024 bytes or holds a NUL)")
+                                        "decode, or its name is missing or holds a NUL)")
+        # A name of 1025 bytes is sure, and not "(unnamed)": skipped.
+        self.assertIsNone(self.ads.send("r9", RDS, [any_of(RDS, field(1, "n" * 1025) + routes)])["nack"])
         self.assertNotIn("its route configuration was refused", m.proc.output())
         self.stop_maitred(m)
 
@@ -400,14 +402,22 @@ class XdsWireTest(MaitredTest):
         stub = self.echo(m)
         wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
         static = field(1, "BlackHoleCluster") + field(2, 0)  # type STATIC
-        r = self.send_cds("1", [any_of(CDS, static), any_of(CDS, cluster(SVC))])
+        # A name of 1025 bytes is sure and longer than any name asked for
+        # (1024 at most): not asked for either.
+        long = cluster("n" * 1025)
+        r = self.send_cds("1", [any_of(CDS, static), any_of(CDS, long), any_of(CDS, cluster(SVC))])
         self.assertEqual((r["version"], r["nack"]), ("1", None))
         wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
         dns = field(1, "outbound|80||example.com") + field(2, field(2, field(1, field(1, field(1, field(
             1, field(2, "example.com") + field(3, 80)))))))
-        r = self.ads.send("e1", EDS, [any_of(EDS, dns), any_of(EDS, assignment(SVC, a.port))])
+        r = self.ads.send("e1", EDS, [any_of(EDS, dns), any_of(EDS, assignment("n" * 1025, a.port)),
+                                      any_of(EDS, assignment(SVC, a.port))])
         self.assertEqual((r["version"], r["nack"]), ("e1", None))
         wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
+        # Nor does it keep the cluster the response lacks.
+        r = self.send_cds("2", [any_of(CDS, static), any_of(CDS, long)])
+        self.assertEqual((r["version"], r["nack"]), ("2", None))
+        wait_until(lambda: "cluster %s is no longer served" % SVC in m.proc.output(), WAIT, "the cluster's removal")
         self.stop_maitred(m)
 
     @maitred_only
