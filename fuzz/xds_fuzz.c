@@ -26,6 +26,9 @@
  * bound (xds.h: names printable and bounded, a strategy, weights in
  * 1..MTD_XDS_WEIGHT_SCALE, addresses that parse back, at most
  * MTD_LB_MAX_ENDPOINTS endpoints) or is refused with a one-line reason.
+ * The name read from the wire alone (mtd_xds_resource_name) is held to
+ * protobuf-c's for all four types (check_name_reader).
+ *
  * Nothing leaks (LeakSanitizer). */
 #include <errno.h>
 #include <stdint.h>
@@ -168,12 +171,53 @@ static void check_endpoint(const struct mtd_xds__wire_ep *e, const Envoy__Config
 }
 
 /* The guard against protobuf-c's unpack of a resource of type d. */
+/* The name read from the wire alone (mtd_xds_resource_name) against
+ * protobuf-c's: an exact name is the one protobuf-c keeps wherever it
+ * unpacks the resource, a long one longer than any asked for; where
+ * maitred's unpack (protobuf-c, then the guard) takes the resource, its
+ * name is never a guess, and unnamed only when empty. */
+static void check_name_reader(const ProtobufCMessageDescriptor *d, const ProtobufCMessage *pb, bool taken,
+                              const uint8_t *data, size_t size)
+{
+	static const struct {
+		const ProtobufCMessageDescriptor *d;
+		const char *url;
+	} types[] = {
+		{&envoy__config__cluster__v3__cluster__descriptor, MTD_XDS_TYPE_CLUSTER},
+		{&envoy__config__endpoint__v3__cluster_load_assignment__descriptor, MTD_XDS_TYPE_ENDPOINT},
+		{&envoy__config__listener__v3__listener__descriptor, MTD_XDS_TYPE_LISTENER},
+		{&envoy__config__route__v3__route_configuration__descriptor, MTD_XDS_TYPE_ROUTE},
+	};
+	const char *url = NULL;
+	char name[MTD_XDS_NAME_MAX + 1];
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (types[i].d == d)
+			url = types[i].url;
+	if (url == NULL)
+		abort();
+	int r = mtd_xds_resource_name(url, data, size, name, sizeof(name));
+	if (r == MTD_XDS_NAME_EXACT && (name[0] == '\0' || strlen(name) > MTD_XDS_NAME_MAX))
+		abort();
+	if (pb == NULL)
+		return;
+	const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(d, 1);
+	const char *pbname = *(char *const *)(const void *)((const char *)pb + fd->offset);
+	if (r == MTD_XDS_NAME_EXACT && strcmp(name, pbname) != 0)
+		abort(); /* sure, and another name than protobuf-c's */
+	if (r == MTD_XDS_NAME_LONG && strlen(pbname) <= MTD_XDS_NAME_MAX)
+		abort();
+	if (taken && (r == MTD_XDS_NAME_GUESS || (r < 0 && pbname[0] != '\0')))
+		abort(); /* decoded by maitred, named by a guess or not at all */
+}
+
 static void check_guard(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t size)
 {
 	char why[512];
 	ProtobufCMessage *pb = protobuf_c_message_unpack(d, NULL, size, data);
 	int rc = mtd_xds__strings_whole(d, data, size, NULL, why, sizeof(why));
 
+	check_name_reader(d, pb, rc == 0, data, size);
 	if (pb == NULL)
 		return;
 	if (rc == -EINVAL && strstr(why, "a NUL in string field ") != why)
