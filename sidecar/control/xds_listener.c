@@ -205,6 +205,11 @@ void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 			unnamed = true;
 			continue;
 		}
+		if (found) {
+			/* The first one of the name stands, as in CDS. */
+			xds_nack_add(nack, nack_len, name, "sent twice in one response");
+			continue;
+		}
 		found = true;
 		int rc = mtd_xds_listener_parse(any->value, any->len, &l, why, sizeof(why));
 		if (rc != 0) {
@@ -259,7 +264,7 @@ void xds_on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char *na
                    size_t *nack_len, struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
-	bool refused = false;
+	bool found = false, refused = false;
 
 	for (size_t i = 0; i < r->n_res; i++) {
 		const struct mtd_xds_any *any = &r->res[i];
@@ -279,6 +284,11 @@ void xds_on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char *na
 			             "missing or holds a NUL)");
 			continue;
 		}
+		if (found) {
+			xds_nack_add(nack, nack_len, name, "sent twice in one response");
+			continue;
+		}
+		found = true;
 		int rc = mtd_xds_routes_parse(any->value, any->len, x->lds.name, &routes, why, sizeof(why));
 		if (rc != 0) {
 			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);

@@ -356,6 +356,15 @@ class XdsWireTest(MaitredTest):
         r = self.ads.send("r1", RDS, [any_of(RDS, field(1, "R") + field(2, 7))])
         self.assertIsNotNone(r["nack"], "an undecodable RouteConfiguration was ACKed")
         self.assertTrue(r["nack"].startswith("R: "), r["nack"])
+        # One name twice in a response: the first stands, the second is
+        # refused (as in CDS); a broken one and a good one of that name too.
+        self.assertIsNone(self.ads.send("r2", RDS, [any_of(RDS, field(1, "R"))])["nack"])
+        r = self.ads.send("r3", RDS, [any_of(RDS, field(1, "R")), any_of(RDS, field(1, "R"))])
+        self.assertEqual((r["version"], r["nack"]), ("r2", "R: sent twice in one response"))
+        r = self.ads.send("l3", LDS, [any_of(LDS, listener("L", "R")), any_of(LDS, listener("L", "R2"))])
+        self.assertEqual((r["version"], r["nack"]), ("l2", "L: sent twice in one response"))
+        r = self.ads.send("l4", LDS, [any_of(LDS, listener("L", "R")[:-2]), any_of(LDS, listener("L", "R"))])
+        self.assertTrue(r["nack"].endswith("; L: sent twice in one response"), r["nack"])
         self.stop_maitred(m)
 
     @maitred_only
