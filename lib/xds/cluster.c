@@ -370,6 +370,9 @@ out:
 	return rc;
 }
 
+/* Cluster.transport_socket_matches, Envoy's field number. */
+#define CLUSTER_TRANSPORT_SOCKET_MATCHES 43
+
 static int translate(const PbCluster *m, struct mtd_xds_cluster *c, char *why, size_t whylen)
 {
 	const Envoy__Config__Cluster__V3__Cluster__EdsClusterConfig *eds = m->eds_cluster_config;
@@ -405,6 +408,9 @@ static int translate(const PbCluster *m, struct mtd_xds_cluster *c, char *why, s
 	    (rc = outlier(m->outlier_detection, &c->outlier, why, whylen)) != 0 ||
 	    (rc = tls(m->transport_socket, c, why, whylen)) != 0)
 		return rc;
+	/* Not in maitred's cluster.proto: protobuf-c keeps it unknown. */
+	for (size_t i = 0; i < m->base.n_unknown_fields && c->tls == NULL; i++)
+		c->tls_only_in_matches |= m->base.unknown_fields[i].tag == CLUSTER_TRANSPORT_SOCKET_MATCHES;
 	return 0;
 }
 
@@ -453,7 +459,8 @@ bool mtd_xds_cluster_equal(const struct mtd_xds_cluster *a, const struct mtd_xds
 	    memcmp(&a->lb.warmup, &b->lb.warmup, sizeof(a->lb.warmup)) != 0 || a->ring_min != b->ring_min ||
 	    a->ring_max != b->ring_max || a->connect_timeout_ms != b->connect_timeout_ms ||
 	    memcmp(&a->circuit, &b->circuit, sizeof(a->circuit)) != 0 ||
-	    memcmp(&a->outlier, &b->outlier, sizeof(a->outlier)) != 0 || (a->tls == NULL) != (b->tls == NULL))
+	    memcmp(&a->outlier, &b->outlier, sizeof(a->outlier)) != 0 || (a->tls == NULL) != (b->tls == NULL) ||
+	    a->tls_only_in_matches != b->tls_only_in_matches)
 		return false;
 	if (a->tls == NULL)
 		return true;

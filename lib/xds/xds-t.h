@@ -67,6 +67,9 @@ struct mtd_xds_cluster {
 	struct mtd_circuit_config circuit; /* thresholds of priority DEFAULT; 0 = none */
 	struct mtd_outlier_config outlier; /* enabled = outlier_detection set */
 	struct mtd_xds_tls *tls;           /* NULL = h2c */
+	/* transport_socket_matches set (not read, as gRPC's clients do not)
+	 * and no transport_socket: h2c where the control plane may mean TLS. */
+	bool tls_only_in_matches;
 };
 
 /* One endpoint of an assignment, compact: the text is in the

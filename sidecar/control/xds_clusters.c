@@ -119,6 +119,10 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		}
 		if (!e->have || strcmp(e->c.eds_name, c.eds_name) != 0)
 			eds_names = true;
+		if (c.tls_only_in_matches && !(e->have && e->c.tls_only_in_matches))
+			MTD_WARN("xds: cluster %s: its TLS is in transport_socket_matches, which maitred does not read "
+			         "(transport_socket only): its connections are h2c",
+			         c.name);
 		mtd_xds_cluster_clear(&e->c);
 		e->c = c;
 		e->have = true;

@@ -430,6 +430,29 @@ class XdsWireTest(MaitredTest):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_cluster_whose_tls_is_only_in_transport_socket_matches_says_its_connections_are_h2c(self):
+        """transport_socket_matches (field 43) is not read, as gRPC's clients
+        do not read it: a cluster whose TLS is only there (Istio's tlsMode
+        matches) is ACKed and connects without TLS, and maitred says so
+        once, not at each resend."""
+        a = self.start_upstream("a")
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}])
+        stub = self.echo(m)
+        wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
+        matched = cluster(SVC) + field(43, field(1, "tlsMode-istio") + field(3, field(1, "tls")))
+        self.assertIsNone(self.send_cds("1", [any_of(CDS, matched)])["nack"])
+        wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
+        self.assertIsNone(self.ads.send("e1", EDS, [any_of(EDS, assignment(SVC, a.port))])["nack"])
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
+        warning = "xds: cluster %s: its TLS is in transport_socket_matches" % SVC
+        self.assertEqual(m.proc.output().count(warning), 1)
+        self.assertIsNone(self.send_cds("2", [any_of(CDS, matched)])["nack"])
+        self.assertIsNone(self.send_cds("3", [any_of(CDS, cluster(SVC))])["nack"])
+        self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(3)}, {"a"})
+        self.assertEqual(m.proc.output().count(warning), 1)
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_response_of_too_many_resources_is_nacked_unread(self):
         """A million and one empty resources (2 MB): NACKed naming the
         bound, none read (their slices alone would take 32 MB; 60 MB of

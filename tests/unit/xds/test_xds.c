@@ -350,6 +350,54 @@ static void with_tls(PbCluster *m, const Envoy__Extensions__TransportSockets__Tl
 	m->transport_socket = &tsock;
 }
 
+/* transport_socket_matches (field 43, not in maitred's proto) is not
+ * read, as gRPC's clients do not: a cluster whose TLS is only there is
+ * h2c, and says so (the control thread warns); with a transport_socket
+ * beside it, the cluster's TLS is that one. */
+START_TEST(test_cluster_tls_only_in_matches)
+{
+	PbCluster m;
+	struct mtd_xds_cluster c, d;
+	/* {name "tlsMode-istio", transport_socket {name "tls"}} */
+	static const uint8_t match[] = {0xda, 0x02, 21, 0x0a, 13, 't', 'l', 's', 'M', 'o', 'd', 'e', '-', 'i', 's',
+	                                't', 'i', 'o', 0x1a, 4, 0x0a, 2, 'x', 'y'};
+
+	eds_cluster(&m, "a");
+	size_t n = envoy__config__cluster__v3__cluster__pack(&m, wire);
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n, &d, why, sizeof(why)), 0);
+	ck_assert(!d.tls_only_in_matches);
+	memcpy(wire + n, match, sizeof(match));
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + sizeof(match), &c, why, sizeof(why)), 0);
+	ck_assert_ptr_null(c.tls);
+	ck_assert(c.tls_only_in_matches);
+	ck_assert(!mtd_xds_cluster_equal(&c, &d)); /* a change: its services are rebuilt, the warning given */
+	mtd_xds_cluster_clear(&c);
+	mtd_xds_cluster_clear(&d);
+	/* Both: the transport_socket is the cluster's TLS. */
+	Envoy__Extensions__TransportSockets__Tls__V3__UpstreamTlsContext up =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__UPSTREAM_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext ctx =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CertificateValidationContext vc =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__CERTIFICATE_VALIDATION_CONTEXT__INIT;
+	Envoy__Config__Core__V3__DataSource ca = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__INIT;
+	ca.specifier_case = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__SPECIFIER_FILENAME;
+	ca.filename = (char *)"/etc/ca.pem";
+	vc.trusted_ca = &ca;
+	ctx.validation_context_type_case =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_VALIDATION_CONTEXT;
+	ctx.validation_context = &vc;
+	up.common_tls_context = &ctx;
+	with_tls(&m, &up);
+	n = envoy__config__cluster__v3__cluster__pack(&m, wire);
+	memcpy(wire + n, match, sizeof(match));
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + sizeof(match), &c, why, sizeof(why)), 0);
+	ck_assert_ptr_nonnull(c.tls);
+	ck_assert(!c.tls_only_in_matches);
+	mtd_xds_cluster_clear(&c);
+}
+END_TEST
+
 START_TEST(test_cluster_tls)
 {
 	PbCluster m;
@@ -1236,6 +1284,7 @@ static Suite *xds_suite(void)
 	tcase_add_test(tc, test_cla_wire_strictness);
 	tcase_add_test(tc, test_a_nul_in_a_string_refuses_the_resource);
 	tcase_add_test(tc, test_resource_name);
+	tcase_add_test(tc, test_cluster_tls_only_in_matches);
 	tcase_add_test(tc, test_failmalloc);
 	tcase_add_test(tc, test_response_read);
 	suite_add_tcase(s, tc);
