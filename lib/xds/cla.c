@@ -472,14 +472,181 @@ static int cmp_addr(const void *a, const void *b)
 	return x->port < y->port ? -1 : x->port > y->port;
 }
 
+/* First pass, one locality (endpoints[i]): everything it holds checked,
+ * its endpoints' addresses parsed into parsed[] (at their wire index),
+ * *total counting them; *best lowered to its priority when it has an
+ * endpoint that may be picked, *any_lw set when it has a weight. 0, or
+ * -EINVAL (why set). */
+static int check_locality(const struct mtd_xds__wire_cla *m, size_t i, struct mtd_xds_ep *parsed, size_t *total,
+                          uint32_t *best, bool *any_lw, char *why, size_t whylen)
+{
+	const struct mtd_xds__wire_loc *l = &m->locs[i];
+
+	if (l->priority > MTD_XDS_MAX_PRIORITY)
+		return mtd_xds__refuse(why, whylen, "endpoints[%zu].priority: %u is above %u", i, l->priority,
+		                       MTD_XDS_MAX_PRIORITY);
+	if (l->has_weight) {
+		if (l->weight == 0)
+			return mtd_xds__refuse(why, whylen, "endpoints[%zu].load_balancing_weight: must be >= 1", i);
+		*any_lw = true;
+	}
+	if (l->zone_len > 0) {
+		char zone[256];
+		bool ok = l->zone_len <= 255;
+		if (ok) {
+			memcpy(zone, l->zone, l->zone_len);
+			zone[l->zone_len] = '\0';
+			ok = mtd_xds__name_ok(zone);
+		}
+		if (!ok)
+			return mtd_xds__refuse(why, whylen, "endpoints[%zu].locality.zone: longer than 255 or not printable",
+			                       i);
+	}
+	if (l->n > MTD_LB_MAX_ENDPOINTS || *total + l->n > MTD_LB_MAX_ENDPOINTS)
+		return mtd_xds__refuse(why, whylen, "more than %u endpoints", MTD_LB_MAX_ENDPOINTS);
+	*total += l->n;
+	for (size_t j = 0; j < l->n; j++) {
+		const struct mtd_xds__wire_ep *e = &m->eps[l->first + j];
+
+		if (e->host_case != LBE_ENDPOINT || !e->has_address || !e->has_socket)
+			return mtd_xds__refuse(
+			        why, whylen, "endpoints[%zu].lb_endpoints[%zu]: needs endpoint.address.socket_address", i, j);
+		if (parse_addr(e, &parsed[l->first + j], why, whylen, i, j) != 0)
+			return -EINVAL;
+		if (e->has_weight && e->weight == 0)
+			return mtd_xds__refuse(
+			        why, whylen, "endpoints[%zu].lb_endpoints[%zu].load_balancing_weight: must be >= 1", i, j);
+		if (pickable(e) && l->priority < *best)
+			*best = l->priority;
+	}
+	return 0;
+}
+
+/* How many of locality l's endpoints may be picked; their weights' sum
+ * and largest (1 at least) into *sum_ew and *max_ew. */
+static size_t pickable_in(const struct mtd_xds__wire_cla *m, const struct mtd_xds__wire_loc *l, double *sum_ew,
+                          uint32_t *max_ew)
+{
+	size_t k = 0;
+
+	*sum_ew = 0.0;
+	*max_ew = 1;
+	for (size_t j = 0; j < l->n; j++) {
+		const struct mtd_xds__wire_ep *e = &m->eps[l->first + j];
+		uint32_t w = e->has_weight ? e->weight : 1;
+
+		if (!pickable(e))
+			continue;
+		k++;
+		*sum_ew += w;
+		if (w > *max_ew)
+			*max_ew = w;
+	}
+	return k;
+}
+
+/* An endpoint's weight in maitred's range: its locality's share of the
+ * calls (lw_share, when any locality has a weight) split among the
+ * locality's endpoints by their weights; else the endpoint's own weight,
+ * scaled down past the range maitred's weights take. */
+static int32_t ep_weight(bool any_lw, double lw_share, uint32_t w, double sum_ew, uint32_t max_ew)
+{
+	double eff;
+
+	if (any_lw)
+		eff = (double)MTD_XDS_WEIGHT_SCALE * lw_share * ((double)w / sum_ew);
+	else
+		eff = max_ew > MTD_XDS_WEIGHT_SCALE ? (double)w * MTD_XDS_WEIGHT_SCALE / max_ew : (double)w;
+	return eff < 1.0 ? 1 : eff > MTD_XDS_WEIGHT_SCALE ? MTD_XDS_WEIGHT_SCALE : (int32_t)(eff + 0.5);
+}
+
+/* Locality l's endpoints that may be picked appended to c->eps, their
+ * text (and the locality's zone) written from *s on. */
+static void fill_locality(struct mtd_xds_cla *c, const struct mtd_xds__wire_cla *m, const struct mtd_xds__wire_loc *l,
+                          const struct mtd_xds_ep *parsed, bool any_lw, double sum_lw, char **s)
+{
+	const char *zone = NULL;
+	double sum_ew, lw_share = (l->has_weight ? l->weight : 1.0) / sum_lw;
+	uint32_t max_ew;
+
+	if (pickable_in(m, l, &sum_ew, &max_ew) == 0)
+		return;
+	if (l->zone_len > 0) {
+		zone = *s;
+		memcpy(*s, l->zone, l->zone_len);
+		(*s)[l->zone_len] = '\0';
+		*s += l->zone_len + 1;
+	}
+	for (size_t j = 0; j < l->n; j++) {
+		const struct mtd_xds__wire_ep *e = &m->eps[l->first + j];
+		struct mtd_xds_ep *ep = &c->eps[c->n];
+
+		if (!pickable(e))
+			continue;
+		ep->port = parsed[l->first + j].port;
+		ep->v6 = parsed[l->first + j].v6;
+		memcpy(ep->ip, parsed[l->first + j].ip, sizeof(ep->ip));
+		ep->address = *s;
+		*s = addr_text(ep, *s) + 1;
+		ep->zone = zone;
+		ep->weight = ep_weight(any_lw, lw_share, e->has_weight ? e->weight : 1, sum_ew, max_ew);
+		c->n++;
+	}
+}
+
+/* 0 when no address is in c twice (one endpoint counted twice; checked
+ * on the parses: equal parses print the same text); -EINVAL (why set)
+ * or -ENOMEM. */
+static int refuse_twice(const struct mtd_xds_cla *c, char *why, size_t whylen)
+{
+	if (c->n < 2)
+		return 0;
+	struct mtd_xds_ep *sorted = mtd_cfg__malloc(c->n * sizeof(*sorted));
+	int rc = 0;
+
+	if (sorted == NULL)
+		return -ENOMEM;
+	memcpy(sorted, c->eps, c->n * sizeof(*sorted));
+	qsort(sorted, c->n, sizeof(*sorted), cmp_addr);
+	for (size_t i = 1; i < c->n && rc == 0; i++)
+		if (cmp_addr(&sorted[i - 1], &sorted[i]) == 0)
+			rc = mtd_xds__refuse(why, whylen, "endpoint %s appears twice in priority %u", sorted[i].address,
+			                     c->priority);
+	mtd_cfg__free(sorted);
+	return rc;
+}
+
+/* c's block cut to its first used bytes (the text was sized for the
+ * longest address), the pointers moved along; c is freed. NULL when out
+ * of memory. */
+static struct mtd_xds_cla *shrink(struct mtd_xds_cla *c, size_t used)
+{
+	struct mtd_xds_cla *d = mtd_cfg__malloc(used);
+
+	if (d != NULL) {
+		memcpy(d, c, used);
+		d->name = (char *)d + (c->name - (char *)c);
+		for (size_t i = 0; i < d->n; i++) {
+			d->eps[i].address = (char *)d + (c->eps[i].address - (char *)c);
+			if (c->eps[i].zone != NULL)
+				d->eps[i].zone = (char *)d + (c->eps[i].zone - (char *)c);
+		}
+	}
+	mtd_cfg__free(c);
+	return d;
+}
+
+/* The assignment m in maitred's terms: every locality checked, then the
+ * endpoints of the lowest priority with one that may be picked, in one
+ * block sized by a second pass and cut to what the third used. */
 static int translate(const struct mtd_xds__wire_cla *m, struct mtd_xds_cla **out, char *why, size_t whylen)
 {
 	char name[MTD_XDS_NAME_MAX + 1];
-	uint32_t best = UINT32_MAX;
-	size_t total = 0, n = 0, bytes = 0, cap = 0;
+	uint32_t best = UINT32_MAX, max_ew;
+	size_t total = 0, n = 0, bytes = 0, cap;
 	bool any_lw = false;
-	double sum_lw = 0.0;
-	int rc = -EINVAL;
+	double sum_lw = 0.0, sum_ew;
+	int rc = 0;
 
 	if (m->name_len > MTD_XDS_NAME_MAX)
 		return mtd_xds__refuse(why, whylen, "cluster_name: empty, too long or not printable");
@@ -493,83 +660,27 @@ static int translate(const struct mtd_xds__wire_cla *m, struct mtd_xds_cla **out
 	struct mtd_xds_ep *parsed = mtd_cfg__calloc(cap ? cap : 1, sizeof(*parsed));
 	if (parsed == NULL)
 		return -ENOMEM;
-	/* First pass: validate everything, find the priority in use. */
-	for (size_t i = 0; i < m->n_locs; i++) {
-		const struct mtd_xds__wire_loc *l = &m->locs[i];
-
-		if (l->priority > MTD_XDS_MAX_PRIORITY) {
-			mtd_xds__refuse(why, whylen, "endpoints[%zu].priority: %u is above %u", i, l->priority,
-			                MTD_XDS_MAX_PRIORITY);
-			goto fail;
-		}
-		if (l->has_weight) {
-			if (l->weight == 0) {
-				mtd_xds__refuse(why, whylen, "endpoints[%zu].load_balancing_weight: must be >= 1", i);
-				goto fail;
-			}
-			any_lw = true;
-		}
-		if (l->zone_len > 0) {
-			char zone[256];
-			bool ok = l->zone_len <= 255;
-			if (ok) {
-				memcpy(zone, l->zone, l->zone_len);
-				zone[l->zone_len] = '\0';
-				ok = mtd_xds__name_ok(zone);
-			}
-			if (!ok) {
-				mtd_xds__refuse(why, whylen,
-				                "endpoints[%zu].locality.zone: longer than 255 or not printable", i);
-				goto fail;
-			}
-		}
-		if (l->n > MTD_LB_MAX_ENDPOINTS || total + l->n > MTD_LB_MAX_ENDPOINTS) {
-			mtd_xds__refuse(why, whylen, "more than %u endpoints", MTD_LB_MAX_ENDPOINTS);
-			goto fail;
-		}
-		total += l->n;
-		for (size_t j = 0; j < l->n; j++) {
-			const struct mtd_xds__wire_ep *e = &m->eps[l->first + j];
-
-			if (e->host_case != LBE_ENDPOINT || !e->has_address || !e->has_socket) {
-				mtd_xds__refuse(why, whylen,
-				                "endpoints[%zu].lb_endpoints[%zu]: needs endpoint.address.socket_address",
-				                i, j);
-				goto fail;
-			}
-			if (parse_addr(e, &parsed[l->first + j], why, whylen, i, j) != 0)
-				goto fail;
-			if (e->has_weight && e->weight == 0) {
-				mtd_xds__refuse(why, whylen, "endpoints[%zu].lb_endpoints[%zu].load_balancing_weight: must be >= 1",
-				                i, j);
-				goto fail;
-			}
-			if (pickable(e) && l->priority < best)
-				best = l->priority;
-		}
+	for (size_t i = 0; i < m->n_locs && rc == 0; i++)
+		rc = check_locality(m, i, parsed, &total, &best, &any_lw, why, whylen);
+	if (rc != 0) {
+		mtd_cfg__free(parsed);
+		return rc;
 	}
 	/* Second pass: the chosen priority's endpoints, sized. */
 	for (size_t i = 0; i < m->n_locs; i++) {
 		const struct mtd_xds__wire_loc *l = &m->locs[i];
-		size_t k = 0;
+		size_t k = l->priority == best ? pickable_in(m, l, &sum_ew, &max_ew) : 0;
 
-		if (l->priority != best)
-			continue;
-		for (size_t j = 0; j < l->n; j++)
-			if (pickable(&m->eps[l->first + j]))
-				k++;
 		if (k == 0)
 			continue;
 		n += k;
-		bytes += k * ADDR_TEXT_MAX;
-		if (l->zone_len > 0)
-			bytes += l->zone_len + 1;
+		bytes += k * ADDR_TEXT_MAX + (l->zone_len > 0 ? l->zone_len + 1 : 0);
 		sum_lw += l->has_weight ? l->weight : 1.0;
 	}
 	struct mtd_xds_cla *c = mtd_cfg__calloc(1, sizeof(*c) + n * sizeof(c->eps[0]) + bytes + m->name_len + 1);
 	if (c == NULL) {
-		rc = -ENOMEM;
-		goto fail;
+		mtd_cfg__free(parsed);
+		return -ENOMEM;
 	}
 	char *s = (char *)&c->eps[n];
 	c->name = s;
@@ -577,105 +688,18 @@ static int translate(const struct mtd_xds__wire_cla *m, struct mtd_xds_cla **out
 	c->priority = best == UINT32_MAX ? 0 : best;
 	c->n_skipped = (uint32_t)(total - n);
 	c->locality_weighted = any_lw;
-	for (size_t i = 0; i < m->n_locs && n > 0; i++) {
-		const struct mtd_xds__wire_loc *l = &m->locs[i];
-		const char *zone = NULL;
-		double sum_ew = 0.0, lw;
-		uint32_t max_ew = 1;
-
-		if (l->priority != best)
-			continue;
-		for (size_t j = 0; j < l->n; j++) {
-			const struct mtd_xds__wire_ep *e = &m->eps[l->first + j];
-			uint32_t w = e->has_weight ? e->weight : 1;
-			if (!pickable(e))
-				continue;
-			sum_ew += w;
-			if (w > max_ew)
-				max_ew = w;
-		}
-		if (sum_ew == 0.0)
-			continue;
-		if (l->zone_len > 0) {
-			zone = s;
-			memcpy(s, l->zone, l->zone_len);
-			s[l->zone_len] = '\0';
-			s += l->zone_len + 1;
-		}
-		lw = l->has_weight ? l->weight : 1.0;
-		for (size_t j = 0; j < l->n; j++) {
-			const struct mtd_xds__wire_ep *e = &m->eps[l->first + j];
-			struct mtd_xds_ep *ep = &c->eps[c->n];
-			uint32_t w = e->has_weight ? e->weight : 1;
-			double eff;
-
-			if (!pickable(e))
-				continue;
-			ep->port = parsed[l->first + j].port;
-			ep->v6 = parsed[l->first + j].v6;
-			memcpy(ep->ip, parsed[l->first + j].ip, sizeof(ep->ip));
-			ep->address = s;
-			s = addr_text(ep, s) + 1;
-			ep->zone = zone;
-			/* The locality's share of the calls split among its
-			 * endpoints by their weights; without locality
-			 * weights, the endpoints' own (scaled down past the
-			 * range maitred's weights take). */
-			if (any_lw)
-				eff = (double)MTD_XDS_WEIGHT_SCALE * (lw / sum_lw) * ((double)w / sum_ew);
-			else
-				eff = max_ew > MTD_XDS_WEIGHT_SCALE ? (double)w * MTD_XDS_WEIGHT_SCALE / max_ew
-				                                    : (double)w;
-			ep->weight = eff < 1.0                    ? 1
-			             : eff > MTD_XDS_WEIGHT_SCALE ? MTD_XDS_WEIGHT_SCALE
-			                                          : (int32_t)(eff + 0.5);
-			c->n++;
-		}
-	}
+	/* Third pass: the endpoints and their text. */
+	for (size_t i = 0; i < m->n_locs && n > 0; i++)
+		if (m->locs[i].priority == best)
+			fill_locality(c, m, &m->locs[i], parsed, any_lw, sum_lw, &s);
 	mtd_cfg__free(parsed);
-	parsed = NULL;
-	/* The same address twice would be one endpoint counted twice
-	 * (checked on the parses: equal parses print the same text). */
-	if (c->n > 1) {
-		struct mtd_xds_ep *sorted = mtd_cfg__malloc(c->n * sizeof(*sorted));
-		if (sorted == NULL) {
-			mtd_cfg__free(c);
-			return -ENOMEM;
-		}
-		memcpy(sorted, c->eps, c->n * sizeof(*sorted));
-		qsort(sorted, c->n, sizeof(*sorted), cmp_addr);
-		for (size_t i = 1; i < c->n; i++) {
-			if (cmp_addr(&sorted[i - 1], &sorted[i]) == 0) {
-				mtd_xds__refuse(why, whylen, "endpoint %s appears twice in priority %u",
-				                sorted[i].address, c->priority);
-				mtd_cfg__free(sorted);
-				mtd_cfg__free(c);
-				return -EINVAL;
-			}
-		}
-		mtd_cfg__free(sorted);
-	}
-	/* Keep what was used of the block (the text was sized for the
-	 * longest address): the pointers moved along. */
-	size_t used = (size_t)(s - (char *)c);
-	struct mtd_xds_cla *d = mtd_cfg__malloc(used);
-	if (d == NULL) {
+	if ((rc = refuse_twice(c, why, whylen)) != 0) {
 		mtd_cfg__free(c);
+		return rc;
+	}
+	if ((*out = shrink(c, (size_t)(s - (char *)c))) == NULL)
 		return -ENOMEM;
-	}
-	memcpy(d, c, used);
-	d->name = (char *)d + (c->name - (char *)c);
-	for (size_t i = 0; i < d->n; i++) {
-		d->eps[i].address = (char *)d + (c->eps[i].address - (char *)c);
-		if (c->eps[i].zone != NULL)
-			d->eps[i].zone = (char *)d + (c->eps[i].zone - (char *)c);
-	}
-	mtd_cfg__free(c);
-	*out = d;
 	return 0;
-fail:
-	mtd_cfg__free(parsed);
-	return rc;
 }
 
 int mtd_xds_cla_parse(const uint8_t *buf, size_t len, struct mtd_xds_cla **out, char *why, size_t whylen)
