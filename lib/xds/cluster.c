@@ -408,9 +408,12 @@ static int translate(const PbCluster *m, struct mtd_xds_cluster *c, char *why, s
 	    (rc = outlier(m->outlier_detection, &c->outlier, why, whylen)) != 0 ||
 	    (rc = tls(m->transport_socket, c, why, whylen)) != 0)
 		return rc;
-	/* Not in maitred's cluster.proto: protobuf-c keeps it unknown. */
+	/* Not in maitred's cluster.proto: protobuf-c keeps it unknown. Of
+	 * another wire type than a message's, it is no match (a proto of the
+	 * field would not decode it; ignored as any unknown field is). */
 	for (size_t i = 0; i < m->base.n_unknown_fields && c->tls == NULL; i++)
-		c->tls_only_in_matches |= m->base.unknown_fields[i].tag == CLUSTER_TRANSPORT_SOCKET_MATCHES;
+		c->tls_only_in_matches |= m->base.unknown_fields[i].tag == CLUSTER_TRANSPORT_SOCKET_MATCHES &&
+		                          m->base.unknown_fields[i].wire_type == PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
 	return 0;
 }
 

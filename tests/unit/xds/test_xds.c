@@ -373,6 +373,20 @@ START_TEST(test_cluster_tls_only_in_matches)
 	ck_assert(!mtd_xds_cluster_equal(&c, &d)); /* a change: its services are rebuilt, the warning given */
 	mtd_xds_cluster_clear(&c);
 	mtd_xds_cluster_clear(&d);
+	/* Field 43 of another wire type (a varint, a fixed32) is not a list
+	 * of matches: no TLS is there to warn of. */
+	static const struct {
+		uint8_t b[6];
+		size_t len;
+	} not_matches[] = {{{0xd8, 0x02, 0x01}, 3}, {{0xdd, 0x02, 1, 2, 3, 4}, 6}};
+	for (size_t k = 0; k < 2; k++) {
+		n = envoy__config__cluster__v3__cluster__pack(&m, wire);
+		memcpy(wire + n, not_matches[k].b, not_matches[k].len);
+		ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + not_matches[k].len, &c, why, sizeof(why)), 0);
+		ck_assert_msg(!c.tls_only_in_matches, "field 43 of wire type %d taken for transport_socket_matches",
+		              k == 0 ? 0 : 5);
+		mtd_xds_cluster_clear(&c);
+	}
 	/* Both: the transport_socket is the cluster's TLS. */
 	Envoy__Extensions__TransportSockets__Tls__V3__UpstreamTlsContext up =
 	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__UPSTREAM_TLS_CONTEXT__INIT;
