@@ -84,9 +84,14 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		if (rc != 0) {
 			/* Named by a guess or not at all, it may be any cluster. */
 			unnamed |= named != MTD_XDS_NAME_EXACT;
-			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			/* Unnamed (name "(unnamed)"), it is not the cluster of that name. */
 			struct xds_cl *e = named >= 0 ? xds_find_cl(x, name) : NULL;
+			if (e != NULL && seen[e - x->cls]) {
+				/* The first of the name stands, its refusal or none. */
+				xds_nack_add(nack, nack_len, name, "sent twice in one response");
+				continue;
+			}
+			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
 			if (e != NULL) {
 				seen[e - x->cls] = true; /* present, refused: the last good stays */
 				xds_set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
@@ -176,7 +181,14 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
                       size_t *nack_len, struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
+	/* The names this response held (refused or not): the first of a
+	 * name stands, as in CDS, LDS and RDS. */
+	bool *seen = calloc(x->n_clas ? x->n_clas : 1, sizeof(*seen));
 
+	if (seen == NULL) {
+		xds_nack_add(nack, nack_len, "(response)", "out of memory");
+		return;
+	}
 	for (size_t i = 0; i < r->n_res; i++) {
 		const struct mtd_xds_any *any = &r->res[i];
 		struct mtd_xds_cla *c;
@@ -190,6 +202,15 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 		struct xds_cla *asked = exact ? xds_find_cla(x, name) : NULL;
 		if ((exact && asked == NULL) || named == MTD_XDS_NAME_LONG)
 			continue; /* not asked for: skipped unread */
+		/* Named by a guess, it is taken for the one of that name, as
+		 * its refusal is (below). */
+		struct xds_cla *of = named >= 0 ? xds_find_cla(x, name) : NULL;
+		if (of != NULL && seen[of - x->clas]) {
+			xds_nack_add(nack, nack_len, name, "sent twice in one response");
+			continue;
+		}
+		if (of != NULL)
+			seen[of - x->clas] = true;
 		struct xds_cla *same = same_as_last_good(asked, any);
 		if (same != NULL) {
 			xds_set_str(&same->nack, NULL);
@@ -213,6 +234,15 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 			mtd_xds_cla_free(c);
 			continue;
 		}
+		if (e != of) {
+			/* Its name read otherwise than the reader's guess. */
+			if (seen[e - x->clas]) {
+				xds_nack_add(nack, nack_len, c->name, "sent twice in one response");
+				mtd_xds_cla_free(c);
+				continue;
+			}
+			seen[e - x->clas] = true;
+		}
 		uint8_t *raw = bytes_dup(any);
 		if (raw == NULL) {
 			/* The bytes are the one form kept: the last good stays. */
@@ -235,7 +265,7 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 		 * the records of every assignment of a state-of-the-world push
 		 * would all be alive at once, and their freed chunks would stay
 		 * in the heap (about 640 B a cluster of 10). */
-		mtd_xds_cla_free(e->fresh); /* the same name twice in one response: the last counts */
+		mtd_xds_cla_free(e->fresh); /* none: one of a name a response */
 		e->fresh = NULL;
 		if (c->n >= FRESH_MIN)
 			e->fresh = c;
@@ -244,6 +274,7 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 		e->updates++;
 		e->dirty = true;
 	}
+	free(seen);
 	/* The services of every cluster on these EDS names, and only those. */
 	xds_apply_dirty(x);
 }

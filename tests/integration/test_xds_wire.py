@@ -335,6 +335,51 @@ class XdsWireTest(MaitredTest):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_an_assignment_or_cluster_sent_twice_in_one_response_is_nacked_the_first_standing(self):
+        """operating.md: a name asked for twice in one response (any type)
+        is NACKed 'NAME: sent twice in one response'; the first of them
+        applies as if alone (its refusal, or none, is the resource's)."""
+        a, b = self.start_upstream("a"), self.start_upstream("b")
+        self.ads = RawAds()
+        self.addCleanup(self.ads.stop)
+        admin = free_port()
+        cfg = self.config([{"name": SVC, "discovery": {"xds": {}}}], admin="127.0.0.1:%d" % admin,
+                          xds={"server": "127.0.0.1:%d" % self.ads.port, "node_id": "n", "zone": "z1"})
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+
+        def nacks(kind):
+            dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"][kind]
+            return [(c["name"], c.get("last_nack")) for c in dump["resources"]]
+        wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
+        self.assertIsNone(self.send_cds("1", [any_of(CDS, cluster(SVC))])["nack"])
+        wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
+        twice = SVC + ": sent twice in one response"
+        # Two assignments of the cluster: the first (a) stands.
+        r = self.ads.send("e1", EDS, [any_of(EDS, assignment(SVC, a.port)), any_of(EDS, assignment(SVC, b.port))])
+        self.assertEqual((r["version"], r["nack"]), ("", twice))
+        self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(4)}, {"a"})
+        # The last good resent, then a changed one: the first stands still.
+        r = self.ads.send("e2", EDS, [any_of(EDS, assignment(SVC, a.port)), any_of(EDS, assignment(SVC, b.port))])
+        self.assertEqual((r["version"], r["nack"]), ("", twice))
+        self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(4)}, {"a"})
+        # A refused one first: it stands (the last good kept, refused).
+        broken = field(1, SVC) + field(2, field(2, field(1, field(1, field(1, field(1, field(3, 0)))))))
+        r = self.ads.send("e3", EDS, [any_of(EDS, broken), any_of(EDS, assignment(SVC, b.port))])
+        self.assertTrue(r["nack"].startswith(SVC + ": ") and r["nack"].endswith("; " + twice), r["nack"])
+        self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(4)}, {"a"})
+        # A good one first and a refused one second: the second is only
+        # 'sent twice', the first is in force with no refusal of its own.
+        r = self.ads.send("e4", EDS, [any_of(EDS, assignment(SVC, b.port)), any_of(EDS, broken)])
+        self.assertEqual((r["version"], r["nack"]), ("", twice))
+        wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "b", WAIT, "calls on b")
+        self.assertEqual(nacks("endpoints"), [(SVC, None)])
+        r = self.send_cds("2", [any_of(CDS, cluster(SVC, lb_policy=1)), any_of(CDS, cluster(SVC, lb_policy=6))])
+        self.assertEqual((r["version"], r["nack"]), ("1", twice))
+        self.assertEqual(nacks("clusters"), [(SVC, None)])
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_an_undecodable_listener_or_route_configuration_is_nacked(self):
         """A Listener (or RouteConfiguration) whose bytes do not decode is
         NACKed (as Envoy and gRPC do), not ACKed as if absent."""
