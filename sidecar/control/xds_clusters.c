@@ -204,7 +204,7 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 			continue; /* not asked for: skipped unread */
 		/* Named by a guess, it is taken for the one of that name, as
 		 * its refusal is (below). */
-		struct xds_cla *of = named >= 0 ? xds_find_cla(x, name) : NULL;
+		struct xds_cla *of = exact ? asked : named >= 0 ? xds_find_cla(x, name) : NULL;
 		if (of != NULL && seen[of - x->clas]) {
 			xds_nack_add(nack, nack_len, name, "sent twice in one response");
 			continue;
