@@ -14,6 +14,7 @@ and where calls went; every wait is a hang guard.
 import json
 import queue
 import threading
+import time
 import unittest
 from concurrent import futures
 
@@ -378,6 +379,48 @@ class XdsWireTest(MaitredTest):
         self.assertEqual((r["version"], r["nack"]), ("1", twice))
         self.assertEqual(nacks("clusters"), [(SVC, None)])
         self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_listener_sent_twice_to_calls_waiting_for_the_routes(self):
+        """Calls waiting for the listener's first routes (xds.initial_wait)
+        hear what the first Listener L of a response says, not the second:
+        a good one then a broken one keeps them waiting for its route
+        configuration (and the first of two RouteConfigurations sends
+        them); a broken one then a good one refuses L, and they go by
+        :path (which names no service here: UNIMPLEMENTED)."""
+        def rc(name, cl):
+            route = field(1, field(1, "")) + field(2, field(1, cl))
+            return field(1, name) + field(2, field(1, "vh") + field(2, "*") + field(3, route))
+        broken = field(1, "L") + field(19, 5)
+        for good_first in (True, False):
+            a = self.start_upstream("a")
+            m = self.start_raw([{"name": "pool-a", "discovery": {"xds": {"cluster": "C"}}}], listener="L",
+                               initial_wait="60s")
+            wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
+            self.assertIsNone(self.send_cds("c1", [any_of(CDS, cluster("C"))])["nack"])
+            wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
+            self.assertIsNone(self.ads.send("e1", EDS, [any_of(EDS, assignment("C", a.port))])["nack"])
+            wait_until(lambda: self.ads.asked(LDS), WAIT, "the LDS request")
+            f = self.echo(m).Unary.future(pb.EchoRequest(), timeout=30)
+            time.sleep(0.5)
+            self.assertFalse(f.done(), "the call did not wait for the routes")
+            pair = [listener("L", "R"), broken] if good_first else [broken, listener("L", "R")]
+            r = self.ads.send("l1", LDS, [any_of(LDS, b) for b in pair])
+            self.assertTrue(r["nack"].endswith("L: sent twice in one response"), r["nack"])
+            if good_first:
+                self.assertEqual(r["nack"], "L: sent twice in one response")
+                time.sleep(0.5)
+                self.assertFalse(f.done(), "the call stopped waiting for R")
+                wait_until(lambda: self.ads.asked(RDS), WAIT, "the RDS request")
+                r = self.ads.send("r1", RDS, [any_of(RDS, rc("R", "C")), any_of(RDS, rc("R", "nope"))])
+                self.assertEqual(r["nack"], "R: sent twice in one response")
+                self.assertEqual(f.result(timeout=CALL_LIMIT).instance, "a")
+            else:
+                with self.assertRaises(grpc.RpcError) as e:
+                    f.result(timeout=CALL_LIMIT)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+                self.assertIn("listener L: refused: calls are routed by :path", m.proc.output())
+            self.stop_maitred(m)
 
     @maitred_only
     def test_an_undecodable_listener_or_route_configuration_is_nacked(self):
