@@ -265,7 +265,7 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 		 * the records of every assignment of a state-of-the-world push
 		 * would all be alive at once, and their freed chunks would stay
 		 * in the heap (about 640 B a cluster of 10). */
-		mtd_xds_cla_free(e->fresh); /* none: one of a name a response */
+		mtd_xds_cla_free(e->fresh); /* NULL: one of a name a response, freed by each apply */
 		e->fresh = NULL;
 		if (c->n >= FRESH_MIN)
 			e->fresh = c;
