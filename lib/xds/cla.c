@@ -499,8 +499,8 @@ static int check_locality(const struct mtd_xds__wire_cla *m, size_t i, struct mt
 			ok = mtd_xds__name_ok(zone);
 		}
 		if (!ok)
-			return mtd_xds__refuse(why, whylen, "endpoints[%zu].locality.zone: longer than 255 or not printable",
-			                       i);
+			return mtd_xds__refuse(why, whylen,
+			                       "endpoints[%zu].locality.zone: longer than 255 or not printable", i);
 	}
 	if (l->n > MTD_LB_MAX_ENDPOINTS || *total + l->n > MTD_LB_MAX_ENDPOINTS)
 		return mtd_xds__refuse(why, whylen, "more than %u endpoints", MTD_LB_MAX_ENDPOINTS);
@@ -510,12 +510,14 @@ static int check_locality(const struct mtd_xds__wire_cla *m, size_t i, struct mt
 
 		if (e->host_case != LBE_ENDPOINT || !e->has_address || !e->has_socket)
 			return mtd_xds__refuse(
-			        why, whylen, "endpoints[%zu].lb_endpoints[%zu]: needs endpoint.address.socket_address", i, j);
+			        why, whylen, "endpoints[%zu].lb_endpoints[%zu]: needs endpoint.address.socket_address",
+			        i, j);
 		if (parse_addr(e, &parsed[l->first + j], why, whylen, i, j) != 0)
 			return -EINVAL;
 		if (e->has_weight && e->weight == 0)
-			return mtd_xds__refuse(
-			        why, whylen, "endpoints[%zu].lb_endpoints[%zu].load_balancing_weight: must be >= 1", i, j);
+			return mtd_xds__refuse(why, whylen,
+			                       "endpoints[%zu].lb_endpoints[%zu].load_balancing_weight: must be >= 1",
+			                       i, j);
 		if (pickable(e) && l->priority < *best)
 			*best = l->priority;
 	}

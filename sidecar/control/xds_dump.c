@@ -94,6 +94,11 @@ void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 				if (e->have) {
 					dump_opt(j, "eds_service_name", e->c.eds_name);
 					dump_opt(j, "lb_policy", e->c.lb.ops ? e->c.lb.ops->name : NULL);
+					dump_opt(j, "transport",
+					         e->c.tls ? "tls"
+					         : e->c.tls_only_in_matches
+					                 ? "h2c (TLS only in transport_socket_matches, not read)"
+					                 : "h2c");
 				}
 				dump_opt(j, "version", e->stamp ? e->stamp->version : NULL);
 				dump_opt(j, "nonce", e->stamp ? e->stamp->nonce : NULL);

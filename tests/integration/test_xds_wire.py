@@ -524,8 +524,17 @@ class XdsWireTest(MaitredTest):
         matches) is ACKed and connects without TLS, and maitred says so
         once, not at each resend."""
         a = self.start_upstream("a")
-        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}])
+        admin = free_port()
+        self.ads = RawAds()
+        self.addCleanup(self.ads.stop)
+        m = self.start_maitred(self.config([{"name": SVC, "discovery": {"xds": {}}}], admin="127.0.0.1:%d" % admin,
+                                           xds={"server": "127.0.0.1:%d" % self.ads.port, "node_id": "n",
+                                                "zone": "z1"}))
         stub = self.echo(m)
+
+        def transport():
+            dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]["clusters"]
+            return [c.get("transport") for c in dump["resources"]]
         wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
         matched = cluster(SVC) + field(43, field(1, "tlsMode-istio") + field(3, field(1, "tls")))
         self.assertIsNone(self.send_cds("1", [any_of(CDS, matched)])["nack"])
@@ -534,8 +543,10 @@ class XdsWireTest(MaitredTest):
         wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "a", WAIT, "calls on a")
         warning = "xds: cluster %s: its TLS is in transport_socket_matches" % SVC
         self.assertEqual(m.proc.output().count(warning), 1)
+        self.assertEqual(transport(), ["h2c (TLS only in transport_socket_matches, not read)"])
         self.assertIsNone(self.send_cds("2", [any_of(CDS, matched)])["nack"])
         self.assertIsNone(self.send_cds("3", [any_of(CDS, cluster(SVC))])["nack"])
+        self.assertEqual(transport(), ["h2c"])
         self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(3)}, {"a"})
         self.assertEqual(m.proc.output().count(warning), 1)
         self.stop_maitred(m)
