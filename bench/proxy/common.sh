@@ -195,6 +195,19 @@ up_stat() {
 # speaks TLS through it (proxy_scheme), so the relay still only carries
 # bytes and stays a floor: a proxy that terminates TLS does more.
 RELAY_BIN=${RELAY_BIN:-$top/build/bench/proxy/tcp_relay}
+ratios_by_round() {	# "A1 A2 ..." "B1 B2 ...": A/B for each round ("n/a" where one is missing)
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		n = split(a, x, " "); split(b, y, " "); out = ""
+		for (i = 1; i <= n; i++) {
+			r = "n/a"
+			if (x[i] ~ /^[0-9.]+$/ && y[i] ~ /^[0-9.]+$/ && y[i] + 0 > 0)
+				r = sprintf("%.2f", x[i] / y[i])
+			out = out (i > 1 ? " " : "") r
+		}
+		print out
+	}'
+}
+
 conf_relay() {
 	PROXY_CMD=("$RELAY_BIN" -l "$PROXY_PORT" -u "$UP1,$UP2")
 }

@@ -436,16 +436,7 @@ ratio() {	# FIELD: maitred / nghttpx, when both are numbers
 per_round() {	# FIELD ROW_A ROW_B: A/B for each repeat
 	local a=${ALL[$2,$1]:-} b=${ALL[$3,$1]:-}
 	[ -z "$a" ] || [ -z "$b" ] && { echo "n/a"; return; }
-	awk -v a="$a" -v b="$b" 'BEGIN {
-		n = split(a, x, " "); split(b, y, " "); out = ""
-		for (i = 1; i <= n; i++) {
-			r = "n/a"
-			if (x[i] ~ /^[0-9.]+$/ && y[i] ~ /^[0-9.]+$/ && y[i] + 0 > 0)
-				r = sprintf("%.2f", x[i] / y[i])
-			out = out (i > 1 ? " " : "") r
-		}
-		print out
-	}'
+	ratios_by_round "$a" "$b"
 }
 if [ "$REPS" -gt 1 ]; then
 	echo

@@ -213,4 +213,15 @@ for rate in $RATES; do
 		echo "| $row | ${M[$row,achieved]} | ${M[$row,p50]} | ${M[$row,p90]} | ${M[$row,p99]} | ${M[$row,p999]} | $added | ${M[$row,cpu]:--} (${M[$row,sys]:--}) | ${M[$row,sleeps]:--} | ${M[$row,sysc]:--} | $vs | $cvs | $ovs |"
 	done
 	unset M
+	# The spread a median hides: at a steady rate one round of the VM
+	# moves a ratio by more than a goal's margin.
+	if [ "$REPS" -gt 1 ] && [ -n "${ALL[$rate,nghttpx,cpu]:-}" ]; then
+		for row in "${ROWS[@]}"; do
+			[[ $row == direct || $row == nghttpx || -z ${ALL[$rate,$row,cpu]:-} ]] && continue
+			echo
+			echo "round by round @ $rate/s, $row/nghttpx: CPU a call" \
+				"$(ratios_by_round "${ALL[$rate,$row,cpu]}" "${ALL[$rate,nghttpx,cpu]}"), p99" \
+				"$(ratios_by_round "${ALL[$rate,$row,p99]:-}" "${ALL[$rate,nghttpx,p99]:-}")"
+		done
+	fi
 done
