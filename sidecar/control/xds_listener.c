@@ -177,8 +177,29 @@ static void take_routes(struct mtd_xds *x, struct xds_one *o, const char *name, 
  * route configuration (subscribed by RDS; the routes in force stay until
  * it comes) or carries one inline. A listener the response lacks keeps
  * the routes in force. */
-void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *nack,
-                     size_t *nack_len, struct xds_stamp **st)
+/* Whether resource any (of type url, a `kind`) is the one of name `asked`,
+ * its name read into name (MTD_XDS_NAME_MAX + 1 bytes): 1 it is; 0 it
+ * surely is not (skipped unread); -1 its name is not sure, so it may be:
+ * NACKed here. A resource without a name ("(unnamed)") is never the one
+ * of that name. */
+static int asked_for(const char *url, const char *kind, const char *asked, const struct mtd_xds_any *any, char *name,
+                     char *nack, size_t *nack_len)
+{
+	char why[128];
+	int named = xds_name_of(url, any, name, MTD_XDS_NAME_MAX + 1);
+
+	if (named >= 0 && asked != NULL && strcmp(name, asked) == 0)
+		return 1;
+	if (named == MTD_XDS_NAME_EXACT || named == MTD_XDS_NAME_LONG)
+		return 0;
+	snprintf(why, sizeof(why),
+	         "a %s whose name is not sure (it does not decode, or its name is missing or holds a NUL)", kind);
+	xds_nack_add(nack, nack_len, name, why);
+	return -1;
+}
+
+void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *nack, size_t *nack_len,
+                     struct xds_stamp **st)
 {
 	char why[1024], name[MTD_XDS_NAME_MAX + 1];
 	bool found = false, refused = false, unnamed = false;
@@ -192,17 +213,9 @@ void xds_on_listener(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 			unnamed = true;
 			continue;
 		}
-		/* Unnamed (name "(unnamed)"), it is not the one of that name. */
-		int named = xds_name_of(MTD_XDS_TYPE_LISTENER, any, name, sizeof(name));
-		bool asked = named >= 0 && x->lds.name != NULL && strcmp(name, x->lds.name) == 0;
-		if ((named == MTD_XDS_NAME_EXACT || named == MTD_XDS_NAME_LONG) && !asked)
-			continue; /* not asked for */
-		if (!asked) {
-			/* It may be the one asked for: refused, not taken as absent. */
-			xds_nack_add(nack, nack_len, name,
-			             "a Listener whose name is not sure (it does not decode, or its name is missing "
-			             "or holds a NUL)");
-			unnamed = true;
+		int asked = asked_for(MTD_XDS_TYPE_LISTENER, "Listener", x->lds.name, any, name, nack, nack_len);
+		if (asked <= 0) {
+			unnamed |= asked < 0; /* it may be the one asked for: not taken as absent */
 			continue;
 		}
 		if (found) {
@@ -274,16 +287,8 @@ void xds_on_routes(struct mtd_xds *x, const struct mtd_xds_response *r, char *na
 			xds_nack_add(nack, nack_len, "(resource)", "not a RouteConfiguration");
 			continue;
 		}
-		int named = xds_name_of(MTD_XDS_TYPE_ROUTE, any, name, sizeof(name));
-		bool asked = named >= 0 && x->rds.name != NULL && strcmp(name, x->rds.name) == 0;
-		if ((named == MTD_XDS_NAME_EXACT || named == MTD_XDS_NAME_LONG) && !asked)
-			continue; /* not asked for */
-		if (!asked) {
-			xds_nack_add(nack, nack_len, name,
-			             "a RouteConfiguration whose name is not sure (it does not decode, or its name is "
-			             "missing or holds a NUL)");
+		if (asked_for(MTD_XDS_TYPE_ROUTE, "RouteConfiguration", x->rds.name, any, name, nack, nack_len) <= 0)
 			continue;
-		}
 		if (found) {
 			xds_nack_add(nack, nack_len, name, "sent twice in one response");
 			continue;

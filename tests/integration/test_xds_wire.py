@@ -245,12 +245,22 @@ class XdsWireTest(MaitredTest):
         wait_until(lambda: stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance == "b", WAIT, "calls on b")
         self.stop_maitred(m)
 
-    def start_raw(self, services, **xds_extra):
+    def start_raw(self, services, admin=False, **xds_extra):
+        """maitred on a RawAds (self.ads); with admin, an admin port for
+        xds_dump."""
         self.ads = RawAds()
         self.addCleanup(self.ads.stop)
         block = {"server": "127.0.0.1:%d" % self.ads.port, "node_id": "n", "zone": "z1"}
         block.update(xds_extra)
-        return self.start_maitred(self.config(services, xds=block))
+        extra = {}
+        if admin:
+            self.admin = free_port()
+            extra["admin"] = "127.0.0.1:%d" % self.admin
+        return self.start_maitred(self.config(services, xds=block, **extra))
+
+    def xds_dump(self, kind):
+        """/config_dump's xds.<kind> resources (start_raw(admin=True))."""
+        return json.loads(admin_request(self.admin, "GET", "/config_dump")[2])["xds"][kind]["resources"]
 
     def send_cds(self, version, resources):
         return self.ads.send(version, CDS, resources)
@@ -306,18 +316,11 @@ class XdsWireTest(MaitredTest):
         cluster or EDS name "(unnamed)"'s: its services wait for it on,
         they are not failed with another resource's refusal."""
         a = self.start_upstream("a")
-        self.ads = RawAds()
-        self.addCleanup(self.ads.stop)
-        admin = free_port()
-        cfg = self.config([{"name": SVC, "discovery": {"xds": {"cluster": "(unnamed)"}}}],
-                          admin="127.0.0.1:%d" % admin,
-                          xds={"server": "127.0.0.1:%d" % self.ads.port, "node_id": "n", "zone": "z1"})
-        m = self.start_maitred(cfg)
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {"cluster": "(unnamed)"}}}], admin=True)
         stub = self.echo(m)
 
         def nacks(kind):
-            dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"][kind]
-            return [(c["name"], c.get("last_nack")) for c in dump["resources"]]
+            return [(c["name"], c.get("last_nack")) for c in self.xds_dump(kind)]
         wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
         nameless = cluster("(unnamed)")[len(field(1, "(unnamed)")):]
         for i, body in enumerate((nameless, field(1, "(unnamed)\0") + nameless)):
@@ -341,17 +344,11 @@ class XdsWireTest(MaitredTest):
         is NACKed 'NAME: sent twice in one response'; the first of them
         applies as if alone (its refusal, or none, is the resource's)."""
         a, b = self.start_upstream("a"), self.start_upstream("b")
-        self.ads = RawAds()
-        self.addCleanup(self.ads.stop)
-        admin = free_port()
-        cfg = self.config([{"name": SVC, "discovery": {"xds": {}}}], admin="127.0.0.1:%d" % admin,
-                          xds={"server": "127.0.0.1:%d" % self.ads.port, "node_id": "n", "zone": "z1"})
-        m = self.start_maitred(cfg)
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}], admin=True)
         stub = self.echo(m)
 
         def nacks(kind):
-            dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"][kind]
-            return [(c["name"], c.get("last_nack")) for c in dump["resources"]]
+            return [(c["name"], c.get("last_nack")) for c in self.xds_dump(kind)]
         wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
         self.assertIsNone(self.send_cds("1", [any_of(CDS, cluster(SVC))])["nack"])
         wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
@@ -524,17 +521,11 @@ class XdsWireTest(MaitredTest):
         matches) is ACKed and connects without TLS, and maitred says so
         once, not at each resend."""
         a = self.start_upstream("a")
-        admin = free_port()
-        self.ads = RawAds()
-        self.addCleanup(self.ads.stop)
-        m = self.start_maitred(self.config([{"name": SVC, "discovery": {"xds": {}}}], admin="127.0.0.1:%d" % admin,
-                                           xds={"server": "127.0.0.1:%d" % self.ads.port, "node_id": "n",
-                                                "zone": "z1"}))
+        m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}], admin=True)
         stub = self.echo(m)
 
         def transport():
-            dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])["xds"]["clusters"]
-            return [c.get("transport") for c in dump["resources"]]
+            return [c.get("transport") for c in self.xds_dump("clusters")]
         wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
         matched = cluster(SVC) + field(43, field(1, "tlsMode-istio") + field(3, field(1, "tls")))
         self.assertIsNone(self.send_cds("1", [any_of(CDS, matched)])["nack"])
