@@ -221,27 +221,19 @@ void xds_on_endpoints(struct mtd_xds *x, const struct mtd_xds_response *r, char 
 		int rc = mtd_xds_cla_parse(any->value, any->len, &c, why, sizeof(why));
 		if (rc != 0) {
 			xds_nack_add(nack, nack_len, name, rc == -ENOMEM ? "out of memory" : why);
-			struct xds_cla *e = named >= 0 ? xds_find_cla(x, name) : NULL;
-			if (e != NULL) {
-				xds_set_str(&e->nack, rc == -ENOMEM ? "out of memory" : why);
-				if (e->raw == NULL)
-					e->dirty = true; /* none to keep: its services hear of the refusal */
+			if (of != NULL) {
+				xds_set_str(&of->nack, rc == -ENOMEM ? "out of memory" : why);
+				if (of->raw == NULL)
+					of->dirty = true; /* none to keep: its services hear of the refusal */
 			}
 			continue;
 		}
-		struct xds_cla *e = xds_find_cla(x, c->name);
-		if (e == NULL) {
+		/* Accepted, its name was sure and is the parse's (xds_fuzz checks
+		 * the two agree): of is its entry. */
+		struct xds_cla *e = of;
+		if (e == NULL || strcmp(e->name, c->name) != 0) {
 			mtd_xds_cla_free(c);
 			continue;
-		}
-		if (e != of) {
-			/* Its name read otherwise than the reader's guess. */
-			if (seen[e - x->clas]) {
-				xds_nack_add(nack, nack_len, c->name, "sent twice in one response");
-				mtd_xds_cla_free(c);
-				continue;
-			}
-			seen[e - x->clas] = true;
 		}
 		uint8_t *raw = bytes_dup(any);
 		if (raw == NULL) {
