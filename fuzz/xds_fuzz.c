@@ -40,6 +40,7 @@
 #include "envoy/config/listener/v3/listener.pb-c.h"
 #include "envoy/config/route/v3/route.pb-c.h"
 #include "envoy/service/discovery/v3/discovery.pb-c.h"
+#include "config/config.h"
 #include "lb/lb-t.h"
 #include "xds/xds-int.h"
 #include "xds/xds.h"
@@ -320,7 +321,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (data[0] & 1) {
 		struct mtd_xds_cluster c;
 		check_guard(&envoy__config__cluster__v3__cluster__descriptor, data + 1, size - 1);
-		int rc = mtd_xds_cluster_parse(data + 1, size - 1, &c, why, sizeof(why));
+		/* Certificate provider instances as a bootstrap names them: one
+		 * of each kind, and "default" (an instance named by nothing). */
+		static struct mtd_cfg_cert_provider inst[] = {
+		        {.name = (char *)"id", .cert_file = (char *)"/c.pem", .key_file = (char *)"/k.pem"},
+		        {.name = (char *)"roots", .ca_file = (char *)"/ca.pem"},
+		        {.name = (char *)"default",
+		         .cert_file = (char *)"/d.pem",
+		         .key_file = (char *)"/dk.pem",
+		         .ca_file = (char *)"/dca.pem"},
+		};
+		static const struct mtd_cfg_cert_providers providers = {inst, 3};
+		int rc = mtd_xds_cluster_parse(data + 1, size - 1, &providers, &c, why, sizeof(why));
 		if (rc != 0) {
 			check_refused(rc, why, sizeof(why));
 			if (c.name || c.tls)
@@ -337,7 +349,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint32_t pts = mtd_xds_ring_points(&c, eps, 1 + (size_t)data[0]);
 		if (pts < 1 || pts > MTD_LB_MAX_RING_POINTS)
 			abort();
-		if (c.tls && !c.tls->ca_file)
+		if (c.tls && (!c.tls->ca_file || (c.tls->cert_file == NULL) != (c.tls->key_file == NULL)))
+			abort();
+		/* Files from an instance are that instance's. */
+		if (c.tls && c.tls->ca_instance &&
+		    strcmp(c.tls->ca_file, mtd_cfg_cert_provider_find(&providers, c.tls->ca_instance)->ca_file) != 0)
+			abort();
+		if (c.tls && c.tls->cert_instance &&
+		    strcmp(c.tls->cert_file, mtd_cfg_cert_provider_find(&providers, c.tls->cert_instance)->cert_file) !=
+		            0)
 			abort();
 		if (mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, data + 1, size - 1, name, sizeof(name)) != MTD_XDS_NAME_EXACT ||
 		    strcmp(name, c.name) != 0)

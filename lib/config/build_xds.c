@@ -13,6 +13,7 @@
 #include <yaml.h>
 
 #include "config/build-int.h"
+#include "config/config.h"
 
 #define BOOTSTRAP_MAX (1u << 20) /* bytes of a bootstrap file read at most */
 
@@ -24,6 +25,7 @@ struct bootstrap {
 	                   * none listed */
 	char *node_id;    /* node.id */
 	char *zone;       /* node.locality.zone */
+	struct mtd_cfg_cert_providers providers; /* certificate_providers */
 };
 
 static yaml_node_t *member(yaml_document_t *doc, yaml_node_t *map, const char *key)
@@ -76,6 +78,160 @@ static int text_of(yaml_node_t *n, char **out)
 		return 0;
 	*out = strdup((const char *)n->data.scalar.value);
 	return *out != NULL ? 0 : -1;
+}
+
+#define PROVIDERS_MAX      64
+#define PROVIDER_NAME_MAX  256
+#define REFRESH_DEFAULT_MS (600 * 1000) /* gRPC's file_watcher default */
+
+/* A provider's file name, relative ones resolved against the directory of
+ * the bootstrap file, and readable now (as maitred's own TLS files must
+ * be at load: a typo is said at start, not at the first handshake). 0,
+ * or -1 with the reason in why. */
+static int provider_file(const char *bootstrap, const char *inst, yaml_node_t *n, const char *field, char **out,
+                         char *why, size_t whylen)
+{
+	const char *v, *slash = strrchr(bootstrap, '/');
+	int fd;
+
+	*out = NULL;
+	if (n == NULL)
+		return 0;
+	if (n->type != YAML_SCALAR_NODE || ((const char *)n->data.scalar.value)[0] == '\0' ||
+	    n->data.scalar.length > 4096) {
+		snprintf(why, whylen, "certificate_providers[\"%s\"].config.%s: must be a file name", inst, field);
+		return -1;
+	}
+	v = (const char *)n->data.scalar.value;
+	if (v[0] == '/' || slash == NULL) {
+		*out = strdup(v);
+	} else {
+		size_t dir = (size_t)(slash - bootstrap) + 1, len = strlen(v);
+		*out = malloc(dir + len + 1);
+		if (*out != NULL) {
+			memcpy(*out, bootstrap, dir);
+			memcpy(*out + dir, v, len + 1);
+		}
+	}
+	if (*out == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	fd = open(*out, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, whylen, "certificate_providers[\"%s\"].config.%s: cannot read \"%s\": %s", inst, field,
+		         *out, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* certificate_providers: instance name -> {plugin_name: "file_watcher",
+ * config: {certificate_file, private_key_file, ca_certificate_file,
+ * refresh_interval}}, gRPC's rules (gRFC A29): the certificate and key
+ * together, at least them or the CA. 0, or -1 with the reason in why. */
+static int read_providers(yaml_document_t *doc, yaml_node_t *map, const char *bootstrap,
+                          struct mtd_cfg_cert_providers *out, char *why, size_t whylen)
+{
+	size_t n;
+
+	if (map == NULL)
+		return 0;
+	if (map->type != YAML_MAPPING_NODE) {
+		snprintf(why, whylen, "certificate_providers: must be an object");
+		return -1;
+	}
+	n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
+	if (n > PROVIDERS_MAX) {
+		snprintf(why, whylen, "certificate_providers: %zu instances, at most %d", n, PROVIDERS_MAX);
+		return -1;
+	}
+	out->e = calloc(n ? n : 1, sizeof(*out->e));
+	if (out->e == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yaml_document_get_node(doc, p->key), *v = yaml_document_get_node(doc, p->value);
+		struct mtd_cfg_cert_provider *e = &out->e[out->n];
+		const char *inst, *plugin;
+		yaml_node_t *pn, *cfg, *ri;
+
+		if (k == NULL || k->type != YAML_SCALAR_NODE || k->data.scalar.length == 0 ||
+		    k->data.scalar.length > PROVIDER_NAME_MAX) {
+			snprintf(why, whylen, "certificate_providers: an instance name must be 1 to %d characters",
+			         PROVIDER_NAME_MAX);
+			return -1;
+		}
+		inst = (const char *)k->data.scalar.value;
+		if (mtd_cfg_cert_provider_find(out, inst) != NULL) {
+			snprintf(why, whylen, "certificate_providers: \"%s\" twice", inst);
+			return -1;
+		}
+		pn = member(doc, v, "plugin_name");
+		if (v == NULL || v->type != YAML_MAPPING_NODE || pn == NULL || pn->type != YAML_SCALAR_NODE) {
+			snprintf(why, whylen, "certificate_providers[\"%s\"]: an object with a plugin_name is required",
+			         inst);
+			return -1;
+		}
+		plugin = (const char *)pn->data.scalar.value;
+		if (strcmp(plugin, "file_watcher") != 0) {
+			snprintf(why, whylen,
+			         "certificate_providers[\"%s\"].plugin_name \"%.64s\": maitred reads file_watcher only",
+			         inst, plugin);
+			return -1;
+		}
+		cfg = member(doc, v, "config");
+		if (cfg == NULL || cfg->type != YAML_MAPPING_NODE) {
+			snprintf(why, whylen, "certificate_providers[\"%s\"].config: must be an object", inst);
+			return -1;
+		}
+		out->n++;
+		e->name = strdup(inst);
+		if (e->name == NULL) {
+			snprintf(why, whylen, "out of memory");
+			return -1;
+		}
+		if (provider_file(bootstrap, inst, member(doc, cfg, "certificate_file"), "certificate_file",
+		                  &e->cert_file, why, whylen) != 0 ||
+		    provider_file(bootstrap, inst, member(doc, cfg, "private_key_file"), "private_key_file",
+		                  &e->key_file, why, whylen) != 0 ||
+		    provider_file(bootstrap, inst, member(doc, cfg, "ca_certificate_file"), "ca_certificate_file",
+		                  &e->ca_file, why, whylen) != 0)
+			return -1;
+		if ((e->cert_file == NULL) != (e->key_file == NULL)) {
+			snprintf(why, whylen,
+			         "certificate_providers[\"%s\"].config: certificate_file and private_key_file go "
+			         "together",
+			         inst);
+			return -1;
+		}
+		if (e->cert_file == NULL && e->ca_file == NULL) {
+			snprintf(why, whylen,
+			         "certificate_providers[\"%s\"].config: certificate_file and private_key_file, or "
+			         "ca_certificate_file, are required",
+			         inst);
+			return -1;
+		}
+		e->refresh_ms = REFRESH_DEFAULT_MS;
+		ri = member(doc, cfg, "refresh_interval");
+		if (ri != NULL) {
+			const char *bad = "must be a duration such as \"600s\"";
+			int64_t sec = 0;
+			int32_t ns = 0;
+			if (ri->type != YAML_SCALAR_NODE ||
+			    mtd_cfg__parse_duration((const char *)ri->data.scalar.value, &sec, &ns, &bad) != 0 ||
+			    sec < 0 || ns < 0 || (sec == 0 && ns < 1000000) || sec > 366 * 86400) {
+				snprintf(why, whylen,
+				         "certificate_providers[\"%s\"].config.refresh_interval: %s (1ms to 366 days)",
+				         inst, bad);
+				return -1;
+			}
+			e->refresh_ms = sec * 1000 + ns / 1000000;
+		}
+	}
+	return 0;
 }
 
 /* Read and parse the bootstrap file: 0, or -1 with the reason in why. */
@@ -133,7 +289,8 @@ static int read_bootstrap(const char *file, struct bootstrap *bs, char *why, siz
 		snprintf(why, whylen, "\"%s\": not a JSON object", file);
 	else if (bs->server_uri == NULL || bs->server_uri[0] == '\0')
 		snprintf(why, whylen, "\"%s\": xds_servers[0].server_uri is required", file);
-	else
+	else if (read_providers(&doc, member(&doc, root, "certificate_providers"), file, &bs->providers, why, whylen) ==
+	         0)
 		rc = 0;
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
@@ -147,6 +304,7 @@ static void bootstrap_fini(struct bootstrap *bs)
 	free(bs->creds);
 	free(bs->node_id);
 	free(bs->zone);
+	mtd_cfg_cert_providers_fini(&bs->providers);
 }
 
 struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
@@ -246,6 +404,8 @@ struct mtd_cfg_xds *mtd_cfg__build_xds(struct builder *b, const PbXds *m)
 	x->node_id = mtd_cfg__dup_or_oom(b, node_id);
 	if (zone != NULL)
 		x->zone = mtd_cfg__dup_or_oom(b, zone);
+	x->providers = bs.providers; /* taken */
+	bs.providers = (struct mtd_cfg_cert_providers){0};
 	bootstrap_fini(&bs);
 	if (m->tls != NULL) {
 		x->tls = mtd_cfg__build_tls(b, m->tls, "xds.tls");

@@ -135,6 +135,23 @@ struct mtd_cfg_dns {
 	size_t n_resolvers;
 };
 
+/* A certificate provider instance of the gRPC bootstrap file
+ * (certificate_providers, plugin file_watcher; gRFC A29): a cluster's
+ * UpstreamTlsContext names it instead of files. Strings owned. */
+struct mtd_cfg_cert_provider {
+	char *name;         /* the instance name, the map's key */
+	char *cert_file;    /* certificate_file, with key_file: both or neither */
+	char *key_file;     /* private_key_file */
+	char *ca_file;      /* ca_certificate_file; NULL = none */
+	int64_t refresh_ms; /* refresh_interval (default 10 min): read, not used; certwatch watches the files */
+};
+
+/* The bootstrap's certificate_providers, in the file's order. */
+struct mtd_cfg_cert_providers {
+	struct mtd_cfg_cert_provider *e;
+	size_t n;
+};
+
 /* xds: the management server services with discovery.xds follow (one ADS
  * stream). From the config's own keys or a gRPC bootstrap file. */
 struct mtd_cfg_xds {
@@ -145,6 +162,7 @@ struct mtd_cfg_xds {
 	char *bootstrap;            /* the bootstrap file read (xds.bootstrap or GRPC_XDS_BOOTSTRAP), NULL = none */
 	char *listener;             /* xds.listener: the LDS Listener whose routes route calls, NULL = none */
 	int64_t initial_wait_ms;    /* xds.initial_wait: a call's wait for the listener's first routes; 0 = none */
+	struct mtd_cfg_cert_providers providers; /* the bootstrap's certificate_providers; none without one */
 };
 
 /* register[]: an app of this pod kept in etcd. */

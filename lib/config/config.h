@@ -39,6 +39,17 @@ void mtd_cfg_errors_clear(struct mtd_cfg_errors *errs);
  * methods are sorted by name. Any thread; the config is immutable. */
 const struct mtd_cfg_method *mtd_cfg_service_method(const struct mtd_cfg_service *svc, const char *method, size_t len);
 
+/* The bootstrap's certificate provider instance named `name`, NULL when
+ * there is none (ps may be NULL: no bootstrap). */
+const struct mtd_cfg_cert_provider *mtd_cfg_cert_provider_find(const struct mtd_cfg_cert_providers *ps,
+                                                               const char *name);
+/* A deep copy of src into *dst (malloc'd; mtd_cfg_cert_providers_fini
+ * frees it): 0, or -ENOMEM with *dst empty. */
+int mtd_cfg_cert_providers_copy(struct mtd_cfg_cert_providers *dst, const struct mtd_cfg_cert_providers *src);
+/* The same instances, files and intervals, in the same order. */
+bool mtd_cfg_cert_providers_same(const struct mtd_cfg_cert_providers *a, const struct mtd_cfg_cert_providers *b);
+void mtd_cfg_cert_providers_fini(struct mtd_cfg_cert_providers *ps);
+
 /* The embedded default: listen 127.0.0.1:15001, service "*" round robin
  * over 127.0.0.1:50051, :50052, :50053 (what deploy/demo.sh starts). */
 extern const char mtd_cfg_default_yaml[];

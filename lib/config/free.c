@@ -191,6 +191,7 @@ void mtd_cfg_free(struct mtd_cfg *cfg)
 		tls_free(cfg->xds->tls);
 		mtd_cfg__free(cfg->xds->bootstrap);
 		mtd_cfg__free(cfg->xds->listener);
+		mtd_cfg_cert_providers_fini(&cfg->xds->providers);
 		mtd_cfg__free(cfg->xds);
 	}
 	mtd_cfg__free(cfg->source);

@@ -7,7 +7,7 @@ lib_libmaitred_a_SOURCES += \
 	lib/config/build_discovery.c lib/config/build_fault.c \
 	lib/config/build_health.c lib/config/build_layer.c \
 	lib/config/build_policy.c lib/config/build_inbound.c lib/config/build_tracing.c \
-	lib/config/build_xds.c \
+	lib/config/build_xds.c lib/config/cert_provider.c \
 	lib/config/free.c lib/config/default.c
 
 check_PROGRAMS += tests/unit/test_config

@@ -13,6 +13,7 @@
 #include "envoy/extensions/transport_sockets/tls/v3/tls.pb-c.h"
 #include "identity/identity.h"
 #include "config/config-int.h"
+#include "config/config.h"
 #include "lb/lb.h"
 #include "xds/xds-int.h"
 #include "xds/xds.h"
@@ -297,9 +298,172 @@ static int san(const PbSanMatcher *const *typed, size_t n_typed, const PbStringM
 	return *out != NULL ? 0 : -ENOMEM;
 }
 
-static int tls(const Envoy__Config__Core__V3__TransportSocket *ts, struct mtd_xds_cluster *c, char *why, size_t whylen)
+typedef Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext PbCommonTls;
+typedef Envoy__Extensions__TransportSockets__Tls__V3__CertificateValidationContext PbValidation;
+typedef Envoy__Extensions__TransportSockets__Tls__V3__CertificateProviderPluginInstance PbProviderInstance;
+
+/* CommonTlsContext's fields maitred refuses by number (not in its
+ * tls.proto, so protobuf-c keeps them unknown): tls_certificate_sds_secret_configs
+ * (6), validation_context_sds_secret_config (7), and the deprecated
+ * provider forms tls_certificate_certificate_provider (9),
+ * validation_context_certificate_provider (10),
+ * tls_certificate_certificate_provider_instance (11),
+ * validation_context_certificate_provider_instance (12). Ignoring them
+ * would make a connection without the client certificate or the CA the
+ * control plane meant. */
+static const char *refused_common_field(const PbCommonTls *ctx)
+{
+	for (size_t i = 0; i < ctx->base.n_unknown_fields; i++) {
+		switch (ctx->base.unknown_fields[i].tag) {
+		case 6:
+			return "tls_certificate_sds_secret_configs: SDS is not read (file names or certificate "
+			       "provider "
+			       "instances)";
+		case 7:
+			return "validation_context_sds_secret_config: SDS is not read (file names or certificate "
+			       "provider "
+			       "instances)";
+		case 9:
+		case 10:
+		case 11:
+		case 12:
+			return "a deprecated certificate provider field: maitred reads "
+			       "tls_certificate_provider_instance "
+			       "and ca_certificate_provider_instance";
+		default:
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* A certificate provider instance, by its name in the bootstrap's
+ * certificate_providers; NULL with the refusal in why. */
+static const struct mtd_cfg_cert_provider *instance_of(const PbProviderInstance *pi,
+                                                       const struct mtd_cfg_cert_providers *providers,
+                                                       const char *field, char *why, size_t whylen)
+{
+	/* gRPC's proto: "If not present, defaults to \"default\"". */
+	const char *name = pi->instance_name[0] != '\0' ? pi->instance_name : "default";
+	const struct mtd_cfg_cert_provider *p = mtd_cfg_cert_provider_find(providers, name);
+
+	if (p == NULL)
+		(void)mtd_xds__refuse(why, whylen, "%s \"%.128s\": not among the bootstrap's certificate_providers",
+		                      field, name);
+	return p;
+}
+
+static int dup_to(char **out, const char *s)
+{
+	*out = mtd_cfg__strdup(s);
+	return *out != NULL ? 0 : -ENOMEM;
+}
+
+/* The CA: validation_context.trusted_ca (a file name) or
+ * ca_certificate_provider_instance, one of them. */
+static int tls_ca(const PbValidation *vc, const struct mtd_cfg_cert_providers *providers, struct mtd_xds_tls *t,
+                  char *why, size_t whylen)
+{
+	const struct mtd_cfg_cert_provider *p;
+
+	if (vc->trusted_ca != NULL && vc->ca_certificate_provider_instance != NULL)
+		return mtd_xds__refuse(
+		        why, whylen,
+		        "validation_context: trusted_ca and ca_certificate_provider_instance are both set");
+	if (vc->trusted_ca != NULL)
+		return file_of(vc->trusted_ca, &t->ca_file, "validation_context.trusted_ca", why, whylen);
+	if (vc->ca_certificate_provider_instance == NULL)
+		return mtd_xds__refuse(
+		        why, whylen,
+		        "transport_socket: validation_context.trusted_ca or ca_certificate_provider_instance "
+		        "is required (maitred verifies its upstreams)");
+	p = instance_of(vc->ca_certificate_provider_instance, providers, "ca_certificate_provider_instance", why,
+	                whylen);
+	if (p == NULL)
+		return -EINVAL;
+	if (p->ca_file == NULL)
+		return mtd_xds__refuse(
+		        why, whylen,
+		        "ca_certificate_provider_instance \"%.128s\": the instance has no ca_certificate_file",
+		        p->name);
+	int rc = dup_to(&t->ca_file, p->ca_file);
+	return rc != 0 ? rc : dup_to(&t->ca_instance, p->name);
+}
+
+/* The client certificate: tls_certificates[0] (file names) or
+ * tls_certificate_provider_instance, at most one of them; none is a
+ * connection without one. */
+static int tls_identity(const PbCommonTls *ctx, const struct mtd_cfg_cert_providers *providers, struct mtd_xds_tls *t,
+                        char *why, size_t whylen)
+{
+	const struct mtd_cfg_cert_provider *p;
+	int rc;
+
+	if (ctx->n_tls_certificates > 1)
+		return mtd_xds__refuse(why, whylen, "tls_certificates: one certificate at most");
+	if (ctx->n_tls_certificates == 1 && ctx->tls_certificate_provider_instance != NULL)
+		return mtd_xds__refuse(why, whylen,
+		                       "tls_certificates and tls_certificate_provider_instance are both set");
+	if (ctx->n_tls_certificates == 1) {
+		const Envoy__Extensions__TransportSockets__Tls__V3__TlsCertificate *tc = ctx->tls_certificates[0];
+		if (tc->certificate_chain == NULL || tc->private_key == NULL)
+			return mtd_xds__refuse(why, whylen,
+			                       "tls_certificates[0]: certificate_chain and private_key go together");
+		if ((rc = file_of(tc->certificate_chain, &t->cert_file, "tls_certificates[0].certificate_chain", why,
+		                  whylen)) != 0)
+			return rc;
+		return file_of(tc->private_key, &t->key_file, "tls_certificates[0].private_key", why, whylen);
+	}
+	if (ctx->tls_certificate_provider_instance == NULL)
+		return 0;
+	p = instance_of(ctx->tls_certificate_provider_instance, providers, "tls_certificate_provider_instance", why,
+	                whylen);
+	if (p == NULL)
+		return -EINVAL;
+	if (p->cert_file == NULL)
+		return mtd_xds__refuse(why, whylen,
+		                       "tls_certificate_provider_instance \"%.128s\": the instance has no "
+		                       "certificate_file and private_key_file",
+		                       p->name);
+	if ((rc = dup_to(&t->cert_file, p->cert_file)) != 0 || (rc = dup_to(&t->key_file, p->key_file)) != 0)
+		return rc;
+	return dup_to(&t->cert_instance, p->name);
+}
+
+/* The validation context: validation_context, or
+ * combined_validation_context's default_validation_context (its other
+ * fields are SDS and deprecated provider forms: refused). */
+static const PbValidation *validation_of(const PbCommonTls *ctx, char *why, size_t whylen)
+{
+	if (ctx->validation_context_type_case ==
+	    ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_VALIDATION_CONTEXT)
+		return ctx->validation_context;
+	if (ctx->validation_context_type_case ==
+	    ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_COMBINED_VALIDATION_CONTEXT) {
+		const Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext__CombinedCertificateValidationContext
+		        *cc = ctx->combined_validation_context;
+		if (cc->base.n_unknown_fields > 0) {
+			(void)mtd_xds__refuse(
+			        why, whylen,
+			        "combined_validation_context: only default_validation_context is read (not "
+			        "SDS or the deprecated provider forms)");
+			return NULL;
+		}
+		if (cc->default_validation_context != NULL)
+			return cc->default_validation_context;
+	}
+	(void)mtd_xds__refuse(why, whylen,
+	                      "transport_socket: common_tls_context.validation_context with trusted_ca or "
+	                      "ca_certificate_provider_instance is required (maitred verifies its upstreams)");
+	return NULL;
+}
+
+static int tls(const Envoy__Config__Core__V3__TransportSocket *ts, const struct mtd_cfg_cert_providers *providers,
+               struct mtd_xds_cluster *c, char *why, size_t whylen)
 {
 	const Google__Protobuf__Any *any;
+	const PbValidation *vc;
+	const char *refused;
 	PbUpTls *m;
 	int rc = 0;
 
@@ -321,37 +485,22 @@ static int tls(const Envoy__Config__Core__V3__TransportSocket *ts, struct mtd_xd
 		rc = -ENOMEM;
 		goto out;
 	}
-	const Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext *ctx = m->common_tls_context;
-	const Envoy__Extensions__TransportSockets__Tls__V3__CertificateValidationContext *vc =
-	        ctx != NULL && ctx->validation_context_type_case ==
-	                                ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_VALIDATION_CONTEXT
-	                ? ctx->validation_context
-	                : NULL;
-	if (vc == NULL || vc->trusted_ca == NULL) {
-		rc = mtd_xds__refuse(why, whylen,
-		                     "transport_socket: common_tls_context.validation_context.trusted_ca is required "
-		                     "(maitred verifies its upstreams)");
+	const PbCommonTls *ctx = m->common_tls_context;
+	if (ctx == NULL) {
+		rc = mtd_xds__refuse(why, whylen, "transport_socket: common_tls_context is required");
 		goto out;
 	}
-	if ((rc = file_of(vc->trusted_ca, &c->tls->ca_file, "validation_context.trusted_ca", why, whylen)) != 0)
-		goto out;
-	if (ctx->n_tls_certificates > 1) {
-		rc = mtd_xds__refuse(why, whylen, "tls_certificates: one certificate at most");
+	if ((refused = refused_common_field(ctx)) != NULL) {
+		rc = mtd_xds__refuse(why, whylen, "common_tls_context.%s", refused);
 		goto out;
 	}
-	if (ctx->n_tls_certificates == 1) {
-		const Envoy__Extensions__TransportSockets__Tls__V3__TlsCertificate *tc = ctx->tls_certificates[0];
-		if (tc->certificate_chain == NULL || tc->private_key == NULL) {
-			rc = mtd_xds__refuse(why, whylen,
-			                     "tls_certificates[0]: certificate_chain and private_key go together");
-			goto out;
-		}
-		if ((rc = file_of(tc->certificate_chain, &c->tls->cert_file, "tls_certificates[0].certificate_chain",
-		                  why, whylen)) != 0 ||
-		    (rc = file_of(tc->private_key, &c->tls->key_file, "tls_certificates[0].private_key", why,
-		                  whylen)) != 0)
-			goto out;
+	if ((vc = validation_of(ctx, why, whylen)) == NULL) {
+		rc = -EINVAL;
+		goto out;
 	}
+	if ((rc = tls_ca(vc, providers, c->tls, why, whylen)) != 0 ||
+	    (rc = tls_identity(ctx, providers, c->tls, why, whylen)) != 0)
+		goto out;
 	rc = san((const PbSanMatcher *const *)vc->match_typed_subject_alt_names, vc->n_match_typed_subject_alt_names,
 	         (const PbStringMatcher *const *)vc->match_subject_alt_names, vc->n_match_subject_alt_names,
 	         &c->tls->server_identity, why, whylen);
@@ -373,7 +522,8 @@ out:
 /* Cluster.transport_socket_matches, Envoy's field number. */
 #define CLUSTER_TRANSPORT_SOCKET_MATCHES 43
 
-static int translate(const PbCluster *m, struct mtd_xds_cluster *c, char *why, size_t whylen)
+static int translate(const PbCluster *m, const struct mtd_cfg_cert_providers *providers, struct mtd_xds_cluster *c,
+                     char *why, size_t whylen)
 {
 	const Envoy__Config__Cluster__V3__Cluster__EdsClusterConfig *eds = m->eds_cluster_config;
 	int rc;
@@ -406,7 +556,7 @@ static int translate(const PbCluster *m, struct mtd_xds_cluster *c, char *why, s
 	}
 	if ((rc = lb_policy(m, c, why, whylen)) != 0 || (rc = circuit(m, c, why, whylen)) != 0 ||
 	    (rc = outlier(m->outlier_detection, &c->outlier, why, whylen)) != 0 ||
-	    (rc = tls(m->transport_socket, c, why, whylen)) != 0)
+	    (rc = tls(m->transport_socket, providers, c, why, whylen)) != 0)
 		return rc;
 	/* Not in maitred's cluster.proto: protobuf-c keeps it unknown. Of
 	 * another wire type than a message's, it is no match (a proto of the
@@ -417,7 +567,8 @@ static int translate(const PbCluster *m, struct mtd_xds_cluster *c, char *why, s
 	return 0;
 }
 
-int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, struct mtd_xds_cluster *out, char *why, size_t whylen)
+int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, const struct mtd_cfg_cert_providers *providers,
+                          struct mtd_xds_cluster *out, char *why, size_t whylen)
 {
 	PbCluster *m;
 	int rc;
@@ -428,7 +579,7 @@ int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, struct mtd_xds_cluster
 		return mtd_xds__refuse(why, whylen, "the Cluster does not decode");
 	if (rc != 0)
 		return rc;
-	rc = translate(m, out, why, whylen);
+	rc = translate(m, providers, out, why, whylen);
 	envoy__config__cluster__v3__cluster__free_unpacked(m, &mtd_cfg__pb_allocator);
 	if (rc != 0)
 		mtd_xds_cluster_clear(out);
@@ -445,6 +596,8 @@ void mtd_xds_cluster_clear(struct mtd_xds_cluster *c)
 		mtd_cfg__free(c->tls->key_file);
 		mtd_cfg__free(c->tls->server_name);
 		mtd_cfg__free(c->tls->server_identity);
+		mtd_cfg__free(c->tls->ca_instance);
+		mtd_cfg__free(c->tls->cert_instance);
 		mtd_cfg__free(c->tls);
 	}
 	memset(c, 0, sizeof(*c));
@@ -469,7 +622,9 @@ bool mtd_xds_cluster_equal(const struct mtd_xds_cluster *a, const struct mtd_xds
 		return true;
 	return same_str(a->tls->ca_file, b->tls->ca_file) && same_str(a->tls->cert_file, b->tls->cert_file) &&
 	       same_str(a->tls->key_file, b->tls->key_file) && same_str(a->tls->server_name, b->tls->server_name) &&
-	       same_str(a->tls->server_identity, b->tls->server_identity);
+	       same_str(a->tls->server_identity, b->tls->server_identity) &&
+	       same_str(a->tls->ca_instance, b->tls->ca_instance) &&
+	       same_str(a->tls->cert_instance, b->tls->cert_instance);
 }
 
 uint32_t mtd_xds_ring_points(const struct mtd_xds_cluster *c, const struct mtd_xds_ep *eps, size_t n)

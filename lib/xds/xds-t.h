@@ -43,12 +43,15 @@
 /* A weighted_clusters action names at most this many clusters. */
 #define MTD_XDS_WEIGHTED_MAX 64
 
-/* The upstream TLS of a cluster's transport_socket (UpstreamTlsContext,
- * file names only). Strings owned. */
+/* The upstream TLS of a cluster's transport_socket (UpstreamTlsContext):
+ * files named in it, or those of the bootstrap's certificate provider
+ * instances it names (gRFC A29). Strings owned. */
 struct mtd_xds_tls {
-	char *ca_file;   /* validation_context.trusted_ca.filename; required */
-	char *cert_file; /* tls_certificates[0]: both or neither */
+	char *ca_file;   /* validation_context.trusted_ca.filename, or the CA instance's file; required */
+	char *cert_file; /* tls_certificates[0], or the identity instance's files: both or neither */
 	char *key_file;
+	char *ca_instance;     /* ca_certificate_provider_instance's name; NULL = trusted_ca */
+	char *cert_instance;   /* tls_certificate_provider_instance's name; NULL = none or tls_certificates */
 	char *server_name;     /* sni; NULL = the endpoint's address */
 	char *server_identity; /* one exact SAN matcher as a typed identity ("spiffe://...", "dns:NAME") */
 };

@@ -34,11 +34,14 @@
  * max_pending_requests; outlier_detection (consecutive_5xx and the
  * failure-percentage rule, interval, base / max ejection time, max
  * ejection percent); transport_socket with an UpstreamTlsContext of file
- * names. Refused: other cluster types, other config sources, the other
- * policies, inline certificates, SAN matchers other than one exact URI or
- * DNS name, zero limits, out-of-range values. out is cleared first; on
- * error it holds nothing. */
-int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, struct mtd_xds_cluster *out, char *why, size_t whylen);
+ * names or of certificate provider instances, looked up in providers (the
+ * bootstrap's certificate_providers; NULL = none). Refused: other cluster
+ * types, other config sources, the other policies, inline certificates,
+ * SDS, an instance providers lacks or that lacks the file asked of it,
+ * SAN matchers other than one exact URI or DNS name, zero limits,
+ * out-of-range values. out is cleared first; on error it holds nothing. */
+int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, const struct mtd_cfg_cert_providers *providers,
+                          struct mtd_xds_cluster *out, char *why, size_t whylen);
 /* Free what a parsed cluster owns (twice is fine). */
 void mtd_xds_cluster_clear(struct mtd_xds_cluster *c);
 /* a and b would configure a service the same way (name included). */

@@ -54,6 +54,7 @@ struct cw_entry {
 	char key[64]; /* the inbound listener's key */
 	char label[192];
 	char *files[3];      /* cert, key, CA (NULL: none) */
+	const void *ctx;     /* a service's context (an inbound listener's is its key's) */
 	uint64_t applied[3]; /* content the current context was made from */
 	uint64_t warned[3];  /* content last warned about */
 	bool has_warned;
@@ -120,7 +121,27 @@ static int entry_set(struct cw_entry *e, enum cw_kind kind, size_t index, const 
 	return 0;
 }
 
-/* The entries of rt's config. NULL + *n 0 when out of memory. */
+struct by_ctx {
+	const void *ctx;
+	size_t si;
+};
+
+static int by_ctx_cmp(const void *a, const void *b)
+{
+	const struct by_ctx *x = a, *y = b;
+	uintptr_t p = (uintptr_t)x->ctx, q = (uintptr_t)y->ctx;
+	return p != q ? (p < q ? -1 : 1) : (x->si > y->si) - (x->si < y->si);
+}
+
+static int by_index_cmp(const void *a, const void *b)
+{
+	const struct by_ctx *x = a, *y = b;
+	return (x->si > y->si) - (x->si < y->si);
+}
+
+/* The entries of rt's config: its inbound listeners in the set's order,
+ * then its services' contexts by service index. NULL + *n 0 when out of
+ * memory. */
 static struct cw_entry *entries_of(const struct mtd_runtime *rt, size_t *n)
 {
 	const struct mtd_cfg *cfg = rt->cfg;
@@ -139,21 +160,34 @@ static struct cw_entry *entries_of(const struct mtd_runtime *rt, size_t *n)
 		if (entry_set(&e[k++], CW_INBOUND, i, label, ib->cert_file, ib->key_file, ib->client_ca_file) < 0)
 			goto nomem;
 	}
-	for (size_t si = 0; si < cfg->n_services; si++) {
+	/* One context, one entry: the first service with it. By the
+	 * contexts sorted (10,000 xDS services follow each batch publish). */
+	struct by_ctx *first = calloc(cfg->n_services + 1, sizeof(*first));
+	size_t n_tls = 0;
+	if (!first)
+		goto nomem;
+	for (size_t si = 0; si < cfg->n_services; si++)
+		if (rt->services[si]->ssl_ctx && rt->services[si]->cfg->tls)
+			first[n_tls++] = (struct by_ctx){rt->services[si]->ssl_ctx, si};
+	qsort(first, n_tls, sizeof(*first), by_ctx_cmp);
+	size_t kept = 0;
+	for (size_t i = 0; i < n_tls; i++)
+		if (i == 0 || first[i].ctx != first[i - 1].ctx)
+			first[kept++] = first[i];
+	qsort(first, kept, sizeof(*first), by_index_cmp); /* the entries in service order */
+	for (size_t i = 0; i < kept; i++) {
+		size_t si = first[i].si;
 		const struct mtd_rt_service *s = rt->services[si];
-		if (!s->ssl_ctx || !s->cfg->tls)
-			continue;
-		bool seen = false;
-		for (size_t j = 0; j < si && !seen; j++)
-			seen = rt->services[j]->ssl_ctx == s->ssl_ctx;
-		if (seen)
-			continue; /* one context, one entry */
 		const struct mtd_cfg_tls *t = s->cfg->tls;
 		char label[192];
 		snprintf(label, sizeof(label), "service %s", s->cfg->local->name);
-		if (entry_set(&e[k++], CW_SERVICE, si, label, t->cert_file, t->key_file, t->ca_file) < 0)
+		e[k].ctx = s->ssl_ctx;
+		if (entry_set(&e[k++], CW_SERVICE, si, label, t->cert_file, t->key_file, t->ca_file) < 0) {
+			free(first);
 			goto nomem;
+		}
 	}
+	free(first);
 	*n = k;
 	return e;
 nomem:
@@ -192,6 +226,8 @@ static int apply(struct mtd_certwatch *cw, struct cw_entry *e, const uint64_t h[
 		if (!ctx)
 			return -1;
 		rt = mtd_runtime_with_ctx(ctl, s->ssl_ctx, ctx, err, errlen);
+		if (rt)
+			e->ctx = ctx;  /* what the entry watches now (mtd_certwatch_follow) */
 		mtd_tls_ctx_free(ctx); /* the snapshots hold theirs */
 	}
 	if (!rt) {
@@ -313,21 +349,46 @@ static void watch_dirs(struct mtd_certwatch *cw)
 		MTD_WARN("cannot watch the TLS files: they are read every %d s", PERIOD_S);
 }
 
-/* What each entry's context is made from now: inbound entries that stay
- * (the same listener and files: the same context, inbound.c) keep what
- * they knew; the rest were just made from the files as they are. */
+/* o and e watch the same context made from the same files: an inbound
+ * listener that stays (the same key and files: the same context,
+ * inbound.c), or a service context a new runtime kept (the same one). */
+static bool same_entry(const struct cw_entry *o, const struct cw_entry *e)
+{
+	bool same = o->kind == e->kind &&
+	            (o->kind == CW_INBOUND ? strcmp(o->key, e->key) == 0 : o->ctx == e->ctx && o->index == e->index);
+	for (int k = 0; same && k < 3; k++)
+		same = (o->files[k] == NULL) == (e->files[k] == NULL) &&
+		       (!o->files[k] || strcmp(o->files[k], e->files[k]) == 0);
+	return same;
+}
+
+/* What each entry's context is made from now: entries that stay keep
+ * what they knew (a rotation still settling is not taken as applied);
+ * the rest were just made from the files as they are. */
 static void know_entries(const struct mtd_certwatch *cw, struct cw_entry *e, size_t n)
 {
+	/* cw's service entries, by index (entries_of's order): a binary
+	 * search each; the inbound listeners are few. */
+	size_t svc0 = 0;
+	while (svc0 < cw->n && cw->e[svc0].kind == CW_INBOUND)
+		svc0++;
 	for (size_t i = 0; i < n; i++) {
 		const struct cw_entry *was = NULL;
-		for (size_t j = 0; j < cw->n && !was; j++) {
-			const struct cw_entry *o = &cw->e[j];
-			bool same = o->kind == e[i].kind && o->kind == CW_INBOUND && strcmp(o->key, e[i].key) == 0;
-			for (int k = 0; same && k < 3; k++)
-				same = (o->files[k] == NULL) == (e[i].files[k] == NULL) &&
-				       (!o->files[k] || strcmp(o->files[k], e[i].files[k]) == 0);
-			if (same)
-				was = o;
+		if (e[i].kind == CW_INBOUND) {
+			for (size_t j = 0; j < svc0 && !was; j++)
+				if (same_entry(&cw->e[j], &e[i]))
+					was = &cw->e[j];
+		} else {
+			size_t lo = svc0, hi = cw->n;
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+				if (cw->e[mid].index < e[i].index)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo < cw->n && same_entry(&cw->e[lo], &e[i]))
+				was = &cw->e[lo];
 		}
 		if (was) {
 			memcpy(e[i].applied, was->applied, sizeof(e[i].applied));
@@ -400,6 +461,30 @@ void mtd_certwatch_commit(struct mtd_certwatch *cw, struct mtd_certwatch_next *n
 	free(next);
 	watch_dirs(cw);
 	mtd_certwatch_check(cw);
+}
+
+void mtd_certwatch_follow(struct mtd_certwatch *cw)
+{
+	size_t n;
+	struct cw_entry *e;
+
+	if (!cw)
+		return;
+	e = entries_of(cw->ctl->rt, &n);
+	if (!e) {
+		MTD_ERROR("TLS file watch: out of memory: the TLS files of services that changed are not watched");
+		return;
+	}
+	bool same = n == cw->n;
+	for (size_t i = 0; i < n && same; i++)
+		same = same_entry(&cw->e[i], &e[i]);
+	if (same) {
+		entries_free(e, n);
+		return;
+	}
+	know_entries(cw, e, n);
+	take_entries(cw, e, n);
+	watch_dirs(cw);
 }
 
 void mtd_certwatch_abort(struct mtd_certwatch_next *next)

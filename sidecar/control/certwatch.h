@@ -29,6 +29,12 @@ int mtd_certwatch_prepare(struct mtd_certwatch *cw, const struct mtd_runtime *rt
                           char *err, size_t errlen);
 void mtd_certwatch_commit(struct mtd_certwatch *cw, struct mtd_certwatch_next *next);
 void mtd_certwatch_abort(struct mtd_certwatch_next *next);
+/* ctl->rt, published by an endpoint source (an xDS cluster's TLS came,
+ * went or names other files), may have other service contexts than the
+ * ones watched: watch those. Entries that stay keep what was known of
+ * them; a new context was just made from its files as they are. Nothing
+ * when the set is the same. Not from certwatch's own publish. */
+void mtd_certwatch_follow(struct mtd_certwatch *cw);
 /* Read every file again now (SIGHUP). */
 void mtd_certwatch_check(struct mtd_certwatch *cw);
 void mtd_certwatch_free(struct mtd_certwatch *cw);

@@ -20,6 +20,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "sidecar/control/certwatch.h"
 #include "sidecar/control/control-t.h"
 #include "sidecar/control/control.h"
 #include "sidecar/control/runtime.h"
@@ -193,8 +194,11 @@ void mtd_control_batch_publish(struct mtd_control *ctl, struct mtd_rt_batch *bt)
 {
 	struct mtd_runtime *rt = mtd_runtime_batch_end(bt);
 
-	if (rt)
+	if (rt) {
 		mtd_control_publish(ctl, rt);
+		/* An xDS cluster's TLS is the only one a source changes. */
+		mtd_certwatch_follow(ctl->certs);
+	}
 }
 
 /* Publish a new snapshot of service si over its current set: with a new

@@ -161,6 +161,9 @@ struct mtd_xds {
 	struct mtd_cfg_addr server;
 	char *node_id, *zone;
 	struct mtd_cfg_tls *tls_cfg; /* the files, for comparing */
+	/* The bootstrap's certificate provider instances, the clusters'
+	 * TLS names (a change is a new client: every cluster read again). */
+	struct mtd_cfg_cert_providers providers;
 	struct ssl_ctx_st *ssl_ctx;  /* NULL = h2c */
 	struct mtd_gcli *conn;
 	struct mtd_gcli_call *ads;

@@ -371,7 +371,7 @@ static bool same_config(const struct mtd_xds *x, const struct mtd_cfg_xds *c)
 {
 	return x != NULL && c != NULL && strcmp(x->server.text, c->server.text) == 0 &&
 	       same_text(x->node_id, c->node_id) && same_text(x->zone, c->zone) && same_tls(x->tls_cfg, c->tls) &&
-	       same_text(x->lds.name, c->listener);
+	       same_text(x->lds.name, c->listener) && mtd_cfg_cert_providers_same(&x->providers, &c->providers);
 }
 
 static struct mtd_cfg_tls *tls_copy(const struct mtd_cfg_tls *t)
@@ -443,6 +443,8 @@ int mtd_xds_prepare(struct mtd_control *ctl, const struct mtd_cfg *cfg, struct m
 	if (x->server.text == NULL || x->server.host == NULL || x->node_id == NULL || (c->zone && x->zone == NULL) ||
 	    (c->listener && x->lds.name == NULL) || x->retry == NULL || x->nack_ev == NULL || x->sync_ev == NULL || x->pending.ev == NULL ||
 	    x->pending.late == NULL)
+		goto oom;
+	if (mtd_cfg_cert_providers_copy(&x->providers, &c->providers) != 0)
 		goto oom;
 	if (c->tls != NULL) {
 		x->tls_cfg = tls_copy(c->tls);
@@ -517,6 +519,7 @@ void mtd_xds_free(struct mtd_xds *x)
 	if (x->ssl_ctx)
 		mtd_tls_ctx_free(x->ssl_ctx);
 	tls_copy_free(x->tls_cfg);
+	mtd_cfg_cert_providers_fini(&x->providers);
 	free(x->server.text);
 	free(x->server.host);
 	free(x->node_id);

@@ -80,7 +80,7 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 			xds_stamp_take(&same->stamp, st, r);
 			continue;
 		}
-		int rc = mtd_xds_cluster_parse(any->value, any->len, &c, why, sizeof(why));
+		int rc = mtd_xds_cluster_parse(any->value, any->len, &x->providers, &c, why, sizeof(why));
 		if (rc != 0) {
 			/* Named by a guess or not at all, it may be any cluster. */
 			unnamed |= named != MTD_XDS_NAME_EXACT;

@@ -99,6 +99,13 @@ void mtd_xds_dump(const struct mtd_xds *x, struct mtd_json *j)
 					         : e->c.tls_only_in_matches
 					                 ? "h2c (TLS only in transport_socket_matches, not read)"
 					                 : "h2c");
+					if (e->c.tls != NULL) {
+						/* Which certificate provider instances of the
+						 * bootstrap the files came from (none: named). */
+						dump_opt(j, "ca_certificate_provider_instance", e->c.tls->ca_instance);
+						dump_opt(j, "tls_certificate_provider_instance",
+						         e->c.tls->cert_instance);
+					}
 				}
 				dump_opt(j, "version", e->stamp ? e->stamp->version : NULL);
 				dump_opt(j, "nonce", e->stamp ? e->stamp->nonce : NULL);

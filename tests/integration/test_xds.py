@@ -21,6 +21,7 @@ server (ACKs, NACKs and their reasons, from the server's request log).
 import json
 import os
 import re
+import shutil
 import signal
 import unittest
 
@@ -919,6 +920,113 @@ class XdsTest(XdsBase):
         log = self.server.wait_for(lambda log: any(nacked(r, xds.CDS) for r in log), WAIT, "the CDS NACK")
         self.assertIn("file name only", [r for r in log if nacked(r, xds.CDS)][0]["error_detail"]["message"])
         self.assertEqual(set(self.spread(self.echo(m), 5)), {"secure"})
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_clusters_tls_from_certificate_providers_rotates_and_serves_a_real_client_too(self):
+        """gRFC A29: the cluster names certificate provider instances of
+        the bootstrap (file_watcher), not files, as control planes for
+        proxyless gRPC send it (a real gRPC client refuses file names).
+        maitred takes the instances' files; a client certificate the
+        upstream refuses, rotated in place on disk, is taken for new
+        connections; grpc-js-xds, with the same bootstrap and the same
+        resources, reaches the same mTLS upstream."""
+        ca = TestCA(os.path.join(self.tmp, "ca"), server_name="echo.test")
+        other = TestCA(os.path.join(self.tmp, "other"), server_name="echo.test", ca_name="another CA")
+        up = self.start_upstream("secure", tls=ca, client_ca=ca)
+        ident = os.path.join(self.tmp, "ident")
+        os.makedirs(ident)
+        crt, key = os.path.join(ident, "cert.pem"), os.path.join(ident, "key.pem")
+        shutil.copyfile(other.client_cert, crt)  # a certificate the upstream refuses
+        shutil.copyfile(other.client_key, key)
+        self.server.start()
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="maitred-1",
+                         providers={"identity": {"certificate_file": crt, "private_key_file": key,
+                                                 "refresh_interval": "1s"},
+                                    "roots": {"ca_certificate_file": ca.ca_file, "refresh_interval": "1s"}})
+        tls = {"name": "envoy.transport_sockets.tls",
+               "typed_config": {
+                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                   "common_tls_context": {
+                       "tls_certificate_provider_instance": {"instance_name": "identity"},
+                       "combined_validation_context": {"default_validation_context": {
+                           "ca_certificate_provider_instance": {"instance_name": "roots",
+                                                                "certificate_name": "ROOTCA"},
+                           "match_subject_alt_names": [{"exact": "echo.test"}]}}},
+                   "sni": "echo.test"}}
+        self.server.set("listener", [xds.listener(SVC, "routes-1")])
+        self.server.set("route", [xds.route_config("routes-1", [xds.route_to(SVC)])])
+        self.serve([up], transport_socket=tls)
+        admin = free_port()
+        cfg = self.config([{"name": SVC, "discovery": {"xds": {}}}], xds={"bootstrap": boot},
+                          admin="127.0.0.1:%d" % admin)
+        m = self.start_maitred(cfg)
+        self.server.wait_for(lambda log: any(acked(r, xds.CDS) for r in log), WAIT, "the CDS ACK")
+        with self.assertRaises(grpc.RpcError) as refused:
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        # Rotated on disk: the key first, then the certificate (a pair
+        # that does not match yet is not taken).
+        shutil.copyfile(ca.client_key, key + ".new")
+        os.replace(key + ".new", key)
+        shutil.copyfile(ca.client_cert, crt + ".new")
+        os.replace(crt + ".new", crt)
+        self.wait_set(self.echo(m), ["secure"], "the mTLS upstream, with the rotated client certificate")
+        dump = json.loads(admin_request(admin, "GET", "/config_dump")[2])
+        cl = [c for c in dump["xds"]["clusters"]["resources"] if c["name"] == SVC][0]
+        self.assertEqual((cl["transport"], cl["ca_certificate_provider_instance"],
+                          cl["tls_certificate_provider_instance"]), ("tls", "roots", "identity"))
+        # The witness: a real xDS client, the same bootstrap and resources.
+        out = xds.run_client(boot, "xds:///" + SVC, 5, xds_creds=True)
+        self.assertEqual((out["ok"], out["failed"], out["instances"]), (5, {}, {"secure": 5}), out)
+        self.assertFalse([r for r in self.server.log() if nacked(r, xds.CDS)])
+        # An instance the bootstrap lacks: NACKed, the last good cluster serves.
+        bad = json.loads(json.dumps(tls))
+        bad["typed_config"]["common_tls_context"]["tls_certificate_provider_instance"]["instance_name"] = "nope"
+        self.server.set("cluster", [cluster(SVC, transport_socket=bad)])
+        log = self.server.wait_for(lambda log: any(nacked(r, xds.CDS) for r in log), WAIT, "the CDS NACK")
+        self.assertIn('tls_certificate_provider_instance "nope": not among the bootstrap\'s certificate_providers',
+                      [r for r in log if nacked(r, xds.CDS)][0]["error_detail"]["message"])
+        self.assertEqual(set(self.spread(self.echo(m), 5)), {"secure"})
+        self.stop_maitred(m)
+
+    @maitred_only
+    def test_a_reload_that_changes_the_bootstraps_certificate_providers_reads_the_clusters_again(self):
+        """The instances are part of the xds block: a reload (SIGHUP) after
+        the bootstrap names other files for "identity" opens a new stream,
+        and the cluster, resent as it was, now uses the new files, as a
+        fresh maitred with that bootstrap would."""
+        ca = TestCA(os.path.join(self.tmp, "ca"), server_name="echo.test")
+        other = TestCA(os.path.join(self.tmp, "other"), server_name="echo.test", ca_name="another CA")
+        up = self.start_upstream("secure", tls=ca, client_ca=ca)
+        self.server.start()
+        path = os.path.join(self.tmp, "bootstrap.json")
+
+        def write_bootstrap(who):
+            bootstrap(path, self.server.port, node_id="maitred-1",
+                      providers={"identity": {"certificate_file": who.client_cert,
+                                              "private_key_file": who.client_key, "refresh_interval": "60s"},
+                                 "roots": {"ca_certificate_file": ca.ca_file, "refresh_interval": "60s"}})
+        write_bootstrap(other)  # a client certificate the upstream refuses
+        tls = {"name": "envoy.transport_sockets.tls",
+               "typed_config": {
+                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                   "common_tls_context": {
+                       "tls_certificate_provider_instance": {"instance_name": "identity"},
+                       "validation_context": {"ca_certificate_provider_instance": {"instance_name": "roots"}}},
+                   "sni": "echo.test"}}
+        self.serve([up], transport_socket=tls)
+        m = self.start_maitred(self.config([{"name": SVC, "discovery": {"xds": {}}}], xds={"bootstrap": path}))
+        self.server.wait_for(lambda log: any(acked(r, xds.CDS) for r in log), WAIT, "the CDS ACK")
+        with self.assertRaises(grpc.RpcError) as refused:
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        streams = self.server.streams()
+        write_bootstrap(ca)
+        m.proc.signal(signal.SIGHUP)
+        self.wait_set(self.echo(m), ["secure"], "the mTLS upstream, with the instance's new files")
+        self.assertTrue(self.log_lines(m, r"xds: the xds block changed"))
+        self.assertEqual(self.server.streams(), streams)  # the old one closed
         self.stop_maitred(m)
 
     @maitred_only

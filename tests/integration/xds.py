@@ -245,24 +245,30 @@ def route_to(cluster_name, prefix="/"):
     return {"match": {"prefix": prefix}, "route": {"cluster": cluster_name}}
 
 
-def bootstrap(path, port, node_id="maitred-test", zone="", tls=False):
-    """A gRPC xDS bootstrap file for server at 127.0.0.1:port."""
+def bootstrap(path, port, node_id="maitred-test", zone="", tls=False, providers=None):
+    """A gRPC xDS bootstrap file for server at 127.0.0.1:port
+    (providers: its certificate_providers, {name: file_watcher config})."""
     creds = [{"type": "tls", "config": {}}] if tls else [{"type": "insecure"}]
     doc = {"xds_servers": [{"server_uri": "127.0.0.1:%d" % port, "channel_creds": creds,
                             "server_features": ["xds_v3"]}],
            "node": {"id": node_id, "locality": {"zone": zone}}}
+    if providers is not None:
+        doc["certificate_providers"] = {name: {"plugin_name": "file_watcher", "config": conf}
+                                        for name, conf in providers.items()}
     with open(path, "w") as f:
         json.dump(doc, f)
     return path
 
 
-def run_client(bootstrap_path, target, calls, limit=60.0, header=None):
+def run_client(bootstrap_path, target, calls, limit=60.0, header=None, xds_creds=False):
     """tests/xds/client.js: calls unary Echo calls through grpc-js-xds
-    (header: a (name, value) request header on each); returns its JSON
-    summary (ok, failed, instances)."""
+    (header: a (name, value) request header on each; xds_creds: TLS as
+    the clusters and the bootstrap's certificate_providers say); returns
+    its JSON summary (ok, failed, instances)."""
     install_peers()
     env = dict(os.environ, GRPC_XDS_BOOTSTRAP=bootstrap_path)
     extra = ["--header", "%s=%s" % header] if header else []
+    extra += ["--xds-creds"] if xds_creds else []
     r = subprocess.run(["node", os.path.join(PEERS, "client.js"), "--target", target,
                         "--calls", str(calls)] + extra, env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=limit)

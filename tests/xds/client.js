@@ -3,7 +3,10 @@
 // tests/xds/server.js serves resources a real xDS client understands:
 //
 //   GRPC_XDS_BOOTSTRAP=FILE node client.js --target xds:///NAME --calls N [--timeout-ms T]
-//                                          [--header NAME=VALUE]
+//                                          [--header NAME=VALUE] [--xds-creds]
+//
+// --xds-creds: XdsChannelCredentials (the clusters' UpstreamTlsContext and
+// the bootstrap's certificate_providers decide TLS), plaintext otherwise.
 //
 // sends N unary maitred.testing.v1.Echo/Unary calls (with that request
 // header, if given) through the xDS
@@ -14,7 +17,8 @@
 const path = require('path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
-require('@grpc/grpc-js-xds').register();
+const grpcXds = require('@grpc/grpc-js-xds');
+grpcXds.register();
 
 function arg(name, dflt) {
   const i = process.argv.indexOf('--' + name);
@@ -31,7 +35,10 @@ const target = arg('target');
 const calls = Number(arg('calls', '10'));
 const timeoutMs = Number(arg('timeout-ms', '10000'));
 const header = arg('header', '');
-const client = new Echo(target, grpc.credentials.createInsecure());
+const creds = process.argv.includes('--xds-creds')
+  ? new grpcXds.XdsChannelCredentials(grpc.credentials.createInsecure())
+  : grpc.credentials.createInsecure();
+const client = new Echo(target, creds);
 const out = { ok: 0, failed: {}, instances: {} };
 
 function one(i) {

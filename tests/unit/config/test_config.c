@@ -845,6 +845,109 @@ START_TEST(xds_bootstrap)
 }
 END_TEST
 
+/* The bootstrap's certificate_providers (gRFC A29, plugin file_watcher):
+ * read with their files resolved against the bootstrap's directory and
+ * readable; gRPC's rules on what an instance holds; one clear error each. */
+static void providers_file(const char *file, const char *providers)
+{
+	char text[2048];
+
+	snprintf(text, sizeof(text),
+	         "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:1\", \"channel_creds\": [{\"type\": "
+	         "\"insecure\"}]}], \"certificate_providers\": %s}",
+	         providers);
+	write_file(file, text);
+}
+
+START_TEST(xds_bootstrap_certificate_providers)
+{
+	char dir[] = "/tmp/mtd-xds-XXXXXX", file[64], crt[64], key[64], ca[64], yaml[512];
+	const char *svc = "services: [{name: a.B, discovery: {xds: {}}}]\n";
+	struct mtd_cfg *cfg;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/bootstrap.json", dir);
+	snprintf(crt, sizeof(crt), "%s/cert.pem", dir);
+	snprintf(key, sizeof(key), "%s/key.pem", dir);
+	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+	write_file(crt, "c");
+	write_file(key, "k");
+	write_file(ca, "a");
+	snprintf(yaml, sizeof(yaml), "xds: {bootstrap: \"%s\"}\n%s", file, svc);
+
+	/* Relative names against the bootstrap's directory; absolute as is. */
+	char two[512];
+	snprintf(two, sizeof(two),
+	         "{\"id\": {\"plugin_name\": \"file_watcher\", \"config\": {\"certificate_file\": \"cert.pem\", "
+	         "\"private_key_file\": \"key.pem\", \"refresh_interval\": \"1.5s\"}}, "
+	         "\"roots\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": \"%s\"}}}",
+	         ca);
+	providers_file(file, two);
+	cfg = load_ok(yaml);
+	ck_assert_uint_eq(cfg->xds->providers.n, 2);
+	const struct mtd_cfg_cert_provider *id = mtd_cfg_cert_provider_find(&cfg->xds->providers, "id");
+	const struct mtd_cfg_cert_provider *roots = mtd_cfg_cert_provider_find(&cfg->xds->providers, "roots");
+	ck_assert_ptr_nonnull(id);
+	ck_assert_ptr_nonnull(roots);
+	ck_assert_ptr_null(mtd_cfg_cert_provider_find(&cfg->xds->providers, "default"));
+	ck_assert_str_eq(id->cert_file, crt);
+	ck_assert_str_eq(id->key_file, key);
+	ck_assert_ptr_null(id->ca_file);
+	ck_assert_int_eq(id->refresh_ms, 1500);
+	ck_assert_str_eq(roots->ca_file, ca);
+	ck_assert_ptr_null(roots->cert_file);
+	ck_assert_int_eq(roots->refresh_ms, 600000);
+	/* Copied and compared as the xDS client keeps them. */
+	struct mtd_cfg_cert_providers copy;
+	ck_assert_int_eq(mtd_cfg_cert_providers_copy(&copy, &cfg->xds->providers), 0);
+	ck_assert(mtd_cfg_cert_providers_same(&copy, &cfg->xds->providers));
+	copy.e[0].refresh_ms++;
+	ck_assert(!mtd_cfg_cert_providers_same(&copy, &cfg->xds->providers));
+	mtd_cfg_cert_providers_fini(&copy);
+	mtd_cfg_cert_providers_fini(&copy); /* twice is fine */
+	mtd_cfg_free(cfg);
+
+	/* What gRPC refuses, refused with the instance named. */
+	static const struct {
+		const char *providers, *error;
+	} bad[] = {
+	        {"[1]", "certificate_providers: must be an object"},
+	        {"{\"a\": 1}", "certificate_providers[\"a\"]: an object with a plugin_name is required"},
+	        {"{\"a\": {\"plugin_name\": \"pem_file\", \"config\": {}}}",
+	         "certificate_providers[\"a\"].plugin_name \"pem_file\": maitred reads file_watcher only"},
+	        {"{\"a\": {\"plugin_name\": \"file_watcher\"}}",
+	         "certificate_providers[\"a\"].config: must be an object"},
+	        {"{\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"certificate_file\": \"cert.pem\"}}}",
+	         "certificate_providers[\"a\"].config: certificate_file and private_key_file go together"},
+	        {"{\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"refresh_interval\": \"1s\"}}}",
+	         "certificate_providers[\"a\"].config: certificate_file and private_key_file, or ca_certificate_file, "
+	         "are required"},
+	        {"{\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": \"nope.pem\"}}}",
+	         "certificate_providers[\"a\"].config.ca_certificate_file: cannot read \""},
+	        {"{\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": [1]}}}",
+	         "certificate_providers[\"a\"].config.ca_certificate_file: must be a file name"},
+	        {"{\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": \"ca.pem\", "
+	         "\"refresh_interval\": \"soon\"}}}",
+	         "certificate_providers[\"a\"].config.refresh_interval: "},
+	        {"{\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": \"ca.pem\", "
+	         "\"refresh_interval\": \"0s\"}}}",
+	         "(1ms to 366 days)"},
+	        {"{\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": \"ca.pem\"}}, "
+	         "\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": \"ca.pem\"}}}",
+	         "certificate_providers: \"a\" twice"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		providers_file(file, bad[i].providers);
+		expect_error_with(yaml, bad[i].error);
+	}
+	unlink(file);
+	unlink(crt);
+	unlink(key);
+	unlink(ca);
+	rmdir(dir);
+}
+END_TEST
+
 /* Inbound listeners (mesh mode). */
 #define FX "%s/tests/unit/config/fixtures/certs/"
 
@@ -3031,6 +3134,7 @@ static Suite *config_suite(void)
 	tcase_add_test(ok, xds_created_services);
 	tcase_add_test(errors, xds_created_not_catch_all);
 	tcase_add_test(ok, xds_bootstrap);
+	tcase_add_test(ok, xds_bootstrap_certificate_providers);
 	tcase_add_test(errors, err_inbound);
 	tcase_add_test(errors, register_ok);
 	tcase_add_test(errors, err_register);

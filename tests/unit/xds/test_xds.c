@@ -56,7 +56,7 @@ static int parse_cluster(const PbCluster *m, struct mtd_xds_cluster *c)
 	ck_assert_uint_lt(n, sizeof(wire));
 	envoy__config__cluster__v3__cluster__pack(m, wire);
 	why[0] = '\0';
-	return mtd_xds_cluster_parse(wire, n, c, why, sizeof(why));
+	return mtd_xds_cluster_parse(wire, n, NULL, c, why, sizeof(why));
 }
 
 static void cluster_refused(const PbCluster *m, const char *reason)
@@ -263,9 +263,9 @@ START_TEST(test_cluster_refused_shapes)
 	/* bytes that are no Cluster */
 	struct mtd_xds_cluster c;
 	static const uint8_t junk[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 'a'};
-	ck_assert_int_eq(mtd_xds_cluster_parse(junk, sizeof(junk), &c, why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(mtd_xds_cluster_parse(junk, sizeof(junk), NULL, &c, why, sizeof(why)), -EINVAL);
 	ck_assert(strstr(why, "does not decode") != NULL);
-	ck_assert_int_eq(mtd_xds_cluster_parse(NULL, 0, &c, why, sizeof(why)), -EINVAL); /* empty: no name */
+	ck_assert_int_eq(mtd_xds_cluster_parse(NULL, 0, NULL, &c, why, sizeof(why)), -EINVAL); /* empty: no name */
 }
 END_TEST
 
@@ -364,10 +364,10 @@ START_TEST(test_cluster_tls_only_in_matches)
 
 	eds_cluster(&m, "a");
 	size_t n = envoy__config__cluster__v3__cluster__pack(&m, wire);
-	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n, &d, why, sizeof(why)), 0);
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n, NULL, &d, why, sizeof(why)), 0);
 	ck_assert(!d.tls_only_in_matches);
 	memcpy(wire + n, match, sizeof(match));
-	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + sizeof(match), &c, why, sizeof(why)), 0);
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + sizeof(match), NULL, &c, why, sizeof(why)), 0);
 	ck_assert_ptr_null(c.tls);
 	ck_assert(c.tls_only_in_matches);
 	ck_assert(!mtd_xds_cluster_equal(&c, &d)); /* a change: its services are rebuilt, the warning given */
@@ -382,7 +382,7 @@ START_TEST(test_cluster_tls_only_in_matches)
 	for (size_t k = 0; k < 2; k++) {
 		n = envoy__config__cluster__v3__cluster__pack(&m, wire);
 		memcpy(wire + n, not_matches[k].b, not_matches[k].len);
-		ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + not_matches[k].len, &c, why, sizeof(why)), 0);
+		ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + not_matches[k].len, NULL, &c, why, sizeof(why)), 0);
 		ck_assert_msg(!c.tls_only_in_matches, "field 43 of wire type %d taken for transport_socket_matches",
 		              k == 0 ? 0 : 5);
 		mtd_xds_cluster_clear(&c);
@@ -405,7 +405,7 @@ START_TEST(test_cluster_tls_only_in_matches)
 	with_tls(&m, &up);
 	n = envoy__config__cluster__v3__cluster__pack(&m, wire);
 	memcpy(wire + n, match, sizeof(match));
-	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + sizeof(match), &c, why, sizeof(why)), 0);
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + sizeof(match), NULL, &c, why, sizeof(why)), 0);
 	ck_assert_ptr_nonnull(c.tls);
 	ck_assert(!c.tls_only_in_matches);
 	mtd_xds_cluster_clear(&c);
@@ -436,7 +436,7 @@ START_TEST(test_cluster_tls)
 	eds_cluster(&m, "a");
 	up.common_tls_context = &ctx;
 	with_tls(&m, &up);
-	cluster_refused(&m, "trusted_ca is required");
+	cluster_refused(&m, "validation_context with trusted_ca or ca_certificate_provider_instance is required");
 
 	ca.specifier_case = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__SPECIFIER_FILENAME;
 	ca.filename = (char *)"/etc/ca.pem";
@@ -516,6 +516,183 @@ START_TEST(test_cluster_tls)
 	tls_any.value.data = junk;
 	tls_any.value.len = sizeof(junk);
 	cluster_refused(&m, "does not decode");
+}
+END_TEST
+
+/* A CommonTlsContext field maitred's proto lacks (protobuf-c keeps and
+ * packs it as unknown, its bytes after the tag: here the length prefix
+ * of an empty message): an empty message of field number tag. */
+static ProtobufCMessageUnknownField unknown_field(uint32_t tag)
+{
+	static uint8_t empty[1] = {0x00};
+	ProtobufCMessageUnknownField f = {
+	        .tag = tag, .wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, .len = 1, .data = empty};
+	return f;
+}
+
+/* TLS from the bootstrap's certificate provider instances (gRFC A29):
+ * tls_certificate_provider_instance and ca_certificate_provider_instance
+ * (in validation_context or combined_validation_context's default) name
+ * instances whose files the cluster's TLS then uses; an unknown instance,
+ * one without the file asked of it, both forms at once, SDS and the
+ * deprecated provider fields are refused. */
+START_TEST(test_cluster_tls_from_certificate_providers)
+{
+	PbCluster m;
+	struct mtd_xds_cluster c, d;
+	Envoy__Extensions__TransportSockets__Tls__V3__UpstreamTlsContext up =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__UPSTREAM_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext ctx =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext__CombinedCertificateValidationContext cvc =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__COMBINED_CERTIFICATE_VALIDATION_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CertificateValidationContext vc =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__CERTIFICATE_VALIDATION_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CertificateProviderPluginInstance
+	        idi = ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__CERTIFICATE_PROVIDER_PLUGIN_INSTANCE__INIT,
+	        cai = ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__CERTIFICATE_PROVIDER_PLUGIN_INSTANCE__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__TlsCertificate tc =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__TLS_CERTIFICATE__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__TlsCertificate *tcs[] = {&tc};
+	Envoy__Config__Core__V3__DataSource file = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__INIT;
+	struct mtd_cfg_cert_provider e[] = {
+	        {.name = (char *)"id", .cert_file = (char *)"/p/c.pem", .key_file = (char *)"/p/k.pem"},
+	        {.name = (char *)"roots", .ca_file = (char *)"/p/ca.pem"},
+	        {.name = (char *)"default",
+	         .cert_file = (char *)"/d/c.pem",
+	         .key_file = (char *)"/d/k.pem",
+	         .ca_file = (char *)"/d/ca.pem"},
+	};
+	struct mtd_cfg_cert_providers ps = {e, 3};
+	ProtobufCMessageUnknownField uf;
+	size_t n;
+
+#define PARSE_WITH(pr, out)                                                      \
+	(n = envoy__config__cluster__v3__cluster__pack(&m, wire), why[0] = '\0', \
+	 mtd_xds_cluster_parse(wire, n, (pr), (out), why, sizeof(why)))
+#define REFUSED_WITH(pr, reason)                                                                           \
+	do {                                                                                               \
+		with_tls(&m, &up);                                                                         \
+		ck_assert_int_eq(PARSE_WITH(pr, &d), -EINVAL);                                             \
+		ck_assert_msg(strstr(why, (reason)) != NULL, "reason \"%s\" lacks \"%s\"", why, (reason)); \
+		ck_assert_ptr_null(d.tls);                                                                 \
+	} while (0)
+
+	eds_cluster(&m, "a");
+	up.common_tls_context = &ctx;
+	idi.instance_name = (char *)"id";
+	cai.instance_name = (char *)"roots";
+	cai.certificate_name = (char *)"ROOTCA"; /* the plugin's to read: file_watcher has one */
+	ctx.tls_certificate_provider_instance = &idi;
+	vc.ca_certificate_provider_instance = &cai;
+	ctx.validation_context_type_case =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_VALIDATION_CONTEXT;
+	ctx.validation_context = &vc;
+	with_tls(&m, &up);
+	ck_assert_int_eq(PARSE_WITH(&ps, &c), 0);
+	ck_assert_str_eq(c.tls->ca_file, "/p/ca.pem");
+	ck_assert_str_eq(c.tls->cert_file, "/p/c.pem");
+	ck_assert_str_eq(c.tls->key_file, "/p/k.pem");
+	ck_assert_str_eq(c.tls->ca_instance, "roots");
+	ck_assert_str_eq(c.tls->cert_instance, "id");
+
+	/* combined_validation_context's default_validation_context, as
+	 * gRPC's control planes send it: the same cluster. */
+	cvc.default_validation_context = &vc;
+	ctx.validation_context_type_case =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_COMBINED_VALIDATION_CONTEXT;
+	ctx.combined_validation_context = &cvc;
+	with_tls(&m, &up);
+	ck_assert_int_eq(PARSE_WITH(&ps, &d), 0);
+	ck_assert(mtd_xds_cluster_equal(&c, &d));
+	mtd_xds_cluster_clear(&d);
+	uf = unknown_field(2); /* validation_context_sds_secret_config */
+	cvc.base.n_unknown_fields = 1;
+	cvc.base.unknown_fields = &uf;
+	REFUSED_WITH(&ps, "combined_validation_context: only default_validation_context is read");
+	cvc.base.n_unknown_fields = 0;
+	cvc.default_validation_context = NULL;
+	REFUSED_WITH(&ps, "validation_context with trusted_ca or ca_certificate_provider_instance is required");
+	cvc.default_validation_context = &vc;
+
+	/* An instance with no name is "default"; the same files from another
+	 * instance are another cluster (the dump names the instances). */
+	idi.instance_name = (char *)"";
+	cai.instance_name = (char *)"";
+	with_tls(&m, &up);
+	ck_assert_int_eq(PARSE_WITH(&ps, &d), 0);
+	ck_assert_str_eq(d.tls->ca_file, "/d/ca.pem");
+	ck_assert_str_eq(d.tls->cert_file, "/d/c.pem");
+	ck_assert_str_eq(d.tls->cert_instance, "default");
+	ck_assert(!mtd_xds_cluster_equal(&c, &d));
+	mtd_xds_cluster_clear(&d);
+	idi.instance_name = (char *)"id";
+	cai.instance_name = (char *)"roots";
+
+	/* Instances the bootstrap lacks, or without the file asked of them. */
+	REFUSED_WITH(NULL,
+	             "ca_certificate_provider_instance \"roots\": not among the bootstrap's certificate_providers");
+	idi.instance_name = (char *)"nope";
+	REFUSED_WITH(&ps,
+	             "tls_certificate_provider_instance \"nope\": not among the bootstrap's certificate_providers");
+	idi.instance_name = (char *)"id";
+	cai.instance_name = (char *)"nope";
+	REFUSED_WITH(&ps, "ca_certificate_provider_instance \"nope\": not among the bootstrap's certificate_providers");
+	cai.instance_name = (char *)"id";
+	REFUSED_WITH(&ps, "ca_certificate_provider_instance \"id\": the instance has no ca_certificate_file");
+	cai.instance_name = (char *)"roots";
+	idi.instance_name = (char *)"roots";
+	REFUSED_WITH(&ps, "tls_certificate_provider_instance \"roots\": the instance has no certificate_file");
+	idi.instance_name = (char *)"id";
+
+	/* One form or the other, never both. */
+	file.specifier_case = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__SPECIFIER_FILENAME;
+	file.filename = (char *)"/etc/f.pem";
+	vc.trusted_ca = &file;
+	REFUSED_WITH(&ps, "trusted_ca and ca_certificate_provider_instance are both set");
+	vc.ca_certificate_provider_instance = NULL;
+	with_tls(&m, &up);
+	ck_assert_int_eq(PARSE_WITH(&ps, &d), 0); /* trusted_ca beside an identity instance */
+	ck_assert_str_eq(d.tls->ca_file, "/etc/f.pem");
+	ck_assert_ptr_null(d.tls->ca_instance);
+	ck_assert_str_eq(d.tls->cert_file, "/p/c.pem");
+	mtd_xds_cluster_clear(&d);
+	tc.certificate_chain = tc.private_key = &file;
+	ctx.n_tls_certificates = 1;
+	ctx.tls_certificates = tcs;
+	REFUSED_WITH(&ps, "tls_certificates and tls_certificate_provider_instance are both set");
+	ctx.n_tls_certificates = 0;
+	vc.trusted_ca = NULL;
+	vc.ca_certificate_provider_instance = &cai;
+
+	/* SDS and the deprecated provider fields: refused, not ignored (a
+	 * connection without the certificate the control plane meant). */
+	static const struct {
+		uint32_t tag;
+		const char *reason;
+	} refused[] = {
+	        {6, "tls_certificate_sds_secret_configs: SDS is not read"},
+	        {7, "validation_context_sds_secret_config: SDS is not read"},
+	        {9, "a deprecated certificate provider field"},
+	        {10, "a deprecated certificate provider field"},
+	        {11, "a deprecated certificate provider field"},
+	        {12, "a deprecated certificate provider field"},
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		uf = unknown_field(refused[i].tag);
+		ctx.base.n_unknown_fields = 1;
+		ctx.base.unknown_fields = &uf;
+		REFUSED_WITH(&ps, refused[i].reason);
+	}
+	uf = unknown_field(4242); /* any other unknown field: ignored, as before */
+	with_tls(&m, &up);
+	ck_assert_int_eq(PARSE_WITH(&ps, &d), 0);
+	ck_assert(mtd_xds_cluster_equal(&c, &d));
+	mtd_xds_cluster_clear(&d);
+	ctx.base.n_unknown_fields = 0;
+	mtd_xds_cluster_clear(&c);
+#undef PARSE_WITH
+#undef REFUSED_WITH
 }
 END_TEST
 
@@ -918,7 +1095,7 @@ static void nul_cluster_refused(const PbCluster *m, const char *reason)
 	size_t n = envoy__config__cluster__v3__cluster__pack(m, wire);
 
 	hash_to_nul(wire, n);
-	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n, &c, why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n, NULL, &c, why, sizeof(why)), -EINVAL);
 	ck_assert_str_eq(why, reason);
 	ck_assert_ptr_null(c.name);
 }
@@ -1078,7 +1255,7 @@ START_TEST(test_resource_name)
 		ck_assert_int_eq(mtd_xds_resource_name(MTD_XDS_TYPE_CLUSTER, lax[i].b, lax[i].n, name, sizeof(name)),
 		                 MTD_XDS_NAME_GUESS);
 		struct mtd_xds_cluster cl;
-		ck_assert_int_eq(mtd_xds_cluster_parse(lax[i].b, lax[i].n, &cl, why, sizeof(why)), -EINVAL);
+		ck_assert_int_eq(mtd_xds_cluster_parse(lax[i].b, lax[i].n, NULL, &cl, why, sizeof(why)), -EINVAL);
 		ck_assert_str_eq(why, "the Cluster does not decode");
 	}
 	loc_init(&a, "", 0, 0);
@@ -1255,7 +1432,7 @@ START_TEST(test_failmalloc)
 		int rc1, rc2;
 
 		mtd_cfg__fail_alloc_after(n);
-		rc1 = mtd_xds_cluster_parse(cbuf, clen, &c, why, sizeof(why));
+		rc1 = mtd_xds_cluster_parse(cbuf, clen, NULL, &c, why, sizeof(why));
 		rc2 = mtd_xds_cla_parse(abuf, alen, &cla, why, sizeof(why));
 		done = !mtd_cfg__alloc_failed();
 		mtd_cfg__fail_alloc_after(0);
@@ -1299,6 +1476,7 @@ static Suite *xds_suite(void)
 	tcase_add_test(tc, test_a_nul_in_a_string_refuses_the_resource);
 	tcase_add_test(tc, test_resource_name);
 	tcase_add_test(tc, test_cluster_tls_only_in_matches);
+	tcase_add_test(tc, test_cluster_tls_from_certificate_providers);
 	tcase_add_test(tc, test_failmalloc);
 	tcase_add_test(tc, test_response_read);
 	suite_add_tcase(s, tc);
