@@ -15,6 +15,7 @@
 #include "config/config-int.h"
 #include "config/config.h"
 #include "lb/lb.h"
+#include "pbwire/pbwire.h"
 #include "xds/xds-int.h"
 #include "xds/xds.h"
 
@@ -522,6 +523,32 @@ out:
 /* Cluster.transport_socket_matches, Envoy's field number. */
 #define CLUSTER_TRANSPORT_SOCKET_MATCHES 43
 
+/* An unknown field 43 (protobuf-c keeps it: its bytes after the tag,
+ * length prefix first) is a TransportSocketMatch whose transport_socket
+ * (3) holds an UpstreamTlsContext (typed_config 3, its type_url 1): TLS
+ * the cluster would have were matches read. A raw_buffer match (Istio's
+ * tlsMode-disabled), or a field 43 of another wire type, is none. */
+static bool match_holds_tls(const ProtobufCMessageUnknownField *f)
+{
+	static const uint32_t type_url[] = {3, 3, 1};
+	struct mtd_pbwire_value v;
+	size_t i = 0, len = 0;
+	int shift = 0;
+
+	if (f->tag != CLUSTER_TRANSPORT_SOCKET_MATCHES || f->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
+		return false;
+	/* Skip the length varint protobuf-c kept (it checked it). */
+	while (i < f->len && i < 10 && (f->data[i] & 0x80))
+		len |= (size_t)(f->data[i++] & 0x7f) << shift, shift += 7;
+	if (i >= f->len)
+		return false;
+	len |= (size_t)f->data[i++] << shift;
+	if (len != f->len - i)
+		return false;
+	return mtd_pbwire_find(f->data + i, len, true, type_url, 3, &v) == 1 && v.type == MTD_PBWIRE_LEN &&
+	       v.len == strlen(MTD_XDS_TYPE_TLS) && memcmp(v.data, MTD_XDS_TYPE_TLS, v.len) == 0;
+}
+
 static int translate(const PbCluster *m, const struct mtd_cfg_cert_providers *providers, struct mtd_xds_cluster *c,
                      char *why, size_t whylen)
 {
@@ -558,12 +585,9 @@ static int translate(const PbCluster *m, const struct mtd_cfg_cert_providers *pr
 	    (rc = outlier(m->outlier_detection, &c->outlier, why, whylen)) != 0 ||
 	    (rc = tls(m->transport_socket, providers, c, why, whylen)) != 0)
 		return rc;
-	/* Not in maitred's cluster.proto: protobuf-c keeps it unknown. Of
-	 * another wire type than a message's, it is no match (a proto of the
-	 * field would not decode it; ignored as any unknown field is). */
+	/* Not in maitred's cluster.proto: protobuf-c keeps it unknown. */
 	for (size_t i = 0; i < m->base.n_unknown_fields && c->tls == NULL; i++)
-		c->tls_only_in_matches |= m->base.unknown_fields[i].tag == CLUSTER_TRANSPORT_SOCKET_MATCHES &&
-		                          m->base.unknown_fields[i].wire_type == PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
+		c->tls_only_in_matches |= match_holds_tls(&m->base.unknown_fields[i]);
 	return 0;
 }
 

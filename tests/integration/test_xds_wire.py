@@ -519,7 +519,7 @@ class XdsWireTest(MaitredTest):
         """transport_socket_matches (field 43) is not read, as gRPC's clients
         do not read it: a cluster whose TLS is only there (Istio's tlsMode
         matches) is ACKed and connects without TLS, and maitred says so
-        once, not at each resend."""
+        once, not at each resend; matches holding no TLS say nothing."""
         a = self.start_upstream("a")
         m = self.start_raw([{"name": SVC, "discovery": {"xds": {}}}], admin=True)
         stub = self.echo(m)
@@ -527,7 +527,12 @@ class XdsWireTest(MaitredTest):
         def transport():
             return [c.get("transport") for c in self.xds_dump("clusters")]
         wait_until(lambda: self.ads.asked(CDS), WAIT, "the CDS request")
-        matched = cluster(SVC) + field(43, field(1, "tlsMode-istio") + field(3, field(1, "tls")))
+        def match(name, type_url):
+            return field(43, field(1, name) + field(3, field(1, "tls") + field(3, field(1, type_url))))
+        tls_url = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
+        raw_url = "type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer"
+        # Istio's pair: TLS for endpoints labelled tlsMode istio, plaintext else.
+        matched = cluster(SVC) + match("tlsMode-istio", tls_url) + match("tlsMode-disabled", raw_url)
         self.assertIsNone(self.send_cds("1", [any_of(CDS, matched)])["nack"])
         wait_until(lambda: self.ads.asked(EDS), WAIT, "the EDS request")
         self.assertIsNone(self.ads.send("e1", EDS, [any_of(EDS, assignment(SVC, a.port))])["nack"])
@@ -537,6 +542,9 @@ class XdsWireTest(MaitredTest):
         self.assertEqual(transport(), ["h2c (TLS only in transport_socket_matches, not read)"])
         self.assertIsNone(self.send_cds("2", [any_of(CDS, matched)])["nack"])
         self.assertIsNone(self.send_cds("3", [any_of(CDS, cluster(SVC))])["nack"])
+        self.assertEqual(transport(), ["h2c"])
+        # Matches with no TLS in them (a raw_buffer one): nothing to say.
+        self.assertIsNone(self.send_cds("4", [any_of(CDS, cluster(SVC) + match("plain", raw_url))])["nack"])
         self.assertEqual(transport(), ["h2c"])
         self.assertEqual({stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance for _ in range(3)}, {"a"})
         self.assertEqual(m.proc.output().count(warning), 1)

@@ -354,25 +354,69 @@ static void with_tls(PbCluster *m, const Envoy__Extensions__TransportSockets__Tl
  * read, as gRPC's clients do not: a cluster whose TLS is only there is
  * h2c, and says so (the control thread warns); with a transport_socket
  * beside it, the cluster's TLS is that one. */
+/* A LEN field of number f (one-byte tag and length: f < 16, len < 128)
+ * holding len bytes of p, written at out; returns its size. */
+static size_t len_field(uint8_t *out, uint8_t f, const void *p, size_t len)
+{
+	ck_assert_uint_lt(len, 128);
+	out[0] = (uint8_t)(f << 3 | 2);
+	out[1] = (uint8_t)len;
+	memcpy(out + 2, p, len);
+	return 2 + len;
+}
+
+/* transport_socket_matches' one entry (field 43): {name "tlsMode-...",
+ * transport_socket {name "tls", typed_config {type_url}}} (type_url NULL:
+ * no typed_config). */
+static size_t socket_match(uint8_t *out, const char *type_url)
+{
+	uint8_t any[128], ts[160], match[200];
+	size_t a = type_url ? len_field(any, 1, type_url, strlen(type_url)) : 0;
+	size_t t = len_field(ts, 1, "tls", 3);
+	if (type_url)
+		t += len_field(ts + t, 3, any, a);
+	size_t n = len_field(match, 1, "tlsMode-istio", 13);
+	n += len_field(match + n, 3, ts, t);
+	ck_assert_uint_lt(n, 128);
+	out[0] = 0xda; /* 43 << 3 | 2, as a varint */
+	out[1] = 0x02;
+	out[2] = (uint8_t)n;
+	memcpy(out + 3, match, n);
+	return 3 + n;
+}
+
 START_TEST(test_cluster_tls_only_in_matches)
 {
 	PbCluster m;
 	struct mtd_xds_cluster c, d;
-	/* {name "tlsMode-istio", transport_socket {name "tls"}} */
-	static const uint8_t match[] = {0xda, 0x02, 21, 0x0a, 13, 't', 'l', 's', 'M', 'o', 'd', 'e', '-', 'i', 's',
-	                                't', 'i', 'o', 0x1a, 4, 0x0a, 2, 'x', 'y'};
+	uint8_t match[256];
+	size_t n_match = socket_match(match, MTD_XDS_TYPE_TLS);
 
 	eds_cluster(&m, "a");
 	size_t n = envoy__config__cluster__v3__cluster__pack(&m, wire);
 	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n, NULL, &d, why, sizeof(why)), 0);
 	ck_assert(!d.tls_only_in_matches);
-	memcpy(wire + n, match, sizeof(match));
-	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + sizeof(match), NULL, &c, why, sizeof(why)), 0);
+	memcpy(wire + n, match, n_match);
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + n_match, NULL, &c, why, sizeof(why)), 0);
 	ck_assert_ptr_null(c.tls);
 	ck_assert(c.tls_only_in_matches);
 	ck_assert(!mtd_xds_cluster_equal(&c, &d)); /* a change: its services are rebuilt, the warning given */
 	mtd_xds_cluster_clear(&c);
 	mtd_xds_cluster_clear(&d);
+	/* A match with no TLS in it (Istio's tlsMode-disabled raw_buffer, or
+	 * no typed_config): nothing the cluster would have, nothing to say. */
+	static const char *const no_tls[] = {
+	        "type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer", NULL};
+	for (size_t k = 0; k < 2; k++) {
+		size_t nm = socket_match(match, no_tls[k]);
+		n = envoy__config__cluster__v3__cluster__pack(&m, wire);
+		memcpy(wire + n, match, nm);
+		ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + nm, NULL, &c, why, sizeof(why)), 0);
+		ck_assert_msg(!c.tls_only_in_matches, "a match without TLS (%s) taken for TLS",
+		              no_tls[k] ? no_tls[k] : "no typed_config");
+		mtd_xds_cluster_clear(&c);
+	}
+	n_match = socket_match(match, MTD_XDS_TYPE_TLS);
 	/* Field 43 of another wire type (a varint, a fixed32) is not a list
 	 * of matches: no TLS is there to warn of. */
 	static const struct {
@@ -404,8 +448,8 @@ START_TEST(test_cluster_tls_only_in_matches)
 	up.common_tls_context = &ctx;
 	with_tls(&m, &up);
 	n = envoy__config__cluster__v3__cluster__pack(&m, wire);
-	memcpy(wire + n, match, sizeof(match));
-	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + sizeof(match), NULL, &c, why, sizeof(why)), 0);
+	memcpy(wire + n, match, n_match);
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n + n_match, NULL, &c, why, sizeof(why)), 0);
 	ck_assert_ptr_nonnull(c.tls);
 	ck_assert(!c.tls_only_in_matches);
 	mtd_xds_cluster_clear(&c);
