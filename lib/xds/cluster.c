@@ -317,20 +317,17 @@ static const char *refused_common_field(const PbCommonTls *ctx)
 	for (size_t i = 0; i < ctx->base.n_unknown_fields; i++) {
 		switch (ctx->base.unknown_fields[i].tag) {
 		case 6:
-			return "tls_certificate_sds_secret_configs: SDS is not read (file names or certificate "
-			       "provider "
-			       "instances)";
+			return "tls_certificate_sds_secret_configs: SDS is not read "
+			       "(file names or certificate provider instances)";
 		case 7:
-			return "validation_context_sds_secret_config: SDS is not read (file names or certificate "
-			       "provider "
-			       "instances)";
+			return "validation_context_sds_secret_config: SDS is not read "
+			       "(file names or certificate provider instances)";
 		case 9:
 		case 10:
 		case 11:
 		case 12:
 			return "a deprecated certificate provider field: maitred reads "
-			       "tls_certificate_provider_instance "
-			       "and ca_certificate_provider_instance";
+			       "tls_certificate_provider_instance and ca_certificate_provider_instance";
 		default:
 			break;
 		}
