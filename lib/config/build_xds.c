@@ -264,9 +264,16 @@ static int read_bootstrap(const char *file, struct bootstrap *bs, char *why, siz
 		free(data);
 		return -1;
 	}
-	if (!yaml_parser_initialize(&parser)) {
+	struct mtd_cfg__mark deep;
+	int too_deep = mtd_cfg__yaml_too_deep(data, len, MTD_CFG_NEST_MAX, &deep);
+
+	if (too_deep != 0 || !yaml_parser_initialize(&parser)) {
 		free(data);
-		snprintf(why, whylen, "out of memory");
+		if (too_deep > 0)
+			snprintf(why, whylen, "\"%s\" is not JSON: nesting deeper than %d levels (line %u)", file,
+			         MTD_CFG_NEST_MAX, deep.line);
+		else
+			snprintf(why, whylen, "out of memory");
 		return -1;
 	}
 	yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);

@@ -112,6 +112,16 @@ int mtd_cfg__diag_export(struct mtd_cfg__diag *d, struct mtd_cfg_errors *errs);
 int mtd_cfg__pbjson_load(const char *data, size_t len, bool json, const ProtobufCMessageDescriptor *desc,
                          struct mtd_cfg__diag *d, ProtobufCMessage **out);
 
+/* libyaml's scanner walks every open flow level ('[', '{') at each token,
+ * so yaml_parser_load costs O(N^2) for a document nested N levels deep
+ * (200,000 "[": minutes; a 64 MiB file: hours). One pass over the
+ * document's events, stopped at the first collection that opens level
+ * max + 1 (the root's collection is level 1), bounds that before the load.
+ * Returns 1 and sets *at (1-based) when data nests deeper than max; 0
+ * otherwise, a syntax error included (the load reports it); -ENOMEM. */
+#define MTD_CFG_NEST_MAX 256
+int mtd_cfg__yaml_too_deep(const char *data, size_t len, unsigned max, struct mtd_cfg__mark *at);
+
 /* Checks binary input has what the text path would have rejected: unknown
  * fields and enum numbers with no name. Errors go to d. */
 void mtd_cfg__pb_check(const ProtobufCMessage *msg, struct mtd_cfg__diag *d);

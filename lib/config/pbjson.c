@@ -1082,6 +1082,40 @@ static char *json_fix_surrogates(const char *in, size_t *len)
 
 /* ---- entry points -------------------------------------------------------- */
 
+int mtd_cfg__yaml_too_deep(const char *data, size_t len, unsigned max, struct mtd_cfg__mark *at)
+{
+	yaml_parser_t parser;
+	yaml_event_t ev;
+	unsigned depth = 0;
+	int rc = 0;
+
+	if (!yaml_parser_initialize(&parser))
+		return -ENOMEM;
+	yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+	for (;;) {
+		if (!yaml_parser_parse(&parser, &ev)) {
+			rc = parser.error == YAML_MEMORY_ERROR ? -ENOMEM : 0;
+			break;
+		}
+		yaml_event_type_t type = ev.type;
+
+		if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+			if (++depth > max) {
+				at->line = (uint32_t)ev.start_mark.line + 1;
+				at->col = (uint32_t)ev.start_mark.column + 1;
+				rc = 1;
+			}
+		} else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
+			depth--;
+		}
+		yaml_event_delete(&ev);
+		if (rc != 0 || type == YAML_STREAM_END_EVENT)
+			break;
+	}
+	yaml_parser_delete(&parser);
+	return rc;
+}
+
 static void syntax_error(struct mtd_cfg__diag *d, yaml_parser_t *p)
 {
 	struct mtd_cfg__mark at = {(uint32_t)p->problem_mark.line + 1, (uint32_t)p->problem_mark.column + 1};
@@ -1110,6 +1144,16 @@ int mtd_cfg__pbjson_load(const char *data, size_t len, bool json, const Protobuf
 		if (fixed == NULL)
 			goto fail_oom;
 		data = fixed;
+	}
+	struct mtd_cfg__mark deep;
+	int too_deep = mtd_cfg__yaml_too_deep(data, len, MTD_CFG_NEST_MAX, &deep);
+
+	if (too_deep < 0)
+		goto fail_fixed;
+	if (too_deep > 0) {
+		mtd_cfg__error(d, deep, NULL, "nesting deeper than %d levels", MTD_CFG_NEST_MAX);
+		mtd_cfg__free(fixed);
+		return d->oom ? -ENOMEM : 0;
 	}
 	if (!yaml_parser_initialize(&parser))
 		goto fail_fixed;

@@ -948,6 +948,55 @@ START_TEST(xds_bootstrap_certificate_providers)
 }
 END_TEST
 
+/* libyaml loads a document nested N flow levels deep in O(N^2) time (its
+ * scanner walks every open level at each token): 40,000 "[" took seconds,
+ * 200,000 minutes, and a config or bootstrap file may hold millions. The
+ * load refuses past 256 levels of nesting before libyaml builds the
+ * document, once, at the collection too deep (the root's mapping is level
+ * 1); JSON, YAML and a gRPC bootstrap file alike. */
+static char *nested(const char *head, size_t depth, const char *tail)
+{
+	size_t h = strlen(head), t = strlen(tail);
+	char *s = malloc(h + 2 * depth + t + 1);
+
+	ck_assert_ptr_nonnull(s);
+	memcpy(s, head, h);
+	memset(s + h, '[', depth);
+	memset(s + h + depth, ']', depth);
+	memcpy(s + h + 2 * depth, tail, t + 1);
+	return s;
+}
+
+START_TEST(err_flow_nesting)
+{
+	char *text = nested("services: ", 5000, "\n");
+	const char *const json_want[] = {"t.json:1:269: nesting deeper than 256 levels", NULL};
+
+	expect_only(text, "t.yaml:1:266: nesting deeper than 256 levels");
+	free(text);
+	/* 256 levels are still read (and refused by the schema, with its path). */
+	text = nested("services: ", 255, "\n");
+	expect_error(text, "t.yaml:1:12: services[0]: expected a mapping (Service), got a list");
+	free(text);
+	/* A million levels: refused at once, not after libyaml's minutes. */
+	text = nested("{\"services\": ", 1000000, "}\n");
+	expect_errors_fmt("t.json", text, strlen(text), MTD_CFG_FORMAT_JSON, json_want);
+	free(text);
+
+	char dir[] = "/tmp/mtd-xds-XXXXXX", file[64], yaml[256];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/bootstrap.json", dir);
+	text = nested("{\"xds_servers\": ", 500000, "}\n");
+	write_file(file, text);
+	free(text);
+	snprintf(yaml, sizeof(yaml), "xds: {bootstrap: \"%s\"}\nservices: [{name: a.B, discovery: {xds: {}}}]\n", file);
+	expect_error_with(yaml, "/bootstrap.json\" is not JSON: nesting deeper than 256 levels (line 1)");
+	unlink(file);
+	rmdir(dir);
+}
+END_TEST
+
 /* Inbound listeners (mesh mode). */
 #define FX "%s/tests/unit/config/fixtures/certs/"
 
@@ -3108,6 +3157,7 @@ static Suite *config_suite(void)
 	TCase *oom = tcase_create("oom");
 
 	tcase_add_test(errors, err_unknown_key);
+	tcase_add_test(errors, err_flow_nesting);
 	tcase_add_test(errors, err_fault);
 	tcase_add_test(errors, ok_fault);
 	tcase_add_test(errors, health_options);
