@@ -93,6 +93,60 @@ static struct mtd_cfg *load_config(const char *path)
 	return cfg;
 }
 
+/* --check-config: every TLS file the start would load, loaded as it would
+ * be (mtd_cfg_load only reads them): a file with no certificate in it, or
+ * a key that is not its certificate's, refuses the start (services, inbound
+ * listeners, xds.tls, tracing) or leaves a source or a registration
+ * without its etcd (discovery.etcd, register), and must not pass the check.
+ * Prints one line per failure, "PATH: where: TLS: why"; returns how many. */
+static int check_tls(const char *path, const struct mtd_cfg *cfg)
+{
+	char why[512];
+	int bad = 0;
+
+#define CHECK_CTX(ctx, ...)                                        \
+	do {                                                       \
+		struct ssl_ctx_st *c_ = (ctx);                     \
+		if (c_ == NULL) {                                  \
+			fprintf(stderr, "%s: ", path);             \
+			fprintf(stderr, __VA_ARGS__);              \
+			fprintf(stderr, "%s\n", why);              \
+			bad++;                                     \
+		}                                                  \
+		SSL_CTX_free(c_);                                  \
+	} while (0)
+
+	for (size_t i = 0; i < cfg->n_services; i++) {
+		const struct mtd_cfg_service *s = &cfg->services[i];
+		const struct mtd_cfg_etcd *etcd = s->local->etcd;
+
+		if (s->tls != NULL)
+			CHECK_CTX(mtd_tls_client_ctx_new(s->tls, why, sizeof(why)), "service %s: TLS: ", s->local->name);
+		if (etcd != NULL && etcd->tls != NULL)
+			CHECK_CTX(mtd_tls_client_ctx_new(etcd->tls, why, sizeof(why)), "service %s: discovery.etcd.tls: ",
+			          s->local->name);
+	}
+	for (size_t i = 0; i < cfg->n_inbound; i++) {
+		const struct mtd_cfg_inbound *ib = &cfg->inbound[i];
+
+		CHECK_CTX(mtd_tls_server_ctx_new(ib->cert_file, ib->key_file, ib->client_ca_file, why, sizeof(why)),
+		          "inbound[%zu] (%s): TLS: ", i, ib->listen.text);
+	}
+	for (size_t i = 0; i < cfg->n_registers; i++) {
+		const struct mtd_cfg_register *r = &cfg->registers[i];
+
+		if (r->etcd != NULL && r->etcd->tls != NULL)
+			CHECK_CTX(mtd_tls_client_ctx_new(r->etcd->tls, why, sizeof(why)), "register[%zu] (%s): etcd.tls: ",
+			          i, r->service);
+	}
+	if (cfg->xds != NULL && cfg->xds->tls != NULL)
+		CHECK_CTX(mtd_tls_client_ctx_new(cfg->xds->tls, why, sizeof(why)), "xds.tls: ");
+	if (cfg->tracing != NULL && cfg->tracing->https)
+		CHECK_CTX(mtd_tls_http1_client_ctx_new(cfg->tracing->tls, why, sizeof(why)), "tracing: ");
+#undef CHECK_CTX
+	return bad;
+}
+
 /* For a reload: the same errors as at start, through the log. */
 static struct mtd_cfg *reload_config(const char *path)
 {
@@ -632,6 +686,10 @@ int main(int argc, char **argv)
 		struct mtd_cfg *cfg = load_config(check_path);
 		if (!cfg)
 			return 1;
+		if (mtd_tls_global_init() < 0 || check_tls(check_path, cfg) != 0) {
+			mtd_cfg_free(cfg);
+			return 1;
+		}
 		printf("%s: OK (%zu service%s)\n", check_path, cfg->n_routed, cfg->n_routed == 1 ? "" : "s");
 		mtd_cfg_free(cfg);
 		return 0;

@@ -7,7 +7,7 @@ import os
 import re
 import unittest
 
-from harness import (MaitredTest, maitred_only, free_port, port_in_use, pb, SRCDIR,
+from harness import (MaitredTest, TestCA, maitred_only, free_port, port_in_use, pb, SRCDIR,
                      CALL_LIMIT)
 
 ERR = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<path>[^:\s]+): (?P<msg>.+)$")
@@ -166,6 +166,46 @@ class CheckConfig(MaitredTest):
                 '    endpoints:\n      - address: "127.0.0.1:1"\n')
         err = self.check_bad(lambda p: ["--check-config", p], text, (4, 5), None)
         self.assertIn("/nonexistent/ca.pem", err)
+
+
+    @maitred_only
+    def test_tls_files_that_do_not_load_are_refused(self):
+        """A TLS file that reads but does not load (no certificate in it, a
+        key that is not the certificate's) is refused by --check-config as by
+        the start, naming where and the file: --check-config once said OK to
+        all of these while the start refused four and started two without
+        the source or registration that needed them."""
+        ca = TestCA(os.path.join(self.tmp, "ca"))
+        empty = os.path.join(self.tmp, "empty.pem")
+        open(empty, "w").close()
+        port, admin = free_port(), free_port()
+        etcd_tls = '{endpoints: ["127.0.0.1:1"], prefix: "/x/", tls: {ca_file: "%s"}}' % empty
+        static = '  - name: "a.B"\n    endpoints: [{address: "127.0.0.1:1"}]\n'
+        cases = [
+            ("service CA", 'services:\n  - name: "a.B"\n    endpoints: [{address: "127.0.0.1:1"}]\n'
+             '    tls: {ca_file: "%s"}\n' % empty, "service a.B: TLS: " + empty),
+            ("service key mismatch", 'services:\n  - name: "a.B"\n    endpoints: [{address: "127.0.0.1:1"}]\n'
+             '    tls: {ca_file: "%s", cert_file: "%s", key_file: "%s"}\n'
+             % (ca.ca_file, ca.client_cert, ca.server_key), "service a.B: TLS: " + ca.server_key),
+            ("inbound key", 'inbound:\n  - listen: "127.0.0.1:%d"\n    app: "127.0.0.1:1"\n'
+             '    tls: {cert_file: "%s", key_file: "%s"}\n' % (admin, ca.server_cert, empty),
+             "inbound[0] (127.0.0.1:%d): TLS: %s" % (admin, empty)),
+            ("xds CA", 'xds: {server: "127.0.0.1:1", node_id: n, tls: {ca_file: "%s"}}\nservices:\n'
+             '  - name: "a.B"\n    discovery: {xds: {}}\n' % empty, "xds.tls: " + empty),
+            ("tracing CA", 'tracing: {otlp: {endpoint: "https://127.0.0.1:1/v1/traces", tls: {ca_file: "%s"}}}\n'
+             'services:\n' % empty + static, "tracing: " + empty),
+            ("etcd CA", 'services:\n  - name: "a.B"\n    discovery: {etcd: %s}\n' % etcd_tls,
+             "service a.B: discovery.etcd.tls: " + empty),
+            ("register etcd CA", 'register:\n  - service: "a.B"\n    address: "10.0.0.7:8080"\n'
+             '    etcd: %s\nservices:\n' % etcd_tls + static, "register[0] (a.B): etcd.tls: " + empty),
+        ]
+        for name, body, want in cases:
+            with self.subTest(name):
+                path = self.write_config('listen: "127.0.0.1:%d"\n' % port + body, name="tls.yaml")
+                rc, out, err = self.run_maitred(["--check-config", path])
+                self.assertEqual(rc, 1, "--check-config said:\n%s%s" % (out, err))
+                self.assertIn("%s: %s" % (path, want), err)
+                self.assertNotIn("OK", out)
 
 
 class EmbeddedDefault(MaitredTest):
