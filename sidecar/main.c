@@ -569,7 +569,8 @@ static int run(struct mtd_control *ctl)
 		/* The registration copies its entries (a reload may free cfg). */
 		ctl->reg = mtd_register_start(ctl->base, cfg);
 		if (!ctl->reg)
-			MTD_ERROR("register: cannot start (out of memory): this pod's apps are not registered");
+			MTD_ERROR("register: cannot start (out of memory or unusable etcd TLS files, said above): this "
+			          "pod's apps are not registered");
 	}
 	pthread_t joiner;
 	bool joined = pthread_create(&joiner, NULL, join_all, ctl) == 0;

@@ -103,8 +103,8 @@ static void reload_register(struct mtd_control *ctl)
 
 	if (next == NULL || !mtd_register_handover(ctl->reg, next)) {
 		mtd_register_free(next);
-		MTD_ERROR("reload: register changed but its new entries cannot start (out of memory): the "
-		          "previous registration stays");
+		MTD_ERROR("reload: register changed but its new entries cannot start (out of memory or unusable etcd "
+		          "TLS files, said above): the previous registration stays");
 		return;
 	}
 	MTD_INFO("reload: register changed: %zu entr%s now, the old leases go once they are live",

@@ -8,7 +8,7 @@ import re
 import unittest
 
 from harness import (MaitredTest, TestCA, maitred_only, free_port, port_in_use, pb, SRCDIR,
-                     CALL_LIMIT)
+                     CALL_LIMIT, START_LIMIT, wait_until)
 
 ERR = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<path>[^:\s]+): (?P<msg>.+)$")
 # A syntax error has no field path: FILE:LINE:COL: message.
@@ -206,6 +206,22 @@ class CheckConfig(MaitredTest):
                 self.assertEqual(rc, 1, "--check-config said:\n%s%s" % (out, err))
                 self.assertIn("%s: %s" % (path, want), err)
                 self.assertNotIn("OK", out)
+
+
+class RegisterStart(MaitredTest):
+    @maitred_only
+    def test_register_that_cannot_start_says_why(self):
+        """A register entry whose etcd TLS files do not load: the start
+        runs on without it, and its line says TLS may be the cause (it said
+        "out of memory", which sends an operator the wrong way)."""
+        empty = os.path.join(self.tmp, "empty.pem")
+        open(empty, "w").close()
+        reg = {"service": "a.B", "address": "10.0.0.7:8080",
+               "etcd": {"endpoints": ["127.0.0.1:1"], "prefix": "/x/", "tls": {"ca_file": empty}}}
+        m = self.start_maitred(self.config([self.service("a.B", ["127.0.0.1:1"])], register=[reg]))
+        lines = lambda: [ln for ln in m.proc.output().splitlines() if "register: cannot start" in ln]
+        wait_until(lines, START_LIMIT, "the register line")
+        self.assertIn("unusable etcd TLS files", lines()[0])
 
 
 class EmbeddedDefault(MaitredTest):
