@@ -44,7 +44,16 @@ def anchor(name):
     return name.lower().replace(".", "")
 
 
+# A map<K, V> field is a repeated field of a nested "...Entry" message
+# (options.map_entry): written as a mapping, so shown as one, with no link
+# (the entry has no section). Filled by main(): type name -> (key, value).
+MAP_ENTRIES = {}
+
+
 def type_of(f, package):
+    if f.type == F.TYPE_MESSAGE and f.type_name in MAP_ENTRIES:
+        k, v = MAP_ENTRIES[f.type_name]
+        return "map of %s to %s" % (type_of(k, package), type_of(v, package))
     if f.type in (F.TYPE_MESSAGE, F.TYPE_ENUM):
         if f.type_name in WELL_KNOWN:
             t = WELL_KNOWN[f.type_name]
@@ -79,6 +88,10 @@ def main():
         fds.ParseFromString(f.read())
     fd = next(x for x in fds.file if x.name == proto_name)
     locs = {tuple(loc.path): loc for loc in fd.source_code_info.location}
+    for m in fd.message_type:
+        for n in m.nested_type:
+            if n.options.map_entry:
+                MAP_ENTRIES[".%s.%s.%s" % (fd.package, m.name, n.name)] = (n.field[0], n.field[1])
     if not locs:
         sys.exit("gen_config_ref.py: %s has no source info (run protoc with --include_source_info)" % ds_path)
     out = ["<!-- Generated from %s by docs/gen_config_ref.py at build time; do not edit. -->" % proto_name,

@@ -247,6 +247,22 @@ class Docs(unittest.TestCase):
                          if not any("gen/.stamp" in d.split() for d in deps))
         self.assertEqual(lacking, [], "objects that do not wait for gen/.stamp")
 
+    def test_config_reference_links_resolve_and_maps_read_as_maps(self):
+        """Every link of the generated reference names a heading of it, and a
+        map field (Split.weights, Otlp.headers, Endpoint.metadata) reads as
+        the mapping it is written as: it read "list of [Split.WeightsEntry]",
+        a link to no section, which sends a reader to write a list of
+        {key, value} objects that the loader refuses."""
+        with open(os.path.join(BUILDDIR, "docs", "config-reference.md")) as f:
+            text = f.read()
+        heads = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-")
+                 for h in re.findall(r"^#+ (.+)$", text, re.M)}
+        links = set(re.findall(r"\]\(#([^)]+)\)", text))
+        self.assertEqual(sorted(links - heads), [], "links to no heading")
+        self.assertNotIn("Entry]", text)
+        self.assertIn("| `weights` | map of string to uint32 |", text)
+        self.assertIn("| `metadata` | map of string to string |", text)
+
     def test_every_message_is_in_troubleshooting(self):
         """Every format string the daemon logs or answers with."""
         with open(os.path.join(SRCDIR, "docs", "troubleshooting.md")) as f:
