@@ -263,6 +263,38 @@ class Docs(unittest.TestCase):
         self.assertIn("| `weights` | map of string to uint32 |", text)
         self.assertIn("| `metadata` | map of string to string |", text)
 
+    def test_config_keys_named_in_docs_exist(self):
+        """A key path the pages name (`upstream.keepalive_interval`,
+        `services[].tls.ca_file`) whose first key is one of Config's or
+        Service's: every key of it is a field of config.proto. The
+        troubleshooting page sent operators to `upstream.keepalive`."""
+        with open(os.path.join(SRCDIR, "protos/maitred/config/v1/config.proto")) as f:
+            proto = f.read()
+        field = r"^\s+(?:repeated\s+)?(?:map<[^>]+>|[\w.]+)\s+(\w+)\s*=\s*\d+"
+        fields = set(re.findall(field, proto, re.M))
+
+        def top_fields(name):
+            body = proto[proto.index("message %s {" % name):]
+            out, depth = set(), 0
+            for ln in body.splitlines():
+                depth += ln.count("{") - ln.count("}")
+                m = re.match(field, ln)
+                if m and depth == 1:
+                    out.add(m.group(1))
+                if depth == 0:
+                    return out
+        roots = top_fields("Config") | top_fields("Service")
+        not_config = {"xds.clusters"}  # /config_dump's xds section, not a config key
+        bad = []
+        for page in ["README.md"] + sorted(glob.glob(os.path.join(SRCDIR, "docs", "*.md"))):
+            with open(os.path.join(SRCDIR, page)) as f:
+                for n, line in enumerate(f, 1):
+                    for tok in re.findall(r"`([a-z_]+(?:\[\d*\])?(?:\.[a-z_]+(?:\[\d*\])?)+)`", line):
+                        keys = [re.sub(r"\[\d*\]", "", k) for k in tok.split(".")]
+                        if keys[0] in roots and tok not in not_config and any(k not in fields for k in keys):
+                            bad.append("%s:%d: %s" % (os.path.basename(page), n, tok))
+        self.assertEqual(bad, [], "keys config.proto does not have")
+
     def test_every_message_is_in_troubleshooting(self):
         """Every format string the daemon logs or answers with."""
         with open(os.path.join(SRCDIR, "docs", "troubleshooting.md")) as f:
