@@ -48,8 +48,6 @@ extern ProtobufCAllocator mtd_cfg__pb_allocator;
 /* Test hook (per thread): from now on, allocation number n (1-based) and
  * every later one fail; n = 0 turns failures off. */
 void mtd_cfg__fail_alloc_after(unsigned long n);
-/* Allocations attempted on this thread since the last fail_alloc_after(). */
-unsigned long mtd_cfg__alloc_count(void);
 /* Whether an allocation has failed since the last fail_alloc_after(). */
 bool mtd_cfg__alloc_failed(void);
 

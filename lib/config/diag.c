@@ -23,11 +23,6 @@ void mtd_cfg__fail_alloc_after(unsigned long n)
 	alloc_failed = false;
 }
 
-unsigned long mtd_cfg__alloc_count(void)
-{
-	return alloc_count;
-}
-
 bool mtd_cfg__alloc_failed(void)
 {
 	return alloc_failed;
