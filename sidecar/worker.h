@@ -12,6 +12,8 @@ struct mtd_runtime;
 /* rt: a reference transferred to the worker (kept by the caller when NULL
  * is returned). */
 struct mtd_worker *mtd_worker_new(unsigned id, struct mtd_runtime *rt, int listen_fd);
+/* Start w's thread: 0, or -errno from pthread_create (w not started:
+ * mtd_worker_free it). */
 int mtd_worker_start(struct mtd_worker *w);
 /* Thread-safe: ask the worker to drain (GOAWAY everyone) / stop now. */
 void mtd_worker_drain(struct mtd_worker *w);

@@ -103,6 +103,12 @@ struct mtd_disc_source_ops {
 
 /* ---- the control loop itself (publish.c; the sources: sources.h) ------ */
 
+/* ctl zeroed, then its event base (MTD_CONTROL_N_PRIOS priorities) and the
+ * three reclaim mailboxes made, and ctl bound as the runtime's control:
+ * 0, or a negative errno with what was made freed. mtd_control_fini stops
+ * the tracer, drops ctl->rt's reference, reclaims what is left, runs the
+ * callbacks libevent still owes, then frees the base (call it after the
+ * workers are gone, and only after an init that returned 0). */
 int mtd_control_init(struct mtd_control *ctl);
 void mtd_control_fini(struct mtd_control *ctl);
 /* Make rt (a reference transferred) the current runtime and hand it to

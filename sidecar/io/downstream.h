@@ -18,6 +18,10 @@ struct mtd_conn;
  * (the call engine's, call/down_port.c), kept in w->down_port. */
 int mtd_down_setup(struct mtd_worker *w, const struct mtd_down_port *port);
 void mtd_down_teardown(struct mtd_worker *w);
+/* An accepted client socket becomes one of w's connections (its SETTINGS
+ * queued, its reads armed): 0, the fd then the connection's; or -ENOMEM,
+ * nothing kept, the fd still the caller's to close (worker.c does, and
+ * gives back the client count it admitted). */
 int mtd_down_accept(struct mtd_worker *w, int fd);
 /* The kind's ops (inbound.c wraps them for its peers' connections). */
 extern const struct mtd_conn_ops mtd_down_ops;

@@ -17,6 +17,10 @@ struct mtd_conn_ops;
 /* Per-worker nghttp2 callbacks and options. */
 int mtd_up_setup(struct mtd_worker *w);
 void mtd_up_teardown(struct mtd_worker *w);
+/* A new connection of p's to its endpoint, connecting (non-blocking, its
+ * connect timeout armed), in p's list: the connection; or NULL when it
+ * failed at once, already counted as a connect failure of p's, its waiting
+ * calls moved on and nothing left to free. */
 struct mtd_conn *mtd_up_connect(struct mtd_pool *p);
 /* Open s's stream on c with the request nva[0..n) (and prd's body, or
  * none): nghttp2 copies nva; the stream's user data is s, and s->conn,
