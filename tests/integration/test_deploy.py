@@ -72,6 +72,36 @@ class Examples(CertsMixin, MaitredTest):
         self.assertEqual(wanted - modes, set(), "fault modes without an example in deploy/examples")
 
 
+class DocSnippets(CertsMixin, MaitredTest):
+    def test_every_config_in_the_pages_passes_check_config(self):
+        """Every YAML block of README.md and docs/*.md that is a config of
+        its own (it has `services:` or `inbound:` at the top) passes
+        --check-config, with the suite's certificates for the files it
+        names: what a newcomer copies works as written."""
+        fence = re.compile(r"^```yaml\n(.*?)^```", re.M | re.S)
+        checked, bad = 0, []
+        for page in ["README.md"] + sorted(glob.glob(os.path.join(SRCDIR, "docs", "*.md"))):
+            with open(os.path.join(SRCDIR, page)) as f:
+                text = f.read()
+            for m in fence.finditer(text):
+                block = m.group(1)
+                if not re.search(r"^(services|inbound):", block, re.M):
+                    continue  # a fragment of a config, shown in place
+                line = text.count("\n", 0, m.start()) + 2
+                name = "%s_%d" % (os.path.basename(page), line)
+                certs = os.path.join(self.tmp, "check-" + name, "certs")
+                for path, cert in (("/var/run/maitred/ca.crt", "ca.pem"), ("/var/run/maitred/tls.crt", "client.pem"),
+                                   ("/var/run/maitred/tls.key", "client.key"), ('"ca.pem"', '"certs/ca.pem"')):
+                    block = block.replace(path, cert if cert.startswith('"') else os.path.join(certs, cert))
+                path = self.check(block, name)
+                rc, out, err = self.run_maitred(["--check-config", path])
+                checked += 1
+                if rc != 0:
+                    bad.append("%s:%d:\n%s" % (os.path.basename(page), line, err))
+        self.assertGreaterEqual(checked, 8)
+        self.assertEqual(bad, [])
+
+
 def hosts_of(cfg_text):
     return sorted(set(re.findall(r'address: "([A-Za-z][A-Za-z0-9.-]*):\d+"', cfg_text)))
 
