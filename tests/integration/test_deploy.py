@@ -102,6 +102,40 @@ class DocSnippets(CertsMixin, MaitredTest):
         self.assertEqual(bad, [])
 
 
+class Dockerfile(unittest.TestCase):
+    def test_runtime_image_has_every_library_maitred_links(self):
+        """Every shared library maitred's binary names (NEEDED) comes from a
+        package the Dockerfile's runtime stage installs, or one they depend
+        on (Debian's metadata, read with dpkg -S and apt-cache). It lacked
+        libevent-extra-2.1-7 and libevent-openssl-2.1-7 since maitred links
+        libevent_core + libevent_extra + libevent_openssl instead of
+        libevent: the image's maitred would not load."""
+        if not shutil.which("dpkg") or not shutil.which("apt-cache") or not shutil.which("readelf"):
+            self.skipTest("needs dpkg, apt-cache and readelf (Debian)")
+        with open(os.path.join(DEPLOY, "Dockerfile")) as f:
+            text = f.read()
+        runtime = text[text.index("FROM debian:12-slim"):]
+        install = re.search(r"apt-get install[^\n]*\\\n((?:.*\\\n)+)", runtime).group(1)
+        pkgs = set(re.findall(r"\b([a-z0-9][a-z0-9.+-]+[0-9a-z])\b", install.replace("&&", " ")))
+        have = set(pkgs)
+        for p in pkgs:
+            out = subprocess.run(["apt-cache", "depends", p], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 timeout=CALL_LIMIT).stdout.decode()
+            have |= set(re.findall(r"^\s+Depends: (\S+)", out, re.M))
+        needed = subprocess.run(["readelf", "-d", MAITRED_BIN], stdout=subprocess.PIPE,
+                                timeout=CALL_LIMIT).stdout.decode()
+        missing = []
+        for lib in re.findall(r"\(NEEDED\)\s+Shared library: \[(\S+)\]", needed):
+            if re.match(r"lib(c|m|dl|pthread|rt|asan|ubsan|tsan|stdc\+\+|gcc_s)\.so", lib):
+                continue  # libc6 (and the sanitizers' runtimes of a test build)
+            res = subprocess.run(["dpkg", "-S", "*/" + lib], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 timeout=CALL_LIMIT).stdout.decode()
+            owners = {ln.split(":")[0] for ln in res.splitlines() if ln}
+            if owners and not owners & have:
+                missing.append("%s (%s)" % (lib, ", ".join(sorted(owners))))
+        self.assertEqual(missing, [], "libraries the runtime image lacks")
+
+
 def hosts_of(cfg_text):
     return sorted(set(re.findall(r'address: "([A-Za-z][A-Za-z0-9.-]*):\d+"', cfg_text)))
 
