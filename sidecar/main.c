@@ -94,7 +94,7 @@ static struct mtd_cfg *load_config(const char *path)
 }
 
 /* --check-config: every TLS file the start would load, loaded as it would
- * be (mtd_cfg_load only reads them): a file with no certificate in it, or
+ * be (mtd_cfg_load_file only reads them): a file with no certificate in it, or
  * a key that is not its certificate's, refuses the start (services, inbound
  * listeners, xds.tls, tracing) or leaves a source or a registration
  * without its etcd (discovery.etcd, register), and must not pass the check.
