@@ -1163,6 +1163,12 @@ int mtd_cfg__pbjson_load(const char *data, size_t len, bool json, const Protobuf
 		goto out_parser;
 	}
 	root = yaml_document_get_root_node(&doc);
+	if (root != NULL && !is_null(root) && root->type != YAML_MAPPING_NODE) {
+		/* A word or a list, not a config with its keys: that is the
+		 * error, as a syntax error is (no message, nothing to validate). */
+		mtd_cfg__error(d, mark_of(root), NULL, "expected a mapping (%s), got %s", desc->short_name, kind(root));
+		goto out_doc;
+	}
 	if (root != NULL) {
 		if (!yaml_parser_load(&parser, &extra)) {
 			syntax_error(d, &parser);

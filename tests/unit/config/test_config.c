@@ -997,6 +997,20 @@ START_TEST(err_flow_nesting)
 }
 END_TEST
 
+/* A file whose top is not a mapping (a word, a list) gets that one error:
+ * it got "services: at least one service is required" first, with no
+ * line, as if the file had been read and found empty. */
+START_TEST(err_top_not_a_mapping)
+{
+	expect_only("hello\n", "t.yaml:1:1: expected a mapping (Config), got a scalar");
+	expect_only("- a\n- b\n", "t.yaml:1:1: expected a mapping (Config), got a list");
+	const char *const want[] = {"t.json:1:1: expected a mapping (Config), got a list", NULL};
+	expect_errors_fmt("t.json", "[{\"services\": []}]", strlen("[{\"services\": []}]"), MTD_CFG_FORMAT_JSON, want);
+	/* An empty file is read as an empty config: the error says what it lacks. */
+	expect_only("", "t.yaml: services: at least one service is required*");
+}
+END_TEST
+
 /* Inbound listeners (mesh mode). */
 #define FX "%s/tests/unit/config/fixtures/certs/"
 
@@ -3158,6 +3172,7 @@ static Suite *config_suite(void)
 
 	tcase_add_test(errors, err_unknown_key);
 	tcase_add_test(errors, err_flow_nesting);
+	tcase_add_test(errors, err_top_not_a_mapping);
 	tcase_add_test(errors, err_fault);
 	tcase_add_test(errors, ok_fault);
 	tcase_add_test(errors, health_options);
