@@ -236,7 +236,7 @@ int mtd_cfg__build(const PbConfig *m, const char *source, const char *basedir, s
 	if (d->oom)
 		goto fail_cfg;
 
-	if (m->n_services == 0 && m->n_inbound == 0)
+	if (m->n_services == 0 && m->n_inbound == 0 && !mtd_cfg__said_under(d, "services"))
 		BERR(mtd_cfg__at(b, m, "services", NULL), "services",
 		     "at least one service is required (or an inbound listener: a maitred that only serves "
 		     "inbound calls needs no service)");

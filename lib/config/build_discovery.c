@@ -154,9 +154,11 @@ void mtd_cfg__build_source(struct builder *b, const PbService *m, const char *pa
 		return;
 	}
 	if (n == 0) {
-		BERR(mtd_cfg__at(b, m, "endpoints", NULL), mtd_cfg__sub(p, sizeof(p), path, "endpoints"),
-		     "a service needs exactly one endpoint source: endpoints | discovery.etcd | discovery.dns | "
-		     "discovery.xds");
+		/* endpoints written in another shape was said where it is. */
+		if (!mtd_cfg__said_under(b->d, mtd_cfg__sub(p, sizeof(p), path, "endpoints")))
+			BERR(mtd_cfg__at(b, m, "endpoints", NULL), p,
+			     "a service needs exactly one endpoint source: endpoints | discovery.etcd | discovery.dns | "
+			     "discovery.xds");
 		return;
 	}
 	if (n > 1) {

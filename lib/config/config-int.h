@@ -95,6 +95,11 @@ void mtd_cfg__pos_add(struct mtd_cfg__diag *d, const void *msg, uint32_t field, 
 struct mtd_cfg__mark mtd_cfg__pos_get(struct mtd_cfg__diag *d, const void *msg, uint32_t field);
 /* Same, naming the field by its .proto name (unknown name = the message). */
 struct mtd_cfg__mark mtd_cfg__pos_named(struct mtd_cfg__diag *d, const ProtobufCMessage *msg, const char *field);
+/* Whether an error was recorded at path or under it ("services[0].endpoints"
+ * holds for "services[0].endpoints[1]: ..." and "services[0].endpoints: ...",
+ * not for "services[0].endpoints_x"): a check of what is there then says
+ * nothing, the value was written wrong and that is said. */
+bool mtd_cfg__said_under(const struct mtd_cfg__diag *d, const char *path);
 /* Append every error, in file order, to errs. 0 or -ENOMEM. */
 int mtd_cfg__diag_export(struct mtd_cfg__diag *d, struct mtd_cfg_errors *errs);
 

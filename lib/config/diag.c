@@ -168,6 +168,29 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
+bool mtd_cfg__said_under(const struct mtd_cfg__diag *d, const char *path)
+{
+	size_t src = strlen(d->source), n = strlen(path);
+
+	for (size_t i = 0; i < d->n_errs; i++) {
+		const char *t = d->errs[i].text;
+
+		if (strncmp(t, d->source, src) != 0)
+			continue;
+		t += src;
+		if (d->errs[i].at.line != 0) { /* ":LINE:COL" */
+			t = strchr(t + 1, ':');
+			if (t == NULL)
+				continue;
+			t += strcspn(t + 1, ":") + 1;
+		}
+		if (strncmp(t, ": ", 2) == 0 && strncmp(t + 2, path, n) == 0 &&
+		    (t[2 + n] == ':' || t[2 + n] == '.' || t[2 + n] == '['))
+			return true;
+	}
+	return false;
+}
+
 void mtd_cfg__error(struct mtd_cfg__diag *d, struct mtd_cfg__mark at, const char *path, const char *fmt, ...)
 {
 	va_list ap;

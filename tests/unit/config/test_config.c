@@ -1011,6 +1011,27 @@ START_TEST(err_top_not_a_mapping)
 }
 END_TEST
 
+/* A value of the wrong shape is said once, where it is: the check that
+ * then finds nothing there ("a service needs exactly one endpoint
+ * source", "at least one service is required") came first in the file's
+ * order and sent the reader to add what was written wrong. */
+START_TEST(err_shape_said_once)
+{
+	expect_only("services:\n  - name: a.B\n    endpoints: [\"127.0.0.1:1\"]\n",
+	            "t.yaml:3:17: services[0].endpoints[0]: expected a mapping (Endpoint), got a scalar");
+	expect_only("services:\n  - name: a.B\n    endpoints: \"127.0.0.1:1\"\n",
+	            "t.yaml:3:16: services[0].endpoints: expected a list, got a scalar");
+	expect_only("services: {name: a.B, endpoints: [{address: \"127.0.0.1:1\"}]}\n",
+	            "t.yaml:1:11: services: expected a list, got a mapping");
+	/* Nothing written wrong there: the checks still say what is missing. */
+	expect_only("services:\n  - name: a.B\n", "t.yaml:2:5: services[0].endpoints: a service needs exactly one *");
+	expect_only("services: []\n", "t.yaml:1:11: services: at least one service is required*");
+	/* A neighbour's error ("services[1]...") is not one under services[0]. */
+	expect_error("services:\n  - name: a.B\n  - name: c.D\n    endpoints: [1]\n",
+	             "t.yaml:2:5: services[0].endpoints: a service needs exactly one *");
+}
+END_TEST
+
 /* Inbound listeners (mesh mode). */
 #define FX "%s/tests/unit/config/fixtures/certs/"
 
@@ -3173,6 +3194,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_unknown_key);
 	tcase_add_test(errors, err_flow_nesting);
 	tcase_add_test(errors, err_top_not_a_mapping);
+	tcase_add_test(errors, err_shape_said_once);
 	tcase_add_test(errors, err_fault);
 	tcase_add_test(errors, ok_fault);
 	tcase_add_test(errors, health_options);
