@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -307,15 +308,25 @@ static void sighup_cb(evutil_socket_t sig, short what, void *arg)
  * content changed. */
 #define WATCH_SETTLE_MS 200
 
+/* The content's hash; *ok false when path is no regular file it can read
+ * (then the load refuses it, saying why). O_NONBLOCK: a FIFO with no writer
+ * would block open(). */
 static uint64_t file_hash(const char *path, bool *ok)
 {
-	FILE *f = fopen(path, "rb");
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	FILE *f = NULL;
 	uint64_t h = 0;
 	uint8_t buf[8192];
 	size_t n;
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		f = fdopen(fd, "rb");
 	*ok = f != NULL;
-	if (!f)
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return 0;
+	}
 	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
 		h = mtd_lb_hash64(buf, n, h);
 	fclose(f);

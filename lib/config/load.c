@@ -252,6 +252,17 @@ static int io_error(const char *path, int err, const char *what, struct mtd_cfg_
 	return rc;
 }
 
+/* What a path that is not a regular file is, for the refusal. */
+static const char *file_kind(mode_t mode)
+{
+	return S_ISDIR(mode)    ? "a directory"
+	       : S_ISFIFO(mode) ? "a FIFO"
+	       : S_ISSOCK(mode) ? "a socket"
+	       : S_ISCHR(mode)  ? "a character device"
+	       : S_ISBLK(mode)  ? "a block device"
+	                        : "not a file";
+}
+
 int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt, struct mtd_cfg **out, struct mtd_cfg_errors *errs)
 {
 	struct stat st;
@@ -264,7 +275,9 @@ int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt, struct mtd_cfg 
 	if (path == NULL)
 		return load("<embedded default>", "", mtd_cfg_default_yaml, strlen(mtd_cfg_default_yaml),
 		            MTD_CFG_FORMAT_YAML, out, errs);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO with no writer would block open() (the start, a
+	 * reload on the control thread); a regular file ignores the flag. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return io_error(path, errno, "cannot open", errs);
 	if (fstat(fd, &st) != 0) {
@@ -272,7 +285,19 @@ int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt, struct mtd_cfg 
 		goto out_fd;
 	}
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > CFG_FILE_MAX) {
-		rc = io_error(path, S_ISREG(st.st_mode) ? EFBIG : EINVAL, "not a regular file of at most 64 MiB", errs);
+		struct mtd_cfg__diag d;
+
+		rc = S_ISREG(st.st_mode) ? -EFBIG : -EINVAL;
+		mtd_cfg__diag_init(&d, path);
+		if (S_ISREG(st.st_mode))
+			mtd_cfg__error(&d, (struct mtd_cfg__mark){0, 0}, NULL, "larger than 64 MiB (%llu bytes)",
+			               (unsigned long long)st.st_size);
+		else
+			mtd_cfg__error(&d, (struct mtd_cfg__mark){0, 0}, NULL, "not a regular file (%s)",
+			               file_kind(st.st_mode));
+		if (d.oom || mtd_cfg__diag_export(&d, errs) != 0)
+			rc = -ENOMEM;
+		mtd_cfg__diag_fini(&d);
 		goto out_fd;
 	}
 	buf = mtd_cfg__malloc((size_t)st.st_size + 1);

@@ -104,6 +104,17 @@ class Cli(MaitredTest):
         self.assertIn("chatty", err)
 
     @maitred_only
+    def test_config_path_that_is_a_fifo(self):
+        """--config and --check-config on a FIFO nobody writes: refused at
+        once, saying what the path is (both blocked in open() forever)."""
+        path = os.path.join(self.tmp, "fifo.yaml")
+        os.mkfifo(path)
+        for args in (["--check-config", path], ["--config", path]):
+            rc, out, err = self.run_maitred(args, limit=10)
+            self.assertEqual(rc, 1, err)
+            self.assertIn("%s: not a regular file (a FIFO)" % path, err)
+
+    @maitred_only
     def test_missing_config_file(self):
         path = os.path.join(self.tmp, "nope.yaml")
         for args in (["--check-config", path], ["--config", path]):

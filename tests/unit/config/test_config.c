@@ -6,12 +6,14 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -1029,6 +1031,45 @@ START_TEST(err_shape_said_once)
 	/* A neighbour's error ("services[1]...") is not one under services[0]. */
 	expect_error("services:\n  - name: a.B\n  - name: c.D\n    endpoints: [1]\n",
 	             "t.yaml:2:5: services[0].endpoints: a service needs exactly one *");
+}
+END_TEST
+
+/* A config path that is no regular file, or too large, is refused at once
+ * with the reason: a FIFO with no writer blocked the load in open() (the
+ * start, --check-config, a reload on the control thread), and the reason
+ * read "not a regular file of at most 64 MiB: Invalid argument". */
+static void expect_file_error(const char *path, const char *want)
+{
+	struct mtd_cfg *cfg = NULL;
+	struct mtd_cfg_errors errs = {0};
+
+	ck_assert_int_lt(mtd_cfg_load_file(path, MTD_CFG_FORMAT_AUTO, &cfg, &errs), 0);
+	ck_assert_ptr_null(cfg);
+	ck_assert_uint_eq(errs.n, 1);
+	ck_assert_msg(matches(errs.msgs[0], want), "got: %s, want: %s", errs.msgs[0], want);
+	mtd_cfg_errors_clear(&errs);
+}
+
+START_TEST(err_config_file_kind)
+{
+	char dir[] = "/tmp/mtd-cfgfile-XXXXXX", fifo[64], big[64];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo.yaml", dir);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	alarm(20); /* the old open() never returned */
+	expect_file_error(fifo, "*/fifo.yaml: not a regular file (a FIFO)");
+	alarm(0);
+	expect_file_error(dir, "/tmp/mtd-cfgfile-*: not a regular file (a directory)");
+	snprintf(big, sizeof(big), "%s/big.yaml", dir);
+	int fd = open(big, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (64 << 20) + 1), 0);
+	close(fd);
+	expect_file_error(big, "*/big.yaml: larger than 64 MiB (67108865 bytes)");
+	unlink(big);
+	unlink(fifo);
+	rmdir(dir);
 }
 END_TEST
 
@@ -3195,6 +3236,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_flow_nesting);
 	tcase_add_test(errors, err_top_not_a_mapping);
 	tcase_add_test(errors, err_shape_said_once);
+	tcase_add_test(errors, err_config_file_kind);
 	tcase_add_test(errors, err_fault);
 	tcase_add_test(errors, ok_fault);
 	tcase_add_test(errors, health_options);
