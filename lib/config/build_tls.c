@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/build-int.h"
@@ -13,10 +14,12 @@
 
 #define FROM_REGISTRY "FROM_REGISTRY"
 
-/* basedir + name for a relative name; checks the file can be read. */
+/* basedir + name for a relative name; checks the file can be read: a
+ * regular file (O_NONBLOCK: a FIFO with no writer would block open()). */
 char *mtd_cfg__tls_file(struct builder *b, const void *m, const char *field, const char *value, const char *path)
 {
 	char p[256], *full;
+	struct stat st;
 	int fd;
 
 	if (value[0] == '/' || b->basedir[0] == '\0')
@@ -27,11 +30,14 @@ char *mtd_cfg__tls_file(struct builder *b, const void *m, const char *field, con
 		b->d->oom = true;
 		return NULL;
 	}
-	fd = open(full, O_RDONLY | O_CLOEXEC);
+	fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		BERR(mtd_cfg__at(b, m, field, NULL), mtd_cfg__sub(p, sizeof(p), path, field), "cannot read \"%s\": %s",
 		     full, strerror(errno));
-	else
+	else if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode))
+		BERR(mtd_cfg__at(b, m, field, NULL), mtd_cfg__sub(p, sizeof(p), path, field),
+		     "cannot read \"%s\": not a regular file (%s)", full, mtd_cfg__file_kind(st.st_mode));
+	if (fd >= 0)
 		close(fd);
 	return full;
 }

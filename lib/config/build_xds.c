@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -245,9 +246,16 @@ static int read_bootstrap(const char *file, struct bootstrap *bs, char *why, siz
 	int fd, rc = -1;
 
 	memset(bs, 0, sizeof(*bs));
-	fd = open(file, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO with no writer would block open(). */
+	fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		snprintf(why, whylen, "cannot read \"%s\": %s", file, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(why, whylen, "\"%s\": not a regular file (%s)", file, mtd_cfg__file_kind(st.st_mode));
 		return -1;
 	}
 	data = malloc(BOOTSTRAP_MAX + 1);

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h> /* mode_t */
 
 #include <protobuf-c/protobuf-c.h>
 
@@ -95,6 +96,9 @@ void mtd_cfg__pos_add(struct mtd_cfg__diag *d, const void *msg, uint32_t field, 
 struct mtd_cfg__mark mtd_cfg__pos_get(struct mtd_cfg__diag *d, const void *msg, uint32_t field);
 /* Same, naming the field by its .proto name (unknown name = the message). */
 struct mtd_cfg__mark mtd_cfg__pos_named(struct mtd_cfg__diag *d, const ProtobufCMessage *msg, const char *field);
+/* What a path that is not a regular file is ("a directory", "a FIFO", ...),
+ * for a refusal (load.c). */
+const char *mtd_cfg__file_kind(mode_t mode);
 /* Whether an error was recorded at path or under it ("services[0].endpoints"
  * holds for "services[0].endpoints[1]: ..." and "services[0].endpoints: ...",
  * not for "services[0].endpoints_x"): a check of what is there then says

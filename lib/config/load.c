@@ -252,8 +252,7 @@ static int io_error(const char *path, int err, const char *what, struct mtd_cfg_
 	return rc;
 }
 
-/* What a path that is not a regular file is, for the refusal. */
-static const char *file_kind(mode_t mode)
+const char *mtd_cfg__file_kind(mode_t mode)
 {
 	return S_ISDIR(mode)    ? "a directory"
 	       : S_ISFIFO(mode) ? "a FIFO"
@@ -294,7 +293,7 @@ int mtd_cfg_load_file(const char *path, enum mtd_cfg_format fmt, struct mtd_cfg 
 			               (unsigned long long)st.st_size);
 		else
 			mtd_cfg__error(&d, (struct mtd_cfg__mark){0, 0}, NULL, "not a regular file (%s)",
-			               file_kind(st.st_mode));
+			               mtd_cfg__file_kind(st.st_mode));
 		if (d.oom || mtd_cfg__diag_export(&d, errs) != 0)
 			rc = -ENOMEM;
 		mtd_cfg__diag_fini(&d);

@@ -1073,6 +1073,36 @@ START_TEST(err_config_file_kind)
 }
 END_TEST
 
+/* A TLS (or password, bootstrap) file that is a FIFO or a directory is
+ * refused at load, saying so: a FIFO with no writer blocked the load in
+ * open(), and a directory passed ("readable") until the start refused it. */
+START_TEST(err_tls_file_kind)
+{
+	char dir[] = "/tmp/mtd-tlsfile-XXXXXX", fifo[64], yaml[512];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/ca.pem", dir);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	snprintf(yaml, sizeof(yaml), "services: [{name: a.B, endpoints: [{address: \"127.0.0.1:1\"}], tls: {ca_file: \"%s\"}}]\n",
+	         fifo);
+	alarm(20); /* the old open() never returned */
+	expect_error(yaml, "t.yaml:1:*: services[0].tls.ca_file: cannot read \"*/ca.pem\": not a regular file (a FIFO)");
+	alarm(0);
+	snprintf(yaml, sizeof(yaml), "services: [{name: a.B, endpoints: [{address: \"127.0.0.1:1\"}], tls: {ca_file: \"%s\"}}]\n",
+	         dir);
+	expect_error(yaml, "t.yaml:1:*: services[0].tls.ca_file: cannot read \"/tmp/mtd-tlsfile-*\": not a regular file (a directory)");
+	/* GRPC_XDS_BOOTSTRAP naming one. */
+	setenv("GRPC_XDS_BOOTSTRAP", fifo, 1);
+	alarm(20);
+	expect_error("xds: {}\nservices: [{name: a.B, discovery: {xds: {}}}]\n",
+	             "t.yaml:1:6: xds (GRPC_XDS_BOOTSTRAP): \"*/ca.pem\": not a regular file (a FIFO)");
+	alarm(0);
+	unsetenv("GRPC_XDS_BOOTSTRAP");
+	unlink(fifo);
+	rmdir(dir);
+}
+END_TEST
+
 /* Inbound listeners (mesh mode). */
 #define FX "%s/tests/unit/config/fixtures/certs/"
 
@@ -3237,6 +3267,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_top_not_a_mapping);
 	tcase_add_test(errors, err_shape_said_once);
 	tcase_add_test(errors, err_config_file_kind);
+	tcase_add_test(errors, err_tls_file_kind);
 	tcase_add_test(errors, err_fault);
 	tcase_add_test(errors, ok_fault);
 	tcase_add_test(errors, health_options);
