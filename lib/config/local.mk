@@ -16,7 +16,6 @@ tests_unit_test_config_SOURCES = tests/unit/config/test_config.c
 tests_unit_test_config_CFLAGS = $(TEST_UNIT_CFLAGS)
 tests_unit_test_config_LDADD = $(TEST_UNIT_LIBS)
 EXTRA_DIST += deploy/maitred.example.yaml \
-	tests/unit/config/fuzz_config.c \
 	tests/unit/config/fixtures/certs/ca.pem \
 	tests/unit/config/fixtures/certs/client.pem \
 	tests/unit/config/fixtures/certs/client.key \
