@@ -24,7 +24,11 @@
  *               protoc generates); a key written twice is an error
  * Other well-known types (Struct, Any, FieldMask...) are
  * reported as unsupported. Anything else is an error naming the file, line,
- * column and field path; mapping continues so every error is reported. */
+ * column and field path; mapping continues so every error is reported.
+ * Not read: YAML tags (a value is read by its field's type, "!foo 2" as 2).
+ * Refused before the document is built: nesting deeper than
+ * MTD_CFG_NEST_MAX levels (mtd_cfg__yaml_too_deep: libyaml's load is
+ * quadratic in it), and a top that is not a mapping. */
 #include <config.h> /* autoconf (lib/config/config.h is the API) */
 
 #include <ctype.h>
