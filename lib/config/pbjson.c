@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <yaml.h>
 
@@ -763,7 +764,10 @@ static int map_value(struct mapper *m, const ProtobufCFieldDescriptor *fd, yaml_
 			*(protobuf_c_boolean *)dst = 0;
 			return 0;
 		}
-		ERR(m, n, "expected true or false, got \"%s\"", s);
+		if (!is_plain(n) && (strcasecmp(s, "true") == 0 || strcasecmp(s, "false") == 0))
+			ERR(m, n, "expected true or false, got the string \"%s\" (write it without quotes)", s);
+		else
+			ERR(m, n, "expected true or false, got \"%s\"", s);
 		return -1;
 	case PROTOBUF_C_TYPE_ENUM:
 		return map_enum(m, fd->descriptor, n, dst);

@@ -1103,6 +1103,18 @@ START_TEST(err_tls_file_kind)
 }
 END_TEST
 
+/* A bool written in quotes: the error says the quotes are what is wrong
+ * (it said 'expected true or false, got "true"'). */
+START_TEST(err_bool_quoted)
+{
+	expect_only("admin_allow_remote: \"true\"\nservices: [{name: a.B, endpoints: [{address: \"127.0.0.1:1\"}]}]\n",
+	            "t.yaml:1:21: admin_allow_remote: expected true or false, got the string \"true\" (write it without "
+	            "quotes)");
+	expect_only("admin_allow_remote: \"yes\"\nservices: [{name: a.B, endpoints: [{address: \"127.0.0.1:1\"}]}]\n",
+	            "t.yaml:1:21: admin_allow_remote: expected true or false, got \"yes\"");
+}
+END_TEST
+
 /* Inbound listeners (mesh mode). */
 #define FX "%s/tests/unit/config/fixtures/certs/"
 
@@ -3268,6 +3280,7 @@ static Suite *config_suite(void)
 	tcase_add_test(errors, err_shape_said_once);
 	tcase_add_test(errors, err_config_file_kind);
 	tcase_add_test(errors, err_tls_file_kind);
+	tcase_add_test(errors, err_bool_quoted);
 	tcase_add_test(errors, err_fault);
 	tcase_add_test(errors, ok_fault);
 	tcase_add_test(errors, health_options);
