@@ -67,11 +67,13 @@ nodist_lib_libmaitred_a_SOURCES += $(PROTO_GEN_C) $(PROTO_GEN_H)
 CLEANFILES += $(PROTO_GEN_C) $(PROTO_GEN_H) gen/.stamp
 
 $(PROTO_GEN_C) $(PROTO_GEN_H): gen/.stamp
-# `make sidecar/maitred` (or one object) in a tree just configured:
-# BUILT_SOURCES precede only all, check and install, so the objects that
-# may include a generated header wait for them here (order-only: a .proto
-# change rebuilds through the depfiles, as any header change does).
-$(lib_libmaitred_a_OBJECTS) $(sidecar_maitred_OBJECTS): | gen/.stamp
+# `make sidecar/maitred` or `make tests/unit/test_x` (deploy/tsan.sh) in a
+# tree just configured: BUILT_SOURCES precede only all, check and install,
+# so the objects that may include a generated header wait for them here
+# (order-only: a .proto change rebuilds through the depfiles, as any
+# header change does).
+$(lib_libmaitred_a_OBJECTS) $(sidecar_maitred_OBJECTS) \
+$(foreach p,$(filter tests/unit/%,$(check_PROGRAMS)),$($(subst /,_,$(p:$(EXEEXT)=))_OBJECTS)): | gen/.stamp
 gen/.stamp: $(PROTO_SRC)
 	$(AM_V_GEN)mkdir -p gen && \
 	$(PROTOC_C) -I$(srcdir)/protos -I$(PROTO_INCLUDE) --c_out=gen \

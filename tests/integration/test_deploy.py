@@ -294,19 +294,23 @@ class Docs(unittest.TestCase):
 
     def test_maitred_builds_by_name_in_a_fresh_tree(self):
         """`make sidecar/maitred` in a tree just configured (operating.md's
-        TSan recipe): BUILT_SOURCES precede only all, check and install, so
-        every object of maitred and of libmaitred.a must wait for the
+        TSan recipe; deploy/tsan.sh also names unit suites): BUILT_SOURCES
+        precede only all, check and install, so every object of maitred, of
+        libmaitred.a and of the unit suites must wait for the
         generated headers (gen/.stamp) itself. It did not: the first object
         that includes one failed, "discovery.pb-c.h: No such file"."""
         res = subprocess.run(["make", "-C", BUILDDIR, "-p", "-n", "-q", "sidecar/maitred"],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=CALL_LIMIT)
         rules = {}
         for line in res.stdout.decode(errors="replace").splitlines():
-            m = re.match(r"^((?:sidecar/[\w/]*maitred-|lib/[\w/]*libmaitred_a-)[\w-]+\.o):(.*)$", line)
+            m = re.match(r"^((?:sidecar/[\w/]*maitred-|lib/[\w/]*libmaitred_a-|tests/unit/[\w/]*test_)"
+                         r"[\w-]+\.o):(.*)$", line)
             if m:
                 rules.setdefault(m.group(1), []).append(m.group(2))
         self.assertIn("sidecar/control/maitred-xds_subscribe.o", rules)
         self.assertIn("lib/xds/libmaitred_a-cla.o", rules)
+        # deploy/tsan.sh makes unit suites by name too; test_lb_orca includes a generated header.
+        self.assertIn("tests/unit/lb/test_lb_orca-test_orca.o", rules)
         lacking = sorted(o for o, deps in rules.items()
                          if not any("gen/.stamp" in d.split() for d in deps))
         self.assertEqual(lacking, [], "objects that do not wait for gen/.stamp")
