@@ -93,6 +93,7 @@ static int provider_file(const char *bootstrap, const char *inst, yaml_node_t *n
                          char *why, size_t whylen)
 {
 	const char *v, *slash = strrchr(bootstrap, '/');
+	struct stat st;
 	int fd;
 
 	*out = NULL;
@@ -118,10 +119,18 @@ static int provider_file(const char *bootstrap, const char *inst, yaml_node_t *n
 		snprintf(why, whylen, "out of memory");
 		return -1;
 	}
-	fd = open(*out, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO with no writer would block open(). */
+	fd = open(*out, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		snprintf(why, whylen, "certificate_providers[\"%s\"].config.%s: cannot read \"%s\": %s", inst, field,
 		         *out, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+		snprintf(why, whylen,
+		         "certificate_providers[\"%s\"].config.%s: cannot read \"%s\": not a regular file (%s)", inst,
+		         field, *out, mtd_cfg__file_kind(st.st_mode));
+		close(fd);
 		return -1;
 	}
 	close(fd);

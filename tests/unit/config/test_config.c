@@ -942,6 +942,23 @@ START_TEST(xds_bootstrap_certificate_providers)
 		providers_file(file, bad[i].providers);
 		expect_error_with(yaml, bad[i].error);
 	}
+	/* A directory, or a FIFO with no writer (which would block open()). */
+	char fifo[64], what[512];
+	snprintf(fifo, sizeof(fifo), "%s/fifo.pem", dir);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	const char *not_files[][2] = {{dir, "a directory"}, {fifo, "a FIFO"}};
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(what, sizeof(what),
+		         "{\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": \"%s\"}}}",
+		         not_files[i][0]);
+		providers_file(file, what);
+		snprintf(what, sizeof(what),
+		         "certificate_providers[\"a\"].config.ca_certificate_file: cannot read \"%s\": "
+		         "not a regular file (%s)",
+		         not_files[i][0], not_files[i][1]);
+		expect_error_with(yaml, what);
+	}
+	unlink(fifo);
 	unlink(file);
 	unlink(crt);
 	unlink(key);
