@@ -137,7 +137,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 }
 
 /* nghttp2 1.52 has no glitch limiter. Frames that cost us
- * work but carry nothing (empty DATA without END_STREAM, CVE-2019-9518;
+ * work but carry nothing (DATA with neither data nor END_STREAM,
+ * padded or not, CVE-2019-9518;
  * PRIORITY churn, CVE-2019-9513; invalid frames) are counted per
  * connection, with one credit back per real request; past the budget the
  * connection ends with ENHANCE_YOUR_CALM. */
@@ -188,7 +189,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	struct mtd_down_stream *ds;
 	/* PRIORITY frames never get here (nghttp2 skips them without RFC 7540
 	 * priorities): the scan counts them (down_on_priority). */
-	if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+	/* Empty: no data, padding or not (padlen counts the Pad Length
+	 * byte too), so padding alone does not pass for a payload. */
+	if (frame->hd.type == NGHTTP2_DATA && frame->hd.length <= frame->data.padlen &&
+	    !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return glitch(ng, c);
 	switch (frame->hd.type) {
 	case NGHTTP2_SETTINGS:

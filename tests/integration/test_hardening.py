@@ -38,6 +38,19 @@ class Hardening(MaitredTest):
         self.assert_still_serves()
 
     @maitred_only
+    def test_padding_only_data_flood_gets_enhance_your_calm(self):
+        # The same flood with each DATA frame PADDED (a Pad Length byte and
+        # no data): its frame length is not 0, its payload is.
+        c = H2Client(self.m.port)
+        self.addCleanup(c.close)
+        sid = c.call(PATH, end=False)
+        c.sock.sendall(raw_frame(0x0, 0x8, sid, b"\0") * 1500)
+        c.pump(lambda: c.goaway is not None or c.closed, CALL_LIMIT)
+        self.assertIsNotNone(c.goaway, "no GOAWAY after 1500 DATA frames of padding alone")
+        self.assertEqual(c.goaway.error_code, h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+        self.assert_still_serves()
+
+    @maitred_only
     def test_priority_flood_gets_enhance_your_calm(self):
         # CVE-2019-9513: nghttp2 skips PRIORITY frames unread when RFC 7540
         # priorities are off, so maitred counts them itself.
