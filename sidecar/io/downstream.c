@@ -140,7 +140,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
  * work but carry nothing (DATA with neither data nor END_STREAM,
  * padded or not, CVE-2019-9518;
  * PRIORITY churn, CVE-2019-9513; invalid frames) are counted per
- * connection, with one credit back per real request; past the budget the
+ * connection, as is each stream the client made us reset (on_stream_close),
+ * with one credit back per request that ended; past the budget the
  * connection ends with ENHANCE_YOUR_CALM. */
 #define GLITCH_BUDGET 1000
 
@@ -207,8 +208,6 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		if (!ds)
 			return 0;
 		if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-			if (c->glitches > 0)
-				c->glitches--;
 			c->w->down_port->on_headers(ds, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
 		} else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
 			c->w->down_port->on_end(ds);
@@ -239,6 +238,19 @@ static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t sid, c
 	return 0;
 }
 
+/* CVE-2025-8671 (MadeYouReset): frames that make the server reset a
+ * stream the client opened (more DATA than its content-length, a
+ * WINDOW_UPDATE past the window, a malformed trailer...) start a call
+ * each and escape nghttp2's limit on the client's own resets. nghttp2
+ * resets such a stream with one of these codes; maitred's own resets of a
+ * client's stream say INTERNAL_ERROR, REFUSED_STREAM (already a glitch:
+ * refuse_stream) or STREAM_CLOSED on a stream already closed. */
+static bool peer_made_us_reset(uint32_t code)
+{
+	return code == NGHTTP2_PROTOCOL_ERROR || code == NGHTTP2_FLOW_CONTROL_ERROR ||
+	       code == NGHTTP2_FRAME_SIZE_ERROR || code == NGHTTP2_STREAM_CLOSED;
+}
+
 static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code, void *ud)
 {
 	struct mtd_conn *c = ud;
@@ -249,6 +261,15 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	mtd_conn_stream_closed(c, sid);
 	if (!ds)
 		return 0;
+	/* A request's credit (glitch) is earned by its end: a close of both
+	 * halves, or the client's own RST_STREAM (nghttp2's reset limit
+	 * counts those). A stream the client made us reset costs one. */
+	if (error_code == NGHTTP2_NO_ERROR || sid == c->rst_recv_sid) {
+		if (c->glitches > 0)
+			c->glitches--;
+	} else if (peer_made_us_reset(error_code)) {
+		glitch(ng, c);
+	}
 	nghttp2_session_set_stream_user_data(ng, sid, NULL);
 	LIST_REMOVE(ds, link);
 	c->n_streams--;

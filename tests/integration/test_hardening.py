@@ -77,6 +77,51 @@ class Hardening(MaitredTest):
         self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
 
     @maitred_only
+    def test_streams_the_client_makes_maitred_reset_get_enhance_your_calm(self):
+        # CVE-2025-8671 (MadeYouReset): each request is valid, then broken
+        # by the client (more DATA than its content-length), so that
+        # maitred resets it, not the client: nghttp2's reset limit never
+        # sees these, and each one started a call. Past the glitch budget
+        # the connection ends.
+        import socket
+        import struct
+        c = H2Client(self.m.port)
+        self.addCleanup(c.close)
+        c.sock.settimeout(0)
+        hs = [(":method", "POST"), (":scheme", "http"), (":path", PATH), (":authority", "maitred.test"),
+              ("content-type", "application/grpc"), ("te", "trailers"), ("content-length", "0")]
+
+        def drain():
+            try:
+                while True:
+                    data = c.sock.recv(65536)
+                    if not data:
+                        return
+                    c._scan_goaway(data)
+            except (BlockingIOError, socket.timeout):
+                pass
+            except OSError:
+                pass
+        sid = 1
+        for _ in range(20):
+            batch = b""
+            for _ in range(100):
+                batch += raw_frame(0x1, 0x4, sid, c.conn.encoder.encode(hs))
+                batch += raw_frame(0x0, 0x1, sid, struct.pack(">BI", 0, 0))
+                sid += 2
+            try:
+                c.sock.sendall(batch)
+            except (BlockingIOError, OSError):
+                break
+            drain()
+            if c.goaway is not None:
+                break
+        c.sock.settimeout(0.2)
+        wait_until(lambda: drain() or c.goaway is not None, CALL_LIMIT, "a GOAWAY")
+        self.assertEqual(c.goaway.error_code, h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+        self.assert_still_serves()
+
+    @maitred_only
     def test_oversized_header_list_resets_only_that_stream(self):
         # nghttp2 1.52 does not enforce SETTINGS_MAX_HEADER_LIST_SIZE on
         # what it receives; maitred counts name + value + 32 per field.
