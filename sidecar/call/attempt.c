@@ -587,6 +587,8 @@ void mtd_attempt_on_resp_trailers(struct mtd_attempt *a)
 	if (!a->first_ns)
 		a->first_ns = mtd_turn_now_ns(a->call->w);
 	int st = mtd_attempt_status_of(&a->resp_trailers);
+	if (st == MTD_GRPC_OK && !mtd_grpc_scan_complete(&call->resp_scan))
+		st = MTD_GRPC_INTERNAL; /* its last message cut (mtd_relay_trailers) */
 	mtd_attempt_lb_end(a, st >= 0 && !status_blames(call, st), false);
 	mtd_relay_trailers(call, a);
 }

@@ -245,11 +245,25 @@ void mtd_relay_data(struct mtd_call *call, const uint8_t *p, size_t n)
 void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
 {
 	nghttp2_nv buf;
-	if (a->resp_trailers.n == 0 || !mtd_headers_find(&a->resp_trailers, "grpc-status", &buf)) {
+	const nghttp2_nv *st = a->resp_trailers.n ? mtd_headers_find(&a->resp_trailers, "grpc-status", &buf) : NULL;
+	if (!st) {
 		/* PROTOCOL-HTTP2: a response ends with grpc-status. */
 		const char *peer = a->s.conn ? a->s.conn->peer : mtd_endpoint_text(a->ep);
 		char msg[160];
 		snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status", peer);
+		if (synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_INTERNAL, msg) < 0) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
+	} else if (!mtd_grpc_scan_complete(&call->resp_scan) &&
+	           mtd_grpc_status_parse(st->value, st->valuelen) == MTD_GRPC_OK) {
+		/* The response ended inside a message: that message is lost,
+		 * and an OK would pass the cut bytes off as an answer (grpcio
+		 * takes it and returns no message). The bytes went on as they
+		 * came; the status says what happened. */
+		const char *peer = a->s.conn ? a->s.conn->peer : mtd_endpoint_text(a->ep);
+		char msg[160];
+		snprintf(msg, sizeof(msg), "upstream %s ended the response in the middle of a message", peer);
 		if (synth_trailers(&call->resp_trailers, &call->w->slab, false, MTD_GRPC_INTERNAL, msg) < 0) {
 			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 			return;

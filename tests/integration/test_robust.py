@@ -277,6 +277,44 @@ class HttpStatus(MaitredTest):
         self.assertIn("HTTP 503", cm.exception.details())
 
 
+class CutMessage(MaitredTest):
+    """An upstream whose response ends inside a gRPC message, its
+    trailers saying OK: the message was lost, the call did not succeed
+    (grpcio would take the OK and return no message)."""
+
+    @maitred_only
+    def test_a_response_ended_mid_message_is_internal(self):
+        import h2raw
+        ok = [(":status", "200"), ("content-type", "application/grpc")]
+        cuts = {"/cut.Svc/Prefix": h2raw.grpc_frame(b"hello")[:3],     # in the 5-byte prefix
+                "/cut.Svc/Payload": h2raw.grpc_frame(b"hello")[:7],    # in the payload
+                "/cut.Svc/Second": h2raw.grpc_frame(b"a") + h2raw.grpc_frame(b"hello")[:6],
+                "/cut.Svc/Whole": h2raw.grpc_frame(b"hello")}
+        # One call at a time on one connection: the upstream's nth stream
+        # is the nth call.
+        order = sorted(p for p in cuts if p != "/cut.Svc/Whole") + ["/cut.Svc/Whole"]
+
+        def script(sid, enc):
+            body = cuts[order[(sid - 1) // 2]]
+            return (h2raw.raw_frame(0x1, 0x4, sid, enc(ok)) + h2raw.raw_frame(0x0, 0, sid, body) +
+                    h2raw.raw_frame(0x1, 0x5, sid, enc([("grpc-status", "0")])))
+        up = h2raw.RawUpstream(script)
+        self.addCleanup(up.close)
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        for path in order[:-1]:
+            with self.subTest(path=path):
+                st = c.wait(c.call(path, [b"x"]))
+                status = st.status_headers() or {}
+                self.assertEqual(status.get("grpc-status"), "13", st.events)
+                self.assertIn("middle of a message", status.get("grpc-message", ""))
+        # A whole message and OK stays OK.
+        st = c.wait(c.call("/cut.Svc/Whole", [b"x"]))
+        self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
+        self.assertEqual(st.body, h2raw.grpc_frame(b"hello"))
+
+
 class OutOfDescriptors(MaitredTest):
     @maitred_only
     def test_socket_failure_fails_waiting_calls_promptly(self):
