@@ -544,6 +544,10 @@ static void down_on_close(struct mtd_conn *c)
 	struct mtd_worker *w = c->w;
 	LIST_REMOVE(c, link);
 	w->n_downs--;
+	/* Its streams end here, as calls that ended: the quiet spell after
+	 * them gives their memory back (mtd_worker_give_back). */
+	if (!LIST_EMPTY(&c->down_streams))
+		w->stream_end_ns = mtd_turn_now_ns(w);
 	struct mtd_down_stream *ds;
 	while ((ds = LIST_FIRST(&c->down_streams))) {
 		LIST_REMOVE(ds, link);

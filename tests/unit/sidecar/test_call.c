@@ -1632,6 +1632,29 @@ START_TEST(a_call_ending_in_the_turn_of_a_give_back_is_a_call_since)
 }
 END_TEST
 
+/* Calls that end with their client's connection (closed with streams
+ * open: a client that read none of its answers, gone) are calls too: the
+ * memory they held goes back after the quiet spell. Only a stream's close
+ * stamped the worker's last stream end, so a burst that ended so (64 MiB
+ * of answers for a client that never read) stayed private memory until
+ * some later call ended. */
+START_TEST(calls_ended_by_their_connections_close_count_for_the_give_back)
+{
+	struct seam *s = seam_new(config(EPS_A, NULL));
+	struct mtd_worker *w = seam_worker(s);
+	ck_assert(!mtd_worker_give_back(w)); /* no call yet */
+	struct seam_cs *cs = unary(s, NULL, "ping");
+	seam_run(s);
+	ck_assert_ptr_nonnull(seam_stream(s, 0));
+	ck_assert(!cs->closed);
+	seam_client_gone(s);
+	seam_run(s);
+	seam_advance_ms(s, 6000);
+	ck_assert_msg(mtd_worker_give_back(w), "the calls that ended with their connection went unseen");
+	seam_free(s);
+}
+END_TEST
+
 /* A call's trace and span ids (call/trace.c), derived as a traced
  * snapshot would: the seam's trace nothing, and only whether a tracer is
  * there is read. */
@@ -3216,6 +3239,7 @@ static Suite *call_suite(void)
 	tcase_add_test(tc, a_retry_late_in_a_long_turn_passes_over_an_endpoint_too_slow_for_the_time_left);
 	tcase_add_test(tc, an_endpoint_whose_backoff_ran_out_late_in_a_long_turn_is_not_passed_over);
 	tcase_add_test(tc, a_call_ending_in_the_turn_of_a_give_back_is_a_call_since);
+	tcase_add_test(tc, calls_ended_by_their_connections_close_count_for_the_give_back);
 	tcase_add_test(tc, calls_of_one_turn_start_apart_and_have_their_own_trace_ids);
 	tcase_add_test(tc, calls_of_two_workers_starting_at_one_ns_have_their_own_trace_ids);
 	tcase_add_test(tc, a_calls_trace_ids_stay_under_one_key_and_change_with_any_bit_of_it);
