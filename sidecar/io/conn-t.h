@@ -115,6 +115,9 @@ struct mtd_conn {
 	int64_t accepted_ns;
 	int64_t hdr_start_ns;
 	int32_t hdr_sid; /* stream of the last header block begun */
+	/* The header block being decoded (downstream): name + value + 32 of
+	 * every field nghttp2 checked, request or trailers, kept or dropped. */
+	uint32_t block_bytes;
 	bool preface_done;
 	/* The stream whose header fields on_header receives and its user data
 	 * (call downstream, attempt upstream): looked up once per block, not

@@ -105,6 +105,7 @@ static int refuse_stream(nghttp2_session *ng, struct mtd_conn *c, int32_t sid)
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
 {
 	struct mtd_conn *c = ud;
+	c->block_bytes = 0; /* a block begins (one at a time: RFC 9113 §6.10) */
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
 	if (c->n_streams >= c->max_streams)
@@ -126,6 +127,18 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	struct mtd_conn *c = ud;
+	/* HPACK bomb: nghttp2 checks every field it decodes, those that go
+	 * nowhere too (trailers, a refused stream's, an inbound peer's
+	 * x-forwarded-client-cert), and a 1-byte reference can name a 4 KB
+	 * field. The budget covers the whole block (RFC 9113 §6.5.2: name +
+	 * value + 32); past it the stream is reset and nghttp2 only decodes
+	 * the rest, unchecked. */
+	size_t add = namelen + valuelen + 32;
+	if ((size_t)c->block_bytes + add > c->w->rt->cfg->downstream.max_header_list_size) {
+		MTD_DEBUG("client %s: stream %d: header block too large", c->peer, frame->hd.stream_id);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	c->block_bytes += (uint32_t)add;
 	struct mtd_down_stream *ds = mtd_conn_field_ud(c, frame->hd.stream_id);
 	if (!ds || frame->hd.type != NGHTTP2_HEADERS)
 		return 0;

@@ -139,6 +139,27 @@ class Hardening(MaitredTest):
         self.assertIsNone(c.goaway)
 
     @maitred_only
+    def test_oversized_request_trailers_reset_only_that_stream(self):
+        # Request trailers go nowhere (gRPC has none), but nghttp2 still
+        # checks every field it decodes: without the header list budget a
+        # 4 KB field inserted once and then named by 1-byte references,
+        # 144 KB of them per trailers block, made maitred check 576 MB
+        # (an HPACK bomb: about 0.8 s of CPU per MB sent). Past the budget
+        # the stream is reset and nghttp2 stops looking at the fields.
+        c = H2Client(self.m.port)
+        self.addCleanup(c.close)
+        sid = c.call(PATH, messages=[echo_request(key="t")], end=False,
+                     headers=[("x-bomb", "b" * 4000)])  # into the HPACK table (index 62)
+        ref = bytes([0x80 | 62]) * 16000
+        c.sock.sendall(raw_frame(0x1, 0x1, sid, ref) + b"".join(raw_frame(0x9, 0, sid, ref) for _ in range(7)) +
+                       raw_frame(0x9, 0x4, sid, ref))
+        c.conn.encoder.header_table.add(b"x-bomb", b"b" * 4000)  # keep h2's encoder in step
+        st = c.wait(sid)
+        self.assertTrue(st.done)
+        self.assertIsNotNone(st.reset_code(), "stream with 144,000 trailer fields was not reset: %r" % st.kinds())
+        self.assertIsNone(c.goaway)
+
+    @maitred_only
     def test_many_cancels_are_normal_traffic(self):
         # gRPC clients cancel with RST_STREAM(CANCEL); 2000 of them in a row
         # must not get the connection closed (nghttp2's default reset rate
