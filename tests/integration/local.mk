@@ -29,6 +29,7 @@ EXTRA_DIST += \
 	tests/integration/test_reload.py \
 	tests/integration/test_reload_diff.py \
 	tests/integration/test_churn.py \
+	tests/integration/test_churn_ops.py \
 	tests/integration/test_dns.py \
 	tests/integration/test_metadata.py \
 	tests/integration/test_errors.py \

@@ -1,0 +1,438 @@
+"""An unlucky operator and a changing fleet, while calls are in flight.
+
+Probes (each a bounded test): reload storms that change strategy, circuit
+breaker and fault mode under unary and streaming load, then every live
+figure must be back at zero and the reloaded process must look like a
+fresh one; instances killed with SIGKILL under load; services removed or
+renamed while calls wait in a pool's queue.
+
+Every wait is bounded (a hang guard); no assertion depends on timing but
+"no call outlives its deadline by more than MARGIN".
+"""
+
+import json
+import os
+import re
+import signal
+import threading
+import time
+import unittest
+
+import grpc
+
+from harness import (MaitredTest, maitred_only, pb, free_port, port_accepts, to_yaml, wait_until, call_id,
+                     CALL_LIMIT, SLOW)
+from test_admin import admin_request
+
+SVC = "maitred.testing.v1.Echo"
+MARGIN = 1.0 * SLOW
+
+
+class Load:
+    """Unary calls in a loop on `threads` threads, each with a deadline;
+    records every failure (code, details, how long past its deadline)."""
+
+    def __init__(self, stub, threads=4, delay_ms=5, deadline=3.0, payload=b"x"):
+        self.stub, self.delay_ms, self.deadline, self.payload = stub, delay_ms, deadline, payload
+        self.lock = threading.Lock()
+        self.ok = 0
+        self.counts = {}
+        self.failures = []
+        self.late = []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+
+    def _run(self):
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            try:
+                r = self.stub.Unary(pb.EchoRequest(payload=self.payload, delay_ms=self.delay_ms),
+                                    timeout=self.deadline)
+                with self.lock:
+                    self.ok += 1
+                    self.counts[r.instance] = self.counts.get(r.instance, 0) + 1
+            except grpc.RpcError as e:
+                dt = time.monotonic() - t0
+                with self.lock:
+                    self.failures.append((e.code(), e.details()))
+                    if dt > self.deadline + MARGIN:
+                        self.late.append((dt, e.code(), e.details()))
+                time.sleep(0.01)
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(CALL_LIMIT + 5)
+
+
+class Helpers:
+    def admin(self, path):
+        st, _, body = admin_request(self.admin_port, "GET", path)
+        self.assertEqual(st, 200, path)
+        return body
+
+    def start(self, cfg):
+        self.admin_port = free_port()
+        cfg["admin"] = "127.0.0.1:%d" % self.admin_port
+        m = self.start_maitred(cfg)
+        wait_until(lambda: port_accepts(self.admin_port, 0.5), CALL_LIMIT, "the admin port")
+        return m
+
+    def rewrite(self, m, cfg):
+        tmp = m.config_path + ".new"
+        with open(tmp, "w") as f:
+            f.write(to_yaml(cfg) + "\n")
+        os.rename(tmp, m.config_path)
+
+    def reload(self, m, cfg, n):
+        """Rewrite, SIGHUP, wait for the n-th 'applied' or 'keeping' line."""
+        self.rewrite(m, cfg)
+        m.proc.signal(signal.SIGHUP)
+        rx = re.compile(r"reload: .* applied|keeping the running config")
+        wait_until(lambda: len(rx.findall(m.proc.output())) >= n, CALL_LIMIT, "reload %d" % n)
+
+    def live_figures(self):
+        """Every live count /clusters and /metrics show, by name."""
+        cl = json.loads(self.admin("/clusters"))
+        out = {}
+        for s in cl["services"] if isinstance(cl, dict) and "services" in cl else cl:
+            for e in s.get("endpoints", []):
+                out["%s %s in_flight" % (s["name"], e["address"])] = e["in_flight"]
+            cb = s.get("circuit_breaker", {})
+            for k in ("calls", "pending"):
+                if k in cb:
+                    out["%s circuit %s" % (s["name"], k)] = cb[k]
+        for line in self.admin("/metrics").splitlines():
+            if line.startswith(("maitred_calls_in_flight", "maitred_endpoint_calls_in_flight",
+                                "maitred_first_endpoints_waiting")):
+                name, v = line.rsplit(" ", 1)
+                out[name] = float(v)
+        return out
+
+
+
+@maitred_only
+class ChurnOps(Helpers, MaitredTest):
+    # ------------------------------------------------------------------
+    def test_strategy_storm_under_load_leaves_every_count_at_zero(self):
+        ups = [self.start_upstream(n) for n in ("a", "b", "c")]
+        port = free_port()
+        policies = ["ROUND_ROBIN", "LEAST_ACTIVE", "LEAST_REQUEST", "PEAK_EWMA", "RANDOM",
+                    "SHORTEST_RESPONSE", "WEIGHTED_RESPONSE_TIME", "CONSISTENT_HASH", "MAGLEV"]
+
+        def cfg(i):
+            pol = policies[i % len(policies)]
+            extra = {"fault": {"mode": ["FAILOVER", "FORKING"][i % 2], "retries": 2}}
+            if i % 3 == 0:
+                extra["circuit_breaker"] = {"max_calls": 1000, "max_pending": 1000}
+            if pol in ("CONSISTENT_HASH", "MAGLEV"):
+                extra["lb"] = {"policy": pol, "hash_key": {"header": "x-key"}}
+            eps = ups if i % 4 != 3 else ups[:2]
+            s = self.service(SVC, eps, policy=pol, **extra)
+            c = self.config([s], port=port, workers=2)
+            return c
+
+        m = self.start(cfg(0))
+        stub = self.echo(m)
+        streams = []
+        n = 0
+        with Load(stub, threads=4, deadline=5.0) as load:
+            # Long server streams that span the whole storm.
+            for k in range(4):
+                cid = call_id()
+                it = stub.ServerStream(pb.EchoRequest(call_id=cid, response_count=3, hold_after=1),
+                                       timeout=60)
+                streams.append((cid, it, next(it)))
+            for i in range(1, 61):
+                n += 1
+                self.reload(m, cfg(i), n)
+                time.sleep(0.03)
+            # release the streams
+            for cid, it, first in streams:
+                for u in ups:
+                    try:
+                        u.release(cid)
+                    except grpc.RpcError:
+                        pass
+            for cid, it, first in streams:
+                rest = list(it)
+                self.assertEqual(len(rest), 2, "stream %s lost responses" % cid)
+        self.assertEqual(load.late, [], "calls outlived their deadline")
+        self.assertEqual(load.failures, [], "calls failed in the storm")
+        time.sleep(0.5)
+        figs = self.live_figures()
+        nonzero = {k: v for k, v in figs.items() if v}
+        self.assertEqual(nonzero, {}, "live counts not back at zero after the load ended")
+        self.stop_maitred(m)
+
+    # ------------------------------------------------------------------
+    def kill_under_load(self, mode):
+        slow = ["--slow-fraction", "1", "--slow-ms", "30"]  # nothing sent for 30 ms: no header commits
+        ups = [self.start_upstream(n, extra_args=slow) for n in ("a", "b", "c")]
+        fault = {"mode": mode, "retries": 2} if mode == "FAILOVER" else {"mode": mode}
+        svc = self.service(SVC, ups, fault=fault)
+        m = self.start(self.config([svc], workers=2))
+        stub = self.echo(m)
+        with Load(stub, threads=6, delay_ms=0, deadline=4.0) as load:
+            wait_until(lambda: load.counts.get("b", 0) >= 20, CALL_LIMIT, "traffic on b")
+            ups[1].proc.p.send_signal(signal.SIGKILL)
+            ups[1].proc.p.wait(10)
+            t_kill = time.monotonic()
+            with load.lock:
+                ok0 = load.ok
+            wait_until(lambda: load.ok >= ok0 + 300, CALL_LIMIT * 2, "calls after the kill")
+            # bring b back on the same port
+            b2 = self.start_upstream("b2", port=ups[1].port, extra_args=slow)
+            wait_until(lambda: load.counts.get("b2", 0) >= 10, 30, "traffic back on the restarted b")
+        self.assertEqual(load.late, [], "calls outlived their deadline")
+        self.stop_maitred(m)
+        return load
+
+    def test_sigkill_under_failover_fails_no_call(self):
+        load = self.kill_under_load("FAILOVER")
+        self.assertEqual(load.failures, [], "FAILOVER let a killed instance fail calls")
+
+    def test_sigkill_under_failfast_fails_only_calls_in_flight(self):
+        load = self.kill_under_load("FAILFAST")
+        self.assertLessEqual(len(load.failures), 6, "more failures than calls in flight on b")
+        for code, det in load.failures:
+            self.assertEqual(code, grpc.StatusCode.UNAVAILABLE, det)
+
+    # ------------------------------------------------------------------
+    def queued(self, m, stub, n, deadline=8.0):
+        """n unary calls started in threads; returns (results list, threads)."""
+        res = []
+        lock = threading.Lock()
+
+        def one():
+            t0 = time.monotonic()
+            try:
+                r = stub.Unary(pb.EchoRequest(payload=b"q"), timeout=deadline)
+                out = ("OK", r.instance, time.monotonic() - t0)
+            except grpc.RpcError as e:
+                out = (e.code().name, e.details(), time.monotonic() - t0)
+            with lock:
+                res.append(out)
+        ts = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+        for t in ts:
+            t.start()
+        return res, ts
+
+    def pool_queue_then(self, new_services, expect):
+        a = self.start_upstream("a", max_streams=1)
+        b = self.start_upstream("b")
+        port = free_port()
+        m = self.start(self.config([self.service(SVC, [a], upstream={"max_connections": 1})], port=port))
+        stub = self.echo(m)
+        cid = call_id()
+        held = stub.Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=30)
+        a.wait_call(cid, "STARTED")
+        res, ts = self.queued(m, stub, 5)
+        time.sleep(0.5)  # they wait in a's pool for its one stream slot
+        self.assertEqual(res, [], "queued calls ended early")
+        total_a = a.stats().total
+        self.reload(m, self.config(new_services(a, b), port=port), 1)
+        for t in ts:
+            t.join(CALL_LIMIT)
+        a.release(cid)
+        held_r = held.result(timeout=CALL_LIMIT)
+        self.assertEqual(held_r.instance, "a")
+        expect(res, a, total_a)
+        self.stop_maitred(m)
+
+    def test_calls_queued_when_the_endpoint_is_replaced_go_to_the_new_one(self):
+        def expect(res, a, total_a):
+            self.assertEqual(sorted(r[:2] for r in res), [("OK", "b")] * 5)
+            self.assertEqual(a.stats().total, total_a, "a call went to the removed endpoint")
+        self.pool_queue_then(lambda a, b: [self.service(SVC, [b])], expect)
+
+    def test_calls_queued_when_the_service_is_removed_fail_unavailable_at_once(self):
+        def expect(res, a, total_a):
+            self.assertEqual(len(res), 5)
+            for code, det, dt in res:
+                self.assertEqual(code, "UNAVAILABLE", det)
+                self.assertLess(dt, 4.0, "waited for the deadline: " + det)
+            self.assertEqual(a.stats().total, total_a, "a call went to the removed endpoint")
+        self.pool_queue_then(lambda a, b: [self.service("other.Svc", [b])], expect)
+
+    def test_calls_queued_when_the_service_is_renamed_with_the_same_endpoint(self):
+        def expect(res, a, total_a):
+            self.assertEqual(len(res), 5)
+            for code, det, dt in res:
+                self.assertIn(code, ("OK", "UNAVAILABLE"), det)
+                self.assertLess(dt, 4.0, "waited for the deadline: " + det)
+        self.pool_queue_then(lambda a, b: [self.service("other.Svc", [a])], expect)
+
+    # ------------------------------------------------------------------
+    def test_a_stream_in_flight_when_its_service_is_removed(self):
+        a = self.start_upstream("a")
+        b = self.start_upstream("b")
+        port = free_port()
+        m = self.start(self.config([self.service(SVC, [a])], port=port))
+        stub = self.echo(m)
+        cid = call_id()
+        it = stub.ServerStream(pb.EchoRequest(call_id=cid, response_count=4, hold_after=2), timeout=30)
+        next(it)
+        next(it)
+        self.reload(m, self.config([self.service("other.Svc", [b])], port=port), 1)
+        # a new call now finds no service
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(payload=b"n"), timeout=5)
+        a.release(cid)
+        rest = list(it)
+        self.assertEqual(len(rest), 2)
+        self.stop_maitred(m)
+
+    # ------------------------------------------------------------------
+    def test_a_ca_rotated_then_sighup_at_once_is_taken(self):
+        """An operator replaces the CA file of a service's upstream TLS and
+        sends SIGHUP straight away (the config unchanged): new handshakes
+        must use the new CA, as a fresh maitred would."""
+        import shutil
+        from harness import TestCA
+        old = TestCA(os.path.join(self.tmp, "old"), ca_name="old CA")
+        new = TestCA(os.path.join(self.tmp, "new"), ca_name="new CA")
+        up = self.start_upstream("secure", tls=new)   # the fleet already moved to the new CA
+        ca = os.path.join(self.tmp, "ca.pem")
+        shutil.copy(old.ca_file, ca)
+        port = free_port()
+        cfg = self.config([self.service(SVC, [up], tls={"ca_file": ca, "server_name": "echo.test"})], port=port)
+        m = self.start(cfg)
+        stub = self.echo(m)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(), timeout=5)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        # rotate: write aside, rename into place, SIGHUP at once
+        shutil.copy(new.ca_file, ca + ".tmp")
+        os.rename(ca + ".tmp", ca)
+        m.proc.signal(signal.SIGHUP)
+        rx = re.compile(r"reload: .* applied")
+        wait_until(lambda: rx.search(m.proc.output()), CALL_LIMIT, "the reload")
+        last = [None]
+
+        def works():
+            try:
+                stub.Unary(pb.EchoRequest(), timeout=5)
+                return True
+            except grpc.RpcError as e:
+                last[0] = e.details()
+                return False
+        try:
+            wait_until(works, 12, "calls to take the rotated CA")
+        except AssertionError:
+            self.fail("the rotated CA is never used: %s" % last[0])
+        self.stop_maitred(m)
+
+
+ETCD_PREFIX = "/maitred/services/%s/" % SVC
+
+
+@maitred_only
+class EtcdChurn(Helpers, MaitredTest):
+    def setUp(self):
+        super().setUp()
+        from test_etcd import ETCD
+        if not ETCD:
+            self.skipTest("no etcd")
+
+    def etcd_cfg(self, etcd_addr, port, policy="ROUND_ROBIN", **extra):
+        s = {"name": SVC, "lb": {"policy": policy},
+             "fault": {"mode": "FAILOVER", "retries": 2},
+             "discovery": {"etcd": {"endpoints": [etcd_addr], "prefix": ETCD_PREFIX}}}
+        s.update(extra)
+        return self.config([s], port=port, workers=2)
+
+    def test_reload_while_etcd_is_unreachable_keeps_the_last_set(self):
+        from test_etcd import Etcd, CutProxy
+        etcd = Etcd(self)
+        proxy = CutProxy(etcd.port)
+        self.addCleanup(proxy.close)
+        ups = [self.start_upstream(n) for n in "ab"]
+        for u in ups:
+            etcd.put(ETCD_PREFIX + u.name, json.dumps({"address": u.address}))
+        port = free_port()
+        m = self.start(self.etcd_cfg(proxy.address, port))
+        stub = self.echo(m)
+        wait_until(lambda: self.works(stub), CALL_LIMIT, "first list")
+        with Load(stub, threads=3, delay_ms=2) as load:
+            wait_until(lambda: load.ok > 50, CALL_LIMIT, "load")
+            proxy.cut()
+            time.sleep(1.0)
+            n = 0
+            for pol in ("LEAST_REQUEST", "ROUND_ROBIN", "RANDOM"):
+                n += 1
+                self.reload(m, self.etcd_cfg(proxy.address, port, policy=pol), n)
+                time.sleep(1.5)  # past the reconnect's first failure
+            with load.lock:
+                ok0 = load.ok
+            wait_until(lambda: load.ok > ok0 + 100, CALL_LIMIT, "calls during the outage")
+            proxy.restore()
+            time.sleep(2.0)
+            # the watch resumes: a delete takes b out
+            etcd.delete(ETCD_PREFIX + "b")
+            wait_until(lambda: self.only(stub, {"a"}), 30, "b gone after its delete")
+        self.assertEqual(load.failures, [], "calls failed during the outage")
+        self.stop_maitred(m)
+
+    def works(self, stub):
+        try:
+            stub.Unary(pb.EchoRequest(), timeout=5)
+            return True
+        except grpc.RpcError:
+            return False
+
+    def only(self, stub, names):
+        try:
+            return {stub.Unary(pb.EchoRequest(), timeout=5).instance for _ in range(8)} == names
+        except grpc.RpcError:
+            return False
+
+    def test_keys_deleted_and_etcd_killed_under_load(self):
+        from test_etcd import Etcd
+        etcd = Etcd(self)
+        slow = ["--slow-fraction", "1", "--slow-ms", "20"]
+        ups = [self.start_upstream(n, extra_args=slow) for n in "abc"]
+        for u in ups:
+            etcd.put(ETCD_PREFIX + u.name, json.dumps({"address": u.address}))
+        port = free_port()
+        m = self.start(self.etcd_cfg(etcd.address, port))
+        stub = self.echo(m)
+        wait_until(lambda: self.works(stub), CALL_LIMIT, "first list")
+        with Load(stub, threads=4, delay_ms=0) as load:
+            wait_until(lambda: load.ok > 50, CALL_LIMIT, "load")
+            etcd.delete(ETCD_PREFIX + "c")
+            wait_until(lambda: load.counts.get("c", 0) and self.not_in_last(load, "c"), 30, "c out")
+            c_total = ups[2].stats().total
+            time.sleep(1.0)
+            self.assertEqual(ups[2].stats().total, c_total, "calls still sent to c after its delete")
+            etcd.proc.p.send_signal(signal.SIGKILL)
+            etcd.proc.p.wait(10)
+            time.sleep(2.0)
+            ups[1].proc.p.send_signal(signal.SIGKILL)  # and an instance dies during the outage
+            ups[1].proc.p.wait(10)
+            time.sleep(2.0)
+            etcd.start()
+            etcd.delete(ETCD_PREFIX + "b")
+            etcd.put(ETCD_PREFIX + "c", json.dumps({"address": ups[2].address}))
+            with load.lock:
+                c0 = load.counts.get("c", 0)
+            wait_until(lambda: load.counts.get("c", 0) > c0 + 20, 30, "c back after etcd's restart")
+        self.assertEqual(load.late, [])
+        self.assertEqual(load.failures, [], "FAILOVER calls failed")
+        self.stop_maitred(m)
+
+    def not_in_last(self, load, name):
+        with load.lock:
+            n = load.counts.get(name, 0)
+        time.sleep(0.3)
+        with load.lock:
+            return load.counts.get(name, 0) == n
+
+
+if __name__ == "__main__":
+    unittest.main()
