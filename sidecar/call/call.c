@@ -1178,9 +1178,51 @@ void mtd_call_start_bg(struct mtd_call *call)
 	mtd_call_start_keyed(call, false);
 }
 
+/* After a reroute (call->svc the new snapshot's service, its bitmaps
+ * NULL): the bitmaps over its endpoints, with the marks of old (the
+ * snapshot it moved from) for the endpoints both hold. False when the
+ * call failed instead (out of memory). */
+static bool carry_tried(struct mtd_call *call, const struct mtd_rt_service *old, const uint64_t *tried,
+                        const uint64_t *refused)
+{
+	const struct mtd_rt_service *svc = call->svc;
+	size_t words = (svc->n_eps + 63) / 64;
+	if (words <= 1) {
+		call->tried = &call->tried_inline;
+		call->refused = &call->refused_inline;
+	} else {
+		call->tried = calloc(2 * words, sizeof(*call->tried));
+		if (!call->tried) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return false;
+		}
+		call->refused = call->tried + words;
+	}
+	for (size_t i = 0; old && i < old->n_eps; i++) {
+		bool t = mtd_bit_get(tried, i), r = mtd_bit_get(refused, i);
+		if (!t && !r)
+			continue;
+		for (size_t j = 0; j < svc->n_eps; j++) {
+			if (svc->eps[j] != old->eps[i])
+				continue;
+			if (t) {
+				mtd_bit_set(call->tried, j);
+				call->n_tried++;
+			}
+			if (r)
+				mtd_bit_set(call->refused, j);
+			break;
+		}
+	}
+	return true;
+}
+
 void mtd_call_reroute(struct mtd_attempt *a)
 {
 	struct mtd_call *call = a->call;
+	const struct mtd_rt_service *old_svc = NULL;
+	uint64_t *old_tried = NULL, *old_refused = NULL, inline_words[2];
+	bool old_alloc = false;
 	/* Nothing of the call reached the removed endpoint: nobody is blamed
 	 * (the attempt ends neutral) and no retry is spent. */
 	mtd_attempt_cancel(a);
@@ -1195,9 +1237,20 @@ void mtd_call_reroute(struct mtd_attempt *a)
 			              mtd_endpoint_text(a->ep), call->svc->cfg->local->name);
 		goto out;
 	}
-	/* The new snapshot's indices differ: forget what was tried. */
-	if (call->tried != &call->tried_inline)
-		free(call->tried);
+	/* The new snapshot's indices differ: what was tried (and refused)
+	 * is carried by endpoint identity (carry_tried, once routed again),
+	 * so that FAILOVER's "never an endpoint already tried" holds across
+	 * the move; the old bitmaps are read until then. */
+	old_svc = call->svc;
+	old_tried = call->tried;
+	old_refused = call->refused;
+	inline_words[0] = call->tried_inline;
+	inline_words[1] = call->refused_inline;
+	if (old_tried == &call->tried_inline) {
+		old_tried = &inline_words[0];
+		old_refused = &inline_words[1];
+	}
+	old_alloc = old_tried && call->tried != &call->tried_inline;
 	call->tried = call->refused = NULL;
 	call->tried_inline = call->refused_inline = 0;
 	call->n_tried = 0;
@@ -1215,9 +1268,13 @@ void mtd_call_reroute(struct mtd_attempt *a)
 	call->hold = NULL;
 	if (!route_again(call))
 		goto out;
+	if (old_tried && !carry_tried(call, old_svc, old_tried, old_refused))
+		goto out;
 	MTD_DEBUG("call: endpoint removed while waiting; picking again in the current snapshot");
 	mtd_call_start_keyed(call, false); /* a field key's message was captured before */
 out:
+	if (old_alloc)
+		free(old_tried);
 	mtd_call_release(call);
 }
 

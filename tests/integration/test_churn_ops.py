@@ -77,8 +77,11 @@ class Helpers:
         return body
 
     def start(self, cfg):
-        self.admin_port = free_port()
-        cfg["admin"] = "127.0.0.1:%d" % self.admin_port
+        if "admin" in cfg:
+            self.admin_port = int(cfg["admin"].rsplit(":", 1)[1])
+        else:
+            self.admin_port = free_port()
+            cfg["admin"] = "127.0.0.1:%d" % self.admin_port
         m = self.start_maitred(cfg)
         wait_until(lambda: port_accepts(self.admin_port, 0.5), CALL_LIMIT, "the admin port")
         return m
@@ -326,6 +329,32 @@ class ChurnOps(Helpers, MaitredTest):
             wait_until(works, 12, "calls to take the rotated CA")
         except AssertionError:
             self.fail("the rotated CA is never used: %s" % last[0])
+        self.stop_maitred(m)
+
+    # ------------------------------------------------------------------
+    def test_a_retry_after_a_reload_never_reaches_the_removed_endpoint(self):
+        slow = self.start_upstream("a", extra_args=["--slow-fraction", "1", "--slow-ms", "3000"])
+        b = self.start_upstream("b")
+        c = self.start_upstream("c")
+        port = free_port()
+        fault = {"mode": "FAILOVER", "retries": 2, "per_try_timeout": "1s",
+                 "retry_on": ["UNAVAILABLE", "DEADLINE_EXCEEDED"]}
+        m = self.start(self.config([self.service(SVC, [slow, b], fault=fault)], port=port, workers=2))
+        stub = self.echo(m)
+        res, ts = self.queued(m, stub, 12, deadline=10.0)
+        wait_until(lambda: slow.stats().total >= 3, CALL_LIMIT, "calls on the slow endpoint")
+        time.sleep(0.2)
+        b_total, a_total = b.stats().total, slow.stats().total
+        # Before the per-try timeouts (1 s) fire: their retries pick on the
+        # old snapshot (a tried, so b), find b removed, move to the new one.
+        self.reload(m, self.config([self.service(SVC, [slow, c], fault=fault)], port=port, workers=2), 1)
+        for t in ts:
+            t.join(CALL_LIMIT)
+        self.assertEqual(b.stats().total, b_total, "a retry reached the removed endpoint b")
+        for code, det, dt in res:
+            self.assertEqual(code, "OK", det)
+        # FAILOVER never retries an endpoint already tried, moved or not.
+        self.assertEqual(slow.stats().total, a_total, "a call that timed out on a was retried on a")
         self.stop_maitred(m)
 
 
