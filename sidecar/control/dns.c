@@ -28,6 +28,7 @@
 
 #include "core/addr.h"
 #include "core/log.h"
+#include "sidecar/control/control-t.h"
 #include "sidecar/control/control.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
@@ -374,6 +375,30 @@ static void src_destroy(struct dns_src *s)
 	free(s);
 }
 
+/* A reload that kept this source (the same name, port and resolvers:
+ * runtime.c same_source) carried its last set into the snapshot in force
+ * (sources start after the publish): that set is the name's last good
+ * answer, kept while the resolver does not answer, as it was before the
+ * reload. Without it a reload during a DNS outage emptied the service at
+ * the new source's first failed round. A new source finds nothing. */
+static int seed_good(struct dns_name *nm, struct mtd_control *ctl, size_t service)
+{
+	const struct mtd_runtime *rt = ctl->rt;
+	if (!rt || service >= rt->cfg->n_services)
+		return 0;
+	const struct mtd_rt_service *svc = rt->services[service];
+	size_t n = svc->n_eps < MAX_ADDRS ? svc->n_eps : MAX_ADDRS;
+	if (n == 0)
+		return 0;
+	nm->good = calloc(n, sizeof(*nm->good));
+	if (!nm->good)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		memcpy(&nm->good[i], mtd_endpoint_sa(svc->eps[i]), mtd_endpoint_salen(svc->eps[i]));
+	nm->n_good = n;
+	return 0;
+}
+
 static int src_start(struct mtd_control *ctl, size_t service, const struct mtd_cfg_service *cfg, void **state)
 {
 	struct dns_src *s = calloc(1, sizeof(*s));
@@ -409,6 +434,8 @@ static int src_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 			goto fail;
 		s->names[0] = (struct dns_name){.src = s, .host = d->name, .port = d->port, .weight = 100};
 		s->n_names = 1;
+		if (seed_good(&s->names[0], ctl, service) < 0)
+			goto fail;
 	} else {
 		s->names = calloc(cfg->local->n_endpoints, sizeof(*s->names));
 		if (!s->names)

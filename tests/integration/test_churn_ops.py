@@ -357,6 +357,68 @@ class ChurnOps(Helpers, MaitredTest):
         self.assertEqual(slow.stats().total, a_total, "a call that timed out on a was retried on a")
         self.stop_maitred(m)
 
+    # ------------------------------------------------------------------
+    def works(self, stub):
+        try:
+            stub.Unary(pb.EchoRequest(), timeout=5)
+            return True
+        except grpc.RpcError:
+            return False
+
+    FIGURES = {"picks", "in_flight", "responses", "failures", "latency_ewma_s", "connections", "last_sync",
+               "calls", "retries", "failsafe_answers", "fallback_answers", "rejected", "window_calls",
+               "window_failures", "window_p99_s", "health_checks", "health_check_failures", "ejections",
+               "generation", "source", "spent", "exhausted", "warmup_progress", "effective_weight",
+               "connect_failures", "updates", "resolutions", "resolution_failures"}
+
+    def shape(self, v):
+        if isinstance(v, dict):
+            return {k: self.shape(x) for k, x in v.items() if k not in self.FIGURES}
+        if isinstance(v, list):
+            return [self.shape(x) for x in v]
+        return v
+
+    def views(self):
+        return {"config_dump": self.shape(json.loads(self.admin("/config_dump"))),
+                "clusters": self.shape(json.loads(self.admin("/clusters"))),
+                "metric_names": sorted({l.split("{")[0].split(" ")[0] for l in self.admin("/metrics").splitlines()
+                                        if l and not l.startswith("#")})}
+
+    def test_a_reloaded_maitred_shows_what_a_fresh_one_does(self):
+        ups = [self.start_upstream(n) for n in "abcd"]
+        port = free_port()
+
+        def cfg(step):
+            eps = [{"address": u.address, "weight": w} for u, w in zip(ups, (1, 2, 3, 4)[:3 + step % 2])]
+            s1 = {"name": SVC, "lb": {"policy": ["WEIGHTED_ROUND_ROBIN", "SMOOTH_WEIGHTED_ROUND_ROBIN"][step % 2]},
+                  "endpoints": eps,
+                  "fault": {"mode": ["FAILOVER", "FORKING"][step % 2]},
+                  "circuit_breaker": {"max_calls": 100 + step, "max_pending": 10 * (step % 2)},
+                  "outlier_detection": {"consecutive_failures": 3 + step} if step % 2 else None,
+                  "rate_limit": {"calls_per_second": 1000 + step, "burst": 50} if step != 1 else None,
+                  "methods": [{"name": "Unary", "lb": {"policy": "LEAST_REQUEST"}}] if step % 3 else []}
+            s1 = {k: v for k, v in s1.items() if v is not None and v != []}
+            s2 = self.service("other.Svc%d" % (step % 2), ups[:2])
+            return self.config([s1, s2], port=port, workers=2, admin="127.0.0.1:%d" % admin)
+        admin = free_port()
+        m = self.start(cfg(0))
+        stub = self.echo(m)
+        with Load(stub, threads=3) as load:
+            for step in range(1, 5):
+                self.reload(m, cfg(step), step)
+                time.sleep(0.2)
+        self.assertEqual(load.failures, [])
+        time.sleep(0.3)
+        reloaded = self.views()
+        self.stop_maitred(m)
+        m2 = self.start(cfg(4))
+        stub2 = self.echo(m2, options=[("grpc.use_local_subchannel_pool", 1)])
+        wait_until(lambda: self.works(stub2), CALL_LIMIT, "the fresh maitred")
+        fresh = self.views()
+        self.stop_maitred(m2)
+        self.assertEqual(reloaded["config_dump"], fresh["config_dump"])
+        self.assertEqual(reloaded["clusters"], fresh["clusters"])
+
 
 ETCD_PREFIX = "/maitred/services/%s/" % SVC
 
@@ -461,6 +523,111 @@ class EtcdChurn(Helpers, MaitredTest):
         time.sleep(0.3)
         with load.lock:
             return load.counts.get(name, 0) == n
+
+    def test_etcd_updates_racing_a_reload_storm(self):
+        from test_etcd import Etcd
+        etcd = Etcd(self)
+        ups = [self.start_upstream(n) for n in "abcd"]
+        for u in ups[:2]:
+            etcd.put(ETCD_PREFIX + u.name, json.dumps({"address": u.address}))
+        port = free_port()
+        pols = ["ROUND_ROBIN", "LEAST_REQUEST", "PEAK_EWMA", "RANDOM", "LEAST_ACTIVE"]
+        m = self.start(self.etcd_cfg(etcd.address, port))
+        admin = m.proc and self.admin_port
+
+        def cfg(i):
+            c = self.etcd_cfg(etcd.address, port, policy=pols[i % len(pols)],
+                              circuit_breaker={"max_calls": 500} if i % 2 else {})
+            c["admin"] = "127.0.0.1:%d" % admin
+            return c
+        stub = self.echo(m)
+        wait_until(lambda: self.works(stub), CALL_LIMIT, "first list")
+        stop = threading.Event()
+        flips = [0]
+
+        def flipper():
+            i = 0
+            while not stop.is_set() and i < 400:
+                u = ups[2 + i % 2]
+                if (i // 2) % 2 == 0:
+                    etcd.put(ETCD_PREFIX + u.name, json.dumps({"address": u.address}))
+                else:
+                    etcd.delete(ETCD_PREFIX + u.name)
+                i += 1
+                flips[0] = i
+                time.sleep(0.02)
+        t = threading.Thread(target=flipper, daemon=True)
+        with Load(stub, threads=4, delay_ms=3) as load:
+            t.start()
+            for i in range(1, 61):
+                self.reload(m, cfg(i), i)
+                time.sleep(0.05)
+            stop.set()
+            t.join(30)
+        for u in ups[2:]:
+            etcd.delete(ETCD_PREFIX + u.name)
+        time.sleep(1.0)
+        totals = [u.stats().total for u in ups[2:]]
+        for _ in range(40):
+            stub.Unary(pb.EchoRequest(), timeout=5)
+        self.assertEqual([u.stats().total for u in ups[2:]], totals, "calls reached deleted instances")
+        self.assertEqual(load.late, [])
+        self.assertEqual(load.failures, [], "calls failed in the race")
+        time.sleep(0.3)
+        nonzero = {k: v for k, v in self.live_figures().items() if v}
+        self.assertEqual(nonzero, {})
+        self.assertGreater(flips[0], 50)
+        self.stop_maitred(m)
+
+
+import test_dns  # noqa: E402 (its helpers only: its tests are its own file's)
+from test_dns import DNSMASQ, NAME  # noqa: E402
+
+
+@maitred_only
+@unittest.skipIf(DNSMASQ is None, "dnsmasq is not installed")
+class DnsChurn(MaitredTest):
+    start_dns = test_dns.Dns.start_dns
+    write_hosts = test_dns.Dns.write_hosts
+    set_hosts = test_dns.Dns.set_hosts
+    upstreams = test_dns.Dns.upstreams
+    dns_service = test_dns.Dns.dns_service
+
+    def test_a_reload_while_dns_is_down_keeps_the_last_good_set(self):
+        """While the DNS server is down the last good set serves (test_dns);
+        a reload then (any change, the DNS block untouched) must not drop it."""
+        ups = self.upstreams(["127.0.0.2", "127.0.0.3"])
+        self.start_dns(["127.0.0.2", "127.0.0.3"])
+        port = free_port()
+        svc = self.dns_service(ups[0].port)
+        svc["fault"] = {"mode": "FAILOVER"}
+        m = self.start_maitred(self.config([svc], port=port))
+        stub = self.echo(m)
+        wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT,
+                   "the first resolution")
+        self.dns.stop()
+        wait_until(lambda: re.search(r"cannot resolve %s: .*keeping its last 2 addresses" % re.escape(NAME),
+                                     m.proc.output()), CALL_LIMIT, "the failure to be logged")
+        svc["lb"] = {"policy": "LEAST_REQUEST"}
+        tmp = m.config_path + ".new"
+        with open(tmp, "w") as f:
+            f.write(to_yaml(self.config([svc], port=port)) + "\n")
+        os.rename(tmp, m.config_path)
+        m.proc.signal(signal.SIGHUP)
+        wait_until(lambda: re.search(r"reload: .* applied", m.proc.output()), CALL_LIMIT, "the reload")
+        # the new source's first lookup fails too
+        wait_until(lambda: len(re.findall(r"cannot resolve %s" % re.escape(NAME), m.proc.output())) >= 2,
+                   CALL_LIMIT, "the reloaded source's first lookup to fail")
+        got, errs = {}, []
+        for _ in range(20):
+            try:
+                r = stub.Unary(pb.EchoRequest(), timeout=5)
+                got[r.instance] = got.get(r.instance, 0) + 1
+            except grpc.RpcError as e:
+                errs.append(e.details())
+        self.assertEqual(errs, [], "the reload dropped the last good set while DNS was down")
+        self.assertEqual(set(got), {"u2", "u3"})
+        self.stop_maitred(m)
 
 
 if __name__ == "__main__":
