@@ -43,6 +43,7 @@ struct watcher {
 	char what[160];
 	struct mtd_gcli_call *range, *watch;
 	int64_t rev; /* last revision seen; 0 = never listed */
+	uint64_t cluster_id; /* of the cluster that gave rev (0: not known) */
 	bool listed;
 	struct entry *tab; /* sorted by key */
 	size_t n, cap;
@@ -317,8 +318,10 @@ static void range_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len
 		w->mx->last_sync_ms = mtd_wall_ms();
 		w->mx->connected = true;
 	}
-	if (r->header != NULL)
+	if (r->header != NULL) {
 		w->rev = r->header->revision;
+		w->cluster_id = r->header->cluster_id;
+	}
 	bool first = !w->listed;
 	w->listed = true;
 	etcdserverpb__range_response__free_unpacked(r, NULL);
@@ -383,6 +386,25 @@ static void watch_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len
 		mtd_gcli_call_cancel(call);
 		w->watch = NULL;
 		mtd_etcd__link_fail(&w->link, "%s", why);
+		return;
+	}
+	if (r->created && r->header != NULL &&
+	    (r->header->revision < w->rev ||
+	     (w->cluster_id && r->header->cluster_id && r->header->cluster_id != w->cluster_id))) {
+		/* The store's revision never goes back, nor does a cluster
+		 * change its id: this is another store (rebuilt empty, restored
+		 * from an older snapshot). Watching from our revision would
+		 * show nothing until its revision caught up with ours, the old
+		 * set serving meanwhile: list it afresh. */
+		MTD_WARN("etcd (%s): the cluster is not the one listed (revision %lld after %lld, cluster id %llx after "
+		         "%llx): listing again",
+		         w->what, (long long)r->header->revision, (long long)w->rev,
+		         (unsigned long long)r->header->cluster_id, (unsigned long long)w->cluster_id);
+		etcdserverpb__watch_response__free_unpacked(r, NULL);
+		mtd_gcli_call_cancel(call);
+		w->watch = NULL;
+		w->rev = 0;
+		start_range(w);
 		return;
 	}
 	if (r->created)

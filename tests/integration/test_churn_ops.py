@@ -419,6 +419,70 @@ class ChurnOps(Helpers, MaitredTest):
         self.assertEqual(reloaded["config_dump"], fresh["config_dump"])
         self.assertEqual(reloaded["clusters"], fresh["clusters"])
 
+    # ------------------------------------------------------------------
+    def test_a_storm_of_good_and_refused_reloads_under_load(self):
+        """SIGHUPs at ~30/s, every other config refused for another reason
+        (syntax, validation, a TLS file missing, an access log that cannot
+        be opened, a policy option it ignores): no call fails, each refusal
+        keeps the running config, and the end state is the last good one."""
+        ups = [self.start_upstream(n) for n in "abc"]
+        port, admin = free_port(), free_port()
+        good_pols = ["ROUND_ROBIN", "LEAST_REQUEST", "RANDOM", "PEAK_EWMA"]
+
+        def good(i):
+            eps = ups[:2] if i % 3 else ups
+            return self.config([self.service(SVC, eps, policy=good_pols[i % len(good_pols)],
+                                             fault={"mode": "FAILOVER"})],
+                               port=port, workers=2, admin="127.0.0.1:%d" % admin)
+
+        def bad(i):
+            c = good(i)
+            k = i % 5
+            if k == 0:
+                return to_yaml(c)[:-40] + "\n  - : [\n"
+            if k == 1:
+                c["services"][0]["lb"]["policy"] = "NO_SUCH_POLICY"
+            elif k == 2:
+                c["services"][0]["tls"] = {"ca_file": os.path.join(self.tmp, "missing-ca.pem")}
+            elif k == 3:
+                c["log"] = {"access": {"path": os.path.join(self.tmp, "no", "such", "dir", "a.log")}}
+            else:
+                c["services"][0]["endpoints"][0]["weight"] = 5
+            return c
+        m = self.start(good(0))
+        stub = self.echo(m)
+        n = 0
+        with Load(stub, threads=4) as load:
+            for i in range(1, 41):
+                for c in (bad(i), good(i)):
+                    n += 1
+                    tmp = m.config_path + ".new"
+                    with open(tmp, "w") as f:
+                        f.write(c if isinstance(c, str) else to_yaml(c) + "\n")
+                    os.rename(tmp, m.config_path)
+                    m.proc.signal(signal.SIGHUP)
+                    time.sleep(0.015)
+        out = m.proc.output()
+        self.assertEqual(load.failures, [], "calls failed in the storm")
+        self.assertEqual(load.late, [])
+        self.assertIn("keeping the running config", out)
+        # the last file is good(40): wait until it is what runs
+        want = self.shape(json.loads(self.admin("/config_dump")))
+
+        def settled():
+            return json.loads(self.admin("/config_dump"))["config"]["services"][0]["lb"]["policy"] == \
+                good_pols[40 % len(good_pols)]
+        wait_until(settled, CALL_LIMIT, "the last good config to run")
+        eps = {e["address"] for s in json.loads(self.admin("/clusters"))["services"] for e in s["endpoints"]}
+        self.assertEqual(eps, {u.address for u in ups[:2]})
+        before = ups[2].stats().total
+        for _ in range(20):
+            stub.Unary(pb.EchoRequest(), timeout=5)
+        self.assertEqual(ups[2].stats().total, before, "calls reached an endpoint the last config removed")
+        nonzero = {k: v for k, v in self.live_figures().items() if v}
+        self.assertEqual(nonzero, {})
+        self.stop_maitred(m)
+
 
 ETCD_PREFIX = "/maitred/services/%s/" % SVC
 
@@ -577,6 +641,39 @@ class EtcdChurn(Helpers, MaitredTest):
         nonzero = {k: v for k, v in self.live_figures().items() if v}
         self.assertEqual(nonzero, {})
         self.assertGreater(flips[0], 50)
+        self.stop_maitred(m)
+
+    def test_etcd_rebuilt_from_scratch_is_listed_again(self):
+        """etcd restarted with an empty data directory (a rebuilt cluster,
+        a restore from an older snapshot): its revisions start again below
+        the one maitred watched from. maitred must come to the new
+        cluster's records, as a fresh maitred would."""
+        from test_etcd import Etcd
+        etcd = Etcd(self)
+        ups = [self.start_upstream(n) for n in "abc"]
+        for u in ups[:2]:
+            etcd.put(ETCD_PREFIX + u.name, json.dumps({"address": u.address}))
+        for i in range(60):
+            etcd.put("/other/junk", str(i))  # the revision climbs
+        port = free_port()
+        m = self.start(self.etcd_cfg(etcd.address, port))
+        stub = self.echo(m)
+        wait_until(lambda: self.only(stub, {"a", "b"}), 30, "a and b listed")
+        etcd.stop()
+        import shutil
+        shutil.rmtree(etcd.data)
+        etcd.start()
+        etcd.put(ETCD_PREFIX + "c", json.dumps({"address": ups[2].address}))
+        try:
+            wait_until(lambda: self.only(stub, {"c"}), 30, "the rebuilt cluster's records")
+        except AssertionError:
+            got = set()
+            for _ in range(6):
+                try:
+                    got.add(stub.Unary(pb.EchoRequest(), timeout=5).instance)
+                except grpc.RpcError as e:
+                    got.add(e.details())
+            self.fail("still routing by the old cluster's records: %s" % sorted(got))
         self.stop_maitred(m)
 
 
