@@ -375,27 +375,43 @@ static void src_destroy(struct dns_src *s)
 	free(s);
 }
 
-/* A reload that kept this source (the same name, port and resolvers:
- * runtime.c same_source) carried its last set into the snapshot in force
- * (sources start after the publish): that set is the name's last good
- * answer, kept while the resolver does not answer, as it was before the
- * reload. Without it a reload during a DNS outage emptied the service at
- * the new source's first failed round. A new source finds nothing. */
+/* A reload that kept this source (discovery.dns: the same name, port and
+ * resolvers, runtime.c same_source; static host names: the addresses
+ * each name had, runtime.c static_set_kept) carried its last set into the
+ * snapshot in force (sources start after the publish): those addresses
+ * are the name's last good answer, kept while the resolver does not
+ * answer, as they were before the reload. Without them a reload during
+ * a DNS outage emptied a discovery.dns service at the new source's first
+ * failed round. A new source finds nothing (0: nm keeps what it has).
+ * nm->key NULL (discovery.dns): every endpoint; else those keyed so. */
 static int seed_good(struct dns_name *nm, struct mtd_control *ctl, size_t service)
 {
 	const struct mtd_runtime *rt = ctl->rt;
 	if (!rt || service >= rt->cfg->n_services)
 		return 0;
 	const struct mtd_rt_service *svc = rt->services[service];
-	size_t n = svc->n_eps < MAX_ADDRS ? svc->n_eps : MAX_ADDRS;
+	size_t n = 0;
+	for (size_t i = 0; i < svc->n_eps; i++) {
+		const char *key = mtd_endpoint_key(svc->eps[i]);
+		n += !nm->key || (key && strcmp(key, nm->key) == 0);
+	}
+	if (n > MAX_ADDRS)
+		n = MAX_ADDRS;
 	if (n == 0)
 		return 0;
-	nm->good = calloc(n, sizeof(*nm->good));
-	if (!nm->good)
+	struct sockaddr_storage *good = calloc(n, sizeof(*good));
+	if (!good)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		memcpy(&nm->good[i], mtd_endpoint_sa(svc->eps[i]), mtd_endpoint_salen(svc->eps[i]));
-	nm->n_good = n;
+	size_t k = 0;
+	for (size_t i = 0; i < svc->n_eps && k < n; i++) {
+		const char *key = mtd_endpoint_key(svc->eps[i]);
+		if (nm->key && (!key || strcmp(key, nm->key) != 0))
+			continue;
+		memcpy(&good[k++], mtd_endpoint_sa(svc->eps[i]), mtd_endpoint_salen(svc->eps[i]));
+	}
+	free(nm->good);
+	nm->good = good;
+	nm->n_good = k;
 	return 0;
 }
 
@@ -457,6 +473,8 @@ static int src_start(struct mtd_control *ctl, size_t service, const struct mtd_c
 				goto fail;
 			memcpy(nm->good, &e->addr.sa, e->addr.salen);
 			nm->n_good = 1;
+			if (seed_good(nm, ctl, service) < 0)
+				goto fail;
 		}
 	}
 	*state = s;

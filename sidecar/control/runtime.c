@@ -264,6 +264,79 @@ static struct mtd_disc_endpoint *static_set(const struct mtd_cfg_service *cfg, c
 	return d;
 }
 
+/* A static service's set at a reload: static_set's, but for a host name
+ * the addresses prev had for it (its endpoints keyed by the name as
+ * written: the resolver's last answer, dns.c) when it had any, rather
+ * than the one address getaddrinfo gave the new config at load. Without
+ * them a reload dropped every address of a name but that one (their
+ * identities, pools, connections, figures and warmup) until the
+ * resolver's next round added them back as new endpoints. *n the count. */
+static struct mtd_disc_endpoint *static_set_kept(const struct mtd_cfg_service *cfg, const struct mtd_rt_service *prev,
+                                                 size_t *n, const char ***hosts, char (**texts)[64])
+{
+	size_t total = 0;
+	bool any = false;
+	for (size_t i = 0; i < cfg->local->n_endpoints; i++) {
+		const struct mtd_cfg_endpoint *e = &cfg->local->endpoints[i];
+		size_t k = 0;
+		for (size_t j = 0; prev && !mtd_rt_host_is_literal(e->addr.host) && j < prev->n_eps; j++) {
+			const char *key = mtd_endpoint_key(prev->eps[j]);
+			k += key && strcmp(key, e->addr.text) == 0;
+		}
+		any |= k > 0;
+		total += k ? k : 1;
+	}
+	*n = cfg->local->n_endpoints;
+	if (!any)
+		return static_set(cfg, hosts, texts);
+	*texts = calloc(total, sizeof(**texts));
+	struct mtd_disc_endpoint *d = calloc(total, sizeof(*d));
+	*hosts = calloc(total, sizeof(**hosts));
+	if (!d || !*hosts || !*texts) {
+		free(d);
+		free(*hosts);
+		free(*texts);
+		*hosts = NULL;
+		*texts = NULL;
+		return NULL;
+	}
+	size_t o = 0;
+	for (size_t i = 0; i < cfg->local->n_endpoints; i++) {
+		const struct mtd_cfg_endpoint *e = &cfg->local->endpoints[i];
+		bool literal = mtd_rt_host_is_literal(e->addr.host);
+		size_t had = o;
+		for (size_t j = 0; !literal && j < prev->n_eps; j++) {
+			const struct mtd_endpoint *ep = prev->eps[j];
+			const char *key = mtd_endpoint_key(ep);
+			if (!key || strcmp(key, e->addr.text) != 0)
+				continue;
+			d[o] = (struct mtd_disc_endpoint){.key = e->addr.text,
+			                                  .address = mtd_endpoint_text(ep),
+			                                  .salen = mtd_endpoint_salen(ep),
+			                                  .weight = e->weight,
+			                                  .zone = e->zone,
+			                                  .metadata = (const struct mtd_disc_meta *)e->meta,
+			                                  .n_metadata = e->n_meta};
+			memcpy(&d[o].sa, mtd_endpoint_sa(ep), mtd_endpoint_salen(ep));
+			(*hosts)[o++] = e->addr.host;
+		}
+		if (o > had)
+			continue;
+		const char *id = literal ? e->addr.text : mtd_addr_text(&e->addr.sa.sa, (*texts)[o], sizeof((*texts)[o]));
+		d[o] = (struct mtd_disc_endpoint){.key = literal ? NULL : e->addr.text,
+		                                  .address = id,
+		                                  .salen = e->addr.salen,
+		                                  .weight = e->weight,
+		                                  .zone = e->zone,
+		                                  .metadata = (const struct mtd_disc_meta *)e->meta,
+		                                  .n_metadata = e->n_meta};
+		memcpy(&d[o].sa, &e->addr.sa, e->addr.salen);
+		(*hosts)[o++] = e->addr.host;
+	}
+	*n = o;
+	return d;
+}
+
 bool mtd_rt_host_is_literal(const char *host)
 {
 	struct in6_addr a;
@@ -947,8 +1020,8 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 		char wbuf[300];
 		bool same;
 		if (sc->local->source == MTD_CFG_SOURCE_STATIC) {
-			set = static_set(sc, &hosts, &texts);
-			n = sc->local->n_endpoints;
+			set = static_set_kept(sc, prev && prev->cfg->local->source == MTD_CFG_SOURCE_STATIC ? prev : NULL, &n,
+			                      &hosts, &texts);
 		} else if (prev && same_source(prev->cfg, sc)) {
 			/* The same source goes on: what it said (or had not yet) stays. */
 			set = current_set(prev);

@@ -381,6 +381,8 @@ class ChurnOps(Helpers, MaitredTest):
     def views(self):
         return {"config_dump": self.shape(json.loads(self.admin("/config_dump"))),
                 "clusters": self.shape(json.loads(self.admin("/clusters"))),
+                "series": sorted(l.rsplit(" ", 1)[0] for l in self.admin("/metrics").splitlines()
+                                 if l and not l.startswith("#")),
                 "metric_names": sorted({l.split("{")[0].split(" ")[0] for l in self.admin("/metrics").splitlines()
                                         if l and not l.startswith("#")})}
 
@@ -482,6 +484,7 @@ class ChurnOps(Helpers, MaitredTest):
         nonzero = {k: v for k, v in self.live_figures().items() if v}
         self.assertEqual(nonzero, {})
         self.stop_maitred(m)
+
 
 
 ETCD_PREFIX = "/maitred/services/%s/" % SVC
@@ -724,6 +727,44 @@ class DnsChurn(MaitredTest):
                 errs.append(e.details())
         self.assertEqual(errs, [], "the reload dropped the last good set while DNS was down")
         self.assertEqual(set(got), {"u2", "u3"})
+        self.stop_maitred(m)
+
+    def test_a_reload_keeps_the_connections_of_every_address_of_a_static_name(self):
+        """A static endpoint written with a host name of two addresses: a
+        reload that changes nothing of it (another service added) must
+        keep both endpoints and their connections, as it keeps a literal
+        address's (test_reload)."""
+        from harness import hosts_wrap, can_bind_mount
+        from test_reload import conns_to
+        if not can_bind_mount():
+            self.skipTest("needs a mount namespace")
+        hosts = self.hosts_file("127.0.0.1 localhost\n127.0.0.2 %s\n127.0.0.3 %s\n" % (NAME, NAME))
+        u2 = self.start_upstream("u2", host="127.0.0.2")
+        u3 = self.start_upstream("u3", host="127.0.0.3", port=u2.port)
+        other = self.start_upstream("other")
+        port = free_port()
+        svc = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"},
+               "endpoints": [{"address": "%s:%d" % (NAME, u2.port)}]}
+        m = self.start_maitred(self.config([svc], port=port), wrap=hosts_wrap(hosts))
+        wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT, "both addresses")
+        stub = self.echo(m)
+        for _ in range(10):
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        before = {p for p in conns_to(u2.port)}
+        self.assertTrue(before)
+        tmp = m.config_path + ".new"
+        with open(tmp, "w") as f:
+            f.write(to_yaml(self.config([svc, self.service("other.Svc", [other])], port=port)) + "\n")
+        os.rename(tmp, m.config_path)
+        m.proc.signal(signal.SIGHUP)
+        wait_until(lambda: re.search(r"reload: .* applied", m.proc.output()), CALL_LIMIT, "the reload")
+        time.sleep(1.0)
+        seen = {}
+        for _ in range(20):
+            r = stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+            seen[r.instance] = seen.get(r.instance, 0) + 1
+        self.assertEqual(seen, {"u2": 10, "u3": 10})
+        self.assertEqual(conns_to(u2.port), before, "the reload replaced connections of endpoints that stayed")
         self.stop_maitred(m)
 
 
