@@ -485,6 +485,130 @@ class ChurnOps(Helpers, MaitredTest):
         self.assertEqual(nonzero, {})
         self.stop_maitred(m)
 
+    # ------------------------------------------------------------------
+    def test_client_certificate_rotated_through_broken_pairs_under_load(self):
+        """mTLS upstream; the client certificate files are rewritten under
+        load: a certificate without its key (mismatch), a PEM cut short,
+        then the matching pair. No call fails; the broken states keep the
+        old pair; the good one is taken by new connections."""
+        import shutil
+        from harness import TestCA
+        ca = TestCA(os.path.join(self.tmp, "ca"))
+        key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        ca._leaf("client2", "/CN=maitred-client-2", key,
+                 "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n")
+        up = self.start_upstream("secure", tls=ca, client_ca=ca)
+        cert, keyf = os.path.join(self.tmp, "client.pem"), os.path.join(self.tmp, "client.key")
+        shutil.copy(ca.client_cert, cert)
+        shutil.copy(ca.client_key, keyf)
+
+        def put(src, dst, cut=None):
+            with open(src, "rb") as f:
+                data = f.read()
+            with open(dst + ".tmp", "wb") as f:
+                f.write(data if cut is None else data[:cut])
+            os.rename(dst + ".tmp", dst)
+        tls = {"ca_file": ca.ca_file, "server_name": "echo.test", "cert_file": cert, "key_file": keyf}
+        svc = self.service(SVC, [up], tls=tls, upstream={"max_connection_age": "1s"})
+        m = self.start(self.config([svc], workers=2))
+        stub = self.echo(m)
+        cns = {}
+        lock = threading.Lock()
+        fails = []
+        stop = threading.Event()
+
+        def run():
+            while not stop.is_set():
+                try:
+                    r = stub.Unary(pb.EchoRequest(), timeout=5)
+                    with lock:
+                        cns[r.client_cn] = cns.get(r.client_cn, 0) + 1
+                except grpc.RpcError as e:
+                    fails.append(e.details())
+        ts = [threading.Thread(target=run, daemon=True) for _ in range(3)]
+        for t in ts:
+            t.start()
+        try:
+            time.sleep(1.0)
+            d = os.path.join(ca.dir, "client2.pem")
+            put(d, cert)                       # new certificate, old key: mismatch
+            wait_until(lambda: "do not load yet" in m.proc.output(), CALL_LIMIT, "the mismatch warning")
+            time.sleep(1.5)
+            put(os.path.join(ca.dir, "client2.key"), keyf, cut=60)   # key cut short
+            time.sleep(1.5)
+            with lock:
+                cns.clear()
+            time.sleep(1.0)
+            with lock:
+                self.assertEqual(set(cns), {"maitred-client"}, "a broken pair was taken")
+            put(os.path.join(ca.dir, "client2.key"), keyf)           # the pair matches
+            wait_until(lambda: "TLS files of service %s changed: new handshakes use them" % SVC in m.proc.output(),
+                       CALL_LIMIT, "the rotation")
+            time.sleep(2.5)
+            with lock:
+                cns.clear()
+            time.sleep(1.0)
+            with lock:
+                self.assertEqual(set(cns), {"maitred-client-2"}, "new connections still use the old pair")
+        finally:
+            stop.set()
+            for t in ts:
+                t.join(10)
+        self.assertEqual(fails, [], "calls failed during the rotation")
+        self.stop_maitred(m)
+
+    # ------------------------------------------------------------------
+    def test_tls_tightened_by_a_reload_mid_stream(self):
+        """A bidi stream and a held unary call run over a TLS upstream; a
+        reload changes the service's TLS policy (another CA file, the same
+        CA; then a server_identity it cannot meet). The calls in flight
+        finish on their connection; new calls follow the new policy."""
+        import shutil
+        from harness import TestCA
+        ca = TestCA(os.path.join(self.tmp, "ca"))
+        up = self.start_upstream("secure", tls=ca)
+        ca2 = os.path.join(self.tmp, "ca-copy.pem")
+        shutil.copy(ca.ca_file, ca2)
+        port, admin = free_port(), free_port()
+
+        def cfg(tls):
+            return self.config([self.service(SVC, [up], tls=tls)], port=port, workers=2,
+                               admin="127.0.0.1:%d" % admin)
+        m = self.start(cfg({"ca_file": ca.ca_file, "server_name": "echo.test"}))
+        stub = self.echo(m)
+        import queue
+        q = queue.Queue()
+
+        def reqs():
+            while True:
+                r = q.get()
+                if r is None:
+                    return
+                yield r
+        it = stub.BidiStream(reqs(), timeout=30)
+        q.put(pb.EchoRequest(payload=b"1"))
+        first = next(it)
+        cid = call_id()
+        held = stub.Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=30)
+        up.wait_call(cid, "STARTED")
+        self.reload(m, cfg({"ca_file": ca2, "server_name": "echo.test"}), 1)
+        q.put(pb.EchoRequest(payload=b"2"))
+        second = next(it)
+        self.assertEqual(stub.Unary(pb.EchoRequest(payload=b"n"), timeout=5).instance, "secure")
+        self.reload(m, cfg({"ca_file": ca2, "server_name": "echo.test",
+                            "server_identity": "spiffe://nowhere/ns/x/sa/y"}), 2)
+        q.put(pb.EchoRequest(payload=b"3"))
+        third = next(it)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Unary(pb.EchoRequest(payload=b"n"), timeout=5)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        up.release(cid)
+        self.assertEqual(held.result(timeout=CALL_LIMIT).instance, "secure")
+        q.put(None)
+        rest = list(it)
+        self.assertEqual([first.payload, second.payload, third.payload], [b"1", b"2", b"3"])
+        self.assertEqual(rest, [])
+        self.stop_maitred(m)
 
 
 ETCD_PREFIX = "/maitred/services/%s/" % SVC
@@ -766,6 +890,70 @@ class DnsChurn(MaitredTest):
         self.assertEqual(seen, {"u2": 10, "u3": 10})
         self.assertEqual(conns_to(u2.port), before, "the reload replaced connections of endpoints that stayed")
         self.stop_maitred(m)
+
+
+import test_inbound  # noqa: E402
+import test_inbound_reload  # noqa: E402
+from test_inbound import CART, ECHO  # noqa: E402
+
+
+@maitred_only
+class InboundChurn(test_inbound.Mesh):
+    entry = test_inbound_reload.InboundReload.entry
+    server = test_inbound_reload.InboundReload.server
+    write_cfg = test_inbound_reload.InboundReload.write_cfg
+    reload = test_inbound_reload.InboundReload.reload
+
+    def test_authorization_changed_while_streams_and_held_calls_run(self):
+        """Calls in flight on an inbound listener when a reload changes its
+        rules (CART allowed, then denied, then allowed again) and lowers its
+        max_concurrent_calls: they finish as they started; new calls on
+        the same connection follow the rules in force; counts come back."""
+        app = self.start_upstream("app")
+        port = free_port()
+        e = self.entry(app, port, CART)
+        b = self.server([e], admin=True)
+        st = self.direct("127.0.0.1:%d" % port, self.client_cert, self.client_key)
+        import queue
+        q = queue.Queue()
+
+        def reqs():
+            while True:
+                r = q.get()
+                if r is None:
+                    return
+                yield r
+        it = st.BidiStream(reqs(), timeout=60)
+        q.put(pb.EchoRequest(payload=b"1"))
+        self.assertEqual(next(it).payload, b"1")
+        cid = call_id()
+        held = st.Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=60)
+        app.wait_call(cid, "STARTED")
+        deny = dict(e, authorization={"default": "DENY", "rules": [{"principals": ["spiffe://x/none"],
+                                                                     "methods": [ECHO + "*"]}]},
+                    max_concurrent_calls=1)
+        for i in range(10):
+            self.reload(b, dict(b.cfg, inbound=[deny if i % 2 == 0 else e]))
+            q.put(pb.EchoRequest(payload=b"m%d" % i))
+            self.assertEqual(next(it).payload, b"m%d" % i)
+            if i % 2 == 0:
+                with self.assertRaises(grpc.RpcError) as cm:
+                    st.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            else:
+                self.assertEqual(st.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).instance, "app")
+        app.release(cid)
+        self.assertEqual(held.result(timeout=CALL_LIMIT).instance, "app")
+        q.put(None)
+        self.assertEqual(list(it), [])
+        # the last config allows CART with no call cap: calls at once work
+        futs = [st.Unary.future(pb.EchoRequest(delay_ms=50), timeout=CALL_LIMIT) for _ in range(5)]
+        self.assertEqual([f.result().instance for f in futs], ["app"] * 5)
+        time.sleep(0.3)
+        body = test_inbound.Mesh.scrape(self, b)
+        live = [l for l in body.splitlines() if "in_flight" in l and not l.startswith("#") and not l.endswith(" 0")]
+        self.assertEqual(live, [], "live counts not back at zero")
+        self.stop_maitred(b)
 
 
 if __name__ == "__main__":
