@@ -302,8 +302,23 @@ static void resync(struct mtd_health *h)
 			mirror(s, s->eps[e]);
 		}
 	}
-	for (size_t k = 0; k < h->n; k++)
-		target_free(h->t[k]);
+	for (size_t k = 0; k < h->n; k++) {
+		struct target *t = h->t[k];
+		if (t && t->ep->hc_down) {
+			/* Its checks stopped (turned off, or the endpoint left): their
+			 * verdict goes with them. Checks turned on again later start
+			 * from no verdict, as a fresh maitred's do, not from what
+			 * checks said before a pause in which the endpoint may have
+			 * recovered. An endpoint a new target checks (its service
+			 * moved in the list) keeps it. */
+			bool checked = false;
+			for (size_t j = 0; j < n && !checked; j++)
+				checked = next[j]->ep == t->ep;
+			if (!checked)
+				t->ep->hc_down = false;
+		}
+		target_free(t);
+	}
 	free(h->t);
 	h->t = next;
 	h->n = n;

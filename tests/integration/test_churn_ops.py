@@ -610,6 +610,50 @@ class ChurnOps(Helpers, MaitredTest):
         self.assertEqual(rest, [])
         self.stop_maitred(m)
 
+    # ------------------------------------------------------------------
+    def test_health_checks_turned_off_then_on_start_from_unknown(self):
+        """b fails its checks and leaves rotation; a reload turns the
+        checks off (b serves again), b recovers, a reload turns them on
+        with a long interval. A fresh maitred on that config sends b its
+        share until a check says otherwise (UNKNOWN is no verdict); the
+        reloaded one must too, not keep the verdict of checks that were
+        off while b recovered."""
+        from test_health import set_health
+        paths = {}
+        ups = []
+        for n in "ab":
+            paths[n] = os.path.join(self.tmp, n + ".health")
+            with open(paths[n], "w") as f:
+                f.write("SERVING")
+            ups.append(self.start_upstream(n, extra_args=["--health-file", paths[n]]))
+        a, b = ups
+        port = free_port()
+        fast = {"interval": "0.2s", "timeout": "5s", "unhealthy_threshold": 2, "healthy_threshold": 2}
+        slow = dict(fast, interval="60s")
+
+        def cfg(hc):
+            extra = {"health_check": hc} if hc else {}
+            return self.config([self.service(SVC, [a, b], **extra)], port=port)
+        m = self.start(cfg(fast))
+        stub = self.echo(m)
+        set_health(paths["b"], "NOT_SERVING")
+        wait_until(lambda: "endpoint %s is unhealthy" % b.address in m.proc.output(), CALL_LIMIT, "b unhealthy")
+        self.reload(m, cfg(None), 1)
+        set_health(paths["b"], "SERVING")
+        time.sleep(2.5)  # the checks stay off a while (the health checker follows the runtime each second)
+        got = {}
+        for _ in range(10):
+            r = stub.Unary(pb.EchoRequest(), timeout=5)
+            got[r.instance] = got.get(r.instance, 0) + 1
+        self.assertEqual(got, {"a": 5, "b": 5}, "without checks b serves")
+        self.reload(m, cfg(slow), 2)
+        got = {}
+        for _ in range(10):
+            r = stub.Unary(pb.EchoRequest(), timeout=5)
+            got[r.instance] = got.get(r.instance, 0) + 1
+        self.assertEqual(got, {"a": 5, "b": 5}, "checks turned on again kept a verdict of the old ones")
+        self.stop_maitred(m)
+
 
 ETCD_PREFIX = "/maitred/services/%s/" % SVC
 
