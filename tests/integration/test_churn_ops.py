@@ -654,6 +654,57 @@ class ChurnOps(Helpers, MaitredTest):
         self.assertEqual(got, {"a": 5, "b": 5}, "checks turned on again kept a verdict of the old ones")
         self.stop_maitred(m)
 
+    # ------------------------------------------------------------------
+    def test_calls_queued_on_an_instance_killed_move_on_whatever_the_mode(self):
+        """a and b take one stream each (one connection), both busy with a
+        held call; calls queue behind them in both pools. a is SIGKILLed:
+        its held call fails (FAILFAST) or not (FAILOVER may not retry a
+        call whose headers went out: it fails too); the calls queued on a
+        never left maitred and move to b, whatever the mode."""
+        for mode in ("FAILFAST", "FAILOVER"):
+            with self.subTest(mode=mode):
+                a = self.start_upstream("a" + mode, max_streams=1)
+                b = self.start_upstream("b" + mode, max_streams=1)
+                svc = self.service(SVC, [a, b], fault={"mode": mode}, upstream={"max_connections": 1})
+                m = self.start(self.config([svc]))
+                stub = self.echo(m)
+                held = {}
+                for k in range(2):
+                    cid = call_id()
+                    f = stub.Unary.future(pb.EchoRequest(call_id=cid, hold=True), timeout=30)
+                    wait_until(lambda: any(u.wait_call(cid, "STARTED", limit=0).started for u in (a, b)),
+                               CALL_LIMIT, "held call %d" % k)
+                    owner = a if a.wait_call(cid, "STARTED", limit=0).started else b
+                    held[owner.name] = (cid, f)
+                self.assertEqual(set(held), {a.name, b.name})
+                res, ts = [], []
+                lock = threading.Lock()
+
+                def one():
+                    try:
+                        r = stub.Unary(pb.EchoRequest(payload=b"q"), timeout=10)
+                        out = ("OK", r.instance)
+                    except grpc.RpcError as e:
+                        out = (e.code().name, e.details())
+                    with lock:
+                        res.append(out)
+                for k in range(6):
+                    t = threading.Thread(target=one, daemon=True)
+                    t.start()
+                    ts.append(t)
+                time.sleep(0.5)
+                self.assertEqual(res, [])
+                a.proc.p.send_signal(signal.SIGKILL)
+                a.proc.p.wait(10)
+                time.sleep(0.5)
+                b.release(held[b.name][0])
+                for t in ts:
+                    t.join(CALL_LIMIT)
+                fails = [r for r in res if r[0] != "OK"]
+                self.assertEqual(fails, [], "%s: calls queued on the killed instance failed" % mode)
+                self.assertEqual(held[b.name][1].result(timeout=CALL_LIMIT).instance, b.name)
+                self.stop_maitred(m)
+
 
 ETCD_PREFIX = "/maitred/services/%s/" % SVC
 
@@ -845,6 +896,27 @@ class EtcdChurn(Helpers, MaitredTest):
                 except grpc.RpcError as e:
                     got.add(e.details())
             self.fail("still routing by the old cluster's records: %s" % sorted(got))
+        self.stop_maitred(m)
+
+    def test_a_lease_expiring_under_load_takes_its_instance_out(self):
+        from test_etcd import Etcd, b64
+        etcd = Etcd(self)
+        ups = [self.start_upstream(n) for n in "ab"]
+        etcd.put(ETCD_PREFIX + "a", json.dumps({"address": ups[0].address}))
+        lease = etcd.api("lease/grant", {"TTL": 2})["ID"]
+        etcd.api("kv/put", {"key": b64(ETCD_PREFIX + "b"), "value": b64(json.dumps({"address": ups[1].address})),
+                            "lease": lease})
+        port = free_port()
+        m = self.start(self.etcd_cfg(etcd.address, port))
+        stub = self.echo(m)
+        wait_until(lambda: self.only(stub, {"a", "b"}), 30, "a and b listed")
+        with Load(stub, threads=3, delay_ms=5) as load:
+            wait_until(lambda: etcd.get_prefix(ETCD_PREFIX).keys() == {ETCD_PREFIX + "a"}, 30, "the lease to expire")
+            time.sleep(0.5)
+            b_total = ups[1].stats().total
+            time.sleep(1.0)
+            self.assertEqual(ups[1].stats().total, b_total, "calls still reach b after its lease expired")
+        self.assertEqual(load.failures, [])
         self.stop_maitred(m)
 
 
