@@ -44,6 +44,7 @@ struct watcher {
 	struct mtd_gcli_call *range, *watch;
 	int64_t rev; /* last revision seen; 0 = never listed */
 	uint64_t cluster_id; /* of the cluster that gave rev (0: not known) */
+	uint64_t raft_term;  /* its raft term then (0: not known) */
 	bool listed;
 	struct entry *tab; /* sorted by key */
 	size_t n, cap;
@@ -321,6 +322,7 @@ static void range_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len
 	if (r->header != NULL) {
 		w->rev = r->header->revision;
 		w->cluster_id = r->header->cluster_id;
+		w->raft_term = r->header->raft_term;
 	}
 	bool first = !w->listed;
 	w->listed = true;
@@ -390,20 +392,29 @@ static void watch_msg(struct mtd_gcli_call *call, const uint8_t *msg, size_t len
 	}
 	if (r->created && r->header != NULL &&
 	    (r->header->revision < w->rev ||
-	     (w->cluster_id && r->header->cluster_id && r->header->cluster_id != w->cluster_id))) {
-		/* The store's revision never goes back, nor does a cluster
-		 * change its id: this is another store (rebuilt empty, restored
-		 * from an older snapshot). Watching from our revision would
-		 * show nothing until its revision caught up with ours, the old
-		 * set serving meanwhile: list it afresh. */
-		MTD_WARN("etcd (%s): the cluster is not the one listed (revision %lld after %lld, cluster id %llx after "
-		         "%llx): listing again",
+	     (w->cluster_id && r->header->cluster_id && r->header->cluster_id != w->cluster_id) ||
+	     (w->raft_term && r->header->raft_term && r->header->raft_term < w->raft_term))) {
+		/* The store's revision never goes back, nor does the raft term,
+		 * nor does a cluster change its id: this is another store
+		 * (rebuilt empty, restored from an older snapshot; a member
+		 * rebuilt with the same flags keeps the cluster id, and its
+		 * revision may have passed ours by the time we reach it).
+		 * Watching from our revision would show nothing of what it
+		 * holds below it, the old set serving meanwhile: list it
+		 * afresh. */
+		MTD_WARN("etcd (%s): the cluster is not the one listed (revision %lld after %lld, raft term %llu after "
+		         "%llu, cluster id %llx after %llx): listing again",
 		         w->what, (long long)r->header->revision, (long long)w->rev,
+		         (unsigned long long)r->header->raft_term, (unsigned long long)w->raft_term,
 		         (unsigned long long)r->header->cluster_id, (unsigned long long)w->cluster_id);
 		etcdserverpb__watch_response__free_unpacked(r, NULL);
 		mtd_gcli_call_cancel(call);
 		w->watch = NULL;
 		w->rev = 0;
+		/* Its revisions are not ours: a key's mod_revision there may
+		 * equal the one we read of another value here. */
+		for (size_t i = 0; i < w->n; i++)
+			w->tab[i].mod_rev = 0;
 		start_range(w);
 		return;
 	}

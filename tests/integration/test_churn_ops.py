@@ -994,6 +994,50 @@ class EtcdChurn(Helpers, MaitredTest):
         self.assertLessEqual(after, base + 4, "descriptors grew with reloads: %d -> %d" % (base, after))
         self.stop_maitred(m)
 
+    def test_etcd_rebuilt_past_the_old_revision_is_listed_again(self):
+        """As above, but the rebuilt cluster's revision passed the one
+        maitred watched from before maitred reached it again (maitred
+        talks to it through a relay cut meanwhile): the revision alone
+        does not tell, and the cluster id of a member rebuilt with the
+        same flags is the same. The old cluster had been restarted once
+        (a raft term past the new one's): that tells. (One never
+        restarted has the rebuilt one's term: not told, see the report.)"""
+        from test_etcd import Etcd, CutProxy
+        etcd = Etcd(self)
+        proxy = CutProxy(etcd.port)
+        self.addCleanup(proxy.close)
+        ups = [self.start_upstream(n) for n in "abc"]
+        for u in ups[:2]:
+            etcd.put(ETCD_PREFIX + u.name, json.dumps({"address": u.address}))
+        for i in range(20):
+            etcd.put("/other/junk", str(i))
+        port = free_port()
+        etcd.stop()
+        etcd.start()  # a new raft term
+        m = self.start(self.etcd_cfg(proxy.address, port))
+        stub = self.echo(m)
+        wait_until(lambda: self.only(stub, {"a", "b"}), 30, "a and b listed")
+        proxy.cut()
+        etcd.stop()
+        import shutil
+        shutil.rmtree(etcd.data)
+        etcd.start()
+        etcd.put(ETCD_PREFIX + "c", json.dumps({"address": ups[2].address}))
+        for i in range(60):
+            etcd.put("/other/junk", str(i))  # past the revision maitred saw
+        proxy.restore()
+        try:
+            wait_until(lambda: self.only(stub, {"c"}), 30, "the rebuilt cluster's records")
+        except AssertionError:
+            got = set()
+            for _ in range(6):
+                try:
+                    got.add(stub.Unary(pb.EchoRequest(), timeout=5).instance)
+                except grpc.RpcError as e:
+                    got.add(e.details())
+            self.fail("still routing by the old cluster's records: %s" % sorted(got))
+        self.stop_maitred(m)
+
 
 import test_dns  # noqa: E402 (its helpers only: its tests are its own file's)
 from test_dns import DNSMASQ, NAME  # noqa: E402
