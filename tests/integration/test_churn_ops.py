@@ -739,6 +739,37 @@ class ChurnOps(Helpers, MaitredTest):
         self.assertEqual([r[:2] for r in res], [("OK", "secure")] * 3, "queued calls waited for the long call")
         self.stop_maitred(m)
 
+    # ------------------------------------------------------------------
+    def test_split_weights_flipped_by_a_reload_storm_under_load(self):
+        """A split v1/v2 whose weights a storm of reloads flips between
+        100/0 and 0/100 under load: no call fails, and once the storm ends
+        the last weights hold exactly."""
+        v1 = self.start_upstream("v1")
+        v2 = self.start_upstream("v2")
+        port = free_port()
+
+        def cfg(i):
+            w = {"v1": 100, "v2": 0} if i % 2 else {"v1": 0, "v2": 100}
+            s = {"name": SVC, "lb": {"policy": "ROUND_ROBIN"}, "fault": {"mode": "FAILOVER"},
+                 "endpoints": [{"address": v1.address, "metadata": {"version": "v1"}},
+                               {"address": v2.address, "metadata": {"version": "v2"}}],
+                 "split": {"metadata_key": "version", "weights": w}}
+            return self.config([s], port=port, workers=2)
+        m = self.start(cfg(0))
+        stub = self.echo(m)
+        with Load(stub, threads=4) as load:
+            for i in range(1, 42):
+                self.reload(m, cfg(i), i)
+                time.sleep(0.02)
+        self.assertEqual(load.failures, [])
+        time.sleep(0.3)
+        got = {}
+        for _ in range(30):
+            r = stub.Unary(pb.EchoRequest(), timeout=5)
+            got[r.instance] = got.get(r.instance, 0) + 1
+        self.assertEqual(got, {"v1": 30}, "the last weights (v1 100, v2 0) do not hold")
+        self.stop_maitred(m)
+
 
 ETCD_PREFIX = "/maitred/services/%s/" % SVC
 
@@ -1124,6 +1155,32 @@ class DnsChurn(MaitredTest):
             seen[r.instance] = seen.get(r.instance, 0) + 1
         self.assertEqual(seen, {"u2": 10, "u3": 10})
         self.assertEqual(conns_to(u2.port), before, "the reload replaced connections of endpoints that stayed")
+        self.stop_maitred(m)
+
+    def test_addresses_added_and_removed_under_load(self):
+        ups = self.upstreams(["127.0.0.2", "127.0.0.3", "127.0.0.4"])
+        self.start_dns(["127.0.0.2", "127.0.0.3"])
+        svc = self.dns_service(ups[0].port)
+        svc["fault"] = {"mode": "FAILOVER"}
+        m = self.start_maitred(self.config([svc], workers=2))
+        stub = self.echo(m)
+        wait_until(lambda: "service %s: 2 endpoints" % SVC in m.proc.output(), CALL_LIMIT, "the first resolution")
+        sets = [["127.0.0.3", "127.0.0.4"], ["127.0.0.2", "127.0.0.4"], ["127.0.0.2", "127.0.0.3", "127.0.0.4"],
+                ["127.0.0.4"], ["127.0.0.2", "127.0.0.3"]]
+        with Load(stub, threads=4) as load:
+            for k, ips in enumerate(sets):
+                rx = re.compile(r"service %s: %d endpoint" % (re.escape(SVC), len(ips)))
+                n = len(rx.findall(m.proc.output()))
+                self.set_hosts(ips)
+                wait_until(lambda: len(rx.findall(m.proc.output())) > n, CALL_LIMIT, "set %d" % k)
+                time.sleep(0.5)
+        self.assertEqual(load.failures, [])
+        time.sleep(0.5)
+        gone = ups[2]  # 127.0.0.4, not in the last set
+        before = gone.stats().total
+        for _ in range(20):
+            stub.Unary(pb.EchoRequest(), timeout=5)
+        self.assertEqual(gone.stats().total, before, "calls reached an address the name no longer has")
         self.stop_maitred(m)
 
 
