@@ -351,15 +351,29 @@ static void watch_dirs(struct mtd_certwatch *cw)
 
 /* o and e watch the same context made from the same files: an inbound
  * listener that stays (the same key and files: the same context,
- * inbound.c), or a service context a new runtime kept (the same one). */
-static bool same_entry(const struct cw_entry *o, const struct cw_entry *e)
+ * inbound.c), or a service context a new runtime kept (the same one,
+ * wherever its service now is in the list: a reload that adds a service
+ * before it, or an xDS route change that creates one, moves it). */
+static bool same_context(const struct cw_entry *o, const struct cw_entry *e)
 {
-	bool same = o->kind == e->kind &&
-	            (o->kind == CW_INBOUND ? strcmp(o->key, e->key) == 0 : o->ctx == e->ctx && o->index == e->index);
+	bool same = o->kind == e->kind && (o->kind == CW_INBOUND ? strcmp(o->key, e->key) == 0 : o->ctx == e->ctx);
 	for (int k = 0; same && k < 3; k++)
 		same = (o->files[k] == NULL) == (e->files[k] == NULL) &&
 		       (!o->files[k] || strcmp(o->files[k], e->files[k]) == 0);
 	return same;
+}
+
+/* ... and for the same service (apply() finds it by its index). */
+static bool same_entry(const struct cw_entry *o, const struct cw_entry *e)
+{
+	return same_context(o, e) && (o->kind == CW_INBOUND || o->index == e->index);
+}
+
+static int by_entry_ctx_cmp(const void *a, const void *b)
+{
+	uintptr_t p = (uintptr_t)(*(const struct cw_entry *const *)a)->ctx,
+	          q = (uintptr_t)(*(const struct cw_entry *const *)b)->ctx;
+	return (p > q) - (p < q);
 }
 
 /* What each entry's context is made from now: entries that stay keep
@@ -367,28 +381,30 @@ static bool same_entry(const struct cw_entry *o, const struct cw_entry *e)
  * the rest were just made from the files as they are. */
 static void know_entries(const struct mtd_certwatch *cw, struct cw_entry *e, size_t n)
 {
-	/* cw's service entries, by index (entries_of's order): a binary
-	 * search each; the inbound listeners are few. */
+	/* cw's service entries by context (one entry per context): a binary
+	 * search each; the inbound listeners are few. Without memory for the
+	 * index, every service entry counts as new (read as it is now). */
 	size_t svc0 = 0;
 	while (svc0 < cw->n && cw->e[svc0].kind == CW_INBOUND)
 		svc0++;
+	size_t n_svc = cw->n - svc0;
+	const struct cw_entry **by_ctx = calloc(n_svc ? n_svc : 1, sizeof(*by_ctx));
+	if (by_ctx) {
+		for (size_t j = 0; j < n_svc; j++)
+			by_ctx[j] = &cw->e[svc0 + j];
+		qsort(by_ctx, n_svc, sizeof(*by_ctx), by_entry_ctx_cmp);
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct cw_entry *was = NULL;
 		if (e[i].kind == CW_INBOUND) {
 			for (size_t j = 0; j < svc0 && !was; j++)
-				if (same_entry(&cw->e[j], &e[i]))
+				if (same_context(&cw->e[j], &e[i]))
 					was = &cw->e[j];
-		} else {
-			size_t lo = svc0, hi = cw->n;
-			while (lo < hi) {
-				size_t mid = lo + (hi - lo) / 2;
-				if (cw->e[mid].index < e[i].index)
-					lo = mid + 1;
-				else
-					hi = mid;
-			}
-			if (lo < cw->n && same_entry(&cw->e[lo], &e[i]))
-				was = &cw->e[lo];
+		} else if (by_ctx) {
+			const struct cw_entry *key = &e[i], **hit;
+			hit = bsearch(&key, by_ctx, n_svc, sizeof(*by_ctx), by_entry_ctx_cmp);
+			if (hit && same_context(*hit, &e[i]))
+				was = *hit;
 		}
 		if (was) {
 			memcpy(e[i].applied, was->applied, sizeof(e[i].applied));
@@ -399,6 +415,7 @@ static void know_entries(const struct mtd_certwatch *cw, struct cw_entry *e, siz
 			hash_all(&e[i], e[i].applied, &unreadable);
 		}
 	}
+	free(by_ctx);
 }
 
 static void take_entries(struct mtd_certwatch *cw, struct cw_entry *e, size_t n)

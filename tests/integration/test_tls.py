@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 import socket
 import ssl
 import tempfile
@@ -11,6 +12,8 @@ import unittest
 import grpc
 
 from harness import MaitredTest, TestCA, maitred_only, pb, pb_grpc, wait_until, CALL_LIMIT, CHANNEL_OPTIONS, SLOW
+
+SVC = "maitred.testing.v1.Echo"
 
 
 class Tls(MaitredTest):
@@ -125,6 +128,43 @@ class Tls(MaitredTest):
         m = self.start_maitred(self.config([self.service("*", [up], tls=self.tls(client=self.ca))]))
         resp = self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
         self.assertEqual(resp.client_cn, "maitred-client")
+
+    @maitred_only
+    def test_a_rotation_not_yet_seen_survives_a_reload_that_moves_its_service(self):
+        """A service's client certificate rotated on disk where inotify
+        does not look (its files are links into another directory: only the
+        10 s check would see it), then a reload that keeps the service and
+        its files but puts another service before it in the list: the
+        context the reload kept is the old certificate's, so the check the
+        reload ends with loads the new one. Red before: certwatch matched a
+        kept context by the service's index, took the moved one for a new
+        context made from the files as they are now, and never loaded
+        them (the 10 s check saw nothing new either)."""
+        up = self.start_upstream("secure", tls=self.ca, client_ca=self.ca)
+        store, ident = os.path.join(self.tmp, "store"), os.path.join(self.tmp, "ident")
+        os.makedirs(store)
+        os.makedirs(ident)
+        for f, src in (("cert.pem", self.other.client_cert), ("key.pem", self.other.client_key)):
+            shutil.copyfile(src, os.path.join(store, f))
+            os.symlink(os.path.join(store, f), os.path.join(ident, f))
+        tls = self.tls()
+        tls["cert_file"], tls["key_file"] = os.path.join(ident, "cert.pem"), os.path.join(ident, "key.pem")
+        cfg = self.config([self.service(SVC, [up], tls=tls)])
+        m = self.start_maitred(cfg)
+        stub = self.echo(m)
+        with self.assertRaises(grpc.RpcError) as refused:  # a certificate the upstream refuses
+            stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        for f, src in (("key.pem", self.ca.client_key), ("cert.pem", self.ca.client_cert)):
+            shutil.copyfile(src, os.path.join(store, f + ".new"))
+            os.replace(os.path.join(store, f + ".new"), os.path.join(store, f))
+        cfg["services"].insert(0, self.service("a.First", ["127.0.0.1:1"]))
+        self.write_config(cfg, os.path.basename(m.config_path))
+        m.proc.signal(signal.SIGHUP)
+        wait_until(lambda: "applied (2 services)" in m.proc.output(), CALL_LIMIT, "the reload")
+        wait_until(lambda: "TLS files of service %s changed" % SVC in m.proc.output(), CALL_LIMIT,
+                   "the rotated certificate loaded")
+        self.assertEqual(stub.Unary(pb.EchoRequest(), timeout=CALL_LIMIT).client_cn, "maitred-client")
 
     @maitred_only
     def test_mtls_required_without_client_cert_is_unavailable(self):
