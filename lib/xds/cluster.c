@@ -335,6 +335,32 @@ static const char *refused_common_field(const PbCommonTls *ctx)
 	return NULL;
 }
 
+/* CertificateValidationContext's checks maitred does not make (not in
+ * its tls.proto, so protobuf-c keeps them unknown): each narrows which
+ * upstream certificates the control plane trusts, so taking the context
+ * without them would trust more than it meant. NACKed, as grpc-js-xds
+ * NACKs each of them. */
+static const char *refused_validation_field(const PbValidation *vc)
+{
+	for (size_t i = 0; i < vc->base.n_unknown_fields; i++) {
+		switch (vc->base.unknown_fields[i].tag) {
+		case 2:
+			return "verify_certificate_hash";
+		case 3:
+			return "verify_certificate_spki";
+		case 6:
+			return "require_signed_certificate_timestamp";
+		case 7:
+			return "crl";
+		case 12:
+			return "custom_validator_config";
+		default:
+			break;
+		}
+	}
+	return NULL;
+}
+
 /* A certificate provider instance, by its name in the bootstrap's
  * certificate_providers; NULL with the refusal in why. */
 static const struct mtd_cfg_cert_provider *instance_of(const PbProviderInstance *pi,
@@ -494,6 +520,13 @@ static int tls(const Envoy__Config__Core__V3__TransportSocket *ts, const struct 
 	}
 	if ((vc = validation_of(ctx, why, whylen)) == NULL) {
 		rc = -EINVAL;
+		goto out;
+	}
+	if ((refused = refused_validation_field(vc)) != NULL) {
+		rc = mtd_xds__refuse(why, whylen,
+		                     "common_tls_context: the validation context's %s: maitred does not make that check "
+		                     "(it verifies the chain to the CA and one SAN matcher)",
+		                     refused);
 		goto out;
 	}
 	if ((rc = tls_ca(vc, providers, c->tls, why, whylen)) != 0 ||

@@ -38,6 +38,8 @@
  * bootstrap's certificate_providers; NULL = none). Refused: other cluster
  * types, other config sources, the other policies, inline certificates,
  * SDS, an instance providers lacks or that lacks the file asked of it,
+ * validation checks maitred does not make (certificate hash or SPKI
+ * pins, SCTs, CRLs, a custom validator),
  * SAN matchers other than one exact URI or DNS name, zero limits,
  * out-of-range values. out is cleared first; on error it holds nothing. */
 int mtd_xds_cluster_parse(const uint8_t *buf, size_t len, const struct mtd_cfg_cert_providers *providers,

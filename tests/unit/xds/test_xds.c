@@ -740,6 +740,101 @@ START_TEST(test_cluster_tls_from_certificate_providers)
 }
 END_TEST
 
+/* The checks of a CertificateValidationContext maitred does not make
+ * (not in its tls.proto, so protobuf-c keeps them unknown):
+ * verify_certificate_hash (2), verify_certificate_spki (3),
+ * require_signed_certificate_timestamp (6), crl (7),
+ * custom_validator_config (12). Each narrows which upstream certificates
+ * the control plane trusts: ignored, maitred would trust more than it
+ * meant. NACKed, as grpc-js-xds 1.14 NACKs each of them; with trusted_ca
+ * or a CA instance, in validation_context or combined's default. */
+START_TEST(test_cluster_tls_validation_checks_not_made_are_refused)
+{
+	PbCluster m;
+	struct mtd_xds_cluster c;
+	Envoy__Extensions__TransportSockets__Tls__V3__UpstreamTlsContext up =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__UPSTREAM_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext ctx =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CommonTlsContext__CombinedCertificateValidationContext cvc =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__COMBINED_CERTIFICATE_VALIDATION_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CertificateValidationContext vc =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__CERTIFICATE_VALIDATION_CONTEXT__INIT;
+	Envoy__Extensions__TransportSockets__Tls__V3__CertificateProviderPluginInstance cai =
+	        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__CERTIFICATE_PROVIDER_PLUGIN_INSTANCE__INIT;
+	Envoy__Config__Core__V3__DataSource file = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__INIT;
+	struct mtd_cfg_cert_provider e[] = {{.name = (char *)"roots", .ca_file = (char *)"/p/ca.pem"}};
+	struct mtd_cfg_cert_providers ps = {e, 1};
+	static uint8_t hash[] = {4, 'a', 'b', 'c', 'd'}, empty[] = {0}, yes[] = {1};
+	static const struct {
+		uint32_t tag;
+		ProtobufCWireType wt;
+		uint8_t *data;
+		size_t len;
+		const char *reason;
+	} checks[] = {
+	        {2, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, hash, sizeof(hash), "verify_certificate_hash"},
+	        {3, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, hash, sizeof(hash), "verify_certificate_spki"},
+	        {6, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, empty, sizeof(empty), "require_signed_certificate_timestamp"},
+	        {6, PROTOBUF_C_WIRE_TYPE_VARINT, yes, sizeof(yes), "require_signed_certificate_timestamp"},
+	        {7, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, empty, sizeof(empty), "crl"},
+	        {12, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, empty, sizeof(empty), "custom_validator_config"},
+	};
+	ProtobufCMessageUnknownField uf;
+	size_t n;
+
+	eds_cluster(&m, "a");
+	up.common_tls_context = &ctx;
+	file.specifier_case = ENVOY__CONFIG__CORE__V3__DATA_SOURCE__SPECIFIER_FILENAME;
+	file.filename = (char *)"/etc/ca.pem";
+	cai.instance_name = (char *)"roots";
+	cvc.default_validation_context = &vc;
+	for (int form = 0; form < 4; form++) {
+		/* trusted_ca or the instance; validation_context or combined's */
+		vc.trusted_ca = form % 2 == 0 ? &file : NULL;
+		vc.ca_certificate_provider_instance = form % 2 == 1 ? &cai : NULL;
+		if (form < 2) {
+			ctx.validation_context_type_case =
+			        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_VALIDATION_CONTEXT;
+			ctx.validation_context = &vc;
+		} else {
+			ctx.validation_context_type_case =
+			        ENVOY__EXTENSIONS__TRANSPORT_SOCKETS__TLS__V3__COMMON_TLS_CONTEXT__VALIDATION_CONTEXT_TYPE_COMBINED_VALIDATION_CONTEXT;
+			ctx.combined_validation_context = &cvc;
+		}
+		vc.base.n_unknown_fields = 0;
+		with_tls(&m, &up);
+		n = envoy__config__cluster__v3__cluster__pack(&m, wire);
+		ck_assert_int_eq(mtd_xds_cluster_parse(wire, n, &ps, &c, why, sizeof(why)), 0);
+		mtd_xds_cluster_clear(&c);
+		for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+			uf = (ProtobufCMessageUnknownField){
+			        .tag = checks[i].tag, .wire_type = checks[i].wt, .len = checks[i].len, .data = checks[i].data};
+			vc.base.n_unknown_fields = 1;
+			vc.base.unknown_fields = &uf;
+			with_tls(&m, &up);
+			n = envoy__config__cluster__v3__cluster__pack(&m, wire);
+			why[0] = '\0';
+			ck_assert_msg(mtd_xds_cluster_parse(wire, n, &ps, &c, why, sizeof(why)) == -EINVAL,
+			              "form %d: %s (field %u) taken and ignored", form, checks[i].reason, checks[i].tag);
+			ck_assert_msg(strstr(why, checks[i].reason) != NULL, "reason \"%s\" lacks \"%s\"", why,
+			              checks[i].reason);
+			ck_assert_ptr_null(c.tls);
+		}
+		vc.base.n_unknown_fields = 0;
+	}
+	/* Another unknown field of the validation context: ignored, as before. */
+	uf = (ProtobufCMessageUnknownField){
+	        .tag = 4242, .wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, .len = 1, .data = empty};
+	vc.base.n_unknown_fields = 1;
+	vc.base.unknown_fields = &uf;
+	with_tls(&m, &up);
+	n = envoy__config__cluster__v3__cluster__pack(&m, wire);
+	ck_assert_int_eq(mtd_xds_cluster_parse(wire, n, &ps, &c, why, sizeof(why)), 0);
+	mtd_xds_cluster_clear(&c);
+}
+END_TEST
+
 /* ---- assignments ------------------------------------------------------------ */
 
 #define MAX_EPS 8
@@ -1521,6 +1616,7 @@ static Suite *xds_suite(void)
 	tcase_add_test(tc, test_resource_name);
 	tcase_add_test(tc, test_cluster_tls_only_in_matches);
 	tcase_add_test(tc, test_cluster_tls_from_certificate_providers);
+	tcase_add_test(tc, test_cluster_tls_validation_checks_not_made_are_refused);
 	tcase_add_test(tc, test_failmalloc);
 	tcase_add_test(tc, test_response_read);
 	suite_add_tcase(s, tc);
