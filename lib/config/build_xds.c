@@ -99,8 +99,9 @@ static int provider_file(const char *bootstrap, const char *inst, yaml_node_t *n
 	*out = NULL;
 	if (n == NULL)
 		return 0;
+	/* A NUL inside (JSON's \u0000) would name the file before it. */
 	if (n->type != YAML_SCALAR_NODE || ((const char *)n->data.scalar.value)[0] == '\0' ||
-	    n->data.scalar.length > 4096) {
+	    n->data.scalar.length > 4096 || memchr(n->data.scalar.value, '\0', n->data.scalar.length) != NULL) {
 		snprintf(why, whylen, "certificate_providers[\"%s\"].config.%s: must be a file name", inst, field);
 		return -1;
 	}
@@ -168,9 +169,11 @@ static int read_providers(yaml_document_t *doc, yaml_node_t *map, const char *bo
 		const char *inst, *plugin;
 		yaml_node_t *pn, *cfg, *ri;
 
+		/* A NUL inside would make "a\0b" the instance a cluster names "a". */
 		if (k == NULL || k->type != YAML_SCALAR_NODE || k->data.scalar.length == 0 ||
-		    k->data.scalar.length > PROVIDER_NAME_MAX) {
-			snprintf(why, whylen, "certificate_providers: an instance name must be 1 to %d characters",
+		    k->data.scalar.length > PROVIDER_NAME_MAX ||
+		    memchr(k->data.scalar.value, '\0', k->data.scalar.length) != NULL) {
+			snprintf(why, whylen, "certificate_providers: an instance name must be 1 to %d characters, no NUL",
 			         PROVIDER_NAME_MAX);
 			return -1;
 		}

@@ -937,6 +937,15 @@ START_TEST(xds_bootstrap_certificate_providers)
 	        {"{\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": \"ca.pem\"}}, "
 	         "\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": \"ca.pem\"}}}",
 	         "certificate_providers: \"a\" twice"},
+	        /* A NUL inside a name: read as the bytes before it, "a\0b"
+	         * would be the instance a cluster names "a", and
+	         * "ca.pem\0x" the file ca.pem. */
+	        {"{\"a\\u0000b\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": "
+	         "\"ca.pem\"}}}",
+	         "certificate_providers: an instance name must be 1 to 256 characters, no NUL"},
+	        {"{\"a\": {\"plugin_name\": \"file_watcher\", \"config\": {\"ca_certificate_file\": "
+	         "\"ca.pem\\u0000x\"}}}",
+	         "certificate_providers[\"a\"].config.ca_certificate_file: must be a file name"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		providers_file(file, bad[i].providers);
