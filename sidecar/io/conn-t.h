@@ -204,6 +204,7 @@ struct mtd_conn {
 	uint64_t tls_gen;
 	int64_t opened_ns; /* its connect began (upstream.max_connection_age) */
 	bool settings_seen;   /* the peer's first SETTINGS arrived */
+	bool goaway_seen;     /* the peer's first GOAWAY arrived (logged, obeyed) */
 	int64_t ping_sent_ns; /* 0 = no keepalive PING outstanding */
 	int64_t last_read_ns;
 	char peer[64]; /* "127.0.0.1:50051" for messages */

@@ -128,7 +128,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		break;
 	case NGHTTP2_GOAWAY:
 		/* RFC 9113 §6.8: no new streams here; nghttp2 closes the streams
-		 * above last_stream_id with REFUSED_STREAM. */
+		 * above last_stream_id with REFUSED_STREAM (each GOAWAY's). A
+		 * server may send more than one; the first is logged and obeyed,
+		 * the others could only flood the log and the keepalive rule. */
+		if (c->goaway_seen) {
+			MTD_DEBUG("upstream %s: GOAWAY again (%s)", c->peer, nghttp2_http2_strerror(frame->goaway.error_code));
+			break;
+		}
+		c->goaway_seen = true;
 		MTD_INFO("upstream %s: GOAWAY (%s), draining", c->peer,
 		         nghttp2_http2_strerror(frame->goaway.error_code));
 		if (frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM && frame->goaway.opaque_data_len == 14 &&

@@ -470,6 +470,28 @@ class UpstreamConformance(MaitredTest):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_repeated_goaways_from_the_upstream_are_logged_and_obeyed_once(self):
+        # §6.8 lets a server send GOAWAY more than once (last_stream_id
+        # never rising). A hostile one sent 20,000 in one write: maitred
+        # logged a line for each (20,000 lines, a write each), and each
+        # "too_many_pings" doubled the endpoint's keepalive interval, to
+        # its 12-day ceiling in 16 frames. One connection's GOAWAY is
+        # logged once and doubles the interval once (gRPC A8: per GOAWAY
+        # received, and a server sends one before it closes).
+        goaway = frame(0x7, 0, 0, struct.pack(">II", 1, E.ENHANCE_YOUR_CALM) + b"too_many_pings")
+
+        def script(sid, encode):
+            return (frame(HEADERS, END_HEADERS, sid, encode(RESP)) + goaway * 200 +
+                    frame(DATA, 0, sid, b"\0\0\0\0\0") +
+                    frame(HEADERS, END_HEADERS | END_STREAM, sid, encode([("grpc-status", "0")])))
+        up, m, _, fut = self.run_case(script)
+        self.assertEqual(fut.result(timeout=CALL_LIMIT), b"")
+        out = m.proc.output()
+        self.assertEqual(out.count("upstream %s: GOAWAY (" % up.address), 1, "GOAWAY lines")
+        self.assertEqual(out.count("too many PINGs for its policy"), 1, "keepalive doublings")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_frames_after_maitreds_own_reset_are_ignored(self):
         # maitred cancelled the stream (the client's deadline) while the
         # upstream was answering: what the upstream had in flight is
