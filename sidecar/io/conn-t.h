@@ -46,9 +46,10 @@ struct mtd_conn_ops {
 	/* c is closing, its fd and events gone: detach what holds it (its
 	 * calls or attempts learn it from here). */
 	void (*on_close)(struct mtd_conn *c);
-	/* A PRIORITY frame mtd_conn_prescan saw (NULL: nothing to do): work
-	 * for nothing without RFC 7540 priorities. May doom c. */
-	void (*on_priority)(struct mtd_conn *c);
+	/* A frame mtd_conn_prescan saw that nghttp2 skips unread (NULL:
+	 * nothing to do): PRIORITY (no RFC 7540 priorities) or a frame type
+	 * it does not know. Work for nothing. May doom c. */
+	void (*on_skipped_frame)(struct mtd_conn *c);
 };
 
 /* Upstream connection states:

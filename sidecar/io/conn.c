@@ -1081,8 +1081,8 @@ int mtd_conn_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 				mtd_conn_error(c->ng, c, NGHTTP2_PROTOCOL_ERROR, "PRIORITY on stream 0 (RFC 9113 §6.3)", 0);
 				return -EPROTO;
 			}
-			if (c->ops->on_priority) {
-				c->ops->on_priority(c);
+			if (c->ops->on_skipped_frame) {
+				c->ops->on_skipped_frame(c);
 				if (c->doomed_ns)
 					return -EPROTO;
 			}
@@ -1090,6 +1090,12 @@ int mtd_conn_prescan(struct mtd_conn *c, const uint8_t *p, size_t n)
 				c->scan_skip = 0;
 				prio_next(c, h);
 			}
+		} else if (h[3] > NGHTTP2_CONTINUATION && c->ops->on_skipped_frame) {
+			/* A type nghttp2 does not know: skipped unread, as RFC 9113
+			 * §4.1 says, after a frame header's work (HARDENING.md). */
+			c->ops->on_skipped_frame(c);
+			if (c->doomed_ns)
+				return -EPROTO;
 		} else if (h[3] == NGHTTP2_HEADERS && (h[4] & NGHTTP2_FLAG_PRIORITY)) {
 			uint32_t pad = h[4] & NGHTTP2_FLAG_PADDED ? 1 : 0;
 			if (len >= pad + 5) {

@@ -152,7 +152,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 /* nghttp2 1.52 has no glitch limiter. Frames that cost us
  * work but carry nothing (DATA with neither data nor END_STREAM,
  * padded or not, CVE-2019-9518;
- * PRIORITY churn, CVE-2019-9513; invalid frames) are counted per
+ * PRIORITY churn, CVE-2019-9513; frames of unknown types; invalid
+ * frames) are counted per
  * connection, as is each stream the client made us reset (on_stream_close),
  * with one credit back per request that ended; past the budget the
  * connection ends with ENHANCE_YOUR_CALM. */
@@ -202,7 +203,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	struct mtd_conn *c = ud;
 	struct mtd_down_stream *ds;
 	/* PRIORITY frames never get here (nghttp2 skips them without RFC 7540
-	 * priorities): the scan counts them (down_on_priority). */
+	 * priorities), nor frames of a type it does not know: the scan counts
+	 * them (mtd_down_on_skipped_frame). */
 	/* Empty: no data, padding or not (padlen counts the Pad Length
 	 * byte too), so padding alone does not pass for a payload. */
 	if (frame->hd.type == NGHTTP2_DATA && frame->hd.length <= frame->data.padlen &&
@@ -291,7 +293,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t error_code
 	return 0;
 }
 
-void mtd_down_on_priority(struct mtd_conn *c)
+void mtd_down_on_skipped_frame(struct mtd_conn *c)
 {
 	glitch(c->ng, c);
 }
@@ -399,7 +401,7 @@ const struct mtd_conn_ops mtd_down_ops = {
         .prescan = mtd_conn_prescan,
         .after_recv = mtd_conn_answer_late_data,
         .on_close = down_on_close,
-        .on_priority = mtd_down_on_priority,
+        .on_skipped_frame = mtd_down_on_skipped_frame,
 };
 
 struct mtd_conn *mtd_down_conn_new(struct mtd_worker *w, int fd)

@@ -25,10 +25,12 @@ void mtd_down_teardown(struct mtd_worker *w);
 int mtd_down_accept(struct mtd_worker *w, int fd);
 /* The kind's ops (inbound.c wraps them for its peers' connections). */
 extern const struct mtd_conn_ops mtd_down_ops;
-/* Its ops.on_priority (a kind wrapping it sets the same): a PRIORITY frame
- * is work for nothing (CVE-2019-9513 churn), counted among the empty or
- * invalid frames whose excess ends the connection. */
-void mtd_down_on_priority(struct mtd_conn *c);
+/* Its ops.on_skipped_frame (a kind wrapping it sets the same): a PRIORITY
+ * frame (CVE-2019-9513 churn) or one of a type nghttp2 does not know is
+ * work for nothing, counted among the empty or invalid frames whose
+ * excess ends the connection (a few, as clients that GREASE send, are
+ * nothing: each request that ends gives one back). */
+void mtd_down_on_skipped_frame(struct mtd_conn *c);
 /* A client connection on fd: its session made and SETTINGS queued, but
  * not reading yet nor on the worker's list (mtd_down_begin does both),
  * for a kind that runs a TLS handshake first (inbound.c). NULL when out of

@@ -371,7 +371,7 @@ static const struct mtd_conn_ops in_ops = {
         .prescan = mtd_conn_prescan,
         .after_recv = mtd_conn_answer_late_data,
         .on_close = in_on_close,
-        .on_priority = mtd_down_on_priority,
+        .on_skipped_frame = mtd_down_on_skipped_frame,
 };
 
 /* The handshake did not end well: counted, logged (rate-limited), closed. */

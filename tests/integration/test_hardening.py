@@ -65,6 +65,33 @@ class Hardening(MaitredTest):
         self.assert_still_serves()
 
     @maitred_only
+    def test_unknown_frame_flood_gets_enhance_your_calm(self):
+        # RFC 9113 §4.1: a frame of a type the receiver does not know is
+        # skipped; nghttp2 skips it unread, so maitred counts it (HARDENING:
+        # unknown frames are glitches), on stream 0 and on others.
+        c = H2Client(self.m.port)
+        self.addCleanup(c.close)
+        c.sock.sendall((raw_frame(0xfa, 0, 0, b"x" * 8) + raw_frame(0x21, 0, 7, b"")) * 750)
+        c.pump(lambda: c.goaway is not None or c.closed, CALL_LIMIT)
+        self.assertIsNotNone(c.goaway, "no GOAWAY after 1500 frames of unknown types")
+        self.assertEqual(c.goaway.error_code, h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+        self.assert_still_serves()
+
+    @maitred_only
+    def test_a_few_unknown_frames_are_fine(self):
+        # Clients that GREASE (RFC 8701's idea, for HTTP/2 frame types)
+        # send one now and then: each call that ends gives one back.
+        c = H2Client(self.m.port)
+        self.addCleanup(c.close)
+        for i in range(40):
+            c.sock.sendall(raw_frame(0x0b + 0x1f * (i % 7), 0, 0, b"grease"))
+            sid = c.call(PATH, end=False)
+            c.send(sid, echo_request(key="x"), end=True)
+            st = c.wait(sid)
+            self.assertEqual((st.status_headers() or {}).get("grpc-status"), "0", st.events)
+        self.assertIsNone(c.goaway)
+
+    @maitred_only
     def test_a_few_empty_data_frames_are_fine(self):
         c = H2Client(self.m.port)
         self.addCleanup(c.close)
