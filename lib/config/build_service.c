@@ -3,9 +3,11 @@
  * key). The blocks themselves are built by their sections' files. */
 #include <config.h> /* autoconf (lib/config/config.h is the API) */
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config/build-int.h"
 #include "lb/lb.h"
@@ -119,6 +121,100 @@ static bool reached_by_xds_routes(struct builder *b, const PbService *m)
 	return root->xds != NULL && root->xds->listener[0] != '\0' && m->discovery != NULL && m->discovery->xds != NULL;
 }
 
+/* ---- duplicates, in O(n log n) ------------------------------------------ */
+
+/* An index sorted with its neighbours by a key; ties by index, so the
+ * first of a run of equal keys is the run's smallest index. */
+struct dup_sort {
+	const void *items; /* what cmp reads */
+	int (*cmp)(const void *items, size_t a, size_t b);
+};
+
+static int dup_cmp(const void *x, const void *y, void *arg)
+{
+	const struct dup_sort *ds = arg;
+	size_t a = *(const size_t *)x, b = *(const size_t *)y;
+	int c = ds->cmp(ds->items, a, b);
+
+	return c != 0 ? c : (a > b) - (a < b);
+}
+
+/* For the n indices idx[] (sorted here), first[i] becomes the smallest
+ * index equal to i under cmp when that is below i (and below first[i]). */
+static void dup_runs(size_t *idx, size_t n, const struct dup_sort *ds, size_t *first)
+{
+	qsort_r(idx, n, sizeof(*idx), dup_cmp, (void *)ds);
+	for (size_t k = 1, run = 0; k < n; k++) {
+		if (ds->cmp(ds->items, idx[run], idx[k]) != 0) {
+			run = k;
+			continue;
+		}
+		if (idx[run] < first[idx[k]])
+			first[idx[k]] = idx[run];
+	}
+}
+
+static int method_name_cmp(const void *items, size_t a, size_t b)
+{
+	const PbService *m = items;
+
+	return strcmp(m->methods[a]->name, m->methods[b]->name);
+}
+
+/* mtd_cfg__same_endpoint's two rules as orders: the same host (any case)
+ * and port; or, both written as literal addresses, the same address. */
+static bool literal_host(const struct mtd_cfg_addr *a)
+{
+	return a->host != NULL && a->salen != 0 && strspn(a->host, "0123456789.:abcdefABCDEF") == strlen(a->host);
+}
+
+static int ep_host_cmp(const void *items, size_t a, size_t b)
+{
+	const struct mtd_cfg_endpoint *e = items;
+
+	if (e[a].addr.port != e[b].addr.port)
+		return e[a].addr.port < e[b].addr.port ? -1 : 1;
+	return strcasecmp(e[a].addr.host, e[b].addr.host);
+}
+
+static int ep_literal_cmp(const void *items, size_t a, size_t b)
+{
+	const struct mtd_cfg_endpoint *e = items;
+
+	if (e[a].addr.port != e[b].addr.port)
+		return e[a].addr.port < e[b].addr.port ? -1 : 1;
+	if (e[a].addr.salen != e[b].addr.salen)
+		return e[a].addr.salen < e[b].addr.salen ? -1 : 1;
+	return memcmp(&e[a].addr.sa, &e[b].addr.sa, e[a].addr.salen);
+}
+
+/* first[i] for every endpoint: the smallest j < i that is the same
+ * endpoint (mtd_cfg__same_endpoint), else SIZE_MAX. NULL on OOM. */
+static size_t *endpoint_first_dups(const struct mtd_cfg_endpoint *eps, size_t n)
+{
+	size_t *first = mtd_cfg__calloc(n ? n : 1, sizeof(*first)), *idx = mtd_cfg__calloc(n ? n : 1, sizeof(*idx));
+	size_t k = 0;
+
+	if (first == NULL || idx == NULL) {
+		mtd_cfg__free(first);
+		mtd_cfg__free(idx);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		first[i] = SIZE_MAX;
+		if (eps[i].addr.host != NULL)
+			idx[k++] = i;
+	}
+	dup_runs(idx, k, &(struct dup_sort){eps, ep_host_cmp}, first);
+	k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (literal_host(&eps[i].addr))
+			idx[k++] = i;
+	dup_runs(idx, k, &(struct dup_sort){eps, ep_literal_cmp}, first);
+	mtd_cfg__free(idx);
+	return first;
+}
+
 /* The static endpoints (services[].endpoints) into out->local->endpoints:
  * each address, once; tags; weights. *first_weighted: the first whose
  * weight is not the default 100 (index *first_weighted_i), for the check
@@ -141,6 +237,13 @@ static void build_endpoints(struct builder *b, const PbService *m, const char *p
 		return;
 	}
 	out->local->n_endpoints = n_eps;
+	/* built[i]: its address parsed and resolved, so it is checked for a
+	 * duplicate (an address refused already has its error). */
+	bool *built = mtd_cfg__calloc(n_eps ? n_eps : 1, sizeof(*built));
+	if (built == NULL) {
+		b->d->oom = true;
+		return;
+	}
 	for (size_t i = 0; i < n_eps; i++) {
 		const PbEndpoint *e = m->endpoints[i];
 		struct mtd_cfg_endpoint *oe = &out->local->endpoints[i];
@@ -149,15 +252,8 @@ static void build_endpoints(struct builder *b, const PbService *m, const char *p
 		oe->weight = 100;
 		if (e->address[0] == '\0')
 			BERR(mtd_cfg__at(b, e, "address", NULL), p, "is required (\"HOST:PORT\")");
-		else if (mtd_cfg__build_addr(b, e->address, mtd_cfg__at(b, e, "address", NULL), p, &oe->addr) == 0) {
-			for (size_t j = 0; j < i; j++) {
-				if (mtd_cfg__same_endpoint(&out->local->endpoints[j].addr, &oe->addr)) {
-					BERR(mtd_cfg__at(b, e, "address", NULL), p,
-					     "duplicate endpoint \"%s\" (also endpoints[%zu])", e->address, j);
-					break;
-				}
-			}
-		}
+		else
+			built[i] = mtd_cfg__build_addr(b, e->address, mtd_cfg__at(b, e, "address", NULL), p, &oe->addr) == 0;
 		build_endpoint_tags(b, e, oe);
 		if (e->weight != NULL) {
 			snprintf(p, sizeof(p), "%s.endpoints[%zu].weight", path, i);
@@ -170,15 +266,33 @@ static void build_endpoints(struct builder *b, const PbService *m, const char *p
 				*first_weighted_i = i;
 			}
 		}
-		if (b->d->oom)
+		if (b->d->oom) {
+			mtd_cfg__free(built);
 			return;
+		}
 	}
+	/* Each address once (a sort, not a scan per endpoint: 100,000 of them). */
+	size_t *first = endpoint_first_dups(out->local->endpoints, n_eps);
+
+	if (first == NULL) {
+		mtd_cfg__free(built);
+		b->d->oom = true;
+		return;
+	}
+	for (size_t i = 0; i < n_eps; i++)
+		if (built[i] && first[i] != SIZE_MAX) {
+			snprintf(p, sizeof(p), "%s.endpoints[%zu].address", path, i);
+			BERR(mtd_cfg__at(b, m->endpoints[i], "address", NULL), p, "duplicate endpoint \"%s\" (also endpoints[%zu])",
+			     m->endpoints[i]->address, first[i]);
+		}
+	mtd_cfg__free(first);
+	mtd_cfg__free(built);
 }
 
 /* Method i of m into out->methods[i] (its lb facts into *info): what it
  * sets of its own, else its service's (shared, not copied, where the
  * method's _own flag says so). */
-static void build_method(struct builder *b, const PbService *m, size_t i, const char *path,
+static void build_method(struct builder *b, const PbService *m, size_t i, size_t first_dup, const char *path,
                          const struct mtd_lb_warmup *warmup, const struct lb_info *svc_info,
                          struct mtd_cfg_service *out, struct lb_info *info)
 {
@@ -196,14 +310,9 @@ static void build_method(struct builder *b, const PbService *m, size_t i, const 
 	} else if (!mtd_cfg__ident_ok(mm->name, strlen(mm->name))) {
 		BERR(mtd_cfg__at(b, mm, "name", NULL), mtd_cfg__sub(p, sizeof(p), mpath, "name"),
 		     "\"%s\" is not a valid method name", mm->name);
-	} else {
-		for (size_t j = 0; j < i; j++) {
-			if (strcmp(m->methods[j]->name, mm->name) == 0) {
-				BERR(mtd_cfg__at(b, mm, "name", NULL), mtd_cfg__sub(p, sizeof(p), mpath, "name"),
-				     "duplicate method \"%s\" (also methods[%zu])", mm->name, j);
-				break;
-			}
-		}
+	} else if (first_dup != SIZE_MAX) {
+		BERR(mtd_cfg__at(b, mm, "name", NULL), mtd_cfg__sub(p, sizeof(p), mpath, "name"),
+		     "duplicate method \"%s\" (also methods[%zu])", mm->name, first_dup);
 	}
 	if (mm->lb != NULL) {
 		mtd_cfg__build_lb(b, mm->lb, mm, mtd_cfg__sub(p, sizeof(p), mpath, "lb"), &om->lb, info);
@@ -334,9 +443,26 @@ void mtd_cfg__build_service(struct builder *b, const PbService *m, size_t si, st
 		}
 		out->n_methods = m->n_methods;
 	}
-	for (size_t i = 0; i < m->n_methods && !b->d->oom; i++) {
-		build_method(b, m, i, path, &warmup, &svc_info, out, &minfo[i]);
-		any_method_key |= m->methods[i]->hash_key != NULL;
+	if (m->n_methods != 0) {
+		/* Each name once (a sort, not a scan per method). */
+		size_t *first = mtd_cfg__calloc(m->n_methods, sizeof(*first));
+		size_t *idx = mtd_cfg__calloc(m->n_methods, sizeof(*idx));
+
+		if (first == NULL || idx == NULL) {
+			b->d->oom = true;
+		} else {
+			for (size_t i = 0; i < m->n_methods; i++) {
+				first[i] = SIZE_MAX;
+				idx[i] = i;
+			}
+			dup_runs(idx, m->n_methods, &(struct dup_sort){m, method_name_cmp}, first);
+		}
+		for (size_t i = 0; i < m->n_methods && !b->d->oom; i++) {
+			build_method(b, m, i, first[i], path, &warmup, &svc_info, out, &minfo[i]);
+			any_method_key |= m->methods[i]->hash_key != NULL;
+		}
+		mtd_cfg__free(first);
+		mtd_cfg__free(idx);
 	}
 	if (b->d->oom)
 		goto out;
