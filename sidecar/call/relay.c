@@ -179,13 +179,39 @@ static int submit_resp_headers(struct mtd_call *call, bool end_stream)
 	return 0;
 }
 
+/* h, the block that ends the response, holds a grpc-status maitred can
+ * read, or is replaced with INTERNAL saying what came (with the status
+ * line when it is Trailers-Only). PROTOCOL-HTTP2 says 1*DIGIT: a "+0",
+ * "abc" or empty value is read as OK by one client, UNKNOWN by another,
+ * while maitred counted the answer a failure; the client is told what
+ * maitred counted. 0, or -ENOMEM. */
+static int status_checked(struct mtd_call *call, struct mtd_attempt *a, struct mtd_headers *h, bool trailers_only)
+{
+	nghttp2_nv buf;
+	const nghttp2_nv *st = mtd_headers_find(h, "grpc-status", &buf);
+	if (st && mtd_grpc_status_parse(st->value, st->valuelen) >= 0)
+		return 0;
+	const char *peer = a->s.conn ? a->s.conn->peer : mtd_endpoint_text(a->ep);
+	char msg[192], shown[24];
+	size_t k = 0;
+	for (size_t i = 0; st && i < st->valuelen && k + 1 < sizeof(shown) && i < 16; i++)
+		shown[k++] = st->value[i] >= 0x20 && st->value[i] < 0x7f ? (char)st->value[i] : '?';
+	shown[k] = '\0';
+	if (st)
+		snprintf(msg, sizeof(msg), "upstream %s sent a malformed grpc-status \"%s\"", peer, shown);
+	else
+		snprintf(msg, sizeof(msg), "upstream %s ended the response without grpc-status", peer);
+	return synth_trailers(h, &call->w->slab, trailers_only, MTD_GRPC_INTERNAL, msg);
+}
+
 void mtd_relay_headers(struct mtd_call *call, struct mtd_attempt *a, bool end_stream)
 {
 	/* The nv point into the header memory until nghttp2 sent the frame:
 	 * it moves to the call, which outlives the attempt. Trailers-Only
 	 * from the upstream stays Trailers-Only. */
 	mtd_headers_move(&call->resp_hdrs, &a->resp_hdrs, &call->w->slab);
-	if (submit_resp_headers(call, end_stream) < 0)
+	if ((end_stream && status_checked(call, a, &call->resp_hdrs, true) < 0) ||
+	    submit_resp_headers(call, end_stream) < 0)
 		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 }
 
@@ -270,6 +296,10 @@ void mtd_relay_trailers(struct mtd_call *call, struct mtd_attempt *a)
 		}
 	} else {
 		mtd_headers_move(&call->resp_trailers, &a->resp_trailers, &call->w->slab);
+		if (status_checked(call, a, &call->resp_trailers, false) < 0) {
+			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			return;
+		}
 	}
 	call->resp_eof = true;
 	mtd_worker_timer_disarm(call->w, &call->deadline);

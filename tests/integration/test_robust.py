@@ -315,6 +315,42 @@ class CutMessage(MaitredTest):
         self.assertEqual(st.body, h2raw.grpc_frame(b"hello"))
 
 
+class MalformedStatus(MaitredTest):
+    """An upstream whose grpc-status is not 1*DIGIT (PROTOCOL-HTTP2):
+    clients read "+0" as OK (grpc-go) or "abc" as UNKNOWN, while maitred
+    counted the answer a failure. The client is told INTERNAL, naming what
+    came, in trailers and in a Trailers-Only answer alike."""
+
+    @maitred_only
+    def test_a_malformed_grpc_status_is_internal(self):
+        import h2raw
+        ok = [(":status", "200"), ("content-type", "application/grpc")]
+        cases = [("/bad.Svc/Plus", "+0", False), ("/bad.Svc/Word", "abc", False), ("/bad.Svc/Empty", "", False),
+                 ("/bad.Svc/Long", "0000", False), ("/bad.Svc/OnlyPlus", "+0", True),
+                 ("/bad.Svc/Good", "0", False), ("/bad.Svc/OnlyGood", "5", True)]
+
+        def script(sid, enc):
+            path, status, only = cases[(sid - 1) // 2]
+            if only:
+                return h2raw.raw_frame(0x1, 0x5, sid, enc(ok + [("grpc-status", status)]))
+            return (h2raw.raw_frame(0x1, 0x4, sid, enc(ok)) + h2raw.raw_frame(0x0, 0, sid, h2raw.grpc_frame(b"hi")) +
+                    h2raw.raw_frame(0x1, 0x5, sid, enc([("grpc-status", status)])))
+        up = h2raw.RawUpstream(script)
+        self.addCleanup(up.close)
+        m = self.start_maitred(self.config([self.service("*", [up.address])]))
+        c = h2raw.H2Client(m.port)
+        self.addCleanup(c.close)
+        for path, status, only in cases:
+            with self.subTest(path=path):
+                st = c.wait(c.call(path, [b"x"]))
+                got = st.status_headers() or {}
+                if status in ("0", "5"):
+                    self.assertEqual(got.get("grpc-status"), status, st.events)
+                    continue
+                self.assertEqual(got.get("grpc-status"), "13", st.events)
+                self.assertIn("malformed grpc-status", got.get("grpc-message", ""))
+
+
 class OutOfDescriptors(MaitredTest):
     @maitred_only
     def test_socket_failure_fails_waiting_calls_promptly(self):
