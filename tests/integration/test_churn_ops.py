@@ -770,6 +770,35 @@ class ChurnOps(Helpers, MaitredTest):
         self.assertEqual(got, {"v1": 30}, "the last weights (v1 100, v2 0) do not hold")
         self.stop_maitred(m)
 
+    # ------------------------------------------------------------------
+    def test_an_instance_frozen_under_load_costs_deadlines_never_more(self):
+        """b is SIGSTOPped for 3 s under load (1 s deadlines, FAILOVER with
+        a per-try timeout): every call ends by its deadline (+ margin);
+        those that fail are DEADLINE_EXCEEDED or UNAVAILABLE; once b is
+        SIGCONTed calls succeed again."""
+        ups = [self.start_upstream(n) for n in "abc"]
+        fault = {"mode": "FAILOVER", "retries": 2, "per_try_timeout": "300ms",
+                 "retry_on": ["UNAVAILABLE", "DEADLINE_EXCEEDED"]}
+        m = self.start(self.config([self.service(SVC, ups, fault=fault)], workers=2))
+        stub = self.echo(m)
+        with Load(stub, threads=6, delay_ms=2, deadline=1.0) as load:
+            wait_until(lambda: load.counts.get("b", 0) >= 20, CALL_LIMIT, "traffic on b")
+            ups[1].proc.p.send_signal(signal.SIGSTOP)
+            time.sleep(3.0)
+            ups[1].proc.p.send_signal(signal.SIGCONT)
+            time.sleep(1.0)
+            with load.lock:
+                n_fail = len(load.failures)
+                ok0 = load.ok
+            wait_until(lambda: load.ok > ok0 + 200, CALL_LIMIT, "calls after b came back")
+            with load.lock:
+                after = load.failures[n_fail:]
+        self.assertEqual(load.late, [], "calls outlived their deadline")
+        for code, det in load.failures:
+            self.assertIn(code, (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE), det)
+        self.assertEqual(after, [], "calls failed after b came back")
+        self.stop_maitred(m)
+
 
 ETCD_PREFIX = "/maitred/services/%s/" % SVC
 
