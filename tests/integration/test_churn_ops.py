@@ -1098,6 +1098,86 @@ class EtcdChurn(Helpers, MaitredTest):
             self.fail("still routing by the old cluster's records: %s" % sorted(got))
         self.stop_maitred(m)
 
+    def test_everything_at_once(self):
+        """etcd puts and deletes, a TLS service whose CA file is rewritten,
+        SIGHUPs changing strategies, an instance SIGKILLed and started
+        again, all under unary and streaming load on two workers: maitred
+        survives (no sanitizer report, exit 0 on SIGTERM), no call outlives
+        its deadline, FAILOVER calls on the static service only fail as a
+        killed instance's calls in flight may (UNAVAILABLE)."""
+        import shutil
+        from test_etcd import Etcd
+        from harness import TestCA
+        etcd = Etcd(self)
+        ca = TestCA(os.path.join(self.tmp, "ca"))
+        ups = [self.start_upstream(n) for n in "abc"]
+        tls_up = self.start_upstream("t", tls=ca)
+        caf = os.path.join(self.tmp, "ca.pem")
+        shutil.copy(ca.ca_file, caf)
+        for u in ups[:2]:
+            etcd.put(ETCD_PREFIX + u.name, json.dumps({"address": u.address}))
+        port, admin = free_port(), free_port()
+        pols = ["ROUND_ROBIN", "LEAST_REQUEST", "PEAK_EWMA", "RANDOM"]
+
+        def cfg(i):
+            c = self.etcd_cfg(etcd.address, port, policy=pols[i % 4])
+            c["services"].append(self.service("tls.Svc", [tls_up], policy=pols[(i + 1) % 4],
+                                              tls={"ca_file": caf, "server_name": "echo.test"},
+                                              fault={"mode": "FAILOVER"}))
+            c["services"].append(self.service("static.Svc", ups, policy=pols[(i + 2) % 4],
+                                              fault={"mode": "FAILOVER", "retries": 2}))
+            c["admin"] = "127.0.0.1:%d" % admin
+            return c
+        m = self.start(cfg(0))
+        stub = self.echo(m)
+        wait_until(lambda: self.works(stub), CALL_LIMIT, "first list")
+        ch = self.channel(m)
+        static = ch.unary_unary("/static.Svc/Unary", request_serializer=pb.EchoRequest.SerializeToString,
+                                response_deserializer=pb.EchoResponse.FromString)
+        tls = ch.unary_unary("/tls.Svc/Unary", request_serializer=pb.EchoRequest.SerializeToString,
+                             response_deserializer=pb.EchoResponse.FromString)
+
+        class Stub:
+            def __init__(self, f):
+                self.Unary = f
+        stop = threading.Event()
+        errors = []
+
+        def chaos():
+            i = 0
+            while not stop.is_set() and i < 200:
+                u = ups[2]
+                if i % 2:
+                    etcd.put(ETCD_PREFIX + u.name, json.dumps({"address": u.address}))
+                else:
+                    etcd.delete(ETCD_PREFIX + u.name)
+                if i % 5 == 0:
+                    shutil.copy(ca.ca_file, caf + ".tmp")
+                    os.rename(caf + ".tmp", caf)
+                i += 1
+                time.sleep(0.05)
+        t = threading.Thread(target=chaos, daemon=True)
+        with Load(stub, threads=2, deadline=3.0) as l1, Load(Stub(static), threads=2, deadline=3.0) as l2, \
+                Load(Stub(tls), threads=2, deadline=3.0) as l3:
+            t.start()
+            for i in range(1, 41):
+                self.reload(m, cfg(i), i)
+                if i == 10:
+                    ups[1].proc.p.send_signal(signal.SIGKILL)
+                    ups[1].proc.p.wait(10)
+                if i == 25:
+                    ups[1] = self.start_upstream("b2", port=ups[1].port)
+                time.sleep(0.05)
+            stop.set()
+            t.join(30)
+        for l in (l1, l2, l3):
+            self.assertEqual(l.late, [], "calls outlived their deadline")
+        for code, det in l1.failures + l2.failures:
+            self.assertEqual(code, grpc.StatusCode.UNAVAILABLE, det)
+        self.assertEqual(l3.failures, [], "the TLS service's calls failed")
+        self.assertLessEqual(len(l2.failures), 8, l2.failures)
+        self.stop_maitred(m)
+
 
 import test_dns  # noqa: E402 (its helpers only: its tests are its own file's)
 from test_dns import DNSMASQ, NAME  # noqa: E402
