@@ -1178,6 +1178,38 @@ class EtcdChurn(Helpers, MaitredTest):
         self.assertLessEqual(len(l2.failures), 8, l2.failures)
         self.stop_maitred(m)
 
+    def test_a_service_moved_between_static_and_etcd_under_load(self):
+        """static {a, b} -> etcd (a, b, c listed) -> static {a} -> etcd,
+        under load: calls routed meanwhile wait for the first list rather
+        than fail; none fails; c gets calls only while etcd feeds it."""
+        from test_etcd import Etcd
+        etcd = Etcd(self)
+        ups = [self.start_upstream(n) for n in "abc"]
+        for u in ups:
+            etcd.put(ETCD_PREFIX + u.name, json.dumps({"address": u.address}))
+        port = free_port()
+
+        def static(eps):
+            return self.config([self.service(SVC, eps, fault={"mode": "FAILOVER"})], port=port, workers=2)
+        m = self.start(static(ups[:2]))
+        stub = self.echo(m)
+        with Load(stub, threads=4) as load:
+            time.sleep(0.3)
+            for i, c in enumerate([self.etcd_cfg(etcd.address, port), static(ups[:1]),
+                                   self.etcd_cfg(etcd.address, port), static(ups[:2])], start=1):
+                for k in ("admin",):
+                    c[k] = "127.0.0.1:%d" % self.admin_port
+                self.reload(m, c, i)
+                time.sleep(0.7)
+        self.assertEqual(load.failures, [])
+        self.assertEqual(load.late, [])
+        self.assertGreater(load.counts.get("c", 0), 0, "etcd's c never got a call")
+        c_total = ups[2].stats().total
+        for _ in range(20):
+            stub.Unary(pb.EchoRequest(), timeout=5)
+        self.assertEqual(ups[2].stats().total, c_total)
+        self.stop_maitred(m)
+
 
 import test_dns  # noqa: E402 (its helpers only: its tests are its own file's)
 from test_dns import DNSMASQ, NAME  # noqa: E402
