@@ -799,6 +799,28 @@ class ChurnOps(Helpers, MaitredTest):
         self.assertEqual(after, [], "calls failed after b came back")
         self.stop_maitred(m)
 
+    # ------------------------------------------------------------------
+    def test_a_rolling_restart_fails_no_call_even_under_failfast(self):
+        """Each instance in turn is stopped gracefully (SIGTERM: GOAWAY,
+        its calls in flight finish) and started again on its port, under
+        FAILFAST load: a stream the upstream refused or never got, and a
+        connect refused, move on whatever the mode; no call fails."""
+        ups = [self.start_upstream(n, grace=3.0) for n in "abc"]
+        m = self.start(self.config([self.service(SVC, ups, fault={"mode": "FAILFAST"})], workers=2))
+        stub = self.echo(m)
+        with Load(stub, threads=6, delay_ms=20, deadline=5.0) as load:
+            wait_until(lambda: load.ok > 100, CALL_LIMIT, "load")
+            for k in range(3):
+                old = ups[k]
+                old.proc.p.send_signal(signal.SIGTERM)
+                old.proc.p.wait(20)
+                ups[k] = self.start_upstream(old.name + "2", port=old.port, grace=3.0)
+                name = ups[k].name
+                wait_until(lambda: load.counts.get(name, 0) > 10, 30, "traffic on %s" % name)
+        self.assertEqual(load.late, [])
+        self.assertEqual(load.failures, [], "calls failed in a rolling restart")
+        self.stop_maitred(m)
+
 
 ETCD_PREFIX = "/maitred/services/%s/" % SVC
 
