@@ -194,8 +194,14 @@ static void check_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct target *t = arg;
 	struct mtd_rt_service *s = current(t);
-	if (!s || !s->cfg->local->health_check.enabled)
-		return; /* the next sync drops this target */
+	if (!s || !s->cfg->local->health_check.enabled) {
+		/* The next sync drops this target, or keeps it (its service
+		 * back at its place, its checks on again, within the second):
+		 * then it must still be armed. */
+		struct timeval again = tv_ms(1000);
+		evtimer_add(t->next, &again);
+		return;
+	}
 	const struct mtd_hc_config *c = &s->cfg->local->health_check;
 	struct timeval tv = tv_ms(c->interval_ms);
 	evtimer_add(t->next, &tv);

@@ -821,6 +821,45 @@ class ChurnOps(Helpers, MaitredTest):
         self.assertEqual(load.failures, [], "calls failed in a rolling restart")
         self.stop_maitred(m)
 
+    # ------------------------------------------------------------------
+    def test_health_checks_off_and_on_within_a_second_keep_checking(self):
+        """Checks turned off and on again by two reloads within the second
+        the health checker takes to follow the runtime: the endpoints must
+        still be checked afterwards, however their check timers fell
+        (a timer that fired while the checks were off was not armed again,
+        and the sync kept the target: never checked again). Five rounds:
+        each one lands in that window about two times in three."""
+        paths = {}
+        ups = []
+        for n in "ab":
+            paths[n] = os.path.join(self.tmp, n + ".health")
+            with open(paths[n], "w") as f:
+                f.write("SERVING")
+            ups.append(self.start_upstream(n, extra_args=["--health-file", paths[n]]))
+        a, b = ups
+        port = free_port()
+        hc = {"interval": "0.1s", "timeout": "5s", "unhealthy_threshold": 2, "healthy_threshold": 1}
+
+        def cfg(on, i):
+            extra = {"health_check": hc} if on else {}
+            return self.config([self.service(SVC, [a, b], policy=["ROUND_ROBIN", "RANDOM"][i % 2], **extra)],
+                               port=port)
+        m = self.start(cfg(True, 0))
+        n = 0
+        stuck = []
+        for r in range(5):
+            n += 1
+            self.reload(m, cfg(False, n), n)
+            time.sleep(0.3)
+            n += 1
+            self.reload(m, cfg(True, n), n)
+            h0 = b.stats().health_checks
+            time.sleep(1.5)
+            if b.stats().health_checks <= h0:
+                stuck.append(r)
+        self.assertEqual(stuck, [], "rounds after which b was no longer checked")
+        self.stop_maitred(m)
+
 
 ETCD_PREFIX = "/maitred/services/%s/" % SVC
 
