@@ -90,10 +90,21 @@ static struct timeval tv_ms(int64_t ms)
 	return (struct timeval){(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 }
 
+/* t's service in the current runtime, or NULL. A target follows the
+ * runtime at the next sync (each second): a reload that moved the
+ * services in the list puts another service at t->si meanwhile, whose
+ * health_check (thresholds, service_name, timeout) and name are not t's.
+ * Identities are a service's own, so the service at t->si is t's only
+ * while it holds t->ep; else NULL, and the next sync makes the target
+ * again at its service's new place. */
 static struct mtd_rt_service *current(const struct target *t)
 {
 	struct mtd_runtime *rt = t->h->ctl->rt;
-	return t->si < rt->cfg->n_services ? rt->services[t->si] : NULL;
+	struct mtd_rt_service *s = t->si < rt->cfg->n_services ? rt->services[t->si] : NULL;
+	for (size_t i = 0; s && i < s->n_eps; i++)
+		if (s->eps[i] == t->ep)
+			return s;
+	return NULL;
 }
 
 /* Mirror ep's state into the current snapshot's bitmap. */

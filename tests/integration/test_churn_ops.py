@@ -822,6 +822,40 @@ class ChurnOps(Helpers, MaitredTest):
         self.stop_maitred(m)
 
     # ------------------------------------------------------------------
+    def test_health_results_after_a_reload_that_shifts_the_services(self):
+        """X checks b every 100 ms and calls it unhealthy after 50 failures
+        in a row. b starts failing; a reload then puts a service W (its own
+        checks: one failure is enough) before X in the list. A check of b
+        answered in the second before the health checker follows the new
+        runtime must still be X's: never judged by W's thresholds, never
+        logged as W's (W has no such endpoint)."""
+        from test_health import set_health
+        paths = {}
+        ups = []
+        for n in "abw":
+            paths[n] = os.path.join(self.tmp, n + ".health")
+            with open(paths[n], "w") as f:
+                f.write("SERVING")
+            ups.append(self.start_upstream(n, extra_args=["--health-file", paths[n]]))
+        a, b, w = ups
+        port = free_port()
+        x_hc = {"interval": "0.1s", "timeout": "5s", "unhealthy_threshold": 50, "healthy_threshold": 1}
+        w_hc = {"interval": "60s", "timeout": "5s", "unhealthy_threshold": 1, "healthy_threshold": 1}
+        x = self.service(SVC, [a, b], health_check=x_hc)
+        ws = self.service("w.Svc", [w], health_check=w_hc)
+        m = self.start(self.config([x], port=port))
+        stub = self.echo(m)
+        stub.Unary(pb.EchoRequest(), timeout=5)
+        time.sleep(0.5)
+        set_health(paths["b"], "NOT_SERVING")
+        time.sleep(0.5)  # some failures, far below 50
+        self.reload(m, self.config([ws, x], port=port), 1)
+        time.sleep(1.5)  # past the health checker's next sync
+        out = m.proc.output()
+        wrong = [l for l in out.splitlines() if "service w.Svc: endpoint %s" % b.address in l]
+        self.assertEqual(wrong, [], "a check of X's endpoint was judged as W's")
+        self.stop_maitred(m)
+
     def test_health_checks_off_and_on_within_a_second_keep_checking(self):
         """Checks turned off and on again by two reloads within the second
         the health checker takes to follow the runtime: the endpoints must
