@@ -470,38 +470,51 @@ int mtd_certwatch_prepare(struct mtd_certwatch *cw, const struct mtd_runtime *rt
 	return 0;
 }
 
+static bool resync(struct mtd_certwatch *cw);
+
 void mtd_certwatch_commit(struct mtd_certwatch *cw, struct mtd_certwatch_next *next)
 {
 	if (!cw || !next)
 		return;
 	take_entries(cw, next->e, next->n);
 	free(next);
+	/* next is the reload's runtime as prepared; the one in force may
+	 * already be a later one: the reload's commit starts the sources
+	 * before this, and the xDS client's first batch gives its services
+	 * their clusters' TLS again (new contexts, followed then, and not
+	 * in next). */
+	(void)resync(cw);
 	watch_dirs(cw);
 	mtd_certwatch_check(cw);
 }
 
-void mtd_certwatch_follow(struct mtd_certwatch *cw)
+/* The entries of the runtime in force, what was known kept: true when
+ * they changed. */
+static bool resync(struct mtd_certwatch *cw)
 {
 	size_t n;
-	struct cw_entry *e;
+	struct cw_entry *e = entries_of(cw->ctl->rt, &n);
 
-	if (!cw)
-		return;
-	e = entries_of(cw->ctl->rt, &n);
 	if (!e) {
 		MTD_ERROR("TLS file watch: out of memory: the TLS files of services that changed are not watched");
-		return;
+		return false;
 	}
 	bool same = n == cw->n;
 	for (size_t i = 0; i < n && same; i++)
 		same = same_entry(&cw->e[i], &e[i]);
 	if (same) {
 		entries_free(e, n);
-		return;
+		return false;
 	}
 	know_entries(cw, e, n);
 	take_entries(cw, e, n);
-	watch_dirs(cw);
+	return true;
+}
+
+void mtd_certwatch_follow(struct mtd_certwatch *cw)
+{
+	if (cw && resync(cw))
+		watch_dirs(cw);
 }
 
 void mtd_certwatch_abort(struct mtd_certwatch_next *next)

@@ -991,6 +991,52 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_clusters_provider_files_are_still_watched_after_a_reload(self):
+        """SIGHUP, the config and bootstrap unchanged: the cluster's TLS
+        files (a certificate provider instance's) are still watched, and a
+        rotation on disk after the reload reaches new connections. Red
+        before: the reload's own entries (made before the xDS client gave
+        its services their clusters' TLS again, mtd_sources_start) were
+        taken after the follow of that batch, so the cluster's context
+        was no longer watched until the next xDS change."""
+        ca = TestCA(os.path.join(self.tmp, "ca"), server_name="echo.test")
+        other = TestCA(os.path.join(self.tmp, "other"), server_name="echo.test", ca_name="another CA")
+        up = self.start_upstream("secure", tls=ca, client_ca=ca)
+        ident = os.path.join(self.tmp, "ident")
+        os.makedirs(ident)
+        crt, key = os.path.join(ident, "cert.pem"), os.path.join(ident, "key.pem")
+        shutil.copyfile(other.client_cert, crt)  # a certificate the upstream refuses
+        shutil.copyfile(other.client_key, key)
+        self.server.start()
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="maitred-1",
+                         providers={"identity": {"certificate_file": crt, "private_key_file": key},
+                                    "roots": {"ca_certificate_file": ca.ca_file}})
+        tls = {"name": "envoy.transport_sockets.tls",
+               "typed_config": {
+                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                   "common_tls_context": {
+                       "tls_certificate_provider_instance": {"instance_name": "identity"},
+                       "validation_context": {"ca_certificate_provider_instance": {"instance_name": "roots"}}},
+                   "sni": "echo.test"}}
+        self.serve([up], transport_socket=tls)
+        m = self.start_maitred(self.config([{"name": SVC, "discovery": {"xds": {}}}], xds={"bootstrap": boot}))
+        self.server.wait_for(lambda log: any(acked(r, xds.CDS) for r in log), WAIT, "the CDS ACK")
+        wait_until(lambda: self.log_lines(m, r"service %s: 1 endpoint" % re.escape(SVC)), WAIT, "the endpoint")
+        with self.assertRaises(grpc.RpcError) as refused:
+            self.echo(m).Unary(pb.EchoRequest(), timeout=CALL_LIMIT)
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        m.proc.signal(signal.SIGHUP)
+        wait_until(lambda: self.log_lines(m, r"reload: .* applied"), WAIT, "the reload")
+        shutil.copyfile(ca.client_key, key + ".new")
+        os.replace(key + ".new", key)
+        shutil.copyfile(ca.client_cert, crt + ".new")
+        os.replace(crt + ".new", crt)
+        wait_until(lambda: self.log_lines(m, r"TLS files of service %s changed" % re.escape(SVC)), 15,
+                   "the rotation after the reload")
+        self.wait_set(self.echo(m), ["secure"], "the mTLS upstream, with the rotated client certificate")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_reload_that_changes_the_bootstraps_certificate_providers_reads_the_clusters_again(self):
         """The instances are part of the xds block: a reload (SIGHUP) after
         the bootstrap names other files for "identity" opens a new stream,
