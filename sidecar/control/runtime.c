@@ -659,12 +659,17 @@ int mtd_runtime_batch_set(struct mtd_rt_batch *bt, size_t si, struct mtd_rt_over
 	}
 	bool msg_same = (unavailable == NULL && prev->unavailable == NULL) ||
 	                (unavailable && prev->unavailable && strcmp(unavailable, prev->unavailable) == 0);
+	/* built: the batch's services, whose contexts a new one with the
+	 * same files shares (clusters naming the same certificate provider
+	 * instances: one context, one CA store, one rebuild per rotation). */
 	struct mtd_rt_build b = {.box = bt->base->cfgbox,
 	                  .cfg = over ? &over->svc : base,
 	                  .over = over,
 	                  .prev = prev,
 	                  .eps = eps,
 	                  .n = n,
+	                  .built = bt->svcs,
+	                  .n_built = bt->n,
 	                  .n_workers = bt->ctl->n_workers,
 	                  .force = !msg_same,
 	                  .set_unavailable = true,

@@ -991,6 +991,50 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_clusters_naming_the_same_provider_instances_share_one_context(self):
+        """Twenty clusters naming the same certificate provider instances
+        (as a control plane for proxyless gRPC sends every cluster of a
+        mesh) use one TLS context, as services of the file with the same
+        files do: a rotation is one context rebuilt and one snapshot
+        published, not twenty. Red before: the batch an xDS response builds
+        gave each cluster a context of its own (a CA store each, 20
+        rebuilds and 20 runtimes published per rotation)."""
+        ca = TestCA(os.path.join(self.tmp, "ca"), server_name="echo.test")
+        other = TestCA(os.path.join(self.tmp, "other"), server_name="echo.test", ca_name="another CA")
+        up = self.start_upstream("secure", tls=ca, client_ca=ca)
+        ident = os.path.join(self.tmp, "ident")
+        os.makedirs(ident)
+        crt, key = os.path.join(ident, "cert.pem"), os.path.join(ident, "key.pem")
+        shutil.copyfile(other.client_cert, crt)  # a certificate the upstream refuses
+        shutil.copyfile(other.client_key, key)
+        self.server.start()
+        boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="maitred-1",
+                         providers={"identity": {"certificate_file": crt, "private_key_file": key},
+                                    "roots": {"ca_certificate_file": ca.ca_file}})
+        tls = {"name": "envoy.transport_sockets.tls",
+               "typed_config": {
+                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                   "common_tls_context": {
+                       "tls_certificate_provider_instance": {"instance_name": "identity"},
+                       "validation_context": {"ca_certificate_provider_instance": {"instance_name": "roots"}}},
+                   "sni": "echo.test"}}
+        names = [SVC] + ["c%02d" % i for i in range(19)]
+        self.server.set("cluster", [cluster(n, transport_socket=tls) for n in names])
+        self.server.set("endpoint", [assignment(n, [locality([("127.0.0.1", up.port)], zone="z1")]) for n in names])
+        services = [{"name": SVC, "discovery": {"xds": {}}}] + [
+            {"name": "s." + n, "discovery": {"xds": {"cluster": n}}} for n in names[1:]]
+        m = self.start_maitred(self.config(services, xds={"bootstrap": boot}))
+        wait_until(lambda: len(self.log_lines(m, r"service \S+: 1 endpoint")) >= len(names), WAIT, "the endpoints")
+        shutil.copyfile(ca.client_key, key + ".new")
+        os.replace(key + ".new", key)
+        shutil.copyfile(ca.client_cert, crt + ".new")
+        os.replace(crt + ".new", crt)
+        self.wait_set(self.echo(m), ["secure"], "the mTLS upstream, with the rotated client certificate")
+        self.assertEqual(len(self.log_lines(m, r"TLS files of service \S+ changed")), 1,
+                         "one context for the twenty clusters")
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_clusters_provider_files_are_still_watched_after_a_reload(self):
         """SIGHUP, the config and bootstrap unchanged: the cluster's TLS
         files (a certificate provider instance's) are still watched, and a
