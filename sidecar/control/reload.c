@@ -20,6 +20,13 @@
 #include "sidecar/ops/access_log.h"
 #include "sidecar/ops/trace_export.h"
 
+/* An xDS service's override over the reload's config, from the client in
+ * force (its clusters serve on until a new client's stream reports). */
+static struct mtd_rt_over *xds_over_now(struct mtd_control *ctl, const struct mtd_cfg_service *base)
+{
+	return mtd_xds_over_now(ctl->xds, base);
+}
+
 int mtd_reload_prepare(struct mtd_control *ctl, struct mtd_cfg *cfg, struct mtd_reload_tx *tx, char *err,
                        size_t errlen)
 {
@@ -37,7 +44,7 @@ int mtd_reload_prepare(struct mtd_control *ctl, struct mtd_cfg *cfg, struct mtd_
 		mtd_cfg_free(cfg);
 		goto fail;
 	}
-	tx->rt = mtd_runtime_reload(ctl, cfg, err, errlen);
+	tx->rt = mtd_runtime_reload(ctl, cfg, xds_over_now, err, errlen);
 	if (!tx->rt) {
 		mtd_rt_inset_unref(in);
 		goto fail;

@@ -1004,7 +1004,8 @@ static struct mtd_rt_service *find_service(const struct mtd_runtime *rt, const c
 	return NULL;
 }
 
-struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, char *err, size_t errlen)
+struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, mtd_rt_over_now_fn *over_now,
+                                       char *err, size_t errlen)
 {
 	struct mtd_rt_service **svcs = NULL;
 	struct mtd_cfg_box *box = box_new(cfg, &svcs, err, errlen);
@@ -1024,6 +1025,7 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 		enum mtd_rt_await aw = MTD_RT_AWAIT_ANSWERED; /* static: nothing to wait for */
 		char wbuf[300];
 		bool same;
+		struct mtd_rt_over *over = NULL;
 		if (sc->local->source == MTD_CFG_SOURCE_STATIC) {
 			set = static_set_kept(sc, prev && prev->cfg->local->source == MTD_CFG_SOURCE_STATIC ? prev : NULL, &n,
 			                      &hosts, &texts);
@@ -1035,6 +1037,20 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 			aw = prev->awaiting ? MTD_RT_AWAIT_WAITING : MTD_RT_AWAIT_ANSWERED;
 			if (set)
 				drop_refused(sc, set, &n);
+			/* A control plane's settings come with its endpoints, made
+			 * again over the new config: the endpoints alone would be
+			 * the service's own config until the stream gives them
+			 * again, which a cluster it refuses never does (its TLS
+			 * gone: plaintext to a TLS upstream). Without them, endpoints
+			 * that had TLS are not kept. */
+			if (prev->over && sc->local->source == MTD_CFG_SOURCE_XDS) {
+				over = over_now ? over_now(ctl, sc) : NULL;
+				if (!over && prev->cfg->tls && !sc->tls) {
+					n = 0;
+					waiting = mtd_runtime_waiting(sc, wbuf, sizeof(wbuf));
+					aw = MTD_RT_AWAIT_WAITING;
+				}
+			}
 		} else {
 			set = calloc(1, sizeof(*set));
 			n = 0;
@@ -1046,19 +1062,21 @@ struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *
 			goto out;
 		}
 		struct mtd_rt_build b = {.box = box,
-		                  .cfg = sc,
-		                  .prev = prev,
-		                  .eps = set,
-		                  .n = n,
-		                  .hosts = hosts,
-		                  .built = svcs,
-		                  .n_built = built,
-		                  .n_workers = ctl->n_workers,
-		                  .force = true,
-		                  .set_unavailable = true,
-		                  .unavailable = waiting,
-		                  .awaiting = aw};
+		                         .cfg = over ? &over->svc : sc,
+		                         .over = over,
+		                         .prev = prev,
+		                         .eps = set,
+		                         .n = n,
+		                         .hosts = hosts,
+		                         .built = svcs,
+		                         .n_built = built,
+		                         .n_workers = ctl->n_workers,
+		                         .force = true,
+		                         .set_unavailable = true,
+		                         .unavailable = waiting,
+		                         .awaiting = aw};
 		svcs[built] = mtd_rt__service_build(&b, &same, err, errlen);
+		mtd_rt_over_unref(over); /* the snapshot took its own */
 		free(set);
 		free(hosts);
 		free(texts);

@@ -132,9 +132,16 @@ void mtd_runtime_reclaim(struct mtd_control *ctl);
  * failure): every service whose name was there before keeps the
  * identities (stats, warmup start, connections) of the endpoints that stay;
  * a DNS or etcd service whose source settings did not change keeps its
- * current endpoint set until its source reports. NULL + err on failure
- * (the running one stays). Control thread. */
-struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, char *err, size_t errlen);
+ * current endpoint set until its source reports. An xDS service keeps it
+ * with the override over_now (may be NULL: none) gives the new config's
+ * service now (a control plane's settings, its TLS above all, come with
+ * its endpoints or the endpoints do not: reload.c passes the xDS
+ * client's). NULL + err on failure (the running one stays). Control
+ * thread. */
+struct mtd_rt_over;
+typedef struct mtd_rt_over *mtd_rt_over_now_fn(struct mtd_control *ctl, const struct mtd_cfg_service *base);
+struct mtd_runtime *mtd_runtime_reload(struct mtd_control *ctl, struct mtd_cfg *cfg, mtd_rt_over_now_fn *over_now,
+                                       char *err, size_t errlen);
 /* Host is an IPv4/IPv6 literal. */
 bool mtd_rt_host_is_literal(const char *host);
 /* Why a registry record naming `identity` may not be used by a service

@@ -55,6 +55,17 @@ extern const struct mtd_disc_source_ops mtd_xds_source_ops;
  * later on the config's own). NULL x is a no-op. */
 void mtd_xds_sources_started(struct mtd_xds *x);
 
+/* For a reload's runtime (runtime.c), not yet published: the override a
+ * service of the new config (base, with discovery.xds) gets from the
+ * cluster x holds now and its last good assignment, as the stream would
+ * give it once the new config's sources start; NULL when x (may be NULL)
+ * has no good cluster or assignment for it, or out of memory. So the
+ * snapshot published by the reload carries the cluster's settings (its
+ * TLS above all) with the endpoints it keeps, never the endpoints alone. */
+struct mtd_rt_over;
+struct mtd_cfg_service;
+struct mtd_rt_over *mtd_xds_over_now(struct mtd_xds *x, const struct mtd_cfg_service *base);
+
 /* A reload's new runtime rt, not yet published, takes the routes in
  * force of x (xds.listener's), bound to its config's services, so that
  * no call of the new config misses them (a route that no longer fits is

@@ -363,6 +363,23 @@ static void apply_bind(struct mtd_xds *x, struct mtd_rt_batch *bt, struct xds_bi
 	mtd_xds_cla_free(again);
 }
 
+struct mtd_rt_over *mtd_xds_over_now(struct mtd_xds *x, const struct mtd_cfg_service *base)
+{
+	if (x == NULL || base->local->xds_cluster == NULL)
+		return NULL;
+	const struct xds_cl *cl = xds_find_cl(x, base->local->xds_cluster);
+	if (cl == NULL || !cl->have || cl->removed)
+		return NULL;
+	const struct xds_cla *ea = xds_find_cla(x, cl->c.eds_name);
+	if (ea == NULL || ea->raw == NULL)
+		return NULL;
+	struct mtd_xds_cla *again = NULL;
+	const struct mtd_xds_cla *c = cla_records(ea, &again);
+	struct mtd_rt_over *o = c != NULL ? over_new(base, cl, c) : NULL;
+	mtd_xds_cla_free(again);
+	return o;
+}
+
 /* The services not given anything yet (just bound). */
 void xds_apply_new(struct mtd_xds *x)
 {

@@ -1120,6 +1120,44 @@ class XdsTest(XdsBase):
         self.stop_maitred(m)
 
     @maitred_only
+    def test_a_reload_whose_stream_refuses_the_cluster_keeps_its_tls(self):
+        """A reload (SIGHUP) after the bootstrap lost the instance the
+        cluster names: the new stream NACKs the cluster, and the last good
+        one serves on, TLS and all. Before, the reload's snapshot carried the
+        cluster's endpoints without its settings (a service's own config has
+        no TLS) until the stream gave them again, which a refused cluster
+        never does: calls went to the mTLS upstream in plaintext."""
+        ca = TestCA(os.path.join(self.tmp, "ca"), server_name="echo.test")
+        up = self.start_upstream("secure", tls=ca, client_ca=ca)
+        self.server.start()
+        path = os.path.join(self.tmp, "bootstrap.json")
+        roots = {"roots": {"ca_certificate_file": ca.ca_file, "refresh_interval": "60s"}}
+        bootstrap(path, self.server.port, node_id="maitred-1",
+                  providers=dict(roots, identity={"certificate_file": ca.client_cert,
+                                                  "private_key_file": ca.client_key, "refresh_interval": "60s"}))
+        tls = {"name": "envoy.transport_sockets.tls",
+               "typed_config": {
+                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                   "common_tls_context": {
+                       "tls_certificate_provider_instance": {"instance_name": "identity"},
+                       "validation_context": {"ca_certificate_provider_instance": {"instance_name": "roots"}}},
+                   "sni": "echo.test"}}
+        self.serve([up], transport_socket=tls)
+        m = self.start_maitred(self.config([{"name": SVC, "discovery": {"xds": {}}}], xds={"bootstrap": path}))
+        self.wait_set(self.echo(m), ["secure"], "the mTLS upstream")
+        nacks = len([r for r in self.server.log() if nacked(r, xds.CDS)])
+        bootstrap(path, self.server.port, node_id="maitred-1", providers=roots)
+        m.proc.signal(signal.SIGHUP)
+        self.server.wait_for(lambda log: len([r for r in log if nacked(r, xds.CDS)]) > nacks, WAIT,
+                             "the new stream's NACK of the cluster")
+        # New connections too: the upstream restarted on its port.
+        up.proc.stop()
+        up = self.start_upstream("secure", tls=ca, client_ca=ca, port=up.port)
+        self.wait_set(self.echo(m), ["secure"], "the mTLS upstream again, over TLS")
+        self.assertEqual(set(self.spread(self.echo(m), 8)), {"secure"})
+        self.stop_maitred(m)
+
+    @maitred_only
     def test_a_bootstrap_file_names_the_server_and_the_node(self):
         up = self.start_upstream("a")
         self.server.start()

@@ -1278,7 +1278,7 @@ static void publish(struct seam *s, struct mtd_runtime *rt);
 void seam_reload(struct seam *s, const char *yaml)
 {
 	char err[384];
-	struct mtd_runtime *rt = mtd_runtime_reload(&s->ctl, load(yaml), err, sizeof(err));
+	struct mtd_runtime *rt = mtd_runtime_reload(&s->ctl, load(yaml), NULL, err, sizeof(err));
 	ck_assert_msg(rt != NULL, "reload: %s", err);
 	publish(s, rt);
 }
