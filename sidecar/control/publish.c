@@ -190,14 +190,29 @@ int mtd_control_batch_set(struct mtd_rt_batch *bt, size_t service, struct mtd_rt
 	return 0;
 }
 
+/* rt's services have the TLS contexts old's have (same config): the
+ * batch changed endpoints only, as nearly all do. */
+static bool same_contexts(const struct mtd_runtime *old, const struct mtd_runtime *rt)
+{
+	if (!old || old->cfg != rt->cfg)
+		return false;
+	for (size_t i = 0; i < rt->cfg->n_services; i++)
+		if (old->services[i]->ssl_ctx != rt->services[i]->ssl_ctx)
+			return false;
+	return true;
+}
+
 void mtd_control_batch_publish(struct mtd_control *ctl, struct mtd_rt_batch *bt)
 {
 	struct mtd_runtime *rt = mtd_runtime_batch_end(bt);
 
 	if (rt) {
+		/* An xDS cluster's TLS is the only one a source changes: the
+		 * watch follows it, unless no context changed. */
+		bool follow = !same_contexts(ctl->rt, rt);
 		mtd_control_publish(ctl, rt);
-		/* An xDS cluster's TLS is the only one a source changes. */
-		mtd_certwatch_follow(ctl->certs);
+		if (follow)
+			mtd_certwatch_follow(ctl->certs);
 	}
 }
 

@@ -48,7 +48,7 @@ struct xds_cl {
 	bool have;
 	bool removed; /* the server stopped sending it (CDS is state of the world) */
 	bool dirty;   /* changed by the response at hand: its services to be queued (xds_on_clusters) */
-	uint64_t gen; /* a new one at each change of c (the override's tag) */
+	uint64_t gen; /* a new one at each change of c (the override's tag): unique in the process */
 	struct mtd_xds_cluster c;
 	/* c's resource as it last came (NULL: none, or out of memory): a
 	 * state of the world resends every cluster, and the same bytes are
@@ -191,7 +191,6 @@ struct mtd_xds {
 	size_t n_binds;
 	bool binds_sorted;
 	struct xds_pending pending;
-	uint64_t next_gen;
 	/* LDS and RDS (xds.listener): the listener, the route configuration
 	 * its connection manager names (name NULL: inline, or none yet), and
 	 * the routes in force (the last good, inline or by RDS), kept to bind
@@ -226,6 +225,12 @@ void xds_set_str(char **slot, const char *s);
  * with its name (struct xds_cl, xds_cla). */
 int xds_cmp_name(const void *key, const void *elem);
 /* The cluster or the assignment of that name in x's tables, or NULL. */
+/* A cluster translation's generation, unique in the process (control
+ * thread): an override's tag says which translation made it, whichever
+ * client made it; a reload's override made over the client then in force
+ * is never taken for the next client's (whose translations may differ:
+ * other certificate provider files), as per-client numbers would be. */
+uint64_t xds_cluster_gen_next(void);
 struct xds_cl *xds_find_cl(struct mtd_xds *x, const char *name);
 struct xds_cla *xds_find_cla(struct mtd_xds *x, const char *name);
 /* Free what a table entry owns, and zero it. */

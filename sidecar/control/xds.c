@@ -117,6 +117,12 @@ int xds_cmp_name(const void *key, const void *elem)
 	return strcmp(key, *(char *const *)elem); /* every table entry starts with its name */
 }
 
+uint64_t xds_cluster_gen_next(void)
+{
+	static uint64_t last;
+	return ++last;
+}
+
 struct xds_cl *xds_find_cl(struct mtd_xds *x, const char *name)
 {
 	return x->n_cls ? bsearch(name, x->cls, x->n_cls, sizeof(*x->cls), xds_cmp_name) : NULL;

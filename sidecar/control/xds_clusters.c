@@ -132,7 +132,7 @@ void xds_on_clusters(struct mtd_xds *x, const struct mtd_xds_response *r, char *
 		e->c = c;
 		e->have = true;
 		e->removed = false;
-		e->gen = ++x->next_gen;
+		e->gen = xds_cluster_gen_next();
 		e->dirty = true;
 		n_changed++;
 	}
