@@ -309,7 +309,8 @@ typedef Envoy__Extensions__TransportSockets__Tls__V3__CertificateProviderPluginI
  * provider forms tls_certificate_certificate_provider (9),
  * validation_context_certificate_provider (10),
  * tls_certificate_certificate_provider_instance (11),
- * validation_context_certificate_provider_instance (12). Ignoring them
+ * validation_context_certificate_provider_instance (12), and
+ * custom_handshaker (13), as gRPC's clients refuse it. Ignoring them
  * would make a connection without the client certificate or the CA the
  * control plane meant. */
 static const char *refused_common_field(const PbCommonTls *ctx)
@@ -328,6 +329,10 @@ static const char *refused_common_field(const PbCommonTls *ctx)
 		case 12:
 			return "a deprecated certificate provider field: maitred reads "
 			       "tls_certificate_provider_instance and ca_certificate_provider_instance";
+		case 13:
+			/* Another handshake than TLS's (ALTS, say): ignored, the
+			 * connection would not be what the control plane meant. */
+			return "custom_handshaker: maitred makes TLS handshakes only";
 		default:
 			break;
 		}

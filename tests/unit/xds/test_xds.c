@@ -721,6 +721,7 @@ START_TEST(test_cluster_tls_from_certificate_providers)
 	        {10, "a deprecated certificate provider field"},
 	        {11, "a deprecated certificate provider field"},
 	        {12, "a deprecated certificate provider field"},
+	        {13, "custom_handshaker: maitred makes TLS handshakes only"},
 	};
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		uf = unknown_field(refused[i].tag);
