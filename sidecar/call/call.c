@@ -673,6 +673,27 @@ void mtd_call_relaunch(struct mtd_call *call, int idx)
 		call->cur = NULL;
 }
 
+/* The call's tried and refused bitmaps over n endpoints, zeroed: inline
+ * for up to 64, else one allocation for both. False when the call failed
+ * instead (out of memory). */
+static bool tried_bitmaps(struct mtd_call *call, size_t n)
+{
+	size_t words = (n + 63) / 64;
+	if (words <= 1) {
+		call->tried_inline = call->refused_inline = 0;
+		call->tried = &call->tried_inline;
+		call->refused = &call->refused_inline;
+		return true;
+	}
+	call->tried = calloc(2 * words, sizeof(*call->tried));
+	if (!call->tried) {
+		mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return false;
+	}
+	call->refused = call->tried + words;
+	return true;
+}
+
 /* hedge: a FORKING attempt after the first; when no endpoint is left it
  * is simply not started (the call goes on with those it has). */
 static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_len, bool hedge)
@@ -688,20 +709,8 @@ static void start_attempt(struct mtd_call *call, const uint8_t *key, size_t key_
 	 * waits for the first set (park.h), whatever its mode. */
 	if (svc->n_eps == 0 && !hedge && mtd_call_park(call))
 		return;
-	if (!call->tried) {
-		size_t words = (svc->n_eps + 63) / 64;
-		if (words <= 1) {
-			call->tried = &call->tried_inline;
-			call->refused = &call->refused_inline;
-		} else {
-			call->tried = calloc(2 * words, sizeof(*call->tried));
-			if (!call->tried) {
-				mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-				return;
-			}
-			call->refused = call->tried + words;
-		}
-	}
+	if (!call->tried && !tried_bitmaps(call, svc->n_eps))
+		return;
 	const struct mtd_fault_mode_ops *mode = mtd_call_mode(call);
 	if (mode->start) {
 		mode->start(call);
@@ -1186,18 +1195,8 @@ static bool carry_tried(struct mtd_call *call, const struct mtd_rt_service *old,
                         const uint64_t *refused)
 {
 	const struct mtd_rt_service *svc = call->svc;
-	size_t words = (svc->n_eps + 63) / 64;
-	if (words <= 1) {
-		call->tried = &call->tried_inline;
-		call->refused = &call->refused_inline;
-	} else {
-		call->tried = calloc(2 * words, sizeof(*call->tried));
-		if (!call->tried) {
-			mtd_call_fail(call, MTD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-			return false;
-		}
-		call->refused = call->tried + words;
-	}
+	if (!tried_bitmaps(call, svc->n_eps))
+		return false;
 	for (size_t i = 0; old && i < old->n_eps; i++) {
 		bool t = mtd_bit_get(tried, i), r = mtd_bit_get(refused, i);
 		if (!t && !r)

@@ -225,6 +225,27 @@ void mtd_runtime_reclaim(struct mtd_control *ctl)
 	}
 }
 
+/* Config endpoint e as a source would give it, into *d (its host into
+ * *host, the text of the address a name resolved to into text). A name's
+ * endpoints are keyed by the name as written: "localhost:80" next to
+ * "127.0.0.1:80" is two endpoints, as the config allows (and as dns.c
+ * names them on each refresh). */
+static void static_endpoint(const struct mtd_cfg_endpoint *e, struct mtd_disc_endpoint *d, const char **host,
+                            char text[64])
+{
+	bool literal = mtd_rt_host_is_literal(e->addr.host);
+	*d = (struct mtd_disc_endpoint){.key = literal ? NULL : e->addr.text,
+	                                .address = literal ? e->addr.text : mtd_addr_text(&e->addr.sa.sa, text, 64),
+	                                .salen = e->addr.salen,
+	                                .weight = e->weight,
+	                                .zone = e->zone,
+	                                /* both {key, value} */
+	                                .metadata = (const struct mtd_disc_meta *)e->meta,
+	                                .n_metadata = e->n_meta};
+	memcpy(&d->sa, &e->addr.sa, e->addr.salen);
+	*host = e->addr.host;
+}
+
 /* The static endpoints of cfg as a source would give them. An IP literal
  * is its own identity, as written; a host name is named by the address it
  * resolved to, like the resolver's later answers (sidecar/dns.c), so the
@@ -242,25 +263,8 @@ static struct mtd_disc_endpoint *static_set(const struct mtd_cfg_service *cfg, c
 		free(*texts);
 		return NULL;
 	}
-	for (size_t i = 0; i < cfg->local->n_endpoints; i++) {
-		const struct mtd_cfg_endpoint *e = &cfg->local->endpoints[i];
-		const char *id = mtd_rt_host_is_literal(e->addr.host)
-		                         ? e->addr.text
-		                         : mtd_addr_text(&e->addr.sa.sa, (*texts)[i], sizeof((*texts)[i]));
-		/* A name's endpoints are keyed by the name as written:
-		 * "localhost:80" next to "127.0.0.1:80" is two endpoints, as the
-		 * config allows (and as dns.c names them on each refresh). */
-		d[i] = (struct mtd_disc_endpoint){.key = id == e->addr.text ? NULL : e->addr.text,
-		                                  .address = id,
-		                                  .salen = e->addr.salen,
-		                                  .weight = e->weight,
-		                                  .zone = e->zone,
-		                                  /* both {key, value} */
-		                                  .metadata = (const struct mtd_disc_meta *)e->meta,
-		                                  .n_metadata = e->n_meta};
-		memcpy(&d[i].sa, &e->addr.sa, e->addr.salen);
-		(*hosts)[i] = e->addr.host;
-	}
+	for (size_t i = 0; i < cfg->local->n_endpoints; i++)
+		static_endpoint(&cfg->local->endpoints[i], &d[i], &(*hosts)[i], (*texts)[i]);
 	return d;
 }
 
@@ -322,16 +326,8 @@ static struct mtd_disc_endpoint *static_set_kept(const struct mtd_cfg_service *c
 		}
 		if (o > had)
 			continue;
-		const char *id = literal ? e->addr.text : mtd_addr_text(&e->addr.sa.sa, (*texts)[o], sizeof((*texts)[o]));
-		d[o] = (struct mtd_disc_endpoint){.key = literal ? NULL : e->addr.text,
-		                                  .address = id,
-		                                  .salen = e->addr.salen,
-		                                  .weight = e->weight,
-		                                  .zone = e->zone,
-		                                  .metadata = (const struct mtd_disc_meta *)e->meta,
-		                                  .n_metadata = e->n_meta};
-		memcpy(&d[o].sa, &e->addr.sa, e->addr.salen);
-		(*hosts)[o++] = e->addr.host;
+		static_endpoint(e, &d[o], &(*hosts)[o], (*texts)[o]);
+		o++;
 	}
 	*n = o;
 	return d;

@@ -1014,13 +1014,7 @@ class XdsTest(XdsBase):
         boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="maitred-1",
                          providers={"identity": {"certificate_file": crt, "private_key_file": key},
                                     "roots": {"ca_certificate_file": ca.ca_file}})
-        tls = {"name": "envoy.transport_sockets.tls",
-               "typed_config": {
-                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-                   "common_tls_context": {
-                       "tls_certificate_provider_instance": {"instance_name": "identity"},
-                       "validation_context": {"ca_certificate_provider_instance": {"instance_name": "roots"}}},
-                   "sni": "echo.test"}}
+        tls = xds.provider_tls()
         names = [SVC] + ["c%02d" % i for i in range(19)]
         self.server.set("cluster", [cluster(n, transport_socket=tls) for n in names])
         self.server.set("endpoint", [assignment(n, [locality([("127.0.0.1", up.port)], zone="z1")]) for n in names])
@@ -1058,13 +1052,7 @@ class XdsTest(XdsBase):
         boot = bootstrap(os.path.join(self.tmp, "bootstrap.json"), self.server.port, node_id="maitred-1",
                          providers={"identity": {"certificate_file": crt, "private_key_file": key},
                                     "roots": {"ca_certificate_file": ca.ca_file}})
-        tls = {"name": "envoy.transport_sockets.tls",
-               "typed_config": {
-                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-                   "common_tls_context": {
-                       "tls_certificate_provider_instance": {"instance_name": "identity"},
-                       "validation_context": {"ca_certificate_provider_instance": {"instance_name": "roots"}}},
-                   "sni": "echo.test"}}
+        tls = xds.provider_tls()
         self.serve([up], transport_socket=tls)
         m = self.start_maitred(self.config([{"name": SVC, "discovery": {"xds": {}}}], xds={"bootstrap": boot}))
         self.server.wait_for(lambda log: any(acked(r, xds.CDS) for r in log), WAIT, "the CDS ACK")
@@ -1101,13 +1089,7 @@ class XdsTest(XdsBase):
                                               "private_key_file": who.client_key, "refresh_interval": "60s"},
                                  "roots": {"ca_certificate_file": ca.ca_file, "refresh_interval": "60s"}})
         write_bootstrap(other)  # a client certificate the upstream refuses
-        tls = {"name": "envoy.transport_sockets.tls",
-               "typed_config": {
-                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-                   "common_tls_context": {
-                       "tls_certificate_provider_instance": {"instance_name": "identity"},
-                       "validation_context": {"ca_certificate_provider_instance": {"instance_name": "roots"}}},
-                   "sni": "echo.test"}}
+        tls = xds.provider_tls()
         self.serve([up], transport_socket=tls)
         m = self.start_maitred(self.config([{"name": SVC, "discovery": {"xds": {}}}], xds={"bootstrap": path}))
         self.server.wait_for(lambda log: any(acked(r, xds.CDS) for r in log), WAIT, "the CDS ACK")
@@ -1138,13 +1120,7 @@ class XdsTest(XdsBase):
         bootstrap(path, self.server.port, node_id="maitred-1",
                   providers=dict(roots, identity={"certificate_file": ca.client_cert,
                                                   "private_key_file": ca.client_key, "refresh_interval": "60s"}))
-        tls = {"name": "envoy.transport_sockets.tls",
-               "typed_config": {
-                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-                   "common_tls_context": {
-                       "tls_certificate_provider_instance": {"instance_name": "identity"},
-                       "validation_context": {"ca_certificate_provider_instance": {"instance_name": "roots"}}},
-                   "sni": "echo.test"}}
+        tls = xds.provider_tls()
         self.serve([up], transport_socket=tls)
         m = self.start_maitred(self.config([{"name": SVC, "discovery": {"xds": {}}}], xds={"bootstrap": path}))
         self.wait_set(self.echo(m), ["secure"], "the mTLS upstream")

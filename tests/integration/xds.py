@@ -245,6 +245,18 @@ def route_to(cluster_name, prefix="/"):
     return {"match": {"prefix": prefix}, "route": {"cluster": cluster_name}}
 
 
+def provider_tls(identity="identity", roots="roots", sni="echo.test"):
+    """A cluster's transport_socket: an UpstreamTlsContext naming the
+    bootstrap's certificate provider instances (gRFC A29)."""
+    return {"name": "envoy.transport_sockets.tls",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                "common_tls_context": {
+                    "tls_certificate_provider_instance": {"instance_name": identity},
+                    "validation_context": {"ca_certificate_provider_instance": {"instance_name": roots}}},
+                "sni": sni}}
+
+
 def bootstrap(path, port, node_id="maitred-test", zone="", tls=False, providers=None):
     """A gRPC xDS bootstrap file for server at 127.0.0.1:port
     (providers: its certificate_providers, {name: file_watcher config})."""
